@@ -1,0 +1,47 @@
+# A thin wrapper over the CMake build; every real rule lives in CMakeLists.txt.
+#   make deps      install missing Debian packages (as root), or say which
+#   make           build (build/)
+#   make test      deps + build + the whole suite
+#   make sanitize  the suite under ASan+UBSan, the threaded tests under TSan
+#   make demo      deps + build + processes taking turns on a lock
+#   make install   install library, header, dlock.pc, CMake package
+BUILD_DIR ?= build
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE_FLAGS ?=
+CTEST_FLAGS ?= --output-on-failure
+
+.PHONY: all build deps test sanitize asan tsan demo install clean
+
+all: build
+
+deps:
+	@scripts/deps.sh
+
+build:
+	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(BUILD_DIR) -j$(JOBS) -- --no-print-directory
+
+test: deps build
+	ctest --test-dir $(BUILD_DIR) $(CTEST_FLAGS)
+
+asan: deps
+	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDLOCK_SANITIZE=address,undefined >/dev/null
+	@cmake --build build-asan -j$(JOBS) -- --no-print-directory
+	DLOCK_TEST_SLOW=3 ctest --test-dir build-asan $(CTEST_FLAGS)
+
+tsan: deps
+	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDLOCK_SANITIZE=thread >/dev/null
+	@cmake --build build-tsan -j$(JOBS) -- --no-print-directory
+	DLOCK_TEST_SLOW=5 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+	  ctest --test-dir build-tsan -L threaded $(CTEST_FLAGS)
+
+sanitize: asan tsan
+
+demo: deps build
+	@scripts/demo.sh $(BUILD_DIR)
+
+install: build
+	cmake --install $(BUILD_DIR)
+
+clean:
+	rm -rf $(BUILD_DIR) build-asan build-tsan

@@ -1,0 +1,311 @@
+/*
+ * dlock: Redisson's distributed locks for C, on Redis.
+ *
+ * A dlock_client talks to one Redis deployment. A dlock_lock is a handle on one
+ * named reentrant lock stored in Redis exactly as Redisson's RLock stores it, so a
+ * C process and a Java process using Redisson can take turns on the same lock.
+ *
+ * Conventions used by every call below:
+ *   - Calls return DLOCK_OK (0) or a negative dlock_status. dlock_strerror()
+ *     gives the short text of a code; dlock_last_error() gives the detailed
+ *     message of the calling thread's last failed call (Redis's own error text
+ *     included). A password never appears in any message or log line.
+ *   - Out-parameters are written only when the call returns DLOCK_OK.
+ *   - *_free(NULL) and dlock_client_close(NULL) are no-ops.
+ *   - Durations are milliseconds (int64_t).
+ *   - The library never calls abort() or exit() and never writes to stdout or
+ *     stderr; it reports through return codes and the optional log callback.
+ *
+ * Threads: a dlock_config is not thread-safe (build it in one thread, then hand
+ * it to dlock_client_open, which copies it). A dlock_client and its dlock_lock
+ * handles may be used from any number of threads at once; the exceptions are
+ * named at each call (handle free, client close). The owner of a lock is the
+ * calling OS thread, unless the handle was made with dlock_lock_get_as().
+ */
+#ifndef DLOCK_DLOCK_H
+#define DLOCK_DLOCK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DLOCK_VERSION_MAJOR 0
+#define DLOCK_VERSION_MINOR 1
+#define DLOCK_VERSION_PATCH 0
+#define DLOCK_VERSION_STRING "0.1.0"
+
+#if defined(DLOCK_BUILDING) && defined(__GNUC__)
+#define DLOCK_API __attribute__((visibility("default")))
+#else
+#define DLOCK_API
+#endif
+
+/* ------------------------------------------------------------------ errors */
+
+/* Stable status codes. New codes may be added; existing values never change. */
+typedef enum dlock_status {
+    DLOCK_OK = 0,
+    DLOCK_EINVAL = -1,        /* an argument is invalid (the message names it) */
+    DLOCK_ENOMEM = -2,        /* out of memory */
+    DLOCK_ETIMEDOUT = -3,     /* the lock was not acquired within the wait */
+    DLOCK_ENOTOWNER = -4,     /* the caller does not hold the lock */
+    DLOCK_ECANCELED = -5,     /* the wait was cancelled with dlock_cancel_fire() */
+    DLOCK_ECONN = -6,         /* Redis could not be reached, or the connection dropped */
+    DLOCK_ECMDTIMEOUT = -7,   /* Redis did not answer within the command timeout */
+    DLOCK_EREDIS = -8,        /* Redis answered with an error (text in dlock_last_error) */
+    DLOCK_EWRONGTYPE = -9,    /* the key exists but holds another type (not a lock) */
+    DLOCK_EPROTO = -10,       /* Redis answered something a script cannot have returned */
+    DLOCK_EAUTH = -11,        /* authentication or database selection was refused */
+    DLOCK_ECLOSED = -12,      /* the client is closing */
+    DLOCK_ENAMETOOLONG = -13, /* a name or owner id is longer than its maximum */
+    DLOCK_ESYS = -14,         /* an operating-system call failed (errno text in the message) */
+    DLOCK_EUNKNOWN = -15      /* the outcome is unknown: sent, then no answer (see acquire) */
+} dlock_status;
+
+/* Short English text for a status code ("lock not held by the caller", ...).
+ * Never NULL; unknown codes give "unknown dlock status". Any thread. */
+DLOCK_API const char *dlock_strerror(int code);
+
+/* The code's symbolic name ("DLOCK_ENOTOWNER"). Never NULL. Any thread. */
+DLOCK_API const char *dlock_errname(int code);
+
+/* Detailed message of the calling thread's last failed dlock call, or "" when
+ * there was none. Thread-local: valid until this thread's next dlock call. */
+DLOCK_API const char *dlock_last_error(void);
+
+/* The library's version string, e.g. "0.1.0". */
+DLOCK_API const char *dlock_version(void);
+
+/* ----------------------------------------------------------------- limits */
+
+/* Longest lock name accepted, in bytes (the Redis keys built from it add a few
+ * dozen bytes of prefix). Longer names get DLOCK_ENAMETOOLONG. */
+#define DLOCK_NAME_MAX 4096
+/* Longest owner id accepted, in bytes. */
+#define DLOCK_OWNER_MAX 256
+/* Size of a buffer that holds any owner id this library makes, with its NUL:
+ * 36-char uuid, ':', up to 20 digits. */
+#define DLOCK_OWNER_BUFSIZE 64
+
+/* Lease value: hold the lock with the watchdog (renewed while the process lives). */
+#define DLOCK_WATCHDOG ((int64_t)-1)
+/* Wait value: wait as long as it takes. */
+#define DLOCK_WAIT_FOREVER ((int64_t)-1)
+
+/* ------------------------------------------------------------- callbacks */
+
+/* Why a lock was reported lost. */
+typedef enum dlock_lost_reason {
+    DLOCK_LOST_GONE = 1,       /* a renewal found the lock no longer held by its owner */
+    DLOCK_LOST_UNREACHABLE = 2 /* Redis stayed unreachable until the lease would have run out */
+} dlock_lost_reason;
+
+/* Called once per lost hold, on the client's io thread. `name` and `owner` are
+ * valid during the call only. The callback should return quickly; it may call
+ * any dlock function except dlock_client_close() on its own client. */
+typedef void (*dlock_lost_fn)(const char *name, const char *owner,
+                              dlock_lost_reason reason, void *ud);
+
+typedef enum dlock_log_level {
+    DLOCK_LOG_ERROR = 0,
+    DLOCK_LOG_WARN = 1,
+    DLOCK_LOG_INFO = 2,
+    DLOCK_LOG_DEBUG = 3
+} dlock_log_level;
+
+/* Log sink. Called from any thread (user threads and the io thread), possibly
+ * at the same time from several; `msg` is valid during the call only. */
+typedef void (*dlock_log_fn)(dlock_log_level level, const char *msg, void *ud);
+
+/* ----------------------------------------------------------------- config */
+
+typedef struct dlock_config dlock_config;
+
+/* A config with every option at its default:
+ *   url                 redis://127.0.0.1:6379
+ *   watchdog timeout    30000 ms  (renewal every timeout / 3)
+ *   command timeout     3000 ms
+ *   connect timeout     10000 ms
+ *   retry attempts      3, retry delay 1500 ms
+ *   pool size           64 blocking connections
+ *   client name         none
+ * Returns NULL only when out of memory. */
+DLOCK_API dlock_config *dlock_config_new(void);
+DLOCK_API void dlock_config_free(dlock_config *cfg);
+
+/* Where Redis is:
+ *   redis://[user[:password]@]host[:port][/db]     host may be [ipv6]; port 1..65535
+ *   unix:///path/to.sock[?db=N]
+ * user and password may be percent-encoded. DLOCK_EINVAL names the bad part
+ * (never echoing the password) and leaves the previous URL in place. */
+DLOCK_API int dlock_config_set_url(dlock_config *cfg, const char *url);
+
+/* Lease used for locks taken with DLOCK_WATCHDOG, in ms (>= 30; 0 = default).
+ * The watchdog renews such locks every timeout / 3. */
+DLOCK_API int dlock_config_set_watchdog_timeout(dlock_config *cfg, int64_t ms);
+/* Longest wait for one Redis reply, in ms (> 0; 0 = default). */
+DLOCK_API int dlock_config_set_command_timeout(dlock_config *cfg, int64_t ms);
+/* Longest wait for a TCP/unix connection and its handshake, in ms (0 = default). */
+DLOCK_API int dlock_config_set_connect_timeout(dlock_config *cfg, int64_t ms);
+/* How often a command is retried after a connection failure (0..100; 0 = never)
+ * and the pause between tries in ms (0 = default). */
+DLOCK_API int dlock_config_set_retry(dlock_config *cfg, int attempts, int64_t delay_ms);
+/* Most blocking connections open at once (1..10000; 0 = default). A call that
+ * finds them all busy waits up to the command timeout for one. */
+DLOCK_API int dlock_config_set_pool_size(dlock_config *cfg, int size);
+/* CLIENT SETNAME for every connection (no spaces; NULL or "" = none). */
+DLOCK_API int dlock_config_set_client_name(dlock_config *cfg, const char *name);
+/* Lost callback for every lock of the client (a lock's own callback, set with
+ * dlock_lock_set_lost_callback, takes precedence). NULL fn = none. */
+DLOCK_API int dlock_config_set_lost_callback(dlock_config *cfg, dlock_lost_fn fn, void *ud);
+/* Log callback and the most verbose level passed to it. NULL fn = none. */
+DLOCK_API int dlock_config_set_log_callback(dlock_config *cfg, dlock_log_fn fn, void *ud,
+                                            dlock_log_level max_level);
+
+/* ----------------------------------------------------------------- client */
+
+typedef struct dlock_client dlock_client;
+
+/* Connects to Redis (one blocking connection, to prove it reachable and the
+ * credentials right) and starts the client's io thread. `cfg` is copied and
+ * may be freed afterwards. On failure *out is NULL and dlock_last_error()
+ * says why: DLOCK_ECONN (names the address, never the password), DLOCK_EAUTH,
+ * DLOCK_ECMDTIMEOUT, DLOCK_ESYS, DLOCK_ENOMEM, DLOCK_EINVAL. */
+DLOCK_API int dlock_client_open(dlock_client **out, const dlock_config *cfg);
+
+/* Stops renewals, closes connections, stops the io thread and frees the client.
+ * Locks it still holds are not released: they expire after their lease (the
+ * watchdog timeout for watchdog locks). Every other call on this client and its
+ * lock handles must have returned first (use dlock_cancel to end waits); lock
+ * handles must be freed before or right after, without other calls. Must not
+ * be called from a lost or log callback of the same client. */
+DLOCK_API void dlock_client_close(dlock_client *c);
+
+/* The client's random UUID (36 chars), the first half of its owner ids. */
+DLOCK_API const char *dlock_client_id(const dlock_client *c);
+
+/* Writes the calling thread's owner id, "<uuid>:<thread id>", into buf.
+ * DLOCK_EINVAL if size < DLOCK_OWNER_BUFSIZE would not fit it. Any thread. */
+DLOCK_API int dlock_client_owner_id(const dlock_client *c, char *buf, size_t size);
+
+/* Writes a fresh owner id of this client that no thread id uses
+ * ("<uuid>:<n>", n >= 2^32), for work that moves between threads: pass it to
+ * dlock_lock_get_as(). Any thread. */
+DLOCK_API int dlock_client_new_owner_id(dlock_client *c, char *buf, size_t size);
+
+/* One PING round trip on the blocking pool. DLOCK_OK when Redis answers. */
+DLOCK_API int dlock_client_ping(dlock_client *c);
+
+/* ----------------------------------------------------------------- cancel */
+
+/* A cancellation token: another thread fires it to end a wait early. One token
+ * may serve many waits, in sequence or at once. All calls: any thread. */
+typedef struct dlock_cancel dlock_cancel;
+
+DLOCK_API int dlock_cancel_new(dlock_cancel **out);
+/* Makes every wait using this token return DLOCK_ECANCELED promptly (a round
+ * trip in flight finishes first), and every later wait, until reset. */
+DLOCK_API void dlock_cancel_fire(dlock_cancel *t);
+DLOCK_API void dlock_cancel_reset(dlock_cancel *t);
+DLOCK_API int dlock_cancel_fired(const dlock_cancel *t);
+/* No wait may be using the token any more. */
+DLOCK_API void dlock_cancel_free(dlock_cancel *t);
+
+/* ------------------------------------------------------------------- lock */
+
+/* A reentrant lock, Redisson's RLock:
+ *   key `name`, a hash: field "<owner id>" = hold count, PEXPIRE = lease;
+ *   wake-ups on channel `redisson_lock__channel:{name}` (message "0");
+ *   fencing tokens in `redisson_lock_token:{name}`.
+ * A handle is cheap (no round trip) and may be shared between threads. */
+typedef struct dlock_lock dlock_lock;
+
+/* A handle on lock `name` (1..DLOCK_NAME_MAX bytes, any bytes but NUL) that acts
+ * for the calling thread: each call's owner is "<client uuid>:<thread id>".
+ * DLOCK_EINVAL for NULL/empty, DLOCK_ENAMETOOLONG above the maximum. */
+DLOCK_API int dlock_lock_get(dlock_client *c, const char *name, dlock_lock **out);
+
+/* A handle that acts for the explicit owner id `owner` (1..DLOCK_OWNER_MAX bytes;
+ * normally from dlock_client_new_owner_id), whichever thread calls. For
+ * event-loop programs whose work moves between threads. */
+DLOCK_API int dlock_lock_get_as(dlock_client *c, const char *name, const char *owner,
+                                dlock_lock **out);
+
+/* Frees the handle; holds taken through it stay held (and renewed). No other
+ * call may be using this handle. */
+DLOCK_API void dlock_lock_free(dlock_lock *l);
+
+DLOCK_API const char *dlock_lock_name(const dlock_lock *l);
+
+/* Lost callback for holds taken through this handle from now on (overrides the
+ * client's). NULL fn falls back to the client's. Any thread. */
+DLOCK_API void dlock_lock_set_lost_callback(dlock_lock *l, dlock_lost_fn fn, void *ud);
+
+/* Acquires, waiting as long as it takes. lease_ms > 0: the key expires after
+ * the lease and is never renewed. DLOCK_WATCHDOG: held with the watchdog
+ * timeout and renewed every timeout / 3 until released or the client closes.
+ * Reentrant: an owner that holds the lock gets it again (hold count + 1; the
+ * lease is reset). Waiting sleeps on the lock's channel until an unlock
+ * message or the holder's TTL, never on a fixed poll.
+ * Returns DLOCK_OK, or DLOCK_EWRONGTYPE (the key is not a lock), DLOCK_ECONN,
+ * DLOCK_ECMDTIMEOUT, DLOCK_EUNKNOWN (the request went out and no answer came:
+ * the lock may be held for up to one lease; it is not renewed), DLOCK_EINVAL. */
+DLOCK_API int dlock_lock_acquire(dlock_lock *l, int64_t lease_ms);
+
+/* Tries for up to wait_ms (0 = a single try, DLOCK_WAIT_FOREVER = no limit).
+ * DLOCK_ETIMEDOUT when still held by another owner at the deadline; other
+ * returns as dlock_lock_acquire. */
+DLOCK_API int dlock_lock_try(dlock_lock *l, int64_t wait_ms, int64_t lease_ms);
+
+/* As dlock_lock_try, and the wait ends with DLOCK_ECANCELED when `cancel` (may
+ * be NULL) is fired from another thread: Redisson's lockInterruptibly. */
+DLOCK_API int dlock_lock_acquire_cancellable(dlock_lock *l, int64_t wait_ms, int64_t lease_ms,
+                                             dlock_cancel *cancel);
+
+/* As dlock_lock_acquire_cancellable, and on success *token receives the lock's
+ * fencing token: INCR of `redisson_lock_token:{name}`, done in the same script
+ * as the acquisition (reentry included), so tokens are strictly increasing per
+ * name. Give it to the resource you guard, which refuses lower tokens. */
+DLOCK_API int dlock_lock_acquire_fenced(dlock_lock *l, int64_t wait_ms, int64_t lease_ms,
+                                        dlock_cancel *cancel, uint64_t *token);
+
+/* Releases one hold. At hold count 0 the key is deleted and waiters (dlock's and
+ * Redisson's) are woken. DLOCK_ENOTOWNER when the caller holds nothing (never
+ * held, released already, expired, or lost). A release retried after a timeout
+ * answers what the first attempt did (Redisson 4's unlock latch). */
+DLOCK_API int dlock_lock_release(dlock_lock *l);
+
+/* Deletes the lock whoever holds it and wakes its waiters (Redisson's
+ * forceUnlock). *was_locked (may be NULL) = 1 if something was deleted. */
+DLOCK_API int dlock_lock_force_release(dlock_lock *l, int *was_locked);
+
+/* *locked = 1 when any owner holds the lock. DLOCK_EWRONGTYPE for a non-lock key. */
+DLOCK_API int dlock_lock_is_locked(dlock_lock *l, int *locked);
+/* *held = 1 when the handle's owner (calling thread, or explicit owner) holds it. */
+DLOCK_API int dlock_lock_is_held(dlock_lock *l, int *held);
+/* *held = 1 when owner id `owner` holds it. */
+DLOCK_API int dlock_lock_is_held_by(dlock_lock *l, const char *owner, int *held);
+/* *count = the handle's owner's hold count (0 when not held). */
+DLOCK_API int dlock_lock_hold_count(dlock_lock *l, int64_t *count);
+/* *ttl_ms = remaining time to live in ms; -2 when the lock does not exist,
+ * -1 when it has no expiry. */
+DLOCK_API int dlock_lock_ttl(dlock_lock *l, int64_t *ttl_ms);
+
+/* Runs fn(ud) while holding the lock and always releases afterwards
+ * (Redisson's executeInLock). Acquires as dlock_lock_try(wait_ms, lease_ms);
+ * when that fails fn is not called and its code is returned. Otherwise
+ * *fn_result (may be NULL) receives fn's return value, and the call returns the
+ * release's status: DLOCK_OK, or DLOCK_ENOTOWNER when the lock expired or was
+ * lost while fn ran. */
+typedef int (*dlock_run_fn)(void *ud);
+DLOCK_API int dlock_lock_run(dlock_lock *l, int64_t wait_ms, int64_t lease_ms,
+                             dlock_run_fn fn, void *ud, int *fn_result);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DLOCK_DLOCK_H */

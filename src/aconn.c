@@ -1,0 +1,643 @@
+/* Asynchronous Redis connection on libuv; see aconn.h.
+ *
+ * Life of a connection: IDLE -> CONNECTING (resolve, connect) -> HANDSHAKE
+ * (AUTH / SELECT / CLIENT SETNAME) -> READY. Any failure goes to BACKOFF, which
+ * reconnects after a pause that doubles from 50 ms up to the retry delay. CLOSING
+ * is final: the struct is freed once libuv has released every handle and request
+ * that points at it (`live` counts them).
+ *
+ * One uv_timer serves every deadline of the current state: the connect timeout,
+ * the oldest pending reply's command timeout, the pub/sub keepalive PING, and
+ * the reconnect pause. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "aconn.h"
+
+#define BACKOFF_MIN_MS 50
+#define PING_INTERVAL_MS 10000
+#define READ_BUF 65536
+
+enum { ST_IDLE, ST_CONNECTING, ST_HANDSHAKE, ST_READY, ST_BACKOFF, ST_CLOSING };
+
+typedef struct pending {
+    dlock__list link;
+    dlock__aconn_reply_fn fn;
+    void *ud;
+    int64_t sent_ms;
+    int expect;
+} pending;
+
+/* One connection attempt's stream; a new one per attempt, so callbacks of an
+ * old attempt can be told apart (box != ac->box) and ignored. */
+typedef struct stream_box {
+    union {
+        uv_handle_t handle;
+        uv_stream_t stream;
+        uv_tcp_t tcp;
+        uv_pipe_t pipe;
+    } u;
+    uv_connect_t creq;
+    dlock__aconn *ac;
+} stream_box;
+
+typedef struct wreq {
+    uv_write_t req;
+    stream_box *box;
+    char *buf;
+} wreq;
+
+struct dlock__aconn {
+    uv_loop_t *uv;
+    dlock_client *c;
+    dlock__endpoint ep;
+    char addr[320];
+    int pubsub;
+    dlock__aconn_cbs cbs;
+
+    int state;
+    int live;                /* timer + box + resolver request still held by libuv */
+    stream_box *box;
+    uv_timer_t timer;
+    uv_getaddrinfo_t gai;
+    int gai_active;
+    int64_t conn_deadline;
+    int64_t backoff_ms;
+    int64_t reconnect_at;
+    int64_t last_io;
+    int hs_left;             /* handshake replies still expected */
+
+    redisReader *reader;
+    dlock__list pending;
+    char *obuf;
+    size_t olen, ocap;
+    int corked;
+
+    void (*done)(void *);
+    void *done_arg;
+    char rbuf[READ_BUF];
+};
+
+static void arm_timer(dlock__aconn *ac);
+static void fail(dlock__aconn *ac, int status, const char *why);
+
+/* ------------------------------------------------------------- lifetime */
+
+static void release(dlock__aconn *ac)
+{
+    if (--ac->live > 0 || ac->state != ST_CLOSING)
+        return;
+    void (*done)(void *) = ac->done;
+    void *arg = ac->done_arg;
+    if (ac->reader)
+        redisReaderFree(ac->reader);
+    free(ac->obuf);
+    dlock__endpoint_clear(&ac->ep);
+    free(ac);
+    if (done)
+        done(arg);
+}
+
+static void on_box_closed(uv_handle_t *h)
+{
+    stream_box *b = h->data;
+    dlock__aconn *ac = b->ac;
+    free(b);
+    release(ac);
+}
+
+static void close_box(dlock__aconn *ac)
+{
+    stream_box *b = ac->box;
+    if (!b)
+        return;
+    ac->box = NULL;
+    uv_close(&b->u.handle, on_box_closed);
+}
+
+static void on_timer_closed(uv_handle_t *h) { release(h->data); }
+
+int dlock__aconn_new(dlock__aconn **out, uv_loop_t *uv, dlock_client *c,
+                     const dlock__endpoint *ep, int pubsub, const dlock__aconn_cbs *cbs)
+{
+    dlock__aconn *ac = calloc(1, sizeof(*ac));
+    if (!ac)
+        return DLOCK_ENOMEM;
+    if (dlock__endpoint_copy(&ac->ep, ep) != DLOCK_OK || !(ac->reader = redisReaderCreate())) {
+        dlock__endpoint_clear(&ac->ep);
+        free(ac);
+        return DLOCK_ENOMEM;
+    }
+    dlock__endpoint_str(&ac->ep, ac->addr, sizeof(ac->addr));
+    ac->uv = uv;
+    ac->c = c;
+    ac->pubsub = pubsub;
+    ac->cbs = *cbs;
+    ac->state = ST_IDLE;
+    ac->backoff_ms = BACKOFF_MIN_MS;
+    dlock__list_init(&ac->pending);
+    uv_timer_init(uv, &ac->timer);
+    ac->timer.data = ac;
+    ac->live = 1;
+    *out = ac;
+    return DLOCK_OK;
+}
+
+int dlock__aconn_ready(const dlock__aconn *ac) { return ac && ac->state == ST_READY; }
+
+/* ------------------------------------------------------------ pending */
+
+static void fail_pending(dlock__aconn *ac, int status)
+{
+    dlock__list list;
+    dlock__list_init(&list);
+    /* Detach first: callbacks may queue new commands (which then fail fast). */
+    if (!dlock__list_empty(&ac->pending)) {
+        list.next = ac->pending.next;
+        list.prev = ac->pending.prev;
+        list.next->prev = &list;
+        list.prev->next = &list;
+        dlock__list_init(&ac->pending);
+    }
+    while (!dlock__list_empty(&list)) {
+        pending *p = DLOCK__CONTAINER_OF(list.next, pending, link);
+        dlock__list_remove(&p->link);
+        p->fn(ac, NULL, status, p->ud);
+        free(p);
+    }
+}
+
+/* ------------------------------------------------------------- writing */
+
+static void on_write(uv_write_t *req, int status)
+{
+    wreq *w = (wreq *)req;
+    stream_box *b = w->box;
+    free(w->buf);
+    free(w);
+    if (status < 0 && b->ac->box == b)
+        fail(b->ac, DLOCK_ECONN, uv_strerror(status));
+}
+
+static void flush(dlock__aconn *ac)
+{
+    if (ac->olen == 0 || !ac->box)
+        return;
+    wreq *w = malloc(sizeof(*w));
+    if (!w) {
+        fail(ac, DLOCK_ENOMEM, "out of memory");
+        return;
+    }
+    w->box = ac->box;
+    w->buf = ac->obuf;
+    uv_buf_t buf = uv_buf_init(ac->obuf, (unsigned)ac->olen);
+    ac->obuf = NULL;
+    ac->olen = ac->ocap = 0;
+    int rc = uv_write(&w->req, &ac->box->u.stream, &buf, 1, on_write);
+    if (rc < 0) {
+        free(w->buf);
+        free(w);
+        fail(ac, DLOCK_ECONN, uv_strerror(rc));
+    }
+}
+
+static int append(dlock__aconn *ac, const char *p, size_t n)
+{
+    if (ac->olen + n > ac->ocap) {
+        size_t cap = ac->ocap ? ac->ocap : 4096;
+        while (cap < ac->olen + n)
+            cap *= 2;
+        char *nb = realloc(ac->obuf, cap);
+        if (!nb)
+            return -1;
+        ac->obuf = nb;
+        ac->ocap = cap;
+    }
+    memcpy(ac->obuf + ac->olen, p, n);
+    ac->olen += n;
+    return 0;
+}
+
+static int queue_cmd(dlock__aconn *ac, int argc, const char **argv, const size_t *lens,
+                     int expect, dlock__aconn_reply_fn fn, void *ud)
+{
+    char *cmd = NULL;
+    int n = redisFormatCommandArgv(&cmd, argc, argv, lens);
+    pending *p = malloc(sizeof(*p));
+    if (n < 0 || !p || append(ac, cmd, (size_t)n) != 0) {
+        free(p);
+        if (n >= 0)
+            free(cmd);
+        return DLOCK_ENOMEM;
+    }
+    free(cmd);
+    p->fn = fn;
+    p->ud = ud;
+    p->sent_ms = dlock__now_ms();
+    p->expect = expect > 0 ? expect : 1;
+    int was_empty = dlock__list_empty(&ac->pending);
+    dlock__list_push_back(&ac->pending, &p->link);
+    if (!ac->corked)
+        flush(ac);
+    if (was_empty)
+        arm_timer(ac);
+    return DLOCK_OK;
+}
+
+int dlock__aconn_send(dlock__aconn *ac, int argc, const char **argv, const size_t *lens,
+                      int expect, dlock__aconn_reply_fn fn, void *ud)
+{
+    if (ac->state != ST_READY)
+        return DLOCK_ECONN;
+    return queue_cmd(ac, argc, argv, lens, expect, fn, ud);
+}
+
+void dlock__aconn_cork(dlock__aconn *ac) { ac->corked++; }
+
+void dlock__aconn_uncork(dlock__aconn *ac)
+{
+    if (ac->corked > 0 && --ac->corked == 0 && ac->state != ST_CLOSING)
+        flush(ac);
+}
+
+/* ------------------------------------------------------------- reading */
+
+static int is_push(const redisReply *r)
+{
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 ||
+        r->element[0]->type != REDIS_REPLY_STRING)
+        return 0;
+    const char *k = r->element[0]->str;
+    return strcmp(k, "message") == 0 || strcmp(k, "smessage") == 0 ||
+           (strcmp(k, "pmessage") == 0 && r->elements >= 4);
+}
+
+static void dispatch(dlock__aconn *ac, redisReply *r)
+{
+    if (ac->pubsub && is_push(r)) {
+        if (ac->cbs.on_push)
+            ac->cbs.on_push(ac, r, ac->cbs.ud);
+        return;
+    }
+    if (dlock__list_empty(&ac->pending)) {
+        fail(ac, DLOCK_EPROTO, "reply without a request");
+        return;
+    }
+    pending *p = DLOCK__CONTAINER_OF(ac->pending.next, pending, link);
+    int last = --p->expect <= 0;
+    if (last)
+        dlock__list_remove(&p->link);
+    p->fn(ac, r, DLOCK_OK, p->ud);
+    if (last)
+        free(p);
+}
+
+static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+{
+    stream_box *b = h->data;
+    *buf = uv_buf_init(b->ac->rbuf, sizeof(b->ac->rbuf));
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    stream_box *b = s->data;
+    dlock__aconn *ac = b->ac;
+    if (ac->box != b)
+        return;
+    if (nread < 0) {
+        fail(ac, DLOCK_ECONN, nread == UV_EOF ? "closed by the server" : uv_strerror((int)nread));
+        return;
+    }
+    if (nread == 0)
+        return;
+    ac->last_io = dlock__now_ms();
+    if (redisReaderFeed(ac->reader, buf->base, (size_t)nread) != REDIS_OK) {
+        fail(ac, DLOCK_EPROTO, "protocol error");
+        return;
+    }
+    for (;;) {
+        void *rep = NULL;
+        if (redisReaderGetReply(ac->reader, &rep) != REDIS_OK) {
+            fail(ac, DLOCK_EPROTO, "protocol error");
+            return;
+        }
+        if (!rep)
+            break;
+        dispatch(ac, rep);
+        freeReplyObject(rep);
+        /* A callback may have failed or closed the connection (the reader is then
+         * gone): stop here. */
+        if (ac->box != b || ac->state == ST_CLOSING)
+            return;
+    }
+    arm_timer(ac);
+}
+
+/* ----------------------------------------------------------- handshake */
+
+static void become_ready(dlock__aconn *ac)
+{
+    ac->state = ST_READY;
+    ac->backoff_ms = BACKOFF_MIN_MS;
+    ac->last_io = dlock__now_ms();
+    arm_timer(ac);
+    dlock__log(ac->c, DLOCK_LOG_DEBUG, "%s connection to %s ready",
+               ac->pubsub ? "pub/sub" : "renewal", ac->addr);
+    if (ac->cbs.on_ready)
+        ac->cbs.on_ready(ac, ac->cbs.ud);
+}
+
+static void on_hs_reply(dlock__aconn *ac, redisReply *r, int status, void *ud)
+{
+    const char *what = ud;
+    if (!r)
+        return;   /* the connection failed; fail() handles it */
+    if (r->type == REDIS_REPLY_ERROR) {
+        char why[400];
+        snprintf(why, sizeof(why), "%s refused: %s", what, r->str);
+        fail(ac, DLOCK_EAUTH, why);
+        return;
+    }
+    if (--ac->hs_left == 0 && ac->state == ST_HANDSHAKE)
+        become_ready(ac);
+}
+
+static void handshake(dlock__aconn *ac)
+{
+    ac->state = ST_HANDSHAKE;
+    ac->hs_left = 0;
+    const dlock__endpoint *ep = &ac->ep;
+    if (ep->pass) {
+        const char *av[] = {"AUTH", ep->user ? ep->user : ep->pass, ep->pass};
+        if (ep->user)
+            queue_cmd(ac, 3, av, NULL, 1, on_hs_reply, "authentication");
+        else
+            queue_cmd(ac, 2, av, NULL, 1, on_hs_reply, "authentication");
+        ac->hs_left++;
+    }
+    if (ep->db) {
+        char db[16];
+        snprintf(db, sizeof(db), "%d", ep->db);
+        const char *av[] = {"SELECT", db};
+        queue_cmd(ac, 2, av, NULL, 1, on_hs_reply, "database selection");
+        ac->hs_left++;
+    }
+    if (ac->c->cfg.client_name) {
+        const char *av[] = {"CLIENT", "SETNAME", ac->c->cfg.client_name};
+        queue_cmd(ac, 3, av, NULL, 1, on_hs_reply, "CLIENT SETNAME");
+        ac->hs_left++;
+    }
+    if (ac->hs_left == 0)
+        become_ready(ac);
+}
+
+/* ------------------------------------------------------------- connect */
+
+static void on_connect(uv_connect_t *req, int status)
+{
+    stream_box *b = req->data;
+    dlock__aconn *ac = b->ac;
+    if (ac->box != b)
+        return;   /* an attempt abandoned by fail() or close() */
+    if (status < 0) {
+        fail(ac, DLOCK_ECONN, uv_strerror(status));
+        return;
+    }
+    if (!ac->ep.path) {
+        uv_tcp_nodelay(&b->u.tcp, 1);
+        uv_tcp_keepalive(&b->u.tcp, 1, 30);
+    }
+    int rc = uv_read_start(&b->u.stream, on_alloc, on_read);
+    if (rc < 0) {
+        fail(ac, DLOCK_ECONN, uv_strerror(rc));
+        return;
+    }
+    handshake(ac);
+}
+
+static stream_box *new_box(dlock__aconn *ac)
+{
+    stream_box *b = calloc(1, sizeof(*b));
+    if (!b)
+        return NULL;
+    b->ac = ac;
+    int rc = ac->ep.path ? uv_pipe_init(ac->uv, &b->u.pipe, 0) : uv_tcp_init(ac->uv, &b->u.tcp);
+    if (rc < 0) {
+        free(b);
+        return NULL;
+    }
+    b->u.handle.data = b;
+    b->creq.data = b;
+    ac->box = b;
+    ac->live++;
+    return b;
+}
+
+static void connect_addr(dlock__aconn *ac, const struct sockaddr *sa)
+{
+    stream_box *b = new_box(ac);
+    if (!b) {
+        fail(ac, DLOCK_ENOMEM, "cannot create a socket handle");
+        return;
+    }
+    int rc = uv_tcp_connect(&b->creq, &b->u.tcp, sa, on_connect);
+    if (rc < 0)
+        fail(ac, DLOCK_ECONN, uv_strerror(rc));
+}
+
+static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
+{
+    dlock__aconn *ac = req->data;
+    ac->gai_active = 0;
+    if (ac->state == ST_CLOSING || ac->state != ST_CONNECTING) {
+        if (res)
+            uv_freeaddrinfo(res);
+        release(ac);
+        return;
+    }
+    if (status < 0 || !res) {
+        if (res)
+            uv_freeaddrinfo(res);
+        char why[200];
+        snprintf(why, sizeof(why), "cannot resolve host: %s", uv_strerror(status));
+        fail(ac, DLOCK_ECONN, why);
+        release(ac);
+        return;
+    }
+    /* Prefer IPv4: "localhost" often resolves to ::1 first while Redis binds
+     * 127.0.0.1 only. */
+    struct addrinfo *pick = res;
+    for (struct addrinfo *a = res; a; a = a->ai_next)
+        if (a->ai_family == AF_INET) {
+            pick = a;
+            break;
+        }
+    connect_addr(ac, pick->ai_addr);
+    uv_freeaddrinfo(res);
+    release(ac);
+}
+
+void dlock__aconn_start(dlock__aconn *ac)
+{
+    if (ac->state != ST_IDLE && ac->state != ST_BACKOFF)
+        return;
+    if (ac->gai_active) {
+        /* The last attempt's resolver request could not be cancelled; its
+         * struct is still in use. Try again shortly. */
+        ac->state = ST_BACKOFF;
+        ac->reconnect_at = dlock__now_ms() + BACKOFF_MIN_MS;
+        arm_timer(ac);
+        return;
+    }
+    ac->state = ST_CONNECTING;
+    ac->conn_deadline = dlock__now_ms() + ac->c->cfg.connect_timeout_ms;
+    arm_timer(ac);
+    if (ac->ep.path) {
+        stream_box *b = new_box(ac);
+        if (!b) {
+            fail(ac, DLOCK_ENOMEM, "cannot create a socket handle");
+            return;
+        }
+        uv_pipe_connect(&b->creq, &b->u.pipe, ac->ep.path, on_connect);
+        return;
+    }
+    struct sockaddr_storage ss;
+    if (uv_ip4_addr(ac->ep.host, ac->ep.port, (struct sockaddr_in *)&ss) == 0 ||
+        uv_ip6_addr(ac->ep.host, ac->ep.port, (struct sockaddr_in6 *)&ss) == 0) {
+        connect_addr(ac, (struct sockaddr *)&ss);
+        return;
+    }
+    char port[8];
+    snprintf(port, sizeof(port), "%d", ac->ep.port);
+    struct addrinfo hints;
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_socktype = SOCK_STREAM;
+    ac->gai.data = ac;
+    int rc = uv_getaddrinfo(ac->uv, &ac->gai, on_resolved, ac->ep.host, port, &hints);
+    if (rc < 0) {
+        fail(ac, DLOCK_ECONN, uv_strerror(rc));
+        return;
+    }
+    ac->gai_active = 1;
+    ac->live++;
+}
+
+/* --------------------------------------------------------------- failure */
+
+static void fail(dlock__aconn *ac, int status, const char *why)
+{
+    if (ac->state == ST_CLOSING || ac->state == ST_IDLE || ac->state == ST_BACKOFF)
+        return;
+    int was_ready = ac->state == ST_READY;
+    dlock__log(ac->c, was_ready ? DLOCK_LOG_WARN : DLOCK_LOG_INFO,
+               "%s connection to %s %s: %s", ac->pubsub ? "pub/sub" : "renewal", ac->addr,
+               was_ready ? "lost" : "failed", why);
+    close_box(ac);
+    if (ac->gai_active)
+        uv_cancel((uv_req_t *)&ac->gai);
+    redisReaderFree(ac->reader);
+    ac->reader = redisReaderCreate();
+    free(ac->obuf);
+    ac->obuf = NULL;
+    ac->olen = ac->ocap = 0;
+    ac->state = ST_BACKOFF;
+    ac->reconnect_at = dlock__now_ms() + ac->backoff_ms;
+    ac->backoff_ms *= 2;
+    if (ac->backoff_ms > ac->c->cfg.retry_delay_ms)
+        ac->backoff_ms = ac->c->cfg.retry_delay_ms;
+    if (!ac->reader) {
+        /* Without a reader nothing can be parsed again: stay down. */
+        ac->state = ST_IDLE;
+    }
+    fail_pending(ac, status);
+    if (ac->cbs.on_down && ac->state != ST_CLOSING)
+        ac->cbs.on_down(ac, status, ac->cbs.ud);
+    if (ac->state == ST_BACKOFF)
+        arm_timer(ac);
+}
+
+/* ---------------------------------------------------------------- timer */
+
+static void on_ping(dlock__aconn *ac, redisReply *r, int status, void *ud) {}
+
+static void on_timer(uv_timer_t *t)
+{
+    dlock__aconn *ac = t->data;
+    int64_t now = dlock__now_ms();
+    switch (ac->state) {
+    case ST_CONNECTING:
+    case ST_HANDSHAKE:
+        if (now >= ac->conn_deadline) {
+            fail(ac, DLOCK_ECONN, "connect timeout");
+            return;
+        }
+        break;
+    case ST_READY:
+        if (!dlock__list_empty(&ac->pending)) {
+            pending *p = DLOCK__CONTAINER_OF(ac->pending.next, pending, link);
+            if (now >= p->sent_ms + ac->c->cfg.command_timeout_ms) {
+                fail(ac, DLOCK_ECMDTIMEOUT, "no reply within the command timeout");
+                return;
+            }
+        } else if (ac->pubsub && now - ac->last_io >= PING_INTERVAL_MS) {
+            const char *av[] = {"PING"};
+            queue_cmd(ac, 1, av, NULL, 1, on_ping, NULL);
+        }
+        break;
+    case ST_BACKOFF:
+        if (now >= ac->reconnect_at) {
+            dlock__aconn_start(ac);
+            return;
+        }
+        break;
+    default:
+        return;
+    }
+    arm_timer(ac);
+}
+
+static void arm_timer(dlock__aconn *ac)
+{
+    int64_t now = dlock__now_ms(), at = -1;
+    switch (ac->state) {
+    case ST_CONNECTING:
+    case ST_HANDSHAKE:
+        at = ac->conn_deadline;
+        break;
+    case ST_READY:
+        if (!dlock__list_empty(&ac->pending)) {
+            pending *p = DLOCK__CONTAINER_OF(ac->pending.next, pending, link);
+            at = p->sent_ms + ac->c->cfg.command_timeout_ms;
+        } else if (ac->pubsub) {
+            at = ac->last_io + PING_INTERVAL_MS;
+        }
+        break;
+    case ST_BACKOFF:
+        at = ac->reconnect_at;
+        break;
+    default:
+        break;
+    }
+    if (at < 0) {
+        uv_timer_stop(&ac->timer);
+        return;
+    }
+    uv_timer_start(&ac->timer, on_timer, (uint64_t)(at > now ? at - now : 0), 0);
+}
+
+/* ---------------------------------------------------------------- close */
+
+void dlock__aconn_close(dlock__aconn *ac, void (*done)(void *), void *arg)
+{
+    if (!ac || ac->state == ST_CLOSING)
+        return;
+    ac->state = ST_CLOSING;
+    ac->done = done;
+    ac->done_arg = arg;
+    close_box(ac);
+    if (ac->gai_active)
+        uv_cancel((uv_req_t *)&ac->gai);
+    uv_timer_stop(&ac->timer);
+    uv_close((uv_handle_t *)&ac->timer, on_timer_closed);
+    fail_pending(ac, DLOCK_ECLOSED);
+}

@@ -1,0 +1,118 @@
+/* Client lifecycle and owner ids. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* Explicit owner ids start above every Linux thread id (pid_max <= 2^22). */
+#define FIRST_EXPLICIT_OWNER (1ULL << 32)
+
+int dlock_client_open(dlock_client **out, const dlock_config *cfg)
+{
+    dlock__clear_error();
+    if (!out)
+        return dlock__fail(DLOCK_EINVAL, "out is NULL");
+    *out = NULL;
+    if (!cfg)
+        return dlock__fail(DLOCK_EINVAL, "config is NULL");
+    dlock_client *c = calloc(1, sizeof(*c));
+    if (!c)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    int rc = dlock__config_copy(&c->cfg, cfg);
+    if (rc != DLOCK_OK) {
+        free(c);
+        return rc;
+    }
+    dlock__uuid(c->uuid);
+    atomic_init(&c->next_owner, FIRST_EXPLICIT_OWNER);
+    /* An unlock latch must outlive every retry of its release. */
+    c->latch_px = c->cfg.command_timeout_ms * (c->cfg.retry_attempts + 1) +
+                  c->cfg.retry_delay_ms * c->cfg.retry_attempts;
+    if (c->latch_px < 1000)
+        c->latch_px = 1000;
+
+    if ((rc = dlock__node_new(&c->node, c, &c->cfg.ep)) != DLOCK_OK)
+        goto fail;
+    if ((rc = dlock__node_check(c->node)) != DLOCK_OK)
+        goto fail;
+    if ((rc = dlock__watchdog_new(&c->wd, c)) != DLOCK_OK)
+        goto fail;
+    if ((rc = dlock__loop_start(&c->loop, c)) != DLOCK_OK)
+        goto fail;
+    char addr[320];
+    dlock__log(c, DLOCK_LOG_INFO, "client %s connected to %s", c->uuid,
+               dlock__endpoint_str(&c->cfg.ep, addr, sizeof(addr)));
+    *out = c;
+    return DLOCK_OK;
+fail:
+    dlock__watchdog_free(c->wd);
+    dlock__node_free(c->node);
+    dlock__config_clear(&c->cfg);
+    free(c);
+    return rc;
+}
+
+void dlock_client_close(dlock_client *c)
+{
+    if (!c)
+        return;
+    dlock__loop_stop(c->loop);   /* joins the io thread, which stops the watchdog */
+    dlock__watchdog_free(c->wd);
+    dlock__node_free(c->node);
+    dlock__config_clear(&c->cfg);
+    free(c);
+}
+
+const char *dlock_client_id(const dlock_client *c) { return c ? c->uuid : ""; }
+
+size_t dlock__owner_of_thread(const dlock_client *c, char buf[DLOCK_OWNER_BUFSIZE])
+{
+    memcpy(buf, c->uuid, 36);
+    buf[36] = ':';
+    return 37 + dlock__fmt_i64(buf + 37, (int64_t)dlock__tid());
+}
+
+int dlock_client_owner_id(const dlock_client *c, char *buf, size_t size)
+{
+    dlock__clear_error();
+    if (!c || !buf)
+        return dlock__fail(DLOCK_EINVAL, "client or buffer is NULL");
+    char tmp[DLOCK_OWNER_BUFSIZE];
+    size_t n = dlock__owner_of_thread(c, tmp);
+    if (size <= n)
+        return dlock__fail(DLOCK_EINVAL, "buffer of %zu bytes is too small (need %zu)", size,
+                           n + 1);
+    memcpy(buf, tmp, n + 1);
+    return DLOCK_OK;
+}
+
+int dlock_client_new_owner_id(dlock_client *c, char *buf, size_t size)
+{
+    dlock__clear_error();
+    if (!c || !buf)
+        return dlock__fail(DLOCK_EINVAL, "client or buffer is NULL");
+    char tmp[DLOCK_OWNER_BUFSIZE];
+    memcpy(tmp, c->uuid, 36);
+    tmp[36] = ':';
+    uint64_t id = atomic_fetch_add(&c->next_owner, 1);
+    size_t n = 37 + dlock__fmt_i64(tmp + 37, (int64_t)id);
+    if (size <= n)
+        return dlock__fail(DLOCK_EINVAL, "buffer of %zu bytes is too small (need %zu)", size,
+                           n + 1);
+    memcpy(buf, tmp, n + 1);
+    return DLOCK_OK;
+}
+
+int dlock_client_ping(dlock_client *c)
+{
+    dlock__clear_error();
+    if (!c)
+        return dlock__fail(DLOCK_EINVAL, "client is NULL");
+    const char *av[] = {"PING"};
+    dlock__req req = {-1, 0, 1, av, NULL, DLOCK__CALL_IDEMPOTENT, NULL};
+    redisReply *r;
+    int rc = dlock__node_call(c->node, &req, &r);
+    if (rc == DLOCK_OK)
+        freeReplyObject(r);
+    return rc;
+}

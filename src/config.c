@@ -1,0 +1,516 @@
+/* Options and URL parsing. Messages name the bad part of a URL but never echo
+ * a password, not even a malformed one. */
+#include <ctype.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/un.h>
+
+#include "internal.h"
+
+#define DEFAULT_URL_HOST "127.0.0.1"
+#define DEFAULT_PORT 6379
+#define DEFAULT_WATCHDOG_MS 30000
+#define DEFAULT_COMMAND_TIMEOUT_MS 3000
+#define DEFAULT_CONNECT_TIMEOUT_MS 10000
+#define DEFAULT_RETRY_ATTEMPTS 3
+#define DEFAULT_RETRY_DELAY_MS 1500
+#define DEFAULT_POOL_SIZE 64
+
+#define MAX_DURATION_MS (24LL * 3600 * 1000)
+#define MAX_HOST_LEN 255
+#define MAX_CRED_LEN 512
+#define MAX_CLIENT_NAME 128
+
+/* ------------------------------------------------------------- endpoint */
+
+const char *dlock__endpoint_str(const dlock__endpoint *ep, char *buf, size_t size)
+{
+    if (ep->path)
+        snprintf(buf, size, "unix:%s", ep->path);
+    else if (ep->host && strchr(ep->host, ':'))
+        snprintf(buf, size, "[%s]:%d", ep->host, ep->port);
+    else
+        snprintf(buf, size, "%s:%d", ep->host ? ep->host : "?", ep->port);
+    return buf;
+}
+
+void dlock__endpoint_clear(dlock__endpoint *ep)
+{
+    free(ep->host);
+    free(ep->path);
+    free(ep->user);
+    if (ep->pass) {
+        /* Do not leave the password lying in freed memory. */
+        volatile char *p = ep->pass;
+        while (*p)
+            *p++ = 0;
+        free(ep->pass);
+    }
+    memset(ep, 0, sizeof(*ep));
+}
+
+static int dup_opt(char **dst, const char *src)
+{
+    *dst = NULL;
+    if (!src)
+        return 0;
+    *dst = dlock__strndup(src, strlen(src));
+    return *dst ? 0 : -1;
+}
+
+int dlock__endpoint_copy(dlock__endpoint *dst, const dlock__endpoint *src)
+{
+    memset(dst, 0, sizeof(*dst));
+    dst->port = src->port;
+    dst->db = src->db;
+    if (dup_opt(&dst->host, src->host) || dup_opt(&dst->path, src->path) ||
+        dup_opt(&dst->user, src->user) || dup_opt(&dst->pass, src->pass)) {
+        dlock__endpoint_clear(dst);
+        return DLOCK_ENOMEM;
+    }
+    return DLOCK_OK;
+}
+
+/* ------------------------------------------------------------ URL parser */
+
+static int hexval(int ch)
+{
+    if (ch >= '0' && ch <= '9')
+        return ch - '0';
+    if (ch >= 'a' && ch <= 'f')
+        return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F')
+        return ch - 'A' + 10;
+    return -1;
+}
+
+/* Percent-decodes s[0..n) into a new string. `what` names the part in errors
+ * ("user", "password"); the value itself is never printed. */
+static int decode_part(const char *s, size_t n, const char *what, char **out)
+{
+    if (n > MAX_CRED_LEN)
+        return dlock__fail(DLOCK_EINVAL, "invalid URL: %s is longer than %d bytes", what,
+                           MAX_CRED_LEN);
+    char *d = malloc(n + 1);
+    if (!d)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory parsing the URL");
+    size_t j = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '%') {
+            /* Two hex digits must follow; %00 would cut the string short. */
+            int a = i + 2 < n ? hexval((unsigned char)s[i + 1]) : -1;
+            int b = i + 2 < n ? hexval((unsigned char)s[i + 2]) : -1;
+            if (a < 0 || b < 0 || (a == 0 && b == 0)) {
+                free(d);
+                return dlock__fail(DLOCK_EINVAL, "invalid URL: bad percent-encoding in the %s",
+                                   what);
+            }
+            d[j++] = (char)(a * 16 + b);
+            i += 2;
+        } else if ((unsigned char)s[i] < 0x21 || s[i] == 0x7f) {
+            free(d);
+            return dlock__fail(DLOCK_EINVAL,
+                               "invalid URL: the %s contains a space or control character "
+                               "(percent-encode it)",
+                               what);
+        } else {
+            d[j++] = s[i];
+        }
+    }
+    d[j] = '\0';
+    *out = d;
+    return DLOCK_OK;
+}
+
+/* Parses a decimal integer in [lo, hi] from s[0..n). */
+static int parse_int(const char *s, size_t n, long lo, long hi, long *out)
+{
+    if (n == 0 || n > 10)
+        return -1;
+    long v = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return -1;
+        v = v * 10 + (s[i] - '0');
+    }
+    if (v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int valid_hostname(const char *s, size_t n)
+{
+    if (n == 0 || n > MAX_HOST_LEN)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (!(isalnum(ch) || ch == '.' || ch == '-' || ch == '_'))
+            return 0;
+    }
+    return 1;
+}
+
+static int valid_ipv6(const char *s, size_t n)
+{
+    if (n == 0 || n > 45)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (!(isxdigit(ch) || ch == ':' || ch == '.'))
+            return 0;
+    }
+    return 1;
+}
+
+/* Length-limited printable excerpt of user input for messages (never used on
+ * the userinfo part). */
+static const char *excerpt(const char *s, size_t n, char *buf, size_t size)
+{
+    size_t j = 0;
+    for (size_t i = 0; i < n && j + 4 < size; i++)
+        buf[j++] = isprint((unsigned char)s[i]) ? s[i] : '?';
+    if (n > 0 && j + 4 >= size)
+        memcpy(buf + j, "...", 3), j += 3;
+    buf[j] = '\0';
+    return buf;
+}
+
+static int parse_redis_url(const char *u, dlock__endpoint *ep)
+{
+    char ex[64];
+    const char *auth = u;
+    size_t alen = strcspn(auth, "/?#");
+    const char *rest = auth + alen;
+
+    /* userinfo: everything before the last '@' of the authority. */
+    const char *at = NULL;
+    for (size_t i = 0; i < alen; i++)
+        if (auth[i] == '@')
+            at = auth + i;
+    const char *hp = auth;
+    if (at) {
+        const char *colon = memchr(auth, ':', (size_t)(at - auth));
+        size_t ulen = colon ? (size_t)(colon - auth) : (size_t)(at - auth);
+        int rc;
+        if (ulen > 0 && (rc = decode_part(auth, ulen, "user", &ep->user)) != DLOCK_OK)
+            return rc;
+        if (colon && (rc = decode_part(colon + 1, (size_t)(at - colon - 1), "password",
+                                       &ep->pass)) != DLOCK_OK)
+            return rc;
+        if (ep->pass && !*ep->pass) {
+            free(ep->pass);
+            ep->pass = NULL;
+        }
+        if (ep->user && !ep->pass)
+            return dlock__fail(DLOCK_EINVAL, "invalid URL: a user needs a password "
+                                             "(redis://user:password@host)");
+        hp = at + 1;
+    }
+    size_t hplen = (size_t)(auth + alen - hp);
+
+    /* host, possibly [ipv6], then optional :port */
+    const char *host = hp, *port = NULL;
+    size_t hlen, plen = 0;
+    if (hplen > 0 && hp[0] == '[') {
+        const char *close = memchr(hp, ']', hplen);
+        if (!close)
+            return dlock__fail(DLOCK_EINVAL, "invalid URL: '[' of an IPv6 host is not closed");
+        host = hp + 1;
+        hlen = (size_t)(close - host);
+        if (!valid_ipv6(host, hlen))
+            return dlock__fail(DLOCK_EINVAL, "invalid URL: '%s' is not an IPv6 address",
+                               excerpt(host, hlen, ex, sizeof(ex)));
+        const char *after = close + 1;
+        size_t left = (size_t)(hp + hplen - after);
+        if (left > 0) {
+            if (after[0] != ':')
+                return dlock__fail(DLOCK_EINVAL, "invalid URL: expected ':port' after ']'");
+            port = after + 1;
+            plen = left - 1;
+        }
+    } else {
+        const char *colon = memchr(hp, ':', hplen);
+        hlen = colon ? (size_t)(colon - hp) : hplen;
+        if (colon) {
+            port = colon + 1;
+            plen = (size_t)(hp + hplen - port);
+        }
+        if (hlen == 0)
+            return dlock__fail(DLOCK_EINVAL, "invalid URL: the host is empty");
+        if (!valid_hostname(host, hlen))
+            return dlock__fail(DLOCK_EINVAL, "invalid URL: '%s' is not a valid host name",
+                               excerpt(host, hlen, ex, sizeof(ex)));
+    }
+    ep->host = dlock__strndup(host, hlen);
+    if (!ep->host)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory parsing the URL");
+
+    ep->port = DEFAULT_PORT;
+    if (port) {
+        long v;
+        if (parse_int(port, plen, 1, 65535, &v) != 0)
+            return dlock__fail(DLOCK_EINVAL, "invalid URL: port '%s' is not a number in 1..65535",
+                               excerpt(port, plen, ex, sizeof(ex)));
+        ep->port = (int)v;
+    }
+
+    /* optional /db */
+    if (rest[0] == '/') {
+        const char *db = rest + 1;
+        size_t dlen = strcspn(db, "?#");
+        if (dlen > 0) {
+            long v;
+            if (parse_int(db, dlen, 0, INT_MAX, &v) != 0)
+                return dlock__fail(DLOCK_EINVAL,
+                                   "invalid URL: database '%s' is not a non-negative number",
+                                   excerpt(db, dlen, ex, sizeof(ex)));
+            ep->db = (int)v;
+        }
+        rest = db + dlen;
+    }
+    if (rest[0] != '\0')
+        return dlock__fail(DLOCK_EINVAL, "invalid URL: unexpected '%s' after the host",
+                           excerpt(rest, strlen(rest), ex, sizeof(ex)));
+    return DLOCK_OK;
+}
+
+static int parse_unix_url(const char *u, dlock__endpoint *ep)
+{
+    char ex[64];
+    size_t plen = strcspn(u, "?#");
+    if (plen == 0 || u[0] != '/')
+        return dlock__fail(DLOCK_EINVAL, "invalid URL: a unix socket needs an absolute path "
+                                         "(unix:///path/to.sock)");
+    if (plen >= sizeof(((struct sockaddr_un *)0)->sun_path))
+        return dlock__fail(DLOCK_EINVAL, "invalid URL: socket path longer than %zu bytes",
+                           sizeof(((struct sockaddr_un *)0)->sun_path) - 1);
+    for (size_t i = 0; i < plen; i++)
+        if ((unsigned char)u[i] < 0x20)
+            return dlock__fail(DLOCK_EINVAL, "invalid URL: control character in the socket path");
+    ep->path = dlock__strndup(u, plen);
+    if (!ep->path)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory parsing the URL");
+    const char *q = u + plen;
+    if (q[0] == '?') {
+        q++;
+        while (*q) {
+            size_t n = strcspn(q, "&#");
+            if (n > 3 && strncmp(q, "db=", 3) == 0) {
+                long v;
+                if (parse_int(q + 3, n - 3, 0, INT_MAX, &v) != 0)
+                    return dlock__fail(DLOCK_EINVAL,
+                                       "invalid URL: database '%s' is not a non-negative number",
+                                       excerpt(q + 3, n - 3, ex, sizeof(ex)));
+                ep->db = (int)v;
+            } else {
+                return dlock__fail(DLOCK_EINVAL,
+                                   "invalid URL: unknown parameter '%s' (only db=N is known)",
+                                   excerpt(q, n, ex, sizeof(ex)));
+            }
+            q += n;
+            if (*q == '&')
+                q++;
+            else
+                break;
+        }
+    }
+    if (*q != '\0')
+        return dlock__fail(DLOCK_EINVAL, "invalid URL: unexpected '%s' after the path",
+                           excerpt(q, strlen(q), ex, sizeof(ex)));
+    return DLOCK_OK;
+}
+
+int dlock__parse_url(const char *url, dlock__endpoint *out)
+{
+    if (!url || !*url)
+        return dlock__fail(DLOCK_EINVAL, "invalid URL: empty");
+    if (strlen(url) > 4096)
+        return dlock__fail(DLOCK_EINVAL, "invalid URL: longer than 4096 bytes");
+    dlock__endpoint ep;
+    memset(&ep, 0, sizeof(ep));
+    int rc;
+    if (strncmp(url, "redis://", 8) == 0) {
+        rc = parse_redis_url(url + 8, &ep);
+    } else if (strncmp(url, "unix://", 7) == 0) {
+        rc = parse_unix_url(url + 7, &ep);
+    } else if (strncmp(url, "rediss://", 9) == 0) {
+        rc = dlock__fail(DLOCK_EINVAL, "invalid URL: TLS (rediss://) is not supported");
+    } else {
+        char ex[32];
+        size_t n = strcspn(url, ":/@");
+        rc = dlock__fail(DLOCK_EINVAL,
+                         "invalid URL: unknown scheme '%s' (expected redis:// or unix://)",
+                         excerpt(url, n, ex, sizeof(ex)));
+    }
+    if (rc != DLOCK_OK) {
+        dlock__endpoint_clear(&ep);
+        return rc;
+    }
+    dlock__endpoint_clear(out);
+    *out = ep;
+    return DLOCK_OK;
+}
+
+/* ---------------------------------------------------------------- config */
+
+dlock_config *dlock_config_new(void)
+{
+    dlock_config *cfg = calloc(1, sizeof(*cfg));
+    if (!cfg)
+        return NULL;
+    cfg->ep.host = dlock__strndup(DEFAULT_URL_HOST, strlen(DEFAULT_URL_HOST));
+    if (!cfg->ep.host) {
+        free(cfg);
+        return NULL;
+    }
+    cfg->ep.port = DEFAULT_PORT;
+    cfg->watchdog_ms = DEFAULT_WATCHDOG_MS;
+    cfg->command_timeout_ms = DEFAULT_COMMAND_TIMEOUT_MS;
+    cfg->connect_timeout_ms = DEFAULT_CONNECT_TIMEOUT_MS;
+    cfg->retry_attempts = DEFAULT_RETRY_ATTEMPTS;
+    cfg->retry_delay_ms = DEFAULT_RETRY_DELAY_MS;
+    cfg->pool_size = DEFAULT_POOL_SIZE;
+    cfg->log_level = DLOCK_LOG_WARN;
+    return cfg;
+}
+
+void dlock__config_clear(dlock_config *cfg)
+{
+    dlock__endpoint_clear(&cfg->ep);
+    free(cfg->client_name);
+    cfg->client_name = NULL;
+}
+
+void dlock_config_free(dlock_config *cfg)
+{
+    if (!cfg)
+        return;
+    dlock__config_clear(cfg);
+    free(cfg);
+}
+
+int dlock__config_copy(dlock_config *dst, const dlock_config *src)
+{
+    *dst = *src;
+    dst->client_name = NULL;
+    if (dlock__endpoint_copy(&dst->ep, &src->ep) != DLOCK_OK ||
+        dup_opt(&dst->client_name, src->client_name) != 0) {
+        dlock__endpoint_clear(&dst->ep);
+        return dlock__fail(DLOCK_ENOMEM, "out of memory copying the config");
+    }
+    return DLOCK_OK;
+}
+
+#define NEED_CFG(cfg)                                                   \
+    do {                                                                \
+        dlock__clear_error();                                           \
+        if (!(cfg))                                                     \
+            return dlock__fail(DLOCK_EINVAL, "config is NULL");         \
+    } while (0)
+
+int dlock_config_set_url(dlock_config *cfg, const char *url)
+{
+    NEED_CFG(cfg);
+    return dlock__parse_url(url, &cfg->ep);
+}
+
+static int set_duration(int64_t *field, int64_t ms, int64_t def, int64_t lo, const char *what)
+{
+    if (ms == 0) {
+        *field = def;
+        return DLOCK_OK;
+    }
+    if (ms < lo || ms > MAX_DURATION_MS)
+        return dlock__fail(DLOCK_EINVAL, "%s %lld ms is out of range %lld..%lld", what,
+                           (long long)ms, (long long)lo, (long long)MAX_DURATION_MS);
+    *field = ms;
+    return DLOCK_OK;
+}
+
+int dlock_config_set_watchdog_timeout(dlock_config *cfg, int64_t ms)
+{
+    NEED_CFG(cfg);
+    return set_duration(&cfg->watchdog_ms, ms, DEFAULT_WATCHDOG_MS, 30, "watchdog timeout");
+}
+
+int dlock_config_set_command_timeout(dlock_config *cfg, int64_t ms)
+{
+    NEED_CFG(cfg);
+    return set_duration(&cfg->command_timeout_ms, ms, DEFAULT_COMMAND_TIMEOUT_MS, 1,
+                        "command timeout");
+}
+
+int dlock_config_set_connect_timeout(dlock_config *cfg, int64_t ms)
+{
+    NEED_CFG(cfg);
+    return set_duration(&cfg->connect_timeout_ms, ms, DEFAULT_CONNECT_TIMEOUT_MS, 1,
+                        "connect timeout");
+}
+
+int dlock_config_set_retry(dlock_config *cfg, int attempts, int64_t delay_ms)
+{
+    NEED_CFG(cfg);
+    if (attempts < 0 || attempts > 100)
+        return dlock__fail(DLOCK_EINVAL, "retry attempts %d is out of range 0..100", attempts);
+    int64_t d = 0;
+    int rc = set_duration(&d, delay_ms, DEFAULT_RETRY_DELAY_MS, 1, "retry delay");
+    if (rc != DLOCK_OK)
+        return rc;
+    cfg->retry_attempts = attempts;
+    cfg->retry_delay_ms = d;
+    return DLOCK_OK;
+}
+
+int dlock_config_set_pool_size(dlock_config *cfg, int size)
+{
+    NEED_CFG(cfg);
+    if (size < 0 || size > 10000)
+        return dlock__fail(DLOCK_EINVAL, "pool size %d is out of range 1..10000", size);
+    cfg->pool_size = size ? size : DEFAULT_POOL_SIZE;
+    return DLOCK_OK;
+}
+
+int dlock_config_set_client_name(dlock_config *cfg, const char *name)
+{
+    NEED_CFG(cfg);
+    if (!name || !*name) {
+        free(cfg->client_name);
+        cfg->client_name = NULL;
+        return DLOCK_OK;
+    }
+    size_t n = strlen(name);
+    if (n > MAX_CLIENT_NAME)
+        return dlock__fail(DLOCK_EINVAL, "client name longer than %d bytes", MAX_CLIENT_NAME);
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)name[i] <= ' ' || (unsigned char)name[i] > '~')
+            return dlock__fail(DLOCK_EINVAL, "client name may only hold printable ASCII "
+                                             "without spaces (byte %zu is not)", i);
+    char *d = dlock__strndup(name, n);
+    if (!d)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    free(cfg->client_name);
+    cfg->client_name = d;
+    return DLOCK_OK;
+}
+
+int dlock_config_set_lost_callback(dlock_config *cfg, dlock_lost_fn fn, void *ud)
+{
+    NEED_CFG(cfg);
+    cfg->lost_fn = fn;
+    cfg->lost_ud = ud;
+    return DLOCK_OK;
+}
+
+int dlock_config_set_log_callback(dlock_config *cfg, dlock_log_fn fn, void *ud,
+                                  dlock_log_level max_level)
+{
+    NEED_CFG(cfg);
+    if ((int)max_level < DLOCK_LOG_ERROR || (int)max_level > DLOCK_LOG_DEBUG)
+        return dlock__fail(DLOCK_EINVAL, "log level %d is out of range 0..3", (int)max_level);
+    cfg->log_fn = fn;
+    cfg->log_ud = ud;
+    cfg->log_level = max_level;
+    return DLOCK_OK;
+}

@@ -1,0 +1,224 @@
+/* Internal declarations shared by the library's modules. Not installed. */
+#ifndef DLOCK_INTERNAL_H
+#define DLOCK_INTERNAL_H
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <hiredis/hiredis.h>
+
+#include "dlock/dlock.h"
+#include "list.h"
+#include "map.h"
+#include "scripts.h"
+
+#define DLOCK__HIDDEN __attribute__((visibility("hidden")))
+#define DLOCK__PRINTF(a, b) __attribute__((format(printf, a, b)))
+#define DLOCK__ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Renewal batches: at most this many locks per script call (Redisson's figure). */
+#define DLOCK__RENEW_BATCH 100
+
+/* ----------------------------------------------------------------- errors */
+
+/* Formats the calling thread's detailed message and returns `code`. */
+int dlock__fail(int code, const char *fmt, ...) DLOCK__PRINTF(2, 3);
+/* Clears the calling thread's message (at the start of a public call). */
+void dlock__clear_error(void);
+/* Writes the log line to the client's log callback, if any. */
+void dlock__log(const dlock_client *c, dlock_log_level lvl, const char *fmt, ...)
+    DLOCK__PRINTF(3, 4);
+/* Maps a Redis error reply text to a status code. */
+int dlock__redis_error_code(const char *text);
+
+/* ------------------------------------------------------------------ utils */
+
+int64_t dlock__now_ms(void);   /* CLOCK_MONOTONIC, milliseconds */
+int64_t dlock__now_us(void);   /* CLOCK_MONOTONIC, microseconds */
+uint64_t dlock__tid(void);     /* OS thread id, cached per thread */
+/* Fills buf with random bytes (getrandom; falls back to a seeded PRNG). */
+void dlock__random(void *buf, size_t len);
+/* Writes 32 lowercase hex chars of fresh randomness plus NUL (33 bytes). */
+void dlock__random_hex32(char out[33]);
+/* Writes a version-4 UUID in canonical form plus NUL (37 bytes). */
+void dlock__uuid(char out[37]);
+/* Monotonic deadline for a condition wait, as a timespec. */
+void dlock__abstime(int64_t deadline_ms, struct timespec *ts);
+/* Initialises a condition variable on CLOCK_MONOTONIC. */
+int dlock__cond_init(pthread_cond_t *cv);
+/* strdup / memdup that return NULL on failure. */
+char *dlock__strndup(const char *s, size_t n);
+/* Decimal formatting without printf on hot paths; returns the length. */
+size_t dlock__fmt_i64(char *buf, int64_t v);
+
+/* --------------------------------------------------------------- endpoint */
+
+typedef struct dlock__endpoint {
+    char *host;      /* NULL for unix sockets */
+    int port;
+    char *path;      /* unix socket path, or NULL */
+    int db;
+    char *user;      /* may be NULL */
+    char *pass;      /* may be NULL; never printed */
+} dlock__endpoint;
+
+/* "host:port" or "unix:/path" into buf; never credentials. */
+const char *dlock__endpoint_str(const dlock__endpoint *ep, char *buf, size_t size);
+int dlock__endpoint_copy(dlock__endpoint *dst, const dlock__endpoint *src);
+void dlock__endpoint_clear(dlock__endpoint *ep);
+/* Parses a URL into ep (cleared first on success only). */
+int dlock__parse_url(const char *url, dlock__endpoint *ep);
+
+/* ----------------------------------------------------------------- config */
+
+struct dlock_config {
+    dlock__endpoint ep;
+    int64_t watchdog_ms;
+    int64_t command_timeout_ms;
+    int64_t connect_timeout_ms;
+    int64_t retry_delay_ms;
+    int retry_attempts;
+    int pool_size;
+    char *client_name;
+    dlock_lost_fn lost_fn;
+    void *lost_ud;
+    dlock_log_fn log_fn;
+    void *log_ud;
+    dlock_log_level log_level;
+};
+
+int dlock__config_copy(dlock_config *dst, const dlock_config *src);
+void dlock__config_clear(dlock_config *cfg);
+
+/* ------------------------------------------------------------------- node */
+
+/* One Redis server seen through a pool of blocking hiredis connections. */
+typedef struct dlock__node dlock__node;
+
+/* Flags for dlock__node_call. */
+enum {
+    /* Resend after a failure that may have happened after Redis ran the
+     * command (timeout, reset mid-reply): only for idempotent requests. */
+    DLOCK__CALL_IDEMPOTENT = 1
+};
+
+/* A request: either a plain command (script < 0) or EVALSHA of a script. For
+ * a script, argv holds keys then args, nkeys of them keys. */
+typedef struct dlock__req {
+    int script;              /* DLOCK__SCRIPT_* or -1 */
+    int nkeys;
+    int argc;
+    const char **argv;
+    const size_t *lens;
+    unsigned flags;
+    dlock_cancel *cancel;    /* interrupts retry pauses; may be NULL */
+} dlock__req;
+
+int dlock__node_new(dlock__node **out, dlock_client *c, const dlock__endpoint *ep);
+void dlock__node_free(dlock__node *n);
+/* Opens one connection now (to report an unreachable server at open). */
+int dlock__node_check(dlock__node *n);
+/* Runs the request with retries; *out receives the reply (caller frees with
+ * freeReplyObject). Error replies are turned into codes and not returned. */
+int dlock__node_call(dlock__node *n, const dlock__req *req, redisReply **out);
+const dlock__endpoint *dlock__node_endpoint(const dlock__node *n);
+
+/* ------------------------------------------------------------------ loop */
+
+typedef struct dlock__loop dlock__loop;
+typedef struct dlock__channel dlock__channel;
+
+/* Cancellation. A waiting thread registers the mutex and condition variable it
+ * sleeps on; firing the token broadcasts every registered one. The waiter must
+ * check dlock_cancel_fired() under `mu` before each wait. */
+typedef struct dlock__cancel_reg {
+    dlock__list link;
+    pthread_mutex_t *mu;
+    pthread_cond_t *cv;
+} dlock__cancel_reg;
+void dlock__cancel_attach(dlock_cancel *t, dlock__cancel_reg *reg, pthread_mutex_t *mu,
+                          pthread_cond_t *cv);
+void dlock__cancel_detach(dlock_cancel *t, dlock__cancel_reg *reg);
+/* Sleeps ms, or less when t (may be NULL) fires: DLOCK_OK or DLOCK_ECANCELED. */
+int dlock__cancel_sleep(dlock_cancel *t, int64_t ms);
+
+/* A thread waiting for messages on one channel. Lives on the waiting thread's
+ * stack between dlock__waiter_join and dlock__waiter_leave. */
+typedef struct dlock__waiter {
+    dlock__list link;        /* in channel->waiters */
+    dlock__channel *ch;
+    pthread_cond_t cv;
+    int woken;               /* a wake-up arrived and was not consumed yet */
+    int subscribed;          /* the channel was subscribed when last checked */
+    dlock_cancel *cancel;
+    dlock__cancel_reg creg;
+} dlock__waiter;
+
+/* Wait outcomes. */
+enum { DLOCK__WAKE_MESSAGE = 1, DLOCK__WAKE_TIMEOUT = 2 };
+
+int dlock__loop_start(dlock__loop **out, dlock_client *c);
+void dlock__loop_stop(dlock__loop *lp);
+/* Registers w on `channel` and waits until the channel is subscribed, the
+ * command timeout passes (then w->subscribed = 0 and the caller polls at the
+ * retry delay), or `deadline_ms`. Returns DLOCK_OK, DLOCK_ECANCELED,
+ * DLOCK_ECLOSED, DLOCK_ENOMEM. On error w is not registered. */
+int dlock__waiter_join(dlock__loop *lp, dlock__waiter *w, const char *channel, size_t len,
+                       int64_t deadline_ms, dlock_cancel *cancel);
+/* Sleeps until a wake-up, until_ms, cancellation or close. Returns
+ * DLOCK__WAKE_MESSAGE, DLOCK__WAKE_TIMEOUT, DLOCK_ECANCELED or DLOCK_ECLOSED. */
+int dlock__waiter_wait(dlock__loop *lp, dlock__waiter *w, int64_t until_ms);
+void dlock__waiter_leave(dlock__loop *lp, dlock__waiter *w);
+/* Number of local waiters on a channel (tests). */
+size_t dlock__loop_waiters(dlock__loop *lp, const char *channel, size_t len);
+
+/* Wakes the io thread. */
+void dlock__loop_kick(dlock__loop *lp);
+/* The io thread's libuv loop (watchdog timers live on it). */
+struct uv_loop_s *dlock__loop_uv_loop(dlock__loop *lp);
+/* --------------------------------------------------------------- watchdog */
+
+typedef struct dlock__watchdog dlock__watchdog;
+
+int dlock__watchdog_new(dlock__watchdog **out, dlock_client *c);
+/* Runs on the io thread: starts its timer. */
+int dlock__watchdog_start(dlock__watchdog *wd, struct uv_loop_s *uv);
+/* Runs on the io thread: stops timers and closes connections; `done` is called
+ * once every handle is closed. */
+void dlock__watchdog_stop(dlock__watchdog *wd, void (*done)(void *), void *arg);
+void dlock__watchdog_free(dlock__watchdog *wd);
+/* A watchdog hold taken at `sent_ms` (measured before the acquire was sent). */
+int dlock__watchdog_add(dlock__watchdog *wd, const char *name, size_t nlen, const char *owner,
+                        size_t olen, int64_t sent_ms, dlock_lost_fn fn, void *ud);
+/* Before a release: returns 1 when (name, owner) is renewed by the watchdog,
+ * and keeps a renewal that finds the key gone meanwhile from being reported lost. */
+int dlock__watchdog_release_begin(dlock__watchdog *wd, const char *name, size_t nlen,
+                                  const char *owner, size_t olen);
+/* After a release: `gone` = the owner holds nothing any more (released, or not
+ * held); the entry then leaves the schedule. */
+void dlock__watchdog_release_end(dlock__watchdog *wd, const char *name, size_t nlen,
+                                 const char *owner, size_t olen, int gone);
+/* Drops every entry for `name` (force release through this client). */
+void dlock__watchdog_forget_name(dlock__watchdog *wd, const char *name, size_t nlen);
+/* How many holds are scheduled (tests). */
+size_t dlock__watchdog_count(dlock__watchdog *wd);
+
+/* ----------------------------------------------------------------- client */
+
+struct dlock_client {
+    dlock_config cfg;
+    char uuid[37];
+    dlock__node *node;
+    dlock__loop *loop;
+    dlock__watchdog *wd;
+    atomic_uint_fast64_t next_owner;   /* for dlock_client_new_owner_id */
+    int64_t latch_px;                  /* lifetime of an unlock latch */
+};
+
+/* Writes "<uuid>:<tid>" for the calling thread; returns the length. */
+size_t dlock__owner_of_thread(const dlock_client *c, char buf[DLOCK_OWNER_BUFSIZE]);
+
+#endif

@@ -1,0 +1,560 @@
+/* The reentrant lock (Redisson's RLock). The Redis work is in
+ * scripts/lock_*.lua; this file builds their arguments, reads their answers,
+ * keeps the watchdog's schedule in step, and runs the wait loop. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+struct dlock_lock {
+    dlock_client *c;
+    char *name;
+    size_t nlen;
+    char *channel;           /* redisson_lock__channel:{name} */
+    size_t clen;
+    char *token_key;         /* redisson_lock_token:{name} */
+    size_t tlen;
+    char *latch_prefix;      /* redisson_unlock_latch:{name}: */
+    size_t lplen;
+    char *owner;             /* explicit owner id, or NULL for the calling thread */
+    size_t olen;
+    pthread_mutex_t mu;      /* guards fn, ud */
+    dlock_lost_fn fn;
+    void *ud;
+};
+
+/* The owner id a call acts for. */
+typedef struct owner_buf {
+    char buf[DLOCK_OWNER_BUFSIZE];
+    const char *id;
+    size_t len;
+} owner_buf;
+
+static void owner_of(const dlock_lock *l, owner_buf *o)
+{
+    if (l->owner) {
+        o->id = l->owner;
+        o->len = l->olen;
+    } else {
+        o->len = dlock__owner_of_thread(l->c, o->buf);
+        o->id = o->buf;
+    }
+}
+
+/* Redisson's naming: "prefix:{name}", or "prefix:name" when the name already
+ * has a '{' (its own hash tag). `tail` is appended as is. */
+static char *prefixed(const char *prefix, const char *name, size_t nlen, const char *tail,
+                      size_t *out_len)
+{
+    int tagged = memchr(name, '{', nlen) != NULL;
+    size_t plen = strlen(prefix), tl = strlen(tail);
+    size_t len = plen + 1 + nlen + (tagged ? 0 : 2) + tl;
+    char *s = malloc(len + 1);
+    if (!s)
+        return NULL;
+    char *p = s;
+    memcpy(p, prefix, plen);
+    p += plen;
+    *p++ = ':';
+    if (!tagged)
+        *p++ = '{';
+    memcpy(p, name, nlen);
+    p += nlen;
+    if (!tagged)
+        *p++ = '}';
+    memcpy(p, tail, tl);
+    p += tl;
+    *p = '\0';
+    *out_len = len;
+    return s;
+}
+
+static int check_name(const char *name, size_t *len)
+{
+    if (!name)
+        return dlock__fail(DLOCK_EINVAL, "lock name is NULL");
+    size_t n = strnlen(name, DLOCK_NAME_MAX + 1);
+    if (n == 0)
+        return dlock__fail(DLOCK_EINVAL, "lock name is empty");
+    if (n > DLOCK_NAME_MAX)
+        return dlock__fail(DLOCK_ENAMETOOLONG, "lock name is longer than %d bytes",
+                           DLOCK_NAME_MAX);
+    *len = n;
+    return DLOCK_OK;
+}
+
+static int check_owner(const char *owner, size_t *len)
+{
+    if (!owner)
+        return dlock__fail(DLOCK_EINVAL, "owner id is NULL");
+    size_t n = strnlen(owner, DLOCK_OWNER_MAX + 1);
+    if (n == 0)
+        return dlock__fail(DLOCK_EINVAL, "owner id is empty");
+    if (n > DLOCK_OWNER_MAX)
+        return dlock__fail(DLOCK_ENAMETOOLONG, "owner id is longer than %d bytes",
+                           DLOCK_OWNER_MAX);
+    *len = n;
+    return DLOCK_OK;
+}
+
+void dlock_lock_free(dlock_lock *l)
+{
+    if (!l)
+        return;
+    free(l->name);
+    free(l->channel);
+    free(l->token_key);
+    free(l->latch_prefix);
+    free(l->owner);
+    pthread_mutex_destroy(&l->mu);
+    free(l);
+}
+
+static int lock_new(dlock_client *c, const char *name, const char *owner, dlock_lock **out)
+{
+    dlock__clear_error();
+    if (!out)
+        return dlock__fail(DLOCK_EINVAL, "out is NULL");
+    *out = NULL;
+    if (!c)
+        return dlock__fail(DLOCK_EINVAL, "client is NULL");
+    size_t nlen = 0, olen = 0;
+    int rc = check_name(name, &nlen);
+    if (rc == DLOCK_OK && owner)
+        rc = check_owner(owner, &olen);
+    if (rc != DLOCK_OK)
+        return rc;
+    dlock_lock *l = calloc(1, sizeof(*l));
+    if (!l)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    pthread_mutex_init(&l->mu, NULL);
+    l->c = c;
+    l->nlen = nlen;
+    l->name = dlock__strndup(name, nlen);
+    l->channel = prefixed("redisson_lock__channel", name, nlen, "", &l->clen);
+    l->token_key = prefixed("redisson_lock_token", name, nlen, "", &l->tlen);
+    l->latch_prefix = prefixed("redisson_unlock_latch", name, nlen, ":", &l->lplen);
+    if (owner) {
+        l->owner = dlock__strndup(owner, olen);
+        l->olen = olen;
+    }
+    if (!l->name || !l->channel || !l->token_key || !l->latch_prefix || (owner && !l->owner)) {
+        dlock_lock_free(l);
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    }
+    *out = l;
+    return DLOCK_OK;
+}
+
+int dlock_lock_get(dlock_client *c, const char *name, dlock_lock **out)
+{
+    return lock_new(c, name, NULL, out);
+}
+
+int dlock_lock_get_as(dlock_client *c, const char *name, const char *owner, dlock_lock **out)
+{
+    if (!owner) {
+        dlock__clear_error();
+        if (out)
+            *out = NULL;
+        return dlock__fail(DLOCK_EINVAL, "owner id is NULL");
+    }
+    return lock_new(c, name, owner, out);
+}
+
+const char *dlock_lock_name(const dlock_lock *l) { return l ? l->name : ""; }
+
+void dlock_lock_set_lost_callback(dlock_lock *l, dlock_lost_fn fn, void *ud)
+{
+    if (!l)
+        return;
+    pthread_mutex_lock(&l->mu);
+    l->fn = fn;
+    l->ud = ud;
+    pthread_mutex_unlock(&l->mu);
+}
+
+/* ------------------------------------------------------------- acquire */
+
+#define BUSY 1   /* attempt(): held by someone else; *ttl set */
+
+static int call(dlock_lock *l, int script, int nkeys, int argc, const char **argv,
+                const size_t *lens, unsigned flags, dlock_cancel *cancel, redisReply **r)
+{
+    dlock__req req = {script, nkeys, argc, argv, lens, flags, cancel};
+    return dlock__node_call(l->c->node, &req, r);
+}
+
+static int proto_error(dlock_lock *l, const char *what, redisReply *r)
+{
+    int type = r ? r->type : -1;
+    if (r)
+        freeReplyObject(r);
+    return dlock__fail(DLOCK_EPROTO, "unexpected reply type %d to %s of '%s'", type, what,
+                       l->name);
+}
+
+/* One acquisition attempt: DLOCK_OK (acquired), BUSY (*ttl = holder's PTTL) or
+ * an error. Schedules the watchdog for DLOCK_WATCHDOG holds. */
+static int attempt(dlock_lock *l, const owner_buf *o, int64_t lease, int fenced,
+                   dlock_cancel *cancel, int64_t *ttl, uint64_t *token)
+{
+    dlock_client *c = l->c;
+    char lease_s[24];
+    size_t lease_n = dlock__fmt_i64(lease_s, lease == DLOCK_WATCHDOG ? c->cfg.watchdog_ms : lease);
+    const char *argv[] = {l->name, l->token_key, lease_s, o->id, fenced ? "1" : "0"};
+    const size_t lens[] = {l->nlen, l->tlen, lease_n, o->len, 1};
+    /* Taken before sending, so the watchdog's deadline is never later than Redis's. */
+    int64_t sent = dlock__now_ms();
+    redisReply *r;
+    int rc = call(l, DLOCK__SCRIPT_LOCK_ACQUIRE, 2, 5, argv, lens, 0, cancel, &r);
+    if (rc != DLOCK_OK) {
+        if (rc == DLOCK_EWRONGTYPE)
+            return dlock__fail(rc, "key '%s' exists and is not a lock", l->name);
+        return rc;
+    }
+    if (r->type == REDIS_REPLY_INTEGER) {
+        *ttl = r->integer;
+        freeReplyObject(r);
+        return BUSY;
+    }
+    if (fenced) {
+        if (r->type != REDIS_REPLY_ARRAY || r->elements != 1 ||
+            r->element[0]->type != REDIS_REPLY_INTEGER)
+            return proto_error(l, "acquire", r);
+        *token = (uint64_t)r->element[0]->integer;
+    } else if (r->type != REDIS_REPLY_NIL) {
+        return proto_error(l, "acquire", r);
+    }
+    freeReplyObject(r);
+    if (lease != DLOCK_WATCHDOG)
+        return DLOCK_OK;
+    pthread_mutex_lock(&l->mu);
+    dlock_lost_fn fn = l->fn;
+    void *ud = l->ud;
+    pthread_mutex_unlock(&l->mu);
+    rc = dlock__watchdog_add(c->wd, l->name, l->nlen, o->id, o->len, sent, fn, ud);
+    if (rc != DLOCK_OK) {
+        /* Held but not renewable: give it back rather than let it lapse unseen. */
+        char msg[512];
+        snprintf(msg, sizeof(msg), "%s", dlock_last_error());
+        dlock_lock_release(l);
+        return dlock__fail(rc, "%s", msg);
+    }
+    return DLOCK_OK;
+}
+
+static int check_times(int64_t wait_ms, int64_t lease_ms)
+{
+    if (lease_ms != DLOCK_WATCHDOG && lease_ms <= 0)
+        return dlock__fail(DLOCK_EINVAL,
+                           "lease %lld ms: use a positive lease or DLOCK_WATCHDOG",
+                           (long long)lease_ms);
+    if (lease_ms > (int64_t)1 << 50)
+        return dlock__fail(DLOCK_EINVAL, "lease %lld ms is too long", (long long)lease_ms);
+    if (wait_ms < DLOCK_WAIT_FOREVER)
+        return dlock__fail(DLOCK_EINVAL,
+                           "wait %lld ms: use 0 (try once), a positive wait or DLOCK_WAIT_FOREVER",
+                           (long long)wait_ms);
+    return DLOCK_OK;
+}
+
+static int busy_message(dlock_lock *l, int64_t ttl)
+{
+    if (ttl >= 0)
+        return dlock__fail(DLOCK_ETIMEDOUT, "'%s' is held by another owner (expires in %lld ms)",
+                           l->name, (long long)ttl);
+    return dlock__fail(DLOCK_ETIMEDOUT, "'%s' is held by another owner (no expiry)", l->name);
+}
+
+static int acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, dlock_cancel *cancel,
+                   uint64_t *token)
+{
+    dlock__clear_error();
+    if (!l)
+        return dlock__fail(DLOCK_EINVAL, "lock is NULL");
+    int rc = check_times(wait_ms, lease_ms);
+    if (rc != DLOCK_OK)
+        return rc;
+    dlock_client *c = l->c;
+    owner_buf o;
+    owner_of(l, &o);
+    int fenced = token != NULL;
+    uint64_t tok = 0;
+    int64_t ttl = -1;
+    const int64_t deadline =
+        wait_ms == DLOCK_WAIT_FOREVER ? INT64_MAX : dlock__now_ms() + wait_ms;
+
+    rc = attempt(l, &o, lease_ms, fenced, cancel, &ttl, &tok);
+    if (rc == BUSY && wait_ms == 0)
+        return busy_message(l, ttl);
+    if (rc == BUSY && dlock_cancel_fired(cancel))
+        return dlock__fail(DLOCK_ECANCELED, "wait for '%s' cancelled", l->name);
+    if (rc == BUSY) {
+        /* Subscribe first, then retry: an unlock between the failed attempt and
+         * the subscription is seen by the retry. */
+        dlock__waiter w;
+        rc = dlock__waiter_join(c->loop, &w, l->channel, l->clen, deadline, cancel);
+        if (rc != DLOCK_OK)
+            return rc;
+        for (;;) {
+            rc = attempt(l, &o, lease_ms, fenced, cancel, &ttl, &tok);
+            if (rc != BUSY)
+                break;
+            int64_t now = dlock__now_ms();
+            if (now >= deadline) {
+                rc = busy_message(l, ttl);
+                break;
+            }
+            /* Sleep until an unlock message, the holder's expiry or the deadline. */
+            int64_t until = deadline;
+            if (ttl >= 0 && now + ttl + 1 < until)
+                until = now + ttl + 1;
+            if (!w.subscribed && now + c->cfg.retry_delay_ms < until)
+                until = now + c->cfg.retry_delay_ms;   /* pub/sub down: poll meanwhile */
+            int wr = dlock__waiter_wait(c->loop, &w, until);
+            if (wr == DLOCK_ECANCELED || wr == DLOCK_ECLOSED) {
+                rc = dlock__fail(wr, "wait for '%s' %s", l->name,
+                                 wr == DLOCK_ECANCELED ? "cancelled" : "ended: client closing");
+                break;
+            }
+        }
+        dlock__waiter_leave(c->loop, &w);
+    }
+    if (rc == DLOCK_OK && token)
+        *token = tok;
+    return rc;
+}
+
+int dlock_lock_acquire(dlock_lock *l, int64_t lease_ms)
+{
+    return acquire(l, DLOCK_WAIT_FOREVER, lease_ms, NULL, NULL);
+}
+
+int dlock_lock_try(dlock_lock *l, int64_t wait_ms, int64_t lease_ms)
+{
+    return acquire(l, wait_ms, lease_ms, NULL, NULL);
+}
+
+int dlock_lock_acquire_cancellable(dlock_lock *l, int64_t wait_ms, int64_t lease_ms,
+                                   dlock_cancel *cancel)
+{
+    return acquire(l, wait_ms, lease_ms, cancel, NULL);
+}
+
+int dlock_lock_acquire_fenced(dlock_lock *l, int64_t wait_ms, int64_t lease_ms,
+                              dlock_cancel *cancel, uint64_t *token)
+{
+    if (!token) {
+        dlock__clear_error();
+        return dlock__fail(DLOCK_EINVAL, "token is NULL");
+    }
+    return acquire(l, wait_ms, lease_ms, cancel, token);
+}
+
+/* ------------------------------------------------------------- release */
+
+int dlock_lock_release(dlock_lock *l)
+{
+    dlock__clear_error();
+    if (!l)
+        return dlock__fail(DLOCK_EINVAL, "lock is NULL");
+    dlock_client *c = l->c;
+    owner_buf o;
+    owner_of(l, &o);
+    int renewed = dlock__watchdog_release_begin(c->wd, l->name, l->nlen, o.id, o.len);
+
+    /* latch key = prefix + fresh request id, kept for every retry of this call */
+    char latch_stack[256];
+    size_t latch_len = l->lplen + 32;
+    char *latch = latch_len < sizeof(latch_stack) ? latch_stack : malloc(latch_len + 1);
+    if (!latch) {
+        dlock__watchdog_release_end(c->wd, l->name, l->nlen, o.id, o.len, 0);
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    }
+    memcpy(latch, l->latch_prefix, l->lplen);
+    dlock__random_hex32(latch + l->lplen);
+
+    char lease_s[24], px_s[24];
+    size_t lease_n = dlock__fmt_i64(lease_s, renewed ? c->cfg.watchdog_ms : 0);
+    size_t px_n = dlock__fmt_i64(px_s, c->latch_px);
+    const char *argv[] = {l->name, l->channel, latch, o.id, lease_s, px_s};
+    const size_t lens[] = {l->nlen, l->clen, latch_len, o.len, lease_n, px_n};
+    redisReply *r;
+    int rc = call(l, DLOCK__SCRIPT_LOCK_RELEASE, 3, 6, argv, lens, DLOCK__CALL_IDEMPOTENT,
+                  NULL, &r);
+    if (latch != latch_stack)
+        free(latch);
+    int gone = 0;
+    if (rc == DLOCK_OK) {
+        if (r->type == REDIS_REPLY_NIL) {
+            gone = 1;
+            rc = dlock__fail(DLOCK_ENOTOWNER, "'%s' is not held by %s", l->name, o.id);
+            freeReplyObject(r);
+        } else if (r->type == REDIS_REPLY_INTEGER) {
+            gone = r->integer == 1;
+            freeReplyObject(r);
+        } else {
+            rc = proto_error(l, "release", r);
+        }
+    } else if (rc == DLOCK_EWRONGTYPE) {
+        rc = dlock__fail(rc, "key '%s' exists and is not a lock", l->name);
+    }
+    dlock__watchdog_release_end(c->wd, l->name, l->nlen, o.id, o.len, gone);
+    return rc;
+}
+
+int dlock_lock_force_release(dlock_lock *l, int *was_locked)
+{
+    dlock__clear_error();
+    if (!l)
+        return dlock__fail(DLOCK_EINVAL, "lock is NULL");
+    const char *argv[] = {l->name, l->channel};
+    const size_t lens[] = {l->nlen, l->clen};
+    redisReply *r;
+    int rc = call(l, DLOCK__SCRIPT_LOCK_FORCE, 2, 2, argv, lens, DLOCK__CALL_IDEMPOTENT, NULL, &r);
+    if (rc != DLOCK_OK)
+        return rc;
+    if (r->type != REDIS_REPLY_INTEGER)
+        return proto_error(l, "force release", r);
+    /* Redisson's forceUnlock stops the renewal too; this process asked for it,
+     * so it is not reported as a loss. */
+    dlock__watchdog_forget_name(l->c->wd, l->name, l->nlen);
+    if (was_locked)
+        *was_locked = r->integer == 1;
+    freeReplyObject(r);
+    return DLOCK_OK;
+}
+
+/* -------------------------------------------------------------- queries */
+
+static int query(dlock_lock *l, int argc, const char **argv, const size_t *lens, redisReply **r)
+{
+    int rc = call(l, -1, 0, argc, argv, lens, DLOCK__CALL_IDEMPOTENT, NULL, r);
+    if (rc == DLOCK_EWRONGTYPE)
+        rc = dlock__fail(rc, "key '%s' exists and is not a lock", l->name);
+    return rc;
+}
+
+int dlock_lock_is_locked(dlock_lock *l, int *locked)
+{
+    dlock__clear_error();
+    if (!l || !locked)
+        return dlock__fail(DLOCK_EINVAL, "lock or out-parameter is NULL");
+    const char *argv[] = {"TYPE", l->name};
+    const size_t lens[] = {4, l->nlen};
+    redisReply *r;
+    int rc = query(l, 2, argv, lens, &r);
+    if (rc != DLOCK_OK)
+        return rc;
+    if (r->type != REDIS_REPLY_STATUS)
+        return proto_error(l, "TYPE", r);
+    if (strcmp(r->str, "none") == 0 || strcmp(r->str, "hash") == 0) {
+        *locked = strcmp(r->str, "hash") == 0;
+    } else {
+        rc = dlock__fail(DLOCK_EWRONGTYPE, "key '%s' holds a %s, not a lock", l->name, r->str);
+    }
+    freeReplyObject(r);
+    return rc;
+}
+
+static int held_by(dlock_lock *l, const char *owner, size_t olen, int *held)
+{
+    const char *argv[] = {"HEXISTS", l->name, owner};
+    const size_t lens[] = {7, l->nlen, olen};
+    redisReply *r;
+    int rc = query(l, 3, argv, lens, &r);
+    if (rc != DLOCK_OK)
+        return rc;
+    if (r->type != REDIS_REPLY_INTEGER)
+        return proto_error(l, "HEXISTS", r);
+    *held = r->integer == 1;
+    freeReplyObject(r);
+    return DLOCK_OK;
+}
+
+int dlock_lock_is_held(dlock_lock *l, int *held)
+{
+    dlock__clear_error();
+    if (!l || !held)
+        return dlock__fail(DLOCK_EINVAL, "lock or out-parameter is NULL");
+    owner_buf o;
+    owner_of(l, &o);
+    return held_by(l, o.id, o.len, held);
+}
+
+int dlock_lock_is_held_by(dlock_lock *l, const char *owner, int *held)
+{
+    dlock__clear_error();
+    if (!l || !held)
+        return dlock__fail(DLOCK_EINVAL, "lock or out-parameter is NULL");
+    size_t olen;
+    int rc = check_owner(owner, &olen);
+    return rc == DLOCK_OK ? held_by(l, owner, olen, held) : rc;
+}
+
+int dlock_lock_hold_count(dlock_lock *l, int64_t *count)
+{
+    dlock__clear_error();
+    if (!l || !count)
+        return dlock__fail(DLOCK_EINVAL, "lock or out-parameter is NULL");
+    owner_buf o;
+    owner_of(l, &o);
+    const char *argv[] = {"HGET", l->name, o.id};
+    const size_t lens[] = {4, l->nlen, o.len};
+    redisReply *r;
+    int rc = query(l, 3, argv, lens, &r);
+    if (rc != DLOCK_OK)
+        return rc;
+    if (r->type == REDIS_REPLY_NIL) {
+        *count = 0;
+    } else if (r->type == REDIS_REPLY_STRING) {
+        char *end;
+        errno = 0;
+        long long v = strtoll(r->str, &end, 10);
+        if (errno || *end || end == r->str)
+            return proto_error(l, "HGET", r);
+        *count = v;
+    } else {
+        return proto_error(l, "HGET", r);
+    }
+    freeReplyObject(r);
+    return DLOCK_OK;
+}
+
+int dlock_lock_ttl(dlock_lock *l, int64_t *ttl_ms)
+{
+    dlock__clear_error();
+    if (!l || !ttl_ms)
+        return dlock__fail(DLOCK_EINVAL, "lock or out-parameter is NULL");
+    const char *argv[] = {"PTTL", l->name};
+    const size_t lens[] = {4, l->nlen};
+    redisReply *r;
+    int rc = query(l, 2, argv, lens, &r);
+    if (rc != DLOCK_OK)
+        return rc;
+    if (r->type != REDIS_REPLY_INTEGER)
+        return proto_error(l, "PTTL", r);
+    *ttl_ms = r->integer;
+    freeReplyObject(r);
+    return DLOCK_OK;
+}
+
+/* ----------------------------------------------------------------- run */
+
+int dlock_lock_run(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, dlock_run_fn fn, void *ud,
+                   int *fn_result)
+{
+    if (!fn) {
+        dlock__clear_error();
+        return dlock__fail(DLOCK_EINVAL, "fn is NULL");
+    }
+    int rc = acquire(l, wait_ms, lease_ms, NULL, NULL);
+    if (rc != DLOCK_OK)
+        return rc;
+    int res = fn(ud);
+    if (fn_result)
+        *fn_result = res;
+    return dlock_lock_release(l);
+}

@@ -1,0 +1,554 @@
+/* The client's io thread: a libuv loop running the pub/sub connection, the
+ * waiter table, and the watchdog's timer and renewal connection.
+ *
+ * Waiter table. One dlock__channel per channel that has waiters, keyed by name,
+ * guarded by lp->mu (shared with user threads). A user thread joins a channel
+ * and waits for its subscription to be confirmed before retrying its acquire:
+ * an unlock published between its failed attempt and its retry is then either
+ * seen by the retry or delivered as a message. The io thread alone sends
+ * SUBSCRIBE/UNSUBSCRIBE; user threads mark channels dirty and kick it.
+ *
+ * Channel states (io thread moves them, under mu):
+ *   NONE --SUBSCRIBE sent--> SUBSCRIBING --confirmed--> SUBSCRIBED
+ *   SUBSCRIBED --no waiters left, UNSUBSCRIBE sent--> UNSUBSCRIBING --confirmed--> NONE
+ *   any --connection lost--> NONE (resubscribed on reconnect; waiters then all
+ *   retry, as messages may have been missed)
+ * A channel in NONE with no waiters is freed, so no channel stays subscribed
+ * once its waiters are gone.
+ *
+ * Wake-ups. Message "0" (an unlock) wakes one waiter; anything else wakes all.
+ * A wake-up sets w->woken, so one that arrives while its waiter is busy
+ * retrying is kept, and a waiter that leaves with an unconsumed wake-up passes
+ * it on: no lost wake-ups. */
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "aconn.h"
+#include "internal.h"
+
+enum { CH_NONE, CH_SUBSCRIBING, CH_SUBSCRIBED, CH_UNSUBSCRIBING };
+
+struct dlock__channel {
+    dlock__hnode hn;
+    dlock__list waiters;
+    dlock__list dirty_link;
+    int dirty;
+    int state;
+    int nwaiters;
+    int resync;
+    size_t len;
+    char name[];
+};
+
+struct dlock__loop {
+    dlock_client *c;
+    uv_loop_t uv;
+    uv_async_t async;
+    uv_thread_t thread;
+    int thread_started;
+
+    pthread_mutex_t mu;
+    dlock__map channels;
+    dlock__list dirty;
+    int stopping;           /* under mu: stop requested */
+    int closed;             /* under mu: waits return DLOCK_ECLOSED */
+
+    /* io thread only */
+    dlock__aconn *sub;
+    int pending_closes;
+};
+
+static int ch_eq(const dlock__hnode *n, const void *key, size_t len)
+{
+    const dlock__channel *ch = (const dlock__channel *)n;
+    return ch->len == len && memcmp(ch->name, key, len) == 0;
+}
+
+static dlock__channel *ch_find(dlock__loop *lp, const char *name, size_t len)
+{
+    return (dlock__channel *)dlock__map_find(&lp->channels, dlock__hash(name, len), name, len);
+}
+
+static void ch_free(dlock__loop *lp, dlock__channel *ch)
+{
+    dlock__map_remove(&lp->channels, &ch->hn);
+    if (ch->dirty)
+        dlock__list_remove(&ch->dirty_link);
+    free(ch);
+}
+
+/* Marks ch for the io thread's attention. Caller holds mu. */
+static void ch_mark(dlock__loop *lp, dlock__channel *ch)
+{
+    if (!ch->dirty) {
+        ch->dirty = 1;
+        dlock__list_push_back(&lp->dirty, &ch->dirty_link);
+    }
+}
+
+static void wake_one(dlock__channel *ch)
+{
+    dlock__list *it;
+    DLOCK__LIST_FOREACH(it, &ch->waiters) {
+        dlock__waiter *w = DLOCK__CONTAINER_OF(it, dlock__waiter, link);
+        if (!w->woken) {
+            w->woken = 1;
+            pthread_cond_signal(&w->cv);
+            return;
+        }
+    }
+}
+
+static void wake_all(dlock__channel *ch, int set_woken)
+{
+    dlock__list *it;
+    DLOCK__LIST_FOREACH(it, &ch->waiters) {
+        dlock__waiter *w = DLOCK__CONTAINER_OF(it, dlock__waiter, link);
+        if (set_woken)
+            w->woken = 1;
+        pthread_cond_signal(&w->cv);
+    }
+}
+
+/* ---------------------------------------------------------- io thread */
+
+static void sync_channels(dlock__loop *lp);
+
+static dlock__channel *reply_channel(dlock__loop *lp, const redisReply *r)
+{
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
+        r->element[1]->type != REDIS_REPLY_STRING)
+        return NULL;
+    return ch_find(lp, r->element[1]->str, r->element[1]->len);
+}
+
+static void on_sub_reply(dlock__aconn *ac, redisReply *r, int status, void *ud)
+{
+    dlock__loop *lp = ud;
+    if (!r)
+        return;   /* connection failed: on_sub_down resets every channel */
+    pthread_mutex_lock(&lp->mu);
+    dlock__channel *ch = reply_channel(lp, r);
+    if (ch && ch->state == CH_SUBSCRIBING) {
+        ch->state = CH_SUBSCRIBED;
+        /* Waiters in join are waiting for this; after a reconnect, every waiter
+         * retries since messages may have been missed meanwhile. */
+        wake_all(ch, ch->resync);
+        ch->resync = 0;
+        if (ch->nwaiters == 0)
+            ch_mark(lp, ch);
+    }
+    pthread_mutex_unlock(&lp->mu);
+    sync_channels(lp);
+}
+
+static void on_unsub_reply(dlock__aconn *ac, redisReply *r, int status, void *ud)
+{
+    dlock__loop *lp = ud;
+    if (!r)
+        return;
+    pthread_mutex_lock(&lp->mu);
+    dlock__channel *ch = reply_channel(lp, r);
+    if (ch && ch->state == CH_UNSUBSCRIBING) {
+        ch->state = CH_NONE;
+        if (ch->nwaiters > 0)
+            ch_mark(lp, ch);
+        else
+            ch_free(lp, ch);
+    }
+    pthread_mutex_unlock(&lp->mu);
+    sync_channels(lp);
+}
+
+static void on_sub_push(dlock__aconn *ac, redisReply *r, void *ud)
+{
+    dlock__loop *lp = ud;
+    /* message: [kind, channel, payload]; pmessage: [kind, pattern, channel, payload] */
+    size_t ci = r->elements == 4 ? 2 : 1;
+    redisReply *chr = r->element[ci], *msg = r->element[ci + 1];
+    if (chr->type != REDIS_REPLY_STRING)
+        return;
+    pthread_mutex_lock(&lp->mu);
+    dlock__channel *ch = ch_find(lp, chr->str, chr->len);
+    if (ch) {
+        if (msg->type == REDIS_REPLY_STRING && msg->len == 1 && msg->str[0] == '0')
+            wake_one(ch);
+        else
+            wake_all(ch, 1);
+    }
+    pthread_mutex_unlock(&lp->mu);
+}
+
+static void on_sub_ready(dlock__aconn *ac, void *ud)
+{
+    dlock__loop *lp = ud;
+    pthread_mutex_lock(&lp->mu);
+    for (size_t i = 0; i < lp->channels.nbuckets; i++)
+        for (dlock__hnode *n = lp->channels.buckets[i]; n; n = n->next)
+            ch_mark(lp, (dlock__channel *)n);
+    pthread_mutex_unlock(&lp->mu);
+    sync_channels(lp);
+}
+
+static void on_sub_down(dlock__aconn *ac, int status, void *ud)
+{
+    dlock__loop *lp = ud;
+    pthread_mutex_lock(&lp->mu);
+    for (size_t i = 0; i < lp->channels.nbuckets; i++) {
+        dlock__hnode *n = lp->channels.buckets[i];
+        while (n) {
+            dlock__channel *ch = (dlock__channel *)n;
+            n = n->next;
+            ch->state = CH_NONE;
+            if (ch->nwaiters == 0) {
+                ch_free(lp, ch);
+            } else {
+                ch->resync = 1;
+                wake_all(ch, 0);   /* let them see they are unsubscribed */
+            }
+        }
+    }
+    pthread_mutex_unlock(&lp->mu);
+}
+
+/* Sends the SUBSCRIBE/UNSUBSCRIBE that dirty channels need, one command each. */
+static void sync_channels(dlock__loop *lp)
+{
+    pthread_mutex_lock(&lp->mu);
+    if (lp->stopping || dlock__list_empty(&lp->dirty)) {
+        pthread_mutex_unlock(&lp->mu);
+        return;
+    }
+    if (!lp->sub) {
+        dlock__aconn_cbs cbs = {on_sub_ready, on_sub_down, on_sub_push, lp};
+        if (dlock__aconn_new(&lp->sub, &lp->uv, lp->c, dlock__node_endpoint(lp->c->node), 1,
+                             &cbs) != DLOCK_OK) {
+            pthread_mutex_unlock(&lp->mu);
+            dlock__log(lp->c, DLOCK_LOG_ERROR, "out of memory creating the pub/sub connection");
+            return;
+        }
+    }
+    if (!dlock__aconn_ready(lp->sub)) {
+        pthread_mutex_unlock(&lp->mu);
+        dlock__aconn_start(lp->sub);   /* on_sub_ready comes back here */
+        return;
+    }
+    size_t n = 0, cap = 16;
+    const char **sub = malloc(cap * sizeof(*sub));
+    const char **uns = malloc(cap * sizeof(*uns));
+    size_t *sl = malloc(cap * sizeof(*sl)), *ul = malloc(cap * sizeof(*ul));
+    int ns = 1, nu = 1;   /* slot 0 holds the command name */
+    while (sub && uns && sl && ul && !dlock__list_empty(&lp->dirty)) {
+        dlock__channel *ch = DLOCK__CONTAINER_OF(lp->dirty.next, dlock__channel, dirty_link);
+        if ((size_t)(ns + nu) + 2 > cap) {
+            cap *= 2;
+            const char **a = realloc(sub, cap * sizeof(*a));
+            if (a)
+                sub = a;
+            const char **b = realloc(uns, cap * sizeof(*b));
+            if (b)
+                uns = b;
+            size_t *c1 = realloc(sl, cap * sizeof(*c1));
+            if (c1)
+                sl = c1;
+            size_t *c2 = realloc(ul, cap * sizeof(*c2));
+            if (c2)
+                ul = c2;
+            if (!a || !b || !c1 || !c2)
+                break;
+        }
+        dlock__list_remove(&ch->dirty_link);
+        ch->dirty = 0;
+        n++;
+        if (ch->nwaiters > 0 && ch->state == CH_NONE) {
+            ch->state = CH_SUBSCRIBING;
+            sub[ns] = ch->name;
+            sl[ns++] = ch->len;
+        } else if (ch->nwaiters == 0 && ch->state == CH_SUBSCRIBED) {
+            ch->state = CH_UNSUBSCRIBING;
+            uns[nu] = ch->name;
+            ul[nu++] = ch->len;
+        } else if (ch->nwaiters == 0 && ch->state == CH_NONE) {
+            ch_free(lp, ch);
+        }
+        /* SUBSCRIBING / UNSUBSCRIBING: the confirmation will look again. */
+    }
+    /* Channel names stay valid after unlocking: only this thread frees channels. */
+    pthread_mutex_unlock(&lp->mu);
+    if (sub && uns && sl && ul) {
+        dlock__aconn_cork(lp->sub);
+        if (ns > 1) {
+            sub[0] = "SUBSCRIBE";
+            sl[0] = 9;
+            dlock__aconn_send(lp->sub, ns, sub, sl, ns - 1, on_sub_reply, lp);
+        }
+        if (nu > 1) {
+            uns[0] = "UNSUBSCRIBE";
+            ul[0] = 11;
+            dlock__aconn_send(lp->sub, nu, uns, ul, nu - 1, on_unsub_reply, lp);
+        }
+        dlock__aconn_uncork(lp->sub);
+    } else {
+        dlock__log(lp->c, DLOCK_LOG_ERROR, "out of memory updating subscriptions");
+    }
+    free(sub);
+    free(uns);
+    free(sl);
+    free(ul);
+}
+
+static void on_closed_one(void *arg)
+{
+    dlock__loop *lp = arg;
+    lp->pending_closes--;
+}
+
+static void on_async_closed(uv_handle_t *h) {}
+
+static void on_async(uv_async_t *a)
+{
+    dlock__loop *lp = a->data;
+    pthread_mutex_lock(&lp->mu);
+    int stopping = lp->stopping;
+    pthread_mutex_unlock(&lp->mu);
+    if (!stopping) {
+        sync_channels(lp);
+        return;
+    }
+    if (lp->sub) {
+        lp->pending_closes++;
+        dlock__aconn_close(lp->sub, on_closed_one, lp);
+        lp->sub = NULL;
+    }
+    lp->pending_closes++;
+    dlock__watchdog_stop(lp->c->wd, on_closed_one, lp);
+    uv_close((uv_handle_t *)&lp->async, on_async_closed);
+}
+
+static void io_main(void *arg)
+{
+    dlock__loop *lp = arg;
+    uv_run(&lp->uv, UV_RUN_DEFAULT);
+}
+
+/* ----------------------------------------------------------- lifecycle */
+
+int dlock__loop_start(dlock__loop **out, dlock_client *c)
+{
+    dlock__loop *lp = calloc(1, sizeof(*lp));
+    if (!lp)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    lp->c = c;
+    pthread_mutex_init(&lp->mu, NULL);
+    dlock__map_init(&lp->channels, ch_eq);
+    dlock__list_init(&lp->dirty);
+    int rc = uv_loop_init(&lp->uv);
+    if (rc < 0) {
+        pthread_mutex_destroy(&lp->mu);
+        free(lp);
+        return dlock__fail(DLOCK_ESYS, "cannot create the event loop: %s", uv_strerror(rc));
+    }
+    uv_async_init(&lp->uv, &lp->async, on_async);
+    lp->async.data = lp;
+    rc = dlock__watchdog_start(c->wd, &lp->uv);
+    if (rc == DLOCK_OK && (rc = uv_thread_create(&lp->thread, io_main, lp)) < 0)
+        rc = dlock__fail(DLOCK_ESYS, "cannot start the io thread: %s", uv_strerror(rc));
+    if (rc != DLOCK_OK) {
+        /* Unwind on this thread: the loop never ran. */
+        pthread_mutex_lock(&lp->mu);
+        lp->stopping = 1;
+        pthread_mutex_unlock(&lp->mu);
+        on_async(&lp->async);
+        uv_run(&lp->uv, UV_RUN_DEFAULT);
+        uv_loop_close(&lp->uv);
+        pthread_mutex_destroy(&lp->mu);
+        free(lp);
+        return rc;
+    }
+    lp->thread_started = 1;
+    *out = lp;
+    return DLOCK_OK;
+}
+
+void dlock__loop_stop(dlock__loop *lp)
+{
+    if (!lp)
+        return;
+    pthread_mutex_lock(&lp->mu);
+    lp->stopping = 1;
+    lp->closed = 1;
+    for (size_t i = 0; i < lp->channels.nbuckets; i++)
+        for (dlock__hnode *n = lp->channels.buckets[i]; n; n = n->next)
+            wake_all((dlock__channel *)n, 0);
+    pthread_mutex_unlock(&lp->mu);
+    uv_async_send(&lp->async);
+    uv_thread_join(&lp->thread);
+    uv_loop_close(&lp->uv);
+    for (size_t i = 0; i < lp->channels.nbuckets; i++) {
+        dlock__hnode *n = lp->channels.buckets[i];
+        while (n) {
+            dlock__hnode *next = n->next;
+            free(n);
+            n = next;
+        }
+    }
+    dlock__map_free(&lp->channels);
+    pthread_mutex_destroy(&lp->mu);
+    free(lp);
+}
+
+void dlock__loop_kick(dlock__loop *lp) { uv_async_send(&lp->async); }
+
+struct uv_loop_s *dlock__loop_uv_loop(dlock__loop *lp) { return &lp->uv; }
+
+/* ------------------------------------------------------------- waiters */
+
+int dlock__waiter_join(dlock__loop *lp, dlock__waiter *w, const char *channel, size_t len,
+                       int64_t deadline_ms, dlock_cancel *cancel)
+{
+    memset(w, 0, sizeof(*w));
+    if (dlock__cond_init(&w->cv) != 0)
+        return dlock__fail(DLOCK_ESYS, "cannot create a condition variable");
+    w->cancel = cancel;
+    dlock__cancel_attach(cancel, &w->creg, &lp->mu, &w->cv);
+
+    pthread_mutex_lock(&lp->mu);
+    if (lp->closed) {
+        pthread_mutex_unlock(&lp->mu);
+        dlock__cancel_detach(cancel, &w->creg);
+        pthread_cond_destroy(&w->cv);
+        return dlock__fail(DLOCK_ECLOSED, "client is closing");
+    }
+    dlock__channel *ch = ch_find(lp, channel, len);
+    if (!ch) {
+        ch = malloc(sizeof(*ch) + len + 1);
+        if (!ch) {
+            pthread_mutex_unlock(&lp->mu);
+            dlock__cancel_detach(cancel, &w->creg);
+            pthread_cond_destroy(&w->cv);
+            return dlock__fail(DLOCK_ENOMEM, "out of memory");
+        }
+        memset(ch, 0, sizeof(*ch));
+        dlock__list_init(&ch->waiters);
+        dlock__list_init(&ch->dirty_link);
+        ch->len = len;
+        memcpy(ch->name, channel, len);
+        ch->name[len] = '\0';
+        ch->hn.hash = dlock__hash(channel, len);
+        if (dlock__map_insert(&lp->channels, &ch->hn) != 0) {
+            free(ch);
+            pthread_mutex_unlock(&lp->mu);
+            dlock__cancel_detach(cancel, &w->creg);
+            pthread_cond_destroy(&w->cv);
+            return dlock__fail(DLOCK_ENOMEM, "out of memory");
+        }
+    }
+    w->ch = ch;
+    dlock__list_push_back(&ch->waiters, &w->link);
+    ch->nwaiters++;
+    int kick = 0;
+    if (ch->state != CH_SUBSCRIBED) {
+        ch_mark(lp, ch);
+        kick = 1;
+    }
+    /* Wait for the subscription, at most the command timeout: past it the
+     * caller falls back to retrying at the retry delay. */
+    int64_t until = dlock__now_ms() + lp->c->cfg.command_timeout_ms;
+    if (deadline_ms < until)
+        until = deadline_ms;
+    struct timespec ts;
+    dlock__abstime(until, &ts);
+    int rc = DLOCK_OK;
+    int kicked = 0;
+    while (ch->state != CH_SUBSCRIBED) {
+        if (kick && !kicked) {
+            /* Kick under mu: uv_async_send is safe from any thread, and holding mu
+             * keeps the loop from being stopped meanwhile. */
+            dlock__loop_kick(lp);
+            kicked = 1;
+        }
+        if (lp->closed) {
+            rc = DLOCK_ECLOSED;
+            break;
+        }
+        if (dlock_cancel_fired(cancel)) {
+            rc = DLOCK_ECANCELED;
+            break;
+        }
+        if (dlock__now_ms() >= until)
+            break;
+        pthread_cond_timedwait(&w->cv, &lp->mu, &ts);
+    }
+    w->subscribed = ch->state == CH_SUBSCRIBED;
+    pthread_mutex_unlock(&lp->mu);
+    if (rc != DLOCK_OK) {
+        dlock__waiter_leave(lp, w);
+        return dlock__fail(rc, rc == DLOCK_ECLOSED ? "client is closing" : "cancelled");
+    }
+    return DLOCK_OK;
+}
+
+int dlock__waiter_wait(dlock__loop *lp, dlock__waiter *w, int64_t until_ms)
+{
+    struct timespec ts;
+    dlock__abstime(until_ms, &ts);
+    int rc;
+    pthread_mutex_lock(&lp->mu);
+    for (;;) {
+        if (w->woken) {
+            w->woken = 0;
+            rc = DLOCK__WAKE_MESSAGE;
+            break;
+        }
+        if (lp->closed) {
+            rc = DLOCK_ECLOSED;
+            break;
+        }
+        if (dlock_cancel_fired(w->cancel)) {
+            rc = DLOCK_ECANCELED;
+            break;
+        }
+        if (w->subscribed && w->ch->state != CH_SUBSCRIBED) {
+            /* The subscription dropped: tell the caller to poll until it is back. */
+            w->subscribed = 0;
+            rc = DLOCK__WAKE_TIMEOUT;
+            break;
+        }
+        if (dlock__now_ms() >= until_ms) {
+            rc = DLOCK__WAKE_TIMEOUT;
+            break;
+        }
+        pthread_cond_timedwait(&w->cv, &lp->mu, &ts);
+    }
+    if (!w->subscribed && w->ch->state == CH_SUBSCRIBED)
+        w->subscribed = 1;
+    pthread_mutex_unlock(&lp->mu);
+    return rc;
+}
+
+void dlock__waiter_leave(dlock__loop *lp, dlock__waiter *w)
+{
+    pthread_mutex_lock(&lp->mu);
+    dlock__channel *ch = w->ch;
+    dlock__list_remove(&w->link);
+    ch->nwaiters--;
+    if (w->woken)
+        wake_one(ch);   /* pass on a wake-up this waiter did not use */
+    if (ch->nwaiters == 0 && !lp->closed) {
+        ch_mark(lp, ch);
+        dlock__loop_kick(lp);
+    }
+    pthread_mutex_unlock(&lp->mu);
+    dlock__cancel_detach(w->cancel, &w->creg);
+    pthread_cond_destroy(&w->cv);
+}
+
+size_t dlock__loop_waiters(dlock__loop *lp, const char *channel, size_t len)
+{
+    pthread_mutex_lock(&lp->mu);
+    dlock__channel *ch = ch_find(lp, channel, len);
+    size_t n = ch ? (size_t)ch->nwaiters : 0;
+    pthread_mutex_unlock(&lp->mu);
+    return n;
+}

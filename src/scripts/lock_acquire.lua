@@ -1,0 +1,27 @@
+-- Acquire a reentrant lock in Redisson's RLock layout: a hash whose field
+-- <owner id> holds the owner's hold count, with the lease as the key's TTL.
+--
+-- KEYS[1]  the lock (hash)
+-- KEYS[2]  the fencing-token counter, redisson_lock_token:{name} (fenced only)
+-- ARGV[1]  lease in ms (the watchdog timeout for watchdog locks)
+-- ARGV[2]  owner id, "<client uuid>:<thread id>"
+-- ARGV[3]  "1" to count a fencing token, "0" not to
+--
+-- Returns nil when acquired (or {token} when fenced); otherwise the holder's
+-- remaining TTL in ms (-1: no expiry), which bounds how long a waiter sleeps.
+-- A key of another type raises WRONGTYPE at HEXISTS, before anything is written.
+local lock, owner = KEYS[1], ARGV[2]
+
+if redis.call('exists', lock) == 1 and redis.call('hexists', lock, owner) == 0 then
+  return redis.call('pttl', lock)
+end
+
+-- Free, or held by this owner already (reentry): count one more hold.
+redis.call('hincrby', lock, owner, 1)
+redis.call('pexpire', lock, ARGV[1])
+
+if ARGV[3] == '1' then
+  -- Same script as the acquisition, so token order is acquisition order.
+  return {redis.call('incr', KEYS[2])}
+end
+return nil

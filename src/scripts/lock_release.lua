@@ -1,0 +1,37 @@
+-- Release one hold of a reentrant lock. A release retried after a lost reply
+-- answers what the first attempt did, through a short-lived latch keyed by the
+-- request id (Redisson 4's unlock latch), instead of "not held".
+--
+-- KEYS[1]  the lock (hash)
+-- KEYS[2]  the lock's channel, redisson_lock__channel:{name}
+-- KEYS[3]  this request's latch, redisson_unlock_latch:{name}:<32 hex>
+-- ARGV[1]  owner id
+-- ARGV[2]  lease in ms to set while holds remain; "0" keeps the current TTL
+--          (a lock taken with an explicit lease keeps its deadline)
+-- ARGV[3]  latch lifetime in ms
+--
+-- Returns 1 when the last hold went (key deleted, "0" published: wakes one
+-- waiter, Redisson's or dlock's), 0 when holds remain, nil when the owner
+-- holds nothing.
+local earlier = redis.call('get', KEYS[3])
+if earlier then
+  return tonumber(earlier)
+end
+
+local lock, owner = KEYS[1], ARGV[1]
+if redis.call('hexists', lock, owner) == 0 then
+  return nil
+end
+
+local result = 0
+if redis.call('hincrby', lock, owner, -1) > 0 then
+  if tonumber(ARGV[2]) > 0 then
+    redis.call('pexpire', lock, ARGV[2])
+  end
+else
+  redis.call('del', lock)
+  redis.call('publish', KEYS[2], '0')
+  result = 1
+end
+redis.call('set', KEYS[3], result, 'px', ARGV[3])
+return result

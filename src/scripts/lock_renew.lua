@@ -1,0 +1,19 @@
+-- Renew a batch of watchdog-held locks in one call (all keys in one slot).
+--
+-- KEYS[i]    a lock (hash)
+-- ARGV[1]    the watchdog timeout in ms
+-- ARGV[i+1]  the owner id holding KEYS[i]
+--
+-- Returns one integer per key: 1 renewed, 0 no longer held by that owner (the
+-- client reports it lost). A key replaced by another type counts as lost rather
+-- than failing the whole batch.
+local out = {}
+for i, lock in ipairs(KEYS) do
+  local held = 0
+  if redis.call('type', lock).ok == 'hash' and redis.call('hexists', lock, ARGV[i + 1]) == 1 then
+    redis.call('pexpire', lock, ARGV[1])
+    held = 1
+  end
+  out[i] = held
+end
+return out

@@ -1,0 +1,225 @@
+/* URL parsing and option validation: every bad value is refused with a message
+ * that names the bad part, never shows a password, and keeps the old value. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "internal.h"
+
+static void test_redis_urls(void **state)
+{
+    (void)state;
+    dlock__endpoint ep;
+    memset(&ep, 0, sizeof(ep));
+    assert_int_equal(dlock__parse_url("redis://example.com", &ep), DLOCK_OK);
+    assert_string_equal(ep.host, "example.com");
+    assert_int_equal(ep.port, 6379);
+    assert_int_equal(ep.db, 0);
+    assert_null(ep.user);
+    assert_null(ep.pass);
+
+    assert_int_equal(dlock__parse_url("redis://alice:s%40cret@10.0.0.1:7000/5", &ep), DLOCK_OK);
+    assert_string_equal(ep.host, "10.0.0.1");
+    assert_int_equal(ep.port, 7000);
+    assert_int_equal(ep.db, 5);
+    assert_string_equal(ep.user, "alice");
+    assert_string_equal(ep.pass, "s@cret");
+
+    assert_int_equal(dlock__parse_url("redis://:pw@[::1]:6380", &ep), DLOCK_OK);
+    assert_string_equal(ep.host, "::1");
+    assert_int_equal(ep.port, 6380);
+    assert_null(ep.user);
+    assert_string_equal(ep.pass, "pw");
+
+    assert_int_equal(dlock__parse_url("redis://h/", &ep), DLOCK_OK);
+    assert_int_equal(ep.db, 0);
+
+    char buf[128];
+    assert_string_equal(dlock__endpoint_str(&ep, buf, sizeof(buf)), "h:6379");
+    dlock__endpoint_clear(&ep);
+}
+
+static void test_unix_urls(void **state)
+{
+    (void)state;
+    dlock__endpoint ep;
+    memset(&ep, 0, sizeof(ep));
+    assert_int_equal(dlock__parse_url("unix:///run/redis.sock?db=2", &ep), DLOCK_OK);
+    assert_string_equal(ep.path, "/run/redis.sock");
+    assert_null(ep.host);
+    assert_int_equal(ep.db, 2);
+    assert_int_equal(dlock__parse_url("unix:///tmp/r.sock", &ep), DLOCK_OK);
+    assert_int_equal(ep.db, 0);
+    char buf[128];
+    assert_string_equal(dlock__endpoint_str(&ep, buf, sizeof(buf)), "unix:/tmp/r.sock");
+    dlock__endpoint_clear(&ep);
+}
+
+/* Each bad URL: the code, a word the message must contain, and the previous
+ * endpoint must survive. */
+static void test_bad_urls(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *url;
+        const char *mentions;
+    } bad[] = {
+        {"", "empty"},
+        {"http://x", "scheme"},
+        {"rediss://x", "TLS"},
+        {"redis://", "host is empty"},
+        {"redis://:6379", "host is empty"},
+        {"redis://h:0", "port"},
+        {"redis://h:65536", "port"},
+        {"redis://h:12ab", "port"},
+        {"redis://h:", "port"},
+        {"redis://h/x", "database"},
+        {"redis://h/-1", "database"},
+        {"redis://h/99999999999", "database"},
+        {"redis://h?x=1", "unexpected"},
+        {"redis://ho st", "host"},
+        {"redis://h\x01", "host"},
+        {"redis://[::1", "IPv6"},
+        {"redis://[zz]:1", "IPv6"},
+        {"redis://[::1]x", "port"},
+        {"redis://u:p%zz@h", "percent"},
+        {"redis://u:p%4@h", "percent"},
+        {"redis://u:p%00@h", "percent"},
+        {"redis://user@h", "password"},
+        {"unix://relative.sock", "absolute"},
+        {"unix://", "absolute"},
+        {"unix:///s?db=x", "database"},
+        {"unix:///s?foo=1", "unknown parameter"},
+    };
+    dlock__endpoint ep;
+    memset(&ep, 0, sizeof(ep));
+    assert_int_equal(dlock__parse_url("redis://keep:1234", &ep), DLOCK_OK);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        int rc = dlock__parse_url(bad[i].url, &ep);
+        if (rc != DLOCK_EINVAL || !strstr(dlock_last_error(), bad[i].mentions))
+            fail_msg("url '%s': rc %d, message '%s' (expected it to mention '%s')", bad[i].url,
+                     rc, dlock_last_error(), bad[i].mentions);
+        assert_string_equal(ep.host, "keep");
+        assert_int_equal(ep.port, 1234);
+    }
+    dlock__endpoint_clear(&ep);
+    assert_int_equal(dlock__parse_url(NULL, &ep), DLOCK_EINVAL);
+
+    /* A long unix path and a 1 MiB URL. */
+    char *huge = malloc(1 << 20);
+    memset(huge, 'a', (1 << 20) - 1);
+    huge[(1 << 20) - 1] = '\0';
+    memcpy(huge, "unix:///", 8);
+    assert_int_equal(dlock__parse_url(huge, &ep), DLOCK_EINVAL);
+    memcpy(huge, "redis://", 8);
+    assert_int_equal(dlock__parse_url(huge, &ep), DLOCK_EINVAL);
+    free(huge);
+}
+
+static void test_password_never_in_messages(void **state)
+{
+    (void)state;
+    static const char *urls[] = {
+        "redis://u:hunter2%zz@h", "redis://u:hunter2@h:99999", "redis://u:hunter2@h/zz",
+        "redis://:hunter2@ho st", "redis://u:hunter2 x@h", "redis://u:hunter2@h?db=1",
+    };
+    dlock__endpoint ep;
+    memset(&ep, 0, sizeof(ep));
+    for (size_t i = 0; i < sizeof(urls) / sizeof(urls[0]); i++) {
+        assert_int_equal(dlock__parse_url(urls[i], &ep), DLOCK_EINVAL);
+        if (strstr(dlock_last_error(), "hunter2"))
+            fail_msg("password leaked for '%s': %s", urls[i], dlock_last_error());
+    }
+    dlock__endpoint_clear(&ep);
+}
+
+static void test_options(void **state)
+{
+    (void)state;
+    dlock_config *cfg = dlock_config_new();
+    assert_non_null(cfg);
+    assert_int_equal(cfg->watchdog_ms, 30000);
+    assert_int_equal(cfg->command_timeout_ms, 3000);
+    assert_int_equal(cfg->retry_attempts, 3);
+    assert_int_equal(cfg->retry_delay_ms, 1500);
+    assert_int_equal(cfg->pool_size, 64);
+
+    assert_int_equal(dlock_config_set_watchdog_timeout(cfg, 1500), DLOCK_OK);
+    assert_int_equal(cfg->watchdog_ms, 1500);
+    assert_int_equal(dlock_config_set_watchdog_timeout(cfg, 0), DLOCK_OK);
+    assert_int_equal(cfg->watchdog_ms, 30000);
+    assert_int_equal(dlock_config_set_watchdog_timeout(cfg, 10), DLOCK_EINVAL);
+    assert_non_null(strstr(dlock_last_error(), "watchdog timeout"));
+    assert_int_equal(dlock_config_set_watchdog_timeout(cfg, -5), DLOCK_EINVAL);
+    assert_int_equal(dlock_config_set_watchdog_timeout(cfg, INT64_MAX), DLOCK_EINVAL);
+    assert_int_equal(cfg->watchdog_ms, 30000);
+
+    assert_int_equal(dlock_config_set_command_timeout(cfg, -1), DLOCK_EINVAL);
+    assert_int_equal(dlock_config_set_connect_timeout(cfg, -1), DLOCK_EINVAL);
+    assert_int_equal(dlock_config_set_retry(cfg, -1, 10), DLOCK_EINVAL);
+    assert_int_equal(dlock_config_set_retry(cfg, 101, 10), DLOCK_EINVAL);
+    assert_int_equal(dlock_config_set_retry(cfg, 2, -10), DLOCK_EINVAL);
+    assert_int_equal(cfg->retry_attempts, 3);
+    assert_int_equal(dlock_config_set_retry(cfg, 0, 10), DLOCK_OK);
+    assert_int_equal(cfg->retry_attempts, 0);
+    assert_int_equal(dlock_config_set_pool_size(cfg, -1), DLOCK_EINVAL);
+    assert_int_equal(dlock_config_set_pool_size(cfg, 10001), DLOCK_EINVAL);
+    assert_int_equal(dlock_config_set_pool_size(cfg, 4), DLOCK_OK);
+
+    assert_int_equal(dlock_config_set_client_name(cfg, "has space"), DLOCK_EINVAL);
+    assert_int_equal(dlock_config_set_client_name(cfg, "caf\xc3\xa9"), DLOCK_EINVAL);
+    assert_int_equal(dlock_config_set_client_name(cfg, "worker-1"), DLOCK_OK);
+    assert_string_equal(cfg->client_name, "worker-1");
+    assert_int_equal(dlock_config_set_client_name(cfg, NULL), DLOCK_OK);
+    assert_null(cfg->client_name);
+    assert_int_equal(dlock_config_set_log_callback(cfg, NULL, NULL, (dlock_log_level)9),
+                     DLOCK_EINVAL);
+
+    assert_int_equal(dlock_config_set_url(NULL, "redis://h"), DLOCK_EINVAL);
+    assert_int_equal(dlock_config_set_watchdog_timeout(NULL, 1000), DLOCK_EINVAL);
+    dlock_config_free(cfg);
+    dlock_config_free(NULL);
+}
+
+static void test_open_bad_args(void **state)
+{
+    (void)state;
+    dlock_client *c = (dlock_client *)1;
+    assert_int_equal(dlock_client_open(&c, NULL), DLOCK_EINVAL);
+    assert_null(c);
+    assert_int_equal(dlock_client_open(NULL, NULL), DLOCK_EINVAL);
+    dlock_client_close(NULL);
+}
+
+static void test_strerror(void **state)
+{
+    (void)state;
+    for (int code = 0; code >= DLOCK_EUNKNOWN; code--) {
+        assert_non_null(dlock_strerror(code));
+        assert_string_not_equal(dlock_strerror(code), "unknown dlock status");
+        assert_memory_equal(dlock_errname(code), "DLOCK_", 6);
+    }
+    assert_string_equal(dlock_strerror(-999), "unknown dlock status");
+    assert_string_equal(dlock_strerror(DLOCK_ENOTOWNER), "lock not held by the caller");
+    assert_string_equal(dlock_errname(DLOCK_ENOTOWNER), "DLOCK_ENOTOWNER");
+    assert_string_equal(dlock_version(), DLOCK_VERSION_STRING);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_redis_urls),
+        cmocka_unit_test(test_unix_urls),
+        cmocka_unit_test(test_bad_urls),
+        cmocka_unit_test(test_password_never_in_messages),
+        cmocka_unit_test(test_options),
+        cmocka_unit_test(test_open_bad_args),
+        cmocka_unit_test(test_strerror),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

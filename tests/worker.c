@@ -1,0 +1,110 @@
+/* Helper process for the tests.
+ *   worker hold URL NAME WATCHDOG_MS        acquire with the watchdog, print
+ *                                           "held", then sleep until killed
+ *   worker count URL NAME COUNTER THREADS N each thread N times: acquire, GET
+ *                                           counter, SET counter+1, release;
+ *                                           prints "done" and exits 0 */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <hiredis/hiredis.h>
+
+#include "dlock/dlock.h"
+
+static const char *url, *name, *counter;
+static int iters;
+static dlock_client *client;
+static int port;
+
+static void *count_thread(void *arg)
+{
+    (void)arg;
+    dlock_lock *l;
+    if (dlock_lock_get(client, name, &l) != DLOCK_OK)
+        return (void *)1;
+    redisContext *rc = redisConnect("127.0.0.1", port);
+    if (!rc || rc->err)
+        return (void *)1;
+    for (int i = 0; i < iters; i++) {
+        if (dlock_lock_acquire(l, DLOCK_WATCHDOG) != DLOCK_OK) {
+            fprintf(stderr, "acquire: %s\n", dlock_last_error());
+            return (void *)1;
+        }
+        /* A deliberately non-atomic read-modify-write: only the lock keeps it exact. */
+        redisReply *r = redisCommand(rc, "GET %s", counter);
+        long long v = r && r->type == REDIS_REPLY_STRING ? atoll(r->str) : 0;
+        if (r)
+            freeReplyObject(r);
+        r = redisCommand(rc, "SET %s %lld", counter, v + 1);
+        if (r)
+            freeReplyObject(r);
+        if (dlock_lock_release(l) != DLOCK_OK) {
+            fprintf(stderr, "release: %s\n", dlock_last_error());
+            return (void *)1;
+        }
+    }
+    redisFree(rc);
+    dlock_lock_free(l);
+    return NULL;
+}
+
+static dlock_client *open_client(int64_t watchdog_ms)
+{
+    dlock_config *cfg = dlock_config_new();
+    dlock_config_set_url(cfg, url);
+    if (watchdog_ms)
+        dlock_config_set_watchdog_timeout(cfg, watchdog_ms);
+    dlock_client *c = NULL;
+    if (dlock_client_open(&c, cfg) != DLOCK_OK) {
+        fprintf(stderr, "open: %s\n", dlock_last_error());
+        exit(2);
+    }
+    dlock_config_free(cfg);
+    return c;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc >= 5 && strcmp(argv[1], "hold") == 0) {
+        url = argv[2];
+        name = argv[3];
+        client = open_client(atoll(argv[4]));
+        dlock_lock *l;
+        if (dlock_lock_get(client, name, &l) != DLOCK_OK ||
+            dlock_lock_acquire(l, DLOCK_WATCHDOG) != DLOCK_OK) {
+            fprintf(stderr, "hold: %s\n", dlock_last_error());
+            return 2;
+        }
+        printf("held\n");
+        fflush(stdout);
+        for (;;)
+            pause();
+    }
+    if (argc >= 7 && strcmp(argv[1], "count") == 0) {
+        url = argv[2];
+        name = argv[3];
+        counter = argv[4];
+        int threads = atoi(argv[5]);
+        iters = atoi(argv[6]);
+        const char *p = strrchr(url, ':');
+        port = p ? atoi(p + 1) : 6379;
+        client = open_client(0);
+        pthread_t t[64];
+        int bad = 0;
+        for (int i = 0; i < threads && i < 64; i++)
+            pthread_create(&t[i], NULL, count_thread, NULL);
+        for (int i = 0; i < threads && i < 64; i++) {
+            void *res;
+            pthread_join(t[i], &res);
+            bad |= res != NULL;
+        }
+        dlock_client_close(client);
+        printf("done\n");
+        return bad ? 1 : 0;
+    }
+    fprintf(stderr, "usage: worker hold URL NAME WATCHDOG_MS | count URL NAME COUNTER THREADS N\n");
+    return 64;
+}
