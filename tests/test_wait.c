@@ -1,0 +1,446 @@
+/* Waiting: deadlines, wake-ups on the lock's channel (never a poll), force
+ * release, cancellation, channel clean-up, Redisson interplay through
+ * redis-cli, and a server restart in the middle of a wait. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+
+static th_redis srv;
+static dlock_client *cli;
+
+static int setup(void **state)
+{
+    (void)state;
+    if (th_redis_start(&srv, NULL) != 0)
+        return -1;
+    cli = th_client(&srv, 0);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    dlock_client_close(cli);
+    th_redis_destroy(&srv);
+    return 0;
+}
+
+/* A thread that tries a lock and records when it got an answer. */
+typedef struct waiter {
+    dlock_lock *l;
+    int64_t wait_ms, lease_ms;
+    dlock_cancel *cancel;
+    int rc;
+    int64_t started, ended;
+    int release_after;   /* release right away when acquired */
+    pthread_t t;
+} waiter;
+
+static void *waiter_main(void *arg)
+{
+    waiter *w = arg;
+    w->started = th_now_ms();
+    w->rc = dlock_lock_acquire_cancellable(w->l, w->wait_ms, w->lease_ms, w->cancel);
+    w->ended = th_now_ms();
+    if (w->rc == DLOCK_OK && w->release_after)
+        dlock_lock_release(w->l);
+    return NULL;
+}
+
+static void start_waiter(waiter *w, dlock_lock *l, int64_t wait_ms)
+{
+    memset(w, 0, sizeof(*w));
+    w->l = l;
+    w->wait_ms = wait_ms;
+    w->lease_ms = DLOCK_WATCHDOG;
+    w->rc = -999;
+    pthread_create(&w->t, NULL, waiter_main, w);
+}
+
+static char *channel_of(const char *name, char *buf, size_t size)
+{
+    snprintf(buf, size, "redisson_lock__channel:{%s}", name);
+    return buf;
+}
+
+static long long numsub(const char *channel)
+{
+    redisReply *r = th_cmd(&srv, "PUBSUB NUMSUB %s", channel);
+    long long n = r && r->elements == 2 ? r->element[1]->integer : -1;
+    if (r)
+        freeReplyObject(r);
+    return n;
+}
+
+/* Waits until `channel` has `n` subscribers (the waiters are asleep on it). */
+static void await_numsub(const char *channel, long long n)
+{
+    int64_t until = th_now_ms() + 3000 * th_slack();
+    while (numsub(channel) != n && th_now_ms() < until)
+        th_sleep_ms(5);
+    assert_int_equal(numsub(channel), n);
+}
+
+static long long lock_channels(void)
+{
+    redisReply *r = th_cmd(&srv, "PUBSUB CHANNELS redisson_lock__channel:*");
+    long long n = r ? (long long)r->elements : -1;
+    if (r)
+        freeReplyObject(r);
+    return n;
+}
+
+static void await_no_lock_channels(void)
+{
+    int64_t until = th_now_ms() + 2000 * th_slack();
+    while (lock_channels() != 0 && th_now_ms() < until)
+        th_sleep_ms(5);
+    assert_int_equal(lock_channels(), 0);
+}
+
+static dlock_lock *get(dlock_client *c, const char *prefix, char *name, size_t size)
+{
+    dlock_lock *l = NULL;
+    assert_int_equal(dlock_lock_get(c, th_name(name, size, prefix), &l), DLOCK_OK);
+    return l;
+}
+
+/* ------------------------------------------------------------------ tests */
+
+static void test_try_returns_at_its_deadline(void **state)
+{
+    (void)state;
+    char name[128];
+    dlock_lock *l = get(cli, "deadline", name, sizeof(name));
+    assert_int_equal(dlock_lock_acquire(l, DLOCK_WATCHDOG), DLOCK_OK);
+    static const int64_t waits[] = {0, 150, 600};
+    for (size_t i = 0; i < sizeof(waits) / sizeof(waits[0]); i++) {
+        waiter w;
+        start_waiter(&w, l, waits[i]);
+        pthread_join(w.t, NULL);
+        int64_t took = w.ended - w.started;
+        assert_int_equal(w.rc, DLOCK_ETIMEDOUT);
+        if (took < waits[i] || took > waits[i] + 350 * th_slack())
+            fail_msg("try(wait=%lld) returned after %lld ms", (long long)waits[i],
+                     (long long)took);
+    }
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    await_no_lock_channels();
+    dlock_lock_free(l);
+}
+
+/* The holder's TTL is 30 s; the waiter must wake on the unlock message. */
+static void test_waiter_wakes_on_release(void **state)
+{
+    (void)state;
+    char name[128], ch[200];
+    dlock_lock *l = get(cli, "wake", name, sizeof(name));
+    for (int round = 0; round < 5; round++) {
+        assert_int_equal(dlock_lock_acquire(l, DLOCK_WATCHDOG), DLOCK_OK);
+        waiter w;
+        start_waiter(&w, l, 20000);
+        w.release_after = 1;
+        await_numsub(channel_of(name, ch, sizeof(ch)), 1);
+        th_sleep_ms(20);
+        assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+        int64_t released = th_now_ms();
+        pthread_join(w.t, NULL);
+        assert_int_equal(w.rc, DLOCK_OK);
+        int64_t gap = w.ended - released;
+        if (gap > 50 * th_slack())
+            fail_msg("round %d: waiter took %lld ms after the release", round, (long long)gap);
+    }
+    await_no_lock_channels();
+    dlock_lock_free(l);
+}
+
+/* A waiting thread sends nothing to Redis while it waits: no polling. */
+static void test_waiters_do_not_poll(void **state)
+{
+    (void)state;
+    char name[128], ch[200];
+    dlock_lock *l = get(cli, "idle", name, sizeof(name));
+    assert_int_equal(dlock_lock_acquire(l, DLOCK_WATCHDOG), DLOCK_OK);
+    waiter ws[3];
+    for (int i = 0; i < 3; i++)
+        start_waiter(&ws[i], l, 20000);
+    await_numsub(channel_of(name, ch, sizeof(ch)), 1);   /* one subscription for all three */
+    th_sleep_ms(100);
+    redisReply *r = th_cmd(&srv, "INFO stats");
+    long long before = atoll(strstr(r->str, "total_commands_processed:") + 25);
+    freeReplyObject(r);
+    th_sleep_ms(1500);
+    r = th_cmd(&srv, "INFO stats");
+    long long after = atoll(strstr(r->str, "total_commands_processed:") + 25);
+    freeReplyObject(r);
+    /* The two INFO calls and their connections' handshakes only. */
+    if (after - before > 4)
+        fail_msg("%lld commands while three threads waited 1.5 s", after - before);
+    for (int i = 0; i < 3; i++)
+        ws[i].release_after = 1;
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    for (int i = 0; i < 3; i++) {
+        pthread_join(ws[i].t, NULL);
+        assert_int_equal(ws[i].rc, DLOCK_OK);
+    }
+    dlock_lock_free(l);
+}
+
+/* Force release (from another client) wakes the waiters; each gets the lock
+ * in turn, long before the 30 s TTL. */
+static void test_force_release_wakes_waiters(void **state)
+{
+    (void)state;
+    char name[128], ch[200];
+    dlock_lock *l = get(cli, "forcewake", name, sizeof(name));
+    assert_int_equal(dlock_lock_acquire(l, DLOCK_WATCHDOG), DLOCK_OK);
+    waiter ws[3];
+    for (int i = 0; i < 3; i++) {
+        start_waiter(&ws[i], l, 20000);
+        ws[i].release_after = 1;
+    }
+    await_numsub(channel_of(name, ch, sizeof(ch)), 1);
+    th_sleep_ms(50);
+    dlock_client *other = th_client(&srv, 0);
+    dlock_lock *ol;
+    assert_int_equal(dlock_lock_get(other, name, &ol), DLOCK_OK);
+    int was = 0;
+    int64_t forced = th_now_ms();
+    assert_int_equal(dlock_lock_force_release(ol, &was), DLOCK_OK);
+    assert_int_equal(was, 1);
+    for (int i = 0; i < 3; i++) {
+        pthread_join(ws[i].t, NULL);
+        assert_int_equal(ws[i].rc, DLOCK_OK);
+        assert_true(ws[i].ended - forced < 1000 * th_slack());
+    }
+    /* The forced-out hold is gone: its owner's release says so. */
+    assert_int_equal(dlock_lock_release(l), DLOCK_ENOTOWNER);
+    await_no_lock_channels();
+    dlock_lock_free(ol);
+    dlock_client_close(other);
+    dlock_lock_free(l);
+}
+
+/* Many threads of one process on one lock: every acquisition is woken, none
+ * lost (a lost wake-up would sleep out the 30 s TTL and blow the bound). */
+typedef struct contender {
+    dlock_lock *l;
+    int rounds, ok;
+    pthread_t t;
+} contender;
+
+static void *contend(void *arg)
+{
+    contender *c = arg;
+    for (int i = 0; i < c->rounds; i++) {
+        if (dlock_lock_try(c->l, 10000, DLOCK_WATCHDOG) != DLOCK_OK)
+            return NULL;
+        th_sleep_ms(1);
+        if (dlock_lock_release(c->l) != DLOCK_OK)
+            return NULL;
+        c->ok++;
+    }
+    return NULL;
+}
+
+static void test_many_waiters_no_lost_wakeups(void **state)
+{
+    (void)state;
+    char name[128];
+    dlock_lock *l = get(cli, "herd", name, sizeof(name));
+    contender cs[6];
+    int64_t t0 = th_now_ms();
+    for (int i = 0; i < 6; i++) {
+        cs[i] = (contender){l, 40, 0, 0};
+        pthread_create(&cs[i].t, NULL, contend, &cs[i]);
+    }
+    for (int i = 0; i < 6; i++) {
+        pthread_join(cs[i].t, NULL);
+        assert_int_equal(cs[i].ok, 40);
+    }
+    int64_t took = th_now_ms() - t0;
+    if (took > 8000 * th_slack())
+        fail_msg("240 handoffs took %lld ms", (long long)took);
+    await_no_lock_channels();
+    dlock_lock_free(l);
+}
+
+static void test_cancel_ends_a_wait(void **state)
+{
+    (void)state;
+    char name[128];
+    dlock_lock *l = get(cli, "cancel", name, sizeof(name));
+    assert_int_equal(dlock_lock_acquire(l, DLOCK_WATCHDOG), DLOCK_OK);
+    dlock_cancel *tok;
+    assert_int_equal(dlock_cancel_new(&tok), DLOCK_OK);
+    waiter a, b;
+    start_waiter(&b, l, DLOCK_WAIT_FOREVER);   /* not cancellable: must keep waiting */
+    memset(&a, 0, sizeof(a));
+    a.l = l;
+    a.wait_ms = DLOCK_WAIT_FOREVER;
+    a.lease_ms = DLOCK_WATCHDOG;
+    a.cancel = tok;
+    pthread_create(&a.t, NULL, waiter_main, &a);
+    th_sleep_ms(200);
+    int64_t fired = th_now_ms();
+    dlock_cancel_fire(tok);
+    assert_true(dlock_cancel_fired(tok));
+    pthread_join(a.t, NULL);
+    assert_int_equal(a.rc, DLOCK_ECANCELED);
+    assert_true(a.ended - fired < 100 * th_slack());
+    th_sleep_ms(100);
+    assert_int_equal(b.rc, -999);   /* still waiting */
+    b.release_after = 1;
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    pthread_join(b.t, NULL);
+    assert_int_equal(b.rc, DLOCK_OK);
+
+    /* A fired token ends a wait before it starts; reset re-arms it. */
+    assert_int_equal(dlock_lock_acquire(l, DLOCK_WATCHDOG), DLOCK_OK);
+    a.rc = -999;
+    pthread_create(&a.t, NULL, waiter_main, &a);
+    pthread_join(a.t, NULL);
+    assert_int_equal(a.rc, DLOCK_ECANCELED);
+    dlock_cancel_reset(tok);
+    assert_false(dlock_cancel_fired(tok));
+    a.wait_ms = 100;
+    pthread_create(&a.t, NULL, waiter_main, &a);
+    pthread_join(a.t, NULL);
+    assert_int_equal(a.rc, DLOCK_ETIMEDOUT);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_cancel_free(tok);
+    dlock_cancel_free(NULL);
+    await_no_lock_channels();
+    dlock_lock_free(l);
+}
+
+/* Playing Redisson with redis-cli: its hold blocks dlock; its unlock (DEL +
+ * PUBLISH 0 on its channel) wakes dlock; dlock's hold is in its layout, and
+ * dlock's release publishes what Redisson's waiters listen for. */
+static void test_redisson_interplay(void **state)
+{
+    (void)state;
+    char name[128], ch[200];
+    dlock_lock *l = get(cli, "redisson", name, sizeof(name));
+    channel_of(name, ch, sizeof(ch));
+    const char *java_owner = "9f0c2c1e-4a53-4d53-9d6e-3c5f1f7b1c11:57";
+    assert_int_equal(th_cli(&srv, "HSET", name, java_owner, "1", NULL), 0);
+    assert_int_equal(th_cli(&srv, "PEXPIRE", name, "30000", NULL), 0);
+    int held = 1;
+    assert_int_equal(dlock_lock_try(l, 0, DLOCK_WATCHDOG), DLOCK_ETIMEDOUT);
+    assert_int_equal(dlock_lock_is_held(l, &held), DLOCK_OK);
+    assert_int_equal(held, 0);
+    assert_int_equal(dlock_lock_is_held_by(l, java_owner, &held), DLOCK_OK);
+    assert_int_equal(held, 1);
+
+    waiter w;
+    start_waiter(&w, l, 20000);
+    await_numsub(ch, 1);
+    assert_int_equal(th_cli(&srv, "DEL", name, NULL), 0);
+    int64_t published = th_now_ms();
+    assert_int_equal(th_cli(&srv, "PUBLISH", ch, "0", NULL), 0);
+    pthread_join(w.t, NULL);
+    assert_int_equal(w.rc, DLOCK_OK);
+    assert_true(w.ended - published < 100 * th_slack());
+
+    /* The hold is Redisson's layout: field "<uuid>:<thread id>" = 1, with a TTL. */
+    redisReply *r = th_cmd(&srv, "HGETALL %s", name);
+    assert_int_equal(r->elements, 2);
+    assert_memory_equal(r->element[0]->str, dlock_client_id(cli), 36);
+    assert_int_equal(r->element[0]->str[36], ':');
+    assert_string_equal(r->element[1]->str, "1");
+    freeReplyObject(r);
+    assert_true(th_int(&srv, "PTTL %s", name) > 0);
+
+    /* A Redisson waiter is subscribed to the channel: dlock's release sends it "0". */
+    redisContext *sub = th_admin(&srv);
+    r = redisCommand(sub, "SUBSCRIBE %s", ch);
+    freeReplyObject(r);
+    /* The hold belongs to the waiter thread, which has ended: release it as
+     * that owner, the way an event-loop program would. */
+    r = th_cmd(&srv, "HKEYS %s", name);
+    dlock_lock *as;
+    assert_int_equal(dlock_lock_get_as(cli, name, r->element[0]->str, &as), DLOCK_OK);
+    freeReplyObject(r);
+    assert_int_equal(dlock_lock_release(as), DLOCK_OK);
+    dlock_lock_free(as);
+    redisReply *msg = NULL;
+    assert_int_equal(redisGetReply(sub, (void **)&msg), REDIS_OK);
+    assert_int_equal(msg->elements, 3);
+    assert_string_equal(msg->element[0]->str, "message");
+    assert_string_equal(msg->element[1]->str, ch);
+    assert_string_equal(msg->element[2]->str, "0");
+    freeReplyObject(msg);
+    redisFree(sub);
+    dlock_lock_free(l);
+}
+
+/* A name with its own hash tag keeps it: Redisson does not wrap it again. */
+static void test_hash_tag_names(void **state)
+{
+    (void)state;
+    dlock_lock *l;
+    assert_int_equal(dlock_lock_get(cli, "{orders}:lock", &l), DLOCK_OK);
+    uint64_t tok = 0;
+    assert_int_equal(dlock_lock_acquire_fenced(l, 0, 5000, NULL, &tok), DLOCK_OK);
+    assert_int_equal(th_int(&srv, "EXISTS redisson_lock_token:{orders}:lock"), 1);
+    waiter w;
+    start_waiter(&w, l, 5000);
+    w.release_after = 1;
+    await_numsub("redisson_lock__channel:{orders}:lock", 1);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    pthread_join(w.t, NULL);
+    assert_int_equal(w.rc, DLOCK_OK);
+    dlock_lock_free(l);
+}
+
+/* Redis goes away while a thread waits, and comes back empty: the waiter
+ * recovers (resubscribes, retries) and gets the lock. */
+static void test_server_restart_mid_wait(void **state)
+{
+    (void)state;
+    char name[128], ch[200];
+    dlock_lock *l = get(cli, "restart", name, sizeof(name));
+    assert_int_equal(th_cli(&srv, "HSET", name, "someone:1", "1", NULL), 0);
+    assert_int_equal(th_cli(&srv, "PEXPIRE", name, "60000", NULL), 0);
+    waiter w;
+    start_waiter(&w, l, 20000);
+    w.release_after = 0;
+    await_numsub(channel_of(name, ch, sizeof(ch)), 1);
+    assert_int_equal(th_redis_restart(&srv), 0);   /* the hold is gone with the data */
+    pthread_join(w.t, NULL);
+    assert_int_equal(w.rc, DLOCK_OK);
+    assert_true(w.ended - w.started < 10000);
+    assert_int_equal(th_int(&srv, "HLEN %s", name), 1);
+    /* and the client keeps working */
+    dlock_lock *l2 = get(cli, "after-restart", name, sizeof(name));
+    assert_int_equal(dlock_lock_try(l2, 0, 2000), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(l2), DLOCK_OK);
+    dlock_lock_free(l2);
+    dlock_lock_free(l);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_try_returns_at_its_deadline),
+        cmocka_unit_test(test_waiter_wakes_on_release),
+        cmocka_unit_test(test_waiters_do_not_poll),
+        cmocka_unit_test(test_force_release_wakes_waiters),
+        cmocka_unit_test(test_many_waiters_no_lost_wakeups),
+        cmocka_unit_test(test_cancel_ends_a_wait),
+        cmocka_unit_test(test_redisson_interplay),
+        cmocka_unit_test(test_hash_tag_names),
+        cmocka_unit_test(test_server_restart_mid_wait),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,339 @@
+/* The watchdog: renewal while held, batching, release leaving the schedule,
+ * a killed holder's lock freed by expiry, and losses reported once. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+#include "internal.h"
+#include "proxy.h"
+
+#define WD 1500   /* watchdog timeout for these tests: renewal every 500 ms */
+
+static th_redis srv;
+
+static int setup(void **state)
+{
+    (void)state;
+    return th_redis_start(&srv, NULL);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    th_redis_destroy(&srv);
+    return 0;
+}
+
+/* Lost-callback recorder. */
+typedef struct lost_log {
+    pthread_mutex_t mu;
+    int calls;
+    dlock_lost_reason reason;
+    char name[256];
+    int64_t at;
+} lost_log;
+
+static void on_lost(const char *name, const char *owner, dlock_lost_reason reason, void *ud)
+{
+    (void)owner;
+    lost_log *g = ud;
+    pthread_mutex_lock(&g->mu);
+    g->calls++;
+    g->reason = reason;
+    snprintf(g->name, sizeof(g->name), "%s", name);
+    g->at = th_now_ms();
+    pthread_mutex_unlock(&g->mu);
+}
+
+static int lost_calls(lost_log *g)
+{
+    pthread_mutex_lock(&g->mu);
+    int n = g->calls;
+    pthread_mutex_unlock(&g->mu);
+    return n;
+}
+
+static int await_lost(lost_log *g, int64_t ms)
+{
+    int64_t until = th_now_ms() + ms;
+    while (lost_calls(g) == 0 && th_now_ms() < until)
+        th_sleep_ms(5);
+    return lost_calls(g);
+}
+
+static long long evalsha_calls(void)
+{
+    redisReply *r = th_cmd(&srv, "INFO commandstats");
+    const char *p = strstr(r->str, "cmdstat_evalsha:calls=");
+    long long n = p ? atoll(p + 22) : 0;
+    freeReplyObject(r);
+    return n;
+}
+
+static dlock_client *client_with(const char *url, lost_log *g, int64_t cmd_timeout)
+{
+    dlock_config *cfg = dlock_config_new();
+    assert_int_equal(dlock_config_set_url(cfg, url), DLOCK_OK);
+    assert_int_equal(dlock_config_set_watchdog_timeout(cfg, WD), DLOCK_OK);
+    if (g)
+        assert_int_equal(dlock_config_set_lost_callback(cfg, on_lost, g), DLOCK_OK);
+    if (cmd_timeout)
+        assert_int_equal(dlock_config_set_command_timeout(cfg, cmd_timeout), DLOCK_OK);
+    assert_int_equal(dlock_config_set_retry(cfg, 1, 100), DLOCK_OK);
+    dlock_client *c = NULL;
+    assert_int_equal(dlock_client_open(&c, cfg), DLOCK_OK);
+    dlock_config_free(cfg);
+    return c;
+}
+
+/* ------------------------------------------------------------------ tests */
+
+static void test_held_lock_never_expires(void **state)
+{
+    (void)state;
+    lost_log g = {PTHREAD_MUTEX_INITIALIZER, 0, 0, "", 0};
+    dlock_client *c = client_with(srv.url, &g, 0);
+    char name[128];
+    dlock_lock *l;
+    assert_int_equal(dlock_lock_get(c, th_name(name, sizeof(name), "keep"), &l), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(l, DLOCK_WATCHDOG), DLOCK_OK);
+    int64_t until = th_now_ms() + 6000;
+    long long min_ttl = WD;
+    while (th_now_ms() < until) {
+        long long ttl = th_int(&srv, "PTTL %s", name);
+        if (ttl < min_ttl)
+            min_ttl = ttl;
+        assert_true(ttl > 0);
+        th_sleep_ms(50);
+    }
+    /* Renewed every 500-750 ms to 1500: never below a third of the timeout or so. */
+    assert_true(min_ttl > 300);
+    assert_int_equal(lost_calls(&g), 0);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    assert_int_equal(dlock__watchdog_count(c->wd), 0);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
+/* 250 held locks are renewed in batches of up to 100 per script: about three
+ * scripts a period, not 250. */
+static void test_renewals_are_batched(void **state)
+{
+    (void)state;
+    dlock_client *c = client_with(srv.url, NULL, 0);
+    enum { N = 250 };
+    dlock_lock *ls[N];
+    char name[128];
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(dlock_lock_get(c, th_name(name, sizeof(name), "batch"), &ls[i]), DLOCK_OK);
+        assert_int_equal(dlock_lock_acquire(ls[i], DLOCK_WATCHDOG), DLOCK_OK);
+    }
+    assert_int_equal(dlock__watchdog_count(c->wd), N);
+    th_sleep_ms(600);   /* let the acquisitions age into one renewal group */
+    long long before = evalsha_calls();
+    th_sleep_ms(2000);  /* four periods */
+    long long renew_scripts = evalsha_calls() - before;
+    /* Each period renews every lock once: 3 scripts of <= 100. Allow the odd
+     * period where a group splits across ticks. */
+    if (renew_scripts < 6 || renew_scripts > 20)
+        fail_msg("%lld renewal scripts for 250 locks over four periods", renew_scripts);
+    for (int i = 0; i < N; i++) {
+        assert_true(th_int(&srv, "PTTL %s", dlock_lock_name(ls[i])) > 0);
+        assert_int_equal(dlock_lock_release(ls[i]), DLOCK_OK);
+        dlock_lock_free(ls[i]);
+    }
+    assert_int_equal(dlock__watchdog_count(c->wd), 0);
+    /* Nothing left to renew: no more scripts. */
+    before = evalsha_calls();
+    th_sleep_ms(1200);
+    assert_int_equal(evalsha_calls() - before, 0);
+    dlock_client_close(c);
+}
+
+/* A holder process killed with SIGKILL: its lock frees within the watchdog
+ * timeout + 1 s, and a waiter here gets it. */
+static void test_killed_holder_frees_lock(void **state)
+{
+    (void)state;
+    char name[128], wd[16], line[64];
+    th_name(name, sizeof(name), "killed");
+    snprintf(wd, sizeof(wd), "%d", WD);
+    int fd;
+    pid_t pid = th_spawn(&fd, DLOCK_TEST_WORKER, "hold", srv.url, name, wd, NULL);
+    assert_true(pid > 0);
+    assert_int_equal(th_read_line(fd, line, sizeof(line), 10000), 0);
+    assert_string_equal(line, "held");
+    close(fd);
+    th_sleep_ms(2 * WD);   /* it has been renewing meanwhile */
+    assert_true(th_int(&srv, "PTTL %s", name) > 0);
+
+    dlock_client *c = client_with(srv.url, NULL, 0);
+    dlock_lock *l;
+    assert_int_equal(dlock_lock_get(c, name, &l), DLOCK_OK);
+    kill(pid, SIGKILL);
+    int64_t killed = th_now_ms();
+    assert_int_equal(th_wait(pid, 5000), 128 + SIGKILL);
+    assert_int_equal(dlock_lock_try(l, 10000, DLOCK_WATCHDOG), DLOCK_OK);
+    int64_t freed = th_now_ms() - killed;
+    if (freed > WD + 1000)
+        fail_msg("the dead holder's lock took %lld ms to free", (long long)freed);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
+/* Someone deletes the key: the next renewal finds it gone and reports it once,
+ * to the lock's own callback rather than the client's. */
+static void test_deleted_key_is_reported_lost(void **state)
+{
+    (void)state;
+    lost_log client_g = {PTHREAD_MUTEX_INITIALIZER, 0, 0, "", 0};
+    lost_log lock_g = {PTHREAD_MUTEX_INITIALIZER, 0, 0, "", 0};
+    dlock_client *c = client_with(srv.url, &client_g, 0);
+    char name[128];
+    dlock_lock *l;
+    assert_int_equal(dlock_lock_get(c, th_name(name, sizeof(name), "deleted"), &l), DLOCK_OK);
+    dlock_lock_set_lost_callback(l, on_lost, &lock_g);
+    assert_int_equal(dlock_lock_acquire(l, DLOCK_WATCHDOG), DLOCK_OK);
+    assert_int_equal(th_int(&srv, "DEL %s", name), 1);
+    assert_int_equal(await_lost(&lock_g, WD + 500), 1);
+    assert_int_equal(lock_g.reason, DLOCK_LOST_GONE);
+    assert_string_equal(lock_g.name, name);
+    assert_int_equal(dlock__watchdog_count(c->wd), 0);
+    th_sleep_ms(WD);   /* reported once, and never renewed again */
+    assert_int_equal(lost_calls(&lock_g), 1);
+    assert_int_equal(lost_calls(&client_g), 0);
+    assert_int_equal(th_int(&srv, "EXISTS %s", name), 0);
+    assert_int_equal(dlock_lock_release(l), DLOCK_ENOTOWNER);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
+/* Redis restarted (no persistence) under a held lock: the lost callback fires
+ * once, and the release answers DLOCK_ENOTOWNER. */
+static void test_restart_loses_lock(void **state)
+{
+    (void)state;
+    lost_log g = {PTHREAD_MUTEX_INITIALIZER, 0, 0, "", 0};
+    dlock_client *c = client_with(srv.url, &g, 0);
+    char name[128];
+    dlock_lock *l;
+    assert_int_equal(dlock_lock_get(c, th_name(name, sizeof(name), "restart"), &l), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(l, DLOCK_WATCHDOG), DLOCK_OK);
+    th_sleep_ms(WD / 2);
+    assert_int_equal(th_redis_restart(&srv), 0);
+    assert_int_equal(await_lost(&g, 3 * WD * th_slack()), 1);
+    assert_string_equal(g.name, name);
+    th_sleep_ms(WD);
+    assert_int_equal(lost_calls(&g), 1);
+    assert_int_equal(dlock_lock_release(l), DLOCK_ENOTOWNER);
+    /* The client carries on: a new hold is renewed on the new server. */
+    assert_int_equal(dlock_lock_acquire(l, DLOCK_WATCHDOG), DLOCK_OK);
+    th_sleep_ms(2 * WD);
+    assert_true(th_int(&srv, "PTTL %s", name) > 0);
+    assert_int_equal(lost_calls(&g), 1);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
+/* Redis unreachable (a partition): the holder is told it lost the lock when
+ * its lease would run out, measured from before the last renewal was sent. */
+static void test_unreachable_reports_lost_in_time(void **state)
+{
+    (void)state;
+    th_proxy *px = th_proxy_start(srv.port);
+    char url[128], name[128];
+    snprintf(url, sizeof(url), "redis://127.0.0.1:%d", th_proxy_port(px));
+    lost_log g = {PTHREAD_MUTEX_INITIALIZER, 0, 0, "", 0};
+    dlock_client *c = client_with(url, &g, 400);
+    dlock_lock *l;
+    assert_int_equal(dlock_lock_get(c, th_name(name, sizeof(name), "partition"), &l), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(l, DLOCK_WATCHDOG), DLOCK_OK);
+    th_sleep_ms(WD);   /* renewals flowing */
+    th_proxy_blackhole(px, 1);
+    int64_t cut = th_now_ms();
+    /* Watch the key on the server directly: when does it expire? */
+    int64_t expired = 0;
+    int64_t until = cut + 3 * WD;
+    while (th_now_ms() < until && !expired) {
+        if (th_int(&srv, "EXISTS %s", name) == 0)
+            expired = th_now_ms();
+        else
+            th_sleep_ms(2);
+    }
+    assert_true(expired > 0);
+    assert_int_equal(await_lost(&g, WD), 1);
+    assert_int_equal(g.reason, DLOCK_LOST_UNREACHABLE);
+    /* Reported no later than the server let the lock go (2 ms polling slack). */
+    if (g.at > expired + 2)
+        fail_msg("lost reported %lld ms after the server expired the lock",
+                 (long long)(g.at - expired));
+    assert_true(g.at - cut <= WD);
+    th_proxy_blackhole(px, 0);
+    th_proxy_cut(px);
+    assert_int_equal(dlock_lock_release(l), DLOCK_ENOTOWNER);
+    assert_int_equal(lost_calls(&g), 1);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+    th_proxy_stop(px);
+}
+
+/* Releases and leases never produce a lost report. */
+static void test_release_is_not_a_loss(void **state)
+{
+    (void)state;
+    lost_log g = {PTHREAD_MUTEX_INITIALIZER, 0, 0, "", 0};
+    dlock_client *c = client_with(srv.url, &g, 0);
+    char name[128];
+    dlock_lock *l;
+    assert_int_equal(dlock_lock_get(c, th_name(name, sizeof(name), "cycles"), &l), DLOCK_OK);
+    int64_t until = th_now_ms() + 2 * WD;
+    int cycles = 0;
+    while (th_now_ms() < until) {
+        assert_int_equal(dlock_lock_acquire(l, DLOCK_WATCHDOG), DLOCK_OK);
+        assert_int_equal(dlock_lock_acquire(l, DLOCK_WATCHDOG), DLOCK_OK);
+        assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+        assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+        cycles++;
+    }
+    assert_true(cycles > 10);
+    /* A lease lock does not enter the schedule at all. */
+    assert_int_equal(dlock_lock_acquire(l, 200), DLOCK_OK);
+    assert_int_equal(dlock__watchdog_count(c->wd), 0);
+    th_sleep_ms(WD);
+    assert_int_equal(lost_calls(&g), 0);
+    assert_int_equal(dlock__watchdog_count(c->wd), 0);
+    /* Force release through this client stops the renewal without a report. */
+    assert_int_equal(dlock_lock_acquire(l, DLOCK_WATCHDOG), DLOCK_OK);
+    assert_int_equal(dlock_lock_force_release(l, NULL), DLOCK_OK);
+    assert_int_equal(dlock__watchdog_count(c->wd), 0);
+    th_sleep_ms(WD);
+    assert_int_equal(lost_calls(&g), 0);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_held_lock_never_expires),
+        cmocka_unit_test(test_renewals_are_batched),
+        cmocka_unit_test(test_killed_holder_frees_lock),
+        cmocka_unit_test(test_deleted_key_is_reported_lost),
+        cmocka_unit_test(test_restart_loses_lock),
+        cmocka_unit_test(test_unreachable_reports_lost_in_time),
+        cmocka_unit_test(test_release_is_not_a_loss),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
