@@ -206,6 +206,18 @@ void dlock__watchdog_forget_name(dlock__watchdog *wd, const char *name, size_t n
 /* How many holds are scheduled (tests). */
 size_t dlock__watchdog_count(dlock__watchdog *wd);
 
+/* ------------------------------------------------------------------- lock */
+
+/* Redisson's naming: "prefix:{name}", or "prefix:name" when the name already
+ * has a '{' (its own hash tag); `tail` is appended as is. NULL when out of memory. */
+char *dlock__prefixed(const char *prefix, const char *name, size_t nlen, const char *tail,
+                      size_t *out_len);
+/* Validates a lock name: DLOCK_EINVAL / DLOCK_ENAMETOOLONG with a message. */
+int dlock__check_name(const char *name, size_t *len);
+/* The handle's client and channel (for inspection). */
+dlock_client *dlock__lock_client(const dlock_lock *l);
+const char *dlock__lock_channel(const dlock_lock *l, size_t *len);
+
 /* ----------------------------------------------------------------- client */
 
 struct dlock_client {

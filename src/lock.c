@@ -42,9 +42,7 @@ static void owner_of(const dlock_lock *l, owner_buf *o)
     }
 }
 
-/* Redisson's naming: "prefix:{name}", or "prefix:name" when the name already
- * has a '{' (its own hash tag). `tail` is appended as is. */
-static char *prefixed(const char *prefix, const char *name, size_t nlen, const char *tail,
+char *dlock__prefixed(const char *prefix, const char *name, size_t nlen, const char *tail,
                       size_t *out_len)
 {
     int tagged = memchr(name, '{', nlen) != NULL;
@@ -70,7 +68,7 @@ static char *prefixed(const char *prefix, const char *name, size_t nlen, const c
     return s;
 }
 
-static int check_name(const char *name, size_t *len)
+int dlock__check_name(const char *name, size_t *len)
 {
     if (!name)
         return dlock__fail(DLOCK_EINVAL, "lock name is NULL");
@@ -120,7 +118,7 @@ static int lock_new(dlock_client *c, const char *name, const char *owner, dlock_
     if (!c)
         return dlock__fail(DLOCK_EINVAL, "client is NULL");
     size_t nlen = 0, olen = 0;
-    int rc = check_name(name, &nlen);
+    int rc = dlock__check_name(name, &nlen);
     if (rc == DLOCK_OK && owner)
         rc = check_owner(owner, &olen);
     if (rc != DLOCK_OK)
@@ -132,9 +130,9 @@ static int lock_new(dlock_client *c, const char *name, const char *owner, dlock_
     l->c = c;
     l->nlen = nlen;
     l->name = dlock__strndup(name, nlen);
-    l->channel = prefixed("redisson_lock__channel", name, nlen, "", &l->clen);
-    l->token_key = prefixed("redisson_lock_token", name, nlen, "", &l->tlen);
-    l->latch_prefix = prefixed("redisson_unlock_latch", name, nlen, ":", &l->lplen);
+    l->channel = dlock__prefixed("redisson_lock__channel", name, nlen, "", &l->clen);
+    l->token_key = dlock__prefixed("redisson_lock_token", name, nlen, "", &l->tlen);
+    l->latch_prefix = dlock__prefixed("redisson_unlock_latch", name, nlen, ":", &l->lplen);
     if (owner) {
         l->owner = dlock__strndup(owner, olen);
         l->olen = olen;
@@ -558,3 +556,11 @@ int dlock_lock_run(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, dlock_run_f
         *fn_result = res;
     return dlock_lock_release(l);
 }
+
+const char *dlock__lock_channel(const dlock_lock *l, size_t *len)
+{
+    *len = l->clen;
+    return l->channel;
+}
+
+dlock_client *dlock__lock_client(const dlock_lock *l) { return l->c; }

@@ -86,8 +86,6 @@ static const char *find_prog(const char *name, char *buf, size_t size)
     return NULL;
 }
 
-static char *extra_args[MAX_EXTRA * 2 + 1];
-
 static pid_t spawn_argv(char *const argv[], int out_fd)
 {
     pid_t pid = fork();
@@ -142,8 +140,8 @@ static int launch(th_redis *r)
     int argc = 0;
     while (argv[argc])
         argc++;
-    for (int i = 0; extra_args[i] && argc < 62; i++)
-        argv[argc++] = extra_args[i];
+    for (int i = 0; r->extra[i] && argc < 62; i++)
+        argv[argc++] = (char *)r->extra[i];
     argv[argc] = NULL;
     r->pid = spawn_argv(argv, -1);
     if (r->pid < 0)
@@ -170,8 +168,8 @@ int th_redis_start(th_redis *r, ...)
     int n = 0;
     const char *a;
     while ((a = va_arg(ap, const char *)) && n < MAX_EXTRA * 2)
-        extra_args[n++] = (char *)a;
-    extra_args[n] = NULL;
+        r->extra[n++] = a;
+    r->extra[n] = NULL;
     va_end(ap);
     snprintf(r->dir, sizeof(r->dir), "/tmp/dlock-test-XXXXXX");
     if (!mkdtemp(r->dir))

@@ -18,6 +18,7 @@ typedef struct th_redis {
     char dir[256];
     char url[128];
     char sock[300];   /* unix socket path */
+    const char *extra[33];   /* extra arguments (string literals), NULL-terminated */
 } th_redis;
 
 /* Starts redis-server on a free 127.0.0.1 port (and a unix socket in its own

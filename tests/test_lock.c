@@ -522,6 +522,66 @@ static void test_auth_and_db_and_name(void **state)
     th_redis_destroy(&sec);
 }
 
+typedef struct log_sink {
+    pthread_mutex_t mu;
+    int lines;
+    int leaked;
+    int warnings;
+} log_sink;
+
+static void on_log(dlock_log_level level, const char *msg, void *ud)
+{
+    log_sink *s = ud;
+    pthread_mutex_lock(&s->mu);
+    s->lines++;
+    s->warnings += level <= DLOCK_LOG_WARN;
+    s->leaked += strstr(msg, "Pa55word") != NULL;
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void *hold_briefly(void *arg)
+{
+    dlock_lock *l = arg;
+    if (dlock_lock_try(l, 5000, 2000) == DLOCK_OK)
+        dlock_lock_release(l);
+    return NULL;
+}
+
+/* The log callback hears about connections coming and going, and never sees
+ * the password. */
+static void test_log_callback_never_shows_password(void **state)
+{
+    (void)state;
+    th_redis sec;
+    assert_int_equal(th_redis_start(&sec, "--requirepass", "Pa55word", NULL), 0);
+    char url[160];
+    snprintf(url, sizeof(url), "redis://default:Pa55word@127.0.0.1:%d", sec.port);
+    log_sink sink = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0};
+    dlock_config *cfg = dlock_config_new();
+    assert_int_equal(dlock_config_set_url(cfg, url), DLOCK_OK);
+    assert_int_equal(dlock_config_set_log_callback(cfg, on_log, &sink, DLOCK_LOG_DEBUG), DLOCK_OK);
+    assert_int_equal(dlock_config_set_watchdog_timeout(cfg, 600), DLOCK_OK);
+    dlock_client *c = NULL;
+    assert_int_equal(dlock_client_open(&c, cfg), DLOCK_OK);
+    dlock_config_free(cfg);
+    dlock_lock *l;
+    assert_int_equal(dlock_lock_get(c, "logged", &l), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(l, DLOCK_WATCHDOG), DLOCK_OK);
+    pthread_t t;
+    pthread_create(&t, NULL, hold_briefly, l);   /* brings up the pub/sub connection */
+    th_sleep_ms(300);
+    assert_int_equal(th_redis_restart(&sec), 0);   /* both io connections drop */
+    th_sleep_ms(1500);
+    assert_int_equal(dlock_lock_release(l), DLOCK_ENOTOWNER);   /* lost with the restart */
+    pthread_join(t, NULL);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+    assert_true(sink.lines > 0);
+    assert_true(sink.warnings > 0);
+    assert_int_equal(sink.leaked, 0);
+    th_redis_destroy(&sec);
+}
+
 static void test_unix_socket(void **state)
 {
     (void)state;
@@ -628,6 +688,7 @@ int main(void)
         cmocka_unit_test(test_unreachable_at_open),
         cmocka_unit_test(test_auth_and_db_and_name),
         cmocka_unit_test(test_unix_socket),
+        cmocka_unit_test(test_log_callback_never_shows_password),
         cmocka_unit_test(test_release_retry_uses_latch),
         cmocka_unit_test(test_acquire_lost_reply_is_unknown),
     };

@@ -304,6 +304,47 @@ typedef int (*dlock_run_fn)(void *ud);
 DLOCK_API int dlock_lock_run(dlock_lock *l, int64_t wait_ms, int64_t lease_ms,
                              dlock_run_fn fn, void *ud, int *fn_result);
 
+/* ------------------------------------------------------------- inspect */
+
+/* A snapshot of one lock, read atomically: who holds it, for how long, its
+ * fencing token and how many subscribers wait on its channel (dlock's and
+ * Redisson's waiters alike; a dlock client counts once however many of its
+ * threads wait). Opaque; read it with the accessors below, which never fail on
+ * a valid snapshot. Strings live as long as the snapshot. */
+typedef struct dlock_info dlock_info;
+
+/* Takes a snapshot of the handle's lock. DLOCK_EWRONGTYPE when the key holds
+ * something that is not a lock. The caller frees it with dlock_info_free. */
+DLOCK_API int dlock_lock_inspect(dlock_lock *l, dlock_info **out);
+DLOCK_API void dlock_info_free(dlock_info *info);
+
+DLOCK_API const char *dlock_info_name(const dlock_info *info);
+/* 1 when held by at least one owner. */
+DLOCK_API int dlock_info_locked(const dlock_info *info);
+/* Number of owners holding it (1 for a reentrant lock that is held). */
+DLOCK_API size_t dlock_info_holders(const dlock_info *info);
+/* Owner id and hold count of holder i (0 <= i < holders); NULL / 0 out of range. */
+DLOCK_API const char *dlock_info_owner(const dlock_info *info, size_t i);
+DLOCK_API int64_t dlock_info_hold_count(const dlock_info *info, size_t i);
+/* Remaining TTL in ms; -2 no key, -1 no expiry. */
+DLOCK_API int64_t dlock_info_ttl(const dlock_info *info);
+/* The last fencing token handed out for this name, 0 when none yet. */
+DLOCK_API uint64_t dlock_info_token(const dlock_info *info);
+/* Subscribers of the lock's channel when the snapshot was taken; -1 when the
+ * snapshot came from dlock_client_scan (not counted there). */
+DLOCK_API int64_t dlock_info_waiters(const dlock_info *info);
+
+/* Called for each lock found; a non-zero return stops the scan. `info` is
+ * valid during the call only. */
+typedef int (*dlock_scan_fn)(const dlock_info *info, void *ud);
+
+/* Walks the locks in the database with SCAN (never KEYS), in batches, calling
+ * fn for each key that holds a lock in Redisson's layout (a hash of
+ * "<uuid>:<thread>" = count fields; Redisson's own locks included). `pattern`
+ * is a Redis glob (NULL = "*"). Locks appearing or going during the walk may
+ * or may not be seen, as with SCAN. Returns DLOCK_OK, or the first error. */
+DLOCK_API int dlock_client_scan(dlock_client *c, const char *pattern, dlock_scan_fn fn, void *ud);
+
 #ifdef __cplusplus
 }
 #endif

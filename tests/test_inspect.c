@@ -1,0 +1,181 @@
+/* Inspection: a lock's snapshot (holders, counts, TTL, token, waiters) and the
+ * SCAN walk that lists locks, Redisson's included, skipping what is not a lock. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+
+static th_redis srv;
+static dlock_client *cli;
+
+static int setup(void **state)
+{
+    (void)state;
+    if (th_redis_start(&srv, NULL) != 0)
+        return -1;
+    cli = th_client(&srv, 0);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    dlock_client_close(cli);
+    th_redis_destroy(&srv);
+    return 0;
+}
+
+static void *wait_for(void *arg)
+{
+    dlock_lock *l = arg;
+    if (dlock_lock_try(l, 10000, 1000) == DLOCK_OK)
+        dlock_lock_release(l);
+    return NULL;
+}
+
+static void test_snapshot(void **state)
+{
+    (void)state;
+    char name[128], me[DLOCK_OWNER_BUFSIZE];
+    dlock_lock *l;
+    assert_int_equal(dlock_lock_get(cli, th_name(name, sizeof(name), "snap"), &l), DLOCK_OK);
+    dlock_info *info = NULL;
+    assert_int_equal(dlock_lock_inspect(l, &info), DLOCK_OK);
+    assert_string_equal(dlock_info_name(info), name);
+    assert_int_equal(dlock_info_locked(info), 0);
+    assert_int_equal(dlock_info_holders(info), 0);
+    assert_int_equal(dlock_info_ttl(info), -2);
+    assert_int_equal(dlock_info_token(info), 0);
+    assert_int_equal(dlock_info_waiters(info), 0);
+    assert_null(dlock_info_owner(info, 0));
+    dlock_info_free(info);
+
+    uint64_t tok;
+    assert_int_equal(dlock_lock_acquire_fenced(l, 0, 20000, NULL, &tok), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire_fenced(l, 0, 20000, NULL, &tok), DLOCK_OK);
+    pthread_t t;
+    pthread_create(&t, NULL, wait_for, l);
+    int64_t until = th_now_ms() + 3000;
+    int64_t waiters = 0;
+    while (waiters < 1 && th_now_ms() < until) {
+        assert_int_equal(dlock_lock_inspect(l, &info), DLOCK_OK);
+        waiters = dlock_info_waiters(info);
+        if (waiters < 1)
+            dlock_info_free(info);
+    }
+    assert_int_equal(waiters, 1);
+    assert_int_equal(dlock_info_locked(info), 1);
+    assert_int_equal(dlock_info_holders(info), 1);
+    assert_int_equal(dlock_client_owner_id(cli, me, sizeof(me)), DLOCK_OK);
+    assert_string_equal(dlock_info_owner(info, 0), me);
+    assert_int_equal(dlock_info_hold_count(info, 0), 2);
+    assert_true(dlock_info_ttl(info) > 15000 && dlock_info_ttl(info) <= 20000);
+    assert_int_equal(dlock_info_token(info), tok);
+    dlock_info_free(info);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    pthread_join(t, NULL);
+    dlock_lock_free(l);
+}
+
+static void test_snapshot_of_redisson_hold_and_bad_keys(void **state)
+{
+    (void)state;
+    char name[128];
+    dlock_lock *l;
+    assert_int_equal(dlock_lock_get(cli, th_name(name, sizeof(name), "java"), &l), DLOCK_OK);
+    assert_int_equal(th_cli(&srv, "HSET", name, "0b5e63c4-7bb7-4ac3-a2a6-2a9d2a5cfb61:88", "3", NULL), 0);
+    dlock_info *info = NULL;
+    assert_int_equal(dlock_lock_inspect(l, &info), DLOCK_OK);
+    assert_string_equal(dlock_info_owner(info, 0), "0b5e63c4-7bb7-4ac3-a2a6-2a9d2a5cfb61:88");
+    assert_int_equal(dlock_info_hold_count(info, 0), 3);
+    assert_int_equal(dlock_info_ttl(info), -1);
+    dlock_info_free(info);
+    /* Not locks: a string, a hash of other things. */
+    freeReplyObject(th_cmd(&srv, "DEL %s", name));
+    freeReplyObject(th_cmd(&srv, "SET %s v", name));
+    assert_int_equal(dlock_lock_inspect(l, &info), DLOCK_EWRONGTYPE);
+    assert_null(info);
+    freeReplyObject(th_cmd(&srv, "DEL %s", name));
+    freeReplyObject(th_cmd(&srv, "HSET %s color blue", name));
+    assert_int_equal(dlock_lock_inspect(l, &info), DLOCK_EWRONGTYPE);
+    assert_non_null(strstr(dlock_last_error(), "not a lock"));
+    freeReplyObject(th_cmd(&srv, "DEL %s", name));
+    assert_int_equal(dlock_lock_inspect(NULL, &info), DLOCK_EINVAL);
+    assert_int_equal(dlock_lock_inspect(l, NULL), DLOCK_EINVAL);
+    dlock_info_free(NULL);
+    dlock_lock_free(l);
+}
+
+typedef struct seen {
+    int n;
+    int stop_at;
+    int bad;
+    char prefix[64];
+} seen;
+
+static int on_lock(const dlock_info *info, void *ud)
+{
+    seen *s = ud;
+    if (strncmp(dlock_info_name(info), s->prefix, strlen(s->prefix)) != 0 ||
+        dlock_info_holders(info) != 1 || dlock_info_hold_count(info, 0) < 1)
+        s->bad++;
+    s->n++;
+    return s->stop_at && s->n >= s->stop_at;
+}
+
+static void test_scan_lists_locks_only(void **state)
+{
+    (void)state;
+    enum { N = 300 };
+    dlock_lock *ls[N];
+    char name[128];
+    for (int i = 0; i < N; i++) {
+        snprintf(name, sizeof(name), "scan:lock:%03d", i);
+        assert_int_equal(dlock_lock_get(cli, name, &ls[i]), DLOCK_OK);
+        assert_int_equal(dlock_lock_acquire(ls[i], 60000), DLOCK_OK);
+    }
+    /* Look-alikes that are not locks, and a Redisson hold. */
+    freeReplyObject(th_cmd(&srv, "SET scan:lock:str x"));
+    freeReplyObject(th_cmd(&srv, "HSET scan:lock:hash a b"));
+    freeReplyObject(th_cmd(&srv, "RPUSH scan:lock:list a"));
+    assert_int_equal(th_cli(&srv, "HSET", "scan:lock:java", "5d0f7c7e-3d43-4a9c-9a1e-0f4b6c8a2e11:1", "1", NULL), 0);
+    freeReplyObject(th_cmd(&srv, "HSET other:lock x:1 1"));   /* outside the pattern */
+
+    seen s = {0, 0, 0, "scan:lock:"};
+    assert_int_equal(dlock_client_scan(cli, "scan:lock:*", on_lock, &s), DLOCK_OK);
+    assert_int_equal(s.n, N + 1);
+    assert_int_equal(s.bad, 0);
+
+    seen all = {0, 0, 0, ""};
+    assert_int_equal(dlock_client_scan(cli, NULL, on_lock, &all), DLOCK_OK);
+    assert_true(all.n >= N + 2);
+
+    seen first = {0, 5, 0, "scan:lock:"};
+    assert_int_equal(dlock_client_scan(cli, "scan:lock:*", on_lock, &first), DLOCK_OK);
+    assert_int_equal(first.n, 5);
+    assert_int_equal(dlock_client_scan(cli, "*", NULL, NULL), DLOCK_EINVAL);
+    assert_int_equal(dlock_client_scan(NULL, "*", on_lock, &s), DLOCK_EINVAL);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(dlock_lock_release(ls[i]), DLOCK_OK);
+        dlock_lock_free(ls[i]);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_snapshot),
+        cmocka_unit_test(test_snapshot_of_redisson_hold_and_bad_keys),
+        cmocka_unit_test(test_scan_lists_locks_only),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
