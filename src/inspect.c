@@ -136,11 +136,13 @@ int dlock_lock_inspect(dlock_lock *l, dlock_info **out)
     if (rc != DLOCK_OK)
         return rc;
     dlock_info *info = NULL;
-    const char *what = "?";
+    const char *what_in_reply = "?";
+    char what[64];
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 1)
         rc = DLOCK_EPROTO;
     else
-        rc = from_entry(name, nlen, r->element[0], &info, &what);
+        rc = from_entry(name, nlen, r->element[0], &info, &what_in_reply);
+    snprintf(what, sizeof(what), "%s", what_in_reply);   /* it points into r */
     freeReplyObject(r);
     if (rc == DLOCK_EWRONGTYPE)
         return dlock__fail(rc, "key '%s' holds a %s, not a lock", name, what);
