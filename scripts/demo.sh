@@ -1,23 +1,76 @@
 #!/usr/bin/env bash
-# make demo: a throwaway redis-server, and three processes taking turns on one
-# lock through libdlock. Stops its server by pid at the end, also on Ctrl-C.
-set -euo pipefail
+# make demo: a throwaway redis-server and the `dlock` command doing its main
+# job: processes taking turns on a lock, a refused try, a killed holder whose
+# lock is taken over once the watchdog timeout runs out. Stops the server by
+# pid at the end, also on Ctrl-C.
+set -uo pipefail
 build=${1:-build}
 here=$(cd "$(dirname "$0")" && pwd)
+dlock=$(cd "$build/cli" && pwd)/dlock
 # shellcheck source=scripts/redis-throwaway.sh
 . "$here/redis-throwaway.sh"
-trap redis_stop EXIT
-trap 'echo; echo "interrupted"; exit 130' INT TERM
 
-redis_start
-echo "== redis-server $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/') on 127.0.0.1:$REDIS_PORT (pid $REDIS_PID)"
-echo "== three processes take turns on the lock 'demo:report', 3 rounds each"
-pids=()
+bg=()
+cleanup() {
+  for p in "${bg[@]}"; do kill -9 "$p" 2>/dev/null; done
+  redis_stop
+}
+trap cleanup EXIT
+trap 'echo; echo "interrupted: stopping"; exit 130' INT TERM
+
+ts() { date +%H:%M:%S.%3N; }
+# children of a pid, from /proc (procps may not be installed)
+children_of() {
+  local f s pid
+  for f in /proc/[0-9]*/stat; do
+    s=$(cat "$f" 2>/dev/null) || continue
+    pid=${s%% *}
+    s=${s##*) }          # after "pid (comm) ", which may hold spaces
+    set -- $s            # $1 state, $2 ppid
+    [ "${2:-}" = "$want" ] && echo "$pid"
+  done
+}
+say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+
+redis_start || exit 1
+export DLOCK_URL=$REDIS_URL
+say "redis-server $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/') on 127.0.0.1:$REDIS_PORT (pid $REDIS_PID)"
+
+say "1. Three workers, two rounds each: dlock run demo:report -- <job>"
+job='echo "$(date +%H:%M:%S.%3N) $W   holds $DLOCK_NAME  (fencing token $DLOCK_TOKEN)"; sleep 0.3; echo "$(date +%H:%M:%S.%3N) $W   done"'
 for w in alpha beta gamma; do
-  "$build/examples/example_turns" "$REDIS_URL" demo:report "$w" 3 250 &
-  pids+=($!)
+  (for r in 1 2; do W=$w "$dlock" run demo:report -- sh -c "$job"; sleep 0.05; done) &
+  bg+=($!)
 done
-status=0
-for p in "${pids[@]}"; do wait "$p" || status=1; done
-echo "== every hold above ended before the next began; fencing tokens only go up"
-exit $status
+wait "${bg[@]}"; bg=()
+echo "   (no two holds overlap; the tokens only grow)"
+
+say "2. Someone holds demo:report for 2 s; a --wait 0 attempt is refused"
+"$dlock" run demo:report -- sleep 2 &
+bg+=($!)
+sleep 0.3
+echo "\$ dlock status demo:report"
+"$dlock" status demo:report | sed 's/^/   /'
+echo "\$ dlock run --wait 0 demo:report -- echo never"
+"$dlock" run --wait 0 demo:report -- echo never
+echo "   exit status: $?  (75: not acquired)"
+wait "${bg[@]}"; bg=()
+
+say "3. A holder dies with SIGKILL (watchdog 2 s): its lock frees by itself"
+"$dlock" --watchdog 2s run demo:crash -- sleep 60 &
+holder=$!
+bg+=($holder)
+sleep 0.5
+echo "\$ dlock list 'demo:*'"
+"$dlock" list 'demo:*' | sed 's/^/   /'
+child=$(want=$holder children_of)
+echo "$(ts) kill -9 the holder (dlock pid $holder) and its command: the machine 'dies'"
+kill -9 "$holder" ${child:+$child} 2>/dev/null
+wait "$holder" 2>/dev/null
+start=$(date +%s%N)
+echo "$(ts) another process waits for demo:crash ..."
+"$dlock" run demo:crash -- sh -c 'echo "$(date +%H:%M:%S.%3N) taken over: token $DLOCK_TOKEN"'
+echo "   after $(( ($(date +%s%N) - start) / 1000000 )) ms: within the 2 s watchdog timeout, without polling"
+bg=()
+
+say "done: server stopped (pid $REDIS_PID)"
