@@ -197,10 +197,18 @@ int dlock__watchdog_add(dlock__watchdog *wd, const char *name, size_t nlen, cons
  * and keeps a renewal that finds the key gone meanwhile from being reported lost. */
 int dlock__watchdog_release_begin(dlock__watchdog *wd, const char *name, size_t nlen,
                                   const char *owner, size_t olen);
-/* After a release: `gone` = the owner holds nothing any more (released, or not
- * held); the entry then leaves the schedule. */
+/* Release outcomes for dlock__watchdog_release_end. */
+enum {
+    DLOCK__RELEASE_KEPT = 0,      /* holds remain, or the outcome is unknown */
+    DLOCK__RELEASE_GONE = 1,      /* the last hold was released */
+    DLOCK__RELEASE_NOT_HELD = 2   /* the owner held nothing: a watchdog hold was lost */
+};
+/* After a release. GONE takes the entry out of the schedule; NOT_HELD does too
+ * and reports the loss (lost callback, on the io thread). */
 void dlock__watchdog_release_end(dlock__watchdog *wd, const char *name, size_t nlen,
-                                 const char *owner, size_t olen, int gone);
+                                 const char *owner, size_t olen, int outcome);
+/* io thread: delivers the losses found by releases. */
+void dlock__watchdog_flush(dlock__watchdog *wd);
 /* Drops every entry for `name` (force release through this client). */
 void dlock__watchdog_forget_name(dlock__watchdog *wd, const char *name, size_t nlen);
 /* How many holds are scheduled (tests). */

@@ -368,7 +368,7 @@ int dlock_lock_release(dlock_lock *l)
     size_t latch_len = l->lplen + 32;
     char *latch = latch_len < sizeof(latch_stack) ? latch_stack : malloc(latch_len + 1);
     if (!latch) {
-        dlock__watchdog_release_end(c->wd, l->name, l->nlen, o.id, o.len, 0);
+        dlock__watchdog_release_end(c->wd, l->name, l->nlen, o.id, o.len, DLOCK__RELEASE_KEPT);
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
     }
     memcpy(latch, l->latch_prefix, l->lplen);
@@ -384,14 +384,14 @@ int dlock_lock_release(dlock_lock *l)
                   NULL, &r);
     if (latch != latch_stack)
         free(latch);
-    int gone = 0;
+    int outcome = DLOCK__RELEASE_KEPT;
     if (rc == DLOCK_OK) {
         if (r->type == REDIS_REPLY_NIL) {
-            gone = 1;
+            outcome = DLOCK__RELEASE_NOT_HELD;
             rc = dlock__fail(DLOCK_ENOTOWNER, "'%s' is not held by %s", l->name, o.id);
             freeReplyObject(r);
         } else if (r->type == REDIS_REPLY_INTEGER) {
-            gone = r->integer == 1;
+            outcome = r->integer == 1 ? DLOCK__RELEASE_GONE : DLOCK__RELEASE_KEPT;
             freeReplyObject(r);
         } else {
             rc = proto_error(l, "release", r);
@@ -399,7 +399,7 @@ int dlock_lock_release(dlock_lock *l)
     } else if (rc == DLOCK_EWRONGTYPE) {
         rc = dlock__fail(rc, "key '%s' exists and is not a lock", l->name);
     }
-    dlock__watchdog_release_end(c->wd, l->name, l->nlen, o.id, o.len, gone);
+    dlock__watchdog_release_end(c->wd, l->name, l->nlen, o.id, o.len, outcome);
     return rc;
 }
 

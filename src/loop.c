@@ -313,6 +313,7 @@ static void on_async(uv_async_t *a)
     int stopping = lp->stopping;
     pthread_mutex_unlock(&lp->mu);
     if (!stopping) {
+        dlock__watchdog_flush(lp->c->wd);
         sync_channels(lp);
         return;
     }

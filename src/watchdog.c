@@ -46,11 +46,15 @@ typedef struct batch {
     held *e[DLOCK__RENEW_BATCH];
 } batch;
 
+/* A loss waiting for its callback. It carries copies of what the callback
+ * needs, so it never points at an entry that a batch may free meanwhile. */
 typedef struct lost_note {
     struct lost_note *next;
-    held *h;
-    int free_after;          /* 0: a batch still points at h and frees it later */
+    dlock_lost_fn fn;
+    void *ud;
     dlock_lost_reason reason;
+    uint32_t nlen;
+    char key[];              /* name NUL owner NUL */
 } lost_note;
 
 struct dlock__watchdog {
@@ -58,6 +62,8 @@ struct dlock__watchdog {
     pthread_mutex_t mu;
     dlock__map map;
     dlock__list all;
+
+    struct lost_note *pending;   /* under mu: losses found by releases, for the io thread */
 
     /* io thread only */
     uv_timer_t timer;
@@ -127,6 +133,11 @@ void dlock__watchdog_free(dlock__watchdog *wd)
 {
     if (!wd)
         return;
+    while (wd->pending) {   /* losses found after the io thread stopped */
+        lost_note *n = wd->pending;
+        wd->pending = n->next;
+        free(n);
+    }
     while (!dlock__list_empty(&wd->all)) {
         held *h = DLOCK__CONTAINER_OF(wd->all.next, held, all);
         dlock__list_remove(&h->all);
@@ -190,21 +201,31 @@ int dlock__watchdog_release_begin(dlock__watchdog *wd, const char *name, size_t 
     return h != NULL;
 }
 
+static void note_lost(dlock__watchdog *wd, held *h, dlock_lost_reason why, lost_note **notes);
+
 void dlock__watchdog_release_end(dlock__watchdog *wd, const char *name, size_t nlen,
-                                 const char *owner, size_t olen, int gone)
+                                 const char *owner, size_t olen, int outcome)
 {
     pthread_mutex_lock(&wd->mu);
     held *h = find(wd, name, nlen, owner, olen);
-    int do_free = 0;
+    int do_free = 0, kick = 0;
     if (h) {
         if (h->releasing > 0)
             h->releasing--;
-        if (gone)
+        if (outcome == DLOCK__RELEASE_NOT_HELD) {
+            /* We renewed it, nobody released it here: it was lost. Report it
+             * like a renewal would have, from the io thread. */
+            note_lost(wd, h, DLOCK_LOST_GONE, &wd->pending);
+            kick = 1;
+        } else if (outcome == DLOCK__RELEASE_GONE) {
             do_free = unlink_held(wd, h);
+        }
     }
     pthread_mutex_unlock(&wd->mu);
     if (do_free)
         free(h);
+    if (kick)
+        dlock__loop_kick(wd->c->loop);
 }
 
 void dlock__watchdog_forget_name(dlock__watchdog *wd, const char *name, size_t nlen)
@@ -247,38 +268,46 @@ static void report(dlock__watchdog *wd, lost_note *notes)
     while (notes) {
         lost_note *n = notes;
         notes = n->next;
-        held *h = n->h;
-        dlock_lost_fn fn = h->fn ? h->fn : wd->c->cfg.lost_fn;
-        void *ud = h->fn ? h->ud : wd->c->cfg.lost_ud;
-        dlock__log(wd->c, DLOCK_LOG_WARN, "lock '%s' held by %s lost: %s", h->key, h_owner(h),
-                   n->reason == DLOCK_LOST_GONE ? "a renewal found it gone"
+        const char *owner = n->key + n->nlen + 1;
+        dlock_lost_fn fn = n->fn ? n->fn : wd->c->cfg.lost_fn;
+        void *ud = n->fn ? n->ud : wd->c->cfg.lost_ud;
+        dlock__log(wd->c, DLOCK_LOG_WARN, "lock '%s' held by %s lost: %s", n->key, owner,
+                   n->reason == DLOCK_LOST_GONE ? "it was gone when renewed or released"
                                                 : "Redis unreachable until the lease ran out");
         if (fn)
-            fn(h->key, h_owner(h), n->reason, ud);
-        if (n->free_after)
-            free(h);
+            fn(n->key, owner, n->reason, ud);
         free(n);
     }
 }
 
-/* Takes h out of the schedule and queues its callback. An entry in flight is
- * marked dead and freed by its batch's reply, which runs on this same thread
- * after the callback. Caller holds mu. */
+void dlock__watchdog_flush(dlock__watchdog *wd)
+{
+    pthread_mutex_lock(&wd->mu);
+    lost_note *notes = wd->pending;
+    wd->pending = NULL;
+    pthread_mutex_unlock(&wd->mu);
+    report(wd, notes);
+}
+
+/* Takes h out of the schedule (freeing it, or leaving it to its in-flight
+ * batch) and queues its callback. Caller holds mu. */
 static void note_lost(dlock__watchdog *wd, held *h, dlock_lost_reason why, lost_note **notes)
 {
-    int free_after = unlink_held(wd, h);
-    lost_note *n = malloc(sizeof(*n));
-    if (!n) {
-        /* No callback possible; the entry still leaves the schedule. */
-        if (free_after)
-            free(h);
-        return;
+    size_t klen = (size_t)h->nlen + 1 + h->olen + 1;
+    lost_note *n = malloc(sizeof(*n) + klen);
+    if (n) {
+        n->fn = h->fn;
+        n->ud = h->ud;
+        n->reason = why;
+        n->nlen = h->nlen;
+        memcpy(n->key, h->key, klen);
+        n->next = *notes;
+        *notes = n;
     }
-    n->h = h;
-    n->free_after = free_after;
-    n->reason = why;
-    n->next = *notes;
-    *notes = n;
+    /* Without memory for the note the loss goes unreported, but the entry
+     * still leaves the schedule. */
+    if (unlink_held(wd, h))
+        free(h);
 }
 
 /* Brings the timer forward to `at` if it is due later. */

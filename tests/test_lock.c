@@ -263,10 +263,39 @@ static void test_fencing_tokens_increase(void **state)
     assert_non_null(r);
     assert_int_equal(strtoull(r->str, NULL, 10), last);
     freeReplyObject(r);
-    /* A busy lock gives no token and does not count one. */
-    struct other_result o = {0};
-    (void)o;
+
+    /* A busy lock gives no token and counts none. */
+    freeReplyObject(th_cmd(&srv, "HSET %s other:1 1", dlock_lock_name(l)));
+    assert_int_equal(dlock_lock_acquire_fenced(l, 0, DLOCK_WATCHDOG, NULL, &tok), DLOCK_ETIMEDOUT);
+    r = th_cmd(&srv, "GET %s", key);
+    assert_int_equal(strtoull(r->str, NULL, 10), last);
+    freeReplyObject(r);
+    freeReplyObject(th_cmd(&srv, "DEL %s", dlock_lock_name(l)));
+
+    /* Redisson's RFencedLock INCRs the same key: dlock continues from there. */
+    freeReplyObject(th_cmd(&srv, "SET %s 9000000000000000", key));
+    assert_int_equal(dlock_lock_acquire_fenced(l, 0, 5000, NULL, &tok), DLOCK_OK);
+    assert_int_equal(tok, 9000000000000001ULL);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    freeReplyObject(th_cmd(&srv, "SET %s %llu", key, (unsigned long long)last));
+
     assert_int_equal(dlock_lock_acquire_fenced(l, 0, DLOCK_WATCHDOG, NULL, NULL), DLOCK_EINVAL);
+    dlock_lock_free(l);
+}
+
+/* A restart without persistence loses the counter; tokens still go up (they
+ * never fall below the server's clock in microseconds). */
+static void test_fencing_tokens_survive_restart(void **state)
+{
+    (void)state;
+    dlock_lock *l = get("fenced-restart");
+    uint64_t before = 0, after = 0;
+    assert_int_equal(dlock_lock_acquire_fenced(l, 0, 5000, NULL, &before), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    assert_int_equal(th_redis_restart(&srv), 0);
+    assert_int_equal(dlock_lock_acquire_fenced(l, 0, 5000, NULL, &after), DLOCK_OK);
+    assert_true(after > before);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
     dlock_lock_free(l);
 }
 
@@ -680,6 +709,7 @@ int main(void)
         cmocka_unit_test(test_is_held_by_owner_id),
         cmocka_unit_test(test_force_release),
         cmocka_unit_test(test_fencing_tokens_increase),
+        cmocka_unit_test(test_fencing_tokens_survive_restart),
         cmocka_unit_test(test_run_helper),
         cmocka_unit_test(test_explicit_owner_moves_between_threads),
         cmocka_unit_test(test_bad_names),

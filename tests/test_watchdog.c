@@ -247,6 +247,36 @@ static void test_restart_loses_lock(void **state)
     dlock_client_close(c);
 }
 
+/* A release that finds a watchdog hold gone (before any renewal could) also
+ * reports the loss, once, besides answering DLOCK_ENOTOWNER. */
+static void test_release_of_lost_hold_reports_it(void **state)
+{
+    (void)state;
+    lost_log g = {PTHREAD_MUTEX_INITIALIZER, 0, 0, "", 0};
+    dlock_client *c = client_with(srv.url, &g, 0);
+    char name[128];
+    dlock_lock *l;
+    assert_int_equal(dlock_lock_get(c, th_name(name, sizeof(name), "lost-at-release"), &l), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(l, DLOCK_WATCHDOG), DLOCK_OK);
+    assert_int_equal(th_int(&srv, "DEL %s", name), 1);   /* gone before any renewal */
+    int64_t t0 = th_now_ms();
+    assert_int_equal(dlock_lock_release(l), DLOCK_ENOTOWNER);
+    assert_int_equal(await_lost(&g, 1000), 1);
+    assert_true(g.at - t0 < 300);   /* from the release, not the next renewal */
+    assert_int_equal(g.reason, DLOCK_LOST_GONE);
+    assert_int_equal(dlock__watchdog_count(c->wd), 0);
+    th_sleep_ms(WD);
+    assert_int_equal(lost_calls(&g), 1);
+    /* A lease hold is not the watchdog's: its ENOTOWNER is the only report. */
+    assert_int_equal(dlock_lock_acquire(l, 5000), DLOCK_OK);
+    assert_int_equal(th_int(&srv, "DEL %s", name), 1);
+    assert_int_equal(dlock_lock_release(l), DLOCK_ENOTOWNER);
+    th_sleep_ms(300);
+    assert_int_equal(lost_calls(&g), 1);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
 /* Redis unreachable (a partition): the holder is told it lost the lock when
  * its lease would run out, measured from before the last renewal was sent. */
 static void test_unreachable_reports_lost_in_time(void **state)
@@ -332,6 +362,7 @@ int main(void)
         cmocka_unit_test(test_killed_holder_frees_lock),
         cmocka_unit_test(test_deleted_key_is_reported_lost),
         cmocka_unit_test(test_restart_loses_lock),
+        cmocka_unit_test(test_release_of_lost_hold_reports_it),
         cmocka_unit_test(test_unreachable_reports_lost_in_time),
         cmocka_unit_test(test_release_is_not_a_loss),
     };

@@ -99,7 +99,8 @@ DLOCK_API const char *dlock_version(void);
 
 /* Why a lock was reported lost. */
 typedef enum dlock_lost_reason {
-    DLOCK_LOST_GONE = 1,       /* a renewal found the lock no longer held by its owner */
+    DLOCK_LOST_GONE = 1,       /* a renewal, or the owner's release, found the lock no longer
+                                  held by its owner */
     DLOCK_LOST_UNREACHABLE = 2 /* Redis stayed unreachable until the lease would have run out */
 } dlock_lost_reason;
 
@@ -266,9 +267,11 @@ DLOCK_API int dlock_lock_acquire_cancellable(dlock_lock *l, int64_t wait_ms, int
                                              dlock_cancel *cancel);
 
 /* As dlock_lock_acquire_cancellable, and on success *token receives the lock's
- * fencing token: INCR of `redisson_lock_token:{name}`, done in the same script
- * as the acquisition (reentry included), so tokens are strictly increasing per
- * name. Give it to the resource you guard, which refuses lower tokens. */
+ * fencing token: INCR of `redisson_lock_token:{name}` (Redisson's RFencedLock
+ * counter), done in the same script as the acquisition (reentry included), and
+ * raised to the server's clock in microseconds when below it, so tokens are
+ * strictly increasing per name even across a restart that lost the counter.
+ * Give it to the resource you guard, which refuses lower tokens. */
 DLOCK_API int dlock_lock_acquire_fenced(dlock_lock *l, int64_t wait_ms, int64_t lease_ms,
                                         dlock_cancel *cancel, uint64_t *token);
 

@@ -22,6 +22,16 @@ redis.call('pexpire', lock, ARGV[1])
 
 if ARGV[3] == '1' then
   -- Same script as the acquisition, so token order is acquisition order.
-  return {redis.call('incr', KEYS[2])}
+  -- INCR as Redisson does; but never below the server's clock in microseconds,
+  -- so tokens keep increasing when the counter is lost with a restart without
+  -- persistence or a failover (2^53 is not reached before the year 2255).
+  local token = redis.call('incr', KEYS[2])
+  local t = redis.call('time')
+  local floor = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  if token < floor then
+    token = floor
+    redis.call('set', KEYS[2], token)
+  end
+  return {token}
 end
 return nil
