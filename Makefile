@@ -10,7 +10,7 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 CTEST_FLAGS ?= --output-on-failure
 
-.PHONY: all build deps test sanitize asan tsan demo install clean
+.PHONY: all build deps test sanitize asan tsan demo install clean safety
 
 all: build
 
@@ -39,6 +39,14 @@ sanitize: asan tsan
 
 demo: deps build
 	@scripts/demo.sh $(BUILD_DIR)
+
+# The long safety run: every fault scenario, then baseline operations until
+# 1 000 000 guarded operations in all. Report: build/safety-report.txt.
+SAFETY_SECONDS ?= 60
+safety: deps build
+	@scripts/deps.sh iptables iproute2
+	$(BUILD_DIR)/tests/safety/safety --scenario all --seconds $(SAFETY_SECONDS) --procs 4 \
+	  --threads 4 --names 3 --min-total-ops 1000000 --report $(BUILD_DIR)/safety-report.txt
 
 install: build
 	cmake --install $(BUILD_DIR)

@@ -11,10 +11,11 @@
  * Loss. renewed_at is taken before the request that set the key's TTL was sent,
  * so renewed_at + timeout is never later than the expiry Redis applies. When a
  * renewal answers 0 the lock is gone (DLOCK_LOST_GONE). When renewals keep
- * failing (Redis unreachable, partitioned) the timer fires exactly at the
- * earliest renewed_at + timeout and reports DLOCK_LOST_UNREACHABLE: the holder
- * learns of the loss no later than the moment Redis may hand the lock to
- * someone else. Each loss is reported once, then the entry is gone.
+ * failing (Redis unreachable, partitioned) the timer fires at the earliest
+ * renewed_at + timeout - timeout/20 (at most 500 ms early) and reports
+ * DLOCK_LOST_UNREACHABLE: the holder learns of the loss before the moment
+ * Redis may hand the lock to someone else, with a margin for a late timer.
+ * Each loss is reported once, then the entry is gone.
  *
  * A release in progress (releasing > 0) keeps a renewal that finds the key
  * already deleted from being reported as a loss: the release deleted it. */
@@ -445,6 +446,9 @@ static void tick(dlock__watchdog *wd)
         return;
     const int64_t now = dlock__now_ms();
     const int64_t timeout = wd->c->cfg.watchdog_ms, period = period_ms(wd);
+    /* Report a loss a little before the lease would run out, so that a late
+     * timer or a busy machine cannot push the report past Redis's expiry. */
+    const int64_t early = timeout / 20 < 500 ? timeout / 20 : 500;
     const int64_t retry = wd->c->cfg.retry_delay_ms < period ? wd->c->cfg.retry_delay_ms : period;
     const int ready = wd->conn && dlock__aconn_ready(wd->conn);
     int64_t next = now + (wd->failing ? retry : period);
@@ -461,7 +465,7 @@ static void tick(dlock__watchdog *wd)
         held *h = DLOCK__CONTAINER_OF(it, held, all);
         it = it->next;
         any = 1;
-        int64_t deadline = h->renewed_at + timeout;
+        int64_t deadline = h->renewed_at + timeout - early;
         if (now >= deadline) {
             note_lost(wd, h, DLOCK_LOST_UNREACHABLE, &notes);
             continue;

@@ -305,8 +305,9 @@ static void test_unreachable_reports_lost_in_time(void **state)
     assert_true(expired > 0);
     assert_int_equal(await_lost(&g, WD), 1);
     assert_int_equal(g.reason, DLOCK_LOST_UNREACHABLE);
-    /* Reported no later than the server let the lock go (2 ms polling slack). */
-    if (g.at > expired + 2)
+    /* Reported before the server let the lock go, with the watchdog's margin
+     * (WD/20 = 75 ms) to spare for a busy machine. */
+    if (g.at > expired)
         fail_msg("lost reported %lld ms after the server expired the lock",
                  (long long)(g.at - expired));
     assert_true(g.at - cut <= WD);

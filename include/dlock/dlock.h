@@ -101,7 +101,8 @@ DLOCK_API const char *dlock_version(void);
 typedef enum dlock_lost_reason {
     DLOCK_LOST_GONE = 1,       /* a renewal, or the owner's release, found the lock no longer
                                   held by its owner */
-    DLOCK_LOST_UNREACHABLE = 2 /* Redis stayed unreachable until the lease would have run out */
+    DLOCK_LOST_UNREACHABLE = 2 /* Redis stayed unreachable until (1/20 of the watchdog timeout,
+                                  at most 500 ms, before) the lease would have run out */
 } dlock_lost_reason;
 
 /* Called once per lost hold, on the client's io thread. `name` and `owner` are

@@ -1,0 +1,744 @@
+/* Safety harness coordinator: starts a lock Redis and a storage Redis, runs
+ * worker processes, injects one kind of fault, then checks the histories.
+ *
+ *   safety [--scenario baseline|kill9|sigstop|restart|pause|partition|all]
+ *          [--seconds S] [--procs P] [--threads T] [--names K] [--ops N]
+ *          [--watchdog MS] [--worker PATH] [--keep]
+ *
+ * Exit 0 when no violation and every expectation held; 1 otherwise; 77 when a
+ * scenario cannot run here (partition needs root for network namespaces).
+ * Servers and workers are stopped by pid; the partition scenario lives in
+ * network namespaces it creates and deletes. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <hiredis/hiredis.h>
+
+#include "dlock/dlock.h"
+#include "safety.h"
+
+typedef struct server {
+    pid_t pid;
+    int port;
+    char host[32];          /* where clients reach it */
+    const char *ns;         /* network namespace, or NULL */
+    char dir[512];
+} server;
+
+typedef struct worker {
+    pid_t pid;
+    int alive;
+    const char *ns;
+    int64_t hold_ms;
+} worker;
+
+typedef struct opts {
+    const char *scenario;
+    double seconds;
+    int procs, threads, names;
+    long long ops;
+    int64_t watchdog, cmdtimeout;
+    const char *worker_path;
+    int keep;
+    long long min_total_ops;   /* run the baseline again until this many operations */
+    const char *report_path;   /* also write the report here */
+} opts;
+
+static opts O = {"all", 10, 3, 3, 2, 0, 1500, 500, NULL, 0, 0, NULL};
+static long long total_holds, total_violations;
+static FILE *report_file;
+
+typedef struct run {
+    const char *scenario;
+    char dir[256];
+    char prefix[64];
+    safety_shm *shm;
+    server lock, store;
+    worker w[SAFETY_MAX_WORKERS];
+    int nworkers;
+    FILE *log;
+    int64_t t0;
+    char ns_r[32], ns_a[32], ns_b[32];
+    int netns;
+    int stuck;
+} run;
+
+static volatile sig_atomic_t interrupted;
+static run *current;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    interrupted = 1;
+}
+
+static void msleep(int64_t ms)
+{
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR && !interrupted) {
+    }
+}
+
+static void logf_(run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void logf_(run *r, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(r->log, fmt, ap);
+    va_end(ap);
+    fputc('\n', r->log);
+    fflush(r->log);
+}
+
+/* ------------------------------------------------------------ processes */
+
+static pid_t spawn(const char *ns, char *const argv[], const char *out_path)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (out_path) {
+            int fd = open(out_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+            if (fd >= 0) {
+                dup2(fd, 1);
+                dup2(fd, 2);
+            }
+        }
+        if (ns) {
+            char *av[64] = {"ip", "netns", "exec", (char *)ns};
+            int n = 4;
+            for (int i = 0; argv[i] && n < 63; i++)
+                av[n++] = argv[i];
+            av[n] = NULL;
+            execvp("ip", av);   /* setns + exec: the pid stays that of the program */
+        } else {
+            execvp(argv[0], argv);
+        }
+        _exit(127);
+    }
+    return pid;
+}
+
+static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int sh(const char *fmt, ...)
+{
+    char cmd[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof(cmd), fmt, ap);
+    va_end(ap);
+    int rc = system(cmd);
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+static void stop_pid(pid_t pid, int sig, int64_t wait_ms)
+{
+    if (pid <= 0)
+        return;
+    kill(pid, sig);
+    for (int64_t i = 0; i < wait_ms / 10; i++) {
+        if (waitpid(pid, NULL, WNOHANG) == pid)
+            return;
+        msleep(10);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}
+
+/* -------------------------------------------------------------- servers */
+
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(sa);
+    int port = -1;
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+        getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
+        port = ntohs(sa.sin_port);
+    if (fd >= 0)
+        close(fd);
+    return port;
+}
+
+/* A connection to s, made from inside its namespace when it has one (a socket
+ * keeps the namespace it was created in). */
+typedef struct ns_conn {
+    const server *s;
+    redisContext *c;
+} ns_conn;
+
+static void *connect_in_ns(void *arg)
+{
+    ns_conn *nc = arg;
+    if (nc->s->ns) {
+        char path[128];
+        snprintf(path, sizeof(path), "/var/run/netns/%s", nc->s->ns);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0 || setns(fd, CLONE_NEWNET) != 0) {
+            if (fd >= 0)
+                close(fd);
+            return NULL;
+        }
+        close(fd);
+    }
+    struct timeval tv = {2, 0};
+    nc->c = redisConnectWithTimeout(nc->s->host, nc->s->port, tv);
+    if (nc->c && nc->c->err) {
+        redisFree(nc->c);
+        nc->c = NULL;
+    }
+    if (nc->c)
+        redisSetTimeout(nc->c, tv);
+    return NULL;
+}
+
+static redisContext *admin(const server *s)
+{
+    ns_conn nc = {s, NULL};
+    pthread_t t;
+    pthread_create(&t, NULL, connect_in_ns, &nc);   /* setns changes only that thread */
+    pthread_join(t, NULL);
+    return nc.c;
+}
+
+static int ping(const server *s)
+{
+    redisContext *c = admin(s);
+    if (!c)
+        return 0;
+    redisReply *r = redisCommand(c, "PING");
+    int ok = r && r->type == REDIS_REPLY_STATUS;
+    if (r)
+        freeReplyObject(r);
+    redisFree(c);
+    return ok;
+}
+
+static int server_launch(run *r, server *s)
+{
+    char port[16], log[sizeof(s->dir) + 16];
+    snprintf(port, sizeof(port), "%d", s->port);
+    snprintf(log, sizeof(log), "%s/redis.log", s->dir);
+    char *argv[] = {"redis-server", "--port", port, "--bind", s->ns ? "0.0.0.0" : "127.0.0.1",
+                    "--save", "", "--appendonly", "no", "--dir", s->dir, "--daemonize", "no",
+                    "--protected-mode", "no", "--logfile", log, NULL};
+    s->pid = spawn(s->ns, argv, NULL);
+    for (int i = 0; i < 300; i++) {
+        if (ping(s))
+            return 0;
+        if (waitpid(s->pid, NULL, WNOHANG) == s->pid)
+            break;
+        msleep(10);
+    }
+    fprintf(stderr, "safety: cannot start redis-server on port %d (%s)\n", s->port, r->scenario);
+    return -1;
+}
+
+static int server_start(run *r, server *s, const char *name, const char *ns, const char *host)
+{
+    snprintf(s->dir, sizeof(s->dir), "%s/%s", r->dir, name);
+    mkdir(s->dir, 0755);
+    s->ns = ns;
+    snprintf(s->host, sizeof(s->host), "%s", host);
+    for (int tries = 0; tries < 10; tries++) {
+        s->port = free_port();
+        if (server_launch(r, s) == 0)
+            return 0;
+    }
+    return -1;
+}
+
+/* --------------------------------------------------------------- netns */
+
+static const char *NS_R_ADDR = "10.200.1.1", *NS_A_ADDR = "10.200.1.2";
+static const char *NS_R_ADDR_B = "10.200.2.1", *NS_B_ADDR = "10.200.2.2";
+
+static void netns_down(run *r)
+{
+    if (!r->netns)
+        return;
+    sh("ip netns del %s 2>/dev/null; ip netns del %s 2>/dev/null; ip netns del %s 2>/dev/null",
+       r->ns_r, r->ns_a, r->ns_b);
+    r->netns = 0;
+}
+
+/* Three namespaces made for this run: R (the servers), A (the worker that
+ * will be cut off) and B (the others), linked by veth pairs. */
+static int netns_up(run *r)
+{
+    int id = (int)getpid() % 100000;
+    snprintf(r->ns_r, sizeof(r->ns_r), "dls%dr", id);
+    snprintf(r->ns_a, sizeof(r->ns_a), "dls%da", id);
+    snprintf(r->ns_b, sizeof(r->ns_b), "dls%db", id);
+    r->netns = 1;
+    int rc = sh("set -e; for n in %s %s %s; do ip netns add $n; ip -n $n link set lo up; done; "
+                "ip link add dls%dra type veth peer name dls%dar; "
+                "ip link set dls%dra netns %s; ip link set dls%dar netns %s; "
+                "ip link add dls%drb type veth peer name dls%dbr; "
+                "ip link set dls%drb netns %s; ip link set dls%dbr netns %s; "
+                "ip -n %s addr add %s/30 dev dls%dra; ip -n %s addr add %s/30 dev dls%dar; "
+                "ip -n %s addr add %s/30 dev dls%drb; ip -n %s addr add %s/30 dev dls%dbr; "
+                "ip -n %s link set dls%dra up; ip -n %s link set dls%drb up; "
+                "ip -n %s link set dls%dar up; ip -n %s link set dls%dbr up",
+                r->ns_r, r->ns_a, r->ns_b, id, id, id, r->ns_r, id, r->ns_a, id, id, id, r->ns_r,
+                id, r->ns_b, r->ns_r, NS_R_ADDR, id, r->ns_a, NS_A_ADDR, id, r->ns_r, NS_R_ADDR_B,
+                id, r->ns_b, NS_B_ADDR, id, r->ns_r, id, r->ns_r, id, r->ns_a, id, r->ns_b, id);
+    if (rc != 0) {
+        netns_down(r);
+        return -1;
+    }
+    return 0;
+}
+
+static int partition(run *r, int on)
+{
+    const char *op = on ? "-A" : "-D";
+    return sh("ip netns exec %s iptables %s OUTPUT -p tcp -d %s --dport %d -j DROP && "
+              "ip netns exec %s iptables %s INPUT -p tcp -s %s --sport %d -j DROP",
+              r->ns_a, op, NS_R_ADDR, r->lock.port, r->ns_a, op, NS_R_ADDR, r->lock.port);
+}
+
+/* -------------------------------------------------------------- workers */
+
+static int worker_start(run *r, int id)
+{
+    worker *w = &r->w[id];
+    char a[16][320];
+    const server *lock = &r->lock, *store = &r->store;
+    const char *lock_host = lock->host, *store_host = store->host;
+    if (w->ns && strcmp(w->ns, r->ns_b) == 0)
+        lock_host = store_host = NS_R_ADDR_B;
+    snprintf(a[0], sizeof(a[0]), "%s", O.worker_path);
+    snprintf(a[1], sizeof(a[1]), "id=%d", id);
+    snprintf(a[2], sizeof(a[2]), "lock=redis://%s:%d", lock_host, lock->port);
+    snprintf(a[3], sizeof(a[3]), "store=redis://%s:%d", store_host, store->port);
+    snprintf(a[4], sizeof(a[4]), "prefix=%s", r->prefix);
+    snprintf(a[5], sizeof(a[5]), "names=%d", O.names);
+    snprintf(a[6], sizeof(a[6]), "threads=%d", O.threads);
+    snprintf(a[7], sizeof(a[7]), "history=%s/w%d.log", r->dir, id);
+    snprintf(a[8], sizeof(a[8]), "shm=%s/shm", r->dir);
+    snprintf(a[9], sizeof(a[9]), "watchdog=%lld", (long long)O.watchdog);
+    snprintf(a[10], sizeof(a[10]), "cmdtimeout=%lld", (long long)O.cmdtimeout);
+    snprintf(a[11], sizeof(a[11]), "hold_ms=%lld", (long long)w->hold_ms);
+    snprintf(a[12], sizeof(a[12]), "wait=%lld", (long long)(O.watchdog * 4 + 5000));
+    char *argv[14];
+    for (int i = 0; i < 13; i++)
+        argv[i] = a[i];
+    argv[13] = NULL;
+    char out[300];
+    snprintf(out, sizeof(out), "%s/w%d.out", r->dir, id);
+    w->pid = spawn(w->ns, argv, out);
+    w->alive = w->pid > 0;
+    return w->alive ? 0 : -1;
+}
+
+/* A worker with a thread in `phase`, or -1. */
+static int find_worker(run *r, int phase, int only)
+{
+    int start = rand() % r->nworkers;
+    for (int k = 0; k < r->nworkers; k++) {
+        int id = (start + k) % r->nworkers;
+        if (!r->w[id].alive || (only >= 0 && id != only))
+            continue;
+        for (int t = 0; t < O.threads; t++)
+            if (r->shm->slot[id][t].phase == phase && r->shm->slot[id][t].pid == r->w[id].pid)
+                return id;
+    }
+    return -1;
+}
+
+static long long total_ops(run *r)
+{
+    long long n = 0;
+    for (int id = 0; id < r->nworkers; id++)
+        for (int t = 0; t < O.threads; t++)
+            n += r->shm->slot[id][t].ops;
+    return n;
+}
+
+/* A live thread with no progress for this long is stuck: the longest wait,
+ * plus every retry of a call, plus margin. */
+static void check_stuck(run *r, int64_t now, int except)
+{
+    int64_t limit = (O.watchdog * 4 + 5000 + 3 * (O.cmdtimeout + 200) * 3 + 5000) * 1000000LL;
+    for (int id = 0; id < r->nworkers; id++) {
+        if (!r->w[id].alive || id == except)
+            continue;
+        for (int t = 0; t < O.threads; t++) {
+            safety_slot *s = &r->shm->slot[id][t];
+            if (s->pid == r->w[id].pid && s->progress && now - s->progress > limit) {
+                fprintf(stderr, "  problem: worker %d thread %d stuck for %.1f s (phase %d)\n", id,
+                        t, (now - s->progress) / 1e9, s->phase);
+                r->stuck++;
+                s->progress = now;   /* report once per stall */
+            }
+        }
+    }
+}
+
+/* ------------------------------------------------------------- scenarios */
+
+typedef struct scenario {
+    const char *name;
+    int64_t hold_ms;        /* critical-section length (0: as fast as possible) */
+    int64_t victim_hold_ms; /* worker 0's, for sigstop/partition */
+    int needs_netns;
+    int names;              /* lock names, 0 = --names */
+} scenario;
+
+/* restart: holds longer than a restart, so new holders meet old ones (the
+ * overlaps Redis without persistence allows). pause: more names than threads
+ * can keep busy, so acquires (not just waits) run into the pause. */
+static const scenario scenarios[] = {
+    {"baseline", 0, 0, 0, 0},    {"kill9", 2, 2, 0, 0},  {"sigstop", 5, 300, 0, 0},
+    {"restart", 400, 400, 0, 0}, {"pause", 2, 2, 0, 6},  {"partition", 2, 4000, 1, 0},
+};
+
+static void inject(run *r, const scenario *sc, int64_t until)
+{
+    int64_t next = safety_now() + 1500000000LL;
+    while (!interrupted && safety_now() < until) {
+        if (O.ops && total_ops(r) >= O.ops)
+            break;
+        int64_t now = safety_now();
+        check_stuck(r, now, -1);
+        if (now < next) {
+            msleep(20);
+            continue;
+        }
+        next = now + (1000 + rand() % 1000) * 1000000LL;
+        if (!strcmp(sc->name, "kill9")) {
+            int id = find_worker(r, PH_HOLDING, -1);
+            if (id < 0)
+                continue;
+            pid_t pid = r->w[id].pid;
+            kill(pid, SIGKILL);
+            logf_(r, "K %d %d %lld", id, (int)pid, (long long)safety_now());
+            waitpid(pid, NULL, 0);
+            r->w[id].alive = 0;
+            if (r->nworkers < SAFETY_MAX_WORKERS) {   /* a replacement */
+                int nid = r->nworkers++;
+                r->w[nid].ns = NULL;
+                r->w[nid].hold_ms = sc->hold_ms;
+                worker_start(r, nid);
+            }
+        } else if (!strcmp(sc->name, "sigstop")) {
+            int id = find_worker(r, PH_HOLDING, 0);
+            if (id < 0) {
+                next = now + 20000000LL;
+                continue;
+            }
+            pid_t pid = r->w[id].pid;
+            int64_t t_stop = safety_now();
+            kill(pid, SIGSTOP);
+            msleep(O.watchdog + 1000);   /* longer than its lease */
+            int64_t t_cont = safety_now();
+            kill(pid, SIGCONT);
+            logf_(r, "P %d %d %lld %lld", id, (int)pid, (long long)t_stop, (long long)t_cont);
+            next = safety_now() + 1500000000LL;
+        } else if (!strcmp(sc->name, "restart")) {
+            int64_t t_down = safety_now();
+            kill(r->lock.pid, SIGKILL);
+            waitpid(r->lock.pid, NULL, 0);
+            msleep(100);
+            if (server_launch(r, &r->lock) != 0)
+                break;
+            logf_(r, "R %lld %lld", (long long)t_down, (long long)safety_now());
+            next = safety_now() + 2500000000LL;
+        } else if (!strcmp(sc->name, "pause")) {
+            int64_t pause_ms = O.cmdtimeout * 3;   /* longer than the command timeout */
+            redisContext *c = admin(&r->lock);
+            if (!c)
+                continue;
+            int64_t t = safety_now();
+            redisReply *rep = redisCommand(c, "CLIENT PAUSE %lld ALL", (long long)pause_ms);
+            if (rep)
+                freeReplyObject(rep);
+            redisFree(c);
+            msleep(pause_ms);
+            logf_(r, "C %lld %lld", (long long)t, (long long)(t + pause_ms * 1000000LL));
+            next = safety_now() + 2000000000LL;
+        } else if (!strcmp(sc->name, "partition")) {
+            int id = find_worker(r, PH_HOLDING, 0);   /* worker 0 lives in namespace A */
+            if (id != 0) {
+                next = now + 20000000LL;
+                continue;
+            }
+            if (partition(r, 1) != 0) {
+                fprintf(stderr, "safety: iptables failed; partition not injected\n");
+                break;
+            }
+            int64_t t_cut = safety_now();
+            for (int64_t t = 0; t < O.watchdog + 2000 && !interrupted; t += 100) {
+                msleep(100);
+                check_stuck(r, safety_now(), 0);
+            }
+            partition(r, 0);
+            logf_(r, "N %d %lld %lld", 0, (long long)t_cut, (long long)safety_now());
+            next = safety_now() + 2000000000LL;
+        }
+    }
+}
+
+static int read_storage(run *r, check_params *cp)
+{
+    redisContext *c = admin(&r->store);
+    if (!c)
+        return -1;
+    for (int k = 0; k < O.names; k++) {
+        const char *suffix[3] = {"value", "accepted", "refused"};
+        long long *dst[3] = {&cp->value[k], &cp->accepted[k], &cp->refused[k]};
+        for (int i = 0; i < 3; i++) {
+            redisReply *rep = redisCommand(c, "GET %s:guard:%d:%s", r->prefix, k, suffix[i]);
+            *dst[i] = rep && rep->type == REDIS_REPLY_STRING ? atoll(rep->str) : 0;
+            if (rep)
+                freeReplyObject(rep);
+        }
+    }
+    redisFree(c);
+    cp->storage_ok = 1;
+    return 0;
+}
+
+static int run_scenario(const scenario *sc)
+{
+    int names_option = O.names;
+    if (sc->names)
+        O.names = sc->names;
+    run rr;
+    run *r = &rr;
+    memset(r, 0, sizeof(*r));
+    current = r;
+    r->scenario = sc->name;
+    snprintf(r->dir, sizeof(r->dir), "/tmp/dlock-safety-%s-XXXXXX", sc->name);
+    if (!mkdtemp(r->dir))
+        return 1;
+    snprintf(r->prefix, sizeof(r->prefix), "safety:%d", (int)getpid());
+    char path[sizeof(r->dir) + 32];
+    snprintf(path, sizeof(path), "%.255s/coord.log", r->dir);
+    r->log = fopen(path, "w");
+    snprintf(path, sizeof(path), "%.255s/shm", r->dir);
+    int fd = open(path, O_RDWR | O_CREAT, 0644);
+    if (!r->log || fd < 0 || ftruncate(fd, sizeof(safety_shm)) != 0)
+        return 1;
+    r->shm = mmap(NULL, sizeof(safety_shm), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (r->shm == MAP_FAILED)
+        return 1;
+
+    const char *ns_servers = NULL;
+    const char *host = "127.0.0.1";
+    if (sc->needs_netns) {
+        if (geteuid() != 0 || netns_up(r) != 0 || sh("command -v iptables >/dev/null") != 0) {
+            printf("scenario %-10s SKIPPED: needs root, network namespaces and iptables\n",
+                   sc->name);
+            netns_down(r);
+            return 77;
+        }
+        ns_servers = r->ns_r;
+        host = NS_R_ADDR;
+    }
+    if (server_start(r, &r->store, "store", ns_servers, host) != 0 ||
+        server_start(r, &r->lock, "lock", ns_servers, host) != 0) {
+        netns_down(r);
+        return 1;
+    }
+    r->nworkers = O.procs;
+    for (int id = 0; id < r->nworkers; id++) {
+        r->w[id].hold_ms = id == 0 ? sc->victim_hold_ms : sc->hold_ms;
+        r->w[id].ns = sc->needs_netns ? (id == 0 ? r->ns_a : r->ns_b) : NULL;
+        worker_start(r, id);
+    }
+    r->t0 = safety_now();
+    inject(r, sc, r->t0 + (int64_t)(O.seconds * 1e9));
+    int64_t run_end = safety_now();
+    for (int id = 0; id < r->nworkers; id++)
+        if (r->w[id].alive)
+            kill(r->w[id].pid, SIGTERM);
+    for (int id = 0; id < r->nworkers; id++)
+        if (r->w[id].alive) {
+            /* A worker that does not finish in time counts as stuck. */
+            int done = 0;
+            for (int i = 0; i < 3000 && !done; i++) {
+                if (waitpid(r->w[id].pid, NULL, WNOHANG) == r->w[id].pid)
+                    done = 1;
+                else
+                    msleep(10);
+            }
+            if (!done) {
+                fprintf(stderr, "  problem: worker %d did not stop within 30 s\n", id);
+                r->stuck++;
+                stop_pid(r->w[id].pid, SIGKILL, 1000);
+            }
+        }
+    double seconds = (run_end - r->t0) / 1e9;
+
+    check_params cp;
+    memset(&cp, 0, sizeof(cp));
+    cp.dir = r->dir;
+    cp.names = O.names;
+    cp.watchdog_ns = O.watchdog * 1000000LL;
+    cp.blocked_ns = 2000000000LL;
+    cp.free_slack_ns = 1000000000LL;
+    cp.run_end = run_end;
+    read_storage(r, &cp);
+    stop_pid(r->lock.pid, SIGTERM, 3000);
+    stop_pid(r->store.pid, SIGTERM, 3000);
+    netns_down(r);
+    fclose(r->log);
+    check_report rep;
+    int bad = safety_check(&cp, &rep);
+    safety_print_report(sc->name, &cp, &rep, seconds, stdout);
+    if (report_file)
+        safety_print_report(sc->name, &cp, &rep, seconds, report_file);
+    total_holds += rep.holds;
+    total_violations += rep.overlaps + rep.lost_updates + rep.token_regressions + rep.blocked;
+    if (r->stuck)
+        printf("  stuck workers: %d\n", r->stuck);
+    fflush(stdout);
+    int ok = bad == 0 && r->stuck == 0 && rep.holds > 0;
+    /* Each fault must have been injected and had its effect at least once. */
+    if (!strcmp(sc->name, "kill9") && rep.kills == 0)
+        ok = 0;
+    if (!strcmp(sc->name, "sigstop") && (rep.stop_holds == 0 || rep.stop_passed == 0))
+        ok = 0;
+    if (!strcmp(sc->name, "restart") && rep.restarts == 0)
+        ok = 0;
+    if (!strcmp(sc->name, "pause") && rep.pauses == 0)
+        ok = 0;
+    if (!strcmp(sc->name, "partition") && (rep.part_holds == 0 || rep.others_during_partition == 0))
+        ok = 0;
+    printf("  result: %s\n\n", ok ? "PASS" : "FAIL");
+    if (report_file)
+        fprintf(report_file, "  result: %s\n\n", ok ? "PASS" : "FAIL");
+    munmap(r->shm, sizeof(safety_shm));
+    if (!O.keep) {
+        char cmd[sizeof(r->dir) + 32];
+        snprintf(cmd, sizeof(cmd), "rm -rf '%.255s'", r->dir);
+        if (ok && system(cmd) != 0)
+            fprintf(stderr, "cannot remove %s\n", r->dir);
+    }
+    if (!ok)
+        printf("  (histories kept in %s)\n", r->dir);
+    O.names = names_option;
+    return ok ? 0 : 1;
+}
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: safety [--scenario baseline|kill9|sigstop|restart|pause|partition|all]"
+                    " [--seconds S] [--procs P] [--threads T] [--names K] [--ops N]"
+                    " [--watchdog MS] [--worker PATH] [--keep] [--min-total-ops N]"
+                    " [--report FILE]\n");
+}
+
+int main(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--keep")) {
+            O.keep = 1;
+            continue;
+        }
+        if (!v) {
+            usage();
+            return 64;
+        }
+        i++;
+        if (!strcmp(a, "--scenario")) O.scenario = v;
+        else if (!strcmp(a, "--seconds")) O.seconds = atof(v);
+        else if (!strcmp(a, "--procs")) O.procs = atoi(v);
+        else if (!strcmp(a, "--threads")) O.threads = atoi(v);
+        else if (!strcmp(a, "--names")) O.names = atoi(v);
+        else if (!strcmp(a, "--ops")) O.ops = atoll(v);
+        else if (!strcmp(a, "--watchdog")) O.watchdog = atoll(v);
+        else if (!strcmp(a, "--worker")) O.worker_path = v;
+        else if (!strcmp(a, "--min-total-ops")) O.min_total_ops = atoll(v);
+        else if (!strcmp(a, "--report")) O.report_path = v;
+        else {
+            usage();
+            return 64;
+        }
+    }
+    if (O.procs < 2 || O.procs > SAFETY_MAX_WORKERS / 2 || O.threads < 1 ||
+        O.threads > SAFETY_MAX_THREADS || O.names < 1 || O.names > SAFETY_MAX_NAMES) {
+        usage();
+        return 64;
+    }
+    static char self_dir_worker[PATH_MAX + 32];
+    if (!O.worker_path) {
+        char self[PATH_MAX];
+        ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+        if (n > 0) {
+            self[n] = '\0';
+            char *slash = strrchr(self, '/');
+            if (slash)
+                *slash = '\0';
+            snprintf(self_dir_worker, sizeof(self_dir_worker), "%s/safety_worker", self);
+            O.worker_path = self_dir_worker;
+        }
+    }
+    if (O.report_path && !(report_file = fopen(O.report_path, "w"))) {
+        perror(O.report_path);
+        return 64;
+    }
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    srand((unsigned)getpid());
+    int failed = 0, skipped = 0, ran = 0;
+    for (size_t i = 0; i < sizeof(scenarios) / sizeof(scenarios[0]); i++) {
+        if (strcmp(O.scenario, "all") != 0 && strcmp(O.scenario, scenarios[i].name) != 0)
+            continue;
+        ran++;
+        int rc = run_scenario(&scenarios[i]);
+        if (rc == 77)
+            skipped++;
+        else if (rc != 0)
+            failed++;
+        if (interrupted)
+            break;
+    }
+    if (!ran) {
+        usage();
+        return 64;
+    }
+    /* Top up with baseline operations until the total is reached. */
+    while (!interrupted && !failed && O.min_total_ops && total_holds < O.min_total_ops) {
+        long long want = O.min_total_ops - total_holds;
+        O.ops = want;
+        O.seconds = 3600;
+        if (run_scenario(&scenarios[0]) != 0)
+            failed++;
+    }
+    printf("TOTAL: %lld guarded operations, %lld violations, %d scenario run%s failed, %d "
+           "skipped\n",
+           total_holds, total_violations, failed, failed == 1 ? "" : "s", skipped);
+    if (report_file) {
+        fprintf(report_file, "TOTAL: %lld guarded operations, %lld violations, %d failed, %d "
+                             "skipped\n",
+                total_holds, total_violations, failed, skipped);
+        fclose(report_file);
+    }
+    if (failed)
+        return 1;
+    return skipped == ran ? 77 : 0;
+}

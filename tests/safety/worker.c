@@ -1,0 +1,314 @@
+/* Safety harness worker: T threads looping over guarded operations.
+ * Arguments are key=value:
+ *   id lock store prefix names threads history shm watchdog cmdtimeout retry
+ *   wait hold_ms seconds
+ * SIGTERM ends it: threads finish the operation in progress (waits are
+ * cancelled), the history is complete, the process exits 0. */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <hiredis/hiredis.h>
+
+#include "dlock/dlock.h"
+#include "safety.h"
+
+typedef struct params {
+    int id;
+    const char *lock_url, *store_url, *prefix, *history, *shm;
+    int names, threads, retry;
+    int64_t watchdog, cmdtimeout, wait, hold_ms, seconds;
+} params;
+
+static params P;
+static dlock_client *client;
+static dlock_cancel *stop_token;
+static atomic_int stopping;
+static int hist_fd = -1;
+static safety_shm *shm;
+
+typedef struct thread_state {
+    int index;
+    pthread_t thr;
+    atomic_llong lost_at;
+    atomic_int lost_reason;
+    redisContext *store;
+    char store_host[128];
+    int store_port;
+} thread_state;
+
+static thread_state ts[SAFETY_MAX_THREADS];
+
+static void record(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void record(const char *fmt, ...)
+{
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof(line) - 1, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    if (n > (int)sizeof(line) - 2)
+        n = (int)sizeof(line) - 2;
+    line[n++] = '\n';
+    /* One write per line on an O_APPEND file: a kill loses at most this line. */
+    ssize_t w = write(hist_fd, line, (size_t)n);
+    (void)w;
+}
+
+static void on_lost(const char *name, const char *owner, dlock_lost_reason reason, void *ud)
+{
+    (void)name;
+    (void)owner;
+    thread_state *t = ud;
+    long long zero = 0;
+    atomic_compare_exchange_strong(&t->lost_at, &zero, (long long)safety_now());
+    atomic_store(&t->lost_reason, (int)reason);
+}
+
+static int parse_host_port(const char *url, char *host, size_t hsize, int *port)
+{
+    const char *p = strstr(url, "://");
+    p = p ? p + 3 : url;
+    const char *colon = strrchr(p, ':');
+    if (!colon)
+        return -1;
+    snprintf(host, hsize, "%.*s", (int)(colon - p), p);
+    *port = atoi(colon + 1);
+    return 0;
+}
+
+static redisContext *store_conn(thread_state *t)
+{
+    if (t->store && !t->store->err)
+        return t->store;
+    if (t->store)
+        redisFree(t->store);
+    struct timeval tv = {2, 0};
+    t->store = redisConnectWithTimeout(t->store_host, t->store_port, tv);
+    if (t->store && !t->store->err)
+        redisSetTimeout(t->store, tv);
+    return t->store;
+}
+
+/* Runs the guard script. Returns 1 accepted, 0 refused, -1 storage error;
+ * *value for reads. */
+static int guard(thread_state *t, int name, const char *op, uint64_t token, long long newval,
+                 long long *value)
+{
+    redisContext *c = store_conn(t);
+    if (!c || c->err)
+        return -1;
+    char keys[4][96], tok[24], val[24];
+    const char *suffix[4] = {"mark", "value", "accepted", "refused"};
+    for (int i = 0; i < 4; i++)
+        snprintf(keys[i], sizeof(keys[i]), "%s:guard:%d:%s", P.prefix, name, suffix[i]);
+    snprintf(tok, sizeof(tok), "%llu", (unsigned long long)token);
+    snprintf(val, sizeof(val), "%lld", newval);
+    const char *argv[] = {"EVAL", SAFETY_GUARD_LUA, "4", keys[0], keys[1], keys[2], keys[3], op, tok, val};
+    redisReply *r = redisCommandArgv(c, 10, argv, NULL);
+    if (!r)
+        return -1;
+    int res = -1;
+    if (r->type == REDIS_REPLY_ARRAY && r->elements >= 1 && r->element[0]->type == REDIS_REPLY_INTEGER) {
+        res = r->element[0]->integer == 1;
+        if (res == 1 && r->elements == 2 && value)
+            *value = r->element[1]->integer;
+    }
+    freeReplyObject(r);
+    return res;
+}
+
+static void *thread_main(void *arg)
+{
+    thread_state *t = arg;
+    safety_slot *slot = &shm->slot[P.id][t->index];
+    parse_host_port(P.store_url, t->store_host, sizeof(t->store_host), &t->store_port);
+    /* One explicit owner per thread: the lost callback's ud names the thread. */
+    char owner[DLOCK_OWNER_BUFSIZE];
+    dlock_client_new_owner_id(client, owner, sizeof(owner));
+    dlock_lock *locks[SAFETY_MAX_NAMES];
+    for (int k = 0; k < P.names; k++) {
+        char name[128];
+        snprintf(name, sizeof(name), "%s:lock:%d", P.prefix, k);
+        if (dlock_lock_get_as(client, name, owner, &locks[k]) != DLOCK_OK)
+            return NULL;
+        dlock_lock_set_lost_callback(locks[k], on_lost, t);
+    }
+    unsigned seed = (unsigned)(P.id * 7919 + t->index * 104729 + (unsigned)safety_now());
+    int64_t deadline = safety_now() + P.seconds * 1000000000LL;
+    while (!atomic_load(&stopping) && safety_now() < deadline) {
+        int k = (int)(rand_r(&seed) % (unsigned)P.names);
+        int64_t t_call = safety_now();
+        slot->name = k;
+        slot->since = t_call;
+        slot->phase = PH_WAITING;
+        record("W %d %d %d %lld", P.id, t->index, k, (long long)t_call);
+        uint64_t token = 0;
+        int rc = dlock_lock_acquire_fenced(locks[k], P.wait, DLOCK_WATCHDOG, stop_token, &token);
+        int64_t t_acq = safety_now();
+        if (rc != DLOCK_OK) {
+            record("F %d %d %d %lld %lld %d", P.id, t->index, k, (long long)t_call,
+                   (long long)t_acq, rc);
+            slot->phase = PH_IDLE;
+            slot->progress = t_acq;
+            if (rc != DLOCK_ETIMEDOUT && rc != DLOCK_ECANCELED)
+                usleep(20000);   /* an error: do not spin */
+            continue;
+        }
+        atomic_store(&t->lost_at, 0);
+        atomic_store(&t->lost_reason, 0);
+        record("S %d %d %d %llu %lld %lld", P.id, t->index, k, (unsigned long long)token,
+               (long long)t_call, (long long)t_acq);
+        slot->since = t_acq;
+        slot->phase = PH_HOLDING;
+        long long value = 0;
+        int read_ok = guard(t, k, "read", token, 0, &value);
+        if (P.hold_ms > 0) {
+            int64_t us = P.hold_ms * 1000;
+            usleep((useconds_t)(us / 2 + rand_r(&seed) % (unsigned)(us / 2 + 1)));
+        }
+        int64_t t_write = safety_now();   /* before the write is sent: a late write is one
+                                             sent after the fault, not one answered after it */
+        int write_ok = read_ok == 1 ? guard(t, k, "write", token, value + 1, NULL) : 0;
+        slot->phase = PH_WRITTEN;
+        int64_t t_end = safety_now();
+        int rrc = dlock_lock_release(locks[k]);
+        int64_t t_rel = safety_now();
+        if (rrc == DLOCK_ENOTOWNER) {
+            /* The loss report for a release that finds the hold gone comes
+             * from the io thread, right after: give it a moment. */
+            for (int i = 0; i < 100 && atomic_load(&t->lost_at) == 0; i++)
+                usleep(2000);
+        }
+        record("E %d %d %d %llu %lld %lld %lld %d %d %d %lld %d %lld", P.id, t->index, k,
+               (unsigned long long)token, (long long)t_acq, (long long)t_end, (long long)t_rel,
+               read_ok, write_ok, rrc, (long long)atomic_load(&t->lost_at),
+               atomic_load(&t->lost_reason), (long long)t_write);
+        slot->phase = PH_IDLE;
+        slot->progress = t_rel;
+        slot->ops++;
+    }
+    for (int k = 0; k < P.names; k++)
+        dlock_lock_free(locks[k]);
+    if (t->store)
+        redisFree(t->store);
+    return NULL;
+}
+
+/* SIGTERM, read synchronously: stop after the current operations. */
+static void *signal_main(void *arg)
+{
+    sigset_t *set = arg;
+    int sig;
+    sigwait(set, &sig);
+    atomic_store(&stopping, 1);
+    dlock_cancel_fire(stop_token);
+    return NULL;
+}
+
+static int parse(int argc, char **argv)
+{
+    P.names = 3;
+    P.threads = 4;
+    P.watchdog = 1500;
+    P.cmdtimeout = 1000;
+    P.retry = 2;
+    P.wait = 10000;
+    P.seconds = 3600;
+    for (int i = 1; i < argc; i++) {
+        char *eq = strchr(argv[i], '=');
+        if (!eq)
+            return -1;
+        *eq = '\0';
+        const char *k = argv[i], *v = eq + 1;
+        if (!strcmp(k, "id")) P.id = atoi(v);
+        else if (!strcmp(k, "lock")) P.lock_url = v;
+        else if (!strcmp(k, "store")) P.store_url = v;
+        else if (!strcmp(k, "prefix")) P.prefix = v;
+        else if (!strcmp(k, "names")) P.names = atoi(v);
+        else if (!strcmp(k, "threads")) P.threads = atoi(v);
+        else if (!strcmp(k, "history")) P.history = v;
+        else if (!strcmp(k, "shm")) P.shm = v;
+        else if (!strcmp(k, "watchdog")) P.watchdog = atoll(v);
+        else if (!strcmp(k, "cmdtimeout")) P.cmdtimeout = atoll(v);
+        else if (!strcmp(k, "retry")) P.retry = atoi(v);
+        else if (!strcmp(k, "wait")) P.wait = atoll(v);
+        else if (!strcmp(k, "hold_ms")) P.hold_ms = atoll(v);
+        else if (!strcmp(k, "seconds")) P.seconds = atoll(v);
+        else return -1;
+    }
+    if (!P.lock_url || !P.store_url || !P.prefix || !P.history || !P.shm || P.id < 0 ||
+        P.id >= SAFETY_MAX_WORKERS || P.threads < 1 || P.threads > SAFETY_MAX_THREADS ||
+        P.names < 1 || P.names > SAFETY_MAX_NAMES)
+        return -1;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (parse(argc, argv) != 0) {
+        fprintf(stderr, "usage: safety_worker id=N lock=URL store=URL prefix=P history=FILE "
+                        "shm=FILE [names=3 threads=4 watchdog=1500 cmdtimeout=1000 retry=2 "
+                        "wait=10000 hold_ms=0 seconds=3600]\n");
+        return 64;
+    }
+    hist_fd = open(P.history, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    int sfd = open(P.shm, O_RDWR | O_CLOEXEC);
+    if (hist_fd < 0 || sfd < 0) {
+        perror("open");
+        return 2;
+    }
+    shm = mmap(NULL, sizeof(*shm), PROT_READ | PROT_WRITE, MAP_SHARED, sfd, 0);
+    if (shm == MAP_FAILED) {
+        perror("mmap");
+        return 2;
+    }
+    static sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);   /* before any thread, the io thread too */
+
+    dlock_config *cfg = dlock_config_new();
+    dlock_config_set_url(cfg, P.lock_url);
+    dlock_config_set_watchdog_timeout(cfg, P.watchdog);
+    dlock_config_set_command_timeout(cfg, P.cmdtimeout);
+    dlock_config_set_connect_timeout(cfg, P.cmdtimeout);
+    dlock_config_set_retry(cfg, P.retry, 200);
+    int rc = DLOCK_ECONN;
+    for (int tries = 0; tries < 50 && rc != DLOCK_OK; tries++) {
+        rc = dlock_client_open(&client, cfg);
+        if (rc != DLOCK_OK)
+            usleep(100000);   /* the server may be restarting or paused */
+    }
+    dlock_config_free(cfg);
+    if (rc != DLOCK_OK) {
+        fprintf(stderr, "worker %d: %s\n", P.id, dlock_last_error());
+        return 2;
+    }
+    dlock_cancel_new(&stop_token);
+    pthread_t sig_thr;
+    pthread_create(&sig_thr, NULL, signal_main, &set);
+    pthread_detach(sig_thr);
+    for (int i = 0; i < P.threads; i++) {
+        shm->slot[P.id][i].pid = (int32_t)getpid();
+        shm->slot[P.id][i].progress = safety_now();
+        ts[i].index = i;
+        pthread_create(&ts[i].thr, NULL, thread_main, &ts[i]);
+    }
+    for (int i = 0; i < P.threads; i++)
+        pthread_join(ts[i].thr, NULL);
+    dlock_client_close(client);
+    close(hist_fd);
+    return 0;
+}
