@@ -9,6 +9,7 @@ BUILD_DIR ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 CTEST_FLAGS ?= --output-on-failure
+CTEST_JOBS ?= 2
 
 .PHONY: all build deps test sanitize asan tsan demo install clean safety
 
@@ -22,12 +23,12 @@ build:
 	@cmake --build $(BUILD_DIR) -j$(JOBS) -- --no-print-directory
 
 test: deps build
-	ctest --test-dir $(BUILD_DIR) $(CTEST_FLAGS)
+	ctest --test-dir $(BUILD_DIR) $(CTEST_FLAGS) -j$(CTEST_JOBS)
 
 asan: deps
 	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDLOCK_SANITIZE=address,undefined >/dev/null
 	@cmake --build build-asan -j$(JOBS) -- --no-print-directory
-	DLOCK_TEST_SLOW=3 ctest --test-dir build-asan $(CTEST_FLAGS)
+	DLOCK_TEST_SLOW=3 ctest --test-dir build-asan $(CTEST_FLAGS) -j$(CTEST_JOBS)
 
 tsan: deps
 	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDLOCK_SANITIZE=thread >/dev/null

@@ -284,7 +284,8 @@ static void dispatch(dlock__aconn *ac, redisReply *r)
         return;
     }
     pending *p = DLOCK__CONTAINER_OF(ac->pending.next, pending, link);
-    int last = --p->expect <= 0;
+    /* An error answers a whole multi-reply command (SUBSCRIBE a b c -> one -ERR). */
+    int last = --p->expect <= 0 || r->type == REDIS_REPLY_ERROR;
     if (last)
         dlock__list_remove(&p->link);
     p->fn(ac, r, DLOCK_OK, p->ud);
@@ -477,10 +478,26 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
     release(ac);
 }
 
+static void start(dlock__aconn *ac);
+
 void dlock__aconn_start(dlock__aconn *ac)
+{
+    /* From outside only an idle connection starts: one in BACKOFF reconnects
+     * when its pause is over, however many waiters ask meanwhile. */
+    if (ac->state == ST_IDLE)
+        start(ac);
+}
+
+static void start(dlock__aconn *ac)
 {
     if (ac->state != ST_IDLE && ac->state != ST_BACKOFF)
         return;
+    if (!ac->reader && !(ac->reader = redisReaderCreate())) {
+        ac->state = ST_BACKOFF;
+        ac->reconnect_at = dlock__now_ms() + ac->c->cfg.retry_delay_ms;
+        arm_timer(ac);
+        return;
+    }
     if (ac->gai_active) {
         /* The last attempt's resolver request could not be cancelled; its
          * struct is still in use. Try again shortly. */
@@ -536,7 +553,7 @@ static void fail(dlock__aconn *ac, int status, const char *why)
     if (ac->gai_active)
         uv_cancel((uv_req_t *)&ac->gai);
     redisReaderFree(ac->reader);
-    ac->reader = redisReaderCreate();
+    ac->reader = redisReaderCreate();   /* NULL is retried by start() */
     free(ac->obuf);
     ac->obuf = NULL;
     ac->olen = ac->ocap = 0;
@@ -545,10 +562,6 @@ static void fail(dlock__aconn *ac, int status, const char *why)
     ac->backoff_ms *= 2;
     if (ac->backoff_ms > ac->c->cfg.retry_delay_ms)
         ac->backoff_ms = ac->c->cfg.retry_delay_ms;
-    if (!ac->reader) {
-        /* Without a reader nothing can be parsed again: stay down. */
-        ac->state = ST_IDLE;
-    }
     fail_pending(ac, status);
     if (ac->cbs.on_down && ac->state != ST_CLOSING)
         ac->cbs.on_down(ac, status, ac->cbs.ud);
@@ -586,7 +599,7 @@ static void on_timer(uv_timer_t *t)
         break;
     case ST_BACKOFF:
         if (now >= ac->reconnect_at) {
-            dlock__aconn_start(ac);
+            start(ac);
             return;
         }
         break;

@@ -7,8 +7,13 @@
 /* Explicit owner ids start above every Linux thread id (pid_max <= 2^22). */
 #define FIRST_EXPLICIT_OWNER (1ULL << 32)
 
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+static void register_atfork(void) { pthread_atfork(NULL, NULL, dlock__atfork_child); }
+
 int dlock_client_open(dlock_client **out, const dlock_config *cfg)
 {
+    pthread_once(&atfork_once, register_atfork);
     dlock__clear_error();
     if (!out)
         return dlock__fail(DLOCK_EINVAL, "out is NULL");
@@ -25,11 +30,10 @@ int dlock_client_open(dlock_client **out, const dlock_config *cfg)
     }
     dlock__uuid(c->uuid);
     atomic_init(&c->next_owner, FIRST_EXPLICIT_OWNER);
-    /* An unlock latch must outlive every retry of its release. */
-    c->latch_px = c->cfg.command_timeout_ms * (c->cfg.retry_attempts + 1) +
-                  c->cfg.retry_delay_ms * c->cfg.retry_attempts;
-    if (c->latch_px < 1000)
-        c->latch_px = 1000;
+    /* An unlock latch must outlive the retries of its release: the usual
+     * schedule fits, and node.c refuses any write whose reply could come later. */
+    c->latch_px = (c->cfg.command_timeout_ms + c->cfg.retry_delay_ms) *
+                      (c->cfg.retry_attempts + 1) + 1000;
 
     if ((rc = dlock__node_new(&c->node, c, &c->cfg.ep)) != DLOCK_OK)
         goto fail;
@@ -109,7 +113,7 @@ int dlock_client_ping(dlock_client *c)
     if (!c)
         return dlock__fail(DLOCK_EINVAL, "client is NULL");
     const char *av[] = {"PING"};
-    dlock__req req = {-1, 0, 1, av, NULL, DLOCK__CALL_IDEMPOTENT, NULL};
+    dlock__req req = {.script = -1, .argc = 1, .argv = av, .flags = DLOCK__CALL_IDEMPOTENT};
     redisReply *r;
     int rc = dlock__node_call(c->node, &req, &r);
     if (rc == DLOCK_OK)

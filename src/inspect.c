@@ -50,7 +50,7 @@ int64_t dlock_info_hold_count(const dlock_info *i, size_t k)
 
 static int parse_count(const redisReply *r, int64_t *out)
 {
-    if (r->type != REDIS_REPLY_STRING || r->len == 0 || r->len > 19)
+    if (r->type != REDIS_REPLY_STRING || r->len == 0 || r->len > 18)
         return -1;
     int64_t v = 0;
     for (size_t i = 0; i < r->len; i++) {
@@ -129,7 +129,8 @@ int dlock_lock_inspect(dlock_lock *l, dlock_info **out)
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
     const char *argv[] = {name, tok};
     const size_t lens[] = {nlen, tlen};
-    dlock__req req = {DLOCK__SCRIPT_LOCK_INSPECT, 2, 2, argv, lens, DLOCK__CALL_IDEMPOTENT, NULL};
+    dlock__req req = {.script = DLOCK__SCRIPT_LOCK_INSPECT, .nkeys = 2, .argc = 2, .argv = argv,
+                      .lens = lens, .flags = DLOCK__CALL_IDEMPOTENT};
     redisReply *r;
     int rc = dlock__node_call(c->node, &req, &r);
     free(tok);
@@ -152,7 +153,8 @@ int dlock_lock_inspect(dlock_lock *l, dlock_info **out)
     const char *ch = dlock__lock_channel(l, &clen);
     const char *av2[] = {"PUBSUB", "NUMSUB", ch};
     const size_t l2[] = {6, 6, clen};
-    dlock__req req2 = {-1, 0, 3, av2, l2, DLOCK__CALL_IDEMPOTENT, NULL};
+    dlock__req req2 = {.script = -1, .argc = 3, .argv = av2, .lens = l2,
+                       .flags = DLOCK__CALL_IDEMPOTENT};
     if ((rc = dlock__node_call(c->node, &req2, &r)) != DLOCK_OK) {
         dlock_info_free(info);
         return rc;
@@ -194,8 +196,9 @@ static int inspect_batch(dlock_client *c, const redisReply *keys, dlock_scan_fn 
         lens[2 * i] = k->len;
         argv[2 * i + 1] = toks[i];
     }
-    dlock__req req = {DLOCK__SCRIPT_LOCK_INSPECT, (int)(2 * n), (int)(2 * n), argv, lens,
-                      DLOCK__CALL_IDEMPOTENT, NULL};
+    dlock__req req = {.script = DLOCK__SCRIPT_LOCK_INSPECT, .nkeys = (int)(2 * n),
+                      .argc = (int)(2 * n), .argv = argv, .lens = lens,
+                      .flags = DLOCK__CALL_IDEMPOTENT};
     redisReply *r;
     if ((rc = dlock__node_call(c->node, &req, &r)) != DLOCK_OK)
         goto out;
@@ -236,7 +239,7 @@ int dlock_client_scan(dlock_client *c, const char *pattern, dlock_scan_fn fn, vo
     char cursor[24] = "0";
     do {
         const char *argv[] = {"SCAN", cursor, "MATCH", pattern, "COUNT", SCAN_COUNT, "TYPE", "hash"};
-        dlock__req req = {-1, 0, 8, argv, NULL, DLOCK__CALL_IDEMPOTENT, NULL};
+        dlock__req req = {.script = -1, .argc = 8, .argv = argv, .flags = DLOCK__CALL_IDEMPOTENT};
         redisReply *r;
         int rc = dlock__node_call(c->node, &req, &r);
         if (rc != DLOCK_OK)

@@ -41,6 +41,9 @@ int64_t dlock__now_us(void);   /* CLOCK_MONOTONIC, microseconds */
 uint64_t dlock__tid(void);     /* OS thread id, cached per thread */
 /* Fills buf with random bytes (getrandom; falls back to a seeded PRNG). */
 void dlock__random(void *buf, size_t len);
+/* Resets per-thread caches (thread id, random state) in a forked child; the
+ * library registers it with pthread_atfork when the first client opens. */
+void dlock__atfork_child(void);
 /* Writes 32 lowercase hex chars of fresh randomness plus NUL (33 bytes). */
 void dlock__random_hex32(char out[33]);
 /* Writes a version-4 UUID in canonical form plus NUL (37 bytes). */
@@ -115,6 +118,8 @@ typedef struct dlock__req {
     const size_t *lens;
     unsigned flags;
     dlock_cancel *cancel;    /* interrupts retry pauses; may be NULL */
+    int64_t latch_ms;        /* > 0: lifetime of the request's latch; no write may be
+                                answered after first write + latch_ms */
 } dlock__req;
 
 int dlock__node_new(dlock__node **out, dlock_client *c, const dlock__endpoint *ep);
@@ -171,7 +176,11 @@ int dlock__waiter_join(dlock__loop *lp, dlock__waiter *w, const char *channel, s
 /* Sleeps until a wake-up, until_ms, cancellation or close. Returns
  * DLOCK__WAKE_MESSAGE, DLOCK__WAKE_TIMEOUT, DLOCK_ECANCELED or DLOCK_ECLOSED. */
 int dlock__waiter_wait(dlock__loop *lp, dlock__waiter *w, int64_t until_ms);
-void dlock__waiter_leave(dlock__loop *lp, dlock__waiter *w);
+/* pass_wake: hand a wake-up to another waiter even if this one used its own
+ * (it was woken, then failed before learning whether the lock was free). */
+void dlock__waiter_leave(dlock__loop *lp, dlock__waiter *w, int pass_wake);
+/* 1 when called on this loop's io thread (inside a dlock callback). */
+int dlock__loop_on_io_thread(dlock__loop *lp);
 /* Number of local waiters on a channel (tests). */
 size_t dlock__loop_waiters(dlock__loop *lp, const char *channel, size_t len);
 
@@ -193,6 +202,10 @@ void dlock__watchdog_free(dlock__watchdog *wd);
 /* A watchdog hold taken at `sent_ms` (measured before the acquire was sent). */
 int dlock__watchdog_add(dlock__watchdog *wd, const char *name, size_t nlen, const char *owner,
                         size_t olen, int64_t sent_ms, dlock_lost_fn fn, void *ud);
+/* A lease acquisition by an owner the watchdog renews (reentry with a lease). */
+void dlock__watchdog_lease_reentry(dlock__watchdog *wd, const char *name, size_t nlen,
+                                   const char *owner, size_t olen, int64_t sent_ms,
+                                   int64_t lease_ms);
 /* Before a release: returns 1 when (name, owner) is renewed by the watchdog,
  * and keeps a renewal that finds the key gone meanwhile from being reported lost. */
 int dlock__watchdog_release_begin(dlock__watchdog *wd, const char *name, size_t nlen,
@@ -203,14 +216,14 @@ enum {
     DLOCK__RELEASE_GONE = 1,      /* the last hold was released */
     DLOCK__RELEASE_NOT_HELD = 2   /* the owner held nothing: a watchdog hold was lost */
 };
-/* After a release. GONE takes the entry out of the schedule; NOT_HELD does too
- * and reports the loss (lost callback, on the io thread). */
+/* After a release attempt. GONE takes the entry out of the schedule; NOT_HELD
+ * does too and reports the loss (lost callback, on the io thread); KEPT (holds
+ * remain, or the attempt failed) counts one hold less and stops renewing when
+ * none is left. */
 void dlock__watchdog_release_end(dlock__watchdog *wd, const char *name, size_t nlen,
                                  const char *owner, size_t olen, int outcome);
 /* io thread: delivers the losses found by releases. */
 void dlock__watchdog_flush(dlock__watchdog *wd);
-/* Drops every entry for `name` (force release through this client). */
-void dlock__watchdog_forget_name(dlock__watchdog *wd, const char *name, size_t nlen);
 /* How many holds are scheduled (tests). */
 size_t dlock__watchdog_count(dlock__watchdog *wd);
 

@@ -180,7 +180,8 @@ void dlock_lock_set_lost_callback(dlock_lock *l, dlock_lost_fn fn, void *ud)
 static int call(dlock_lock *l, int script, int nkeys, int argc, const char **argv,
                 const size_t *lens, unsigned flags, dlock_cancel *cancel, redisReply **r)
 {
-    dlock__req req = {script, nkeys, argc, argv, lens, flags, cancel};
+    dlock__req req = {.script = script, .nkeys = nkeys, .argc = argc, .argv = argv,
+                      .lens = lens, .flags = flags, .cancel = cancel};
     return dlock__node_call(l->c->node, &req, r);
 }
 
@@ -226,8 +227,10 @@ static int attempt(dlock_lock *l, const owner_buf *o, int64_t lease, int fenced,
         return proto_error(l, "acquire", r);
     }
     freeReplyObject(r);
-    if (lease != DLOCK_WATCHDOG)
+    if (lease != DLOCK_WATCHDOG) {
+        dlock__watchdog_lease_reentry(c->wd, l->name, l->nlen, o->id, o->len, sent, lease);
         return DLOCK_OK;
+    }
     pthread_mutex_lock(&l->mu);
     dlock_lost_fn fn = l->fn;
     void *ud = l->ud;
@@ -281,8 +284,13 @@ static int acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, dlock_cance
     int fenced = token != NULL;
     uint64_t tok = 0;
     int64_t ttl = -1;
-    const int64_t deadline =
-        wait_ms == DLOCK_WAIT_FOREVER ? INT64_MAX : dlock__now_ms() + wait_ms;
+    if (wait_ms != 0 && dlock__loop_on_io_thread(c->loop))
+        return dlock__fail(DLOCK_EINVAL, "a wait from a dlock callback would stall the io "
+                                         "thread: use a wait of 0 there");
+    const int64_t now0 = dlock__now_ms();
+    const int64_t deadline = wait_ms == DLOCK_WAIT_FOREVER || wait_ms > INT64_MAX - now0
+                                 ? INT64_MAX
+                                 : now0 + wait_ms;
 
     rc = attempt(l, &o, lease_ms, fenced, cancel, &ttl, &tok);
     if (rc == BUSY && wait_ms == 0)
@@ -296,10 +304,12 @@ static int acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, dlock_cance
         rc = dlock__waiter_join(c->loop, &w, l->channel, l->clen, deadline, cancel);
         if (rc != DLOCK_OK)
             return rc;
+        int used_wake = 0;   /* consumed a wake-up not yet answered by a busy attempt */
         for (;;) {
             rc = attempt(l, &o, lease_ms, fenced, cancel, &ttl, &tok);
             if (rc != BUSY)
                 break;
+            used_wake = 0;
             int64_t now = dlock__now_ms();
             if (now >= deadline) {
                 rc = busy_message(l, ttl);
@@ -317,8 +327,11 @@ static int acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, dlock_cance
                                  wr == DLOCK_ECANCELED ? "cancelled" : "ended: client closing");
                 break;
             }
+            used_wake = wr == DLOCK__WAKE_MESSAGE;
         }
-        dlock__waiter_leave(c->loop, &w);
+        /* Woken for an unlock, then failed with an error before learning whether
+         * the lock was free: another waiter must get the chance. */
+        dlock__waiter_leave(c->loop, &w, rc != DLOCK_OK && used_wake);
     }
     if (rc == DLOCK_OK && token)
         *token = tok;
@@ -380,8 +393,9 @@ int dlock_lock_release(dlock_lock *l)
     const char *argv[] = {l->name, l->channel, latch, o.id, lease_s, px_s};
     const size_t lens[] = {l->nlen, l->clen, latch_len, o.len, lease_n, px_n};
     redisReply *r;
-    int rc = call(l, DLOCK__SCRIPT_LOCK_RELEASE, 3, 6, argv, lens, DLOCK__CALL_IDEMPOTENT,
-                  NULL, &r);
+    dlock__req req = {.script = DLOCK__SCRIPT_LOCK_RELEASE, .nkeys = 3, .argc = 6, .argv = argv,
+                      .lens = lens, .flags = DLOCK__CALL_IDEMPOTENT, .latch_ms = c->latch_px};
+    int rc = dlock__node_call(c->node, &req, &r);
     if (latch != latch_stack)
         free(latch);
     int outcome = DLOCK__RELEASE_KEPT;
@@ -411,14 +425,19 @@ int dlock_lock_force_release(dlock_lock *l, int *was_locked)
     const char *argv[] = {l->name, l->channel};
     const size_t lens[] = {l->nlen, l->clen};
     redisReply *r;
-    int rc = call(l, DLOCK__SCRIPT_LOCK_FORCE, 2, 2, argv, lens, DLOCK__CALL_IDEMPOTENT, NULL, &r);
+    /* Not resent after a lost reply: its PUBLISH may already have handed the
+     * lock to a waiter, whose hold a second DEL would destroy. */
+    int rc = call(l, DLOCK__SCRIPT_LOCK_FORCE, 2, 2, argv, lens, 0, NULL, &r);
     if (rc != DLOCK_OK)
         return rc;
     if (r->type != REDIS_REPLY_INTEGER)
         return proto_error(l, "force release", r);
-    /* Redisson's forceUnlock stops the renewal too; this process asked for it,
-     * so it is not reported as a loss. */
-    dlock__watchdog_forget_name(l->c->wd, l->name, l->nlen);
+    /* The caller's own renewal stops (as Redisson's forceUnlock does); other
+     * holds of this process that the force destroyed are reported lost by
+     * their next renewal, while a hold taken since is kept. */
+    owner_buf o;
+    owner_of(l, &o);
+    dlock__watchdog_release_end(l->c->wd, l->name, l->nlen, o.id, o.len, DLOCK__RELEASE_GONE);
     if (was_locked)
         *was_locked = r->integer == 1;
     freeReplyObject(r);

@@ -37,6 +37,7 @@ struct dlock__channel {
     int state;
     int nwaiters;
     int resync;
+    int sub_failed;          /* Redis refused the SUBSCRIBE: waiters poll instead */
     size_t len;
     char name[];
 };
@@ -123,11 +124,61 @@ static dlock__channel *reply_channel(dlock__loop *lp, const redisReply *r)
     return ch_find(lp, r->element[1]->str, r->element[1]->len);
 }
 
+/* The channels of one SUBSCRIBE or UNSUBSCRIBE, for its replies. The names
+ * point into channels that stay allocated while the command is in flight
+ * (SUBSCRIBING / UNSUBSCRIBING channels are not freed until answered). */
+typedef struct sub_cmd {
+    dlock__loop *lp;
+    int left;                /* replies still expected */
+    int n;
+    const char *names[];
+} sub_cmd;
+
+static sub_cmd *new_sub_cmd(dlock__loop *lp, const char **names, int n)
+{
+    sub_cmd *sc = malloc(sizeof(*sc) + (size_t)n * sizeof(char *));
+    if (sc) {
+        sc->lp = lp;
+        sc->left = sc->n = n;
+        memcpy(sc->names, names, (size_t)n * sizeof(char *));
+    }
+    return sc;
+}
+
+/* Redis refused a whole command (e.g. NOPERM for a channel): its channels go
+ * back to NONE and their waiters fall back to polling at the retry delay. */
+static void sub_refused(sub_cmd *sc, const redisReply *r, int subscribe)
+{
+    dlock__loop *lp = sc->lp;
+    dlock__log(lp->c, DLOCK_LOG_ERROR, "%s of %d channel%s refused: %s; waiters poll instead",
+               subscribe ? "SUBSCRIBE" : "UNSUBSCRIBE", sc->n, sc->n == 1 ? "" : "s", r->str);
+    pthread_mutex_lock(&lp->mu);
+    for (int i = 0; i < sc->n; i++) {
+        dlock__channel *ch = ch_find(lp, sc->names[i], strlen(sc->names[i]));
+        if (!ch || ch->state != (subscribe ? CH_SUBSCRIBING : CH_UNSUBSCRIBING))
+            continue;
+        ch->state = CH_NONE;
+        if (subscribe) {
+            ch->sub_failed = 1;
+            wake_all(ch, 0);
+        } else if (ch->nwaiters == 0) {
+            ch_free(lp, ch);
+        }
+    }
+    pthread_mutex_unlock(&lp->mu);
+}
+
 static void on_sub_reply(dlock__aconn *ac, redisReply *r, int status, void *ud)
 {
-    dlock__loop *lp = ud;
-    if (!r)
-        return;   /* connection failed: on_sub_down resets every channel */
+    sub_cmd *sc = ud;
+    dlock__loop *lp = sc->lp;
+    if (!r || r->type == REDIS_REPLY_ERROR) {
+        /* !r: the connection failed; on_sub_down resets every channel. */
+        if (r)
+            sub_refused(sc, r, 1);
+        free(sc);
+        return;
+    }
     pthread_mutex_lock(&lp->mu);
     dlock__channel *ch = reply_channel(lp, r);
     if (ch && ch->state == CH_SUBSCRIBING) {
@@ -140,14 +191,21 @@ static void on_sub_reply(dlock__aconn *ac, redisReply *r, int status, void *ud)
             ch_mark(lp, ch);
     }
     pthread_mutex_unlock(&lp->mu);
+    if (--sc->left == 0)
+        free(sc);
     sync_channels(lp);
 }
 
 static void on_unsub_reply(dlock__aconn *ac, redisReply *r, int status, void *ud)
 {
-    dlock__loop *lp = ud;
-    if (!r)
+    sub_cmd *sc = ud;
+    dlock__loop *lp = sc->lp;
+    if (!r || r->type == REDIS_REPLY_ERROR) {
+        if (r)
+            sub_refused(sc, r, 0);
+        free(sc);
         return;
+    }
     pthread_mutex_lock(&lp->mu);
     dlock__channel *ch = reply_channel(lp, r);
     if (ch && ch->state == CH_UNSUBSCRIBING) {
@@ -158,6 +216,8 @@ static void on_unsub_reply(dlock__aconn *ac, redisReply *r, int status, void *ud
             ch_free(lp, ch);
     }
     pthread_mutex_unlock(&lp->mu);
+    if (--sc->left == 0)
+        free(sc);
     sync_channels(lp);
 }
 
@@ -281,12 +341,16 @@ static void sync_channels(dlock__loop *lp)
         if (ns > 1) {
             sub[0] = "SUBSCRIBE";
             sl[0] = 9;
-            dlock__aconn_send(lp->sub, ns, sub, sl, ns - 1, on_sub_reply, lp);
+            sub_cmd *sc = new_sub_cmd(lp, sub + 1, ns - 1);
+            if (!sc || dlock__aconn_send(lp->sub, ns, sub, sl, ns - 1, on_sub_reply, sc) != 0)
+                free(sc);   /* not sent: the channels stay SUBSCRIBING until on_sub_down */
         }
         if (nu > 1) {
             uns[0] = "UNSUBSCRIBE";
             ul[0] = 11;
-            dlock__aconn_send(lp->sub, nu, uns, ul, nu - 1, on_unsub_reply, lp);
+            sub_cmd *sc = new_sub_cmd(lp, uns + 1, nu - 1);
+            if (!sc || dlock__aconn_send(lp->sub, nu, uns, ul, nu - 1, on_unsub_reply, sc) != 0)
+                free(sc);
         }
         dlock__aconn_uncork(lp->sub);
     } else {
@@ -327,9 +391,15 @@ static void on_async(uv_async_t *a)
     uv_close((uv_handle_t *)&lp->async, on_async_closed);
 }
 
+/* Which loop, if any, the calling thread runs. */
+static _Thread_local dlock__loop *tls_io_loop;
+
+int dlock__loop_on_io_thread(dlock__loop *lp) { return lp && tls_io_loop == lp; }
+
 static void io_main(void *arg)
 {
     dlock__loop *lp = arg;
+    tls_io_loop = lp;
     uv_run(&lp->uv, UV_RUN_DEFAULT);
 }
 
@@ -450,6 +520,7 @@ int dlock__waiter_join(dlock__loop *lp, dlock__waiter *w, const char *channel, s
     ch->nwaiters++;
     int kick = 0;
     if (ch->state != CH_SUBSCRIBED) {
+        ch->sub_failed = 0;   /* try again for this waiter */
         ch_mark(lp, ch);
         kick = 1;
     }
@@ -462,7 +533,7 @@ int dlock__waiter_join(dlock__loop *lp, dlock__waiter *w, const char *channel, s
     dlock__abstime(until, &ts);
     int rc = DLOCK_OK;
     int kicked = 0;
-    while (ch->state != CH_SUBSCRIBED) {
+    while (ch->state != CH_SUBSCRIBED && !ch->sub_failed) {
         if (kick && !kicked) {
             /* Kick under mu: uv_async_send is safe from any thread, and holding mu
              * keeps the loop from being stopped meanwhile. */
@@ -484,7 +555,7 @@ int dlock__waiter_join(dlock__loop *lp, dlock__waiter *w, const char *channel, s
     w->subscribed = ch->state == CH_SUBSCRIBED;
     pthread_mutex_unlock(&lp->mu);
     if (rc != DLOCK_OK) {
-        dlock__waiter_leave(lp, w);
+        dlock__waiter_leave(lp, w, 0);
         return dlock__fail(rc, rc == DLOCK_ECLOSED ? "client is closing" : "cancelled");
     }
     return DLOCK_OK;
@@ -528,13 +599,13 @@ int dlock__waiter_wait(dlock__loop *lp, dlock__waiter *w, int64_t until_ms)
     return rc;
 }
 
-void dlock__waiter_leave(dlock__loop *lp, dlock__waiter *w)
+void dlock__waiter_leave(dlock__loop *lp, dlock__waiter *w, int pass_wake)
 {
     pthread_mutex_lock(&lp->mu);
     dlock__channel *ch = w->ch;
     dlock__list_remove(&w->link);
     ch->nwaiters--;
-    if (w->woken)
+    if (w->woken || pass_wake)
         wake_one(ch);   /* pass on a wake-up this waiter did not use */
     if (ch->nwaiters == 0 && !lp->closed) {
         ch_mark(lp, ch);

@@ -4,15 +4,20 @@
  * pooled connection taken by the calling thread: no hop through the io thread.
  *
  * Retry policy. A failure before the request could reach Redis (connect
- * refused, a pooled connection found closed) is retried up to retry_attempts
- * times. A failure after it may have run (no reply within the command timeout)
- * is retried only for idempotent requests; otherwise it is DLOCK_EUNKNOWN, so
- * that an acquire is never counted twice. A pooled connection that turns out
- * dead is retried at once, without the retry pause: after a server restart
- * every idle connection is dead, and that is no reason to wait. */
+ * refused, a write that failed) is retried up to retry_attempts times. Once the
+ * request is written, any failure to read the reply (timeout, reset, EOF) means
+ * it may have run: it is retried only for idempotent requests, otherwise the
+ * call returns DLOCK_EUNKNOWN, so that an acquire is never counted twice.
+ * An idle pooled connection is checked before use (a non-blocking peek): after
+ * a server restart every idle connection is dead, and is dropped unused.
+ * A request guarded by a latch (release) is never written when its reply
+ * could come after the latch expires: a retry landing after that would count
+ * a second release. Discarded connections are aborted (RST), so that nothing
+ * they still had queued reaches Redis later. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/time.h>
 
 #include "internal.h"
@@ -139,8 +144,11 @@ static int open_conn(dlock__node *n, redisContext **out)
         redisFree(ctx);
         return rc;
     }
-    /* The handshake runs under the connect timeout, commands under theirs. */
-    int rc = handshake(n, ctx);
+    /* The handshake runs under the connect timeout (hiredis 0.14 applies its
+     * connect timeout to the connect only), commands under theirs. */
+    int rc = redisSetTimeout(ctx, ctv) == REDIS_OK
+                 ? handshake(n, ctx)
+                 : dlock__fail(DLOCK_ESYS, "cannot set the connect timeout: %s", ctx->errstr);
     if (rc == DLOCK_OK && redisSetTimeout(ctx, tv_of(cfg->command_timeout_ms)) != REDIS_OK)
         rc = dlock__fail(DLOCK_ESYS, "cannot set the command timeout: %s", ctx->errstr);
     if (rc != DLOCK_OK) {
@@ -153,6 +161,24 @@ static int open_conn(dlock__node *n, redisContext **out)
     return DLOCK_OK;
 }
 
+/* Closes with a reset: data still queued in the socket is dropped, not sent. */
+static void conn_abort(redisContext *ctx)
+{
+    if (ctx->fd >= 0) {
+        struct linger lg = {1, 0};
+        setsockopt(ctx->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+    }
+    redisFree(ctx);
+}
+
+/* An idle connection is usable when it has nothing to read and is not closed. */
+static int conn_alive(redisContext *ctx)
+{
+    char b;
+    ssize_t k = recv(ctx->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    return k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
 /* Takes an idle connection, or opens one if the pool has room, or waits for
  * one up to the command timeout. *fresh = 1 when newly opened. */
 static int pool_get(dlock__node *n, redisContext **out, int *fresh)
@@ -161,7 +187,15 @@ static int pool_get(dlock__node *n, redisContext **out, int *fresh)
     int64_t deadline = dlock__now_ms() + n->c->cfg.command_timeout_ms;
     for (;;) {
         if (n->nidle > 0) {
-            *out = n->idle[--n->nidle];
+            redisContext *ctx = n->idle[--n->nidle];
+            if (!conn_alive(ctx)) {
+                n->nopen--;   /* closed by the server meanwhile: drop it unused */
+                pthread_mutex_unlock(&n->mu);
+                conn_abort(ctx);
+                pthread_mutex_lock(&n->mu);
+                continue;
+            }
+            *out = ctx;
             pthread_mutex_unlock(&n->mu);
             *fresh = 0;
             return DLOCK_OK;
@@ -198,7 +232,7 @@ static void pool_put(dlock__node *n, redisContext *ctx, int broken)
     if (broken || ctx->err || n->nidle >= n->max) {
         n->nopen--;
         pthread_mutex_unlock(&n->mu);
-        redisFree(ctx);
+        conn_abort(ctx);
         pthread_mutex_lock(&n->mu);
     } else {
         n->idle[n->nidle++] = ctx;
@@ -216,7 +250,9 @@ int dlock__node_check(dlock__node *n)
         return rc;
     redisReply *r = redisCommand(ctx, "PING");
     if (!r) {
-        rc = dlock__fail(DLOCK_ECONN, "%s does not answer PING: %s", n->addr, ctx->errstr);
+        int timed_out = ctx->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK);
+        rc = dlock__fail(timed_out ? DLOCK_ECMDTIMEOUT : DLOCK_ECONN, "%s does not answer PING: %s",
+                         n->addr, timed_out ? "no reply within the command timeout" : ctx->errstr);
         pool_put(n, ctx, 1);
         return rc;
     }
@@ -253,29 +289,49 @@ static int load_script(dlock__node *n, redisContext *ctx, int script)
 
 typedef enum { SENT_OK, NOT_SENT, MAYBE_RAN } send_outcome;
 
-/* One attempt on one connection. */
-static send_outcome send_once(dlock__node *n, redisContext *ctx, int script, int argc,
-                              const char **argv, const size_t *lens, redisReply **out)
+/* Writes one command and reads its reply. A failure while writing means Redis
+ * cannot have run it (a partial command is discarded with the connection); a
+ * failure while reading means it may have. *timed_out tells which read failure. */
+static send_outcome roundtrip(redisContext *ctx, int argc, const char **argv, const size_t *lens,
+                              redisReply **out, int *timed_out)
 {
-    redisReply *r = redisCommandArgv(ctx, argc, argv, lens);
-    if (r && script >= 0 && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0) {
+    *out = NULL;
+    if (redisAppendCommandArgv(ctx, argc, argv, lens) != REDIS_OK)
+        return NOT_SENT;
+    int done = 0;
+    do {
+        if (redisBufferWrite(ctx, &done) != REDIS_OK)
+            return NOT_SENT;
+    } while (!done);
+    void *r = NULL;
+    if (redisGetReply(ctx, &r) != REDIS_OK || !r) {
+        /* hiredis reports a read timeout as an I/O error with EAGAIN. */
+        *timed_out = ctx->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK);
+        return MAYBE_RAN;
+    }
+    *out = r;
+    return SENT_OK;
+}
+
+/* One attempt on one connection, reloading the script after NOSCRIPT. */
+static send_outcome send_once(dlock__node *n, redisContext *ctx, int script, int argc,
+                              const char **argv, const size_t *lens, redisReply **out,
+                              int *timed_out)
+{
+    redisReply *r;
+    send_outcome o = roundtrip(ctx, argc, argv, lens, &r, timed_out);
+    if (o == SENT_OK && script >= 0 && r->type == REDIS_REPLY_ERROR &&
+        strncmp(r->str, "NOSCRIPT", 8) == 0) {
         /* The server's script cache is empty (restart, SCRIPT FLUSH): load and resend. */
         freeReplyObject(r);
-        r = NULL;
-        if (load_script(n, ctx, script) == 0)
-            r = redisCommandArgv(ctx, argc, argv, lens);
-        else if (!ctx->err) {
+        if (load_script(n, ctx, script) != 0) {
             *out = NULL;
-            return SENT_OK;
+            return ctx->err ? MAYBE_RAN : SENT_OK;   /* MAYBE_RAN: the load's, harmless */
         }
+        o = roundtrip(ctx, argc, argv, lens, &r, timed_out);
     }
-    if (r) {
-        *out = r;
-        return SENT_OK;
-    }
-    /* hiredis reports a read timeout as an I/O error with EAGAIN. */
-    int timed_out = ctx->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK);
-    return timed_out ? MAYBE_RAN : NOT_SENT;
+    *out = r;
+    return o;
 }
 
 static int pause_retry(const dlock__req *req, int64_t ms)
@@ -323,13 +379,25 @@ int dlock__node_call(dlock__node *n, const dlock__req *req, redisReply **out)
 
     int rc = DLOCK_OK;
     int failures = 0;
+    int64_t first_write = -1;
     for (;;) {
         redisContext *ctx;
-        int fresh;
+        int fresh, timed_out = 0;
         redisReply *r = NULL;
         rc = pool_get(n, &ctx, &fresh);
+        if (rc == DLOCK_OK && req->latch_ms > 0 && first_write >= 0 &&
+            dlock__now_ms() + cfg->command_timeout_ms + 500 > first_write + req->latch_ms) {
+            /* Its reply could come after the latch is gone: a retry that then ran
+             * would release a second hold. Give up with the last error. */
+            pool_put(n, ctx, 0);
+            rc = dlock__fail(DLOCK_ECMDTIMEOUT,
+                             "%s: no answer, and retrying now could release twice", n->addr);
+            break;
+        }
         if (rc == DLOCK_OK) {
-            send_outcome o = send_once(n, ctx, req->script, argc, av, lens, &r);
+            if (first_write < 0)
+                first_write = dlock__now_ms();
+            send_outcome o = send_once(n, ctx, req->script, argc, av, lens, &r, &timed_out);
             if (o == SENT_OK) {
                 pool_put(n, ctx, 0);
                 if (!r) {
@@ -348,22 +416,18 @@ int dlock__node_call(dlock__node *n, const dlock__req *req, redisReply **out)
                 if (!again)
                     break;
             } else {
-                int dead_pooled = !fresh && o == NOT_SENT;
-                rc = dlock__fail(o == MAYBE_RAN ? DLOCK_ECMDTIMEOUT : DLOCK_ECONN,
-                                 "%s: %s", n->addr,
-                                 o == MAYBE_RAN ? "no reply within the command timeout"
-                                                : (ctx->errstr[0] ? ctx->errstr
-                                                                  : "connection lost"));
+                const char *why = ctx->errstr[0] ? ctx->errstr : "connection lost";
+                rc = dlock__fail(timed_out ? DLOCK_ECMDTIMEOUT : DLOCK_ECONN, "%s: %s", n->addr,
+                                 timed_out ? "no reply within the command timeout" : why);
                 pool_put(n, ctx, 1);
                 if (o == MAYBE_RAN && !(req->flags & DLOCK__CALL_IDEMPOTENT)) {
                     rc = dlock__fail(DLOCK_EUNKNOWN,
-                                     "%s: no reply within the command timeout; the request "
-                                     "may have run",
-                                     n->addr);
+                                     "%s: %s after the request was sent; it may have run",
+                                     n->addr, timed_out ? "no reply in time" : "connection lost");
                     break;
                 }
-                if (dead_pooled)
-                    continue;   /* a stale idle connection: try again at once */
+                if (o == NOT_SENT && !fresh)
+                    continue;   /* a connection that died idle: try another at once */
             }
         }
         if (rc == DLOCK_ENOMEM || rc == DLOCK_EAUTH || rc == DLOCK_ESYS)

@@ -23,12 +23,13 @@ int64_t dlock__now_us(void)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+static _Thread_local uint64_t tls_tid;
+
 uint64_t dlock__tid(void)
 {
-    static _Thread_local uint64_t tid;
-    if (!tid)
-        tid = (uint64_t)syscall(SYS_gettid);
-    return tid;
+    if (!tls_tid)
+        tls_tid = (uint64_t)syscall(SYS_gettid);
+    return tls_tid;
 }
 
 /* xorshift128+ per thread, seeded from getrandom: request ids need to be
@@ -46,6 +47,14 @@ static void rng_seed(void)
     }
     rng_s[0] = seed[0] | 1;
     rng_s[1] = seed[1] ^ 0x6a09e667f3bcc909ULL;
+}
+
+void dlock__atfork_child(void)
+{
+    /* The child's only thread is a new thread: its id differs, and a random
+     * state copied from the parent would repeat the parent's request ids. */
+    tls_tid = 0;
+    rng_s[0] = rng_s[1] = 0;
 }
 
 static uint64_t rng_next(void)

@@ -32,6 +32,8 @@ typedef struct held {
     int64_t renewed_at;      /* ms, before the request that last set the TTL was sent */
     int inflight;            /* in a batch awaiting its reply */
     int releasing;           /* releases in progress for this owner */
+    int holds;               /* acquisitions seen; each release attempt takes one, and the
+                                renewal stops at zero whatever the release answered */
     int dead;                /* out of the table; freed when its batch answers */
     dlock_lost_fn fn;
     void *ud;
@@ -160,6 +162,7 @@ int dlock__watchdog_add(dlock__watchdog *wd, const char *name, size_t nlen, cons
         /* Reentry: the acquire reset the TTL too. */
         if (sent_ms > h->renewed_at)
             h->renewed_at = sent_ms;
+        h->holds++;
         h->fn = fn;
         h->ud = ud;
         pthread_mutex_unlock(&wd->mu);
@@ -172,6 +175,7 @@ int dlock__watchdog_add(dlock__watchdog *wd, const char *name, size_t nlen, cons
     }
     memset(h, 0, sizeof(*h));
     h->renewed_at = sent_ms;
+    h->holds = 1;
     h->fn = fn;
     h->ud = ud;
     h->nlen = (uint32_t)nlen;
@@ -189,6 +193,23 @@ int dlock__watchdog_add(dlock__watchdog *wd, const char *name, size_t nlen, cons
     dlock__list_push_back(&wd->all, &h->all);
     pthread_mutex_unlock(&wd->mu);
     return DLOCK_OK;
+}
+
+void dlock__watchdog_lease_reentry(dlock__watchdog *wd, const char *name, size_t nlen,
+                                   const char *owner, size_t olen, int64_t sent_ms,
+                                   int64_t lease_ms)
+{
+    pthread_mutex_lock(&wd->mu);
+    held *h = find(wd, name, nlen, owner, olen);
+    if (h) {
+        /* The key now expires after the lease: keep the loss deadline honest;
+         * the next tick renews it to the watchdog timeout again. */
+        h->holds++;
+        int64_t as_if = sent_ms + lease_ms - wd->c->cfg.watchdog_ms;
+        if (as_if < h->renewed_at)
+            h->renewed_at = as_if;
+    }
+    pthread_mutex_unlock(&wd->mu);
 }
 
 int dlock__watchdog_release_begin(dlock__watchdog *wd, const char *name, size_t nlen,
@@ -218,7 +239,10 @@ void dlock__watchdog_release_end(dlock__watchdog *wd, const char *name, size_t n
              * like a renewal would have, from the io thread. */
             note_lost(wd, h, DLOCK_LOST_GONE, &wd->pending);
             kick = 1;
-        } else if (outcome == DLOCK__RELEASE_GONE) {
+        } else if (outcome == DLOCK__RELEASE_GONE || --h->holds <= 0) {
+            /* Released; or a release attempt (answered or not) took the last
+             * hold this process knows of: renewing on would keep a lock its
+             * owner let go of alive forever. */
             do_free = unlink_held(wd, h);
         }
     }
@@ -227,26 +251,6 @@ void dlock__watchdog_release_end(dlock__watchdog *wd, const char *name, size_t n
         free(h);
     if (kick)
         dlock__loop_kick(wd->c->loop);
-}
-
-void dlock__watchdog_forget_name(dlock__watchdog *wd, const char *name, size_t nlen)
-{
-    dlock__list dead;
-    dlock__list_init(&dead);
-    pthread_mutex_lock(&wd->mu);
-    dlock__list *it = wd->all.next;
-    while (it != &wd->all) {
-        held *h = DLOCK__CONTAINER_OF(it, held, all);
-        it = it->next;
-        if (h->nlen == nlen && memcmp(h->key, name, nlen) == 0 && unlink_held(wd, h))
-            dlock__list_push_back(&dead, &h->all);
-    }
-    pthread_mutex_unlock(&wd->mu);
-    while (!dlock__list_empty(&dead)) {
-        held *h = DLOCK__CONTAINER_OF(dead.next, held, all);
-        dlock__list_remove(&h->all);
-        free(h);
-    }
 }
 
 size_t dlock__watchdog_count(dlock__watchdog *wd)
@@ -350,7 +354,13 @@ static void batch_done(dlock__watchdog *wd, batch *b, const redisReply *r, int o
 
 static int send_batch(dlock__watchdog *wd, batch *b);
 
-static void on_load_reply(dlock__aconn *ac, redisReply *r, int status, void *ud) {}
+static void on_load_reply(dlock__aconn *ac, redisReply *r, int status, void *ud)
+{
+    dlock__watchdog *wd = ud;
+    wd->loading = 0;   /* answered either way: a later NOSCRIPT loads again */
+    if (r && r->type == REDIS_REPLY_ERROR)
+        dlock__log(wd->c, DLOCK_LOG_ERROR, "SCRIPT LOAD of the renewal script failed: %s", r->str);
+}
 
 static void on_batch_reply(dlock__aconn *ac, redisReply *r, int status, void *ud)
 {
@@ -365,7 +375,7 @@ static void on_batch_reply(dlock__aconn *ac, redisReply *r, int status, void *ud
             const dlock__script *s = &dlock__scripts[DLOCK__SCRIPT_LOCK_RENEW];
             const char *av[] = {"SCRIPT", "LOAD", s->body};
             size_t lens[] = {6, 4, s->len};
-            if (dlock__aconn_send(ac, 3, av, lens, 1, on_load_reply, NULL) == DLOCK_OK)
+            if (dlock__aconn_send(ac, 3, av, lens, 1, on_load_reply, wd) == DLOCK_OK)
                 wd->loading = 1;
         }
         if (send_batch(wd, b) == DLOCK_OK)

@@ -11,6 +11,11 @@
 
 #include <cmocka.h>
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "harness.h"
 #include "proxy.h"
 
@@ -698,6 +703,155 @@ static void test_acquire_lost_reply_is_unknown(void **state)
     th_proxy_stop(px);
 }
 
+
+/* ------------------------------------------------------- review fixes */
+
+static dlock_client *proxied_client(th_proxy *px, int64_t cmd_timeout)
+{
+    char url[128];
+    snprintf(url, sizeof(url), "redis://127.0.0.1:%d", th_proxy_port(px));
+    dlock_config *cfg = dlock_config_new();
+    dlock_config_set_url(cfg, url);
+    dlock_config_set_command_timeout(cfg, cmd_timeout);
+    dlock_config_set_retry(cfg, 3, 50);
+    dlock_config_set_pool_size(cfg, 1);
+    dlock_client *c = NULL;
+    assert_int_equal(dlock_client_open(&c, cfg), DLOCK_OK);
+    dlock_config_free(cfg);
+    return c;
+}
+
+struct call_arg {
+    dlock_lock *l;
+    int rc;
+};
+
+static void *acquire_in_thread(void *arg)
+{
+    struct call_arg *a = arg;
+    a->rc = dlock_lock_acquire(a->l, 5000);
+    return NULL;
+}
+
+/* The connection drops after the acquire was written (Redis ran it): the
+ * acquire is not resent, so the hold is counted once. */
+static void test_acquire_reset_after_send_counts_once(void **state)
+{
+    (void)state;
+    th_proxy *px = th_proxy_start(srv.port);
+    dlock_client *c = proxied_client(px, 2000);
+    char name[128];
+    dlock_lock *l;
+    assert_int_equal(dlock_lock_get(c, th_name(name, sizeof(name), "reset"), &l), DLOCK_OK);
+    th_proxy_swallow_replies(px);
+    struct call_arg a = {l, -99};
+    pthread_t t;
+    pthread_create(&t, NULL, acquire_in_thread, &a);
+    th_sleep_ms(200);   /* the acquire has run on Redis; its reply is held back */
+    th_proxy_cut(px);   /* then the connection resets */
+    pthread_join(t, NULL);
+    assert_int_equal(a.rc, DLOCK_EUNKNOWN);
+    assert_int_equal(th_int(&srv, "HLEN %s", name), 1);
+    redisReply *r = th_cmd(&srv, "HVALS %s", name);
+    assert_string_equal(r->element[0]->str, "1");
+    freeReplyObject(r);
+    freeReplyObject(th_cmd(&srv, "DEL %s", name));
+    dlock_lock_free(l);
+    dlock_client_close(c);
+    th_proxy_stop(px);
+}
+
+/* A force release whose reply is lost is not resent: its PUBLISH may have
+ * handed the lock to a waiter, whose hold a second DEL would destroy. */
+static void test_force_release_not_resent(void **state)
+{
+    (void)state;
+    th_proxy *px = th_proxy_start(srv.port);
+    dlock_client *c = proxied_client(px, 300);
+    char name[128];
+    dlock_lock *l;
+    assert_int_equal(dlock_lock_get(c, th_name(name, sizeof(name), "force-once"), &l), DLOCK_OK);
+    freeReplyObject(th_cmd(&srv, "HSET %s old:1 1", name));
+    th_proxy_swallow_replies(px);
+    int was = -1;
+    assert_int_equal(dlock_lock_force_release(l, &was), DLOCK_EUNKNOWN);
+    assert_int_equal(was, -1);   /* not written on failure */
+    assert_int_equal(th_int(&srv, "EXISTS %s", name), 0);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+    th_proxy_stop(px);
+}
+
+/* A server that accepts connections and never answers: the handshake (AUTH)
+ * times out under the connect timeout instead of hanging. */
+static void test_handshake_times_out(void **state)
+{
+    (void)state;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(sa);
+    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    assert_int_equal(listen(fd, 8), 0);   /* the kernel completes connects; nobody answers */
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+    char url[128];
+    snprintf(url, sizeof(url), "redis://:pw@127.0.0.1:%d", ntohs(sa.sin_port));
+    dlock_config *cfg = dlock_config_new();
+    dlock_config_set_url(cfg, url);
+    dlock_config_set_connect_timeout(cfg, 300);
+    dlock_client *c = NULL;
+    int64_t t0 = th_now_ms();
+    int rc = dlock_client_open(&c, cfg);
+    int64_t took = th_now_ms() - t0;
+    assert_true(rc == DLOCK_ECONN || rc == DLOCK_ECMDTIMEOUT);
+    assert_null(c);
+    assert_true(took < 2000 * th_slack());
+    dlock_config_free(cfg);
+    close(fd);
+}
+
+/* A child forked after the parent released locks has its own request ids and
+ * thread id: its releases really release. */
+static void test_forked_child_releases(void **state)
+{
+    (void)state;
+    char name[128];
+    dlock_lock *l;
+    assert_int_equal(dlock_lock_get(cli, th_name(name, sizeof(name), "fork"), &l), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(l, 5000), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);   /* uses this thread's random state */
+    dlock_lock_free(l);
+    for (int child = 0; child < 2; child++) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            /* Only async-signal-safe work is strictly allowed here, but a fresh
+             * client in a single-threaded child is what users do. */
+            dlock_config *cfg = dlock_config_new();
+            dlock_config_set_url(cfg, srv.url);
+            dlock_client *c;
+            if (dlock_client_open(&c, cfg) != DLOCK_OK)
+                _exit(2);
+            dlock_lock *cl;
+            dlock_lock_get(c, name, &cl);
+            int ok = dlock_lock_acquire(cl, 5000) == DLOCK_OK &&
+                     dlock_lock_acquire(cl, 5000) == DLOCK_OK &&
+                     dlock_lock_release(cl) == DLOCK_OK && dlock_lock_release(cl) == DLOCK_OK;
+            int64_t n = -1;
+            dlock_lock_hold_count(cl, &n);
+            dlock_lock_free(cl);
+            dlock_client_close(c);
+            dlock_config_free(cfg);
+            _exit(ok && n == 0 ? 0 : 1);
+        }
+        int st;
+        waitpid(pid, &st, 0);
+        assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+        assert_int_equal(th_int(&srv, "EXISTS %s", name), 0);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -721,6 +875,10 @@ int main(void)
         cmocka_unit_test(test_log_callback_never_shows_password),
         cmocka_unit_test(test_release_retry_uses_latch),
         cmocka_unit_test(test_acquire_lost_reply_is_unknown),
+        cmocka_unit_test(test_acquire_reset_after_send_counts_once),
+        cmocka_unit_test(test_force_release_not_resent),
+        cmocka_unit_test(test_handshake_times_out),
+        cmocka_unit_test(test_forked_child_releases),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

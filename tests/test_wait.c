@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "harness.h"
+#include "internal.h"
 
 static th_redis srv;
 static dlock_client *cli;
@@ -429,6 +430,137 @@ static void test_server_restart_mid_wait(void **state)
     dlock_lock_free(l);
 }
 
+
+/* ------------------------------------------------------- review fixes */
+
+/* A waiter that used the process's one unlock wake-up and then failed with
+ * an error passes it on when it leaves: the next waiter retries at once
+ * instead of sleeping out the holder's TTL. Driven through the waiter table
+ * with a real PUBLISH. */
+typedef struct table_waiter {
+    dlock__waiter w;
+    int rc;
+    pthread_t t;
+    int64_t until;
+} table_waiter;
+
+static void *wait_once(void *arg)
+{
+    table_waiter *tw = arg;
+    tw->rc = dlock__waiter_wait(cli->loop, &tw->w, tw->until);
+    return NULL;
+}
+
+static void test_failed_waiter_passes_wakeup(void **state)
+{
+    (void)state;
+    char name[128], ch[200];
+    th_name(name, sizeof(name), "passwake");
+    channel_of(name, ch, sizeof(ch));
+    for (int pass = 0; pass <= 1; pass++) {
+        table_waiter a, b;
+        int64_t far = th_now_ms() + 10000;
+        assert_int_equal(dlock__waiter_join(cli->loop, &a.w, ch, strlen(ch), far, NULL), DLOCK_OK);
+        assert_int_equal(dlock__waiter_join(cli->loop, &b.w, ch, strlen(ch), far, NULL), DLOCK_OK);
+        /* One unlock message wakes one waiter: the first. */
+        freeReplyObject(th_cmd(&srv, "PUBLISH %s 0", ch));
+        assert_int_equal(dlock__waiter_wait(cli->loop, &a.w, far), DLOCK__WAKE_MESSAGE);
+        /* b sleeps; a's retry "fails" and it leaves, passing the wake-up or not. */
+        b.until = th_now_ms() + 400;
+        pthread_create(&b.t, NULL, wait_once, &b);
+        th_sleep_ms(50);
+        dlock__waiter_leave(cli->loop, &a.w, pass);
+        pthread_join(b.t, NULL);
+        assert_int_equal(b.rc, pass ? DLOCK__WAKE_MESSAGE : DLOCK__WAKE_TIMEOUT);
+        dlock__waiter_leave(cli->loop, &b.w, 0);
+    }
+    await_no_lock_channels();
+}
+
+/* The fencing counter holding something that is not a number: the fenced
+ * acquire fails before writing anything, so no hold is left behind. */
+static void test_bad_token_key_writes_nothing(void **state)
+{
+    (void)state;
+    char name[128], tok[200];
+    dlock_lock *l = get(cli, "badtoken", name, sizeof(name));
+    snprintf(tok, sizeof(tok), "redisson_lock_token:{%s}", name);
+    freeReplyObject(th_cmd(&srv, "SET %s not-a-number", tok));
+    uint64_t t = 0;
+    assert_int_equal(dlock_lock_acquire_fenced(l, 0, 5000, NULL, &t), DLOCK_EWRONGTYPE);
+    assert_int_equal(th_int(&srv, "EXISTS %s", name), 0);
+    freeReplyObject(th_cmd(&srv, "DEL %s", tok));
+    freeReplyObject(th_cmd(&srv, "RPUSH %s x", tok));
+    assert_int_equal(dlock_lock_acquire_fenced(l, 0, 5000, NULL, &t), DLOCK_EWRONGTYPE);
+    assert_int_equal(th_int(&srv, "EXISTS %s", name), 0);
+    freeReplyObject(th_cmd(&srv, "DEL %s", tok));
+    dlock_lock_free(l);
+}
+
+/* Redis refuses the SUBSCRIBE (an ACL user without channel rights): the
+ * refusal is logged and waiters poll at the retry delay instead of stalling. */
+typedef struct log_capture {
+    pthread_mutex_t mu;
+    int noperm;
+} log_capture;
+
+static void capture_log(dlock_log_level level, const char *msg, void *ud)
+{
+    (void)level;
+    log_capture *lc = ud;
+    pthread_mutex_lock(&lc->mu);
+    lc->noperm += strstr(msg, "NOPERM") != NULL;
+    pthread_mutex_unlock(&lc->mu);
+}
+
+static void test_subscribe_refused_falls_back_to_polling(void **state)
+{
+    (void)state;
+    freeReplyObject(th_cmd(&srv, "ACL SETUSER nosub on >pw ~* +@all resetchannels"));
+    char url[160];
+    snprintf(url, sizeof(url), "redis://nosub:pw@127.0.0.1:%d", srv.port);
+    log_capture lc = {PTHREAD_MUTEX_INITIALIZER, 0};
+    dlock_config *cfg = dlock_config_new();
+    dlock_config_set_url(cfg, url);
+    dlock_config_set_retry(cfg, 3, 100);
+    dlock_config_set_log_callback(cfg, capture_log, &lc, DLOCK_LOG_WARN);
+    dlock_client *c = NULL;
+    assert_int_equal(dlock_client_open(&c, cfg), DLOCK_OK);
+    dlock_config_free(cfg);
+    char name[128];
+    dlock_lock *l = get(c, "noperm", name, sizeof(name));
+    freeReplyObject(th_cmd(&srv, "HSET %s someone:1 1", name));
+    freeReplyObject(th_cmd(&srv, "PEXPIRE %s 15000", name));
+    waiter w;
+    start_waiter(&w, l, 10000);
+    w.release_after = 1;
+    th_sleep_ms(500);
+    freeReplyObject(th_cmd(&srv, "DEL %s", name));
+    int64_t freed = th_now_ms();
+    pthread_join(w.t, NULL);
+    assert_int_equal(w.rc, DLOCK_OK);
+    assert_true(w.ended - freed < 1000 * th_slack());   /* polled at 100 ms, not stalled */
+    assert_true(lc.noperm > 0);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+    freeReplyObject(th_cmd(&srv, "ACL DELUSER nosub"));
+}
+
+/* A wait too long to add to the clock is a wait forever, not an instant timeout. */
+static void test_huge_wait_is_forever(void **state)
+{
+    (void)state;
+    char name[128];
+    dlock_lock *l = get(cli, "hugewait", name, sizeof(name));
+    freeReplyObject(th_cmd(&srv, "HSET %s someone:1 1", name));
+    freeReplyObject(th_cmd(&srv, "PEXPIRE %s 700", name));
+    int64_t t0 = th_now_ms();
+    assert_int_equal(dlock_lock_try(l, INT64_MAX, 1000), DLOCK_OK);
+    assert_true(th_now_ms() - t0 >= 500);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -440,6 +572,10 @@ int main(void)
         cmocka_unit_test(test_cancel_ends_a_wait),
         cmocka_unit_test(test_redisson_interplay),
         cmocka_unit_test(test_hash_tag_names),
+        cmocka_unit_test(test_failed_waiter_passes_wakeup),
+        cmocka_unit_test(test_bad_token_key_writes_nothing),
+        cmocka_unit_test(test_subscribe_refused_falls_back_to_polling),
+        cmocka_unit_test(test_huge_wait_is_forever),
         cmocka_unit_test(test_server_restart_mid_wait),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -355,6 +355,133 @@ static void test_release_is_not_a_loss(void **state)
     dlock_client_close(c);
 }
 
+
+/* ------------------------------------------------------- review fixes */
+
+/* SCRIPT FLUSH while locks are held, twice: renewals reload the script each
+ * time and nothing is lost. */
+static void test_script_flush_keeps_renewing(void **state)
+{
+    (void)state;
+    lost_log g = {PTHREAD_MUTEX_INITIALIZER, 0, 0, "", 0};
+    dlock_client *c = client_with(srv.url, &g, 0);
+    char name[128];
+    dlock_lock *l;
+    assert_int_equal(dlock_lock_get(c, th_name(name, sizeof(name), "flush"), &l), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(l, DLOCK_WATCHDOG), DLOCK_OK);
+    for (int i = 0; i < 2; i++) {
+        th_sleep_ms(WD / 2);
+        freeReplyObject(th_cmd(&srv, "SCRIPT FLUSH"));
+        th_sleep_ms(WD);
+        assert_true(th_int(&srv, "PTTL %s", name) > 0);
+    }
+    assert_int_equal(lost_calls(&g), 0);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
+/* A release that fails (no answer) stops the renewal anyway, as Redisson's
+ * does: the lock then ends with its lease instead of living forever. */
+static void test_failed_release_stops_renewal(void **state)
+{
+    (void)state;
+    th_proxy *px = th_proxy_start(srv.port);
+    char url[128], name[128];
+    snprintf(url, sizeof(url), "redis://127.0.0.1:%d", th_proxy_port(px));
+    dlock_client *c = client_with(url, NULL, 300);
+    dlock_lock *l;
+    assert_int_equal(dlock_lock_get(c, th_name(name, sizeof(name), "relfail"), &l), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(l, DLOCK_WATCHDOG), DLOCK_OK);
+    th_proxy_blackhole(px, 1);
+    int rc = dlock_lock_release(l);
+    assert_true(rc == DLOCK_ECMDTIMEOUT || rc == DLOCK_ECONN);
+    assert_int_equal(dlock__watchdog_count(c->wd), 0);
+    th_proxy_blackhole(px, 0);
+    th_proxy_cut(px);
+    th_sleep_ms(WD + 500);
+    assert_int_equal(th_int(&srv, "EXISTS %s", name), 0);   /* expired, not renewed */
+    dlock_lock_free(l);
+    dlock_client_close(c);
+    th_proxy_stop(px);
+}
+
+/* A lost callback that tries to wait is refused (it would stall the io
+ * thread), and renewals of the other locks carry on. */
+static dlock_lock *cb_lock;
+static int cb_rc = -99;
+
+static void wait_in_callback(const char *name, const char *owner, dlock_lost_reason reason, void *ud)
+{
+    (void)name;
+    (void)owner;
+    (void)reason;
+    (void)ud;
+    cb_rc = dlock_lock_try(cb_lock, 3000, 1000);
+}
+
+static void test_wait_in_callback_is_refused(void **state)
+{
+    (void)state;
+    dlock_client *c = client_with(srv.url, NULL, 0);
+    char a[128], b[128];
+    dlock_lock *la, *lb;
+    assert_int_equal(dlock_lock_get(c, th_name(a, sizeof(a), "cb-kept"), &la), DLOCK_OK);
+    assert_int_equal(dlock_lock_get(c, th_name(b, sizeof(b), "cb-lost"), &lb), DLOCK_OK);
+    cb_lock = lb;
+    dlock_lock_set_lost_callback(lb, wait_in_callback, NULL);
+    assert_int_equal(dlock_lock_acquire(la, DLOCK_WATCHDOG), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(lb, DLOCK_WATCHDOG), DLOCK_OK);
+    /* Someone else now holds b: our next renewal reports b lost, and the
+     * callback tries to wait for it. */
+    freeReplyObject(th_cmd(&srv, "DEL %s", b));
+    freeReplyObject(th_cmd(&srv, "HSET %s other:1 1", b));
+    freeReplyObject(th_cmd(&srv, "PEXPIRE %s 60000", b));
+    int64_t until = th_now_ms() + 2 * WD;
+    while (cb_rc == -99 && th_now_ms() < until)
+        th_sleep_ms(10);
+    assert_int_equal(cb_rc, DLOCK_EINVAL);
+    th_sleep_ms(2 * WD);
+    assert_true(th_int(&srv, "PTTL %s", a) > 0);   /* still renewed */
+    assert_int_equal(dlock_lock_release(la), DLOCK_OK);
+    freeReplyObject(th_cmd(&srv, "DEL %s", b));
+    dlock_lock_free(la);
+    dlock_lock_free(lb);
+    dlock_client_close(c);
+}
+
+/* Force release from one thread destroys a hold another thread of the same
+ * client was renewing: that thread is told (at its next renewal), and the
+ * forcing thread's own renewal simply stops. */
+static void *acquire_hold(void *arg)
+{
+    dlock_lock *l = arg;
+    return (void *)(intptr_t)dlock_lock_acquire(l, DLOCK_WATCHDOG);
+}
+
+static void test_force_release_reports_other_holder(void **state)
+{
+    (void)state;
+    lost_log g = {PTHREAD_MUTEX_INITIALIZER, 0, 0, "", 0};
+    dlock_client *c = client_with(srv.url, &g, 0);
+    char name[128];
+    dlock_lock *l;
+    assert_int_equal(dlock_lock_get(c, th_name(name, sizeof(name), "forced"), &l), DLOCK_OK);
+    pthread_t t;
+    void *res;
+    pthread_create(&t, NULL, acquire_hold, l);
+    pthread_join(t, &res);
+    assert_int_equal((int)(intptr_t)res, DLOCK_OK);
+    int was = 0;
+    assert_int_equal(dlock_lock_force_release(l, &was), DLOCK_OK);
+    assert_int_equal(was, 1);
+    assert_int_equal(await_lost(&g, WD + 500), 1);
+    assert_int_equal(g.reason, DLOCK_LOST_GONE);
+    assert_int_equal(dlock__watchdog_count(c->wd), 0);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -366,6 +493,10 @@ int main(void)
         cmocka_unit_test(test_release_of_lost_hold_reports_it),
         cmocka_unit_test(test_unreachable_reports_lost_in_time),
         cmocka_unit_test(test_release_is_not_a_loss),
+        cmocka_unit_test(test_script_flush_keeps_renewing),
+        cmocka_unit_test(test_failed_release_stops_renewal),
+        cmocka_unit_test(test_wait_in_callback_is_refused),
+        cmocka_unit_test(test_force_release_reports_other_holder),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

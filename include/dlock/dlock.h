@@ -10,7 +10,9 @@
  *     gives the short text of a code; dlock_last_error() gives the detailed
  *     message of the calling thread's last failed call (Redis's own error text
  *     included). A password never appears in any message or log line.
- *   - Out-parameters are written only when the call returns DLOCK_OK.
+ *   - Out-parameters are written only when the call returns DLOCK_OK, except
+ *     the object a *_open / *_get / *_new / *_inspect call creates, which is
+ *     set to NULL on failure.
  *   - *_free(NULL) and dlock_client_close(NULL) are no-ops.
  *   - Durations are milliseconds (int64_t).
  *   - The library never calls abort() or exit() and never writes to stdout or
@@ -106,8 +108,11 @@ typedef enum dlock_lost_reason {
 } dlock_lost_reason;
 
 /* Called once per lost hold, on the client's io thread. `name` and `owner` are
- * valid during the call only. The callback should return quickly; it may call
- * any dlock function except dlock_client_close() on its own client. */
+ * valid during the call only. The callback should return quickly: renewals
+ * and wake-ups wait while it runs. It may call dlock functions of its client
+ * that do not wait (a try with wait 0, release, queries); an acquire or try
+ * that would wait returns DLOCK_EINVAL there, and dlock_client_close() must
+ * not be called. */
 typedef void (*dlock_lost_fn)(const char *name, const char *owner,
                               dlock_lost_reason reason, void *ud);
 
@@ -253,8 +258,10 @@ DLOCK_API void dlock_lock_set_lost_callback(dlock_lock *l, dlock_lost_fn fn, voi
  * lease is reset). Waiting sleeps on the lock's channel until an unlock
  * message or the holder's TTL, never on a fixed poll.
  * Returns DLOCK_OK, or DLOCK_EWRONGTYPE (the key is not a lock), DLOCK_ECONN,
- * DLOCK_ECMDTIMEOUT, DLOCK_EUNKNOWN (the request went out and no answer came:
- * the lock may be held for up to one lease; it is not renewed), DLOCK_EINVAL. */
+ * DLOCK_ECMDTIMEOUT, DLOCK_EUNKNOWN (the request was written and no answer
+ * came, by timeout or a dropped connection: it is not resent, since that could
+ * count a hold twice; the lock may be held for up to one lease and is not
+ * renewed), DLOCK_EINVAL (also: a wait asked for inside a dlock callback). */
 DLOCK_API int dlock_lock_acquire(dlock_lock *l, int64_t lease_ms);
 
 /* Tries for up to wait_ms (0 = a single try, DLOCK_WAIT_FOREVER = no limit).
@@ -278,12 +285,20 @@ DLOCK_API int dlock_lock_acquire_fenced(dlock_lock *l, int64_t wait_ms, int64_t 
 
 /* Releases one hold. At hold count 0 the key is deleted and waiters (dlock's and
  * Redisson's) are woken. DLOCK_ENOTOWNER when the caller holds nothing (never
- * held, released already, expired, or lost). A release retried after a timeout
- * answers what the first attempt did (Redisson 4's unlock latch). */
+ * held, released already, expired, or lost; a watchdog hold found gone is also
+ * reported to the lost callback). A release retried after a lost reply answers
+ * what the first attempt did (Redisson 4's unlock latch); no retry is sent
+ * whose answer could come after that latch expires (see README, Limits).
+ * Whatever the answer, even an error, the watchdog stops renewing a hold once
+ * every acquisition of it has seen a release attempt, as Redisson's does. */
 DLOCK_API int dlock_lock_release(dlock_lock *l);
 
 /* Deletes the lock whoever holds it and wakes its waiters (Redisson's
- * forceUnlock). *was_locked (may be NULL) = 1 if something was deleted. */
+ * forceUnlock). *was_locked (may be NULL) = 1 if something was deleted. The
+ * caller's own watchdog renewal stops; holds of other owners of this client
+ * that it destroyed are reported lost by their next renewal. Not resent after
+ * a lost reply (DLOCK_EUNKNOWN): its wake-up may already have handed the lock
+ * to a waiter. */
 DLOCK_API int dlock_lock_force_release(dlock_lock *l, int *was_locked);
 
 /* *locked = 1 when any owner holds the lock. DLOCK_EWRONGTYPE for a non-lock key. */

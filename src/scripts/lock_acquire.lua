@@ -16,6 +16,16 @@ if redis.call('exists', lock) == 1 and redis.call('hexists', lock, owner) == 0 t
   return redis.call('pttl', lock)
 end
 
+-- Everything that can fail is checked before the first write: Redis does not
+-- roll a script back, and an error after HINCRBY would leave a hold nobody
+-- knows about.
+if ARGV[3] == '1' then
+  local t = redis.call('type', KEYS[2]).ok
+  if t ~= 'none' and (t ~= 'string' or not tonumber(redis.call('get', KEYS[2]))) then
+    return redis.error_reply('WRONGTYPE fencing token key ' .. KEYS[2] .. ' holds no number')
+  end
+end
+
 -- Free, or held by this owner already (reentry): count one more hold.
 redis.call('hincrby', lock, owner, 1)
 redis.call('pexpire', lock, ARGV[1])
