@@ -817,6 +817,9 @@ static void test_handshake_times_out(void **state)
 static void test_forked_child_releases(void **state)
 {
     (void)state;
+#ifdef __SANITIZE_THREAD__
+    skip();   /* ThreadSanitizer cannot start threads in a child of a threaded process */
+#endif
     char name[128];
     dlock_lock *l;
     assert_int_equal(dlock_lock_get(cli, th_name(name, sizeof(name), "fork"), &l), DLOCK_OK);

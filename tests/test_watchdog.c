@@ -4,6 +4,7 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -409,7 +410,7 @@ static void test_failed_release_stops_renewal(void **state)
 /* A lost callback that tries to wait is refused (it would stall the io
  * thread), and renewals of the other locks carry on. */
 static dlock_lock *cb_lock;
-static int cb_rc = -99;
+static atomic_int cb_rc = -99;   /* written on the io thread */
 
 static void wait_in_callback(const char *name, const char *owner, dlock_lost_reason reason, void *ud)
 {
@@ -417,7 +418,7 @@ static void wait_in_callback(const char *name, const char *owner, dlock_lost_rea
     (void)owner;
     (void)reason;
     (void)ud;
-    cb_rc = dlock_lock_try(cb_lock, 3000, 1000);
+    atomic_store(&cb_rc, dlock_lock_try(cb_lock, 3000, 1000));
 }
 
 static void test_wait_in_callback_is_refused(void **state)
@@ -438,9 +439,9 @@ static void test_wait_in_callback_is_refused(void **state)
     freeReplyObject(th_cmd(&srv, "HSET %s other:1 1", b));
     freeReplyObject(th_cmd(&srv, "PEXPIRE %s 60000", b));
     int64_t until = th_now_ms() + 2 * WD;
-    while (cb_rc == -99 && th_now_ms() < until)
+    while (atomic_load(&cb_rc) == -99 && th_now_ms() < until)
         th_sleep_ms(10);
-    assert_int_equal(cb_rc, DLOCK_EINVAL);
+    assert_int_equal(atomic_load(&cb_rc), DLOCK_EINVAL);
     th_sleep_ms(2 * WD);
     assert_true(th_int(&srv, "PTTL %s", a) > 0);   /* still renewed */
     assert_int_equal(dlock_lock_release(la), DLOCK_OK);
