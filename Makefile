@@ -4,6 +4,9 @@
 #   make test      deps + build + the whole suite
 #   make sanitize  the suite under ASan+UBSan, the threaded tests under TSan
 #   make demo      deps + build + processes taking turns on a lock
+#   make safety    long fault-injection run (>= 1 000 000 guarded operations)
+#   make fuzz      libFuzzer on the parsers and reply readers (FUZZ_SECONDS)
+#   make valgrind  the C tests under valgrind memcheck
 #   make install   install library, header, dlock.pc, CMake package
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
@@ -11,7 +14,7 @@ CMAKE_FLAGS ?=
 CTEST_FLAGS ?= --output-on-failure
 CTEST_JOBS ?= 2
 
-.PHONY: all build deps test sanitize asan tsan demo install clean safety
+.PHONY: all build deps test sanitize asan tsan demo install clean safety fuzz valgrind
 
 all: build
 
@@ -48,6 +51,29 @@ safety: deps build
 	@scripts/deps.sh iptables iproute2
 	$(BUILD_DIR)/tests/safety/safety --scenario all --seconds $(SAFETY_SECONDS) --procs 4 \
 	  --threads 4 --names 3 --min-total-ops 1000000 --report $(BUILD_DIR)/safety-report.txt
+
+# libFuzzer (clang) on the URL/option parsers and every reply reader, for
+# FUZZ_SECONDS each, starting from the corpus in tests/fuzz/corpus (read-only:
+# new inputs go to build-fuzz/corpus-*).
+FUZZ_SECONDS ?= 30
+fuzz:
+	@scripts/deps.sh clang libclang-rt-14-dev
+	@CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDLOCK_FUZZ=ON \
+	  -DDLOCK_SANITIZE=address,undefined -DDLOCK_BUILD_TESTS=OFF -DDLOCK_BUILD_CLI=OFF \
+	  -DDLOCK_BUILD_EXAMPLES=OFF >/dev/null
+	@cmake --build build-fuzz -j$(JOBS) --target fuzz_url fuzz_reply -- --no-print-directory
+	@for t in url reply; do \
+	  mkdir -p build-fuzz/corpus-$$t; \
+	  echo "fuzz_$$t: $(FUZZ_SECONDS) s"; \
+	  build-fuzz/tests/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
+	    -print_final_stats=1 build-fuzz/corpus-$$t tests/fuzz/corpus/$$t 2>&1 | \
+	    grep -E "stat::number_of_executed_units|stat::new_units_added|ERROR|SUMMARY|Done" || exit 1; \
+	done
+
+# The C test binaries under valgrind memcheck: zero errors, zero leaks.
+valgrind: deps build
+	@scripts/deps.sh valgrind
+	scripts/valgrind.sh $(BUILD_DIR)
 
 install: build
 	cmake --install $(BUILD_DIR)

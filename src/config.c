@@ -4,6 +4,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
 #include <sys/un.h>
 
 #include "internal.h"
@@ -154,14 +155,13 @@ static int valid_hostname(const char *s, size_t n)
 
 static int valid_ipv6(const char *s, size_t n)
 {
-    if (n == 0 || n > 45)
+    char buf[64];
+    struct in6_addr a;
+    if (n == 0 || n >= sizeof(buf))
         return 0;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        if (!(isxdigit(ch) || ch == ':' || ch == '.'))
-            return 0;
-    }
-    return 1;
+    memcpy(buf, s, n);
+    buf[n] = '\0';
+    return inet_pton(AF_INET6, buf, &a) == 1;
 }
 
 /* Length-limited printable excerpt of user input for messages (never used on

@@ -65,8 +65,8 @@ static int parse_count(const redisReply *r, int64_t *out)
 /* Builds an info from one script entry {type, pttl, token, f1, v1, ...}.
  * Returns DLOCK_OK, DLOCK_EWRONGTYPE (not a lock: `what` says what it is),
  * DLOCK_EPROTO or DLOCK_ENOMEM. */
-static int from_entry(const char *name, size_t nlen, const redisReply *e, dlock_info **out,
-                      const char **what)
+int dlock__info_from_entry(const char *name, size_t nlen, const redisReply *e, dlock_info **out,
+                           const char **what)
 {
     *what = "?";
     if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 ||
@@ -142,7 +142,7 @@ int dlock_lock_inspect(dlock_lock *l, dlock_info **out)
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 1)
         rc = DLOCK_EPROTO;
     else
-        rc = from_entry(name, nlen, r->element[0], &info, &what_in_reply);
+        rc = dlock__info_from_entry(name, nlen, r->element[0], &info, &what_in_reply);
     snprintf(what, sizeof(what), "%s", what_in_reply);   /* it points into r */
     freeReplyObject(r);
     if (rc == DLOCK_EWRONGTYPE)
@@ -210,8 +210,8 @@ static int inspect_batch(dlock_client *c, const redisReply *keys, dlock_scan_fn 
     for (size_t i = 0; i < n && rc == DLOCK_OK; i++) {
         dlock_info *info = NULL;
         const char *what;
-        int erc = from_entry(keys->element[i]->str, keys->element[i]->len, r->element[i], &info,
-                             &what);
+        int erc = dlock__info_from_entry(keys->element[i]->str, keys->element[i]->len,
+                                         r->element[i], &info, &what);
         if (erc == DLOCK_ENOMEM)
             rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
         else if (erc == DLOCK_OK && info->nholders > 0 && fn(info, ud) != 0)

@@ -239,6 +239,24 @@ int dlock__check_name(const char *name, size_t *len);
 dlock_client *dlock__lock_client(const dlock_lock *l);
 const char *dlock__lock_channel(const dlock_lock *l, size_t *len);
 
+/* ------------------------------------------------------------------ reply */
+
+/* Reading script and command answers (reply.c). Each returns DLOCK_OK,
+ * DLOCK__BUSY (acquire only), DLOCK_EWRONGTYPE (TYPE only) or DLOCK_EPROTO. */
+#define DLOCK__BUSY 1
+int dlock__reply_acquire(const redisReply *r, int fenced, int64_t *ttl, uint64_t *token);
+int dlock__reply_release(const redisReply *r, int *outcome);
+int dlock__reply_flag(const redisReply *r, int *flag);
+int dlock__reply_integer(const redisReply *r, int64_t *v);
+int dlock__reply_type_locked(const redisReply *r, int *locked);
+int dlock__reply_count(const redisReply *r, int64_t *count);
+/* A renewal batch's answer for n locks: held[i] = 1 when renewed. */
+int dlock__reply_renew(const redisReply *r, size_t n, unsigned char *held);
+/* A lock snapshot from one lock_inspect.lua entry; DLOCK_EWRONGTYPE names
+ * what the key is in *what (pointing into r). */
+int dlock__info_from_entry(const char *name, size_t nlen, const redisReply *e, dlock_info **out,
+                           const char **what);
+
 /* ----------------------------------------------------------------- client */
 
 struct dlock_client {

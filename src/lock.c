@@ -175,7 +175,7 @@ void dlock_lock_set_lost_callback(dlock_lock *l, dlock_lost_fn fn, void *ud)
 
 /* ------------------------------------------------------------- acquire */
 
-#define BUSY 1   /* attempt(): held by someone else; *ttl set */
+#define BUSY DLOCK__BUSY   /* attempt(): held by someone else; *ttl set */
 
 static int call(dlock_lock *l, int script, int nkeys, int argc, const char **argv,
                 const size_t *lens, unsigned flags, dlock_cancel *cancel, redisReply **r)
@@ -213,20 +213,12 @@ static int attempt(dlock_lock *l, const owner_buf *o, int64_t lease, int fenced,
             return dlock__fail(rc, "key '%s' exists and is not a lock", l->name);
         return rc;
     }
-    if (r->type == REDIS_REPLY_INTEGER) {
-        *ttl = r->integer;
-        freeReplyObject(r);
-        return BUSY;
-    }
-    if (fenced) {
-        if (r->type != REDIS_REPLY_ARRAY || r->elements != 1 ||
-            r->element[0]->type != REDIS_REPLY_INTEGER)
-            return proto_error(l, "acquire", r);
-        *token = (uint64_t)r->element[0]->integer;
-    } else if (r->type != REDIS_REPLY_NIL) {
+    rc = dlock__reply_acquire(r, fenced, ttl, token);
+    if (rc == DLOCK_EPROTO)
         return proto_error(l, "acquire", r);
-    }
     freeReplyObject(r);
+    if (rc == DLOCK__BUSY)
+        return BUSY;
     if (lease != DLOCK_WATCHDOG) {
         dlock__watchdog_lease_reentry(c->wd, l->name, l->nlen, o->id, o->len, sent, lease);
         return DLOCK_OK;
@@ -400,15 +392,13 @@ int dlock_lock_release(dlock_lock *l)
         free(latch);
     int outcome = DLOCK__RELEASE_KEPT;
     if (rc == DLOCK_OK) {
-        if (r->type == REDIS_REPLY_NIL) {
-            outcome = DLOCK__RELEASE_NOT_HELD;
-            rc = dlock__fail(DLOCK_ENOTOWNER, "'%s' is not held by %s", l->name, o.id);
-            freeReplyObject(r);
-        } else if (r->type == REDIS_REPLY_INTEGER) {
-            outcome = r->integer == 1 ? DLOCK__RELEASE_GONE : DLOCK__RELEASE_KEPT;
-            freeReplyObject(r);
-        } else {
+        if (dlock__reply_release(r, &outcome) != DLOCK_OK) {
+            outcome = DLOCK__RELEASE_KEPT;
             rc = proto_error(l, "release", r);
+        } else {
+            freeReplyObject(r);
+            if (outcome == DLOCK__RELEASE_NOT_HELD)
+                rc = dlock__fail(DLOCK_ENOTOWNER, "'%s' is not held by %s", l->name, o.id);
         }
     } else if (rc == DLOCK_EWRONGTYPE) {
         rc = dlock__fail(rc, "key '%s' exists and is not a lock", l->name);
@@ -430,7 +420,8 @@ int dlock_lock_force_release(dlock_lock *l, int *was_locked)
     int rc = call(l, DLOCK__SCRIPT_LOCK_FORCE, 2, 2, argv, lens, 0, NULL, &r);
     if (rc != DLOCK_OK)
         return rc;
-    if (r->type != REDIS_REPLY_INTEGER)
+    int was = 0;
+    if (dlock__reply_flag(r, &was) != DLOCK_OK)
         return proto_error(l, "force release", r);
     /* The caller's own renewal stops (as Redisson's forceUnlock does); other
      * holds of this process that the force destroyed are reported lost by
@@ -439,7 +430,7 @@ int dlock_lock_force_release(dlock_lock *l, int *was_locked)
     owner_of(l, &o);
     dlock__watchdog_release_end(l->c->wd, l->name, l->nlen, o.id, o.len, DLOCK__RELEASE_GONE);
     if (was_locked)
-        *was_locked = r->integer == 1;
+        *was_locked = was;
     freeReplyObject(r);
     return DLOCK_OK;
 }
@@ -465,13 +456,11 @@ int dlock_lock_is_locked(dlock_lock *l, int *locked)
     int rc = query(l, 2, argv, lens, &r);
     if (rc != DLOCK_OK)
         return rc;
-    if (r->type != REDIS_REPLY_STATUS)
+    rc = dlock__reply_type_locked(r, locked);
+    if (rc == DLOCK_EPROTO)
         return proto_error(l, "TYPE", r);
-    if (strcmp(r->str, "none") == 0 || strcmp(r->str, "hash") == 0) {
-        *locked = strcmp(r->str, "hash") == 0;
-    } else {
+    if (rc == DLOCK_EWRONGTYPE)
         rc = dlock__fail(DLOCK_EWRONGTYPE, "key '%s' holds a %s, not a lock", l->name, r->str);
-    }
     freeReplyObject(r);
     return rc;
 }
@@ -484,9 +473,8 @@ static int held_by(dlock_lock *l, const char *owner, size_t olen, int *held)
     int rc = query(l, 3, argv, lens, &r);
     if (rc != DLOCK_OK)
         return rc;
-    if (r->type != REDIS_REPLY_INTEGER)
+    if (dlock__reply_flag(r, held) != DLOCK_OK)
         return proto_error(l, "HEXISTS", r);
-    *held = r->integer == 1;
     freeReplyObject(r);
     return DLOCK_OK;
 }
@@ -524,18 +512,8 @@ int dlock_lock_hold_count(dlock_lock *l, int64_t *count)
     int rc = query(l, 3, argv, lens, &r);
     if (rc != DLOCK_OK)
         return rc;
-    if (r->type == REDIS_REPLY_NIL) {
-        *count = 0;
-    } else if (r->type == REDIS_REPLY_STRING) {
-        char *end;
-        errno = 0;
-        long long v = strtoll(r->str, &end, 10);
-        if (errno || *end || end == r->str)
-            return proto_error(l, "HGET", r);
-        *count = v;
-    } else {
+    if (dlock__reply_count(r, count) != DLOCK_OK)
         return proto_error(l, "HGET", r);
-    }
     freeReplyObject(r);
     return DLOCK_OK;
 }
@@ -551,9 +529,8 @@ int dlock_lock_ttl(dlock_lock *l, int64_t *ttl_ms)
     int rc = query(l, 2, argv, lens, &r);
     if (rc != DLOCK_OK)
         return rc;
-    if (r->type != REDIS_REPLY_INTEGER)
+    if (dlock__reply_integer(r, ttl_ms) != DLOCK_OK)
         return proto_error(l, "PTTL", r);
-    *ttl_ms = r->integer;
     freeReplyObject(r);
     return DLOCK_OK;
 }

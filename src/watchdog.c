@@ -330,6 +330,9 @@ static void schedule(dlock__watchdog *wd, int64_t at)
 static void batch_done(dlock__watchdog *wd, batch *b, const redisReply *r, int ok)
 {
     lost_note *notes = NULL;
+    unsigned char renewed[DLOCK__RENEW_BATCH];
+    if (ok && dlock__reply_renew(r, (size_t)b->n, renewed) != DLOCK_OK)
+        ok = 0;
     pthread_mutex_lock(&wd->mu);
     for (int i = 0; i < b->n; i++) {
         held *h = b->e[i];
@@ -340,7 +343,7 @@ static void batch_done(dlock__watchdog *wd, batch *b, const redisReply *r, int o
         }
         if (!ok)
             continue;
-        if (r->element[i]->type == REDIS_REPLY_INTEGER && r->element[i]->integer == 1) {
+        if (renewed[i]) {
             if (b->sent_at > h->renewed_at)
                 h->renewed_at = b->sent_at;
         } else if (h->releasing == 0) {

@@ -75,6 +75,42 @@ expect 64 "$D" --url "redis://u:Sekr1t@h:99999" status x
 hasnt "$tmp/err" "Sekr1t" "no password in a URL error"
 expect 64 "$D" status ""
 expect 64 "$D" status "$(head -c 5000 /dev/zero | tr '\0' n)"
+# A table of hostile arguments: each must be refused with 64 and a message.
+long_name=$(head -c 100000 /dev/zero | tr '\0' n)   # argv strings stop at 128 KiB on Linux
+while IFS= read -r args; do
+  eval "set -- $args"
+  expect 64 "$D" "$@"
+  [ -s "$tmp/err" ] && ok || bad "no message for: $args"
+done <<'ARGS'
+status "$long_name"
+run "$long_name" -- true
+--url "redis://h$(printf '\r\n')FLUSHALL" status x
+--url "javascript:alert(1)" status x
+--url "redis://[zz]:1" status x
+--url "redis://h:0" status x
+--url "unix://relative.sock" status x
+--url "redis://u:p%zz@h" status x
+--url "" status x
+run --wait 1e30 x -- true
+run --wait 400d x -- true
+run --wait 10000h x -- true
+run --wait nan x -- true
+run --wait inf x -- true
+run --wait " 5" x -- true
+run --lease -5s x -- true
+run --conflict-exit-code -1 x -- true
+run --conflict-exit-code 3.5 x -- true
+--watchdog 10ms status x
+--watchdog 0 status x
+--timeout 2000000h status x
+watch --interval -1
+watch --interval 10ms
+list a b
+unlock --force
+ARGS
+# Non-UTF-8 bytes in a name are just bytes; the JSON stays valid.
+expect 0 "$D" status "$(printf 'bin\xff\xfe')" --json
+jq -e '.name | length > 0' "$tmp/out" >/dev/null && ok || bad "non-UTF-8 name: invalid JSON"
 expect 0 "$D" --help
 has "$tmp/out" "Exit codes" "--help documents exit codes"
 has "$tmp/out" "76" "--help mentions 76"

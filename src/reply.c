@@ -1,0 +1,92 @@
+/* Reading the answers of the scripts and commands. Pure functions of a reply,
+ * kept apart so they can be fuzzed (tests/fuzz/fuzz_reply.c): whatever Redis,
+ * a proxy or a corrupted stream sends, they return a code and never read past
+ * what the reply holds. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+int dlock__reply_acquire(const redisReply *r, int fenced, int64_t *ttl, uint64_t *token)
+{
+    if (r->type == REDIS_REPLY_INTEGER) {
+        *ttl = r->integer;   /* held by another: its PTTL (-1 no expiry, -2 just gone) */
+        return DLOCK__BUSY;
+    }
+    if (!fenced)
+        return r->type == REDIS_REPLY_NIL ? DLOCK_OK : DLOCK_EPROTO;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 1 ||
+        r->element[0]->type != REDIS_REPLY_INTEGER || r->element[0]->integer < 1)
+        return DLOCK_EPROTO;
+    *token = (uint64_t)r->element[0]->integer;
+    return DLOCK_OK;
+}
+
+int dlock__reply_release(const redisReply *r, int *outcome)
+{
+    if (r->type == REDIS_REPLY_NIL) {
+        *outcome = DLOCK__RELEASE_NOT_HELD;
+        return DLOCK_OK;
+    }
+    if (r->type != REDIS_REPLY_INTEGER || (r->integer != 0 && r->integer != 1))
+        return DLOCK_EPROTO;
+    *outcome = r->integer == 1 ? DLOCK__RELEASE_GONE : DLOCK__RELEASE_KEPT;
+    return DLOCK_OK;
+}
+
+int dlock__reply_flag(const redisReply *r, int *flag)
+{
+    if (r->type != REDIS_REPLY_INTEGER || (r->integer != 0 && r->integer != 1))
+        return DLOCK_EPROTO;
+    *flag = (int)r->integer;
+    return DLOCK_OK;
+}
+
+int dlock__reply_integer(const redisReply *r, int64_t *v)
+{
+    if (r->type != REDIS_REPLY_INTEGER)
+        return DLOCK_EPROTO;
+    *v = r->integer;
+    return DLOCK_OK;
+}
+
+int dlock__reply_type_locked(const redisReply *r, int *locked)
+{
+    if (r->type != REDIS_REPLY_STATUS && r->type != REDIS_REPLY_STRING)
+        return DLOCK_EPROTO;
+    if (strcmp(r->str, "none") == 0)
+        *locked = 0;
+    else if (strcmp(r->str, "hash") == 0)
+        *locked = 1;
+    else
+        return DLOCK_EWRONGTYPE;
+    return DLOCK_OK;
+}
+
+int dlock__reply_count(const redisReply *r, int64_t *count)
+{
+    if (r->type == REDIS_REPLY_NIL) {
+        *count = 0;
+        return DLOCK_OK;
+    }
+    if (r->type != REDIS_REPLY_STRING || r->len == 0 || r->len > 18)
+        return DLOCK_EPROTO;
+    int64_t v = 0;
+    for (size_t i = 0; i < r->len; i++) {
+        if (r->str[i] < '0' || r->str[i] > '9')
+            return DLOCK_EPROTO;
+        v = v * 10 + (r->str[i] - '0');
+    }
+    *count = v;
+    return DLOCK_OK;
+}
+
+int dlock__reply_renew(const redisReply *r, size_t n, unsigned char *held)
+{
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != n)
+        return DLOCK_EPROTO;
+    for (size_t i = 0; i < n; i++)
+        held[i] = r->element[i]->type == REDIS_REPLY_INTEGER && r->element[i]->integer == 1;
+    return DLOCK_OK;
+}

@@ -1,0 +1,63 @@
+/* libFuzzer target: the URL and option parsers, and the dlock command's
+ * duration parser and JSON string writer. Any input must give a clear code and
+ * leave nothing allocated; a URL that parses must describe itself without its
+ * password. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "internal.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    char *s = malloc(size + 1);
+    if (!s)
+        return 0;
+    memcpy(s, data, size);
+    s[size] = '\0';
+
+    dlock__endpoint ep;
+    memset(&ep, 0, sizeof(ep));
+    int rc = dlock__parse_url(s, &ep);
+    if (rc == DLOCK_OK) {
+        /* The printable address is exactly host:port, [host]:port or unix:path:
+         * no room for credentials. */
+        char buf[600], want[600];
+        dlock__endpoint_str(&ep, buf, sizeof(buf));
+        if (ep.path)
+            snprintf(want, sizeof(want), "unix:%s", ep.path);
+        else if (strchr(ep.host, ':'))
+            snprintf(want, sizeof(want), "[%s]:%d", ep.host, ep.port);
+        else
+            snprintf(want, sizeof(want), "%s:%d", ep.host, ep.port);
+        if (strcmp(buf, want) != 0 || (ep.port < 1 && !ep.path) || ep.port > 65535)
+            abort();
+        if ((ep.host == NULL) == (ep.path == NULL))
+            abort();   /* exactly one of host and socket path */
+        dlock__endpoint_clear(&ep);
+    } else if (rc != DLOCK_EINVAL && rc != DLOCK_ENOMEM) {
+        abort();
+    }
+
+    dlock_config *cfg = dlock_config_new();
+    if (cfg) {
+        dlock_config_set_url(cfg, s);
+        dlock_config_set_client_name(cfg, s);
+        dlock_config_free(cfg);
+    }
+
+    int64_t ms;
+    if (cli_parse_duration(s, &ms) == 0 && ms < 0)
+        abort();
+    FILE *f = fopen("/dev/null", "w");
+    if (f) {
+        cli_json_string(f, s);
+        fclose(f);
+    }
+    free(s);
+    return 0;
+}
