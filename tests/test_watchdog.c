@@ -483,6 +483,34 @@ static void test_force_release_reports_other_holder(void **state)
     dlock_client_close(c);
 }
 
+
+/* One key of a renewal batch replaced by a string: that hold is reported
+ * lost, the others of the same batch keep being renewed. */
+static void test_wrong_type_in_batch(void **state)
+{
+    (void)state;
+    lost_log g = {PTHREAD_MUTEX_INITIALIZER, 0, 0, "", 0};
+    dlock_client *c = client_with(srv.url, &g, 0);
+    char a[128], b[128];
+    dlock_lock *la, *lb;
+    assert_int_equal(dlock_lock_get(c, th_name(a, sizeof(a), "batch-ok"), &la), DLOCK_OK);
+    assert_int_equal(dlock_lock_get(c, th_name(b, sizeof(b), "batch-bad"), &lb), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(la, DLOCK_WATCHDOG), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(lb, DLOCK_WATCHDOG), DLOCK_OK);
+    freeReplyObject(th_cmd(&srv, "DEL %s", b));
+    freeReplyObject(th_cmd(&srv, "SET %s somebody-else", b));
+    assert_int_equal(await_lost(&g, WD + 500), 1);
+    assert_string_equal(g.name, b);
+    th_sleep_ms(2 * WD);
+    assert_true(th_int(&srv, "PTTL %s", a) > 0);
+    assert_int_equal(lost_calls(&g), 1);
+    assert_int_equal(dlock_lock_release(la), DLOCK_OK);
+    freeReplyObject(th_cmd(&srv, "DEL %s", b));
+    dlock_lock_free(la);
+    dlock_lock_free(lb);
+    dlock_client_close(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -495,6 +523,7 @@ int main(void)
         cmocka_unit_test(test_unreachable_reports_lost_in_time),
         cmocka_unit_test(test_release_is_not_a_loss),
         cmocka_unit_test(test_script_flush_keeps_renewing),
+        cmocka_unit_test(test_wrong_type_in_batch),
         cmocka_unit_test(test_failed_release_stops_renewal),
         cmocka_unit_test(test_wait_in_callback_is_refused),
         cmocka_unit_test(test_force_release_reports_other_holder),

@@ -5,12 +5,12 @@
 -- ARGV[i+1]  the owner id holding KEYS[i]
 --
 -- Returns one integer per key: 1 renewed, 0 no longer held by that owner (the
--- client reports it lost). A key replaced by another type counts as lost rather
--- than failing the whole batch.
+-- client reports it lost). A key replaced by another type counts as lost for
+-- its own entry (pcall catches the WRONGTYPE) rather than failing the batch.
 local out = {}
 for i, lock in ipairs(KEYS) do
   local held = 0
-  if redis.call('type', lock).ok == 'hash' and redis.call('hexists', lock, ARGV[i + 1]) == 1 then
+  if redis.pcall('hexists', lock, ARGV[i + 1]) == 1 then
     redis.call('pexpire', lock, ARGV[1])
     held = 1
   end

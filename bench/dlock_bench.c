@@ -1,0 +1,574 @@
+/* dlock's side of the benchmark, and the hiredis ceiling loop. Same contract
+ * as bench/peers/bench.js: one JSON line on stdout per run.
+ *
+ *   dlock_bench ceiling  --url U [--cycles N]            EVALSHA of the acquire
+ *                                                        script on one blocking
+ *                                                        hiredis connection
+ *   dlock_bench uncontended --url U [--cycles N] [--lease MS]
+ *   dlock_bench handoff  --url U [--workers 8] [--mode threads|processes] [--seconds S]
+ *   dlock_bench idle     --url U [--waiters 7] [--hold-ms 3000]
+ *   dlock_bench many     --url U [--concurrency 16] [--names 10000] [--seconds S]
+ *   dlock_bench held     --url U [--locks 100000] [--watchdog-ms 3000] [--periods 3]
+ *
+ * Times are CLOCK_MONOTONIC. Locks are taken with the watchdog (dlock's
+ * default, as node-redisson's) unless --lease is given. */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <hiredis/hiredis.h>
+
+#include "dlock/dlock.h"
+#include "internal.h"
+
+typedef struct opts {
+    const char *scenario, *url, *mode;
+    long cycles, workers, seconds, waiters, hold_ms, concurrency, names, locks, watchdog_ms,
+        periods, lease;
+} opts;
+
+static opts O = {NULL, "redis://127.0.0.1:6379", "threads", 20000, 8, 5, 7, 3000, 16, 10000,
+                 100000, 3000, 3, 0};
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static void die(const char *what)
+{
+    fprintf(stderr, "dlock_bench: %s: %s\n", what, dlock_last_error());
+    exit(1);
+}
+
+static dlock_client *open_client(long watchdog_ms, int pool)
+{
+    dlock_config *cfg = dlock_config_new();
+    if (dlock_config_set_url(cfg, O.url) != DLOCK_OK)
+        die("url");
+    if (watchdog_ms)
+        dlock_config_set_watchdog_timeout(cfg, watchdog_ms);
+    if (pool)
+        dlock_config_set_pool_size(cfg, pool);
+    dlock_client *c;
+    if (dlock_client_open(&c, cfg) != DLOCK_OK)
+        die("open");
+    dlock_config_free(cfg);
+    return c;
+}
+
+static redisContext *admin(void)
+{
+    dlock__endpoint ep;
+    memset(&ep, 0, sizeof(ep));
+    if (dlock__parse_url(O.url, &ep) != DLOCK_OK)
+        die("url");
+    redisContext *c = ep.path ? redisConnectUnix(ep.path) : redisConnect(ep.host, ep.port);
+    dlock__endpoint_clear(&ep);
+    if (!c || c->err) {
+        fprintf(stderr, "dlock_bench: cannot connect\n");
+        exit(1);
+    }
+    return c;
+}
+
+static long long info_field(redisContext *c, const char *section, const char *field)
+{
+    redisReply *r = redisCommand(c, "INFO %s", section);
+    const char *p = r && r->str ? strstr(r->str, field) : NULL;
+    long long v = p ? atoll(p + strlen(field)) : -1;
+    if (r)
+        freeReplyObject(r);
+    return v;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static double pct(int64_t *v, size_t n, double p)
+{
+    if (!n)
+        return 0;
+    size_t i = (size_t)(p * (double)(n - 1) + 0.5);
+    return (double)v[i] / 1000.0;   /* ns -> us */
+}
+
+static double cpu_ms_self(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_utime.tv_sec * 1000.0 + ru.ru_utime.tv_usec / 1000.0 + ru.ru_stime.tv_sec * 1000.0 +
+           ru.ru_stime.tv_usec / 1000.0;
+}
+
+static long rss_kb(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    long pages = 0, res = 0;
+    if (f) {
+        if (fscanf(f, "%ld %ld", &pages, &res) != 2)
+            res = 0;
+        fclose(f);
+    }
+    return res * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+/* ------------------------------------------------------------- ceiling */
+
+static void ceiling(void)
+{
+    redisContext *c = admin();
+    const dlock__script *s = &dlock__scripts[DLOCK__SCRIPT_LOCK_ACQUIRE];
+    redisReply *r = redisCommand(c, "SCRIPT LOAD %b", s->body, s->len);
+    freeReplyObject(r);
+    const char *owner = "00000000-0000-0000-0000-000000000000:1";
+    for (int i = 0; i < 1000; i++)   /* warm-up */
+        freeReplyObject(redisCommand(c, "EVALSHA %s 2 bench:ceiling tok 30000 %s 0", s->sha, owner));
+    int64_t t0 = now_ns();
+    for (long i = 0; i < O.cycles; i++) {
+        r = redisCommand(c, "EVALSHA %s 2 bench:ceiling tok 30000 %s 0", s->sha, owner);
+        if (!r)
+            die("evalsha");
+        freeReplyObject(r);
+    }
+    double secs = (double)(now_ns() - t0) / 1e9;
+    freeReplyObject(redisCommand(c, "DEL bench:ceiling"));
+    printf("{\"peer\":\"hiredis-loop\",\"scenario\":\"ceiling\",\"calls\":%ld,\"seconds\":%.3f,"
+           "\"calls_per_s\":%.0f,\"cycles_per_s\":%.0f}\n",
+           O.cycles, secs, O.cycles / secs, O.cycles / secs / 2);
+    redisFree(c);
+}
+
+/* ---------------------------------------------------------- uncontended */
+
+static void uncontended(void)
+{
+    dlock_client *c = open_client(0, 0);
+    dlock_lock *l;
+    if (dlock_lock_get(c, "bench:uncontended", &l) != DLOCK_OK)
+        die("get");
+    int64_t lease = O.lease ? O.lease : DLOCK_WATCHDOG;
+    for (int i = 0; i < 1000; i++) {   /* warm-up: connection, script cache */
+        if (dlock_lock_acquire(l, lease) != DLOCK_OK || dlock_lock_release(l) != DLOCK_OK)
+            die("warm-up");
+    }
+    int64_t *lat = malloc(sizeof(int64_t) * (size_t)O.cycles);
+    int64_t t0 = now_ns();
+    for (long i = 0; i < O.cycles; i++) {
+        int64_t a = now_ns();
+        if (dlock_lock_acquire(l, lease) != DLOCK_OK)
+            die("acquire");
+        if (dlock_lock_release(l) != DLOCK_OK)
+            die("release");
+        lat[i] = now_ns() - a;
+    }
+    double secs = (double)(now_ns() - t0) / 1e9;
+    qsort(lat, (size_t)O.cycles, sizeof(int64_t), cmp_i64);
+    printf("{\"peer\":\"dlock\",\"scenario\":\"uncontended\",\"cycles\":%ld,\"seconds\":%.3f,"
+           "\"cycles_per_s\":%.0f,\"p50_us\":%.1f,\"p99_us\":%.1f,\"p999_us\":%.1f,\"lease\":\"%s\"}\n",
+           O.cycles, secs, O.cycles / secs, pct(lat, (size_t)O.cycles, 0.50),
+           pct(lat, (size_t)O.cycles, 0.99), pct(lat, (size_t)O.cycles, 0.999),
+           O.lease ? "fixed" : "watchdog");
+    free(lat);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
+/* -------------------------------------------------------------- handoff */
+
+#define MAX_EVENTS 2000000
+
+typedef struct handoff_shm {
+    atomic_long seq;            /* acquisitions so far; a holder bumps it */
+    atomic_long next_event;
+    atomic_long waits_over_1s;
+    atomic_llong max_wait_ns;
+    atomic_int stop;
+    struct {
+        int64_t acq, rel;
+    } ev[MAX_EVENTS];
+} handoff_shm;
+
+static handoff_shm *H;
+
+static void handoff_worker(dlock_client *c, int id)
+{
+    (void)id;
+    dlock_lock *l;
+    if (dlock_lock_get(c, "bench:handoff", &l) != DLOCK_OK)
+        die("get");
+    while (!atomic_load(&H->stop)) {
+        int64_t t0 = now_ns();
+        if (dlock_lock_acquire(l, DLOCK_WATCHDOG) != DLOCK_OK)
+            die("acquire");
+        int64_t t_acq = now_ns();
+        int64_t waited = t_acq - t0;
+        if (waited > 1000000000LL)
+            atomic_fetch_add(&H->waits_over_1s, 1);
+        long long m = atomic_load(&H->max_wait_ns);
+        while (waited > m && !atomic_compare_exchange_weak(&H->max_wait_ns, &m, waited)) {
+        }
+        long mine = atomic_fetch_add(&H->seq, 1) + 1;
+        long e = atomic_fetch_add(&H->next_event, 1);
+        /* hold ~1 ms */
+        struct timespec hold = {0, 1000000};
+        nanosleep(&hold, NULL);
+        if (dlock_lock_release(l) != DLOCK_OK)
+            die("release");
+        int64_t t_rel = now_ns();
+        if (e < MAX_EVENTS) {
+            H->ev[e].acq = t_acq;
+            H->ev[e].rel = t_rel;
+        }
+        /* Wait until another worker holds it, so that every acquisition is a
+         * real wake-up of a waiter (this polling is local, not Redis). */
+        while (atomic_load(&H->seq) == mine && !atomic_load(&H->stop)) {
+            struct timespec ts = {0, 20000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    dlock_lock_free(l);
+}
+
+static void *handoff_thread(void *arg)
+{
+    handoff_worker(arg, 0);
+    return NULL;
+}
+
+static int cmp_acq(const void *a, const void *b)
+{
+    const int64_t *x = a, *y = b;
+    return (x[0] > y[0]) - (x[0] < y[0]);
+}
+
+static void handoff(void)
+{
+    H = mmap(NULL, sizeof(*H), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (H == MAP_FAILED)
+        die("mmap");
+    int procs = strcmp(O.mode, "processes") == 0;
+    pid_t pids[64];
+    pthread_t th[64];
+    dlock_client *c = NULL;
+    int64_t t0 = now_ns();
+    if (procs) {
+        for (long i = 0; i < O.workers; i++) {
+            pids[i] = fork();
+            if (pids[i] == 0) {
+                dlock_client *cc = open_client(0, 0);
+                handoff_worker(cc, (int)i);
+                dlock_client_close(cc);
+                _exit(0);
+            }
+        }
+    } else {
+        c = open_client(0, (int)O.workers + 2);
+        for (long i = 0; i < O.workers; i++)
+            pthread_create(&th[i], NULL, handoff_thread, c);
+    }
+    sleep((unsigned)O.seconds);
+    atomic_store(&H->stop, 1);
+    for (long i = 0; i < O.workers; i++) {
+        if (procs)
+            waitpid(pids[i], NULL, 0);
+        else
+            pthread_join(th[i], NULL);
+    }
+    double secs = (double)(now_ns() - t0) / 1e9;
+    long n = atomic_load(&H->next_event);
+    if (n > MAX_EVENTS)
+        n = MAX_EVENTS;
+    qsort(H->ev, (size_t)n, sizeof(H->ev[0]), cmp_acq);
+    int64_t *gaps = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
+    size_t g = 0;
+    for (long i = 1; i < n; i++) {
+        int64_t gap = H->ev[i].acq - H->ev[i - 1].rel;
+        gaps[g++] = gap > 0 ? gap : 0;   /* the next holder may return before the releaser */
+    }
+    qsort(gaps, g, sizeof(int64_t), cmp_i64);
+    printf("{\"peer\":\"dlock\",\"scenario\":\"handoff\",\"mode\":\"%s\",\"workers\":%ld,"
+           "\"acquisitions\":%ld,\"acq_per_s\":%.0f,\"gap_p50_us\":%.1f,\"gap_p99_us\":%.1f,"
+           "\"gap_max_us\":%.1f,\"waits_over_1s\":%ld,\"max_wait_ms\":%.1f}\n",
+           O.mode, O.workers, n, n / secs, pct(gaps, g, 0.5), pct(gaps, g, 0.99),
+           g ? gaps[g - 1] / 1000.0 : 0.0, atomic_load(&H->waits_over_1s),
+           atomic_load(&H->max_wait_ns) / 1e6);
+    free(gaps);
+    if (c)
+        dlock_client_close(c);
+    munmap(H, sizeof(*H));
+}
+
+/* ----------------------------------------------------------------- idle */
+
+static void *idle_waiter(void *arg)
+{
+    dlock_lock *l;
+    if (dlock_lock_get(arg, "bench:idle", &l) != DLOCK_OK)
+        die("get");
+    if (dlock_lock_acquire(l, DLOCK_WATCHDOG) != DLOCK_OK)
+        die("acquire");
+    dlock_lock_release(l);
+    dlock_lock_free(l);
+    return NULL;
+}
+
+static void idle(void)
+{
+    redisContext *adm = admin();
+    int ready[2];
+    if (pipe(ready) != 0)
+        die("pipe");
+    pid_t holder = fork();
+    if (holder == 0) {   /* the holder runs apart: its CPU is not the waiters' */
+        dlock_client *hc = open_client(0, 0);
+        dlock_lock *l;
+        dlock_lock_get(hc, "bench:idle", &l);
+        if (dlock_lock_acquire(l, DLOCK_WATCHDOG) != DLOCK_OK)
+            die("holder");
+        char b = 1;
+        if (write(ready[1], &b, 1) != 1)
+            _exit(1);
+        usleep((useconds_t)(O.hold_ms * 1000 + 600000));   /* waiters settle, then the hold */
+        dlock_lock_release(l);
+        dlock_lock_free(l);
+        dlock_client_close(hc);
+        _exit(0);
+    }
+    char b;
+    if (read(ready[0], &b, 1) != 1)
+        die("holder");
+    dlock_client *c = open_client(0, (int)O.waiters + 2);
+    pthread_t th[64];
+    for (long i = 0; i < O.waiters; i++)
+        pthread_create(&th[i], NULL, idle_waiter, c);
+    usleep(500000);   /* subscribed and asleep */
+    long long cmd0 = info_field(adm, "stats", "total_commands_processed:");
+    double cpu0 = cpu_ms_self();
+    int64_t t0 = now_ns();
+    usleep((useconds_t)(O.hold_ms * 1000));
+    double secs = (double)(now_ns() - t0) / 1e9;
+    double cpu = cpu_ms_self() - cpu0;
+    long long cmds = info_field(adm, "stats", "total_commands_processed:") - cmd0 - 1;
+    for (long i = 0; i < O.waiters; i++)
+        pthread_join(th[i], NULL);
+    waitpid(holder, NULL, 0);
+    printf("{\"peer\":\"dlock\",\"scenario\":\"idle\",\"waiters\":%ld,\"hold_ms\":%ld,"
+           "\"redis_commands\":%lld,\"redis_commands_per_s\":%.1f,\"waiter_cpu_ms\":%.1f}\n",
+           O.waiters, O.hold_ms, cmds, cmds / secs, cpu);
+    dlock_client_close(c);
+    redisFree(adm);
+}
+
+/* ----------------------------------------------------------------- many */
+
+typedef struct many_arg {
+    dlock_client *c;
+    long id;
+    long cycles;
+    dlock_lock **locks;
+} many_arg;
+
+static atomic_int many_stop;
+
+static void *many_thread(void *arg)
+{
+    many_arg *a = arg;
+    long k = a->id;
+    int64_t lease = O.lease ? O.lease : DLOCK_WATCHDOG;
+    while (!atomic_load(&many_stop)) {
+        dlock_lock *l = a->locks[k];
+        if (dlock_lock_acquire(l, lease) != DLOCK_OK || dlock_lock_release(l) != DLOCK_OK)
+            die("cycle");
+        a->cycles++;
+        k += O.concurrency;
+        if (k >= O.names)
+            k = a->id;
+    }
+    return NULL;
+}
+
+static void many(void)
+{
+    dlock_client *c = open_client(0, (int)O.concurrency + 2);
+    dlock_lock **locks = malloc(sizeof(*locks) * (size_t)O.names);
+    for (long i = 0; i < O.names; i++) {
+        char name[64];
+        snprintf(name, sizeof(name), "bench:many:%ld", i);
+        if (dlock_lock_get(c, name, &locks[i]) != DLOCK_OK)
+            die("get");
+    }
+    pthread_t th[256];
+    many_arg args[256];
+    for (long i = 0; i < O.concurrency; i++) {
+        args[i] = (many_arg){c, i, 0, locks};
+        pthread_create(&th[i], NULL, many_thread, &args[i]);
+    }
+    usleep(500000);   /* warm-up: connections opened, scripts cached */
+    long base = 0;
+    for (long i = 0; i < O.concurrency; i++)
+        base += args[i].cycles;   /* racy read, a warm-up count only */
+    int64_t t0 = now_ns();
+    sleep((unsigned)O.seconds);
+    long total = 0;
+    for (long i = 0; i < O.concurrency; i++)
+        total += args[i].cycles;
+    double secs = (double)(now_ns() - t0) / 1e9;
+    atomic_store(&many_stop, 1);
+    for (long i = 0; i < O.concurrency; i++)
+        pthread_join(th[i], NULL);
+    printf("{\"peer\":\"dlock\",\"scenario\":\"many\",\"concurrency\":%ld,\"names\":%ld,"
+           "\"cycles\":%ld,\"cycles_per_s\":%.0f,\"lease\":\"%s\"}\n",
+           O.concurrency, O.names, total - base, (total - base) / secs,
+           O.lease ? "fixed" : "watchdog");
+    for (long i = 0; i < O.names; i++)
+        dlock_lock_free(locks[i]);
+    free(locks);
+    dlock_client_close(c);
+}
+
+/* ----------------------------------------------------------------- held */
+
+typedef struct held_arg {
+    dlock_client *c;
+    long from, to;
+    const char *owner;
+} held_arg;
+
+static void *held_acquire(void *arg)
+{
+    held_arg *a = arg;
+    for (long i = a->from; i < a->to; i++) {
+        char name[64];
+        snprintf(name, sizeof(name), "bench:held:%ld", i);
+        dlock_lock *l;
+        if (dlock_lock_get_as(a->c, name, a->owner, &l) != DLOCK_OK ||
+            dlock_lock_acquire(l, DLOCK_WATCHDOG) != DLOCK_OK)
+            die("acquire");
+        dlock_lock_free(l);   /* the hold (and its renewal) outlives the handle */
+    }
+    return NULL;
+}
+
+static long long commandstats_total(redisContext *c, long long *evalsha)
+{
+    redisReply *r = redisCommand(c, "INFO commandstats");
+    long long total = 0;
+    *evalsha = 0;
+    const char *p = r && r->str ? r->str : "";
+    while ((p = strstr(p, "cmdstat_"))) {
+        const char *name = p + 8;
+        const char *calls = strstr(p, "calls=");
+        if (!calls)
+            break;
+        long long n = atoll(calls + 6);
+        if (strncmp(name, "info:", 5) != 0)
+            total += n;
+        if (strncmp(name, "evalsha:", 8) == 0)
+            *evalsha = n;
+        p = calls;
+    }
+    if (r)
+        freeReplyObject(r);
+    return total;
+}
+
+static void held(void)
+{
+    redisContext *adm = admin();
+    long rss0 = rss_kb();
+    dlock_client *c = open_client(O.watchdog_ms, 16);
+    char owner[DLOCK_OWNER_BUFSIZE];
+    dlock_client_new_owner_id(c, owner, sizeof(owner));
+    long rss1 = rss_kb();   /* the client itself */
+    enum { T = 8 };
+    pthread_t th[T];
+    held_arg args[T];
+    int64_t t0 = now_ns();
+    for (int i = 0; i < T; i++) {
+        args[i] = (held_arg){c, O.locks * i / T, O.locks * (i + 1) / T, owner};
+        pthread_create(&th[i], NULL, held_acquire, &args[i]);
+    }
+    for (int i = 0; i < T; i++)
+        pthread_join(th[i], NULL);
+    double acquire_s = (double)(now_ns() - t0) / 1e9;
+    long rss2 = rss_kb();
+    /* Let the acquisitions age into the renewal rhythm, then measure whole periods. */
+    usleep((useconds_t)(O.watchdog_ms * 1000 / 3));
+    long long ev0, ev1;
+    long long tot0 = commandstats_total(adm, &ev0);
+    double cpu0 = cpu_ms_self();
+    usleep((useconds_t)(O.watchdog_ms * 1000 / 3 * O.periods));
+    double cpu = cpu_ms_self() - cpu0;
+    long long tot1 = commandstats_total(adm, &ev1);
+    size_t still = dlock__watchdog_count(c->wd);
+    printf("{\"peer\":\"dlock\",\"scenario\":\"held\",\"locks\":%ld,\"periods\":%ld,"
+           "\"acquire_s\":%.1f,\"renewal_calls_per_period\":%.1f,"
+           "\"redis_commands_per_period\":%.1f,\"bytes_per_lock\":%.0f,\"hold_cpu_ms\":%.1f,"
+           "\"client_rss_kb\":%ld,\"still_held\":%zu}\n",
+           O.locks, O.periods, acquire_s, (double)(ev1 - ev0) / O.periods,
+           (double)(tot1 - tot0) / O.periods, (double)(rss2 - rss1) * 1024.0 / O.locks, cpu,
+           rss0, still);
+    dlock_client_close(c);   /* the holds expire with their lease */
+    freeReplyObject(redisCommand(adm, "FLUSHDB"));
+    redisFree(adm);
+}
+
+/* ----------------------------------------------------------------- main */
+
+int main(int argc, char **argv)
+{
+    signal(SIGPIPE, SIG_IGN);
+    if (argc < 2) {
+        fprintf(stderr, "usage: dlock_bench ceiling|uncontended|handoff|idle|many|held [--url U] ...\n");
+        return 64;
+    }
+    O.scenario = argv[1];
+    for (int i = 2; i + 1 < argc; i += 2) {
+        const char *k = argv[i], *v = argv[i + 1];
+        if (!strcmp(k, "--url")) O.url = v;
+        else if (!strcmp(k, "--mode")) O.mode = v;
+        else if (!strcmp(k, "--cycles")) O.cycles = atol(v);
+        else if (!strcmp(k, "--workers")) O.workers = atol(v);
+        else if (!strcmp(k, "--seconds")) O.seconds = atol(v);
+        else if (!strcmp(k, "--waiters")) O.waiters = atol(v);
+        else if (!strcmp(k, "--hold-ms")) O.hold_ms = atol(v);
+        else if (!strcmp(k, "--concurrency")) O.concurrency = atol(v);
+        else if (!strcmp(k, "--names")) O.names = atol(v);
+        else if (!strcmp(k, "--locks")) O.locks = atol(v);
+        else if (!strcmp(k, "--watchdog-ms")) O.watchdog_ms = atol(v);
+        else if (!strcmp(k, "--periods")) O.periods = atol(v);
+        else if (!strcmp(k, "--lease")) O.lease = atol(v);
+        else {
+            fprintf(stderr, "dlock_bench: unknown option %s\n", k);
+            return 64;
+        }
+    }
+    if (O.workers > 64 || O.waiters > 64 || O.concurrency > 256)
+        return 64;
+    if (!strcmp(O.scenario, "ceiling")) ceiling();
+    else if (!strcmp(O.scenario, "uncontended")) uncontended();
+    else if (!strcmp(O.scenario, "handoff")) handoff();
+    else if (!strcmp(O.scenario, "idle")) idle();
+    else if (!strcmp(O.scenario, "many")) many();
+    else if (!strcmp(O.scenario, "held")) held();
+    else {
+        fprintf(stderr, "dlock_bench: unknown scenario %s\n", O.scenario);
+        return 64;
+    }
+    return 0;
+}
