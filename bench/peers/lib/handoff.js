@@ -1,0 +1,288 @@
+'use strict';
+// Scenario "handoff": W workers on ONE name. Each holds the lock ~1 ms
+// (setTimeout(1)), releases it, and then waits until ANOTHER worker has
+// acquired it before trying again, so every acquisition is the wake-up of a
+// waiter (no worker can barge back in on its own release).
+//
+// mode "threads":   W async tasks in this process, each with its own peer
+//                   worker (own Redis connection(s)); "another worker holds it
+//                   now" is signalled in memory.
+// mode "processes": W child processes (child_process.fork of bench.js
+//                   --child handoff); each acquisition is reported to the
+//                   parent over IPC and relayed to the other children.
+//
+// Every worker records, per acquisition: when its acquire call started (t0),
+// when acquire returned (ta) and when release returned (tr), all from
+// process.hrtime.bigint() (CLOCK_MONOTONIC, comparable across processes),
+// relative to a common base chosen by the parent. The parent merges all
+// records, sorts by ta, and the handoff gap of acquisition i+1 is
+// ta[i+1] - tr[i]. Only acquisitions with ta inside [0, S] are counted;
+// after S the workers stop trying, the ones still blocked in acquire drain.
+
+const { fork } = require('child_process');
+const path = require('path');
+const { intOpt, numOpt, nowNs, sleep, sortedCopy, percentileSorted, r1, log } = require('./util');
+const { createPeer } = require('./peers');
+
+const LOCK_NAME = 'dlock-bench:handoff';
+const DRAIN_CAP_MS = 60000; // hard bound on the drain after S
+
+// "another worker holds it now" bookkeeping for one worker set.
+// maxOther[w] = latest acquisition time (relative ns) by a worker other than w.
+function makeGate(n, durationNs, rel) {
+  const maxOther = new Array(n).fill(-Infinity);
+  const waiting = new Array(n).fill(null);
+  function note(w, t) {
+    if (t > maxOther[w]) maxOther[w] = t;
+    const wt = waiting[w];
+    if (wt && maxOther[w] > wt.after) {
+      waiting[w] = null;
+      wt.wake();
+    }
+  }
+  function waitOther(w, after) {
+    if (maxOther[w] > after) return Promise.resolve();
+    const remainingMs = (durationNs - rel()) / 1e6;
+    if (remainingMs <= 0) return Promise.resolve();
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        waiting[w] = null;
+        resolve();
+      }, Math.ceil(remainingMs));
+      waiting[w] = {
+        after,
+        wake() {
+          clearTimeout(timer);
+          resolve();
+        },
+      };
+    });
+  }
+  return { note, waitOther };
+}
+
+async function workerLoop({ worker, index, rel, durationNs, holdMs, publish, waitOther }) {
+  const t0s = [];
+  const tas = [];
+  const trs = [];
+  while (rel() < durationNs) {
+    const t0 = rel();
+    const h = await worker.acquire(LOCK_NAME);
+    const ta = rel();
+    publish(index, ta);
+    await sleep(holdMs);
+    await worker.release(h);
+    const tr = rel();
+    t0s.push(t0);
+    tas.push(ta);
+    trs.push(tr);
+    await waitOther(index, ta);
+  }
+  return { t0s, tas, trs };
+}
+
+async function warmUp(worker, index) {
+  // Loads scripts / opens subscriptions paths on a private name.
+  for (let i = 0; i < 5; i++) {
+    const h = await worker.acquire(`${LOCK_NAME}:warmup:${index}`);
+    await worker.release(h);
+  }
+}
+
+// ---------------------------------------------------------------- threads
+
+async function runThreads(peer, n, durationNs, holdMs) {
+  const workers = [];
+  for (let k = 0; k < n; k++) workers.push(await peer.newWorker());
+  await Promise.all(workers.map((w, k) => warmUp(w, k)));
+  const base = nowNs() + 20_000_000n;
+  const rel = () => Number(nowNs() - base);
+  const gate = makeGate(n, durationNs, rel);
+  const publish = (w, t) => {
+    for (let k = 0; k < n; k++) if (k !== w) gate.note(k, t);
+  };
+  await sleep(Math.max(0, -rel() / 1e6));
+  const loops = workers.map((worker, index) =>
+    workerLoop({ worker, index, rel, durationNs, holdMs, publish, waitOther: gate.waitOther }).then(
+      (rec) => ({ rec }),
+      (err) => ({ err }),
+    ),
+  );
+  const capMs = durationNs / 1e6 + DRAIN_CAP_MS;
+  const results = new Array(n).fill(null);
+  let capped = false;
+  await Promise.race([
+    Promise.all(loops.map((p, i) => p.then((r) => (results[i] = r)))),
+    sleep(capMs).then(() => (capped = true)),
+  ]);
+  const note = capped ? `${results.filter((r) => !r).length} worker(s) still blocked in acquire ${DRAIN_CAP_MS} ms after the end; their data is missing` : null;
+  for (const r of results) if (r && r.err) throw r.err;
+  if (!capped) await Promise.all(workers.map((w) => w.close()));
+  return { records: results.filter((r) => r).map((r) => r.rec), note, forceExit: capped };
+}
+
+// -------------------------------------------------------------- processes
+
+async function runProcesses(args, n, durationNs, holdMs) {
+  const children = [];
+  const benchJs = path.join(__dirname, '..', 'bench.js');
+  const done = new Array(n).fill(null);
+  let failure = null;
+  let onChange = () => {};
+  const readyCount = { n: 0 };
+  for (let k = 0; k < n; k++) {
+    const c = fork(benchJs, ['--child', 'handoff'], { stdio: ['ignore', 2, 2, 'ipc'] });
+    children.push(c);
+    c.on('message', (m) => {
+      if (m.type === 'ready') readyCount.n++;
+      else if (m.type === 'acq') {
+        for (let j = 0; j < n; j++) {
+          if (j !== m.w && children[j].connected) children[j].send(m);
+        }
+      } else if (m.type === 'done') done[k] = m.rec;
+      else if (m.type === 'error') failure = failure || new Error(`child ${k}: ${m.message}`);
+      onChange();
+    });
+    c.on('exit', (code) => {
+      if (!done[k] && code !== 0) failure = failure || new Error(`child ${k} exited with code ${code}`);
+      onChange();
+    });
+    c.send({
+      type: 'init',
+      peer: args.peer,
+      peerOpts: args.peerOpts,
+      index: k,
+      n,
+      durationNs,
+      holdMs,
+    });
+  }
+  const until = (pred, ms) =>
+    new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        onChange = () => {};
+        resolve(false);
+      }, ms);
+      onChange = () => {
+        if (pred()) {
+          clearTimeout(timer);
+          onChange = () => {};
+          resolve(true);
+        }
+      };
+      onChange();
+    });
+  const killAll = () => children.forEach((c) => c.exitCode === null && c.kill());
+  if (!(await until(() => failure || readyCount.n === n, 60000)) || failure) {
+    killAll();
+    throw failure || new Error('children did not become ready within 60 s');
+  }
+  const base = nowNs() + 100_000_000n; // start all children together, 100 ms from now
+  for (const c of children) c.send({ type: 'start', base: base.toString() });
+  const capMs = 100 + durationNs / 1e6 + DRAIN_CAP_MS;
+  const allDone = await until(() => failure || done.every((d) => d), capMs);
+  if (failure) {
+    killAll();
+    throw failure;
+  }
+  let note = null;
+  if (!allDone) {
+    note = `${done.filter((d) => !d).length} worker(s) still blocked in acquire ${DRAIN_CAP_MS} ms after the end; their data is missing`;
+    killAll();
+  }
+  return { records: done.filter((d) => d), note, forceExit: false };
+}
+
+// Child side of "processes" mode.
+function childMain() {
+  let state = null;
+  process.on('message', async (m) => {
+    try {
+      if (m.type === 'init') {
+        const peer = createPeer(m.peer, m.peerOpts);
+        const worker = await peer.newWorker();
+        await warmUp(worker, m.index);
+        state = { m, worker, gate: null };
+        process.send({ type: 'ready' });
+      } else if (m.type === 'start') {
+        const base = BigInt(m.base);
+        const rel = () => Number(nowNs() - base);
+        const { index, n, durationNs, holdMs } = state.m;
+        state.gate = makeGate(n, durationNs, rel);
+        await sleep(Math.max(0, -rel() / 1e6));
+        const publish = (w, t) => process.send({ type: 'acq', w, t });
+        const rec = await workerLoop({
+          worker: state.worker,
+          index,
+          rel,
+          durationNs,
+          holdMs,
+          publish,
+          waitOther: state.gate.waitOther,
+        });
+        await state.worker.close();
+        process.send({ type: 'done', rec }, () => process.disconnect());
+      } else if (m.type === 'acq') {
+        if (state && state.gate) state.gate.note(state.m.index, m.t);
+      }
+    } catch (e) {
+      process.stderr.write(`[bench child ${process.pid}] ${e && e.stack ? e.stack : e}\n`);
+      try {
+        process.send({ type: 'error', message: String(e && e.message ? e.message : e) }, () => process.exit(1));
+      } catch {
+        process.exit(1);
+      }
+    }
+  });
+}
+
+// ---------------------------------------------------------------- analysis
+
+function analyze(records, durationNs) {
+  const all = [];
+  for (const r of records) {
+    for (let i = 0; i < r.tas.length; i++) all.push({ t0: r.t0s[i], ta: r.tas[i], tr: r.trs[i] });
+  }
+  all.sort((a, b) => a.ta - b.ta);
+  const win = all.filter((x) => x.ta >= 0 && x.ta <= durationNs);
+  const gaps = [];
+  let negative = 0;
+  for (let i = 0; i + 1 < win.length; i++) {
+    const g = (win[i + 1].ta - win[i].tr) / 1000;
+    if (g < 0) negative++;
+    gaps.push(g);
+  }
+  const waitsMs = all.map((x) => (x.ta - x.t0) / 1e6);
+  const gs = sortedCopy(gaps);
+  return {
+    acquisitions: win.length,
+    acq_per_s: r1(win.length / (durationNs / 1e9)),
+    gap_p50_us: r1(percentileSorted(gs, 50)),
+    gap_p99_us: r1(percentileSorted(gs, 99)),
+    gap_max_us: gs.length ? r1(gs[gs.length - 1]) : null,
+    waits_over_1s: waitsMs.filter((w) => w > 1000).length,
+    max_wait_ms: r1(waitsMs.reduce((a, b) => Math.max(a, b), 0)),
+    gaps_negative: negative,
+    acquisitions_incl_drain: all.length,
+  };
+}
+
+async function run(peer, args, ctx) {
+  const n = intOpt(args, 'workers', 8, { min: 2 });
+  const mode = args.mode === undefined ? 'threads' : String(args.mode);
+  if (mode !== 'threads' && mode !== 'processes') throw new Error('--mode must be threads or processes');
+  const seconds = numOpt(args, 'seconds', 5, { min: 0.1 });
+  const holdMs = numOpt(args, 'holdMs', 1, { min: 0 });
+  const durationNs = Math.round(seconds * 1e9);
+  log(`handoff: ${n} workers, mode ${mode}, ${seconds}s`);
+  const res =
+    mode === 'threads'
+      ? await runThreads(peer, n, durationNs, holdMs)
+      : await runProcesses(ctx, n, durationNs, holdMs);
+  const out = { workers: n, mode, seconds, hold_ms: holdMs, ...analyze(res.records, durationNs) };
+  if (res.note) out.note = res.note;
+  if (res.forceExit) ctx.forceExit = true;
+  return out;
+}
+
+module.exports = { run, childMain };
