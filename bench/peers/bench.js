@@ -31,13 +31,16 @@ const USAGE = `usage: node bench.js --peer <node-redisson|redlock|redis-semaphor
 // on a closed connection) must not turn a finished run into a crash; before
 // the result is printed they are fatal, after it they are only logged.
 let resultPrinted = false;
+let strays = 0;
 function onStray(kind) {
   return (e) => {
-    process.stderr.write(`[bench] ${kind}: ${e && e.stack ? e.stack : e}\n`);
+    strays++;
     if (!resultPrinted) {
-      process.stderr.write('[bench] failing the run\n');
+      process.stderr.write(`[bench] ${kind}: ${e && e.stack ? e.stack : e}\n[bench] failing the run\n`);
       process.exit(3);
     }
+    if (strays <= 2) process.stderr.write(`[bench] ignored after the run, ${kind}: ${e && e.message ? e.message : e}\n`);
+    else if (strays === 3) process.stderr.write('[bench] (further stray errors not shown)\n');
   };
 }
 process.on('unhandledRejection', onStray('unhandled rejection'));

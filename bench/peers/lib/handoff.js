@@ -25,7 +25,12 @@ const { intOpt, numOpt, nowNs, sleep, sortedCopy, percentileSorted, r1, log } = 
 const { createPeer } = require('./peers');
 
 const LOCK_NAME = 'dlock-bench:handoff';
-const DRAIN_CAP_MS = 60000; // hard bound on the drain after S
+// After S the workers stop; those still blocked in acquire get --drain-ms
+// (default 10 000 ms) to obtain the lock once more. A worker still blocked
+// after that has lost a wake-up: its wait so far (a lower bound) is counted
+// in waits_over_1s / max_wait_ms, it is reported in blocked_at_end, and the
+// run ends without waiting for it (its acquire cannot be cancelled).
+const DEFAULT_DRAIN_MS = 10000;
 
 // "another worker holds it now" bookkeeping for one worker set.
 // maxOther[w] = latest acquisition time (relative ns) by a worker other than w.
@@ -61,14 +66,17 @@ function makeGate(n, durationNs, rel) {
   return { note, waitOther };
 }
 
-async function workerLoop({ worker, index, rel, durationNs, holdMs, publish, waitOther }) {
-  const t0s = [];
-  const tas = [];
-  const trs = [];
+// rec collects this worker's acquisitions; rec.pending is the start time of
+// an acquire call still in flight (null otherwise), so that a worker still
+// blocked when the drain ends can be reported.
+async function workerLoop({ worker, index, rel, durationNs, holdMs, publish, waitOther, rec }) {
+  const { t0s, tas, trs } = rec;
   while (rel() < durationNs) {
     const t0 = rel();
+    rec.pending = t0;
     const h = await worker.acquire(LOCK_NAME);
     const ta = rel();
+    rec.pending = null;
     publish(index, ta);
     await sleep(holdMs);
     await worker.release(h);
@@ -78,7 +86,17 @@ async function workerLoop({ worker, index, rel, durationNs, holdMs, publish, wai
     trs.push(tr);
     await waitOther(index, ta);
   }
-  return { t0s, tas, trs };
+  return rec;
+}
+
+const newRec = () => ({ t0s: [], tas: [], trs: [], pending: null });
+
+// A timer that can be cancelled (so that it does not keep the process alive).
+function timeout(ms) {
+  let timer;
+  const p = new Promise((resolve) => (timer = setTimeout(() => resolve('timeout'), ms)));
+  p.cancel = () => clearTimeout(timer);
+  return p;
 }
 
 async function warmUp(worker, index) {
@@ -91,7 +109,7 @@ async function warmUp(worker, index) {
 
 // ---------------------------------------------------------------- threads
 
-async function runThreads(peer, n, durationNs, holdMs) {
+async function runThreads(peer, n, durationNs, holdMs, drainMs) {
   const workers = [];
   for (let k = 0; k < n; k++) workers.push(await peer.newWorker());
   await Promise.all(workers.map((w, k) => warmUp(w, k)));
@@ -102,43 +120,47 @@ async function runThreads(peer, n, durationNs, holdMs) {
     for (let k = 0; k < n; k++) if (k !== w) gate.note(k, t);
   };
   await sleep(Math.max(0, -rel() / 1e6));
+  const recs = workers.map(() => newRec());
+  let failure = null;
+  const finished = new Array(n).fill(false);
   const loops = workers.map((worker, index) =>
-    workerLoop({ worker, index, rel, durationNs, holdMs, publish, waitOther: gate.waitOther }).then(
-      (rec) => ({ rec }),
-      (err) => ({ err }),
+    workerLoop({ worker, index, rel, durationNs, holdMs, publish, waitOther: gate.waitOther, rec: recs[index] }).then(
+      () => (finished[index] = true),
+      (err) => (failure = failure || err),
     ),
   );
-  const capMs = durationNs / 1e6 + DRAIN_CAP_MS;
-  const results = new Array(n).fill(null);
-  let capped = false;
-  await Promise.race([
-    Promise.all(loops.map((p, i) => p.then((r) => (results[i] = r)))),
-    sleep(capMs).then(() => (capped = true)),
-  ]);
-  const note = capped ? `${results.filter((r) => !r).length} worker(s) still blocked in acquire ${DRAIN_CAP_MS} ms after the end; their data is missing` : null;
-  for (const r of results) if (r && r.err) throw r.err;
-  if (!capped) await Promise.all(workers.map((w) => w.close()));
-  return { records: results.filter((r) => r).map((r) => r.rec), note, forceExit: capped };
+  const cap = timeout(durationNs / 1e6 + drainMs);
+  await Promise.race([Promise.all(loops), cap]);
+  cap.cancel();
+  if (failure) throw failure;
+  const endRel = rel();
+  const blocked = finished.filter((f) => !f).length;
+  if (blocked === 0) await Promise.all(workers.map((w) => w.close()));
+  return { records: recs, endRel, blocked, forceExit: blocked > 0 };
 }
 
 // -------------------------------------------------------------- processes
 
-async function runProcesses(args, n, durationNs, holdMs) {
+async function runProcesses(ctx, n, durationNs, holdMs, drainMs) {
   const children = [];
   const benchJs = path.join(__dirname, '..', 'bench.js');
   const done = new Array(n).fill(null);
   let failure = null;
   let onChange = () => {};
-  const readyCount = { n: 0 };
+  let ready = 0;
+  // IPC sends never throw: a child that already finished may have closed its
+  // channel while a relayed message was on its way.
+  const send = (c, m) => {
+    if (c.connected) c.send(m, () => {});
+  };
   for (let k = 0; k < n; k++) {
     const c = fork(benchJs, ['--child', 'handoff'], { stdio: ['ignore', 2, 2, 'ipc'] });
     children.push(c);
+    c.on('error', () => {});
     c.on('message', (m) => {
-      if (m.type === 'ready') readyCount.n++;
+      if (m.type === 'ready') ready++;
       else if (m.type === 'acq') {
-        for (let j = 0; j < n; j++) {
-          if (j !== m.w && children[j].connected) children[j].send(m);
-        }
+        for (let j = 0; j < n; j++) if (j !== m.w) send(children[j], m);
       } else if (m.type === 'done') done[k] = m.rec;
       else if (m.type === 'error') failure = failure || new Error(`child ${k}: ${m.message}`);
       onChange();
@@ -147,15 +169,7 @@ async function runProcesses(args, n, durationNs, holdMs) {
       if (!done[k] && code !== 0) failure = failure || new Error(`child ${k} exited with code ${code}`);
       onChange();
     });
-    c.send({
-      type: 'init',
-      peer: args.peer,
-      peerOpts: args.peerOpts,
-      index: k,
-      n,
-      durationNs,
-      holdMs,
-    });
+    send(c, { type: 'init', peer: ctx.peer, peerOpts: ctx.peerOpts, index: k, n, durationNs, holdMs });
   }
   const until = (pred, ms) =>
     new Promise((resolve) => {
@@ -172,37 +186,43 @@ async function runProcesses(args, n, durationNs, holdMs) {
       };
       onChange();
     });
-  const killAll = () => children.forEach((c) => c.exitCode === null && c.kill());
-  if (!(await until(() => failure || readyCount.n === n, 60000)) || failure) {
+  const killAll = () => children.forEach((c) => c.exitCode === null && c.signalCode === null && c.kill());
+  if (!(await until(() => failure || ready === n, 60000)) || failure) {
     killAll();
     throw failure || new Error('children did not become ready within 60 s');
   }
-  const base = nowNs() + 100_000_000n; // start all children together, 100 ms from now
-  for (const c of children) c.send({ type: 'start', base: base.toString() });
-  const capMs = 100 + durationNs / 1e6 + DRAIN_CAP_MS;
-  const allDone = await until(() => failure || done.every((d) => d), capMs);
+  const base = nowNs() + 100_000_000n; // all children start together, 100 ms from now
+  for (const c of children) send(c, { type: 'start', base: base.toString() });
+  const allDone = await until(() => failure || done.every((d) => d), 100 + durationNs / 1e6 + drainMs);
   if (failure) {
     killAll();
     throw failure;
   }
-  let note = null;
+  let endRel = Number(nowNs() - base);
+  let blocked = 0;
   if (!allDone) {
-    note = `${done.filter((d) => !d).length} worker(s) still blocked in acquire ${DRAIN_CAP_MS} ms after the end; their data is missing`;
+    // Ask the children still blocked for what they have (including the start
+    // of the acquire they are stuck in), then stop them.
+    endRel = Number(nowNs() - base);
+    children.forEach((c, k) => !done[k] && send(c, { type: 'snapshot' }));
+    await until(() => done.every((d) => d), 5000);
+    blocked = done.filter((d) => !d || d.pending !== null).length;
     killAll();
   }
-  return { records: done.filter((d) => d), note, forceExit: false };
+  return { records: done.filter((d) => d), endRel, blocked, forceExit: false };
 }
 
 // Child side of "processes" mode.
 function childMain() {
   let state = null;
+  const finish = (rec) => process.send({ type: 'done', rec }, () => process.exit(0));
   process.on('message', async (m) => {
     try {
       if (m.type === 'init') {
         const peer = createPeer(m.peer, m.peerOpts);
         const worker = await peer.newWorker();
         await warmUp(worker, m.index);
-        state = { m, worker, gate: null };
+        state = { m, worker, gate: null, rec: newRec() };
         process.send({ type: 'ready' });
       } else if (m.type === 'start') {
         const base = BigInt(m.base);
@@ -210,8 +230,8 @@ function childMain() {
         const { index, n, durationNs, holdMs } = state.m;
         state.gate = makeGate(n, durationNs, rel);
         await sleep(Math.max(0, -rel() / 1e6));
-        const publish = (w, t) => process.send({ type: 'acq', w, t });
-        const rec = await workerLoop({
+        const publish = (w, t) => process.send({ type: 'acq', w, t }, () => {});
+        await workerLoop({
           worker: state.worker,
           index,
           rel,
@@ -219,11 +239,16 @@ function childMain() {
           holdMs,
           publish,
           waitOther: state.gate.waitOther,
+          rec: state.rec,
         });
         await state.worker.close();
-        process.send({ type: 'done', rec }, () => process.disconnect());
+        // Exit explicitly: a peer may leave timers behind (node-redisson's
+        // per-wait timeouts are never cleared).
+        finish(state.rec);
       } else if (m.type === 'acq') {
         if (state && state.gate) state.gate.note(state.m.index, m.t);
+      } else if (m.type === 'snapshot') {
+        finish(state.rec);
       }
     } catch (e) {
       process.stderr.write(`[bench child ${process.pid}] ${e && e.stack ? e.stack : e}\n`);
@@ -238,10 +263,12 @@ function childMain() {
 
 // ---------------------------------------------------------------- analysis
 
-function analyze(records, durationNs) {
+function analyze(records, durationNs, endRel) {
   const all = [];
+  const pendingWaitsMs = [];
   for (const r of records) {
     for (let i = 0; i < r.tas.length; i++) all.push({ t0: r.t0s[i], ta: r.tas[i], tr: r.trs[i] });
+    if (r.pending !== null && r.pending !== undefined) pendingWaitsMs.push((endRel - r.pending) / 1e6);
   }
   all.sort((a, b) => a.ta - b.ta);
   const win = all.filter((x) => x.ta >= 0 && x.ta <= durationNs);
@@ -252,7 +279,9 @@ function analyze(records, durationNs) {
     if (g < 0) negative++;
     gaps.push(g);
   }
-  const waitsMs = all.map((x) => (x.ta - x.t0) / 1e6);
+  // Waits of completed acquire calls plus, as lower bounds, those still
+  // blocked when the run ended.
+  const waitsMs = all.map((x) => (x.ta - x.t0) / 1e6).concat(pendingWaitsMs);
   const gs = sortedCopy(gaps);
   return {
     acquisitions: win.length,
@@ -260,6 +289,7 @@ function analyze(records, durationNs) {
     gap_p50_us: r1(percentileSorted(gs, 50)),
     gap_p99_us: r1(percentileSorted(gs, 99)),
     gap_max_us: gs.length ? r1(gs[gs.length - 1]) : null,
+    gap_min_us: gs.length ? r1(gs[0]) : null,
     waits_over_1s: waitsMs.filter((w) => w > 1000).length,
     max_wait_ms: r1(waitsMs.reduce((a, b) => Math.max(a, b), 0)),
     gaps_negative: negative,
@@ -273,14 +303,20 @@ async function run(peer, args, ctx) {
   if (mode !== 'threads' && mode !== 'processes') throw new Error('--mode must be threads or processes');
   const seconds = numOpt(args, 'seconds', 5, { min: 0.1 });
   const holdMs = numOpt(args, 'holdMs', 1, { min: 0 });
+  const drainMs = intOpt(args, 'drainMs', DEFAULT_DRAIN_MS, { min: 0 });
   const durationNs = Math.round(seconds * 1e9);
   log(`handoff: ${n} workers, mode ${mode}, ${seconds}s`);
   const res =
     mode === 'threads'
-      ? await runThreads(peer, n, durationNs, holdMs)
-      : await runProcesses(ctx, n, durationNs, holdMs);
-  const out = { workers: n, mode, seconds, hold_ms: holdMs, ...analyze(res.records, durationNs) };
-  if (res.note) out.note = res.note;
+      ? await runThreads(peer, n, durationNs, holdMs, drainMs)
+      : await runProcesses(ctx, n, durationNs, holdMs, drainMs);
+  const out = { workers: n, mode, seconds, hold_ms: holdMs, ...analyze(res.records, durationNs, res.endRel) };
+  out.blocked_at_end = res.blocked;
+  if (res.blocked > 0) {
+    out.note =
+      `${res.blocked} worker(s) were still blocked in acquire ${drainMs} ms after the end of the run ` +
+      '(lost wake-up); their wait so far is counted as a lower bound in waits_over_1s/max_wait_ms';
+  }
   if (res.forceExit) ctx.forceExit = true;
   return out;
 }
