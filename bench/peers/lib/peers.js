@@ -164,15 +164,19 @@ function redlock(opts) {
       }
       const client = ioredisClient(opts.url);
       await ready([client]);
-      // retryCount stays at the default (10): in "held" nothing is contended,
-      // and with -1 a failing extension would retry forever.
-      const rl = new Redlock([client], { automaticExtensionThreshold: threshold });
+      // retryCount 0: in "held" nothing is contended, so acquire succeeds at
+      // the first attempt; a failed extension is retried by using() itself
+      // while the lock has not expired; and releasing a lock that already
+      // expired then fails at once instead of retrying 10 x 200 ms (the
+      // default), which made cleanup after an overloaded run take minutes.
+      const rl = new Redlock([client], { automaticExtensionThreshold: threshold, retryCount: 0 });
       let lost = 0;
       return {
         connections: [client],
         config: {
           duration_ms: duration,
           automaticExtensionThreshold_ms: threshold,
+          retryCount: 0,
           renewal_period_ms: period,
           how: 'redlock.using([name], MS, routine) with automaticExtensionThreshold = MS - MS/3 - drift (drift = round(0.01*MS)+2)',
         },
@@ -180,7 +184,7 @@ function redlock(opts) {
           return new Promise((resolveHeld, rejectHeld) => {
             let releaseRoutine;
             const gate = new Promise((r) => (releaseRoutine = r));
-            const h = { release: releaseRoutine, done: null };
+            const h = { release: releaseRoutine, done: null, error: null };
             h.done = rl
               .using([name], duration, async (signal) => {
                 resolveHeld(h);
@@ -188,14 +192,15 @@ function redlock(opts) {
                 if (signal.aborted) lost++;
               })
               .catch((e) => {
-                rejectHeld(e);
-                throw e;
+                h.error = e;
+                rejectHeld(e); // no-op if already held
               });
           });
         },
         async release(h) {
           h.release();
           await h.done;
+          if (h.error) throw h.error;
         },
         lostCount() {
           return lost;
