@@ -16,7 +16,9 @@
 // process.hrtime.bigint() (CLOCK_MONOTONIC, comparable across processes),
 // relative to a common base chosen by the parent. The parent merges all
 // records, sorts by ta, and the handoff gap of acquisition i+1 is
-// ta[i+1] - tr[i]. Only acquisitions with ta inside [0, S] are counted;
+// ta[i+1] - tr[i]. The time release was called (tq) is recorded too, for a
+// safety check: "overlaps" counts acquisitions that returned before the
+// previous holder had called release (must be 0). Only acquisitions with ta inside [0, S] are counted;
 // after S the workers stop trying, the ones still blocked in acquire drain.
 
 const { fork } = require('child_process');
@@ -70,7 +72,7 @@ function makeGate(n, durationNs, rel) {
 // an acquire call still in flight (null otherwise), so that a worker still
 // blocked when the drain ends can be reported.
 async function workerLoop({ worker, index, rel, durationNs, holdMs, publish, waitOther, rec }) {
-  const { t0s, tas, trs } = rec;
+  const { t0s, tas, tqs, trs } = rec;
   while (rel() < durationNs) {
     const t0 = rel();
     rec.pending = t0;
@@ -79,17 +81,19 @@ async function workerLoop({ worker, index, rel, durationNs, holdMs, publish, wai
     rec.pending = null;
     publish(index, ta);
     await sleep(holdMs);
+    const tq = rel();
     await worker.release(h);
     const tr = rel();
     t0s.push(t0);
     tas.push(ta);
+    tqs.push(tq);
     trs.push(tr);
     await waitOther(index, ta);
   }
   return rec;
 }
 
-const newRec = () => ({ t0s: [], tas: [], trs: [], pending: null });
+const newRec = () => ({ t0s: [], tas: [], tqs: [], trs: [], pending: null });
 
 // A timer that can be cancelled (so that it does not keep the process alive).
 function timeout(ms) {
@@ -267,7 +271,7 @@ function analyze(records, durationNs, endRel) {
   const all = [];
   const pendingWaitsMs = [];
   for (const r of records) {
-    for (let i = 0; i < r.tas.length; i++) all.push({ t0: r.t0s[i], ta: r.tas[i], tr: r.trs[i] });
+    for (let i = 0; i < r.tas.length; i++) all.push({ t0: r.t0s[i], ta: r.tas[i], tq: r.tqs[i], tr: r.trs[i] });
     if (r.pending !== null && r.pending !== undefined) pendingWaitsMs.push((endRel - r.pending) / 1e6);
   }
   all.sort((a, b) => a.ta - b.ta);
@@ -279,6 +283,10 @@ function analyze(records, durationNs, endRel) {
     if (g < 0) negative++;
     gaps.push(g);
   }
+  // Safety check: an acquisition that returned before the previous holder
+  // had even CALLED release would be two holders at once.
+  let overlaps = 0;
+  for (let i = 0; i + 1 < all.length; i++) if (all[i + 1].ta < all[i].tq) overlaps++;
   // Waits of completed acquire calls plus, as lower bounds, those still
   // blocked when the run ended.
   const waitsMs = all.map((x) => (x.ta - x.t0) / 1e6).concat(pendingWaitsMs);
@@ -293,6 +301,7 @@ function analyze(records, durationNs, endRel) {
     waits_over_1s: waitsMs.filter((w) => w > 1000).length,
     max_wait_ms: r1(waitsMs.reduce((a, b) => Math.max(a, b), 0)),
     gaps_negative: negative,
+    overlaps,
     acquisitions_incl_drain: all.length,
   };
 }
