@@ -32,8 +32,18 @@ function ioredisClient(url) {
   return new Redis(redisOptionsFromUrl(url));
 }
 
+// Waits until every connection answers PING; fails after 10 s (ioredis
+// would otherwise keep reconnecting forever to an unreachable server).
 async function ready(conns) {
-  await Promise.all(conns.map((c) => c.ping()));
+  let timer;
+  const limit = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error('Redis did not answer PING within 10 s')), 10000);
+  });
+  try {
+    await Promise.race([Promise.all(conns.map((c) => c.ping())), limit]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 // ------------------------------------------------------------ node-redisson
