@@ -7,6 +7,7 @@
 #   make safety    long fault-injection run (>= 1 000 000 guarded operations)
 #   make fuzz      libFuzzer on the parsers and reply readers (FUZZ_SECONDS)
 #   make valgrind  the C tests under valgrind memcheck
+#   make bench     benchmarks against the peers and the Redis ceiling
 #   make install   install library, header, dlock.pc, CMake package
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
@@ -14,7 +15,7 @@ CMAKE_FLAGS ?=
 CTEST_FLAGS ?= --output-on-failure
 CTEST_JOBS ?= 2
 
-.PHONY: all build deps test sanitize asan tsan demo install clean safety fuzz valgrind
+.PHONY: all build deps test sanitize asan tsan demo install clean safety fuzz valgrind bench
 
 all: build
 
@@ -74,6 +75,14 @@ fuzz:
 valgrind: deps build
 	@scripts/deps.sh valgrind
 	scripts/valgrind.sh $(BUILD_DIR)
+
+# dlock, its peers (npm) and the Redis references side by side, one table:
+# bench/RESULTS.md. BENCH_PLACEMENT=same for one CPU; BENCH_QUICK=1 to smoke-test.
+bench: deps
+	@scripts/deps.sh redis-tools nodejs npm util-linux
+	@cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DDLOCK_BUILD_TESTS=OFF >/dev/null
+	@cmake --build build-bench -j$(JOBS) --target dlock_bench -- --no-print-directory
+	bench/run.sh $(CURDIR)/build-bench
 
 install: build
 	cmake --install $(BUILD_DIR)

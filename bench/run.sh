@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# make bench: dlock, its peers and the references, side by side in one run.
+# Starts a throwaway redis-server, runs every scenario BENCH_RUNS times (median
+# reported), prints one table and writes it to bench/RESULTS.md.
+#
+# BENCH_PLACEMENT=split (default): redis-server on CPU 0, every client on CPU 1.
+# BENCH_PLACEMENT=same: everything on CPU 0.
+# BENCH_QUICK=1: short runs (a smoke test of the pipeline, not numbers to quote).
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+build=${1:-$root/build}
+runs=${BENCH_RUNS:-3}
+placement=${BENCH_PLACEMENT:-split}
+quick=${BENCH_QUICK:-0}
+out=${BENCH_OUT:-$here/RESULTS.md}
+results=$(mktemp /tmp/dlock-bench-XXXXXX.jsonl)
+bench=$build/bench/dlock_bench
+
+# shellcheck source=../scripts/redis-throwaway.sh
+. "$root/scripts/redis-throwaway.sh"
+trap 'redis_stop; rm -f "$results"' EXIT
+trap 'echo; echo "interrupted"; exit 130' INT TERM
+
+cpus=$(nproc)
+if [ "$placement" = split ] && [ "$cpus" -ge 2 ]; then
+  REDIS_CPU=0; client_cpu=1
+else
+  placement=same; REDIS_CPU=0; client_cpu=0
+fi
+pin() { taskset -c "$client_cpu" "$@"; }
+
+if [ "$quick" = 1 ]; then
+  secs=2; cycles=3000; peer_cycles=1000; rb_n=5000; rb50_n=20000; locks=10000; peer_locks=5000
+else
+  secs=5; cycles=20000; peer_cycles=5000; rb_n=20000; rb50_n=200000; locks=100000; peer_locks=20000
+fi
+
+# Peers (npm, from the committed lock file).
+if [ ! -d "$here/peers/node_modules" ] || [ "$here/peers/package-lock.json" -nt "$here/peers/node_modules" ]; then
+  echo "installing the peers (npm ci)..."
+  (cd "$here/peers" && npm ci --no-audit --no-fund >/dev/null 2>&1) || { echo "npm ci failed"; exit 1; }
+  touch "$here/peers/node_modules"
+fi
+peers=(node-redisson redlock redis-semaphore)
+
+redis_start || exit 1
+url=$REDIS_URL
+echo "redis-server $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/') on 127.0.0.1:$REDIS_PORT, pid $REDIS_PID;" \
+     "placement: $placement (redis CPU $REDIS_CPU, clients CPU $client_cpu); $runs runs each"
+
+record() { # appends the JSON line of a run, or a failure record
+  local line
+  line=$("$@" 2>/tmp/dlock-bench-err.txt | tail -1)
+  if [ -n "$line" ] && [ "${line:0:1}" = "{" ]; then
+    echo "$line" >> "$results"
+  else
+    echo "  failed: $*" >&2
+    tail -3 /tmp/dlock-bench-err.txt >&2
+  fi
+}
+flush() { redis-cli -p "$REDIS_PORT" flushall >/dev/null; redis-cli -p "$REDIS_PORT" script flush >/dev/null; }
+
+# References: the acquire script's EVALSHA through redis-benchmark and a hiredis loop.
+sha=$(redis-cli -p "$REDIS_PORT" script load "$(cat "$root/src/scripts/lock_acquire.lua")")
+owner=00000000-0000-0000-0000-000000000000:1
+rb() { # clients n key
+  pin redis-benchmark -p "$REDIS_PORT" -c "$1" -n "$2" -r 10000 -q \
+    evalsha "$sha" 2 "$3" "tok:$3" 30000 "$owner" 0 2>/dev/null |
+    tr '\r' '\n' | grep -o '[0-9.]* requests per second' | tail -1 | cut -d' ' -f1
+}
+echo "references..."
+for i in $(seq "$runs"); do
+  v=$(rb 1 "$rb_n" bench:rb1); echo "{\"peer\":\"redis-benchmark\",\"scenario\":\"ceiling-c1\",\"calls_per_s\":${v:-0}}" >> "$results"
+  v=$(rb 50 "$rb50_n" "bench:rb50:__rand_int__"); echo "{\"peer\":\"redis-benchmark\",\"scenario\":\"ceiling-c50\",\"calls_per_s\":${v:-0}}" >> "$results"
+  record pin "$bench" ceiling --url "$url" --cycles "$cycles"
+  flush
+done
+
+echo "1. uncontended..."
+for i in $(seq "$runs"); do
+  record pin "$bench" uncontended --url "$url" --cycles "$cycles"
+  for p in "${peers[@]}"; do record pin node "$here/peers/bench.js" --peer "$p" --scenario uncontended --url "$url" --cycles "$peer_cycles"; done
+  flush
+done
+
+echo "2. forced handoff (threads, then processes)..."
+for mode in threads processes; do
+  for i in $(seq "$runs"); do
+    record pin "$bench" handoff --url "$url" --mode "$mode" --seconds "$secs"
+    for p in "${peers[@]}"; do record pin node "$here/peers/bench.js" --peer "$p" --scenario handoff --mode "$mode" --seconds "$secs" --url "$url"; done
+    flush
+  done
+done
+
+echo "3. idle waiters..."
+for i in $(seq "$runs"); do
+  record pin "$bench" idle --url "$url"
+  for p in "${peers[@]}"; do record pin node "$here/peers/bench.js" --peer "$p" --scenario idle --url "$url"; done
+  flush
+done
+
+echo "4. many names..."
+for i in $(seq "$runs"); do
+  record pin "$bench" many --url "$url" --seconds "$secs"
+  for p in "${peers[@]}"; do record pin node "$here/peers/bench.js" --peer "$p" --scenario many --seconds "$secs" --url "$url"; done
+  flush
+done
+
+echo "5. held locks..."
+for i in $(seq "$runs"); do
+  record pin "$bench" held --url "$url" --locks "$locks"
+  flush
+  record pin "$bench" held --url "$url" --locks "$peer_locks"
+  flush
+  for p in "${peers[@]}"; do
+    record pin node --expose-gc "$here/peers/bench.js" --peer "$p" --scenario held --locks "$peer_locks" --no-fallback --url "$url"
+    flush
+  done
+done
+
+meta=$(printf '{"cpus":%s,"redis":"%s","placement":"%s","redis_cpu":%s,"client_cpu":%s,"runs":%s,"node":"%s","date":"%s","quick":%s}' \
+  "$cpus" "$(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/')" "$placement" "$REDIS_CPU" "$client_cpu" "$runs" \
+  "$(node --version)" "$(date -u +%Y-%m-%dT%H:%MZ)" "$quick")
+node "$here/summarize.js" "$results" "$meta" "$out"
