@@ -79,7 +79,8 @@ valgrind: deps build
 # dlock, its peers (npm) and the Redis references side by side, one table:
 # bench/RESULTS.md. BENCH_PLACEMENT=same for one CPU; BENCH_QUICK=1 to smoke-test.
 bench: deps
-	@scripts/deps.sh redis-tools nodejs npm util-linux
+	@scripts/deps.sh redis-tools util-linux
+	@command -v node >/dev/null && command -v npm >/dev/null || scripts/deps.sh nodejs npm
 	@cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DDLOCK_BUILD_TESTS=OFF >/dev/null
 	@cmake --build build-bench -j$(JOBS) --target dlock_bench -- --no-print-directory
 	bench/run.sh $(CURDIR)/build-bench

@@ -20,7 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <linux/futex.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -52,9 +54,20 @@ static void die(const char *what)
     exit(1);
 }
 
+static void log_to_stderr(dlock_log_level level, const char *msg, void *ud)
+{
+    (void)ud;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    fprintf(stderr, "%ld.%06ld [%d] L%d %s\n", (long)ts.tv_sec % 1000, ts.tv_nsec / 1000,
+            (int)getpid(), (int)level, msg);
+}
+
 static dlock_client *open_client(long watchdog_ms, int pool)
 {
     dlock_config *cfg = dlock_config_new();
+    if (getenv("DLOCK_BENCH_LOG"))   /* diagnostics: the library's log on stderr */
+        dlock_config_set_log_callback(cfg, log_to_stderr, NULL, DLOCK_LOG_DEBUG);
     if (dlock_config_set_url(cfg, O.url) != DLOCK_OK)
         die("url");
     if (watchdog_ms)
@@ -193,7 +206,7 @@ static void uncontended(void)
 #define MAX_EVENTS 2000000
 
 typedef struct handoff_shm {
-    atomic_long seq;            /* acquisitions so far; a holder bumps it */
+    atomic_int seq;             /* acquisitions so far; a holder bumps it (futex word) */
     atomic_long next_event;
     atomic_long waits_over_1s;
     atomic_llong max_wait_ns;
@@ -217,12 +230,18 @@ static void handoff_worker(dlock_client *c, int id)
             die("acquire");
         int64_t t_acq = now_ns();
         int64_t waited = t_acq - t0;
-        if (waited > 1000000000LL)
+        if (waited > 1000000000LL) {
             atomic_fetch_add(&H->waits_over_1s, 1);
+            if (getenv("DLOCK_BENCH_LOG"))
+                fprintf(stderr, "[%d] waited %.0f ms (acquired at %.3f)\n", (int)getpid(),
+                        waited / 1e6, (t_acq / 1000) % 1000000000 / 1e6);
+        }
         long long m = atomic_load(&H->max_wait_ns);
         while (waited > m && !atomic_compare_exchange_weak(&H->max_wait_ns, &m, waited)) {
         }
-        long mine = atomic_fetch_add(&H->seq, 1) + 1;
+        int mine = atomic_fetch_add(&H->seq, 1) + 1;
+        /* The previous holder sleeps on seq until it changes. */
+        syscall(SYS_futex, &H->seq, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
         long e = atomic_fetch_add(&H->next_event, 1);
         /* hold ~1 ms */
         struct timespec hold = {0, 1000000};
@@ -235,10 +254,11 @@ static void handoff_worker(dlock_client *c, int id)
             H->ev[e].rel = t_rel;
         }
         /* Wait until another worker holds it, so that every acquisition is a
-         * real wake-up of a waiter (this polling is local, not Redis). */
+         * real wake-up of a waiter. A futex (shared across processes): no
+         * polling to steal the client CPU from the handoff being measured. */
         while (atomic_load(&H->seq) == mine && !atomic_load(&H->stop)) {
-            struct timespec ts = {0, 20000};
-            nanosleep(&ts, NULL);
+            struct timespec ts = {0, 50000000};   /* re-check stop now and then */
+            syscall(SYS_futex, &H->seq, FUTEX_WAIT, mine, &ts, NULL, 0);
         }
     }
     dlock_lock_free(l);

@@ -494,7 +494,7 @@ int dlock_lock_is_held_by(dlock_lock *l, const char *owner, int *held)
     dlock__clear_error();
     if (!l || !held)
         return dlock__fail(DLOCK_EINVAL, "lock or out-parameter is NULL");
-    size_t olen;
+    size_t olen = 0;
     int rc = check_owner(owner, &olen);
     return rc == DLOCK_OK ? held_by(l, owner, olen, held) : rc;
 }

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <hiredis/hiredis.h>
@@ -16,6 +17,15 @@
 
 static const char *url, *name, *counter;
 static int iters;
+static long long max_wait_ms;   /* the longest acquire of any thread */
+static pthread_mutex_t max_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static long long now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 static dlock_client *client;
 static int port;
 
@@ -29,10 +39,16 @@ static void *count_thread(void *arg)
     if (!rc || rc->err)
         return (void *)1;
     for (int i = 0; i < iters; i++) {
+        long long t0 = now_ms();
         if (dlock_lock_acquire(l, DLOCK_WATCHDOG) != DLOCK_OK) {
             fprintf(stderr, "acquire: %s\n", dlock_last_error());
             return (void *)1;
         }
+        long long waited = now_ms() - t0;
+        pthread_mutex_lock(&max_mu);
+        if (waited > max_wait_ms)
+            max_wait_ms = waited;
+        pthread_mutex_unlock(&max_mu);
         /* A deliberately non-atomic read-modify-write: only the lock keeps it exact. */
         redisReply *r = redisCommand(rc, "GET %s", counter);
         long long v = r && r->type == REDIS_REPLY_STRING ? atoll(r->str) : 0;
@@ -102,7 +118,7 @@ int main(int argc, char **argv)
             bad |= res != NULL;
         }
         dlock_client_close(client);
-        printf("done\n");
+        printf("done %lld\n", max_wait_ms);
         return bad ? 1 : 0;
     }
     fprintf(stderr, "usage: worker hold URL NAME WATCHDOG_MS | count URL NAME COUNTER THREADS N\n");
