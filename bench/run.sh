@@ -6,11 +6,12 @@
 # BENCH_PLACEMENT=split (default): redis-server on CPU 0, every client on CPU 1.
 # BENCH_PLACEMENT=same: everything on CPU 0.
 # BENCH_QUICK=1: short runs (a smoke test of the pipeline, not numbers to quote).
+# BENCH_ONLY="refs uncontended handoff idle many held": a subset (default: all).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 build=${1:-$root/build}
-runs=${BENCH_RUNS:-3}
+runs=${BENCH_RUNS:-5}
 placement=${BENCH_PLACEMENT:-split}
 quick=${BENCH_QUICK:-0}
 out=${BENCH_OUT:-$here/RESULTS.md}
@@ -49,6 +50,9 @@ url=$REDIS_URL
 echo "redis-server $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/') on 127.0.0.1:$REDIS_PORT, pid $REDIS_PID;" \
      "placement: $placement (redis CPU $REDIS_CPU, clients CPU $client_cpu); $runs runs each"
 
+only=${BENCH_ONLY:-refs uncontended handoff idle many held}
+want() { case " $only " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+
 record() { # appends the JSON line of a run, or a failure record
   local line
   line=$("$@" 2>/tmp/dlock-bench-err.txt | tail -1)
@@ -64,26 +68,42 @@ flush() { redis-cli -p "$REDIS_PORT" flushall >/dev/null; redis-cli -p "$REDIS_P
 # References: the acquire script's EVALSHA through redis-benchmark and a hiredis loop.
 sha=$(redis-cli -p "$REDIS_PORT" script load "$(cat "$root/src/scripts/lock_acquire.lua")")
 owner=00000000-0000-0000-0000-000000000000:1
-rb() { # clients n key
-  pin redis-benchmark -p "$REDIS_PORT" -c "$1" -n "$2" -r 10000 -q \
-    evalsha "$sha" 2 "$3" "tok:$3" 30000 "$owner" 0 2>/dev/null |
-    tr '\r' '\n' | grep -o '[0-9.]* requests per second' | tail -1 | cut -d' ' -f1
+rb() { # scenario clients n key
+  local out v
+  out=$(pin redis-benchmark -p "$REDIS_PORT" -c "$2" -n "$3" -r 10000 -q \
+        evalsha "$sha" 2 "$4" "tok:$4" 30000 "$owner" 0 2>&1 | tr '\r' '\n')
+  v=$(printf '%s\n' "$out" | grep -o '[0-9.]* requests per second' | tail -1 | cut -d' ' -f1)
+  if [ -n "$v" ]; then
+    echo "{\"peer\":\"redis-benchmark\",\"scenario\":\"$1\",\"calls_per_s\":$v}" >> "$results"
+  else
+    echo "  failed: redis-benchmark $1:" >&2
+    printf '%s\n' "$out" | grep -v '^ *$' | tail -3 >&2
+  fi
 }
-echo "references..."
-for i in $(seq "$runs"); do
-  v=$(rb 1 "$rb_n" bench:rb1); echo "{\"peer\":\"redis-benchmark\",\"scenario\":\"ceiling-c1\",\"calls_per_s\":${v:-0}}" >> "$results"
-  v=$(rb 50 "$rb50_n" "bench:rb50:__rand_int__"); echo "{\"peer\":\"redis-benchmark\",\"scenario\":\"ceiling-c50\",\"calls_per_s\":${v:-0}}" >> "$results"
-  record pin "$bench" ceiling --url "$url" --cycles "$cycles"
-  flush
-done
+if want refs; then
+  echo "references..."
+  for i in $(seq "$runs"); do
+    rb ceiling-c1 1 "$rb_n" bench:rb1
+    rb ceiling-c50 50 "$rb50_n" "bench:rb50:__rand_int__"
+    record pin "$bench" ceiling --url "$url" --cycles "$cycles"
+    flush
+    sha=$(redis-cli -p "$REDIS_PORT" script load "$(cat "$root/src/scripts/lock_acquire.lua")")
+  done
+fi
 
+if want uncontended; then
 echo "1. uncontended..."
 for i in $(seq "$runs"); do
+  # The sequential ceiling right beside dlock's run: a machine's fast and slow
+  # moments then hit both sides of the ratio.
+  record pin "$bench" ceiling --url "$url" --cycles "$cycles"
   record pin "$bench" uncontended --url "$url" --cycles "$cycles"
   for p in "${peers[@]}"; do record pin node "$here/peers/bench.js" --peer "$p" --scenario uncontended --url "$url" --cycles "$peer_cycles"; done
   flush
 done
 
+fi
+if want handoff; then
 echo "2. forced handoff (threads, then processes)..."
 for mode in threads processes; do
   for i in $(seq "$runs"); do
@@ -93,6 +113,8 @@ for mode in threads processes; do
   done
 done
 
+fi
+if want idle; then
 echo "3. idle waiters..."
 for i in $(seq "$runs"); do
   record pin "$bench" idle --url "$url"
@@ -100,6 +122,8 @@ for i in $(seq "$runs"); do
   flush
 done
 
+fi
+if want many; then
 echo "4. many names..."
 for i in $(seq "$runs"); do
   record pin "$bench" many --url "$url" --seconds "$secs"
@@ -107,6 +131,8 @@ for i in $(seq "$runs"); do
   flush
 done
 
+fi
+if want held; then
 echo "5. held locks..."
 for i in $(seq "$runs"); do
   record pin "$bench" held --url "$url" --locks "$locks"
@@ -119,7 +145,10 @@ for i in $(seq "$runs"); do
   done
 done
 
+fi
+
 meta=$(printf '{"cpus":%s,"redis":"%s","placement":"%s","redis_cpu":%s,"client_cpu":%s,"runs":%s,"node":"%s","date":"%s","quick":%s}' \
   "$cpus" "$(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/')" "$placement" "$REDIS_CPU" "$client_cpu" "$runs" \
   "$(node --version)" "$(date -u +%Y-%m-%dT%H:%MZ)" "$quick")
+cp "$results" "${out%.md}.jsonl"   # the raw runs, to re-summarize or check
 node "$here/summarize.js" "$results" "$meta" "$out"

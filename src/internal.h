@@ -233,6 +233,10 @@ size_t dlock__watchdog_count(dlock__watchdog *wd);
  * has a '{' (its own hash tag); `tail` is appended as is. NULL when out of memory. */
 char *dlock__prefixed(const char *prefix, const char *name, size_t nlen, const char *tail,
                       size_t *out_len);
+/* Acquire attempts (scripts sent) by the calling thread, for diagnostics: a
+ * long wait with many attempts lost races (the lock is not fair); one with
+ * few slept through wake-ups. */
+extern _Thread_local uint64_t dlock__attempts;
 /* Validates a lock name: DLOCK_EINVAL / DLOCK_ENAMETOOLONG with a message. */
 int dlock__check_name(const char *name, size_t *len);
 /* The handle's client and channel (for inspection). */

@@ -194,6 +194,8 @@ static int proto_error(dlock_lock *l, const char *what, redisReply *r)
                        l->name);
 }
 
+_Thread_local uint64_t dlock__attempts;
+
 /* One acquisition attempt: DLOCK_OK (acquired), BUSY (*ttl = holder's PTTL) or
  * an error. Schedules the watchdog for DLOCK_WATCHDOG holds. */
 static int attempt(dlock_lock *l, const owner_buf *o, int64_t lease, int fenced,
@@ -206,6 +208,7 @@ static int attempt(dlock_lock *l, const owner_buf *o, int64_t lease, int fenced,
     const size_t lens[] = {l->nlen, l->tlen, lease_n, o->len, 1};
     /* Taken before sending, so the watchdog's deadline is never later than Redis's. */
     int64_t sent = dlock__now_ms();
+    dlock__attempts++;
     redisReply *r;
     int rc = call(l, DLOCK__SCRIPT_LOCK_ACQUIRE, 2, 5, argv, lens, 0, cancel, &r);
     if (rc != DLOCK_OK) {

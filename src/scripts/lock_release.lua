@@ -19,16 +19,19 @@ if earlier then
 end
 
 local lock, owner = KEYS[1], ARGV[1]
-if redis.call('hexists', lock, owner) == 0 then
+local count = tonumber(redis.call('hget', lock, owner))   -- WRONGTYPE if not a hash
+if not count then
   return nil
 end
 
 local result = 0
-if redis.call('hincrby', lock, owner, -1) > 0 then
+if count > 1 then
+  redis.call('hincrby', lock, owner, -1)
   if tonumber(ARGV[2]) > 0 then
     redis.call('pexpire', lock, ARGV[2])
   end
 else
+  -- The last hold: one HGET instead of HEXISTS + HINCRBY on the common path.
   redis.call('del', lock)
   redis.call('publish', KEYS[2], '0')
   result = 1
