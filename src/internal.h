@@ -158,6 +158,7 @@ typedef struct dlock__waiter {
     pthread_cond_t cv;
     int woken;               /* a wake-up arrived and was not consumed yet */
     int subscribed;          /* the channel was subscribed when last checked */
+    int pins;                /* io thread signals of cv in flight outside mu */
     dlock_cancel *cancel;
     dlock__cancel_reg creg;
 } dlock__waiter;

@@ -88,17 +88,26 @@ static void ch_mark(dlock__loop *lp, dlock__channel *ch)
     }
 }
 
-static void wake_one(dlock__channel *ch)
+/* Gives a wake-up to the first waiter that has none pending; returns it, or
+ * NULL when every waiter already has one. Caller holds mu and signals. */
+static dlock__waiter *pick_one(dlock__channel *ch)
 {
     dlock__list *it;
     DLOCK__LIST_FOREACH(it, &ch->waiters) {
         dlock__waiter *w = DLOCK__CONTAINER_OF(it, dlock__waiter, link);
         if (!w->woken) {
             w->woken = 1;
-            pthread_cond_signal(&w->cv);
-            return;
+            return w;
         }
     }
+    return NULL;
+}
+
+static void wake_one(dlock__channel *ch)
+{
+    dlock__waiter *w = pick_one(ch);
+    if (w)
+        pthread_cond_signal(&w->cv);
 }
 
 static void wake_all(dlock__channel *ch, int set_woken)
@@ -231,13 +240,27 @@ static void on_sub_push(dlock__aconn *ac, redisReply *r, void *ud)
         return;
     pthread_mutex_lock(&lp->mu);
     dlock__channel *ch = ch_find(lp, chr->str, chr->len);
+    dlock__waiter *one = NULL;
     if (ch) {
-        if (msg->type == REDIS_REPLY_STRING && msg->len == 1 && msg->str[0] == '0')
-            wake_one(ch);
-        else
+        if (msg->type == REDIS_REPLY_STRING && msg->len == 1 && msg->str[0] == '0') {
+            one = pick_one(ch);
+            if (one)
+                one->pins++;
+        } else {
             wake_all(ch, 1);
+        }
     }
     pthread_mutex_unlock(&lp->mu);
+    if (one) {
+        /* The unlock message, the handoff's hot path: signal after unlocking,
+         * so that the waiter, woken on this core, does not run only to block on
+         * mu at once. The pin keeps its cv alive until then (see leave). */
+        pthread_cond_signal(&one->cv);
+        pthread_mutex_lock(&lp->mu);
+        if (--one->pins == 0 && !one->ch)
+            pthread_cond_broadcast(&one->cv);   /* it is in leave, waiting for us */
+        pthread_mutex_unlock(&lp->mu);
+    }
 }
 
 static void on_sub_ready(dlock__aconn *ac, void *ud)
@@ -611,6 +634,10 @@ void dlock__waiter_leave(dlock__loop *lp, dlock__waiter *w, int pass_wake)
         ch_mark(lp, ch);
         dlock__loop_kick(lp);
     }
+    /* An unlock message's signal may still be on its way (on_sub_push). */
+    w->ch = NULL;
+    while (w->pins > 0)
+        pthread_cond_wait(&w->cv, &lp->mu);
     pthread_mutex_unlock(&lp->mu);
     dlock__cancel_detach(w->cancel, &w->creg);
     pthread_cond_destroy(&w->cv);
