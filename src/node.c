@@ -85,7 +85,9 @@ void dlock__node_free(dlock__node *n)
     free(n);
 }
 
-/* Runs the connection handshake: AUTH, SELECT, CLIENT SETNAME, pipelined. */
+/* Runs the connection handshake: AUTH, SELECT, CLIENT SETNAME, pipelined;
+ * a PING when none of them applies. A new connection is used only once the
+ * server has answered on it. */
 static int handshake(dlock__node *n, redisContext *ctx)
 {
     const dlock__endpoint *ep = &n->ep;
@@ -112,6 +114,14 @@ static int handshake(dlock__node *n, redisContext *ctx)
         const char *av[] = {"CLIENT", "SETNAME", n->c->cfg.client_name};
         redisAppendCommandArgv(ctx, 3, av, NULL);
         what[sent++] = "CLIENT SETNAME";
+    }
+    if (sent == 0) {
+        /* Nothing else to say: PING, so that a connection the kernel completed
+         * for a server that is going away (shutting down, not accepting) fails
+         * here, before a request that cannot be resent goes out on it. */
+        const char *av[] = {"PING"};
+        redisAppendCommandArgv(ctx, 1, av, NULL);
+        what[sent++] = "the first PING";
     }
     int rc = DLOCK_OK;
     for (int i = 0; i < sent; i++) {

@@ -510,6 +510,33 @@ static void test_unreachable_at_open(void **state)
     dlock_config_free(cfg);
 }
 
+/* A port whose connections the kernel completes but nobody accepts (a server
+ * shutting down, a wedged process): the client is refused at open rather
+ * than handed a connection on which a request could go out unanswered. */
+static void test_silent_listener_at_open(void **state)
+{
+    (void)state;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    assert_int_equal(listen(fd, 16), 0);
+    socklen_t sl = sizeof(sa);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &sl), 0);
+    char url[64];
+    snprintf(url, sizeof(url), "redis://127.0.0.1:%d", ntohs(sa.sin_port));
+    dlock_config *cfg = dlock_config_new();
+    assert_int_equal(dlock_config_set_url(cfg, url), DLOCK_OK);
+    assert_int_equal(dlock_config_set_connect_timeout(cfg, 300), DLOCK_OK);
+    assert_int_equal(dlock_config_set_retry(cfg, 0, 10), DLOCK_OK);
+    dlock_client *c = (dlock_client *)1;
+    assert_int_equal(dlock_client_open(&c, cfg), DLOCK_ECONN);
+    assert_null(c);
+    assert_non_null(strstr(dlock_last_error(), "PING"));
+    dlock_config_free(cfg);
+    close(fd);
+}
+
 static void test_auth_and_db_and_name(void **state)
 {
     (void)state;
@@ -546,6 +573,13 @@ static void test_auth_and_db_and_name(void **state)
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
     dlock_lock_free(l);
     dlock_client_close(c);
+
+    /* No password for a server that wants one: refused at open, not at the
+     * first lock call. */
+    snprintf(url, sizeof(url), "redis://127.0.0.1:%d", sec.port);
+    assert_int_equal(dlock_config_set_url(cfg, url), DLOCK_OK);
+    assert_int_equal(dlock_client_open(&c, cfg), DLOCK_EAUTH);
+    assert_non_null(strstr(dlock_last_error(), "NOAUTH"));
 
     /* A database the server does not have. */
     snprintf(url, sizeof(url), "redis://:s3cret@127.0.0.1:%d/999", sec.port);
@@ -873,6 +907,7 @@ int main(void)
         cmocka_unit_test(test_bad_durations),
         cmocka_unit_test(test_wrong_type_key),
         cmocka_unit_test(test_unreachable_at_open),
+        cmocka_unit_test(test_silent_listener_at_open),
         cmocka_unit_test(test_auth_and_db_and_name),
         cmocka_unit_test(test_unix_socket),
         cmocka_unit_test(test_log_callback_never_shows_password),
