@@ -307,7 +307,7 @@ static void handoff(void)
             }
         }
     } else {
-        c = open_client(0, 0);
+        c = open_client(0, (int)O.workers + 2);
         for (long i = 0; i < O.workers; i++)
             pthread_create(&th[i], NULL, handoff_thread, c);
     }

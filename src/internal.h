@@ -105,11 +105,7 @@ typedef struct dlock__node dlock__node;
 enum {
     /* Resend after a failure that may have happened after Redis ran the
      * command (timeout, reset mid-reply): only for idempotent requests. */
-    DLOCK__CALL_IDEMPOTENT = 1,
-    /* Pipeline a PING before the request, so that Redis writes the messages
-     * the request publishes before the request's own reply (a contended
-     * release: the next holder's acquire leaves sooner). */
-    DLOCK__CALL_PING_FIRST = 2
+    DLOCK__CALL_IDEMPOTENT = 1
 };
 
 /* A request: either a plain command (script < 0) or EVALSHA of a script. For
@@ -134,33 +130,6 @@ int dlock__node_check(dlock__node *n);
  * freeReplyObject). Error replies are turned into codes and not returned. */
 int dlock__node_call(dlock__node *n, const dlock__req *req, redisReply **out);
 const dlock__endpoint *dlock__node_endpoint(const dlock__node *n);
-
-/* A request made ready ahead, on a pooled connection set aside for it, so that
- * the io thread can put it on the wire the moment an unlock message arrives
- * (dlock__primed_send) while its waiter is still waking up. The connection is
- * used by one side at a time: the io thread only while the waiter is armed in
- * dlock__waiter_wait, under the loop mutex; the waiter at any other time. */
-typedef struct dlock__primed {
-    redisContext *ctx;       /* NULL: not primed */
-    char *cmd;               /* the formatted request */
-    size_t len;
-    size_t sent;             /* bytes dlock__primed_send wrote and nobody read yet */
-    int64_t sent_at_ms;      /* when it wrote them */
-} dlock__primed;
-
-/* Sets a connection aside for `req` (at most half the pool, idle connections
- * only, never waiting). Returns 1 when primed, 0 otherwise (p->ctx NULL). */
-int dlock__node_prime(dlock__node *n, const dlock__req *req, dlock__primed *p);
-/* dlock__node_call for the primed request `req`: reads the reply of what the
- * io thread sent, or sends it first. The connection stays primed unless it
- * broke. */
-int dlock__node_call_primed(dlock__node *n, const dlock__req *req, dlock__primed *p,
-                            redisReply **out);
-/* Returns the connection to the pool (closed if a reply is still unread). */
-void dlock__node_unprime(dlock__node *n, dlock__primed *p);
-/* io thread, under the loop mutex: writes the request, without blocking, if
- * the connection is alive. */
-void dlock__primed_send(dlock__primed *p);
 
 /* ------------------------------------------------------------------ loop */
 
@@ -190,17 +159,9 @@ typedef struct dlock__waiter {
     int woken;               /* a wake-up arrived and was not consumed yet */
     int subscribed;          /* the channel was subscribed when last checked */
     int pins;                /* io thread signals of cv in flight outside mu */
-    dlock__primed *primed;   /* the waiter's next attempt, ready to send, or NULL;
-                                set by the waiter outside dlock__waiter_wait */
-    int armed;               /* in dlock__waiter_wait: the io thread may send `primed` */
-    int fire_outcome;        /* DLOCK__FIRE_*: what the last attempt the io thread
-                                sent came to, not yet told to the channel */
     dlock_cancel *cancel;
     dlock__cancel_reg creg;
 } dlock__waiter;
-
-/* Outcomes of an attempt the io thread sent (dlock__waiter.fire_outcome). */
-enum { DLOCK__FIRE_NONE = 0, DLOCK__FIRE_WON = 1, DLOCK__FIRE_LOST = 2 };
 
 /* Wait outcomes. */
 enum { DLOCK__WAKE_MESSAGE = 1, DLOCK__WAKE_TIMEOUT = 2 };
@@ -289,8 +250,7 @@ const char *dlock__lock_channel(const dlock_lock *l, size_t *len);
  * DLOCK__BUSY (acquire only), DLOCK_EWRONGTYPE (TYPE only) or DLOCK_EPROTO. */
 #define DLOCK__BUSY 1
 int dlock__reply_acquire(const redisReply *r, int fenced, int64_t *ttl, uint64_t *token);
-/* *heard: the unlock was published to at least one subscriber. */
-int dlock__reply_release(const redisReply *r, int *outcome, int *heard);
+int dlock__reply_release(const redisReply *r, int *outcome);
 int dlock__reply_flag(const redisReply *r, int *flag);
 int dlock__reply_integer(const redisReply *r, int64_t *v);
 int dlock__reply_type_locked(const redisReply *r, int *locked);

@@ -22,8 +22,6 @@ struct dlock_lock {
     pthread_mutex_t mu;      /* guards fn, ud */
     dlock_lost_fn fn;
     void *ud;
-    atomic_int contended;    /* the last release was heard by a subscriber, or a
-                                caller waited since: release with PING first */
 };
 
 /* The owner id a call acts for. */
@@ -187,33 +185,6 @@ static int call(dlock_lock *l, int script, int nkeys, int argc, const char **arg
     return dlock__node_call(l->c->node, &req, r);
 }
 
-/* The acquire request of one caller; every attempt of a wait sends the same. */
-typedef struct acq_req {
-    char lease_s[24];
-    const char *argv[5];
-    size_t lens[5];
-    dlock__req req;
-} acq_req;
-
-static void acq_req_init(acq_req *a, const dlock_lock *l, const owner_buf *o, int64_t lease,
-                         int fenced, dlock_cancel *cancel)
-{
-    size_t lease_n =
-        dlock__fmt_i64(a->lease_s, lease == DLOCK_WATCHDOG ? l->c->cfg.watchdog_ms : lease);
-    a->argv[0] = l->name;
-    a->lens[0] = l->nlen;
-    a->argv[1] = l->token_key;
-    a->lens[1] = l->tlen;
-    a->argv[2] = a->lease_s;
-    a->lens[2] = lease_n;
-    a->argv[3] = o->id;
-    a->lens[3] = o->len;
-    a->argv[4] = fenced ? "1" : "0";
-    a->lens[4] = 1;
-    a->req = (dlock__req){.script = DLOCK__SCRIPT_LOCK_ACQUIRE, .nkeys = 2, .argc = 5,
-                          .argv = a->argv, .lens = a->lens, .cancel = cancel};
-}
-
 static int proto_error(dlock_lock *l, const char *what, redisReply *r)
 {
     int type = r ? r->type : -1;
@@ -226,20 +197,20 @@ static int proto_error(dlock_lock *l, const char *what, redisReply *r)
 _Thread_local uint64_t dlock__attempts;
 
 /* One acquisition attempt: DLOCK_OK (acquired), BUSY (*ttl = holder's PTTL) or
- * an error. Schedules the watchdog for DLOCK_WATCHDOG holds. With `primed`,
- * the request goes on (or was already sent on) the waiter's primed connection. */
+ * an error. Schedules the watchdog for DLOCK_WATCHDOG holds. */
 static int attempt(dlock_lock *l, const owner_buf *o, int64_t lease, int fenced,
-                   dlock_cancel *cancel, dlock__primed *primed, int64_t *ttl, uint64_t *token)
+                   dlock_cancel *cancel, int64_t *ttl, uint64_t *token)
 {
     dlock_client *c = l->c;
-    acq_req a;
-    acq_req_init(&a, l, o, lease, fenced, cancel);
+    char lease_s[24];
+    size_t lease_n = dlock__fmt_i64(lease_s, lease == DLOCK_WATCHDOG ? c->cfg.watchdog_ms : lease);
+    const char *argv[] = {l->name, l->token_key, lease_s, o->id, fenced ? "1" : "0"};
+    const size_t lens[] = {l->nlen, l->tlen, lease_n, o->len, 1};
     /* Taken before sending, so the watchdog's deadline is never later than Redis's. */
-    int64_t sent = primed && primed->sent ? primed->sent_at_ms : dlock__now_ms();
+    int64_t sent = dlock__now_ms();
     dlock__attempts++;
     redisReply *r;
-    int rc = primed ? dlock__node_call_primed(c->node, &a.req, primed, &r)
-                    : dlock__node_call(c->node, &a.req, &r);
+    int rc = call(l, DLOCK__SCRIPT_LOCK_ACQUIRE, 2, 5, argv, lens, 0, cancel, &r);
     if (rc != DLOCK_OK) {
         if (rc == DLOCK_EWRONGTYPE)
             return dlock__fail(rc, "key '%s' exists and is not a lock", l->name);
@@ -316,7 +287,7 @@ static int acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, dlock_cance
                                  ? INT64_MAX
                                  : now0 + wait_ms;
 
-    rc = attempt(l, &o, lease_ms, fenced, cancel, NULL, &ttl, &tok);
+    rc = attempt(l, &o, lease_ms, fenced, cancel, &ttl, &tok);
     if (rc == BUSY && wait_ms == 0)
         return busy_message(l, ttl);
     if (rc == BUSY && dlock_cancel_fired(cancel))
@@ -324,18 +295,13 @@ static int acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, dlock_cance
     if (rc == BUSY) {
         /* Subscribe first, then retry: an unlock between the failed attempt and
          * the subscription is seen by the retry. */
-        atomic_store_explicit(&l->contended, 1, memory_order_relaxed);
         dlock__waiter w;
         rc = dlock__waiter_join(c->loop, &w, l->channel, l->clen, deadline, cancel);
         if (rc != DLOCK_OK)
             return rc;
         int used_wake = 0;   /* consumed a wake-up not yet answered by a busy attempt */
-        dlock__primed pr = {0};
         for (;;) {
-            int was_sent = pr.ctx && pr.sent;
-            rc = attempt(l, &o, lease_ms, fenced, cancel, pr.ctx ? &pr : NULL, &ttl, &tok);
-            if (was_sent && (rc == DLOCK_OK || rc == BUSY))
-                w.fire_outcome = rc == DLOCK_OK ? DLOCK__FIRE_WON : DLOCK__FIRE_LOST;
+            rc = attempt(l, &o, lease_ms, fenced, cancel, &ttl, &tok);
             if (rc != BUSY)
                 break;
             used_wake = 0;
@@ -350,14 +316,6 @@ static int acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, dlock_cance
                 until = now + ttl + 1;
             if (!w.subscribed && now + c->cfg.retry_delay_ms < until)
                 until = now + c->cfg.retry_delay_ms;   /* pub/sub down: poll meanwhile */
-            if (!pr.ctx) {
-                /* Set the next attempt up on its own connection: the io thread
-                 * sends it as soon as the unlock message arrives. */
-                acq_req a;
-                acq_req_init(&a, l, &o, lease_ms, fenced, cancel);
-                dlock__node_unprime(c->node, &pr);   /* frees a previous request, if any */
-                w.primed = dlock__node_prime(c->node, &a.req, &pr) ? &pr : NULL;
-            }
             int wr = dlock__waiter_wait(c->loop, &w, until);
             if (wr == DLOCK_ECANCELED || wr == DLOCK_ECLOSED) {
                 rc = dlock__fail(wr, "wait for '%s' %s", l->name,
@@ -369,7 +327,6 @@ static int acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, dlock_cance
         /* Woken for an unlock, then failed with an error before learning whether
          * the lock was free: another waiter must get the chance. */
         dlock__waiter_leave(c->loop, &w, rc != DLOCK_OK && used_wake);
-        dlock__node_unprime(c->node, &pr);
     }
     if (rc == DLOCK_OK && token)
         *token = tok;
@@ -431,23 +388,18 @@ int dlock_lock_release(dlock_lock *l)
     const char *argv[] = {l->name, l->channel, latch, o.id, lease_s, px_s};
     const size_t lens[] = {l->nlen, l->clen, latch_len, o.len, lease_n, px_n};
     redisReply *r;
-    unsigned flags = DLOCK__CALL_IDEMPOTENT;
-    if (atomic_load_explicit(&l->contended, memory_order_relaxed))
-        flags |= DLOCK__CALL_PING_FIRST;   /* waiters hear of it before we return */
     dlock__req req = {.script = DLOCK__SCRIPT_LOCK_RELEASE, .nkeys = 3, .argc = 6, .argv = argv,
-                      .lens = lens, .flags = flags, .latch_ms = c->latch_px};
+                      .lens = lens, .flags = DLOCK__CALL_IDEMPOTENT, .latch_ms = c->latch_px};
     int rc = dlock__node_call(c->node, &req, &r);
     if (latch != latch_stack)
         free(latch);
-    int outcome = DLOCK__RELEASE_KEPT, heard = 0;
+    int outcome = DLOCK__RELEASE_KEPT;
     if (rc == DLOCK_OK) {
-        if (dlock__reply_release(r, &outcome, &heard) != DLOCK_OK) {
+        if (dlock__reply_release(r, &outcome) != DLOCK_OK) {
             outcome = DLOCK__RELEASE_KEPT;
             rc = proto_error(l, "release", r);
         } else {
             freeReplyObject(r);
-            if (outcome == DLOCK__RELEASE_GONE)
-                atomic_store_explicit(&l->contended, heard, memory_order_relaxed);
             if (outcome == DLOCK__RELEASE_NOT_HELD)
                 rc = dlock__fail(DLOCK_ENOTOWNER, "'%s' is not held by %s", l->name, o.id);
         }

@@ -19,14 +19,7 @@
  * Wake-ups. Message "0" (an unlock) wakes one waiter; anything else wakes all.
  * A wake-up sets w->woken, so one that arrives while its waiter is busy
  * retrying is kept, and a waiter that leaves with an unconsumed wake-up passes
- * it on: no lost wake-ups.
- *
- * Sending for the waiter. A sleeping waiter whose next attempt is primed
- * (w->armed: formatted, on a pooled connection set aside for it) has that
- * attempt written by this thread the moment its unlock message is read, under
- * mu; the waiter, woken meanwhile, only reads the reply. The connection is the
- * io thread's only while the waiter is armed, so exactly one side writes and
- * the waiter always reads (see "Races" below for several processes). */
+ * it on: no lost wake-ups. */
 #include <stdlib.h>
 #include <string.h>
 #include <uv.h>
@@ -45,8 +38,6 @@ struct dlock__channel {
     int nwaiters;
     int resync;
     int sub_failed;          /* Redis refused the SUBSCRIBE: waiters poll instead */
-    int races;               /* > 0: attempts sent on unlock messages lost lately to
-                                other clients (decays on wins) */
     size_t len;
     char name[];
 };
@@ -65,7 +56,6 @@ struct dlock__loop {
     int closed;             /* under mu: waits return DLOCK_ECLOSED */
 
     /* io thread only */
-    uint64_t rng;            /* xorshift state for send_now */
     dlock__aconn *sub;
     int pending_closes;
 };
@@ -111,40 +101,6 @@ static dlock__waiter *pick_one(dlock__channel *ch)
         }
     }
     return NULL;
-}
-
-/* Races. Redis writes an unlock message to its subscribers newest first, so
- * when several processes wait for one lock, the io threads that send their
- * waiters' attempts at once (dlock__primed_send) reach Redis in that order:
- * the waiter that subscribed last, often the lock's previous holder, would
- * win every time and the oldest could starve. Once attempts sent this way
- * lose to other clients, each unlock message is sent on at once only with
- * probability 1/3, and otherwise left to the woken waiter (some 10-20 us
- * later): the winner is then close to random, and no waiter starves. Within
- * one process no race arises, as an unlock message wakes a single waiter. */
-#define RACE_MEMORY 8        /* wins it takes to forget a lost race */
-
-/* Folds the outcome of the waiter's last sent attempt into its channel. */
-static void note_outcome(dlock__channel *ch, dlock__waiter *w)
-{
-    if (w->fire_outcome == DLOCK__FIRE_LOST)
-        ch->races = RACE_MEMORY;
-    else if (w->fire_outcome == DLOCK__FIRE_WON && ch->races > 0)
-        ch->races--;
-    w->fire_outcome = DLOCK__FIRE_NONE;
-}
-
-/* io thread: whether to send an armed waiter's attempt on this message. */
-static int send_now(dlock__loop *lp, const dlock__channel *ch)
-{
-    if (ch->races == 0)
-        return 1;
-    uint64_t x = lp->rng;   /* xorshift64 */
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    lp->rng = x;
-    return x % 3 == 0;
 }
 
 static void wake_one(dlock__channel *ch)
@@ -288,14 +244,8 @@ static void on_sub_push(dlock__aconn *ac, redisReply *r, void *ud)
     if (ch) {
         if (msg->type == REDIS_REPLY_STRING && msg->len == 1 && msg->str[0] == '0') {
             one = pick_one(ch);
-            if (one) {
+            if (one)
                 one->pins++;
-                if (one->armed && send_now(lp, ch)) {
-                    /* Its retry goes out now, while it wakes up. */
-                    one->armed = 0;
-                    dlock__primed_send(one->primed);
-                }
-            }
         } else {
             wake_all(ch, 1);
         }
@@ -484,8 +434,6 @@ int dlock__loop_start(dlock__loop **out, dlock_client *c)
     if (!lp)
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
     lp->c = c;
-    dlock__random(&lp->rng, sizeof(lp->rng));
-    lp->rng |= 1;   /* xorshift needs a non-zero state */
     pthread_mutex_init(&lp->mu, NULL);
     dlock__map_init(&lp->channels, ch_eq);
     dlock__list_init(&lp->dirty);
@@ -642,8 +590,6 @@ int dlock__waiter_wait(dlock__loop *lp, dlock__waiter *w, int64_t until_ms)
     dlock__abstime(until_ms, &ts);
     int rc;
     pthread_mutex_lock(&lp->mu);
-    w->armed = w->primed && w->primed->ctx;
-    note_outcome(w->ch, w);
     for (;;) {
         if (w->woken) {
             w->woken = 0;
@@ -672,7 +618,6 @@ int dlock__waiter_wait(dlock__loop *lp, dlock__waiter *w, int64_t until_ms)
     }
     if (!w->subscribed && w->ch->state == CH_SUBSCRIBED)
         w->subscribed = 1;
-    w->armed = 0;
     pthread_mutex_unlock(&lp->mu);
     return rc;
 }
@@ -681,7 +626,6 @@ void dlock__waiter_leave(dlock__loop *lp, dlock__waiter *w, int pass_wake)
 {
     pthread_mutex_lock(&lp->mu);
     dlock__channel *ch = w->ch;
-    note_outcome(ch, w);
     dlock__list_remove(&w->link);
     ch->nwaiters--;
     if (w->woken || pass_wake)

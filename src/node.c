@@ -34,7 +34,6 @@ struct dlock__node {
     int nidle;
     int nopen;               /* idle + in use + being opened */
     int max;
-    int nprimed;             /* connections set aside by waiters (dlock__node_prime) */
 };
 
 static struct timeval tv_of(int64_t ms)
@@ -191,10 +190,8 @@ static int conn_alive(redisContext *ctx)
 }
 
 /* Takes an idle connection, or opens one if the pool has room, or waits for
- * one up to the command timeout. *fresh = 1 when newly opened. With
- * `idle_only`, only an idle connection will do: DLOCK_ECMDTIMEOUT at once
- * when there is none. */
-static int pool_take(dlock__node *n, redisContext **out, int *fresh, int idle_only)
+ * one up to the command timeout. *fresh = 1 when newly opened. */
+static int pool_get(dlock__node *n, redisContext **out, int *fresh)
 {
     pthread_mutex_lock(&n->mu);
     int64_t deadline = dlock__now_ms() + n->c->cfg.command_timeout_ms;
@@ -212,10 +209,6 @@ static int pool_take(dlock__node *n, redisContext **out, int *fresh, int idle_on
             pthread_mutex_unlock(&n->mu);
             *fresh = 0;
             return DLOCK_OK;
-        }
-        if (idle_only) {
-            pthread_mutex_unlock(&n->mu);
-            return DLOCK_ECMDTIMEOUT;
         }
         if (n->nopen < n->max)
             break;
@@ -241,11 +234,6 @@ static int pool_take(dlock__node *n, redisContext **out, int *fresh, int idle_on
     }
     *fresh = 1;
     return DLOCK_OK;
-}
-
-static int pool_get(dlock__node *n, redisContext **out, int *fresh)
-{
-    return pool_take(n, out, fresh, 0);
 }
 
 static void pool_put(dlock__node *n, redisContext *ctx, int broken)
@@ -311,13 +299,15 @@ static int load_script(dlock__node *n, redisContext *ctx, int script)
 
 typedef enum { SENT_OK, NOT_SENT, MAYBE_RAN } send_outcome;
 
-/* Writes what the context has queued and reads one reply. A failure while
- * writing means Redis cannot have run the command (a partial command is
- * discarded with the connection); a failure while reading means it may have.
- * *timed_out tells which read failure. */
-static send_outcome flush_and_read(redisContext *ctx, redisReply **out, int *timed_out)
+/* Writes one command and reads its reply. A failure while writing means Redis
+ * cannot have run it (a partial command is discarded with the connection); a
+ * failure while reading means it may have. *timed_out tells which read failure. */
+static send_outcome roundtrip(redisContext *ctx, int argc, const char **argv, const size_t *lens,
+                              redisReply **out, int *timed_out)
 {
     *out = NULL;
+    if (redisAppendCommandArgv(ctx, argc, argv, lens) != REDIS_OK)
+        return NOT_SENT;
     int done = 0;
     do {
         if (redisBufferWrite(ctx, &done) != REDIS_OK)
@@ -333,55 +323,13 @@ static send_outcome flush_and_read(redisContext *ctx, redisReply **out, int *tim
     return SENT_OK;
 }
 
-static send_outcome roundtrip(redisContext *ctx, int argc, const char **argv, const size_t *lens,
-                              redisReply **out, int *timed_out)
-{
-    *out = NULL;
-    if (redisAppendCommandArgv(ctx, argc, argv, lens) != REDIS_OK)
-        return NOT_SENT;
-    return flush_and_read(ctx, out, timed_out);
-}
-
-/* One attempt on one connection, reloading the script after NOSCRIPT. With
- * `pre`, the request is the primed one, of which pre_sent bytes are already
- * on the wire; with ping_first, a PING goes just before it. */
+/* One attempt on one connection, reloading the script after NOSCRIPT. */
 static send_outcome send_once(dlock__node *n, redisContext *ctx, int script, int argc,
-                              const char **argv, const size_t *lens, int ping_first,
-                              const dlock__primed *pre, size_t pre_sent, redisReply **out,
+                              const char **argv, const size_t *lens, redisReply **out,
                               int *timed_out)
 {
     redisReply *r;
-    send_outcome o;
-    if (pre) {
-        if (pre_sent < pre->len &&
-            redisAppendFormattedCommand(ctx, pre->cmd + pre_sent, pre->len - pre_sent) != REDIS_OK)
-            o = NOT_SENT;
-        else
-            o = flush_and_read(ctx, &r, timed_out);
-    } else if (ping_first) {
-        /* PING, then the request, in one write: Redis queues the PING's reply
-         * first, which puts this connection behind the pub/sub connections the
-         * request then publishes to in its write order. Waiters hear the unlock
-         * before its releaser hears that it is done. */
-        const char *pa[] = {"PING"};
-        if (redisAppendCommandArgv(ctx, 1, pa, NULL) != REDIS_OK) {
-            o = NOT_SENT;
-        } else {
-            o = roundtrip(ctx, argc, argv, lens, &r, timed_out);
-            if (o == SENT_OK) {
-                freeReplyObject(r);   /* PONG */
-                void *r2 = NULL;
-                if (redisGetReply(ctx, &r2) != REDIS_OK || !r2) {
-                    *timed_out =
-                        ctx->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK);
-                    o = MAYBE_RAN;
-                }
-                r = r2;
-            }
-        }
-    } else {
-        o = roundtrip(ctx, argc, argv, lens, &r, timed_out);
-    }
+    send_outcome o = roundtrip(ctx, argc, argv, lens, &r, timed_out);
     if (o == SENT_OK && script >= 0 && r->type == REDIS_REPLY_ERROR &&
         strncmp(r->str, "NOSCRIPT", 8) == 0) {
         /* The server's script cache is empty (restart, SCRIPT FLUSH): load and resend. */
@@ -392,7 +340,7 @@ static send_outcome send_once(dlock__node *n, redisContext *ctx, int script, int
         }
         o = roundtrip(ctx, argc, argv, lens, &r, timed_out);
     }
-    *out = o == NOT_SENT ? NULL : r;
+    *out = r;
     return o;
 }
 
@@ -401,117 +349,57 @@ static int pause_retry(const dlock__req *req, int64_t ms)
     return dlock__cancel_sleep(req->cancel, ms);
 }
 
-/* The command line of a request: EVALSHA <sha> <nkeys> keys... args... for a
- * script. *av is av_stack or allocated (free with free_argv). */
-static int build_argv(const dlock__req *req, const char **av_stack, size_t *len_stack, char nk[16],
-                      const char ***av, const size_t **lens, int *argc)
-{
-    *av = req->argv;
-    *lens = req->lens;
-    *argc = req->argc;
-    if (req->script < 0)
-        return DLOCK_OK;
-    *argc = req->argc + 3;
-    const char **a = av_stack;
-    size_t *l = len_stack;
-    if (*argc > ARGV_STACK) {
-        a = malloc(sizeof(*a) * (size_t)*argc);
-        l = malloc(sizeof(*l) * (size_t)*argc);
-        if (!a || !l) {
-            free(a);
-            free(l);
-            return dlock__fail(DLOCK_ENOMEM, "out of memory");
-        }
-    }
-    a[0] = "EVALSHA";
-    l[0] = 7;
-    a[1] = dlock__scripts[req->script].sha;
-    l[1] = 40;
-    a[2] = nk;
-    l[2] = dlock__fmt_i64(nk, req->nkeys);
-    for (int i = 0; i < req->argc; i++) {
-        a[i + 3] = req->argv[i];
-        l[i + 3] = req->lens ? req->lens[i] : strlen(req->argv[i]);
-    }
-    *av = a;
-    *lens = l;
-    return DLOCK_OK;
-}
-
-static void free_argv(const dlock__req *req, const char **av, const size_t *lens,
-                      const char **av_stack)
-{
-    if (av != req->argv && av != av_stack) {
-        free((void *)av);
-        free((void *)lens);
-    }
-}
-
-/* Gives up a primed connection: back to the pool, or closed when broken. */
-static void unprime(dlock__node *n, dlock__primed *p, int broken)
-{
-    if (!p->ctx)
-        return;
-    pool_put(n, p->ctx, broken);
-    p->ctx = NULL;
-    p->sent = 0;
-    pthread_mutex_lock(&n->mu);
-    n->nprimed--;
-    pthread_mutex_unlock(&n->mu);
-}
-
-/* A connection back after a request: a primed one stays with its waiter. */
-static void conn_done(dlock__node *n, dlock__primed *p, redisContext *ctx, int broken)
-{
-    if (p && ctx == p->ctx) {
-        if (broken)
-            unprime(n, p, 1);
-    } else {
-        pool_put(n, ctx, broken);
-    }
-}
-
-static int call(dlock__node *n, const dlock__req *req, dlock__primed *p, redisReply **out)
+int dlock__node_call(dlock__node *n, const dlock__req *req, redisReply **out)
 {
     const dlock_config *cfg = &n->c->cfg;
     const char *av_stack[ARGV_STACK];
     size_t len_stack[ARGV_STACK];
-    const char **av;
-    const size_t *lens;
-    int argc;
+    const char **av = req->argv;
+    const size_t *lens = req->lens;
+    int argc = req->argc;
     char nk[16];
-    int rc = build_argv(req, av_stack, len_stack, nk, &av, &lens, &argc);
-    if (rc != DLOCK_OK)
-        return rc;
 
+    if (req->script >= 0) {
+        /* EVALSHA <sha> <nkeys> keys... args... */
+        argc = req->argc + 3;
+        const char **a = av_stack;
+        size_t *l = len_stack;
+        if (argc > ARGV_STACK) {
+            a = malloc(sizeof(*a) * (size_t)argc);
+            l = malloc(sizeof(*l) * (size_t)argc);
+            if (!a || !l) {
+                free(a);
+                free(l);
+                return dlock__fail(DLOCK_ENOMEM, "out of memory");
+            }
+        }
+        a[0] = "EVALSHA";
+        l[0] = 7;
+        a[1] = dlock__scripts[req->script].sha;
+        l[1] = 40;
+        a[2] = nk;
+        l[2] = dlock__fmt_i64(nk, req->nkeys);
+        for (int i = 0; i < req->argc; i++) {
+            a[i + 3] = req->argv[i];
+            l[i + 3] = req->lens ? req->lens[i] : strlen(req->argv[i]);
+        }
+        av = a;
+        lens = l;
+    }
+
+    int rc = DLOCK_OK;
     int failures = 0;
     int64_t first_write = -1;
     for (;;) {
-        redisContext *ctx = NULL;
-        int fresh = 0, timed_out = 0;
+        redisContext *ctx;
+        int fresh, timed_out = 0;
         redisReply *r = NULL;
-        const dlock__primed *pre = NULL;
-        size_t pre_sent = 0;
-        if (p && p->ctx) {
-            /* The primed connection, once: a retry takes a pooled one. */
-            pre_sent = p->sent;
-            p->sent = 0;
-            if (pre_sent == 0 && !conn_alive(p->ctx)) {
-                unprime(n, p, 1);   /* died while the waiter slept: nothing was sent */
-                rc = pool_get(n, &ctx, &fresh);
-            } else {
-                ctx = p->ctx;
-                pre = p;
-                rc = DLOCK_OK;
-            }
-        } else {
-            rc = pool_get(n, &ctx, &fresh);
-        }
+        rc = pool_get(n, &ctx, &fresh);
         if (rc == DLOCK_OK && req->latch_ms > 0 && first_write >= 0 &&
             dlock__now_ms() + cfg->command_timeout_ms + 500 > first_write + req->latch_ms) {
             /* Its reply could come after the latch is gone: a retry that then ran
              * would release a second hold. Give up with the last error. */
-            conn_done(n, p, ctx, 0);
+            pool_put(n, ctx, 0);
             rc = dlock__fail(DLOCK_ECMDTIMEOUT,
                              "%s: no answer, and retrying now could release twice", n->addr);
             break;
@@ -519,11 +407,9 @@ static int call(dlock__node *n, const dlock__req *req, dlock__primed *p, redisRe
         if (rc == DLOCK_OK) {
             if (first_write < 0)
                 first_write = dlock__now_ms();
-            send_outcome o =
-                send_once(n, ctx, req->script, argc, av, lens, (req->flags & DLOCK__CALL_PING_FIRST) != 0,
-                          pre, pre_sent, &r, &timed_out);
+            send_outcome o = send_once(n, ctx, req->script, argc, av, lens, &r, &timed_out);
             if (o == SENT_OK) {
-                conn_done(n, p, ctx, 0);
+                pool_put(n, ctx, 0);
                 if (!r) {
                     rc = dlock__fail(DLOCK_EREDIS, "cannot load script %s on %s",
                                      dlock__scripts[req->script].name, n->addr);
@@ -543,7 +429,7 @@ static int call(dlock__node *n, const dlock__req *req, dlock__primed *p, redisRe
                 const char *why = ctx->errstr[0] ? ctx->errstr : "connection lost";
                 rc = dlock__fail(timed_out ? DLOCK_ECMDTIMEOUT : DLOCK_ECONN, "%s: %s", n->addr,
                                  timed_out ? "no reply within the command timeout" : why);
-                conn_done(n, p, ctx, 1);
+                pool_put(n, ctx, 1);
                 if (o == MAYBE_RAN && !(req->flags & DLOCK__CALL_IDEMPOTENT)) {
                     rc = dlock__fail(DLOCK_EUNKNOWN,
                                      "%s: %s after the request was sent; it may have run",
@@ -564,71 +450,9 @@ static int call(dlock__node *n, const dlock__req *req, dlock__primed *p, redisRe
             break;
         }
     }
-    free_argv(req, av, lens, av_stack);
+    if (av != req->argv && av != av_stack) {
+        free((void *)av);
+        free((void *)lens);
+    }
     return rc;
-}
-
-int dlock__node_call(dlock__node *n, const dlock__req *req, redisReply **out)
-{
-    return call(n, req, NULL, out);
-}
-
-int dlock__node_call_primed(dlock__node *n, const dlock__req *req, dlock__primed *p,
-                            redisReply **out)
-{
-    return call(n, req, p, out);
-}
-
-int dlock__node_prime(dlock__node *n, const dlock__req *req, dlock__primed *p)
-{
-    memset(p, 0, sizeof(*p));
-    pthread_mutex_lock(&n->mu);
-    /* Half the pool at most, so that waiters never starve other calls. */
-    int room = n->nprimed < n->max / 2;
-    if (room)
-        n->nprimed++;
-    pthread_mutex_unlock(&n->mu);
-    if (!room)
-        return 0;
-    const char *av_stack[ARGV_STACK];
-    size_t len_stack[ARGV_STACK];
-    const char **av;
-    const size_t *lens;
-    int argc, fresh;
-    char nk[16];
-    char *cmd = NULL;
-    int len = -1;
-    if (build_argv(req, av_stack, len_stack, nk, &av, &lens, &argc) == DLOCK_OK) {
-        len = redisFormatCommandArgv(&cmd, argc, av, lens);
-        free_argv(req, av, lens, av_stack);
-    }
-    if (len > 0 && pool_take(n, &p->ctx, &fresh, 1) == DLOCK_OK) {
-        p->cmd = cmd;
-        p->len = (size_t)len;
-        return 1;
-    }
-    redisFreeCommand(cmd);
-    p->ctx = NULL;
-    pthread_mutex_lock(&n->mu);
-    n->nprimed--;
-    pthread_mutex_unlock(&n->mu);
-    return 0;
-}
-
-void dlock__node_unprime(dlock__node *n, dlock__primed *p)
-{
-    /* A request sent but never read leaves its reply on the connection. */
-    unprime(n, p, p->sent > 0);
-    redisFreeCommand(p->cmd);
-    p->cmd = NULL;
-}
-
-void dlock__primed_send(dlock__primed *p)
-{
-    if (!p->ctx || p->sent > 0 || !conn_alive(p->ctx))
-        return;   /* dead: its owner finds out and sends on another connection */
-    p->sent_at_ms = dlock__now_ms();
-    ssize_t k = send(p->ctx->fd, p->cmd, p->len, MSG_DONTWAIT | MSG_NOSIGNAL);
-    if (k > 0)
-        p->sent = (size_t)k;
 }

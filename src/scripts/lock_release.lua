@@ -11,8 +11,8 @@
 -- ARGV[3]  latch lifetime in ms
 --
 -- Returns 1 when the last hold went (key deleted, "0" published: wakes one
--- waiter, Redisson's or dlock's), 2 when it went and someone was subscribed
--- to hear it, 0 when holds remain, nil when the owner holds nothing.
+-- waiter, Redisson's or dlock's), 0 when holds remain, nil when the owner
+-- holds nothing.
 local earlier = redis.call('get', KEYS[3])
 if earlier then
   return tonumber(earlier)
@@ -33,11 +33,8 @@ if count > 1 then
 else
   -- The last hold: one HGET instead of HEXISTS + HINCRBY on the common path.
   redis.call('del', lock)
-  if redis.call('publish', KEYS[2], '0') > 0 then
-    result = 2
-  else
-    result = 1
-  end
+  redis.call('publish', KEYS[2], '0')
+  result = 1
 end
 redis.call('set', KEYS[3], result, 'px', ARGV[3])
 return result
