@@ -92,6 +92,7 @@ static int handshake(dlock__node *n, redisContext *ctx)
 {
     const dlock__endpoint *ep = &n->ep;
     const char *what[3];
+    int credentials[3];   /* a refusal of this step means bad credentials */
     int sent = 0;
     if (ep->pass) {
         if (ep->user) {
@@ -101,6 +102,7 @@ static int handshake(dlock__node *n, redisContext *ctx)
             const char *av[] = {"AUTH", ep->pass};
             redisAppendCommandArgv(ctx, 2, av, NULL);
         }
+        credentials[sent] = 1;
         what[sent++] = "authentication";
     }
     if (ep->db != 0) {
@@ -108,11 +110,13 @@ static int handshake(dlock__node *n, redisContext *ctx)
         snprintf(db, sizeof(db), "%d", ep->db);
         const char *av[] = {"SELECT", db};
         redisAppendCommandArgv(ctx, 2, av, NULL);
+        credentials[sent] = 1;
         what[sent++] = "database selection";
     }
     if (n->c->cfg.client_name) {
         const char *av[] = {"CLIENT", "SETNAME", n->c->cfg.client_name};
         redisAppendCommandArgv(ctx, 3, av, NULL);
+        credentials[sent] = 0;
         what[sent++] = "CLIENT SETNAME";
     }
     if (sent == 0) {
@@ -121,6 +125,7 @@ static int handshake(dlock__node *n, redisContext *ctx)
          * here, before a request that cannot be resent goes out on it. */
         const char *av[] = {"PING"};
         redisAppendCommandArgv(ctx, 1, av, NULL);
+        credentials[sent] = 0;
         what[sent++] = "the first PING";
     }
     int rc = DLOCK_OK;
@@ -132,7 +137,7 @@ static int handshake(dlock__node *n, redisContext *ctx)
         }
         if (r->type == REDIS_REPLY_ERROR && rc == DLOCK_OK) {
             int code = dlock__redis_error_code(r->str);
-            if (code == DLOCK_EREDIS && i < sent && strcmp(what[i], "CLIENT SETNAME") != 0)
+            if (code == DLOCK_EREDIS && credentials[i])
                 code = DLOCK_EAUTH;
             rc = dlock__fail(code, "%s refused by %s: %s", what[i], n->addr, r->str);
         }

@@ -510,12 +510,9 @@ static void test_unreachable_at_open(void **state)
     dlock_config_free(cfg);
 }
 
-/* A port whose connections the kernel completes but nobody accepts (a server
- * shutting down, a wedged process): the client is refused at open rather
- * than handed a connection on which a request could go out unanswered. */
-static void test_silent_listener_at_open(void **state)
+/* A listening socket on a free loopback port; *url receives its address. */
+static int loopback_listener(char *url, size_t size)
 {
-    (void)state;
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     assert_true(fd >= 0);
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -523,18 +520,72 @@ static void test_silent_listener_at_open(void **state)
     assert_int_equal(listen(fd, 16), 0);
     socklen_t sl = sizeof(sa);
     assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &sl), 0);
-    char url[64];
-    snprintf(url, sizeof(url), "redis://127.0.0.1:%d", ntohs(sa.sin_port));
+    snprintf(url, size, "redis://127.0.0.1:%d", ntohs(sa.sin_port));
+    return fd;
+}
+
+/* Opens a client on url with a short connect timeout and no retries. */
+static int open_once(const char *url, dlock_client **c)
+{
     dlock_config *cfg = dlock_config_new();
     assert_int_equal(dlock_config_set_url(cfg, url), DLOCK_OK);
     assert_int_equal(dlock_config_set_connect_timeout(cfg, 300), DLOCK_OK);
     assert_int_equal(dlock_config_set_retry(cfg, 0, 10), DLOCK_OK);
-    dlock_client *c = (dlock_client *)1;
-    assert_int_equal(dlock_client_open(&c, cfg), DLOCK_ECONN);
+    *c = (dlock_client *)1;
+    int rc = dlock_client_open(c, cfg);
+    dlock_config_free(cfg);
+    return rc;
+}
+
+/* A port whose connections the kernel completes but nobody accepts (a server
+ * shutting down, a wedged process): the client is refused at open rather
+ * than handed a connection on which a request could go out unanswered. */
+static void test_silent_listener_at_open(void **state)
+{
+    (void)state;
+    char url[64];
+    int fd = loopback_listener(url, sizeof(url));
+    dlock_client *c;
+    assert_int_equal(open_once(url, &c), DLOCK_ECONN);
     assert_null(c);
     assert_non_null(strstr(dlock_last_error(), "PING"));
-    dlock_config_free(cfg);
     close(fd);
+}
+
+/* A server that answers every connection with -LOADING. */
+static void *loading_server(void *arg)
+{
+    int fd = *(int *)arg, conn;
+    while ((conn = accept(fd, NULL, NULL)) >= 0) {
+        char buf[256];
+        if (read(conn, buf, sizeof(buf)) > 0) {
+            static const char loading[] = "-LOADING Redis is loading the dataset in memory\r\n";
+            (void)!write(conn, loading, sizeof(loading) - 1);
+        }
+        close(conn);
+    }
+    return NULL;
+}
+
+/* The first PING of a connection refused for a reason other than credentials
+ * (here the server is still loading) is reported as what it is, not as an
+ * authentication failure. */
+static void test_loading_server_at_open(void **state)
+{
+    (void)state;
+    char url[64];
+    int fd = loopback_listener(url, sizeof(url));
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, loading_server, &fd), 0);
+    dlock_client *c;
+    int rc = open_once(url, &c);
+    shutdown(fd, SHUT_RDWR);   /* ends the accept loop */
+    pthread_join(t, NULL);
+    close(fd);
+    assert_null(c);
+    if (rc != DLOCK_EREDIS)
+        fail_msg("open against a loading server: %s (%s)", dlock_strerror(rc), dlock_last_error());
+    assert_non_null(strstr(dlock_last_error(), "LOADING"));
 }
 
 static void test_auth_and_db_and_name(void **state)
@@ -908,6 +959,7 @@ int main(void)
         cmocka_unit_test(test_wrong_type_key),
         cmocka_unit_test(test_unreachable_at_open),
         cmocka_unit_test(test_silent_listener_at_open),
+        cmocka_unit_test(test_loading_server_at_open),
         cmocka_unit_test(test_auth_and_db_and_name),
         cmocka_unit_test(test_unix_socket),
         cmocka_unit_test(test_log_callback_never_shows_password),
