@@ -105,7 +105,15 @@ typedef struct dlock__node dlock__node;
 enum {
     /* Resend after a failure that may have happened after Redis ran the
      * command (timeout, reset mid-reply): only for idempotent requests. */
-    DLOCK__CALL_IDEMPOTENT = 1
+    DLOCK__CALL_IDEMPOTENT = 1,
+    /* Pipeline a PING before the request (its reply is read and dropped). A
+     * release that will wake a waiter uses it: Redis then writes the unlock
+     * message to the subscribers before the releaser's reply, instead of after
+     * it, so the next holder's retry is not queued behind the releaser's
+     * return on a busy client CPU (Redis 7 writes the clients with pending
+     * replies newest first, and the PING makes the releaser's connection
+     * pending before the script publishes). */
+    DLOCK__CALL_PING_FIRST = 2
 };
 
 /* A request: either a plain command (script < 0) or EVALSHA of a script. For
@@ -250,7 +258,8 @@ const char *dlock__lock_channel(const dlock_lock *l, size_t *len);
  * DLOCK__BUSY (acquire only), DLOCK_EWRONGTYPE (TYPE only) or DLOCK_EPROTO. */
 #define DLOCK__BUSY 1
 int dlock__reply_acquire(const redisReply *r, int fenced, int64_t *ttl, uint64_t *token);
-int dlock__reply_release(const redisReply *r, int *outcome);
+/* *heard = 1 when the last hold went and some client heard the unlock message. */
+int dlock__reply_release(const redisReply *r, int *outcome, int *heard);
 int dlock__reply_flag(const redisReply *r, int *flag);
 int dlock__reply_integer(const redisReply *r, int64_t *v);
 int dlock__reply_type_locked(const redisReply *r, int *locked);

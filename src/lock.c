@@ -19,6 +19,7 @@ struct dlock_lock {
     size_t lplen;
     char *owner;             /* explicit owner id, or NULL for the calling thread */
     size_t olen;
+    atomic_int heard;        /* the last release through this handle woke some client */
     pthread_mutex_t mu;      /* guards fn, ud */
     dlock_lost_fn fn;
     void *ud;
@@ -388,18 +389,24 @@ int dlock_lock_release(dlock_lock *l)
     const char *argv[] = {l->name, l->channel, latch, o.id, lease_s, px_s};
     const size_t lens[] = {l->nlen, l->clen, latch_len, o.len, lease_n, px_n};
     redisReply *r;
+    /* A lock whose last release woke someone is likely contended again. */
+    unsigned flags = DLOCK__CALL_IDEMPOTENT;
+    if (atomic_load_explicit(&l->heard, memory_order_relaxed))
+        flags |= DLOCK__CALL_PING_FIRST;
     dlock__req req = {.script = DLOCK__SCRIPT_LOCK_RELEASE, .nkeys = 3, .argc = 6, .argv = argv,
-                      .lens = lens, .flags = DLOCK__CALL_IDEMPOTENT, .latch_ms = c->latch_px};
+                      .lens = lens, .flags = flags, .latch_ms = c->latch_px};
     int rc = dlock__node_call(c->node, &req, &r);
     if (latch != latch_stack)
         free(latch);
-    int outcome = DLOCK__RELEASE_KEPT;
+    int outcome = DLOCK__RELEASE_KEPT, heard = 0;
     if (rc == DLOCK_OK) {
-        if (dlock__reply_release(r, &outcome) != DLOCK_OK) {
+        if (dlock__reply_release(r, &outcome, &heard) != DLOCK_OK) {
             outcome = DLOCK__RELEASE_KEPT;
             rc = proto_error(l, "release", r);
         } else {
             freeReplyObject(r);
+            if (outcome == DLOCK__RELEASE_GONE)
+                atomic_store_explicit(&l->heard, heard, memory_order_relaxed);
             if (outcome == DLOCK__RELEASE_NOT_HELD)
                 rc = dlock__fail(DLOCK_ENOTOWNER, "'%s' is not held by %s", l->name, o.id);
         }

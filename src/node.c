@@ -308,9 +308,13 @@ typedef enum { SENT_OK, NOT_SENT, MAYBE_RAN } send_outcome;
  * cannot have run it (a partial command is discarded with the connection); a
  * failure while reading means it may have. *timed_out tells which read failure. */
 static send_outcome roundtrip(redisContext *ctx, int argc, const char **argv, const size_t *lens,
-                              redisReply **out, int *timed_out)
+                              int ping_first, redisReply **out, int *timed_out)
 {
+    static const char *ping_av[] = {"PING"};
+    static const size_t ping_len[] = {4};
     *out = NULL;
+    if (ping_first && redisAppendCommandArgv(ctx, 1, ping_av, ping_len) != REDIS_OK)
+        return NOT_SENT;
     if (redisAppendCommandArgv(ctx, argc, argv, lens) != REDIS_OK)
         return NOT_SENT;
     int done = 0;
@@ -319,6 +323,16 @@ static send_outcome roundtrip(redisContext *ctx, int argc, const char **argv, co
             return NOT_SENT;
     } while (!done);
     void *r = NULL;
+    if (ping_first) {
+        /* Whatever PING got (even an error such as NOPERM) is dropped; failing
+         * to read it means the request may have run. */
+        if (redisGetReply(ctx, &r) != REDIS_OK || !r) {
+            *timed_out = ctx->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK);
+            return MAYBE_RAN;
+        }
+        freeReplyObject(r);
+        r = NULL;
+    }
     if (redisGetReply(ctx, &r) != REDIS_OK || !r) {
         /* hiredis reports a read timeout as an I/O error with EAGAIN. */
         *timed_out = ctx->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK);
@@ -330,11 +344,11 @@ static send_outcome roundtrip(redisContext *ctx, int argc, const char **argv, co
 
 /* One attempt on one connection, reloading the script after NOSCRIPT. */
 static send_outcome send_once(dlock__node *n, redisContext *ctx, int script, int argc,
-                              const char **argv, const size_t *lens, redisReply **out,
-                              int *timed_out)
+                              const char **argv, const size_t *lens, int ping_first,
+                              redisReply **out, int *timed_out)
 {
     redisReply *r;
-    send_outcome o = roundtrip(ctx, argc, argv, lens, &r, timed_out);
+    send_outcome o = roundtrip(ctx, argc, argv, lens, ping_first, &r, timed_out);
     if (o == SENT_OK && script >= 0 && r->type == REDIS_REPLY_ERROR &&
         strncmp(r->str, "NOSCRIPT", 8) == 0) {
         /* The server's script cache is empty (restart, SCRIPT FLUSH): load and resend. */
@@ -343,7 +357,7 @@ static send_outcome send_once(dlock__node *n, redisContext *ctx, int script, int
             *out = NULL;
             return ctx->err ? MAYBE_RAN : SENT_OK;   /* MAYBE_RAN: the load's, harmless */
         }
-        o = roundtrip(ctx, argc, argv, lens, &r, timed_out);
+        o = roundtrip(ctx, argc, argv, lens, 0, &r, timed_out);
     }
     *out = r;
     return o;
@@ -412,7 +426,9 @@ int dlock__node_call(dlock__node *n, const dlock__req *req, redisReply **out)
         if (rc == DLOCK_OK) {
             if (first_write < 0)
                 first_write = dlock__now_ms();
-            send_outcome o = send_once(n, ctx, req->script, argc, av, lens, &r, &timed_out);
+            send_outcome o = send_once(n, ctx, req->script, argc, av, lens,
+                                       (req->flags & DLOCK__CALL_PING_FIRST) != 0, &r,
+                                       &timed_out);
             if (o == SENT_OK) {
                 pool_put(n, ctx, 0);
                 if (!r) {

@@ -23,15 +23,17 @@ int dlock__reply_acquire(const redisReply *r, int fenced, int64_t *ttl, uint64_t
     return DLOCK_OK;
 }
 
-int dlock__reply_release(const redisReply *r, int *outcome)
+int dlock__reply_release(const redisReply *r, int *outcome, int *heard)
 {
+    *heard = 0;
     if (r->type == REDIS_REPLY_NIL) {
         *outcome = DLOCK__RELEASE_NOT_HELD;
         return DLOCK_OK;
     }
-    if (r->type != REDIS_REPLY_INTEGER || (r->integer != 0 && r->integer != 1))
+    if (r->type != REDIS_REPLY_INTEGER || r->integer < 0 || r->integer > 2)
         return DLOCK_EPROTO;
-    *outcome = r->integer == 1 ? DLOCK__RELEASE_GONE : DLOCK__RELEASE_KEPT;
+    *outcome = r->integer >= 1 ? DLOCK__RELEASE_GONE : DLOCK__RELEASE_KEPT;
+    *heard = r->integer == 2;
     return DLOCK_OK;
 }
 

@@ -12,6 +12,8 @@
 
 #include <cmocka.h>
 
+#include <sys/socket.h>
+
 #include "harness.h"
 #include "internal.h"
 
@@ -561,6 +563,79 @@ static void test_huge_wait_is_forever(void **state)
     dlock_lock_free(l);
 }
 
+static long long ping_calls(void)
+{
+    redisReply *r = th_cmd(&srv, "INFO commandstats");
+    const char *p = r ? strstr(r->str, "cmdstat_ping:calls=") : NULL;
+    long long n = p ? atoll(p + 19) : 0;
+    if (r)
+        freeReplyObject(r);
+    return n;
+}
+
+/* 1 when the subscriber's socket already holds unread bytes (the message). */
+static int message_waiting(redisContext *sub)
+{
+    char b;
+    return recv(sub->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 1;
+}
+
+/* A release that will wake someone has Redis write the unlock message before
+ * the releaser's answer: when release returns, the subscriber already has it.
+ * The handle knows from its previous release whether someone listened; a
+ * release nobody hears sends no extra PING. */
+static void test_contended_release_message_goes_first(void **state)
+{
+    (void)state;
+    char name[128], ch[200];
+    dlock_lock *l = get(cli, "msgfirst", name, sizeof(name));
+    channel_of(name, ch, sizeof(ch));
+    redisContext *sub = th_admin(&srv);
+    assert_non_null(sub);
+    redisReply *r = redisCommand(sub, "SUBSCRIBE %s", ch);
+    assert_non_null(r);
+    freeReplyObject(r);
+
+    /* First release: nothing known yet, so no PING; someone heard it. */
+    assert_int_equal(dlock_lock_acquire(l, DLOCK_WATCHDOG), DLOCK_OK);
+    long long p0 = ping_calls();
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    assert_int_equal(ping_calls() - p0, 0);
+    assert_int_equal(redisGetReply(sub, (void **)&r), REDIS_OK);
+    assert_string_equal(r->element[2]->str, "0");
+    freeReplyObject(r);
+
+    /* Contended from now on: the message is in the subscriber's socket before
+     * release returns, every time. */
+    for (int i = 0; i < 20; i++) {
+        assert_int_equal(dlock_lock_acquire(l, DLOCK_WATCHDOG), DLOCK_OK);
+        p0 = ping_calls();
+        assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+        if (!message_waiting(sub))
+            fail_msg("release %d returned before the unlock message was written", i);
+        assert_int_equal(ping_calls() - p0, 1);
+        assert_int_equal(redisGetReply(sub, (void **)&r), REDIS_OK);
+        freeReplyObject(r);
+    }
+
+    /* Nobody listens any more: one more release with the PING (it could not
+     * know), then none. A hold that remains (reentry) wakes nobody either. */
+    redisFree(sub);
+    await_numsub(ch, 0);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(dlock_lock_acquire(l, DLOCK_WATCHDOG), DLOCK_OK);
+        assert_int_equal(dlock_lock_acquire(l, DLOCK_WATCHDOG), DLOCK_OK);
+        p0 = ping_calls();
+        assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+        assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+        assert_int_equal(ping_calls() - p0, i == 0 ? 2 : 0);
+    }
+    int locked = -1;
+    assert_int_equal(dlock_lock_is_locked(l, &locked), DLOCK_OK);
+    assert_int_equal(locked, 0);
+    dlock_lock_free(l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -576,6 +651,7 @@ int main(void)
         cmocka_unit_test(test_bad_token_key_writes_nothing),
         cmocka_unit_test(test_subscribe_refused_falls_back_to_polling),
         cmocka_unit_test(test_huge_wait_is_forever),
+        cmocka_unit_test(test_contended_release_message_goes_first),
         cmocka_unit_test(test_server_restart_mid_wait),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

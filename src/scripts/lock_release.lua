@@ -10,9 +10,10 @@
 --          (a lock taken with an explicit lease keeps its deadline)
 -- ARGV[3]  latch lifetime in ms
 --
--- Returns 1 when the last hold went (key deleted, "0" published: wakes one
--- waiter, Redisson's or dlock's), 0 when holds remain, nil when the owner
--- holds nothing.
+-- Returns 0 when holds remain, nil when the owner holds nothing, and when the
+-- last hold went (key deleted, "0" published: wakes one waiter, Redisson's or
+-- dlock's) 2 if some client heard the unlock message, 1 if none did. The latch
+-- keeps 1 for both (Redisson's value), so a retried release answers 1.
 local earlier = redis.call('get', KEYS[3])
 if earlier then
   return tonumber(earlier)
@@ -24,17 +25,19 @@ if not count then
   return nil
 end
 
-local result = 0
 if count > 1 then
   redis.call('hincrby', lock, owner, -1)
   if tonumber(ARGV[2]) > 0 then
     redis.call('pexpire', lock, ARGV[2])
   end
-else
-  -- The last hold: one HGET instead of HEXISTS + HINCRBY on the common path.
-  redis.call('del', lock)
-  redis.call('publish', KEYS[2], '0')
-  result = 1
+  redis.call('set', KEYS[3], 0, 'px', ARGV[3])
+  return 0
 end
-redis.call('set', KEYS[3], result, 'px', ARGV[3])
-return result
+-- The last hold: one HGET instead of HEXISTS + HINCRBY on the common path.
+redis.call('del', lock)
+local heard = redis.call('publish', KEYS[2], '0')
+redis.call('set', KEYS[3], 1, 'px', ARGV[3])
+if heard > 0 then
+  return 2
+end
+return 1
