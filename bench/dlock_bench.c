@@ -150,10 +150,10 @@ static void ceiling(void)
     freeReplyObject(r);
     const char *owner = "00000000-0000-0000-0000-000000000000:1";
     for (int i = 0; i < 1000; i++)   /* warm-up */
-        freeReplyObject(redisCommand(c, "EVALSHA %s 2 bench:ceiling tok 30000 %s 0", s->sha, owner));
+        freeReplyObject(redisCommand(c, "EVALSHA %s 3 bench:ceiling tok next 30000 %s 0 0 50", s->sha, owner));
     int64_t t0 = now_ns();
     for (long i = 0; i < O.cycles; i++) {
-        r = redisCommand(c, "EVALSHA %s 2 bench:ceiling tok 30000 %s 0", s->sha, owner);
+        r = redisCommand(c, "EVALSHA %s 3 bench:ceiling tok next 30000 %s 0 0 50", s->sha, owner);
         if (!r)
             die("evalsha");
         freeReplyObject(r);

@@ -71,7 +71,7 @@ owner=00000000-0000-0000-0000-000000000000:1
 rb() { # scenario clients n key
   local out v
   out=$(pin redis-benchmark -p "$REDIS_PORT" -c "$2" -n "$3" -r 10000 -q \
-        evalsha "$sha" 2 "$4" "tok:$4" 30000 "$owner" 0 2>&1 | tr '\r' '\n')
+        evalsha "$sha" 3 "$4" "tok:$4" "next:$4" 30000 "$owner" 0 0 50 2>&1 | tr '\r' '\n')
   v=$(printf '%s\n' "$out" | grep -o '[0-9.]* requests per second' | tail -1 | cut -d' ' -f1)
   if [ -n "$v" ]; then
     echo "{\"peer\":\"redis-benchmark\",\"scenario\":\"$1\",\"calls_per_s\":$v}" >> "$results"

@@ -17,6 +17,7 @@
 #define DEFAULT_RETRY_ATTEMPTS 3
 #define DEFAULT_RETRY_DELAY_MS 1500
 #define DEFAULT_POOL_SIZE 64
+#define DEFAULT_PRIORITY_AFTER_MS 100
 
 #define MAX_DURATION_MS (24LL * 3600 * 1000)
 #define MAX_HOST_LEN 255
@@ -372,6 +373,7 @@ dlock_config *dlock_config_new(void)
     cfg->retry_attempts = DEFAULT_RETRY_ATTEMPTS;
     cfg->retry_delay_ms = DEFAULT_RETRY_DELAY_MS;
     cfg->pool_size = DEFAULT_POOL_SIZE;
+    cfg->priority_after_ms = DEFAULT_PRIORITY_AFTER_MS;
     cfg->log_level = DLOCK_LOG_WARN;
     return cfg;
 }
@@ -461,6 +463,21 @@ int dlock_config_set_retry(dlock_config *cfg, int attempts, int64_t delay_ms)
     cfg->retry_attempts = attempts;
     cfg->retry_delay_ms = d;
     return DLOCK_OK;
+}
+
+int dlock_config_set_priority_after(dlock_config *cfg, int64_t after_ms)
+{
+    NEED_CFG(cfg);
+    if (after_ms == DLOCK_PRIORITY_OFF) {
+        cfg->priority_after_ms = DLOCK_PRIORITY_OFF;
+        return DLOCK_OK;
+    }
+    if (after_ms < 0)
+        return dlock__fail(DLOCK_EINVAL,
+                           "priority after %lld ms: use a positive time, 0 (default) or "
+                           "DLOCK_PRIORITY_OFF", (long long)after_ms);
+    return set_duration(&cfg->priority_after_ms, after_ms, DEFAULT_PRIORITY_AFTER_MS, 1,
+                        "priority after");
 }
 
 int dlock_config_set_pool_size(dlock_config *cfg, int size)

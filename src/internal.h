@@ -85,6 +85,7 @@ struct dlock_config {
     int64_t retry_delay_ms;
     int retry_attempts;
     int pool_size;
+    int64_t priority_after_ms;   /* DLOCK_PRIORITY_OFF: never reserve */
     char *client_name;
     dlock_lost_fn lost_fn;
     void *lost_ud;
@@ -167,6 +168,7 @@ typedef struct dlock__waiter {
     int woken;               /* a wake-up arrived and was not consumed yet */
     int subscribed;          /* the channel was subscribed when last checked */
     int pins;                /* io thread signals of cv in flight outside mu */
+    int claimant;            /* holds the lock's reservation: woken first */
     dlock_cancel *cancel;
     dlock__cancel_reg creg;
 } dlock__waiter;
@@ -185,6 +187,8 @@ int dlock__waiter_join(dlock__loop *lp, dlock__waiter *w, const char *channel, s
 /* Sleeps until a wake-up, until_ms, cancellation or close. Returns
  * DLOCK__WAKE_MESSAGE, DLOCK__WAKE_TIMEOUT, DLOCK_ECANCELED or DLOCK_ECLOSED. */
 int dlock__waiter_wait(dlock__loop *lp, dlock__waiter *w, int64_t until_ms);
+/* Marks w as holding the lock's next turn: unlock messages wake it first. */
+void dlock__waiter_set_claimant(dlock__loop *lp, dlock__waiter *w);
 /* pass_wake: hand a wake-up to another waiter even if this one used its own
  * (it was woken, then failed before learning whether the lock was free). */
 void dlock__waiter_leave(dlock__loop *lp, dlock__waiter *w, int pass_wake);
@@ -257,7 +261,16 @@ const char *dlock__lock_channel(const dlock_lock *l, size_t *len);
 /* Reading script and command answers (reply.c). Each returns DLOCK_OK,
  * DLOCK__BUSY (acquire only), DLOCK_EWRONGTYPE (TYPE only) or DLOCK_EPROTO. */
 #define DLOCK__BUSY 1
-int dlock__reply_acquire(const redisReply *r, int fenced, int64_t *ttl, uint64_t *token);
+/* Reservation state in a busy acquire answer (see lock_acquire.lua). */
+enum {
+    DLOCK__RESV_NONE = 0,   /* held by another; no reservation for the caller */
+    DLOCK__RESV_MINE = 1,   /* held by another; the next turn is the caller's */
+    DLOCK__RESV_OTHER = 2   /* free, but reserved for another waiter */
+};
+/* Grace of a reservation on a free lock, ms. */
+#define DLOCK__RESERVE_GRACE_MS 50
+int dlock__reply_acquire(const redisReply *r, int fenced, int64_t *ttl, uint64_t *token,
+                         int *resv);
 /* *heard = 1 when the last hold went and some client heard the unlock message. */
 int dlock__reply_release(const redisReply *r, int *outcome, int *heard);
 int dlock__reply_flag(const redisReply *r, int *flag);

@@ -17,6 +17,8 @@ struct dlock_lock {
     size_t tlen;
     char *latch_prefix;      /* redisson_unlock_latch:{name}: */
     size_t lplen;
+    char *reserve_key;       /* dlock_lock_next:{name} */
+    size_t rlen;
     char *owner;             /* explicit owner id, or NULL for the calling thread */
     size_t olen;
     atomic_int heard;        /* the last release through this handle woke some client */
@@ -105,6 +107,7 @@ void dlock_lock_free(dlock_lock *l)
     free(l->channel);
     free(l->token_key);
     free(l->latch_prefix);
+    free(l->reserve_key);
     free(l->owner);
     pthread_mutex_destroy(&l->mu);
     free(l);
@@ -134,11 +137,13 @@ static int lock_new(dlock_client *c, const char *name, const char *owner, dlock_
     l->channel = dlock__prefixed("redisson_lock__channel", name, nlen, "", &l->clen);
     l->token_key = dlock__prefixed("redisson_lock_token", name, nlen, "", &l->tlen);
     l->latch_prefix = dlock__prefixed("redisson_unlock_latch", name, nlen, ":", &l->lplen);
+    l->reserve_key = dlock__prefixed("dlock_lock_next", name, nlen, "", &l->rlen);
     if (owner) {
         l->owner = dlock__strndup(owner, olen);
         l->olen = olen;
     }
-    if (!l->name || !l->channel || !l->token_key || !l->latch_prefix || (owner && !l->owner)) {
+    if (!l->name || !l->channel || !l->token_key || !l->latch_prefix || !l->reserve_key ||
+        (owner && !l->owner)) {
         dlock_lock_free(l);
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
     }
@@ -197,27 +202,31 @@ static int proto_error(dlock_lock *l, const char *what, redisReply *r)
 
 _Thread_local uint64_t dlock__attempts;
 
-/* One acquisition attempt: DLOCK_OK (acquired), BUSY (*ttl = holder's PTTL) or
- * an error. Schedules the watchdog for DLOCK_WATCHDOG holds. */
-static int attempt(dlock_lock *l, const owner_buf *o, int64_t lease, int fenced,
-                   dlock_cancel *cancel, int64_t *ttl, uint64_t *token)
+/* One acquisition attempt: DLOCK_OK (acquired), BUSY (*ttl = how long to sleep
+ * at most: the holder's PTTL, or what is left of another waiter's reservation;
+ * *resv says which) or an error. `claim`: reserve the next turn if the lock is
+ * held. Schedules the watchdog for DLOCK_WATCHDOG holds. */
+static int attempt(dlock_lock *l, const owner_buf *o, int64_t lease, int fenced, int claim,
+                   dlock_cancel *cancel, int64_t *ttl, uint64_t *token, int *resv)
 {
     dlock_client *c = l->c;
-    char lease_s[24];
+    char lease_s[24], grace_s[24];
     size_t lease_n = dlock__fmt_i64(lease_s, lease == DLOCK_WATCHDOG ? c->cfg.watchdog_ms : lease);
-    const char *argv[] = {l->name, l->token_key, lease_s, o->id, fenced ? "1" : "0"};
-    const size_t lens[] = {l->nlen, l->tlen, lease_n, o->len, 1};
+    size_t grace_n = dlock__fmt_i64(grace_s, DLOCK__RESERVE_GRACE_MS);
+    const char *argv[] = {l->name, l->token_key, l->reserve_key, lease_s, o->id,
+                          fenced ? "1" : "0", claim ? "1" : "0", grace_s};
+    const size_t lens[] = {l->nlen, l->tlen, l->rlen, lease_n, o->len, 1, 1, grace_n};
     /* Taken before sending, so the watchdog's deadline is never later than Redis's. */
     int64_t sent = dlock__now_ms();
     dlock__attempts++;
     redisReply *r;
-    int rc = call(l, DLOCK__SCRIPT_LOCK_ACQUIRE, 2, 5, argv, lens, 0, cancel, &r);
+    int rc = call(l, DLOCK__SCRIPT_LOCK_ACQUIRE, 3, 8, argv, lens, 0, cancel, &r);
     if (rc != DLOCK_OK) {
         if (rc == DLOCK_EWRONGTYPE)
             return dlock__fail(rc, "key '%s' exists and is not a lock", l->name);
         return rc;
     }
-    rc = dlock__reply_acquire(r, fenced, ttl, token);
+    rc = dlock__reply_acquire(r, fenced, ttl, token, resv);
     if (rc == DLOCK_EPROTO)
         return proto_error(l, "acquire", r);
     freeReplyObject(r);
@@ -257,12 +266,33 @@ static int check_times(int64_t wait_ms, int64_t lease_ms)
     return DLOCK_OK;
 }
 
-static int busy_message(dlock_lock *l, int64_t ttl)
+static int busy_message(dlock_lock *l, int64_t ttl, int resv)
 {
+    if (resv == DLOCK__RESV_OTHER)
+        return dlock__fail(DLOCK_ETIMEDOUT,
+                           "'%s' is free but its next turn is reserved for a waiter that has "
+                           "waited long (for %lld ms more)",
+                           l->name, (long long)ttl);
     if (ttl >= 0)
         return dlock__fail(DLOCK_ETIMEDOUT, "'%s' is held by another owner (expires in %lld ms)",
                            l->name, (long long)ttl);
     return dlock__fail(DLOCK_ETIMEDOUT, "'%s' is held by another owner (no expiry)", l->name);
+}
+
+/* A waiter that reserved the next turn and stops waiting hands it back, so the
+ * others need not wait out its grace. Best effort, and it keeps the caller's
+ * error message: should it fail, the reservation lapses by itself. */
+static void unclaim(dlock_lock *l, const owner_buf *o, int code)
+{
+    char msg[512];
+    snprintf(msg, sizeof(msg), "%s", dlock_last_error());
+    const char *argv[] = {l->name, l->reserve_key, l->channel, o->id};
+    const size_t lens[] = {l->nlen, l->rlen, l->clen, o->len};
+    redisReply *r = NULL;
+    if (call(l, DLOCK__SCRIPT_LOCK_UNCLAIM, 3, 4, argv, lens, DLOCK__CALL_IDEMPOTENT, NULL, &r) ==
+        DLOCK_OK)
+        freeReplyObject(r);
+    dlock__fail(code, "%s", msg);
 }
 
 static int acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, dlock_cancel *cancel,
@@ -288,9 +318,10 @@ static int acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, dlock_cance
                                  ? INT64_MAX
                                  : now0 + wait_ms;
 
-    rc = attempt(l, &o, lease_ms, fenced, cancel, &ttl, &tok);
+    int resv = DLOCK__RESV_NONE;
+    rc = attempt(l, &o, lease_ms, fenced, 0, cancel, &ttl, &tok, &resv);
     if (rc == BUSY && wait_ms == 0)
-        return busy_message(l, ttl);
+        return busy_message(l, ttl, resv);
     if (rc == BUSY && dlock_cancel_fired(cancel))
         return dlock__fail(DLOCK_ECANCELED, "wait for '%s' cancelled", l->name);
     if (rc == BUSY) {
@@ -301,14 +332,25 @@ static int acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, dlock_cance
         if (rc != DLOCK_OK)
             return rc;
         int used_wake = 0;   /* consumed a wake-up not yet answered by a busy attempt */
+        /* A waiter that has waited this long asks for the next turn. */
+        const int64_t claim_at = c->cfg.priority_after_ms == DLOCK_PRIORITY_OFF ||
+                                         c->cfg.priority_after_ms > INT64_MAX - now0
+                                     ? INT64_MAX
+                                     : now0 + c->cfg.priority_after_ms;
+        int claimed = 0;
         for (;;) {
-            rc = attempt(l, &o, lease_ms, fenced, cancel, &ttl, &tok);
+            int claim = dlock__now_ms() >= claim_at;
+            rc = attempt(l, &o, lease_ms, fenced, claim, cancel, &ttl, &tok, &resv);
             if (rc != BUSY)
                 break;
             used_wake = 0;
+            if (resv == DLOCK__RESV_MINE && !claimed) {
+                claimed = 1;
+                dlock__waiter_set_claimant(c->loop, &w);
+            }
             int64_t now = dlock__now_ms();
             if (now >= deadline) {
-                rc = busy_message(l, ttl);
+                rc = busy_message(l, ttl, resv);
                 break;
             }
             /* Sleep until an unlock message, the holder's expiry or the deadline. */
@@ -328,6 +370,8 @@ static int acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, dlock_cance
         /* Woken for an unlock, then failed with an error before learning whether
          * the lock was free: another waiter must get the chance. */
         dlock__waiter_leave(c->loop, &w, rc != DLOCK_OK && used_wake);
+        if (claimed && rc != DLOCK_OK && rc != DLOCK_ECLOSED)
+            unclaim(l, &o, rc);
     }
     if (rc == DLOCK_OK && token)
         *token = tok;
@@ -383,17 +427,18 @@ int dlock_lock_release(dlock_lock *l)
     memcpy(latch, l->latch_prefix, l->lplen);
     dlock__random_hex32(latch + l->lplen);
 
-    char lease_s[24], px_s[24];
+    char lease_s[24], px_s[24], grace_s[24];
     size_t lease_n = dlock__fmt_i64(lease_s, renewed ? c->cfg.watchdog_ms : 0);
     size_t px_n = dlock__fmt_i64(px_s, c->latch_px);
-    const char *argv[] = {l->name, l->channel, latch, o.id, lease_s, px_s};
-    const size_t lens[] = {l->nlen, l->clen, latch_len, o.len, lease_n, px_n};
+    size_t grace_n = dlock__fmt_i64(grace_s, DLOCK__RESERVE_GRACE_MS);
+    const char *argv[] = {l->name, l->channel, latch, l->reserve_key, o.id, lease_s, px_s, grace_s};
+    const size_t lens[] = {l->nlen, l->clen, latch_len, l->rlen, o.len, lease_n, px_n, grace_n};
     redisReply *r;
     /* A lock whose last release woke someone is likely contended again. */
     unsigned flags = DLOCK__CALL_IDEMPOTENT;
     if (atomic_load_explicit(&l->heard, memory_order_relaxed))
         flags |= DLOCK__CALL_PING_FIRST;
-    dlock__req req = {.script = DLOCK__SCRIPT_LOCK_RELEASE, .nkeys = 3, .argc = 6, .argv = argv,
+    dlock__req req = {.script = DLOCK__SCRIPT_LOCK_RELEASE, .nkeys = 4, .argc = 8, .argv = argv,
                       .lens = lens, .flags = flags, .latch_ms = c->latch_px};
     int rc = dlock__node_call(c->node, &req, &r);
     if (latch != latch_stack)

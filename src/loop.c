@@ -36,6 +36,7 @@ struct dlock__channel {
     int dirty;
     int state;
     int nwaiters;
+    int nclaimants;          /* waiters with w->claimant set */
     int resync;
     int sub_failed;          /* Redis refused the SUBSCRIBE: waiters poll instead */
     size_t len;
@@ -88,19 +89,28 @@ static void ch_mark(dlock__loop *lp, dlock__channel *ch)
     }
 }
 
-/* Gives a wake-up to the first waiter that has none pending; returns it, or
- * NULL when every waiter already has one. Caller holds mu and signals. */
+/* Gives a wake-up to the first waiter that has none pending, in join order,
+ * except that a waiter holding the lock's reservation goes first (the others
+ * would only be turned away); returns it, or NULL when every waiter already
+ * has one. Caller holds mu and signals. */
 static dlock__waiter *pick_one(dlock__channel *ch)
 {
+    dlock__waiter *first = NULL;
     dlock__list *it;
     DLOCK__LIST_FOREACH(it, &ch->waiters) {
         dlock__waiter *w = DLOCK__CONTAINER_OF(it, dlock__waiter, link);
-        if (!w->woken) {
-            w->woken = 1;
-            return w;
+        if (w->woken)
+            continue;
+        if (w->claimant || ch->nclaimants == 0) {
+            first = w;
+            break;
         }
+        if (!first)
+            first = w;
     }
-    return NULL;
+    if (first)
+        first->woken = 1;
+    return first;
 }
 
 static void wake_one(dlock__channel *ch)
@@ -622,12 +632,24 @@ int dlock__waiter_wait(dlock__loop *lp, dlock__waiter *w, int64_t until_ms)
     return rc;
 }
 
+void dlock__waiter_set_claimant(dlock__loop *lp, dlock__waiter *w)
+{
+    pthread_mutex_lock(&lp->mu);
+    if (!w->claimant) {
+        w->claimant = 1;
+        w->ch->nclaimants++;
+    }
+    pthread_mutex_unlock(&lp->mu);
+}
+
 void dlock__waiter_leave(dlock__loop *lp, dlock__waiter *w, int pass_wake)
 {
     pthread_mutex_lock(&lp->mu);
     dlock__channel *ch = w->ch;
     dlock__list_remove(&w->link);
     ch->nwaiters--;
+    if (w->claimant)
+        ch->nclaimants--;
     if (w->woken || pass_wake)
         wake_one(ch);   /* pass on a wake-up this waiter did not use */
     if (ch->nwaiters == 0 && !lp->closed) {

@@ -8,10 +8,23 @@
 
 #include "internal.h"
 
-int dlock__reply_acquire(const redisReply *r, int fenced, int64_t *ttl, uint64_t *token)
+int dlock__reply_acquire(const redisReply *r, int fenced, int64_t *ttl, uint64_t *token,
+                         int *resv)
 {
+    *resv = DLOCK__RESV_NONE;
     if (r->type == REDIS_REPLY_INTEGER) {
         *ttl = r->integer;   /* held by another: its PTTL (-1 no expiry, -2 just gone) */
+        return DLOCK__BUSY;
+    }
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == 2) {
+        /* {ttl, 1}: held, the next turn reserved for the caller;
+         * {left, 0}: free, reserved for another waiter for left ms at most. */
+        const redisReply *a = r->element[0], *b = r->element[1];
+        if (a->type != REDIS_REPLY_INTEGER || b->type != REDIS_REPLY_INTEGER ||
+            (b->integer != 0 && b->integer != 1) || (b->integer == 0 && a->integer < 0))
+            return DLOCK_EPROTO;
+        *ttl = a->integer;
+        *resv = b->integer == 1 ? DLOCK__RESV_MINE : DLOCK__RESV_OTHER;
         return DLOCK__BUSY;
     }
     if (!fenced)

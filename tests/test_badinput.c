@@ -127,6 +127,8 @@ CALL(c_retry_max, return dlock_config_set_retry(cfg, INT_MAX, 100))
 CALL(c_retry_delay, return dlock_config_set_retry(cfg, 1, -100))
 CALL(c_pool_neg, return dlock_config_set_pool_size(cfg, -1))
 CALL(c_pool_max, return dlock_config_set_pool_size(cfg, INT_MAX))
+CALL(c_prio_neg, return dlock_config_set_priority_after(cfg, INT64_MIN))
+CALL(c_prio_max, return dlock_config_set_priority_after(cfg, INT64_MAX))
 CALL(c_name_crlf, return dlock_config_set_client_name(cfg, "a\r\nFLUSHALL"))
 CALL(c_name_mib, return dlock_config_set_client_name(cfg, mib))
 CALL(c_log_level, return dlock_config_set_log_callback(cfg, NULL, NULL, (dlock_log_level)-1))
@@ -203,6 +205,7 @@ static const row rows[] = {
     R(DLOCK_EINVAL, c_wd_small), R(DLOCK_EINVAL, c_cmd_neg), R(DLOCK_EINVAL, c_cmd_max),
     R(DLOCK_EINVAL, c_conn_neg), R(DLOCK_EINVAL, c_retry_neg), R(DLOCK_EINVAL, c_retry_max),
     R(DLOCK_EINVAL, c_retry_delay), R(DLOCK_EINVAL, c_pool_neg), R(DLOCK_EINVAL, c_pool_max),
+    R(DLOCK_EINVAL, c_prio_neg), R(DLOCK_EINVAL, c_prio_max),
     R(DLOCK_EINVAL, c_name_crlf), R(DLOCK_EINVAL, c_name_mib), R(DLOCK_EINVAL, c_log_level),
     R(DLOCK_EINVAL, c_null_cfg), R(DLOCK_EINVAL, o_null_out), R(DLOCK_EINVAL, o_null_cfg),
     R(DLOCK_EINVAL, i_null_client), R(DLOCK_EINVAL, i_small_buf), R(DLOCK_EINVAL, i_null_buf),

@@ -171,6 +171,18 @@ static void test_options(void **state)
     assert_int_equal(dlock_config_set_pool_size(cfg, 10001), DLOCK_EINVAL);
     assert_int_equal(dlock_config_set_pool_size(cfg, 4), DLOCK_OK);
 
+    assert_int_equal(cfg->priority_after_ms, 100);
+    assert_int_equal(dlock_config_set_priority_after(cfg, -2), DLOCK_EINVAL);
+    assert_non_null(strstr(dlock_last_error(), "DLOCK_PRIORITY_OFF"));
+    assert_int_equal(dlock_config_set_priority_after(cfg, INT64_MAX), DLOCK_EINVAL);
+    assert_int_equal(cfg->priority_after_ms, 100);
+    assert_int_equal(dlock_config_set_priority_after(cfg, DLOCK_PRIORITY_OFF), DLOCK_OK);
+    assert_int_equal(cfg->priority_after_ms, DLOCK_PRIORITY_OFF);
+    assert_int_equal(dlock_config_set_priority_after(cfg, 0), DLOCK_OK);
+    assert_int_equal(cfg->priority_after_ms, 100);
+    assert_int_equal(dlock_config_set_priority_after(cfg, 250), DLOCK_OK);
+    assert_int_equal(cfg->priority_after_ms, 250);
+
     assert_int_equal(dlock_config_set_client_name(cfg, "has space"), DLOCK_EINVAL);
     assert_int_equal(dlock_config_set_client_name(cfg, "caf\xc3\xa9"), DLOCK_EINVAL);
     assert_int_equal(dlock_config_set_client_name(cfg, "worker-1"), DLOCK_OK);

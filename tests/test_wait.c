@@ -3,6 +3,7 @@
  * redis-cli, and a server restart in the middle of a wait. */
 #include <pthread.h>
 #include <setjmp.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -45,6 +46,7 @@ typedef struct waiter {
     int rc;
     int64_t started, ended;
     int release_after;   /* release right away when acquired */
+    char msg[256];       /* dlock_last_error() of the waiter thread */
     pthread_t t;
 } waiter;
 
@@ -54,6 +56,7 @@ static void *waiter_main(void *arg)
     w->started = th_now_ms();
     w->rc = dlock_lock_acquire_cancellable(w->l, w->wait_ms, w->lease_ms, w->cancel);
     w->ended = th_now_ms();
+    snprintf(w->msg, sizeof(w->msg), "%s", dlock_last_error());
     if (w->rc == DLOCK_OK && w->release_after)
         dlock_lock_release(w->l);
     return NULL;
@@ -636,6 +639,175 @@ static void test_contended_release_message_goes_first(void **state)
     dlock_lock_free(l);
 }
 
+/* ------------------------------------------------------- reservations */
+
+static char *reserve_of(const char *name, char *buf, size_t size)
+{
+    snprintf(buf, size, "dlock_lock_next:{%s}", name);
+    return buf;
+}
+
+static dlock_client *client_with_priority(int64_t after_ms)
+{
+    dlock_config *cfg = dlock_config_new();
+    assert_non_null(cfg);
+    assert_int_equal(dlock_config_set_url(cfg, srv.url), DLOCK_OK);
+    assert_int_equal(dlock_config_set_priority_after(cfg, after_ms), DLOCK_OK);
+    dlock_client *c = NULL;
+    assert_int_equal(dlock_client_open(&c, cfg), DLOCK_OK);
+    dlock_config_free(cfg);
+    return c;
+}
+
+/* A free lock reserved for another waiter turns dlock away for the grace
+ * (50 ms) at most, even when the reservation was left long (its owner
+ * stalled, the release was not dlock's); one's own reservation lets one in;
+ * a key of another type under the reservation's name is left alone. */
+static void test_reservation_turns_others_away(void **state)
+{
+    (void)state;
+    char name[128], rk[200];
+    dlock_lock *l = get(cli, "reserved", name, sizeof(name));
+    reserve_of(name, rk, sizeof(rk));
+    freeReplyObject(th_cmd(&srv, "SET %s ghost:1 PX 10000", rk));
+    assert_int_equal(dlock_lock_try(l, 0, DLOCK_WATCHDOG), DLOCK_ETIMEDOUT);
+    assert_non_null(strstr(dlock_last_error(), "reserved"));
+    long long left = th_int(&srv, "PTTL %s", rk);
+    assert_true(left > 0 && left <= 50);
+    int64_t t0 = th_now_ms();
+    assert_int_equal(dlock_lock_try(l, 5000, DLOCK_WATCHDOG), DLOCK_OK);
+    assert_true(th_now_ms() - t0 < 1000 * th_slack());
+    assert_int_equal(th_int(&srv, "EXISTS %s", rk), 0);   /* lapsed */
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+
+    /* The release cuts a long reservation to the grace. */
+    assert_int_equal(dlock_lock_try(l, 0, DLOCK_WATCHDOG), DLOCK_OK);
+    freeReplyObject(th_cmd(&srv, "SET %s ghost:1 PX 10000", rk));
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    left = th_int(&srv, "PTTL %s", rk);
+    assert_true(left > 0 && left <= 50);
+    freeReplyObject(th_cmd(&srv, "DEL %s", rk));
+
+    /* Reserved for the caller: it goes in, and the reservation is used up. */
+    char owner[DLOCK_OWNER_BUFSIZE];
+    assert_int_equal(dlock_client_owner_id(cli, owner, sizeof(owner)), DLOCK_OK);
+    freeReplyObject(th_cmd(&srv, "SET %s %s PX 10000", rk, owner));
+    assert_int_equal(dlock_lock_try(l, 0, DLOCK_WATCHDOG), DLOCK_OK);
+    assert_int_equal(th_int(&srv, "EXISTS %s", rk), 0);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+
+    /* Somebody's hash under that name: no reservation, and never written. */
+    freeReplyObject(th_cmd(&srv, "HSET %s field value", rk));
+    assert_int_equal(dlock_lock_try(l, 0, DLOCK_WATCHDOG), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    assert_int_equal(th_int(&srv, "PTTL %s", rk), -1);
+    assert_int_equal(th_int(&srv, "HLEN %s", rk), 1);
+    freeReplyObject(th_cmd(&srv, "DEL %s", rk));
+    dlock_lock_free(l);
+}
+
+/* Holds `name` as a Redisson client would, renewing it every 50 ms, until
+ * *stop; then releases it as Redisson does (DEL, PUBLISH 0). */
+typedef struct java_holder {
+    const char *name, *channel;
+    atomic_int stop;
+    pthread_t t;
+} java_holder;
+
+static void *java_holder_main(void *arg)
+{
+    java_holder *h = arg;
+    while (!atomic_load(&h->stop)) {
+        freeReplyObject(th_cmd(&srv, "PEXPIRE %s 300", h->name));
+        th_sleep_ms(50);
+    }
+    return NULL;
+}
+
+/* Waits until the reservation names an owner of client c; returns 1 if so. */
+static int await_reserved_by(const char *rk, dlock_client *c, int64_t ms)
+{
+    int64_t until = th_now_ms() + ms;
+    while (th_now_ms() < until) {
+        redisReply *r = th_cmd(&srv, "GET %s", rk);
+        int mine = r && r->type == REDIS_REPLY_STRING && r->len > 36 &&
+                   memcmp(r->str, dlock_client_id(c), 36) == 0;
+        if (r)
+            freeReplyObject(r);
+        if (mine)
+            return 1;
+        th_sleep_ms(10);
+    }
+    return 0;
+}
+
+/* A waiter that has waited its priority time and still finds the lock held
+ * reserves the next turn: when the (Redisson) holder lets go, a dlock
+ * try from another client right after the release does not take the lock
+ * from under it. */
+static void test_long_waiter_gets_next_turn(void **state)
+{
+    (void)state;
+    char name[128], ch[200], rk[200];
+    dlock_client *pc = client_with_priority(50);
+    dlock_lock *l = get(pc, "longwait", name, sizeof(name));
+    channel_of(name, ch, sizeof(ch));
+    reserve_of(name, rk, sizeof(rk));
+    assert_int_equal(th_cli(&srv, "HSET", name, "9f0c2c1e-4a53-4d53-9d6e-3c5f1f7b1c11:57", "1",
+                            NULL), 0);
+    java_holder h = {.name = name, .channel = ch};
+    pthread_create(&h.t, NULL, java_holder_main, &h);
+    waiter w;
+    start_waiter(&w, l, 20000);
+    /* The waiter's retries come at the holder's TTL (300 ms, renewed). */
+    assert_true(await_reserved_by(rk, pc, 3000 * th_slack()));
+    atomic_store(&h.stop, 1);
+    pthread_join(h.t, NULL);
+
+    dlock_lock *barger = NULL;
+    assert_int_equal(dlock_lock_get(cli, name, &barger), DLOCK_OK);
+    assert_int_equal(th_cli(&srv, "DEL", name, NULL), 0);
+    assert_int_equal(dlock_lock_try(barger, 0, DLOCK_WATCHDOG), DLOCK_ETIMEDOUT);
+    assert_int_equal(th_cli(&srv, "PUBLISH", ch, "0", NULL), 0);
+    pthread_join(w.t, NULL);
+    assert_int_equal(w.rc, DLOCK_OK);
+    assert_int_equal(th_int(&srv, "EXISTS %s", rk), 0);   /* used up */
+    assert_int_equal(dlock_lock_try(barger, 0, DLOCK_WATCHDOG), DLOCK_ETIMEDOUT);
+    dlock_lock_free(barger);
+    /* The waiter thread has ended: its hold goes with a force release. */
+    assert_int_equal(dlock_lock_force_release(l, NULL), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_close(pc);
+}
+
+/* A waiter that reserved the next turn and then gives up (deadline) hands the
+ * reservation back, and says why it gave up. */
+static void test_giving_up_hands_the_turn_back(void **state)
+{
+    (void)state;
+    char name[128], ch[200], rk[200];
+    dlock_client *pc = client_with_priority(50);
+    dlock_lock *l = get(pc, "giveup", name, sizeof(name));
+    channel_of(name, ch, sizeof(ch));
+    reserve_of(name, rk, sizeof(rk));
+    assert_int_equal(th_cli(&srv, "HSET", name, "9f0c2c1e-4a53-4d53-9d6e-3c5f1f7b1c11:58", "1",
+                            NULL), 0);
+    java_holder h = {.name = name, .channel = ch};
+    pthread_create(&h.t, NULL, java_holder_main, &h);
+    waiter w;
+    start_waiter(&w, l, 1200 * th_slack());
+    assert_true(await_reserved_by(rk, pc, 3000 * th_slack()));
+    pthread_join(w.t, NULL);
+    assert_int_equal(w.rc, DLOCK_ETIMEDOUT);
+    assert_non_null(strstr(w.msg, "held by another owner"));
+    assert_int_equal(th_int(&srv, "EXISTS %s", rk), 0);
+    atomic_store(&h.stop, 1);
+    pthread_join(h.t, NULL);
+    assert_int_equal(th_cli(&srv, "DEL", name, NULL), 0);
+    dlock_lock_free(l);
+    dlock_client_close(pc);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -652,6 +824,9 @@ int main(void)
         cmocka_unit_test(test_subscribe_refused_falls_back_to_polling),
         cmocka_unit_test(test_huge_wait_is_forever),
         cmocka_unit_test(test_contended_release_message_goes_first),
+        cmocka_unit_test(test_reservation_turns_others_away),
+        cmocka_unit_test(test_long_waiter_gets_next_turn),
+        cmocka_unit_test(test_giving_up_hands_the_turn_back),
         cmocka_unit_test(test_server_restart_mid_wait),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

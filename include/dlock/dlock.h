@@ -138,6 +138,7 @@ typedef struct dlock_config dlock_config;
  *   connect timeout     10000 ms
  *   retry attempts      3, retry delay 1500 ms
  *   pool size           64 blocking connections
+ *   priority after      100 ms
  *   client name         none
  * Returns NULL only when out of memory. */
 DLOCK_API dlock_config *dlock_config_new(void);
@@ -163,6 +164,18 @@ DLOCK_API int dlock_config_set_retry(dlock_config *cfg, int attempts, int64_t de
 /* Most blocking connections open at once (1..10000; 0 = default). A call that
  * finds them all busy waits up to the command timeout for one. */
 DLOCK_API int dlock_config_set_pool_size(dlock_config *cfg, int size);
+/* Turn order among waiters. The lock is not fair (neither is Redisson's RLock):
+ * after a release, the first retry to reach Redis wins, and a waiter can lose
+ * many races in a row. A dlock waiter that has waited `after_ms` (1.., 0 =
+ * default 100 ms) and still finds the lock held reserves the next turn, if no
+ * other waiter has: the next time the lock is free, other dlock waiters are
+ * turned away until it comes, for at most 50 ms (should it have died).
+ * Redisson clients do not know of reservations and may still take the lock
+ * first. A waiter that gives up (deadline, cancellation) hands its reservation
+ * back. The reservation is the string key dlock_lock_next:{name}, with a TTL.
+ * DLOCK_PRIORITY_OFF: never reserve (every turn is a race, as in Redisson). */
+#define DLOCK_PRIORITY_OFF ((int64_t)-1)
+DLOCK_API int dlock_config_set_priority_after(dlock_config *cfg, int64_t after_ms);
 /* CLIENT SETNAME for every connection (no spaces; NULL or "" = none). */
 DLOCK_API int dlock_config_set_client_name(dlock_config *cfg, const char *name);
 /* Lost callback for every lock of the client (a lock's own callback, set with

@@ -3,17 +3,70 @@
 --
 -- KEYS[1]  the lock (hash)
 -- KEYS[2]  the fencing-token counter, redisson_lock_token:{name} (fenced only)
+-- KEYS[3]  the reservation, dlock_lock_next:{name} (dlock's own: a string
+--          holding the owner id of a long waiter that goes next)
 -- ARGV[1]  lease in ms (the watchdog timeout for watchdog locks)
 -- ARGV[2]  owner id, "<client uuid>:<thread id>"
 -- ARGV[3]  "1" to count a fencing token, "0" not to
+-- ARGV[4]  "1" when the caller has waited long enough to reserve the next turn
+-- ARGV[5]  grace in ms: how long a reservation holds a free lock for its owner
 --
--- Returns nil when acquired (or {token} when fenced); otherwise the holder's
--- remaining TTL in ms (-1: no expiry), which bounds how long a waiter sleeps.
--- A key of another type raises WRONGTYPE at HEXISTS, before anything is written.
-local lock, owner = KEYS[1], ARGV[2]
+-- Returns nil when acquired (or {token} when fenced). When not acquired:
+--   ttl         held by another owner: its remaining TTL in ms (-1: no
+--               expiry), which bounds how long a waiter sleeps;
+--   {ttl, 1}    the same, and the next turn is now reserved for the caller;
+--   {left, 0}   the lock is free but reserved for another waiter, for at most
+--               `left` more ms.
+-- A lock key of another type raises WRONGTYPE at HEXISTS, before anything is
+-- written; a reservation key of another type is somebody's data: it counts as
+-- no reservation and is never written.
+local lock, owner, reserve = KEYS[1], ARGV[2], KEYS[3]
+local grace = tonumber(ARGV[5])
+local mine = false
 
-if redis.call('exists', lock) == 1 and redis.call('hexists', lock, owner) == 0 then
-  return redis.call('pttl', lock)
+-- The reservation's owner id; nil when there is none; false when the key
+-- holds another type.
+local function reserved_for()
+  local r = redis.pcall('get', reserve)
+  if type(r) == 'string' then
+    return r
+  elseif type(r) == 'table' then
+    return false
+  end
+  return nil
+end
+
+if redis.call('exists', lock) == 1 then
+  if redis.call('hexists', lock, owner) == 0 then
+    local ttl = redis.call('pttl', lock)
+    if ARGV[4] == '1' then
+      local r = reserved_for()
+      if r == nil or r == owner then
+        -- Outlives the holder's lease by the grace; a release or the next
+        -- attempt on the free lock cuts it to the grace.
+        local px = grace
+        if ttl > 0 then
+          px = ttl + grace
+        end
+        redis.call('set', reserve, owner, 'px', px)
+        return {ttl, 1}
+      end
+    end
+    return ttl
+  end
+else
+  local r = reserved_for()
+  if r and r ~= owner then
+    -- Free, but another waiter goes next. Released without the cut (by
+    -- Redisson, or the lease ran out): the grace starts now.
+    local left = redis.call('pttl', reserve)
+    if left > grace or left < 0 then
+      redis.call('pexpire', reserve, grace)
+      left = grace
+    end
+    return {left, 0}
+  end
+  mine = r == owner
 end
 
 -- Everything that can fail is checked before the first write: Redis does not
@@ -29,6 +82,9 @@ end
 -- Free, or held by this owner already (reentry): count one more hold.
 redis.call('hincrby', lock, owner, 1)
 redis.call('pexpire', lock, ARGV[1])
+if mine then
+  redis.call('del', reserve)   -- the reserved turn is taken
+end
 
 if ARGV[3] == '1' then
   -- Same script as the acquisition, so token order is acquisition order.

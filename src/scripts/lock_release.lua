@@ -5,10 +5,12 @@
 -- KEYS[1]  the lock (hash)
 -- KEYS[2]  the lock's channel, redisson_lock__channel:{name}
 -- KEYS[3]  this request's latch, redisson_unlock_latch:{name}:<32 hex>
+-- KEYS[4]  the reservation, dlock_lock_next:{name} (see lock_acquire.lua)
 -- ARGV[1]  owner id
 -- ARGV[2]  lease in ms to set while holds remain; "0" keeps the current TTL
 --          (a lock taken with an explicit lease keeps its deadline)
 -- ARGV[3]  latch lifetime in ms
+-- ARGV[4]  reservation grace in ms
 --
 -- Returns 0 when holds remain, nil when the owner holds nothing, and when the
 -- last hold went (key deleted, "0" published: wakes one waiter, Redisson's or
@@ -35,6 +37,12 @@ if count > 1 then
 end
 -- The last hold: one HGET instead of HEXISTS + HINCRBY on the common path.
 redis.call('del', lock)
+-- A reservation now holds the free lock for the grace at most: its owner
+-- should come at once; if it died, the others are not kept out for long.
+local grace = tonumber(ARGV[4])
+if redis.call('pttl', KEYS[4]) > grace and redis.call('type', KEYS[4]).ok == 'string' then
+  redis.call('pexpire', KEYS[4], grace)
+end
 local heard = redis.call('publish', KEYS[2], '0')
 redis.call('set', KEYS[3], 1, 'px', ARGV[3])
 if heard > 0 then

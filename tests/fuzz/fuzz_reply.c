@@ -15,10 +15,13 @@ static void check(const redisReply *r)
     int64_t v = 0;
     uint64_t token = 0;
     int flag = 0, outcome = 0, heard = 0;
-    int rc = dlock__reply_acquire(r, 0, &v, &token);
+    int resv = 0;
+    int rc = dlock__reply_acquire(r, 0, &v, &token, &resv);
     if (rc != DLOCK_OK && rc != DLOCK__BUSY && rc != DLOCK_EPROTO)
         abort();
-    rc = dlock__reply_acquire(r, 1, &v, &token);
+    if (rc == DLOCK__BUSY && resv == DLOCK__RESV_OTHER && v < 0)
+        abort();   /* a reservation on a free lock always has a time left */
+    rc = dlock__reply_acquire(r, 1, &v, &token, &resv);
     if (rc == DLOCK_OK && token == 0)
         abort();   /* a fenced acquisition always has a token */
     if (dlock__reply_release(r, &outcome, &heard) == DLOCK_OK &&
