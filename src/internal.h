@@ -114,7 +114,11 @@ enum {
      * return on a busy client CPU (Redis 7 writes the clients with pending
      * replies newest first, and the PING makes the releaser's connection
      * pending before the script publishes). */
-    DLOCK__CALL_PING_FIRST = 2
+    DLOCK__CALL_PING_FIRST = 2,
+    /* One try: no retry after a failure, no pause. */
+    DLOCK__CALL_NO_RETRY = 4,
+    /* Only on an idle pooled connection: never open one or wait for one. */
+    DLOCK__CALL_IDLE_ONLY = 8
 };
 
 /* A request: either a plain command (script < 0) or EVALSHA of a script. For
@@ -187,8 +191,9 @@ int dlock__waiter_join(dlock__loop *lp, dlock__waiter *w, const char *channel, s
 /* Sleeps until a wake-up, until_ms, cancellation or close. Returns
  * DLOCK__WAKE_MESSAGE, DLOCK__WAKE_TIMEOUT, DLOCK_ECANCELED or DLOCK_ECLOSED. */
 int dlock__waiter_wait(dlock__loop *lp, dlock__waiter *w, int64_t until_ms);
-/* Marks w as holding the lock's next turn: unlock messages wake it first. */
-void dlock__waiter_set_claimant(dlock__loop *lp, dlock__waiter *w);
+/* Marks w as holding the lock's next turn (on = 1: unlock messages wake it
+ * first), or no longer (on = 0). */
+void dlock__waiter_set_claimant(dlock__loop *lp, dlock__waiter *w, int on);
 /* pass_wake: hand a wake-up to another waiter even if this one used its own
  * (it was woken, then failed before learning whether the lock was free). */
 void dlock__waiter_leave(dlock__loop *lp, dlock__waiter *w, int pass_wake);
@@ -293,6 +298,7 @@ struct dlock_client {
     dlock__loop *loop;
     dlock__watchdog *wd;
     atomic_uint_fast64_t next_owner;   /* for dlock_client_new_owner_id */
+    atomic_int reserve_on;             /* scripts get the reservation key (turn order) */
     int64_t latch_px;                  /* lifetime of an unlock latch */
 };
 

@@ -206,6 +206,49 @@ _Thread_local uint64_t dlock__attempts;
  * at most: the holder's PTTL, or what is left of another waiter's reservation;
  * *resv says which) or an error. `claim`: reserve the next turn if the lock is
  * held. Schedules the watchdog for DLOCK_WATCHDOG holds. */
+/* A script call that names the reservation key at argv[with_key]. When the
+ * client does not use reservations, or Redis refuses the key (an ACL that
+ * allows Redisson's keys only: NOPERM, answered before the script runs), it is
+ * left out; after such a refusal, if the call then goes through, the client
+ * stops using reservations (logged once). */
+static int call_reserving(dlock_lock *l, int script, int nkeys, int argc, const char **argv,
+                          const size_t *lens, int with_key, unsigned flags, dlock_cancel *cancel,
+                          int64_t latch_ms, redisReply **r)
+{
+    dlock_client *c = l->c;
+    dlock__req req = {.script = script, .nkeys = nkeys, .argc = argc, .argv = argv,
+                      .lens = lens, .flags = flags, .cancel = cancel, .latch_ms = latch_ms};
+    int on = atomic_load_explicit(&c->reserve_on, memory_order_relaxed);
+    int rc = DLOCK_EAUTH;
+    if (on) {
+        rc = dlock__node_call(c->node, &req, r);
+        if (rc != DLOCK_EAUTH || !strstr(dlock_last_error(), "NOPERM") ||
+            !strstr(dlock_last_error(), "keys"))
+            return rc;
+    }
+    const char *av[16];
+    size_t ln[16];
+    int k = 0;
+    for (int i = 0; i < argc && k < 16; i++) {
+        if (i == with_key)
+            continue;
+        av[k] = argv[i];
+        ln[k++] = lens[i];
+    }
+    req.nkeys = nkeys - 1;
+    req.argc = k;
+    req.argv = av;
+    req.lens = ln;
+    rc = dlock__node_call(c->node, &req, r);
+    if (on && !(rc == DLOCK_EAUTH && strstr(dlock_last_error(), "NOPERM")) &&
+        atomic_exchange(&c->reserve_on, 0))
+        dlock__log(c, DLOCK_LOG_WARN,
+                   "Redis refuses the key %s to this user (ACL): waiters no longer reserve "
+                   "turns (allow ~dlock_lock_next:* to keep them)",
+                   l->reserve_key);
+    return rc;
+}
+
 static int attempt(dlock_lock *l, const owner_buf *o, int64_t lease, int fenced, int claim,
                    dlock_cancel *cancel, int64_t *ttl, uint64_t *token, int *resv)
 {
@@ -220,7 +263,7 @@ static int attempt(dlock_lock *l, const owner_buf *o, int64_t lease, int fenced,
     int64_t sent = dlock__now_ms();
     dlock__attempts++;
     redisReply *r;
-    int rc = call(l, DLOCK__SCRIPT_LOCK_ACQUIRE, 3, 8, argv, lens, 0, cancel, &r);
+    int rc = call_reserving(l, DLOCK__SCRIPT_LOCK_ACQUIRE, 3, 8, argv, lens, 2, 0, cancel, 0, &r);
     if (rc != DLOCK_OK) {
         if (rc == DLOCK_EWRONGTYPE)
             return dlock__fail(rc, "key '%s' exists and is not a lock", l->name);
@@ -279,9 +322,11 @@ static int busy_message(dlock_lock *l, int64_t ttl, int resv)
     return dlock__fail(DLOCK_ETIMEDOUT, "'%s' is held by another owner (no expiry)", l->name);
 }
 
-/* A waiter that reserved the next turn and stops waiting hands it back, so the
- * others need not wait out its grace. Best effort, and it keeps the caller's
- * error message: should it fail, the reservation lapses by itself. */
+/* A waiter that reserved the next turn and gives up (deadline, cancellation)
+ * hands it back, so the others need not wait out its grace. Best effort: one
+ * try on an idle pooled connection, no retry, so a cancellation is not held
+ * up; it keeps the caller's error message. Should it fail, the reservation
+ * lapses by itself. */
 static void unclaim(dlock_lock *l, const owner_buf *o, int code)
 {
     char msg[512];
@@ -289,8 +334,8 @@ static void unclaim(dlock_lock *l, const owner_buf *o, int code)
     const char *argv[] = {l->name, l->reserve_key, l->channel, o->id};
     const size_t lens[] = {l->nlen, l->rlen, l->clen, o->len};
     redisReply *r = NULL;
-    if (call(l, DLOCK__SCRIPT_LOCK_UNCLAIM, 3, 4, argv, lens, DLOCK__CALL_IDEMPOTENT, NULL, &r) ==
-        DLOCK_OK)
+    if (call(l, DLOCK__SCRIPT_LOCK_UNCLAIM, 3, 4, argv, lens,
+             DLOCK__CALL_NO_RETRY | DLOCK__CALL_IDLE_ONLY, NULL, &r) == DLOCK_OK)
         freeReplyObject(r);
     dlock__fail(code, "%s", msg);
 }
@@ -344,9 +389,10 @@ static int acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, dlock_cance
             if (rc != BUSY)
                 break;
             used_wake = 0;
-            if (resv == DLOCK__RESV_MINE && !claimed) {
-                claimed = 1;
-                dlock__waiter_set_claimant(c->loop, &w);
+            /* Follow each answer: a reservation can lapse or pass to another. */
+            if ((resv == DLOCK__RESV_MINE) != claimed) {
+                claimed = resv == DLOCK__RESV_MINE;
+                dlock__waiter_set_claimant(c->loop, &w, claimed);
             }
             int64_t now = dlock__now_ms();
             if (now >= deadline) {
@@ -370,7 +416,7 @@ static int acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, dlock_cance
         /* Woken for an unlock, then failed with an error before learning whether
          * the lock was free: another waiter must get the chance. */
         dlock__waiter_leave(c->loop, &w, rc != DLOCK_OK && used_wake);
-        if (claimed && rc != DLOCK_OK && rc != DLOCK_ECLOSED)
+        if (claimed && (rc == DLOCK_ETIMEDOUT || rc == DLOCK_ECANCELED))
             unclaim(l, &o, rc);
     }
     if (rc == DLOCK_OK && token)
@@ -438,9 +484,8 @@ int dlock_lock_release(dlock_lock *l)
     unsigned flags = DLOCK__CALL_IDEMPOTENT;
     if (atomic_load_explicit(&l->heard, memory_order_relaxed))
         flags |= DLOCK__CALL_PING_FIRST;
-    dlock__req req = {.script = DLOCK__SCRIPT_LOCK_RELEASE, .nkeys = 4, .argc = 8, .argv = argv,
-                      .lens = lens, .flags = flags, .latch_ms = c->latch_px};
-    int rc = dlock__node_call(c->node, &req, &r);
+    int rc = call_reserving(l, DLOCK__SCRIPT_LOCK_RELEASE, 4, 8, argv, lens, 3, flags, NULL,
+                            c->latch_px, &r);
     if (latch != latch_stack)
         free(latch);
     int outcome = DLOCK__RELEASE_KEPT, heard = 0;

@@ -632,12 +632,12 @@ int dlock__waiter_wait(dlock__loop *lp, dlock__waiter *w, int64_t until_ms)
     return rc;
 }
 
-void dlock__waiter_set_claimant(dlock__loop *lp, dlock__waiter *w)
+void dlock__waiter_set_claimant(dlock__loop *lp, dlock__waiter *w, int on)
 {
     pthread_mutex_lock(&lp->mu);
-    if (!w->claimant) {
-        w->claimant = 1;
-        w->ch->nclaimants++;
+    if (w->claimant != !!on) {
+        w->claimant = !!on;
+        w->ch->nclaimants += on ? 1 : -1;
     }
     pthread_mutex_unlock(&lp->mu);
 }

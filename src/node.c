@@ -195,8 +195,9 @@ static int conn_alive(redisContext *ctx)
 }
 
 /* Takes an idle connection, or opens one if the pool has room, or waits for
- * one up to the command timeout. *fresh = 1 when newly opened. */
-static int pool_get(dlock__node *n, redisContext **out, int *fresh)
+ * one up to the command timeout; idle_only: an idle one or DLOCK_ECONN at
+ * once. *fresh = 1 when newly opened. */
+static int pool_get(dlock__node *n, redisContext **out, int *fresh, int idle_only)
 {
     pthread_mutex_lock(&n->mu);
     int64_t deadline = dlock__now_ms() + n->c->cfg.command_timeout_ms;
@@ -214,6 +215,10 @@ static int pool_get(dlock__node *n, redisContext **out, int *fresh)
             pthread_mutex_unlock(&n->mu);
             *fresh = 0;
             return DLOCK_OK;
+        }
+        if (idle_only) {
+            pthread_mutex_unlock(&n->mu);
+            return dlock__fail(DLOCK_ECONN, "no idle connection to %s", n->addr);
         }
         if (n->nopen < n->max)
             break;
@@ -260,7 +265,7 @@ int dlock__node_check(dlock__node *n)
 {
     redisContext *ctx;
     int fresh;
-    int rc = pool_get(n, &ctx, &fresh);
+    int rc = pool_get(n, &ctx, &fresh, 0);
     if (rc != DLOCK_OK)
         return rc;
     redisReply *r = redisCommand(ctx, "PING");
@@ -413,9 +418,12 @@ int dlock__node_call(dlock__node *n, const dlock__req *req, redisReply **out)
         redisContext *ctx;
         int fresh, timed_out = 0;
         redisReply *r = NULL;
-        rc = pool_get(n, &ctx, &fresh);
+        rc = pool_get(n, &ctx, &fresh, (req->flags & DLOCK__CALL_IDLE_ONLY) != 0);
+        /* A PING first is a second read, each under the command timeout. */
+        int64_t answer_within =
+            cfg->command_timeout_ms * ((req->flags & DLOCK__CALL_PING_FIRST) ? 2 : 1);
         if (rc == DLOCK_OK && req->latch_ms > 0 && first_write >= 0 &&
-            dlock__now_ms() + cfg->command_timeout_ms + 500 > first_write + req->latch_ms) {
+            dlock__now_ms() + answer_within + 500 > first_write + req->latch_ms) {
             /* Its reply could come after the latch is gone: a retry that then ran
              * would release a second hold. Give up with the last error. */
             pool_put(n, ctx, 0);
@@ -461,7 +469,8 @@ int dlock__node_call(dlock__node *n, const dlock__req *req, redisReply **out)
                     continue;   /* a connection that died idle: try another at once */
             }
         }
-        if (rc == DLOCK_ENOMEM || rc == DLOCK_EAUTH || rc == DLOCK_ESYS)
+        if (rc == DLOCK_ENOMEM || rc == DLOCK_EAUTH || rc == DLOCK_ESYS ||
+            (req->flags & DLOCK__CALL_NO_RETRY))
             break;
         if (failures++ >= cfg->retry_attempts)
             break;

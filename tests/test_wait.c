@@ -610,7 +610,7 @@ static void test_contended_release_message_goes_first(void **state)
 
     /* Contended from now on: the message is in the subscriber's socket before
      * release returns, every time. */
-    for (int i = 0; i < 20; i++) {
+    for (int i = 0; i < 100; i++) {
         assert_int_equal(dlock_lock_acquire(l, DLOCK_WATCHDOG), DLOCK_OK);
         p0 = ping_calls();
         assert_int_equal(dlock_lock_release(l), DLOCK_OK);
@@ -676,7 +676,9 @@ static void test_reservation_turns_others_away(void **state)
     assert_true(left > 0 && left <= 50);
     int64_t t0 = th_now_ms();
     assert_int_equal(dlock_lock_try(l, 5000, DLOCK_WATCHDOG), DLOCK_OK);
-    assert_true(th_now_ms() - t0 < 1000 * th_slack());
+    int64_t waited = th_now_ms() - t0;   /* what was left of the grace, then a retry */
+    if (waited > 100 * th_slack())
+        fail_msg("turned away for %lld ms by a reservation cut to 50 ms", (long long)waited);
     assert_int_equal(th_int(&srv, "EXISTS %s", rk), 0);   /* lapsed */
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
 
@@ -768,9 +770,14 @@ static void test_long_waiter_gets_next_turn(void **state)
     assert_int_equal(dlock_lock_get(cli, name, &barger), DLOCK_OK);
     assert_int_equal(th_cli(&srv, "DEL", name, NULL), 0);
     assert_int_equal(dlock_lock_try(barger, 0, DLOCK_WATCHDOG), DLOCK_ETIMEDOUT);
+    int64_t published = th_now_ms();
     assert_int_equal(th_cli(&srv, "PUBLISH", ch, "0", NULL), 0);
     pthread_join(w.t, NULL);
     assert_int_equal(w.rc, DLOCK_OK);
+    /* Woken by the message, not by its next TTL-timed retry (300 ms). */
+    if (w.ended - published > 40 * th_slack())
+        fail_msg("the reserving waiter took %lld ms after the release",
+                 (long long)(w.ended - published));
     assert_int_equal(th_int(&srv, "EXISTS %s", rk), 0);   /* used up */
     assert_int_equal(dlock_lock_try(barger, 0, DLOCK_WATCHDOG), DLOCK_ETIMEDOUT);
     dlock_lock_free(barger);
@@ -808,6 +815,171 @@ static void test_giving_up_hands_the_turn_back(void **state)
     dlock_client_close(pc);
 }
 
+/* Two waiters of one process: the one holding the reservation is the one an
+ * unlock message wakes, although the other joined first and reserved first
+ * (its reservation passed on). */
+static void test_reserving_waiter_is_woken_first(void **state)
+{
+    (void)state;
+    char name[128], ch[200], rk[200];
+    dlock_client *pc = client_with_priority(50);
+    th_name(name, sizeof(name), "claimfirst");
+    channel_of(name, ch, sizeof(ch));
+    reserve_of(name, rk, sizeof(rk));
+    dlock_lock *la = NULL, *lc = NULL;
+    assert_int_equal(dlock_lock_get_as(pc, name, "owner-a:1", &la), DLOCK_OK);
+    assert_int_equal(dlock_lock_get_as(pc, name, "owner-c:1", &lc), DLOCK_OK);
+    assert_int_equal(th_cli(&srv, "HSET", name, "9f0c2c1e-4a53-4d53-9d6e-3c5f1f7b1c11:59", "1",
+                            NULL), 0);
+    java_holder h = {.name = name, .channel = ch};
+    pthread_create(&h.t, NULL, java_holder_main, &h);
+    waiter wa, wc;
+    start_waiter(&wa, la, 20000);
+    /* a reserves first ... */
+    int64_t until = th_now_ms() + 3000 * th_slack();
+    redisReply *r = NULL;
+    for (;;) {
+        r = th_cmd(&srv, "GET %s", rk);
+        int a_has = r && r->type == REDIS_REPLY_STRING && strcmp(r->str, "owner-a:1") == 0;
+        freeReplyObject(r);
+        if (a_has)
+            break;
+        assert_true(th_now_ms() < until);
+        th_sleep_ms(10);
+    }
+    /* ... then c joins, and a's reservation passes to c (as when it lapses and
+     * c asks first); each learns it at its next retry, one holder TTL (300 ms)
+     * on. */
+    start_waiter(&wc, lc, 20000);
+    freeReplyObject(th_cmd(&srv, "SET %s owner-c:1 PX 10000", rk));
+    th_sleep_ms(800);
+    atomic_store(&h.stop, 1);
+    pthread_join(h.t, NULL);
+    assert_int_equal(th_cli(&srv, "DEL", name, NULL), 0);
+    int64_t published = th_now_ms();
+    assert_int_equal(th_cli(&srv, "PUBLISH", ch, "0", NULL), 0);
+    pthread_join(wc.t, NULL);
+    assert_int_equal(wc.rc, DLOCK_OK);
+    if (wc.ended - published > 40 * th_slack())
+        fail_msg("the reserving waiter took %lld ms after the release",
+                 (long long)(wc.ended - published));
+    assert_int_equal(dlock_lock_release(lc), DLOCK_OK);   /* wakes a */
+    pthread_join(wa.t, NULL);
+    assert_int_equal(wa.rc, DLOCK_OK);
+    assert_true(wa.ended >= wc.ended);
+    assert_int_equal(dlock_lock_release(la), DLOCK_OK);
+    dlock_lock_free(la);
+    dlock_lock_free(lc);
+    dlock_client_close(pc);
+}
+
+/* A cancelled waiter that holds a reservation returns at once even when Redis
+ * is gone: handing the reservation back is one try, never a retry loop. */
+static void test_cancel_with_reservation_and_redis_down(void **state)
+{
+    (void)state;
+    char name[128], ch[200], rk[200];
+    dlock_client *pc = client_with_priority(50);
+    dlock_lock *l = get(pc, "cancelresv", name, sizeof(name));
+    channel_of(name, ch, sizeof(ch));
+    reserve_of(name, rk, sizeof(rk));
+    assert_int_equal(th_cli(&srv, "HSET", name, "9f0c2c1e-4a53-4d53-9d6e-3c5f1f7b1c11:60", "1",
+                            NULL), 0);
+    java_holder h = {.name = name, .channel = ch};
+    pthread_create(&h.t, NULL, java_holder_main, &h);
+    waiter w;
+    memset(&w, 0, sizeof(w));
+    assert_int_equal(dlock_cancel_new(&w.cancel), DLOCK_OK);
+    w.l = l;
+    w.wait_ms = 60000;
+    w.lease_ms = DLOCK_WATCHDOG;
+    pthread_create(&w.t, NULL, waiter_main, &w);
+    assert_true(await_reserved_by(rk, pc, 3000 * th_slack()));
+    atomic_store(&h.stop, 1);
+    pthread_join(h.t, NULL);
+    th_redis_stop(&srv);
+    th_sleep_ms(2000);   /* the waiter is now polling, in its retries */
+    int64_t fired = th_now_ms();
+    dlock_cancel_fire(w.cancel);
+    pthread_join(w.t, NULL);
+    assert_int_equal(w.rc, DLOCK_ECANCELED);
+    if (w.ended - fired > 500 * th_slack())
+        fail_msg("cancelled waiter returned %lld ms after the cancel",
+                 (long long)(w.ended - fired));
+    dlock_cancel_free(w.cancel);
+    assert_int_equal(th_redis_restart(&srv), 0);
+    dlock_lock_free(l);
+    dlock_client_close(pc);
+}
+
+typedef struct log_sink {
+    pthread_mutex_t mu;
+    int warnings;
+    char last[512];
+} log_sink;
+
+static void sink_log(dlock_log_level level, const char *msg, void *ud)
+{
+    log_sink *s = ud;
+    pthread_mutex_lock(&s->mu);
+    if (level == DLOCK_LOG_WARN && strstr(msg, "dlock_lock_next")) {
+        s->warnings++;
+        snprintf(s->last, sizeof(s->last), "%s", msg);
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* A Redis user allowed Redisson's keys only: locking works, the client says
+ * once that it goes on without reservations, and never touches the key. */
+static void test_acl_without_reservation_key(void **state)
+{
+    (void)state;
+    char name[128], url[200], ch[200];
+    th_name(name, sizeof(name), "acl");
+    channel_of(name, ch, sizeof(ch));
+    redisReply *r = th_cmd(&srv, "ACL SETUSER redissononly on >pw ~acl* ~redisson* &* +@all");
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    snprintf(url, sizeof(url), "redis://redissononly:pw@127.0.0.1:%d", srv.port);
+    for (int off = 0; off <= 1; off++) {
+        log_sink sink = {.mu = PTHREAD_MUTEX_INITIALIZER};
+        dlock_config *cfg = dlock_config_new();
+        assert_int_equal(dlock_config_set_url(cfg, url), DLOCK_OK);
+        assert_int_equal(dlock_config_set_log_callback(cfg, sink_log, &sink, DLOCK_LOG_DEBUG),
+                         DLOCK_OK);
+        if (off)
+            assert_int_equal(dlock_config_set_priority_after(cfg, DLOCK_PRIORITY_OFF), DLOCK_OK);
+        dlock_client *c = NULL;
+        assert_int_equal(dlock_client_open(&c, cfg), DLOCK_OK);
+        dlock_config_free(cfg);
+        dlock_lock *l = NULL;
+        assert_int_equal(dlock_lock_get(c, name, &l), DLOCK_OK);
+        for (int i = 0; i < 3; i++) {
+            assert_int_equal(dlock_lock_acquire(l, DLOCK_WATCHDOG), DLOCK_OK);
+            assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+        }
+        /* Waiting works too: a waiter of this client is woken by the release. */
+        assert_int_equal(dlock_lock_acquire(l, DLOCK_WATCHDOG), DLOCK_OK);
+        waiter w;
+        dlock_lock *l2 = NULL;
+        assert_int_equal(dlock_lock_get(c, name, &l2), DLOCK_OK);
+        start_waiter(&w, l2, 20000);
+        w.release_after = 1;
+        await_numsub(ch, 1);
+        assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+        pthread_join(w.t, NULL);
+        assert_int_equal(w.rc, DLOCK_OK);
+        assert_int_equal(sink.warnings, off ? 0 : 1);
+        if (!off)
+            assert_non_null(strstr(sink.last, "ACL"));
+        dlock_lock_free(l2);
+        dlock_lock_free(l);
+        dlock_client_close(c);
+    }
+    freeReplyObject(th_cmd(&srv, "ACL DELUSER redissononly"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -827,6 +999,9 @@ int main(void)
         cmocka_unit_test(test_reservation_turns_others_away),
         cmocka_unit_test(test_long_waiter_gets_next_turn),
         cmocka_unit_test(test_giving_up_hands_the_turn_back),
+        cmocka_unit_test(test_reserving_waiter_is_woken_first),
+        cmocka_unit_test(test_acl_without_reservation_key),
+        cmocka_unit_test(test_cancel_with_reservation_and_redis_down),
         cmocka_unit_test(test_server_restart_mid_wait),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -172,8 +172,13 @@ DLOCK_API int dlock_config_set_pool_size(dlock_config *cfg, int size);
  * turned away until it comes, for at most 50 ms (should it have died).
  * Redisson clients do not know of reservations and may still take the lock
  * first. A waiter that gives up (deadline, cancellation) hands its reservation
- * back. The reservation is the string key dlock_lock_next:{name}, with a TTL.
- * DLOCK_PRIORITY_OFF: never reserve (every turn is a race, as in Redisson). */
+ * back. While a free lock is reserved for another, a try with wait 0 answers
+ * DLOCK_ETIMEDOUT (the message says so) though dlock_lock_is_locked says free.
+ * The reservation is the string key dlock_lock_next:{name}, with a TTL; a Redis
+ * user whose ACL allows Redisson's keys only is refused it: the client then
+ * logs a warning once and goes on without reservations.
+ * DLOCK_PRIORITY_OFF: the client neither reserves nor honours reservations and
+ * never touches that key (it races as a Redisson client does). */
 #define DLOCK_PRIORITY_OFF ((int64_t)-1)
 DLOCK_API int dlock_config_set_priority_after(dlock_config *cfg, int64_t after_ms);
 /* CLIENT SETNAME for every connection (no spaces; NULL or "" = none). */
@@ -278,7 +283,8 @@ DLOCK_API void dlock_lock_set_lost_callback(dlock_lock *l, dlock_lost_fn fn, voi
 DLOCK_API int dlock_lock_acquire(dlock_lock *l, int64_t lease_ms);
 
 /* Tries for up to wait_ms (0 = a single try, DLOCK_WAIT_FOREVER = no limit).
- * DLOCK_ETIMEDOUT when still held by another owner at the deadline; other
+ * DLOCK_ETIMEDOUT when still held by another owner at the deadline (or free
+ * but reserved for a long waiter: see dlock_config_set_priority_after); other
  * returns as dlock_lock_acquire. */
 DLOCK_API int dlock_lock_try(dlock_lock *l, int64_t wait_ms, int64_t lease_ms);
 

@@ -4,7 +4,9 @@
 -- KEYS[1]  the lock (hash)
 -- KEYS[2]  the fencing-token counter, redisson_lock_token:{name} (fenced only)
 -- KEYS[3]  the reservation, dlock_lock_next:{name} (dlock's own: a string
---          holding the owner id of a long waiter that goes next)
+--          holding the owner id of a long waiter that goes next). Optional:
+--          without it the caller neither reserves nor honours reservations
+--          (as Redisson; for ACLs that allow Redisson's keys only).
 -- ARGV[1]  lease in ms (the watchdog timeout for watchdog locks)
 -- ARGV[2]  owner id, "<client uuid>:<thread id>"
 -- ARGV[3]  "1" to count a fencing token, "0" not to
@@ -24,9 +26,12 @@ local lock, owner, reserve = KEYS[1], ARGV[2], KEYS[3]
 local grace = tonumber(ARGV[5])
 local mine = false
 
--- The reservation's owner id; nil when there is none; false when the key
--- holds another type.
+-- The reservation's owner id; nil when there is none (or no key was given);
+-- false when the key holds another type.
 local function reserved_for()
+  if not reserve then
+    return nil
+  end
   local r = redis.pcall('get', reserve)
   if type(r) == 'string' then
     return r
@@ -39,7 +44,7 @@ end
 if redis.call('exists', lock) == 1 then
   if redis.call('hexists', lock, owner) == 0 then
     local ttl = redis.call('pttl', lock)
-    if ARGV[4] == '1' then
+    if ARGV[4] == '1' and reserve then
       local r = reserved_for()
       if r == nil or r == owner then
         -- Outlives the holder's lease by the grace; a release or the next

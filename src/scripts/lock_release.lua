@@ -5,7 +5,8 @@
 -- KEYS[1]  the lock (hash)
 -- KEYS[2]  the lock's channel, redisson_lock__channel:{name}
 -- KEYS[3]  this request's latch, redisson_unlock_latch:{name}:<32 hex>
--- KEYS[4]  the reservation, dlock_lock_next:{name} (see lock_acquire.lua)
+-- KEYS[4]  the reservation, dlock_lock_next:{name} (see lock_acquire.lua);
+--          optional
 -- ARGV[1]  owner id
 -- ARGV[2]  lease in ms to set while holds remain; "0" keeps the current TTL
 --          (a lock taken with an explicit lease keeps its deadline)
@@ -40,7 +41,8 @@ redis.call('del', lock)
 -- A reservation now holds the free lock for the grace at most: its owner
 -- should come at once; if it died, the others are not kept out for long.
 local grace = tonumber(ARGV[4])
-if redis.call('pttl', KEYS[4]) > grace and redis.call('type', KEYS[4]).ok == 'string' then
+if KEYS[4] and redis.call('pttl', KEYS[4]) > grace and
+   redis.call('type', KEYS[4]).ok == 'string' then
   redis.call('pexpire', KEYS[4], grace)
 end
 local heard = redis.call('publish', KEYS[2], '0')
