@@ -708,22 +708,40 @@ static void test_reservation_turns_others_away(void **state)
     dlock_lock_free(l);
 }
 
-/* Holds `name` as a Redisson client would, renewing it every 50 ms, until
- * *stop; then releases it as Redisson does (DEL, PUBLISH 0). */
+/* Keeps `name` held as a Redisson client's watchdog would: its TTL renewed to
+ * holder_ttl() every 50 ms, until stop. Waiters retry once per TTL. The tests
+ * keep it in static storage: a failed assertion leaves the thread running. */
 typedef struct java_holder {
-    const char *name, *channel;
+    char name[128];
     atomic_int stop;
     pthread_t t;
 } java_holder;
+
+static int64_t holder_ttl(void) { return 300 * th_slack(); }
 
 static void *java_holder_main(void *arg)
 {
     java_holder *h = arg;
     while (!atomic_load(&h->stop)) {
-        freeReplyObject(th_cmd(&srv, "PEXPIRE %s 300", h->name));
+        freeReplyObject(th_cmd(&srv, "PEXPIRE %s %lld", h->name, (long long)holder_ttl()));
         th_sleep_ms(50);
     }
     return NULL;
+}
+
+static void holder_start(java_holder *h, const char *name, const char *owner)
+{
+    memset(h, 0, sizeof(*h));
+    snprintf(h->name, sizeof(h->name), "%s", name);
+    assert_int_equal(th_cli(&srv, "HSET", name, owner, "1", NULL), 0);
+    freeReplyObject(th_cmd(&srv, "PEXPIRE %s %lld", name, (long long)holder_ttl()));
+    pthread_create(&h->t, NULL, java_holder_main, h);
+}
+
+static void holder_stop(java_holder *h)
+{
+    atomic_store(&h->stop, 1);
+    pthread_join(h->t, NULL);
 }
 
 /* Waits until the reservation names an owner of client c; returns 1 if so. */
@@ -755,16 +773,13 @@ static void test_long_waiter_gets_next_turn(void **state)
     dlock_lock *l = get(pc, "longwait", name, sizeof(name));
     channel_of(name, ch, sizeof(ch));
     reserve_of(name, rk, sizeof(rk));
-    assert_int_equal(th_cli(&srv, "HSET", name, "9f0c2c1e-4a53-4d53-9d6e-3c5f1f7b1c11:57", "1",
-                            NULL), 0);
-    java_holder h = {.name = name, .channel = ch};
-    pthread_create(&h.t, NULL, java_holder_main, &h);
+    static java_holder h;
+    holder_start(&h, name, "9f0c2c1e-4a53-4d53-9d6e-3c5f1f7b1c11:57");
     waiter w;
     start_waiter(&w, l, 20000);
-    /* The waiter's retries come at the holder's TTL (300 ms, renewed). */
-    assert_true(await_reserved_by(rk, pc, 3000 * th_slack()));
-    atomic_store(&h.stop, 1);
-    pthread_join(h.t, NULL);
+    /* The waiter's retries come at the holder's TTL (renewed). */
+    assert_true(await_reserved_by(rk, pc, 10 * holder_ttl()));
+    holder_stop(&h);
 
     dlock_lock *barger = NULL;
     assert_int_equal(dlock_lock_get(cli, name, &barger), DLOCK_OK);
@@ -797,19 +812,16 @@ static void test_giving_up_hands_the_turn_back(void **state)
     dlock_lock *l = get(pc, "giveup", name, sizeof(name));
     channel_of(name, ch, sizeof(ch));
     reserve_of(name, rk, sizeof(rk));
-    assert_int_equal(th_cli(&srv, "HSET", name, "9f0c2c1e-4a53-4d53-9d6e-3c5f1f7b1c11:58", "1",
-                            NULL), 0);
-    java_holder h = {.name = name, .channel = ch};
-    pthread_create(&h.t, NULL, java_holder_main, &h);
+    static java_holder h;
+    holder_start(&h, name, "9f0c2c1e-4a53-4d53-9d6e-3c5f1f7b1c11:58");
     waiter w;
     start_waiter(&w, l, 1200 * th_slack());
-    assert_true(await_reserved_by(rk, pc, 3000 * th_slack()));
+    assert_true(await_reserved_by(rk, pc, 10 * holder_ttl()));
     pthread_join(w.t, NULL);
     assert_int_equal(w.rc, DLOCK_ETIMEDOUT);
     assert_non_null(strstr(w.msg, "held by another owner"));
     assert_int_equal(th_int(&srv, "EXISTS %s", rk), 0);
-    atomic_store(&h.stop, 1);
-    pthread_join(h.t, NULL);
+    holder_stop(&h);
     assert_int_equal(th_cli(&srv, "DEL", name, NULL), 0);
     dlock_lock_free(l);
     dlock_client_close(pc);
@@ -829,14 +841,12 @@ static void test_reserving_waiter_is_woken_first(void **state)
     dlock_lock *la = NULL, *lc = NULL;
     assert_int_equal(dlock_lock_get_as(pc, name, "owner-a:1", &la), DLOCK_OK);
     assert_int_equal(dlock_lock_get_as(pc, name, "owner-c:1", &lc), DLOCK_OK);
-    assert_int_equal(th_cli(&srv, "HSET", name, "9f0c2c1e-4a53-4d53-9d6e-3c5f1f7b1c11:59", "1",
-                            NULL), 0);
-    java_holder h = {.name = name, .channel = ch};
-    pthread_create(&h.t, NULL, java_holder_main, &h);
+    static java_holder h;
+    holder_start(&h, name, "9f0c2c1e-4a53-4d53-9d6e-3c5f1f7b1c11:59");
     waiter wa, wc;
     start_waiter(&wa, la, 20000);
     /* a reserves first ... */
-    int64_t until = th_now_ms() + 3000 * th_slack();
+    int64_t until = th_now_ms() + 10 * holder_ttl();
     redisReply *r = NULL;
     for (;;) {
         r = th_cmd(&srv, "GET %s", rk);
@@ -848,13 +858,11 @@ static void test_reserving_waiter_is_woken_first(void **state)
         th_sleep_ms(10);
     }
     /* ... then c joins, and a's reservation passes to c (as when it lapses and
-     * c asks first); each learns it at its next retry, one holder TTL (300 ms)
-     * on. */
+     * c asks first); each learns it at its next retry, one holder TTL on. */
     start_waiter(&wc, lc, 20000);
-    freeReplyObject(th_cmd(&srv, "SET %s owner-c:1 PX 10000", rk));
-    th_sleep_ms(800);
-    atomic_store(&h.stop, 1);
-    pthread_join(h.t, NULL);
+    freeReplyObject(th_cmd(&srv, "SET %s owner-c:1 PX %lld", rk, (long long)(10 * holder_ttl())));
+    th_sleep_ms(3 * holder_ttl());
+    holder_stop(&h);
     assert_int_equal(th_cli(&srv, "DEL", name, NULL), 0);
     int64_t published = th_now_ms();
     assert_int_equal(th_cli(&srv, "PUBLISH", ch, "0", NULL), 0);
@@ -883,10 +891,8 @@ static void test_cancel_with_reservation_and_redis_down(void **state)
     dlock_lock *l = get(pc, "cancelresv", name, sizeof(name));
     channel_of(name, ch, sizeof(ch));
     reserve_of(name, rk, sizeof(rk));
-    assert_int_equal(th_cli(&srv, "HSET", name, "9f0c2c1e-4a53-4d53-9d6e-3c5f1f7b1c11:60", "1",
-                            NULL), 0);
-    java_holder h = {.name = name, .channel = ch};
-    pthread_create(&h.t, NULL, java_holder_main, &h);
+    static java_holder h;
+    holder_start(&h, name, "9f0c2c1e-4a53-4d53-9d6e-3c5f1f7b1c11:60");
     waiter w;
     memset(&w, 0, sizeof(w));
     assert_int_equal(dlock_cancel_new(&w.cancel), DLOCK_OK);
@@ -894,9 +900,8 @@ static void test_cancel_with_reservation_and_redis_down(void **state)
     w.wait_ms = 60000;
     w.lease_ms = DLOCK_WATCHDOG;
     pthread_create(&w.t, NULL, waiter_main, &w);
-    assert_true(await_reserved_by(rk, pc, 3000 * th_slack()));
-    atomic_store(&h.stop, 1);
-    pthread_join(h.t, NULL);
+    assert_true(await_reserved_by(rk, pc, 10 * holder_ttl()));
+    holder_stop(&h);
     th_redis_stop(&srv);
     th_sleep_ms(2000);   /* the waiter is now polling, in its retries */
     int64_t fired = th_now_ms();
