@@ -776,7 +776,7 @@ static void test_long_waiter_gets_next_turn(void **state)
     static java_holder h;
     holder_start(&h, name, "9f0c2c1e-4a53-4d53-9d6e-3c5f1f7b1c11:57");
     waiter w;
-    start_waiter(&w, l, 20000);
+    start_waiter(&w, l, 30 * holder_ttl());
     /* The waiter's retries come at the holder's TTL (renewed). */
     assert_true(await_reserved_by(rk, pc, 10 * holder_ttl()));
     holder_stop(&h);
@@ -844,7 +844,7 @@ static void test_reserving_waiter_is_woken_first(void **state)
     static java_holder h;
     holder_start(&h, name, "9f0c2c1e-4a53-4d53-9d6e-3c5f1f7b1c11:59");
     waiter wa, wc;
-    start_waiter(&wa, la, 20000);
+    start_waiter(&wa, la, 30 * holder_ttl());
     /* a reserves first ... */
     int64_t until = th_now_ms() + 10 * holder_ttl();
     redisReply *r = NULL;
@@ -859,7 +859,7 @@ static void test_reserving_waiter_is_woken_first(void **state)
     }
     /* ... then c joins, and a's reservation passes to c (as when it lapses and
      * c asks first); each learns it at its next retry, one holder TTL on. */
-    start_waiter(&wc, lc, 20000);
+    start_waiter(&wc, lc, 30 * holder_ttl());
     freeReplyObject(th_cmd(&srv, "SET %s owner-c:1 PX %lld", rk, (long long)(10 * holder_ttl())));
     th_sleep_ms(3 * holder_ttl());
     holder_stop(&h);
@@ -897,7 +897,7 @@ static void test_cancel_with_reservation_and_redis_down(void **state)
     memset(&w, 0, sizeof(w));
     assert_int_equal(dlock_cancel_new(&w.cancel), DLOCK_OK);
     w.l = l;
-    w.wait_ms = 60000;
+    w.wait_ms = 30 * holder_ttl();
     w.lease_ms = DLOCK_WATCHDOG;
     pthread_create(&w.t, NULL, waiter_main, &w);
     assert_true(await_reserved_by(rk, pc, 10 * holder_ttl()));
