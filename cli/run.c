@@ -76,8 +76,14 @@ static void *acquire_main(void *arg)
 static void describe_holder(dlock_lock *l, char *buf, size_t size)
 {
     dlock_info *info = NULL;
-    if (dlock_lock_inspect(l, &info) != DLOCK_OK || !dlock_info_locked(info)) {
+    if (dlock_lock_inspect(l, &info) != DLOCK_OK) {
         snprintf(buf, size, "held by another owner");
+        return;
+    }
+    if (!dlock_info_locked(info)) {
+        /* Refused while free: the next turn was reserved for a long waiter
+         * (or the holder let go just now). */
+        snprintf(buf, size, "free, but its next turn is reserved for a waiter");
         dlock_info_free(info);
         return;
     }

@@ -150,6 +150,11 @@ has "$tmp/err" "held by" "conflict line says who holds it"
 has "$tmp/err" "left" "conflict line says for how long"
 hasnt "$tmp/out" "ran" "command not run"
 expect 9 "$D" run --wait 0 --conflict-exit-code 9 t:busy -- true
+# free, but a long waiter (of another process) has reserved the next turn
+rc set 'dlock_lock_next:{t:resv}' 'other:1' px 5000 >/dev/null
+expect 75 "$D" run --wait 0 t:resv -- echo ran
+has "$tmp/err" "reserved" "conflict line says the next turn is reserved"
+hasnt "$tmp/out" "ran" "command not run"
 expect 75 "$D" -q run --wait 0 t:busy -- true
 [ -s "$tmp/err" ] && bad "-q still printed" || ok
 t0=$(now_ms)
