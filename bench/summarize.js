@@ -128,8 +128,13 @@ for (const mode of ['threads', 'processes']) {
     (lost ? ` (${pick('dlock', 'handoff', (r) => r.mode === mode).reduce((a, r) => a + (r.long_wait_attempts || 0), 0)} attempts during them: lost races, not lost wake-ups)` : ''),
     g, rtt);
   const ratio = Math.min(...pollers.map((p) => gaps[p + mode] / g).filter(Number.isFinite));
+  // 40× shorter than the fastest poller may ask for less than one round trip,
+  // which no waiter woken by a message can do: say so when it happens.
+  const fastest = Math.min(...pollers.map((p) => gaps[p + mode]).filter(Number.isFinite));
+  const below = ratio < 40 && fastest / 40 < rtt
+    ? `; 40× would be ${us(fastest / 40)}, below one round trip (${f1(rtt)} µs)` : '';
   target(`handoff gap ≥ 40× shorter than the polling peers (${mode})`, ratio >= 40,
-    pollers.map((p) => `${p} ${f1(gaps[p + mode] / g)}×`).join(', '), ratio);
+    pollers.map((p) => `${p} ${f1(gaps[p + mode] / g)}×`).join(', ') + below, ratio);
 }
 
 // 3. Idle waiters.
