@@ -202,10 +202,6 @@ static int proto_error(dlock_lock *l, const char *what, redisReply *r)
 
 _Thread_local uint64_t dlock__attempts;
 
-/* One acquisition attempt: DLOCK_OK (acquired), BUSY (*ttl = how long to sleep
- * at most: the holder's PTTL, or what is left of another waiter's reservation;
- * *resv says which) or an error. `claim`: reserve the next turn if the lock is
- * held. Schedules the watchdog for DLOCK_WATCHDOG holds. */
 /* A script call that names the reservation key at argv[with_key]. When the
  * client does not use reservations, or Redis refuses the key (an ACL that
  * allows Redisson's keys only: NOPERM, answered before the script runs), it is
@@ -219,11 +215,10 @@ static int call_reserving(dlock_lock *l, int script, int nkeys, int argc, const 
     dlock__req req = {.script = script, .nkeys = nkeys, .argc = argc, .argv = argv,
                       .lens = lens, .flags = flags, .cancel = cancel, .latch_ms = latch_ms};
     int on = atomic_load_explicit(&c->reserve_on, memory_order_relaxed);
-    int rc = DLOCK_EAUTH;
     if (on) {
-        rc = dlock__node_call(c->node, &req, r);
+        int rc = dlock__node_call(c->node, &req, r);
         if (rc != DLOCK_EAUTH || !strstr(dlock_last_error(), "NOPERM") ||
-            !strstr(dlock_last_error(), "keys"))
+            !strstr(dlock_last_error(), "key"))
             return rc;
     }
     const char *av[16];
@@ -239,7 +234,7 @@ static int call_reserving(dlock_lock *l, int script, int nkeys, int argc, const 
     req.argc = k;
     req.argv = av;
     req.lens = ln;
-    rc = dlock__node_call(c->node, &req, r);
+    int rc = dlock__node_call(c->node, &req, r);
     if (on && !(rc == DLOCK_EAUTH && strstr(dlock_last_error(), "NOPERM")) &&
         atomic_exchange(&c->reserve_on, 0))
         dlock__log(c, DLOCK_LOG_WARN,
@@ -249,6 +244,10 @@ static int call_reserving(dlock_lock *l, int script, int nkeys, int argc, const 
     return rc;
 }
 
+/* One acquisition attempt: DLOCK_OK (acquired), BUSY (*ttl = how long to sleep
+ * at most: the holder's PTTL, or what is left of another waiter's reservation;
+ * *resv says which) or an error. `claim`: reserve the next turn if the lock is
+ * held. Schedules the watchdog for DLOCK_WATCHDOG holds. */
 static int attempt(dlock_lock *l, const owner_buf *o, int64_t lease, int fenced, int claim,
                    dlock_cancel *cancel, int64_t *ttl, uint64_t *token, int *resv)
 {
