@@ -682,10 +682,23 @@ static void test_reservation_turns_others_away(void **state)
     assert_int_equal(th_int(&srv, "EXISTS %s", rk), 0);   /* lapsed */
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
 
-    /* The release cuts a long reservation to the grace. */
+    /* A release that wakes somebody cuts a long reservation to the grace; one
+     * that nobody hears leaves it to the first attempt it turns away. */
+    char ch[200];
+    redisContext *sub = th_admin(&srv);
+    freeReplyObject(redisCommand(sub, "SUBSCRIBE %s", channel_of(name, ch, sizeof(ch))));
     assert_int_equal(dlock_lock_try(l, 0, DLOCK_WATCHDOG), DLOCK_OK);
     freeReplyObject(th_cmd(&srv, "SET %s ghost:1 PX 10000", rk));
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    left = th_int(&srv, "PTTL %s", rk);
+    assert_true(left > 0 && left <= 50);
+    redisFree(sub);
+    await_numsub(ch, 0);
+    assert_int_equal(dlock_lock_try(l, 1000, DLOCK_WATCHDOG), DLOCK_OK);
+    freeReplyObject(th_cmd(&srv, "SET %s ghost:1 PX 10000", rk));
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    assert_true(th_int(&srv, "PTTL %s", rk) > 5000);
+    assert_int_equal(dlock_lock_try(l, 0, DLOCK_WATCHDOG), DLOCK_ETIMEDOUT);
     left = th_int(&srv, "PTTL %s", rk);
     assert_true(left > 0 && left <= 50);
     freeReplyObject(th_cmd(&srv, "DEL %s", rk));

@@ -38,16 +38,18 @@ if count > 1 then
 end
 -- The last hold: one HGET instead of HEXISTS + HINCRBY on the common path.
 redis.call('del', lock)
+local heard = redis.call('publish', KEYS[2], '0')
+redis.call('set', KEYS[3], 1, 'px', ARGV[3])
+if heard == 0 then
+  return 1
+end
 -- A reservation now holds the free lock for the grace at most: its owner
 -- should come at once; if it died, the others are not kept out for long.
+-- (Nobody listening: no waiter is asleep; a reservation left by a dead one is
+-- cut by the first attempt it turns away.)
 local grace = tonumber(ARGV[4])
 if KEYS[4] and redis.call('pttl', KEYS[4]) > grace and
    redis.call('type', KEYS[4]).ok == 'string' then
   redis.call('pexpire', KEYS[4], grace)
 end
-local heard = redis.call('publish', KEYS[2], '0')
-redis.call('set', KEYS[3], 1, 'px', ARGV[3])
-if heard > 0 then
-  return 2
-end
-return 1
+return 2
