@@ -615,10 +615,17 @@ int dlock__waiter_wait(dlock__loop *lp, dlock__waiter *w, int64_t until_ms)
             break;
         }
         if (w->subscribed && w->ch->state != CH_SUBSCRIBED) {
-            /* The subscription dropped: tell the caller to poll until it is back. */
+            /* The subscription dropped, most often because the server is going
+             * away: a retry now would likely be written to a dying server and
+             * end in DLOCK_EUNKNOWN. Poll at the retry delay instead; the
+             * resubscription wakes every waiter (messages may have been missed). */
             w->subscribed = 0;
-            rc = DLOCK__WAKE_TIMEOUT;
-            break;
+            int64_t poll = dlock__now_ms() + lp->c->cfg.retry_delay_ms;
+            if (poll < until_ms) {
+                until_ms = poll;
+                dlock__abstime(until_ms, &ts);
+            }
+            continue;
         }
         if (dlock__now_ms() >= until_ms) {
             rc = DLOCK__WAKE_TIMEOUT;
