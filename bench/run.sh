@@ -126,6 +126,9 @@ fi
 if want many; then
 echo "4. many names..."
 for i in $(seq "$runs"); do
+  # The -c 50 ceiling right beside dlock's run, as for the uncontended one.
+  sha=$(redis-cli -p "$REDIS_PORT" script load "$(cat "$root/src/scripts/lock_acquire.lua")")
+  rb ceiling-c50 50 "$rb50_n" "bench:rb50:__rand_int__"
   record pin "$bench" many --url "$url" --seconds "$secs"
   for p in "${peers[@]}"; do record pin node "$here/peers/bench.js" --peer "$p" --scenario many --seconds "$secs" --url "$url"; done
   flush
