@@ -272,8 +272,8 @@ enum {
     DLOCK__RESV_MINE = 1,   /* held by another; the next turn is the caller's */
     DLOCK__RESV_OTHER = 2   /* free, but reserved for another waiter */
 };
-/* Grace of a reservation on a free lock, ms. */
-#define DLOCK__RESERVE_GRACE_MS 50
+/* Grace of a reservation on a free lock in ms, as the scripts take it. */
+#define DLOCK__RESERVE_GRACE_ARG "50"
 int dlock__reply_acquire(const redisReply *r, int fenced, int64_t *ttl, uint64_t *token,
                          int *resv);
 /* *heard = 1 when the last hold went and some client heard the unlock message. */

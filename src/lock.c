@@ -252,12 +252,12 @@ static int attempt(dlock_lock *l, const owner_buf *o, int64_t lease, int fenced,
                    dlock_cancel *cancel, int64_t *ttl, uint64_t *token, int *resv)
 {
     dlock_client *c = l->c;
-    char lease_s[24], grace_s[24];
+    char lease_s[24];
     size_t lease_n = dlock__fmt_i64(lease_s, lease == DLOCK_WATCHDOG ? c->cfg.watchdog_ms : lease);
-    size_t grace_n = dlock__fmt_i64(grace_s, DLOCK__RESERVE_GRACE_MS);
     const char *argv[] = {l->name, l->token_key, l->reserve_key, lease_s, o->id,
-                          fenced ? "1" : "0", claim ? "1" : "0", grace_s};
-    const size_t lens[] = {l->nlen, l->tlen, l->rlen, lease_n, o->len, 1, 1, grace_n};
+                          fenced ? "1" : "0", claim ? "1" : "0", DLOCK__RESERVE_GRACE_ARG};
+    const size_t lens[] = {l->nlen, l->tlen, l->rlen, lease_n, o->len, 1, 1,
+                           sizeof(DLOCK__RESERVE_GRACE_ARG) - 1};
     /* Taken before sending, so the watchdog's deadline is never later than Redis's. */
     int64_t sent = dlock__now_ms();
     dlock__attempts++;
@@ -472,12 +472,13 @@ int dlock_lock_release(dlock_lock *l)
     memcpy(latch, l->latch_prefix, l->lplen);
     dlock__random_hex32(latch + l->lplen);
 
-    char lease_s[24], px_s[24], grace_s[24];
+    char lease_s[24], px_s[24];
     size_t lease_n = dlock__fmt_i64(lease_s, renewed ? c->cfg.watchdog_ms : 0);
     size_t px_n = dlock__fmt_i64(px_s, c->latch_px);
-    size_t grace_n = dlock__fmt_i64(grace_s, DLOCK__RESERVE_GRACE_MS);
-    const char *argv[] = {l->name, l->channel, latch, l->reserve_key, o.id, lease_s, px_s, grace_s};
-    const size_t lens[] = {l->nlen, l->clen, latch_len, l->rlen, o.len, lease_n, px_n, grace_n};
+    const char *argv[] = {l->name, l->channel, latch, l->reserve_key, o.id, lease_s, px_s,
+                          DLOCK__RESERVE_GRACE_ARG};
+    const size_t lens[] = {l->nlen, l->clen, latch_len, l->rlen, o.len, lease_n, px_n,
+                           sizeof(DLOCK__RESERVE_GRACE_ARG) - 1};
     redisReply *r;
     /* A lock whose last release woke someone is likely contended again. */
     unsigned flags = DLOCK__CALL_IDEMPOTENT;

@@ -327,21 +327,18 @@ static send_outcome roundtrip(redisContext *ctx, int argc, const char **argv, co
         if (redisBufferWrite(ctx, &done) != REDIS_OK)
             return NOT_SENT;
     } while (!done);
+    /* The PING's answer (whatever it is, even NOPERM) comes first and is
+     * dropped; failing to read either means the request may have run. */
     void *r = NULL;
-    if (ping_first) {
-        /* Whatever PING got (even an error such as NOPERM) is dropped; failing
-         * to read it means the request may have run. */
+    for (int replies = ping_first ? 2 : 1; replies > 0; replies--) {
+        if (r)
+            freeReplyObject(r);
+        r = NULL;
         if (redisGetReply(ctx, &r) != REDIS_OK || !r) {
+            /* hiredis reports a read timeout as an I/O error with EAGAIN. */
             *timed_out = ctx->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK);
             return MAYBE_RAN;
         }
-        freeReplyObject(r);
-        r = NULL;
-    }
-    if (redisGetReply(ctx, &r) != REDIS_OK || !r) {
-        /* hiredis reports a read timeout as an I/O error with EAGAIN. */
-        *timed_out = ctx->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK);
-        return MAYBE_RAN;
     }
     *out = r;
     return SENT_OK;
