@@ -62,14 +62,21 @@ static void *waiter_main(void *arg)
     return NULL;
 }
 
-static void start_waiter(waiter *w, dlock_lock *l, int64_t wait_ms)
+static void start_waiter_cancellable(waiter *w, dlock_lock *l, int64_t wait_ms,
+                                     dlock_cancel *cancel)
 {
     memset(w, 0, sizeof(*w));
     w->l = l;
     w->wait_ms = wait_ms;
     w->lease_ms = DLOCK_WATCHDOG;
+    w->cancel = cancel;
     w->rc = -999;
     pthread_create(&w->t, NULL, waiter_main, w);
+}
+
+static void start_waiter(waiter *w, dlock_lock *l, int64_t wait_ms)
+{
+    start_waiter_cancellable(w, l, wait_ms, NULL);
 }
 
 static char *channel_of(const char *name, char *buf, size_t size)
@@ -290,12 +297,7 @@ static void test_cancel_ends_a_wait(void **state)
     assert_int_equal(dlock_cancel_new(&tok), DLOCK_OK);
     waiter a, b;
     start_waiter(&b, l, DLOCK_WAIT_FOREVER);   /* not cancellable: must keep waiting */
-    memset(&a, 0, sizeof(a));
-    a.l = l;
-    a.wait_ms = DLOCK_WAIT_FOREVER;
-    a.lease_ms = DLOCK_WATCHDOG;
-    a.cancel = tok;
-    pthread_create(&a.t, NULL, waiter_main, &a);
+    start_waiter_cancellable(&a, l, DLOCK_WAIT_FOREVER, tok);
     th_sleep_ms(200);
     int64_t fired = th_now_ms();
     dlock_cancel_fire(tok);
@@ -723,6 +725,16 @@ static void test_reservation_turns_others_away(void **state)
     dlock_lock_free(l);
 }
 
+/* The reserving waiter w got the lock by the unlock message published at
+ * `published`, not by its next TTL-timed retry. */
+static void assert_woken_by_message(const waiter *w, int64_t published)
+{
+    assert_int_equal(w->rc, DLOCK_OK);
+    if (w->ended - published > 40 * th_slack())
+        fail_msg("the reserving waiter took %lld ms after the release",
+                 (long long)(w->ended - published));
+}
+
 /* Keeps `name` held as a Redisson client's watchdog would: its TTL renewed to
  * holder_ttl() every 50 ms, until stop. Waiters retry once per TTL. The tests
  * keep it in static storage: a failed assertion leaves the thread running. */
@@ -803,11 +815,7 @@ static void test_long_waiter_gets_next_turn(void **state)
     int64_t published = th_now_ms();
     assert_int_equal(th_cli(&srv, "PUBLISH", ch, "0", NULL), 0);
     pthread_join(w.t, NULL);
-    assert_int_equal(w.rc, DLOCK_OK);
-    /* Woken by the message, not by its next TTL-timed retry (300 ms). */
-    if (w.ended - published > 40 * th_slack())
-        fail_msg("the reserving waiter took %lld ms after the release",
-                 (long long)(w.ended - published));
+    assert_woken_by_message(&w, published);
     assert_int_equal(th_int(&srv, "EXISTS %s", rk), 0);   /* used up */
     assert_int_equal(dlock_lock_try(barger, 0, DLOCK_WATCHDOG), DLOCK_ETIMEDOUT);
     dlock_lock_free(barger);
@@ -882,10 +890,7 @@ static void test_reserving_waiter_is_woken_first(void **state)
     int64_t published = th_now_ms();
     assert_int_equal(th_cli(&srv, "PUBLISH", ch, "0", NULL), 0);
     pthread_join(wc.t, NULL);
-    assert_int_equal(wc.rc, DLOCK_OK);
-    if (wc.ended - published > 40 * th_slack())
-        fail_msg("the reserving waiter took %lld ms after the release",
-                 (long long)(wc.ended - published));
+    assert_woken_by_message(&wc, published);
     assert_int_equal(dlock_lock_release(lc), DLOCK_OK);   /* wakes a */
     pthread_join(wa.t, NULL);
     assert_int_equal(wa.rc, DLOCK_OK);
@@ -908,25 +913,22 @@ static void test_cancel_with_reservation_and_redis_down(void **state)
     reserve_of(name, rk, sizeof(rk));
     static java_holder h;
     holder_start(&h, name, "9f0c2c1e-4a53-4d53-9d6e-3c5f1f7b1c11:60");
+    dlock_cancel *tok;
+    assert_int_equal(dlock_cancel_new(&tok), DLOCK_OK);
     waiter w;
-    memset(&w, 0, sizeof(w));
-    assert_int_equal(dlock_cancel_new(&w.cancel), DLOCK_OK);
-    w.l = l;
-    w.wait_ms = 30 * holder_ttl();
-    w.lease_ms = DLOCK_WATCHDOG;
-    pthread_create(&w.t, NULL, waiter_main, &w);
+    start_waiter_cancellable(&w, l, 30 * holder_ttl(), tok);
     assert_true(await_reserved_by(rk, pc, 10 * holder_ttl()));
     holder_stop(&h);
     th_redis_stop(&srv);
     th_sleep_ms(2000);   /* the waiter is now polling, in its retries */
     int64_t fired = th_now_ms();
-    dlock_cancel_fire(w.cancel);
+    dlock_cancel_fire(tok);
     pthread_join(w.t, NULL);
     assert_int_equal(w.rc, DLOCK_ECANCELED);
     if (w.ended - fired > 500 * th_slack())
         fail_msg("cancelled waiter returned %lld ms after the cancel",
                  (long long)(w.ended - fired));
-    dlock_cancel_free(w.cancel);
+    dlock_cancel_free(tok);
     assert_int_equal(th_redis_restart(&srv), 0);
     dlock_lock_free(l);
     dlock_client_close(pc);
