@@ -151,6 +151,16 @@ DLOCK_API void dlock_config_free(dlock_config *cfg);
  * (never echoing the password) and leaves the previous URL in place. */
 DLOCK_API int dlock_config_set_url(dlock_config *cfg, const char *url);
 
+/* Credentials apart from the URL (a URL on a command line shows in `ps`).
+ * password: 1..512 bytes, any bytes but NUL; user: NULL or "" for AUTH
+ * <password> (the default user), else AUTH <user> <password> (Redis 6 ACL
+ * users, 1..512 bytes). They replace the URL's user and password; a later
+ * dlock_config_set_url replaces them in turn. A NULL or empty password removes
+ * both. The password is never logged nor shown in any message. DLOCK_EINVAL
+ * (nothing changed) for a user without a password or a value too long. */
+DLOCK_API int dlock_config_set_password(dlock_config *cfg, const char *user,
+                                        const char *password);
+
 /* Lease used for locks taken with DLOCK_WATCHDOG, in ms (>= 30; 0 = default).
  * The watchdog renews such locks every timeout / 3. */
 DLOCK_API int dlock_config_set_watchdog_timeout(dlock_config *cfg, int64_t ms);
