@@ -385,6 +385,8 @@ int main(int argc, char **argv)
     int cargc = argc - i;
     char **cargv = argv + i;
     if (strcmp(cmd, "help") == 0) {
+        if (cargc == 2 && (strcmp(cargv[1], "--help") == 0 || strcmp(cargv[1], "-h") == 0))
+            cargv[1] = "help";
         if (cargc > 2) {
             cli_usage_error(&o, "help", "one command at most");
             return EXIT_USAGE;

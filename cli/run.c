@@ -81,11 +81,6 @@ static int parse_args(cli_opts *o, int argc, char **argv, run_args *ra)
             }
             break;
         }
-        if ((r = cli_global_opt(o, argc, argv, &i)) != 0) {
-            if (r < 0)
-                return -1;
-            continue;
-        }
         if (strcmp(a, "-n") == 0 || strcmp(a, "--nonblock") == 0) {
             ra->wait_ms = 0;
         } else if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) {
@@ -134,6 +129,9 @@ static int parse_args(cli_opts *o, int argc, char **argv, run_args *ra)
                 return -1;
             }
             ra->name = val;
+        } else if ((r = cli_global_opt(o, argc, argv, &i)) != 0) {
+            if (r < 0)
+                return -1;
         } else if (a[0] == '-' && a[1] != '\0') {
             cli_usage_error(o, "run", "unknown option '%s'", a);
             return -1;
@@ -235,22 +233,24 @@ static void progress_tick(const cli_opts *o, progress *pg, dlock_lock *l, const 
     pg->next = now + (pg->tty ? 1000 : VERBOSE_EVERY_MS);
 }
 
-/* Waits for the lock while watching for signals. Returns 0 when acquired
- * (*token set), else the exit code. */
+/* Waits for the lock while watching for signals. Returns 1 when acquired
+ * (*token set), else 0 and *code = the exit code (which may be 0: -E 0). */
 static int acquire_watching(const cli_opts *o, const run_args *ra, dlock_lock *l, int sfd,
-                            uint64_t *token)
+                            uint64_t *token, int *code)
 {
     int done[2];
     dlock_cancel *cancel = NULL;
     if (pipe2(done, O_CLOEXEC) != 0 || dlock_cancel_new(&cancel) != DLOCK_OK) {
         cli_err(o, "cannot set up the wait: %s", strerror(errno));
-        return EXIT_SOFTWARE;
+        *code = EXIT_SOFTWARE;
+        return 0;
     }
     acquirer a = {l, ra->wait_ms, ra->lease_ms, cancel, 0, 0, "", done[1]};
     pthread_t t;
     if (pthread_create(&t, NULL, acquire_main, &a) != 0) {
         cli_err(o, "cannot start a thread");
-        return EXIT_SOFTWARE;
+        *code = EXIT_SOFTWARE;
+        return 0;
     }
     char nm[200];
     cli_esc(ra->name, nm, sizeof(nm));
@@ -286,7 +286,8 @@ static int acquire_watching(const cli_opts *o, const run_args *ra, dlock_lock *l
         if (sig) {
             /* Acquired just as the signal came: give it back and leave. */
             dlock_lock_release(l);
-            return 128 + sig;
+            *code = 128 + sig;
+            return 0;
         }
         if (pg.on) {
             char took[32];
@@ -295,26 +296,30 @@ static int acquire_watching(const cli_opts *o, const run_args *ra, dlock_lock *l
                     (unsigned long long)a.token);
         }
         *token = a.token;
-        return 0;
+        return 1;
     }
     if (a.rc == DLOCK_ECANCELED) {
         cli_err(o, "interrupted (%s) while waiting for '%s'", strsignal(sig), nm);
-        return 128 + sig;
+        *code = 128 + sig;
+        return 0;
     }
     if (a.rc == DLOCK_ETIMEDOUT) {
         char who[400], waited[32];
         describe_holder(l, who, sizeof(who));
         cli_err(o, "'%s' is %s; not acquired within %s", nm, who,
                 cli_fmt_duration(ra->wait_ms, waited, sizeof(waited)));
-        return ra->conflict_code;
+        *code = ra->conflict_code;
+        return 0;
     }
     if (a.rc == DLOCK_EWRONGTYPE) {
         cli_err(o, "cannot acquire '%s': the key exists and is not a lock (%s); it was left "
                    "as it is", nm, a.err[0] ? a.err : dlock_strerror(a.rc));
-        return EXIT_DATAERR;
+        *code = EXIT_DATAERR;
+        return 0;
     }
     cli_err(o, "cannot acquire '%s': %s", nm, a.err[0] ? a.err : dlock_strerror(a.rc));
-    return cli_exit_code(a.rc, a.err);
+    *code = cli_exit_code(a.rc, a.err);
+    return 0;
 }
 
 /* ------------------------------------------------------------- owners */
@@ -436,9 +441,7 @@ static int run_locked(cli_opts *o, const run_args *ra, guard *g, int sfd)
         cli_err(o, "re-entering '%s': a dlock run around this one holds it (owner %s)",
                 cli_esc(ra->name, nm, sizeof(nm)), owner);
     }
-    if (code == 0)
-        code = acquire_watching(o, ra, l, sfd, &token);
-    if (code) {
+    if (code != 0 || !acquire_watching(o, ra, l, sfd, &token, &code)) {
         dlock_lock_free(l);
         dlock_client_close(c);
         return code;
