@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "harness.h"
+#include "sync/sync.h"
 
 static th_redis srv;
 static dlock_client *cli;
@@ -296,9 +297,41 @@ static void test_null_safe(void **state)
     dlock_info_free(info);
 }
 
+/* The scripts' KEYS/ARGV counts come from their header comments at build time
+ * (cmake/embed_scripts.cmake); a request that disagrees is refused before
+ * anything is sent, so C and Lua cannot drift apart unnoticed. */
+static void test_script_counts(void **state)
+{
+    (void)state;
+    const dlock__script *s = &dlock__scripts[DLOCK__SCRIPT_LOCK_ACQUIRE];
+    assert_string_equal(s->name, "lock/acquire");
+    assert_int_equal(s->keys_min, 2);   /* KEYS[3] is marked (optional) */
+    assert_int_equal(s->keys_max, 3);
+    assert_int_equal(s->args_min, 5);
+    assert_int_equal(s->args_max, 5);
+    s = &dlock__scripts[DLOCK__SCRIPT_LOCK_RENEW];   /* KEYS[i], ARGV[1], ARGV[i+1] */
+    assert_int_equal(s->keys_min, 0);
+    assert_int_equal(s->keys_max, -1);
+    assert_int_equal(s->args_min, 1);
+    assert_int_equal(s->args_max, -1);
+
+    freeReplyObject(th_cmd(&srv, "CONFIG RESETSTAT"));
+    const char *argv[] = {"bad:free", "30000", "owner:1"};
+    dlock__req req = {.script = DLOCK__SCRIPT_LOCK_ACQUIRE, .nkeys = 1, .argc = 3, .argv = argv};
+    redisReply *r = NULL;
+    assert_int_equal(dlock__call(cli, &req, &r), DLOCK_EINVAL);
+    assert_null(r);
+    assert_non_null(strstr(dlock_last_error(), "lock/acquire"));
+    redisReply *st = th_cmd(&srv, "INFO commandstats");
+    assert_non_null(st);
+    assert_null(strstr(st->str, "cmdstat_evalsha"));   /* nothing was sent */
+    freeReplyObject(st);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_script_counts),
         cmocka_unit_test(test_table),
         cmocka_unit_test(test_null_safe),
     };

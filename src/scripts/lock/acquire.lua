@@ -3,7 +3,7 @@
 --
 -- KEYS[1]  the lock (hash)
 -- KEYS[2]  the fencing-token counter, redisson_lock_token:{name} (fenced only)
--- KEYS[3]  the reservation, dlock_lock_next:{name} (dlock's own: a string
+-- KEYS[3]  (optional) the reservation, dlock_lock_next:{name} (dlock's own: a string
 --          holding the owner id of a long waiter that goes next). Optional:
 --          without it the caller neither reserves nor honours reservations
 --          (as Redisson; for ACLs that allow Redisson's keys only).
