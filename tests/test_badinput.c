@@ -151,6 +151,7 @@ CALL(g_as_null, return dlock_lock_get_as(cli, "x", NULL, &l_out))
 CALL(g_as_empty, return dlock_lock_get_as(cli, "x", "", &l_out))
 CALL(g_as_big, return dlock_lock_get_as(cli, "x", big_owner, &l_out))
 CALL(g_as_mib, return dlock_lock_get_as(cli, "x", mib, &l_out))
+CALL(g_as_nocolon, return dlock_lock_get_as(cli, "x", "worker-7", &l_out))
 CALL(a_null, return dlock_lock_acquire(NULL, DLOCK_WATCHDOG))
 CALL(a_lease0, return dlock_lock_acquire(ok_lock, 0))
 CALL(a_lease_neg, return dlock_lock_try(ok_lock, 0, -2))
@@ -214,7 +215,7 @@ static const row rows[] = {
     R(DLOCK_EINVAL, g_null_client), R(DLOCK_EINVAL, g_null_name), R(DLOCK_EINVAL, g_empty_name),
     R(DLOCK_ENAMETOOLONG, g_mib_name), R(DLOCK_ENAMETOOLONG, g_max1_name),
     R(DLOCK_EINVAL, g_null_out), R(DLOCK_EINVAL, g_as_null), R(DLOCK_EINVAL, g_as_empty),
-    R(DLOCK_ENAMETOOLONG, g_as_big), R(DLOCK_ENAMETOOLONG, g_as_mib),
+    R(DLOCK_ENAMETOOLONG, g_as_big), R(DLOCK_ENAMETOOLONG, g_as_mib), R(DLOCK_EINVAL, g_as_nocolon),
     R(DLOCK_EINVAL, a_null), R(DLOCK_EINVAL, a_lease0), R(DLOCK_EINVAL, a_lease_neg),
     R(DLOCK_EINVAL, a_lease_min), R(DLOCK_EINVAL, a_lease_huge), R(DLOCK_EINVAL, a_wait_neg),
     R(DLOCK_EINVAL, a_wait_min), R(DLOCK_EINVAL, a_fenced_null), R(DLOCK_EINVAL, r_null),
@@ -228,7 +229,9 @@ static const row rows[] = {
     RT(0), RT(1), RT(2), RT(3),
     /* A hash that is not a lock: held by "someone else" for acquire and
      * release, refused by force release and inspection, never touched. */
-    R(DLOCK_ETIMEDOUT, t_acq_4), R(DLOCK_ETIMEDOUT, t_wait_4), R(DLOCK_ETIMEDOUT, t_fenced_4),
+    /* A hash that is not a lock: one verdict everywhere, from the acquire too
+     * (it used to wait as if the lock were held). */
+    R(DLOCK_EWRONGTYPE, t_acq_4), R(DLOCK_EWRONGTYPE, t_wait_4), R(DLOCK_EWRONGTYPE, t_fenced_4),
     R(DLOCK_ENOTOWNER, t_rel_4), R(DLOCK_EWRONGTYPE, t_force_4), R(DLOCK_EWRONGTYPE, t_inspect_4),
     R(DLOCK_OK, t_locked_4), R(DLOCK_OK, t_count_4),
     /* is_locked and hold_count: a string, list, set or zset is not a lock; a

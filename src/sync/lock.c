@@ -161,6 +161,17 @@ static int proto_error(dlock_lock *l, const char *what, redisReply *r)
                        l->name);
 }
 
+/* The verdict for a key that is not a lock, with Redis's words for what it
+ * holds (the scripts say "WRONGTYPE the key holds a read-write lock", ...). */
+static int wrong_type(const dlock_lock *l)
+{
+    const char *why = strstr(dlock_last_error(), "WRONGTYPE");
+    char detail[200];
+    snprintf(detail, sizeof(detail), "%s", why ? why + 9 : "");
+    return dlock__fail(DLOCK_EWRONGTYPE, "key '%s' exists and is not a lock:%s", l->name,
+                       detail[0] ? detail : " it holds another type");
+}
+
 /* A script call that names the reservation key at argv[with_key]. When the
  * client does not use reservations, or Redis refuses the key (an ACL that
  * allows Redisson's keys only: NOPERM, answered before the script runs), it is
@@ -222,11 +233,8 @@ static int attempt(dlock_lock *l, const owner_buf *o, int64_t lease, int fenced,
     dlock__attempts++;
     redisReply *r;
     int rc = call_reserving(l, DLOCK__SCRIPT_LOCK_ACQUIRE, 3, 8, argv, lens, 2, 0, cancel, 0, &r);
-    if (rc != DLOCK_OK) {
-        if (rc == DLOCK_EWRONGTYPE)
-            return dlock__fail(rc, "key '%s' exists and is not a lock", l->name);
-        return rc;
-    }
+    if (rc != DLOCK_OK)
+        return rc == DLOCK_EWRONGTYPE ? wrong_type(l) : rc;
     rc = dlock__reply_acquire(r, fenced, ttl, token, resv);
     if (rc == DLOCK_EPROTO)
         return proto_error(l, "acquire", r);
@@ -438,7 +446,7 @@ int dlock_lock_release(dlock_lock *l)
                 rc = dlock__fail(DLOCK_ENOTOWNER, "'%s' is not held by %s", l->name, o.id);
         }
     } else if (rc == DLOCK_EWRONGTYPE) {
-        rc = dlock__fail(rc, "key '%s' exists and is not a lock", l->name);
+        rc = wrong_type(l);
     }
     dlock__watchdog_release_end(c->wd, &id, outcome);
     return rc;
@@ -475,11 +483,12 @@ int dlock_lock_force_release(dlock_lock *l, int *was_locked)
 
 /* -------------------------------------------------------------- queries */
 
+
 static int query(dlock_lock *l, int argc, const char **argv, const size_t *lens, redisReply **r)
 {
     int rc = call(l, -1, 0, argc, argv, lens, DLOCK__CALL_IDEMPOTENT, NULL, r);
     if (rc == DLOCK_EWRONGTYPE)
-        rc = dlock__fail(rc, "key '%s' exists and is not a lock", l->name);
+        rc = wrong_type(l);
     return rc;
 }
 

@@ -53,5 +53,12 @@ int dlock__check_name(const char *name, size_t *len)
 
 int dlock__check_owner(const char *owner, size_t *len)
 {
-    return check_bytes(owner, DLOCK_OWNER_MAX, "owner id", len);
+    int rc = check_bytes(owner, DLOCK_OWNER_MAX, "owner id", len);
+    /* Every client, Redisson's too, tells a lock's hash from other data by
+     * fields of the form "<id>:<n>": an owner without ':' would make the lock
+     * it holds look like somebody's hash to all the others. */
+    if (rc == DLOCK_OK && !memchr(owner, ':', *len))
+        rc = dlock__fail(DLOCK_EINVAL, "owner id '%.64s' has no ':' (the form is <id>:<n>, as "
+                                       "dlock_client_new_owner_id makes)", owner);
+    return rc;
 }
