@@ -30,7 +30,7 @@
 #include <hiredis/hiredis.h>
 
 #include "dlock/dlock.h"
-#include "internal.h"
+#include "sync/sync.h"
 
 typedef struct opts {
     const char *scenario, *url, *mode;

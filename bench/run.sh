@@ -66,7 +66,7 @@ record() { # appends the JSON line of a run, or a failure record
 flush() { redis-cli -p "$REDIS_PORT" flushall >/dev/null; redis-cli -p "$REDIS_PORT" script flush >/dev/null; }
 
 # References: the acquire script's EVALSHA through redis-benchmark and a hiredis loop.
-sha=$(redis-cli -p "$REDIS_PORT" script load "$(cat "$root/src/scripts/lock_acquire.lua")")
+sha=$(redis-cli -p "$REDIS_PORT" script load "$(cat "$root/src/scripts/lock/acquire.lua")")
 owner=00000000-0000-0000-0000-000000000000:1
 rb() { # scenario clients n key
   local out v
@@ -87,7 +87,7 @@ if want refs; then
     rb ceiling-c50 50 "$rb50_n" "bench:rb50:__rand_int__"
     record pin "$bench" ceiling --url "$url" --cycles "$cycles"
     flush
-    sha=$(redis-cli -p "$REDIS_PORT" script load "$(cat "$root/src/scripts/lock_acquire.lua")")
+    sha=$(redis-cli -p "$REDIS_PORT" script load "$(cat "$root/src/scripts/lock/acquire.lua")")
   done
 fi
 
@@ -127,7 +127,7 @@ if want many; then
 echo "4. many names..."
 for i in $(seq "$runs"); do
   # The -c 50 ceiling right beside dlock's run, as for the uncontended one.
-  sha=$(redis-cli -p "$REDIS_PORT" script load "$(cat "$root/src/scripts/lock_acquire.lua")")
+  sha=$(redis-cli -p "$REDIS_PORT" script load "$(cat "$root/src/scripts/lock/acquire.lua")")
   rb ceiling-c50 50 "$rb50_n" "bench:rb50:__rand_int__"
   record pin "$bench" many --url "$url" --seconds "$secs"
   for p in "${peers[@]}"; do record pin node "$here/peers/bench.js" --peer "$p" --scenario many --seconds "$secs" --url "$url"; done

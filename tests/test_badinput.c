@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "harness.h"
+#include "sync/sync.h"
 
 static th_redis srv;
 static dlock_client *cli;
@@ -150,6 +151,7 @@ CALL(g_as_null, return dlock_lock_get_as(cli, "x", NULL, &l_out))
 CALL(g_as_empty, return dlock_lock_get_as(cli, "x", "", &l_out))
 CALL(g_as_big, return dlock_lock_get_as(cli, "x", big_owner, &l_out))
 CALL(g_as_mib, return dlock_lock_get_as(cli, "x", mib, &l_out))
+CALL(g_as_nocolon, return dlock_lock_get_as(cli, "x", "worker-7", &l_out))
 CALL(a_null, return dlock_lock_acquire(NULL, DLOCK_WATCHDOG))
 CALL(a_lease0, return dlock_lock_acquire(ok_lock, 0))
 CALL(a_lease_neg, return dlock_lock_try(ok_lock, 0, -2))
@@ -213,7 +215,7 @@ static const row rows[] = {
     R(DLOCK_EINVAL, g_null_client), R(DLOCK_EINVAL, g_null_name), R(DLOCK_EINVAL, g_empty_name),
     R(DLOCK_ENAMETOOLONG, g_mib_name), R(DLOCK_ENAMETOOLONG, g_max1_name),
     R(DLOCK_EINVAL, g_null_out), R(DLOCK_EINVAL, g_as_null), R(DLOCK_EINVAL, g_as_empty),
-    R(DLOCK_ENAMETOOLONG, g_as_big), R(DLOCK_ENAMETOOLONG, g_as_mib),
+    R(DLOCK_ENAMETOOLONG, g_as_big), R(DLOCK_ENAMETOOLONG, g_as_mib), R(DLOCK_EINVAL, g_as_nocolon),
     R(DLOCK_EINVAL, a_null), R(DLOCK_EINVAL, a_lease0), R(DLOCK_EINVAL, a_lease_neg),
     R(DLOCK_EINVAL, a_lease_min), R(DLOCK_EINVAL, a_lease_huge), R(DLOCK_EINVAL, a_wait_neg),
     R(DLOCK_EINVAL, a_wait_min), R(DLOCK_EINVAL, a_fenced_null), R(DLOCK_EINVAL, r_null),
@@ -227,7 +229,9 @@ static const row rows[] = {
     RT(0), RT(1), RT(2), RT(3),
     /* A hash that is not a lock: held by "someone else" for acquire and
      * release, refused by force release and inspection, never touched. */
-    R(DLOCK_ETIMEDOUT, t_acq_4), R(DLOCK_ETIMEDOUT, t_wait_4), R(DLOCK_ETIMEDOUT, t_fenced_4),
+    /* A hash that is not a lock: one verdict everywhere, from the acquire too
+     * (it used to wait as if the lock were held). */
+    R(DLOCK_EWRONGTYPE, t_acq_4), R(DLOCK_EWRONGTYPE, t_wait_4), R(DLOCK_EWRONGTYPE, t_fenced_4),
     R(DLOCK_ENOTOWNER, t_rel_4), R(DLOCK_EWRONGTYPE, t_force_4), R(DLOCK_EWRONGTYPE, t_inspect_4),
     R(DLOCK_OK, t_locked_4), R(DLOCK_OK, t_count_4),
     /* is_locked and hold_count: a string, list, set or zset is not a lock; a
@@ -296,9 +300,41 @@ static void test_null_safe(void **state)
     dlock_info_free(info);
 }
 
+/* The scripts' KEYS/ARGV counts come from their header comments at build time
+ * (cmake/embed_scripts.cmake); a request that disagrees is refused before
+ * anything is sent, so C and Lua cannot drift apart unnoticed. */
+static void test_script_counts(void **state)
+{
+    (void)state;
+    const dlock__script *s = &dlock__scripts[DLOCK__SCRIPT_LOCK_ACQUIRE];
+    assert_string_equal(s->name, "lock/acquire");
+    assert_int_equal(s->keys_min, 2);   /* KEYS[3] is marked (optional) */
+    assert_int_equal(s->keys_max, 3);
+    assert_int_equal(s->args_min, 5);
+    assert_int_equal(s->args_max, 5);
+    s = &dlock__scripts[DLOCK__SCRIPT_LOCK_RENEW];   /* KEYS[i], ARGV[1], ARGV[i+1] */
+    assert_int_equal(s->keys_min, 0);
+    assert_int_equal(s->keys_max, -1);
+    assert_int_equal(s->args_min, 1);
+    assert_int_equal(s->args_max, -1);
+
+    freeReplyObject(th_cmd(&srv, "CONFIG RESETSTAT"));
+    const char *argv[] = {"bad:free", "30000", "owner:1"};
+    dlock__req req = {.script = DLOCK__SCRIPT_LOCK_ACQUIRE, .nkeys = 1, .argc = 3, .argv = argv};
+    redisReply *r = NULL;
+    assert_int_equal(dlock__call(cli, &req, &r), DLOCK_EINVAL);
+    assert_null(r);
+    assert_non_null(strstr(dlock_last_error(), "lock/acquire"));
+    redisReply *st = th_cmd(&srv, "INFO commandstats");
+    assert_non_null(st);
+    assert_null(strstr(st->str, "cmdstat_evalsha"));   /* nothing was sent */
+    freeReplyObject(st);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_script_counts),
         cmocka_unit_test(test_table),
         cmocka_unit_test(test_null_safe),
     };

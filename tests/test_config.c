@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "internal.h"
+#include "sync/sync.h"
 
 static void test_redis_urls(void **state)
 {

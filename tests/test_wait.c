@@ -16,7 +16,7 @@
 #include <sys/socket.h>
 
 #include "harness.h"
-#include "internal.h"
+#include "sync/sync.h"
 
 static th_redis srv;
 static dlock_client *cli;
@@ -455,7 +455,7 @@ typedef struct table_waiter {
 static void *wait_once(void *arg)
 {
     table_waiter *tw = arg;
-    tw->rc = dlock__waiter_wait(cli->loop, &tw->w, tw->until);
+    tw->rc = dlock__waiter_wait(cli->pubsub, &tw->w, tw->until);
     return NULL;
 }
 
@@ -468,19 +468,21 @@ static void test_failed_waiter_passes_wakeup(void **state)
     for (int pass = 0; pass <= 1; pass++) {
         table_waiter a, b;
         int64_t far = th_now_ms() + 10000;
-        assert_int_equal(dlock__waiter_join(cli->loop, &a.w, ch, strlen(ch), far, NULL), DLOCK_OK);
-        assert_int_equal(dlock__waiter_join(cli->loop, &b.w, ch, strlen(ch), far, NULL), DLOCK_OK);
+        assert_int_equal(dlock__waiter_join(cli->pubsub, &a.w, ch, strlen(ch), NULL, far, NULL),
+                         DLOCK_OK);
+        assert_int_equal(dlock__waiter_join(cli->pubsub, &b.w, ch, strlen(ch), NULL, far, NULL),
+                         DLOCK_OK);
         /* One unlock message wakes one waiter: the first. */
         freeReplyObject(th_cmd(&srv, "PUBLISH %s 0", ch));
-        assert_int_equal(dlock__waiter_wait(cli->loop, &a.w, far), DLOCK__WAKE_MESSAGE);
+        assert_int_equal(dlock__waiter_wait(cli->pubsub, &a.w, far), DLOCK__WAKE_MESSAGE);
         /* b sleeps; a's retry "fails" and it leaves, passing the wake-up or not. */
         b.until = th_now_ms() + 400;
         pthread_create(&b.t, NULL, wait_once, &b);
         th_sleep_ms(50);
-        dlock__waiter_leave(cli->loop, &a.w, pass);
+        dlock__waiter_leave(cli->pubsub, &a.w, pass);
         pthread_join(b.t, NULL);
         assert_int_equal(b.rc, pass ? DLOCK__WAKE_MESSAGE : DLOCK__WAKE_TIMEOUT);
-        dlock__waiter_leave(cli->loop, &b.w, 0);
+        dlock__waiter_leave(cli->pubsub, &b.w, 0);
     }
     await_no_lock_channels();
 }

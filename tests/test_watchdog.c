@@ -15,7 +15,7 @@
 #include <cmocka.h>
 
 #include "harness.h"
-#include "internal.h"
+#include "sync/sync.h"
 #include "proxy.h"
 
 #define WD 1500   /* watchdog timeout for these tests: renewal every 500 ms */

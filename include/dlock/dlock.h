@@ -263,9 +263,11 @@ typedef struct dlock_lock dlock_lock;
  * DLOCK_EINVAL for NULL/empty, DLOCK_ENAMETOOLONG above the maximum. */
 DLOCK_API int dlock_lock_get(dlock_client *c, const char *name, dlock_lock **out);
 
-/* A handle that acts for the explicit owner id `owner` (1..DLOCK_OWNER_MAX bytes;
- * normally from dlock_client_new_owner_id), whichever thread calls. For
- * event-loop programs whose work moves between threads. */
+/* A handle that acts for the explicit owner id `owner` (1..DLOCK_OWNER_MAX bytes
+ * of the form "<id>:<n>", normally from dlock_client_new_owner_id; without a
+ * ':' it is DLOCK_EINVAL, since every client tells a lock from other data by
+ * its owner fields), whichever thread calls. For event-loop programs whose
+ * work moves between threads. */
 DLOCK_API int dlock_lock_get_as(dlock_client *c, const char *name, const char *owner,
                                 dlock_lock **out);
 

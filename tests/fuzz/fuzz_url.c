@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "internal.h"
+#include "sync/sync.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

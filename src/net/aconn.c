@@ -1,7 +1,7 @@
-/* Asynchronous Redis connection on libuv; see aconn.h.
+/* Asynchronous Redis connection on libuv; see net.h.
  *
  * Life of a connection: IDLE -> CONNECTING (resolve, connect) -> HANDSHAKE
- * (AUTH / SELECT / CLIENT SETNAME) -> READY. Any failure goes to BACKOFF, which
+ * (handshake.c: AUTH / SELECT / CLIENT SETNAME, or a PING) -> READY. Any failure goes to BACKOFF, which
  * reconnects after a pause that doubles from 50 ms up to the retry delay. CLOSING
  * is final: the struct is freed once libuv has released every handle and request
  * that points at it (`live` counts them).
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "aconn.h"
+#include "net/net.h"
 
 #define BACKOFF_MIN_MS 50
 #define PING_INTERVAL_MS 10000
@@ -49,7 +49,7 @@ typedef struct wreq {
 
 struct dlock__aconn {
     uv_loop_t *uv;
-    dlock_client *c;
+    const dlock__netctx *ctx;
     dlock__endpoint ep;
     char addr[320];
     int pubsub;
@@ -66,6 +66,7 @@ struct dlock__aconn {
     int64_t reconnect_at;
     int64_t last_io;
     int hs_left;             /* handshake replies still expected */
+    dlock__hs_step hs[DLOCK__HS_MAX];   /* the handshake in flight (its replies point here) */
 
     redisReader *reader;
     dlock__list pending;
@@ -117,7 +118,7 @@ static void close_box(dlock__aconn *ac)
 
 static void on_timer_closed(uv_handle_t *h) { release(h->data); }
 
-int dlock__aconn_new(dlock__aconn **out, uv_loop_t *uv, dlock_client *c,
+int dlock__aconn_new(dlock__aconn **out, uv_loop_t *uv, const dlock__netctx *ctx,
                      const dlock__endpoint *ep, int pubsub, const dlock__aconn_cbs *cbs)
 {
     dlock__aconn *ac = calloc(1, sizeof(*ac));
@@ -130,7 +131,7 @@ int dlock__aconn_new(dlock__aconn **out, uv_loop_t *uv, dlock_client *c,
     }
     dlock__endpoint_str(&ac->ep, ac->addr, sizeof(ac->addr));
     ac->uv = uv;
-    ac->c = c;
+    ac->ctx = ctx;
     ac->pubsub = pubsub;
     ac->cbs = *cbs;
     ac->state = ST_IDLE;
@@ -342,7 +343,7 @@ static void become_ready(dlock__aconn *ac)
     ac->backoff_ms = BACKOFF_MIN_MS;
     ac->last_io = dlock__now_ms();
     arm_timer(ac);
-    dlock__log(ac->c, DLOCK_LOG_DEBUG, "%s connection to %s ready",
+    dlock__log(ac->ctx->cfg, DLOCK_LOG_DEBUG, "%s connection to %s ready",
                ac->pubsub ? "pub/sub" : "renewal", ac->addr);
     if (ac->cbs.on_ready)
         ac->cbs.on_ready(ac, ac->cbs.ud);
@@ -350,13 +351,12 @@ static void become_ready(dlock__aconn *ac)
 
 static void on_hs_reply(dlock__aconn *ac, redisReply *r, int status, void *ud)
 {
-    const char *what = ud;
+    const dlock__hs_step *step = ud;
     if (!r)
         return;   /* the connection failed; fail() handles it */
-    if (r->type == REDIS_REPLY_ERROR) {
-        char why[400];
-        snprintf(why, sizeof(why), "%s refused: %s", what, r->str);
-        fail(ac, DLOCK_EAUTH, why);
+    int rc = dlock__handshake_check(step, r, ac->addr);
+    if (rc != DLOCK_OK) {
+        fail(ac, rc, dlock_last_error());
         return;
     }
     if (--ac->hs_left == 0 && ac->state == ST_HANDSHAKE)
@@ -366,30 +366,14 @@ static void on_hs_reply(dlock__aconn *ac, redisReply *r, int status, void *ud)
 static void handshake(dlock__aconn *ac)
 {
     ac->state = ST_HANDSHAKE;
-    ac->hs_left = 0;
-    const dlock__endpoint *ep = &ac->ep;
-    if (ep->pass) {
-        const char *av[] = {"AUTH", ep->user ? ep->user : ep->pass, ep->pass};
-        if (ep->user)
-            queue_cmd(ac, 3, av, NULL, 1, on_hs_reply, "authentication");
-        else
-            queue_cmd(ac, 2, av, NULL, 1, on_hs_reply, "authentication");
-        ac->hs_left++;
-    }
-    if (ep->db) {
-        char db[16];
-        snprintf(db, sizeof(db), "%d", ep->db);
-        const char *av[] = {"SELECT", db};
-        queue_cmd(ac, 2, av, NULL, 1, on_hs_reply, "database selection");
-        ac->hs_left++;
-    }
-    if (ac->c->cfg.client_name) {
-        const char *av[] = {"CLIENT", "SETNAME", ac->c->cfg.client_name};
-        queue_cmd(ac, 3, av, NULL, 1, on_hs_reply, "CLIENT SETNAME");
-        ac->hs_left++;
-    }
-    if (ac->hs_left == 0)
-        become_ready(ac);
+    int n = dlock__handshake_steps(ac->ctx, &ac->ep, ac->hs);
+    ac->hs_left = n;
+    for (int i = 0; i < n; i++)
+        if (queue_cmd(ac, ac->hs[i].argc, ac->hs[i].argv, NULL, 1, on_hs_reply, &ac->hs[i]) !=
+            DLOCK_OK) {
+            fail(ac, DLOCK_ENOMEM, "out of memory");
+            return;
+        }
 }
 
 /* ------------------------------------------------------------- connect */
@@ -494,7 +478,7 @@ static void start(dlock__aconn *ac)
         return;
     if (!ac->reader && !(ac->reader = redisReaderCreate())) {
         ac->state = ST_BACKOFF;
-        ac->reconnect_at = dlock__now_ms() + ac->c->cfg.retry_delay_ms;
+        ac->reconnect_at = dlock__now_ms() + ac->ctx->cfg->retry_delay_ms;
         arm_timer(ac);
         return;
     }
@@ -507,7 +491,7 @@ static void start(dlock__aconn *ac)
         return;
     }
     ac->state = ST_CONNECTING;
-    ac->conn_deadline = dlock__now_ms() + ac->c->cfg.connect_timeout_ms;
+    ac->conn_deadline = dlock__now_ms() + ac->ctx->cfg->connect_timeout_ms;
     arm_timer(ac);
     if (ac->ep.path) {
         stream_box *b = new_box(ac);
@@ -546,7 +530,7 @@ static void fail(dlock__aconn *ac, int status, const char *why)
     if (ac->state == ST_CLOSING || ac->state == ST_IDLE || ac->state == ST_BACKOFF)
         return;
     int was_ready = ac->state == ST_READY;
-    dlock__log(ac->c, was_ready ? DLOCK_LOG_WARN : DLOCK_LOG_INFO,
+    dlock__log(ac->ctx->cfg, was_ready ? DLOCK_LOG_WARN : DLOCK_LOG_INFO,
                "%s connection to %s %s: %s", ac->pubsub ? "pub/sub" : "renewal", ac->addr,
                was_ready ? "lost" : "failed", why);
     close_box(ac);
@@ -560,8 +544,8 @@ static void fail(dlock__aconn *ac, int status, const char *why)
     ac->state = ST_BACKOFF;
     ac->reconnect_at = dlock__now_ms() + ac->backoff_ms;
     ac->backoff_ms *= 2;
-    if (ac->backoff_ms > ac->c->cfg.retry_delay_ms)
-        ac->backoff_ms = ac->c->cfg.retry_delay_ms;
+    if (ac->backoff_ms > ac->ctx->cfg->retry_delay_ms)
+        ac->backoff_ms = ac->ctx->cfg->retry_delay_ms;
     fail_pending(ac, status);
     if (ac->cbs.on_down && ac->state != ST_CLOSING)
         ac->cbs.on_down(ac, status, ac->cbs.ud);
@@ -588,7 +572,7 @@ static void on_timer(uv_timer_t *t)
     case ST_READY:
         if (!dlock__list_empty(&ac->pending)) {
             pending *p = DLOCK__CONTAINER_OF(ac->pending.next, pending, link);
-            if (now >= p->sent_ms + ac->c->cfg.command_timeout_ms) {
+            if (now >= p->sent_ms + ac->ctx->cfg->command_timeout_ms) {
                 fail(ac, DLOCK_ECMDTIMEOUT, "no reply within the command timeout");
                 return;
             }
@@ -620,7 +604,7 @@ static void arm_timer(dlock__aconn *ac)
     case ST_READY:
         if (!dlock__list_empty(&ac->pending)) {
             pending *p = DLOCK__CONTAINER_OF(ac->pending.next, pending, link);
-            at = p->sent_ms + ac->c->cfg.command_timeout_ms;
+            at = p->sent_ms + ac->ctx->cfg->command_timeout_ms;
         } else if (ac->pubsub) {
             at = ac->last_io + PING_INTERVAL_MS;
         }

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "sync/sync.h"
 
 #define SCAN_COUNT "200"
 
@@ -132,7 +132,7 @@ int dlock_lock_inspect(dlock_lock *l, dlock_info **out)
     dlock__req req = {.script = DLOCK__SCRIPT_LOCK_INSPECT, .nkeys = 2, .argc = 2, .argv = argv,
                       .lens = lens, .flags = DLOCK__CALL_IDEMPOTENT};
     redisReply *r;
-    int rc = dlock__node_call(c->node, &req, &r);
+    int rc = dlock__call(c, &req, &r);
     free(tok);
     if (rc != DLOCK_OK)
         return rc;
@@ -155,7 +155,7 @@ int dlock_lock_inspect(dlock_lock *l, dlock_info **out)
     const size_t l2[] = {6, 6, clen};
     dlock__req req2 = {.script = -1, .argc = 3, .argv = av2, .lens = l2,
                        .flags = DLOCK__CALL_IDEMPOTENT};
-    if ((rc = dlock__node_call(c->node, &req2, &r)) != DLOCK_OK) {
+    if ((rc = dlock__call(c, &req2, &r)) != DLOCK_OK) {
         dlock_info_free(info);
         return rc;
     }
@@ -200,7 +200,7 @@ static int inspect_batch(dlock_client *c, const redisReply *keys, dlock_scan_fn 
                       .argc = (int)(2 * n), .argv = argv, .lens = lens,
                       .flags = DLOCK__CALL_IDEMPOTENT};
     redisReply *r;
-    if ((rc = dlock__node_call(c->node, &req, &r)) != DLOCK_OK)
+    if ((rc = dlock__call(c, &req, &r)) != DLOCK_OK)
         goto out;
     if (r->type != REDIS_REPLY_ARRAY || r->elements != n) {
         freeReplyObject(r);
@@ -241,7 +241,7 @@ int dlock_client_scan(dlock_client *c, const char *pattern, dlock_scan_fn fn, vo
         const char *argv[] = {"SCAN", cursor, "MATCH", pattern, "COUNT", SCAN_COUNT, "TYPE", "hash"};
         dlock__req req = {.script = -1, .argc = 8, .argv = argv, .flags = DLOCK__CALL_IDEMPOTENT};
         redisReply *r;
-        int rc = dlock__node_call(c->node, &req, &r);
+        int rc = dlock__call(c, &req, &r);
         if (rc != DLOCK_OK)
             return rc;
         if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||

@@ -3,7 +3,7 @@
 --
 -- KEYS[1]  the lock (hash)
 -- KEYS[2]  the fencing-token counter, redisson_lock_token:{name} (fenced only)
--- KEYS[3]  the reservation, dlock_lock_next:{name} (dlock's own: a string
+-- KEYS[3]  (optional) the reservation, dlock_lock_next:{name} (dlock's own: a string
 --          holding the owner id of a long waiter that goes next). Optional:
 --          without it the caller neither reserves nor honours reservations
 --          (as Redisson; for ACLs that allow Redisson's keys only).
@@ -19,9 +19,12 @@
 --   {ttl, 1}    the same, and the next turn is now reserved for the caller;
 --   {left, 0}   the lock is free but reserved for another waiter, for at most
 --               `left` more ms.
--- A lock key of another type raises WRONGTYPE at HEXISTS, before anything is
--- written; a reservation key of another type is somebody's data: it counts as
--- no reservation and is never written.
+-- A lock key of another type raises WRONGTYPE at HEXISTS, and a hash that is
+-- not a lock (a field not of the owner form "<id>:<n>", or a count that is not
+-- a number: somebody's data, or a read-write lock's "mode") answers a
+-- WRONGTYPE error, both before anything is written. A reservation key of
+-- another type is somebody's data: it counts as no reservation and is never
+-- written.
 local lock, owner, reserve = KEYS[1], ARGV[2], KEYS[3]
 local grace = tonumber(ARGV[5])
 local mine = false
@@ -41,8 +44,28 @@ local function reserved_for()
   return nil
 end
 
+-- Nil when the hash at `lock` has the shape of a lock, else what it is.
+local function not_a_lock()
+  local kv = redis.call('hgetall', lock)
+  for i = 1, #kv, 2 do
+    if kv[i] == 'mode' then
+      return 'a read-write lock'
+    end
+    if not string.find(kv[i], ':', 1, true) or not tonumber(kv[i + 1]) then
+      return 'a hash that is not a lock'
+    end
+  end
+  return nil
+end
+
 if redis.call('exists', lock) == 1 then
   if redis.call('hexists', lock, owner) == 0 then
+    -- Only on this path: a held lock has one field, so this costs little,
+    -- and the uncontended acquire pays nothing.
+    local what = not_a_lock()
+    if what then
+      return redis.error_reply('WRONGTYPE the key holds ' .. what)
+    end
     local ttl = redis.call('pttl', lock)
     if ARGV[4] == '1' and reserve then
       local r = reserved_for()

@@ -1,11 +1,12 @@
-/* The reentrant lock (Redisson's RLock). The Redis work is in
- * scripts/lock_*.lua; this file builds their arguments, reads their answers,
- * keeps the watchdog's schedule in step, and runs the wait loop. */
+/* The reentrant lock (Redisson's RLock). The Redis work is in scripts/lock/
+ * (one .lua per operation); this file builds their arguments, reads their
+ * answers, keeps the watchdog's schedule in step, and hands the wait loop
+ * (wait.c) its attempt. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "sync/sync.h"
 
 struct dlock_lock {
     dlock_client *c;
@@ -45,58 +46,18 @@ static void owner_of(const dlock_lock *l, owner_buf *o)
     }
 }
 
-char *dlock__prefixed(const char *prefix, const char *name, size_t nlen, const char *tail,
-                      size_t *out_len)
-{
-    int tagged = memchr(name, '{', nlen) != NULL;
-    size_t plen = strlen(prefix), tl = strlen(tail);
-    size_t len = plen + 1 + nlen + (tagged ? 0 : 2) + tl;
-    char *s = malloc(len + 1);
-    if (!s)
-        return NULL;
-    char *p = s;
-    memcpy(p, prefix, plen);
-    p += plen;
-    *p++ = ':';
-    if (!tagged)
-        *p++ = '{';
-    memcpy(p, name, nlen);
-    p += nlen;
-    if (!tagged)
-        *p++ = '}';
-    memcpy(p, tail, tl);
-    p += tl;
-    *p = '\0';
-    *out_len = len;
-    return s;
-}
+/* How the watchdog renews a reentrant lock's hold: KEYS = the lock, ARGV = its
+ * owner (scripts/lock/renew.lua). */
+static const dlock__hold_kind lock_hold = {"lock", DLOCK__SCRIPT_LOCK_RENEW, 1, 1};
 
-int dlock__check_name(const char *name, size_t *len)
+static dlock__hold_id hold_of(const dlock_lock *l, const owner_buf *o)
 {
-    if (!name)
-        return dlock__fail(DLOCK_EINVAL, "lock name is NULL");
-    size_t n = strnlen(name, DLOCK_NAME_MAX + 1);
-    if (n == 0)
-        return dlock__fail(DLOCK_EINVAL, "lock name is empty");
-    if (n > DLOCK_NAME_MAX)
-        return dlock__fail(DLOCK_ENAMETOOLONG, "lock name is longer than %d bytes",
-                           DLOCK_NAME_MAX);
-    *len = n;
-    return DLOCK_OK;
-}
-
-static int check_owner(const char *owner, size_t *len)
-{
-    if (!owner)
-        return dlock__fail(DLOCK_EINVAL, "owner id is NULL");
-    size_t n = strnlen(owner, DLOCK_OWNER_MAX + 1);
-    if (n == 0)
-        return dlock__fail(DLOCK_EINVAL, "owner id is empty");
-    if (n > DLOCK_OWNER_MAX)
-        return dlock__fail(DLOCK_ENAMETOOLONG, "owner id is longer than %d bytes",
-                           DLOCK_OWNER_MAX);
-    *len = n;
-    return DLOCK_OK;
+    dlock__hold_id id = {.kind = &lock_hold, .owner = o->id, .olen = o->len};
+    id.part[0] = l->name;
+    id.len[0] = l->nlen;
+    id.part[1] = o->id;
+    id.len[1] = o->len;
+    return id;
 }
 
 void dlock_lock_free(dlock_lock *l)
@@ -124,7 +85,7 @@ static int lock_new(dlock_client *c, const char *name, const char *owner, dlock_
     size_t nlen = 0, olen = 0;
     int rc = dlock__check_name(name, &nlen);
     if (rc == DLOCK_OK && owner)
-        rc = check_owner(owner, &olen);
+        rc = dlock__check_owner(owner, &olen);
     if (rc != DLOCK_OK)
         return rc;
     dlock_lock *l = calloc(1, sizeof(*l));
@@ -188,7 +149,7 @@ static int call(dlock_lock *l, int script, int nkeys, int argc, const char **arg
 {
     dlock__req req = {.script = script, .nkeys = nkeys, .argc = argc, .argv = argv,
                       .lens = lens, .flags = flags, .cancel = cancel};
-    return dlock__node_call(l->c->node, &req, r);
+    return dlock__call(l->c, &req, r);
 }
 
 static int proto_error(dlock_lock *l, const char *what, redisReply *r)
@@ -200,7 +161,16 @@ static int proto_error(dlock_lock *l, const char *what, redisReply *r)
                        l->name);
 }
 
-_Thread_local uint64_t dlock__attempts;
+/* The verdict for a key that is not a lock, with Redis's words for what it
+ * holds (the scripts say "WRONGTYPE the key holds a read-write lock", ...). */
+static int wrong_type(const dlock_lock *l)
+{
+    const char *why = strstr(dlock_last_error(), "WRONGTYPE");
+    char detail[200];
+    snprintf(detail, sizeof(detail), "%s", why ? why + 9 : "");
+    return dlock__fail(DLOCK_EWRONGTYPE, "key '%s' exists and is not a lock:%s", l->name,
+                       detail[0] ? detail : " it holds another type");
+}
 
 /* A script call that names the reservation key at argv[with_key]. When the
  * client does not use reservations, or Redis refuses the key (an ACL that
@@ -216,7 +186,7 @@ static int call_reserving(dlock_lock *l, int script, int nkeys, int argc, const 
                       .lens = lens, .flags = flags, .cancel = cancel, .latch_ms = latch_ms};
     int on = atomic_load_explicit(&c->reserve_on, memory_order_relaxed);
     if (on) {
-        int rc = dlock__node_call(c->node, &req, r);
+        int rc = dlock__call(c, &req, r);
         if (rc != DLOCK_EAUTH || !strstr(dlock_last_error(), "NOPERM") ||
             !strstr(dlock_last_error(), "key"))
             return rc;
@@ -234,10 +204,10 @@ static int call_reserving(dlock_lock *l, int script, int nkeys, int argc, const 
     req.argc = k;
     req.argv = av;
     req.lens = ln;
-    int rc = dlock__node_call(c->node, &req, r);
+    int rc = dlock__call(c, &req, r);
     if (on && !(rc == DLOCK_EAUTH && strstr(dlock_last_error(), "NOPERM")) &&
         atomic_exchange(&c->reserve_on, 0))
-        dlock__log(c, DLOCK_LOG_WARN,
+        dlock__log(&c->cfg, DLOCK_LOG_WARN,
                    "Redis refuses the key %s to this user (ACL): waiters no longer reserve "
                    "turns (allow ~dlock_lock_next:* to keep them)",
                    l->reserve_key);
@@ -263,26 +233,24 @@ static int attempt(dlock_lock *l, const owner_buf *o, int64_t lease, int fenced,
     dlock__attempts++;
     redisReply *r;
     int rc = call_reserving(l, DLOCK__SCRIPT_LOCK_ACQUIRE, 3, 8, argv, lens, 2, 0, cancel, 0, &r);
-    if (rc != DLOCK_OK) {
-        if (rc == DLOCK_EWRONGTYPE)
-            return dlock__fail(rc, "key '%s' exists and is not a lock", l->name);
-        return rc;
-    }
+    if (rc != DLOCK_OK)
+        return rc == DLOCK_EWRONGTYPE ? wrong_type(l) : rc;
     rc = dlock__reply_acquire(r, fenced, ttl, token, resv);
     if (rc == DLOCK_EPROTO)
         return proto_error(l, "acquire", r);
     freeReplyObject(r);
     if (rc == DLOCK__BUSY)
         return BUSY;
+    dlock__hold_id id = hold_of(l, o);
     if (lease != DLOCK_WATCHDOG) {
-        dlock__watchdog_lease_reentry(c->wd, l->name, l->nlen, o->id, o->len, sent, lease);
+        dlock__watchdog_lease_reentry(c->wd, &id, sent, lease);
         return DLOCK_OK;
     }
     pthread_mutex_lock(&l->mu);
     dlock_lost_fn fn = l->fn;
     void *ud = l->ud;
     pthread_mutex_unlock(&l->mu);
-    rc = dlock__watchdog_add(c->wd, l->name, l->nlen, o->id, o->len, sent, fn, ud);
+    rc = dlock__watchdog_add(c->wd, &id, sent, fn, ud);
     if (rc != DLOCK_OK) {
         /* Held but not renewable: give it back rather than let it lapse unseen. */
         char msg[512];
@@ -339,6 +307,46 @@ static void unclaim(dlock_lock *l, const owner_buf *o, int code)
     dlock__fail(code, "%s", msg);
 }
 
+/* One acquisition as the wait loop drives it. */
+typedef struct acquisition {
+    dlock_lock *l;
+    owner_buf o;
+    int64_t lease;
+    int fenced;
+    dlock_cancel *cancel;
+    uint64_t token;
+    int resv;                /* the last busy answer's reservation state */
+} acquisition;
+
+static int acq_attempt(void *ud, int64_t waited_ms, dlock__busy *b)
+{
+    acquisition *a = ud;
+    /* A waiter that has waited long enough asks for the next turn. */
+    int64_t after = a->l->c->cfg.priority_after_ms;
+    int claim = waited_ms >= 0 && after != DLOCK_PRIORITY_OFF && waited_ms >= after;
+    int64_t ttl = -1;
+    int rc = attempt(a->l, &a->o, a->lease, a->fenced, claim, a->cancel, &ttl, &a->token,
+                     &a->resv);
+    if (rc == BUSY) {
+        b->ttl = ttl;
+        b->first = a->resv == DLOCK__RESV_MINE;
+    }
+    return rc;
+}
+
+static int acq_busy_error(void *ud, const dlock__busy *b)
+{
+    acquisition *a = ud;
+    return busy_message(a->l, b->ttl, a->resv);
+}
+
+static void acq_give_up(void *ud, int rc)
+{
+    acquisition *a = ud;
+    if (a->resv == DLOCK__RESV_MINE && (rc == DLOCK_ETIMEDOUT || rc == DLOCK_ECANCELED))
+        unclaim(a->l, &a->o, rc);
+}
+
 static int acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, dlock_cancel *cancel,
                    uint64_t *token)
 {
@@ -348,78 +356,14 @@ static int acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, dlock_cance
     int rc = check_times(wait_ms, lease_ms);
     if (rc != DLOCK_OK)
         return rc;
-    dlock_client *c = l->c;
-    owner_buf o;
-    owner_of(l, &o);
-    int fenced = token != NULL;
-    uint64_t tok = 0;
-    int64_t ttl = -1;
-    if (wait_ms != 0 && dlock__loop_on_io_thread(c->loop))
-        return dlock__fail(DLOCK_EINVAL, "a wait from a dlock callback would stall the io "
-                                         "thread: use a wait of 0 there");
-    const int64_t now0 = dlock__now_ms();
-    const int64_t deadline = wait_ms == DLOCK_WAIT_FOREVER || wait_ms > INT64_MAX - now0
-                                 ? INT64_MAX
-                                 : now0 + wait_ms;
-
-    int resv = DLOCK__RESV_NONE;
-    rc = attempt(l, &o, lease_ms, fenced, 0, cancel, &ttl, &tok, &resv);
-    if (rc == BUSY && wait_ms == 0)
-        return busy_message(l, ttl, resv);
-    if (rc == BUSY && dlock_cancel_fired(cancel))
-        return dlock__fail(DLOCK_ECANCELED, "wait for '%s' cancelled", l->name);
-    if (rc == BUSY) {
-        /* Subscribe first, then retry: an unlock between the failed attempt and
-         * the subscription is seen by the retry. */
-        dlock__waiter w;
-        rc = dlock__waiter_join(c->loop, &w, l->channel, l->clen, deadline, cancel);
-        if (rc != DLOCK_OK)
-            return rc;
-        int used_wake = 0;   /* consumed a wake-up not yet answered by a busy attempt */
-        /* A waiter that has waited this long asks for the next turn. */
-        const int64_t claim_at = c->cfg.priority_after_ms == DLOCK_PRIORITY_OFF ||
-                                         c->cfg.priority_after_ms > INT64_MAX - now0
-                                     ? INT64_MAX
-                                     : now0 + c->cfg.priority_after_ms;
-        int claimed = 0;
-        for (;;) {
-            int claim = dlock__now_ms() >= claim_at;
-            rc = attempt(l, &o, lease_ms, fenced, claim, cancel, &ttl, &tok, &resv);
-            if (rc != BUSY)
-                break;
-            used_wake = 0;
-            /* Follow each answer: a reservation can lapse or pass to another. */
-            if ((resv == DLOCK__RESV_MINE) != claimed) {
-                claimed = resv == DLOCK__RESV_MINE;
-                dlock__waiter_set_claimant(c->loop, &w, claimed);
-            }
-            int64_t now = dlock__now_ms();
-            if (now >= deadline) {
-                rc = busy_message(l, ttl, resv);
-                break;
-            }
-            /* Sleep until an unlock message, the holder's expiry or the deadline. */
-            int64_t until = deadline;
-            if (ttl >= 0 && now + ttl + 1 < until)
-                until = now + ttl + 1;
-            if (!w.subscribed && now + c->cfg.retry_delay_ms < until)
-                until = now + c->cfg.retry_delay_ms;   /* pub/sub down: poll meanwhile */
-            int wr = dlock__waiter_wait(c->loop, &w, until);
-            if (wr == DLOCK_ECANCELED || wr == DLOCK_ECLOSED) {
-                rc = dlock__fail(wr, "wait for '%s' %s", l->name,
-                                 wr == DLOCK_ECANCELED ? "cancelled" : "ended: client closing");
-                break;
-            }
-            used_wake = wr == DLOCK__WAKE_MESSAGE;
-        }
-        /* Woken for an unlock, then failed with an error before learning whether
-         * the lock was free: another waiter must get the chance. */
-        dlock__waiter_leave(c->loop, &w, rc != DLOCK_OK && used_wake);
-        if (claimed && (rc == DLOCK_ETIMEDOUT || rc == DLOCK_ECANCELED))
-            unclaim(l, &o, rc);
-    }
+    acquisition a = {.l = l, .lease = lease_ms, .fenced = token != NULL, .cancel = cancel};
+    owner_of(l, &a.o);
+    dlock__wait_spec spec = {.name = l->name, .channel = l->channel, .clen = l->clen,
+                             .wait_ms = wait_ms, .cancel = cancel};
+    dlock__wait_ops ops = {acq_attempt, acq_busy_error, acq_give_up, &a};
+    rc = dlock__wait(l->c, &spec, &ops);
     if (rc == DLOCK_OK && token)
-        *token = tok;
+        *token = a.token;
     return rc;
 }
 
@@ -459,14 +403,15 @@ int dlock_lock_release(dlock_lock *l)
     dlock_client *c = l->c;
     owner_buf o;
     owner_of(l, &o);
-    int renewed = dlock__watchdog_release_begin(c->wd, l->name, l->nlen, o.id, o.len);
+    dlock__hold_id id = hold_of(l, &o);
+    int renewed = dlock__watchdog_release_begin(c->wd, &id);
 
     /* latch key = prefix + fresh request id, kept for every retry of this call */
     char latch_stack[256];
     size_t latch_len = l->lplen + 32;
     char *latch = latch_len < sizeof(latch_stack) ? latch_stack : malloc(latch_len + 1);
     if (!latch) {
-        dlock__watchdog_release_end(c->wd, l->name, l->nlen, o.id, o.len, DLOCK__RELEASE_KEPT);
+        dlock__watchdog_release_end(c->wd, &id, DLOCK__RELEASE_KEPT);
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
     }
     memcpy(latch, l->latch_prefix, l->lplen);
@@ -501,9 +446,9 @@ int dlock_lock_release(dlock_lock *l)
                 rc = dlock__fail(DLOCK_ENOTOWNER, "'%s' is not held by %s", l->name, o.id);
         }
     } else if (rc == DLOCK_EWRONGTYPE) {
-        rc = dlock__fail(rc, "key '%s' exists and is not a lock", l->name);
+        rc = wrong_type(l);
     }
-    dlock__watchdog_release_end(c->wd, l->name, l->nlen, o.id, o.len, outcome);
+    dlock__watchdog_release_end(c->wd, &id, outcome);
     return rc;
 }
 
@@ -528,7 +473,8 @@ int dlock_lock_force_release(dlock_lock *l, int *was_locked)
      * their next renewal, while a hold taken since is kept. */
     owner_buf o;
     owner_of(l, &o);
-    dlock__watchdog_release_end(l->c->wd, l->name, l->nlen, o.id, o.len, DLOCK__RELEASE_GONE);
+    dlock__hold_id id = hold_of(l, &o);
+    dlock__watchdog_release_end(l->c->wd, &id, DLOCK__RELEASE_GONE);
     if (was_locked)
         *was_locked = was;
     freeReplyObject(r);
@@ -537,11 +483,12 @@ int dlock_lock_force_release(dlock_lock *l, int *was_locked)
 
 /* -------------------------------------------------------------- queries */
 
+
 static int query(dlock_lock *l, int argc, const char **argv, const size_t *lens, redisReply **r)
 {
     int rc = call(l, -1, 0, argc, argv, lens, DLOCK__CALL_IDEMPOTENT, NULL, r);
     if (rc == DLOCK_EWRONGTYPE)
-        rc = dlock__fail(rc, "key '%s' exists and is not a lock", l->name);
+        rc = wrong_type(l);
     return rc;
 }
 
@@ -595,7 +542,7 @@ int dlock_lock_is_held_by(dlock_lock *l, const char *owner, int *held)
     if (!l || !held)
         return dlock__fail(DLOCK_EINVAL, "lock or out-parameter is NULL");
     size_t olen = 0;
-    int rc = check_owner(owner, &olen);
+    int rc = dlock__check_owner(owner, &olen);
     return rc == DLOCK_OK ? held_by(l, owner, olen, held) : rc;
 }
 

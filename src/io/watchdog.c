@@ -1,12 +1,15 @@
-/* The watchdog: renews locks taken without a lease, in batches.
+/* The watchdog: renews holds taken without a lease, in batches.
  *
- * Every watchdog hold is an entry keyed by (name, owner), guarded by wd->mu
- * (user threads add and remove entries; the io thread renews them). A timer on
- * the io thread ticks every timeout / 3 and renews each entry whose last
- * renewal is at least half a period old, up to DLOCK__RENEW_BATCH locks per
- * EVALSHA, all of a tick's scripts in one pipelined write. So an entry is
- * renewed between 0.5 and 1.5 periods after its last renewal, well inside the
- * timeout, and 100 000 held locks cost 1 000 scripts per period.
+ * A hold is bytes and a kind (io.h): the kind names the renewal script and
+ * how many keys and arguments each hold brings, so every renewable type of
+ * the sync layer (the locks, read holds, expirable permits) shares this
+ * schedule. Every hold is an entry keyed by (kind, keys, arguments), guarded
+ * by wd->mu (user threads add and remove entries; the io thread renews them).
+ * A timer on the io thread ticks every timeout / 3 and renews each entry whose
+ * last renewal is at least half a period old, up to DLOCK__RENEW_BATCH holds of
+ * one kind per EVALSHA, all of a tick's scripts in one pipelined write. So an
+ * entry is renewed between 0.5 and 1.5 periods after its last renewal, well
+ * inside the timeout, and 100 000 held locks cost 1 000 scripts per period.
  *
  * Loss. renewed_at is taken before the request that set the key's TTL was sent,
  * so renewed_at + timeout is never later than the expiry Redis applies. When a
@@ -23,8 +26,7 @@
 #include <string.h>
 #include <uv.h>
 
-#include "aconn.h"
-#include "internal.h"
+#include "io/io.h"
 
 typedef struct held {
     dlock__hnode hn;
@@ -37,12 +39,16 @@ typedef struct held {
     int dead;                /* out of the table; freed when its batch answers */
     dlock_lost_fn fn;
     void *ud;
-    uint32_t nlen, olen;
-    char key[];              /* name NUL owner NUL */
+    const dlock__hold_kind *kind;
+    uint32_t len[DLOCK__HOLD_PARTS];
+    uint32_t klen;           /* identity bytes: every part with its NUL */
+    uint32_t olen;
+    char data[];             /* part0 NUL part1 NUL ... then owner NUL */
 } held;
 
 typedef struct batch {
     dlock__watchdog *wd;
+    const dlock__hold_kind *kind;
     int64_t sent_at;
     int n;
     int reloaded;            /* resent once after NOSCRIPT */
@@ -56,12 +62,17 @@ typedef struct lost_note {
     dlock_lost_fn fn;
     void *ud;
     dlock_lost_reason reason;
+    const char *what;
     uint32_t nlen;
     char key[];              /* name NUL owner NUL */
 } lost_note;
 
 struct dlock__watchdog {
-    dlock_client *c;
+    const dlock__netctx *ctx;
+    dlock__loop *lp;
+    dlock__router *router;
+    dlock__job flush_job;    /* delivers the losses found by releases */
+    dlock__job start_job;    /* sets the timer up on the io thread */
     pthread_mutex_t mu;
     dlock__map map;
     dlock__list all;
@@ -75,32 +86,67 @@ struct dlock__watchdog {
     int failing;             /* the last renewal attempt failed */
     int stopping;
     int loading;             /* SCRIPT LOAD queued on the current connection */
-    int closes;
-    void (*done)(void *);
-    void *done_arg;
 };
 
-static const char *h_owner(const held *h) { return h->key + h->nlen + 1; }
+static const char *h_part(const held *h, int i)
+{
+    const char *p = h->data;
+    for (int k = 0; k < i; k++)
+        p += h->len[k] + 1;
+    return p;
+}
+
+static int nparts(const dlock__hold_kind *k) { return k->nkeys + k->nargs; }
+
+static const char *h_owner(const held *h) { return h->data + h->klen; }
+
+/* The identity of a hold: its parts joined by NULs, into buf (or malloc'd
+ * when it does not fit; NULL when out of memory). */
+static char *join_id(const dlock__hold_id *id, char *buf, size_t size, size_t *out_len)
+{
+    size_t len = 0;
+    int n = nparts(id->kind);
+    for (int i = 0; i < n; i++)
+        len += id->len[i] + 1;
+    char *k = len <= size ? buf : malloc(len);
+    if (!k)
+        return NULL;
+    char *p = k;
+    for (int i = 0; i < n; i++) {
+        memcpy(p, id->part[i], id->len[i]);
+        p += id->len[i];
+        *p++ = '\0';
+    }
+    *out_len = len;
+    return k;
+}
+
+typedef struct lookup {
+    const dlock__hold_kind *kind;
+    const char *bytes;
+} lookup;
 
 static int h_eq(const dlock__hnode *n, const void *key, size_t len)
 {
     const held *h = (const held *)n;
-    /* key is the joined "name\0owner" form. */
-    return (size_t)h->nlen + 1 + h->olen == len && memcmp(h->key, key, len) == 0;
+    const lookup *l = key;
+    return h->kind == l->kind && h->klen == len && memcmp(h->data, l->bytes, len) == 0;
 }
 
-static held *find(dlock__watchdog *wd, const char *name, size_t nlen, const char *owner,
-                  size_t olen)
+static uint64_t id_hash(const dlock__hold_kind *kind, const char *bytes, size_t len)
 {
-    char stackbuf[512];
-    size_t klen = nlen + 1 + olen;
-    char *k = klen <= sizeof(stackbuf) ? stackbuf : malloc(klen);
+    return dlock__hash(bytes, len) ^ (uint64_t)(uintptr_t)kind;
+}
+
+static held *find(dlock__watchdog *wd, const dlock__hold_id *id)
+{
+    char stackbuf[512] = {0};   /* quiets -Wmaybe-uninitialized through join_id */
+    size_t klen;
+    char *k = join_id(id, stackbuf, sizeof(stackbuf), &klen);
     if (!k)
         return NULL;
-    memcpy(k, name, nlen);
-    k[nlen] = '\0';
-    memcpy(k + nlen + 1, owner, olen);
-    held *h = (held *)dlock__map_find(&wd->map, dlock__hash2(name, nlen, owner, olen), k, klen);
+    lookup l = {id->kind, k};
+    held *h = (held *)dlock__map_find(&wd->map, id_hash(id->kind, k, klen), &l, klen);
     if (k != stackbuf)
         free(k);
     return h;
@@ -119,45 +165,13 @@ static int unlink_held(dlock__watchdog *wd, held *h)
     return 1;
 }
 
-int dlock__watchdog_new(dlock__watchdog **out, dlock_client *c)
-{
-    dlock__watchdog *wd = calloc(1, sizeof(*wd));
-    if (!wd)
-        return dlock__fail(DLOCK_ENOMEM, "out of memory");
-    wd->c = c;
-    pthread_mutex_init(&wd->mu, NULL);
-    dlock__map_init(&wd->map, h_eq);
-    dlock__list_init(&wd->all);
-    *out = wd;
-    return DLOCK_OK;
-}
-
-void dlock__watchdog_free(dlock__watchdog *wd)
-{
-    if (!wd)
-        return;
-    while (wd->pending) {   /* losses found after the io thread stopped */
-        lost_note *n = wd->pending;
-        wd->pending = n->next;
-        free(n);
-    }
-    while (!dlock__list_empty(&wd->all)) {
-        held *h = DLOCK__CONTAINER_OF(wd->all.next, held, all);
-        dlock__list_remove(&h->all);
-        free(h);
-    }
-    dlock__map_free(&wd->map);
-    pthread_mutex_destroy(&wd->mu);
-    free(wd);
-}
-
 /* --------------------------------------------------------- user threads */
 
-int dlock__watchdog_add(dlock__watchdog *wd, const char *name, size_t nlen, const char *owner,
-                        size_t olen, int64_t sent_ms, dlock_lost_fn fn, void *ud)
+int dlock__watchdog_add(dlock__watchdog *wd, const dlock__hold_id *id, int64_t sent_ms,
+                        dlock_lost_fn fn, void *ud)
 {
     pthread_mutex_lock(&wd->mu);
-    held *h = find(wd, name, nlen, owner, olen);
+    held *h = find(wd, id);
     if (h) {
         /* Reentry: the acquire reset the TTL too. */
         if (sent_ms > h->renewed_at)
@@ -168,7 +182,11 @@ int dlock__watchdog_add(dlock__watchdog *wd, const char *name, size_t nlen, cons
         pthread_mutex_unlock(&wd->mu);
         return DLOCK_OK;
     }
-    h = malloc(sizeof(*h) + nlen + 1 + olen + 1);
+    size_t klen = 0;
+    int n = nparts(id->kind);
+    for (int i = 0; i < n; i++)
+        klen += id->len[i] + 1;
+    h = malloc(sizeof(*h) + klen + id->olen + 1);
     if (!h) {
         pthread_mutex_unlock(&wd->mu);
         return dlock__fail(DLOCK_ENOMEM, "out of memory scheduling the renewal");
@@ -178,13 +196,19 @@ int dlock__watchdog_add(dlock__watchdog *wd, const char *name, size_t nlen, cons
     h->holds = 1;
     h->fn = fn;
     h->ud = ud;
-    h->nlen = (uint32_t)nlen;
-    h->olen = (uint32_t)olen;
-    memcpy(h->key, name, nlen);
-    h->key[nlen] = '\0';
-    memcpy(h->key + nlen + 1, owner, olen);
-    h->key[nlen + 1 + olen] = '\0';
-    h->hn.hash = dlock__hash2(name, nlen, owner, olen);
+    h->kind = id->kind;
+    char *p = h->data;
+    for (int i = 0; i < n; i++) {
+        h->len[i] = (uint32_t)id->len[i];
+        memcpy(p, id->part[i], id->len[i]);
+        p += id->len[i];
+        *p++ = '\0';
+    }
+    h->klen = (uint32_t)klen;
+    h->olen = (uint32_t)id->olen;
+    memcpy(p, id->owner, id->olen);
+    p[id->olen] = '\0';
+    h->hn.hash = id_hash(id->kind, h->data, klen);
     if (dlock__map_insert(&wd->map, &h->hn) != 0) {
         pthread_mutex_unlock(&wd->mu);
         free(h);
@@ -195,28 +219,26 @@ int dlock__watchdog_add(dlock__watchdog *wd, const char *name, size_t nlen, cons
     return DLOCK_OK;
 }
 
-void dlock__watchdog_lease_reentry(dlock__watchdog *wd, const char *name, size_t nlen,
-                                   const char *owner, size_t olen, int64_t sent_ms,
-                                   int64_t lease_ms)
+void dlock__watchdog_lease_reentry(dlock__watchdog *wd, const dlock__hold_id *id,
+                                   int64_t sent_ms, int64_t lease_ms)
 {
     pthread_mutex_lock(&wd->mu);
-    held *h = find(wd, name, nlen, owner, olen);
+    held *h = find(wd, id);
     if (h) {
         /* The key now expires after the lease: keep the loss deadline honest;
          * the next tick renews it to the watchdog timeout again. */
         h->holds++;
-        int64_t as_if = sent_ms + lease_ms - wd->c->cfg.watchdog_ms;
+        int64_t as_if = sent_ms + lease_ms - wd->ctx->cfg->watchdog_ms;
         if (as_if < h->renewed_at)
             h->renewed_at = as_if;
     }
     pthread_mutex_unlock(&wd->mu);
 }
 
-int dlock__watchdog_release_begin(dlock__watchdog *wd, const char *name, size_t nlen,
-                                  const char *owner, size_t olen)
+int dlock__watchdog_release_begin(dlock__watchdog *wd, const dlock__hold_id *id)
 {
     pthread_mutex_lock(&wd->mu);
-    held *h = find(wd, name, nlen, owner, olen);
+    held *h = find(wd, id);
     if (h)
         h->releasing++;
     pthread_mutex_unlock(&wd->mu);
@@ -225,12 +247,11 @@ int dlock__watchdog_release_begin(dlock__watchdog *wd, const char *name, size_t 
 
 static void note_lost(dlock__watchdog *wd, held *h, dlock_lost_reason why, lost_note **notes);
 
-void dlock__watchdog_release_end(dlock__watchdog *wd, const char *name, size_t nlen,
-                                 const char *owner, size_t olen, int outcome)
+void dlock__watchdog_release_end(dlock__watchdog *wd, const dlock__hold_id *id, int outcome)
 {
     pthread_mutex_lock(&wd->mu);
-    held *h = find(wd, name, nlen, owner, olen);
-    int do_free = 0, kick = 0;
+    held *h = find(wd, id);
+    int do_free = 0, post = 0;
     if (h) {
         if (h->releasing > 0)
             h->releasing--;
@@ -238,7 +259,7 @@ void dlock__watchdog_release_end(dlock__watchdog *wd, const char *name, size_t n
             /* We renewed it, nobody released it here: it was lost. Report it
              * like a renewal would have, from the io thread. */
             note_lost(wd, h, DLOCK_LOST_GONE, &wd->pending);
-            kick = 1;
+            post = 1;
         } else if (outcome == DLOCK__RELEASE_GONE || --h->holds <= 0) {
             /* Released; or a release attempt (answered or not) took the last
              * hold this process knows of: renewing on would keep a lock its
@@ -249,8 +270,8 @@ void dlock__watchdog_release_end(dlock__watchdog *wd, const char *name, size_t n
     pthread_mutex_unlock(&wd->mu);
     if (do_free)
         free(h);
-    if (kick)
-        dlock__loop_kick(wd->c->loop);
+    if (post)
+        dlock__loop_post(wd->lp, &wd->flush_job);
 }
 
 size_t dlock__watchdog_count(dlock__watchdog *wd)
@@ -266,17 +287,18 @@ size_t dlock__watchdog_count(dlock__watchdog *wd)
 static void tick(dlock__watchdog *wd);
 static void on_timer(uv_timer_t *t);
 
-static int64_t period_ms(const dlock__watchdog *wd) { return wd->c->cfg.watchdog_ms / 3; }
+static int64_t period_ms(const dlock__watchdog *wd) { return wd->ctx->cfg->watchdog_ms / 3; }
 
 static void report(dlock__watchdog *wd, lost_note *notes)
 {
+    const dlock_config *cfg = wd->ctx->cfg;
     while (notes) {
         lost_note *n = notes;
         notes = n->next;
         const char *owner = n->key + n->nlen + 1;
-        dlock_lost_fn fn = n->fn ? n->fn : wd->c->cfg.lost_fn;
-        void *ud = n->fn ? n->ud : wd->c->cfg.lost_ud;
-        dlock__log(wd->c, DLOCK_LOG_WARN, "lock '%s' held by %s lost: %s", n->key, owner,
+        dlock_lost_fn fn = n->fn ? n->fn : cfg->lost_fn;
+        void *ud = n->fn ? n->ud : cfg->lost_ud;
+        dlock__log(cfg, DLOCK_LOG_WARN, "%s '%s' held by %s lost: %s", n->what, n->key, owner,
                    n->reason == DLOCK_LOST_GONE ? "it was gone when renewed or released"
                                                 : "Redis unreachable until the lease ran out");
         if (fn)
@@ -285,8 +307,9 @@ static void report(dlock__watchdog *wd, lost_note *notes)
     }
 }
 
-void dlock__watchdog_flush(dlock__watchdog *wd)
+static void flush_pending(void *arg)
 {
+    dlock__watchdog *wd = arg;
     pthread_mutex_lock(&wd->mu);
     lost_note *notes = wd->pending;
     wd->pending = NULL;
@@ -298,14 +321,16 @@ void dlock__watchdog_flush(dlock__watchdog *wd)
  * batch) and queues its callback. Caller holds mu. */
 static void note_lost(dlock__watchdog *wd, held *h, dlock_lost_reason why, lost_note **notes)
 {
-    size_t klen = (size_t)h->nlen + 1 + h->olen + 1;
-    lost_note *n = malloc(sizeof(*n) + klen);
+    size_t nlen = h->len[0];
+    lost_note *n = malloc(sizeof(*n) + nlen + 1 + h->olen + 1);
     if (n) {
         n->fn = h->fn;
         n->ud = h->ud;
         n->reason = why;
-        n->nlen = h->nlen;
-        memcpy(n->key, h->key, klen);
+        n->what = h->kind->what;
+        n->nlen = (uint32_t)nlen;
+        memcpy(n->key, h->data, nlen + 1);
+        memcpy(n->key + nlen + 1, h_owner(h), h->olen + 1);
         n->next = *notes;
         *notes = n;
     }
@@ -315,16 +340,13 @@ static void note_lost(dlock__watchdog *wd, held *h, dlock_lost_reason why, lost_
         free(h);
 }
 
-/* Brings the timer forward to `at` if it is due later. */
-static void schedule(dlock__watchdog *wd, int64_t at)
+int dlock__reply_renew(const redisReply *r, size_t n, unsigned char *renewed)
 {
-    if (wd->stopping)
-        return;
-    int64_t now = dlock__now_ms();
-    uint64_t delay = (uint64_t)(at > now ? at - now : 0);
-    if (uv_is_active((uv_handle_t *)&wd->timer) && uv_timer_get_due_in(&wd->timer) <= delay)
-        return;
-    uv_timer_start(&wd->timer, on_timer, delay, 0);
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != n)
+        return DLOCK_EPROTO;
+    for (size_t i = 0; i < n; i++)
+        renewed[i] = r->element[i]->type == REDIS_REPLY_INTEGER && r->element[i]->integer == 1;
+    return DLOCK_OK;
 }
 
 static void batch_done(dlock__watchdog *wd, batch *b, const redisReply *r, int ok)
@@ -356,13 +378,15 @@ static void batch_done(dlock__watchdog *wd, batch *b, const redisReply *r, int o
 }
 
 static int send_batch(dlock__watchdog *wd, batch *b);
+static void schedule(dlock__watchdog *wd, int64_t at);
 
 static void on_load_reply(dlock__aconn *ac, redisReply *r, int status, void *ud)
 {
     dlock__watchdog *wd = ud;
     wd->loading = 0;   /* answered either way: a later NOSCRIPT loads again */
     if (r && r->type == REDIS_REPLY_ERROR)
-        dlock__log(wd->c, DLOCK_LOG_ERROR, "SCRIPT LOAD of the renewal script failed: %s", r->str);
+        dlock__log(wd->ctx->cfg, DLOCK_LOG_ERROR, "SCRIPT LOAD of a renewal script failed: %s",
+                   r->str);
 }
 
 static void on_batch_reply(dlock__aconn *ac, redisReply *r, int status, void *ud)
@@ -375,7 +399,7 @@ static void on_batch_reply(dlock__aconn *ac, redisReply *r, int status, void *ud
          * Replies arrive in order, so the load runs before every resend. */
         b->reloaded = 1;
         if (!wd->loading) {
-            const dlock__script *s = &dlock__scripts[DLOCK__SCRIPT_LOCK_RENEW];
+            const dlock__script *s = &dlock__scripts[b->kind->script];
             const char *av[] = {"SCRIPT", "LOAD", s->body};
             size_t lens[] = {6, 4, s->len};
             if (dlock__aconn_send(ac, 3, av, lens, 1, on_load_reply, wd) == DLOCK_OK)
@@ -389,38 +413,63 @@ static void on_batch_reply(dlock__aconn *ac, redisReply *r, int status, void *ud
         wd->failing = 0;
     } else {
         wd->failing = 1;
-        dlock__log(wd->c, DLOCK_LOG_WARN, "lock renewal failed: %s",
+        dlock__log(wd->ctx->cfg, DLOCK_LOG_WARN, "%s renewal failed: %s", b->kind->what,
                    !r ? dlock_strerror(status)
                       : r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
     }
     batch_done(wd, b, r, ok);
     if (!ok && !wd->stopping)
-        schedule(wd, dlock__now_ms() + wd->c->cfg.retry_delay_ms);
+        schedule(wd, dlock__now_ms() + wd->ctx->cfg->retry_delay_ms);
 }
 
+/* EVALSHA sha nkeys, every hold's keys, the lease, every hold's arguments. */
 static int send_batch(dlock__watchdog *wd, batch *b)
 {
-    const char *av[3 + 2 * DLOCK__RENEW_BATCH + 1];
-    size_t lens[3 + 2 * DLOCK__RENEW_BATCH + 1];
-    char nk[8], lease[24];
-    int argc = 0;
-    av[argc] = "EVALSHA";
-    lens[argc++] = 7;
-    av[argc] = dlock__scripts[DLOCK__SCRIPT_LOCK_RENEW].sha;
-    lens[argc++] = 40;
-    av[argc] = nk;
-    lens[argc++] = dlock__fmt_i64(nk, b->n);
-    for (int i = 0; i < b->n; i++) {
-        av[argc] = b->e[i]->key;
-        lens[argc++] = b->e[i]->nlen;
+    const dlock__hold_kind *k = b->kind;
+    int argc = 4 + b->n * nparts(k);
+    const char **av = malloc((size_t)argc * sizeof(*av));
+    size_t *lens = malloc((size_t)argc * sizeof(*lens));
+    if (!av || !lens) {
+        free(av);
+        free(lens);
+        return DLOCK_ENOMEM;
     }
-    av[argc] = lease;
-    lens[argc++] = dlock__fmt_i64(lease, wd->c->cfg.watchdog_ms);
-    for (int i = 0; i < b->n; i++) {
-        av[argc] = h_owner(b->e[i]);
-        lens[argc++] = b->e[i]->olen;
-    }
-    return dlock__aconn_send(wd->conn, argc, av, lens, 1, on_batch_reply, b);
+    char nk[16], lease[24];
+    int i = 0;
+    av[i] = "EVALSHA";
+    lens[i++] = 7;
+    av[i] = dlock__scripts[k->script].sha;
+    lens[i++] = 40;
+    av[i] = nk;
+    lens[i++] = dlock__fmt_i64(nk, (int64_t)b->n * k->nkeys);
+    for (int e = 0; e < b->n; e++)
+        for (int p = 0; p < k->nkeys; p++) {
+            av[i] = h_part(b->e[e], p);
+            lens[i++] = b->e[e]->len[p];
+        }
+    av[i] = lease;
+    lens[i++] = dlock__fmt_i64(lease, wd->ctx->cfg->watchdog_ms);
+    for (int e = 0; e < b->n; e++)
+        for (int p = k->nkeys; p < nparts(k); p++) {
+            av[i] = h_part(b->e[e], p);
+            lens[i++] = b->e[e]->len[p];
+        }
+    int rc = dlock__aconn_send(wd->conn, argc, av, lens, 1, on_batch_reply, b);
+    free(av);
+    free(lens);
+    return rc;
+}
+
+/* Brings the timer forward to `at` if it is due later. */
+static void schedule(dlock__watchdog *wd, int64_t at)
+{
+    if (wd->stopping || !wd->timer_inited)
+        return;
+    int64_t now = dlock__now_ms();
+    uint64_t delay = (uint64_t)(at > now ? at - now : 0);
+    if (uv_is_active((uv_handle_t *)&wd->timer) && uv_timer_get_due_in(&wd->timer) <= delay)
+        return;
+    uv_timer_start(&wd->timer, on_timer, delay, 0);
 }
 
 static void on_conn_ready(dlock__aconn *ac, void *ud)
@@ -439,15 +488,50 @@ static void on_conn_down(dlock__aconn *ac, int status, void *ud)
 
 static void on_timer(uv_timer_t *t) { tick(t->data); }
 
-static batch *new_batch(dlock__watchdog *wd, int64_t now)
+static batch *new_batch(dlock__watchdog *wd, const dlock__hold_kind *kind, int64_t now)
 {
     batch *b = malloc(sizeof(*b));
     if (b) {
         b->wd = wd;
+        b->kind = kind;
         b->sent_at = now;
         b->n = 0;
         b->reloaded = 0;
     }
+    return b;
+}
+
+/* The batches of one tick: every full batch, and the one being filled per kind. */
+typedef struct tick_batches {
+    batch *stack[64];
+    batch **v;
+    size_t n, cap;
+} tick_batches;
+
+/* The batch of h's kind with room left, or a new one; NULL when out of memory. */
+static batch *batch_for(dlock__watchdog *wd, tick_batches *tb, const dlock__hold_kind *kind,
+                        int64_t now)
+{
+    /* Few kinds exist: the open batch of a kind is its last one. */
+    for (size_t i = tb->n; i-- > 0;)
+        if (tb->v[i]->kind == kind) {
+            if (tb->v[i]->n < DLOCK__RENEW_BATCH)
+                return tb->v[i];
+            break;
+        }
+    if (tb->n == tb->cap) {
+        batch **grown = malloc(tb->cap * 2 * sizeof(*grown));
+        if (!grown)
+            return NULL;
+        memcpy(grown, tb->v, tb->n * sizeof(*grown));
+        if (tb->v != tb->stack)
+            free(tb->v);
+        tb->v = grown;
+        tb->cap *= 2;
+    }
+    batch *b = new_batch(wd, kind, now);
+    if (b)
+        tb->v[tb->n++] = b;
     return b;
 }
 
@@ -457,19 +541,20 @@ static void tick(dlock__watchdog *wd)
 {
     if (wd->stopping)
         return;
+    const dlock_config *cfg = wd->ctx->cfg;
     const int64_t now = dlock__now_ms();
-    const int64_t timeout = wd->c->cfg.watchdog_ms, period = period_ms(wd);
+    const int64_t timeout = cfg->watchdog_ms, period = period_ms(wd);
     /* Report a loss a little before the lease would run out, so that a late
      * timer or a busy machine cannot push the report past Redis's expiry. */
     const int64_t early = timeout / 20 < 500 ? timeout / 20 : 500;
-    const int64_t retry = wd->c->cfg.retry_delay_ms < period ? wd->c->cfg.retry_delay_ms : period;
+    const int64_t retry = cfg->retry_delay_ms < period ? cfg->retry_delay_ms : period;
     const int ready = wd->conn && dlock__aconn_ready(wd->conn);
     int64_t next = now + (wd->failing ? retry : period);
     lost_note *notes = NULL;
-    batch *stack_bv[64];
-    batch **bv = stack_bv;
-    size_t nb = 0, capb = DLOCK__ARRAY_LEN(stack_bv);
-    batch *cur = NULL;
+    tick_batches tb;
+    tb.v = tb.stack;
+    tb.n = 0;
+    tb.cap = DLOCK__ARRAY_LEN(tb.stack);
     int any = 0;
 
     pthread_mutex_lock(&wd->mu);
@@ -487,43 +572,31 @@ static void tick(dlock__watchdog *wd)
             next = deadline;
         if (!ready || h->inflight || now - h->renewed_at < period / 2)
             continue;
-        if (!cur || cur->n == DLOCK__RENEW_BATCH) {
-            if (nb == capb) {
-                batch **grown = malloc(capb * 2 * sizeof(*grown));
-                if (!grown)
-                    break;
-                memcpy(grown, bv, nb * sizeof(*grown));
-                if (bv != stack_bv)
-                    free(bv);
-                bv = grown;
-                capb *= 2;
-            }
-            if (!(cur = new_batch(wd, now)))
-                break;
-            bv[nb++] = cur;
-        }
+        batch *b = batch_for(wd, &tb, h->kind, now);
+        if (!b)
+            break;
         h->inflight = 1;
-        cur->e[cur->n++] = h;
+        b->e[b->n++] = h;
     }
     pthread_mutex_unlock(&wd->mu);
 
     /* All of this tick's scripts leave in one write. */
-    if (nb > 0)
+    if (tb.n > 0)
         dlock__aconn_cork(wd->conn);
-    for (size_t i = 0; i < nb; i++)
-        if (send_batch(wd, bv[i]) != DLOCK_OK) {
+    for (size_t i = 0; i < tb.n; i++)
+        if (send_batch(wd, tb.v[i]) != DLOCK_OK) {
             wd->failing = 1;
-            batch_done(wd, bv[i], NULL, 0);
+            batch_done(wd, tb.v[i], NULL, 0);
         }
-    if (nb > 0)
+    if (tb.n > 0)
         dlock__aconn_uncork(wd->conn);
-    if (bv != stack_bv)
-        free(bv);
+    if (tb.v != tb.stack)
+        free(tb.v);
 
     if (any && !wd->conn) {
         dlock__aconn_cbs cbs = {on_conn_ready, on_conn_down, NULL, wd};
-        if (dlock__aconn_new(&wd->conn, wd->timer.loop, wd->c, dlock__node_endpoint(wd->c->node),
-                             0, &cbs) != DLOCK_OK)
+        const dlock__endpoint *ep = dlock__node_endpoint(dlock__router_node(wd->router, NULL, 0));
+        if (dlock__aconn_new(&wd->conn, dlock__loop_uv(wd->lp), wd->ctx, ep, 0, &cbs) != DLOCK_OK)
             wd->conn = NULL;
     }
     if (any && wd->conn && !ready)
@@ -534,41 +607,82 @@ static void tick(dlock__watchdog *wd)
         uv_timer_start(&wd->timer, on_timer, (uint64_t)(next > now ? next - now : 0), 0);
 }
 
-int dlock__watchdog_start(dlock__watchdog *wd, struct uv_loop_s *uv)
-{
-    int rc = uv_timer_init(uv, &wd->timer);
-    if (rc < 0)
-        return dlock__fail(DLOCK_ESYS, "cannot create the watchdog timer: %s", uv_strerror(rc));
-    wd->timer.data = wd;
-    wd->timer_inited = 1;
-    uv_timer_start(&wd->timer, on_timer, (uint64_t)period_ms(wd), 0);
-    return DLOCK_OK;
-}
+static void on_timer_closed(uv_handle_t *h) {}
 
-static void on_closed(void *arg)
+/* Stop hook (io thread): the timer and the renewal connection go. */
+static void on_stop(void *arg)
 {
     dlock__watchdog *wd = arg;
-    if (--wd->closes == 0 && wd->done)
-        wd->done(wd->done_arg);
-}
-
-static void on_timer_closed(uv_handle_t *h) { on_closed(h->data); }
-
-void dlock__watchdog_stop(dlock__watchdog *wd, void (*done)(void *), void *arg)
-{
     wd->stopping = 1;
-    wd->done = done;
-    wd->done_arg = arg;
-    wd->closes = 1;   /* held until both closes below are queued */
     if (wd->timer_inited) {
-        wd->closes++;
         uv_timer_stop(&wd->timer);
         uv_close((uv_handle_t *)&wd->timer, on_timer_closed);
     }
     if (wd->conn) {
-        wd->closes++;
-        dlock__aconn_close(wd->conn, on_closed, wd);
+        dlock__aconn_close(wd->conn, NULL, NULL);
         wd->conn = NULL;
     }
-    on_closed(wd);
+}
+
+/* ------------------------------------------------------------ lifecycle */
+
+/* First job on the io thread: the timer. */
+static void start_job(void *arg)
+{
+    dlock__watchdog *wd = arg;
+    if (wd->stopping)
+        return;
+    int rc = uv_timer_init(dlock__loop_uv(wd->lp), &wd->timer);
+    if (rc < 0) {
+        dlock__log(wd->ctx->cfg, DLOCK_LOG_ERROR, "cannot create the watchdog timer: %s",
+                   uv_strerror(rc));
+        return;
+    }
+    wd->timer.data = wd;
+    wd->timer_inited = 1;
+    uv_timer_start(&wd->timer, on_timer, (uint64_t)period_ms(wd), 0);
+}
+
+int dlock__watchdog_new(dlock__watchdog **out, dlock__loop *lp, const dlock__netctx *ctx,
+                        dlock__router *router)
+{
+    dlock__watchdog *wd = calloc(1, sizeof(*wd));
+    if (!wd)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    wd->ctx = ctx;
+    wd->lp = lp;
+    wd->router = router;
+    dlock__job_init(&wd->flush_job, flush_pending, wd);
+    dlock__job_init(&wd->start_job, start_job, wd);
+    pthread_mutex_init(&wd->mu, NULL);
+    dlock__map_init(&wd->map, h_eq);
+    dlock__list_init(&wd->all);
+    int rc = dlock__loop_on_stop(lp, on_stop, wd);
+    if (rc != DLOCK_OK) {
+        pthread_mutex_destroy(&wd->mu);
+        free(wd);
+        return rc;
+    }
+    dlock__loop_post(lp, &wd->start_job);
+    *out = wd;
+    return DLOCK_OK;
+}
+
+void dlock__watchdog_free(dlock__watchdog *wd)
+{
+    if (!wd)
+        return;
+    while (wd->pending) {   /* losses found after the io thread stopped */
+        lost_note *n = wd->pending;
+        wd->pending = n->next;
+        free(n);
+    }
+    while (!dlock__list_empty(&wd->all)) {
+        held *h = DLOCK__CONTAINER_OF(wd->all.next, held, all);
+        dlock__list_remove(&h->all);
+        free(h);
+    }
+    dlock__map_free(&wd->map);
+    pthread_mutex_destroy(&wd->mu);
+    free(wd);
 }

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "sync/sync.h"
 
 int dlock__reply_acquire(const redisReply *r, int fenced, int64_t *ttl, uint64_t *token,
                          int *resv)
@@ -97,11 +97,3 @@ int dlock__reply_count(const redisReply *r, int64_t *count)
     return DLOCK_OK;
 }
 
-int dlock__reply_renew(const redisReply *r, size_t n, unsigned char *held)
-{
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != n)
-        return DLOCK_EPROTO;
-    for (size_t i = 0; i < n; i++)
-        held[i] = r->element[i]->type == REDIS_REPLY_INTEGER && r->element[i]->integer == 1;
-    return DLOCK_OK;
-}

@@ -5,7 +5,7 @@
 -- KEYS[1]  the lock (hash)
 -- KEYS[2]  the lock's channel, redisson_lock__channel:{name}
 -- KEYS[3]  this request's latch, redisson_unlock_latch:{name}:<32 hex>
--- KEYS[4]  the reservation, dlock_lock_next:{name} (see lock_acquire.lua);
+-- KEYS[4]  (optional) the reservation, dlock_lock_next:{name} (see acquire.lua);
 --          optional
 -- ARGV[1]  owner id
 -- ARGV[2]  lease in ms to set while holds remain; "0" keeps the current TTL

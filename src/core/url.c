@@ -1,5 +1,5 @@
-/* Options and URL parsing. Messages name the bad part of a URL but never echo
- * a password, not even a malformed one. */
+/* Endpoints and URL parsing. Messages name the bad part of a URL but never
+ * echo a password, not even a malformed one. */
 #include <ctype.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -7,22 +7,12 @@
 #include <arpa/inet.h>
 #include <sys/un.h>
 
-#include "internal.h"
+#include "core/core.h"
 
-#define DEFAULT_URL_HOST "127.0.0.1"
 #define DEFAULT_PORT 6379
-#define DEFAULT_WATCHDOG_MS 30000
-#define DEFAULT_COMMAND_TIMEOUT_MS 3000
-#define DEFAULT_CONNECT_TIMEOUT_MS 10000
-#define DEFAULT_RETRY_ATTEMPTS 3
-#define DEFAULT_RETRY_DELAY_MS 1500
-#define DEFAULT_POOL_SIZE 64
-#define DEFAULT_PRIORITY_AFTER_MS 100
 
-#define MAX_DURATION_MS (24LL * 3600 * 1000)
 #define MAX_HOST_LEN 255
 #define MAX_CRED_LEN 512
-#define MAX_CLIENT_NAME 128
 
 /* ------------------------------------------------------------- endpoint */
 
@@ -52,22 +42,13 @@ void dlock__endpoint_clear(dlock__endpoint *ep)
     memset(ep, 0, sizeof(*ep));
 }
 
-static int dup_opt(char **dst, const char *src)
-{
-    *dst = NULL;
-    if (!src)
-        return 0;
-    *dst = dlock__strndup(src, strlen(src));
-    return *dst ? 0 : -1;
-}
-
 int dlock__endpoint_copy(dlock__endpoint *dst, const dlock__endpoint *src)
 {
     memset(dst, 0, sizeof(*dst));
     dst->port = src->port;
     dst->db = src->db;
-    if (dup_opt(&dst->host, src->host) || dup_opt(&dst->path, src->path) ||
-        dup_opt(&dst->user, src->user) || dup_opt(&dst->pass, src->pass)) {
+    if (dlock__dup_opt(&dst->host, src->host) || dlock__dup_opt(&dst->path, src->path) ||
+        dlock__dup_opt(&dst->user, src->user) || dlock__dup_opt(&dst->pass, src->pass)) {
         dlock__endpoint_clear(dst);
         return DLOCK_ENOMEM;
     }
@@ -354,221 +335,3 @@ int dlock__parse_url(const char *url, dlock__endpoint *out)
     return DLOCK_OK;
 }
 
-/* ---------------------------------------------------------------- config */
-
-dlock_config *dlock_config_new(void)
-{
-    dlock_config *cfg = calloc(1, sizeof(*cfg));
-    if (!cfg)
-        return NULL;
-    cfg->ep.host = dlock__strndup(DEFAULT_URL_HOST, strlen(DEFAULT_URL_HOST));
-    if (!cfg->ep.host) {
-        free(cfg);
-        return NULL;
-    }
-    cfg->ep.port = DEFAULT_PORT;
-    cfg->watchdog_ms = DEFAULT_WATCHDOG_MS;
-    cfg->command_timeout_ms = DEFAULT_COMMAND_TIMEOUT_MS;
-    cfg->connect_timeout_ms = DEFAULT_CONNECT_TIMEOUT_MS;
-    cfg->retry_attempts = DEFAULT_RETRY_ATTEMPTS;
-    cfg->retry_delay_ms = DEFAULT_RETRY_DELAY_MS;
-    cfg->pool_size = DEFAULT_POOL_SIZE;
-    cfg->priority_after_ms = DEFAULT_PRIORITY_AFTER_MS;
-    cfg->log_level = DLOCK_LOG_WARN;
-    return cfg;
-}
-
-void dlock__config_clear(dlock_config *cfg)
-{
-    dlock__endpoint_clear(&cfg->ep);
-    free(cfg->client_name);
-    cfg->client_name = NULL;
-}
-
-void dlock_config_free(dlock_config *cfg)
-{
-    if (!cfg)
-        return;
-    dlock__config_clear(cfg);
-    free(cfg);
-}
-
-int dlock__config_copy(dlock_config *dst, const dlock_config *src)
-{
-    *dst = *src;
-    dst->client_name = NULL;
-    if (dlock__endpoint_copy(&dst->ep, &src->ep) != DLOCK_OK ||
-        dup_opt(&dst->client_name, src->client_name) != 0) {
-        dlock__endpoint_clear(&dst->ep);
-        return dlock__fail(DLOCK_ENOMEM, "out of memory copying the config");
-    }
-    return DLOCK_OK;
-}
-
-#define NEED_CFG(cfg)                                                   \
-    do {                                                                \
-        dlock__clear_error();                                           \
-        if (!(cfg))                                                     \
-            return dlock__fail(DLOCK_EINVAL, "config is NULL");         \
-    } while (0)
-
-int dlock_config_set_url(dlock_config *cfg, const char *url)
-{
-    NEED_CFG(cfg);
-    return dlock__parse_url(url, &cfg->ep);
-}
-
-/* Overwrites a password before freeing it, as dlock__endpoint_clear does. */
-static void free_secret(char *s)
-{
-    if (!s)
-        return;
-    volatile char *p = s;
-    while (*p)
-        *p++ = 0;
-    free(s);
-}
-
-int dlock_config_set_password(dlock_config *cfg, const char *user, const char *password)
-{
-    NEED_CFG(cfg);
-    if (!password || !*password) {
-        if (user && *user)
-            return dlock__fail(DLOCK_EINVAL, "a user needs a password");
-        free(cfg->ep.user);
-        free_secret(cfg->ep.pass);
-        cfg->ep.user = NULL;
-        cfg->ep.pass = NULL;
-        return DLOCK_OK;
-    }
-    size_t plen = strlen(password), ulen = user ? strlen(user) : 0;
-    if (plen > MAX_CRED_LEN || ulen > MAX_CRED_LEN)
-        return dlock__fail(DLOCK_EINVAL, "%s is longer than %d bytes",
-                           plen > MAX_CRED_LEN ? "the password" : "the user", MAX_CRED_LEN);
-    char *p = dlock__strndup(password, plen);
-    char *u = ulen ? dlock__strndup(user, ulen) : NULL;
-    if (!p || (ulen && !u)) {
-        free_secret(p);
-        free(u);
-        return dlock__fail(DLOCK_ENOMEM, "out of memory");
-    }
-    free(cfg->ep.user);
-    free_secret(cfg->ep.pass);
-    cfg->ep.user = u;
-    cfg->ep.pass = p;
-    return DLOCK_OK;
-}
-
-static int set_duration(int64_t *field, int64_t ms, int64_t def, int64_t lo, const char *what)
-{
-    if (ms == 0) {
-        *field = def;
-        return DLOCK_OK;
-    }
-    if (ms < lo || ms > MAX_DURATION_MS)
-        return dlock__fail(DLOCK_EINVAL, "%s %lld ms is out of range %lld..%lld", what,
-                           (long long)ms, (long long)lo, (long long)MAX_DURATION_MS);
-    *field = ms;
-    return DLOCK_OK;
-}
-
-int dlock_config_set_watchdog_timeout(dlock_config *cfg, int64_t ms)
-{
-    NEED_CFG(cfg);
-    return set_duration(&cfg->watchdog_ms, ms, DEFAULT_WATCHDOG_MS, 30, "watchdog timeout");
-}
-
-int dlock_config_set_command_timeout(dlock_config *cfg, int64_t ms)
-{
-    NEED_CFG(cfg);
-    return set_duration(&cfg->command_timeout_ms, ms, DEFAULT_COMMAND_TIMEOUT_MS, 1,
-                        "command timeout");
-}
-
-int dlock_config_set_connect_timeout(dlock_config *cfg, int64_t ms)
-{
-    NEED_CFG(cfg);
-    return set_duration(&cfg->connect_timeout_ms, ms, DEFAULT_CONNECT_TIMEOUT_MS, 1,
-                        "connect timeout");
-}
-
-int dlock_config_set_retry(dlock_config *cfg, int attempts, int64_t delay_ms)
-{
-    NEED_CFG(cfg);
-    if (attempts < 0 || attempts > 100)
-        return dlock__fail(DLOCK_EINVAL, "retry attempts %d is out of range 0..100", attempts);
-    int64_t d = 0;
-    int rc = set_duration(&d, delay_ms, DEFAULT_RETRY_DELAY_MS, 1, "retry delay");
-    if (rc != DLOCK_OK)
-        return rc;
-    cfg->retry_attempts = attempts;
-    cfg->retry_delay_ms = d;
-    return DLOCK_OK;
-}
-
-int dlock_config_set_priority_after(dlock_config *cfg, int64_t after_ms)
-{
-    NEED_CFG(cfg);
-    if (after_ms == DLOCK_PRIORITY_OFF) {
-        cfg->priority_after_ms = DLOCK_PRIORITY_OFF;
-        return DLOCK_OK;
-    }
-    if (after_ms < 0)
-        return dlock__fail(DLOCK_EINVAL,
-                           "priority after %lld ms: use a positive time, 0 (default) or "
-                           "DLOCK_PRIORITY_OFF", (long long)after_ms);
-    return set_duration(&cfg->priority_after_ms, after_ms, DEFAULT_PRIORITY_AFTER_MS, 1,
-                        "priority after");
-}
-
-int dlock_config_set_pool_size(dlock_config *cfg, int size)
-{
-    NEED_CFG(cfg);
-    if (size < 0 || size > 10000)
-        return dlock__fail(DLOCK_EINVAL, "pool size %d is out of range 1..10000", size);
-    cfg->pool_size = size ? size : DEFAULT_POOL_SIZE;
-    return DLOCK_OK;
-}
-
-int dlock_config_set_client_name(dlock_config *cfg, const char *name)
-{
-    NEED_CFG(cfg);
-    if (!name || !*name) {
-        free(cfg->client_name);
-        cfg->client_name = NULL;
-        return DLOCK_OK;
-    }
-    size_t n = strlen(name);
-    if (n > MAX_CLIENT_NAME)
-        return dlock__fail(DLOCK_EINVAL, "client name longer than %d bytes", MAX_CLIENT_NAME);
-    for (size_t i = 0; i < n; i++)
-        if ((unsigned char)name[i] <= ' ' || (unsigned char)name[i] > '~')
-            return dlock__fail(DLOCK_EINVAL, "client name may only hold printable ASCII "
-                                             "without spaces (byte %zu is not)", i);
-    char *d = dlock__strndup(name, n);
-    if (!d)
-        return dlock__fail(DLOCK_ENOMEM, "out of memory");
-    free(cfg->client_name);
-    cfg->client_name = d;
-    return DLOCK_OK;
-}
-
-int dlock_config_set_lost_callback(dlock_config *cfg, dlock_lost_fn fn, void *ud)
-{
-    NEED_CFG(cfg);
-    cfg->lost_fn = fn;
-    cfg->lost_ud = ud;
-    return DLOCK_OK;
-}
-
-int dlock_config_set_log_callback(dlock_config *cfg, dlock_log_fn fn, void *ud,
-                                  dlock_log_level max_level)
-{
-    NEED_CFG(cfg);
-    if ((int)max_level < DLOCK_LOG_ERROR || (int)max_level > DLOCK_LOG_DEBUG)
-        return dlock__fail(DLOCK_EINVAL, "log level %d is out of range 0..3", (int)max_level);
-    cfg->log_fn = fn;
-    cfg->log_ud = ud;
-    cfg->log_level = max_level;
-    return DLOCK_OK;
-}

@@ -1,8 +1,10 @@
-/* Client lifecycle and owner ids. */
+/* Client lifecycle and owner ids: the client composes every layer (the
+ * router and its nodes, the io loop, pub/sub, the watchdog) and hands each
+ * module only what it needs. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "sync/sync.h"
 
 /* Explicit owner ids start above every Linux thread id (pid_max <= 2^22). */
 #define FIRST_EXPLICIT_OWNER (1ULL << 32)
@@ -32,26 +34,33 @@ int dlock_client_open(dlock_client **out, const dlock_config *cfg)
     atomic_init(&c->next_owner, FIRST_EXPLICIT_OWNER);
     atomic_init(&c->reserve_on, c->cfg.priority_after_ms != DLOCK_PRIORITY_OFF);
     /* An unlock latch must outlive the retries of its release: the usual
-     * schedule fits, and node.c refuses any write whose reply could come later. */
+     * schedule fits, and net/call.c refuses any write whose reply could come later. */
     c->latch_px = (c->cfg.command_timeout_ms + c->cfg.retry_delay_ms) *
                       (c->cfg.retry_attempts + 1) + 1000;
 
-    if ((rc = dlock__node_new(&c->node, c, &c->cfg.ep)) != DLOCK_OK)
+    c->net.cfg = &c->cfg;
+    c->net.conn_name = c->cfg.client_name;
+    if ((rc = dlock__router_new(&c->router, &c->net, &c->cfg.ep)) != DLOCK_OK)
         goto fail;
-    if ((rc = dlock__node_check(c->node)) != DLOCK_OK)
+    if ((rc = dlock__router_check(c->router)) != DLOCK_OK)
         goto fail;
-    if ((rc = dlock__watchdog_new(&c->wd, c)) != DLOCK_OK)
+    if ((rc = dlock__loop_start(&c->loop, &c->cfg)) != DLOCK_OK)
         goto fail;
-    if ((rc = dlock__loop_start(&c->loop, c)) != DLOCK_OK)
+    if ((rc = dlock__pubsub_new(&c->pubsub, c->loop, &c->net, c->router)) != DLOCK_OK ||
+        (rc = dlock__watchdog_new(&c->wd, c->loop, &c->net, c->router)) != DLOCK_OK ||
+        (rc = dlock__loop_run(c->loop)) != DLOCK_OK) {
+        dlock__loop_abandon(c->loop);
         goto fail;
+    }
     char addr[320];
-    dlock__log(c, DLOCK_LOG_INFO, "client %s connected to %s", c->uuid,
+    dlock__log(&c->cfg, DLOCK_LOG_INFO, "client %s connected to %s", c->uuid,
                dlock__endpoint_str(&c->cfg.ep, addr, sizeof(addr)));
     *out = c;
     return DLOCK_OK;
 fail:
     dlock__watchdog_free(c->wd);
-    dlock__node_free(c->node);
+    dlock__pubsub_free(c->pubsub);
+    dlock__router_free(c->router);
     dlock__config_clear(&c->cfg);
     free(c);
     return rc;
@@ -61,9 +70,11 @@ void dlock_client_close(dlock_client *c)
 {
     if (!c)
         return;
-    dlock__loop_stop(c->loop);   /* joins the io thread, which stops the watchdog */
+    dlock__pubsub_shutdown(c->pubsub);   /* waits end with DLOCK_ECLOSED */
+    dlock__loop_stop(c->loop);           /* every module closes its handles; thread joined */
     dlock__watchdog_free(c->wd);
-    dlock__node_free(c->node);
+    dlock__pubsub_free(c->pubsub);
+    dlock__router_free(c->router);
     dlock__config_clear(&c->cfg);
     free(c);
 }
@@ -116,8 +127,13 @@ int dlock_client_ping(dlock_client *c)
     const char *av[] = {"PING"};
     dlock__req req = {.script = -1, .argc = 1, .argv = av, .flags = DLOCK__CALL_IDEMPOTENT};
     redisReply *r;
-    int rc = dlock__node_call(c->node, &req, &r);
+    int rc = dlock__call(c, &req, &r);
     if (rc == DLOCK_OK)
         freeReplyObject(r);
     return rc;
+}
+
+int dlock__call(dlock_client *c, const dlock__req *req, redisReply **out)
+{
+    return dlock__router_call(c->router, req, out);
 }

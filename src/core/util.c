@@ -7,7 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "core/core.h"
 
 int64_t dlock__now_ms(void)
 {
@@ -140,6 +140,15 @@ char *dlock__strndup(const char *s, size_t n)
     memcpy(p, s, n);
     p[n] = '\0';
     return p;
+}
+
+int dlock__dup_opt(char **dst, const char *src)
+{
+    *dst = NULL;
+    if (!src)
+        return 0;
+    *dst = dlock__strndup(src, strlen(src));
+    return *dst ? 0 : -1;
 }
 
 size_t dlock__fmt_i64(char *buf, int64_t v)

@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "internal.h"
+#include "core/core.h"
 
 #define MSG_MAX 512
 
@@ -63,16 +63,16 @@ int dlock__fail(int code, const char *fmt, ...)
     return code;
 }
 
-void dlock__log(const dlock_client *c, dlock_log_level lvl, const char *fmt, ...)
+void dlock__log(const dlock_config *cfg, dlock_log_level lvl, const char *fmt, ...)
 {
-    if (!c || !c->cfg.log_fn || lvl > c->cfg.log_level)
+    if (!cfg || !cfg->log_fn || lvl > cfg->log_level)
         return;
     char buf[MSG_MAX];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(buf, sizeof(buf), fmt, ap);
     va_end(ap);
-    c->cfg.log_fn(lvl, buf, c->cfg.log_ud);
+    cfg->log_fn(lvl, buf, cfg->log_ud);
 }
 
 static int has_prefix(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }

@@ -1,12 +1,12 @@
-/* The client's io thread: a libuv loop running the pub/sub connection, the
- * waiter table, and the watchdog's timer and renewal connection.
+/* The waiter table and the pub/sub connection that feeds it.
  *
  * Waiter table. One dlock__channel per channel that has waiters, keyed by name,
- * guarded by lp->mu (shared with user threads). A user thread joins a channel
+ * guarded by ps->mu (shared with user threads). A user thread joins a channel
  * and waits for its subscription to be confirmed before retrying its acquire:
  * an unlock published between its failed attempt and its retry is then either
  * seen by the retry or delivered as a message. The io thread alone sends
- * SUBSCRIBE/UNSUBSCRIBE; user threads mark channels dirty and kick it.
+ * SUBSCRIBE/UNSUBSCRIBE; user threads mark channels dirty and post its sync
+ * job.
  *
  * Channel states (io thread moves them, under mu):
  *   NONE --SUBSCRIBE sent--> SUBSCRIBING --confirmed--> SUBSCRIBED
@@ -16,16 +16,15 @@
  * A channel in NONE with no waiters is freed, so no channel stays subscribed
  * once its waiters are gone.
  *
- * Wake-ups. Message "0" (an unlock) wakes one waiter; anything else wakes all.
- * A wake-up sets w->woken, so one that arrives while its waiter is busy
+ * Wake-ups. Each channel has a wake policy: how many waiters a message wakes
+ * (the locks': "0", an unlock, wakes one; anything else wakes all). A wake-up sets w->woken, so one that arrives while its waiter is busy
  * retrying is kept, and a waiter that leaves with an unconsumed wake-up passes
  * it on: no lost wake-ups. */
 #include <stdlib.h>
 #include <string.h>
 #include <uv.h>
 
-#include "aconn.h"
-#include "internal.h"
+#include "io/io.h"
 
 enum { CH_NONE, CH_SUBSCRIBING, CH_SUBSCRIBED, CH_UNSUBSCRIBING };
 
@@ -39,26 +38,25 @@ struct dlock__channel {
     int nclaimants;          /* waiters with w->claimant set */
     int resync;
     int sub_failed;          /* Redis refused the SUBSCRIBE: waiters poll instead */
+    dlock__wake_policy wake;
     size_t len;
     char name[];
 };
 
-struct dlock__loop {
-    dlock_client *c;
-    uv_loop_t uv;
-    uv_async_t async;
-    uv_thread_t thread;
-    int thread_started;
+struct dlock__pubsub {
+    const dlock__netctx *ctx;
+    dlock__loop *lp;
+    dlock__router *router;
+    dlock__job sync_job;     /* sync_channels on the io thread */
 
     pthread_mutex_t mu;
     dlock__map channels;
     dlock__list dirty;
-    int stopping;           /* under mu: stop requested */
-    int closed;             /* under mu: waits return DLOCK_ECLOSED */
+    int closed;              /* under mu: waits return DLOCK_ECLOSED */
 
     /* io thread only */
+    int stopping;
     dlock__aconn *sub;
-    int pending_closes;
 };
 
 static int ch_eq(const dlock__hnode *n, const void *key, size_t len)
@@ -67,25 +65,25 @@ static int ch_eq(const dlock__hnode *n, const void *key, size_t len)
     return ch->len == len && memcmp(ch->name, key, len) == 0;
 }
 
-static dlock__channel *ch_find(dlock__loop *lp, const char *name, size_t len)
+static dlock__channel *ch_find(dlock__pubsub *ps, const char *name, size_t len)
 {
-    return (dlock__channel *)dlock__map_find(&lp->channels, dlock__hash(name, len), name, len);
+    return (dlock__channel *)dlock__map_find(&ps->channels, dlock__hash(name, len), name, len);
 }
 
-static void ch_free(dlock__loop *lp, dlock__channel *ch)
+static void ch_free(dlock__pubsub *ps, dlock__channel *ch)
 {
-    dlock__map_remove(&lp->channels, &ch->hn);
+    dlock__map_remove(&ps->channels, &ch->hn);
     if (ch->dirty)
         dlock__list_remove(&ch->dirty_link);
     free(ch);
 }
 
 /* Marks ch for the io thread's attention. Caller holds mu. */
-static void ch_mark(dlock__loop *lp, dlock__channel *ch)
+static void ch_mark(dlock__pubsub *ps, dlock__channel *ch)
 {
     if (!ch->dirty) {
         ch->dirty = 1;
-        dlock__list_push_back(&lp->dirty, &ch->dirty_link);
+        dlock__list_push_back(&ps->dirty, &ch->dirty_link);
     }
 }
 
@@ -120,6 +118,11 @@ static void wake_one(dlock__channel *ch)
         pthread_cond_signal(&w->cv);
 }
 
+int dlock__wake_lock(const char *msg, size_t len)
+{
+    return len == 1 && msg[0] == '0' ? 1 : DLOCK__WAKE_ALL;
+}
+
 static void wake_all(dlock__channel *ch, int set_woken)
 {
     dlock__list *it;
@@ -133,31 +136,31 @@ static void wake_all(dlock__channel *ch, int set_woken)
 
 /* ---------------------------------------------------------- io thread */
 
-static void sync_channels(dlock__loop *lp);
+static void sync_channels(dlock__pubsub *ps);
 
-static dlock__channel *reply_channel(dlock__loop *lp, const redisReply *r)
+static dlock__channel *reply_channel(dlock__pubsub *ps, const redisReply *r)
 {
     if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
         r->element[1]->type != REDIS_REPLY_STRING)
         return NULL;
-    return ch_find(lp, r->element[1]->str, r->element[1]->len);
+    return ch_find(ps, r->element[1]->str, r->element[1]->len);
 }
 
 /* The channels of one SUBSCRIBE or UNSUBSCRIBE, for its replies. The names
  * point into channels that stay allocated while the command is in flight
  * (SUBSCRIBING / UNSUBSCRIBING channels are not freed until answered). */
 typedef struct sub_cmd {
-    dlock__loop *lp;
+    dlock__pubsub *ps;
     int left;                /* replies still expected */
     int n;
     const char *names[];
 } sub_cmd;
 
-static sub_cmd *new_sub_cmd(dlock__loop *lp, const char **names, int n)
+static sub_cmd *new_sub_cmd(dlock__pubsub *ps, const char **names, int n)
 {
     sub_cmd *sc = malloc(sizeof(*sc) + (size_t)n * sizeof(char *));
     if (sc) {
-        sc->lp = lp;
+        sc->ps = ps;
         sc->left = sc->n = n;
         memcpy(sc->names, names, (size_t)n * sizeof(char *));
     }
@@ -168,12 +171,12 @@ static sub_cmd *new_sub_cmd(dlock__loop *lp, const char **names, int n)
  * back to NONE and their waiters fall back to polling at the retry delay. */
 static void sub_refused(sub_cmd *sc, const redisReply *r, int subscribe)
 {
-    dlock__loop *lp = sc->lp;
-    dlock__log(lp->c, DLOCK_LOG_ERROR, "%s of %d channel%s refused: %s; waiters poll instead",
+    dlock__pubsub *ps = sc->ps;
+    dlock__log(ps->ctx->cfg, DLOCK_LOG_ERROR, "%s of %d channel%s refused: %s; waiters poll instead",
                subscribe ? "SUBSCRIBE" : "UNSUBSCRIBE", sc->n, sc->n == 1 ? "" : "s", r->str);
-    pthread_mutex_lock(&lp->mu);
+    pthread_mutex_lock(&ps->mu);
     for (int i = 0; i < sc->n; i++) {
-        dlock__channel *ch = ch_find(lp, sc->names[i], strlen(sc->names[i]));
+        dlock__channel *ch = ch_find(ps, sc->names[i], strlen(sc->names[i]));
         if (!ch || ch->state != (subscribe ? CH_SUBSCRIBING : CH_UNSUBSCRIBING))
             continue;
         ch->state = CH_NONE;
@@ -181,16 +184,16 @@ static void sub_refused(sub_cmd *sc, const redisReply *r, int subscribe)
             ch->sub_failed = 1;
             wake_all(ch, 0);
         } else if (ch->nwaiters == 0) {
-            ch_free(lp, ch);
+            ch_free(ps, ch);
         }
     }
-    pthread_mutex_unlock(&lp->mu);
+    pthread_mutex_unlock(&ps->mu);
 }
 
 static void on_sub_reply(dlock__aconn *ac, redisReply *r, int status, void *ud)
 {
     sub_cmd *sc = ud;
-    dlock__loop *lp = sc->lp;
+    dlock__pubsub *ps = sc->ps;
     if (!r || r->type == REDIS_REPLY_ERROR) {
         /* !r: the connection failed; on_sub_down resets every channel. */
         if (r)
@@ -198,8 +201,8 @@ static void on_sub_reply(dlock__aconn *ac, redisReply *r, int status, void *ud)
         free(sc);
         return;
     }
-    pthread_mutex_lock(&lp->mu);
-    dlock__channel *ch = reply_channel(lp, r);
+    pthread_mutex_lock(&ps->mu);
+    dlock__channel *ch = reply_channel(ps, r);
     if (ch && ch->state == CH_SUBSCRIBING) {
         ch->state = CH_SUBSCRIBED;
         /* Waiters in join are waiting for this; after a reconnect, every waiter
@@ -207,124 +210,128 @@ static void on_sub_reply(dlock__aconn *ac, redisReply *r, int status, void *ud)
         wake_all(ch, ch->resync);
         ch->resync = 0;
         if (ch->nwaiters == 0)
-            ch_mark(lp, ch);
+            ch_mark(ps, ch);
     }
-    pthread_mutex_unlock(&lp->mu);
+    pthread_mutex_unlock(&ps->mu);
     if (--sc->left == 0)
         free(sc);
-    sync_channels(lp);
+    sync_channels(ps);
 }
 
 static void on_unsub_reply(dlock__aconn *ac, redisReply *r, int status, void *ud)
 {
     sub_cmd *sc = ud;
-    dlock__loop *lp = sc->lp;
+    dlock__pubsub *ps = sc->ps;
     if (!r || r->type == REDIS_REPLY_ERROR) {
         if (r)
             sub_refused(sc, r, 0);
         free(sc);
         return;
     }
-    pthread_mutex_lock(&lp->mu);
-    dlock__channel *ch = reply_channel(lp, r);
+    pthread_mutex_lock(&ps->mu);
+    dlock__channel *ch = reply_channel(ps, r);
     if (ch && ch->state == CH_UNSUBSCRIBING) {
         ch->state = CH_NONE;
         if (ch->nwaiters > 0)
-            ch_mark(lp, ch);
+            ch_mark(ps, ch);
         else
-            ch_free(lp, ch);
+            ch_free(ps, ch);
     }
-    pthread_mutex_unlock(&lp->mu);
+    pthread_mutex_unlock(&ps->mu);
     if (--sc->left == 0)
         free(sc);
-    sync_channels(lp);
+    sync_channels(ps);
 }
 
 static void on_sub_push(dlock__aconn *ac, redisReply *r, void *ud)
 {
-    dlock__loop *lp = ud;
+    dlock__pubsub *ps = ud;
     /* message: [kind, channel, payload]; pmessage: [kind, pattern, channel, payload] */
     size_t ci = r->elements == 4 ? 2 : 1;
     redisReply *chr = r->element[ci], *msg = r->element[ci + 1];
     if (chr->type != REDIS_REPLY_STRING)
         return;
-    pthread_mutex_lock(&lp->mu);
-    dlock__channel *ch = ch_find(lp, chr->str, chr->len);
+    pthread_mutex_lock(&ps->mu);
+    dlock__channel *ch = ch_find(ps, chr->str, chr->len);
     dlock__waiter *one = NULL;
     if (ch) {
-        if (msg->type == REDIS_REPLY_STRING && msg->len == 1 && msg->str[0] == '0') {
+        int n = msg->type == REDIS_REPLY_STRING ? ch->wake(msg->str, msg->len) : DLOCK__WAKE_ALL;
+        if (n == 1) {
             one = pick_one(ch);
             if (one)
                 one->pins++;
-        } else {
+        } else if (n == DLOCK__WAKE_ALL) {
             wake_all(ch, 1);
+        } else {
+            while (n-- > 0)
+                wake_one(ch);
         }
     }
-    pthread_mutex_unlock(&lp->mu);
+    pthread_mutex_unlock(&ps->mu);
     if (one) {
         /* The unlock message, the handoff's hot path: signal after unlocking,
          * so that the waiter, woken on this core, does not run only to block on
          * mu at once. The pin keeps its cv alive until then (see leave). */
         pthread_cond_signal(&one->cv);
-        pthread_mutex_lock(&lp->mu);
+        pthread_mutex_lock(&ps->mu);
         if (--one->pins == 0 && !one->ch)
             pthread_cond_broadcast(&one->cv);   /* it is in leave, waiting for us */
-        pthread_mutex_unlock(&lp->mu);
+        pthread_mutex_unlock(&ps->mu);
     }
 }
 
 static void on_sub_ready(dlock__aconn *ac, void *ud)
 {
-    dlock__loop *lp = ud;
-    pthread_mutex_lock(&lp->mu);
-    for (size_t i = 0; i < lp->channels.nbuckets; i++)
-        for (dlock__hnode *n = lp->channels.buckets[i]; n; n = n->next)
-            ch_mark(lp, (dlock__channel *)n);
-    pthread_mutex_unlock(&lp->mu);
-    sync_channels(lp);
+    dlock__pubsub *ps = ud;
+    pthread_mutex_lock(&ps->mu);
+    for (size_t i = 0; i < ps->channels.nbuckets; i++)
+        for (dlock__hnode *n = ps->channels.buckets[i]; n; n = n->next)
+            ch_mark(ps, (dlock__channel *)n);
+    pthread_mutex_unlock(&ps->mu);
+    sync_channels(ps);
 }
 
 static void on_sub_down(dlock__aconn *ac, int status, void *ud)
 {
-    dlock__loop *lp = ud;
-    pthread_mutex_lock(&lp->mu);
-    for (size_t i = 0; i < lp->channels.nbuckets; i++) {
-        dlock__hnode *n = lp->channels.buckets[i];
+    dlock__pubsub *ps = ud;
+    pthread_mutex_lock(&ps->mu);
+    for (size_t i = 0; i < ps->channels.nbuckets; i++) {
+        dlock__hnode *n = ps->channels.buckets[i];
         while (n) {
             dlock__channel *ch = (dlock__channel *)n;
             n = n->next;
             ch->state = CH_NONE;
             if (ch->nwaiters == 0) {
-                ch_free(lp, ch);
+                ch_free(ps, ch);
             } else {
                 ch->resync = 1;
                 wake_all(ch, 0);   /* let them see they are unsubscribed */
             }
         }
     }
-    pthread_mutex_unlock(&lp->mu);
+    pthread_mutex_unlock(&ps->mu);
 }
 
 /* Sends the SUBSCRIBE/UNSUBSCRIBE that dirty channels need, one command each. */
-static void sync_channels(dlock__loop *lp)
+static void sync_channels(dlock__pubsub *ps)
 {
-    pthread_mutex_lock(&lp->mu);
-    if (lp->stopping || dlock__list_empty(&lp->dirty)) {
-        pthread_mutex_unlock(&lp->mu);
+    pthread_mutex_lock(&ps->mu);
+    if (ps->stopping || dlock__list_empty(&ps->dirty)) {
+        pthread_mutex_unlock(&ps->mu);
         return;
     }
-    if (!lp->sub) {
-        dlock__aconn_cbs cbs = {on_sub_ready, on_sub_down, on_sub_push, lp};
-        if (dlock__aconn_new(&lp->sub, &lp->uv, lp->c, dlock__node_endpoint(lp->c->node), 1,
-                             &cbs) != DLOCK_OK) {
-            pthread_mutex_unlock(&lp->mu);
-            dlock__log(lp->c, DLOCK_LOG_ERROR, "out of memory creating the pub/sub connection");
+    if (!ps->sub) {
+        dlock__aconn_cbs cbs = {on_sub_ready, on_sub_down, on_sub_push, ps};
+        const dlock__endpoint *ep = dlock__node_endpoint(dlock__router_node(ps->router, NULL, 0));
+        if (dlock__aconn_new(&ps->sub, dlock__loop_uv(ps->lp), ps->ctx, ep, 1, &cbs) != DLOCK_OK) {
+            pthread_mutex_unlock(&ps->mu);
+            dlock__log(ps->ctx->cfg, DLOCK_LOG_ERROR, "out of memory creating the pub/sub connection");
             return;
         }
     }
-    if (!dlock__aconn_ready(lp->sub)) {
-        pthread_mutex_unlock(&lp->mu);
-        dlock__aconn_start(lp->sub);   /* on_sub_ready comes back here */
+    if (!dlock__aconn_ready(ps->sub)) {
+        pthread_mutex_unlock(&ps->mu);
+        dlock__aconn_start(ps->sub);   /* on_sub_ready comes back here */
         return;
     }
     size_t n = 0, cap = 16;
@@ -332,8 +339,8 @@ static void sync_channels(dlock__loop *lp)
     const char **uns = malloc(cap * sizeof(*uns));
     size_t *sl = malloc(cap * sizeof(*sl)), *ul = malloc(cap * sizeof(*ul));
     int ns = 1, nu = 1;   /* slot 0 holds the command name */
-    while (sub && uns && sl && ul && !dlock__list_empty(&lp->dirty)) {
-        dlock__channel *ch = DLOCK__CONTAINER_OF(lp->dirty.next, dlock__channel, dirty_link);
+    while (sub && uns && sl && ul && !dlock__list_empty(&ps->dirty)) {
+        dlock__channel *ch = DLOCK__CONTAINER_OF(ps->dirty.next, dlock__channel, dirty_link);
         if ((size_t)(ns + nu) + 2 > cap) {
             cap *= 2;
             const char **a = realloc(sub, cap * sizeof(*a));
@@ -363,31 +370,31 @@ static void sync_channels(dlock__loop *lp)
             uns[nu] = ch->name;
             ul[nu++] = ch->len;
         } else if (ch->nwaiters == 0 && ch->state == CH_NONE) {
-            ch_free(lp, ch);
+            ch_free(ps, ch);
         }
         /* SUBSCRIBING / UNSUBSCRIBING: the confirmation will look again. */
     }
     /* Channel names stay valid after unlocking: only this thread frees channels. */
-    pthread_mutex_unlock(&lp->mu);
+    pthread_mutex_unlock(&ps->mu);
     if (sub && uns && sl && ul) {
-        dlock__aconn_cork(lp->sub);
+        dlock__aconn_cork(ps->sub);
         if (ns > 1) {
             sub[0] = "SUBSCRIBE";
             sl[0] = 9;
-            sub_cmd *sc = new_sub_cmd(lp, sub + 1, ns - 1);
-            if (!sc || dlock__aconn_send(lp->sub, ns, sub, sl, ns - 1, on_sub_reply, sc) != 0)
+            sub_cmd *sc = new_sub_cmd(ps, sub + 1, ns - 1);
+            if (!sc || dlock__aconn_send(ps->sub, ns, sub, sl, ns - 1, on_sub_reply, sc) != 0)
                 free(sc);   /* not sent: the channels stay SUBSCRIBING until on_sub_down */
         }
         if (nu > 1) {
             uns[0] = "UNSUBSCRIBE";
             ul[0] = 11;
-            sub_cmd *sc = new_sub_cmd(lp, uns + 1, nu - 1);
-            if (!sc || dlock__aconn_send(lp->sub, nu, uns, ul, nu - 1, on_unsub_reply, sc) != 0)
+            sub_cmd *sc = new_sub_cmd(ps, uns + 1, nu - 1);
+            if (!sc || dlock__aconn_send(ps->sub, nu, uns, ul, nu - 1, on_unsub_reply, sc) != 0)
                 free(sc);
         }
-        dlock__aconn_uncork(lp->sub);
+        dlock__aconn_uncork(ps->sub);
     } else {
-        dlock__log(lp->c, DLOCK_LOG_ERROR, "out of memory updating subscriptions");
+        dlock__log(ps->ctx->cfg, DLOCK_LOG_ERROR, "out of memory updating subscriptions");
     }
     free(sub);
     free(uns);
@@ -395,140 +402,97 @@ static void sync_channels(dlock__loop *lp)
     free(ul);
 }
 
-static void on_closed_one(void *arg)
-{
-    dlock__loop *lp = arg;
-    lp->pending_closes--;
-}
+static void on_sync_job(void *arg) { sync_channels(arg); }
 
-static void on_async_closed(uv_handle_t *h) {}
-
-static void on_async(uv_async_t *a)
+/* Stop hook (io thread): the pub/sub connection goes; channels stay until free. */
+static void on_stop(void *arg)
 {
-    dlock__loop *lp = a->data;
-    pthread_mutex_lock(&lp->mu);
-    int stopping = lp->stopping;
-    pthread_mutex_unlock(&lp->mu);
-    if (!stopping) {
-        dlock__watchdog_flush(lp->c->wd);
-        sync_channels(lp);
-        return;
+    dlock__pubsub *ps = arg;
+    pthread_mutex_lock(&ps->mu);
+    ps->stopping = 1;
+    pthread_mutex_unlock(&ps->mu);
+    if (ps->sub) {
+        dlock__aconn_close(ps->sub, NULL, NULL);
+        ps->sub = NULL;
     }
-    if (lp->sub) {
-        lp->pending_closes++;
-        dlock__aconn_close(lp->sub, on_closed_one, lp);
-        lp->sub = NULL;
-    }
-    lp->pending_closes++;
-    dlock__watchdog_stop(lp->c->wd, on_closed_one, lp);
-    uv_close((uv_handle_t *)&lp->async, on_async_closed);
-}
-
-/* Which loop, if any, the calling thread runs. */
-static _Thread_local dlock__loop *tls_io_loop;
-
-int dlock__loop_on_io_thread(dlock__loop *lp) { return lp && tls_io_loop == lp; }
-
-static void io_main(void *arg)
-{
-    dlock__loop *lp = arg;
-    tls_io_loop = lp;
-    uv_run(&lp->uv, UV_RUN_DEFAULT);
 }
 
 /* ----------------------------------------------------------- lifecycle */
 
-int dlock__loop_start(dlock__loop **out, dlock_client *c)
+int dlock__pubsub_new(dlock__pubsub **out, dlock__loop *lp, const dlock__netctx *ctx,
+                      dlock__router *router)
 {
-    dlock__loop *lp = calloc(1, sizeof(*lp));
-    if (!lp)
+    dlock__pubsub *ps = calloc(1, sizeof(*ps));
+    if (!ps)
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
-    lp->c = c;
-    pthread_mutex_init(&lp->mu, NULL);
-    dlock__map_init(&lp->channels, ch_eq);
-    dlock__list_init(&lp->dirty);
-    int rc = uv_loop_init(&lp->uv);
-    if (rc < 0) {
-        pthread_mutex_destroy(&lp->mu);
-        free(lp);
-        return dlock__fail(DLOCK_ESYS, "cannot create the event loop: %s", uv_strerror(rc));
-    }
-    uv_async_init(&lp->uv, &lp->async, on_async);
-    lp->async.data = lp;
-    rc = dlock__watchdog_start(c->wd, &lp->uv);
-    if (rc == DLOCK_OK && (rc = uv_thread_create(&lp->thread, io_main, lp)) < 0)
-        rc = dlock__fail(DLOCK_ESYS, "cannot start the io thread: %s", uv_strerror(rc));
+    ps->ctx = ctx;
+    ps->lp = lp;
+    ps->router = router;
+    dlock__job_init(&ps->sync_job, on_sync_job, ps);
+    pthread_mutex_init(&ps->mu, NULL);
+    dlock__map_init(&ps->channels, ch_eq);
+    dlock__list_init(&ps->dirty);
+    int rc = dlock__loop_on_stop(lp, on_stop, ps);
     if (rc != DLOCK_OK) {
-        /* Unwind on this thread: the loop never ran. */
-        pthread_mutex_lock(&lp->mu);
-        lp->stopping = 1;
-        pthread_mutex_unlock(&lp->mu);
-        on_async(&lp->async);
-        uv_run(&lp->uv, UV_RUN_DEFAULT);
-        uv_loop_close(&lp->uv);
-        pthread_mutex_destroy(&lp->mu);
-        free(lp);
+        dlock__pubsub_free(ps);
         return rc;
     }
-    lp->thread_started = 1;
-    *out = lp;
+    *out = ps;
     return DLOCK_OK;
 }
 
-void dlock__loop_stop(dlock__loop *lp)
+void dlock__pubsub_shutdown(dlock__pubsub *ps)
 {
-    if (!lp)
+    if (!ps)
         return;
-    pthread_mutex_lock(&lp->mu);
-    lp->stopping = 1;
-    lp->closed = 1;
-    for (size_t i = 0; i < lp->channels.nbuckets; i++)
-        for (dlock__hnode *n = lp->channels.buckets[i]; n; n = n->next)
+    pthread_mutex_lock(&ps->mu);
+    ps->closed = 1;
+    for (size_t i = 0; i < ps->channels.nbuckets; i++)
+        for (dlock__hnode *n = ps->channels.buckets[i]; n; n = n->next)
             wake_all((dlock__channel *)n, 0);
-    pthread_mutex_unlock(&lp->mu);
-    uv_async_send(&lp->async);
-    uv_thread_join(&lp->thread);
-    uv_loop_close(&lp->uv);
-    for (size_t i = 0; i < lp->channels.nbuckets; i++) {
-        dlock__hnode *n = lp->channels.buckets[i];
+    pthread_mutex_unlock(&ps->mu);
+}
+
+void dlock__pubsub_free(dlock__pubsub *ps)
+{
+    if (!ps)
+        return;
+    for (size_t i = 0; i < ps->channels.nbuckets; i++) {
+        dlock__hnode *n = ps->channels.buckets[i];
         while (n) {
             dlock__hnode *next = n->next;
             free(n);
             n = next;
         }
     }
-    dlock__map_free(&lp->channels);
-    pthread_mutex_destroy(&lp->mu);
-    free(lp);
+    dlock__map_free(&ps->channels);
+    pthread_mutex_destroy(&ps->mu);
+    free(ps);
 }
-
-void dlock__loop_kick(dlock__loop *lp) { uv_async_send(&lp->async); }
-
-struct uv_loop_s *dlock__loop_uv_loop(dlock__loop *lp) { return &lp->uv; }
 
 /* ------------------------------------------------------------- waiters */
 
-int dlock__waiter_join(dlock__loop *lp, dlock__waiter *w, const char *channel, size_t len,
-                       int64_t deadline_ms, dlock_cancel *cancel)
+int dlock__waiter_join(dlock__pubsub *ps, dlock__waiter *w, const char *channel, size_t len,
+                       dlock__wake_policy wake, int64_t deadline_ms, dlock_cancel *cancel)
 {
     memset(w, 0, sizeof(*w));
     if (dlock__cond_init(&w->cv) != 0)
         return dlock__fail(DLOCK_ESYS, "cannot create a condition variable");
     w->cancel = cancel;
-    dlock__cancel_attach(cancel, &w->creg, &lp->mu, &w->cv);
+    dlock__cancel_attach(cancel, &w->creg, &ps->mu, &w->cv);
 
-    pthread_mutex_lock(&lp->mu);
-    if (lp->closed) {
-        pthread_mutex_unlock(&lp->mu);
+    pthread_mutex_lock(&ps->mu);
+    if (ps->closed) {
+        pthread_mutex_unlock(&ps->mu);
         dlock__cancel_detach(cancel, &w->creg);
         pthread_cond_destroy(&w->cv);
         return dlock__fail(DLOCK_ECLOSED, "client is closing");
     }
-    dlock__channel *ch = ch_find(lp, channel, len);
+    dlock__channel *ch = ch_find(ps, channel, len);
     if (!ch) {
         ch = malloc(sizeof(*ch) + len + 1);
         if (!ch) {
-            pthread_mutex_unlock(&lp->mu);
+            pthread_mutex_unlock(&ps->mu);
             dlock__cancel_detach(cancel, &w->creg);
             pthread_cond_destroy(&w->cv);
             return dlock__fail(DLOCK_ENOMEM, "out of memory");
@@ -537,12 +501,13 @@ int dlock__waiter_join(dlock__loop *lp, dlock__waiter *w, const char *channel, s
         dlock__list_init(&ch->waiters);
         dlock__list_init(&ch->dirty_link);
         ch->len = len;
+        ch->wake = wake ? wake : dlock__wake_lock;
         memcpy(ch->name, channel, len);
         ch->name[len] = '\0';
         ch->hn.hash = dlock__hash(channel, len);
-        if (dlock__map_insert(&lp->channels, &ch->hn) != 0) {
+        if (dlock__map_insert(&ps->channels, &ch->hn) != 0) {
             free(ch);
-            pthread_mutex_unlock(&lp->mu);
+            pthread_mutex_unlock(&ps->mu);
             dlock__cancel_detach(cancel, &w->creg);
             pthread_cond_destroy(&w->cv);
             return dlock__fail(DLOCK_ENOMEM, "out of memory");
@@ -551,29 +516,21 @@ int dlock__waiter_join(dlock__loop *lp, dlock__waiter *w, const char *channel, s
     w->ch = ch;
     dlock__list_push_back(&ch->waiters, &w->link);
     ch->nwaiters++;
-    int kick = 0;
     if (ch->state != CH_SUBSCRIBED) {
         ch->sub_failed = 0;   /* try again for this waiter */
-        ch_mark(lp, ch);
-        kick = 1;
+        ch_mark(ps, ch);
+        dlock__loop_post(ps->lp, &ps->sync_job);
     }
     /* Wait for the subscription, at most the command timeout: past it the
      * caller falls back to retrying at the retry delay. */
-    int64_t until = dlock__now_ms() + lp->c->cfg.command_timeout_ms;
+    int64_t until = dlock__now_ms() + ps->ctx->cfg->command_timeout_ms;
     if (deadline_ms < until)
         until = deadline_ms;
     struct timespec ts;
     dlock__abstime(until, &ts);
     int rc = DLOCK_OK;
-    int kicked = 0;
     while (ch->state != CH_SUBSCRIBED && !ch->sub_failed) {
-        if (kick && !kicked) {
-            /* Kick under mu: uv_async_send is safe from any thread, and holding mu
-             * keeps the loop from being stopped meanwhile. */
-            dlock__loop_kick(lp);
-            kicked = 1;
-        }
-        if (lp->closed) {
+        if (ps->closed) {
             rc = DLOCK_ECLOSED;
             break;
         }
@@ -583,30 +540,30 @@ int dlock__waiter_join(dlock__loop *lp, dlock__waiter *w, const char *channel, s
         }
         if (dlock__now_ms() >= until)
             break;
-        pthread_cond_timedwait(&w->cv, &lp->mu, &ts);
+        pthread_cond_timedwait(&w->cv, &ps->mu, &ts);
     }
     w->subscribed = ch->state == CH_SUBSCRIBED;
-    pthread_mutex_unlock(&lp->mu);
+    pthread_mutex_unlock(&ps->mu);
     if (rc != DLOCK_OK) {
-        dlock__waiter_leave(lp, w, 0);
+        dlock__waiter_leave(ps, w, 0);
         return dlock__fail(rc, rc == DLOCK_ECLOSED ? "client is closing" : "cancelled");
     }
     return DLOCK_OK;
 }
 
-int dlock__waiter_wait(dlock__loop *lp, dlock__waiter *w, int64_t until_ms)
+int dlock__waiter_wait(dlock__pubsub *ps, dlock__waiter *w, int64_t until_ms)
 {
     struct timespec ts;
     dlock__abstime(until_ms, &ts);
     int rc;
-    pthread_mutex_lock(&lp->mu);
+    pthread_mutex_lock(&ps->mu);
     for (;;) {
         if (w->woken) {
             w->woken = 0;
             rc = DLOCK__WAKE_MESSAGE;
             break;
         }
-        if (lp->closed) {
+        if (ps->closed) {
             rc = DLOCK_ECLOSED;
             break;
         }
@@ -620,7 +577,7 @@ int dlock__waiter_wait(dlock__loop *lp, dlock__waiter *w, int64_t until_ms)
              * end in DLOCK_EUNKNOWN. Poll at the retry delay instead; the
              * resubscription wakes every waiter (messages may have been missed). */
             w->subscribed = 0;
-            int64_t poll = dlock__now_ms() + lp->c->cfg.retry_delay_ms;
+            int64_t poll = dlock__now_ms() + ps->ctx->cfg->retry_delay_ms;
             if (poll < until_ms) {
                 until_ms = poll;
                 dlock__abstime(until_ms, &ts);
@@ -631,27 +588,27 @@ int dlock__waiter_wait(dlock__loop *lp, dlock__waiter *w, int64_t until_ms)
             rc = DLOCK__WAKE_TIMEOUT;
             break;
         }
-        pthread_cond_timedwait(&w->cv, &lp->mu, &ts);
+        pthread_cond_timedwait(&w->cv, &ps->mu, &ts);
     }
     if (!w->subscribed && w->ch->state == CH_SUBSCRIBED)
         w->subscribed = 1;
-    pthread_mutex_unlock(&lp->mu);
+    pthread_mutex_unlock(&ps->mu);
     return rc;
 }
 
-void dlock__waiter_set_claimant(dlock__loop *lp, dlock__waiter *w, int on)
+void dlock__waiter_set_claimant(dlock__pubsub *ps, dlock__waiter *w, int on)
 {
-    pthread_mutex_lock(&lp->mu);
+    pthread_mutex_lock(&ps->mu);
     if (w->claimant != !!on) {
         w->claimant = !!on;
         w->ch->nclaimants += on ? 1 : -1;
     }
-    pthread_mutex_unlock(&lp->mu);
+    pthread_mutex_unlock(&ps->mu);
 }
 
-void dlock__waiter_leave(dlock__loop *lp, dlock__waiter *w, int pass_wake)
+void dlock__waiter_leave(dlock__pubsub *ps, dlock__waiter *w, int pass_wake)
 {
-    pthread_mutex_lock(&lp->mu);
+    pthread_mutex_lock(&ps->mu);
     dlock__channel *ch = w->ch;
     dlock__list_remove(&w->link);
     ch->nwaiters--;
@@ -659,24 +616,24 @@ void dlock__waiter_leave(dlock__loop *lp, dlock__waiter *w, int pass_wake)
         ch->nclaimants--;
     if (w->woken || pass_wake)
         wake_one(ch);   /* pass on a wake-up this waiter did not use */
-    if (ch->nwaiters == 0 && !lp->closed) {
-        ch_mark(lp, ch);
-        dlock__loop_kick(lp);
+    if (ch->nwaiters == 0 && !ps->closed) {
+        ch_mark(ps, ch);
+        dlock__loop_post(ps->lp, &ps->sync_job);
     }
     /* An unlock message's signal may still be on its way (on_sub_push). */
     w->ch = NULL;
     while (w->pins > 0)
-        pthread_cond_wait(&w->cv, &lp->mu);
-    pthread_mutex_unlock(&lp->mu);
+        pthread_cond_wait(&w->cv, &ps->mu);
+    pthread_mutex_unlock(&ps->mu);
     dlock__cancel_detach(w->cancel, &w->creg);
     pthread_cond_destroy(&w->cv);
 }
 
-size_t dlock__loop_waiters(dlock__loop *lp, const char *channel, size_t len)
+size_t dlock__pubsub_waiters(dlock__pubsub *ps, const char *channel, size_t len)
 {
-    pthread_mutex_lock(&lp->mu);
-    dlock__channel *ch = ch_find(lp, channel, len);
+    pthread_mutex_lock(&ps->mu);
+    dlock__channel *ch = ch_find(ps, channel, len);
     size_t n = ch ? (size_t)ch->nwaiters : 0;
-    pthread_mutex_unlock(&lp->mu);
+    pthread_mutex_unlock(&ps->mu);
     return n;
 }

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "internal.h"
+#include "core/core.h"
 
 struct dlock_cancel {
     pthread_mutex_t mu;    /* guards regs; taken before any registered mutex */

@@ -1,4 +1,4 @@
-#include "map.h"
+#include "core/map.h"
 
 #include <stdlib.h>
 #include <string.h>

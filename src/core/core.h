@@ -1,0 +1,114 @@
+/* The core layer: errors and logging, clocks and helpers, containers, the
+ * config and its URL parser, cancellation. Knows nothing of connections,
+ * the io thread or locks; every other layer builds on it. Not installed. */
+#ifndef DLOCK_CORE_H
+#define DLOCK_CORE_H
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "dlock/dlock.h"
+#include "core/list.h"
+#include "core/map.h"
+
+#define DLOCK__PRINTF(a, b) __attribute__((format(printf, a, b)))
+#define DLOCK__ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* ----------------------------------------------------------------- errors */
+
+/* Formats the calling thread's detailed message and returns `code`. */
+int dlock__fail(int code, const char *fmt, ...) DLOCK__PRINTF(2, 3);
+/* Clears the calling thread's message (at the start of a public call). */
+void dlock__clear_error(void);
+/* Maps a Redis error reply text to a status code. */
+int dlock__redis_error_code(const char *text);
+
+/* ------------------------------------------------------------------ utils */
+
+int64_t dlock__now_ms(void);   /* CLOCK_MONOTONIC, milliseconds */
+int64_t dlock__now_us(void);   /* CLOCK_MONOTONIC, microseconds */
+uint64_t dlock__tid(void);     /* OS thread id, cached per thread */
+/* Fills buf with random bytes (getrandom; falls back to a seeded PRNG). */
+void dlock__random(void *buf, size_t len);
+/* Resets per-thread caches (thread id, random state) in a forked child; the
+ * library registers it with pthread_atfork when the first client opens. */
+void dlock__atfork_child(void);
+/* Writes 32 lowercase hex chars of fresh randomness plus NUL (33 bytes). */
+void dlock__random_hex32(char out[33]);
+/* Writes a version-4 UUID in canonical form plus NUL (37 bytes). */
+void dlock__uuid(char out[37]);
+/* Monotonic deadline for a condition wait, as a timespec. */
+void dlock__abstime(int64_t deadline_ms, struct timespec *ts);
+/* Initialises a condition variable on CLOCK_MONOTONIC. */
+int dlock__cond_init(pthread_cond_t *cv);
+/* strdup / memdup that return NULL on failure. */
+char *dlock__strndup(const char *s, size_t n);
+/* *dst = a copy of src, or NULL when src is NULL; -1 when out of memory. */
+int dlock__dup_opt(char **dst, const char *src);
+/* Decimal formatting without printf on hot paths; returns the length. */
+size_t dlock__fmt_i64(char *buf, int64_t v);
+
+/* --------------------------------------------------------------- endpoint */
+
+typedef struct dlock__endpoint {
+    char *host;      /* NULL for unix sockets */
+    int port;
+    char *path;      /* unix socket path, or NULL */
+    int db;
+    char *user;      /* may be NULL */
+    char *pass;      /* may be NULL; never printed */
+} dlock__endpoint;
+
+/* "host:port" or "unix:/path" into buf; never credentials. */
+const char *dlock__endpoint_str(const dlock__endpoint *ep, char *buf, size_t size);
+int dlock__endpoint_copy(dlock__endpoint *dst, const dlock__endpoint *src);
+void dlock__endpoint_clear(dlock__endpoint *ep);
+/* Parses a URL into ep (cleared first on success only). */
+int dlock__parse_url(const char *url, dlock__endpoint *ep);
+
+/* ----------------------------------------------------------------- config */
+
+struct dlock_config {
+    dlock__endpoint ep;
+    int64_t watchdog_ms;
+    int64_t command_timeout_ms;
+    int64_t connect_timeout_ms;
+    int64_t retry_delay_ms;
+    int retry_attempts;
+    int pool_size;
+    int64_t priority_after_ms;   /* DLOCK_PRIORITY_OFF: never reserve */
+    char *client_name;
+    dlock_lost_fn lost_fn;
+    void *lost_ud;
+    dlock_log_fn log_fn;
+    void *log_ud;
+    dlock_log_level log_level;
+};
+
+int dlock__config_copy(dlock_config *dst, const dlock_config *src);
+void dlock__config_clear(dlock_config *cfg);
+
+/* Writes the log line to the config's log callback, if any (cfg may be NULL). */
+void dlock__log(const dlock_config *cfg, dlock_log_level lvl, const char *fmt, ...)
+    DLOCK__PRINTF(3, 4);
+
+/* ----------------------------------------------------------------- cancel */
+
+/* A waiting thread registers the mutex and condition variable it sleeps on;
+ * firing the token broadcasts every registered one. The waiter must check
+ * dlock_cancel_fired() under `mu` before each wait. */
+typedef struct dlock__cancel_reg {
+    dlock__list link;
+    pthread_mutex_t *mu;
+    pthread_cond_t *cv;
+} dlock__cancel_reg;
+void dlock__cancel_attach(dlock_cancel *t, dlock__cancel_reg *reg, pthread_mutex_t *mu,
+                          pthread_cond_t *cv);
+void dlock__cancel_detach(dlock_cancel *t, dlock__cancel_reg *reg);
+/* Sleeps ms, or less when t (may be NULL) fires: DLOCK_OK or DLOCK_ECANCELED. */
+int dlock__cancel_sleep(dlock_cancel *t, int64_t ms);
+
+#endif

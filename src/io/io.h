@@ -1,0 +1,170 @@
+/* The io layer: the client's io thread and what runs on it.
+ *
+ *   loop.c      the io thread (a libuv loop); work reaches it by posting jobs,
+ *               and modules register what to do when it stops. It names no
+ *               module.
+ *   pubsub.c    the waiter table: channels, the threads waiting on them, the
+ *               pub/sub connection, and a wake policy per channel
+ *   watchdog.c  renewal of held things, as bytes and a kind: each kind names
+ *               its renewal script; renewals are batched per kind
+ * Not installed. */
+#ifndef DLOCK_IO_H
+#define DLOCK_IO_H
+
+#include "net/net.h"
+
+/* ------------------------------------------------------------------ loop */
+
+typedef struct dlock__loop dlock__loop;
+
+/* A unit of work for the io thread. Embedded in its owner; posting a job that
+ * is already queued does nothing, so a burst of posts runs it once. */
+typedef struct dlock__job {
+    dlock__list link;
+    void (*fn)(void *arg);
+    void *arg;
+    int queued;              /* under the loop's queue lock */
+} dlock__job;
+
+void dlock__job_init(dlock__job *j, void (*fn)(void *arg), void *arg);
+
+/* Creates the loop; the modules then set themselves up on it (their handles,
+ * their stop hooks), and dlock__loop_run starts the thread. */
+int dlock__loop_start(dlock__loop **out, const dlock_config *cfg);
+int dlock__loop_run(dlock__loop *lp);
+/* Runs every stop hook on the io thread (last registered first), lets libuv
+ * close what they closed, joins the thread and frees the loop. */
+void dlock__loop_stop(dlock__loop *lp);
+/* As dlock__loop_stop for a loop whose thread never ran (a failed open). */
+void dlock__loop_abandon(dlock__loop *lp);
+/* Queues j for the io thread and wakes it; any thread. Ignored once the loop
+ * is stopping. */
+void dlock__loop_post(dlock__loop *lp, dlock__job *j);
+/* Registers a hook run on the io thread when the loop stops: it must close the
+ * module's libuv handles. Call before dlock__loop_run. Fails (DLOCK_EINVAL)
+ * only past the few modules a client has. */
+int dlock__loop_on_stop(dlock__loop *lp, void (*fn)(void *arg), void *arg);
+/* 1 when called on this loop's io thread (inside a dlock callback). */
+int dlock__loop_on_io_thread(dlock__loop *lp);
+/* The io thread's libuv loop: only the io thread may use it, except from a
+ * module's setup before its first post. */
+uv_loop_t *dlock__loop_uv(dlock__loop *lp);
+
+/* ---------------------------------------------------------------- pubsub */
+
+typedef struct dlock__pubsub dlock__pubsub;
+typedef struct dlock__channel dlock__channel;
+
+/* How many of a channel's local waiters a message wakes: DLOCK__WAKE_ALL or
+ * a count >= 1. */
+#define DLOCK__WAKE_ALL (-1)
+typedef int (*dlock__wake_policy)(const char *msg, size_t len);
+/* The lock channels' policy: "0" (an unlock) wakes one waiter, anything else
+ * (a read-write lock's "1", a count) wakes every waiter. */
+int dlock__wake_lock(const char *msg, size_t len);
+
+/* A thread waiting for messages on one channel. Lives on the waiting thread's
+ * stack between dlock__waiter_join and dlock__waiter_leave. */
+typedef struct dlock__waiter {
+    dlock__list link;        /* in channel->waiters */
+    dlock__channel *ch;
+    pthread_cond_t cv;
+    int woken;               /* a wake-up arrived and was not consumed yet */
+    int subscribed;          /* the channel was subscribed when last checked */
+    int pins;                /* io thread signals of cv in flight outside mu */
+    int claimant;            /* holds the lock's reservation: woken first */
+    dlock_cancel *cancel;
+    dlock__cancel_reg creg;
+} dlock__waiter;
+
+/* Wait outcomes. */
+enum { DLOCK__WAKE_MESSAGE = 1, DLOCK__WAKE_TIMEOUT = 2 };
+
+int dlock__pubsub_new(dlock__pubsub **out, dlock__loop *lp, const dlock__netctx *ctx,
+                      dlock__router *router);
+/* Ends every wait with DLOCK_ECLOSED and refuses new ones (before the loop stops). */
+void dlock__pubsub_shutdown(dlock__pubsub *ps);
+/* After the loop stopped. */
+void dlock__pubsub_free(dlock__pubsub *ps);
+
+/* Registers w on `channel` (wake policy `wake`, used when the channel is
+ * created) and waits until the channel is subscribed, the command timeout
+ * passes (then w->subscribed = 0 and the caller polls at the retry delay), or
+ * `deadline_ms`. Returns DLOCK_OK, DLOCK_ECANCELED, DLOCK_ECLOSED,
+ * DLOCK_ENOMEM. On error w is not registered. */
+int dlock__waiter_join(dlock__pubsub *ps, dlock__waiter *w, const char *channel, size_t len,
+                       dlock__wake_policy wake, int64_t deadline_ms, dlock_cancel *cancel);
+/* Sleeps until a wake-up, until_ms, cancellation or close. Returns
+ * DLOCK__WAKE_MESSAGE, DLOCK__WAKE_TIMEOUT, DLOCK_ECANCELED or DLOCK_ECLOSED. */
+int dlock__waiter_wait(dlock__pubsub *ps, dlock__waiter *w, int64_t until_ms);
+/* Marks w as going first among its channel's local waiters (on = 1: a message
+ * that wakes one wakes it), or no longer (on = 0). */
+void dlock__waiter_set_claimant(dlock__pubsub *ps, dlock__waiter *w, int on);
+/* pass_wake: hand a wake-up to another waiter even if this one used its own
+ * (it was woken, then failed before learning whether the lock was free). */
+void dlock__waiter_leave(dlock__pubsub *ps, dlock__waiter *w, int pass_wake);
+/* Number of local waiters on a channel (tests). */
+size_t dlock__pubsub_waiters(dlock__pubsub *ps, const char *channel, size_t len);
+
+/* -------------------------------------------------------------- watchdog */
+
+/* Renewal batches: at most this many holds per script call (Redisson's figure). */
+#define DLOCK__RENEW_BATCH 100
+
+/* A kind of renewable hold, registered by the sync layer: the script that
+ * renews a batch of them, and how many keys and arguments each hold brings.
+ * The script gets KEYS = each hold's keys in turn, ARGV[1] = the lease in ms,
+ * then each hold's arguments in turn, and answers one integer per hold: 1
+ * renewed, 0 gone (reported lost). All keys of a hold share a slot. */
+typedef struct dlock__hold_kind {
+    const char *what;        /* "lock", "read lock": for log lines */
+    int script;              /* DLOCK__SCRIPT_* */
+    int nkeys;               /* keys per hold (>= 1; the first is the name reported) */
+    int nargs;               /* arguments per hold */
+} dlock__hold_kind;
+
+#define DLOCK__HOLD_PARTS 4
+/* One hold as the watchdog sees it: its kind, its keys then its arguments
+ * (bytes), and the owner id the lost callback names. */
+typedef struct dlock__hold_id {
+    const dlock__hold_kind *kind;
+    const char *part[DLOCK__HOLD_PARTS];
+    size_t len[DLOCK__HOLD_PARTS];
+    const char *owner;
+    size_t olen;
+} dlock__hold_id;
+
+typedef struct dlock__watchdog dlock__watchdog;
+
+int dlock__watchdog_new(dlock__watchdog **out, dlock__loop *lp, const dlock__netctx *ctx,
+                        dlock__router *router);
+/* After the loop stopped. */
+void dlock__watchdog_free(dlock__watchdog *wd);
+/* A watchdog hold taken at `sent_ms` (measured before the acquire was sent);
+ * a hold already scheduled counts one acquisition more. */
+int dlock__watchdog_add(dlock__watchdog *wd, const dlock__hold_id *id, int64_t sent_ms,
+                        dlock_lost_fn fn, void *ud);
+/* A lease acquisition by an owner the watchdog renews (reentry with a lease). */
+void dlock__watchdog_lease_reentry(dlock__watchdog *wd, const dlock__hold_id *id,
+                                   int64_t sent_ms, int64_t lease_ms);
+/* Before a release: returns 1 when the hold is renewed by the watchdog, and
+ * keeps a renewal that finds the key gone meanwhile from being reported lost. */
+int dlock__watchdog_release_begin(dlock__watchdog *wd, const dlock__hold_id *id);
+/* Release outcomes for dlock__watchdog_release_end. */
+enum {
+    DLOCK__RELEASE_KEPT = 0,      /* holds remain, or the outcome is unknown */
+    DLOCK__RELEASE_GONE = 1,      /* the last hold was released */
+    DLOCK__RELEASE_NOT_HELD = 2   /* the owner held nothing: a watchdog hold was lost */
+};
+/* After a release attempt. GONE takes the entry out of the schedule; NOT_HELD
+ * does too and reports the loss (lost callback, on the io thread); KEPT (holds
+ * remain, or the attempt failed) counts one hold less and stops renewing when
+ * none is left. */
+void dlock__watchdog_release_end(dlock__watchdog *wd, const dlock__hold_id *id, int outcome);
+/* How many holds are scheduled (tests). */
+size_t dlock__watchdog_count(dlock__watchdog *wd);
+/* A renewal script's answer for n holds: held[i] = 1 when renewed. DLOCK_OK
+ * or DLOCK_EPROTO; never reads past what the reply holds (fuzzed). */
+int dlock__reply_renew(const redisReply *r, size_t n, unsigned char *held);
+
+#endif

@@ -1,0 +1,204 @@
+/* A request on a node, with the retry policy (docs/internals/retries.md).
+ *
+ * A failure before the request could reach Redis (connect refused, a write
+ * that failed) is retried up to retry_attempts times. Once the request is
+ * written, any failure to read the reply (timeout, reset, EOF) means it may
+ * have run: it is retried only for idempotent requests, otherwise the call
+ * returns DLOCK_EUNKNOWN, so that an acquire is never counted twice. A request
+ * guarded by a latch (release) is never written when its reply could come
+ * after the latch expires: a retry landing after that would count a second
+ * release. Scripts go by EVALSHA; NOSCRIPT loads the script and resends. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "net/net.h"
+
+#define ARGV_STACK 24
+
+/* Transient server states worth a retry after the pause. */
+static int transient_error(const char *s)
+{
+    return strncmp(s, "LOADING", 7) == 0 || strncmp(s, "BUSY", 4) == 0 ||
+           strncmp(s, "TRYAGAIN", 8) == 0 || strncmp(s, "MASTERDOWN", 10) == 0;
+}
+
+static int load_script(dlock__node *n, redisContext *ctx, int script)
+{
+    const dlock__script *s = &dlock__scripts[script];
+    const char *av[] = {"SCRIPT", "LOAD", s->body};
+    size_t lens[] = {6, 4, s->len};
+    redisReply *r = redisCommandArgv(ctx, 3, av, lens);
+    if (!r)
+        return -1;
+    int ok = r->type == REDIS_REPLY_STRING && r->len == 40 && memcmp(r->str, s->sha, 40) == 0;
+    if (!ok)
+        dlock__log(dlock__node_ctx(n)->cfg, DLOCK_LOG_ERROR, "SCRIPT LOAD of %s on %s failed: %s",
+                   s->name, dlock__node_addr(n),
+                   r->type == REDIS_REPLY_ERROR ? r->str : "unexpected digest");
+    freeReplyObject(r);
+    return ok ? 0 : -1;
+}
+
+/* One attempt on one connection, reloading the script after NOSCRIPT. */
+static dlock__sent send_once(dlock__node *n, redisContext *ctx, int script, int argc,
+                             const char **argv, const size_t *lens, int ping_first,
+                             redisReply **out, int *timed_out)
+{
+    redisReply *r;
+    dlock__sent o = dlock__conn_roundtrip(ctx, argc, argv, lens, ping_first, &r, timed_out);
+    if (o == DLOCK__SENT_OK && script >= 0 && r->type == REDIS_REPLY_ERROR &&
+        strncmp(r->str, "NOSCRIPT", 8) == 0) {
+        /* The server's script cache is empty (restart, SCRIPT FLUSH): load and resend. */
+        freeReplyObject(r);
+        if (load_script(n, ctx, script) != 0) {
+            *out = NULL;
+            return ctx->err ? DLOCK__MAYBE_RAN : DLOCK__SENT_OK;   /* MAYBE_RAN: the load's */
+        }
+        o = dlock__conn_roundtrip(ctx, argc, argv, lens, 0, &r, timed_out);
+    }
+    *out = r;
+    return o;
+}
+
+/* A script request must match the KEYS/ARGV its header declares: a mismatch
+ * is a bug in the caller, caught before anything is sent. */
+static int check_counts(const dlock__req *req)
+{
+    const dlock__script *s = &dlock__scripts[req->script];
+    int nargs = req->argc - req->nkeys;
+    if (req->nkeys < s->keys_min || (s->keys_max >= 0 && req->nkeys > s->keys_max) ||
+        nargs < s->args_min || (s->args_max >= 0 && nargs > s->args_max))
+        return dlock__fail(DLOCK_EINVAL,
+                           "script %s called with %d keys and %d arguments; its header "
+                           "declares %d..%d keys and %d..%d arguments (-1: no limit)",
+                           s->name, req->nkeys, nargs, s->keys_min, s->keys_max, s->args_min,
+                           s->args_max);
+    return DLOCK_OK;
+}
+
+/* EVALSHA <sha> <nkeys> keys... args... into a (stack arrays when they fit). */
+static int evalsha_argv(const dlock__req *req, char nk[16], const char **st_a, size_t *st_l,
+                        const char ***av, size_t **lens)
+{
+    int argc = req->argc + 3;
+    const char **a = st_a;
+    size_t *l = st_l;
+    if (argc > ARGV_STACK) {
+        a = malloc(sizeof(*a) * (size_t)argc);
+        l = malloc(sizeof(*l) * (size_t)argc);
+        if (!a || !l) {
+            free(a);
+            free(l);
+            return dlock__fail(DLOCK_ENOMEM, "out of memory");
+        }
+    }
+    a[0] = "EVALSHA";
+    l[0] = 7;
+    a[1] = dlock__scripts[req->script].sha;
+    l[1] = 40;
+    a[2] = nk;
+    l[2] = dlock__fmt_i64(nk, req->nkeys);
+    for (int i = 0; i < req->argc; i++) {
+        a[i + 3] = req->argv[i];
+        l[i + 3] = req->lens ? req->lens[i] : strlen(req->argv[i]);
+    }
+    *av = a;
+    *lens = l;
+    return DLOCK_OK;
+}
+
+int dlock__node_call(dlock__node *n, const dlock__req *req, redisReply **out)
+{
+    const dlock_config *cfg = dlock__node_ctx(n)->cfg;
+    const char *addr = dlock__node_addr(n);
+    const char *av_stack[ARGV_STACK];
+    size_t len_stack[ARGV_STACK];
+    const char **av = req->argv;
+    const size_t *lens = req->lens;
+    int argc = req->argc;
+    char nk[16];
+
+    if (req->script >= 0) {
+        int rc = check_counts(req);
+        if (rc == DLOCK_OK)
+            rc = evalsha_argv(req, nk, av_stack, len_stack, &av, (size_t **)&lens);
+        if (rc != DLOCK_OK)
+            return rc;
+        argc = req->argc + 3;
+    }
+
+    int rc = DLOCK_OK;
+    int failures = 0;
+    int64_t first_write = -1;
+    for (;;) {
+        redisContext *ctx;
+        int fresh, timed_out = 0;
+        redisReply *r = NULL;
+        rc = dlock__node_get_conn(n, &ctx, &fresh, (req->flags & DLOCK__CALL_IDLE_ONLY) != 0);
+        /* A PING first is a second read, each under the command timeout. */
+        int64_t answer_within =
+            cfg->command_timeout_ms * ((req->flags & DLOCK__CALL_PING_FIRST) ? 2 : 1);
+        if (rc == DLOCK_OK && req->latch_ms > 0 && first_write >= 0 &&
+            dlock__now_ms() + answer_within + 500 > first_write + req->latch_ms) {
+            /* Its reply could come after the latch is gone: a retry that then ran
+             * would release a second hold. Give up with the last error. */
+            dlock__node_put_conn(n, ctx, 0);
+            rc = dlock__fail(DLOCK_ECMDTIMEOUT,
+                             "%s: no answer, and retrying now could release twice", addr);
+            break;
+        }
+        if (rc == DLOCK_OK) {
+            if (first_write < 0)
+                first_write = dlock__now_ms();
+            dlock__sent o = send_once(n, ctx, req->script, argc, av, lens,
+                                      (req->flags & DLOCK__CALL_PING_FIRST) != 0, &r,
+                                      &timed_out);
+            if (o == DLOCK__SENT_OK) {
+                dlock__node_put_conn(n, ctx, 0);
+                if (!r) {
+                    rc = dlock__fail(DLOCK_EREDIS, "cannot load script %s on %s",
+                                     dlock__scripts[req->script].name, addr);
+                    break;
+                }
+                if (r->type != REDIS_REPLY_ERROR) {
+                    *out = r;
+                    rc = DLOCK_OK;
+                    break;
+                }
+                rc = dlock__fail(dlock__redis_error_code(r->str), "%s: %s", addr, r->str);
+                int again = transient_error(r->str);
+                freeReplyObject(r);
+                if (!again)
+                    break;
+            } else {
+                const char *why = ctx->errstr[0] ? ctx->errstr : "connection lost";
+                rc = dlock__fail(timed_out ? DLOCK_ECMDTIMEOUT : DLOCK_ECONN, "%s: %s", addr,
+                                 timed_out ? "no reply within the command timeout" : why);
+                dlock__node_put_conn(n, ctx, 1);
+                if (o == DLOCK__MAYBE_RAN && !(req->flags & DLOCK__CALL_IDEMPOTENT)) {
+                    rc = dlock__fail(DLOCK_EUNKNOWN,
+                                     "%s: %s after the request was sent; it may have run",
+                                     addr, timed_out ? "no reply in time" : "connection lost");
+                    break;
+                }
+                if (o == DLOCK__NOT_SENT && !fresh)
+                    continue;   /* a connection that died idle: try another at once */
+            }
+        }
+        if (rc == DLOCK_ENOMEM || rc == DLOCK_EAUTH || rc == DLOCK_ESYS ||
+            (req->flags & DLOCK__CALL_NO_RETRY))
+            break;
+        if (failures++ >= cfg->retry_attempts)
+            break;
+        int prc = dlock__cancel_sleep(req->cancel, cfg->retry_delay_ms);
+        if (prc != DLOCK_OK) {
+            rc = prc;
+            break;
+        }
+    }
+    if (av != req->argv && av != av_stack) {
+        free((void *)av);
+        free((void *)lens);
+    }
+    return rc;
+}

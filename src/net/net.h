@@ -1,0 +1,187 @@
+/* The network layer: connections to Redis servers and the requests sent on
+ * them. Knows nothing of locks, waiters or the io thread's other work.
+ *
+ *   handshake.c  the commands every new connection sends first (ONE list,
+ *                used by the blocking and the libuv connections alike)
+ *   conn.c       a blocking connection: open, one round trip, liveness, abort
+ *   pool.c       a node: one server seen through a pool of blocking connections
+ *   call.c       a request on a node: EVALSHA + NOSCRIPT, retries, idempotence,
+ *                the unlock latch guard
+ *   aconn.c      an asynchronous connection on a libuv loop (io thread only)
+ *   router.c     which node serves a key (one server today)
+ * Not installed. */
+#ifndef DLOCK_NET_H
+#define DLOCK_NET_H
+
+#include <hiredis/hiredis.h>
+#include <uv.h>
+
+#include "core/core.h"
+#include "scripts.h"
+
+/* What the network layer needs from the client that owns it. */
+typedef struct dlock__netctx {
+    const dlock_config *cfg;   /* timeouts, retries, pool size, log callback */
+    const char *conn_name;     /* CLIENT SETNAME of every connection, or NULL */
+} dlock__netctx;
+
+/* -------------------------------------------------------------- handshake */
+
+/* One command of a new connection's handshake. */
+typedef struct dlock__hs_step {
+    int argc;
+    const char *argv[3];
+    const char *what;       /* "authentication", ... for messages */
+    int credentials;        /* a refusal means bad credentials (DLOCK_EAUTH) */
+    char buf[16];           /* storage for the database number */
+} dlock__hs_step;
+
+#define DLOCK__HS_MAX 4
+/* The commands a new connection sends before anything else: AUTH, SELECT,
+ * CLIENT SETNAME as they apply, or a PING when none does (so that a
+ * connection the kernel completed for a server that is going away fails
+ * here, before a request that cannot be resent goes out on it). Returns how
+ * many (1..DLOCK__HS_MAX). */
+int dlock__handshake_steps(const dlock__netctx *ctx, const dlock__endpoint *ep,
+                           dlock__hs_step out[DLOCK__HS_MAX]);
+/* What the reply to step s means: DLOCK_OK, or a status with the calling
+ * thread's message set (naming addr). */
+int dlock__handshake_check(const dlock__hs_step *s, const redisReply *r, const char *addr);
+
+/* ------------------------------------------------------------- blocking */
+
+/* Opens a blocking connection and runs the handshake under the connect
+ * timeout; the command timeout applies afterwards. */
+int dlock__conn_open(const dlock__netctx *ctx, const dlock__endpoint *ep, const char *addr,
+                     redisContext **out);
+/* Closes with a reset: data still queued in the socket is dropped, not sent. */
+void dlock__conn_abort(redisContext *ctx);
+/* 1 when an idle connection has nothing to read and is not closed. */
+int dlock__conn_alive(redisContext *ctx);
+
+typedef enum { DLOCK__SENT_OK, DLOCK__NOT_SENT, DLOCK__MAYBE_RAN } dlock__sent;
+/* Writes the commands (a PING first when ping_first) and reads the replies;
+ * *out gets the last one. A failure while writing means Redis cannot have run
+ * them; a failure while reading means it may have. *timed_out tells which
+ * read failure. */
+dlock__sent dlock__conn_roundtrip(redisContext *ctx, int argc, const char **argv,
+                                  const size_t *lens, int ping_first, redisReply **out,
+                                  int *timed_out);
+
+/* ------------------------------------------------------------------- node */
+
+/* One Redis server seen through a pool of blocking connections. */
+typedef struct dlock__node dlock__node;
+
+int dlock__node_new(dlock__node **out, const dlock__netctx *ctx, const dlock__endpoint *ep);
+void dlock__node_free(dlock__node *n);
+/* Opens one connection now and PINGs it (to report an unreachable server at open). */
+int dlock__node_check(dlock__node *n);
+const dlock__endpoint *dlock__node_endpoint(const dlock__node *n);
+/* Printable address, never credentials. */
+const char *dlock__node_addr(const dlock__node *n);
+const dlock__netctx *dlock__node_ctx(const dlock__node *n);
+/* Takes an idle connection, or opens one if the pool has room, or waits for
+ * one up to the command timeout; idle_only: an idle one or DLOCK_ECONN at
+ * once. *fresh = 1 when newly opened. */
+int dlock__node_get_conn(dlock__node *n, redisContext **out, int *fresh, int idle_only);
+/* Gives a connection back; a broken one is aborted. */
+void dlock__node_put_conn(dlock__node *n, redisContext *ctx, int broken);
+
+/* ------------------------------------------------------------------- call */
+
+/* Flags for dlock__node_call. */
+enum {
+    /* Resend after a failure that may have happened after Redis ran the
+     * command (timeout, reset mid-reply): only for idempotent requests. */
+    DLOCK__CALL_IDEMPOTENT = 1,
+    /* Pipeline a PING before the request (its reply is read and dropped). A
+     * release that will wake a waiter uses it: Redis then writes the unlock
+     * message to the subscribers before the releaser's reply, instead of after
+     * it, so the next holder's retry is not queued behind the releaser's
+     * return on a busy client CPU (Redis 7 writes the clients with pending
+     * replies newest first, and the PING makes the releaser's connection
+     * pending before the script publishes). */
+    DLOCK__CALL_PING_FIRST = 2,
+    /* One try: no retry after a failure, no pause. */
+    DLOCK__CALL_NO_RETRY = 4,
+    /* Only on an idle pooled connection: never open one or wait for one. */
+    DLOCK__CALL_IDLE_ONLY = 8
+};
+
+/* A request: either a plain command (script < 0) or EVALSHA of a script. For
+ * a script, argv holds keys then args, nkeys of them keys. */
+typedef struct dlock__req {
+    int script;              /* DLOCK__SCRIPT_* or -1 */
+    int nkeys;
+    int argc;
+    const char **argv;
+    const size_t *lens;      /* NULL: strlen of each */
+    unsigned flags;
+    dlock_cancel *cancel;    /* interrupts retry pauses; may be NULL */
+    int64_t latch_ms;        /* > 0: lifetime of the request's latch; no write may be
+                                answered after first write + latch_ms */
+} dlock__req;
+
+/* Runs the request with retries; *out receives the reply (caller frees with
+ * freeReplyObject). Error replies are turned into codes and not returned. A
+ * script request whose key and argument counts disagree with its header
+ * (KEYS[n] / ARGV[n] lines, counted at build time) is refused with
+ * DLOCK_EINVAL before anything is sent. */
+int dlock__node_call(dlock__node *n, const dlock__req *req, redisReply **out);
+
+/* ----------------------------------------------------------------- router */
+
+/* Which node serves a key. One server today; the deployments (sentinel,
+ * cluster) will route here, so every request goes through it. */
+typedef struct dlock__router dlock__router;
+
+int dlock__router_new(dlock__router **out, const dlock__netctx *ctx, const dlock__endpoint *ep);
+void dlock__router_free(dlock__router *r);
+/* Proves the deployment reachable now (one connection, PING). */
+int dlock__router_check(dlock__router *r);
+/* The node that serves `key`. */
+dlock__node *dlock__router_node(dlock__router *r, const char *key, size_t len);
+/* Runs req on the node that serves its first key (any node for a keyless command). */
+int dlock__router_call(dlock__router *r, const dlock__req *req, redisReply **out);
+
+/* ------------------------------------------------------------------ aconn */
+
+/* An asynchronous Redis connection on a libuv loop. hiredis formats the
+ * commands and parses the replies (redisFormatCommandArgv, redisReader);
+ * libuv does the I/O and the timers. The connection reconnects by itself,
+ * with a growing pause up to the retry delay, until it is closed. Every
+ * function here runs on the loop's thread only. */
+typedef struct dlock__aconn dlock__aconn;
+
+/* A reply to one command, or r == NULL with status < 0 when the connection
+ * failed (DLOCK_ECONN, DLOCK_ECMDTIMEOUT, DLOCK_ECLOSED) first. A command that
+ * expects n replies (SUBSCRIBE a b c) gets n calls; on failure, one. The reply
+ * is freed after the call. */
+typedef void (*dlock__aconn_reply_fn)(dlock__aconn *ac, redisReply *r, int status, void *ud);
+
+typedef struct dlock__aconn_cbs {
+    void (*on_ready)(dlock__aconn *ac, void *ud);               /* handshake done */
+    void (*on_down)(dlock__aconn *ac, int status, void *ud);    /* lost; will reconnect */
+    void (*on_push)(dlock__aconn *ac, redisReply *r, void *ud); /* pub/sub message */
+    void *ud;
+} dlock__aconn_cbs;
+
+/* pubsub: the connection will SUBSCRIBE; "message"/"smessage" arrays go to
+ * on_push, and it PINGs now and then so a dead peer is noticed. */
+int dlock__aconn_new(dlock__aconn **out, uv_loop_t *uv, const dlock__netctx *ctx,
+                     const dlock__endpoint *ep, int pubsub, const dlock__aconn_cbs *cbs);
+/* Starts connecting (no-op when already connecting or connected). */
+void dlock__aconn_start(dlock__aconn *ac);
+int dlock__aconn_ready(const dlock__aconn *ac);
+/* Queues a command expecting `expect` replies. DLOCK_ECONN when not ready. */
+int dlock__aconn_send(dlock__aconn *ac, int argc, const char **argv, const size_t *lens,
+                      int expect, dlock__aconn_reply_fn fn, void *ud);
+/* While corked, commands are buffered; uncork writes them in one write. */
+void dlock__aconn_cork(dlock__aconn *ac);
+void dlock__aconn_uncork(dlock__aconn *ac);
+/* Fails pending callbacks with DLOCK_ECLOSED, closes handles, frees itself once
+ * libuv has released them, then calls done(arg) (may be NULL). */
+void dlock__aconn_close(dlock__aconn *ac, void (*done)(void *), void *arg);
+
+#endif

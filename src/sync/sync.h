@@ -1,0 +1,127 @@
+/* The sync layer: the client, and the lock and synchronizer types on top of
+ * the io and net layers.
+ *
+ *   client.c   opens and closes a client (the composition of every layer)
+ *   names.c    Redisson's key and channel names
+ *   wait.c     the wait loop every waiting type uses: attempt, join the
+ *              channel, retry, sleep until a message or the holder's TTL
+ *   lock.c     the reentrant lock (Redisson's RLock)
+ *   reply.c    pure readers of the scripts' answers (fuzzed)
+ *   inspect.c  read-only snapshots and SCAN listings
+ * Not installed. */
+#ifndef DLOCK_SYNC_H
+#define DLOCK_SYNC_H
+
+#include "io/io.h"
+
+/* ----------------------------------------------------------------- client */
+
+struct dlock_client {
+    dlock_config cfg;
+    dlock__netctx net;                 /* what the net layer sees of the client */
+    char uuid[37];
+    dlock__router *router;
+    dlock__loop *loop;
+    dlock__pubsub *pubsub;
+    dlock__watchdog *wd;
+    atomic_uint_fast64_t next_owner;   /* for dlock_client_new_owner_id */
+    atomic_int reserve_on;             /* scripts get the reservation key (turn order) */
+    int64_t latch_px;                  /* lifetime of an unlock latch */
+};
+
+/* Writes "<uuid>:<tid>" for the calling thread; returns the length. */
+size_t dlock__owner_of_thread(const dlock_client *c, char buf[DLOCK_OWNER_BUFSIZE]);
+/* Runs a request on the node that serves its first key. */
+int dlock__call(dlock_client *c, const dlock__req *req, redisReply **out);
+
+/* ------------------------------------------------------------------ names */
+
+/* Redisson's naming: "prefix:{name}", or "prefix:name" when the name already
+ * has a '{' (its own hash tag); `tail` is appended as is. NULL when out of memory. */
+char *dlock__prefixed(const char *prefix, const char *name, size_t nlen, const char *tail,
+                      size_t *out_len);
+/* Validates a lock name: DLOCK_EINVAL / DLOCK_ENAMETOOLONG with a message. */
+int dlock__check_name(const char *name, size_t *len);
+/* Validates an owner id likewise. */
+int dlock__check_owner(const char *owner, size_t *len);
+
+/* ------------------------------------------------------------------- wait */
+
+/* An attempt's answer "held by somebody else", returned as DLOCK__BUSY. */
+#define DLOCK__BUSY 1
+
+/* What a busy attempt learnt. */
+typedef struct dlock__busy {
+    int64_t ttl;             /* sleep at most this long before the next attempt (ms);
+                                < 0: until a message */
+    int first;               /* this waiter goes first among its channel's local waiters */
+} dlock__busy;
+
+/* A waiting operation, as the wait loop sees it. */
+typedef struct dlock__wait_ops {
+    /* One attempt. waited_ms: -1 for the first one, then how long the call has
+     * waited so far. Returns DLOCK_OK, DLOCK__BUSY (*b filled) or an error. */
+    int (*attempt)(void *ud, int64_t waited_ms, dlock__busy *b);
+    /* The status (and message) for a busy answer when waiting is over: a wait
+     * of 0, or the deadline. */
+    int (*busy_error)(void *ud, const dlock__busy *b);
+    /* The wait ends with status rc (not DLOCK_OK) after a busy answer: a type
+     * that registered itself in Redis to wait (a reservation, a queue entry)
+     * takes it back. It must keep the caller's message. May be NULL. */
+    void (*give_up)(void *ud, int rc);
+    void *ud;
+} dlock__wait_ops;
+
+typedef struct dlock__wait_spec {
+    const char *name;        /* the object's name, for messages */
+    const char *channel;     /* where its wake-ups come */
+    size_t clen;
+    dlock__wake_policy wake; /* NULL: the locks' policy */
+    int64_t wait_ms;         /* 0: one attempt; DLOCK_WAIT_FOREVER: no limit */
+    dlock_cancel *cancel;    /* may be NULL */
+} dlock__wait_spec;
+
+/* Attempts; while busy, subscribes to the channel first, then retries, then
+ * sleeps until a message, the busy answer's TTL or the deadline. Returns
+ * DLOCK_OK, or the busy error at the deadline, DLOCK_ECANCELED,
+ * DLOCK_ECLOSED, DLOCK_EINVAL (a wait asked for on the io thread), or the
+ * attempt's error. */
+int dlock__wait(dlock_client *c, const dlock__wait_spec *spec, const dlock__wait_ops *ops);
+
+/* Acquire attempts (scripts sent) by the calling thread, for diagnostics: a
+ * long wait with many attempts lost races (the lock is not fair); one with
+ * few slept through wake-ups. */
+extern _Thread_local uint64_t dlock__attempts;
+
+/* ------------------------------------------------------------------- lock */
+
+/* The handle's client and channel (for inspection). */
+dlock_client *dlock__lock_client(const dlock_lock *l);
+const char *dlock__lock_channel(const dlock_lock *l, size_t *len);
+
+/* ------------------------------------------------------------------ reply */
+
+/* Reading script and command answers (reply.c). Each returns DLOCK_OK,
+ * DLOCK__BUSY (acquire only), DLOCK_EWRONGTYPE (TYPE only) or DLOCK_EPROTO. */
+/* Reservation state in a busy acquire answer (see scripts/lock/acquire.lua). */
+enum {
+    DLOCK__RESV_NONE = 0,   /* held by another; no reservation for the caller */
+    DLOCK__RESV_MINE = 1,   /* held by another; the next turn is the caller's */
+    DLOCK__RESV_OTHER = 2   /* free, but reserved for another waiter */
+};
+/* Grace of a reservation on a free lock in ms, as the scripts take it. */
+#define DLOCK__RESERVE_GRACE_ARG "50"
+int dlock__reply_acquire(const redisReply *r, int fenced, int64_t *ttl, uint64_t *token,
+                         int *resv);
+/* *heard = 1 when the last hold went and some client heard the unlock message. */
+int dlock__reply_release(const redisReply *r, int *outcome, int *heard);
+int dlock__reply_flag(const redisReply *r, int *flag);
+int dlock__reply_integer(const redisReply *r, int64_t *v);
+int dlock__reply_type_locked(const redisReply *r, int *locked);
+int dlock__reply_count(const redisReply *r, int64_t *count);
+/* A lock snapshot from one lock/inspect.lua entry; DLOCK_EWRONGTYPE names
+ * what the key is in *what (pointing into r). */
+int dlock__info_from_entry(const char *name, size_t nlen, const redisReply *e, dlock_info **out,
+                           const char **what);
+
+#endif
