@@ -312,8 +312,8 @@ static int acquire_watching(const cli_opts *o, const run_args *ra, dlock_lock *l
         return 0;
     }
     if (a.rc == DLOCK_EWRONGTYPE) {
-        cli_err(o, "cannot acquire '%s': the key exists and is not a lock (%s); it was left "
-                   "as it is", nm, a.err[0] ? a.err : dlock_strerror(a.rc));
+        cli_err(o, "cannot acquire '%s': %s; dlock leaves it as it is", nm,
+                a.err[0] ? a.err : "the key exists and is not a lock");
         *code = EXIT_DATAERR;
         return 0;
     }

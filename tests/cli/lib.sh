@@ -10,7 +10,6 @@ D=$DLOCK
 
 pass=0
 fail=0
-pending=0
 bg=()
 extra_pids=()
 extra_dirs=()
@@ -42,14 +41,6 @@ hasnt() { if grep -qF -- "$2" "$1"; then bad "$3: '$2' found in $(basename "$1")
 is() { if [ "$1" = "$2" ]; then ok; else bad "$3: got '$1', want '$2'"; fi; }
 # check DESCRIPTION CMD...: CMD must succeed
 check() { local d=$1; shift; if "$@"; then ok; else bad "$d"; fi; }
-# pending DESCRIPTION CMD...: a check that waits for a library change not on
-# this branch yet. It passes once the change lands; until then it is reported
-# and counted, not failed (DLOCK_TEST_STRICT=1 fails it).
-pending_check() {
-  local d=$1; shift
-  if "$@"; then ok; elif [ "${DLOCK_TEST_STRICT:-0}" = 1 ]; then bad "$d"; else
-    pending=$((pending + 1)); echo "PENDING (needs the library change): $d"; fi
-}
 # waits until CMD succeeds (up to ~5 s, scaled)
 until_ok() { for _ in $(seq 1 $((100 * SLOW))); do "$@" >/dev/null 2>&1 && return 0; sleep 0.05; done; return 1; }
 held() { [ "$(rc exists "$1")" = "1" ]; }
@@ -97,8 +88,7 @@ stop_extra() { local p="${1}_PID"; kill "${!p}" 2>/dev/null; wait "${!p}" 2>/dev
 
 finish() {
   echo
-  local p=""; [ "$pending" -gt 0 ] && p=", $pending pending"
-  echo "$(basename "$0"): $pass passed, $fail failed$p"
+  echo "$(basename "$0"): $pass passed, $fail failed"
   [ "$fail" -eq 0 ]
 }
 
