@@ -191,7 +191,11 @@ DLOCK_API int dlock_config_set_pool_size(dlock_config *cfg, int size);
  * never touches that key (it races as a Redisson client does). */
 #define DLOCK_PRIORITY_OFF ((int64_t)-1)
 DLOCK_API int dlock_config_set_priority_after(dlock_config *cfg, int64_t after_ms);
-/* CLIENT SETNAME for every connection (no spaces; NULL or "" = none). */
+/* The label in every connection's name. Each connection names itself
+ * (CLIENT SETNAME) "dlock|<client uuid>|<host name>|<pid>|<label>", so that
+ * `CLIENT LIST` tells which host and process holds a lock: the uuid is the
+ * first half of the client's owner ids. Up to 128 printable ASCII bytes
+ * without spaces; NULL or "" = an empty label. See dlock_client_set_label. */
 DLOCK_API int dlock_config_set_client_name(dlock_config *cfg, const char *name);
 /* Lost callback for every lock of the client (a lock's own callback, set with
  * dlock_lock_set_lost_callback, takes precedence). NULL fn = none. */
@@ -230,6 +234,15 @@ DLOCK_API int dlock_client_owner_id(const dlock_client *c, char *buf, size_t siz
  * ("<uuid>:<n>", n >= 2^32), for work that moves between threads: pass it to
  * dlock_lock_get_as(). Any thread. */
 DLOCK_API int dlock_client_new_owner_id(dlock_client *c, char *buf, size_t size);
+
+/* Changes the label of the client's connection names at run time (see
+ * dlock_config_set_client_name): NULL or "" for none, at most 128 bytes;
+ * bytes outside 0x21..0x7e are written '_'. New connections take it, idle
+ * pooled ones are renamed now (one round trip each) and busy ones are dropped
+ * when given back, the renewal connection renames itself before its next
+ * renewal, and the pub/sub connection when it next connects. DLOCK_EINVAL
+ * when too long. Any thread; not from a dlock callback. */
+DLOCK_API int dlock_client_set_label(dlock_client *c, const char *label);
 
 /* One PING round trip on the blocking pool. DLOCK_OK when Redis answers. */
 DLOCK_API int dlock_client_ping(dlock_client *c);

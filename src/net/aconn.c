@@ -66,6 +66,8 @@ struct dlock__aconn {
     int64_t reconnect_at;
     int64_t last_io;
     int hs_left;             /* handshake replies still expected */
+    unsigned name_gen;       /* the generation of the name this connection gave itself */
+    char rename_buf[DLOCK__CONN_NAME_MAX];   /* a later CLIENT SETNAME's argument */
     dlock__hs_step hs[DLOCK__HS_MAX];   /* the handshake in flight (its replies point here) */
 
     redisReader *reader;
@@ -245,11 +247,26 @@ static int queue_cmd(dlock__aconn *ac, int argc, const char **argv, const size_t
     return DLOCK_OK;
 }
 
+static void on_rename_reply(dlock__aconn *ac, redisReply *r, int status, void *ud)
+{
+    (void)ac;
+    (void)r;
+    (void)status;
+    (void)ud;   /* a refused rename changes nothing else: the old name stays */
+}
+
 int dlock__aconn_send(dlock__aconn *ac, int argc, const char **argv, const size_t *lens,
                       int expect, dlock__aconn_reply_fn fn, void *ud)
 {
     if (ac->state != ST_READY)
         return DLOCK_ECONN;
+    /* The label changed since this connection named itself: rename it first
+     * (not a pub/sub one: Redis refuses the command while it is subscribed). */
+    if (!ac->pubsub && ac->ctx->name && atomic_load(&ac->ctx->name->gen) != ac->name_gen) {
+        ac->name_gen = dlock__connname_get(ac->ctx->name, ac->rename_buf);
+        const char *av[] = {"CLIENT", "SETNAME", ac->rename_buf};
+        queue_cmd(ac, 3, av, NULL, 1, on_rename_reply, NULL);
+    }
     return queue_cmd(ac, argc, argv, lens, expect, fn, ud);
 }
 
@@ -366,7 +383,7 @@ static void on_hs_reply(dlock__aconn *ac, redisReply *r, int status, void *ud)
 static void handshake(dlock__aconn *ac)
 {
     ac->state = ST_HANDSHAKE;
-    int n = dlock__handshake_steps(ac->ctx, &ac->ep, ac->hs);
+    int n = dlock__handshake_steps(ac->ctx, &ac->ep, ac->hs, &ac->name_gen);
     ac->hs_left = n;
     for (int i = 0; i < n; i++)
         if (queue_cmd(ac, ac->hs[i].argc, ac->hs[i].argv, NULL, 1, on_hs_reply, &ac->hs[i]) !=

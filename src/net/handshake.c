@@ -5,10 +5,20 @@
 
 #include "net/net.h"
 
+unsigned dlock__connname_get(dlock__connname *cn, char buf[DLOCK__CONN_NAME_MAX])
+{
+    pthread_mutex_lock(&cn->mu);
+    memcpy(buf, cn->name, DLOCK__CONN_NAME_MAX);
+    unsigned gen = atomic_load(&cn->gen);
+    pthread_mutex_unlock(&cn->mu);
+    return gen;
+}
+
 int dlock__handshake_steps(const dlock__netctx *ctx, const dlock__endpoint *ep,
-                           dlock__hs_step out[DLOCK__HS_MAX])
+                           dlock__hs_step out[DLOCK__HS_MAX], unsigned *name_gen)
 {
     int n = 0;
+    *name_gen = 0;
     memset(out, 0, sizeof(*out) * DLOCK__HS_MAX);
     if (ep->pass) {
         dlock__hs_step *s = &out[n++];
@@ -33,11 +43,12 @@ int dlock__handshake_steps(const dlock__netctx *ctx, const dlock__endpoint *ep,
         s->what = "database selection";
         s->credentials = 1;
     }
-    if (ctx->conn_name) {
+    if (ctx->name) {
         dlock__hs_step *s = &out[n++];
+        *name_gen = dlock__connname_get(ctx->name, s->buf);
         s->argv[0] = "CLIENT";
         s->argv[1] = "SETNAME";
-        s->argv[2] = ctx->conn_name;
+        s->argv[2] = s->buf;
         s->argc = 3;
         s->what = "CLIENT SETNAME";
     }

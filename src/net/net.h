@@ -19,10 +19,27 @@
 #include "core/core.h"
 #include "scripts.h"
 
+/* The name every connection of a client gives itself (CLIENT SETNAME):
+ * "dlock|<uuid>|<host>|<pid>|<label>", bytes outside 0x21..0x7e written '_'.
+ * The label changes at run time (dlock_client_set_label); `gen` counts the
+ * changes. A pooled connection named before the last change is renamed when
+ * idle, or dropped when given back; the renewal connection is renamed before
+ * its next command; the pub/sub connection takes the new name when it next
+ * connects (Redis refuses CLIENT SETNAME on a subscribed RESP2 connection). */
+#define DLOCK__CONN_NAME_MAX 320
+typedef struct dlock__connname {
+    pthread_mutex_t mu;
+    char name[DLOCK__CONN_NAME_MAX];
+    atomic_uint gen;
+} dlock__connname;
+
+/* Copies the current name into buf; returns the generation it belongs to. */
+unsigned dlock__connname_get(dlock__connname *cn, char buf[DLOCK__CONN_NAME_MAX]);
+
 /* What the network layer needs from the client that owns it. */
 typedef struct dlock__netctx {
     const dlock_config *cfg;   /* timeouts, retries, pool size, log callback */
-    const char *conn_name;     /* CLIENT SETNAME of every connection, or NULL */
+    dlock__connname *name;     /* every connection's name, or NULL for none */
 } dlock__netctx;
 
 /* -------------------------------------------------------------- handshake */
@@ -33,7 +50,7 @@ typedef struct dlock__hs_step {
     const char *argv[3];
     const char *what;       /* "authentication", ... for messages */
     int credentials;        /* a refusal means bad credentials (DLOCK_EAUTH) */
-    char buf[16];           /* storage for the database number */
+    char buf[DLOCK__CONN_NAME_MAX];   /* storage for the database number or the name */
 } dlock__hs_step;
 
 #define DLOCK__HS_MAX 4
@@ -43,7 +60,7 @@ typedef struct dlock__hs_step {
  * here, before a request that cannot be resent goes out on it). Returns how
  * many (1..DLOCK__HS_MAX). */
 int dlock__handshake_steps(const dlock__netctx *ctx, const dlock__endpoint *ep,
-                           dlock__hs_step out[DLOCK__HS_MAX]);
+                           dlock__hs_step out[DLOCK__HS_MAX], unsigned *name_gen);
 /* What the reply to step s means: DLOCK_OK, or a status with the calling
  * thread's message set (naming addr). */
 int dlock__handshake_check(const dlock__hs_step *s, const redisReply *r, const char *addr);
@@ -51,9 +68,10 @@ int dlock__handshake_check(const dlock__hs_step *s, const redisReply *r, const c
 /* ------------------------------------------------------------- blocking */
 
 /* Opens a blocking connection and runs the handshake under the connect
- * timeout; the command timeout applies afterwards. */
+ * timeout; the command timeout applies afterwards. *name_gen: the generation
+ * of the name it was given. */
 int dlock__conn_open(const dlock__netctx *ctx, const dlock__endpoint *ep, const char *addr,
-                     redisContext **out);
+                     redisContext **out, unsigned *name_gen);
 /* Closes with a reset: data still queued in the socket is dropped, not sent. */
 void dlock__conn_abort(redisContext *ctx);
 /* 1 when an idle connection has nothing to read and is not closed. */
@@ -83,10 +101,16 @@ const char *dlock__node_addr(const dlock__node *n);
 const dlock__netctx *dlock__node_ctx(const dlock__node *n);
 /* Takes an idle connection, or opens one if the pool has room, or waits for
  * one up to the command timeout; idle_only: an idle one or DLOCK_ECONN at
- * once. *fresh = 1 when newly opened. */
-int dlock__node_get_conn(dlock__node *n, redisContext **out, int *fresh, int idle_only);
-/* Gives a connection back; a broken one is aborted. */
-void dlock__node_put_conn(dlock__node *n, redisContext *ctx, int broken);
+ * once. *fresh = 1 when newly opened; *name_gen: its name's generation, to
+ * give back with it. */
+int dlock__node_get_conn(dlock__node *n, redisContext **out, int *fresh, int idle_only,
+                         unsigned *name_gen);
+/* Gives a connection back; a broken one is aborted, and so is one named
+ * before the name last changed. */
+void dlock__node_put_conn(dlock__node *n, redisContext *ctx, int broken, unsigned name_gen);
+/* Renames every idle connection to the current name (CLIENT SETNAME); one
+ * that fails is dropped. */
+void dlock__node_rename_idle(dlock__node *n);
 
 /* ------------------------------------------------------------------- call */
 
@@ -144,6 +168,8 @@ int dlock__router_check(dlock__router *r);
 dlock__node *dlock__router_node(dlock__router *r, const char *key, size_t len);
 /* Runs req on the node that serves its first key (any node for a keyless command). */
 int dlock__router_call(dlock__router *r, const dlock__req *req, redisReply **out);
+/* The connections' name changed: renames the idle ones of every node. */
+void dlock__router_rename(dlock__router *r);
 
 /* ------------------------------------------------------------------ aconn */
 

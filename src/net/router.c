@@ -44,3 +44,5 @@ int dlock__router_call(dlock__router *r, const dlock__req *req, redisReply **out
 {
     return dlock__node_call(r->only, req, out);
 }
+
+void dlock__router_rename(dlock__router *r) { dlock__node_rename_idle(r->only); }

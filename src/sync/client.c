@@ -3,8 +3,39 @@
  * module only what it needs. */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "sync/sync.h"
+
+/* A label no longer than dlock_config_set_client_name accepts. */
+#define LABEL_MAX 128
+#define HOST_MAX 64
+
+/* Bytes a client name may not hold (space, controls, non-ASCII) become '_'. */
+static void name_safe(char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x21 || (unsigned char)*s > 0x7e)
+            *s = '_';
+}
+
+/* "dlock|<uuid>|<host>|<pid>|<label>": who holds what can be read from
+ * CLIENT LIST (the uuid is the first half of every owner id of this client). */
+static void set_name(dlock_client *c, const char *label)
+{
+    char host[HOST_MAX + 1] = "";
+    char lab[LABEL_MAX + 1];
+    if (gethostname(host, sizeof(host)) != 0)
+        host[0] = '\0';
+    host[HOST_MAX] = '\0';
+    snprintf(lab, sizeof(lab), "%s", label ? label : "");
+    pthread_mutex_lock(&c->name.mu);
+    snprintf(c->name.name, sizeof(c->name.name), "dlock|%s|%s|%ld|%s", c->uuid, host,
+             (long)getpid(), lab);
+    name_safe(c->name.name);
+    atomic_fetch_add(&c->name.gen, 1);
+    pthread_mutex_unlock(&c->name.mu);
+}
 
 /* Explicit owner ids start above every Linux thread id (pid_max <= 2^22). */
 #define FIRST_EXPLICIT_OWNER (1ULL << 32)
@@ -38,8 +69,11 @@ int dlock_client_open(dlock_client **out, const dlock_config *cfg)
     c->latch_px = (c->cfg.command_timeout_ms + c->cfg.retry_delay_ms) *
                       (c->cfg.retry_attempts + 1) + 1000;
 
+    pthread_mutex_init(&c->name.mu, NULL);
+    atomic_init(&c->name.gen, 0);
+    set_name(c, c->cfg.client_name);
     c->net.cfg = &c->cfg;
-    c->net.conn_name = c->cfg.client_name;
+    c->net.name = &c->name;
     if ((rc = dlock__router_new(&c->router, &c->net, &c->cfg.ep)) != DLOCK_OK)
         goto fail;
     if ((rc = dlock__router_check(c->router)) != DLOCK_OK)
@@ -62,6 +96,7 @@ fail:
     dlock__pubsub_free(c->pubsub);
     dlock__router_free(c->router);
     dlock__config_clear(&c->cfg);
+    pthread_mutex_destroy(&c->name.mu);
     free(c);
     return rc;
 }
@@ -76,7 +111,20 @@ void dlock_client_close(dlock_client *c)
     dlock__pubsub_free(c->pubsub);
     dlock__router_free(c->router);
     dlock__config_clear(&c->cfg);
+    pthread_mutex_destroy(&c->name.mu);
     free(c);
+}
+
+int dlock_client_set_label(dlock_client *c, const char *label)
+{
+    dlock__clear_error();
+    if (!c)
+        return dlock__fail(DLOCK_EINVAL, "client is NULL");
+    if (label && strlen(label) > LABEL_MAX)
+        return dlock__fail(DLOCK_EINVAL, "label longer than %d bytes", LABEL_MAX);
+    set_name(c, label);
+    dlock__router_rename(c->router);
+    return DLOCK_OK;
 }
 
 const char *dlock_client_id(const dlock_client *c) { return c ? c->uuid : ""; }

@@ -19,6 +19,7 @@
 struct dlock_client {
     dlock_config cfg;
     dlock__netctx net;                 /* what the net layer sees of the client */
+    dlock__connname name;              /* every connection's CLIENT SETNAME */
     char uuid[37];
     dlock__router *router;
     dlock__loop *loop;
