@@ -35,6 +35,7 @@ typedef struct cli_opts {
     int64_t command_timeout_ms; /* --command-timeout, 0 = default */
     int retry_attempts;       /* -1 = library default (watch sets 0) */
     int quiet;                /* -q */
+    const char *label;        /* the client's connection label ("status", ...) */
 } cli_opts;
 
 /* ------------------------------------------------------------- util.c */
@@ -84,6 +85,44 @@ int cli_global_opt(cli_opts *o, int argc, char **argv, int *i);
  * (message printed) when the value is missing. */
 int cli_opt_value(const cli_opts *o, const char *cmd, int argc, char **argv, int *i,
                   const char *lng, const char *shrt, const char **val);
+
+/* ---------------------------------------------------------- holders.c */
+
+/* Who the holders are, from one CLIENT LIST (see holders.c). */
+typedef struct holder_map holder_map;
+
+typedef struct holder_info {
+    int dlock;               /* a dlock connection carries the owner's uuid */
+    const char *host;        /* from that connection's name (valid with the map) */
+    long pid;
+    const char *addr;        /* ip:port of the connection */
+    const char *label;
+    char *command;           /* a dlock run's command (decoded), else NULL */
+    int64_t acquired_ms;     /* a dlock run's acquisition, unix ms (its clock) */
+    int64_t held_ms;         /* since then, by ours */
+} holder_info;
+
+/* Wall clock, unix ms. */
+int64_t wall_ms(void);
+/* The label a dlock run gives its client once it holds the lock:
+ * run:<acquired unix ms>:<command, percent-encoded>, at most 128 bytes. */
+void run_label(char **cmd, int64_t acquired_ms, char *buf, size_t size);
+/* Reads CLIENT LIST. NULL only when out of memory; a refused CLIENT LIST
+ * gives a map that knows nobody (holder_map_error says why). */
+holder_map *holder_map_load(dlock_client *c);
+void holder_map_free(holder_map *m);
+const char *holder_map_error(const holder_map *m);
+/* 1 and *out when a dlock connection carries the owner's uuid, 0 when none
+ * does, -1 when the map knows nothing. Free with holder_info_free. */
+int holder_lookup(const holder_map *m, const char *owner, holder_info *out);
+void holder_info_free(holder_info *h);
+/* One phrase: "dlock run of 'make' on web1, pid 42 (10.0.0.5:5123), for 3 s",
+ * or "not a dlock client (Redisson or other; ...)"; brief: "web1:42 'make'
+ * 3 s" / "not dlock". "" when the map knows nothing. */
+const char *holder_describe(const holder_map *m, const char *owner, int brief, char *buf,
+                            size_t size);
+/* The JSON fields about the owner's client (",\"client\":..."), or none. */
+void holder_json(FILE *f, const holder_map *m, const char *owner);
 
 /* ------------------------------------------------------------- help.c */
 

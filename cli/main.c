@@ -243,6 +243,8 @@ int cli_open(const cli_opts *o, dlock_client **out, dlock_lost_fn lost, void *lo
     }
     if (lost)
         dlock_config_set_lost_callback(cfg, lost, lost_ud);
+    if (o->label)
+        dlock_config_set_client_name(cfg, o->label);
     rc = dlock_client_open(out, cfg);
     dlock_config_free(cfg);
     if (rc != DLOCK_OK)

@@ -179,8 +179,8 @@ static void *acquire_main(void *arg)
     return NULL;
 }
 
-/* "held by X (2 holds), 12.3 s left" */
-static void describe_holder(dlock_lock *l, char *buf, size_t size)
+/* "held by <owner> (dlock run of 'make' on web1, pid 42 (...), for 3 s), 12.3 s left" */
+static void describe_holder(dlock_client *c, dlock_lock *l, char *buf, size_t size)
 {
     dlock_info *info = NULL;
     if (dlock_lock_inspect(l, &info) != DLOCK_OK) {
@@ -194,7 +194,7 @@ static void describe_holder(dlock_lock *l, char *buf, size_t size)
         dlock_info_free(info);
         return;
     }
-    char ttl[32], left[48], who[120];
+    char ttl[32], left[48], who[120], d[300], holds[32] = "";
     int64_t t = dlock_info_ttl(info);
     long long n = (long long)dlock_info_hold_count(info, 0);
     if (t >= 0)
@@ -202,10 +202,12 @@ static void describe_holder(dlock_lock *l, char *buf, size_t size)
     else
         snprintf(left, sizeof(left), "with no expiry");
     cli_esc(dlock_info_owner(info, 0), who, sizeof(who));
+    holder_map *map = holder_map_load(c);
+    holder_describe(map, dlock_info_owner(info, 0), 0, d, sizeof(d));
+    holder_map_free(map);
     if (n > 1)
-        snprintf(buf, size, "held by %s (%lld holds), %s", who, n, left);
-    else
-        snprintf(buf, size, "held by %s, %s", who, left);
+        snprintf(holds, sizeof(holds), ", %lld holds", n);
+    snprintf(buf, size, "held by %s (%s%s), %s", who, d[0] ? d : "?", holds, left);
     dlock_info_free(info);
 }
 
@@ -216,11 +218,12 @@ typedef struct progress {
     int64_t start, next;
 } progress;
 
-static void progress_tick(const cli_opts *o, progress *pg, dlock_lock *l, const char *nm)
+static void progress_tick(const cli_opts *o, progress *pg, dlock_client *c, dlock_lock *l,
+                          const char *nm)
 {
-    char who[400], so_far[32];
+    char who[600], so_far[32];
     int64_t now = mono_ms();
-    describe_holder(l, who, sizeof(who));
+    describe_holder(c, l, who, sizeof(who));
     cli_fmt_duration(now - pg->start, so_far, sizeof(so_far));
     if (pg->tty)
         fprintf(stderr, "\r\033[Kdlock: waiting for '%s' (%s so far): %s", nm, so_far, who);
@@ -235,8 +238,8 @@ static void progress_tick(const cli_opts *o, progress *pg, dlock_lock *l, const 
 
 /* Waits for the lock while watching for signals. Returns 1 when acquired
  * (*token set), else 0 and *code = the exit code (which may be 0: -E 0). */
-static int acquire_watching(const cli_opts *o, const run_args *ra, dlock_lock *l, int sfd,
-                            uint64_t *token, int *code)
+static int acquire_watching(const cli_opts *o, const run_args *ra, dlock_client *c,
+                            dlock_lock *l, int sfd, uint64_t *token, int *code)
 {
     int done[2];
     dlock_cancel *cancel = NULL;
@@ -274,7 +277,7 @@ static int acquire_watching(const cli_opts *o, const run_args *ra, dlock_lock *l
             }
         }
         if (n == 0 && pg.on)
-            progress_tick(o, &pg, l, nm);
+            progress_tick(o, &pg, c, l, nm);
     }
     pthread_join(t, NULL);
     close(done[0]);
@@ -304,8 +307,8 @@ static int acquire_watching(const cli_opts *o, const run_args *ra, dlock_lock *l
         return 0;
     }
     if (a.rc == DLOCK_ETIMEDOUT) {
-        char who[400], waited[32];
-        describe_holder(l, who, sizeof(who));
+        char who[600], waited[32];
+        describe_holder(c, l, who, sizeof(who));
         cli_err(o, "'%s' is %s; not acquired within %s", nm, who,
                 cli_fmt_duration(ra->wait_ms, waited, sizeof(waited)));
         *code = ra->conflict_code;
@@ -424,6 +427,7 @@ static int finish_hold(const cli_opts *o, const run_args *ra, dlock_lock *l, int
 static int run_locked(cli_opts *o, const run_args *ra, guard *g, int sfd)
 {
     dlock_client *c;
+    o->label = "run-waiting";
     int code = cli_open(o, &c, on_lost, NULL);
     if (code)
         return code;
@@ -441,11 +445,16 @@ static int run_locked(cli_opts *o, const run_args *ra, guard *g, int sfd)
         cli_err(o, "re-entering '%s': a dlock run around this one holds it (owner %s)",
                 cli_esc(ra->name, nm, sizeof(nm)), owner);
     }
-    if (code != 0 || !acquire_watching(o, ra, l, sfd, &token, &code)) {
+    if (code != 0 || !acquire_watching(o, ra, c, l, sfd, &token, &code)) {
         dlock_lock_free(l);
         dlock_client_close(c);
         return code;
     }
+    /* Who holds it, for status and list: this host and pid (the connection
+     * name) and, in the label, since when and what for. */
+    char label[160];
+    run_label(ra->cmd, wall_ms(), label, sizeof(label));
+    dlock_client_set_label(c, label);
     /* A --lease is renewed by nobody: the lock is gone when its TTL runs out.
      * Counting the TTL read just now from before the read errs early. */
     int64_t lease_deadline = -1;

@@ -81,7 +81,7 @@ const char *display_url(const char *url, char *buf, size_t size)
     return buf;
 }
 
-static void json_info(FILE *f, const dlock_info *info, int with_waiters)
+static void json_info(FILE *f, const dlock_info *info, int with_waiters, const holder_map *map)
 {
     fputc('{', f);
     cli_json_field(f, "name", dlock_info_name(info));
@@ -89,7 +89,9 @@ static void json_info(FILE *f, const dlock_info *info, int with_waiters)
     for (size_t i = 0; i < dlock_info_holders(info); i++) {
         fputs(i ? ",{" : "{", f);
         cli_json_field(f, "owner", dlock_info_owner(info, i));
-        fprintf(f, ",\"count\":%lld}", (long long)dlock_info_hold_count(info, i));
+        fprintf(f, ",\"count\":%lld", (long long)dlock_info_hold_count(info, i));
+        holder_json(f, map, dlock_info_owner(info, i));
+        fputc('}', f);
     }
     fprintf(f, "],\"ttl_ms\":%lld,\"token\":%llu", (long long)dlock_info_ttl(info),
             (unsigned long long)dlock_info_token(info));
@@ -98,31 +100,39 @@ static void json_info(FILE *f, const dlock_info *info, int with_waiters)
     fputc('}', f);
 }
 
-/* "owner x2, owner2 x1", escaped. */
-static char *format_holders(const dlock_info *info)
+/* "web1:42 'make' 3.0 s x1, <owner> x2 (not dlock)", escaped. */
+static char *format_holders(const dlock_info *info, const holder_map *map)
 {
     size_t len = 1;
     for (size_t i = 0; i < dlock_info_holders(info); i++)
-        len += strlen(dlock_info_owner(info, i)) * 4 + 32;
+        len += strlen(dlock_info_owner(info, i)) * 4 + 300;
     char *s = malloc(len);
     if (!s)
         return NULL;
     size_t off = 0;
     s[0] = '\0';
     for (size_t i = 0; i < dlock_info_holders(info); i++) {
-        char *e = cli_escape(dlock_info_owner(info, i));
-        off += (size_t)snprintf(s + off, len - off, "%s%s x%lld", i ? ", " : "", e ? e : "?",
-                                (long long)dlock_info_hold_count(info, i));
+        char who[300];
+        holder_info h;
+        int known = holder_lookup(map, dlock_info_owner(info, i), &h);
+        holder_info_free(&h);
+        holder_describe(map, dlock_info_owner(info, i), 1, who, sizeof(who));
+        char *e = known > 0 ? NULL : cli_escape(dlock_info_owner(info, i));
+        off += (size_t)snprintf(s + off, len - off, "%s%s x%lld%s%s%s", i ? ", " : "",
+                                known > 0 ? who : e ? e : "?",
+                                (long long)dlock_info_hold_count(info, i),
+                                known == 0 ? " (" : "", known == 0 ? who : "",
+                                known == 0 ? ")" : "");
         free(e);
     }
     return s;
 }
 
-static int fill_row(row *r, const dlock_info *info)
+static int fill_row(row *r, const dlock_info *info, const holder_map *map)
 {
     r->raw = strdup(dlock_info_name(info));
     r->name = cli_escape(dlock_info_name(info));
-    r->holders = format_holders(info);
+    r->holders = format_holders(info, map);
     r->ttl = dlock_info_ttl(info);
     r->token = dlock_info_token(info);
     r->waiters = dlock_info_waiters(info);
@@ -140,7 +150,7 @@ int rows_collect(const dlock_info *info, void *ud)
     rows *rs = ud;
     if (rs->json_out) {   /* streamed: hundreds of thousands of locks need no memory */
         fputs(rs->n ? ",\n" : "\n", rs->json_out);
-        json_info(rs->json_out, info, 0);
+        json_info(rs->json_out, info, 0, rs->map);
         rs->n++;
         return 0;
     }
@@ -154,7 +164,7 @@ int rows_collect(const dlock_info *info, void *ud)
         rs->v = v;
         rs->cap = cap;
     }
-    if (fill_row(&rs->v[rs->n], info) != 0) {
+    if (fill_row(&rs->v[rs->n], info, rs->map) != 0) {
         rs->oom = 1;
         return 1;
     }
@@ -165,7 +175,7 @@ int rows_collect(const dlock_info *info, void *ud)
 int rows_refresh(rows *rs, size_t i, const dlock_info *info)
 {
     row fresh;
-    if (fill_row(&fresh, info) != 0)
+    if (fill_row(&fresh, info, rs->map) != 0)
         return DLOCK_ENOMEM;
     free(rs->v[i].raw);
     free(rs->v[i].name);
@@ -228,7 +238,7 @@ void rows_print(FILE *f, const rows *rs, size_t max_rows, int with_waiters)
 
 /* --------------------------------------------------------------- status */
 
-static void print_status(const dlock_info *info)
+static void print_status(const dlock_info *info, const holder_map *map)
 {
     char ttl[32];
     char *name = cli_escape(dlock_info_name(info));
@@ -241,7 +251,12 @@ static void print_status(const dlock_info *info)
                (long long)dlock_info_hold_count(info, i),
                dlock_info_hold_count(info, i) == 1 ? "hold" : "holds");
         free(owner);
+        char who[400];
+        if (*holder_describe(map, dlock_info_owner(info, i), 0, who, sizeof(who)))
+            printf("         %s\n", who);
     }
+    if (dlock_info_holders(info) && holder_map_error(map))
+        printf("         (who: CLIENT LIST refused: %s)\n", holder_map_error(map));
     if (dlock_info_locked(info))
         printf("ttl:     %s\n", dlock_info_ttl(info) >= 0
                                     ? cli_fmt_duration(dlock_info_ttl(info), ttl, sizeof(ttl))
@@ -260,6 +275,7 @@ int cmd_status(cli_opts *o, int argc, char **argv)
         return EXIT_USAGE;
     }
     dlock_client *c;
+    o->label = "status";
     int code = cli_open(o, &c, NULL, NULL);
     if (code)
         return code;
@@ -275,12 +291,14 @@ int cmd_status(cli_opts *o, int argc, char **argv)
         dlock_client_close(c);
         return code;
     }
+    holder_map *map = dlock_info_holders(info) ? holder_map_load(c) : NULL;
     if (sa.json) {
-        json_info(stdout, info, 1);
+        json_info(stdout, info, 1, map);
         fputc('\n', stdout);
     } else {
-        print_status(info);
+        print_status(info, map);
     }
+    holder_map_free(map);
     dlock_info_free(info);
     dlock_client_close(c);
     return 0;
@@ -295,11 +313,13 @@ int cmd_list(cli_opts *o, int argc, char **argv)
         return EXIT_USAGE;
     const char *pattern = sa.npos ? sa.pos : "*";
     dlock_client *c;
+    o->label = "list";
     int code = cli_open(o, &c, NULL, NULL);
     if (code)
         return code;
     rows rs;
     memset(&rs, 0, sizeof(rs));
+    rs.map = holder_map_load(c);   /* once: who holds, for every lock listed */
     if (sa.json) {
         rs.json_out = stdout;
         fputc('[', stdout);
@@ -320,6 +340,7 @@ int cmd_list(cli_opts *o, int argc, char **argv)
         char p[200];
         fprintf(stderr, "no locks match '%s'\n", cli_esc(pattern, p, sizeof(p)));
     }
+    holder_map_free(rs.map);
     rows_free(&rs);
     dlock_client_close(c);
     return code;
@@ -342,6 +363,7 @@ int cmd_unlock(cli_opts *o, int argc, char **argv)
         return EXIT_USAGE;
     }
     dlock_client *c;
+    o->label = "unlock";
     int code = cli_open(o, &c, NULL, NULL);
     if (code)
         return code;
@@ -352,11 +374,15 @@ int cmd_unlock(cli_opts *o, int argc, char **argv)
         dlock_client_close(c);
         return code;
     }
-    char who[300] = "", nm[300];
+    char who[600] = "", nm[300];
     dlock_info *info = NULL;
     if (dlock_lock_inspect(l, &info) == DLOCK_OK && dlock_info_locked(info)) {
-        char e[280];
-        snprintf(who, sizeof(who), " by %s", cli_esc(dlock_info_owner(info, 0), e, sizeof(e)));
+        char e[120], d[400];
+        holder_map *map = holder_map_load(c);
+        holder_describe(map, dlock_info_owner(info, 0), 0, d, sizeof(d));
+        snprintf(who, sizeof(who), " by %s%s%s%s", cli_esc(dlock_info_owner(info, 0), e, sizeof(e)),
+                 d[0] ? " (" : "", d, d[0] ? ")" : "");
+        holder_map_free(map);
     }
     dlock_info_free(info);
     cli_esc(sa.pos, nm, sizeof(nm));

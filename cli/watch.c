@@ -72,6 +72,7 @@ static int parse_watch(cli_opts *o, int argc, char **argv, int64_t *interval_ms,
 static int load(dlock_client *c, const char *pattern, size_t max_rows, rows *rs)
 {
     memset(rs, 0, sizeof(*rs));
+    rs->map = holder_map_load(c);
     int rc = dlock_client_scan(c, pattern, rows_collect, rs);
     if (rc == DLOCK_OK && rs->oom)
         rc = DLOCK_ENOMEM;
@@ -88,6 +89,8 @@ static int load(dlock_client *c, const char *pattern, size_t max_rows, rows *rs)
             rc = rows_refresh(rs, i, info);
         dlock_info_free(info);
     }
+    holder_map_free(rs->map);   /* the rows keep what they need as text */
+    rs->map = NULL;
     if (rc != DLOCK_OK)
         rows_free(rs);
     return rc;
@@ -185,6 +188,7 @@ int cmd_watch(cli_opts *o, int argc, char **argv)
     int sfd = signalfd(-1, &mask, SFD_CLOEXEC);
     dlock_client *c;
     o->retry_attempts = 0;   /* a dead server is news for the next frame, not after retries */
+    o->label = "watch";
     int code = cli_open(o, &c, NULL, NULL);
     if (code)
         return code;

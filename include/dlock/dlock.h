@@ -408,6 +408,13 @@ typedef int (*dlock_scan_fn)(const dlock_info *info, void *ud);
  * or may not be seen, as with SCAN. Returns DLOCK_OK, or the first error. */
 DLOCK_API int dlock_client_scan(dlock_client *c, const char *pattern, dlock_scan_fn fn, void *ud);
 
+/* The server's CLIENT LIST (one line of key=value fields per connection),
+ * for tools that show who holds what: a dlock connection's name field is
+ * dlock|<uuid>|<host>|<pid>|<label> (see dlock_config_set_client_name), and
+ * the uuid is the first half of its owner ids. *out is malloc'd text; free it
+ * with free(). DLOCK_EAUTH when an ACL refuses the command. Any thread. */
+DLOCK_API int dlock_client_list_connections(dlock_client *c, char **out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -135,6 +135,35 @@ is "$(jq -r .locked "$tmp/out")" "true" "the decoded name finds the same lock"
 expect 0 "$D" list 'bin*' --json
 is "$(jq -r '.[0].name_base64' "$tmp/out")" "$(printf '%s' "$bin" | base64)" "list --json: name_base64"
 
+echo "== who holds: host, pid, address, command, for how long"
+host=$(uname -n)
+"$D" run t:who -- sh -c 'sleep '"$((3 * SLOW))"'; echo "a  b" "it'\''s"' >/dev/null 2>&1 & p=$!; bg+=($p)
+until_ok held t:who
+check "status names the dlock run holding it" until_ok sh -c "'$D' status t:who | grep -q 'dlock run of'"
+expect 0 "$D" status t:who
+has "$tmp/out" "on $host, pid $p (127.0.0.1:" "status: host, pid and address of the holder"
+has "$tmp/out" "dlock run of 'sh -c '" "status: the holder's command"
+expect 0 "$D" status t:who --json
+is "$(jq -r '.holders[0].client' "$tmp/out")" "dlock" "json: a dlock holder"
+is "$(jq -r '.holders[0].host' "$tmp/out")" "$host" "json: host"
+is "$(jq -r '.holders[0].pid' "$tmp/out")" "$p" "json: pid"
+is "$(jq -r '.holders[0].command' "$tmp/out")" "sh -c 'sleep $((3 * SLOW)); echo \"a  b\" \"it'\\''s\"'" "json: the command, as a shell reads it back"
+jq -e '.holders[0].held_ms >= 0 and .holders[0].held_ms < 60000 and (.holders[0].addr | test("^127.0.0.1:[0-9]+$"))' "$tmp/out" >/dev/null && ok || bad "json: held_ms and addr"
+expect 0 "$D" list 't:who'
+has "$tmp/out" "$host:$p 'sh -c" "list: host:pid and command of the holder"
+# A Redisson holder: no dlock connection carries its uuid.
+rc hset t:rdsn 'a1b2c3d4-0000-4000-8000-000000000000:7' 1 >/dev/null
+expect 0 "$D" status t:rdsn
+has "$tmp/out" "not a dlock client (Redisson or other" "status: a Redisson holder"
+expect 0 "$D" status t:rdsn --json
+is "$(jq -r '.holders[0].client' "$tmp/out")" "other" "json: a Redisson holder"
+expect 0 "$D" list 't:rdsn'
+has "$tmp/out" "(not dlock)" "list: a Redisson holder"
+# A holder that is waiting is labelled too, and the library names every connection.
+redis-cli -p "$REDIS_PORT" client list | grep -o "name=dlock|[^ ]*" >"$tmp/names"
+grep -q "name=dlock|[0-9a-f-]\{36\}|$host|$p|run:" "$tmp/names" && ok || bad "CLIENT LIST: the holder's connection name"
+wait "$p"
+
 echo "== watch when Redis goes away"
 extra_redis W || exit 1
 for i in 1 2 3; do redis-cli -p "$W_PORT" hset "w:$i" "$UUID:$i" 1 >/dev/null; done
