@@ -116,8 +116,8 @@ const char *holder_map_error(const holder_map *m);
  * does, -1 when the map knows nothing. Free with holder_info_free. */
 int holder_lookup(const holder_map *m, const char *owner, holder_info *out);
 void holder_info_free(holder_info *h);
-/* One phrase: "dlock run of 'make' on web1, pid 42 (10.0.0.5:5123), for 3 s",
- * or "not a dlock client (Redisson or other; ...)"; brief: "web1:42 'make'
+/* One phrase: "dlock run on web1, pid 42 (10.0.0.5:5123), for 3 s: make",
+ * or "not a dlock client (Redisson or other; ...)"; brief: "web1:42 [make]
  * 3 s" / "not dlock". "" when the map knows nothing. */
 const char *holder_describe(const holder_map *m, const char *owner, int brief, char *buf,
                             size_t size);

@@ -315,10 +315,10 @@ const char *holder_describe(const holder_map *m, const char *owner, int brief, c
             cli_esc(h.command, cmd, sizeof(cmd));
             cli_fmt_duration(h.held_ms < 0 ? 0 : h.held_ms, held, sizeof(held));
             if (brief)
-                snprintf(buf, size, "%s:%ld '%s' %s", host, h.pid, cmd, held);
+                snprintf(buf, size, "%s:%ld [%s] %s", host, h.pid, cmd, held);
             else
-                snprintf(buf, size, "dlock run of '%s' on %s, pid %ld (%s), for %s", cmd, host,
-                         h.pid, addr, held);
+                snprintf(buf, size, "dlock run on %s, pid %ld (%s), for %s: %s", host, h.pid,
+                         addr, held, cmd);
         } else if (brief) {
             snprintf(buf, size, "%s:%ld", host, h.pid);
         } else {

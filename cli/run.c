@@ -179,7 +179,7 @@ static void *acquire_main(void *arg)
     return NULL;
 }
 
-/* "held by <owner> (dlock run of 'make' on web1, pid 42 (...), for 3 s), 12.3 s left" */
+/* "held by <owner> (dlock run on web1, pid 42 (...), for 3 s: make), 12.3 s left" */
 static void describe_holder(dlock_client *c, dlock_lock *l, char *buf, size_t size)
 {
     dlock_info *info = NULL;

@@ -100,7 +100,7 @@ static void json_info(FILE *f, const dlock_info *info, int with_waiters, const h
     fputc('}', f);
 }
 
-/* "web1:42 'make' 3.0 s x1, <owner> x2 (not dlock)", escaped. */
+/* "web1:42 [make] 3.0 s x1, <owner> x2 (not dlock)", escaped. */
 static char *format_holders(const dlock_info *info, const holder_map *map)
 {
     size_t len = 1;

@@ -139,10 +139,10 @@ echo "== who holds: host, pid, address, command, for how long"
 host=$(uname -n)
 "$D" run t:who -- sh -c 'sleep '"$((3 * SLOW))"'; echo "a  b" "it'\''s"' >/dev/null 2>&1 & p=$!; bg+=($p)
 until_ok held t:who
-check "status names the dlock run holding it" until_ok sh -c "'$D' status t:who | grep -q 'dlock run of'"
+check "status names the dlock run holding it" until_ok sh -c "'$D' status t:who | grep -q 'dlock run on'"
 expect 0 "$D" status t:who
-has "$tmp/out" "on $host, pid $p (127.0.0.1:" "status: host, pid and address of the holder"
-has "$tmp/out" "dlock run of 'sh -c '" "status: the holder's command"
+has "$tmp/out" "dlock run on $host, pid $p (127.0.0.1:" "status: host, pid and address of the holder"
+has "$tmp/out" ": sh -c 'sleep" "status: the holder's command"
 expect 0 "$D" status t:who --json
 is "$(jq -r '.holders[0].client' "$tmp/out")" "dlock" "json: a dlock holder"
 is "$(jq -r '.holders[0].host' "$tmp/out")" "$host" "json: host"
@@ -150,7 +150,7 @@ is "$(jq -r '.holders[0].pid' "$tmp/out")" "$p" "json: pid"
 is "$(jq -r '.holders[0].command' "$tmp/out")" "sh -c 'sleep $((3 * SLOW)); echo \"a  b\" \"it'\\''s\"'" "json: the command, as a shell reads it back"
 jq -e '.holders[0].held_ms >= 0 and .holders[0].held_ms < 60000 and (.holders[0].addr | test("^127.0.0.1:[0-9]+$"))' "$tmp/out" >/dev/null && ok || bad "json: held_ms and addr"
 expect 0 "$D" list 't:who'
-has "$tmp/out" "$host:$p 'sh -c" "list: host:pid and command of the holder"
+has "$tmp/out" "$host:$p [sh -c 'sleep" "list: host:pid and command of the holder"
 # A Redisson holder: no dlock connection carries its uuid.
 rc hset t:rdsn 'a1b2c3d4-0000-4000-8000-000000000000:7' 1 >/dev/null
 expect 0 "$D" status t:rdsn
