@@ -139,6 +139,7 @@ typedef struct dlock_config dlock_config;
  *   retry attempts      3, retry delay 1500 ms
  *   pool size           64 blocking connections
  *   priority after      100 ms
+ *   fair wait timeout   300000 ms (5 minutes)
  *   client name         none
  * Returns NULL only when out of memory. */
 DLOCK_API dlock_config *dlock_config_new(void);
@@ -161,6 +162,11 @@ DLOCK_API int dlock_config_set_connect_timeout(dlock_config *cfg, int64_t ms);
 /* How often a command is retried after a connection failure (0..100; 0 = never)
  * and the pause between tries in ms (0 = default). */
 DLOCK_API int dlock_config_set_retry(dlock_config *cfg, int attempts, int64_t delay_ms);
+/* A fair-lock waiter's slot, in ms (>= 2; 0 = default 300000, Redisson's
+ * fairLockWaitTimeout): how long a waiter that died at the head of a fair
+ * lock's queue delays the others at most. A try with a positive wait uses its
+ * wait as its slot instead. */
+DLOCK_API int dlock_config_set_fair_wait_timeout(dlock_config *cfg, int64_t ms);
 /* Most blocking connections open at once (1..10000; 0 = default). A call that
  * finds them all busy waits up to the command timeout for one. */
 DLOCK_API int dlock_config_set_pool_size(dlock_config *cfg, int size);
@@ -260,6 +266,29 @@ DLOCK_API int dlock_lock_get(dlock_client *c, const char *name, dlock_lock **out
  * work moves between threads. */
 DLOCK_API int dlock_lock_get_as(dlock_client *c, const char *name, const char *owner,
                                 dlock_lock **out);
+
+/* A fair lock (Redisson's RFairLock) on `name`: the same handle, and every
+ * dlock_lock_* call works on it, but waiters take their turns in arrival
+ * order, across processes and machines, Redisson's waiters included:
+ *   the lock       hash `name` (as a reentrant lock's);
+ *   the queue      list `redisson_lock_queue:{name}` of owner ids;
+ *   deadlines      sorted set `redisson_lock_timeout:{name}` (owner id, ms);
+ *   wake-ups       each waiter on its own channel
+ *                  `redisson_lock__channel:{name}:<owner id>`: a release
+ *                  wakes the head of the queue only.
+ * A waiter that gives up (deadline, cancellation) leaves the queue at once; a
+ * dead one (its process killed) at the head delays the others by one slot at
+ * most once the lock is free: the wait it gave, or the fair wait timeout
+ * (dlock_config_set_fair_wait_timeout, 5 minutes by default as in Redisson). A live dlock waiter is never dropped
+ * from the queue, however long it waits: it keeps its entry fresh (it tries
+ * again at least every half slot). A try with a wait of 0 never queues: it
+ * takes the lock only when it is free and nobody waits. Reentrant as the
+ * lock is; renewed by the same watchdog. Not mixable with a reentrant lock
+ * handle on the same name (those ignore the queue). */
+DLOCK_API int dlock_fair_lock_get(dlock_client *c, const char *name, dlock_lock **out);
+/* As dlock_fair_lock_get, acting for an explicit owner id (see dlock_lock_get_as). */
+DLOCK_API int dlock_fair_lock_get_as(dlock_client *c, const char *name, const char *owner,
+                                     dlock_lock **out);
 
 /* Frees the handle; holds taken through it stay held (and renewed). No other
  * call may be using this handle. */

@@ -13,6 +13,7 @@
 #define DEFAULT_RETRY_DELAY_MS 1500
 #define DEFAULT_POOL_SIZE 64
 #define DEFAULT_PRIORITY_AFTER_MS 100
+#define DEFAULT_FAIR_WAIT_MS (5 * 60000)   /* Redisson's fairLockWaitTimeout */
 #define MAX_DURATION_MS (24LL * 3600 * 1000)
 #define MAX_CLIENT_NAME 128
 
@@ -36,6 +37,7 @@ dlock_config *dlock_config_new(void)
     cfg->retry_delay_ms = DEFAULT_RETRY_DELAY_MS;
     cfg->pool_size = DEFAULT_POOL_SIZE;
     cfg->priority_after_ms = DEFAULT_PRIORITY_AFTER_MS;
+    cfg->fair_wait_ms = DEFAULT_FAIR_WAIT_MS;
     cfg->log_level = DLOCK_LOG_WARN;
     return cfg;
 }
@@ -140,6 +142,12 @@ int dlock_config_set_priority_after(dlock_config *cfg, int64_t after_ms)
                            "DLOCK_PRIORITY_OFF", (long long)after_ms);
     return set_duration(&cfg->priority_after_ms, after_ms, DEFAULT_PRIORITY_AFTER_MS, 1,
                         "priority after");
+}
+
+int dlock_config_set_fair_wait_timeout(dlock_config *cfg, int64_t ms)
+{
+    NEED_CFG(cfg);
+    return set_duration(&cfg->fair_wait_ms, ms, DEFAULT_FAIR_WAIT_MS, 2, "fair wait timeout");
 }
 
 int dlock_config_set_pool_size(dlock_config *cfg, int size)

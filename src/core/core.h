@@ -80,6 +80,7 @@ struct dlock_config {
     int retry_attempts;
     int pool_size;
     int64_t priority_after_ms;   /* DLOCK_PRIORITY_OFF: never reserve */
+    int64_t fair_wait_ms;        /* a fair-lock waiter's slot (Redisson's fairLockWaitTimeout) */
     char *client_name;
     dlock_lost_fn lost_fn;
     void *lost_ud;

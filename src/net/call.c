@@ -41,7 +41,7 @@ static int load_script(dlock__node *n, redisContext *ctx, int script)
 
 /* One attempt on one connection, reloading the script after NOSCRIPT. */
 static dlock__sent send_once(dlock__node *n, redisContext *ctx, int script, int argc,
-                             const char **argv, const size_t *lens, int ping_first,
+                             const char *const *argv, const size_t *lens, int ping_first,
                              redisReply **out, int *timed_out)
 {
     redisReply *r;
@@ -78,7 +78,7 @@ static int check_counts(const dlock__req *req)
 
 /* EVALSHA <sha> <nkeys> keys... args... into a (stack arrays when they fit). */
 static int evalsha_argv(const dlock__req *req, char nk[16], const char **st_a, size_t *st_l,
-                        const char ***av, size_t **lens)
+                        const char *const **av, size_t **lens)
 {
     int argc = req->argc + 3;
     const char **a = st_a;
@@ -113,7 +113,7 @@ int dlock__node_call(dlock__node *n, const dlock__req *req, redisReply **out)
     const char *addr = dlock__node_addr(n);
     const char *av_stack[ARGV_STACK];
     size_t len_stack[ARGV_STACK];
-    const char **av = req->argv;
+    const char *const *av = req->argv;
     const size_t *lens = req->lens;
     int argc = req->argc;
     char nk[16];

@@ -84,7 +84,7 @@ int dlock__conn_alive(redisContext *ctx)
     return k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
 }
 
-dlock__sent dlock__conn_roundtrip(redisContext *ctx, int argc, const char **argv,
+dlock__sent dlock__conn_roundtrip(redisContext *ctx, int argc, const char *const *argv,
                                   const size_t *lens, int ping_first, redisReply **out,
                                   int *timed_out)
 {
@@ -93,7 +93,7 @@ dlock__sent dlock__conn_roundtrip(redisContext *ctx, int argc, const char **argv
     *out = NULL;
     if (ping_first && redisAppendCommandArgv(ctx, 1, ping_av, ping_len) != REDIS_OK)
         return DLOCK__NOT_SENT;
-    if (redisAppendCommandArgv(ctx, argc, argv, lens) != REDIS_OK)
+    if (redisAppendCommandArgv(ctx, argc, (const char **)argv, lens) != REDIS_OK)
         return DLOCK__NOT_SENT;
     int done = 0;
     do {

@@ -64,7 +64,7 @@ typedef enum { DLOCK__SENT_OK, DLOCK__NOT_SENT, DLOCK__MAYBE_RAN } dlock__sent;
  * *out gets the last one. A failure while writing means Redis cannot have run
  * them; a failure while reading means it may have. *timed_out tells which
  * read failure. */
-dlock__sent dlock__conn_roundtrip(redisContext *ctx, int argc, const char **argv,
+dlock__sent dlock__conn_roundtrip(redisContext *ctx, int argc, const char *const *argv,
                                   const size_t *lens, int ping_first, redisReply **out,
                                   int *timed_out);
 
@@ -115,7 +115,7 @@ typedef struct dlock__req {
     int script;              /* DLOCK__SCRIPT_* or -1 */
     int nkeys;
     int argc;
-    const char **argv;
+    const char *const *argv;
     const size_t *lens;      /* NULL: strlen of each */
     unsigned flags;
     dlock_cancel *cancel;    /* interrupts retry pauses; may be NULL */
