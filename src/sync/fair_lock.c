@@ -59,30 +59,28 @@ static int64_t slot_of(const dlock__acq *a)
 
 /* KEYS: lock, queue, deadlines, token; ARGV: lease, owner, slot, fenced,
  * queue (scripts/fair/acquire.lua). */
-static int attempt(dlock__acq *a, int64_t waited_ms, dlock__busy *b)
+static void attempt_op(dlock__acq *a, int64_t waited_ms, dlock__op *op)
 {
     (void)waited_ms;
     dlock_lock *l = a->l;
-    dlock__op op;
-    dlock__op_init(&op, DLOCK__SCRIPT_FAIR_ACQUIRE);
-    dlock__op_key(&op, l->name, l->nlen);
-    dlock__op_key(&op, l->key[K_QUEUE], l->klen[K_QUEUE]);
-    dlock__op_key(&op, l->key[K_DEADLINES], l->klen[K_DEADLINES]);
-    dlock__op_key(&op, l->token_key, l->tlen);
-    dlock__op_argi(&op, a->lease_ms);
-    dlock__op_arg(&op, a->o.field, a->o.flen);
-    dlock__op_argi(&op, slot_of(a));
-    dlock__op_args(&op, a->fenced ? "1" : "0");
-    dlock__op_args(&op, a->wait != 0 ? "1" : "0");
-    a->sent = dlock__now_ms();
-    redisReply *r;
-    int rc = dlock__lock_call(l, &op, 0, a->cancel, &r);
-    if (rc != DLOCK_OK)
-        return rc;
+    dlock__op_init(op, DLOCK__SCRIPT_FAIR_ACQUIRE);
+    dlock__op_key(op, l->name, l->nlen);
+    dlock__op_key(op, l->key[K_QUEUE], l->klen[K_QUEUE]);
+    dlock__op_key(op, l->key[K_DEADLINES], l->klen[K_DEADLINES]);
+    dlock__op_key(op, l->token_key, l->tlen);
+    dlock__op_argi(op, a->lease_ms);
+    dlock__op_arg(op, a->o.field, a->o.flen);
+    dlock__op_argi(op, slot_of(a));
+    dlock__op_args(op, a->fenced ? "1" : "0");
+    dlock__op_args(op, a->wait != 0 ? "1" : "0");
+}
+
+static int attempt_reply(dlock__acq *a, redisReply *r, dlock__busy *b)
+{
     int64_t sleep = -1;
-    rc = dlock__reply_fair_acquire(r, a->fenced, &sleep, &a->token, &a->state);
+    int rc = dlock__reply_fair_acquire(r, a->fenced, &sleep, &a->token, &a->state);
     if (rc == DLOCK_EPROTO)
-        return dlock__lock_proto(l, "acquire", r);
+        return dlock__lock_proto(a->l, "acquire", r);
     freeReplyObject(r);
     if (rc == DLOCK__BUSY) {
         if (a->wait != 0)
@@ -164,7 +162,8 @@ const dlock__lock_type dlock__fair_type = {
     .owner_key = owner_key,
     .hold_id = dlock__lock_hold_id,
     .wait_channel = wait_channel,
-    .attempt = attempt,
+    .attempt_op = attempt_op,
+    .attempt_reply = attempt_reply,
     .busy_error = busy_error,
     .give_up = give_up,
     .release_op = release_op,

@@ -199,10 +199,7 @@ static int check_times(int64_t wait_ms, int64_t lease_ms)
     return DLOCK_OK;
 }
 
-/* After an acquisition: the watchdog renews a DLOCK_WATCHDOG hold from now
- * on; a lease acquisition by an owner it already renews moves that hold's
- * loss deadline. */
-static int after_acquired(dlock__acq *a)
+int dlock__acq_acquired(dlock__acq *a)
 {
     dlock_lock *l = a->l;
     dlock__hold_id id;
@@ -226,12 +223,23 @@ static int after_acquired(dlock__acq *a)
     return DLOCK_OK;
 }
 
+int dlock__acq_attempt(dlock__acq *a, int64_t waited_ms, dlock__busy *b)
+{
+    dlock__op op;
+    a->l->type->attempt_op(a, waited_ms, &op);
+    /* Taken before sending, so the watchdog's deadline is never later than Redis's. */
+    a->sent = dlock__now_ms();
+    dlock__attempts++;
+    redisReply *r;
+    int rc = dlock__lock_call(a->l, &op, 0, a->cancel, &r);
+    if (rc == DLOCK_OK)
+        rc = a->l->type->attempt_reply(a, r, b);
+    return rc == DLOCK_OK ? dlock__acq_acquired(a) : rc;
+}
+
 static int acq_attempt(void *ud, int64_t waited_ms, dlock__busy *b)
 {
-    dlock__acq *a = ud;
-    dlock__attempts++;
-    int rc = a->l->type->attempt(a, waited_ms, b);
-    return rc == DLOCK_OK ? after_acquired(a) : rc;
+    return dlock__acq_attempt(ud, waited_ms, b);
 }
 
 static int acq_busy_error(void *ud, const dlock__busy *b)
@@ -247,25 +255,39 @@ static void acq_give_up(void *ud, int rc)
         a->l->type->give_up(a, rc);
 }
 
+int dlock__acq_init(dlock__acq *a, dlock_lock *l, int64_t wait_ms, int64_t lease_ms,
+                    dlock_cancel *cancel, int fenced)
+{
+    memset(a, 0, sizeof(*a));
+    int rc = check_times(wait_ms, lease_ms);
+    if (rc != DLOCK_OK)
+        return rc;
+    a->l = l;
+    a->wait = wait_ms;
+    a->lease = lease_ms;
+    a->lease_ms = lease_ms == DLOCK_WATCHDOG ? l->c->cfg.watchdog_ms : lease_ms;
+    a->fenced = fenced;
+    a->cancel = cancel;
+    return owner_init(l, &a->o);
+}
+
+void dlock__acq_done(dlock__acq *a) { owner_done(&a->o); }
+
 static int acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, dlock_cancel *cancel,
                    uint64_t *token)
 {
     dlock__clear_error();
     if (!l)
         return dlock__fail(DLOCK_EINVAL, "lock is NULL");
-    int rc = check_times(wait_ms, lease_ms);
+    dlock__acq a;
+    int rc = dlock__acq_init(&a, l, wait_ms, lease_ms, cancel, token != NULL);
     if (rc != DLOCK_OK)
-        return rc;
-    dlock__acq a = {.l = l, .wait = wait_ms, .lease = lease_ms, .fenced = token != NULL,
-                    .cancel = cancel};
-    a.lease_ms = lease_ms == DLOCK_WATCHDOG ? l->c->cfg.watchdog_ms : lease_ms;
-    if ((rc = owner_init(l, &a.o)) != DLOCK_OK)
         return rc;
     dlock__wait_spec spec = {.name = l->name, .wait_ms = wait_ms, .cancel = cancel};
     spec.channel = l->type->wait_channel(l, &a.o, &spec.clen);
     dlock__wait_ops ops = {acq_attempt, acq_busy_error, acq_give_up, &a};
     rc = dlock__wait(l->c, &spec, &ops);
-    owner_done(&a.o);
+    dlock__acq_done(&a);
     if (rc == DLOCK_OK && token)
         *token = a.token;
     return rc;

@@ -77,9 +77,13 @@ struct dlock__lock_type {
     void (*hold_id)(const dlock_lock *l, const dlock__owner *o, dlock__hold_id *id);
     /* The channel this owner's waits listen on. */
     const char *(*wait_channel)(const dlock_lock *l, const dlock__owner *o, size_t *len);
-    /* One attempt (wait.c's contract): DLOCK_OK (a->token set when fenced),
-     * DLOCK__BUSY with *b, or an error. Sets a->sent before sending. */
-    int (*attempt)(dlock__acq *a, int64_t waited_ms, dlock__busy *b);
+    /* One attempt, in two halves so that several can share a round trip (a
+     * multi-lock pipelines them): the request, then what its answer means
+     * (wait.c's contract): DLOCK_OK (a->token set when fenced), DLOCK__BUSY
+     * with *b, or an error. attempt_reply frees r. waited_ms: -1 on the first
+     * attempt, then how long the call has waited. */
+    void (*attempt_op)(dlock__acq *a, int64_t waited_ms, dlock__op *op);
+    int (*attempt_reply)(dlock__acq *a, redisReply *r, dlock__busy *b);
     int (*busy_error)(dlock__acq *a, const dlock__busy *b);
     void (*give_up)(dlock__acq *a, int rc);   /* may be NULL */
     /* The release of one hold: an op whose answer is nil (not held), 0 (holds
@@ -115,6 +119,18 @@ int dlock__lock_proto(const dlock_lock *l, const char *what, redisReply *r);
 int dlock__lock_wrong_type(const dlock_lock *l);
 /* The standard busy message ("held by another owner (expires in N ms)"). */
 int dlock__lock_busy(const dlock_lock *l, int64_t ttl);
+/* Sets an acquisition up (owner, lease) for l; DLOCK_OK or an error.
+ * dlock__acq_done frees what it holds. */
+int dlock__acq_init(dlock__acq *a, dlock_lock *l, int64_t wait_ms, int64_t lease_ms,
+                    dlock_cancel *cancel, int fenced);
+void dlock__acq_done(dlock__acq *a);
+/* One whole attempt: op, round trip, answer, and on success the watchdog's
+ * bookkeeping (dlock__acq_acquired). */
+int dlock__acq_attempt(dlock__acq *a, int64_t waited_ms, dlock__busy *b);
+/* After an attempt answered DLOCK_OK: a DLOCK_WATCHDOG hold is renewed from
+ * now on (if that cannot be scheduled, it is released and the error
+ * returned); a lease acquisition moves a renewed hold's loss deadline. */
+int dlock__acq_acquired(dlock__acq *a);
 /* Runs an op for the handle, mapping WRONGTYPE to the type's verdict. */
 int dlock__lock_call(dlock_lock *l, const dlock__op *op, unsigned flags, dlock_cancel *cancel,
                      redisReply **r);

@@ -45,32 +45,29 @@ const char *dlock__lock_shared_channel(const dlock_lock *l, const dlock__owner *
 
 /* KEYS: lock, token, reservation (optional); ARGV: lease, owner, fenced,
  * claim, grace (scripts/lock/acquire.lua). */
-static int attempt(dlock__acq *a, int64_t waited_ms, dlock__busy *b)
+static void attempt_op(dlock__acq *a, int64_t waited_ms, dlock__op *op)
 {
     dlock_lock *l = a->l;
     /* A waiter that has waited long enough asks for the next turn. */
     int64_t after = l->c->cfg.priority_after_ms;
     int claim = waited_ms >= 0 && after != DLOCK_PRIORITY_OFF && waited_ms >= after;
-    dlock__op op;
-    dlock__op_init(&op, DLOCK__SCRIPT_LOCK_ACQUIRE);
-    dlock__op_key(&op, l->name, l->nlen);
-    dlock__op_key(&op, l->token_key, l->tlen);
-    dlock__op_key_optional(&op, l->key[K_RESERVE], l->klen[K_RESERVE]);
-    dlock__op_argi(&op, a->lease_ms);
-    dlock__op_arg(&op, a->o.field, a->o.flen);
-    dlock__op_args(&op, a->fenced ? "1" : "0");
-    dlock__op_args(&op, claim ? "1" : "0");
-    dlock__op_args(&op, DLOCK__RESERVE_GRACE_ARG);
-    /* Taken before sending, so the watchdog's deadline is never later than Redis's. */
-    a->sent = dlock__now_ms();
-    redisReply *r;
-    int rc = dlock__lock_call(l, &op, 0, a->cancel, &r);
-    if (rc != DLOCK_OK)
-        return rc;
+    dlock__op_init(op, DLOCK__SCRIPT_LOCK_ACQUIRE);
+    dlock__op_key(op, l->name, l->nlen);
+    dlock__op_key(op, l->token_key, l->tlen);
+    dlock__op_key_optional(op, l->key[K_RESERVE], l->klen[K_RESERVE]);
+    dlock__op_argi(op, a->lease_ms);
+    dlock__op_arg(op, a->o.field, a->o.flen);
+    dlock__op_args(op, a->fenced ? "1" : "0");
+    dlock__op_args(op, claim ? "1" : "0");
+    dlock__op_args(op, DLOCK__RESERVE_GRACE_ARG);
+}
+
+static int attempt_reply(dlock__acq *a, redisReply *r, dlock__busy *b)
+{
     int64_t ttl = -1;
-    rc = dlock__reply_acquire(r, a->fenced, &ttl, &a->token, &a->state);
+    int rc = dlock__reply_acquire(r, a->fenced, &ttl, &a->token, &a->state);
     if (rc == DLOCK_EPROTO)
-        return dlock__lock_proto(l, "acquire", r);
+        return dlock__lock_proto(a->l, "acquire", r);
     freeReplyObject(r);
     if (rc == DLOCK__BUSY) {
         /* Sleep at most the holder's PTTL, or what is left of another
@@ -149,7 +146,8 @@ const dlock__lock_type dlock__reentrant_type = {
     .owner_key = NULL,
     .hold_id = dlock__lock_hold_id,
     .wait_channel = dlock__lock_shared_channel,
-    .attempt = attempt,
+    .attempt_op = attempt_op,
+    .attempt_reply = attempt_reply,
     .busy_error = busy_error,
     .give_up = give_up,
     .release_op = release_op,
