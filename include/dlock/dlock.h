@@ -103,8 +103,11 @@ DLOCK_API const char *dlock_version(void);
 typedef enum dlock_lost_reason {
     DLOCK_LOST_GONE = 1,       /* a renewal, or the owner's release, found the lock no longer
                                   held by its owner */
-    DLOCK_LOST_UNREACHABLE = 2 /* Redis stayed unreachable until (1/20 of the watchdog timeout,
-                                  at most 500 ms, before) the lease would have run out */
+    DLOCK_LOST_UNREACHABLE = 2, /* Redis stayed unreachable until (1/20 of the watchdog timeout,
+                                   at most 500 ms, before) the lease would have run out */
+    DLOCK_LOST_PAUSED = 3       /* this process did not run (stopped by SIGSTOP or a debugger,
+                                   suspended, starved of CPU) until past the lease: its
+                                   renewals could not be sent in time */
 } dlock_lost_reason;
 
 /* Called once per lost hold, on the client's io thread. `name` and `owner` are
@@ -140,7 +143,7 @@ typedef struct dlock_config dlock_config;
  *   pool size           64 blocking connections
  *   priority after      100 ms
  *   fair wait timeout   300000 ms (5 minutes)
- *   client name         none
+ *   client label        none
  * Returns NULL only when out of memory. */
 DLOCK_API dlock_config *dlock_config_new(void);
 DLOCK_API void dlock_config_free(dlock_config *cfg);
@@ -187,7 +190,12 @@ DLOCK_API int dlock_config_set_pool_size(dlock_config *cfg, int size);
  * never touches that key (it races as a Redisson client does). */
 #define DLOCK_PRIORITY_OFF ((int64_t)-1)
 DLOCK_API int dlock_config_set_priority_after(dlock_config *cfg, int64_t after_ms);
-/* CLIENT SETNAME for every connection (no spaces; NULL or "" = none). */
+/* Every connection of a client is named (CLIENT SETNAME)
+ *   dlock|<client uuid>|<host name>|<pid>|<label>
+ * so that whoever looks at a lock (dlock status, CLIENT LIST) can tell which
+ * process holds it: an owner id's part before the last ':' is its client's
+ * uuid. This sets the label: NULL or "" for none, else 1..128 bytes of
+ * printable ASCII without spaces (DLOCK_EINVAL otherwise). */
 DLOCK_API int dlock_config_set_client_name(dlock_config *cfg, const char *name);
 /* Lost callback for every lock of the client (a lock's own callback, set with
  * dlock_lock_set_lost_callback, takes precedence). NULL fn = none. */
@@ -226,6 +234,15 @@ DLOCK_API int dlock_client_owner_id(const dlock_client *c, char *buf, size_t siz
  * ("<uuid>:<n>", n >= 2^32), for work that moves between threads: pass it to
  * dlock_lock_get_as(). Any thread. */
 DLOCK_API int dlock_client_new_owner_id(dlock_client *c, char *buf, size_t size);
+
+/* Changes the client's label (see dlock_config_set_client_name) while it
+ * runs: connections opened from now on carry it, idle pooled ones are
+ * replaced as they come up, the renewal connection is renamed with its next
+ * renewal, and one pooled connection is opened (or checked) under the new name
+ * before the call returns (one round trip). The pub/sub connection keeps the
+ * name it was opened with (Redis refuses CLIENT SETNAME to a subscriber).
+ * Any thread. */
+DLOCK_API int dlock_client_set_label(dlock_client *c, const char *label);
 
 /* One PING round trip on the blocking pool. DLOCK_OK when Redis answers. */
 DLOCK_API int dlock_client_ping(dlock_client *c);

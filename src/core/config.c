@@ -159,23 +159,28 @@ int dlock_config_set_pool_size(dlock_config *cfg, int size)
     return DLOCK_OK;
 }
 
+int dlock__check_label(const char *name)
+{
+    if (!name || !*name)
+        return DLOCK_OK;
+    size_t n = strlen(name);
+    if (n > MAX_CLIENT_NAME)
+        return dlock__fail(DLOCK_EINVAL, "client label longer than %d bytes", MAX_CLIENT_NAME);
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)name[i] <= ' ' || (unsigned char)name[i] > '~')
+            return dlock__fail(DLOCK_EINVAL, "client label may only hold printable ASCII "
+                                             "without spaces (byte %zu is not)", i);
+    return DLOCK_OK;
+}
+
 int dlock_config_set_client_name(dlock_config *cfg, const char *name)
 {
     NEED_CFG(cfg);
-    if (!name || !*name) {
-        free(cfg->client_name);
-        cfg->client_name = NULL;
-        return DLOCK_OK;
-    }
-    size_t n = strlen(name);
-    if (n > MAX_CLIENT_NAME)
-        return dlock__fail(DLOCK_EINVAL, "client name longer than %d bytes", MAX_CLIENT_NAME);
-    for (size_t i = 0; i < n; i++)
-        if ((unsigned char)name[i] <= ' ' || (unsigned char)name[i] > '~')
-            return dlock__fail(DLOCK_EINVAL, "client name may only hold printable ASCII "
-                                             "without spaces (byte %zu is not)", i);
-    char *d = dlock__strndup(name, n);
-    if (!d)
+    int rc = dlock__check_label(name);
+    if (rc != DLOCK_OK)
+        return rc;
+    char *d = NULL;
+    if (name && *name && !(d = dlock__strndup(name, strlen(name))))
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
     free(cfg->client_name);
     cfg->client_name = d;
