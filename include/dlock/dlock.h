@@ -392,14 +392,23 @@ DLOCK_API int dlock_lock_run(dlock_lock *l, int64_t wait_ms, int64_t lease_ms,
 
 /* ------------------------------------------------------------- inspect */
 
-/* A snapshot of one lock, read atomically: who holds it, for how long, its
- * fencing token and how many subscribers wait on its channel (dlock's and
- * Redisson's waiters alike; a dlock client counts once however many of its
- * threads wait). Opaque; read it with the accessors below, which never fail on
- * a valid snapshot. Strings live as long as the snapshot. */
+/* A snapshot of one lock of any kind, read atomically: who holds it, for how
+ * long, its fencing token, a fair lock's queue, a reserved next turn, and how
+ * many wait (dlock's and Redisson's waiters alike; a dlock client counts once
+ * per channel however many of its threads wait on it). Opaque; read it with
+ * the accessors below, which never fail on a valid snapshot. Strings live as
+ * long as the snapshot. */
 typedef struct dlock_info dlock_info;
 
-/* Takes a snapshot of the handle's lock. DLOCK_EWRONGTYPE when the key holds
+/* What a name holds, as a snapshot sees it. */
+typedef enum dlock_kind {
+    DLOCK_KIND_NONE = 0,   /* no key: free (a fair lock may still have a queue) */
+    DLOCK_KIND_LOCK = 1,   /* a reentrant or fair lock's hash (the same layout) */
+    DLOCK_KIND_RWLOCK = 2  /* a read-write lock's hash (field "mode") */
+} dlock_kind;
+
+/* Takes a snapshot of the handle's name, whatever kind of lock the handle is
+ * (the snapshot reads what is there). DLOCK_EWRONGTYPE when the key holds
  * something that is not a lock. The caller frees it with dlock_info_free. */
 DLOCK_API int dlock_lock_inspect(dlock_lock *l, dlock_info **out);
 DLOCK_API void dlock_info_free(dlock_info *info);
@@ -416,9 +425,29 @@ DLOCK_API int64_t dlock_info_hold_count(const dlock_info *info, size_t i);
 DLOCK_API int64_t dlock_info_ttl(const dlock_info *info);
 /* The last fencing token handed out for this name, 0 when none yet. */
 DLOCK_API uint64_t dlock_info_token(const dlock_info *info);
-/* Subscribers of the lock's channel when the snapshot was taken; -1 when the
- * snapshot came from dlock_client_scan (not counted there). */
+/* Waiters when the snapshot was taken: subscribers of the lock's channel
+ * (a read-write lock's for DLOCK_KIND_RWLOCK), plus the entries of a fair
+ * lock's queue; -1 when the snapshot came from dlock_client_scan (not counted
+ * there). */
 DLOCK_API int64_t dlock_info_waiters(const dlock_info *info);
+DLOCK_API dlock_kind dlock_info_kind(const dlock_info *info);
+/* A read-write lock's mode, "read" or "write"; NULL for other kinds. */
+DLOCK_API const char *dlock_info_mode(const dlock_info *info);
+/* 1 when holder i holds the write lock of a read-write lock (its owner id is
+ * given without Redisson's ":write" suffix; a writer that also reads appears
+ * twice, once as writer and once as reader). 0 otherwise. */
+DLOCK_API int dlock_info_holder_writes(const dlock_info *info, size_t i);
+/* A fair lock's queue, in order: how many waiters, each one's owner id, and
+ * how long until its deadline in ms (0 when passed and not yet dropped; -1
+ * when it has none). NULL / -1 out of range. */
+DLOCK_API size_t dlock_info_queued(const dlock_info *info);
+DLOCK_API const char *dlock_info_queued_owner(const dlock_info *info, size_t i);
+DLOCK_API int64_t dlock_info_queued_deadline(const dlock_info *info, size_t i);
+/* The owner id that has reserved the lock's next turn (dlock's own turn
+ * order, see dlock_config_set_priority_after), or NULL; and its TTL in ms
+ * (-2 when there is none). */
+DLOCK_API const char *dlock_info_next_turn(const dlock_info *info);
+DLOCK_API int64_t dlock_info_next_turn_ttl(const dlock_info *info);
 
 /* Called for each lock found; a non-zero return stops the scan. `info` is
  * valid during the call only. */
@@ -426,7 +455,8 @@ typedef int (*dlock_scan_fn)(const dlock_info *info, void *ud);
 
 /* Walks the locks in the database with SCAN (never KEYS), in batches, calling
  * fn for each key that holds a lock in Redisson's layout (a hash of
- * "<uuid>:<thread>" = count fields; Redisson's own locks included). `pattern`
+ * "<uuid>:<thread>" = count fields, or a read-write lock's; Redisson's own
+ * locks included) and is held. `pattern`
  * is a Redis glob (NULL = "*"). Locks appearing or going during the walk may
  * or may not be seen, as with SCAN. Returns DLOCK_OK, or the first error. */
 DLOCK_API int dlock_client_scan(dlock_client *c, const char *pattern, dlock_scan_fn fn, void *ud);
