@@ -448,7 +448,10 @@ static int paused_past_lease(void)
 const char *lost_why(int reason, char *buf, size_t size)
 {
     char a[32], b[32];
-    if (reason == LOST_PAUSED_LIB || (reason != LOST_LEASE && paused_past_lease())) {
+    /* The library says DLOCK_LOST_PAUSED when its renewal tick came late; we
+     * also measure our own poll loop, which sees a stop the io thread may
+     * report as a renewal that found the lock gone. */
+    if (reason == DLOCK_LOST_PAUSED || (reason != LOST_LEASE && paused_past_lease())) {
         if (pause_at >= 0)
             snprintf(buf, size, "this process was paused (stopped, or starved of CPU) for %s or "
                                 "more, past its lease of %s: Redis let the lock go",

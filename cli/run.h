@@ -20,7 +20,6 @@ typedef struct run_args {
 
 /* Why a hold was lost: the library's dlock_lost_reason values, and ours. */
 enum {
-    LOST_PAUSED_LIB = 3,   /* DLOCK_LOST_PAUSED, once the library has it */
     LOST_LEASE = 100,      /* a --lease ran out while CMD ran */
     LOST_AT_RELEASE = 101  /* the release found it gone */
 };

@@ -1,9 +1,13 @@
 /* Helper process for the tests.
  *   worker hold URL NAME WATCHDOG_MS        acquire with the watchdog, print
- *                                           "held", then sleep until killed
+ *                                           "held", then sleep until killed;
+ *                                           prints "lost <reason>" if it is lost
  *   worker count URL NAME COUNTER THREADS N each thread N times: acquire, GET
  *                                           counter, SET counter+1, release;
- *                                           prints "done" and exits 0 */
+ *                                           prints "done" and exits 0
+ *   worker fair URL NAME ID ORDER SLOT_MS   waits for fair lock NAME (slot SLOT_MS),
+ *                                           RPUSHes ID to list ORDER while holding
+ *                                           it, releases, prints "done", exits 0 */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,12 +71,14 @@ static void *count_thread(void *arg)
     return NULL;
 }
 
-static dlock_client *open_client(int64_t watchdog_ms)
+static dlock_client *open_client_fair(int64_t watchdog_ms, int64_t slot_ms)
 {
     dlock_config *cfg = dlock_config_new();
     dlock_config_set_url(cfg, url);
     if (watchdog_ms)
         dlock_config_set_watchdog_timeout(cfg, watchdog_ms);
+    if (slot_ms)
+        dlock_config_set_fair_wait_timeout(cfg, slot_ms);
     dlock_client *c = NULL;
     if (dlock_client_open(&c, cfg) != DLOCK_OK) {
         fprintf(stderr, "open: %s\n", dlock_last_error());
@@ -82,14 +88,50 @@ static dlock_client *open_client(int64_t watchdog_ms)
     return c;
 }
 
+static dlock_client *open_client(int64_t watchdog_ms) { return open_client_fair(watchdog_ms, 0); }
+
+/* worker fair: one turn on a fair lock, recorded in the ORDER list. */
+static int fair_turn(const char *id, const char *order, int64_t slot_ms)
+{
+    client = open_client_fair(0, slot_ms);
+    const char *p = strrchr(url, ':');
+    redisContext *rc = redisConnect("127.0.0.1", p ? atoi(p + 1) : 6379);
+    dlock_lock *l;
+    if (!rc || rc->err || dlock_fair_lock_get(client, name, &l) != DLOCK_OK ||
+        dlock_lock_acquire(l, DLOCK_WATCHDOG) != DLOCK_OK) {
+        fprintf(stderr, "fair: %s\n", dlock_last_error());
+        return 2;
+    }
+    redisReply *r = redisCommand(rc, "RPUSH %s %s", order, id);
+    if (r)
+        freeReplyObject(r);
+    int bad = dlock_lock_release(l) != DLOCK_OK;
+    dlock_lock_free(l);
+    dlock_client_close(client);
+    redisFree(rc);
+    printf("done\n");
+    return bad;
+}
+
+static void print_lost(const char *lname, const char *owner, dlock_lost_reason reason, void *ud)
+{
+    (void)lname;
+    (void)owner;
+    (void)ud;
+    printf("lost %d\n", (int)reason);
+    fflush(stdout);
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 5 && strcmp(argv[1], "hold") == 0) {
         url = argv[2];
         name = argv[3];
         client = open_client(atoll(argv[4]));
-        dlock_lock *l;
-        if (dlock_lock_get(client, name, &l) != DLOCK_OK ||
+        dlock_lock *l = NULL;
+        if (dlock_lock_get(client, name, &l) == DLOCK_OK)
+            dlock_lock_set_lost_callback(l, print_lost, NULL);
+        if (!l ||
             dlock_lock_acquire(l, DLOCK_WATCHDOG) != DLOCK_OK) {
             fprintf(stderr, "hold: %s\n", dlock_last_error());
             return 2;
@@ -121,6 +163,12 @@ int main(int argc, char **argv)
         printf("done %lld\n", max_wait_ms);
         return bad ? 1 : 0;
     }
-    fprintf(stderr, "usage: worker hold URL NAME WATCHDOG_MS | count URL NAME COUNTER THREADS N\n");
+    if (argc >= 7 && strcmp(argv[1], "fair") == 0) {
+        url = argv[2];
+        name = argv[3];
+        return fair_turn(argv[4], argv[5], atoll(argv[6]));
+    }
+    fprintf(stderr, "usage: worker hold URL NAME WATCHDOG_MS | count URL NAME COUNTER THREADS N"
+                    " | fair URL NAME ID ORDER SLOT_MS\n");
     return 64;
 }

@@ -103,8 +103,11 @@ DLOCK_API const char *dlock_version(void);
 typedef enum dlock_lost_reason {
     DLOCK_LOST_GONE = 1,       /* a renewal, or the owner's release, found the lock no longer
                                   held by its owner */
-    DLOCK_LOST_UNREACHABLE = 2 /* Redis stayed unreachable until (1/20 of the watchdog timeout,
-                                  at most 500 ms, before) the lease would have run out */
+    DLOCK_LOST_UNREACHABLE = 2, /* Redis stayed unreachable until (1/20 of the watchdog timeout,
+                                   at most 500 ms, before) the lease would have run out */
+    DLOCK_LOST_PAUSED = 3       /* this process did not run (stopped by SIGSTOP or a debugger,
+                                   suspended, starved of CPU) until past the lease: its
+                                   renewals could not be sent in time */
 } dlock_lost_reason;
 
 /* Called once per lost hold, on the client's io thread. `name` and `owner` are
@@ -139,7 +142,8 @@ typedef struct dlock_config dlock_config;
  *   retry attempts      3, retry delay 1500 ms
  *   pool size           64 blocking connections
  *   priority after      100 ms
- *   client name         none
+ *   fair wait timeout   300000 ms (5 minutes)
+ *   client label        none
  * Returns NULL only when out of memory. */
 DLOCK_API dlock_config *dlock_config_new(void);
 DLOCK_API void dlock_config_free(dlock_config *cfg);
@@ -171,6 +175,11 @@ DLOCK_API int dlock_config_set_connect_timeout(dlock_config *cfg, int64_t ms);
 /* How often a command is retried after a connection failure (0..100; 0 = never)
  * and the pause between tries in ms (0 = default). */
 DLOCK_API int dlock_config_set_retry(dlock_config *cfg, int attempts, int64_t delay_ms);
+/* A fair-lock waiter's slot, in ms (>= 2; 0 = default 300000, Redisson's
+ * fairLockWaitTimeout): how long a waiter that died at the head of a fair
+ * lock's queue delays the others at most. A try with a positive wait uses its
+ * wait as its slot instead. */
+DLOCK_API int dlock_config_set_fair_wait_timeout(dlock_config *cfg, int64_t ms);
 /* Most blocking connections open at once (1..10000; 0 = default). A call that
  * finds them all busy waits up to the command timeout for one. */
 DLOCK_API int dlock_config_set_pool_size(dlock_config *cfg, int size);
@@ -191,11 +200,12 @@ DLOCK_API int dlock_config_set_pool_size(dlock_config *cfg, int size);
  * never touches that key (it races as a Redisson client does). */
 #define DLOCK_PRIORITY_OFF ((int64_t)-1)
 DLOCK_API int dlock_config_set_priority_after(dlock_config *cfg, int64_t after_ms);
-/* The label in every connection's name. Each connection names itself
- * (CLIENT SETNAME) "dlock|<client uuid>|<host name>|<pid>|<label>", so that
- * `CLIENT LIST` tells which host and process holds a lock: the uuid is the
- * first half of the client's owner ids. Up to 128 printable ASCII bytes
- * without spaces; NULL or "" = an empty label. See dlock_client_set_label. */
+/* Every connection of a client is named (CLIENT SETNAME)
+ *   dlock|<client uuid>|<host name>|<pid>|<label>
+ * so that whoever looks at a lock (dlock status, CLIENT LIST) can tell which
+ * process holds it: an owner id's part before the last ':' is its client's
+ * uuid. This sets the label: NULL or "" for none, else 1..128 bytes of
+ * printable ASCII without spaces (DLOCK_EINVAL otherwise). */
 DLOCK_API int dlock_config_set_client_name(dlock_config *cfg, const char *name);
 /* Lost callback for every lock of the client (a lock's own callback, set with
  * dlock_lock_set_lost_callback, takes precedence). NULL fn = none. */
@@ -235,13 +245,13 @@ DLOCK_API int dlock_client_owner_id(const dlock_client *c, char *buf, size_t siz
  * dlock_lock_get_as(). Any thread. */
 DLOCK_API int dlock_client_new_owner_id(dlock_client *c, char *buf, size_t size);
 
-/* Changes the label of the client's connection names at run time (see
- * dlock_config_set_client_name): NULL or "" for none, at most 128 bytes;
- * bytes outside 0x21..0x7e are written '_'. New connections take it, idle
- * pooled ones are renamed now (one round trip each) and busy ones are dropped
- * when given back, the renewal connection renames itself before its next
- * renewal, and the pub/sub connection when it next connects. DLOCK_EINVAL
- * when too long. Any thread; not from a dlock callback. */
+/* Changes the client's label (see dlock_config_set_client_name) while it
+ * runs: connections opened from now on carry it, idle pooled ones are
+ * replaced as they come up, the renewal connection is renamed with its next
+ * renewal, and one pooled connection is opened (or checked) under the new name
+ * before the call returns (one round trip). The pub/sub connection keeps the
+ * name it was opened with (Redis refuses CLIENT SETNAME to a subscriber).
+ * Any thread. */
 DLOCK_API int dlock_client_set_label(dlock_client *c, const char *label);
 
 /* One PING round trip on the blocking pool. DLOCK_OK when Redis answers. */
@@ -283,6 +293,29 @@ DLOCK_API int dlock_lock_get(dlock_client *c, const char *name, dlock_lock **out
  * work moves between threads. */
 DLOCK_API int dlock_lock_get_as(dlock_client *c, const char *name, const char *owner,
                                 dlock_lock **out);
+
+/* A fair lock (Redisson's RFairLock) on `name`: the same handle, and every
+ * dlock_lock_* call works on it, but waiters take their turns in arrival
+ * order, across processes and machines, Redisson's waiters included:
+ *   the lock       hash `name` (as a reentrant lock's);
+ *   the queue      list `redisson_lock_queue:{name}` of owner ids;
+ *   deadlines      sorted set `redisson_lock_timeout:{name}` (owner id, ms);
+ *   wake-ups       each waiter on its own channel
+ *                  `redisson_lock__channel:{name}:<owner id>`: a release
+ *                  wakes the head of the queue only.
+ * A waiter that gives up (deadline, cancellation) leaves the queue at once; a
+ * dead one (its process killed) at the head delays the others by one slot at
+ * most once the lock is free: the wait it gave, or the fair wait timeout
+ * (dlock_config_set_fair_wait_timeout, 5 minutes by default as in Redisson). A live dlock waiter is never dropped
+ * from the queue, however long it waits: it keeps its entry fresh (it tries
+ * again at least every half slot). A try with a wait of 0 never queues: it
+ * takes the lock only when it is free and nobody waits. Reentrant as the
+ * lock is; renewed by the same watchdog. Not mixable with a reentrant lock
+ * handle on the same name (those ignore the queue). */
+DLOCK_API int dlock_fair_lock_get(dlock_client *c, const char *name, dlock_lock **out);
+/* As dlock_fair_lock_get, acting for an explicit owner id (see dlock_lock_get_as). */
+DLOCK_API int dlock_fair_lock_get_as(dlock_client *c, const char *name, const char *owner,
+                                     dlock_lock **out);
 
 /* Frees the handle; holds taken through it stay held (and renewed). No other
  * call may be using this handle. */
@@ -369,14 +402,23 @@ DLOCK_API int dlock_lock_run(dlock_lock *l, int64_t wait_ms, int64_t lease_ms,
 
 /* ------------------------------------------------------------- inspect */
 
-/* A snapshot of one lock, read atomically: who holds it, for how long, its
- * fencing token and how many subscribers wait on its channel (dlock's and
- * Redisson's waiters alike; a dlock client counts once however many of its
- * threads wait). Opaque; read it with the accessors below, which never fail on
- * a valid snapshot. Strings live as long as the snapshot. */
+/* A snapshot of one lock of any kind, read atomically: who holds it, for how
+ * long, its fencing token, a fair lock's queue, a reserved next turn, and how
+ * many wait (dlock's and Redisson's waiters alike; a dlock client counts once
+ * per channel however many of its threads wait on it). Opaque; read it with
+ * the accessors below, which never fail on a valid snapshot. Strings live as
+ * long as the snapshot. */
 typedef struct dlock_info dlock_info;
 
-/* Takes a snapshot of the handle's lock. DLOCK_EWRONGTYPE when the key holds
+/* What a name holds, as a snapshot sees it. */
+typedef enum dlock_kind {
+    DLOCK_KIND_NONE = 0,   /* no key: free (a fair lock may still have a queue) */
+    DLOCK_KIND_LOCK = 1,   /* a reentrant or fair lock's hash (the same layout) */
+    DLOCK_KIND_RWLOCK = 2  /* a read-write lock's hash (field "mode") */
+} dlock_kind;
+
+/* Takes a snapshot of the handle's name, whatever kind of lock the handle is
+ * (the snapshot reads what is there). DLOCK_EWRONGTYPE when the key holds
  * something that is not a lock. The caller frees it with dlock_info_free. */
 DLOCK_API int dlock_lock_inspect(dlock_lock *l, dlock_info **out);
 DLOCK_API void dlock_info_free(dlock_info *info);
@@ -393,9 +435,29 @@ DLOCK_API int64_t dlock_info_hold_count(const dlock_info *info, size_t i);
 DLOCK_API int64_t dlock_info_ttl(const dlock_info *info);
 /* The last fencing token handed out for this name, 0 when none yet. */
 DLOCK_API uint64_t dlock_info_token(const dlock_info *info);
-/* Subscribers of the lock's channel when the snapshot was taken; -1 when the
- * snapshot came from dlock_client_scan (not counted there). */
+/* Waiters when the snapshot was taken: subscribers of the lock's channel
+ * (a read-write lock's for DLOCK_KIND_RWLOCK), plus the entries of a fair
+ * lock's queue; -1 when the snapshot came from dlock_client_scan (not counted
+ * there). */
 DLOCK_API int64_t dlock_info_waiters(const dlock_info *info);
+DLOCK_API dlock_kind dlock_info_kind(const dlock_info *info);
+/* A read-write lock's mode, "read" or "write"; NULL for other kinds. */
+DLOCK_API const char *dlock_info_mode(const dlock_info *info);
+/* 1 when holder i holds the write lock of a read-write lock (its owner id is
+ * given without Redisson's ":write" suffix; a writer that also reads appears
+ * twice, once as writer and once as reader). 0 otherwise. */
+DLOCK_API int dlock_info_holder_writes(const dlock_info *info, size_t i);
+/* A fair lock's queue, in order: how many waiters, each one's owner id, and
+ * how long until its deadline in ms (0 when passed and not yet dropped; -1
+ * when it has none). NULL / -1 out of range. */
+DLOCK_API size_t dlock_info_queued(const dlock_info *info);
+DLOCK_API const char *dlock_info_queued_owner(const dlock_info *info, size_t i);
+DLOCK_API int64_t dlock_info_queued_deadline(const dlock_info *info, size_t i);
+/* The owner id that has reserved the lock's next turn (dlock's own turn
+ * order, see dlock_config_set_priority_after), or NULL; and its TTL in ms
+ * (-2 when there is none). */
+DLOCK_API const char *dlock_info_next_turn(const dlock_info *info);
+DLOCK_API int64_t dlock_info_next_turn_ttl(const dlock_info *info);
 
 /* Called for each lock found; a non-zero return stops the scan. `info` is
  * valid during the call only. */
@@ -403,7 +465,8 @@ typedef int (*dlock_scan_fn)(const dlock_info *info, void *ud);
 
 /* Walks the locks in the database with SCAN (never KEYS), in batches, calling
  * fn for each key that holds a lock in Redisson's layout (a hash of
- * "<uuid>:<thread>" = count fields; Redisson's own locks included). `pattern`
+ * "<uuid>:<thread>" = count fields, or a read-write lock's; Redisson's own
+ * locks included) and is held. `pattern`
  * is a Redis glob (NULL = "*"). Locks appearing or going during the walk may
  * or may not be seen, as with SCAN. Returns DLOCK_OK, or the first error. */
 DLOCK_API int dlock_client_scan(dlock_client *c, const char *pattern, dlock_scan_fn fn, void *ud);

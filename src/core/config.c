@@ -13,6 +13,7 @@
 #define DEFAULT_RETRY_DELAY_MS 1500
 #define DEFAULT_POOL_SIZE 64
 #define DEFAULT_PRIORITY_AFTER_MS 100
+#define DEFAULT_FAIR_WAIT_MS (5 * 60000)   /* Redisson's fairLockWaitTimeout */
 #define MAX_DURATION_MS (24LL * 3600 * 1000)
 #define MAX_CLIENT_NAME 128
 
@@ -36,6 +37,7 @@ dlock_config *dlock_config_new(void)
     cfg->retry_delay_ms = DEFAULT_RETRY_DELAY_MS;
     cfg->pool_size = DEFAULT_POOL_SIZE;
     cfg->priority_after_ms = DEFAULT_PRIORITY_AFTER_MS;
+    cfg->fair_wait_ms = DEFAULT_FAIR_WAIT_MS;
     cfg->log_level = DLOCK_LOG_WARN;
     return cfg;
 }
@@ -186,6 +188,12 @@ int dlock_config_set_priority_after(dlock_config *cfg, int64_t after_ms)
                         "priority after");
 }
 
+int dlock_config_set_fair_wait_timeout(dlock_config *cfg, int64_t ms)
+{
+    NEED_CFG(cfg);
+    return set_duration(&cfg->fair_wait_ms, ms, DEFAULT_FAIR_WAIT_MS, 2, "fair wait timeout");
+}
+
 int dlock_config_set_pool_size(dlock_config *cfg, int size)
 {
     NEED_CFG(cfg);
@@ -195,23 +203,28 @@ int dlock_config_set_pool_size(dlock_config *cfg, int size)
     return DLOCK_OK;
 }
 
+int dlock__check_label(const char *name)
+{
+    if (!name || !*name)
+        return DLOCK_OK;
+    size_t n = strlen(name);
+    if (n > MAX_CLIENT_NAME)
+        return dlock__fail(DLOCK_EINVAL, "client label longer than %d bytes", MAX_CLIENT_NAME);
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)name[i] <= ' ' || (unsigned char)name[i] > '~')
+            return dlock__fail(DLOCK_EINVAL, "client label may only hold printable ASCII "
+                                             "without spaces (byte %zu is not)", i);
+    return DLOCK_OK;
+}
+
 int dlock_config_set_client_name(dlock_config *cfg, const char *name)
 {
     NEED_CFG(cfg);
-    if (!name || !*name) {
-        free(cfg->client_name);
-        cfg->client_name = NULL;
-        return DLOCK_OK;
-    }
-    size_t n = strlen(name);
-    if (n > MAX_CLIENT_NAME)
-        return dlock__fail(DLOCK_EINVAL, "client name longer than %d bytes", MAX_CLIENT_NAME);
-    for (size_t i = 0; i < n; i++)
-        if ((unsigned char)name[i] <= ' ' || (unsigned char)name[i] > '~')
-            return dlock__fail(DLOCK_EINVAL, "client name may only hold printable ASCII "
-                                             "without spaces (byte %zu is not)", i);
-    char *d = dlock__strndup(name, n);
-    if (!d)
+    int rc = dlock__check_label(name);
+    if (rc != DLOCK_OK)
+        return rc;
+    char *d = NULL;
+    if (name && *name && !(d = dlock__strndup(name, strlen(name))))
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
     free(cfg->client_name);
     cfg->client_name = d;

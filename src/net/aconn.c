@@ -49,7 +49,7 @@ typedef struct wreq {
 
 struct dlock__aconn {
     uv_loop_t *uv;
-    const dlock__netctx *ctx;
+    dlock__netctx *ctx;
     dlock__endpoint ep;
     char addr[320];
     int pubsub;
@@ -66,8 +66,7 @@ struct dlock__aconn {
     int64_t reconnect_at;
     int64_t last_io;
     int hs_left;             /* handshake replies still expected */
-    unsigned name_gen;       /* the generation of the name this connection gave itself */
-    char rename_buf[DLOCK__CONN_NAME_MAX];   /* a later CLIENT SETNAME's argument */
+    uint64_t name_gen;       /* the connection name generation it last sent */
     dlock__hs_step hs[DLOCK__HS_MAX];   /* the handshake in flight (its replies point here) */
 
     redisReader *reader;
@@ -120,7 +119,7 @@ static void close_box(dlock__aconn *ac)
 
 static void on_timer_closed(uv_handle_t *h) { release(h->data); }
 
-int dlock__aconn_new(dlock__aconn **out, uv_loop_t *uv, const dlock__netctx *ctx,
+int dlock__aconn_new(dlock__aconn **out, uv_loop_t *uv, dlock__netctx *ctx,
                      const dlock__endpoint *ep, int pubsub, const dlock__aconn_cbs *cbs)
 {
     dlock__aconn *ac = calloc(1, sizeof(*ac));
@@ -247,25 +246,20 @@ static int queue_cmd(dlock__aconn *ac, int argc, const char **argv, const size_t
     return DLOCK_OK;
 }
 
-static void on_rename_reply(dlock__aconn *ac, redisReply *r, int status, void *ud)
-{
-    (void)ac;
-    (void)r;
-    (void)status;
-    (void)ud;   /* a refused rename changes nothing else: the old name stays */
-}
+static void on_rename(dlock__aconn *ac, redisReply *r, int status, void *ud) {}
 
 int dlock__aconn_send(dlock__aconn *ac, int argc, const char **argv, const size_t *lens,
                       int expect, dlock__aconn_reply_fn fn, void *ud)
 {
     if (ac->state != ST_READY)
         return DLOCK_ECONN;
-    /* The label changed since this connection named itself: rename it first
-     * (not a pub/sub one: Redis refuses the command while it is subscribed). */
-    if (!ac->pubsub && ac->ctx->name && atomic_load(&ac->ctx->name->gen) != ac->name_gen) {
-        ac->name_gen = dlock__connname_get(ac->ctx->name, ac->rename_buf);
-        const char *av[] = {"CLIENT", "SETNAME", ac->rename_buf};
-        queue_cmd(ac, 3, av, NULL, 1, on_rename_reply, NULL);
+    if (ac->name_gen != dlock__netctx_gen(ac->ctx)) {
+        /* The client was renamed: the next command carries the new name first. */
+        char name[DLOCK__CONN_NAME_MAX];
+        ac->name_gen = dlock__netctx_name(ac->ctx, name);
+        const char *av[] = {"CLIENT", "SETNAME", name};
+        if (name[0] && !ac->pubsub)
+            queue_cmd(ac, 3, av, NULL, 1, on_rename, NULL);
     }
     return queue_cmd(ac, argc, argv, lens, expect, fn, ud);
 }

@@ -41,7 +41,7 @@ static int load_script(dlock__node *n, redisContext *ctx, int script)
 
 /* One attempt on one connection, reloading the script after NOSCRIPT. */
 static dlock__sent send_once(dlock__node *n, redisContext *ctx, int script, int argc,
-                             const char **argv, const size_t *lens, int ping_first,
+                             const char *const *argv, const size_t *lens, int ping_first,
                              redisReply **out, int *timed_out)
 {
     redisReply *r;
@@ -78,7 +78,7 @@ static int check_counts(const dlock__req *req)
 
 /* EVALSHA <sha> <nkeys> keys... args... into a (stack arrays when they fit). */
 static int evalsha_argv(const dlock__req *req, char nk[16], const char **st_a, size_t *st_l,
-                        const char ***av, size_t **lens)
+                        const char *const **av, size_t **lens)
 {
     int argc = req->argc + 3;
     const char **a = st_a;
@@ -113,7 +113,7 @@ int dlock__node_call(dlock__node *n, const dlock__req *req, redisReply **out)
     const char *addr = dlock__node_addr(n);
     const char *av_stack[ARGV_STACK];
     size_t len_stack[ARGV_STACK];
-    const char **av = req->argv;
+    const char *const *av = req->argv;
     const size_t *lens = req->lens;
     int argc = req->argc;
     char nk[16];
@@ -132,11 +132,10 @@ int dlock__node_call(dlock__node *n, const dlock__req *req, redisReply **out)
     int64_t first_write = -1;
     for (;;) {
         redisContext *ctx;
+        uint64_t gen;
         int fresh, timed_out = 0;
-        unsigned gen = 0;
         redisReply *r = NULL;
-        rc = dlock__node_get_conn(n, &ctx, &fresh, (req->flags & DLOCK__CALL_IDLE_ONLY) != 0,
-                                  &gen);
+        rc = dlock__node_get_conn(n, &ctx, &gen, &fresh, (req->flags & DLOCK__CALL_IDLE_ONLY) != 0);
         /* A PING first is a second read, each under the command timeout. */
         int64_t answer_within =
             cfg->command_timeout_ms * ((req->flags & DLOCK__CALL_PING_FIRST) ? 2 : 1);
@@ -144,7 +143,7 @@ int dlock__node_call(dlock__node *n, const dlock__req *req, redisReply **out)
             dlock__now_ms() + answer_within + 500 > first_write + req->latch_ms) {
             /* Its reply could come after the latch is gone: a retry that then ran
              * would release a second hold. Give up with the last error. */
-            dlock__node_put_conn(n, ctx, 0, gen);
+            dlock__node_put_conn(n, ctx, gen, 0);
             rc = dlock__fail(DLOCK_ECMDTIMEOUT,
                              "%s: no answer, and retrying now could release twice", addr);
             break;
@@ -156,7 +155,7 @@ int dlock__node_call(dlock__node *n, const dlock__req *req, redisReply **out)
                                       (req->flags & DLOCK__CALL_PING_FIRST) != 0, &r,
                                       &timed_out);
             if (o == DLOCK__SENT_OK) {
-                dlock__node_put_conn(n, ctx, 0, gen);
+                dlock__node_put_conn(n, ctx, gen, 0);
                 if (!r) {
                     rc = dlock__fail(DLOCK_EREDIS, "cannot load script %s on %s",
                                      dlock__scripts[req->script].name, addr);
@@ -176,7 +175,7 @@ int dlock__node_call(dlock__node *n, const dlock__req *req, redisReply **out)
                 const char *why = ctx->errstr[0] ? ctx->errstr : "connection lost";
                 rc = dlock__fail(timed_out ? DLOCK_ECMDTIMEOUT : DLOCK_ECONN, "%s: %s", addr,
                                  timed_out ? "no reply within the command timeout" : why);
-                dlock__node_put_conn(n, ctx, 1, gen);
+                dlock__node_put_conn(n, ctx, gen, 1);
                 if (o == DLOCK__MAYBE_RAN && !(req->flags & DLOCK__CALL_IDEMPOTENT)) {
                     rc = dlock__fail(DLOCK_EUNKNOWN,
                                      "%s: %s after the request was sent; it may have run",

@@ -17,8 +17,8 @@ static struct timeval tv_of(int64_t ms)
 
 /* Sends the handshake pipelined and reads every answer. A new connection is
  * used only once the server has answered on it. */
-static int handshake(const dlock__netctx *nc, const dlock__endpoint *ep, const char *addr,
-                     redisContext *ctx, unsigned *name_gen)
+static int handshake(dlock__netctx *nc, const dlock__endpoint *ep, const char *addr,
+                     redisContext *ctx, uint64_t *name_gen)
 {
     dlock__hs_step steps[DLOCK__HS_MAX];
     int n = dlock__handshake_steps(nc, ep, steps, name_gen);
@@ -37,8 +37,8 @@ static int handshake(const dlock__netctx *nc, const dlock__endpoint *ep, const c
     return rc;
 }
 
-int dlock__conn_open(const dlock__netctx *nc, const dlock__endpoint *ep, const char *addr,
-                     redisContext **out, unsigned *name_gen)
+int dlock__conn_open(dlock__netctx *nc, const dlock__endpoint *ep, const char *addr,
+                     redisContext **out, uint64_t *name_gen)
 {
     const dlock_config *cfg = nc->cfg;
     struct timeval ctv = tv_of(cfg->connect_timeout_ms);
@@ -84,7 +84,7 @@ int dlock__conn_alive(redisContext *ctx)
     return k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
 }
 
-dlock__sent dlock__conn_roundtrip(redisContext *ctx, int argc, const char **argv,
+dlock__sent dlock__conn_roundtrip(redisContext *ctx, int argc, const char *const *argv,
                                   const size_t *lens, int ping_first, redisReply **out,
                                   int *timed_out)
 {
@@ -93,7 +93,7 @@ dlock__sent dlock__conn_roundtrip(redisContext *ctx, int argc, const char **argv
     *out = NULL;
     if (ping_first && redisAppendCommandArgv(ctx, 1, ping_av, ping_len) != REDIS_OK)
         return DLOCK__NOT_SENT;
-    if (redisAppendCommandArgv(ctx, argc, argv, lens) != REDIS_OK)
+    if (redisAppendCommandArgv(ctx, argc, (const char **)argv, lens) != REDIS_OK)
         return DLOCK__NOT_SENT;
     int done = 0;
     do {

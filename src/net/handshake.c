@@ -1,24 +1,42 @@
 /* The handshake of a new connection, blocking or asynchronous: one list of
  * commands and one reading of their answers, so both connection kinds
  * authenticate, select and name themselves the same way. */
+#include <stdio.h>
 #include <string.h>
 
 #include "net/net.h"
 
-unsigned dlock__connname_get(dlock__connname *cn, char buf[DLOCK__CONN_NAME_MAX])
+void dlock__netctx_init(dlock__netctx *ctx, const dlock_config *cfg)
 {
-    pthread_mutex_lock(&cn->mu);
-    memcpy(buf, cn->name, DLOCK__CONN_NAME_MAX);
-    unsigned gen = atomic_load(&cn->gen);
-    pthread_mutex_unlock(&cn->mu);
+    ctx->cfg = cfg;
+    pthread_mutex_init(&ctx->name_mu, NULL);
+    ctx->conn_name[0] = '\0';
+    atomic_init(&ctx->name_gen, 0);
+}
+
+void dlock__netctx_clear(dlock__netctx *ctx) { pthread_mutex_destroy(&ctx->name_mu); }
+
+void dlock__netctx_set_name(dlock__netctx *ctx, const char *name)
+{
+    pthread_mutex_lock(&ctx->name_mu);
+    snprintf(ctx->conn_name, sizeof(ctx->conn_name), "%s", name ? name : "");
+    atomic_fetch_add_explicit(&ctx->name_gen, 1, memory_order_release);
+    pthread_mutex_unlock(&ctx->name_mu);
+}
+
+uint64_t dlock__netctx_name(dlock__netctx *ctx, char *buf)
+{
+    pthread_mutex_lock(&ctx->name_mu);
+    memcpy(buf, ctx->conn_name, sizeof(ctx->conn_name));
+    uint64_t gen = atomic_load_explicit(&ctx->name_gen, memory_order_relaxed);
+    pthread_mutex_unlock(&ctx->name_mu);
     return gen;
 }
 
-int dlock__handshake_steps(const dlock__netctx *ctx, const dlock__endpoint *ep,
-                           dlock__hs_step out[DLOCK__HS_MAX], unsigned *name_gen)
+int dlock__handshake_steps(dlock__netctx *ctx, const dlock__endpoint *ep,
+                           dlock__hs_step out[DLOCK__HS_MAX], uint64_t *name_gen)
 {
     int n = 0;
-    *name_gen = 0;
     memset(out, 0, sizeof(*out) * DLOCK__HS_MAX);
     if (ep->pass) {
         dlock__hs_step *s = &out[n++];
@@ -43,14 +61,15 @@ int dlock__handshake_steps(const dlock__netctx *ctx, const dlock__endpoint *ep,
         s->what = "database selection";
         s->credentials = 1;
     }
-    if (ctx->name) {
-        dlock__hs_step *s = &out[n++];
-        *name_gen = dlock__connname_get(ctx->name, s->buf);
-        s->argv[0] = "CLIENT";
-        s->argv[1] = "SETNAME";
-        s->argv[2] = s->buf;
-        s->argc = 3;
-        s->what = "CLIENT SETNAME";
+    dlock__hs_step *name = &out[n];
+    *name_gen = dlock__netctx_name(ctx, name->buf);
+    if (name->buf[0]) {
+        n++;
+        name->argv[0] = "CLIENT";
+        name->argv[1] = "SETNAME";
+        name->argv[2] = name->buf;
+        name->argc = 3;
+        name->what = "CLIENT SETNAME";
     }
     if (n == 0) {
         dlock__hs_step *s = &out[n++];

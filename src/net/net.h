@@ -19,28 +19,30 @@
 #include "core/core.h"
 #include "scripts.h"
 
-/* The name every connection of a client gives itself (CLIENT SETNAME):
- * "dlock|<uuid>|<host>|<pid>|<label>", bytes outside 0x21..0x7e written '_'.
- * The label changes at run time (dlock_client_set_label); `gen` counts the
- * changes. A pooled connection named before the last change is renamed when
- * idle, or dropped when given back; the renewal connection is renamed before
- * its next command; the pub/sub connection takes the new name when it next
- * connects (Redis refuses CLIENT SETNAME on a subscribed RESP2 connection). */
-#define DLOCK__CONN_NAME_MAX 320
-typedef struct dlock__connname {
-    pthread_mutex_t mu;
-    char name[DLOCK__CONN_NAME_MAX];
-    atomic_uint gen;
-} dlock__connname;
-
-/* Copies the current name into buf; returns the generation it belongs to. */
-unsigned dlock__connname_get(dlock__connname *cn, char buf[DLOCK__CONN_NAME_MAX]);
+/* Longest connection name (CLIENT SETNAME) with its NUL. */
+#define DLOCK__CONN_NAME_MAX 256
 
 /* What the network layer needs from the client that owns it. */
 typedef struct dlock__netctx {
     const dlock_config *cfg;   /* timeouts, retries, pool size, log callback */
-    dlock__connname *name;     /* every connection's name, or NULL for none */
+    pthread_mutex_t name_mu;
+    char conn_name[DLOCK__CONN_NAME_MAX];   /* CLIENT SETNAME of every connection, or ""; under
+                                               name_mu */
+    atomic_uint_fast64_t name_gen;          /* bumped when conn_name changes */
 } dlock__netctx;
+
+void dlock__netctx_init(dlock__netctx *ctx, const dlock_config *cfg);
+void dlock__netctx_clear(dlock__netctx *ctx);
+/* Sets the connection name (any thread): connections opened from now on use it;
+ * open ones are renamed as they are next used (see pool.c and aconn.c). */
+void dlock__netctx_set_name(dlock__netctx *ctx, const char *name);
+/* Copies the current name into buf (size DLOCK__CONN_NAME_MAX); returns its
+ * generation. */
+uint64_t dlock__netctx_name(dlock__netctx *ctx, char *buf);
+static inline uint64_t dlock__netctx_gen(dlock__netctx *ctx)
+{
+    return atomic_load_explicit(&ctx->name_gen, memory_order_acquire);
+}
 
 /* -------------------------------------------------------------- handshake */
 
@@ -59,8 +61,8 @@ typedef struct dlock__hs_step {
  * connection the kernel completed for a server that is going away fails
  * here, before a request that cannot be resent goes out on it). Returns how
  * many (1..DLOCK__HS_MAX). */
-int dlock__handshake_steps(const dlock__netctx *ctx, const dlock__endpoint *ep,
-                           dlock__hs_step out[DLOCK__HS_MAX], unsigned *name_gen);
+int dlock__handshake_steps(dlock__netctx *ctx, const dlock__endpoint *ep,
+                           dlock__hs_step out[DLOCK__HS_MAX], uint64_t *name_gen);
 /* What the reply to step s means: DLOCK_OK, or a status with the calling
  * thread's message set (naming addr). */
 int dlock__handshake_check(const dlock__hs_step *s, const redisReply *r, const char *addr);
@@ -68,10 +70,9 @@ int dlock__handshake_check(const dlock__hs_step *s, const redisReply *r, const c
 /* ------------------------------------------------------------- blocking */
 
 /* Opens a blocking connection and runs the handshake under the connect
- * timeout; the command timeout applies afterwards. *name_gen: the generation
- * of the name it was given. */
-int dlock__conn_open(const dlock__netctx *ctx, const dlock__endpoint *ep, const char *addr,
-                     redisContext **out, unsigned *name_gen);
+ * timeout; the command timeout applies afterwards. */
+int dlock__conn_open(dlock__netctx *ctx, const dlock__endpoint *ep, const char *addr,
+                     redisContext **out, uint64_t *name_gen);
 /* Closes with a reset: data still queued in the socket is dropped, not sent. */
 void dlock__conn_abort(redisContext *ctx);
 /* 1 when an idle connection has nothing to read and is not closed. */
@@ -82,7 +83,7 @@ typedef enum { DLOCK__SENT_OK, DLOCK__NOT_SENT, DLOCK__MAYBE_RAN } dlock__sent;
  * *out gets the last one. A failure while writing means Redis cannot have run
  * them; a failure while reading means it may have. *timed_out tells which
  * read failure. */
-dlock__sent dlock__conn_roundtrip(redisContext *ctx, int argc, const char **argv,
+dlock__sent dlock__conn_roundtrip(redisContext *ctx, int argc, const char *const *argv,
                                   const size_t *lens, int ping_first, redisReply **out,
                                   int *timed_out);
 
@@ -91,26 +92,23 @@ dlock__sent dlock__conn_roundtrip(redisContext *ctx, int argc, const char **argv
 /* One Redis server seen through a pool of blocking connections. */
 typedef struct dlock__node dlock__node;
 
-int dlock__node_new(dlock__node **out, const dlock__netctx *ctx, const dlock__endpoint *ep);
+int dlock__node_new(dlock__node **out, dlock__netctx *ctx, const dlock__endpoint *ep);
 void dlock__node_free(dlock__node *n);
 /* Opens one connection now and PINGs it (to report an unreachable server at open). */
 int dlock__node_check(dlock__node *n);
 const dlock__endpoint *dlock__node_endpoint(const dlock__node *n);
 /* Printable address, never credentials. */
 const char *dlock__node_addr(const dlock__node *n);
-const dlock__netctx *dlock__node_ctx(const dlock__node *n);
+dlock__netctx *dlock__node_ctx(const dlock__node *n);
 /* Takes an idle connection, or opens one if the pool has room, or waits for
  * one up to the command timeout; idle_only: an idle one or DLOCK_ECONN at
- * once. *fresh = 1 when newly opened; *name_gen: its name's generation, to
- * give back with it. */
-int dlock__node_get_conn(dlock__node *n, redisContext **out, int *fresh, int idle_only,
-                         unsigned *name_gen);
-/* Gives a connection back; a broken one is aborted, and so is one named
- * before the name last changed. */
-void dlock__node_put_conn(dlock__node *n, redisContext *ctx, int broken, unsigned name_gen);
-/* Renames every idle connection to the current name (CLIENT SETNAME); one
- * that fails is dropped. */
-void dlock__node_rename_idle(dlock__node *n);
+ * once. *fresh = 1 when newly opened. An idle connection opened under an older
+ * connection name is closed instead of used. */
+int dlock__node_get_conn(dlock__node *n, redisContext **out, uint64_t *gen, int *fresh,
+                         int idle_only);
+/* Gives a connection back (with the name generation get_conn gave); a broken
+ * one is aborted. */
+void dlock__node_put_conn(dlock__node *n, redisContext *ctx, uint64_t gen, int broken);
 
 /* ------------------------------------------------------------------- call */
 
@@ -139,7 +137,7 @@ typedef struct dlock__req {
     int script;              /* DLOCK__SCRIPT_* or -1 */
     int nkeys;
     int argc;
-    const char **argv;
+    const char *const *argv;
     const size_t *lens;      /* NULL: strlen of each */
     unsigned flags;
     dlock_cancel *cancel;    /* interrupts retry pauses; may be NULL */
@@ -160,7 +158,7 @@ int dlock__node_call(dlock__node *n, const dlock__req *req, redisReply **out);
  * cluster) will route here, so every request goes through it. */
 typedef struct dlock__router dlock__router;
 
-int dlock__router_new(dlock__router **out, const dlock__netctx *ctx, const dlock__endpoint *ep);
+int dlock__router_new(dlock__router **out, dlock__netctx *ctx, const dlock__endpoint *ep);
 void dlock__router_free(dlock__router *r);
 /* Proves the deployment reachable now (one connection, PING). */
 int dlock__router_check(dlock__router *r);
@@ -168,8 +166,6 @@ int dlock__router_check(dlock__router *r);
 dlock__node *dlock__router_node(dlock__router *r, const char *key, size_t len);
 /* Runs req on the node that serves its first key (any node for a keyless command). */
 int dlock__router_call(dlock__router *r, const dlock__req *req, redisReply **out);
-/* The connections' name changed: renames the idle ones of every node. */
-void dlock__router_rename(dlock__router *r);
 
 /* ------------------------------------------------------------------ aconn */
 
@@ -195,12 +191,14 @@ typedef struct dlock__aconn_cbs {
 
 /* pubsub: the connection will SUBSCRIBE; "message"/"smessage" arrays go to
  * on_push, and it PINGs now and then so a dead peer is noticed. */
-int dlock__aconn_new(dlock__aconn **out, uv_loop_t *uv, const dlock__netctx *ctx,
+int dlock__aconn_new(dlock__aconn **out, uv_loop_t *uv, dlock__netctx *ctx,
                      const dlock__endpoint *ep, int pubsub, const dlock__aconn_cbs *cbs);
 /* Starts connecting (no-op when already connecting or connected). */
 void dlock__aconn_start(dlock__aconn *ac);
 int dlock__aconn_ready(const dlock__aconn *ac);
-/* Queues a command expecting `expect` replies. DLOCK_ECONN when not ready. */
+/* Queues a command expecting `expect` replies. DLOCK_ECONN when not ready. A
+ * connection whose name changed since its handshake queues CLIENT SETNAME
+ * first. */
 int dlock__aconn_send(dlock__aconn *ac, int argc, const char **argv, const size_t *lens,
                       int expect, dlock__aconn_reply_fn fn, void *ud);
 /* While corked, commands are buffered; uncork writes them in one write. */

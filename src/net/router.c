@@ -9,7 +9,7 @@ struct dlock__router {
     dlock__node *only;
 };
 
-int dlock__router_new(dlock__router **out, const dlock__netctx *ctx, const dlock__endpoint *ep)
+int dlock__router_new(dlock__router **out, dlock__netctx *ctx, const dlock__endpoint *ep)
 {
     dlock__router *r = calloc(1, sizeof(*r));
     if (!r)
@@ -44,5 +44,3 @@ int dlock__router_call(dlock__router *r, const dlock__req *req, redisReply **out
 {
     return dlock__node_call(r->only, req, out);
 }
-
-void dlock__router_rename(dlock__router *r) { dlock__node_rename_idle(r->only); }

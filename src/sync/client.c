@@ -7,42 +7,30 @@
 
 #include "sync/sync.h"
 
-/* A label no longer than dlock_config_set_client_name accepts. */
-#define LABEL_MAX 128
-#define HOST_MAX 64
-
-/* Bytes a client name may not hold (space, controls, non-ASCII) become '_'. */
-static void name_safe(char *s)
-{
-    for (; *s; s++)
-        if ((unsigned char)*s < 0x21 || (unsigned char)*s > 0x7e)
-            *s = '_';
-}
-
-/* "dlock|<uuid>|<host>|<pid>|<label>": who holds what can be read from
- * CLIENT LIST (the uuid is the first half of every owner id of this client). */
-static void set_name(dlock_client *c, const char *label)
-{
-    char host[HOST_MAX + 1] = "";
-    char lab[LABEL_MAX + 1];
-    if (gethostname(host, sizeof(host)) != 0)
-        host[0] = '\0';
-    host[HOST_MAX] = '\0';
-    snprintf(lab, sizeof(lab), "%s", label ? label : "");
-    pthread_mutex_lock(&c->name.mu);
-    snprintf(c->name.name, sizeof(c->name.name), "dlock|%s|%s|%ld|%s", c->uuid, host,
-             (long)getpid(), lab);
-    name_safe(c->name.name);
-    atomic_fetch_add(&c->name.gen, 1);
-    pthread_mutex_unlock(&c->name.mu);
-}
-
 /* Explicit owner ids start above every Linux thread id (pid_max <= 2^22). */
 #define FIRST_EXPLICIT_OWNER (1ULL << 32)
 
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
 static void register_atfork(void) { pthread_atfork(NULL, NULL, dlock__atfork_child); }
+
+/* Every connection is named "dlock|<uuid>|<host>|<pid>|<label>", so that
+ * `dlock status` (or CLIENT LIST) can tell who holds a lock: the owner ids'
+ * uuid part is the client's. Host bytes outside 0x21..0x7e, and '|', become
+ * '_'; the label was checked when it was set. */
+static void set_conn_name(dlock_client *c, const char *label)
+{
+    char host[65] = "";
+    if (gethostname(host, sizeof(host) - 1) != 0)
+        snprintf(host, sizeof(host), "?");
+    for (char *p = host; *p; p++)
+        if ((unsigned char)*p <= ' ' || (unsigned char)*p > '~' || *p == '|')
+            *p = '_';
+    char name[DLOCK__CONN_NAME_MAX];
+    snprintf(name, sizeof(name), "dlock|%s|%s|%ld|%s", c->uuid, host[0] ? host : "?",
+             (long)getpid(), label ? label : "");
+    dlock__netctx_set_name(&c->net, name);
+}
 
 int dlock_client_open(dlock_client **out, const dlock_config *cfg)
 {
@@ -63,17 +51,14 @@ int dlock_client_open(dlock_client **out, const dlock_config *cfg)
     }
     dlock__uuid(c->uuid);
     atomic_init(&c->next_owner, FIRST_EXPLICIT_OWNER);
-    atomic_init(&c->reserve_on, c->cfg.priority_after_ms != DLOCK_PRIORITY_OFF);
+    atomic_init(&c->own_keys, c->cfg.priority_after_ms != DLOCK_PRIORITY_OFF);
     /* An unlock latch must outlive the retries of its release: the usual
      * schedule fits, and net/call.c refuses any write whose reply could come later. */
     c->latch_px = (c->cfg.command_timeout_ms + c->cfg.retry_delay_ms) *
                       (c->cfg.retry_attempts + 1) + 1000;
 
-    pthread_mutex_init(&c->name.mu, NULL);
-    atomic_init(&c->name.gen, 0);
-    set_name(c, c->cfg.client_name);
-    c->net.cfg = &c->cfg;
-    c->net.name = &c->name;
+    dlock__netctx_init(&c->net, &c->cfg);
+    set_conn_name(c, c->cfg.client_name);
     if ((rc = dlock__router_new(&c->router, &c->net, &c->cfg.ep)) != DLOCK_OK)
         goto fail;
     if ((rc = dlock__router_check(c->router)) != DLOCK_OK)
@@ -95,8 +80,8 @@ fail:
     dlock__watchdog_free(c->wd);
     dlock__pubsub_free(c->pubsub);
     dlock__router_free(c->router);
+    dlock__netctx_clear(&c->net);
     dlock__config_clear(&c->cfg);
-    pthread_mutex_destroy(&c->name.mu);
     free(c);
     return rc;
 }
@@ -110,21 +95,9 @@ void dlock_client_close(dlock_client *c)
     dlock__watchdog_free(c->wd);
     dlock__pubsub_free(c->pubsub);
     dlock__router_free(c->router);
+    dlock__netctx_clear(&c->net);
     dlock__config_clear(&c->cfg);
-    pthread_mutex_destroy(&c->name.mu);
     free(c);
-}
-
-int dlock_client_set_label(dlock_client *c, const char *label)
-{
-    dlock__clear_error();
-    if (!c)
-        return dlock__fail(DLOCK_EINVAL, "client is NULL");
-    if (label && strlen(label) > LABEL_MAX)
-        return dlock__fail(DLOCK_EINVAL, "label longer than %d bytes", LABEL_MAX);
-    set_name(c, label);
-    dlock__router_rename(c->router);
-    return DLOCK_OK;
 }
 
 const char *dlock_client_id(const dlock_client *c) { return c ? c->uuid : ""; }
@@ -165,6 +138,20 @@ int dlock_client_new_owner_id(dlock_client *c, char *buf, size_t size)
                            n + 1);
     memcpy(buf, tmp, n + 1);
     return DLOCK_OK;
+}
+
+int dlock_client_set_label(dlock_client *c, const char *label)
+{
+    dlock__clear_error();
+    if (!c)
+        return dlock__fail(DLOCK_EINVAL, "client is NULL");
+    int rc = dlock__check_label(label);
+    if (rc != DLOCK_OK)
+        return rc;
+    set_conn_name(c, label);
+    /* One connection under the new name now (the idle ones named before are
+     * dropped as they come up), so CLIENT LIST shows it at once. */
+    return dlock_client_ping(c);
 }
 
 int dlock_client_ping(dlock_client *c)

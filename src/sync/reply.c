@@ -8,6 +8,18 @@
 
 #include "sync/sync.h"
 
+/* A successful acquisition: nil, or {token} when fenced. */
+static int acquired(const redisReply *r, int fenced, uint64_t *token)
+{
+    if (!fenced)
+        return r->type == REDIS_REPLY_NIL ? DLOCK_OK : DLOCK_EPROTO;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 1 ||
+        r->element[0]->type != REDIS_REPLY_INTEGER || r->element[0]->integer < 1)
+        return DLOCK_EPROTO;
+    *token = (uint64_t)r->element[0]->integer;
+    return DLOCK_OK;
+}
+
 int dlock__reply_acquire(const redisReply *r, int fenced, int64_t *ttl, uint64_t *token,
                          int *resv)
 {
@@ -27,13 +39,22 @@ int dlock__reply_acquire(const redisReply *r, int fenced, int64_t *ttl, uint64_t
         *resv = b->integer == 1 ? DLOCK__RESV_MINE : DLOCK__RESV_OTHER;
         return DLOCK__BUSY;
     }
-    if (!fenced)
-        return r->type == REDIS_REPLY_NIL ? DLOCK_OK : DLOCK_EPROTO;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 1 ||
-        r->element[0]->type != REDIS_REPLY_INTEGER || r->element[0]->integer < 1)
-        return DLOCK_EPROTO;
-    *token = (uint64_t)r->element[0]->integer;
-    return DLOCK_OK;
+    return acquired(r, fenced, token);
+}
+
+int dlock__reply_fair_acquire(const redisReply *r, int fenced, int64_t *sleep, uint64_t *token,
+                              int *why)
+{
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == 2) {
+        const redisReply *a = r->element[0], *b = r->element[1];
+        if (a->type != REDIS_REPLY_INTEGER || b->type != REDIS_REPLY_INTEGER ||
+            (b->integer != 0 && b->integer != 1) || a->integer < -2)
+            return DLOCK_EPROTO;
+        *sleep = a->integer;
+        *why = (int)b->integer;
+        return DLOCK__BUSY;
+    }
+    return acquired(r, fenced, token);
 }
 
 int dlock__reply_release(const redisReply *r, int *outcome, int *heard)

@@ -2,6 +2,7 @@
  * the io and net layers.
  *
  *   client.c   opens and closes a client (the composition of every layer)
+ *   op.c       a request built key by key, argument by argument
  *   names.c    Redisson's key and channel names
  *   wait.c     the wait loop every waiting type uses: attempt, join the
  *              channel, retry, sleep until a message or the holder's TTL
@@ -19,14 +20,14 @@
 struct dlock_client {
     dlock_config cfg;
     dlock__netctx net;                 /* what the net layer sees of the client */
-    dlock__connname name;              /* every connection's CLIENT SETNAME */
     char uuid[37];
     dlock__router *router;
     dlock__loop *loop;
     dlock__pubsub *pubsub;
     dlock__watchdog *wd;
     atomic_uint_fast64_t next_owner;   /* for dlock_client_new_owner_id */
-    atomic_int reserve_on;             /* scripts get the reservation key (turn order) */
+    atomic_int own_keys;               /* scripts get dlock's own optional keys (the
+                                          reservation of the next turn) */
     int64_t latch_px;                  /* lifetime of an unlock latch */
 };
 
@@ -34,6 +35,40 @@ struct dlock_client {
 size_t dlock__owner_of_thread(const dlock_client *c, char buf[DLOCK_OWNER_BUFSIZE]);
 /* Runs a request on the node that serves its first key. */
 int dlock__call(dlock_client *c, const dlock__req *req, redisReply **out);
+
+/* --------------------------------------------------------------------- op */
+
+/* A request being built: keys first, then arguments. Strings are not copied:
+ * they must outlive the call; numbers are formatted into the op itself. */
+#define DLOCK__OP_MAX 16
+#define DLOCK__OP_NUMS 6
+typedef struct dlock__op {
+    int script;              /* DLOCK__SCRIPT_* or -1 for a plain command */
+    int nkeys, argc;
+    int bad;                 /* built wrong: the call refuses it */
+    int optional;            /* index of a key of dlock's own that may be left out, or -1 */
+    int nnum;
+    const char *argv[DLOCK__OP_MAX];
+    size_t lens[DLOCK__OP_MAX];
+    char num[DLOCK__OP_NUMS][24];
+} dlock__op;
+
+void dlock__op_init(dlock__op *op, int script);
+void dlock__op_key(dlock__op *op, const char *s, size_t n);
+/* A key of dlock's own (not Redisson's) that the script works without: left
+ * out when the client does not use it, or when Redis refuses it (see
+ * dlock__op_call). At most one per op, and the op's last key. */
+void dlock__op_key_optional(dlock__op *op, const char *s, size_t n);
+void dlock__op_arg(dlock__op *op, const char *s, size_t n);
+void dlock__op_args(dlock__op *op, const char *s);   /* a NUL-terminated argument */
+void dlock__op_argi(dlock__op *op, int64_t v);
+/* Runs the op (dlock__node_call's flags, cancel and latch). An optional key is
+ * sent while the client uses dlock's own keys (c->own_keys); when Redis
+ * refuses it (an ACL that allows Redisson's keys only: NOPERM, answered
+ * before the script runs) the op is sent again without it, and if that goes
+ * through the client stops sending such keys (logged once). */
+int dlock__op_call(dlock_client *c, const dlock__op *op, unsigned flags, dlock_cancel *cancel,
+                   int64_t latch_ms, redisReply **out);
 
 /* ------------------------------------------------------------------ names */
 
@@ -115,6 +150,10 @@ enum {
 int dlock__reply_acquire(const redisReply *r, int fenced, int64_t *ttl, uint64_t *token,
                          int *resv);
 /* *heard = 1 when the last hold went and some client heard the unlock message. */
+/* A fair-lock acquire: DLOCK_OK (token when fenced), or DLOCK__BUSY with
+ * *sleep (ms) and *why (0 held, 1 free but an earlier waiter goes first). */
+int dlock__reply_fair_acquire(const redisReply *r, int fenced, int64_t *sleep, uint64_t *token,
+                              int *why);
 int dlock__reply_release(const redisReply *r, int *outcome, int *heard);
 int dlock__reply_flag(const redisReply *r, int *flag);
 int dlock__reply_integer(const redisReply *r, int64_t *v);

@@ -1,0 +1,68 @@
+-- Release one hold of a fair lock, and wake the head of the queue only (its
+-- own channel). A release retried after a lost reply answers what the first
+-- attempt did, through the request's latch (as the reentrant lock's).
+--
+-- KEYS[1]  the lock (hash)
+-- KEYS[2]  the queue, redisson_lock_queue:{name}
+-- KEYS[3]  the deadlines, redisson_lock_timeout:{name}
+-- KEYS[4]  the channels' prefix, redisson_lock__channel:{name} (a waiter
+--          listens on prefix .. ':' .. its owner id)
+-- KEYS[5]  this request's latch, redisson_unlock_latch:{name}:<32 hex>
+-- ARGV[1]  owner id
+-- ARGV[2]  lease in ms to set while holds remain; "0" keeps the current TTL
+-- ARGV[3]  latch lifetime in ms
+-- ARGV[4]  the releaser's slot in ms: the woken head's deadline is cut to
+--          now + slot at most (its turn starts now; see acquire.lua)
+--
+-- Returns 0 when holds remain, nil when the owner holds nothing, and when the
+-- last hold went 2 if the head of the queue heard its wake-up, 1 if not.
+local earlier = redis.call('get', KEYS[5])
+if earlier then
+  return tonumber(earlier)
+end
+local lock, queue, deadlines = KEYS[1], KEYS[2], KEYS[3]
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+-- Drop heads whose deadline passed (as acquire.lua), then start the head's
+-- turn and wake it.
+local function wake_head()
+  while true do
+    local head = redis.call('lindex', queue, 0)
+    if not head then
+      return 0
+    end
+    local d = tonumber(redis.call('zscore', deadlines, head))
+    if d and d <= now then
+      redis.call('zrem', deadlines, head)
+      redis.call('lpop', queue)
+    else
+      if d and d > now + tonumber(ARGV[4]) then
+        redis.call('zadd', deadlines, now + tonumber(ARGV[4]), head)
+      end
+      return redis.call('publish', KEYS[4] .. ':' .. head, '0')
+    end
+  end
+end
+
+local count = tonumber(redis.call('hget', lock, ARGV[1]))   -- WRONGTYPE if not a hash
+if not count then
+  if redis.call('exists', lock) == 0 then
+    wake_head()   -- the lock lapsed unseen: let the head try now
+  end
+  return nil
+end
+if count > 1 then
+  redis.call('hincrby', lock, ARGV[1], -1)
+  if tonumber(ARGV[2]) > 0 then
+    redis.call('pexpire', lock, ARGV[2])
+  end
+  redis.call('set', KEYS[5], 0, 'px', ARGV[3])
+  return 0
+end
+redis.call('del', lock)
+redis.call('set', KEYS[5], 1, 'px', ARGV[3])
+if wake_head() > 0 then
+  return 2
+end
+return 1

@@ -1,0 +1,172 @@
+/* The fair lock (Redisson's RFairLock): a lock whose waiters take their turns
+ * in arrival order, through Redisson's queue (redisson_lock_queue:{name}) and
+ * deadlines (redisson_lock_timeout:{name}). Each waiter listens on its own
+ * channel, redisson_lock__channel:{name}:<owner>, and a release wakes the head
+ * of the queue only. Holds are the reentrant lock's (one hash field, renewed
+ * by the same script); only acquire, release, force release and giving up
+ * differ (scripts/fair/).
+ *
+ * Slots. Each waiter has a slot (Redisson's fairLockWaitTimeout, 5 minutes by
+ * default; or the caller's wait when it gave one): a dead waiter at the head
+ * delays the others by one slot at most once the lock is free (its turn
+ * starts then: a release, or an attempt that finds the lock free, cuts its
+ * deadline to now + slot). A live dlock waiter keeps its entry fresh on every
+ * attempt and tries again at least every half slot, so it is never dropped
+ * however long it waits (scripts/fair/acquire.lua). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "sync/lock.h"
+
+enum { K_QUEUE = 0, K_DEADLINES = 1 };   /* l->key[] */
+enum { FAIR_HELD = 0, FAIR_QUEUED_AHEAD = 1 };   /* a busy answer's `why` */
+
+static int init(dlock_lock *l)
+{
+    l->channel = dlock__prefixed("redisson_lock__channel", l->name, l->nlen, "", &l->clen);
+    l->key[K_QUEUE] = dlock__prefixed("redisson_lock_queue", l->name, l->nlen, "",
+                                      &l->klen[K_QUEUE]);
+    l->key[K_DEADLINES] = dlock__prefixed("redisson_lock_timeout", l->name, l->nlen, "",
+                                          &l->klen[K_DEADLINES]);
+    return l->channel && l->key[K_QUEUE] && l->key[K_DEADLINES] ? DLOCK_OK : DLOCK_ENOMEM;
+}
+
+/* The waiter's own channel: the lock's channel, ':', its owner id. */
+static int owner_key(const dlock_lock *l, dlock__owner *o)
+{
+    o->alen = l->clen + 1 + o->len;
+    if (!(o->aux = malloc(o->alen + 1)))
+        return DLOCK_ENOMEM;
+    memcpy(o->aux, l->channel, l->clen);
+    o->aux[l->clen] = ':';
+    memcpy(o->aux + l->clen + 1, o->id, o->len);
+    o->aux[o->alen] = '\0';
+    return DLOCK_OK;
+}
+
+static const char *wait_channel(const dlock_lock *l, const dlock__owner *o, size_t *len)
+{
+    (void)l;
+    *len = o->alen;
+    return o->aux;
+}
+
+/* The waiter's slot: the caller's wait, or the client's fair wait timeout. */
+static int64_t slot_of(const dlock__acq *a)
+{
+    return a->wait > 0 ? a->wait : a->l->c->cfg.fair_wait_ms;
+}
+
+/* KEYS: lock, queue, deadlines, token; ARGV: lease, owner, slot, fenced,
+ * queue (scripts/fair/acquire.lua). */
+static void attempt_op(dlock__acq *a, int64_t waited_ms, dlock__op *op)
+{
+    (void)waited_ms;
+    dlock_lock *l = a->l;
+    dlock__op_init(op, DLOCK__SCRIPT_FAIR_ACQUIRE);
+    dlock__op_key(op, l->name, l->nlen);
+    dlock__op_key(op, l->key[K_QUEUE], l->klen[K_QUEUE]);
+    dlock__op_key(op, l->key[K_DEADLINES], l->klen[K_DEADLINES]);
+    dlock__op_key(op, l->token_key, l->tlen);
+    dlock__op_argi(op, a->lease_ms);
+    dlock__op_arg(op, a->o.field, a->o.flen);
+    dlock__op_argi(op, slot_of(a));
+    dlock__op_args(op, a->fenced ? "1" : "0");
+    dlock__op_args(op, a->wait != 0 ? "1" : "0");
+}
+
+static int attempt_reply(dlock__acq *a, redisReply *r, dlock__busy *b)
+{
+    int64_t sleep = -1;
+    int rc = dlock__reply_fair_acquire(r, a->fenced, &sleep, &a->token, &a->state);
+    if (rc == DLOCK_EPROTO)
+        return dlock__lock_proto(a->l, "acquire", r);
+    freeReplyObject(r);
+    if (rc == DLOCK__BUSY) {
+        if (a->wait != 0)
+            a->queued = 1;
+        b->ttl = sleep;
+        b->first = 0;   /* one waiter per channel: nobody to go before */
+    }
+    return rc;
+}
+
+static int busy_error(dlock__acq *a, const dlock__busy *b)
+{
+    if (a->state == FAIR_QUEUED_AHEAD)
+        return dlock__fail(DLOCK_ETIMEDOUT,
+                           "fair lock '%s' is free but earlier waiters go first", a->l->name);
+    return dlock__lock_busy(a->l, b->ttl);
+}
+
+/* A queued waiter that stops waiting leaves the queue at once, so the ones
+ * behind it do not wait out its slot; it keeps the caller's message. One try
+ * without retries (a cancellation is not held up): should it fail, the entry
+ * is dropped when its deadline passes. KEYS: queue, deadlines, lock, channel
+ * prefix; ARGV: owner, slot (scripts/fair/leave.lua). */
+static void give_up(dlock__acq *a, int code)
+{
+    if (!a->queued)
+        return;
+    dlock_lock *l = a->l;
+    char msg[512];
+    snprintf(msg, sizeof(msg), "%s", dlock_last_error());
+    dlock__op op;
+    dlock__op_init(&op, DLOCK__SCRIPT_FAIR_LEAVE);
+    dlock__op_key(&op, l->key[K_QUEUE], l->klen[K_QUEUE]);
+    dlock__op_key(&op, l->key[K_DEADLINES], l->klen[K_DEADLINES]);
+    dlock__op_key(&op, l->name, l->nlen);
+    dlock__op_key(&op, l->channel, l->clen);
+    dlock__op_arg(&op, a->o.field, a->o.flen);
+    dlock__op_argi(&op, slot_of(a));
+    redisReply *r = NULL;
+    if (dlock__op_call(l->c, &op, DLOCK__CALL_NO_RETRY, NULL, 0, &r) == DLOCK_OK)
+        freeReplyObject(r);
+    dlock__fail(code, "%s", msg);
+}
+
+/* KEYS: lock, queue, deadlines, channel prefix, latch; ARGV: owner, lease,
+ * latch lifetime, slot (scripts/fair/release.lua). */
+static void release_op(const dlock_lock *l, const dlock__owner *o, const char *latch,
+                       size_t latch_len, int64_t renew_ms, dlock__op *op)
+{
+    dlock__op_init(op, DLOCK__SCRIPT_FAIR_RELEASE);
+    dlock__op_key(op, l->name, l->nlen);
+    dlock__op_key(op, l->key[K_QUEUE], l->klen[K_QUEUE]);
+    dlock__op_key(op, l->key[K_DEADLINES], l->klen[K_DEADLINES]);
+    dlock__op_key(op, l->channel, l->clen);
+    dlock__op_key(op, latch, latch_len);
+    dlock__op_arg(op, o->field, o->flen);
+    dlock__op_argi(op, renew_ms);
+    dlock__op_argi(op, l->c->latch_px);
+    dlock__op_argi(op, l->c->cfg.fair_wait_ms);
+}
+
+/* KEYS: lock, queue, deadlines, channel prefix; ARGV: slot
+ * (scripts/fair/force.lua). */
+static void force_op(const dlock_lock *l, dlock__op *op)
+{
+    dlock__op_init(op, DLOCK__SCRIPT_FAIR_FORCE);
+    dlock__op_key(op, l->name, l->nlen);
+    dlock__op_key(op, l->key[K_QUEUE], l->klen[K_QUEUE]);
+    dlock__op_key(op, l->key[K_DEADLINES], l->klen[K_DEADLINES]);
+    dlock__op_key(op, l->channel, l->clen);
+    dlock__op_argi(op, l->c->cfg.fair_wait_ms);
+}
+
+const dlock__lock_type dlock__fair_type = {
+    .what = "fair lock",
+    .suffix = "",
+    .hold = &dlock__lock_hold,
+    .init = init,
+    .owner_key = owner_key,
+    .hold_id = dlock__lock_hold_id,
+    .wait_channel = wait_channel,
+    .attempt_op = attempt_op,
+    .attempt_reply = attempt_reply,
+    .busy_error = busy_error,
+    .give_up = give_up,
+    .release_op = release_op,
+    .force_op = force_op,
+    .is_locked = dlock__lock_is_hash,
+};

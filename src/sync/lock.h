@@ -1,0 +1,138 @@
+/* The lock family inside the sync layer: one handle (dlock_lock) for every
+ * lock type that has an owner, and the table of what differs per type.
+ *
+ * lock.c holds the handle, every public dlock_lock_* call, and what they
+ * share: owner ids, the wait (wait.c), the watchdog's bookkeeping, the unlock
+ * latch, the queries. A type (lock.c's reentrant lock, fair_lock.c, rwlock.c)
+ * brings its keys, its channel, its scripts and how to read their answers.
+ * Not installed. */
+#ifndef DLOCK_SYNC_LOCK_H
+#define DLOCK_SYNC_LOCK_H
+
+#include "sync/sync.h"
+
+typedef struct dlock__lock_type dlock__lock_type;
+
+#define DLOCK__LOCK_KEYS 3   /* a type's own keys beyond the name, token and latch */
+
+struct dlock_lock {
+    dlock_client *c;
+    const dlock__lock_type *type;
+    char *name;
+    size_t nlen;
+    char *channel;           /* the type's channel (a fair lock's: the prefix of each
+                                waiter's own channel) */
+    size_t clen;
+    char *token_key;         /* redisson_lock_token:{name} */
+    size_t tlen;
+    char *latch_prefix;      /* redisson_unlock_latch:{name}: */
+    size_t lplen;
+    char *key[DLOCK__LOCK_KEYS];   /* the type's own keys (reservation, queue, ...) */
+    size_t klen[DLOCK__LOCK_KEYS];
+    char *owner;             /* explicit owner id, or NULL for the calling thread */
+    size_t olen;
+    atomic_int heard;        /* the last release through this handle woke some client */
+    pthread_mutex_t mu;      /* guards fn, ud */
+    dlock_lost_fn fn;
+    void *ud;
+};
+
+/* The owner a call acts for, and what the type derives from it. */
+typedef struct dlock__owner {
+    const char *id;          /* "<uuid>:<n>" */
+    size_t len;
+    const char *field;       /* its field in the lock's hash: id + the type's suffix */
+    size_t flen;
+    char *aux;               /* the type's per-owner key (fair: the waiter's channel; read:
+                                the hold's timeout prefix), or NULL */
+    size_t alen;
+    char buf[DLOCK_OWNER_BUFSIZE];
+    char fbuf[DLOCK_OWNER_MAX + 16];
+} dlock__owner;
+
+/* One acquisition, from its first attempt to its end. */
+typedef struct dlock__acq {
+    dlock_lock *l;
+    dlock__owner o;
+    int64_t wait;            /* the caller's wait: 0, ms, or DLOCK_WAIT_FOREVER */
+    int64_t lease;           /* ms, or DLOCK_WATCHDOG */
+    int64_t lease_ms;        /* the TTL the script sets: lease, or the watchdog timeout */
+    int fenced;
+    dlock_cancel *cancel;
+    int64_t sent;            /* before the last attempt was sent (the watchdog's origin) */
+    uint64_t token;
+    int state;               /* the type's: reservation state (lock), why busy (fair) */
+    int queued;              /* the type registered the caller as a waiter in Redis */
+} dlock__acq;
+
+struct dlock__lock_type {
+    const char *what;        /* "lock", "fair lock", "read lock", "write lock" */
+    const char *suffix;      /* the owner's field = owner id + suffix */
+    const dlock__hold_kind *hold;
+    /* Builds the handle's channel and own keys (l->key[]). */
+    int (*init)(dlock_lock *l);
+    /* The owner's per-type key into o->aux (may be NULL: none). */
+    int (*owner_key)(const dlock_lock *l, dlock__owner *o);
+    /* The hold as the watchdog sees it (parts point into l and o). */
+    void (*hold_id)(const dlock_lock *l, const dlock__owner *o, dlock__hold_id *id);
+    /* The channel this owner's waits listen on. */
+    const char *(*wait_channel)(const dlock_lock *l, const dlock__owner *o, size_t *len);
+    /* One attempt, in two halves so that several can share a round trip (a
+     * multi-lock pipelines them): the request, then what its answer means
+     * (wait.c's contract): DLOCK_OK (a->token set when fenced), DLOCK__BUSY
+     * with *b, or an error. attempt_reply frees r. waited_ms: -1 on the first
+     * attempt, then how long the call has waited. */
+    void (*attempt_op)(dlock__acq *a, int64_t waited_ms, dlock__op *op);
+    int (*attempt_reply)(dlock__acq *a, redisReply *r, dlock__busy *b);
+    int (*busy_error)(dlock__acq *a, const dlock__busy *b);
+    void (*give_up)(dlock__acq *a, int rc);   /* may be NULL */
+    /* The release of one hold: an op whose answer is nil (not held), 0 (holds
+     * remain), 1 (the owner's last hold went, nobody woken) or 2 (went, and
+     * somebody heard). `renew_ms` is the TTL to set while holds remain (0:
+     * keep the current one). */
+    void (*release_op)(const dlock_lock *l, const dlock__owner *o, const char *latch,
+                       size_t latch_len, int64_t renew_ms, dlock__op *op);
+    /* Delete whoever holds it, and wake; an answer 1 (was held) or 0. */
+    void (*force_op)(const dlock_lock *l, dlock__op *op);
+    /* *locked = 1 when held in this type's sense. */
+    int (*is_locked)(dlock_lock *l, int *locked);
+};
+
+extern const dlock__lock_type dlock__reentrant_type;
+extern const dlock__lock_type dlock__fair_type;
+
+/* Shared by the types whose holds are one hash field (reentrant, fair, write):
+ * the watchdog kind (scripts/lock/renew.lua) and the hold's bytes. */
+extern const dlock__hold_kind dlock__lock_hold;
+void dlock__lock_hold_id(const dlock_lock *l, const dlock__owner *o, dlock__hold_id *id);
+/* The handle's channel, the same for every owner. */
+const char *dlock__lock_shared_channel(const dlock_lock *l, const dlock__owner *o, size_t *len);
+/* is_locked for the types held as a hash of owner fields. */
+int dlock__lock_is_hash(dlock_lock *l, int *locked);
+
+/* A handle of a type; owner NULL: the calling thread. */
+int dlock__lock_new(dlock_client *c, const dlock__lock_type *type, const char *name,
+                    const char *owner, dlock_lock **out);
+/* A script's answer of the wrong shape: frees r, sets the message. */
+int dlock__lock_proto(const dlock_lock *l, const char *what, redisReply *r);
+/* The verdict for a key that is not this type, with Redis's words for it. */
+int dlock__lock_wrong_type(const dlock_lock *l);
+/* The standard busy message ("held by another owner (expires in N ms)"). */
+int dlock__lock_busy(const dlock_lock *l, int64_t ttl);
+/* Sets an acquisition up (owner, lease) for l; DLOCK_OK or an error.
+ * dlock__acq_done frees what it holds. */
+int dlock__acq_init(dlock__acq *a, dlock_lock *l, int64_t wait_ms, int64_t lease_ms,
+                    dlock_cancel *cancel, int fenced);
+void dlock__acq_done(dlock__acq *a);
+/* One whole attempt: op, round trip, answer, and on success the watchdog's
+ * bookkeeping (dlock__acq_acquired). */
+int dlock__acq_attempt(dlock__acq *a, int64_t waited_ms, dlock__busy *b);
+/* After an attempt answered DLOCK_OK: a DLOCK_WATCHDOG hold is renewed from
+ * now on (if that cannot be scheduled, it is released and the error
+ * returned); a lease acquisition moves a renewed hold's loss deadline. */
+int dlock__acq_acquired(dlock__acq *a);
+/* Runs an op for the handle, mapping WRONGTYPE to the type's verdict. */
+int dlock__lock_call(dlock_lock *l, const dlock__op *op, unsigned flags, dlock_cancel *cancel,
+                     redisReply **r);
+
+#endif

@@ -1,0 +1,156 @@
+/* The reentrant lock (Redisson's RLock): its keys, channel and scripts
+ * (scripts/lock/). Everything every lock type shares is in lock.c.
+ *
+ * Turn order (dlock's own, beyond Redisson): a waiter that has waited
+ * `priority after` reserves the next turn in dlock_lock_next:{name}; see
+ * docs/internals/waiting.md. The reservation key is optional in every script
+ * (an ACL that allows Redisson's keys only refuses it: the client then goes on
+ * without reservations). */
+#include <string.h>
+
+#include "sync/lock.h"
+
+enum { K_RESERVE = 0 };   /* l->key[] */
+
+/* How the watchdog renews a reentrant (or fair, or write) lock's hold: KEYS =
+ * the lock, ARGV = the owner's field (scripts/lock/renew.lua). */
+const dlock__hold_kind dlock__lock_hold = {"lock", DLOCK__SCRIPT_LOCK_RENEW, 1, 1};
+
+void dlock__lock_hold_id(const dlock_lock *l, const dlock__owner *o, dlock__hold_id *id)
+{
+    memset(id, 0, sizeof(*id));
+    id->kind = &dlock__lock_hold;
+    id->owner = o->id;
+    id->olen = o->len;
+    id->part[0] = l->name;
+    id->len[0] = l->nlen;
+    id->part[1] = o->field;
+    id->len[1] = o->flen;
+}
+
+static int init(dlock_lock *l)
+{
+    l->channel = dlock__prefixed("redisson_lock__channel", l->name, l->nlen, "", &l->clen);
+    l->key[K_RESERVE] = dlock__prefixed("dlock_lock_next", l->name, l->nlen, "",
+                                        &l->klen[K_RESERVE]);
+    return l->channel && l->key[K_RESERVE] ? DLOCK_OK : DLOCK_ENOMEM;
+}
+
+const char *dlock__lock_shared_channel(const dlock_lock *l, const dlock__owner *o, size_t *len)
+{
+    (void)o;
+    *len = l->clen;
+    return l->channel;
+}
+
+/* KEYS: lock, token, reservation (optional); ARGV: lease, owner, fenced,
+ * claim, grace (scripts/lock/acquire.lua). */
+static void attempt_op(dlock__acq *a, int64_t waited_ms, dlock__op *op)
+{
+    dlock_lock *l = a->l;
+    /* A waiter that has waited long enough asks for the next turn. */
+    int64_t after = l->c->cfg.priority_after_ms;
+    int claim = waited_ms >= 0 && after != DLOCK_PRIORITY_OFF && waited_ms >= after;
+    dlock__op_init(op, DLOCK__SCRIPT_LOCK_ACQUIRE);
+    dlock__op_key(op, l->name, l->nlen);
+    dlock__op_key(op, l->token_key, l->tlen);
+    dlock__op_key_optional(op, l->key[K_RESERVE], l->klen[K_RESERVE]);
+    dlock__op_argi(op, a->lease_ms);
+    dlock__op_arg(op, a->o.field, a->o.flen);
+    dlock__op_args(op, a->fenced ? "1" : "0");
+    dlock__op_args(op, claim ? "1" : "0");
+    dlock__op_args(op, DLOCK__RESERVE_GRACE_ARG);
+}
+
+static int attempt_reply(dlock__acq *a, redisReply *r, dlock__busy *b)
+{
+    int64_t ttl = -1;
+    int rc = dlock__reply_acquire(r, a->fenced, &ttl, &a->token, &a->state);
+    if (rc == DLOCK_EPROTO)
+        return dlock__lock_proto(a->l, "acquire", r);
+    freeReplyObject(r);
+    if (rc == DLOCK__BUSY) {
+        /* Sleep at most the holder's PTTL, or what is left of another
+         * waiter's reservation; a reserved turn goes first locally. */
+        b->ttl = ttl;
+        b->first = a->state == DLOCK__RESV_MINE;
+    }
+    return rc;
+}
+
+static int busy_error(dlock__acq *a, const dlock__busy *b)
+{
+    if (a->state == DLOCK__RESV_OTHER)
+        return dlock__fail(DLOCK_ETIMEDOUT,
+                           "'%s' is free but its next turn is reserved for a waiter that has "
+                           "waited long (for %lld ms more)",
+                           a->l->name, (long long)b->ttl);
+    return dlock__lock_busy(a->l, b->ttl);
+}
+
+/* A waiter that reserved the next turn and gives up (deadline, cancellation)
+ * hands it back, so the others need not wait out its grace. Best effort: one
+ * try on an idle pooled connection, no retry, so a cancellation is not held
+ * up; it keeps the caller's error message. Should it fail, the reservation
+ * lapses by itself. KEYS: lock, reservation, channel; ARGV: owner
+ * (scripts/lock/unclaim.lua). */
+static void give_up(dlock__acq *a, int code)
+{
+    if (a->state != DLOCK__RESV_MINE || (code != DLOCK_ETIMEDOUT && code != DLOCK_ECANCELED))
+        return;
+    dlock_lock *l = a->l;
+    char msg[512];
+    snprintf(msg, sizeof(msg), "%s", dlock_last_error());
+    dlock__op op;
+    dlock__op_init(&op, DLOCK__SCRIPT_LOCK_UNCLAIM);
+    dlock__op_key(&op, l->name, l->nlen);
+    dlock__op_key(&op, l->key[K_RESERVE], l->klen[K_RESERVE]);
+    dlock__op_key(&op, l->channel, l->clen);
+    dlock__op_arg(&op, a->o.field, a->o.flen);
+    redisReply *r = NULL;
+    if (dlock__op_call(l->c, &op, DLOCK__CALL_NO_RETRY | DLOCK__CALL_IDLE_ONLY, NULL, 0, &r) ==
+        DLOCK_OK)
+        freeReplyObject(r);
+    dlock__fail(code, "%s", msg);
+}
+
+/* KEYS: lock, channel, latch, reservation (optional); ARGV: owner, lease,
+ * latch lifetime, grace (scripts/lock/release.lua). */
+static void release_op(const dlock_lock *l, const dlock__owner *o, const char *latch,
+                       size_t latch_len, int64_t renew_ms, dlock__op *op)
+{
+    dlock__op_init(op, DLOCK__SCRIPT_LOCK_RELEASE);
+    dlock__op_key(op, l->name, l->nlen);
+    dlock__op_key(op, l->channel, l->clen);
+    dlock__op_key(op, latch, latch_len);
+    dlock__op_key_optional(op, l->key[K_RESERVE], l->klen[K_RESERVE]);
+    dlock__op_arg(op, o->field, o->flen);
+    dlock__op_argi(op, renew_ms);
+    dlock__op_argi(op, l->c->latch_px);
+    dlock__op_args(op, DLOCK__RESERVE_GRACE_ARG);
+}
+
+/* KEYS: lock, channel (scripts/lock/force.lua). */
+static void force_op(const dlock_lock *l, dlock__op *op)
+{
+    dlock__op_init(op, DLOCK__SCRIPT_LOCK_FORCE);
+    dlock__op_key(op, l->name, l->nlen);
+    dlock__op_key(op, l->channel, l->clen);
+}
+
+const dlock__lock_type dlock__reentrant_type = {
+    .what = "lock",
+    .suffix = "",
+    .hold = &dlock__lock_hold,
+    .init = init,
+    .owner_key = NULL,
+    .hold_id = dlock__lock_hold_id,
+    .wait_channel = dlock__lock_shared_channel,
+    .attempt_op = attempt_op,
+    .attempt_reply = attempt_reply,
+    .busy_error = busy_error,
+    .give_up = give_up,
+    .release_op = release_op,
+    .force_op = force_op,
+    .is_locked = dlock__lock_is_hash,
+};
