@@ -55,6 +55,14 @@ expect 0 env DLOCK_PASSWORD=ops-pw "$D" --url "redis://ops@127.0.0.1:$A_PORT" ru
 expect 77 env DLOCK_PASSWORD=pw-S3cret "$D" --url "redis://ops@127.0.0.1:$A_PORT" status t:acl
 expect 64 "$D" --url "redis://ops@127.0.0.1:$A_PORT" status t:acl
 has "$tmp/err" "DLOCK_PASSWORD" "a user without a password says where to give one"
+# a user that may not run CLIENT LIST still gets the status, without who is who
+redis-cli -p "$A_PORT" -a pw-S3cret --no-auth-warning acl setuser lim on '>lim-pw' '~*' '&*' '+@all' '-@dangerous' >/dev/null
+env DLOCK_PASSWORD=ops-pw "$D" --url "redis://ops@127.0.0.1:$A_PORT" run t:lim -- sleep $((2 * SLOW)) & p=$!; bg+=($p)
+check "held by the ACL user" until_ok sh -c "redis-cli -p $A_PORT -a pw-S3cret --no-auth-warning exists t:lim | grep -q 1"
+expect 0 env DLOCK_PASSWORD=lim-pw "$D" --url "redis://lim@127.0.0.1:$A_PORT" status t:lim
+has "$tmp/out" "state:   held" "status without CLIENT LIST permission"
+has "$tmp/out" "CLIENT LIST refused" "status says why it cannot tell who holds"
+wait "$p"
 # a password given in --url does not stay visible in ps
 "$D" --url "redis://:pw-S3cret@127.0.0.1:$A_PORT" run t:ps -- sleep $((2 * SLOW)) & p=$!; bg+=($p)
 check "holder with a password in --url" until_ok sh -c "redis-cli -p $A_PORT -a pw-S3cret --no-auth-warning exists t:ps | grep -q 1"
