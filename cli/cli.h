@@ -29,6 +29,7 @@ enum {
 
 typedef struct cli_opts {
     const char *url;          /* --url, else $DLOCK_URL, else the default */
+    char *url_copy;           /* --url's value before its password was masked (owned) */
     int url_from_env;         /* the URL came from $DLOCK_URL */
     const char *password_file;/* --password-file */
     int64_t watchdog_ms;      /* --watchdog, 0 = library default */

@@ -313,7 +313,8 @@ int cli_global_opt(cli_opts *o, int argc, char **argv, int *i)
                 return -1;
             }
             mask_url_password((char *)val);
-            o->url = copy;   /* lives until exit */
+            free(o->url_copy);
+            o->url = o->url_copy = copy;
             o->url_from_env = 0;
         }
         return r;
@@ -350,16 +351,25 @@ int cli_global_opt(cli_opts *o, int argc, char **argv, int *i)
     return 1;
 }
 
+static int run_main(cli_opts *o, int argc, char **argv);
+
 int main(int argc, char **argv)
 {
     cli_opts o;
     memset(&o, 0, sizeof(o));
-    o.retry_attempts = -1;
-    o.url = getenv("DLOCK_URL");
-    o.url_from_env = 1;
-    if (!o.url || !*o.url) {
-        o.url = "redis://127.0.0.1:6379";
-        o.url_from_env = 0;
+    int code = run_main(&o, argc, argv);
+    free(o.url_copy);
+    return code;
+}
+
+static int run_main(cli_opts *o, int argc, char **argv)
+{
+    o->retry_attempts = -1;
+    o->url = getenv("DLOCK_URL");
+    o->url_from_env = 1;
+    if (!o->url || !*o->url) {
+        o->url = "redis://127.0.0.1:6379";
+        o->url_from_env = 0;
     }
     int i = 1;
     for (; i < argc && argv[i][0] == '-'; i++) {
@@ -371,16 +381,16 @@ int main(int argc, char **argv)
             printf("dlock %s (libdlock %s)\n", DLOCK_VERSION_STRING, dlock_version());
             return 0;
         }
-        int r = cli_global_opt(&o, argc, argv, &i);
+        int r = cli_global_opt(o, argc, argv, &i);
         if (r < 0)
             return EXIT_USAGE;
         if (r == 0) {
-            cli_usage_error(&o, NULL, "unknown option '%s'", argv[i]);
+            cli_usage_error(o, NULL, "unknown option '%s'", argv[i]);
             return EXIT_USAGE;
         }
     }
     if (i >= argc) {
-        cli_usage_error(&o, NULL, "missing command");
+        cli_usage_error(o, NULL, "missing command");
         return EXIT_USAGE;
     }
     const char *cmd = argv[i];
@@ -390,11 +400,11 @@ int main(int argc, char **argv)
         if (cargc == 2 && (strcmp(cargv[1], "--help") == 0 || strcmp(cargv[1], "-h") == 0))
             cargv[1] = "help";
         if (cargc > 2) {
-            cli_usage_error(&o, "help", "one command at most");
+            cli_usage_error(o, "help", "one command at most");
             return EXIT_USAGE;
         }
         if (cli_help(stdout, cargc > 1 ? cargv[1] : NULL) != 0) {
-            cli_usage_error(&o, NULL, "help: unknown command '%s'", cargv[1]);
+            cli_usage_error(o, NULL, "help: unknown command '%s'", cargv[1]);
             return EXIT_USAGE;
         }
         return 0;
@@ -415,8 +425,8 @@ int main(int argc, char **argv)
                 return 0;
             }
         }
-        return cmds[k].fn(&o, cargc, cargv);
+        return cmds[k].fn(o, cargc, cargv);
     }
-    cli_usage_error(&o, NULL, "unknown command '%s'", cmd);
+    cli_usage_error(o, NULL, "unknown command '%s'", cmd);
     return EXIT_USAGE;
 }

@@ -68,6 +68,22 @@ watch --interval -1
 watch --interval 10ms
 list a b
 unlock --force
+run --name
+run -w
+run -E
+run -E 256 x -- true
+run -- x
+run -- x y -- true
+run --name a b -- true
+run --name a --name b -- true
+run -w 1m1h x -- true
+status --name
+status --name a b
+unlock --force --name
+--password-file
+--command-timeout
+help a b
+watch a b
 ARGS
 # Non-UTF-8 bytes in a name are just bytes; the JSON stays valid.
 expect 0 "$D" status "$(printf 'bin\xff\xfe')" --json
