@@ -205,7 +205,9 @@ DLOCK_API int dlock_config_set_priority_after(dlock_config *cfg, int64_t after_m
  * so that whoever looks at a lock (dlock status, CLIENT LIST) can tell which
  * process holds it: an owner id's part before the last ':' is its client's
  * uuid. This sets the label: NULL or "" for none, else 1..128 bytes of
- * printable ASCII without spaces (DLOCK_EINVAL otherwise). */
+ * printable ASCII without spaces (DLOCK_EINVAL otherwise). A server that
+ * refuses CLIENT SETNAME (an ACL without client|setname) is not an error: the
+ * connections stay unnamed and the log callback gets a warning, once. */
 DLOCK_API int dlock_config_set_client_name(dlock_config *cfg, const char *name);
 /* Lost callback for every lock of the client (a lock's own callback, set with
  * dlock_lock_set_lost_callback, takes precedence). NULL fn = none. */
@@ -249,7 +251,8 @@ DLOCK_API int dlock_client_new_owner_id(dlock_client *c, char *buf, size_t size)
  * runs: connections opened from now on carry it, idle pooled ones are
  * replaced as they come up, the renewal connection is renamed with its next
  * renewal, and one pooled connection is opened (or checked) under the new name
- * before the call returns (one round trip). The pub/sub connection keeps the
+ * before the call returns (one try, no retry: DLOCK_OK even when Redis does not
+ * answer, the label being set for the connections to come). The pub/sub connection keeps the
  * name it was opened with (Redis refuses CLIENT SETNAME to a subscriber).
  * Any thread. */
 DLOCK_API int dlock_client_set_label(dlock_client *c, const char *label);
