@@ -81,6 +81,19 @@ const char *display_url(const char *url, char *buf, size_t size)
     return buf;
 }
 
+/* "lock", "read-write lock", or "none" (no key: free). */
+static const char *kind_name(const dlock_info *info)
+{
+    switch (dlock_info_kind(info)) {
+    case DLOCK_KIND_LOCK:
+        return "lock";
+    case DLOCK_KIND_RWLOCK:
+        return "read-write lock";
+    default:
+        return "none";
+    }
+}
+
 static void json_info(FILE *f, const dlock_info *info, int with_waiters, const holder_map *map)
 {
     fputc('{', f);
@@ -90,11 +103,30 @@ static void json_info(FILE *f, const dlock_info *info, int with_waiters, const h
         fputs(i ? ",{" : "{", f);
         cli_json_field(f, "owner", dlock_info_owner(info, i));
         fprintf(f, ",\"count\":%lld", (long long)dlock_info_hold_count(info, i));
+        if (dlock_info_kind(info) == DLOCK_KIND_RWLOCK)
+            fprintf(f, ",\"role\":\"%s\"", dlock_info_holder_writes(info, i) ? "write" : "read");
         holder_json(f, map, dlock_info_owner(info, i));
         fputc('}', f);
     }
     fprintf(f, "],\"ttl_ms\":%lld,\"token\":%llu", (long long)dlock_info_ttl(info),
             (unsigned long long)dlock_info_token(info));
+    fprintf(f, ",\"kind\":\"%s\"", kind_name(info));
+    if (dlock_info_mode(info))
+        fprintf(f, ",\"mode\":\"%s\"", dlock_info_mode(info));
+    if (dlock_info_queued(info)) {
+        fputs(",\"queue\":[", f);
+        for (size_t i = 0; i < dlock_info_queued(info); i++) {
+            fputs(i ? ",{" : "{", f);
+            cli_json_field(f, "owner", dlock_info_queued_owner(info, i));
+            fprintf(f, ",\"deadline_ms\":%lld}", (long long)dlock_info_queued_deadline(info, i));
+        }
+        fputc(']', f);
+    }
+    if (dlock_info_next_turn(info)) {
+        fputs(",\"next_turn\":{", f);
+        cli_json_field(f, "owner", dlock_info_next_turn(info));
+        fprintf(f, ",\"ttl_ms\":%lld}", (long long)dlock_info_next_turn_ttl(info));
+    }
     if (with_waiters)
         fprintf(f, ",\"waiters\":%lld", (long long)dlock_info_waiters(info));
     fputc('}', f);
@@ -118,7 +150,10 @@ static char *format_holders(const dlock_info *info, const holder_map *map)
         holder_info_free(&h);
         holder_describe(map, dlock_info_owner(info, i), 1, who, sizeof(who));
         char *e = known > 0 ? NULL : cli_escape(dlock_info_owner(info, i));
-        off += (size_t)snprintf(s + off, len - off, "%s%s x%lld%s%s%s", i ? ", " : "",
+        const char *role = dlock_info_kind(info) != DLOCK_KIND_RWLOCK ? ""
+                           : dlock_info_holder_writes(info, i)     ? "W "
+                                                                   : "R ";
+        off += (size_t)snprintf(s + off, len - off, "%s%s%s x%lld%s%s%s", i ? ", " : "", role,
                                 known > 0 ? who : e ? e : "?",
                                 (long long)dlock_info_hold_count(info, i),
                                 known == 0 ? " (" : "", known == 0 ? who : "",
@@ -244,12 +279,19 @@ static void print_status(const dlock_info *info, const holder_map *map)
     char *name = cli_escape(dlock_info_name(info));
     printf("name:    %s\n", name ? name : "?");
     free(name);
-    printf("state:   %s\n", dlock_info_locked(info) ? "held" : "free");
+    if (dlock_info_kind(info) == DLOCK_KIND_RWLOCK)
+        printf("state:   %s (read-write lock, mode %s)\n",
+               dlock_info_locked(info) ? "held" : "free", dlock_info_mode(info));
+    else
+        printf("state:   %s\n", dlock_info_locked(info) ? "held" : "free");
     for (size_t i = 0; i < dlock_info_holders(info); i++) {
         char *owner = cli_escape(dlock_info_owner(info, i));
-        printf("holder:  %s (%lld %s)\n", owner ? owner : "?",
+        const char *role = dlock_info_kind(info) != DLOCK_KIND_RWLOCK ? ""
+                           : dlock_info_holder_writes(info, i)     ? ", writes"
+                                                                   : ", reads";
+        printf("holder:  %s (%lld %s%s)\n", owner ? owner : "?",
                (long long)dlock_info_hold_count(info, i),
-               dlock_info_hold_count(info, i) == 1 ? "hold" : "holds");
+               dlock_info_hold_count(info, i) == 1 ? "hold" : "holds", role);
         free(owner);
         char who[400];
         if (*holder_describe(map, dlock_info_owner(info, i), 0, who, sizeof(who)))
@@ -263,6 +305,24 @@ static void print_status(const dlock_info *info, const holder_map *map)
                                     : "no expiry");
     printf("token:   %llu\n", (unsigned long long)dlock_info_token(info));
     printf("waiters: %lld\n", (long long)dlock_info_waiters(info));
+    /* A fair lock's queue, in order, each with the time left to its deadline. */
+    for (size_t i = 0; i < dlock_info_queued(info); i++) {
+        char *owner = cli_escape(dlock_info_queued_owner(info, i));
+        char who[400], dl[32];
+        int64_t d = dlock_info_queued_deadline(info, i);
+        printf("%s %zu. %s (deadline %s)\n", i ? "        " : "queue:  ", i + 1,
+               owner ? owner : "?", d < 0 ? "none" : cli_fmt_duration(d, dl, sizeof(dl)));
+        free(owner);
+        if (*holder_describe(map, dlock_info_queued_owner(info, i), 0, who, sizeof(who)))
+            printf("            %s\n", who);
+    }
+    if (dlock_info_next_turn(info)) {
+        char *owner = cli_escape(dlock_info_next_turn(info));
+        char t[32];
+        printf("next:    %s (reserved the next turn, %s left)\n", owner ? owner : "?",
+               cli_fmt_duration(dlock_info_next_turn_ttl(info), t, sizeof(t)));
+        free(owner);
+    }
 }
 
 int cmd_status(cli_opts *o, int argc, char **argv)
@@ -291,7 +351,8 @@ int cmd_status(cli_opts *o, int argc, char **argv)
         dlock_client_close(c);
         return code;
     }
-    holder_map *map = dlock_info_holders(info) ? holder_map_load(c) : NULL;
+    holder_map *map = dlock_info_holders(info) || dlock_info_queued(info) ? holder_map_load(c)
+                                                                           : NULL;
     if (sa.json) {
         json_info(stdout, info, 1, map);
         fputc('\n', stdout);
