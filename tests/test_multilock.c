@@ -190,6 +190,12 @@ static void test_lock_unlock(void **state)
     assert_int_equal(dlock__roundtrips - rt0, 1);
     for (int i = 0; i < 3; i++)
         assert_int_equal(exists(0, n[i]), 0);
+    /* an empty script cache (a restart, SCRIPT FLUSH): loaded, then sent again */
+    freeReplyObject(th_cmd(&srv[0], "SCRIPT FLUSH"));
+    assert_int_equal(dlock_multilock_acquire(ml, 10000), DLOCK_OK);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(my_count(0, n[i]), 1);
+    assert_int_equal(dlock_multilock_release(ml), DLOCK_OK);
     /* released already: every lock answers not held */
     assert_int_equal(dlock_multilock_release(ml), DLOCK_ENOTOWNER);
     assert_non_null(strstr(dlock_last_error(), n[0]));
@@ -667,6 +673,74 @@ static void test_two_servers(void **state)
     free_locks(l, 3);
 }
 
+/* An attempt written and never answered (the proxy swallows the replies):
+ * DLOCK_EUNKNOWN naming that lock, as a single acquire would answer, never
+ * sent again; the lock taken on the other server is given back. */
+static void test_lost_answer(void **state)
+{
+    (void)state;
+    th_proxy *p = th_proxy_start(srv[1].port);
+    assert_non_null(p);
+    char url[64];
+    snprintf(url, sizeof(url), "redis://127.0.0.1:%d", th_proxy_port(p));
+    dlock_config *cfg = dlock_config_new();
+    assert_int_equal(dlock_config_set_url(cfg, url), DLOCK_OK);
+    assert_int_equal(dlock_config_set_command_timeout(cfg, 300), DLOCK_OK);
+    dlock_client *pc;
+    assert_int_equal(dlock_client_open(&pc, cfg), DLOCK_OK);
+    dlock_config_free(cfg);
+    char base[100], a[128], b[128];
+    th_name(base, sizeof(base), "ml-lost");
+    snprintf(a, sizeof(a), "%s-a", base);
+    snprintf(b, sizeof(b), "%s-b", base);
+    dlock_lock *l[2];
+    assert_int_equal(dlock_lock_get(cli[0], a, &l[0]), DLOCK_OK);
+    assert_int_equal(dlock_lock_get(pc, b, &l[1]), DLOCK_OK);
+    dlock_multilock *ml;
+    assert_int_equal(dlock_multilock_new(l, 2, &ml), DLOCK_OK);
+    assert_int_equal(dlock_multilock_try(ml, 0, 5000), DLOCK_OK);   /* scripts loaded */
+    assert_int_equal(dlock_multilock_release(ml), DLOCK_OK);
+    th_proxy_swallow_replies(p);
+    long long e0 = evalsha_calls(1);
+    assert_int_equal(dlock_multilock_try(ml, 0, 5000), DLOCK_EUNKNOWN);
+    assert_non_null(strstr(dlock_last_error(), b));
+    assert_non_null(strstr(dlock_last_error(), "may be held"));
+    assert_int_equal(exists(0, a), 0);              /* given back */
+    assert_int_equal(evalsha_calls(1) - e0, 1);     /* sent once, not again */
+    assert_int_equal(exists(1, b), 1);              /* it ran: held until its lease */
+    assert_true(pttl(1, b) <= 5000);
+    dlock_multilock_free(ml);
+    free_locks(l, 2);
+    dlock_client_close(pc);
+    th_proxy_stop(p);
+    freeReplyObject(th_cmd(&srv[1], "DEL %s", b));
+}
+
+/* All taken, but the round took longer than the lease (one server answers
+ * late): the first lock may have expired before the last was taken, so it
+ * is not held, and the late one is given back. */
+static void test_round_longer_than_lease(void **state)
+{
+    (void)state;
+    char base[100], a[128], b[128];
+    th_name(base, sizeof(base), "ml-slow");
+    snprintf(a, sizeof(a), "%s-a", base);
+    snprintf(b, sizeof(b), "%s-b", base);
+    dlock_lock *l[2];
+    assert_int_equal(dlock_lock_get(cli[0], a, &l[0]), DLOCK_OK);
+    assert_int_equal(dlock_lock_get(cli[1], b, &l[1]), DLOCK_OK);
+    dlock_multilock *ml;
+    assert_int_equal(dlock_multilock_new(l, 2, &ml), DLOCK_OK);
+    assert_int_equal(dlock_multilock_try(ml, 0, 300), DLOCK_OK);
+    assert_int_equal(dlock_multilock_release(ml), DLOCK_OK);
+    freeReplyObject(th_cmd(&srv[1], "CLIENT PAUSE 500 ALL"));
+    assert_int_equal(dlock_multilock_try(ml, 0, 300), DLOCK_ETIMEDOUT);
+    assert_non_null(strstr(dlock_last_error(), "not within their lease"));
+    assert_int_equal(exists(0, a) + exists(1, b), 0);
+    dlock_multilock_free(ml);
+    free_locks(l, 2);
+}
+
 /* ------------------------------------------------------------ RedLock */
 
 /* One lock per server, the same name everywhere (as a RedLock is used). */
@@ -959,6 +1033,8 @@ int main(void)
         cmocka_unit_test(test_reentrant_and_fair),
         cmocka_unit_test(test_wrong_type),
         cmocka_unit_test(test_two_servers),
+        cmocka_unit_test(test_lost_answer),
+        cmocka_unit_test(test_round_longer_than_lease),
         cmocka_unit_test(test_redlock_all_up),
         cmocka_unit_test(test_redlock_busy),
         cmocka_unit_test(test_redlock_servers_down),

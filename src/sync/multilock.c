@@ -69,7 +69,8 @@ typedef struct call {
     int64_t wait;            /* the caller's */
     dlock_cancel *cancel;
     size_t target;           /* the lock waited on, or NONE */
-    int stale;               /* RedLock: the last round reached a quorum too late */
+    int64_t lease;           /* the shortest TTL the attempts set (ms) */
+    int stale;               /* the last round took all (a quorum) too late to use */
     int64_t took_ms;         /* how long that round took */
     size_t taken;            /* how many the last round took */
     /* scratch for the rounds */
@@ -491,12 +492,12 @@ static int decide(call *cl, dlock__busy *b)
     }
     cl->stale = 0;
     if (cl->taken >= ml->quorum) {
-        if (!ml->red)
+        /* Valid only while every lock taken is: a round slower than the lease
+         * may have let the first lock answered expire before the last. */
+        int64_t validity = cl->lease - cl->took_ms - (ml->red ? drift_of(cl->lease) : 0);
+        if (validity > 0)
             return DLOCK_OK;
-        int64_t lease = cl->s[0].a.lease_ms;
-        if (lease - cl->took_ms - drift_of(lease) > 0)
-            return DLOCK_OK;
-        cl->stale = 1;   /* a quorum, but too late to use */
+        cl->stale = 1;   /* all (a quorum), but too late to use */
     }
     int rc = give_back(cl, ml->red);
     if (rc != DLOCK_OK)
@@ -547,14 +548,17 @@ static int ml_busy_error(void *ud, const dlock__busy *b)
     (void)b;
     call *cl = ud;
     const dlock_multilock *ml = cl->ml;
-    if (cl->stale) {
-        int64_t lease = cl->s[0].a.lease_ms;
+    if (cl->stale && ml->red)
         return dlock__fail(DLOCK_ETIMEDOUT,
                            "%s: a quorum (%zu of %zu) was taken in %lld ms, past its validity "
                            "(lease %lld ms - clock drift %lld ms): released",
-                           ml->label, cl->taken, ml->n, (long long)cl->took_ms, (long long)lease,
-                           (long long)drift_of(lease));
-    }
+                           ml->label, cl->taken, ml->n, (long long)cl->took_ms,
+                           (long long)cl->lease, (long long)drift_of(cl->lease));
+    if (cl->stale)
+        return dlock__fail(DLOCK_ETIMEDOUT,
+                           "%s: the locks were taken in %lld ms, not within their lease (%lld "
+                           "ms): released",
+                           ml->label, (long long)cl->took_ms, (long long)cl->lease);
     slot *t = &cl->s[cl->target];
     int rc = t->l->type->busy_error(&t->a, &t->b);
     char msg[MSG];
@@ -596,6 +600,10 @@ static int acquire(dlock_multilock *ml, int64_t wait_ms, int64_t lease_ms, dlock
         if ((rc = dlock__acq_init(&cl.s[ready].a, ml->locks[ready], wait_ms, lease_ms, cancel,
                                   0)) != DLOCK_OK)
             break;
+    cl.lease = INT64_MAX;
+    for (size_t i = 0; i < ready; i++)
+        if (cl.s[i].a.lease_ms < cl.lease)
+            cl.lease = cl.s[i].a.lease_ms;   /* with the watchdog: each client's timeout */
     if (rc == DLOCK_OK) {
         dlock_lock *l0 = ml->locks[0];
         dlock__wait_spec spec = {.name = ml->label, .channel = l0->channel, .clen = l0->clen,
