@@ -321,6 +321,15 @@ static void test_all_or_nothing(void **state)
     /* the other owner's hold is untouched */
     assert_int_equal(count_of(0, n[1], "other-owner:7"), 1);
     assert_int_equal(th_int(&srv[0], "HLEN %s", n[1]), 1);
+    /* a lock the caller held before keeps its hold, and its renewal */
+    assert_int_equal(dlock_lock_acquire(l[0], DLOCK_WATCHDOG), DLOCK_OK);
+    assert_int_equal(dlock_multilock_try(ml, 0, 10000), DLOCK_ETIMEDOUT);
+    assert_int_equal(dlock_multilock_try(ml, 200, DLOCK_WATCHDOG), DLOCK_ETIMEDOUT);
+    assert_int_equal(my_count(0, n[0]), 1);
+    assert_true(pttl(0, n[0]) > 20000);
+    assert_int_equal(dlock__watchdog_count(cli[0]->wd), 1);
+    assert_int_equal(dlock_lock_release(l[0]), DLOCK_OK);
+    assert_int_equal(dlock__watchdog_count(cli[0]->wd), 0);
     assert_int_equal(dlock_lock_release(o), DLOCK_OK);
     dlock_lock_free(o);
     dlock_multilock_free(ml);

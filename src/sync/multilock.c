@@ -317,7 +317,7 @@ static void send_round(call *cl, slot **sel, size_t k, unsigned flags, int relea
                 dlock__node_fail_reply(b->node, b->out[j]);   /* Redis refused it */
             else
                 dlock__fail(s->rc, "%s", b->msg);
-            if (s->rc == DLOCK_EWRONGTYPE)
+            if (s->rc == DLOCK_EWRONGTYPE && !releases)   /* dlock__rel_end maps its own */
                 s->rc = dlock__lock_wrong_type(s->l);
             snprintf(s->msg, MSG, "%s", dlock_last_error());
         }
@@ -434,6 +434,7 @@ static void attempt_round(call *cl, int64_t waited_ms)
     for (size_t i = 0; i < cl->n; i++) {
         slot *s = &cl->s[i];
         s->b = (dlock__busy){.ttl = -1};
+        s->held = 0;   /* a round starts with nothing held (given back before) */
         if (s->rc == DLOCK_OK) {
             s->rc = s->l->type->attempt_reply(&s->a, s->r, &s->b);
             s->r = NULL;
