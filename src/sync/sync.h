@@ -6,7 +6,9 @@
  *   names.c    Redisson's key and channel names
  *   wait.c     the wait loop every waiting type uses: attempt, join the
  *              channel, retry, sleep until a message or the holder's TTL
- *   lock.c     the reentrant lock (Redisson's RLock)
+ *   lock.c     the lock handle and every dlock_lock_* call (lock.h: the
+ *              type table; reentrant.c, fair_lock.c: the types)
+ *   multilock.c several lock handles as one: multi-lock and RedLock
  *   reply.c    pure readers of the scripts' answers (fuzzed)
  *   inspect.c  read-only snapshots and SCAN listings
  * Not installed. */
