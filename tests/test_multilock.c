@@ -5,6 +5,7 @@
  * silent or late, and bad input. Every check reads Redis itself: what a user
  * would look at with redis-cli. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -124,8 +125,10 @@ typedef struct mlthread {
     dlock_multilock *ml;
     int64_t wait_ms, lease_ms, hold_ms;
     dlock_cancel *cancel;
-    int rc, release_rc;
-    int64_t started, acquired_at, ended;
+    _Atomic int rc;                    /* 1 while waiting: read by the test meanwhile */
+    _Atomic int64_t acquired_at;
+    int release_rc;
+    int64_t started, ended;
     char err[512];
     pthread_t t;
 } mlthread;
@@ -134,9 +137,10 @@ static void *mlthread_main(void *arg)
 {
     mlthread *m = arg;
     m->started = th_now_ms();
-    m->rc = dlock_multilock_acquire_cancellable(m->ml, m->wait_ms, m->lease_ms, m->cancel);
+    int rc = dlock_multilock_acquire_cancellable(m->ml, m->wait_ms, m->lease_ms, m->cancel);
     snprintf(m->err, sizeof(m->err), "%s", dlock_last_error());
     m->acquired_at = th_now_ms();
+    m->rc = rc;
     if (m->rc == DLOCK_OK) {
         th_sleep_ms(m->hold_ms);
         m->release_rc = dlock_multilock_release(m->ml);
@@ -144,6 +148,8 @@ static void *mlthread_main(void *arg)
     m->ended = th_now_ms();
     return NULL;
 }
+
+static int acquire_returned(void *arg) { return ((mlthread *)arg)->rc != 1; }
 
 static void start_mlthread(mlthread *m, dlock_multilock *ml, int64_t wait_ms, int64_t lease_ms,
                            int64_t hold_ms, dlock_cancel *cancel)
@@ -154,7 +160,8 @@ static void start_mlthread(mlthread *m, dlock_multilock *ml, int64_t wait_ms, in
     m->lease_ms = lease_ms;
     m->hold_ms = hold_ms;
     m->cancel = cancel;
-    m->rc = 1;
+    atomic_init(&m->rc, 1);
+    atomic_init(&m->acquired_at, 0);
     pthread_create(&m->t, NULL, mlthread_main, m);
 }
 
@@ -411,7 +418,7 @@ static void test_waits_for_busy_lock(void **state)
     dlock_multilock *ml;
     assert_int_equal(dlock_multilock_new(l, 3, &ml), DLOCK_OK);
     mlthread m;
-    start_mlthread(&m, ml, DLOCK_WAIT_FOREVER, 10000, 300, NULL);
+    start_mlthread(&m, ml, DLOCK_WAIT_FOREVER, 10000, 500 * th_slack(), NULL);
     th_sleep_ms(300);
     assert_int_equal(m.rc, 1);   /* still waiting */
     assert_int_equal(exists(0, n[0]) + exists(0, n[1]), 0);   /* holding nothing */
@@ -420,7 +427,7 @@ static void test_waits_for_busy_lock(void **state)
     assert_int_equal(evalsha_calls(0) - e0, 0);   /* asleep: not polling */
     int64_t released_at = th_now_ms();
     assert_int_equal(dlock_lock_release(o), DLOCK_OK);
-    assert_true(await_true(held_by_waiter, n[0], 3000));
+    assert_true(await_true(acquire_returned, &m, 3000));
     assert_int_equal(m.rc, DLOCK_OK);
     assert_true(m.acquired_at - released_at < 1000 * th_slack());
     for (int i = 0; i < 3; i++)
