@@ -418,7 +418,7 @@ static void test_waits_for_busy_lock(void **state)
     dlock_multilock *ml;
     assert_int_equal(dlock_multilock_new(l, 3, &ml), DLOCK_OK);
     mlthread m;
-    start_mlthread(&m, ml, DLOCK_WAIT_FOREVER, 10000, 500 * th_slack(), NULL);
+    start_mlthread(&m, ml, DLOCK_WAIT_FOREVER, 60000, 300 * th_slack(), NULL);
     th_sleep_ms(300);
     assert_int_equal(m.rc, 1);   /* still waiting */
     assert_int_equal(exists(0, n[0]) + exists(0, n[1]), 0);   /* holding nothing */
