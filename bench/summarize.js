@@ -231,6 +231,25 @@ if (big) {
     big.bytes);
 }
 
+// 6. Multi-lock.
+if (pick('dlock', 'multilock').length) {
+  say('## 6. Multi-lock of 3 names on one server, uncontended: acquire + release');
+  say();
+  say('Each run measures a single lock\'s cycles just before, in the same process.');
+  say();
+  say('| | cycles/s | single-lock cycles/s | ratio | round trips / acquire | round trips / release | EVALSHA / cycle | p50 | p99 |');
+  say('|---|---|---|---|---|---|---|---|---|');
+  const mlRatio = median(pick('dlock', 'multilock').map((r) => r.cycles_per_s / r.single_cycles_per_s));
+  const rtAcq = med('dlock', 'multilock', 'roundtrips_per_acquire');
+  say(`| dlock | ${f0(med('dlock', 'multilock', 'cycles_per_s'))} | ${f0(med('dlock', 'multilock', 'single_cycles_per_s'))} |` +
+      ` ${f2(mlRatio)} | ${f2(rtAcq)} | ${f2(med('dlock', 'multilock', 'roundtrips_per_release'))} |` +
+      ` ${f1(med('dlock', 'multilock', 'evalsha_per_cycle'))} | ${us(med('dlock', 'multilock', 'p50_us'))} |` +
+      ` ${us(med('dlock', 'multilock', 'p99_us'))} |`);
+  say();
+  target('multi-lock of 3 names on one server: ≤ 2 round trips per acquire', rtAcq <= 2,
+    `${f2(rtAcq)} round trips per acquire; ${f2(mlRatio)}× the single-lock cycle rate`, rtAcq);
+}
+
 say('## Targets');
 say();
 say('| target | result | measured |');

@@ -403,6 +403,104 @@ typedef int (*dlock_run_fn)(void *ud);
 DLOCK_API int dlock_lock_run(dlock_lock *l, int64_t wait_ms, int64_t lease_ms,
                              dlock_run_fn fn, void *ud, int *fn_result);
 
+/* ------------------------------------------------------------- multilock */
+
+/* Several locks taken as one: a multi-lock (Redisson's RedissonMultiLock),
+ * held when every lock is held, or a RedLock (RedissonRedLock, the Redis
+ * RedLock algorithm), held when a majority is. Built from lock handles of any
+ * type (dlock_lock_get, dlock_fair_lock_get, their _as forms, ...) on one
+ * client or several; the handles stay the caller's, unchanged, and must
+ * outlive the multi-lock. Nothing new is stored in Redis: each lock is held
+ * exactly as its handle holds it, so Redisson sees (and contends for) each
+ * one as the lock it is.
+ *
+ * Owner: each lock is taken and released for its handle's owner: the calling
+ * thread, or the handle's explicit owner id. So the thread that acquires must
+ * be the one that releases, unless every handle is an explicit-owner handle.
+ * Reentrant as the locks are: acquiring again takes each lock once more, and
+ * each acquire needs a release.
+ *
+ * Threads: a multi-lock is immutable once made: any number of threads may use
+ * it at once (each for its own owner). dlock_multilock_free must be the last
+ * call on it. */
+typedef struct dlock_multilock dlock_multilock;
+
+/* A multi-lock of the n handles in `locks` (the array is copied; the handles
+ * are not). DLOCK_EINVAL, with a message naming the culprit, for: out NULL,
+ * locks NULL or n == 0, a NULL handle, a handle appearing twice, two handles
+ * naming the same lock (the same name on the same server, whatever their
+ * types). */
+DLOCK_API int dlock_multilock_new(dlock_lock *const *locks, size_t n, dlock_multilock **out);
+
+/* A RedLock over n >= 3 handles, each on its own client connected to its own
+ * independent Redis server (see README, "RedLock"): held when a majority,
+ * n/2 + 1, is taken within the validity time. DLOCK_EINVAL as
+ * dlock_multilock_new, and for n < 3 and for two handles on the same client
+ * or on the same server (same address, port and database). The same calls
+ * below serve both kinds; the differences are named at each. */
+DLOCK_API int dlock_redlock_new(dlock_lock *const *locks, size_t n, dlock_multilock **out);
+
+/* Takes every lock (a RedLock: a majority), all or nothing, waiting as long
+ * as it takes; lease_ms as dlock_lock_acquire's: a positive lease applied to
+ * every lock (each key expires lease_ms after the round that took it), or
+ * DLOCK_WATCHDOG (each lock renewed by its client's watchdog).
+ * How: every lock is attempted at once, in one round trip per server (the
+ * attempts to one server written together, the servers in parallel). When
+ * some lock is held by another owner, whatever was taken is given back
+ * (released in one round trip per server), and the call sleeps on that busy
+ * lock's channel until it is released (or its TTL, the deadline, a
+ * cancellation), then tries them all again: nothing is held while waiting,
+ * so multi-locks over the same names in any order cannot deadlock. The busy
+ * lock is waited on as a single acquire waits (a fair lock queues the caller;
+ * a reentrant lock may reserve its next turn); the others are tried as a
+ * try with no wait would be.
+ * A RedLock attempts each server once per round (no retry: a server that
+ * refuses the connection counts as failed at once; one that accepts and does
+ * not answer, after the command timeout: give RedLock clients short connect
+ * and command timeouts). It succeeds when a majority was taken and the
+ * validity, lease - (time the round took) - (lease / 100 + 2 ms of clock
+ * drift), is positive; with DLOCK_WATCHDOG the lease in that sum is the
+ * watchdog timeout, and afterwards each server's hold is renewed by its own
+ * client. The caller may rely on holding it until (the time it called) +
+ * lease - drift. A majority taken too late is released and tried again after
+ * a short random pause, within the wait. When more servers failed than a
+ * majority can spare, the call fails at once.
+ * Returns DLOCK_OK, or: DLOCK_ETIMEDOUT (a try: still busy at the deadline;
+ * a RedLock: also a majority taken past its validity), DLOCK_ECANCELED,
+ * DLOCK_EINVAL (bad lease or wait, or a wait inside a dlock callback), or the
+ * error of a lock (a multi-lock: the first in the array's order; a RedLock:
+ * of its servers, when too many failed), DLOCK_ECONN, DLOCK_EWRONGTYPE, ...,
+ * the message naming the lock. On every failure, whatever the call took has
+ * been given back, except: DLOCK_EUNKNOWN (a multi-lock: an attempt was
+ * written and no answer came) leaves that one lock as dlock_lock_acquire
+ * does (maybe held, for one lease at most, not renewed); a RedLock sends a
+ * release to such a server too. Should giving back fail (Redis unreachable
+ * meanwhile), the call returns that error and the lock expires with its
+ * lease. */
+DLOCK_API int dlock_multilock_acquire(dlock_multilock *ml, int64_t lease_ms);
+
+/* As dlock_multilock_acquire, for up to wait_ms (0 = one round, no waiting;
+ * DLOCK_WAIT_FOREVER = no limit). */
+DLOCK_API int dlock_multilock_try(dlock_multilock *ml, int64_t wait_ms, int64_t lease_ms);
+
+/* As dlock_multilock_try, and the wait ends with DLOCK_ECANCELED when
+ * `cancel` (may be NULL) is fired from another thread, nothing held. */
+DLOCK_API int dlock_multilock_acquire_cancellable(dlock_multilock *ml, int64_t wait_ms,
+                                                  int64_t lease_ms, dlock_cancel *cancel);
+
+/* Releases one hold of every lock (the releases to one server in one round
+ * trip, the servers in parallel), each as dlock_lock_release does, and tries
+ * them all whatever happens to some. A multi-lock returns DLOCK_OK, or the
+ * first error in the array's order (DLOCK_ENOTOWNER: that lock was not held,
+ * e.g. its lease ran out). A RedLock sends each release once (no retry) and
+ * returns DLOCK_OK when a majority was released; otherwise DLOCK_ENOTOWNER
+ * (the locks had expired) or the first error. */
+DLOCK_API int dlock_multilock_release(dlock_multilock *ml);
+
+/* Frees the multi-lock (not its handles, nor any hold). No other call may be
+ * using it. */
+DLOCK_API void dlock_multilock_free(dlock_multilock *ml);
+
 /* ------------------------------------------------------------- inspect */
 
 /* A snapshot of one lock of any kind, read atomically: who holds it, for how

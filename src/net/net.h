@@ -90,6 +90,15 @@ typedef enum { DLOCK__SENT_OK, DLOCK__NOT_SENT, DLOCK__MAYBE_RAN } dlock__sent;
 dlock__sent dlock__conn_roundtrip(redisContext *ctx, int argc, const char *const *argv,
                                   const size_t *lens, int ping_first, redisReply **out,
                                   int *timed_out);
+/* k commands in one write (a PING first when ping_first), then their replies
+ * in order: one round trip. out[0..*nread) get the replies read before a
+ * failure (the PING's is dropped); the outcome is as dlock__conn_roundtrip's,
+ * for the commands from *nread on. */
+dlock__sent dlock__conn_pipeline(redisContext *ctx, size_t k, const int *argc,
+                                 const char *const *const *argv, const size_t *const *lens,
+                                 int ping_first, redisReply **out, size_t *nread, int *timed_out);
+/* Writes (round trips) made by the calling thread, for tests and the bench. */
+extern _Thread_local uint64_t dlock__roundtrips;
 
 /* ------------------------------------------------------------------- node */
 
@@ -155,6 +164,25 @@ typedef struct dlock__req {
  * (KEYS[n] / ARGV[n] lines, counted at build time) is refused with
  * DLOCK_EINVAL before anything is sent. */
 int dlock__node_call(dlock__node *n, const dlock__req *req, redisReply **out);
+
+/* Several requests on one node, written together and answered in order: one
+ * round trip for all (a multi-lock's attempts or releases). Each request
+ * keeps dlock__node_call's rules, by its own flags and latch: after a failed
+ * read, only an idempotent request is sent again (the others end with
+ * DLOCK_EUNKNOWN), a latched one is never written when its answer could come
+ * after its latch, NOSCRIPT loads the script and sends again at once, and a
+ * failure before the write is retried. The batch's `flags` may hold
+ * DLOCK__CALL_NO_RETRY and DLOCK__CALL_IDLE_ONLY; a PING goes first when any
+ * request asks for it; `cancel` interrupts the pauses. For each request,
+ * rc[i] is its status and out[i] its reply: the answer when rc[i] is DLOCK_OK,
+ * Redis's error reply when Redis refused it (dlock__node_fail_reply turns it
+ * into the message), NULL when it failed otherwise (the calling thread's
+ * message then names the batch's last such failure). */
+void dlock__node_call_many(dlock__node *n, const dlock__req *reqs, size_t k, unsigned flags,
+                           dlock_cancel *cancel, redisReply **out, int *rc);
+/* Sets the calling thread's message from an error reply of node n, frees it
+ * and returns its status code. */
+int dlock__node_fail_reply(const dlock__node *n, redisReply *r);
 
 /* ----------------------------------------------------------------- router */
 
