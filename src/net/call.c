@@ -379,11 +379,13 @@ void dlock__node_call_many(dlock__node *n, const dlock__req *reqs, size_t k, uns
     int64_t first_write = -1;
     while (np > 0) {
         redisContext *ctx;
+        uint64_t gen;
         int fresh, timed_out = 0, transient = 0, noscript = 0;
-        int crc = dlock__node_get_conn(n, &ctx, &fresh, (flags & DLOCK__CALL_IDLE_ONLY) != 0);
+        int crc = dlock__node_get_conn(n, &ctx, &gen, &fresh,
+                                       (flags & DLOCK__CALL_IDLE_ONLY) != 0);
         if (crc == DLOCK_OK && first_write >= 0 &&
             (np = drop_late(n, reqs, pend, np, first_write, answer_within, rc)) == 0) {
-            dlock__node_put_conn(n, ctx, 0);
+            dlock__node_put_conn(n, ctx, gen, 0);
             break;
         }
         if (crc == DLOCK_OK) {
@@ -400,7 +402,7 @@ void dlock__node_call_many(dlock__node *n, const dlock__req *reqs, size_t k, uns
             const char *why = ctx->errstr[0] ? ctx->errstr : "connection lost";
             if (o == DLOCK__NOT_SENT) {
                 crc = dlock__fail(DLOCK_ECONN, "%s: %s", dlock__node_addr(n), why);
-                dlock__node_put_conn(n, ctx, 1);
+                dlock__node_put_conn(n, ctx, gen, 1);
                 for (size_t j = 0; j < np; j++)
                     rc[pend[j]] = crc;
                 if (!fresh)
@@ -410,7 +412,7 @@ void dlock__node_call_many(dlock__node *n, const dlock__req *reqs, size_t k, uns
                                   &transient, &noscript);
                 if (noscript && o == DLOCK__SENT_OK)
                     np = load_missing(n, ctx, reqs, p, pend, np, rc);
-                dlock__node_put_conn(n, ctx, o != DLOCK__SENT_OK || ctx->err);
+                dlock__node_put_conn(n, ctx, gen, o != DLOCK__SENT_OK || ctx->err);
                 if (np == 0)
                     break;
                 if (noscript && !transient && o == DLOCK__SENT_OK && loads++ < 2)
