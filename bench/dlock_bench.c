@@ -290,7 +290,7 @@ typedef struct handoff_shm {
     atomic_long long_wait_attempts;   /* attempts made during those long waits */
     atomic_llong max_wait_ns;
     atomic_long attempts;            /* acquire scripts sent, all acquisitions */
-    atomic_long needless;            /* beyond 3 per acquisition: queue, retry, one wake-up */
+    atomic_long needless;            /* wake-ups that found the lock taken again */
     atomic_int stop;
     struct {
         int64_t acq, rel;
@@ -315,18 +315,15 @@ static void handoff_worker(dlock_client *c, int id)
         syscall(SYS_futex, &H->ready, FUTEX_WAIT, r, NULL, NULL, 0);
     while (!atomic_load(&H->stop)) {
         int64_t t0 = now_ns();
-        uint64_t a0 = dlock__attempts;
+        uint64_t a0 = dlock__attempts, w0 = dlock__wakeups_wasted;
         if (dlock_lock_acquire(l, DLOCK_WATCHDOG) != DLOCK_OK)
             die("acquire");
         int64_t t_acq = now_ns();
         int64_t waited = t_acq - t0;
         long made = (long)(dlock__attempts - a0);
         atomic_fetch_add(&H->attempts, made);
-        /* A waiter that queued (1), retried once subscribed (2) and was woken
-         * for its turn (3) made every attempt it needed; more were wake-ups
-         * that found the lock taken again. */
-        if (made > 3)
-            atomic_fetch_add(&H->needless, made - 3);
+        /* Wake-ups by a message whose attempt found the lock taken again. */
+        atomic_fetch_add(&H->needless, (long)(dlock__wakeups_wasted - w0));
         if (waited > 1000000000LL) {
             atomic_fetch_add(&H->waits_over_1s, 1);
             atomic_fetch_add(&H->long_wait_attempts, (long)(dlock__attempts - a0));
@@ -426,7 +423,7 @@ static void handoff(void)
     printf("{\"peer\":\"dlock\",\"scenario\":\"%s\",\"mode\":\"%s\",\"workers\":%ld,"
            "\"acquisitions\":%ld,\"acq_per_s\":%.0f,\"gap_p50_us\":%.1f,\"gap_p99_us\":%.1f,"
            "\"gap_max_us\":%.1f,\"waits_over_1s\":%ld,\"long_wait_attempts\":%ld,"
-           "\"max_wait_ms\":%.1f,\"attempts_per_acq\":%.3f,\"needless_attempts\":%ld}\n",
+           "\"max_wait_ms\":%.1f,\"attempts_per_acq\":%.3f,\"needless_wakeups\":%ld}\n",
            strcmp(O.kind, "fair") == 0 ? "fairhandoff" : "handoff", O.mode, O.workers, n, n / secs,
            pct(gaps, g, 0.5), pct(gaps, g, 0.99), g ? gaps[g - 1] / 1000.0 : 0.0,
            atomic_load(&H->waits_over_1s), atomic_load(&H->long_wait_attempts),

@@ -63,6 +63,7 @@ typedef struct dlock__acq {
     uint64_t token;
     int state;               /* the type's: reservation state (lock), why busy (fair) */
     int queued;              /* the type registered the caller as a waiter in Redis */
+    int streak;              /* the type's: busy answers of one kind in a row (fair) */
 } dlock__acq;
 
 struct dlock__lock_type {

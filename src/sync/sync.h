@@ -145,6 +145,11 @@ int dlock__wait(dlock_client *c, const dlock__wait_spec *spec, const dlock__wait
  * long wait with many attempts lost races (the lock is not fair); one with
  * few slept through wake-ups. */
 extern _Thread_local uint64_t dlock__attempts;
+/* Wake-ups by a message that the calling thread's waits used, and those whose
+ * next attempt found the object taken again (for a fair lock, where only the
+ * head is woken, there should be none). Diagnostics and benchmarks. */
+extern _Thread_local uint64_t dlock__wakeups;
+extern _Thread_local uint64_t dlock__wakeups_wasted;
 
 /* ------------------------------------------------------------------- lock */
 

@@ -19,6 +19,8 @@
 #include "sync/sync.h"
 
 _Thread_local uint64_t dlock__attempts;
+_Thread_local uint64_t dlock__wakeups;
+_Thread_local uint64_t dlock__wakeups_wasted;
 
 static int end_error(const dlock__wait_spec *s, int rc)
 {
@@ -60,6 +62,8 @@ static int wait_joined(dlock_client *c, const dlock__wait_spec *s, const dlock__
     int first = 0;
     for (;;) {
         rc = ops->attempt(ops->ud, dlock__now_ms() - start, b);
+        if (rc == DLOCK__BUSY && used_wake)
+            dlock__wakeups_wasted++;   /* woken by a message, and it was taken again */
         if (rc != DLOCK__BUSY)
             break;
         used_wake = 0;
@@ -99,6 +103,7 @@ static int wait_joined(dlock_client *c, const dlock__wait_spec *s, const dlock__
             break;
         }
         used_wake = wr == DLOCK__WAKE_MESSAGE;
+        dlock__wakeups += used_wake;
     }
     /* Woken, then failed with an error before learning whether the object was
      * free: another waiter must get the chance. */
