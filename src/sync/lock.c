@@ -358,8 +358,9 @@ static int release_once(dlock_lock *l, const dlock__owner *o, int renewed, int *
     if (*outcome == DLOCK__RELEASE_GONE)
         atomic_store_explicit(&l->heard, heard, memory_order_relaxed);
     if (*outcome == DLOCK__RELEASE_NOT_HELD)
-        return dlock__fail(DLOCK_ENOTOWNER, "%s '%s' is not held by %s", l->type->what, l->name,
-                           o->id);
+        return l->type->not_held ? l->type->not_held(l, o)
+                                 : dlock__fail(DLOCK_ENOTOWNER, "%s '%s' is not held by %s",
+                                               l->type->what, l->name, o->id);
     return DLOCK_OK;
 }
 

@@ -53,6 +53,10 @@ if (qt ~= 'none' and qt ~= 'list') or (dt ~= 'none' and dt ~= 'zset') then
                            qt .. ' / ' .. dt)
 end
 local mine = lt == 'hash' and redis.call('hexists', lock, owner) == 1
+if mine and redis.call('hexists', lock, 'mode') == 1 then
+  -- The owner's field is its read hold of a read-write lock (same owner id).
+  return redis.error_reply('WRONGTYPE the key holds a read-write lock')
+end
 if lt == 'hash' and not mine then
   local kv = redis.call('hgetall', lock)
   for i = 1, #kv, 2 do

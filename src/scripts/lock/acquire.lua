@@ -81,6 +81,9 @@ if redis.call('exists', lock) == 1 then
       end
     end
     return ttl
+  elseif redis.call('hexists', lock, 'mode') == 1 then
+    -- The owner's field is its read hold of a read-write lock (same owner id).
+    return redis.error_reply('WRONGTYPE the key holds a read-write lock')
   end
 else
   local r = reserved_for()

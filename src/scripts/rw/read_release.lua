@@ -1,0 +1,87 @@
+-- Release one read hold of a read-write lock (layout: read_acquire.lua). A
+-- release retried after a lost reply answers what the first attempt did,
+-- through the request's unlock latch (as scripts/lock/release.lua).
+--
+-- KEYS[1]  the lock (hash)
+-- KEYS[2]  the lock's channel, redisson_rwlock:{name}
+-- KEYS[3]  this request's latch, redisson_unlock_latch:{name}:<32 hex>
+-- KEYS[4]  the owner's timeout prefix, {name}:<owner id>:rwlock_timeout
+-- KEYS[5]  the name's key prefix, {name} (every reader's timeout keys are
+--          <prefix>:<reader>:rwlock_timeout:<k>)
+-- ARGV[1]  owner id (the reader's field)
+-- ARGV[2]  latch lifetime in ms
+--
+-- The hold's own timeout key (the highest, count) goes with it. Then:
+--   - mode write (the writer's own read hold): the writer keeps the lock, its
+--     TTL untouched (Redisson may shorten it here; dlock does not), nothing
+--     published;
+--   - mode read: the lock lives as long as the longest read hold left, any
+--     reader's; when none is left (readers gone, or whose holds expired) the
+--     lock is deleted and "0" published (wakes one waiter: a writer).
+-- Returns nil when the owner holds no read hold, 0 when it still holds some,
+-- and when its last went 1, or 2 when the lock was deleted and some client
+-- heard the unlock message. The latch keeps 0 or 1.
+local earlier = redis.call('get', KEYS[3])
+if earlier then
+  return tonumber(earlier)
+end
+
+local lock, prefix, owner = KEYS[1], KEYS[4], ARGV[1]
+local mode = redis.call('hget', lock, 'mode')   -- WRONGTYPE if not a hash
+if not mode then
+  if redis.call('exists', lock) == 1 then
+    return redis.error_reply('WRONGTYPE the key holds a hash without a read-write lock ' ..
+                             'mode (a lock, or somebody\'s data)')
+  end
+  return nil
+end
+if mode ~= 'read' and mode ~= 'write' then
+  return redis.error_reply('WRONGTYPE the key holds a hash whose mode is not read or write')
+end
+local count = tonumber(redis.call('hget', lock, owner))
+if not count or count < 1 then
+  return nil
+end
+
+redis.call('del', prefix .. ':' .. count)
+local left = count - 1
+if left == 0 then
+  redis.call('hdel', lock, owner)
+else
+  redis.call('hset', lock, owner, left)
+end
+local mine = left == 0 and 1 or 0
+
+if mode == 'write' and redis.call('hlen', lock) > 1 then
+  redis.call('set', KEYS[3], mine, 'px', ARGV[2])
+  return mine
+end
+
+-- The longest read hold left, whoever's.
+local longest = -3
+local kv = redis.call('hgetall', lock)
+for i = 1, #kv, 2 do
+  local n = tonumber(kv[i + 1])
+  if kv[i] ~= 'mode' and n then
+    for k = n, 1, -1 do
+      local t = redis.call('pttl', KEYS[5] .. ':' .. kv[i] .. ':rwlock_timeout:' .. k)
+      if t > longest then
+        longest = t
+      end
+    end
+  end
+end
+if longest > 0 then
+  redis.call('pexpire', lock, longest)
+  redis.call('set', KEYS[3], mine, 'px', ARGV[2])
+  return mine
+end
+
+-- No live read hold is left: the lock goes (with any field whose holds expired).
+redis.call('del', lock)
+local heard = redis.call('publish', KEYS[2], '0')
+redis.call('set', KEYS[3], 1, 'px', ARGV[2])
+if heard > 0 then
+  return 2
+end
+return 1
