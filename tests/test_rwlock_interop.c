@@ -36,6 +36,33 @@ static void test_write_release_wakes_all_readers(void **state)
     dlock_lock_free(r);
 }
 
+/* Beyond Redisson: a writer that keeps read holds lets the readers in when
+ * its last write hold goes (mode read), and its "1" wakes them at once
+ * instead of at its TTL (30 s). */
+static void test_writer_keeping_read_wakes_readers(void **state)
+{
+    (void)state;
+    char name[128];
+    th_name(name, sizeof(name), "rw-down");
+    dlock_lock *w = wr(cli, name, NULL), *r = rd(cli, name, NULL), *o = rd(cli, name, NULL);
+    assert_int_equal(dlock_lock_acquire(w, DLOCK_WATCHDOG), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(r, DLOCK_WATCHDOG), DLOCK_OK);
+    taker k;
+    start_taker(&k, o, DLOCK_WAIT_FOREVER, DLOCK_WATCHDOG, 0);
+    assert_true(await_waiters(cli, name, 1, 5000));
+    int64_t t0 = th_now_ms();
+    assert_int_equal(dlock_lock_release(w), DLOCK_OK);
+    pthread_join(k.t, NULL);
+    assert_int_equal(k.rc, DLOCK_OK);
+    assert_true(k.acquired_at - t0 < 1000 * th_slack());
+    assert_int_equal(th_int(&srv, "HLEN %s", name), 2);   /* mode, this thread's field */
+    assert_int_equal(dlock_lock_release(r), DLOCK_OK);
+    assert_int_equal(th_int(&srv, "EXISTS %s", name), 0);
+    dlock_lock_free(w);
+    dlock_lock_free(r);
+    dlock_lock_free(o);
+}
+
 /* The last read release ("0") wakes a waiting writer at once; a read release
  * that leaves other readers wakes nobody. */
 static void test_read_release_wakes_writer(void **state)
@@ -328,6 +355,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_write_release_wakes_all_readers),
         cmocka_unit_test(test_read_release_wakes_writer),
+        cmocka_unit_test(test_writer_keeping_read_wakes_readers),
         cmocka_unit_test(test_dlock_side_as_redisson_sees_it),
         cmocka_unit_test(test_redisson_side_with_dlock),
         cmocka_unit_test(test_force_release_per_side),
