@@ -185,6 +185,19 @@ static void test_read_hold_keys(void **state)
     assert_int_equal(dlock_lock_release(a), DLOCK_OK);
     assert_int_equal(th_int(&srv, "EXISTS %s", name), 0);
     assert_int_equal(th_int(&srv, "EXISTS {%s}:a:1:rwlock_timeout:1", name), 0);
+
+    /* A writer that keeps a read hold: once it stops writing, the lock lives
+     * as long as that hold, not as long as the write lease was. */
+    dlock_lock *w = wr(cli, name, "a:1");
+    assert_int_equal(dlock_lock_try(w, 0, 30000), DLOCK_OK);
+    assert_int_equal(dlock_lock_try(a, 0, 2000), DLOCK_OK);
+    assert_true(th_int(&srv, "PTTL %s", name) > 20000);
+    assert_int_equal(dlock_lock_release(w), DLOCK_OK);
+    ttl = th_int(&srv, "PTTL %s", name);
+    assert_true(ttl > 1000 && ttl <= 2000);
+    assert_int_equal(dlock_lock_release(a), DLOCK_OK);
+    assert_int_equal(th_int(&srv, "EXISTS %s", name), 0);
+    dlock_lock_free(w);
     dlock_lock_free(a);
     dlock_lock_free(b);
 

@@ -187,8 +187,8 @@ static void read_release_op(const dlock_lock *l, const dlock__owner *o, const ch
     dlock__op_argi(op, l->c->latch_px);
 }
 
-/* KEYS: lock, channel, latch; ARGV: writer field, lease, latch lifetime
- * (scripts/rw/write_release.lua). */
+/* KEYS: lock, channel, latch, key prefix; ARGV: writer field, lease, latch
+ * lifetime (scripts/rw/write_release.lua). */
 static void write_release_op(const dlock_lock *l, const dlock__owner *o, const char *latch,
                              size_t latch_len, int64_t renew_ms, dlock__op *op)
 {
@@ -196,6 +196,7 @@ static void write_release_op(const dlock_lock *l, const dlock__owner *o, const c
     dlock__op_key(op, l->name, l->nlen);
     dlock__op_key(op, l->channel, l->clen);
     dlock__op_key(op, latch, latch_len);
+    dlock__op_key(op, l->key[K_PREFIX], l->klen[K_PREFIX]);
     dlock__op_arg(op, o->field, o->flen);
     dlock__op_argi(op, renew_ms);
     dlock__op_argi(op, l->c->latch_px);

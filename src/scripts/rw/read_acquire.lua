@@ -40,19 +40,22 @@ if ARGV[4] == '1' then
     return redis.error_reply('WRONGTYPE fencing token key ' .. KEYS[3] .. ' holds no number')
   end
 end
-local held = redis.call('hget', lock, owner)
-if held and not tonumber(held) then
-  return redis.error_reply('WRONGTYPE the read lock\'s field ' .. owner .. ' holds no count')
-end
 
 if not mode then
-  redis.call('hset', lock, 'mode', 'read')
-end
-local n = redis.call('hincrby', lock, owner, 1)
-redis.call('set', prefix .. ':' .. n, 1, 'px', lease)
--- The lock lives as long as its longest hold: never shortened here.
-if redis.call('pttl', lock) < lease then
+  redis.call('hset', lock, 'mode', 'read', owner, 1)
+  redis.call('set', prefix .. ':1', 1, 'px', lease)
   redis.call('pexpire', lock, lease)
+else
+  -- A field that holds no count fails here, before any write.
+  local n = redis.pcall('hincrby', lock, owner, 1)
+  if type(n) ~= 'number' then
+    return redis.error_reply('WRONGTYPE the read lock\'s field ' .. owner .. ' holds no count')
+  end
+  redis.call('set', prefix .. ':' .. n, 1, 'px', lease)
+  -- The lock lives as long as its longest hold: never shortened here.
+  if redis.call('pttl', lock) < lease then
+    redis.call('pexpire', lock, lease)
+  end
 end
 
 if ARGV[4] == '1' then

@@ -16,8 +16,10 @@
 --     TTL untouched (Redisson may shorten it here; dlock does not), nothing
 --     published;
 --   - mode read: the lock lives as long as the longest read hold left, any
---     reader's; when none is left (readers gone, or whose holds expired) the
---     lock is deleted and "0" published (wakes one waiter: a writer).
+--     reader's; when none is left (readers gone, or whose holds lapsed) the
+--     lock is deleted and "0" published (wakes one waiter: a writer). The
+--     other readers' holds are looked at only when the one that went was the
+--     longest (Redisson looks at them on every release).
 -- Returns nil when the owner holds no read hold, 0 when it still holds some,
 -- and when its last went 1, or 2 when the lock was deleted and some client
 -- heard the unlock message. The latch keeps 0 or 1.
@@ -26,8 +28,9 @@ if earlier then
   return tonumber(earlier)
 end
 
-local lock, prefix, owner = KEYS[1], KEYS[4], ARGV[1]
-local mode = redis.call('hget', lock, 'mode')   -- WRONGTYPE if not a hash
+local lock, owner = KEYS[1], ARGV[1]
+local v = redis.call('hmget', lock, 'mode', owner)   -- WRONGTYPE if not a hash
+local mode, count = v[1], tonumber(v[2])
 if not mode then
   if redis.call('exists', lock) == 1 then
     return redis.error_reply('WRONGTYPE the key holds a hash without a read-write lock ' ..
@@ -38,47 +41,60 @@ end
 if mode ~= 'read' and mode ~= 'write' then
   return redis.error_reply('WRONGTYPE the key holds a hash whose mode is not read or write')
 end
-local count = tonumber(redis.call('hget', lock, owner))
 if not count or count < 1 then
   return nil
 end
 
-redis.call('del', prefix .. ':' .. count)
-local left = count - 1
-if left == 0 then
+local mine = 0
+if count == 1 then
+  mine = 1
   redis.call('hdel', lock, owner)
 else
-  redis.call('hset', lock, owner, left)
+  redis.call('hincrby', lock, owner, -1)
 end
-local mine = left == 0 and 1 or 0
+local key = KEYS[4] .. ':' .. count
+local left = redis.call('hlen', lock)
 
-if mode == 'write' and redis.call('hlen', lock) > 1 then
-  redis.call('set', KEYS[3], mine, 'px', ARGV[2])
-  return mine
+local function done(answer)
+  redis.call('set', KEYS[3], answer, 'px', ARGV[2])
+  return answer
 end
 
--- The longest read hold left, whoever's.
 local longest = -3
-local kv = redis.call('hgetall', lock)
-for i = 1, #kv, 2 do
-  local n = tonumber(kv[i + 1])
-  if kv[i] ~= 'mode' and n then
-    for k = n, 1, -1 do
-      local t = redis.call('pttl', KEYS[5] .. ':' .. kv[i] .. ':rwlock_timeout:' .. k)
-      if t > longest then
-        longest = t
+if left > 1 then
+  local gone = redis.call('pttl', key)
+  redis.call('del', key)
+  if mode == 'write' then
+    return done(mine)
+  end
+  -- The lock's TTL is the longest read hold's (every acquire and renewal
+  -- raises it to the hold's lease; write_release.lua sets it so): when the
+  -- hold that went was not the longest, the longest is still there.
+  if gone < redis.call('pttl', lock) then
+    return done(mine)
+  end
+  -- It was: the longest read hold left, whoever's, if any is alive.
+  local kv = redis.call('hgetall', lock)
+  for i = 1, #kv, 2 do
+    local n = tonumber(kv[i + 1])
+    if kv[i] ~= 'mode' and n then
+      for k = n, 1, -1 do
+        local t = redis.call('pttl', KEYS[5] .. ':' .. kv[i] .. ':rwlock_timeout:' .. k)
+        if t > longest then
+          longest = t
+        end
       end
     end
   end
-end
-if longest > 0 then
-  redis.call('pexpire', lock, longest)
-  redis.call('set', KEYS[3], mine, 'px', ARGV[2])
-  return mine
+  if longest > 0 then
+    redis.call('pexpire', lock, longest)
+    return done(mine)
+  end
 end
 
--- No live read hold is left: the lock goes (with any field whose holds expired).
-redis.call('del', lock)
+-- No live read hold is left: the lock goes (with any field whose holds
+-- lapsed), and a waiting writer is woken.
+redis.call('del', lock, key)
 local heard = redis.call('publish', KEYS[2], '0')
 redis.call('set', KEYS[3], 1, 'px', ARGV[2])
 if heard > 0 then

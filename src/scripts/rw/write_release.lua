@@ -5,15 +5,19 @@
 -- KEYS[1]  the lock (hash)
 -- KEYS[2]  the lock's channel, redisson_rwlock:{name}
 -- KEYS[3]  this request's latch, redisson_unlock_latch:{name}:<32 hex>
+-- KEYS[4]  the name's key prefix, {name} (a reader's timeout keys are
+--          <prefix>:<reader>:rwlock_timeout:<k>)
 -- ARGV[1]  the writer's field, <owner id>:write
 -- ARGV[2]  lease in ms to set while write holds remain; "0" keeps the TTL
 -- ARGV[3]  latch lifetime in ms
 --
 -- The last write hold: when nothing else is left the lock is deleted; when the
--- writer still holds read holds the mode becomes "read" and the lock stays.
--- Either way "1" is published (wakes every waiter: the readers may all come
--- in). Redisson publishes only in the first case; the "1" in the second is
--- dlock's own, so that waiting readers need not sleep until the TTL.
+-- writer still holds read holds the mode becomes "read" and the lock stays,
+-- as long as the longest of them. Either way "1" is published (wakes every
+-- waiter: the readers may all come in). Redisson publishes only in the first
+-- case and keeps the writer's TTL in the second; dlock's "1" there spares the
+-- waiting readers a sleep until the TTL, and the TTL of the longest read hold
+-- keeps read_release.lua's rule (the lock's TTL is its longest hold's).
 -- Returns nil when the owner holds no write hold, 0 when it still holds some,
 -- and when its last went 1, or 2 when some client heard the message. The
 -- latch keeps 0 or 1.
@@ -53,10 +57,26 @@ if count > 1 then
   return 0
 end
 redis.call('hdel', lock, field)
-if redis.call('hlen', lock) == 1 then
-  redis.call('del', lock)
+-- The writer's read holds (its own field; a field left by a reader whose
+-- holds lapsed counts if alive): the longest left, if any.
+local longest = -3
+local kv = redis.call('hgetall', lock)
+for i = 1, #kv, 2 do
+  local n = tonumber(kv[i + 1])
+  if kv[i] ~= 'mode' and n then
+    for k = n, 1, -1 do
+      local t = redis.call('pttl', KEYS[4] .. ':' .. kv[i] .. ':rwlock_timeout:' .. k)
+      if t > longest then
+        longest = t
+      end
+    end
+  end
+end
+if longest > 0 then
+  redis.call('hset', lock, 'mode', 'read')
+  redis.call('pexpire', lock, longest)
 else
-  redis.call('hset', lock, 'mode', 'read')   -- the writer's read holds remain
+  redis.call('del', lock)
 end
 local heard = redis.call('publish', KEYS[2], '1')
 redis.call('set', KEYS[3], 1, 'px', ARGV[3])
