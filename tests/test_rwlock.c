@@ -400,6 +400,43 @@ static void test_watchdog_renews_read_holds(void **state)
     dlock_client_close(c);
 }
 
+/* A lease acquisition by an owner whose holds the watchdog renews never
+ * shortens the lock's TTL on either side (a read acquire keeps the longest
+ * TTL, a write reentry adds the lease): it is no loss, and the watchdog's
+ * holds stay renewed. */
+static void test_lease_reentry_beside_watchdog(void **state)
+{
+    (void)state;
+    dlock_client *c = th_client(&srv, 300);
+    lost_log g = {PTHREAD_MUTEX_INITIALIZER, 0, 0, "", ""};
+    char name[128], wname[128];
+    th_name(name, sizeof(name), "rw-mixlease");
+    th_name(wname, sizeof(wname), "rw-mixlease-w");
+    dlock_lock *r = rd(c, name, NULL), *w = wr(c, wname, NULL);
+    dlock_lock_set_lost_callback(r, on_lost, &g);
+    dlock_lock_set_lost_callback(w, on_lost, &g);
+    assert_int_equal(dlock_lock_acquire(r, DLOCK_WATCHDOG), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(r, 50), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(w, DLOCK_WATCHDOG), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(w, 50), DLOCK_OK);
+    th_sleep_ms(1000);
+    assert_int_equal(lost_calls(&g), 0);
+    assert_int_equal(count(r), 2);
+    char me[DLOCK_OWNER_BUFSIZE];
+    assert_int_equal(dlock_client_owner_id(c, me, sizeof(me)), DLOCK_OK);
+    assert_true(th_int(&srv, "PTTL {%s}:%s:rwlock_timeout:1", name, me) > 0);
+    assert_true(held(r) && held(w));
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(dlock_lock_release(r), DLOCK_OK);
+        assert_int_equal(dlock_lock_release(w), DLOCK_OK);
+    }
+    assert_int_equal(th_int(&srv, "EXISTS %s %s", name, wname), 0);
+    assert_int_equal(dlock__watchdog_count(c->wd), 0);
+    dlock_lock_free(r);
+    dlock_lock_free(w);
+    dlock_client_close(c);
+}
+
 /* A read hold whose lock is deleted behind its back is reported lost, once,
  * naming the lock and the owner; its release is then DLOCK_ENOTOWNER. */
 static void test_lost_read_hold(void **state)
@@ -530,6 +567,7 @@ int main(void)
         cmocka_unit_test(test_read_lock_expiration),
         cmocka_unit_test(test_expire_each_side),
         cmocka_unit_test(test_watchdog_renews_read_holds),
+        cmocka_unit_test(test_lease_reentry_beside_watchdog),
         cmocka_unit_test(test_lost_read_hold),
         cmocka_unit_test(test_zombie_reader_cleanup),
         cmocka_unit_test(test_concurrency_mix),

@@ -205,7 +205,8 @@ int dlock__acq_acquired(dlock__acq *a)
     dlock__hold_id id;
     l->type->hold_id(l, &a->o, &id);
     if (a->lease != DLOCK_WATCHDOG) {
-        dlock__watchdog_lease_reentry(l->c->wd, &id, a->sent, a->lease);
+        dlock__watchdog_lease_reentry(l->c->wd, &id, a->sent,
+                                      l->type->lease_keeps_ttl ? -1 : a->lease);
         return DLOCK_OK;
     }
     pthread_mutex_lock(&l->mu);

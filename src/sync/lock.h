@@ -69,6 +69,10 @@ struct dlock__lock_type {
     const char *what;        /* "lock", "fair lock", "read lock", "write lock" */
     const char *suffix;      /* the owner's field = owner id + suffix */
     const dlock__hold_kind *hold;
+    /* 1 when a lease acquisition never shortens the key's TTL (a read lock
+     * keeps the longest; a write reentry adds the lease): a renewed hold's
+     * loss deadline then stays where it is. */
+    int lease_keeps_ttl;
     /* Builds the handle's channel and own keys (l->key[]). */
     int (*init)(dlock_lock *l);
     /* The owner's per-type key into o->aux (may be NULL: none). */

@@ -8,8 +8,9 @@
  * <owner>:write = its write hold count; one string key per read hold,
  * {name}:<owner>:rwlock_timeout:<k> (k = 1..count), each with its own TTL,
  * the hash living as long as the longest; wake-ups on redisson_rwlock:{name},
- * "0" after a read release (wakes one waiter: a writer), "1" after a write
- * release (wakes every waiter: the readers may all come in).
+ * "0" when a read release frees the lock (wakes one waiter: a writer), "1"
+ * when the last write hold goes (wakes every waiter: the readers may all come
+ * in).
  *
  * Holds. A write hold is a field of the hash, renewed as a reentrant lock's
  * (dlock__lock_hold, field <owner>:write). A read hold lives in its timeout
@@ -18,7 +19,9 @@
  *
  * Beyond Redisson: a reader asking for the write lock of the same name (an
  * upgrade, which cannot succeed while it reads) gets DLOCK_EDEADLK at once
- * instead of waiting forever. */
+ * instead of waiting forever; a writer that keeps read holds wakes the
+ * readers when it stops writing; the lock's TTL is never lowered below a
+ * live hold's (see the scripts' headers and docs/wire-format.md). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -285,6 +288,7 @@ const dlock__lock_type dlock__read_type = {
     .what = "read lock",
     .suffix = "",
     .hold = &read_hold,
+    .lease_keeps_ttl = 1,
     .init = init,
     .owner_key = read_owner_key,
     .hold_id = read_hold_id,
@@ -303,6 +307,7 @@ const dlock__lock_type dlock__write_type = {
     .what = "write lock",
     .suffix = write_suffix,
     .hold = &dlock__lock_hold,
+    .lease_keeps_ttl = 1,
     .init = init,
     .owner_key = NULL,
     .hold_id = dlock__lock_hold_id,
