@@ -52,8 +52,10 @@ else
     return redis.error_reply('WRONGTYPE the read lock\'s field ' .. owner .. ' holds no count')
   end
   redis.call('set', prefix .. ':' .. n, 1, 'px', lease)
-  -- The lock lives as long as its longest hold: never shortened here.
-  if redis.call('pttl', lock) < lease then
+  -- The lock lives as long as its longest hold: never shortened here. One
+  -- command where Redis has PEXPIRE ... GT (7.0+).
+  if type(redis.pcall('pexpire', lock, lease, 'GT')) ~= 'number' and
+     redis.call('pttl', lock) < lease then
     redis.call('pexpire', lock, lease)
   end
 end

@@ -17,9 +17,7 @@
 --     published;
 --   - mode read: the lock lives as long as the longest read hold left, any
 --     reader's; when none is left (readers gone, or whose holds lapsed) the
---     lock is deleted and "0" published (wakes one waiter: a writer). The
---     other readers' holds are looked at only when the one that went was the
---     longest (Redisson looks at them on every release).
+--     lock is deleted and "0" published (wakes one waiter: a writer).
 -- Returns nil when the owner holds no read hold, 0 when it still holds some,
 -- and when its last went 1, or 2 when the lock was deleted and some client
 -- heard the unlock message. The latch keeps 0 or 1.
@@ -53,28 +51,20 @@ else
   redis.call('hincrby', lock, owner, -1)
 end
 local key = KEYS[4] .. ':' .. count
-local left = redis.call('hlen', lock)
+local kv = redis.call('hgetall', lock)   -- what is left
 
 local function done(answer)
   redis.call('set', KEYS[3], answer, 'px', ARGV[2])
   return answer
 end
 
-local longest = -3
-if left > 1 then
-  local gone = redis.call('pttl', key)
+if #kv > 2 then
   redis.call('del', key)
   if mode == 'write' then
     return done(mine)
   end
-  -- The lock's TTL is the longest read hold's (every acquire and renewal
-  -- raises it to the hold's lease; write_release.lua sets it so): when the
-  -- hold that went was not the longest, the longest is still there.
-  if gone < redis.call('pttl', lock) then
-    return done(mine)
-  end
-  -- It was: the longest read hold left, whoever's, if any is alive.
-  local kv = redis.call('hgetall', lock)
+  -- The longest read hold left, whoever's, if any is alive.
+  local longest = -3
   for i = 1, #kv, 2 do
     local n = tonumber(kv[i + 1])
     if kv[i] ~= 'mode' and n then

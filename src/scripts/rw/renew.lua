@@ -21,7 +21,8 @@ for i = 1, #KEYS / 2 do
     for k = tonumber(n), 1, -1 do
       redis.call('pexpire', prefix .. ':' .. k, lease)
     end
-    if redis.call('pttl', lock) < lease then
+    if type(redis.pcall('pexpire', lock, lease, 'GT')) ~= 'number' and
+       redis.call('pttl', lock) < lease then
       redis.call('pexpire', lock, lease)
     end
     held = 1

@@ -16,8 +16,8 @@
 -- as long as the longest of them. Either way "1" is published (wakes every
 -- waiter: the readers may all come in). Redisson publishes only in the first
 -- case and keeps the writer's TTL in the second; dlock's "1" there spares the
--- waiting readers a sleep until the TTL, and the TTL of the longest read hold
--- keeps read_release.lua's rule (the lock's TTL is its longest hold's).
+-- waiting readers a sleep until the TTL, and the lock then lives as long as
+-- its read holds, as read_release.lua keeps it.
 -- Returns nil when the owner holds no write hold, 0 when it still holds some,
 -- and when its last went 1, or 2 when some client heard the message. The
 -- latch keeps 0 or 1.
