@@ -107,7 +107,7 @@ typedef struct taker {
     dlock_lock *l;
     int64_t wait_ms, lease, hold_ms;
     int rc, release_rc;
-    int64_t acquired_at;
+    _Atomic int64_t acquired_at;   /* read while the thread runs */
     uint64_t attempts;
     pthread_t t;
 } taker;
