@@ -439,8 +439,8 @@ static void *many_thread(void *arg)
 }
 
 /* O.concurrency threads cycling over locks[0..n) (thread i takes i, i +
- * concurrency, ...) for O.seconds after a warm-up: cycles per second. */
-static double cycle_rate(dlock_lock **locks, long n)
+ * concurrency, ...) for run_ms after a warm-up: cycles per second. */
+static double cycle_rate(dlock_lock **locks, long n, long warm_ms, long run_ms)
 {
     pthread_t th[256];
     many_arg args[256];
@@ -449,12 +449,12 @@ static double cycle_rate(dlock_lock **locks, long n)
         args[i] = (many_arg){i, 0, locks, n};
         pthread_create(&th[i], NULL, many_thread, &args[i]);
     }
-    usleep(500000);   /* warm-up: connections opened, scripts cached */
+    usleep((useconds_t)warm_ms * 1000);   /* warm-up: connections opened, scripts cached */
     long base = 0;
     for (long i = 0; i < O.concurrency; i++)
         base += args[i].cycles;   /* racy read, a warm-up count only */
     int64_t t0 = now_ns();
-    sleep((unsigned)O.seconds);
+    usleep((useconds_t)run_ms * 1000);
     long total = 0;
     for (long i = 0; i < O.concurrency; i++)
         total += args[i].cycles;
@@ -488,7 +488,7 @@ static void many(void)
 {
     dlock_client *c = open_client(0, (int)O.concurrency + 2);
     dlock_lock **locks = many_names(c);
-    double rate = cycle_rate(locks, O.names);
+    double rate = cycle_rate(locks, O.names, 500, O.seconds * 1000);
     printf("{\"peer\":\"dlock\",\"scenario\":\"many\",\"concurrency\":%ld,\"names\":%ld,"
            "\"cycles_per_s\":%.0f,\"lease\":\"%s\"}\n",
            O.concurrency, O.names, rate, O.lease ? "fixed" : "watchdog");
@@ -498,18 +498,26 @@ static void many(void)
 
 /* The read lock of ONE name, O.concurrency readers cycling on it (they never
  * wait for each other), against the reentrant lock over many names with as
- * many threads, measured right before in the same process. */
+ * many threads, in the same process: O.seconds of each, in alternating
+ * half-second rounds, so that the machine's fast and slow moments fall on
+ * both sides of the ratio. */
 static void readers(void)
 {
     dlock_client *c = open_client(0, (int)O.concurrency + 2);
     dlock_lock **locks = many_names(c);
-    double ref = cycle_rate(locks, O.names);
-    free_locks(locks, O.names);
     dlock_lock *r;
     if (dlock_read_lock_get(c, "bench:rwlock", &r) != DLOCK_OK)
         die("get");
-    double rate = cycle_rate(&r, 1);
+    cycle_rate(locks, O.names, 300, 200);   /* warm-up of both */
+    cycle_rate(&r, 1, 100, 200);
+    double ref = 0, rate = 0;
+    long rounds = O.seconds * 2;
+    for (long i = 0; i < rounds; i++) {
+        ref += cycle_rate(locks, O.names, 50, 500) / (double)rounds;
+        rate += cycle_rate(&r, 1, 50, 500) / (double)rounds;
+    }
     dlock_lock_free(r);
+    free_locks(locks, O.names);
     printf("{\"peer\":\"dlock\",\"scenario\":\"readers\",\"concurrency\":%ld,\"names\":%ld,"
            "\"cycles_per_s\":%.0f,\"many_cycles_per_s\":%.0f,\"ratio\":%.3f,\"lease\":\"%s\"}\n",
            O.concurrency, O.names, rate, ref, rate / ref, O.lease ? "fixed" : "watchdog");

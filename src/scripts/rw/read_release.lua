@@ -27,10 +27,20 @@ if earlier then
 end
 
 local lock, owner = KEYS[1], ARGV[1]
-local v = redis.call('hmget', lock, 'mode', owner)   -- WRONGTYPE if not a hash
-local mode, count = v[1], tonumber(v[2])
+local kv = redis.call('hgetall', lock)   -- WRONGTYPE if not a hash
+local mode, count, others = nil, nil, false
+for i = 1, #kv, 2 do
+  local f = kv[i]
+  if f == 'mode' then
+    mode = kv[i + 1]
+  elseif f == owner then
+    count = tonumber(kv[i + 1])
+  else
+    others = true
+  end
+end
 if not mode then
-  if redis.call('exists', lock) == 1 then
+  if #kv > 0 then
     return redis.error_reply('WRONGTYPE the key holds a hash without a read-write lock ' ..
                              'mode (a lock, or somebody\'s data)')
   end
@@ -43,30 +53,31 @@ if not count or count < 1 then
   return nil
 end
 
-local mine = 0
-if count == 1 then
-  mine = 1
-  redis.call('hdel', lock, owner)
-else
-  redis.call('hincrby', lock, owner, -1)
-end
 local key = KEYS[4] .. ':' .. count
-local kv = redis.call('hgetall', lock)   -- what is left
+local mine = count == 1 and 1 or 0
 
 local function done(answer)
   redis.call('set', KEYS[3], answer, 'px', ARGV[2])
   return answer
 end
 
-if #kv > 2 then
+if others or count > 1 then
+  if count == 1 then
+    redis.call('hdel', lock, owner)
+  else
+    redis.call('hincrby', lock, owner, -1)
+  end
   redis.call('del', key)
-  if mode == 'write' then
+  if mode == 'write' and others then
     return done(mine)
   end
   -- The longest read hold left, whoever's, if any is alive.
   local longest = -3
   for i = 1, #kv, 2 do
     local n = tonumber(kv[i + 1])
+    if kv[i] == owner and n then
+      n = n - 1
+    end
     if kv[i] ~= 'mode' and n then
       for k = n, 1, -1 do
         local t = redis.call('pttl', KEYS[5] .. ':' .. kv[i] .. ':rwlock_timeout:' .. k)
