@@ -311,7 +311,9 @@ DLOCK_API int dlock_fair_lock_get_as(dlock_client *c, const char *name, const ch
  *                  holds); the hash lives as long as the longest of them;
  *   wake-ups       channel `redisson_rwlock:{name}`: "0" when a read release
  *                  frees the lock (wakes one waiter), "1" after the last
- *                  write hold goes (wakes every waiter).
+ *                  write hold goes (wakes every waiter; also when the writer
+ *                  keeps read holds, which Redisson does not publish: the
+ *                  waiting readers come in at once).
  * Differences with the reentrant lock's calls:
  *   - The write acquire (acquire, try, cancellable, fenced, run) by an owner
  *     that holds read holds of the same name returns DLOCK_EDEADLK at once,
@@ -331,6 +333,8 @@ DLOCK_API int dlock_fair_lock_get_as(dlock_client *c, const char *name, const ch
  *   - A name holding a reentrant or fair lock (a hash without "mode"), or
  *     another type, is DLOCK_EWRONGTYPE, and nothing is written; a reentrant
  *     or fair lock handle refuses a read-write lock's hash likewise.
+ *   - dlock_lock_inspect and dlock_client_scan do not read read-write locks
+ *     yet (DLOCK_EWRONGTYPE; skipped by the scan).
  * Handles are cheap (no round trip) and may be shared between threads. */
 DLOCK_API int dlock_read_lock_get(dlock_client *c, const char *name, dlock_lock **out);
 DLOCK_API int dlock_write_lock_get(dlock_client *c, const char *name, dlock_lock **out);
