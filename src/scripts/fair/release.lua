@@ -47,14 +47,15 @@ local function wake_head()
   end
 end
 
-local count = tonumber(redis.call('hget', lock, ARGV[1]))   -- WRONGTYPE if not a hash
+local v = redis.call('hmget', lock, ARGV[1], 'mode')   -- WRONGTYPE if not a hash
+local count = tonumber(v[1])
 if not count then
   if redis.call('exists', lock) == 0 then
     wake_head()   -- the lock lapsed unseen: let the head try now
   end
   return nil
 end
-if redis.call('hexists', lock, 'mode') == 1 then
+if v[2] then
   -- The owner's field is its read hold of a read-write lock (same owner id).
   return redis.error_reply('WRONGTYPE the key holds a read-write lock')
 end

@@ -25,11 +25,12 @@ if earlier then
 end
 
 local lock, owner = KEYS[1], ARGV[1]
-local count = tonumber(redis.call('hget', lock, owner))   -- WRONGTYPE if not a hash
+local v = redis.call('hmget', lock, owner, 'mode')   -- WRONGTYPE if not a hash
+local count = tonumber(v[1])
 if not count then
   return nil
 end
-if redis.call('hexists', lock, 'mode') == 1 then
+if v[2] then
   -- The owner's field is its read hold of a read-write lock (same owner id).
   return redis.error_reply('WRONGTYPE the key holds a read-write lock')
 end
