@@ -175,64 +175,101 @@ static void test_reentrancy(void **state)
 /* One timeout key per read hold, each with its own lease; the lock lives as
  * long as the longest, any reader's, and a release recomputes it. A name with
  * its own hash tag keeps it (RedissonReadWriteLockTest.testName's name). */
+static void hold_keys_on(th_redis *s, dlock_client *c)
+{
+    char name[128];
+    th_name(name, sizeof(name), "rw-ttl");
+    dlock_lock *a = rd(c, name, "a:1"), *b = rd(c, name, "b:1");
+    assert_int_equal(dlock_lock_try(a, 0, 4000), DLOCK_OK);
+    assert_int_equal(dlock_lock_try(a, 0, 8000), DLOCK_OK);
+    assert_int_equal(dlock_lock_try(a, 0, 2000), DLOCK_OK);
+    long long t1 = th_int(s, "PTTL {%s}:a:1:rwlock_timeout:1", name);
+    long long t2 = th_int(s, "PTTL {%s}:a:1:rwlock_timeout:2", name);
+    long long t3 = th_int(s, "PTTL {%s}:a:1:rwlock_timeout:3", name);
+    assert_true(t1 > 3000 && t1 <= 4000);
+    assert_true(t2 > 7000 && t2 <= 8000);
+    assert_true(t3 > 1000 && t3 <= 2000);
+    assert_int_equal(th_int(s, "EXISTS {%s}:a:1:rwlock_timeout:4", name), 0);
+    long long ttl = th_int(s, "PTTL %s", name);
+    assert_true(ttl > 7000 && ttl <= 8000);   /* the longest */
+    assert_int_equal(dlock_lock_try(b, 0, 20000), DLOCK_OK);
+    assert_true(th_int(s, "PTTL %s", name) > 19000);
+    assert_int_equal(dlock_lock_release(b), DLOCK_OK);   /* back to a's longest */
+    ttl = th_int(s, "PTTL %s", name);
+    assert_true(ttl > 6000 && ttl <= 8000);
+    assert_int_equal(th_int(s, "EXISTS {%s}:b:1:rwlock_timeout:1", name), 0);
+    assert_int_equal(dlock_lock_release(a), DLOCK_OK);   /* the last hold's key goes */
+    assert_int_equal(th_int(s, "EXISTS {%s}:a:1:rwlock_timeout:3", name), 0);
+    assert_int_equal(dlock_lock_release(a), DLOCK_OK);
+    assert_int_equal(th_int(s, "EXISTS {%s}:a:1:rwlock_timeout:2", name), 0);
+    ttl = th_int(s, "PTTL %s", name);
+    assert_true(ttl > 2000 && ttl <= 4000);   /* hold 1's */
+    assert_int_equal(dlock_lock_release(a), DLOCK_OK);
+    assert_int_equal(th_int(s, "EXISTS %s", name), 0);
+    assert_int_equal(th_int(s, "EXISTS {%s}:a:1:rwlock_timeout:1", name), 0);
+
+    /* A writer that keeps a read hold: once it stops writing, the lock lives
+     * as long as that hold, not as long as the write lease was. */
+    dlock_lock *w = wr(c, name, "a:1");
+    assert_int_equal(dlock_lock_try(w, 0, 30000), DLOCK_OK);
+    assert_int_equal(dlock_lock_try(a, 0, 2000), DLOCK_OK);
+    assert_true(th_int(s, "PTTL %s", name) > 20000);
+    assert_int_equal(dlock_lock_release(w), DLOCK_OK);
+    ttl = th_int(s, "PTTL %s", name);
+    assert_true(ttl > 1000 && ttl <= 2000);
+    assert_int_equal(dlock_lock_release(a), DLOCK_OK);
+    assert_int_equal(th_int(s, "EXISTS %s", name), 0);
+    dlock_lock_free(w);
+    dlock_lock_free(a);
+    dlock_lock_free(b);
+}
+
 static void test_read_hold_keys(void **state)
 {
     (void)state;
     char name[128], key[300];
-    th_name(name, sizeof(name), "rw-ttl");
-    dlock_lock *a = rd(cli, name, "a:1"), *b = rd(cli, name, "b:1");
-    assert_int_equal(dlock_lock_try(a, 0, 4000), DLOCK_OK);
-    assert_int_equal(dlock_lock_try(a, 0, 8000), DLOCK_OK);
-    assert_int_equal(dlock_lock_try(a, 0, 2000), DLOCK_OK);
-    long long t1 = th_int(&srv, "PTTL {%s}:a:1:rwlock_timeout:1", name);
-    long long t2 = th_int(&srv, "PTTL {%s}:a:1:rwlock_timeout:2", name);
-    long long t3 = th_int(&srv, "PTTL {%s}:a:1:rwlock_timeout:3", name);
-    assert_true(t1 > 3000 && t1 <= 4000);
-    assert_true(t2 > 7000 && t2 <= 8000);
-    assert_true(t3 > 1000 && t3 <= 2000);
-    assert_int_equal(th_int(&srv, "EXISTS {%s}:a:1:rwlock_timeout:4", name), 0);
-    long long ttl = th_int(&srv, "PTTL %s", name);
-    assert_true(ttl > 7000 && ttl <= 8000);   /* the longest */
-    assert_int_equal(dlock_lock_try(b, 0, 20000), DLOCK_OK);
-    assert_true(th_int(&srv, "PTTL %s", name) > 19000);
-    assert_int_equal(dlock_lock_release(b), DLOCK_OK);   /* back to a's longest */
-    ttl = th_int(&srv, "PTTL %s", name);
-    assert_true(ttl > 6000 && ttl <= 8000);
-    assert_int_equal(th_int(&srv, "EXISTS {%s}:b:1:rwlock_timeout:1", name), 0);
-    assert_int_equal(dlock_lock_release(a), DLOCK_OK);   /* the last hold's key goes */
-    assert_int_equal(th_int(&srv, "EXISTS {%s}:a:1:rwlock_timeout:3", name), 0);
-    assert_int_equal(dlock_lock_release(a), DLOCK_OK);
-    assert_int_equal(th_int(&srv, "EXISTS {%s}:a:1:rwlock_timeout:2", name), 0);
-    ttl = th_int(&srv, "PTTL %s", name);
-    assert_true(ttl > 2000 && ttl <= 4000);   /* hold 1's */
-    assert_int_equal(dlock_lock_release(a), DLOCK_OK);
-    assert_int_equal(th_int(&srv, "EXISTS %s", name), 0);
-    assert_int_equal(th_int(&srv, "EXISTS {%s}:a:1:rwlock_timeout:1", name), 0);
-
-    /* A writer that keeps a read hold: once it stops writing, the lock lives
-     * as long as that hold, not as long as the write lease was. */
-    dlock_lock *w = wr(cli, name, "a:1");
-    assert_int_equal(dlock_lock_try(w, 0, 30000), DLOCK_OK);
-    assert_int_equal(dlock_lock_try(a, 0, 2000), DLOCK_OK);
-    assert_true(th_int(&srv, "PTTL %s", name) > 20000);
-    assert_int_equal(dlock_lock_release(w), DLOCK_OK);
-    ttl = th_int(&srv, "PTTL %s", name);
-    assert_true(ttl > 1000 && ttl <= 2000);
-    assert_int_equal(dlock_lock_release(a), DLOCK_OK);
-    assert_int_equal(th_int(&srv, "EXISTS %s", name), 0);
-    dlock_lock_free(w);
-    dlock_lock_free(a);
-    dlock_lock_free(b);
+    hold_keys_on(&srv, cli);
 
     /* A tagged name: Redisson's name:<owner>:rwlock_timeout:<k>, no braces added. */
     snprintf(name, sizeof(name), "{rw-tag-%d}:abc:key", (int)th_now_ms() % 100000);
-    a = rd(cli, name, "a:1");
+    dlock_lock *a = rd(cli, name, "a:1");
     assert_int_equal(dlock_lock_try(a, 0, 5000), DLOCK_OK);
     snprintf(key, sizeof(key), "%s:a:1:rwlock_timeout:1", name);
     assert_int_equal(th_int(&srv, "EXISTS %s", key), 1);
     assert_int_equal(dlock_lock_release(a), DLOCK_OK);
     assert_int_equal(th_int(&srv, "EXISTS %s", key), 0);
     dlock_lock_free(a);
+}
+
+/* The same where Redis cannot tell expiry times (before 7.0: no PEXPIRETIME,
+ * played here by renaming it away): the scripts fall back to remaining times
+ * and look at every read hold on each release, as Redisson's do; watchdog
+ * renewals of read holds work the same. */
+static void test_read_hold_keys_without_expiry_times(void **state)
+{
+    (void)state;
+    th_redis old;
+    assert_int_equal(th_redis_start(&old, "--rename-command", "PEXPIRETIME", "", NULL), 0);
+    redisReply *r = th_cmd(&old, "PEXPIRETIME x");
+    assert_int_equal(r->type, REDIS_REPLY_ERROR);
+    freeReplyObject(r);
+    dlock_client *c = th_client(&old, 300);
+    hold_keys_on(&old, c);
+    char name[128];
+    th_name(name, sizeof(name), "rw-old-wd");
+    dlock_lock *a = rd(c, name, "a:1"), *b = rd(c, name, "b:1");
+    assert_int_equal(dlock_lock_acquire(a, DLOCK_WATCHDOG), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(b, DLOCK_WATCHDOG), DLOCK_OK);
+    th_sleep_ms(800);
+    assert_true(held(a) && held(b));
+    assert_true(th_int(&old, "PTTL {%s}:a:1:rwlock_timeout:1", name) > 0);
+    assert_int_equal(dlock_lock_release(a), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(b), DLOCK_OK);
+    assert_int_equal(th_int(&old, "EXISTS %s", name), 0);
+    dlock_lock_free(a);
+    dlock_lock_free(b);
+    dlock_client_close(c);
+    th_redis_destroy(&old);
 }
 
 /* Read-hold lease expiry (RedissonReadWriteLockTest.testReadLockLeaseTimeout,
@@ -590,6 +627,7 @@ int main(void)
         cmocka_unit_test(test_many_readers_at_once),
         cmocka_unit_test(test_reentrancy),
         cmocka_unit_test(test_read_hold_keys),
+        cmocka_unit_test(test_read_hold_keys_without_expiry_times),
         cmocka_unit_test(test_read_lease_timeout),
         cmocka_unit_test(test_read_lock_expiration),
         cmocka_unit_test(test_expire_each_side),

@@ -41,23 +41,32 @@ if ARGV[4] == '1' then
   end
 end
 
+local key
 if not mode then
   redis.call('hset', lock, 'mode', 'read', owner, 1)
-  redis.call('set', prefix .. ':1', 1, 'px', lease)
-  redis.call('pexpire', lock, lease)
+  key = prefix .. ':1'
 else
   -- A field that holds no count fails here, before any write.
   local n = redis.pcall('hincrby', lock, owner, 1)
   if type(n) ~= 'number' then
     return redis.error_reply('WRONGTYPE the read lock\'s field ' .. owner .. ' holds no count')
   end
-  redis.call('set', prefix .. ':' .. n, 1, 'px', lease)
-  -- The lock lives as long as its longest hold: never shortened here. One
-  -- command where Redis has PEXPIRE ... GT (7.0+).
-  if type(redis.pcall('pexpire', lock, lease, 'GT')) ~= 'number' and
-     redis.call('pttl', lock) < lease then
-    redis.call('pexpire', lock, lease)
+  key = prefix .. ':' .. n
+end
+redis.call('set', key, 1, 'px', lease)
+-- The lock lives as long as its longest hold: raised to this one's expiry,
+-- never lowered. Where Redis tells expiry times (7.0+) the lock gets this
+-- hold's to the ms, so that a release can tell whether the hold that goes is
+-- the longest (read_release.lua).
+local at = redis.pcall('pexpiretime', key)
+if type(at) == 'number' and at > 0 then
+  if mode then
+    redis.call('pexpireat', lock, at, 'GT')
+  else
+    redis.call('pexpireat', lock, at)
   end
+elseif not mode or redis.call('pttl', lock) < lease then
+  redis.call('pexpire', lock, lease)
 end
 
 if ARGV[4] == '1' then

@@ -18,6 +18,10 @@
 --   - mode read: the lock lives as long as the longest read hold left, any
 --     reader's; when none is left (readers gone, or whose holds lapsed) the
 --     lock is deleted and "0" published (wakes one waiter: a writer).
+--     Where Redis tells expiry times (7.0+) the lock expires with its longest
+--     hold to the ms, so the other readers' holds are looked at only until
+--     one that expires with the lock is found (Redisson looks at them all on
+--     every release).
 -- Returns nil when the owner holds no read hold, 0 when it still holds some,
 -- and when its last went 1, or 2 when the lock was deleted and some client
 -- heard the unlock message. The latch keeps 0 or 1.
@@ -67,20 +71,37 @@ if others or count > 1 then
   else
     redis.call('hincrby', lock, owner, -1)
   end
+  -- Expiry times to the ms where Redis tells them (PEXPIRETIME, 7.0+), else
+  -- remaining times (PTTL).
+  local gone = redis.pcall('pexpiretime', key)
+  local exact = type(gone) == 'number'
   redis.call('del', key)
   if mode == 'write' and others then
     return done(mine)
   end
-  -- The longest read hold left, whoever's, if any is alive.
+  -- Every acquire and renewal gives the lock the expiry of the hold that
+  -- raised it, exactly (read_acquire.lua): while a hold left expires with
+  -- the lock, nothing changes; a hold that expires before it was not the
+  -- longest.
+  local lexp = exact and redis.call('pexpiretime', lock)
+  if exact and gone < lexp then
+    return done(mine)
+  end
+  -- The longest read hold left, whoever's, if any is alive (the latest
+  -- readers, last in the hash, first).
+  local when = exact and 'pexpiretime' or 'pttl'
   local longest = -3
-  for i = 1, #kv, 2 do
+  for i = #kv - 1, 1, -2 do
     local n = tonumber(kv[i + 1])
     if kv[i] == owner and n then
       n = n - 1
     end
     if kv[i] ~= 'mode' and n then
       for k = n, 1, -1 do
-        local t = redis.call('pttl', KEYS[5] .. ':' .. kv[i] .. ':rwlock_timeout:' .. k)
+        local t = redis.call(when, KEYS[5] .. ':' .. kv[i] .. ':rwlock_timeout:' .. k)
+        if exact and t >= lexp then
+          return done(mine)
+        end
         if t > longest then
           longest = t
         end
@@ -88,7 +109,7 @@ if others or count > 1 then
     end
   end
   if longest > 0 then
-    redis.call('pexpire', lock, longest)
+    redis.call(exact and 'pexpireat' or 'pexpire', lock, longest)
     return done(mine)
   end
 end

@@ -10,7 +10,8 @@
 -- any more (the client reports it lost). A key replaced by another type
 -- counts as lost for its own entry (pcall) rather than failing the batch. The
 -- lock's TTL is raised to the timeout, never lowered (another reader may hold
--- a longer lease; Redisson sets it to the timeout).
+-- a longer lease; Redisson sets it to the timeout); to the ms of the owner's
+-- hold 1 where Redis tells expiry times (7.0+).
 local out = {}
 local lease = tonumber(ARGV[1])
 for i = 1, #KEYS / 2 do
@@ -21,8 +22,12 @@ for i = 1, #KEYS / 2 do
     for k = tonumber(n), 1, -1 do
       redis.call('pexpire', prefix .. ':' .. k, lease)
     end
-    if type(redis.pcall('pexpire', lock, lease, 'GT')) ~= 'number' and
-       redis.call('pttl', lock) < lease then
+    -- Hold 1, renewed last, expires last: the lock gets its expiry to the ms
+    -- where Redis tells it (7.0+; see read_acquire.lua), never lower.
+    local at = redis.pcall('pexpiretime', prefix .. ':1')
+    if type(at) == 'number' and at > 0 then
+      redis.call('pexpireat', lock, at, 'GT')
+    elseif redis.call('pttl', lock) < lease then
       redis.call('pexpire', lock, lease)
     end
     held = 1

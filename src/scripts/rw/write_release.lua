@@ -59,13 +59,17 @@ end
 redis.call('hdel', lock, field)
 -- The writer's read holds (its own field; a field left by a reader whose
 -- holds lapsed counts if alive): the longest left, if any.
+-- Expiry times to the ms where Redis tells them (PEXPIRETIME, 7.0+; see
+-- read_acquire.lua), else remaining times.
+local exact = type(redis.pcall('pexpiretime', lock)) == 'number'
+local when = exact and 'pexpiretime' or 'pttl'
 local longest = -3
 local kv = redis.call('hgetall', lock)
 for i = 1, #kv, 2 do
   local n = tonumber(kv[i + 1])
   if kv[i] ~= 'mode' and n then
     for k = n, 1, -1 do
-      local t = redis.call('pttl', KEYS[4] .. ':' .. kv[i] .. ':rwlock_timeout:' .. k)
+      local t = redis.call(when, KEYS[4] .. ':' .. kv[i] .. ':rwlock_timeout:' .. k)
       if t > longest then
         longest = t
       end
@@ -74,7 +78,7 @@ for i = 1, #kv, 2 do
 end
 if longest > 0 then
   redis.call('hset', lock, 'mode', 'read')
-  redis.call('pexpire', lock, longest)
+  redis.call(exact and 'pexpireat' or 'pexpire', lock, longest)
 else
   redis.call('del', lock)
 end
