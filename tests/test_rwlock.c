@@ -200,6 +200,8 @@ static void hold_keys_on(th_redis *s, dlock_client *c)
     assert_int_equal(th_int(s, "EXISTS {%s}:b:1:rwlock_timeout:1", name), 0);
     assert_int_equal(dlock_lock_release(a), DLOCK_OK);   /* the last hold's key goes */
     assert_int_equal(th_int(s, "EXISTS {%s}:a:1:rwlock_timeout:3", name), 0);
+    ttl = th_int(s, "PTTL %s", name);
+    assert_true(ttl > 6000 && ttl <= 8000);   /* not the longest: no change */
     assert_int_equal(dlock_lock_release(a), DLOCK_OK);
     assert_int_equal(th_int(s, "EXISTS {%s}:a:1:rwlock_timeout:2", name), 0);
     ttl = th_int(s, "PTTL %s", name);
