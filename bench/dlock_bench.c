@@ -6,6 +6,7 @@
  *                                                        hiredis connection
  *   dlock_bench uncontended --url U [--cycles N] [--lease MS]
  *   dlock_bench handoff  --url U [--workers 8] [--mode threads|processes] [--seconds S]
+ *                        [--kind lock|fair]
  *   dlock_bench idle     --url U [--waiters 7] [--hold-ms 3000]
  *   dlock_bench many     --url U [--concurrency 16] [--names 10000] [--seconds S]
  *   dlock_bench readers  --url U [--concurrency 8] [--names 10000] [--seconds S]
@@ -35,12 +36,12 @@
 #include "sync/sync.h"
 
 typedef struct opts {
-    const char *scenario, *url, *mode;
+    const char *scenario, *url, *mode, *kind;
     long cycles, workers, seconds, waiters, hold_ms, concurrency, names, locks, watchdog_ms,
         periods, lease;
 } opts;
 
-static opts O = {NULL, "redis://127.0.0.1:6379", "threads", 20000, 8, 5, 7, 3000, 16, 10000,
+static opts O = {NULL, "redis://127.0.0.1:6379", "threads", "lock", 20000, 8, 5, 7, 3000, 16, 10000,
                  100000, 3000, 3, 0};
 
 static int64_t now_ns(void)
@@ -214,6 +215,8 @@ typedef struct handoff_shm {
     atomic_long waits_over_1s;
     atomic_long long_wait_attempts;   /* attempts made during those long waits */
     atomic_llong max_wait_ns;
+    atomic_long attempts;            /* acquire scripts sent, all acquisitions */
+    atomic_long needless;            /* beyond 3 per acquisition: queue, retry, one wake-up */
     atomic_int stop;
     struct {
         int64_t acq, rel;
@@ -226,7 +229,9 @@ static void handoff_worker(dlock_client *c, int id)
 {
     (void)id;
     dlock_lock *l;
-    if (dlock_lock_get(c, "bench:handoff", &l) != DLOCK_OK)
+    int fair = strcmp(O.kind, "fair") == 0;
+    if ((fair ? dlock_fair_lock_get(c, "bench:fairhandoff", &l)
+              : dlock_lock_get(c, "bench:handoff", &l)) != DLOCK_OK)
         die("get");
     /* Start together once every worker is connected: a worker still opening
      * its client is not a waiter yet, and its first acquire would measure that. */
@@ -241,6 +246,13 @@ static void handoff_worker(dlock_client *c, int id)
             die("acquire");
         int64_t t_acq = now_ns();
         int64_t waited = t_acq - t0;
+        long made = (long)(dlock__attempts - a0);
+        atomic_fetch_add(&H->attempts, made);
+        /* A waiter that queued (1), retried once subscribed (2) and was woken
+         * for its turn (3) made every attempt it needed; more were wake-ups
+         * that found the lock taken again. */
+        if (made > 3)
+            atomic_fetch_add(&H->needless, made - 3);
         if (waited > 1000000000LL) {
             atomic_fetch_add(&H->waits_over_1s, 1);
             atomic_fetch_add(&H->long_wait_attempts, (long)(dlock__attempts - a0));
@@ -336,13 +348,17 @@ static void handoff(void)
         gaps[g++] = gap > 0 ? gap : 0;   /* the next holder may return before the releaser */
     }
     qsort(gaps, g, sizeof(int64_t), cmp_i64);
-    printf("{\"peer\":\"dlock\",\"scenario\":\"handoff\",\"mode\":\"%s\",\"workers\":%ld,"
+    long acqs = atomic_load(&H->next_event);
+    printf("{\"peer\":\"dlock\",\"scenario\":\"%s\",\"mode\":\"%s\",\"workers\":%ld,"
            "\"acquisitions\":%ld,\"acq_per_s\":%.0f,\"gap_p50_us\":%.1f,\"gap_p99_us\":%.1f,"
            "\"gap_max_us\":%.1f,\"waits_over_1s\":%ld,\"long_wait_attempts\":%ld,"
-           "\"max_wait_ms\":%.1f}\n",
-           O.mode, O.workers, n, n / secs, pct(gaps, g, 0.5), pct(gaps, g, 0.99),
-           g ? gaps[g - 1] / 1000.0 : 0.0, atomic_load(&H->waits_over_1s),
-           atomic_load(&H->long_wait_attempts), atomic_load(&H->max_wait_ns) / 1e6);
+           "\"max_wait_ms\":%.1f,\"attempts_per_acq\":%.3f,\"needless_attempts\":%ld}\n",
+           strcmp(O.kind, "fair") == 0 ? "fairhandoff" : "handoff", O.mode, O.workers, n, n / secs,
+           pct(gaps, g, 0.5), pct(gaps, g, 0.99), g ? gaps[g - 1] / 1000.0 : 0.0,
+           atomic_load(&H->waits_over_1s), atomic_load(&H->long_wait_attempts),
+           atomic_load(&H->max_wait_ns) / 1e6,
+           acqs ? (double)atomic_load(&H->attempts) / (double)acqs : 0.0,
+           atomic_load(&H->needless));
     free(gaps);
     if (c)
         dlock_client_close(c);
@@ -629,6 +645,7 @@ int main(int argc, char **argv)
         const char *k = argv[i], *v = argv[i + 1];
         if (!strcmp(k, "--url")) O.url = v;
         else if (!strcmp(k, "--mode")) O.mode = v;
+        else if (!strcmp(k, "--kind")) O.kind = v;
         else if (!strcmp(k, "--cycles")) O.cycles = atol(v);
         else if (!strcmp(k, "--workers")) O.workers = atol(v);
         else if (!strcmp(k, "--seconds")) O.seconds = atol(v);

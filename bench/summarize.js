@@ -137,6 +137,31 @@ for (const mode of ['threads', 'processes']) {
     pollers.map((p) => `${p} ${f1(gaps[p + mode] / g)}×`).join(', ') + below, ratio);
 }
 
+// 2b. Fair-lock handoff.
+{
+  const fair = pick('dlock', 'fairhandoff');
+  if (fair.length) {
+    say('## 2b. Fair-lock handoff: 8 processes on one fair lock, ~1 ms holds');
+    say();
+    say('| | acquisitions/s | gap p50 | gap p99 | gap max | gap p50 ÷ round trip | attempts per acquisition | needless attempts | waits > 1 s |');
+    say('|---|---|---|---|---|---|---|---|---|');
+    const g = med('dlock', 'fairhandoff', 'gap_p50_us');
+    const needless = fair.reduce((a, r) => a + (r.needless_attempts || 0), 0);
+    const over = fair.reduce((a, r) => a + (r.waits_over_1s || 0), 0);
+    say(`| dlock fair | ${f0(med('dlock', 'fairhandoff', 'acq_per_s'))} | ${us(g)} |` +
+        ` ${us(med('dlock', 'fairhandoff', 'gap_p99_us'))} | ${us(med('dlock', 'fairhandoff', 'gap_max_us'))} |` +
+        ` ${f2(g / rtt)} | ${f2(med('dlock', 'fairhandoff', 'attempts_per_acq'))} | ${needless} | ${over} |`);
+    say();
+    say('Each waiter queues (1 attempt), retries once subscribed (2), and is woken once, for its turn (3):');
+    say('an attempt beyond that would be a wake-up that found the lock taken again.');
+    say();
+    target('fair-lock handoff gap p50 ≤ 1.5× one -c 1 round trip, no waiter woken needlessly (processes)',
+      g <= 1.5 * rtt && needless === 0,
+      `${f2(g / rtt)}× a round trip (${us(g)} vs ${f1(rtt)} µs); ${needless} needless attempts in ` +
+      `${fair.reduce((a, r) => a + (r.acquisitions || 0), 0)} acquisitions`, g, rtt);
+  }
+}
+
 // 3. Idle waiters.
 say('## 3. Idle waiters: one holds the lock 3 s while 7 wait');
 say();

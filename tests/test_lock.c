@@ -548,7 +548,8 @@ static void test_silent_listener_at_open(void **state)
     dlock_client *c;
     assert_int_equal(open_once(url, &c), DLOCK_ECONN);
     assert_null(c);
-    assert_non_null(strstr(dlock_last_error(), "PING"));
+    /* the handshake (CLIENT SETNAME, with the client's identity) went unanswered */
+    assert_non_null(strstr(dlock_last_error(), "failed during CLIENT SETNAME"));
     close(fd);
 }
 
@@ -618,7 +619,10 @@ static void test_auth_and_db_and_name(void **state)
     assert_int_equal(r->integer, 1);
     freeReplyObject(r);
     r = redisCommand(adm, "CLIENT LIST");
-    assert_non_null(strstr(r->str, "name=dlock-test"));
+    char want[128];
+    snprintf(want, sizeof(want), "name=dlock|%s|", dlock_client_id(c));
+    assert_non_null(strstr(r->str, want));
+    assert_non_null(strstr(r->str, "|dlock-test "));
     freeReplyObject(r);
     redisFree(adm);
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
@@ -646,6 +650,7 @@ typedef struct log_sink {
     int lines;
     int leaked;
     int warnings;
+    int setname;
 } log_sink;
 
 static void on_log(dlock_log_level level, const char *msg, void *ud)
@@ -655,6 +660,7 @@ static void on_log(dlock_log_level level, const char *msg, void *ud)
     s->lines++;
     s->warnings += level <= DLOCK_LOG_WARN;
     s->leaked += strstr(msg, "Pa55word") != NULL;
+    s->setname += strstr(msg, "CLIENT SETNAME") != NULL;
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -668,6 +674,90 @@ static void *hold_briefly(void *arg)
 
 /* The log callback hears about connections coming and going, and never sees
  * the password. */
+/* Every connection of a client is named dlock|<uuid>|<host>|<pid>|<label>:
+ * the pool's, the pub/sub one and the renewal one; a label set at run time
+ * reaches a pooled connection before the call returns, and the renewal
+ * connection with its next renewal. */
+static void test_connections_carry_client_identity(void **state)
+{
+    (void)state;
+    dlock_client *c = th_client(&srv, 300);
+    char prefix[160], host[65] = "";
+    gethostname(host, sizeof(host) - 1);
+    snprintf(prefix, sizeof(prefix), "name=dlock|%s|%s|%ld|", dlock_client_id(c), host,
+             (long)getpid());
+    char name[128];
+    th_name(name, sizeof(name), "named");
+    dlock_lock *l, *other;
+    assert_int_equal(dlock_lock_get(c, name, &l), DLOCK_OK);
+    assert_int_equal(dlock_lock_get_as(cli, name, "x:1", &other), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(other, 400), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(l, DLOCK_WATCHDOG), DLOCK_OK);   /* waited: pub/sub */
+    th_sleep_ms(300);                                                     /* a renewal */
+    redisReply *r = th_cmd(&srv, "CLIENT LIST");
+    int named = 0;
+    for (char *p = strstr(r->str, prefix); p; p = strstr(p + 1, prefix))
+        named++;
+    freeReplyObject(r);
+    assert_true(named >= 3);   /* pooled, pub/sub, renewal */
+    assert_int_equal(dlock_client_set_label(c, "run:42:job"), DLOCK_OK);
+    r = th_cmd(&srv, "CLIENT LIST");
+    char labelled[200];
+    snprintf(labelled, sizeof(labelled), "%srun:42:job ", prefix);
+    assert_non_null(strstr(r->str, labelled));
+    freeReplyObject(r);
+    th_sleep_ms(300);
+    r = th_cmd(&srv, "CLIENT LIST");
+    named = 0;
+    for (char *p = strstr(r->str, labelled); p; p = strstr(p + 1, labelled))
+        named++;
+    freeReplyObject(r);
+    assert_true(named >= 2);   /* the renewal connection renamed too */
+    assert_int_equal(dlock_client_set_label(c, "has space"), DLOCK_EINVAL);
+    assert_int_equal(dlock_client_set_label(NULL, "x"), DLOCK_EINVAL);
+    assert_int_equal(dlock_client_set_label(c, NULL), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_lock_free(other);
+    dlock_client_close(c);
+}
+
+/* A user whose ACL refuses CLIENT SETNAME still connects and locks, on every
+ * connection (pooled, pub/sub, renewal); the client says so once. */
+static void test_setname_refused_is_not_fatal(void **state)
+{
+    (void)state;
+    freeReplyObject(th_cmd(&srv, "ACL SETUSER noname on >pw ~* &* +@all -client|setname"));
+    char url[160];
+    snprintf(url, sizeof(url), "redis://noname:pw@127.0.0.1:%d", srv.port);
+    log_sink sink = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, 0};
+    dlock_config *cfg = dlock_config_new();
+    assert_int_equal(dlock_config_set_url(cfg, url), DLOCK_OK);
+    assert_int_equal(dlock_config_set_log_callback(cfg, on_log, &sink, DLOCK_LOG_WARN), DLOCK_OK);
+    assert_int_equal(dlock_config_set_watchdog_timeout(cfg, 300), DLOCK_OK);
+    dlock_client *c = NULL;
+    assert_int_equal(dlock_client_open(&c, cfg), DLOCK_OK);
+    dlock_config_free(cfg);
+    char name[128];
+    th_name(name, sizeof(name), "noname");
+    dlock_lock *l, *other;
+    assert_int_equal(dlock_lock_get(c, name, &l), DLOCK_OK);
+    assert_int_equal(dlock_lock_get_as(cli, name, "x:1", &other), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(other, 300), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(l, DLOCK_WATCHDOG), DLOCK_OK);   /* waited: pub/sub */
+    th_sleep_ms(400);                                                     /* renewals */
+    int held = 0;
+    assert_int_equal(dlock_lock_is_held(l, &held), DLOCK_OK);
+    assert_int_equal(held, 1);
+    assert_int_equal(dlock_client_set_label(c, "later"), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_lock_free(other);
+    dlock_client_close(c);
+    assert_int_equal(sink.setname, 1);
+    freeReplyObject(th_cmd(&srv, "ACL DELUSER noname"));
+}
+
 static void test_log_callback_never_shows_password(void **state)
 {
     (void)state;
@@ -675,7 +765,7 @@ static void test_log_callback_never_shows_password(void **state)
     assert_int_equal(th_redis_start(&sec, "--requirepass", "Pa55word", NULL), 0);
     char url[160];
     snprintf(url, sizeof(url), "redis://default:Pa55word@127.0.0.1:%d", sec.port);
-    log_sink sink = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0};
+    log_sink sink = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, 0};
     dlock_config *cfg = dlock_config_new();
     assert_int_equal(dlock_config_set_url(cfg, url), DLOCK_OK);
     assert_int_equal(dlock_config_set_log_callback(cfg, on_log, &sink, DLOCK_LOG_DEBUG), DLOCK_OK);
@@ -962,6 +1052,8 @@ int main(void)
         cmocka_unit_test(test_loading_server_at_open),
         cmocka_unit_test(test_auth_and_db_and_name),
         cmocka_unit_test(test_unix_socket),
+        cmocka_unit_test(test_connections_carry_client_identity),
+        cmocka_unit_test(test_setname_refused_is_not_fatal),
         cmocka_unit_test(test_log_callback_never_shows_password),
         cmocka_unit_test(test_release_retry_uses_latch),
         cmocka_unit_test(test_acquire_lost_reply_is_unknown),

@@ -237,6 +237,19 @@ static void test_other_calls(void **state)
     assert_int_equal(dlock_lock_acquire_fenced(w, 0, 5000, NULL, &t1), DLOCK_OK);
     assert_int_equal(dlock_lock_acquire_fenced(r, 0, 5000, NULL, &t2), DLOCK_OK);
     assert_true(t2 > t1);
+    /* A snapshot: a read-write lock, write mode, the writer twice (writes,
+     * and reads). */
+    char me[DLOCK_OWNER_BUFSIZE];
+    assert_int_equal(dlock_client_owner_id(cli, me, sizeof(me)), DLOCK_OK);
+    dlock_info *info = NULL;
+    assert_int_equal(dlock_lock_inspect(r, &info), DLOCK_OK);
+    assert_int_equal(dlock_info_kind(info), DLOCK_KIND_RWLOCK);
+    assert_string_equal(dlock_info_mode(info), "write");
+    assert_int_equal(dlock_info_holders(info), 2);
+    for (size_t i = 0; i < 2; i++)
+        assert_string_equal(dlock_info_owner(info, i), me);
+    assert_int_equal(dlock_info_holder_writes(info, 0) + dlock_info_holder_writes(info, 1), 1);
+    dlock_info_free(info);
     int64_t ttl = 0;
     assert_int_equal(dlock_lock_ttl(r, &ttl), DLOCK_OK);
     assert_true(ttl > 4000 && ttl <= 5000);

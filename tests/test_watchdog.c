@@ -161,6 +161,32 @@ static void test_renewals_are_batched(void **state)
     dlock_client_close(c);
 }
 
+/* A holder process stopped (SIGSTOP) past its lease, then continued: the loss
+ * it reports says its own process was paused, not that Redis was away. */
+static void test_paused_holder_reports_pause(void **state)
+{
+    (void)state;
+    char name[128], wd[16], line[64];
+    th_name(name, sizeof(name), "paused");
+    snprintf(wd, sizeof(wd), "%d", WD);
+    int fd;
+    pid_t pid = th_spawn(&fd, DLOCK_TEST_WORKER, "hold", srv.url, name, wd, NULL);
+    assert_true(pid > 0);
+    assert_int_equal(th_read_line(fd, line, sizeof(line), 10000), 0);
+    assert_string_equal(line, "held");
+    kill(pid, SIGSTOP);
+    th_sleep_ms(2 * WD);
+    assert_int_equal(th_int(&srv, "EXISTS %s", name), 0);   /* Redis let it go */
+    kill(pid, SIGCONT);
+    assert_int_equal(th_read_line(fd, line, sizeof(line), 5000 * th_slack()), 0);
+    char want[16];
+    snprintf(want, sizeof(want), "lost %d", (int)DLOCK_LOST_PAUSED);
+    assert_string_equal(line, want);
+    kill(pid, SIGKILL);
+    th_wait(pid, 5000);
+    close(fd);
+}
+
 /* A holder process killed with SIGKILL: its lock frees within the watchdog
  * timeout + 1 s, and a waiter here gets it. */
 static void test_killed_holder_frees_lock(void **state)
@@ -517,6 +543,7 @@ int main(void)
         cmocka_unit_test(test_held_lock_never_expires),
         cmocka_unit_test(test_renewals_are_batched),
         cmocka_unit_test(test_killed_holder_frees_lock),
+        cmocka_unit_test(test_paused_holder_reports_pause),
         cmocka_unit_test(test_deleted_key_is_reported_lost),
         cmocka_unit_test(test_restart_loses_lock),
         cmocka_unit_test(test_release_of_lost_hold_reports_it),

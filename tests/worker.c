@@ -1,6 +1,7 @@
 /* Helper process for the tests.
  *   worker hold URL NAME WATCHDOG_MS        acquire with the watchdog, print
- *                                           "held", then sleep until killed
+ *                                           "held", then sleep until killed;
+ *                                           prints "lost <reason>" if it is lost
  *   worker count URL NAME COUNTER THREADS N each thread N times: acquire, GET
  *                                           counter, SET counter+1, release;
  *                                           prints "done" and exits 0
@@ -112,14 +113,25 @@ static int fair_turn(const char *id, const char *order, int64_t slot_ms)
     return bad;
 }
 
+static void print_lost(const char *lname, const char *owner, dlock_lost_reason reason, void *ud)
+{
+    (void)lname;
+    (void)owner;
+    (void)ud;
+    printf("lost %d\n", (int)reason);
+    fflush(stdout);
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 5 && strcmp(argv[1], "hold") == 0) {
         url = argv[2];
         name = argv[3];
         client = open_client(atoll(argv[4]));
-        dlock_lock *l;
-        if (dlock_lock_get(client, name, &l) != DLOCK_OK ||
+        dlock_lock *l = NULL;
+        if (dlock_lock_get(client, name, &l) == DLOCK_OK)
+            dlock_lock_set_lost_callback(l, print_lost, NULL);
+        if (!l ||
             dlock_lock_acquire(l, DLOCK_WATCHDOG) != DLOCK_OK) {
             fprintf(stderr, "hold: %s\n", dlock_last_error());
             return 2;

@@ -105,8 +105,11 @@ DLOCK_API const char *dlock_version(void);
 typedef enum dlock_lost_reason {
     DLOCK_LOST_GONE = 1,       /* a renewal, or the owner's release, found the lock no longer
                                   held by its owner */
-    DLOCK_LOST_UNREACHABLE = 2 /* Redis stayed unreachable until (1/20 of the watchdog timeout,
-                                  at most 500 ms, before) the lease would have run out */
+    DLOCK_LOST_UNREACHABLE = 2, /* Redis stayed unreachable until (1/20 of the watchdog timeout,
+                                   at most 500 ms, before) the lease would have run out */
+    DLOCK_LOST_PAUSED = 3       /* this process did not run (stopped by SIGSTOP or a debugger,
+                                   suspended, starved of CPU) until past the lease: its
+                                   renewals could not be sent in time */
 } dlock_lost_reason;
 
 /* Called once per lost hold, on the client's io thread. `name` and `owner` are
@@ -142,7 +145,7 @@ typedef struct dlock_config dlock_config;
  *   pool size           64 blocking connections
  *   priority after      100 ms
  *   fair wait timeout   300000 ms (5 minutes)
- *   client name         none
+ *   client label        none
  * Returns NULL only when out of memory. */
 DLOCK_API dlock_config *dlock_config_new(void);
 DLOCK_API void dlock_config_free(dlock_config *cfg);
@@ -153,6 +156,16 @@ DLOCK_API void dlock_config_free(dlock_config *cfg);
  * user and password may be percent-encoded. DLOCK_EINVAL names the bad part
  * (never echoing the password) and leaves the previous URL in place. */
 DLOCK_API int dlock_config_set_url(dlock_config *cfg, const char *url);
+
+/* Credentials apart from the URL (a URL on a command line shows in `ps`).
+ * password: 1..512 bytes, any bytes but NUL; user: NULL or "" for AUTH
+ * <password> (the default user), else AUTH <user> <password> (Redis 6 ACL
+ * users, 1..512 bytes). They replace the URL's user and password; a later
+ * dlock_config_set_url replaces them in turn. A NULL or empty password removes
+ * both. The password is never logged nor shown in any message. DLOCK_EINVAL
+ * (nothing changed) for a user without a password or a value too long. */
+DLOCK_API int dlock_config_set_password(dlock_config *cfg, const char *user,
+                                        const char *password);
 
 /* Lease used for locks taken with DLOCK_WATCHDOG, in ms (>= 30; 0 = default).
  * The watchdog renews such locks every timeout / 3. */
@@ -189,7 +202,14 @@ DLOCK_API int dlock_config_set_pool_size(dlock_config *cfg, int size);
  * never touches that key (it races as a Redisson client does). */
 #define DLOCK_PRIORITY_OFF ((int64_t)-1)
 DLOCK_API int dlock_config_set_priority_after(dlock_config *cfg, int64_t after_ms);
-/* CLIENT SETNAME for every connection (no spaces; NULL or "" = none). */
+/* Every connection of a client is named (CLIENT SETNAME)
+ *   dlock|<client uuid>|<host name>|<pid>|<label>
+ * so that whoever looks at a lock (dlock status, CLIENT LIST) can tell which
+ * process holds it: an owner id's part before the last ':' is its client's
+ * uuid. This sets the label: NULL or "" for none, else 1..128 bytes of
+ * printable ASCII without spaces (DLOCK_EINVAL otherwise). A server that
+ * refuses CLIENT SETNAME (an ACL without client|setname) is not an error: the
+ * connections stay unnamed and the log callback gets a warning, once. */
 DLOCK_API int dlock_config_set_client_name(dlock_config *cfg, const char *name);
 /* Lost callback for every lock of the client (a lock's own callback, set with
  * dlock_lock_set_lost_callback, takes precedence). NULL fn = none. */
@@ -228,6 +248,16 @@ DLOCK_API int dlock_client_owner_id(const dlock_client *c, char *buf, size_t siz
  * ("<uuid>:<n>", n >= 2^32), for work that moves between threads: pass it to
  * dlock_lock_get_as(). Any thread. */
 DLOCK_API int dlock_client_new_owner_id(dlock_client *c, char *buf, size_t size);
+
+/* Changes the client's label (see dlock_config_set_client_name) while it
+ * runs: connections opened from now on carry it, idle pooled ones are
+ * replaced as they come up, the renewal connection is renamed with its next
+ * renewal, and one pooled connection is opened (or checked) under the new name
+ * before the call returns (one try, no retry: DLOCK_OK even when Redis does not
+ * answer, the label being set for the connections to come). The pub/sub connection keeps the
+ * name it was opened with (Redis refuses CLIENT SETNAME to a subscriber).
+ * Any thread. */
+DLOCK_API int dlock_client_set_label(dlock_client *c, const char *label);
 
 /* One PING round trip on the blocking pool. DLOCK_OK when Redis answers. */
 DLOCK_API int dlock_client_ping(dlock_client *c);
@@ -333,8 +363,6 @@ DLOCK_API int dlock_fair_lock_get_as(dlock_client *c, const char *name, const ch
  *   - A name holding a reentrant or fair lock (a hash without "mode"), or
  *     another type, is DLOCK_EWRONGTYPE, and nothing is written; a reentrant
  *     or fair lock handle refuses a read-write lock's hash likewise.
- *   - dlock_lock_inspect and dlock_client_scan do not read read-write locks
- *     yet (DLOCK_EWRONGTYPE; skipped by the scan).
  * Handles are cheap (no round trip) and may be shared between threads. */
 DLOCK_API int dlock_read_lock_get(dlock_client *c, const char *name, dlock_lock **out);
 DLOCK_API int dlock_write_lock_get(dlock_client *c, const char *name, dlock_lock **out);
@@ -431,14 +459,23 @@ DLOCK_API int dlock_lock_run(dlock_lock *l, int64_t wait_ms, int64_t lease_ms,
 
 /* ------------------------------------------------------------- inspect */
 
-/* A snapshot of one lock, read atomically: who holds it, for how long, its
- * fencing token and how many subscribers wait on its channel (dlock's and
- * Redisson's waiters alike; a dlock client counts once however many of its
- * threads wait). Opaque; read it with the accessors below, which never fail on
- * a valid snapshot. Strings live as long as the snapshot. */
+/* A snapshot of one lock of any kind, read atomically: who holds it, for how
+ * long, its fencing token, a fair lock's queue, a reserved next turn, and how
+ * many wait (dlock's and Redisson's waiters alike; a dlock client counts once
+ * per channel however many of its threads wait on it). Opaque; read it with
+ * the accessors below, which never fail on a valid snapshot. Strings live as
+ * long as the snapshot. */
 typedef struct dlock_info dlock_info;
 
-/* Takes a snapshot of the handle's lock. DLOCK_EWRONGTYPE when the key holds
+/* What a name holds, as a snapshot sees it. */
+typedef enum dlock_kind {
+    DLOCK_KIND_NONE = 0,   /* no key: free (a fair lock may still have a queue) */
+    DLOCK_KIND_LOCK = 1,   /* a reentrant or fair lock's hash (the same layout) */
+    DLOCK_KIND_RWLOCK = 2  /* a read-write lock's hash (field "mode") */
+} dlock_kind;
+
+/* Takes a snapshot of the handle's name, whatever kind of lock the handle is
+ * (the snapshot reads what is there). DLOCK_EWRONGTYPE when the key holds
  * something that is not a lock. The caller frees it with dlock_info_free. */
 DLOCK_API int dlock_lock_inspect(dlock_lock *l, dlock_info **out);
 DLOCK_API void dlock_info_free(dlock_info *info);
@@ -455,9 +492,29 @@ DLOCK_API int64_t dlock_info_hold_count(const dlock_info *info, size_t i);
 DLOCK_API int64_t dlock_info_ttl(const dlock_info *info);
 /* The last fencing token handed out for this name, 0 when none yet. */
 DLOCK_API uint64_t dlock_info_token(const dlock_info *info);
-/* Subscribers of the lock's channel when the snapshot was taken; -1 when the
- * snapshot came from dlock_client_scan (not counted there). */
+/* Waiters when the snapshot was taken: subscribers of the lock's channel
+ * (a read-write lock's for DLOCK_KIND_RWLOCK), plus the entries of a fair
+ * lock's queue; -1 when the snapshot came from dlock_client_scan (not counted
+ * there). */
 DLOCK_API int64_t dlock_info_waiters(const dlock_info *info);
+DLOCK_API dlock_kind dlock_info_kind(const dlock_info *info);
+/* A read-write lock's mode, "read" or "write"; NULL for other kinds. */
+DLOCK_API const char *dlock_info_mode(const dlock_info *info);
+/* 1 when holder i holds the write lock of a read-write lock (its owner id is
+ * given without Redisson's ":write" suffix; a writer that also reads appears
+ * twice, once as writer and once as reader). 0 otherwise. */
+DLOCK_API int dlock_info_holder_writes(const dlock_info *info, size_t i);
+/* A fair lock's queue, in order: how many waiters, each one's owner id, and
+ * how long until its deadline in ms (0 when passed and not yet dropped; -1
+ * when it has none). NULL / -1 out of range. */
+DLOCK_API size_t dlock_info_queued(const dlock_info *info);
+DLOCK_API const char *dlock_info_queued_owner(const dlock_info *info, size_t i);
+DLOCK_API int64_t dlock_info_queued_deadline(const dlock_info *info, size_t i);
+/* The owner id that has reserved the lock's next turn (dlock's own turn
+ * order, see dlock_config_set_priority_after), or NULL; and its TTL in ms
+ * (-2 when there is none). */
+DLOCK_API const char *dlock_info_next_turn(const dlock_info *info);
+DLOCK_API int64_t dlock_info_next_turn_ttl(const dlock_info *info);
 
 /* Called for each lock found; a non-zero return stops the scan. `info` is
  * valid during the call only. */
@@ -465,10 +522,18 @@ typedef int (*dlock_scan_fn)(const dlock_info *info, void *ud);
 
 /* Walks the locks in the database with SCAN (never KEYS), in batches, calling
  * fn for each key that holds a lock in Redisson's layout (a hash of
- * "<uuid>:<thread>" = count fields; Redisson's own locks included). `pattern`
+ * "<uuid>:<thread>" = count fields, or a read-write lock's; Redisson's own
+ * locks included) and is held. `pattern`
  * is a Redis glob (NULL = "*"). Locks appearing or going during the walk may
  * or may not be seen, as with SCAN. Returns DLOCK_OK, or the first error. */
 DLOCK_API int dlock_client_scan(dlock_client *c, const char *pattern, dlock_scan_fn fn, void *ud);
+
+/* The server's CLIENT LIST (one line of key=value fields per connection),
+ * for tools that show who holds what: a dlock connection's name field is
+ * dlock|<uuid>|<host>|<pid>|<label> (see dlock_config_set_client_name), and
+ * the uuid is the first half of its owner ids. *out is malloc'd text; free it
+ * with free(). DLOCK_EAUTH when an ACL refuses the command. Any thread. */
+DLOCK_API int dlock_client_list_connections(dlock_client *c, char **out);
 
 #ifdef __cplusplus
 }

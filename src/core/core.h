@@ -90,6 +90,8 @@ struct dlock_config {
 };
 
 int dlock__config_copy(dlock_config *dst, const dlock_config *src);
+/* A client label: NULL, "", or 1..128 bytes of printable ASCII without spaces. */
+int dlock__check_label(const char *label);
 void dlock__config_clear(dlock_config *cfg);
 
 /* Writes the log line to the config's log callback, if any (cfg may be NULL). */

@@ -80,7 +80,7 @@ typedef struct dlock__waiter {
 /* Wait outcomes. */
 enum { DLOCK__WAKE_MESSAGE = 1, DLOCK__WAKE_TIMEOUT = 2 };
 
-int dlock__pubsub_new(dlock__pubsub **out, dlock__loop *lp, const dlock__netctx *ctx,
+int dlock__pubsub_new(dlock__pubsub **out, dlock__loop *lp, dlock__netctx *ctx,
                       dlock__router *router);
 /* Ends every wait with DLOCK_ECLOSED and refuses new ones (before the loop stops). */
 void dlock__pubsub_shutdown(dlock__pubsub *ps);
@@ -136,7 +136,7 @@ typedef struct dlock__hold_id {
 
 typedef struct dlock__watchdog dlock__watchdog;
 
-int dlock__watchdog_new(dlock__watchdog **out, dlock__loop *lp, const dlock__netctx *ctx,
+int dlock__watchdog_new(dlock__watchdog **out, dlock__loop *lp, dlock__netctx *ctx,
                         dlock__router *router);
 /* After the loop stopped. */
 void dlock__watchdog_free(dlock__watchdog *wd);

@@ -44,7 +44,7 @@ struct dlock__channel {
 };
 
 struct dlock__pubsub {
-    const dlock__netctx *ctx;
+    dlock__netctx *ctx;
     dlock__loop *lp;
     dlock__router *router;
     dlock__job sync_job;     /* sync_channels on the io thread */
@@ -419,7 +419,7 @@ static void on_stop(void *arg)
 
 /* ----------------------------------------------------------- lifecycle */
 
-int dlock__pubsub_new(dlock__pubsub **out, dlock__loop *lp, const dlock__netctx *ctx,
+int dlock__pubsub_new(dlock__pubsub **out, dlock__loop *lp, dlock__netctx *ctx,
                       dlock__router *router)
 {
     dlock__pubsub *ps = calloc(1, sizeof(*ps));

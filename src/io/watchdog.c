@@ -18,6 +18,9 @@
  * renewed_at + timeout - timeout/20 (at most 500 ms early) and reports
  * DLOCK_LOST_UNREACHABLE: the holder learns of the loss before the moment
  * Redis may hand the lock to someone else, with a margin for a late timer.
+ * When the tick that finds a deadline passed comes much later than any tick
+ * should (the process was stopped, suspended or starved: no renewal could be
+ * sent), the loss is DLOCK_LOST_PAUSED instead.
  * Each loss is reported once, then the entry is gone.
  *
  * A release in progress (releasing > 0) keeps a renewal that finds the key
@@ -68,7 +71,7 @@ typedef struct lost_note {
 } lost_note;
 
 struct dlock__watchdog {
-    const dlock__netctx *ctx;
+    dlock__netctx *ctx;
     dlock__loop *lp;
     dlock__router *router;
     dlock__job flush_job;    /* delivers the losses found by releases */
@@ -84,6 +87,7 @@ struct dlock__watchdog {
     int timer_inited;
     dlock__aconn *conn;
     int failing;             /* the last renewal attempt failed */
+    int64_t last_tick;       /* when the last tick ran, or the timer started (ms) */
     int stopping;
     int loading;             /* SCRIPT LOAD queued on the current connection */
 };
@@ -299,8 +303,9 @@ static void report(dlock__watchdog *wd, lost_note *notes)
         dlock_lost_fn fn = n->fn ? n->fn : cfg->lost_fn;
         void *ud = n->fn ? n->ud : cfg->lost_ud;
         dlock__log(cfg, DLOCK_LOG_WARN, "%s '%s' held by %s lost: %s", n->what, n->key, owner,
-                   n->reason == DLOCK_LOST_GONE ? "it was gone when renewed or released"
-                                                : "Redis unreachable until the lease ran out");
+                   n->reason == DLOCK_LOST_GONE     ? "it was gone when renewed or released"
+                   : n->reason == DLOCK_LOST_PAUSED ? "this process was paused past the lease"
+                                                    : "Redis unreachable until the lease ran out");
         if (fn)
             fn(n->key, owner, n->reason, ud);
         free(n);
@@ -550,6 +555,10 @@ static void tick(dlock__watchdog *wd)
     const int64_t retry = cfg->retry_delay_ms < period ? cfg->retry_delay_ms : period;
     const int ready = wd->conn && dlock__aconn_ready(wd->conn);
     int64_t next = now + (wd->failing ? retry : period);
+    /* Ticks come at least every period; one much later means this process
+     * did not run meanwhile, and the losses found now are its own pause. */
+    const int paused = now - wd->last_tick > period + period / 2 + 250;
+    wd->last_tick = now;
     lost_note *notes = NULL;
     tick_batches tb;
     tb.v = tb.stack;
@@ -565,7 +574,7 @@ static void tick(dlock__watchdog *wd)
         any = 1;
         int64_t deadline = h->renewed_at + timeout - early;
         if (now >= deadline) {
-            note_lost(wd, h, DLOCK_LOST_UNREACHABLE, &notes);
+            note_lost(wd, h, paused ? DLOCK_LOST_PAUSED : DLOCK_LOST_UNREACHABLE, &notes);
             continue;
         }
         if (deadline < next)
@@ -640,10 +649,11 @@ static void start_job(void *arg)
     }
     wd->timer.data = wd;
     wd->timer_inited = 1;
+    wd->last_tick = dlock__now_ms();   /* the schedule starts now */
     uv_timer_start(&wd->timer, on_timer, (uint64_t)period_ms(wd), 0);
 }
 
-int dlock__watchdog_new(dlock__watchdog **out, dlock__loop *lp, const dlock__netctx *ctx,
+int dlock__watchdog_new(dlock__watchdog **out, dlock__loop *lp, dlock__netctx *ctx,
                         dlock__router *router)
 {
     dlock__watchdog *wd = calloc(1, sizeof(*wd));

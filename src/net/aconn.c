@@ -49,7 +49,7 @@ typedef struct wreq {
 
 struct dlock__aconn {
     uv_loop_t *uv;
-    const dlock__netctx *ctx;
+    dlock__netctx *ctx;
     dlock__endpoint ep;
     char addr[320];
     int pubsub;
@@ -66,6 +66,7 @@ struct dlock__aconn {
     int64_t reconnect_at;
     int64_t last_io;
     int hs_left;             /* handshake replies still expected */
+    uint64_t name_gen;       /* the connection name generation it last sent */
     dlock__hs_step hs[DLOCK__HS_MAX];   /* the handshake in flight (its replies point here) */
 
     redisReader *reader;
@@ -118,7 +119,7 @@ static void close_box(dlock__aconn *ac)
 
 static void on_timer_closed(uv_handle_t *h) { release(h->data); }
 
-int dlock__aconn_new(dlock__aconn **out, uv_loop_t *uv, const dlock__netctx *ctx,
+int dlock__aconn_new(dlock__aconn **out, uv_loop_t *uv, dlock__netctx *ctx,
                      const dlock__endpoint *ep, int pubsub, const dlock__aconn_cbs *cbs)
 {
     dlock__aconn *ac = calloc(1, sizeof(*ac));
@@ -245,11 +246,21 @@ static int queue_cmd(dlock__aconn *ac, int argc, const char **argv, const size_t
     return DLOCK_OK;
 }
 
+static void on_rename(dlock__aconn *ac, redisReply *r, int status, void *ud) {}
+
 int dlock__aconn_send(dlock__aconn *ac, int argc, const char **argv, const size_t *lens,
                       int expect, dlock__aconn_reply_fn fn, void *ud)
 {
     if (ac->state != ST_READY)
         return DLOCK_ECONN;
+    if (ac->name_gen != dlock__netctx_gen(ac->ctx)) {
+        /* The client was renamed: the next command carries the new name first. */
+        char name[DLOCK__CONN_NAME_MAX];
+        ac->name_gen = dlock__netctx_name(ac->ctx, name);
+        const char *av[] = {"CLIENT", "SETNAME", name};
+        if (name[0] && !ac->pubsub && !atomic_load(&ac->ctx->name_refused))
+            queue_cmd(ac, 3, av, NULL, 1, on_rename, NULL);
+    }
     return queue_cmd(ac, argc, argv, lens, expect, fn, ud);
 }
 
@@ -354,7 +365,7 @@ static void on_hs_reply(dlock__aconn *ac, redisReply *r, int status, void *ud)
     const dlock__hs_step *step = ud;
     if (!r)
         return;   /* the connection failed; fail() handles it */
-    int rc = dlock__handshake_check(step, r, ac->addr);
+    int rc = dlock__handshake_check(ac->ctx, step, r, ac->addr);
     if (rc != DLOCK_OK) {
         fail(ac, rc, dlock_last_error());
         return;
@@ -366,7 +377,7 @@ static void on_hs_reply(dlock__aconn *ac, redisReply *r, int status, void *ud)
 static void handshake(dlock__aconn *ac)
 {
     ac->state = ST_HANDSHAKE;
-    int n = dlock__handshake_steps(ac->ctx, &ac->ep, ac->hs);
+    int n = dlock__handshake_steps(ac->ctx, &ac->ep, ac->hs, &ac->name_gen);
     ac->hs_left = n;
     for (int i = 0; i < n; i++)
         if (queue_cmd(ac, ac->hs[i].argc, ac->hs[i].argv, NULL, 1, on_hs_reply, &ac->hs[i]) !=

@@ -132,9 +132,10 @@ int dlock__node_call(dlock__node *n, const dlock__req *req, redisReply **out)
     int64_t first_write = -1;
     for (;;) {
         redisContext *ctx;
+        uint64_t gen;
         int fresh, timed_out = 0;
         redisReply *r = NULL;
-        rc = dlock__node_get_conn(n, &ctx, &fresh, (req->flags & DLOCK__CALL_IDLE_ONLY) != 0);
+        rc = dlock__node_get_conn(n, &ctx, &gen, &fresh, (req->flags & DLOCK__CALL_IDLE_ONLY) != 0);
         /* A PING first is a second read, each under the command timeout. */
         int64_t answer_within =
             cfg->command_timeout_ms * ((req->flags & DLOCK__CALL_PING_FIRST) ? 2 : 1);
@@ -142,7 +143,7 @@ int dlock__node_call(dlock__node *n, const dlock__req *req, redisReply **out)
             dlock__now_ms() + answer_within + 500 > first_write + req->latch_ms) {
             /* Its reply could come after the latch is gone: a retry that then ran
              * would release a second hold. Give up with the last error. */
-            dlock__node_put_conn(n, ctx, 0);
+            dlock__node_put_conn(n, ctx, gen, 0);
             rc = dlock__fail(DLOCK_ECMDTIMEOUT,
                              "%s: no answer, and retrying now could release twice", addr);
             break;
@@ -154,7 +155,7 @@ int dlock__node_call(dlock__node *n, const dlock__req *req, redisReply **out)
                                       (req->flags & DLOCK__CALL_PING_FIRST) != 0, &r,
                                       &timed_out);
             if (o == DLOCK__SENT_OK) {
-                dlock__node_put_conn(n, ctx, 0);
+                dlock__node_put_conn(n, ctx, gen, 0);
                 if (!r) {
                     rc = dlock__fail(DLOCK_EREDIS, "cannot load script %s on %s",
                                      dlock__scripts[req->script].name, addr);
@@ -174,7 +175,7 @@ int dlock__node_call(dlock__node *n, const dlock__req *req, redisReply **out)
                 const char *why = ctx->errstr[0] ? ctx->errstr : "connection lost";
                 rc = dlock__fail(timed_out ? DLOCK_ECMDTIMEOUT : DLOCK_ECONN, "%s: %s", addr,
                                  timed_out ? "no reply within the command timeout" : why);
-                dlock__node_put_conn(n, ctx, 1);
+                dlock__node_put_conn(n, ctx, gen, 1);
                 if (o == DLOCK__MAYBE_RAN && !(req->flags & DLOCK__CALL_IDEMPOTENT)) {
                     rc = dlock__fail(DLOCK_EUNKNOWN,
                                      "%s: %s after the request was sent; it may have run",

@@ -17,11 +17,11 @@ static struct timeval tv_of(int64_t ms)
 
 /* Sends the handshake pipelined and reads every answer. A new connection is
  * used only once the server has answered on it. */
-static int handshake(const dlock__netctx *nc, const dlock__endpoint *ep, const char *addr,
-                     redisContext *ctx)
+static int handshake(dlock__netctx *nc, const dlock__endpoint *ep, const char *addr,
+                     redisContext *ctx, uint64_t *name_gen)
 {
     dlock__hs_step steps[DLOCK__HS_MAX];
-    int n = dlock__handshake_steps(nc, ep, steps);
+    int n = dlock__handshake_steps(nc, ep, steps, name_gen);
     for (int i = 0; i < n; i++)
         redisAppendCommandArgv(ctx, steps[i].argc, steps[i].argv, NULL);
     int rc = DLOCK_OK;
@@ -31,14 +31,14 @@ static int handshake(const dlock__netctx *nc, const dlock__endpoint *ep, const c
             return dlock__fail(DLOCK_ECONN, "connection to %s failed during %s: %s", addr,
                                steps[i].what, ctx->errstr[0] ? ctx->errstr : "no reply");
         if (rc == DLOCK_OK)
-            rc = dlock__handshake_check(&steps[i], r, addr);
+            rc = dlock__handshake_check(nc, &steps[i], r, addr);
         freeReplyObject(r);
     }
     return rc;
 }
 
-int dlock__conn_open(const dlock__netctx *nc, const dlock__endpoint *ep, const char *addr,
-                     redisContext **out)
+int dlock__conn_open(dlock__netctx *nc, const dlock__endpoint *ep, const char *addr,
+                     redisContext **out, uint64_t *name_gen)
 {
     const dlock_config *cfg = nc->cfg;
     struct timeval ctv = tv_of(cfg->connect_timeout_ms);
@@ -54,7 +54,7 @@ int dlock__conn_open(const dlock__netctx *nc, const dlock__endpoint *ep, const c
     /* The handshake runs under the connect timeout (hiredis 0.14 applies its
      * connect timeout to the connect only), commands under theirs. */
     int rc = redisSetTimeout(ctx, ctv) == REDIS_OK
-                 ? handshake(nc, ep, addr, ctx)
+                 ? handshake(nc, ep, addr, ctx, name_gen)
                  : dlock__fail(DLOCK_ESYS, "cannot set the connect timeout: %s", ctx->errstr);
     if (rc == DLOCK_OK && redisSetTimeout(ctx, tv_of(cfg->command_timeout_ms)) != REDIS_OK)
         rc = dlock__fail(DLOCK_ESYS, "cannot set the command timeout: %s", ctx->errstr);

@@ -19,11 +19,31 @@
 #include "core/core.h"
 #include "scripts.h"
 
+/* Longest connection name (CLIENT SETNAME) with its NUL. */
+#define DLOCK__CONN_NAME_MAX 256
+
 /* What the network layer needs from the client that owns it. */
 typedef struct dlock__netctx {
     const dlock_config *cfg;   /* timeouts, retries, pool size, log callback */
-    const char *conn_name;     /* CLIENT SETNAME of every connection, or NULL */
+    pthread_mutex_t name_mu;
+    char conn_name[DLOCK__CONN_NAME_MAX];   /* CLIENT SETNAME of every connection, or ""; under
+                                               name_mu */
+    atomic_uint_fast64_t name_gen;          /* bumped when conn_name changes */
+    atomic_int name_refused;                /* Redis refused CLIENT SETNAME (logged once) */
 } dlock__netctx;
+
+void dlock__netctx_init(dlock__netctx *ctx, const dlock_config *cfg);
+void dlock__netctx_clear(dlock__netctx *ctx);
+/* Sets the connection name (any thread): connections opened from now on use it;
+ * open ones are renamed as they are next used (see pool.c and aconn.c). */
+void dlock__netctx_set_name(dlock__netctx *ctx, const char *name);
+/* Copies the current name into buf (size DLOCK__CONN_NAME_MAX); returns its
+ * generation. */
+uint64_t dlock__netctx_name(dlock__netctx *ctx, char *buf);
+static inline uint64_t dlock__netctx_gen(dlock__netctx *ctx)
+{
+    return atomic_load_explicit(&ctx->name_gen, memory_order_acquire);
+}
 
 /* -------------------------------------------------------------- handshake */
 
@@ -33,7 +53,7 @@ typedef struct dlock__hs_step {
     const char *argv[3];
     const char *what;       /* "authentication", ... for messages */
     int credentials;        /* a refusal means bad credentials (DLOCK_EAUTH) */
-    char buf[16];           /* storage for the database number */
+    char buf[DLOCK__CONN_NAME_MAX];   /* storage for the database number or the name */
 } dlock__hs_step;
 
 #define DLOCK__HS_MAX 4
@@ -42,18 +62,21 @@ typedef struct dlock__hs_step {
  * connection the kernel completed for a server that is going away fails
  * here, before a request that cannot be resent goes out on it). Returns how
  * many (1..DLOCK__HS_MAX). */
-int dlock__handshake_steps(const dlock__netctx *ctx, const dlock__endpoint *ep,
-                           dlock__hs_step out[DLOCK__HS_MAX]);
+int dlock__handshake_steps(dlock__netctx *ctx, const dlock__endpoint *ep,
+                           dlock__hs_step out[DLOCK__HS_MAX], uint64_t *name_gen);
 /* What the reply to step s means: DLOCK_OK, or a status with the calling
- * thread's message set (naming addr). */
-int dlock__handshake_check(const dlock__hs_step *s, const redisReply *r, const char *addr);
+ * thread's message set (naming addr). A CLIENT SETNAME refused by an ACL
+ * (NOPERM) or unknown to the server is not fatal: the connection goes on
+ * unnamed, and the client logs a warning once. */
+int dlock__handshake_check(dlock__netctx *ctx, const dlock__hs_step *s, const redisReply *r,
+                           const char *addr);
 
 /* ------------------------------------------------------------- blocking */
 
 /* Opens a blocking connection and runs the handshake under the connect
  * timeout; the command timeout applies afterwards. */
-int dlock__conn_open(const dlock__netctx *ctx, const dlock__endpoint *ep, const char *addr,
-                     redisContext **out);
+int dlock__conn_open(dlock__netctx *ctx, const dlock__endpoint *ep, const char *addr,
+                     redisContext **out, uint64_t *name_gen);
 /* Closes with a reset: data still queued in the socket is dropped, not sent. */
 void dlock__conn_abort(redisContext *ctx);
 /* 1 when an idle connection has nothing to read and is not closed. */
@@ -73,20 +96,23 @@ dlock__sent dlock__conn_roundtrip(redisContext *ctx, int argc, const char *const
 /* One Redis server seen through a pool of blocking connections. */
 typedef struct dlock__node dlock__node;
 
-int dlock__node_new(dlock__node **out, const dlock__netctx *ctx, const dlock__endpoint *ep);
+int dlock__node_new(dlock__node **out, dlock__netctx *ctx, const dlock__endpoint *ep);
 void dlock__node_free(dlock__node *n);
 /* Opens one connection now and PINGs it (to report an unreachable server at open). */
 int dlock__node_check(dlock__node *n);
 const dlock__endpoint *dlock__node_endpoint(const dlock__node *n);
 /* Printable address, never credentials. */
 const char *dlock__node_addr(const dlock__node *n);
-const dlock__netctx *dlock__node_ctx(const dlock__node *n);
+dlock__netctx *dlock__node_ctx(const dlock__node *n);
 /* Takes an idle connection, or opens one if the pool has room, or waits for
  * one up to the command timeout; idle_only: an idle one or DLOCK_ECONN at
- * once. *fresh = 1 when newly opened. */
-int dlock__node_get_conn(dlock__node *n, redisContext **out, int *fresh, int idle_only);
-/* Gives a connection back; a broken one is aborted. */
-void dlock__node_put_conn(dlock__node *n, redisContext *ctx, int broken);
+ * once. *fresh = 1 when newly opened. An idle connection opened under an older
+ * connection name is closed instead of used. */
+int dlock__node_get_conn(dlock__node *n, redisContext **out, uint64_t *gen, int *fresh,
+                         int idle_only);
+/* Gives a connection back (with the name generation get_conn gave); a broken
+ * one is aborted. */
+void dlock__node_put_conn(dlock__node *n, redisContext *ctx, uint64_t gen, int broken);
 
 /* ------------------------------------------------------------------- call */
 
@@ -136,7 +162,7 @@ int dlock__node_call(dlock__node *n, const dlock__req *req, redisReply **out);
  * cluster) will route here, so every request goes through it. */
 typedef struct dlock__router dlock__router;
 
-int dlock__router_new(dlock__router **out, const dlock__netctx *ctx, const dlock__endpoint *ep);
+int dlock__router_new(dlock__router **out, dlock__netctx *ctx, const dlock__endpoint *ep);
 void dlock__router_free(dlock__router *r);
 /* Proves the deployment reachable now (one connection, PING). */
 int dlock__router_check(dlock__router *r);
@@ -169,12 +195,14 @@ typedef struct dlock__aconn_cbs {
 
 /* pubsub: the connection will SUBSCRIBE; "message"/"smessage" arrays go to
  * on_push, and it PINGs now and then so a dead peer is noticed. */
-int dlock__aconn_new(dlock__aconn **out, uv_loop_t *uv, const dlock__netctx *ctx,
+int dlock__aconn_new(dlock__aconn **out, uv_loop_t *uv, dlock__netctx *ctx,
                      const dlock__endpoint *ep, int pubsub, const dlock__aconn_cbs *cbs);
 /* Starts connecting (no-op when already connecting or connected). */
 void dlock__aconn_start(dlock__aconn *ac);
 int dlock__aconn_ready(const dlock__aconn *ac);
-/* Queues a command expecting `expect` replies. DLOCK_ECONN when not ready. */
+/* Queues a command expecting `expect` replies. DLOCK_ECONN when not ready. A
+ * connection whose name changed since its handshake queues CLIENT SETNAME
+ * first. */
 int dlock__aconn_send(dlock__aconn *ac, int argc, const char **argv, const size_t *lens,
                       int expect, dlock__aconn_reply_fn fn, void *ud);
 /* While corked, commands are buffered; uncork writes them in one write. */

@@ -12,13 +12,18 @@
 
 #include "net/net.h"
 
+typedef struct idle_conn {
+    redisContext *ctx;
+    uint64_t name_gen;       /* the connection name it was opened with */
+} idle_conn;
+
 struct dlock__node {
-    const dlock__netctx *ctx;
+    dlock__netctx *ctx;
     dlock__endpoint ep;
     char addr[320];          /* printable address, no credentials */
     pthread_mutex_t mu;
     pthread_cond_t cv;       /* an idle connection or a free slot appeared */
-    redisContext **idle;     /* stack of idle connections */
+    idle_conn *idle;         /* stack of idle connections */
     int nidle;
     int nopen;               /* idle + in use + being opened */
     int max;
@@ -26,9 +31,9 @@ struct dlock__node {
 
 const dlock__endpoint *dlock__node_endpoint(const dlock__node *n) { return &n->ep; }
 const char *dlock__node_addr(const dlock__node *n) { return n->addr; }
-const dlock__netctx *dlock__node_ctx(const dlock__node *n) { return n->ctx; }
+dlock__netctx *dlock__node_ctx(const dlock__node *n) { return n->ctx; }
 
-int dlock__node_new(dlock__node **out, const dlock__netctx *ctx, const dlock__endpoint *ep)
+int dlock__node_new(dlock__node **out, dlock__netctx *ctx, const dlock__endpoint *ep)
 {
     dlock__node *n = calloc(1, sizeof(*n));
     if (!n)
@@ -59,7 +64,7 @@ void dlock__node_free(dlock__node *n)
     if (!n)
         return;
     for (int i = 0; i < n->nidle; i++)
-        redisFree(n->idle[i]);
+        redisFree(n->idle[i].ctx);
     free(n->idle);
     pthread_cond_destroy(&n->cv);
     pthread_mutex_destroy(&n->mu);
@@ -67,21 +72,26 @@ void dlock__node_free(dlock__node *n)
     free(n);
 }
 
-int dlock__node_get_conn(dlock__node *n, redisContext **out, int *fresh, int idle_only)
+int dlock__node_get_conn(dlock__node *n, redisContext **out, uint64_t *gen, int *fresh,
+                         int idle_only)
 {
     pthread_mutex_lock(&n->mu);
     int64_t deadline = dlock__now_ms() + n->ctx->cfg->command_timeout_ms;
     for (;;) {
         if (n->nidle > 0) {
-            redisContext *ctx = n->idle[--n->nidle];
-            if (!dlock__conn_alive(ctx)) {
-                n->nopen--;   /* closed by the server meanwhile: drop it unused */
+            idle_conn ic = n->idle[--n->nidle];
+            redisContext *ctx = ic.ctx;
+            /* Closed by the server meanwhile, or named before the client's
+             * name changed: drop it unused (a new one carries the new name). */
+            if (ic.name_gen != dlock__netctx_gen(n->ctx) || !dlock__conn_alive(ctx)) {
+                n->nopen--;
                 pthread_mutex_unlock(&n->mu);
                 dlock__conn_abort(ctx);
                 pthread_mutex_lock(&n->mu);
                 continue;
             }
             *out = ctx;
+            *gen = ic.name_gen;
             pthread_mutex_unlock(&n->mu);
             *fresh = 0;
             return DLOCK_OK;
@@ -104,7 +114,7 @@ int dlock__node_get_conn(dlock__node *n, redisContext **out, int *fresh, int idl
     }
     n->nopen++;
     pthread_mutex_unlock(&n->mu);
-    int rc = dlock__conn_open(n->ctx, &n->ep, n->addr, out);
+    int rc = dlock__conn_open(n->ctx, &n->ep, n->addr, out, gen);
     if (rc != DLOCK_OK) {
         pthread_mutex_lock(&n->mu);
         n->nopen--;
@@ -116,7 +126,7 @@ int dlock__node_get_conn(dlock__node *n, redisContext **out, int *fresh, int idl
     return DLOCK_OK;
 }
 
-void dlock__node_put_conn(dlock__node *n, redisContext *ctx, int broken)
+void dlock__node_put_conn(dlock__node *n, redisContext *ctx, uint64_t gen, int broken)
 {
     pthread_mutex_lock(&n->mu);
     if (broken || ctx->err || n->nidle >= n->max) {
@@ -125,7 +135,8 @@ void dlock__node_put_conn(dlock__node *n, redisContext *ctx, int broken)
         dlock__conn_abort(ctx);
         pthread_mutex_lock(&n->mu);
     } else {
-        n->idle[n->nidle++] = ctx;
+        n->idle[n->nidle].ctx = ctx;
+        n->idle[n->nidle++].name_gen = gen;
     }
     pthread_cond_signal(&n->cv);
     pthread_mutex_unlock(&n->mu);
@@ -134,8 +145,9 @@ void dlock__node_put_conn(dlock__node *n, redisContext *ctx, int broken)
 int dlock__node_check(dlock__node *n)
 {
     redisContext *ctx;
+    uint64_t gen;
     int fresh;
-    int rc = dlock__node_get_conn(n, &ctx, &fresh, 0);
+    int rc = dlock__node_get_conn(n, &ctx, &gen, &fresh, 0);
     if (rc != DLOCK_OK)
         return rc;
     redisReply *r = redisCommand(ctx, "PING");
@@ -143,13 +155,13 @@ int dlock__node_check(dlock__node *n)
         int timed_out = ctx->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK);
         rc = dlock__fail(timed_out ? DLOCK_ECMDTIMEOUT : DLOCK_ECONN, "%s does not answer PING: %s",
                          n->addr, timed_out ? "no reply within the command timeout" : ctx->errstr);
-        dlock__node_put_conn(n, ctx, 1);
+        dlock__node_put_conn(n, ctx, gen, 1);
         return rc;
     }
     if (r->type == REDIS_REPLY_ERROR)
         rc = dlock__fail(dlock__redis_error_code(r->str), "%s answered PING with: %s", n->addr,
                          r->str);
     freeReplyObject(r);
-    dlock__node_put_conn(n, ctx, 0);
+    dlock__node_put_conn(n, ctx, gen, 0);
     return rc;
 }

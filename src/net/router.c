@@ -9,7 +9,7 @@ struct dlock__router {
     dlock__node *only;
 };
 
-int dlock__router_new(dlock__router **out, const dlock__netctx *ctx, const dlock__endpoint *ep)
+int dlock__router_new(dlock__router **out, dlock__netctx *ctx, const dlock__endpoint *ep)
 {
     dlock__router *r = calloc(1, sizeof(*r));
     if (!r)

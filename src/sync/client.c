@@ -3,6 +3,7 @@
  * module only what it needs. */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "sync/sync.h"
 
@@ -12,6 +13,24 @@
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
 static void register_atfork(void) { pthread_atfork(NULL, NULL, dlock__atfork_child); }
+
+/* Every connection is named "dlock|<uuid>|<host>|<pid>|<label>", so that
+ * `dlock status` (or CLIENT LIST) can tell who holds a lock: the owner ids'
+ * uuid part is the client's. Host bytes outside 0x21..0x7e, and '|', become
+ * '_'; the label was checked when it was set. */
+static void set_conn_name(dlock_client *c, const char *label)
+{
+    char host[65] = "";
+    if (gethostname(host, sizeof(host) - 1) != 0)
+        snprintf(host, sizeof(host), "?");
+    for (char *p = host; *p; p++)
+        if ((unsigned char)*p <= ' ' || (unsigned char)*p > '~' || *p == '|')
+            *p = '_';
+    char name[DLOCK__CONN_NAME_MAX];
+    snprintf(name, sizeof(name), "dlock|%s|%s|%ld|%s", c->uuid, host[0] ? host : "?",
+             (long)getpid(), label ? label : "");
+    dlock__netctx_set_name(&c->net, name);
+}
 
 int dlock_client_open(dlock_client **out, const dlock_config *cfg)
 {
@@ -38,8 +57,8 @@ int dlock_client_open(dlock_client **out, const dlock_config *cfg)
     c->latch_px = (c->cfg.command_timeout_ms + c->cfg.retry_delay_ms) *
                       (c->cfg.retry_attempts + 1) + 1000;
 
-    c->net.cfg = &c->cfg;
-    c->net.conn_name = c->cfg.client_name;
+    dlock__netctx_init(&c->net, &c->cfg);
+    set_conn_name(c, c->cfg.client_name);
     if ((rc = dlock__router_new(&c->router, &c->net, &c->cfg.ep)) != DLOCK_OK)
         goto fail;
     if ((rc = dlock__router_check(c->router)) != DLOCK_OK)
@@ -61,6 +80,7 @@ fail:
     dlock__watchdog_free(c->wd);
     dlock__pubsub_free(c->pubsub);
     dlock__router_free(c->router);
+    dlock__netctx_clear(&c->net);
     dlock__config_clear(&c->cfg);
     free(c);
     return rc;
@@ -75,6 +95,7 @@ void dlock_client_close(dlock_client *c)
     dlock__watchdog_free(c->wd);
     dlock__pubsub_free(c->pubsub);
     dlock__router_free(c->router);
+    dlock__netctx_clear(&c->net);
     dlock__config_clear(&c->cfg);
     free(c);
 }
@@ -116,6 +137,28 @@ int dlock_client_new_owner_id(dlock_client *c, char *buf, size_t size)
         return dlock__fail(DLOCK_EINVAL, "buffer of %zu bytes is too small (need %zu)", size,
                            n + 1);
     memcpy(buf, tmp, n + 1);
+    return DLOCK_OK;
+}
+
+int dlock_client_set_label(dlock_client *c, const char *label)
+{
+    dlock__clear_error();
+    if (!c)
+        return dlock__fail(DLOCK_EINVAL, "client is NULL");
+    int rc = dlock__check_label(label);
+    if (rc != DLOCK_OK)
+        return rc;
+    set_conn_name(c, label);
+    /* One connection under the new name now (the idle ones named before are
+     * dropped as they come up), so CLIENT LIST shows it at once. One try, no
+     * retries: the label is set either way, and a caller that just took a
+     * lock must not be held up by a server that went away meanwhile. */
+    const char *av[] = {"PING"};
+    dlock__req req = {.script = -1, .argc = 1, .argv = av, .flags = DLOCK__CALL_NO_RETRY};
+    redisReply *r;
+    if (dlock__call(c, &req, &r) == DLOCK_OK)
+        freeReplyObject(r);
+    dlock__clear_error();
     return DLOCK_OK;
 }
 
