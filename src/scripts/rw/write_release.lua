@@ -8,7 +8,8 @@
 -- KEYS[4]  the name's key prefix, {name} (a reader's timeout keys are
 --          <prefix>:<reader>:rwlock_timeout:<k>)
 -- ARGV[1]  the writer's field, <owner id>:write
--- ARGV[2]  lease in ms to set while write holds remain; "0" keeps the TTL
+-- ARGV[2]  lease in ms to restore while write holds remain (a watchdog hold;
+--          never lowers the TTL); "0" keeps the TTL
 -- ARGV[3]  latch lifetime in ms
 --
 -- The last write hold: when nothing else is left the lock is deleted; when the
