@@ -649,7 +649,6 @@ static void start_job(void *arg)
     }
     wd->timer.data = wd;
     wd->timer_inited = 1;
-    wd->last_tick = dlock__now_ms();   /* the schedule starts now */
     uv_timer_start(&wd->timer, on_timer, (uint64_t)period_ms(wd), 0);
 }
 
@@ -664,6 +663,9 @@ int dlock__watchdog_new(dlock__watchdog **out, dlock__loop *lp, dlock__netctx *c
     wd->router = router;
     dlock__job_init(&wd->flush_job, flush_pending, wd);
     dlock__job_init(&wd->start_job, start_job, wd);
+    /* The schedule starts now: a process stopped before the io thread first
+     * ran still has its pause seen. */
+    wd->last_tick = dlock__now_ms();
     pthread_mutex_init(&wd->mu, NULL);
     dlock__map_init(&wd->map, h_eq);
     dlock__list_init(&wd->all);
