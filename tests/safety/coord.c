@@ -2,8 +2,13 @@
  * worker processes, injects one kind of fault, then checks the histories.
  *
  *   safety [--scenario baseline|kill9|sigstop|restart|pause|partition|all]
- *          [--seconds S] [--procs P] [--threads T] [--names K] [--ops N]
- *          [--watchdog MS] [--worker PATH] [--keep]
+ *          [--type lock|fair|rw] [--seconds S] [--procs P] [--threads T]
+ *          [--names K] [--ops N] [--watchdog MS] [--worker PATH] [--keep]
+ *
+ * --type picks the lock the workers use (safety.h): lock (the reentrant lock,
+ * the default), fair (the fair lock; every waiter's slot FAIR_SLOT_MS, and the
+ * checker also checks the order of acquisition) or rw (the read-write lock:
+ * reads under the read lock, read-modify-writes under the write lock).
  *
  * Exit 0 when no violation and every expectation held; 1 otherwise; 77 when a
  * scenario cannot run here (partition needs root for network namespaces).
@@ -57,9 +62,30 @@ typedef struct opts {
     int keep;
     long long min_total_ops;   /* run the baseline again until this many operations */
     const char *report_path;   /* also write the report here */
+    int type;                  /* safety_type */
 } opts;
 
-static opts O = {"all", 10, 3, 3, 2, 0, 1500, 500, NULL, 0, 0, NULL};
+static opts O = {"all", 10, 3, 3, 2, 0, 1500, 500, NULL, 0, 0, NULL, SAFETY_LOCK};
+
+/* The fair lock's slot, every waiter's (the fair wait timeout, and the wait of
+ * the waits that have a limit). A live waiter refreshes its place at least
+ * every half slot: 1 s of scheduling slack on this noisy 2-core machine before
+ * a live waiter could be dropped. A dead waiter at the head (a killed or
+ * stopped worker's) delays the others by one slot at most once the lock is
+ * free: the checker allows that much per such waiter. */
+#define FAIR_SLOT_MS 2000
+/* Fair order: a wait is clearly earlier than another when it began this much
+ * before it. It covers the time from the W record to the first attempt
+ * reaching Redis (a thread switch and one round trip on loopback: well under
+ * 10 ms unless the machine stalls; the report shows the largest inversion
+ * below the margin). */
+#define FAIR_MARGIN_MS 50
+/* Type fair: one hold in eight lasts this much longer, so that queues form
+ * and waits outlast the margin (without it most waits of a fast scenario end
+ * within a few ms, and no pair of them can be checked). */
+#define FAIR_SLOW_HOLD_MS 100
+/* Share of the rw operations done under the read lock. */
+#define RW_READS_PERCENT 60
 static long long total_holds, total_violations;
 static FILE *report_file;
 
@@ -319,10 +345,16 @@ static int partition(run *r, int on)
 
 /* -------------------------------------------------------------- workers */
 
+/* The wait workers give: the fair lock's slot, or 4 x watchdog + 5 s. */
+static int64_t worker_wait(void)
+{
+    return O.type == SAFETY_FAIR ? FAIR_SLOT_MS : O.watchdog * 4 + 5000;
+}
+
 static int worker_start(run *r, int id)
 {
     worker *w = &r->w[id];
-    char a[16][320];
+    char a[18][320];
     const server *lock = &r->lock, *store = &r->store;
     const char *lock_host = lock->host, *store_host = store->host;
     if (w->ns && strcmp(w->ns, r->ns_b) == 0)
@@ -339,11 +371,14 @@ static int worker_start(run *r, int id)
     snprintf(a[9], sizeof(a[9]), "watchdog=%lld", (long long)O.watchdog);
     snprintf(a[10], sizeof(a[10]), "cmdtimeout=%lld", (long long)O.cmdtimeout);
     snprintf(a[11], sizeof(a[11]), "hold_ms=%lld", (long long)w->hold_ms);
-    snprintf(a[12], sizeof(a[12]), "wait=%lld", (long long)(O.watchdog * 4 + 5000));
-    char *argv[14];
-    for (int i = 0; i < 13; i++)
+    snprintf(a[12], sizeof(a[12]), "wait=%lld", (long long)worker_wait());
+    snprintf(a[13], sizeof(a[13]), "type=%s", safety_type_name(O.type));
+    snprintf(a[14], sizeof(a[14]), "reads=%d", RW_READS_PERCENT);
+    snprintf(a[15], sizeof(a[15]), "slow=%d", O.type == SAFETY_FAIR ? FAIR_SLOW_HOLD_MS : 0);
+    char *argv[17];
+    for (int i = 0; i < 16; i++)
         argv[i] = a[i];
-    argv[13] = NULL;
+    argv[16] = NULL;
     char out[300];
     snprintf(out, sizeof(out), "%s/w%d.out", r->dir, id);
     w->pid = spawn(w->ns, argv, out);
@@ -380,6 +415,8 @@ static long long total_ops(run *r)
 static void check_stuck(run *r, int64_t now, int except)
 {
     int64_t limit = (O.watchdog * 4 + 5000 + 3 * (O.cmdtimeout + 200) * 3 + 5000) * 1000000LL;
+    if (O.type == SAFETY_FAIR)   /* waits without limit: a thread's turn comes */
+        limit += (int64_t)FAIR_SLOT_MS * SAFETY_MAX_THREADS * 1000000LL;
     for (int id = 0; id < r->nworkers; id++) {
         if (!r->w[id].alive || id == except)
             continue;
@@ -404,6 +441,14 @@ typedef struct scenario {
     int needs_netns;
     int names;              /* lock names, 0 = --names */
 } scenario;
+
+/* Type fair: the other threads of a stopped worker may wait at the head of
+ * the queue of the name it holds, each delaying the others by one slot once
+ * the lock is free. A stop outlasts that too, so that the lock passes on. */
+static int64_t dead_waiters_ms(void)
+{
+    return O.type == SAFETY_FAIR ? (int64_t)(O.threads - 1) * FAIR_SLOT_MS : 0;
+}
 
 /* restart: holds longer than a restart, so new holders meet old ones (the
  * overlaps Redis without persistence allows). pause: more names than threads
@@ -450,7 +495,7 @@ static void inject(run *r, const scenario *sc, int64_t until)
             pid_t pid = r->w[id].pid;
             int64_t t_stop = safety_now();
             kill(pid, SIGSTOP);
-            msleep(O.watchdog + 1000);   /* longer than its lease */
+            msleep(O.watchdog + 1000 + dead_waiters_ms());   /* longer than its lease */
             int64_t t_cont = safety_now();
             kill(pid, SIGCONT);
             logf_(r, "P %d %d %lld %lld", id, (int)pid, (long long)t_stop, (long long)t_cont);
@@ -529,7 +574,8 @@ static int run_scenario(const scenario *sc)
     memset(r, 0, sizeof(*r));
     current = r;
     r->scenario = sc->name;
-    snprintf(r->dir, sizeof(r->dir), "/tmp/dlock-safety-%s-XXXXXX", sc->name);
+    snprintf(r->dir, sizeof(r->dir), "/tmp/dlock-safety-%s-%s-XXXXXX", safety_type_name(O.type),
+             sc->name);
     if (!mkdtemp(r->dir))
         return 1;
     snprintf(r->prefix, sizeof(r->prefix), "safety:%d", (int)getpid());
@@ -600,6 +646,14 @@ static int run_scenario(const scenario *sc)
     cp.blocked_ns = 2000000000LL;
     cp.free_slack_ns = 1000000000LL;
     cp.run_end = run_end;
+    cp.type = O.type;
+    cp.slot_ns = (int64_t)FAIR_SLOT_MS * 1000000LL;
+    cp.fair_margin_ns = (int64_t)FAIR_MARGIN_MS * 1000000LL;
+    /* A call that meets a connection the fault broke fails within the command
+     * timeout and is retried after the retry delay (200 ms) on a new one (an
+     * idle pooled connection is checked before use: a dead one is dropped
+     * unused). */
+    cp.recover_ns = (O.cmdtimeout + 200) * 1000000LL;
     read_storage(r, &cp);
     stop_pid(r->lock.pid, SIGTERM, 3000);
     stop_pid(r->store.pid, SIGTERM, 3000);
@@ -611,7 +665,7 @@ static int run_scenario(const scenario *sc)
     if (report_file)
         safety_print_report(sc->name, &cp, &rep, seconds, report_file);
     total_holds += rep.holds;
-    total_violations += rep.overlaps + rep.lost_updates + rep.token_regressions + rep.blocked;
+    total_violations += safety_violations(&rep);
     if (r->stuck)
         printf("  stuck workers: %d\n", r->stuck);
     fflush(stdout);
@@ -626,6 +680,9 @@ static int run_scenario(const scenario *sc)
     if (!strcmp(sc->name, "pause") && rep.pauses == 0)
         ok = 0;
     if (!strcmp(sc->name, "partition") && (rep.part_holds == 0 || rep.others_during_partition == 0))
+        ok = 0;
+    /* The order must have been checked (restarts reset it: few waits qualify). */
+    if (O.type == SAFETY_FAIR && rep.fair_checks == 0 && strcmp(sc->name, "restart") != 0)
         ok = 0;
     printf("  result: %s\n\n", ok ? "PASS" : "FAIL");
     if (report_file)
@@ -646,7 +703,7 @@ static int run_scenario(const scenario *sc)
 static void usage(void)
 {
     fprintf(stderr, "usage: safety [--scenario baseline|kill9|sigstop|restart|pause|partition|all]"
-                    " [--seconds S] [--procs P] [--threads T] [--names K] [--ops N]"
+                    " [--type lock|fair|rw] [--seconds S] [--procs P] [--threads T] [--names K] [--ops N]"
                     " [--watchdog MS] [--worker PATH] [--keep] [--min-total-ops N]"
                     " [--report FILE]\n");
 }
@@ -674,6 +731,15 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--worker")) O.worker_path = v;
         else if (!strcmp(a, "--min-total-ops")) O.min_total_ops = atoll(v);
         else if (!strcmp(a, "--report")) O.report_path = v;
+        else if (!strcmp(a, "--type")) {
+            if (!strcmp(v, "lock")) O.type = SAFETY_LOCK;
+            else if (!strcmp(v, "fair")) O.type = SAFETY_FAIR;
+            else if (!strcmp(v, "rw")) O.type = SAFETY_RW;
+            else {
+                usage();
+                return 64;
+            }
+        }
         else {
             usage();
             return 64;
