@@ -60,6 +60,9 @@ void *check_push(vec *x)
     return p;
 }
 
+static int problems_printed;   /* per check: the first PROBLEMS_SHOWN go to stderr */
+#define PROBLEMS_SHOWN 30
+
 void check_problem(check_report *r, const char *fmt, ...)
 {
     char buf[512];
@@ -67,7 +70,11 @@ void check_problem(check_report *r, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(buf, sizeof(buf), fmt, ap);
     va_end(ap);
-    fprintf(stderr, "  problem: %s\n", buf);
+    if (problems_printed < PROBLEMS_SHOWN)
+        fprintf(stderr, "  problem: %s\n", buf);
+    else if (problems_printed == PROBLEMS_SHOWN)
+        fprintf(stderr, "  (more problems: see the counts)\n");
+    problems_printed++;
     if (!r->first_problem[0])
         snprintf(r->first_problem, sizeof(r->first_problem), "%s", buf);
 }
@@ -397,6 +404,7 @@ int safety_check(const check_params *cp, check_report *rep)
 {
     memset(rep, 0, sizeof(*rep));
     rep->min_part_margin_ms = -1;
+    problems_printed = 0;
     DIR *d = opendir(cp->dir);
     if (!d)
         return -1;
