@@ -15,9 +15,11 @@
  *                     rw: "free" for a reader is "no write hold". Type fair:
  *                     one slot more per dead waiter that may have been queued
  *                     meanwhile (check_fair.c)
- *   torn read         type rw: a read hold read the counter twice, both reads
- *                     accepted by the fence, and saw two values (a write got
- *                     in during the read hold)
+ *   torn read         type rw: a read hold not lost read the counter twice
+ *                     and saw two values: a write got in beside it (the
+ *                     storage's witness, apart from the timeline's; the
+ *                     second read's value is taken even when the fence
+ *                     refused it)
  *   fair order        type fair: check_fair.c
  * Expectations per fault (each failure fails the run):
  *   SIGKILL    the dead holder's lock frees within watchdog + slack (type fair:
@@ -436,8 +438,11 @@ int safety_check(const check_params *cp, check_report *rep)
         rep->refused_writes += h[i].ended && h[i].read_ok == 1 && h[i].write_ok == 0;
         rep->read_holds += h[i].side == 'r';
         rep->write_holds += h[i].side == 'w';
-        if (h[i].side == 'r' && h[i].ended && h[i].read_ok == 1 && h[i].write_ok == 1 &&
-            h[i].v1 != h[i].v2) {
+        if (h[i].side == 'r' && h[i].ended && h[i].read_ok == 1 && h[i].write_ok != -1 &&
+            h[i].v1 != h[i].v2 && check_lost(&h[i])) {
+            rep->torn_lost++;   /* a writer came after it lost its hold: allowed */
+        } else if (h[i].side == 'r' && h[i].ended && h[i].read_ok == 1 && h[i].write_ok != -1 &&
+                   h[i].v1 != h[i].v2) {
             rep->torn_reads++;
             check_problem(rep, "torn read on name %d: worker %d token %llu read %lld then %lld "
                                "under one read hold",

@@ -40,8 +40,9 @@ void safety_print_report(const char *scenario, const check_params *cp, const che
                 r->fair_violations, r->fair_close, cp->fair_margin_ns / 1e6, r->worst_close_ms);
     if (cp->type == SAFETY_RW)
         fprintf(out, "  read-write: %lld read holds (%lld began beside another read hold), %lld "
-                     "write holds; torn reads %lld\n",
-                r->read_holds, r->read_overlaps, r->write_holds, r->torn_reads);
+                     "write holds; torn reads %lld (and %lld by readers that had lost their "
+                     "lock: allowed)\n",
+                r->read_holds, r->read_overlaps, r->write_holds, r->torn_reads, r->torn_lost);
     if (r->allowed_overlaps)
         fprintf(out, "  holds overlapping a holder that had lost its lock (allowed; fencing "
                      "guards the data): %lld\n",

@@ -48,8 +48,9 @@ static inline const char *safety_type_name(int type)
  * r the read lock, w the write lock (type rw). A hold does two guarded
  * operations: an exclusive or write hold reads the counter (op1, value v1)
  * then writes v1 + 1 (op2, v2 = the value written); a read hold reads it twice
- * (v1, v2). op1_ok/op2_ok: 1 accepted, 0 refused by the fence, -1 storage error
- * (op2 is not sent, 0, when op1 was not accepted). t_op2: before op2 was sent.
+ * (v1, v2; the second read's value is recorded even when the fence refused it).
+ * op1_ok/op2_ok: 1 accepted, 0 refused by the fence, -1 storage error (op2 is
+ * not sent, 0, when op1 was not accepted). t_op2: before op2 was sent.
  * lost_at: 0 or when the lost callback fired for this hold. The checker reads
  * the side, the wait and the values when present (records without them are
  * exclusive holds).
@@ -101,19 +102,28 @@ typedef struct safety_shm {
  * holding would be refused). Two marks: the writers' (raised by write holds'
  * operations) and the readers' (raised by reads of read holds). A reader is
  * refused below the writers' mark (a writer came after it: it lost its lock);
- * a writer below either mark (a newer reader or writer came after it).
+ * a writer below either mark (a newer reader or writer came after it). A read
+ * hold's second read ("look") answers the value even when refused: two
+ * different values under one read hold that was not lost show a writer got
+ * in beside it, whatever the fence made of it.
  *   KEYS: write mark, value, accepted, refused, read mark
- *   ARGV: op ("peek" a read hold's read, "read"/"write" a write hold's), token,
- *         value
- *   returns {1, value} read accepted, {1} write accepted, {0} refused */
+ *   ARGV: op ("peek" / "look" a read hold's first / second read, "read" /
+ *         "write" a write hold's), token, value
+ *   returns {1, value} read accepted, {1} write accepted, {0} refused, and
+ *   {0, value} a refused look */
 #define SAFETY_GUARD_RW_LUA                                                       \
     "local wmark = tonumber(redis.call('get', KEYS[1]) or '0')\n"                \
     "local rmark = tonumber(redis.call('get', KEYS[5]) or '0')\n"                \
     "local tok = tonumber(ARGV[2])\n"                                             \
-    "if ARGV[1] == 'peek' then\n"                                                \
-    "  if tok < wmark then redis.call('incr', KEYS[4]) return {0} end\n"         \
+    "if ARGV[1] == 'peek' or ARGV[1] == 'look' then\n"                           \
+    "  local v = tonumber(redis.call('get', KEYS[2]) or '0')\n"                  \
+    "  if tok < wmark then\n"                                                    \
+    "    redis.call('incr', KEYS[4])\n"                                          \
+    "    if ARGV[1] == 'look' then return {0, v} end\n"                          \
+    "    return {0}\n"                                                           \
+    "  end\n"                                                                    \
     "  if tok > rmark then redis.call('set', KEYS[5], ARGV[2]) end\n"            \
-    "  return {1, tonumber(redis.call('get', KEYS[2]) or '0')}\n"                \
+    "  return {1, v}\n"                                                          \
     "end\n"                                                                      \
     "if tok < wmark or tok < rmark then redis.call('incr', KEYS[4]) return {0} end\n" \
     "if tok > wmark then redis.call('set', KEYS[1], ARGV[2]) end\n"              \
@@ -150,7 +160,7 @@ typedef struct check_report {
     /* fair */
     long long fair_checks, fair_violations, fair_waits, fair_exempt, fair_close, fair_timeouts;
     /* rw */
-    long long read_holds, write_holds, read_overlaps, torn_reads, read_pairs;
+    long long read_holds, write_holds, read_overlaps, torn_reads, torn_lost;
     double worst_free_ms, worst_report_ms, min_part_margin_ms, worst_close_ms;
     char first_problem[512];
 } check_report;

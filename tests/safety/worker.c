@@ -135,7 +135,7 @@ static int guard(thread_state *t, int name, const char *op, uint64_t token, long
     int res = -1;
     if (r->type == REDIS_REPLY_ARRAY && r->elements >= 1 && r->element[0]->type == REDIS_REPLY_INTEGER) {
         res = r->element[0]->integer == 1;
-        if (res == 1 && r->elements == 2 && value)
+        if (r->elements == 2 && value)   /* a read's value; a refused look's too */
             *value = r->element[1]->integer;
     }
     freeReplyObject(r);
@@ -224,7 +224,7 @@ static void *thread_main(void *arg)
         slot->since = t_acq;
         slot->phase = PH_HOLDING;
         /* Exclusive and write holds: read, then write value + 1. Read holds:
-         * read twice (peek: a reader must not raise the writers' mark). */
+         * read twice (peek, then look: the value even when refused). */
         long long v1 = 0, v2 = 0;
         int op1 = guard(t, k, side == 'r' ? "peek" : "read", token, 0, &v1);
         if (P.hold_ms > 0) {
@@ -237,7 +237,7 @@ static void *thread_main(void *arg)
                                              sent after the fault, not one answered after it */
         int op2 = 0;
         if (op1 == 1 && side == 'r') {
-            op2 = guard(t, k, "peek", token, 0, &v2);
+            op2 = guard(t, k, "look", token, 0, &v2);
         } else if (op1 == 1) {
             v2 = v1 + 1;
             op2 = guard(t, k, "write", token, v2, NULL);
