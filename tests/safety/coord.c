@@ -423,6 +423,9 @@ static int run_scenario(const scenario *sc)
         ok = 0;
     if (!strcmp(sc->name, "partition") && (rep.part_holds == 0 || rep.others_during_partition == 0))
         ok = 0;
+    /* Readers must have shared, and writers written. */
+    if (O.type == SAFETY_RW && (rep.read_overlaps == 0 || rep.write_holds == 0))
+        ok = 0;
     /* The order must have been checked (restarts reset it: few waits qualify). */
     if (O.type == SAFETY_FAIR && rep.fair_checks == 0 && strcmp(sc->name, "restart") != 0)
         ok = 0;

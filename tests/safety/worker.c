@@ -337,6 +337,12 @@ int main(int argc, char **argv)
                         "wait=10000 hold_ms=0 seconds=3600 type=lock|fair|rw reads=60 slow=0]\n");
         return 64;
     }
+#ifndef SAFETY_HAVE_RWLOCK
+    if (P.type == SAFETY_RW) {
+        fprintf(stderr, "safety_worker: this build has no read-write lock (type=rw)\n");
+        return 64;
+    }
+#endif
     hist_fd = open(P.history, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     int sfd = open(P.shm, O_RDWR | O_CLOEXEC);
     if (hist_fd < 0 || sfd < 0) {
