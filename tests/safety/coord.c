@@ -353,6 +353,8 @@ static int run_scenario(const scenario *sc)
     r->nworkers = O.procs;
     for (int id = 0; id < r->nworkers; id++) {
         r->w[id].hold_ms = id == 0 ? sc->victim_hold_ms : sc->hold_ms;
+        if (id == 0 && sc->needs_netns)   /* the cut-off hold outlasts its own waiters too */
+            r->w[id].hold_ms += dead_waiters_ms();
         r->w[id].ns = sc->needs_netns ? (id == 0 ? r->ns_a : r->ns_b) : NULL;
         worker_start(r, id);
     }
