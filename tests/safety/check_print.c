@@ -33,7 +33,7 @@ void safety_print_report(const char *scenario, const check_params *cp, const che
     fprintf(out, ")\n");
     if (cp->type == SAFETY_FAIR)
         fprintf(out, "  fair order: %lld checks (%lld against an earlier waiter that timed out or "
-                     "was cancelled) among %lld waits (%lld exempt: fault windows, errors); "
+                     "was cancelled) among %lld clean waits (%lld exempt: fault windows, errors); "
                      "%lld violations; %lld grants out of call order within the %.0f ms margin "
                      "(widest %.1f ms)\n",
                 r->fair_checks, r->fair_timeouts, r->fair_waits, r->fair_exempt,
