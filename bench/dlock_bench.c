@@ -6,9 +6,11 @@
  *                                                        hiredis connection
  *   dlock_bench uncontended --url U [--cycles N] [--lease MS]
  *   dlock_bench handoff  --url U [--workers 8] [--mode threads|processes] [--seconds S]
+ *                        [--kind lock|fair]
  *   dlock_bench idle     --url U [--waiters 7] [--hold-ms 3000]
  *   dlock_bench many     --url U [--concurrency 16] [--names 10000] [--seconds S]
  *   dlock_bench held     --url U [--locks 100000] [--watchdog-ms 3000] [--periods 3]
+ *   dlock_bench multilock --url U [--multi-names 3] [--cycles N] [--lease MS]
  *
  * Times are CLOCK_MONOTONIC. Locks are taken with the watchdog (dlock's
  * default, as node-redisson's) unless --lease is given. */
@@ -33,13 +35,13 @@
 #include "sync/sync.h"
 
 typedef struct opts {
-    const char *scenario, *url, *mode;
+    const char *scenario, *url, *mode, *kind;
     long cycles, workers, seconds, waiters, hold_ms, concurrency, names, locks, watchdog_ms,
-        periods, lease;
+        periods, lease, multi_names;
 } opts;
 
-static opts O = {NULL, "redis://127.0.0.1:6379", "threads", 20000, 8, 5, 7, 3000, 16, 10000,
-                 100000, 3000, 3, 0};
+static opts O = {NULL, "redis://127.0.0.1:6379", "threads", "lock", 20000, 8, 5, 7, 3000, 16,
+                 10000, 100000, 3000, 3, 0, 3};
 
 static int64_t now_ns(void)
 {
@@ -201,6 +203,81 @@ static void uncontended(void)
     dlock_client_close(c);
 }
 
+/* ------------------------------------------------------------ multilock */
+
+/* A multi-lock of --multi-names (default 3) names on one server, uncontended:
+ * acquire + release cycles, with the round trips each takes (the library's
+ * per-thread counter of writes, checked against the EVALSHAs Redis counted),
+ * beside a single lock's cycles in the same process, run for run. */
+static double single_cycles(dlock_lock *l, int64_t lease, long cycles)
+{
+    int64_t t0 = now_ns();
+    for (long i = 0; i < cycles; i++)
+        if (dlock_lock_acquire(l, lease) != DLOCK_OK || dlock_lock_release(l) != DLOCK_OK)
+            die("single");
+    return cycles / ((double)(now_ns() - t0) / 1e9);
+}
+
+static void multilock(void)
+{
+    long k = O.multi_names;
+    if (k < 1 || k > 64)
+        die("names");
+    dlock_client *c = open_client(0, 0);
+    dlock_lock *l[64], *single;
+    char name[64];
+    for (long i = 0; i < k; i++) {
+        snprintf(name, sizeof(name), "bench:multi:%ld", i);
+        if (dlock_lock_get(c, name, &l[i]) != DLOCK_OK)
+            die("get");
+    }
+    if (dlock_lock_get(c, "bench:uncontended", &single) != DLOCK_OK)
+        die("get");
+    dlock_multilock *ml;
+    if (dlock_multilock_new(l, (size_t)k, &ml) != DLOCK_OK)
+        die("multilock");
+    int64_t lease = O.lease ? O.lease : DLOCK_WATCHDOG;
+    for (int i = 0; i < 1000; i++)   /* warm-up: connection, script cache */
+        if (dlock_multilock_acquire(ml, lease) != DLOCK_OK || dlock_multilock_release(ml) != DLOCK_OK)
+            die("warm-up");
+    double single_cps = single_cycles(single, lease, O.cycles);
+    redisContext *adm = admin();
+    long long ev0 = info_field(adm, "commandstats", "cmdstat_evalsha:calls=");
+    uint64_t rt_acq = 0, rt_rel = 0;
+    int64_t *lat = malloc(sizeof(int64_t) * (size_t)O.cycles);
+    int64_t t0 = now_ns();
+    for (long i = 0; i < O.cycles; i++) {
+        int64_t a = now_ns();
+        uint64_t r0 = dlock__roundtrips;
+        if (dlock_multilock_acquire(ml, lease) != DLOCK_OK)
+            die("acquire");
+        uint64_t r1 = dlock__roundtrips;
+        if (dlock_multilock_release(ml) != DLOCK_OK)
+            die("release");
+        rt_acq += r1 - r0;
+        rt_rel += dlock__roundtrips - r1;
+        lat[i] = now_ns() - a;
+    }
+    double secs = (double)(now_ns() - t0) / 1e9;
+    long long ev1 = info_field(adm, "commandstats", "cmdstat_evalsha:calls=");
+    qsort(lat, (size_t)O.cycles, sizeof(int64_t), cmp_i64);
+    printf("{\"peer\":\"dlock\",\"scenario\":\"multilock\",\"names\":%ld,\"cycles\":%ld,"
+           "\"seconds\":%.3f,\"cycles_per_s\":%.0f,\"single_cycles_per_s\":%.0f,"
+           "\"roundtrips_per_acquire\":%.3f,\"roundtrips_per_release\":%.3f,"
+           "\"evalsha_per_cycle\":%.3f,\"p50_us\":%.1f,\"p99_us\":%.1f,\"lease\":\"%s\"}\n",
+           k, O.cycles, secs, O.cycles / secs, single_cps, (double)rt_acq / O.cycles,
+           (double)rt_rel / O.cycles, (double)(ev1 - ev0) / O.cycles,
+           pct(lat, (size_t)O.cycles, 0.50), pct(lat, (size_t)O.cycles, 0.99),
+           O.lease ? "fixed" : "watchdog");
+    free(lat);
+    redisFree(adm);
+    dlock_multilock_free(ml);
+    for (long i = 0; i < k; i++)
+        dlock_lock_free(l[i]);
+    dlock_lock_free(single);
+    dlock_client_close(c);
+}
+
 /* -------------------------------------------------------------- handoff */
 
 #define MAX_EVENTS 2000000
@@ -212,6 +289,8 @@ typedef struct handoff_shm {
     atomic_long waits_over_1s;
     atomic_long long_wait_attempts;   /* attempts made during those long waits */
     atomic_llong max_wait_ns;
+    atomic_long attempts;            /* acquire scripts sent, all acquisitions */
+    atomic_long needless;            /* wake-ups that found the lock taken again */
     atomic_int stop;
     struct {
         int64_t acq, rel;
@@ -224,7 +303,9 @@ static void handoff_worker(dlock_client *c, int id)
 {
     (void)id;
     dlock_lock *l;
-    if (dlock_lock_get(c, "bench:handoff", &l) != DLOCK_OK)
+    int fair = strcmp(O.kind, "fair") == 0;
+    if ((fair ? dlock_fair_lock_get(c, "bench:fairhandoff", &l)
+              : dlock_lock_get(c, "bench:handoff", &l)) != DLOCK_OK)
         die("get");
     /* Start together once every worker is connected: a worker still opening
      * its client is not a waiter yet, and its first acquire would measure that. */
@@ -234,11 +315,15 @@ static void handoff_worker(dlock_client *c, int id)
         syscall(SYS_futex, &H->ready, FUTEX_WAIT, r, NULL, NULL, 0);
     while (!atomic_load(&H->stop)) {
         int64_t t0 = now_ns();
-        uint64_t a0 = dlock__attempts;
+        uint64_t a0 = dlock__attempts, w0 = dlock__wakeups_wasted;
         if (dlock_lock_acquire(l, DLOCK_WATCHDOG) != DLOCK_OK)
             die("acquire");
         int64_t t_acq = now_ns();
         int64_t waited = t_acq - t0;
+        long made = (long)(dlock__attempts - a0);
+        atomic_fetch_add(&H->attempts, made);
+        /* Wake-ups by a message whose attempt found the lock taken again. */
+        atomic_fetch_add(&H->needless, (long)(dlock__wakeups_wasted - w0));
         if (waited > 1000000000LL) {
             atomic_fetch_add(&H->waits_over_1s, 1);
             atomic_fetch_add(&H->long_wait_attempts, (long)(dlock__attempts - a0));
@@ -334,13 +419,17 @@ static void handoff(void)
         gaps[g++] = gap > 0 ? gap : 0;   /* the next holder may return before the releaser */
     }
     qsort(gaps, g, sizeof(int64_t), cmp_i64);
-    printf("{\"peer\":\"dlock\",\"scenario\":\"handoff\",\"mode\":\"%s\",\"workers\":%ld,"
+    long acqs = atomic_load(&H->next_event);
+    printf("{\"peer\":\"dlock\",\"scenario\":\"%s\",\"mode\":\"%s\",\"workers\":%ld,"
            "\"acquisitions\":%ld,\"acq_per_s\":%.0f,\"gap_p50_us\":%.1f,\"gap_p99_us\":%.1f,"
            "\"gap_max_us\":%.1f,\"waits_over_1s\":%ld,\"long_wait_attempts\":%ld,"
-           "\"max_wait_ms\":%.1f}\n",
-           O.mode, O.workers, n, n / secs, pct(gaps, g, 0.5), pct(gaps, g, 0.99),
-           g ? gaps[g - 1] / 1000.0 : 0.0, atomic_load(&H->waits_over_1s),
-           atomic_load(&H->long_wait_attempts), atomic_load(&H->max_wait_ns) / 1e6);
+           "\"max_wait_ms\":%.1f,\"attempts_per_acq\":%.3f,\"needless_wakeups\":%ld}\n",
+           strcmp(O.kind, "fair") == 0 ? "fairhandoff" : "handoff", O.mode, O.workers, n, n / secs,
+           pct(gaps, g, 0.5), pct(gaps, g, 0.99), g ? gaps[g - 1] / 1000.0 : 0.0,
+           atomic_load(&H->waits_over_1s), atomic_load(&H->long_wait_attempts),
+           atomic_load(&H->max_wait_ns) / 1e6,
+           acqs ? (double)atomic_load(&H->attempts) / (double)acqs : 0.0,
+           atomic_load(&H->needless));
     free(gaps);
     if (c)
         dlock_client_close(c);
@@ -572,7 +661,7 @@ int main(int argc, char **argv)
 {
     signal(SIGPIPE, SIG_IGN);
     if (argc < 2) {
-        fprintf(stderr, "usage: dlock_bench ceiling|uncontended|handoff|idle|many|held [--url U] ...\n");
+        fprintf(stderr, "usage: dlock_bench ceiling|uncontended|handoff|idle|many|held|multilock [--url U] ...\n");
         return 64;
     }
     O.scenario = argv[1];
@@ -580,6 +669,7 @@ int main(int argc, char **argv)
         const char *k = argv[i], *v = argv[i + 1];
         if (!strcmp(k, "--url")) O.url = v;
         else if (!strcmp(k, "--mode")) O.mode = v;
+        else if (!strcmp(k, "--kind")) O.kind = v;
         else if (!strcmp(k, "--cycles")) O.cycles = atol(v);
         else if (!strcmp(k, "--workers")) O.workers = atol(v);
         else if (!strcmp(k, "--seconds")) O.seconds = atol(v);
@@ -591,6 +681,7 @@ int main(int argc, char **argv)
         else if (!strcmp(k, "--watchdog-ms")) O.watchdog_ms = atol(v);
         else if (!strcmp(k, "--periods")) O.periods = atol(v);
         else if (!strcmp(k, "--lease")) O.lease = atol(v);
+        else if (!strcmp(k, "--multi-names")) O.multi_names = atol(v);
         else {
             fprintf(stderr, "dlock_bench: unknown option %s\n", k);
             return 64;
@@ -604,6 +695,7 @@ int main(int argc, char **argv)
     else if (!strcmp(O.scenario, "idle")) idle();
     else if (!strcmp(O.scenario, "many")) many();
     else if (!strcmp(O.scenario, "held")) held();
+    else if (!strcmp(O.scenario, "multilock")) multilock();
     else {
         fprintf(stderr, "dlock_bench: unknown scenario %s\n", O.scenario);
         return 64;

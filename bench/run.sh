@@ -6,7 +6,7 @@
 # BENCH_PLACEMENT=split (default): redis-server on CPU 0, every client on CPU 1.
 # BENCH_PLACEMENT=same: everything on CPU 0.
 # BENCH_QUICK=1: short runs (a smoke test of the pipeline, not numbers to quote).
-# BENCH_ONLY="refs uncontended handoff idle many held": a subset (default: all).
+# BENCH_ONLY="refs uncontended handoff fair idle many held multilock": a subset (default: all).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -50,7 +50,7 @@ url=$REDIS_URL
 echo "redis-server $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/') on 127.0.0.1:$REDIS_PORT, pid $REDIS_PID;" \
      "placement: $placement (redis CPU $REDIS_CPU, clients CPU $client_cpu); $runs runs each"
 
-only=${BENCH_ONLY:-refs uncontended handoff idle many held}
+only=${BENCH_ONLY:-refs uncontended handoff fair idle many held multilock}
 want() { case " $only " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
 record() { # appends the JSON line of a run, or a failure record
@@ -114,6 +114,17 @@ for mode in threads processes; do
 done
 
 fi
+if want fair; then
+echo "2b. fair-lock handoff (processes; only the head of the queue is woken)..."
+for i in $(seq "$runs"); do
+  # The -c 1 round trip right beside it: the gap target is a ratio to it.
+  rb ceiling-c1 1 "$rb_n" bench:rb1
+  record pin "$bench" handoff --kind fair --url "$url" --mode processes --seconds "$secs"
+  flush
+  sha=$(redis-cli -p "$REDIS_PORT" script load "$(cat "$root/src/scripts/lock/acquire.lua")")
+done
+
+fi
 if want idle; then
 echo "3. idle waiters..."
 for i in $(seq "$runs"); do
@@ -146,6 +157,14 @@ for i in $(seq "$runs"); do
     record pin node --expose-gc "$here/peers/bench.js" --peer "$p" --scenario held --locks "$peer_locks" --no-fallback --url "$url"
     flush
   done
+done
+
+fi
+if want multilock; then
+echo "6. multi-lock of 3 names..."
+for i in $(seq "$runs"); do
+  record pin "$bench" multilock --url "$url" --cycles "$cycles"
+  flush
 done
 
 fi

@@ -137,6 +137,31 @@ for (const mode of ['threads', 'processes']) {
     pollers.map((p) => `${p} ${f1(gaps[p + mode] / g)}×`).join(', ') + below, ratio);
 }
 
+// 2b. Fair-lock handoff.
+{
+  const fair = pick('dlock', 'fairhandoff');
+  if (fair.length) {
+    say('## 2b. Fair-lock handoff: 8 processes on one fair lock, ~1 ms holds');
+    say();
+    say('| | acquisitions/s | gap p50 | gap p99 | gap max | gap p50 ÷ round trip | attempts per acquisition | needless wake-ups | waits > 1 s |');
+    say('|---|---|---|---|---|---|---|---|---|');
+    const g = med('dlock', 'fairhandoff', 'gap_p50_us');
+    const needless = fair.reduce((a, r) => a + (r.needless_wakeups || 0), 0);
+    const over = fair.reduce((a, r) => a + (r.waits_over_1s || 0), 0);
+    say(`| dlock fair | ${f0(med('dlock', 'fairhandoff', 'acq_per_s'))} | ${us(g)} |` +
+        ` ${us(med('dlock', 'fairhandoff', 'gap_p99_us'))} | ${us(med('dlock', 'fairhandoff', 'gap_max_us'))} |` +
+        ` ${f2(g / rtt)} | ${f2(med('dlock', 'fairhandoff', 'attempts_per_acq'))} | ${needless} | ${over} |`);
+    say();
+    say('Each waiter queues (1 attempt), retries once subscribed (2), and is woken once, for its turn (3);');
+    say('a needless wake-up is one by a message whose attempt found the lock taken again.');
+    say();
+    target('fair-lock handoff gap p50 ≤ 1.5× one -c 1 round trip, no waiter woken needlessly (processes)',
+      g <= 1.5 * rtt && needless === 0,
+      `${f2(g / rtt)}× a round trip (${us(g)} vs ${f1(rtt)} µs); ${needless} needless wake-ups in ` +
+      `${fair.reduce((a, r) => a + (r.acquisitions || 0), 0)} acquisitions`, g, rtt);
+  }
+}
+
 // 3. Idle waiters.
 say('## 3. Idle waiters: one holds the lock 3 s while 7 wait');
 say();
@@ -204,6 +229,25 @@ if (big) {
     `${f2(big.rt / big.locksN * 100)} per 100 locks (${f0(big.locksN)} locks)`, big.rt, big.locksN);
   target('≤ 300 bytes of client memory per held lock', big.bytes <= 300, `${f0(big.bytes)} bytes`,
     big.bytes);
+}
+
+// 6. Multi-lock.
+if (pick('dlock', 'multilock').length) {
+  say('## 6. Multi-lock of 3 names on one server, uncontended: acquire + release');
+  say();
+  say('Each run measures a single lock\'s cycles just before, in the same process.');
+  say();
+  say('| | cycles/s | single-lock cycles/s | ratio | round trips / acquire | round trips / release | EVALSHA / cycle | p50 | p99 |');
+  say('|---|---|---|---|---|---|---|---|---|');
+  const mlRatio = median(pick('dlock', 'multilock').map((r) => r.cycles_per_s / r.single_cycles_per_s));
+  const rtAcq = med('dlock', 'multilock', 'roundtrips_per_acquire');
+  say(`| dlock | ${f0(med('dlock', 'multilock', 'cycles_per_s'))} | ${f0(med('dlock', 'multilock', 'single_cycles_per_s'))} |` +
+      ` ${f2(mlRatio)} | ${f2(rtAcq)} | ${f2(med('dlock', 'multilock', 'roundtrips_per_release'))} |` +
+      ` ${f1(med('dlock', 'multilock', 'evalsha_per_cycle'))} | ${us(med('dlock', 'multilock', 'p50_us'))} |` +
+      ` ${us(med('dlock', 'multilock', 'p99_us'))} |`);
+  say();
+  target('multi-lock of 3 names on one server: ≤ 2 round trips per acquire', rtAcq <= 2,
+    `${f2(rtAcq)} round trips per acquire; ${f2(mlRatio)}× the single-lock cycle rate`, rtAcq);
 }
 
 say('## Targets');

@@ -6,7 +6,7 @@ set -uo pipefail
 build=${1:-build}
 shift || true
 tests=("$@")
-[ ${#tests[@]} -eq 0 ] && tests=(test_config test_lock test_wait test_watchdog test_multiproc test_inspect test_badinput)
+[ ${#tests[@]} -eq 0 ] && tests=(test_config test_lock test_wait test_watchdog test_multiproc test_inspect test_badinput test_multilock test_redlock)
 export DLOCK_TEST_SLOW=${DLOCK_TEST_SLOW:-20}
 supp="$(cd "$(dirname "$0")" && pwd)/valgrind.supp"
 failed=0

@@ -1,5 +1,6 @@
-/* Inspection: a lock's snapshot (holders, counts, TTL, token, waiters) and the
- * SCAN walk that lists locks, Redisson's included, skipping what is not a lock. */
+/* Inspection: a lock's snapshot (holders, counts, TTL, token, waiters, a fair
+ * queue, a reserved turn, a read-write lock's mode and roles) and the SCAN
+ * walk that lists locks, Redisson's included, skipping what is not a lock. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -170,10 +171,116 @@ static void test_scan_lists_locks_only(void **state)
     }
 }
 
+static int count_one(const dlock_info *info, void *ud)
+{
+    (void)info;
+    (*(int *)ud)++;
+    return 0;
+}
+
+/* A fair lock's queue, in order, with each waiter's deadline; the waiters
+ * count them (each fair waiter listens on a channel of its own). */
+static void test_snapshot_of_fair_queue(void **state)
+{
+    (void)state;
+    char name[128];
+    th_name(name, sizeof(name), "snapfair");
+    dlock_lock *h, *w;
+    assert_int_equal(dlock_fair_lock_get(cli, name, &h), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(h, 20000), DLOCK_OK);
+    assert_int_equal(dlock_fair_lock_get_as(cli, name, "waiter-a:1", &w), DLOCK_OK);
+    pthread_t t;
+    pthread_create(&t, NULL, wait_for, w);
+    /* a Redisson waiter behind it, deadline an hour away */
+    for (int i = 0; i < 200 && th_int(&srv, "LLEN redisson_lock_queue:{%s}", name) < 1; i++)
+        th_sleep_ms(10);
+    freeReplyObject(th_cmd(&srv, "RPUSH redisson_lock_queue:{%s} rid:5", name));
+    redisReply *r = th_cmd(&srv, "TIME");
+    long long now = atoll(r->element[0]->str) * 1000 + atoll(r->element[1]->str) / 1000;
+    freeReplyObject(r);
+    freeReplyObject(th_cmd(&srv, "ZADD redisson_lock_timeout:{%s} %lld rid:5", name,
+                           now + 3600000));
+    dlock_info *info = NULL;
+    assert_int_equal(dlock_lock_inspect(h, &info), DLOCK_OK);
+    assert_int_equal(dlock_info_kind(info), DLOCK_KIND_LOCK);
+    assert_null(dlock_info_mode(info));
+    assert_int_equal(dlock_info_queued(info), 2);
+    assert_string_equal(dlock_info_queued_owner(info, 0), "waiter-a:1");
+    assert_string_equal(dlock_info_queued_owner(info, 1), "rid:5");
+    assert_null(dlock_info_queued_owner(info, 2));
+    /* the dlock waiter's slot is its wait (10 s), after the holder's 20 s TTL */
+    assert_true(dlock_info_queued_deadline(info, 0) > 25000);
+    assert_true(dlock_info_queued_deadline(info, 0) <= 30000);
+    assert_true(dlock_info_queued_deadline(info, 1) > 3500000);
+    assert_true(dlock_info_waiters(info) >= 2);
+    dlock_info_free(info);
+    assert_int_equal(dlock_lock_release(h), DLOCK_OK);
+    pthread_join(t, NULL);
+    freeReplyObject(th_cmd(&srv, "DEL redisson_lock_queue:{%s} redisson_lock_timeout:{%s}",
+                           name, name));
+    dlock_lock_free(w);
+    dlock_lock_free(h);
+}
+
+/* A reserved next turn, and read-write locks in Redisson's layout: mode,
+ * readers, the writer (shown without ":write"); a hash with a bad mode is not a
+ * lock; SCAN lists read-write locks too. */
+static void test_snapshot_of_turns_and_rwlocks(void **state)
+{
+    (void)state;
+    char name[128];
+    th_name(name, sizeof(name), "snapturn");
+    dlock_lock *l;
+    assert_int_equal(dlock_lock_get(cli, name, &l), DLOCK_OK);
+    freeReplyObject(th_cmd(&srv, "HSET %s other:1 1", name));
+    freeReplyObject(th_cmd(&srv, "SET dlock_lock_next:{%s} waiter:7 PX 30000", name));
+    dlock_info *info = NULL;
+    assert_int_equal(dlock_lock_inspect(l, &info), DLOCK_OK);
+    assert_string_equal(dlock_info_next_turn(info), "waiter:7");
+    assert_true(dlock_info_next_turn_ttl(info) > 20000);
+    assert_int_equal(dlock_info_holder_writes(info, 0), 0);
+    dlock_info_free(info);
+    freeReplyObject(th_cmd(&srv, "DEL %s dlock_lock_next:{%s}", name, name));
+    dlock_lock_free(l);
+
+    th_name(name, sizeof(name), "snaprw");
+    assert_int_equal(dlock_lock_get(cli, name, &l), DLOCK_OK);
+    freeReplyObject(th_cmd(&srv, "HSET %s mode write w:1:write 2 w:1 1", name));
+    assert_int_equal(dlock_lock_inspect(l, &info), DLOCK_OK);
+    assert_int_equal(dlock_info_kind(info), DLOCK_KIND_RWLOCK);
+    assert_string_equal(dlock_info_mode(info), "write");
+    assert_int_equal(dlock_info_holders(info), 2);
+    int writer = dlock_info_holder_writes(info, 0) ? 0 : 1;
+    assert_string_equal(dlock_info_owner(info, writer), "w:1");
+    assert_int_equal(dlock_info_hold_count(info, writer), 2);
+    assert_string_equal(dlock_info_owner(info, 1 - writer), "w:1");
+    assert_int_equal(dlock_info_holder_writes(info, 1 - writer), 0);
+    dlock_info_free(info);
+    freeReplyObject(th_cmd(&srv, "DEL %s", name));
+    freeReplyObject(th_cmd(&srv, "HSET %s mode read r:1 1 r:2 3", name));
+    assert_int_equal(dlock_lock_inspect(l, &info), DLOCK_OK);
+    assert_string_equal(dlock_info_mode(info), "read");
+    assert_int_equal(dlock_info_holders(info), 2);
+    dlock_info_free(info);
+    int n = 0;
+    assert_int_equal(dlock_client_scan(cli, name, count_one, &n), DLOCK_OK);
+    assert_int_equal(n, 1);
+    freeReplyObject(th_cmd(&srv, "HSET %s mode sideways", name));
+    assert_int_equal(dlock_lock_inspect(l, &info), DLOCK_EWRONGTYPE);
+    assert_null(info);
+    freeReplyObject(th_cmd(&srv, "DEL %s", name));
+    freeReplyObject(th_cmd(&srv, "HSET %s w:1:write 1", name));   /* a writer without a mode */
+    assert_int_equal(dlock_lock_inspect(l, &info), DLOCK_EWRONGTYPE);
+    freeReplyObject(th_cmd(&srv, "DEL %s", name));
+    dlock_lock_free(l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_snapshot),
+        cmocka_unit_test(test_snapshot_of_fair_queue),
+        cmocka_unit_test(test_snapshot_of_turns_and_rwlocks),
         cmocka_unit_test(test_snapshot_of_redisson_hold_and_bad_keys),
         cmocka_unit_test(test_scan_lists_locks_only),
     };

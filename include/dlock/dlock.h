@@ -155,6 +155,16 @@ DLOCK_API void dlock_config_free(dlock_config *cfg);
  * (never echoing the password) and leaves the previous URL in place. */
 DLOCK_API int dlock_config_set_url(dlock_config *cfg, const char *url);
 
+/* Credentials apart from the URL (a URL on a command line shows in `ps`).
+ * password: 1..512 bytes, any bytes but NUL; user: NULL or "" for AUTH
+ * <password> (the default user), else AUTH <user> <password> (Redis 6 ACL
+ * users, 1..512 bytes). They replace the URL's user and password; a later
+ * dlock_config_set_url replaces them in turn. A NULL or empty password removes
+ * both. The password is never logged nor shown in any message. DLOCK_EINVAL
+ * (nothing changed) for a user without a password or a value too long. */
+DLOCK_API int dlock_config_set_password(dlock_config *cfg, const char *user,
+                                        const char *password);
+
 /* Lease used for locks taken with DLOCK_WATCHDOG, in ms (>= 30; 0 = default).
  * The watchdog renews such locks every timeout / 3. */
 DLOCK_API int dlock_config_set_watchdog_timeout(dlock_config *cfg, int64_t ms);
@@ -195,7 +205,9 @@ DLOCK_API int dlock_config_set_priority_after(dlock_config *cfg, int64_t after_m
  * so that whoever looks at a lock (dlock status, CLIENT LIST) can tell which
  * process holds it: an owner id's part before the last ':' is its client's
  * uuid. This sets the label: NULL or "" for none, else 1..128 bytes of
- * printable ASCII without spaces (DLOCK_EINVAL otherwise). */
+ * printable ASCII without spaces (DLOCK_EINVAL otherwise). A server that
+ * refuses CLIENT SETNAME (an ACL without client|setname) is not an error: the
+ * connections stay unnamed and the log callback gets a warning, once. */
 DLOCK_API int dlock_config_set_client_name(dlock_config *cfg, const char *name);
 /* Lost callback for every lock of the client (a lock's own callback, set with
  * dlock_lock_set_lost_callback, takes precedence). NULL fn = none. */
@@ -239,7 +251,8 @@ DLOCK_API int dlock_client_new_owner_id(dlock_client *c, char *buf, size_t size)
  * runs: connections opened from now on carry it, idle pooled ones are
  * replaced as they come up, the renewal connection is renamed with its next
  * renewal, and one pooled connection is opened (or checked) under the new name
- * before the call returns (one round trip). The pub/sub connection keeps the
+ * before the call returns (one try, no retry: DLOCK_OK even when Redis does not
+ * answer, the label being set for the connections to come). The pub/sub connection keeps the
  * name it was opened with (Redis refuses CLIENT SETNAME to a subscriber).
  * Any thread. */
 DLOCK_API int dlock_client_set_label(dlock_client *c, const char *label);
@@ -390,16 +403,123 @@ typedef int (*dlock_run_fn)(void *ud);
 DLOCK_API int dlock_lock_run(dlock_lock *l, int64_t wait_ms, int64_t lease_ms,
                              dlock_run_fn fn, void *ud, int *fn_result);
 
+/* ------------------------------------------------------------- multilock */
+
+/* Several locks taken as one: a multi-lock (Redisson's RedissonMultiLock),
+ * held when every lock is held, or a RedLock (RedissonRedLock, the Redis
+ * RedLock algorithm), held when a majority is. Built from lock handles of any
+ * type (dlock_lock_get, dlock_fair_lock_get, their _as forms, ...) on one
+ * client or several; the handles stay the caller's, unchanged, and must
+ * outlive the multi-lock. Nothing new is stored in Redis: each lock is held
+ * exactly as its handle holds it, so Redisson sees (and contends for) each
+ * one as the lock it is.
+ *
+ * Owner: each lock is taken and released for its handle's owner: the calling
+ * thread, or the handle's explicit owner id. So the thread that acquires must
+ * be the one that releases, unless every handle is an explicit-owner handle.
+ * Reentrant as the locks are: acquiring again takes each lock once more, and
+ * each acquire needs a release.
+ *
+ * Threads: a multi-lock is immutable once made: any number of threads may use
+ * it at once (each for its own owner). dlock_multilock_free must be the last
+ * call on it. */
+typedef struct dlock_multilock dlock_multilock;
+
+/* A multi-lock of the n handles in `locks` (the array is copied; the handles
+ * are not). DLOCK_EINVAL, with a message naming the culprit, for: out NULL,
+ * locks NULL or n == 0, a NULL handle, a handle appearing twice, two handles
+ * naming the same lock (the same name on the same server, whatever their
+ * types). */
+DLOCK_API int dlock_multilock_new(dlock_lock *const *locks, size_t n, dlock_multilock **out);
+
+/* A RedLock over n >= 3 handles, each on its own client connected to its own
+ * independent Redis server (see README, "RedLock"): held when a majority,
+ * n/2 + 1, is taken within the validity time. DLOCK_EINVAL as
+ * dlock_multilock_new, and for n < 3 and for two handles on the same client
+ * or on the same server (same address, port and database). The same calls
+ * below serve both kinds; the differences are named at each. */
+DLOCK_API int dlock_redlock_new(dlock_lock *const *locks, size_t n, dlock_multilock **out);
+
+/* Takes every lock (a RedLock: a majority), all or nothing, waiting as long
+ * as it takes; lease_ms as dlock_lock_acquire's: a positive lease applied to
+ * every lock (each key expires lease_ms after the round that took it), or
+ * DLOCK_WATCHDOG (each lock renewed by its client's watchdog).
+ * How: every lock is attempted at once, in one round trip per server (the
+ * attempts to one server written together, the servers in parallel). When
+ * some lock is held by another owner, whatever was taken is given back
+ * (released in one round trip per server), and the call sleeps on that busy
+ * lock's channel until it is released (or its TTL, the deadline, a
+ * cancellation), then tries them all again: nothing is held while waiting,
+ * so multi-locks over the same names in any order cannot deadlock. The busy
+ * lock is waited on as a single acquire waits (a fair lock queues the caller;
+ * a reentrant lock may reserve its next turn); the others are tried as a
+ * try with no wait would be.
+ * A RedLock attempts each server once per round (no retry: a server that
+ * refuses the connection counts as failed at once; one that accepts and does
+ * not answer, after the command timeout: give RedLock clients short connect
+ * and command timeouts). It succeeds when a majority was taken and the
+ * validity, lease - (time the round took) - (lease / 100 + 2 ms of clock
+ * drift), is positive; with DLOCK_WATCHDOG the lease in that sum is the
+ * watchdog timeout, and afterwards each server's hold is renewed by its own
+ * client. The caller may rely on holding it until (the time it called) +
+ * lease - drift. A majority taken too late is released and tried again after
+ * a short random pause, within the wait. When more servers failed than a
+ * majority can spare, the call fails at once.
+ * Returns DLOCK_OK, or: DLOCK_ETIMEDOUT (a try: still busy at the deadline;
+ * a RedLock: also a majority taken past its validity), DLOCK_ECANCELED,
+ * DLOCK_EINVAL (bad lease or wait, or a wait inside a dlock callback), or the
+ * error of a lock (a multi-lock: the first in the array's order; a RedLock:
+ * of its servers, when too many failed), DLOCK_ECONN, DLOCK_EWRONGTYPE, ...,
+ * the message naming the lock. On every failure, whatever the call took has
+ * been given back, except: DLOCK_EUNKNOWN (a multi-lock: an attempt was
+ * written and no answer came) leaves that one lock as dlock_lock_acquire
+ * does (maybe held, for one lease at most, not renewed); a RedLock sends a
+ * release to such a server too. Should giving back fail (Redis unreachable
+ * meanwhile), the call returns that error and the lock expires with its
+ * lease. */
+DLOCK_API int dlock_multilock_acquire(dlock_multilock *ml, int64_t lease_ms);
+
+/* As dlock_multilock_acquire, for up to wait_ms (0 = one round, no waiting;
+ * DLOCK_WAIT_FOREVER = no limit). */
+DLOCK_API int dlock_multilock_try(dlock_multilock *ml, int64_t wait_ms, int64_t lease_ms);
+
+/* As dlock_multilock_try, and the wait ends with DLOCK_ECANCELED when
+ * `cancel` (may be NULL) is fired from another thread, nothing held. */
+DLOCK_API int dlock_multilock_acquire_cancellable(dlock_multilock *ml, int64_t wait_ms,
+                                                  int64_t lease_ms, dlock_cancel *cancel);
+
+/* Releases one hold of every lock (the releases to one server in one round
+ * trip, the servers in parallel), each as dlock_lock_release does, and tries
+ * them all whatever happens to some. A multi-lock returns DLOCK_OK, or the
+ * first error in the array's order (DLOCK_ENOTOWNER: that lock was not held,
+ * e.g. its lease ran out). A RedLock sends each release once (no retry) and
+ * returns DLOCK_OK when a majority was released; otherwise DLOCK_ENOTOWNER
+ * (the locks had expired) or the first error. */
+DLOCK_API int dlock_multilock_release(dlock_multilock *ml);
+
+/* Frees the multi-lock (not its handles, nor any hold). No other call may be
+ * using it. */
+DLOCK_API void dlock_multilock_free(dlock_multilock *ml);
+
 /* ------------------------------------------------------------- inspect */
 
-/* A snapshot of one lock, read atomically: who holds it, for how long, its
- * fencing token and how many subscribers wait on its channel (dlock's and
- * Redisson's waiters alike; a dlock client counts once however many of its
- * threads wait). Opaque; read it with the accessors below, which never fail on
- * a valid snapshot. Strings live as long as the snapshot. */
+/* A snapshot of one lock of any kind, read atomically: who holds it, for how
+ * long, its fencing token, a fair lock's queue, a reserved next turn, and how
+ * many wait (dlock's and Redisson's waiters alike; a dlock client counts once
+ * per channel however many of its threads wait on it). Opaque; read it with
+ * the accessors below, which never fail on a valid snapshot. Strings live as
+ * long as the snapshot. */
 typedef struct dlock_info dlock_info;
 
-/* Takes a snapshot of the handle's lock. DLOCK_EWRONGTYPE when the key holds
+/* What a name holds, as a snapshot sees it. */
+typedef enum dlock_kind {
+    DLOCK_KIND_NONE = 0,   /* no key: free (a fair lock may still have a queue) */
+    DLOCK_KIND_LOCK = 1,   /* a reentrant or fair lock's hash (the same layout) */
+    DLOCK_KIND_RWLOCK = 2  /* a read-write lock's hash (field "mode") */
+} dlock_kind;
+
+/* Takes a snapshot of the handle's name, whatever kind of lock the handle is
+ * (the snapshot reads what is there). DLOCK_EWRONGTYPE when the key holds
  * something that is not a lock. The caller frees it with dlock_info_free. */
 DLOCK_API int dlock_lock_inspect(dlock_lock *l, dlock_info **out);
 DLOCK_API void dlock_info_free(dlock_info *info);
@@ -416,9 +536,29 @@ DLOCK_API int64_t dlock_info_hold_count(const dlock_info *info, size_t i);
 DLOCK_API int64_t dlock_info_ttl(const dlock_info *info);
 /* The last fencing token handed out for this name, 0 when none yet. */
 DLOCK_API uint64_t dlock_info_token(const dlock_info *info);
-/* Subscribers of the lock's channel when the snapshot was taken; -1 when the
- * snapshot came from dlock_client_scan (not counted there). */
+/* Waiters when the snapshot was taken: subscribers of the lock's channel
+ * (a read-write lock's for DLOCK_KIND_RWLOCK), plus the entries of a fair
+ * lock's queue; -1 when the snapshot came from dlock_client_scan (not counted
+ * there). */
 DLOCK_API int64_t dlock_info_waiters(const dlock_info *info);
+DLOCK_API dlock_kind dlock_info_kind(const dlock_info *info);
+/* A read-write lock's mode, "read" or "write"; NULL for other kinds. */
+DLOCK_API const char *dlock_info_mode(const dlock_info *info);
+/* 1 when holder i holds the write lock of a read-write lock (its owner id is
+ * given without Redisson's ":write" suffix; a writer that also reads appears
+ * twice, once as writer and once as reader). 0 otherwise. */
+DLOCK_API int dlock_info_holder_writes(const dlock_info *info, size_t i);
+/* A fair lock's queue, in order: how many waiters, each one's owner id, and
+ * how long until its deadline in ms (0 when passed and not yet dropped; -1
+ * when it has none). NULL / -1 out of range. */
+DLOCK_API size_t dlock_info_queued(const dlock_info *info);
+DLOCK_API const char *dlock_info_queued_owner(const dlock_info *info, size_t i);
+DLOCK_API int64_t dlock_info_queued_deadline(const dlock_info *info, size_t i);
+/* The owner id that has reserved the lock's next turn (dlock's own turn
+ * order, see dlock_config_set_priority_after), or NULL; and its TTL in ms
+ * (-2 when there is none). */
+DLOCK_API const char *dlock_info_next_turn(const dlock_info *info);
+DLOCK_API int64_t dlock_info_next_turn_ttl(const dlock_info *info);
 
 /* Called for each lock found; a non-zero return stops the scan. `info` is
  * valid during the call only. */
@@ -426,10 +566,18 @@ typedef int (*dlock_scan_fn)(const dlock_info *info, void *ud);
 
 /* Walks the locks in the database with SCAN (never KEYS), in batches, calling
  * fn for each key that holds a lock in Redisson's layout (a hash of
- * "<uuid>:<thread>" = count fields; Redisson's own locks included). `pattern`
+ * "<uuid>:<thread>" = count fields, or a read-write lock's; Redisson's own
+ * locks included) and is held. `pattern`
  * is a Redis glob (NULL = "*"). Locks appearing or going during the walk may
  * or may not be seen, as with SCAN. Returns DLOCK_OK, or the first error. */
 DLOCK_API int dlock_client_scan(dlock_client *c, const char *pattern, dlock_scan_fn fn, void *ud);
+
+/* The server's CLIENT LIST (one line of key=value fields per connection),
+ * for tools that show who holds what: a dlock connection's name field is
+ * dlock|<uuid>|<host>|<pid>|<label> (see dlock_config_set_client_name), and
+ * the uuid is the first half of its owner ids. *out is malloc'd text; free it
+ * with free(). DLOCK_EAUTH when an ACL refuses the command. Any thread. */
+DLOCK_API int dlock_client_list_connections(dlock_client *c, char **out);
 
 #ifdef __cplusplus
 }

@@ -203,3 +203,241 @@ int dlock__node_call(dlock__node *n, const dlock__req *req, redisReply **out)
     }
     return rc;
 }
+
+/* ------------------------------------------------------------ pipelined */
+
+int dlock__node_fail_reply(const dlock__node *n, redisReply *r)
+{
+    int rc = dlock__fail(dlock__redis_error_code(r->str), "%s: %s", dlock__node_addr(n), r->str);
+    freeReplyObject(r);
+    return rc;
+}
+
+/* One request of a batch, in the form it is written. */
+typedef struct prepared {
+    int argc;
+    const char *const *av;
+    size_t *lens;
+    int noscript;            /* answered NOSCRIPT: load its script, then resend */
+    char nk[16];
+    const char *av_st[ARGV_STACK];
+    size_t len_st[ARGV_STACK];
+} prepared;
+
+static int prepare(const dlock__req *req, prepared *p)
+{
+    p->argc = req->argc;
+    p->av = req->argv;
+    p->lens = (size_t *)req->lens;
+    if (req->script < 0)
+        return DLOCK_OK;
+    int rc = check_counts(req);
+    if (rc == DLOCK_OK)
+        rc = evalsha_argv(req, p->nk, p->av_st, p->len_st, &p->av, &p->lens);
+    p->argc = req->argc + 3;
+    return rc;
+}
+
+static void unprepare(const dlock__req *req, prepared *p)
+{
+    if (p->av && p->av != req->argv && p->av != p->av_st) {
+        free((void *)p->av);
+        free(p->lens);
+    }
+}
+
+/* Pending requests whose answer could now come after their latch expires are
+ * given up (as dlock__node_call does); returns how many stay pending. */
+static size_t drop_late(const dlock__node *n, const dlock__req *reqs, size_t *pend, size_t np,
+                        int64_t first_write, int64_t answer_within, int *rc)
+{
+    size_t keep = 0;
+    int64_t now = dlock__now_ms();
+    for (size_t j = 0; j < np; j++) {
+        const dlock__req *q = &reqs[pend[j]];
+        if (q->latch_ms > 0 && now + answer_within + 500 > first_write + q->latch_ms)
+            rc[pend[j]] = dlock__fail(DLOCK_ECMDTIMEOUT,
+                                      "%s: no answer, and retrying now could release twice",
+                                      dlock__node_addr(n));
+        else
+            pend[keep++] = pend[j];
+    }
+    return keep;
+}
+
+/* Reads one written batch's answers into out/rc; keeps in pend (in order)
+ * what is to be sent again. Sets *transient / *noscript when a reply asks for
+ * a resend after the pause / after loading a script. */
+static size_t sort_replies(dlock__node *n, const dlock__req *reqs, prepared *p, size_t *pend,
+                           size_t np, redisReply **rep, size_t nread, dlock__sent o,
+                           int timed_out, const char *why, redisReply **out, int *rc,
+                           int *transient, int *noscript)
+{
+    const char *addr = dlock__node_addr(n);
+    size_t keep = 0;
+    for (size_t j = 0; j < nread; j++) {
+        size_t i = pend[j];
+        redisReply *r = rep[j];
+        if (r->type != REDIS_REPLY_ERROR) {
+            rc[i] = DLOCK_OK;
+            out[i] = r;
+        } else if (reqs[i].script >= 0 && strncmp(r->str, "NOSCRIPT", 8) == 0) {
+            freeReplyObject(r);   /* not run: load, then send again */
+            p[i].noscript = *noscript = 1;
+            pend[keep++] = i;
+        } else if (transient_error(r->str)) {
+            rc[i] = dlock__node_fail_reply(n, r);
+            *transient = 1;
+            pend[keep++] = i;
+        } else {
+            rc[i] = dlock__redis_error_code(r->str);
+            out[i] = r;
+        }
+    }
+    if (o != DLOCK__MAYBE_RAN)
+        return keep;
+    /* The rest were written and not answered: they may have run. */
+    int code = dlock__fail(timed_out ? DLOCK_ECMDTIMEOUT : DLOCK_ECONN, "%s: %s", addr,
+                           timed_out ? "no reply within the command timeout" : why);
+    int unknown = 0;
+    for (size_t j = nread; j < np; j++) {
+        size_t i = pend[j];
+        if (reqs[i].flags & DLOCK__CALL_IDEMPOTENT) {
+            rc[i] = code;
+            pend[keep++] = i;
+        } else {
+            rc[i] = DLOCK_EUNKNOWN;
+            unknown = 1;
+        }
+    }
+    if (unknown)
+        dlock__fail(DLOCK_EUNKNOWN, "%s: %s after the request was sent; it may have run", addr,
+                    timed_out ? "no reply in time" : "connection lost");
+    return keep;
+}
+
+/* Loads the scripts that answered NOSCRIPT on ctx; a request whose script
+ * cannot be loaded is done (DLOCK_EREDIS). Returns how many stay pending. */
+static size_t load_missing(dlock__node *n, redisContext *ctx, const dlock__req *reqs,
+                           prepared *p, size_t *pend, size_t np, int *rc)
+{
+    size_t keep = 0;
+    for (size_t j = 0; j < np; j++) {
+        size_t i = pend[j];
+        if (p[i].noscript) {
+            int s = reqs[i].script, ok = 1;
+            for (size_t m = 0; m < j; m++)   /* loaded for an earlier request already? */
+                if (reqs[pend[m]].script == s && p[pend[m]].noscript)
+                    ok = 0;
+            if (ok && load_script(n, ctx, s) != 0) {
+                for (size_t m = j; m < np; m++)
+                    if (reqs[pend[m]].script == s && p[pend[m]].noscript) {
+                        rc[pend[m]] = dlock__fail(DLOCK_EREDIS, "cannot load script %s on %s",
+                                                  dlock__scripts[s].name, dlock__node_addr(n));
+                        p[pend[m]].noscript = 2;   /* done */
+                    }
+            }
+        }
+        if (p[i].noscript != 2) {
+            p[i].noscript = 0;
+            pend[keep++] = i;
+        }
+    }
+    return keep;
+}
+
+void dlock__node_call_many(dlock__node *n, const dlock__req *reqs, size_t k, unsigned flags,
+                           dlock_cancel *cancel, redisReply **out, int *rc)
+{
+    const dlock_config *cfg = dlock__node_ctx(n)->cfg;
+    for (size_t i = 0; i < k; i++) {
+        out[i] = NULL;
+        rc[i] = DLOCK_ENOMEM;
+    }
+    prepared *p = calloc(k, sizeof(*p));
+    size_t *pend = malloc(k * sizeof(*pend));
+    int *argc = malloc(k * sizeof(*argc));
+    const char *const **av = malloc(k * sizeof(*av));
+    const size_t **lens = malloc(k * sizeof(*lens));
+    redisReply **rep = malloc(k * sizeof(*rep));
+    size_t np = 0;
+    int ping_first = 0;
+    if (!p || !pend || !argc || !av || !lens || !rep) {
+        dlock__fail(DLOCK_ENOMEM, "out of memory");
+        k = 0;
+    }
+    for (size_t i = 0; i < k; i++) {
+        rc[i] = prepare(&reqs[i], &p[i]);
+        if (rc[i] == DLOCK_OK) {
+            pend[np++] = i;
+            ping_first |= (reqs[i].flags & DLOCK__CALL_PING_FIRST) != 0;
+        }
+    }
+    /* A PING first is a second read, each under the command timeout. */
+    int64_t answer_within = cfg->command_timeout_ms * (ping_first ? 2 : 1);
+    int failures = 0, loads = 0;
+    int64_t first_write = -1;
+    while (np > 0) {
+        redisContext *ctx;
+        uint64_t gen;
+        int fresh, timed_out = 0, transient = 0, noscript = 0;
+        int crc = dlock__node_get_conn(n, &ctx, &gen, &fresh,
+                                       (flags & DLOCK__CALL_IDLE_ONLY) != 0);
+        if (crc == DLOCK_OK && first_write >= 0 &&
+            (np = drop_late(n, reqs, pend, np, first_write, answer_within, rc)) == 0) {
+            dlock__node_put_conn(n, ctx, gen, 0);
+            break;
+        }
+        if (crc == DLOCK_OK) {
+            if (first_write < 0)
+                first_write = dlock__now_ms();
+            for (size_t j = 0; j < np; j++) {
+                argc[j] = p[pend[j]].argc;
+                av[j] = p[pend[j]].av;
+                lens[j] = p[pend[j]].lens;
+            }
+            size_t nread = 0;
+            dlock__sent o = dlock__conn_pipeline(ctx, np, argc, av, lens, ping_first, rep, &nread,
+                                                 &timed_out);
+            const char *why = ctx->errstr[0] ? ctx->errstr : "connection lost";
+            if (o == DLOCK__NOT_SENT) {
+                crc = dlock__fail(DLOCK_ECONN, "%s: %s", dlock__node_addr(n), why);
+                dlock__node_put_conn(n, ctx, gen, 1);
+                for (size_t j = 0; j < np; j++)
+                    rc[pend[j]] = crc;
+                if (!fresh)
+                    continue;   /* a connection that died idle: try another at once */
+            } else {
+                np = sort_replies(n, reqs, p, pend, np, rep, nread, o, timed_out, why, out, rc,
+                                  &transient, &noscript);
+                if (noscript && o == DLOCK__SENT_OK)
+                    np = load_missing(n, ctx, reqs, p, pend, np, rc);
+                dlock__node_put_conn(n, ctx, gen, o != DLOCK__SENT_OK || ctx->err);
+                if (np == 0)
+                    break;
+                if (noscript && !transient && o == DLOCK__SENT_OK && loads++ < 2)
+                    continue;   /* the scripts are loaded now: send again at once */
+            }
+        } else {
+            for (size_t j = 0; j < np; j++)
+                rc[pend[j]] = crc;
+        }
+        if (crc == DLOCK_ENOMEM || crc == DLOCK_EAUTH || crc == DLOCK_ESYS ||
+            (flags & DLOCK__CALL_NO_RETRY) || failures++ >= cfg->retry_attempts)
+            break;
+        int prc = dlock__cancel_sleep(cancel, cfg->retry_delay_ms);
+        if (prc != DLOCK_OK) {
+            for (size_t j = 0; j < np; j++)
+                rc[pend[j]] = prc;
+            break;
+        }
+    }
+    for (size_t i = 0; p && i < k; i++)
+        unprepare(&reqs[i], &p[i]);
+    free(p);
+    free(pend);
+    free(argc);
+    free(av);
+    free(lens);
+    free(rep);
+}

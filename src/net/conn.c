@@ -31,7 +31,7 @@ static int handshake(dlock__netctx *nc, const dlock__endpoint *ep, const char *a
             return dlock__fail(DLOCK_ECONN, "connection to %s failed during %s: %s", addr,
                                steps[i].what, ctx->errstr[0] ? ctx->errstr : "no reply");
         if (rc == DLOCK_OK)
-            rc = dlock__handshake_check(&steps[i], r, addr);
+            rc = dlock__handshake_check(nc, &steps[i], r, addr);
         freeReplyObject(r);
     }
     return rc;
@@ -84,6 +84,14 @@ int dlock__conn_alive(redisContext *ctx)
     return k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
 }
 
+_Thread_local uint64_t dlock__roundtrips;
+
+/* hiredis reports a read timeout as an I/O error with EAGAIN. */
+static int read_timed_out(const redisContext *ctx)
+{
+    return ctx->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
 dlock__sent dlock__conn_roundtrip(redisContext *ctx, int argc, const char *const *argv,
                                   const size_t *lens, int ping_first, redisReply **out,
                                   int *timed_out)
@@ -100,6 +108,7 @@ dlock__sent dlock__conn_roundtrip(redisContext *ctx, int argc, const char *const
         if (redisBufferWrite(ctx, &done) != REDIS_OK)
             return DLOCK__NOT_SENT;
     } while (!done);
+    dlock__roundtrips++;
     /* The PING's answer (whatever it is, even NOPERM) comes first and is
      * dropped; failing to read either means the request may have run. */
     void *r = NULL;
@@ -108,11 +117,42 @@ dlock__sent dlock__conn_roundtrip(redisContext *ctx, int argc, const char *const
             freeReplyObject(r);
         r = NULL;
         if (redisGetReply(ctx, &r) != REDIS_OK || !r) {
-            /* hiredis reports a read timeout as an I/O error with EAGAIN. */
-            *timed_out = ctx->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK);
+            *timed_out = read_timed_out(ctx);
             return DLOCK__MAYBE_RAN;
         }
     }
     *out = r;
+    return DLOCK__SENT_OK;
+}
+
+dlock__sent dlock__conn_pipeline(redisContext *ctx, size_t k, const int *argc,
+                                 const char *const *const *argv, const size_t *const *lens,
+                                 int ping_first, redisReply **out, size_t *nread, int *timed_out)
+{
+    static const char *ping_av[] = {"PING"};
+    static const size_t ping_len[] = {4};
+    *nread = 0;
+    if (ping_first && redisAppendCommandArgv(ctx, 1, ping_av, ping_len) != REDIS_OK)
+        return DLOCK__NOT_SENT;
+    for (size_t i = 0; i < k; i++)
+        if (redisAppendCommandArgv(ctx, argc[i], (const char **)argv[i], lens[i]) != REDIS_OK)
+            return DLOCK__NOT_SENT;
+    int done = 0;
+    do {
+        if (redisBufferWrite(ctx, &done) != REDIS_OK)
+            return DLOCK__NOT_SENT;
+    } while (!done);
+    dlock__roundtrips++;
+    for (size_t i = 0; i < k + (ping_first ? 1 : 0); i++) {
+        void *r = NULL;
+        if (redisGetReply(ctx, &r) != REDIS_OK || !r) {
+            *timed_out = read_timed_out(ctx);
+            return DLOCK__MAYBE_RAN;
+        }
+        if (ping_first && i == 0)
+            freeReplyObject(r);
+        else
+            out[(*nread)++] = r;
+    }
     return DLOCK__SENT_OK;
 }

@@ -29,6 +29,7 @@ typedef struct dlock__netctx {
     char conn_name[DLOCK__CONN_NAME_MAX];   /* CLIENT SETNAME of every connection, or ""; under
                                                name_mu */
     atomic_uint_fast64_t name_gen;          /* bumped when conn_name changes */
+    atomic_int name_refused;                /* Redis refused CLIENT SETNAME (logged once) */
 } dlock__netctx;
 
 void dlock__netctx_init(dlock__netctx *ctx, const dlock_config *cfg);
@@ -64,8 +65,11 @@ typedef struct dlock__hs_step {
 int dlock__handshake_steps(dlock__netctx *ctx, const dlock__endpoint *ep,
                            dlock__hs_step out[DLOCK__HS_MAX], uint64_t *name_gen);
 /* What the reply to step s means: DLOCK_OK, or a status with the calling
- * thread's message set (naming addr). */
-int dlock__handshake_check(const dlock__hs_step *s, const redisReply *r, const char *addr);
+ * thread's message set (naming addr). A CLIENT SETNAME refused by an ACL
+ * (NOPERM) or unknown to the server is not fatal: the connection goes on
+ * unnamed, and the client logs a warning once. */
+int dlock__handshake_check(dlock__netctx *ctx, const dlock__hs_step *s, const redisReply *r,
+                           const char *addr);
 
 /* ------------------------------------------------------------- blocking */
 
@@ -86,6 +90,15 @@ typedef enum { DLOCK__SENT_OK, DLOCK__NOT_SENT, DLOCK__MAYBE_RAN } dlock__sent;
 dlock__sent dlock__conn_roundtrip(redisContext *ctx, int argc, const char *const *argv,
                                   const size_t *lens, int ping_first, redisReply **out,
                                   int *timed_out);
+/* k commands in one write (a PING first when ping_first), then their replies
+ * in order: one round trip. out[0..*nread) get the replies read before a
+ * failure (the PING's is dropped); the outcome is as dlock__conn_roundtrip's,
+ * for the commands from *nread on. */
+dlock__sent dlock__conn_pipeline(redisContext *ctx, size_t k, const int *argc,
+                                 const char *const *const *argv, const size_t *const *lens,
+                                 int ping_first, redisReply **out, size_t *nread, int *timed_out);
+/* Writes (round trips) made by the calling thread, for tests and the bench. */
+extern _Thread_local uint64_t dlock__roundtrips;
 
 /* ------------------------------------------------------------------- node */
 
@@ -151,6 +164,25 @@ typedef struct dlock__req {
  * (KEYS[n] / ARGV[n] lines, counted at build time) is refused with
  * DLOCK_EINVAL before anything is sent. */
 int dlock__node_call(dlock__node *n, const dlock__req *req, redisReply **out);
+
+/* Several requests on one node, written together and answered in order: one
+ * round trip for all (a multi-lock's attempts or releases). Each request
+ * keeps dlock__node_call's rules, by its own flags and latch: after a failed
+ * read, only an idempotent request is sent again (the others end with
+ * DLOCK_EUNKNOWN), a latched one is never written when its answer could come
+ * after its latch, NOSCRIPT loads the script and sends again at once, and a
+ * failure before the write is retried. The batch's `flags` may hold
+ * DLOCK__CALL_NO_RETRY and DLOCK__CALL_IDLE_ONLY; a PING goes first when any
+ * request asks for it; `cancel` interrupts the pauses. For each request,
+ * rc[i] is its status and out[i] its reply: the answer when rc[i] is DLOCK_OK,
+ * Redis's error reply when Redis refused it (dlock__node_fail_reply turns it
+ * into the message), NULL when it failed otherwise (the calling thread's
+ * message then names the batch's last such failure). */
+void dlock__node_call_many(dlock__node *n, const dlock__req *reqs, size_t k, unsigned flags,
+                           dlock_cancel *cancel, redisReply **out, int *rc);
+/* Sets the calling thread's message from an error reply of node n, frees it
+ * and returns its status code. */
+int dlock__node_fail_reply(const dlock__node *n, redisReply *r);
 
 /* ----------------------------------------------------------------- router */
 

@@ -85,6 +85,19 @@ static int attempt_reply(dlock__acq *a, redisReply *r, dlock__busy *b)
     if (rc == DLOCK__BUSY) {
         if (a->wait != 0)
             a->queued = 1;
+        if (a->state == FAIR_QUEUED_AHEAD) {
+            /* Free, and an earlier waiter goes first: it was woken and takes
+             * the lock at once, but nothing will tell us when its turn ends if
+             * it took the lock with a lease that runs out (no release, no
+             * message). Look again soon, then less and less often: a head
+             * that died is dropped at its deadline (the script's sleep). */
+            int64_t back = (int64_t)20 << (a->streak < 14 ? a->streak : 14);
+            a->streak++;
+            if (sleep < 0 || back < sleep)
+                sleep = back;
+        } else {
+            a->streak = 0;
+        }
         b->ttl = sleep;
         b->first = 0;   /* one waiter per channel: nobody to go before */
     }

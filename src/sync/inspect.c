@@ -8,35 +8,61 @@
 #include "sync/sync.h"
 
 #define SCAN_COUNT "200"
+#define KEYS_PER_LOCK 5   /* scripts/lock/inspect.lua */
 
 struct dlock_info {
     char *name;
+    dlock_kind kind;
+    const char *mode;        /* "read", "write" or NULL (static strings) */
     int64_t ttl;
     uint64_t token;
     int64_t waiters;
     size_t nholders;
     char **owners;
     int64_t *counts;
+    unsigned char *writes;   /* holder i holds the write lock of a read-write lock */
+    size_t nqueued;
+    char **queued;
+    int64_t *deadlines;
+    char *next_turn;
+    int64_t next_turn_ttl;
 };
+
+static void free_strings(char **v, size_t n)
+{
+    for (size_t i = 0; v && i < n; i++)
+        free(v[i]);
+    free(v);
+}
 
 void dlock_info_free(dlock_info *info)
 {
     if (!info)
         return;
-    for (size_t i = 0; i < info->nholders; i++)
-        free(info->owners[i]);
-    free(info->owners);
+    free_strings(info->owners, info->nholders);
     free(info->counts);
+    free(info->writes);
+    free_strings(info->queued, info->nqueued);
+    free(info->deadlines);
+    free(info->next_turn);
     free(info->name);
     free(info);
 }
 
 const char *dlock_info_name(const dlock_info *i) { return i ? i->name : ""; }
+dlock_kind dlock_info_kind(const dlock_info *i) { return i ? i->kind : DLOCK_KIND_NONE; }
+const char *dlock_info_mode(const dlock_info *i) { return i ? i->mode : NULL; }
 int dlock_info_locked(const dlock_info *i) { return i && i->nholders > 0; }
 size_t dlock_info_holders(const dlock_info *i) { return i ? i->nholders : 0; }
 int64_t dlock_info_ttl(const dlock_info *i) { return i ? i->ttl : -2; }
 uint64_t dlock_info_token(const dlock_info *i) { return i ? i->token : 0; }
 int64_t dlock_info_waiters(const dlock_info *i) { return i ? i->waiters : -1; }
+size_t dlock_info_queued(const dlock_info *i) { return i ? i->nqueued : 0; }
+const char *dlock_info_next_turn(const dlock_info *i) { return i ? i->next_turn : NULL; }
+int64_t dlock_info_next_turn_ttl(const dlock_info *i)
+{
+    return i && i->next_turn ? i->next_turn_ttl : -2;
+}
 
 const char *dlock_info_owner(const dlock_info *i, size_t k)
 {
@@ -46,6 +72,21 @@ const char *dlock_info_owner(const dlock_info *i, size_t k)
 int64_t dlock_info_hold_count(const dlock_info *i, size_t k)
 {
     return i && k < i->nholders ? i->counts[k] : 0;
+}
+
+int dlock_info_holder_writes(const dlock_info *i, size_t k)
+{
+    return i && k < i->nholders ? i->writes[k] : 0;
+}
+
+const char *dlock_info_queued_owner(const dlock_info *i, size_t k)
+{
+    return i && k < i->nqueued ? i->queued[k] : NULL;
+}
+
+int64_t dlock_info_queued_deadline(const dlock_info *i, size_t k)
+{
+    return i && k < i->nqueued ? i->deadlines[k] : -1;
 }
 
 static int parse_count(const redisReply *r, int64_t *out)
@@ -62,56 +103,175 @@ static int parse_count(const redisReply *r, int64_t *out)
     return v > 0 ? 0 : -1;
 }
 
-/* Builds an info from one script entry {type, pttl, token, f1, v1, ...}.
- * Returns DLOCK_OK, DLOCK_EWRONGTYPE (not a lock: `what` says what it is),
- * DLOCK_EPROTO or DLOCK_ENOMEM. */
+static int is_str(const redisReply *r) { return r->type == REDIS_REPLY_STRING; }
+
+/* The queue part of an entry: owner ids and their deadlines. */
+static int read_queue(dlock_info *info, const redisReply *q, const redisReply *d)
+{
+    if (q->type != REDIS_REPLY_ARRAY || d->type != REDIS_REPLY_ARRAY ||
+        q->elements != d->elements)
+        return DLOCK_EPROTO;
+    size_t n = q->elements;
+    info->queued = calloc(n ? n : 1, sizeof(char *));
+    info->deadlines = calloc(n ? n : 1, sizeof(int64_t));
+    if (!info->queued || !info->deadlines)
+        return DLOCK_ENOMEM;
+    for (size_t k = 0; k < n; k++) {
+        const redisReply *o = q->element[k], *t = d->element[k];
+        if (!is_str(o) || t->type != REDIS_REPLY_INTEGER)
+            return DLOCK_EPROTO;
+        if (!(info->queued[k] = dlock__strndup(o->str, o->len)))
+            return DLOCK_ENOMEM;
+        info->deadlines[k] = t->integer < 0 && t->integer != -1 ? 0 : t->integer;
+        info->nqueued = k + 1;
+    }
+    return DLOCK_OK;
+}
+
+/* The hash part: holders (and a read-write lock's mode). Anything that is not
+ * a lock's field is DLOCK_EWRONGTYPE ("a hash that is not a lock"). */
+static int read_holders(dlock_info *info, const redisReply *e, size_t first, const char **what)
+{
+    size_t nf = (e->elements - first) / 2;
+    info->owners = calloc(nf ? nf : 1, sizeof(char *));
+    info->counts = calloc(nf ? nf : 1, sizeof(int64_t));
+    info->writes = calloc(nf ? nf : 1, 1);
+    if (!info->owners || !info->counts || !info->writes)
+        return DLOCK_ENOMEM;
+    for (size_t k = 0; k < nf; k++) {
+        const redisReply *f = e->element[first + 2 * k], *v = e->element[first + 2 * k + 1];
+        if (!is_str(f) || !is_str(v)) {
+            *what = "hash that is not a lock";
+            return DLOCK_EWRONGTYPE;
+        }
+        if (f->len == 4 && memcmp(f->str, "mode", 4) == 0) {
+            if (v->len == 4 && memcmp(v->str, "read", 4) == 0)
+                info->mode = "read";
+            else if (v->len == 5 && memcmp(v->str, "write", 5) == 0)
+                info->mode = "write";
+            else {
+                *what = "hash that is not a lock";
+                return DLOCK_EWRONGTYPE;
+            }
+            continue;
+        }
+        /* Owner ids are "<uuid>:<thread>" (a writer's with ":write" after it);
+         * counts positive integers. */
+        int64_t count;
+        if (!memchr(f->str, ':', f->len) || parse_count(v, &count) != 0) {
+            *what = "hash that is not a lock";
+            return DLOCK_EWRONGTYPE;
+        }
+        size_t n = info->nholders, len = f->len;
+        if (len > 6 && memcmp(f->str + len - 6, ":write", 6) == 0) {
+            info->writes[n] = 1;
+            len -= 6;
+        }
+        if (!(info->owners[n] = dlock__strndup(f->str, len)))
+            return DLOCK_ENOMEM;
+        info->counts[n] = count;
+        info->nholders = n + 1;
+    }
+    info->kind = info->mode ? DLOCK_KIND_RWLOCK : DLOCK_KIND_LOCK;
+    for (size_t k = 0; k < info->nholders; k++)
+        if (info->writes[k] && !info->mode) {
+            *what = "hash that is not a lock";   /* a writer field without a mode */
+            return DLOCK_EWRONGTYPE;
+        }
+    return DLOCK_OK;
+}
+
+/* Builds an info from one script entry {type, pttl, token, queue, deadlines,
+ * reservation, reservation pttl, f1, v1, ...}. Returns DLOCK_OK,
+ * DLOCK_EWRONGTYPE (not a lock: `what` says what it is), DLOCK_EPROTO or
+ * DLOCK_ENOMEM. */
 int dlock__info_from_entry(const char *name, size_t nlen, const redisReply *e, dlock_info **out,
                            const char **what)
 {
     *what = "?";
-    if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 ||
-        (e->element[0]->type != REDIS_REPLY_STATUS && e->element[0]->type != REDIS_REPLY_STRING) ||
-        e->element[1]->type != REDIS_REPLY_INTEGER)
+    if (e->type != REDIS_REPLY_ARRAY || e->elements < 7 ||
+        (e->element[0]->type != REDIS_REPLY_STATUS && !is_str(e->element[0])) ||
+        e->element[1]->type != REDIS_REPLY_INTEGER || e->element[6]->type != REDIS_REPLY_INTEGER ||
+        (e->elements - 7) % 2 != 0)
         return DLOCK_EPROTO;
     const char *type = e->element[0]->str;
     *what = type;
     if (strcmp(type, "none") != 0 && strcmp(type, "hash") != 0)
         return DLOCK_EWRONGTYPE;
-    size_t nf = (e->elements - 3) / 2;
     dlock_info *info = calloc(1, sizeof(*info));
     if (!info)
         return DLOCK_ENOMEM;
-    info->name = dlock__strndup(name, nlen);
-    info->owners = calloc(nf ? nf : 1, sizeof(char *));
-    info->counts = calloc(nf ? nf : 1, sizeof(int64_t));
-    if (!info->name || !info->owners || !info->counts) {
-        dlock_info_free(info);
-        return DLOCK_ENOMEM;
-    }
+    int rc = (info->name = dlock__strndup(name, nlen)) ? DLOCK_OK : DLOCK_ENOMEM;
     info->ttl = e->element[1]->integer;
     info->waiters = -1;
-    const redisReply *tok = e->element[2];
-    if (tok->type == REDIS_REPLY_STRING)
+    const redisReply *tok = e->element[2], *resv = e->element[5];
+    if (is_str(tok))
         info->token = strtoull(tok->str, NULL, 10);
-    for (size_t k = 0; k < nf; k++) {
-        const redisReply *f = e->element[3 + 2 * k], *v = e->element[4 + 2 * k];
-        int64_t count;
-        /* Owner ids are "<uuid>:<thread>"; counts positive integers. Anything
-         * else is a hash that is not a lock. */
-        if (f->type != REDIS_REPLY_STRING || !memchr(f->str, ':', f->len) ||
-            parse_count(v, &count) != 0) {
-            *what = "hash that is not a lock";
-            dlock_info_free(info);
-            return DLOCK_EWRONGTYPE;
-        }
-        if (!(info->owners[k] = dlock__strndup(f->str, f->len))) {
-            dlock_info_free(info);
-            return DLOCK_ENOMEM;
-        }
-        info->counts[k] = count;
-        info->nholders = k + 1;
+    if (rc == DLOCK_OK)
+        rc = read_queue(info, e->element[3], e->element[4]);
+    if (rc == DLOCK_OK && is_str(resv)) {
+        if (!(info->next_turn = dlock__strndup(resv->str, resv->len)))
+            rc = DLOCK_ENOMEM;
+        info->next_turn_ttl = e->element[6]->integer;
     }
+    if (rc == DLOCK_OK)
+        rc = read_holders(info, e, 7, what);
+    if (rc != DLOCK_OK) {
+        dlock_info_free(info);
+        return rc;
+    }
+    if (strcmp(type, "none") == 0)
+        info->kind = DLOCK_KIND_NONE;
     *out = info;
+    return DLOCK_OK;
+}
+
+/* The five keys scripts/lock/inspect.lua reads for a name, into keys[] (the
+ * name first; the others allocated, freed with free_keys). */
+static int keys_of(const char *name, size_t nlen, const char **keys, size_t *lens, char **own)
+{
+    static const char *const prefixes[] = {"redisson_lock_token", "redisson_lock_queue",
+                                           "redisson_lock_timeout", "dlock_lock_next"};
+    keys[0] = name;
+    lens[0] = nlen;
+    for (int k = 0; k < 4; k++) {
+        own[k] = dlock__prefixed(prefixes[k], name, nlen, "", &lens[k + 1]);
+        if (!own[k])
+            return DLOCK_ENOMEM;
+        keys[k + 1] = own[k];
+    }
+    return DLOCK_OK;
+}
+
+static void free_keys(char **own)
+{
+    for (int k = 0; k < 4; k++)
+        free(own[k]);
+}
+
+/* Subscribers of the channel its kind's waiters listen on, plus the entries
+ * of a fair queue (each fair waiter listens on a channel of its own). */
+static int count_waiters(dlock_client *c, dlock_info *info)
+{
+    size_t clen;
+    char *ch = dlock__prefixed(info->kind == DLOCK_KIND_RWLOCK ? "redisson_rwlock"
+                                                               : "redisson_lock__channel",
+                               info->name, strlen(info->name), "", &clen);
+    if (!ch)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    const char *av[] = {"PUBSUB", "NUMSUB", ch};
+    const size_t lens[] = {6, 6, clen};
+    dlock__req req = {.script = -1, .argc = 3, .argv = av, .lens = lens,
+                      .flags = DLOCK__CALL_IDEMPOTENT};
+    redisReply *r;
+    int rc = dlock__call(c, &req, &r);
+    free(ch);
+    if (rc != DLOCK_OK)
+        return rc;
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+        r->element[1]->type == REDIS_REPLY_INTEGER)
+        info->waiters = r->element[1]->integer + (int64_t)info->nqueued;
+    freeReplyObject(r);
     return DLOCK_OK;
 }
 
@@ -123,17 +283,21 @@ int dlock_lock_inspect(dlock_lock *l, dlock_info **out)
     *out = NULL;
     dlock_client *c = dlock__lock_client(l);
     const char *name = dlock_lock_name(l);
-    size_t nlen = strlen(name), tlen, clen;
-    char *tok = dlock__prefixed("redisson_lock_token", name, nlen, "", &tlen);
-    if (!tok)
-        return dlock__fail(DLOCK_ENOMEM, "out of memory");
-    const char *argv[] = {name, tok};
-    const size_t lens[] = {nlen, tlen};
-    dlock__req req = {.script = DLOCK__SCRIPT_LOCK_INSPECT, .nkeys = 2, .argc = 2, .argv = argv,
-                      .lens = lens, .flags = DLOCK__CALL_IDEMPOTENT};
-    redisReply *r;
-    int rc = dlock__call(c, &req, &r);
-    free(tok);
+    size_t nlen = strlen(name);
+    const char *keys[KEYS_PER_LOCK];
+    size_t lens[KEYS_PER_LOCK];
+    char *own[4] = {NULL, NULL, NULL, NULL};
+    int rc = keys_of(name, nlen, keys, lens, own);
+    redisReply *r = NULL;
+    if (rc == DLOCK_OK) {
+        dlock__req req = {.script = DLOCK__SCRIPT_LOCK_INSPECT, .nkeys = KEYS_PER_LOCK,
+                          .argc = KEYS_PER_LOCK, .argv = keys, .lens = lens,
+                          .flags = DLOCK__CALL_IDEMPOTENT};
+        rc = dlock__call(c, &req, &r);
+    } else {
+        rc = dlock__fail(rc, "out of memory");
+    }
+    free_keys(own);
     if (rc != DLOCK_OK)
         return rc;
     dlock_info *info = NULL;
@@ -149,20 +313,10 @@ int dlock_lock_inspect(dlock_lock *l, dlock_info **out)
         return dlock__fail(rc, "key '%s' holds a %s, not a lock", name, what);
     if (rc != DLOCK_OK)
         return dlock__fail(rc, "cannot read lock '%s': %s", name, dlock_strerror(rc));
-
-    const char *ch = dlock__lock_channel(l, &clen);
-    const char *av2[] = {"PUBSUB", "NUMSUB", ch};
-    const size_t l2[] = {6, 6, clen};
-    dlock__req req2 = {.script = -1, .argc = 3, .argv = av2, .lens = l2,
-                       .flags = DLOCK__CALL_IDEMPOTENT};
-    if ((rc = dlock__call(c, &req2, &r)) != DLOCK_OK) {
+    if ((rc = count_waiters(c, info)) != DLOCK_OK) {
         dlock_info_free(info);
         return rc;
     }
-    if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-        r->element[1]->type == REDIS_REPLY_INTEGER)
-        info->waiters = r->element[1]->integer;
-    freeReplyObject(r);
     *out = info;
     return DLOCK_OK;
 }
@@ -174,11 +328,11 @@ static int inspect_batch(dlock_client *c, const redisReply *keys, dlock_scan_fn 
     size_t n = keys->elements;
     if (n == 0)
         return DLOCK_OK;
-    const char **argv = calloc(2 * n, sizeof(*argv));
-    size_t *lens = calloc(2 * n, sizeof(*lens));
-    char **toks = calloc(n, sizeof(*toks));
+    const char **argv = calloc(KEYS_PER_LOCK * n, sizeof(*argv));
+    size_t *lens = calloc(KEYS_PER_LOCK * n, sizeof(*lens));
+    char **own = calloc(4 * n, sizeof(*own));
     int rc = DLOCK_OK;
-    if (!argv || !lens || !toks) {
+    if (!argv || !lens || !own) {
         rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
         goto out;
     }
@@ -188,16 +342,14 @@ static int inspect_batch(dlock_client *c, const redisReply *keys, dlock_scan_fn 
             rc = dlock__fail(DLOCK_EPROTO, "SCAN returned a non-string key");
             goto out;
         }
-        if (!(toks[i] = dlock__prefixed("redisson_lock_token", k->str, k->len, "", &lens[2 * i + 1]))) {
+        if (keys_of(k->str, k->len, argv + KEYS_PER_LOCK * i, lens + KEYS_PER_LOCK * i,
+                    own + 4 * i) != DLOCK_OK) {
             rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
             goto out;
         }
-        argv[2 * i] = k->str;
-        lens[2 * i] = k->len;
-        argv[2 * i + 1] = toks[i];
     }
-    dlock__req req = {.script = DLOCK__SCRIPT_LOCK_INSPECT, .nkeys = (int)(2 * n),
-                      .argc = (int)(2 * n), .argv = argv, .lens = lens,
+    dlock__req req = {.script = DLOCK__SCRIPT_LOCK_INSPECT, .nkeys = (int)(KEYS_PER_LOCK * n),
+                      .argc = (int)(KEYS_PER_LOCK * n), .argv = argv, .lens = lens,
                       .flags = DLOCK__CALL_IDEMPOTENT};
     redisReply *r;
     if ((rc = dlock__call(c, &req, &r)) != DLOCK_OK)
@@ -220,10 +372,10 @@ static int inspect_batch(dlock_client *c, const redisReply *keys, dlock_scan_fn 
     }
     freeReplyObject(r);
 out:
-    if (toks)
-        for (size_t i = 0; i < n; i++)
-            free(toks[i]);
-    free(toks);
+    if (own)
+        for (size_t i = 0; i < 4 * n; i++)
+            free(own[i]);
+    free(own);
     free(argv);
     free(lens);
     return rc;
@@ -259,4 +411,25 @@ int dlock_client_scan(dlock_client *c, const char *pattern, dlock_scan_fn fn, vo
             return rc;
     } while (strcmp(cursor, "0") != 0);
     return DLOCK_OK;
+}
+
+int dlock_client_list_connections(dlock_client *c, char **out)
+{
+    dlock__clear_error();
+    if (!c || !out)
+        return dlock__fail(DLOCK_EINVAL, "client or out is NULL");
+    *out = NULL;
+    const char *av[] = {"CLIENT", "LIST"};
+    dlock__req req = {.script = -1, .argc = 2, .argv = av, .flags = DLOCK__CALL_IDEMPOTENT};
+    redisReply *r;
+    int rc = dlock__call(c, &req, &r);
+    if (rc != DLOCK_OK)
+        return rc;
+    if (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_STATUS) {
+        freeReplyObject(r);
+        return dlock__fail(DLOCK_EPROTO, "CLIENT LIST answered something other than text");
+    }
+    *out = dlock__strndup(r->str, r->len);
+    freeReplyObject(r);
+    return *out ? DLOCK_OK : dlock__fail(DLOCK_ENOMEM, "out of memory");
 }

@@ -321,30 +321,38 @@ int dlock_lock_acquire_fenced(dlock_lock *l, int64_t wait_ms, int64_t lease_ms,
 
 /* ------------------------------------------------------------- release */
 
-/* One release attempt for owner o; *outcome for the watchdog. */
-static int release_once(dlock_lock *l, const dlock__owner *o, int renewed, int *outcome)
+int dlock__rel_init(dlock__rel *x, dlock_lock *l)
 {
-    dlock_client *c = l->c;
-    *outcome = DLOCK__RELEASE_KEPT;
+    x->l = l;
+    x->latch = NULL;
+    int rc = owner_init(l, &x->o);
+    if (rc != DLOCK_OK)
+        return rc;
     /* latch key = prefix + fresh request id, kept for every retry of this call */
-    char latch_stack[256];
-    size_t latch_len = l->lplen + 32;
-    char *latch = latch_len < sizeof(latch_stack) ? latch_stack : malloc(latch_len + 1);
-    if (!latch)
+    x->latch_len = l->lplen + 32;
+    x->latch = x->latch_len < sizeof(x->lbuf) ? x->lbuf : malloc(x->latch_len + 1);
+    if (!x->latch) {
+        owner_done(&x->o);
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
-    memcpy(latch, l->latch_prefix, l->lplen);
-    dlock__random_hex32(latch + l->lplen);
-
-    dlock__op op;
-    l->type->release_op(l, o, latch, latch_len, renewed ? c->cfg.watchdog_ms : 0, &op);
+    }
+    memcpy(x->latch, l->latch_prefix, l->lplen);
+    dlock__random_hex32(x->latch + l->lplen);
+    l->type->hold_id(l, &x->o, &x->id);
+    int renewed = dlock__watchdog_release_begin(l->c->wd, &x->id);
+    l->type->release_op(l, &x->o, x->latch, x->latch_len, renewed ? l->c->cfg.watchdog_ms : 0,
+                        &x->op);
     /* A lock whose last release woke someone is likely contended again. */
-    unsigned flags = DLOCK__CALL_IDEMPOTENT;
+    x->flags = DLOCK__CALL_IDEMPOTENT;
     if (atomic_load_explicit(&l->heard, memory_order_relaxed))
-        flags |= DLOCK__CALL_PING_FIRST;
-    redisReply *r;
-    int rc = dlock__op_call(c, &op, flags, NULL, c->latch_px, &r);
-    if (latch != latch_stack)
-        free(latch);
+        x->flags |= DLOCK__CALL_PING_FIRST;
+    return DLOCK_OK;
+}
+
+/* What a release's answer means; *outcome for the watchdog. */
+static int rel_answer(dlock__rel *x, int rc, redisReply *r, int *outcome)
+{
+    dlock_lock *l = x->l;
+    *outcome = DLOCK__RELEASE_KEPT;
     if (rc == DLOCK_EWRONGTYPE)
         return dlock__lock_wrong_type(l);
     if (rc != DLOCK_OK)
@@ -359,8 +367,20 @@ static int release_once(dlock_lock *l, const dlock__owner *o, int renewed, int *
         atomic_store_explicit(&l->heard, heard, memory_order_relaxed);
     if (*outcome == DLOCK__RELEASE_NOT_HELD)
         return dlock__fail(DLOCK_ENOTOWNER, "%s '%s' is not held by %s", l->type->what, l->name,
-                           o->id);
+                           x->o.id);
     return DLOCK_OK;
+}
+
+int dlock__rel_end(dlock__rel *x, int rc, redisReply *r)
+{
+    int outcome;
+    rc = rel_answer(x, rc, r, &outcome);
+    /* Whatever the answer, even an error, this release attempt counts. */
+    dlock__watchdog_release_end(x->l->c->wd, &x->id, outcome);
+    if (x->latch != x->lbuf)
+        free(x->latch);
+    owner_done(&x->o);
+    return rc;
 }
 
 int dlock_lock_release(dlock_lock *l)
@@ -368,19 +388,13 @@ int dlock_lock_release(dlock_lock *l)
     dlock__clear_error();
     if (!l)
         return dlock__fail(DLOCK_EINVAL, "lock is NULL");
-    dlock__owner o;
-    int rc = owner_init(l, &o);
+    dlock__rel x;
+    int rc = dlock__rel_init(&x, l);
     if (rc != DLOCK_OK)
         return rc;
-    dlock__hold_id id;
-    l->type->hold_id(l, &o, &id);
-    int renewed = dlock__watchdog_release_begin(l->c->wd, &id);
-    int outcome;
-    rc = release_once(l, &o, renewed, &outcome);
-    /* Whatever the answer, even an error, this release attempt counts. */
-    dlock__watchdog_release_end(l->c->wd, &id, outcome);
-    owner_done(&o);
-    return rc;
+    redisReply *r = NULL;
+    rc = dlock__op_call(l->c, &x.op, x.flags, NULL, l->c->latch_px, &r);
+    return dlock__rel_end(&x, rc, r);
 }
 
 int dlock_lock_force_release(dlock_lock *l, int *was_locked)

@@ -63,6 +63,7 @@ typedef struct dlock__acq {
     uint64_t token;
     int state;               /* the type's: reservation state (lock), why busy (fair) */
     int queued;              /* the type registered the caller as a waiter in Redis */
+    int streak;              /* the type's: busy answers of one kind in a row (fair) */
 } dlock__acq;
 
 struct dlock__lock_type {
@@ -131,6 +132,25 @@ int dlock__acq_attempt(dlock__acq *a, int64_t waited_ms, dlock__busy *b);
  * now on (if that cannot be scheduled, it is released and the error
  * returned); a lease acquisition moves a renewed hold's loss deadline. */
 int dlock__acq_acquired(dlock__acq *a);
+/* One release of the owner's hold, in halves so that several can share a
+ * round trip: dlock__rel_init builds the request (a fresh unlock latch, the
+ * TTL to keep) and tells the watchdog a release is under way; the caller runs
+ * x->op with x->flags and the client's latch_px; dlock__rel_end reads its
+ * outcome (the call's status and reply, which it frees; for an error reply,
+ * the calling thread's message must be set first) and tells the watchdog.
+ * After a successful init, exactly one end. x must not move in between. */
+typedef struct dlock__rel {
+    dlock_lock *l;
+    dlock__owner o;
+    dlock__hold_id id;
+    dlock__op op;
+    unsigned flags;
+    char *latch;
+    size_t latch_len;
+    char lbuf[256];
+} dlock__rel;
+int dlock__rel_init(dlock__rel *x, dlock_lock *l);
+int dlock__rel_end(dlock__rel *x, int rc, redisReply *r);
 /* Runs an op for the handle, mapping WRONGTYPE to the type's verdict. */
 int dlock__lock_call(dlock_lock *l, const dlock__op *op, unsigned flags, dlock_cancel *cancel,
                      redisReply **r);

@@ -1,6 +1,7 @@
 /* An operation: a script (or a plain command) and its arguments, built key by
  * key and argument by argument, so a call site reads like the script's
  * header. The reply is read by the caller's pure parser (reply.c). */
+#include <stdlib.h>
 #include <string.h>
 
 #include "sync/sync.h"
@@ -103,4 +104,77 @@ int dlock__op_call(dlock_client *c, const dlock__op *op, unsigned flags, dlock_c
                    "turns (allow ~dlock_lock_next:* to keep them)",
                    (int)op->lens[op->optional], op->argv[op->optional]);
     return rc;
+}
+
+static int refused_reply(const redisReply *r)
+{
+    return r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOPERM", 6) == 0 &&
+           strstr(r->str, "key");
+}
+
+void dlock__op_call_many(dlock_client *c, dlock__node *n, const dlock__op *ops, size_t k,
+                         unsigned flags, dlock_cancel *cancel, int64_t latch_ms,
+                         redisReply **out, int *rc)
+{
+    dlock__req *reqs = malloc(k * sizeof(*reqs));
+    const char *(*av)[DLOCK__OP_MAX] = malloc(k * sizeof(*av));
+    size_t (*ln)[DLOCK__OP_MAX] = malloc(k * sizeof(*ln));
+    size_t *map = malloc(k * sizeof(*map));
+    redisReply **rout = malloc(k * sizeof(*rout));
+    int *rrc = malloc(k * sizeof(*rrc));
+    for (size_t i = 0; i < k; i++) {
+        out[i] = NULL;
+        rc[i] = DLOCK_ENOMEM;
+    }
+    if (!reqs || !av || !ln || !map || !rout || !rrc) {
+        dlock__fail(DLOCK_ENOMEM, "out of memory");
+        goto done;
+    }
+    int on = atomic_load_explicit(&c->own_keys, memory_order_relaxed);
+    size_t m = 0;
+    for (size_t i = 0; i < k; i++) {
+        const dlock__op *op = &ops[i];
+        if (op->bad) {
+            rc[i] = dlock__fail(DLOCK_EINVAL, "internal: a request was built wrong");
+            continue;
+        }
+        dlock__req *q = &reqs[m];
+        *q = (dlock__req){.script = op->script, .nkeys = op->nkeys, .argc = op->argc,
+                          .argv = op->argv, .lens = op->lens, .flags = flags,
+                          .cancel = cancel, .latch_ms = latch_ms};
+        if (op->optional >= 0 && !on) {   /* the client no longer sends its own keys */
+            int a = 0;
+            for (int j = 0; j < op->argc; j++)
+                if (j != op->optional) {
+                    av[m][a] = op->argv[j];
+                    ln[m][a++] = op->lens[j];
+                }
+            q->nkeys--;
+            q->argc = a;
+            q->argv = av[m];
+            q->lens = ln[m];
+        }
+        map[m++] = i;
+    }
+    if (m > 0)
+        dlock__node_call_many(n, reqs, m, flags, cancel, rout, rrc);
+    for (size_t j = 0; j < m; j++) {
+        size_t i = map[j];
+        if (ops[i].optional >= 0 && on && refused_reply(rout[j])) {
+            /* An ACL refused dlock's own key (before the script ran): the
+             * single call sends it again without, and stops sending such keys. */
+            freeReplyObject(rout[j]);
+            rc[i] = dlock__op_call(c, &ops[i], flags, cancel, latch_ms, &out[i]);
+            continue;
+        }
+        out[i] = rout[j];
+        rc[i] = rrc[j];
+    }
+done:
+    free(reqs);
+    free(av);
+    free(ln);
+    free(map);
+    free(rout);
+    free(rrc);
 }

@@ -6,7 +6,9 @@
  *   names.c    Redisson's key and channel names
  *   wait.c     the wait loop every waiting type uses: attempt, join the
  *              channel, retry, sleep until a message or the holder's TTL
- *   lock.c     the reentrant lock (Redisson's RLock)
+ *   lock.c     the lock handle and every dlock_lock_* call (lock.h: the
+ *              type table; reentrant.c, fair_lock.c: the types)
+ *   multilock.c several lock handles as one: multi-lock and RedLock
  *   reply.c    pure readers of the scripts' answers (fuzzed)
  *   inspect.c  read-only snapshots and SCAN listings
  * Not installed. */
@@ -69,6 +71,13 @@ void dlock__op_argi(dlock__op *op, int64_t v);
  * through the client stops sending such keys (logged once). */
 int dlock__op_call(dlock_client *c, const dlock__op *op, unsigned flags, dlock_cancel *cancel,
                    int64_t latch_ms, redisReply **out);
+/* Several ops on node n (every key of every op served by n) in one round
+ * trip: dlock__node_call_many's rules and results (rc[i], out[i] for ops[i]),
+ * with `flags` and `latch_ms` for each. An optional key is handled as
+ * dlock__op_call does (an op whose key Redis refuses goes again alone). */
+void dlock__op_call_many(dlock_client *c, dlock__node *n, const dlock__op *ops, size_t k,
+                         unsigned flags, dlock_cancel *cancel, int64_t latch_ms,
+                         redisReply **out, int *rc);
 
 /* ------------------------------------------------------------------ names */
 
@@ -91,6 +100,12 @@ typedef struct dlock__busy {
     int64_t ttl;             /* sleep at most this long before the next attempt (ms);
                                 < 0: until a message */
     int first;               /* this waiter goes first among its channel's local waiters */
+    /* Where the next wake-up comes, when not on the spec's channel: a
+     * multi-lock waits on whichever of its locks answered busy. NULL channel:
+     * the spec's. */
+    dlock_client *c;
+    const char *channel;
+    size_t clen;
 } dlock__busy;
 
 /* A waiting operation, as the wait loop sees it. */
@@ -118,7 +133,9 @@ typedef struct dlock__wait_spec {
 } dlock__wait_spec;
 
 /* Attempts; while busy, subscribes to the channel first, then retries, then
- * sleeps until a message, the busy answer's TTL or the deadline. Returns
+ * sleeps until a message, the busy answer's TTL or the deadline. A busy
+ * answer that names another channel (b->channel) moves the wait there: it
+ * subscribes to that one, then retries at once. Returns
  * DLOCK_OK, or the busy error at the deadline, DLOCK_ECANCELED,
  * DLOCK_ECLOSED, DLOCK_EINVAL (a wait asked for on the io thread), or the
  * attempt's error. */
@@ -128,6 +145,11 @@ int dlock__wait(dlock_client *c, const dlock__wait_spec *spec, const dlock__wait
  * long wait with many attempts lost races (the lock is not fair); one with
  * few slept through wake-ups. */
 extern _Thread_local uint64_t dlock__attempts;
+/* Wake-ups by a message that the calling thread's waits used, and those whose
+ * next attempt found the object taken again (for a fair lock, where only the
+ * head is woken, there should be none). Diagnostics and benchmarks. */
+extern _Thread_local uint64_t dlock__wakeups;
+extern _Thread_local uint64_t dlock__wakeups_wasted;
 
 /* ------------------------------------------------------------------- lock */
 

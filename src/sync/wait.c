@@ -14,9 +14,13 @@
  * when to try. A busy answer may ask for this waiter to go first among the
  * channel's local waiters (a reserved turn); the loop keeps the waiter table
  * in step. */
+#include <string.h>
+
 #include "sync/sync.h"
 
 _Thread_local uint64_t dlock__attempts;
+_Thread_local uint64_t dlock__wakeups;
+_Thread_local uint64_t dlock__wakeups_wasted;
 
 static int end_error(const dlock__wait_spec *s, int rc)
 {
@@ -24,47 +28,87 @@ static int end_error(const dlock__wait_spec *s, int rc)
                        rc == DLOCK_ECANCELED ? "cancelled" : "ended: client closing");
 }
 
+/* Where a busy answer says to wait: its own channel, or the spec's. */
+typedef struct place {
+    dlock_client *c;
+    const char *channel;
+    size_t clen;
+} place;
+
+static place place_of(dlock_client *c, const dlock__wait_spec *s, const dlock__busy *b)
+{
+    if (b->channel)
+        return (place){b->c ? b->c : c, b->channel, b->clen};
+    return (place){c, s->channel, s->clen};
+}
+
+static int same_place(const place *x, const place *y)
+{
+    return x->c == y->c && x->clen == y->clen && memcmp(x->channel, y->channel, x->clen) == 0;
+}
+
 /* The loop after a first busy answer: joined, retrying, sleeping. */
 static int wait_joined(dlock_client *c, const dlock__wait_spec *s, const dlock__wait_ops *ops,
                        int64_t start, int64_t deadline, dlock__busy *b)
 {
+    place at = place_of(c, s, b);
     dlock__waiter w;
-    int rc = dlock__waiter_join(c->pubsub, &w, s->channel, s->clen, s->wake, deadline, s->cancel);
+    int rc = dlock__waiter_join(at.c->pubsub, &w, at.channel, at.clen, s->wake, deadline,
+                                s->cancel);
     if (rc != DLOCK_OK)
         return rc;
+    int joined = 1;
     int used_wake = 0;   /* consumed a wake-up not yet answered by a busy attempt */
     int first = 0;
     for (;;) {
         rc = ops->attempt(ops->ud, dlock__now_ms() - start, b);
+        if (rc == DLOCK__BUSY && used_wake)
+            dlock__wakeups_wasted++;   /* woken by a message, and it was taken again */
         if (rc != DLOCK__BUSY)
             break;
         used_wake = 0;
-        /* Follow each answer: a reserved turn can lapse or pass to another. */
-        if (!!b->first != first) {
-            first = !!b->first;
-            dlock__waiter_set_claimant(c->pubsub, &w, first);
-        }
         int64_t now = dlock__now_ms();
         if (now >= deadline) {
             rc = ops->busy_error(ops->ud, b);
             break;
         }
+        place next = place_of(c, s, b);
+        if (!same_place(&at, &next)) {
+            /* Busy elsewhere now: subscribe there, then retry at once. */
+            dlock__waiter_leave(at.c->pubsub, &w, 0);
+            joined = 0;
+            at = next;
+            first = 0;
+            rc = dlock__waiter_join(at.c->pubsub, &w, at.channel, at.clen, s->wake, deadline,
+                                    s->cancel);
+            if (rc != DLOCK_OK)
+                break;
+            joined = 1;
+            continue;
+        }
+        /* Follow each answer: a reserved turn can lapse or pass to another. */
+        if (!!b->first != first) {
+            first = !!b->first;
+            dlock__waiter_set_claimant(at.c->pubsub, &w, first);
+        }
         /* Sleep until a message, the busy answer's TTL or the deadline. */
         int64_t until = deadline;
         if (b->ttl >= 0 && now + b->ttl + 1 < until)
             until = now + b->ttl + 1;
-        if (!w.subscribed && now + c->cfg.retry_delay_ms < until)
-            until = now + c->cfg.retry_delay_ms;   /* pub/sub down: poll meanwhile */
-        int wr = dlock__waiter_wait(c->pubsub, &w, until);
+        if (!w.subscribed && now + at.c->cfg.retry_delay_ms < until)
+            until = now + at.c->cfg.retry_delay_ms;   /* pub/sub down: poll meanwhile */
+        int wr = dlock__waiter_wait(at.c->pubsub, &w, until);
         if (wr == DLOCK_ECANCELED || wr == DLOCK_ECLOSED) {
             rc = end_error(s, wr);
             break;
         }
         used_wake = wr == DLOCK__WAKE_MESSAGE;
+        dlock__wakeups += used_wake;
     }
     /* Woken, then failed with an error before learning whether the object was
      * free: another waiter must get the chance. */
-    dlock__waiter_leave(c->pubsub, &w, rc != DLOCK_OK && used_wake);
+    if (joined)
+        dlock__waiter_leave(at.c->pubsub, &w, rc != DLOCK_OK && used_wake);
     return rc;
 }
 
@@ -77,7 +121,7 @@ int dlock__wait(dlock_client *c, const dlock__wait_spec *s, const dlock__wait_op
     const int64_t deadline = s->wait_ms == DLOCK_WAIT_FOREVER || s->wait_ms > INT64_MAX - start
                                  ? INT64_MAX
                                  : start + s->wait_ms;
-    dlock__busy b = {-1, 0};
+    dlock__busy b = {.ttl = -1};
     int rc = ops->attempt(ops->ud, -1, &b);
     if (rc != DLOCK__BUSY)
         return rc;

@@ -39,21 +39,14 @@ local owner, slot = ARGV[2], tonumber(ARGV[3])
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
--- Every check before the first write: Redis does not roll a script back.
-local function kind(key)
-  return redis.call('type', key).ok
-end
-local lt = kind(lock)
-if lt ~= 'none' and lt ~= 'hash' then
-  return redis.error_reply('WRONGTYPE the key holds a ' .. lt)
-end
-local qt, dt = kind(queue), kind(deadlines)
-if (qt ~= 'none' and qt ~= 'list') or (dt ~= 'none' and dt ~= 'zset') then
-  return redis.error_reply('WRONGTYPE the queue or deadlines key of a fair lock holds a ' ..
-                           qt .. ' / ' .. dt)
-end
-local mine = lt == 'hash' and redis.call('hexists', lock, owner) == 1
-if lt == 'hash' and not mine then
+-- Every check before the first write: Redis does not roll a script back. A
+-- lock, queue or deadlines key of another type makes EXISTS/HEXISTS, LINDEX
+-- or ZSCORE raise WRONGTYPE before anything is written (the deadlines are
+-- read before any write whenever the queue has an entry, and written first
+-- when it has none); a hash that is not a lock is checked here.
+local held = redis.call('exists', lock) == 1
+local mine = held and redis.call('hexists', lock, owner) == 1
+if held and not mine then
   local kv = redis.call('hgetall', lock)
   for i = 1, #kv, 2 do
     if kv[i] == 'mode' then
@@ -65,13 +58,18 @@ if lt == 'hash' and not mine then
   end
 end
 if ARGV[4] == '1' then
-  local tt = kind(KEYS[4])
+  local tt = redis.call('type', KEYS[4]).ok
   if tt ~= 'none' and (tt ~= 'string' or not tonumber(redis.call('get', KEYS[4]))) then
     return redis.error_reply('WRONGTYPE fencing token key ' .. KEYS[4] .. ' holds no number')
   end
 end
 
--- Drop heads whose deadline passed.
+-- Drop heads whose deadline passed (the first LINDEX also tells a queue key
+-- of another type, with words better than Redis's own).
+local first = redis.pcall('lindex', queue, 0)
+if type(first) == 'table' and first.err then
+  return redis.error_reply('WRONGTYPE the queue ' .. queue .. ' is not a list')
+end
 while true do
   local head = redis.call('lindex', queue, 0)
   if not head then
@@ -106,7 +104,7 @@ if mine then
   return take()   -- reentry, whoever waits
 end
 local head = redis.call('lindex', queue, 0)
-if lt == 'none' and (not head or head == owner) then
+if not held and (not head or head == owner) then
   -- Free, and nobody goes before the caller: its turn.
   if head then
     redis.call('lpop', queue)
@@ -120,7 +118,7 @@ if lt == 'none' and (not head or head == owner) then
 end
 
 local pttl = redis.call('pttl', lock)
-local why = lt == 'none' and 1 or 0
+local why = held and 0 or 1
 if ARGV[5] ~= '1' then
   return {pttl, why}
 end
@@ -150,7 +148,7 @@ end
 -- holder's TTL, or, when the lock is free, the head's deadline; at most half
 -- a slot, to keep the entry fresh.
 local sleep = math.floor(slot / 2)
-if lt == 'hash' then
+if held then
   if pttl >= 0 and pttl < sleep then
     sleep = pttl
   end

@@ -1,0 +1,688 @@
+/* Multi-lock and RedLock (Redisson's RedissonMultiLock and RedissonRedLock):
+ * several lock handles, of any type and on any clients, taken as one. Built
+ * on the lock type table only (attempt_op / attempt_reply, release_op via
+ * dlock__rel_*): nothing here knows a type. See docs/internals/multilock.md.
+ *
+ * A round attempts every lock at once: one pipelined write per node, the
+ * nodes in parallel (a thread each beyond the first). All taken (a multi-lock)
+ * or a quorum taken within its validity (a RedLock): done. Otherwise what was
+ * taken is given back the same way, and the wait loop (wait.c) sleeps on the
+ * channel of one busy lock, the target, until it is released, its TTL, the
+ * deadline or a cancellation; then the next round. Nothing is held while
+ * waiting, so two multi-locks over the same names in opposite orders cannot
+ * deadlock. The target is attempted as a waiting single acquire would be (it
+ * may reserve its next turn, a fair lock queues the caller); the other locks
+ * as a try with no wait (never queued, never reserved). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "sync/lock.h"
+
+#define MAX_THREADS 16      /* nodes a round talks to in parallel */
+#define NONE ((size_t)-1)
+#define MSG 512
+#define REDLOCK_RETRY_MS 50 /* a RedLock that waits for one of several busy locks looks
+                               again within 50..100 ms */
+
+struct dlock_multilock {
+    int red;                 /* RedLock: a quorum, not all */
+    size_t n;
+    size_t quorum;
+    dlock_lock **locks;
+    char label[160];         /* for messages: "multi-lock a, b, c" */
+};
+
+/* One lock in one call. */
+typedef struct slot {
+    dlock_lock *l;
+    dlock__node *node;
+    dlock__acq a;
+    dlock__rel x;
+    dlock__op op;            /* this round's request */
+    redisReply *r;           /* its answer */
+    int rc;                  /* the answer's status, then what it means */
+    int arc;                 /* the last attempt's outcome: DLOCK_OK, DLOCK__BUSY or an error */
+    int held;                /* taken by this call, not given back */
+    dlock__busy b;
+    char msg[MSG];           /* the message of rc when an error */
+} slot;
+
+/* The requests of one round to one node. */
+typedef struct batch {
+    dlock_client *c;
+    dlock__node *node;
+    slot **s;
+    size_t k;
+    dlock__op *ops;
+    redisReply **out;
+    int *rc;
+    unsigned flags;
+    int64_t latch_ms;
+    dlock_cancel *cancel;
+    char msg[MSG];           /* the batch's connection-level message */
+} batch;
+
+typedef struct call {
+    const dlock_multilock *ml;
+    slot *s;
+    size_t n;
+    int64_t wait;            /* the caller's */
+    dlock_cancel *cancel;
+    size_t target;           /* the lock waited on, or NONE */
+    int64_t lease;           /* the shortest TTL the attempts set (ms) */
+    int stale;               /* the last round took all (a quorum) too late to use */
+    int64_t took_ms;         /* how long that round took */
+    size_t taken;            /* how many the last round took */
+    /* scratch for the rounds */
+    batch *bs;
+    slot **order;
+    dlock__op *ops;
+    redisReply **out;
+    int *rc;
+    size_t *group;
+    slot **sel;
+} call;
+
+/* ------------------------------------------------------------ handles */
+
+static int same_server(const dlock_lock *x, const dlock_lock *y)
+{
+    if (x->c == y->c)
+        return 1;
+    const dlock__endpoint *a = &x->c->cfg.ep, *b = &y->c->cfg.ep;
+    if (a->db != b->db || !a->path != !b->path)
+        return 0;
+    if (a->path)
+        return strcmp(a->path, b->path) == 0;
+    return a->port == b->port && strcmp(a->host, b->host) == 0;
+}
+
+static const char *addr_of(const dlock_lock *l, char *buf, size_t size)
+{
+    return dlock__endpoint_str(&l->c->cfg.ep, buf, size);
+}
+
+typedef struct entry {
+    const dlock_lock *l;
+    size_t i;                /* its place in the caller's array */
+} entry;
+
+static int by_name(const void *p, const void *q)
+{
+    const dlock_lock *x = ((const entry *)p)->l, *y = ((const entry *)q)->l;
+    size_t m = x->nlen < y->nlen ? x->nlen : y->nlen;
+    int d = memcmp(x->name, y->name, m);
+    return d ? d : (x->nlen > y->nlen) - (x->nlen < y->nlen);
+}
+
+/* No lock twice: not the same handle, nor the same name on the same server
+ * (sorted by name, so a long array costs n log n, not n^2). */
+static int check_duplicates(dlock_lock *const *locks, size_t n)
+{
+    entry *e = malloc(n * sizeof(*e));
+    if (!e)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++)
+        e[i] = (entry){locks[i], i};
+    qsort(e, n, sizeof(*e), by_name);
+    int rc = DLOCK_OK;
+    for (size_t r = 0; r < n && rc == DLOCK_OK; r++)
+        for (size_t q = r + 1; q < n && by_name(&e[r], &e[q]) == 0 && rc == DLOCK_OK; q++) {
+            size_t i = e[r].i < e[q].i ? e[r].i : e[q].i, j = e[r].i ^ e[q].i ^ i;
+            char addr[320];
+            if (locks[i] == locks[j])
+                rc = dlock__fail(DLOCK_EINVAL, "locks[%zu] and locks[%zu] are the same handle",
+                                 i, j);
+            else if (same_server(locks[i], locks[j]))
+                rc = dlock__fail(DLOCK_EINVAL,
+                                 "locks[%zu] and locks[%zu] both name '%s' on %s: a lock may "
+                                 "appear once",
+                                 i, j, locks[i]->name, addr_of(locks[i], addr, sizeof(addr)));
+        }
+    free(e);
+    return rc;
+}
+
+/* A RedLock's locks each on a client of their own, on servers of their own. */
+static int check_independent(dlock_lock *const *locks, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = i + 1; j < n; j++) {
+            char addr[320];
+            if (locks[i]->c == locks[j]->c)
+                return dlock__fail(DLOCK_EINVAL,
+                                   "RedLock: locks[%zu] and locks[%zu] use the same client: "
+                                   "each lock must be on its own client and independent server",
+                                   i, j);
+            if (same_server(locks[i], locks[j]))
+                return dlock__fail(DLOCK_EINVAL,
+                                   "RedLock: locks[%zu] and locks[%zu] are both on %s: each "
+                                   "lock must be on its own independent server",
+                                   i, j, addr_of(locks[i], addr, sizeof(addr)));
+        }
+    return DLOCK_OK;
+}
+
+static int create(dlock_lock *const *locks, size_t n, int red, dlock_multilock **out)
+{
+    dlock__clear_error();
+    if (!out)
+        return dlock__fail(DLOCK_EINVAL, "out is NULL");
+    *out = NULL;
+    const char *what = red ? "RedLock" : "multi-lock";
+    if (!locks || n == 0)
+        return dlock__fail(DLOCK_EINVAL, "%s of no locks: give an array of at least %d", what,
+                           red ? 3 : 1);
+    if (red && n < 3)
+        return dlock__fail(DLOCK_EINVAL,
+                           "RedLock over %zu lock%s: it needs at least 3, each on its own "
+                           "independent server (it holds when a majority is taken)",
+                           n, n == 1 ? "" : "s");
+    if (n > (SIZE_MAX / 4) / sizeof(slot))
+        return dlock__fail(DLOCK_EINVAL, "%s of %zu locks: too many", what, n);
+    for (size_t i = 0; i < n; i++)
+        if (!locks[i])
+            return dlock__fail(DLOCK_EINVAL, "%s: locks[%zu] is NULL", what, i);
+    int rc = check_duplicates(locks, n);
+    if (rc == DLOCK_OK && red)
+        rc = check_independent(locks, n);
+    if (rc != DLOCK_OK)
+        return rc;
+    dlock_multilock *ml = calloc(1, sizeof(*ml));
+    if (!ml || !(ml->locks = malloc(n * sizeof(*ml->locks)))) {
+        free(ml);
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    }
+    memcpy(ml->locks, locks, n * sizeof(*locks));
+    ml->red = red;
+    ml->n = n;
+    ml->quorum = red ? n / 2 + 1 : n;
+    size_t at = (size_t)snprintf(ml->label, sizeof(ml->label), "%s", what);
+    for (size_t i = 0; i < n && at < sizeof(ml->label); i++)
+        at += (size_t)snprintf(ml->label + at, sizeof(ml->label) - at, "%s%.*s", i ? ", " : " ",
+                               (int)(locks[i]->nlen > 40 ? 40 : locks[i]->nlen),
+                               locks[i]->name);
+    if (at >= sizeof(ml->label))
+        memcpy(ml->label + sizeof(ml->label) - 4, "...", 4);
+    *out = ml;
+    return DLOCK_OK;
+}
+
+int dlock_multilock_new(dlock_lock *const *locks, size_t n, dlock_multilock **out)
+{
+    return create(locks, n, 0, out);
+}
+
+int dlock_redlock_new(dlock_lock *const *locks, size_t n, dlock_multilock **out)
+{
+    return create(locks, n, 1, out);
+}
+
+void dlock_multilock_free(dlock_multilock *ml)
+{
+    if (!ml)
+        return;
+    free(ml->locks);
+    free(ml);
+}
+
+/* ------------------------------------------------------------- rounds */
+
+static void run_batch(batch *b)
+{
+    dlock__op_call_many(b->c, b->node, b->ops, b->k, b->flags, b->cancel, b->latch_ms, b->out,
+                        b->rc);
+    snprintf(b->msg, sizeof(b->msg), "%s", dlock_last_error());
+}
+
+typedef struct worker {
+    batch *bs;
+    size_t nb, first, step;
+    pthread_t t;
+} worker;
+
+static void *worker_main(void *arg)
+{
+    worker *w = arg;
+    for (size_t i = w->first; i < w->nb; i += w->step)
+        run_batch(&w->bs[i]);
+    return NULL;
+}
+
+/* Runs the batches, one thread per node beyond the first (the caller's). */
+static void run_batches(batch *bs, size_t nb)
+{
+    size_t nw = nb < MAX_THREADS ? nb : MAX_THREADS;
+    worker w[MAX_THREADS];
+    int started[MAX_THREADS] = {0};
+    for (size_t i = 1; i < nw; i++) {
+        w[i] = (worker){bs, nb, i, nw, 0};
+        started[i] = pthread_create(&w[i].t, NULL, worker_main, &w[i]) == 0;
+    }
+    w[0] = (worker){bs, nb, 0, nw, 0};
+    worker_main(&w[0]);
+    for (size_t i = 1; i < nw; i++) {
+        if (started[i])
+            pthread_join(w[i].t, NULL);
+        else
+            worker_main(&w[i]);   /* no thread to be had: do its share here */
+    }
+}
+
+/* Sends the request of every slot in sel (k of them: its attempt, or its
+ * release when `releases`), one batch per node, and leaves each answer in its
+ * slot: rc = DLOCK_OK with r, or an error with msg. */
+static void send_round(call *cl, slot **sel, size_t k, unsigned flags, int releases)
+{
+    size_t nb = 0;
+    for (size_t i = 0; i < k; i++) {
+        dlock_lock *l = sel[i]->l;
+        sel[i]->node = dlock__router_node(l->c->router, l->name, l->nlen);
+        size_t g = 0;
+        while (g < nb && cl->bs[g].node != sel[i]->node)
+            g++;
+        if (g == nb)
+            cl->bs[nb++] = (batch){.c = l->c, .node = sel[i]->node, .cancel = cl->cancel,
+                                   .flags = flags, .latch_ms = releases ? l->c->latch_px : 0};
+        if (releases)
+            cl->bs[g].flags |= sel[i]->x.flags & DLOCK__CALL_PING_FIRST;
+        cl->bs[g].k++;
+        cl->group[i] = g;
+    }
+    size_t at = 0;
+    for (size_t g = 0; g < nb; g++) {
+        batch *b = &cl->bs[g];
+        b->s = cl->order + at;
+        b->ops = cl->ops + at;
+        b->out = cl->out + at;
+        b->rc = cl->rc + at;
+        at += b->k;
+        b->k = 0;
+    }
+    for (size_t i = 0; i < k; i++) {
+        batch *b = &cl->bs[cl->group[i]];
+        b->s[b->k] = sel[i];
+        b->ops[b->k++] = releases ? sel[i]->x.op : sel[i]->op;
+    }
+    run_batches(cl->bs, nb);
+    for (size_t g = 0; g < nb; g++) {
+        batch *b = &cl->bs[g];
+        for (size_t j = 0; j < b->k; j++) {
+            slot *s = b->s[j];
+            s->r = b->rc[j] == DLOCK_OK ? b->out[j] : NULL;
+            s->rc = b->rc[j];
+            if (s->rc == DLOCK_OK)
+                continue;
+            if (b->out[j])
+                dlock__node_fail_reply(b->node, b->out[j]);   /* Redis refused it */
+            else
+                dlock__fail(s->rc, "%s", b->msg);
+            if (s->rc == DLOCK_EWRONGTYPE && !releases)   /* dlock__rel_end maps its own */
+                s->rc = dlock__lock_wrong_type(s->l);
+            snprintf(s->msg, MSG, "%s", dlock_last_error());
+        }
+    }
+}
+
+/* ------------------------------------------------------------- a call */
+
+static void call_free(call *cl)
+{
+    free(cl->s);
+    free(cl->bs);
+    free(cl->order);
+    free(cl->ops);
+    free(cl->out);
+    free(cl->rc);
+    free(cl->group);
+    free(cl->sel);
+}
+
+static int call_init(call *cl, const dlock_multilock *ml)
+{
+    memset(cl, 0, sizeof(*cl));
+    size_t n = ml->n;
+    cl->ml = ml;
+    cl->n = n;
+    cl->target = NONE;
+    cl->s = calloc(n, sizeof(*cl->s));
+    cl->bs = malloc(n * sizeof(*cl->bs));
+    cl->order = malloc(n * sizeof(*cl->order));
+    cl->ops = malloc(n * sizeof(*cl->ops));
+    cl->out = malloc(n * sizeof(*cl->out));
+    cl->rc = malloc(n * sizeof(*cl->rc));
+    cl->group = malloc(n * sizeof(*cl->group));
+    cl->sel = malloc(n * sizeof(*cl->sel));
+    if (!cl->s || !cl->bs || !cl->order || !cl->ops || !cl->out || !cl->rc || !cl->group ||
+        !cl->sel) {
+        call_free(cl);
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < n; i++)
+        cl->s[i].l = ml->locks[i];
+    return DLOCK_OK;
+}
+
+/* RedLock's clock-drift allowance for a lease (the Redis description's: 1 %
+ * of the lease, plus 2 ms for the granularity of expiries). */
+static int64_t drift_of(int64_t lease_ms) { return lease_ms / 100 + 2; }
+
+/* Gives back what this call holds (and, with `unknown`, sends a release for
+ * the locks whose attempt went unanswered: a RedLock unlocks every server it
+ * may hold). A lock found no longer held counts as given back. Returns
+ * DLOCK_OK, or the first failure, with its message. */
+static int give_back(call *cl, int unknown)
+{
+    const dlock_multilock *ml = cl->ml;
+    size_t k = 0;
+    int rc = DLOCK_OK;
+    char msg[MSG];
+    for (size_t i = 0; i < cl->n; i++) {
+        slot *s = &cl->s[i];
+        if (!s->held && !(unknown && s->arc == DLOCK_EUNKNOWN))
+            continue;
+        int e = dlock__rel_init(&s->x, s->l);
+        if (e != DLOCK_OK) {
+            if (rc == DLOCK_OK) {
+                rc = e;
+                snprintf(msg, sizeof(msg), "'%s': %s", s->l->name, dlock_last_error());
+            }
+            continue;
+        }
+        cl->sel[k++] = s;
+    }
+    if (k > 0)
+        send_round(cl, cl->sel, k, DLOCK__CALL_IDEMPOTENT | (ml->red ? DLOCK__CALL_NO_RETRY : 0),
+                   1);
+    for (size_t j = 0; j < k; j++) {
+        slot *s = cl->sel[j];
+        if (s->rc != DLOCK_OK)
+            dlock__fail(s->rc, "%s", s->msg);
+        int e = dlock__rel_end(&s->x, s->rc, s->r);
+        if (e != DLOCK_OK && e != DLOCK_ENOTOWNER && s->held && rc == DLOCK_OK) {
+            rc = e;
+            snprintf(msg, sizeof(msg),
+                     "could not give back '%s' (it stays held until its lease ends at most): %s",
+                     s->l->name, dlock_last_error());
+        }
+        s->held = 0;
+    }
+    return rc == DLOCK_OK ? DLOCK_OK : dlock__fail(rc, "%s: %s", ml->label, msg);
+}
+
+/* One round: every lock attempted at once. */
+static void attempt_round(call *cl, int64_t waited_ms)
+{
+    for (size_t i = 0; i < cl->n; i++) {
+        slot *s = &cl->s[i];
+        int target = i == cl->target;
+        /* The target as a waiting acquire would try; the others as a try with
+         * no wait (never queued for, nor reserved). */
+        s->a.wait = target ? cl->wait : 0;
+        s->l->type->attempt_op(&s->a, target ? waited_ms : -1, &s->op);
+        cl->sel[i] = s;
+    }
+    /* Taken before sending: neither the watchdog's deadlines nor the
+     * validity are ever later than Redis's. */
+    int64_t start = dlock__now_ms();
+    for (size_t i = 0; i < cl->n; i++)
+        cl->s[i].a.sent = start;
+    dlock__attempts += cl->n;
+    send_round(cl, cl->sel, cl->n, cl->ml->red ? DLOCK__CALL_NO_RETRY : 0, 0);
+    cl->took_ms = dlock__now_ms() - start;
+    cl->taken = 0;
+    for (size_t i = 0; i < cl->n; i++) {
+        slot *s = &cl->s[i];
+        s->b = (dlock__busy){.ttl = -1};
+        s->held = 0;   /* a round starts with nothing held (given back before) */
+        if (s->rc == DLOCK_OK) {
+            s->rc = s->l->type->attempt_reply(&s->a, s->r, &s->b);
+            s->r = NULL;
+            if (s->rc == DLOCK_OK) {
+                s->a.queued = 0;   /* taken: no longer waiting in Redis */
+                s->rc = dlock__acq_acquired(&s->a);
+                s->held = s->rc == DLOCK_OK;
+                cl->taken += (size_t)s->held;
+            }
+            if (s->rc != DLOCK_OK && s->rc != DLOCK__BUSY)
+                snprintf(s->msg, MSG, "%s", dlock_last_error());
+        }
+        s->arc = s->rc;
+    }
+}
+
+/* The error that ends a call after a round that cannot succeed: a lost
+ * answer first (a lock may be held), else the first in the caller's order. */
+static int failure(call *cl, size_t failed)
+{
+    const dlock_multilock *ml = cl->ml;
+    size_t e = NONE;
+    for (size_t i = 0; i < cl->n; i++) {
+        int rc = cl->s[i].arc;
+        if (rc != DLOCK_OK && rc != DLOCK__BUSY &&
+            (e == NONE || (rc == DLOCK_EUNKNOWN && cl->s[e].arc != DLOCK_EUNKNOWN)))
+            e = i;
+    }
+    slot *s = &cl->s[e];
+    if (ml->red)
+        return dlock__fail(s->arc,
+                           "%s: %zu of %zu servers failed, %zu taken, %zu needed (all released); "
+                           "'%s': %s",
+                           ml->label, failed, ml->n, cl->taken, ml->quorum, s->l->name, s->msg);
+    if (s->arc == DLOCK_EUNKNOWN)
+        return dlock__fail(s->arc,
+                           "%s: '%s': %s (that lock may be held until its lease ends, not "
+                           "renewed; the others were released)",
+                           ml->label, s->l->name, s->msg);
+    return dlock__fail(s->arc, "%s: '%s': %s (the others were released)", ml->label,
+                       s->l->name, s->msg);
+}
+
+/* After a round: DLOCK_OK, or DLOCK__BUSY with b telling where to wait (what
+ * was taken given back), or an error (likewise). */
+static int decide(call *cl, dlock__busy *b)
+{
+    const dlock_multilock *ml = cl->ml;
+    size_t busy = 0, failed = 0, first_busy = NONE;
+    for (size_t i = 0; i < cl->n; i++) {
+        int rc = cl->s[i].arc;
+        if (rc == DLOCK__BUSY && busy++ == 0)
+            first_busy = i;
+        else if (rc != DLOCK_OK && rc != DLOCK__BUSY)
+            failed++;
+    }
+    cl->stale = 0;
+    if (cl->taken >= ml->quorum) {
+        /* Valid only while every lock taken is: a round slower than the lease
+         * may have let the first lock answered expire before the last. */
+        int64_t validity = cl->lease - cl->took_ms - (ml->red ? drift_of(cl->lease) : 0);
+        if (validity > 0)
+            return DLOCK_OK;
+        cl->stale = 1;   /* all (a quorum), but too late to use */
+    }
+    int rc = give_back(cl, ml->red);
+    if (rc != DLOCK_OK)
+        return rc;
+    if (!cl->stale && failed > ml->n - ml->quorum)
+        return failure(cl, failed);
+    slot *t;
+    if (cl->stale) {
+        /* Try again after a short random pause (as the algorithm says), on the
+         * target's channel if there is one: a message there is as good a
+         * reason to try as any. */
+        t = &cl->s[cl->target == NONE ? 0 : cl->target];
+        uint32_t u;
+        dlock__random(&u, sizeof(u));
+        b->ttl = 1 + (int64_t)(u % 50);
+        b->first = 0;
+    } else {
+        if (cl->target == NONE || cl->s[cl->target].arc != DLOCK__BUSY)
+            cl->target = first_busy;
+        t = &cl->s[cl->target];
+        b->ttl = t->b.ttl;
+        b->first = t->b.first;
+        if (ml->red && busy > ml->quorum - cl->taken) {
+            /* Any of several busy locks would do, and only the target's
+             * release wakes this call: look again after a random pause (the
+             * algorithm's retry), or at once when the target is released. */
+            uint32_t u;
+            dlock__random(&u, sizeof(u));
+            int64_t pause = REDLOCK_RETRY_MS + (int64_t)(u % REDLOCK_RETRY_MS);
+            if (b->ttl < 0 || b->ttl > pause)
+                b->ttl = pause;
+        }
+    }
+    b->c = t->l->c;
+    b->channel = t->l->type->wait_channel(t->l, &t->a.o, &b->clen);
+    return DLOCK__BUSY;
+}
+
+static int ml_attempt(void *ud, int64_t waited_ms, dlock__busy *b)
+{
+    call *cl = ud;
+    attempt_round(cl, waited_ms);
+    return decide(cl, b);
+}
+
+static int ml_busy_error(void *ud, const dlock__busy *b)
+{
+    (void)b;
+    call *cl = ud;
+    const dlock_multilock *ml = cl->ml;
+    if (cl->stale && ml->red)
+        return dlock__fail(DLOCK_ETIMEDOUT,
+                           "%s: a quorum (%zu of %zu) was taken in %lld ms, past its validity "
+                           "(lease %lld ms - clock drift %lld ms): released",
+                           ml->label, cl->taken, ml->n, (long long)cl->took_ms,
+                           (long long)cl->lease, (long long)drift_of(cl->lease));
+    if (cl->stale)
+        return dlock__fail(DLOCK_ETIMEDOUT,
+                           "%s: the locks were taken in %lld ms, not within their lease (%lld "
+                           "ms): released",
+                           ml->label, (long long)cl->took_ms, (long long)cl->lease);
+    slot *t = &cl->s[cl->target];
+    int rc = t->l->type->busy_error(&t->a, &t->b);
+    char msg[MSG];
+    snprintf(msg, sizeof(msg), "%s", dlock_last_error());
+    if (ml->red)
+        return dlock__fail(rc, "%s: %zu of %zu taken, %zu needed (all released): %s", ml->label,
+                           cl->taken, ml->n, ml->quorum, msg);
+    return dlock__fail(rc, "%s: %s", ml->label, msg);
+}
+
+static void ml_give_up(void *ud, int rc)
+{
+    call *cl = ud;
+    if (cl->target == NONE)
+        return;
+    slot *t = &cl->s[cl->target];
+    if (t->l->type->give_up)
+        t->l->type->give_up(&t->a, rc);
+}
+
+static int acquire(dlock_multilock *ml, int64_t wait_ms, int64_t lease_ms, dlock_cancel *cancel)
+{
+    dlock__clear_error();
+    if (!ml)
+        return dlock__fail(DLOCK_EINVAL, "multi-lock is NULL");
+    if (wait_ms != 0)
+        for (size_t i = 0; i < ml->n; i++)
+            if (dlock__loop_on_io_thread(ml->locks[i]->c->loop))
+                return dlock__fail(DLOCK_EINVAL, "a wait from a dlock callback would stall the "
+                                                 "io thread: use a wait of 0 there");
+    call cl;
+    int rc = call_init(&cl, ml);
+    if (rc != DLOCK_OK)
+        return rc;
+    cl.wait = wait_ms;
+    cl.cancel = cancel;
+    size_t ready = 0;
+    for (; ready < ml->n; ready++)
+        if ((rc = dlock__acq_init(&cl.s[ready].a, ml->locks[ready], wait_ms, lease_ms, cancel,
+                                  0)) != DLOCK_OK)
+            break;
+    cl.lease = INT64_MAX;
+    for (size_t i = 0; i < ready; i++)
+        if (cl.s[i].a.lease_ms < cl.lease)
+            cl.lease = cl.s[i].a.lease_ms;   /* with the watchdog: each client's timeout */
+    if (rc == DLOCK_OK) {
+        dlock_lock *l0 = ml->locks[0];
+        dlock__wait_spec spec = {.name = ml->label, .channel = l0->channel, .clen = l0->clen,
+                                 .wait_ms = wait_ms, .cancel = cancel};
+        dlock__wait_ops ops = {ml_attempt, ml_busy_error, ml_give_up, &cl};
+        rc = dlock__wait(l0->c, &spec, &ops);
+    }
+    for (size_t i = 0; i < ready; i++)
+        dlock__acq_done(&cl.s[i].a);
+    call_free(&cl);
+    return rc;
+}
+
+int dlock_multilock_acquire(dlock_multilock *ml, int64_t lease_ms)
+{
+    return acquire(ml, DLOCK_WAIT_FOREVER, lease_ms, NULL);
+}
+
+int dlock_multilock_try(dlock_multilock *ml, int64_t wait_ms, int64_t lease_ms)
+{
+    return acquire(ml, wait_ms, lease_ms, NULL);
+}
+
+int dlock_multilock_acquire_cancellable(dlock_multilock *ml, int64_t wait_ms, int64_t lease_ms,
+                                        dlock_cancel *cancel)
+{
+    return acquire(ml, wait_ms, lease_ms, cancel);
+}
+
+/* ------------------------------------------------------------ release */
+
+int dlock_multilock_release(dlock_multilock *ml)
+{
+    dlock__clear_error();
+    if (!ml)
+        return dlock__fail(DLOCK_EINVAL, "multi-lock is NULL");
+    call cl;
+    int rc = call_init(&cl, ml);
+    if (rc != DLOCK_OK)
+        return rc;
+    size_t k = 0;
+    for (size_t i = 0; i < ml->n; i++) {
+        slot *s = &cl.s[i];
+        s->rc = dlock__rel_init(&s->x, s->l);
+        if (s->rc == DLOCK_OK)
+            cl.sel[k++] = s;
+        else
+            snprintf(s->msg, MSG, "%s", dlock_last_error());
+    }
+    if (k > 0)
+        send_round(&cl, cl.sel, k, DLOCK__CALL_IDEMPOTENT | (ml->red ? DLOCK__CALL_NO_RETRY : 0),
+                   1);
+    for (size_t j = 0; j < k; j++) {
+        slot *s = cl.sel[j];
+        if (s->rc != DLOCK_OK)
+            dlock__fail(s->rc, "%s", s->msg);
+        s->rc = dlock__rel_end(&s->x, s->rc, s->r);
+        if (s->rc != DLOCK_OK)
+            snprintf(s->msg, MSG, "%s", dlock_last_error());
+    }
+    /* A multi-lock: the first error in the caller's order. A RedLock: held
+     * while a quorum released; else not held (a lease ran out), or the first
+     * error. */
+    size_t released = 0, e = NONE;
+    for (size_t i = 0; i < ml->n; i++) {
+        slot *s = &cl.s[i];
+        if (s->rc == DLOCK_OK)
+            released++;
+        else if (e == NONE || (ml->red && s->rc == DLOCK_ENOTOWNER &&
+                               cl.s[e].rc != DLOCK_ENOTOWNER))
+            e = i;
+    }
+    rc = DLOCK_OK;
+    if (ml->red && released < ml->quorum)
+        rc = dlock__fail(cl.s[e].rc, "%s: released on %zu of %zu servers, %zu needed; '%s': %s",
+                         ml->label, released, ml->n, ml->quorum, cl.s[e].l->name, cl.s[e].msg);
+    else if (!ml->red && e != NONE)
+        rc = dlock__fail(cl.s[e].rc, "%s", cl.s[e].msg);
+    call_free(&cl);
+    return rc;
+}
