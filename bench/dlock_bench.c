@@ -9,6 +9,8 @@
  *                        [--kind lock|fair]
  *   dlock_bench idle     --url U [--waiters 7] [--hold-ms 3000]
  *   dlock_bench many     --url U [--concurrency 16] [--names 10000] [--seconds S]
+ *   dlock_bench readers  --url U [--concurrency 8] [--names 10000] [--seconds S]
+ *                        the read lock of one name, and "many" right before it
  *   dlock_bench held     --url U [--locks 100000] [--watchdog-ms 3000] [--periods 3]
  *   dlock_bench multilock --url U [--multi-names 3] [--cycles N] [--lease MS]
  *
@@ -500,10 +502,10 @@ static void idle(void)
 /* ----------------------------------------------------------------- many */
 
 typedef struct many_arg {
-    dlock_client *c;
     long id;
     long cycles;
     dlock_lock **locks;
+    long nlocks;
 } many_arg;
 
 static atomic_int many_stop;
@@ -511,7 +513,7 @@ static atomic_int many_stop;
 static void *many_thread(void *arg)
 {
     many_arg *a = arg;
-    long k = a->id;
+    long k = a->id % a->nlocks;
     int64_t lease = O.lease ? O.lease : DLOCK_WATCHDOG;
     while (!atomic_load(&many_stop)) {
         dlock_lock *l = a->locks[k];
@@ -519,34 +521,29 @@ static void *many_thread(void *arg)
             die("cycle");
         a->cycles++;
         k += O.concurrency;
-        if (k >= O.names)
-            k = a->id;
+        if (k >= a->nlocks)
+            k = a->id % a->nlocks;
     }
     return NULL;
 }
 
-static void many(void)
+/* O.concurrency threads cycling over locks[0..n) (thread i takes i, i +
+ * concurrency, ...) for run_ms after a warm-up: cycles per second. */
+static double cycle_rate(dlock_lock **locks, long n, long warm_ms, long run_ms)
 {
-    dlock_client *c = open_client(0, (int)O.concurrency + 2);
-    dlock_lock **locks = malloc(sizeof(*locks) * (size_t)O.names);
-    for (long i = 0; i < O.names; i++) {
-        char name[64];
-        snprintf(name, sizeof(name), "bench:many:%ld", i);
-        if (dlock_lock_get(c, name, &locks[i]) != DLOCK_OK)
-            die("get");
-    }
     pthread_t th[256];
     many_arg args[256];
+    atomic_store(&many_stop, 0);
     for (long i = 0; i < O.concurrency; i++) {
-        args[i] = (many_arg){c, i, 0, locks};
+        args[i] = (many_arg){i, 0, locks, n};
         pthread_create(&th[i], NULL, many_thread, &args[i]);
     }
-    usleep(500000);   /* warm-up: connections opened, scripts cached */
+    usleep((useconds_t)warm_ms * 1000);   /* warm-up: connections opened, scripts cached */
     long base = 0;
     for (long i = 0; i < O.concurrency; i++)
         base += args[i].cycles;   /* racy read, a warm-up count only */
     int64_t t0 = now_ns();
-    sleep((unsigned)O.seconds);
+    usleep((useconds_t)run_ms * 1000);
     long total = 0;
     for (long i = 0; i < O.concurrency; i++)
         total += args[i].cycles;
@@ -554,13 +551,65 @@ static void many(void)
     atomic_store(&many_stop, 1);
     for (long i = 0; i < O.concurrency; i++)
         pthread_join(th[i], NULL);
-    printf("{\"peer\":\"dlock\",\"scenario\":\"many\",\"concurrency\":%ld,\"names\":%ld,"
-           "\"cycles\":%ld,\"cycles_per_s\":%.0f,\"lease\":\"%s\"}\n",
-           O.concurrency, O.names, total - base, (total - base) / secs,
-           O.lease ? "fixed" : "watchdog");
-    for (long i = 0; i < O.names; i++)
+    return (double)(total - base) / secs;
+}
+
+static dlock_lock **many_names(dlock_client *c)
+{
+    dlock_lock **locks = malloc(sizeof(*locks) * (size_t)O.names);
+    for (long i = 0; i < O.names; i++) {
+        char name[64];
+        snprintf(name, sizeof(name), "bench:many:%ld", i);
+        if (dlock_lock_get(c, name, &locks[i]) != DLOCK_OK)
+            die("get");
+    }
+    return locks;
+}
+
+static void free_locks(dlock_lock **locks, long n)
+{
+    for (long i = 0; i < n; i++)
         dlock_lock_free(locks[i]);
     free(locks);
+}
+
+static void many(void)
+{
+    dlock_client *c = open_client(0, (int)O.concurrency + 2);
+    dlock_lock **locks = many_names(c);
+    double rate = cycle_rate(locks, O.names, 500, O.seconds * 1000);
+    printf("{\"peer\":\"dlock\",\"scenario\":\"many\",\"concurrency\":%ld,\"names\":%ld,"
+           "\"cycles_per_s\":%.0f,\"lease\":\"%s\"}\n",
+           O.concurrency, O.names, rate, O.lease ? "fixed" : "watchdog");
+    free_locks(locks, O.names);
+    dlock_client_close(c);
+}
+
+/* The read lock of ONE name, O.concurrency readers cycling on it (they never
+ * wait for each other), against the reentrant lock over many names with as
+ * many threads, in the same process: O.seconds of each, in alternating
+ * half-second rounds, so that the machine's fast and slow moments fall on
+ * both sides of the ratio. */
+static void readers(void)
+{
+    dlock_client *c = open_client(0, (int)O.concurrency + 2);
+    dlock_lock **locks = many_names(c);
+    dlock_lock *r;
+    if (dlock_read_lock_get(c, "bench:rwlock", &r) != DLOCK_OK)
+        die("get");
+    cycle_rate(locks, O.names, 300, 200);   /* warm-up of both */
+    cycle_rate(&r, 1, 100, 200);
+    double ref = 0, rate = 0;
+    long rounds = O.seconds * 2;
+    for (long i = 0; i < rounds; i++) {
+        ref += cycle_rate(locks, O.names, 50, 500) / (double)rounds;
+        rate += cycle_rate(&r, 1, 50, 500) / (double)rounds;
+    }
+    dlock_lock_free(r);
+    free_locks(locks, O.names);
+    printf("{\"peer\":\"dlock\",\"scenario\":\"readers\",\"concurrency\":%ld,\"names\":%ld,"
+           "\"cycles_per_s\":%.0f,\"many_cycles_per_s\":%.0f,\"ratio\":%.3f,\"lease\":\"%s\"}\n",
+           O.concurrency, O.names, rate, ref, rate / ref, O.lease ? "fixed" : "watchdog");
     dlock_client_close(c);
 }
 
@@ -661,7 +710,8 @@ int main(int argc, char **argv)
 {
     signal(SIGPIPE, SIG_IGN);
     if (argc < 2) {
-        fprintf(stderr, "usage: dlock_bench ceiling|uncontended|handoff|idle|many|held|multilock [--url U] ...\n");
+        fprintf(stderr, "usage: dlock_bench ceiling|uncontended|handoff|idle|many|readers|held|"
+                        "multilock [--url U] ...\n");
         return 64;
     }
     O.scenario = argv[1];
@@ -694,6 +744,7 @@ int main(int argc, char **argv)
     else if (!strcmp(O.scenario, "handoff")) handoff();
     else if (!strcmp(O.scenario, "idle")) idle();
     else if (!strcmp(O.scenario, "many")) many();
+    else if (!strcmp(O.scenario, "readers")) readers();
     else if (!strcmp(O.scenario, "held")) held();
     else if (!strcmp(O.scenario, "multilock")) multilock();
     else {

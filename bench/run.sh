@@ -6,7 +6,7 @@
 # BENCH_PLACEMENT=split (default): redis-server on CPU 0, every client on CPU 1.
 # BENCH_PLACEMENT=same: everything on CPU 0.
 # BENCH_QUICK=1: short runs (a smoke test of the pipeline, not numbers to quote).
-# BENCH_ONLY="refs uncontended handoff fair idle many held multilock": a subset (default: all).
+# BENCH_ONLY="refs uncontended handoff fair idle many readers held multilock": a subset (default: all).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -50,7 +50,7 @@ url=$REDIS_URL
 echo "redis-server $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/') on 127.0.0.1:$REDIS_PORT, pid $REDIS_PID;" \
      "placement: $placement (redis CPU $REDIS_CPU, clients CPU $client_cpu); $runs runs each"
 
-only=${BENCH_ONLY:-refs uncontended handoff fair idle many held multilock}
+only=${BENCH_ONLY:-refs uncontended handoff fair idle many readers held multilock}
 want() { case " $only " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
 record() { # appends the JSON line of a run, or a failure record
@@ -142,6 +142,14 @@ for i in $(seq "$runs"); do
   rb ceiling-c50 50 "$rb50_n" "bench:rb50:__rand_int__"
   record pin "$bench" many --url "$url" --seconds "$secs"
   for p in "${peers[@]}"; do record pin node "$here/peers/bench.js" --peer "$p" --scenario many --seconds "$secs" --url "$url"; done
+  flush
+done
+
+fi
+if want readers; then
+echo "6. read lock, 8 readers on one name (beside the reentrant lock over many names)..."
+for i in $(seq "$runs"); do
+  record pin "$bench" readers --url "$url" --concurrency 8 --seconds "$secs"
   flush
 done
 

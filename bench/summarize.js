@@ -249,6 +249,21 @@ if (pick('dlock', 'multilock').length) {
   target('multi-lock of 3 names on one server: ≤ 2 round trips per acquire', rtAcq <= 2,
     `${f2(rtAcq)} round trips per acquire; ${f2(mlRatio)}× the single-lock cycle rate`, rtAcq);
 }
+// 7. Read lock. Each run measures the reentrant lock over many names with the
+// same 8 threads right before its readers: paired ratios, then the median.
+const rdRows = pick('dlock', 'readers');
+if (rdRows.length) {
+  say('## 7. Read lock: 8 readers on one name, beside the reentrant lock over 10 000 names (8 threads)');
+  say();
+  say('| | read lock, one name | reentrant lock, many names | ratio |');
+  say('|---|---|---|---|');
+  rdRows.forEach((r, i) => say(`| run ${i + 1} | ${f0(r.cycles_per_s)} cycles/s | ${f0(r.many_cycles_per_s)} cycles/s | ${f2(r.ratio)} |`));
+  say();
+}
+const rdRatio = median(rdRows.map((r) => r.ratio));
+if (rdRows.length)
+  target('read lock, 8 readers on one name ≥ 0.8× the many-names rate of the reentrant lock', rdRatio >= 0.8,
+    `${f2(rdRatio)}× (median of ${rdRows.length} paired runs)`, rdRatio);
 
 say('## Targets');
 say();

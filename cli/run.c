@@ -51,6 +51,23 @@ static int parse_wait(const cli_opts *o, const char *opt, const char *val, int64
     return 0;
 }
 
+/* A NAME, of the kind a --fair / --read / --write just before it says. */
+static int add_name(const cli_opts *o, run_args *ra, const char *name)
+{
+    if (ra->nnames == RUN_MAX_NAMES) {
+        cli_usage_error(o, "run", "at most %d lock names", RUN_MAX_NAMES);
+        return -1;
+    }
+    run_kind k = !ra->pending                          ? RUN_LOCK
+                 : strcmp(ra->pending, "--fair") == 0  ? RUN_FAIR
+                 : strcmp(ra->pending, "--read") == 0  ? RUN_READ
+                                                       : RUN_WRITE;
+    ra->pending = NULL;
+    ra->names[ra->nnames] = name;
+    ra->kinds[ra->nnames++] = k;
+    return 0;
+}
+
 static int parse_args(cli_opts *o, int argc, char **argv, run_args *ra)
 {
     memset(ra, 0, sizeof(*ra));
@@ -62,12 +79,13 @@ static int parse_args(cli_opts *o, int argc, char **argv, run_args *ra)
         const char *a = argv[i], *val;
         int r;
         if (strcmp(a, "--") == 0) {
-            if (!ra->name) {   /* dlock run -- NAME -- CMD: a NAME that begins with '-' */
+            if (!ra->nnames) {   /* dlock run -- NAME -- CMD: a NAME that begins with '-' */
                 if (i + 1 >= argc) {
                     cli_usage_error(o, "run", "missing lock NAME");
                     return -1;
                 }
-                ra->name = argv[++i];
+                if (add_name(o, ra, argv[++i]) < 0)
+                    return -1;
                 if (i + 1 >= argc || strcmp(argv[i + 1], "--") != 0) {
                     cli_usage_error(o, "run", "after '-- NAME' comes '-- CMD'");
                     return -1;
@@ -121,30 +139,32 @@ static int parse_args(cli_opts *o, int argc, char **argv, run_args *ra)
                 cli_usage_error(o, "run", "--on-lost '%s': use term or ignore", val);
                 return -1;
             }
-        } else if ((r = cli_opt_value(o, "run", argc, argv, &i, "--name", NULL, &val)) != 0) {
-            if (r < 0)
-                return -1;
-            if (ra->name) {
-                cli_usage_error(o, "run", "one lock NAME only");
+        } else if (strcmp(a, "--fair") == 0 || strcmp(a, "--read") == 0 ||
+                   strcmp(a, "--write") == 0) {
+            /* The kind of the next NAME. */
+            if (ra->pending) {
+                cli_usage_error(o, "run", "%s after %s: one kind per NAME", a, ra->pending);
                 return -1;
             }
-            ra->name = val;
+            ra->pending = a;
+        } else if ((r = cli_opt_value(o, "run", argc, argv, &i, "--name", NULL, &val)) != 0) {
+            if (r < 0 || add_name(o, ra, val) < 0)
+                return -1;
         } else if ((r = cli_global_opt(o, argc, argv, &i)) != 0) {
             if (r < 0)
                 return -1;
         } else if (a[0] == '-' && a[1] != '\0') {
             cli_usage_error(o, "run", "unknown option '%s'", a);
             return -1;
-        } else if (!ra->name) {
-            ra->name = a;
-        } else {
-            char e[80];
-            cli_usage_error(o, "run", "unexpected '%s' (put the command after --)",
-                            cli_esc(a, e, sizeof(e)));
+        } else if (add_name(o, ra, a) < 0) {
             return -1;
         }
     }
-    if (!ra->name) {
+    if (ra->pending) {
+        cli_usage_error(o, "run", "%s needs a NAME after it", ra->pending);
+        return -1;
+    }
+    if (!ra->nnames) {
         cli_usage_error(o, "run", "missing lock NAME");
         return -1;
     }
@@ -153,13 +173,99 @@ static int parse_args(cli_opts *o, int argc, char **argv, run_args *ra)
         return -1;
     }
     ra->watchdog_ms = o->watchdog_ms ? o->watchdog_ms : 30000;
+    /* Messages name the lock, or "a + b + c" for a multi-lock. */
+    ra->name = ra->names[0];
+    if (ra->nnames > 1) {
+        size_t off = 0;
+        for (int k = 0; k < ra->nnames && off < sizeof(ra->display); k++)
+            off += (size_t)snprintf(ra->display + off, sizeof(ra->display) - off, "%s%s",
+                                    k ? " + " : "", ra->names[k]);
+        ra->name = ra->display;
+    }
     return 0;
 }
 
 /* ------------------------------------------------------------- waiting */
 
+/* The locks of a run: one handle, or several taken as one multi-lock (all or
+ * nothing), all acting for the run's owner id. */
+typedef struct target {
+    dlock_lock *l[RUN_MAX_NAMES];
+    const char *names[RUN_MAX_NAMES];
+    int n;
+    dlock_multilock *ml;
+} target;
+
+static void target_free(target *t)
+{
+    dlock_multilock_free(t->ml);
+    for (int i = 0; i < t->n; i++)
+        dlock_lock_free(t->l[i]);
+    memset(t, 0, sizeof(*t));
+}
+
+static int target_open(const cli_opts *o, dlock_client *c, const run_args *ra, const char *owner,
+                       target *t)
+{
+    memset(t, 0, sizeof(*t));
+    int rc = DLOCK_OK;
+    for (int i = 0; i < ra->nnames && rc == DLOCK_OK; i++) {
+        const char *nm = ra->names[i];
+        switch (ra->kinds[i]) {
+        case RUN_FAIR:
+            rc = dlock_fair_lock_get_as(c, nm, owner, &t->l[i]);
+            break;
+        case RUN_READ:
+            rc = dlock_read_lock_get_as(c, nm, owner, &t->l[i]);
+            break;
+        case RUN_WRITE:
+            rc = dlock_write_lock_get_as(c, nm, owner, &t->l[i]);
+            break;
+        default:
+            rc = dlock_lock_get_as(c, nm, owner, &t->l[i]);
+        }
+        if (rc == DLOCK_OK)
+            t->names[t->n++] = nm;
+    }
+    if (rc == DLOCK_OK && t->n > 1)
+        rc = dlock_multilock_new(t->l, (size_t)t->n, &t->ml);
+    if (rc != DLOCK_OK) {
+        int code = cli_fail(o, rc, t->n > 1 ? "bad lock names" : "bad lock name");
+        target_free(t);
+        return code;
+    }
+    return 0;
+}
+
+/* Takes every lock (a fencing token for a single lock only). */
+static int target_acquire(target *t, int64_t wait_ms, int64_t lease_ms, dlock_cancel *cancel,
+                          uint64_t *token)
+{
+    *token = 0;
+    if (t->ml)
+        return dlock_multilock_acquire_cancellable(t->ml, wait_ms, lease_ms, cancel);
+    return dlock_lock_acquire_fenced(t->l[0], wait_ms, lease_ms, cancel, token);
+}
+
+static int target_release(target *t)
+{
+    return t->ml ? dlock_multilock_release(t->ml) : dlock_lock_release(t->l[0]);
+}
+
+/* The shortest TTL of the locks (what a --lease leaves), -1 when unknown. */
+static int64_t target_ttl(target *t)
+{
+    int64_t least = -1;
+    for (int i = 0; i < t->n; i++) {
+        int64_t ttl;
+        if (dlock_lock_ttl(t->l[i], &ttl) == DLOCK_OK && ttl >= 0 && (least < 0 || ttl < least))
+            least = ttl;
+    }
+    return least;
+}
+
 typedef struct acquirer {
-    dlock_lock *l;
+    target *t;
     int64_t wait_ms, lease_ms;
     dlock_cancel *cancel;
     uint64_t token;
@@ -171,7 +277,7 @@ typedef struct acquirer {
 static void *acquire_main(void *arg)
 {
     acquirer *a = arg;
-    a->rc = dlock_lock_acquire_fenced(a->l, a->wait_ms, a->lease_ms, a->cancel, &a->token);
+    a->rc = target_acquire(a->t, a->wait_ms, a->lease_ms, a->cancel, &a->token);
     snprintf(a->err, sizeof(a->err), "%s", dlock_last_error());   /* thread-local */
     char b = 1;
     ssize_t w = write(a->done_fd, &b, 1);
@@ -179,26 +285,32 @@ static void *acquire_main(void *arg)
     return NULL;
 }
 
-/* "held by <owner> (dlock run on web1, pid 42 (...), for 3 s: make), 12.3 s left" */
-static void describe_holder(dlock_client *c, dlock_lock *l, char *buf, size_t size)
+/* "held by <owner> (dlock run on web1, pid 42 (...), for 3 s: make), 12.3 s left"
+ * for the first of the run's locks that somebody holds ("'b' is held by ..."
+ * when the run has several). */
+static void describe_holder(dlock_client *c, target *t, char *buf, size_t size)
 {
     dlock_info *info = NULL;
-    if (dlock_lock_inspect(l, &info) != DLOCK_OK) {
-        snprintf(buf, size, "held by another owner");
-        return;
-    }
-    if (!dlock_info_locked(info)) {
-        /* Refused while free: the next turn was reserved for a long waiter
-         * (or the holder let go just now). */
-        snprintf(buf, size, "free, but its next turn is reserved for a waiter");
+    int k = 0;
+    for (; k < t->n; k++) {
+        if (dlock_lock_inspect(t->l[k], &info) == DLOCK_OK && dlock_info_locked(info))
+            break;
         dlock_info_free(info);
+        info = NULL;
+    }
+    if (!info) {
+        /* Refused while free: the next turn was reserved for a long waiter, or
+         * earlier fair-lock waiters go first (or the holder let go just now). */
+        snprintf(buf, size, t->n > 1 ? "free, but not to be taken yet (a reserved turn, or "
+                                       "earlier waiters of a fair lock)"
+                                     : "free, but its next turn goes to another waiter");
         return;
     }
-    char ttl[32], left[48], who[120], d[300], holds[32] = "";
-    int64_t t = dlock_info_ttl(info);
+    char ttl[32], left[48], who[120], d[300], holds[32] = "", which[240] = "", nm[200];
+    int64_t tt = dlock_info_ttl(info);
     long long n = (long long)dlock_info_hold_count(info, 0);
-    if (t >= 0)
-        snprintf(left, sizeof(left), "%s left", cli_fmt_duration(t, ttl, sizeof(ttl)));
+    if (tt >= 0)
+        snprintf(left, sizeof(left), "%s left", cli_fmt_duration(tt, ttl, sizeof(ttl)));
     else
         snprintf(left, sizeof(left), "with no expiry");
     cli_esc(dlock_info_owner(info, 0), who, sizeof(who));
@@ -207,7 +319,9 @@ static void describe_holder(dlock_client *c, dlock_lock *l, char *buf, size_t si
     holder_map_free(map);
     if (n > 1)
         snprintf(holds, sizeof(holds), ", %lld holds", n);
-    snprintf(buf, size, "held by %s (%s%s), %s", who, d[0] ? d : "?", holds, left);
+    if (t->n > 1)
+        snprintf(which, sizeof(which), "'%s' ", cli_esc(t->names[k], nm, sizeof(nm)));
+    snprintf(buf, size, "%sheld by %s (%s%s), %s", which, who, d[0] ? d : "?", holds, left);
     dlock_info_free(info);
 }
 
@@ -218,12 +332,12 @@ typedef struct progress {
     int64_t start, next;
 } progress;
 
-static void progress_tick(const cli_opts *o, progress *pg, dlock_client *c, dlock_lock *l,
+static void progress_tick(const cli_opts *o, progress *pg, dlock_client *c, target *t,
                           const char *nm)
 {
     char who[600], so_far[32];
     int64_t now = mono_ms();
-    describe_holder(c, l, who, sizeof(who));
+    describe_holder(c, t, who, sizeof(who));
     cli_fmt_duration(now - pg->start, so_far, sizeof(so_far));
     if (pg->tty)
         fprintf(stderr, "\r\033[Kdlock: waiting for '%s' (%s so far): %s", nm, so_far, who);
@@ -239,7 +353,7 @@ static void progress_tick(const cli_opts *o, progress *pg, dlock_client *c, dloc
 /* Waits for the lock while watching for signals. Returns 1 when acquired
  * (*token set), else 0 and *code = the exit code (which may be 0: -E 0). */
 static int acquire_watching(const cli_opts *o, const run_args *ra, dlock_client *c,
-                            dlock_lock *l, int sfd, uint64_t *token, int *code)
+                            target *tg, int sfd, uint64_t *token, int *code)
 {
     int done[2];
     dlock_cancel *cancel = NULL;
@@ -248,7 +362,7 @@ static int acquire_watching(const cli_opts *o, const run_args *ra, dlock_client 
         *code = EXIT_SOFTWARE;
         return 0;
     }
-    acquirer a = {l, ra->wait_ms, ra->lease_ms, cancel, 0, 0, "", done[1]};
+    acquirer a = {tg, ra->wait_ms, ra->lease_ms, cancel, 0, 0, "", done[1]};
     pthread_t t;
     if (pthread_create(&t, NULL, acquire_main, &a) != 0) {
         cli_err(o, "cannot start a thread");
@@ -277,7 +391,7 @@ static int acquire_watching(const cli_opts *o, const run_args *ra, dlock_client 
             }
         }
         if (n == 0 && pg.on)
-            progress_tick(o, &pg, c, l, nm);
+            progress_tick(o, &pg, c, tg, nm);
     }
     pthread_join(t, NULL);
     close(done[0]);
@@ -288,15 +402,19 @@ static int acquire_watching(const cli_opts *o, const run_args *ra, dlock_client 
     if (a.rc == DLOCK_OK) {
         if (sig) {
             /* Acquired just as the signal came: give it back and leave. */
-            dlock_lock_release(l);
+            target_release(tg);
             *code = 128 + sig;
             return 0;
         }
         if (pg.on) {
             char took[32];
-            cli_err(o, "acquired '%s' after %s (fencing token %llu)", nm,
-                    cli_fmt_duration(mono_ms() - pg.start, took, sizeof(took)),
-                    (unsigned long long)a.token);
+            if (tg->ml)
+                cli_err(o, "acquired '%s' after %s", nm,
+                        cli_fmt_duration(mono_ms() - pg.start, took, sizeof(took)));
+            else
+                cli_err(o, "acquired '%s' after %s (fencing token %llu)", nm,
+                        cli_fmt_duration(mono_ms() - pg.start, took, sizeof(took)),
+                        (unsigned long long)a.token);
         }
         *token = a.token;
         return 1;
@@ -308,7 +426,7 @@ static int acquire_watching(const cli_opts *o, const run_args *ra, dlock_client 
     }
     if (a.rc == DLOCK_ETIMEDOUT) {
         char who[600], waited[32];
-        describe_holder(c, l, who, sizeof(who));
+        describe_holder(c, tg, who, sizeof(who));
         cli_err(o, "'%s' is %s; not acquired within %s", nm, who,
                 cli_fmt_duration(ra->wait_ms, waited, sizeof(waited)));
         *code = ra->conflict_code;
@@ -327,37 +445,47 @@ static int acquire_watching(const cli_opts *o, const run_args *ra, dlock_client 
 
 /* ------------------------------------------------------------- owners */
 
+/* 1 when an owner of the chain holds `name`: *owner = it. */
+static int chain_holds(dlock_client *c, const char *chain, const char *name, char *owner,
+                       size_t size)
+{
+    int found = 0;
+    dlock_lock *probe;
+    dlock_info *info = NULL;
+    if (dlock_lock_get(c, name, &probe) == DLOCK_OK) {
+        if (dlock_lock_inspect(probe, &info) != DLOCK_OK)
+            info = NULL;
+        dlock_lock_free(probe);
+    }
+    for (size_t i = 0; info && i < dlock_info_holders(info) && !found; i++) {
+        const char *h = dlock_info_owner(info, i);
+        size_t hl = strlen(h);
+        for (const char *p = chain; *p && !found; p += strcspn(p, " ")) {
+            p += strspn(p, " ");
+            size_t n = strcspn(p, " ");
+            if (n == hl && n < size && memcmp(p, h, n) == 0) {
+                memcpy(owner, h, n + 1);
+                found = 1;
+            }
+        }
+    }
+    dlock_info_free(info);
+    return found;
+}
+
 /* A run inside a run's command finds the owner ids of the runs around it in
- * DLOCK_OWNERS (space-separated, innermost first). When one of them holds
- * `name`, this run acts as that owner and re-enters the lock; otherwise it
- * is a new owner. Returns 0 or an exit code; *inherited = the chain. */
-static int choose_owner(const cli_opts *o, dlock_client *c, const char *name, char *owner,
+ * DLOCK_OWNERS (space-separated, innermost first). When one of them holds one
+ * of the run's names, this run acts as that owner and re-enters its locks;
+ * otherwise it is a new owner. Returns 0 or an exit code. */
+static int choose_owner(const cli_opts *o, dlock_client *c, const run_args *ra, char *owner,
                         size_t size, int *reentry)
 {
     *reentry = 0;
     const char *chain = getenv("DLOCK_OWNERS");
     if (!chain || !*chain)
         chain = getenv("DLOCK_OWNER");
-    dlock_lock *probe;
-    dlock_info *info = NULL;
-    if (chain && *chain && dlock_lock_get(c, name, &probe) == DLOCK_OK) {
-        if (dlock_lock_inspect(probe, &info) != DLOCK_OK)
-            info = NULL;
-        dlock_lock_free(probe);
-    }
-    for (size_t i = 0; info && i < dlock_info_holders(info) && !*reentry; i++) {
-        const char *h = dlock_info_owner(info, i);
-        size_t hl = strlen(h);
-        for (const char *p = chain; *p && !*reentry; p += strcspn(p, " ")) {
-            p += strspn(p, " ");
-            size_t n = strcspn(p, " ");
-            if (n == hl && n < size && memcmp(p, h, n) == 0) {
-                memcpy(owner, h, n + 1);
-                *reentry = 1;
-            }
-        }
-    }
-    dlock_info_free(info);
+    for (int k = 0; chain && *chain && k < ra->nnames && !*reentry; k++)
+        *reentry = chain_holds(c, chain, ra->names[k], owner, size);
     if (*reentry)
         return 0;
     int rc = dlock_client_new_owner_id(c, owner, size);
@@ -393,7 +521,7 @@ static char *owners_var(const char *owner)
 
 /* The hold ended: release it unless it was lost. Returns the loss reason
  * (LOST_AT_RELEASE when the release found it gone), else 0. */
-static int finish_hold(const cli_opts *o, const run_args *ra, dlock_lock *l, int lost,
+static int finish_hold(const cli_opts *o, const run_args *ra, target *t, int lost,
                        int64_t lease_deadline)
 {
     char nm[200], c0[200], why[200];
@@ -402,7 +530,7 @@ static int finish_hold(const cli_opts *o, const run_args *ra, dlock_lock *l, int
     if (lost)
         return lost;   /* nothing to release: a retry against a dead Redis would only wait */
     int64_t at = mono_ms();
-    int rc = dlock_lock_release(l);
+    int rc = target_release(t);
     if (rc == DLOCK_OK)
         return 0;
     if (rc != DLOCK_ENOTOWNER) {
@@ -434,19 +562,20 @@ static int run_locked(cli_opts *o, const run_args *ra, guard *g, int sfd)
     /* The wait runs in a thread and the release on this one: act as one
      * explicit owner id for both, not as two thread ids. */
     char owner[DLOCK_OWNER_MAX + 1];
-    dlock_lock *l = NULL;
-    int reentry = 0, rc;
-    code = choose_owner(o, c, ra->name, owner, sizeof(owner), &reentry);
-    if (code == 0 && (rc = dlock_lock_get_as(c, ra->name, owner, &l)) != DLOCK_OK)
-        code = cli_fail(o, rc, "bad lock name");
+    target tg;
+    memset(&tg, 0, sizeof(tg));
+    int reentry = 0;
+    code = choose_owner(o, c, ra, owner, sizeof(owner), &reentry);
+    if (code == 0)
+        code = target_open(o, c, ra, owner, &tg);
     uint64_t token = 0;
     if (code == 0 && reentry && ra->verbose) {
         char nm[200];
         cli_err(o, "re-entering '%s': a dlock run around this one holds it (owner %s)",
                 cli_esc(ra->name, nm, sizeof(nm)), owner);
     }
-    if (code != 0 || !acquire_watching(o, ra, c, l, sfd, &token, &code)) {
-        dlock_lock_free(l);
+    if (code != 0 || !acquire_watching(o, ra, c, &tg, sfd, &token, &code)) {
+        target_free(&tg);
         dlock_client_close(c);
         return code;
     }
@@ -455,36 +584,47 @@ static int run_locked(cli_opts *o, const run_args *ra, guard *g, int sfd)
     char label[160];
     run_label(ra->cmd, wall_ms(), label, sizeof(label));
     dlock_client_set_label(c, label);
-    /* A --lease is renewed by nobody: the lock is gone when its TTL runs out.
-     * Counting the TTL read just now from before the read errs early. */
+    /* A --lease is renewed by nobody: the lock is gone when its TTL runs out
+     * (the first of them to go, for several). Counting the TTL read just now
+     * from before the read errs early. */
     int64_t lease_deadline = -1;
     if (ra->lease_ms != DLOCK_WATCHDOG) {
-        int64_t before = mono_ms(), ttl = 0;
-        lease_deadline = before + (dlock_lock_ttl(l, &ttl) == DLOCK_OK && ttl >= 0 ? ttl : 0);
+        int64_t before = mono_ms(), ttl = target_ttl(&tg);
+        lease_deadline = before + (ttl >= 0 ? ttl : 0);
     }
+    /* DLOCK_NAME: the name (the first, for several; DLOCK_NAMES lists them
+     * all, one per line). DLOCK_TOKEN: a single lock's fencing token. */
+    size_t all = 16;
+    for (int k = 0; k < ra->nnames; k++)
+        all += strlen(ra->names[k]) + 1;
     char tok[40], own[DLOCK_OWNER_MAX + 16];
-    char *name_var = malloc(strlen(ra->name) + 12);
+    char *name_var = malloc(strlen(ra->names[0]) + 12);
+    char *names_var = malloc(all);
     char *owners = owners_var(owner);
     snprintf(tok, sizeof(tok), "DLOCK_TOKEN=%llu", (unsigned long long)token);
     snprintf(own, sizeof(own), "DLOCK_OWNER=%s", owner);
     int lost = 0, status = 0;
-    if (!name_var || !owners) {
+    if (!name_var || !names_var || !owners) {
         cli_err(o, "out of memory");
         code = EXIT_SOFTWARE;
     } else {
-        sprintf(name_var, "DLOCK_NAME=%s", ra->name);
-        char *extra[] = {name_var, tok, own, owners, NULL};
+        sprintf(name_var, "DLOCK_NAME=%s", ra->names[0]);
+        size_t off = (size_t)sprintf(names_var, "DLOCK_NAMES=");
+        for (int k = 0; k < ra->nnames; k++)
+            off += (size_t)sprintf(names_var + off, "%s%s", k ? "\n" : "", ra->names[k]);
+        char *extra[] = {name_var, names_var, tg.ml ? "DLOCK_TOKEN=" : tok, own, owners, NULL};
         code = guard_exec(o, g, ra->cmd[0], extra);
     }
     free(name_var);
+    free(names_var);
     free(owners);
     if (code == 0) {
         status = supervise(o, ra, g, sfd, lost_pipe[0], lease_deadline, &lost);
         if (status < 0)
             code = EXIT_SOFTWARE;
     }
-    lost = finish_hold(o, ra, l, lost, lease_deadline);
-    dlock_lock_free(l);
+    lost = finish_hold(o, ra, &tg, lost, lease_deadline);
+    target_free(&tg);
     dlock_client_close(c);
     if (code)
         return code;

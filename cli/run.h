@@ -7,6 +7,11 @@
 
 #include "cli.h"
 
+/* What kind of lock a name of a run is. */
+typedef enum run_kind { RUN_LOCK = 0, RUN_FAIR, RUN_READ, RUN_WRITE } run_kind;
+
+#define RUN_MAX_NAMES 32   /* a run over several names takes them as one multi-lock */
+
 typedef struct run_args {
     int64_t wait_ms;       /* DLOCK_WAIT_FOREVER by default */
     int64_t lease_ms;      /* DLOCK_WATCHDOG by default */
@@ -14,7 +19,12 @@ typedef struct run_args {
     int conflict_code;
     int on_lost_term;
     int verbose;
-    const char *name;
+    const char *name;      /* for messages: the name, or "a + b + c" for several */
+    const char *names[RUN_MAX_NAMES];
+    run_kind kinds[RUN_MAX_NAMES];
+    int nnames;
+    const char *pending;   /* a --fair/--read/--write waiting for its NAME */
+    char display[512];
     char **cmd;
 } run_args;
 

@@ -440,17 +440,103 @@ static void test_reentrant_and_fair(void **state)
     free_locks(l, 2);
 }
 
-/* TODO(rwlock merge): read and write handles, once the read-write lock's
- * getters land (nothing here needs to change in multilock.c: it goes through
- * the type table):
- *   - a read lock beside a reentrant and a fair one: acquire, hold counts,
- *     release;
- *   - two owners' multi-locks holding the same read lock at once;
- *   - a write lock busy with another owner's read hold: the multi-lock waits
- *     on redisson_rwlock:{name} and is woken by the read release (few
- *     EVALSHAs), holding nothing meanwhile;
- *   - the read and the write handle of one name in one multi-lock:
- *     DLOCK_EINVAL ("both name"). */
+/* Read and write handles in multi-locks: beside a fair lock; two owners'
+ * multi-locks holding one read lock at once; a write lock busy with another
+ * owner's read hold, waited for on the read-write lock's channel with nothing
+ * held meanwhile and woken by the read release; the read and the write handle
+ * of one name refused together. */
+static void test_read_and_write_handles(void **state)
+{
+    (void)state;
+    char base[100], rn[128], fn[128], wn[128], xn[128];
+    th_name(base, sizeof(base), "ml-rw");
+    snprintf(rn, sizeof(rn), "%s-r", base);
+    snprintf(fn, sizeof(fn), "%s-f", base);
+    snprintf(wn, sizeof(wn), "%s-w", base);
+    snprintf(xn, sizeof(xn), "%s-x", base);
+    dlock_lock *l[3];
+    assert_int_equal(dlock_read_lock_get(cli[0], rn, &l[0]), DLOCK_OK);
+    assert_int_equal(dlock_fair_lock_get(cli[0], fn, &l[1]), DLOCK_OK);
+    assert_int_equal(dlock_write_lock_get(cli[0], wn, &l[2]), DLOCK_OK);
+    dlock_multilock *ml;
+    assert_int_equal(dlock_multilock_new(l, 3, &ml), DLOCK_OK);
+    assert_int_equal(dlock_multilock_acquire(ml, 10000), DLOCK_OK);
+    redisReply *r = th_cmd(&srv[0], "HGET %s mode", rn);
+    assert_string_equal(r->str, "read");
+    freeReplyObject(r);
+    r = th_cmd(&srv[0], "HGET %s mode", wn);
+    assert_string_equal(r->str, "write");
+    freeReplyObject(r);
+    int64_t n = 0;
+    assert_int_equal(dlock_lock_hold_count(l[0], &n), DLOCK_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(dlock_lock_hold_count(l[2], &n), DLOCK_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(dlock_multilock_release(ml), DLOCK_OK);
+    assert_int_equal(exists(0, rn) + exists(0, fn) + exists(0, wn), 0);
+    dlock_multilock_free(ml);
+
+    /* Two owners' multi-locks share the read lock. */
+    dlock_lock *ra, *rb, *xa, *xb;
+    assert_int_equal(dlock_read_lock_get_as(cli[0], rn, "reader-a:1", &ra), DLOCK_OK);
+    assert_int_equal(dlock_read_lock_get_as(cli0b, rn, "reader-b:2", &rb), DLOCK_OK);
+    assert_int_equal(dlock_lock_get_as(cli[0], xn, "reader-a:1", &xa), DLOCK_OK);
+    assert_int_equal(dlock_fair_lock_get_as(cli0b, fn, "reader-b:2", &xb), DLOCK_OK);
+    dlock_lock *la[2] = {ra, xa}, *lb[2] = {rb, xb};
+    dlock_multilock *ma, *mb;
+    assert_int_equal(dlock_multilock_new(la, 2, &ma), DLOCK_OK);
+    assert_int_equal(dlock_multilock_new(lb, 2, &mb), DLOCK_OK);
+    assert_int_equal(dlock_multilock_try(ma, 0, 10000), DLOCK_OK);
+    assert_int_equal(dlock_multilock_try(mb, 0, 10000), DLOCK_OK);
+    assert_int_equal(th_int(&srv[0], "HLEN %s", rn), 3);   /* mode + two readers */
+    assert_int_equal(dlock_multilock_release(ma), DLOCK_OK);
+    assert_int_equal(dlock_multilock_release(mb), DLOCK_OK);
+    assert_int_equal(exists(0, rn), 0);
+
+    /* A write lock busy with another owner's read hold. */
+    dlock_lock *reader, *w[2];
+    assert_int_equal(dlock_read_lock_get_as(cli0b, wn, "reader-c:3", &reader), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(reader, 20000), DLOCK_OK);
+    assert_int_equal(dlock_write_lock_get(cli[0], wn, &w[0]), DLOCK_OK);
+    assert_int_equal(dlock_lock_get(cli[0], xn, &w[1]), DLOCK_OK);
+    dlock_multilock *mw;
+    assert_int_equal(dlock_multilock_new(w, 2, &mw), DLOCK_OK);
+    mlthread m;
+    start_mlthread(&m, mw, DLOCK_WAIT_FOREVER, 10000, 0, NULL);
+    th_sleep_ms(300);
+    long long before = evalsha_calls(0);
+    th_sleep_ms(500);
+    assert_true(evalsha_calls(0) - before <= 1);   /* asleep on the channel, not polling */
+    assert_int_equal(exists(0, xn), 0);             /* holding nothing while it waits */
+    assert_int_equal(atomic_load(&m.rc), 1);
+    int64_t released = th_now_ms();
+    assert_int_equal(dlock_lock_release(reader), DLOCK_OK);
+    pthread_join(m.t, NULL);
+    assert_int_equal(m.rc, DLOCK_OK);
+    assert_true(m.acquired_at - released < 1000 * th_slack());
+    assert_int_equal(m.release_rc, DLOCK_OK);
+    assert_int_equal(exists(0, wn) + exists(0, xn), 0);
+    dlock_multilock_free(mw);
+
+    /* Both sides of one name in one multi-lock. */
+    dlock_lock *both[2];
+    assert_int_equal(dlock_read_lock_get(cli[0], base, &both[0]), DLOCK_OK);
+    assert_int_equal(dlock_write_lock_get(cli[0], base, &both[1]), DLOCK_OK);
+    dlock_multilock *bad = NULL;
+    assert_int_equal(dlock_multilock_new(both, 2, &bad), DLOCK_EINVAL);
+    assert_null(bad);
+    assert_non_null(strstr(dlock_last_error(), base));
+    free_locks(both, 2);
+    free_locks(w, 2);
+    dlock_lock_free(reader);
+    dlock_multilock_free(ma);
+    dlock_multilock_free(mb);
+    dlock_lock_free(ra);
+    dlock_lock_free(rb);
+    dlock_lock_free(xa);
+    dlock_lock_free(xb);
+    free_locks(l, 3);
+}
 
 /* A key that is not a lock: DLOCK_EWRONGTYPE naming it, nothing held. */
 static void test_wrong_type(void **state)
@@ -700,6 +786,7 @@ int main(void)
         cmocka_unit_test(test_opposite_orders),
         cmocka_unit_test(test_cancel_mid_wait),
         cmocka_unit_test(test_reentrant_and_fair),
+        cmocka_unit_test(test_read_and_write_handles),
         cmocka_unit_test(test_wrong_type),
         cmocka_unit_test(test_two_servers),
         cmocka_unit_test(test_lost_answer),

@@ -64,7 +64,9 @@ typedef enum dlock_status {
     DLOCK_ECLOSED = -12,      /* the client is closing */
     DLOCK_ENAMETOOLONG = -13, /* a name or owner id is longer than its maximum */
     DLOCK_ESYS = -14,         /* an operating-system call failed (errno text in the message) */
-    DLOCK_EUNKNOWN = -15      /* the outcome is unknown: sent, then no answer (see acquire) */
+    DLOCK_EUNKNOWN = -15,     /* the outcome is unknown: sent, then no answer (see acquire) */
+    DLOCK_EDEADLK = -16       /* the request can never be granted to this caller: it holds the
+                                 read lock of the write lock it asks for */
 } dlock_status;
 
 /* Short English text for a status code ("lock not held by the caller", ...).
@@ -319,6 +321,58 @@ DLOCK_API int dlock_fair_lock_get(dlock_client *c, const char *name, dlock_lock 
 /* As dlock_fair_lock_get, acting for an explicit owner id (see dlock_lock_get_as). */
 DLOCK_API int dlock_fair_lock_get_as(dlock_client *c, const char *name, const char *owner,
                                      dlock_lock **out);
+
+/* A read-write lock (Redisson's RReadWriteLock) on `name`: two handles, the
+ * read lock and the write lock, on which every dlock_lock_* call works
+ * (acquire with the watchdog or a lease, try, cancellable, fenced, release,
+ * force release, queries, run, lost callback). Many owners may hold the read
+ * lock at once; the write lock excludes every other owner, readers and
+ * writers. Both are reentrant, and the owner of the write lock may also take
+ * the read lock (its read holds may outlast its write holds). The order is
+ * not fair: readers join whenever the lock is read-held, so a steady stream
+ * of readers can keep a writer waiting (as Redisson's).
+ *   the lock       hash `name`: field "mode" = "read" or "write", each
+ *                  reader's field "<owner id>" = its read hold count, the
+ *                  writer's field "<owner id>:write" = its write hold count;
+ *   read holds     one string key per reentrant read hold k = 1..count,
+ *                  `{name}:<owner id>:rwlock_timeout:<k>` (`name:...` when
+ *                  the name has a '{'), each with its own TTL (the lease, or
+ *                  the watchdog timeout renewed with the client's other
+ *                  holds); the hash lives as long as the longest of them;
+ *   wake-ups       channel `redisson_rwlock:{name}`: "0" when a read release
+ *                  frees the lock (wakes one waiter), "1" after the last
+ *                  write hold goes (wakes every waiter; also when the writer
+ *                  keeps read holds, which Redisson does not publish: the
+ *                  waiting readers come in at once).
+ * Differences with the reentrant lock's calls:
+ *   - The write acquire (acquire, try, cancellable, fenced, run) by an owner
+ *     that holds read holds of the same name returns DLOCK_EDEADLK at once,
+ *     whatever the wait: a reader can never be granted the write lock
+ *     (Redisson's waits forever there).
+ *   - Reentry of the write lock sets the TTL to the current TTL + the lease
+ *     (as Redisson); a read acquire raises the TTL to the lease, never lowers.
+ *   - dlock_lock_release on the handle of the side the owner does not hold
+ *     (write handle, owner only reads; or the reverse) is DLOCK_ENOTOWNER and
+ *     the message names the side it holds.
+ *   - dlock_lock_force_release deletes the lock only when held in the
+ *     handle's mode (a read handle deletes a read-held lock, "0"; a write
+ *     handle a write-held one, "1"); *was_locked = 0 otherwise.
+ *   - dlock_lock_is_locked: write handle, held for writing; read handle, held
+ *     for reading, or for writing by a writer that also holds read holds.
+ *     dlock_lock_hold_count and dlock_lock_is_held count the handle's side.
+ *   - A name holding a reentrant or fair lock (a hash without "mode"), or
+ *     another type, is DLOCK_EWRONGTYPE, and nothing is written; a reentrant
+ *     or fair lock handle refuses a read-write lock's hash likewise.
+ * Handles are cheap (no round trip) and may be shared between threads. */
+DLOCK_API int dlock_read_lock_get(dlock_client *c, const char *name, dlock_lock **out);
+DLOCK_API int dlock_write_lock_get(dlock_client *c, const char *name, dlock_lock **out);
+/* As dlock_read_lock_get / dlock_write_lock_get, acting for an explicit owner
+ * id (see dlock_lock_get_as). A read and a write handle made for the same
+ * owner id are the same owner: its write hold lets it take the read lock. */
+DLOCK_API int dlock_read_lock_get_as(dlock_client *c, const char *name, const char *owner,
+                                     dlock_lock **out);
+DLOCK_API int dlock_write_lock_get_as(dlock_client *c, const char *name, const char *owner,
+                                      dlock_lock **out);
 
 /* Frees the handle; holds taken through it stay held (and renewed). No other
  * call may be using this handle. */

@@ -30,6 +30,7 @@ static const struct {
     {DLOCK_ENAMETOOLONG, "DLOCK_ENAMETOOLONG", "name too long"},
     {DLOCK_ESYS, "DLOCK_ESYS", "system call failed"},
     {DLOCK_EUNKNOWN, "DLOCK_EUNKNOWN", "outcome unknown: request sent, no answer"},
+    {DLOCK_EDEADLK, "DLOCK_EDEADLK", "never granted: the caller holds the read lock"},
 };
 
 const char *dlock_strerror(int code)

@@ -144,7 +144,10 @@ void dlock__watchdog_free(dlock__watchdog *wd);
  * a hold already scheduled counts one acquisition more. */
 int dlock__watchdog_add(dlock__watchdog *wd, const dlock__hold_id *id, int64_t sent_ms,
                         dlock_lost_fn fn, void *ud);
-/* A lease acquisition by an owner the watchdog renews (reentry with a lease). */
+/* A lease acquisition by an owner the watchdog renews (reentry with a lease):
+ * counted as one more acquisition, and the loss deadline comes no later than
+ * the lease; lease_ms < 0: the acquisition did not shorten the key's TTL
+ * (counted only). */
 void dlock__watchdog_lease_reentry(dlock__watchdog *wd, const dlock__hold_id *id,
                                    int64_t sent_ms, int64_t lease_ms);
 /* Before a release: returns 1 when the hold is renewed by the watchdog, and

@@ -233,7 +233,7 @@ void dlock__watchdog_lease_reentry(dlock__watchdog *wd, const dlock__hold_id *id
          * the next tick renews it to the watchdog timeout again. */
         h->holds++;
         int64_t as_if = sent_ms + lease_ms - wd->ctx->cfg->watchdog_ms;
-        if (as_if < h->renewed_at)
+        if (lease_ms >= 0 && as_if < h->renewed_at)
             h->renewed_at = as_if;
     }
     pthread_mutex_unlock(&wd->mu);

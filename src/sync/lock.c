@@ -205,7 +205,8 @@ int dlock__acq_acquired(dlock__acq *a)
     dlock__hold_id id;
     l->type->hold_id(l, &a->o, &id);
     if (a->lease != DLOCK_WATCHDOG) {
-        dlock__watchdog_lease_reentry(l->c->wd, &id, a->sent, a->lease);
+        dlock__watchdog_lease_reentry(l->c->wd, &id, a->sent,
+                                      l->type->lease_keeps_ttl ? -1 : a->lease);
         return DLOCK_OK;
     }
     pthread_mutex_lock(&l->mu);
@@ -366,8 +367,9 @@ static int rel_answer(dlock__rel *x, int rc, redisReply *r, int *outcome)
     if (*outcome == DLOCK__RELEASE_GONE)
         atomic_store_explicit(&l->heard, heard, memory_order_relaxed);
     if (*outcome == DLOCK__RELEASE_NOT_HELD)
-        return dlock__fail(DLOCK_ENOTOWNER, "%s '%s' is not held by %s", l->type->what, l->name,
-                           x->o.id);
+        return l->type->not_held ? l->type->not_held(l, &x->o)
+                                 : dlock__fail(DLOCK_ENOTOWNER, "%s '%s' is not held by %s",
+                                               l->type->what, l->name, x->o.id);
     return DLOCK_OK;
 }
 

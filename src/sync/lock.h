@@ -70,6 +70,10 @@ struct dlock__lock_type {
     const char *what;        /* "lock", "fair lock", "read lock", "write lock" */
     const char *suffix;      /* the owner's field = owner id + suffix */
     const dlock__hold_kind *hold;
+    /* 1 when a lease acquisition never shortens the key's TTL (a read lock
+     * keeps the longest; a write reentry adds the lease): a renewed hold's
+     * loss deadline then stays where it is. */
+    int lease_keeps_ttl;
     /* Builds the handle's channel and own keys (l->key[]). */
     int (*init)(dlock_lock *l);
     /* The owner's per-type key into o->aux (may be NULL: none). */
@@ -93,6 +97,9 @@ struct dlock__lock_type {
      * keep the current one). */
     void (*release_op)(const dlock_lock *l, const dlock__owner *o, const char *latch,
                        size_t latch_len, int64_t renew_ms, dlock__op *op);
+    /* The error for a release that found the owner holding nothing (a
+     * DLOCK_ENOTOWNER with the type's own words); NULL: the standard one. */
+    int (*not_held)(dlock_lock *l, const dlock__owner *o);
     /* Delete whoever holds it, and wake; an answer 1 (was held) or 0. */
     void (*force_op)(const dlock_lock *l, dlock__op *op);
     /* *locked = 1 when held in this type's sense. */
@@ -101,6 +108,8 @@ struct dlock__lock_type {
 
 extern const dlock__lock_type dlock__reentrant_type;
 extern const dlock__lock_type dlock__fair_type;
+extern const dlock__lock_type dlock__read_type;    /* rwlock.c */
+extern const dlock__lock_type dlock__write_type;
 
 /* Shared by the types whose holds are one hash field (reentrant, fair, write):
  * the watchdog kind (scripts/lock/renew.lua) and the hold's bytes. */

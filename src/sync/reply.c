@@ -57,6 +57,26 @@ int dlock__reply_fair_acquire(const redisReply *r, int fenced, int64_t *sleep, u
     return acquired(r, fenced, token);
 }
 
+int dlock__reply_rw_acquire(const redisReply *r, int fenced, int64_t *ttl, uint64_t *token,
+                            int *deadlock)
+{
+    *deadlock = 0;
+    if (r->type == REDIS_REPLY_INTEGER) {
+        *ttl = r->integer;   /* held in the other mode: its PTTL */
+        return DLOCK__BUSY;
+    }
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == 2) {
+        /* {pttl, 1}: the caller holds read holds and asks for the write lock */
+        const redisReply *a = r->element[0], *b = r->element[1];
+        if (a->type != REDIS_REPLY_INTEGER || b->type != REDIS_REPLY_INTEGER || b->integer != 1)
+            return DLOCK_EPROTO;
+        *ttl = a->integer;
+        *deadlock = 1;
+        return DLOCK__BUSY;
+    }
+    return acquired(r, fenced, token);
+}
+
 int dlock__reply_release(const redisReply *r, int *outcome, int *heard)
 {
     *heard = 0;

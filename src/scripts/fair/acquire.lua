@@ -45,7 +45,12 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- read before any write whenever the queue has an entry, and written first
 -- when it has none); a hash that is not a lock is checked here.
 local held = redis.call('exists', lock) == 1
-local mine = held and redis.call('hexists', lock, owner) == 1
+local v = held and redis.call('hmget', lock, owner, 'mode')
+local mine = held and v[1] ~= false
+if mine and v[2] then
+  -- The owner's field is its read hold of a read-write lock (same owner id).
+  return redis.error_reply('WRONGTYPE the key holds a read-write lock')
+end
 if held and not mine then
   local kv = redis.call('hgetall', lock)
   for i = 1, #kv, 2 do

@@ -16,6 +16,8 @@
 --
 -- Returns 0 when holds remain, nil when the owner holds nothing, and when the
 -- last hold went 2 if the head of the queue heard its wake-up, 1 if not.
+-- A read-write lock's hash (a "mode" field; the owner's field is then its
+-- read hold) answers WRONGTYPE and is left as it is.
 local earlier = redis.call('get', KEYS[5])
 if earlier then
   return tonumber(earlier)
@@ -45,12 +47,17 @@ local function wake_head()
   end
 end
 
-local count = tonumber(redis.call('hget', lock, ARGV[1]))   -- WRONGTYPE if not a hash
+local v = redis.call('hmget', lock, ARGV[1], 'mode')   -- WRONGTYPE if not a hash
+local count = tonumber(v[1])
 if not count then
   if redis.call('exists', lock) == 0 then
     wake_head()   -- the lock lapsed unseen: let the head try now
   end
   return nil
+end
+if v[2] then
+  -- The owner's field is its read hold of a read-write lock (same owner id).
+  return redis.error_reply('WRONGTYPE the key holds a read-write lock')
 end
 if count > 1 then
   redis.call('hincrby', lock, ARGV[1], -1)

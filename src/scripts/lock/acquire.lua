@@ -59,7 +59,8 @@ local function not_a_lock()
 end
 
 if redis.call('exists', lock) == 1 then
-  if redis.call('hexists', lock, owner) == 0 then
+  local v = redis.call('hmget', lock, owner, 'mode')
+  if not v[1] then
     -- Only on this path: a held lock has one field, so this costs little,
     -- and the uncontended acquire pays nothing.
     local what = not_a_lock()
@@ -81,6 +82,9 @@ if redis.call('exists', lock) == 1 then
       end
     end
     return ttl
+  elseif v[2] then
+    -- The owner's field is its read hold of a read-write lock (same owner id).
+    return redis.error_reply('WRONGTYPE the key holds a read-write lock')
   end
 else
   local r = reserved_for()

@@ -17,15 +17,22 @@
 -- last hold went (key deleted, "0" published: wakes one waiter, Redisson's or
 -- dlock's) 2 if some client heard the unlock message, 1 if none did. The latch
 -- keeps 1 for both (Redisson's value), so a retried release answers 1.
+-- A read-write lock's hash (a "mode" field; the owner's field is then its
+-- read hold) answers WRONGTYPE and is left as it is.
 local earlier = redis.call('get', KEYS[3])
 if earlier then
   return tonumber(earlier)
 end
 
 local lock, owner = KEYS[1], ARGV[1]
-local count = tonumber(redis.call('hget', lock, owner))   -- WRONGTYPE if not a hash
+local v = redis.call('hmget', lock, owner, 'mode')   -- WRONGTYPE if not a hash
+local count = tonumber(v[1])
 if not count then
   return nil
+end
+if v[2] then
+  -- The owner's field is its read hold of a read-write lock (same owner id).
+  return redis.error_reply('WRONGTYPE the key holds a read-write lock')
 end
 
 if count > 1 then

@@ -1,0 +1,83 @@
+-- Acquire the read lock of a read-write lock in Redisson's RReadWriteLock
+-- layout: a hash whose field "mode" is "read" or "write"; each reader's field
+-- <owner id> holds its read hold count; the writer's field <owner id>:write
+-- its write hold count. Each read hold k = 1..count has its own string key
+-- <timeout prefix>:k with the hold's lease as TTL; the hash lives as long as
+-- the longest of them.
+--
+-- KEYS[1]  the lock (hash)
+-- KEYS[2]  the owner's timeout prefix, {name}:<owner id>:rwlock_timeout
+-- KEYS[3]  the fencing-token counter, redisson_lock_token:{name} (fenced only)
+-- ARGV[1]  lease in ms (the watchdog timeout for watchdog holds)
+-- ARGV[2]  owner id (the reader's field)
+-- ARGV[3]  the owner's writer field, <owner id>:write
+-- ARGV[4]  "1" to count a fencing token, "0" not to
+--
+-- Returns nil when acquired (or {token} when fenced), else the lock's PTTL in
+-- ms (-1: no expiry): a writer holds it. Readers join whenever the mode is
+-- read (no writer preference); the writer itself may take the read lock.
+-- A key of another type, or a hash without a valid "mode" (a reentrant lock,
+-- or somebody's data), answers WRONGTYPE before anything is written.
+local lock, prefix, owner = KEYS[1], KEYS[2], ARGV[2]
+local lease = tonumber(ARGV[1])
+
+local mode = redis.call('hget', lock, 'mode')   -- WRONGTYPE if not a hash
+if not mode then
+  if redis.call('exists', lock) == 1 then
+    return redis.error_reply('WRONGTYPE the key holds a hash without a read-write lock ' ..
+                             'mode (a lock, or somebody\'s data)')
+  end
+elseif mode ~= 'read' and mode ~= 'write' then
+  return redis.error_reply('WRONGTYPE the key holds a hash whose mode is not read or write')
+elseif mode == 'write' and redis.call('hexists', lock, ARGV[3]) == 0 then
+  return redis.call('pttl', lock)
+end
+
+-- Every check before the first write: Redis does not roll a script back.
+if ARGV[4] == '1' then
+  local t = redis.call('type', KEYS[3]).ok
+  if t ~= 'none' and (t ~= 'string' or not tonumber(redis.call('get', KEYS[3]))) then
+    return redis.error_reply('WRONGTYPE fencing token key ' .. KEYS[3] .. ' holds no number')
+  end
+end
+
+local key
+if not mode then
+  redis.call('hset', lock, 'mode', 'read', owner, 1)
+  key = prefix .. ':1'
+else
+  -- A field that holds no count fails here, before any write.
+  local n = redis.pcall('hincrby', lock, owner, 1)
+  if type(n) ~= 'number' then
+    return redis.error_reply('WRONGTYPE the read lock\'s field ' .. owner .. ' holds no count')
+  end
+  key = prefix .. ':' .. n
+end
+redis.call('set', key, 1, 'px', lease)
+-- The lock lives as long as its longest hold: raised to this one's expiry,
+-- never lowered. Where Redis tells expiry times (7.0+) the lock gets this
+-- hold's to the ms, so that a release can tell whether the hold that goes is
+-- the longest (read_release.lua).
+local at = redis.pcall('pexpiretime', key)
+if type(at) == 'number' and at > 0 then
+  if mode then
+    redis.call('pexpireat', lock, at, 'GT')
+  else
+    redis.call('pexpireat', lock, at)
+  end
+elseif not mode or redis.call('pttl', lock) < lease then
+  redis.call('pexpire', lock, lease)
+end
+
+if ARGV[4] == '1' then
+  -- As the reentrant lock: INCR, never below the server's clock in us.
+  local token = redis.call('incr', KEYS[3])
+  local t = redis.call('time')
+  local floor = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  if token < floor then
+    token = floor
+    redis.call('set', KEYS[3], token)
+  end
+  return {token}
+end
+return nil

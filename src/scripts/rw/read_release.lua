@@ -1,0 +1,125 @@
+-- Release one read hold of a read-write lock (layout: read_acquire.lua). A
+-- release retried after a lost reply answers what the first attempt did,
+-- through the request's unlock latch (as scripts/lock/release.lua).
+--
+-- KEYS[1]  the lock (hash)
+-- KEYS[2]  the lock's channel, redisson_rwlock:{name}
+-- KEYS[3]  this request's latch, redisson_unlock_latch:{name}:<32 hex>
+-- KEYS[4]  the owner's timeout prefix, {name}:<owner id>:rwlock_timeout
+-- KEYS[5]  the name's key prefix, {name} (every reader's timeout keys are
+--          <prefix>:<reader>:rwlock_timeout:<k>)
+-- ARGV[1]  owner id (the reader's field)
+-- ARGV[2]  latch lifetime in ms
+--
+-- The hold's own timeout key (the highest, count) goes with it. Then:
+--   - mode write (the writer's own read hold): the writer keeps the lock, its
+--     TTL untouched (Redisson may shorten it here; dlock does not), nothing
+--     published;
+--   - mode read: the lock lives as long as the longest read hold left, any
+--     reader's; when none is left (readers gone, or whose holds lapsed) the
+--     lock is deleted and "0" published (wakes one waiter: a writer).
+--     Where Redis tells expiry times (7.0+) the lock expires with its longest
+--     hold to the ms, so the other readers' holds are looked at only until
+--     one that expires with the lock is found (Redisson looks at them all on
+--     every release).
+-- Returns nil when the owner holds no read hold, 0 when it still holds some,
+-- and when its last went 1, or 2 when the lock was deleted and some client
+-- heard the unlock message. The latch keeps 0 or 1.
+local earlier = redis.call('get', KEYS[3])
+if earlier then
+  return tonumber(earlier)
+end
+
+local lock, owner = KEYS[1], ARGV[1]
+local kv = redis.call('hgetall', lock)   -- WRONGTYPE if not a hash
+local mode, count, others = nil, nil, false
+for i = 1, #kv, 2 do
+  local f = kv[i]
+  if f == 'mode' then
+    mode = kv[i + 1]
+  elseif f == owner then
+    count = tonumber(kv[i + 1])
+  else
+    others = true
+  end
+end
+if not mode then
+  if #kv > 0 then
+    return redis.error_reply('WRONGTYPE the key holds a hash without a read-write lock ' ..
+                             'mode (a lock, or somebody\'s data)')
+  end
+  return nil
+end
+if mode ~= 'read' and mode ~= 'write' then
+  return redis.error_reply('WRONGTYPE the key holds a hash whose mode is not read or write')
+end
+if not count or count < 1 then
+  return nil
+end
+
+local key = KEYS[4] .. ':' .. count
+local mine = count == 1 and 1 or 0
+
+local function done(answer)
+  redis.call('set', KEYS[3], answer, 'px', ARGV[2])
+  return answer
+end
+
+if others or count > 1 then
+  if count == 1 then
+    redis.call('hdel', lock, owner)
+  else
+    redis.call('hincrby', lock, owner, -1)
+  end
+  -- Expiry times to the ms where Redis tells them (PEXPIRETIME, 7.0+), else
+  -- remaining times (PTTL).
+  local gone = redis.pcall('pexpiretime', key)
+  local exact = type(gone) == 'number'
+  redis.call('del', key)
+  if mode == 'write' and others then
+    return done(mine)
+  end
+  -- Every acquire and renewal gives the lock the expiry of the hold that
+  -- raised it, exactly (read_acquire.lua): while a hold left expires with
+  -- the lock, nothing changes; a hold that expires before it was not the
+  -- longest.
+  local lexp = exact and redis.call('pexpiretime', lock)
+  if exact and gone < lexp then
+    return done(mine)
+  end
+  -- The longest read hold left, whoever's, if any is alive (the latest
+  -- readers, last in the hash, first).
+  local when = exact and 'pexpiretime' or 'pttl'
+  local longest = -3
+  for i = #kv - 1, 1, -2 do
+    local n = tonumber(kv[i + 1])
+    if kv[i] == owner and n then
+      n = n - 1
+    end
+    if kv[i] ~= 'mode' and n then
+      for k = n, 1, -1 do
+        local t = redis.call(when, KEYS[5] .. ':' .. kv[i] .. ':rwlock_timeout:' .. k)
+        if exact and t >= lexp then
+          return done(mine)
+        end
+        if t > longest then
+          longest = t
+        end
+      end
+    end
+  end
+  if longest > 0 then
+    redis.call(exact and 'pexpireat' or 'pexpire', lock, longest)
+    return done(mine)
+  end
+end
+
+-- No live read hold is left: the lock goes (with any field whose holds
+-- lapsed), and a waiting writer is woken.
+redis.call('del', lock, key)
+local heard = redis.call('publish', KEYS[2], '0')
+redis.call('set', KEYS[3], 1, 'px', ARGV[2])
+if heard > 0 then
+  return 2
+end
+return 1

@@ -1,0 +1,37 @@
+-- Renew a batch of watchdog-held read holds in one call (all keys in one
+-- slot): every read hold of the owner (each its timeout key) and the lock.
+--
+-- KEYS[2i-1]  a read-write lock (hash)
+-- KEYS[2i]    the owner's timeout prefix, {name}:<owner id>:rwlock_timeout
+-- ARGV[1]     the watchdog timeout in ms
+-- ARGV[i+1]   the owner id (its reader's field) of hold i
+--
+-- Returns one integer per hold: 1 renewed, 0 the owner holds no read hold
+-- any more (the client reports it lost). A key replaced by another type
+-- counts as lost for its own entry (pcall) rather than failing the batch. The
+-- lock's TTL is raised to the timeout, never lowered (another reader may hold
+-- a longer lease; Redisson sets it to the timeout); to the ms of the owner's
+-- hold 1 where Redis tells expiry times (7.0+).
+local out = {}
+local lease = tonumber(ARGV[1])
+for i = 1, #KEYS / 2 do
+  local lock, prefix = KEYS[2 * i - 1], KEYS[2 * i]
+  local n = redis.pcall('hget', lock, ARGV[i + 1])
+  local held = 0
+  if type(n) == 'string' and tonumber(n) then
+    for k = tonumber(n), 1, -1 do
+      redis.call('pexpire', prefix .. ':' .. k, lease)
+    end
+    -- Hold 1, renewed last, expires last: the lock gets its expiry to the ms
+    -- where Redis tells it (7.0+; see read_acquire.lua), never lower.
+    local at = redis.pcall('pexpiretime', prefix .. ':1')
+    if type(at) == 'number' and at > 0 then
+      redis.call('pexpireat', lock, at, 'GT')
+    elseif redis.call('pttl', lock) < lease then
+      redis.call('pexpire', lock, lease)
+    end
+    held = 1
+  end
+  out[i] = held
+end
+return out

@@ -1,0 +1,73 @@
+-- Acquire the write lock of a read-write lock (Redisson's layout: see
+-- read_acquire.lua). The writer's field is <owner id>:write.
+--
+-- KEYS[1]  the lock (hash)
+-- KEYS[2]  the fencing-token counter, redisson_lock_token:{name} (fenced only)
+-- ARGV[1]  lease in ms (the watchdog timeout for watchdog holds)
+-- ARGV[2]  the writer's field, <owner id>:write
+-- ARGV[3]  owner id (its reader's field)
+-- ARGV[4]  "1" to count a fencing token, "0" not to
+--
+-- Returns nil when acquired (or {token} when fenced). Free: mode "write",
+-- the field at 1, the lease as TTL. Reentry (mode write, the caller's field
+-- present): one more hold, TTL = current TTL + lease (as Redisson). Otherwise
+-- busy: the lock's PTTL in ms (-1: no expiry); or {pttl, 1} when the caller
+-- itself holds read holds of this lock: the write lock can never be granted
+-- while they last (an upgrade; Redisson would wait forever), so the caller
+-- answers at once. A key of another type, or a hash without a valid "mode",
+-- answers WRONGTYPE before anything is written.
+local lock, field, owner = KEYS[1], ARGV[2], ARGV[3]
+local lease = tonumber(ARGV[1])
+
+local mode = redis.call('hget', lock, 'mode')   -- WRONGTYPE if not a hash
+if not mode then
+  if redis.call('exists', lock) == 1 then
+    return redis.error_reply('WRONGTYPE the key holds a hash without a read-write lock ' ..
+                             'mode (a lock, or somebody\'s data)')
+  end
+elseif mode ~= 'read' and mode ~= 'write' then
+  return redis.error_reply('WRONGTYPE the key holds a hash whose mode is not read or write')
+end
+local mine = mode == 'write' and redis.call('hget', lock, field)
+if mode and not mine then
+  local ttl = redis.call('pttl', lock)
+  if mode == 'read' and redis.call('hexists', lock, owner) == 1 then
+    return {ttl, 1}
+  end
+  return ttl
+end
+if mine and not tonumber(mine) then
+  return redis.error_reply('WRONGTYPE the write lock\'s field ' .. field .. ' holds no count')
+end
+
+if ARGV[4] == '1' then
+  local t = redis.call('type', KEYS[2]).ok
+  if t ~= 'none' and (t ~= 'string' or not tonumber(redis.call('get', KEYS[2]))) then
+    return redis.error_reply('WRONGTYPE fencing token key ' .. KEYS[2] .. ' holds no number')
+  end
+end
+
+if mine then
+  redis.call('hincrby', lock, field, 1)
+  local ttl = redis.call('pttl', lock)
+  if ttl < 0 then
+    ttl = 0
+  end
+  redis.call('pexpire', lock, ttl + lease)
+else
+  redis.call('hset', lock, 'mode', 'write', field, 1)
+  redis.call('pexpire', lock, lease)
+end
+
+if ARGV[4] == '1' then
+  -- As the reentrant lock: INCR, never below the server's clock in us.
+  local token = redis.call('incr', KEYS[2])
+  local t = redis.call('time')
+  local floor = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  if token < floor then
+    token = floor
+    redis.call('set', KEYS[2], token)
+  end
+  return {token}
+end
+return nil

@@ -1,0 +1,91 @@
+-- Release one write hold of a read-write lock (layout: read_acquire.lua). A
+-- release retried after a lost reply answers what the first attempt did,
+-- through the request's unlock latch (as scripts/lock/release.lua).
+--
+-- KEYS[1]  the lock (hash)
+-- KEYS[2]  the lock's channel, redisson_rwlock:{name}
+-- KEYS[3]  this request's latch, redisson_unlock_latch:{name}:<32 hex>
+-- KEYS[4]  the name's key prefix, {name} (a reader's timeout keys are
+--          <prefix>:<reader>:rwlock_timeout:<k>)
+-- ARGV[1]  the writer's field, <owner id>:write
+-- ARGV[2]  lease in ms to restore while write holds remain (a watchdog hold;
+--          never lowers the TTL); "0" keeps the TTL
+-- ARGV[3]  latch lifetime in ms
+--
+-- The last write hold: when nothing else is left the lock is deleted; when the
+-- writer still holds read holds the mode becomes "read" and the lock stays,
+-- as long as the longest of them. Either way "1" is published (wakes every
+-- waiter: the readers may all come in). Redisson publishes only in the first
+-- case and keeps the writer's TTL in the second; dlock's "1" there spares the
+-- waiting readers a sleep until the TTL, and the lock then lives as long as
+-- its read holds, as read_release.lua keeps it.
+-- Returns nil when the owner holds no write hold, 0 when it still holds some,
+-- and when its last went 1, or 2 when some client heard the message. The
+-- latch keeps 0 or 1.
+local earlier = redis.call('get', KEYS[3])
+if earlier then
+  return tonumber(earlier)
+end
+
+local lock, field = KEYS[1], ARGV[1]
+local mode = redis.call('hget', lock, 'mode')   -- WRONGTYPE if not a hash
+if not mode then
+  if redis.call('exists', lock) == 1 then
+    return redis.error_reply('WRONGTYPE the key holds a hash without a read-write lock ' ..
+                             'mode (a lock, or somebody\'s data)')
+  end
+  return nil
+end
+if mode ~= 'read' and mode ~= 'write' then
+  return redis.error_reply('WRONGTYPE the key holds a hash whose mode is not read or write')
+end
+if mode ~= 'write' then
+  return nil
+end
+local count = tonumber(redis.call('hget', lock, field))
+if not count or count < 1 then
+  return nil
+end
+
+if count > 1 then
+  redis.call('hset', lock, field, count - 1)
+  -- Renewed by the watchdog: back to its timeout (never shorter: the
+  -- writer's read holds may have a longer lease).
+  if tonumber(ARGV[2]) > redis.call('pttl', lock) then
+    redis.call('pexpire', lock, ARGV[2])
+  end
+  redis.call('set', KEYS[3], 0, 'px', ARGV[3])
+  return 0
+end
+redis.call('hdel', lock, field)
+-- The writer's read holds (its own field; a field left by a reader whose
+-- holds lapsed counts if alive): the longest left, if any.
+-- Expiry times to the ms where Redis tells them (PEXPIRETIME, 7.0+; see
+-- read_acquire.lua), else remaining times.
+local exact = type(redis.pcall('pexpiretime', lock)) == 'number'
+local when = exact and 'pexpiretime' or 'pttl'
+local longest = -3
+local kv = redis.call('hgetall', lock)
+for i = 1, #kv, 2 do
+  local n = tonumber(kv[i + 1])
+  if kv[i] ~= 'mode' and n then
+    for k = n, 1, -1 do
+      local t = redis.call(when, KEYS[4] .. ':' .. kv[i] .. ':rwlock_timeout:' .. k)
+      if t > longest then
+        longest = t
+      end
+    end
+  end
+end
+if longest > 0 then
+  redis.call('hset', lock, 'mode', 'read')
+  redis.call(exact and 'pexpireat' or 'pexpire', lock, longest)
+else
+  redis.call('del', lock)
+end
+local heard = redis.call('publish', KEYS[2], '1')
+redis.call('set', KEYS[3], 1, 'px', ARGV[3])
+if heard > 0 then
+  return 2
+end
+return 1

@@ -1,0 +1,359 @@
+/* The read-write lock (Redisson's RReadWriteLock): two lock types on one
+ * name, the read lock and the write lock, each a dlock_lock handle on which
+ * every dlock_lock_* call works. Everything the lock types share is in
+ * lock.c; here are the keys, the channel and the scripts (scripts/rw/).
+ *
+ * Layout (Redisson's): the hash `name` with field "mode" = read | write, each
+ * reader's field <owner> = its read hold count, the writer's field
+ * <owner>:write = its write hold count; one string key per read hold,
+ * {name}:<owner>:rwlock_timeout:<k> (k = 1..count), each with its own TTL,
+ * the hash living as long as the longest; wake-ups on redisson_rwlock:{name},
+ * "0" when a read release frees the lock (wakes one waiter: a writer), "1"
+ * when the last write hold goes (wakes every waiter: the readers may all come
+ * in).
+ *
+ * Holds. A write hold is a field of the hash, renewed as a reentrant lock's
+ * (dlock__lock_hold, field <owner>:write). A read hold lives in its timeout
+ * keys: its own hold kind renews every timeout key of the owner and the lock
+ * (scripts/rw/renew.lua), batched with the other read holds of the client.
+ *
+ * Beyond Redisson: a reader asking for the write lock of the same name (an
+ * upgrade, which cannot succeed while it reads) gets DLOCK_EDEADLK at once
+ * instead of waiting forever; a writer that keeps read holds wakes the
+ * readers when it stops writing; the lock's TTL is never lowered below a
+ * live hold's (see the scripts' headers and docs/wire-format.md). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "sync/lock.h"
+
+enum { K_PREFIX = 0 };   /* l->key[]: {name}, the base of every timeout key */
+
+/* How the watchdog renews a read hold: KEYS = the lock, the owner's timeout
+ * prefix; ARGV = the owner's field (scripts/rw/renew.lua). */
+static const dlock__hold_kind read_hold = {"read lock", DLOCK__SCRIPT_RW_RENEW, 2, 1};
+
+/* ------------------------------------------------------------- handle */
+
+static int init(dlock_lock *l)
+{
+    l->channel = dlock__prefixed("redisson_rwlock", l->name, l->nlen, "", &l->clen);
+    /* Redisson's suffix naming: "{name}:<suffix>", or "name:<suffix>" when the
+     * name already has a '{' (its own hash tag). */
+    int tagged = memchr(l->name, '{', l->nlen) != NULL;
+    size_t len = l->nlen + (tagged ? 0 : 2);
+    char *p = malloc(len + 1);
+    if (p) {
+        if (tagged) {
+            memcpy(p, l->name, l->nlen);
+        } else {
+            p[0] = '{';
+            memcpy(p + 1, l->name, l->nlen);
+            p[len - 1] = '}';
+        }
+        p[len] = '\0';
+    }
+    l->key[K_PREFIX] = p;
+    l->klen[K_PREFIX] = len;
+    return l->channel && p ? DLOCK_OK : DLOCK_ENOMEM;
+}
+
+/* The reader's timeout prefix, {name}:<owner>:rwlock_timeout, into o->aux;
+ * the same owner's writer field, <owner>:write, is kept right after it (past
+ * its NUL) for the read acquire, which must recognise the writer. */
+static const char write_suffix[] = ":write";
+#define WSUFFIX_LEN (sizeof(write_suffix) - 1)
+
+static int read_owner_key(const dlock_lock *l, dlock__owner *o)
+{
+    static const char tail[] = ":rwlock_timeout";
+    size_t pl = l->klen[K_PREFIX], tl = sizeof(tail) - 1;
+    o->alen = pl + 1 + o->len + tl;
+    if (!(o->aux = malloc(o->alen + 1 + o->len + WSUFFIX_LEN + 1)))
+        return DLOCK_ENOMEM;
+    char *p = o->aux;
+    memcpy(p, l->key[K_PREFIX], pl);
+    p += pl;
+    *p++ = ':';
+    memcpy(p, o->id, o->len);
+    p += o->len;
+    memcpy(p, tail, tl + 1);
+    p += tl + 1;
+    memcpy(p, o->id, o->len);
+    memcpy(p + o->len, write_suffix, WSUFFIX_LEN + 1);
+    return DLOCK_OK;
+}
+
+static const char *writer_field(const dlock__owner *o, size_t *len)
+{
+    *len = o->len + WSUFFIX_LEN;
+    return o->aux + o->alen + 1;
+}
+
+static void read_hold_id(const dlock_lock *l, const dlock__owner *o, dlock__hold_id *id)
+{
+    memset(id, 0, sizeof(*id));
+    id->kind = &read_hold;
+    id->owner = o->id;
+    id->olen = o->len;
+    id->part[0] = l->name;
+    id->len[0] = l->nlen;
+    id->part[1] = o->aux;
+    id->len[1] = o->alen;
+    id->part[2] = o->field;
+    id->len[2] = o->flen;
+}
+
+/* ------------------------------------------------------------ acquire */
+
+/* KEYS: lock, timeout prefix, token; ARGV: lease, owner, writer field,
+ * fenced (scripts/rw/read_acquire.lua). */
+static void read_attempt_op(dlock__acq *a, int64_t waited_ms, dlock__op *op)
+{
+    (void)waited_ms;
+    dlock_lock *l = a->l;
+    size_t wl;
+    const char *wf = writer_field(&a->o, &wl);
+    dlock__op_init(op, DLOCK__SCRIPT_RW_READ_ACQUIRE);
+    dlock__op_key(op, l->name, l->nlen);
+    dlock__op_key(op, a->o.aux, a->o.alen);
+    dlock__op_key(op, l->token_key, l->tlen);
+    dlock__op_argi(op, a->lease_ms);
+    dlock__op_arg(op, a->o.field, a->o.flen);
+    dlock__op_arg(op, wf, wl);
+    dlock__op_args(op, a->fenced ? "1" : "0");
+}
+
+/* KEYS: lock, token; ARGV: lease, writer field, owner, fenced
+ * (scripts/rw/write_acquire.lua). */
+static void write_attempt_op(dlock__acq *a, int64_t waited_ms, dlock__op *op)
+{
+    (void)waited_ms;
+    dlock_lock *l = a->l;
+    dlock__op_init(op, DLOCK__SCRIPT_RW_WRITE_ACQUIRE);
+    dlock__op_key(op, l->name, l->nlen);
+    dlock__op_key(op, l->token_key, l->tlen);
+    dlock__op_argi(op, a->lease_ms);
+    dlock__op_arg(op, a->o.field, a->o.flen);
+    dlock__op_arg(op, a->o.id, a->o.len);
+    dlock__op_args(op, a->fenced ? "1" : "0");
+}
+
+static int attempt_reply(dlock__acq *a, redisReply *r, dlock__busy *b)
+{
+    int64_t ttl = -1;
+    int deadlock = 0;
+    int rc = dlock__reply_rw_acquire(r, a->fenced, &ttl, &a->token, &deadlock);
+    if (rc == DLOCK_EPROTO || (deadlock && a->l->type != &dlock__write_type))
+        return dlock__lock_proto(a->l, "acquire", r);
+    freeReplyObject(r);
+    if (deadlock)
+        /* Whatever the wait: its own read holds keep the write lock away. */
+        return dlock__fail(DLOCK_EDEADLK,
+                           "write lock '%s': its owner %s holds the read lock of the same name, "
+                           "and a reader can never take the write lock (release every read "
+                           "hold first)",
+                           a->l->name, a->o.id);
+    if (rc == DLOCK__BUSY) {
+        b->ttl = ttl;
+        b->first = 0;
+    }
+    return rc;
+}
+
+static int busy_error(dlock__acq *a, const dlock__busy *b)
+{
+    const char *by = a->l->type == &dlock__read_type ? "write-locked by another owner"
+                                                     : "read- or write-locked by other owners";
+    if (b->ttl >= 0)
+        return dlock__fail(DLOCK_ETIMEDOUT, "'%s' is %s (expires in %lld ms)", a->l->name, by,
+                           (long long)b->ttl);
+    return dlock__fail(DLOCK_ETIMEDOUT, "'%s' is %s (no expiry)", a->l->name, by);
+}
+
+/* ------------------------------------------------------------ release */
+
+/* KEYS: lock, channel, latch, timeout prefix, key prefix; ARGV: owner, latch
+ * lifetime (scripts/rw/read_release.lua). A read hold's TTL is its timeout
+ * key's (renewed by the watchdog): renew_ms is not needed. */
+static void read_release_op(const dlock_lock *l, const dlock__owner *o, const char *latch,
+                            size_t latch_len, int64_t renew_ms, dlock__op *op)
+{
+    (void)renew_ms;
+    dlock__op_init(op, DLOCK__SCRIPT_RW_READ_RELEASE);
+    dlock__op_key(op, l->name, l->nlen);
+    dlock__op_key(op, l->channel, l->clen);
+    dlock__op_key(op, latch, latch_len);
+    dlock__op_key(op, o->aux, o->alen);
+    dlock__op_key(op, l->key[K_PREFIX], l->klen[K_PREFIX]);
+    dlock__op_arg(op, o->field, o->flen);
+    dlock__op_argi(op, l->c->latch_px);
+}
+
+/* KEYS: lock, channel, latch, key prefix; ARGV: writer field, lease, latch
+ * lifetime (scripts/rw/write_release.lua). */
+static void write_release_op(const dlock_lock *l, const dlock__owner *o, const char *latch,
+                             size_t latch_len, int64_t renew_ms, dlock__op *op)
+{
+    dlock__op_init(op, DLOCK__SCRIPT_RW_WRITE_RELEASE);
+    dlock__op_key(op, l->name, l->nlen);
+    dlock__op_key(op, l->channel, l->clen);
+    dlock__op_key(op, latch, latch_len);
+    dlock__op_key(op, l->key[K_PREFIX], l->klen[K_PREFIX]);
+    dlock__op_arg(op, o->field, o->flen);
+    dlock__op_argi(op, renew_ms);
+    dlock__op_argi(op, l->c->latch_px);
+}
+
+/* 1 when `field` exists in the lock's hash; 0 when not, or when that cannot
+ * be learnt (the caller only words a message with it). */
+static int has_field(dlock_lock *l, const char *field, size_t flen)
+{
+    dlock__op op;
+    dlock__op_init(&op, -1);
+    dlock__op_args(&op, "HEXISTS");
+    dlock__op_arg(&op, l->name, l->nlen);
+    dlock__op_arg(&op, field, flen);
+    redisReply *r = NULL;
+    int yes = 0;
+    if (dlock__lock_call(l, &op, DLOCK__CALL_IDEMPOTENT, NULL, &r) == DLOCK_OK) {
+        if (dlock__reply_flag(r, &yes) != DLOCK_OK)
+            yes = 0;
+        freeReplyObject(r);
+    }
+    return yes;
+}
+
+/* A release through the read handle by an owner that holds the write lock
+ * only, or the other way round, says so: the handle is the wrong one. */
+static int read_not_held(dlock_lock *l, const dlock__owner *o)
+{
+    size_t wl;
+    const char *wf = writer_field(o, &wl);
+    if (has_field(l, wf, wl))
+        return dlock__fail(DLOCK_ENOTOWNER,
+                           "read lock '%s' is not held by %s, which holds the write lock: "
+                           "release that through a write lock handle", l->name, o->id);
+    return dlock__fail(DLOCK_ENOTOWNER, "read lock '%s' is not held by %s", l->name, o->id);
+}
+
+static int write_not_held(dlock_lock *l, const dlock__owner *o)
+{
+    if (has_field(l, o->id, o->len))
+        return dlock__fail(DLOCK_ENOTOWNER,
+                           "write lock '%s' is not held by %s, which holds the read lock only: "
+                           "release that through a read lock handle", l->name, o->id);
+    return dlock__fail(DLOCK_ENOTOWNER, "write lock '%s' is not held by %s", l->name, o->id);
+}
+
+/* ------------------------------------------------------ force, queries */
+
+/* KEYS: lock, channel; ARGV: mode, message (scripts/rw/force.lua). */
+static void read_force_op(const dlock_lock *l, dlock__op *op)
+{
+    dlock__op_init(op, DLOCK__SCRIPT_RW_FORCE);
+    dlock__op_key(op, l->name, l->nlen);
+    dlock__op_key(op, l->channel, l->clen);
+    dlock__op_args(op, "read");
+    dlock__op_args(op, "0");
+}
+
+static void write_force_op(const dlock_lock *l, dlock__op *op)
+{
+    dlock__op_init(op, DLOCK__SCRIPT_RW_FORCE);
+    dlock__op_key(op, l->name, l->nlen);
+    dlock__op_key(op, l->channel, l->clen);
+    dlock__op_args(op, "write");
+    dlock__op_args(op, "1");
+}
+
+/* KEYS: lock; ARGV: mode (scripts/rw/locked.lua). */
+static int is_locked(dlock_lock *l, int *locked)
+{
+    dlock__op op;
+    dlock__op_init(&op, DLOCK__SCRIPT_RW_LOCKED);
+    dlock__op_key(&op, l->name, l->nlen);
+    dlock__op_args(&op, l->type == &dlock__read_type ? "read" : "write");
+    redisReply *r;
+    int rc = dlock__lock_call(l, &op, DLOCK__CALL_IDEMPOTENT, NULL, &r);
+    if (rc != DLOCK_OK)
+        return rc;
+    if (dlock__reply_flag(r, locked) != DLOCK_OK)
+        return dlock__lock_proto(l, "is locked", r);
+    freeReplyObject(r);
+    return DLOCK_OK;
+}
+
+const dlock__lock_type dlock__read_type = {
+    .what = "read lock",
+    .suffix = "",
+    .hold = &read_hold,
+    .lease_keeps_ttl = 1,
+    .init = init,
+    .owner_key = read_owner_key,
+    .hold_id = read_hold_id,
+    .wait_channel = dlock__lock_shared_channel,
+    .attempt_op = read_attempt_op,
+    .attempt_reply = attempt_reply,
+    .busy_error = busy_error,
+    .give_up = NULL,
+    .release_op = read_release_op,
+    .not_held = read_not_held,
+    .force_op = read_force_op,
+    .is_locked = is_locked,
+};
+
+const dlock__lock_type dlock__write_type = {
+    .what = "write lock",
+    .suffix = write_suffix,
+    .hold = &dlock__lock_hold,
+    .lease_keeps_ttl = 1,
+    .init = init,
+    .owner_key = NULL,
+    .hold_id = dlock__lock_hold_id,
+    .wait_channel = dlock__lock_shared_channel,
+    .attempt_op = write_attempt_op,
+    .attempt_reply = attempt_reply,
+    .busy_error = busy_error,
+    .give_up = NULL,
+    .release_op = write_release_op,
+    .not_held = write_not_held,
+    .force_op = write_force_op,
+    .is_locked = is_locked,
+};
+
+/* -------------------------------------------------------------- getters */
+
+static int get(dlock_client *c, const dlock__lock_type *type, const char *name, const char *owner,
+               int explicit_owner, dlock_lock **out)
+{
+    if (explicit_owner && !owner) {
+        dlock__clear_error();
+        if (out)
+            *out = NULL;
+        return dlock__fail(DLOCK_EINVAL, "owner id is NULL");
+    }
+    return dlock__lock_new(c, type, name, owner, out);
+}
+
+int dlock_read_lock_get(dlock_client *c, const char *name, dlock_lock **out)
+{
+    return get(c, &dlock__read_type, name, NULL, 0, out);
+}
+
+int dlock_read_lock_get_as(dlock_client *c, const char *name, const char *owner,
+                           dlock_lock **out)
+{
+    return get(c, &dlock__read_type, name, owner, 1, out);
+}
+
+int dlock_write_lock_get(dlock_client *c, const char *name, dlock_lock **out)
+{
+    return get(c, &dlock__write_type, name, NULL, 0, out);
+}
+
+int dlock_write_lock_get_as(dlock_client *c, const char *name, const char *owner,
+                            dlock_lock **out)
+{
+    return get(c, &dlock__write_type, name, owner, 1, out);
+}

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# dlock run over the lock family: fair locks (arrival order), read and write
+# locks (readers share, a writer excludes), several names as one multi-lock
+# (all or nothing), and what status shows of each.
+# usage: test_cli_family.sh PATH/TO/dlock SOURCE_DIR
+DLOCK=$1
+SRC=$2
+# shellcheck source=lib.sh
+. "$SRC/tests/cli/lib.sh"
+
+qlen() { rc llen "redisson_lock_queue:{$1}"; }
+hlen() { rc hlen "$1"; }
+until_qlen() { local n=$2; for _ in $(seq 1 $((100 * SLOW))); do [ "$(qlen "$1")" = "$n" ] && return 0; sleep 0.05; done; return 1; }
+
+echo "== --fair: turns in arrival order"
+"$D" run --fair f:order -- sleep $((2 * SLOW)) & bg+=($!)
+until_ok held f:order
+for i in 1 2 3; do
+  "$D" run --fair f:order -- sh -c "echo $i >> '$tmp/order'" & bg+=($!)
+  check "fair waiter $i queued" until_qlen f:order "$i"
+done
+wait "${bg[@]}"; bg=()
+is "$(tr -d '\n' < "$tmp/order")" "123" "fair runs took their turns in arrival order"
+is "$(qlen f:order)" "0" "the queue is empty afterwards"
+free f:order && ok || bad "fair lock released"
+
+echo "== --fair: a waiter that gives up leaves the queue; status shows the queue"
+"$D" run --fair f:q -- sleep $((3 * SLOW)) & holder=$!; bg+=($holder)
+until_ok held f:q
+"$D" run --fair f:q -- true & bg+=($!)
+check "a waiter queued" until_qlen f:q 1
+expect 0 "$D" status f:q
+has "$tmp/out" "queue:" "status shows the fair queue"
+expect 0 "$D" status --json f:q
+is "$(jq -r '.queue | length' "$tmp/out")" "1" "JSON queue"
+expect 75 "$D" run --fair -w 300ms f:q -- true
+is "$(qlen f:q)" "1" "the waiter that timed out left the queue"
+wait "${bg[@]}"; bg=()
+
+echo "== --read / --write"
+"$D" run --read r:1 -- sleep $((2 * SLOW)) & bg+=($!)
+until_ok held r:1
+t0=$(now_ms)
+expect 0 "$D" run --read r:1 -- sh -c 'redis-cli -p '"$REDIS_PORT"' hlen r:1'
+is "$(cat "$tmp/out")" "3" "two readers at once (mode + two reader fields)"
+took=$(( $(now_ms) - t0 ))
+[ "$took" -lt $((1500 * SLOW)) ] && ok || bad "a second reader waited ($took ms)"
+expect 75 "$D" run --write -n r:1 -- echo ran
+hasnt "$tmp/out" "ran" "a writer is refused while readers hold"
+has "$tmp/err" "held by" "and told who holds it"
+expect 0 "$D" run --write r:1 -- sh -c 'redis-cli -p '"$REDIS_PORT"' hget r:1 mode'
+is "$(cat "$tmp/out")" "write" "the writer gets it once the readers are gone"
+wait "${bg[@]}"; bg=()
+"$D" run --write r:2 -- sleep $((2 * SLOW)) & bg+=($!)
+until_ok held r:2
+expect 75 "$D" run --read -n r:2 -- true
+expect 0 "$D" status r:2
+has "$tmp/out" "read-write lock, mode write" "status shows the mode"
+has "$tmp/out" "writes" "and the writer's role"
+wait "${bg[@]}"; bg=()
+# A reader's command asking for the write lock of the same name re-enters as
+# the same owner, which can never get it while it reads: refused at once.
+t0=$(now_ms)
+expect 70 "$D" run --read r:3 -- "$D" run --write r:3 -- true
+took=$(( $(now_ms) - t0 ))
+[ "$took" -lt $((3000 * SLOW)) ] && ok || bad "read-then-write took $took ms (should be refused at once)"
+free r:3 && ok || bad "nothing left held after the refused upgrade"
+expect 0 "$D" run --write r:4 -- "$D" run --read r:4 -- sh -c 'redis-cli -p '"$REDIS_PORT"' hget r:4 mode'
+is "$(cat "$tmp/out")" "write" "a writer's command may read the same name"
+
+echo "== several names: one multi-lock, all or nothing"
+expect 0 "$D" run m:a m:b --fair m:c -- sh -c 'for k in m:a m:b m:c; do redis-cli -p '"$REDIS_PORT"' exists $k; done; printf "%s|" "$DLOCK_NAMES" | tr "\n" ,; echo "tok=$DLOCK_TOKEN"'
+is "$(head -3 "$tmp/out" | tr -d '\n')" "111" "every lock held while the command runs"
+has "$tmp/out" "m:a,m:b,m:c|" "DLOCK_NAMES lists them"
+has "$tmp/out" "tok=" "DLOCK_TOKEN is empty for several names"
+for k in m:a m:b m:c; do free $k && ok || bad "$k released"; done
+rc hset m:b other:9 1 >/dev/null; rc pexpire m:b $((1500 * SLOW)) >/dev/null
+expect 75 "$D" run -n m:a m:b -- echo ran
+hasnt "$tmp/out" "ran" "not run when one name is busy"
+free m:a && ok || bad "m:a not left held by the refused try"
+has "$tmp/err" "'m:b'" "the message names the busy lock"
+t0=$(now_ms)
+expect 0 "$D" run -w 10s m:a m:b -- true
+took=$(( $(now_ms) - t0 ))
+[ "$took" -ge 500 ] && ok || bad "the multi-lock did not wait for m:b ($took ms)"
+expect 64 "$D" run m:a m:a -- true
+has "$tmp/err" "m:a" "a name twice is refused"
+expect 64 "$D" run --read m:d --write m:d -- true
+
+finish
