@@ -150,14 +150,8 @@ static int handle(const char *name, const char *owner, int side, dlock_lock **ou
     case SAFETY_FAIR:
         return dlock_fair_lock_get_as(client, name, owner, out);
     case SAFETY_RW:
-#ifdef SAFETY_HAVE_RWLOCK
         return side == 'r' ? dlock_read_lock_get_as(client, name, owner, out)
                            : dlock_write_lock_get_as(client, name, owner, out);
-#else
-        (void)side;
-        fprintf(stderr, "worker %d: this build has no read-write lock\n", P.id);
-        return DLOCK_EINVAL;
-#endif
     default:
         return dlock_lock_get_as(client, name, owner, out);
     }
@@ -337,12 +331,6 @@ int main(int argc, char **argv)
                         "wait=10000 hold_ms=0 seconds=3600 type=lock|fair|rw reads=60 slow=0]\n");
         return 64;
     }
-#ifndef SAFETY_HAVE_RWLOCK
-    if (P.type == SAFETY_RW) {
-        fprintf(stderr, "safety_worker: this build has no read-write lock (type=rw)\n");
-        return 64;
-    }
-#endif
     hist_fd = open(P.history, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     int sfd = open(P.shm, O_RDWR | O_CLOEXEC);
     if (hist_fd < 0 || sfd < 0) {
