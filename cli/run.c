@@ -301,9 +301,10 @@ static void describe_holder(dlock_client *c, target *t, char *buf, size_t size)
     if (!info) {
         /* Refused while free: the next turn was reserved for a long waiter, or
          * earlier fair-lock waiters go first (or the holder let go just now). */
-        snprintf(buf, size, t->n > 1 ? "free, but not to be taken yet (a reserved turn, or "
-                                       "earlier waiters of a fair lock)"
-                                     : "free, but its next turn goes to another waiter");
+        snprintf(buf, size, t->n > 1 ? "free, but not to be taken yet (a turn reserved for "
+                                       "another waiter, or earlier waiters of a fair lock)"
+                                     : "free, but its next turn is reserved for another waiter "
+                                       "(or earlier waiters of a fair lock go first)");
         return;
     }
     char ttl[32], left[48], who[120], d[300], holds[32] = "", which[240] = "", nm[200];

@@ -15,7 +15,7 @@ expect 64 "$D" --bogus status x
 expect 64 "$D" run
 expect 64 "$D" run name
 expect 64 "$D" run name --
-expect 64 "$D" run name extra -- true
+expect 64 "$D" run name name -- true   # one name twice (several names are a multi-lock)
 expect 64 "$D" run -- true
 expect 64 "$D" run --wait abc name -- true
 expect 64 "$D" run --wait -1 name -- true
@@ -74,8 +74,11 @@ run -E
 run -E 256 x -- true
 run -- x
 run -- x y -- true
-run --name a b -- true
-run --name a --name b -- true
+run --name a a -- true
+run --name a --name a -- true
+run --read -- true
+run x --write -- true
+run --fair --read x -- true
 run -w 1m1h x -- true
 status --name
 status --name a b
