@@ -3,7 +3,8 @@
  *
  * Workers (processes x threads) loop: acquire one of a few lock names, do a
  * guarded read-modify-write on a counter in a separate "storage" Redis through
- * a fencing-aware guard script, release. Every step is appended to a history
+ * a fencing-aware guard script (type rw: or, under the read lock, two guarded
+ * reads), release. Every step is appended to a history
  * file as one line (one write(2) each, so a kill loses at most the step in
  * progress). The coordinator injects faults and logs them; the checker reads
  * everything and looks for violations. Times are CLOCK_MONOTONIC nanoseconds,
