@@ -2,16 +2,35 @@
  * looks for what must never happen, and for each fault's expected effects.
  *
  * Violations (the run fails):
- *   overlap           two holds of one name overlap while neither had lost it
+ *   overlap           two holds of one name that exclude each other overlap
+ *                     while neither had lost it. Types lock and fair: any two
+ *                     holds. Type rw: a write hold and any other hold; read
+ *                     holds may overlap each other
  *   lost update       a counter differs from its number of accepted writes
- *   token regression  a later hold of a name got a token not above an earlier one
- *   blocked           a worker waited with the lock free for blocked_ns
+ *   token regression  types lock and fair: a later hold of a name got a token
+ *                     not above an earlier one. Type rw (concurrent readers
+ *                     return in any order): a hold whose acquire returned
+ *                     before another's began has the lower token
+ *   blocked           a worker waited with the lock free for blocked_ns. Type
+ *                     rw: "free" for a reader is "no write hold". Type fair:
+ *                     one slot more per dead waiter that may have been queued
+ *                     meanwhile (check_fair.c)
+ *   torn read         type rw: a read hold not lost read the counter twice
+ *                     and saw two values: a write got in beside it (the
+ *                     storage's witness, apart from the timeline's; the
+ *                     second read's value is taken even when the fence
+ *                     refused it)
+ *   fair order        type fair: check_fair.c
  * Expectations per fault (each failure fails the run):
- *   SIGKILL    the dead holder's lock frees within watchdog + slack
+ *   SIGKILL    the dead holder's lock frees within watchdog + slack (type fair:
+ *              + one slot per dead waiter; type rw: measured from when the
+ *              live holds that would also have kept the next holder out ended)
  *   SIGSTOP    the paused holder is told (lost callback), its release answers
- *              DLOCK_ENOTOWNER, and a late write of it is refused
+ *              DLOCK_ENOTOWNER, and a late write of it is refused (a read
+ *              hold's late second read, when a writer got in)
  *   restart    every hold in progress is told it was lost
- *   partition  the cut-off holder is told before another gets the lock
+ *   partition  the cut-off holder is told before another (one it excludes)
+ *              gets the lock
  * Hold intervals are [acquire returned, release called]: inside the interval
  * Redis granted, so client-side overlap implies server-side overlap. */
 #include <dirent.h>
@@ -20,33 +39,12 @@
 #include <string.h>
 
 #include "dlock/dlock.h"
-#include "safety.h"
+#include "check.h"
 
-typedef struct hold {
-    int w, t, name;
-    unsigned long long token;
-    long long t_call, t_acq, t_end, t_rel, lost_at, t_write;
-    int read_ok, write_ok, release_rc, lost_reason, ended;
-    long long end;         /* for overlap: t_end, or when a killed worker died */
-} hold;
+vec holds = {0, 0, 0, sizeof(hold)}, waits = {0, 0, 0, sizeof(waitrec)},
+    calls = {0, 0, 0, sizeof(callrec)}, faults = {0, 0, 0, sizeof(fault)};
 
-typedef struct waitrec {
-    int w, name, acquired, rc;
-    long long t_call, t_ret;
-} waitrec;
-
-typedef struct fault {
-    char kind;
-    int w;
-    long long a, b;
-} fault;
-
-typedef struct vec {
-    void *v;
-    size_t n, cap, size;
-} vec;
-
-static void *push(vec *x)
+void *check_push(vec *x)
 {
     if (x->n == x->cap) {
         size_t cap = x->cap ? x->cap * 2 : 1024;
@@ -64,18 +62,21 @@ static void *push(vec *x)
     return p;
 }
 
-static vec holds = {0, 0, 0, sizeof(hold)}, waits = {0, 0, 0, sizeof(waitrec)},
-           faults = {0, 0, 0, sizeof(fault)};
+static int problems_printed;   /* per check: the first PROBLEMS_SHOWN go to stderr */
+#define PROBLEMS_SHOWN 30
 
-static void problem(check_report *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void problem(check_report *r, const char *fmt, ...)
+void check_problem(check_report *r, const char *fmt, ...)
 {
     char buf[512];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(buf, sizeof(buf), fmt, ap);
     va_end(ap);
-    fprintf(stderr, "  problem: %s\n", buf);
+    if (problems_printed < PROBLEMS_SHOWN)
+        fprintf(stderr, "  problem: %s\n", buf);
+    else if (problems_printed == PROBLEMS_SHOWN)
+        fprintf(stderr, "  (more problems: see the counts)\n");
+    problems_printed++;
     if (!r->first_problem[0])
         snprintf(r->first_problem, sizeof(r->first_problem), "%s", buf);
 }
@@ -90,6 +91,23 @@ static hold *find_open(int w, int t, unsigned long long token)
     return NULL;
 }
 
+/* The side at the end of a record ('x' when absent); for W records the wait
+ * before it. */
+static int side_at(const char *rest, long long *wait_ms)
+{
+    char c = 'x';
+    if (wait_ms) {
+        long long wv;
+        if (sscanf(rest, " %lld %c", &wv, &c) == 2)
+            *wait_ms = wv;
+        else
+            c = 'x';
+    } else if (sscanf(rest, " %c", &c) != 1) {
+        c = 'x';
+    }
+    return c == 'r' || c == 'w' ? c : 'x';
+}
+
 static void parse_file(const char *path)
 {
     FILE *f = fopen(path, "r");
@@ -100,33 +118,52 @@ static void parse_file(const char *path)
         hold h;
         memset(&h, 0, sizeof(h));
         long long a, b;
-        int w, pid;
+        int w, pid, n = 0;
         switch (line[0]) {
+        case 'W': {
+            callrec c;
+            memset(&c, 0, sizeof(c));
+            c.wait_ms = -2;   /* not recorded */
+            if (sscanf(line, "W %d %d %d %lld%n", &c.w, &c.t, &c.name, &c.t_call, &n) == 4) {
+                c.side = side_at(line + n, &c.wait_ms);
+                callrec *p = check_push(&calls);
+                *p = c;
+            }
+            break;
+        }
         case 'S':
-            if (sscanf(line, "S %d %d %d %llu %lld %lld", &h.w, &h.t, &h.name, &h.token,
-                       &h.t_call, &h.t_acq) == 6) {
-                hold *p = push(&holds);
+            if (sscanf(line, "S %d %d %d %llu %lld %lld%n", &h.w, &h.t, &h.name, &h.token,
+                       &h.t_call, &h.t_acq, &n) == 6) {
+                h.side = side_at(line + n, NULL);
+                hold *p = check_push(&holds);
                 *p = h;
-                waitrec *wr = push(&waits);
+                waitrec *wr = check_push(&waits);
                 wr->w = h.w;
+                wr->t = h.t;
                 wr->name = h.name;
+                wr->side = h.side;
                 wr->acquired = 1;
+                wr->token = h.token;
                 wr->t_call = h.t_call;
                 wr->t_ret = h.t_acq;
             }
             break;
         case 'E':
-            if (sscanf(line, "E %d %d %d %llu %lld %lld %lld %d %d %d %lld %d %lld", &h.w, &h.t,
+            if (sscanf(line, "E %d %d %d %llu %lld %lld %lld %d %d %d %lld %d %lld%n", &h.w, &h.t,
                        &h.name, &h.token, &h.t_acq, &h.t_end, &h.t_rel, &h.read_ok, &h.write_ok,
-                       &h.release_rc, &h.lost_at, &h.lost_reason, &h.t_write) == 13) {
+                       &h.release_rc, &h.lost_at, &h.lost_reason, &h.t_write, &n) == 13) {
+                char c = 'x';
+                if (sscanf(line + n, " %c %lld %lld", &c, &h.v1, &h.v2) != 3)
+                    h.v1 = h.v2 = 0;
                 hold *p = find_open(h.w, h.t, h.token);
                 if (!p) {   /* S lost with a kill? keep the hold anyway */
-                    p = push(&holds);
+                    p = check_push(&holds);
                     p->w = h.w;
                     p->t = h.t;
                     p->name = h.name;
                     p->token = h.token;
                     p->t_call = p->t_acq = h.t_acq;
+                    p->side = c == 'r' || c == 'w' ? c : 'x';
                 }
                 p->t_end = h.t_end;
                 p->t_rel = h.t_rel;
@@ -136,22 +173,25 @@ static void parse_file(const char *path)
                 p->lost_at = h.lost_at;
                 p->lost_reason = h.lost_reason;
                 p->t_write = h.t_write;
+                p->v1 = h.v1;
+                p->v2 = h.v2;
                 p->ended = 1;
             }
             break;
         case 'F': {
             waitrec r;
             memset(&r, 0, sizeof(r));
-            if (sscanf(line, "F %d %*d %d %lld %lld %d", &r.w, &r.name, &r.t_call, &r.t_ret,
-                       &r.rc) == 5) {
-                waitrec *p = push(&waits);
+            if (sscanf(line, "F %d %d %d %lld %lld %d%n", &r.w, &r.t, &r.name, &r.t_call,
+                       &r.t_ret, &r.rc, &n) == 6) {
+                r.side = side_at(line + n, NULL);
+                waitrec *p = check_push(&waits);
                 *p = r;
             }
             break;
         }
         case 'K':
             if (sscanf(line, "K %d %d %lld", &w, &pid, &a) == 3) {
-                fault *p = push(&faults);
+                fault *p = check_push(&faults);
                 p->kind = 'K';
                 p->w = w;
                 p->a = p->b = a;
@@ -160,13 +200,13 @@ static void parse_file(const char *path)
         case 'P':
         case 'N':
             if (sscanf(line + 2, "%d %*d %lld %lld", &w, &a, &b) == 3 && line[0] == 'P') {
-                fault *p = push(&faults);
+                fault *p = check_push(&faults);
                 p->kind = 'P';
                 p->w = w;
                 p->a = a;
                 p->b = b;
             } else if (line[0] == 'N' && sscanf(line, "N %d %lld %lld", &w, &a, &b) == 3) {
-                fault *p = push(&faults);
+                fault *p = check_push(&faults);
                 p->kind = 'N';
                 p->w = w;
                 p->a = a;
@@ -176,7 +216,7 @@ static void parse_file(const char *path)
         case 'R':
         case 'C':
             if (sscanf(line + 2, "%lld %lld", &a, &b) == 2) {
-                fault *p = push(&faults);
+                fault *p = check_push(&faults);
                 p->kind = line[0];
                 p->w = -1;
                 p->a = a;
@@ -207,7 +247,7 @@ static const fault *fault_of(char kind, int w, long long t)
     return NULL;
 }
 
-static long long kill_time(int w)
+long long check_kill_time(int w)
 {
     const fault *f = faults.v;
     for (size_t i = 0; i < faults.n; i++)
@@ -216,13 +256,11 @@ static long long kill_time(int w)
     return -1;
 }
 
-static int lost(const hold *h)
-{
-    return h->lost_at != 0 || h->release_rc == DLOCK_ENOTOWNER || !h->ended;
-}
 
-/* Occupied intervals of one name, merged: holds, possible holds of acquires
- * whose outcome is unknown, and windows where Redis served nobody. */
+/* Occupied intervals of one name for a waiter on `side`, merged: holds that
+ * exclude it, possible holds of acquires whose outcome is unknown, and windows
+ * where Redis served nobody (type fair: and half a slot more, the longest a
+ * waiter sleeps before trying again, its queue lost or reordered). */
 typedef struct span {
     long long a, b;
 } span;
@@ -233,36 +271,38 @@ static int by_a(const void *x, const void *y)
     return (p->a > q->a) - (p->a < q->a);
 }
 
-static span *occupied(int name, const check_params *cp, size_t *count)
+static span *occupied(int name, int side, const check_params *cp, size_t *count)
 {
     vec s = {0, 0, 0, sizeof(span)};
     hold *h = holds.v;
     for (size_t i = 0; i < holds.n; i++) {
-        if (h[i].name != name)
+        if (h[i].name != name || !check_conflicts(h[i].side, side))
             continue;
-        span *p = push(&s);
+        span *p = check_push(&s);
         p->a = h[i].t_acq;
         if (h[i].ended) {
             p->b = h[i].t_rel;
         } else {
-            long long k = kill_time(h[i].w);
+            long long k = check_kill_time(h[i].w);
             p->b = (k >= 0 ? k : cp->run_end) + cp->watchdog_ns + cp->free_slack_ns;
         }
     }
     waitrec *wr = waits.v;
     for (size_t i = 0; i < waits.n; i++)
         if (wr[i].name == name && !wr[i].acquired && wr[i].rc != DLOCK_ETIMEDOUT &&
-            wr[i].rc != DLOCK_ECANCELED) {
-            span *p = push(&s);   /* it may have acquired without knowing */
+            wr[i].rc != DLOCK_ECANCELED && check_conflicts(wr[i].side, side)) {
+            span *p = check_push(&s);   /* it may have acquired without knowing */
             p->a = wr[i].t_call;
             p->b = wr[i].t_ret + cp->watchdog_ns;
         }
     fault *f = faults.v;
     for (size_t i = 0; i < faults.n; i++)
         if (f[i].kind == 'R' || f[i].kind == 'C') {
-            span *p = push(&s);
+            span *p = check_push(&s);
             p->a = f[i].a;
             p->b = f[i].b + 1000000000LL;   /* and a second to reconnect */
+            if (cp->type == SAFETY_FAIR)
+                p->b += cp->slot_ns / 2;
         }
     span *v = s.v;
     if (s.n)
@@ -303,30 +343,70 @@ static long long longest_free(const span *v, size_t n, long long a, long long b)
     return best;
 }
 
-/* First hold of `name` by a worker other than w acquired in [a, b). */
-static const hold *next_other(int name, int w, long long a, long long b)
+/* First hold of `name` by a worker other than w acquired in [a, b) that a
+ * hold on `side` excludes. */
+static const hold *next_other(int name, int w, long long a, long long b, int side)
 {
     const hold *h = holds.v, *best = NULL;
     for (size_t i = 0; i < holds.n; i++)
         if (h[i].name == name && h[i].w != w && h[i].t_acq >= a && h[i].t_acq < b &&
-            (!best || h[i].t_acq < best->t_acq))
+            check_conflicts(h[i].side, side) && (!best || h[i].t_acq < best->t_acq))
             best = &h[i];
     return best;
 }
 
-static int someone_waiting(int name, int w, long long t)
+static int someone_waiting(int name, int w, long long t, int side)
 {
     const waitrec *r = waits.v;
     for (size_t i = 0; i < waits.n; i++)
-        if (r[i].name == name && r[i].w != w && r[i].t_call <= t && r[i].t_ret > t)
+        if (r[i].name == name && r[i].w != w && r[i].t_call <= t && r[i].t_ret > t &&
+            check_conflicts(r[i].side, side))
             return 1;
     return 0;
+}
+
+static int by_call_key(const void *x, const void *y)
+{
+    const callrec *a = x, *b = y;
+    if (a->w != b->w)
+        return a->w - b->w;
+    if (a->t != b->t)
+        return a->t - b->t;
+    return (a->t_call > b->t_call) - (a->t_call < b->t_call);
+}
+
+/* Each wait's W record: its wait; W records left without an outcome are the
+ * waits of killed workers. */
+static void match_calls(void)
+{
+    callrec *c = calls.v;
+    if (calls.n)
+        qsort(c, calls.n, sizeof(callrec), by_call_key);
+    waitrec *wr = waits.v;
+    for (size_t i = 0; i < waits.n; i++) {
+        callrec key = {.w = wr[i].w, .t = wr[i].t, .t_call = wr[i].t_call};
+        callrec *m = calls.n ? bsearch(&key, c, calls.n, sizeof(callrec), by_call_key) : NULL;
+        wr[i].wait_ms = m ? m->wait_ms : -2;
+        if (m)
+            m->ended = 1;
+    }
+}
+
+static void free_all(void)
+{
+    vec *v[] = {&holds, &waits, &calls, &faults};
+    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+        free(v[i]->v);
+        v[i]->v = NULL;
+        v[i]->n = v[i]->cap = 0;
+    }
 }
 
 int safety_check(const check_params *cp, check_report *rep)
 {
     memset(rep, 0, sizeof(*rep));
     rep->min_part_margin_ms = -1;
+    problems_printed = 0;
     DIR *d = opendir(cp->dir);
     if (!d)
         return -1;
@@ -339,6 +419,7 @@ int safety_check(const check_params *cp, check_report *rep)
         }
     }
     closedir(d);
+    match_calls();
     hold *h = holds.v;
     if (holds.n)
         qsort(h, holds.n, sizeof(hold), by_name_acq);
@@ -346,7 +427,7 @@ int safety_check(const check_params *cp, check_report *rep)
         if (h[i].ended) {
             h[i].end = h[i].t_end;
         } else {
-            long long k = kill_time(h[i].w);
+            long long k = check_kill_time(h[i].w);
             h[i].end = k >= 0 && k > h[i].t_acq ? k : cp->run_end;
         }
         rep->holds++;
@@ -355,6 +436,18 @@ int safety_check(const check_params *cp, check_report *rep)
                                h[i].release_rc != DLOCK_ENOTOWNER;
         rep->refused_reads += h[i].read_ok == 0;
         rep->refused_writes += h[i].ended && h[i].read_ok == 1 && h[i].write_ok == 0;
+        rep->read_holds += h[i].side == 'r';
+        rep->write_holds += h[i].side == 'w';
+        if (h[i].side == 'r' && h[i].ended && h[i].read_ok == 1 && h[i].write_ok != -1 &&
+            h[i].v1 != h[i].v2 && check_lost(&h[i])) {
+            rep->torn_lost++;   /* a writer came after it lost its hold: allowed */
+        } else if (h[i].side == 'r' && h[i].ended && h[i].read_ok == 1 && h[i].write_ok != -1 &&
+                   h[i].v1 != h[i].v2) {
+            rep->torn_reads++;
+            check_problem(rep, "torn read on name %d: worker %d token %llu read %lld then %lld "
+                               "under one read hold",
+                          h[i].name, h[i].w, h[i].token, h[i].v1, h[i].v2);
+        }
     }
     const waitrec *wr = waits.v;
     for (size_t i = 0; i < waits.n; i++) {
@@ -366,16 +459,20 @@ int safety_check(const check_params *cp, check_report *rep)
     }
 
     /* Overlaps and token order, per name, in acquisition order. */
-    for (size_t i = 0; i < holds.n;) {
+    if (cp->type == SAFETY_RW) {
+        check_rw_exclusion(rep);
+        check_rw_tokens(rep);
+    }
+    for (size_t i = 0; cp->type != SAFETY_RW && i < holds.n;) {
         size_t j = i;
         const hold *maxend = NULL;
         for (; j < holds.n && h[j].name == h[i].name; j++) {
             if (maxend && h[j].t_acq < maxend->end) {
-                if (lost(&h[j]) || lost(maxend)) {
+                if (check_lost(&h[j]) || check_lost(maxend)) {
                     rep->allowed_overlaps++;
                 } else {
                     rep->overlaps++;
-                    problem(rep, "overlap on name %d: worker %d token %llu [%lld..%lld] and "
+                    check_problem(rep, "overlap on name %d: worker %d token %llu [%lld..%lld] and "
                                  "worker %d token %llu from %lld, neither lost",
                             h[j].name, maxend->w, maxend->token, maxend->t_acq, maxend->end,
                             h[j].w, h[j].token, h[j].t_acq);
@@ -383,7 +480,7 @@ int safety_check(const check_params *cp, check_report *rep)
             }
             if (j > i && h[j].token <= h[j - 1].token) {
                 rep->token_regressions++;
-                problem(rep, "token regression on name %d: %llu after %llu", h[j].name,
+                check_problem(rep, "token regression on name %d: %llu after %llu", h[j].name,
                         h[j].token, h[j - 1].token);
             }
             if (!maxend || h[j].end > maxend->end)
@@ -397,14 +494,19 @@ int safety_check(const check_params *cp, check_report *rep)
         for (int k = 0; k < cp->names; k++)
             if (cp->value[k] != cp->accepted[k]) {
                 rep->lost_updates++;
-                problem(rep, "name %d: counter %lld but %lld accepted writes", k, cp->value[k],
+                check_problem(rep, "name %d: counter %lld but %lld accepted writes", k, cp->value[k],
                         cp->accepted[k]);
             }
 
-    /* Blocked while free. A worker stopped or cut off is not expected to wake. */
+    /* Blocked while free. A worker stopped or cut off is not expected to wake.
+     * Type rw: readers wait for writers only. Type fair: each dead waiter that
+     * may have been ahead costs a slot. */
+    if (cp->type == SAFETY_FAIR)
+        check_ghosts_build(cp);
     for (int k = 0; k < cp->names; k++) {
-        size_t n;
-        span *occ = occupied(k, cp, &n);
+        size_t n, nr = 0;
+        span *occ = occupied(k, cp->type == SAFETY_RW ? 'w' : 'x', cp, &n);
+        span *occ_r = cp->type == SAFETY_RW ? occupied(k, 'r', cp, &nr) : NULL;
         for (size_t i = 0; i < waits.n; i++) {
             if (wr[i].name != k || wr[i].rc == DLOCK_ECANCELED)
                 continue;
@@ -418,14 +520,21 @@ int safety_check(const check_params *cp, check_report *rep)
                     skip = 1;
             if (skip)
                 continue;
-            long long idle = longest_free(occ, n, wr[i].t_call, wr[i].t_ret);
-            if (idle > cp->blocked_ns) {
+            long long idle = wr[i].side == 'r'
+                                 ? longest_free(occ_r, nr, wr[i].t_call, wr[i].t_ret)
+                                 : longest_free(occ, n, wr[i].t_call, wr[i].t_ret);
+            long long allowed = cp->blocked_ns;
+            if (cp->type == SAFETY_FAIR)
+                allowed += cp->slot_ns *
+                           check_ghosts_in(k, wr[i].w, wr[i].t, wr[i].t_call, wr[i].t_ret);
+            if (idle > allowed) {
                 rep->blocked++;
-                problem(rep, "worker %d waited for name %d %.0f ms while it was free",
+                check_problem(rep, "worker %d waited for name %d %.0f ms while it was free",
                         wr[i].w, k, idle / 1e6);
             }
         }
         free(occ);
+        free(occ_r);
     }
 
     /* Each fault's expectations. */
@@ -437,18 +546,22 @@ int safety_check(const check_params *cp, check_report *rep)
             for (size_t i = 0; i < holds.n; i++) {
                 if (h[i].w != f[q].w || h[i].ended || h[i].t_acq > f[q].a)
                     continue;
-                if (!someone_waiting(h[i].name, f[q].w, f[q].a))
+                if (!someone_waiting(h[i].name, f[q].w, f[q].a, h[i].side))
                     continue;
-                const hold *o = next_other(h[i].name, f[q].w, f[q].a, cp->run_end + 1);
+                const hold *o = next_other(h[i].name, f[q].w, f[q].a, cp->run_end + 1, h[i].side);
                 if (!o)
                     continue;
-                double ms = (o->t_acq - f[q].a) / 1e6;
+                long long from = cp->type == SAFETY_RW ? check_rw_free_for(o, f[q].w, f[q].a) : f[q].a;
+                long long allowed = cp->watchdog_ns + cp->free_slack_ns;
+                if (cp->type == SAFETY_FAIR)   /* and a slot per dead waiter ahead */
+                    allowed += cp->slot_ns * check_ghosts_in(h[i].name, -1, -1, f[q].a, o->t_acq);
+                double ms = (o->t_acq - from) / 1e6;
                 rep->kill_measured++;
                 if (ms > rep->worst_free_ms)
                     rep->worst_free_ms = ms;
-                if (o->t_acq - f[q].a > cp->watchdog_ns + cp->free_slack_ns) {
+                if (o->t_acq - from > allowed) {
                     rep->expectation_failures++;
-                    problem(rep, "killed holder's lock (name %d) took %.0f ms to free", h[i].name,
+                    check_problem(rep, "killed holder's lock (name %d) took %.0f ms to free", h[i].name,
                             ms);
                 }
             }
@@ -461,21 +574,21 @@ int safety_check(const check_params *cp, check_report *rep)
                 if (!h[i].ended)
                     continue;
                 rep->stop_holds++;
-                const hold *o = next_other(h[i].name, f[q].w, f[q].a, f[q].b);
+                const hold *o = next_other(h[i].name, f[q].w, f[q].a, f[q].b, h[i].side);
                 if (o)
                     rep->stop_passed++;
                 int told = h[i].lost_at != 0 && h[i].release_rc == DLOCK_ENOTOWNER;
                 rep->stop_told += told;
                 if (!told) {
                     rep->expectation_failures++;
-                    problem(rep, "paused holder (worker %d, name %d) not told: lost_at %lld, "
+                    check_problem(rep, "paused holder (worker %d, name %d) not told: lost_at %lld, "
                                  "release %d",
                             h[i].w, h[i].name, h[i].lost_at, h[i].release_rc);
                 }
                 if (o && h[i].t_write > f[q].b) {   /* its write came after the resume */
                     if (h[i].write_ok == 1 && h[i].read_ok == 1) {
                         rep->expectation_failures++;
-                        problem(rep, "paused holder's late write (token %llu) was accepted",
+                        check_problem(rep, "paused holder's late write (token %llu) was accepted",
                                 h[i].token);
                     } else {
                         rep->stop_late_refused++;
@@ -496,7 +609,7 @@ int safety_check(const check_params *cp, check_report *rep)
                         rep->worst_report_ms = ms;
                 } else {
                     rep->expectation_failures++;
-                    problem(rep, "holder (worker %d, name %d) across a restart never told",
+                    check_problem(rep, "holder (worker %d, name %d) across a restart never told",
                             h[i].w, h[i].name);
                 }
             }
@@ -515,7 +628,7 @@ int safety_check(const check_params *cp, check_report *rep)
                 if (h[i].w != f[q].w || h[i].t_acq > f[q].a || !h[i].ended ||
                     h[i].release_rc == DLOCK_OK || h[i].t_rel < f[q].a)
                     continue;
-                const hold *o = next_other(h[i].name, f[q].w, f[q].a, h[i].t_rel);
+                const hold *o = next_other(h[i].name, f[q].w, f[q].a, h[i].t_rel, h[i].side);
                 if (!o)
                     continue;   /* nobody took it meanwhile */
                 rep->part_holds++;
@@ -529,7 +642,7 @@ int safety_check(const check_params *cp, check_report *rep)
                         rep->worst_report_ms = ms;
                 } else {
                     rep->expectation_failures++;
-                    problem(rep, "cut-off holder (name %d) told at %lld, after another got the "
+                    check_problem(rep, "cut-off holder (name %d) told at %lld, after another got the "
                                  "lock at %lld",
                             h[i].name, h[i].lost_at, o->t_acq);
                 }
@@ -537,7 +650,7 @@ int safety_check(const check_params *cp, check_report *rep)
                     rep->part_late++;
                     if (h[i].write_ok == 1) {
                         rep->expectation_failures++;
-                        problem(rep, "cut-off holder's late write was accepted");
+                        check_problem(rep, "cut-off holder's late write was accepted");
                     }
                 }
             }
@@ -546,68 +659,10 @@ int safety_check(const check_params *cp, check_report *rep)
             break;
         }
     }
-    free(holds.v);
-    free(waits.v);
-    free(faults.v);
-    memset(&holds, 0, sizeof(holds));
-    holds.size = sizeof(hold);
-    memset(&waits, 0, sizeof(waits));
-    waits.size = sizeof(waitrec);
-    memset(&faults, 0, sizeof(faults));
-    faults.size = sizeof(fault);
-    return (int)(rep->overlaps + rep->lost_updates + rep->token_regressions + rep->blocked +
-                 rep->expectation_failures);
-}
-
-void safety_print_report(const char *scenario, const check_params *cp, const check_report *r,
-                         double seconds, FILE *out)
-{
-    long long accepted = 0, refused = 0;
-    for (int k = 0; k < cp->names; k++) {
-        accepted += cp->accepted[k];
-        refused += cp->refused[k];
+    if (cp->type == SAFETY_FAIR) {
+        check_fair_order(cp, rep);
+        check_ghosts_free();
     }
-    long long violations = r->overlaps + r->lost_updates + r->token_regressions + r->blocked;
-    fprintf(out, "scenario %-10s %6.1f s  %lld holds (%.0f/s), %lld guarded writes accepted, "
-                 "%lld stale reads/writes refused by fencing\n",
-            scenario, seconds, r->holds, seconds > 0 ? r->holds / seconds : 0.0, accepted, refused);
-    fprintf(out, "  waits %lld: %lld gave up or failed (%lld errors); holds reported lost %lld; "
-                 "release errors %lld\n",
-            r->waits, r->wait_failures, r->errors, r->lost_holds, r->release_errors);
-    fprintf(out, "  violations: %lld  (overlap %lld, lost update %lld, token regression %lld, "
-                 "blocked while free %lld)\n",
-            violations, r->overlaps, r->lost_updates, r->token_regressions, r->blocked);
-    if (r->allowed_overlaps)
-        fprintf(out, "  holds overlapping a holder that had lost its lock (allowed; fencing "
-                     "guards the data): %lld\n",
-                r->allowed_overlaps);
-    if (r->kills)
-        fprintf(out, "  SIGKILL x%lld: %lld measured; worst time to free a dead holder's lock "
-                     "%.0f ms (watchdog %.0f ms)\n",
-                r->kills, r->kill_measured, r->worst_free_ms, cp->watchdog_ns / 1e6);
-    if (r->stops)
-        fprintf(out, "  SIGSTOP x%lld: %lld paused holds, %lld passed to another worker, %lld told "
-                     "(lost callback + DLOCK_ENOTOWNER), %lld late writes refused\n",
-                r->stops, r->stop_holds, r->stop_passed, r->stop_told, r->stop_late_refused);
-    if (r->restarts)
-        fprintf(out, "  restart x%lld: %lld holds in progress, %lld told; overlaps this allowed: "
-                     "%lld (Redis without persistence forgets its locks; fencing refused %lld "
-                     "stale operations)\n",
-                r->restarts, r->restart_holds, r->restart_told, r->allowed_overlaps,
-                r->refused_reads + r->refused_writes);
-    if (r->pauses)
-        fprintf(out, "  CLIENT PAUSE x%lld: %lld acquire errors and %lld release errors reported "
-                     "to callers, %lld holds reported lost; no double grant\n",
-                r->pauses, r->errors, r->release_errors, r->lost_holds);
-    if (r->partitions)
-        fprintf(out, "  partition x%lld: %lld cut-off holds passed on, %lld told before the "
-                     "other got it (smallest margin %.1f ms), %lld late writes refused; %lld holds "
-                     "by the others meanwhile\n",
-                r->partitions, r->part_holds, r->part_told, r->min_part_margin_ms, r->part_late,
-                r->others_during_partition);
-    if (r->restarts || r->partitions)
-        fprintf(out, "  worst time to report a lost lock: %.0f ms after the fault\n",
-                r->worst_report_ms);
-    fprintf(out, "  expectations failed: %lld%s%s\n", r->expectation_failures,
-            r->first_problem[0] ? "; first problem: " : "", r->first_problem);
+    free_all();
+    return (int)(safety_violations(rep) + rep->expectation_failures);
 }

@@ -2,50 +2,32 @@
  * worker processes, injects one kind of fault, then checks the histories.
  *
  *   safety [--scenario baseline|kill9|sigstop|restart|pause|partition|all]
- *          [--seconds S] [--procs P] [--threads T] [--names K] [--ops N]
- *          [--watchdog MS] [--worker PATH] [--keep]
+ *          [--type lock|fair|rw] [--seconds S] [--procs P] [--threads T]
+ *          [--names K] [--ops N] [--watchdog MS] [--worker PATH] [--keep]
+ *
+ * --type picks the lock the workers use (safety.h): lock (the reentrant lock,
+ * the default), fair (the fair lock; every waiter's slot FAIR_SLOT_MS, and the
+ * checker also checks the order of acquisition) or rw (the read-write lock:
+ * reads under the read lock, read-modify-writes under the write lock).
  *
  * Exit 0 when no violation and every expectation held; 1 otherwise; 77 when a
  * scenario cannot run here (partition needs root for network namespaces).
  * Servers and workers are stopped by pid; the partition scenario lives in
  * network namespaces it creates and deletes. */
-#include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <netinet/in.h>
-#include <pthread.h>
-#include <sched.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <hiredis/hiredis.h>
 
 #include "dlock/dlock.h"
-#include "safety.h"
-
-typedef struct server {
-    pid_t pid;
-    int port;
-    char host[32];          /* where clients reach it */
-    const char *ns;         /* network namespace, or NULL */
-    char dir[512];
-} server;
-
-typedef struct worker {
-    pid_t pid;
-    int alive;
-    const char *ns;
-    int64_t hold_ms;
-} worker;
+#include "coord.h"
 
 typedef struct opts {
     const char *scenario;
@@ -57,41 +39,39 @@ typedef struct opts {
     int keep;
     long long min_total_ops;   /* run the baseline again until this many operations */
     const char *report_path;   /* also write the report here */
+    int type;                  /* safety_type */
 } opts;
 
-static opts O = {"all", 10, 3, 3, 2, 0, 1500, 500, NULL, 0, 0, NULL};
+static opts O = {"all", 10, 3, 3, 2, 0, 1500, 500, NULL, 0, 0, NULL, SAFETY_LOCK};
+
+/* The fair lock's slot, every waiter's (the fair wait timeout, and the wait of
+ * the waits that have a limit). A live waiter refreshes its place at least
+ * every half slot: 1 s of scheduling slack on this noisy 2-core machine before
+ * a live waiter could be dropped. A dead waiter at the head (a killed or
+ * stopped worker's) delays the others by one slot at most once the lock is
+ * free: the checker allows that much per such waiter. */
+#define FAIR_SLOT_MS 2000
+/* Fair order: a wait is clearly earlier than another when it began this much
+ * before it. It covers the time from the W record to the first attempt
+ * reaching Redis (a thread switch and one round trip on loopback: well under
+ * 10 ms unless the machine stalls; the report shows the largest inversion
+ * below the margin). */
+#define FAIR_MARGIN_MS 50
+/* Type fair: one hold in eight lasts this much longer, so that queues form
+ * and waits outlast the margin (without it most waits of a fast scenario end
+ * within a few ms, and no pair of them can be checked). */
+#define FAIR_SLOW_HOLD_MS 100
+/* Share of the rw operations done under the read lock. */
+#define RW_READS_PERCENT 60
 static long long total_holds, total_violations;
 static FILE *report_file;
 
-typedef struct run {
-    const char *scenario;
-    char dir[256];
-    char prefix[64];
-    safety_shm *shm;
-    server lock, store;
-    worker w[SAFETY_MAX_WORKERS];
-    int nworkers;
-    FILE *log;
-    int64_t t0;
-    char ns_r[32], ns_a[32], ns_b[32];
-    int netns;
-    int stuck;
-} run;
-
-static volatile sig_atomic_t interrupted;
 static run *current;
 
 static void on_signal(int sig)
 {
     (void)sig;
     interrupted = 1;
-}
-
-static void msleep(int64_t ms)
-{
-    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR && !interrupted) {
-    }
 }
 
 static void logf_(run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -105,224 +85,18 @@ static void logf_(run *r, const char *fmt, ...)
     fflush(r->log);
 }
 
-/* ------------------------------------------------------------ processes */
-
-static pid_t spawn(const char *ns, char *const argv[], const char *out_path)
-{
-    pid_t pid = fork();
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (out_path) {
-            int fd = open(out_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
-            if (fd >= 0) {
-                dup2(fd, 1);
-                dup2(fd, 2);
-            }
-        }
-        if (ns) {
-            char *av[64] = {"ip", "netns", "exec", (char *)ns};
-            int n = 4;
-            for (int i = 0; argv[i] && n < 63; i++)
-                av[n++] = argv[i];
-            av[n] = NULL;
-            execvp("ip", av);   /* setns + exec: the pid stays that of the program */
-        } else {
-            execvp(argv[0], argv);
-        }
-        _exit(127);
-    }
-    return pid;
-}
-
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int sh(const char *fmt, ...)
-{
-    char cmd[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof(cmd), fmt, ap);
-    va_end(ap);
-    int rc = system(cmd);
-    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
-
-static void stop_pid(pid_t pid, int sig, int64_t wait_ms)
-{
-    if (pid <= 0)
-        return;
-    kill(pid, sig);
-    for (int64_t i = 0; i < wait_ms / 10; i++) {
-        if (waitpid(pid, NULL, WNOHANG) == pid)
-            return;
-        msleep(10);
-    }
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
-}
-
-/* -------------------------------------------------------------- servers */
-
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(sa);
-    int port = -1;
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
-        getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
-        port = ntohs(sa.sin_port);
-    if (fd >= 0)
-        close(fd);
-    return port;
-}
-
-/* A connection to s, made from inside its namespace when it has one (a socket
- * keeps the namespace it was created in). */
-typedef struct ns_conn {
-    const server *s;
-    redisContext *c;
-} ns_conn;
-
-static void *connect_in_ns(void *arg)
-{
-    ns_conn *nc = arg;
-    if (nc->s->ns) {
-        char path[128];
-        snprintf(path, sizeof(path), "/var/run/netns/%s", nc->s->ns);
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0 || setns(fd, CLONE_NEWNET) != 0) {
-            if (fd >= 0)
-                close(fd);
-            return NULL;
-        }
-        close(fd);
-    }
-    struct timeval tv = {2, 0};
-    nc->c = redisConnectWithTimeout(nc->s->host, nc->s->port, tv);
-    if (nc->c && nc->c->err) {
-        redisFree(nc->c);
-        nc->c = NULL;
-    }
-    if (nc->c)
-        redisSetTimeout(nc->c, tv);
-    return NULL;
-}
-
-static redisContext *admin(const server *s)
-{
-    ns_conn nc = {s, NULL};
-    pthread_t t;
-    pthread_create(&t, NULL, connect_in_ns, &nc);   /* setns changes only that thread */
-    pthread_join(t, NULL);
-    return nc.c;
-}
-
-static int ping(const server *s)
-{
-    redisContext *c = admin(s);
-    if (!c)
-        return 0;
-    redisReply *r = redisCommand(c, "PING");
-    int ok = r && r->type == REDIS_REPLY_STATUS;
-    if (r)
-        freeReplyObject(r);
-    redisFree(c);
-    return ok;
-}
-
-static int server_launch(run *r, server *s)
-{
-    char port[16], log[sizeof(s->dir) + 16];
-    snprintf(port, sizeof(port), "%d", s->port);
-    snprintf(log, sizeof(log), "%s/redis.log", s->dir);
-    char *argv[] = {"redis-server", "--port", port, "--bind", s->ns ? "0.0.0.0" : "127.0.0.1",
-                    "--save", "", "--appendonly", "no", "--dir", s->dir, "--daemonize", "no",
-                    "--protected-mode", "no", "--logfile", log, NULL};
-    s->pid = spawn(s->ns, argv, NULL);
-    for (int i = 0; i < 300; i++) {
-        if (ping(s))
-            return 0;
-        if (waitpid(s->pid, NULL, WNOHANG) == s->pid)
-            break;
-        msleep(10);
-    }
-    fprintf(stderr, "safety: cannot start redis-server on port %d (%s)\n", s->port, r->scenario);
-    return -1;
-}
-
-static int server_start(run *r, server *s, const char *name, const char *ns, const char *host)
-{
-    snprintf(s->dir, sizeof(s->dir), "%s/%s", r->dir, name);
-    mkdir(s->dir, 0755);
-    s->ns = ns;
-    snprintf(s->host, sizeof(s->host), "%s", host);
-    for (int tries = 0; tries < 10; tries++) {
-        s->port = free_port();
-        if (server_launch(r, s) == 0)
-            return 0;
-    }
-    return -1;
-}
-
-/* --------------------------------------------------------------- netns */
-
-static const char *NS_R_ADDR = "10.200.1.1", *NS_A_ADDR = "10.200.1.2";
-static const char *NS_R_ADDR_B = "10.200.2.1", *NS_B_ADDR = "10.200.2.2";
-
-static void netns_down(run *r)
-{
-    if (!r->netns)
-        return;
-    sh("ip netns del %s 2>/dev/null; ip netns del %s 2>/dev/null; ip netns del %s 2>/dev/null",
-       r->ns_r, r->ns_a, r->ns_b);
-    r->netns = 0;
-}
-
-/* Three namespaces made for this run: R (the servers), A (the worker that
- * will be cut off) and B (the others), linked by veth pairs. */
-static int netns_up(run *r)
-{
-    int id = (int)getpid() % 100000;
-    snprintf(r->ns_r, sizeof(r->ns_r), "dls%dr", id);
-    snprintf(r->ns_a, sizeof(r->ns_a), "dls%da", id);
-    snprintf(r->ns_b, sizeof(r->ns_b), "dls%db", id);
-    r->netns = 1;
-    int rc = sh("set -e; for n in %s %s %s; do ip netns add $n; ip -n $n link set lo up; done; "
-                "ip link add dls%dra type veth peer name dls%dar; "
-                "ip link set dls%dra netns %s; ip link set dls%dar netns %s; "
-                "ip link add dls%drb type veth peer name dls%dbr; "
-                "ip link set dls%drb netns %s; ip link set dls%dbr netns %s; "
-                "ip -n %s addr add %s/30 dev dls%dra; ip -n %s addr add %s/30 dev dls%dar; "
-                "ip -n %s addr add %s/30 dev dls%drb; ip -n %s addr add %s/30 dev dls%dbr; "
-                "ip -n %s link set dls%dra up; ip -n %s link set dls%drb up; "
-                "ip -n %s link set dls%dar up; ip -n %s link set dls%dbr up",
-                r->ns_r, r->ns_a, r->ns_b, id, id, id, r->ns_r, id, r->ns_a, id, id, id, r->ns_r,
-                id, r->ns_b, r->ns_r, NS_R_ADDR, id, r->ns_a, NS_A_ADDR, id, r->ns_r, NS_R_ADDR_B,
-                id, r->ns_b, NS_B_ADDR, id, r->ns_r, id, r->ns_r, id, r->ns_a, id, r->ns_b, id);
-    if (rc != 0) {
-        netns_down(r);
-        return -1;
-    }
-    return 0;
-}
-
-static int partition(run *r, int on)
-{
-    const char *op = on ? "-A" : "-D";
-    return sh("ip netns exec %s iptables %s OUTPUT -p tcp -d %s --dport %d -j DROP && "
-              "ip netns exec %s iptables %s INPUT -p tcp -s %s --sport %d -j DROP",
-              r->ns_a, op, NS_R_ADDR, r->lock.port, r->ns_a, op, NS_R_ADDR, r->lock.port);
-}
-
 /* -------------------------------------------------------------- workers */
+
+/* The wait workers give: the fair lock's slot, or 4 x watchdog + 5 s. */
+static int64_t worker_wait(void)
+{
+    return O.type == SAFETY_FAIR ? FAIR_SLOT_MS : O.watchdog * 4 + 5000;
+}
 
 static int worker_start(run *r, int id)
 {
     worker *w = &r->w[id];
-    char a[16][320];
+    char a[18][320];
     const server *lock = &r->lock, *store = &r->store;
     const char *lock_host = lock->host, *store_host = store->host;
     if (w->ns && strcmp(w->ns, r->ns_b) == 0)
@@ -339,11 +113,14 @@ static int worker_start(run *r, int id)
     snprintf(a[9], sizeof(a[9]), "watchdog=%lld", (long long)O.watchdog);
     snprintf(a[10], sizeof(a[10]), "cmdtimeout=%lld", (long long)O.cmdtimeout);
     snprintf(a[11], sizeof(a[11]), "hold_ms=%lld", (long long)w->hold_ms);
-    snprintf(a[12], sizeof(a[12]), "wait=%lld", (long long)(O.watchdog * 4 + 5000));
-    char *argv[14];
-    for (int i = 0; i < 13; i++)
+    snprintf(a[12], sizeof(a[12]), "wait=%lld", (long long)worker_wait());
+    snprintf(a[13], sizeof(a[13]), "type=%s", safety_type_name(O.type));
+    snprintf(a[14], sizeof(a[14]), "reads=%d", RW_READS_PERCENT);
+    snprintf(a[15], sizeof(a[15]), "slow=%d", O.type == SAFETY_FAIR ? FAIR_SLOW_HOLD_MS : 0);
+    char *argv[17];
+    for (int i = 0; i < 16; i++)
         argv[i] = a[i];
-    argv[13] = NULL;
+    argv[16] = NULL;
     char out[300];
     snprintf(out, sizeof(out), "%s/w%d.out", r->dir, id);
     w->pid = spawn(w->ns, argv, out);
@@ -380,6 +157,8 @@ static long long total_ops(run *r)
 static void check_stuck(run *r, int64_t now, int except)
 {
     int64_t limit = (O.watchdog * 4 + 5000 + 3 * (O.cmdtimeout + 200) * 3 + 5000) * 1000000LL;
+    if (O.type == SAFETY_FAIR)   /* waits without limit: a thread's turn comes */
+        limit += (int64_t)FAIR_SLOT_MS * SAFETY_MAX_THREADS * 1000000LL;
     for (int id = 0; id < r->nworkers; id++) {
         if (!r->w[id].alive || id == except)
             continue;
@@ -404,6 +183,14 @@ typedef struct scenario {
     int needs_netns;
     int names;              /* lock names, 0 = --names */
 } scenario;
+
+/* Type fair: the other threads of a stopped worker may wait at the head of
+ * the queue of the name it holds, each delaying the others by one slot once
+ * the lock is free. A stop outlasts that too, so that the lock passes on. */
+static int64_t dead_waiters_ms(void)
+{
+    return O.type == SAFETY_FAIR ? (int64_t)(O.threads - 1) * FAIR_SLOT_MS : 0;
+}
 
 /* restart: holds longer than a restart, so new holders meet old ones (the
  * overlaps Redis without persistence allows). pause: more names than threads
@@ -450,7 +237,7 @@ static void inject(run *r, const scenario *sc, int64_t until)
             pid_t pid = r->w[id].pid;
             int64_t t_stop = safety_now();
             kill(pid, SIGSTOP);
-            msleep(O.watchdog + 1000);   /* longer than its lease */
+            msleep(O.watchdog + 1000 + dead_waiters_ms());   /* longer than its lease */
             int64_t t_cont = safety_now();
             kill(pid, SIGCONT);
             logf_(r, "P %d %d %lld %lld", id, (int)pid, (long long)t_stop, (long long)t_cont);
@@ -529,7 +316,8 @@ static int run_scenario(const scenario *sc)
     memset(r, 0, sizeof(*r));
     current = r;
     r->scenario = sc->name;
-    snprintf(r->dir, sizeof(r->dir), "/tmp/dlock-safety-%s-XXXXXX", sc->name);
+    snprintf(r->dir, sizeof(r->dir), "/tmp/dlock-safety-%s-%s-XXXXXX", safety_type_name(O.type),
+             sc->name);
     if (!mkdtemp(r->dir))
         return 1;
     snprintf(r->prefix, sizeof(r->prefix), "safety:%d", (int)getpid());
@@ -565,6 +353,8 @@ static int run_scenario(const scenario *sc)
     r->nworkers = O.procs;
     for (int id = 0; id < r->nworkers; id++) {
         r->w[id].hold_ms = id == 0 ? sc->victim_hold_ms : sc->hold_ms;
+        if (id == 0 && sc->needs_netns)   /* the cut-off hold outlasts its own waiters too */
+            r->w[id].hold_ms += dead_waiters_ms();
         r->w[id].ns = sc->needs_netns ? (id == 0 ? r->ns_a : r->ns_b) : NULL;
         worker_start(r, id);
     }
@@ -600,6 +390,14 @@ static int run_scenario(const scenario *sc)
     cp.blocked_ns = 2000000000LL;
     cp.free_slack_ns = 1000000000LL;
     cp.run_end = run_end;
+    cp.type = O.type;
+    cp.slot_ns = (int64_t)FAIR_SLOT_MS * 1000000LL;
+    cp.fair_margin_ns = (int64_t)FAIR_MARGIN_MS * 1000000LL;
+    /* A call that meets a connection the fault broke fails within the command
+     * timeout and is retried after the retry delay (200 ms) on a new one (an
+     * idle pooled connection is checked before use: a dead one is dropped
+     * unused). */
+    cp.recover_ns = (O.cmdtimeout + 200) * 1000000LL;
     read_storage(r, &cp);
     stop_pid(r->lock.pid, SIGTERM, 3000);
     stop_pid(r->store.pid, SIGTERM, 3000);
@@ -611,7 +409,7 @@ static int run_scenario(const scenario *sc)
     if (report_file)
         safety_print_report(sc->name, &cp, &rep, seconds, report_file);
     total_holds += rep.holds;
-    total_violations += rep.overlaps + rep.lost_updates + rep.token_regressions + rep.blocked;
+    total_violations += safety_violations(&rep);
     if (r->stuck)
         printf("  stuck workers: %d\n", r->stuck);
     fflush(stdout);
@@ -626,6 +424,12 @@ static int run_scenario(const scenario *sc)
     if (!strcmp(sc->name, "pause") && rep.pauses == 0)
         ok = 0;
     if (!strcmp(sc->name, "partition") && (rep.part_holds == 0 || rep.others_during_partition == 0))
+        ok = 0;
+    /* Readers must have shared, and writers written. */
+    if (O.type == SAFETY_RW && (rep.read_overlaps == 0 || rep.write_holds == 0))
+        ok = 0;
+    /* The order must have been checked (restarts reset it: few waits qualify). */
+    if (O.type == SAFETY_FAIR && rep.fair_checks == 0 && strcmp(sc->name, "restart") != 0)
         ok = 0;
     printf("  result: %s\n\n", ok ? "PASS" : "FAIL");
     if (report_file)
@@ -646,7 +450,7 @@ static int run_scenario(const scenario *sc)
 static void usage(void)
 {
     fprintf(stderr, "usage: safety [--scenario baseline|kill9|sigstop|restart|pause|partition|all]"
-                    " [--seconds S] [--procs P] [--threads T] [--names K] [--ops N]"
+                    " [--type lock|fair|rw] [--seconds S] [--procs P] [--threads T] [--names K] [--ops N]"
                     " [--watchdog MS] [--worker PATH] [--keep] [--min-total-ops N]"
                     " [--report FILE]\n");
 }
@@ -674,6 +478,15 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--worker")) O.worker_path = v;
         else if (!strcmp(a, "--min-total-ops")) O.min_total_ops = atoll(v);
         else if (!strcmp(a, "--report")) O.report_path = v;
+        else if (!strcmp(a, "--type")) {
+            if (!strcmp(v, "lock")) O.type = SAFETY_LOCK;
+            else if (!strcmp(v, "fair")) O.type = SAFETY_FAIR;
+            else if (!strcmp(v, "rw")) O.type = SAFETY_RW;
+            else {
+                usage();
+                return 64;
+            }
+        }
         else {
             usage();
             return 64;

@@ -3,7 +3,8 @@
  *
  * Workers (processes x threads) loop: acquire one of a few lock names, do a
  * guarded read-modify-write on a counter in a separate "storage" Redis through
- * a fencing-aware guard script, release. Every step is appended to a history
+ * a fencing-aware guard script (type rw: or, under the read lock, two guarded
+ * reads), release. Every step is appended to a history
  * file as one line (one write(2) each, so a kill loses at most the step in
  * progress). The coordinator injects faults and logs them; the checker reads
  * everything and looks for violations. Times are CLOCK_MONOTONIC nanoseconds,
@@ -20,16 +21,40 @@
 #define SAFETY_MAX_THREADS 16
 #define SAFETY_MAX_NAMES 16
 
+/* The lock types a run can use (the coordinator's --type, the worker's type=):
+ *   lock  the reentrant lock (dlock_lock_get_as), every wait 4 x watchdog + 5 s
+ *   fair  the fair lock (dlock_fair_lock_get_as): most waits without limit,
+ *         one in four for exactly one slot (the fair wait timeout, the same
+ *         for every waiter), so that some time out and leave the queue; one
+ *         hold in eight lasts 100 ms longer, so that queues form
+ *   rw    the read-write lock: each operation picks the read lock (two reads
+ *         of the counter, which must agree) or the write lock (the
+ *         read-modify-write of the other types) */
+typedef enum { SAFETY_LOCK = 0, SAFETY_FAIR = 1, SAFETY_RW = 2 } safety_type;
+
+static inline const char *safety_type_name(int type)
+{
+    return type == SAFETY_FAIR ? "fair" : type == SAFETY_RW ? "rw" : "lock";
+}
+
 /* History records (one line each, space separated):
- *   W <w> <t> <name> <t_call>                      waiting starts
- *   S <w> <t> <name> <token> <t_call> <t_acq>      acquired
- *   F <w> <t> <name> <t_call> <t_ret> <rc>         acquire failed (timeout/error)
- *   E <w> <t> <name> <token> <t_acq> <t_end> <t_rel> <read_ok> <write_ok>
- *     <release_rc> <lost_at> <lost_reason> <t_write>  hold ended (t_write: before
- *     the write was sent)
- * <w> worker id, <t> thread index, <name> name index. read_ok/write_ok: 1
- * accepted, 0 refused by the fence, -1 storage error. lost_at: 0 or when the
- * lost callback fired for this hold.
+ *   W <w> <t> <name> <t_call> <wait> <side>        waiting starts
+ *   S <w> <t> <name> <token> <t_call> <t_acq> <side>  acquired
+ *   F <w> <t> <name> <t_call> <t_ret> <rc> <side>  acquire failed (timeout/error)
+ *   E <w> <t> <name> <token> <t_acq> <t_end> <t_rel> <op1_ok> <op2_ok>
+ *     <release_rc> <lost_at> <lost_reason> <t_op2> <side> <v1> <v2>
+ *                                                   hold ended
+ * <w> worker id, <t> thread index, <name> name index, <wait> the wait given in
+ * ms (-1: no limit). <side>: x a hold of the whole lock (types lock and fair),
+ * r the read lock, w the write lock (type rw). A hold does two guarded
+ * operations: an exclusive or write hold reads the counter (op1, value v1)
+ * then writes v1 + 1 (op2, v2 = the value written); a read hold reads it twice
+ * (v1, v2; the second read's value is recorded even when the fence refused it).
+ * op1_ok/op2_ok: 1 accepted, 0 refused by the fence, -1 storage error (op2 is
+ * not sent, 0, when op1 was not accepted). t_op2: before op2 was sent.
+ * lost_at: 0 or when the lost callback fired for this hold. The checker reads
+ * the side, the wait and the values when present (records without them are
+ * exclusive holds).
  * Coordinator records:
  *   K <w> <pid> <t>                 SIGKILL
  *   P <w> <pid> <t_stop> <t_cont>   SIGSTOP .. SIGCONT
@@ -73,14 +98,55 @@ typedef struct safety_shm {
     "redis.call('incr', KEYS[3])\n"                                               \
     "return {1}\n"
 
+/* The read-write lock's resource: concurrent readers hold tokens in any order,
+ * so a read must not raise the mark writers set (an older reader still
+ * holding would be refused). Two marks: the writers' (raised by write holds'
+ * operations) and the readers' (raised by reads of read holds). A reader is
+ * refused below the writers' mark (a writer came after it: it lost its lock);
+ * a writer below either mark (a newer reader or writer came after it). A read
+ * hold's second read ("look") answers the value even when refused: two
+ * different values under one read hold that was not lost show a writer got
+ * in beside it, whatever the fence made of it.
+ *   KEYS: write mark, value, accepted, refused, read mark
+ *   ARGV: op ("peek" / "look" a read hold's first / second read, "read" /
+ *         "write" a write hold's), token, value
+ *   returns {1, value} read accepted, {1} write accepted, {0} refused, and
+ *   {0, value} a refused look */
+#define SAFETY_GUARD_RW_LUA                                                       \
+    "local wmark = tonumber(redis.call('get', KEYS[1]) or '0')\n"                \
+    "local rmark = tonumber(redis.call('get', KEYS[5]) or '0')\n"                \
+    "local tok = tonumber(ARGV[2])\n"                                             \
+    "if ARGV[1] == 'peek' or ARGV[1] == 'look' then\n"                           \
+    "  local v = tonumber(redis.call('get', KEYS[2]) or '0')\n"                  \
+    "  if tok < wmark then\n"                                                    \
+    "    redis.call('incr', KEYS[4])\n"                                          \
+    "    if ARGV[1] == 'look' then return {0, v} end\n"                          \
+    "    return {0}\n"                                                           \
+    "  end\n"                                                                    \
+    "  if tok > rmark then redis.call('set', KEYS[5], ARGV[2]) end\n"            \
+    "  return {1, v}\n"                                                          \
+    "end\n"                                                                      \
+    "if tok < wmark or tok < rmark then redis.call('incr', KEYS[4]) return {0} end\n" \
+    "if tok > wmark then redis.call('set', KEYS[1], ARGV[2]) end\n"              \
+    "if ARGV[1] == 'read' then\n"                                                \
+    "  return {1, tonumber(redis.call('get', KEYS[2]) or '0')}\n"                \
+    "end\n"                                                                      \
+    "redis.call('set', KEYS[2], ARGV[3])\n"                                      \
+    "redis.call('incr', KEYS[3])\n"                                              \
+    "return {1}\n"
+
 /* What the checker needs besides the histories. */
 typedef struct check_params {
     const char *dir;          /* history files w*.log and coord.log */
     int names;
+    int type;                 /* safety_type */
     int64_t watchdog_ns;
     int64_t blocked_ns;       /* a wait with the lock free this long is a violation */
     int64_t free_slack_ns;    /* allowed beyond the watchdog to free a dead holder's lock */
     int64_t run_end;
+    int64_t slot_ns;          /* fair: every waiter's slot (= a limited wait) */
+    int64_t fair_margin_ns;   /* fair: "clearly earlier" (covers call to first attempt) */
+    int64_t recover_ns;       /* fair: how long after a fault ends calls may still be slow */
     long long value[SAFETY_MAX_NAMES], accepted[SAFETY_MAX_NAMES], refused[SAFETY_MAX_NAMES];
     int storage_ok;           /* the storage counters above were read */
 } check_params;
@@ -92,9 +158,20 @@ typedef struct check_report {
     long long restarts, restart_holds, restart_told, pauses, partitions, part_holds, part_told;
     long long part_late, expectation_failures, others_during_partition;
     long long lost_holds, release_errors;
-    double worst_free_ms, worst_report_ms, min_part_margin_ms;
+    /* fair */
+    long long fair_checks, fair_violations, fair_waits, fair_exempt, fair_close, fair_timeouts;
+    /* rw */
+    long long read_holds, write_holds, read_overlaps, torn_reads, torn_lost;
+    double worst_free_ms, worst_report_ms, min_part_margin_ms, worst_close_ms;
     char first_problem[512];
 } check_report;
+
+/* What fails a run outright (expectation failures are counted apart). */
+static inline long long safety_violations(const check_report *r)
+{
+    return r->overlaps + r->lost_updates + r->token_regressions + r->blocked +
+           r->fair_violations + r->torn_reads;
+}
 
 int safety_check(const check_params *cp, check_report *rep);
 void safety_print_report(const char *scenario, const check_params *cp, const check_report *rep,

@@ -1,7 +1,12 @@
 /* Safety harness worker: T threads looping over guarded operations.
  * Arguments are key=value:
  *   id lock store prefix names threads history shm watchdog cmdtimeout retry
- *   wait hold_ms seconds
+ *   wait hold_ms seconds type reads slow
+ * type=lock (default) reentrant lock handles; type=fair fair lock handles,
+ * with `wait` as every waiter's slot (the fair wait timeout): one wait in four
+ * is exactly that long, the others have no limit; and one hold in eight lasts
+ * `slow` ms longer, so that queues form; type=rw the read-write lock, `reads`
+ * percent of the operations under the read lock (safety.h).
  * SIGTERM ends it: threads finish the operation in progress (waits are
  * cancelled), the history is complete, the process exits 0. */
 #include <errno.h>
@@ -25,8 +30,8 @@
 typedef struct params {
     int id;
     const char *lock_url, *store_url, *prefix, *history, *shm;
-    int names, threads, retry;
-    int64_t watchdog, cmdtimeout, wait, hold_ms, seconds;
+    int names, threads, retry, type, reads;
+    int64_t watchdog, cmdtimeout, wait, hold_ms, seconds, slow;
 } params;
 
 static params P;
@@ -109,24 +114,47 @@ static int guard(thread_state *t, int name, const char *op, uint64_t token, long
     redisContext *c = store_conn(t);
     if (!c || c->err)
         return -1;
-    char keys[4][96], tok[24], val[24];
-    const char *suffix[4] = {"mark", "value", "accepted", "refused"};
-    for (int i = 0; i < 4; i++)
+    char keys[5][96], tok[24], val[24];
+    const char *suffix[5] = {"mark", "value", "accepted", "refused", "rmark"};
+    for (int i = 0; i < 5; i++)
         snprintf(keys[i], sizeof(keys[i]), "%s:guard:%d:%s", P.prefix, name, suffix[i]);
     snprintf(tok, sizeof(tok), "%llu", (unsigned long long)token);
     snprintf(val, sizeof(val), "%lld", newval);
-    const char *argv[] = {"EVAL", SAFETY_GUARD_LUA, "4", keys[0], keys[1], keys[2], keys[3], op, tok, val};
-    redisReply *r = redisCommandArgv(c, 10, argv, NULL);
+    redisReply *r;
+    if (P.type == SAFETY_RW) {
+        const char *argv[] = {"EVAL", SAFETY_GUARD_RW_LUA, "5", keys[0], keys[1], keys[2],
+                              keys[3], keys[4], op, tok, val};
+        r = redisCommandArgv(c, 11, argv, NULL);
+    } else {
+        const char *argv[] = {"EVAL", SAFETY_GUARD_LUA, "4", keys[0], keys[1], keys[2], keys[3],
+                              op, tok, val};
+        r = redisCommandArgv(c, 10, argv, NULL);
+    }
     if (!r)
         return -1;
     int res = -1;
     if (r->type == REDIS_REPLY_ARRAY && r->elements >= 1 && r->element[0]->type == REDIS_REPLY_INTEGER) {
         res = r->element[0]->integer == 1;
-        if (res == 1 && r->elements == 2 && value)
+        if (r->elements == 2 && value)   /* a read's value; a refused look's too */
             *value = r->element[1]->integer;
     }
     freeReplyObject(r);
     return res;
+}
+
+/* The handle on lock name `name` for `owner`: side 'x' the type's exclusive
+ * lock, 'r' / 'w' the read-write lock's read / write lock. */
+static int handle(const char *name, const char *owner, int side, dlock_lock **out)
+{
+    switch (P.type) {
+    case SAFETY_FAIR:
+        return dlock_fair_lock_get_as(client, name, owner, out);
+    case SAFETY_RW:
+        return side == 'r' ? dlock_read_lock_get_as(client, name, owner, out)
+                           : dlock_write_lock_get_as(client, name, owner, out);
+    default:
+        return dlock_lock_get_as(client, name, owner, out);
+    }
 }
 
 static void *thread_main(void *arg)
@@ -134,32 +162,49 @@ static void *thread_main(void *arg)
     thread_state *t = arg;
     safety_slot *slot = &shm->slot[P.id][t->index];
     parse_host_port(P.store_url, t->store_host, sizeof(t->store_host), &t->store_port);
-    /* One explicit owner per thread: the lost callback's ud names the thread. */
+    /* One explicit owner per thread: the lost callback's ud names the thread.
+     * The read and write handles of a name share it (one owner, two sides). */
     char owner[DLOCK_OWNER_BUFSIZE];
     dlock_client_new_owner_id(client, owner, sizeof(owner));
-    dlock_lock *locks[SAFETY_MAX_NAMES];
+    dlock_lock *locks[SAFETY_MAX_NAMES], *rlocks[SAFETY_MAX_NAMES];
     for (int k = 0; k < P.names; k++) {
         char name[128];
         snprintf(name, sizeof(name), "%s:lock:%d", P.prefix, k);
-        if (dlock_lock_get_as(client, name, owner, &locks[k]) != DLOCK_OK)
+        if (handle(name, owner, P.type == SAFETY_RW ? 'w' : 'x', &locks[k]) != DLOCK_OK)
             return NULL;
         dlock_lock_set_lost_callback(locks[k], on_lost, t);
+        rlocks[k] = NULL;
+        if (P.type == SAFETY_RW) {
+            if (handle(name, owner, 'r', &rlocks[k]) != DLOCK_OK)
+                return NULL;
+            dlock_lock_set_lost_callback(rlocks[k], on_lost, t);
+        }
     }
     unsigned seed = (unsigned)(P.id * 7919 + t->index * 104729 + (unsigned)safety_now());
     int64_t deadline = safety_now() + P.seconds * 1000000000LL;
     while (!atomic_load(&stopping) && safety_now() < deadline) {
         int k = (int)(rand_r(&seed) % (unsigned)P.names);
+        int side = 'x';
+        if (P.type == SAFETY_RW)
+            side = (int)(rand_r(&seed) % 100) < P.reads ? 'r' : 'w';
+        dlock_lock *l = side == 'r' ? rlocks[k] : locks[k];
+        /* A fair waiter's slot is the fair wait timeout (= P.wait) when it
+         * waits without limit, and its wait otherwise: the same for all. */
+        int64_t wait = P.wait;
+        if (P.type == SAFETY_FAIR && rand_r(&seed) % 4 != 0)
+            wait = DLOCK_WAIT_FOREVER;
         int64_t t_call = safety_now();
         slot->name = k;
         slot->since = t_call;
         slot->phase = PH_WAITING;
-        record("W %d %d %d %lld", P.id, t->index, k, (long long)t_call);
+        record("W %d %d %d %lld %lld %c", P.id, t->index, k, (long long)t_call, (long long)wait,
+               side);
         uint64_t token = 0;
-        int rc = dlock_lock_acquire_fenced(locks[k], P.wait, DLOCK_WATCHDOG, stop_token, &token);
+        int rc = dlock_lock_acquire_fenced(l, wait, DLOCK_WATCHDOG, stop_token, &token);
         int64_t t_acq = safety_now();
         if (rc != DLOCK_OK) {
-            record("F %d %d %d %lld %lld %d", P.id, t->index, k, (long long)t_call,
-                   (long long)t_acq, rc);
+            record("F %d %d %d %lld %lld %d %c", P.id, t->index, k, (long long)t_call,
+                   (long long)t_acq, rc, side);
             slot->phase = PH_IDLE;
             slot->progress = t_acq;
             if (rc != DLOCK_ETIMEDOUT && rc != DLOCK_ECANCELED)
@@ -168,22 +213,32 @@ static void *thread_main(void *arg)
         }
         atomic_store(&t->lost_at, 0);
         atomic_store(&t->lost_reason, 0);
-        record("S %d %d %d %llu %lld %lld", P.id, t->index, k, (unsigned long long)token,
-               (long long)t_call, (long long)t_acq);
+        record("S %d %d %d %llu %lld %lld %c", P.id, t->index, k, (unsigned long long)token,
+               (long long)t_call, (long long)t_acq, side);
         slot->since = t_acq;
         slot->phase = PH_HOLDING;
-        long long value = 0;
-        int read_ok = guard(t, k, "read", token, 0, &value);
+        /* Exclusive and write holds: read, then write value + 1. Read holds:
+         * read twice (peek, then look: the value even when refused). */
+        long long v1 = 0, v2 = 0;
+        int op1 = guard(t, k, side == 'r' ? "peek" : "read", token, 0, &v1);
         if (P.hold_ms > 0) {
             int64_t us = P.hold_ms * 1000;
             usleep((useconds_t)(us / 2 + rand_r(&seed) % (unsigned)(us / 2 + 1)));
         }
+        if (P.slow > 0 && rand_r(&seed) % 8 == 0)
+            usleep((useconds_t)(P.slow * 1000));
         int64_t t_write = safety_now();   /* before the write is sent: a late write is one
                                              sent after the fault, not one answered after it */
-        int write_ok = read_ok == 1 ? guard(t, k, "write", token, value + 1, NULL) : 0;
+        int op2 = 0;
+        if (op1 == 1 && side == 'r') {
+            op2 = guard(t, k, "look", token, 0, &v2);
+        } else if (op1 == 1) {
+            v2 = v1 + 1;
+            op2 = guard(t, k, "write", token, v2, NULL);
+        }
         slot->phase = PH_WRITTEN;
         int64_t t_end = safety_now();
-        int rrc = dlock_lock_release(locks[k]);
+        int rrc = dlock_lock_release(l);
         int64_t t_rel = safety_now();
         if (rrc == DLOCK_ENOTOWNER) {
             /* The loss report for a release that finds the hold gone comes
@@ -191,16 +246,19 @@ static void *thread_main(void *arg)
             for (int i = 0; i < 100 && atomic_load(&t->lost_at) == 0; i++)
                 usleep(2000);
         }
-        record("E %d %d %d %llu %lld %lld %lld %d %d %d %lld %d %lld", P.id, t->index, k,
-               (unsigned long long)token, (long long)t_acq, (long long)t_end, (long long)t_rel,
-               read_ok, write_ok, rrc, (long long)atomic_load(&t->lost_at),
-               atomic_load(&t->lost_reason), (long long)t_write);
+        record("E %d %d %d %llu %lld %lld %lld %d %d %d %lld %d %lld %c %lld %lld", P.id,
+               t->index, k, (unsigned long long)token, (long long)t_acq, (long long)t_end,
+               (long long)t_rel, op1, op2, rrc, (long long)atomic_load(&t->lost_at),
+               atomic_load(&t->lost_reason), (long long)t_write, side, v1, v2);
         slot->phase = PH_IDLE;
         slot->progress = t_rel;
         slot->ops++;
     }
-    for (int k = 0; k < P.names; k++)
+    for (int k = 0; k < P.names; k++) {
         dlock_lock_free(locks[k]);
+        if (rlocks[k])
+            dlock_lock_free(rlocks[k]);
+    }
     if (t->store)
         redisFree(t->store);
     return NULL;
@@ -226,6 +284,7 @@ static int parse(int argc, char **argv)
     P.retry = 2;
     P.wait = 10000;
     P.seconds = 3600;
+    P.reads = 60;
     for (int i = 1; i < argc; i++) {
         char *eq = strchr(argv[i], '=');
         if (!eq)
@@ -246,11 +305,20 @@ static int parse(int argc, char **argv)
         else if (!strcmp(k, "wait")) P.wait = atoll(v);
         else if (!strcmp(k, "hold_ms")) P.hold_ms = atoll(v);
         else if (!strcmp(k, "seconds")) P.seconds = atoll(v);
+        else if (!strcmp(k, "reads")) P.reads = atoi(v);
+        else if (!strcmp(k, "slow")) P.slow = atoll(v);
+        else if (!strcmp(k, "type")) {
+            if (!strcmp(v, "lock")) P.type = SAFETY_LOCK;
+            else if (!strcmp(v, "fair")) P.type = SAFETY_FAIR;
+            else if (!strcmp(v, "rw")) P.type = SAFETY_RW;
+            else return -1;
+        }
         else return -1;
     }
     if (!P.lock_url || !P.store_url || !P.prefix || !P.history || !P.shm || P.id < 0 ||
         P.id >= SAFETY_MAX_WORKERS || P.threads < 1 || P.threads > SAFETY_MAX_THREADS ||
-        P.names < 1 || P.names > SAFETY_MAX_NAMES)
+        P.names < 1 || P.names > SAFETY_MAX_NAMES || P.reads < 0 || P.reads > 100 ||
+        (P.type == SAFETY_FAIR && P.wait < 2))
         return -1;
     return 0;
 }
@@ -260,7 +328,7 @@ int main(int argc, char **argv)
     if (parse(argc, argv) != 0) {
         fprintf(stderr, "usage: safety_worker id=N lock=URL store=URL prefix=P history=FILE "
                         "shm=FILE [names=3 threads=4 watchdog=1500 cmdtimeout=1000 retry=2 "
-                        "wait=10000 hold_ms=0 seconds=3600]\n");
+                        "wait=10000 hold_ms=0 seconds=3600 type=lock|fair|rw reads=60 slow=0]\n");
         return 64;
     }
     hist_fd = open(P.history, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
@@ -285,6 +353,8 @@ int main(int argc, char **argv)
     dlock_config_set_command_timeout(cfg, P.cmdtimeout);
     dlock_config_set_connect_timeout(cfg, P.cmdtimeout);
     dlock_config_set_retry(cfg, P.retry, 200);
+    if (P.type == SAFETY_FAIR)
+        dlock_config_set_fair_wait_timeout(cfg, P.wait);
     int rc = DLOCK_ECONN;
     for (int tries = 0; tries < 50 && rc != DLOCK_OK; tries++) {
         rc = dlock_client_open(&client, cfg);

@@ -1,0 +1,79 @@
+/* The checker's report (safety_print_report). */
+#include <stdio.h>
+
+#include "check.h"
+
+void safety_print_report(const char *scenario, const check_params *cp, const check_report *r,
+                         double seconds, FILE *out)
+{
+    long long accepted = 0, refused = 0;
+    for (int k = 0; k < cp->names; k++) {
+        accepted += cp->accepted[k];
+        refused += cp->refused[k];
+    }
+    long long violations = safety_violations(r);
+    char label[64];
+    if (cp->type == SAFETY_LOCK)
+        snprintf(label, sizeof(label), "%s", scenario);
+    else
+        snprintf(label, sizeof(label), "%s/%s", safety_type_name(cp->type), scenario);
+    fprintf(out, "scenario %-10s %6.1f s  %lld holds (%.0f/s), %lld guarded writes accepted, "
+                 "%lld stale reads/writes refused by fencing\n",
+            label, seconds, r->holds, seconds > 0 ? r->holds / seconds : 0.0, accepted, refused);
+    fprintf(out, "  waits %lld: %lld gave up or failed (%lld errors); holds reported lost %lld; "
+                 "release errors %lld\n",
+            r->waits, r->wait_failures, r->errors, r->lost_holds, r->release_errors);
+    fprintf(out, "  violations: %lld  (overlap %lld, lost update %lld, token regression %lld, "
+                 "blocked while free %lld",
+            violations, r->overlaps, r->lost_updates, r->token_regressions, r->blocked);
+    if (cp->type == SAFETY_FAIR)
+        fprintf(out, ", fair order %lld", r->fair_violations);
+    if (cp->type == SAFETY_RW)
+        fprintf(out, ", torn read %lld", r->torn_reads);
+    fprintf(out, ")\n");
+    if (cp->type == SAFETY_FAIR)
+        fprintf(out, "  fair order: %lld checks (%lld against an earlier waiter that timed out or "
+                     "was cancelled) among %lld clean waits (%lld exempt: fault windows, errors); "
+                     "%lld violations; %lld grants out of call order within the %.0f ms margin "
+                     "(widest %.1f ms)\n",
+                r->fair_checks, r->fair_timeouts, r->fair_waits, r->fair_exempt,
+                r->fair_violations, r->fair_close, cp->fair_margin_ns / 1e6, r->worst_close_ms);
+    if (cp->type == SAFETY_RW)
+        fprintf(out, "  read-write: %lld read holds (%lld began beside another read hold), %lld "
+                     "write holds; torn reads %lld (and %lld by readers that had lost their "
+                     "lock: allowed)\n",
+                r->read_holds, r->read_overlaps, r->write_holds, r->torn_reads, r->torn_lost);
+    if (r->allowed_overlaps)
+        fprintf(out, "  holds overlapping a holder that had lost its lock (allowed; fencing "
+                     "guards the data): %lld\n",
+                r->allowed_overlaps);
+    if (r->kills)
+        fprintf(out, "  SIGKILL x%lld: %lld measured; worst time to free a dead holder's lock "
+                     "%.0f ms (watchdog %.0f ms)\n",
+                r->kills, r->kill_measured, r->worst_free_ms, cp->watchdog_ns / 1e6);
+    if (r->stops)
+        fprintf(out, "  SIGSTOP x%lld: %lld paused holds, %lld passed to another worker, %lld told "
+                     "(lost callback + DLOCK_ENOTOWNER), %lld late writes refused\n",
+                r->stops, r->stop_holds, r->stop_passed, r->stop_told, r->stop_late_refused);
+    if (r->restarts)
+        fprintf(out, "  restart x%lld: %lld holds in progress, %lld told; overlaps this allowed: "
+                     "%lld (Redis without persistence forgets its locks; fencing refused %lld "
+                     "stale operations)\n",
+                r->restarts, r->restart_holds, r->restart_told, r->allowed_overlaps,
+                r->refused_reads + r->refused_writes);
+    if (r->pauses)
+        fprintf(out, "  CLIENT PAUSE x%lld: %lld acquire errors and %lld release errors reported "
+                     "to callers, %lld holds reported lost; no double grant\n",
+                r->pauses, r->errors, r->release_errors, r->lost_holds);
+    if (r->partitions)
+        fprintf(out, "  partition x%lld: %lld cut-off holds passed on, %lld told before the "
+                     "other got it (smallest margin %.1f ms), %lld late writes refused; %lld holds "
+                     "by the others meanwhile\n",
+                r->partitions, r->part_holds, r->part_told, r->min_part_margin_ms, r->part_late,
+                r->others_during_partition);
+    if (r->restarts || r->partitions)
+        fprintf(out, "  worst time to report a lost lock: %.0f ms after the fault\n",
+                r->worst_report_ms);
+    fprintf(out, "  expectations failed: %lld%s%s\n", r->expectation_failures,
+            r->first_problem[0] ? "; first problem: " : "", r->first_problem);
+}

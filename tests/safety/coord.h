@@ -1,0 +1,63 @@
+/* The safety coordinator's environment: processes, Redis servers, network
+ * namespaces (coord_env.c), shared with the scenarios (coord.c). */
+#ifndef DLOCK_SAFETY_COORD_H
+#define DLOCK_SAFETY_COORD_H
+
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include <hiredis/hiredis.h>
+
+#include "safety.h"
+
+typedef struct server {
+    pid_t pid;
+    int port;
+    char host[32];          /* where clients reach it */
+    const char *ns;         /* network namespace, or NULL */
+    char dir[512];
+} server;
+
+typedef struct worker {
+    pid_t pid;
+    int alive;
+    const char *ns;
+    int64_t hold_ms;
+} worker;
+
+typedef struct run {
+    const char *scenario;
+    char dir[256];
+    char prefix[64];
+    safety_shm *shm;
+    server lock, store;
+    worker w[SAFETY_MAX_WORKERS];
+    int nworkers;
+    FILE *log;
+    int64_t t0;
+    char ns_r[32], ns_a[32], ns_b[32];
+    int netns;
+    int stuck;
+} run;
+
+extern volatile sig_atomic_t interrupted;   /* SIGINT/SIGTERM: wind down */
+extern const char *NS_R_ADDR, *NS_A_ADDR, *NS_R_ADDR_B, *NS_B_ADDR;
+
+void msleep(int64_t ms);
+/* Runs argv (inside network namespace ns when not NULL), output to out_path. */
+pid_t spawn(const char *ns, char *const argv[], const char *out_path);
+int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Signals pid, waits up to wait_ms for it to end, then SIGKILL. */
+void stop_pid(pid_t pid, int sig, int64_t wait_ms);
+/* A connection to s (from inside its namespace), or NULL. */
+redisContext *admin(const server *s);
+int server_launch(run *r, server *s);
+int server_start(run *r, server *s, const char *name, const char *ns, const char *host);
+int netns_up(run *r);
+void netns_down(run *r);
+/* Cuts (on = 1) or heals worker namespace A from the lock server. */
+int partition(run *r, int on);
+
+#endif
