@@ -428,7 +428,7 @@ void guard_stop(guard *g)
 /* The last pause of this process long enough to count (stopped by SIGSTOP or
  * Ctrl-Z, or starved of CPU), measured on CLOCK_BOOTTIME around each poll:
  * what the poll slept beyond its timeout. */
-static int64_t pause_ms, pause_at = -1, hold_lease_ms;
+static int64_t pause_ms, pause_at = -1, hold_lease_ms, hold_limit_ms;
 
 static int64_t boot_ms(void)
 {
@@ -451,7 +451,8 @@ const char *lost_why(int reason, char *buf, size_t size)
     /* The library says DLOCK_LOST_PAUSED when its renewal tick came late; we
      * also measure our own poll loop, which sees a stop the io thread may
      * report as a renewal that found the lock gone. */
-    if (reason == DLOCK_LOST_PAUSED || (reason != LOST_LEASE && paused_past_lease())) {
+    if (reason == DLOCK_LOST_PAUSED ||
+        (reason != LOST_LEASE && reason != DLOCK_LOST_MAX_HOLD && paused_past_lease())) {
         if (pause_at >= 0)
             snprintf(buf, size, "this process was paused (stopped, or starved of CPU) for %s or "
                                 "more, past its lease of %s: Redis let the lock go",
@@ -468,6 +469,10 @@ const char *lost_why(int reason, char *buf, size_t size)
         break;
     case DLOCK_LOST_UNREACHABLE:
         snprintf(buf, size, "Redis was unreachable until the lease ran out");
+        break;
+    case DLOCK_LOST_MAX_HOLD:
+        snprintf(buf, size, "held for its --max-hold of %s: the watchdog stopped renewing it",
+                 cli_fmt_duration(hold_limit_ms, a, sizeof(a)));
         break;
     case LOST_LEASE:
         snprintf(buf, size, "its --lease of %s ran out", cli_fmt_duration(hold_lease_ms, a,
@@ -486,6 +491,7 @@ int supervise(const cli_opts *o, const run_args *ra, guard *g, int sfd, int lost
               int64_t lease_deadline, int *lost)
 {
     hold_lease_ms = ra->lease_ms != DLOCK_WATCHDOG ? ra->lease_ms : ra->watchdog_ms;
+    hold_limit_ms = ra->max_hold_ms;
     int64_t tick = hold_lease_ms / 4;
     tick = tick < 50 ? 50 : tick > 1000 ? 1000 : tick;
     int64_t kill_at = -1;

@@ -117,6 +117,16 @@ static int parse_args(cli_opts *o, int argc, char **argv, run_args *ra)
             }
             if (ra->lease_ms == CLI_DUR_INF)
                 ra->lease_ms = DLOCK_WATCHDOG;
+        } else if ((r = cli_opt_value(o, "run", argc, argv, &i, "--max-hold", NULL, &val)) != 0) {
+            if (r < 0)
+                return -1;
+            if (cli_parse_duration(val, &ra->max_hold_ms) != 0 || ra->max_hold_ms == 0) {
+                cli_usage_error(o, "run", "--max-hold '%s' is not a positive duration (10s, 2h, "
+                                          "inf)", val);
+                return -1;
+            }
+            if (ra->max_hold_ms == CLI_DUR_INF)
+                ra->max_hold_ms = 0;
         } else if ((r = cli_opt_value(o, "run", argc, argv, &i, "--conflict-exit-code", "-E",
                                       &val)) != 0) {
             if (r < 0)
@@ -170,6 +180,11 @@ static int parse_args(cli_opts *o, int argc, char **argv, run_args *ra)
     }
     if (!ra->cmd) {
         cli_usage_error(o, "run", "missing -- CMD");
+        return -1;
+    }
+    if (ra->max_hold_ms && ra->lease_ms != DLOCK_WATCHDOG) {
+        cli_usage_error(o, "run", "--max-hold limits a hold renewed by the watchdog; with "
+                                  "--lease the lease is the limit: give one of them");
         return -1;
     }
     ra->watchdog_ms = o->watchdog_ms ? o->watchdog_ms : 30000;
@@ -227,6 +242,8 @@ static int target_open(const cli_opts *o, dlock_client *c, const run_args *ra, c
         if (rc == DLOCK_OK)
             t->names[t->n++] = nm;
     }
+    for (int i = 0; i < t->n && rc == DLOCK_OK && ra->max_hold_ms; i++)
+        rc = dlock_lock_set_max_hold(t->l[i], ra->max_hold_ms);
     if (rc == DLOCK_OK && t->n > 1)
         rc = dlock_multilock_new(t->l, (size_t)t->n, &t->ml);
     if (rc != DLOCK_OK) {

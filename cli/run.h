@@ -16,6 +16,7 @@ typedef struct run_args {
     int64_t wait_ms;       /* DLOCK_WAIT_FOREVER by default */
     int64_t lease_ms;      /* DLOCK_WATCHDOG by default */
     int64_t watchdog_ms;   /* the lease a watchdog hold has (for pause detection) */
+    int64_t max_hold_ms;   /* --max-hold, 0 = none */
     int conflict_code;
     int on_lost_term;
     int verbose;

@@ -107,9 +107,12 @@ typedef enum dlock_lost_reason {
                                   held by its owner */
     DLOCK_LOST_UNREACHABLE = 2, /* Redis stayed unreachable until (1/20 of the watchdog timeout,
                                    at most 500 ms, before) the lease would have run out */
-    DLOCK_LOST_PAUSED = 3       /* this process did not run (stopped by SIGSTOP or a debugger,
+    DLOCK_LOST_PAUSED = 3,      /* this process did not run (stopped by SIGSTOP or a debugger,
                                    suspended, starved of CPU) until past the lease: its
                                    renewals could not be sent in time */
+    DLOCK_LOST_MAX_HOLD = 4     /* the hold reached its limit (dlock_config_set_max_hold,
+                                   dlock_lock_set_max_hold): the watchdog stopped renewing
+                                   it, and Redis lets it go when the limit ends */
 } dlock_lost_reason;
 
 /* Called once per lost hold, on the client's io thread. `name` and `owner` are
@@ -145,6 +148,7 @@ typedef struct dlock_config dlock_config;
  *   pool size           64 blocking connections
  *   priority after      100 ms
  *   fair wait timeout   300000 ms (5 minutes)
+ *   hold limit          none
  *   client label        none
  * Returns NULL only when out of memory. */
 DLOCK_API dlock_config *dlock_config_new(void);
@@ -211,6 +215,20 @@ DLOCK_API int dlock_config_set_priority_after(dlock_config *cfg, int64_t after_m
  * refuses CLIENT SETNAME (an ACL without client|setname) is not an error: the
  * connections stay unnamed and the log callback gets a warning, once. */
 DLOCK_API int dlock_config_set_client_name(dlock_config *cfg, const char *name);
+/* The hold limit: the longest a lock taken with DLOCK_WATCHDOG stays held, in
+ * ms from the acquisition that started the hold (1..31536000000, a year; 0 =
+ * no limit, the default). A holder that is stuck (a hung thread, a lost
+ * release) keeps the lock that long at most: the watchdog renews it up to the
+ * limit and no further (the last renewal sets what is left, so Redis expires
+ * the key when the limit ends), and reports it lost, DLOCK_LOST_MAX_HOLD,
+ * shortly before (as every loss: 1/20 of the watchdog timeout, at most
+ * 500 ms). Reentries count as the same hold and do not extend it. Releasing
+ * in time is not a loss. Applies to every lock of the client (reentrant,
+ * fair, read, write); dlock_lock_set_max_hold overrides it per handle. A
+ * lease acquisition (no watchdog) ends with its lease, which is its limit;
+ * one that re-enters a limited watchdog hold is cut to what the limit leaves.
+ * Redisson has no such limit: it renews while the process lives. */
+DLOCK_API int dlock_config_set_max_hold(dlock_config *cfg, int64_t ms);
 /* Lost callback for every lock of the client (a lock's own callback, set with
  * dlock_lock_set_lost_callback, takes precedence). NULL fn = none. */
 DLOCK_API int dlock_config_set_lost_callback(dlock_config *cfg, dlock_lost_fn fn, void *ud);
@@ -383,6 +401,16 @@ DLOCK_API const char *dlock_lock_name(const dlock_lock *l);
 /* Lost callback for holds taken through this handle from now on (overrides the
  * client's). NULL fn falls back to the client's. Any thread. */
 DLOCK_API void dlock_lock_set_lost_callback(dlock_lock *l, dlock_lost_fn fn, void *ud);
+
+/* The hold limit of watchdog holds taken through this handle from now on (see
+ * dlock_config_set_max_hold): ms > 0 a limit of its own, 0 the client's (the
+ * default), DLOCK_MAX_HOLD_NONE no limit even if the client has one. The
+ * limit is read when an acquisition succeeds, so set it before acquiring: one
+ * handle per limit, or set it before each acquisition for a limit per
+ * acquisition (a handle shared by threads shares its setting). DLOCK_EINVAL
+ * (nothing changed) for l NULL or ms out of range. Any thread. */
+#define DLOCK_MAX_HOLD_NONE ((int64_t)-1)
+DLOCK_API int dlock_lock_set_max_hold(dlock_lock *l, int64_t ms);
 
 /* Acquires, waiting as long as it takes. lease_ms > 0: the key expires after
  * the lease and is never renewed. DLOCK_WATCHDOG: held with the watchdog

@@ -194,6 +194,27 @@ int dlock_config_set_fair_wait_timeout(dlock_config *cfg, int64_t ms)
     return set_duration(&cfg->fair_wait_ms, ms, DEFAULT_FAIR_WAIT_MS, 2, "fair wait timeout");
 }
 
+int dlock_config_set_max_hold(dlock_config *cfg, int64_t ms)
+{
+    NEED_CFG(cfg);
+    return dlock__check_max_hold(ms, 0, &cfg->max_hold_ms);
+}
+
+int dlock__check_max_hold(int64_t ms, int none_ok, int64_t *out)
+{
+    if (ms == 0 || (none_ok && ms == DLOCK_MAX_HOLD_NONE)) {
+        *out = ms;
+        return DLOCK_OK;
+    }
+    if (ms < 1 || ms > DLOCK__MAX_HOLD_MAX)
+        return dlock__fail(DLOCK_EINVAL, "hold limit %lld ms is out of range 1..%lld (0: %s%s)",
+                           (long long)ms, (long long)DLOCK__MAX_HOLD_MAX,
+                           none_ok ? "the client's" : "none",
+                           none_ok ? ", DLOCK_MAX_HOLD_NONE: none" : "");
+    *out = ms;
+    return DLOCK_OK;
+}
+
 int dlock_config_set_pool_size(dlock_config *cfg, int size)
 {
     NEED_CFG(cfg);

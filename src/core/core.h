@@ -81,6 +81,7 @@ struct dlock_config {
     int pool_size;
     int64_t priority_after_ms;   /* DLOCK_PRIORITY_OFF: never reserve */
     int64_t fair_wait_ms;        /* a fair-lock waiter's slot (Redisson's fairLockWaitTimeout) */
+    int64_t max_hold_ms;         /* hold limit of watchdog holds, 0 = none */
     char *client_name;
     dlock_lost_fn lost_fn;
     void *lost_ud;
@@ -90,6 +91,10 @@ struct dlock_config {
 };
 
 int dlock__config_copy(dlock_config *dst, const dlock_config *src);
+/* A hold limit in ms: 1..DLOCK__MAX_HOLD_MAX, 0, or (none_ok) DLOCK_MAX_HOLD_NONE;
+ * DLOCK_EINVAL with a message otherwise. */
+#define DLOCK__MAX_HOLD_MAX (365LL * 24 * 3600 * 1000)
+int dlock__check_max_hold(int64_t ms, int none_ok, int64_t *out);
 /* A client label: NULL, "", or 1..128 bytes of printable ASCII without spaces. */
 int dlock__check_label(const char *label);
 void dlock__config_clear(dlock_config *cfg);

@@ -144,6 +144,16 @@ void dlock__watchdog_free(dlock__watchdog *wd);
  * a hold already scheduled counts one acquisition more. */
 int dlock__watchdog_add(dlock__watchdog *wd, const dlock__hold_id *id, int64_t sent_ms,
                         dlock_lost_fn fn, void *ud);
+/* As dlock__watchdog_add, for a hold that must end max_hold_ms after sent_ms
+ * (0: no limit): renewals never set a TTL beyond that moment, and the loss
+ * (DLOCK_LOST_MAX_HOLD) is reported before it, as any loss. A hold already
+ * scheduled keeps the sooner of its limit and this one. */
+int dlock__watchdog_add_limited(dlock__watchdog *wd, const dlock__hold_id *id, int64_t sent_ms,
+                                int64_t max_hold_ms, dlock_lost_fn fn, void *ud);
+/* How long until the scheduled hold's limit (ms, may be <= 0), or INT64_MAX
+ * when it is not scheduled or has no limit: an acquisition that would set a
+ * TTL past it (a reentry) sets this instead. */
+int64_t dlock__watchdog_limit_left(dlock__watchdog *wd, const dlock__hold_id *id);
 /* A lease acquisition by an owner the watchdog renews (reentry with a lease):
  * counted as one more acquisition, and the loss deadline comes no later than
  * the lease; lease_ms < 0: the acquisition did not shorten the key's TTL

@@ -23,6 +23,12 @@
  * sent), the loss is DLOCK_LOST_PAUSED instead.
  * Each loss is reported once, then the entry is gone.
  *
+ * Hold limit. A hold may carry limit_at, the moment its holder must have let
+ * go (dlock_config_set_max_hold): a renewal never sets a TTL beyond it (the
+ * last renewals get what is left, so Redis expires the key at limit_at), and
+ * the loss is reported at limit_at - early, DLOCK_LOST_MAX_HOLD, before Redis
+ * lets the lock go, as for any other loss.
+ *
  * A release in progress (releasing > 0) keeps a renewal that finds the key
  * already deleted from being reported as a loss: the release deleted it. */
 #include <stdlib.h>
@@ -35,7 +41,10 @@ typedef struct held {
     dlock__hnode hn;
     dlock__list all;         /* in wd->all while in the table */
     int64_t renewed_at;      /* ms, before the request that last set the TTL was sent */
+    int64_t limit_at;        /* ms: the hold limit, INT64_MAX when none */
     int inflight;            /* in a batch awaiting its reply */
+    int recap;               /* a reentry of a limited hold may have set a TTL past its
+                                limit (a write lock adds the lease): renew it now */
     int releasing;           /* releases in progress for this owner */
     int holds;               /* acquisitions seen; each release attempt takes one, and the
                                 renewal stops at zero whatever the release answered */
@@ -52,6 +61,7 @@ typedef struct held {
 typedef struct batch {
     dlock__watchdog *wd;
     const dlock__hold_kind *kind;
+    int64_t lease;           /* the TTL the script sets: the timeout, or less near a limit */
     int64_t sent_at;
     int n;
     int reloaded;            /* resent once after NOSCRIPT */
@@ -76,6 +86,7 @@ struct dlock__watchdog {
     dlock__router *router;
     dlock__job flush_job;    /* delivers the losses found by releases */
     dlock__job start_job;    /* sets the timer up on the io thread */
+    dlock__job kick_job;     /* a tick now: a limited hold to cut back to its limit */
     pthread_mutex_t mu;
     dlock__map map;
     dlock__list all;
@@ -174,16 +185,32 @@ static int unlink_held(dlock__watchdog *wd, held *h)
 int dlock__watchdog_add(dlock__watchdog *wd, const dlock__hold_id *id, int64_t sent_ms,
                         dlock_lost_fn fn, void *ud)
 {
+    return dlock__watchdog_add_limited(wd, id, sent_ms, 0, fn, ud);
+}
+
+int dlock__watchdog_add_limited(dlock__watchdog *wd, const dlock__hold_id *id, int64_t sent_ms,
+                                int64_t max_hold_ms, dlock_lost_fn fn, void *ud)
+{
+    int64_t limit_at = max_hold_ms > 0 ? sent_ms + max_hold_ms : INT64_MAX;
     pthread_mutex_lock(&wd->mu);
     held *h = find(wd, id);
     if (h) {
-        /* Reentry: the acquire reset the TTL too. */
+        /* Reentry: the acquire reset the TTL too (never past the limit: the
+         * script set the timeout, which a limit shorter than it cuts at the
+         * next tick, reported on time either way). A reentry's own limit
+         * may only come sooner. */
         if (sent_ms > h->renewed_at)
             h->renewed_at = sent_ms;
+        if (limit_at < h->limit_at)
+            h->limit_at = limit_at;
         h->holds++;
         h->fn = fn;
         h->ud = ud;
+        int kick = h->limit_at != INT64_MAX;
+        h->recap |= kick;
         pthread_mutex_unlock(&wd->mu);
+        if (kick)
+            dlock__loop_post(wd->lp, &wd->kick_job);
         return DLOCK_OK;
     }
     size_t klen = 0;
@@ -197,6 +224,7 @@ int dlock__watchdog_add(dlock__watchdog *wd, const dlock__hold_id *id, int64_t s
     }
     memset(h, 0, sizeof(*h));
     h->renewed_at = sent_ms;
+    h->limit_at = limit_at;
     h->holds = 1;
     h->fn = fn;
     h->ud = ud;
@@ -237,6 +265,15 @@ void dlock__watchdog_lease_reentry(dlock__watchdog *wd, const dlock__hold_id *id
             h->renewed_at = as_if;
     }
     pthread_mutex_unlock(&wd->mu);
+}
+
+int64_t dlock__watchdog_limit_left(dlock__watchdog *wd, const dlock__hold_id *id)
+{
+    pthread_mutex_lock(&wd->mu);
+    held *h = find(wd, id);
+    int64_t left = h && h->limit_at != INT64_MAX ? h->limit_at - dlock__now_ms() : INT64_MAX;
+    pthread_mutex_unlock(&wd->mu);
+    return left;
 }
 
 int dlock__watchdog_release_begin(dlock__watchdog *wd, const dlock__hold_id *id)
@@ -303,9 +340,11 @@ static void report(dlock__watchdog *wd, lost_note *notes)
         dlock_lost_fn fn = n->fn ? n->fn : cfg->lost_fn;
         void *ud = n->fn ? n->ud : cfg->lost_ud;
         dlock__log(cfg, DLOCK_LOG_WARN, "%s '%s' held by %s lost: %s", n->what, n->key, owner,
-                   n->reason == DLOCK_LOST_GONE     ? "it was gone when renewed or released"
-                   : n->reason == DLOCK_LOST_PAUSED ? "this process was paused past the lease"
-                                                    : "Redis unreachable until the lease ran out");
+                   n->reason == DLOCK_LOST_GONE       ? "it was gone when renewed or released"
+                   : n->reason == DLOCK_LOST_PAUSED   ? "this process was paused past the lease"
+                   : n->reason == DLOCK_LOST_MAX_HOLD ? "held as long as its hold limit allows"
+                                                      : "Redis unreachable until the lease ran "
+                                                        "out");
         if (fn)
             fn(n->key, owner, n->reason, ud);
         free(n);
@@ -453,7 +492,7 @@ static int send_batch(dlock__watchdog *wd, batch *b)
             lens[i++] = b->e[e]->len[p];
         }
     av[i] = lease;
-    lens[i++] = dlock__fmt_i64(lease, wd->ctx->cfg->watchdog_ms);
+    lens[i++] = dlock__fmt_i64(lease, b->lease);
     for (int e = 0; e < b->n; e++)
         for (int p = k->nkeys; p < nparts(k); p++) {
             av[i] = h_part(b->e[e], p);
@@ -493,12 +532,14 @@ static void on_conn_down(dlock__aconn *ac, int status, void *ud)
 
 static void on_timer(uv_timer_t *t) { tick(t->data); }
 
-static batch *new_batch(dlock__watchdog *wd, const dlock__hold_kind *kind, int64_t now)
+static batch *new_batch(dlock__watchdog *wd, const dlock__hold_kind *kind, int64_t lease,
+                        int64_t now)
 {
     batch *b = malloc(sizeof(*b));
     if (b) {
         b->wd = wd;
         b->kind = kind;
+        b->lease = lease;
         b->sent_at = now;
         b->n = 0;
         b->reloaded = 0;
@@ -513,13 +554,15 @@ typedef struct tick_batches {
     size_t n, cap;
 } tick_batches;
 
-/* The batch of h's kind with room left, or a new one; NULL when out of memory. */
+/* The batch of h's kind and lease with room left, or a new one; NULL when
+ * out of memory. */
 static batch *batch_for(dlock__watchdog *wd, tick_batches *tb, const dlock__hold_kind *kind,
-                        int64_t now)
+                        int64_t lease, int64_t now)
 {
-    /* Few kinds exist: the open batch of a kind is its last one. */
+    /* Few kinds exist, and a lease other than the timeout only near a hold
+     * limit: the open batch of a kind and lease is its last one. */
     for (size_t i = tb->n; i-- > 0;)
-        if (tb->v[i]->kind == kind) {
+        if (tb->v[i]->kind == kind && tb->v[i]->lease == lease) {
             if (tb->v[i]->n < DLOCK__RENEW_BATCH)
                 return tb->v[i];
             break;
@@ -534,7 +577,7 @@ static batch *batch_for(dlock__watchdog *wd, tick_batches *tb, const dlock__hold
         tb->v = grown;
         tb->cap *= 2;
     }
-    batch *b = new_batch(wd, kind, now);
+    batch *b = new_batch(wd, kind, lease, now);
     if (b)
         tb->v[tb->n++] = b;
     return b;
@@ -572,16 +615,28 @@ static void tick(dlock__watchdog *wd)
         held *h = DLOCK__CONTAINER_OF(it, held, all);
         it = it->next;
         any = 1;
-        int64_t deadline = h->renewed_at + timeout - early;
+        /* The key expires at renewed_at + timeout, or at the hold's limit:
+         * no TTL is ever set beyond it. */
+        const int limited = h->limit_at <= h->renewed_at + timeout;
+        const int64_t deadline = (limited ? h->limit_at : h->renewed_at + timeout) - early;
         if (now >= deadline) {
-            note_lost(wd, h, paused ? DLOCK_LOST_PAUSED : DLOCK_LOST_UNREACHABLE, &notes);
+            note_lost(wd, h,
+                      limited  ? DLOCK_LOST_MAX_HOLD
+                      : paused ? DLOCK_LOST_PAUSED
+                               : DLOCK_LOST_UNREACHABLE,
+                      &notes);
             continue;
         }
         if (deadline < next)
             next = deadline;
-        if (!ready || h->inflight || now - h->renewed_at < period / 2)
+        /* A hold whose key lives to its limit is not renewed any more. */
+        if (!ready || h->inflight)
             continue;
-        batch *b = batch_for(wd, &tb, h->kind, now);
+        if (!h->recap && (limited || now - h->renewed_at < period / 2))
+            continue;
+        h->recap = 0;
+        const int64_t lease = h->limit_at - now < timeout ? h->limit_at - now : timeout;
+        batch *b = batch_for(wd, &tb, h->kind, lease, now);
         if (!b)
             break;
         h->inflight = 1;
@@ -635,6 +690,13 @@ static void on_stop(void *arg)
 
 /* ------------------------------------------------------------ lifecycle */
 
+static void kick_job(void *arg)
+{
+    dlock__watchdog *wd = arg;
+    if (wd->timer_inited)
+        tick(wd);
+}
+
 /* First job on the io thread: the timer. */
 static void start_job(void *arg)
 {
@@ -663,6 +725,7 @@ int dlock__watchdog_new(dlock__watchdog **out, dlock__loop *lp, dlock__netctx *c
     wd->router = router;
     dlock__job_init(&wd->flush_job, flush_pending, wd);
     dlock__job_init(&wd->start_job, start_job, wd);
+    dlock__job_init(&wd->kick_job, kick_job, wd);
     /* The schedule starts now: a process stopped before the io thread first
      * ran still has its pause seen. */
     wd->last_tick = dlock__now_ms();

@@ -145,6 +145,32 @@ void dlock_lock_set_lost_callback(dlock_lock *l, dlock_lost_fn fn, void *ud)
     pthread_mutex_unlock(&l->mu);
 }
 
+int dlock_lock_set_max_hold(dlock_lock *l, int64_t ms)
+{
+    dlock__clear_error();
+    if (!l)
+        return dlock__fail(DLOCK_EINVAL, "lock is NULL");
+    int64_t v;
+    int rc = dlock__check_max_hold(ms, 1, &v);
+    if (rc != DLOCK_OK)
+        return rc;
+    pthread_mutex_lock(&l->mu);
+    l->max_hold = v;
+    pthread_mutex_unlock(&l->mu);
+    return DLOCK_OK;
+}
+
+/* The hold limit an acquisition through l gets now, ms (0: none). */
+static int64_t hold_limit(dlock_lock *l)
+{
+    pthread_mutex_lock(&l->mu);
+    int64_t m = l->max_hold;
+    pthread_mutex_unlock(&l->mu);
+    if (m == 0)
+        m = l->c->cfg.max_hold_ms;
+    return m > 0 ? m : 0;
+}
+
 /* ------------------------------------------------------- shared helpers */
 
 int dlock__lock_proto(const dlock_lock *l, const char *what, redisReply *r)
@@ -213,7 +239,7 @@ int dlock__acq_acquired(dlock__acq *a)
     dlock_lost_fn fn = l->fn;
     void *ud = l->ud;
     pthread_mutex_unlock(&l->mu);
-    int rc = dlock__watchdog_add(l->c->wd, &id, a->sent, fn, ud);
+    int rc = dlock__watchdog_add_limited(l->c->wd, &id, a->sent, a->max_hold, fn, ud);
     if (rc != DLOCK_OK) {
         /* Held but not renewable: give it back rather than let it lapse unseen. */
         char msg[512];
@@ -224,9 +250,20 @@ int dlock__acq_acquired(dlock__acq *a)
     return DLOCK_OK;
 }
 
+void dlock__acq_prepare(dlock__acq *a)
+{
+    dlock_lock *l = a->l;
+    dlock__hold_id id;
+    l->type->hold_id(l, &a->o, &id);
+    int64_t left = dlock__watchdog_limit_left(l->c->wd, &id);
+    if (left < a->lease_ms)
+        a->lease_ms = left > 1 ? left : 1;
+}
+
 int dlock__acq_attempt(dlock__acq *a, int64_t waited_ms, dlock__busy *b)
 {
     dlock__op op;
+    dlock__acq_prepare(a);
     a->l->type->attempt_op(a, waited_ms, &op);
     /* Taken before sending, so the watchdog's deadline is never later than Redis's. */
     a->sent = dlock__now_ms();
@@ -267,6 +304,12 @@ int dlock__acq_init(dlock__acq *a, dlock_lock *l, int64_t wait_ms, int64_t lease
     a->wait = wait_ms;
     a->lease = lease_ms;
     a->lease_ms = lease_ms == DLOCK_WATCHDOG ? l->c->cfg.watchdog_ms : lease_ms;
+    if (lease_ms == DLOCK_WATCHDOG) {
+        /* A limit shorter than the timeout: the first TTL already ends with it. */
+        a->max_hold = hold_limit(l);
+        if (a->max_hold > 0 && a->max_hold < a->lease_ms)
+            a->lease_ms = a->max_hold;
+    }
     a->fenced = fenced;
     a->cancel = cancel;
     return owner_init(l, &a->o);

@@ -32,9 +32,10 @@ struct dlock_lock {
     char *owner;             /* explicit owner id, or NULL for the calling thread */
     size_t olen;
     atomic_int heard;        /* the last release through this handle woke some client */
-    pthread_mutex_t mu;      /* guards fn, ud */
+    pthread_mutex_t mu;      /* guards fn, ud, max_hold */
     dlock_lost_fn fn;
     void *ud;
+    int64_t max_hold;        /* ms; 0: the client's; DLOCK_MAX_HOLD_NONE: none */
 };
 
 /* The owner a call acts for, and what the type derives from it. */
@@ -56,7 +57,9 @@ typedef struct dlock__acq {
     dlock__owner o;
     int64_t wait;            /* the caller's wait: 0, ms, or DLOCK_WAIT_FOREVER */
     int64_t lease;           /* ms, or DLOCK_WATCHDOG */
-    int64_t lease_ms;        /* the TTL the script sets: lease, or the watchdog timeout */
+    int64_t lease_ms;        /* the TTL the script sets: lease, or the watchdog timeout
+                                (either cut to what a hold limit leaves) */
+    int64_t max_hold;        /* the hold limit of a watchdog acquisition, ms (0: none) */
     int fenced;
     dlock_cancel *cancel;
     int64_t sent;            /* before the last attempt was sent (the watchdog's origin) */
@@ -134,6 +137,9 @@ int dlock__lock_busy(const dlock_lock *l, int64_t ttl);
 int dlock__acq_init(dlock__acq *a, dlock_lock *l, int64_t wait_ms, int64_t lease_ms,
                     dlock_cancel *cancel, int fenced);
 void dlock__acq_done(dlock__acq *a);
+/* Before each attempt's op is built: cuts a->lease_ms to what the hold limit
+ * of the owner's scheduled hold leaves (a reentry never sets a TTL past it). */
+void dlock__acq_prepare(dlock__acq *a);
 /* One whole attempt: op, round trip, answer, and on success the watchdog's
  * bookkeeping (dlock__acq_acquired). */
 int dlock__acq_attempt(dlock__acq *a, int64_t waited_ms, dlock__busy *b);

@@ -419,6 +419,7 @@ static void attempt_round(call *cl, int64_t waited_ms)
         /* The target as a waiting acquire would try; the others as a try with
          * no wait (never queued for, nor reserved). */
         s->a.wait = target ? cl->wait : 0;
+        dlock__acq_prepare(&s->a);
         s->l->type->attempt_op(&s->a, target ? waited_ms : -1, &s->op);
         cl->sel[i] = s;
     }
