@@ -175,6 +175,16 @@ int dlock__lock_busy(const dlock_lock *l, int64_t ttl)
     return dlock__fail(DLOCK_ETIMEDOUT, "'%s' is held by another owner (no expiry)", l->name);
 }
 
+void dlock__lock_best_effort(dlock_lock *l, const dlock__op *op, unsigned flags, int code)
+{
+    char msg[512];
+    snprintf(msg, sizeof(msg), "%s", dlock_last_error());
+    redisReply *r = NULL;
+    if (dlock__op_call(l->c, op, flags | DLOCK__CALL_NO_RETRY, NULL, 0, &r) == DLOCK_OK)
+        freeReplyObject(r);
+    dlock__fail(code, "%s", msg);
+}
+
 int dlock__lock_call(dlock_lock *l, const dlock__op *op, unsigned flags, dlock_cancel *cancel,
                      redisReply **r)
 {
