@@ -55,8 +55,12 @@ uv_loop_t *dlock__loop_uv(dlock__loop *lp);
 typedef struct dlock__pubsub dlock__pubsub;
 typedef struct dlock__channel dlock__channel;
 
-/* How many of a channel's local waiters a message wakes: DLOCK__WAKE_ALL or
- * a count >= 1. */
+/* How many of a channel's local waiters a message wakes: DLOCK__WAKE_ALL, 0
+ * (none), or a budget >= 1. Each waiter has a need (1 unless it joined with
+ * more: a semaphore waiter's permits); a budget wakes waiters in join order
+ * whose need fits what is left of it, so a message that says "3 permits"
+ * wakes waiters for 3 permits in all, skipping one that needs more than is
+ * left. */
 #define DLOCK__WAKE_ALL (-1)
 typedef int (*dlock__wake_policy)(const char *msg, size_t len);
 /* The lock channels' policy: "0" (an unlock) wakes one waiter, anything else
@@ -73,6 +77,7 @@ typedef struct dlock__waiter {
     int subscribed;          /* the channel was subscribed when last checked */
     int pins;                /* io thread signals of cv in flight outside mu */
     int claimant;            /* holds the lock's reservation: woken first */
+    int64_t need;            /* units of a message's budget this waiter takes (>= 1) */
     dlock_cancel *cancel;
     dlock__cancel_reg creg;
 } dlock__waiter;
@@ -88,12 +93,13 @@ void dlock__pubsub_shutdown(dlock__pubsub *ps);
 void dlock__pubsub_free(dlock__pubsub *ps);
 
 /* Registers w on `channel` (wake policy `wake`, used when the channel is
- * created) and waits until the channel is subscribed, the command timeout
- * passes (then w->subscribed = 0 and the caller polls at the retry delay), or
- * `deadline_ms`. Returns DLOCK_OK, DLOCK_ECANCELED, DLOCK_ECLOSED,
+ * created; `need` >= 1, see dlock__wake_policy) and waits until the channel
+ * is subscribed, the command timeout passes (then w->subscribed = 0 and the
+ * caller polls at the retry delay), or `deadline_ms`. Returns DLOCK_OK, DLOCK_ECANCELED, DLOCK_ECLOSED,
  * DLOCK_ENOMEM. On error w is not registered. */
 int dlock__waiter_join(dlock__pubsub *ps, dlock__waiter *w, const char *channel, size_t len,
-                       dlock__wake_policy wake, int64_t deadline_ms, dlock_cancel *cancel);
+                       dlock__wake_policy wake, int64_t need, int64_t deadline_ms,
+                       dlock_cancel *cancel);
 /* Sleeps until a wake-up, until_ms, cancellation or close. Returns
  * DLOCK__WAKE_MESSAGE, DLOCK__WAKE_TIMEOUT, DLOCK_ECANCELED or DLOCK_ECLOSED. */
 int dlock__waiter_wait(dlock__pubsub *ps, dlock__waiter *w, int64_t until_ms);

@@ -17,9 +17,11 @@
  * once its waiters are gone.
  *
  * Wake-ups. Each channel has a wake policy: how many waiters a message wakes
- * (the locks': "0", an unlock, wakes one; anything else wakes all). A wake-up sets w->woken, so one that arrives while its waiter is busy
- * retrying is kept, and a waiter that leaves with an unconsumed wake-up passes
- * it on: no lost wake-ups. */
+ * (the locks': "0", an unlock, wakes one; anything else wakes all; a
+ * semaphore's count wakes waiters whose needs fit in it). A wake-up sets
+ * w->woken, so one that arrives while its waiter is busy retrying is kept,
+ * and a waiter that leaves with an unconsumed wake-up passes it on: no lost
+ * wake-ups. */
 #include <stdlib.h>
 #include <string.h>
 #include <uv.h>
@@ -87,17 +89,17 @@ static void ch_mark(dlock__pubsub *ps, dlock__channel *ch)
     }
 }
 
-/* Gives a wake-up to the first waiter that has none pending, in join order,
- * except that a waiter holding the lock's reservation goes first (the others
- * would only be turned away); returns it, or NULL when every waiter already
- * has one. Caller holds mu and signals. */
-static dlock__waiter *pick_one(dlock__channel *ch)
+/* Gives a wake-up to the first waiter that has none pending and needs no
+ * more than `budget`, in join order, except that a waiter holding the lock's
+ * reservation goes first (the others would only be turned away); returns it,
+ * or NULL when no waiter qualifies. Caller holds mu and signals. */
+static dlock__waiter *pick_one(dlock__channel *ch, int64_t budget)
 {
     dlock__waiter *first = NULL;
     dlock__list *it;
     DLOCK__LIST_FOREACH(it, &ch->waiters) {
         dlock__waiter *w = DLOCK__CONTAINER_OF(it, dlock__waiter, link);
-        if (w->woken)
+        if (w->woken || w->need > budget)
             continue;
         if (w->claimant || ch->nclaimants == 0) {
             first = w;
@@ -111,11 +113,23 @@ static dlock__waiter *pick_one(dlock__channel *ch)
     return first;
 }
 
+/* Passes on a wake-up a leaving waiter did not use: to the next waiter
+ * whatever it needs (the budget that woke the leaver is not known here). */
 static void wake_one(dlock__channel *ch)
 {
-    dlock__waiter *w = pick_one(ch);
+    dlock__waiter *w = pick_one(ch, INT64_MAX);
     if (w)
         pthread_cond_signal(&w->cv);
+}
+
+/* A budget of several units: waiters in join order while their needs fit. */
+static void wake_budget(dlock__channel *ch, int64_t budget)
+{
+    dlock__waiter *w;
+    while (budget > 0 && (w = pick_one(ch, budget))) {
+        budget -= w->need;
+        pthread_cond_signal(&w->cv);
+    }
 }
 
 int dlock__wake_lock(const char *msg, size_t len)
@@ -257,14 +271,13 @@ static void on_sub_push(dlock__aconn *ac, redisReply *r, void *ud)
     if (ch) {
         int n = msg->type == REDIS_REPLY_STRING ? ch->wake(msg->str, msg->len) : DLOCK__WAKE_ALL;
         if (n == 1) {
-            one = pick_one(ch);
+            one = pick_one(ch, 1);
             if (one)
                 one->pins++;
         } else if (n == DLOCK__WAKE_ALL) {
             wake_all(ch, 1);
-        } else {
-            while (n-- > 0)
-                wake_one(ch);
+        } else if (n > 1) {
+            wake_budget(ch, n);
         }
     }
     pthread_mutex_unlock(&ps->mu);
@@ -473,9 +486,11 @@ void dlock__pubsub_free(dlock__pubsub *ps)
 /* ------------------------------------------------------------- waiters */
 
 int dlock__waiter_join(dlock__pubsub *ps, dlock__waiter *w, const char *channel, size_t len,
-                       dlock__wake_policy wake, int64_t deadline_ms, dlock_cancel *cancel)
+                       dlock__wake_policy wake, int64_t need, int64_t deadline_ms,
+                       dlock_cancel *cancel)
 {
     memset(w, 0, sizeof(*w));
+    w->need = need > 1 ? need : 1;
     if (dlock__cond_init(&w->cv) != 0)
         return dlock__fail(DLOCK_ESYS, "cannot create a condition variable");
     w->cancel = cancel;

@@ -29,7 +29,8 @@ static int wait_joined(dlock_client *c, const dlock__wait_spec *s, const dlock__
                        int64_t start, int64_t deadline, dlock__busy *b)
 {
     dlock__waiter w;
-    int rc = dlock__waiter_join(c->pubsub, &w, s->channel, s->clen, s->wake, deadline, s->cancel);
+    int rc = dlock__waiter_join(c->pubsub, &w, s->channel, s->clen, s->wake, s->need,
+                               deadline, s->cancel);
     if (rc != DLOCK_OK)
         return rc;
     int used_wake = 0;   /* consumed a wake-up not yet answered by a busy attempt */
