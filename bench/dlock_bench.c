@@ -4,15 +4,18 @@
  *   dlock_bench ceiling  --url U [--cycles N]            EVALSHA of the acquire
  *                                                        script on one blocking
  *                                                        hiredis connection
- *   dlock_bench uncontended --url U [--cycles N] [--lease MS]
+ *   dlock_bench uncontended --url U [--cycles N] [--lease MS] [--kind lock|semaphore]
  *   dlock_bench handoff  --url U [--workers 8] [--mode threads|processes] [--seconds S]
- *                        [--kind lock|fair]
- *   dlock_bench idle     --url U [--waiters 7] [--hold-ms 3000]
+ *                        [--kind lock|fair|semaphore]
+ *   dlock_bench idle     --url U [--waiters 7] [--hold-ms 3000] [--kind lock|semaphore]
+ *   dlock_bench latch    --url U [--awaiters 100] [--procs 4]
  *   dlock_bench many     --url U [--concurrency 16] [--names 10000] [--seconds S]
  *   dlock_bench held     --url U [--locks 100000] [--watchdog-ms 3000] [--periods 3]
  *
  * Times are CLOCK_MONOTONIC. Locks are taken with the watchdog (dlock's
- * default, as node-redisson's) unless --lease is given. */
+ * default, as node-redisson's) unless --lease is given. --kind semaphore runs
+ * the same scenario on a semaphore of one permit (acquire 1, release 1); its
+ * scenario names carry a "sem" prefix. */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -36,11 +39,11 @@
 typedef struct opts {
     const char *scenario, *url, *mode, *kind;
     long cycles, workers, seconds, waiters, hold_ms, concurrency, names, locks, watchdog_ms,
-        periods, lease;
+        periods, lease, procs, awaiters;
 } opts;
 
 static opts O = {NULL, "redis://127.0.0.1:6379", "threads", "lock", 20000, 8, 5, 7, 3000, 16, 10000,
-                 100000, 3000, 3, 0};
+                 100000, 3000, 3, 0, 4, 100};
 
 static int64_t now_ns(void)
 {
@@ -141,6 +144,60 @@ static long rss_kb(void)
     return res * (sysconf(_SC_PAGESIZE) / 1024);
 }
 
+/* ------------------------------------------------------ what is taken */
+
+/* The object a scenario takes turns on: a lock (reentrant or fair) or a
+ * semaphore of one permit. */
+typedef struct res {
+    dlock_lock *l;
+    dlock_semaphore *s;
+} res;
+
+static int is_sem(void) { return strcmp(O.kind, "semaphore") == 0; }
+
+static void res_get(dlock_client *c, const char *name, res *r)
+{
+    memset(r, 0, sizeof(*r));
+    int rc;
+    if (is_sem()) {
+        char sname[96];
+        snprintf(sname, sizeof(sname), "%s:sem", name);
+        rc = dlock_semaphore_get(c, sname, &r->s);
+        if (rc == DLOCK_OK)
+            rc = dlock_semaphore_try_set_permits(r->s, 1, NULL);
+    } else if (strcmp(O.kind, "fair") == 0) {
+        rc = dlock_fair_lock_get(c, name, &r->l);
+    } else {
+        rc = dlock_lock_get(c, name, &r->l);
+    }
+    if (rc != DLOCK_OK)
+        die("get");
+}
+
+static int res_acquire(res *r, int64_t lease)
+{
+    return r->s ? dlock_semaphore_acquire(r->s, 1) : dlock_lock_acquire(r->l, lease);
+}
+
+static int res_release(res *r)
+{
+    return r->s ? dlock_semaphore_release(r->s, 1) : dlock_lock_release(r->l);
+}
+
+static void res_free(res *r)
+{
+    dlock_semaphore_free(r->s);
+    dlock_lock_free(r->l);
+}
+
+/* The scenario's name as reported: "sem" + name for semaphores. */
+static const char *scen(const char *name)
+{
+    static char buf[64];
+    snprintf(buf, sizeof(buf), "%s%s", is_sem() ? "sem" : "", name);
+    return buf;
+}
+
 /* ------------------------------------------------------------- ceiling */
 
 static void ceiling(void)
@@ -172,33 +229,32 @@ static void ceiling(void)
 static void uncontended(void)
 {
     dlock_client *c = open_client(0, 0);
-    dlock_lock *l;
-    if (dlock_lock_get(c, "bench:uncontended", &l) != DLOCK_OK)
-        die("get");
+    res l;
+    res_get(c, "bench:uncontended", &l);
     int64_t lease = O.lease ? O.lease : DLOCK_WATCHDOG;
     for (int i = 0; i < 1000; i++) {   /* warm-up: connection, script cache */
-        if (dlock_lock_acquire(l, lease) != DLOCK_OK || dlock_lock_release(l) != DLOCK_OK)
+        if (res_acquire(&l, lease) != DLOCK_OK || res_release(&l) != DLOCK_OK)
             die("warm-up");
     }
     int64_t *lat = malloc(sizeof(int64_t) * (size_t)O.cycles);
     int64_t t0 = now_ns();
     for (long i = 0; i < O.cycles; i++) {
         int64_t a = now_ns();
-        if (dlock_lock_acquire(l, lease) != DLOCK_OK)
+        if (res_acquire(&l, lease) != DLOCK_OK)
             die("acquire");
-        if (dlock_lock_release(l) != DLOCK_OK)
+        if (res_release(&l) != DLOCK_OK)
             die("release");
         lat[i] = now_ns() - a;
     }
     double secs = (double)(now_ns() - t0) / 1e9;
     qsort(lat, (size_t)O.cycles, sizeof(int64_t), cmp_i64);
-    printf("{\"peer\":\"dlock\",\"scenario\":\"uncontended\",\"cycles\":%ld,\"seconds\":%.3f,"
+    printf("{\"peer\":\"dlock\",\"scenario\":\"%s\",\"cycles\":%ld,\"seconds\":%.3f,"
            "\"cycles_per_s\":%.0f,\"p50_us\":%.1f,\"p99_us\":%.1f,\"p999_us\":%.1f,\"lease\":\"%s\"}\n",
-           O.cycles, secs, O.cycles / secs, pct(lat, (size_t)O.cycles, 0.50),
+           scen("uncontended"), O.cycles, secs, O.cycles / secs, pct(lat, (size_t)O.cycles, 0.50),
            pct(lat, (size_t)O.cycles, 0.99), pct(lat, (size_t)O.cycles, 0.999),
            O.lease ? "fixed" : "watchdog");
     free(lat);
-    dlock_lock_free(l);
+    res_free(&l);
     dlock_client_close(c);
 }
 
@@ -226,11 +282,8 @@ static handoff_shm *H;
 static void handoff_worker(dlock_client *c, int id)
 {
     (void)id;
-    dlock_lock *l;
-    int fair = strcmp(O.kind, "fair") == 0;
-    if ((fair ? dlock_fair_lock_get(c, "bench:fairhandoff", &l)
-              : dlock_lock_get(c, "bench:handoff", &l)) != DLOCK_OK)
-        die("get");
+    res l;
+    res_get(c, strcmp(O.kind, "fair") == 0 ? "bench:fairhandoff" : "bench:handoff", &l);
     /* Start together once every worker is connected: a worker still opening
      * its client is not a waiter yet, and its first acquire would measure that. */
     atomic_fetch_add(&H->ready, 1);
@@ -240,7 +293,7 @@ static void handoff_worker(dlock_client *c, int id)
     while (!atomic_load(&H->stop)) {
         int64_t t0 = now_ns();
         uint64_t a0 = dlock__attempts;
-        if (dlock_lock_acquire(l, DLOCK_WATCHDOG) != DLOCK_OK)
+        if (res_acquire(&l, DLOCK_WATCHDOG) != DLOCK_OK)
             die("acquire");
         int64_t t_acq = now_ns();
         int64_t waited = t_acq - t0;
@@ -268,7 +321,7 @@ static void handoff_worker(dlock_client *c, int id)
         /* hold ~1 ms */
         struct timespec hold = {0, 1000000};
         nanosleep(&hold, NULL);
-        if (dlock_lock_release(l) != DLOCK_OK)
+        if (res_release(&l) != DLOCK_OK)
             die("release");
         int64_t t_rel = now_ns();
         if (e < MAX_EVENTS) {
@@ -283,7 +336,7 @@ static void handoff_worker(dlock_client *c, int id)
             syscall(SYS_futex, &H->seq, FUTEX_WAIT, mine, &ts, NULL, 0);
         }
     }
-    dlock_lock_free(l);
+    res_free(&l);
 }
 
 static void *handoff_thread(void *arg)
@@ -351,7 +404,7 @@ static void handoff(void)
            "\"acquisitions\":%ld,\"acq_per_s\":%.0f,\"gap_p50_us\":%.1f,\"gap_p99_us\":%.1f,"
            "\"gap_max_us\":%.1f,\"waits_over_1s\":%ld,\"long_wait_attempts\":%ld,"
            "\"max_wait_ms\":%.1f,\"attempts_per_acq\":%.3f,\"needless_attempts\":%ld}\n",
-           strcmp(O.kind, "fair") == 0 ? "fairhandoff" : "handoff", O.mode, O.workers, n, n / secs,
+           strcmp(O.kind, "fair") == 0 ? "fairhandoff" : scen("handoff"), O.mode, O.workers, n, n / secs,
            pct(gaps, g, 0.5), pct(gaps, g, 0.99), g ? gaps[g - 1] / 1000.0 : 0.0,
            atomic_load(&H->waits_over_1s), atomic_load(&H->long_wait_attempts),
            atomic_load(&H->max_wait_ns) / 1e6,
@@ -367,13 +420,12 @@ static void handoff(void)
 
 static void *idle_waiter(void *arg)
 {
-    dlock_lock *l;
-    if (dlock_lock_get(arg, "bench:idle", &l) != DLOCK_OK)
-        die("get");
-    if (dlock_lock_acquire(l, DLOCK_WATCHDOG) != DLOCK_OK)
+    res l;
+    res_get(arg, "bench:idle", &l);
+    if (res_acquire(&l, DLOCK_WATCHDOG) != DLOCK_OK)
         die("acquire");
-    dlock_lock_release(l);
-    dlock_lock_free(l);
+    res_release(&l);
+    res_free(&l);
     return NULL;
 }
 
@@ -386,16 +438,16 @@ static void idle(void)
     pid_t holder = fork();
     if (holder == 0) {   /* the holder runs apart: its CPU is not the waiters' */
         dlock_client *hc = open_client(0, 0);
-        dlock_lock *l;
-        dlock_lock_get(hc, "bench:idle", &l);
-        if (dlock_lock_acquire(l, DLOCK_WATCHDOG) != DLOCK_OK)
+        res l;
+        res_get(hc, "bench:idle", &l);
+        if (res_acquire(&l, DLOCK_WATCHDOG) != DLOCK_OK)
             die("holder");
         char b = 1;
         if (write(ready[1], &b, 1) != 1)
             _exit(1);
         usleep((useconds_t)(O.hold_ms * 1000 + 600000));   /* waiters settle, then the hold */
-        dlock_lock_release(l);
-        dlock_lock_free(l);
+        res_release(&l);
+        res_free(&l);
         dlock_client_close(hc);
         _exit(0);
     }
@@ -417,9 +469,9 @@ static void idle(void)
     for (long i = 0; i < O.waiters; i++)
         pthread_join(th[i], NULL);
     waitpid(holder, NULL, 0);
-    printf("{\"peer\":\"dlock\",\"scenario\":\"idle\",\"waiters\":%ld,\"hold_ms\":%ld,"
+    printf("{\"peer\":\"dlock\",\"scenario\":\"%s\",\"waiters\":%ld,\"hold_ms\":%ld,"
            "\"redis_commands\":%lld,\"redis_commands_per_s\":%.1f,\"waiter_cpu_ms\":%.1f}\n",
-           O.waiters, O.hold_ms, cmds, cmds / secs, cpu);
+           scen("idle"), O.waiters, O.hold_ms, cmds, cmds / secs, cpu);
     dlock_client_close(c);
     redisFree(adm);
 }
@@ -582,13 +634,130 @@ static void held(void)
     redisFree(adm);
 }
 
+/* ---------------------------------------------------------------- latch */
+
+/* Awaiters spread over processes, one count-down: when does the last one
+ * return? Each records its return time (CLOCK_MONOTONIC, shared by the
+ * processes) in shared memory. */
+typedef struct latch_shm {
+    atomic_int waiting;         /* threads inside await, all processes */
+    atomic_llong first_ns;      /* earliest return */
+    atomic_llong last_ns;       /* latest return */
+    atomic_int returned;        /* awaiters back (futex word: they park until all are) */
+    atomic_int failed;
+} latch_shm;
+
+static latch_shm *LS;
+
+static void *latch_thread(void *arg)
+{
+    dlock_latch *l = arg;
+    atomic_fetch_add(&LS->waiting, 1);
+    if (dlock_latch_await(l, 60000, NULL) != DLOCK_OK) {
+        fprintf(stderr, "await: %s\n", dlock_last_error());
+        atomic_store(&LS->failed, 1);
+    }
+    long long t = now_ns();
+    long long m = atomic_load(&LS->last_ns);
+    while (t > m && !atomic_compare_exchange_weak(&LS->last_ns, &m, t)) {
+    }
+    long long f = atomic_load(&LS->first_ns);
+    while ((f == 0 || t < f) && !atomic_compare_exchange_weak(&LS->first_ns, &f, t)) {
+    }
+    /* Park until every awaiter is back: a thread's exit would take the CPU
+     * from the wake-ups still being measured. */
+    long all = O.awaiters / O.procs * O.procs;
+    int back = atomic_fetch_add(&LS->returned, 1) + 1;
+    if (back == all)   /* the last one lets them all go */
+        syscall(SYS_futex, &LS->returned, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+    while ((back = atomic_load(&LS->returned)) < all)
+        syscall(SYS_futex, &LS->returned, FUTEX_WAIT, back, NULL, NULL, 0);
+    return NULL;
+}
+
+static void latch_child(int threads)
+{
+    dlock_client *c = open_client(0, threads + 2);
+    dlock_latch *l;
+    if (dlock_latch_get(c, "bench:latch", &l) != DLOCK_OK)
+        die("latch");
+    pthread_t th[256];
+    for (int i = 0; i < threads; i++)
+        pthread_create(&th[i], NULL, latch_thread, l);
+    for (int i = 0; i < threads; i++)
+        pthread_join(th[i], NULL);
+    dlock_latch_free(l);
+    dlock_client_close(c);
+}
+
+static void latch(void)
+{
+    LS = mmap(NULL, sizeof(*LS), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (LS == MAP_FAILED)
+        die("mmap");
+    redisContext *adm = admin();
+    dlock_client *c = open_client(0, 0);
+    dlock_latch *l;
+    if (dlock_latch_get(c, "bench:latch", &l) != DLOCK_OK ||
+        dlock_latch_try_set_count(l, 1, NULL) != DLOCK_OK)
+        die("latch");
+    long procs = O.procs, per = O.awaiters / procs;
+    pid_t pids[64];
+    for (long i = 0; i < procs; i++) {
+        pids[i] = fork();
+        if (pids[i] == 0) {
+            latch_child((int)per);
+            _exit(0);
+        }
+    }
+    /* every awaiter inside await, every process subscribed, then settled */
+    while (atomic_load(&LS->waiting) < per * procs)
+        usleep(1000);
+    for (;;) {
+        redisReply *r = redisCommand(adm, "PUBSUB NUMSUB redisson_countdownlatch__channel__{bench:latch}");
+        long long n = r && r->elements == 2 ? r->element[1]->integer : 0;
+        if (r)
+            freeReplyObject(r);
+        if (n >= procs)
+            break;
+        usleep(1000);
+    }
+    usleep(500000);
+    long long cmd0 = info_field(adm, "stats", "total_commands_processed:");
+    usleep(500000);
+    long long idle_cmds = info_field(adm, "stats", "total_commands_processed:") - cmd0 - 1;
+    long long cmd1 = info_field(adm, "stats", "total_commands_processed:");
+    int64_t t0 = now_ns();
+    if (dlock_latch_count_down(l) != DLOCK_OK)
+        die("count down");
+    int64_t t1 = now_ns();
+    for (long i = 0; i < procs; i++)
+        waitpid(pids[i], NULL, 0);
+    /* the count-down and its INFO aside: what the awakened sent (their
+     * UNSUBSCRIBEs, and a GET each for any woken by a zero it could not
+     * trust) */
+    long long after = info_field(adm, "stats", "total_commands_processed:") - cmd1 - 2;
+    long long last = atomic_load(&LS->last_ns), first = atomic_load(&LS->first_ns);
+    printf("{\"peer\":\"dlock\",\"scenario\":\"latch\",\"waiters\":%ld,\"processes\":%ld,"
+           "\"count_down_us\":%.1f,\"first_awake_after_call_us\":%.1f,"
+           "\"last_awake_after_call_us\":%.1f,\"last_awake_after_return_us\":%.1f,"
+           "\"spread_us\":%.1f,\"commands_while_waiting\":%lld,\"commands_after\":%lld,"
+           "\"failed\":%d}\n",
+           per * procs, procs, (t1 - t0) / 1e3, (first - t0) / 1e3, (last - t0) / 1e3,
+           (last - t1) / 1e3, (last - first) / 1e3, idle_cmds, after, atomic_load(&LS->failed));
+    dlock_latch_free(l);
+    dlock_client_close(c);
+    redisFree(adm);
+    munmap(LS, sizeof(*LS));
+}
+
 /* ----------------------------------------------------------------- main */
 
 int main(int argc, char **argv)
 {
     signal(SIGPIPE, SIG_IGN);
     if (argc < 2) {
-        fprintf(stderr, "usage: dlock_bench ceiling|uncontended|handoff|idle|many|held [--url U] ...\n");
+        fprintf(stderr, "usage: dlock_bench ceiling|uncontended|handoff|idle|many|held|latch [--url U] ...\n");
         return 64;
     }
     O.scenario = argv[1];
@@ -608,12 +777,15 @@ int main(int argc, char **argv)
         else if (!strcmp(k, "--watchdog-ms")) O.watchdog_ms = atol(v);
         else if (!strcmp(k, "--periods")) O.periods = atol(v);
         else if (!strcmp(k, "--lease")) O.lease = atol(v);
+        else if (!strcmp(k, "--procs")) O.procs = atol(v);
+        else if (!strcmp(k, "--awaiters")) O.awaiters = atol(v);
         else {
             fprintf(stderr, "dlock_bench: unknown option %s\n", k);
             return 64;
         }
     }
-    if (O.workers > 64 || O.waiters > 64 || O.concurrency > 256)
+    if (O.workers > 64 || O.waiters > 64 || O.concurrency > 256 || O.procs < 1 || O.procs > 64 ||
+        O.awaiters < O.procs || O.awaiters > 256 * O.procs)
         return 64;
     if (!strcmp(O.scenario, "ceiling")) ceiling();
     else if (!strcmp(O.scenario, "uncontended")) uncontended();
@@ -621,6 +793,7 @@ int main(int argc, char **argv)
     else if (!strcmp(O.scenario, "idle")) idle();
     else if (!strcmp(O.scenario, "many")) many();
     else if (!strcmp(O.scenario, "held")) held();
+    else if (!strcmp(O.scenario, "latch")) latch();
     else {
         fprintf(stderr, "dlock_bench: unknown scenario %s\n", O.scenario);
         return 64;

@@ -5,11 +5,14 @@
  * Awaiting is the shared wait loop's: an attempt is one GET, "busy" while
  * the count is above zero, and a busy awaiter sleeps until a message (no
  * deadline from Redis: only a count-down or a delete ends the wait). Every
- * message wakes every local awaiter (the zero message must reach them all;
- * a "1" comes from a new count, when nobody waits, or from a delete, after
- * which the count is zero too), and each checks the count once. So an
- * awaiter costs its subscription and a GET before it sleeps and one after
- * it wakes, and nothing in between. */
+ * message wakes every local awaiter. The zero message ends the wait of each
+ * awaiter that was waiting when it was published (the pub/sub layer knows
+ * by a barrier PING, see DLOCK__WAKE_ALL_DONE): no GET after it, so a
+ * hundred awaiters wake without a hundred commands. A "1" (a new count,
+ * when nobody should wait, or a delete, after which the count is zero too),
+ * or a zero that may predate the wait, makes each check the count once. So
+ * an awaiter costs its subscription and a GET or two before it sleeps, and
+ * nothing while it sleeps. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,12 +28,13 @@ struct dlock_latch {
     size_t clen;
 };
 
-/* Every message, "0" or "1", wakes every awaiter of this process. */
+/* Every message wakes every awaiter of this process; "0" (the count reached
+ * zero) also ends the waits of those waiting when it was published, without
+ * another GET (DLOCK__WAKE_ALL_DONE). A "1" (a new count, a delete) only
+ * wakes: each checks the count. */
 static int wake_latch(const char *msg, size_t len)
 {
-    (void)msg;
-    (void)len;
-    return DLOCK__WAKE_ALL;
+    return len == 1 && msg[0] == '0' ? DLOCK__WAKE_ALL_DONE : DLOCK__WAKE_ALL;
 }
 
 static int bad_handle(const void *l)
@@ -228,8 +232,8 @@ int dlock_latch_await(dlock_latch *l, int64_t wait_ms, dlock_cancel *cancel)
                            (long long)wait_ms);
     awaiting a = {l, cancel, 0};
     dlock__wait_spec spec = {.name = l->name, .channel = l->channel, .clen = l->clen,
-                             .wake = wake_latch, .need = 1, .wait_ms = wait_ms,
-                             .cancel = cancel};
+                             .wake = wake_latch, .need = 1, .settles = 1,
+                             .wait_ms = wait_ms, .cancel = cancel};
     dlock__wait_ops ops = {await_attempt, await_busy, NULL, &a};
     return dlock__wait(l->c, &spec, &ops);
 }

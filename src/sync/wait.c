@@ -11,7 +11,8 @@
  * passes it on, so another waiter of this process gets the chance.
  *
  * The type decides what an attempt is and what "busy" means; the loop decides
- * when to try. A busy answer may ask for this waiter to go first among the
+ * when to try. A type whose channel carries a settling message (a latch's
+ * zero) ends the wait on it without another attempt (spec->settles). A busy answer may ask for this waiter to go first among the
  * channel's local waiters (a reserved turn); the loop keeps the waiter table
  * in step. */
 #include "sync/sync.h"
@@ -30,7 +31,7 @@ static int wait_joined(dlock_client *c, const dlock__wait_spec *s, const dlock__
 {
     dlock__waiter w;
     int rc = dlock__waiter_join(c->pubsub, &w, s->channel, s->clen, s->wake, s->need,
-                               deadline, s->cancel);
+                                s->settles, deadline, s->cancel);
     if (rc != DLOCK_OK)
         return rc;
     int used_wake = 0;   /* consumed a wake-up not yet answered by a busy attempt */
@@ -57,6 +58,10 @@ static int wait_joined(dlock_client *c, const dlock__wait_spec *s, const dlock__
         if (!w.subscribed && now + c->cfg.retry_delay_ms < until)
             until = now + c->cfg.retry_delay_ms;   /* pub/sub down: poll meanwhile */
         int wr = dlock__waiter_wait(c->pubsub, &w, until);
+        if (wr == DLOCK__WAKE_DONE) {
+            rc = DLOCK_OK;   /* a settling message: the wait is over, no attempt needed */
+            break;
+        }
         if (wr == DLOCK_ECANCELED || wr == DLOCK_ECLOSED) {
             rc = end_error(s, wr);
             break;
