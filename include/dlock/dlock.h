@@ -4,6 +4,8 @@
  * A dlock_client talks to one Redis deployment. A dlock_lock is a handle on one
  * named reentrant lock stored in Redis exactly as Redisson's RLock stores it, so a
  * C process and a Java process using Redisson can take turns on the same lock.
+ * dlock_semaphore, dlock_permit_semaphore and dlock_latch are Redisson's
+ * RSemaphore, RPermitExpirableSemaphore and RCountDownLatch, likewise.
  *
  * Conventions used by every call below:
  *   - Calls return DLOCK_OK (0) or a negative dlock_status. dlock_strerror()
