@@ -661,11 +661,13 @@ DLOCK_API int dlock_latch_count_down(dlock_latch *l);
 /* *count = the remaining count (0 when the latch does not exist). */
 DLOCK_API int dlock_latch_count(dlock_latch *l, int64_t *count);
 /* Waits until the count is zero, for at most wait_ms (0 = check once,
- * DLOCK_WAIT_FOREVER = no limit); `cancel` may be NULL. Subscribes, checks
- * the count once, then sleeps until the zero message: no command is sent
+ * DLOCK_WAIT_FOREVER = no limit); `cancel` may be NULL. Checks the count,
+ * subscribes to the channel, checks again, then sleeps until the zero
+ * message, which ends the wait without another command: nothing is sent
  * while it waits. DLOCK_OK at zero (also when the latch is deleted
  * meanwhile), DLOCK_ETIMEDOUT (the message gives the count),
- * DLOCK_ECANCELED, DLOCK_EINVAL (a wait asked for on the io thread). */
+ * DLOCK_ECANCELED, DLOCK_EWRONGTYPE, DLOCK_EINVAL (a wait asked for on the
+ * io thread). */
 DLOCK_API int dlock_latch_await(dlock_latch *l, int64_t wait_ms, dlock_cancel *cancel);
 /* Deletes the latch (it is then at zero) and wakes dlock's awaiters, which
  * return; *deleted (may be NULL) = 1 when there was one. A key that is not a
