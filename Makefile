@@ -8,7 +8,9 @@
 #   make fuzz      libFuzzer on the parsers and reply readers (FUZZ_SECONDS)
 #   make valgrind  the C tests under valgrind memcheck
 #   make bench     benchmarks against the peers and the Redis ceiling
-#   make install   install library, header, dlock.pc, CMake package
+#   make install   install library, header, dlock.pc, CMake package, the dlock
+#                  command and its man page: PREFIX=/opt/dlock (default: the
+#                  configured prefix, /usr/local), DESTDIR=/stage for packaging
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
@@ -85,8 +87,11 @@ bench: deps
 	@cmake --build build-bench -j$(JOBS) --target dlock_bench -- --no-print-directory
 	bench/run.sh $(CURDIR)/build-bench
 
+# PREFIX (or prefix) at install time, as make users expect; DESTDIR is put in
+# front of every installed path (files land in $(DESTDIR)$(PREFIX)/...).
+PREFIX ?= $(prefix)
 install: build
-	cmake --install $(BUILD_DIR)
+	DESTDIR="$(DESTDIR)" cmake --install $(BUILD_DIR) $(if $(PREFIX),--prefix "$(PREFIX)")
 
 clean:
 	rm -rf $(BUILD_DIR) build-asan build-tsan

@@ -13,40 +13,125 @@ enum {
     EXIT_OKAY = 0,
     EXIT_USAGE = 64,        /* EX_USAGE: bad arguments */
     EXIT_DATAERR = 65,      /* EX_DATAERR: the key is not a lock */
+    EXIT_NOINPUT = 66,      /* EX_NOINPUT: --password-file cannot be read */
     EXIT_UNAVAILABLE = 69,  /* EX_UNAVAILABLE: Redis unreachable */
     EXIT_SOFTWARE = 70,     /* EX_SOFTWARE: any other failure */
-    EXIT_CANTRUN = 127,     /* the command could not be started */
     EXIT_NOTACQUIRED = 75,  /* EX_TEMPFAIL: lock not acquired in time */
-    EXIT_LOST = 76          /* the lock was lost while the command ran */
+    EXIT_LOST = 76,         /* the lock was lost while the command ran */
+    EXIT_NOPERM = 77,       /* EX_NOPERM: password or ACL refused */
+    EXIT_CONFIG = 78,       /* EX_CONFIG: $DLOCK_URL unusable, database out of range */
+    EXIT_CANTEXEC = 126,    /* the command could not be run */
+    EXIT_CANTRUN = 127      /* the command was not found */
 };
 
+/* A duration of "inf" or "forever". */
+#define CLI_DUR_INF INT64_MAX
+
 typedef struct cli_opts {
-    const char *url;         /* --url, else $DLOCK_URL, else the default */
-    int64_t watchdog_ms;     /* --watchdog, 0 = library default */
-    int64_t timeout_ms;      /* --timeout (command timeout), 0 = default */
-    int quiet;               /* -q */
-    const char *prog;        /* argv[0] basename, for messages */
+    const char *url;          /* --url, else $DLOCK_URL, else the default */
+    char *url_copy;           /* --url's value before its password was masked (owned) */
+    int url_from_env;         /* the URL came from $DLOCK_URL */
+    const char *password_file;/* --password-file */
+    int64_t watchdog_ms;      /* --watchdog, 0 = library default */
+    int64_t command_timeout_ms; /* --command-timeout, 0 = default */
+    int retry_attempts;       /* -1 = library default (watch sets 0) */
+    int quiet;                /* -q */
+    const char *label;        /* the client's connection label ("status", ...) */
 } cli_opts;
 
-/* Parses "500ms", "10s", "2m", "1h", "1.5" (seconds). Returns 0 and *ms, or -1. */
+/* ------------------------------------------------------------- util.c */
+
+/* Parses a duration: "500ms", "10s", "1m30s", "2h30m", "1d", a bare number of
+ * seconds ("1.5"), or "inf"/"forever" (*ms = CLI_DUR_INF). Units go from large
+ * to small. At most a year. Returns 0 and *ms, or -1. */
 int cli_parse_duration(const char *s, int64_t *ms);
-/* "1.5 s", "250 ms", "3 m 20 s" into buf. */
+/* "1.5 s", "250 ms", "3 m 20 s", "forever" into buf. */
 const char *cli_fmt_duration(int64_t ms, char *buf, size_t size);
-/* Writes s as a JSON string literal (quotes included); invalid UTF-8 bytes and
- * control characters are escaped as \u00XX. */
+/* Monotonic clock, ms. */
+int64_t mono_ms(void);
+/* 1 when s is valid UTF-8. */
+int cli_utf8_valid(const char *s);
+/* s with control characters, terminal escapes, bidi overrides, invalid UTF-8
+ * and backslashes written as \n, \t, \r, \xHH, \\: safe to print. Malloc'd
+ * (NULL when out of memory). */
+char *cli_escape(const char *s);
+/* The same into buf, cut with "..." when longer; for messages. */
+const char *cli_esc(const char *s, char *buf, size_t size);
+/* Writes s as a JSON string literal (quotes included); invalid UTF-8 bytes
+ * become U+FFFD. */
 void cli_json_string(FILE *f, const char *s);
+/* Writes "key":"s", and "key_base64":"..." (the exact bytes) when s is not
+ * valid UTF-8, so that any byte string round-trips. */
+void cli_json_field(FILE *f, const char *key, const char *s);
+
+/* ------------------------------------------------------------- main.c */
 
 /* Opens a client per the options; on failure prints one line and returns the
- * exit code (69 when Redis is unreachable), else 0. */
+ * exit code (69 unreachable, 77 refused credentials, 78 bad $DLOCK_URL or
+ * database...), else 0. */
 int cli_open(const cli_opts *o, dlock_client **out, dlock_lost_fn lost, void *lost_ud);
+/* The exit code of a library status (with the detail text it came with). */
+int cli_exit_code(int rc, const char *detail);
 /* Maps a library status to an exit code and prints its message unless quiet. */
 int cli_fail(const cli_opts *o, int rc, const char *what);
 void cli_err(const cli_opts *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void cli_usage_error(const cli_opts *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void cli_usage_error(const cli_opts *o, const char *cmd, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* Global options, accepted before and after the command name. Returns 1 when
  * argv[*i] was one (its value consumed), 0 when not, -1 on a usage error. */
 int cli_global_opt(cli_opts *o, int argc, char **argv, int *i);
+/* An option with a value: "--opt VAL", "--opt=VAL", or for a one-letter short
+ * form "-o VAL" / "-oVAL". Returns 1 and *val, 0 when argv[*i] is not it, -1
+ * (message printed) when the value is missing. */
+int cli_opt_value(const cli_opts *o, const char *cmd, int argc, char **argv, int *i,
+                  const char *lng, const char *shrt, const char **val);
+
+/* ---------------------------------------------------------- holders.c */
+
+/* Who the holders are, from one CLIENT LIST (see holders.c). */
+typedef struct holder_map holder_map;
+
+typedef struct holder_info {
+    int dlock;               /* a dlock connection carries the owner's uuid */
+    const char *host;        /* from that connection's name (valid with the map) */
+    long pid;
+    const char *addr;        /* ip:port of the connection */
+    const char *label;
+    char *command;           /* a dlock run's command (decoded), else NULL */
+    int64_t acquired_ms;     /* a dlock run's acquisition, unix ms (its clock) */
+    int64_t held_ms;         /* since then, by ours */
+} holder_info;
+
+/* Wall clock, unix ms. */
+int64_t wall_ms(void);
+/* The label a dlock run gives its client once it holds the lock:
+ * run:<acquired unix ms>:<command, percent-encoded>, at most 128 bytes. */
+void run_label(char **cmd, int64_t acquired_ms, char *buf, size_t size);
+/* Reads CLIENT LIST. NULL only when out of memory; a refused CLIENT LIST
+ * gives a map that knows nobody (holder_map_error says why). */
+holder_map *holder_map_load(dlock_client *c);
+void holder_map_free(holder_map *m);
+const char *holder_map_error(const holder_map *m);
+/* 1 and *out when a dlock connection carries the owner's uuid, 0 when none
+ * does, -1 when the map knows nothing. Free with holder_info_free. */
+int holder_lookup(const holder_map *m, const char *owner, holder_info *out);
+void holder_info_free(holder_info *h);
+/* One phrase: "dlock run on web1, pid 42 (10.0.0.5:5123), for 3 s: make",
+ * or "not a dlock client (Redisson or other; ...)"; brief: "web1:42 [make]
+ * 3 s" / "not dlock". "" when the map knows nothing. */
+const char *holder_describe(const holder_map *m, const char *owner, int brief, char *buf,
+                            size_t size);
+/* The JSON fields about the owner's client (",\"client\":..."), or none. */
+void holder_json(FILE *f, const holder_map *m, const char *owner);
+
+/* ------------------------------------------------------------- help.c */
+
+/* Prints the usage of `cmd` (NULL: the whole command) to f. Returns 0, or -1
+ * when there is no such command. */
+int cli_help(FILE *f, const char *cmd);
+
+/* ----------------------------------------------------------- commands */
 
 int cmd_run(cli_opts *o, int argc, char **argv);
 int cmd_status(cli_opts *o, int argc, char **argv);

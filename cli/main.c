@@ -1,55 +1,16 @@
 /* dlock: run a command under a distributed lock, inspect locks. What flock(1)
- * is for one machine, dlock is for many. */
+ * is for one machine, dlock is for many. This file: global options, opening
+ * the client (URL, password sources), and the exit code of each failure. */
 #include <errno.h>
-#include <math.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 
-static const char usage_text[] =
-    "usage: dlock [--url URL] [--watchdog DUR] [--timeout DUR] [-q] COMMAND ...\n"
-    "\n"
-    "Commands:\n"
-    "  run [--wait DUR] [--lease DUR] [--conflict-exit-code N] [--on-lost term|ignore]\n"
-    "      NAME -- CMD [ARG...]   run CMD while holding lock NAME, then release it\n"
-    "  status NAME [--json]       free or held; holders, TTL, fencing token, waiters\n"
-    "  list [PATTERN] [--json]    the locks in Redis (SCAN), Redisson's included\n"
-    "  watch [PATTERN] [--interval DUR]\n"
-    "                             a live table of locks, until q or Ctrl-C\n"
-    "  unlock --force NAME        delete the lock whoever holds it; wake its waiters\n"
-    "\n"
-    "Options:\n"
-    "  --url URL        redis://[user[:password]@]host[:port][/db] or unix:///path[?db=N]\n"
-    "                   (default: $DLOCK_URL, else redis://127.0.0.1:6379)\n"
-    "  --watchdog DUR   lease of a lock held without --lease, renewed every DUR/3\n"
-    "                   while dlock runs (default 30s)\n"
-    "  --timeout DUR    longest wait for one Redis reply (default 3s)\n"
-    "  -q, --quiet      no messages on stderr, exit codes only\n"
-    "  -h, --help       this text;  --version  the version\n"
-    "\n"
-    "run:\n"
-    "  --wait DUR       give up after DUR (0: try once); default: wait as long as it takes\n"
-    "  --lease DUR      hold for DUR at most, no renewal; default: the watchdog\n"
-    "  --conflict-exit-code N   exit code when not acquired (default 75)\n"
-    "  --on-lost term   if the lock is lost while CMD runs: SIGTERM, SIGKILL 10 s later,\n"
-    "                   exit 76 (default);  --on-lost ignore: warn only\n"
-    "  CMD gets DLOCK_NAME and DLOCK_TOKEN (the fencing token) in its environment.\n"
-    "  SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to dlock are passed on to CMD; the\n"
-    "  lock is released once CMD is gone, whatever happened.\n"
-    "\n"
-    "Durations: 500ms, 10s, 2m, 1h; a bare number is seconds (1.5 = 1500ms).\n"
-    "\n"
-    "Exit codes:\n"
-    "  0    success (run: CMD's own status; 128+N if CMD died of signal N)\n"
-    "  64   usage error            65  the key exists and is not a lock\n"
-    "  69   Redis unreachable      70  other failure\n"
-    "  75   lock not acquired in time (see --conflict-exit-code)\n"
-    "  76   lock lost while CMD ran (with --on-lost term)\n"
-    "  126, 127  CMD could not be run / was not found\n";
-
-static const char *prog_name = "dlock";
+#define PASSWORD_MAX 512
 
 void cli_err(const cli_opts *o, const char *fmt, ...)
 {
@@ -57,47 +18,205 @@ void cli_err(const cli_opts *o, const char *fmt, ...)
         return;
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "%s: ", prog_name);
+    fputs("dlock: ", stderr);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);
 }
 
-void cli_usage_error(const cli_opts *o, const char *fmt, ...)
+void cli_usage_error(const cli_opts *o, const char *cmd, const char *fmt, ...)
 {
     if (o && o->quiet)
         return;
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "%s: ", prog_name);
+    fprintf(stderr, "dlock: %s%s", cmd ? cmd : "", cmd ? ": " : "");
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);
-    fprintf(stderr, "usage: dlock [--url URL] [-q] run|status|list|watch|unlock ... "
-                    "(dlock --help for more)\n");
+    if (cmd)
+        fprintf(stderr, "(dlock %s --help for its usage)\n", cmd);
+    else
+        fputs("usage: dlock [OPTIONS] run|status|list|watch|unlock|help ... "
+              "(dlock --help for more)\n", stderr);
+}
+
+int cli_exit_code(int rc, const char *detail)
+{
+    switch (rc) {
+    case DLOCK_ECONN:
+    case DLOCK_ECMDTIMEOUT:
+    case DLOCK_EUNKNOWN:
+        return EXIT_UNAVAILABLE;
+    case DLOCK_EAUTH:
+        /* The library gives one code to AUTH and SELECT refusals: a database
+         * that does not exist is a configuration error, not a permission. */
+        if (detail && (strstr(detail, "database selection") || strstr(detail, "DB index")))
+            return EXIT_CONFIG;
+        return EXIT_NOPERM;
+    case DLOCK_EWRONGTYPE:
+        return EXIT_DATAERR;
+    case DLOCK_EINVAL:
+    case DLOCK_ENAMETOOLONG:
+        return EXIT_USAGE;
+    default:
+        return EXIT_SOFTWARE;
+    }
 }
 
 int cli_fail(const cli_opts *o, int rc, const char *what)
 {
-    int code;
-    switch (rc) {
-    case DLOCK_ECONN:
-    case DLOCK_ECMDTIMEOUT:
-    case DLOCK_EAUTH:
-        code = EXIT_UNAVAILABLE;
-        break;
-    case DLOCK_EWRONGTYPE:
-        code = EXIT_DATAERR;
-        break;
-    case DLOCK_EINVAL:
-    case DLOCK_ENAMETOOLONG:
-        code = EXIT_USAGE;
-        break;
-    default:
-        code = EXIT_SOFTWARE;
-    }
     const char *detail = dlock_last_error();
+    int code = cli_exit_code(rc, detail);
     cli_err(o, "%s: %s", what, *detail ? detail : dlock_strerror(rc));
+    return code;
+}
+
+/* ------------------------------------------------------------ passwords */
+
+static int hexval(int ch)
+{
+    return ch >= '0' && ch <= '9' ? ch - '0'
+           : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
+           : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10
+                                    : -1;
+}
+
+/* The userinfo of a redis:// URL: *user (percent-decoded, malloc'd, NULL if
+ * none), *has_pass, and *bare = the URL without it (malloc'd). Returns 0, or
+ * -1 when there is no userinfo (or it is for the library to judge). */
+static int split_userinfo(const char *url, char **user, int *has_pass, char **bare)
+{
+    *user = NULL;
+    *bare = NULL;
+    *has_pass = 0;
+    if (strncmp(url, "redis://", 8) != 0)
+        return -1;
+    const char *a = url + 8;
+    size_t alen = strcspn(a, "/?#");
+    const char *at = NULL;
+    for (size_t i = 0; i < alen; i++)
+        if (a[i] == '@')
+            at = a + i;
+    if (!at)
+        return -1;
+    const char *colon = memchr(a, ':', (size_t)(at - a));
+    size_t ulen = colon ? (size_t)(colon - a) : (size_t)(at - a);
+    *has_pass = colon != NULL && at > colon + 1;
+    if (ulen > 0) {
+        char *u = malloc(ulen + 1);
+        if (!u)
+            return -1;
+        size_t j = 0;
+        for (size_t i = 0; i < ulen; i++) {
+            int h1, h2;
+            if (a[i] == '%' && i + 2 < ulen && (h1 = hexval((unsigned char)a[i + 1])) >= 0 &&
+                (h2 = hexval((unsigned char)a[i + 2])) >= 0 && (h1 | h2)) {
+                u[j++] = (char)(h1 * 16 + h2);
+                i += 2;
+            } else {
+                u[j++] = a[i];
+            }
+        }
+        u[j] = '\0';
+        *user = u;
+    }
+    size_t blen = 8 + strlen(at + 1) + 1;
+    *bare = malloc(blen);
+    if (!*bare) {
+        free(*user);
+        *user = NULL;
+        return -1;
+    }
+    snprintf(*bare, blen, "redis://%s", at + 1);
+    return 0;
+}
+
+/* First line of the file, without its line ending. Returns 0 or an exit code. */
+static int read_password_file(const cli_opts *o, char *buf, size_t size)
+{
+    int fd = open(o->password_file, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        cli_err(o, "cannot read --password-file %s: %s", o->password_file, strerror(errno));
+        return EXIT_NOINPUT;
+    }
+    size_t n = 0;
+    for (;;) {
+        ssize_t k = read(fd, buf + n, size - 1 - n);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0) {
+            cli_err(o, "cannot read --password-file %s: %s", o->password_file, strerror(errno));
+            close(fd);
+            return EXIT_NOINPUT;
+        }
+        if (k == 0 || (n += (size_t)k) == size - 1)
+            break;
+    }
+    close(fd);
+    buf[n] = '\0';
+    buf[strcspn(buf, "\n")] = '\0';
+    n = strlen(buf);
+    if (n > 0 && buf[n - 1] == '\r')
+        buf[--n] = '\0';
+    if (n == 0) {
+        cli_err(o, "--password-file %s: the first line is empty", o->password_file);
+        return EXIT_NOINPUT;
+    }
+    if (n >= PASSWORD_MAX) {
+        cli_err(o, "--password-file %s: the password is longer than %d bytes", o->password_file,
+                PASSWORD_MAX - 1);
+        return EXIT_NOINPUT;
+    }
+    return 0;
+}
+
+/* Sets the URL and the password, from the first of: --password-file, the
+ * URL itself, $DLOCK_PASSWORD, $REDISCLI_AUTH. Returns 0 or an exit code. */
+static int configure_endpoint(const cli_opts *o, dlock_config *cfg)
+{
+    const char *src = o->url_from_env ? "$DLOCK_URL" : "--url";
+    int bad_url = o->url_from_env ? EXIT_CONFIG : EXIT_USAGE;
+    char *user = NULL, *bare = NULL;
+    int has_pass = 0;
+    split_userinfo(o->url, &user, &has_pass, &bare);
+    char pw[PASSWORD_MAX + 2] = "";
+    const char *pass = NULL;
+    int code = 0;
+    if (o->password_file) {
+        if ((code = read_password_file(o, pw, sizeof(pw))) != 0)
+            goto out;
+        pass = pw;
+    } else if (!has_pass) {
+        const char *e = getenv("DLOCK_PASSWORD");
+        if (!e || !*e)
+            e = getenv("REDISCLI_AUTH");
+        if (e && *e)
+            pass = e;
+    }
+    if (user && !has_pass && !pass) {
+        char u[80];
+        cli_err(o, "%s names user '%s' but no password: give it with --password-file, "
+                   "$DLOCK_PASSWORD or $REDISCLI_AUTH", src, cli_esc(user, u, sizeof(u)));
+        code = bad_url;
+        goto out;
+    }
+    if (dlock_config_set_url(cfg, pass && bare ? bare : o->url) != DLOCK_OK) {
+        if (o->url_from_env)
+            cli_err(o, "$DLOCK_URL: %s", dlock_last_error());
+        else
+            cli_usage_error(o, NULL, "--url: %s", dlock_last_error());
+        code = bad_url;
+        goto out;
+    }
+    if (pass && dlock_config_set_password(cfg, user, pass) != DLOCK_OK) {
+        cli_err(o, "password: %s", dlock_last_error());
+        code = EXIT_CONFIG;
+    }
+out:
+    explicit_bzero(pw, sizeof(pw));
+    free(user);
+    free(bare);
     return code;
 }
 
@@ -108,20 +227,24 @@ int cli_open(const cli_opts *o, dlock_client **out, dlock_lost_fn lost, void *lo
         cli_err(o, "out of memory");
         return EXIT_SOFTWARE;
     }
-    int rc = dlock_config_set_url(cfg, o->url);
-    if (rc != DLOCK_OK) {
-        cli_usage_error(o, "--url: %s", dlock_last_error());
+    int code = configure_endpoint(o, cfg);
+    if (code) {
         dlock_config_free(cfg);
-        return EXIT_USAGE;
+        return code;
     }
+    int rc = 0;
     if ((o->watchdog_ms && (rc = dlock_config_set_watchdog_timeout(cfg, o->watchdog_ms)) != 0) ||
-        (o->timeout_ms && (rc = dlock_config_set_command_timeout(cfg, o->timeout_ms)) != 0)) {
-        cli_usage_error(o, "%s", dlock_last_error());
+        (o->command_timeout_ms &&
+         (rc = dlock_config_set_command_timeout(cfg, o->command_timeout_ms)) != 0) ||
+        (o->retry_attempts >= 0 && (rc = dlock_config_set_retry(cfg, o->retry_attempts, 0)) != 0)) {
+        cli_usage_error(o, NULL, "%s", dlock_last_error());
         dlock_config_free(cfg);
         return EXIT_USAGE;
     }
     if (lost)
         dlock_config_set_lost_callback(cfg, lost, lost_ud);
+    if (o->label)
+        dlock_config_set_client_name(cfg, o->label);
     rc = dlock_client_open(out, cfg);
     dlock_config_free(cfg);
     if (rc != DLOCK_OK)
@@ -129,93 +252,181 @@ int cli_open(const cli_opts *o, dlock_client **out, dlock_lost_fn lost, void *lo
     return 0;
 }
 
-int cli_global_opt(cli_opts *o, int argc, char **argv, int *i)
+/* --------------------------------------------------------------- options */
+
+int cli_opt_value(const cli_opts *o, const char *cmd, int argc, char **argv, int *i,
+                  const char *lng, const char *shrt, const char **val)
 {
     const char *a = argv[*i];
-    static const char *const names[] = {"--url", "--watchdog", "--timeout"};
-    if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
-        o->quiet = 1;
-        return 1;
-    }
-    for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++) {
-        size_t n = strlen(names[k]);
-        const char *val = NULL;
-        if (strcmp(a, names[k]) == 0) {
-            if (*i + 1 >= argc) {
-                cli_usage_error(o, "%s needs a value", names[k]);
-                return -1;
-            }
-            val = argv[++*i];
-        } else if (strncmp(a, names[k], n) == 0 && a[n] == '=') {
-            val = a + n + 1;
-        } else {
-            continue;
-        }
-        if (k == 0) {
-            o->url = val;
-            return 1;
-        }
-        int64_t ms;
-        if (cli_parse_duration(val, &ms) != 0 || ms == 0) {
-            cli_usage_error(o, "%s '%s' is not a positive duration (500ms, 10s, 2m, 1h)",
-                            names[k], val);
+    size_t n = lng ? strlen(lng) : 0;
+    if ((lng && strcmp(a, lng) == 0) || (shrt && strcmp(a, shrt) == 0)) {
+        if (*i + 1 >= argc) {
+            cli_usage_error(o, cmd, "%s needs a value", a);
             return -1;
         }
-        if (k == 1)
-            o->watchdog_ms = ms;
-        else
-            o->timeout_ms = ms;
+        *val = argv[++*i];
+        return 1;
+    }
+    if (lng && strncmp(a, lng, n) == 0 && a[n] == '=') {
+        *val = a + n + 1;
+        return 1;
+    }
+    if (shrt && strncmp(a, shrt, 2) == 0 && a[2] != '\0') {   /* -w5 */
+        *val = a + 2;
         return 1;
     }
     return 0;
 }
 
+/* Masks a password given in --url in our own argument list, so that `ps` shows
+ * it for as short a time as we can manage (prefer the other sources). */
+static void mask_url_password(char *url)
+{
+    if (strncmp(url, "redis://", 8) != 0)
+        return;
+    char *a = url + 8;
+    size_t alen = strcspn(a, "/?#");
+    char *at = NULL;
+    for (size_t i = 0; i < alen; i++)
+        if (a[i] == '@')
+            at = a + i;
+    char *colon = at ? memchr(a, ':', (size_t)(at - a)) : NULL;
+    for (char *p = colon ? colon + 1 : at; p && p < at; p++)
+        *p = 'x';
+}
+
+int cli_global_opt(cli_opts *o, int argc, char **argv, int *i)
+{
+    const char *a = argv[*i];
+    const char *val;
+    int r;
+    if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
+        o->quiet = 1;
+        return 1;
+    }
+    if ((r = cli_opt_value(o, NULL, argc, argv, i, "--url", NULL, &val)) != 0) {
+        if (r > 0) {
+            /* The library parses a copy (in cli_open): the mask is for ps. */
+            char *copy = strdup(val);
+            if (!copy) {
+                cli_err(o, "out of memory");
+                return -1;
+            }
+            mask_url_password((char *)val);
+            free(o->url_copy);
+            o->url = o->url_copy = copy;
+            o->url_from_env = 0;
+        }
+        return r;
+    }
+    if ((r = cli_opt_value(o, NULL, argc, argv, i, "--password-file", NULL, &val)) != 0) {
+        if (r > 0)
+            o->password_file = val;
+        return r;
+    }
+    if (strcmp(a, "--timeout") == 0 || strncmp(a, "--timeout=", 10) == 0) {
+        cli_usage_error(o, NULL, "--timeout is the wait limit of 'run' (flock's name for it): "
+                                 "give it after 'run'; the Redis reply timeout is "
+                                 "--command-timeout");
+        return -1;
+    }
+    int64_t *dst = NULL;
+    const char *name = NULL;
+    if ((r = cli_opt_value(o, NULL, argc, argv, i, "--watchdog", NULL, &val)) != 0) {
+        dst = &o->watchdog_ms;
+        name = "--watchdog";
+    } else if ((r = cli_opt_value(o, NULL, argc, argv, i, "--command-timeout", NULL, &val)) != 0) {
+        dst = &o->command_timeout_ms;
+        name = "--command-timeout";
+    }
+    if (r <= 0)
+        return r;
+    int64_t ms;
+    if (cli_parse_duration(val, &ms) != 0 || ms == 0 || ms == CLI_DUR_INF) {
+        cli_usage_error(o, NULL, "%s '%s' is not a positive finite duration (500ms, 10s, 1m30s)",
+                        name, val);
+        return -1;
+    }
+    *dst = ms;
+    return 1;
+}
+
+static int run_main(cli_opts *o, int argc, char **argv);
+
 int main(int argc, char **argv)
 {
     cli_opts o;
     memset(&o, 0, sizeof(o));
-    o.url = getenv("DLOCK_URL");
-    if (!o.url || !*o.url)
-        o.url = "redis://127.0.0.1:6379";
+    int code = run_main(&o, argc, argv);
+    free(o.url_copy);
+    return code;
+}
+
+static int run_main(cli_opts *o, int argc, char **argv)
+{
+    o->retry_attempts = -1;
+    o->url = getenv("DLOCK_URL");
+    o->url_from_env = 1;
+    if (!o->url || !*o->url) {
+        o->url = "redis://127.0.0.1:6379";
+        o->url_from_env = 0;
+    }
     int i = 1;
     for (; i < argc && argv[i][0] == '-'; i++) {
         if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            fputs(usage_text, stdout);
+            cli_help(stdout, NULL);
             return 0;
         }
         if (strcmp(argv[i], "--version") == 0) {
             printf("dlock %s (libdlock %s)\n", DLOCK_VERSION_STRING, dlock_version());
             return 0;
         }
-        int r = cli_global_opt(&o, argc, argv, &i);
+        int r = cli_global_opt(o, argc, argv, &i);
         if (r < 0)
             return EXIT_USAGE;
         if (r == 0) {
-            cli_usage_error(&o, "unknown option '%s'", argv[i]);
+            cli_usage_error(o, NULL, "unknown option '%s'", argv[i]);
             return EXIT_USAGE;
         }
     }
     if (i >= argc) {
-        cli_usage_error(&o, "missing command");
+        cli_usage_error(o, NULL, "missing command");
         return EXIT_USAGE;
     }
     const char *cmd = argv[i];
     int cargc = argc - i;
     char **cargv = argv + i;
-    if (strcmp(cmd, "run") == 0)
-        return cmd_run(&o, cargc, cargv);
-    if (strcmp(cmd, "status") == 0)
-        return cmd_status(&o, cargc, cargv);
-    if (strcmp(cmd, "list") == 0)
-        return cmd_list(&o, cargc, cargv);
-    if (strcmp(cmd, "watch") == 0)
-        return cmd_watch(&o, cargc, cargv);
-    if (strcmp(cmd, "unlock") == 0)
-        return cmd_unlock(&o, cargc, cargv);
     if (strcmp(cmd, "help") == 0) {
-        fputs(usage_text, stdout);
+        if (cargc == 2 && (strcmp(cargv[1], "--help") == 0 || strcmp(cargv[1], "-h") == 0))
+            cargv[1] = "help";
+        if (cargc > 2) {
+            cli_usage_error(o, "help", "one command at most");
+            return EXIT_USAGE;
+        }
+        if (cli_help(stdout, cargc > 1 ? cargv[1] : NULL) != 0) {
+            cli_usage_error(o, NULL, "help: unknown command '%s'", cargv[1]);
+            return EXIT_USAGE;
+        }
         return 0;
     }
-    cli_usage_error(&o, "unknown command '%s'", cmd);
+    static const struct {
+        const char *name;
+        int (*fn)(cli_opts *, int, char **);
+    } cmds[] = {{"run", cmd_run},       {"status", cmd_status}, {"list", cmd_list},
+                {"watch", cmd_watch},   {"unlock", cmd_unlock}};
+    for (size_t k = 0; k < sizeof(cmds) / sizeof(cmds[0]); k++) {
+        if (strcmp(cmd, cmds[k].name) != 0)
+            continue;
+        /* "--help" / "-h" before any "--" is a request for help, whatever else
+         * the line holds. */
+        for (int j = 1; j < cargc && strcmp(cargv[j], "--") != 0; j++) {
+            if (strcmp(cargv[j], "--help") == 0 || strcmp(cargv[j], "-h") == 0) {
+                cli_help(stdout, cmd);
+                return 0;
+            }
+        }
+        return cmds[k].fn(o, cargc, cargv);
+    }
+    cli_usage_error(o, NULL, "unknown command '%s'", cmd);
     return EXIT_USAGE;
 }

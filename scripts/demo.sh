@@ -56,17 +56,24 @@ echo "\$ dlock run --wait 0 demo:report -- echo never"
 echo "   exit status: $?  (75: not acquired)"
 wait "${bg[@]}"; bg=()
 
-say "3. A holder dies with SIGKILL (watchdog 2 s): its lock frees by itself"
-"$dlock" --watchdog 2s run demo:crash -- sleep 60 &
+say "3. A holder dies with SIGKILL (watchdog 2 s): its command goes with it, its lock frees by itself"
+"$dlock" --watchdog 2s run demo:crash -- sh -c 'sleep 60 & wait' &
 holder=$!
 bg+=($holder)
 sleep 0.5
-echo "\$ dlock list 'demo:*'"
-"$dlock" list 'demo:*' | sed 's/^/   /'
-child=$(want=$holder children_of)
-echo "$(ts) kill -9 the holder (dlock pid $holder) and its command: the machine 'dies'"
-kill -9 "$holder" ${child:+$child} 2>/dev/null
+echo "\$ dlock status demo:crash"
+"$dlock" status demo:crash | sed 's/^/   /'
+guard=$(want=$holder children_of)
+cmd=$(want=$guard children_of)
+echo "$(ts) kill -9 dlock (pid $holder) only: the machine's dlock 'dies'"
+kill -9 "$holder" 2>/dev/null
 wait "$holder" 2>/dev/null
+sleep 0.2
+if [ -n "$cmd" ] && kill -0 "$cmd" 2>/dev/null; then
+  echo "   its command (pid $cmd) still runs!"
+else
+  echo "   its command (pid ${cmd:-?}) and what it started are gone with it"
+fi
 start=$(date +%s%N)
 echo "$(ts) another process waits for demo:crash ..."
 "$dlock" run demo:crash -- sh -c 'echo "$(date +%H:%M:%S.%3N) taken over: token $DLOCK_TOKEN"'

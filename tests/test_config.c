@@ -198,6 +198,36 @@ static void test_options(void **state)
     dlock_config_free(NULL);
 }
 
+/* dlock_config_set_password: replaces the URL's credentials, never echoes them. */
+static void test_set_password(void **state)
+{
+    (void)state;
+    dlock_config *cfg = dlock_config_new();
+    assert_non_null(cfg);
+    assert_int_equal(dlock_config_set_url(cfg, "redis://u:old@h:7000/3"), DLOCK_OK);
+    assert_int_equal(dlock_config_set_password(cfg, NULL, "s3cret"), DLOCK_OK);
+    assert_null(cfg->ep.user);
+    assert_string_equal(cfg->ep.pass, "s3cret");
+    assert_string_equal(cfg->ep.host, "h");
+    assert_int_equal(cfg->ep.db, 3);
+    assert_int_equal(dlock_config_set_password(cfg, "ops", "pw with spaces"), DLOCK_OK);
+    assert_string_equal(cfg->ep.user, "ops");
+    assert_string_equal(cfg->ep.pass, "pw with spaces");
+
+    char big[600];
+    memset(big, 'k', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+    assert_int_equal(dlock_config_set_password(cfg, NULL, big), DLOCK_EINVAL);
+    assert_null(strstr(dlock_last_error(), "kkkk"));
+    assert_int_equal(dlock_config_set_password(cfg, "ops", ""), DLOCK_EINVAL);
+    assert_string_equal(cfg->ep.pass, "pw with spaces");   /* unchanged */
+    assert_int_equal(dlock_config_set_password(cfg, NULL, NULL), DLOCK_OK);
+    assert_null(cfg->ep.user);
+    assert_null(cfg->ep.pass);
+    assert_int_equal(dlock_config_set_password(NULL, NULL, "x"), DLOCK_EINVAL);
+    dlock_config_free(cfg);
+}
+
 static void test_open_bad_args(void **state)
 {
     (void)state;
@@ -230,6 +260,7 @@ int main(void)
         cmocka_unit_test(test_bad_urls),
         cmocka_unit_test(test_password_never_in_messages),
         cmocka_unit_test(test_options),
+        cmocka_unit_test(test_set_password),
         cmocka_unit_test(test_open_bad_args),
         cmocka_unit_test(test_strerror),
     };

@@ -613,6 +613,7 @@ static void test_wrong_types(void **state)
     assert_int_equal(dlock_lock_try(l, 100, 1000), DLOCK_EWRONGTYPE);
     assert_int_equal(th_int(&srv, "EXISTS %s", name), 0);
     freeReplyObject(th_cmd(&srv, "DEL redisson_lock_queue:{%s}", name));
+    dlock_lock_free(l);
     assert_int_equal(dlock_fair_lock_get_as(cli, name, "no-colon", &l), DLOCK_EINVAL);
     assert_null(l);
     assert_int_equal(dlock_fair_lock_get(cli, "", &l), DLOCK_EINVAL);

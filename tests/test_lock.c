@@ -650,6 +650,7 @@ typedef struct log_sink {
     int lines;
     int leaked;
     int warnings;
+    int setname;
 } log_sink;
 
 static void on_log(dlock_log_level level, const char *msg, void *ud)
@@ -659,6 +660,7 @@ static void on_log(dlock_log_level level, const char *msg, void *ud)
     s->lines++;
     s->warnings += level <= DLOCK_LOG_WARN;
     s->leaked += strstr(msg, "Pa55word") != NULL;
+    s->setname += strstr(msg, "CLIENT SETNAME") != NULL;
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -720,6 +722,42 @@ static void test_connections_carry_client_identity(void **state)
     dlock_client_close(c);
 }
 
+/* A user whose ACL refuses CLIENT SETNAME still connects and locks, on every
+ * connection (pooled, pub/sub, renewal); the client says so once. */
+static void test_setname_refused_is_not_fatal(void **state)
+{
+    (void)state;
+    freeReplyObject(th_cmd(&srv, "ACL SETUSER noname on >pw ~* &* +@all -client|setname"));
+    char url[160];
+    snprintf(url, sizeof(url), "redis://noname:pw@127.0.0.1:%d", srv.port);
+    log_sink sink = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, 0};
+    dlock_config *cfg = dlock_config_new();
+    assert_int_equal(dlock_config_set_url(cfg, url), DLOCK_OK);
+    assert_int_equal(dlock_config_set_log_callback(cfg, on_log, &sink, DLOCK_LOG_WARN), DLOCK_OK);
+    assert_int_equal(dlock_config_set_watchdog_timeout(cfg, 300), DLOCK_OK);
+    dlock_client *c = NULL;
+    assert_int_equal(dlock_client_open(&c, cfg), DLOCK_OK);
+    dlock_config_free(cfg);
+    char name[128];
+    th_name(name, sizeof(name), "noname");
+    dlock_lock *l, *other;
+    assert_int_equal(dlock_lock_get(c, name, &l), DLOCK_OK);
+    assert_int_equal(dlock_lock_get_as(cli, name, "x:1", &other), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(other, 300), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(l, DLOCK_WATCHDOG), DLOCK_OK);   /* waited: pub/sub */
+    th_sleep_ms(400);                                                     /* renewals */
+    int held = 0;
+    assert_int_equal(dlock_lock_is_held(l, &held), DLOCK_OK);
+    assert_int_equal(held, 1);
+    assert_int_equal(dlock_client_set_label(c, "later"), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_lock_free(other);
+    dlock_client_close(c);
+    assert_int_equal(sink.setname, 1);
+    freeReplyObject(th_cmd(&srv, "ACL DELUSER noname"));
+}
+
 static void test_log_callback_never_shows_password(void **state)
 {
     (void)state;
@@ -727,7 +765,7 @@ static void test_log_callback_never_shows_password(void **state)
     assert_int_equal(th_redis_start(&sec, "--requirepass", "Pa55word", NULL), 0);
     char url[160];
     snprintf(url, sizeof(url), "redis://default:Pa55word@127.0.0.1:%d", sec.port);
-    log_sink sink = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0};
+    log_sink sink = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, 0};
     dlock_config *cfg = dlock_config_new();
     assert_int_equal(dlock_config_set_url(cfg, url), DLOCK_OK);
     assert_int_equal(dlock_config_set_log_callback(cfg, on_log, &sink, DLOCK_LOG_DEBUG), DLOCK_OK);
@@ -1015,6 +1053,7 @@ int main(void)
         cmocka_unit_test(test_auth_and_db_and_name),
         cmocka_unit_test(test_unix_socket),
         cmocka_unit_test(test_connections_carry_client_identity),
+        cmocka_unit_test(test_setname_refused_is_not_fatal),
         cmocka_unit_test(test_log_callback_never_shows_password),
         cmocka_unit_test(test_release_retry_uses_latch),
         cmocka_unit_test(test_acquire_lost_reply_is_unknown),

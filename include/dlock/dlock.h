@@ -157,6 +157,16 @@ DLOCK_API void dlock_config_free(dlock_config *cfg);
  * (never echoing the password) and leaves the previous URL in place. */
 DLOCK_API int dlock_config_set_url(dlock_config *cfg, const char *url);
 
+/* Credentials apart from the URL (a URL on a command line shows in `ps`).
+ * password: 1..512 bytes, any bytes but NUL; user: NULL or "" for AUTH
+ * <password> (the default user), else AUTH <user> <password> (Redis 6 ACL
+ * users, 1..512 bytes). They replace the URL's user and password; a later
+ * dlock_config_set_url replaces them in turn. A NULL or empty password removes
+ * both. The password is never logged nor shown in any message. DLOCK_EINVAL
+ * (nothing changed) for a user without a password or a value too long. */
+DLOCK_API int dlock_config_set_password(dlock_config *cfg, const char *user,
+                                        const char *password);
+
 /* Lease used for locks taken with DLOCK_WATCHDOG, in ms (>= 30; 0 = default).
  * The watchdog renews such locks every timeout / 3. */
 DLOCK_API int dlock_config_set_watchdog_timeout(dlock_config *cfg, int64_t ms);
@@ -197,7 +207,9 @@ DLOCK_API int dlock_config_set_priority_after(dlock_config *cfg, int64_t after_m
  * so that whoever looks at a lock (dlock status, CLIENT LIST) can tell which
  * process holds it: an owner id's part before the last ':' is its client's
  * uuid. This sets the label: NULL or "" for none, else 1..128 bytes of
- * printable ASCII without spaces (DLOCK_EINVAL otherwise). */
+ * printable ASCII without spaces (DLOCK_EINVAL otherwise). A server that
+ * refuses CLIENT SETNAME (an ACL without client|setname) is not an error: the
+ * connections stay unnamed and the log callback gets a warning, once. */
 DLOCK_API int dlock_config_set_client_name(dlock_config *cfg, const char *name);
 /* Lost callback for every lock of the client (a lock's own callback, set with
  * dlock_lock_set_lost_callback, takes precedence). NULL fn = none. */
@@ -241,7 +253,8 @@ DLOCK_API int dlock_client_new_owner_id(dlock_client *c, char *buf, size_t size)
  * runs: connections opened from now on carry it, idle pooled ones are
  * replaced as they come up, the renewal connection is renamed with its next
  * renewal, and one pooled connection is opened (or checked) under the new name
- * before the call returns (one round trip). The pub/sub connection keeps the
+ * before the call returns (one try, no retry: DLOCK_OK even when Redis does not
+ * answer, the label being set for the connections to come). The pub/sub connection keeps the
  * name it was opened with (Redis refuses CLIENT SETNAME to a subscriber).
  * Any thread. */
 DLOCK_API int dlock_client_set_label(dlock_client *c, const char *label);
@@ -462,6 +475,13 @@ typedef int (*dlock_scan_fn)(const dlock_info *info, void *ud);
  * is a Redis glob (NULL = "*"). Locks appearing or going during the walk may
  * or may not be seen, as with SCAN. Returns DLOCK_OK, or the first error. */
 DLOCK_API int dlock_client_scan(dlock_client *c, const char *pattern, dlock_scan_fn fn, void *ud);
+
+/* The server's CLIENT LIST (one line of key=value fields per connection),
+ * for tools that show who holds what: a dlock connection's name field is
+ * dlock|<uuid>|<host>|<pid>|<label> (see dlock_config_set_client_name), and
+ * the uuid is the first half of its owner ids. *out is malloc'd text; free it
+ * with free(). DLOCK_EAUTH when an ACL refuses the command. Any thread. */
+DLOCK_API int dlock_client_list_connections(dlock_client *c, char **out);
 
 /* ------------------------------------------------------------ semaphore */
 

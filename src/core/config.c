@@ -82,6 +82,50 @@ int dlock_config_set_url(dlock_config *cfg, const char *url)
     return dlock__parse_url(url, &cfg->ep);
 }
 
+/* The URL parser's limit on a user or password (url.c). */
+#define MAX_CRED_LEN 512
+
+/* Overwrites a password before freeing it, as dlock__endpoint_clear does. */
+static void free_secret(char *s)
+{
+    if (!s)
+        return;
+    volatile char *p = s;
+    while (*p)
+        *p++ = 0;
+    free(s);
+}
+
+int dlock_config_set_password(dlock_config *cfg, const char *user, const char *password)
+{
+    NEED_CFG(cfg);
+    if (!password || !*password) {
+        if (user && *user)
+            return dlock__fail(DLOCK_EINVAL, "a user needs a password");
+        free(cfg->ep.user);
+        free_secret(cfg->ep.pass);
+        cfg->ep.user = NULL;
+        cfg->ep.pass = NULL;
+        return DLOCK_OK;
+    }
+    size_t plen = strlen(password), ulen = user ? strlen(user) : 0;
+    if (plen > MAX_CRED_LEN || ulen > MAX_CRED_LEN)
+        return dlock__fail(DLOCK_EINVAL, "%s is longer than %d bytes",
+                           plen > MAX_CRED_LEN ? "the password" : "the user", MAX_CRED_LEN);
+    char *p = dlock__strndup(password, plen);
+    char *u = ulen ? dlock__strndup(user, ulen) : NULL;
+    if (!p || (ulen && !u)) {
+        free_secret(p);
+        free(u);
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    }
+    free(cfg->ep.user);
+    free_secret(cfg->ep.pass);
+    cfg->ep.user = u;
+    cfg->ep.pass = p;
+    return DLOCK_OK;
+}
+
 static int set_duration(int64_t *field, int64_t ms, int64_t def, int64_t lo, const char *what)
 {
     if (ms == 0) {

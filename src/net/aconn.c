@@ -258,7 +258,7 @@ int dlock__aconn_send(dlock__aconn *ac, int argc, const char **argv, const size_
         char name[DLOCK__CONN_NAME_MAX];
         ac->name_gen = dlock__netctx_name(ac->ctx, name);
         const char *av[] = {"CLIENT", "SETNAME", name};
-        if (name[0] && !ac->pubsub)
+        if (name[0] && !ac->pubsub && !atomic_load(&ac->ctx->name_refused))
             queue_cmd(ac, 3, av, NULL, 1, on_rename, NULL);
     }
     return queue_cmd(ac, argc, argv, lens, expect, fn, ud);
@@ -365,7 +365,7 @@ static void on_hs_reply(dlock__aconn *ac, redisReply *r, int status, void *ud)
     const dlock__hs_step *step = ud;
     if (!r)
         return;   /* the connection failed; fail() handles it */
-    int rc = dlock__handshake_check(step, r, ac->addr);
+    int rc = dlock__handshake_check(ac->ctx, step, r, ac->addr);
     if (rc != DLOCK_OK) {
         fail(ac, rc, dlock_last_error());
         return;

@@ -31,7 +31,7 @@ static int handshake(dlock__netctx *nc, const dlock__endpoint *ep, const char *a
             return dlock__fail(DLOCK_ECONN, "connection to %s failed during %s: %s", addr,
                                steps[i].what, ctx->errstr[0] ? ctx->errstr : "no reply");
         if (rc == DLOCK_OK)
-            rc = dlock__handshake_check(&steps[i], r, addr);
+            rc = dlock__handshake_check(nc, &steps[i], r, addr);
         freeReplyObject(r);
     }
     return rc;

@@ -12,6 +12,7 @@ void dlock__netctx_init(dlock__netctx *ctx, const dlock_config *cfg)
     pthread_mutex_init(&ctx->name_mu, NULL);
     ctx->conn_name[0] = '\0';
     atomic_init(&ctx->name_gen, 0);
+    atomic_init(&ctx->name_refused, 0);
 }
 
 void dlock__netctx_clear(dlock__netctx *ctx) { pthread_mutex_destroy(&ctx->name_mu); }
@@ -80,10 +81,23 @@ int dlock__handshake_steps(dlock__netctx *ctx, const dlock__endpoint *ep,
     return n;
 }
 
-int dlock__handshake_check(const dlock__hs_step *s, const redisReply *r, const char *addr)
+int dlock__handshake_check(dlock__netctx *ctx, const dlock__hs_step *s, const redisReply *r,
+                           const char *addr)
 {
     if (r->type != REDIS_REPLY_ERROR)
         return DLOCK_OK;
+    if (s->argc == 3 && strcmp(s->argv[0], "CLIENT") == 0 &&
+        (strncmp(r->str, "NOPERM", 6) == 0 || strstr(r->str, "nknown"))) {
+        /* Refused by an ACL, or renamed away: a name only helps people see who
+         * holds what, never worth a failed connection. (A server that is not
+         * ready, -LOADING, still fails the handshake.) */
+        if (!atomic_exchange(&ctx->name_refused, 1))
+            dlock__log(ctx->cfg, DLOCK_LOG_WARN,
+                       "%s refuses CLIENT SETNAME (%s): connections stay unnamed, so holders "
+                       "cannot be mapped to processes (allow +client|setname)",
+                       addr, r->str);
+        return DLOCK_OK;
+    }
     /* Only AUTH and SELECT refusals mean bad credentials: a first PING
      * answered with -LOADING is a server still starting. */
     int code = dlock__redis_error_code(r->str);

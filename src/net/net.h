@@ -29,6 +29,7 @@ typedef struct dlock__netctx {
     char conn_name[DLOCK__CONN_NAME_MAX];   /* CLIENT SETNAME of every connection, or ""; under
                                                name_mu */
     atomic_uint_fast64_t name_gen;          /* bumped when conn_name changes */
+    atomic_int name_refused;                /* Redis refused CLIENT SETNAME (logged once) */
 } dlock__netctx;
 
 void dlock__netctx_init(dlock__netctx *ctx, const dlock_config *cfg);
@@ -64,8 +65,11 @@ typedef struct dlock__hs_step {
 int dlock__handshake_steps(dlock__netctx *ctx, const dlock__endpoint *ep,
                            dlock__hs_step out[DLOCK__HS_MAX], uint64_t *name_gen);
 /* What the reply to step s means: DLOCK_OK, or a status with the calling
- * thread's message set (naming addr). */
-int dlock__handshake_check(const dlock__hs_step *s, const redisReply *r, const char *addr);
+ * thread's message set (naming addr). A CLIENT SETNAME refused by an ACL
+ * (NOPERM) or unknown to the server is not fatal: the connection goes on
+ * unnamed, and the client logs a warning once. */
+int dlock__handshake_check(dlock__netctx *ctx, const dlock__hs_step *s, const redisReply *r,
+                           const char *addr);
 
 /* ------------------------------------------------------------- blocking */
 

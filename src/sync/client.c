@@ -150,8 +150,16 @@ int dlock_client_set_label(dlock_client *c, const char *label)
         return rc;
     set_conn_name(c, label);
     /* One connection under the new name now (the idle ones named before are
-     * dropped as they come up), so CLIENT LIST shows it at once. */
-    return dlock_client_ping(c);
+     * dropped as they come up), so CLIENT LIST shows it at once. One try, no
+     * retries: the label is set either way, and a caller that just took a
+     * lock must not be held up by a server that went away meanwhile. */
+    const char *av[] = {"PING"};
+    dlock__req req = {.script = -1, .argc = 1, .argv = av, .flags = DLOCK__CALL_NO_RETRY};
+    redisReply *r;
+    if (dlock__call(c, &req, &r) == DLOCK_OK)
+        freeReplyObject(r);
+    dlock__clear_error();
+    return DLOCK_OK;
 }
 
 int dlock_client_ping(dlock_client *c)

@@ -412,3 +412,24 @@ int dlock_client_scan(dlock_client *c, const char *pattern, dlock_scan_fn fn, vo
     } while (strcmp(cursor, "0") != 0);
     return DLOCK_OK;
 }
+
+int dlock_client_list_connections(dlock_client *c, char **out)
+{
+    dlock__clear_error();
+    if (!c || !out)
+        return dlock__fail(DLOCK_EINVAL, "client or out is NULL");
+    *out = NULL;
+    const char *av[] = {"CLIENT", "LIST"};
+    dlock__req req = {.script = -1, .argc = 2, .argv = av, .flags = DLOCK__CALL_IDEMPOTENT};
+    redisReply *r;
+    int rc = dlock__call(c, &req, &r);
+    if (rc != DLOCK_OK)
+        return rc;
+    if (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_STATUS) {
+        freeReplyObject(r);
+        return dlock__fail(DLOCK_EPROTO, "CLIENT LIST answered something other than text");
+    }
+    *out = dlock__strndup(r->str, r->len);
+    freeReplyObject(r);
+    return *out ? DLOCK_OK : dlock__fail(DLOCK_ENOMEM, "out of memory");
+}

@@ -2,49 +2,11 @@
 # The dlock command, run for real against a throwaway redis-server: exit codes,
 # argument errors, signal forwarding, release after the child dies, on-lost
 # behaviour, list with hundreds of locks, JSON parsed with jq.
-# usage: test_cli.sh PATH/TO/dlock SOURCE_DIR
-set -u
+# usage: test_cli.sh PATH/TO/dlock SOURCE_DIR  (the other test_cli_*.sh the same)
 DLOCK=$1
 SRC=$2
-# shellcheck source=../../scripts/redis-throwaway.sh
-. "$SRC/scripts/redis-throwaway.sh"
-SLOW=${DLOCK_TEST_SLOW:-1}
-
-pass=0
-fail=0
-bg=()
-tmp=$(mktemp -d /tmp/dlock-cli-XXXXXX)
-cleanup() {
-  for p in "${bg[@]}"; do kill -9 "$p" 2>/dev/null; done
-  redis_stop
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; [ -s "$tmp/err" ] && sed 's/^/    stderr: /' "$tmp/err" | head -5; }
-now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
-rc() { redis-cli -p "$REDIS_PORT" "$@"; }
-
-# expect CODE CMD...: runs CMD, stdout in $tmp/out, stderr in $tmp/err
-expect() {
-  local want=$1; shift
-  "$@" >"$tmp/out" 2>"$tmp/err"
-  local got=$?
-  if [ "$got" -eq "$want" ]; then ok; else bad "$* -> exit $got, want $want"; fi
-}
-# has FILE TEXT DESCRIPTION
-has() { if grep -qF -- "$2" "$1"; then ok; else bad "$3: '$2' not in $(basename "$1")"; fi; }
-hasnt() { if grep -qF -- "$2" "$1"; then bad "$3: '$2' found in $(basename "$1")"; else ok; fi; }
-is() { if [ "$1" = "$2" ]; then ok; else bad "$3: got '$1', want '$2'"; fi; }
-# waits until CMD succeeds (up to ~5 s)
-until_ok() { for _ in $(seq 1 $((100 * SLOW))); do "$@" >/dev/null 2>&1 && return 0; sleep 0.05; done; return 1; }
-held() { [ "$(rc exists "$1")" = "1" ]; }
-free() { [ "$(rc exists "$1")" = "0" ]; }
-
-redis_start || { echo "cannot start redis-server"; exit 1; }
-export DLOCK_URL=$REDIS_URL
-D=$DLOCK
+# shellcheck source=lib.sh
+. "$SRC/tests/cli/lib.sh"
 
 echo "== usage errors (64)"
 expect 64 "$D"
@@ -67,7 +29,7 @@ expect 64 "$D" status a b
 expect 64 "$D" unlock name
 has "$tmp/err" "--force" "unlock without --force explains"
 expect 64 "$D" watch --interval 1ms
-expect 64 "$D" --timeout 0 status x
+expect 64 "$D" --command-timeout 0 status x
 expect 64 "$D" --watchdog nope status x
 expect 64 "$D" --url http://x status x
 has "$tmp/err" "scheme" "bad URL names its bad part"
@@ -95,18 +57,33 @@ run --wait 1e30 x -- true
 run --wait 400d x -- true
 run --wait 10000h x -- true
 run --wait nan x -- true
-run --wait inf x -- true
 run --wait " 5" x -- true
 run --lease -5s x -- true
 run --conflict-exit-code -1 x -- true
 run --conflict-exit-code 3.5 x -- true
 --watchdog 10ms status x
 --watchdog 0 status x
---timeout 2000000h status x
+--command-timeout 2000000h status x
 watch --interval -1
 watch --interval 10ms
 list a b
 unlock --force
+run --name
+run -w
+run -E
+run -E 256 x -- true
+run -- x
+run -- x y -- true
+run --name a b -- true
+run --name a --name b -- true
+run -w 1m1h x -- true
+status --name
+status --name a b
+unlock --force --name
+--password-file
+--command-timeout
+help a b
+watch a b
 ARGS
 # Non-UTF-8 bytes in a name are just bytes; the JSON stays valid.
 expect 0 "$D" status "$(printf 'bin\xff\xfe')" --json
@@ -190,8 +167,7 @@ kill -INT "$w"; wait "$w"; got=$?
 is "$got" 130 "SIGINT while waiting: 128+2"
 hasnt "$tmp/w.out" "RAN" "command not run after an interrupted wait"
 # The child dies under the holder (SIGKILL from outside): released at once.
-child=""
-for f in /proc/[0-9]*/stat; do s=$(cat "$f" 2>/dev/null) || continue; pid=${s%% *}; s=${s##*) }; set -- $s; [ "${2:-}" = "$h" ] && child=$pid; done
+child=$(command_of "$h")
 [ -n "$child" ] && kill -9 "$child"
 wait "$h"; got=$?
 is "$got" 137 "holder exits 128+9 when its child is killed"
@@ -332,6 +308,4 @@ expect 0 "$D" unlock --force t:force
 has "$tmp/out" "was not held" "force unlock of a free lock"
 expect 65 "$D" unlock --force t:str
 
-echo
-echo "cli tests: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

@@ -1,7 +1,7 @@
 /* libFuzzer target: the URL and option parsers, and the dlock command's
  * duration parser and JSON string writer. Any input must give a clear code and
  * leave nothing allocated; a URL that parses must describe itself without its
- * password. */
+ * password; the escaper never lets a control byte through. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,8 +56,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FILE *f = fopen("/dev/null", "w");
     if (f) {
         cli_json_string(f, s);
+        cli_json_field(f, "name", s);
         fclose(f);
     }
+    /* What the terminal is shown holds no control byte and no ESC. */
+    char *e = cli_escape(s);
+    for (const unsigned char *p = (const unsigned char *)e; e && *p; p++)
+        if (*p < 0x20 || *p == 0x7f)
+            abort();
+    free(e);
+    char small[24];
+    cli_esc(s, small, sizeof(small));
+    if (strlen(small) >= sizeof(small))
+        abort();
     free(s);
     return 0;
 }

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `make install` as a user meets it: install the build into a temporary
-# prefix (and once more through DESTDIR), then build a program against it
-# with find_package(dlock) (shared and static targets) and with pkg-config,
-# and run each. Args: BUILD_DIR SOURCE_DIR.
+# prefix (with cmake --install, then with make install PREFIX=, and through
+# DESTDIR both ways), then build a program against it with find_package(dlock)
+# (shared and static targets) and with pkg-config (shared and static), and run
+# each. Args: BUILD_DIR SOURCE_DIR.
 set -euo pipefail
 build=$1 src=$2
 here=$(cd "$(dirname "$0")" && pwd)
@@ -27,8 +28,25 @@ check_prefix() {  # $1 = where the files landed
   "$tmp/c/b/consumer_static" || fail "consumer (static) run"
   ldd "$tmp/c/b/consumer_static" | grep -q libdlock && fail "static consumer links libdlock.so"
 
-  # pkg-config
-  local flags
+  # pkg-config: --cflags gives only what dlock.h needs (no hiredis/libuv
+  # include paths or defines); the static flags carry the dependencies.
+  local flags cflags sflags
+  cflags=$(PKG_CONFIG_PATH="$p/lib/pkgconfig" pkg-config --cflags dlock) || fail "pkg-config --cflags dlock"
+  cflags=$(echo $cflags)
+  case "$cflags" in
+    -I*" "*|"") fail "pkg-config --cflags dlock gives '$cflags', want one -I" ;;
+    -I*) [ "$(realpath -m "${cflags#-I}")" = "$(realpath -m "$p/include")" ] ||
+           fail "pkg-config --cflags dlock gives '$cflags', want -I$p/include" ;;
+    *) fail "pkg-config --cflags dlock gives '$cflags', want -I$p/include" ;;
+  esac
+  sflags=$(PKG_CONFIG_PATH="$p/lib/pkgconfig" pkg-config --static --libs dlock) || fail "pkg-config --static"
+  case " $sflags " in *" -lhiredis "*) ;; *) fail "no -lhiredis in the static flags: $sflags" ;; esac
+  case " $sflags " in *" -luv "*) ;; *) fail "no -luv in the static flags: $sflags" ;; esac
+  # shellcheck disable=SC2086
+  cc "$here/consumer.c" -o "$tmp/pcs" $cflags ${sflags/-ldlock/-l:libdlock.a} ||
+    fail "static link with pkg-config --static flags ($sflags)"
+  "$tmp/pcs" | grep -q "^ok " || fail "pkg-config static consumer run"
+  ldd "$tmp/pcs" | grep -q libdlock && fail "pkg-config static consumer links libdlock.so"
   flags=$(PKG_CONFIG_PATH="$p/lib/pkgconfig" pkg-config --cflags --libs dlock) || fail "pkg-config dlock"
   # shellcheck disable=SC2086
   cc "$here/consumer.c" -o "$tmp/pc" $flags -Wl,-rpath,"$p/lib" || fail "cc with pkg-config flags ($flags)"
@@ -47,3 +65,20 @@ echo "ok: --prefix install, find_package (shared, static) and pkg-config consume
 DESTDIR="$tmp/stage" cmake --install "$build" --prefix /opt/dlock-test >/dev/null || fail "DESTDIR install"
 check_prefix "$tmp/stage/opt/dlock-test"
 echo "ok: DESTDIR install relocates"
+
+# The Makefile: `make install PREFIX=...` and `DESTDIR=...` as make users
+# expect. A dry run first: a Makefile that ignored PREFIX must fail here, not
+# write into /usr/local.
+unset MAKEFLAGS MFLAGS MAKELEVEL
+bt=$(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "$build/CMakeCache.txt")
+mk() { make -s -C "$src" BUILD_DIR="$build" CMAKE_FLAGS="-DCMAKE_BUILD_TYPE=$bt" "$@"; }
+mk -n install PREFIX="$tmp/mk" | grep -qF -- "$tmp/mk" || fail "make install ignores PREFIX"
+mk install PREFIX="$tmp/mk" >/dev/null || fail "make install PREFIX=$tmp/mk"
+check_prefix "$tmp/mk"
+echo "ok: make install PREFIX="
+mk -n install PREFIX=/opt/dlock-mk DESTDIR="$tmp/mkstage" | grep -qF -- "$tmp/mkstage" ||
+  fail "make install ignores DESTDIR"
+mk install PREFIX=/opt/dlock-mk DESTDIR="$tmp/mkstage" >/dev/null || fail "make install DESTDIR="
+check_prefix "$tmp/mkstage/opt/dlock-mk"
+[ ! -e /opt/dlock-mk ] || fail "DESTDIR install wrote outside DESTDIR"
+echo "ok: make install PREFIX= DESTDIR="

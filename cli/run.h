@@ -1,0 +1,53 @@
+/* dlock run: what run.c (acquire, release) and child.c (the guard process,
+ * supervision) share. */
+#ifndef DLOCK_CLI_RUN_H
+#define DLOCK_CLI_RUN_H
+
+#include <sys/types.h>
+
+#include "cli.h"
+
+typedef struct run_args {
+    int64_t wait_ms;       /* DLOCK_WAIT_FOREVER by default */
+    int64_t lease_ms;      /* DLOCK_WATCHDOG by default */
+    int64_t watchdog_ms;   /* the lease a watchdog hold has (for pause detection) */
+    int conflict_code;
+    int on_lost_term;
+    int verbose;
+    const char *name;
+    char **cmd;
+} run_args;
+
+/* Why a hold was lost: the library's dlock_lost_reason values, and ours. */
+enum {
+    LOST_LEASE = 100,      /* a --lease ran out while CMD ran */
+    LOST_AT_RELEASE = 101  /* the release found it gone */
+};
+
+/* The guard: a process forked before dlock starts any thread. It starts CMD
+ * as its child (parent-death signal SIGKILL) and is the subreaper of
+ * everything CMD starts; when dlock dies while CMD runs, it kills them all. */
+typedef struct guard guard;
+
+/* Forks the guard, which will run `cmd`. Must be called while the process has
+ * one thread, with the signals dlock handles already blocked. Returns 0, or an
+ * exit code. */
+int guard_start(const cli_opts *o, char **cmd, guard **out);
+/* Starts CMD with the environment plus `extra` (NULL-terminated "K=V"
+ * strings that replace inherited ones). Returns 0, or an exit code
+ * (126/127, message printed). */
+int guard_exec(const cli_opts *o, guard *g, const char *cmd0, char *const *extra);
+/* Ends the guard (CMD, if it runs, is killed with its descendants) and frees it. */
+void guard_stop(guard *g);
+
+/* Waits for CMD, passing signals on and acting on a lost lock.
+ * lease_deadline: monotonic ms when a --lease runs out, -1 for a watchdog
+ * hold. Returns CMD's wait status, or -1 when the guard failed; *lost = the
+ * reason if the hold was lost, else 0. */
+int supervise(const cli_opts *o, const run_args *ra, guard *g, int sfd, int lost_fd,
+              int64_t lease_deadline, int *lost);
+/* The words for a loss reason ("a renewal found it gone"), taking a pause of
+ * this process that supervise() saw into account. */
+const char *lost_why(int reason, char *buf, size_t size);
+
+#endif

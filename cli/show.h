@@ -1,0 +1,35 @@
+/* dlock status, list, watch: the table of locks they share. */
+#ifndef DLOCK_CLI_SHOW_H
+#define DLOCK_CLI_SHOW_H
+
+#include "cli.h"
+
+typedef struct row {
+    char *raw;       /* the name as it is */
+    char *name;      /* escaped for the terminal */
+    char *holders;   /* "owner x2 (host:pid), ..." escaped */
+    int64_t ttl;
+    uint64_t token;
+    int64_t waiters; /* -1: not counted */
+} row;
+
+typedef struct rows {
+    row *v;
+    size_t n, cap;
+    int oom;
+    FILE *json_out;   /* list --json: streamed, not kept */
+    struct holder_map *map;   /* who each owner is (may be NULL) */
+} rows;
+
+/* dlock_scan_fn: appends one lock (or streams its JSON). */
+int rows_collect(const dlock_info *info, void *ud);
+/* Replaces row i with a fresh snapshot (waiters counted). 0, or a dlock status. */
+int rows_refresh(rows *rs, size_t i, const dlock_info *info);
+void rows_sort(rows *rs);
+void rows_free(rows *rs);
+/* Prints the rows as a table; at most max_rows (0 = all). */
+void rows_print(FILE *f, const rows *rs, size_t max_rows, int with_waiters);
+/* The URL without credentials, for display. */
+const char *display_url(const char *url, char *buf, size_t size);
+
+#endif
