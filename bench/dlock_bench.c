@@ -657,13 +657,11 @@ static void *latch_thread(void *arg)
         fprintf(stderr, "await: %s\n", dlock_last_error());
         atomic_store(&LS->failed, 1);
     }
-    long long t = now_ns();
-    long long m = atomic_load(&LS->last_ns);
-    while (t > m && !atomic_compare_exchange_weak(&LS->last_ns, &m, t)) {
-    }
-    long long f = atomic_load(&LS->first_ns);
-    while ((f == 0 || t < f) && !atomic_compare_exchange_weak(&LS->first_ns, &f, t)) {
-    }
+    long long t = now_ns(), m = atomic_load(&LS->last_ns), f = atomic_load(&LS->first_ns);
+    while (t > m && !atomic_compare_exchange_weak(&LS->last_ns, &m, t))
+        ;
+    while ((f == 0 || t < f) && !atomic_compare_exchange_weak(&LS->first_ns, &f, t))
+        ;
     /* Park until every awaiter is back: a thread's exit would take the CPU
      * from the wake-ups still being measured. */
     long all = O.awaiters / O.procs * O.procs;

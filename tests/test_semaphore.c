@@ -374,6 +374,45 @@ static void test_release_wakes_as_many_as_it_serves(void **state)
     dlock_semaphore_free(s);
 }
 
+/* A message's count is stale by the time the woken retry: another process
+ * may have taken part of it. Here the message says 3 and 2 are there: the
+ * waiter for 3 (first in line) is woken and finds 2; it passes them to the
+ * waiter for 1 the message did not wake, which takes one. */
+static void test_leftover_reaches_smaller_waiter(void **state)
+{
+    (void)state;
+    char name[128], ch[160];
+    dlock_semaphore *s = sem("sem-leftover", name, sizeof(name));
+    snprintf(ch, sizeof(ch), "redisson_sc:{%s}", name);
+    assert_int_equal(dlock_semaphore_set_permits(s, 0), DLOCK_OK);
+    waiter big, small;
+    long long e0 = th_calls(&srv, "evalsha");
+    start_waiter(&big, s, 3, DLOCK_WAIT_FOREVER);
+    assert_true(await_numsub(ch, 1, 5000));
+    int64_t end = th_now_ms() + 5000 * th_slack();
+    while (th_calls(&srv, "evalsha") - e0 < 2 && th_now_ms() < end)
+        th_sleep_ms(5);
+    start_waiter(&small, s, 1, DLOCK_WAIT_FOREVER);
+    while (th_calls(&srv, "evalsha") - e0 < 4 && th_now_ms() < end)
+        th_sleep_ms(5);
+    th_sleep_ms(100);
+    freeReplyObject(th_cmd(&srv, "SET %s 2", name));
+    freeReplyObject(th_cmd(&srv, "PUBLISH %s 3", ch));
+    end = th_now_ms() + 2000 * th_slack();
+    while (!is_done(&small) && th_now_ms() < end)
+        th_sleep_ms(5);
+    assert_true(is_done(&small));
+    pthread_join(small.t, NULL);
+    assert_int_equal(small.rc, DLOCK_OK);
+    assert_false(is_done(&big));
+    assert_int_equal(avail(s), 1);
+    assert_int_equal(dlock_semaphore_release(s, 2), DLOCK_OK);
+    pthread_join(big.t, NULL);
+    assert_int_equal(big.rc, DLOCK_OK);
+    assert_int_equal(avail(s), 0);
+    dlock_semaphore_free(s);
+}
+
 static void test_cancel_and_timeout(void **state)
 {
     (void)state;
@@ -649,6 +688,7 @@ int main(void)
         cmocka_unit_test(test_wait_sends_nothing),
         cmocka_unit_test(test_n_permit_wait),
         cmocka_unit_test(test_release_wakes_as_many_as_it_serves),
+        cmocka_unit_test(test_leftover_reaches_smaller_waiter),
         cmocka_unit_test(test_cancel_and_timeout),
         cmocka_unit_test(test_concurrency_threads),
         cmocka_unit_test(test_concurrency_processes),

@@ -118,6 +118,10 @@ int dlock__waiter_wait(dlock__pubsub *ps, dlock__waiter *w, int64_t until_ms);
 /* Marks w as going first among its channel's local waiters (on = 1: a message
  * that wakes one wakes it), or no longer (on = 0). */
 void dlock__waiter_set_claimant(dlock__pubsub *ps, dlock__waiter *w, int on);
+/* A waiter woken by a budget found less than it needs (others took some
+ * first): it offers what it saw, `budget` units, to the channel's other
+ * waiters whose needs fit, as a message would. */
+void dlock__waiter_pass_budget(dlock__pubsub *ps, dlock__waiter *w, int64_t budget);
 /* pass_wake: hand a wake-up to another waiter even if this one used its own
  * (it was woken, then failed before learning whether the lock was free). */
 void dlock__waiter_leave(dlock__pubsub *ps, dlock__waiter *w, int pass_wake);

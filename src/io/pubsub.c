@@ -694,6 +694,14 @@ void dlock__waiter_set_claimant(dlock__pubsub *ps, dlock__waiter *w, int on)
     pthread_mutex_unlock(&ps->mu);
 }
 
+void dlock__waiter_pass_budget(dlock__pubsub *ps, dlock__waiter *w, int64_t budget)
+{
+    pthread_mutex_lock(&ps->mu);
+    /* w itself needs more than it saw, so the budget never picks it. */
+    wake_budget(w->ch, budget);
+    pthread_mutex_unlock(&ps->mu);
+}
+
 void dlock__waiter_leave(dlock__pubsub *ps, dlock__waiter *w, int pass_wake)
 {
     pthread_mutex_lock(&ps->mu);

@@ -7,7 +7,9 @@
  * nothing else brings permits back. Its need is n: a message saying "k
  * permits" wakes this process's waiters whose needs fit in k
  * (dlock__wake_permits), so a release of many permits wakes as many waiters
- * as it can serve and a waiter for 5 sleeps through a count of 3.
+ * as it can serve and a waiter for 5 sleeps through a count of 3. A woken
+ * waiter that finds less than it needs (another process took some first)
+ * offers the count it saw to the smaller waiters of its process.
  *
  * The permit-expirable semaphore (permit_semaphore.c) keeps its available
  * count the same way: it adds permits with this file's op and wakes its
@@ -246,6 +248,7 @@ static int take_attempt(void *ud, int64_t waited_ms, dlock__busy *b)
     if (rc == DLOCK__BUSY) {
         b->ttl = -1;   /* only a release brings permits back: sleep until its message */
         b->first = 0;
+        b->pass = t->have > 0 ? t->have : 0;
     }
     return rc;
 }

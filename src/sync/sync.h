@@ -106,6 +106,9 @@ typedef struct dlock__busy {
     int64_t ttl;             /* sleep at most this long before the next attempt (ms);
                                 < 0: until a message */
     int first;               /* this waiter goes first among its channel's local waiters */
+    int64_t pass;            /* units this waiter saw but cannot use (a semaphore's count
+                                below its need): offered to the channel's other local
+                                waiters when a wake-up brought it here */
 } dlock__busy;
 
 /* A waiting operation, as the wait loop sees it. */

@@ -40,6 +40,10 @@ static int wait_joined(dlock_client *c, const dlock__wait_spec *s, const dlock__
         rc = ops->attempt(ops->ud, dlock__now_ms() - start, b);
         if (rc != DLOCK__BUSY)
             break;
+        /* Woken by a budget, and others took part of it first: what is left
+         * may serve a smaller local waiter the message did not wake. */
+        if (used_wake && b->pass > 0)
+            dlock__waiter_pass_budget(c->pubsub, &w, b->pass);
         used_wake = 0;
         /* Follow each answer: a reserved turn can lapse or pass to another. */
         if (!!b->first != first) {
@@ -83,7 +87,7 @@ int dlock__wait(dlock_client *c, const dlock__wait_spec *s, const dlock__wait_op
     const int64_t deadline = s->wait_ms == DLOCK_WAIT_FOREVER || s->wait_ms > INT64_MAX - start
                                  ? INT64_MAX
                                  : start + s->wait_ms;
-    dlock__busy b = {-1, 0};
+    dlock__busy b = {-1, 0, 0};
     int rc = ops->attempt(ops->ud, -1, &b);
     if (rc != DLOCK__BUSY)
         return rc;
