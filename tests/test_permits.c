@@ -316,14 +316,14 @@ static void test_expiry_wakes_waiter(void **state)
 {
     (void)state;
     char name[128], first[DLOCK_PERMIT_ID_BUFSIZE];
-    const int64_t L = 800;
+    const int64_t L = 800 * th_slack();
     dlock_permit_semaphore *p = psem(cli, "perm-expire", name, sizeof(name));
     assert_int_equal(dlock_permit_semaphore_try_set_permits(p, 1, NULL), DLOCK_OK);
     int64_t t0 = th_now_ms();
     assert_int_equal(dlock_permit_semaphore_acquire(p, L, first, sizeof(first)), DLOCK_OK);
     long long e0 = th_calls(&srv, "evalsha");
     pwaiter w;
-    start_pwaiter(&w, p, 5000 * th_slack(), 10000, NULL);
+    start_pwaiter(&w, p, L + 5000 * th_slack(), 10000, NULL);
     pthread_join(w.t, NULL);
     assert_int_equal(w.rc, DLOCK_OK);
     int64_t took = w.done_at - t0;
@@ -487,7 +487,7 @@ static void test_watchdog_permit_holder_dies(void **state)
     th_sleep_ms(WD + WD / 2);   /* renewed past its first lease */
     assert_int_equal(avail(p, NULL), 0);
     pwaiter w;
-    start_pwaiter(&w, p, 20000, 60000, NULL);
+    start_pwaiter(&w, p, 2 * WD + 5000 * th_slack(), 60000, NULL);
     th_sleep_ms(200);
     int64_t killed = th_now_ms();
     kill(pid, SIGKILL);
@@ -545,7 +545,8 @@ static void test_update_to_watchdog_and_back(void **state)
     char name[128], id[DLOCK_PERMIT_ID_BUFSIZE];
     dlock_permit_semaphore *p = psem(quick, "perm-upwd", name, sizeof(name));
     assert_int_equal(dlock_permit_semaphore_try_set_permits(p, 1, NULL), DLOCK_OK);
-    assert_int_equal(dlock_permit_semaphore_acquire(p, 5000, id, sizeof(id)), DLOCK_OK);
+    assert_int_equal(dlock_permit_semaphore_acquire(p, 5000 * th_slack(), id, sizeof(id)),
+                     DLOCK_OK);
     assert_int_equal(dlock_permit_semaphore_update_lease(p, id, DLOCK_WATCHDOG), DLOCK_OK);
     assert_int_equal(dlock__watchdog_count(quick->wd), 1);
     th_sleep_ms(3 * WD);
