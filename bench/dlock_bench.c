@@ -8,7 +8,9 @@
  *   dlock_bench handoff  --url U [--workers 8] [--mode threads|processes] [--seconds S]
  *                        [--kind lock|fair|semaphore]
  *   dlock_bench idle     --url U [--waiters 7] [--hold-ms 3000] [--kind lock|semaphore]
- *   dlock_bench latch    --url U [--awaiters 100] [--procs 4]
+ *   dlock_bench latch    --url U [--awaiters 100] [--procs 4]      (latch_bench.c)
+ *   dlock_bench latchfloor [--awaiters 100] [--procs 4]            the same wake-up
+ *                                                        without Redis or dlock
  *   dlock_bench many     --url U [--concurrency 16] [--names 10000] [--seconds S]
  *   dlock_bench held     --url U [--locks 100000] [--watchdog-ms 3000] [--periods 3]
  *
@@ -33,26 +35,20 @@
 
 #include <hiredis/hiredis.h>
 
-#include "dlock/dlock.h"
+#include "bench.h"
 #include "sync/sync.h"
 
-typedef struct opts {
-    const char *scenario, *url, *mode, *kind;
-    long cycles, workers, seconds, waiters, hold_ms, concurrency, names, locks, watchdog_ms,
-        periods, lease, procs, awaiters;
-} opts;
-
-static opts O = {NULL, "redis://127.0.0.1:6379", "threads", "lock", 20000, 8, 5, 7, 3000, 16, 10000,
+opts O = {NULL, "redis://127.0.0.1:6379", "threads", "lock", 20000, 8, 5, 7, 3000, 16, 10000,
                  100000, 3000, 3, 0, 4, 100};
 
-static int64_t now_ns(void)
+int64_t now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-static void die(const char *what)
+void die(const char *what)
 {
     fprintf(stderr, "dlock_bench: %s: %s\n", what, dlock_last_error());
     exit(1);
@@ -67,7 +63,7 @@ static void log_to_stderr(dlock_log_level level, const char *msg, void *ud)
             (int)getpid(), (int)level, msg);
 }
 
-static dlock_client *open_client(long watchdog_ms, int pool)
+dlock_client *open_client(long watchdog_ms, int pool)
 {
     dlock_config *cfg = dlock_config_new();
     if (getenv("DLOCK_BENCH_LOG"))   /* diagnostics: the library's log on stderr */
@@ -85,7 +81,7 @@ static dlock_client *open_client(long watchdog_ms, int pool)
     return c;
 }
 
-static redisContext *admin(void)
+redisContext *admin(void)
 {
     dlock__endpoint ep;
     memset(&ep, 0, sizeof(ep));
@@ -100,7 +96,7 @@ static redisContext *admin(void)
     return c;
 }
 
-static long long info_field(redisContext *c, const char *section, const char *field)
+long long info_field(redisContext *c, const char *section, const char *field)
 {
     redisReply *r = redisCommand(c, "INFO %s", section);
     const char *p = r && r->str ? strstr(r->str, field) : NULL;
@@ -634,128 +630,13 @@ static void held(void)
     redisFree(adm);
 }
 
-/* ---------------------------------------------------------------- latch */
-
-/* Awaiters spread over processes, one count-down: when does the last one
- * return? Each records its return time (CLOCK_MONOTONIC, shared by the
- * processes) in shared memory. */
-typedef struct latch_shm {
-    atomic_int waiting;         /* threads inside await, all processes */
-    atomic_llong first_ns;      /* earliest return */
-    atomic_llong last_ns;       /* latest return */
-    atomic_int returned;        /* awaiters back (futex word: they park until all are) */
-    atomic_int failed;
-} latch_shm;
-
-static latch_shm *LS;
-
-static void *latch_thread(void *arg)
-{
-    dlock_latch *l = arg;
-    atomic_fetch_add(&LS->waiting, 1);
-    if (dlock_latch_await(l, 60000, NULL) != DLOCK_OK) {
-        fprintf(stderr, "await: %s\n", dlock_last_error());
-        atomic_store(&LS->failed, 1);
-    }
-    long long t = now_ns(), m = atomic_load(&LS->last_ns), f = atomic_load(&LS->first_ns);
-    while (t > m && !atomic_compare_exchange_weak(&LS->last_ns, &m, t))
-        ;
-    while ((f == 0 || t < f) && !atomic_compare_exchange_weak(&LS->first_ns, &f, t))
-        ;
-    /* Park until every awaiter is back: a thread's exit would take the CPU
-     * from the wake-ups still being measured. */
-    long all = O.awaiters / O.procs * O.procs;
-    int back = atomic_fetch_add(&LS->returned, 1) + 1;
-    if (back == all)   /* the last one lets them all go */
-        syscall(SYS_futex, &LS->returned, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
-    while ((back = atomic_load(&LS->returned)) < all)
-        syscall(SYS_futex, &LS->returned, FUTEX_WAIT, back, NULL, NULL, 0);
-    return NULL;
-}
-
-static void latch_child(int threads)
-{
-    dlock_client *c = open_client(0, threads + 2);
-    dlock_latch *l;
-    if (dlock_latch_get(c, "bench:latch", &l) != DLOCK_OK)
-        die("latch");
-    pthread_t th[256];
-    for (int i = 0; i < threads; i++)
-        pthread_create(&th[i], NULL, latch_thread, l);
-    for (int i = 0; i < threads; i++)
-        pthread_join(th[i], NULL);
-    dlock_latch_free(l);
-    dlock_client_close(c);
-}
-
-static void latch(void)
-{
-    LS = mmap(NULL, sizeof(*LS), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (LS == MAP_FAILED)
-        die("mmap");
-    redisContext *adm = admin();
-    dlock_client *c = open_client(0, 0);
-    dlock_latch *l;
-    if (dlock_latch_get(c, "bench:latch", &l) != DLOCK_OK ||
-        dlock_latch_try_set_count(l, 1, NULL) != DLOCK_OK)
-        die("latch");
-    long procs = O.procs, per = O.awaiters / procs;
-    pid_t pids[64];
-    for (long i = 0; i < procs; i++) {
-        pids[i] = fork();
-        if (pids[i] == 0) {
-            latch_child((int)per);
-            _exit(0);
-        }
-    }
-    /* every awaiter inside await, every process subscribed, then settled */
-    while (atomic_load(&LS->waiting) < per * procs)
-        usleep(1000);
-    for (;;) {
-        redisReply *r = redisCommand(adm, "PUBSUB NUMSUB redisson_countdownlatch__channel__{bench:latch}");
-        long long n = r && r->elements == 2 ? r->element[1]->integer : 0;
-        if (r)
-            freeReplyObject(r);
-        if (n >= procs)
-            break;
-        usleep(1000);
-    }
-    usleep(500000);
-    long long cmd0 = info_field(adm, "stats", "total_commands_processed:");
-    usleep(500000);
-    long long idle_cmds = info_field(adm, "stats", "total_commands_processed:") - cmd0 - 1;
-    long long cmd1 = info_field(adm, "stats", "total_commands_processed:");
-    int64_t t0 = now_ns();
-    if (dlock_latch_count_down(l) != DLOCK_OK)
-        die("count down");
-    int64_t t1 = now_ns();
-    for (long i = 0; i < procs; i++)
-        waitpid(pids[i], NULL, 0);
-    /* the count-down and its INFO aside: what the awakened sent (their
-     * UNSUBSCRIBEs, and a GET each for any woken by a zero it could not
-     * trust) */
-    long long after = info_field(adm, "stats", "total_commands_processed:") - cmd1 - 2;
-    long long last = atomic_load(&LS->last_ns), first = atomic_load(&LS->first_ns);
-    printf("{\"peer\":\"dlock\",\"scenario\":\"latch\",\"waiters\":%ld,\"processes\":%ld,"
-           "\"count_down_us\":%.1f,\"first_awake_after_call_us\":%.1f,"
-           "\"last_awake_after_call_us\":%.1f,\"last_awake_after_return_us\":%.1f,"
-           "\"spread_us\":%.1f,\"commands_while_waiting\":%lld,\"commands_after\":%lld,"
-           "\"failed\":%d}\n",
-           per * procs, procs, (t1 - t0) / 1e3, (first - t0) / 1e3, (last - t0) / 1e3,
-           (last - t1) / 1e3, (last - first) / 1e3, idle_cmds, after, atomic_load(&LS->failed));
-    dlock_latch_free(l);
-    dlock_client_close(c);
-    redisFree(adm);
-    munmap(LS, sizeof(*LS));
-}
-
 /* ----------------------------------------------------------------- main */
 
 int main(int argc, char **argv)
 {
     signal(SIGPIPE, SIG_IGN);
     if (argc < 2) {
-        fprintf(stderr, "usage: dlock_bench ceiling|uncontended|handoff|idle|many|held|latch [--url U] ...\n");
+        fprintf(stderr, "usage: dlock_bench ceiling|uncontended|handoff|idle|many|held|latch|latchfloor [--url U] ...\n");
         return 64;
     }
     O.scenario = argv[1];
@@ -792,6 +673,7 @@ int main(int argc, char **argv)
     else if (!strcmp(O.scenario, "many")) many();
     else if (!strcmp(O.scenario, "held")) held();
     else if (!strcmp(O.scenario, "latch")) latch();
+    else if (!strcmp(O.scenario, "latchfloor")) latch_floor();
     else {
         fprintf(stderr, "dlock_bench: unknown scenario %s\n", O.scenario);
         return 64;

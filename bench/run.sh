@@ -164,6 +164,7 @@ if want sem; then
 echo "6. semaphore of one permit (uncontended, handoff in threads and processes, idle)..."
 for i in $(seq "$runs"); do
   # The -c 1 round trip right beside it: the gap target is a ratio to it.
+  sha=$(redis-cli -p "$REDIS_PORT" script load "$(cat "$root/src/scripts/lock/acquire.lua")")
   rb ceiling-c1 1 "$rb_n" bench:rb1
   record pin "$bench" uncontended --kind semaphore --url "$url" --cycles "$cycles"
   record pin node "$here/peers/bench.js" --peer redis-semaphore-sem --scenario uncontended --url "$url" --cycles "$peer_cycles"
@@ -173,17 +174,19 @@ for i in $(seq "$runs"); do
   done
   record pin "$bench" idle --kind semaphore --url "$url"
   flush
-  sha=$(redis-cli -p "$REDIS_PORT" script load "$(cat "$root/src/scripts/lock/acquire.lua")")
 done
 
 fi
 if want latch; then
 echo "7. count-down latch: 100 awaiters over 4 processes, one count-down..."
 for i in $(seq "$runs"); do
+  sha=$(redis-cli -p "$REDIS_PORT" script load "$(cat "$root/src/scripts/lock/acquire.lua")")
   rb ceiling-c1 1 "$rb_n" bench:rb1
   record pin "$bench" latch --url "$url"
+  # The same wake-up of as many threads without Redis or dlock: this
+  # machine's floor, right beside it.
+  record pin "$bench" latchfloor
   flush
-  sha=$(redis-cli -p "$REDIS_PORT" script load "$(cat "$root/src/scripts/lock/acquire.lua")")
 done
 
 fi
