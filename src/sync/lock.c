@@ -149,23 +149,10 @@ void dlock_lock_set_lost_callback(dlock_lock *l, dlock_lost_fn fn, void *ud)
 
 int dlock__lock_proto(const dlock_lock *l, const char *what, redisReply *r)
 {
-    int type = r ? r->type : -1;
-    if (r)
-        freeReplyObject(r);
-    return dlock__fail(DLOCK_EPROTO, "unexpected reply type %d to %s of %s '%s'", type, what,
-                       l->type->what, l->name);
+    return dlock__proto(l->type->what, l->name, what, r);
 }
 
-int dlock__lock_wrong_type(const dlock_lock *l)
-{
-    /* The scripts say "WRONGTYPE the key holds a read-write lock", ...;
-     * Redis itself "WRONGTYPE Operation against a key holding ...". */
-    const char *why = strstr(dlock_last_error(), "WRONGTYPE");
-    char detail[200];
-    snprintf(detail, sizeof(detail), "%s", why ? why + 9 : "");
-    return dlock__fail(DLOCK_EWRONGTYPE, "key '%s' exists and is not a %s:%s", l->name,
-                       l->type->what, detail[0] ? detail : " it holds another type");
-}
+int dlock__lock_wrong_type(const dlock_lock *l) { return dlock__wrong_type(l->type->what, l->name); }
 
 int dlock__lock_busy(const dlock_lock *l, int64_t ttl)
 {
