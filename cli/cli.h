@@ -20,6 +20,7 @@ enum {
     EXIT_LOST = 76,         /* the lock was lost while the command ran */
     EXIT_NOPERM = 77,       /* EX_NOPERM: password or ACL refused */
     EXIT_CONFIG = 78,       /* EX_CONFIG: $DLOCK_URL unusable, database out of range */
+    EXIT_FENCED = 79,       /* a fenced write refused: a newer token has written */
     EXIT_CANTEXEC = 126,    /* the command could not be run */
     EXIT_CANTRUN = 127      /* the command was not found */
 };
@@ -138,5 +139,6 @@ int cmd_status(cli_opts *o, int argc, char **argv);
 int cmd_list(cli_opts *o, int argc, char **argv);
 int cmd_watch(cli_opts *o, int argc, char **argv);
 int cmd_unlock(cli_opts *o, int argc, char **argv);
+int cmd_fence(cli_opts *o, int argc, char **argv);
 
 #endif

@@ -20,6 +20,9 @@ static const char global_text[] =
     "  watch [--interval DUR] [PATTERN]\n"
     "                           a live table of locks, until q or Ctrl-C\n"
     "  unlock --force NAME      delete the lock whoever holds it; wake its waiters\n"
+    "  fence [--token N] COMMAND KEY [ARG...]\n"
+    "                           a write to KEY only if the token ($DLOCK_TOKEN) is not\n"
+    "                           lower than the highest KEY's guard has seen (else 79)\n"
     "  help [COMMAND]           this text, or one command's (also: dlock COMMAND --help)\n"
     "\n"
     "Options (before or after the command name):\n"
@@ -46,6 +49,7 @@ static const char global_text[] =
     "  70   other failure                 75  lock not acquired in time (run -E)\n"
     "  76   lock lost while CMD ran       77  password or ACL refused\n"
     "  78   bad $DLOCK_URL, or no such database\n"
+    "  79   fence: refused, a newer token has written\n"
     "  126, 127  CMD could not be run / was not found\n";
 
 static const char run_text[] =
@@ -139,10 +143,33 @@ static const char unlock_text[] =
     "  --force     required: there is no other kind of unlock\n"
     "  and the global options (dlock --help).\n";
 
+static const char fence_text[] =
+    "usage: dlock fence [--token N] COMMAND KEY [ARG...]\n"
+    "       dlock fence --guard KEY\n"
+    "\n"
+    "Runs the write COMMAND on KEY only when the fencing token is not lower than the\n"
+    "highest token KEY's guard has seen, and raises the guard to it, atomically: a\n"
+    "holder that lost its lock and writes late is refused once a newer holder wrote.\n"
+    "Prints the command's reply (nothing for nil); a refusal exits 79.\n"
+    "\n"
+    "  -t, --token N    the token (default: $DLOCK_TOKEN, which 'dlock run' sets)\n"
+    "  --guard KEY      print the highest token KEY's guard has seen (0: none)\n"
+    "  and the global options (dlock --help).\n"
+    "\n"
+    "Commands: SET SETEX PSETEX SETNX GETDEL APPEND SETRANGE INCR INCRBY INCRBYFLOAT\n"
+    "DECR DECRBY DEL UNLINK EXPIRE PEXPIRE PERSIST HSET HSETNX HDEL HINCRBY\n"
+    "HINCRBYFLOAT LPUSH RPUSH LPOP RPOP LSET LTRIM SADD SREM ZADD ZREM ZINCRBY XADD\n"
+    "XDEL XTRIM, on one key. The guard is the key dlock_fence:{KEY} (dlock_fence:KEY\n"
+    "when KEY has a hash tag); it lives as long as KEY, and 7 days after it is gone.\n"
+    "\n"
+    "  dlock run jobs:nightly -- sh -c 'dlock fence INCRBY stats:runs 1 &&\n"
+    "                                   dlock fence SET report:last \"$(date)\"'\n";
+
 static const char help_text[] =
     "usage: dlock help [COMMAND]\n"
     "\n"
-    "The usage of dlock, or of one COMMAND (run, status, list, watch, unlock, help).\n";
+    "The usage of dlock, or of one COMMAND (run, status, list, watch, unlock, fence,\n"
+    "help).\n";
 
 int cli_help(FILE *f, const char *cmd)
 {
@@ -150,7 +177,8 @@ int cli_help(FILE *f, const char *cmd)
         const char *name;
         const char *text;
     } texts[] = {{"run", run_text},     {"status", status_text}, {"list", list_text},
-                 {"watch", watch_text}, {"unlock", unlock_text}, {"help", help_text}};
+                 {"watch", watch_text}, {"unlock", unlock_text}, {"fence", fence_text},
+                 {"help", help_text}};
     if (!cmd) {
         fputs(global_text, f);
         return 0;

@@ -37,7 +37,7 @@ void cli_usage_error(const cli_opts *o, const char *cmd, const char *fmt, ...)
     if (cmd)
         fprintf(stderr, "(dlock %s --help for its usage)\n", cmd);
     else
-        fputs("usage: dlock [OPTIONS] run|status|list|watch|unlock|help ... "
+        fputs("usage: dlock [OPTIONS] run|status|list|watch|unlock|fence|help ... "
               "(dlock --help for more)\n", stderr);
 }
 
@@ -56,6 +56,8 @@ int cli_exit_code(int rc, const char *detail)
         return EXIT_NOPERM;
     case DLOCK_EWRONGTYPE:
         return EXIT_DATAERR;
+    case DLOCK_EFENCED:
+        return EXIT_FENCED;
     case DLOCK_EINVAL:
     case DLOCK_ENAMETOOLONG:
         return EXIT_USAGE;
@@ -413,7 +415,7 @@ static int run_main(cli_opts *o, int argc, char **argv)
         const char *name;
         int (*fn)(cli_opts *, int, char **);
     } cmds[] = {{"run", cmd_run},       {"status", cmd_status}, {"list", cmd_list},
-                {"watch", cmd_watch},   {"unlock", cmd_unlock}};
+                {"watch", cmd_watch},   {"unlock", cmd_unlock}, {"fence", cmd_fence}};
     for (size_t k = 0; k < sizeof(cmds) / sizeof(cmds[0]); k++) {
         if (strcmp(cmd, cmds[k].name) != 0)
             continue;

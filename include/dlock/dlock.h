@@ -67,8 +67,10 @@ typedef enum dlock_status {
     DLOCK_ENAMETOOLONG = -13, /* a name or owner id is longer than its maximum */
     DLOCK_ESYS = -14,         /* an operating-system call failed (errno text in the message) */
     DLOCK_EUNKNOWN = -15,     /* the outcome is unknown: sent, then no answer (see acquire) */
-    DLOCK_EDEADLK = -16       /* the request can never be granted to this caller: it holds the
+    DLOCK_EDEADLK = -16,      /* the request can never be granted to this caller: it holds the
                                  read lock of the write lock it asks for */
+    DLOCK_EFENCED = -17       /* a fenced write was refused: its token is lower than the highest
+                                 token the key's guard has seen (a newer holder wrote) */
 } dlock_status;
 
 /* Short English text for a status code ("lock not held by the caller", ...).
@@ -443,7 +445,11 @@ DLOCK_API int dlock_lock_acquire_cancellable(dlock_lock *l, int64_t wait_ms, int
  * counter), done in the same script as the acquisition (reentry included), and
  * raised to the server's clock in microseconds when below it, so tokens are
  * strictly increasing per name even across a restart that lost the counter.
- * Give it to the resource you guard, which refuses lower tokens. */
+ * The counter expires after 7 days without a fenced acquisition of the name
+ * (the clock floor keeps the next token above every earlier one), so counters
+ * of names no longer used do not pile up. Give the token to the resource you
+ * guard, which refuses lower tokens; for data in Redis, dlock_fence_* (below)
+ * are that check. */
 DLOCK_API int dlock_lock_acquire_fenced(dlock_lock *l, int64_t wait_ms, int64_t lease_ms,
                                         dlock_cancel *cancel, uint64_t *token);
 
@@ -584,6 +590,68 @@ DLOCK_API int dlock_multilock_release(dlock_multilock *ml);
 /* Frees the multi-lock (not its handles, nor any hold). No other call may be
  * using it. */
 DLOCK_API void dlock_multilock_free(dlock_multilock *ml);
+
+/* ---------------------------------------------------------- fenced writes */
+
+/* A fencing token helps only where the resource checks it. For data kept in
+ * Redis, these calls are the check: a write command on one key runs only when
+ * the caller's token is not lower than the highest token the key's guard has
+ * seen, and the guard is raised to the token, atomically (one Lua script). A
+ * holder that lost its lock without knowing (paused past its lease, cut off,
+ * its lock forced open) and writes late is refused once a newer holder, with
+ * a higher token, has written: DLOCK_EFENCED, and nothing is written. The
+ * same token may write any number of times; tokens need not be consecutive.
+ *
+ * The token: what dlock_lock_acquire_fenced or a leader's term gives (or
+ * DLOCK_TOKEN in `dlock run`). Use one source of tokens per key: tokens of
+ * two lock names (or a lock and an election) are not ordered between them.
+ *
+ * The guard: a string key beside the data, in its cluster slot,
+ * dlock_fence:<key> when the key has a hash tag ({...}), else
+ * dlock_fence:{<key>}, holding the highest token written. It lives as long as
+ * the data: no TTL while the key has none, the key's TTL + 7 days when it has
+ * one, 7 days once the key is gone (a fenced DEL, or its TTL), so a deletion
+ * is remembered for a week. Past that a write with any token is taken. Writes
+ * to the key by other means (plain SET) are neither checked nor seen; a
+ * change of its TTL by other means leaves the guard's as it was.
+ *
+ * The writes fenced (single-key commands, any case): SET SETEX PSETEX SETNX
+ * GETDEL APPEND SETRANGE INCR INCRBY INCRBYFLOAT DECR DECRBY DEL UNLINK
+ * EXPIRE PEXPIRE PERSIST HSET HSETNX HDEL HINCRBY HINCRBYFLOAT LPUSH RPUSH
+ * LPOP RPOP LSET LTRIM SADD SREM ZADD ZREM ZINCRBY XADD XDEL XTRIM. DEL and
+ * UNLINK take the one key. A command the server lacks (GETDEL before 6.2) is
+ * its DLOCK_EREDIS.
+ *
+ * Returns (every call): DLOCK_OK (written), DLOCK_EFENCED (refused; the
+ * message gives both tokens), DLOCK_EINVAL (nothing sent: NULL client or
+ * argument, token 0, a command not in the list, no key or an empty one, a
+ * DEL of several keys, more than 1024 arguments, or a key with a '}' and no
+ * hash tag, which no guard can share a slot with), DLOCK_EWRONGTYPE (the key,
+ * or its guard, holds another type), DLOCK_EREDIS (Redis refused the command:
+ * a syntax error, a value that is not a number; nothing written), or a
+ * connection error. A write whose reply is lost is not resent
+ * (DLOCK_EUNKNOWN: it may have run). Any thread. */
+
+/* The write argv[0] (the command) on key argv[1] with arguments argv[2..],
+ * argc of them in all; argvlen: their lengths (NULL: each is a C string).
+ * reply (may be NULL): the command's reply as text, malloc'd and
+ * NUL-terminated (free it with free()): a status or a string as is, an
+ * integer in decimal, a list (LPOP with a count) one element per line; NULL
+ * for a nil reply (SET NX that did not set). reply_len: its length. */
+DLOCK_API int dlock_fence_command(dlock_client *c, uint64_t token, int argc,
+                                  const char *const *argv, const size_t *argvlen, char **reply,
+                                  size_t *reply_len);
+/* SET key value (vlen bytes) [PX px_ms] fenced; px_ms 0: no expiry. */
+DLOCK_API int dlock_fence_set(dlock_client *c, uint64_t token, const char *key,
+                              const char *value, size_t vlen, int64_t px_ms);
+/* DEL key fenced; *deleted (may be NULL) = 1 when the key existed. The guard
+ * stays 7 days, so a late writer with an older token is still refused. */
+DLOCK_API int dlock_fence_del(dlock_client *c, uint64_t token, const char *key, int *deleted);
+/* INCRBY key by fenced; *value (may be NULL) = the new value. */
+DLOCK_API int dlock_fence_incrby(dlock_client *c, uint64_t token, const char *key, int64_t by,
+                                 int64_t *value);
+/* *highest = the highest token key's guard has seen, 0 when it has none. */
+DLOCK_API int dlock_fence_guard(dlock_client *c, const char *key, uint64_t *highest);
 
 /* ------------------------------------------------------------- inspect */
 

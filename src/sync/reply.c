@@ -180,3 +180,32 @@ int dlock__reply_pair(const redisReply *r, int64_t *a, int64_t *b)
     *b = r->element[1]->integer;
     return DLOCK_OK;
 }
+
+int dlock__reply_fence(const redisReply *r, int *written, const redisReply **value,
+                       uint64_t *highest)
+{
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_INTEGER)
+        return DLOCK_EPROTO;
+    const redisReply *v = r->element[1];
+    if (r->element[0]->integer == 1) {
+        *written = 1;
+        *value = v;
+        return DLOCK_OK;
+    }
+    if (r->element[0]->integer != 0 || v->type != REDIS_REPLY_STRING || v->len == 0 ||
+        v->len > 20)
+        return DLOCK_EPROTO;
+    /* The guard's token: a decimal the script compared as such. */
+    char buf[24];
+    memcpy(buf, v->str, v->len);
+    buf[v->len] = '\0';
+    char *end;
+    errno = 0;
+    unsigned long long h = strtoull(buf, &end, 10);
+    if (errno || *end || buf[0] < '1' || buf[0] > '9')
+        return DLOCK_EPROTO;
+    *written = 0;
+    *highest = h;
+    return DLOCK_OK;
+}

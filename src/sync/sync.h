@@ -14,6 +14,8 @@
  *   latch.c              the count-down latch (RCountDownLatch)
  *   reply.c    pure readers of the scripts' answers (fuzzed)
  *   inspect.c  read-only snapshots and SCAN listings
+ *   fence.c    fenced writes: a write to a key of data done only when the
+ *              caller's token is not lower than the key's guard has seen
  * Not installed. */
 #ifndef DLOCK_SYNC_H
 #define DLOCK_SYNC_H
@@ -232,6 +234,11 @@ int dlock__reply_take(const redisReply *r, int64_t *v);
 int dlock__reply_signed(const redisReply *r, int64_t *v);
 /* {a, b}: two integers. */
 int dlock__reply_pair(const redisReply *r, int64_t *a, int64_t *b);
+/* A fenced write's answer (scripts/fence/write.lua): written, with the
+ * command's own reply in *value (pointing into r); or refused, with the
+ * guard's highest token. */
+int dlock__reply_fence(const redisReply *r, int *written, const redisReply **value,
+                       uint64_t *highest);
 /* A lock snapshot from one lock/inspect.lua entry; DLOCK_EWRONGTYPE names
  * what the key is in *what (pointing into r). */
 int dlock__info_from_entry(const char *name, size_t nlen, const redisReply *e, dlock_info **out,

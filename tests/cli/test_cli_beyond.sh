@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# dlock run's hold limit (--max-hold), a revoked lock ending its command, and
-# the fenced writes of dlock fence (issue 16).
+# dlock run's hold limit (--max-hold) and the fenced writes of dlock fence
+# (issue 16).
 # usage: test_cli_beyond.sh PATH/TO/dlock SOURCE_DIR
 DLOCK=$1
 SRC=$2
@@ -26,5 +26,42 @@ has "$tmp/err" "--lease" "--max-hold with --lease is refused"
 expect 64 "$D" run --max-hold 0 t:mh3 -- true
 expect 64 "$D" run --max-hold soon t:mh3 -- true
 has "$tmp/err" "not a positive duration" "a bad --max-hold is named"
+
+echo "== fence: writes checked against the key's guard"
+export D
+expect 0 "$D" run t:fc -- sh -c 'echo "$DLOCK_TOKEN" > "$0/t1"; "$D" fence SET fk first' "$tmp"
+has "$tmp/out" "OK" "fence SET prints the reply"
+is "$(rc get fk)" "first" "fence SET under dlock run wrote with DLOCK_TOKEN"
+t1=$(cat "$tmp/t1")
+expect 0 "$D" run t:fc -- sh -c 'echo "$DLOCK_TOKEN" > "$0/t2"; "$D" fence INCRBY fn 5; "$D" fence SET fk second' "$tmp"
+has "$tmp/out" "5" "fence INCRBY prints the new value"
+t2=$(cat "$tmp/t2")
+[ "$t2" -gt "$t1" ] && ok || bad "the second run's token $t2 is not above $t1"
+expect 79 "$D" fence --token "$t1" SET fk stale
+has "$tmp/err" "refused" "a stale token is refused, and says so"
+has "$tmp/err" "$t2" "the refusal names the newer token"
+is "$(rc get fk)" "second" "the stale write changed nothing"
+expect 0 "$D" fence --guard fk
+is "$(cat "$tmp/out")" "$t2" "fence --guard prints the highest token seen"
+expect 0 "$D" fence --token "$t2" DEL fk
+is "$(rc exists fk)" "0" "fence DEL deleted the key"
+expect 79 "$D" fence --token "$t1" SET fk back
+is "$(rc exists fk)" "0" "a deletion is remembered: the stale writer does not bring the key back"
+expect 0 "$D" fence -t "$t2" SET fk -dash-value
+is "$(rc get fk)" "-dash-value" "arguments after COMMAND are the command's, dashes and all"
+expect 64 env -u DLOCK_TOKEN "$D" fence SET fk v
+has "$tmp/err" "no token" "fence without a token says how to give one"
+expect 64 env DLOCK_TOKEN= "$D" fence SET fk v
+has "$tmp/err" "empty" "an empty DLOCK_TOKEN (several names) is named"
+expect 64 "$D" fence --token 0 SET fk v
+expect 64 "$D" fence --token abc SET fk v
+expect 64 "$D" fence --token "$t2" GET fk
+has "$tmp/err" "not a write" "a command fence does not fence is refused"
+expect 64 "$D" fence --token "$t2" SET
+expect 64 "$D" run t:fa t:fb -- sh -c '"$D" fence SET fk v'
+has "$tmp/err" "empty" "a run over several names has no token for fence"
+rc set plain v >/dev/null
+expect 65 "$D" fence --token "$t2" HSET plain f v
+is "$(rc get plain)" "v" "a wrong type changes nothing"
 
 finish

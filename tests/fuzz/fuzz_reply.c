@@ -52,6 +52,12 @@ static void check(const redisReply *r)
         dlock__reply_renew(r, n, held);
     if (r->type == REDIS_REPLY_ARRAY && r->elements <= DLOCK__RENEW_BATCH)
         dlock__reply_renew(r, r->elements, held);
+    int written = 0;
+    const redisReply *value = NULL;
+    uint64_t highest = 0;
+    if (dlock__reply_fence(r, &written, &value, &highest) == DLOCK_OK &&
+        ((written && !value) || (!written && highest == 0)))
+        abort();
     dlock_info *info = NULL;
     const char *what;
     if (dlock__info_from_entry("fuzz", 4, r, &info, &what) == DLOCK_OK) {

@@ -100,6 +100,10 @@ local function take()
       token = floor
       redis.call('set', KEYS[4], token)
     end
+    -- The counter goes after a week without fenced acquisitions (dlock's own,
+    -- docs/wire-format.md): the clock floor above keeps the next token higher
+    -- than every token given before, so no counter need live forever.
+    redis.call('pexpire', KEYS[4], 604800000)
     return {token}
   end
   return nil

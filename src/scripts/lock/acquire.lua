@@ -130,6 +130,10 @@ if ARGV[3] == '1' then
     token = floor
     redis.call('set', KEYS[2], token)
   end
+  -- The counter goes after a week without fenced acquisitions (dlock's own,
+  -- docs/wire-format.md): the clock floor above keeps the next token higher
+  -- than every token given before, so no counter need live forever.
+  redis.call('pexpire', KEYS[2], 604800000)
   return {token}
 end
 return nil

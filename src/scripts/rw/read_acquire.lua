@@ -78,6 +78,10 @@ if ARGV[4] == '1' then
     token = floor
     redis.call('set', KEYS[3], token)
   end
+  -- The counter goes after a week without fenced acquisitions (dlock's own,
+  -- docs/wire-format.md): the clock floor above keeps the next token higher
+  -- than every token given before, so no counter need live forever.
+  redis.call('pexpire', KEYS[3], 604800000)
   return {token}
 end
 return nil
