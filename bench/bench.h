@@ -26,4 +26,7 @@ long long info_field(redisContext *c, const char *section, const char *field);
 void latch(void);
 void latch_floor(void);
 
+/* revoke_bench.c */
+void revocation(void);
+
 #endif

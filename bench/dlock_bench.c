@@ -9,6 +9,7 @@
  *                        [--kind lock|fair|semaphore]
  *   dlock_bench idle     --url U [--waiters 7] [--hold-ms 3000] [--kind lock|semaphore]
  *   dlock_bench latch    --url U [--awaiters 100] [--procs 4]      (latch_bench.c)
+ *   dlock_bench revoke   --url U [--locks 100000] [--watchdog-ms 3000] (revoke_bench.c)
  *   dlock_bench latchfloor [--awaiters 100] [--procs 4]            the same wake-up
  *                                                        without Redis or dlock
  *   dlock_bench many     --url U [--concurrency 16] [--names 10000] [--seconds S]
@@ -759,7 +760,7 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     if (argc < 2) {
         fprintf(stderr, "usage: dlock_bench ceiling|uncontended|handoff|idle|many|readers|held|"
-                        "multilock|latch|latchfloor [--url U] ...\n");
+                        "multilock|latch|latchfloor|revoke [--url U] ...\n");
         return 64;
     }
     O.scenario = argv[1];
@@ -800,6 +801,7 @@ int main(int argc, char **argv)
     else if (!strcmp(O.scenario, "multilock")) multilock();
     else if (!strcmp(O.scenario, "latch")) latch();
     else if (!strcmp(O.scenario, "latchfloor")) latch_floor();
+    else if (!strcmp(O.scenario, "revoke")) revocation();
     else {
         fprintf(stderr, "dlock_bench: unknown scenario %s\n", O.scenario);
         return 64;

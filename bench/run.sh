@@ -6,7 +6,7 @@
 # BENCH_PLACEMENT=split (default): redis-server on CPU 0, every client on CPU 1.
 # BENCH_PLACEMENT=same: everything on CPU 0.
 # BENCH_QUICK=1: short runs (a smoke test of the pipeline, not numbers to quote).
-# BENCH_ONLY="refs uncontended handoff fair idle many readers held multilock sem latch": a subset (default: all).
+# BENCH_ONLY="refs uncontended handoff fair idle many readers held multilock sem latch revoke": a subset (default: all).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -50,7 +50,7 @@ url=$REDIS_URL
 echo "redis-server $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/') on 127.0.0.1:$REDIS_PORT, pid $REDIS_PID;" \
      "placement: $placement (redis CPU $REDIS_CPU, clients CPU $client_cpu); $runs runs each"
 
-only=${BENCH_ONLY:-refs uncontended handoff fair idle many readers held multilock sem latch}
+only=${BENCH_ONLY:-refs uncontended handoff fair idle many readers held multilock sem latch revoke}
 want() { case " $only " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
 record() { # appends the JSON line of a run, or a failure record
@@ -202,6 +202,17 @@ for i in $(seq "$runs"); do
   # The same wake-up of as many threads without Redis or dlock: this
   # machine's floor, right beside it.
   record pin "$bench" latchfloor
+  flush
+done
+
+fi
+if want revoke; then
+echo "10. revocation: a DEL of a held lock to its lost callback; tracking's cost for $locks held locks..."
+# A 15 s watchdog (a renewal period of 5 s): 100 000 locks renewed every
+# second (section 5's 3 s) leave this machine's Redis little room to spare,
+# and the point here is the cost of tracking, per period.
+for i in $(seq "$(( runs < 3 ? runs : 3 ))"); do
+  record pin "$bench" revoke --url "$url" --locks "$locks" --watchdog-ms 15000 --periods 1
   flush
 done
 

@@ -233,6 +233,24 @@ DLOCK_API int dlock_config_set_client_name(dlock_config *cfg, const char *name);
  * one that re-enters a limited watchdog hold is cut to what the limit leaves.
  * Redisson has no such limit: it renews while the process lives. */
 DLOCK_API int dlock_config_set_max_hold(dlock_config *cfg, int64_t ms);
+/* Revocation heard at once (on = 1, the default): when a key of a hold the
+ * watchdog renews is deleted or changed by someone else (a force unlock, a
+ * Redisson forceUnlock, an operator's DEL, expiry, eviction, FLUSHALL), the
+ * hold is checked at once and, when gone, reported lost (DLOCK_LOST_GONE)
+ * within a round trip or two, instead of at its next renewal (up to a third
+ * of the watchdog timeout later). It uses Redis's client-side tracking
+ * (Redis 6+): the renewal connection runs CLIENT TRACKING ON REDIRECT <id>
+ * NOLOOP towards one more connection of the client, subscribed to
+ * __redis__:invalidate, and each new hold is renewed once right after it is
+ * taken so that Redis tracks its key. Cost: one connection; in Redis, about
+ * 100 bytes of tracking table per held key; one renewal per hold taken and
+ * per change made to a held key by another connection (our own releases and
+ * reentries included). A server that refuses CLIENT TRACKING (older than 6,
+ * an ACL) is logged once and the client falls back to renewal-time
+ * detection, as it does while either connection is down (every hold is
+ * rechecked when both are back). Lease holds (no watchdog) are not tracked.
+ * on = 0: renewal-time detection only. DLOCK_EINVAL for other values. */
+DLOCK_API int dlock_config_set_revocation(dlock_config *cfg, int on);
 /* Lost callback for every lock of the client (a lock's own callback, set with
  * dlock_lock_set_lost_callback, takes precedence). NULL fn = none. */
 DLOCK_API int dlock_config_set_lost_callback(dlock_config *cfg, dlock_lost_fn fn, void *ud);

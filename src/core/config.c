@@ -200,6 +200,16 @@ int dlock_config_set_max_hold(dlock_config *cfg, int64_t ms)
     return dlock__check_max_hold(ms, 0, &cfg->max_hold_ms);
 }
 
+int dlock_config_set_revocation(dlock_config *cfg, int on)
+{
+    NEED_CFG(cfg);
+    if (on != 0 && on != 1)
+        return dlock__fail(DLOCK_EINVAL, "revocation: 1 (on, the default) or 0 (off), not %d",
+                           on);
+    cfg->revocation_off = !on;
+    return DLOCK_OK;
+}
+
 int dlock__check_max_hold(int64_t ms, int none_ok, int64_t *out)
 {
     if (ms == 0 || (none_ok && ms == DLOCK_MAX_HOLD_NONE)) {

@@ -82,6 +82,7 @@ struct dlock_config {
     int64_t priority_after_ms;   /* DLOCK_PRIORITY_OFF: never reserve */
     int64_t fair_wait_ms;        /* a fair-lock waiter's slot (Redisson's fairLockWaitTimeout) */
     int64_t max_hold_ms;         /* hold limit of watchdog holds, 0 = none */
+    int revocation_off;          /* no client tracking: losses found by renewals only */
     char *client_name;
     dlock_lost_fn lost_fn;
     void *lost_ud;

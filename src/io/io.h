@@ -7,6 +7,9 @@
  *               pub/sub connection, and a wake policy per channel
  *   watchdog.c  renewal of held things, as bytes and a kind: each kind names
  *               its renewal script; renewals are batched per kind
+ *   tracking.c  the revocation listener: a connection subscribed to
+ *               __redis__:invalidate, where Redis reports changes to the keys
+ *               the watchdog's connection tracks (CLIENT TRACKING ... REDIRECT)
  * Not installed. */
 #ifndef DLOCK_IO_H
 #define DLOCK_IO_H
@@ -143,6 +146,9 @@ typedef struct dlock__hold_kind {
     int script;              /* DLOCK__SCRIPT_* */
     int nkeys;               /* keys per hold (>= 1; the first is the name reported) */
     int nargs;               /* arguments per hold */
+    int track;               /* the key (index into the hold's keys) whose change by
+                                someone else may end the hold: rechecked at once when
+                                Redis reports it changed; -1: none */
 } dlock__hold_kind;
 
 #define DLOCK__HOLD_PARTS 4
@@ -198,8 +204,38 @@ enum {
 void dlock__watchdog_release_end(dlock__watchdog *wd, const dlock__hold_id *id, int outcome);
 /* How many holds are scheduled (tests). */
 size_t dlock__watchdog_count(dlock__watchdog *wd);
+/* 0 while client tracking is off; 2 while it is on and every hold's key is
+ * tracked (no recheck or renewal awaiting its answer); 1 in between (tests). */
+int dlock__watchdog_tracking(dlock__watchdog *wd);
 /* A renewal script's answer for n holds: held[i] = 1 when renewed. DLOCK_OK
  * or DLOCK_EPROTO; never reads past what the reply holds (fuzzed). */
 int dlock__reply_renew(const redisReply *r, size_t n, unsigned char *held);
+
+
+/* -------------------------------------------------------------- tracking */
+
+typedef struct dlock__tracking dlock__tracking;
+
+typedef struct dlock__tracking_cbs {
+    /* The listener's client id, once it is subscribed (the REDIRECT target);
+     * 0 when it went down (tracking is off until it is back), -1 when Redis
+     * refused it (off for good). */
+    void (*on_id)(int64_t id, void *ud);
+    /* Keys some client changed (an array of strings), or NULL: every key
+     * (FLUSHALL, FLUSHDB, an overflowing tracking table). */
+    void (*on_invalidate)(const redisReply *keys, void *ud);
+    void *ud;
+} dlock__tracking_cbs;
+
+int dlock__tracking_new(dlock__tracking **out, uv_loop_t *uv, dlock__netctx *ctx,
+                        dlock__router *router, const dlock__tracking_cbs *cbs);
+/* Connects (again) if not connected; io thread. */
+void dlock__tracking_start(dlock__tracking *t);
+/* The current id, 0 when not listening. */
+int64_t dlock__tracking_id(const dlock__tracking *t);
+/* Closes the connection (the owner's stop hook); io thread. */
+void dlock__tracking_stop(dlock__tracking *t);
+/* After the loop stopped. */
+void dlock__tracking_free(dlock__tracking *t);
 
 #endif

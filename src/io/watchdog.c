@@ -30,16 +30,36 @@
  * lets the lock go, as for any other loss.
  *
  * A release in progress (releasing > 0) keeps a renewal that finds the key
- * already deleted from being reported as a loss: the release deleted it. */
+ * already deleted from being reported as a loss: the release deleted it.
+ *
+ * Revocation heard at once. The renewal connection turns client tracking on
+ * (CLIENT TRACKING ON REDIRECT <listener> NOLOOP; tracking.c listens), and
+ * every renewal script reads its key after writing it, so Redis tracks each
+ * renewed key for this connection and reports any change made by another
+ * connection (NOLOOP: not our renewals). A new hold is renewed once at once
+ * (batched with the other new ones) to be tracked from the start. A reported
+ * key is rechecked by renewing its holds at once: a hold found gone is lost
+ * (DLOCK_LOST_GONE) a round trip after the change instead of up to a period
+ * later; a change that left it held (another reader, our own reentry or
+ * release) costs that one renewal. Holds are indexed by the key their kind
+ * tracks (dlock__hold_kind.track). While tracking is off (the listener or the
+ * renewal connection down, a server that refuses it, or the client's
+ * configuration) losses are found by the renewals, as before; when it comes
+ * back every hold is rechecked, since changes were missed meanwhile. */
 #include <stdlib.h>
 #include <string.h>
 #include <uv.h>
 
 #include "io/io.h"
 
+struct tkey;
+
 typedef struct held {
     dlock__hnode hn;
     dlock__list all;         /* in wd->all while in the table */
+    dlock__list rlink;       /* in wd->recheck while a recheck is due (else self-linked) */
+    dlock__list tlink;       /* in tk->helds */
+    struct tkey *tk;         /* the tracked key's entry, NULL when not indexed */
     int64_t renewed_at;      /* ms, before the request that last set the TTL was sent */
     int64_t limit_at;        /* ms: the hold limit, INT64_MAX when none */
     int inflight;            /* in a batch awaiting its reply */
@@ -65,8 +85,17 @@ typedef struct batch {
     int64_t sent_at;
     int n;
     int reloaded;            /* resent once after NOSCRIPT */
+    int recheck;             /* sent by a recheck pass (counted in wd->rechecks_out) */
     held *e[DLOCK__RENEW_BATCH];
 } batch;
+
+/* A tracked key and the holds that a change to it may end. */
+typedef struct tkey {
+    dlock__hnode hn;
+    dlock__list helds;
+    uint32_t len;
+    char key[];
+} tkey;
 
 /* A loss waiting for its callback. It carries copies of what the callback
  * needs, so it never points at an entry that a batch may free meanwhile. */
@@ -87,20 +116,30 @@ struct dlock__watchdog {
     dlock__job flush_job;    /* delivers the losses found by releases */
     dlock__job start_job;    /* sets the timer up on the io thread */
     dlock__job kick_job;     /* a tick now: a limited hold to cut back to its limit */
+    dlock__job recheck_job;  /* renew the holds due a recheck (new ones) now */
     pthread_mutex_t mu;
     dlock__map map;
     dlock__list all;
+    dlock__map tkeys;        /* tracked key -> its holds */
+    dlock__list recheck;     /* holds to renew at once */
+    int track_live;          /* under mu: tracking is on for the current renewal connection */
+    int batches_out;         /* under mu: renewal scripts awaiting their answer */
 
     struct lost_note *pending;   /* under mu: losses found by releases, for the io thread */
 
     /* io thread only */
     uv_timer_t timer;
+    uv_timer_t reg_timer;    /* gathers new holds for one registering pass */
     int timer_inited;
     dlock__aconn *conn;
     int failing;             /* the last renewal attempt failed */
     int64_t last_tick;       /* when the last tick ran, or the timer started (ms) */
     int stopping;
     int loading;             /* SCRIPT LOAD queued on the current connection */
+    dlock__tracking *track;  /* the revocation listener, NULL when configured off */
+    int64_t track_id;        /* its client id, 0 while it is not listening */
+    int track_refused;       /* under mu: Redis refused tracking: renewal-time detection only */
+    int rechecks_out;        /* recheck batches awaiting their answer */
 };
 
 static const char *h_part(const held *h, int i)
@@ -169,15 +208,74 @@ static held *find(dlock__watchdog *wd, const dlock__hold_id *id)
 
 /* Takes h out of the table; frees it unless a batch still points at it.
  * Caller holds mu. Returns 1 when the caller must free it. */
+static void track_unlink(dlock__watchdog *wd, held *h);
+
 static int unlink_held(dlock__watchdog *wd, held *h)
 {
     dlock__map_remove(&wd->map, &h->hn);
     dlock__list_remove(&h->all);
+    track_unlink(wd, h);
     if (h->inflight) {
         h->dead = 1;
         return 0;
     }
     return 1;
+}
+
+static int tk_eq(const dlock__hnode *n, const void *key, size_t len)
+{
+    const tkey *t = (const tkey *)n;
+    return t->len == len && memcmp(t->key, key, len) == 0;
+}
+
+/* Indexes h under the key its kind tracks. Without memory it goes unindexed:
+ * its loss is then found by its renewal. Caller holds mu. */
+static void track_link(dlock__watchdog *wd, held *h)
+{
+    int k = h->kind->track;
+    dlock__list_init(&h->rlink);
+    dlock__list_init(&h->tlink);
+    h->tk = NULL;
+    if (k < 0 || !wd->track)
+        return;
+    const char *key = h_part(h, k);
+    uint32_t len = h->len[k];
+    uint64_t hash = dlock__hash(key, len);
+    tkey *t = (tkey *)dlock__map_find(&wd->tkeys, hash, key, len);
+    if (!t) {
+        t = malloc(sizeof(*t) + len);
+        if (!t)
+            return;
+        t->hn.hash = hash;
+        t->len = len;
+        memcpy(t->key, key, len);
+        dlock__list_init(&t->helds);
+        if (dlock__map_insert(&wd->tkeys, &t->hn) != 0) {
+            free(t);
+            return;
+        }
+    }
+    dlock__list_push_back(&t->helds, &h->tlink);
+    h->tk = t;
+}
+
+static void track_unlink(dlock__watchdog *wd, held *h)
+{
+    dlock__list_remove(&h->rlink);
+    if (!h->tk)
+        return;
+    dlock__list_remove(&h->tlink);
+    if (dlock__list_empty(&h->tk->helds)) {
+        dlock__map_remove(&wd->tkeys, &h->tk->hn);
+        free(h->tk);
+    }
+    h->tk = NULL;
+}
+
+static void mark_recheck(dlock__watchdog *wd, held *h)
+{
+    if (h->rlink.next == &h->rlink)
+        dlock__list_push_back(&wd->recheck, &h->rlink);
 }
 
 /* --------------------------------------------------------- user threads */
@@ -247,7 +345,15 @@ int dlock__watchdog_add_limited(dlock__watchdog *wd, const dlock__hold_id *id, i
         return dlock__fail(DLOCK_ENOMEM, "out of memory scheduling the renewal");
     }
     dlock__list_push_back(&wd->all, &h->all);
+    track_link(wd, h);
+    /* Renewed once at once, so that Redis tracks it from now on (and the
+     * listener is started with the first hold). */
+    int post = wd->track && !wd->track_refused;
+    if (post && wd->track_live)
+        mark_recheck(wd, h);
     pthread_mutex_unlock(&wd->mu);
+    if (post)
+        dlock__loop_post(wd->lp, &wd->recheck_job);
     return DLOCK_OK;
 }
 
@@ -313,6 +419,16 @@ void dlock__watchdog_release_end(dlock__watchdog *wd, const dlock__hold_id *id, 
         free(h);
     if (post)
         dlock__loop_post(wd->lp, &wd->flush_job);
+}
+
+int dlock__watchdog_tracking(dlock__watchdog *wd)
+{
+    pthread_mutex_lock(&wd->mu);
+    int live = !wd->track_live                                         ? 0
+               : dlock__list_empty(&wd->recheck) && wd->batches_out == 0 ? 2
+                                                                         : 1;
+    pthread_mutex_unlock(&wd->mu);
+    return live;
 }
 
 size_t dlock__watchdog_count(dlock__watchdog *wd)
@@ -393,13 +509,18 @@ int dlock__reply_renew(const redisReply *r, size_t n, unsigned char *renewed)
     return DLOCK_OK;
 }
 
+static void recheck(dlock__watchdog *wd);
+
 static void batch_done(dlock__watchdog *wd, batch *b, const redisReply *r, int ok)
 {
     lost_note *notes = NULL;
     unsigned char renewed[DLOCK__RENEW_BATCH];
     if (ok && dlock__reply_renew(r, (size_t)b->n, renewed) != DLOCK_OK)
         ok = 0;
+    if (b->recheck)
+        wd->rechecks_out--;
     pthread_mutex_lock(&wd->mu);
+    wd->batches_out--;
     for (int i = 0; i < b->n; i++) {
         held *h = b->e[i];
         h->inflight = 0;
@@ -416,9 +537,12 @@ static void batch_done(dlock__watchdog *wd, batch *b, const redisReply *r, int o
             note_lost(wd, h, DLOCK_LOST_GONE, &notes);
         }
     }
+    int more = ok && !dlock__list_empty(&wd->recheck);
     pthread_mutex_unlock(&wd->mu);
     free((void *)b);
     report(wd, notes);
+    if (more)
+        recheck(wd);   /* holds whose key changed while their renewal was in flight */
 }
 
 static int send_batch(dlock__watchdog *wd, batch *b);
@@ -466,11 +590,33 @@ static void on_batch_reply(dlock__aconn *ac, redisReply *r, int status, void *ud
         schedule(wd, dlock__now_ms() + wd->ctx->cfg->retry_delay_ms);
 }
 
-/* EVALSHA sha nkeys, every hold's keys, the lease, every hold's arguments. */
+static void on_exists_reply(dlock__aconn *ac, redisReply *r, int status, void *ud) {}
+
+/* EXISTS of the keys the batch's holds are tracked by, after their renewal
+ * wrote them: Redis tracks a key this connection read after its own last
+ * write to it. */
+static int send_track(dlock__watchdog *wd, batch *b)
+{
+    int t = b->kind->track;
+    const char *av[1 + DLOCK__RENEW_BATCH];
+    size_t lens[1 + DLOCK__RENEW_BATCH];
+    av[0] = "EXISTS";
+    lens[0] = 6;
+    for (int e = 0; e < b->n; e++) {
+        av[1 + e] = h_part(b->e[e], t);
+        lens[1 + e] = b->e[e]->len[t];
+    }
+    return dlock__aconn_send(wd->conn, 1 + b->n, av, lens, 1, on_exists_reply, NULL);
+}
+
+/* EVALSHA sha nkeys, every hold's keys, the lease, every hold's arguments.
+ * While tracking is on: EVALSHA sha 0, the lease, the number of keys, the
+ * keys, the arguments (see lock/renew.lua), then EXISTS of the tracked keys. */
 static int send_batch(dlock__watchdog *wd, batch *b)
 {
     const dlock__hold_kind *k = b->kind;
-    int argc = 4 + b->n * nparts(k);
+    const int track = wd->track_live && k->track >= 0;
+    int argc = 4 + b->n * nparts(k) + track;
     const char **av = malloc((size_t)argc * sizeof(*av));
     size_t *lens = malloc((size_t)argc * sizeof(*lens));
     if (!av || !lens) {
@@ -484,6 +630,12 @@ static int send_batch(dlock__watchdog *wd, batch *b)
     lens[i++] = 7;
     av[i] = dlock__scripts[k->script].sha;
     lens[i++] = 40;
+    if (track) {
+        av[i] = "0";
+        lens[i++] = 1;
+        av[i] = lease;
+        lens[i++] = dlock__fmt_i64(lease, b->lease);
+    }
     av[i] = nk;
     lens[i++] = dlock__fmt_i64(nk, (int64_t)b->n * k->nkeys);
     for (int e = 0; e < b->n; e++)
@@ -491,16 +643,20 @@ static int send_batch(dlock__watchdog *wd, batch *b)
             av[i] = h_part(b->e[e], p);
             lens[i++] = b->e[e]->len[p];
         }
-    av[i] = lease;
-    lens[i++] = dlock__fmt_i64(lease, b->lease);
+    if (!track) {
+        av[i] = lease;
+        lens[i++] = dlock__fmt_i64(lease, b->lease);
+    }
     for (int e = 0; e < b->n; e++)
         for (int p = k->nkeys; p < nparts(k); p++) {
             av[i] = h_part(b->e[e], p);
             lens[i++] = b->e[e]->len[p];
         }
-    int rc = dlock__aconn_send(wd->conn, argc, av, lens, 1, on_batch_reply, b);
+    int rc = dlock__aconn_send(wd->conn, i, av, lens, 1, on_batch_reply, b);
     free(av);
     free(lens);
+    if (rc == DLOCK_OK && track)
+        send_track(wd, b);   /* not sent: the next renewal tracks the key */
     return rc;
 }
 
@@ -516,10 +672,15 @@ static void schedule(dlock__watchdog *wd, int64_t at)
     uv_timer_start(&wd->timer, on_timer, delay, 0);
 }
 
+static void track_enable(dlock__watchdog *wd);
+static void track_set_live(dlock__watchdog *wd, int live);
+
 static void on_conn_ready(dlock__aconn *ac, void *ud)
 {
     dlock__watchdog *wd = ud;
     wd->loading = 0;
+    track_set_live(wd, 0);   /* a new connection: tracking is off until enabled */
+    track_enable(wd);
     tick(wd);   /* renew whatever waited for the connection */
 }
 
@@ -528,6 +689,7 @@ static void on_conn_down(dlock__aconn *ac, int status, void *ud)
     dlock__watchdog *wd = ud;
     wd->loading = 0;
     wd->failing = 1;
+    track_set_live(wd, 0);
 }
 
 static void on_timer(uv_timer_t *t) { tick(t->data); }
@@ -543,6 +705,7 @@ static batch *new_batch(dlock__watchdog *wd, const dlock__hold_kind *kind, int64
         b->sent_at = now;
         b->n = 0;
         b->reloaded = 0;
+        b->recheck = 0;
     }
     return b;
 }
@@ -553,6 +716,13 @@ typedef struct tick_batches {
     batch **v;
     size_t n, cap;
 } tick_batches;
+
+static void tb_init(tick_batches *tb)
+{
+    tb->v = tb->stack;
+    tb->n = 0;
+    tb->cap = DLOCK__ARRAY_LEN(tb->stack);
+}
 
 /* The batch of h's kind and lease with room left, or a new one; NULL when
  * out of memory. */
@@ -583,6 +753,26 @@ static batch *batch_for(dlock__watchdog *wd, tick_batches *tb, const dlock__hold
     return b;
 }
 
+/* Sends a pass's batches, all its scripts in one write. */
+static void send_all(dlock__watchdog *wd, tick_batches *tb)
+{
+    if (tb->n > 0) {
+        dlock__aconn_cork(wd->conn);
+        pthread_mutex_lock(&wd->mu);
+        wd->batches_out += (int)tb->n;
+        pthread_mutex_unlock(&wd->mu);
+    }
+    for (size_t i = 0; i < tb->n; i++)
+        if (send_batch(wd, tb->v[i]) != DLOCK_OK) {
+            wd->failing = 1;
+            batch_done(wd, tb->v[i], NULL, 0);
+        }
+    if (tb->n > 0)
+        dlock__aconn_uncork(wd->conn);
+    if (tb->v != tb->stack)
+        free(tb->v);
+}
+
 /* One pass: report losses whose deadline passed, renew what is due, and set
  * the timer for the next renewal or deadline, whichever comes first. */
 static void tick(dlock__watchdog *wd)
@@ -604,9 +794,7 @@ static void tick(dlock__watchdog *wd)
     wd->last_tick = now;
     lost_note *notes = NULL;
     tick_batches tb;
-    tb.v = tb.stack;
-    tb.n = 0;
-    tb.cap = DLOCK__ARRAY_LEN(tb.stack);
+    tb_init(&tb);
     int any = 0;
 
     pthread_mutex_lock(&wd->mu);
@@ -635,6 +823,7 @@ static void tick(dlock__watchdog *wd)
         if (!h->recap && (limited || now - h->renewed_at < period / 2))
             continue;
         h->recap = 0;
+        dlock__list_remove(&h->rlink);
         const int64_t lease = h->limit_at - now < timeout ? h->limit_at - now : timeout;
         batch *b = batch_for(wd, &tb, h->kind, lease, now);
         if (!b)
@@ -643,19 +832,7 @@ static void tick(dlock__watchdog *wd)
         b->e[b->n++] = h;
     }
     pthread_mutex_unlock(&wd->mu);
-
-    /* All of this tick's scripts leave in one write. */
-    if (tb.n > 0)
-        dlock__aconn_cork(wd->conn);
-    for (size_t i = 0; i < tb.n; i++)
-        if (send_batch(wd, tb.v[i]) != DLOCK_OK) {
-            wd->failing = 1;
-            batch_done(wd, tb.v[i], NULL, 0);
-        }
-    if (tb.n > 0)
-        dlock__aconn_uncork(wd->conn);
-    if (tb.v != tb.stack)
-        free(tb.v);
+    send_all(wd, &tb);
 
     if (any && !wd->conn) {
         dlock__aconn_cbs cbs = {on_conn_ready, on_conn_down, NULL, wd};
@@ -665,10 +842,180 @@ static void tick(dlock__watchdog *wd)
     }
     if (any && wd->conn && !ready)
         dlock__aconn_start(wd->conn);
+    if (any && wd->track)
+        dlock__tracking_start(wd->track);   /* no-op once connected */
 
     report(wd, notes);
     if (!wd->stopping)
         uv_timer_start(&wd->timer, on_timer, (uint64_t)(next > now ? next - now : 0), 0);
+}
+
+/* ------------------------------------------------------- revocation */
+
+/* Renews at once the holds due a recheck (new ones, and those whose key
+ * Redis reported changed); one in flight waits for its answer (batch_done
+ * comes back here), since it may have read the key before the change. At most
+ * RECHECK_WINDOW recheck scripts are in flight: under a burst of acquisitions
+ * the others wait for their answers and fill batches of up to 100 meanwhile,
+ * instead of queueing thousands of small scripts ahead of the renewals. */
+#define RECHECK_WINDOW 2
+
+static void recheck(dlock__watchdog *wd)
+{
+    if (wd->stopping || !dlock__aconn_ready(wd->conn) || wd->rechecks_out >= RECHECK_WINDOW)
+        return;
+    const int64_t now = dlock__now_ms(), timeout = wd->ctx->cfg->watchdog_ms;
+    const int room = (RECHECK_WINDOW - wd->rechecks_out) * DLOCK__RENEW_BATCH;
+    int n = 0;
+    tick_batches tb;
+    tb_init(&tb);
+    pthread_mutex_lock(&wd->mu);
+    dlock__list *it = wd->recheck.next;
+    while (wd->track_live && it != &wd->recheck && n < room) {
+        held *h = DLOCK__CONTAINER_OF(it, held, rlink);
+        it = it->next;
+        if (h->inflight)
+            continue;
+        dlock__list_remove(&h->rlink);
+        /* A hold at its limit is the tick's to report; a renewal never sets a
+         * TTL past the limit. */
+        const int64_t lease = h->limit_at - now < timeout ? h->limit_at - now : timeout;
+        if (lease <= 0)
+            continue;
+        batch *b = batch_for(wd, &tb, h->kind, lease, now);
+        if (!b)
+            break;
+        h->inflight = 1;
+        b->e[b->n++] = h;
+        n++;
+    }
+    pthread_mutex_unlock(&wd->mu);
+    for (size_t i = 0; i < tb.n; i++)
+        tb.v[i]->recheck = 1;
+    wd->rechecks_out += (int)tb.n;
+    send_all(wd, &tb);
+}
+
+static void on_reg_timer(uv_timer_t *t) { recheck(t->data); }
+
+/* New holds: registered (renewed once, so that Redis tracks their keys)
+ * REGISTER_DELAY_MS after the first of them, so that a burst of acquisitions
+ * costs one script per 100 holds rather than one per hold. A change within
+ * that delay is found by the registering renewal itself. */
+#define REGISTER_DELAY_MS 3
+static void recheck_job(void *arg)
+{
+    dlock__watchdog *wd = arg;
+    if (wd->stopping || !wd->timer_inited)
+        return;
+    if (!wd->conn || !dlock__aconn_ready(wd->conn) || !wd->track_id) {
+        tick(wd);   /* connects the renewal connection and the listener */
+        return;
+    }
+    if (!uv_is_active((uv_handle_t *)&wd->reg_timer))
+        uv_timer_start(&wd->reg_timer, on_reg_timer, REGISTER_DELAY_MS, 0);
+}
+
+/* Marks every hold for a recheck: tracking (re)starts, or Redis reported
+ * every key changed (FLUSHALL). Caller holds mu. */
+static void mark_all(dlock__watchdog *wd)
+{
+    dlock__list *it;
+    DLOCK__LIST_FOREACH(it, &wd->all) {
+        held *h = DLOCK__CONTAINER_OF(it, held, all);
+        if (h->tk)
+            mark_recheck(wd, h);
+    }
+}
+
+static void track_set_live(dlock__watchdog *wd, int live)
+{
+    pthread_mutex_lock(&wd->mu);
+    wd->track_live = live;
+    if (live)
+        mark_all(wd);   /* changes made while it was off were missed */
+    pthread_mutex_unlock(&wd->mu);
+    if (live)
+        recheck(wd);
+}
+
+static void on_tracking_reply(dlock__aconn *ac, redisReply *r, int status, void *ud)
+{
+    dlock__watchdog *wd = ud;
+    if (!r || ac != wd->conn)
+        return;   /* the connection went: enabled again when it is back */
+    if (r->type == REDIS_REPLY_STATUS) {
+        track_set_live(wd, 1);
+        return;
+    }
+    dlock__log(wd->ctx->cfg, DLOCK_LOG_WARN,
+               "CLIENT TRACKING refused (%s): a lock deleted by someone else is found at its "
+               "next renewal only", r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+    pthread_mutex_lock(&wd->mu);
+    wd->track_refused = 1;
+    pthread_mutex_unlock(&wd->mu);
+    dlock__tracking_stop(wd->track);
+}
+
+/* Turns tracking on for the renewal connection, redirected to the listener,
+ * when both are up. */
+static void track_enable(dlock__watchdog *wd)
+{
+    if (!wd->track || !wd->track_id || wd->stopping || !dlock__aconn_ready(wd->conn))
+        return;
+    pthread_mutex_lock(&wd->mu);
+    int refused = wd->track_refused;
+    pthread_mutex_unlock(&wd->mu);
+    if (refused)
+        return;
+    char id[24];
+    const char *av[] = {"CLIENT", "TRACKING", "ON", "REDIRECT", id, "NOLOOP"};
+    size_t lens[] = {6, 8, 2, 8, 0, 6};
+    lens[4] = dlock__fmt_i64(id, wd->track_id);
+    dlock__aconn_send(wd->conn, 6, av, lens, 1, on_tracking_reply, wd);
+}
+
+static void on_track_id(int64_t id, void *ud)
+{
+    dlock__watchdog *wd = ud;
+    wd->track_id = id > 0 ? id : 0;
+    if (id < 0) {
+        pthread_mutex_lock(&wd->mu);
+        wd->track_refused = 1;
+        pthread_mutex_unlock(&wd->mu);
+    }
+    if (id <= 0)
+        track_set_live(wd, 0);   /* Redis drops what it would have told us */
+    else
+        track_enable(wd);        /* a new listener: redirect to it */
+}
+
+static void on_invalidate(const redisReply *keys, void *ud)
+{
+    dlock__watchdog *wd = ud;
+    pthread_mutex_lock(&wd->mu);
+    if (!keys) {
+        mark_all(wd);
+    } else {
+        for (size_t i = 0; i < keys->elements; i++) {
+            const redisReply *k = keys->element[i];
+            if (k->type != REDIS_REPLY_STRING)
+                continue;
+            tkey *t = (tkey *)dlock__map_find(&wd->tkeys, dlock__hash(k->str, k->len), k->str,
+                                              k->len);
+            dlock__list *it;
+            if (!t)
+                continue;
+            DLOCK__LIST_FOREACH(it, &t->helds) {
+                held *h = DLOCK__CONTAINER_OF(it, held, tlink);
+                /* A release under way made the change (or will report it). */
+                if (h->releasing == 0)
+                    mark_recheck(wd, h);
+            }
+        }
+    }
+    pthread_mutex_unlock(&wd->mu);
+    recheck(wd);
 }
 
 static void on_timer_closed(uv_handle_t *h) {}
@@ -681,11 +1028,14 @@ static void on_stop(void *arg)
     if (wd->timer_inited) {
         uv_timer_stop(&wd->timer);
         uv_close((uv_handle_t *)&wd->timer, on_timer_closed);
+        uv_timer_stop(&wd->reg_timer);
+        uv_close((uv_handle_t *)&wd->reg_timer, on_timer_closed);
     }
     if (wd->conn) {
         dlock__aconn_close(wd->conn, NULL, NULL);
         wd->conn = NULL;
     }
+    dlock__tracking_stop(wd->track);
 }
 
 /* ------------------------------------------------------------ lifecycle */
@@ -704,12 +1054,15 @@ static void start_job(void *arg)
     if (wd->stopping)
         return;
     int rc = uv_timer_init(dlock__loop_uv(wd->lp), &wd->timer);
+    if (rc == 0 && (rc = uv_timer_init(dlock__loop_uv(wd->lp), &wd->reg_timer)) < 0)
+        uv_close((uv_handle_t *)&wd->timer, on_timer_closed);
     if (rc < 0) {
         dlock__log(wd->ctx->cfg, DLOCK_LOG_ERROR, "cannot create the watchdog timer: %s",
                    uv_strerror(rc));
         return;
     }
     wd->timer.data = wd;
+    wd->reg_timer.data = wd;
     wd->timer_inited = 1;
     uv_timer_start(&wd->timer, on_timer, (uint64_t)period_ms(wd), 0);
 }
@@ -726,14 +1079,24 @@ int dlock__watchdog_new(dlock__watchdog **out, dlock__loop *lp, dlock__netctx *c
     dlock__job_init(&wd->flush_job, flush_pending, wd);
     dlock__job_init(&wd->start_job, start_job, wd);
     dlock__job_init(&wd->kick_job, kick_job, wd);
+    dlock__job_init(&wd->recheck_job, recheck_job, wd);
     /* The schedule starts now: a process stopped before the io thread first
      * ran still has its pause seen. */
     wd->last_tick = dlock__now_ms();
     pthread_mutex_init(&wd->mu, NULL);
     dlock__map_init(&wd->map, h_eq);
     dlock__list_init(&wd->all);
-    int rc = dlock__loop_on_stop(lp, on_stop, wd);
+    dlock__map_init(&wd->tkeys, tk_eq);
+    dlock__list_init(&wd->recheck);
+    int rc = DLOCK_OK;
+    if (!ctx->cfg->revocation_off) {
+        dlock__tracking_cbs cbs = {on_track_id, on_invalidate, wd};
+        rc = dlock__tracking_new(&wd->track, dlock__loop_uv(lp), ctx, router, &cbs);
+    }
+    if (rc == DLOCK_OK)
+        rc = dlock__loop_on_stop(lp, on_stop, wd);
     if (rc != DLOCK_OK) {
+        dlock__tracking_free(wd->track);
         pthread_mutex_destroy(&wd->mu);
         free(wd);
         return rc;
@@ -755,9 +1118,12 @@ void dlock__watchdog_free(dlock__watchdog *wd)
     while (!dlock__list_empty(&wd->all)) {
         held *h = DLOCK__CONTAINER_OF(wd->all.next, held, all);
         dlock__list_remove(&h->all);
+        track_unlink(wd, h);
         free(h);
     }
     dlock__map_free(&wd->map);
+    dlock__map_free(&wd->tkeys);
+    dlock__tracking_free(wd->track);
     pthread_mutex_destroy(&wd->mu);
     free(wd);
 }

@@ -23,7 +23,7 @@ static const char WHAT[] = "permit-expirable semaphore";
 /* Renewal of watchdog permits: KEYS = (semaphore, leases) per permit, ARGV =
  * its id (scripts/permits/renew.lua). The lost callback gets the semaphore's
  * name and the id. */
-static const dlock__hold_kind permit_hold = {"permit", DLOCK__SCRIPT_PERMITS_RENEW, 2, 1};
+static const dlock__hold_kind permit_hold = {"permit", DLOCK__SCRIPT_PERMITS_RENEW, 2, 1, 1};
 
 struct dlock_permit_semaphore {
     dlock_client *c;

@@ -14,7 +14,7 @@ enum { K_RESERVE = 0 };   /* l->key[] */
 
 /* How the watchdog renews a reentrant (or fair, or write) lock's hold: KEYS =
  * the lock, ARGV = the owner's field (scripts/lock/renew.lua). */
-const dlock__hold_kind dlock__lock_hold = {"lock", DLOCK__SCRIPT_LOCK_RENEW, 1, 1};
+const dlock__hold_kind dlock__lock_hold = {"lock", DLOCK__SCRIPT_LOCK_RENEW, 1, 1, 0};
 
 void dlock__lock_hold_id(const dlock_lock *l, const dlock__owner *o, dlock__hold_id *id)
 {

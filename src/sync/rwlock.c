@@ -31,7 +31,7 @@ enum { K_PREFIX = 0 };   /* l->key[]: {name}, the base of every timeout key */
 
 /* How the watchdog renews a read hold: KEYS = the lock, the owner's timeout
  * prefix; ARGV = the owner's field (scripts/rw/renew.lua). */
-static const dlock__hold_kind read_hold = {"read lock", DLOCK__SCRIPT_RW_RENEW, 2, 1};
+static const dlock__hold_kind read_hold = {"read lock", DLOCK__SCRIPT_RW_RENEW, 2, 1, 0};
 
 /* ------------------------------------------------------------- handle */
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# dlock run's hold limit (--max-hold) and the fenced writes of dlock fence
-# (issue 16).
+# dlock run's hold limit (--max-hold), a revoked lock ending its command at
+# once, and the fenced writes of dlock fence (issue 16).
 # usage: test_cli_beyond.sh PATH/TO/dlock SOURCE_DIR
 DLOCK=$1
 SRC=$2
@@ -26,6 +26,20 @@ has "$tmp/err" "--lease" "--max-hold with --lease is refused"
 expect 64 "$D" run --max-hold 0 t:mh3 -- true
 expect 64 "$D" run --max-hold soon t:mh3 -- true
 has "$tmp/err" "not a positive duration" "a bad --max-hold is named"
+
+echo "== revocation: unlock --force or a DEL ends the command at once (exit 76)"
+for how in force del; do
+  "$D" run t:rv -- sh -c 'trap "exit 7" TERM; sleep 30 & wait' >/dev/null 2>"$tmp/rv.err" & p=$!
+  until_ok held t:rv
+  sleep 0.3   # the hold's first renewal, which has Redis track its key
+  t0=$(now_ms)
+  if [ "$how" = force ]; then "$D" unlock --force t:rv >/dev/null; else rc del t:rv >/dev/null; fi
+  wait "$p"; is "$?" 76 "$how: the run ends with 76"
+  took=$(( $(now_ms) - t0 ))
+  # The default watchdog (30 s) renews every 10 s: heard at once, not then.
+  [ "$took" -le $((1000 * SLOW)) ] && ok || bad "$how: the run ended $took ms after the change"
+  has "$tmp/rv.err" "lost" "$how: the loss is said"
+done
 
 echo "== fence: writes checked against the key's guard"
 export D

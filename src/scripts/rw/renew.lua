@@ -12,11 +12,27 @@
 -- lock's TTL is raised to the timeout, never lowered (another reader may hold
 -- a longer lease; Redisson sets it to the timeout); to the ms of the owner's
 -- hold 1 where Redis tells expiry times (7.0+).
+--
+-- With client tracking on (lock/renew.lua) the watchdog
+-- passes no KEYS: ARGV[2] = the number of keys, ARGV[3..] the keys, and the
+-- per-hold arguments follow them. Redis 7.0 remembers, for every read-only
+-- command a script runs, all the keys the script declared: a batch of 100
+-- declared keys would cost 100 x 100 tracking-table inserts. The watchdog
+-- sends EXISTS of the keys right after instead (one insert each).
+local keys, a = KEYS, 1
+if #KEYS == 0 then
+  local n = tonumber(ARGV[2])
+  keys = {}
+  for i = 1, n do
+    keys[i] = ARGV[2 + i]
+  end
+  a = 2 + n
+end
 local out = {}
 local lease = tonumber(ARGV[1])
-for i = 1, #KEYS / 2 do
-  local lock, prefix = KEYS[2 * i - 1], KEYS[2 * i]
-  local n = redis.pcall('hget', lock, ARGV[i + 1])
+for i = 1, #keys / 2 do
+  local lock, prefix = keys[2 * i - 1], keys[2 * i]
+  local n = redis.pcall('hget', lock, ARGV[a + i])
   local held = 0
   if type(n) == 'string' and tonumber(n) then
     for k = tonumber(n), 1, -1 do
