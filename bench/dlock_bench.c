@@ -4,10 +4,13 @@
  *   dlock_bench ceiling  --url U [--cycles N]            EVALSHA of the acquire
  *                                                        script on one blocking
  *                                                        hiredis connection
- *   dlock_bench uncontended --url U [--cycles N] [--lease MS]
+ *   dlock_bench uncontended --url U [--cycles N] [--lease MS] [--kind lock|semaphore]
  *   dlock_bench handoff  --url U [--workers 8] [--mode threads|processes] [--seconds S]
- *                        [--kind lock|fair]
- *   dlock_bench idle     --url U [--waiters 7] [--hold-ms 3000]
+ *                        [--kind lock|fair|semaphore]
+ *   dlock_bench idle     --url U [--waiters 7] [--hold-ms 3000] [--kind lock|semaphore]
+ *   dlock_bench latch    --url U [--awaiters 100] [--procs 4]      (latch_bench.c)
+ *   dlock_bench latchfloor [--awaiters 100] [--procs 4]            the same wake-up
+ *                                                        without Redis or dlock
  *   dlock_bench many     --url U [--concurrency 16] [--names 10000] [--seconds S]
  *   dlock_bench readers  --url U [--concurrency 8] [--names 10000] [--seconds S]
  *                        the read lock of one name, and "many" right before it
@@ -15,7 +18,9 @@
  *   dlock_bench multilock --url U [--multi-names 3] [--cycles N] [--lease MS]
  *
  * Times are CLOCK_MONOTONIC. Locks are taken with the watchdog (dlock's
- * default, as node-redisson's) unless --lease is given. */
+ * default, as node-redisson's) unless --lease is given. --kind semaphore runs
+ * the same scenario on a semaphore of one permit (acquire 1, release 1); its
+ * scenario names carry a "sem" prefix. */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -33,26 +38,20 @@
 
 #include <hiredis/hiredis.h>
 
-#include "dlock/dlock.h"
+#include "bench.h"
 #include "sync/sync.h"
 
-typedef struct opts {
-    const char *scenario, *url, *mode, *kind;
-    long cycles, workers, seconds, waiters, hold_ms, concurrency, names, locks, watchdog_ms,
-        periods, lease, multi_names;
-} opts;
+opts O = {NULL, "redis://127.0.0.1:6379", "threads", "lock", 20000, 8, 5, 7, 3000, 16, 10000,
+          100000, 3000, 3, 0, 4, 100, 3};
 
-static opts O = {NULL, "redis://127.0.0.1:6379", "threads", "lock", 20000, 8, 5, 7, 3000, 16,
-                 10000, 100000, 3000, 3, 0, 3};
-
-static int64_t now_ns(void)
+int64_t now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-static void die(const char *what)
+void die(const char *what)
 {
     fprintf(stderr, "dlock_bench: %s: %s\n", what, dlock_last_error());
     exit(1);
@@ -67,7 +66,7 @@ static void log_to_stderr(dlock_log_level level, const char *msg, void *ud)
             (int)getpid(), (int)level, msg);
 }
 
-static dlock_client *open_client(long watchdog_ms, int pool)
+dlock_client *open_client(long watchdog_ms, int pool)
 {
     dlock_config *cfg = dlock_config_new();
     if (getenv("DLOCK_BENCH_LOG"))   /* diagnostics: the library's log on stderr */
@@ -85,7 +84,7 @@ static dlock_client *open_client(long watchdog_ms, int pool)
     return c;
 }
 
-static redisContext *admin(void)
+redisContext *admin(void)
 {
     dlock__endpoint ep;
     memset(&ep, 0, sizeof(ep));
@@ -100,7 +99,7 @@ static redisContext *admin(void)
     return c;
 }
 
-static long long info_field(redisContext *c, const char *section, const char *field)
+long long info_field(redisContext *c, const char *section, const char *field)
 {
     redisReply *r = redisCommand(c, "INFO %s", section);
     const char *p = r && r->str ? strstr(r->str, field) : NULL;
@@ -144,6 +143,60 @@ static long rss_kb(void)
     return res * (sysconf(_SC_PAGESIZE) / 1024);
 }
 
+/* ------------------------------------------------------ what is taken */
+
+/* The object a scenario takes turns on: a lock (reentrant or fair) or a
+ * semaphore of one permit. */
+typedef struct res {
+    dlock_lock *l;
+    dlock_semaphore *s;
+} res;
+
+static int is_sem(void) { return strcmp(O.kind, "semaphore") == 0; }
+
+static void res_get(dlock_client *c, const char *name, res *r)
+{
+    memset(r, 0, sizeof(*r));
+    int rc;
+    if (is_sem()) {
+        char sname[96];
+        snprintf(sname, sizeof(sname), "%s:sem", name);
+        rc = dlock_semaphore_get(c, sname, &r->s);
+        if (rc == DLOCK_OK)
+            rc = dlock_semaphore_try_set_permits(r->s, 1, NULL);
+    } else if (strcmp(O.kind, "fair") == 0) {
+        rc = dlock_fair_lock_get(c, name, &r->l);
+    } else {
+        rc = dlock_lock_get(c, name, &r->l);
+    }
+    if (rc != DLOCK_OK)
+        die("get");
+}
+
+static int res_acquire(res *r, int64_t lease)
+{
+    return r->s ? dlock_semaphore_acquire(r->s, 1) : dlock_lock_acquire(r->l, lease);
+}
+
+static int res_release(res *r)
+{
+    return r->s ? dlock_semaphore_release(r->s, 1) : dlock_lock_release(r->l);
+}
+
+static void res_free(res *r)
+{
+    dlock_semaphore_free(r->s);
+    dlock_lock_free(r->l);
+}
+
+/* The scenario's name as reported: "sem" + name for semaphores. */
+static const char *scen(const char *name)
+{
+    static char buf[64];
+    snprintf(buf, sizeof(buf), "%s%s", is_sem() ? "sem" : "", name);
+    return buf;
+}
+
 /* ------------------------------------------------------------- ceiling */
 
 static void ceiling(void)
@@ -175,33 +228,32 @@ static void ceiling(void)
 static void uncontended(void)
 {
     dlock_client *c = open_client(0, 0);
-    dlock_lock *l;
-    if (dlock_lock_get(c, "bench:uncontended", &l) != DLOCK_OK)
-        die("get");
+    res l;
+    res_get(c, "bench:uncontended", &l);
     int64_t lease = O.lease ? O.lease : DLOCK_WATCHDOG;
     for (int i = 0; i < 1000; i++) {   /* warm-up: connection, script cache */
-        if (dlock_lock_acquire(l, lease) != DLOCK_OK || dlock_lock_release(l) != DLOCK_OK)
+        if (res_acquire(&l, lease) != DLOCK_OK || res_release(&l) != DLOCK_OK)
             die("warm-up");
     }
     int64_t *lat = malloc(sizeof(int64_t) * (size_t)O.cycles);
     int64_t t0 = now_ns();
     for (long i = 0; i < O.cycles; i++) {
         int64_t a = now_ns();
-        if (dlock_lock_acquire(l, lease) != DLOCK_OK)
+        if (res_acquire(&l, lease) != DLOCK_OK)
             die("acquire");
-        if (dlock_lock_release(l) != DLOCK_OK)
+        if (res_release(&l) != DLOCK_OK)
             die("release");
         lat[i] = now_ns() - a;
     }
     double secs = (double)(now_ns() - t0) / 1e9;
     qsort(lat, (size_t)O.cycles, sizeof(int64_t), cmp_i64);
-    printf("{\"peer\":\"dlock\",\"scenario\":\"uncontended\",\"cycles\":%ld,\"seconds\":%.3f,"
+    printf("{\"peer\":\"dlock\",\"scenario\":\"%s\",\"cycles\":%ld,\"seconds\":%.3f,"
            "\"cycles_per_s\":%.0f,\"p50_us\":%.1f,\"p99_us\":%.1f,\"p999_us\":%.1f,\"lease\":\"%s\"}\n",
-           O.cycles, secs, O.cycles / secs, pct(lat, (size_t)O.cycles, 0.50),
+           scen("uncontended"), O.cycles, secs, O.cycles / secs, pct(lat, (size_t)O.cycles, 0.50),
            pct(lat, (size_t)O.cycles, 0.99), pct(lat, (size_t)O.cycles, 0.999),
            O.lease ? "fixed" : "watchdog");
     free(lat);
-    dlock_lock_free(l);
+    res_free(&l);
     dlock_client_close(c);
 }
 
@@ -304,11 +356,8 @@ static handoff_shm *H;
 static void handoff_worker(dlock_client *c, int id)
 {
     (void)id;
-    dlock_lock *l;
-    int fair = strcmp(O.kind, "fair") == 0;
-    if ((fair ? dlock_fair_lock_get(c, "bench:fairhandoff", &l)
-              : dlock_lock_get(c, "bench:handoff", &l)) != DLOCK_OK)
-        die("get");
+    res l;
+    res_get(c, strcmp(O.kind, "fair") == 0 ? "bench:fairhandoff" : "bench:handoff", &l);
     /* Start together once every worker is connected: a worker still opening
      * its client is not a waiter yet, and its first acquire would measure that. */
     atomic_fetch_add(&H->ready, 1);
@@ -318,7 +367,7 @@ static void handoff_worker(dlock_client *c, int id)
     while (!atomic_load(&H->stop)) {
         int64_t t0 = now_ns();
         uint64_t a0 = dlock__attempts, w0 = dlock__wakeups_wasted;
-        if (dlock_lock_acquire(l, DLOCK_WATCHDOG) != DLOCK_OK)
+        if (res_acquire(&l, DLOCK_WATCHDOG) != DLOCK_OK)
             die("acquire");
         int64_t t_acq = now_ns();
         int64_t waited = t_acq - t0;
@@ -343,7 +392,7 @@ static void handoff_worker(dlock_client *c, int id)
         /* hold ~1 ms */
         struct timespec hold = {0, 1000000};
         nanosleep(&hold, NULL);
-        if (dlock_lock_release(l) != DLOCK_OK)
+        if (res_release(&l) != DLOCK_OK)
             die("release");
         int64_t t_rel = now_ns();
         if (e < MAX_EVENTS) {
@@ -358,7 +407,7 @@ static void handoff_worker(dlock_client *c, int id)
             syscall(SYS_futex, &H->seq, FUTEX_WAIT, mine, &ts, NULL, 0);
         }
     }
-    dlock_lock_free(l);
+    res_free(&l);
 }
 
 static void *handoff_thread(void *arg)
@@ -426,7 +475,7 @@ static void handoff(void)
            "\"acquisitions\":%ld,\"acq_per_s\":%.0f,\"gap_p50_us\":%.1f,\"gap_p99_us\":%.1f,"
            "\"gap_max_us\":%.1f,\"waits_over_1s\":%ld,\"long_wait_attempts\":%ld,"
            "\"max_wait_ms\":%.1f,\"attempts_per_acq\":%.3f,\"needless_wakeups\":%ld}\n",
-           strcmp(O.kind, "fair") == 0 ? "fairhandoff" : "handoff", O.mode, O.workers, n, n / secs,
+           strcmp(O.kind, "fair") == 0 ? "fairhandoff" : scen("handoff"), O.mode, O.workers, n, n / secs,
            pct(gaps, g, 0.5), pct(gaps, g, 0.99), g ? gaps[g - 1] / 1000.0 : 0.0,
            atomic_load(&H->waits_over_1s), atomic_load(&H->long_wait_attempts),
            atomic_load(&H->max_wait_ns) / 1e6,
@@ -442,13 +491,12 @@ static void handoff(void)
 
 static void *idle_waiter(void *arg)
 {
-    dlock_lock *l;
-    if (dlock_lock_get(arg, "bench:idle", &l) != DLOCK_OK)
-        die("get");
-    if (dlock_lock_acquire(l, DLOCK_WATCHDOG) != DLOCK_OK)
+    res l;
+    res_get(arg, "bench:idle", &l);
+    if (res_acquire(&l, DLOCK_WATCHDOG) != DLOCK_OK)
         die("acquire");
-    dlock_lock_release(l);
-    dlock_lock_free(l);
+    res_release(&l);
+    res_free(&l);
     return NULL;
 }
 
@@ -461,16 +509,16 @@ static void idle(void)
     pid_t holder = fork();
     if (holder == 0) {   /* the holder runs apart: its CPU is not the waiters' */
         dlock_client *hc = open_client(0, 0);
-        dlock_lock *l;
-        dlock_lock_get(hc, "bench:idle", &l);
-        if (dlock_lock_acquire(l, DLOCK_WATCHDOG) != DLOCK_OK)
+        res l;
+        res_get(hc, "bench:idle", &l);
+        if (res_acquire(&l, DLOCK_WATCHDOG) != DLOCK_OK)
             die("holder");
         char b = 1;
         if (write(ready[1], &b, 1) != 1)
             _exit(1);
         usleep((useconds_t)(O.hold_ms * 1000 + 600000));   /* waiters settle, then the hold */
-        dlock_lock_release(l);
-        dlock_lock_free(l);
+        res_release(&l);
+        res_free(&l);
         dlock_client_close(hc);
         _exit(0);
     }
@@ -492,9 +540,9 @@ static void idle(void)
     for (long i = 0; i < O.waiters; i++)
         pthread_join(th[i], NULL);
     waitpid(holder, NULL, 0);
-    printf("{\"peer\":\"dlock\",\"scenario\":\"idle\",\"waiters\":%ld,\"hold_ms\":%ld,"
+    printf("{\"peer\":\"dlock\",\"scenario\":\"%s\",\"waiters\":%ld,\"hold_ms\":%ld,"
            "\"redis_commands\":%lld,\"redis_commands_per_s\":%.1f,\"waiter_cpu_ms\":%.1f}\n",
-           O.waiters, O.hold_ms, cmds, cmds / secs, cpu);
+           scen("idle"), O.waiters, O.hold_ms, cmds, cmds / secs, cpu);
     dlock_client_close(c);
     redisFree(adm);
 }
@@ -711,7 +759,7 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     if (argc < 2) {
         fprintf(stderr, "usage: dlock_bench ceiling|uncontended|handoff|idle|many|readers|held|"
-                        "multilock [--url U] ...\n");
+                        "multilock|latch|latchfloor [--url U] ...\n");
         return 64;
     }
     O.scenario = argv[1];
@@ -732,12 +780,15 @@ int main(int argc, char **argv)
         else if (!strcmp(k, "--periods")) O.periods = atol(v);
         else if (!strcmp(k, "--lease")) O.lease = atol(v);
         else if (!strcmp(k, "--multi-names")) O.multi_names = atol(v);
+        else if (!strcmp(k, "--procs")) O.procs = atol(v);
+        else if (!strcmp(k, "--awaiters")) O.awaiters = atol(v);
         else {
             fprintf(stderr, "dlock_bench: unknown option %s\n", k);
             return 64;
         }
     }
-    if (O.workers > 64 || O.waiters > 64 || O.concurrency > 256)
+    if (O.workers > 64 || O.waiters > 64 || O.concurrency > 256 || O.procs < 1 || O.procs > 64 ||
+        O.awaiters < O.procs || O.awaiters > 256 * O.procs)
         return 64;
     if (!strcmp(O.scenario, "ceiling")) ceiling();
     else if (!strcmp(O.scenario, "uncontended")) uncontended();
@@ -747,6 +798,8 @@ int main(int argc, char **argv)
     else if (!strcmp(O.scenario, "readers")) readers();
     else if (!strcmp(O.scenario, "held")) held();
     else if (!strcmp(O.scenario, "multilock")) multilock();
+    else if (!strcmp(O.scenario, "latch")) latch();
+    else if (!strcmp(O.scenario, "latchfloor")) latch_floor();
     else {
         fprintf(stderr, "dlock_bench: unknown scenario %s\n", O.scenario);
         return 64;

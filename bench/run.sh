@@ -6,7 +6,7 @@
 # BENCH_PLACEMENT=split (default): redis-server on CPU 0, every client on CPU 1.
 # BENCH_PLACEMENT=same: everything on CPU 0.
 # BENCH_QUICK=1: short runs (a smoke test of the pipeline, not numbers to quote).
-# BENCH_ONLY="refs uncontended handoff fair idle many readers held multilock": a subset (default: all).
+# BENCH_ONLY="refs uncontended handoff fair idle many readers held multilock sem latch": a subset (default: all).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -50,7 +50,7 @@ url=$REDIS_URL
 echo "redis-server $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/') on 127.0.0.1:$REDIS_PORT, pid $REDIS_PID;" \
      "placement: $placement (redis CPU $REDIS_CPU, clients CPU $client_cpu); $runs runs each"
 
-only=${BENCH_ONLY:-refs uncontended handoff fair idle many readers held multilock}
+only=${BENCH_ONLY:-refs uncontended handoff fair idle many readers held multilock sem latch}
 want() { case " $only " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
 record() { # appends the JSON line of a run, or a failure record
@@ -147,7 +147,7 @@ done
 
 fi
 if want readers; then
-echo "6. read lock, 8 readers on one name (beside the reentrant lock over many names)..."
+echo "7. read lock, 8 readers on one name (beside the reentrant lock over many names)..."
 for i in $(seq "$runs"); do
   record pin "$bench" readers --url "$url" --concurrency 8 --seconds "$secs"
   flush
@@ -172,6 +172,36 @@ if want multilock; then
 echo "6. multi-lock of 3 names..."
 for i in $(seq "$runs"); do
   record pin "$bench" multilock --url "$url" --cycles "$cycles"
+  flush
+done
+
+fi
+if want sem; then
+echo "8. semaphore of one permit (uncontended, handoff in threads and processes, idle)..."
+for i in $(seq "$runs"); do
+  # The -c 1 round trip right beside it: the gap target is a ratio to it.
+  sha=$(redis-cli -p "$REDIS_PORT" script load "$(cat "$root/src/scripts/lock/acquire.lua")")
+  rb ceiling-c1 1 "$rb_n" bench:rb1
+  record pin "$bench" uncontended --kind semaphore --url "$url" --cycles "$cycles"
+  record pin node "$here/peers/bench.js" --peer redis-semaphore-sem --scenario uncontended --url "$url" --cycles "$peer_cycles"
+  for mode in threads processes; do
+    record pin "$bench" handoff --kind semaphore --url "$url" --mode "$mode" --seconds "$secs"
+    record pin node "$here/peers/bench.js" --peer redis-semaphore-sem --scenario handoff --mode "$mode" --seconds "$secs" --url "$url"
+  done
+  record pin "$bench" idle --kind semaphore --url "$url"
+  flush
+done
+
+fi
+if want latch; then
+echo "9. count-down latch: 100 awaiters over 4 processes, one count-down..."
+for i in $(seq "$runs"); do
+  sha=$(redis-cli -p "$REDIS_PORT" script load "$(cat "$root/src/scripts/lock/acquire.lua")")
+  rb ceiling-c1 1 "$rb_n" bench:rb1
+  record pin "$bench" latch --url "$url"
+  # The same wake-up of as many threads without Redis or dlock: this
+  # machine's floor, right beside it.
+  record pin "$bench" latchfloor
   flush
 done
 

@@ -264,6 +264,70 @@ const rdRatio = median(rdRows.map((r) => r.ratio));
 if (rdRows.length)
   target('read lock, 8 readers on one name ≥ 0.8× the many-names rate of the reentrant lock', rdRatio >= 0.8,
     `${f2(rdRatio)}× (median of ${rdRows.length} paired runs)`, rdRatio);
+// 8. Semaphore of one permit.
+if (pick('dlock', 'semuncontended').length || pick('dlock', 'semhandoff').length) {
+  const sp = 'redis-semaphore-sem';
+  say('## 8. Semaphore of one permit: acquire 1 + release 1 (against redis-semaphore\'s Semaphore, limit 1)');
+  say();
+  say('| | cycles/s (uncontended) | p50 | handoff gap p50, threads | processes | gap p50 ÷ round trip (threads / processes) |');
+  say('|---|---|---|---|---|---|');
+  const sg = {};
+  for (const [p, scen, hs] of [['dlock', 'semuncontended', 'semhandoff'], [sp, 'uncontended', 'handoff']]) {
+    for (const mode of ['threads', 'processes']) sg[p + mode] = med(p, hs, 'gap_p50_us', (r) => r.mode === mode);
+    say(`| ${p} | ${f0(med(p, scen, 'cycles_per_s'))} | ${us(med(p, scen, 'p50_us'))} | ${us(sg[p + 'threads'])} |` +
+        ` ${us(sg[p + 'processes'])} | ${f2(sg[p + 'threads'] / rtt)} / ${f2(sg[p + 'processes'] / rtt)} |`);
+  }
+  say();
+  const semIdle = med('dlock', 'semidle', 'redis_commands_per_s');
+  say(`dlock's semaphore waiters while one holds the permit for 3 s: ${f1(semIdle)} Redis commands/s, ` +
+      `${f1(med('dlock', 'semidle', 'waiter_cpu_ms'))} ms CPU. Attempts per acquisition in the handoff: ` +
+      `${f2(med('dlock', 'semhandoff', 'attempts_per_acq', (r) => r.mode === 'threads'))} (threads), ` +
+      `${f2(med('dlock', 'semhandoff', 'attempts_per_acq', (r) => r.mode === 'processes'))} (processes: a release ` +
+      'wakes one waiter in each process, and one of them wins).');
+  say();
+  for (const mode of ['threads', 'processes']) {
+    const g = sg['dlock' + mode];
+    target(`semaphore handoff gap p50 ≤ 2× one -c 1 round trip, 0 commands/s while waiting (${mode})`,
+      g <= 2 * rtt && semIdle === 0, `${f2(g / rtt)}× a round trip (${us(g)} vs ${f1(rtt)} µs); ${f1(semIdle)} commands/s idle`,
+      g, rtt, semIdle);
+    // As for the locks: 20× shorter than the poller may be less than one
+    // round trip, which no waiter woken by a message can do; say so.
+    const below = sg[sp + mode] / g < 20 && sg[sp + mode] / 20 < rtt
+      ? `; 20× would be ${us(sg[sp + mode] / 20)}, below one round trip (${f1(rtt)} µs)` : '';
+    target(`semaphore handoff ≥ 20× shorter than redis-semaphore's Semaphore (${mode})`,
+      sg[sp + mode] / g >= 20, `${f1(sg[sp + mode] / g)}× (${us(sg[sp + mode])} vs ${us(g)})${below}`,
+      sg[sp + mode], g);
+  }
+  const cyc = med('dlock', 'semuncontended', 'cycles_per_s') / med(sp, 'uncontended', 'cycles_per_s');
+  target('semaphore acquire+release cycles ≥ 1.1× redis-semaphore\'s Semaphore', cyc >= 1.1,
+    `${f2(cyc)}× (${f0(med('dlock', 'semuncontended', 'cycles_per_s'))} vs ${f0(med(sp, 'uncontended', 'cycles_per_s'))} cycles/s)`, cyc);
+}
+
+// 9. Count-down latch.
+if (pick('dlock', 'latch').length) {
+  say('## 9. Count-down latch: 100 awaiters over 4 processes (25 threads each), one count-down');
+  say();
+  say('| | count-down call | first awake | last awake | last awake from the count-down\'s return | spread first→last | last ÷ round trip | commands while waiting / after |');
+  say('|---|---|---|---|---|---|---|---|');
+  const last = med('dlock', 'latch', 'last_awake_after_call_us');
+  const fl = med('bare-threads', 'latchfloor', 'last_awake_us');
+  say(`| dlock | ${us(med('dlock', 'latch', 'count_down_us'))} | ${us(med('dlock', 'latch', 'first_awake_after_call_us'))} |` +
+      ` ${us(last)} | ${us(med('dlock', 'latch', 'last_awake_after_return_us'))} | ${us(med('dlock', 'latch', 'spread_us'))} |` +
+      ` ${f2(last / rtt)} | ${f0(med('dlock', 'latch', 'commands_while_waiting'))} / ${f0(med('dlock', 'latch', 'commands_after'))} |`);
+  say(`| the same wake-up without Redis or dlock | – | ${us(med('bare-threads', 'latchfloor', 'first_awake_us'))} |` +
+      ` ${us(fl)} | – | ${us(med('bare-threads', 'latchfloor', 'spread_us'))} | ${f2(fl / rtt)} | – |`);
+  say();
+  say('"Awake" = the await call returned; times run from the count-down call (dlock) or from the futex');
+  say('wake-up (the floor: in each process one thread, as the io thread, wakes 25 threads waiting on');
+  say('their own condition variables under one mutex; nothing else). Commands after the count-down');
+  say('are the processes\' UNSUBSCRIBEs: the zero message ends every wait without a GET.');
+  say();
+  target('latch: 100 awaiters over 4 processes all awake ≤ 3 round trips after the count-down', last <= 3 * rtt,
+    `${f2(last / rtt)}× a round trip from the count-down call (${us(last)} vs ${f1(rtt)} µs); waking 100 ` +
+    `threads in 4 processes with nothing else to do took ${us(fl)} = ${f2(fl / rtt)} round trips on this machine ` +
+    `(dlock: ${f2(last / fl)}× that)`, last, rtt, fl);
+}
+
 
 say('## Targets');
 say();

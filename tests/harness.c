@@ -270,6 +270,30 @@ long long th_int(const th_redis *r, const char *fmt, ...)
     return v;
 }
 
+long long th_calls(const th_redis *r, const char *cmd)
+{
+    redisReply *rep = th_cmd(r, "INFO commandstats");
+    if (!rep || rep->type != REDIS_REPLY_STRING) {
+        if (rep)
+            freeReplyObject(rep);
+        return -1;
+    }
+    long long total = 0;
+    size_t clen = cmd ? strlen(cmd) : 0;
+    for (const char *p = rep->str; (p = strstr(p, "cmdstat_")); p++) {
+        const char *name = p + 8;
+        const char *calls = strstr(name, ":calls=");
+        if (!calls)
+            break;
+        size_t nlen = (size_t)(calls - name);
+        int is_info = nlen == 4 && strncmp(name, "info", 4) == 0;
+        if (cmd ? nlen == clen && strncmp(name, cmd, clen) == 0 : !is_info)
+            total += atoll(calls + 7);
+    }
+    freeReplyObject(rep);
+    return total;
+}
+
 int th_cli(const th_redis *r, ...)
 {
     char prog[PATH_MAX], port[16];

@@ -39,6 +39,10 @@ redisContext *th_admin(const th_redis *r);
 redisReply *th_cmd(const th_redis *r, const char *fmt, ...);
 /* Integer reply of a command, or INT64_MIN on error. */
 long long th_int(const th_redis *r, const char *fmt, ...);
+/* Calls Redis has served since it started (INFO commandstats): of command
+ * `cmd` ("evalsha", ...), or of every command but INFO when cmd is NULL.
+ * -1 when Redis cannot be asked. */
+long long th_calls(const th_redis *r, const char *cmd);
 /* Runs `redis-cli -p PORT args...` (NULL-terminated) and returns its exit status. */
 int th_cli(const th_redis *r, ...);
 

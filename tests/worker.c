@@ -7,7 +7,19 @@
  *                                           prints "done" and exits 0
  *   worker fair URL NAME ID ORDER SLOT_MS   waits for fair lock NAME (slot SLOT_MS),
  *                                           RPUSHes ID to list ORDER while holding
- *                                           it, releases, prints "done", exits 0 */
+ *                                           it, releases, prints "done", exits 0
+ *   worker sem URL NAME THREADS N INSIDE    each thread N times: acquire 1 permit
+ *                                           of semaphore NAME, INCR INSIDE (how many
+ *                                           hold one now), DECR it, release; prints
+ *                                           "done <most INSIDE seen>"
+ *   worker permit-hold URL NAME WATCHDOG_MS takes a watchdog permit of permit-
+ *                                           expirable semaphore NAME, prints
+ *                                           "held <id>", sleeps until killed; prints
+ *                                           "lost <reason>" if it is lost
+ *   worker latch URL NAME THREADS           THREADS threads await latch NAME; prints
+ *                                           "ready" once all wait, then "done <us>",
+ *                                           the CLOCK_MONOTONIC time (us) at which
+ *                                           the last await returned; exits 0 */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,6 +125,102 @@ static int fair_turn(const char *id, const char *order, int64_t slot_ms)
     return bad;
 }
 
+/* worker sem: the semaphore's holders count themselves in INSIDE. */
+static long long most_inside;
+
+static void *sem_thread(void *arg)
+{
+    (void)arg;
+    dlock_semaphore *s;
+    if (dlock_semaphore_get(client, name, &s) != DLOCK_OK)
+        return (void *)1;
+    redisContext *rc = redisConnect("127.0.0.1", port);
+    if (!rc || rc->err)
+        return (void *)1;
+    for (int i = 0; i < iters; i++) {
+        if (dlock_semaphore_acquire(s, 1) != DLOCK_OK) {
+            fprintf(stderr, "acquire: %s\n", dlock_last_error());
+            return (void *)1;
+        }
+        redisReply *r = redisCommand(rc, "INCR %s", counter);
+        long long v = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+        if (r)
+            freeReplyObject(r);
+        pthread_mutex_lock(&max_mu);
+        if (v > most_inside)
+            most_inside = v;
+        pthread_mutex_unlock(&max_mu);
+        r = redisCommand(rc, "DECR %s", counter);
+        if (r)
+            freeReplyObject(r);
+        if (dlock_semaphore_release(s, 1) != DLOCK_OK) {
+            fprintf(stderr, "release: %s\n", dlock_last_error());
+            return (void *)1;
+        }
+    }
+    redisFree(rc);
+    dlock_semaphore_free(s);
+    return NULL;
+}
+
+/* worker latch: awaiters; the last return time, for the parent's lag. */
+static long long last_return_us;
+static int awaiting_threads;
+
+static void *latch_thread(void *arg)
+{
+    dlock_latch *l = arg;
+    pthread_mutex_lock(&max_mu);
+    awaiting_threads++;
+    pthread_mutex_unlock(&max_mu);
+    int rc = dlock_latch_await(l, DLOCK_WAIT_FOREVER, NULL);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    long long us = (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+    pthread_mutex_lock(&max_mu);
+    if (us > last_return_us)
+        last_return_us = us;
+    pthread_mutex_unlock(&max_mu);
+    if (rc != DLOCK_OK)
+        fprintf(stderr, "await: %s\n", dlock_last_error());
+    return rc == DLOCK_OK ? NULL : (void *)1;
+}
+
+static int latch_await(int threads)
+{
+    client = open_client(0);
+    dlock_latch *l;
+    if (dlock_latch_get(client, name, &l) != DLOCK_OK)
+        return 2;
+    pthread_t t[128];
+    if (threads > 128)
+        threads = 128;
+    for (int i = 0; i < threads; i++)
+        pthread_create(&t[i], NULL, latch_thread, l);
+    /* "ready" once every thread is in await and subscribed: the parent
+     * counts this process among the channel's subscribers too. */
+    for (;;) {
+        pthread_mutex_lock(&max_mu);
+        int n = awaiting_threads;
+        pthread_mutex_unlock(&max_mu);
+        if (n == threads)
+            break;
+        usleep(1000);
+    }
+    printf("ready\n");
+    fflush(stdout);
+    int bad = 0;
+    for (int i = 0; i < threads; i++) {
+        void *res;
+        pthread_join(t[i], &res);
+        bad |= res != NULL;
+    }
+    printf("done %lld\n", last_return_us);
+    dlock_latch_free(l);
+    dlock_client_close(client);
+    return bad;
+}
+
 static void print_lost(const char *lname, const char *owner, dlock_lost_reason reason, void *ud)
 {
     (void)lname;
@@ -168,7 +276,53 @@ int main(int argc, char **argv)
         name = argv[3];
         return fair_turn(argv[4], argv[5], atoll(argv[6]));
     }
+    if (argc >= 7 && strcmp(argv[1], "sem") == 0) {
+        url = argv[2];
+        name = argv[3];
+        int threads = atoi(argv[4]);
+        iters = atoi(argv[5]);
+        counter = argv[6];
+        const char *p = strrchr(url, ':');
+        port = p ? atoi(p + 1) : 6379;
+        client = open_client(0);
+        pthread_t t[64];
+        int bad = 0;
+        for (int i = 0; i < threads && i < 64; i++)
+            pthread_create(&t[i], NULL, sem_thread, NULL);
+        for (int i = 0; i < threads && i < 64; i++) {
+            void *res;
+            pthread_join(t[i], &res);
+            bad |= res != NULL;
+        }
+        dlock_client_close(client);
+        printf("done %lld\n", most_inside);
+        return bad ? 1 : 0;
+    }
+    if (argc >= 5 && strcmp(argv[1], "permit-hold") == 0) {
+        url = argv[2];
+        name = argv[3];
+        client = open_client(atoll(argv[4]));
+        dlock_permit_semaphore *p = NULL;
+        char id[DLOCK_PERMIT_ID_BUFSIZE];
+        if (dlock_permit_semaphore_get(client, name, &p) != DLOCK_OK)
+            return 2;
+        dlock_permit_semaphore_set_lost_callback(p, print_lost, NULL);
+        if (dlock_permit_semaphore_acquire(p, DLOCK_WATCHDOG, id, sizeof(id)) != DLOCK_OK) {
+            fprintf(stderr, "permit-hold: %s\n", dlock_last_error());
+            return 2;
+        }
+        printf("held %s\n", id);
+        fflush(stdout);
+        for (;;)
+            pause();
+    }
+    if (argc >= 5 && strcmp(argv[1], "latch") == 0) {
+        url = argv[2];
+        name = argv[3];
+        return latch_await(atoi(argv[4]));
+    }
     fprintf(stderr, "usage: worker hold URL NAME WATCHDOG_MS | count URL NAME COUNTER THREADS N"
-                    " | fair URL NAME ID ORDER SLOT_MS\n");
+                    " | fair URL NAME ID ORDER SLOT_MS | sem URL NAME THREADS N INSIDE"
+                    " | permit-hold URL NAME WATCHDOG_MS | latch URL NAME THREADS\n");
     return 64;
 }

@@ -2,7 +2,7 @@
 'use strict';
 // dlock benchmark: peer driver.
 //
-//   node bench/peers/bench.js --peer <node-redisson|redlock|redis-semaphore> \
+//   node bench/peers/bench.js --peer <node-redisson|redlock|redis-semaphore|redis-semaphore-sem> \
 //        --scenario <uncontended|handoff|idle|many|held> --url redis://127.0.0.1:PORT [options]
 //
 // Prints exactly ONE line of JSON on stdout (diagnostics go to stderr) and
@@ -19,7 +19,7 @@ const SCENARIOS = {
   held: () => require('./lib/held'),
 };
 
-const USAGE = `usage: node bench.js --peer <node-redisson|redlock|redis-semaphore> --scenario <${Object.keys(SCENARIOS).join('|')}> --url redis://127.0.0.1:PORT [options]
+const USAGE = `usage: node bench.js --peer <node-redisson|redlock|redis-semaphore|redis-semaphore-sem> --scenario <${Object.keys(SCENARIOS).join('|')}> --url redis://127.0.0.1:PORT [options]
   uncontended  --cycles N (20000) [--warmup N]
   handoff      --workers N (8) --mode threads|processes (threads) --seconds S (5) [--hold-ms 1]
   idle         --waiters N (7) --hold-ms MS (3000) [--settle-ms 500]

@@ -4,6 +4,8 @@
  * A dlock_client talks to one Redis deployment. A dlock_lock is a handle on one
  * named reentrant lock stored in Redis exactly as Redisson's RLock stores it, so a
  * C process and a Java process using Redisson can take turns on the same lock.
+ * dlock_semaphore, dlock_permit_semaphore and dlock_latch are Redisson's
+ * RSemaphore, RPermitExpirableSemaphore and RCountDownLatch, likewise.
  *
  * Conventions used by every call below:
  *   - Calls return DLOCK_OK (0) or a negative dlock_status. dlock_strerror()
@@ -731,6 +733,217 @@ DLOCK_API int dlock_client_scan(dlock_client *c, const char *pattern, dlock_scan
  * the uuid is the first half of its owner ids. *out is malloc'd text; free it
  * with free(). DLOCK_EAUTH when an ACL refuses the command. Any thread. */
 DLOCK_API int dlock_client_list_connections(dlock_client *c, char **out);
+
+/* ------------------------------------------------------------ semaphore */
+
+/* The largest permit count, permits per call, or latch count dlock accepts
+ * or lets a semaphore reach (either sign): Redisson reads them as Java ints.
+ * Beyond it: DLOCK_EINVAL, nothing changed. */
+#define DLOCK_COUNT_MAX ((int64_t)2147483647)
+
+/* A counting semaphore, Redisson's RSemaphore:
+ *   key `name`, a string: the available permits (may be negative after
+ *   permits were taken away);
+ *   wake-ups on channel `redisson_sc:{name}`: the new count.
+ * Permits belong to nobody: any thread or process may release them, and a
+ * holder that dies keeps its permits out of the pool for good (see
+ * dlock_permit_semaphore for permits that come back). Not fair: after a
+ * release, the first retry to reach Redis wins.
+ * A handle is cheap (no round trip) and may be shared between threads; every
+ * call may be made from any thread. Calls that can wait return DLOCK_EINVAL
+ * when asked to wait from a dlock callback (on the io thread). */
+typedef struct dlock_semaphore dlock_semaphore;
+
+/* A handle on semaphore `name` (1..DLOCK_NAME_MAX bytes). DLOCK_EINVAL for
+ * NULL/empty, DLOCK_ENAMETOOLONG above the maximum, DLOCK_ENOMEM. */
+DLOCK_API int dlock_semaphore_get(dlock_client *c, const char *name, dlock_semaphore **out);
+/* Frees the handle (no other call may be using it); the semaphore stays. */
+DLOCK_API void dlock_semaphore_free(dlock_semaphore *s);
+DLOCK_API const char *dlock_semaphore_name(const dlock_semaphore *s);
+
+/* Sets the available permits (0..DLOCK_COUNT_MAX) only when the semaphore
+ * does not exist yet (Redisson's trySetPermits): *was_set (may be NULL) = 1
+ * when set, 0 when it existed (unchanged). A positive count wakes waiters.
+ * DLOCK_EWRONGTYPE when the key holds something that is not a permit count
+ * (never modified); DLOCK_EUNKNOWN when the answer was lost (not resent). */
+DLOCK_API int dlock_semaphore_try_set_permits(dlock_semaphore *s, int64_t permits, int *was_set);
+/* Sets the available permits (0..DLOCK_COUNT_MAX) whatever they were. */
+DLOCK_API int dlock_semaphore_set_permits(dlock_semaphore *s, int64_t permits);
+/* Adds delta permits, or takes -delta away (the count may go negative:
+ * acquirers then wait until releases bring it above their need). delta 0,
+ * or a count that would leave +-DLOCK_COUNT_MAX: DLOCK_EINVAL, unchanged.
+ * An absent semaphore starts at 0. Wakes waiters when the count is then
+ * positive. DLOCK_EUNKNOWN when the answer was lost (not resent: that could
+ * add twice). */
+DLOCK_API int dlock_semaphore_add_permits(dlock_semaphore *s, int64_t delta);
+
+/* Takes n permits (1..DLOCK_COUNT_MAX), waiting as long as it takes.
+ * Waiting subscribes to the channel and sleeps until a message says enough
+ * permits may be there (a release of k permits wakes this process's waiters
+ * whose needs fit in the new count); it sends nothing to Redis meanwhile.
+ * Returns DLOCK_OK, DLOCK_EINVAL (n out of range; a wait asked for on the io
+ * thread), DLOCK_EWRONGTYPE, DLOCK_ECONN, DLOCK_ECMDTIMEOUT, DLOCK_EUNKNOWN
+ * (the request was sent and no answer came: the permits may have been
+ * taken; it is not resent, since that could take them twice). */
+DLOCK_API int dlock_semaphore_acquire(dlock_semaphore *s, int64_t n);
+/* As dlock_semaphore_acquire for at most wait_ms (0 = one try,
+ * DLOCK_WAIT_FOREVER = no limit): DLOCK_ETIMEDOUT when fewer than n permits
+ * were available by then (the message says how many). */
+DLOCK_API int dlock_semaphore_try_acquire(dlock_semaphore *s, int64_t n, int64_t wait_ms);
+/* As dlock_semaphore_try_acquire, and the wait ends with DLOCK_ECANCELED
+ * when `cancel` (may be NULL) is fired from another thread. */
+DLOCK_API int dlock_semaphore_acquire_cancellable(dlock_semaphore *s, int64_t n,
+                                                  int64_t wait_ms, dlock_cancel *cancel);
+/* Gives n permits (1..DLOCK_COUNT_MAX) back and wakes waiters they can
+ * serve. Anybody may release, whether or not it acquired (Redisson's
+ * semantics; a release to an absent semaphore creates it). DLOCK_EINVAL when
+ * the count would pass DLOCK_COUNT_MAX (unchanged); DLOCK_EUNKNOWN when the
+ * answer was lost (not resent). */
+DLOCK_API int dlock_semaphore_release(dlock_semaphore *s, int64_t n);
+/* *n = the available permits (0 when the semaphore does not exist; negative
+ * after permits were taken away). */
+DLOCK_API int dlock_semaphore_available(dlock_semaphore *s, int64_t *n);
+/* Takes every available permit (Redisson's drainPermits): the count becomes
+ * 0 and *drained (may be NULL) = what there was (negative when permits had
+ * been taken away: those are given back). DLOCK_EUNKNOWN when the answer was
+ * lost (not resent). */
+DLOCK_API int dlock_semaphore_drain(dlock_semaphore *s, int64_t *drained);
+
+/* ------------------------------------------------ permit-expirable semaphore */
+
+/* Size of a buffer for a permit id with its NUL: 32 lowercase hex characters
+ * (16 random bytes, Redisson's form). */
+#define DLOCK_PERMIT_ID_BUFSIZE 33
+
+/* A semaphore whose permits are named and leased, Redisson's
+ * RPermitExpirableSemaphore:
+ *   key `name`, a string: the available permits;
+ *   key `{name}:timeout` (or `name:timeout` when the name holds a '{'), a
+ *   sorted set: each held permit (member = its id's 16 bytes, score = the
+ *   epoch ms its lease ends);
+ *   wake-ups on channel `redisson_sc:{name}`.
+ * A permit whose lease ends goes back to the pool by itself (the next
+ * operation on the semaphore, by anybody, returns it and wakes waiters;
+ * waiters sleep no longer than the earliest lease). Beyond Redisson, a permit
+ * taken with DLOCK_WATCHDOG lives while its holder lives: the client's
+ * watchdog renews it (in the same batched renewals as its locks), a lost one
+ * is reported to the lost callback, and when the holder dies it is back in
+ * the pool within the watchdog timeout.
+ * A handle is cheap and may be shared between threads; any thread (or
+ * process) that knows a permit's id may release it. */
+typedef struct dlock_permit_semaphore dlock_permit_semaphore;
+
+/* A handle on permit-expirable semaphore `name`; errors as dlock_semaphore_get. */
+DLOCK_API int dlock_permit_semaphore_get(dlock_client *c, const char *name,
+                                         dlock_permit_semaphore **out);
+/* Frees the handle (no other call may be using it); watchdog permits taken
+ * through it stay held and renewed. */
+DLOCK_API void dlock_permit_semaphore_free(dlock_permit_semaphore *p);
+DLOCK_API const char *dlock_permit_semaphore_name(const dlock_permit_semaphore *p);
+/* Lost callback for watchdog permits taken through this handle from now on
+ * (NULL fn: the client's). It is called with the semaphore's name and the
+ * permit's id (as `owner`). Any thread. */
+DLOCK_API void dlock_permit_semaphore_set_lost_callback(dlock_permit_semaphore *p,
+                                                        dlock_lost_fn fn, void *ud);
+
+/* Takes one permit, waiting as long as it takes, and writes its id (32 hex
+ * characters and a NUL) into id[size], size >= DLOCK_PERMIT_ID_BUFSIZE.
+ * lease_ms > 0: the permit goes back to the pool after the lease unless
+ * released first. DLOCK_WATCHDOG: held with the watchdog timeout and renewed
+ * every timeout / 3 until released, lost, or the client closes. Waiting
+ * sleeps until a message or the earliest lease's end (a permit that expires
+ * comes back without a message), never on a fixed poll. A lost answer is
+ * resent safely (the id is fixed per call: a retry cannot take a second
+ * permit). Returns DLOCK_OK, DLOCK_EINVAL (lease or buffer size; a wait on
+ * the io thread), DLOCK_EWRONGTYPE, DLOCK_ECONN, DLOCK_ECMDTIMEOUT. */
+DLOCK_API int dlock_permit_semaphore_acquire(dlock_permit_semaphore *p, int64_t lease_ms,
+                                             char *id, size_t size);
+/* As dlock_permit_semaphore_acquire for at most wait_ms (0 = one try,
+ * DLOCK_WAIT_FOREVER = no limit): DLOCK_ETIMEDOUT when no permit came. */
+DLOCK_API int dlock_permit_semaphore_try_acquire(dlock_permit_semaphore *p, int64_t wait_ms,
+                                                 int64_t lease_ms, char *id, size_t size);
+/* As dlock_permit_semaphore_try_acquire, and the wait ends with
+ * DLOCK_ECANCELED when `cancel` (may be NULL) is fired. */
+DLOCK_API int dlock_permit_semaphore_acquire_cancellable(dlock_permit_semaphore *p,
+                                                         int64_t wait_ms, int64_t lease_ms,
+                                                         dlock_cancel *cancel, char *id,
+                                                         size_t size);
+/* Gives permit `id` back and wakes a waiter. DLOCK_EINVAL when id is not 32
+ * hex characters; DLOCK_ENOTOWNER when no permit has this id (released
+ * already, never acquired) or its lease had run out (the message says
+ * which; a watchdog permit found so is also reported to the lost callback);
+ * DLOCK_EUNKNOWN when the answer was lost (not resent). */
+DLOCK_API int dlock_permit_semaphore_release(dlock_permit_semaphore *p, const char *id);
+/* As dlock_permit_semaphore_release, but a permit that is unknown or expired
+ * is an answer, not an error: *released = 1 when released, 0 otherwise
+ * (Redisson's tryRelease). */
+DLOCK_API int dlock_permit_semaphore_try_release(dlock_permit_semaphore *p, const char *id,
+                                                 int *released);
+/* Gives held permit `id` a new lease counted from now: lease_ms > 0 (a
+ * watchdog permit then stops being renewed), or DLOCK_WATCHDOG (renewed by
+ * this client's watchdog from now on). DLOCK_ENOTOWNER when no permit has
+ * this id any more (released, expired); DLOCK_EINVAL for a bad id or lease. */
+DLOCK_API int dlock_permit_semaphore_update_lease(dlock_permit_semaphore *p, const char *id,
+                                                  int64_t lease_ms);
+/* *n = the available permits, after expired permits went back (0 when the
+ * semaphore does not exist); *held (may be NULL) = permits held under a
+ * lease (Redisson's acquiredPermits). */
+DLOCK_API int dlock_permit_semaphore_available(dlock_permit_semaphore *p, int64_t *n,
+                                               int64_t *held);
+/* Sets the available permits (0..DLOCK_COUNT_MAX) only when the semaphore
+ * does not exist (Redisson's trySetPermits); *was_set (may be NULL). */
+DLOCK_API int dlock_permit_semaphore_try_set_permits(dlock_permit_semaphore *p, int64_t permits,
+                                                     int *was_set);
+/* Sets the total (0..DLOCK_COUNT_MAX): available + held becomes `permits`
+ * (Redisson's setPermits), so the available count is negative while more
+ * are held than the new total. */
+DLOCK_API int dlock_permit_semaphore_set_permits(dlock_permit_semaphore *p, int64_t permits);
+/* Adds delta permits to the available count, or takes -delta away; as
+ * dlock_semaphore_add_permits. */
+DLOCK_API int dlock_permit_semaphore_add_permits(dlock_permit_semaphore *p, int64_t delta);
+
+/* ---------------------------------------------------------- count-down latch */
+
+/* A count-down latch, Redisson's RCountDownLatch:
+ *   key `name`, a string: the remaining count; absent = zero;
+ *   wake-ups on channel `redisson_countdownlatch__channel__{name}` (always
+ *   wrapped in braces, even when the name holds a '{'): "0" when the count
+ *   reaches zero, "1" when a count is set or the latch deleted.
+ * A handle is cheap and may be shared between threads. */
+typedef struct dlock_latch dlock_latch;
+
+/* A handle on latch `name`; errors as dlock_semaphore_get. */
+DLOCK_API int dlock_latch_get(dlock_client *c, const char *name, dlock_latch **out);
+/* Frees the handle (no other call may be using it). */
+DLOCK_API void dlock_latch_free(dlock_latch *l);
+DLOCK_API const char *dlock_latch_name(const dlock_latch *l);
+
+/* Sets the count (1..DLOCK_COUNT_MAX) only when the latch is at zero
+ * (Redisson's trySetCount): *was_set (may be NULL) = 1 when set, 0 when it
+ * still counts (unchanged). DLOCK_EWRONGTYPE when the key holds something
+ * that is not a count (never modified); DLOCK_EUNKNOWN when the answer was
+ * lost (not resent). */
+DLOCK_API int dlock_latch_try_set_count(dlock_latch *l, int64_t count, int *was_set);
+/* Counts down by one; at zero the key is deleted and every awaiter, in every
+ * process (Redisson's too), is woken. At zero already: nothing happens.
+ * DLOCK_EUNKNOWN when the answer was lost (not resent: that could count down
+ * twice). */
+DLOCK_API int dlock_latch_count_down(dlock_latch *l);
+/* *count = the remaining count (0 when the latch does not exist). */
+DLOCK_API int dlock_latch_count(dlock_latch *l, int64_t *count);
+/* Waits until the count is zero, for at most wait_ms (0 = check once,
+ * DLOCK_WAIT_FOREVER = no limit); `cancel` may be NULL. Checks the count,
+ * subscribes to the channel, checks again, then sleeps until the zero
+ * message, which ends the wait without another command: nothing is sent
+ * while it waits. DLOCK_OK at zero (also when the latch is deleted
+ * meanwhile), DLOCK_ETIMEDOUT (the message gives the count),
+ * DLOCK_ECANCELED, DLOCK_EWRONGTYPE, DLOCK_EINVAL (a wait asked for on the
+ * io thread). */
+DLOCK_API int dlock_latch_await(dlock_latch *l, int64_t wait_ms, dlock_cancel *cancel);
+/* Deletes the latch (it is then at zero) and wakes dlock's awaiters, which
+ * return; *deleted (may be NULL) = 1 when there was one. A key that is not a
+ * latch is refused (DLOCK_EWRONGTYPE) and left alone. */
+DLOCK_API int dlock_latch_delete(dlock_latch *l, int *deleted);
 
 #ifdef __cplusplus
 }

@@ -85,6 +85,9 @@ int dlock__redis_error_code(const char *text)
         return DLOCK_EREDIS;
     if (has_prefix(text, "WRONGTYPE"))
         return DLOCK_EWRONGTYPE;
+    /* dlock's own scripts refuse an argument this way (no Redis error starts so). */
+    if (has_prefix(text, "EINVAL "))
+        return DLOCK_EINVAL;
     if (has_prefix(text, "NOAUTH") || has_prefix(text, "WRONGPASS") ||
         has_prefix(text, "NOPERM") || strstr(text, "invalid password") ||
         strstr(text, "DB index is out of range"))

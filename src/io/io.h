@@ -55,9 +55,21 @@ uv_loop_t *dlock__loop_uv(dlock__loop *lp);
 typedef struct dlock__pubsub dlock__pubsub;
 typedef struct dlock__channel dlock__channel;
 
-/* How many of a channel's local waiters a message wakes: DLOCK__WAKE_ALL or
- * a count >= 1. */
+/* How many of a channel's local waiters a message wakes: DLOCK__WAKE_ALL, 0
+ * (none), or a budget >= 1. Each waiter has a need (1 unless it joined with
+ * more: a semaphore waiter's permits); a budget wakes waiters in join order
+ * whose need fits what is left of it, so a message that says "3 permits"
+ * wakes waiters for 3 permits in all, skipping one that needs more than is
+ * left. */
 #define DLOCK__WAKE_ALL (-1)
+/* As DLOCK__WAKE_ALL, and the message settles the wait of every waiter that
+ * joined with `settle` and was waiting when the message was published (a
+ * latch's zero): those get DLOCK__WAKE_DONE instead of a retry. "Was
+ * waiting": a PING sent on the pub/sub connection after the waiter joined
+ * was answered before the message came (one connection keeps Redis's
+ * order); a message that came earlier may predate the wait (a zero before
+ * the count was set again) and only wakes. */
+#define DLOCK__WAKE_ALL_DONE (-2)
 typedef int (*dlock__wake_policy)(const char *msg, size_t len);
 /* The lock channels' policy: "0" (an unlock) wakes one waiter, anything else
  * (a read-write lock's "1", a count) wakes every waiter. */
@@ -73,12 +85,16 @@ typedef struct dlock__waiter {
     int subscribed;          /* the channel was subscribed when last checked */
     int pins;                /* io thread signals of cv in flight outside mu */
     int claimant;            /* holds the lock's reservation: woken first */
+    int64_t need;            /* units of a message's budget this waiter takes (>= 1) */
+    int settle;              /* a DLOCK__WAKE_ALL_DONE message may end its wait */
+    int settled;             /* ... and one did */
+    uint64_t join_seq;       /* barrier PINGs sent before it joined */
     dlock_cancel *cancel;
     dlock__cancel_reg creg;
 } dlock__waiter;
 
 /* Wait outcomes. */
-enum { DLOCK__WAKE_MESSAGE = 1, DLOCK__WAKE_TIMEOUT = 2 };
+enum { DLOCK__WAKE_MESSAGE = 1, DLOCK__WAKE_TIMEOUT = 2, DLOCK__WAKE_DONE = 3 };
 
 int dlock__pubsub_new(dlock__pubsub **out, dlock__loop *lp, dlock__netctx *ctx,
                       dlock__router *router);
@@ -88,18 +104,24 @@ void dlock__pubsub_shutdown(dlock__pubsub *ps);
 void dlock__pubsub_free(dlock__pubsub *ps);
 
 /* Registers w on `channel` (wake policy `wake`, used when the channel is
- * created) and waits until the channel is subscribed, the command timeout
- * passes (then w->subscribed = 0 and the caller polls at the retry delay), or
- * `deadline_ms`. Returns DLOCK_OK, DLOCK_ECANCELED, DLOCK_ECLOSED,
+ * created; `need` >= 1, see dlock__wake_policy; `settle`: see
+ * DLOCK__WAKE_ALL_DONE) and waits until the channel is subscribed, the command timeout passes (then w->subscribed = 0 and the
+ * caller polls at the retry delay), or `deadline_ms`. Returns DLOCK_OK, DLOCK_ECANCELED, DLOCK_ECLOSED,
  * DLOCK_ENOMEM. On error w is not registered. */
 int dlock__waiter_join(dlock__pubsub *ps, dlock__waiter *w, const char *channel, size_t len,
-                       dlock__wake_policy wake, int64_t deadline_ms, dlock_cancel *cancel);
+                       dlock__wake_policy wake, int64_t need, int settle,
+                       int64_t deadline_ms, dlock_cancel *cancel);
 /* Sleeps until a wake-up, until_ms, cancellation or close. Returns
- * DLOCK__WAKE_MESSAGE, DLOCK__WAKE_TIMEOUT, DLOCK_ECANCELED or DLOCK_ECLOSED. */
+ * DLOCK__WAKE_MESSAGE, DLOCK__WAKE_DONE (a settling message: the wait is
+ * over), DLOCK__WAKE_TIMEOUT, DLOCK_ECANCELED or DLOCK_ECLOSED. */
 int dlock__waiter_wait(dlock__pubsub *ps, dlock__waiter *w, int64_t until_ms);
 /* Marks w as going first among its channel's local waiters (on = 1: a message
  * that wakes one wakes it), or no longer (on = 0). */
 void dlock__waiter_set_claimant(dlock__pubsub *ps, dlock__waiter *w, int on);
+/* A waiter woken by a budget found less than it needs (others took some
+ * first): it offers what it saw, `budget` units, to the channel's other
+ * waiters whose needs fit, as a message would. */
+void dlock__waiter_pass_budget(dlock__pubsub *ps, dlock__waiter *w, int64_t budget);
 /* pass_wake: hand a wake-up to another waiter even if this one used its own
  * (it was woken, then failed before learning whether the lock was free). */
 void dlock__waiter_leave(dlock__pubsub *ps, dlock__waiter *w, int pass_wake);

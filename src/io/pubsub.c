@@ -17,9 +17,17 @@
  * once its waiters are gone.
  *
  * Wake-ups. Each channel has a wake policy: how many waiters a message wakes
- * (the locks': "0", an unlock, wakes one; anything else wakes all). A wake-up sets w->woken, so one that arrives while its waiter is busy
- * retrying is kept, and a waiter that leaves with an unconsumed wake-up passes
- * it on: no lost wake-ups. */
+ * (the locks': "0", an unlock, wakes one; anything else wakes all; a
+ * semaphore's count wakes waiters whose needs fit in it). A wake-up sets
+ * w->woken, so one that arrives while its waiter is busy retrying is kept,
+ * and a waiter that leaves with an unconsumed wake-up passes it on: no lost
+ * wake-ups.
+ *
+ * Settling messages (a latch's zero, DLOCK__WAKE_ALL_DONE) end the waits of
+ * the waiters that were armed when it came: a barrier PING, sent on the
+ * pub/sub connection after the waiter joined, had been answered. Redis
+ * answers in order on one connection, so such a message was published after
+ * the waiter joined, hence during its wait. */
 #include <stdlib.h>
 #include <string.h>
 #include <uv.h>
@@ -54,6 +62,10 @@ struct dlock__pubsub {
     dlock__list dirty;
     int closed;              /* under mu: waits return DLOCK_ECLOSED */
 
+    uint64_t barriers_sent;  /* under mu: barrier PINGs written */
+    uint64_t barriers_acked; /* under mu: the highest one answered */
+    int barrier_wanted;      /* under mu: a settling waiter joined since the last one */
+
     /* io thread only */
     int stopping;
     dlock__aconn *sub;
@@ -87,17 +99,17 @@ static void ch_mark(dlock__pubsub *ps, dlock__channel *ch)
     }
 }
 
-/* Gives a wake-up to the first waiter that has none pending, in join order,
- * except that a waiter holding the lock's reservation goes first (the others
- * would only be turned away); returns it, or NULL when every waiter already
- * has one. Caller holds mu and signals. */
-static dlock__waiter *pick_one(dlock__channel *ch)
+/* Gives a wake-up to the first waiter that has none pending and needs no
+ * more than `budget`, in join order, except that a waiter holding the lock's
+ * reservation goes first (the others would only be turned away); returns it,
+ * or NULL when no waiter qualifies. Caller holds mu and signals. */
+static dlock__waiter *pick_one(dlock__channel *ch, int64_t budget)
 {
     dlock__waiter *first = NULL;
     dlock__list *it;
     DLOCK__LIST_FOREACH(it, &ch->waiters) {
         dlock__waiter *w = DLOCK__CONTAINER_OF(it, dlock__waiter, link);
-        if (w->woken)
+        if (w->woken || w->need > budget)
             continue;
         if (w->claimant || ch->nclaimants == 0) {
             first = w;
@@ -111,16 +123,40 @@ static dlock__waiter *pick_one(dlock__channel *ch)
     return first;
 }
 
+/* Passes on a wake-up a leaving waiter did not use: to the next waiter
+ * whatever it needs (the budget that woke the leaver is not known here). */
 static void wake_one(dlock__channel *ch)
 {
-    dlock__waiter *w = pick_one(ch);
+    dlock__waiter *w = pick_one(ch, INT64_MAX);
     if (w)
         pthread_cond_signal(&w->cv);
+}
+
+/* A budget of several units: waiters in join order while their needs fit. */
+static void wake_budget(dlock__channel *ch, int64_t budget)
+{
+    dlock__waiter *w;
+    while (budget > 0 && (w = pick_one(ch, budget))) {
+        budget -= w->need;
+        pthread_cond_signal(&w->cv);
+    }
 }
 
 int dlock__wake_lock(const char *msg, size_t len)
 {
     return len == 1 && msg[0] == '0' ? 1 : DLOCK__WAKE_ALL;
+}
+
+/* A settling message ends the waits of the settling waiters armed by a
+ * barrier answered before it came. Caller holds mu. */
+static void settle_armed(dlock__pubsub *ps, dlock__channel *ch)
+{
+    dlock__list *it;
+    DLOCK__LIST_FOREACH(it, &ch->waiters) {
+        dlock__waiter *w = DLOCK__CONTAINER_OF(it, dlock__waiter, link);
+        if (w->settle && ps->barriers_acked > w->join_seq)
+            w->settled = 1;
+    }
 }
 
 static void wake_all(dlock__channel *ch, int set_woken)
@@ -257,14 +293,15 @@ static void on_sub_push(dlock__aconn *ac, redisReply *r, void *ud)
     if (ch) {
         int n = msg->type == REDIS_REPLY_STRING ? ch->wake(msg->str, msg->len) : DLOCK__WAKE_ALL;
         if (n == 1) {
-            one = pick_one(ch);
+            one = pick_one(ch, 1);
             if (one)
                 one->pins++;
-        } else if (n == DLOCK__WAKE_ALL) {
+        } else if (n == DLOCK__WAKE_ALL || n == DLOCK__WAKE_ALL_DONE) {
+            if (n == DLOCK__WAKE_ALL_DONE)
+                settle_armed(ps, ch);
             wake_all(ch, 1);
-        } else {
-            while (n-- > 0)
-                wake_one(ch);
+        } else if (n > 1) {
+            wake_budget(ch, n);
         }
     }
     pthread_mutex_unlock(&ps->mu);
@@ -312,11 +349,50 @@ static void on_sub_down(dlock__aconn *ac, int status, void *ud)
     pthread_mutex_unlock(&ps->mu);
 }
 
-/* Sends the SUBSCRIBE/UNSUBSCRIBE that dirty channels need, one command each. */
+/* A barrier PING's answer: messages from now on were published after it. */
+typedef struct barrier {
+    dlock__pubsub *ps;
+    uint64_t seq;
+} barrier;
+
+static void on_barrier_reply(dlock__aconn *ac, redisReply *r, int status, void *ud)
+{
+    barrier *b = ud;
+    if (r && r->type != REDIS_REPLY_ERROR) {
+        pthread_mutex_lock(&b->ps->mu);
+        if (b->seq > b->ps->barriers_acked)
+            b->ps->barriers_acked = b->seq;
+        pthread_mutex_unlock(&b->ps->mu);
+    }
+    free(b);
+}
+
+/* Writes a barrier PING if a settling waiter asked for one. Caller holds mu. */
+static void send_barrier(dlock__pubsub *ps)
+{
+    if (!ps->barrier_wanted)
+        return;
+    barrier *b = malloc(sizeof(*b));
+    const char *av[] = {"PING"};
+    size_t len[] = {4};
+    if (!b)
+        return;   /* no barrier: settling waiters check after a wake-up instead */
+    b->ps = ps;
+    b->seq = ps->barriers_sent + 1;
+    if (dlock__aconn_send(ps->sub, 1, av, len, 1, on_barrier_reply, b) != DLOCK_OK) {
+        free(b);
+        return;
+    }
+    ps->barriers_sent = b->seq;
+    ps->barrier_wanted = 0;
+}
+
+/* Sends the SUBSCRIBE/UNSUBSCRIBE that dirty channels need, one command each,
+ * then a barrier PING if one is wanted. */
 static void sync_channels(dlock__pubsub *ps)
 {
     pthread_mutex_lock(&ps->mu);
-    if (ps->stopping || dlock__list_empty(&ps->dirty)) {
+    if (ps->stopping || (dlock__list_empty(&ps->dirty) && !ps->barrier_wanted)) {
         pthread_mutex_unlock(&ps->mu);
         return;
     }
@@ -392,6 +468,9 @@ static void sync_channels(dlock__pubsub *ps)
             if (!sc || dlock__aconn_send(ps->sub, nu, uns, ul, nu - 1, on_unsub_reply, sc) != 0)
                 free(sc);
         }
+        pthread_mutex_lock(&ps->mu);
+        send_barrier(ps);
+        pthread_mutex_unlock(&ps->mu);
         dlock__aconn_uncork(ps->sub);
     } else {
         dlock__log(ps->ctx->cfg, DLOCK_LOG_ERROR, "out of memory updating subscriptions");
@@ -473,9 +552,12 @@ void dlock__pubsub_free(dlock__pubsub *ps)
 /* ------------------------------------------------------------- waiters */
 
 int dlock__waiter_join(dlock__pubsub *ps, dlock__waiter *w, const char *channel, size_t len,
-                       dlock__wake_policy wake, int64_t deadline_ms, dlock_cancel *cancel)
+                       dlock__wake_policy wake, int64_t need, int settle, int64_t deadline_ms,
+                       dlock_cancel *cancel)
 {
     memset(w, 0, sizeof(*w));
+    w->need = need > 1 ? need : 1;
+    w->settle = settle;
     if (dlock__cond_init(&w->cv) != 0)
         return dlock__fail(DLOCK_ESYS, "cannot create a condition variable");
     w->cancel = cancel;
@@ -516,11 +598,17 @@ int dlock__waiter_join(dlock__pubsub *ps, dlock__waiter *w, const char *channel,
     w->ch = ch;
     dlock__list_push_back(&ch->waiters, &w->link);
     ch->nwaiters++;
+    if (settle) {
+        /* Armed by the answer to a PING written after this point. */
+        w->join_seq = ps->barriers_sent;
+        ps->barrier_wanted = 1;
+    }
     if (ch->state != CH_SUBSCRIBED) {
         ch->sub_failed = 0;   /* try again for this waiter */
         ch_mark(ps, ch);
-        dlock__loop_post(ps->lp, &ps->sync_job);
     }
+    if (ch->state != CH_SUBSCRIBED || settle)
+        dlock__loop_post(ps->lp, &ps->sync_job);
     /* Wait for the subscription, at most the command timeout: past it the
      * caller falls back to retrying at the retry delay. */
     int64_t until = dlock__now_ms() + ps->ctx->cfg->command_timeout_ms;
@@ -560,7 +648,7 @@ int dlock__waiter_wait(dlock__pubsub *ps, dlock__waiter *w, int64_t until_ms)
     for (;;) {
         if (w->woken) {
             w->woken = 0;
-            rc = DLOCK__WAKE_MESSAGE;
+            rc = w->settled ? DLOCK__WAKE_DONE : DLOCK__WAKE_MESSAGE;
             break;
         }
         if (ps->closed) {
@@ -603,6 +691,14 @@ void dlock__waiter_set_claimant(dlock__pubsub *ps, dlock__waiter *w, int on)
         w->claimant = !!on;
         w->ch->nclaimants += on ? 1 : -1;
     }
+    pthread_mutex_unlock(&ps->mu);
+}
+
+void dlock__waiter_pass_budget(dlock__pubsub *ps, dlock__waiter *w, int64_t budget)
+{
+    pthread_mutex_lock(&ps->mu);
+    /* w itself needs more than it saw, so the budget never picks it. */
+    wake_budget(w->ch, budget);
     pthread_mutex_unlock(&ps->mu);
 }
 

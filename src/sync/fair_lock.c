@@ -122,8 +122,6 @@ static void give_up(dlock__acq *a, int code)
     if (!a->queued)
         return;
     dlock_lock *l = a->l;
-    char msg[512];
-    snprintf(msg, sizeof(msg), "%s", dlock_last_error());
     dlock__op op;
     dlock__op_init(&op, DLOCK__SCRIPT_FAIR_LEAVE);
     dlock__op_key(&op, l->key[K_QUEUE], l->klen[K_QUEUE]);
@@ -132,10 +130,7 @@ static void give_up(dlock__acq *a, int code)
     dlock__op_key(&op, l->channel, l->clen);
     dlock__op_arg(&op, a->o.field, a->o.flen);
     dlock__op_argi(&op, slot_of(a));
-    redisReply *r = NULL;
-    if (dlock__op_call(l->c, &op, DLOCK__CALL_NO_RETRY, NULL, 0, &r) == DLOCK_OK)
-        freeReplyObject(r);
-    dlock__fail(code, "%s", msg);
+    dlock__lock_best_effort(l, &op, 0, code);
 }
 
 /* KEYS: lock, queue, deadlines, channel prefix, latch; ARGV: owner, lease,

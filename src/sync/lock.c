@@ -149,23 +149,10 @@ void dlock_lock_set_lost_callback(dlock_lock *l, dlock_lost_fn fn, void *ud)
 
 int dlock__lock_proto(const dlock_lock *l, const char *what, redisReply *r)
 {
-    int type = r ? r->type : -1;
-    if (r)
-        freeReplyObject(r);
-    return dlock__fail(DLOCK_EPROTO, "unexpected reply type %d to %s of %s '%s'", type, what,
-                       l->type->what, l->name);
+    return dlock__proto(l->type->what, l->name, what, r);
 }
 
-int dlock__lock_wrong_type(const dlock_lock *l)
-{
-    /* The scripts say "WRONGTYPE the key holds a read-write lock", ...;
-     * Redis itself "WRONGTYPE Operation against a key holding ...". */
-    const char *why = strstr(dlock_last_error(), "WRONGTYPE");
-    char detail[200];
-    snprintf(detail, sizeof(detail), "%s", why ? why + 9 : "");
-    return dlock__fail(DLOCK_EWRONGTYPE, "key '%s' exists and is not a %s:%s", l->name,
-                       l->type->what, detail[0] ? detail : " it holds another type");
-}
+int dlock__lock_wrong_type(const dlock_lock *l) { return dlock__wrong_type(l->type->what, l->name); }
 
 int dlock__lock_busy(const dlock_lock *l, int64_t ttl)
 {
@@ -173,6 +160,16 @@ int dlock__lock_busy(const dlock_lock *l, int64_t ttl)
         return dlock__fail(DLOCK_ETIMEDOUT, "'%s' is held by another owner (expires in %lld ms)",
                            l->name, (long long)ttl);
     return dlock__fail(DLOCK_ETIMEDOUT, "'%s' is held by another owner (no expiry)", l->name);
+}
+
+void dlock__lock_best_effort(dlock_lock *l, const dlock__op *op, unsigned flags, int code)
+{
+    char msg[512];
+    snprintf(msg, sizeof(msg), "%s", dlock_last_error());
+    redisReply *r = NULL;
+    if (dlock__op_call(l->c, op, flags | DLOCK__CALL_NO_RETRY, NULL, 0, &r) == DLOCK_OK)
+        freeReplyObject(r);
+    dlock__fail(code, "%s", msg);
 }
 
 int dlock__lock_call(dlock_lock *l, const dlock__op *op, unsigned flags, dlock_cancel *cancel,

@@ -160,6 +160,11 @@ typedef struct dlock__rel {
 } dlock__rel;
 int dlock__rel_init(dlock__rel *x, dlock_lock *l);
 int dlock__rel_end(dlock__rel *x, int rc, redisReply *r);
+/* A give-up's clean-up (a reservation handed back, a queue entry left): one
+ * try with `flags` (DLOCK__CALL_NO_RETRY at least), its answer and any error
+ * ignored, the caller's status `code` and its message kept. Should it fail,
+ * what it meant to remove lapses by itself. */
+void dlock__lock_best_effort(dlock_lock *l, const dlock__op *op, unsigned flags, int code);
 /* Runs an op for the handle, mapping WRONGTYPE to the type's verdict. */
 int dlock__lock_call(dlock_lock *l, const dlock__op *op, unsigned flags, dlock_cancel *cancel,
                      redisReply **r);

@@ -31,6 +31,27 @@ char *dlock__prefixed(const char *prefix, const char *name, size_t nlen, const c
     return s;
 }
 
+char *dlock__suffixed(const char *name, size_t nlen, const char *tail, size_t *out_len)
+{
+    int tagged = memchr(name, '{', nlen) != NULL;
+    size_t tl = strlen(tail);
+    size_t len = nlen + (tagged ? 0 : 2) + 1 + tl;
+    char *s = malloc(len + 1);
+    if (!s)
+        return NULL;
+    char *p = s;
+    if (!tagged)
+        *p++ = '{';
+    memcpy(p, name, nlen);
+    p += nlen;
+    if (!tagged)
+        *p++ = '}';
+    *p++ = ':';
+    memcpy(p, tail, tl + 1);
+    *out_len = len;
+    return s;
+}
+
 /* A byte string of 1..max bytes: DLOCK_EINVAL when NULL or empty,
  * DLOCK_ENAMETOOLONG above max; `what` names it in the message. */
 static int check_bytes(const char *s, size_t max, const char *what, size_t *len)

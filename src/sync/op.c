@@ -1,6 +1,9 @@
 /* An operation: a script (or a plain command) and its arguments, built key by
  * key and argument by argument, so a call site reads like the script's
- * header. The reply is read by the caller's pure parser (reply.c). */
+ * header. The reply is read by the caller's pure parser (reply.c); the
+ * verdicts every type gives a key of another type, or an answer of the wrong
+ * shape, are here too. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -177,4 +180,31 @@ done:
     free(map);
     free(rout);
     free(rrc);
+}
+
+int dlock__wrong_type(const char *what, const char *name)
+{
+    /* The scripts say "WRONGTYPE the key holds a read-write lock", ...;
+     * Redis itself "WRONGTYPE Operation against a key holding ...". */
+    const char *why = strstr(dlock_last_error(), "WRONGTYPE");
+    char detail[200];
+    snprintf(detail, sizeof(detail), "%s", why ? why + 9 : "");
+    return dlock__fail(DLOCK_EWRONGTYPE, "key '%s' exists and is not a %s:%s", name, what,
+                       detail[0] ? detail : " it holds another type");
+}
+
+int dlock__proto(const char *what, const char *name, const char *op, redisReply *r)
+{
+    int type = r ? r->type : -1;
+    if (r)
+        freeReplyObject(r);
+    return dlock__fail(DLOCK_EPROTO, "unexpected reply type %d to %s of %s '%s'", type, op, what,
+                       name);
+}
+
+int dlock__op_run(dlock_client *c, const dlock__op *op, unsigned flags, dlock_cancel *cancel,
+                  const char *what, const char *name, redisReply **out)
+{
+    int rc = dlock__op_call(c, op, flags, cancel, 0, out);
+    return rc == DLOCK_EWRONGTYPE ? dlock__wrong_type(what, name) : rc;
 }

@@ -99,19 +99,13 @@ static void give_up(dlock__acq *a, int code)
     if (a->state != DLOCK__RESV_MINE || (code != DLOCK_ETIMEDOUT && code != DLOCK_ECANCELED))
         return;
     dlock_lock *l = a->l;
-    char msg[512];
-    snprintf(msg, sizeof(msg), "%s", dlock_last_error());
     dlock__op op;
     dlock__op_init(&op, DLOCK__SCRIPT_LOCK_UNCLAIM);
     dlock__op_key(&op, l->name, l->nlen);
     dlock__op_key(&op, l->key[K_RESERVE], l->klen[K_RESERVE]);
     dlock__op_key(&op, l->channel, l->clen);
     dlock__op_arg(&op, a->o.field, a->o.flen);
-    redisReply *r = NULL;
-    if (dlock__op_call(l->c, &op, DLOCK__CALL_NO_RETRY | DLOCK__CALL_IDLE_ONLY, NULL, 0, &r) ==
-        DLOCK_OK)
-        freeReplyObject(r);
-    dlock__fail(code, "%s", msg);
+    dlock__lock_best_effort(l, &op, DLOCK__CALL_IDLE_ONLY, code);
 }
 
 /* KEYS: lock, channel, latch, reservation (optional); ARGV: owner, lease,

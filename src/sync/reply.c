@@ -138,3 +138,45 @@ int dlock__reply_count(const redisReply *r, int64_t *count)
     return DLOCK_OK;
 }
 
+
+int dlock__reply_take(const redisReply *r, int64_t *v)
+{
+    if (r->type == REDIS_REPLY_NIL)
+        return DLOCK_OK;
+    if (r->type != REDIS_REPLY_INTEGER)
+        return DLOCK_EPROTO;
+    *v = r->integer;
+    return DLOCK__BUSY;
+}
+
+int dlock__reply_signed(const redisReply *r, int64_t *v)
+{
+    if (r->type == REDIS_REPLY_NIL) {
+        *v = 0;
+        return DLOCK_OK;
+    }
+    if (r->type != REDIS_REPLY_STRING)
+        return DLOCK_EPROTO;
+    size_t i = r->len > 0 && r->str[0] == '-' ? 1 : 0;
+    /* 18 digits at most: no overflow; Redis's counts here stay far below. */
+    if (r->len <= i || r->len - i > 18)
+        return DLOCK_EWRONGTYPE;
+    int64_t n = 0;
+    for (size_t k = i; k < r->len; k++) {
+        if (r->str[k] < '0' || r->str[k] > '9')
+            return DLOCK_EWRONGTYPE;
+        n = n * 10 + (r->str[k] - '0');
+    }
+    *v = i ? -n : n;
+    return DLOCK_OK;
+}
+
+int dlock__reply_pair(const redisReply *r, int64_t *a, int64_t *b)
+{
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_INTEGER || r->element[1]->type != REDIS_REPLY_INTEGER)
+        return DLOCK_EPROTO;
+    *a = r->element[0]->integer;
+    *b = r->element[1]->integer;
+    return DLOCK_OK;
+}

@@ -7,8 +7,11 @@
  *   wait.c     the wait loop every waiting type uses: attempt, join the
  *              channel, retry, sleep until a message or the holder's TTL
  *   lock.c     the lock handle and every dlock_lock_* call (lock.h: the
- *              type table; reentrant.c, fair_lock.c: the types)
+ *              type table; reentrant.c, fair_lock.c, rwlock.c: the types)
  *   multilock.c several lock handles as one: multi-lock and RedLock
+ *   semaphore.c          the semaphore (Redisson's RSemaphore)
+ *   permit_semaphore.c   the permit-expirable semaphore (RPermitExpirableSemaphore)
+ *   latch.c              the count-down latch (RCountDownLatch)
  *   reply.c    pure readers of the scripts' answers (fuzzed)
  *   inspect.c  read-only snapshots and SCAN listings
  * Not installed. */
@@ -79,6 +82,15 @@ int dlock__op_call(dlock_client *c, const dlock__op *op, unsigned flags, dlock_c
 void dlock__op_call_many(dlock_client *c, dlock__node *n, const dlock__op *ops, size_t k,
                          unsigned flags, dlock_cancel *cancel, int64_t latch_ms,
                          redisReply **out, int *rc);
+/* dlock__op_call for object `name` of kind `what` ("semaphore", ...): a
+ * WRONGTYPE answer becomes dlock__wrong_type's verdict. */
+int dlock__op_run(dlock_client *c, const dlock__op *op, unsigned flags, dlock_cancel *cancel,
+                  const char *what, const char *name, redisReply **out);
+/* The verdict for a key that is not a `what`, with Redis's (or the
+ * script's) words for it from the calling thread's message. */
+int dlock__wrong_type(const char *what, const char *name);
+/* An answer of the wrong shape to operation `op`: frees r, sets the message. */
+int dlock__proto(const char *what, const char *name, const char *op, redisReply *r);
 
 /* ------------------------------------------------------------------ names */
 
@@ -86,6 +98,9 @@ void dlock__op_call_many(dlock_client *c, dlock__node *n, const dlock__op *ops, 
  * has a '{' (its own hash tag); `tail` is appended as is. NULL when out of memory. */
 char *dlock__prefixed(const char *prefix, const char *name, size_t nlen, const char *tail,
                       size_t *out_len);
+/* Redisson's suffix naming: "{name}:tail", or "name:tail" when the name
+ * already has a '{'. NULL when out of memory. */
+char *dlock__suffixed(const char *name, size_t nlen, const char *tail, size_t *out_len);
 /* Validates a lock name: DLOCK_EINVAL / DLOCK_ENAMETOOLONG with a message. */
 int dlock__check_name(const char *name, size_t *len);
 /* Validates an owner id likewise. */
@@ -107,6 +122,9 @@ typedef struct dlock__busy {
     dlock_client *c;
     const char *channel;
     size_t clen;
+    int64_t pass;            /* units this waiter saw but cannot use (a semaphore's count
+                                below its need): offered to the channel's other local
+                                waiters when a wake-up brought it here */
 } dlock__busy;
 
 /* A waiting operation, as the wait loop sees it. */
@@ -129,6 +147,8 @@ typedef struct dlock__wait_spec {
     const char *channel;     /* where its wake-ups come */
     size_t clen;
     dlock__wake_policy wake; /* NULL: the locks' policy */
+    int64_t need;            /* this waiter's part of a message's budget (0: 1) */
+    int settles;             /* a DLOCK__WAKE_ALL_DONE message ends the wait: DLOCK_OK */
     int64_t wait_ms;         /* 0: one attempt; DLOCK_WAIT_FOREVER: no limit */
     dlock_cancel *cancel;    /* may be NULL */
 } dlock__wait_spec;
@@ -157,6 +177,23 @@ extern _Thread_local uint64_t dlock__wakeups_wasted;
 /* The handle's client and channel (for inspection). */
 dlock_client *dlock__lock_client(const dlock_lock *l);
 const char *dlock__lock_channel(const dlock_lock *l, size_t *len);
+
+/* ------------------------------------------------------------- semaphores */
+
+/* The semaphores' wake policy: a message is a count of permits; it wakes
+ * waiters whose needs (their permits asked) fit in it, none when it is 0 or
+ * negative, all when it is not a count. */
+int dlock__wake_permits(const char *msg, size_t len);
+/* DLOCK_EINVAL (naming `what`) unless min <= n <= DLOCK_COUNT_MAX. */
+int dlock__check_count(int64_t n, int64_t min, const char *what);
+/* Adds delta to the available count of semaphore `name` (either kind: the
+ * same string key, the same channel) and wakes waiters the new count can
+ * serve (scripts/semaphore/add.lua). *count (may be NULL) = the new count,
+ * *heard (may be NULL) = 1 when some client heard the message. A count that
+ * would leave +-DLOCK_COUNT_MAX: DLOCK_EINVAL, unchanged. */
+int dlock__semaphore_add(dlock_client *c, const char *what, const char *name, size_t nlen,
+                         const char *channel, size_t clen, int64_t delta, unsigned flags,
+                         int64_t *count, int *heard);
 
 /* ------------------------------------------------------------------ reply */
 
@@ -187,6 +224,15 @@ int dlock__reply_flag(const redisReply *r, int *flag);
 int dlock__reply_integer(const redisReply *r, int64_t *v);
 int dlock__reply_type_locked(const redisReply *r, int *locked);
 int dlock__reply_count(const redisReply *r, int64_t *count);
+/* A take (semaphore acquire): nil = DLOCK_OK; an integer = DLOCK__BUSY with
+ * it in *v (the count available, or the ms to sleep). */
+int dlock__reply_take(const redisReply *r, int64_t *v);
+/* A count kept as a string (GET of a semaphore or latch): nil = 0, a decimal
+ * integer (may be negative) = its value; another string = DLOCK_EWRONGTYPE
+ * (somebody's data, not a count); anything else = DLOCK_EPROTO. */
+int dlock__reply_signed(const redisReply *r, int64_t *v);
+/* {a, b}: two integers. */
+int dlock__reply_pair(const redisReply *r, int64_t *a, int64_t *b);
 /* A lock snapshot from one lock/inspect.lua entry; DLOCK_EWRONGTYPE names
  * what the key is in *what (pointing into r). */
 int dlock__info_from_entry(const char *name, size_t nlen, const redisReply *e, dlock_info **out,

@@ -11,8 +11,11 @@
  * passes it on, so another waiter of this process gets the chance.
  *
  * The type decides what an attempt is and what "busy" means; the loop decides
- * when to try. A busy answer may ask for this waiter to go first among the
- * channel's local waiters (a reserved turn); the loop keeps the waiter table
+ * when to try. A type whose channel carries a settling message (a latch's
+ * zero) ends the wait on it without another attempt (spec->settles). A busy
+ * answer may ask for this waiter to go first among the channel's local
+ * waiters (a reserved turn), or to wait on another channel (a multi-lock
+ * waits on whichever of its locks was busy); the loop keeps the waiter table
  * in step. */
 #include <string.h>
 
@@ -53,8 +56,8 @@ static int wait_joined(dlock_client *c, const dlock__wait_spec *s, const dlock__
 {
     place at = place_of(c, s, b);
     dlock__waiter w;
-    int rc = dlock__waiter_join(at.c->pubsub, &w, at.channel, at.clen, s->wake, deadline,
-                                s->cancel);
+    int rc = dlock__waiter_join(at.c->pubsub, &w, at.channel, at.clen, s->wake, s->need,
+                                s->settles, deadline, s->cancel);
     if (rc != DLOCK_OK)
         return rc;
     int joined = 1;
@@ -66,6 +69,10 @@ static int wait_joined(dlock_client *c, const dlock__wait_spec *s, const dlock__
             dlock__wakeups_wasted++;   /* woken by a message, and it was taken again */
         if (rc != DLOCK__BUSY)
             break;
+        /* Woken by a budget, and others took part of it first: what is left
+         * may serve a smaller local waiter the message did not wake. */
+        if (used_wake && b->pass > 0)
+            dlock__waiter_pass_budget(at.c->pubsub, &w, b->pass);
         used_wake = 0;
         int64_t now = dlock__now_ms();
         if (now >= deadline) {
@@ -79,8 +86,8 @@ static int wait_joined(dlock_client *c, const dlock__wait_spec *s, const dlock__
             joined = 0;
             at = next;
             first = 0;
-            rc = dlock__waiter_join(at.c->pubsub, &w, at.channel, at.clen, s->wake, deadline,
-                                    s->cancel);
+            rc = dlock__waiter_join(at.c->pubsub, &w, at.channel, at.clen, s->wake, s->need,
+                                    s->settles, deadline, s->cancel);
             if (rc != DLOCK_OK)
                 break;
             joined = 1;
@@ -98,6 +105,10 @@ static int wait_joined(dlock_client *c, const dlock__wait_spec *s, const dlock__
         if (!w.subscribed && now + at.c->cfg.retry_delay_ms < until)
             until = now + at.c->cfg.retry_delay_ms;   /* pub/sub down: poll meanwhile */
         int wr = dlock__waiter_wait(at.c->pubsub, &w, until);
+        if (wr == DLOCK__WAKE_DONE) {
+            rc = DLOCK_OK;   /* a settling message: the wait is over, no attempt needed */
+            break;
+        }
         if (wr == DLOCK_ECANCELED || wr == DLOCK_ECLOSED) {
             rc = end_error(s, wr);
             break;

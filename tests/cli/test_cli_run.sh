@@ -43,8 +43,10 @@ kill "$(cat "$tmp/k9/left")"
 echo "== the terminal: Ctrl-C and Ctrl-Z through a pty"
 # Ctrl-C reaches the command once (the terminal signals its process group,
 # which dlock shares); dlock exits with the command's status and releases.
-{ until held t:cc; do sleep 0.05; done; sleep 0.3; printf '\003'; sleep $((2 * SLOW)); } |
-  script -qfec "$D run t:cc -- sh -c 'trap \"echo got-INT; exit 42\" INT; sleep 30 & wait'" /dev/null >"$tmp/pty.out" 2>&1
+# The command says when its trap is set (a loaded machine can take longer
+# than any fixed pause to start it).
+{ n=0; until [ -e "$tmp/cc.ready" ] || [ $n -ge 600 ]; do sleep 0.05; n=$((n + 1)); done; printf '\003'; sleep $((2 * SLOW)); } |
+  script -qfec "$D run t:cc -- sh -c 'trap \"echo got-INT; exit 42\" INT; : >\"$tmp/cc.ready\"; sleep 30 & wait'" /dev/null >"$tmp/pty.out" 2>&1
 is "$?" 42 "Ctrl-C: dlock exits with the command's status"
 is "$(grep -c 'got-INT' "$tmp/pty.out")" 1 "Ctrl-C reaches the command exactly once"
 check "released after Ctrl-C" free t:cc

@@ -39,6 +39,14 @@ static void check(const redisReply *r)
     dlock__reply_type_locked(r, &flag);
     if (dlock__reply_count(r, &v) == DLOCK_OK && v < 0)
         abort();
+    rc = dlock__reply_take(r, &v);
+    if (rc != DLOCK_OK && rc != DLOCK__BUSY && rc != DLOCK_EPROTO)
+        abort();
+    rc = dlock__reply_signed(r, &v);
+    if (rc != DLOCK_OK && rc != DLOCK_EWRONGTYPE && rc != DLOCK_EPROTO)
+        abort();
+    int64_t w = 0;
+    dlock__reply_pair(r, &v, &w);
     unsigned char held[DLOCK__RENEW_BATCH];
     for (size_t n = 1; n <= 3; n++)
         dlock__reply_renew(r, n, held);

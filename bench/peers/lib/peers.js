@@ -20,12 +20,12 @@
 const Redis = require('ioredis');
 const { Redisson } = require('node-redisson');
 const { Redlock } = require('@sesamecare-oss/redlock');
-const { Mutex } = require('redis-semaphore');
+const { Mutex, Semaphore } = require('redis-semaphore');
 const { redisOptionsFromUrl } = require('./util');
 
 const DEFAULT_LEASE_MS = 30000;
 
-const PEERS = ['node-redisson', 'redlock', 'redis-semaphore'];
+const PEERS = ['node-redisson', 'redlock', 'redis-semaphore', 'redis-semaphore-sem'];
 
 function ioredisClient(url) {
   // Plain ioredis, default options (as each peer's README shows).
@@ -308,6 +308,59 @@ function redisSemaphore(opts) {
   };
 }
 
+// ---------------------------------------------------- redis-semaphore-sem
+// redis-semaphore's Semaphore, for dlock's semaphore scenarios (the lock
+// scenarios on a semaphore of one permit). Acquisition polls: one script per
+// attempt (drop expired holders from a sorted set, add this one if fewer
+// than `limit` are there), then sleeps retryInterval (default 10 ms).
+// Same settings as the Mutex above; limit 1 by default (--limit N).
+function redisSemaphoreSem(opts) {
+  const retryInterval = opts.retryDelayMs ?? 10;
+  const limit = opts.limit ?? 1;
+  const base = {
+    lockTimeout: DEFAULT_LEASE_MS,
+    acquireTimeout: Infinity,
+    acquireAttemptsLimit: Infinity,
+    retryInterval,
+  };
+  const config = {
+    library: 'redis-semaphore',
+    class: 'Semaphore',
+    limit,
+    lockTimeout_ms: DEFAULT_LEASE_MS,
+    refreshInterval_ms: Math.round(DEFAULT_LEASE_MS * 0.8),
+    acquireTimeout: 'Infinity',
+    acquireAttemptsLimit: 'Infinity',
+    retryInterval_ms: retryInterval,
+    wait: 'polling',
+    connections_per_worker: 1,
+  };
+  return {
+    config,
+    async newWorker() {
+      const client = ioredisClient(opts.url);
+      await ready([client]);
+      return {
+        connections: [client],
+        async acquire(name) {
+          const s = new Semaphore(client, name, limit, base);
+          await s.acquire();
+          return s;
+        },
+        async release(s) {
+          await s.release();
+        },
+        async close() {
+          await client.quit();
+        },
+      };
+    },
+    async newHeldWorker() {
+      throw new Error('redis-semaphore-sem runs the semaphore scenarios (uncontended, handoff, idle) only');
+    },
+  };
+}
+
 function createPeer(name, opts) {
   switch (name) {
     case 'node-redisson':
@@ -316,6 +369,8 @@ function createPeer(name, opts) {
       return redlock(opts);
     case 'redis-semaphore':
       return redisSemaphore(opts);
+    case 'redis-semaphore-sem':
+      return redisSemaphoreSem(opts);
     default:
       throw new Error(`unknown --peer ${name} (expected one of: ${PEERS.join(', ')})`);
   }
@@ -323,7 +378,9 @@ function createPeer(name, opts) {
 
 // Key that a peer's lock NAME ends up as in Redis (for existence checks).
 function redisKeyFor(peer, name) {
-  return peer === 'redis-semaphore' ? `mutex:${name}` : name;
+  if (peer === 'redis-semaphore') return `mutex:${name}`;
+  if (peer === 'redis-semaphore-sem') return `semaphore:${name}`;
+  return name;
 }
 
 module.exports = { createPeer, redisKeyFor, PEERS, DEFAULT_LEASE_MS };

@@ -1,0 +1,29 @@
+/* What the benchmark's scenario files share (dlock_bench.c has them). */
+#ifndef DLOCK_BENCH_H
+#define DLOCK_BENCH_H
+
+#include <stdint.h>
+
+#include <hiredis/hiredis.h>
+
+#include "dlock/dlock.h"
+
+typedef struct opts {
+    const char *scenario, *url, *mode, *kind;
+    long cycles, workers, seconds, waiters, hold_ms, concurrency, names, locks, watchdog_ms,
+        periods, lease, procs, awaiters, multi_names;
+} opts;
+
+extern opts O;
+
+int64_t now_ns(void);   /* CLOCK_MONOTONIC */
+void die(const char *what);
+dlock_client *open_client(long watchdog_ms, int pool);
+redisContext *admin(void);
+long long info_field(redisContext *c, const char *section, const char *field);
+
+/* latch_bench.c */
+void latch(void);
+void latch_floor(void);
+
+#endif

@@ -1,0 +1,65 @@
+-- Take one permit of a permit-expirable semaphore (Redisson's
+-- RPermitExpirableSemaphore) for a lease, under the caller's permit id.
+--
+-- KEYS[1]  the semaphore: a string holding the available permits
+-- KEYS[2]  the leases, {name}:timeout (sorted set: member = the permit id as
+--          its 16 raw bytes; score = expiry in epoch ms, 922337203685477 for
+--          a permit without lease)
+-- KEYS[3]  the channel, redisson_sc:{name}
+-- ARGV[1]  the permit id, 16 bytes (the 32 hex characters the caller sees,
+--          decoded, as Redisson stores them)
+-- ARGV[2]  the lease in ms (the watchdog timeout for watchdog permits)
+--
+-- Expired permits go back to the pool first (the new count is published).
+-- "Now" is the server's clock (TIME); Redisson's clients use their own.
+--
+-- Returns nil when the permit is taken. An id that already holds a permit is
+-- an attempt retried after its answer was lost: its lease is set again and
+-- nil returned, so a retry never takes a second permit. Otherwise the ms
+-- until the earliest lease runs out (the waiter sleeps at most that long:
+-- nobody publishes when a lease ends), or -1 when no lease will (wait for a
+-- message). A semaphore key that is not a count, or a leases key that is not
+-- a sorted set, is refused (WRONGTYPE) before anything is written.
+local sem, leases, channel, id = KEYS[1], KEYS[2], KEYS[3], ARGV[1]
+local NO_EXPIRY = 922337203685477
+
+local v = redis.call('get', sem)
+if v and not string.match(v, '^%-?%d+$') then
+  return redis.error_reply('WRONGTYPE the key holds a string that is not a permit count')
+end
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+-- Expired leases: their permits come back (ZRANGEBYSCORE raises WRONGTYPE
+-- for a leases key of another type, before the first write).
+local gone = redis.call('zrangebyscore', leases, 0, now)
+if #gone > 0 then
+  for i = 1, #gone, 1000 do
+    redis.call('zrem', leases, unpack(gone, i, math.min(i + 999, #gone)))
+  end
+  local back = redis.call('incrby', sem, #gone)
+  if back > 0 then
+    redis.call('publish', channel, back)
+  end
+end
+
+if redis.call('zscore', leases, id) then
+  redis.call('zadd', leases, now + tonumber(ARGV[2]), id)
+  return nil
+end
+local have = tonumber(redis.call('get', sem) or '0')
+if have >= 1 then
+  redis.call('decr', sem)
+  redis.call('zadd', leases, now + tonumber(ARGV[2]), id)
+  -- A semaphore given a TTL takes its leases with it (as Redisson does).
+  local ttl = redis.call('pttl', sem)
+  if ttl > 0 then
+    redis.call('pexpire', leases, ttl)
+  end
+  return nil
+end
+local first = redis.call('zrange', leases, 0, 0, 'withscores')
+if first[2] and tonumber(first[2]) < NO_EXPIRY then
+  return math.max(tonumber(first[2]) - now, 1)
+end
+return -1

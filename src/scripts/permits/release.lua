@@ -1,0 +1,47 @@
+-- Give a permit back by its id (Redisson's tryRelease of one id).
+--
+-- KEYS[1]  the semaphore: a string holding the available permits
+-- KEYS[2]  the leases, {name}:timeout (see acquire.lua)
+-- KEYS[3]  the channel, redisson_sc:{name}
+-- ARGV[1]  the permit id, 16 bytes
+--
+-- Expired permits go back to the pool first (the new count is published).
+-- Returns {1, heard} when the permit was held and is back (the new count is
+-- published; heard = clients that received it), {0, 0} when no permit has
+-- this id (released already, never acquired), {2, 0} when its lease had run
+-- out (it is back in the pool by expiry, not by this release). Redisson's
+-- tryRelease answers false for both. Keys of other types are refused
+-- (WRONGTYPE) before anything is written.
+local sem, leases, channel, id = KEYS[1], KEYS[2], KEYS[3], ARGV[1]
+
+local v = redis.call('get', sem)
+if v and not string.match(v, '^%-?%d+$') then
+  return redis.error_reply('WRONGTYPE the key holds a string that is not a permit count')
+end
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+local score = redis.call('zscore', leases, id)
+local gone = redis.call('zrangebyscore', leases, 0, now)
+if #gone > 0 then
+  for i = 1, #gone, 1000 do
+    redis.call('zrem', leases, unpack(gone, i, math.min(i + 999, #gone)))
+  end
+  local back = redis.call('incrby', sem, #gone)
+  if back > 0 then
+    redis.call('publish', channel, back)
+  end
+end
+if not score then
+  return {0, 0}
+end
+if tonumber(score) <= now then
+  return {2, 0}
+end
+redis.call('zrem', leases, id)
+local count = redis.call('incr', sem)
+local heard = 0
+if count > 0 then
+  heard = redis.call('publish', channel, count)
+end
+return {1, heard}
