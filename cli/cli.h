@@ -140,5 +140,7 @@ int cmd_list(cli_opts *o, int argc, char **argv);
 int cmd_watch(cli_opts *o, int argc, char **argv);
 int cmd_unlock(cli_opts *o, int argc, char **argv);
 int cmd_fence(cli_opts *o, int argc, char **argv);
+int cmd_elect(cli_opts *o, int argc, char **argv);
+int cmd_leader(cli_opts *o, int argc, char **argv);
 
 #endif

@@ -23,6 +23,10 @@ static const char global_text[] =
     "  fence [--token N] COMMAND KEY [ARG...]\n"
     "                           a write to KEY only if the token ($DLOCK_TOKEN) is not\n"
     "                           lower than the highest KEY's guard has seen (else 79)\n"
+    "  elect [RUN OPTIONS] NAME -- CMD...\n"
+    "                           run CMD while this process leads election NAME\n"
+    "                           ($DLOCK_TERM); 76 when leadership is lost\n"
+    "  leader [--watch] NAME    who leads NAME (term, host, pid), and each change\n"
     "  help [COMMAND]           this text, or one command's (also: dlock COMMAND --help)\n"
     "\n"
     "Options (before or after the command name):\n"
@@ -165,11 +169,30 @@ static const char fence_text[] =
     "  dlock run jobs:nightly -- sh -c 'dlock fence INCRBY stats:runs 1 &&\n"
     "                                   dlock fence SET report:last \"$(date)\"'\n";
 
+static const char elect_text[] =
+    "usage: dlock elect [-w DUR|-n] [-E N] [--max-hold DUR] [--on-lost term|ignore] [-v]\n"
+    "                   NAME -- CMD [ARG...]\n"
+    "\n"
+    "Campaigns for leadership of election NAME (waiting as 'run' waits for a lock), runs\n"
+    "CMD while this process leads, and resigns when CMD ends. Leading is holding the lock\n"
+    "NAME, renewed by the watchdog; the term is its fencing token (terms only grow), given\n"
+    "to CMD as $DLOCK_TERM (and $DLOCK_TOKEN, for 'dlock fence'). Observers ('dlock\n"
+    "leader --watch') are told of each new leader and of each resignation. If leadership\n"
+    "is lost (the lock deleted or forced open, Redis unreachable, --max-hold), CMD is\n"
+    "stopped as 'run' stops it and dlock exits 76. Options and exit codes as 'run'.\n";
+
+static const char leader_text[] =
+    "usage: dlock leader [--watch] NAME\n"
+    "\n"
+    "Prints who leads election NAME: 'NAME: term T, HOST PID OWNER', or 'NAME: no leader'.\n"
+    "With --watch (-w), prints a line at each change (a new leader, a resignation, a\n"
+    "leader whose lock ended), woken by the election's messages, until interrupted.\n";
+
 static const char help_text[] =
     "usage: dlock help [COMMAND]\n"
     "\n"
     "The usage of dlock, or of one COMMAND (run, status, list, watch, unlock, fence,\n"
-    "help).\n";
+    "elect, leader, help).\n";
 
 int cli_help(FILE *f, const char *cmd)
 {
@@ -178,6 +201,7 @@ int cli_help(FILE *f, const char *cmd)
         const char *text;
     } texts[] = {{"run", run_text},     {"status", status_text}, {"list", list_text},
                  {"watch", watch_text}, {"unlock", unlock_text}, {"fence", fence_text},
+                 {"elect", elect_text}, {"leader", leader_text},
                  {"help", help_text}};
     if (!cmd) {
         fputs(global_text, f);

@@ -37,7 +37,7 @@ void cli_usage_error(const cli_opts *o, const char *cmd, const char *fmt, ...)
     if (cmd)
         fprintf(stderr, "(dlock %s --help for its usage)\n", cmd);
     else
-        fputs("usage: dlock [OPTIONS] run|status|list|watch|unlock|fence|help ... "
+        fputs("usage: dlock [OPTIONS] run|status|list|watch|unlock|fence|elect|leader|help ... "
               "(dlock --help for more)\n", stderr);
 }
 
@@ -415,7 +415,8 @@ static int run_main(cli_opts *o, int argc, char **argv)
         const char *name;
         int (*fn)(cli_opts *, int, char **);
     } cmds[] = {{"run", cmd_run},       {"status", cmd_status}, {"list", cmd_list},
-                {"watch", cmd_watch},   {"unlock", cmd_unlock}, {"fence", cmd_fence}};
+                {"watch", cmd_watch},   {"unlock", cmd_unlock}, {"fence", cmd_fence},
+                {"elect", cmd_elect},   {"leader", cmd_leader}};
     for (size_t k = 0; k < sizeof(cmds) / sizeof(cmds[0]); k++) {
         if (strcmp(cmd, cmds[k].name) != 0)
             continue;

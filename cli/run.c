@@ -205,6 +205,7 @@ static int parse_args(cli_opts *o, int argc, char **argv, run_args *ra)
 /* The locks of a run: one handle, or several taken as one multi-lock (all or
  * nothing), all acting for the run's owner id. */
 typedef struct target {
+    dlock_election *e;       /* dlock elect: campaign and resign (l[0] inspects) */
     dlock_lock *l[RUN_MAX_NAMES];
     const char *names[RUN_MAX_NAMES];
     int n;
@@ -214,6 +215,7 @@ typedef struct target {
 static void target_free(target *t)
 {
     dlock_multilock_free(t->ml);
+    dlock_election_free(t->e);
     for (int i = 0; i < t->n; i++)
         dlock_lock_free(t->l[i]);
     memset(t, 0, sizeof(*t));
@@ -244,6 +246,10 @@ static int target_open(const cli_opts *o, dlock_client *c, const run_args *ra, c
     }
     for (int i = 0; i < t->n && rc == DLOCK_OK && ra->max_hold_ms; i++)
         rc = dlock_lock_set_max_hold(t->l[i], ra->max_hold_ms);
+    if (rc == DLOCK_OK && ra->elect)
+        rc = dlock_election_get_as(c, ra->names[0], owner, &t->e);
+    if (rc == DLOCK_OK && t->e && ra->max_hold_ms)
+        rc = dlock_election_set_max_hold(t->e, ra->max_hold_ms);
     if (rc == DLOCK_OK && t->n > 1)
         rc = dlock_multilock_new(t->l, (size_t)t->n, &t->ml);
     if (rc != DLOCK_OK) {
@@ -259,6 +265,8 @@ static int target_acquire(target *t, int64_t wait_ms, int64_t lease_ms, dlock_ca
                           uint64_t *token)
 {
     *token = 0;
+    if (t->e)
+        return dlock_election_campaign(t->e, wait_ms, cancel, token);
     if (t->ml)
         return dlock_multilock_acquire_cancellable(t->ml, wait_ms, lease_ms, cancel);
     return dlock_lock_acquire_fenced(t->l[0], wait_ms, lease_ms, cancel, token);
@@ -266,6 +274,8 @@ static int target_acquire(target *t, int64_t wait_ms, int64_t lease_ms, dlock_ca
 
 static int target_release(target *t)
 {
+    if (t->e)
+        return dlock_election_resign(t->e);
     return t->ml ? dlock_multilock_release(t->ml) : dlock_lock_release(t->l[0]);
 }
 
@@ -615,11 +625,13 @@ static int run_locked(cli_opts *o, const run_args *ra, guard *g, int sfd)
     size_t all = 16;
     for (int k = 0; k < ra->nnames; k++)
         all += strlen(ra->names[k]) + 1;
-    char tok[40], own[DLOCK_OWNER_MAX + 16];
+    char tok[40], term[40], own[DLOCK_OWNER_MAX + 16];
     char *name_var = malloc(strlen(ra->names[0]) + 12);
     char *names_var = malloc(all);
     char *owners = owners_var(owner);
     snprintf(tok, sizeof(tok), "DLOCK_TOKEN=%llu", (unsigned long long)token);
+    /* DLOCK_TERM: an election's term (its lock's token). */
+    snprintf(term, sizeof(term), "DLOCK_TERM=%llu", (unsigned long long)token);
     snprintf(own, sizeof(own), "DLOCK_OWNER=%s", owner);
     int lost = 0, status = 0;
     if (!name_var || !names_var || !owners) {
@@ -630,7 +642,8 @@ static int run_locked(cli_opts *o, const run_args *ra, guard *g, int sfd)
         size_t off = (size_t)sprintf(names_var, "DLOCK_NAMES=");
         for (int k = 0; k < ra->nnames; k++)
             off += (size_t)sprintf(names_var + off, "%s%s", k ? "\n" : "", ra->names[k]);
-        char *extra[] = {name_var, names_var, tg.ml ? "DLOCK_TOKEN=" : tok, own, owners, NULL};
+        char *extra[] = {name_var, names_var, tg.ml ? "DLOCK_TOKEN=" : tok, own, owners,
+                         ra->elect ? term : NULL, NULL};
         code = guard_exec(o, g, ra->cmd[0], extra);
     }
     free(name_var);
@@ -655,11 +668,38 @@ static int run_locked(cli_opts *o, const run_args *ra, guard *g, int sfd)
     return EXIT_SOFTWARE;
 }
 
+static int run_main(cli_opts *o, run_args *ra);
+
 int cmd_run(cli_opts *o, int argc, char **argv)
 {
     run_args ra;
     if (parse_args(o, argc, argv, &ra) != 0)
         return EXIT_USAGE;
+    return run_main(o, &ra);
+}
+
+/* dlock elect NAME -- CMD: a run whose lock is election NAME's, taken by
+ * campaigning (announced to observers), resigned at the end, DLOCK_TERM. */
+int cmd_elect(cli_opts *o, int argc, char **argv)
+{
+    run_args ra;
+    if (parse_args(o, argc, argv, &ra) != 0)
+        return EXIT_USAGE;
+    if (ra.nnames != 1 || ra.kinds[0] != RUN_LOCK) {
+        cli_usage_error(o, "elect", "one election NAME (no --fair, --read, --write)");
+        return EXIT_USAGE;
+    }
+    if (ra.lease_ms != DLOCK_WATCHDOG) {
+        cli_usage_error(o, "elect", "a leader is kept by the watchdog: no --lease");
+        return EXIT_USAGE;
+    }
+    ra.elect = 1;
+    return run_main(o, &ra);
+}
+
+static int run_main(cli_opts *o, run_args *rap)
+{
+    run_args ra = *rap;
     /* Block before any thread exists (the io thread and the guard inherit the
      * mask); a write to a guard that died must not kill us. */
     sigset_t mask;

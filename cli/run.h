@@ -27,6 +27,7 @@ typedef struct run_args {
     const char *pending;   /* a --fair/--read/--write waiting for its NAME */
     char display[512];
     char **cmd;
+    int elect;             /* dlock elect: the name is an election, DLOCK_TERM */
 } run_args;
 
 /* Why a hold was lost: the library's dlock_lost_reason values, and ours. */

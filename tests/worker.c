@@ -16,6 +16,9 @@
  *                                           expirable semaphore NAME, prints
  *                                           "held <id>", sleeps until killed; prints
  *                                           "lost <reason>" if it is lost
+ *   worker lead URL NAME WATCHDOG_MS        campaigns for election NAME (waiting),
+ *                                           prints "leader <term>", sleeps until
+ *                                           killed; prints "lost <reason>" if lost
  *   worker latch URL NAME THREADS           THREADS threads await latch NAME; prints
  *                                           "ready" once all wait, then "done <us>",
  *                                           the CLOCK_MONOTONIC time (us) at which
@@ -245,6 +248,23 @@ int main(int argc, char **argv)
             return 2;
         }
         printf("held\n");
+        fflush(stdout);
+        for (;;)
+            pause();
+    }
+    if (argc >= 5 && strcmp(argv[1], "lead") == 0) {
+        url = argv[2];
+        name = argv[3];
+        client = open_client(atoll(argv[4]));
+        dlock_election *e = NULL;
+        uint64_t term = 0;
+        if (dlock_election_get(client, name, &e) != DLOCK_OK ||
+            (dlock_election_set_lost_callback(e, print_lost, NULL),
+             dlock_election_campaign(e, DLOCK_WAIT_FOREVER, NULL, &term)) != DLOCK_OK) {
+            fprintf(stderr, "lead: %s\n", dlock_last_error());
+            return 2;
+        }
+        printf("leader %llu\n", (unsigned long long)term);
         fflush(stdout);
         for (;;)
             pause();

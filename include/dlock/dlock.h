@@ -770,6 +770,70 @@ DLOCK_API int dlock_fence_incrby(dlock_client *c, uint64_t token, const char *ke
 /* *highest = the highest token key's guard has seen, 0 when it has none. */
 DLOCK_API int dlock_fence_guard(dlock_client *c, const char *key, uint64_t *highest);
 
+/* ------------------------------------------------------------ election */
+
+/* Leader election on a name. Leading = holding the reentrant lock `name`
+ * with the watchdog (so a leader is renewed while its process lives, lost
+ * like any hold: the lost callback, at once when someone deletes it, and
+ * kept at most the hold limit when one is set), taken fenced: the term is
+ * the lock's fencing token, so terms only grow, a new leader's term is above
+ * every earlier one, and a term fences writes (dlock_fence_*) like a token.
+ * A new leader records itself (dlock_election:{name}: term, owner, who =
+ * "host pid") and PUBLISHes its term on dlock_election__channel:{name};
+ * resigning releases the lock and publishes 0. Observers sleep on that
+ * channel between changes, no longer than the leader's TTL (a leader that
+ * died publishes nothing: its lock expires within the watchdog timeout and
+ * the next campaigner, woken by the lock's own expiry, takes over), never
+ * polling. A handle has its own owner id: campaign, resign and the term may
+ * be used from any thread. */
+typedef struct dlock_election dlock_election;
+
+/* A handle on election `name`; errors as dlock_lock_get. */
+DLOCK_API int dlock_election_get(dlock_client *c, const char *name, dlock_election **out);
+/* As dlock_election_get, campaigning as an explicit owner id (see
+ * dlock_lock_get_as). */
+DLOCK_API int dlock_election_get_as(dlock_client *c, const char *name, const char *owner,
+                                    dlock_election **out);
+/* Frees the handle (no other call may be using it). A term it leads is not
+ * resigned: resign first, or it ends with the client (its lease). */
+DLOCK_API void dlock_election_free(dlock_election *e);
+DLOCK_API const char *dlock_election_name(const dlock_election *e);
+/* Called (io thread) when this handle's leadership is lost: its lock found
+ * gone, Redis unreachable, paused, hold limit; see dlock_lost_fn. The term is
+ * over before it is called. NULL fn: the client's lost callback. Any
+ * thread. */
+DLOCK_API void dlock_election_set_lost_callback(dlock_election *e, dlock_lost_fn fn, void *ud);
+/* The longest a term may last (see dlock_lock_set_max_hold): then it is lost,
+ * DLOCK_LOST_MAX_HOLD. */
+DLOCK_API int dlock_election_set_max_hold(dlock_election *e, int64_t ms);
+/* Campaigns: waits up to wait_ms (0: one try, DLOCK_WAIT_FOREVER) to lead,
+ * asleep (woken by the lock's release, or its expiry), and writes the term.
+ * A handle that leads already gets its term again. Returns DLOCK_OK,
+ * DLOCK_ETIMEDOUT (someone else leads), DLOCK_ECANCELED, DLOCK_ENOTOWNER
+ * (elected, then lost before announcing: not leading), DLOCK_EWRONGTYPE,
+ * connection errors. */
+DLOCK_API int dlock_election_campaign(dlock_election *e, int64_t wait_ms, dlock_cancel *cancel,
+                                      uint64_t *term);
+/* Resigns: releases the lock, tells the observers. DLOCK_ENOTOWNER when this
+ * handle does not lead (never did, resigned, or lost it). */
+DLOCK_API int dlock_election_resign(dlock_election *e);
+/* The term this handle leads in, 0 when it does not (as this process knows:
+ * a loss is known at once when Redis reports the change, else at the next
+ * renewal). */
+DLOCK_API uint64_t dlock_election_term(dlock_election *e);
+/* Who leads now, read atomically: *term (0: nobody, or a new leader not yet
+ * announced) and, when who != NULL, "host pid owner-id" into who[size]
+ * (truncated). */
+DLOCK_API int dlock_election_leader(dlock_election *e, uint64_t *term, char *who, size_t size);
+/* Blocks until the leader's term differs from `known` (a new leader; 0 when
+ * the leader resigned or its lock ended), up to wait_ms (0: check once,
+ * DLOCK_WAIT_FOREVER), and gives the new term and who as
+ * dlock_election_leader. Returns DLOCK_OK, DLOCK_ETIMEDOUT, DLOCK_ECANCELED,
+ * DLOCK_EINVAL, connection errors. */
+DLOCK_API int dlock_election_await_change(dlock_election *e, uint64_t known, int64_t wait_ms,
+                                          dlock_cancel *cancel, uint64_t *term, char *who,
+                                          size_t size);
+
 /* ------------------------------------------------------------- inspect */
 
 /* A snapshot of one lock of any kind, read atomically: who holds it, for how

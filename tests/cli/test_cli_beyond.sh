@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # dlock run's hold limit (--max-hold), a revoked lock ending its command at
-# once, and the fenced writes of dlock fence (issue 16).
+# once, the fenced writes of dlock fence, and dlock elect / leader (issue 16).
 # usage: test_cli_beyond.sh PATH/TO/dlock SOURCE_DIR
 DLOCK=$1
 SRC=$2
@@ -77,5 +77,39 @@ has "$tmp/err" "empty" "a run over several names has no token for fence"
 rc set plain v >/dev/null
 expect 65 "$D" fence --token "$t2" HSET plain f v
 is "$(rc get plain)" "v" "a wrong type changes nothing"
+
+echo "== elect / leader: one leader, terms that grow, observers told, loss ends CMD"
+expect 0 "$D" leader t:el
+has "$tmp/out" "no leader" "leader with nobody elected"
+"$D" leader --watch t:el > "$tmp/watch.out" 2>&1 & wp=$!
+until_ok grep -q "no leader" "$tmp/watch.out"
+"$D" elect t:el -- sh -c 'echo "$DLOCK_TERM" > "$0/term1"; trap "exit 7" TERM; sleep 30 & wait' "$tmp" \
+  >/dev/null 2>"$tmp/el.err" & p=$!
+until_ok held t:el
+until_ok test -s "$tmp/term1"
+t1=$(cat "$tmp/term1")
+expect 0 "$D" leader t:el
+has "$tmp/out" "term $t1" "leader names the term"
+has "$tmp/out" "$(hostname)" "leader names the host"
+expect 75 "$D" elect -n -E 75 t:el -- true
+"$D" unlock --force t:el >/dev/null
+wait "$p"; is "$?" 76 "elect: leadership lost (forced open) ends CMD with 76"
+expect 0 "$D" elect t:el -- sh -c 'echo "$DLOCK_TERM" > "$0/term2"' "$tmp"
+t2=$(cat "$tmp/term2")
+[ "$t2" -gt "$t1" ] && ok || bad "the second term $t2 is not above $t1"
+check "a finished elect resigned" free t:el
+sleep 0.3
+kill "$wp" 2>/dev/null; wait "$wp" 2>/dev/null
+has "$tmp/watch.out" "term $t1" "leader --watch saw the first leader"
+has "$tmp/watch.out" "term $t2" "leader --watch saw the second leader"
+[ "$(grep -c 'no leader' "$tmp/watch.out")" -ge 2 ] && ok || bad "leader --watch saw the ends: $(cat "$tmp/watch.out")"
+t0=$(now_ms)
+expect 76 "$D" --watchdog 1s elect --max-hold 1500ms t:elmh -- sleep 30
+took=$(( $(now_ms) - t0 ))
+[ "$took" -le $((1500 + 2000 * SLOW)) ] && ok || bad "elect --max-hold 1.5s ended after $took ms"
+expect 64 "$D" elect --fair t:el -- true
+expect 64 "$D" elect --lease 5s t:el -- true
+expect 64 "$D" leader
+expect 64 "$D" leader a b
 
 finish

@@ -1,0 +1,386 @@
+/* Leader election (dlock's own, on Redisson's lock layout).
+ *
+ * Leading = holding the reentrant lock `name` with the watchdog, taken with a
+ * fencing token: the token is the term, so terms only grow (the counter's
+ * clock floor keeps that across lost counters) and a leader's term fences its
+ * writes like any token. The leader's lease is the watchdog's and is lost
+ * like any hold (its lost callback; at once when someone else deletes it).
+ * After taking the lock the new leader records itself in
+ * dlock_election:{name} (term, owner, who) and PUBLISHes the term on
+ * dlock_election__channel:{name} (scripts/election/announce.lua); resigning
+ * releases the lock and publishes "0". Observers read the record and the
+ * lock together (leader.lua) and sleep on that channel between changes, no
+ * longer than the lock's TTL (a dead leader publishes nothing: its lock
+ * expires), never polling. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sync/sync.h"
+
+static const char WHAT[] = "election";
+
+struct dlock_election {
+    dlock_client *c;
+    dlock_lock *lock;
+    char *name;
+    size_t nlen;
+    char *record;            /* dlock_election:{name} */
+    size_t rlen;
+    char *channel;           /* dlock_election__channel:{name} */
+    size_t clen;
+    char owner[DLOCK_OWNER_MAX + 1];
+    pthread_mutex_t mu;
+    uint64_t term;           /* under mu: the term this handle leads in, 0 when not */
+    dlock_lost_fn fn;        /* under mu */
+    void *ud;
+};
+
+static int bad_handle(const void *e)
+{
+    dlock__clear_error();
+    return e ? DLOCK_OK : dlock__fail(DLOCK_EINVAL, "election is NULL");
+}
+
+static char *wrapped(const char *prefix, const char *name, size_t nlen, size_t *len)
+{
+    size_t pl = strlen(prefix);
+    char *s = malloc(pl + nlen + 3);
+    if (s) {
+        memcpy(s, prefix, pl);
+        s[pl] = '{';
+        memcpy(s + pl + 1, name, nlen);
+        memcpy(s + pl + 1 + nlen, "}", 2);
+        *len = pl + nlen + 2;
+    }
+    return s;
+}
+
+/* The lock's loss ends the term, then the user's callback runs. */
+static void on_lost(const char *name, const char *owner, dlock_lost_reason reason, void *ud)
+{
+    dlock_election *e = ud;
+    pthread_mutex_lock(&e->mu);
+    e->term = 0;
+    dlock_lost_fn fn = e->fn ? e->fn : e->c->cfg.lost_fn;   /* else the client's */
+    void *fud = e->fn ? e->ud : e->c->cfg.lost_ud;
+    pthread_mutex_unlock(&e->mu);
+    if (fn)
+        fn(name, owner, reason, fud);
+}
+
+static int get(dlock_client *c, const char *name, const char *owner, dlock_election **out);
+
+int dlock_election_get(dlock_client *c, const char *name, dlock_election **out)
+{
+    return get(c, name, NULL, out);
+}
+
+int dlock_election_get_as(dlock_client *c, const char *name, const char *owner,
+                          dlock_election **out)
+{
+    dlock__clear_error();
+    if (!owner)
+        return dlock__fail(DLOCK_EINVAL, "owner id is NULL");
+    if (strlen(owner) > DLOCK_OWNER_MAX)
+        return dlock__fail(DLOCK_ENAMETOOLONG, "owner id longer than %d bytes", DLOCK_OWNER_MAX);
+    return get(c, name, owner, out);
+}
+
+static int get(dlock_client *c, const char *name, const char *owner, dlock_election **out)
+{
+    size_t nlen = 0;
+    int rc = dlock__get_args(c, name, out, &nlen);
+    if (out)
+        *out = NULL;
+    if (rc != DLOCK_OK)
+        return rc;
+    dlock_election *e = calloc(1, sizeof(*e));
+    if (!e)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    pthread_mutex_init(&e->mu, NULL);
+    e->c = c;
+    e->nlen = nlen;
+    e->name = dlock__strndup(name, nlen);
+    e->record = wrapped("dlock_election:", name, nlen, &e->rlen);
+    e->channel = wrapped("dlock_election__channel:", name, nlen, &e->clen);
+    if (!e->name || !e->record || !e->channel) {
+        dlock_election_free(e);
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    }
+    /* One owner id per handle: campaign and resign may come from any thread. */
+    if (owner)
+        snprintf(e->owner, sizeof(e->owner), "%s", owner);
+    else
+        rc = dlock_client_new_owner_id(c, e->owner, sizeof(e->owner));
+    if (rc != DLOCK_OK || (rc = dlock_lock_get_as(c, name, e->owner, &e->lock)) != DLOCK_OK) {
+        dlock_election_free(e);
+        return rc;
+    }
+    dlock_lock_set_lost_callback(e->lock, on_lost, e);
+    *out = e;
+    return DLOCK_OK;
+}
+
+void dlock_election_free(dlock_election *e)
+{
+    if (!e)
+        return;
+    dlock_lock_free(e->lock);
+    free(e->name);
+    free(e->record);
+    free(e->channel);
+    pthread_mutex_destroy(&e->mu);
+    free(e);
+}
+
+const char *dlock_election_name(const dlock_election *e) { return e ? e->name : ""; }
+
+void dlock_election_set_lost_callback(dlock_election *e, dlock_lost_fn fn, void *ud)
+{
+    if (!e)
+        return;
+    pthread_mutex_lock(&e->mu);
+    e->fn = fn;
+    e->ud = ud;
+    pthread_mutex_unlock(&e->mu);
+}
+
+int dlock_election_set_max_hold(dlock_election *e, int64_t ms)
+{
+    int rc = bad_handle(e);
+    return rc != DLOCK_OK ? rc : dlock_lock_set_max_hold(e->lock, ms);
+}
+
+/* ------------------------------------------------------------ campaign */
+
+static int announce(dlock_election *e, uint64_t term)
+{
+    char host[256] = "";
+    if (gethostname(host, sizeof(host) - 1) != 0)
+        snprintf(host, sizeof(host), "?");
+    char who[300];
+    snprintf(who, sizeof(who), "%s %ld", host, (long)getpid());
+    dlock__op op;
+    dlock__op_init(&op, DLOCK__SCRIPT_ELECTION_ANNOUNCE);
+    dlock__op_key(&op, e->name, e->nlen);
+    dlock__op_key(&op, e->record, e->rlen);
+    dlock__op_key(&op, e->channel, e->clen);
+    dlock__op_args(&op, e->owner);
+    dlock__op_argi(&op, (int64_t)term);
+    dlock__op_args(&op, who);
+    redisReply *r;
+    int rc = dlock__op_run(e->c, &op, 0, NULL, WHAT, e->name, &r);
+    if (rc != DLOCK_OK)
+        return rc;
+    int64_t done = 0;
+    if (dlock__reply_integer(r, &done) != DLOCK_OK)
+        return dlock__proto(WHAT, e->name, "announce", r);
+    freeReplyObject(r);
+    if (!done)
+        return dlock__fail(DLOCK_ENOTOWNER, "election '%s': leadership (term %llu) lost before "
+                                            "it was announced", e->name,
+                           (unsigned long long)term);
+    return DLOCK_OK;
+}
+
+int dlock_election_campaign(dlock_election *e, int64_t wait_ms, dlock_cancel *cancel,
+                            uint64_t *term)
+{
+    int rc = bad_handle(e);
+    if (rc != DLOCK_OK)
+        return rc;
+    pthread_mutex_lock(&e->mu);
+    uint64_t now = e->term;
+    pthread_mutex_unlock(&e->mu);
+    if (now) {   /* already leading: the same term */
+        if (term)
+            *term = now;
+        return DLOCK_OK;
+    }
+    uint64_t t = 0;
+    rc = dlock_lock_acquire_fenced(e->lock, wait_ms, DLOCK_WATCHDOG, cancel, &t);
+    if (rc != DLOCK_OK)
+        return rc;
+    /* Terms are tokens; Lua compares them as decimal strings, C as int64. */
+    if (t > (uint64_t)INT64_MAX) {
+        dlock_lock_release(e->lock);
+        return dlock__fail(DLOCK_EPROTO, "election '%s': term %llu out of range", e->name,
+                           (unsigned long long)t);
+    }
+    pthread_mutex_lock(&e->mu);
+    e->term = t;
+    pthread_mutex_unlock(&e->mu);
+    if ((rc = announce(e, t)) != DLOCK_OK) {
+        char msg[512];
+        snprintf(msg, sizeof(msg), "%s", dlock_last_error());
+        pthread_mutex_lock(&e->mu);
+        e->term = 0;
+        pthread_mutex_unlock(&e->mu);
+        dlock_lock_release(e->lock);
+        return dlock__fail(rc, "%s", msg);
+    }
+    if (term)
+        *term = t;
+    return DLOCK_OK;
+}
+
+int dlock_election_resign(dlock_election *e)
+{
+    int rc = bad_handle(e);
+    if (rc != DLOCK_OK)
+        return rc;
+    pthread_mutex_lock(&e->mu);
+    uint64_t was = e->term;
+    e->term = 0;
+    pthread_mutex_unlock(&e->mu);
+    if (!was)
+        return dlock__fail(DLOCK_ENOTOWNER, "election '%s': this handle does not lead",
+                           e->name);
+    rc = dlock_lock_release(e->lock);
+    /* Observers learn at once (a lost release, or one that found the lock
+     * gone, still ends this handle's term). */
+    dlock__op op;
+    dlock__op_init(&op, -1);
+    dlock__op_args(&op, "PUBLISH");
+    dlock__op_arg(&op, e->channel, e->clen);
+    dlock__op_args(&op, "0");
+    redisReply *r = NULL;
+    char msg[512];
+    snprintf(msg, sizeof(msg), "%s", dlock_last_error());
+    if (dlock__op_run(e->c, &op, DLOCK__CALL_IDEMPOTENT, NULL, WHAT, e->name, &r) == DLOCK_OK)
+        freeReplyObject(r);
+    if (rc != DLOCK_OK)
+        return dlock__fail(rc, "%s", msg);
+    dlock__clear_error();
+    return DLOCK_OK;
+}
+
+uint64_t dlock_election_term(dlock_election *e)
+{
+    if (!e)
+        return 0;
+    pthread_mutex_lock(&e->mu);
+    uint64_t t = e->term;
+    pthread_mutex_unlock(&e->mu);
+    return t;
+}
+
+/* ------------------------------------------------------------ observe */
+
+typedef struct seen {
+    uint64_t term;
+    int64_t pttl;
+    char owner[DLOCK_OWNER_MAX + 1];
+    char who[300];
+} seen;
+
+static int read_leader(dlock_election *e, dlock_cancel *cancel, seen *s)
+{
+    dlock__op op;
+    dlock__op_init(&op, DLOCK__SCRIPT_ELECTION_LEADER);
+    dlock__op_key(&op, e->name, e->nlen);
+    dlock__op_key(&op, e->record, e->rlen);
+    redisReply *r;
+    int rc = dlock__op_run(e->c, &op, DLOCK__CALL_IDEMPOTENT, cancel, WHAT, e->name, &r);
+    if (rc != DLOCK_OK)
+        return rc;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 4 ||
+        r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_STRING ||
+        r->element[2]->type != REDIS_REPLY_STRING || r->element[3]->type != REDIS_REPLY_INTEGER)
+        return dlock__proto(WHAT, e->name, "leader", r);
+    char *end;
+    s->term = strtoull(r->element[0]->str, &end, 10);
+    s->pttl = r->element[3]->integer;
+    snprintf(s->owner, sizeof(s->owner), "%.*s", (int)r->element[1]->len, r->element[1]->str);
+    snprintf(s->who, sizeof(s->who), "%.*s", (int)r->element[2]->len, r->element[2]->str);
+    int bad = *end != '\0';
+    freeReplyObject(r);
+    if (bad)
+        return dlock__fail(DLOCK_EWRONGTYPE, "election '%s': %s holds no term", e->name,
+                           e->record);
+    return DLOCK_OK;
+}
+
+static void copy_out(const seen *s, char *who, size_t size)
+{
+    if (who && size)
+        snprintf(who, size, "%s%s%s", s->who, s->term ? " " : "", s->term ? s->owner : "");
+}
+
+int dlock_election_leader(dlock_election *e, uint64_t *term, char *who, size_t size)
+{
+    int rc = bad_handle(e);
+    if (rc != DLOCK_OK)
+        return rc;
+    if (!term)
+        return dlock__fail(DLOCK_EINVAL, "term out-parameter is NULL");
+    seen s;
+    if ((rc = read_leader(e, NULL, &s)) != DLOCK_OK)
+        return rc;
+    *term = s.term;
+    copy_out(&s, who, size);
+    return DLOCK_OK;
+}
+
+typedef struct watching {
+    dlock_election *e;
+    dlock_cancel *cancel;
+    uint64_t known;
+    seen s;
+} watching;
+
+static int watch_attempt(void *ud, int64_t waited_ms, dlock__busy *b)
+{
+    (void)waited_ms;
+    watching *w = ud;
+    int rc = read_leader(w->e, w->cancel, &w->s);
+    if (rc != DLOCK_OK)
+        return rc;
+    if (w->s.term != w->known)
+        return DLOCK_OK;
+    /* Unchanged: until a message, or the lock's TTL (a dead leader publishes
+     * nothing; its lock expires). */
+    b->ttl = w->s.pttl > 0 ? w->s.pttl : -1;
+    b->first = 0;
+    return DLOCK__BUSY;
+}
+
+static int watch_busy(void *ud, const dlock__busy *b)
+{
+    (void)b;
+    watching *w = ud;
+    return dlock__fail(DLOCK_ETIMEDOUT, "election '%s': still term %llu", w->e->name,
+                       (unsigned long long)w->known);
+}
+
+static int wake_all(const char *msg, size_t len)
+{
+    (void)msg;
+    (void)len;
+    return DLOCK__WAKE_ALL;
+}
+
+int dlock_election_await_change(dlock_election *e, uint64_t known, int64_t wait_ms,
+                                dlock_cancel *cancel, uint64_t *term, char *who, size_t size)
+{
+    int rc = bad_handle(e);
+    if (rc != DLOCK_OK)
+        return rc;
+    if (wait_ms < DLOCK_WAIT_FOREVER)
+        return dlock__fail(DLOCK_EINVAL, "wait %lld ms: use 0 (check once), a positive wait or "
+                                         "DLOCK_WAIT_FOREVER",
+                           (long long)wait_ms);
+    watching w = {e, cancel, known, {0}};
+    dlock__wait_spec spec = {.name = e->name, .channel = e->channel, .clen = e->clen,
+                             .wake = wake_all, .need = 1, .wait_ms = wait_ms, .cancel = cancel};
+    dlock__wait_ops ops = {watch_attempt, watch_busy, NULL, &w};
+    rc = dlock__wait(e->c, &spec, &ops);
+    if (rc == DLOCK_OK) {
+        if (term)
+            *term = w.s.term;
+        copy_out(&w.s, who, size);
+    }
+    return rc;
+}
