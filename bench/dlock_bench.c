@@ -78,6 +78,8 @@ dlock_client *open_client(long watchdog_ms, int pool)
         dlock_config_set_watchdog_timeout(cfg, watchdog_ms);
     if (pool)
         dlock_config_set_pool_size(cfg, pool);
+    if (getenv("DLOCK_BENCH_REVOCATION"))   /* 0: renewal-time detection only (A/B runs) */
+        dlock_config_set_revocation(cfg, atoi(getenv("DLOCK_BENCH_REVOCATION")));
     dlock_client *c;
     if (dlock_client_open(&c, cfg) != DLOCK_OK)
         die("open");

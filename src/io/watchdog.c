@@ -124,6 +124,7 @@ struct dlock__watchdog {
     dlock__list recheck;     /* holds to renew at once */
     int track_live;          /* under mu: tracking is on for the current renewal connection */
     int batches_out;         /* under mu: renewal scripts awaiting their answer */
+    int reg_armed;           /* under mu: the io thread will register new holds soon */
 
     struct lost_note *pending;   /* under mu: losses found by releases, for the io thread */
 
@@ -346,11 +347,17 @@ int dlock__watchdog_add_limited(dlock__watchdog *wd, const dlock__hold_id *id, i
     }
     dlock__list_push_back(&wd->all, &h->all);
     track_link(wd, h);
-    /* Renewed once at once, so that Redis tracks it from now on (and the
-     * listener is started with the first hold). */
-    int post = wd->track && !wd->track_refused;
-    if (post && wd->track_live)
-        mark_recheck(wd, h);
+    /* Renewed once soon, so that Redis tracks it from now on (and the
+     * listener is started with the first hold). The io thread is woken only
+     * when no registering pass is due already: an acquisition's hot path
+     * does not hop through it each time. */
+    int post = 0;
+    if (wd->track && !wd->track_refused) {
+        if (wd->track_live)
+            mark_recheck(wd, h);
+        post = !wd->reg_armed;
+        wd->reg_armed = 1;
+    }
     pthread_mutex_unlock(&wd->mu);
     if (post)
         dlock__loop_post(wd->lp, &wd->recheck_job);
@@ -896,7 +903,14 @@ static void recheck(dlock__watchdog *wd)
     send_all(wd, &tb);
 }
 
-static void on_reg_timer(uv_timer_t *t) { recheck(t->data); }
+static void on_reg_timer(uv_timer_t *t)
+{
+    dlock__watchdog *wd = t->data;
+    pthread_mutex_lock(&wd->mu);
+    wd->reg_armed = 0;   /* holds added from now on wake the io thread again */
+    pthread_mutex_unlock(&wd->mu);
+    recheck(wd);
+}
 
 /* New holds: registered (renewed once, so that Redis tracks their keys)
  * REGISTER_DELAY_MS after the first of them, so that a burst of acquisitions
@@ -909,6 +923,10 @@ static void recheck_job(void *arg)
     if (wd->stopping || !wd->timer_inited)
         return;
     if (!wd->conn || !dlock__aconn_ready(wd->conn) || !wd->track_id) {
+        /* Tracking not on yet: when it is, every hold is marked. */
+        pthread_mutex_lock(&wd->mu);
+        wd->reg_armed = 0;
+        pthread_mutex_unlock(&wd->mu);
         tick(wd);   /* connects the renewal connection and the listener */
         return;
     }
