@@ -50,6 +50,17 @@ void dlock__loop_post(dlock__loop *lp, dlock__job *j)
     pthread_mutex_unlock(&lp->qmu);
 }
 
+void dlock__loop_unpost(dlock__loop *lp, dlock__job *j)
+{
+    pthread_mutex_lock(&lp->qmu);
+    if (j->queued) {
+        /* In the queue, or in the batch on_async is running: either way a list. */
+        dlock__list_remove(&j->link);
+        j->queued = 0;
+    }
+    pthread_mutex_unlock(&lp->qmu);
+}
+
 /* Runs the jobs queued so far; a job posted while they run waits for the next
  * wake-up (uv_async_send was called for it). */
 static void on_async(uv_async_t *a)

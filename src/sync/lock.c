@@ -196,7 +196,7 @@ static int check_times(int64_t wait_ms, int64_t lease_ms)
     return DLOCK_OK;
 }
 
-int dlock__acq_acquired(dlock__acq *a)
+int dlock__acq_hold(dlock__acq *a)
 {
     dlock_lock *l = a->l;
     dlock__hold_id id;
@@ -210,7 +210,13 @@ int dlock__acq_acquired(dlock__acq *a)
     dlock_lost_fn fn = l->fn;
     void *ud = l->ud;
     pthread_mutex_unlock(&l->mu);
-    int rc = dlock__watchdog_add(l->c->wd, &id, a->sent, fn, ud);
+    return dlock__watchdog_add(l->c->wd, &id, a->sent, fn, ud);
+}
+
+int dlock__acq_acquired(dlock__acq *a)
+{
+    dlock_lock *l = a->l;
+    int rc = dlock__acq_hold(a);
     if (rc != DLOCK_OK) {
         /* Held but not renewable: give it back rather than let it lapse unseen. */
         char msg[512];
@@ -246,12 +252,15 @@ static int acq_busy_error(void *ud, const dlock__busy *b)
     return a->l->type->busy_error(a, b);
 }
 
-static void acq_give_up(void *ud, int rc)
+void dlock__acq_give_up(dlock__acq *a, int rc)
 {
-    dlock__acq *a = ud;
-    if (a->l->type->give_up)
-        a->l->type->give_up(a, rc);
+    dlock__op op;
+    unsigned flags = 0;
+    if (a->l->type->give_up_op && a->l->type->give_up_op(a, rc, &op, &flags))
+        dlock__lock_best_effort(a->l, &op, flags, rc);
 }
+
+static void acq_give_up(void *ud, int rc) { dlock__acq_give_up(ud, rc); }
 
 int dlock__acq_init(dlock__acq *a, dlock_lock *l, int64_t wait_ms, int64_t lease_ms,
                     dlock_cancel *cancel, int fenced)
@@ -406,7 +415,14 @@ int dlock_lock_force_release(dlock_lock *l, int *was_locked)
     redisReply *r;
     /* Not resent after a lost reply: its PUBLISH may already have handed the
      * lock to a waiter, whose hold a second DEL would destroy. */
-    int rc = dlock__lock_call(l, &op, 0, NULL, &r);
+    int rc = dlock__op_call(l->c, &op, 0, NULL, 0, &r);
+    return dlock__lock_force_end(l, rc, rc == DLOCK_OK ? r : NULL, was_locked);
+}
+
+int dlock__lock_force_end(dlock_lock *l, int rc, redisReply *r, int *was_locked)
+{
+    if (rc == DLOCK_EWRONGTYPE)
+        return dlock__lock_wrong_type(l);
     if (rc != DLOCK_OK)
         return rc;
     int was = 0;

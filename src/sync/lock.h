@@ -90,7 +90,10 @@ struct dlock__lock_type {
     void (*attempt_op)(dlock__acq *a, int64_t waited_ms, dlock__op *op);
     int (*attempt_reply)(dlock__acq *a, redisReply *r, dlock__busy *b);
     int (*busy_error)(dlock__acq *a, const dlock__busy *b);
-    void (*give_up)(dlock__acq *a, int rc);   /* may be NULL */
+    /* The clean-up of a wait that ends with rc after a busy answer (a
+     * reservation handed back, a queue entry left): 1 with *op and *flags to
+     * send once, best effort (its answer ignored), or 0 for none. May be NULL. */
+    int (*give_up_op)(dlock__acq *a, int rc, dlock__op *op, unsigned *flags);
     /* The release of one hold: an op whose answer is nil (not held), 0 (holds
      * remain), 1 (the owner's last hold went, nobody woken) or 2 (went, and
      * somebody heard). `renew_ms` is the TTL to set while holds remain (0:
@@ -141,6 +144,15 @@ int dlock__acq_attempt(dlock__acq *a, int64_t waited_ms, dlock__busy *b);
  * now on (if that cannot be scheduled, it is released and the error
  * returned); a lease acquisition moves a renewed hold's loss deadline. */
 int dlock__acq_acquired(dlock__acq *a);
+/* dlock__acq_acquired without the release on failure: the caller gives the
+ * hold back its own way (an asynchronous release). */
+int dlock__acq_hold(dlock__acq *a);
+/* A wait's give-up (the type's give_up_op, sent once on the pool, best
+ * effort, the caller's message kept). */
+void dlock__acq_give_up(dlock__acq *a, int rc);
+/* A force release's outcome from its call's status and reply (freed): the
+ * type's verdicts, and the watchdog stops renewing the caller's own hold. */
+int dlock__lock_force_end(dlock_lock *l, int rc, redisReply *r, int *was_locked);
 /* One release of the owner's hold, in halves so that several can share a
  * round trip: dlock__rel_init builds the request (a fresh unlock latch, the
  * TTL to keep) and tells the watchdog a release is under way; the caller runs

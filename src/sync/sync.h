@@ -22,6 +22,9 @@
 
 /* ----------------------------------------------------------------- client */
 
+/* The client's table of pending asynchronous calls (async.c). */
+typedef struct dlock__async dlock__async;
+
 struct dlock_client {
     dlock_config cfg;
     dlock__netctx net;                 /* what the net layer sees of the client */
@@ -30,11 +33,19 @@ struct dlock_client {
     dlock__loop *loop;
     dlock__pubsub *pubsub;
     dlock__watchdog *wd;
+    dlock__acall *acall;               /* the asynchronous calls' round trips */
+    dlock__async *async;               /* the asynchronous calls pending */
     atomic_uint_fast64_t next_owner;   /* for dlock_client_new_owner_id */
     atomic_int own_keys;               /* scripts get dlock's own optional keys (the
                                           reservation of the next turn) */
     int64_t latch_px;                  /* lifetime of an unlock latch */
 };
+
+int dlock__async_new(dlock__async **out);
+void dlock__async_free(dlock__async *t);
+/* The loop's stop hook (arg: the client): every pending call ends with
+ * DLOCK_ECLOSED. */
+void dlock__async_stop(void *arg);
 
 /* Writes "<uuid>:<tid>" for the calling thread; returns the length. */
 size_t dlock__owner_of_thread(const dlock_client *c, char buf[DLOCK_OWNER_BUFSIZE]);

@@ -1,0 +1,110 @@
+/* dlock asynchronous API: every call that waits or makes a round trip, in a
+ * form that returns at once and completes through a callback.
+ *
+ *     #include <dlock/async.h>     (includes <dlock/dlock.h>)
+ *
+ * For event-loop programs (libuv, libevent, epoll loops): thousands of
+ * pending acquisitions from one thread, no thread per waiter. A pending wait
+ * sleeps on pub/sub exactly as a blocking one does: no polling.
+ *
+ * Rules (libuv's):
+ *   - A call that returns DLOCK_OK has accepted the request: its callback
+ *     runs exactly once, later, never inside the call. A call that returns an
+ *     error has not: its callback never runs, and dlock_last_error() says why.
+ *   - Callbacks run on the client's io thread, one at a time, with no
+ *     library lock held. The result and its message are valid only during
+ *     the callback: copy what you keep.
+ *   - dlock_client_close() with calls pending: each pending callback runs
+ *     exactly once, with DLOCK_ECLOSED, before close returns (on the io
+ *     thread). Do not start calls while close runs, and never call
+ *     dlock_client_close() from a callback.
+ *   - The lock handle (and the cancel token, if any) must stay alive until
+ *     the callback has run; the callback itself may free them.
+ *
+ * Ownership. Work moves between callbacks, not threads, so an asynchronous
+ * call acts for an explicit owner id: the handle must come from
+ * dlock_lock_get_as() (or dlock_fair_lock_get_as(), dlock_read_lock_get_as(), dlock_write_lock_get_as()).
+ * A handle that acts for the calling thread gets DLOCK_EINVAL. A hold taken
+ * asynchronously may be released by the blocking call and the other way
+ * round: the owner id is what counts.
+ *
+ *     char owner[DLOCK_OWNER_BUFSIZE];
+ *     dlock_client_new_owner_id(c, owner, sizeof(owner));   // one per request
+ *     dlock_lock *l;
+ *     dlock_lock_get_as(c, "order:42", owner, &l);
+ *     dlock_lock_acquire_async(l, 5000, DLOCK_WATCHDOG, NULL, on_locked, req);
+ *
+ *     static void on_locked(const dlock_async_result *res, void *ud) {
+ *         if (dlock_async_status(res) != DLOCK_OK) { ...dlock_async_message(res)...; return; }
+ *         ...work, then: dlock_lock_release_async(l, on_released, ud);
+ *     }
+ *
+ * What a callback may call: every asynchronous call (it is queued and runs
+ * after the callback returns), every call that makes no round trip
+ * (handles, owner ids, cancel tokens, dlock_lock_free of a handle with no
+ * call pending but this one). Blocking calls with a wait are refused there
+ * (DLOCK_EINVAL); other blocking calls work but hold up every pending call
+ * and the watchdog for a round trip: prefer the asynchronous form.
+ *
+ * Cancellation: dlock_cancel_fire() from any thread ends the pending waits
+ * that carry the token with DLOCK_ECANCELED (a round trip already written
+ * ends first: if it took the lock, the result is DLOCK_OK).
+ */
+#ifndef DLOCK_ASYNC_H
+#define DLOCK_ASYNC_H
+
+#include "dlock/dlock.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The outcome of an asynchronous call, valid during its callback only. */
+typedef struct dlock_async_result dlock_async_result;
+
+/* A completion callback: res is never NULL; ud is the caller's. */
+typedef void (*dlock_async_fn)(const dlock_async_result *res, void *ud);
+
+/* The call's status: DLOCK_OK or an error code (as the blocking form's). */
+DLOCK_API int dlock_async_status(const dlock_async_result *res);
+/* Its detail message ("" when DLOCK_OK); valid during the callback. */
+DLOCK_API const char *dlock_async_message(const dlock_async_result *res);
+/* The fencing token of a fenced acquisition (0 otherwise). */
+DLOCK_API uint64_t dlock_async_token(const dlock_async_result *res);
+/* A force release: 1 when the lock was held. 0 for other calls. */
+DLOCK_API int dlock_async_was_locked(const dlock_async_result *res);
+
+/* dlock_lock_acquire_cancellable() asynchronously, for any lock type
+ * (reentrant, fair, read, write): wait_ms 0 (one attempt), > 0, or
+ * DLOCK_WAIT_FOREVER; lease_ms > 0 or DLOCK_WATCHDOG (renewed by the
+ * watchdog until released); cancel may be NULL. The callback's status:
+ * DLOCK_OK, DLOCK_ETIMEDOUT, DLOCK_ECANCELED, DLOCK_ECLOSED, DLOCK_EDEADLK
+ * (a reader asking for the write lock), DLOCK_EUNKNOWN (sent, no answer),
+ * or the blocking call's other errors. Returns DLOCK_OK (accepted) or
+ * DLOCK_EINVAL (NULL lock or fn, bad times, a thread-owner handle),
+ * DLOCK_ECLOSED, DLOCK_ENOMEM. Any thread. */
+DLOCK_API int dlock_lock_acquire_async(dlock_lock *l, int64_t wait_ms, int64_t lease_ms,
+                                       dlock_cancel *cancel, dlock_async_fn fn, void *ud);
+/* As dlock_lock_acquire_async, and the callback's dlock_async_token() is the
+ * lock's fencing token (see dlock_lock_acquire_fenced). */
+DLOCK_API int dlock_lock_acquire_fenced_async(dlock_lock *l, int64_t wait_ms, int64_t lease_ms,
+                                              dlock_cancel *cancel, dlock_async_fn fn,
+                                              void *ud);
+/* dlock_lock_release() asynchronously: one hold of the handle's owner.
+ * Status DLOCK_OK, DLOCK_ENOTOWNER, or a connection error (a lost reply is
+ * resent under the same unlock latch, so a release never counts twice).
+ * Any thread. */
+DLOCK_API int dlock_lock_release_async(dlock_lock *l, dlock_async_fn fn, void *ud);
+/* dlock_lock_force_release() asynchronously: dlock_async_was_locked() tells
+ * whether it was held. Not resent after a lost reply. Any thread. */
+DLOCK_API int dlock_lock_force_release_async(dlock_lock *l, dlock_async_fn fn, void *ud);
+
+/* Asynchronous calls accepted and not yet completed (callbacks not yet
+ * returned), for diagnostics. Any thread. */
+DLOCK_API size_t dlock_client_async_pending(dlock_client *c);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
