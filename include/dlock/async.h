@@ -73,6 +73,14 @@ DLOCK_API const char *dlock_async_message(const dlock_async_result *res);
 DLOCK_API uint64_t dlock_async_token(const dlock_async_result *res);
 /* A force release: 1 when the lock was held. 0 for other calls. */
 DLOCK_API int dlock_async_was_locked(const dlock_async_result *res);
+/* The yes/no answer of a call that has one (a force release's "was locked";
+ * 0 for the others). */
+DLOCK_API int dlock_async_flag(const dlock_async_result *res);
+/* A count the call answers (none yet: -1). */
+DLOCK_API int64_t dlock_async_count(const dlock_async_result *res);
+/* An acquired permit's id (32 hex characters; "" for other calls), valid
+ * during the callback: copy it (DLOCK_PERMIT_ID_BUFSIZE bytes). */
+DLOCK_API const char *dlock_async_permit_id(const dlock_async_result *res);
 
 /* dlock_lock_acquire_cancellable() asynchronously, for any lock type
  * (reentrant, fair, read, write): wait_ms 0 (one attempt), > 0, or
@@ -98,6 +106,34 @@ DLOCK_API int dlock_lock_release_async(dlock_lock *l, dlock_async_fn fn, void *u
 /* dlock_lock_force_release() asynchronously: dlock_async_was_locked() tells
  * whether it was held. Not resent after a lost reply. Any thread. */
 DLOCK_API int dlock_lock_force_release_async(dlock_lock *l, dlock_async_fn fn, void *ud);
+
+/* dlock_semaphore_acquire_cancellable() asynchronously: n permits (1 ..
+ * DLOCK_COUNT_MAX), wait_ms 0, > 0 or DLOCK_WAIT_FOREVER, cancel may be
+ * NULL. Status DLOCK_OK, DLOCK_ETIMEDOUT, DLOCK_ECANCELED, DLOCK_ECLOSED, ...
+ * Semaphores have no owner: any handle. Any thread. */
+DLOCK_API int dlock_semaphore_acquire_async(dlock_semaphore *s, int64_t n, int64_t wait_ms,
+                                            dlock_cancel *cancel, dlock_async_fn fn, void *ud);
+/* dlock_semaphore_release() asynchronously (n permits back, waiters woken).
+ * Not resent after a lost reply (DLOCK_EUNKNOWN then). Any thread. */
+DLOCK_API int dlock_semaphore_release_async(dlock_semaphore *s, int64_t n, dlock_async_fn fn,
+                                            void *ud);
+/* dlock_permit_semaphore_acquire_cancellable() asynchronously: the permit's
+ * id is dlock_async_permit_id() in the callback; lease_ms > 0 or
+ * DLOCK_WATCHDOG (renewed until released). Any thread. */
+DLOCK_API int dlock_permit_semaphore_acquire_async(dlock_permit_semaphore *p, int64_t wait_ms,
+                                                   int64_t lease_ms, dlock_cancel *cancel,
+                                                   dlock_async_fn fn, void *ud);
+/* dlock_permit_semaphore_release() asynchronously: DLOCK_OK, or
+ * DLOCK_ENOTOWNER (unknown or expired permit). id is copied. Any thread. */
+DLOCK_API int dlock_permit_semaphore_release_async(dlock_permit_semaphore *p, const char *id,
+                                                   dlock_async_fn fn, void *ud);
+/* dlock_latch_await() asynchronously: DLOCK_OK once the count is zero,
+ * DLOCK_ETIMEDOUT, DLOCK_ECANCELED, DLOCK_ECLOSED. Any thread. */
+DLOCK_API int dlock_latch_await_async(dlock_latch *l, int64_t wait_ms, dlock_cancel *cancel,
+                                      dlock_async_fn fn, void *ud);
+/* dlock_latch_count_down() asynchronously; dlock_async_count() is the count
+ * left. Any thread. */
+DLOCK_API int dlock_latch_count_down_async(dlock_latch *l, dlock_async_fn fn, void *ud);
 
 /* Asynchronous calls accepted and not yet completed (callbacks not yet
  * returned), for diagnostics. Any thread. */

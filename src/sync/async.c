@@ -1,9 +1,10 @@
-/* The asynchronous calls (include/dlock/async.h; docs/internals/async.md).
+/* The asynchronous engine (include/dlock/async.h; docs/internals/async.md).
  *
- * A call is an `aop`: made and checked on the caller's thread, registered
- * with the client's table of pending calls, then run on the io thread by its
- * own job (`kick`), which every event posts: its start, a wake-up, a change
- * of its channel, a cancellation, the close. Nothing blocks there:
+ * A call is an `aop`: made and checked on the caller's thread (the type sets
+ * its state up in place), registered with the client's table of pending
+ * calls, then run on the io thread by its own job (`kick`), which every
+ * event posts: its start, a wake-up, a change of its channel, a
+ * cancellation, the close. Nothing blocks there. A waiting call:
  *
  *   START -> SENT (a round trip on the io thread's command connection)
  *   SENT  -> done | busy: JOINING (a callback waiter on the channel, until
@@ -13,8 +14,9 @@
  * It is wait.c's loop, state by state: subscribe before the retry, sleep at
  * most the holder's TTL, poll at the retry delay while pub/sub is down, pass
  * on a wake-up used by a call that then failed, give up cleanly (the type's
- * give-up op, sent best effort). A success does the watchdog's bookkeeping
- * exactly as the blocking call (dlock__acq_hold, dlock__rel_end).
+ * give-up op, sent best effort). A call of one round trip is START -> SENT
+ * -> done. The types (lock_async.c, semaphore.c, ...) bring the requests and
+ * what the answers mean (sync.h: dlock__await_type, dlock__call_type).
  *
  * Lifetime: an aop is freed when its references are gone: its own (until it
  * completes), one per round trip in flight, one while its timer handle is
@@ -27,51 +29,38 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dlock/async.h"
-#include "sync/lock.h"
+#include "sync/sync.h"
 
 enum { S_START, S_SENT, S_JOINING, S_SLEEPING, S_DONE };
-enum { K_ACQUIRE, K_RELEASE, K_FORCE };
+enum { K_WAIT, K_CALL };
 
 #define MSG_MAX 512
-
-struct dlock_async_result {
-    int status;
-    const char *message;
-    uint64_t token;
-    int was_locked;
-};
 
 typedef struct aop {
     dlock__list reg;         /* in the client's table while pending */
     dlock_client *c;
-    dlock_lock *l;
     dlock_async_fn fn;       /* NULL: a call of the library's own (a give-back) */
     void *ud;
-    unsigned char kind, state;
-    unsigned char seen_busy, joined, used_wake, first, timer_open, was_locked;
+    unsigned char kind, state, timer_open, ended;
     int refs;
     dlock__job kick;
     uv_timer_t timer;
-    int64_t start, deadline, until;
-    int64_t waited;          /* of the attempt in flight */
+    const void *type;        /* dlock__await_type or dlock__call_type */
+    /* A waiting call's (a call of one round trip has them unused): */
+    dlock__wait_spec spec;
+    dlock__waiter w;
+    unsigned char seen_busy, joined, used_wake, first;
+    int64_t start, deadline, until, waited, sent;
+    /* The type's state. */
+    _Alignas(max_align_t) unsigned char st[];
 } aop;
 
-/* What each kind carries beyond the common part: only that is allocated, so
- * a pending waiter costs the acquire's part alone. */
-typedef struct acq_op {
-    aop h;
-    dlock__acq a;
-    dlock__waiter w;
-} acq_op;
-
-typedef struct rel_op {
-    aop h;
-    dlock__rel x;
-} rel_op;
-
-#define ACQ(op) ((acq_op *)(op))
-#define REL(op) ((rel_op *)(op))
+/* One struct for both kinds, so that st finds its op (calls are short-lived:
+ * the wait fields they do not use cost nothing that lasts). */
+#define WOP(op) (op)
+#define COP(op) (op)
+#define AWT(op) ((const dlock__await_type *)(op)->type)
+#define CLT(op) ((const dlock__call_type *)(op)->type)
 
 /* The client's table of pending calls. */
 struct dlock__async {
@@ -96,7 +85,16 @@ const char *dlock_async_message(const dlock_async_result *res)
 
 uint64_t dlock_async_token(const dlock_async_result *res) { return res ? res->token : 0; }
 
-int dlock_async_was_locked(const dlock_async_result *res) { return res ? res->was_locked : 0; }
+int dlock_async_was_locked(const dlock_async_result *res) { return res ? res->flag : 0; }
+
+int dlock_async_flag(const dlock_async_result *res) { return res ? res->flag : 0; }
+
+int64_t dlock_async_count(const dlock_async_result *res) { return res ? res->count : -1; }
+
+const char *dlock_async_permit_id(const dlock_async_result *res)
+{
+    return res && res->permit_id ? res->permit_id : "";
+}
 
 /* ------------------------------------------------------------- lifetime */
 
@@ -118,7 +116,7 @@ static void arm_timer(aop *op, int64_t at)
         op->timer_open = 1;
         op->refs++;
     }
-    op->until = at;
+    WOP(op)->until = at;
     int64_t now = dlock__now_ms();
     uint64_t delay = at == INT64_MAX ? UINT64_MAX / 2 : (uint64_t)(at > now ? at - now : 0);
     uv_timer_start(&op->timer, on_timer, delay, 0);
@@ -189,6 +187,20 @@ static int drop_own_keys(dlock_client *c, int rc)
     return 1;
 }
 
+/* A round trip's answer for op: 1 when op is still running (the caller goes
+ * on), 0 when it completed meanwhile (the answer is dropped). */
+static int answered(aop *op, redisReply *r)
+{
+    if (op->state != S_DONE) {
+        op->refs--;   /* op keeps its own reference while running */
+        return 1;
+    }
+    if (r)
+        freeReplyObject(r);
+    unref(op);
+    return 0;
+}
+
 /* ------------------------------------------------------------- the table */
 
 int dlock__async_new(dlock__async **out)
@@ -227,15 +239,8 @@ void dlock__async_stop(void *arg)
     pthread_mutex_unlock(&t->mu);
     while (!dlock__list_empty(&all)) {
         aop *op = DLOCK__CONTAINER_OF(all.next, aop, reg);
-        dlock__list_remove(&op->reg);
-        dlock__list_push_back(&all, &op->reg);   /* finish takes it out */
         dlock__fail(DLOCK_ECLOSED, "client closed with the call pending");
-        if (op->kind == K_RELEASE && op->state != S_DONE) {
-            /* Not answered: the watchdog counts the attempt (outcome unknown). */
-            dlock__rel_end(&REL(op)->x, DLOCK_ECLOSED, NULL);
-            dlock__fail(DLOCK_ECLOSED, "client closed with the call pending");
-        }
-        finish(op, DLOCK_ECLOSED);
+        finish(op, DLOCK_ECLOSED);   /* takes it out of `all` */
     }
 }
 
@@ -249,24 +254,43 @@ size_t dlock_client_async_pending(dlock_client *c)
     return n;
 }
 
-static aop *new_op(dlock_lock *l, int kind, dlock_async_fn fn, void *ud)
+static aop *new_op(dlock_client *c, int kind, const void *type, size_t size, dlock_async_fn fn,
+                   void *ud)
 {
-    size_t size = kind == K_ACQUIRE   ? sizeof(acq_op)
-                  : kind == K_RELEASE ? sizeof(rel_op)
-                                      : sizeof(aop);
     aop *op = calloc(1, size);
     if (!op)
         return NULL;
     dlock__list_init(&op->reg);
-    op->c = l->c;
-    op->l = l;
+    op->c = c;
     op->kind = (unsigned char)kind;
+    op->type = type;
     op->fn = fn;
     op->ud = ud;
     op->refs = 1;
     op->state = S_START;
     dlock__job_init(&op->kick, on_kick, op);
     return op;
+}
+
+static aop *op_of(void *st) { return (aop *)((char *)st - offsetof(aop, st)); }
+
+void *dlock__async_wait_new(dlock_client *c, const dlock__await_type *t, size_t size,
+                            dlock_async_fn fn, void *ud)
+{
+    aop *op = new_op(c, K_WAIT, t, sizeof(aop) + size, fn, ud);
+    return op ? WOP(op)->st : NULL;
+}
+
+void *dlock__async_call_new(dlock_client *c, const dlock__call_type *t, size_t size,
+                            dlock_async_fn fn, void *ud)
+{
+    aop *op = new_op(c, K_CALL, t, sizeof(aop) + size, fn, ud);
+    return op ? COP(op)->st : NULL;
+}
+
+void dlock__async_discard(void *st)
+{
+    free(op_of(st));
 }
 
 /* Registers op and posts its start. Under the table's mutex, so that a stop
@@ -286,10 +310,50 @@ static int launch(aop *op)
     return DLOCK_OK;
 }
 
+static void type_done(aop *op)
+{
+    if (op->kind == K_WAIT) {
+        if (AWT(op)->done)
+            AWT(op)->done(WOP(op)->st);
+    } else if (CLT(op)->done) {
+        CLT(op)->done(COP(op)->st, op->ended);
+    }
+}
+
+/* A call that could not be launched: its hooks, then gone. */
+static int not_launched(aop *op, int rc)
+{
+    char msg[MSG_MAX];
+    snprintf(msg, sizeof(msg), "%s", dlock_last_error());
+    type_done(op);
+    free(op);
+    return dlock__fail(rc, "%s", msg);
+}
+
+int dlock__async_wait_start(void *st, const dlock__wait_spec *spec)
+{
+    aop *op = op_of(st);
+    aop *w = op;
+    w->spec = *spec;
+    w->start = dlock__now_ms();
+    w->deadline = spec->wait_ms == DLOCK_WAIT_FOREVER || spec->wait_ms > INT64_MAX - w->start
+                      ? INT64_MAX
+                      : w->start + spec->wait_ms;
+    int rc = launch(op);
+    return rc == DLOCK_OK ? rc : not_launched(op, rc);
+}
+
+int dlock__async_call_start(void *st)
+{
+    aop *op = op_of(st);
+    int rc = launch(op);
+    return rc == DLOCK_OK ? rc : not_launched(op, rc);
+}
+
 /* Ends op with rc (the io thread's message, when not DLOCK_OK, says why):
  * leaves the channel, takes op out of the table and the job queue, then
  * runs the callback. Exactly once. */
-static void finish(aop *op, int rc)
+static void finish_res(aop *op, int rc, dlock_async_result *res)
 {
     if (op->state == S_DONE)
         return;
@@ -297,14 +361,21 @@ static void finish(aop *op, int rc)
     snprintf(msg, sizeof(msg), "%s", rc == DLOCK_OK ? "" : dlock_last_error());
     dlock_client *c = op->c;
     op->state = S_DONE;
-    uint64_t token = 0;
-    if (op->kind == K_ACQUIRE) {
-        if (op->joined)
-            dlock__waiter_leave(c->pubsub, &ACQ(op)->w, rc != DLOCK_OK && op->used_wake);
-        op->joined = 0;
-        token = ACQ(op)->a.token;
-        dlock__acq_done(&ACQ(op)->a);
+    char pid[DLOCK_PERMIT_ID_BUFSIZE] = "";
+    if (op->kind == K_WAIT) {
+        aop *w = op;
+        if (w->joined)
+            dlock__waiter_leave(c->pubsub, &w->w, rc != DLOCK_OK && w->used_wake);
+        w->joined = 0;
+        if (rc == DLOCK_OK && AWT(op)->result) {
+            AWT(op)->result(w->st, res);
+            if (res->permit_id) {
+                snprintf(pid, sizeof(pid), "%s", res->permit_id);
+                res->permit_id = pid;
+            }
+        }
     }
+    type_done(op);
     pthread_mutex_lock(&c->async->mu);
     if (!dlock__list_empty(&op->reg)) {
         dlock__list_remove(&op->reg);
@@ -317,38 +388,38 @@ static void finish(aop *op, int rc)
         uv_close((uv_handle_t *)&op->timer, on_timer_closed);
     }
     if (op->fn) {
-        dlock_async_result res = {rc, msg, rc == DLOCK_OK ? token : 0, op->was_locked};
-        op->fn(&res, op->ud);
+        res->status = rc;
+        res->message = msg;
+        if (rc != DLOCK_OK)
+            res->token = 0;
+        op->fn(res, op->ud);
     }
     unref(op);
 }
 
-/* Run a call of the library's own (no callback) from the io thread. */
-static void launch_here(aop *op)
+static void finish(aop *op, int rc)
 {
-    if (launch(op) != DLOCK_OK) {
-        if (op->kind == K_RELEASE)
-            dlock__rel_end(&REL(op)->x, DLOCK_ECLOSED, NULL);
-        free(op);
-    }
+    dlock_async_result res = {.count = -1};
+    finish_res(op, rc, &res);
 }
 
-/* ------------------------------------------------------------- acquire */
+/* ------------------------------------------------------------ waiting */
 
-static int end_error(aop *op, int rc)
+static int end_error(aop *w, int rc)
 {
-    return dlock__fail(rc, "wait for '%s' %s", op->l->name,
+    return dlock__fail(rc, "wait for '%s' %s", w->spec.name,
                        rc == DLOCK_ECANCELED ? "cancelled" : "ended: client closing");
 }
 
 /* The type's clean-up after a busy answer, sent best effort; the caller's
  * message is kept. */
-static void fail_acquire(aop *op, int rc)
+static void fail_wait(aop *op, int rc)
 {
-    dlock__acq *a = &ACQ(op)->a;
+    aop *w = op;
+    const dlock__await_type *t = AWT(op);
     dlock__op o;
     unsigned flags = 0;
-    if (op->seen_busy && a->l->type->give_up_op && a->l->type->give_up_op(a, rc, &o, &flags)) {
+    if (w->seen_busy && t->give_up_op && t->give_up_op(w->st, rc, &o, &flags)) {
         char msg[MSG_MAX];
         snprintf(msg, sizeof(msg), "%s", dlock_last_error());
         send_req(op->c, &o, flags | DLOCK__CALL_NO_RETRY, 0, ignore_reply, NULL);
@@ -357,42 +428,38 @@ static void fail_acquire(aop *op, int rc)
     finish(op, rc);
 }
 
-/* Held, but the watchdog could not take it: give it back, as the blocking
- * call does, by a release of the library's own. */
-static void give_back(aop *op)
+/* What the waiter has to act on; 1 when op went on (or ended). */
+static int waiter_event(aop *op, int *ready)
 {
-    aop *r = new_op(op->l, K_RELEASE, NULL, NULL);
-    if (!r)
-        return;   /* the hold lapses at its TTL */
-    if (dlock__rel_init(&REL(r)->x, op->l) != DLOCK_OK) {
-        free(r);
-        return;
+    aop *w = op;
+    int ev = dlock__waiter_poll(op->c->pubsub, &w->w, ready);
+    if (ev == DLOCK_ECLOSED || ev == DLOCK_ECANCELED) {
+        fail_wait(op, end_error(w, ev));
+        return 1;
     }
-    launch_here(r);
+    if (ev == DLOCK__WAKE_DONE) {
+        finish(op, DLOCK_OK);   /* a settling message: no attempt needed */
+        return 1;
+    }
+    w->used_wake = ev == DLOCK__WAKE_MESSAGE;
+    return 0;
 }
 
 static void check_waiter(aop *op)
 {
+    aop *w = op;
     int ready = 0;
-    int ev = dlock__waiter_poll(op->c->pubsub, &ACQ(op)->w, &ready);
-    if (ev == DLOCK_ECLOSED || ev == DLOCK_ECANCELED) {
-        fail_acquire(op, end_error(op, ev));
+    if (waiter_event(op, &ready))
         return;
-    }
-    if (ev == DLOCK__WAKE_DONE) {
-        finish(op, DLOCK_OK);
-        return;
-    }
-    if (ev == DLOCK__WAKE_MESSAGE || (op->state == S_JOINING && ready)) {
-        op->used_wake = ev == DLOCK__WAKE_MESSAGE;
+    if (w->used_wake || (op->state == S_JOINING && ready)) {
         stop_timer(op);
-        send_attempt(op, dlock__now_ms() - op->start);
+        send_attempt(op, dlock__now_ms() - w->start);
         return;
     }
-    if (op->state == S_SLEEPING && !ACQ(op)->w.subscribed) {
+    if (op->state == S_SLEEPING && !w->w.subscribed) {
         /* The subscription dropped: poll at the retry delay meanwhile. */
         int64_t poll = dlock__now_ms() + op->c->cfg.retry_delay_ms;
-        if (poll < op->until)
+        if (poll < w->until)
             arm_timer(op, poll);
     }
 }
@@ -403,213 +470,171 @@ static void on_timer(uv_timer_t *t)
     if (op->state != S_JOINING && op->state != S_SLEEPING)
         return;
     int ready = 0;
-    int ev = dlock__waiter_poll(op->c->pubsub, &ACQ(op)->w, &ready);
-    if (ev == DLOCK_ECLOSED || ev == DLOCK_ECANCELED) {
-        fail_acquire(op, end_error(op, ev));
+    if (waiter_event(op, &ready))
         return;
-    }
-    if (ev == DLOCK__WAKE_DONE) {
-        finish(op, DLOCK_OK);
-        return;
-    }
     /* The TTL, the deadline, the poll, or the subscription's wait is over. */
-    op->used_wake = ev == DLOCK__WAKE_MESSAGE;
-    send_attempt(op, dlock__now_ms() - op->start);
+    send_attempt(op, dlock__now_ms() - WOP(op)->start);
 }
 
 /* A busy answer: join and retry, sleep, or give up. */
 static void after_busy(aop *op, const dlock__busy *b)
 {
-    dlock__acq *a = &ACQ(op)->a;
-    dlock_lock *l = op->l;
+    aop *w = op;
+    const dlock__await_type *t = AWT(op);
     int64_t now = dlock__now_ms();
-    if (!op->seen_busy) {
-        op->seen_busy = 1;
-        if (a->wait == 0) {
-            fail_acquire(op, l->type->busy_error(a, b));
+    if (!w->seen_busy) {
+        w->seen_busy = 1;
+        if (w->spec.wait_ms == 0) {
+            fail_wait(op, t->busy_error(w->st, b));
             return;
         }
-        if (dlock_cancel_fired(a->cancel)) {
-            fail_acquire(op, end_error(op, DLOCK_ECANCELED));
+        if (dlock_cancel_fired(w->spec.cancel)) {
+            fail_wait(op, end_error(w, DLOCK_ECANCELED));
             return;
         }
-        size_t clen;
-        const char *ch = l->type->wait_channel(l, &a->o, &clen);
-        int rc = dlock__waiter_join_async(op->c->pubsub, &ACQ(op)->w, ch, clen, NULL, 1, 0,
-                                          a->cancel, notify, op);
+        int rc = dlock__waiter_join_async(op->c->pubsub, &w->w, w->spec.channel, w->spec.clen,
+                                          w->spec.wake, w->spec.need, w->spec.settles,
+                                          w->spec.cancel, notify, op);
         if (rc != DLOCK_OK) {
-            fail_acquire(op, rc);
+            fail_wait(op, rc);
             return;
         }
-        op->joined = 1;
+        w->joined = 1;
         op->state = S_JOINING;
         /* Wait for the subscription at most the command timeout, then poll. */
         int64_t until = now + op->c->cfg.command_timeout_ms;
-        arm_timer(op, until < op->deadline ? until : op->deadline);
+        arm_timer(op, until < w->deadline ? until : w->deadline);
         check_waiter(op);
         return;
     }
-    dlock__waiter *w = &ACQ(op)->w;
-    if (op->used_wake && b->pass > 0)
-        dlock__waiter_pass_budget(op->c->pubsub, w, b->pass);
-    op->used_wake = 0;
-    if (now >= op->deadline) {
-        fail_acquire(op, l->type->busy_error(a, b));
+    if (w->used_wake && b->pass > 0)
+        dlock__waiter_pass_budget(op->c->pubsub, &w->w, b->pass);
+    w->used_wake = 0;
+    if (now >= w->deadline) {
+        fail_wait(op, t->busy_error(w->st, b));
         return;
     }
-    if (!!b->first != op->first) {
-        op->first = !!b->first;
-        dlock__waiter_set_claimant(op->c->pubsub, w, op->first);
+    if (!!b->first != w->first) {
+        w->first = !!b->first;
+        dlock__waiter_set_claimant(op->c->pubsub, &w->w, w->first);
     }
-    int64_t until = op->deadline;
+    int64_t until = w->deadline;
     if (b->ttl >= 0 && now + b->ttl + 1 < until)
         until = now + b->ttl + 1;
-    if (!w->subscribed && now + op->c->cfg.retry_delay_ms < until)
+    if (!w->w.subscribed && now + op->c->cfg.retry_delay_ms < until)
         until = now + op->c->cfg.retry_delay_ms;
     op->state = S_SLEEPING;
     arm_timer(op, until);
     check_waiter(op);   /* a wake-up that came during the round trip */
 }
 
+/* Held, but not kept (the watchdog could not take it): given back by a
+ * request of the type's, best effort, and the call fails. */
+static void give_back(aop *op, int rc)
+{
+    char msg[MSG_MAX];
+    snprintf(msg, sizeof(msg), "%s", dlock_last_error());
+    dlock__op o;
+    unsigned flags = 0;
+    if (AWT(op)->give_back_op && AWT(op)->give_back_op(WOP(op)->st, &o, &flags))
+        send_req(op->c, &o, flags, 0, ignore_reply, NULL);
+    dlock__fail(rc, "%s", msg);
+    finish(op, rc);
+}
+
 static void on_attempt(int status, redisReply *r, void *ud)
 {
     aop *op = ud;
-    op->refs--;   /* the round trip's; op itself still holds one unless done */
-    if (op->state == S_DONE) {
-        if (r)
-            freeReplyObject(r);
-        op->refs++;
-        unref(op);
+    if (!answered(op, r))
         return;
-    }
-    dlock__acq *a = &ACQ(op)->a;
-    if (status != DLOCK_OK) {
-        if (drop_own_keys(op->c, status)) {
-            send_attempt(op, op->waited);
-            return;
-        }
-        fail_acquire(op, status == DLOCK_EWRONGTYPE ? dlock__lock_wrong_type(op->l) : status);
+    aop *w = op;
+    const dlock__await_type *t = AWT(op);
+    if (status != DLOCK_OK && drop_own_keys(op->c, status)) {
+        send_attempt(op, w->waited);
         return;
     }
     dlock__busy b = {.ttl = -1};
-    int rc = op->l->type->attempt_reply(a, r, &b);
+    int rc = t->attempt_end(w->st, status, status == DLOCK_OK ? r : NULL, w->sent, &b);
     if (rc == DLOCK_OK) {
-        rc = dlock__acq_hold(a);
-        if (rc != DLOCK_OK) {
-            char msg[MSG_MAX];
-            snprintf(msg, sizeof(msg), "%s", dlock_last_error());
-            give_back(op);
-            dlock__fail(rc, "%s", msg);
+        if (t->keep && (rc = t->keep(w->st)) != DLOCK_OK) {
+            give_back(op, rc);
+            return;
         }
-        finish(op, rc);
+        finish(op, DLOCK_OK);
         return;
     }
     if (rc == DLOCK__BUSY) {
         after_busy(op, &b);
         return;
     }
-    fail_acquire(op, rc);
+    fail_wait(op, rc);
 }
 
 static void send_attempt(aop *op, int64_t waited)
 {
-    dlock__acq *a = &ACQ(op)->a;
+    aop *w = op;
     dlock__op o;
-    op->waited = waited;
-    op->l->type->attempt_op(a, waited, &o);
-    a->sent = dlock__now_ms();   /* before sending: the watchdog's origin */
-    int rc = send_req(op->c, &o, 0, 0, on_attempt, op);
+    unsigned flags = 0;
+    w->waited = waited;
+    AWT(op)->attempt_op(w->st, waited, &o, &flags);
+    w->sent = dlock__now_ms();   /* before sending: the watchdog's origin */
+    int rc = send_req(op->c, &o, flags, 0, on_attempt, op);
     if (rc != DLOCK_OK) {
-        fail_acquire(op, rc);
+        fail_wait(op, rc);
         return;
     }
     op->refs++;
     op->state = S_SENT;
 }
 
-/* ------------------------------------------------------- release, force */
+/* ------------------------------------------------------------- calls */
 
-static void on_release(int status, redisReply *r, void *ud)
+static void send_call(aop *op);
+
+static void on_call(int status, redisReply *r, void *ud)
 {
     aop *op = ud;
-    op->refs--;
-    if (op->state == S_DONE) {
-        if (r)
-            freeReplyObject(r);
-        op->refs++;
-        unref(op);
+    if (!answered(op, r))
+        return;
+    if (status != DLOCK_OK && drop_own_keys(op->c, status)) {
+        send_call(op);
         return;
     }
-    dlock__rel *x = &REL(op)->x;
-    if (status != DLOCK_OK && drop_own_keys(op->c, status)) {
-        int rc = send_req(op->c, &x->op, x->flags, op->c->latch_px, on_release, op);
-        if (rc == DLOCK_OK) {
-            op->refs++;
-            return;
-        }
-        status = rc;
-    }
-    finish(op, dlock__rel_end(x, status, r));
+    dlock_async_result res = {.count = -1};
+    op->ended = 1;
+    int rc = CLT(op)->end(COP(op)->st, status, status == DLOCK_OK ? r : NULL, &res);
+    finish_res(op, rc, &res);
 }
 
-static void on_force(int status, redisReply *r, void *ud)
+static void send_call(aop *op)
 {
-    aop *op = ud;
-    op->refs--;
-    if (op->state == S_DONE) {
-        if (r)
-            freeReplyObject(r);
-        op->refs++;
-        unref(op);
+    dlock__op scratch;
+    unsigned flags = 0;
+    int64_t latch = 0;
+    const dlock__op *o = CLT(op)->op(COP(op)->st, &scratch, &flags, &latch);
+    int rc = send_req(op->c, o, flags, latch, on_call, op);
+    if (rc != DLOCK_OK) {
+        dlock_async_result res = {.count = -1};
+        op->ended = 1;
+        rc = CLT(op)->end(COP(op)->st, rc, NULL, &res);
+        finish_res(op, rc, &res);
         return;
     }
-    int was = 0;
-    int rc = dlock__lock_force_end(op->l, status, r, &was);
-    op->was_locked = (unsigned char)was;
-    finish(op, rc);
+    op->refs++;
+    op->state = S_SENT;
 }
 
 /* ------------------------------------------------------------ the job */
-
-static void start(aop *op)
-{
-    dlock_client *c = op->c;
-    int rc;
-    switch (op->kind) {
-    case K_ACQUIRE:
-        send_attempt(op, -1);
-        return;
-    case K_RELEASE: {
-        dlock__rel *x = &REL(op)->x;
-        rc = send_req(c, &x->op, x->flags, c->latch_px, on_release, op);
-        if (rc != DLOCK_OK) {
-            finish(op, dlock__rel_end(x, rc, NULL));
-            return;
-        }
-        break;
-    }
-    default: {
-        dlock__op o;
-        op->l->type->force_op(op->l, &o);
-        /* Not resent after a lost reply (see dlock_lock_force_release). */
-        rc = send_req(c, &o, 0, 0, on_force, op);
-        if (rc != DLOCK_OK) {
-            finish(op, rc);
-            return;
-        }
-        break;
-    }
-    }
-    op->refs++;
-    op->state = S_SENT;
-}
 
 static void on_kick(void *arg)
 {
     aop *op = arg;
     switch (op->state) {
     case S_START:
-        start(op);
+        if (op->kind == K_WAIT)
+            send_attempt(op, -1);
+        else
+            send_call(op);
         break;
     case S_JOINING:
     case S_SLEEPING:
@@ -618,101 +643,4 @@ static void on_kick(void *arg)
     default:
         break;   /* SENT: a wake-up stays in the waiter until the answer */
     }
-}
-
-/* ------------------------------------------------------------- public */
-
-static int check_handle(dlock_lock *l, dlock_async_fn fn)
-{
-    if (!l)
-        return dlock__fail(DLOCK_EINVAL, "lock is NULL");
-    if (!fn)
-        return dlock__fail(DLOCK_EINVAL, "callback is NULL");
-    if (!l->owner)
-        return dlock__fail(DLOCK_EINVAL,
-                           "asynchronous calls need a handle with an explicit owner id "
-                           "(dlock_lock_get_as and the other *_get_as): '%s' acts for the "
-                           "calling thread, and callbacks do not run on it",
-                           l->name);
-    return DLOCK_OK;
-}
-
-static int acquire_async(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, dlock_cancel *cancel,
-                         int fenced, dlock_async_fn fn, void *ud)
-{
-    dlock__clear_error();
-    int rc = check_handle(l, fn);
-    if (rc != DLOCK_OK)
-        return rc;
-    aop *op = new_op(l, K_ACQUIRE, fn, ud);
-    if (!op)
-        return dlock__fail(DLOCK_ENOMEM, "out of memory");
-    rc = dlock__acq_init(&ACQ(op)->a, l, wait_ms, lease_ms, cancel, fenced);
-    if (rc != DLOCK_OK) {
-        dlock__acq_done(&ACQ(op)->a);
-        free(op);
-        return rc;
-    }
-    op->start = dlock__now_ms();
-    op->deadline = wait_ms == DLOCK_WAIT_FOREVER || wait_ms > INT64_MAX - op->start
-                       ? INT64_MAX
-                       : op->start + wait_ms;
-    rc = launch(op);
-    if (rc != DLOCK_OK) {
-        dlock__acq_done(&ACQ(op)->a);
-        free(op);
-    }
-    return rc;
-}
-
-int dlock_lock_acquire_async(dlock_lock *l, int64_t wait_ms, int64_t lease_ms,
-                             dlock_cancel *cancel, dlock_async_fn fn, void *ud)
-{
-    return acquire_async(l, wait_ms, lease_ms, cancel, 0, fn, ud);
-}
-
-int dlock_lock_acquire_fenced_async(dlock_lock *l, int64_t wait_ms, int64_t lease_ms,
-                                    dlock_cancel *cancel, dlock_async_fn fn, void *ud)
-{
-    return acquire_async(l, wait_ms, lease_ms, cancel, 1, fn, ud);
-}
-
-int dlock_lock_release_async(dlock_lock *l, dlock_async_fn fn, void *ud)
-{
-    dlock__clear_error();
-    int rc = check_handle(l, fn);
-    if (rc != DLOCK_OK)
-        return rc;
-    aop *op = new_op(l, K_RELEASE, fn, ud);
-    if (!op)
-        return dlock__fail(DLOCK_ENOMEM, "out of memory");
-    rc = dlock__rel_init(&REL(op)->x, l);
-    if (rc != DLOCK_OK) {
-        free(op);
-        return rc;
-    }
-    rc = launch(op);
-    if (rc != DLOCK_OK) {
-        char msg[MSG_MAX];
-        snprintf(msg, sizeof(msg), "%s", dlock_last_error());
-        dlock__rel_end(&REL(op)->x, rc, NULL);
-        free(op);
-        dlock__fail(rc, "%s", msg);
-    }
-    return rc;
-}
-
-int dlock_lock_force_release_async(dlock_lock *l, dlock_async_fn fn, void *ud)
-{
-    dlock__clear_error();
-    int rc = check_handle(l, fn);
-    if (rc != DLOCK_OK)
-        return rc;
-    aop *op = new_op(l, K_FORCE, fn, ud);
-    if (!op)
-        return dlock__fail(DLOCK_ENOMEM, "out of memory");
-    rc = launch(op);
-    if (rc != DLOCK_OK)
-        free(op);
-    return rc;
 }
