@@ -52,6 +52,7 @@ typedef struct rec {
     uint64_t token;
     int was_locked;
     int by_status[20];       /* calls per -status (0..19) */
+    int64_t count;           /* the last count a callback reported */
     char msg[256];
 } rec;
 
@@ -68,6 +69,9 @@ static void rec_done(rec *r)
     pthread_cond_destroy(&r->cv);
 }
 
+/* The last permit id a callback saw (the permit tests run one at a time). */
+static char the_permit_id[DLOCK_PERMIT_ID_BUFSIZE];
+
 static void on_rec(const dlock_async_result *res, void *ud)
 {
     rec *r = ud;
@@ -81,6 +85,10 @@ static void on_rec(const dlock_async_result *res, void *ud)
     r->token = dlock_async_token(res);
     r->was_locked = dlock_async_was_locked(res);
     snprintf(r->msg, sizeof(r->msg), "%s", dlock_async_message(res));
+    if (dlock_async_permit_id(res)[0])
+        snprintf(the_permit_id, sizeof(the_permit_id), "%s", dlock_async_permit_id(res));
+    if (dlock_async_count(res) >= 0)
+        r->count = dlock_async_count(res);
     pthread_cond_broadcast(&r->cv);
     pthread_mutex_unlock(&r->mu);
 }
@@ -421,11 +429,11 @@ static void test_thousand_waiters_one_thread(void **state)
     int64_t until = th_now_ms() + 10000 * th_slack();
     while (waiters_on(ch->l[0]) < MANY && th_now_ms() < until)
         th_sleep_ms(10);
-    struct mallinfo2 m1 = mallinfo2();
     assert_int_equal(waiters_on(ch->l[0]), MANY);
+    th_sleep_ms(300);   /* their retries after subscribing are answered */
+    struct mallinfo2 m1 = mallinfo2();
     assert_int_equal(dlock_client_async_pending(cli), MANY);
     assert_true(threads_now() <= threads0);
-    th_sleep_ms(200);
     long long calls0 = th_calls(&srv, NULL);
     th_sleep_ms(1000);
     long long calls1 = th_calls(&srv, NULL);
@@ -792,6 +800,160 @@ static void test_read_write_locks(void **state)
     dlock_lock_free(rb);
 }
 
+/* -------------------------------------------------- semaphores, latch */
+
+static void test_semaphore_async(void **state)
+{
+    (void)state;
+    char name[128];
+    th_name(name, sizeof(name), "async-sem");
+    dlock_semaphore *s = NULL;
+    assert_int_equal(dlock_semaphore_get(cli, name, &s), DLOCK_OK);
+    assert_int_equal(dlock_semaphore_set_permits(s, 0), DLOCK_OK);
+    rec r;
+    rec_init(&r);
+    assert_int_equal(dlock_semaphore_acquire_async(s, 1, 0, NULL, on_rec, &r), DLOCK_OK);
+    assert_int_equal(rec_wait(&r, 1, 5000), 1);
+    assert_int_equal(r.status, DLOCK_ETIMEDOUT);
+    assert_non_null(strstr(r.msg, "available"));
+    rec_done(&r);
+    /* Three waiters for one permit each; a release of 2 serves two of them. */
+    rec w;
+    rec_init(&w);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(
+            dlock_semaphore_acquire_async(s, 1, DLOCK_WAIT_FOREVER, NULL, on_rec, &w), DLOCK_OK);
+    th_sleep_ms(200);
+    assert_int_equal(rec_calls(&w), 0);
+    rec g;
+    rec_init(&g);
+    assert_int_equal(dlock_semaphore_release_async(s, 2, on_rec, &g), DLOCK_OK);
+    assert_int_equal(rec_wait(&g, 1, 5000), 1);
+    assert_int_equal(g.status, DLOCK_OK);
+    assert_int_equal(g.by_status[0], 1);
+    assert_int_equal(rec_wait(&w, 2, 5000), 2);
+    th_sleep_ms(200);
+    assert_int_equal(rec_calls(&w), 2);
+    assert_int_equal(dlock_semaphore_release(s, 1), DLOCK_OK);
+    assert_int_equal(rec_wait(&w, 3, 5000), 3);
+    assert_int_equal(w.ok, 3);
+    int64_t n = -1;
+    assert_int_equal(dlock_semaphore_available(s, &n), DLOCK_OK);
+    assert_int_equal(n, 0);
+    /* Bad input is refused at the call. */
+    assert_int_equal(dlock_semaphore_acquire_async(s, 0, 0, NULL, on_rec, &r), DLOCK_EINVAL);
+    assert_int_equal(dlock_semaphore_release_async(s, -1, on_rec, &r), DLOCK_EINVAL);
+    rec_done(&w);
+    rec_done(&g);
+    dlock_semaphore_free(s);
+}
+
+static void test_permits_async(void **state)
+{
+    (void)state;
+    char name[128];
+    th_name(name, sizeof(name), "async-permits");
+    dlock_permit_semaphore *p = NULL;
+    assert_int_equal(dlock_permit_semaphore_get(cli, name, &p), DLOCK_OK);
+    assert_int_equal(dlock_permit_semaphore_set_permits(p, 1), DLOCK_OK);
+    rec a;
+    rec_init(&a);
+    char id[DLOCK_PERMIT_ID_BUFSIZE] = "";
+    assert_int_equal(
+        dlock_permit_semaphore_acquire_async(p, 0, DLOCK_WATCHDOG, NULL, on_rec, &a), DLOCK_OK);
+    assert_int_equal(rec_wait(&a, 1, 5000), 1);
+    assert_int_equal(a.status, DLOCK_OK);
+    rec_done(&a);
+    /* The id came with the result: find it the way a user would, from the hold. */
+    int64_t avail = -1, held = -1;
+    assert_int_equal(dlock_permit_semaphore_available(p, &avail, &held), DLOCK_OK);
+    assert_int_equal(avail, 0);
+    assert_int_equal(held, 1);
+    /* A timed wait ends; a waiter for ever gets the permit once it is released. */
+    rec t;
+    rec_init(&t);
+    assert_int_equal(dlock_permit_semaphore_acquire_async(p, 300, 10000, NULL, on_rec, &t),
+                     DLOCK_OK);
+    assert_int_equal(rec_wait(&t, 1, 5000), 1);
+    assert_int_equal(t.status, DLOCK_ETIMEDOUT);
+    rec_done(&t);
+    rec_init(&t);
+    assert_int_equal(
+        dlock_permit_semaphore_acquire_async(p, DLOCK_WAIT_FOREVER, 10000, NULL, on_rec, &t),
+        DLOCK_OK);
+    th_sleep_ms(100);
+    assert_int_equal(rec_calls(&t), 0);
+    snprintf(id, sizeof(id), "%s", the_permit_id);
+    assert_int_equal(strlen(id), 32);
+    rec rel;
+    rec_init(&rel);
+    assert_int_equal(dlock_permit_semaphore_release_async(p, id, on_rec, &rel), DLOCK_OK);
+    assert_int_equal(rec_wait(&rel, 1, 5000), 1);
+    assert_int_equal(rel.status, DLOCK_OK);
+    assert_int_equal(rec_wait(&t, 1, 5000), 1);
+    assert_int_equal(t.status, DLOCK_OK);
+    assert_string_not_equal(the_permit_id, id);
+    /* Released twice: unknown. */
+    rec_done(&rel);
+    rec_init(&rel);
+    assert_int_equal(dlock_permit_semaphore_release_async(p, id, on_rec, &rel), DLOCK_OK);
+    assert_int_equal(rec_wait(&rel, 1, 5000), 1);
+    assert_int_equal(rel.status, DLOCK_ENOTOWNER);
+    assert_int_equal(dlock_permit_semaphore_release_async(p, "nothex", on_rec, &rel),
+                     DLOCK_EINVAL);
+    assert_int_equal(dlock_permit_semaphore_release(p, the_permit_id), DLOCK_OK);
+    rec_done(&rel);
+    rec_done(&t);
+    dlock_permit_semaphore_free(p);
+}
+
+static void test_latch_async(void **state)
+{
+    (void)state;
+    char name[128];
+    th_name(name, sizeof(name), "async-latch");
+    dlock_latch *l = NULL;
+    assert_int_equal(dlock_latch_get(cli, name, &l), DLOCK_OK);
+    rec w;
+    rec_init(&w);
+    /* Zero already: done at once. */
+    assert_int_equal(dlock_latch_await_async(l, 0, NULL, on_rec, &w), DLOCK_OK);
+    assert_int_equal(rec_wait(&w, 1, 5000), 1);
+    assert_int_equal(w.status, DLOCK_OK);
+    rec_done(&w);
+    int set = 0;
+    assert_int_equal(dlock_latch_try_set_count(l, 2, &set), DLOCK_OK);
+    assert_int_equal(set, 1);
+    rec_init(&w);
+    assert_int_equal(dlock_latch_await_async(l, 200, NULL, on_rec, &w), DLOCK_OK);
+    assert_int_equal(rec_wait(&w, 1, 5000), 1);
+    assert_int_equal(w.status, DLOCK_ETIMEDOUT);
+    rec_done(&w);
+    rec_init(&w);
+    for (int i = 0; i < 10; i++)
+        assert_int_equal(dlock_latch_await_async(l, DLOCK_WAIT_FOREVER, NULL, on_rec, &w),
+                         DLOCK_OK);
+    th_sleep_ms(200);
+    rec cd;
+    rec_init(&cd);
+    assert_int_equal(dlock_latch_count_down_async(l, on_rec, &cd), DLOCK_OK);
+    assert_int_equal(rec_wait(&cd, 1, 5000), 1);
+    assert_int_equal(cd.status, DLOCK_OK);
+    assert_int_equal(cd.count, 1);
+    th_sleep_ms(200);
+    assert_int_equal(rec_calls(&w), 0);
+    assert_int_equal(dlock_latch_count_down_async(l, on_rec, &cd), DLOCK_OK);
+    assert_int_equal(rec_wait(&w, 10, 5000), 10);
+    assert_int_equal(w.ok, 10);
+    assert_int_equal(rec_wait(&cd, 2, 5000), 2);
+    int64_t c = -1;
+    assert_int_equal(dlock_latch_count(l, &c), DLOCK_OK);
+    assert_int_equal(c, 0);
+    rec_done(&cd);
+    rec_done(&w);
+    dlock_latch_free(l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -808,6 +970,9 @@ int main(void)
         cmocka_unit_test(test_close_right_after_calls),
         cmocka_unit_test(test_fair_lock_order),
         cmocka_unit_test(test_read_write_locks),
+        cmocka_unit_test(test_semaphore_async),
+        cmocka_unit_test(test_permits_async),
+        cmocka_unit_test(test_latch_async),
         cmocka_unit_test(test_redis_restart_with_calls_pending),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -203,21 +203,26 @@ static int watch(dlock_permit_semaphore *p, const permit_id *id, int64_t sent_ms
 
 enum { GONE_UNKNOWN = 0, GONE_RELEASED = 1, GONE_EXPIRED = 2 };   /* release.lua's answers */
 
-/* One release of permit `id`; *outcome one of the above. */
-static int release_once(dlock_permit_semaphore *p, const permit_id *id, int *outcome)
+/* A release's request: the watchdog told first; not resent after a lost
+ * answer (a retry would call the permit unknown). */
+static unsigned release_begin(dlock_permit_semaphore *p, const permit_id *id, dlock__op *op)
 {
     dlock__hold_id h;
     hold_of(p, id, &h);
     dlock__watchdog_release_begin(p->c->wd, &h);
-    dlock__op op;
-    keys_and_id(&op, DLOCK__SCRIPT_PERMITS_RELEASE, p, id);
-    unsigned flags = atomic_load_explicit(&p->heard, memory_order_relaxed)
-                         ? DLOCK__CALL_PING_FIRST
-                         : 0;
-    redisReply *r;
+    keys_and_id(op, DLOCK__SCRIPT_PERMITS_RELEASE, p, id);
+    return atomic_load_explicit(&p->heard, memory_order_relaxed) ? DLOCK__CALL_PING_FIRST : 0;
+}
+
+/* Its outcome (rc: the call's status; r freed); *outcome one of the above. */
+static int release_end(dlock_permit_semaphore *p, const permit_id *id, int rc, redisReply *r,
+                       int *outcome)
+{
+    dlock__hold_id h;
+    hold_of(p, id, &h);
     int64_t out = -1, heard = 0;
-    /* Not resent after a lost answer: a retry would call the permit unknown. */
-    int rc = dlock__op_run(p->c, &op, flags, NULL, WHAT, p->name, &r);
+    if (rc == DLOCK_EWRONGTYPE)
+        rc = dlock__wrong_type(WHAT, p->name);
     if (rc == DLOCK_OK) {
         if (dlock__reply_pair(r, &out, &heard) != DLOCK_OK || out < 0 || out > 2)
             rc = dlock__proto(WHAT, p->name, "release", r);
@@ -236,6 +241,16 @@ static int release_once(dlock_permit_semaphore *p, const permit_id *id, int *out
             atomic_store_explicit(&p->heard, heard > 0, memory_order_relaxed);
     }
     return rc;
+}
+
+/* One release of permit `id`; *outcome one of the above. */
+static int release_once(dlock_permit_semaphore *p, const permit_id *id, int *outcome)
+{
+    dlock__op op;
+    unsigned flags = release_begin(p, id, &op);
+    redisReply *r = NULL;
+    int rc = dlock__op_call(p->c, &op, flags, NULL, 0, &r);
+    return release_end(p, id, rc, rc == DLOCK_OK ? r : NULL, outcome);
 }
 
 static int not_held(const dlock_permit_semaphore *p, const permit_id *id, int outcome)
@@ -286,34 +301,62 @@ typedef struct grab {
     int64_t lease_ms;        /* the lease the script sets */
     dlock_cancel *cancel;
     int64_t ends_in;         /* the last busy answer: earliest lease end, ms (-1 none) */
+    int64_t sent;            /* when the last attempt was sent */
 } grab;
 
 /* KEYS: semaphore, leases, channel; ARGV: id, lease (scripts/permits/acquire.lua). */
-static int grab_attempt(void *ud, int64_t waited_ms, dlock__busy *b)
+static void grab_op(void *st, int64_t waited_ms, dlock__op *op, unsigned *flags)
 {
     (void)waited_ms;
-    grab *g = ud;
-    dlock_permit_semaphore *p = g->p;
-    dlock__op op;
-    keys_and_id(&op, DLOCK__SCRIPT_PERMITS_ACQUIRE, p, &g->id);
-    dlock__op_argi(&op, g->lease_ms);
-    /* Taken before sending: the watchdog's deadline is never later than Redis's. */
-    int64_t sent = dlock__now_ms();
-    dlock__attempts++;
-    redisReply *r;
-    int rc = dlock__op_run(p->c, &op, DLOCK__CALL_IDEMPOTENT, g->cancel, WHAT, p->name, &r);
+    grab *g = st;
+    keys_and_id(op, DLOCK__SCRIPT_PERMITS_ACQUIRE, g->p, &g->id);
+    dlock__op_argi(op, g->lease_ms);
+    *flags = DLOCK__CALL_IDEMPOTENT;
+}
+
+/* An attempt's answer (rc: the call's status; r freed); sent_ms: when it
+ * was sent (the watchdog's origin, never later than Redis's). */
+static int grab_end(void *st, int rc, redisReply *r, int64_t sent_ms, dlock__busy *b)
+{
+    grab *g = st;
+    g->sent = sent_ms;
+    if (rc == DLOCK_EWRONGTYPE)
+        return dlock__wrong_type(WHAT, g->p->name);
     if (rc != DLOCK_OK)
         return rc;
     rc = dlock__reply_take(r, &g->ends_in);
     if (rc == DLOCK_EPROTO)
-        return dlock__proto(WHAT, p->name, "acquire", r);
+        return dlock__proto(WHAT, g->p->name, "acquire", r);
     freeReplyObject(r);
     if (rc == DLOCK__BUSY) {
         b->ttl = g->ends_in;   /* an expiring lease brings a permit back unannounced */
         b->first = 0;
-        return rc;
     }
-    if (g->lease == DLOCK_WATCHDOG && (rc = watch(p, &g->id, sent)) != DLOCK_OK) {
+    return rc;
+}
+
+/* A watchdog permit is renewed from now on. */
+static int grab_keep(void *st)
+{
+    grab *g = st;
+    return g->lease == DLOCK_WATCHDOG ? watch(g->p, &g->id, g->sent) : DLOCK_OK;
+}
+
+static int grab_attempt(void *ud, int64_t waited_ms, dlock__busy *b)
+{
+    grab *g = ud;
+    dlock_permit_semaphore *p = g->p;
+    dlock__op op;
+    unsigned flags = 0;
+    grab_op(g, waited_ms, &op, &flags);
+    int64_t sent = dlock__now_ms();
+    dlock__attempts++;
+    redisReply *r = NULL;
+    int rc = dlock__op_call(p->c, &op, flags, g->cancel, 0, &r);
+    rc = grab_end(g, rc, rc == DLOCK_OK ? r : NULL, sent, b);
+    if (rc != DLOCK_OK)
+        return rc;
+    if ((rc = grab_keep(g)) != DLOCK_OK) {
         /* Held but not renewable: give it back rather than let it lapse unseen. */
         char msg[512];
         snprintf(msg, sizeof(msg), "%s", dlock_last_error());
@@ -380,6 +423,123 @@ int dlock_permit_semaphore_acquire_cancellable(dlock_permit_semaphore *p, int64_
                                                size_t size)
 {
     return grab_permit(p, wait_ms, lease_ms, cancel, id, size);
+}
+
+/* ------------------------------------------------------------- async */
+
+/* The permit the watchdog could not take goes back at once, as the
+ * blocking call's does (nothing to tell the watchdog: it never had it). */
+static int grab_give_back(void *st, dlock__op *op, unsigned *flags)
+{
+    grab *g = st;
+    keys_and_id(op, DLOCK__SCRIPT_PERMITS_RELEASE, g->p, &g->id);
+    *flags = 0;
+    return 1;
+}
+
+static void grab_result(void *st, dlock_async_result *res)
+{
+    res->permit_id = ((grab *)st)->id.hex;
+}
+
+static const dlock__await_type grab_type = {
+    .attempt_op = grab_op,
+    .attempt_end = grab_end,
+    .keep = grab_keep,
+    .give_back_op = grab_give_back,
+    .busy_error = grab_busy,
+    .result = grab_result,
+};
+
+int dlock_permit_semaphore_acquire_async(dlock_permit_semaphore *p, int64_t wait_ms,
+                                         int64_t lease_ms, dlock_cancel *cancel,
+                                         dlock_async_fn fn, void *ud)
+{
+    int rc = bad_handle(p);
+    if (rc == DLOCK_OK)
+        rc = check_lease(lease_ms);
+    if (rc == DLOCK_OK && wait_ms < DLOCK_WAIT_FOREVER)
+        rc = dlock__fail(DLOCK_EINVAL, "wait %lld ms: use 0 (try once), a positive wait or "
+                                       "DLOCK_WAIT_FOREVER",
+                         (long long)wait_ms);
+    if (rc == DLOCK_OK && !fn)
+        rc = dlock__fail(DLOCK_EINVAL, "callback is NULL");
+    if (rc != DLOCK_OK)
+        return rc;
+    grab *g = dlock__async_wait_new(p->c, &grab_type, sizeof(*g), fn, ud);
+    if (!g)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    g->p = p;
+    g->lease = lease_ms;
+    g->lease_ms = lease_ms == DLOCK_WATCHDOG ? p->c->cfg.watchdog_ms : lease_ms;
+    g->cancel = cancel;
+    g->ends_in = -1;
+    new_id(&g->id);
+    dlock__wait_spec spec = {.name = p->name, .channel = p->channel, .clen = p->clen,
+                             .wake = dlock__wake_permits, .need = 1, .wait_ms = wait_ms,
+                             .cancel = cancel};
+    return dlock__async_wait_start(g, &spec);
+}
+
+typedef struct drop {
+    dlock_permit_semaphore *p;
+    permit_id id;
+    dlock__op op;
+    unsigned flags;
+} drop;
+
+static const dlock__op *drop_op(void *st, dlock__op *scratch, unsigned *flags, int64_t *latch_ms)
+{
+    drop *d = st;
+    (void)scratch;
+    (void)latch_ms;
+    *flags = d->flags;
+    return &d->op;
+}
+
+static int drop_end(void *st, int rc, redisReply *r, dlock_async_result *res)
+{
+    drop *d = st;
+    int outcome = GONE_UNKNOWN;
+    rc = release_end(d->p, &d->id, rc, r, &outcome);
+    res->flag = rc == DLOCK_OK && outcome == GONE_RELEASED;
+    if (rc == DLOCK_OK && outcome != GONE_RELEASED)
+        rc = not_held(d->p, &d->id, outcome);
+    return rc;
+}
+
+static void drop_done(void *st, int ended)
+{
+    drop *d = st;
+    if (!ended) {   /* closed first: the watchdog counts an attempt of unknown outcome */
+        char msg[512];
+        snprintf(msg, sizeof(msg), "%s", dlock_last_error());
+        int outcome;
+        release_end(d->p, &d->id, DLOCK_ECLOSED, NULL, &outcome);
+        dlock__fail(DLOCK_ECLOSED, "%s", msg);
+    }
+}
+
+static const dlock__call_type drop_type = {drop_op, drop_end, drop_done};
+
+int dlock_permit_semaphore_release_async(dlock_permit_semaphore *p, const char *id,
+                                         dlock_async_fn fn, void *ud)
+{
+    int rc = bad_handle(p);
+    permit_id pid;
+    if (rc == DLOCK_OK)
+        rc = parse_id(id, &pid);
+    if (rc == DLOCK_OK && !fn)
+        rc = dlock__fail(DLOCK_EINVAL, "callback is NULL");
+    if (rc != DLOCK_OK)
+        return rc;
+    drop *d = dlock__async_call_new(p->c, &drop_type, sizeof(*d), fn, ud);
+    if (!d)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    d->p = p;
+    d->id = pid;
+    d->flags = release_begin(p, &d->id, &d->op);
+    return dlock__async_call_start(d);
 }
 
 /* ------------------------------------------------------------- lease */

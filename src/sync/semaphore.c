@@ -69,14 +69,12 @@ static void add_op(dlock__op *op, const char *name, size_t nlen, const char *cha
     dlock__op_argi(op, DLOCK_COUNT_MAX);
 }
 
-int dlock__semaphore_add(dlock_client *c, const char *what, const char *name, size_t nlen,
-                         const char *channel, size_t clen, int64_t delta, unsigned flags,
-                         int64_t *count, int *heard)
+/* An add's answer (rc: the call's status; r freed). */
+static int add_end(const char *what, const char *name, int rc, redisReply *r, int64_t *count,
+                   int *heard)
 {
-    dlock__op op;
-    add_op(&op, name, nlen, channel, clen, delta);
-    redisReply *r;
-    int rc = dlock__op_run(c, &op, flags, NULL, what, name, &r);
+    if (rc == DLOCK_EWRONGTYPE)
+        return dlock__wrong_type(what, name);
     if (rc == DLOCK_EINVAL) {
         /* The script's refusal: "<addr>: EINVAL the semaphore would hold ..." */
         const char *why = strstr(dlock_last_error(), "EINVAL ");
@@ -95,6 +93,17 @@ int dlock__semaphore_add(dlock_client *c, const char *what, const char *name, si
     if (heard)
         *heard = h > 0;
     return DLOCK_OK;
+}
+
+int dlock__semaphore_add(dlock_client *c, const char *what, const char *name, size_t nlen,
+                         const char *channel, size_t clen, int64_t delta, unsigned flags,
+                         int64_t *count, int *heard)
+{
+    dlock__op op;
+    add_op(&op, name, nlen, channel, clen, delta);
+    redisReply *r = NULL;
+    int rc = dlock__op_call(c, &op, flags, NULL, 0, &r);
+    return add_end(what, name, rc, rc == DLOCK_OK ? r : NULL, count, heard);
 }
 
 /* ------------------------------------------------------------- handle */
@@ -228,17 +237,23 @@ typedef struct take {
 } take;
 
 /* KEYS: semaphore; ARGV: n (scripts/semaphore/acquire.lua). */
-static int take_attempt(void *ud, int64_t waited_ms, dlock__busy *b)
+static void take_op(void *st, int64_t waited_ms, dlock__op *op, unsigned *flags)
 {
     (void)waited_ms;
-    take *t = ud;
-    dlock__op op;
-    dlock__op_init(&op, DLOCK__SCRIPT_SEMAPHORE_ACQUIRE);
-    dlock__op_key(&op, t->s->name, t->s->nlen);
-    dlock__op_argi(&op, t->n);
-    dlock__attempts++;
-    redisReply *r;
-    int rc = dlock__op_run(t->s->c, &op, 0, t->cancel, WHAT, t->s->name, &r);
+    (void)flags;
+    take *t = st;
+    dlock__op_init(op, DLOCK__SCRIPT_SEMAPHORE_ACQUIRE);
+    dlock__op_key(op, t->s->name, t->s->nlen);
+    dlock__op_argi(op, t->n);
+}
+
+/* An attempt's answer (rc: the call's status; r freed). */
+static int take_end(void *st, int rc, redisReply *r, int64_t sent_ms, dlock__busy *b)
+{
+    (void)sent_ms;
+    take *t = st;
+    if (rc == DLOCK_EWRONGTYPE)
+        return dlock__wrong_type(WHAT, t->s->name);
     if (rc != DLOCK_OK)
         return rc;
     rc = dlock__reply_take(r, &t->have);
@@ -253,6 +268,17 @@ static int take_attempt(void *ud, int64_t waited_ms, dlock__busy *b)
     return rc;
 }
 
+static int take_attempt(void *ud, int64_t waited_ms, dlock__busy *b)
+{
+    take *t = ud;
+    dlock__op op;
+    take_op(t, waited_ms, &op, NULL);
+    dlock__attempts++;
+    redisReply *r = NULL;
+    int rc = dlock__op_call(t->s->c, &op, 0, t->cancel, 0, &r);
+    return take_end(t, rc, rc == DLOCK_OK ? r : NULL, 0, b);
+}
+
 static int take_busy(void *ud, const dlock__busy *b)
 {
     (void)b;
@@ -261,7 +287,7 @@ static int take_busy(void *ud, const dlock__busy *b)
                        t->s->name, (long long)t->n, t->n == 1 ? "" : "s", (long long)t->have);
 }
 
-static int take_permits(dlock_semaphore *s, int64_t n, int64_t wait_ms, dlock_cancel *cancel)
+static int check_take(dlock_semaphore *s, int64_t n, int64_t wait_ms)
 {
     int rc = bad_handle(s);
     if (rc == DLOCK_OK)
@@ -270,12 +296,24 @@ static int take_permits(dlock_semaphore *s, int64_t n, int64_t wait_ms, dlock_ca
         rc = dlock__fail(DLOCK_EINVAL, "wait %lld ms: use 0 (try once), a positive wait or "
                                        "DLOCK_WAIT_FOREVER",
                          (long long)wait_ms);
+    return rc;
+}
+
+static dlock__wait_spec take_spec(dlock_semaphore *s, int64_t n, int64_t wait_ms,
+                                  dlock_cancel *cancel)
+{
+    return (dlock__wait_spec){.name = s->name, .channel = s->channel, .clen = s->clen,
+                              .wake = dlock__wake_permits, .need = n, .wait_ms = wait_ms,
+                              .cancel = cancel};
+}
+
+static int take_permits(dlock_semaphore *s, int64_t n, int64_t wait_ms, dlock_cancel *cancel)
+{
+    int rc = check_take(s, n, wait_ms);
     if (rc != DLOCK_OK)
         return rc;
     take t = {s, n, 0, cancel};
-    dlock__wait_spec spec = {.name = s->name, .channel = s->channel, .clen = s->clen,
-                             .wake = dlock__wake_permits, .need = n, .wait_ms = wait_ms,
-                             .cancel = cancel};
+    dlock__wait_spec spec = take_spec(s, n, wait_ms, cancel);
     dlock__wait_ops ops = {take_attempt, take_busy, NULL, &t};
     return dlock__wait(s->c, &spec, &ops);
 }
@@ -294,6 +332,76 @@ int dlock_semaphore_acquire_cancellable(dlock_semaphore *s, int64_t n, int64_t w
                                         dlock_cancel *cancel)
 {
     return take_permits(s, n, wait_ms, cancel);
+}
+
+/* ------------------------------------------------------------- async */
+
+static const dlock__await_type take_type = {
+    .attempt_op = take_op,
+    .attempt_end = take_end,
+    .busy_error = take_busy,
+};
+
+int dlock_semaphore_acquire_async(dlock_semaphore *s, int64_t n, int64_t wait_ms,
+                                  dlock_cancel *cancel, dlock_async_fn fn, void *ud)
+{
+    int rc = check_take(s, n, wait_ms);
+    if (rc == DLOCK_OK && !fn)
+        rc = dlock__fail(DLOCK_EINVAL, "callback is NULL");
+    if (rc != DLOCK_OK)
+        return rc;
+    take *t = dlock__async_wait_new(s->c, &take_type, sizeof(*t), fn, ud);
+    if (!t)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    *t = (take){s, n, 0, cancel};
+    dlock__wait_spec spec = take_spec(s, n, wait_ms, cancel);
+    return dlock__async_wait_start(t, &spec);
+}
+
+typedef struct give {
+    dlock_semaphore *s;
+    int64_t n;
+} give;
+
+static const dlock__op *give_op(void *st, dlock__op *scratch, unsigned *flags, int64_t *latch_ms)
+{
+    give *g = st;
+    (void)latch_ms;
+    add_op(scratch, g->s->name, g->s->nlen, g->s->channel, g->s->clen, g->n);
+    if (atomic_load_explicit(&g->s->heard, memory_order_relaxed))
+        *flags = DLOCK__CALL_PING_FIRST;
+    return scratch;
+}
+
+static int give_end(void *st, int rc, redisReply *r, dlock_async_result *res)
+{
+    give *g = st;
+    int heard = 0;
+    int64_t count = 0;
+    rc = add_end(WHAT, g->s->name, rc, r, &count, &heard);
+    if (rc == DLOCK_OK) {
+        atomic_store_explicit(&g->s->heard, heard, memory_order_relaxed);
+        res->count = count;
+    }
+    return rc;
+}
+
+static const dlock__call_type give_type = {give_op, give_end, NULL};
+
+int dlock_semaphore_release_async(dlock_semaphore *s, int64_t n, dlock_async_fn fn, void *ud)
+{
+    int rc = bad_handle(s);
+    if (rc == DLOCK_OK)
+        rc = dlock__check_count(n, 1, "permits to release");
+    if (rc == DLOCK_OK && !fn)
+        rc = dlock__fail(DLOCK_EINVAL, "callback is NULL");
+    if (rc != DLOCK_OK)
+        return rc;
+    give *g = dlock__async_call_new(s->c, &give_type, sizeof(*g), fn, ud);
+    if (!g)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    *g = (give){s, n};
+    return dlock__async_call_start(g);
 }
 
 /* ------------------------------------------------------------- queries */
