@@ -441,6 +441,8 @@ static void test_thousand_waiters_one_thread(void **state)
                   "they wait\n",
                   MANY, (double)(m1.uordblks - m0.uordblks) / MANY, calls1 - calls0);
     assert_true(calls1 - calls0 <= 5);   /* th_calls' own INFO aside, nothing */
+    /* The budget: at most 1 kB of heap per pending waiter. */
+    assert_true(m1.uordblks - m0.uordblks <= (size_t)MANY * 1024);
     assert_int_equal(rec_calls(&ch->acq), 0);
     /* The other client lets go: each waiter in turn holds, releases, wakes the next. */
     assert_int_equal(dlock_lock_release(holder), DLOCK_OK);
@@ -460,6 +462,80 @@ static void test_thousand_waiters_one_thread(void **state)
     free(ch);
     dlock_lock_free(holder);
     dlock_client_close(other);
+}
+
+/* Waits of many lengths, sleeping side by side: each ends at its own
+ * deadline, in deadline order (one timer serves them all). */
+typedef struct ends {
+    pthread_mutex_t mu;
+    int order[40];
+    int64_t at[40];
+    int n;
+} ends;
+
+static ends the_ends;
+static int64_t ends_t0;
+
+static void on_end(const dlock_async_result *res, void *ud)
+{
+    int i = (int)(uintptr_t)ud;
+    pthread_mutex_lock(&the_ends.mu);
+    if (dlock_async_status(res) == DLOCK_ETIMEDOUT)
+        the_ends.order[the_ends.n] = i;
+    else
+        the_ends.order[the_ends.n] = -1;
+    the_ends.at[the_ends.n++] = th_now_ms() - ends_t0;
+    pthread_mutex_unlock(&the_ends.mu);
+}
+
+static void test_deadlines_in_order(void **state)
+{
+    (void)state;
+    char name[128], h[DLOCK_OWNER_BUFSIZE];
+    th_name(name, sizeof(name), "async-deadlines");
+    new_owner(cli, h);
+    dlock_lock *holder = get_as(cli, name, h);
+    assert_int_equal(dlock_lock_try(holder, 0, DLOCK_WATCHDOG), DLOCK_OK);
+    memset(&the_ends, 0, sizeof(the_ends));
+    pthread_mutex_init(&the_ends.mu, NULL);
+    dlock_lock *ls[40];
+    ends_t0 = th_now_ms();
+    /* Started in a scrambled order; waits 200, 250, ... ms apart by 50. */
+    for (int k = 0; k < 40; k++) {
+        int i = (k * 17) % 40;
+        char o[DLOCK_OWNER_BUFSIZE];
+        new_owner(cli, o);
+        ls[i] = get_as(cli, name, o);
+        assert_int_equal(dlock_lock_acquire_async(ls[i], 200 + 50 * i, DLOCK_WATCHDOG, NULL,
+                                                  on_end, (void *)(uintptr_t)i),
+                         DLOCK_OK);
+    }
+    int64_t until = th_now_ms() + (200 + 50 * 40 + 5000) * th_slack();
+    for (;;) {
+        pthread_mutex_lock(&the_ends.mu);
+        int n = the_ends.n;
+        pthread_mutex_unlock(&the_ends.mu);
+        if (n == 40 || th_now_ms() > until)
+            break;
+        th_sleep_ms(10);
+    }
+    pthread_mutex_lock(&the_ends.mu);
+    assert_int_equal(the_ends.n, 40);
+    for (int k = 0; k < 40; k++) {
+        int i = the_ends.order[k];
+        assert_true(i >= 0);
+        assert_true(the_ends.at[k] >= 200 + 50 * i - 5);
+    }
+    /* In order, give or take neighbours a loaded machine let finish together. */
+    int inversions = 0;
+    for (int k = 1; k < 40; k++)
+        inversions += the_ends.order[k] < the_ends.order[k - 1];
+    assert_true(inversions <= 3);
+    pthread_mutex_unlock(&the_ends.mu);
+    for (int i = 0; i < 40; i++)
+        dlock_lock_free(ls[i]);
+    assert_int_equal(dlock_lock_release(holder), DLOCK_OK);
+    dlock_lock_free(holder);
 }
 
 /* ------------------------------------------------------ cancellation */
@@ -964,6 +1040,7 @@ int main(void)
         cmocka_unit_test(test_try_and_timeout),
         cmocka_unit_test(test_woken_by_other_client),
         cmocka_unit_test(test_thousand_waiters_one_thread),
+        cmocka_unit_test(test_deadlines_in_order),
         cmocka_unit_test(test_cancel_pending),
         cmocka_unit_test(test_cancel_races_release),
         cmocka_unit_test(test_close_with_pending_calls),

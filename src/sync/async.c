@@ -18,9 +18,12 @@
  * -> done. The types (lock_async.c, semaphore.c, ...) bring the requests and
  * what the answers mean (sync.h: dlock__await_type, dlock__call_type).
  *
+ * Timers: one libuv timer for the client's calls, over a heap of the calls
+ * that sleep, ordered by (deadline, sequence); due calls are collected,
+ * then run.
+ *
  * Lifetime: an aop is freed when its references are gone: its own (until it
- * completes), one per round trip in flight, one while its timer handle is
- * open. Its job is taken out of the loop's queue when it completes, after
+ * completes) and one per round trip in flight. Its job is taken out of the loop's queue when it completes, after
  * which nothing can post it (the waiter has left, the token is detached).
  * The client's close completes every call still in the table with
  * DLOCK_ECLOSED (the stop hook), before the command connection fails the
@@ -41,10 +44,11 @@ typedef struct aop {
     dlock_client *c;
     dlock_async_fn fn;       /* NULL: a call of the library's own (a give-back) */
     void *ud;
-    unsigned char kind, state, timer_open, ended;
+    unsigned char kind, state, ended;
     int refs;
+    int hidx;                /* in the timer heap, or -1 */
+    uint64_t tseq;
     dlock__job kick;
-    uv_timer_t timer;
     const void *type;        /* dlock__await_type or dlock__call_type */
     /* A waiting call's (a call of one round trip has them unused): */
     dlock__wait_spec spec;
@@ -68,6 +72,11 @@ struct dlock__async {
     dlock__list ops;
     size_t n;
     int stopped;
+    /* io thread only: the sleeping calls' deadlines */
+    uv_timer_t timer;
+    aop **heap;
+    size_t hn, hcap;
+    uint64_t seq;
 };
 
 static void on_kick(void *arg);
@@ -104,28 +113,99 @@ static void unref(aop *op)
         free(op);
 }
 
-static void on_timer_closed(uv_handle_t *h) { unref(h->data); }
+/* ---------------------------------------------------------------- timers */
 
-static void on_timer(uv_timer_t *t);
-
-static void arm_timer(aop *op, int64_t at)
+static int earlier(const aop *a, const aop *b)
 {
-    if (!op->timer_open) {
-        uv_timer_init(dlock__loop_uv(op->c->loop), &op->timer);
-        op->timer.data = op;
-        op->timer_open = 1;
-        op->refs++;
+    return a->until < b->until || (a->until == b->until && a->tseq < b->tseq);
+}
+
+static void heap_set(dlock__async *t, size_t i, aop *op)
+{
+    t->heap[i] = op;
+    op->hidx = (int)i;
+}
+
+static void sift_up(dlock__async *t, size_t i)
+{
+    aop *op = t->heap[i];
+    while (i > 0 && earlier(op, t->heap[(i - 1) / 2])) {
+        heap_set(t, i, t->heap[(i - 1) / 2]);
+        i = (i - 1) / 2;
     }
-    WOP(op)->until = at;
-    int64_t now = dlock__now_ms();
+    heap_set(t, i, op);
+}
+
+static void sift_down(dlock__async *t, size_t i)
+{
+    aop *op = t->heap[i];
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= t->hn)
+            break;
+        if (c + 1 < t->hn && earlier(t->heap[c + 1], t->heap[c]))
+            c++;
+        if (!earlier(t->heap[c], op))
+            break;
+        heap_set(t, i, t->heap[c]);
+        i = c;
+    }
+    heap_set(t, i, op);
+}
+
+static void on_timer(uv_timer_t *timer);
+
+/* The libuv timer follows the heap's earliest deadline. */
+static void rearm(dlock__async *t)
+{
+    if (t->hn == 0) {
+        uv_timer_stop(&t->timer);
+        return;
+    }
+    int64_t at = t->heap[0]->until, now = dlock__now_ms();
     uint64_t delay = at == INT64_MAX ? UINT64_MAX / 2 : (uint64_t)(at > now ? at - now : 0);
-    uv_timer_start(&op->timer, on_timer, delay, 0);
+    uv_timer_start(&t->timer, on_timer, delay, 0);
 }
 
 static void stop_timer(aop *op)
 {
-    if (op->timer_open)
-        uv_timer_stop(&op->timer);
+    dlock__async *t = op->c->async;
+    if (op->hidx < 0)
+        return;
+    size_t i = (size_t)op->hidx;
+    op->hidx = -1;
+    aop *last = t->heap[--t->hn];
+    if (i < t->hn) {
+        heap_set(t, i, last);
+        sift_up(t, i);
+        sift_down(t, (size_t)last->hidx);
+    }
+    if (i == 0)
+        rearm(t);
+}
+
+/* Wakes op at `at` (ms, monotonic) unless something else comes first. */
+static void arm_timer(aop *op, int64_t at)
+{
+    dlock__async *t = op->c->async;
+    stop_timer(op);
+    op->until = at;
+    op->tseq = ++t->seq;
+    if (t->hn == t->hcap) {
+        size_t cap = t->hcap ? 2 * t->hcap : 64;
+        aop **h = realloc(t->heap, cap * sizeof(*h));
+        if (!h) {
+            /* No room: poll instead of sleeping (the waiter still wakes it). */
+            dlock__loop_post(op->c->loop, &op->kick);
+            return;
+        }
+        t->heap = h;
+        t->hcap = cap;
+    }
+    heap_set(t, t->hn++, op);
+    sift_up(t, t->hn - 1);
+    if (op->hidx == 0)
+        rearm(t);
 }
 
 /* Any thread, under the waiter table's or the token's mutex: just post. */
@@ -203,13 +283,16 @@ static int answered(aop *op, redisReply *r)
 
 /* ------------------------------------------------------------- the table */
 
-int dlock__async_new(dlock__async **out)
+int dlock__async_new(dlock__async **out, dlock__loop *lp)
 {
     dlock__async *t = calloc(1, sizeof(*t));
     if (!t)
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
     pthread_mutex_init(&t->mu, NULL);
     dlock__list_init(&t->ops);
+    /* Before the io thread runs: the module's setup may use the loop. */
+    uv_timer_init(dlock__loop_uv(lp), &t->timer);
+    t->timer.data = t;
     *out = t;
     return DLOCK_OK;
 }
@@ -218,9 +301,12 @@ void dlock__async_free(dlock__async *t)
 {
     if (!t)
         return;
+    free(t->heap);
     pthread_mutex_destroy(&t->mu);
     free(t);
 }
+
+static void on_timer_closed(uv_handle_t *h) { (void)h; }
 
 /* Stop hook (io thread): every pending call ends with DLOCK_ECLOSED. */
 void dlock__async_stop(void *arg)
@@ -242,6 +328,8 @@ void dlock__async_stop(void *arg)
         dlock__fail(DLOCK_ECLOSED, "client closed with the call pending");
         finish(op, DLOCK_ECLOSED);   /* takes it out of `all` */
     }
+    uv_timer_stop(&t->timer);
+    uv_close((uv_handle_t *)&t->timer, on_timer_closed);
 }
 
 size_t dlock_client_async_pending(dlock_client *c)
@@ -267,6 +355,7 @@ static aop *new_op(dlock_client *c, int kind, const void *type, size_t size, dlo
     op->fn = fn;
     op->ud = ud;
     op->refs = 1;
+    op->hidx = -1;
     op->state = S_START;
     dlock__job_init(&op->kick, on_kick, op);
     return op;
@@ -383,10 +472,7 @@ static void finish_res(aop *op, int rc, dlock_async_result *res)
     }
     pthread_mutex_unlock(&c->async->mu);
     dlock__loop_unpost(c->loop, &op->kick);
-    if (op->timer_open) {
-        uv_timer_stop(&op->timer);
-        uv_close((uv_handle_t *)&op->timer, on_timer_closed);
-    }
+    stop_timer(op);
     if (op->fn) {
         res->status = rc;
         res->message = msg;
@@ -464,9 +550,8 @@ static void check_waiter(aop *op)
     }
 }
 
-static void on_timer(uv_timer_t *t)
+static void timer_due(aop *op)
 {
-    aop *op = t->data;
     if (op->state != S_JOINING && op->state != S_SLEEPING)
         return;
     int ready = 0;
@@ -474,6 +559,32 @@ static void on_timer(uv_timer_t *t)
         return;
     /* The TTL, the deadline, the poll, or the subscription's wait is over. */
     send_attempt(op, dlock__now_ms() - WOP(op)->start);
+}
+
+/* The client's timer: the due calls are collected (taken out of the heap),
+ * then run; one may arm again, or end another. */
+static void on_timer(uv_timer_t *timer)
+{
+    dlock__async *t = timer->data;
+    int64_t now = dlock__now_ms();
+    for (;;) {
+        aop *due[64];
+        size_t n = 0;
+        while (n < DLOCK__ARRAY_LEN(due) && t->hn > 0 && t->heap[0]->until <= now) {
+            aop *op = t->heap[0];
+            stop_timer(op);
+            op->refs++;   /* kept while in the batch */
+            due[n++] = op;
+        }
+        for (size_t i = 0; i < n; i++) {
+            if (due[i]->state != S_DONE)
+                timer_due(due[i]);
+            unref(due[i]);
+        }
+        if (n < DLOCK__ARRAY_LEN(due))
+            break;
+    }
+    rearm(t);
 }
 
 /* A busy answer: join and retry, sleep, or give up. */

@@ -68,7 +68,7 @@ int dlock_client_open(dlock_client **out, const dlock_config *cfg)
     if ((rc = dlock__pubsub_new(&c->pubsub, c->loop, &c->net, c->router)) != DLOCK_OK ||
         (rc = dlock__watchdog_new(&c->wd, c->loop, &c->net, c->router)) != DLOCK_OK ||
         (rc = dlock__acall_new(&c->acall, c->loop, &c->net, c->router)) != DLOCK_OK ||
-        (rc = dlock__async_new(&c->async)) != DLOCK_OK ||
+        (rc = dlock__async_new(&c->async, c->loop)) != DLOCK_OK ||
         /* Last registered, first run: pending calls end before the
          * connection fails their round trips. */
         (rc = dlock__loop_on_stop(c->loop, dlock__async_stop, c)) != DLOCK_OK ||

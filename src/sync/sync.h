@@ -42,7 +42,8 @@ struct dlock_client {
     int64_t latch_px;                  /* lifetime of an unlock latch */
 };
 
-int dlock__async_new(dlock__async **out);
+/* Before the loop runs. */
+int dlock__async_new(dlock__async **out, dlock__loop *lp);
 void dlock__async_free(dlock__async *t);
 /* The loop's stop hook (arg: the client): every pending call ends with
  * DLOCK_ECLOSED. */
