@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -1030,6 +1031,40 @@ static void test_latch_async(void **state)
     dlock_latch_free(l);
 }
 
+/* ------------------------------------------------------------ examples */
+
+/* Runs an example against our server; its exit status and last line. */
+static int run_example(const char *prog, const char *arg1, const char *arg2, char *last,
+                       size_t size)
+{
+    int fd = -1;
+    pid_t pid = arg1 ? th_spawn(&fd, prog, srv.url, arg1, arg2, NULL)
+                     : th_spawn(&fd, prog, srv.url, NULL);
+    char line[512];
+    last[0] = '\0';
+    while (th_read_line(fd, line, sizeof(line), 30000 * th_slack()) == 0)
+        snprintf(last, size, "%s", line);
+    close(fd);
+    return th_wait(pid, 30000 * th_slack());
+}
+
+static void test_examples(void **state)
+{
+    (void)state;
+    char last[512];
+#ifdef DLOCK_EXAMPLE_SERVER
+    assert_int_equal(run_example(DLOCK_EXAMPLE_SERVER, "--selftest", "30", last, sizeof(last)),
+                     0);
+    assert_non_null(strstr(last, "answered 30 of 30, overlapping holds: 0"));
+#endif
+#ifdef DLOCK_EXAMPLE_RAII
+    assert_int_equal(run_example(DLOCK_EXAMPLE_RAII, NULL, NULL, last, sizeof(last)), 0);
+    assert_non_null(strstr(last, "3 turns, 0 overlapping, tokens growing"));
+#endif
+    (void)last;
+    (void)run_example;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1050,6 +1085,7 @@ int main(void)
         cmocka_unit_test(test_semaphore_async),
         cmocka_unit_test(test_permits_async),
         cmocka_unit_test(test_latch_async),
+        cmocka_unit_test(test_examples),
         cmocka_unit_test(test_redis_restart_with_calls_pending),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
