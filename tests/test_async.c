@@ -17,6 +17,8 @@
 
 #include <cmocka.h>
 
+#include <uv.h>
+
 #include "dlock/async.h"
 #include "harness.h"
 #include "sync/sync.h"
@@ -1031,6 +1033,142 @@ static void test_latch_async(void **state)
     dlock_latch_free(l);
 }
 
+/* ------------------------------------------------- the program's loop */
+
+
+typedef struct embed {
+    uv_loop_t loop;
+    uv_timer_t tick;
+    pthread_t self;
+    dlock_client *c;
+    dlock_lock *l[100];
+    int n;
+    int acquired, released, other, wrong_thread, closed_calls;
+    int refused_wait;
+    int close_when_pending;  /* close with calls pending, after this many ticks */
+    int ticks;
+    dlock_client *other_client;
+    dlock_lock *holder;
+} embed;
+
+static void embed_on_released(const dlock_async_result *res, void *ud)
+{
+    embed *e = ud;
+    if (!pthread_equal(pthread_self(), e->self))
+        e->wrong_thread++;
+    e->released += dlock_async_status(res) == DLOCK_OK;
+}
+
+static embed *the_embed;
+
+static void embed_on_acquired(const dlock_async_result *res, void *ud)
+{
+    embed *e = the_embed;
+    size_t i = (size_t)(uintptr_t)ud;
+    if (!pthread_equal(pthread_self(), e->self))
+        e->wrong_thread++;
+    int st = dlock_async_status(res);
+    if (st == DLOCK_OK) {
+        e->acquired++;
+        if (dlock_lock_release_async(e->l[i], embed_on_released, e) != DLOCK_OK)
+            e->other++;
+    } else if (st == DLOCK_ECLOSED) {
+        e->closed_calls++;
+    } else {
+        e->other++;
+    }
+}
+
+static void embed_tick(uv_timer_t *t)
+{
+    embed *e = t->data;
+    e->ticks++;
+    if (e->ticks == 1) {
+        /* On the loop's thread a blocking wait would stall dlock: refused. */
+        e->refused_wait = dlock_lock_try(e->l[0], 100, DLOCK_WATCHDOG) == DLOCK_EINVAL;
+    }
+    if (e->ticks == 20 && e->holder)
+        dlock_lock_release(e->holder);   /* the other client lets go (blocking, its thread) */
+    int done = e->close_when_pending ? e->ticks >= e->close_when_pending
+                                     : e->acquired + e->other == e->n && e->released == e->acquired;
+    if (done || e->ticks > 3000) {
+        dlock_client_close(e->c);   /* from the program's own callback */
+        e->c = NULL;
+        uv_close((uv_handle_t *)&e->tick, NULL);
+    }
+}
+
+static void run_embedded(embed *e, int n, int close_after_ticks)
+{
+    char name[128], h[DLOCK_OWNER_BUFSIZE];
+    th_name(name, sizeof(name), "async-embed");
+    memset(e, 0, sizeof(*e));
+    the_embed = e;
+    e->self = pthread_self();
+    e->n = n;
+    e->close_when_pending = close_after_ticks;
+    assert_int_equal(uv_loop_init(&e->loop), 0);
+    int threads0 = threads_now();
+    dlock_config *cfg = dlock_config_new();
+    assert_int_equal(dlock_config_set_url(cfg, srv.url), DLOCK_OK);
+    assert_int_equal(dlock_config_set_uv_loop(cfg, &e->loop), DLOCK_OK);
+    assert_int_equal(dlock_client_open(&e->c, cfg), DLOCK_OK);
+    dlock_config_free(cfg);
+    assert_int_equal(threads_now(), threads0);   /* no io thread of its own */
+    e->other_client = th_client(&srv, 0);
+    new_owner(e->other_client, h);
+    e->holder = get_as(e->other_client, name, h);
+    assert_int_equal(dlock_lock_try(e->holder, 0, DLOCK_WATCHDOG), DLOCK_OK);
+    for (int i = 0; i < n; i++) {
+        char o[DLOCK_OWNER_BUFSIZE];
+        new_owner(e->c, o);
+        e->l[i] = get_as(e->c, name, o);
+        assert_int_equal(dlock_lock_acquire_async(e->l[i], DLOCK_WAIT_FOREVER, DLOCK_WATCHDOG,
+                                                  NULL, embed_on_acquired,
+                                                  (void *)(uintptr_t)i),
+                         DLOCK_OK);
+    }
+    uv_timer_init(&e->loop, &e->tick);
+    e->tick.data = e;
+    uv_timer_start(&e->tick, embed_tick, 10, 10);
+    assert_int_equal(uv_run(&e->loop, UV_RUN_DEFAULT), 0);
+    assert_int_equal(uv_loop_close(&e->loop), 0);   /* dlock left nothing on it */
+    assert_null(e->c);
+    assert_int_equal(e->wrong_thread, 0);
+    assert_int_equal(e->refused_wait, 1);
+    for (int i = 0; i < n; i++)
+        dlock_lock_free(e->l[i]);
+    int locked = 1;
+    assert_int_equal(dlock_lock_is_locked(e->holder, &locked), DLOCK_OK);
+    if (!close_after_ticks)
+        assert_int_equal(locked, 0);
+    else if (locked)
+        dlock_lock_release(e->holder);
+    dlock_lock_free(e->holder);
+    dlock_client_close(e->other_client);
+}
+
+static void test_programs_own_loop(void **state)
+{
+    (void)state;
+    embed *e = calloc(1, sizeof(*e));
+    run_embedded(e, 100, 0);
+    assert_int_equal(e->acquired, 100);
+    assert_int_equal(e->released, 100);
+    assert_int_equal(e->other, 0);
+    free(e);
+}
+
+static void test_programs_own_loop_closed_pending(void **state)
+{
+    (void)state;
+    embed *e = calloc(1, sizeof(*e));
+    run_embedded(e, 30, 10);   /* closed before the holder lets go (tick 20) */
+    assert_int_equal(e->closed_calls, 30);
+    assert_int_equal(e->acquired, 0);
+    free(e);
+}
+
 /* ------------------------------------------------------------ examples */
 
 /* Runs an example against our server; its exit status and last line. */
@@ -1085,6 +1223,8 @@ int main(void)
         cmocka_unit_test(test_semaphore_async),
         cmocka_unit_test(test_permits_async),
         cmocka_unit_test(test_latch_async),
+        cmocka_unit_test(test_programs_own_loop),
+        cmocka_unit_test(test_programs_own_loop_closed_pending),
         cmocka_unit_test(test_examples),
         cmocka_unit_test(test_redis_restart_with_calls_pending),
     };

@@ -11,7 +11,8 @@
  *   - A call that returns DLOCK_OK has accepted the request: its callback
  *     runs exactly once, later, never inside the call. A call that returns an
  *     error has not: its callback never runs, and dlock_last_error() says why.
- *   - Callbacks run on the client's io thread, one at a time, with no
+ *   - Callbacks run on the client's io thread (or on the thread of the
+ *     program's libuv loop: dlock_config_set_uv_loop), one at a time, with no
  *     library lock held. The result and its message are valid only during
  *     the callback: copy what you keep.
  *   - dlock_client_close() with calls pending: each pending callback runs
@@ -134,6 +135,28 @@ DLOCK_API int dlock_latch_await_async(dlock_latch *l, int64_t wait_ms, dlock_can
 /* dlock_latch_count_down() asynchronously; dlock_async_count() is the count
  * left. Any thread. */
 DLOCK_API int dlock_latch_count_down_async(dlock_latch *l, dlock_async_fn fn, void *ud);
+
+/* ------------------------------------------------ the program's own loop */
+
+struct uv_loop_s;   /* libuv's uv_loop_t: include <uv.h> to use this */
+
+/* Runs the client on the program's libuv loop instead of a thread of its
+ * own: dlock's connections (pub/sub, renewals, asynchronous calls) and
+ * timers are driven by `loop` (NULL: back to the default, a thread), and
+ * every callback (completions, lost holds, log lines) runs on the thread
+ * that runs it. The client then needs that loop running to make progress,
+ * blocking calls from other threads included.
+ *
+ * Rules: dlock_client_open() and dlock_client_close() are called on the
+ * loop's thread (close not from a dlock callback; from the program's own
+ * callbacks, or while the loop is not running, is fine: it finishes dlock's
+ * part of the loop before it returns, pending callbacks getting
+ * DLOCK_ECLOSED). Blocking calls that wait are refused on the loop's thread
+ * (DLOCK_EINVAL): they would stall it. dlock keeps two handles on the loop
+ * while the client is open (a poll and a timer), so uv_run() does not
+ * return before dlock_client_close(). Returns DLOCK_OK or DLOCK_EINVAL (cfg
+ * NULL). */
+DLOCK_API int dlock_config_set_uv_loop(dlock_config *cfg, struct uv_loop_s *loop);
 
 /* Asynchronous calls accepted and not yet completed (callbacks not yet
  * returned), for diagnostics. Any thread. */

@@ -87,6 +87,7 @@ struct dlock_config {
     dlock_log_fn log_fn;
     void *log_ud;
     dlock_log_level log_level;
+    void *uv_loop;               /* a program's libuv loop that runs dlock's (NULL: a thread) */
 };
 
 int dlock__config_copy(dlock_config *dst, const dlock_config *src);
