@@ -15,7 +15,15 @@
  *     come after first write + latch;
  *   - transient server errors (LOADING, BUSY, ...) are retried after the
  *     retry delay.
- * The callback runs exactly once per accepted request; on the io thread. */
+ * The callback runs exactly once per accepted request; on the io thread.
+ *
+ * Writes: the requests of one turn of the loop go out in one write. The
+ * first request corks the connection and starts a uv_prepare and a
+ * uv_check; whichever runs first uncorks it: the prepare right before the
+ * loop waits for I/O (requests made by timers), the check right after the
+ * I/O callbacks (requests made by completions; the loop may be embedded in a
+ * program's and run one turn at a time, so the next prepare may be far).
+ * A hundred callbacks that each start a call cost one write, not a hundred. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,11 +54,16 @@ struct dlock__acall {
     dlock__aconn *conn;      /* io thread only, like everything below */
     dlock__list waiting;
     uv_timer_t timer;
+    uv_prepare_t prep;       /* uncork before the loop waits ... */
+    uv_check_t check;        /* ... or after its I/O callbacks */
+    int corked;
     int stopping;
     uint64_t sent;           /* requests written (tests, bench) */
 };
 
 static void on_reply(dlock__aconn *ac, redisReply *r, int status, void *ud);
+static void on_prepare(uv_prepare_t *p);
+static void on_check(uv_check_t *c);
 static void arm(dlock__acall *x);
 
 static const char *addr_of(dlock__acall *x)
@@ -120,6 +133,20 @@ static void wait_for_conn(dlock__acall *x, areq *a, int64_t not_before)
     arm(x);
 }
 
+/* What this turn queued goes out in one write. */
+static void uncork(dlock__acall *x)
+{
+    uv_prepare_stop(&x->prep);
+    uv_check_stop(&x->check);
+    if (x->corked && x->conn) {
+        x->corked = 0;
+        dlock__aconn_uncork(x->conn);
+    }
+}
+
+static void on_prepare(uv_prepare_t *p) { uncork(p->data); }
+static void on_check(uv_check_t *c) { uncork(c->data); }
+
 /* Writes a, or queues it for the connection. */
 static void write_req(dlock__acall *x, areq *a)
 {
@@ -131,6 +158,12 @@ static void write_req(dlock__acall *x, areq *a)
                     addr_of(x));
         finish(a, DLOCK_EUNKNOWN, NULL);
         return;
+    }
+    if (!x->corked) {
+        dlock__aconn_cork(x->conn);
+        x->corked = 1;
+        uv_prepare_start(&x->prep, on_prepare);
+        uv_check_start(&x->check, on_check);
     }
     if (dlock__aconn_send(x->conn, a->argc, a->av, a->lens, 1, on_reply, a) != DLOCK_OK) {
         wait_for_conn(x, a, 0);
@@ -328,18 +361,6 @@ int dlock__acall_send(dlock__acall *x, const dlock__req *req, dlock__acall_fn fn
     return DLOCK_OK;
 }
 
-void dlock__acall_cork(dlock__acall *x)
-{
-    if (x->conn)
-        dlock__aconn_cork(x->conn);
-}
-
-void dlock__acall_uncork(dlock__acall *x)
-{
-    if (x->conn)
-        dlock__aconn_uncork(x->conn);
-}
-
 uint64_t dlock__acall_sent(const dlock__acall *x) { return x->sent; }
 
 /* Stop hook (io thread): every request ends with DLOCK_ECLOSED. */
@@ -353,6 +374,7 @@ static void on_stop(void *arg)
         dlock__aconn_close(x->conn, NULL, NULL);   /* fails the written ones */
         x->conn = NULL;
     }
+    x->corked = 0;
     while (!dlock__list_empty(&x->waiting)) {
         areq *a = DLOCK__CONTAINER_OF(x->waiting.next, areq, link);
         dlock__list_remove(&a->link);
@@ -361,6 +383,10 @@ static void on_stop(void *arg)
     }
     uv_timer_stop(&x->timer);
     uv_close((uv_handle_t *)&x->timer, on_timer_closed);
+    uv_prepare_stop(&x->prep);
+    uv_close((uv_handle_t *)&x->prep, on_timer_closed);
+    uv_check_stop(&x->check);
+    uv_close((uv_handle_t *)&x->check, on_timer_closed);
 }
 
 int dlock__acall_new(dlock__acall **out, dlock__loop *lp, dlock__netctx *ctx,
@@ -376,9 +402,15 @@ int dlock__acall_new(dlock__acall **out, dlock__loop *lp, dlock__netctx *ctx,
     /* Before the io thread runs: the module's setup may use the loop. */
     uv_timer_init(dlock__loop_uv(lp), &x->timer);
     x->timer.data = x;
+    uv_prepare_init(dlock__loop_uv(lp), &x->prep);
+    x->prep.data = x;
+    uv_check_init(dlock__loop_uv(lp), &x->check);
+    x->check.data = x;
     int rc = dlock__loop_on_stop(lp, on_stop, x);
     if (rc != DLOCK_OK) {
         uv_close((uv_handle_t *)&x->timer, NULL);
+        uv_close((uv_handle_t *)&x->prep, NULL);
+        uv_close((uv_handle_t *)&x->check, NULL);
         free(x);
         return rc;
     }

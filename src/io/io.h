@@ -170,9 +170,6 @@ void dlock__acall_free(dlock__acall *x);
  * exactly once, later (never inside this call); an error: fn never runs.
  * Once the loop stops, every request ends with DLOCK_ECLOSED. */
 int dlock__acall_send(dlock__acall *x, const dlock__req *req, dlock__acall_fn fn, void *ud);
-/* Between cork and uncork, requests are written together. */
-void dlock__acall_cork(dlock__acall *x);
-void dlock__acall_uncork(dlock__acall *x);
 /* Requests written so far. */
 uint64_t dlock__acall_sent(const dlock__acall *x);
 
