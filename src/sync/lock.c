@@ -17,15 +17,17 @@ static int owner_init(const dlock_lock *l, dlock__owner *o)
         o->id = l->owner;
         o->len = l->olen;
     } else {
-        o->len = dlock__owner_of_thread(l->c, o->buf);
-        o->id = o->buf;
+        /* Written where the field is made: the field is the id + suffix. */
+        o->len = dlock__owner_of_thread(l->c, o->fbuf);
+        o->id = o->fbuf;
     }
     size_t sl = strlen(l->type->suffix);
     if (sl == 0) {
         o->field = o->id;
         o->flen = o->len;
     } else {
-        memcpy(o->fbuf, o->id, o->len);
+        if (o->id != o->fbuf)
+            memcpy(o->fbuf, o->id, o->len);
         memcpy(o->fbuf + o->len, l->type->suffix, sl + 1);
         o->field = o->fbuf;
         o->flen = o->len + sl;

@@ -46,8 +46,7 @@ typedef struct dlock__owner {
     char *aux;               /* the type's per-owner key (fair: the waiter's channel; read:
                                 the hold's timeout prefix), or NULL */
     size_t alen;
-    char buf[DLOCK_OWNER_BUFSIZE];
-    char fbuf[DLOCK_OWNER_MAX + 16];
+    char fbuf[DLOCK_OWNER_MAX + 16];   /* the field (id + suffix); a thread owner's id */
 } dlock__owner;
 
 /* One acquisition, from its first attempt to its end. */
