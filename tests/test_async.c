@@ -90,8 +90,7 @@ static void on_rec(const dlock_async_result *res, void *ud)
     snprintf(r->msg, sizeof(r->msg), "%s", dlock_async_message(res));
     if (dlock_async_permit_id(res)[0])
         snprintf(the_permit_id, sizeof(the_permit_id), "%s", dlock_async_permit_id(res));
-    if (dlock_async_count(res) >= 0)
-        r->count = dlock_async_count(res);
+    r->count = dlock_async_count(res);
     pthread_cond_broadcast(&r->cv);
     pthread_mutex_unlock(&r->mu);
 }
@@ -986,6 +985,68 @@ static void test_permits_async(void **state)
     dlock_permit_semaphore_free(p);
 }
 
+/* Runs one asynchronous call (expr uses &r) and waits for its callback. */
+#define RUN1(r, expr)                                   \
+    do {                                                \
+        rec_init(&(r));                                 \
+        assert_int_equal((expr), DLOCK_OK);             \
+        assert_int_equal(rec_wait(&(r), 1, 5000), 1);   \
+    } while (0)
+
+static void test_one_trip_calls(void **state)
+{
+    (void)state;
+    char name[128];
+    rec r;
+    th_name(name, sizeof(name), "async-sem-calls");
+    dlock_semaphore *s = NULL;
+    assert_int_equal(dlock_semaphore_get(cli, name, &s), DLOCK_OK);
+    RUN1(r, dlock_semaphore_try_set_permits_async(s, 5, on_rec, &r));
+    assert_int_equal(r.status, DLOCK_OK);
+    assert_int_equal(r.was_locked, 1);   /* the flag: it was unset */
+    RUN1(r, dlock_semaphore_try_set_permits_async(s, 7, on_rec, &r));
+    assert_int_equal(r.was_locked, 0);
+    RUN1(r, dlock_semaphore_available_async(s, on_rec, &r));
+    assert_int_equal(r.count, 5);
+    RUN1(r, dlock_semaphore_add_permits_async(s, -2, on_rec, &r));
+    assert_int_equal(r.status, DLOCK_OK);
+    assert_int_equal(r.count, 3);
+    RUN1(r, dlock_semaphore_set_permits_async(s, 10, on_rec, &r));
+    assert_int_equal(r.status, DLOCK_OK);
+    RUN1(r, dlock_semaphore_drain_async(s, on_rec, &r));
+    assert_int_equal(r.count, 10);
+    int64_t n = -1;
+    assert_int_equal(dlock_semaphore_available(s, &n), DLOCK_OK);
+    assert_int_equal(n, 0);
+    assert_int_equal(dlock_semaphore_add_permits_async(s, 0, on_rec, &r), DLOCK_EINVAL);
+    assert_int_equal(dlock_semaphore_set_permits_async(s, -1, on_rec, &r), DLOCK_EINVAL);
+    assert_int_equal(dlock_semaphore_available_async(s, NULL, &r), DLOCK_EINVAL);
+    /* A key of another type: the verdict comes in the callback. */
+    freeReplyObject(th_cmd(&srv, "SET %s notacount", name));
+    RUN1(r, dlock_semaphore_available_async(s, on_rec, &r));
+    assert_int_equal(r.status, DLOCK_EWRONGTYPE);
+    dlock_semaphore_free(s);
+
+    th_name(name, sizeof(name), "async-latch-calls");
+    dlock_latch *l = NULL;
+    assert_int_equal(dlock_latch_get(cli, name, &l), DLOCK_OK);
+    RUN1(r, dlock_latch_try_set_count_async(l, 3, on_rec, &r));
+    assert_int_equal(r.was_locked, 1);
+    RUN1(r, dlock_latch_try_set_count_async(l, 4, on_rec, &r));
+    assert_int_equal(r.was_locked, 0);
+    RUN1(r, dlock_latch_count_async(l, on_rec, &r));
+    assert_int_equal(r.count, 3);
+    RUN1(r, dlock_latch_delete_async(l, on_rec, &r));
+    assert_int_equal(r.was_locked, 1);
+    RUN1(r, dlock_latch_count_async(l, on_rec, &r));
+    assert_int_equal(r.status, DLOCK_OK);
+    assert_int_equal(r.count, 0);
+    RUN1(r, dlock_latch_delete_async(l, on_rec, &r));
+    assert_int_equal(r.was_locked, 0);
+    assert_int_equal(dlock_latch_try_set_count_async(l, 0, on_rec, &r), DLOCK_EINVAL);
+    dlock_latch_free(l);
+}
+
 static void test_latch_async(void **state)
 {
     (void)state;
@@ -1223,6 +1284,7 @@ int main(void)
         cmocka_unit_test(test_semaphore_async),
         cmocka_unit_test(test_permits_async),
         cmocka_unit_test(test_latch_async),
+        cmocka_unit_test(test_one_trip_calls),
         cmocka_unit_test(test_programs_own_loop),
         cmocka_unit_test(test_programs_own_loop_closed_pending),
         cmocka_unit_test(test_examples),

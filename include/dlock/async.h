@@ -74,10 +74,11 @@ DLOCK_API const char *dlock_async_message(const dlock_async_result *res);
 DLOCK_API uint64_t dlock_async_token(const dlock_async_result *res);
 /* A force release: 1 when the lock was held. 0 for other calls. */
 DLOCK_API int dlock_async_was_locked(const dlock_async_result *res);
-/* The yes/no answer of a call that has one (a force release's "was locked";
- * 0 for the others). */
+/* The yes/no answer of a call that has one (a force release's "was locked",
+ * a try-set's "was set", a delete's "existed"; 0 for the others). */
 DLOCK_API int dlock_async_flag(const dlock_async_result *res);
-/* A count the call answers (none yet: -1). */
+/* A count the call answers (a semaphore's available or new count, a
+ * drain's permits, a latch's count; -1 for calls without one). */
 DLOCK_API int64_t dlock_async_count(const dlock_async_result *res);
 /* An acquired permit's id (32 hex characters; "" for other calls), valid
  * during the callback: copy it (DLOCK_PERMIT_ID_BUFSIZE bytes). */
@@ -118,6 +119,19 @@ DLOCK_API int dlock_semaphore_acquire_async(dlock_semaphore *s, int64_t n, int64
  * Not resent after a lost reply (DLOCK_EUNKNOWN then). Any thread. */
 DLOCK_API int dlock_semaphore_release_async(dlock_semaphore *s, int64_t n, dlock_async_fn fn,
                                             void *ud);
+/* The semaphore's other calls, asynchronously (one round trip each, the
+ * blocking calls' rules and retries): set (DLOCK_OK), try-set (flag: 1 when
+ * it was unset and is now set), add (count: the new count; waiters woken),
+ * available (count), drain (count: the permits taken). Bad arguments are
+ * refused at the call, as the blocking forms do. Any thread. */
+DLOCK_API int dlock_semaphore_set_permits_async(dlock_semaphore *s, int64_t permits,
+                                                dlock_async_fn fn, void *ud);
+DLOCK_API int dlock_semaphore_try_set_permits_async(dlock_semaphore *s, int64_t permits,
+                                                    dlock_async_fn fn, void *ud);
+DLOCK_API int dlock_semaphore_add_permits_async(dlock_semaphore *s, int64_t delta,
+                                                dlock_async_fn fn, void *ud);
+DLOCK_API int dlock_semaphore_available_async(dlock_semaphore *s, dlock_async_fn fn, void *ud);
+DLOCK_API int dlock_semaphore_drain_async(dlock_semaphore *s, dlock_async_fn fn, void *ud);
 /* dlock_permit_semaphore_acquire_cancellable() asynchronously: the permit's
  * id is dlock_async_permit_id() in the callback; lease_ms > 0 or
  * DLOCK_WATCHDOG (renewed until released). Any thread. */
@@ -135,6 +149,13 @@ DLOCK_API int dlock_latch_await_async(dlock_latch *l, int64_t wait_ms, dlock_can
 /* dlock_latch_count_down() asynchronously; dlock_async_count() is the count
  * left. Any thread. */
 DLOCK_API int dlock_latch_count_down_async(dlock_latch *l, dlock_async_fn fn, void *ud);
+/* The latch's other calls, asynchronously: try-set (flag: 1 when it was
+ * unset and now counts `count`), delete (flag: 1 when it existed; awaiters
+ * woken), count (count). Any thread. */
+DLOCK_API int dlock_latch_try_set_count_async(dlock_latch *l, int64_t count, dlock_async_fn fn,
+                                              void *ud);
+DLOCK_API int dlock_latch_delete_async(dlock_latch *l, dlock_async_fn fn, void *ud);
+DLOCK_API int dlock_latch_count_async(dlock_latch *l, dlock_async_fn fn, void *ud);
 
 /* ------------------------------------------------ the program's own loop */
 

@@ -107,6 +107,16 @@ static int run(dlock_latch *l, dlock__op *op, const char *opname, int64_t *v)
     return int_end(l, opname, rc, rc == DLOCK_OK ? r : NULL, v);
 }
 
+/* KEYS: latch, channel; ARGV: count (scripts/latch/set.lua). Not resent
+ * after a lost answer: a retry would answer 0 for its own count. */
+static void set_op(const dlock_latch *l, int64_t count, dlock__op *op)
+{
+    dlock__op_init(op, DLOCK__SCRIPT_LATCH_SET);
+    dlock__op_key(op, l->name, l->nlen);
+    dlock__op_key(op, l->channel, l->clen);
+    dlock__op_argi(op, count);
+}
+
 int dlock_latch_try_set_count(dlock_latch *l, int64_t count, int *was_set)
 {
     int rc = bad_handle(l);
@@ -114,13 +124,8 @@ int dlock_latch_try_set_count(dlock_latch *l, int64_t count, int *was_set)
         rc = dlock__check_count(count, 1, "latch count");
     if (rc != DLOCK_OK)
         return rc;
-    /* KEYS: latch, channel; ARGV: count (scripts/latch/set.lua). Not resent
-     * after a lost answer: a retry would answer 0 for its own count. */
     dlock__op op;
-    dlock__op_init(&op, DLOCK__SCRIPT_LATCH_SET);
-    dlock__op_key(&op, l->name, l->nlen);
-    dlock__op_key(&op, l->channel, l->clen);
-    dlock__op_argi(&op, count);
+    set_op(l, count, &op);
     int64_t set = 0;
     rc = run(l, &op, "try set count", &set);
     if (rc == DLOCK_OK && was_set)
@@ -147,16 +152,21 @@ int dlock_latch_count_down(dlock_latch *l)
     return run(l, &op, "count down", &left);
 }
 
+/* KEYS: latch, channel (scripts/latch/delete.lua). */
+static void delete_op(const dlock_latch *l, dlock__op *op)
+{
+    dlock__op_init(op, DLOCK__SCRIPT_LATCH_DELETE);
+    dlock__op_key(op, l->name, l->nlen);
+    dlock__op_key(op, l->channel, l->clen);
+}
+
 int dlock_latch_delete(dlock_latch *l, int *deleted)
 {
     int rc = bad_handle(l);
     if (rc != DLOCK_OK)
         return rc;
-    /* KEYS: latch, channel (scripts/latch/delete.lua). */
     dlock__op op;
-    dlock__op_init(&op, DLOCK__SCRIPT_LATCH_DELETE);
-    dlock__op_key(&op, l->name, l->nlen);
-    dlock__op_key(&op, l->channel, l->clen);
+    delete_op(l, &op);
     int64_t was = 0;
     rc = run(l, &op, "delete", &was);
     if (rc == DLOCK_OK && deleted)
@@ -313,35 +323,96 @@ int dlock_latch_await_async(dlock_latch *l, int64_t wait_ms, dlock_cancel *cance
     return dlock__async_wait_start(a, &spec);
 }
 
-static const dlock__op *cd_op(void *st, dlock__op *scratch, unsigned *flags, int64_t *latch_ms)
+/* The latch's calls of one round trip, asynchronously. */
+enum { LQ_COUNT_DOWN, LQ_TRY_SET, LQ_DELETE, LQ_COUNT };
+
+typedef struct latch_req {
+    dlock_latch *l;
+    int kind;
+    int64_t count;
+} latch_req;
+
+static const dlock__op *lq_op(void *st, dlock__op *scratch, unsigned *flags, int64_t *latch_ms)
 {
-    (void)flags;
+    const latch_req *q = st;
     (void)latch_ms;
-    count_down_op(*(dlock_latch **)st, scratch);
+    switch (q->kind) {
+    case LQ_COUNT_DOWN:
+        count_down_op(q->l, scratch);
+        break;
+    case LQ_TRY_SET:
+        set_op(q->l, q->count, scratch);
+        break;
+    case LQ_DELETE:
+        delete_op(q->l, scratch);
+        break;
+    default:
+        count_op(q->l, scratch);
+        *flags = DLOCK__CALL_IDEMPOTENT;
+        break;
+    }
     return scratch;
 }
 
-static int cd_end(void *st, int rc, redisReply *r, dlock_async_result *res)
+static int lq_end(void *st, int rc, redisReply *r, dlock_async_result *res)
 {
-    int64_t left = 0;
-    rc = int_end(*(dlock_latch **)st, "count down", rc, r, &left);
-    if (rc == DLOCK_OK)
-        res->count = left;
+    const latch_req *q = st;
+    int64_t v = 0;
+    switch (q->kind) {
+    case LQ_COUNT_DOWN:
+        rc = int_end(q->l, "count down", rc, r, &v);
+        res->count = v;
+        break;
+    case LQ_TRY_SET:
+        rc = int_end(q->l, "try set count", rc, r, &v);
+        res->flag = v == 1;
+        break;
+    case LQ_DELETE:
+        rc = int_end(q->l, "delete", rc, r, &v);
+        res->flag = v == 1;
+        break;
+    default:
+        rc = count_end(q->l, rc, r, &v);
+        res->count = v;
+        break;
+    }
     return rc;
 }
 
-static const dlock__call_type count_down_type = {cd_op, cd_end, NULL};
+static const dlock__call_type latch_call = {lq_op, lq_end, NULL};
 
-int dlock_latch_count_down_async(dlock_latch *l, dlock_async_fn fn, void *ud)
+static int latch_async(dlock_latch *l, int kind, int64_t count, dlock_async_fn fn, void *ud)
 {
     int rc = bad_handle(l);
     if (rc == DLOCK_OK && !fn)
         rc = dlock__fail(DLOCK_EINVAL, "callback is NULL");
+    if (rc == DLOCK_OK && kind == LQ_TRY_SET)
+        rc = dlock__check_count(count, 1, "latch count");
     if (rc != DLOCK_OK)
         return rc;
-    dlock_latch **s = dlock__async_call_new(l->c, &count_down_type, sizeof(*s), fn, ud);
-    if (!s)
+    latch_req *q = dlock__async_call_new(l->c, &latch_call, sizeof(*q), fn, ud);
+    if (!q)
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
-    *s = l;
-    return dlock__async_call_start(s);
+    *q = (latch_req){l, kind, count};
+    return dlock__async_call_start(q);
+}
+
+int dlock_latch_count_down_async(dlock_latch *l, dlock_async_fn fn, void *ud)
+{
+    return latch_async(l, LQ_COUNT_DOWN, 0, fn, ud);
+}
+
+int dlock_latch_try_set_count_async(dlock_latch *l, int64_t count, dlock_async_fn fn, void *ud)
+{
+    return latch_async(l, LQ_TRY_SET, count, fn, ud);
+}
+
+int dlock_latch_delete_async(dlock_latch *l, dlock_async_fn fn, void *ud)
+{
+    return latch_async(l, LQ_DELETE, 0, fn, ud);
+}
+
+int dlock_latch_count_async(dlock_latch *l, dlock_async_fn fn, void *ud)
+{
+    return latch_async(l, LQ_COUNT, 0, fn, ud);
 }

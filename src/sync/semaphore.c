@@ -150,6 +150,99 @@ const char *dlock_semaphore_name(const dlock_semaphore *s) { return s ? s->name 
 
 /* ------------------------------------------------------------- set, add */
 
+/* The calls of one round trip (blocking and asynchronous alike): a request
+ * and what its answer means. */
+enum { SQ_SET, SQ_TRY_SET, SQ_ADD, SQ_AVAILABLE, SQ_DRAIN };
+
+typedef struct sem_req {
+    dlock_semaphore *s;
+    int kind;
+    int64_t arg;             /* permits to set, delta to add */
+} sem_req;
+
+static void sem_req_op(const sem_req *q, dlock__op *op, unsigned *flags)
+{
+    dlock_semaphore *s = q->s;
+    switch (q->kind) {
+    case SQ_SET:
+    case SQ_TRY_SET:
+        /* KEYS: semaphore, channel; ARGV: permits, only if unset
+         * (scripts/semaphore/set.lua). Setting is idempotent; setting if
+         * unset is not (a retry would answer 0). */
+        dlock__op_init(op, DLOCK__SCRIPT_SEMAPHORE_SET);
+        dlock__op_key(op, s->name, s->nlen);
+        dlock__op_key(op, s->channel, s->clen);
+        dlock__op_argi(op, q->arg);
+        dlock__op_args(op, q->kind == SQ_TRY_SET ? "1" : "0");
+        *flags = q->kind == SQ_TRY_SET ? 0 : DLOCK__CALL_IDEMPOTENT;
+        break;
+    case SQ_ADD:
+        add_op(op, s->name, s->nlen, s->channel, s->clen, q->arg);
+        *flags = 0;
+        break;
+    case SQ_AVAILABLE:
+        dlock__op_init(op, -1);
+        dlock__op_args(op, "GET");
+        dlock__op_arg(op, s->name, s->nlen);
+        *flags = DLOCK__CALL_IDEMPOTENT;
+        break;
+    default:
+        /* KEYS: semaphore (scripts/semaphore/drain.lua). Not resent: a retry
+         * would answer 0 for permits the first attempt took. */
+        dlock__op_init(op, DLOCK__SCRIPT_SEMAPHORE_DRAIN);
+        dlock__op_key(op, s->name, s->nlen);
+        *flags = 0;
+        break;
+    }
+}
+
+/* The answer (rc: the call's status; r freed): *v = 1/0 (set), the new count
+ * (add), the count (available), the permits taken (drain). */
+static int sem_req_end(const sem_req *q, int rc, redisReply *r, int64_t *v)
+{
+    dlock_semaphore *s = q->s;
+    if (q->kind == SQ_ADD)
+        return add_end(WHAT, s->name, rc, r, v, NULL);
+    if (rc == DLOCK_EWRONGTYPE)
+        return dlock__wrong_type(WHAT, s->name);
+    if (rc != DLOCK_OK)
+        return rc;
+    if (q->kind == SQ_AVAILABLE) {
+        rc = dlock__reply_signed(r, v);
+        if (rc == DLOCK_EPROTO)
+            return dlock__proto(WHAT, s->name, "GET", r);
+        freeReplyObject(r);
+        if (rc == DLOCK_EWRONGTYPE)
+            return dlock__fail(DLOCK_EWRONGTYPE, "key '%s' exists and is not a %s: it holds a "
+                                                 "string that is not a permit count",
+                               s->name, WHAT);
+        return DLOCK_OK;
+    }
+    if (q->kind == SQ_DRAIN) {
+        if (dlock__reply_integer(r, v) != DLOCK_OK)
+            return dlock__proto(WHAT, s->name, "drain", r);
+        freeReplyObject(r);
+        return DLOCK_OK;
+    }
+    int set = 0;
+    if (dlock__reply_flag(r, &set) != DLOCK_OK)
+        return dlock__proto(WHAT, s->name, "set permits", r);
+    freeReplyObject(r);
+    *v = set;
+    return DLOCK_OK;
+}
+
+static int sem_run(dlock_semaphore *s, int kind, int64_t arg, int64_t *v)
+{
+    sem_req q = {s, kind, arg};
+    dlock__op op;
+    unsigned flags = 0;
+    sem_req_op(&q, &op, &flags);
+    redisReply *r = NULL;
+    int rc = dlock__op_call(s->c, &op, flags, NULL, 0, &r);
+    return sem_req_end(&q, rc, rc == DLOCK_OK ? r : NULL, v);
+}
+
 static int set_permits(dlock_semaphore *s, int64_t permits, int only_if_unset, int *was_set)
 {
     int rc = bad_handle(s);
@@ -157,26 +250,11 @@ static int set_permits(dlock_semaphore *s, int64_t permits, int only_if_unset, i
         rc = dlock__check_count(permits, 0, "permits");
     if (rc != DLOCK_OK)
         return rc;
-    /* KEYS: semaphore, channel; ARGV: permits, only if unset (scripts/semaphore/set.lua). */
-    dlock__op op;
-    dlock__op_init(&op, DLOCK__SCRIPT_SEMAPHORE_SET);
-    dlock__op_key(&op, s->name, s->nlen);
-    dlock__op_key(&op, s->channel, s->clen);
-    dlock__op_argi(&op, permits);
-    dlock__op_args(&op, only_if_unset ? "1" : "0");
-    /* Setting is idempotent; setting if unset is not (a retry would answer 0). */
-    redisReply *r;
-    rc = dlock__op_run(s->c, &op, only_if_unset ? 0 : DLOCK__CALL_IDEMPOTENT, NULL, WHAT,
-                       s->name, &r);
-    if (rc != DLOCK_OK)
-        return rc;
-    int set = 0;
-    if (dlock__reply_flag(r, &set) != DLOCK_OK)
-        return dlock__proto(WHAT, s->name, "set permits", r);
-    freeReplyObject(r);
-    if (was_set)
-        *was_set = set;
-    return DLOCK_OK;
+    int64_t set = 0;
+    rc = sem_run(s, only_if_unset ? SQ_TRY_SET : SQ_SET, permits, &set);
+    if (rc == DLOCK_OK && was_set)
+        *was_set = (int)set;
+    return rc;
 }
 
 int dlock_semaphore_try_set_permits(dlock_semaphore *s, int64_t permits, int *was_set)
@@ -409,23 +487,7 @@ int dlock_semaphore_available(dlock_semaphore *s, int64_t *n)
         return rc;
     if (!n)
         return dlock__fail(DLOCK_EINVAL, "out-parameter is NULL");
-    dlock__op op;
-    dlock__op_init(&op, -1);
-    dlock__op_args(&op, "GET");
-    dlock__op_arg(&op, s->name, s->nlen);
-    redisReply *r;
-    rc = dlock__op_run(s->c, &op, DLOCK__CALL_IDEMPOTENT, NULL, WHAT, s->name, &r);
-    if (rc != DLOCK_OK)
-        return rc;
-    rc = dlock__reply_signed(r, n);
-    if (rc == DLOCK_EPROTO)
-        return dlock__proto(WHAT, s->name, "GET", r);
-    freeReplyObject(r);
-    if (rc == DLOCK_EWRONGTYPE)
-        return dlock__fail(DLOCK_EWRONGTYPE, "key '%s' exists and is not a %s: it holds a "
-                                             "string that is not a permit count",
-                           s->name, WHAT);
-    return DLOCK_OK;
+    return sem_run(s, SQ_AVAILABLE, 0, n);
 }
 
 int dlock_semaphore_drain(dlock_semaphore *s, int64_t *drained)
@@ -433,20 +495,86 @@ int dlock_semaphore_drain(dlock_semaphore *s, int64_t *drained)
     int rc = bad_handle(s);
     if (rc != DLOCK_OK)
         return rc;
-    /* KEYS: semaphore (scripts/semaphore/drain.lua). Not resent: a retry
-     * would answer 0 for permits the first attempt took. */
-    dlock__op op;
-    dlock__op_init(&op, DLOCK__SCRIPT_SEMAPHORE_DRAIN);
-    dlock__op_key(&op, s->name, s->nlen);
-    redisReply *r;
-    rc = dlock__op_run(s->c, &op, 0, NULL, WHAT, s->name, &r);
-    if (rc != DLOCK_OK)
-        return rc;
     int64_t v = 0;
-    if (dlock__reply_integer(r, &v) != DLOCK_OK)
-        return dlock__proto(WHAT, s->name, "drain", r);
-    freeReplyObject(r);
-    if (drained)
+    rc = sem_run(s, SQ_DRAIN, 0, &v);
+    if (rc == DLOCK_OK && drained)
         *drained = v;
-    return DLOCK_OK;
+    return rc;
+}
+
+/* ------------------------------------------------------ async, one trip */
+
+static const dlock__op *sq_op(void *st, dlock__op *scratch, unsigned *flags, int64_t *latch_ms)
+{
+    (void)latch_ms;
+    sem_req_op(st, scratch, flags);
+    return scratch;
+}
+
+static int sq_end(void *st, int rc, redisReply *r, dlock_async_result *res)
+{
+    const sem_req *q = st;
+    int64_t v = 0;
+    rc = sem_req_end(q, rc, r, &v);
+    if (rc == DLOCK_OK) {
+        if (q->kind == SQ_SET || q->kind == SQ_TRY_SET)
+            res->flag = (int)v;
+        else
+            res->count = v;
+    }
+    return rc;
+}
+
+static const dlock__call_type sem_call = {sq_op, sq_end, NULL};
+
+static int sem_async(dlock_semaphore *s, int kind, int64_t arg, dlock_async_fn fn, void *ud)
+{
+    if (!fn)
+        return dlock__fail(DLOCK_EINVAL, "callback is NULL");
+    sem_req *q = dlock__async_call_new(s->c, &sem_call, sizeof(*q), fn, ud);
+    if (!q)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    *q = (sem_req){s, kind, arg};
+    return dlock__async_call_start(q);
+}
+
+int dlock_semaphore_set_permits_async(dlock_semaphore *s, int64_t permits, dlock_async_fn fn,
+                                      void *ud)
+{
+    int rc = bad_handle(s);
+    if (rc == DLOCK_OK)
+        rc = dlock__check_count(permits, 0, "permits");
+    return rc == DLOCK_OK ? sem_async(s, SQ_SET, permits, fn, ud) : rc;
+}
+
+int dlock_semaphore_try_set_permits_async(dlock_semaphore *s, int64_t permits,
+                                          dlock_async_fn fn, void *ud)
+{
+    int rc = bad_handle(s);
+    if (rc == DLOCK_OK)
+        rc = dlock__check_count(permits, 0, "permits");
+    return rc == DLOCK_OK ? sem_async(s, SQ_TRY_SET, permits, fn, ud) : rc;
+}
+
+int dlock_semaphore_add_permits_async(dlock_semaphore *s, int64_t delta, dlock_async_fn fn,
+                                      void *ud)
+{
+    int rc = bad_handle(s);
+    if (rc == DLOCK_OK && (delta == 0 || delta < -DLOCK_COUNT_MAX || delta > DLOCK_COUNT_MAX))
+        rc = dlock__fail(DLOCK_EINVAL, "permits to add %lld: use a non-zero change within "
+                                       "+-%lld",
+                         (long long)delta, (long long)DLOCK_COUNT_MAX);
+    return rc == DLOCK_OK ? sem_async(s, SQ_ADD, delta, fn, ud) : rc;
+}
+
+int dlock_semaphore_available_async(dlock_semaphore *s, dlock_async_fn fn, void *ud)
+{
+    int rc = bad_handle(s);
+    return rc == DLOCK_OK ? sem_async(s, SQ_AVAILABLE, 0, fn, ud) : rc;
+}
+
+int dlock_semaphore_drain_async(dlock_semaphore *s, dlock_async_fn fn, void *ud)
+{
+    int rc = bad_handle(s);
+    return rc == DLOCK_OK ? sem_async(s, SQ_DRAIN, 0, fn, ud) : rc;
 }
