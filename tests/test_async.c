@@ -118,6 +118,14 @@ static int rec_calls(rec *r)
     return c;
 }
 
+/* Runs one asynchronous call (expr uses &r) and waits for its callback. */
+#define RUN1(r, expr)                                   \
+    do {                                                \
+        rec_init(&(r));                                 \
+        assert_int_equal((expr), DLOCK_OK);             \
+        assert_int_equal(rec_wait(&(r), 1, 5000), 1);   \
+    } while (0)
+
 static dlock_lock *get_as(dlock_client *c, const char *name, const char *owner)
 {
     dlock_lock *l = NULL;
@@ -979,19 +987,29 @@ static void test_permits_async(void **state)
     assert_int_equal(rel.status, DLOCK_ENOTOWNER);
     assert_int_equal(dlock_permit_semaphore_release_async(p, "nothex", on_rec, &rel),
                      DLOCK_EINVAL);
-    assert_int_equal(dlock_permit_semaphore_release(p, the_permit_id), DLOCK_OK);
+    /* The waiter's permit: its lease moved to the watchdog, then a try-release
+     * twice (held, then not: no error). */
+    char id2[DLOCK_PERMIT_ID_BUFSIZE];
+    snprintf(id2, sizeof(id2), "%s", the_permit_id);
+    rec_done(&rel);
+    size_t renewed = dlock__watchdog_count(cli->wd);
+    RUN1(rel, dlock_permit_semaphore_update_lease_async(p, id2, DLOCK_WATCHDOG, on_rec, &rel));
+    assert_int_equal(rel.status, DLOCK_OK);
+    assert_int_equal(dlock__watchdog_count(cli->wd), renewed + 1);   /* now renewed */
+    RUN1(rel, dlock_permit_semaphore_try_release_async(p, id2, on_rec, &rel));
+    assert_int_equal(rel.status, DLOCK_OK);
+    assert_int_equal(rel.was_locked, 1);
+    assert_int_equal(dlock__watchdog_count(cli->wd), renewed);
+    RUN1(rel, dlock_permit_semaphore_try_release_async(p, id2, on_rec, &rel));
+    assert_int_equal(rel.status, DLOCK_OK);
+    assert_int_equal(rel.was_locked, 0);
+    RUN1(rel, dlock_permit_semaphore_update_lease_async(p, id2, 5000, on_rec, &rel));
+    assert_int_equal(rel.status, DLOCK_ENOTOWNER);
     rec_done(&rel);
     rec_done(&t);
     dlock_permit_semaphore_free(p);
 }
 
-/* Runs one asynchronous call (expr uses &r) and waits for its callback. */
-#define RUN1(r, expr)                                   \
-    do {                                                \
-        rec_init(&(r));                                 \
-        assert_int_equal((expr), DLOCK_OK);             \
-        assert_int_equal(rec_wait(&(r), 1, 5000), 1);   \
-    } while (0)
 
 static void test_one_trip_calls(void **state)
 {

@@ -142,6 +142,17 @@ DLOCK_API int dlock_permit_semaphore_acquire_async(dlock_permit_semaphore *p, in
  * DLOCK_ENOTOWNER (unknown or expired permit). id is copied. Any thread. */
 DLOCK_API int dlock_permit_semaphore_release_async(dlock_permit_semaphore *p, const char *id,
                                                    dlock_async_fn fn, void *ud);
+/* dlock_permit_semaphore_try_release() asynchronously: DLOCK_OK, and the
+ * flag says whether it was held (released now). Any thread. */
+DLOCK_API int dlock_permit_semaphore_try_release_async(dlock_permit_semaphore *p,
+                                                       const char *id, dlock_async_fn fn,
+                                                       void *ud);
+/* dlock_permit_semaphore_update_lease() asynchronously: DLOCK_OK or
+ * DLOCK_ENOTOWNER; DLOCK_WATCHDOG puts the permit under renewal, a lease
+ * takes it off. Any thread. */
+DLOCK_API int dlock_permit_semaphore_update_lease_async(dlock_permit_semaphore *p,
+                                                        const char *id, int64_t lease_ms,
+                                                        dlock_async_fn fn, void *ud);
 /* dlock_latch_await() asynchronously: DLOCK_OK once the count is zero,
  * DLOCK_ETIMEDOUT, DLOCK_ECANCELED, DLOCK_ECLOSED. Any thread. */
 DLOCK_API int dlock_latch_await_async(dlock_latch *l, int64_t wait_ms, dlock_cancel *cancel,

@@ -482,6 +482,7 @@ typedef struct drop {
     permit_id id;
     dlock__op op;
     unsigned flags;
+    int try_only;            /* a try-release: not held is no error (flag 0) */
 } drop;
 
 static const dlock__op *drop_op(void *st, dlock__op *scratch, unsigned *flags, int64_t *latch_ms)
@@ -499,7 +500,7 @@ static int drop_end(void *st, int rc, redisReply *r, dlock_async_result *res)
     int outcome = GONE_UNKNOWN;
     rc = release_end(d->p, &d->id, rc, r, &outcome);
     res->flag = rc == DLOCK_OK && outcome == GONE_RELEASED;
-    if (rc == DLOCK_OK && outcome != GONE_RELEASED)
+    if (rc == DLOCK_OK && outcome != GONE_RELEASED && !d->try_only)
         rc = not_held(d->p, &d->id, outcome);
     return rc;
 }
@@ -518,8 +519,8 @@ static void drop_done(void *st, int ended)
 
 static const dlock__call_type drop_type = {drop_op, drop_end, drop_done};
 
-int dlock_permit_semaphore_release_async(dlock_permit_semaphore *p, const char *id,
-                                         dlock_async_fn fn, void *ud)
+static int drop_async(dlock_permit_semaphore *p, const char *id, int try_only,
+                      dlock_async_fn fn, void *ud)
 {
     int rc = bad_handle(p);
     permit_id pid;
@@ -534,11 +535,60 @@ int dlock_permit_semaphore_release_async(dlock_permit_semaphore *p, const char *
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
     d->p = p;
     d->id = pid;
+    d->try_only = try_only;
     d->flags = release_begin(p, &d->id, &d->op);
     return dlock__async_call_start(d);
 }
 
+int dlock_permit_semaphore_release_async(dlock_permit_semaphore *p, const char *id,
+                                         dlock_async_fn fn, void *ud)
+{
+    return drop_async(p, id, 0, fn, ud);
+}
+
+int dlock_permit_semaphore_try_release_async(dlock_permit_semaphore *p, const char *id,
+                                             dlock_async_fn fn, void *ud)
+{
+    return drop_async(p, id, 1, fn, ud);
+}
+
 /* ------------------------------------------------------------- lease */
+
+/* KEYS: semaphore, leases, channel; ARGV: id, lease (scripts/permits/update.lua). */
+static void update_op(dlock_permit_semaphore *p, const permit_id *pid, int64_t lease_ms,
+                      dlock__op *op)
+{
+    keys_and_id(op, DLOCK__SCRIPT_PERMITS_UPDATE, p, pid);
+    dlock__op_argi(op, lease_ms == DLOCK_WATCHDOG ? p->c->cfg.watchdog_ms : lease_ms);
+}
+
+/* Its answer (rc: the call's status; r freed), and the watchdog told. */
+static int update_end(dlock_permit_semaphore *p, const permit_id *pid, int64_t lease_ms,
+                      int64_t sent, int rc, redisReply *r)
+{
+    if (rc == DLOCK_EWRONGTYPE)
+        return dlock__wrong_type(WHAT, p->name);
+    if (rc != DLOCK_OK)
+        return rc;   /* the lease and its renewal are as they were, or it may be set */
+    int updated = 0;
+    if (dlock__reply_flag(r, &updated) != DLOCK_OK)
+        return dlock__proto(WHAT, p->name, "update lease", r);
+    freeReplyObject(r);
+    dlock__hold_id h;
+    hold_of(p, pid, &h);
+    if (!updated) {
+        /* A watchdog permit of ours found gone was lost: reported so. */
+        dlock__watchdog_release_end(p->c->wd, &h, DLOCK__RELEASE_NOT_HELD);
+        return dlock__fail(DLOCK_ENOTOWNER, "permit %s of %s '%s' is not held: released, "
+                                            "expired, or never acquired",
+                           pid->hex, WHAT, p->name);
+    }
+    if (lease_ms == DLOCK_WATCHDOG)
+        return watch(p, pid, sent);
+    /* A fixed lease now: no more renewals (one already sent may still land). */
+    dlock__watchdog_release_end(p->c->wd, &h, DLOCK__RELEASE_GONE);
+    return DLOCK_OK;
+}
 
 int dlock_permit_semaphore_update_lease(dlock_permit_semaphore *p, const char *id,
                                         int64_t lease_ms)
@@ -551,33 +601,60 @@ int dlock_permit_semaphore_update_lease(dlock_permit_semaphore *p, const char *i
         rc = check_lease(lease_ms);
     if (rc != DLOCK_OK)
         return rc;
-    /* KEYS: semaphore, leases, channel; ARGV: id, lease (scripts/permits/update.lua). */
     dlock__op op;
-    keys_and_id(&op, DLOCK__SCRIPT_PERMITS_UPDATE, p, &pid);
-    dlock__op_argi(&op, lease_ms == DLOCK_WATCHDOG ? p->c->cfg.watchdog_ms : lease_ms);
+    update_op(p, &pid, lease_ms, &op);
     int64_t sent = dlock__now_ms();
-    redisReply *r;
-    rc = dlock__op_run(p->c, &op, DLOCK__CALL_IDEMPOTENT, NULL, WHAT, p->name, &r);
+    redisReply *r = NULL;
+    rc = dlock__op_call(p->c, &op, DLOCK__CALL_IDEMPOTENT, NULL, 0, &r);
+    return update_end(p, &pid, lease_ms, sent, rc, rc == DLOCK_OK ? r : NULL);
+}
+
+typedef struct upd {
+    dlock_permit_semaphore *p;
+    permit_id id;
+    int64_t lease_ms;
+    int64_t sent;
+} upd;
+
+static const dlock__op *upd_op(void *st, dlock__op *scratch, unsigned *flags, int64_t *latch_ms)
+{
+    upd *u = st;
+    (void)latch_ms;
+    update_op(u->p, &u->id, u->lease_ms, scratch);
+    *flags = DLOCK__CALL_IDEMPOTENT;
+    u->sent = dlock__now_ms();
+    return scratch;
+}
+
+static int upd_end(void *st, int rc, redisReply *r, dlock_async_result *res)
+{
+    upd *u = st;
+    (void)res;
+    return update_end(u->p, &u->id, u->lease_ms, u->sent, rc, r);
+}
+
+static const dlock__call_type update_type = {upd_op, upd_end, NULL};
+
+int dlock_permit_semaphore_update_lease_async(dlock_permit_semaphore *p, const char *id,
+                                              int64_t lease_ms, dlock_async_fn fn, void *ud)
+{
+    int rc = bad_handle(p);
+    permit_id pid;
+    if (rc == DLOCK_OK)
+        rc = parse_id(id, &pid);
+    if (rc == DLOCK_OK)
+        rc = check_lease(lease_ms);
+    if (rc == DLOCK_OK && !fn)
+        rc = dlock__fail(DLOCK_EINVAL, "callback is NULL");
     if (rc != DLOCK_OK)
-        return rc;   /* the lease and its renewal are as they were, or it may be set */
-    int updated = 0;
-    if (dlock__reply_flag(r, &updated) != DLOCK_OK)
-        return dlock__proto(WHAT, p->name, "update lease", r);
-    freeReplyObject(r);
-    dlock__hold_id h;
-    hold_of(p, &pid, &h);
-    if (!updated) {
-        /* A watchdog permit of ours found gone was lost: reported so. */
-        dlock__watchdog_release_end(p->c->wd, &h, DLOCK__RELEASE_NOT_HELD);
-        return dlock__fail(DLOCK_ENOTOWNER, "permit %s of %s '%s' is not held: released, "
-                                            "expired, or never acquired",
-                           pid.hex, WHAT, p->name);
-    }
-    if (lease_ms == DLOCK_WATCHDOG)
-        return watch(p, &pid, sent);
-    /* A fixed lease now: no more renewals (one already sent may still land). */
-    dlock__watchdog_release_end(p->c->wd, &h, DLOCK__RELEASE_GONE);
-    return DLOCK_OK;
+        return rc;
+    upd *u = dlock__async_call_new(p->c, &update_type, sizeof(*u), fn, ud);
+    if (!u)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    u->p = p;
+    u->id = pid;
+    u->lease_ms = lease_ms;
+    return dlock__async_call_start(u);
 }
 
 /* ------------------------------------------------------------- counts */
