@@ -192,11 +192,29 @@ static void test_acquire_release(void **state)
     int64_t n = 0;
     assert_int_equal(dlock_lock_hold_count(l, &n), DLOCK_OK);
     assert_int_equal(n, 2);
+    /* The queries, asynchronously. */
+    rec q;
+    RUN1(q, dlock_lock_hold_count_async(l, on_rec, &q));
+    assert_int_equal(q.status, DLOCK_OK);
+    assert_int_equal(q.count, 2);
+    RUN1(q, dlock_lock_is_held_async(l, on_rec, &q));
+    assert_int_equal(q.was_locked, 1);
+    RUN1(q, dlock_lock_is_locked_async(l, on_rec, &q));
+    assert_int_equal(q.was_locked, 1);
+    RUN1(q, dlock_lock_ttl_async(l, on_rec, &q));
+    assert_true(q.count > 0 && q.count <= 30000);
+    rec_done(&q);
     assert_int_equal(run_release(l), DLOCK_OK);
     assert_int_equal(run_release(l), DLOCK_OK);
     int locked = 1;
     assert_int_equal(dlock_lock_is_locked(l, &locked), DLOCK_OK);
     assert_int_equal(locked, 0);
+    RUN1(q, dlock_lock_is_locked_async(l, on_rec, &q));
+    assert_int_equal(q.status, DLOCK_OK);
+    assert_int_equal(q.was_locked, 0);
+    RUN1(q, dlock_lock_ttl_async(l, on_rec, &q));
+    assert_int_equal(q.count, -2);
+    rec_done(&q);
     /* A third release: not held. */
     rec rr;
     rec_init(&rr);
@@ -844,6 +862,11 @@ static void test_read_write_locks(void **state)
     assert_int_equal(dlock_read_lock_get_as(cli, name, r2, &rb), DLOCK_OK);
     rec r;
     assert_int_equal(run_acquire(w, 0, DLOCK_WATCHDOG, &r), DLOCK_OK);
+    rec_done(&r);
+    RUN1(r, dlock_lock_is_locked_async(w, on_rec, &r));   /* the write lock's own sense */
+    assert_int_equal(r.was_locked, 1);
+    RUN1(r, dlock_lock_is_locked_async(ra, on_rec, &r));
+    assert_int_equal(r.was_locked, 0);
     rec_done(&r);
     /* Two readers wait for the writer; its release ("1") wakes both. */
     rec readers;

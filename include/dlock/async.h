@@ -75,10 +75,11 @@ DLOCK_API uint64_t dlock_async_token(const dlock_async_result *res);
 /* A force release: 1 when the lock was held. 0 for other calls. */
 DLOCK_API int dlock_async_was_locked(const dlock_async_result *res);
 /* The yes/no answer of a call that has one (a force release's "was locked",
- * a try-set's "was set", a delete's "existed"; 0 for the others). */
+ * is locked, is held, a try-set's "was set", a delete's "existed", a
+ * try-release's "released"; 0 for the others). */
 DLOCK_API int dlock_async_flag(const dlock_async_result *res);
-/* A count the call answers (a semaphore's available or new count, a
- * drain's permits, a latch's count; -1 for calls without one). */
+/* A count the call answers (a hold count, a TTL, a semaphore's available or
+ * new count, a drain's permits, a latch's count; -1 for calls without one). */
 DLOCK_API int64_t dlock_async_count(const dlock_async_result *res);
 /* An acquired permit's id (32 hex characters; "" for other calls), valid
  * during the callback: copy it (DLOCK_PERMIT_ID_BUFSIZE bytes). */
@@ -108,6 +109,14 @@ DLOCK_API int dlock_lock_release_async(dlock_lock *l, dlock_async_fn fn, void *u
 /* dlock_lock_force_release() asynchronously: dlock_async_was_locked() tells
  * whether it was held. Not resent after a lost reply. Any thread. */
 DLOCK_API int dlock_lock_force_release_async(dlock_lock *l, dlock_async_fn fn, void *ud);
+
+/* The lock queries asynchronously (same rules: an explicit-owner handle):
+ * is locked (flag), is held by the handle's owner (flag), its hold count
+ * (count), the key's TTL in ms (count: -1 no expiry, -2 no key). Any thread. */
+DLOCK_API int dlock_lock_is_locked_async(dlock_lock *l, dlock_async_fn fn, void *ud);
+DLOCK_API int dlock_lock_is_held_async(dlock_lock *l, dlock_async_fn fn, void *ud);
+DLOCK_API int dlock_lock_hold_count_async(dlock_lock *l, dlock_async_fn fn, void *ud);
+DLOCK_API int dlock_lock_ttl_async(dlock_lock *l, dlock_async_fn fn, void *ud);
 
 /* dlock_semaphore_acquire_cancellable() asynchronously: n permits (1 ..
  * DLOCK_COUNT_MAX), wait_ms 0, > 0 or DLOCK_WAIT_FOREVER, cancel may be

@@ -444,22 +444,30 @@ int dlock__lock_force_end(dlock_lock *l, int rc, redisReply *r, int *was_locked)
 
 /* -------------------------------------------------------------- queries */
 
-static int query(dlock_lock *l, const char *cmd, const char *field, size_t flen, redisReply **r)
+int dlock__lock_owner(const dlock_lock *l, dlock__owner *o) { return owner_init(l, o); }
+
+void dlock__lock_owner_done(dlock__owner *o) { owner_done(o); }
+
+static void query_cmd(const dlock_lock *l, const char *cmd, const char *field, size_t flen,
+                      dlock__op *op)
 {
-    dlock__op op;
-    dlock__op_init(&op, -1);
-    dlock__op_args(&op, cmd);
-    dlock__op_arg(&op, l->name, l->nlen);
+    dlock__op_init(op, -1);
+    dlock__op_args(op, cmd);
+    dlock__op_arg(op, l->name, l->nlen);
     if (field)
-        dlock__op_arg(&op, field, flen);
-    return dlock__lock_call(l, &op, DLOCK__CALL_IDEMPOTENT, NULL, r);
+        dlock__op_arg(op, field, flen);
 }
 
 /* Reentrant and fair locks: held when the key is a hash. */
-int dlock__lock_is_hash(dlock_lock *l, int *locked)
+void dlock__lock_hash_op(const dlock_lock *l, dlock__op *op)
 {
-    redisReply *r;
-    int rc = query(l, "TYPE", NULL, 0, &r);
+    query_cmd(l, "TYPE", NULL, 0, op);
+}
+
+int dlock__lock_hash_end(dlock_lock *l, int rc, redisReply *r, int *locked)
+{
+    if (rc == DLOCK_EWRONGTYPE)
+        return dlock__lock_wrong_type(l);
     if (rc != DLOCK_OK)
         return rc;
     rc = dlock__reply_type_locked(r, locked);
@@ -472,24 +480,77 @@ int dlock__lock_is_hash(dlock_lock *l, int *locked)
     return rc;
 }
 
+void dlock__lock_query_op(const dlock_lock *l, const dlock__owner *o, int q, dlock__op *op)
+{
+    switch (q) {
+    case DLOCK__Q_LOCKED:
+        l->type->locked_op(l, op);
+        break;
+    case DLOCK__Q_HELD:
+        query_cmd(l, "HEXISTS", o->field, o->flen, op);
+        break;
+    case DLOCK__Q_COUNT:
+        query_cmd(l, "HGET", o->field, o->flen, op);
+        break;
+    default:
+        query_cmd(l, "PTTL", NULL, 0, op);
+        break;
+    }
+}
+
+int dlock__lock_query_end(dlock_lock *l, int q, int rc, redisReply *r, int64_t *v)
+{
+    if (q == DLOCK__Q_LOCKED) {
+        int locked = 0;
+        rc = l->type->locked_end(l, rc, r, &locked);
+        *v = locked;
+        return rc;
+    }
+    if (rc == DLOCK_EWRONGTYPE)
+        return dlock__lock_wrong_type(l);
+    if (rc != DLOCK_OK)
+        return rc;
+    static const char *const what[] = {"", "HEXISTS", "HGET", "PTTL"};
+    int flag = 0;
+    int bad = q == DLOCK__Q_HELD    ? dlock__reply_flag(r, &flag)
+              : q == DLOCK__Q_COUNT ? dlock__reply_count(r, v)
+                                    : dlock__reply_integer(r, v);
+    if (bad != DLOCK_OK)
+        return dlock__lock_proto(l, what[q], r);
+    freeReplyObject(r);
+    if (q == DLOCK__Q_HELD)
+        *v = flag;
+    return DLOCK_OK;
+}
+
+/* One query, blocking. */
+static int query(dlock_lock *l, int q, int64_t *v)
+{
+    dlock__owner o;
+    int rc = DLOCK_OK;
+    int owned = q == DLOCK__Q_HELD || q == DLOCK__Q_COUNT;
+    if (owned && (rc = owner_init(l, &o)) != DLOCK_OK)
+        return rc;
+    dlock__op op;
+    dlock__lock_query_op(l, owned ? &o : NULL, q, &op);
+    redisReply *r = NULL;
+    rc = dlock__op_call(l->c, &op, DLOCK__CALL_IDEMPOTENT, NULL, 0, &r);
+    rc = dlock__lock_query_end(l, q, rc, rc == DLOCK_OK ? r : NULL, v);
+    if (owned)
+        owner_done(&o);
+    return rc;
+}
+
 int dlock_lock_is_locked(dlock_lock *l, int *locked)
 {
     dlock__clear_error();
     if (!l || !locked)
         return dlock__fail(DLOCK_EINVAL, "lock or out-parameter is NULL");
-    return l->type->is_locked(l, locked);
-}
-
-static int held_by(dlock_lock *l, const char *field, size_t flen, int *held)
-{
-    redisReply *r;
-    int rc = query(l, "HEXISTS", field, flen, &r);
-    if (rc != DLOCK_OK)
-        return rc;
-    if (dlock__reply_flag(r, held) != DLOCK_OK)
-        return dlock__lock_proto(l, "HEXISTS", r);
-    freeReplyObject(r);
-    return DLOCK_OK;
+    int64_t v = 0;
+    int rc = query(l, DLOCK__Q_LOCKED, &v);
+    if (rc == DLOCK_OK)
+        *locked = (int)v;
+    return rc;
 }
 
 int dlock_lock_is_held(dlock_lock *l, int *held)
@@ -497,12 +558,27 @@ int dlock_lock_is_held(dlock_lock *l, int *held)
     dlock__clear_error();
     if (!l || !held)
         return dlock__fail(DLOCK_EINVAL, "lock or out-parameter is NULL");
-    dlock__owner o;
-    int rc = owner_init(l, &o);
+    int64_t v = 0;
+    int rc = query(l, DLOCK__Q_HELD, &v);
     if (rc == DLOCK_OK)
-        rc = held_by(l, o.field, o.flen, held);
-    owner_done(&o);
+        *held = (int)v;
     return rc;
+}
+
+int dlock_lock_hold_count(dlock_lock *l, int64_t *count)
+{
+    dlock__clear_error();
+    if (!l || !count)
+        return dlock__fail(DLOCK_EINVAL, "lock or out-parameter is NULL");
+    return query(l, DLOCK__Q_COUNT, count);
+}
+
+int dlock_lock_ttl(dlock_lock *l, int64_t *ttl_ms)
+{
+    dlock__clear_error();
+    if (!l || !ttl_ms)
+        return dlock__fail(DLOCK_EINVAL, "lock or out-parameter is NULL");
+    return query(l, DLOCK__Q_TTL, ttl_ms);
 }
 
 int dlock_lock_is_held_by(dlock_lock *l, const char *owner, int *held)
@@ -518,42 +594,15 @@ int dlock_lock_is_held_by(dlock_lock *l, const char *owner, int *held)
     size_t sl = strlen(l->type->suffix);
     memcpy(field, owner, olen);
     memcpy(field + olen, l->type->suffix, sl);
-    return held_by(l, field, olen + sl, held);
-}
-
-int dlock_lock_hold_count(dlock_lock *l, int64_t *count)
-{
-    dlock__clear_error();
-    if (!l || !count)
-        return dlock__fail(DLOCK_EINVAL, "lock or out-parameter is NULL");
-    dlock__owner o;
-    int rc = owner_init(l, &o);
-    if (rc != DLOCK_OK)
-        return rc;
-    redisReply *r;
-    rc = query(l, "HGET", o.field, o.flen, &r);
-    owner_done(&o);
-    if (rc != DLOCK_OK)
-        return rc;
-    if (dlock__reply_count(r, count) != DLOCK_OK)
-        return dlock__lock_proto(l, "HGET", r);
-    freeReplyObject(r);
-    return DLOCK_OK;
-}
-
-int dlock_lock_ttl(dlock_lock *l, int64_t *ttl_ms)
-{
-    dlock__clear_error();
-    if (!l || !ttl_ms)
-        return dlock__fail(DLOCK_EINVAL, "lock or out-parameter is NULL");
-    redisReply *r;
-    int rc = query(l, "PTTL", NULL, 0, &r);
-    if (rc != DLOCK_OK)
-        return rc;
-    if (dlock__reply_integer(r, ttl_ms) != DLOCK_OK)
-        return dlock__lock_proto(l, "PTTL", r);
-    freeReplyObject(r);
-    return DLOCK_OK;
+    dlock__op op;
+    query_cmd(l, "HEXISTS", field, olen + sl, &op);
+    redisReply *r = NULL;
+    rc = dlock__op_call(l->c, &op, DLOCK__CALL_IDEMPOTENT, NULL, 0, &r);
+    int64_t v = 0;
+    rc = dlock__lock_query_end(l, DLOCK__Q_HELD, rc, rc == DLOCK_OK ? r : NULL, &v);
+    if (rc == DLOCK_OK)
+        *held = (int)v;
+    return rc;
 }
 
 /* ----------------------------------------------------------------- run */

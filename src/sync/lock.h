@@ -104,8 +104,10 @@ struct dlock__lock_type {
     int (*not_held)(dlock_lock *l, const dlock__owner *o);
     /* Delete whoever holds it, and wake; an answer 1 (was held) or 0. */
     void (*force_op)(const dlock_lock *l, dlock__op *op);
-    /* *locked = 1 when held in this type's sense. */
-    int (*is_locked)(dlock_lock *l, int *locked);
+    /* Whether it is held in this type's sense, in halves: the request, then
+     * its answer (rc: the call's status; r freed): *locked = 1 when held. */
+    void (*locked_op)(const dlock_lock *l, dlock__op *op);
+    int (*locked_end)(dlock_lock *l, int rc, redisReply *r, int *locked);
 };
 
 extern const dlock__lock_type dlock__reentrant_type;
@@ -119,8 +121,18 @@ extern const dlock__hold_kind dlock__lock_hold;
 void dlock__lock_hold_id(const dlock_lock *l, const dlock__owner *o, dlock__hold_id *id);
 /* The handle's channel, the same for every owner. */
 const char *dlock__lock_shared_channel(const dlock_lock *l, const dlock__owner *o, size_t *len);
-/* is_locked for the types held as a hash of owner fields. */
-int dlock__lock_is_hash(dlock_lock *l, int *locked);
+/* locked_op / locked_end for the types held as a hash of owner fields. */
+void dlock__lock_hash_op(const dlock_lock *l, dlock__op *op);
+int dlock__lock_hash_end(dlock_lock *l, int rc, redisReply *r, int *locked);
+/* The queries (is locked, is held, hold count, TTL) in halves, for both
+ * forms: the request (o: the handle's owner, for is held and hold count),
+ * then its answer into *v. */
+enum { DLOCK__Q_LOCKED, DLOCK__Q_HELD, DLOCK__Q_COUNT, DLOCK__Q_TTL };
+void dlock__lock_query_op(const dlock_lock *l, const dlock__owner *o, int q, dlock__op *op);
+int dlock__lock_query_end(dlock_lock *l, int q, int rc, redisReply *r, int64_t *v);
+/* The owner a call of l acts for (dlock__lock_owner_done frees what it holds). */
+int dlock__lock_owner(const dlock_lock *l, dlock__owner *o);
+void dlock__lock_owner_done(dlock__owner *o);
 
 /* A handle of a type; owner NULL: the calling thread. */
 int dlock__lock_new(dlock_client *c, const dlock__lock_type *type, const char *name,

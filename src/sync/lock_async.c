@@ -213,3 +213,90 @@ int dlock_lock_force_release_async(dlock_lock *l, dlock_async_fn fn, void *ud)
     *s = l;
     return dlock__async_call_start(s);
 }
+
+/* ------------------------------------------------------------ queries */
+
+typedef struct lock_query {
+    dlock_lock *l;
+    int q;
+    int owned;               /* o is set up */
+    dlock__owner o;
+} lock_query;
+
+static const dlock__op *query_op(void *st, dlock__op *scratch, unsigned *flags,
+                                 int64_t *latch_ms)
+{
+    lock_query *s = st;
+    (void)latch_ms;
+    dlock__lock_query_op(s->l, s->owned ? &s->o : NULL, s->q, scratch);
+    *flags = DLOCK__CALL_IDEMPOTENT;
+    return scratch;
+}
+
+static int query_end(void *st, int rc, redisReply *r, dlock_async_result *res)
+{
+    lock_query *s = st;
+    int64_t v = 0;
+    rc = dlock__lock_query_end(s->l, s->q, rc, r, &v);
+    if (rc == DLOCK_OK) {
+        if (s->q == DLOCK__Q_LOCKED || s->q == DLOCK__Q_HELD)
+            res->flag = (int)v;
+        else
+            res->count = v;
+    }
+    return rc;
+}
+
+static void query_done(void *st, int ended)
+{
+    lock_query *s = st;
+    (void)ended;
+    if (s->owned)
+        dlock__lock_owner_done(&s->o);
+    s->owned = 0;
+}
+
+static const dlock__call_type query_type = {query_op, query_end, query_done};
+
+/* Queries act for the handle's owner too (is held, hold count): an explicit
+ * one, as every asynchronous call. */
+static int query_async(dlock_lock *l, int q, dlock_async_fn fn, void *ud)
+{
+    int rc = check_handle(l, fn);
+    if (rc != DLOCK_OK)
+        return rc;
+    lock_query *s = dlock__async_call_new(l->c, &query_type, sizeof(*s), fn, ud);
+    if (!s)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    s->l = l;
+    s->q = q;
+    if (q == DLOCK__Q_HELD || q == DLOCK__Q_COUNT) {
+        if ((rc = dlock__lock_owner(l, &s->o)) != DLOCK_OK) {
+            dlock__lock_owner_done(&s->o);
+            dlock__async_discard(s);
+            return rc;
+        }
+        s->owned = 1;
+    }
+    return dlock__async_call_start(s);
+}
+
+int dlock_lock_is_locked_async(dlock_lock *l, dlock_async_fn fn, void *ud)
+{
+    return query_async(l, DLOCK__Q_LOCKED, fn, ud);
+}
+
+int dlock_lock_is_held_async(dlock_lock *l, dlock_async_fn fn, void *ud)
+{
+    return query_async(l, DLOCK__Q_HELD, fn, ud);
+}
+
+int dlock_lock_hold_count_async(dlock_lock *l, dlock_async_fn fn, void *ud)
+{
+    return query_async(l, DLOCK__Q_COUNT, fn, ud);
+}
+
+int dlock_lock_ttl_async(dlock_lock *l, dlock_async_fn fn, void *ud)
+{
+    return query_async(l, DLOCK__Q_TTL, fn, ud);
+}

@@ -146,5 +146,6 @@ const dlock__lock_type dlock__reentrant_type = {
     .give_up_op = give_up_op,
     .release_op = release_op,
     .force_op = force_op,
-    .is_locked = dlock__lock_is_hash,
+    .locked_op = dlock__lock_hash_op,
+    .locked_end = dlock__lock_hash_end,
 };
