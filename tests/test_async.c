@@ -964,7 +964,17 @@ static void test_permits_async(void **state)
     th_name(name, sizeof(name), "async-permits");
     dlock_permit_semaphore *p = NULL;
     assert_int_equal(dlock_permit_semaphore_get(cli, name, &p), DLOCK_OK);
-    assert_int_equal(dlock_permit_semaphore_set_permits(p, 1), DLOCK_OK);
+    rec q;
+    RUN1(q, dlock_permit_semaphore_try_set_permits_async(p, 3, on_rec, &q));
+    assert_int_equal(q.was_locked, 1);
+    RUN1(q, dlock_permit_semaphore_add_permits_async(p, -1, on_rec, &q));
+    assert_int_equal(q.status, DLOCK_OK);
+    assert_int_equal(q.count, 2);
+    RUN1(q, dlock_permit_semaphore_set_permits_async(p, 1, on_rec, &q));
+    assert_int_equal(q.status, DLOCK_OK);
+    RUN1(q, dlock_permit_semaphore_available_async(p, on_rec, &q));
+    assert_int_equal(q.count, 1);
+    rec_done(&q);
     rec a;
     rec_init(&a);
     char id[DLOCK_PERMIT_ID_BUFSIZE] = "";

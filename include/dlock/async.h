@@ -162,6 +162,19 @@ DLOCK_API int dlock_permit_semaphore_try_release_async(dlock_permit_semaphore *p
 DLOCK_API int dlock_permit_semaphore_update_lease_async(dlock_permit_semaphore *p,
                                                         const char *id, int64_t lease_ms,
                                                         dlock_async_fn fn, void *ud);
+/* The permit semaphore's pool, asynchronously: set, try-set (flag), add
+ * (count: the new count), available (count; the permits held: use the
+ * blocking form). Any thread. */
+DLOCK_API int dlock_permit_semaphore_set_permits_async(dlock_permit_semaphore *p,
+                                                       int64_t permits, dlock_async_fn fn,
+                                                       void *ud);
+DLOCK_API int dlock_permit_semaphore_try_set_permits_async(dlock_permit_semaphore *p,
+                                                           int64_t permits, dlock_async_fn fn,
+                                                           void *ud);
+DLOCK_API int dlock_permit_semaphore_add_permits_async(dlock_permit_semaphore *p, int64_t delta,
+                                                       dlock_async_fn fn, void *ud);
+DLOCK_API int dlock_permit_semaphore_available_async(dlock_permit_semaphore *p,
+                                                     dlock_async_fn fn, void *ud);
 /* dlock_latch_await() asynchronously: DLOCK_OK once the count is zero,
  * DLOCK_ETIMEDOUT, DLOCK_ECANCELED, DLOCK_ECLOSED. Any thread. */
 DLOCK_API int dlock_latch_await_async(dlock_latch *l, int64_t wait_ms, dlock_cancel *cancel,

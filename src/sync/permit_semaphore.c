@@ -659,28 +659,84 @@ int dlock_permit_semaphore_update_lease_async(dlock_permit_semaphore *p, const c
 
 /* ------------------------------------------------------------- counts */
 
-int dlock_permit_semaphore_available(dlock_permit_semaphore *p, int64_t *n, int64_t *held)
+/* The calls of one round trip on the pool's count (blocking and
+ * asynchronous alike). */
+enum { PQ_SET, PQ_TRY_SET, PQ_ADD, PQ_AVAILABLE };
+
+typedef struct permit_req {
+    dlock_permit_semaphore *p;
+    int kind;
+    int64_t arg;
+} permit_req;
+
+static void permit_req_op(const permit_req *q, dlock__op *op, unsigned *flags)
 {
-    int rc = bad_handle(p);
+    dlock_permit_semaphore *p = q->p;
+    switch (q->kind) {
+    case PQ_SET:
+    case PQ_TRY_SET:
+        /* KEYS: semaphore, channel, leases; ARGV: permits, only if unset
+         * (scripts/permits/set.lua). Setting the total is idempotent; setting
+         * if unset is not (a retry would answer 0). */
+        dlock__op_init(op, DLOCK__SCRIPT_PERMITS_SET);
+        dlock__op_key(op, p->name, p->nlen);
+        dlock__op_key(op, p->channel, p->clen);
+        dlock__op_key(op, p->leases, p->llen);
+        dlock__op_argi(op, q->arg);
+        dlock__op_args(op, q->kind == PQ_TRY_SET ? "1" : "0");
+        *flags = q->kind == PQ_TRY_SET ? 0 : DLOCK__CALL_IDEMPOTENT;
+        break;
+    case PQ_ADD:
+        dlock__semaphore_add_op(op, p->name, p->nlen, p->channel, p->clen, q->arg);
+        *flags = 0;
+        break;
+    default:
+        /* KEYS: semaphore, leases, channel (scripts/permits/available.lua). */
+        keys_and_id(op, DLOCK__SCRIPT_PERMITS_AVAILABLE, p, NULL);
+        *flags = DLOCK__CALL_IDEMPOTENT;
+        break;
+    }
+}
+
+/* The answer (rc: the call's status; r freed): *v = 1/0 (set), the new
+ * count (add), the available count (available, with *held). */
+static int permit_req_end(const permit_req *q, int rc, redisReply *r, int64_t *v,
+                          int64_t *held)
+{
+    dlock_permit_semaphore *p = q->p;
+    if (q->kind == PQ_ADD)
+        return dlock__semaphore_add_end(WHAT, p->name, rc, r, v, NULL);
+    if (rc == DLOCK_EWRONGTYPE)
+        return dlock__wrong_type(WHAT, p->name);
     if (rc != DLOCK_OK)
         return rc;
-    if (!n)
-        return dlock__fail(DLOCK_EINVAL, "out-parameter is NULL");
-    /* KEYS: semaphore, leases, channel (scripts/permits/available.lua). */
-    dlock__op op;
-    keys_and_id(&op, DLOCK__SCRIPT_PERMITS_AVAILABLE, p, NULL);
-    redisReply *r;
-    rc = dlock__op_run(p->c, &op, DLOCK__CALL_IDEMPOTENT, NULL, WHAT, p->name, &r);
-    if (rc != DLOCK_OK)
-        return rc;
-    int64_t a = 0, h = 0;
-    if (dlock__reply_pair(r, &a, &h) != DLOCK_OK)
-        return dlock__proto(WHAT, p->name, "available", r);
+    if (q->kind == PQ_AVAILABLE) {
+        int64_t h = 0;
+        if (dlock__reply_pair(r, v, &h) != DLOCK_OK)
+            return dlock__proto(WHAT, p->name, "available", r);
+        freeReplyObject(r);
+        if (held)
+            *held = h;
+        return DLOCK_OK;
+    }
+    int set = 0;
+    if (dlock__reply_flag(r, &set) != DLOCK_OK)
+        return dlock__proto(WHAT, p->name, "set permits", r);
     freeReplyObject(r);
-    *n = a;
-    if (held)
-        *held = h;
+    *v = set;
     return DLOCK_OK;
+}
+
+static int permit_run(dlock_permit_semaphore *p, int kind, int64_t arg, int64_t *v,
+                      int64_t *held)
+{
+    permit_req q = {p, kind, arg};
+    dlock__op op;
+    unsigned flags = 0;
+    permit_req_op(&q, &op, &flags);
+    redisReply *r = NULL;
+    int rc = dlock__op_call(p->c, &op, flags, NULL, 0, &r);
+    return permit_req_end(&q, rc, rc == DLOCK_OK ? r : NULL, v, held);
 }
 
 static int set_permits(dlock_permit_semaphore *p, int64_t permits, int only_if_unset,
@@ -691,28 +747,92 @@ static int set_permits(dlock_permit_semaphore *p, int64_t permits, int only_if_u
         rc = dlock__check_count(permits, 0, "permits");
     if (rc != DLOCK_OK)
         return rc;
-    /* KEYS: semaphore, channel, leases; ARGV: permits, only if unset
-     * (scripts/permits/set.lua). Setting the total is idempotent; setting if
-     * unset is not (a retry would answer 0). */
-    dlock__op op;
-    dlock__op_init(&op, DLOCK__SCRIPT_PERMITS_SET);
-    dlock__op_key(&op, p->name, p->nlen);
-    dlock__op_key(&op, p->channel, p->clen);
-    dlock__op_key(&op, p->leases, p->llen);
-    dlock__op_argi(&op, permits);
-    dlock__op_args(&op, only_if_unset ? "1" : "0");
-    redisReply *r;
-    rc = dlock__op_run(p->c, &op, only_if_unset ? 0 : DLOCK__CALL_IDEMPOTENT, NULL, WHAT,
-                       p->name, &r);
+    int64_t set = 0;
+    rc = permit_run(p, only_if_unset ? PQ_TRY_SET : PQ_SET, permits, &set, NULL);
+    if (rc == DLOCK_OK && was_set)
+        *was_set = (int)set;
+    return rc;
+}
+
+int dlock_permit_semaphore_available(dlock_permit_semaphore *p, int64_t *n, int64_t *held)
+{
+    int rc = bad_handle(p);
     if (rc != DLOCK_OK)
         return rc;
-    int set = 0;
-    if (dlock__reply_flag(r, &set) != DLOCK_OK)
-        return dlock__proto(WHAT, p->name, "set permits", r);
-    freeReplyObject(r);
-    if (was_set)
-        *was_set = set;
-    return DLOCK_OK;
+    if (!n)
+        return dlock__fail(DLOCK_EINVAL, "out-parameter is NULL");
+    return permit_run(p, PQ_AVAILABLE, 0, n, held);
+}
+
+/* ------------------------------------------------------ async, one trip */
+
+static const dlock__op *pq_op(void *st, dlock__op *scratch, unsigned *flags, int64_t *latch_ms)
+{
+    (void)latch_ms;
+    permit_req_op(st, scratch, flags);
+    return scratch;
+}
+
+static int pq_end(void *st, int rc, redisReply *r, dlock_async_result *res)
+{
+    const permit_req *q = st;
+    int64_t v = 0;
+    rc = permit_req_end(q, rc, r, &v, NULL);
+    if (rc == DLOCK_OK) {
+        if (q->kind == PQ_SET || q->kind == PQ_TRY_SET)
+            res->flag = (int)v;
+        else
+            res->count = v;
+    }
+    return rc;
+}
+
+static const dlock__call_type permit_call = {pq_op, pq_end, NULL};
+
+static int permit_async(dlock_permit_semaphore *p, int kind, int64_t arg, dlock_async_fn fn,
+                        void *ud)
+{
+    int rc = bad_handle(p);
+    if (rc == DLOCK_OK && (kind == PQ_SET || kind == PQ_TRY_SET))
+        rc = dlock__check_count(arg, 0, "permits");
+    if (rc == DLOCK_OK && kind == PQ_ADD &&
+        (arg == 0 || arg < -DLOCK_COUNT_MAX || arg > DLOCK_COUNT_MAX))
+        rc = dlock__fail(DLOCK_EINVAL, "permits to add %lld: use a non-zero change within "
+                                       "+-%lld",
+                         (long long)arg, (long long)DLOCK_COUNT_MAX);
+    if (rc == DLOCK_OK && !fn)
+        rc = dlock__fail(DLOCK_EINVAL, "callback is NULL");
+    if (rc != DLOCK_OK)
+        return rc;
+    permit_req *q = dlock__async_call_new(p->c, &permit_call, sizeof(*q), fn, ud);
+    if (!q)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    *q = (permit_req){p, kind, arg};
+    return dlock__async_call_start(q);
+}
+
+int dlock_permit_semaphore_set_permits_async(dlock_permit_semaphore *p, int64_t permits,
+                                             dlock_async_fn fn, void *ud)
+{
+    return permit_async(p, PQ_SET, permits, fn, ud);
+}
+
+int dlock_permit_semaphore_try_set_permits_async(dlock_permit_semaphore *p, int64_t permits,
+                                                 dlock_async_fn fn, void *ud)
+{
+    return permit_async(p, PQ_TRY_SET, permits, fn, ud);
+}
+
+int dlock_permit_semaphore_add_permits_async(dlock_permit_semaphore *p, int64_t delta,
+                                             dlock_async_fn fn, void *ud)
+{
+    return permit_async(p, PQ_ADD, delta, fn, ud);
+}
+
+int dlock_permit_semaphore_available_async(dlock_permit_semaphore *p, dlock_async_fn fn,
+                                           void *ud)
+{
+    return permit_async(p, PQ_AVAILABLE, 0, fn, ud);
 }
 
 int dlock_permit_semaphore_try_set_permits(dlock_permit_semaphore *p, int64_t permits,

@@ -58,7 +58,7 @@ int dlock__check_count(int64_t n, int64_t min, const char *what)
     return DLOCK_OK;
 }
 
-static void add_op(dlock__op *op, const char *name, size_t nlen, const char *channel,
+void dlock__semaphore_add_op(dlock__op *op, const char *name, size_t nlen, const char *channel,
                              size_t clen, int64_t delta)
 {
     /* KEYS: semaphore, channel; ARGV: delta, bound (scripts/semaphore/add.lua). */
@@ -70,8 +70,8 @@ static void add_op(dlock__op *op, const char *name, size_t nlen, const char *cha
 }
 
 /* An add's answer (rc: the call's status; r freed). */
-static int add_end(const char *what, const char *name, int rc, redisReply *r, int64_t *count,
-                   int *heard)
+int dlock__semaphore_add_end(const char *what, const char *name, int rc, redisReply *r,
+                             int64_t *count, int *heard)
 {
     if (rc == DLOCK_EWRONGTYPE)
         return dlock__wrong_type(what, name);
@@ -100,10 +100,10 @@ int dlock__semaphore_add(dlock_client *c, const char *what, const char *name, si
                          int64_t *count, int *heard)
 {
     dlock__op op;
-    add_op(&op, name, nlen, channel, clen, delta);
+    dlock__semaphore_add_op(&op, name, nlen, channel, clen, delta);
     redisReply *r = NULL;
     int rc = dlock__op_call(c, &op, flags, NULL, 0, &r);
-    return add_end(what, name, rc, rc == DLOCK_OK ? r : NULL, count, heard);
+    return dlock__semaphore_add_end(what, name, rc, rc == DLOCK_OK ? r : NULL, count, heard);
 }
 
 /* ------------------------------------------------------------- handle */
@@ -177,7 +177,7 @@ static void sem_req_op(const sem_req *q, dlock__op *op, unsigned *flags)
         *flags = q->kind == SQ_TRY_SET ? 0 : DLOCK__CALL_IDEMPOTENT;
         break;
     case SQ_ADD:
-        add_op(op, s->name, s->nlen, s->channel, s->clen, q->arg);
+        dlock__semaphore_add_op(op, s->name, s->nlen, s->channel, s->clen, q->arg);
         *flags = 0;
         break;
     case SQ_AVAILABLE:
@@ -202,7 +202,7 @@ static int sem_req_end(const sem_req *q, int rc, redisReply *r, int64_t *v)
 {
     dlock_semaphore *s = q->s;
     if (q->kind == SQ_ADD)
-        return add_end(WHAT, s->name, rc, r, v, NULL);
+        return dlock__semaphore_add_end(WHAT, s->name, rc, r, v, NULL);
     if (rc == DLOCK_EWRONGTYPE)
         return dlock__wrong_type(WHAT, s->name);
     if (rc != DLOCK_OK)
@@ -441,7 +441,7 @@ static const dlock__op *give_op(void *st, dlock__op *scratch, unsigned *flags, i
 {
     give *g = st;
     (void)latch_ms;
-    add_op(scratch, g->s->name, g->s->nlen, g->s->channel, g->s->clen, g->n);
+    dlock__semaphore_add_op(scratch, g->s->name, g->s->nlen, g->s->channel, g->s->clen, g->n);
     if (atomic_load_explicit(&g->s->heard, memory_order_relaxed))
         *flags = DLOCK__CALL_PING_FIRST;
     return scratch;
@@ -452,7 +452,7 @@ static int give_end(void *st, int rc, redisReply *r, dlock_async_result *res)
     give *g = st;
     int heard = 0;
     int64_t count = 0;
-    rc = add_end(WHAT, g->s->name, rc, r, &count, &heard);
+    rc = dlock__semaphore_add_end(WHAT, g->s->name, rc, r, &count, &heard);
     if (rc == DLOCK_OK) {
         atomic_store_explicit(&g->s->heard, heard, memory_order_relaxed);
         res->count = count;

@@ -273,6 +273,12 @@ int dlock__check_count(int64_t n, int64_t min, const char *what);
  * serve (scripts/semaphore/add.lua). *count (may be NULL) = the new count,
  * *heard (may be NULL) = 1 when some client heard the message. A count that
  * would leave +-DLOCK_COUNT_MAX: DLOCK_EINVAL, unchanged. */
+/* Its halves: the request (KEYS: semaphore, channel; ARGV: delta, bound),
+ * and its answer (rc: the call's status; r freed), for the asynchronous form. */
+void dlock__semaphore_add_op(dlock__op *op, const char *name, size_t nlen, const char *channel,
+                             size_t clen, int64_t delta);
+int dlock__semaphore_add_end(const char *what, const char *name, int rc, redisReply *r,
+                             int64_t *count, int *heard);
 int dlock__semaphore_add(dlock_client *c, const char *what, const char *name, size_t nlen,
                          const char *channel, size_t clen, int64_t delta, unsigned flags,
                          int64_t *count, int *heard);
