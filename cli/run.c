@@ -68,6 +68,56 @@ static int add_name(const cli_opts *o, run_args *ra, const char *name)
     return 0;
 }
 
+/* --permits N: a whole number in 1..DLOCK_COUNT_MAX. */
+static int parse_permits(const cli_opts *o, const char *val, int64_t *n)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(val, &end, 10);
+    if (errno || end == val || *end || val[0] == '+' || val[0] == ' ' || v < 1 ||
+        v > DLOCK_COUNT_MAX) {
+        char e[80];
+        cli_usage_error(o, "run", "--permits '%s' is not a whole number of permits in 1..%lld",
+                        cli_esc(val, e, sizeof(e)), (long long)DLOCK_COUNT_MAX);
+        return -1;
+    }
+    *n = v;
+    return 0;
+}
+
+/* A --semaphore run takes one permit of NAME, and nothing else: no lock
+ * names, no --lease (the permit is the watchdog's, so that a runner that dies
+ * gives it back within the watchdog timeout). */
+static int check_semaphore_args(const cli_opts *o, run_args *ra)
+{
+    ra->noun = ra->semaphore ? "permit of semaphore" : "lock";
+    if (!ra->semaphore) {
+        if (ra->permits) {
+            cli_usage_error(o, "run", "--permits goes with --semaphore NAME");
+            return -1;
+        }
+        return 0;
+    }
+    if (ra->nnames || ra->pending) {
+        cli_usage_error(o, "run", "--semaphore takes no lock NAME (nor --fair, --read, --write) "
+                                  "beside it");
+        return -1;
+    }
+    if (!ra->permits) {
+        cli_usage_error(o, "run", "--semaphore NAME needs --permits N (how many may run at once)");
+        return -1;
+    }
+    if (ra->lease_ms != DLOCK_WATCHDOG) {
+        cli_usage_error(o, "run", "--lease is for locks: a semaphore's permit is held with the "
+                                  "watchdog (--watchdog DUR sets its timeout)");
+        return -1;
+    }
+    ra->names[0] = ra->semaphore;
+    ra->kinds[0] = RUN_LOCK;
+    ra->nnames = 1;
+    return 0;
+}
+
 static int parse_args(cli_opts *o, int argc, char **argv, run_args *ra)
 {
     memset(ra, 0, sizeof(*ra));
@@ -79,7 +129,8 @@ static int parse_args(cli_opts *o, int argc, char **argv, run_args *ra)
         const char *a = argv[i], *val;
         int r;
         if (strcmp(a, "--") == 0) {
-            if (!ra->nnames) {   /* dlock run -- NAME -- CMD: a NAME that begins with '-' */
+            if (!ra->nnames && !ra->semaphore) {   /* dlock run -- NAME -- CMD: a NAME that
+                                                    * begins with '-' */
                 if (i + 1 >= argc) {
                     cli_usage_error(o, "run", "missing lock NAME");
                     return -1;
@@ -147,6 +198,18 @@ static int parse_args(cli_opts *o, int argc, char **argv, run_args *ra)
                 return -1;
             }
             ra->pending = a;
+        } else if ((r = cli_opt_value(o, "run", argc, argv, &i, "--semaphore", NULL, &val)) !=
+                   0) {
+            if (r < 0)
+                return -1;
+            if (ra->semaphore) {
+                cli_usage_error(o, "run", "one --semaphore per run");
+                return -1;
+            }
+            ra->semaphore = val;
+        } else if ((r = cli_opt_value(o, "run", argc, argv, &i, "--permits", NULL, &val)) != 0) {
+            if (r < 0 || parse_permits(o, val, &ra->permits) < 0)
+                return -1;
         } else if ((r = cli_opt_value(o, "run", argc, argv, &i, "--name", NULL, &val)) != 0) {
             if (r < 0 || add_name(o, ra, val) < 0)
                 return -1;
@@ -164,6 +227,8 @@ static int parse_args(cli_opts *o, int argc, char **argv, run_args *ra)
         cli_usage_error(o, "run", "%s needs a NAME after it", ra->pending);
         return -1;
     }
+    if (check_semaphore_args(o, ra) < 0)
+        return -1;
     if (!ra->nnames) {
         cli_usage_error(o, "run", "missing lock NAME");
         return -1;
@@ -194,20 +259,69 @@ typedef struct target {
     const char *names[RUN_MAX_NAMES];
     int n;
     dlock_multilock *ml;
+    dlock_permit_semaphore *ps;   /* --semaphore: one permit of it instead */
+    int64_t permits;              /* its total */
+    char permit[DLOCK_PERMIT_ID_BUFSIZE];
 } target;
 
 static void target_free(target *t)
 {
+    dlock_permit_semaphore_free(t->ps);
     dlock_multilock_free(t->ml);
     for (int i = 0; i < t->n; i++)
         dlock_lock_free(t->l[i]);
     memset(t, 0, sizeof(*t));
 }
 
+/* The semaphore's total is N: set to N when it does not exist (Redisson's
+ * trySetPermits), else it must already be N (available + held, read in one
+ * script). A different total is an error and the semaphore is left as it is:
+ * two runs that disagree on N cannot both be right, and resizing it under
+ * running commands is for whoever owns it to do. Returns 0 or an exit code. */
+static int semaphore_open(const cli_opts *o, dlock_client *c, const run_args *ra, target *t)
+{
+    char nm[200];
+    cli_esc(ra->semaphore, nm, sizeof(nm));
+    int set = 0;
+    int64_t avail = 0, held = 0;
+    int rc = dlock_permit_semaphore_get(c, ra->semaphore, &t->ps);
+    if (rc == DLOCK_OK)
+        rc = dlock_permit_semaphore_try_set_permits(t->ps, ra->permits, &set);
+    if (rc == DLOCK_OK && !set)
+        rc = dlock_permit_semaphore_available(t->ps, &avail, &held);
+    if (rc == DLOCK_EWRONGTYPE) {
+        char e[300];
+        cli_err(o, "cannot use semaphore '%s': %s; dlock leaves it as it is", nm,
+                cli_esc(dlock_last_error(), e, sizeof(e)));
+        return EXIT_DATAERR;
+    }
+    if (rc != DLOCK_OK)
+        return cli_fail(o, rc, "semaphore");
+    if (!set && avail + held != ra->permits) {
+        /* Its leases key: "{name}:timeout", or "name:timeout" for a name with a '{'. */
+        int tagged = strchr(ra->semaphore, '{') != NULL;
+        cli_err(o, "semaphore '%s' exists with %lld permits in all (%lld free, %lld held), not "
+                   "--permits %lld; dlock leaves it as it is (to change the total, delete it "
+                   "while no run holds a permit: redis-cli DEL '%s' '%s%s%s:timeout')",
+                nm, (long long)(avail + held), (long long)avail, (long long)held,
+                (long long)ra->permits, nm, tagged ? "" : "{", nm, tagged ? "" : "}");
+        return EXIT_DATAERR;
+    }
+    t->permits = ra->permits;
+    t->names[0] = ra->semaphore;
+    return 0;
+}
+
 static int target_open(const cli_opts *o, dlock_client *c, const run_args *ra, const char *owner,
                        target *t)
 {
     memset(t, 0, sizeof(*t));
+    if (ra->semaphore) {
+        int code = semaphore_open(o, c, ra, t);
+        if (code)
+            target_free(t);
+        return code;
+    }
     int rc = DLOCK_OK;
     for (int i = 0; i < ra->nnames && rc == DLOCK_OK; i++) {
         const char *nm = ra->names[i];
@@ -242,6 +356,9 @@ static int target_acquire(target *t, int64_t wait_ms, int64_t lease_ms, dlock_ca
                           uint64_t *token)
 {
     *token = 0;
+    if (t->ps)
+        return dlock_permit_semaphore_acquire_cancellable(t->ps, wait_ms, DLOCK_WATCHDOG, cancel,
+                                                          t->permit, sizeof(t->permit));
     if (t->ml)
         return dlock_multilock_acquire_cancellable(t->ml, wait_ms, lease_ms, cancel);
     return dlock_lock_acquire_fenced(t->l[0], wait_ms, lease_ms, cancel, token);
@@ -249,6 +366,8 @@ static int target_acquire(target *t, int64_t wait_ms, int64_t lease_ms, dlock_ca
 
 static int target_release(target *t)
 {
+    if (t->ps)
+        return dlock_permit_semaphore_release(t->ps, t->permit);
     return t->ml ? dlock_multilock_release(t->ml) : dlock_lock_release(t->l[0]);
 }
 
@@ -290,6 +409,18 @@ static void *acquire_main(void *arg)
  * when the run has several). */
 static void describe_holder(dlock_client *c, target *t, char *buf, size_t size)
 {
+    if (t->ps) {
+        int64_t avail = 0, held = 0;
+        if (dlock_permit_semaphore_available(t->ps, &avail, &held) != DLOCK_OK)
+            snprintf(buf, size, "out of permits (%lld in all)", (long long)t->permits);
+        else if (avail > 0)
+            snprintf(buf, size, "%lld of %lld permits free just now (taken by others first)",
+                     (long long)avail, (long long)t->permits);
+        else
+            snprintf(buf, size, "out of permits (%lld held, %lld in all)", (long long)held,
+                     (long long)t->permits);
+        return;
+    }
     dlock_info *info = NULL;
     int k = 0;
     for (; k < t->n; k++) {
@@ -409,7 +540,10 @@ static int acquire_watching(const cli_opts *o, const run_args *ra, dlock_client 
         }
         if (pg.on) {
             char took[32];
-            if (tg->ml)
+            if (tg->ps)
+                cli_err(o, "acquired a permit of '%s' after %s (permit %s)", nm,
+                        cli_fmt_duration(mono_ms() - pg.start, took, sizeof(took)), tg->permit);
+            else if (tg->ml)
                 cli_err(o, "acquired '%s' after %s", nm,
                         cli_fmt_duration(mono_ms() - pg.start, took, sizeof(took)));
             else
@@ -546,10 +680,10 @@ static int finish_hold(const cli_opts *o, const run_args *ra, target *t, int los
     }
     lost_why(LOST_AT_RELEASE, why, sizeof(why));
     if (ra->on_lost_term)
-        cli_err(o, "lock '%s' was lost while '%s' ran (%s)", nm, c0, why);
+        cli_err(o, "%s '%s' was lost while '%s' ran (%s)", ra->noun, nm, c0, why);
     else
-        cli_err(o, "warning: lock '%s' was lost while '%s' ran (%s) (--on-lost ignore)", nm,
-                c0, why);
+        cli_err(o, "warning: %s '%s' was lost while '%s' ran (%s) (--on-lost ignore)", ra->noun,
+                nm, c0, why);
     return LOST_AT_RELEASE;
 }
 
@@ -562,11 +696,12 @@ static int run_locked(cli_opts *o, const run_args *ra, guard *g, int sfd)
         return code;
     /* The wait runs in a thread and the release on this one: act as one
      * explicit owner id for both, not as two thread ids. */
-    char owner[DLOCK_OWNER_MAX + 1];
+    char owner[DLOCK_OWNER_MAX + 1] = "";
     target tg;
     memset(&tg, 0, sizeof(tg));
     int reentry = 0;
-    code = choose_owner(o, c, ra, owner, sizeof(owner), &reentry);
+    /* A permit belongs to no owner (its id names it): nothing to re-enter. */
+    code = ra->semaphore ? 0 : choose_owner(o, c, ra, owner, sizeof(owner), &reentry);
     if (code == 0)
         code = target_open(o, c, ra, owner, &tg);
     uint64_t token = 0;
@@ -601,11 +736,15 @@ static int run_locked(cli_opts *o, const run_args *ra, guard *g, int sfd)
     char tok[40], own[DLOCK_OWNER_MAX + 16];
     char *name_var = malloc(strlen(ra->names[0]) + 12);
     char *names_var = malloc(all);
-    char *owners = owners_var(owner);
+    /* A semaphore run passes the owners of the runs around it on as they are
+     * (its command may re-enter their locks) and names its permit instead. */
+    char *owners = ra->semaphore ? NULL : owners_var(owner);
+    char permit_var[DLOCK_PERMIT_ID_BUFSIZE + 16];
+    snprintf(permit_var, sizeof(permit_var), "DLOCK_PERMIT=%s", tg.permit);
     snprintf(tok, sizeof(tok), "DLOCK_TOKEN=%llu", (unsigned long long)token);
     snprintf(own, sizeof(own), "DLOCK_OWNER=%s", owner);
     int lost = 0, status = 0;
-    if (!name_var || !names_var || !owners) {
+    if (!name_var || !names_var || (!owners && !ra->semaphore)) {
         cli_err(o, "out of memory");
         code = EXIT_SOFTWARE;
     } else {
@@ -613,7 +752,8 @@ static int run_locked(cli_opts *o, const run_args *ra, guard *g, int sfd)
         size_t off = (size_t)sprintf(names_var, "DLOCK_NAMES=");
         for (int k = 0; k < ra->nnames; k++)
             off += (size_t)sprintf(names_var + off, "%s%s", k ? "\n" : "", ra->names[k]);
-        char *extra[] = {name_var, names_var, tg.ml ? "DLOCK_TOKEN=" : tok, own, owners, NULL};
+        char *extra[] = {name_var, names_var, tg.ml || tg.ps ? "DLOCK_TOKEN=" : tok,
+                         tg.ps ? permit_var : own, owners, NULL};
         code = guard_exec(o, g, ra->cmd[0], extra);
     }
     free(name_var);

@@ -24,6 +24,9 @@ typedef struct run_args {
     run_kind kinds[RUN_MAX_NAMES];
     int nnames;
     const char *pending;   /* a --fair/--read/--write waiting for its NAME */
+    const char *semaphore; /* --semaphore NAME: a permit instead of locks */
+    int64_t permits;       /* --permits N: the semaphore's total (0: not given) */
+    const char *noun;      /* "lock" or "permit of semaphore", for messages */
     char display[512];
     char **cmd;
 } run_args;

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# dlock run --semaphore (at most N commands at once, a killed runner's permit
+# back within the watchdog timeout, the loss of a permit), dlock latch
+# set/down/wait, and what status and list show of semaphores and latches.
+# usage: test_cli_sem.sh PATH/TO/dlock SOURCE_DIR
+DLOCK=$1
+SRC=$2
+# shellcheck source=lib.sh
+. "$SRC/tests/cli/lib.sh"
+
+held_permits() { rc zcard "{$1}:timeout"; }
+until_permits() { local n=$2; for _ in $(seq 1 $((100 * SLOW))); do [ "$(held_permits "$1")" = "$n" ] && return 0; sleep 0.05; done; return 1; }
+
+echo "== run --semaphore: at most N at once"
+# Each command counts itself in (INCR), notes how many ran with it, stays a
+# while, and counts itself out. 6 runners, 2 permits.
+body='n=$(redis-cli -p '"$REDIS_PORT"' incr sem:running); echo "$n" >> '"$tmp"'/conc; sleep 0.4; redis-cli -p '"$REDIS_PORT"' decr sem:running >/dev/null'
+for i in 1 2 3 4 5 6; do
+  "$D" run --semaphore sem:a --permits 2 -- sh -c "$body" & bg+=($!)
+done
+fails=0
+for p in "${bg[@]}"; do wait "$p" || fails=$((fails + 1)); done; bg=()
+is "$fails" "0" "every runner exited 0"
+is "$(wc -l < "$tmp/conc" | tr -d ' ')" "6" "every command ran"
+is "$(sort -n "$tmp/conc" | tail -1)" "2" "at most 2 ran at once (and 2 did)"
+is "$(rc get sem:a)" "2" "both permits back afterwards"
+is "$(held_permits sem:a)" "0" "no permit left held"
+
+echo "== run --semaphore: environment, waits, exit codes"
+expect 0 "$D" run --semaphore sem:b --permits 1 -- sh -c 'echo "name=$DLOCK_NAME permit=$DLOCK_PERMIT tok=$DLOCK_TOKEN"'
+has "$tmp/out" "name=sem:b permit=" "DLOCK_NAME and DLOCK_PERMIT"
+grep -qE 'permit=[0-9a-f]{32} tok=$' "$tmp/out" && ok || bad "DLOCK_PERMIT is a 32-hex permit id: $(cat "$tmp/out")"
+expect 42 "$D" run --semaphore sem:b --permits 1 -- sh -c 'exit 42'
+"$D" run --semaphore sem:b --permits 1 -- sleep $((3 * SLOW)) & holder=$!; bg+=($holder)
+check "the permit is taken" until_permits sem:b 1
+expect 75 "$D" run --semaphore sem:b --permits 1 -n -- echo ran
+hasnt "$tmp/out" "ran" "not run when no permit is free"
+has "$tmp/err" "out of permits" "and told why"
+expect 75 "$D" run --semaphore sem:b --permits 1 -w 300ms -- echo ran
+expect 9 "$D" run --semaphore sem:b --permits 1 --timeout 200ms -E 9 -- echo ran
+t0=$(now_ms)
+expect 0 "$D" run --semaphore sem:b --permits 1 -w 20s -- echo ran
+took=$(( $(now_ms) - t0 ))
+has "$tmp/out" "ran" "a waiter runs once the permit comes back"
+[ "$took" -ge 500 ] && ok || bad "the waiter did not wait ($took ms)"
+wait "${bg[@]}"; bg=()
+
+echo "== run --semaphore: kill -9 of a runner gives its permit back"
+"$D" --watchdog 2s run --semaphore sem:k --permits 1 -- sleep 60 & victim=$!; bg+=($victim)
+check "the victim holds the permit" until_permits sem:k 1
+sleep 0.3
+cmdpid=$(command_of "$victim")
+kill -9 "$victim"
+t0=$(now_ms)
+expect 0 "$D" run --semaphore sem:k --permits 1 -w 30s -- true
+took=$(( $(now_ms) - t0 ))
+[ "$took" -le $((3000 + 2000 * SLOW)) ] && ok || bad "the dead runner's permit came back after $took ms (watchdog 2 s)"
+[ -n "$cmdpid" ] && until_ok gone "$cmdpid" && ok || bad "the dead runner's command ($cmdpid) was killed too"
+bg=()
+
+echo "== run --semaphore: a permit lost while the command runs: exit 76"
+"$D" --watchdog 1s run --semaphore sem:l --permits 1 -- sleep 30 >/dev/null 2>"$tmp/lost.err" & r=$!; bg+=($r)
+check "the permit is taken" until_permits sem:l 1
+rc del sem:l "{sem:l}:timeout" >/dev/null
+wait "$r"; got=$?; bg=()
+is "$got" "76" "exit 76 when the permit is lost"
+has "$tmp/lost.err" "permit of semaphore 'sem:l' lost" "the message says so"
+
+echo "== run --semaphore: the total"
+expect 65 "$D" run --semaphore sem:a --permits 3 -- echo ran
+hasnt "$tmp/out" "ran" "not run with another total"
+has "$tmp/err" "2 permits in all" "the message gives the semaphore's total"
+is "$(rc get sem:a)" "2" "and leaves it as it was"
+rc set sem:str hello >/dev/null
+expect 65 "$D" run --semaphore sem:str --permits 1 -- echo ran
+is "$(rc get sem:str)" "hello" "a key that is not a semaphore is left alone"
+
+echo "== run --semaphore: bad input"
+for n in 0 -1 x 1.5 "" 2147483648; do
+  expect 64 "$D" run --semaphore sem:bad --permits "$n" -- echo ran
+  has "$tmp/err" "--permits" "--permits '$n' refused with a message"
+done
+expect 64 "$D" run --semaphore sem:bad -- true
+has "$tmp/err" "needs --permits" "--permits is required"
+expect 64 "$D" run --permits 2 sem:bad -- true
+expect 64 "$D" run --semaphore sem:bad --permits 2 other -- true
+expect 64 "$D" run --semaphore sem:bad --permits 2 --lease 10s -- true
+is "$(rc exists sem:bad)" "0" "nothing created by refused runs"
+expect 0 "$D" run --help
+has "$tmp/out" "--semaphore" "run --help tells of --semaphore"
+
+finish
