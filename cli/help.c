@@ -21,6 +21,8 @@ static const char global_text[] =
     "  watch [--interval DUR] [PATTERN]\n"
     "                           a live table of locks, until q or Ctrl-C\n"
     "  unlock --force NAME      delete the lock whoever holds it; wake its waiters\n"
+    "  latch set NAME N | latch down NAME | latch wait [-w DUR] NAME\n"
+    "                           a count-down latch: set its count, count down, wait for 0\n"
     "  help [COMMAND]           this text, or one command's (also: dlock COMMAND --help)\n"
     "\n"
     "Options (before or after the command name):\n"
@@ -145,10 +147,45 @@ static const char unlock_text[] =
     "  --force     required: there is no other kind of unlock\n"
     "  and the global options (dlock --help).\n";
 
+#define LATCH_SET_TEXT                                                                     \
+    "usage: dlock latch set NAME N\n"                                                     \
+    "\n"                                                                                  \
+    "Sets latch NAME's count to N (1..2147483647) when the latch is at zero, i.e. when\n" \
+    "it does not exist (Redisson's trySetCount). A latch still counting is left as it\n"  \
+    "is: exit 75, the message gives its count. N = 0, negative or not a number: exit\n"  \
+    "64; a key that is not a latch: exit 65, left as it is.\n"
+#define LATCH_DOWN_TEXT                                                                    \
+    "usage: dlock latch down NAME\n"                                                      \
+    "\n"                                                                                  \
+    "Counts latch NAME down by one (Redisson's countDown). At zero its key is deleted\n"  \
+    "and every awaiter, in every process (Redisson's too), wakes. A latch at zero\n"      \
+    "already stays there (exit 0).\n"
+#define LATCH_WAIT_TEXT                                                                    \
+    "usage: dlock latch wait [-w DUR] NAME\n"                                             \
+    "\n"                                                                                  \
+    "Waits until latch NAME is at zero (Redisson's await): exit 0 then (at once when\n"   \
+    "it is at zero, or does not exist), 75 when DUR passes first (the message gives the\n" \
+    "count). Waiting sleeps on the latch's channel: nothing is sent to Redis meanwhile.\n" \
+    "\n"                                                                                  \
+    "  -w, --wait, --timeout DUR  give up after DUR (0: check once; inf: no limit, the\n" \
+    "                           default)\n"
+
+static const char latch_text[] =
+    "usage: dlock latch set NAME N | down NAME | wait [-w DUR] NAME\n"
+    "\n"
+    "A count-down latch (Redisson's RCountDownLatch; key NAME holds the count, absent\n"
+    "at zero): one process sets the count, others count down, and whoever needs them\n"
+    "all done waits for zero. 'dlock latch SUBCOMMAND --help' for each.\n"
+    "\n" LATCH_SET_TEXT "\n" LATCH_DOWN_TEXT "\n" LATCH_WAIT_TEXT
+    "\n"
+    "NAME may also be given as --name NAME, or after --. And the global options\n"
+    "(dlock --help).\n";
+
 static const char help_text[] =
     "usage: dlock help [COMMAND]\n"
     "\n"
-    "The usage of dlock, or of one COMMAND (run, status, list, watch, unlock, help).\n";
+    "The usage of dlock, or of one COMMAND (run, status, list, watch, unlock, latch,\n"
+    "help; latch set, latch down, latch wait).\n";
 
 int cli_help(FILE *f, const char *cmd)
 {
@@ -156,7 +193,10 @@ int cli_help(FILE *f, const char *cmd)
         const char *name;
         const char *text;
     } texts[] = {{"run", run_text},     {"status", status_text}, {"list", list_text},
-                 {"watch", watch_text}, {"unlock", unlock_text}, {"help", help_text}};
+                 {"watch", watch_text}, {"unlock", unlock_text}, {"help", help_text},
+                 {"latch", latch_text}, {"latch set", LATCH_SET_TEXT "  and the global options (dlock --help).\n"},
+                 {"latch down", LATCH_DOWN_TEXT "  and the global options (dlock --help).\n"},
+                 {"latch wait", LATCH_WAIT_TEXT "  and the global options (dlock --help).\n"}};
     if (!cmd) {
         fputs(global_text, f);
         return 0;

@@ -71,18 +71,12 @@ static int add_name(const cli_opts *o, run_args *ra, const char *name)
 /* --permits N: a whole number in 1..DLOCK_COUNT_MAX. */
 static int parse_permits(const cli_opts *o, const char *val, int64_t *n)
 {
-    char *end;
-    errno = 0;
-    long long v = strtoll(val, &end, 10);
-    if (errno || end == val || *end || val[0] == '+' || val[0] == ' ' || v < 1 ||
-        v > DLOCK_COUNT_MAX) {
-        char e[80];
-        cli_usage_error(o, "run", "--permits '%s' is not a whole number of permits in 1..%lld",
-                        cli_esc(val, e, sizeof(e)), (long long)DLOCK_COUNT_MAX);
-        return -1;
-    }
-    *n = v;
-    return 0;
+    if (cli_parse_count(val, n) == 0)
+        return 0;
+    char e[80];
+    cli_usage_error(o, "run", "--permits '%s' is not a whole number of permits in 1..%lld",
+                    cli_esc(val, e, sizeof(e)), (long long)DLOCK_COUNT_MAX);
+    return -1;
 }
 
 /* A --semaphore run takes one permit of NAME, and nothing else: no lock

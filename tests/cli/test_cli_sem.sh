@@ -9,6 +9,7 @@ SRC=$2
 . "$SRC/tests/cli/lib.sh"
 
 held_permits() { rc zcard "{$1}:timeout"; }
+awaiters() { [ "$(rc pubsub numsub "redisson_countdownlatch__channel__{$1}" | tail -1)" = "$2" ]; }
 until_permits() { local n=$2; for _ in $(seq 1 $((100 * SLOW))); do [ "$(held_permits "$1")" = "$n" ] && return 0; sleep 0.05; done; return 1; }
 
 echo "== run --semaphore: at most N at once"
@@ -88,5 +89,71 @@ expect 64 "$D" run --semaphore sem:bad --permits 2 --lease 10s -- true
 is "$(rc exists sem:bad)" "0" "nothing created by refused runs"
 expect 0 "$D" run --help
 has "$tmp/out" "--semaphore" "run --help tells of --semaphore"
+
+echo "== latch set / down / wait"
+expect 0 "$D" latch set lt:a 3
+is "$(rc get lt:a)" "3" "set puts the count"
+expect 75 "$D" latch set lt:a 5
+has "$tmp/err" "still counting (3 left)" "a latch still counting is not set again"
+is "$(rc get lt:a)" "3" "and keeps its count"
+w=()
+for i in 1 2; do
+  ( "$D" latch wait lt:a; echo "$? $(now_ms)" > "$tmp/waiter$i" ) & w+=($!); bg+=($!)
+done
+check "both awaiters subscribed" until_ok awaiters lt:a 2
+expect 75 "$D" latch wait -w 300ms lt:a
+has "$tmp/err" "not at zero" "wait gives up after --wait"
+has "$tmp/err" "3 left" "and says the count"
+expect 0 "$D" latch down lt:a
+expect 0 "$D" latch down lt:a
+is "$(rc get lt:a)" "1" "two count-downs"
+sleep 0.3
+for i in 1 2; do [ -e "$tmp/waiter$i" ] && bad "awaiter $i returned before zero" || ok; done
+t0=$(now_ms)
+expect 0 "$D" latch down lt:a
+is "$(rc exists lt:a)" "0" "at zero the key is gone"
+for p in "${w[@]}"; do wait "$p"; done; bg=()
+for i in 1 2; do
+  read -r code at < "$tmp/waiter$i"
+  is "$code" "0" "awaiter $i exits 0 at zero"
+  [ $((at - t0)) -lt $((2000 * SLOW)) ] && ok || bad "awaiter $i woke $((at - t0)) ms after the last count-down"
+done
+expect 0 "$D" latch wait -w 0 lt:a
+expect 0 "$D" latch wait lt:absent
+expect 0 "$D" latch down lt:absent
+is "$(rc exists lt:absent)" "0" "a count-down at zero creates nothing"
+expect 0 "$D" latch set lt:a 1
+"$D" latch wait --wait=20s lt:a -q & p=$!; bg+=($p)
+check "the awaiter subscribed" until_ok awaiters lt:a 1
+"$D" latch down lt:a; wait "$p"; is "$?" "0" "a wait with --wait ends at zero"; bg=()
+
+echo "== latch: bad input"
+for n in 0 -1 x 1.5 "" 2147483648; do
+  expect 64 "$D" latch set lt:bad "$n"
+  has "$tmp/err" "not a whole number" "count '$n' refused with a message"
+done
+is "$(rc exists lt:bad)" "0" "nothing created by refused sets"
+expect 64 "$D" latch set lt:bad
+has "$tmp/err" "missing the count" "set needs N"
+expect 64 "$D" latch wait
+has "$tmp/err" "missing latch NAME" "wait needs NAME"
+expect 64 "$D" latch down a b
+expect 64 "$D" latch wait -w soon lt:a
+expect 64 "$D" latch frob lt:a
+expect 64 "$D" latch
+rc hset lt:hash f v >/dev/null
+expect 65 "$D" latch down lt:hash
+expect 65 "$D" latch set lt:hash 2
+is "$(rc hget lt:hash f)" "v" "a key that is not a latch is left alone"
+expect 0 "$D" latch set --help
+has "$tmp/out" "usage: dlock latch set NAME N" "latch set --help"
+expect 0 "$D" latch wait --help
+has "$tmp/out" "--wait" "latch wait --help"
+expect 0 "$D" latch down -h
+has "$tmp/out" "usage: dlock latch down NAME" "latch down -h"
+expect 0 "$D" help latch wait
+has "$tmp/out" "usage: dlock latch wait" "help latch wait"
+expect 0 "$D" latch --help
+has "$tmp/out" "latch set NAME N | down NAME | wait" "latch --help"
 
 finish
