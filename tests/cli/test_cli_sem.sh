@@ -156,4 +156,53 @@ has "$tmp/out" "usage: dlock latch wait" "help latch wait"
 expect 0 "$D" latch --help
 has "$tmp/out" "latch set NAME N | down NAME | wait" "latch --help"
 
+echo "== status and list: semaphores and latches"
+"$D" run --semaphore st:sem --permits 3 -- sleep $((4 * SLOW)) & bg+=($!)
+"$D" run --semaphore st:sem --permits 3 -- sleep $((4 * SLOW)) & bg+=($!)
+check "two permits taken" until_permits st:sem 2
+expect 0 "$D" latch set st:latch 2
+"$D" latch wait st:latch & lw=$!; bg+=($lw)
+check "the awaiter subscribed" until_ok awaiters st:latch 1
+expect 0 "$D" status st:sem
+has "$tmp/out" "permit-expirable semaphore" "status names the kind"
+has "$tmp/out" "1 available, 2 held (3 in all)" "status gives the permits"
+is "$(grep -cE '^(holders:| )+ *[0-9a-f]{32} \([0-9.]+ s left\)' "$tmp/out")" "2" "each holder's permit id with its lease left"
+expect 0 "$D" status --json st:sem
+is "$(jq -r '.kind' "$tmp/out")" "permit semaphore" "JSON kind"
+is "$(jq -r '.count' "$tmp/out")" "1" "JSON count"
+is "$(jq -r '.holders | length' "$tmp/out")" "2" "JSON holders"
+ids=$(rc zrange "{st:sem}:timeout" 0 -1 | od -An -tx1 | tr -d ' \n')
+for id in $(jq -r '.holders[].permit' "$tmp/out"); do
+  case "$ids" in *"$id"*) ok ;; *) bad "permit $id is not in Redis's leases ($ids)" ;; esac
+done
+ttl=$(jq -r '.holders[0].ttl_ms' "$tmp/out")
+[ "$ttl" -gt 0 ] && [ "$ttl" -le 30000 ] && ok || bad "a watchdog permit's TTL within the watchdog timeout: $ttl"
+expect 0 "$D" status st:latch
+has "$tmp/out" "count:   2" "status gives a latch's count"
+has "$tmp/out" "1 awaiting the latch" "and its awaiters"
+expect 0 "$D" status --json st:latch
+is "$(jq -r '.kind' "$tmp/out")" "count" "JSON kind of a latch"
+is "$(jq -r '.count' "$tmp/out")" "2" "JSON latch count"
+is "$(jq -r '.latch_waiters' "$tmp/out")" "1" "JSON latch awaiters"
+"$D" run st:lock -- sleep $((4 * SLOW)) & bg+=($!)
+until_ok held st:lock
+expect 0 "$D" list 'st:*'
+has "$tmp/out" "st:lock" "list shows the lock"
+grep -qE '^st:sem +permit semaphore +1 ' "$tmp/out" && ok || bad "list shows the semaphore with its free permits: $(cat "$tmp/out")"
+grep -qE '^st:latch +semaphore/latch +2 ' "$tmp/out" && ok || bad "list shows the latch with its count"
+is "$(grep -cE '[0-9a-f]{8}\.\. [0-9.]+ s' "$tmp/out")" "1" "list shows the permits held with their leases"
+expect 0 "$D" list --json 'st:*'
+is "$(jq -r '[.[] | .kind] | sort | join(",")' "$tmp/out")" "count,lock,permit semaphore" "list --json has all three"
+rc set st:tok:x 1 >/dev/null
+rc set "redisson_lock_token:{st:lock}" 9 >/dev/null
+expect 0 "$D" list --json '*st:*'
+hasnt "$tmp/out" "redisson_lock_token" "list skips fencing-token counters"
+"$D" latch down st:latch; "$D" latch down st:latch
+wait "$lw"; is "$?" "0" "the awaiter returned at zero"
+expect 0 "$D" status st:latch
+has "$tmp/out" "state:   free" "a latch at zero is an absent key"
+wait "${bg[@]}"; bg=()
+expect 0 "$D" list 'st:none*'
+has "$tmp/err" "no locks, semaphores or latches match" "an empty listing says so"
+
 finish
