@@ -17,6 +17,21 @@ void safety_print_report(const char *scenario, const check_params *cp, const che
         snprintf(label, sizeof(label), "%s", scenario);
     else
         snprintf(label, sizeof(label), "%s/%s", safety_type_name(cp->type), scenario);
+    if (cp->type == SAFETY_LATCH) {   /* no holds: rounds, count-downs, awaits */
+        fprintf(out, "scenario %-10s %6.1f s  %lld latch rounds, %lld count-downs, %lld awaits\n",
+                label, seconds, r->latch_rounds, r->latch_countdowns, r->latch_awaits);
+        fprintf(out, "  awaits: %lld released at zero, %lld timed out (a count-downer killed, "
+                     "stopped or cut off), %lld released by a restart (the latch forgotten)\n",
+                r->latch_released, r->latch_timeouts, r->latch_reset);
+        fprintf(out, "  faults: %lld SIGKILL, %lld SIGSTOP, %lld restarts, %lld CLIENT PAUSE, "
+                     "%lld partitions\n",
+                r->kills, r->stops, r->restarts, r->pauses, r->partitions);
+        fprintf(out, "  violations: %lld  (latch released early %lld)\n", violations,
+                r->latch_early);
+        fprintf(out, "  expectations failed: %lld%s%s\n", r->expectation_failures,
+                r->first_problem[0] ? "; first problem: " : "", r->first_problem);
+        return;
+    }
     fprintf(out, "scenario %-10s %6.1f s  %lld holds (%.0f/s), %lld guarded writes accepted, "
                  "%lld stale reads/writes refused by fencing\n",
             label, seconds, r->holds, seconds > 0 ? r->holds / seconds : 0.0, accepted, refused);

@@ -244,6 +244,13 @@ void check_latch(const check_params *cp, check_report *rep)
     (void)cp;
     const lrec *l = ls.v;
     const fault *f = faults.v;
+    for (size_t q = 0; q < faults.n; q++) {   /* counted here: check.c's are about holds */
+        rep->kills += f[q].kind == 'K';
+        rep->stops += f[q].kind == 'P';
+        rep->restarts += f[q].kind == 'R';
+        rep->pauses += f[q].kind == 'C';
+        rep->partitions += f[q].kind == 'N';
+    }
     for (size_t i = 0; i < ls.n; i++) {
         if (l[i].kind == 'L')
             rep->latch_rounds++;
@@ -298,6 +305,7 @@ void check_latch(const check_params *cp, check_report *rep)
                       zero_at >= 0 ? ", the last one later" : "");
     }
 }
+
 
 void check_sem_free(void)
 {

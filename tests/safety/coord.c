@@ -528,7 +528,7 @@ static int run_scenario(const scenario *sc)
     safety_print_report(sc->name, &cp, &rep, seconds, stdout);
     if (report_file)
         safety_print_report(sc->name, &cp, &rep, seconds, report_file);
-    total_holds += rep.holds;
+    total_holds += O.type == SAFETY_LATCH ? rep.latch_countdowns + rep.latch_awaits : rep.holds;
     total_violations += safety_violations(&rep);
     if (r->stuck)
         printf("  stuck workers: %d\n", r->stuck);
