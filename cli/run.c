@@ -68,50 +68,6 @@ static int add_name(const cli_opts *o, run_args *ra, const char *name)
     return 0;
 }
 
-/* --permits N: a whole number in 1..DLOCK_COUNT_MAX. */
-static int parse_permits(const cli_opts *o, const char *val, int64_t *n)
-{
-    if (cli_parse_count(val, n) == 0)
-        return 0;
-    char e[80];
-    cli_usage_error(o, "run", "--permits '%s' is not a whole number of permits in 1..%lld",
-                    cli_esc(val, e, sizeof(e)), (long long)DLOCK_COUNT_MAX);
-    return -1;
-}
-
-/* A --semaphore run takes one permit of NAME, and nothing else: no lock
- * names, no --lease (the permit is the watchdog's, so that a runner that dies
- * gives it back within the watchdog timeout). */
-static int check_semaphore_args(const cli_opts *o, run_args *ra)
-{
-    ra->noun = ra->semaphore ? "permit of semaphore" : "lock";
-    if (!ra->semaphore) {
-        if (ra->permits) {
-            cli_usage_error(o, "run", "--permits goes with --semaphore NAME");
-            return -1;
-        }
-        return 0;
-    }
-    if (ra->nnames || ra->pending) {
-        cli_usage_error(o, "run", "--semaphore takes no lock NAME (nor --fair, --read, --write) "
-                                  "beside it");
-        return -1;
-    }
-    if (!ra->permits) {
-        cli_usage_error(o, "run", "--semaphore NAME needs --permits N (how many may run at once)");
-        return -1;
-    }
-    if (ra->lease_ms != DLOCK_WATCHDOG) {
-        cli_usage_error(o, "run", "--lease is for locks: a semaphore's permit is held with the "
-                                  "watchdog (--watchdog DUR sets its timeout)");
-        return -1;
-    }
-    ra->names[0] = ra->semaphore;
-    ra->kinds[0] = RUN_LOCK;
-    ra->nnames = 1;
-    return 0;
-}
-
 static int parse_args(cli_opts *o, int argc, char **argv, run_args *ra)
 {
     memset(ra, 0, sizeof(*ra));
@@ -202,7 +158,7 @@ static int parse_args(cli_opts *o, int argc, char **argv, run_args *ra)
             }
             ra->semaphore = val;
         } else if ((r = cli_opt_value(o, "run", argc, argv, &i, "--permits", NULL, &val)) != 0) {
-            if (r < 0 || parse_permits(o, val, &ra->permits) < 0)
+            if (r < 0 || run_sem_parse_permits(o, val, &ra->permits) < 0)
                 return -1;
         } else if ((r = cli_opt_value(o, "run", argc, argv, &i, "--name", NULL, &val)) != 0) {
             if (r < 0 || add_name(o, ra, val) < 0)
@@ -221,7 +177,7 @@ static int parse_args(cli_opts *o, int argc, char **argv, run_args *ra)
         cli_usage_error(o, "run", "%s needs a NAME after it", ra->pending);
         return -1;
     }
-    if (check_semaphore_args(o, ra) < 0)
+    if (run_sem_check_args(o, ra) < 0)
         return -1;
     if (!ra->nnames) {
         cli_usage_error(o, "run", "missing lock NAME");
@@ -267,54 +223,19 @@ static void target_free(target *t)
     memset(t, 0, sizeof(*t));
 }
 
-/* The semaphore's total is N: set to N when it does not exist (Redisson's
- * trySetPermits), else it must already be N (available + held, read in one
- * script). A different total is an error and the semaphore is left as it is:
- * two runs that disagree on N cannot both be right, and resizing it under
- * running commands is for whoever owns it to do. Returns 0 or an exit code. */
-static int semaphore_open(const cli_opts *o, dlock_client *c, const run_args *ra, target *t)
-{
-    char nm[200];
-    cli_esc(ra->semaphore, nm, sizeof(nm));
-    int set = 0;
-    int64_t avail = 0, held = 0;
-    int rc = dlock_permit_semaphore_get(c, ra->semaphore, &t->ps);
-    if (rc == DLOCK_OK)
-        rc = dlock_permit_semaphore_try_set_permits(t->ps, ra->permits, &set);
-    if (rc == DLOCK_OK && !set)
-        rc = dlock_permit_semaphore_available(t->ps, &avail, &held);
-    if (rc == DLOCK_EWRONGTYPE) {
-        char e[300];
-        cli_err(o, "cannot use semaphore '%s': %s; dlock leaves it as it is", nm,
-                cli_esc(dlock_last_error(), e, sizeof(e)));
-        return EXIT_DATAERR;
-    }
-    if (rc != DLOCK_OK)
-        return cli_fail(o, rc, "semaphore");
-    if (!set && avail + held != ra->permits) {
-        /* Its leases key: "{name}:timeout", or "name:timeout" for a name with a '{'. */
-        int tagged = strchr(ra->semaphore, '{') != NULL;
-        cli_err(o, "semaphore '%s' exists with %lld permits in all (%lld free, %lld held), not "
-                   "--permits %lld; dlock leaves it as it is (to change the total, delete it "
-                   "while no run holds a permit: redis-cli DEL '%s' '%s%s%s:timeout')",
-                nm, (long long)(avail + held), (long long)avail, (long long)held,
-                (long long)ra->permits, nm, tagged ? "" : "{", nm, tagged ? "" : "}");
-        return EXIT_DATAERR;
-    }
-    t->permits = ra->permits;
-    t->names[0] = ra->semaphore;
-    return 0;
-}
-
 static int target_open(const cli_opts *o, dlock_client *c, const run_args *ra, const char *owner,
                        target *t)
 {
     memset(t, 0, sizeof(*t));
     if (ra->semaphore) {
-        int code = semaphore_open(o, c, ra, t);
-        if (code)
+        int code = run_sem_open(o, c, ra, &t->ps);
+        if (code) {
             target_free(t);
-        return code;
+            return code;
+        }
+        t->permits = ra->permits;
+        t->names[0] = ra->semaphore;
+        return 0;
     }
     int rc = DLOCK_OK;
     for (int i = 0; i < ra->nnames && rc == DLOCK_OK; i++) {
@@ -404,15 +325,7 @@ static void *acquire_main(void *arg)
 static void describe_holder(dlock_client *c, target *t, char *buf, size_t size)
 {
     if (t->ps) {
-        int64_t avail = 0, held = 0;
-        if (dlock_permit_semaphore_available(t->ps, &avail, &held) != DLOCK_OK)
-            snprintf(buf, size, "out of permits (%lld in all)", (long long)t->permits);
-        else if (avail > 0)
-            snprintf(buf, size, "%lld of %lld permits free just now (taken by others first)",
-                     (long long)avail, (long long)t->permits);
-        else
-            snprintf(buf, size, "out of permits (%lld held, %lld in all)", (long long)held,
-                     (long long)t->permits);
+        run_sem_describe(t->ps, t->permits, buf, size);
         return;
     }
     dlock_info *info = NULL;
