@@ -5,7 +5,7 @@
 #   make sanitize  the suite under ASan+UBSan, the threaded tests under TSan
 #   make demo      deps + build + processes taking turns on a lock
 #   make safety    long fault-injection run (>= 1 000 000 guarded operations;
-#                  SAFETY_TYPE=fair|rw for the other lock types)
+#                  SAFETY_TYPE=fair|rw|sem|latch for the other types)
 #   make fuzz      libFuzzer on the parsers and reply readers (FUZZ_SECONDS)
 #   make valgrind  the C tests under valgrind memcheck
 #   make bench     benchmarks against the peers and the Redis ceiling
@@ -50,7 +50,7 @@ demo: deps build
 
 # The long safety run: every fault scenario, then baseline operations until
 # 1 000 000 guarded operations in all. Report: build/safety-report.txt.
-# SAFETY_TYPE=fair|rw runs the same with that lock type (report
+# SAFETY_TYPE=fair|rw|sem|latch runs the same with that type (report
 # build/safety-report-<type>.txt); the fair lock serves ~100 holds/s, so give
 # it a smaller SAFETY_MIN_OPS (0: the scenarios only).
 SAFETY_SECONDS ?= 60
