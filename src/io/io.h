@@ -7,6 +7,9 @@
  *               pub/sub connection, and a wake policy per channel
  *   watchdog.c  renewal of held things, as bytes and a kind: each kind names
  *               its renewal script; renewals are batched per kind
+ *   revoke.c    the watchdog's side of client tracking: holds indexed by the
+ *               key whose change may end them, rechecked at once (watchdog_int.h
+ *               is what watchdog.c and revoke.c share)
  *   tracking.c  the revocation listener: a connection subscribed to
  *               __redis__:invalidate, where Redis reports changes to the keys
  *               the watchdog's connection tracks (CLIENT TRACKING ... REDIRECT)

@@ -32,7 +32,7 @@
  * A release in progress (releasing > 0) keeps a renewal that finds the key
  * already deleted from being reported as a loss: the release deleted it.
  *
- * Revocation heard at once. The renewal connection turns client tracking on
+ * Revocation heard at once (revoke.c). The renewal connection turns client tracking on
  * (CLIENT TRACKING ON REDIRECT <listener> NOLOOP; tracking.c listens), and
  * every renewal script reads its key after writing it, so Redis tracks each
  * renewed key for this connection and reports any change made by another
@@ -50,106 +50,7 @@
 #include <string.h>
 #include <uv.h>
 
-#include "io/io.h"
-
-struct tkey;
-
-typedef struct held {
-    dlock__hnode hn;
-    dlock__list all;         /* in wd->all while in the table */
-    dlock__list rlink;       /* in wd->recheck while a recheck is due (else self-linked) */
-    dlock__list tlink;       /* in tk->helds */
-    struct tkey *tk;         /* the tracked key's entry, NULL when not indexed */
-    int64_t renewed_at;      /* ms, before the request that last set the TTL was sent */
-    int64_t limit_at;        /* ms: the hold limit, INT64_MAX when none */
-    int inflight;            /* in a batch awaiting its reply */
-    int recap;               /* a reentry of a limited hold may have set a TTL past its
-                                limit (a write lock adds the lease): renew it now */
-    int releasing;           /* releases in progress for this owner */
-    int holds;               /* acquisitions seen; each release attempt takes one, and the
-                                renewal stops at zero whatever the release answered */
-    int dead;                /* out of the table; freed when its batch answers */
-    dlock_lost_fn fn;
-    void *ud;
-    const dlock__hold_kind *kind;
-    uint32_t len[DLOCK__HOLD_PARTS];
-    uint32_t klen;           /* identity bytes: every part with its NUL */
-    uint32_t olen;
-    char data[];             /* part0 NUL part1 NUL ... then owner NUL */
-} held;
-
-typedef struct batch {
-    dlock__watchdog *wd;
-    const dlock__hold_kind *kind;
-    int64_t lease;           /* the TTL the script sets: the timeout, or less near a limit */
-    int64_t sent_at;
-    int n;
-    int reloaded;            /* resent once after NOSCRIPT */
-    int recheck;             /* sent by a recheck pass (counted in wd->rechecks_out) */
-    held *e[DLOCK__RENEW_BATCH];
-} batch;
-
-/* A tracked key and the holds that a change to it may end. */
-typedef struct tkey {
-    dlock__hnode hn;
-    dlock__list helds;
-    uint32_t len;
-    char key[];
-} tkey;
-
-/* A loss waiting for its callback. It carries copies of what the callback
- * needs, so it never points at an entry that a batch may free meanwhile. */
-typedef struct lost_note {
-    struct lost_note *next;
-    dlock_lost_fn fn;
-    void *ud;
-    dlock_lost_reason reason;
-    const char *what;
-    uint32_t nlen;
-    char key[];              /* name NUL owner NUL */
-} lost_note;
-
-struct dlock__watchdog {
-    dlock__netctx *ctx;
-    dlock__loop *lp;
-    dlock__router *router;
-    dlock__job flush_job;    /* delivers the losses found by releases */
-    dlock__job start_job;    /* sets the timer up on the io thread */
-    dlock__job kick_job;     /* a tick now: a limited hold to cut back to its limit */
-    dlock__job recheck_job;  /* renew the holds due a recheck (new ones) now */
-    pthread_mutex_t mu;
-    dlock__map map;
-    dlock__list all;
-    dlock__map tkeys;        /* tracked key -> its holds */
-    dlock__list recheck;     /* holds to renew at once */
-    int track_live;          /* under mu: tracking is on for the current renewal connection */
-    int batches_out;         /* under mu: renewal scripts awaiting their answer */
-    int reg_armed;           /* under mu: the io thread will register new holds soon */
-
-    struct lost_note *pending;   /* under mu: losses found by releases, for the io thread */
-
-    /* io thread only */
-    uv_timer_t timer;
-    uv_timer_t reg_timer;    /* gathers new holds for one registering pass */
-    int timer_inited;
-    dlock__aconn *conn;
-    int failing;             /* the last renewal attempt failed */
-    int64_t last_tick;       /* when the last tick ran, or the timer started (ms) */
-    int stopping;
-    int loading;             /* SCRIPT LOAD queued on the current connection */
-    dlock__tracking *track;  /* the revocation listener, NULL when configured off */
-    int64_t track_id;        /* its client id, 0 while it is not listening */
-    int track_refused;       /* under mu: Redis refused tracking: renewal-time detection only */
-    int rechecks_out;        /* recheck batches awaiting their answer */
-};
-
-static const char *h_part(const held *h, int i)
-{
-    const char *p = h->data;
-    for (int k = 0; k < i; k++)
-        p += h->len[k] + 1;
-    return p;
-}
+#include "io/watchdog_int.h"
 
 static int nparts(const dlock__hold_kind *k) { return k->nkeys + k->nargs; }
 
@@ -209,74 +110,16 @@ static held *find(dlock__watchdog *wd, const dlock__hold_id *id)
 
 /* Takes h out of the table; frees it unless a batch still points at it.
  * Caller holds mu. Returns 1 when the caller must free it. */
-static void track_unlink(dlock__watchdog *wd, held *h);
-
 static int unlink_held(dlock__watchdog *wd, held *h)
 {
     dlock__map_remove(&wd->map, &h->hn);
     dlock__list_remove(&h->all);
-    track_unlink(wd, h);
+    dlock__wd_track_unlink(wd, h);
     if (h->inflight) {
         h->dead = 1;
         return 0;
     }
     return 1;
-}
-
-static int tk_eq(const dlock__hnode *n, const void *key, size_t len)
-{
-    const tkey *t = (const tkey *)n;
-    return t->len == len && memcmp(t->key, key, len) == 0;
-}
-
-/* Indexes h under the key its kind tracks. Without memory it goes unindexed:
- * its loss is then found by its renewal. Caller holds mu. */
-static void track_link(dlock__watchdog *wd, held *h)
-{
-    int k = h->kind->track;
-    dlock__list_init(&h->rlink);
-    dlock__list_init(&h->tlink);
-    h->tk = NULL;
-    if (k < 0 || !wd->track)
-        return;
-    const char *key = h_part(h, k);
-    uint32_t len = h->len[k];
-    uint64_t hash = dlock__hash(key, len);
-    tkey *t = (tkey *)dlock__map_find(&wd->tkeys, hash, key, len);
-    if (!t) {
-        t = malloc(sizeof(*t) + len);
-        if (!t)
-            return;
-        t->hn.hash = hash;
-        t->len = len;
-        memcpy(t->key, key, len);
-        dlock__list_init(&t->helds);
-        if (dlock__map_insert(&wd->tkeys, &t->hn) != 0) {
-            free(t);
-            return;
-        }
-    }
-    dlock__list_push_back(&t->helds, &h->tlink);
-    h->tk = t;
-}
-
-static void track_unlink(dlock__watchdog *wd, held *h)
-{
-    dlock__list_remove(&h->rlink);
-    if (!h->tk)
-        return;
-    dlock__list_remove(&h->tlink);
-    if (dlock__list_empty(&h->tk->helds)) {
-        dlock__map_remove(&wd->tkeys, &h->tk->hn);
-        free(h->tk);
-    }
-    h->tk = NULL;
-}
-
-static void mark_recheck(dlock__watchdog *wd, held *h)
-{
-    if (h->rlink.next == &h->rlink)
-        dlock__list_push_back(&wd->recheck, &h->rlink);
 }
 
 /* --------------------------------------------------------- user threads */
@@ -296,7 +139,7 @@ int dlock__watchdog_add_limited(dlock__watchdog *wd, const dlock__hold_id *id, i
     if (h) {
         /* Reentry: the acquire reset the TTL too (never past the limit: the
          * script set the timeout, which a limit shorter than it cuts at the
-         * next tick, reported on time either way). A reentry's own limit
+         * next dlock__wd_tick, reported on time either way). A reentry's own limit
          * may only come sooner. */
         if (sent_ms > h->renewed_at)
             h->renewed_at = sent_ms;
@@ -346,7 +189,7 @@ int dlock__watchdog_add_limited(dlock__watchdog *wd, const dlock__hold_id *id, i
         return dlock__fail(DLOCK_ENOMEM, "out of memory scheduling the renewal");
     }
     dlock__list_push_back(&wd->all, &h->all);
-    track_link(wd, h);
+    dlock__wd_track_link(wd, h);
     /* Renewed once soon, so that Redis tracks it from now on (and the
      * listener is started with the first hold). The io thread is woken only
      * when no registering pass is due already: an acquisition's hot path
@@ -354,7 +197,7 @@ int dlock__watchdog_add_limited(dlock__watchdog *wd, const dlock__hold_id *id, i
     int post = 0;
     if (wd->track && !wd->track_refused) {
         if (wd->track_live)
-            mark_recheck(wd, h);
+            dlock__wd_mark_recheck(wd, h);
         post = !wd->reg_armed;
         wd->reg_armed = 1;
     }
@@ -428,16 +271,6 @@ void dlock__watchdog_release_end(dlock__watchdog *wd, const dlock__hold_id *id, 
         dlock__loop_post(wd->lp, &wd->flush_job);
 }
 
-int dlock__watchdog_tracking(dlock__watchdog *wd)
-{
-    pthread_mutex_lock(&wd->mu);
-    int live = !wd->track_live                                         ? 0
-               : dlock__list_empty(&wd->recheck) && wd->batches_out == 0 ? 2
-                                                                         : 1;
-    pthread_mutex_unlock(&wd->mu);
-    return live;
-}
-
 size_t dlock__watchdog_count(dlock__watchdog *wd)
 {
     pthread_mutex_lock(&wd->mu);
@@ -448,7 +281,7 @@ size_t dlock__watchdog_count(dlock__watchdog *wd)
 
 /* ------------------------------------------------------------ io thread */
 
-static void tick(dlock__watchdog *wd);
+void dlock__wd_tick(dlock__watchdog *wd);
 static void on_timer(uv_timer_t *t);
 
 static int64_t period_ms(const dlock__watchdog *wd) { return wd->ctx->cfg->watchdog_ms / 3; }
@@ -516,8 +349,6 @@ int dlock__reply_renew(const redisReply *r, size_t n, unsigned char *renewed)
     return DLOCK_OK;
 }
 
-static void recheck(dlock__watchdog *wd);
-
 static void batch_done(dlock__watchdog *wd, batch *b, const redisReply *r, int ok)
 {
     lost_note *notes = NULL;
@@ -549,7 +380,7 @@ static void batch_done(dlock__watchdog *wd, batch *b, const redisReply *r, int o
     free((void *)b);
     report(wd, notes);
     if (more)
-        recheck(wd);   /* holds whose key changed while their renewal was in flight */
+        dlock__wd_recheck(wd);   /* holds whose key changed while their renewal was in flight */
 }
 
 static int send_batch(dlock__watchdog *wd, batch *b);
@@ -595,25 +426,6 @@ static void on_batch_reply(dlock__aconn *ac, redisReply *r, int status, void *ud
     batch_done(wd, b, r, ok);
     if (!ok && !wd->stopping)
         schedule(wd, dlock__now_ms() + wd->ctx->cfg->retry_delay_ms);
-}
-
-static void on_exists_reply(dlock__aconn *ac, redisReply *r, int status, void *ud) {}
-
-/* EXISTS of the keys the batch's holds are tracked by, after their renewal
- * wrote them: Redis tracks a key this connection read after its own last
- * write to it. */
-static int send_track(dlock__watchdog *wd, batch *b)
-{
-    int t = b->kind->track;
-    const char *av[1 + DLOCK__RENEW_BATCH];
-    size_t lens[1 + DLOCK__RENEW_BATCH];
-    av[0] = "EXISTS";
-    lens[0] = 6;
-    for (int e = 0; e < b->n; e++) {
-        av[1 + e] = h_part(b->e[e], t);
-        lens[1 + e] = b->e[e]->len[t];
-    }
-    return dlock__aconn_send(wd->conn, 1 + b->n, av, lens, 1, on_exists_reply, NULL);
 }
 
 /* EVALSHA sha nkeys, every hold's keys, the lease, every hold's arguments.
@@ -663,7 +475,7 @@ static int send_batch(dlock__watchdog *wd, batch *b)
     free(av);
     free(lens);
     if (rc == DLOCK_OK && track)
-        send_track(wd, b);   /* not sent: the next renewal tracks the key */
+        dlock__wd_send_track(wd, b);   /* not sent: the next renewal tracks the key */
     return rc;
 }
 
@@ -679,16 +491,13 @@ static void schedule(dlock__watchdog *wd, int64_t at)
     uv_timer_start(&wd->timer, on_timer, delay, 0);
 }
 
-static void track_enable(dlock__watchdog *wd);
-static void track_set_live(dlock__watchdog *wd, int live);
-
 static void on_conn_ready(dlock__aconn *ac, void *ud)
 {
     dlock__watchdog *wd = ud;
     wd->loading = 0;
-    track_set_live(wd, 0);   /* a new connection: tracking is off until enabled */
-    track_enable(wd);
-    tick(wd);   /* renew whatever waited for the connection */
+    dlock__wd_track_set_live(wd, 0);   /* a new connection: tracking is off until enabled */
+    dlock__wd_track_enable(wd);
+    dlock__wd_tick(wd);   /* renew whatever waited for the connection */
 }
 
 static void on_conn_down(dlock__aconn *ac, int status, void *ud)
@@ -696,10 +505,10 @@ static void on_conn_down(dlock__aconn *ac, int status, void *ud)
     dlock__watchdog *wd = ud;
     wd->loading = 0;
     wd->failing = 1;
-    track_set_live(wd, 0);
+    dlock__wd_track_set_live(wd, 0);
 }
 
-static void on_timer(uv_timer_t *t) { tick(t->data); }
+static void on_timer(uv_timer_t *t) { dlock__wd_tick(t->data); }
 
 static batch *new_batch(dlock__watchdog *wd, const dlock__hold_kind *kind, int64_t lease,
                         int64_t now)
@@ -717,23 +526,9 @@ static batch *new_batch(dlock__watchdog *wd, const dlock__hold_kind *kind, int64
     return b;
 }
 
-/* The batches of one tick: every full batch, and the one being filled per kind. */
-typedef struct tick_batches {
-    batch *stack[64];
-    batch **v;
-    size_t n, cap;
-} tick_batches;
-
-static void tb_init(tick_batches *tb)
-{
-    tb->v = tb->stack;
-    tb->n = 0;
-    tb->cap = DLOCK__ARRAY_LEN(tb->stack);
-}
-
 /* The batch of h's kind and lease with room left, or a new one; NULL when
  * out of memory. */
-static batch *batch_for(dlock__watchdog *wd, tick_batches *tb, const dlock__hold_kind *kind,
+batch *dlock__wd_batch_for(dlock__watchdog *wd, tick_batches *tb, const dlock__hold_kind *kind,
                         int64_t lease, int64_t now)
 {
     /* Few kinds exist, and a lease other than the timeout only near a hold
@@ -761,7 +556,7 @@ static batch *batch_for(dlock__watchdog *wd, tick_batches *tb, const dlock__hold
 }
 
 /* Sends a pass's batches, all its scripts in one write. */
-static void send_all(dlock__watchdog *wd, tick_batches *tb)
+void dlock__wd_send_all(dlock__watchdog *wd, tick_batches *tb)
 {
     if (tb->n > 0) {
         dlock__aconn_cork(wd->conn);
@@ -782,7 +577,7 @@ static void send_all(dlock__watchdog *wd, tick_batches *tb)
 
 /* One pass: report losses whose deadline passed, renew what is due, and set
  * the timer for the next renewal or deadline, whichever comes first. */
-static void tick(dlock__watchdog *wd)
+void dlock__wd_tick(dlock__watchdog *wd)
 {
     if (wd->stopping)
         return;
@@ -832,14 +627,14 @@ static void tick(dlock__watchdog *wd)
         h->recap = 0;
         dlock__list_remove(&h->rlink);
         const int64_t lease = h->limit_at - now < timeout ? h->limit_at - now : timeout;
-        batch *b = batch_for(wd, &tb, h->kind, lease, now);
+        batch *b = dlock__wd_batch_for(wd, &tb, h->kind, lease, now);
         if (!b)
             break;
         h->inflight = 1;
         b->e[b->n++] = h;
     }
     pthread_mutex_unlock(&wd->mu);
-    send_all(wd, &tb);
+    dlock__wd_send_all(wd, &tb);
 
     if (any && !wd->conn) {
         dlock__aconn_cbs cbs = {on_conn_ready, on_conn_down, NULL, wd};
@@ -855,185 +650,6 @@ static void tick(dlock__watchdog *wd)
     report(wd, notes);
     if (!wd->stopping)
         uv_timer_start(&wd->timer, on_timer, (uint64_t)(next > now ? next - now : 0), 0);
-}
-
-/* ------------------------------------------------------- revocation */
-
-/* Renews at once the holds due a recheck (new ones, and those whose key
- * Redis reported changed); one in flight waits for its answer (batch_done
- * comes back here), since it may have read the key before the change. At most
- * RECHECK_WINDOW recheck scripts are in flight: under a burst of acquisitions
- * the others wait for their answers and fill batches of up to 100 meanwhile,
- * instead of queueing thousands of small scripts ahead of the renewals. */
-#define RECHECK_WINDOW 2
-
-static void recheck(dlock__watchdog *wd)
-{
-    if (wd->stopping || !dlock__aconn_ready(wd->conn) || wd->rechecks_out >= RECHECK_WINDOW)
-        return;
-    const int64_t now = dlock__now_ms(), timeout = wd->ctx->cfg->watchdog_ms;
-    const int room = (RECHECK_WINDOW - wd->rechecks_out) * DLOCK__RENEW_BATCH;
-    int n = 0;
-    tick_batches tb;
-    tb_init(&tb);
-    pthread_mutex_lock(&wd->mu);
-    dlock__list *it = wd->recheck.next;
-    while (wd->track_live && it != &wd->recheck && n < room) {
-        held *h = DLOCK__CONTAINER_OF(it, held, rlink);
-        it = it->next;
-        if (h->inflight)
-            continue;
-        dlock__list_remove(&h->rlink);
-        /* A hold at its limit is the tick's to report; a renewal never sets a
-         * TTL past the limit. */
-        const int64_t lease = h->limit_at - now < timeout ? h->limit_at - now : timeout;
-        if (lease <= 0)
-            continue;
-        batch *b = batch_for(wd, &tb, h->kind, lease, now);
-        if (!b)
-            break;
-        h->inflight = 1;
-        b->e[b->n++] = h;
-        n++;
-    }
-    pthread_mutex_unlock(&wd->mu);
-    for (size_t i = 0; i < tb.n; i++)
-        tb.v[i]->recheck = 1;
-    wd->rechecks_out += (int)tb.n;
-    send_all(wd, &tb);
-}
-
-static void on_reg_timer(uv_timer_t *t)
-{
-    dlock__watchdog *wd = t->data;
-    pthread_mutex_lock(&wd->mu);
-    wd->reg_armed = 0;   /* holds added from now on wake the io thread again */
-    pthread_mutex_unlock(&wd->mu);
-    recheck(wd);
-}
-
-/* New holds: registered (renewed once, so that Redis tracks their keys)
- * REGISTER_DELAY_MS after the first of them, so that a burst of acquisitions
- * costs one script per 100 holds rather than one per hold. A change within
- * that delay is found by the registering renewal itself. */
-#define REGISTER_DELAY_MS 3
-static void recheck_job(void *arg)
-{
-    dlock__watchdog *wd = arg;
-    if (wd->stopping || !wd->timer_inited)
-        return;
-    if (!wd->conn || !dlock__aconn_ready(wd->conn) || !wd->track_id) {
-        /* Tracking not on yet: when it is, every hold is marked. */
-        pthread_mutex_lock(&wd->mu);
-        wd->reg_armed = 0;
-        pthread_mutex_unlock(&wd->mu);
-        tick(wd);   /* connects the renewal connection and the listener */
-        return;
-    }
-    if (!uv_is_active((uv_handle_t *)&wd->reg_timer))
-        uv_timer_start(&wd->reg_timer, on_reg_timer, REGISTER_DELAY_MS, 0);
-}
-
-/* Marks every hold for a recheck: tracking (re)starts, or Redis reported
- * every key changed (FLUSHALL). Caller holds mu. */
-static void mark_all(dlock__watchdog *wd)
-{
-    dlock__list *it;
-    DLOCK__LIST_FOREACH(it, &wd->all) {
-        held *h = DLOCK__CONTAINER_OF(it, held, all);
-        if (h->tk)
-            mark_recheck(wd, h);
-    }
-}
-
-static void track_set_live(dlock__watchdog *wd, int live)
-{
-    pthread_mutex_lock(&wd->mu);
-    wd->track_live = live;
-    if (live)
-        mark_all(wd);   /* changes made while it was off were missed */
-    pthread_mutex_unlock(&wd->mu);
-    if (live)
-        recheck(wd);
-}
-
-static void on_tracking_reply(dlock__aconn *ac, redisReply *r, int status, void *ud)
-{
-    dlock__watchdog *wd = ud;
-    if (!r || ac != wd->conn)
-        return;   /* the connection went: enabled again when it is back */
-    if (r->type == REDIS_REPLY_STATUS) {
-        track_set_live(wd, 1);
-        return;
-    }
-    dlock__log(wd->ctx->cfg, DLOCK_LOG_WARN,
-               "CLIENT TRACKING refused (%s): a lock deleted by someone else is found at its "
-               "next renewal only", r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
-    pthread_mutex_lock(&wd->mu);
-    wd->track_refused = 1;
-    pthread_mutex_unlock(&wd->mu);
-    dlock__tracking_stop(wd->track);
-}
-
-/* Turns tracking on for the renewal connection, redirected to the listener,
- * when both are up. */
-static void track_enable(dlock__watchdog *wd)
-{
-    if (!wd->track || !wd->track_id || wd->stopping || !dlock__aconn_ready(wd->conn))
-        return;
-    pthread_mutex_lock(&wd->mu);
-    int refused = wd->track_refused;
-    pthread_mutex_unlock(&wd->mu);
-    if (refused)
-        return;
-    char id[24];
-    const char *av[] = {"CLIENT", "TRACKING", "ON", "REDIRECT", id, "NOLOOP"};
-    size_t lens[] = {6, 8, 2, 8, 0, 6};
-    lens[4] = dlock__fmt_i64(id, wd->track_id);
-    dlock__aconn_send(wd->conn, 6, av, lens, 1, on_tracking_reply, wd);
-}
-
-static void on_track_id(int64_t id, void *ud)
-{
-    dlock__watchdog *wd = ud;
-    wd->track_id = id > 0 ? id : 0;
-    if (id < 0) {
-        pthread_mutex_lock(&wd->mu);
-        wd->track_refused = 1;
-        pthread_mutex_unlock(&wd->mu);
-    }
-    if (id <= 0)
-        track_set_live(wd, 0);   /* Redis drops what it would have told us */
-    else
-        track_enable(wd);        /* a new listener: redirect to it */
-}
-
-static void on_invalidate(const redisReply *keys, void *ud)
-{
-    dlock__watchdog *wd = ud;
-    pthread_mutex_lock(&wd->mu);
-    if (!keys) {
-        mark_all(wd);
-    } else {
-        for (size_t i = 0; i < keys->elements; i++) {
-            const redisReply *k = keys->element[i];
-            if (k->type != REDIS_REPLY_STRING)
-                continue;
-            tkey *t = (tkey *)dlock__map_find(&wd->tkeys, dlock__hash(k->str, k->len), k->str,
-                                              k->len);
-            dlock__list *it;
-            if (!t)
-                continue;
-            DLOCK__LIST_FOREACH(it, &t->helds) {
-                held *h = DLOCK__CONTAINER_OF(it, held, tlink);
-                /* A release under way made the change (or will report it). */
-                if (h->releasing == 0)
-                    mark_recheck(wd, h);
-            }
-        }
-    }
-    pthread_mutex_unlock(&wd->mu);
-    recheck(wd);
 }
 
 static void on_timer_closed(uv_handle_t *h) {}
@@ -1062,7 +678,7 @@ static void kick_job(void *arg)
 {
     dlock__watchdog *wd = arg;
     if (wd->timer_inited)
-        tick(wd);
+        dlock__wd_tick(wd);
 }
 
 /* First job on the io thread: the timer. */
@@ -1097,18 +713,18 @@ int dlock__watchdog_new(dlock__watchdog **out, dlock__loop *lp, dlock__netctx *c
     dlock__job_init(&wd->flush_job, flush_pending, wd);
     dlock__job_init(&wd->start_job, start_job, wd);
     dlock__job_init(&wd->kick_job, kick_job, wd);
-    dlock__job_init(&wd->recheck_job, recheck_job, wd);
+    dlock__job_init(&wd->recheck_job, dlock__wd_recheck_job, wd);
     /* The schedule starts now: a process stopped before the io thread first
      * ran still has its pause seen. */
     wd->last_tick = dlock__now_ms();
     pthread_mutex_init(&wd->mu, NULL);
     dlock__map_init(&wd->map, h_eq);
     dlock__list_init(&wd->all);
-    dlock__map_init(&wd->tkeys, tk_eq);
+    dlock__map_init(&wd->tkeys, dlock__wd_tk_eq);
     dlock__list_init(&wd->recheck);
     int rc = DLOCK_OK;
     if (!ctx->cfg->revocation_off) {
-        dlock__tracking_cbs cbs = {on_track_id, on_invalidate, wd};
+        dlock__tracking_cbs cbs = {dlock__wd_on_track_id, dlock__wd_on_invalidate, wd};
         rc = dlock__tracking_new(&wd->track, dlock__loop_uv(lp), ctx, router, &cbs);
     }
     if (rc == DLOCK_OK)
@@ -1136,7 +752,7 @@ void dlock__watchdog_free(dlock__watchdog *wd)
     while (!dlock__list_empty(&wd->all)) {
         held *h = DLOCK__CONTAINER_OF(wd->all.next, held, all);
         dlock__list_remove(&h->all);
-        track_unlink(wd, h);
+        dlock__wd_track_unlink(wd, h);
         free(h);
     }
     dlock__map_free(&wd->map);

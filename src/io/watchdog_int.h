@@ -1,0 +1,159 @@
+/* The watchdog's own parts, shared by watchdog.c (the schedule, renewals,
+ * losses) and revoke.c (client tracking: revocation heard at once). Io
+ * layer only; not installed. */
+#ifndef DLOCK_IO_WATCHDOG_INT_H
+#define DLOCK_IO_WATCHDOG_INT_H
+
+#include <uv.h>
+
+#include "io/io.h"
+
+struct tkey;
+
+typedef struct held {
+    dlock__hnode hn;
+    dlock__list all;         /* in wd->all while in the table */
+    dlock__list rlink;       /* in wd->recheck while a recheck is due (else self-linked) */
+    dlock__list tlink;       /* in tk->helds */
+    struct tkey *tk;         /* the tracked key's entry, NULL when not indexed */
+    int64_t renewed_at;      /* ms, before the request that last set the TTL was sent */
+    int64_t limit_at;        /* ms: the hold limit, INT64_MAX when none */
+    int inflight;            /* in a batch awaiting its reply */
+    int recap;               /* a reentry of a limited hold may have set a TTL past its
+                                limit (a write lock adds the lease): renew it now */
+    int releasing;           /* releases in progress for this owner */
+    int holds;               /* acquisitions seen; each release attempt takes one, and the
+                                renewal stops at zero whatever the release answered */
+    int dead;                /* out of the table; freed when its batch answers */
+    dlock_lost_fn fn;
+    void *ud;
+    const dlock__hold_kind *kind;
+    uint32_t len[DLOCK__HOLD_PARTS];
+    uint32_t klen;           /* identity bytes: every part with its NUL */
+    uint32_t olen;
+    char data[];             /* part0 NUL part1 NUL ... then owner NUL */
+} held;
+
+typedef struct batch {
+    dlock__watchdog *wd;
+    const dlock__hold_kind *kind;
+    int64_t lease;           /* the TTL the script sets: the timeout, or less near a limit */
+    int64_t sent_at;
+    int n;
+    int reloaded;            /* resent once after NOSCRIPT */
+    int recheck;             /* sent by a recheck pass (counted in wd->rechecks_out) */
+    held *e[DLOCK__RENEW_BATCH];
+} batch;
+
+/* A tracked key and the holds that a change to it may end. */
+typedef struct tkey {
+    dlock__hnode hn;
+    dlock__list helds;
+    uint32_t len;
+    char key[];
+} tkey;
+
+/* A loss waiting for its callback. It carries copies of what the callback
+ * needs, so it never points at an entry that a batch may free meanwhile. */
+typedef struct lost_note {
+    struct lost_note *next;
+    dlock_lost_fn fn;
+    void *ud;
+    dlock_lost_reason reason;
+    const char *what;
+    uint32_t nlen;
+    char key[];              /* name NUL owner NUL */
+} lost_note;
+
+struct dlock__watchdog {
+    dlock__netctx *ctx;
+    dlock__loop *lp;
+    dlock__router *router;
+    dlock__job flush_job;    /* delivers the losses found by releases */
+    dlock__job start_job;    /* sets the timer up on the io thread */
+    dlock__job kick_job;     /* a tick now: a limited hold to cut back to its limit */
+    dlock__job recheck_job;  /* renew the holds due a recheck (new ones) now */
+    pthread_mutex_t mu;
+    dlock__map map;
+    dlock__list all;
+    dlock__map tkeys;        /* tracked key -> its holds */
+    dlock__list recheck;     /* holds to renew at once */
+    int track_live;          /* under mu: tracking is on for the current renewal connection */
+    int batches_out;         /* under mu: renewal scripts awaiting their answer */
+    int reg_armed;           /* under mu: the io thread will register new holds soon */
+
+    struct lost_note *pending;   /* under mu: losses found by releases, for the io thread */
+
+    /* io thread only */
+    uv_timer_t timer;
+    uv_timer_t reg_timer;    /* gathers new holds for one registering pass */
+    int timer_inited;
+    dlock__aconn *conn;
+    int failing;             /* the last renewal attempt failed */
+    int64_t last_tick;       /* when the last tick ran, or the timer started (ms) */
+    int stopping;
+    int loading;             /* SCRIPT LOAD queued on the current connection */
+    dlock__tracking *track;  /* the revocation listener, NULL when configured off */
+    int64_t track_id;        /* its client id, 0 while it is not listening */
+    int track_refused;       /* under mu: Redis refused tracking: renewal-time detection only */
+    int rechecks_out;        /* recheck batches awaiting their answer */
+};
+
+/* The batches of one tick: every full batch, and the one being filled per kind. */
+typedef struct tick_batches {
+    batch *stack[64];
+    batch **v;
+    size_t n, cap;
+} tick_batches;
+
+
+static inline void tb_init(tick_batches *tb)
+{
+    tb->v = tb->stack;
+    tb->n = 0;
+    tb->cap = DLOCK__ARRAY_LEN(tb->stack);
+}
+
+static inline const char *h_part(const held *h, int i)
+{
+    const char *p = h->data;
+    for (int k = 0; k < i; k++)
+        p += h->len[k] + 1;
+    return p;
+}
+
+/* watchdog.c */
+/* The batch of a kind and lease with room left in tb, or a new one; NULL when
+ * out of memory. Caller holds mu. */
+batch *dlock__wd_batch_for(dlock__watchdog *wd, tick_batches *tb, const dlock__hold_kind *kind,
+                           int64_t lease, int64_t now);
+/* Sends a pass's batches in one write (io thread). */
+void dlock__wd_send_all(dlock__watchdog *wd, tick_batches *tb);
+/* One pass of the schedule (io thread). */
+void dlock__wd_tick(dlock__watchdog *wd);
+
+/* revoke.c */
+/* The tracked-key map's comparison. */
+int dlock__wd_tk_eq(const dlock__hnode *n, const void *key, size_t len);
+/* Indexes h under the key its kind tracks / takes it out (and off the
+ * recheck list); caller holds mu. */
+void dlock__wd_track_link(dlock__watchdog *wd, held *h);
+void dlock__wd_track_unlink(dlock__watchdog *wd, held *h);
+/* Puts h on the recheck list; caller holds mu. */
+void dlock__wd_mark_recheck(dlock__watchdog *wd, held *h);
+/* Renews the holds due a recheck (io thread). */
+void dlock__wd_recheck(dlock__watchdog *wd);
+/* recheck_job: new holds to register; on_reg_timer: its delay ended. */
+void dlock__wd_recheck_job(void *arg);
+void dlock__wd_on_reg_timer(uv_timer_t *t);
+/* Turns tracking on for the renewal connection when the listener is up;
+ * tracking on or off (io thread). */
+void dlock__wd_track_enable(dlock__watchdog *wd);
+void dlock__wd_track_set_live(dlock__watchdog *wd, int live);
+/* EXISTS of the tracked keys of a batch just sent (io thread). */
+int dlock__wd_send_track(dlock__watchdog *wd, batch *b);
+/* The listener's callbacks (tracking.c). */
+void dlock__wd_on_track_id(int64_t id, void *ud);
+void dlock__wd_on_invalidate(const redisReply *keys, void *ud);
+
+#endif
