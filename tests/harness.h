@@ -19,6 +19,8 @@ typedef struct th_redis {
     char url[128];
     char sock[300];   /* unix socket path */
     const char *extra[33];   /* extra arguments (string literals), NULL-terminated */
+    int bus_port;            /* cluster node: its cluster bus port (0: not a cluster node) */
+    int sentinel;            /* started as a sentinel (th_sentinels_start) */
 } th_redis;
 
 /* Starts redis-server on a free 127.0.0.1 port (and a unix socket in its own
@@ -31,6 +33,56 @@ void th_redis_stop(th_redis *r);
 int th_redis_restart(th_redis *r);
 /* Stops and removes its directory. */
 void th_redis_destroy(th_redis *r);
+
+/* ------------------------------------------------------- deployments */
+
+/* A primary with 2 replicas, each a th_redis (replicas of primary.port). */
+#define TH_REPLICAS 2
+typedef struct th_replset {
+    th_redis primary;
+    th_redis replica[TH_REPLICAS];
+} th_replset;
+/* Starts the primary and its replicas and waits (up to ~20 s) until every
+ * replica's link to the primary is up. Extra "--opt value" pairs (NULL
+ * terminated) go to every server. Returns 0 on success; on failure whatever
+ * was started is stopped. */
+int th_replset_start(th_replset *rs, ...);
+void th_replset_destroy(th_replset *rs);
+
+/* 3 sentinels monitoring a primary under a master name (quorum 2, down after
+ * 1 s, failover timeout 5 s). url: redis-sentinel://127.0.0.1:p1,...#name. */
+#define TH_SENTINELS 3
+typedef struct th_sentinels {
+    th_redis s[TH_SENTINELS];
+    char master[64];
+    char url[256];
+} th_sentinels;
+/* Starts the sentinels on rs->primary and waits (up to ~30 s) until each
+ * knows the 2 replicas and the 2 other sentinels. 0 on success. */
+int th_sentinels_start(th_sentinels *ss, const th_replset *rs, const char *master);
+void th_sentinels_destroy(th_sentinels *ss);
+/* The primary's port as sentinel s answers SENTINEL GET-MASTER-ADDR-BY-NAME,
+ * or -1. */
+int th_sentinel_primary_port(const th_redis *s, const char *master);
+
+/* A Redis Cluster of 3 primaries with 1 replica each, created with
+ * `redis-cli --cluster create ... --cluster-replicas 1 --cluster-yes`.
+ * url: redis-cluster://127.0.0.1:p1,127.0.0.1:p2,127.0.0.1:p3 (seeds). */
+#define TH_CLUSTER_NODES 6
+typedef struct th_cluster {
+    th_redis node[TH_CLUSTER_NODES];
+    char url[256];
+} th_cluster;
+/* Starts the nodes, creates the cluster and waits (up to ~60 s) until every
+ * node reports cluster_state:ok and every replica's link is up. 0 on success. */
+int th_cluster_start(th_cluster *cl);
+void th_cluster_destroy(th_cluster *cl);
+/* Waits up to timeout_ms until every running node says cluster_state:ok
+ * and agrees on who serves each slot. 0 when it does. */
+int th_cluster_wait_ok(th_cluster *cl, int64_t timeout_ms);
+/* The running node that serves `key` as a primary (CLUSTER KEYSLOT, then
+ * CLUSTER NODES), or NULL. */
+th_redis *th_cluster_node_for(th_cluster *cl, const char *key);
 
 /* A fresh admin connection (caller frees). */
 redisContext *th_admin(const th_redis *r);
