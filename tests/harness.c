@@ -670,6 +670,15 @@ int th_cluster_wait_ok(th_cluster *cl, int64_t timeout_ms)
     }
 }
 
+int th_cluster_node_start(th_redis *r)
+{
+    memset(r, 0, sizeof(*r));
+    r->bus_port = -1;
+    if (make_dir(r) != 0)
+        return -1;
+    return start_in_dir(r, NULL);
+}
+
 int th_cluster_start(th_cluster *cl)
 {
     memset(cl, 0, sizeof(*cl));

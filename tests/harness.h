@@ -77,6 +77,8 @@ typedef struct th_cluster {
  * node reports cluster_state:ok and every replica's link is up. 0 on success. */
 int th_cluster_start(th_cluster *cl);
 void th_cluster_destroy(th_cluster *cl);
+/* Starts one cluster-enabled node on its own (no slots, no peers). */
+int th_cluster_node_start(th_redis *r);
 /* Waits up to timeout_ms until every running node says cluster_state:ok
  * and agrees on who serves each slot. 0 when it does. */
 int th_cluster_wait_ok(th_cluster *cl, int64_t timeout_ms);

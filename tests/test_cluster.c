@@ -11,8 +11,11 @@
 
 #include <cmocka.h>
 
+#include <pthread.h>
+
 #include "harness.h"
 #include "net/cluster.h"
+#include "sync/sync.h"
 
 static th_cluster cl;
 
@@ -102,11 +105,279 @@ static void test_slot_map(void **state)
     dlock__slotmap_clear(&m);
 }
 
+/* ---------------------------------------------------------------- locks */
+
+#define NAMES 24
+
+/* Lock names spread over every primary: each key lands on the node that
+ * serves its slot, in Redisson's layout, and goes when released. */
+static void test_locks_on_every_node(void **state)
+{
+    (void)state;
+    dlock_client *c = th_client_url(cl.url, 0);
+    dlock_lock *l[NAMES];
+    char name[64];
+    int on_node[TH_CLUSTER_NODES] = {0};
+    char owner[DLOCK_OWNER_BUFSIZE];
+    assert_int_equal(dlock_client_owner_id(c, owner, sizeof(owner)), DLOCK_OK);
+    for (int i = 0; i < NAMES; i++) {
+        assert_int_equal(dlock_lock_get(c, th_name(name, sizeof(name), "spread"), &l[i]),
+                         DLOCK_OK);
+        assert_int_equal(dlock_lock_try(l[i], 0, DLOCK_WATCHDOG), DLOCK_OK);
+        assert_int_equal(dlock_lock_try(l[i], 0, DLOCK_WATCHDOG), DLOCK_OK);   /* reentry */
+        th_redis *n = th_cluster_node_for(&cl, dlock_lock_name(l[i]));
+        assert_non_null(n);
+        on_node[n - cl.node]++;
+        redisReply *r = th_cmd(n, "HGET %s %s", dlock_lock_name(l[i]), owner);
+        assert_non_null(r);
+        assert_int_equal(r->type, REDIS_REPLY_STRING);
+        assert_string_equal(r->str, "2");
+        freeReplyObject(r);
+        int64_t count = 0;
+        assert_int_equal(dlock_lock_hold_count(l[i], &count), DLOCK_OK);
+        assert_int_equal(count, 2);
+    }
+    int nodes = 0;
+    for (int i = 0; i < TH_CLUSTER_NODES; i++)
+        nodes += on_node[i] > 0;
+    assert_int_equal(nodes, 3);   /* 24 names: every primary got some */
+    for (int i = 0; i < NAMES; i++) {
+        assert_int_equal(dlock_lock_release(l[i]), DLOCK_OK);
+        assert_int_equal(dlock_lock_release(l[i]), DLOCK_OK);
+        assert_int_equal(dlock_lock_release(l[i]), DLOCK_ENOTOWNER);
+        th_redis *n = th_cluster_node_for(&cl, dlock_lock_name(l[i]));
+        assert_int_equal(th_int(n, "EXISTS %s", dlock_lock_name(l[i])), 0);
+        dlock_lock_free(l[i]);
+    }
+    dlock_client_close(c);
+}
+
+struct waiter_arg {
+    dlock_client *c;
+    const char *name;
+    int rc;
+    int64_t waited;
+};
+
+static void *waiter(void *arg)
+{
+    struct waiter_arg *w = arg;
+    dlock_lock *l;
+    assert_int_equal(dlock_lock_get(w->c, w->name, &l), DLOCK_OK);
+    int64_t t0 = th_now_ms();
+    w->rc = dlock_lock_try(l, 20000, 5000);
+    w->waited = th_now_ms() - t0;
+    if (w->rc == DLOCK_OK)
+        dlock_lock_release(l);
+    dlock_lock_free(l);
+    return NULL;
+}
+
+/* A waiter in another client sleeps on the lock's channel and is woken by
+ * the release, wherever the lock's node and its pub/sub connection are. */
+static void test_waiter_woken(void **state)
+{
+    (void)state;
+    dlock_client *a = th_client_url(cl.url, 0), *b = th_client_url(cl.url, 0);
+    for (int round = 0; round < 6; round++) {
+        char name[64];
+        th_name(name, sizeof(name), "wake");
+        dlock_lock *l;
+        assert_int_equal(dlock_lock_get(a, name, &l), DLOCK_OK);
+        assert_int_equal(dlock_lock_try(l, 0, 60000), DLOCK_OK);
+        struct waiter_arg w = {b, name, -99, 0};
+        pthread_t t;
+        pthread_create(&t, NULL, waiter, &w);
+        /* The waiter is subscribed once its client counts it on the channel. */
+        char ch[128];
+        snprintf(ch, sizeof(ch), "redisson_lock__channel:{%s}", name);
+        for (int64_t until = th_now_ms() + 5000 * th_slack();
+             dlock__pubsub_waiters(b->pubsub, ch, strlen(ch)) == 0 && th_now_ms() < until;)
+            th_sleep_ms(5);
+        th_sleep_ms(100);
+        int64_t t0 = th_now_ms();
+        assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+        pthread_join(t, NULL);
+        assert_int_equal(w.rc, DLOCK_OK);
+        /* Woken by the message, not by the 60 s lease running out. */
+        assert_true(th_now_ms() - t0 < 3000 * th_slack());
+        dlock_lock_free(l);
+    }
+    dlock_client_close(a);
+    dlock_client_close(b);
+}
+
+/* The watchdog renews holds on every node, one connection per node. */
+static void test_watchdog_renews_on_every_node(void **state)
+{
+    (void)state;
+    dlock_client *c = th_client_url(cl.url, 900);
+    dlock_lock *l[NAMES];
+    char name[64];
+    for (int i = 0; i < NAMES; i++) {
+        assert_int_equal(dlock_lock_get(c, th_name(name, sizeof(name), "renew"), &l[i]),
+                         DLOCK_OK);
+        assert_int_equal(dlock_lock_acquire(l[i], DLOCK_WATCHDOG), DLOCK_OK);
+    }
+    th_sleep_ms(3000);   /* more than 3 leases */
+    for (int i = 0; i < NAMES; i++) {
+        th_redis *n = th_cluster_node_for(&cl, dlock_lock_name(l[i]));
+        long long ttl = th_int(n, "PTTL %s", dlock_lock_name(l[i]));
+        if (ttl <= 0)
+            fail_msg("%s on port %d: PTTL %lld after 3 leases", dlock_lock_name(l[i]), n->port,
+                     ttl);
+        assert_int_equal(dlock_lock_release(l[i]), DLOCK_OK);
+        dlock_lock_free(l[i]);
+    }
+    dlock_client_close(c);
+}
+
+/* ------------------------------------------------------------ bad input */
+
+static void test_cross_slot_request_refused(void **state)
+{
+    (void)state;
+    dlock_client *c = th_client_url(cl.url, 0);
+    /* Two keys of one request in different slots: refused before sending. */
+    const char *av[] = {"a", "b", "x"};
+    dlock__req req = {.script = DLOCK__SCRIPT_LOCK_INSPECT, .nkeys = 2, .argc = 3, .argv = av};
+    redisReply *r = NULL;
+    assert_int_equal(dlock__call(c, &req, &r), DLOCK_EINVAL);
+    assert_non_null(strstr(dlock_last_error(), "different cluster slots"));
+    assert_null(r);
+    dlock_client_close(c);
+}
+
+static int open_url(const char *url)
+{
+    dlock_config *cfg = dlock_config_new();
+    int rc = dlock_config_set_url(cfg, url);
+    if (rc == DLOCK_OK) {
+        dlock_config_set_connect_timeout(cfg, 1000);
+        dlock_config_set_retry(cfg, 0, 100);
+        dlock_client *c = NULL;
+        rc = dlock_client_open(&c, cfg);
+        dlock_client_close(c);
+    }
+    dlock_config_free(cfg);
+    return rc;
+}
+
+static void test_bad_deployments(void **state)
+{
+    (void)state;
+    /* URLs */
+    const char *bad[] = {"redis-cluster://",
+                         "redis-cluster://a:1,,b:2",
+                         "redis-cluster://a:1,redis://b:2",
+                         "redis-cluster://h:1/3",
+                         "redis-cluster://h:1#master",
+                         "redis-cluster://h:99999",
+                         "redis-sentinel://h:26379",
+                         "redis-sentinel://h:26379#",
+                         "redis-sentinel://h:1,redis-cluster://x:2#m"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        dlock_config *cfg = dlock_config_new();
+        assert_int_equal(dlock_config_set_url(cfg, "redis://keep:1"), DLOCK_OK);
+        if (dlock_config_set_url(cfg, bad[i]) != DLOCK_EINVAL)
+            fail_msg("accepted %s", bad[i]);
+        assert_non_null(strstr(dlock_last_error(), "invalid URL"));
+        dlock_config_free(cfg);
+    }
+    /* No seed answers: each seed's failure is named. */
+    th_redis gone;
+    assert_int_equal(th_redis_start(&gone, NULL), 0);
+    char url[128];
+    snprintf(url, sizeof(url), "redis-cluster://127.0.0.1:%d,127.0.0.1:%d", gone.port,
+             gone.port);
+    th_redis_stop(&gone);
+    assert_int_equal(open_url(url), DLOCK_ECONN);
+    assert_non_null(strstr(dlock_last_error(), "no cluster node answered"));
+    th_redis_destroy(&gone);
+    /* A server that is not a cluster. */
+    th_redis plain;
+    assert_int_equal(th_redis_start(&plain, NULL), 0);
+    snprintf(url, sizeof(url), "redis-cluster://127.0.0.1:%d", plain.port);
+    assert_int_equal(open_url(url), DLOCK_EREDIS);
+    assert_non_null(strstr(dlock_last_error(), "cluster support disabled"));
+    th_redis_destroy(&plain);
+    /* A cluster node that serves no slot, then only some. */
+    th_redis lone;
+    assert_int_equal(th_cluster_node_start(&lone), 0);
+    snprintf(url, sizeof(url), "redis-cluster://127.0.0.1:%d", lone.port);
+    assert_int_equal(open_url(url), DLOCK_ECONN);
+    assert_non_null(strstr(dlock_last_error(), "serves no slots"));
+    redisReply *r = th_cmd(&lone, "CLUSTER ADDSLOTSRANGE 0 99");
+    assert_non_null(r);
+    freeReplyObject(r);
+    assert_int_equal(open_url(url), DLOCK_ECONN);
+    assert_non_null(strstr(dlock_last_error(), "16284 of 16384 slots have no primary"));
+    th_redis_destroy(&lone);
+}
+
+/* ------------------------------------------------------------ failover */
+
+/* CLUSTER FAILOVER: a replica takes over its primary's slots. A lock held
+ * there survives (the replica had it) and is renewed on the new primary;
+ * calls follow MOVED; new acquisitions work. */
+static void test_cluster_failover(void **state)
+{
+    (void)state;
+    dlock_client *c = th_client_url(cl.url, 1500);
+    char name[64];
+    dlock_lock *l;
+    assert_int_equal(dlock_lock_get(c, th_name(name, sizeof(name), "fo"), &l), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(l, DLOCK_WATCHDOG), DLOCK_OK);
+    th_redis *old = th_cluster_node_for(&cl, name);
+    assert_non_null(old);
+    assert_int_equal(th_int(old, "WAIT 1 2000"), 1);
+    /* Its replica: the node whose INFO replication names old's port. */
+    th_redis *rep = NULL;
+    for (int i = 0; i < TH_CLUSTER_NODES && !rep; i++) {
+        redisReply *r = th_cmd(&cl.node[i], "INFO replication");
+        char want[32];
+        snprintf(want, sizeof(want), "master_port:%d", old->port);
+        if (r && r->type == REDIS_REPLY_STRING && strstr(r->str, want))
+            rep = &cl.node[i];
+        if (r)
+            freeReplyObject(r);
+    }
+    assert_non_null(rep);
+    redisReply *r = th_cmd(rep, "CLUSTER FAILOVER");
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    for (int64_t until = th_now_ms() + 20000 * th_slack();
+         th_cluster_node_for(&cl, name) != rep && th_now_ms() < until;)
+        th_sleep_ms(50);
+    assert_ptr_equal(th_cluster_node_for(&cl, name), rep);
+    assert_int_equal(th_cluster_wait_ok(&cl, 20000), 0);
+    /* Renewed on the new primary for several leases. */
+    th_sleep_ms(3500);
+    long long ttl = th_int(rep, "PTTL %s", name);
+    assert_true(ttl > 0);
+    int64_t count = 0;
+    assert_int_equal(dlock_lock_hold_count(l, &count), DLOCK_OK);
+    assert_int_equal(count, 1);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    assert_int_equal(th_int(rep, "EXISTS %s", name), 0);
+    assert_int_equal(dlock_lock_try(l, 0, 5000), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_key_slot),
         cmocka_unit_test(test_slot_map),
+        cmocka_unit_test(test_locks_on_every_node),
+        cmocka_unit_test(test_waiter_woken),
+        cmocka_unit_test(test_watchdog_renews_on_every_node),
+        cmocka_unit_test(test_cross_slot_request_refused),
+        cmocka_unit_test(test_bad_deployments),
+        cmocka_unit_test(test_cluster_failover),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

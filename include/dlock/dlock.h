@@ -155,9 +155,23 @@ DLOCK_API void dlock_config_free(dlock_config *cfg);
 /* Where Redis is:
  *   redis://[user[:password]@]host[:port][/db]     host may be [ipv6]; port 1..65535
  *   unix:///path/to.sock[?db=N]
- * user and password may be percent-encoded. DLOCK_EINVAL names the bad part
- * (never echoing the password) and leaves the previous URL in place. */
+ *   redis-sentinel://[user[:password]@]host[:port][,host[:port]...][/db]#MASTERNAME
+ *       the primary named MASTERNAME, as the sentinels listed say (port
+ *       26379 by default); followed across failovers
+ *   redis-cluster://[user[:password]@]host[:port][,host[:port]...]
+ *       seed nodes of a Redis Cluster (database 0); the rest is discovered
+ * user and password may be percent-encoded; they are the data nodes' (see
+ * dlock_config_set_sentinel_password for the sentinels'). One URL names one
+ * deployment: a list mixing schemes is refused. DLOCK_EINVAL names the bad
+ * part (never echoing the password) and leaves the previous URL in place. */
 DLOCK_API int dlock_config_set_url(dlock_config *cfg, const char *url);
+
+/* Credentials for the sentinels of a redis-sentinel:// URL when they differ
+ * from the data nodes' (the sentinels' requirepass or ACL user). Same rules
+ * as dlock_config_set_password; kept when the URL changes. NULL or empty
+ * password: the sentinels get no AUTH. */
+DLOCK_API int dlock_config_set_sentinel_password(dlock_config *cfg, const char *user,
+                                                 const char *password);
 
 /* Credentials apart from the URL (a URL on a command line shows in `ps`).
  * password: 1..512 bytes, any bytes but NUL; user: NULL or "" for AUTH

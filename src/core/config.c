@@ -45,6 +45,7 @@ dlock_config *dlock_config_new(void)
 void dlock__config_clear(dlock_config *cfg)
 {
     dlock__endpoint_clear(&cfg->ep);
+    dlock__deploy_clear(&cfg->deploy);
     free(cfg->client_name);
     cfg->client_name = NULL;
 }
@@ -61,9 +62,12 @@ int dlock__config_copy(dlock_config *dst, const dlock_config *src)
 {
     *dst = *src;
     dst->client_name = NULL;
+    memset(&dst->deploy, 0, sizeof(dst->deploy));
     if (dlock__endpoint_copy(&dst->ep, &src->ep) != DLOCK_OK ||
+        dlock__deploy_copy(&dst->deploy, &src->deploy) != DLOCK_OK ||
         dlock__dup_opt(&dst->client_name, src->client_name) != 0) {
         dlock__endpoint_clear(&dst->ep);
+        dlock__deploy_clear(&dst->deploy);
         return dlock__fail(DLOCK_ENOMEM, "out of memory copying the config");
     }
     return DLOCK_OK;
@@ -79,7 +83,7 @@ int dlock__config_copy(dlock_config *dst, const dlock_config *src)
 int dlock_config_set_url(dlock_config *cfg, const char *url)
 {
     NEED_CFG(cfg);
-    return dlock__parse_url(url, &cfg->ep);
+    return dlock__parse_deploy_url(url, &cfg->ep, &cfg->deploy);
 }
 
 /* The URL parser's limit on a user or password (url.c). */
@@ -123,6 +127,37 @@ int dlock_config_set_password(dlock_config *cfg, const char *user, const char *p
     free_secret(cfg->ep.pass);
     cfg->ep.user = u;
     cfg->ep.pass = p;
+    return DLOCK_OK;
+}
+
+int dlock_config_set_sentinel_password(dlock_config *cfg, const char *user, const char *password)
+{
+    NEED_CFG(cfg);
+    dlock__deploy *d = &cfg->deploy;
+    if (!password || !*password) {
+        if (user && *user)
+            return dlock__fail(DLOCK_EINVAL, "a sentinel user needs a password");
+        free(d->sentinel_user);
+        free_secret(d->sentinel_pass);
+        d->sentinel_user = NULL;
+        d->sentinel_pass = NULL;
+        return DLOCK_OK;
+    }
+    size_t plen = strlen(password), ulen = user ? strlen(user) : 0;
+    if (plen > MAX_CRED_LEN || ulen > MAX_CRED_LEN)
+        return dlock__fail(DLOCK_EINVAL, "the sentinel %s is longer than %d bytes",
+                           plen > MAX_CRED_LEN ? "password" : "user", MAX_CRED_LEN);
+    char *p = dlock__strndup(password, plen);
+    char *u = ulen ? dlock__strndup(user, ulen) : NULL;
+    if (!p || (ulen && !u)) {
+        free_secret(p);
+        free(u);
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    }
+    free(d->sentinel_user);
+    free_secret(d->sentinel_pass);
+    d->sentinel_user = u;
+    d->sentinel_pass = p;
     return DLOCK_OK;
 }
 

@@ -69,10 +69,39 @@ void dlock__endpoint_clear(dlock__endpoint *ep);
 /* Parses a URL into ep (cleared first on success only). */
 int dlock__parse_url(const char *url, dlock__endpoint *ep);
 
+/* ------------------------------------------------------------- deployment */
+
+typedef enum {
+    DLOCK__DEPLOY_SINGLE = 0,   /* redis:// or unix://: one server (ep) */
+    DLOCK__DEPLOY_SENTINEL,     /* redis-sentinel://: the primary named by the sentinels */
+    DLOCK__DEPLOY_CLUSTER       /* redis-cluster://: seed nodes of a Redis Cluster */
+} dlock__deploy_kind;
+
+/* What a URL says beyond one endpoint (deploy.c). The data nodes'
+ * credentials and database stay in the config's ep; its host and port are
+ * the first seed's, for messages. */
+typedef struct dlock__deploy {
+    dlock__deploy_kind kind;
+    dlock__endpoint *seeds;   /* sentinels or cluster seeds: host and port only */
+    size_t nseeds;
+    char *master;             /* sentinel: the master name */
+    char *sentinel_user;      /* sentinel credentials (dlock_config_set_sentinel_password) */
+    char *sentinel_pass;
+} dlock__deploy;
+
+/* Parses any URL a config takes (redis://, unix://, redis-sentinel://,
+ * redis-cluster://) into ep and d; on error neither changes. Sentinel
+ * credentials in d are kept. */
+int dlock__parse_deploy_url(const char *url, dlock__endpoint *ep, dlock__deploy *d);
+int dlock__deploy_copy(dlock__deploy *dst, const dlock__deploy *src);
+/* Frees the seeds and names, keeps nothing (credentials included). */
+void dlock__deploy_clear(dlock__deploy *d);
+
 /* ----------------------------------------------------------------- config */
 
 struct dlock_config {
     dlock__endpoint ep;
+    dlock__deploy deploy;
     int64_t watchdog_ms;
     int64_t command_timeout_ms;
     int64_t connect_timeout_ms;

@@ -52,7 +52,8 @@ typedef struct dlock__cluster dlock__cluster;
 int dlock__cluster_new(dlock__cluster **out, dlock__netctx *ctx, const dlock__endpoint *seeds,
                        size_t nseeds, const dlock__endpoint *auth);
 void dlock__cluster_free(dlock__cluster *cl);
-/* The node serving `key` (any node when key is NULL). Never NULL. */
+/* The node serving `key` (any node when key is NULL), from the map as it is:
+ * no I/O, so the io thread may ask. Never NULL. */
 dlock__node *dlock__cluster_node(dlock__cluster *cl, const char *key, size_t len);
 /* Runs req on the node serving its keys (every key must share one slot:
  * else DLOCK_EINVAL); follows MOVED and ASK, retries TRYAGAIN and
@@ -60,6 +61,8 @@ dlock__node *dlock__cluster_node(dlock__cluster *cl, const char *key, size_t len
 int dlock__cluster_call(dlock__cluster *cl, const dlock__req *req, redisReply **out);
 /* Reads the slot map again now (any thread); DLOCK_OK or the last failure. */
 int dlock__cluster_refresh(dlock__cluster *cl);
+/* Asks the refresher thread to read the map soon; never blocks (io thread). */
+void dlock__cluster_stale(dlock__cluster *cl);
 /* Every primary's node, for callers that visit all (SCAN): *n of them, in
  * out (caller frees the array, not the nodes). */
 int dlock__cluster_nodes(dlock__cluster *cl, dlock__node ***out, size_t *n);

@@ -194,10 +194,16 @@ int dlock__router_new(dlock__router **out, dlock__netctx *ctx, const dlock__endp
 void dlock__router_free(dlock__router *r);
 /* Proves the deployment reachable now (one connection, PING). */
 int dlock__router_check(dlock__router *r);
-/* The node that serves `key`. */
+/* The node that serves `key` (any node when key is NULL), from what the
+ * router knows: no I/O, so the io thread may ask. */
 dlock__node *dlock__router_node(dlock__router *r, const char *key, size_t len);
-/* Runs req on the node that serves its first key (any node for a keyless command). */
+/* Runs req on the node that serves its keys (any node for a keyless command). */
 int dlock__router_call(dlock__router *r, const dlock__req *req, redisReply **out);
+/* 1 on a Redis Cluster: keys live on several nodes. */
+int dlock__router_is_cluster(const dlock__router *r);
+/* A node answered that it no longer serves a key (MOVED, READONLY): the
+ * topology is read again soon. Never blocks: the io thread calls it. */
+void dlock__router_stale(dlock__router *r);
 
 /* ------------------------------------------------------------------ aconn */
 
