@@ -232,6 +232,70 @@ static void test_watchdog_renews_on_every_node(void **state)
     dlock_client_close(c);
 }
 
+/* --------------------------------------------------------------- interop */
+
+/* Redisson on a cluster publishes and subscribes with sharded pub/sub by
+ * default: a Redisson waiter (SSUBSCRIBE on the channel's node) hears dlock's
+ * release, and a Redisson holder's release (DEL + SPUBLISH) wakes a dlock
+ * waiter. A plain SUBSCRIBE hears nothing: the scripts SPUBLISH. */
+static void test_sharded_interop(void **state)
+{
+    (void)state;
+    dlock_client *c = th_client_url(cl.url, 0);
+    char name[64], ch[128];
+    th_name(name, sizeof(name), "interop");
+    snprintf(ch, sizeof(ch), "redisson_lock__channel:{%s}", name);
+    th_redis *n = th_cluster_node_for(&cl, name);
+    assert_non_null(n);
+
+    /* Redisson's waiter, and a plain subscriber, on the channel's node. */
+    redisContext *ss = th_admin(n), *plain = th_admin(n);
+    redisReply *r = redisCommand(ss, "SSUBSCRIBE %s", ch);
+    assert_non_null(r);
+    freeReplyObject(r);
+    r = redisCommand(plain, "SUBSCRIBE %s", ch);
+    assert_non_null(r);
+    freeReplyObject(r);
+    dlock_lock *l;
+    assert_int_equal(dlock_lock_get(c, name, &l), DLOCK_OK);
+    assert_int_equal(dlock_lock_try(l, 0, 10000), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    r = NULL;
+    assert_int_equal(redisGetReply(ss, (void **)&r), REDIS_OK);
+    assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+    assert_string_equal(r->element[0]->str, "smessage");
+    assert_string_equal(r->element[1]->str, ch);
+    assert_string_equal(r->element[2]->str, "0");
+    freeReplyObject(r);
+    struct timeval tv = {0, 300000};
+    redisSetTimeout(plain, tv);
+    r = NULL;
+    assert_int_not_equal(redisGetReply(plain, (void **)&r), REDIS_OK);   /* nothing came */
+    assert_null(r);
+    redisFree(ss);
+    redisFree(plain);
+
+    /* Redisson's holder: its hash, then its release. */
+    r = th_cmd(n, "HSET %s 6f1c4e0e-0000-4000-8000-000000000001:1 1", name);
+    freeReplyObject(r);
+    r = th_cmd(n, "PEXPIRE %s 60000", name);
+    freeReplyObject(r);
+    struct waiter_arg w = {c, name, -99, 0};
+    pthread_t t;
+    pthread_create(&t, NULL, waiter, &w);
+    for (int64_t until = th_now_ms() + 5000 * th_slack();
+         dlock__pubsub_waiters(c->pubsub, ch, strlen(ch)) == 0 && th_now_ms() < until;)
+        th_sleep_ms(5);
+    th_sleep_ms(200);
+    assert_int_equal(th_int(n, "DEL %s", name), 1);
+    assert_int_equal(th_int(n, "SPUBLISH %s 0", ch), 1);   /* dlock's connection heard it */
+    pthread_join(t, NULL);
+    assert_int_equal(w.rc, DLOCK_OK);
+    assert_true(w.waited < 5000 * th_slack());
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
 /* ------------------------------------------------------------ bad input */
 
 static void test_cross_slot_request_refused(void **state)
@@ -375,6 +439,7 @@ int main(void)
         cmocka_unit_test(test_locks_on_every_node),
         cmocka_unit_test(test_waiter_woken),
         cmocka_unit_test(test_watchdog_renews_on_every_node),
+        cmocka_unit_test(test_sharded_interop),
         cmocka_unit_test(test_cross_slot_request_refused),
         cmocka_unit_test(test_bad_deployments),
         cmocka_unit_test(test_cluster_failover),

@@ -88,7 +88,8 @@ typedef struct dlock__waiter {
     int64_t need;            /* units of a message's budget this waiter takes (>= 1) */
     int settle;              /* a DLOCK__WAKE_ALL_DONE message may end its wait */
     int settled;             /* ... and one did */
-    uint64_t join_seq;       /* barrier PINGs sent before it joined */
+    uint64_t join_seq;       /* barrier PINGs sent on join_pc before it joined */
+    const void *join_pc;     /* the channel's pub/sub connection then, or NULL */
     dlock_cancel *cancel;
     dlock__cancel_reg creg;
 } dlock__waiter;

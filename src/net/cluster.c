@@ -42,6 +42,7 @@ struct dlock__cluster {
 
     pthread_mutex_t refresh_mu;      /* one refresh at a time */
     _Atomic int64_t refreshed_at;
+    int sharded;                     /* the nodes have SPUBLISH (Redis 7) */
 
     /* The refresher thread: every REFRESH_EVERY_MS, and when told the map is
      * stale by a thread that must not block (the io thread). */
@@ -196,6 +197,8 @@ static void refresh_if(dlock__cluster *cl, int64_t min_gap, int wait)
     pthread_mutex_unlock(&cl->refresh_mu);
 }
 
+static dlock__node *owner_of(dlock__cluster *cl, int slot, int any);
+
 static void *refresher(void *arg)
 {
     dlock__cluster *cl = arg;
@@ -225,6 +228,24 @@ void dlock__cluster_stale(dlock__cluster *cl)
     pthread_cond_signal(&cl->bg_cv);
     pthread_mutex_unlock(&cl->bg_mu);
 }
+
+/* Sharded pub/sub (SSUBSCRIBE, SPUBLISH) came with Redis 7: a node that
+ * knows SPUBLISH has it. */
+static int has_sharded_pubsub(dlock__cluster *cl)
+{
+    const char *av[] = {"COMMAND", "INFO", "SPUBLISH"};
+    dlock__req req = {.script = -1, .argc = 3, .argv = av, .flags = DLOCK__CALL_IDEMPOTENT};
+    redisReply *r;
+    dlock__node *n = owner_of(cl, -1, 1);
+    if (!n || dlock__node_call(n, &req, &r) != DLOCK_OK)
+        return 0;
+    int yes = r->type == REDIS_REPLY_ARRAY && r->elements == 1 &&
+              r->element[0]->type == REDIS_REPLY_ARRAY;
+    freeReplyObject(r);
+    return yes;
+}
+
+int dlock__cluster_sharded(const dlock__cluster *cl) { return cl->sharded; }
 
 int dlock__cluster_new(dlock__cluster **out, dlock__netctx *ctx, const dlock__endpoint *seeds,
                        size_t nseeds, const dlock__endpoint *auth)
@@ -260,6 +281,8 @@ int dlock__cluster_new(dlock__cluster **out, dlock__netctx *ctx, const dlock__en
                              "primary (CLUSTER SLOTS); keys there cannot be locked",
                              uncovered, DLOCK__SLOTS);
     }
+    if (rc == DLOCK_OK)
+        cl->sharded = has_sharded_pubsub(cl);
     if (rc == DLOCK_OK) {
         if (pthread_create(&cl->thread, NULL, refresher, cl) != 0)
             rc = dlock__fail(DLOCK_ESYS, "cannot start the cluster map refresher thread");

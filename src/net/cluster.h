@@ -61,6 +61,8 @@ dlock__node *dlock__cluster_node(dlock__cluster *cl, const char *key, size_t len
 int dlock__cluster_call(dlock__cluster *cl, const dlock__req *req, redisReply **out);
 /* Reads the slot map again now (any thread); DLOCK_OK or the last failure. */
 int dlock__cluster_refresh(dlock__cluster *cl);
+/* 1 when the nodes have sharded pub/sub (SSUBSCRIBE / SPUBLISH, Redis 7). */
+int dlock__cluster_sharded(const dlock__cluster *cl);
 /* Asks the refresher thread to read the map soon; never blocks (io thread). */
 void dlock__cluster_stale(dlock__cluster *cl);
 /* Every primary's node, for callers that visit all (SCAN): *n of them, in

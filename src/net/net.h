@@ -201,6 +201,14 @@ dlock__node *dlock__router_node(dlock__router *r, const char *key, size_t len);
 int dlock__router_call(dlock__router *r, const dlock__req *req, redisReply **out);
 /* 1 on a Redis Cluster: keys live on several nodes. */
 int dlock__router_is_cluster(const dlock__router *r);
+/* 1 when pub/sub is sharded (a cluster of Redis 7 nodes): waiters
+ * SSUBSCRIBE on the node that serves the channel's slot, and the scripts
+ * publish with SPUBLISH (Redisson's default on a cluster). */
+int dlock__router_sharded(const dlock__router *r);
+/* The script to send for `script` (DLOCK__SCRIPT_*): its SPUBLISH variant
+ * when pub/sub is sharded. dlock__router_call applies it; a caller that
+ * sends scripts to a node itself (dlock__node_call_many) must too. */
+int dlock__router_script(const dlock__router *r, int script);
 /* A node answered that it no longer serves a key (MOVED, READONLY): the
  * topology is read again soon. Never blocks: the io thread calls it. */
 void dlock__router_stale(dlock__router *r);

@@ -59,7 +59,25 @@ dlock__node *dlock__router_node(dlock__router *r, const char *key, size_t len)
 
 int dlock__router_call(dlock__router *r, const dlock__req *req, redisReply **out)
 {
-    return r->cl ? dlock__cluster_call(r->cl, req, out) : dlock__node_call(r->only, req, out);
+    if (!r->cl)
+        return dlock__node_call(r->only, req, out);
+    if (req->script < 0 || !dlock__cluster_sharded(r->cl))
+        return dlock__cluster_call(r->cl, req, out);
+    dlock__req sharded = *req;
+    sharded.script = dlock__router_script(r, req->script);
+    return dlock__cluster_call(r->cl, &sharded, out);
+}
+
+int dlock__router_sharded(const dlock__router *r)
+{
+    return r->cl && dlock__cluster_sharded(r->cl);
+}
+
+int dlock__router_script(const dlock__router *r, int script)
+{
+    return script >= 0 && script < DLOCK__SCRIPT_COUNT && dlock__router_sharded(r)
+               ? script + DLOCK__SCRIPT_COUNT
+               : script;
 }
 
 int dlock__router_is_cluster(const dlock__router *r) { return r->cl != NULL; }
