@@ -192,6 +192,7 @@ static int parse_list(const char *url, int sentinel, dlock__endpoint *ep, dlock_
             memcpy(t, body, ulen);
             memcpy(t + ulen, hosts, fl);
             memcpy(t + ulen + fl, db, dblen);
+            t[tl] = '\0';
             rc = parse_as_redis(t, tl, &nep);
             volatile char *p = t;
             while (*p)

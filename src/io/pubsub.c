@@ -83,6 +83,8 @@ struct dlock__pubsub {
     int closed;              /* under mu: waits return DLOCK_ECLOSED */
 
     int sharded;             /* SSUBSCRIBE on the channel's slot's node */
+    int dynamic;             /* channels may move between nodes (sentinel, cluster) */
+    uint64_t gen;            /* io thread: the router generation last looked at */
 
     /* io thread only (conns is read under mu too: it only grows, under mu) */
     int stopping;
@@ -369,7 +371,7 @@ static void on_sub_down(dlock__aconn *ac, int status, void *ud)
     dlock__pubsub *ps = pc->ps;
     /* The node may be gone for good (a failover): the channels' next
      * subscription goes where the map then says. */
-    if (ps->sharded)
+    if (ps->dynamic)
         dlock__router_stale(ps->router);
     int resubscribe = 0;
     pthread_mutex_lock(&ps->mu);
@@ -394,7 +396,7 @@ static void on_sub_down(dlock__aconn *ac, int status, void *ud)
     pthread_mutex_unlock(&ps->mu);
     /* The reconnect's on_sub_ready subscribes them again; if the node stays
      * away, the retry asks the router where they belong now. */
-    if (resubscribe && ps->sharded)
+    if (resubscribe && ps->dynamic)
         retry_later(ps);
 }
 
@@ -498,9 +500,70 @@ static int add_name(psconn *pc, int which, const char *name, size_t len)
 /* The retry timer: every channel with waiters and no subscription is looked
  * at again (its node's connection may be up now, or another node may serve
  * it now). */
+/* After a topology change (a new primary, a new slot map): channels
+ * subscribed on a node that no longer serves them go back to NONE, their
+ * waiters retry once they are subscribed where they belong (as after a
+ * reconnect: messages may have been missed), and connections left without
+ * channels are closed (their node may be gone for good). */
+static void check_moves(dlock__pubsub *ps)
+{
+    uint64_t g = dlock__router_generation(ps->router);
+    if (g == ps->gen)
+        return;
+    ps->gen = g;
+    pthread_mutex_lock(&ps->mu);
+    for (size_t i = 0; i < ps->channels.nbuckets; i++) {
+        dlock__hnode *n = ps->channels.buckets[i];
+        while (n) {
+            dlock__channel *ch = (dlock__channel *)n;
+            n = n->next;
+            if (!ch->pc || ch->pc->node == dlock__router_node(ps->router,
+                                                               ps->sharded ? ch->name : NULL,
+                                                               ps->sharded ? ch->len : 0))
+                continue;
+            ch->state = CH_NONE;
+            ch->pc = NULL;
+            if (ch->nwaiters == 0) {
+                ch_free(ps, ch);
+            } else {
+                ch->resync = 1;
+                wake_all(ch, 0);
+                ch_mark(ps, ch);
+            }
+        }
+    }
+    psconn **gone = malloc((ps->nconns ? ps->nconns : 1) * sizeof(*gone));
+    size_t ngone = 0, keep = 0;
+    for (size_t i = 0; gone && i < ps->nconns; i++) {
+        psconn *pc = ps->conns[i];
+        int used = 0;
+        for (size_t b = 0; b < ps->channels.nbuckets && !used; b++)
+            for (dlock__hnode *n = ps->channels.buckets[b]; n && !used; n = n->next)
+                used = ((dlock__channel *)n)->pc == pc;
+        if (used)
+            ps->conns[keep++] = pc;
+        else
+            gone[ngone++] = pc;
+    }
+    if (gone)
+        ps->nconns = keep;
+    pthread_mutex_unlock(&ps->mu);
+    for (size_t i = 0; i < ngone; i++) {
+        dlock__aconn_close(gone[i]->ac, NULL, NULL);   /* fails its pending commands now */
+        free(gone[i]->sub);
+        free(gone[i]->uns);
+        free(gone[i]->sl);
+        free(gone[i]->ul);
+        free(gone[i]);
+    }
+    free(gone);
+}
+
 static void on_retry(uv_timer_t *t)
 {
     dlock__pubsub *ps = t->data;
+    if (ps->dynamic)
+        check_moves(ps);
     pthread_mutex_lock(&ps->mu);
     for (size_t i = 0; i < ps->channels.nbuckets; i++)
         for (dlock__hnode *n = ps->channels.buckets[i]; n; n = n->next) {
@@ -522,8 +585,16 @@ static void retry_later(dlock__pubsub *ps)
         ps->retry.data = ps;
         ps->retry_inited = 1;
     }
-    if (!uv_is_active((uv_handle_t *)&ps->retry))
+    if (uv_is_active((uv_handle_t *)&ps->retry))
+        return;
+    if (ps->dynamic) {
+        /* Also how a topology change is noticed: soon after the switch. */
+        uint64_t every = ps->ctx->cfg->retry_delay_ms < 200 ? (uint64_t)ps->ctx->cfg->retry_delay_ms
+                                                            : 200;
+        uv_timer_start(&ps->retry, on_retry, every, every);
+    } else {
         uv_timer_start(&ps->retry, on_retry, (uint64_t)ps->ctx->cfg->retry_delay_ms, 0);
+    }
 }
 
 /* Sends the SUBSCRIBE/UNSUBSCRIBE that dirty channels need, one command per
@@ -535,6 +606,8 @@ static void sync_channels(dlock__pubsub *ps)
     int barriers = 0;
     for (size_t i = 0; i < ps->nconns; i++)
         barriers |= ps->conns[i]->barrier_wanted;
+    if (ps->dynamic && !ps->stopping)
+        retry_later(ps);   /* starts the periodic look at the topology */
     if (ps->stopping || (dlock__list_empty(&ps->dirty) && !barriers)) {
         pthread_mutex_unlock(&ps->mu);
         return;
@@ -646,6 +719,8 @@ int dlock__pubsub_new(dlock__pubsub **out, dlock__loop *lp, dlock__netctx *ctx,
     ps->lp = lp;
     ps->router = router;
     ps->sharded = dlock__router_sharded(router);
+    ps->dynamic = dlock__router_dynamic(router);
+    ps->gen = dlock__router_generation(router);
     dlock__job_init(&ps->sync_job, on_sync_job, ps);
     pthread_mutex_init(&ps->mu, NULL);
     dlock__map_init(&ps->channels, ch_eq);

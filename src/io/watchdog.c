@@ -57,6 +57,8 @@ typedef struct wconn {
     dlock__aconn *conn;
     int failing;             /* the last renewal attempt on it failed */
     int loading;             /* SCRIPT LOAD queued on the current connection */
+    int inflight;            /* batches sent and not answered */
+    int used;                /* a hold needed it this tick */
 } wconn;
 
 typedef struct batch {
@@ -367,6 +369,7 @@ int dlock__reply_renew(const redisReply *r, size_t n, unsigned char *renewed)
 
 static void batch_done(dlock__watchdog *wd, batch *b, const redisReply *r, int ok)
 {
+    b->wc->inflight--;
     lost_note *notes = NULL;
     unsigned char renewed[DLOCK__RENEW_BATCH];
     if (ok && dlock__reply_renew(r, (size_t)b->n, renewed) != DLOCK_OK)
@@ -511,6 +514,26 @@ static void on_conn_down(dlock__aconn *ac, int status, void *ud)
     wc->failing = 1;
 }
 
+/* Where keys move between nodes, connections no hold needed this tick and
+ * with nothing in flight are closed: after a failover their node may be gone
+ * for good (an open connection would keep reconnecting to it). */
+static void drop_unused(dlock__watchdog *wd)
+{
+    size_t keep = 0;
+    int dynamic = dlock__router_dynamic(wd->router);
+    for (size_t i = 0; i < wd->nconns; i++) {
+        wconn *wc = wd->conns[i];
+        if (!dynamic || wc->used || wc->inflight > 0) {
+            wc->used = 0;
+            wd->conns[keep++] = wc;
+        } else {
+            dlock__aconn_close(wc->conn, NULL, NULL);
+            free(wc);
+        }
+    }
+    wd->nconns = keep;
+}
+
 /* The renewal connection to node n, created (not yet started) when new;
  * NULL when out of memory. */
 static wconn *conn_for(dlock__watchdog *wd, dlock__node *n)
@@ -630,6 +653,7 @@ static batch *batch_for(dlock__watchdog *wd, tick_batches *tb, const dlock__hold
     }
     batch *b = new_batch(wd, wc, slot, kind, now);
     if (b) {
+        wc->inflight++;
         tb->v[tb->n++] = b;
         if (!*place)
             tb->used++;
@@ -689,6 +713,7 @@ static void tick(dlock__watchdog *wd)
         wconn *wc = conn_for(wd, dlock__router_node(wd->router, h->data, h->len[0]));
         if (!wc)
             break;
+        wc->used = 1;
         if (!dlock__aconn_ready(wc->conn)) {
             dlock__aconn_start(wc->conn);   /* on_conn_ready ticks again */
             continue;
@@ -716,6 +741,7 @@ static void tick(dlock__watchdog *wd)
         free(tb.v);
     if (tb.open != tb.open_st)
         free(tb.open);
+    drop_unused(wd);
 
     report(wd, notes);
     if (!wd->stopping)

@@ -42,6 +42,7 @@ struct dlock__cluster {
 
     pthread_mutex_t refresh_mu;      /* one refresh at a time */
     _Atomic int64_t refreshed_at;
+    _Atomic uint64_t generation;     /* bumped when the map changes */
     int sharded;                     /* the nodes have SPUBLISH (Redis 7) */
 
     /* The refresher thread: every REFRESH_EVERY_MS, and when told the map is
@@ -114,10 +115,16 @@ static int install(dlock__cluster *cl, const dlock__slotmap *m)
     int rc = DLOCK_OK;
     for (size_t i = 0; i < m->naddr && rc == DLOCK_OK; i++)
         rc = node_at(cl, m->addr[i].host, m->addr[i].port, &idx[i]);
+    int changed = 0;
     if (rc == DLOCK_OK)
-        for (size_t s = 0; s < DLOCK__SLOTS; s++)
-            cl->owner[s] = m->owner[s] == DLOCK__NO_NODE ? DLOCK__NO_NODE
-                                                         : (uint16_t)idx[m->owner[s]];
+        for (size_t s = 0; s < DLOCK__SLOTS; s++) {
+            uint16_t o = m->owner[s] == DLOCK__NO_NODE ? DLOCK__NO_NODE
+                                                       : (uint16_t)idx[m->owner[s]];
+            changed |= cl->owner[s] != o;
+            cl->owner[s] = o;
+        }
+    if (changed)
+        atomic_fetch_add(&cl->generation, 1);
     pthread_rwlock_unlock(&cl->mu);
     free(idx);
     return rc;
@@ -513,3 +520,5 @@ int dlock__cluster_call(dlock__cluster *cl, const dlock__req *req, redisReply **
         asking = rd == RD_ASK;
     }
 }
+
+uint64_t dlock__cluster_generation(dlock__cluster *cl) { return atomic_load(&cl->generation); }

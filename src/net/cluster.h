@@ -63,6 +63,8 @@ int dlock__cluster_call(dlock__cluster *cl, const dlock__req *req, redisReply **
 int dlock__cluster_refresh(dlock__cluster *cl);
 /* 1 when the nodes have sharded pub/sub (SSUBSCRIBE / SPUBLISH, Redis 7). */
 int dlock__cluster_sharded(const dlock__cluster *cl);
+/* Bumped whenever the map changes. */
+uint64_t dlock__cluster_generation(dlock__cluster *cl);
 /* Asks the refresher thread to read the map soon; never blocks (io thread). */
 void dlock__cluster_stale(dlock__cluster *cl);
 /* Every primary's node, for callers that visit all (SCAN): *n of them, in

@@ -8,7 +8,8 @@
  *   call.c       a request on a node: EVALSHA + NOSCRIPT, retries, idempotence,
  *                the unlock latch guard
  *   aconn.c      an asynchronous connection on a libuv loop (io thread only)
- *   router.c     which node serves a key (one server today)
+ *   router.c     which node serves a key: one server, a sentinel-managed
+ *                primary (sentinel.c), or a Redis Cluster (slot.c, cluster.c)
  * Not installed. */
 #ifndef DLOCK_NET_H
 #define DLOCK_NET_H
@@ -212,6 +213,11 @@ int dlock__router_script(const dlock__router *r, int script);
 /* A node answered that it no longer serves a key (MOVED, READONLY): the
  * topology is read again soon. Never blocks: the io thread calls it. */
 void dlock__router_stale(dlock__router *r);
+/* 1 when keys may move between nodes (sentinel, cluster). */
+int dlock__router_dynamic(const dlock__router *r);
+/* Bumped whenever a key may have moved to another node (a new slot map, a
+ * new primary): holders of node pointers look again. No I/O. */
+uint64_t dlock__router_generation(dlock__router *r);
 
 /* ------------------------------------------------------------------ aconn */
 

@@ -3,11 +3,13 @@
 #include <stdlib.h>
 
 #include "net/cluster.h"
+#include "net/sentinel.h"
 
 struct dlock__router {
     dlock__deploy_kind kind;
     dlock__node *only;        /* single */
     dlock__cluster *cl;       /* cluster */
+    dlock__sentinel *sen;     /* sentinel */
 };
 
 int dlock__router_new(dlock__router **out, dlock__netctx *ctx, const dlock__endpoint *ep)
@@ -23,7 +25,8 @@ int dlock__router_new(dlock__router **out, dlock__netctx *ctx, const dlock__endp
         rc = dlock__cluster_new(&r->cl, ctx, d->seeds, d->nseeds, ep);
         break;
     case DLOCK__DEPLOY_SENTINEL:
-        rc = dlock__fail(DLOCK_EINVAL, "redis-sentinel:// is not supported yet");
+        rc = dlock__sentinel_new(&r->sen, ctx, d->seeds, d->nseeds, d->master, d->sentinel_user,
+                                 d->sentinel_pass, ep);
         break;
     default:
         rc = dlock__node_new(&r->only, ctx, ep);
@@ -43,22 +46,29 @@ void dlock__router_free(dlock__router *r)
         return;
     dlock__node_free(r->only);
     dlock__cluster_free(r->cl);
+    dlock__sentinel_free(r->sen);
     free(r);
 }
 
 int dlock__router_check(dlock__router *r)
 {
     /* A cluster proved itself by answering CLUSTER SLOTS. */
-    return r->cl ? DLOCK_OK : dlock__node_check(r->only);
+    if (r->cl)
+        return DLOCK_OK;
+    return dlock__node_check(r->sen ? dlock__sentinel_primary(r->sen) : r->only);
 }
 
 dlock__node *dlock__router_node(dlock__router *r, const char *key, size_t len)
 {
-    return r->cl ? dlock__cluster_node(r->cl, key, len) : r->only;
+    if (r->cl)
+        return dlock__cluster_node(r->cl, key, len);
+    return r->sen ? dlock__sentinel_primary(r->sen) : r->only;
 }
 
 int dlock__router_call(dlock__router *r, const dlock__req *req, redisReply **out)
 {
+    if (r->sen)
+        return dlock__sentinel_call(r->sen, req, out);
     if (!r->cl)
         return dlock__node_call(r->only, req, out);
     if (req->script < 0 || !dlock__cluster_sharded(r->cl))
@@ -86,4 +96,15 @@ void dlock__router_stale(dlock__router *r)
 {
     if (r->cl)
         dlock__cluster_stale(r->cl);
+    if (r->sen)
+        dlock__sentinel_stale(r->sen);
+}
+
+int dlock__router_dynamic(const dlock__router *r) { return r->cl || r->sen; }
+
+uint64_t dlock__router_generation(dlock__router *r)
+{
+    if (r->cl)
+        return dlock__cluster_generation(r->cl);
+    return r->sen ? dlock__sentinel_generation(r->sen) : 0;
 }
