@@ -165,7 +165,7 @@ static void *waiter(void *arg)
     dlock_lock *l;
     assert_int_equal(dlock_lock_get(w->c, w->name, &l), DLOCK_OK);
     int64_t t0 = th_now_ms();
-    w->rc = dlock_lock_try(l, 20000, 5000);
+    w->rc = dlock_lock_try(l, 40000, 5000);
     w->waited = th_now_ms() - t0;
     if (w->rc == DLOCK_OK)
         dlock_lock_release(l);
@@ -431,6 +431,66 @@ static void test_cluster_failover(void **state)
     dlock_client_close(c);
 }
 
+/* A primary killed: its replica is promoted (node timeout 2 s). A hold
+ * there with a watchdog timeout longer than the promotion survives and is
+ * renewed on the new primary; a waiter on a lock there is resubscribed and
+ * woken; calls reach the new primary without an error once it is there. */
+static void test_cluster_primary_killed(void **state)
+{
+    (void)state;
+    dlock_client *a = th_client_url(cl.url, 8000), *b = th_client_url(cl.url, 0);
+    char held[64], blocked[64];
+    th_redis *victim = NULL;
+    /* Two names on the same primary. */
+    th_name(held, sizeof(held), "kill-held");
+    victim = th_cluster_node_for(&cl, held);
+    assert_non_null(victim);
+    do
+        th_name(blocked, sizeof(blocked), "kill-blocked");
+    while (th_cluster_node_for(&cl, blocked) != victim);
+    dlock_lock *lh, *lb;
+    assert_int_equal(dlock_lock_get(a, held, &lh), DLOCK_OK);
+    assert_int_equal(dlock_lock_get(a, blocked, &lb), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(lh, DLOCK_WATCHDOG), DLOCK_OK);
+    assert_int_equal(dlock_lock_try(lb, 0, 60000), DLOCK_OK);
+    struct waiter_arg w = {b, blocked, -99, 0};
+    pthread_t t;
+    pthread_create(&t, NULL, waiter, &w);
+    char ch[128];
+    snprintf(ch, sizeof(ch), "redisson_lock__channel:{%s}", blocked);
+    for (int64_t until = th_now_ms() + 5000 * th_slack();
+         dlock__pubsub_waiters(b->pubsub, ch, strlen(ch)) == 0 && th_now_ms() < until;)
+        th_sleep_ms(5);
+    assert_int_equal(th_int(victim, "WAIT 1 2000"), 1);
+    th_redis_stop(victim);
+    th_redis *now = NULL;
+    for (int64_t until = th_now_ms() + 30000 * th_slack(); th_now_ms() < until;) {
+        now = th_cluster_node_for(&cl, held);
+        if (now && now != victim)
+            break;
+        th_sleep_ms(50);
+    }
+    assert_non_null(now);
+    assert_ptr_not_equal(now, victim);
+    assert_int_equal(th_cluster_wait_ok(&cl, 20000), 0);
+    /* Outlives a whole timeout on the new primary: renewed there. */
+    th_sleep_ms(8500);
+    assert_true(th_int(now, "PTTL %s", held) > 0);
+    int64_t count = 0;
+    assert_int_equal(dlock_lock_hold_count(lh, &count), DLOCK_OK);
+    assert_int_equal(count, 1);
+    int64_t t0 = th_now_ms();
+    assert_int_equal(dlock_lock_release(lb), DLOCK_OK);
+    pthread_join(t, NULL);
+    assert_int_equal(w.rc, DLOCK_OK);
+    assert_true(th_now_ms() - t0 < 5000 * th_slack());
+    assert_int_equal(dlock_lock_release(lh), DLOCK_OK);
+    dlock_lock_free(lh);
+    dlock_lock_free(lb);
+    dlock_client_close(a);
+    dlock_client_close(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -443,6 +503,7 @@ int main(void)
         cmocka_unit_test(test_cross_slot_request_refused),
         cmocka_unit_test(test_bad_deployments),
         cmocka_unit_test(test_cluster_failover),
+        cmocka_unit_test(test_cluster_primary_killed),   /* last: a node stays down */
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

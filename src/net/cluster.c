@@ -466,6 +466,35 @@ static int call_asking(dlock__node *n, const dlock__req *req, redisReply **out)
     return rc[1];
 }
 
+/* An answer the node call retries after a pause (call.c's transient states). */
+static int transient(int rc)
+{
+    const char *m = dlock_last_error();
+    return rc == DLOCK_EREDIS && (strstr(m, ": LOADING") || strstr(m, ": BUSY") ||
+                                  strstr(m, ": TRYAGAIN") || strstr(m, ": MASTERDOWN"));
+}
+
+/* After a try on n that could not reach it: pauses (the retry delay, less
+ * when the map changes meanwhile: its primary was replaced), reading the
+ * map again now and then. DLOCK_OK to try again, or the cancel status. */
+static int pause_for_owner(dlock__cluster *cl, const dlock__req *req, int slot, dlock__node *n)
+{
+    int64_t until = dlock__now_ms() + cl->ctx->cfg->retry_delay_ms;
+    while (dlock__now_ms() < until) {
+        refresh_if(cl, 250, 0);
+        if (owner_of(cl, slot, 1) != n)
+            return DLOCK_OK;
+        int64_t left = until - dlock__now_ms();
+        int prc = dlock__cancel_sleep(req->cancel, left < 50 ? (left > 0 ? left : 0) : 50);
+        if (prc != DLOCK_OK)
+            return prc;
+    }
+    return DLOCK_OK;
+}
+
+/* Each try goes to the slot's owner of the moment, with call.c's retry
+ * budget for a node that cannot be reached (it may have been replaced by its
+ * replica meanwhile); redirections follow the node's word. */
 int dlock__cluster_call(dlock__cluster *cl, const dlock__req *req, redisReply **out)
 {
     int slot;
@@ -482,11 +511,29 @@ int dlock__cluster_call(dlock__cluster *cl, const dlock__req *req, redisReply **
                                slot);
     }
     int64_t deadline = dlock__now_ms() + cl->ctx->cfg->command_timeout_ms;
-    int asking = 0;
+    int asking = 0, failures = 0;
+    dlock__req once = *req;
+    once.flags |= DLOCK__CALL_NO_RETRY;
     for (int hops = 0;; hops++) {
-        rc = asking ? call_asking(n, req, out) : dlock__node_call(n, req, out);
+        rc = asking ? call_asking(n, &once, out) : dlock__node_call(n, &once, out);
         if (rc == DLOCK_OK)
             return rc;
+        if (transient(rc) && !(req->flags & DLOCK__CALL_NO_RETRY) && !asking)
+            return dlock__node_call(n, req, out);   /* its own retries */
+        if (rc == DLOCK_ECONN && !(req->flags & DLOCK__CALL_NO_RETRY)) {
+            /* Not sent (else EUNKNOWN): safe to send again, here or elsewhere. */
+            char msg[512];
+            snprintf(msg, sizeof(msg), "%s", dlock_last_error());
+            if (failures++ >= cl->ctx->cfg->retry_attempts)
+                return dlock__fail(rc, "%s", msg);
+            int prc = pause_for_owner(cl, req, slot, n);
+            if (prc != DLOCK_OK)
+                return prc;
+            n = owner_of(cl, slot, 1);
+            asking = 0;
+            hops--;
+            continue;
+        }
         char host[256];
         int port = 0;
         redirect rd = read_redirect(host, sizeof(host), &port);
