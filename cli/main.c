@@ -47,6 +47,7 @@ int cli_exit_code(int rc, const char *detail)
     case DLOCK_ECONN:
     case DLOCK_ECMDTIMEOUT:
     case DLOCK_EUNKNOWN:
+    case DLOCK_EREPLICAS:
         return EXIT_UNAVAILABLE;
     case DLOCK_EAUTH:
         /* The library gives one code to AUTH and SELECT refusals: a database

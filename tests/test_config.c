@@ -241,7 +241,7 @@ static void test_open_bad_args(void **state)
 static void test_strerror(void **state)
 {
     (void)state;
-    for (int code = 0; code >= DLOCK_EDEADLK; code--) {
+    for (int code = 0; code >= DLOCK_EREPLICAS; code--) {
         assert_non_null(dlock_strerror(code));
         assert_string_not_equal(dlock_strerror(code), "unknown dlock status");
         assert_memory_equal(dlock_errname(code), "DLOCK_", 6);

@@ -144,6 +144,124 @@ static void test_bad_input(void **state)
     dlock_config_free(cfg);
 }
 
+/* ------------------------------------------------------ acknowledgement */
+
+static dlock_client *ack_client(int replicas, dlock_ack_policy policy, int64_t watchdog_ms)
+{
+    dlock_config *cfg = dlock_config_new();
+    assert_int_equal(dlock_config_set_url(cfg, ss.url), DLOCK_OK);
+    assert_int_equal(dlock_config_set_replica_ack(cfg, replicas, 500, policy), DLOCK_OK);
+    if (watchdog_ms)
+        assert_int_equal(dlock_config_set_watchdog_timeout(cfg, watchdog_ms), DLOCK_OK);
+    dlock_client *c = NULL;
+    assert_int_equal(dlock_client_open(&c, cfg), DLOCK_OK);
+    dlock_config_free(cfg);
+    return c;
+}
+
+static _Atomic int lost_reason;
+
+static void on_lost(const char *name, const char *owner, dlock_lost_reason reason, void *ud)
+{
+    (void)name;
+    (void)owner;
+    (void)ud;
+    atomic_store(&lost_reason, (int)reason);
+}
+
+/* WAIT after acquisitions and renewals: with both replicas up every hold is
+ * acknowledged; with one stopped, "release" gives the acquisition back
+ * (DLOCK_EREPLICAS) and gives a renewed hold up (lost callback), "keep"
+ * keeps it and reports 1. */
+static void test_replica_ack(void **state)
+{
+    (void)state;
+    dlock_config *bad = dlock_config_new();
+    assert_int_equal(dlock_config_set_replica_ack(bad, 2, 3000, DLOCK_ACK_RELEASE),
+                     DLOCK_EINVAL);   /* not below the command timeout (3 s) */
+    assert_int_equal(dlock_config_set_replica_ack(bad, -1, 10, DLOCK_ACK_RELEASE), DLOCK_EINVAL);
+    assert_int_equal(dlock_config_set_replica_ack(bad, 1, 10, (dlock_ack_policy)7), DLOCK_EINVAL);
+    dlock_config_free(bad);
+
+    th_redis *p = primary();
+    th_redis *rep = p == &rs.replica[1] ? &rs.replica[0] : &rs.replica[1];
+    dlock_client *rel = ack_client(2, DLOCK_ACK_RELEASE, 3000);
+    dlock_client *keep = ack_client(2, DLOCK_ACK_KEEP, 0);
+    char name[64], renewed[64];
+    dlock_lock *l, *lk, *lr;
+    assert_int_equal(dlock_lock_get(rel, th_name(name, sizeof(name), "ack"), &l), DLOCK_OK);
+    assert_int_equal(dlock_lock_get(keep, name, &lk), DLOCK_OK);
+    assert_int_equal(dlock_lock_get(rel, th_name(renewed, sizeof(renewed), "ack-wd"), &lr),
+                     DLOCK_OK);
+    assert_int_equal(dlock_lock_try(l, 0, 10000), DLOCK_OK);
+    assert_int_equal(dlock_last_replica_acks(), 2);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_lock_set_lost_callback(lr, on_lost, NULL);
+    atomic_store(&lost_reason, 0);
+    assert_int_equal(dlock_lock_acquire(lr, DLOCK_WATCHDOG), DLOCK_OK);
+    assert_int_equal(dlock_last_replica_acks(), 2);
+
+    th_redis_stop(rep);
+    /* Release policy: refused and given back. */
+    assert_int_equal(dlock_lock_try(l, 0, 10000), DLOCK_EREPLICAS);
+    assert_int_equal(dlock_last_replica_acks(), 1);
+    assert_non_null(strstr(dlock_last_error(), "1 of 2 replicas"));
+    assert_int_equal(th_int(p, "EXISTS %s", name), 0);
+    /* Keep policy: held, 1 reported. */
+    assert_int_equal(dlock_lock_try(lk, 0, 10000), DLOCK_OK);
+    assert_int_equal(dlock_last_replica_acks(), 1);
+    assert_int_equal(th_int(p, "EXISTS %s", name), 1);
+    assert_int_equal(dlock_lock_release(lk), DLOCK_OK);
+    /* The renewed hold: its next renewal is not acknowledged: given up. */
+    for (int64_t until = th_now_ms() + 5000 * th_slack();
+         atomic_load(&lost_reason) == 0 && th_now_ms() < until;)
+        th_sleep_ms(20);
+    assert_int_equal(atomic_load(&lost_reason), DLOCK_LOST_REPLICAS);
+    dlock_lock_release(lr);
+
+    /* The replica back, in sync. */
+    assert_int_equal(th_redis_restart(rep), 0);
+    redisReply *r = th_cmd(rep, "REPLICAOF 127.0.0.1 %d", p->port);
+    assert_non_null(r);
+    freeReplyObject(r);
+    for (int64_t until = th_now_ms() + 20000 * th_slack(); th_now_ms() < until;) {
+        r = th_cmd(rep, "INFO replication");
+        int up = r && r->type == REDIS_REPLY_STRING && strstr(r->str, "master_link_status:up");
+        if (r)
+            freeReplyObject(r);
+        if (up)
+            break;
+        th_sleep_ms(50);
+    }
+    /* ... and known to the primary as acknowledging (its first ACK). */
+    redisContext *probe = th_admin(p);
+    int64_t t_up = th_now_ms(), acked = 0;
+    for (int64_t until = th_now_ms() + 20000 * th_slack(); th_now_ms() < until;) {
+        redisReply *x = redisCommand(probe, "SET dlock-probe 1");
+        if (x)
+            freeReplyObject(x);
+        x = redisCommand(probe, "WAIT 2 500");
+        acked = x && x->type == REDIS_REPLY_INTEGER ? x->integer : -1;
+        if (x)
+            freeReplyObject(x);
+        if (acked == 2)
+            break;
+    }
+    fprintf(stderr, "# replica acknowledging %lld ms after its link was up\n",
+            (long long)(th_now_ms() - t_up));
+    redisFree(probe);
+    int rc = dlock_lock_try(l, 0, 10000);
+    if (rc != DLOCK_OK)
+        fail_msg("after the replica came back: %s", dlock_last_error());
+    assert_int_equal(dlock_last_replica_acks(), 2);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_lock_free(lk);
+    dlock_lock_free(lr);
+    dlock_client_close(rel);
+    dlock_client_close(keep);
+}
+
 /* ------------------------------------------------------------ failover */
 
 struct waiter_arg {
@@ -245,6 +363,7 @@ int main(void)
         cmocka_unit_test(test_locks_on_the_primary),
         cmocka_unit_test(test_sentinel_credentials),
         cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_replica_ack),
         cmocka_unit_test(test_failover_primary_killed),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -67,8 +67,10 @@ typedef enum dlock_status {
     DLOCK_ENAMETOOLONG = -13, /* a name or owner id is longer than its maximum */
     DLOCK_ESYS = -14,         /* an operating-system call failed (errno text in the message) */
     DLOCK_EUNKNOWN = -15,     /* the outcome is unknown: sent, then no answer (see acquire) */
-    DLOCK_EDEADLK = -16       /* the request can never be granted to this caller: it holds the
+    DLOCK_EDEADLK = -16,      /* the request can never be granted to this caller: it holds the
                                  read lock of the write lock it asks for */
+    DLOCK_EREPLICAS = -17     /* fewer replicas acknowledged an acquisition than the config
+                                 asks for (dlock_config_set_replica_ack): it was released */
 } dlock_status;
 
 /* Short English text for a status code ("lock not held by the caller", ...).
@@ -109,9 +111,11 @@ typedef enum dlock_lost_reason {
                                   held by its owner */
     DLOCK_LOST_UNREACHABLE = 2, /* Redis stayed unreachable until (1/20 of the watchdog timeout,
                                    at most 500 ms, before) the lease would have run out */
-    DLOCK_LOST_PAUSED = 3       /* this process did not run (stopped by SIGSTOP or a debugger,
+    DLOCK_LOST_PAUSED = 3,      /* this process did not run (stopped by SIGSTOP or a debugger,
                                    suspended, starved of CPU) until past the lease: its
                                    renewals could not be sent in time */
+    DLOCK_LOST_REPLICAS = 4     /* a renewal was acknowledged by fewer replicas than the config
+                                   asks for, under DLOCK_ACK_RELEASE: no longer renewed */
 } dlock_lost_reason;
 
 /* Called once per lost hold, on the client's io thread. `name` and `owner` are
@@ -165,6 +169,32 @@ DLOCK_API void dlock_config_free(dlock_config *cfg);
  * deployment: a list mixing schemes is refused. DLOCK_EINVAL names the bad
  * part (never echoing the password) and leaves the previous URL in place. */
 DLOCK_API int dlock_config_set_url(dlock_config *cfg, const char *url);
+
+/* What an acquisition or renewal does when fewer replicas acknowledge it
+ * than asked for. */
+typedef enum dlock_ack_policy {
+    DLOCK_ACK_RELEASE = 0,   /* fail and give the hold back: the acquire returns
+                                DLOCK_EREPLICAS; a renewal stops and the hold is reported
+                                lost (DLOCK_LOST_REPLICAS) */
+    DLOCK_ACK_KEEP = 1       /* keep the hold and report the number reached
+                                (dlock_last_replica_acks; a warning in the log) */
+} dlock_ack_policy;
+
+/* Replica acknowledgement (Redisson's sync-slaves option): after every lock
+ * acquisition (lock, fair lock, read and write locks) and every watchdog
+ * renewal, WAIT for `replicas` replicas of the primary that took it, up to
+ * timeout_ms (1 .. the command timeout - 1; set the command timeout first),
+ * on the same connection. replicas 0 (the default) turns it off. Applies to
+ * a primary with replicas, behind Sentinel or not, and to each primary of a
+ * cluster. DLOCK_EINVAL (nothing changed) for a negative count, a timeout out
+ * of range or an unknown policy. */
+DLOCK_API int dlock_config_set_replica_ack(dlock_config *cfg, int replicas, int64_t timeout_ms,
+                                          dlock_ack_policy policy);
+
+/* Replicas that acknowledged the calling thread's last lock acquisition, or
+ * -1 when none was asked for (acknowledgement off, or the acquisition failed
+ * first). Thread-local. */
+DLOCK_API int dlock_last_replica_acks(void);
 
 /* Credentials for the sentinels of a redis-sentinel:// URL when they differ
  * from the data nodes' (the sentinels' requirepass or ACL user). Same rules

@@ -161,6 +161,25 @@ int dlock_config_set_sentinel_password(dlock_config *cfg, const char *user, cons
     return DLOCK_OK;
 }
 
+int dlock_config_set_replica_ack(dlock_config *cfg, int replicas, int64_t timeout_ms,
+                                 dlock_ack_policy policy)
+{
+    NEED_CFG(cfg);
+    if (replicas < 0 || replicas > 1000)
+        return dlock__fail(DLOCK_EINVAL, "replicas %d: use 0 (off) .. 1000", replicas);
+    if (policy != DLOCK_ACK_RELEASE && policy != DLOCK_ACK_KEEP)
+        return dlock__fail(DLOCK_EINVAL, "unknown replica acknowledgement policy %d", (int)policy);
+    if (replicas > 0 && (timeout_ms < 1 || timeout_ms >= cfg->command_timeout_ms))
+        return dlock__fail(DLOCK_EINVAL,
+                           "replica acknowledgement timeout %lld ms: use 1 .. %lld (below the "
+                           "command timeout, which bounds the wait for WAIT's answer)",
+                           (long long)timeout_ms, (long long)cfg->command_timeout_ms - 1);
+    cfg->ack_replicas = replicas;
+    cfg->ack_timeout_ms = replicas > 0 ? timeout_ms : 0;
+    cfg->ack_policy = policy;
+    return DLOCK_OK;
+}
+
 static int set_duration(int64_t *field, int64_t ms, int64_t def, int64_t lo, const char *what)
 {
     if (ms == 0) {

@@ -110,6 +110,9 @@ struct dlock_config {
     int pool_size;
     int64_t priority_after_ms;   /* DLOCK_PRIORITY_OFF: never reserve */
     int64_t fair_wait_ms;        /* a fair-lock waiter's slot (Redisson's fairLockWaitTimeout) */
+    int ack_replicas;            /* WAIT for so many replicas after acquisitions (0: off) */
+    int64_t ack_timeout_ms;
+    int ack_policy;              /* dlock_ack_policy */
     char *client_name;
     dlock_lost_fn lost_fn;
     void *lost_ud;

@@ -69,6 +69,9 @@ typedef struct batch {
     int64_t sent_at;
     int n;
     int reloaded;            /* resent once after NOSCRIPT */
+    struct ackwait *ack;     /* the WAIT that follows it, or NULL */
+    int ok;                  /* answered (while its WAIT is awaited) */
+    unsigned char renewed[DLOCK__RENEW_BATCH];
     held *e[DLOCK__RENEW_BATCH];
 } batch;
 
@@ -318,6 +321,8 @@ static void report(dlock__watchdog *wd, lost_note *notes)
         dlock__log(cfg, DLOCK_LOG_WARN, "%s '%s' held by %s lost: %s", n->what, n->key, owner,
                    n->reason == DLOCK_LOST_GONE     ? "it was gone when renewed or released"
                    : n->reason == DLOCK_LOST_PAUSED ? "this process was paused past the lease"
+                   : n->reason == DLOCK_LOST_REPLICAS
+                       ? "its renewal was acknowledged by too few replicas"
                                                     : "Redis unreachable until the lease ran out");
         if (fn)
             fn(n->key, owner, n->reason, ud);
@@ -367,13 +372,35 @@ int dlock__reply_renew(const redisReply *r, size_t n, unsigned char *renewed)
     return DLOCK_OK;
 }
 
+/* The WAIT written after one node's batches of a tick: their answers are
+ * kept until it answers (replica acknowledgement). */
+typedef struct ackwait {
+    dlock__watchdog *wd;
+    int n;
+    batch *b[];
+} ackwait;
+
+static void batch_finish(dlock__watchdog *wd, batch *b, int ok, const unsigned char *renewed,
+                         int unacked);
+
 static void batch_done(dlock__watchdog *wd, batch *b, const redisReply *r, int ok)
+{
+    if (ok && dlock__reply_renew(r, (size_t)b->n, b->renewed) != DLOCK_OK)
+        ok = 0;
+    if (b->ack) {
+        b->ok = ok;   /* the WAIT's answer decides */
+        return;
+    }
+    batch_finish(wd, b, ok, b->renewed, 0);
+}
+
+/* unacked: the renewals were not acknowledged by enough replicas and the
+ * policy gives such holds up (reported lost, no longer renewed). */
+static void batch_finish(dlock__watchdog *wd, batch *b, int ok, const unsigned char *renewed,
+                         int unacked)
 {
     b->wc->inflight--;
     lost_note *notes = NULL;
-    unsigned char renewed[DLOCK__RENEW_BATCH];
-    if (ok && dlock__reply_renew(r, (size_t)b->n, renewed) != DLOCK_OK)
-        ok = 0;
     pthread_mutex_lock(&wd->mu);
     for (int i = 0; i < b->n; i++) {
         held *h = b->e[i];
@@ -384,7 +411,10 @@ static void batch_done(dlock__watchdog *wd, batch *b, const redisReply *r, int o
         }
         if (!ok)
             continue;
-        if (renewed[i]) {
+        if (renewed[i] && unacked) {
+            if (h->releasing == 0)
+                note_lost(wd, h, DLOCK_LOST_REPLICAS, &notes);
+        } else if (renewed[i]) {
             if (b->sent_at > h->renewed_at)
                 h->renewed_at = b->sent_at;
         } else if (h->releasing == 0) {
@@ -417,8 +447,15 @@ static void on_batch_reply(dlock__aconn *ac, redisReply *r, int status, void *ud
     if (r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0 &&
         !b->reloaded && !wd->stopping) {
         /* Redis lost its script cache (restart): load once, resend this batch.
-         * Replies arrive in order, so the load runs before every resend. */
+         * Replies arrive in order, so the load runs before every resend. The
+         * resend's answer comes after the WAIT's: it is not acknowledged. */
         b->reloaded = 1;
+        if (b->ack) {
+            for (int i = 0; i < b->ack->n; i++)
+                if (b->ack->b[i] == b)
+                    b->ack->b[i] = NULL;
+            b->ack = NULL;
+        }
         if (!wc->loading) {
             const dlock__script *s = &dlock__scripts[b->kind->script];
             const char *av[] = {"SCRIPT", "LOAD", s->body};
@@ -486,6 +523,59 @@ static int send_batch(dlock__watchdog *wd, batch *b)
     free(av);
     free(lens);
     return rc;
+}
+
+static void on_ack_reply(dlock__aconn *ac, redisReply *r, int status, void *ud)
+{
+    ackwait *aw = ud;
+    dlock__watchdog *wd = aw->wd;
+    const dlock_config *cfg = wd->ctx->cfg;
+    int acks = r && r->type == REDIS_REPLY_INTEGER ? (int)r->integer : 0;
+    int unacked = acks < cfg->ack_replicas;
+    if (unacked)
+        dlock__log(cfg, DLOCK_LOG_WARN,
+                   "renewals acknowledged by %d of %d replicas within %lld ms%s", acks,
+                   cfg->ack_replicas, (long long)cfg->ack_timeout_ms,
+                   cfg->ack_policy == DLOCK_ACK_KEEP ? " (kept)" : ": those holds are given up");
+    for (int i = 0; i < aw->n; i++) {
+        batch *b = aw->b[i];
+        if (!b)
+            continue;   /* resent after NOSCRIPT: finishes alone */
+        b->ack = NULL;
+        batch_finish(wd, b, b->ok, b->renewed,
+                     unacked && r && cfg->ack_policy == DLOCK_ACK_RELEASE);
+    }
+    free(aw);
+}
+
+/* WAIT after wc's batches of this tick (in the same write): their answers
+ * wait for its count. */
+static void ask_acks(dlock__watchdog *wd, wconn *wc, batch **v, size_t n)
+{
+    int k = 0;
+    for (size_t i = 0; i < n; i++)
+        k += v[i]->wc == wc;
+    if (k == 0)
+        return;
+    ackwait *aw = malloc(sizeof(*aw) + (size_t)k * sizeof(batch *));
+    if (!aw)
+        return;   /* not asked: the renewals stand unacknowledged */
+    aw->wd = wd;
+    aw->n = 0;
+    for (size_t i = 0; i < n; i++)
+        if (v[i]->wc == wc)
+            aw->b[aw->n++] = v[i];
+    const dlock_config *cfg = wd->ctx->cfg;
+    char rn[24], to[24];
+    const char *av[] = {"WAIT", rn, to};
+    size_t lens[] = {4, dlock__fmt_i64(rn, cfg->ack_replicas),
+                     dlock__fmt_i64(to, cfg->ack_timeout_ms)};
+    if (dlock__aconn_send(wc->conn, 3, av, lens, 1, on_ack_reply, aw) != DLOCK_OK) {
+        free(aw);
+        return;
+    }
+    for (int i = 0; i < aw->n; i++)
+        aw->b[i]->ack = aw;
 }
 
 /* Brings the timer forward to `at` if it is due later. */
@@ -574,6 +664,8 @@ static batch *new_batch(dlock__watchdog *wd, wconn *wc, int slot, const dlock__h
         b->sent_at = now;
         b->n = 0;
         b->reloaded = 0;
+        b->ack = NULL;
+        b->ok = 0;
     }
     return b;
 }
@@ -730,11 +822,17 @@ static void tick(dlock__watchdog *wd)
     /* All of this tick's scripts for one node leave in one write. */
     for (size_t c = 0; c < wd->nconns; c++)
         dlock__aconn_cork(wd->conns[c]->conn);
+    size_t sent = 0;
     for (size_t i = 0; i < tb.n; i++)
         if (send_batch(wd, tb.v[i]) != DLOCK_OK) {
             tb.v[i]->wc->failing = 1;
             batch_done(wd, tb.v[i], NULL, 0);
+        } else {
+            tb.v[sent++] = tb.v[i];
         }
+    if (cfg->ack_replicas > 0)
+        for (size_t c = 0; c < wd->nconns; c++)
+            ask_acks(wd, wd->conns[c], tb.v, sent);
     for (size_t c = 0; c < wd->nconns; c++)
         dlock__aconn_uncork(wd->conns[c]->conn);
     if (tb.v != tb.stack)

@@ -142,8 +142,16 @@ enum {
     /* One try: no retry after a failure, no pause. */
     DLOCK__CALL_NO_RETRY = 4,
     /* Only on an idle pooled connection: never open one or wait for one. */
-    DLOCK__CALL_IDLE_ONLY = 8
+    DLOCK__CALL_IDLE_ONLY = 8,
+    /* After a successful answer, WAIT for the config's replica count on the
+     * same connection (dlock__acks gets the count reached; 0 when WAIT could
+     * not be asked). No-op when the acknowledgement is off. */
+    DLOCK__CALL_WAIT_ACK = 16
 };
+
+/* Replicas that acknowledged the calling thread's last DLOCK__CALL_WAIT_ACK
+ * request (-1: not asked). */
+extern _Thread_local int dlock__acks;
 
 /* A request: either a plain command (script < 0) or EVALSHA of a script. For
  * a script, argv holds keys then args, nkeys of them keys. */

@@ -20,6 +20,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "net/sentinel.h"
@@ -43,7 +44,7 @@ struct dlock__sentinel {
     pthread_mutex_t ask_mu;          /* one discovery at a time */
     pthread_t thread;
     int thread_started;
-    int wake[2];                     /* a pipe: stop or check now */
+    int wake[2];                     /* a socket pair: stop or check now */
     _Atomic int stop;
 };
 
@@ -209,7 +210,7 @@ static void *watcher(void *arg)
         int k = poll(p, sub ? 2 : 1, (int)(left > 0 ? left : 0));
         if (k > 0 && (p[0].revents & POLLIN)) {
             char b[64];
-            if (read(s->wake[0], b, sizeof(b)) > 0)
+            if (recv(s->wake[0], b, sizeof(b), MSG_DONTWAIT) > 0)
                 checked = 0;   /* check now (unless stopping) */
         }
         if (sub && k > 0 && (p[1].revents & (POLLIN | POLLHUP | POLLERR)) &&
@@ -226,7 +227,7 @@ static void *watcher(void *arg)
 void dlock__sentinel_stale(dlock__sentinel *s)
 {
     char b = 1;
-    ssize_t k = write(s->wake[1], &b, 1);   /* a full pipe already asks */
+    ssize_t k = send(s->wake[1], &b, 1, MSG_DONTWAIT);   /* a full socket already asks */
     (void)k;
 }
 
@@ -258,8 +259,9 @@ int dlock__sentinel_new(dlock__sentinel **out, dlock__netctx *ctx, const dlock__
         if ((rc = dlock__node_new(&s->sentinels[i], ctx, &ep)) == DLOCK_OK)
             s->nsentinels++;
     }
-    if (rc == DLOCK_OK && pipe2(s->wake, O_CLOEXEC | O_NONBLOCK) != 0)
-        rc = dlock__fail(DLOCK_ESYS, "pipe: %s", strerror(errno));
+    if (rc == DLOCK_OK &&
+        socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, s->wake) != 0)
+        rc = dlock__fail(DLOCK_ESYS, "socketpair: %s", strerror(errno));
     if (rc == DLOCK_OK)
         rc = discover(s);
     if (rc == DLOCK_OK) {

@@ -57,6 +57,14 @@ int dlock_client_open(dlock_client **out, const dlock_config *cfg)
     c->latch_px = (c->cfg.command_timeout_ms + c->cfg.retry_delay_ms) *
                       (c->cfg.retry_attempts + 1) + 1000;
 
+    if (c->cfg.ack_replicas > 0 && c->cfg.ack_timeout_ms >= c->cfg.command_timeout_ms) {
+        dlock__config_clear(&c->cfg);
+        free(c);
+        return dlock__fail(DLOCK_EINVAL,
+                           "the replica acknowledgement timeout (%lld ms) must be below the "
+                           "command timeout (%lld ms)",
+                           (long long)cfg->ack_timeout_ms, (long long)cfg->command_timeout_ms);
+    }
     dlock__netctx_init(&c->net, &c->cfg);
     set_conn_name(c, c->cfg.client_name);
     if ((rc = dlock__router_new(&c->router, &c->net, &c->cfg.ep)) != DLOCK_OK)
