@@ -473,9 +473,9 @@ static void on_batch_reply(dlock__aconn *ac, redisReply *r, int status, void *ud
         wc->failing = 1;
         /* A slot that moved (MOVED, failover): the router's map is read again,
          * and the retry goes where it says. */
-        if (r && r->type == REDIS_REPLY_ERROR &&
-            (strncmp(r->str, "MOVED", 5) == 0 || strncmp(r->str, "CLUSTERDOWN", 11) == 0 ||
-             strncmp(r->str, "READONLY", 8) == 0))
+        if (!r || (r->type == REDIS_REPLY_ERROR &&
+                   (strncmp(r->str, "MOVED", 5) == 0 || strncmp(r->str, "CLUSTERDOWN", 11) == 0 ||
+                    strncmp(r->str, "READONLY", 8) == 0)))
             dlock__router_stale(wd->router);
         dlock__log(wd->ctx->cfg, DLOCK_LOG_WARN, "%s renewal on %s failed: %s", b->kind->what,
                    dlock__node_addr(wc->node),
@@ -602,6 +602,10 @@ static void on_conn_down(dlock__aconn *ac, int status, void *ud)
     wconn *wc = ud;
     wc->loading = 0;
     wc->failing = 1;
+    /* The node may be gone for good (a failover): the router looks again,
+     * and the next tick renews where it then says. */
+    if (dlock__router_dynamic(wc->wd->router))
+        dlock__router_stale(wc->wd->router);
 }
 
 /* Where keys move between nodes, connections no hold needed this tick and
