@@ -4,8 +4,8 @@
 # Usage: scripts/deps.sh [extra packages...]
 set -euo pipefail
 
-pkgs=(gcc make cmake pkg-config redis-server redis-tools libhiredis-dev libuv1-dev
-      libcmocka-dev libasan8 libubsan1 libtsan2 jq iptables iproute2 "$@")
+pkgs=(gcc make cmake pkg-config redis-server redis-tools libhiredis-dev libuv1-dev libssl-dev
+      openssl libcmocka-dev libasan8 libubsan1 libtsan2 jq iptables iproute2 "$@")
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

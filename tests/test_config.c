@@ -60,6 +60,76 @@ static void test_unix_urls(void **state)
     dlock__endpoint_clear(&ep);
 }
 
+/* rediss:// and its TLS parameters (redis-cli's option names). */
+static void test_tls_urls(void **state)
+{
+    (void)state;
+    dlock__endpoint ep;
+    memset(&ep, 0, sizeof(ep));
+    dlock__tls_opts t;
+    memset(&t, 0, sizeof(t));
+    assert_int_equal(dlock__parse_url_tls("rediss://u:pw@h:6380/2?cacert=/etc/my%20ca.pem&"
+                                          "cacertdir=/etc/cas&cert=/c.pem&key=/k.pem&"
+                                          "sni=redis.example&insecure",
+                                          &ep, &t),
+                     DLOCK_OK);
+    assert_int_equal(ep.tls, 1);
+    assert_string_equal(ep.host, "h");
+    assert_int_equal(ep.port, 6380);
+    assert_int_equal(ep.db, 2);
+    assert_string_equal(t.ca_file, "/etc/my ca.pem");
+    assert_string_equal(t.ca_dir, "/etc/cas");
+    assert_string_equal(t.cert_file, "/c.pem");
+    assert_string_equal(t.key_file, "/k.pem");
+    assert_string_equal(t.server_name, "redis.example");
+    assert_int_equal(t.verify, 0);
+    /* Parameters not given come back unset. */
+    assert_int_equal(dlock__parse_url_tls("rediss://h", &ep, &t), DLOCK_OK);
+    assert_int_equal(ep.tls, 1);
+    assert_int_equal(ep.port, 6379);
+    assert_null(t.ca_file);
+    assert_int_equal(t.verify, -1);
+    assert_int_equal(dlock__parse_url_tls("rediss://h?insecure=yes", &ep, &t), DLOCK_OK);
+    assert_int_equal(t.verify, 0);
+    assert_int_equal(dlock__parse_url("redis://h", &ep), DLOCK_OK);
+    assert_int_equal(ep.tls, 0);
+    dlock__tls_opts_clear(&t);
+    dlock__endpoint_clear(&ep);
+
+    /* The config: a URL's parameters replace those settings, the others stay. */
+    dlock_config *cfg = dlock_config_new();
+    assert_int_equal(cfg->tls.verify, 1);
+    assert_int_equal(dlock_config_set_tls_ca(cfg, "/ca.pem", NULL), DLOCK_OK);
+    assert_int_equal(dlock_config_set_tls_cert(cfg, "/c.pem", "/k.pem"), DLOCK_OK);
+    assert_int_equal(dlock_config_set_url(cfg, "rediss://h?sni=name.example"), DLOCK_OK);
+    assert_string_equal(cfg->tls.ca_file, "/ca.pem");
+    assert_string_equal(cfg->tls.server_name, "name.example");
+    assert_int_equal(dlock_config_set_url(cfg, "rediss://h?cacert=/other.pem"), DLOCK_OK);
+    assert_string_equal(cfg->tls.ca_file, "/other.pem");
+    assert_string_equal(cfg->tls.cert_file, "/c.pem");
+    assert_int_equal(cfg->tls.verify, 1);
+    assert_int_equal(dlock_config_set_tls_cert(cfg, "/c.pem", NULL), DLOCK_EINVAL);
+    assert_non_null(strstr(dlock_last_error(), "key"));
+    assert_int_equal(dlock_config_set_tls_server_name(cfg, "no spaces"), DLOCK_EINVAL);
+    assert_int_equal(dlock_config_set_tls_verify(cfg, 0), DLOCK_OK);
+    assert_int_equal(cfg->tls.verify, 0);
+    assert_int_equal(dlock_config_set_tls_ca(NULL, NULL, NULL), DLOCK_EINVAL);
+    /* TLS settings with a plain URL: refused at open, before any connection. */
+    assert_int_equal(dlock_config_set_url(cfg, "redis://127.0.0.1:1"), DLOCK_OK);
+    dlock_client *c = (dlock_client *)1;
+    assert_int_equal(dlock_client_open(&c, cfg), DLOCK_EINVAL);
+    assert_null(c);
+    assert_non_null(strstr(dlock_last_error(), "rediss://"));
+    /* A CA file that cannot be read: DLOCK_ETLS naming it. */
+    assert_int_equal(dlock_config_set_url(cfg, "rediss://127.0.0.1:1"), DLOCK_OK);
+    assert_int_equal(dlock_config_set_tls_ca(cfg, "/nonexistent/ca.pem", NULL), DLOCK_OK);
+    assert_int_equal(dlock_config_set_tls_cert(cfg, NULL, NULL), DLOCK_OK);
+    assert_int_equal(dlock_client_open(&c, cfg), DLOCK_ETLS);
+    assert_non_null(strstr(dlock_last_error(), "/nonexistent/ca.pem"));
+    assert_non_null(strstr(dlock_last_error(), "127.0.0.1:1"));
+    dlock_config_free(cfg);
+}
+
 /* Each bad URL: the code, a word the message must contain, and the previous
  * endpoint must survive. */
 static void test_bad_urls(void **state)
@@ -71,7 +141,13 @@ static void test_bad_urls(void **state)
     } bad[] = {
         {"", "empty"},
         {"http://x", "scheme"},
-        {"rediss://x", "TLS"},
+        {"rediss://h?foo=1", "unknown parameter"},
+        {"redis://h?cacert=/ca.pem", "rediss://"},
+        {"rediss://h?cacert=", "empty"},
+        {"rediss://h?cacert=/a b", "space"},
+        {"rediss://h?insecure=maybe", "insecure"},
+        {"rediss://h?sni=bad%2Fname", "sni"},
+        {"rediss://h?sni=x#frag", "unexpected"},
         {"redis://", "host is empty"},
         {"redis://:6379", "host is empty"},
         {"redis://h:0", "port"},
@@ -81,7 +157,7 @@ static void test_bad_urls(void **state)
         {"redis://h/x", "database"},
         {"redis://h/-1", "database"},
         {"redis://h/99999999999", "database"},
-        {"redis://h?x=1", "unexpected"},
+        {"redis://h?x=1", "rediss://"},
         {"redis://ho st", "host"},
         {"redis://h\x01", "host"},
         {"redis://[::1", "IPv6"},
@@ -257,6 +333,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_redis_urls),
         cmocka_unit_test(test_unix_urls),
+        cmocka_unit_test(test_tls_urls),
         cmocka_unit_test(test_bad_urls),
         cmocka_unit_test(test_password_never_in_messages),
         cmocka_unit_test(test_options),

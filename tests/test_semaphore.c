@@ -425,6 +425,9 @@ static void test_cancel_and_timeout(void **state)
     int64_t took = th_now_ms() - t0;
     assert_true(took >= 290 && took < 300 + 1000 * th_slack());
     assert_non_null(strstr(dlock_last_error(), "2 permits asked, 1 available"));
+    /* The timed-out waiter's UNSUBSCRIBE goes out after it returns: wait for
+     * it, or the count below could see the old subscription going away. */
+    assert_true(await_numsub(ch, 0, 5000));
 
     dlock_cancel *tok;
     assert_int_equal(dlock_cancel_new(&tok), DLOCK_OK);

@@ -69,7 +69,10 @@ typedef enum dlock_status {
     DLOCK_EUNKNOWN = -15,     /* the outcome is unknown: sent, then no answer (see acquire) */
     DLOCK_EDEADLK = -16,      /* the request can never be granted to this caller: it holds the
                                  read lock of the write lock it asks for */
-    DLOCK_EREPLICAS = -17     /* fewer replicas acknowledged an acquisition than the config
+    DLOCK_ETLS = -17,         /* TLS failed: the handshake, the server's certificate (not
+                                 trusted, wrong name, expired), the client's certificate, or
+                                 TLS files that cannot be loaded (the message says which) */
+    DLOCK_EREPLICAS = -18     /* fewer replicas acknowledged an acquisition than the config
                                  asks for (dlock_config_set_replica_ack): it was released */
 } dlock_status;
 
@@ -158,6 +161,7 @@ DLOCK_API void dlock_config_free(dlock_config *cfg);
 
 /* Where Redis is:
  *   redis://[user[:password]@]host[:port][/db]     host may be [ipv6]; port 1..65535
+ *   rediss://[user[:password]@]host[:port][/db][?TLS parameters]   the same over TLS
  *   unix:///path/to.sock[?db=N]
  *   redis-sentinel://[user[:password]@]host[:port][,host[:port]...][/db]#MASTERNAME
  *       the primary named MASTERNAME, as the sentinels listed say (port
@@ -167,7 +171,14 @@ DLOCK_API void dlock_config_free(dlock_config *cfg);
  * user and password may be percent-encoded; they are the data nodes' (see
  * dlock_config_set_sentinel_password for the sentinels'). One URL names one
  * deployment: a list mixing schemes is refused. DLOCK_EINVAL names the bad
- * part (never echoing the password) and leaves the previous URL in place. */
+ * part (never echoing the password) and leaves the previous URL in place.
+ * A rediss:// URL may carry TLS parameters, redis-cli's option names, each
+ * the same as the dlock_config_set_tls_* call named: cacert=FILE and
+ * cacertdir=DIR (_ca), cert=FILE&key=FILE (_cert), sni=NAME (_server_name),
+ * insecure (_verify 0). Values are percent-encoded where needed
+ * (?cacert=/etc/my%20ca.pem). The parameters a URL gives replace those
+ * settings; the ones it does not give keep their values. (Sentinel and
+ * Cluster over TLS are not supported yet.) */
 DLOCK_API int dlock_config_set_url(dlock_config *cfg, const char *url);
 
 /* What an acquisition or renewal does when fewer replicas acknowledge it
@@ -202,6 +213,43 @@ DLOCK_API int dlock_last_replica_acks(void);
  * password: the sentinels get no AUTH. */
 DLOCK_API int dlock_config_set_sentinel_password(dlock_config *cfg, const char *user,
                                                  const char *password);
+
+/* TLS (a rediss:// URL). dlock speaks TLS itself (OpenSSL), on every
+ * connection of the client: the blocking pool, the pub/sub and the renewal
+ * connections. The server's certificate is verified by default: it must
+ * chain to a trusted CA and name the server (the URL's host, or the server
+ * name below; an IP address host is matched against the certificate's IP
+ * addresses). These settings are used only with rediss://: a client opened
+ * with any of them and a redis:// or unix:// URL fails with DLOCK_EINVAL.
+ * Files are read when the client opens: one that cannot be loaded fails the
+ * open with DLOCK_ETLS naming it. Every TLS failure at open (an untrusted or
+ * expired certificate, a wrong name, a server that wants a client
+ * certificate, a plain server behind rediss://) is DLOCK_ETLS, or
+ * DLOCK_ECONN / DLOCK_ECMDTIMEOUT when the server said nothing, with a
+ * message naming the address, and is never retried. */
+
+/* Trusted CAs: a PEM file of certificates (NULL or "" for none) and/or a
+ * directory of hashed certificates (openssl rehash; NULL or "" for none).
+ * Both unset (the default): the system's trust store. DLOCK_EINVAL for a
+ * path longer than 4096 bytes. */
+DLOCK_API int dlock_config_set_tls_ca(dlock_config *cfg, const char *ca_file,
+                                      const char *ca_dir);
+/* A client certificate and its private key (PEM files), for servers that
+ * ask for one (Redis's tls-auth-clients). Both or neither (NULL/""):
+ * DLOCK_EINVAL otherwise. */
+DLOCK_API int dlock_config_set_tls_cert(dlock_config *cfg, const char *cert_file,
+                                        const char *key_file);
+/* The name sent as SNI and expected in the server's certificate, when it is
+ * not the URL's host (connecting by IP address or through a tunnel to a
+ * server whose certificate names its DNS name). NULL or "": the URL's host
+ * (an IP address host sends no SNI). DLOCK_EINVAL unless 1..255 bytes of
+ * letters, digits, '.', '-' and '_'. */
+DLOCK_API int dlock_config_set_tls_server_name(dlock_config *cfg, const char *name);
+/* verify = 0 turns off every check of the server's certificate (any server
+ * that speaks TLS is accepted: the link is encrypted, not authenticated).
+ * The client logs a warning saying so, once, when it opens. 1 (the
+ * default) checks. */
+DLOCK_API int dlock_config_set_tls_verify(dlock_config *cfg, int verify);
 
 /* Credentials apart from the URL (a URL on a command line shows in `ps`).
  * password: 1..512 bytes, any bytes but NUL; user: NULL or "" for AUTH
@@ -307,6 +355,58 @@ DLOCK_API int dlock_client_set_label(dlock_client *c, const char *label);
 
 /* One PING round trip on the blocking pool. DLOCK_OK when Redis answers. */
 DLOCK_API int dlock_client_ping(dlock_client *c);
+
+/* ------------------------------------------------------------------ stats */
+
+/* Latency histograms have DLOCK_STATS_BUCKETS buckets of powers of two
+ * microseconds: bucket[0] counts durations under 1 us, bucket[b] (1 <= b <
+ * DLOCK_STATS_BUCKETS - 1) durations d with 2^(b-1) <= d < 2^b us, and the
+ * last bucket everything from 2^(DLOCK_STATS_BUCKETS-2) us (about 67 s) up.
+ * dlock_stats_bucket_limit_us(b) gives bucket b's exclusive upper limit, 2^b
+ * (UINT64_MAX for the last): a Prometheus "le" bound, cumulated. */
+#define DLOCK_STATS_BUCKETS 28
+typedef struct dlock_histogram {
+    uint64_t count;                        /* sum of the buckets */
+    uint64_t sum_us;                       /* sum of the durations, us */
+    uint64_t bucket[DLOCK_STATS_BUCKETS];
+} dlock_histogram;
+
+/* Room for lost-hold reasons, indexed by dlock_lost_reason (entry 0 and those
+ * of reasons this version does not define stay 0). */
+#define DLOCK_STATS_LOST_REASONS 8
+
+/* A client's statistics since it opened, all of its threads together. */
+typedef struct dlock_stats {
+    uint64_t acquisitions;       /* acquire / try calls that succeeded, every lock kind (a
+                                    multi-lock counts once), reentries included */
+    uint64_t waits;              /* of the calls that acquire (whatever their end), those that
+                                    found the lock taken and waited for it */
+    uint64_t wakeups;            /* wake-ups by an unlock message that a waiter used */
+    uint64_t wakeups_taken;      /* of those, the ones whose next attempt found the lock taken
+                                    again (another client was quicker) */
+    uint64_t renewals;           /* holds renewed by the watchdog (each hold of a batch) */
+    uint64_t renewal_roundtrips; /* renewal batches sent (one round trip each) */
+    uint64_t lost[DLOCK_STATS_LOST_REASONS]; /* holds reported lost, by dlock_lost_reason */
+    uint64_t reconnects;         /* connections lost (closed, reset, timed out) and replaced */
+    uint64_t connects;           /* connections opened (pooled, pub/sub, renewal), with their
+                                    handshake */
+    uint64_t roundtrips;         /* requests written and answered: on the pool (a pipeline
+                                    counts once), on the renewal and pub/sub connections */
+    dlock_histogram acquire_wait; /* call to acquisition, of every successful acquisition */
+    dlock_histogram handoff_gap;  /* an unlock message's arrival to the acquisition by the
+                                     waiter it woke (in this client) */
+    dlock_histogram roundtrip;    /* each of `roundtrips`: write to the last reply */
+} dlock_stats;
+
+/* Copies the client's statistics into *out: at most `size` bytes, so that a
+ * program built against an older, shorter dlock_stats keeps working (fields
+ * are only ever appended). Pass sizeof(dlock_stats). Cheap (no I/O, no lock:
+ * every value is read atomically, not all at one instant); any thread.
+ * DLOCK_EINVAL for NULL arguments. */
+DLOCK_API int dlock_client_stats(dlock_client *c, dlock_stats *out, size_t size);
+/* The exclusive upper limit of histogram bucket b in us (2^b), UINT64_MAX for
+ * the last bucket and out of range. */
+DLOCK_API uint64_t dlock_stats_bucket_limit_us(int b);
 
 /* ----------------------------------------------------------------- cancel */
 

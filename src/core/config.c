@@ -30,6 +30,7 @@ dlock_config *dlock_config_new(void)
         return NULL;
     }
     cfg->ep.port = DEFAULT_PORT;
+    cfg->tls.verify = 1;
     cfg->watchdog_ms = DEFAULT_WATCHDOG_MS;
     cfg->command_timeout_ms = DEFAULT_COMMAND_TIMEOUT_MS;
     cfg->connect_timeout_ms = DEFAULT_CONNECT_TIMEOUT_MS;
@@ -46,6 +47,7 @@ void dlock__config_clear(dlock_config *cfg)
 {
     dlock__endpoint_clear(&cfg->ep);
     dlock__deploy_clear(&cfg->deploy);
+    dlock__tls_opts_clear(&cfg->tls);
     free(cfg->client_name);
     cfg->client_name = NULL;
 }
@@ -63,11 +65,16 @@ int dlock__config_copy(dlock_config *dst, const dlock_config *src)
     *dst = *src;
     dst->client_name = NULL;
     memset(&dst->deploy, 0, sizeof(dst->deploy));
+    memset(&dst->tls, 0, sizeof(dst->tls));
     if (dlock__endpoint_copy(&dst->ep, &src->ep) != DLOCK_OK ||
         dlock__deploy_copy(&dst->deploy, &src->deploy) != DLOCK_OK ||
+        dlock__tls_opts_copy(&dst->tls, &src->tls) != DLOCK_OK ||
         dlock__dup_opt(&dst->client_name, src->client_name) != 0) {
         dlock__endpoint_clear(&dst->ep);
         dlock__deploy_clear(&dst->deploy);
+        dlock__tls_opts_clear(&dst->tls);
+        free(dst->client_name);
+        dst->client_name = NULL;
         return dlock__fail(DLOCK_ENOMEM, "out of memory copying the config");
     }
     return DLOCK_OK;
@@ -80,10 +87,102 @@ int dlock__config_copy(dlock_config *dst, const dlock_config *src)
             return dlock__fail(DLOCK_EINVAL, "config is NULL");         \
     } while (0)
 
+/* Moves *from into *to when it was given (a URL's TLS parameter). */
+static void take_opt(char **to, char **from)
+{
+    if (*from) {
+        free(*to);
+        *to = *from;
+        *from = NULL;
+    }
+}
+
 int dlock_config_set_url(dlock_config *cfg, const char *url)
 {
     NEED_CFG(cfg);
-    return dlock__parse_deploy_url(url, &cfg->ep, &cfg->deploy);
+    if (dlock__is_deploy_url(url))
+        return dlock__parse_deploy_url(url, &cfg->ep, &cfg->deploy);
+    dlock__tls_opts t;
+    memset(&t, 0, sizeof(t));
+    int rc = dlock__parse_url_tls(url, &cfg->ep, &t);
+    if (rc != DLOCK_OK)
+        return rc;
+    /* The URL's TLS parameters replace those settings; the others stay. */
+    take_opt(&cfg->tls.ca_file, &t.ca_file);
+    take_opt(&cfg->tls.ca_dir, &t.ca_dir);
+    take_opt(&cfg->tls.cert_file, &t.cert_file);
+    take_opt(&cfg->tls.key_file, &t.key_file);
+    take_opt(&cfg->tls.server_name, &t.server_name);
+    if (t.verify >= 0)
+        cfg->tls.verify = t.verify;
+    dlock__tls_opts_clear(&t);
+    dlock__deploy_single(&cfg->deploy);
+    return DLOCK_OK;
+}
+
+/* ------------------------------------------------------------------ TLS */
+
+#define MAX_TLS_PATH 4096
+
+/* A file or directory name for a TLS option: NULL/"" (unset) or 1..4096 bytes. */
+static int set_path(char **field, const char *v, const char *what)
+{
+    if (v && strlen(v) > MAX_TLS_PATH)
+        return dlock__fail(DLOCK_EINVAL, "%s is longer than %d bytes", what, MAX_TLS_PATH);
+    char *d = NULL;
+    if (v && *v && !(d = dlock__strndup(v, strlen(v))))
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    free(*field);
+    *field = d;
+    return DLOCK_OK;
+}
+
+int dlock_config_set_tls_ca(dlock_config *cfg, const char *ca_file, const char *ca_dir)
+{
+    NEED_CFG(cfg);
+    if ((ca_file && strlen(ca_file) > MAX_TLS_PATH) || (ca_dir && strlen(ca_dir) > MAX_TLS_PATH))
+        return dlock__fail(DLOCK_EINVAL, "a CA path is longer than %d bytes", MAX_TLS_PATH);
+    int rc = set_path(&cfg->tls.ca_file, ca_file, "the CA file");
+    return rc == DLOCK_OK ? set_path(&cfg->tls.ca_dir, ca_dir, "the CA directory") : rc;
+}
+
+int dlock_config_set_tls_cert(dlock_config *cfg, const char *cert_file, const char *key_file)
+{
+    NEED_CFG(cfg);
+    int has_cert = cert_file && *cert_file, has_key = key_file && *key_file;
+    if (has_cert != has_key)
+        return dlock__fail(DLOCK_EINVAL, "a client certificate needs its key, and a key its "
+                                         "certificate (give both, or neither)");
+    if ((has_cert && strlen(cert_file) > MAX_TLS_PATH) ||
+        (has_key && strlen(key_file) > MAX_TLS_PATH))
+        return dlock__fail(DLOCK_EINVAL, "a certificate path is longer than %d bytes",
+                           MAX_TLS_PATH);
+    int rc = set_path(&cfg->tls.cert_file, cert_file, "the certificate file");
+    return rc == DLOCK_OK ? set_path(&cfg->tls.key_file, key_file, "the key file") : rc;
+}
+
+int dlock_config_set_tls_server_name(dlock_config *cfg, const char *name)
+{
+    NEED_CFG(cfg);
+    if (name && *name) {
+        size_t n = strlen(name);
+        int ok = n <= 255;
+        for (size_t i = 0; ok && i < n; i++)
+            ok = (name[i] >= 'a' && name[i] <= 'z') || (name[i] >= 'A' && name[i] <= 'Z') ||
+                 (name[i] >= '0' && name[i] <= '9') || name[i] == '.' || name[i] == '-' ||
+                 name[i] == '_';
+        if (!ok)
+            return dlock__fail(DLOCK_EINVAL, "TLS server name: 1..255 bytes of letters, digits, "
+                                             "'.', '-' and '_'");
+    }
+    return set_path(&cfg->tls.server_name, name, "the server name");
+}
+
+int dlock_config_set_tls_verify(dlock_config *cfg, int verify)
+{
+    NEED_CFG(cfg);
+    cfg->tls.verify = verify != 0;
+    return DLOCK_OK;
 }
 
 /* The URL parser's limit on a user or password (url.c). */

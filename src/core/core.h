@@ -58,16 +58,37 @@ typedef struct dlock__endpoint {
     int port;
     char *path;      /* unix socket path, or NULL */
     int db;
+    int tls;         /* rediss://: TLS over TCP */
     char *user;      /* may be NULL */
     char *pass;      /* may be NULL; never printed */
 } dlock__endpoint;
+
+/* How a TLS connection verifies the server and presents itself. Strings are
+ * owned (NULL: not set). */
+typedef struct dlock__tls_opts {
+    char *ca_file;       /* PEM bundle of trusted CAs; NULL with ca_dir NULL: the system's */
+    char *ca_dir;        /* directory of hashed CA certificates (c_rehash) */
+    char *cert_file;     /* client certificate (PEM), with key_file */
+    char *key_file;
+    char *server_name;   /* SNI and the name verified; NULL: the URL's host */
+    int verify;          /* 1 verify the server (default), 0 not; -1 (a URL's): not given */
+} dlock__tls_opts;
+
+int dlock__tls_opts_copy(dlock__tls_opts *dst, const dlock__tls_opts *src);
+void dlock__tls_opts_clear(dlock__tls_opts *o);
+/* 1 when any option differs from the defaults (a file, a name, verify off). */
+int dlock__tls_opts_set(const dlock__tls_opts *o);
 
 /* "host:port" or "unix:/path" into buf; never credentials. */
 const char *dlock__endpoint_str(const dlock__endpoint *ep, char *buf, size_t size);
 int dlock__endpoint_copy(dlock__endpoint *dst, const dlock__endpoint *src);
 void dlock__endpoint_clear(dlock__endpoint *ep);
-/* Parses a URL into ep (cleared first on success only). */
+/* Parses a URL into ep (cleared first on success only). TLS parameters of a
+ * rediss:// URL (?cacert=&cacertdir=&cert=&key=&sni=&insecure) go into *tls
+ * when tls is not NULL (its strings NULL and verify -1 for those not given;
+ * the caller clears it), and are checked and dropped otherwise. */
 int dlock__parse_url(const char *url, dlock__endpoint *ep);
+int dlock__parse_url_tls(const char *url, dlock__endpoint *ep, dlock__tls_opts *tls);
 
 /* ------------------------------------------------------------- deployment */
 
@@ -93,6 +114,10 @@ typedef struct dlock__deploy {
  * redis-cluster://) into ep and d; on error neither changes. Sentinel
  * credentials in d are kept. */
 int dlock__parse_deploy_url(const char *url, dlock__endpoint *ep, dlock__deploy *d);
+/* 1 for redis-sentinel:// and redis-cluster:// URLs. */
+int dlock__is_deploy_url(const char *url);
+/* Back to one server: seeds and master name dropped, sentinel credentials kept. */
+void dlock__deploy_single(dlock__deploy *d);
 int dlock__deploy_copy(dlock__deploy *dst, const dlock__deploy *src);
 /* Frees the seeds and names, keeps nothing (credentials included). */
 void dlock__deploy_clear(dlock__deploy *d);
@@ -101,6 +126,7 @@ void dlock__deploy_clear(dlock__deploy *d);
 
 struct dlock_config {
     dlock__endpoint ep;
+    dlock__tls_opts tls;         /* used when ep.tls */
     dlock__deploy deploy;
     int64_t watchdog_ms;
     int64_t command_timeout_ms;
@@ -129,6 +155,55 @@ void dlock__config_clear(dlock_config *cfg);
 /* Writes the log line to the config's log callback, if any (cfg may be NULL). */
 void dlock__log(const dlock_config *cfg, dlock_log_level lvl, const char *fmt, ...)
     DLOCK__PRINTF(3, 4);
+
+/* ------------------------------------------------------------------ stats */
+
+/* A client's counters (dlock_client_stats): relaxed atomics, bumped from any
+ * thread by whichever layer sees the event; the layers get a pointer to them
+ * (NULL: not counted). */
+enum {
+    DLOCK__ST_ACQUISITIONS,
+    DLOCK__ST_WAITS,
+    DLOCK__ST_WAKEUPS,
+    DLOCK__ST_WAKEUPS_TAKEN,
+    DLOCK__ST_RENEWALS,
+    DLOCK__ST_RENEWAL_RTTS,
+    DLOCK__ST_RECONNECTS,
+    DLOCK__ST_CONNECTS,
+    DLOCK__ST_ROUNDTRIPS,
+    DLOCK__ST_LOST,          /* + reason: DLOCK__ST_LOST + DLOCK_LOST_GONE, ... */
+    DLOCK__ST_COUNT = DLOCK__ST_LOST + DLOCK_STATS_LOST_REASONS
+};
+enum { DLOCK__H_ACQUIRE_WAIT, DLOCK__H_HANDOFF_GAP, DLOCK__H_ROUNDTRIP, DLOCK__H_COUNT };
+
+typedef struct dlock__hist {
+    atomic_uint_fast64_t bucket[DLOCK_STATS_BUCKETS];
+    atomic_uint_fast64_t sum_us;
+} dlock__hist;
+
+typedef struct dlock__stats {
+    atomic_uint_fast64_t n[DLOCK__ST_COUNT];
+    dlock__hist h[DLOCK__H_COUNT];
+} dlock__stats;
+
+void dlock__stats_init(dlock__stats *s);
+static inline void dlock__stats_count(dlock__stats *s, int which, uint64_t n)
+{
+    if (s)
+        atomic_fetch_add_explicit(&s->n[which], n, memory_order_relaxed);
+}
+/* Records a duration in microseconds into histogram h. */
+void dlock__stats_time(dlock__stats *s, int h, int64_t us);
+/* A round trip of us microseconds (counted, and timed). */
+static inline void dlock__stats_rtt(dlock__stats *s, int64_t us)
+{
+    if (s) {
+        atomic_fetch_add_explicit(&s->n[DLOCK__ST_ROUNDTRIPS], 1, memory_order_relaxed);
+        dlock__stats_time(s, DLOCK__H_ROUNDTRIP, us);
+    }
+}
+/* Fills the public snapshot. */
+void dlock__stats_read(const dlock__stats *s, dlock_stats *out);
 
 /* ----------------------------------------------------------------- cancel */
 

@@ -218,6 +218,24 @@ static int parse_list(const char *url, int sentinel, dlock__endpoint *ep, dlock_
     return DLOCK_OK;
 }
 
+int dlock__is_deploy_url(const char *url)
+{
+    return url && (strncmp(url, "redis-sentinel://", 17) == 0 ||
+                   strncmp(url, "redis-cluster://", 16) == 0);
+}
+
+void dlock__deploy_single(dlock__deploy *d)
+{
+    for (size_t i = 0; i < d->nseeds; i++)
+        dlock__endpoint_clear(&d->seeds[i]);
+    free(d->seeds);
+    free(d->master);
+    d->seeds = NULL;
+    d->nseeds = 0;
+    d->master = NULL;
+    d->kind = DLOCK__DEPLOY_SINGLE;
+}
+
 int dlock__parse_deploy_url(const char *url, dlock__endpoint *ep, dlock__deploy *d)
 {
     if (url && strlen(url) > 4096)
@@ -227,15 +245,7 @@ int dlock__parse_deploy_url(const char *url, dlock__endpoint *ep, dlock__deploy 
     if (url && strncmp(url, "redis-cluster://", 16) == 0)
         return parse_list(url, 0, ep, d);
     int rc = dlock__parse_url(url, ep);
-    if (rc == DLOCK_OK) {
-        for (size_t i = 0; i < d->nseeds; i++)
-            dlock__endpoint_clear(&d->seeds[i]);
-        free(d->seeds);
-        free(d->master);
-        d->seeds = NULL;
-        d->nseeds = 0;
-        d->master = NULL;
-        d->kind = DLOCK__DEPLOY_SINGLE;
-    }
+    if (rc == DLOCK_OK)
+        dlock__deploy_single(d);
     return rc;
 }

@@ -2,6 +2,7 @@
  * echo a password, not even a malformed one. */
 #include <ctype.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <arpa/inet.h>
@@ -13,6 +14,7 @@
 
 #define MAX_HOST_LEN 255
 #define MAX_CRED_LEN 512
+#define MAX_PATH_LEN 4096
 
 /* ------------------------------------------------------------- endpoint */
 
@@ -47,12 +49,45 @@ int dlock__endpoint_copy(dlock__endpoint *dst, const dlock__endpoint *src)
     memset(dst, 0, sizeof(*dst));
     dst->port = src->port;
     dst->db = src->db;
+    dst->tls = src->tls;
     if (dlock__dup_opt(&dst->host, src->host) || dlock__dup_opt(&dst->path, src->path) ||
         dlock__dup_opt(&dst->user, src->user) || dlock__dup_opt(&dst->pass, src->pass)) {
         dlock__endpoint_clear(dst);
         return DLOCK_ENOMEM;
     }
     return DLOCK_OK;
+}
+
+void dlock__tls_opts_clear(dlock__tls_opts *o)
+{
+    free(o->ca_file);
+    free(o->ca_dir);
+    free(o->cert_file);
+    free(o->key_file);
+    free(o->server_name);
+    memset(o, 0, sizeof(*o));
+    o->verify = 1;
+}
+
+int dlock__tls_opts_copy(dlock__tls_opts *dst, const dlock__tls_opts *src)
+{
+    memset(dst, 0, sizeof(*dst));
+    dst->verify = src->verify;
+    if (dlock__dup_opt(&dst->ca_file, src->ca_file) ||
+        dlock__dup_opt(&dst->ca_dir, src->ca_dir) ||
+        dlock__dup_opt(&dst->cert_file, src->cert_file) ||
+        dlock__dup_opt(&dst->key_file, src->key_file) ||
+        dlock__dup_opt(&dst->server_name, src->server_name)) {
+        dlock__tls_opts_clear(dst);
+        return DLOCK_ENOMEM;
+    }
+    return DLOCK_OK;
+}
+
+int dlock__tls_opts_set(const dlock__tls_opts *o)
+{
+    return o->ca_file || o->ca_dir || o->cert_file || o->key_file || o->server_name ||
+           o->verify == 0;
 }
 
 /* ------------------------------------------------------------ URL parser */
@@ -68,13 +103,13 @@ static int hexval(int ch)
     return -1;
 }
 
-/* Percent-decodes s[0..n) into a new string. `what` names the part in errors
- * ("user", "password"); the value itself is never printed. */
-static int decode_part(const char *s, size_t n, const char *what, char **out)
+/* Percent-decodes s[0..n) into a new string of at most max bytes. `what`
+ * names the part in errors ("user", "password"); the value itself is never
+ * printed. */
+static int decode_max(const char *s, size_t n, size_t max, const char *what, char **out)
 {
-    if (n > MAX_CRED_LEN)
-        return dlock__fail(DLOCK_EINVAL, "invalid URL: %s is longer than %d bytes", what,
-                           MAX_CRED_LEN);
+    if (n > max)
+        return dlock__fail(DLOCK_EINVAL, "invalid URL: %s is longer than %zu bytes", what, max);
     char *d = malloc(n + 1);
     if (!d)
         return dlock__fail(DLOCK_ENOMEM, "out of memory parsing the URL");
@@ -104,6 +139,11 @@ static int decode_part(const char *s, size_t n, const char *what, char **out)
     d[j] = '\0';
     *out = d;
     return DLOCK_OK;
+}
+
+static int decode_part(const char *s, size_t n, const char *what, char **out)
+{
+    return decode_max(s, n, MAX_CRED_LEN, what, out);
 }
 
 /* Parses a decimal integer in [lo, hi] from s[0..n). */
@@ -159,7 +199,9 @@ static const char *excerpt(const char *s, size_t n, char *buf, size_t size)
     return buf;
 }
 
-static int parse_redis_url(const char *u, dlock__endpoint *ep)
+static int parse_tls_params(const char *q, const dlock__endpoint *ep, dlock__tls_opts *tls);
+
+static int parse_redis_url(const char *u, dlock__endpoint *ep, dlock__tls_opts *tls)
 {
     char ex[64];
     const char *auth = u;
@@ -252,10 +294,93 @@ static int parse_redis_url(const char *u, dlock__endpoint *ep)
         }
         rest = db + dlen;
     }
+    if (rest[0] == '?')
+        return parse_tls_params(rest + 1, ep, tls);
     if (rest[0] != '\0')
         return dlock__fail(DLOCK_EINVAL, "invalid URL: unexpected '%s' after the host",
                            excerpt(rest, strlen(rest), ex, sizeof(ex)));
     return DLOCK_OK;
+}
+
+/* One TLS parameter's value, percent-decoded, into *dst (replacing it). */
+static int tls_value(const char *v, size_t n, const char *what, char **dst)
+{
+    if (n == 0)
+        return dlock__fail(DLOCK_EINVAL, "invalid URL: %s is empty", what);
+    char *d;
+    int rc = decode_max(v, n, MAX_PATH_LEN, what, &d);
+    if (rc != DLOCK_OK)
+        return rc;
+    free(*dst);
+    *dst = d;
+    return DLOCK_OK;
+}
+
+/* ?cacert=FILE&cacertdir=DIR&cert=FILE&key=FILE&sni=NAME&insecure, redis-cli's
+ * names for its TLS options; rediss:// only. */
+static int parse_tls_params(const char *q, const dlock__endpoint *ep, dlock__tls_opts *tls)
+{
+    static const struct {
+        const char *name;
+        size_t off;
+    } params[] = {
+        {"cacert", offsetof(dlock__tls_opts, ca_file)},
+        {"cacertdir", offsetof(dlock__tls_opts, ca_dir)},
+        {"cert", offsetof(dlock__tls_opts, cert_file)},
+        {"key", offsetof(dlock__tls_opts, key_file)},
+        {"sni", offsetof(dlock__tls_opts, server_name)},
+    };
+    char ex[64];
+    dlock__tls_opts scratch;
+    memset(&scratch, 0, sizeof(scratch));
+    dlock__tls_opts *o = tls ? tls : &scratch;
+    int rc = DLOCK_OK;
+    while (*q && rc == DLOCK_OK) {
+        size_t n = strcspn(q, "&#");
+        size_t klen = strcspn(q, "=&#");
+        const char *v = klen < n ? q + klen + 1 : q + n;
+        size_t vlen = klen < n ? n - klen - 1 : 0;
+        int known = 0;
+        if (!ep->tls && n > 0) {
+            rc = dlock__fail(DLOCK_EINVAL,
+                             "invalid URL: parameter '%s' needs a rediss:// (TLS) URL",
+                             excerpt(q, klen, ex, sizeof(ex)));
+            break;
+        }
+        for (size_t i = 0; i < DLOCK__ARRAY_LEN(params) && !known; i++) {
+            if (klen == strlen(params[i].name) && strncmp(q, params[i].name, klen) == 0) {
+                known = 1;
+                rc = tls_value(v, vlen, params[i].name, (char **)((char *)o + params[i].off));
+            }
+        }
+        if (!known && klen == 8 && strncmp(q, "insecure", 8) == 0) {
+            known = 1;
+            if (klen == n || (vlen == 1 && *v == '1') || (vlen == 4 && !strncmp(v, "true", 4)) ||
+                (vlen == 3 && !strncmp(v, "yes", 3)))
+                o->verify = 0;
+            else
+                rc = dlock__fail(DLOCK_EINVAL, "invalid URL: insecure takes no value, or 1, "
+                                               "true or yes (certificate checks off)");
+        }
+        if (!known && n > 0)
+            rc = dlock__fail(DLOCK_EINVAL,
+                             "invalid URL: unknown parameter '%s' (known: cacert, cacertdir, "
+                             "cert, key, sni, insecure)",
+                             excerpt(q, klen, ex, sizeof(ex)));
+        q += n;
+        if (*q == '&')
+            q++;
+        else
+            break;
+    }
+    if (rc == DLOCK_OK && *q != '\0')
+        rc = dlock__fail(DLOCK_EINVAL, "invalid URL: unexpected '%s' after the parameters",
+                         excerpt(q, strlen(q), ex, sizeof(ex)));
+    if (rc == DLOCK_OK && o->server_name && !valid_hostname(o->server_name, strlen(o->server_name)))
+        rc = dlock__fail(DLOCK_EINVAL, "invalid URL: sni '%s' is not a host name",
+                         excerpt(o->server_name, strlen(o->server_name), ex, sizeof(ex)));
+    dlock__tls_opts_clear(&scratch);
+    return rc;
 }
 
 static int parse_unix_url(const char *u, dlock__endpoint *ep)
@@ -306,6 +431,11 @@ static int parse_unix_url(const char *u, dlock__endpoint *ep)
 
 int dlock__parse_url(const char *url, dlock__endpoint *out)
 {
+    return dlock__parse_url_tls(url, out, NULL);
+}
+
+int dlock__parse_url_tls(const char *url, dlock__endpoint *out, dlock__tls_opts *tls)
+{
     if (!url || !*url)
         return dlock__fail(DLOCK_EINVAL, "invalid URL: empty");
     if (strlen(url) > 4096)
@@ -313,22 +443,34 @@ int dlock__parse_url(const char *url, dlock__endpoint *out)
     dlock__endpoint ep;
     memset(&ep, 0, sizeof(ep));
     int rc;
+    dlock__tls_opts t;
+    memset(&t, 0, sizeof(t));
+    t.verify = -1;
     if (strncmp(url, "redis://", 8) == 0) {
-        rc = parse_redis_url(url + 8, &ep);
+        rc = parse_redis_url(url + 8, &ep, &t);
+    } else if (strncmp(url, "rediss://", 9) == 0) {
+        ep.tls = 1;
+        rc = parse_redis_url(url + 9, &ep, &t);
     } else if (strncmp(url, "unix://", 7) == 0) {
         rc = parse_unix_url(url + 7, &ep);
-    } else if (strncmp(url, "rediss://", 9) == 0) {
-        rc = dlock__fail(DLOCK_EINVAL, "invalid URL: TLS (rediss://) is not supported");
     } else {
         char ex[32];
         size_t n = strcspn(url, ":/@");
         rc = dlock__fail(DLOCK_EINVAL,
-                         "invalid URL: unknown scheme '%s' (expected redis:// or unix://)",
+                         "invalid URL: unknown scheme '%s' (expected redis://, rediss:// or "
+                         "unix://)",
                          excerpt(url, n, ex, sizeof(ex)));
     }
     if (rc != DLOCK_OK) {
         dlock__endpoint_clear(&ep);
+        dlock__tls_opts_clear(&t);
         return rc;
+    }
+    if (tls) {
+        dlock__tls_opts_clear(tls);
+        *tls = t;
+    } else {
+        dlock__tls_opts_clear(&t);
     }
     dlock__endpoint_clear(out);
     *out = ep;

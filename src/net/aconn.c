@@ -1,51 +1,51 @@
 /* Asynchronous Redis connection on libuv; see net.h.
  *
- * Life of a connection: IDLE -> CONNECTING (resolve, connect) -> HANDSHAKE
- * (handshake.c: AUTH / SELECT / CLIENT SETNAME, or a PING) -> READY. Any failure goes to BACKOFF, which
- * reconnects after a pause that doubles from 50 ms up to the retry delay. CLOSING
- * is final: the struct is freed once libuv has released every handle and request
- * that points at it (`live` counts them).
+ * Life of a connection: IDLE -> CONNECTING (resolve, connect) -> TLS (its
+ * handshake, rediss:// only) -> HANDSHAKE (handshake.c: AUTH / SELECT /
+ * CLIENT SETNAME, or a PING) -> READY. Any failure goes to BACKOFF, which
+ * reconnects after a pause that doubles from 50 ms up to the retry delay.
+ * CLOSING is final: the struct is freed once libuv has released every handle
+ * and request that points at it (`live` counts them).
  *
- * One uv_timer serves every deadline of the current state: the connect timeout,
- * the oldest pending reply's command timeout, the pub/sub keepalive PING, and
- * the reconnect pause. */
+ * The bytes go through the same transport as the blocking connections'
+ * (transport.c, tls.c), a non-blocking socket that a uv_poll watches: reads
+ * until the transport would block, writes from one output buffer that keeps
+ * what the socket did not take. TLS may want to write while reading and the
+ * other way round: the transport says what it waits for, and the poll asks
+ * for that.
+ *
+ * One uv_timer serves every deadline of the current state: the connect timeout
+ * (TLS and handshake included), the oldest pending reply's command timeout,
+ * the pub/sub keepalive PING, and the reconnect pause. */
+#include <netdb.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/un.h>
 
 #include "net/net.h"
 
 #define BACKOFF_MIN_MS 50
 #define PING_INTERVAL_MS 10000
 #define READ_BUF 65536
+#define KEEP_OBUF 65536
 
-enum { ST_IDLE, ST_CONNECTING, ST_HANDSHAKE, ST_READY, ST_BACKOFF, ST_CLOSING };
+enum { ST_IDLE, ST_CONNECTING, ST_TLS, ST_HANDSHAKE, ST_READY, ST_BACKOFF, ST_CLOSING };
 
 typedef struct pending {
     dlock__list link;
     dlock__aconn_reply_fn fn;
     void *ud;
-    int64_t sent_ms;
+    int64_t sent_us;
     int expect;
 } pending;
 
-/* One connection attempt's stream; a new one per attempt, so callbacks of an
- * old attempt can be told apart (box != ac->box) and ignored. */
-typedef struct stream_box {
-    union {
-        uv_handle_t handle;
-        uv_stream_t stream;
-        uv_tcp_t tcp;
-        uv_pipe_t pipe;
-    } u;
-    uv_connect_t creq;
+/* One connection attempt's poll handle; a new one per attempt, so callbacks
+ * of an old attempt can be told apart (box != ac->box) and ignored. */
+typedef struct poll_box {
+    uv_poll_t poll;
     dlock__aconn *ac;
-} stream_box;
-
-typedef struct wreq {
-    uv_write_t req;
-    stream_box *box;
-    char *buf;
-} wreq;
+} poll_box;
 
 struct dlock__aconn {
     uv_loop_t *uv;
@@ -57,7 +57,11 @@ struct dlock__aconn {
 
     int state;
     int live;                /* timer + box + resolver request still held by libuv */
-    stream_box *box;
+    dlock__transport t;
+    poll_box *box;
+    int events;              /* what the poll watches now */
+    int want_write;          /* the transport waits to write (output left, or TLS asks) */
+    int write_failed;        /* a write failed: the timer fails the connection at once */
     uv_timer_t timer;
     uv_getaddrinfo_t gai;
     int gai_active;
@@ -72,7 +76,7 @@ struct dlock__aconn {
     redisReader *reader;
     dlock__list pending;
     char *obuf;
-    size_t olen, ocap;
+    size_t olen, ooff, ocap; /* obuf[ooff..olen) is still to be written */
     int corked;
 
     void (*done)(void *);
@@ -102,19 +106,24 @@ static void release(dlock__aconn *ac)
 
 static void on_box_closed(uv_handle_t *h)
 {
-    stream_box *b = h->data;
+    poll_box *b = h->data;
     dlock__aconn *ac = b->ac;
     free(b);
     release(ac);
 }
 
-static void close_box(dlock__aconn *ac)
+/* Ends the current attempt's socket. uv_close stops the poll (the fd leaves
+ * epoll) before the socket is closed, so the number cannot be reused under it. */
+static void close_box(dlock__aconn *ac, int reset)
 {
-    stream_box *b = ac->box;
-    if (!b)
-        return;
-    ac->box = NULL;
-    uv_close(&b->u.handle, on_box_closed);
+    poll_box *b = ac->box;
+    if (b) {
+        ac->box = NULL;
+        uv_close((uv_handle_t *)&b->poll, on_box_closed);
+    }
+    dlock__transport_close(&ac->t, reset);
+    ac->events = 0;
+    ac->want_write = 0;
 }
 
 static void on_timer_closed(uv_handle_t *h) { release(h->data); }
@@ -131,6 +140,7 @@ int dlock__aconn_new(dlock__aconn **out, uv_loop_t *uv, dlock__netctx *ctx,
         return DLOCK_ENOMEM;
     }
     dlock__endpoint_str(&ac->ep, ac->addr, sizeof(ac->addr));
+    dlock__transport_init(&ac->t);
     ac->uv = uv;
     ac->ctx = ctx;
     ac->pubsub = pubsub;
@@ -169,38 +179,66 @@ static void fail_pending(dlock__aconn *ac, int status)
     }
 }
 
-/* ------------------------------------------------------------- writing */
+/* ---------------------------------------------------------------- poll */
 
-static void on_write(uv_write_t *req, int status)
+static void on_poll(uv_poll_t *h, int status, int events);
+
+/* Asks the poll for what the connection waits for now. */
+static void update_events(dlock__aconn *ac)
 {
-    wreq *w = (wreq *)req;
-    stream_box *b = w->box;
-    free(w->buf);
-    free(w);
-    if (status < 0 && b->ac->box == b)
-        fail(b->ac, DLOCK_ECONN, uv_strerror(status));
+    if (!ac->box)
+        return;
+    int ev;
+    if (ac->state == ST_CONNECTING)
+        ev = UV_WRITABLE;
+    else if (ac->state == ST_TLS)
+        ev = ac->t.want == POLLOUT ? UV_WRITABLE : UV_READABLE;
+    else
+        ev = UV_READABLE | (ac->want_write ? UV_WRITABLE : 0);
+    if (ev == ac->events)
+        return;
+    int rc = uv_poll_start(&ac->box->poll, ev, on_poll);
+    if (rc < 0) {
+        fail(ac, DLOCK_ECONN, uv_strerror(rc));
+        return;
+    }
+    ac->events = ev;
 }
 
+/* ------------------------------------------------------------- writing */
+
+/* Writes what the socket takes; the rest waits for the poll. A failure is
+ * acted on from the timer, never from inside dlock__aconn_send: its caller
+ * must not see callbacks (on_down, failed replies) before send returns. */
 static void flush(dlock__aconn *ac)
 {
-    if (ac->olen == 0 || !ac->box)
+    if ((ac->state != ST_HANDSHAKE && ac->state != ST_READY) || ac->write_failed)
         return;
-    wreq *w = malloc(sizeof(*w));
-    if (!w) {
-        fail(ac, DLOCK_ENOMEM, "out of memory");
+    ac->want_write = 0;
+    while (ac->ooff < ac->olen) {
+        ssize_t k = ac->t.vt->write(&ac->t, ac->obuf + ac->ooff, ac->olen - ac->ooff);
+        if (k > 0) {
+            ac->ooff += (size_t)k;
+            continue;
+        }
+        if (k == DLOCK__IO_AGAIN) {
+            ac->want_write = 1;
+            break;
+        }
+        ac->write_failed = 1;
+        ac->ooff = ac->olen = 0;
+        arm_timer(ac);
         return;
     }
-    w->box = ac->box;
-    w->buf = ac->obuf;
-    uv_buf_t buf = uv_buf_init(ac->obuf, (unsigned)ac->olen);
-    ac->obuf = NULL;
-    ac->olen = ac->ocap = 0;
-    int rc = uv_write(&w->req, &ac->box->u.stream, &buf, 1, on_write);
-    if (rc < 0) {
-        free(w->buf);
-        free(w);
-        fail(ac, DLOCK_ECONN, uv_strerror(rc));
+    if (ac->ooff == ac->olen) {
+        ac->ooff = ac->olen = 0;
+        if (ac->ocap > KEEP_OBUF) {
+            free(ac->obuf);
+            ac->obuf = NULL;
+            ac->ocap = 0;
+        }
     }
+    update_events(ac);
 }
 
 static int append(dlock__aconn *ac, const char *p, size_t n)
@@ -235,13 +273,13 @@ static int queue_cmd(dlock__aconn *ac, int argc, const char **argv, const size_t
     free(cmd);
     p->fn = fn;
     p->ud = ud;
-    p->sent_ms = dlock__now_ms();
+    p->sent_us = dlock__now_us();
     p->expect = expect > 0 ? expect : 1;
     int was_empty = dlock__list_empty(&ac->pending);
     dlock__list_push_back(&ac->pending, &p->link);
     if (!ac->corked)
         flush(ac);
-    if (was_empty)
+    if (was_empty && ac->state != ST_BACKOFF)
         arm_timer(ac);
     return DLOCK_OK;
 }
@@ -298,50 +336,50 @@ static void dispatch(dlock__aconn *ac, redisReply *r)
     pending *p = DLOCK__CONTAINER_OF(ac->pending.next, pending, link);
     /* An error answers a whole multi-reply command (SUBSCRIBE a b c -> one -ERR). */
     int last = --p->expect <= 0 || r->type == REDIS_REPLY_ERROR;
-    if (last)
+    if (last) {
         dlock__list_remove(&p->link);
+        dlock__stats_rtt(ac->ctx->stats, dlock__now_us() - p->sent_us);
+    }
     p->fn(ac, r, DLOCK_OK, p->ud);
     if (last)
         free(p);
 }
 
-static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+/* Reads until the transport would block, handing each reply on. */
+static void read_some(dlock__aconn *ac)
 {
-    stream_box *b = h->data;
-    *buf = uv_buf_init(b->ac->rbuf, sizeof(b->ac->rbuf));
-}
-
-static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
-{
-    stream_box *b = s->data;
-    dlock__aconn *ac = b->ac;
-    if (ac->box != b)
-        return;
-    if (nread < 0) {
-        fail(ac, DLOCK_ECONN, nread == UV_EOF ? "closed by the server" : uv_strerror((int)nread));
-        return;
-    }
-    if (nread == 0)
-        return;
-    ac->last_io = dlock__now_ms();
-    if (redisReaderFeed(ac->reader, buf->base, (size_t)nread) != REDIS_OK) {
-        fail(ac, DLOCK_EPROTO, "protocol error");
-        return;
-    }
+    poll_box *b = ac->box;
     for (;;) {
-        void *rep = NULL;
-        if (redisReaderGetReply(ac->reader, &rep) != REDIS_OK) {
+        ssize_t k = ac->t.vt->read(&ac->t, ac->rbuf, sizeof(ac->rbuf));
+        if (k == DLOCK__IO_AGAIN) {
+            if (ac->t.want == POLLOUT)
+                ac->want_write = 1;   /* TLS must write before it can read on */
+            break;
+        }
+        if (k <= 0) {
+            fail(ac, ac->t.tls_error ? DLOCK_ETLS : DLOCK_ECONN, ac->t.err);
+            return;
+        }
+        ac->last_io = dlock__now_ms();
+        if (redisReaderFeed(ac->reader, ac->rbuf, (size_t)k) != REDIS_OK) {
             fail(ac, DLOCK_EPROTO, "protocol error");
             return;
         }
-        if (!rep)
-            break;
-        dispatch(ac, rep);
-        freeReplyObject(rep);
-        /* A callback may have failed or closed the connection (the reader is then
-         * gone): stop here. */
-        if (ac->box != b || ac->state == ST_CLOSING)
-            return;
+        for (;;) {
+            void *rep = NULL;
+            if (redisReaderGetReply(ac->reader, &rep) != REDIS_OK) {
+                fail(ac, DLOCK_EPROTO, "protocol error");
+                return;
+            }
+            if (!rep)
+                break;
+            dispatch(ac, rep);
+            freeReplyObject(rep);
+            /* A callback may have failed or closed the connection (the reader is
+             * then gone): stop here. */
+            if (ac->box != b || ac->state == ST_CLOSING)
+                return;
+        }
     }
     arm_timer(ac);
 }
@@ -377,21 +415,55 @@ static void on_hs_reply(dlock__aconn *ac, redisReply *r, int status, void *ud)
 static void handshake(dlock__aconn *ac)
 {
     ac->state = ST_HANDSHAKE;
+    dlock__stats_count(ac->ctx->stats, DLOCK__ST_CONNECTS, 1);
     int n = dlock__handshake_steps(ac->ctx, &ac->ep, ac->hs, &ac->name_gen);
     ac->hs_left = n;
+    ac->corked++;   /* the steps in one write */
     for (int i = 0; i < n; i++)
         if (queue_cmd(ac, ac->hs[i].argc, ac->hs[i].argv, NULL, 1, on_hs_reply, &ac->hs[i]) !=
             DLOCK_OK) {
+            ac->corked--;
             fail(ac, DLOCK_ENOMEM, "out of memory");
             return;
         }
+    ac->corked--;
+    flush(ac);
 }
 
 /* ------------------------------------------------------------- connect */
 
-static void on_connect(uv_connect_t *req, int status)
+/* Drives the TLS handshake as far as the socket allows. */
+static void tls_step(dlock__aconn *ac)
 {
-    stream_box *b = req->data;
+    int rc = ac->t.vt->handshake(&ac->t);
+    if (rc == DLOCK_OK) {
+        handshake(ac);
+        return;
+    }
+    if (rc == DLOCK__IO_AGAIN) {
+        update_events(ac);
+        return;
+    }
+    fail(ac, ac->t.tls_error ? DLOCK_ETLS : DLOCK_ECONN, ac->t.err);
+}
+
+static void connected(dlock__aconn *ac)
+{
+    if (!ac->ep.tls) {
+        handshake(ac);
+        return;
+    }
+    if (dlock__tls_attach(&ac->t, ac->ctx->tls, &ac->ep) != DLOCK_OK) {
+        fail(ac, DLOCK_ETLS, ac->t.err);
+        return;
+    }
+    ac->state = ST_TLS;
+    tls_step(ac);
+}
+
+static void on_poll(uv_poll_t *h, int status, int events)
+{
+    poll_box *b = h->data;
     dlock__aconn *ac = b->ac;
     if (ac->box != b)
         return;   /* an attempt abandoned by fail() or close() */
@@ -399,53 +471,71 @@ static void on_connect(uv_connect_t *req, int status)
         fail(ac, DLOCK_ECONN, uv_strerror(status));
         return;
     }
-    if (!ac->ep.path) {
-        uv_tcp_nodelay(&b->u.tcp, 1);
-        uv_tcp_keepalive(&b->u.tcp, 1, 30);
-    }
-    int rc = uv_read_start(&b->u.stream, on_alloc, on_read);
-    if (rc < 0) {
-        fail(ac, DLOCK_ECONN, uv_strerror(rc));
+    switch (ac->state) {
+    case ST_CONNECTING: {
+        int rc = dlock__transport_connected(&ac->t);
+        if (rc == DLOCK_OK)
+            connected(ac);
+        else if (rc != DLOCK__IO_AGAIN)
+            fail(ac, DLOCK_ECONN, ac->t.err);
         return;
     }
-    handshake(ac);
+    case ST_TLS:
+        tls_step(ac);
+        return;
+    case ST_HANDSHAKE:
+    case ST_READY:
+        if (ac->write_failed) {
+            fail(ac, ac->t.tls_error ? DLOCK_ETLS : DLOCK_ECONN, ac->t.err);
+            return;
+        }
+        /* Either way may be what the transport waited for (TLS): try both. */
+        if (ac->want_write)
+            flush(ac);
+        if (ac->box == b && ac->state != ST_BACKOFF)
+            read_some(ac);
+        if (ac->box == b && ac->state != ST_BACKOFF)
+            update_events(ac);
+        return;
+    default:
+        return;
+    }
 }
 
-static stream_box *new_box(dlock__aconn *ac)
+static void connect_addr(dlock__aconn *ac, const struct sockaddr *sa, socklen_t len)
 {
-    stream_box *b = calloc(1, sizeof(*b));
-    if (!b)
-        return NULL;
-    b->ac = ac;
-    int rc = ac->ep.path ? uv_pipe_init(ac->uv, &b->u.pipe, 0) : uv_tcp_init(ac->uv, &b->u.tcp);
-    if (rc < 0) {
-        free(b);
-        return NULL;
+    int rc = dlock__transport_connect(&ac->t, sa, len);
+    if (rc == DLOCK__IO_ERR) {
+        fail(ac, DLOCK_ECONN, ac->t.err);
+        return;
     }
-    b->u.handle.data = b;
-    b->creq.data = b;
+    poll_box *b = calloc(1, sizeof(*b));
+    if (!b) {
+        fail(ac, DLOCK_ENOMEM, "out of memory");
+        return;
+    }
+    int urc = uv_poll_init_socket(ac->uv, &b->poll, ac->t.fd);
+    if (urc < 0) {
+        free(b);
+        fail(ac, DLOCK_ECONN, uv_strerror(urc));
+        return;
+    }
+    b->ac = ac;
+    b->poll.data = b;
     ac->box = b;
     ac->live++;
-    return b;
-}
-
-static void connect_addr(dlock__aconn *ac, const struct sockaddr *sa)
-{
-    stream_box *b = new_box(ac);
-    if (!b) {
-        fail(ac, DLOCK_ENOMEM, "cannot create a socket handle");
-        return;
-    }
-    int rc = uv_tcp_connect(&b->creq, &b->u.tcp, sa, on_connect);
-    if (rc < 0)
-        fail(ac, DLOCK_ECONN, uv_strerror(rc));
+    ac->events = 0;
+    if (rc == DLOCK_OK)
+        connected(ac);
+    else
+        update_events(ac);
 }
 
 static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
 {
     dlock__aconn *ac = req->data;
     ac->gai_active = 0;
-    if (ac->state == ST_CLOSING || ac->state != ST_CONNECTING) {
+    if (ac->state != ST_CONNECTING) {
         if (res)
             uv_freeaddrinfo(res);
         release(ac);
@@ -468,7 +558,7 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
             pick = a;
             break;
         }
-    connect_addr(ac, pick->ai_addr);
+    connect_addr(ac, pick->ai_addr, pick->ai_addrlen);
     uv_freeaddrinfo(res);
     release(ac);
 }
@@ -504,19 +594,25 @@ static void start(dlock__aconn *ac)
     ac->state = ST_CONNECTING;
     ac->conn_deadline = dlock__now_ms() + ac->ctx->cfg->connect_timeout_ms;
     arm_timer(ac);
+    union {
+        struct sockaddr sa;
+        struct sockaddr_in in4;
+        struct sockaddr_in6 in6;
+        struct sockaddr_un un;
+    } u;
+    memset(&u, 0, sizeof(u));
     if (ac->ep.path) {
-        stream_box *b = new_box(ac);
-        if (!b) {
-            fail(ac, DLOCK_ENOMEM, "cannot create a socket handle");
-            return;
-        }
-        uv_pipe_connect(&b->creq, &b->u.pipe, ac->ep.path, on_connect);
+        u.un.sun_family = AF_UNIX;
+        snprintf(u.un.sun_path, sizeof(u.un.sun_path), "%s", ac->ep.path);
+        connect_addr(ac, &u.sa, sizeof(u.un));
         return;
     }
-    struct sockaddr_storage ss;
-    if (uv_ip4_addr(ac->ep.host, ac->ep.port, (struct sockaddr_in *)&ss) == 0 ||
-        uv_ip6_addr(ac->ep.host, ac->ep.port, (struct sockaddr_in6 *)&ss) == 0) {
-        connect_addr(ac, (struct sockaddr *)&ss);
+    if (uv_ip4_addr(ac->ep.host, ac->ep.port, &u.in4) == 0) {
+        connect_addr(ac, &u.sa, sizeof(u.in4));
+        return;
+    }
+    if (uv_ip6_addr(ac->ep.host, ac->ep.port, &u.in6) == 0) {
+        connect_addr(ac, &u.sa, sizeof(u.in6));
         return;
     }
     char port[8];
@@ -544,14 +640,17 @@ static void fail(dlock__aconn *ac, int status, const char *why)
     dlock__log(ac->ctx->cfg, was_ready ? DLOCK_LOG_WARN : DLOCK_LOG_INFO,
                "%s connection to %s %s: %s", ac->pubsub ? "pub/sub" : "renewal", ac->addr,
                was_ready ? "lost" : "failed", why);
-    close_box(ac);
+    if (was_ready)
+        dlock__stats_count(ac->ctx->stats, DLOCK__ST_RECONNECTS, 1);
+    close_box(ac, 1);
+    ac->write_failed = 0;
     if (ac->gai_active)
         uv_cancel((uv_req_t *)&ac->gai);
     redisReaderFree(ac->reader);
     ac->reader = redisReaderCreate();   /* NULL is retried by start() */
     free(ac->obuf);
     ac->obuf = NULL;
-    ac->olen = ac->ocap = 0;
+    ac->olen = ac->ooff = ac->ocap = 0;
     ac->state = ST_BACKOFF;
     ac->reconnect_at = dlock__now_ms() + ac->backoff_ms;
     ac->backoff_ms *= 2;
@@ -572,18 +671,25 @@ static void on_timer(uv_timer_t *t)
 {
     dlock__aconn *ac = t->data;
     int64_t now = dlock__now_ms();
+    if (ac->write_failed && (ac->state == ST_HANDSHAKE || ac->state == ST_READY)) {
+        fail(ac, ac->t.tls_error ? DLOCK_ETLS : DLOCK_ECONN, ac->t.err);
+        return;
+    }
     switch (ac->state) {
     case ST_CONNECTING:
+    case ST_TLS:
     case ST_HANDSHAKE:
         if (now >= ac->conn_deadline) {
-            fail(ac, DLOCK_ECONN, "connect timeout");
+            fail(ac, DLOCK_ECONN, ac->state == ST_TLS ? "no TLS answer within the connect "
+                                                        "timeout (a plain port?)"
+                                                      : "connect timeout");
             return;
         }
         break;
     case ST_READY:
         if (!dlock__list_empty(&ac->pending)) {
             pending *p = DLOCK__CONTAINER_OF(ac->pending.next, pending, link);
-            if (now >= p->sent_ms + ac->ctx->cfg->command_timeout_ms) {
+            if (now >= p->sent_us / 1000 + ac->ctx->cfg->command_timeout_ms) {
                 fail(ac, DLOCK_ECMDTIMEOUT, "no reply within the command timeout");
                 return;
             }
@@ -607,15 +713,20 @@ static void on_timer(uv_timer_t *t)
 static void arm_timer(dlock__aconn *ac)
 {
     int64_t now = dlock__now_ms(), at = -1;
+    if (ac->write_failed && (ac->state == ST_HANDSHAKE || ac->state == ST_READY)) {
+        uv_timer_start(&ac->timer, on_timer, 0, 0);
+        return;
+    }
     switch (ac->state) {
     case ST_CONNECTING:
+    case ST_TLS:
     case ST_HANDSHAKE:
         at = ac->conn_deadline;
         break;
     case ST_READY:
         if (!dlock__list_empty(&ac->pending)) {
             pending *p = DLOCK__CONTAINER_OF(ac->pending.next, pending, link);
-            at = p->sent_ms + ac->ctx->cfg->command_timeout_ms;
+            at = p->sent_us / 1000 + ac->ctx->cfg->command_timeout_ms;
         } else if (ac->pubsub) {
             at = ac->last_io + PING_INTERVAL_MS;
         }
@@ -642,7 +753,7 @@ void dlock__aconn_close(dlock__aconn *ac, void (*done)(void *), void *arg)
     ac->state = ST_CLOSING;
     ac->done = done;
     ac->done_arg = arg;
-    close_box(ac);
+    close_box(ac, 0);
     if (ac->gai_active)
         uv_cancel((uv_req_t *)&ac->gai);
     uv_timer_stop(&ac->timer);

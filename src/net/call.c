@@ -22,13 +22,14 @@ static int transient_error(const char *s)
            strncmp(s, "TRYAGAIN", 8) == 0 || strncmp(s, "MASTERDOWN", 10) == 0;
 }
 
-static int load_script(dlock__node *n, redisContext *ctx, int script)
+static int load_script(dlock__node *n, dlock__conn *c, int script)
 {
     const dlock__script *s = &dlock__scripts[script];
     const char *av[] = {"SCRIPT", "LOAD", s->body};
     size_t lens[] = {6, 4, s->len};
-    redisReply *r = redisCommandArgv(ctx, 3, av, lens);
-    if (!r)
+    redisReply *r;
+    int timed_out;
+    if (dlock__conn_roundtrip(c, 3, av, lens, 0, &r, &timed_out) != DLOCK__SENT_OK)
         return -1;
     int ok = r->type == REDIS_REPLY_STRING && r->len == 40 && memcmp(r->str, s->sha, 40) == 0;
     if (!ok)
@@ -40,7 +41,7 @@ static int load_script(dlock__node *n, redisContext *ctx, int script)
 }
 
 /* One attempt on one connection, reloading the script after NOSCRIPT. */
-static dlock__sent send_once(dlock__node *n, redisContext *ctx, int script, int argc,
+static dlock__sent send_once(dlock__node *n, dlock__conn *ctx, int script, int argc,
                              const char *const *argv, const size_t *lens, int ping_first,
                              redisReply **out, int *timed_out)
 {
@@ -52,7 +53,8 @@ static dlock__sent send_once(dlock__node *n, redisContext *ctx, int script, int 
         freeReplyObject(r);
         if (load_script(n, ctx, script) != 0) {
             *out = NULL;
-            return ctx->err ? DLOCK__MAYBE_RAN : DLOCK__SENT_OK;   /* MAYBE_RAN: the load's */
+            /* MAYBE_RAN: the load's */
+            return dlock__conn_broken(ctx) ? DLOCK__MAYBE_RAN : DLOCK__SENT_OK;
         }
         o = dlock__conn_roundtrip(ctx, argc, argv, lens, 0, &r, timed_out);
     }
@@ -111,7 +113,7 @@ _Thread_local int dlock__acks = -1;
 
 /* WAIT <replicas> <timeout> on the connection that just wrote: the count of
  * replicas that have its writes (0 when it cannot be asked). */
-static int wait_acks(const dlock_config *cfg, redisContext *ctx)
+static int wait_acks(const dlock_config *cfg, dlock__conn *ctx)
 {
     char n[24], t[24];
     const char *av[] = {"WAIT", n, t};
@@ -150,7 +152,7 @@ int dlock__node_call(dlock__node *n, const dlock__req *req, redisReply **out)
     int failures = 0;
     int64_t first_write = -1;
     for (;;) {
-        redisContext *ctx;
+        dlock__conn *ctx;
         uint64_t gen;
         int fresh, timed_out = 0;
         redisReply *r = NULL;
@@ -194,7 +196,7 @@ int dlock__node_call(dlock__node *n, const dlock__req *req, redisReply **out)
                 if (!again)
                     break;
             } else {
-                const char *why = ctx->errstr[0] ? ctx->errstr : "connection lost";
+                const char *why = dlock__conn_error(ctx);
                 rc = dlock__fail(timed_out ? DLOCK_ECMDTIMEOUT : DLOCK_ECONN, "%s: %s", addr,
                                  timed_out ? "no reply within the command timeout" : why);
                 dlock__node_put_conn(n, ctx, gen, 1);
@@ -208,7 +210,7 @@ int dlock__node_call(dlock__node *n, const dlock__req *req, redisReply **out)
                     continue;   /* a connection that died idle: try another at once */
             }
         }
-        if (rc == DLOCK_ENOMEM || rc == DLOCK_EAUTH || rc == DLOCK_ESYS ||
+        if (rc == DLOCK_ENOMEM || rc == DLOCK_EAUTH || rc == DLOCK_ESYS || rc == DLOCK_ETLS ||
             (req->flags & DLOCK__CALL_NO_RETRY))
             break;
         if (failures++ >= cfg->retry_attempts)
@@ -340,7 +342,7 @@ static size_t sort_replies(dlock__node *n, const dlock__req *reqs, prepared *p, 
 
 /* Loads the scripts that answered NOSCRIPT on ctx; a request whose script
  * cannot be loaded is done (DLOCK_EREDIS). Returns how many stay pending. */
-static size_t load_missing(dlock__node *n, redisContext *ctx, const dlock__req *reqs,
+static size_t load_missing(dlock__node *n, dlock__conn *ctx, const dlock__req *reqs,
                            prepared *p, size_t *pend, size_t np, int *rc)
 {
     size_t keep = 0;
@@ -400,7 +402,7 @@ void dlock__node_call_many(dlock__node *n, const dlock__req *reqs, size_t k, uns
     int failures = 0, loads = 0;
     int64_t first_write = -1;
     while (np > 0) {
-        redisContext *ctx;
+        dlock__conn *ctx;
         uint64_t gen;
         int fresh, timed_out = 0, transient = 0, noscript = 0;
         int crc = dlock__node_get_conn(n, &ctx, &gen, &fresh,
@@ -421,7 +423,7 @@ void dlock__node_call_many(dlock__node *n, const dlock__req *reqs, size_t k, uns
             size_t nread = 0;
             dlock__sent o = dlock__conn_pipeline(ctx, np, argc, av, lens, ping_first, rep, &nread,
                                                  &timed_out);
-            const char *why = ctx->errstr[0] ? ctx->errstr : "connection lost";
+            const char *why = dlock__conn_error(ctx);
             if (o == DLOCK__NOT_SENT) {
                 crc = dlock__fail(DLOCK_ECONN, "%s: %s", dlock__node_addr(n), why);
                 dlock__node_put_conn(n, ctx, gen, 1);
@@ -434,7 +436,7 @@ void dlock__node_call_many(dlock__node *n, const dlock__req *reqs, size_t k, uns
                                   &transient, &noscript);
                 if (noscript && o == DLOCK__SENT_OK)
                     np = load_missing(n, ctx, reqs, p, pend, np, rc);
-                dlock__node_put_conn(n, ctx, gen, o != DLOCK__SENT_OK || ctx->err);
+                dlock__node_put_conn(n, ctx, gen, o != DLOCK__SENT_OK || dlock__conn_broken(ctx));
                 if (np == 0)
                     break;
                 if (noscript && !transient && o == DLOCK__SENT_OK && loads++ < 2)
@@ -444,7 +446,7 @@ void dlock__node_call_many(dlock__node *n, const dlock__req *reqs, size_t k, uns
             for (size_t j = 0; j < np; j++)
                 rc[pend[j]] = crc;
         }
-        if (crc == DLOCK_ENOMEM || crc == DLOCK_EAUTH || crc == DLOCK_ESYS ||
+        if (crc == DLOCK_ENOMEM || crc == DLOCK_EAUTH || crc == DLOCK_ESYS || crc == DLOCK_ETLS ||
             (flags & DLOCK__CALL_NO_RETRY) || failures++ >= cfg->retry_attempts)
             break;
         int prc = dlock__cancel_sleep(cancel, cfg->retry_delay_ms);

@@ -1,35 +1,274 @@
-/* A blocking hiredis connection: opened with the handshake under the connect
- * timeout, then used for one request at a time under the command timeout. */
+/* A blocking connection: one request at a time from the calling thread, on a
+ * non-blocking transport waited on with poll().
+ *
+ * Open: connect, the TLS handshake when the endpoint has TLS, then the Redis
+ * handshake (handshake.c), all under the connect timeout. Requests: commands
+ * formatted by hiredis into the connection's buffer, written at once, then
+ * their replies read (hiredis's reader) under the command timeout, each. */
 #include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 
 #include "net/net.h"
 
-static struct timeval tv_of(int64_t ms)
+#define READ_BUF 16384
+
+struct dlock__conn {
+    dlock__transport t;
+    redisReader *reader;
+    dlock__stats *stats;
+    int64_t cmd_timeout_ms;
+    int broken;              /* failed once: never reused */
+    int tls;
+    char *obuf;
+    size_t olen, ocap;
+    char rbuf[READ_BUF];
+};
+
+_Thread_local uint64_t dlock__roundtrips;
+
+int dlock__conn_broken(const dlock__conn *c) { return c->broken; }
+const char *dlock__conn_error(const dlock__conn *c)
 {
-    struct timeval tv;
-    tv.tv_sec = (time_t)(ms / 1000);
-    tv.tv_usec = (suseconds_t)((ms % 1000) * 1000);
-    return tv;
+    return c->t.err[0] ? c->t.err : "connection lost";
+}
+
+static void conn_free(dlock__conn *c, int reset)
+{
+    if (!c)
+        return;
+    dlock__transport_close(&c->t, reset);
+    if (c->reader)
+        redisReaderFree(c->reader);
+    free(c->obuf);
+    free(c);
+}
+
+/* Closes with a reset: data still queued in the socket is dropped, not sent. */
+void dlock__conn_abort(dlock__conn *c) { conn_free(c, 1); }
+void dlock__conn_close(dlock__conn *c) { conn_free(c, 0); }
+
+int dlock__conn_alive(dlock__conn *c)
+{
+    char b;
+    ssize_t k = recv(c->t.fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        return 1;
+    if (k <= 0 || !c->tls)
+        return 0;   /* closed, failed, or a plain server that spoke unasked */
+    /* TLS: a record arrived while idle. A session ticket or key update is
+     * read and the connection stays; application data or an alert is not. */
+    ssize_t r = c->t.vt->read(&c->t, &b, 1);
+    return r == DLOCK__IO_AGAIN;
+}
+
+/* ------------------------------------------------------------- writing */
+
+static int append(dlock__conn *c, int argc, const char *const *argv, const size_t *lens)
+{
+    char *cmd = NULL;
+    int n = redisFormatCommandArgv(&cmd, argc, (const char **)argv, lens);
+    if (n < 0)
+        return -1;
+    if (c->olen + (size_t)n > c->ocap) {
+        size_t cap = c->ocap ? c->ocap : 1024;
+        while (cap < c->olen + (size_t)n)
+            cap *= 2;
+        char *nb = realloc(c->obuf, cap);
+        if (!nb) {
+            free(cmd);
+            return -1;
+        }
+        c->obuf = nb;
+        c->ocap = cap;
+    }
+    memcpy(c->obuf + c->olen, cmd, (size_t)n);
+    c->olen += (size_t)n;
+    free(cmd);
+    return 0;
+}
+
+/* Writes what append() gathered. */
+static int flush(dlock__conn *c, int64_t deadline_ms)
+{
+    int rc = dlock__transport_write_all(&c->t, c->obuf, c->olen, deadline_ms, NULL);
+    c->olen = 0;
+    if (c->ocap > 65536) {   /* a big pipeline: do not keep its buffer */
+        free(c->obuf);
+        c->obuf = NULL;
+        c->ocap = 0;
+    }
+    if (rc != DLOCK_OK)
+        c->broken = 1;
+    return rc;
+}
+
+/* ------------------------------------------------------------- reading */
+
+/* Reads one reply by deadline_ms. waited: the first read after a write,
+ * which waits for the socket first (the answer cannot be there yet). On
+ * failure *timed_out tells a timeout from a lost connection. */
+static int read_reply(dlock__conn *c, int64_t deadline_ms, int wait_first, redisReply **out,
+                      int *timed_out)
+{
+    for (;;) {
+        void *r = NULL;
+        if (redisReaderGetReply(c->reader, &r) != REDIS_OK) {
+            snprintf(c->t.err, sizeof(c->t.err), "protocol error: %s", c->reader->errstr);
+            break;
+        }
+        if (r) {
+            *out = r;
+            return DLOCK_OK;
+        }
+        if (wait_first && !c->t.vt->pending(&c->t)) {
+            if (dlock__transport_wait(&c->t, POLLIN, deadline_ms) != DLOCK_OK) {
+                *timed_out = 1;
+                break;
+            }
+        }
+        wait_first = 0;
+        ssize_t k = c->t.vt->read(&c->t, c->rbuf, sizeof(c->rbuf));
+        if (k > 0) {
+            if (redisReaderFeed(c->reader, c->rbuf, (size_t)k) != REDIS_OK) {
+                snprintf(c->t.err, sizeof(c->t.err), "out of memory reading a reply");
+                break;
+            }
+            continue;
+        }
+        if (k == DLOCK__IO_AGAIN) {
+            /* TLS may want to write (a key update): wait for what it asks. */
+            if (dlock__transport_wait(&c->t, c->t.want, deadline_ms) != DLOCK_OK) {
+                *timed_out = 1;
+                break;
+            }
+            continue;
+        }
+        break;   /* closed (0) or failed: t.err says which */
+    }
+    if (*timed_out)
+        snprintf(c->t.err, sizeof(c->t.err), "no reply within the timeout");
+    c->broken = 1;
+    return DLOCK__IO_ERR;
+}
+
+int dlock__conn_wait_reply(dlock__conn *c, int64_t timeout_ms, redisReply **out)
+{
+    void *r = NULL;
+    if (redisReaderGetReply(c->reader, &r) != REDIS_OK) {
+        c->broken = 1;
+        return DLOCK_ECONN;
+    }
+    if (r) {
+        *out = r;
+        return DLOCK_OK;
+    }
+    if (!c->t.vt->pending(&c->t)) {
+        int rc = dlock__transport_wait(&c->t, POLLIN, dlock__now_ms() + timeout_ms);
+        if (rc == DLOCK_ECMDTIMEOUT)
+            return DLOCK_ETIMEDOUT;   /* nothing came: still usable */
+        if (rc != DLOCK_OK) {
+            c->broken = 1;
+            return rc;
+        }
+    }
+    int timed_out = 0;
+    return read_reply(c, dlock__now_ms() + c->cmd_timeout_ms, 0, out, &timed_out) == DLOCK_OK
+               ? DLOCK_OK
+               : DLOCK_ECONN;
+}
+
+dlock__sent dlock__conn_pipeline(dlock__conn *c, size_t k, const int *argc,
+                                 const char *const *const *argv, const size_t *const *lens,
+                                 int ping_first, redisReply **out, size_t *nread, int *timed_out)
+{
+    static const char *ping_av[] = {"PING"};
+    static const size_t ping_len[] = {4};
+    *nread = 0;
+    *timed_out = 0;
+    c->olen = 0;
+    if (ping_first && append(c, 1, ping_av, ping_len) != 0)
+        return DLOCK__NOT_SENT;
+    for (size_t i = 0; i < k; i++)
+        if (append(c, argc[i], argv[i], lens ? lens[i] : NULL) != 0)
+            return DLOCK__NOT_SENT;
+    int64_t t0 = dlock__now_us();
+    if (flush(c, t0 / 1000 + c->cmd_timeout_ms) != DLOCK_OK)
+        return DLOCK__NOT_SENT;
+    dlock__roundtrips++;
+    /* Each reply within the command timeout of the one before: a PING first
+     * is one more read (call.c counts it in its latch guard). */
+    for (size_t i = 0; i < k + (ping_first ? 1 : 0); i++) {
+        redisReply *r = NULL;
+        if (read_reply(c, dlock__now_ms() + c->cmd_timeout_ms, i == 0, &r, timed_out) !=
+            DLOCK_OK)
+            return DLOCK__MAYBE_RAN;
+        if (ping_first && i == 0)
+            freeReplyObject(r);
+        else
+            out[(*nread)++] = r;
+    }
+    dlock__stats_rtt(c->stats, dlock__now_us() - t0);
+    return DLOCK__SENT_OK;
+}
+
+dlock__sent dlock__conn_roundtrip(dlock__conn *c, int argc, const char *const *argv,
+                                  const size_t *lens, int ping_first, redisReply **out,
+                                  int *timed_out)
+{
+    size_t nread;
+    const size_t *const l[1] = {lens};
+    *out = NULL;
+    return dlock__conn_pipeline(c, 1, &argc, &argv, l, ping_first, out, &nread, timed_out);
+}
+
+/* ------------------------------------------------------------- opening */
+
+/* The TLS handshake, waiting by the deadline. */
+static int tls_start(dlock__netctx *nc, dlock__conn *c, const dlock__endpoint *ep,
+                     const char *addr, int64_t deadline_ms)
+{
+    if (dlock__tls_attach(&c->t, nc->tls, ep) != DLOCK_OK)
+        return dlock__fail(DLOCK_ETLS, "%s: %s", addr, c->t.err);
+    for (;;) {
+        int rc = c->t.vt->handshake(&c->t);
+        if (rc == DLOCK_OK)
+            return DLOCK_OK;
+        if (rc != DLOCK__IO_AGAIN)
+            return dlock__fail(c->t.tls_error ? DLOCK_ETLS : DLOCK_ECONN,
+                               "TLS connection to %s failed: %s", addr, c->t.err);
+        if (dlock__transport_wait(&c->t, c->t.want, deadline_ms) != DLOCK_OK)
+            return dlock__fail(DLOCK_ECONN,
+                               "TLS connection to %s failed: no TLS answer within the "
+                               "connect timeout (a plain port? use redis://)",
+                               addr);
+    }
 }
 
 /* Sends the handshake pipelined and reads every answer. A new connection is
  * used only once the server has answered on it. */
 static int handshake(dlock__netctx *nc, const dlock__endpoint *ep, const char *addr,
-                     redisContext *ctx, uint64_t *name_gen)
+                     dlock__conn *c, int64_t deadline_ms, uint64_t *name_gen)
 {
     dlock__hs_step steps[DLOCK__HS_MAX];
     int n = dlock__handshake_steps(nc, ep, steps, name_gen);
     for (int i = 0; i < n; i++)
-        redisAppendCommandArgv(ctx, steps[i].argc, steps[i].argv, NULL);
+        if (append(c, steps[i].argc, steps[i].argv, NULL) != 0)
+            return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    if (flush(c, deadline_ms) != DLOCK_OK)
+        return dlock__handshake_io_fail(c->t.tls_error, addr, steps[0].what, c->t.err, ep->tls);
     int rc = DLOCK_OK;
     for (int i = 0; i < n; i++) {
         redisReply *r = NULL;
-        if (redisGetReply(ctx, (void **)&r) != REDIS_OK || !r)
-            return dlock__fail(DLOCK_ECONN, "connection to %s failed during %s: %s", addr,
-                               steps[i].what, ctx->errstr[0] ? ctx->errstr : "no reply");
+        int timed_out = 0;
+        if (read_reply(c, deadline_ms, i == 0, &r, &timed_out) != DLOCK_OK) {
+            if (timed_out)
+                snprintf(c->t.err, sizeof(c->t.err), "no reply within the connect timeout");
+            return dlock__handshake_io_fail(c->t.tls_error, addr, steps[i].what, c->t.err,
+                                            ep->tls);
+        }
         if (rc == DLOCK_OK)
             rc = dlock__handshake_check(nc, &steps[i], r, addr);
         freeReplyObject(r);
@@ -38,121 +277,32 @@ static int handshake(dlock__netctx *nc, const dlock__endpoint *ep, const char *a
 }
 
 int dlock__conn_open(dlock__netctx *nc, const dlock__endpoint *ep, const char *addr,
-                     redisContext **out, uint64_t *name_gen)
+                     dlock__conn **out, uint64_t *name_gen)
 {
     const dlock_config *cfg = nc->cfg;
-    struct timeval ctv = tv_of(cfg->connect_timeout_ms);
-    redisContext *ctx = ep->path ? redisConnectUnixWithTimeout(ep->path, ctv)
-                                 : redisConnectWithTimeout(ep->host, ep->port, ctv);
-    if (!ctx)
+    dlock__conn *c = malloc(sizeof(*c));
+    if (!c)
         return dlock__fail(DLOCK_ENOMEM, "out of memory opening a connection");
-    if (ctx->err) {
-        int rc = dlock__fail(DLOCK_ECONN, "cannot connect to %s: %s", addr, ctx->errstr);
-        redisFree(ctx);
-        return rc;
+    memset(c, 0, offsetof(dlock__conn, rbuf));
+    dlock__transport_init(&c->t);
+    c->cmd_timeout_ms = cfg->command_timeout_ms;
+    c->stats = nc->stats;
+    c->tls = ep->tls;
+    if (!(c->reader = redisReaderCreate())) {
+        free(c);
+        return dlock__fail(DLOCK_ENOMEM, "out of memory opening a connection");
     }
-    /* The handshake runs under the connect timeout (hiredis 0.14 applies its
-     * connect timeout to the connect only), commands under theirs. */
-    int rc = redisSetTimeout(ctx, ctv) == REDIS_OK
-                 ? handshake(nc, ep, addr, ctx, name_gen)
-                 : dlock__fail(DLOCK_ESYS, "cannot set the connect timeout: %s", ctx->errstr);
-    if (rc == DLOCK_OK && redisSetTimeout(ctx, tv_of(cfg->command_timeout_ms)) != REDIS_OK)
-        rc = dlock__fail(DLOCK_ESYS, "cannot set the command timeout: %s", ctx->errstr);
+    int64_t deadline = dlock__now_ms() + cfg->connect_timeout_ms;
+    int rc = dlock__transport_open(&c->t, ep, addr, deadline);
+    if (rc == DLOCK_OK && ep->tls)
+        rc = tls_start(nc, c, ep, addr, deadline);
+    if (rc == DLOCK_OK)
+        rc = handshake(nc, ep, addr, c, deadline, name_gen);
     if (rc != DLOCK_OK) {
-        redisFree(ctx);
+        conn_free(c, 1);
         return rc;
     }
-    if (!ep->path)
-        redisEnableKeepAlive(ctx);   /* fails, and breaks the context, on unix sockets */
-    *out = ctx;
+    dlock__stats_count(nc->stats, DLOCK__ST_CONNECTS, 1);
+    *out = c;
     return DLOCK_OK;
-}
-
-void dlock__conn_abort(redisContext *ctx)
-{
-    if (ctx->fd >= 0) {
-        struct linger lg = {1, 0};
-        setsockopt(ctx->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
-    }
-    redisFree(ctx);
-}
-
-int dlock__conn_alive(redisContext *ctx)
-{
-    char b;
-    ssize_t k = recv(ctx->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-    return k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
-}
-
-_Thread_local uint64_t dlock__roundtrips;
-
-/* hiredis reports a read timeout as an I/O error with EAGAIN. */
-static int read_timed_out(const redisContext *ctx)
-{
-    return ctx->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK);
-}
-
-dlock__sent dlock__conn_roundtrip(redisContext *ctx, int argc, const char *const *argv,
-                                  const size_t *lens, int ping_first, redisReply **out,
-                                  int *timed_out)
-{
-    static const char *ping_av[] = {"PING"};
-    static const size_t ping_len[] = {4};
-    *out = NULL;
-    if (ping_first && redisAppendCommandArgv(ctx, 1, ping_av, ping_len) != REDIS_OK)
-        return DLOCK__NOT_SENT;
-    if (redisAppendCommandArgv(ctx, argc, (const char **)argv, lens) != REDIS_OK)
-        return DLOCK__NOT_SENT;
-    int done = 0;
-    do {
-        if (redisBufferWrite(ctx, &done) != REDIS_OK)
-            return DLOCK__NOT_SENT;
-    } while (!done);
-    dlock__roundtrips++;
-    /* The PING's answer (whatever it is, even NOPERM) comes first and is
-     * dropped; failing to read either means the request may have run. */
-    void *r = NULL;
-    for (int replies = ping_first ? 2 : 1; replies > 0; replies--) {
-        if (r)
-            freeReplyObject(r);
-        r = NULL;
-        if (redisGetReply(ctx, &r) != REDIS_OK || !r) {
-            *timed_out = read_timed_out(ctx);
-            return DLOCK__MAYBE_RAN;
-        }
-    }
-    *out = r;
-    return DLOCK__SENT_OK;
-}
-
-dlock__sent dlock__conn_pipeline(redisContext *ctx, size_t k, const int *argc,
-                                 const char *const *const *argv, const size_t *const *lens,
-                                 int ping_first, redisReply **out, size_t *nread, int *timed_out)
-{
-    static const char *ping_av[] = {"PING"};
-    static const size_t ping_len[] = {4};
-    *nread = 0;
-    if (ping_first && redisAppendCommandArgv(ctx, 1, ping_av, ping_len) != REDIS_OK)
-        return DLOCK__NOT_SENT;
-    for (size_t i = 0; i < k; i++)
-        if (redisAppendCommandArgv(ctx, argc[i], (const char **)argv[i], lens[i]) != REDIS_OK)
-            return DLOCK__NOT_SENT;
-    int done = 0;
-    do {
-        if (redisBufferWrite(ctx, &done) != REDIS_OK)
-            return DLOCK__NOT_SENT;
-    } while (!done);
-    dlock__roundtrips++;
-    for (size_t i = 0; i < k + (ping_first ? 1 : 0); i++) {
-        void *r = NULL;
-        if (redisGetReply(ctx, &r) != REDIS_OK || !r) {
-            *timed_out = read_timed_out(ctx);
-            return DLOCK__MAYBE_RAN;
-        }
-        if (ping_first && i == 0)
-            freeReplyObject(r);
-        else
-            out[(*nread)++] = r;
-    }
-    return DLOCK__SENT_OK;
 }

@@ -6,16 +6,50 @@
 
 #include "net/net.h"
 
-void dlock__netctx_init(dlock__netctx *ctx, const dlock_config *cfg)
+int dlock__netctx_init(dlock__netctx *ctx, const dlock_config *cfg, dlock__stats *stats)
 {
+    char addr[320];
+    dlock__endpoint_str(&cfg->ep, addr, sizeof(addr));
+    memset(ctx, 0, sizeof(*ctx));
     ctx->cfg = cfg;
+    ctx->stats = stats;
     pthread_mutex_init(&ctx->name_mu, NULL);
-    ctx->conn_name[0] = '\0';
     atomic_init(&ctx->name_gen, 0);
     atomic_init(&ctx->name_refused, 0);
+    if (!cfg->ep.tls && dlock__tls_opts_set(&cfg->tls))
+        return dlock__fail(DLOCK_EINVAL, "TLS settings (CA, certificate, server name, verify) "
+                                         "are given but the URL for %s is not rediss://",
+                           addr);
+    if (cfg->ep.tls) {
+        int rc = dlock__tls_new(&ctx->tls, &cfg->tls, addr);
+        if (rc != DLOCK_OK)
+            return rc;
+        if (!cfg->tls.verify)
+            dlock__log(cfg, DLOCK_LOG_WARN,
+                       "TLS to %s does not verify the server's certificate (verification "
+                       "turned off): the link is encrypted but anyone in the path can pose "
+                       "as the server",
+                       addr);
+    }
+    return DLOCK_OK;
 }
 
-void dlock__netctx_clear(dlock__netctx *ctx) { pthread_mutex_destroy(&ctx->name_mu); }
+void dlock__netctx_clear(dlock__netctx *ctx)
+{
+    pthread_mutex_destroy(&ctx->name_mu);
+    dlock__tls_free(ctx->tls);
+    ctx->tls = NULL;
+}
+
+int dlock__handshake_io_fail(int tls_error, const char *addr, const char *what, const char *why,
+                             int tls)
+{
+    /* A TLS port resets a connection that does not start with a TLS hello. */
+    int unanswered = strstr(why, "closed by the server") || strstr(why, "reset by the server");
+    return dlock__fail(tls_error ? DLOCK_ETLS : DLOCK_ECONN, "connection to %s failed during %s: "
+                       "%s%s", addr, what, why,
+                       !tls && unanswered ? " (a TLS port? use rediss://)" : "");
+}
 
 void dlock__netctx_set_name(dlock__netctx *ctx, const char *name)
 {

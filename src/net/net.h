@@ -1,6 +1,9 @@
 /* The network layer: connections to Redis servers and the requests sent on
  * them. Knows nothing of locks, waiters or the io thread's other work.
+ * dlock's own connections: hiredis only formats commands and parses replies.
  *
+ *   transport.c  sockets (TCP, unix): non-blocking connect, read, write
+ *   tls.c        TLS over a TCP transport (OpenSSL)
  *   handshake.c  the commands every new connection sends first (ONE list,
  *                used by the blocking and the libuv connections alike)
  *   conn.c       a blocking connection: open, one round trip, liveness, abort
@@ -14,6 +17,10 @@
 #ifndef DLOCK_NET_H
 #define DLOCK_NET_H
 
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#include <hiredis/read.h>
 #include <hiredis/hiredis.h>
 #include <uv.h>
 
@@ -23,9 +30,13 @@
 /* Longest connection name (CLIENT SETNAME) with its NUL. */
 #define DLOCK__CONN_NAME_MAX 256
 
+typedef struct dlock__tls dlock__tls;
+
 /* What the network layer needs from the client that owns it. */
 typedef struct dlock__netctx {
     const dlock_config *cfg;   /* timeouts, retries, pool size, log callback */
+    dlock__tls *tls;           /* a rediss:// endpoint's TLS context, else NULL */
+    dlock__stats *stats;       /* the client's counters (may be NULL) */
     pthread_mutex_t name_mu;
     char conn_name[DLOCK__CONN_NAME_MAX];   /* CLIENT SETNAME of every connection, or ""; under
                                                name_mu */
@@ -33,7 +44,10 @@ typedef struct dlock__netctx {
     atomic_int name_refused;                /* Redis refused CLIENT SETNAME (logged once) */
 } dlock__netctx;
 
-void dlock__netctx_init(dlock__netctx *ctx, const dlock_config *cfg);
+/* Sets up TLS for a rediss:// endpoint (its files are loaded now: DLOCK_ETLS
+ * naming a file that cannot be) and logs, once, a warning when its
+ * certificate checks are off. */
+int dlock__netctx_init(dlock__netctx *ctx, const dlock_config *cfg, dlock__stats *stats);
 void dlock__netctx_clear(dlock__netctx *ctx);
 /* Sets the connection name (any thread): connections opened from now on use it;
  * open ones are renamed as they are next used (see pool.c and aconn.c). */
@@ -71,33 +85,118 @@ int dlock__handshake_steps(dlock__netctx *ctx, const dlock__endpoint *ep,
  * unnamed, and the client logs a warning once. */
 int dlock__handshake_check(dlock__netctx *ctx, const dlock__hs_step *s, const redisReply *r,
                            const char *addr);
+/* A connection that failed before step `what` was answered: DLOCK_ETLS
+ * (tls_error) or DLOCK_ECONN, with the message "connection to ADDR failed
+ * during WHAT: WHY", and a hint when a plain connection was closed unanswered
+ * (a TLS port behind redis://). */
+int dlock__handshake_io_fail(int tls_error, const char *addr, const char *what, const char *why,
+                             int tls);
+
+/* -------------------------------------------------------------- transport */
+
+/* How a connection's bytes travel: a non-blocking socket (TCP or unix), or
+ * TLS over a TCP one. The blocking connection waits on it with poll(), the
+ * libuv one with uv_poll: one transport for both. */
+typedef struct dlock__transport dlock__transport;
+
+#define DLOCK__IO_ERR (-1)     /* failed: t->err says why */
+#define DLOCK__IO_AGAIN (-2)   /* would block: wait for t->want, then call again */
+
+typedef struct dlock__transport_vt {
+    const char *name;
+    /* Advances the transport's own handshake (TLS): DLOCK_OK when done,
+     * DLOCK__IO_AGAIN or DLOCK__IO_ERR. */
+    int (*handshake)(dlock__transport *t);
+    /* Bytes read (> 0), 0 when the server closed, or DLOCK__IO_AGAIN / _ERR. */
+    ssize_t (*read)(dlock__transport *t, char *buf, size_t n);
+    /* Bytes written (> 0), or DLOCK__IO_AGAIN / DLOCK__IO_ERR. */
+    ssize_t (*write)(dlock__transport *t, const char *buf, size_t n);
+    /* 1 when bytes are readable without waiting for the socket (TLS buffers). */
+    int (*pending)(const dlock__transport *t);
+    void (*close)(dlock__transport *t, int reset);
+} dlock__transport_vt;
+
+struct dlock__transport {
+    const dlock__transport_vt *vt;
+    int fd;
+    short want;              /* after DLOCK__IO_AGAIN: POLLIN or POLLOUT */
+    int eof;                 /* the server closed its side */
+    int tls_error;           /* the last failure came from TLS (DLOCK_ETLS) */
+    int err_no;              /* errno of the last failure, or 0 */
+    char err[320];           /* the last failure, for messages */
+    void *ssl;               /* TLS only */
+};
+
+void dlock__transport_init(dlock__transport *t);
+/* Starts a non-blocking connect: DLOCK_OK (connected), DLOCK__IO_AGAIN (wait
+ * for POLLOUT, then dlock__transport_connected) or DLOCK__IO_ERR. */
+int dlock__transport_connect(dlock__transport *t, const struct sockaddr *sa, socklen_t len);
+int dlock__transport_connected(dlock__transport *t);
+/* Resolves and connects, waiting up to deadline_ms: DLOCK_OK or DLOCK_ECONN
+ * with the thread's message naming addr. */
+int dlock__transport_open(dlock__transport *t, const dlock__endpoint *ep, const char *addr,
+                          int64_t deadline_ms);
+/* Waits until the socket is ready for `events`: DLOCK_OK, DLOCK_ECMDTIMEOUT
+ * at the deadline (no message), DLOCK_ESYS. */
+int dlock__transport_wait(dlock__transport *t, short events, int64_t deadline_ms);
+/* Writes n bytes by the deadline: DLOCK_OK, DLOCK__IO_ERR or
+ * DLOCK_ECMDTIMEOUT (t->err set); *written (may be NULL) = bytes written. */
+int dlock__transport_write_all(dlock__transport *t, const char *buf, size_t n,
+                               int64_t deadline_ms, size_t *written);
+/* Closes the socket (and TLS); reset: with an RST, dropping unsent data. */
+void dlock__transport_close(dlock__transport *t, int reset);
+/* Records errno err in t->err ("what: strerror"); returns DLOCK__IO_ERR. */
+int dlock__io_fail(dlock__transport *t, int err, const char *what);
+
+/* -------------------------------------------------------------------- tls */
+
+/* A client's TLS settings, loaded: DLOCK_ETLS naming a file (and addr) that
+ * cannot be loaded, DLOCK_ENOMEM. */
+int dlock__tls_new(dlock__tls **out, const dlock__tls_opts *o, const char *addr);
+void dlock__tls_free(dlock__tls *tls);
+/* Puts TLS on a connected TCP transport; its handshake then runs through
+ * t->vt->handshake. DLOCK_OK or DLOCK__IO_ERR (t->err). */
+int dlock__tls_attach(dlock__transport *t, dlock__tls *tls, const dlock__endpoint *ep);
+int dlock__tls_verifies(const dlock__tls *tls);
 
 /* ------------------------------------------------------------- blocking */
 
-/* Opens a blocking connection and runs the handshake under the connect
- * timeout; the command timeout applies afterwards. */
+typedef struct dlock__conn dlock__conn;
+
+/* Opens a blocking connection: connect, TLS, then the handshake, under the
+ * connect timeout; the command timeout applies afterwards. */
 int dlock__conn_open(dlock__netctx *ctx, const dlock__endpoint *ep, const char *addr,
-                     redisContext **out, uint64_t *name_gen);
+                     dlock__conn **out, uint64_t *name_gen);
 /* Closes with a reset: data still queued in the socket is dropped, not sent. */
-void dlock__conn_abort(redisContext *ctx);
+void dlock__conn_abort(dlock__conn *c);
+/* Closes cleanly (TLS: close_notify). */
+void dlock__conn_close(dlock__conn *c);
 /* 1 when an idle connection has nothing to read and is not closed. */
-int dlock__conn_alive(redisContext *ctx);
+int dlock__conn_alive(dlock__conn *c);
+/* 1 once a request on it failed: it must not be reused. */
+int dlock__conn_broken(const dlock__conn *c);
+/* The last failure's text. */
+const char *dlock__conn_error(const dlock__conn *c);
 
 typedef enum { DLOCK__SENT_OK, DLOCK__NOT_SENT, DLOCK__MAYBE_RAN } dlock__sent;
 /* Writes the commands (a PING first when ping_first) and reads the replies;
  * *out gets the last one. A failure while writing means Redis cannot have run
  * them; a failure while reading means it may have. *timed_out tells which
  * read failure. */
-dlock__sent dlock__conn_roundtrip(redisContext *ctx, int argc, const char *const *argv,
+dlock__sent dlock__conn_roundtrip(dlock__conn *c, int argc, const char *const *argv,
                                   const size_t *lens, int ping_first, redisReply **out,
                                   int *timed_out);
 /* k commands in one write (a PING first when ping_first), then their replies
  * in order: one round trip. out[0..*nread) get the replies read before a
  * failure (the PING's is dropped); the outcome is as dlock__conn_roundtrip's,
- * for the commands from *nread on. */
-dlock__sent dlock__conn_pipeline(redisContext *ctx, size_t k, const int *argc,
+ * for the commands from *nread on. lens may be NULL (strlen of each). */
+dlock__sent dlock__conn_pipeline(dlock__conn *c, size_t k, const int *argc,
                                  const char *const *const *argv, const size_t *const *lens,
                                  int ping_first, redisReply **out, size_t *nread, int *timed_out);
+/* Waits up to timeout_ms for a reply nobody asked for (a pub/sub message on
+ * a subscribed connection): DLOCK_OK with *out, DLOCK_ETIMEDOUT when nothing
+ * came (the connection stays usable), or a failure (then it is broken). */
+int dlock__conn_wait_reply(dlock__conn *c, int64_t timeout_ms, redisReply **out);
 /* Writes (round trips) made by the calling thread, for tests and the bench. */
 extern _Thread_local uint64_t dlock__roundtrips;
 
@@ -118,11 +217,11 @@ dlock__netctx *dlock__node_ctx(const dlock__node *n);
  * one up to the command timeout; idle_only: an idle one or DLOCK_ECONN at
  * once. *fresh = 1 when newly opened. An idle connection opened under an older
  * connection name is closed instead of used. */
-int dlock__node_get_conn(dlock__node *n, redisContext **out, uint64_t *gen, int *fresh,
+int dlock__node_get_conn(dlock__node *n, dlock__conn **out, uint64_t *gen, int *fresh,
                          int idle_only);
 /* Gives a connection back (with the name generation get_conn gave); a broken
  * one is aborted. */
-void dlock__node_put_conn(dlock__node *n, redisContext *ctx, uint64_t gen, int broken);
+void dlock__node_put_conn(dlock__node *n, dlock__conn *c, uint64_t gen, int broken);
 
 /* ------------------------------------------------------------------- call */
 

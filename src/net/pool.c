@@ -13,7 +13,7 @@
 #include "net/net.h"
 
 typedef struct idle_conn {
-    redisContext *ctx;
+    dlock__conn *conn;
     uint64_t name_gen;       /* the connection name it was opened with */
 } idle_conn;
 
@@ -64,7 +64,7 @@ void dlock__node_free(dlock__node *n)
     if (!n)
         return;
     for (int i = 0; i < n->nidle; i++)
-        redisFree(n->idle[i].ctx);
+        dlock__conn_close(n->idle[i].conn);
     free(n->idle);
     pthread_cond_destroy(&n->cv);
     pthread_mutex_destroy(&n->mu);
@@ -72,25 +72,28 @@ void dlock__node_free(dlock__node *n)
     free(n);
 }
 
-int dlock__node_get_conn(dlock__node *n, redisContext **out, uint64_t *gen, int *fresh,
+int dlock__node_get_conn(dlock__node *n, dlock__conn **out, uint64_t *gen, int *fresh,
                          int idle_only)
 {
     pthread_mutex_lock(&n->mu);
-    int64_t deadline = dlock__now_ms() + n->ctx->cfg->command_timeout_ms;
+    int64_t deadline = -1;
     for (;;) {
         if (n->nidle > 0) {
             idle_conn ic = n->idle[--n->nidle];
-            redisContext *ctx = ic.ctx;
+            dlock__conn *c = ic.conn;
             /* Closed by the server meanwhile, or named before the client's
              * name changed: drop it unused (a new one carries the new name). */
-            if (ic.name_gen != dlock__netctx_gen(n->ctx) || !dlock__conn_alive(ctx)) {
+            int renamed = ic.name_gen != dlock__netctx_gen(n->ctx);
+            if (renamed || !dlock__conn_alive(c)) {
                 n->nopen--;
                 pthread_mutex_unlock(&n->mu);
-                dlock__conn_abort(ctx);
+                if (!renamed)
+                    dlock__stats_count(n->ctx->stats, DLOCK__ST_RECONNECTS, 1);
+                dlock__conn_abort(c);
                 pthread_mutex_lock(&n->mu);
                 continue;
             }
-            *out = ctx;
+            *out = c;
             *gen = ic.name_gen;
             pthread_mutex_unlock(&n->mu);
             *fresh = 0;
@@ -102,6 +105,8 @@ int dlock__node_get_conn(dlock__node *n, redisContext **out, uint64_t *gen, int 
         }
         if (n->nopen < n->max)
             break;
+        if (deadline < 0)
+            deadline = dlock__now_ms() + n->ctx->cfg->command_timeout_ms;
         struct timespec ts;
         dlock__abstime(deadline, &ts);
         if (pthread_cond_timedwait(&n->cv, &n->mu, &ts) == ETIMEDOUT && n->nidle == 0 &&
@@ -126,16 +131,19 @@ int dlock__node_get_conn(dlock__node *n, redisContext **out, uint64_t *gen, int 
     return DLOCK_OK;
 }
 
-void dlock__node_put_conn(dlock__node *n, redisContext *ctx, uint64_t gen, int broken)
+void dlock__node_put_conn(dlock__node *n, dlock__conn *c, uint64_t gen, int broken)
 {
+    broken = broken || dlock__conn_broken(c);
     pthread_mutex_lock(&n->mu);
-    if (broken || ctx->err || n->nidle >= n->max) {
+    if (broken || n->nidle >= n->max) {
         n->nopen--;
         pthread_mutex_unlock(&n->mu);
-        dlock__conn_abort(ctx);
+        if (broken)
+            dlock__stats_count(n->ctx->stats, DLOCK__ST_RECONNECTS, 1);
+        dlock__conn_abort(c);
         pthread_mutex_lock(&n->mu);
     } else {
-        n->idle[n->nidle].ctx = ctx;
+        n->idle[n->nidle].conn = c;
         n->idle[n->nidle++].name_gen = gen;
     }
     pthread_cond_signal(&n->cv);
@@ -144,24 +152,25 @@ void dlock__node_put_conn(dlock__node *n, redisContext *ctx, uint64_t gen, int b
 
 int dlock__node_check(dlock__node *n)
 {
-    redisContext *ctx;
+    dlock__conn *c;
     uint64_t gen;
-    int fresh;
-    int rc = dlock__node_get_conn(n, &ctx, &gen, &fresh, 0);
+    int fresh, timed_out = 0;
+    int rc = dlock__node_get_conn(n, &c, &gen, &fresh, 0);
     if (rc != DLOCK_OK)
         return rc;
-    redisReply *r = redisCommand(ctx, "PING");
-    if (!r) {
-        int timed_out = ctx->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK);
+    static const char *av[] = {"PING"};
+    redisReply *r;
+    if (dlock__conn_roundtrip(c, 1, av, NULL, 0, &r, &timed_out) != DLOCK__SENT_OK) {
         rc = dlock__fail(timed_out ? DLOCK_ECMDTIMEOUT : DLOCK_ECONN, "%s does not answer PING: %s",
-                         n->addr, timed_out ? "no reply within the command timeout" : ctx->errstr);
-        dlock__node_put_conn(n, ctx, gen, 1);
+                         n->addr, timed_out ? "no reply within the command timeout"
+                                            : dlock__conn_error(c));
+        dlock__node_put_conn(n, c, gen, 1);
         return rc;
     }
     if (r->type == REDIS_REPLY_ERROR)
         rc = dlock__fail(dlock__redis_error_code(r->str), "%s answered PING with: %s", n->addr,
                          r->str);
     freeReplyObject(r);
-    dlock__node_put_conn(n, ctx, gen, 0);
+    dlock__node_put_conn(n, c, gen, 0);
     return rc;
 }

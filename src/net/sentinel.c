@@ -15,13 +15,8 @@
  * Nodes. One dlock__node per primary ever seen, kept until the router goes:
  * callers may hold the pointers (the watchdog, pub/sub), and see the switch
  * through dlock__sentinel_primary and the generation. */
-#include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include "net/sentinel.h"
 
@@ -44,8 +39,8 @@ struct dlock__sentinel {
     pthread_mutex_t ask_mu;          /* one discovery at a time */
     pthread_t thread;
     int thread_started;
-    int wake[2];                     /* a socket pair: stop or check now */
     _Atomic int stop;
+    _Atomic int check_now;           /* a caller saw the primary refuse or vanish */
 };
 
 /* The node for host:port, created when new. Caller holds the write lock. */
@@ -153,15 +148,18 @@ static void on_switch(dlock__sentinel *s, const char *msg, size_t len)
 }
 
 /* A connection to one sentinel, subscribed to +switch-master, or NULL. */
-static redisContext *subscribe(dlock__sentinel *s, size_t i)
+static dlock__conn *subscribe(dlock__sentinel *s, size_t i)
 {
-    redisContext *c;
+    dlock__conn *c;
     uint64_t gen;
     const dlock__endpoint *ep = dlock__node_endpoint(s->sentinels[i]);
     if (dlock__conn_open(s->ctx, ep, dlock__node_addr(s->sentinels[i]), &c, &gen) != DLOCK_OK)
         return NULL;
-    redisReply *r = redisCommand(c, "SUBSCRIBE +switch-master");
-    int ok = r && r->type == REDIS_REPLY_ARRAY;
+    const char *av[] = {"SUBSCRIBE", "+switch-master"};
+    redisReply *r = NULL;
+    int timed_out = 0;
+    int ok = dlock__conn_roundtrip(c, 2, av, NULL, 0, &r, &timed_out) == DLOCK__SENT_OK &&
+             r->type == REDIS_REPLY_ARRAY;
     if (r)
         freeReplyObject(r);
     if (!ok) {
@@ -171,10 +169,14 @@ static redisContext *subscribe(dlock__sentinel *s, size_t i)
     return c;
 }
 
+/* Waits for messages in slices of WATCH_SLICE_MS, so that a stop or a
+ * request to check is seen that soon. */
+#define WATCH_SLICE_MS 100
+
 static void *watcher(void *arg)
 {
     dlock__sentinel *s = arg;
-    redisContext *sub = NULL;
+    dlock__conn *sub = NULL;
     size_t next = 0;
     int64_t checked = dlock__now_ms();
     while (!atomic_load(&s->stop)) {
@@ -183,53 +185,36 @@ static void *watcher(void *arg)
             next = (next + 1) % s->nsentinels;
         }
         int64_t now = dlock__now_ms();
-        if (now - checked >= CHECK_EVERY_MS) {
+        if (now - checked >= CHECK_EVERY_MS || atomic_exchange(&s->check_now, 0)) {
             checked = now;
             if (discover(s) != DLOCK_OK)
                 dlock__log(s->ctx->cfg, DLOCK_LOG_WARN, "sentinel: %s", dlock_last_error());
         }
-        /* Replies already read, then the socket, then the wake pipe. */
-        void *r = NULL;
-        if (sub && redisGetReplyFromReader(sub, &r) != REDIS_OK) {
+        if (!sub) {
+            dlock__cancel_sleep(NULL, WATCH_SLICE_MS);
+            continue;
+        }
+        redisReply *m = NULL;
+        int rc = dlock__conn_wait_reply(sub, WATCH_SLICE_MS, &m);
+        if (rc == DLOCK_ETIMEDOUT)
+            continue;
+        if (rc != DLOCK_OK) {
             dlock__conn_abort(sub);
             sub = NULL;
             continue;
         }
-        if (r) {
-            redisReply *m = r;
-            if (m->type == REDIS_REPLY_ARRAY && m->elements == 3 &&
-                m->element[0]->type == REDIS_REPLY_STRING &&
-                strcmp(m->element[0]->str, "message") == 0 &&
-                m->element[2]->type == REDIS_REPLY_STRING)
-                on_switch(s, m->element[2]->str, m->element[2]->len);
-            freeReplyObject(r);
-            continue;
-        }
-        struct pollfd p[2] = {{s->wake[0], POLLIN, 0}, {sub ? sub->fd : -1, POLLIN, 0}};
-        int64_t left = CHECK_EVERY_MS - (dlock__now_ms() - checked);
-        int k = poll(p, sub ? 2 : 1, (int)(left > 0 ? left : 0));
-        if (k > 0 && (p[0].revents & POLLIN)) {
-            char b[64];
-            if (recv(s->wake[0], b, sizeof(b), MSG_DONTWAIT) > 0)
-                checked = 0;   /* check now (unless stopping) */
-        }
-        if (sub && k > 0 && (p[1].revents & (POLLIN | POLLHUP | POLLERR)) &&
-            redisBufferRead(sub) != REDIS_OK) {
-            dlock__conn_abort(sub);
-            sub = NULL;
-        }
+        if (m->type == REDIS_REPLY_ARRAY && m->elements == 3 &&
+            m->element[0]->type == REDIS_REPLY_STRING && strcmp(m->element[0]->str, "message") == 0 &&
+            m->element[2]->type == REDIS_REPLY_STRING)
+            on_switch(s, m->element[2]->str, m->element[2]->len);
+        freeReplyObject(m);
     }
     if (sub)
         dlock__conn_abort(sub);
     return NULL;
 }
 
-void dlock__sentinel_stale(dlock__sentinel *s)
-{
-    char b = 1;
-    ssize_t k = send(s->wake[1], &b, 1, MSG_DONTWAIT);   /* a full socket already asks */
-    (void)k;
-}
+void dlock__sentinel_stale(dlock__sentinel *s) { atomic_store(&s->check_now, 1); }
 
 /* ------------------------------------------------------------ lifecycle */
 
@@ -243,7 +228,6 @@ int dlock__sentinel_new(dlock__sentinel **out, dlock__netctx *ctx, const dlock__
     if (!s)
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
     s->ctx = ctx;
-    s->wake[0] = s->wake[1] = -1;
     pthread_rwlock_init(&s->mu, NULL);
     pthread_mutex_init(&s->ask_mu, NULL);
     int rc = DLOCK_OK;
@@ -259,9 +243,6 @@ int dlock__sentinel_new(dlock__sentinel **out, dlock__netctx *ctx, const dlock__
         if ((rc = dlock__node_new(&s->sentinels[i], ctx, &ep)) == DLOCK_OK)
             s->nsentinels++;
     }
-    if (rc == DLOCK_OK &&
-        socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, s->wake) != 0)
-        rc = dlock__fail(DLOCK_ESYS, "socketpair: %s", strerror(errno));
     if (rc == DLOCK_OK)
         rc = discover(s);
     if (rc == DLOCK_OK) {
@@ -284,12 +265,8 @@ void dlock__sentinel_free(dlock__sentinel *s)
         return;
     if (s->thread_started) {
         atomic_store(&s->stop, 1);
-        dlock__sentinel_stale(s);
         pthread_join(s->thread, NULL);
     }
-    for (int i = 0; i < 2; i++)
-        if (s->wake[i] >= 0)
-            close(s->wake[i]);
     for (size_t i = 0; i < s->nsentinels; i++)
         dlock__node_free(s->sentinels[i]);
     free(s->sentinels);

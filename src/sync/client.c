@@ -65,7 +65,9 @@ int dlock_client_open(dlock_client **out, const dlock_config *cfg)
                            "command timeout (%lld ms)",
                            (long long)cfg->ack_timeout_ms, (long long)cfg->command_timeout_ms);
     }
-    dlock__netctx_init(&c->net, &c->cfg);
+    dlock__stats_init(&c->stats);
+    if ((rc = dlock__netctx_init(&c->net, &c->cfg, &c->stats)) != DLOCK_OK)
+        goto fail;
     set_conn_name(c, c->cfg.client_name);
     if ((rc = dlock__router_new(&c->router, &c->net, &c->cfg.ep)) != DLOCK_OK)
         goto fail;
@@ -182,6 +184,17 @@ int dlock_client_ping(dlock_client *c)
     if (rc == DLOCK_OK)
         freeReplyObject(r);
     return rc;
+}
+
+int dlock_client_stats(dlock_client *c, dlock_stats *out, size_t size)
+{
+    dlock__clear_error();
+    if (!c || !out)
+        return dlock__fail(DLOCK_EINVAL, "client or out is NULL");
+    dlock_stats s;
+    dlock__stats_read(&c->stats, &s);
+    memcpy(out, &s, size < sizeof(s) ? size : sizeof(s));
+    return DLOCK_OK;
 }
 
 int dlock__call(dlock_client *c, const dlock__req *req, redisReply **out)

@@ -25,6 +25,7 @@
 struct dlock_client {
     dlock_config cfg;
     dlock__netctx net;                 /* what the net layer sees of the client */
+    dlock__stats stats;                /* dlock_client_stats */
     char uuid[37];
     dlock__router *router;
     dlock__loop *loop;

@@ -42,6 +42,7 @@ check_prefix() {  # $1 = where the files landed
   sflags=$(PKG_CONFIG_PATH="$p/lib/pkgconfig" pkg-config --static --libs dlock) || fail "pkg-config --static"
   case " $sflags " in *" -lhiredis "*) ;; *) fail "no -lhiredis in the static flags: $sflags" ;; esac
   case " $sflags " in *" -luv "*) ;; *) fail "no -luv in the static flags: $sflags" ;; esac
+  case " $sflags " in *" -lssl "*) ;; *) fail "no -lssl (TLS) in the static flags: $sflags" ;; esac
   # shellcheck disable=SC2086
   cc "$here/consumer.c" -o "$tmp/pcs" $cflags ${sflags/-ldlock/-l:libdlock.a} ||
     fail "static link with pkg-config --static flags ($sflags)"
