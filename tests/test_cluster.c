@@ -394,6 +394,25 @@ static void test_cluster_failover(void **state)
     assert_int_equal(dlock_lock_acquire(l, DLOCK_WATCHDOG), DLOCK_OK);
     th_redis *old = th_cluster_node_for(&cl, name);
     assert_non_null(old);
+    /* A waiter on another lock of that node, subscribed there (sharded: the
+     * node drops the subscription when its slots go). */
+    char blocked[64];
+    do
+        th_name(blocked, sizeof(blocked), "fo-blocked");
+    while (th_cluster_node_for(&cl, blocked) != old);
+    dlock_client *b = th_client_url(cl.url, 0);
+    dlock_lock *lb;
+    assert_int_equal(dlock_lock_get(c, blocked, &lb), DLOCK_OK);
+    assert_int_equal(dlock_lock_try(lb, 0, 60000), DLOCK_OK);
+    struct waiter_arg w = {b, blocked, -99, 0};
+    pthread_t t;
+    pthread_create(&t, NULL, waiter, &w);
+    char ch[128];
+    snprintf(ch, sizeof(ch), "redisson_lock__channel:{%s}", blocked);
+    for (int64_t until = th_now_ms() + 5000 * th_slack();
+         dlock__pubsub_waiters(b->pubsub, ch, strlen(ch)) == 0 && th_now_ms() < until;)
+        th_sleep_ms(5);
+    th_sleep_ms(100);
     assert_int_equal(th_int(old, "WAIT 1 2000"), 1);
     /* Its replica: the node whose INFO replication names old's port. */
     th_redis *rep = NULL;
@@ -427,6 +446,15 @@ static void test_cluster_failover(void **state)
     assert_int_equal(th_int(rep, "EXISTS %s", name), 0);
     assert_int_equal(dlock_lock_try(l, 0, 5000), DLOCK_OK);
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    /* The waiter, subscribed again on the new primary, is woken by the release. */
+    th_sleep_ms(500);
+    int64_t t0 = th_now_ms();
+    assert_int_equal(dlock_lock_release(lb), DLOCK_OK);
+    pthread_join(t, NULL);
+    assert_int_equal(w.rc, DLOCK_OK);
+    assert_true(th_now_ms() - t0 < 5000 * th_slack());
+    dlock_lock_free(lb);
+    dlock_client_close(b);
     dlock_lock_free(l);
     dlock_client_close(c);
 }

@@ -315,9 +315,36 @@ static void on_unsub_reply(dlock__aconn *ac, redisReply *r, int status, void *ud
     sync_channels(ps);
 }
 
+/* The server dropped a sharded subscription (its slot moved to another
+ * node): the channel is subscribed again where the map then says, and its
+ * waiters retry once it is (messages may have been missed). */
+static void on_dropped(dlock__pubsub *ps, psconn *pc, const redisReply *chr)
+{
+    dlock__router_stale(ps->router);
+    pthread_mutex_lock(&ps->mu);
+    dlock__channel *ch = ch_find(ps, chr->str, chr->len);
+    if (ch && ch->pc == pc && ch->state == CH_SUBSCRIBED) {
+        ch->state = CH_NONE;
+        ch->pc = NULL;
+        if (ch->nwaiters == 0) {
+            ch_free(ps, ch);
+        } else {
+            ch->resync = 1;
+            wake_all(ch, 0);
+        }
+    }
+    pthread_mutex_unlock(&ps->mu);
+    retry_later(ps);   /* after the map is read again */
+}
+
 static void on_sub_push(dlock__aconn *ac, redisReply *r, void *ud)
 {
     dlock__pubsub *ps = ((psconn *)ud)->ps;
+    if (strcmp(r->element[0]->str, "sunsubscribe") == 0) {
+        if (r->element[1]->type == REDIS_REPLY_STRING)
+            on_dropped(ps, ud, r->element[1]);
+        return;
+    }
     /* message: [kind, channel, payload]; pmessage: [kind, pattern, channel, payload] */
     size_t ci = r->elements == 4 ? 2 : 1;
     redisReply *chr = r->element[ci], *msg = r->element[ci + 1];

@@ -349,7 +349,9 @@ typedef struct dlock__aconn_cbs {
 } dlock__aconn_cbs;
 
 /* pubsub: the connection will SUBSCRIBE; "message"/"smessage" arrays go to
- * on_push, and it PINGs now and then so a dead peer is noticed. */
+ * on_push, and so does a "sunsubscribe" the server sends by itself (a
+ * sharded channel's slot moved away); it PINGs now and then so a dead peer is
+ * noticed. */
 int dlock__aconn_new(dlock__aconn **out, uv_loop_t *uv, dlock__netctx *ctx,
                      const dlock__endpoint *ep, int pubsub, const dlock__aconn_cbs *cbs);
 /* Starts connecting (no-op when already connecting or connected). */
