@@ -227,6 +227,84 @@ static void collect_extra(th_redis *r, va_list ap)
     r->extra[n] = NULL;
 }
 
+/* Deployments started in place of a single server (DLOCK_TEST_DEPLOY). */
+typedef struct deployed {
+    const th_redis *r;
+    th_replset *rs;
+    th_sentinels *ss;
+    th_cluster *cl;
+} deployed;
+static deployed deployments[8];
+
+const char *th_deploy_name(void)
+{
+    const char *d = getenv("DLOCK_TEST_DEPLOY");
+    if (d && (strcmp(d, "sentinel") == 0 || strcmp(d, "cluster") == 0))
+        return d;
+    return "single";
+}
+
+static deployed *deployment_of(const th_redis *r)
+{
+    for (size_t i = 0; i < sizeof(deployments) / sizeof(deployments[0]); i++)
+        if (deployments[i].r == r)
+            return &deployments[i];
+    return NULL;
+}
+
+int th_deployed(const th_redis *r) { return deployment_of(r) != NULL; }
+
+static int start_deployment(th_redis *r)
+{
+    deployed *d = deployment_of(NULL);
+    if (!d)
+        return -1;
+    memset(d, 0, sizeof(*d));
+    if (strcmp(th_deploy_name(), "sentinel") == 0) {
+        d->rs = calloc(1, sizeof(*d->rs));
+        d->ss = calloc(1, sizeof(*d->ss));
+        if (!d->rs || !d->ss || th_replset_start(d->rs, NULL) != 0) {
+            free(d->rs);
+            free(d->ss);
+            return -1;
+        }
+        if (th_sentinels_start(d->ss, d->rs, "dlocktest") != 0) {
+            th_replset_destroy(d->rs);
+            free(d->rs);
+            free(d->ss);
+            return -1;
+        }
+        r->port = d->rs->primary.port;
+        r->pid = d->rs->primary.pid;
+        snprintf(r->url, sizeof(r->url), "%s", d->ss->url);
+    } else {
+        d->cl = calloc(1, sizeof(*d->cl));
+        if (!d->cl || th_cluster_start(d->cl) != 0) {
+            free(d->cl);
+            return -1;
+        }
+        r->port = d->cl->node[0].port;
+        r->pid = d->cl->node[0].pid;
+        snprintf(r->url, sizeof(r->url), "%s", d->cl->url);
+    }
+    d->r = r;
+    return 0;
+}
+
+static void stop_deployment(deployed *d)
+{
+    if (d->ss) {
+        th_sentinels_destroy(d->ss);
+        th_replset_destroy(d->rs);
+    }
+    if (d->cl)
+        th_cluster_destroy(d->cl);
+    free(d->ss);
+    free(d->rs);
+    free(d->cl);
+    memset(d, 0, sizeof(*d));
+}
+
 int th_redis_start(th_redis *r, ...)
 {
     memset(r, 0, sizeof(*r));
@@ -234,6 +312,8 @@ int th_redis_start(th_redis *r, ...)
     va_start(ap, r);
     collect_extra(r, ap);
     va_end(ap);
+    if (!r->extra[0] && strcmp(th_deploy_name(), "single") != 0)
+        return start_deployment(r);
     if (make_dir(r) != 0)
         return -1;
     return start_in_dir(r, NULL);
@@ -241,6 +321,12 @@ int th_redis_start(th_redis *r, ...)
 
 void th_redis_stop(th_redis *r)
 {
+    deployed *d = deployment_of(r);
+    if (d) {
+        stop_deployment(d);
+        r->pid = 0;
+        return;
+    }
     if (r->pid <= 0)
         return;
     kill(r->pid, SIGTERM);
@@ -259,6 +345,8 @@ void th_redis_stop(th_redis *r)
 
 int th_redis_restart(th_redis *r)
 {
+    if (deployment_of(r))
+        return -1;   /* a deployment is not restarted as one server */
     th_redis_stop(r);
     for (int tries = 0; tries < 50; tries++) {
         if (launch(r) == 0)
@@ -300,8 +388,27 @@ static redisReply *vcmd(const th_redis *r, const char *fmt, va_list ap)
     redisContext *c = th_admin(r);
     if (!c)
         return NULL;
+    va_list again;
+    va_copy(again, ap);
     redisReply *rep = redisvCommand(c, fmt, ap);
     redisFree(c);
+    /* A cluster node sends a key's command to the node that serves it. */
+    for (int hops = 0; hops < 3 && rep && rep->type == REDIS_REPLY_ERROR &&
+                       strncmp(rep->str, "MOVED ", 6) == 0; hops++) {
+        const char *colon = strrchr(rep->str, ':');
+        th_redis other = *r;
+        other.port = colon ? atoi(colon + 1) : 0;
+        freeReplyObject(rep);
+        rep = NULL;
+        if (other.port <= 0 || !(c = th_admin(&other)))
+            break;
+        va_list ap2;
+        va_copy(ap2, again);
+        rep = redisvCommand(c, fmt, ap2);
+        va_end(ap2);
+        redisFree(c);
+    }
+    va_end(again);
     return rep;
 }
 

@@ -16,7 +16,7 @@ typedef struct th_redis {
     pid_t pid;
     int port;
     char dir[256];
-    char url[128];
+    char url[256];
     char sock[300];   /* unix socket path */
     const char *extra[33];   /* extra arguments (string literals), NULL-terminated */
     int bus_port;            /* cluster node: its cluster bus port (0: not a cluster node) */
@@ -25,8 +25,20 @@ typedef struct th_redis {
 
 /* Starts redis-server on a free 127.0.0.1 port (and a unix socket in its own
  * temp dir), without persistence. Extra "--opt value" pairs may follow, NULL
- * terminated. Returns 0 when it answers PING. */
+ * terminated. Returns 0 when it answers PING.
+ *
+ * With DLOCK_TEST_DEPLOY=sentinel or cluster in the environment, a start
+ * without extra arguments starts that deployment instead (th_deploy_*):
+ * r->url names it (redis-sentinel:// or redis-cluster://), r->port is the
+ * primary's (sentinel) or a primary's (cluster), and th_cmd / th_int follow
+ * MOVED to the node that serves a key; th_redis_destroy stops it all. Tests
+ * that stop or restart their server, or count its calls, skip themselves
+ * there (th_deployed). */
 int th_redis_start(th_redis *r, ...);
+/* The deployment under test: "single", "sentinel" or "cluster". */
+const char *th_deploy_name(void);
+/* 1 when r was started as a sentinel or cluster deployment. */
+int th_deployed(const th_redis *r);
 /* Stops the server (SIGTERM, then SIGKILL) and waits for it. Keeps port/dir. */
 void th_redis_stop(th_redis *r);
 /* Starts it again on the same port, empty. */

@@ -1,5 +1,5 @@
 /* The cluster router: requests go to the primary that serves their keys'
- * slot (docs/internals/cluster.md).
+ * slot (docs/internals/deployments.md).
  *
  * Nodes. One dlock__node (a connection pool) per primary ever seen; a node
  * is never freed before the router, so callers may keep the pointers they
