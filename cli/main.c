@@ -283,9 +283,14 @@ int cli_opt_value(const cli_opts *o, const char *cmd, int argc, char **argv, int
  * it for as short a time as we can manage (prefer the other sources). */
 static void mask_url_password(char *url)
 {
-    if (strncmp(url, "redis://", 8) != 0)
+    static const char *const schemes[] = {"redis://", "rediss://", "redis-sentinel://",
+                                          "redis-cluster://"};
+    char *a = NULL;
+    for (size_t i = 0; i < sizeof(schemes) / sizeof(schemes[0]) && !a; i++)
+        if (strncmp(url, schemes[i], strlen(schemes[i])) == 0)
+            a = url + strlen(schemes[i]);
+    if (!a)
         return;
-    char *a = url + 8;
     size_t alen = strcspn(a, "/?#");
     char *at = NULL;
     for (size_t i = 0; i < alen; i++)
