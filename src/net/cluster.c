@@ -351,26 +351,6 @@ dlock__node *dlock__cluster_node(dlock__cluster *cl, const char *key, size_t len
     return owner_of(cl, key ? dlock__key_slot(key, len) : -1, 1);
 }
 
-int dlock__cluster_nodes(dlock__cluster *cl, dlock__node ***out, size_t *n)
-{
-    pthread_rwlock_rdlock(&cl->mu);
-    dlock__node **a = malloc((cl->nnodes ? cl->nnodes : 1) * sizeof(*a));
-    size_t k = 0;
-    for (size_t i = 0; a && i < cl->nnodes; i++) {
-        int serves = 0;
-        for (size_t s = 0; s < DLOCK__SLOTS && !serves; s++)
-            serves = cl->owner[s] == i;
-        if (serves)
-            a[k++] = cl->nodes[i];
-    }
-    pthread_rwlock_unlock(&cl->mu);
-    if (!a)
-        return dlock__fail(DLOCK_ENOMEM, "out of memory");
-    *out = a;
-    *n = k;
-    return DLOCK_OK;
-}
-
 /* Commands without a key: any node answers them. */
 static int keyless(const char *cmd, size_t len)
 {

@@ -67,8 +67,5 @@ int dlock__cluster_sharded(const dlock__cluster *cl);
 uint64_t dlock__cluster_generation(dlock__cluster *cl);
 /* Asks the refresher thread to read the map soon; never blocks (io thread). */
 void dlock__cluster_stale(dlock__cluster *cl);
-/* Every primary's node, for callers that visit all (SCAN): *n of them, in
- * out (caller frees the array, not the nodes). */
-int dlock__cluster_nodes(dlock__cluster *cl, dlock__node ***out, size_t *n);
 
 #endif
