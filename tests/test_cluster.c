@@ -195,6 +195,11 @@ static void test_waiter_woken(void **state)
              dlock__pubsub_waiters(b->pubsub, ch, strlen(ch)) == 0 && th_now_ms() < until;)
             th_sleep_ms(5);
         th_sleep_ms(100);
+        /* Inspection counts the waiter: a shard subscriber on the lock's node. */
+        dlock_info *info = NULL;
+        assert_int_equal(dlock_lock_inspect(l, &info), DLOCK_OK);
+        assert_int_equal(dlock_info_waiters(info), 1);
+        dlock_info_free(info);
         int64_t t0 = th_now_ms();
         assert_int_equal(dlock_lock_release(l), DLOCK_OK);
         pthread_join(t, NULL);

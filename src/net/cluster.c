@@ -375,6 +375,10 @@ static int req_slot(const dlock__req *req, int *slot)
     int first = 0, n = 0;
     if (req->script >= 0) {
         n = req->nkeys;
+    } else if (req->argc >= 3 && arg_len(req, 0) == 6 && strncasecmp(req->argv[0], "PUBSUB", 6) == 0 &&
+               arg_len(req, 1) == 11 && strncasecmp(req->argv[1], "SHARDNUMSUB", 11) == 0) {
+        first = 2;   /* a shard channel: counted on the node that serves its slot */
+        n = 1;
     } else if (req->argc >= 2 && !keyless(req->argv[0], arg_len(req, 0))) {
         first = 1;   /* GET key, HEXISTS key field, TYPE key, ... */
         n = 1;

@@ -259,8 +259,11 @@ static int count_waiters(dlock_client *c, dlock_info *info)
                                info->name, strlen(info->name), "", &clen);
     if (!ch)
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
-    const char *av[] = {"PUBSUB", "NUMSUB", ch};
-    const size_t lens[] = {6, 6, clen};
+    /* Sharded (a Redis 7 cluster): the waiters are shard subscribers of the
+     * channel's node. */
+    int sharded = dlock__router_sharded(c->router);
+    const char *av[] = {"PUBSUB", sharded ? "SHARDNUMSUB" : "NUMSUB", ch};
+    const size_t lens[] = {6, sharded ? 11 : 6, clen};
     dlock__req req = {.script = -1, .argc = 3, .argv = av, .lens = lens,
                       .flags = DLOCK__CALL_IDEMPOTENT};
     redisReply *r;
