@@ -6,7 +6,7 @@
 # BENCH_PLACEMENT=split (default): redis-server on CPU 0, every client on CPU 1.
 # BENCH_PLACEMENT=same: everything on CPU 0.
 # BENCH_QUICK=1: short runs (a smoke test of the pipeline, not numbers to quote).
-# BENCH_ONLY="refs uncontended handoff fair idle many readers held multilock sem latch": a subset (default: all).
+# BENCH_ONLY="refs uncontended handoff fair idle many readers held multilock sem latch async": a subset (default: all).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -50,7 +50,7 @@ url=$REDIS_URL
 echo "redis-server $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/') on 127.0.0.1:$REDIS_PORT, pid $REDIS_PID;" \
      "placement: $placement (redis CPU $REDIS_CPU, clients CPU $client_cpu); $runs runs each"
 
-only=${BENCH_ONLY:-refs uncontended handoff fair idle many readers held multilock sem latch}
+only=${BENCH_ONLY:-refs uncontended handoff fair idle many readers held multilock sem latch async}
 want() { case " $only " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
 record() { # appends the JSON line of a run, or a failure record
@@ -204,6 +204,20 @@ for i in $(seq "$runs"); do
   record pin "$bench" latchfloor
   flush
 done
+
+fi
+
+if want async; then
+echo "10. asynchronous API: many names from one thread; 10 000 pending waiters..."
+for i in $(seq "$runs"); do
+  # The -c 50 ceiling right beside each run, as for section 4.
+  sha=$(redis-cli -p "$REDIS_PORT" script load "$(cat "$root/src/scripts/lock/acquire.lua")")
+  rb ceiling-c50 50 "$rb50_n" "bench:rb50:__rand_int__"
+  record pin "$bench" asyncmany --url "$url" --seconds "$secs"
+  flush
+done
+record pin "$bench" asyncidle --url "$url"
+flush
 
 fi
 

@@ -13,6 +13,7 @@
 
 #include <pthread.h>
 
+#include "dlock/async.h"
 #include "harness.h"
 #include "net/cluster.h"
 #include "sync/sync.h"
@@ -303,6 +304,43 @@ static void test_sharded_interop(void **state)
 
 /* ------------------------------------------------------------ bad input */
 
+static _Atomic int async_status = 1;
+static char async_msg[256];
+
+static void on_async(const dlock_async_result *res, void *ud)
+{
+    (void)ud;
+    snprintf(async_msg, sizeof(async_msg), "%s", dlock_async_message(res));
+    atomic_store(&async_status, dlock_async_status(res));
+}
+
+/* The asynchronous calls do not route by key yet: refused, clearly. */
+static void test_async_refused(void **state)
+{
+    (void)state;
+    dlock_client *c = th_client_url(cl.url, 0);
+    char owner[DLOCK_OWNER_BUFSIZE], name[64];
+    assert_int_equal(dlock_client_new_owner_id(c, owner, sizeof(owner)), DLOCK_OK);
+    dlock_lock *l;
+    assert_int_equal(dlock_lock_get_as(c, th_name(name, sizeof(name), "async"), owner, &l),
+                     DLOCK_OK);
+    int rc = dlock_lock_acquire_async(l, 0, 5000, NULL, on_async, NULL);
+    if (rc == DLOCK_OK) {
+        for (int64_t until = th_now_ms() + 5000 * th_slack();
+             atomic_load(&async_status) == 1 && th_now_ms() < until;)
+            th_sleep_ms(5);
+        rc = atomic_load(&async_status);
+    } else {
+        snprintf(async_msg, sizeof(async_msg), "%s", dlock_last_error());
+    }
+    assert_int_equal(rc, DLOCK_EINVAL);
+    assert_non_null(strstr(async_msg, "one server"));
+    assert_non_null(th_cluster_node_for(&cl, name));
+    assert_int_equal(th_int(th_cluster_node_for(&cl, name), "EXISTS %s", name), 0);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
 static void test_cross_slot_request_refused(void **state)
 {
     (void)state;
@@ -534,6 +572,7 @@ int main(void)
         cmocka_unit_test(test_watchdog_renews_on_every_node),
         cmocka_unit_test(test_sharded_interop),
         cmocka_unit_test(test_cross_slot_request_refused),
+        cmocka_unit_test(test_async_refused),
         cmocka_unit_test(test_bad_deployments),
         cmocka_unit_test(test_cluster_failover),
         cmocka_unit_test(test_cluster_primary_killed),   /* last: a node stays down */
