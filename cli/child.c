@@ -470,6 +470,9 @@ const char *lost_why(int reason, char *buf, size_t size)
     case DLOCK_LOST_UNREACHABLE:
         snprintf(buf, size, "Redis was unreachable until the lease ran out");
         break;
+    case DLOCK_LOST_REPLICAS:
+        snprintf(buf, size, "a renewal was acknowledged by too few replicas: no longer renewed");
+        break;
     case DLOCK_LOST_MAX_HOLD:
         snprintf(buf, size, "held for its --max-hold of %s: the watchdog stopped renewing it",
                  cli_fmt_duration(hold_limit_ms, a, sizeof(a)));

@@ -32,6 +32,7 @@ static const struct {
     {DLOCK_EUNKNOWN, "DLOCK_EUNKNOWN", "outcome unknown: request sent, no answer"},
     {DLOCK_EDEADLK, "DLOCK_EDEADLK", "never granted: the caller holds the read lock"},
     {DLOCK_ETLS, "DLOCK_ETLS", "TLS handshake or certificate refused"},
+    {DLOCK_EREPLICAS, "DLOCK_EREPLICAS", "too few replicas acknowledged the acquisition"},
     {DLOCK_EFENCED, "DLOCK_EFENCED", "fenced write refused: a newer token has written"},
 };
 

@@ -7,9 +7,11 @@
  *               pub/sub connection, and a wake policy per channel
  *   watchdog.c  renewal of held things, as bytes and a kind: each kind names
  *               its renewal script; renewals are batched per kind
- *   revoke.c    the watchdog's side of client tracking: holds indexed by the
- *               key whose change may end them, rechecked at once (watchdog_int.h
- *               is what watchdog.c and revoke.c share)
+ *   wdnode.c    the watchdog's per-node side: a renewal connection per node,
+ *               batches per (kind, lease, node, slot), replica acks (WAIT)
+ *   revoke.c    the watchdog's side of client tracking (one server only):
+ *               holds indexed by the key whose change may end them, rechecked
+ *               at once (watchdog_int.h is what the three share)
  *   tracking.c  the revocation listener: a connection subscribed to
  *               __redis__:invalidate, where Redis reports changes to the keys
  *               the watchdog's connection tracks (CLIENT TRACKING ... REDIRECT)
@@ -97,7 +99,8 @@ typedef struct dlock__waiter {
     int64_t need;            /* units of a message's budget this waiter takes (>= 1) */
     int settle;              /* a DLOCK__WAKE_ALL_DONE message may end its wait */
     int settled;             /* ... and one did */
-    uint64_t join_seq;       /* barrier PINGs sent before it joined */
+    uint64_t join_seq;       /* barrier PINGs sent on join_pc before it joined */
+    const void *join_pc;     /* the channel's pub/sub connection then, or NULL */
     dlock_cancel *cancel;
     dlock__cancel_reg creg;
     /* An asynchronous waiter (no thread sleeps): every wake-up, state change,
@@ -174,6 +177,7 @@ int dlock__acall_new(dlock__acall **out, dlock__loop *lp, dlock__netctx *ctx,
 void dlock__acall_free(dlock__acall *x);
 /* Sends req (its bytes are copied; req->cancel is ignored). DLOCK_OK: fn runs
  * exactly once, later (never inside this call); an error: fn never runs.
+ * On sentinel and cluster deployments: DLOCK_EINVAL (not supported yet).
  * Once the loop stops, every request ends with DLOCK_ECLOSED. */
 int dlock__acall_send(dlock__acall *x, const dlock__req *req, dlock__acall_fn fn, void *ud);
 /* Requests written so far. */

@@ -91,7 +91,7 @@ int dlock__wd_send_track(dlock__watchdog *wd, batch *b)
         av[1 + e] = h_part(b->e[e], t);
         lens[1 + e] = b->e[e]->len[t];
     }
-    return dlock__aconn_send(wd->conn, 1 + b->n, av, lens, 1, on_exists_reply, NULL);
+    return dlock__aconn_send(b->wc->conn, 1 + b->n, av, lens, 1, on_exists_reply, NULL);
 }
 
 /* ------------------------------------------------------- revocation */
@@ -106,7 +106,8 @@ int dlock__wd_send_track(dlock__watchdog *wd, batch *b)
 
 void dlock__wd_recheck(dlock__watchdog *wd)
 {
-    if (wd->stopping || !dlock__aconn_ready(wd->conn) || wd->rechecks_out >= RECHECK_WINDOW)
+    wconn *wc = dlock__wd_track_conn(wd);
+    if (wd->stopping || !wc || !dlock__aconn_ready(wc->conn) || wd->rechecks_out >= RECHECK_WINDOW)
         return;
     const int64_t now = dlock__now_ms(), timeout = wd->ctx->cfg->watchdog_ms;
     const int room = (RECHECK_WINDOW - wd->rechecks_out) * DLOCK__RENEW_BATCH;
@@ -126,7 +127,7 @@ void dlock__wd_recheck(dlock__watchdog *wd)
         const int64_t lease = h->limit_at - now < timeout ? h->limit_at - now : timeout;
         if (lease <= 0)
             continue;
-        batch *b = dlock__wd_batch_for(wd, &tb, h->kind, lease, now);
+        batch *b = dlock__wd_batch_for(wd, &tb, h->kind, wc, 0, lease, now);
         if (!b)
             break;
         h->inflight = 1;
@@ -159,7 +160,8 @@ void dlock__wd_recheck_job(void *arg)
     dlock__watchdog *wd = arg;
     if (wd->stopping || !wd->timer_inited)
         return;
-    if (!wd->conn || !dlock__aconn_ready(wd->conn) || !wd->track_id) {
+    wconn *wc = dlock__wd_track_conn(wd);
+    if (!wc || !dlock__aconn_ready(wc->conn) || !wd->track_id) {
         /* Tracking not on yet: when it is, every hold is marked. */
         pthread_mutex_lock(&wd->mu);
         wd->reg_armed = 0;
@@ -197,7 +199,8 @@ void dlock__wd_track_set_live(dlock__watchdog *wd, int live)
 static void on_tracking_reply(dlock__aconn *ac, redisReply *r, int status, void *ud)
 {
     dlock__watchdog *wd = ud;
-    if (!r || ac != wd->conn)
+    wconn *wc = dlock__wd_track_conn(wd);
+    if (!r || !wc || ac != wc->conn)
         return;   /* the connection went: enabled again when it is back */
     if (r->type == REDIS_REPLY_STATUS) {
         dlock__wd_track_set_live(wd, 1);
@@ -216,7 +219,8 @@ static void on_tracking_reply(dlock__aconn *ac, redisReply *r, int status, void 
  * when both are up. */
 void dlock__wd_track_enable(dlock__watchdog *wd)
 {
-    if (!wd->track || !wd->track_id || wd->stopping || !dlock__aconn_ready(wd->conn))
+    wconn *wc = dlock__wd_track_conn(wd);
+    if (!wd->track || !wd->track_id || wd->stopping || !wc || !dlock__aconn_ready(wc->conn))
         return;
     pthread_mutex_lock(&wd->mu);
     int refused = wd->track_refused;
@@ -227,7 +231,7 @@ void dlock__wd_track_enable(dlock__watchdog *wd)
     const char *av[] = {"CLIENT", "TRACKING", "ON", "REDIRECT", id, "NOLOOP"};
     size_t lens[] = {6, 8, 2, 8, 0, 6};
     lens[4] = dlock__fmt_i64(id, wd->track_id);
-    dlock__aconn_send(wd->conn, 6, av, lens, 1, on_tracking_reply, wd);
+    dlock__aconn_send(wc->conn, 6, av, lens, 1, on_tracking_reply, wd);
 }
 
 void dlock__wd_on_track_id(int64_t id, void *ud)

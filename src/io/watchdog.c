@@ -11,6 +11,13 @@
  * entry is renewed between 0.5 and 1.5 periods after its last renewal, well
  * inside the timeout, and 100 000 held locks cost 1 000 scripts per period.
  *
+ * Deployments (wdnode.c). Each hold is renewed on the node that serves its
+ * keys now (the router's map, read without I/O), over one renewal connection
+ * per node, in batches whose keys share a cluster slot; a MOVED, READONLY or
+ * dropped connection marks the router's map stale and the next pass renews
+ * where it then says. With dlock_config_set_replica_ack, each node's batches
+ * are followed by a WAIT whose count decides their outcome.
+ *
  * Loss. renewed_at is taken before the request that set the key's TTL was sent,
  * so renewed_at + timeout is never later than the expiry Redis applies. When a
  * renewal answers 0 the lock is gone (DLOCK_LOST_GONE). When renewals keep
@@ -32,7 +39,8 @@
  * A release in progress (releasing > 0) keeps a renewal that finds the key
  * already deleted from being reported as a loss: the release deleted it.
  *
- * Revocation heard at once (revoke.c). The renewal connection turns client tracking on
+ * Revocation heard at once (revoke.c; one server only: a sentinel or cluster
+ * client finds losses by its renewals). The renewal connection turns client tracking on
  * (CLIENT TRACKING ON REDIRECT <listener> NOLOOP; tracking.c listens), and
  * every renewal script reads its key after writing it, so Redis tracks each
  * renewed key for this connection and reports any change made by another
@@ -299,8 +307,9 @@ static void report(dlock__watchdog *wd, lost_note *notes)
                    n->reason == DLOCK_LOST_GONE       ? "it was gone when renewed or released"
                    : n->reason == DLOCK_LOST_PAUSED   ? "this process was paused past the lease"
                    : n->reason == DLOCK_LOST_MAX_HOLD ? "held as long as its hold limit allows"
-                                                      : "Redis unreachable until the lease ran "
-                                                        "out");
+                   : n->reason == DLOCK_LOST_REPLICAS
+                       ? "its renewal was acknowledged by too few replicas"
+                       : "Redis unreachable until the lease ran out");
         if (fn)
             fn(n->key, owner, n->reason, ud);
         free(n);
@@ -349,12 +358,25 @@ int dlock__reply_renew(const redisReply *r, size_t n, unsigned char *renewed)
     return DLOCK_OK;
 }
 
+
 static void batch_done(dlock__watchdog *wd, batch *b, const redisReply *r, int ok)
 {
-    lost_note *notes = NULL;
-    unsigned char renewed[DLOCK__RENEW_BATCH];
-    if (ok && dlock__reply_renew(r, (size_t)b->n, renewed) != DLOCK_OK)
+    if (ok && dlock__reply_renew(r, (size_t)b->n, b->renewed) != DLOCK_OK)
         ok = 0;
+    if (b->ack) {
+        b->ok = ok;   /* the WAIT's answer decides */
+        return;
+    }
+    dlock__wd_batch_finish(wd, b, ok, b->renewed, 0);
+}
+
+/* unacked: the renewals were not acknowledged by enough replicas and the
+ * policy gives such holds up (reported lost, no longer renewed). */
+void dlock__wd_batch_finish(dlock__watchdog *wd, batch *b, int ok, const unsigned char *renewed,
+                            int unacked)
+{
+    b->wc->inflight--;
+    lost_note *notes = NULL;
     if (b->recheck)
         wd->rechecks_out--;
     pthread_mutex_lock(&wd->mu);
@@ -368,7 +390,10 @@ static void batch_done(dlock__watchdog *wd, batch *b, const redisReply *r, int o
         }
         if (!ok)
             continue;
-        if (renewed[i]) {
+        if (renewed[i] && unacked) {
+            if (h->releasing == 0)
+                note_lost(wd, h, DLOCK_LOST_REPLICAS, &notes);
+        } else if (renewed[i]) {
             if (b->sent_at > h->renewed_at)
                 h->renewed_at = b->sent_at;
         } else if (h->releasing == 0) {
@@ -388,38 +413,54 @@ static void schedule(dlock__watchdog *wd, int64_t at);
 
 static void on_load_reply(dlock__aconn *ac, redisReply *r, int status, void *ud)
 {
-    dlock__watchdog *wd = ud;
-    wd->loading = 0;   /* answered either way: a later NOSCRIPT loads again */
+    wconn *wc = ud;
+    wc->loading = 0;   /* answered either way: a later NOSCRIPT loads again */
     if (r && r->type == REDIS_REPLY_ERROR)
-        dlock__log(wd->ctx->cfg, DLOCK_LOG_ERROR, "SCRIPT LOAD of a renewal script failed: %s",
-                   r->str);
+        dlock__log(wc->wd->ctx->cfg, DLOCK_LOG_ERROR,
+                   "SCRIPT LOAD of a renewal script on %s failed: %s",
+                   dlock__node_addr(wc->node), r->str);
 }
 
 static void on_batch_reply(dlock__aconn *ac, redisReply *r, int status, void *ud)
 {
     batch *b = ud;
     dlock__watchdog *wd = b->wd;
+    wconn *wc = b->wc;
     if (r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0 &&
         !b->reloaded && !wd->stopping) {
         /* Redis lost its script cache (restart): load once, resend this batch.
-         * Replies arrive in order, so the load runs before every resend. */
+         * Replies arrive in order, so the load runs before every resend. The
+         * resend's answer comes after the WAIT's: it is not acknowledged. */
         b->reloaded = 1;
-        if (!wd->loading) {
+        if (b->ack) {
+            for (int i = 0; i < b->ack->n; i++)
+                if (b->ack->b[i] == b)
+                    b->ack->b[i] = NULL;
+            b->ack = NULL;
+        }
+        if (!wc->loading) {
             const dlock__script *s = &dlock__scripts[b->kind->script];
             const char *av[] = {"SCRIPT", "LOAD", s->body};
             size_t lens[] = {6, 4, s->len};
-            if (dlock__aconn_send(ac, 3, av, lens, 1, on_load_reply, wd) == DLOCK_OK)
-                wd->loading = 1;
+            if (dlock__aconn_send(ac, 3, av, lens, 1, on_load_reply, wc) == DLOCK_OK)
+                wc->loading = 1;
         }
         if (send_batch(wd, b) == DLOCK_OK)
             return;
     }
     int ok = r && r->type == REDIS_REPLY_ARRAY && r->elements == (size_t)b->n;
     if (ok) {
-        wd->failing = 0;
+        wc->failing = 0;
     } else {
-        wd->failing = 1;
-        dlock__log(wd->ctx->cfg, DLOCK_LOG_WARN, "%s renewal failed: %s", b->kind->what,
+        wc->failing = 1;
+        /* A slot that moved (MOVED, failover): the router's map is read again,
+         * and the retry goes where it says. */
+        if (!r || (r->type == REDIS_REPLY_ERROR &&
+                   (strncmp(r->str, "MOVED", 5) == 0 || strncmp(r->str, "CLUSTERDOWN", 11) == 0 ||
+                    strncmp(r->str, "READONLY", 8) == 0)))
+            dlock__router_stale(wd->router);
+        dlock__log(wd->ctx->cfg, DLOCK_LOG_WARN, "%s renewal on %s failed: %s", b->kind->what,
+                   dlock__node_addr(wc->node),
                    !r ? dlock_strerror(status)
                       : r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
     }
@@ -471,13 +512,14 @@ static int send_batch(dlock__watchdog *wd, batch *b)
             av[i] = h_part(b->e[e], p);
             lens[i++] = b->e[e]->len[p];
         }
-    int rc = dlock__aconn_send(wd->conn, i, av, lens, 1, on_batch_reply, b);
+    int rc = dlock__aconn_send(b->wc->conn, i, av, lens, 1, on_batch_reply, b);
     free(av);
     free(lens);
     if (rc == DLOCK_OK && track)
         dlock__wd_send_track(wd, b);   /* not sent: the next renewal tracks the key */
     return rc;
 }
+
 
 /* Brings the timer forward to `at` if it is due later. */
 static void schedule(dlock__watchdog *wd, int64_t at)
@@ -491,88 +533,39 @@ static void schedule(dlock__watchdog *wd, int64_t at)
     uv_timer_start(&wd->timer, on_timer, delay, 0);
 }
 
-static void on_conn_ready(dlock__aconn *ac, void *ud)
-{
-    dlock__watchdog *wd = ud;
-    wd->loading = 0;
-    dlock__wd_track_set_live(wd, 0);   /* a new connection: tracking is off until enabled */
-    dlock__wd_track_enable(wd);
-    dlock__wd_tick(wd);   /* renew whatever waited for the connection */
-}
-
-static void on_conn_down(dlock__aconn *ac, int status, void *ud)
-{
-    dlock__watchdog *wd = ud;
-    wd->loading = 0;
-    wd->failing = 1;
-    dlock__wd_track_set_live(wd, 0);
-}
 
 static void on_timer(uv_timer_t *t) { dlock__wd_tick(t->data); }
 
-static batch *new_batch(dlock__watchdog *wd, const dlock__hold_kind *kind, int64_t lease,
-                        int64_t now)
-{
-    batch *b = malloc(sizeof(*b));
-    if (b) {
-        b->wd = wd;
-        b->kind = kind;
-        b->lease = lease;
-        b->sent_at = now;
-        b->n = 0;
-        b->reloaded = 0;
-        b->recheck = 0;
-    }
-    return b;
-}
-
-/* The batch of h's kind and lease with room left, or a new one; NULL when
- * out of memory. */
-batch *dlock__wd_batch_for(dlock__watchdog *wd, tick_batches *tb, const dlock__hold_kind *kind,
-                        int64_t lease, int64_t now)
-{
-    /* Few kinds exist, and a lease other than the timeout only near a hold
-     * limit: the open batch of a kind and lease is its last one. */
-    for (size_t i = tb->n; i-- > 0;)
-        if (tb->v[i]->kind == kind && tb->v[i]->lease == lease) {
-            if (tb->v[i]->n < DLOCK__RENEW_BATCH)
-                return tb->v[i];
-            break;
-        }
-    if (tb->n == tb->cap) {
-        batch **grown = malloc(tb->cap * 2 * sizeof(*grown));
-        if (!grown)
-            return NULL;
-        memcpy(grown, tb->v, tb->n * sizeof(*grown));
-        if (tb->v != tb->stack)
-            free(tb->v);
-        tb->v = grown;
-        tb->cap *= 2;
-    }
-    batch *b = new_batch(wd, kind, lease, now);
-    if (b)
-        tb->v[tb->n++] = b;
-    return b;
-}
-
-/* Sends a pass's batches, all its scripts in one write. */
+/* Sends a pass's batches: all of its scripts for one node in one write, then
+ * the WAIT of each node's batches when replicas must acknowledge. */
 void dlock__wd_send_all(dlock__watchdog *wd, tick_batches *tb)
 {
+    const dlock_config *cfg = wd->ctx->cfg;
     if (tb->n > 0) {
-        dlock__aconn_cork(wd->conn);
         pthread_mutex_lock(&wd->mu);
         wd->batches_out += (int)tb->n;
         pthread_mutex_unlock(&wd->mu);
+        for (size_t c = 0; c < wd->nconns; c++)
+            dlock__aconn_cork(wd->conns[c]->conn);
     }
+    size_t sent = 0;
     for (size_t i = 0; i < tb->n; i++)
         if (send_batch(wd, tb->v[i]) != DLOCK_OK) {
-            wd->failing = 1;
+            tb->v[i]->wc->failing = 1;
             batch_done(wd, tb->v[i], NULL, 0);
+        } else {
+            tb->v[sent++] = tb->v[i];
         }
+    if (cfg->ack_replicas > 0 && sent > 0)
+        for (size_t c = 0; c < wd->nconns; c++)
+            dlock__wd_ask_acks(wd, wd->conns[c], tb->v, sent);
     if (tb->n > 0)
-        dlock__aconn_uncork(wd->conn);
+        for (size_t c = 0; c < wd->nconns; c++)
+            dlock__aconn_uncork(wd->conns[c]->conn);
     if (tb->v != tb->stack)
         free(tb->v);
+    if (tb->open != tb->open_st)
+        free(tb->open);
 }
 
 /* One pass: report losses whose deadline passed, renew what is due, and set
@@ -588,8 +581,11 @@ void dlock__wd_tick(dlock__watchdog *wd)
      * timer or a busy machine cannot push the report past Redis's expiry. */
     const int64_t early = timeout / 20 < 500 ? timeout / 20 : 500;
     const int64_t retry = cfg->retry_delay_ms < period ? cfg->retry_delay_ms : period;
-    const int ready = wd->conn && dlock__aconn_ready(wd->conn);
-    int64_t next = now + (wd->failing ? retry : period);
+    int failing = 0;
+    for (size_t i = 0; i < wd->nconns; i++)
+        failing |= wd->conns[i]->failing;
+    int64_t next = now + (failing ? retry : period);
+    const int cluster = dlock__router_is_cluster(wd->router);
     /* Ticks come at least every period; one much later means this process
      * did not run meanwhile, and the losses found now are its own pause. */
     const int paused = now - wd->last_tick > period + period / 2 + 250;
@@ -619,15 +615,26 @@ void dlock__wd_tick(dlock__watchdog *wd)
         }
         if (deadline < next)
             next = deadline;
-        /* A hold whose key lives to its limit is not renewed any more. */
-        if (!ready || h->inflight)
+        if (h->inflight)
             continue;
+        /* A hold whose key lives to its limit is not renewed any more. */
         if (!h->recap && (limited || now - h->renewed_at < period / 2))
             continue;
+        /* The node that serves the hold's keys now (the router's map, read
+         * without I/O), and its renewal connection. */
+        wconn *wc = dlock__wd_conn_for(wd, dlock__router_node(wd->router, h->data, h->len[0]));
+        if (!wc)
+            break;
+        wc->used = 1;
+        if (!dlock__aconn_ready(wc->conn)) {
+            dlock__aconn_start(wc->conn);   /* on_conn_ready ticks again */
+            continue;
+        }
         h->recap = 0;
         dlock__list_remove(&h->rlink);
         const int64_t lease = h->limit_at - now < timeout ? h->limit_at - now : timeout;
-        batch *b = dlock__wd_batch_for(wd, &tb, h->kind, lease, now);
+        int slot = cluster ? dlock__key_slot(h->data, h->len[0]) : 0;
+        batch *b = dlock__wd_batch_for(wd, &tb, h->kind, wc, slot, lease, now);
         if (!b)
             break;
         h->inflight = 1;
@@ -636,16 +643,18 @@ void dlock__wd_tick(dlock__watchdog *wd)
     pthread_mutex_unlock(&wd->mu);
     dlock__wd_send_all(wd, &tb);
 
-    if (any && !wd->conn) {
-        dlock__aconn_cbs cbs = {on_conn_ready, on_conn_down, NULL, wd};
-        const dlock__endpoint *ep = dlock__node_endpoint(dlock__router_node(wd->router, NULL, 0));
-        if (dlock__aconn_new(&wd->conn, dlock__loop_uv(wd->lp), wd->ctx, ep, 0, &cbs) != DLOCK_OK)
-            wd->conn = NULL;
-    }
-    if (any && wd->conn && !ready)
-        dlock__aconn_start(wd->conn);
-    if (any && wd->track)
+    if (any && wd->track) {
+        /* Tracking needs the renewal connection up before any hold is due
+         * (a new hold is registered at once): the single server's. */
+        wconn *wc = dlock__wd_conn_for(wd, dlock__router_node(wd->router, NULL, 0));
+        if (wc) {
+            wc->used = 1;
+            if (!dlock__aconn_ready(wc->conn))
+                dlock__aconn_start(wc->conn);
+        }
         dlock__tracking_start(wd->track);   /* no-op once connected */
+    }
+    dlock__wd_drop_unused(wd);
 
     report(wd, notes);
     if (!wd->stopping)
@@ -665,10 +674,13 @@ static void on_stop(void *arg)
         uv_timer_stop(&wd->reg_timer);
         uv_close((uv_handle_t *)&wd->reg_timer, on_timer_closed);
     }
-    if (wd->conn) {
-        dlock__aconn_close(wd->conn, NULL, NULL);
-        wd->conn = NULL;
+    for (size_t i = 0; i < wd->nconns; i++) {
+        dlock__aconn_close(wd->conns[i]->conn, NULL, NULL);
+        free(wd->conns[i]);   /* its batches were failed by the close */
     }
+    free(wd->conns);
+    wd->conns = NULL;
+    wd->nconns = 0;
     dlock__tracking_stop(wd->track);
 }
 
@@ -723,7 +735,10 @@ int dlock__watchdog_new(dlock__watchdog **out, dlock__loop *lp, dlock__netctx *c
     dlock__map_init(&wd->tkeys, dlock__wd_tk_eq);
     dlock__list_init(&wd->recheck);
     int rc = DLOCK_OK;
-    if (!ctx->cfg->revocation_off) {
+    /* Revocation on one server only: on a sentinel or cluster deployment the
+     * keys' node changes (and a cluster would need a listener per node), so
+     * there a loss is found by the renewals. */
+    if (!ctx->cfg->revocation_off && !dlock__router_dynamic(router)) {
         dlock__tracking_cbs cbs = {dlock__wd_on_track_id, dlock__wd_on_invalidate, wd};
         rc = dlock__tracking_new(&wd->track, dlock__loop_uv(lp), ctx, router, &cbs);
     }

@@ -4,9 +4,11 @@
 #ifndef DLOCK_IO_WATCHDOG_INT_H
 #define DLOCK_IO_WATCHDOG_INT_H
 
+#include <string.h>
 #include <uv.h>
 
 #include "io/io.h"
+#include "net/cluster.h"
 
 struct tkey;
 
@@ -34,14 +36,30 @@ typedef struct held {
     char data[];             /* part0 NUL part1 NUL ... then owner NUL */
 } held;
 
+/* The renewal connection to one node (io thread only). */
+typedef struct wconn {
+    dlock__watchdog *wd;
+    dlock__node *node;       /* which server (the router's; lives as long as it) */
+    dlock__aconn *conn;
+    int failing;             /* the last renewal attempt on it failed */
+    int loading;             /* SCRIPT LOAD queued on the current connection */
+    int inflight;            /* batches sent and not answered */
+    int used;                /* a hold needed it this tick */
+} wconn;
+
 typedef struct batch {
     dlock__watchdog *wd;
+    wconn *wc;
+    int slot;                /* every key of a script shares a slot (cluster) */
     const dlock__hold_kind *kind;
     int64_t lease;           /* the TTL the script sets: the timeout, or less near a limit */
     int64_t sent_at;
     int n;
     int reloaded;            /* resent once after NOSCRIPT */
     int recheck;             /* sent by a recheck pass (counted in wd->rechecks_out) */
+    struct ackwait *ack;     /* the WAIT that follows it, or NULL */
+    int ok;                  /* answered (while its WAIT is awaited) */
+    unsigned char renewed[DLOCK__RENEW_BATCH];
     held *e[DLOCK__RENEW_BATCH];
 } batch;
 
@@ -78,7 +96,8 @@ struct dlock__watchdog {
     dlock__list all;
     dlock__map tkeys;        /* tracked key -> its holds */
     dlock__list recheck;     /* holds to renew at once */
-    int track_live;          /* under mu: tracking is on for the current renewal connection */
+    int track_live;          /* under mu: tracking is on for the (single server's) renewal
+                                connection */
     int batches_out;         /* under mu: renewal scripts awaiting their answer */
     int reg_armed;           /* under mu: the io thread will register new holds soon */
 
@@ -88,30 +107,40 @@ struct dlock__watchdog {
     uv_timer_t timer;
     uv_timer_t reg_timer;    /* gathers new holds for one registering pass */
     int timer_inited;
-    dlock__aconn *conn;
-    int failing;             /* the last renewal attempt failed */
+    wconn **conns;           /* one per node that serves held keys */
+    size_t nconns;
     int64_t last_tick;       /* when the last tick ran, or the timer started (ms) */
     int stopping;
-    int loading;             /* SCRIPT LOAD queued on the current connection */
-    dlock__tracking *track;  /* the revocation listener, NULL when configured off */
+    dlock__tracking *track;  /* the revocation listener, NULL when configured off or on a
+                                sentinel/cluster deployment (one server only) */
     int64_t track_id;        /* its client id, 0 while it is not listening */
     int track_refused;       /* under mu: Redis refused tracking: renewal-time detection only */
     int rechecks_out;        /* recheck batches awaiting their answer */
 };
 
-/* The batches of one tick: every full batch, and the one being filled per kind. */
+/* The batches of one pass: every full batch, and the one being filled per
+ * (kind, lease, node, slot); `open` finds the latter by hash (a cluster's
+ * holds spread over thousands of slots). */
+#define DLOCK__WD_OPEN_SLOTS 256
 typedef struct tick_batches {
     batch *stack[64];
     batch **v;
     size_t n, cap;
+    batch *open_st[DLOCK__WD_OPEN_SLOTS];
+    batch **open;
+    size_t nopen;            /* size of open (a power of 2) */
+    size_t used;
 } tick_batches;
-
 
 static inline void tb_init(tick_batches *tb)
 {
     tb->v = tb->stack;
     tb->n = 0;
     tb->cap = DLOCK__ARRAY_LEN(tb->stack);
+    memset(tb->open_st, 0, sizeof(tb->open_st));
+    tb->open = tb->open_st;
+    tb->nopen = DLOCK__WD_OPEN_SLOTS;
+    tb->used = 0;
 }
 
 static inline const char *h_part(const held *h, int i)
@@ -122,15 +151,41 @@ static inline const char *h_part(const held *h, int i)
     return p;
 }
 
-/* watchdog.c */
-/* The batch of a kind and lease with room left in tb, or a new one; NULL when
- * out of memory. Caller holds mu. */
+/* The WAIT written after one node's batches of a pass: their answers are
+ * kept until it answers (replica acknowledgement). */
+typedef struct ackwait {
+    dlock__watchdog *wd;
+    int n;
+    batch *b[];
+} ackwait;
+
+/* watchdog.c, wdnode.c */
+/* A batch answered (ok: with a reply of the right shape, renewed[i] per
+ * hold); unacked: too few replicas acknowledged it and the policy gives such
+ * holds up. Frees b. */
+void dlock__wd_batch_finish(dlock__watchdog *wd, batch *b, int ok, const unsigned char *renewed,
+                            int unacked);
+/* The batch of a kind, lease, node and slot with room left in tb, or a new
+ * one; NULL when out of memory. Caller holds mu. */
 batch *dlock__wd_batch_for(dlock__watchdog *wd, tick_batches *tb, const dlock__hold_kind *kind,
-                           int64_t lease, int64_t now);
-/* Sends a pass's batches in one write (io thread). */
+                           wconn *wc, int slot, int64_t lease, int64_t now);
+/* The renewal connection tracking runs on (one server only: its node's),
+ * NULL when there is none (yet) or tracking is off (io thread). */
+wconn *dlock__wd_track_conn(dlock__watchdog *wd);
+/* Sends a pass's batches, one write per node, and frees tb's tables (io thread). */
 void dlock__wd_send_all(dlock__watchdog *wd, tick_batches *tb);
 /* One pass of the schedule (io thread). */
 void dlock__wd_tick(dlock__watchdog *wd);
+
+/* wdnode.c */
+/* The renewal connection to node n, created (not started) when new; NULL
+ * when out of memory. */
+wconn *dlock__wd_conn_for(dlock__watchdog *wd, dlock__node *n);
+/* Where keys move between nodes: closes the connections no hold needed this
+ * pass, with nothing in flight. */
+void dlock__wd_drop_unused(dlock__watchdog *wd);
+/* WAIT after wc's batches among v[0..n) (sent in the same write). */
+void dlock__wd_ask_acks(dlock__watchdog *wd, wconn *wc, batch **v, size_t n);
 
 /* revoke.c */
 /* The tracked-key map's comparison. */
