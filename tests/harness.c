@@ -69,7 +69,7 @@ static int free_port(void)
     return ntohs(sa.sin_port);
 }
 
-static const char *find_prog(const char *name, char *buf, size_t size)
+const char *th__find_prog(const char *name, char *buf, size_t size)
 {
     const char *path = getenv("PATH");
     if (!path)
@@ -86,7 +86,7 @@ static const char *find_prog(const char *name, char *buf, size_t size)
     return NULL;
 }
 
-static pid_t spawn_argv(char *const argv[], int out_fd)
+pid_t th__spawn_argv(char *const argv[], int out_fd)
 {
     pid_t pid = fork();
     if (pid == 0) {
@@ -124,31 +124,61 @@ static int ping_ok(const th_redis *r)
     return ok;
 }
 
+/* A server started with --requirepass keeps its default user to itself:
+ * the ACL mode leaves it alone (its test logs in on its own terms). */
+static int wants_password(const th_redis *r)
+{
+    for (int i = 0; r->extra[i]; i++)
+        if (strcmp(r->extra[i], "--requirepass") == 0)
+            return 1;
+    return 0;
+}
+
 static int launch(th_redis *r)
 {
-    char prog[PATH_MAX], port[16], log[300];
-    if (!find_prog("redis-server", prog, sizeof(prog))) {
+    char prog[PATH_MAX], port[16], tls_port[16], log[300];
+    if (!th__find_prog("redis-server", prog, sizeof(prog))) {
         fprintf(stderr, "harness: redis-server not found in PATH\n");
         return -1;
     }
     snprintf(port, sizeof(port), "%d", r->port);
+    snprintf(tls_port, sizeof(tls_port), "%d", r->tls_port);
     snprintf(log, sizeof(log), "%s/redis.log", r->dir);
-    char *argv[64] = {prog,          "--port",     port,    "--bind",      "127.0.0.1",
+    char *argv[80] = {prog,          "--port",     port,    "--bind",      "127.0.0.1",
                       "--save",      "",           "--appendonly", "no",   "--dir",
                       r->dir,        "--unixsocket", r->sock, "--daemonize", "no",
                       "--logfile",   log,          "--protected-mode", "no"};
     int argc = 0;
     while (argv[argc])
         argc++;
-    for (int i = 0; r->extra[i] && argc < 62; i++)
+    char cert[300], key[300], ca[300];
+    if (r->tls) {
+        const char *d = th_tls_dir();
+        if (!d)
+            return -1;
+        snprintf(cert, sizeof(cert), "%s/server.crt", d);
+        snprintf(key, sizeof(key), "%s/server.key", d);
+        snprintf(ca, sizeof(ca), "%s/ca.crt", d);
+        const char *tls_args[] = {"--tls-port", tls_port, "--tls-cert-file", cert,
+                                  "--tls-key-file", key, "--tls-ca-cert-file", ca,
+                                  "--tls-auth-clients", "yes"};
+        for (size_t i = 0; i < sizeof(tls_args) / sizeof(tls_args[0]); i++)
+            argv[argc++] = (char *)tls_args[i];
+    }
+    for (int i = 0; r->extra[i] && argc < 78; i++)
         argv[argc++] = (char *)r->extra[i];
     argv[argc] = NULL;
-    r->pid = spawn_argv(argv, -1);
+    r->pid = th__spawn_argv(argv, -1);
     if (r->pid < 0)
         return -1;
     for (int i = 0; i < 500; i++) {
-        if (ping_ok(r))
+        if (ping_ok(r)) {
+            if (r->acl && th__acl_setup(r) != 0) {
+                th_redis_stop(r);
+                return -1;
+            }
             return 0;
+        }
         int st;
         if (waitpid(r->pid, &st, WNOHANG) == r->pid) {
             r->pid = 0;
@@ -160,29 +190,53 @@ static int launch(th_redis *r)
     return -1;
 }
 
-int th_redis_start(th_redis *r, ...)
+static int start_va(th_redis *r, int tls, va_list ap)
 {
     memset(r, 0, sizeof(*r));
-    va_list ap;
-    va_start(ap, r);
     int n = 0;
     const char *a;
     while ((a = va_arg(ap, const char *)) && n < MAX_EXTRA * 2)
         r->extra[n++] = a;
     r->extra[n] = NULL;
-    va_end(ap);
+    r->tls = tls;
+    r->acl = th_acl_mode() && !wants_password(r);
     snprintf(r->dir, sizeof(r->dir), "/tmp/dlock-test-XXXXXX");
     if (!mkdtemp(r->dir))
         return -1;
     snprintf(r->sock, sizeof(r->sock), "%s/redis.sock", r->dir);
     for (int tries = 0; tries < 10; tries++) {
         r->port = free_port();
-        if (r->port > 0 && launch(r) == 0) {
-            snprintf(r->url, sizeof(r->url), "redis://127.0.0.1:%d", r->port);
+        r->tls_port = tls ? free_port() : 0;
+        if (r->port > 0 && r->tls_port != r->port && r->tls_port >= 0 && launch(r) == 0) {
+            th_url_port(r, th_client_port(r), r->url, sizeof(r->url));
+            if (tls) {   /* for workers' own plain connections (worker.c) */
+                char var[48], val[16];
+                snprintf(var, sizeof(var), "DLOCK_TEST_PLAIN_%d", r->tls_port);
+                snprintf(val, sizeof(val), "%d", r->port);
+                setenv(var, val, 1);
+            }
             return 0;
         }
     }
     return -1;
+}
+
+int th_redis_start(th_redis *r, ...)
+{
+    va_list ap;
+    va_start(ap, r);
+    int rc = start_va(r, th_tls_mode(), ap);
+    va_end(ap);
+    return rc;
+}
+
+int th_redis_start_tls(th_redis *r, ...)
+{
+    va_list ap;
+    va_start(ap, r);
+    int rc = start_va(r, 1, ap);
+    va_end(ap);
+    return rc;
 }
 
 void th_redis_stop(th_redis *r)
@@ -297,7 +351,7 @@ long long th_calls(const th_redis *r, const char *cmd)
 int th_cli(const th_redis *r, ...)
 {
     char prog[PATH_MAX], port[16];
-    if (!find_prog("redis-cli", prog, sizeof(prog)))
+    if (!th__find_prog("redis-cli", prog, sizeof(prog)))
         return -1;
     snprintf(port, sizeof(port), "%d", r->port);
     char *argv[32] = {prog, "-h", "127.0.0.1", "-p", port};
@@ -309,7 +363,7 @@ int th_cli(const th_redis *r, ...)
         argv[argc++] = (char *)a;
     va_end(ap);
     argv[argc] = NULL;
-    pid_t pid = spawn_argv(argv, -1);
+    pid_t pid = th__spawn_argv(argv, -1);
     return th_wait(pid, 10000);
 }
 
@@ -348,7 +402,7 @@ pid_t th_spawn(int *out_fd, const char *prog, ...)
     int fds[2] = {-1, -1};
     if (out_fd && pipe2(fds, O_CLOEXEC) != 0)
         return -1;
-    pid_t pid = spawn_argv(argv, out_fd ? fds[1] : -1);
+    pid_t pid = th__spawn_argv(argv, out_fd ? fds[1] : -1);
     if (out_fd) {
         close(fds[1]);
         *out_fd = fds[0];

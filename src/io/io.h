@@ -82,6 +82,7 @@ typedef struct dlock__waiter {
     dlock__channel *ch;
     pthread_cond_t cv;
     int woken;               /* a wake-up arrived and was not consumed yet */
+    int64_t woken_us;        /* when the message that woke it arrived (the handoff gap) */
     int subscribed;          /* the channel was subscribed when last checked */
     int pins;                /* io thread signals of cv in flight outside mu */
     int claimant;            /* holds the lock's reservation: woken first */

@@ -118,8 +118,10 @@ static dlock__waiter *pick_one(dlock__channel *ch, int64_t budget)
         if (!first)
             first = w;
     }
-    if (first)
+    if (first) {
         first->woken = 1;
+        first->woken_us = dlock__now_us();
+    }
     return first;
 }
 
@@ -164,8 +166,10 @@ static void wake_all(dlock__channel *ch, int set_woken)
     dlock__list *it;
     DLOCK__LIST_FOREACH(it, &ch->waiters) {
         dlock__waiter *w = DLOCK__CONTAINER_OF(it, dlock__waiter, link);
-        if (set_woken)
+        if (set_woken) {
             w->woken = 1;
+            w->woken_us = dlock__now_us();
+        }
         pthread_cond_signal(&w->cv);
     }
 }
