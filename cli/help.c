@@ -15,6 +15,7 @@ static const char global_text[] =
     "                           run CMD while holding lock NAME (several: all of them;\n"
     "                           --fair/--read/--write before a NAME: other kinds)\n"
     "  status [--json] NAME     free or held; holders (host, pid, command), TTL, token, waiters\n"
+    "  status --stats [NAME]    ... and this client's statistics; the server's eviction policy\n"
     "  list [--json] [PATTERN]  the locks in Redis (SCAN), Redisson's included\n"
     "  watch [--interval DUR] [PATTERN]\n"
     "                           a live table of locks, until q or Ctrl-C\n"
@@ -87,19 +88,27 @@ static const char run_text[] =
     "means exit 76, also when only the release finds it gone.\n";
 
 static const char status_text[] =
-    "usage: dlock status [--json] NAME\n"
-    "       dlock status [--json] --name NAME | -- NAME\n"
+    "usage: dlock status [--json] [--stats] NAME\n"
+    "       dlock status [--json] [--stats] --name NAME | -- NAME\n"
+    "       dlock status [--json] --stats\n"
     "\n"
     "Whether lock NAME is free or held; each holder with its hold count and, for\n"
     "dlock clients, its host, pid, address, command and how long it has held the\n"
     "lock (a holder no dlock connection names shows as Redisson or other); the TTL,\n"
     "the last fencing token and the number of waiters. Control characters in names\n"
     "are shown escaped (\\n, \\x1b, \\\\).\n"
+    "A warning line when the server's maxmemory-policy may evict held locks\n"
+    "(allkeys-*, volatile-*).\n"
     "\n"
+    "  --stats     this command's own client's statistics (dlock_client_stats):\n"
+    "              acquisitions, waits, wake-ups, renewals, lost holds, connections,\n"
+    "              round trips, latency histograms; with no NAME, only those.\n"
     "  --json      one JSON object: name, locked, holders [owner, count, host, pid,\n"
     "              addr, command, held_ms, client], ttl_ms (-2 no key, -1 no expiry),\n"
     "              token, waiters. A name (or owner) that is not valid UTF-8 also\n"
-    "              comes as name_base64 (owner_base64): its exact bytes.\n"
+    "              comes as name_base64 (owner_base64): its exact bytes. Also\n"
+    "              eviction_policy (null when unreadable), eviction_risk, and with\n"
+    "              --stats a stats object (histogram buckets as [le_us, count]).\n"
     "  and the global options (dlock --help).\n";
 
 static const char list_text[] =

@@ -311,6 +311,18 @@ DLOCK_API int dlock_client_set_label(dlock_client *c, const char *label);
 /* One PING round trip on the blocking pool. DLOCK_OK when Redis answers. */
 DLOCK_API int dlock_client_ping(dlock_client *c);
 
+/* The server's maxmemory-policy, as read (INFO memory) when the client
+ * opened: "noeviction", "allkeys-lru", ... into buf (size >= 32 holds every
+ * policy Redis has), "" when it could not be read (an ACL without +info, a
+ * server that does not say). *risky (may be NULL) = 1 for a policy that lets
+ * Redis evict keys when memory is full: allkeys-* evicts any key, volatile-*
+ * keys with a TTL, and every held lock has one; an evicted lock is free to
+ * the next caller while its holder still believes it holds it (README,
+ * Safety model). The client says so once, as a warning through the log
+ * callback, when it opens. DLOCK_EINVAL for NULL c or buf, or a size too
+ * small for the policy (the message gives the size needed). Any thread. */
+DLOCK_API int dlock_client_eviction_policy(dlock_client *c, char *buf, size_t size, int *risky);
+
 /* ------------------------------------------------------------------ stats */
 
 /* Latency histograms have DLOCK_STATS_BUCKETS buckets of powers of two

@@ -35,6 +35,8 @@ struct dlock_client {
     atomic_int own_keys;               /* scripts get dlock's own optional keys (the
                                           reservation of the next turn) */
     int64_t latch_px;                  /* lifetime of an unlock latch */
+    char evict_policy[48];             /* maxmemory-policy read at open, or "" */
+    int evict_risky;                   /* it may evict keys with a TTL */
 };
 
 /* Writes "<uuid>:<tid>" for the calling thread; returns the length. */
