@@ -344,13 +344,15 @@ typedef struct dlock_histogram {
 
 /* A client's statistics since it opened, all of its threads together. */
 typedef struct dlock_stats {
-    uint64_t acquisitions;       /* acquire / try calls that succeeded, every lock kind (a
-                                    multi-lock counts once), reentries included */
-    uint64_t waits;              /* of the calls that acquire (whatever their end), those that
-                                    found the lock taken and waited for it */
-    uint64_t wakeups;            /* wake-ups by an unlock message that a waiter used */
-    uint64_t wakeups_taken;      /* of those, the ones whose next attempt found the lock taken
-                                    again (another client was quicker) */
+    uint64_t acquisitions;       /* acquire / try calls that succeeded: every lock kind (a
+                                    multi-lock counts once, reentries count) and semaphore
+                                    permits (latch awaits do not) */
+    uint64_t waits;              /* calls (whatever their end) that found the object taken (a
+                                    lock held, too few permits, a latch above zero) and waited */
+    uint64_t wakeups;            /* wake-ups by a message (unlock, release, count) that a
+                                    waiter used */
+    uint64_t wakeups_taken;      /* of those, the ones whose next attempt found the object
+                                    taken again (another client was quicker) */
     uint64_t renewals;           /* holds renewed by the watchdog (each hold of a batch) */
     uint64_t renewal_roundtrips; /* renewal batches sent (one round trip each) */
     uint64_t lost[DLOCK_STATS_LOST_REASONS]; /* holds reported lost, by dlock_lost_reason */

@@ -232,7 +232,7 @@ int dlock_latch_await(dlock_latch *l, int64_t wait_ms, dlock_cancel *cancel)
                            (long long)wait_ms);
     awaiting a = {l, cancel, 0};
     dlock__wait_spec spec = {.name = l->name, .channel = l->channel, .clen = l->clen,
-                             .wake = wake_latch, .need = 1, .settles = 1,
+                             .wake = wake_latch, .need = 1, .settles = 1, .awaits = 1,
                              .wait_ms = wait_ms, .cancel = cancel};
     dlock__wait_ops ops = {await_attempt, await_busy, NULL, &a};
     return dlock__wait(l->c, &spec, &ops);

@@ -151,6 +151,8 @@ typedef struct dlock__wait_spec {
     dlock__wake_policy wake; /* NULL: the locks' policy */
     int64_t need;            /* this waiter's part of a message's budget (0: 1) */
     int settles;             /* a DLOCK__WAKE_ALL_DONE message ends the wait: DLOCK_OK */
+    int awaits;              /* waits for a state (the latch), acquires nothing: not
+                                counted in the acquisitions statistics */
     int64_t wait_ms;         /* 0: one attempt; DLOCK_WAIT_FOREVER: no limit */
     dlock_cancel *cancel;    /* may be NULL */
 } dlock__wait_spec;

@@ -156,7 +156,7 @@ int dlock__wait(dlock_client *c, const dlock__wait_spec *s, const dlock__wait_op
         if (rc != DLOCK_OK && ops->give_up)
             ops->give_up(ops->ud, rc);
     }
-    if (rc == DLOCK_OK) {
+    if (rc == DLOCK_OK && !s->awaits) {
         dlock__stats_count(&c->stats, DLOCK__ST_ACQUISITIONS, 1);
         dlock__stats_time(&c->stats, DLOCK__H_ACQUIRE_WAIT, dlock__now_us() - start_us);
     }
