@@ -229,7 +229,7 @@ static void test_wakeup_that_finds_it_taken(void **state)
 static void test_renewals_and_lost(void **state)
 {
     (void)state;
-    dlock_client *c = th_client(&srv, 300);
+    dlock_client *c = th_client(&srv, 300 * th_slack());
     char names[3][128];
     dlock_lock *l[3];
     for (int i = 0; i < 3; i++) {
@@ -237,7 +237,7 @@ static void test_renewals_and_lost(void **state)
                          DLOCK_OK);
         assert_int_equal(dlock_lock_acquire(l[i], DLOCK_WATCHDOG), DLOCK_OK);
     }
-    th_sleep_ms(1000);
+    th_sleep_ms(1000 * th_slack());
     dlock_stats s = stats(c);
     print_message("    renewals %llu in %llu round trips\n", (unsigned long long)s.renewals,
                   (unsigned long long)s.renewal_roundtrips);

@@ -105,7 +105,7 @@ static void test_every_connection_over_tls(void **state)
 {
     (void)state;
     dlock_config *cfg = tls_config("127.0.0.1", srv.tls_port);
-    assert_int_equal(dlock_config_set_watchdog_timeout(cfg, 300), DLOCK_OK);
+    assert_int_equal(dlock_config_set_watchdog_timeout(cfg, 300 * th_slack()), DLOCK_OK);
     dlock_client *a, *b;
     assert_int_equal(dlock_client_open(&a, cfg), DLOCK_OK);
     assert_int_equal(dlock_client_open(&b, cfg), DLOCK_OK);
@@ -118,7 +118,7 @@ static void test_every_connection_over_tls(void **state)
     assert_int_equal(dlock_lock_get_as(a, name, owner, &la), DLOCK_OK);   /* released elsewhere */
     assert_int_equal(dlock_lock_get(b, name, &lb), DLOCK_OK);
     assert_int_equal(dlock_lock_acquire(la, DLOCK_WATCHDOG), DLOCK_OK);
-    th_sleep_ms(400);   /* renewed over TLS */
+    th_sleep_ms(400 * th_slack());   /* renewed over TLS */
     pthread_t t;
     pthread_create(&t, NULL, hold_then_release, la);
     int64_t t0 = th_now_ms();
