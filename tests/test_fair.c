@@ -165,7 +165,12 @@ static void test_arrival_order_threads(void **state)
          * whose retry caught the lock between a release and the head's
          * acquisition looks again on a short timer, a few times at most, as
          * the turns go by: no polling, but more than 3 attempts.) */
-        if (w[i].wakeups != 1 || w[i].wasted != 0 || w[i].attempts > 8)
+        /* Under valgrind or on a loaded machine (slack > 1) a timer may fire
+         * before the message it races: a little room there. The exact figure
+         * is the bench's (section 2b: needless wake-ups). */
+        uint64_t room = th_slack() > 1 ? 2 : 0;
+        if (w[i].wakeups < 1 || w[i].wakeups > 1 + room || w[i].wasted > room ||
+            w[i].attempts > 8 + 4 * room)
             fail_msg("waiter %d: %llu wake-ups, %llu wasted, %llu attempts", i,
                      (unsigned long long)w[i].wakeups, (unsigned long long)w[i].wasted,
                      (unsigned long long)w[i].attempts);
@@ -491,13 +496,15 @@ static void test_redisson_basics(void **state)
 static void test_watchdog_renews_fair_hold(void **state)
 {
     (void)state;
-    dlock_client *c = th_client(&srv, 300);
+    /* Renewals every 100 ms, or every 500 ms under the sanitizers and valgrind. */
+    const int64_t wd = th_slack() > 1 ? 1500 : 300;
+    dlock_client *c = th_client(&srv, wd);
     char name[128];
     th_name(name, sizeof(name), "fair-wd");
     dlock_lock *l;
     assert_int_equal(dlock_fair_lock_get(c, name, &l), DLOCK_OK);
     assert_int_equal(dlock_lock_acquire(l, DLOCK_WATCHDOG), DLOCK_OK);
-    th_sleep_ms(1000);   /* > 3 watchdog timeouts */
+    th_sleep_ms(wd * 10 / 3);   /* > 3 watchdog timeouts */
     int held = 0;
     assert_int_equal(dlock_lock_is_held(l, &held), DLOCK_OK);
     assert_int_equal(held, 1);

@@ -63,14 +63,10 @@ void dlock_lock_free(dlock_lock *l)
 int dlock__lock_new(dlock_client *c, const dlock__lock_type *type, const char *name,
                     const char *owner, dlock_lock **out)
 {
-    dlock__clear_error();
-    if (!out)
-        return dlock__fail(DLOCK_EINVAL, "out is NULL");
-    *out = NULL;
-    if (!c)
-        return dlock__fail(DLOCK_EINVAL, "client is NULL");
     size_t nlen = 0, olen = 0;
-    int rc = dlock__check_name(name, &nlen);
+    int rc = dlock__get_args(c, name, out, &nlen);
+    if (out)
+        *out = NULL;
     if (rc == DLOCK_OK && owner)
         rc = dlock__check_owner(owner, &olen);
     if (rc != DLOCK_OK)

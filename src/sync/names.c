@@ -72,6 +72,16 @@ int dlock__check_name(const char *name, size_t *len)
     return check_bytes(name, DLOCK_NAME_MAX, "lock name", len);
 }
 
+int dlock__get_args(const dlock_client *c, const char *name, const void *out, size_t *nlen)
+{
+    dlock__clear_error();
+    if (!out)
+        return dlock__fail(DLOCK_EINVAL, "out is NULL");
+    if (!c)
+        return dlock__fail(DLOCK_EINVAL, "client is NULL");
+    return dlock__check_name(name, nlen);
+}
+
 int dlock__check_owner(const char *owner, size_t *len)
 {
     int rc = check_bytes(owner, DLOCK_OWNER_MAX, "owner id", len);

@@ -107,14 +107,10 @@ static int bad_handle(const void *s)
 
 int dlock_semaphore_get(dlock_client *c, const char *name, dlock_semaphore **out)
 {
-    dlock__clear_error();
-    if (!out)
-        return dlock__fail(DLOCK_EINVAL, "out is NULL");
-    *out = NULL;
-    if (!c)
-        return dlock__fail(DLOCK_EINVAL, "client is NULL");
     size_t nlen = 0;
-    int rc = dlock__check_name(name, &nlen);
+    int rc = dlock__get_args(c, name, out, &nlen);
+    if (out)
+        *out = NULL;
     if (rc != DLOCK_OK)
         return rc;
     dlock_semaphore *s = calloc(1, sizeof(*s));

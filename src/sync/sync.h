@@ -105,6 +105,9 @@ char *dlock__prefixed(const char *prefix, const char *name, size_t nlen, const c
 char *dlock__suffixed(const char *name, size_t nlen, const char *tail, size_t *out_len);
 /* Validates a lock name: DLOCK_EINVAL / DLOCK_ENAMETOOLONG with a message. */
 int dlock__check_name(const char *name, size_t *len);
+/* A getter's arguments (dlock_*_get(c, name, out)): clears the thread's
+ * message, then checks out, the client and the name; *nlen = its length. */
+int dlock__get_args(const dlock_client *c, const char *name, const void *out, size_t *nlen);
 /* Validates an owner id likewise. */
 int dlock__check_owner(const char *owner, size_t *len);
 

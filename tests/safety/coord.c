@@ -235,8 +235,12 @@ static void inject(run *r, const scenario *sc, int64_t until)
                 continue;
             }
             pid_t pid = r->w[id].pid;
-            int64_t t_stop = safety_now();
+            /* The stop's time is taken once the signal is sent: taken before,
+             * a controller preempted between the two let the worker release
+             * (and record its hold's end after that time) before it stopped,
+             * and the check took that hold for a paused one. */
             kill(pid, SIGSTOP);
+            int64_t t_stop = safety_now();
             msleep(O.watchdog + 1000 + dead_waiters_ms());   /* longer than its lease */
             int64_t t_cont = safety_now();
             kill(pid, SIGCONT);
