@@ -652,6 +652,7 @@ int dlock__waiter_wait(dlock__pubsub *ps, dlock__waiter *w, int64_t until_ms)
     for (;;) {
         if (w->woken) {
             w->woken = 0;
+            w->took_us = w->woken_us;
             rc = w->settled ? DLOCK__WAKE_DONE : DLOCK__WAKE_MESSAGE;
             break;
         }

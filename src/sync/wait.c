@@ -121,7 +121,7 @@ static int wait_joined(dlock_client *c, const dlock__wait_spec *s, const dlock__
         used_wake = wr == DLOCK__WAKE_MESSAGE;
         dlock__wakeups += used_wake;
         if (used_wake) {
-            woken_us = w.woken_us;
+            woken_us = w.took_us;
             dlock__stats_count(&c->stats, DLOCK__ST_WAKEUPS, 1);
         }
     }
