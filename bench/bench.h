@@ -11,7 +11,7 @@
 typedef struct opts {
     const char *scenario, *url, *mode, *kind;
     long cycles, workers, seconds, waiters, hold_ms, concurrency, names, locks, watchdog_ms,
-        periods, lease, procs, awaiters, multi_names;
+        periods, lease, procs, awaiters, multi_names, inflight, pending;
     const char *tag;   /* appended to the scenario's name ("-tls"), "" by default */
 } opts;
 
@@ -22,6 +22,10 @@ void die(const char *what);
 dlock_client *open_client(long watchdog_ms, int pool);
 redisContext *admin(void);
 long long info_field(redisContext *c, const char *section, const char *field);
+
+/* async_bench.c */
+void async_many(void);
+void async_idle(void);
 
 /* latch_bench.c */
 void latch(void);

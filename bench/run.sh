@@ -6,7 +6,7 @@
 # BENCH_PLACEMENT=split (default): redis-server on CPU 0, every client on CPU 1.
 # BENCH_PLACEMENT=same: everything on CPU 0.
 # BENCH_QUICK=1: short runs (a smoke test of the pipeline, not numbers to quote).
-# BENCH_ONLY="refs uncontended handoff fair idle many readers held multilock sem latch tls": a subset (default: all).
+# BENCH_ONLY="refs uncontended handoff fair idle many readers held multilock sem latch async tls": a subset (default: all).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -45,7 +45,7 @@ if [ ! -d "$here/peers/node_modules" ] || [ "$here/peers/package-lock.json" -nt 
 fi
 peers=(node-redisson redlock redis-semaphore)
 
-only=${BENCH_ONLY:-refs uncontended handoff fair idle many readers held multilock sem latch tls}
+only=${BENCH_ONLY:-refs uncontended handoff fair idle many readers held multilock sem latch async tls}
 want() { case " $only " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
 # TLS: the same server listens on a TLS port too (certificates made here with
@@ -233,8 +233,22 @@ for i in $(seq "$runs"); do
 done
 
 fi
+if want async; then
+echo "10. asynchronous API: many names from one thread; 10 000 pending waiters..."
+for i in $(seq "$runs"); do
+  # The -c 50 ceiling right beside each run, as for section 4.
+  sha=$(redis-cli -p "$REDIS_PORT" script load "$(cat "$root/src/scripts/lock/acquire.lua")")
+  rb ceiling-c50 50 "$rb50_n" "bench:rb50:__rand_int__"
+  record pin "$bench" asyncmany --url "$url" --seconds "$secs"
+  flush
+done
+record pin "$bench" asyncidle --url "$url"
+flush
+
+fi
+
 if want tls && [ -n "$tls_url" ]; then
-echo "10. TLS against plain (the same server, its TLS port), round trips and uncontended cycles..."
+echo "11. TLS against plain (the same server, its TLS port), round trips and uncontended cycles..."
 for i in $(seq "$runs"); do
   # Each TLS run right after its plain twin: paired ratios.
   record pin "$bench" ping --url "$url" --cycles "$cycles" --tag -plain

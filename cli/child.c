@@ -551,14 +551,15 @@ int supervise(const cli_opts *o, const run_args *ra, guard *g, int sfd, int lost
         *lost = lost_now;
         lost_why(lost_now, why, sizeof(why));
         if (done)
-            cli_err(o, "lock '%s' lost while '%s' ran (%s)", nm, c0, why);
+            cli_err(o, "%s '%s' lost while '%s' ran (%s)", ra->noun, nm, c0, why);
         else if (ra->on_lost_term) {
-            cli_err(o, "lock '%s' lost while '%s' ran (%s): sending SIGTERM", nm, c0, why);
+            cli_err(o, "%s '%s' lost while '%s' ran (%s): sending SIGTERM", ra->noun, nm, c0,
+                    why);
             send_msg(g->ctl, 'S', SIGTERM);
             kill_at = mono_ms() + KILL_GRACE_MS;
         } else {
-            cli_err(o, "warning: lock '%s' lost while '%s' runs (%s); carrying on "
-                       "(--on-lost ignore)", nm, c0, why);
+            cli_err(o, "warning: %s '%s' lost while '%s' runs (%s); carrying on "
+                       "(--on-lost ignore)", ra->noun, nm, c0, why);
         }
     }
     return status;

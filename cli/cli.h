@@ -45,6 +45,9 @@ typedef struct cli_opts {
  * seconds ("1.5"), or "inf"/"forever" (*ms = CLI_DUR_INF). Units go from large
  * to small. At most a year. Returns 0 and *ms, or -1. */
 int cli_parse_duration(const char *s, int64_t *ms);
+/* A count of permits or a latch's count: a whole decimal number in
+ * 1..DLOCK_COUNT_MAX, nothing else (no sign, no blanks). Returns 0 and *n, or -1. */
+int cli_parse_count(const char *s, int64_t *n);
 /* "1.5 s", "250 ms", "3 m 20 s", "forever" into buf. */
 const char *cli_fmt_duration(int64_t ms, char *buf, size_t size);
 /* Monotonic clock, ms. */
@@ -138,5 +141,6 @@ int cmd_status(cli_opts *o, int argc, char **argv);
 int cmd_list(cli_opts *o, int argc, char **argv);
 int cmd_watch(cli_opts *o, int argc, char **argv);
 int cmd_unlock(cli_opts *o, int argc, char **argv);
+int cmd_latch(cli_opts *o, int argc, char **argv);
 
 #endif

@@ -14,12 +14,18 @@ static const char global_text[] =
     "  run [-w DUR | -n] [--lease DUR] [-E N] [--on-lost term|ignore] [-v] NAME... -- CMD...\n"
     "                           run CMD while holding lock NAME (several: all of them;\n"
     "                           --fair/--read/--write before a NAME: other kinds)\n"
-    "  status [--json] NAME     free or held; holders (host, pid, command), TTL, token, waiters\n"
+    "  run --semaphore NAME --permits N [-w DUR | -n] ... -- CMD...\n"
+    "                           run CMD while at most N such commands run anywhere\n"
+    "  status [--json] NAME     free or held; holders (host, pid, command), TTL, token, waiters;\n"
+    "                           a semaphore's permits or a latch's count\n"
+    "  list [--json] [PATTERN]  the locks, semaphores and latches in Redis (SCAN), Redisson's\n"
+    "                           included\n"
     "  status --stats [NAME]    ... and this client's statistics; the server's eviction policy\n"
-    "  list [--json] [PATTERN]  the locks in Redis (SCAN), Redisson's included\n"
     "  watch [--interval DUR] [PATTERN]\n"
     "                           a live table of locks, until q or Ctrl-C\n"
     "  unlock --force NAME      delete the lock whoever holds it; wake its waiters\n"
+    "  latch set NAME N | latch down NAME | latch wait [-w DUR] NAME\n"
+    "                           a count-down latch: set its count, count down, wait for 0\n"
     "  help [COMMAND]           this text, or one command's (also: dlock COMMAND --help)\n"
     "\n"
     "Options (before or after the command name):\n"
@@ -50,6 +56,7 @@ static const char global_text[] =
 
 static const char run_text[] =
     "usage: dlock run [OPTIONS] NAME... -- CMD [ARG...]\n"
+    "       dlock run [OPTIONS] --semaphore NAME --permits N -- CMD [ARG...]\n"
     "       dlock run [OPTIONS] --name NAME -- CMD [ARG...]\n"
     "       dlock run [OPTIONS] -- NAME -- CMD [ARG...]    (a NAME that begins with '-')\n"
     "\n"
@@ -75,6 +82,14 @@ static const char run_text[] =
     "  --read                   the next NAME is the read lock of a read-write lock\n"
     "                           (Redisson's RReadWriteLock): shared with other readers\n"
     "  --write                  the next NAME is its write lock: excludes everybody\n"
+    "  --semaphore NAME --permits N\n"
+    "                           instead of locks, one permit of semaphore NAME (Redisson's\n"
+    "                           RPermitExpirableSemaphore) of N in all: at most N such\n"
+    "                           commands run at once. An absent semaphore is created with\n"
+    "                           N permits; one with another total is refused (exit 65).\n"
+    "                           The permit is renewed by the watchdog: a runner killed\n"
+    "                           with -9 gives it back within the --watchdog timeout.\n"
+    "                           CMD gets DLOCK_PERMIT (the permit's id). No --lease.\n"
     "  and the global options (dlock --help).\n"
     "\n"
     "CMD's environment: DLOCK_NAME (the first name), DLOCK_NAMES (all, one per line),\n"
@@ -97,6 +112,10 @@ static const char status_text[] =
     "lock (a holder no dlock connection names shows as Redisson or other); the TTL,\n"
     "the last fencing token and the number of waiters. Control characters in names\n"
     "are shown escaped (\\n, \\x1b, \\\\).\n"
+    "A permit-expirable semaphore shows its permits: available, held, and each held\n"
+    "permit's id with the lease it has left. A plain count (a count-down latch's, or a\n"
+    "semaphore's permits: Redis stores them alike) shows the count, its semaphore\n"
+    "waiters and its latch awaiters (subscribers of each channel).\n"
     "A warning line when the server's maxmemory-policy may evict held locks\n"
     "(allkeys-*, volatile-*).\n"
     "\n"
@@ -106,9 +125,12 @@ static const char status_text[] =
     "  --json      one JSON object: name, locked, holders [owner, count, host, pid,\n"
     "              addr, command, held_ms, client], ttl_ms (-2 no key, -1 no expiry),\n"
     "              token, waiters. A name (or owner) that is not valid UTF-8 also\n"
-    "              comes as name_base64 (owner_base64): its exact bytes. Also\n"
-    "              eviction_policy (null when unreadable), eviction_risk, and with\n"
-    "              --stats a stats object (histogram buckets as [le_us, count]).\n"
+    "              comes as name_base64 (owner_base64): its exact bytes. A semaphore or\n"
+    "              latch: name, kind (permit semaphore | count), count, holders\n"
+    "              [permit, ttl_ms] (a permit semaphore's), ttl_ms, waiters and, for a\n"
+    "              count, latch_waiters. Also eviction_policy (null when\n"
+    "              unreadable), eviction_risk, and with --stats a stats object\n"
+    "              (histogram buckets as [le_us, count]).\n"
     "  and the global options (dlock --help).\n";
 
 static const char list_text[] =
@@ -116,7 +138,11 @@ static const char list_text[] =
     "\n"
     "The locks whose names match PATTERN (a Redis glob, default *), found with SCAN,\n"
     "never KEYS; Redisson's own locks included. One line each, sorted by name, with\n"
-    "the holders (host:pid when the holder is a dlock client), TTL and token.\n"
+    "the holders (host:pid when the holder is a dlock client), TTL and token. Then the\n"
+    "semaphores and latches: string keys holding a whole number, with the permits\n"
+    "held of a permit-expirable semaphore (the family's own counters, such as\n"
+    "fencing tokens, are left out; other whole numbers an application keeps show up\n"
+    "too, as semaphore/latch: give a PATTERN to narrow it).\n"
     "\n"
     "  --json      an array of objects as 'dlock status --json' gives, without waiters\n"
     "  and the global options (dlock --help).\n";
@@ -143,10 +169,45 @@ static const char unlock_text[] =
     "  --force     required: there is no other kind of unlock\n"
     "  and the global options (dlock --help).\n";
 
+#define LATCH_SET_TEXT                                                                     \
+    "usage: dlock latch set NAME N\n"                                                     \
+    "\n"                                                                                  \
+    "Sets latch NAME's count to N (1..2147483647) when the latch is at zero, i.e. when\n" \
+    "it does not exist (Redisson's trySetCount). A latch still counting is left as it\n"  \
+    "is: exit 75, the message gives its count. N = 0, negative or not a number: exit\n"  \
+    "64; a key that is not a latch: exit 65, left as it is.\n"
+#define LATCH_DOWN_TEXT                                                                    \
+    "usage: dlock latch down NAME\n"                                                      \
+    "\n"                                                                                  \
+    "Counts latch NAME down by one (Redisson's countDown). At zero its key is deleted\n"  \
+    "and every awaiter, in every process (Redisson's too), wakes. A latch at zero\n"      \
+    "already stays there (exit 0).\n"
+#define LATCH_WAIT_TEXT                                                                    \
+    "usage: dlock latch wait [-w DUR] NAME\n"                                             \
+    "\n"                                                                                  \
+    "Waits until latch NAME is at zero (Redisson's await): exit 0 then (at once when\n"   \
+    "it is at zero, or does not exist), 75 when DUR passes first (the message gives the\n" \
+    "count). Waiting sleeps on the latch's channel: nothing is sent to Redis meanwhile.\n" \
+    "\n"                                                                                  \
+    "  -w, --wait, --timeout DUR  give up after DUR (0: check once; inf: no limit, the\n" \
+    "                           default)\n"
+
+static const char latch_text[] =
+    "usage: dlock latch set NAME N | down NAME | wait [-w DUR] NAME\n"
+    "\n"
+    "A count-down latch (Redisson's RCountDownLatch; key NAME holds the count, absent\n"
+    "at zero): one process sets the count, others count down, and whoever needs them\n"
+    "all done waits for zero. 'dlock latch SUBCOMMAND --help' for each.\n"
+    "\n" LATCH_SET_TEXT "\n" LATCH_DOWN_TEXT "\n" LATCH_WAIT_TEXT
+    "\n"
+    "NAME may also be given as --name NAME, or after --. And the global options\n"
+    "(dlock --help).\n";
+
 static const char help_text[] =
     "usage: dlock help [COMMAND]\n"
     "\n"
-    "The usage of dlock, or of one COMMAND (run, status, list, watch, unlock, help).\n";
+    "The usage of dlock, or of one COMMAND (run, status, list, watch, unlock, latch,\n"
+    "help; latch set, latch down, latch wait).\n";
 
 int cli_help(FILE *f, const char *cmd)
 {
@@ -154,7 +215,10 @@ int cli_help(FILE *f, const char *cmd)
         const char *name;
         const char *text;
     } texts[] = {{"run", run_text},     {"status", status_text}, {"list", list_text},
-                 {"watch", watch_text}, {"unlock", unlock_text}, {"help", help_text}};
+                 {"watch", watch_text}, {"unlock", unlock_text}, {"help", help_text},
+                 {"latch", latch_text}, {"latch set", LATCH_SET_TEXT "  and the global options (dlock --help).\n"},
+                 {"latch down", LATCH_DOWN_TEXT "  and the global options (dlock --help).\n"},
+                 {"latch wait", LATCH_WAIT_TEXT "  and the global options (dlock --help).\n"}};
     if (!cmd) {
         fputs(global_text, f);
         return 0;

@@ -37,7 +37,7 @@ void cli_usage_error(const cli_opts *o, const char *cmd, const char *fmt, ...)
     if (cmd)
         fprintf(stderr, "(dlock %s --help for its usage)\n", cmd);
     else
-        fputs("usage: dlock [OPTIONS] run|status|list|watch|unlock|help ... "
+        fputs("usage: dlock [OPTIONS] run|status|list|watch|unlock|latch|help ... "
               "(dlock --help for more)\n", stderr);
 }
 
@@ -399,12 +399,19 @@ static int run_main(cli_opts *o, int argc, char **argv)
     if (strcmp(cmd, "help") == 0) {
         if (cargc == 2 && (strcmp(cargv[1], "--help") == 0 || strcmp(cargv[1], "-h") == 0))
             cargv[1] = "help";
-        if (cargc > 2) {
+        /* "help latch set": a subcommand's usage. */
+        char sub[32];
+        const char *topic = cargc > 1 ? cargv[1] : NULL;
+        if (cargc == 3 && strcmp(cargv[1], "latch") == 0 && strlen(cargv[2]) < 16) {
+            snprintf(sub, sizeof(sub), "latch %s", cargv[2]);
+            topic = sub;
+        } else if (cargc > 2) {
             cli_usage_error(o, "help", "one command at most");
             return EXIT_USAGE;
         }
-        if (cli_help(stdout, cargc > 1 ? cargv[1] : NULL) != 0) {
-            cli_usage_error(o, NULL, "help: unknown command '%s'", cargv[1]);
+        if (cli_help(stdout, topic) != 0) {
+            char e[80];
+            cli_usage_error(o, NULL, "help: unknown command '%s'", cli_esc(topic, e, sizeof(e)));
             return EXIT_USAGE;
         }
         return 0;
@@ -413,7 +420,7 @@ static int run_main(cli_opts *o, int argc, char **argv)
         const char *name;
         int (*fn)(cli_opts *, int, char **);
     } cmds[] = {{"run", cmd_run},       {"status", cmd_status}, {"list", cmd_list},
-                {"watch", cmd_watch},   {"unlock", cmd_unlock}};
+                {"watch", cmd_watch},   {"unlock", cmd_unlock}, {"latch", cmd_latch}};
     for (size_t k = 0; k < sizeof(cmds) / sizeof(cmds[0]); k++) {
         if (strcmp(cmd, cmds[k].name) != 0)
             continue;
@@ -421,6 +428,13 @@ static int run_main(cli_opts *o, int argc, char **argv)
          * the line holds. */
         for (int j = 1; j < cargc && strcmp(cargv[j], "--") != 0; j++) {
             if (strcmp(cargv[j], "--help") == 0 || strcmp(cargv[j], "-h") == 0) {
+                /* A command with subcommands: the subcommand's usage. */
+                char sub[32];
+                if (j > 1 && strlen(cargv[1]) < 16) {
+                    snprintf(sub, sizeof(sub), "%s %s", cmd, cargv[1]);
+                    if (cli_help(stdout, sub) == 0)
+                        return 0;
+                }
                 cli_help(stdout, cmd);
                 return 0;
             }

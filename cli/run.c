@@ -79,7 +79,8 @@ static int parse_args(cli_opts *o, int argc, char **argv, run_args *ra)
         const char *a = argv[i], *val;
         int r;
         if (strcmp(a, "--") == 0) {
-            if (!ra->nnames) {   /* dlock run -- NAME -- CMD: a NAME that begins with '-' */
+            if (!ra->nnames && !ra->semaphore) {   /* dlock run -- NAME -- CMD: a NAME that
+                                                    * begins with '-' */
                 if (i + 1 >= argc) {
                     cli_usage_error(o, "run", "missing lock NAME");
                     return -1;
@@ -147,6 +148,18 @@ static int parse_args(cli_opts *o, int argc, char **argv, run_args *ra)
                 return -1;
             }
             ra->pending = a;
+        } else if ((r = cli_opt_value(o, "run", argc, argv, &i, "--semaphore", NULL, &val)) !=
+                   0) {
+            if (r < 0)
+                return -1;
+            if (ra->semaphore) {
+                cli_usage_error(o, "run", "one --semaphore per run");
+                return -1;
+            }
+            ra->semaphore = val;
+        } else if ((r = cli_opt_value(o, "run", argc, argv, &i, "--permits", NULL, &val)) != 0) {
+            if (r < 0 || run_sem_parse_permits(o, val, &ra->permits) < 0)
+                return -1;
         } else if ((r = cli_opt_value(o, "run", argc, argv, &i, "--name", NULL, &val)) != 0) {
             if (r < 0 || add_name(o, ra, val) < 0)
                 return -1;
@@ -164,6 +177,8 @@ static int parse_args(cli_opts *o, int argc, char **argv, run_args *ra)
         cli_usage_error(o, "run", "%s needs a NAME after it", ra->pending);
         return -1;
     }
+    if (run_sem_check_args(o, ra) < 0)
+        return -1;
     if (!ra->nnames) {
         cli_usage_error(o, "run", "missing lock NAME");
         return -1;
@@ -194,10 +209,14 @@ typedef struct target {
     const char *names[RUN_MAX_NAMES];
     int n;
     dlock_multilock *ml;
+    dlock_permit_semaphore *ps;   /* --semaphore: one permit of it instead */
+    int64_t permits;              /* its total */
+    char permit[DLOCK_PERMIT_ID_BUFSIZE];
 } target;
 
 static void target_free(target *t)
 {
+    dlock_permit_semaphore_free(t->ps);
     dlock_multilock_free(t->ml);
     for (int i = 0; i < t->n; i++)
         dlock_lock_free(t->l[i]);
@@ -208,6 +227,16 @@ static int target_open(const cli_opts *o, dlock_client *c, const run_args *ra, c
                        target *t)
 {
     memset(t, 0, sizeof(*t));
+    if (ra->semaphore) {
+        int code = run_sem_open(o, c, ra, &t->ps);
+        if (code) {
+            target_free(t);
+            return code;
+        }
+        t->permits = ra->permits;
+        t->names[0] = ra->semaphore;
+        return 0;
+    }
     int rc = DLOCK_OK;
     for (int i = 0; i < ra->nnames && rc == DLOCK_OK; i++) {
         const char *nm = ra->names[i];
@@ -242,6 +271,9 @@ static int target_acquire(target *t, int64_t wait_ms, int64_t lease_ms, dlock_ca
                           uint64_t *token)
 {
     *token = 0;
+    if (t->ps)
+        return dlock_permit_semaphore_acquire_cancellable(t->ps, wait_ms, DLOCK_WATCHDOG, cancel,
+                                                          t->permit, sizeof(t->permit));
     if (t->ml)
         return dlock_multilock_acquire_cancellable(t->ml, wait_ms, lease_ms, cancel);
     return dlock_lock_acquire_fenced(t->l[0], wait_ms, lease_ms, cancel, token);
@@ -249,6 +281,8 @@ static int target_acquire(target *t, int64_t wait_ms, int64_t lease_ms, dlock_ca
 
 static int target_release(target *t)
 {
+    if (t->ps)
+        return dlock_permit_semaphore_release(t->ps, t->permit);
     return t->ml ? dlock_multilock_release(t->ml) : dlock_lock_release(t->l[0]);
 }
 
@@ -290,6 +324,10 @@ static void *acquire_main(void *arg)
  * when the run has several). */
 static void describe_holder(dlock_client *c, target *t, char *buf, size_t size)
 {
+    if (t->ps) {
+        run_sem_describe(t->ps, t->permits, buf, size);
+        return;
+    }
     dlock_info *info = NULL;
     int k = 0;
     for (; k < t->n; k++) {
@@ -409,7 +447,10 @@ static int acquire_watching(const cli_opts *o, const run_args *ra, dlock_client 
         }
         if (pg.on) {
             char took[32];
-            if (tg->ml)
+            if (tg->ps)
+                cli_err(o, "acquired a permit of '%s' after %s (permit %s)", nm,
+                        cli_fmt_duration(mono_ms() - pg.start, took, sizeof(took)), tg->permit);
+            else if (tg->ml)
                 cli_err(o, "acquired '%s' after %s", nm,
                         cli_fmt_duration(mono_ms() - pg.start, took, sizeof(took)));
             else
@@ -546,10 +587,10 @@ static int finish_hold(const cli_opts *o, const run_args *ra, target *t, int los
     }
     lost_why(LOST_AT_RELEASE, why, sizeof(why));
     if (ra->on_lost_term)
-        cli_err(o, "lock '%s' was lost while '%s' ran (%s)", nm, c0, why);
+        cli_err(o, "%s '%s' was lost while '%s' ran (%s)", ra->noun, nm, c0, why);
     else
-        cli_err(o, "warning: lock '%s' was lost while '%s' ran (%s) (--on-lost ignore)", nm,
-                c0, why);
+        cli_err(o, "warning: %s '%s' was lost while '%s' ran (%s) (--on-lost ignore)", ra->noun,
+                nm, c0, why);
     return LOST_AT_RELEASE;
 }
 
@@ -562,11 +603,12 @@ static int run_locked(cli_opts *o, const run_args *ra, guard *g, int sfd)
         return code;
     /* The wait runs in a thread and the release on this one: act as one
      * explicit owner id for both, not as two thread ids. */
-    char owner[DLOCK_OWNER_MAX + 1];
+    char owner[DLOCK_OWNER_MAX + 1] = "";
     target tg;
     memset(&tg, 0, sizeof(tg));
     int reentry = 0;
-    code = choose_owner(o, c, ra, owner, sizeof(owner), &reentry);
+    /* A permit belongs to no owner (its id names it): nothing to re-enter. */
+    code = ra->semaphore ? 0 : choose_owner(o, c, ra, owner, sizeof(owner), &reentry);
     if (code == 0)
         code = target_open(o, c, ra, owner, &tg);
     uint64_t token = 0;
@@ -601,11 +643,15 @@ static int run_locked(cli_opts *o, const run_args *ra, guard *g, int sfd)
     char tok[40], own[DLOCK_OWNER_MAX + 16];
     char *name_var = malloc(strlen(ra->names[0]) + 12);
     char *names_var = malloc(all);
-    char *owners = owners_var(owner);
+    /* A semaphore run passes the owners of the runs around it on as they are
+     * (its command may re-enter their locks) and names its permit instead. */
+    char *owners = ra->semaphore ? NULL : owners_var(owner);
+    char permit_var[DLOCK_PERMIT_ID_BUFSIZE + 16];
+    snprintf(permit_var, sizeof(permit_var), "DLOCK_PERMIT=%s", tg.permit);
     snprintf(tok, sizeof(tok), "DLOCK_TOKEN=%llu", (unsigned long long)token);
     snprintf(own, sizeof(own), "DLOCK_OWNER=%s", owner);
     int lost = 0, status = 0;
-    if (!name_var || !names_var || !owners) {
+    if (!name_var || !names_var || (!owners && !ra->semaphore)) {
         cli_err(o, "out of memory");
         code = EXIT_SOFTWARE;
     } else {
@@ -613,7 +659,8 @@ static int run_locked(cli_opts *o, const run_args *ra, guard *g, int sfd)
         size_t off = (size_t)sprintf(names_var, "DLOCK_NAMES=");
         for (int k = 0; k < ra->nnames; k++)
             off += (size_t)sprintf(names_var + off, "%s%s", k ? "\n" : "", ra->names[k]);
-        char *extra[] = {name_var, names_var, tg.ml ? "DLOCK_TOKEN=" : tok, own, owners, NULL};
+        char *extra[] = {name_var, names_var, tg.ml || tg.ps ? "DLOCK_TOKEN=" : tok,
+                         tg.ps ? permit_var : own, owners, NULL};
         code = guard_exec(o, g, ra->cmd[0], extra);
     }
     free(name_var);

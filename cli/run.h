@@ -24,6 +24,9 @@ typedef struct run_args {
     run_kind kinds[RUN_MAX_NAMES];
     int nnames;
     const char *pending;   /* a --fair/--read/--write waiting for its NAME */
+    const char *semaphore; /* --semaphore NAME: a permit instead of locks */
+    int64_t permits;       /* --permits N: the semaphore's total (0: not given) */
+    const char *noun;      /* "lock" or "permit of semaphore", for messages */
     char display[512];
     char **cmd;
 } run_args;
@@ -59,5 +62,21 @@ int supervise(const cli_opts *o, const run_args *ra, guard *g, int sfd, int lost
 /* The words for a loss reason ("a renewal found it gone"), taking a pause of
  * this process that supervise() saw into account. */
 const char *lost_why(int reason, char *buf, size_t size);
+
+/* ------------------------------------------------------------ run_sem.c */
+
+/* --permits N: 1..DLOCK_COUNT_MAX, else a usage message and -1. */
+int run_sem_parse_permits(const cli_opts *o, const char *val, int64_t *n);
+/* Checks a --semaphore run's arguments (no lock names, --permits given, no
+ * --lease) and makes the semaphore the run's one name. 0, or -1 (message
+ * printed). Sets ra->noun for every run. */
+int run_sem_check_args(const cli_opts *o, run_args *ra);
+/* A handle on the run's semaphore with its total established: created with
+ * N permits when absent, else it must have N in all. Returns 0, or an exit
+ * code (message printed; *out may need freeing). */
+int run_sem_open(const cli_opts *o, dlock_client *c, const run_args *ra,
+                 dlock_permit_semaphore **out);
+/* Why no permit was had: "out of permits (2 held, 2 in all)". */
+void run_sem_describe(dlock_permit_semaphore *ps, int64_t permits, char *buf, size_t size);
 
 #endif

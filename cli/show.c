@@ -86,7 +86,8 @@ const char *display_url(const char *url, char *buf, size_t size)
     return buf;
 }
 
-/* "lock", "read-write lock", or "none" (no key: free). */
+/* "lock", "read-write lock", "count", "permit semaphore", or "none" (no
+ * key: free). */
 static const char *kind_name(const dlock_info *info)
 {
     switch (dlock_info_kind(info)) {
@@ -94,13 +95,50 @@ static const char *kind_name(const dlock_info *info)
         return "lock";
     case DLOCK_KIND_RWLOCK:
         return "read-write lock";
+    case DLOCK_KIND_COUNT:
+        return "count";
+    case DLOCK_KIND_PERMITS:
+        return "permit semaphore";
     default:
         return "none";
     }
 }
 
+static int is_count(const dlock_info *info)
+{
+    return dlock_info_kind(info) == DLOCK_KIND_COUNT || dlock_info_kind(info) == DLOCK_KIND_PERMITS;
+}
+
+/* A semaphore's or a latch's object: name, kind, count, the permits held
+ * (a permit semaphore's) with their leases, the key's TTL and the waiters. */
+static void json_count(FILE *f, const dlock_info *info, int with_waiters)
+{
+    fputc('{', f);
+    cli_json_field(f, "name", dlock_info_name(info));
+    fprintf(f, ",\"kind\":\"%s\",\"count\":%lld", kind_name(info),
+            (long long)dlock_info_count(info));
+    if (dlock_info_kind(info) == DLOCK_KIND_PERMITS) {
+        fputs(",\"holders\":[", f);
+        for (size_t i = 0; i < dlock_info_holders(info); i++)
+            fprintf(f, "%s{\"permit\":\"%s\",\"ttl_ms\":%lld}", i ? "," : "",
+                    dlock_info_owner(info, i), (long long)dlock_info_holder_ttl(info, i));
+        fputc(']', f);
+    }
+    fprintf(f, ",\"ttl_ms\":%lld", (long long)dlock_info_ttl(info));
+    if (with_waiters) {
+        fprintf(f, ",\"waiters\":%lld", (long long)dlock_info_waiters(info));
+        if (dlock_info_kind(info) == DLOCK_KIND_COUNT)
+            fprintf(f, ",\"latch_waiters\":%lld", (long long)dlock_info_latch_waiters(info));
+    }
+    fputc('}', f);
+}
+
 static void json_info(FILE *f, const dlock_info *info, int with_waiters, const holder_map *map)
 {
+    if (is_count(info)) {
+        json_count(f, info, with_waiters);
+        return;
+    }
     fputc('{', f);
     cli_json_field(f, "name", dlock_info_name(info));
     fprintf(f, ",\"locked\":%s,\"holders\":[", dlock_info_locked(info) ? "true" : "false");
@@ -278,6 +316,38 @@ void rows_print(FILE *f, const rows *rs, size_t max_rows, int with_waiters)
 
 /* --------------------------------------------------------------- status */
 
+/* A semaphore or a latch: what its count means, the permits held with their
+ * leases (a permit semaphore's), and who waits on each of its channels. */
+static void print_count_status(const dlock_info *info)
+{
+    char ttl[32];
+    char *name = cli_escape(dlock_info_name(info));
+    long long n = (long long)dlock_info_count(info);
+    printf("name:    %s\n", name ? name : "?");
+    free(name);
+    if (dlock_info_kind(info) == DLOCK_KIND_PERMITS) {
+        size_t held = dlock_info_holders(info);
+        printf("kind:    permit-expirable semaphore\n");
+        printf("permits: %lld available, %zu held (%lld in all)\n", n, held,
+               n + (long long)held);
+        for (size_t i = 0; i < held; i++) {
+            int64_t t = dlock_info_holder_ttl(info, i);
+            printf("%s%s (%s%s)\n", i ? "         " : "holders: ", dlock_info_owner(info, i),
+                   t >= 0 ? cli_fmt_duration(t, ttl, sizeof(ttl)) : "no expiry",
+                   t >= 0 ? " left" : "");
+        }
+        printf("waiters: %lld\n", (long long)dlock_info_waiters(info));
+    } else {
+        printf("kind:    count (a count-down latch's, or a semaphore's permits: Redis stores "
+               "both alike)\n");
+        printf("count:   %lld\n", n);
+        printf("waiters: %lld for permits, %lld awaiting the latch\n",
+               (long long)dlock_info_waiters(info), (long long)dlock_info_latch_waiters(info));
+    }
+    if (dlock_info_ttl(info) >= 0)
+        printf("ttl:     %s\n", cli_fmt_duration(dlock_info_ttl(info), ttl, sizeof(ttl)));
+}
+
 static void print_status(const dlock_info *info, const holder_map *map)
 {
     char ttl[32];
@@ -391,20 +461,16 @@ int cmd_status(cli_opts *o, int argc, char **argv)
         dlock_client_close(c);
         return 0;
     }
-    dlock_lock *l;
     dlock_info *info = NULL;
-    int rc = dlock_lock_get(c, sa.pos, &l);
-    if (rc == DLOCK_OK) {
-        rc = dlock_lock_inspect(l, &info);
-        dlock_lock_free(l);
-    }
+    int rc = dlock_client_inspect(c, sa.pos, &info);
     if (rc != DLOCK_OK) {
         code = cli_fail(o, rc, "status");
         dlock_client_close(c);
         return code;
     }
-    holder_map *map = dlock_info_holders(info) || dlock_info_queued(info) ? holder_map_load(c)
-                                                                           : NULL;
+    holder_map *map = !is_count(info) && (dlock_info_holders(info) || dlock_info_queued(info))
+                          ? holder_map_load(c)
+                          : NULL;
     if (sa.json) {
         /* The lock's object, with the client's fields before its end. */
         char *buf = NULL;
@@ -423,6 +489,9 @@ int cmd_status(cli_opts *o, int argc, char **argv)
             fputc('\n', stdout);
         }
         free(buf);
+    } else if (is_count(info)) {
+        print_count_status(info);
+        status_extras(c, &sa, 0);
     } else {
         print_status(info, map);
         status_extras(c, &sa, 0);
@@ -434,6 +503,83 @@ int cmd_status(cli_opts *o, int argc, char **argv)
 }
 
 /* ----------------------------------------------------------------- list */
+
+/* The semaphores and latches of a listing: one line each, kept to be sorted
+ * (or streamed as JSON into the locks' array). */
+typedef struct count_rows {
+    char **lines;   /* "name\0rest": sorted by name */
+    size_t n, cap;
+    int oom;
+    FILE *json_out;
+    size_t *streamed;   /* the JSON array's element count, shared with the locks' */
+} count_rows;
+
+static int count_collect(const dlock_info *info, void *ud)
+{
+    count_rows *cr = ud;
+    if (cr->json_out) {
+        fputs(*cr->streamed ? ",\n" : "\n", cr->json_out);
+        json_count(cr->json_out, info, 0);
+        ++*cr->streamed;
+        return 0;
+    }
+    if (cr->n == cr->cap) {
+        size_t cap = cr->cap ? cr->cap * 2 : 32;
+        char **v = realloc(cr->lines, cap * sizeof(*v));
+        if (!v) {
+            cr->oom = 1;
+            return 1;
+        }
+        cr->lines = v;
+        cr->cap = cap;
+    }
+    /* Permits as "<first 8 hex>.. 24.5 s", at most four, then "+N". */
+    char held[200] = "", ttl[32];
+    size_t off = 0, np = dlock_info_holders(info);
+    for (size_t i = 0; i < np && i < 4; i++) {
+        int64_t t = dlock_info_holder_ttl(info, i);
+        off += (size_t)snprintf(held + off, sizeof(held) - off, "%s%.8s.. %s", i ? ", " : "",
+                                dlock_info_owner(info, i),
+                                t >= 0 ? cli_fmt_duration(t, ttl, sizeof(ttl)) : "no expiry");
+    }
+    if (np > 4)
+        snprintf(held + off, sizeof(held) - off, ", +%zu", np - 4);
+    char *name = cli_escape(dlock_info_name(info));
+    size_t len = (name ? strlen(name) : 0) + strlen(held) + 64;
+    char *line = name ? malloc(len) : NULL;
+    if (!line) {
+        free(name);
+        cr->oom = 1;
+        return 1;
+    }
+    int nl = snprintf(line, len, "%s", name);
+    snprintf(line + nl + 1, len - (size_t)nl - 1, "%-16s  %5lld  %s",
+             dlock_info_kind(info) == DLOCK_KIND_PERMITS ? "permit semaphore"
+                                                         : "semaphore/latch",
+             (long long)dlock_info_count(info), held);
+    free(name);
+    cr->lines[cr->n++] = line;
+    return 0;
+}
+
+static int by_line(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void counts_print(FILE *f, count_rows *cr)
+{
+    size_t wn = 4;
+    for (size_t i = 0; i < cr->n; i++)
+        if (strlen(cr->lines[i]) > wn)
+            wn = strlen(cr->lines[i]);
+    if (wn > 48)
+        wn = 48;
+    qsort(cr->lines, cr->n, sizeof(char *), by_line);
+    fprintf(f, "%-*s  %-16s  %5s  %s\n", (int)wn, "NAME", "KIND", "COUNT", "PERMITS HELD");
+    for (size_t i = 0; i < cr->n; i++)
+        fprintf(f, "%-*s  %s\n", (int)wn, cr->lines[i], cr->lines[i] + strlen(cr->lines[i]) + 1);
+}
 
 int cmd_list(cli_opts *o, int argc, char **argv)
 {
@@ -453,8 +599,16 @@ int cmd_list(cli_opts *o, int argc, char **argv)
         rs.json_out = stdout;
         fputc('[', stdout);
     }
+    count_rows cr;
+    memset(&cr, 0, sizeof(cr));
+    cr.json_out = rs.json_out;
+    cr.streamed = &rs.n;
     int rc = dlock_client_scan(c, pattern, rows_collect, &rs);
     if (rc == DLOCK_OK && rs.oom)
+        rc = DLOCK_ENOMEM;
+    if (rc == DLOCK_OK)
+        rc = dlock_client_scan_counts(c, pattern, count_collect, &cr);
+    if (rc == DLOCK_OK && cr.oom)
         rc = DLOCK_ENOMEM;
     if (rc != DLOCK_OK) {
         if (sa.json)
@@ -462,13 +616,24 @@ int cmd_list(cli_opts *o, int argc, char **argv)
         code = cli_fail(o, rc, "list");
     } else if (sa.json) {
         fputs(rs.n ? "\n]\n" : "]\n", stdout);
-    } else if (rs.n) {
-        rows_sort(&rs);
-        rows_print(stdout, &rs, 0, 0);
+    } else if (rs.n || cr.n) {
+        if (rs.n) {
+            rows_sort(&rs);
+            rows_print(stdout, &rs, 0, 0);
+        }
+        if (cr.n) {
+            if (rs.n)
+                fputc('\n', stdout);
+            counts_print(stdout, &cr);
+        }
     } else if (!o->quiet) {
         char p[200];
-        fprintf(stderr, "no locks match '%s'\n", cli_esc(pattern, p, sizeof(p)));
+        fprintf(stderr, "no locks, semaphores or latches match '%s'\n",
+                cli_esc(pattern, p, sizeof(p)));
     }
+    for (size_t i = 0; i < cr.n; i++)
+        free(cr.lines[i]);
+    free(cr.lines);
     holder_map_free(rs.map);
     rows_free(&rs);
     dlock_client_close(c);

@@ -301,3 +301,19 @@ void cli_json_field(FILE *f, const char *key, const char *s)
         fputc('"', f);
     }
 }
+
+int cli_parse_count(const char *s, int64_t *n)
+{
+    int64_t v = 0;
+    if (!s || !*s)
+        return -1;
+    for (const char *p = s; *p; p++) {
+        if (*p < '0' || *p > '9' || v > DLOCK_COUNT_MAX)
+            return -1;
+        v = v * 10 + (*p - '0');
+    }
+    if (v < 1 || v > DLOCK_COUNT_MAX)
+        return -1;
+    *n = v;
+    return 0;
+}

@@ -29,7 +29,7 @@ static dlock_client *example_open(int argc, char **argv, int64_t watchdog_ms)
 }
 
 /* "12:34:56.789" */
-static const char *example_now(char *buf, size_t size)
+static inline const char *example_now(char *buf, size_t size)
 {
     struct timeval tv;
     gettimeofday(&tv, NULL);

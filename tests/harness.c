@@ -348,6 +348,19 @@ long long th_calls(const th_redis *r, const char *cmd)
     return total;
 }
 
+long long th_calls_settled(const th_redis *r, int64_t max_ms)
+{
+    int64_t end = th_now_ms() + max_ms * th_slack();
+    long long n = th_calls(r, NULL);
+    for (;;) {
+        th_sleep_ms(100);
+        long long m = th_calls(r, NULL);
+        if (m == n || th_now_ms() >= end)
+            return m;
+        n = m;
+    }
+}
+
 int th_cli(const th_redis *r, ...)
 {
     char prog[PATH_MAX], port[16];

@@ -73,6 +73,11 @@ long long th_int(const th_redis *r, const char *fmt, ...);
  * `cmd` ("evalsha", ...), or of every command but INFO when cmd is NULL.
  * -1 when Redis cannot be asked. */
 long long th_calls(const th_redis *r, const char *cmd);
+/* Waits until the server has run no command (INFO aside) for 100 ms, at most
+ * max_ms x th_slack(); returns th_calls(r, NULL) then. For "a waiter sends
+ * nothing while it sleeps": its last retry (after subscribing) may still be
+ * on its way on a loaded machine, and a waiter that polls never settles. */
+long long th_calls_settled(const th_redis *r, int64_t max_ms);
 /* Runs `redis-cli -p PORT args...` (NULL-terminated) and returns its exit status. */
 int th_cli(const th_redis *r, ...);
 

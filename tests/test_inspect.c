@@ -178,6 +178,139 @@ static int count_one(const dlock_info *info, void *ud)
     return 0;
 }
 
+static void *await_latch(void *arg)
+{
+    dlock_latch_await(arg, 10000, NULL);
+    return NULL;
+}
+
+typedef struct counts_seen {
+    int permits, counts, other;
+    int64_t sem_count;
+} counts_seen;
+
+static int on_count(const dlock_info *info, void *ud)
+{
+    counts_seen *cs = ud;
+    if (dlock_info_kind(info) == DLOCK_KIND_PERMITS) {
+        cs->permits++;
+        cs->sem_count = dlock_info_count(info);
+    } else if (dlock_info_kind(info) == DLOCK_KIND_COUNT) {
+        cs->counts++;
+    } else {
+        cs->other++;
+    }
+    return 0;
+}
+
+/* Semaphores and latches: a permit semaphore's available count and its
+ * permits with their leases (an expired one counted back as available, not
+ * listed), a latch's count and awaiters; the count listing skips the
+ * family's own counters and strings that are not whole numbers. */
+static void test_snapshot_of_counts(void **state)
+{
+    (void)state;
+    dlock_permit_semaphore *p;
+    char ida[DLOCK_PERMIT_ID_BUFSIZE], idb[DLOCK_PERMIT_ID_BUFSIZE], idc[DLOCK_PERMIT_ID_BUFSIZE];
+    assert_int_equal(dlock_permit_semaphore_get(cli, "cnt:sem", &p), DLOCK_OK);
+    assert_int_equal(dlock_permit_semaphore_try_set_permits(p, 4, NULL), DLOCK_OK);
+    assert_int_equal(dlock_permit_semaphore_acquire(p, DLOCK_WATCHDOG, ida, sizeof(ida)), DLOCK_OK);
+    assert_int_equal(dlock_permit_semaphore_acquire(p, 60000, idb, sizeof(idb)), DLOCK_OK);
+    assert_int_equal(dlock_permit_semaphore_acquire(p, 100, idc, sizeof(idc)), DLOCK_OK);
+    th_sleep_ms(300);   /* idc's lease runs out; nobody has given it back yet */
+    dlock_info *info = NULL;
+    assert_int_equal(dlock_client_inspect(cli, "cnt:sem", &info), DLOCK_OK);
+    assert_int_equal(dlock_info_kind(info), DLOCK_KIND_PERMITS);
+    assert_int_equal(dlock_info_count(info), 2);   /* 1 free + the expired one */
+    assert_int_equal(dlock_info_holders(info), 2);
+    int a = strcmp(dlock_info_owner(info, 0), ida) == 0 ? 0 : 1;
+    assert_string_equal(dlock_info_owner(info, a), ida);
+    assert_string_equal(dlock_info_owner(info, 1 - a), idb);
+    assert_true(dlock_info_holder_ttl(info, a) > 0 && dlock_info_holder_ttl(info, a) <= 30000);
+    assert_true(dlock_info_holder_ttl(info, 1 - a) > 30000);
+    assert_int_equal(dlock_info_holder_ttl(info, 2), -2);
+    assert_int_equal(dlock_info_waiters(info), 0);
+    assert_int_equal(dlock_info_latch_waiters(info), -1);
+    dlock_info_free(info);
+    /* Read-only: the expired permit is still in the leases set. */
+    assert_int_equal(th_int(&srv, "ZCARD {cnt:sem}:timeout"), 3);
+    int64_t avail, held;
+    assert_int_equal(dlock_permit_semaphore_available(p, &avail, &held), DLOCK_OK);
+    assert_int_equal(avail, 2);
+    assert_int_equal(held, 2);
+
+    dlock_latch *l;
+    assert_int_equal(dlock_latch_get(cli, "cnt:latch", &l), DLOCK_OK);
+    assert_int_equal(dlock_latch_try_set_count(l, 3, NULL), DLOCK_OK);
+    dlock_client *other = th_client(&srv, 0);
+    dlock_latch *l2;
+    assert_int_equal(dlock_latch_get(other, "cnt:latch", &l2), DLOCK_OK);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, await_latch, l2), 0);
+    int64_t deadline = th_now_ms() + 5000 * th_slack();
+    int64_t lw = -1;
+    while (th_now_ms() < deadline) {
+        assert_int_equal(dlock_client_inspect(cli, "cnt:latch", &info), DLOCK_OK);
+        assert_int_equal(dlock_info_kind(info), DLOCK_KIND_COUNT);
+        assert_int_equal(dlock_info_count(info), 3);
+        assert_int_equal(dlock_info_holders(info), 0);
+        assert_int_equal(dlock_info_waiters(info), 0);
+        lw = dlock_info_latch_waiters(info);
+        dlock_info_free(info);
+        if (lw == 1)
+            break;
+        th_sleep_ms(20);
+    }
+    assert_int_equal(lw, 1);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(dlock_latch_count_down(l), DLOCK_OK);
+    pthread_join(t, NULL);
+    assert_int_equal(dlock_client_inspect(cli, "cnt:latch", &info), DLOCK_OK);
+    assert_int_equal(dlock_info_kind(info), DLOCK_KIND_NONE);
+    dlock_info_free(info);
+
+    /* Not counts: a string of letters is refused; a lock is a lock. */
+    freeReplyObject(th_cmd(&srv, "SET cnt:str abc"));
+    assert_int_equal(dlock_client_inspect(cli, "cnt:str", &info), DLOCK_EWRONGTYPE);
+    assert_null(info);
+    assert_non_null(strstr(dlock_last_error(), "cnt:str"));
+    assert_int_equal(dlock_client_inspect(cli, "", &info), DLOCK_EINVAL);
+    dlock_lock *lk;
+    assert_int_equal(dlock_lock_get(cli, "cnt:lock", &lk), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(lk, 60000), DLOCK_OK);
+    assert_int_equal(dlock_client_inspect(cli, "cnt:lock", &info), DLOCK_OK);
+    assert_int_equal(dlock_info_kind(info), DLOCK_KIND_LOCK);
+    assert_int_equal(dlock_info_holders(info), 1);
+    dlock_info_free(info);
+    /* A lock handle on a count: refused, as before. */
+    dlock_lock *on_sem;
+    assert_int_equal(dlock_lock_get(cli, "cnt:sem", &on_sem), DLOCK_OK);
+    assert_int_equal(dlock_lock_inspect(on_sem, &info), DLOCK_EWRONGTYPE);
+    dlock_lock_free(on_sem);
+
+    /* The listing: the semaphore and a plain count; not the lock's fencing
+     * token counter, nor the string of letters. */
+    freeReplyObject(th_cmd(&srv, "SET cnt:plain 7"));
+    freeReplyObject(th_cmd(&srv, "SET redisson_lock_token:{cnt:lock} 5"));
+    freeReplyObject(th_cmd(&srv, "SET redisson_unlock_latch:{cnt:lock}:x 1"));
+    counts_seen cs = {0, 0, 0, 0};
+    assert_int_equal(dlock_client_scan_counts(cli, "*cnt:*", on_count, &cs), DLOCK_OK);
+    assert_int_equal(cs.permits, 1);
+    assert_int_equal(cs.sem_count, 2);
+    assert_int_equal(cs.counts, 1);
+    assert_int_equal(cs.other, 0);
+    assert_int_equal(dlock_client_scan_counts(cli, "*", NULL, NULL), DLOCK_EINVAL);
+
+    assert_int_equal(dlock_lock_release(lk), DLOCK_OK);
+    dlock_lock_free(lk);
+    assert_int_equal(dlock_permit_semaphore_release(p, ida), DLOCK_OK);
+    assert_int_equal(dlock_permit_semaphore_release(p, idb), DLOCK_OK);
+    dlock_permit_semaphore_free(p);
+    dlock_latch_free(l);
+    dlock_latch_free(l2);
+    dlock_client_close(other);
+}
+
 /* A fair lock's queue, in order, with each waiter's deadline; the waiters
  * count them (each fair waiter listens on a channel of its own). */
 static void test_snapshot_of_fair_queue(void **state)
@@ -283,6 +416,7 @@ int main(void)
         cmocka_unit_test(test_snapshot_of_turns_and_rwlocks),
         cmocka_unit_test(test_snapshot_of_redisson_hold_and_bad_keys),
         cmocka_unit_test(test_scan_lists_locks_only),
+        cmocka_unit_test(test_snapshot_of_counts),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

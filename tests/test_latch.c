@@ -192,8 +192,7 @@ static void test_many_awaiters(void **state)
     int64_t end = th_now_ms() + 5000 * th_slack();
     while (th_calls(&srv, "get") - g0 < 2 * N && th_now_ms() < end)
         th_sleep_ms(5);
-    th_sleep_ms(100);
-    long long c0 = th_calls(&srv, NULL);
+    long long c0 = th_calls_settled(&srv, 3000);
     th_sleep_ms(700);
     assert_int_equal(th_calls(&srv, NULL) - c0, 0);
     assert_int_equal(dlock_latch_count_down(l), DLOCK_OK);

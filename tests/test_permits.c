@@ -400,8 +400,7 @@ static void test_release_wakes_waiter(void **state)
     pwaiter w;
     start_pwaiter(&w, p, DLOCK_WAIT_FOREVER, 60000, NULL);
     assert_true(await_numsub(ch, 1, 5000));
-    th_sleep_ms(100);
-    long long c0 = th_calls(&srv, NULL);
+    long long c0 = th_calls_settled(&srv, 3000);
     th_sleep_ms(600);
     assert_int_equal(th_calls(&srv, NULL) - c0, 0);
     int64_t t0 = th_now_ms();
@@ -593,8 +592,7 @@ static void test_interop_redisson_side(void **state)
     pwaiter w;
     start_pwaiter(&w, p, DLOCK_WAIT_FOREVER, 60000, NULL);
     assert_true(await_numsub(ch, 1, 5000));
-    th_sleep_ms(100);
-    long long c0 = th_calls(&srv, NULL);
+    long long c0 = th_calls_settled(&srv, 3000);
     th_sleep_ms(500);
     assert_int_equal(th_calls(&srv, NULL) - c0, 0);
     /* Redisson's release of it */

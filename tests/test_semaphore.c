@@ -292,8 +292,7 @@ static void test_wait_sends_nothing(void **state)
     waiter w;
     start_waiter(&w, s, 1, DLOCK_WAIT_FOREVER);
     assert_true(await_numsub(ch, 1, 5000));
-    th_sleep_ms(100);   /* its retry after subscribing is done */
-    long long c0 = th_calls(&srv, NULL);
+    long long c0 = th_calls_settled(&srv, 3000);   /* its retry after subscribing is done */
     th_sleep_ms(700);
     long long idle = th_calls(&srv, NULL) - c0;
     assert_int_equal(idle, 0);

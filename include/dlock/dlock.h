@@ -684,23 +684,49 @@ typedef struct dlock_info dlock_info;
 typedef enum dlock_kind {
     DLOCK_KIND_NONE = 0,   /* no key: free (a fair lock may still have a queue) */
     DLOCK_KIND_LOCK = 1,   /* a reentrant or fair lock's hash (the same layout) */
-    DLOCK_KIND_RWLOCK = 2  /* a read-write lock's hash (field "mode") */
+    DLOCK_KIND_RWLOCK = 2, /* a read-write lock's hash (field "mode") */
+    DLOCK_KIND_COUNT = 3,  /* a string holding a whole number: a semaphore's available
+                            * permits or a latch's count (Redis stores both alike; the
+                            * waiters of each are counted apart) */
+    DLOCK_KIND_PERMITS = 4 /* a count with a sorted set {name}:timeout beside it: a
+                            * permit-expirable semaphore (holders are its permits) */
 } dlock_kind;
 
 /* Takes a snapshot of the handle's name, whatever kind of lock the handle is
  * (the snapshot reads what is there). DLOCK_EWRONGTYPE when the key holds
- * something that is not a lock. The caller frees it with dlock_info_free. */
+ * something that is not a lock (a count included). The caller frees it with
+ * dlock_info_free. */
 DLOCK_API int dlock_lock_inspect(dlock_lock *l, dlock_info **out);
+/* Takes a snapshot of whatever name `name` holds: a lock of any kind (as
+ * dlock_lock_inspect), a count (DLOCK_KIND_COUNT: a semaphore or a latch), a
+ * permit-expirable semaphore (DLOCK_KIND_PERMITS), or nothing
+ * (DLOCK_KIND_NONE). DLOCK_EWRONGTYPE for other data (a string that is not a
+ * whole number, a list...); DLOCK_EINVAL / DLOCK_ENAMETOOLONG for a bad name.
+ * Read-only: expired permits are counted as available, not given back. */
+DLOCK_API int dlock_client_inspect(dlock_client *c, const char *name, dlock_info **out);
 DLOCK_API void dlock_info_free(dlock_info *info);
 
 DLOCK_API const char *dlock_info_name(const dlock_info *info);
 /* 1 when held by at least one owner. */
 DLOCK_API int dlock_info_locked(const dlock_info *info);
-/* Number of owners holding it (1 for a reentrant lock that is held). */
+/* Number of owners holding it (1 for a reentrant lock that is held; the
+ * permits held for DLOCK_KIND_PERMITS). */
 DLOCK_API size_t dlock_info_holders(const dlock_info *info);
-/* Owner id and hold count of holder i (0 <= i < holders); NULL / 0 out of range. */
+/* Owner id and hold count of holder i (0 <= i < holders); NULL / 0 out of
+ * range. For DLOCK_KIND_PERMITS: the permit's id (32 hex characters) and 1. */
 DLOCK_API const char *dlock_info_owner(const dlock_info *info, size_t i);
 DLOCK_API int64_t dlock_info_hold_count(const dlock_info *info, size_t i);
+/* DLOCK_KIND_PERMITS: ms left on permit i's lease (-1 when it has none);
+ * -2 for other kinds or out of range. */
+DLOCK_API int64_t dlock_info_holder_ttl(const dlock_info *info, size_t i);
+/* DLOCK_KIND_COUNT and DLOCK_KIND_PERMITS: the count (the available permits,
+ * expired leases counted back; or a latch's count); 0 for other kinds. */
+DLOCK_API int64_t dlock_info_count(const dlock_info *info);
+/* DLOCK_KIND_COUNT: subscribers of the latch channel of the name (a latch's
+ * awaiters, dlock's and Redisson's, one per dlock client); -1 otherwise or
+ * when not counted (dlock_client_scan_counts). dlock_info_waiters gives a
+ * count's semaphore waiters (subscribers of redisson_sc:{name}). */
+DLOCK_API int64_t dlock_info_latch_waiters(const dlock_info *info);
 /* Remaining TTL in ms; -2 no key, -1 no expiry. */
 DLOCK_API int64_t dlock_info_ttl(const dlock_info *info);
 /* The last fencing token handed out for this name, 0 when none yet. */
@@ -740,6 +766,17 @@ typedef int (*dlock_scan_fn)(const dlock_info *info, void *ud);
  * is a Redis glob (NULL = "*"). Locks appearing or going during the walk may
  * or may not be seen, as with SCAN. Returns DLOCK_OK, or the first error. */
 DLOCK_API int dlock_client_scan(dlock_client *c, const char *pattern, dlock_scan_fn fn, void *ud);
+
+/* As dlock_client_scan, for counts: calls fn for each string key matching
+ * `pattern` that holds a whole number (DLOCK_KIND_COUNT: a semaphore or a
+ * latch, which Redis cannot tell apart; DLOCK_KIND_PERMITS when a permit
+ * sorted set {name}:timeout is beside it). The family's own counters (fencing
+ * tokens redisson_lock_token:*, unlock latches redisson_unlock_latch:*, read
+ * locks' *:rwlock_timeout:* keys) are skipped; other whole numbers an
+ * application keeps show up too: give a pattern to narrow the walk. Waiters
+ * are not counted (-1). */
+DLOCK_API int dlock_client_scan_counts(dlock_client *c, const char *pattern, dlock_scan_fn fn,
+                                       void *ud);
 
 /* The server's CLIENT LIST (one line of key=value fields per connection),
  * for tools that show who holds what: a dlock connection's name field is

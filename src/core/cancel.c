@@ -43,6 +43,10 @@ void dlock_cancel_fire(dlock_cancel *t)
     dlock__list *it;
     DLOCK__LIST_FOREACH(it, &t->regs) {
         dlock__cancel_reg *r = DLOCK__CONTAINER_OF(it, dlock__cancel_reg, link);
+        if (r->fn) {
+            r->fn(r->arg);
+            continue;
+        }
         /* Taking the waiter's mutex orders this broadcast after its check of
          * `fired`, so the wake-up cannot fall between check and wait. */
         pthread_mutex_lock(r->mu);
@@ -70,6 +74,22 @@ void dlock__cancel_attach(dlock_cancel *t, dlock__cancel_reg *reg, pthread_mutex
         return;
     reg->mu = mu;
     reg->cv = cv;
+    reg->fn = NULL;
+    reg->arg = NULL;
+    pthread_mutex_lock(&t->mu);
+    dlock__list_push_back(&t->regs, &reg->link);
+    pthread_mutex_unlock(&t->mu);
+}
+
+void dlock__cancel_attach_fn(dlock_cancel *t, dlock__cancel_reg *reg, void (*fn)(void *arg),
+                             void *arg)
+{
+    if (!t)
+        return;
+    reg->mu = NULL;
+    reg->cv = NULL;
+    reg->fn = fn;
+    reg->arg = arg;
     pthread_mutex_lock(&t->mu);
     dlock__list_push_back(&t->regs, &reg->link);
     pthread_mutex_unlock(&t->mu);

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "dlock/async.h"
 
 #define DEFAULT_URL_HOST "127.0.0.1"
 #define DEFAULT_PORT 6379
@@ -82,6 +83,13 @@ int dlock__config_copy(dlock_config *dst, const dlock_config *src)
         if (!(cfg))                                                     \
             return dlock__fail(DLOCK_EINVAL, "config is NULL");         \
     } while (0)
+
+int dlock_config_set_uv_loop(dlock_config *cfg, struct uv_loop_s *loop)
+{
+    NEED_CFG(cfg);
+    cfg->uv_loop = loop;
+    return DLOCK_OK;
+}
 
 /* Moves *from into *to when it was given (a URL's TLS parameter). */
 static void take_opt(char **to, char **from)

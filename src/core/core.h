@@ -109,6 +109,7 @@ struct dlock_config {
     dlock_log_fn log_fn;
     void *log_ud;
     dlock_log_level log_level;
+    void *uv_loop;               /* a program's libuv loop that runs dlock's (NULL: a thread) */
 };
 
 int dlock__config_copy(dlock_config *dst, const dlock_config *src);
@@ -178,9 +179,16 @@ typedef struct dlock__cancel_reg {
     dlock__list link;
     pthread_mutex_t *mu;
     pthread_cond_t *cv;
+    void (*fn)(void *arg);   /* set: firing calls fn(arg) instead (an asynchronous call) */
+    void *arg;
 } dlock__cancel_reg;
 void dlock__cancel_attach(dlock_cancel *t, dlock__cancel_reg *reg, pthread_mutex_t *mu,
                           pthread_cond_t *cv);
+/* For a waiter that does not sleep (an asynchronous call): firing the token
+ * calls fn(arg), under the token's mutex, from the firing thread; fn must
+ * only note it and return (post a job). No call after detach returns. */
+void dlock__cancel_attach_fn(dlock_cancel *t, dlock__cancel_reg *reg, void (*fn)(void *arg),
+                             void *arg);
 void dlock__cancel_detach(dlock_cancel *t, dlock__cancel_reg *reg);
 /* Sleeps ms, or less when t (may be NULL) fires: DLOCK_OK or DLOCK_ECANCELED. */
 int dlock__cancel_sleep(dlock_cancel *t, int64_t ms);

@@ -40,6 +40,9 @@ void dlock__loop_abandon(dlock__loop *lp);
 /* Queues j for the io thread and wakes it; any thread. Ignored once the loop
  * is stopping. */
 void dlock__loop_post(dlock__loop *lp, dlock__job *j);
+/* Takes j out of the queue if it is queued (any thread; the io thread uses
+ * it before freeing the owner of a job that may still be queued). */
+void dlock__loop_unpost(dlock__loop *lp, dlock__job *j);
 /* Registers a hook run on the io thread when the loop stops: it must close the
  * module's libuv handles. Call before dlock__loop_run. Fails (DLOCK_EINVAL)
  * only past the few modules a client has. */
@@ -95,6 +98,12 @@ typedef struct dlock__waiter {
     uint64_t join_seq;       /* barrier PINGs sent before it joined */
     dlock_cancel *cancel;
     dlock__cancel_reg creg;
+    /* An asynchronous waiter (no thread sleeps): every wake-up, state change,
+     * cancellation or close calls notify(arg) instead of signalling cv, from
+     * whichever thread caused it, under the table's mutex; it must only post
+     * a job. The waiter then asks dlock__waiter_poll what happened. */
+    void (*notify)(void *arg);
+    void *notify_arg;
 } dlock__waiter;
 
 /* Wait outcomes. */
@@ -115,6 +124,18 @@ void dlock__pubsub_free(dlock__pubsub *ps);
 int dlock__waiter_join(dlock__pubsub *ps, dlock__waiter *w, const char *channel, size_t len,
                        dlock__wake_policy wake, int64_t need, int settle,
                        int64_t deadline_ms, dlock_cancel *cancel);
+/* As dlock__waiter_join for an asynchronous waiter: registers w and returns
+ * at once (DLOCK_OK, DLOCK_ECLOSED, DLOCK_ENOMEM; on error w is not
+ * registered). notify(arg): see dlock__waiter. w must not move until leave. */
+int dlock__waiter_join_async(dlock__pubsub *ps, dlock__waiter *w, const char *channel,
+                             size_t len, dlock__wake_policy wake, int64_t need, int settle,
+                             dlock_cancel *cancel, void (*notify)(void *arg), void *arg);
+/* What an asynchronous waiter has to act on now: DLOCK_ECLOSED,
+ * DLOCK_ECANCELED, DLOCK__WAKE_DONE or DLOCK__WAKE_MESSAGE (the wake-up is
+ * consumed), or 0 (nothing). *ready = 1 once the channel's subscription is
+ * confirmed or was refused (the join is over); w->subscribed as for
+ * dlock__waiter_wait (0: the caller polls at the retry delay). */
+int dlock__waiter_poll(dlock__pubsub *ps, dlock__waiter *w, int *ready);
 /* Sleeps until a wake-up, until_ms, cancellation or close. Returns
  * DLOCK__WAKE_MESSAGE, DLOCK__WAKE_DONE (a settling message: the wait is
  * over), DLOCK__WAKE_TIMEOUT, DLOCK_ECANCELED or DLOCK_ECLOSED. */
@@ -131,6 +152,30 @@ void dlock__waiter_pass_budget(dlock__pubsub *ps, dlock__waiter *w, int64_t budg
 void dlock__waiter_leave(dlock__pubsub *ps, dlock__waiter *w, int pass_wake);
 /* Number of local waiters on a channel (tests). */
 size_t dlock__pubsub_waiters(dlock__pubsub *ps, const char *channel, size_t len);
+
+/* ----------------------------------------------------------------- acall */
+
+/* Round trips from the io thread, for the asynchronous calls (acall.c): a
+ * command connection to the node, with dlock__node_call's rules (EVALSHA and
+ * NOSCRIPT, retries of what may be retried, the latch guard). io thread only. */
+typedef struct dlock__acall dlock__acall;
+
+/* status DLOCK_OK: r is the answer (never an error reply; the callee frees
+ * it). Otherwise r is NULL and the io thread's message says why (a refusal
+ * by Redis: "addr: its error text", with its code). */
+typedef void (*dlock__acall_fn)(int status, redisReply *r, void *ud);
+
+/* Before the loop runs. */
+int dlock__acall_new(dlock__acall **out, dlock__loop *lp, dlock__netctx *ctx,
+                     dlock__router *router);
+/* After the loop stopped. */
+void dlock__acall_free(dlock__acall *x);
+/* Sends req (its bytes are copied; req->cancel is ignored). DLOCK_OK: fn runs
+ * exactly once, later (never inside this call); an error: fn never runs.
+ * Once the loop stops, every request ends with DLOCK_ECLOSED. */
+int dlock__acall_send(dlock__acall *x, const dlock__req *req, dlock__acall_fn fn, void *ud);
+/* Requests written so far. */
+uint64_t dlock__acall_sent(const dlock__acall *x);
 
 /* -------------------------------------------------------------- watchdog */
 

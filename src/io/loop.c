@@ -1,7 +1,15 @@
 /* The client's io thread: a libuv loop that runs posted jobs and the timers
  * and connections of the modules that registered with it (pub/sub, the
  * watchdog). It names none of them: a module posts dlock__job units to reach
- * the thread, and registers a stop hook that closes its handles. */
+ * the thread, and registers a stop hook that closes its handles.
+ *
+ * Embedded (dlock_config_set_uv_loop): no thread. dlock's loop is driven by
+ * the program's: a uv_poll on dlock's backend fd (epoll: it turns readable
+ * when any of dlock's handles has an event, a posted job included) and a
+ * timer at dlock's next timeout run `uv_run(dlock's, NOWAIT)` on the
+ * program's thread, so every dlock callback runs there. Closing runs dlock's
+ * loop to its end on the calling thread (a different loop: no re-entry of
+ * the program's). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,6 +36,13 @@ struct dlock__loop {
 
     stop_hook hooks[MAX_HOOKS];   /* set up before the thread runs */
     int nhooks;
+
+    /* Embedded in a program's loop (NULL: a thread of our own). */
+    uv_loop_t *host;
+    uv_thread_t host_thread;      /* the thread that opened the client: the loop's */
+    uv_poll_t *epoll;             /* on host: our backend fd (freed by its close callback) */
+    uv_timer_t *etimer;           /* on host: our next timeout */
+    int running;                  /* inside uv_run of our loop (embedded) */
 };
 
 void dlock__job_init(dlock__job *j, void (*fn)(void *arg), void *arg)
@@ -46,6 +61,17 @@ void dlock__loop_post(dlock__loop *lp, dlock__job *j)
         dlock__list_push_back(&lp->jobs, &j->link);
         /* Under qmu: the async handle cannot be closed meanwhile. */
         uv_async_send(&lp->async);
+    }
+    pthread_mutex_unlock(&lp->qmu);
+}
+
+void dlock__loop_unpost(dlock__loop *lp, dlock__job *j)
+{
+    pthread_mutex_lock(&lp->qmu);
+    if (j->queued) {
+        /* In the queue, or in the batch on_async is running: either way a list. */
+        dlock__list_remove(&j->link);
+        j->queued = 0;
     }
     pthread_mutex_unlock(&lp->qmu);
 }
@@ -89,7 +115,17 @@ static void stop_now(void *arg)
 /* Which loop, if any, the calling thread runs. */
 static _Thread_local dlock__loop *tls_io_loop;
 
-int dlock__loop_on_io_thread(dlock__loop *lp) { return lp && tls_io_loop == lp; }
+int dlock__loop_on_io_thread(dlock__loop *lp)
+{
+    if (!lp)
+        return 0;
+    if (tls_io_loop == lp)
+        return 1;
+    /* Embedded: the program's loop thread runs dlock's callbacks, and a wait
+     * there would stall them. */
+    uv_thread_t self = uv_thread_self();
+    return lp->host && uv_thread_equal(&self, &lp->host_thread);
+}
 
 static void io_main(void *arg)
 {
@@ -115,6 +151,7 @@ int dlock__loop_start(dlock__loop **out, const dlock_config *cfg)
     if (!lp)
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
     lp->cfg = cfg;
+    lp->host = cfg->uv_loop;
     pthread_mutex_init(&lp->qmu, NULL);
     dlock__list_init(&lp->jobs);
     dlock__job_init(&lp->stop_job, stop_now, lp);
@@ -130,9 +167,97 @@ int dlock__loop_start(dlock__loop **out, const dlock_config *cfg)
     return DLOCK_OK;
 }
 
-/* Starts the thread once the modules are set up. */
+/* ------------------------------------------------------------ embedded */
+
+static void embed_arm(dlock__loop *lp);
+
+/* One turn of our loop, on the program's thread. */
+static void embed_run(dlock__loop *lp)
+{
+    if (lp->running)
+        return;
+    lp->running = 1;
+    dlock__loop *was = tls_io_loop;
+    tls_io_loop = lp;
+    uv_run(&lp->uv, UV_RUN_NOWAIT);
+    tls_io_loop = was;
+    lp->running = 0;
+    embed_arm(lp);
+}
+
+static void on_embed_poll(uv_poll_t *p, int status, int events)
+{
+    (void)status;
+    (void)events;
+    embed_run(p->data);
+}
+
+static void on_embed_timer(uv_timer_t *t) { embed_run(t->data); }
+
+static void embed_arm(dlock__loop *lp)
+{
+    if (!lp->etimer)
+        return;
+    int t = uv_backend_timeout(&lp->uv);
+    if (t >= 0)
+        uv_timer_start(lp->etimer, on_embed_timer, (uint64_t)t, 0);
+    else
+        uv_timer_stop(lp->etimer);
+}
+
+static void free_handle(uv_handle_t *h) { free(h); }
+
+static int embed_start(dlock__loop *lp)
+{
+    lp->host_thread = uv_thread_self();
+    lp->epoll = malloc(sizeof(*lp->epoll));
+    lp->etimer = malloc(sizeof(*lp->etimer));
+    if (!lp->epoll || !lp->etimer) {
+        free(lp->epoll);
+        free(lp->etimer);
+        lp->epoll = NULL;
+        lp->etimer = NULL;
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    }
+    int rc = uv_poll_init(lp->host, lp->epoll, uv_backend_fd(&lp->uv));
+    if (rc < 0) {
+        free(lp->epoll);
+        free(lp->etimer);
+        lp->epoll = NULL;
+        lp->etimer = NULL;
+        return dlock__fail(DLOCK_ESYS, "cannot watch dlock's loop from the program's: %s",
+                           uv_strerror(rc));
+    }
+    uv_timer_init(lp->host, lp->etimer);
+    lp->epoll->data = lp;
+    lp->etimer->data = lp;
+    uv_poll_start(lp->epoll, UV_READABLE, on_embed_poll);
+    /* What the modules set up already (a job posted) runs on the first turn. */
+    uv_timer_start(lp->etimer, on_embed_timer, 0, 0);
+    return DLOCK_OK;
+}
+
+/* The program's handles go (their memory with them, in their close
+ * callbacks: nothing of ours is touched after). */
+static void embed_detach(dlock__loop *lp)
+{
+    if (lp->epoll) {
+        uv_poll_stop(lp->epoll);
+        uv_close((uv_handle_t *)lp->epoll, free_handle);
+        lp->epoll = NULL;
+    }
+    if (lp->etimer) {
+        uv_timer_stop(lp->etimer);
+        uv_close((uv_handle_t *)lp->etimer, free_handle);
+        lp->etimer = NULL;
+    }
+}
+
+/* Starts the thread once the modules are set up (embedded: the watch). */
 int dlock__loop_run(dlock__loop *lp)
 {
+    if (lp->host)
+        return embed_start(lp);
     int rc = uv_thread_create(&lp->thread, io_main, lp);
     if (rc < 0)
         return dlock__fail(DLOCK_ESYS, "cannot start the io thread: %s", uv_strerror(rc));
@@ -156,7 +281,16 @@ void dlock__loop_stop(dlock__loop *lp)
     lp->closing = 1;
     uv_async_send(&lp->async);
     pthread_mutex_unlock(&lp->qmu);
-    uv_thread_join(&lp->thread);
+    if (lp->host) {
+        /* Embedded: our loop runs to its end here, on the program's thread. */
+        embed_detach(lp);
+        dlock__loop *was = tls_io_loop;
+        tls_io_loop = lp;
+        uv_run(&lp->uv, UV_RUN_DEFAULT);
+        tls_io_loop = was;
+    } else {
+        uv_thread_join(&lp->thread);
+    }
     free_loop(lp);
 }
 

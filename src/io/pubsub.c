@@ -99,6 +99,16 @@ static void ch_mark(dlock__pubsub *ps, dlock__channel *ch)
     }
 }
 
+/* Tells a waiter to look: a sleeping thread is signalled, an asynchronous
+ * waiter notified. Caller holds mu. */
+static void signal_w(dlock__waiter *w)
+{
+    if (w->notify)
+        w->notify(w->notify_arg);
+    else
+        pthread_cond_signal(&w->cv);
+}
+
 /* Gives a wake-up to the first waiter that has none pending and needs no
  * more than `budget`, in join order, except that a waiter holding the lock's
  * reservation goes first (the others would only be turned away); returns it,
@@ -131,7 +141,7 @@ static void wake_one(dlock__channel *ch)
 {
     dlock__waiter *w = pick_one(ch, INT64_MAX);
     if (w)
-        pthread_cond_signal(&w->cv);
+        signal_w(w);
 }
 
 /* A budget of several units: waiters in join order while their needs fit. */
@@ -140,7 +150,7 @@ static void wake_budget(dlock__channel *ch, int64_t budget)
     dlock__waiter *w;
     while (budget > 0 && (w = pick_one(ch, budget))) {
         budget -= w->need;
-        pthread_cond_signal(&w->cv);
+        signal_w(w);
     }
 }
 
@@ -170,7 +180,7 @@ static void wake_all(dlock__channel *ch, int set_woken)
             w->woken = 1;
             w->woken_us = dlock__now_us();
         }
-        pthread_cond_signal(&w->cv);
+        signal_w(w);
     }
 }
 
@@ -298,8 +308,12 @@ static void on_sub_push(dlock__aconn *ac, redisReply *r, void *ud)
         int n = msg->type == REDIS_REPLY_STRING ? ch->wake(msg->str, msg->len) : DLOCK__WAKE_ALL;
         if (n == 1) {
             one = pick_one(ch, 1);
-            if (one)
+            if (one && one->notify) {
+                signal_w(one);   /* no thread to hand the core to */
+                one = NULL;
+            } else if (one) {
                 one->pins++;
+            }
         } else if (n == DLOCK__WAKE_ALL || n == DLOCK__WAKE_ALL_DONE) {
             if (n == DLOCK__WAKE_ALL_DONE)
                 settle_armed(ps, ch);
@@ -555,6 +569,9 @@ void dlock__pubsub_free(dlock__pubsub *ps)
 
 /* ------------------------------------------------------------- waiters */
 
+static int enter(dlock__pubsub *ps, dlock__waiter *w, const char *channel, size_t len,
+                 dlock__wake_policy wake);
+
 int dlock__waiter_join(dlock__pubsub *ps, dlock__waiter *w, const char *channel, size_t len,
                        dlock__wake_policy wake, int64_t need, int settle, int64_t deadline_ms,
                        dlock_cancel *cancel)
@@ -574,45 +591,13 @@ int dlock__waiter_join(dlock__pubsub *ps, dlock__waiter *w, const char *channel,
         pthread_cond_destroy(&w->cv);
         return dlock__fail(DLOCK_ECLOSED, "client is closing");
     }
-    dlock__channel *ch = ch_find(ps, channel, len);
-    if (!ch) {
-        ch = malloc(sizeof(*ch) + len + 1);
-        if (!ch) {
-            pthread_mutex_unlock(&ps->mu);
-            dlock__cancel_detach(cancel, &w->creg);
-            pthread_cond_destroy(&w->cv);
-            return dlock__fail(DLOCK_ENOMEM, "out of memory");
-        }
-        memset(ch, 0, sizeof(*ch));
-        dlock__list_init(&ch->waiters);
-        dlock__list_init(&ch->dirty_link);
-        ch->len = len;
-        ch->wake = wake ? wake : dlock__wake_lock;
-        memcpy(ch->name, channel, len);
-        ch->name[len] = '\0';
-        ch->hn.hash = dlock__hash(channel, len);
-        if (dlock__map_insert(&ps->channels, &ch->hn) != 0) {
-            free(ch);
-            pthread_mutex_unlock(&ps->mu);
-            dlock__cancel_detach(cancel, &w->creg);
-            pthread_cond_destroy(&w->cv);
-            return dlock__fail(DLOCK_ENOMEM, "out of memory");
-        }
+    if (enter(ps, w, channel, len, wake) != DLOCK_OK) {
+        pthread_mutex_unlock(&ps->mu);
+        dlock__cancel_detach(cancel, &w->creg);
+        pthread_cond_destroy(&w->cv);
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
     }
-    w->ch = ch;
-    dlock__list_push_back(&ch->waiters, &w->link);
-    ch->nwaiters++;
-    if (settle) {
-        /* Armed by the answer to a PING written after this point. */
-        w->join_seq = ps->barriers_sent;
-        ps->barrier_wanted = 1;
-    }
-    if (ch->state != CH_SUBSCRIBED) {
-        ch->sub_failed = 0;   /* try again for this waiter */
-        ch_mark(ps, ch);
-    }
-    if (ch->state != CH_SUBSCRIBED || settle)
-        dlock__loop_post(ps->lp, &ps->sync_job);
+    dlock__channel *ch = w->ch;
     /* Wait for the subscription, at most the command timeout: past it the
      * caller falls back to retrying at the retry delay. */
     int64_t until = dlock__now_ms() + ps->ctx->cfg->command_timeout_ms;
@@ -641,6 +626,87 @@ int dlock__waiter_join(dlock__pubsub *ps, dlock__waiter *w, const char *channel,
         return dlock__fail(rc, rc == DLOCK_ECLOSED ? "client is closing" : "cancelled");
     }
     return DLOCK_OK;
+}
+
+/* Registers w on its channel, creating the channel if needed. Caller holds
+ * mu; DLOCK_OK or DLOCK_ENOMEM. */
+static int enter(dlock__pubsub *ps, dlock__waiter *w, const char *channel, size_t len,
+                 dlock__wake_policy wake)
+{
+    dlock__channel *ch = ch_find(ps, channel, len);
+    if (!ch) {
+        ch = malloc(sizeof(*ch) + len + 1);
+        if (!ch)
+            return DLOCK_ENOMEM;
+        memset(ch, 0, sizeof(*ch));
+        dlock__list_init(&ch->waiters);
+        dlock__list_init(&ch->dirty_link);
+        ch->len = len;
+        ch->wake = wake ? wake : dlock__wake_lock;
+        memcpy(ch->name, channel, len);
+        ch->name[len] = '\0';
+        ch->hn.hash = dlock__hash(channel, len);
+        if (dlock__map_insert(&ps->channels, &ch->hn) != 0) {
+            free(ch);
+            return DLOCK_ENOMEM;
+        }
+    }
+    w->ch = ch;
+    dlock__list_push_back(&ch->waiters, &w->link);
+    ch->nwaiters++;
+    if (w->settle) {
+        /* Armed by the answer to a PING written after this point. */
+        w->join_seq = ps->barriers_sent;
+        ps->barrier_wanted = 1;
+    }
+    if (ch->state != CH_SUBSCRIBED) {
+        ch->sub_failed = 0;
+        ch_mark(ps, ch);
+    }
+    if (ch->state != CH_SUBSCRIBED || w->settle)
+        dlock__loop_post(ps->lp, &ps->sync_job);
+    return DLOCK_OK;
+}
+
+int dlock__waiter_join_async(dlock__pubsub *ps, dlock__waiter *w, const char *channel,
+                             size_t len, dlock__wake_policy wake, int64_t need, int settle,
+                             dlock_cancel *cancel, void (*notify)(void *arg), void *arg)
+{
+    memset(w, 0, sizeof(*w));
+    w->need = need > 1 ? need : 1;
+    w->settle = settle;
+    w->notify = notify;
+    w->notify_arg = arg;
+    w->cancel = cancel;
+    dlock__cancel_attach_fn(cancel, &w->creg, notify, arg);
+    pthread_mutex_lock(&ps->mu);
+    int rc = ps->closed ? DLOCK_ECLOSED : enter(ps, w, channel, len, wake);
+    pthread_mutex_unlock(&ps->mu);
+    if (rc != DLOCK_OK) {
+        dlock__cancel_detach(cancel, &w->creg);
+        return dlock__fail(rc, rc == DLOCK_ECLOSED ? "client is closing" : "out of memory");
+    }
+    return DLOCK_OK;
+}
+
+int dlock__waiter_poll(dlock__pubsub *ps, dlock__waiter *w, int *ready)
+{
+    int rc = 0;
+    pthread_mutex_lock(&ps->mu);
+    dlock__channel *ch = w->ch;
+    *ready = ch->state == CH_SUBSCRIBED || ch->sub_failed;
+    if (ps->closed) {
+        rc = DLOCK_ECLOSED;
+    } else if (dlock_cancel_fired(w->cancel)) {
+        rc = DLOCK_ECANCELED;
+    } else if (w->woken) {
+        w->woken = 0;
+        rc = w->settled ? DLOCK__WAKE_DONE : DLOCK__WAKE_MESSAGE;
+    }
+    /* As dlock__waiter_wait: a dropped subscription means polling meanwhile. */
+    w->subscribed = ch->state == CH_SUBSCRIBED;
+    pthread_mutex_unlock(&ps->mu);
+    return rc;
 }
 
 int dlock__waiter_wait(dlock__pubsub *ps, dlock__waiter *w, int64_t until_ms)
@@ -727,7 +793,8 @@ void dlock__waiter_leave(dlock__pubsub *ps, dlock__waiter *w, int pass_wake)
         pthread_cond_wait(&w->cv, &ps->mu);
     pthread_mutex_unlock(&ps->mu);
     dlock__cancel_detach(w->cancel, &w->creg);
-    pthread_cond_destroy(&w->cv);
+    if (!w->notify)
+        pthread_cond_destroy(&w->cv);
 }
 
 size_t dlock__pubsub_waiters(dlock__pubsub *ps, const char *channel, size_t len)

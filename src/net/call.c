@@ -64,8 +64,10 @@ static dlock__sent send_once(dlock__node *n, dlock__conn *ctx, int script, int a
 
 /* A script request must match the KEYS/ARGV its header declares: a mismatch
  * is a bug in the caller, caught before anything is sent. */
-static int check_counts(const dlock__req *req)
+int dlock__req_check(const dlock__req *req)
 {
+    if (req->script < 0)
+        return DLOCK_OK;
     const dlock__script *s = &dlock__scripts[req->script];
     int nargs = req->argc - req->nkeys;
     if (req->nkeys < s->keys_min || (s->keys_max >= 0 && req->nkeys > s->keys_max) ||
@@ -121,7 +123,7 @@ int dlock__node_call(dlock__node *n, const dlock__req *req, redisReply **out)
     char nk[16];
 
     if (req->script >= 0) {
-        int rc = check_counts(req);
+        int rc = dlock__req_check(req);
         if (rc == DLOCK_OK)
             rc = evalsha_argv(req, nk, av_stack, len_stack, &av, (size_t **)&lens);
         if (rc != DLOCK_OK)
@@ -233,7 +235,7 @@ static int prepare(const dlock__req *req, prepared *p)
     p->lens = (size_t *)req->lens;
     if (req->script < 0)
         return DLOCK_OK;
-    int rc = check_counts(req);
+    int rc = dlock__req_check(req);
     if (rc == DLOCK_OK)
         rc = evalsha_argv(req, p->nk, p->av_st, p->len_st, &p->av, &p->lens);
     p->argc = req->argc + 3;

@@ -255,6 +255,9 @@ typedef struct dlock__req {
                                 answered after first write + latch_ms */
 } dlock__req;
 
+/* DLOCK_EINVAL (with the message) when a script request's key and argument
+ * counts disagree with its header; DLOCK_OK otherwise. */
+int dlock__req_check(const dlock__req *req);
 /* Runs the request with retries; *out receives the reply (caller frees with
  * freeReplyObject). Error replies are turned into codes and not returned. A
  * script request whose key and argument counts disagree with its header

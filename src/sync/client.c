@@ -109,6 +109,11 @@ int dlock_client_open(dlock_client **out, const dlock_config *cfg)
         goto fail;
     if ((rc = dlock__pubsub_new(&c->pubsub, c->loop, &c->net, c->router)) != DLOCK_OK ||
         (rc = dlock__watchdog_new(&c->wd, c->loop, &c->net, c->router)) != DLOCK_OK ||
+        (rc = dlock__acall_new(&c->acall, c->loop, &c->net, c->router)) != DLOCK_OK ||
+        (rc = dlock__async_new(&c->async, c->loop)) != DLOCK_OK ||
+        /* Last registered, first run: pending calls end before the
+         * connection fails their round trips. */
+        (rc = dlock__loop_on_stop(c->loop, dlock__async_stop, c)) != DLOCK_OK ||
         (rc = dlock__loop_run(c->loop)) != DLOCK_OK) {
         dlock__loop_abandon(c->loop);
         goto fail;
@@ -119,6 +124,8 @@ int dlock_client_open(dlock_client **out, const dlock_config *cfg)
     *out = c;
     return DLOCK_OK;
 fail:
+    dlock__async_free(c->async);
+    dlock__acall_free(c->acall);
     dlock__watchdog_free(c->wd);
     dlock__pubsub_free(c->pubsub);
     dlock__router_free(c->router);
@@ -134,6 +141,8 @@ void dlock_client_close(dlock_client *c)
         return;
     dlock__pubsub_shutdown(c->pubsub);   /* waits end with DLOCK_ECLOSED */
     dlock__loop_stop(c->loop);           /* every module closes its handles; thread joined */
+    dlock__async_free(c->async);
+    dlock__acall_free(c->acall);
     dlock__watchdog_free(c->wd);
     dlock__pubsub_free(c->pubsub);
     dlock__router_free(c->router);

@@ -117,20 +117,21 @@ static int busy_error(dlock__acq *a, const dlock__busy *b)
  * without retries (a cancellation is not held up): should it fail, the entry
  * is dropped when its deadline passes. KEYS: queue, deadlines, lock, channel
  * prefix; ARGV: owner, slot (scripts/fair/leave.lua). */
-static void give_up(dlock__acq *a, int code)
+static int give_up_op(dlock__acq *a, int code, dlock__op *op, unsigned *flags)
 {
+    (void)code;
     if (!a->queued)
-        return;
+        return 0;
     dlock_lock *l = a->l;
-    dlock__op op;
-    dlock__op_init(&op, DLOCK__SCRIPT_FAIR_LEAVE);
-    dlock__op_key(&op, l->key[K_QUEUE], l->klen[K_QUEUE]);
-    dlock__op_key(&op, l->key[K_DEADLINES], l->klen[K_DEADLINES]);
-    dlock__op_key(&op, l->name, l->nlen);
-    dlock__op_key(&op, l->channel, l->clen);
-    dlock__op_arg(&op, a->o.field, a->o.flen);
-    dlock__op_argi(&op, slot_of(a));
-    dlock__lock_best_effort(l, &op, 0, code);
+    dlock__op_init(op, DLOCK__SCRIPT_FAIR_LEAVE);
+    dlock__op_key(op, l->key[K_QUEUE], l->klen[K_QUEUE]);
+    dlock__op_key(op, l->key[K_DEADLINES], l->klen[K_DEADLINES]);
+    dlock__op_key(op, l->name, l->nlen);
+    dlock__op_key(op, l->channel, l->clen);
+    dlock__op_arg(op, a->o.field, a->o.flen);
+    dlock__op_argi(op, slot_of(a));
+    *flags = 0;
+    return 1;
 }
 
 /* KEYS: lock, queue, deadlines, channel prefix, latch; ARGV: owner, lease,
@@ -173,8 +174,9 @@ const dlock__lock_type dlock__fair_type = {
     .attempt_op = attempt_op,
     .attempt_reply = attempt_reply,
     .busy_error = busy_error,
-    .give_up = give_up,
+    .give_up_op = give_up_op,
     .release_op = release_op,
     .force_op = force_op,
-    .is_locked = dlock__lock_is_hash,
+    .locked_op = dlock__lock_hash_op,
+    .locked_end = dlock__lock_hash_end,
 };

@@ -1,6 +1,7 @@
-/* Read-only views of locks: one lock's snapshot (status) and a SCAN walk over
- * the database (listings). The snapshot of holders, TTL and token comes from
- * one script, so it is consistent; the waiter count is a second call. */
+/* Read-only views of locks, semaphores and latches: one name's snapshot
+ * (status) and SCAN walks over the database (listings). The snapshot of
+ * holders, TTL, token, or count and permits, comes from one script, so it is
+ * consistent; the waiter count is a second call. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,7 +9,8 @@
 #include "sync/sync.h"
 
 #define SCAN_COUNT "200"
-#define KEYS_PER_LOCK 5   /* scripts/lock/inspect.lua */
+#define KEYS_PER_LOCK 6   /* scripts/lock/inspect.lua */
+#define OWN_KEYS 5        /* of them, allocated by keys_of */
 
 struct dlock_info {
     char *name;
@@ -26,6 +28,9 @@ struct dlock_info {
     int64_t *deadlines;
     char *next_turn;
     int64_t next_turn_ttl;
+    int64_t count;           /* DLOCK_KIND_COUNT, DLOCK_KIND_PERMITS */
+    int64_t *holder_ttls;    /* a permit's lease left, per holder (PERMITS) */
+    int64_t latch_waiters;
 };
 
 static void free_strings(char **v, size_t n)
@@ -42,6 +47,7 @@ void dlock_info_free(dlock_info *info)
     free_strings(info->owners, info->nholders);
     free(info->counts);
     free(info->writes);
+    free(info->holder_ttls);
     free_strings(info->queued, info->nqueued);
     free(info->deadlines);
     free(info->next_turn);
@@ -59,6 +65,18 @@ uint64_t dlock_info_token(const dlock_info *i) { return i ? i->token : 0; }
 int64_t dlock_info_waiters(const dlock_info *i) { return i ? i->waiters : -1; }
 size_t dlock_info_queued(const dlock_info *i) { return i ? i->nqueued : 0; }
 const char *dlock_info_next_turn(const dlock_info *i) { return i ? i->next_turn : NULL; }
+int64_t dlock_info_count(const dlock_info *i)
+{
+    return i && (i->kind == DLOCK_KIND_COUNT || i->kind == DLOCK_KIND_PERMITS) ? i->count : 0;
+}
+int64_t dlock_info_latch_waiters(const dlock_info *i)
+{
+    return i && i->kind == DLOCK_KIND_COUNT ? i->latch_waiters : -1;
+}
+int64_t dlock_info_holder_ttl(const dlock_info *i, size_t k)
+{
+    return i && i->holder_ttls && k < i->nholders ? i->holder_ttls[k] : -2;
+}
 int64_t dlock_info_next_turn_ttl(const dlock_info *i)
 {
     return i && i->next_turn ? i->next_turn_ttl : -2;
@@ -181,6 +199,66 @@ static int read_holders(dlock_info *info, const redisReply *e, size_t first, con
     return DLOCK_OK;
 }
 
+/* A string entry: {..., count, leases is a zset, id1, ttl1, ...}; holders are
+ * the permits, by id in hex. */
+static int info_from_count(const char *name, size_t nlen, const redisReply *e, dlock_info **out,
+                           const char **what)
+{
+    if (e->elements < 9 || e->element[7]->type != REDIS_REPLY_INTEGER) {
+        *what = "string";   /* not a whole number */
+        return e->elements >= 8 && e->element[7]->type == REDIS_REPLY_NIL ? DLOCK_EWRONGTYPE
+                                                                           : DLOCK_EPROTO;
+    }
+    if (e->element[8]->type != REDIS_REPLY_INTEGER || (e->elements - 9) % 2 != 0)
+        return DLOCK_EPROTO;
+    size_t np = (e->elements - 9) / 2;
+    dlock_info *info = calloc(1, sizeof(*info));
+    if (!info)
+        return DLOCK_ENOMEM;
+    info->name = dlock__strndup(name, nlen);
+    info->owners = calloc(np ? np : 1, sizeof(char *));
+    info->counts = calloc(np ? np : 1, sizeof(int64_t));
+    info->writes = calloc(np ? np : 1, 1);
+    info->holder_ttls = calloc(np ? np : 1, sizeof(int64_t));
+    int rc = info->name && info->owners && info->counts && info->writes && info->holder_ttls
+                 ? DLOCK_OK
+                 : DLOCK_ENOMEM;
+    info->kind = e->element[8]->integer ? DLOCK_KIND_PERMITS : DLOCK_KIND_COUNT;
+    info->ttl = e->element[1]->integer;
+    info->count = e->element[7]->integer;
+    info->waiters = info->latch_waiters = -1;
+    static const char hexd[] = "0123456789abcdef";
+    for (size_t k = 0; k < np && rc == DLOCK_OK; k++) {
+        const redisReply *id = e->element[9 + 2 * k], *t = e->element[10 + 2 * k];
+        if (!is_str(id) || t->type != REDIS_REPLY_INTEGER) {
+            rc = DLOCK_EPROTO;
+            break;
+        }
+        /* Redisson's ids are 16 bytes: shown as the 32 hex characters callers
+         * use; anything else (written by another tool) in hex too. */
+        char *h = malloc(id->len * 2 + 1);
+        if (!h) {
+            rc = DLOCK_ENOMEM;
+            break;
+        }
+        for (size_t j = 0; j < id->len; j++) {
+            h[2 * j] = hexd[(unsigned char)id->str[j] >> 4];
+            h[2 * j + 1] = hexd[(unsigned char)id->str[j] & 15];
+        }
+        h[id->len * 2] = '\0';
+        info->owners[k] = h;
+        info->counts[k] = 1;
+        info->holder_ttls[k] = t->integer;
+        info->nholders = k + 1;
+    }
+    if (rc != DLOCK_OK) {
+        dlock_info_free(info);
+        return rc;
+    }
+    *out = info;
+    return DLOCK_OK;
+}
+
 /* Builds an info from one script entry {type, pttl, token, queue, deadlines,
  * reservation, reservation pttl, f1, v1, ...}. Returns DLOCK_OK,
  * DLOCK_EWRONGTYPE (not a lock: `what` says what it is), DLOCK_EPROTO or
@@ -191,11 +269,14 @@ int dlock__info_from_entry(const char *name, size_t nlen, const redisReply *e, d
     *what = "?";
     if (e->type != REDIS_REPLY_ARRAY || e->elements < 7 ||
         (e->element[0]->type != REDIS_REPLY_STATUS && !is_str(e->element[0])) ||
-        e->element[1]->type != REDIS_REPLY_INTEGER || e->element[6]->type != REDIS_REPLY_INTEGER ||
-        (e->elements - 7) % 2 != 0)
+        e->element[1]->type != REDIS_REPLY_INTEGER || e->element[6]->type != REDIS_REPLY_INTEGER)
         return DLOCK_EPROTO;
     const char *type = e->element[0]->str;
     *what = type;
+    if (strcmp(type, "string") == 0)
+        return info_from_count(name, nlen, e, out, what);
+    if ((e->elements - 7) % 2 != 0)
+        return DLOCK_EPROTO;
     if (strcmp(type, "none") != 0 && strcmp(type, "hash") != 0)
         return DLOCK_EWRONGTYPE;
     dlock_info *info = calloc(1, sizeof(*info));
@@ -226,7 +307,7 @@ int dlock__info_from_entry(const char *name, size_t nlen, const redisReply *e, d
     return DLOCK_OK;
 }
 
-/* The five keys scripts/lock/inspect.lua reads for a name, into keys[] (the
+/* The six keys scripts/lock/inspect.lua reads for a name, into keys[] (the
  * name first; the others allocated, freed with free_keys). */
 static int keys_of(const char *name, size_t nlen, const char **keys, size_t *lens, char **own)
 {
@@ -240,53 +321,71 @@ static int keys_of(const char *name, size_t nlen, const char **keys, size_t *len
             return DLOCK_ENOMEM;
         keys[k + 1] = own[k];
     }
+    own[4] = dlock__suffixed(name, nlen, "timeout", &lens[5]);
+    if (!own[4])
+        return DLOCK_ENOMEM;
+    keys[5] = own[4];
     return DLOCK_OK;
 }
 
 static void free_keys(char **own)
 {
-    for (int k = 0; k < 4; k++)
+    for (int k = 0; k < OWN_KEYS; k++)
         free(own[k]);
 }
 
 /* Subscribers of the channel its kind's waiters listen on, plus the entries
- * of a fair queue (each fair waiter listens on a channel of its own). */
+ * of a fair queue (each fair waiter listens on a channel of its own). A count
+ * may be a semaphore's or a latch's: both channels are counted, in one call. */
 static int count_waiters(dlock_client *c, dlock_info *info)
 {
-    size_t clen;
-    char *ch = dlock__prefixed(info->kind == DLOCK_KIND_RWLOCK ? "redisson_rwlock"
-                                                               : "redisson_lock__channel",
-                               info->name, strlen(info->name), "", &clen);
-    if (!ch)
+    size_t clen, llen = 0;
+    const char *prefix = info->kind == DLOCK_KIND_RWLOCK ? "redisson_rwlock"
+                         : info->kind == DLOCK_KIND_COUNT || info->kind == DLOCK_KIND_PERMITS
+                             ? "redisson_sc"
+                             : "redisson_lock__channel";
+    size_t nlen = strlen(info->name);
+    char *ch = dlock__prefixed(prefix, info->name, nlen, "", &clen);
+    /* The latch's channel is always braced, even around a name with a '{'. */
+    char *lch = NULL;
+    if (info->kind == DLOCK_KIND_COUNT) {
+        llen = strlen("redisson_countdownlatch__channel__{}") + nlen;
+        if ((lch = malloc(llen + 1)))
+            snprintf(lch, llen + 1, "redisson_countdownlatch__channel__{%s}", info->name);
+    }
+    if (!ch || (info->kind == DLOCK_KIND_COUNT && !lch)) {
+        free(ch);
+        free(lch);
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
-    const char *av[] = {"PUBSUB", "NUMSUB", ch};
-    const size_t lens[] = {6, 6, clen};
-    dlock__req req = {.script = -1, .argc = 3, .argv = av, .lens = lens,
+    }
+    const char *av[] = {"PUBSUB", "NUMSUB", ch, lch};
+    const size_t lens[] = {6, 6, clen, llen};
+    dlock__req req = {.script = -1, .argc = lch ? 4 : 3, .argv = av, .lens = lens,
                       .flags = DLOCK__CALL_IDEMPOTENT};
     redisReply *r;
     int rc = dlock__call(c, &req, &r);
     free(ch);
+    free(lch);
     if (rc != DLOCK_OK)
         return rc;
-    if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+    if (r->type == REDIS_REPLY_ARRAY && r->elements >= 2 &&
         r->element[1]->type == REDIS_REPLY_INTEGER)
         info->waiters = r->element[1]->integer + (int64_t)info->nqueued;
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == 4 &&
+        r->element[3]->type == REDIS_REPLY_INTEGER)
+        info->latch_waiters = r->element[3]->integer;
     freeReplyObject(r);
     return DLOCK_OK;
 }
 
-int dlock_lock_inspect(dlock_lock *l, dlock_info **out)
+/* One name's snapshot, waiters counted. Counts (semaphores, latches) are
+ * refused with DLOCK_EWRONGTYPE unless `counts`. */
+static int inspect_name(dlock_client *c, const char *name, size_t nlen, int counts,
+                        dlock_info **out)
 {
-    dlock__clear_error();
-    if (!l || !out)
-        return dlock__fail(DLOCK_EINVAL, "lock or out-parameter is NULL");
-    *out = NULL;
-    dlock_client *c = dlock__lock_client(l);
-    const char *name = dlock_lock_name(l);
-    size_t nlen = strlen(name);
     const char *keys[KEYS_PER_LOCK];
     size_t lens[KEYS_PER_LOCK];
-    char *own[4] = {NULL, NULL, NULL, NULL};
+    char *own[OWN_KEYS] = {NULL, NULL, NULL, NULL, NULL};
     int rc = keys_of(name, nlen, keys, lens, own);
     redisReply *r = NULL;
     if (rc == DLOCK_OK) {
@@ -309,10 +408,18 @@ int dlock_lock_inspect(dlock_lock *l, dlock_info **out)
         rc = dlock__info_from_entry(name, nlen, r->element[0], &info, &what_in_reply);
     snprintf(what, sizeof(what), "%s", what_in_reply);   /* it points into r */
     freeReplyObject(r);
+    if (rc == DLOCK_OK && !counts &&
+        (info->kind == DLOCK_KIND_COUNT || info->kind == DLOCK_KIND_PERMITS)) {
+        dlock_info_free(info);
+        return dlock__fail(DLOCK_EWRONGTYPE, "key '%s' holds a count (a semaphore's or a "
+                                             "latch's), not a lock", name);
+    }
     if (rc == DLOCK_EWRONGTYPE)
-        return dlock__fail(rc, "key '%s' holds a %s, not a lock", name, what);
+        return dlock__fail(rc, "key '%s' holds a %s, not a lock%s", name, what,
+                           counts ? ", semaphore or latch" : "");
     if (rc != DLOCK_OK)
-        return dlock__fail(rc, "cannot read lock '%s': %s", name, dlock_strerror(rc));
+        return dlock__fail(rc, "cannot read %s'%s': %s", counts ? "" : "lock ", name,
+                           dlock_strerror(rc));
     if ((rc = count_waiters(c, info)) != DLOCK_OK) {
         dlock_info_free(info);
         return rc;
@@ -321,18 +428,63 @@ int dlock_lock_inspect(dlock_lock *l, dlock_info **out)
     return DLOCK_OK;
 }
 
-/* Inspects one SCAN batch of hash keys; calls fn for the ones that are locks.
- * Returns DLOCK_OK, 1 when fn asked to stop, or an error. */
-static int inspect_batch(dlock_client *c, const redisReply *keys, dlock_scan_fn fn, void *ud)
+int dlock_lock_inspect(dlock_lock *l, dlock_info **out)
+{
+    dlock__clear_error();
+    if (!l || !out)
+        return dlock__fail(DLOCK_EINVAL, "lock or out-parameter is NULL");
+    *out = NULL;
+    const char *name = dlock_lock_name(l);
+    return inspect_name(dlock__lock_client(l), name, strlen(name), 0, out);
+}
+
+int dlock_client_inspect(dlock_client *c, const char *name, dlock_info **out)
+{
+    dlock__clear_error();
+    if (!c || !out)
+        return dlock__fail(DLOCK_EINVAL, "client or out-parameter is NULL");
+    *out = NULL;
+    size_t nlen;
+    int rc = dlock__check_name(name, &nlen);
+    if (rc != DLOCK_OK)
+        return rc;
+    return inspect_name(c, name, nlen, 1, out);
+}
+
+/* Keys the family keeps beside its objects that hold whole numbers too: a
+ * fencing-token counter, an unlock latch, a read lock's per-holder timeout.
+ * A listing of counts skips them. */
+static int auxiliary(const char *k, size_t len)
+{
+    static const char *const prefixes[] = {"redisson_lock_token:", "redisson_unlock_latch:"};
+    for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++) {
+        size_t pl = strlen(prefixes[i]);
+        if (len >= pl && memcmp(k, prefixes[i], pl) == 0)
+            return 1;
+    }
+    static const char rw[] = ":rwlock_timeout:";
+    for (size_t i = 0; i + sizeof(rw) - 1 <= len; i++)
+        if (memcmp(k + i, rw, sizeof(rw) - 1) == 0)
+            return 1;
+    return 0;
+}
+
+/* Inspects one SCAN batch of keys; calls fn for the ones that are held locks
+ * (counts = 0) or counts (counts = 1). Returns DLOCK_OK, 1 when fn asked to
+ * stop, or an error. */
+static int inspect_batch(dlock_client *c, const redisReply *keys, int counts, dlock_scan_fn fn,
+                         void *ud)
 {
     size_t n = keys->elements;
     if (n == 0)
         return DLOCK_OK;
     const char **argv = calloc(KEYS_PER_LOCK * n, sizeof(*argv));
     size_t *lens = calloc(KEYS_PER_LOCK * n, sizeof(*lens));
-    char **own = calloc(4 * n, sizeof(*own));
+    char **own = calloc(OWN_KEYS * n, sizeof(*own));
+    size_t *which = calloc(n, sizeof(*which));   /* the batch's keys that are looked at */
+    size_t m = 0;
     int rc = DLOCK_OK;
-    if (!argv || !lens || !own) {
+    if (!argv || !lens || !own || !which) {
         rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
         goto out;
     }
@@ -342,46 +494,59 @@ static int inspect_batch(dlock_client *c, const redisReply *keys, dlock_scan_fn 
             rc = dlock__fail(DLOCK_EPROTO, "SCAN returned a non-string key");
             goto out;
         }
-        if (keys_of(k->str, k->len, argv + KEYS_PER_LOCK * i, lens + KEYS_PER_LOCK * i,
-                    own + 4 * i) != DLOCK_OK) {
+        if (counts && auxiliary(k->str, k->len))
+            continue;
+        if (keys_of(k->str, k->len, argv + KEYS_PER_LOCK * m, lens + KEYS_PER_LOCK * m,
+                    own + OWN_KEYS * m) != DLOCK_OK) {
+            m++;   /* its keys are freed below */
             rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
             goto out;
         }
+        which[m++] = i;
     }
-    dlock__req req = {.script = DLOCK__SCRIPT_LOCK_INSPECT, .nkeys = (int)(KEYS_PER_LOCK * n),
-                      .argc = (int)(KEYS_PER_LOCK * n), .argv = argv, .lens = lens,
+    if (m == 0)
+        goto out;
+    dlock__req req = {.script = DLOCK__SCRIPT_LOCK_INSPECT, .nkeys = (int)(KEYS_PER_LOCK * m),
+                      .argc = (int)(KEYS_PER_LOCK * m), .argv = argv, .lens = lens,
                       .flags = DLOCK__CALL_IDEMPOTENT};
     redisReply *r;
     if ((rc = dlock__call(c, &req, &r)) != DLOCK_OK)
         goto out;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != n) {
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != m) {
         freeReplyObject(r);
-        rc = dlock__fail(DLOCK_EPROTO, "unexpected reply to a lock listing");
+        rc = dlock__fail(DLOCK_EPROTO, "unexpected reply to a listing");
         goto out;
     }
-    for (size_t i = 0; i < n && rc == DLOCK_OK; i++) {
+    for (size_t j = 0; j < m && rc == DLOCK_OK; j++) {
         dlock_info *info = NULL;
         const char *what;
-        int erc = dlock__info_from_entry(keys->element[i]->str, keys->element[i]->len,
-                                         r->element[i], &info, &what);
+        const redisReply *k = keys->element[which[j]];
+        int erc = dlock__info_from_entry(k->str, k->len, r->element[j], &info, &what);
         if (erc == DLOCK_ENOMEM)
             rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
-        else if (erc == DLOCK_OK && info->nholders > 0 && fn(info, ud) != 0)
-            rc = 1;
+        else if (erc == DLOCK_OK) {
+            int is_count = info->kind == DLOCK_KIND_COUNT || info->kind == DLOCK_KIND_PERMITS;
+            int wanted = counts ? is_count : !is_count && info->nholders > 0;
+            if (wanted && fn(info, ud) != 0)
+                rc = 1;
+        }
         dlock_info_free(info);
     }
     freeReplyObject(r);
 out:
     if (own)
-        for (size_t i = 0; i < 4 * n; i++)
+        for (size_t i = 0; i < OWN_KEYS * m; i++)
             free(own[i]);
     free(own);
+    free(which);
     free(argv);
     free(lens);
     return rc;
 }
 
-int dlock_client_scan(dlock_client *c, const char *pattern, dlock_scan_fn fn, void *ud)
+/* SCAN over keys of one type, each batch inspected. */
+static int scan_type(dlock_client *c, const char *pattern, const char *type, int counts,
+                     dlock_scan_fn fn, void *ud)
 {
     dlock__clear_error();
     if (!c || !fn)
@@ -390,7 +555,7 @@ int dlock_client_scan(dlock_client *c, const char *pattern, dlock_scan_fn fn, vo
         pattern = "*";
     char cursor[24] = "0";
     do {
-        const char *argv[] = {"SCAN", cursor, "MATCH", pattern, "COUNT", SCAN_COUNT, "TYPE", "hash"};
+        const char *argv[] = {"SCAN", cursor, "MATCH", pattern, "COUNT", SCAN_COUNT, "TYPE", type};
         dlock__req req = {.script = -1, .argc = 8, .argv = argv, .flags = DLOCK__CALL_IDEMPOTENT};
         redisReply *r;
         int rc = dlock__call(c, &req, &r);
@@ -403,7 +568,7 @@ int dlock_client_scan(dlock_client *c, const char *pattern, dlock_scan_fn fn, vo
             return dlock__fail(DLOCK_EPROTO, "unexpected reply to SCAN");
         }
         memcpy(cursor, r->element[0]->str, r->element[0]->len + 1);
-        rc = inspect_batch(c, r->element[1], fn, ud);
+        rc = inspect_batch(c, r->element[1], counts, fn, ud);
         freeReplyObject(r);
         if (rc == 1)
             return DLOCK_OK;
@@ -411,6 +576,16 @@ int dlock_client_scan(dlock_client *c, const char *pattern, dlock_scan_fn fn, vo
             return rc;
     } while (strcmp(cursor, "0") != 0);
     return DLOCK_OK;
+}
+
+int dlock_client_scan(dlock_client *c, const char *pattern, dlock_scan_fn fn, void *ud)
+{
+    return scan_type(c, pattern, "hash", 0, fn, ud);
+}
+
+int dlock_client_scan_counts(dlock_client *c, const char *pattern, dlock_scan_fn fn, void *ud)
+{
+    return scan_type(c, pattern, "string", 1, fn, ud);
 }
 
 int dlock_client_list_connections(dlock_client *c, char **out)

@@ -17,15 +17,17 @@ static int owner_init(const dlock_lock *l, dlock__owner *o)
         o->id = l->owner;
         o->len = l->olen;
     } else {
-        o->len = dlock__owner_of_thread(l->c, o->buf);
-        o->id = o->buf;
+        /* Written where the field is made: the field is the id + suffix. */
+        o->len = dlock__owner_of_thread(l->c, o->fbuf);
+        o->id = o->fbuf;
     }
     size_t sl = strlen(l->type->suffix);
     if (sl == 0) {
         o->field = o->id;
         o->flen = o->len;
     } else {
-        memcpy(o->fbuf, o->id, o->len);
+        if (o->id != o->fbuf)
+            memcpy(o->fbuf, o->id, o->len);
         memcpy(o->fbuf + o->len, l->type->suffix, sl + 1);
         o->field = o->fbuf;
         o->flen = o->len + sl;
@@ -192,7 +194,7 @@ static int check_times(int64_t wait_ms, int64_t lease_ms)
     return DLOCK_OK;
 }
 
-int dlock__acq_acquired(dlock__acq *a)
+int dlock__acq_hold(dlock__acq *a)
 {
     dlock_lock *l = a->l;
     dlock__hold_id id;
@@ -206,7 +208,13 @@ int dlock__acq_acquired(dlock__acq *a)
     dlock_lost_fn fn = l->fn;
     void *ud = l->ud;
     pthread_mutex_unlock(&l->mu);
-    int rc = dlock__watchdog_add(l->c->wd, &id, a->sent, fn, ud);
+    return dlock__watchdog_add(l->c->wd, &id, a->sent, fn, ud);
+}
+
+int dlock__acq_acquired(dlock__acq *a)
+{
+    dlock_lock *l = a->l;
+    int rc = dlock__acq_hold(a);
     if (rc != DLOCK_OK) {
         /* Held but not renewable: give it back rather than let it lapse unseen. */
         char msg[512];
@@ -242,12 +250,15 @@ static int acq_busy_error(void *ud, const dlock__busy *b)
     return a->l->type->busy_error(a, b);
 }
 
-static void acq_give_up(void *ud, int rc)
+void dlock__acq_give_up(dlock__acq *a, int rc)
 {
-    dlock__acq *a = ud;
-    if (a->l->type->give_up)
-        a->l->type->give_up(a, rc);
+    dlock__op op;
+    unsigned flags = 0;
+    if (a->l->type->give_up_op && a->l->type->give_up_op(a, rc, &op, &flags))
+        dlock__lock_best_effort(a->l, &op, flags, rc);
 }
+
+static void acq_give_up(void *ud, int rc) { dlock__acq_give_up(ud, rc); }
 
 int dlock__acq_init(dlock__acq *a, dlock_lock *l, int64_t wait_ms, int64_t lease_ms,
                     dlock_cancel *cancel, int fenced)
@@ -402,7 +413,14 @@ int dlock_lock_force_release(dlock_lock *l, int *was_locked)
     redisReply *r;
     /* Not resent after a lost reply: its PUBLISH may already have handed the
      * lock to a waiter, whose hold a second DEL would destroy. */
-    int rc = dlock__lock_call(l, &op, 0, NULL, &r);
+    int rc = dlock__op_call(l->c, &op, 0, NULL, 0, &r);
+    return dlock__lock_force_end(l, rc, rc == DLOCK_OK ? r : NULL, was_locked);
+}
+
+int dlock__lock_force_end(dlock_lock *l, int rc, redisReply *r, int *was_locked)
+{
+    if (rc == DLOCK_EWRONGTYPE)
+        return dlock__lock_wrong_type(l);
     if (rc != DLOCK_OK)
         return rc;
     int was = 0;
@@ -426,22 +444,30 @@ int dlock_lock_force_release(dlock_lock *l, int *was_locked)
 
 /* -------------------------------------------------------------- queries */
 
-static int query(dlock_lock *l, const char *cmd, const char *field, size_t flen, redisReply **r)
+int dlock__lock_owner(const dlock_lock *l, dlock__owner *o) { return owner_init(l, o); }
+
+void dlock__lock_owner_done(dlock__owner *o) { owner_done(o); }
+
+static void query_cmd(const dlock_lock *l, const char *cmd, const char *field, size_t flen,
+                      dlock__op *op)
 {
-    dlock__op op;
-    dlock__op_init(&op, -1);
-    dlock__op_args(&op, cmd);
-    dlock__op_arg(&op, l->name, l->nlen);
+    dlock__op_init(op, -1);
+    dlock__op_args(op, cmd);
+    dlock__op_arg(op, l->name, l->nlen);
     if (field)
-        dlock__op_arg(&op, field, flen);
-    return dlock__lock_call(l, &op, DLOCK__CALL_IDEMPOTENT, NULL, r);
+        dlock__op_arg(op, field, flen);
 }
 
 /* Reentrant and fair locks: held when the key is a hash. */
-int dlock__lock_is_hash(dlock_lock *l, int *locked)
+void dlock__lock_hash_op(const dlock_lock *l, dlock__op *op)
 {
-    redisReply *r;
-    int rc = query(l, "TYPE", NULL, 0, &r);
+    query_cmd(l, "TYPE", NULL, 0, op);
+}
+
+int dlock__lock_hash_end(dlock_lock *l, int rc, redisReply *r, int *locked)
+{
+    if (rc == DLOCK_EWRONGTYPE)
+        return dlock__lock_wrong_type(l);
     if (rc != DLOCK_OK)
         return rc;
     rc = dlock__reply_type_locked(r, locked);
@@ -454,24 +480,77 @@ int dlock__lock_is_hash(dlock_lock *l, int *locked)
     return rc;
 }
 
+void dlock__lock_query_op(const dlock_lock *l, const dlock__owner *o, int q, dlock__op *op)
+{
+    switch (q) {
+    case DLOCK__Q_LOCKED:
+        l->type->locked_op(l, op);
+        break;
+    case DLOCK__Q_HELD:
+        query_cmd(l, "HEXISTS", o->field, o->flen, op);
+        break;
+    case DLOCK__Q_COUNT:
+        query_cmd(l, "HGET", o->field, o->flen, op);
+        break;
+    default:
+        query_cmd(l, "PTTL", NULL, 0, op);
+        break;
+    }
+}
+
+int dlock__lock_query_end(dlock_lock *l, int q, int rc, redisReply *r, int64_t *v)
+{
+    if (q == DLOCK__Q_LOCKED) {
+        int locked = 0;
+        rc = l->type->locked_end(l, rc, r, &locked);
+        *v = locked;
+        return rc;
+    }
+    if (rc == DLOCK_EWRONGTYPE)
+        return dlock__lock_wrong_type(l);
+    if (rc != DLOCK_OK)
+        return rc;
+    static const char *const what[] = {"", "HEXISTS", "HGET", "PTTL"};
+    int flag = 0;
+    int bad = q == DLOCK__Q_HELD    ? dlock__reply_flag(r, &flag)
+              : q == DLOCK__Q_COUNT ? dlock__reply_count(r, v)
+                                    : dlock__reply_integer(r, v);
+    if (bad != DLOCK_OK)
+        return dlock__lock_proto(l, what[q], r);
+    freeReplyObject(r);
+    if (q == DLOCK__Q_HELD)
+        *v = flag;
+    return DLOCK_OK;
+}
+
+/* One query, blocking. */
+static int query(dlock_lock *l, int q, int64_t *v)
+{
+    dlock__owner o;
+    int rc = DLOCK_OK;
+    int owned = q == DLOCK__Q_HELD || q == DLOCK__Q_COUNT;
+    if (owned && (rc = owner_init(l, &o)) != DLOCK_OK)
+        return rc;
+    dlock__op op;
+    dlock__lock_query_op(l, owned ? &o : NULL, q, &op);
+    redisReply *r = NULL;
+    rc = dlock__op_call(l->c, &op, DLOCK__CALL_IDEMPOTENT, NULL, 0, &r);
+    rc = dlock__lock_query_end(l, q, rc, rc == DLOCK_OK ? r : NULL, v);
+    if (owned)
+        owner_done(&o);
+    return rc;
+}
+
 int dlock_lock_is_locked(dlock_lock *l, int *locked)
 {
     dlock__clear_error();
     if (!l || !locked)
         return dlock__fail(DLOCK_EINVAL, "lock or out-parameter is NULL");
-    return l->type->is_locked(l, locked);
-}
-
-static int held_by(dlock_lock *l, const char *field, size_t flen, int *held)
-{
-    redisReply *r;
-    int rc = query(l, "HEXISTS", field, flen, &r);
-    if (rc != DLOCK_OK)
-        return rc;
-    if (dlock__reply_flag(r, held) != DLOCK_OK)
-        return dlock__lock_proto(l, "HEXISTS", r);
-    freeReplyObject(r);
-    return DLOCK_OK;
+    int64_t v = 0;
+    int rc = query(l, DLOCK__Q_LOCKED, &v);
+    if (rc == DLOCK_OK)
+        *locked = (int)v;
+    return rc;
 }
 
 int dlock_lock_is_held(dlock_lock *l, int *held)
@@ -479,12 +558,27 @@ int dlock_lock_is_held(dlock_lock *l, int *held)
     dlock__clear_error();
     if (!l || !held)
         return dlock__fail(DLOCK_EINVAL, "lock or out-parameter is NULL");
-    dlock__owner o;
-    int rc = owner_init(l, &o);
+    int64_t v = 0;
+    int rc = query(l, DLOCK__Q_HELD, &v);
     if (rc == DLOCK_OK)
-        rc = held_by(l, o.field, o.flen, held);
-    owner_done(&o);
+        *held = (int)v;
     return rc;
+}
+
+int dlock_lock_hold_count(dlock_lock *l, int64_t *count)
+{
+    dlock__clear_error();
+    if (!l || !count)
+        return dlock__fail(DLOCK_EINVAL, "lock or out-parameter is NULL");
+    return query(l, DLOCK__Q_COUNT, count);
+}
+
+int dlock_lock_ttl(dlock_lock *l, int64_t *ttl_ms)
+{
+    dlock__clear_error();
+    if (!l || !ttl_ms)
+        return dlock__fail(DLOCK_EINVAL, "lock or out-parameter is NULL");
+    return query(l, DLOCK__Q_TTL, ttl_ms);
 }
 
 int dlock_lock_is_held_by(dlock_lock *l, const char *owner, int *held)
@@ -500,42 +594,15 @@ int dlock_lock_is_held_by(dlock_lock *l, const char *owner, int *held)
     size_t sl = strlen(l->type->suffix);
     memcpy(field, owner, olen);
     memcpy(field + olen, l->type->suffix, sl);
-    return held_by(l, field, olen + sl, held);
-}
-
-int dlock_lock_hold_count(dlock_lock *l, int64_t *count)
-{
-    dlock__clear_error();
-    if (!l || !count)
-        return dlock__fail(DLOCK_EINVAL, "lock or out-parameter is NULL");
-    dlock__owner o;
-    int rc = owner_init(l, &o);
-    if (rc != DLOCK_OK)
-        return rc;
-    redisReply *r;
-    rc = query(l, "HGET", o.field, o.flen, &r);
-    owner_done(&o);
-    if (rc != DLOCK_OK)
-        return rc;
-    if (dlock__reply_count(r, count) != DLOCK_OK)
-        return dlock__lock_proto(l, "HGET", r);
-    freeReplyObject(r);
-    return DLOCK_OK;
-}
-
-int dlock_lock_ttl(dlock_lock *l, int64_t *ttl_ms)
-{
-    dlock__clear_error();
-    if (!l || !ttl_ms)
-        return dlock__fail(DLOCK_EINVAL, "lock or out-parameter is NULL");
-    redisReply *r;
-    int rc = query(l, "PTTL", NULL, 0, &r);
-    if (rc != DLOCK_OK)
-        return rc;
-    if (dlock__reply_integer(r, ttl_ms) != DLOCK_OK)
-        return dlock__lock_proto(l, "PTTL", r);
-    freeReplyObject(r);
-    return DLOCK_OK;
+    dlock__op op;
+    query_cmd(l, "HEXISTS", field, olen + sl, &op);
+    redisReply *r = NULL;
+    rc = dlock__op_call(l->c, &op, DLOCK__CALL_IDEMPOTENT, NULL, 0, &r);
+    int64_t v = 0;
+    rc = dlock__lock_query_end(l, DLOCK__Q_HELD, rc, rc == DLOCK_OK ? r : NULL, &v);
+    if (rc == DLOCK_OK)
+        *held = (int)v;
+    return rc;
 }
 
 /* ----------------------------------------------------------------- run */

@@ -46,8 +46,7 @@ typedef struct dlock__owner {
     char *aux;               /* the type's per-owner key (fair: the waiter's channel; read:
                                 the hold's timeout prefix), or NULL */
     size_t alen;
-    char buf[DLOCK_OWNER_BUFSIZE];
-    char fbuf[DLOCK_OWNER_MAX + 16];
+    char fbuf[DLOCK_OWNER_MAX + 16];   /* the field (id + suffix); a thread owner's id */
 } dlock__owner;
 
 /* One acquisition, from its first attempt to its end. */
@@ -90,7 +89,10 @@ struct dlock__lock_type {
     void (*attempt_op)(dlock__acq *a, int64_t waited_ms, dlock__op *op);
     int (*attempt_reply)(dlock__acq *a, redisReply *r, dlock__busy *b);
     int (*busy_error)(dlock__acq *a, const dlock__busy *b);
-    void (*give_up)(dlock__acq *a, int rc);   /* may be NULL */
+    /* The clean-up of a wait that ends with rc after a busy answer (a
+     * reservation handed back, a queue entry left): 1 with *op and *flags to
+     * send once, best effort (its answer ignored), or 0 for none. May be NULL. */
+    int (*give_up_op)(dlock__acq *a, int rc, dlock__op *op, unsigned *flags);
     /* The release of one hold: an op whose answer is nil (not held), 0 (holds
      * remain), 1 (the owner's last hold went, nobody woken) or 2 (went, and
      * somebody heard). `renew_ms` is the TTL to set while holds remain (0:
@@ -102,8 +104,10 @@ struct dlock__lock_type {
     int (*not_held)(dlock_lock *l, const dlock__owner *o);
     /* Delete whoever holds it, and wake; an answer 1 (was held) or 0. */
     void (*force_op)(const dlock_lock *l, dlock__op *op);
-    /* *locked = 1 when held in this type's sense. */
-    int (*is_locked)(dlock_lock *l, int *locked);
+    /* Whether it is held in this type's sense, in halves: the request, then
+     * its answer (rc: the call's status; r freed): *locked = 1 when held. */
+    void (*locked_op)(const dlock_lock *l, dlock__op *op);
+    int (*locked_end)(dlock_lock *l, int rc, redisReply *r, int *locked);
 };
 
 extern const dlock__lock_type dlock__reentrant_type;
@@ -117,8 +121,18 @@ extern const dlock__hold_kind dlock__lock_hold;
 void dlock__lock_hold_id(const dlock_lock *l, const dlock__owner *o, dlock__hold_id *id);
 /* The handle's channel, the same for every owner. */
 const char *dlock__lock_shared_channel(const dlock_lock *l, const dlock__owner *o, size_t *len);
-/* is_locked for the types held as a hash of owner fields. */
-int dlock__lock_is_hash(dlock_lock *l, int *locked);
+/* locked_op / locked_end for the types held as a hash of owner fields. */
+void dlock__lock_hash_op(const dlock_lock *l, dlock__op *op);
+int dlock__lock_hash_end(dlock_lock *l, int rc, redisReply *r, int *locked);
+/* The queries (is locked, is held, hold count, TTL) in halves, for both
+ * forms: the request (o: the handle's owner, for is held and hold count),
+ * then its answer into *v. */
+enum { DLOCK__Q_LOCKED, DLOCK__Q_HELD, DLOCK__Q_COUNT, DLOCK__Q_TTL };
+void dlock__lock_query_op(const dlock_lock *l, const dlock__owner *o, int q, dlock__op *op);
+int dlock__lock_query_end(dlock_lock *l, int q, int rc, redisReply *r, int64_t *v);
+/* The owner a call of l acts for (dlock__lock_owner_done frees what it holds). */
+int dlock__lock_owner(const dlock_lock *l, dlock__owner *o);
+void dlock__lock_owner_done(dlock__owner *o);
 
 /* A handle of a type; owner NULL: the calling thread. */
 int dlock__lock_new(dlock_client *c, const dlock__lock_type *type, const char *name,
@@ -141,6 +155,15 @@ int dlock__acq_attempt(dlock__acq *a, int64_t waited_ms, dlock__busy *b);
  * now on (if that cannot be scheduled, it is released and the error
  * returned); a lease acquisition moves a renewed hold's loss deadline. */
 int dlock__acq_acquired(dlock__acq *a);
+/* dlock__acq_acquired without the release on failure: the caller gives the
+ * hold back its own way (an asynchronous release). */
+int dlock__acq_hold(dlock__acq *a);
+/* A wait's give-up (the type's give_up_op, sent once on the pool, best
+ * effort, the caller's message kept). */
+void dlock__acq_give_up(dlock__acq *a, int rc);
+/* A force release's outcome from its call's status and reply (freed): the
+ * type's verdicts, and the watchdog stops renewing the caller's own hold. */
+int dlock__lock_force_end(dlock_lock *l, int rc, redisReply *r, int *was_locked);
 /* One release of the owner's hold, in halves so that several can share a
  * round trip: dlock__rel_init builds the request (a fresh unlock latch, the
  * TTL to keep) and tells the watchdog a release is under way; the caller runs

@@ -575,9 +575,7 @@ static void ml_give_up(void *ud, int rc)
     call *cl = ud;
     if (cl->target == NONE)
         return;
-    slot *t = &cl->s[cl->target];
-    if (t->l->type->give_up)
-        t->l->type->give_up(&t->a, rc);
+    dlock__acq_give_up(&cl->s[cl->target].a, rc);
 }
 
 static int acquire(dlock_multilock *ml, int64_t wait_ms, int64_t lease_ms, dlock_cancel *cancel)

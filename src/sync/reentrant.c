@@ -94,18 +94,18 @@ static int busy_error(dlock__acq *a, const dlock__busy *b)
  * up; it keeps the caller's error message. Should it fail, the reservation
  * lapses by itself. KEYS: lock, reservation, channel; ARGV: owner
  * (scripts/lock/unclaim.lua). */
-static void give_up(dlock__acq *a, int code)
+static int give_up_op(dlock__acq *a, int code, dlock__op *op, unsigned *flags)
 {
     if (a->state != DLOCK__RESV_MINE || (code != DLOCK_ETIMEDOUT && code != DLOCK_ECANCELED))
-        return;
+        return 0;
     dlock_lock *l = a->l;
-    dlock__op op;
-    dlock__op_init(&op, DLOCK__SCRIPT_LOCK_UNCLAIM);
-    dlock__op_key(&op, l->name, l->nlen);
-    dlock__op_key(&op, l->key[K_RESERVE], l->klen[K_RESERVE]);
-    dlock__op_key(&op, l->channel, l->clen);
-    dlock__op_arg(&op, a->o.field, a->o.flen);
-    dlock__lock_best_effort(l, &op, DLOCK__CALL_IDLE_ONLY, code);
+    dlock__op_init(op, DLOCK__SCRIPT_LOCK_UNCLAIM);
+    dlock__op_key(op, l->name, l->nlen);
+    dlock__op_key(op, l->key[K_RESERVE], l->klen[K_RESERVE]);
+    dlock__op_key(op, l->channel, l->clen);
+    dlock__op_arg(op, a->o.field, a->o.flen);
+    *flags = DLOCK__CALL_IDLE_ONLY;
+    return 1;
 }
 
 /* KEYS: lock, channel, latch, reservation (optional); ARGV: owner, lease,
@@ -143,8 +143,9 @@ const dlock__lock_type dlock__reentrant_type = {
     .attempt_op = attempt_op,
     .attempt_reply = attempt_reply,
     .busy_error = busy_error,
-    .give_up = give_up,
+    .give_up_op = give_up_op,
     .release_op = release_op,
     .force_op = force_op,
-    .is_locked = dlock__lock_is_hash,
+    .locked_op = dlock__lock_hash_op,
+    .locked_end = dlock__lock_hash_end,
 };

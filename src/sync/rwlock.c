@@ -268,14 +268,17 @@ static void write_force_op(const dlock_lock *l, dlock__op *op)
 }
 
 /* KEYS: lock; ARGV: mode (scripts/rw/locked.lua). */
-static int is_locked(dlock_lock *l, int *locked)
+static void locked_op(const dlock_lock *l, dlock__op *op)
 {
-    dlock__op op;
-    dlock__op_init(&op, DLOCK__SCRIPT_RW_LOCKED);
-    dlock__op_key(&op, l->name, l->nlen);
-    dlock__op_args(&op, l->type == &dlock__read_type ? "read" : "write");
-    redisReply *r;
-    int rc = dlock__lock_call(l, &op, DLOCK__CALL_IDEMPOTENT, NULL, &r);
+    dlock__op_init(op, DLOCK__SCRIPT_RW_LOCKED);
+    dlock__op_key(op, l->name, l->nlen);
+    dlock__op_args(op, l->type == &dlock__read_type ? "read" : "write");
+}
+
+static int locked_end(dlock_lock *l, int rc, redisReply *r, int *locked)
+{
+    if (rc == DLOCK_EWRONGTYPE)
+        return dlock__lock_wrong_type(l);
     if (rc != DLOCK_OK)
         return rc;
     if (dlock__reply_flag(r, locked) != DLOCK_OK)
@@ -296,11 +299,12 @@ const dlock__lock_type dlock__read_type = {
     .attempt_op = read_attempt_op,
     .attempt_reply = attempt_reply,
     .busy_error = busy_error,
-    .give_up = NULL,
+    .give_up_op = NULL,
     .release_op = read_release_op,
     .not_held = read_not_held,
     .force_op = read_force_op,
-    .is_locked = is_locked,
+    .locked_op = locked_op,
+    .locked_end = locked_end,
 };
 
 const dlock__lock_type dlock__write_type = {
@@ -315,11 +319,12 @@ const dlock__lock_type dlock__write_type = {
     .attempt_op = write_attempt_op,
     .attempt_reply = attempt_reply,
     .busy_error = busy_error,
-    .give_up = NULL,
+    .give_up_op = NULL,
     .release_op = write_release_op,
     .not_held = write_not_held,
     .force_op = write_force_op,
-    .is_locked = is_locked,
+    .locked_op = locked_op,
+    .locked_end = locked_end,
 };
 
 /* -------------------------------------------------------------- getters */

@@ -58,7 +58,7 @@ int dlock__check_count(int64_t n, int64_t min, const char *what)
     return DLOCK_OK;
 }
 
-static void add_op(dlock__op *op, const char *name, size_t nlen, const char *channel,
+void dlock__semaphore_add_op(dlock__op *op, const char *name, size_t nlen, const char *channel,
                              size_t clen, int64_t delta)
 {
     /* KEYS: semaphore, channel; ARGV: delta, bound (scripts/semaphore/add.lua). */
@@ -69,14 +69,12 @@ static void add_op(dlock__op *op, const char *name, size_t nlen, const char *cha
     dlock__op_argi(op, DLOCK_COUNT_MAX);
 }
 
-int dlock__semaphore_add(dlock_client *c, const char *what, const char *name, size_t nlen,
-                         const char *channel, size_t clen, int64_t delta, unsigned flags,
-                         int64_t *count, int *heard)
+/* An add's answer (rc: the call's status; r freed). */
+int dlock__semaphore_add_end(const char *what, const char *name, int rc, redisReply *r,
+                             int64_t *count, int *heard)
 {
-    dlock__op op;
-    add_op(&op, name, nlen, channel, clen, delta);
-    redisReply *r;
-    int rc = dlock__op_run(c, &op, flags, NULL, what, name, &r);
+    if (rc == DLOCK_EWRONGTYPE)
+        return dlock__wrong_type(what, name);
     if (rc == DLOCK_EINVAL) {
         /* The script's refusal: "<addr>: EINVAL the semaphore would hold ..." */
         const char *why = strstr(dlock_last_error(), "EINVAL ");
@@ -95,6 +93,17 @@ int dlock__semaphore_add(dlock_client *c, const char *what, const char *name, si
     if (heard)
         *heard = h > 0;
     return DLOCK_OK;
+}
+
+int dlock__semaphore_add(dlock_client *c, const char *what, const char *name, size_t nlen,
+                         const char *channel, size_t clen, int64_t delta, unsigned flags,
+                         int64_t *count, int *heard)
+{
+    dlock__op op;
+    dlock__semaphore_add_op(&op, name, nlen, channel, clen, delta);
+    redisReply *r = NULL;
+    int rc = dlock__op_call(c, &op, flags, NULL, 0, &r);
+    return dlock__semaphore_add_end(what, name, rc, rc == DLOCK_OK ? r : NULL, count, heard);
 }
 
 /* ------------------------------------------------------------- handle */
@@ -141,6 +150,99 @@ const char *dlock_semaphore_name(const dlock_semaphore *s) { return s ? s->name 
 
 /* ------------------------------------------------------------- set, add */
 
+/* The calls of one round trip (blocking and asynchronous alike): a request
+ * and what its answer means. */
+enum { SQ_SET, SQ_TRY_SET, SQ_ADD, SQ_AVAILABLE, SQ_DRAIN };
+
+typedef struct sem_req {
+    dlock_semaphore *s;
+    int kind;
+    int64_t arg;             /* permits to set, delta to add */
+} sem_req;
+
+static void sem_req_op(const sem_req *q, dlock__op *op, unsigned *flags)
+{
+    dlock_semaphore *s = q->s;
+    switch (q->kind) {
+    case SQ_SET:
+    case SQ_TRY_SET:
+        /* KEYS: semaphore, channel; ARGV: permits, only if unset
+         * (scripts/semaphore/set.lua). Setting is idempotent; setting if
+         * unset is not (a retry would answer 0). */
+        dlock__op_init(op, DLOCK__SCRIPT_SEMAPHORE_SET);
+        dlock__op_key(op, s->name, s->nlen);
+        dlock__op_key(op, s->channel, s->clen);
+        dlock__op_argi(op, q->arg);
+        dlock__op_args(op, q->kind == SQ_TRY_SET ? "1" : "0");
+        *flags = q->kind == SQ_TRY_SET ? 0 : DLOCK__CALL_IDEMPOTENT;
+        break;
+    case SQ_ADD:
+        dlock__semaphore_add_op(op, s->name, s->nlen, s->channel, s->clen, q->arg);
+        *flags = 0;
+        break;
+    case SQ_AVAILABLE:
+        dlock__op_init(op, -1);
+        dlock__op_args(op, "GET");
+        dlock__op_arg(op, s->name, s->nlen);
+        *flags = DLOCK__CALL_IDEMPOTENT;
+        break;
+    default:
+        /* KEYS: semaphore (scripts/semaphore/drain.lua). Not resent: a retry
+         * would answer 0 for permits the first attempt took. */
+        dlock__op_init(op, DLOCK__SCRIPT_SEMAPHORE_DRAIN);
+        dlock__op_key(op, s->name, s->nlen);
+        *flags = 0;
+        break;
+    }
+}
+
+/* The answer (rc: the call's status; r freed): *v = 1/0 (set), the new count
+ * (add), the count (available), the permits taken (drain). */
+static int sem_req_end(const sem_req *q, int rc, redisReply *r, int64_t *v)
+{
+    dlock_semaphore *s = q->s;
+    if (q->kind == SQ_ADD)
+        return dlock__semaphore_add_end(WHAT, s->name, rc, r, v, NULL);
+    if (rc == DLOCK_EWRONGTYPE)
+        return dlock__wrong_type(WHAT, s->name);
+    if (rc != DLOCK_OK)
+        return rc;
+    if (q->kind == SQ_AVAILABLE) {
+        rc = dlock__reply_signed(r, v);
+        if (rc == DLOCK_EPROTO)
+            return dlock__proto(WHAT, s->name, "GET", r);
+        freeReplyObject(r);
+        if (rc == DLOCK_EWRONGTYPE)
+            return dlock__fail(DLOCK_EWRONGTYPE, "key '%s' exists and is not a %s: it holds a "
+                                                 "string that is not a permit count",
+                               s->name, WHAT);
+        return DLOCK_OK;
+    }
+    if (q->kind == SQ_DRAIN) {
+        if (dlock__reply_integer(r, v) != DLOCK_OK)
+            return dlock__proto(WHAT, s->name, "drain", r);
+        freeReplyObject(r);
+        return DLOCK_OK;
+    }
+    int set = 0;
+    if (dlock__reply_flag(r, &set) != DLOCK_OK)
+        return dlock__proto(WHAT, s->name, "set permits", r);
+    freeReplyObject(r);
+    *v = set;
+    return DLOCK_OK;
+}
+
+static int sem_run(dlock_semaphore *s, int kind, int64_t arg, int64_t *v)
+{
+    sem_req q = {s, kind, arg};
+    dlock__op op;
+    unsigned flags = 0;
+    sem_req_op(&q, &op, &flags);
+    redisReply *r = NULL;
+    int rc = dlock__op_call(s->c, &op, flags, NULL, 0, &r);
+    return sem_req_end(&q, rc, rc == DLOCK_OK ? r : NULL, v);
+}
+
 static int set_permits(dlock_semaphore *s, int64_t permits, int only_if_unset, int *was_set)
 {
     int rc = bad_handle(s);
@@ -148,26 +250,11 @@ static int set_permits(dlock_semaphore *s, int64_t permits, int only_if_unset, i
         rc = dlock__check_count(permits, 0, "permits");
     if (rc != DLOCK_OK)
         return rc;
-    /* KEYS: semaphore, channel; ARGV: permits, only if unset (scripts/semaphore/set.lua). */
-    dlock__op op;
-    dlock__op_init(&op, DLOCK__SCRIPT_SEMAPHORE_SET);
-    dlock__op_key(&op, s->name, s->nlen);
-    dlock__op_key(&op, s->channel, s->clen);
-    dlock__op_argi(&op, permits);
-    dlock__op_args(&op, only_if_unset ? "1" : "0");
-    /* Setting is idempotent; setting if unset is not (a retry would answer 0). */
-    redisReply *r;
-    rc = dlock__op_run(s->c, &op, only_if_unset ? 0 : DLOCK__CALL_IDEMPOTENT, NULL, WHAT,
-                       s->name, &r);
-    if (rc != DLOCK_OK)
-        return rc;
-    int set = 0;
-    if (dlock__reply_flag(r, &set) != DLOCK_OK)
-        return dlock__proto(WHAT, s->name, "set permits", r);
-    freeReplyObject(r);
-    if (was_set)
-        *was_set = set;
-    return DLOCK_OK;
+    int64_t set = 0;
+    rc = sem_run(s, only_if_unset ? SQ_TRY_SET : SQ_SET, permits, &set);
+    if (rc == DLOCK_OK && was_set)
+        *was_set = (int)set;
+    return rc;
 }
 
 int dlock_semaphore_try_set_permits(dlock_semaphore *s, int64_t permits, int *was_set)
@@ -224,17 +311,23 @@ typedef struct take {
 } take;
 
 /* KEYS: semaphore; ARGV: n (scripts/semaphore/acquire.lua). */
-static int take_attempt(void *ud, int64_t waited_ms, dlock__busy *b)
+static void take_op(void *st, int64_t waited_ms, dlock__op *op, unsigned *flags)
 {
     (void)waited_ms;
-    take *t = ud;
-    dlock__op op;
-    dlock__op_init(&op, DLOCK__SCRIPT_SEMAPHORE_ACQUIRE);
-    dlock__op_key(&op, t->s->name, t->s->nlen);
-    dlock__op_argi(&op, t->n);
-    dlock__attempts++;
-    redisReply *r;
-    int rc = dlock__op_run(t->s->c, &op, 0, t->cancel, WHAT, t->s->name, &r);
+    (void)flags;
+    take *t = st;
+    dlock__op_init(op, DLOCK__SCRIPT_SEMAPHORE_ACQUIRE);
+    dlock__op_key(op, t->s->name, t->s->nlen);
+    dlock__op_argi(op, t->n);
+}
+
+/* An attempt's answer (rc: the call's status; r freed). */
+static int take_end(void *st, int rc, redisReply *r, int64_t sent_ms, dlock__busy *b)
+{
+    (void)sent_ms;
+    take *t = st;
+    if (rc == DLOCK_EWRONGTYPE)
+        return dlock__wrong_type(WHAT, t->s->name);
     if (rc != DLOCK_OK)
         return rc;
     rc = dlock__reply_take(r, &t->have);
@@ -249,6 +342,17 @@ static int take_attempt(void *ud, int64_t waited_ms, dlock__busy *b)
     return rc;
 }
 
+static int take_attempt(void *ud, int64_t waited_ms, dlock__busy *b)
+{
+    take *t = ud;
+    dlock__op op;
+    take_op(t, waited_ms, &op, NULL);
+    dlock__attempts++;
+    redisReply *r = NULL;
+    int rc = dlock__op_call(t->s->c, &op, 0, t->cancel, 0, &r);
+    return take_end(t, rc, rc == DLOCK_OK ? r : NULL, 0, b);
+}
+
 static int take_busy(void *ud, const dlock__busy *b)
 {
     (void)b;
@@ -257,7 +361,7 @@ static int take_busy(void *ud, const dlock__busy *b)
                        t->s->name, (long long)t->n, t->n == 1 ? "" : "s", (long long)t->have);
 }
 
-static int take_permits(dlock_semaphore *s, int64_t n, int64_t wait_ms, dlock_cancel *cancel)
+static int check_take(dlock_semaphore *s, int64_t n, int64_t wait_ms)
 {
     int rc = bad_handle(s);
     if (rc == DLOCK_OK)
@@ -266,12 +370,24 @@ static int take_permits(dlock_semaphore *s, int64_t n, int64_t wait_ms, dlock_ca
         rc = dlock__fail(DLOCK_EINVAL, "wait %lld ms: use 0 (try once), a positive wait or "
                                        "DLOCK_WAIT_FOREVER",
                          (long long)wait_ms);
+    return rc;
+}
+
+static dlock__wait_spec take_spec(dlock_semaphore *s, int64_t n, int64_t wait_ms,
+                                  dlock_cancel *cancel)
+{
+    return (dlock__wait_spec){.name = s->name, .channel = s->channel, .clen = s->clen,
+                              .wake = dlock__wake_permits, .need = n, .wait_ms = wait_ms,
+                              .cancel = cancel};
+}
+
+static int take_permits(dlock_semaphore *s, int64_t n, int64_t wait_ms, dlock_cancel *cancel)
+{
+    int rc = check_take(s, n, wait_ms);
     if (rc != DLOCK_OK)
         return rc;
     take t = {s, n, 0, cancel};
-    dlock__wait_spec spec = {.name = s->name, .channel = s->channel, .clen = s->clen,
-                             .wake = dlock__wake_permits, .need = n, .wait_ms = wait_ms,
-                             .cancel = cancel};
+    dlock__wait_spec spec = take_spec(s, n, wait_ms, cancel);
     dlock__wait_ops ops = {take_attempt, take_busy, NULL, &t};
     return dlock__wait(s->c, &spec, &ops);
 }
@@ -292,6 +408,76 @@ int dlock_semaphore_acquire_cancellable(dlock_semaphore *s, int64_t n, int64_t w
     return take_permits(s, n, wait_ms, cancel);
 }
 
+/* ------------------------------------------------------------- async */
+
+static const dlock__await_type take_type = {
+    .attempt_op = take_op,
+    .attempt_end = take_end,
+    .busy_error = take_busy,
+};
+
+int dlock_semaphore_acquire_async(dlock_semaphore *s, int64_t n, int64_t wait_ms,
+                                  dlock_cancel *cancel, dlock_async_fn fn, void *ud)
+{
+    int rc = check_take(s, n, wait_ms);
+    if (rc == DLOCK_OK && !fn)
+        rc = dlock__fail(DLOCK_EINVAL, "callback is NULL");
+    if (rc != DLOCK_OK)
+        return rc;
+    take *t = dlock__async_wait_new(s->c, &take_type, sizeof(*t), fn, ud);
+    if (!t)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    *t = (take){s, n, 0, cancel};
+    dlock__wait_spec spec = take_spec(s, n, wait_ms, cancel);
+    return dlock__async_wait_start(t, &spec);
+}
+
+typedef struct give {
+    dlock_semaphore *s;
+    int64_t n;
+} give;
+
+static const dlock__op *give_op(void *st, dlock__op *scratch, unsigned *flags, int64_t *latch_ms)
+{
+    give *g = st;
+    (void)latch_ms;
+    dlock__semaphore_add_op(scratch, g->s->name, g->s->nlen, g->s->channel, g->s->clen, g->n);
+    if (atomic_load_explicit(&g->s->heard, memory_order_relaxed))
+        *flags = DLOCK__CALL_PING_FIRST;
+    return scratch;
+}
+
+static int give_end(void *st, int rc, redisReply *r, dlock_async_result *res)
+{
+    give *g = st;
+    int heard = 0;
+    int64_t count = 0;
+    rc = dlock__semaphore_add_end(WHAT, g->s->name, rc, r, &count, &heard);
+    if (rc == DLOCK_OK) {
+        atomic_store_explicit(&g->s->heard, heard, memory_order_relaxed);
+        res->count = count;
+    }
+    return rc;
+}
+
+static const dlock__call_type give_type = {give_op, give_end, NULL};
+
+int dlock_semaphore_release_async(dlock_semaphore *s, int64_t n, dlock_async_fn fn, void *ud)
+{
+    int rc = bad_handle(s);
+    if (rc == DLOCK_OK)
+        rc = dlock__check_count(n, 1, "permits to release");
+    if (rc == DLOCK_OK && !fn)
+        rc = dlock__fail(DLOCK_EINVAL, "callback is NULL");
+    if (rc != DLOCK_OK)
+        return rc;
+    give *g = dlock__async_call_new(s->c, &give_type, sizeof(*g), fn, ud);
+    if (!g)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    *g = (give){s, n};
+    return dlock__async_call_start(g);
+}
+
 /* ------------------------------------------------------------- queries */
 
 int dlock_semaphore_available(dlock_semaphore *s, int64_t *n)
@@ -301,23 +487,7 @@ int dlock_semaphore_available(dlock_semaphore *s, int64_t *n)
         return rc;
     if (!n)
         return dlock__fail(DLOCK_EINVAL, "out-parameter is NULL");
-    dlock__op op;
-    dlock__op_init(&op, -1);
-    dlock__op_args(&op, "GET");
-    dlock__op_arg(&op, s->name, s->nlen);
-    redisReply *r;
-    rc = dlock__op_run(s->c, &op, DLOCK__CALL_IDEMPOTENT, NULL, WHAT, s->name, &r);
-    if (rc != DLOCK_OK)
-        return rc;
-    rc = dlock__reply_signed(r, n);
-    if (rc == DLOCK_EPROTO)
-        return dlock__proto(WHAT, s->name, "GET", r);
-    freeReplyObject(r);
-    if (rc == DLOCK_EWRONGTYPE)
-        return dlock__fail(DLOCK_EWRONGTYPE, "key '%s' exists and is not a %s: it holds a "
-                                             "string that is not a permit count",
-                           s->name, WHAT);
-    return DLOCK_OK;
+    return sem_run(s, SQ_AVAILABLE, 0, n);
 }
 
 int dlock_semaphore_drain(dlock_semaphore *s, int64_t *drained)
@@ -325,20 +495,86 @@ int dlock_semaphore_drain(dlock_semaphore *s, int64_t *drained)
     int rc = bad_handle(s);
     if (rc != DLOCK_OK)
         return rc;
-    /* KEYS: semaphore (scripts/semaphore/drain.lua). Not resent: a retry
-     * would answer 0 for permits the first attempt took. */
-    dlock__op op;
-    dlock__op_init(&op, DLOCK__SCRIPT_SEMAPHORE_DRAIN);
-    dlock__op_key(&op, s->name, s->nlen);
-    redisReply *r;
-    rc = dlock__op_run(s->c, &op, 0, NULL, WHAT, s->name, &r);
-    if (rc != DLOCK_OK)
-        return rc;
     int64_t v = 0;
-    if (dlock__reply_integer(r, &v) != DLOCK_OK)
-        return dlock__proto(WHAT, s->name, "drain", r);
-    freeReplyObject(r);
-    if (drained)
+    rc = sem_run(s, SQ_DRAIN, 0, &v);
+    if (rc == DLOCK_OK && drained)
         *drained = v;
-    return DLOCK_OK;
+    return rc;
+}
+
+/* ------------------------------------------------------ async, one trip */
+
+static const dlock__op *sq_op(void *st, dlock__op *scratch, unsigned *flags, int64_t *latch_ms)
+{
+    (void)latch_ms;
+    sem_req_op(st, scratch, flags);
+    return scratch;
+}
+
+static int sq_end(void *st, int rc, redisReply *r, dlock_async_result *res)
+{
+    const sem_req *q = st;
+    int64_t v = 0;
+    rc = sem_req_end(q, rc, r, &v);
+    if (rc == DLOCK_OK) {
+        if (q->kind == SQ_SET || q->kind == SQ_TRY_SET)
+            res->flag = (int)v;
+        else
+            res->count = v;
+    }
+    return rc;
+}
+
+static const dlock__call_type sem_call = {sq_op, sq_end, NULL};
+
+static int sem_async(dlock_semaphore *s, int kind, int64_t arg, dlock_async_fn fn, void *ud)
+{
+    if (!fn)
+        return dlock__fail(DLOCK_EINVAL, "callback is NULL");
+    sem_req *q = dlock__async_call_new(s->c, &sem_call, sizeof(*q), fn, ud);
+    if (!q)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    *q = (sem_req){s, kind, arg};
+    return dlock__async_call_start(q);
+}
+
+int dlock_semaphore_set_permits_async(dlock_semaphore *s, int64_t permits, dlock_async_fn fn,
+                                      void *ud)
+{
+    int rc = bad_handle(s);
+    if (rc == DLOCK_OK)
+        rc = dlock__check_count(permits, 0, "permits");
+    return rc == DLOCK_OK ? sem_async(s, SQ_SET, permits, fn, ud) : rc;
+}
+
+int dlock_semaphore_try_set_permits_async(dlock_semaphore *s, int64_t permits,
+                                          dlock_async_fn fn, void *ud)
+{
+    int rc = bad_handle(s);
+    if (rc == DLOCK_OK)
+        rc = dlock__check_count(permits, 0, "permits");
+    return rc == DLOCK_OK ? sem_async(s, SQ_TRY_SET, permits, fn, ud) : rc;
+}
+
+int dlock_semaphore_add_permits_async(dlock_semaphore *s, int64_t delta, dlock_async_fn fn,
+                                      void *ud)
+{
+    int rc = bad_handle(s);
+    if (rc == DLOCK_OK && (delta == 0 || delta < -DLOCK_COUNT_MAX || delta > DLOCK_COUNT_MAX))
+        rc = dlock__fail(DLOCK_EINVAL, "permits to add %lld: use a non-zero change within "
+                                       "+-%lld",
+                         (long long)delta, (long long)DLOCK_COUNT_MAX);
+    return rc == DLOCK_OK ? sem_async(s, SQ_ADD, delta, fn, ud) : rc;
+}
+
+int dlock_semaphore_available_async(dlock_semaphore *s, dlock_async_fn fn, void *ud)
+{
+    int rc = bad_handle(s);
+    return rc == DLOCK_OK ? sem_async(s, SQ_AVAILABLE, 0, fn, ud) : rc;
+}
+
+int dlock_semaphore_drain_async(dlock_semaphore *s, dlock_async_fn fn, void *ud)
+{
+    int rc = bad_handle(s);
+    return rc == DLOCK_OK ? sem_async(s, SQ_DRAIN, 0, fn, ud) : rc;
 }

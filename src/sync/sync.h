@@ -18,9 +18,13 @@
 #ifndef DLOCK_SYNC_H
 #define DLOCK_SYNC_H
 
+#include "dlock/async.h"
 #include "io/io.h"
 
 /* ----------------------------------------------------------------- client */
+
+/* The client's table of pending asynchronous calls (async.c). */
+typedef struct dlock__async dlock__async;
 
 struct dlock_client {
     dlock_config cfg;
@@ -31,6 +35,8 @@ struct dlock_client {
     dlock__loop *loop;
     dlock__pubsub *pubsub;
     dlock__watchdog *wd;
+    dlock__acall *acall;               /* the asynchronous calls' round trips */
+    dlock__async *async;               /* the asynchronous calls pending */
     atomic_uint_fast64_t next_owner;   /* for dlock_client_new_owner_id */
     atomic_int own_keys;               /* scripts get dlock's own optional keys (the
                                           reservation of the next turn) */
@@ -38,6 +44,13 @@ struct dlock_client {
     char evict_policy[48];             /* maxmemory-policy read at open, or "" */
     int evict_risky;                   /* it may evict keys with a TTL */
 };
+
+/* Before the loop runs. */
+int dlock__async_new(dlock__async **out, dlock__loop *lp);
+void dlock__async_free(dlock__async *t);
+/* The loop's stop hook (arg: the client): every pending call ends with
+ * DLOCK_ECLOSED. */
+void dlock__async_stop(void *arg);
 
 /* Writes "<uuid>:<tid>" for the calling thread; returns the length. */
 size_t dlock__owner_of_thread(const dlock_client *c, char buf[DLOCK_OWNER_BUFSIZE]);
@@ -179,6 +192,72 @@ extern _Thread_local uint64_t dlock__attempts;
 extern _Thread_local uint64_t dlock__wakeups;
 extern _Thread_local uint64_t dlock__wakeups_wasted;
 
+/* ------------------------------------------------------------------ async */
+
+/* What an asynchronous call reports; include/dlock/async.h reads it. */
+struct dlock_async_result {
+    int status;
+    const char *message;
+    uint64_t token;          /* a fenced acquisition's */
+    int flag;                /* a force release: was locked; a try-release: released; ... */
+    int64_t count;           /* a count the call answers, or -1 */
+    const char *permit_id;   /* an acquired permit's id */
+};
+
+/* A waiting call in halves, so that the asynchronous engine (async.c) can
+ * run its round trips from the io thread: the type brings its request and
+ * what the answer means, the engine wait.c's loop. `st` is the call's own
+ * state, made in place by the type (dlock__async_wait_new). */
+typedef struct dlock__await_type {
+    /* The attempt's request (waited_ms as for dlock__wait_ops.attempt); *flags
+     * are the call's (0 unless set). Strings must live in st or the handle. */
+    void (*attempt_op)(void *st, int64_t waited_ms, dlock__op *op, unsigned *flags);
+    /* The attempt's outcome from the call's status (WRONGTYPE included) and
+     * reply (freed; NULL unless rc is DLOCK_OK): DLOCK_OK, DLOCK__BUSY with
+     * *b, or an error with the io thread's message set. sent_ms: when the
+     * request was sent. */
+    int (*attempt_end)(void *st, int rc, redisReply *r, int64_t sent_ms, dlock__busy *b);
+    /* After DLOCK_OK: the watchdog's bookkeeping (may be NULL). On an error
+     * the engine sends give_back_op (if any) and fails the call. */
+    int (*keep)(void *st);
+    int (*give_back_op)(void *st, dlock__op *op, unsigned *flags);
+    int (*busy_error)(void *st, const dlock__busy *b);
+    /* A wait that ends with rc after a busy answer: the clean-up, sent once,
+     * best effort (1 with *op), or 0. May be NULL. */
+    int (*give_up_op)(void *st, int rc, dlock__op *op, unsigned *flags);
+    /* Fills the result of a successful call (token, permit id). May be NULL. */
+    void (*result)(void *st, dlock_async_result *res);
+    /* Frees what st holds, once, whatever the outcome. May be NULL. */
+    void (*done)(void *st);
+} dlock__await_type;
+
+/* A call of one round trip. */
+typedef struct dlock__call_type {
+    /* The request: *scratch filled, or one kept in st; flags and latch. */
+    const dlock__op *(*op)(void *st, dlock__op *scratch, unsigned *flags, int64_t *latch_ms);
+    /* Its outcome from the call's status and reply (freed; NULL unless
+     * DLOCK_OK); fills res (count, flag). */
+    int (*end)(void *st, int rc, redisReply *r, dlock_async_result *res);
+    /* Once, whatever the outcome; ended = 0 when end never ran (closed first). */
+    void (*done)(void *st, int ended);
+} dlock__call_type;
+
+/* Makes an asynchronous call of client c: returns its state (size bytes,
+ * zeroed) for the type to set up in place, or NULL when out of memory.
+ * Then exactly one of start or discard. */
+void *dlock__async_wait_new(dlock_client *c, const dlock__await_type *t, size_t size,
+                            dlock_async_fn fn, void *ud);
+void *dlock__async_call_new(dlock_client *c, const dlock__call_type *t, size_t size,
+                            dlock_async_fn fn, void *ud);
+/* Starts it (the spec's strings must live in st or the handle; spec->name
+ * names the object in messages). DLOCK_OK: the callback will run once;
+ * otherwise the call is discarded (its done hook run) and the callback never
+ * runs. */
+int dlock__async_wait_start(void *st, const dlock__wait_spec *spec);
+int dlock__async_call_start(void *st);
+/* Frees a call never started (done hooks not run). */
+void dlock__async_discard(void *st);
+
 /* ------------------------------------------------------------------- lock */
 
 /* The handle's client and channel (for inspection). */
@@ -198,6 +277,12 @@ int dlock__check_count(int64_t n, int64_t min, const char *what);
  * serve (scripts/semaphore/add.lua). *count (may be NULL) = the new count,
  * *heard (may be NULL) = 1 when some client heard the message. A count that
  * would leave +-DLOCK_COUNT_MAX: DLOCK_EINVAL, unchanged. */
+/* Its halves: the request (KEYS: semaphore, channel; ARGV: delta, bound),
+ * and its answer (rc: the call's status; r freed), for the asynchronous form. */
+void dlock__semaphore_add_op(dlock__op *op, const char *name, size_t nlen, const char *channel,
+                             size_t clen, int64_t delta);
+int dlock__semaphore_add_end(const char *what, const char *name, int rc, redisReply *r,
+                             int64_t *count, int *heard);
 int dlock__semaphore_add(dlock_client *c, const char *what, const char *name, size_t nlen,
                          const char *channel, size_t clen, int64_t delta, unsigned flags,
                          int64_t *count, int *heard);

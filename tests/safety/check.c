@@ -115,6 +115,8 @@ static void parse_file(const char *path)
         return;
     char line[512];
     while (fgets(line, sizeof(line), f)) {
+        if (check_sem_line(line))   /* types sem and latch: check_sem.c */
+            continue;
         hold h;
         memset(&h, 0, sizeof(h));
         long long a, b;
@@ -463,7 +465,12 @@ int safety_check(const check_params *cp, check_report *rep)
         check_rw_exclusion(rep);
         check_rw_tokens(rep);
     }
-    for (size_t i = 0; cp->type != SAFETY_RW && i < holds.n;) {
+    if (cp->type == SAFETY_SEM)
+        check_sem(cp, rep);
+    if (cp->type == SAFETY_LATCH)
+        check_latch(cp, rep);   /* fault counts too: the switch below is skipped */
+    int lockish = cp->type == SAFETY_LOCK || cp->type == SAFETY_FAIR;
+    for (size_t i = 0; lockish && i < holds.n;) {
         size_t j = i;
         const hold *maxend = NULL;
         for (; j < holds.n && h[j].name == h[i].name; j++) {
@@ -503,7 +510,7 @@ int safety_check(const check_params *cp, check_report *rep)
      * may have been ahead costs a slot. */
     if (cp->type == SAFETY_FAIR)
         check_ghosts_build(cp);
-    for (int k = 0; k < cp->names; k++) {
+    for (int k = 0; (lockish || cp->type == SAFETY_RW) && k < cp->names; k++) {
         size_t n, nr = 0;
         span *occ = occupied(k, cp->type == SAFETY_RW ? 'w' : 'x', cp, &n);
         span *occ_r = cp->type == SAFETY_RW ? occupied(k, 'r', cp, &nr) : NULL;
@@ -539,11 +546,12 @@ int safety_check(const check_params *cp, check_report *rep)
 
     /* Each fault's expectations. */
     const fault *f = faults.v;
-    for (size_t q = 0; q < faults.n; q++) {
+    for (size_t q = 0; cp->type != SAFETY_LATCH && q < faults.n; q++) {
         switch (f[q].kind) {
         case 'K':
             rep->kills++;
-            for (size_t i = 0; i < holds.n; i++) {
+            /* sem: a dead holder's permits are timed by the coordinator (X). */
+            for (size_t i = 0; cp->type != SAFETY_SEM && i < holds.n; i++) {
                 if (h[i].w != f[q].w || h[i].ended || h[i].t_acq > f[q].a)
                     continue;
                 if (!someone_waiting(h[i].name, f[q].w, f[q].a, h[i].side))
@@ -585,7 +593,8 @@ int safety_check(const check_params *cp, check_report *rep)
                                  "release %d",
                             h[i].w, h[i].name, h[i].lost_at, h[i].release_rc);
                 }
-                if (o && h[i].t_write > f[q].b) {   /* its write came after the resume */
+                if (o && h[i].t_write > f[q].b && cp->type != SAFETY_SEM) {
+                    /* its write came after the resume */
                     if (h[i].write_ok == 1 && h[i].read_ok == 1) {
                         rep->expectation_failures++;
                         check_problem(rep, "paused holder's late write (token %llu) was accepted",
@@ -631,6 +640,22 @@ int safety_check(const check_params *cp, check_report *rep)
                 const hold *o = next_other(h[i].name, f[q].w, f[q].a, h[i].t_rel, h[i].side);
                 if (!o)
                     continue;   /* nobody took it meanwhile */
+                if (cp->type == SAFETY_SEM) {
+                    /* Another permit may have gone to the other: only that the
+                     * cut-off holder is told. */
+                    rep->part_holds++;
+                    if (h[i].lost_at) {
+                        rep->part_told++;
+                        double ms = (h[i].lost_at - f[q].a) / 1e6;
+                        if (ms > rep->worst_report_ms)
+                            rep->worst_report_ms = ms;
+                    } else {
+                        rep->expectation_failures++;
+                        check_problem(rep, "cut-off permit holder (name %d) never told",
+                                      h[i].name);
+                    }
+                    continue;
+                }
                 rep->part_holds++;
                 if (h[i].lost_at && h[i].lost_at <= o->t_acq) {
                     rep->part_told++;
@@ -663,6 +688,7 @@ int safety_check(const check_params *cp, check_report *rep)
         check_fair_order(cp, rep);
         check_ghosts_free();
     }
+    check_sem_free();
     free_all();
     return (int)(safety_violations(rep) + rep->expectation_failures);
 }

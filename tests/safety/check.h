@@ -79,4 +79,11 @@ long long check_ghosts_in(int name, int w, int t, long long a, long long b);
 /* The fair-order check (type fair). */
 void check_fair_order(const check_params *cp, check_report *rep);
 
+/* check_sem.c (types sem and latch). A line it reads (X, L, d, D, A
+ * records): 1, else 0. */
+int check_sem_line(const char *line);
+void check_sem(const check_params *cp, check_report *rep);
+void check_latch(const check_params *cp, check_report *rep);
+void check_sem_free(void);
+
 #endif

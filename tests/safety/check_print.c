@@ -17,6 +17,21 @@ void safety_print_report(const char *scenario, const check_params *cp, const che
         snprintf(label, sizeof(label), "%s", scenario);
     else
         snprintf(label, sizeof(label), "%s/%s", safety_type_name(cp->type), scenario);
+    if (cp->type == SAFETY_LATCH) {   /* no holds: rounds, count-downs, awaits */
+        fprintf(out, "scenario %-10s %6.1f s  %lld latch rounds, %lld count-downs, %lld awaits\n",
+                label, seconds, r->latch_rounds, r->latch_countdowns, r->latch_awaits);
+        fprintf(out, "  awaits: %lld released at zero, %lld timed out (a count-downer killed, "
+                     "stopped or cut off), %lld released by a restart (the latch forgotten)\n",
+                r->latch_released, r->latch_timeouts, r->latch_reset);
+        fprintf(out, "  faults: %lld SIGKILL, %lld SIGSTOP, %lld restarts, %lld CLIENT PAUSE, "
+                     "%lld partitions\n",
+                r->kills, r->stops, r->restarts, r->pauses, r->partitions);
+        fprintf(out, "  violations: %lld  (latch released early %lld)\n", violations,
+                r->latch_early);
+        fprintf(out, "  expectations failed: %lld%s%s\n", r->expectation_failures,
+                r->first_problem[0] ? "; first problem: " : "", r->first_problem);
+        return;
+    }
     fprintf(out, "scenario %-10s %6.1f s  %lld holds (%.0f/s), %lld guarded writes accepted, "
                  "%lld stale reads/writes refused by fencing\n",
             label, seconds, r->holds, seconds > 0 ? r->holds / seconds : 0.0, accepted, refused);
@@ -30,7 +45,24 @@ void safety_print_report(const char *scenario, const check_params *cp, const che
         fprintf(out, ", fair order %lld", r->fair_violations);
     if (cp->type == SAFETY_RW)
         fprintf(out, ", torn read %lld", r->torn_reads);
+    if (cp->type == SAFETY_LATCH)
+        fprintf(out, ", latch released early %lld", r->latch_early);
     fprintf(out, ")\n");
+    if (cp->type == SAFETY_SEM)
+        fprintf(out, "  semaphore: limit %d per name, at most %lld in use (holds not lost); "
+                     "over the limit with a lost holder: %lld (allowed)\n",
+                cp->permits, r->sem_max_in_use, r->allowed_overlaps);
+    if (cp->type == SAFETY_SEM && r->sem_permits_back)
+        fprintf(out, "  killed holders' permits: %lld timed, worst back after %.0f ms (watchdog "
+                     "%.0f ms + %.0f ms allowed), %lld late\n",
+                r->sem_permits_back, r->sem_worst_back_ms, cp->watchdog_ns / 1e6,
+                cp->free_slack_ns / 1e6, r->sem_back_late);
+    if (cp->type == SAFETY_LATCH)
+        fprintf(out, "  latch: %lld rounds, %lld count-downs, %lld awaits: %lld released at "
+                     "zero, %lld timed out, %lld released by a restart (the latch forgotten), "
+                     "%lld early\n",
+                r->latch_rounds, r->latch_countdowns, r->latch_awaits, r->latch_released,
+                r->latch_timeouts, r->latch_reset, r->latch_early);
     if (cp->type == SAFETY_FAIR)
         fprintf(out, "  fair order: %lld checks (%lld against an earlier waiter that timed out or "
                      "was cancelled) among %lld clean waits (%lld exempt: fault windows, errors); "
@@ -43,7 +75,7 @@ void safety_print_report(const char *scenario, const check_params *cp, const che
                      "write holds; torn reads %lld (and %lld by readers that had lost their "
                      "lock: allowed)\n",
                 r->read_holds, r->read_overlaps, r->write_holds, r->torn_reads, r->torn_lost);
-    if (r->allowed_overlaps)
+    if (r->allowed_overlaps && cp->type != SAFETY_SEM)
         fprintf(out, "  holds overlapping a holder that had lost its lock (allowed; fencing "
                      "guards the data): %lld\n",
                 r->allowed_overlaps);
@@ -65,7 +97,11 @@ void safety_print_report(const char *scenario, const check_params *cp, const che
         fprintf(out, "  CLIENT PAUSE x%lld: %lld acquire errors and %lld release errors reported "
                      "to callers, %lld holds reported lost; no double grant\n",
                 r->pauses, r->errors, r->release_errors, r->lost_holds);
-    if (r->partitions)
+    if (r->partitions && cp->type == SAFETY_SEM)
+        fprintf(out, "  partition x%lld: %lld cut-off permit holds, %lld told; %lld holds by the "
+                     "others meanwhile\n",
+                r->partitions, r->part_holds, r->part_told, r->others_during_partition);
+    else if (r->partitions)
         fprintf(out, "  partition x%lld: %lld cut-off holds passed on, %lld told before the "
                      "other got it (smallest margin %.1f ms), %lld late writes refused; %lld holds "
                      "by the others meanwhile\n",

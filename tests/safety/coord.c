@@ -2,13 +2,17 @@
  * worker processes, injects one kind of fault, then checks the histories.
  *
  *   safety [--scenario baseline|kill9|sigstop|restart|pause|partition|all]
- *          [--type lock|fair|rw] [--seconds S] [--procs P] [--threads T]
+ *          [--type lock|fair|rw|sem|latch] [--seconds S] [--procs P] [--threads T]
  *          [--names K] [--ops N] [--watchdog MS] [--worker PATH] [--keep]
  *
  * --type picks the lock the workers use (safety.h): lock (the reentrant lock,
  * the default), fair (the fair lock; every waiter's slot FAIR_SLOT_MS, and the
  * checker also checks the order of acquisition) or rw (the read-write lock:
- * reads under the read lock, read-modify-writes under the write lock).
+ * reads under the read lock, read-modify-writes under the write lock), sem
+ * (the permit-expirable semaphore, SAFETY_SEM_PERMITS permits per name: the
+ * checker counts the permits in use, and the coordinator times the return of
+ * each permit a killed worker held) or latch (count-down latches the
+ * coordinator sets, one per round, that the workers count down and await).
  *
  * Exit 0 when no violation and every expectation held; 1 otherwise; 77 when a
  * scenario cannot run here (partition needs root for network namespaces).
@@ -87,10 +91,17 @@ static void logf_(run *r, const char *fmt, ...)
 
 /* -------------------------------------------------------------- workers */
 
+/* A latch round every this many ms; an awaiter gives up after LATCH_WAIT_MS
+ * (a round whose count-downer was killed or stopped never reaches zero). */
+#define LATCH_ROUND_MS 300
+#define LATCH_WAIT_MS 3000
+
 /* The wait workers give: the fair lock's slot, or 4 x watchdog + 5 s. */
 static int64_t worker_wait(void)
 {
-    return O.type == SAFETY_FAIR ? FAIR_SLOT_MS : O.watchdog * 4 + 5000;
+    return O.type == SAFETY_FAIR    ? FAIR_SLOT_MS
+           : O.type == SAFETY_LATCH ? LATCH_WAIT_MS
+                                    : O.watchdog * 4 + 5000;
 }
 
 static int worker_start(run *r, int id)
@@ -117,10 +128,11 @@ static int worker_start(run *r, int id)
     snprintf(a[13], sizeof(a[13]), "type=%s", safety_type_name(O.type));
     snprintf(a[14], sizeof(a[14]), "reads=%d", RW_READS_PERCENT);
     snprintf(a[15], sizeof(a[15]), "slow=%d", O.type == SAFETY_FAIR ? FAIR_SLOW_HOLD_MS : 0);
-    char *argv[17];
-    for (int i = 0; i < 16; i++)
+    snprintf(a[16], sizeof(a[16]), "permits=%d", SAFETY_SEM_PERMITS);
+    char *argv[18];
+    for (int i = 0; i < 17; i++)
         argv[i] = a[i];
-    argv[16] = NULL;
+    argv[17] = NULL;
     char out[300];
     snprintf(out, sizeof(out), "%s/w%d.out", r->dir, id);
     w->pid = spawn(w->ns, argv, out);
@@ -200,6 +212,97 @@ static const scenario scenarios[] = {
     {"restart", 400, 400, 0, 0}, {"pause", 2, 2, 0, 6},  {"partition", 2, 4000, 1, 0},
 };
 
+/* Type sem: when each permit killed worker `id` held is back in the pool
+ * (its lease over by the server's clock, or given back), polled every 20 ms
+ * for up to 10 s; one X record per permit. */
+#define PERMIT_BACK_LUA                                                              \
+    "local s = redis.call('zscore', KEYS[1], ARGV[1])\n"                              \
+    "if not s then return 1 end\n"                                                   \
+    "local t = redis.call('time')\n"                                                 \
+    "if tonumber(s) <= tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) then\n" \
+    "  return 1\n"                                                                   \
+    "end\n"                                                                          \
+    "return 0\n"
+
+static void time_dead_permits(run *r, int id, pid_t pid, int64_t t_kill)
+{
+    redisContext *c = admin(&r->lock);
+    for (int t = 0; c && t < O.threads; t++) {
+        safety_slot *s = &r->shm->slot[id][t];
+        if (s->pid != pid || (s->phase != PH_HOLDING && s->phase != PH_WRITTEN))
+            continue;
+        unsigned char raw[16];
+        int ok = 1;
+        for (int i = 0; i < 16 && ok; i++) {
+            unsigned v;
+            ok = sscanf((const char *)s->permit + 2 * i, "%2x", &v) == 1;
+            raw[i] = (unsigned char)v;
+        }
+        if (!ok)
+            continue;
+        char leases[160];
+        snprintf(leases, sizeof(leases), "{%s:sem:%d}:timeout", r->prefix, (int)s->name);
+        int64_t back = -1;
+        while (back < 0 && safety_now() - t_kill < 10000000000LL) {
+            const char *argv[] = {"EVAL", PERMIT_BACK_LUA, "1", leases, (const char *)raw};
+            size_t lens[] = {4, strlen(PERMIT_BACK_LUA), 1, strlen(leases), 16};
+            redisReply *rep = redisCommandArgv(c, 5, argv, lens);
+            if (rep && rep->type == REDIS_REPLY_INTEGER && rep->integer == 1)
+                back = safety_now();
+            if (rep)
+                freeReplyObject(rep);
+            else
+                break;
+            if (back < 0)
+                msleep(20);
+        }
+        logf_(r, "X %d %d %lld %lld", id, (int)s->name, (long long)t_kill, (long long)back);
+    }
+    if (c)
+        redisFree(c);
+}
+
+/* Type latch: a new round every LATCH_ROUND_MS. The latch is set (SET NX, a
+ * fresh name: Redisson's trySetCount on an absent latch) before the round is
+ * announced to the workers, and the L record written before that. */
+static void latch_tick(run *r, int64_t now)
+{
+    static int64_t next_round;
+    static redisContext *c;
+    if (now < next_round)
+        return;
+    next_round = now + LATCH_ROUND_MS * 1000000LL;
+    if (!c || c->err) {
+        if (c)
+            redisFree(c);
+        c = admin(&r->lock);
+        if (!c)
+            return;
+    }
+    int64_t round = r->shm->latch_round + 1;
+    int alive = 0;
+    for (int id = 0; id < r->nworkers; id++)
+        alive += r->w[id].alive;
+    int count = (alive * O.threads) / 3;   /* a third count down, the others await */
+    if (count < 1)
+        count = 1;
+    char name[128], cnt[16];
+    snprintf(name, sizeof(name), "%s:latch:%lld", r->prefix, (long long)round);
+    snprintf(cnt, sizeof(cnt), "%d", count);
+    const char *argv[] = {"SET", name, cnt, "NX"};
+    redisReply *rep = redisCommandArgv(c, 4, argv, NULL);
+    int ok = rep && rep->type == REDIS_REPLY_STATUS;
+    if (rep)
+        freeReplyObject(rep);
+    if (!ok)
+        return;
+    logf_(r, "L %lld %lld %d", (long long)round, (long long)safety_now(), count);
+    int idx = (int)(round % SAFETY_LATCH_ROUNDS);
+    r->shm->latch_count[idx] = count;
+    __atomic_store_n(&r->shm->latch_tickets[idx], 0, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&r->shm->latch_round, round, __ATOMIC_SEQ_CST);
+}
+
 static void inject(run *r, const scenario *sc, int64_t until)
 {
     int64_t next = safety_now() + 1500000000LL;
@@ -208,6 +311,8 @@ static void inject(run *r, const scenario *sc, int64_t until)
             break;
         int64_t now = safety_now();
         check_stuck(r, now, -1);
+        if (O.type == SAFETY_LATCH)
+            latch_tick(r, now);
         if (now < next) {
             msleep(20);
             continue;
@@ -215,13 +320,18 @@ static void inject(run *r, const scenario *sc, int64_t until)
         next = now + (1000 + rand() % 1000) * 1000000LL;
         if (!strcmp(sc->name, "kill9")) {
             int id = find_worker(r, PH_HOLDING, -1);
+            if (id < 0 && O.type == SAFETY_LATCH)   /* between rounds: anyone */
+                id = find_worker(r, PH_IDLE, -1);
             if (id < 0)
                 continue;
             pid_t pid = r->w[id].pid;
             kill(pid, SIGKILL);
-            logf_(r, "K %d %d %lld", id, (int)pid, (long long)safety_now());
+            int64_t t_kill = safety_now();
+            logf_(r, "K %d %d %lld", id, (int)pid, (long long)t_kill);
             waitpid(pid, NULL, 0);
             r->w[id].alive = 0;
+            if (O.type == SAFETY_SEM)
+                time_dead_permits(r, id, pid, t_kill);
             if (r->nworkers < SAFETY_MAX_WORKERS) {   /* a replacement */
                 int nid = r->nworkers++;
                 r->w[nid].ns = NULL;
@@ -377,6 +487,11 @@ static int run_scenario(const scenario *sc)
                     done = 1;
                 else
                     msleep(10);
+                /* Again every second: a replacement started just now may have
+                 * taken the first between fork and exec (where the handler
+                 * inherited from us swallows it). */
+                if (i % 100 == 99)
+                    kill(r->w[id].pid, SIGTERM);
             }
             if (!done) {
                 fprintf(stderr, "  problem: worker %d did not stop within 30 s\n", id);
@@ -395,6 +510,7 @@ static int run_scenario(const scenario *sc)
     cp.free_slack_ns = 1000000000LL;
     cp.run_end = run_end;
     cp.type = O.type;
+    cp.permits = SAFETY_SEM_PERMITS;
     cp.slot_ns = (int64_t)FAIR_SLOT_MS * 1000000LL;
     cp.fair_margin_ns = (int64_t)FAIR_MARGIN_MS * 1000000LL;
     /* A call that meets a connection the fault broke fails within the command
@@ -412,22 +528,35 @@ static int run_scenario(const scenario *sc)
     safety_print_report(sc->name, &cp, &rep, seconds, stdout);
     if (report_file)
         safety_print_report(sc->name, &cp, &rep, seconds, report_file);
-    total_holds += rep.holds;
+    total_holds += O.type == SAFETY_LATCH ? rep.latch_countdowns + rep.latch_awaits : rep.holds;
     total_violations += safety_violations(&rep);
     if (r->stuck)
         printf("  stuck workers: %d\n", r->stuck);
     fflush(stdout);
-    int ok = bad == 0 && r->stuck == 0 && rep.holds > 0;
+    int latch = O.type == SAFETY_LATCH;   /* no holds: rounds of latches */
+    int ok = bad == 0 && r->stuck == 0 && (rep.holds > 0 || latch);
     /* Each fault must have been injected and had its effect at least once. */
     if (!strcmp(sc->name, "kill9") && rep.kills == 0)
         ok = 0;
-    if (!strcmp(sc->name, "sigstop") && (rep.stop_holds == 0 || rep.stop_passed == 0))
+    if (!strcmp(sc->name, "sigstop") &&
+        (latch ? rep.stops == 0 : rep.stop_holds == 0 || rep.stop_passed == 0))
         ok = 0;
     if (!strcmp(sc->name, "restart") && rep.restarts == 0)
         ok = 0;
     if (!strcmp(sc->name, "pause") && rep.pauses == 0)
         ok = 0;
-    if (!strcmp(sc->name, "partition") && (rep.part_holds == 0 || rep.others_during_partition == 0))
+    if (!strcmp(sc->name, "partition") &&
+        (latch ? rep.partitions == 0
+               : rep.part_holds == 0 || rep.others_during_partition == 0))
+        ok = 0;
+    /* The limit must have been reached (else the check could not fail); a
+     * killed holder's permit must have been timed. */
+    if (O.type == SAFETY_SEM && rep.sem_max_in_use < SAFETY_SEM_PERMITS)
+        ok = 0;
+    if (O.type == SAFETY_SEM && !strcmp(sc->name, "kill9") && rep.sem_permits_back == 0)
+        ok = 0;
+    /* Latches must have been released, with awaiters. */
+    if (O.type == SAFETY_LATCH && rep.latch_released == 0)
         ok = 0;
     /* Readers must have shared, and writers written. */
     if (O.type == SAFETY_RW && (rep.read_overlaps == 0 || rep.write_holds == 0))
@@ -454,7 +583,7 @@ static int run_scenario(const scenario *sc)
 static void usage(void)
 {
     fprintf(stderr, "usage: safety [--scenario baseline|kill9|sigstop|restart|pause|partition|all]"
-                    " [--type lock|fair|rw] [--seconds S] [--procs P] [--threads T] [--names K] [--ops N]"
+                    " [--type lock|fair|rw|sem|latch] [--seconds S] [--procs P] [--threads T] [--names K] [--ops N]"
                     " [--watchdog MS] [--worker PATH] [--keep] [--min-total-ops N]"
                     " [--report FILE]\n");
 }
@@ -486,6 +615,8 @@ int main(int argc, char **argv)
             if (!strcmp(v, "lock")) O.type = SAFETY_LOCK;
             else if (!strcmp(v, "fair")) O.type = SAFETY_FAIR;
             else if (!strcmp(v, "rw")) O.type = SAFETY_RW;
+            else if (!strcmp(v, "sem")) O.type = SAFETY_SEM;
+            else if (!strcmp(v, "latch")) O.type = SAFETY_LATCH;
             else {
                 usage();
                 return 64;

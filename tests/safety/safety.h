@@ -29,12 +29,33 @@
  *         hold in eight lasts 100 ms longer, so that queues form
  *   rw    the read-write lock: each operation picks the read lock (two reads
  *         of the counter, which must agree) or the write lock (the
- *         read-modify-write of the other types) */
-typedef enum { SAFETY_LOCK = 0, SAFETY_FAIR = 1, SAFETY_RW = 2 } safety_type;
+ *         read-modify-write of the other types)
+ *   sem   the permit-expirable semaphore, SAFETY_SEM_PERMITS watchdog permits
+ *         per name: a hold is one permit (no guarded operations: permits
+ *         share the resource, there is no fencing token; the check is that
+ *         no more than the limit are in use, and that a dead holder's permit
+ *         comes back within the watchdog timeout + 1 s)
+ *   latch the count-down latch: the coordinator sets a latch per round and
+ *         the workers' threads take turns to count it down or await it; the
+ *         check is that no awaiter returns before the count reached zero */
+typedef enum {
+    SAFETY_LOCK = 0,
+    SAFETY_FAIR = 1,
+    SAFETY_RW = 2,
+    SAFETY_SEM = 3,
+    SAFETY_LATCH = 4
+} safety_type;
+
+#define SAFETY_SEM_PERMITS 2
+#define SAFETY_LATCH_ROUNDS 64   /* ticket slots, indexed by round % this */
 
 static inline const char *safety_type_name(int type)
 {
-    return type == SAFETY_FAIR ? "fair" : type == SAFETY_RW ? "rw" : "lock";
+    return type == SAFETY_FAIR    ? "fair"
+           : type == SAFETY_RW    ? "rw"
+           : type == SAFETY_SEM   ? "sem"
+           : type == SAFETY_LATCH ? "latch"
+                                  : "lock";
 }
 
 /* History records (one line each, space separated):
@@ -60,7 +81,17 @@ static inline const char *safety_type_name(int type)
  *   P <w> <pid> <t_stop> <t_cont>   SIGSTOP .. SIGCONT
  *   R <t_down> <t_up>               lock server restarted (no persistence)
  *   C <t_start> <t_end>             CLIENT PAUSE ALL
- *   N <w> <t_cut> <t_heal>          worker w partitioned from the lock server */
+ *   N <w> <t_cut> <t_heal>          worker w partitioned from the lock server
+ * Type sem: the token of S and E records is the thread's hold number (no
+ * fencing), and the coordinator adds, per permit a killed worker held:
+ *   X <w> <name> <t_kill> <t_back>  when the permit was back in the pool (its
+ *                                   lease over, by the server's clock), or
+ *                                   t_back = -1 when not within 10 s
+ * Type latch (r: the round, latch <prefix>:latch:<r>):
+ *   L <r> <t_set> <count>           the coordinator set the latch
+ *   d <w> <t> <r> <t_sent>          a count-down is about to be sent
+ *   D <w> <t> <r> <t_sent> <t_done> <rc>   and its outcome
+ *   A <w> <t> <r> <t_call> <t_ret> <rc>    an await and its outcome */
 
 /* Per-thread state the coordinator reads (file-backed shared memory), to pick
  * a worker in the middle of a hold when injecting a fault. */
@@ -74,10 +105,18 @@ typedef struct safety_slot {
     volatile int64_t since;       /* when the phase began */
     volatile int64_t progress;    /* last time an operation completed or failed */
     volatile int64_t ops;         /* completed guarded operations */
+    volatile char permit[40];     /* type sem: the permit held (32 hex), set before
+                                   * phase becomes PH_HOLDING */
 } safety_slot;
 
 typedef struct safety_shm {
     safety_slot slot[SAFETY_MAX_WORKERS][SAFETY_MAX_THREADS];
+    /* Type latch: the round the coordinator has set (0: none yet), each
+     * round's count, and its tickets: the threads that take one of the first
+     * `count` count down, the others await. */
+    volatile int64_t latch_round;
+    volatile int32_t latch_count[SAFETY_LATCH_ROUNDS];
+    int32_t latch_tickets[SAFETY_LATCH_ROUNDS];   /* __atomic_fetch_add */
 } safety_shm;
 
 /* The guarded resource (in the storage Redis, per name): it remembers the
@@ -149,6 +188,7 @@ typedef struct check_params {
     int64_t recover_ns;       /* fair: how long after a fault ends calls may still be slow */
     long long value[SAFETY_MAX_NAMES], accepted[SAFETY_MAX_NAMES], refused[SAFETY_MAX_NAMES];
     int storage_ok;           /* the storage counters above were read */
+    int permits;              /* sem: the limit per name */
 } check_params;
 
 typedef struct check_report {
@@ -162,6 +202,12 @@ typedef struct check_report {
     long long fair_checks, fair_violations, fair_waits, fair_exempt, fair_close, fair_timeouts;
     /* rw */
     long long read_holds, write_holds, read_overlaps, torn_reads, torn_lost;
+    /* sem */
+    long long sem_max_in_use, sem_permits_back, sem_back_late;
+    double sem_worst_back_ms;
+    /* latch */
+    long long latch_rounds, latch_countdowns, latch_awaits, latch_released, latch_timeouts,
+        latch_early, latch_reset;
     double worst_free_ms, worst_report_ms, min_part_margin_ms, worst_close_ms;
     char first_problem[512];
 } check_report;
@@ -170,7 +216,7 @@ typedef struct check_report {
 static inline long long safety_violations(const check_report *r)
 {
     return r->overlaps + r->lost_updates + r->token_regressions + r->blocked +
-           r->fair_violations + r->torn_reads;
+           r->fair_violations + r->torn_reads + r->latch_early;
 }
 
 int safety_check(const check_params *cp, check_report *rep);

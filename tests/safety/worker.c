@@ -6,7 +6,9 @@
  * with `wait` as every waiter's slot (the fair wait timeout): one wait in four
  * is exactly that long, the others have no limit; and one hold in eight lasts
  * `slow` ms longer, so that queues form; type=rw the read-write lock, `reads`
- * percent of the operations under the read lock (safety.h).
+ * percent of the operations under the read lock; type=sem one watchdog
+ * permit of a permit-expirable semaphore per hold (`permits` per name);
+ * type=latch the rounds of count-down latches the coordinator sets (safety.h).
  * SIGTERM ends it: threads finish the operation in progress (waits are
  * cancelled), the history is complete, the process exits 0. */
 #include <errno.h>
@@ -30,7 +32,7 @@
 typedef struct params {
     int id;
     const char *lock_url, *store_url, *prefix, *history, *shm;
-    int names, threads, retry, type, reads;
+    int names, threads, retry, type, reads, permits;
     int64_t watchdog, cmdtimeout, wait, hold_ms, seconds, slow;
 } params;
 
@@ -157,9 +159,134 @@ static int handle(const char *name, const char *owner, int side, dlock_lock **ou
     }
 }
 
+/* Type sem: acquire one permit of a name, hold it, release it. The S and E
+ * records carry the thread's hold number where a lock's carry a token. */
+static void *sem_main(thread_state *t)
+{
+    safety_slot *slot = &shm->slot[P.id][t->index];
+    dlock_permit_semaphore *sems[SAFETY_MAX_NAMES];
+    for (int k = 0; k < P.names; k++) {
+        char name[128];
+        snprintf(name, sizeof(name), "%s:sem:%d", P.prefix, k);
+        if (dlock_permit_semaphore_get(client, name, &sems[k]) != DLOCK_OK)
+            return NULL;
+        dlock_permit_semaphore_set_lost_callback(sems[k], on_lost, t);
+    }
+    unsigned seed = (unsigned)(P.id * 7919 + t->index * 104729 + (unsigned)safety_now());
+    int64_t deadline = safety_now() + P.seconds * 1000000000LL;
+    unsigned long long seq = 0;
+    while (!atomic_load(&stopping) && safety_now() < deadline) {
+        int k = (int)(rand_r(&seed) % (unsigned)P.names);
+        dlock_permit_semaphore *p = sems[k];
+        /* The limit is set by whoever comes first; again after a restart of
+         * the lock server (without persistence it forgets the semaphore). */
+        dlock_permit_semaphore_try_set_permits(p, P.permits, NULL);
+        int64_t t_call = safety_now();
+        slot->name = k;
+        slot->since = t_call;
+        slot->phase = PH_WAITING;
+        record("W %d %d %d %lld %lld x", P.id, t->index, k, (long long)t_call, (long long)P.wait);
+        char id[DLOCK_PERMIT_ID_BUFSIZE];
+        int rc = dlock_permit_semaphore_acquire_cancellable(p, P.wait, DLOCK_WATCHDOG, stop_token,
+                                                            id, sizeof(id));
+        int64_t t_acq = safety_now();
+        if (rc != DLOCK_OK) {
+            record("F %d %d %d %lld %lld %d x", P.id, t->index, k, (long long)t_call,
+                   (long long)t_acq, rc);
+            slot->phase = PH_IDLE;
+            slot->progress = t_acq;
+            if (rc != DLOCK_ETIMEDOUT && rc != DLOCK_ECANCELED)
+                usleep(20000);
+            continue;
+        }
+        atomic_store(&t->lost_at, 0);
+        atomic_store(&t->lost_reason, 0);
+        seq++;
+        record("S %d %d %d %llu %lld %lld x", P.id, t->index, k, seq, (long long)t_call,
+               (long long)t_acq);
+        memcpy((char *)slot->permit, id, sizeof(id));
+        slot->since = t_acq;
+        slot->phase = PH_HOLDING;
+        if (P.hold_ms > 0) {
+            int64_t us = P.hold_ms * 1000;
+            usleep((useconds_t)(us / 2 + rand_r(&seed) % (unsigned)(us / 2 + 1)));
+        }
+        int64_t t_end = safety_now();
+        slot->phase = PH_WRITTEN;
+        int rrc = dlock_permit_semaphore_release(p, id);
+        int64_t t_rel = safety_now();
+        if (rrc == DLOCK_ENOTOWNER)
+            for (int i = 0; i < 100 && atomic_load(&t->lost_at) == 0; i++)
+                usleep(2000);
+        /* No guarded operations: both "accepted", nothing written. */
+        record("E %d %d %d %llu %lld %lld %lld 1 1 %d %lld %d %lld x 0 0", P.id, t->index, k, seq,
+               (long long)t_acq, (long long)t_end, (long long)t_rel, rrc,
+               (long long)atomic_load(&t->lost_at), atomic_load(&t->lost_reason),
+               (long long)t_end);
+        slot->phase = PH_IDLE;
+        slot->progress = t_rel;
+        slot->ops++;
+    }
+    for (int k = 0; k < P.names; k++)
+        dlock_permit_semaphore_free(sems[k]);
+    return NULL;
+}
+
+/* Type latch: joins each round the coordinator sets; the first `count`
+ * threads to take a ticket count the latch down (after a short random delay),
+ * the others await it. */
+static void *latch_main(thread_state *t)
+{
+    safety_slot *slot = &shm->slot[P.id][t->index];
+    unsigned seed = (unsigned)(P.id * 7919 + t->index * 104729 + (unsigned)safety_now());
+    int64_t deadline = safety_now() + P.seconds * 1000000000LL;
+    int64_t last = 0;
+    while (!atomic_load(&stopping) && safety_now() < deadline) {
+        int64_t r = shm->latch_round;
+        if (r == 0 || r == last) {
+            slot->progress = safety_now();
+            usleep(5000);
+            continue;
+        }
+        last = r;
+        int idx = (int)(r % SAFETY_LATCH_ROUNDS);
+        int count = shm->latch_count[idx];
+        int ticket = __atomic_fetch_add(&shm->latch_tickets[idx], 1, __ATOMIC_SEQ_CST);
+        char name[128];
+        snprintf(name, sizeof(name), "%s:latch:%lld", P.prefix, (long long)r);
+        dlock_latch *l;
+        if (dlock_latch_get(client, name, &l) != DLOCK_OK)
+            return NULL;
+        slot->since = safety_now();
+        slot->phase = PH_HOLDING;
+        if (ticket < count) {
+            usleep((useconds_t)(rand_r(&seed) % 100000));
+            int64_t t_sent = safety_now();
+            record("d %d %d %lld %lld", P.id, t->index, (long long)r, (long long)t_sent);
+            int rc = dlock_latch_count_down(l);
+            record("D %d %d %lld %lld %lld %d", P.id, t->index, (long long)r, (long long)t_sent,
+                   (long long)safety_now(), rc);
+        } else {
+            int64_t t_call = safety_now();
+            int rc = dlock_latch_await(l, P.wait, stop_token);
+            record("A %d %d %lld %lld %lld %d", P.id, t->index, (long long)r, (long long)t_call,
+                   (long long)safety_now(), rc);
+        }
+        dlock_latch_free(l);
+        slot->phase = PH_IDLE;
+        slot->progress = safety_now();
+        slot->ops++;
+    }
+    return NULL;
+}
+
 static void *thread_main(void *arg)
 {
     thread_state *t = arg;
+    if (P.type == SAFETY_SEM)
+        return sem_main(t);
+    if (P.type == SAFETY_LATCH)
+        return latch_main(t);
     safety_slot *slot = &shm->slot[P.id][t->index];
     parse_host_port(P.store_url, t->store_host, sizeof(t->store_host), &t->store_port);
     /* One explicit owner per thread: the lost callback's ud names the thread.
@@ -285,6 +412,7 @@ static int parse(int argc, char **argv)
     P.wait = 10000;
     P.seconds = 3600;
     P.reads = 60;
+    P.permits = SAFETY_SEM_PERMITS;
     for (int i = 1; i < argc; i++) {
         char *eq = strchr(argv[i], '=');
         if (!eq)
@@ -307,10 +435,13 @@ static int parse(int argc, char **argv)
         else if (!strcmp(k, "seconds")) P.seconds = atoll(v);
         else if (!strcmp(k, "reads")) P.reads = atoi(v);
         else if (!strcmp(k, "slow")) P.slow = atoll(v);
+        else if (!strcmp(k, "permits")) P.permits = atoi(v);
         else if (!strcmp(k, "type")) {
             if (!strcmp(v, "lock")) P.type = SAFETY_LOCK;
             else if (!strcmp(v, "fair")) P.type = SAFETY_FAIR;
             else if (!strcmp(v, "rw")) P.type = SAFETY_RW;
+            else if (!strcmp(v, "sem")) P.type = SAFETY_SEM;
+            else if (!strcmp(v, "latch")) P.type = SAFETY_LATCH;
             else return -1;
         }
         else return -1;
@@ -318,6 +449,7 @@ static int parse(int argc, char **argv)
     if (!P.lock_url || !P.store_url || !P.prefix || !P.history || !P.shm || P.id < 0 ||
         P.id >= SAFETY_MAX_WORKERS || P.threads < 1 || P.threads > SAFETY_MAX_THREADS ||
         P.names < 1 || P.names > SAFETY_MAX_NAMES || P.reads < 0 || P.reads > 100 ||
+        P.permits < 1 ||
         (P.type == SAFETY_FAIR && P.wait < 2))
         return -1;
     return 0;
@@ -328,7 +460,8 @@ int main(int argc, char **argv)
     if (parse(argc, argv) != 0) {
         fprintf(stderr, "usage: safety_worker id=N lock=URL store=URL prefix=P history=FILE "
                         "shm=FILE [names=3 threads=4 watchdog=1500 cmdtimeout=1000 retry=2 "
-                        "wait=10000 hold_ms=0 seconds=3600 type=lock|fair|rw reads=60 slow=0]\n");
+                        "wait=10000 hold_ms=0 seconds=3600 type=lock|fair|rw|sem|latch reads=60 slow=0 "
+                        "permits=2]\n");
         return 64;
     }
     hist_fd = open(P.history, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);

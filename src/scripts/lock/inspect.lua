@@ -1,24 +1,31 @@
--- Read a snapshot of one or more locks of any kind, atomically, for status
--- and listings.
+-- Read a snapshot of one or more locks of any kind, or of counts (semaphores,
+-- permit-expirable semaphores, latches), atomically, for status and listings.
 --
--- KEYS[5i-4]  a lock (hash)
--- KEYS[5i-3]  its fencing-token counter, redisson_lock_token:{name}
--- KEYS[5i-2]  its fair queue, redisson_lock_queue:{name}
--- KEYS[5i-1]  its fair deadlines, redisson_lock_timeout:{name}
--- KEYS[5i]    its reservation of the next turn, dlock_lock_next:{name}
+-- KEYS[6i-5]  a lock (hash), or a count (string)
+-- KEYS[6i-4]  its fencing-token counter, redisson_lock_token:{name}
+-- KEYS[6i-3]  its fair queue, redisson_lock_queue:{name}
+-- KEYS[6i-2]  its fair deadlines, redisson_lock_timeout:{name}
+-- KEYS[6i-1]  its reservation of the next turn, dlock_lock_next:{name}
+-- KEYS[6i]    a permit-expirable semaphore's leases, {name}:timeout
 --
--- Returns, per lock: {type, pttl, token or false, queue, deadlines,
--- reservation or false, reservation pttl, field1, value1, ...}: type is
--- Redis's TYPE of the lock key ("none", "hash", ...); queue the owner ids in
--- order; deadlines each one's deadline in ms from now (-1: none); fields are
--- read only for hashes. Keys of another type than expected read as empty.
+-- Returns, per name: {type, pttl, token or false, queue, deadlines,
+-- reservation or false, reservation pttl, ...}: type is Redis's TYPE of the
+-- name's key ("none", "hash", "string", ...); queue the owner ids in order;
+-- deadlines each one's deadline in ms from now (-1: none). Then, for a hash:
+-- field1, value1, ...; for a string: the count (false when the string is not
+-- a whole number), 1 when the leases key is a sorted set (else 0), and per
+-- permit held: its id (16 bytes), the ms left on its lease (-1: no expiry).
+-- A lease that ran out is counted back into the count and not listed (the
+-- next operation on the semaphore gives it back; this script writes nothing).
+-- Keys of another type than expected read as empty.
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local function typed(key, want)
   return redis.call('type', key).ok == want
 end
 local out = {}
-for i = 1, #KEYS, 5 do
+local NO_EXPIRY = 922337203685477
+for i = 1, #KEYS, 6 do
   local lock, queue, deadlines, resv = KEYS[i], KEYS[i + 2], KEYS[i + 3], KEYS[i + 4]
   local kind = redis.call('type', lock).ok
   local token = false
@@ -44,6 +51,36 @@ for i = 1, #KEYS, 5 do
     local fields = redis.call('hgetall', lock)
     for j = 1, #fields do
       entry[#entry + 1] = fields[j]
+    end
+  elseif kind == 'string' then
+    local v = redis.call('get', lock)
+    if string.match(v, '^%-?%d+$') and #v <= 19 then
+      local count = tonumber(v)
+      local leases = KEYS[i + 5]
+      local permits = {}
+      local haz = typed(leases, 'zset')
+      if haz then
+        local held = redis.call('zrange', leases, 0, -1, 'withscores')
+        for j = 1, #held, 2 do
+          local until_ms = tonumber(held[j + 1])
+          if until_ms >= NO_EXPIRY then
+            permits[#permits + 1] = held[j]
+            permits[#permits + 1] = -1
+          elseif until_ms > now then
+            permits[#permits + 1] = held[j]
+            permits[#permits + 1] = until_ms - now
+          else
+            count = count + 1
+          end
+        end
+      end
+      entry[8] = count
+      entry[9] = haz and 1 or 0
+      for j = 1, #permits do
+        entry[#entry + 1] = permits[j]
+      end
+    else
+      entry[8] = false
     end
   end
   out[#out + 1] = entry

@@ -1,0 +1,223 @@
+/* dlock asynchronous API: every call that waits or makes a round trip, in a
+ * form that returns at once and completes through a callback.
+ *
+ *     #include <dlock/async.h>     (includes <dlock/dlock.h>)
+ *
+ * For event-loop programs (libuv, libevent, epoll loops): thousands of
+ * pending acquisitions from one thread, no thread per waiter. A pending wait
+ * sleeps on pub/sub exactly as a blocking one does: no polling.
+ *
+ * Rules (libuv's):
+ *   - A call that returns DLOCK_OK has accepted the request: its callback
+ *     runs exactly once, later, never inside the call. A call that returns an
+ *     error has not: its callback never runs, and dlock_last_error() says why.
+ *   - Callbacks run on the client's io thread (or on the thread of the
+ *     program's libuv loop: dlock_config_set_uv_loop), one at a time, with no
+ *     library lock held. The result and its message are valid only during
+ *     the callback: copy what you keep.
+ *   - dlock_client_close() with calls pending: each pending callback runs
+ *     exactly once, with DLOCK_ECLOSED, before close returns (on the io
+ *     thread). Do not start calls while close runs, and never call
+ *     dlock_client_close() from a callback.
+ *   - The lock handle (and the cancel token, if any) must stay alive until
+ *     the callback has run; the callback itself may free them.
+ *
+ * Ownership. Work moves between callbacks, not threads, so an asynchronous
+ * call acts for an explicit owner id: the handle must come from
+ * dlock_lock_get_as() (or dlock_fair_lock_get_as(), dlock_read_lock_get_as(), dlock_write_lock_get_as()).
+ * A handle that acts for the calling thread gets DLOCK_EINVAL. A hold taken
+ * asynchronously may be released by the blocking call and the other way
+ * round: the owner id is what counts.
+ *
+ *     char owner[DLOCK_OWNER_BUFSIZE];
+ *     dlock_client_new_owner_id(c, owner, sizeof(owner));   // one per request
+ *     dlock_lock *l;
+ *     dlock_lock_get_as(c, "order:42", owner, &l);
+ *     dlock_lock_acquire_async(l, 5000, DLOCK_WATCHDOG, NULL, on_locked, req);
+ *
+ *     static void on_locked(const dlock_async_result *res, void *ud) {
+ *         if (dlock_async_status(res) != DLOCK_OK) { ...dlock_async_message(res)...; return; }
+ *         ...work, then: dlock_lock_release_async(l, on_released, ud);
+ *     }
+ *
+ * What a callback may call: every asynchronous call (it is queued and runs
+ * after the callback returns), every call that makes no round trip
+ * (handles, owner ids, cancel tokens, dlock_lock_free of a handle with no
+ * call pending but this one). Blocking calls with a wait are refused there
+ * (DLOCK_EINVAL); other blocking calls work but hold up every pending call
+ * and the watchdog for a round trip: prefer the asynchronous form.
+ *
+ * Cancellation: dlock_cancel_fire() from any thread ends the pending waits
+ * that carry the token with DLOCK_ECANCELED (a round trip already written
+ * ends first: if it took the lock, the result is DLOCK_OK).
+ */
+#ifndef DLOCK_ASYNC_H
+#define DLOCK_ASYNC_H
+
+#include "dlock/dlock.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The outcome of an asynchronous call, valid during its callback only. */
+typedef struct dlock_async_result dlock_async_result;
+
+/* A completion callback: res is never NULL; ud is the caller's. */
+typedef void (*dlock_async_fn)(const dlock_async_result *res, void *ud);
+
+/* The call's status: DLOCK_OK or an error code (as the blocking form's). */
+DLOCK_API int dlock_async_status(const dlock_async_result *res);
+/* Its detail message ("" when DLOCK_OK); valid during the callback. */
+DLOCK_API const char *dlock_async_message(const dlock_async_result *res);
+/* The fencing token of a fenced acquisition (0 otherwise). */
+DLOCK_API uint64_t dlock_async_token(const dlock_async_result *res);
+/* A force release: 1 when the lock was held. 0 for other calls. */
+DLOCK_API int dlock_async_was_locked(const dlock_async_result *res);
+/* The yes/no answer of a call that has one (a force release's "was locked",
+ * is locked, is held, a try-set's "was set", a delete's "existed", a
+ * try-release's "released"; 0 for the others). */
+DLOCK_API int dlock_async_flag(const dlock_async_result *res);
+/* A count the call answers (a hold count, a TTL, a semaphore's available or
+ * new count, a drain's permits, a latch's count; -1 for calls without one). */
+DLOCK_API int64_t dlock_async_count(const dlock_async_result *res);
+/* An acquired permit's id (32 hex characters; "" for other calls), valid
+ * during the callback: copy it (DLOCK_PERMIT_ID_BUFSIZE bytes). */
+DLOCK_API const char *dlock_async_permit_id(const dlock_async_result *res);
+
+/* dlock_lock_acquire_cancellable() asynchronously, for any lock type
+ * (reentrant, fair, read, write): wait_ms 0 (one attempt), > 0, or
+ * DLOCK_WAIT_FOREVER; lease_ms > 0 or DLOCK_WATCHDOG (renewed by the
+ * watchdog until released); cancel may be NULL. The callback's status:
+ * DLOCK_OK, DLOCK_ETIMEDOUT, DLOCK_ECANCELED, DLOCK_ECLOSED, DLOCK_EDEADLK
+ * (a reader asking for the write lock), DLOCK_EUNKNOWN (sent, no answer),
+ * or the blocking call's other errors. Returns DLOCK_OK (accepted) or
+ * DLOCK_EINVAL (NULL lock or fn, bad times, a thread-owner handle),
+ * DLOCK_ECLOSED, DLOCK_ENOMEM. Any thread. */
+DLOCK_API int dlock_lock_acquire_async(dlock_lock *l, int64_t wait_ms, int64_t lease_ms,
+                                       dlock_cancel *cancel, dlock_async_fn fn, void *ud);
+/* As dlock_lock_acquire_async, and the callback's dlock_async_token() is the
+ * lock's fencing token (see dlock_lock_acquire_fenced). */
+DLOCK_API int dlock_lock_acquire_fenced_async(dlock_lock *l, int64_t wait_ms, int64_t lease_ms,
+                                              dlock_cancel *cancel, dlock_async_fn fn,
+                                              void *ud);
+/* dlock_lock_release() asynchronously: one hold of the handle's owner.
+ * Status DLOCK_OK, DLOCK_ENOTOWNER, or a connection error (a lost reply is
+ * resent under the same unlock latch, so a release never counts twice).
+ * Any thread. */
+DLOCK_API int dlock_lock_release_async(dlock_lock *l, dlock_async_fn fn, void *ud);
+/* dlock_lock_force_release() asynchronously: dlock_async_was_locked() tells
+ * whether it was held. Not resent after a lost reply. Any thread. */
+DLOCK_API int dlock_lock_force_release_async(dlock_lock *l, dlock_async_fn fn, void *ud);
+
+/* The lock queries asynchronously (same rules: an explicit-owner handle):
+ * is locked (flag), is held by the handle's owner (flag), its hold count
+ * (count), the key's TTL in ms (count: -1 no expiry, -2 no key). Any thread. */
+DLOCK_API int dlock_lock_is_locked_async(dlock_lock *l, dlock_async_fn fn, void *ud);
+DLOCK_API int dlock_lock_is_held_async(dlock_lock *l, dlock_async_fn fn, void *ud);
+DLOCK_API int dlock_lock_hold_count_async(dlock_lock *l, dlock_async_fn fn, void *ud);
+DLOCK_API int dlock_lock_ttl_async(dlock_lock *l, dlock_async_fn fn, void *ud);
+
+/* dlock_semaphore_acquire_cancellable() asynchronously: n permits (1 ..
+ * DLOCK_COUNT_MAX), wait_ms 0, > 0 or DLOCK_WAIT_FOREVER, cancel may be
+ * NULL. Status DLOCK_OK, DLOCK_ETIMEDOUT, DLOCK_ECANCELED, DLOCK_ECLOSED, ...
+ * Semaphores have no owner: any handle. Any thread. */
+DLOCK_API int dlock_semaphore_acquire_async(dlock_semaphore *s, int64_t n, int64_t wait_ms,
+                                            dlock_cancel *cancel, dlock_async_fn fn, void *ud);
+/* dlock_semaphore_release() asynchronously (n permits back, waiters woken).
+ * Not resent after a lost reply (DLOCK_EUNKNOWN then). Any thread. */
+DLOCK_API int dlock_semaphore_release_async(dlock_semaphore *s, int64_t n, dlock_async_fn fn,
+                                            void *ud);
+/* The semaphore's other calls, asynchronously (one round trip each, the
+ * blocking calls' rules and retries): set (DLOCK_OK), try-set (flag: 1 when
+ * it was unset and is now set), add (count: the new count; waiters woken),
+ * available (count), drain (count: the permits taken). Bad arguments are
+ * refused at the call, as the blocking forms do. Any thread. */
+DLOCK_API int dlock_semaphore_set_permits_async(dlock_semaphore *s, int64_t permits,
+                                                dlock_async_fn fn, void *ud);
+DLOCK_API int dlock_semaphore_try_set_permits_async(dlock_semaphore *s, int64_t permits,
+                                                    dlock_async_fn fn, void *ud);
+DLOCK_API int dlock_semaphore_add_permits_async(dlock_semaphore *s, int64_t delta,
+                                                dlock_async_fn fn, void *ud);
+DLOCK_API int dlock_semaphore_available_async(dlock_semaphore *s, dlock_async_fn fn, void *ud);
+DLOCK_API int dlock_semaphore_drain_async(dlock_semaphore *s, dlock_async_fn fn, void *ud);
+/* dlock_permit_semaphore_acquire_cancellable() asynchronously: the permit's
+ * id is dlock_async_permit_id() in the callback; lease_ms > 0 or
+ * DLOCK_WATCHDOG (renewed until released). Any thread. */
+DLOCK_API int dlock_permit_semaphore_acquire_async(dlock_permit_semaphore *p, int64_t wait_ms,
+                                                   int64_t lease_ms, dlock_cancel *cancel,
+                                                   dlock_async_fn fn, void *ud);
+/* dlock_permit_semaphore_release() asynchronously: DLOCK_OK, or
+ * DLOCK_ENOTOWNER (unknown or expired permit). id is copied. Any thread. */
+DLOCK_API int dlock_permit_semaphore_release_async(dlock_permit_semaphore *p, const char *id,
+                                                   dlock_async_fn fn, void *ud);
+/* dlock_permit_semaphore_try_release() asynchronously: DLOCK_OK, and the
+ * flag says whether it was held (released now). Any thread. */
+DLOCK_API int dlock_permit_semaphore_try_release_async(dlock_permit_semaphore *p,
+                                                       const char *id, dlock_async_fn fn,
+                                                       void *ud);
+/* dlock_permit_semaphore_update_lease() asynchronously: DLOCK_OK or
+ * DLOCK_ENOTOWNER; DLOCK_WATCHDOG puts the permit under renewal, a lease
+ * takes it off. Any thread. */
+DLOCK_API int dlock_permit_semaphore_update_lease_async(dlock_permit_semaphore *p,
+                                                        const char *id, int64_t lease_ms,
+                                                        dlock_async_fn fn, void *ud);
+/* The permit semaphore's pool, asynchronously: set, try-set (flag), add
+ * (count: the new count), available (count; the permits held: use the
+ * blocking form). Any thread. */
+DLOCK_API int dlock_permit_semaphore_set_permits_async(dlock_permit_semaphore *p,
+                                                       int64_t permits, dlock_async_fn fn,
+                                                       void *ud);
+DLOCK_API int dlock_permit_semaphore_try_set_permits_async(dlock_permit_semaphore *p,
+                                                           int64_t permits, dlock_async_fn fn,
+                                                           void *ud);
+DLOCK_API int dlock_permit_semaphore_add_permits_async(dlock_permit_semaphore *p, int64_t delta,
+                                                       dlock_async_fn fn, void *ud);
+DLOCK_API int dlock_permit_semaphore_available_async(dlock_permit_semaphore *p,
+                                                     dlock_async_fn fn, void *ud);
+/* dlock_latch_await() asynchronously: DLOCK_OK once the count is zero,
+ * DLOCK_ETIMEDOUT, DLOCK_ECANCELED, DLOCK_ECLOSED. Any thread. */
+DLOCK_API int dlock_latch_await_async(dlock_latch *l, int64_t wait_ms, dlock_cancel *cancel,
+                                      dlock_async_fn fn, void *ud);
+/* dlock_latch_count_down() asynchronously; dlock_async_count() is the count
+ * left. Any thread. */
+DLOCK_API int dlock_latch_count_down_async(dlock_latch *l, dlock_async_fn fn, void *ud);
+/* The latch's other calls, asynchronously: try-set (flag: 1 when it was
+ * unset and now counts `count`), delete (flag: 1 when it existed; awaiters
+ * woken), count (count). Any thread. */
+DLOCK_API int dlock_latch_try_set_count_async(dlock_latch *l, int64_t count, dlock_async_fn fn,
+                                              void *ud);
+DLOCK_API int dlock_latch_delete_async(dlock_latch *l, dlock_async_fn fn, void *ud);
+DLOCK_API int dlock_latch_count_async(dlock_latch *l, dlock_async_fn fn, void *ud);
+
+/* ------------------------------------------------ the program's own loop */
+
+struct uv_loop_s;   /* libuv's uv_loop_t: include <uv.h> to use this */
+
+/* Runs the client on the program's libuv loop instead of a thread of its
+ * own: dlock's connections (pub/sub, renewals, asynchronous calls) and
+ * timers are driven by `loop` (NULL: back to the default, a thread), and
+ * every callback (completions, lost holds, log lines) runs on the thread
+ * that runs it. The client then needs that loop running to make progress,
+ * blocking calls from other threads included.
+ *
+ * Rules: dlock_client_open() and dlock_client_close() are called on the
+ * loop's thread (close not from a dlock callback; from the program's own
+ * callbacks, or while the loop is not running, is fine: it finishes dlock's
+ * part of the loop before it returns, pending callbacks getting
+ * DLOCK_ECLOSED). Blocking calls that wait are refused on the loop's thread
+ * (DLOCK_EINVAL): they would stall it. dlock keeps two handles on the loop
+ * while the client is open (a poll and a timer), so uv_run() does not
+ * return before dlock_client_close(). Returns DLOCK_OK or DLOCK_EINVAL (cfg
+ * NULL). */
+DLOCK_API int dlock_config_set_uv_loop(dlock_config *cfg, struct uv_loop_s *loop);
+
+/* Asynchronous calls accepted and not yet completed (callbacks not yet
+ * returned), for diagnostics. Any thread. */
+DLOCK_API size_t dlock_client_async_pending(dlock_client *c);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

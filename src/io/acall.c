@@ -1,0 +1,421 @@
+/* Requests from the io thread: the asynchronous calls' round trips.
+ *
+ * One command connection (an aconn, not pub/sub) to the node, opened on the
+ * first request. A request keeps dlock__node_call's rules (net/call.c,
+ * docs/internals/retries.md), without a thread to block:
+ *   - scripts go by EVALSHA; NOSCRIPT loads the script and resends once
+ *     (replies come in order, so the load runs before the resend);
+ *   - a request that cannot be written yet (the connection is down) waits
+ *     in `waiting` for the connection, at most the blocking call's whole
+ *     connect-and-retry schedule, then fails with DLOCK_ECONN;
+ *   - once written, a lost reply (timeout, reset) means it may have run: an
+ *     idempotent request is written again after the retry delay, up to
+ *     retry_attempts times; any other ends with DLOCK_EUNKNOWN;
+ *   - a latched request (a release) is never written when its reply could
+ *     come after first write + latch;
+ *   - transient server errors (LOADING, BUSY, ...) are retried after the
+ *     retry delay.
+ * The callback runs exactly once per accepted request; on the io thread.
+ *
+ * Writes: the requests of one turn of the loop go out in one write. The
+ * first request corks the connection and starts a uv_prepare and a
+ * uv_check; whichever runs first uncorks it: the prepare right before the
+ * loop waits for I/O (requests made by timers), the check right after the
+ * I/O callbacks (requests made by completions; the loop may be embedded in a
+ * program's and run one turn at a time, so the next prepare may be far).
+ * A hundred callbacks that each start a call cost one write, not a hundred. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "io/io.h"
+
+typedef struct areq {
+    dlock__list link;        /* in x->waiting while not written */
+    dlock__acall *x;
+    dlock__acall_fn fn;
+    void *ud;
+    int script;
+    unsigned flags;
+    int64_t latch_ms;
+    int64_t first_write;     /* 0: never written */
+    int64_t not_before;      /* a retry's pause */
+    int64_t give_up_at;      /* waiting for the connection until then */
+    int tries;               /* failures retried so far */
+    int reloaded;
+    int argc;
+    const char **av;
+    size_t *lens;
+} areq;
+
+struct dlock__acall {
+    dlock__netctx *ctx;
+    dlock__router *router;
+    dlock__loop *lp;
+    dlock__aconn *conn;      /* io thread only, like everything below */
+    dlock__list waiting;
+    uv_timer_t timer;
+    uv_prepare_t prep;       /* uncork before the loop waits ... */
+    uv_check_t check;        /* ... or after its I/O callbacks */
+    int corked;
+    int stopping;
+    uint64_t sent;           /* requests written (tests, bench) */
+};
+
+static void on_reply(dlock__aconn *ac, redisReply *r, int status, void *ud);
+static void on_prepare(uv_prepare_t *p);
+static void on_check(uv_check_t *c);
+static void arm(dlock__acall *x);
+
+static const char *addr_of(dlock__acall *x)
+{
+    return dlock__node_addr(dlock__router_node(x->router, NULL, 0));
+}
+
+static int transient(const char *s)
+{
+    return strncmp(s, "LOADING", 7) == 0 || strncmp(s, "BUSY", 4) == 0 ||
+           strncmp(s, "TRYAGAIN", 8) == 0 || strncmp(s, "MASTERDOWN", 10) == 0;
+}
+
+/* A deep copy: the aconn frees its reply after the callback, the caller
+ * keeps ours. */
+static redisReply *dup_reply(const redisReply *r)
+{
+    redisReply *d = calloc(1, sizeof(*d));
+    if (!d)
+        return NULL;
+    d->type = r->type;
+    d->integer = r->integer;
+    if (r->str) {
+        d->len = r->len;
+        if (!(d->str = dlock__strndup(r->str, r->len))) {
+            free(d);
+            return NULL;
+        }
+    }
+    if (r->element && r->elements > 0) {
+        d->element = calloc(r->elements, sizeof(*d->element));
+        if (!d->element) {
+            freeReplyObject(d);
+            return NULL;
+        }
+        d->elements = r->elements;
+        for (size_t i = 0; i < r->elements; i++)
+            if (r->element[i] && !(d->element[i] = dup_reply(r->element[i]))) {
+                freeReplyObject(d);
+                return NULL;
+            }
+    }
+    return d;
+}
+
+/* Ends a request: fn(status) with the io thread's message set, or the answer. */
+static void finish(areq *a, int status, redisReply *r)
+{
+    dlock__acall_fn fn = a->fn;
+    void *ud = a->ud;
+    free(a);
+    fn(status, r, ud);
+}
+
+static int64_t connect_budget(const dlock_config *cfg)
+{
+    return (cfg->connect_timeout_ms + cfg->retry_delay_ms) * (cfg->retry_attempts + 1);
+}
+
+static void wait_for_conn(dlock__acall *x, areq *a, int64_t not_before)
+{
+    a->not_before = not_before;
+    a->give_up_at = dlock__now_ms() + connect_budget(x->ctx->cfg);
+    dlock__list_push_back(&x->waiting, &a->link);
+    if (x->conn)
+        dlock__aconn_start(x->conn);
+    arm(x);
+}
+
+/* What this turn queued goes out in one write. */
+static void uncork(dlock__acall *x)
+{
+    uv_prepare_stop(&x->prep);
+    uv_check_stop(&x->check);
+    if (x->corked && x->conn) {
+        x->corked = 0;
+        dlock__aconn_uncork(x->conn);
+    }
+}
+
+static void on_prepare(uv_prepare_t *p) { uncork(p->data); }
+static void on_check(uv_check_t *c) { uncork(c->data); }
+
+/* Writes a, or queues it for the connection. */
+static void write_req(dlock__acall *x, areq *a)
+{
+    int64_t now = dlock__now_ms();
+    if (a->latch_ms > 0 && a->first_write &&
+        now + x->ctx->cfg->command_timeout_ms > a->first_write + a->latch_ms) {
+        dlock__fail(DLOCK_EUNKNOWN, "%s: no reply to a request guarded by a latch, and a resend "
+                                    "could be answered after the latch: it may have run",
+                    addr_of(x));
+        finish(a, DLOCK_EUNKNOWN, NULL);
+        return;
+    }
+    if (!x->corked) {
+        dlock__aconn_cork(x->conn);
+        x->corked = 1;
+        uv_prepare_start(&x->prep, on_prepare);
+        uv_check_start(&x->check, on_check);
+    }
+    if (dlock__aconn_send(x->conn, a->argc, a->av, a->lens, 1, on_reply, a) != DLOCK_OK) {
+        wait_for_conn(x, a, 0);
+        return;
+    }
+    if (!a->first_write)
+        a->first_write = now;
+    x->sent++;
+}
+
+static void on_load(dlock__aconn *ac, redisReply *r, int status, void *ud)
+{
+    dlock__acall *x = ud;
+    if (r && r->type == REDIS_REPLY_ERROR)
+        dlock__log(x->ctx->cfg, DLOCK_LOG_ERROR, "SCRIPT LOAD on %s failed: %s", addr_of(x),
+                   r->str);
+}
+
+static int may_retry(const dlock__acall *x, const areq *a)
+{
+    return !x->stopping && !(a->flags & DLOCK__CALL_NO_RETRY) &&
+           a->tries < x->ctx->cfg->retry_attempts;
+}
+
+static void on_reply(dlock__aconn *ac, redisReply *r, int status, void *ud)
+{
+    areq *a = ud;
+    dlock__acall *x = a->x;
+    if (!r) {
+        if (status == DLOCK_ECLOSED || x->stopping) {
+            dlock__fail(DLOCK_ECLOSED, "client is closing");
+            finish(a, DLOCK_ECLOSED, NULL);
+            return;
+        }
+        /* Written, then no reply: it may have run. */
+        if ((a->flags & DLOCK__CALL_IDEMPOTENT) && may_retry(x, a)) {
+            a->tries++;
+            wait_for_conn(x, a, dlock__now_ms() + x->ctx->cfg->retry_delay_ms);
+            return;
+        }
+        const char *why = status == DLOCK_ECMDTIMEOUT ? "no reply within the command timeout"
+                                                      : "connection lost";
+        if (a->flags & DLOCK__CALL_IDEMPOTENT) {
+            dlock__fail(status, "%s: %s", addr_of(x), why);
+            finish(a, status, NULL);
+        } else {
+            dlock__fail(DLOCK_EUNKNOWN, "%s: %s after the request was sent; it may have run",
+                        addr_of(x), why);
+            finish(a, DLOCK_EUNKNOWN, NULL);
+        }
+        return;
+    }
+    if (r->type == REDIS_REPLY_ERROR) {
+        if (a->script >= 0 && !a->reloaded && strncmp(r->str, "NOSCRIPT", 8) == 0 &&
+            !x->stopping) {
+            /* The server lost its script cache (restart, SCRIPT FLUSH). */
+            a->reloaded = 1;
+            const dlock__script *s = &dlock__scripts[a->script];
+            const char *av[] = {"SCRIPT", "LOAD", s->body};
+            size_t lens[] = {6, 4, s->len};
+            dlock__aconn_send(ac, 3, av, lens, 1, on_load, x);
+            write_req(x, a);
+            return;
+        }
+        if (transient(r->str) && may_retry(x, a)) {
+            a->tries++;
+            wait_for_conn(x, a, dlock__now_ms() + x->ctx->cfg->retry_delay_ms);
+            return;
+        }
+        int code = dlock__fail(dlock__redis_error_code(r->str), "%s: %s", addr_of(x), r->str);
+        finish(a, code, NULL);
+        return;
+    }
+    redisReply *d = dup_reply(r);
+    if (!d) {
+        dlock__fail(DLOCK_ENOMEM, "out of memory");
+        finish(a, DLOCK_ENOMEM, NULL);
+        return;
+    }
+    finish(a, DLOCK_OK, d);
+}
+
+/* The waiting requests: written once the connection is ready and their pause
+ * is over; failed once their budget is spent. */
+static void run_waiting(dlock__acall *x)
+{
+    int64_t now = dlock__now_ms();
+    int ready = dlock__aconn_ready(x->conn);
+    dlock__list due;
+    dlock__list_init(&due);
+    dlock__list *it = x->waiting.next;
+    while (it != &x->waiting) {
+        areq *a = DLOCK__CONTAINER_OF(it, areq, link);
+        it = it->next;
+        if ((ready && now >= a->not_before) || now >= a->give_up_at) {
+            dlock__list_remove(&a->link);
+            dlock__list_push_back(&due, &a->link);
+        }
+    }
+    /* Callbacks may queue more; they wait for the next round. */
+    while (!dlock__list_empty(&due)) {
+        areq *a = DLOCK__CONTAINER_OF(due.next, areq, link);
+        dlock__list_remove(&a->link);
+        if (ready && now >= a->not_before) {
+            write_req(x, a);
+        } else {
+            dlock__fail(DLOCK_ECONN, "%s: cannot reach the server", addr_of(x));
+            finish(a, DLOCK_ECONN, NULL);
+        }
+    }
+    arm(x);
+}
+
+static void on_timer(uv_timer_t *t) { run_waiting(t->data); }
+
+static void arm(dlock__acall *x)
+{
+    if (x->stopping)
+        return;
+    int ready = dlock__aconn_ready(x->conn);
+    int64_t at = INT64_MAX;
+    dlock__list *it;
+    DLOCK__LIST_FOREACH(it, &x->waiting) {
+        areq *a = DLOCK__CONTAINER_OF(it, areq, link);
+        int64_t t = ready && a->not_before < a->give_up_at ? a->not_before : a->give_up_at;
+        if (t < at)
+            at = t;
+    }
+    if (at == INT64_MAX) {
+        uv_timer_stop(&x->timer);
+        return;
+    }
+    int64_t now = dlock__now_ms();
+    uv_timer_start(&x->timer, on_timer, (uint64_t)(at > now ? at - now : 0), 0);
+}
+
+static void on_ready(dlock__aconn *ac, void *ud) { run_waiting(ud); }
+
+int dlock__acall_send(dlock__acall *x, const dlock__req *req, dlock__acall_fn fn, void *ud)
+{
+    if (x->stopping)
+        return dlock__fail(DLOCK_ECLOSED, "client is closing");
+    int rc = dlock__req_check(req);
+    if (rc != DLOCK_OK)
+        return rc;
+    int pre = req->script >= 0 ? 3 : 0;
+    int argc = req->argc + pre;
+    size_t bytes = 0;
+    for (int i = 0; i < req->argc; i++)
+        bytes += req->lens ? req->lens[i] : strlen(req->argv[i]);
+    /* One block: the request, its argv and lengths, then the bytes. */
+    size_t head = sizeof(areq) + (size_t)argc * (sizeof(char *) + sizeof(size_t));
+    areq *a = malloc(head + bytes + 16);
+    if (!a)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    memset(a, 0, sizeof(*a));
+    a->x = x;
+    a->fn = fn;
+    a->ud = ud;
+    a->script = req->script;
+    a->flags = req->flags;
+    a->latch_ms = req->latch_ms;
+    a->argc = argc;
+    a->av = (const char **)(a + 1);
+    a->lens = (size_t *)(a->av + argc);
+    char *p = (char *)a + head;
+    if (pre) {
+        a->av[0] = "EVALSHA";
+        a->lens[0] = 7;
+        a->av[1] = dlock__scripts[req->script].sha;
+        a->lens[1] = 40;
+        a->lens[2] = dlock__fmt_i64(p, req->nkeys);
+        a->av[2] = p;
+        p += 16;
+    }
+    for (int i = 0; i < req->argc; i++) {
+        size_t n = req->lens ? req->lens[i] : strlen(req->argv[i]);
+        memcpy(p, req->argv[i], n);
+        a->av[pre + i] = p;
+        a->lens[pre + i] = n;
+        p += n;
+    }
+    if (!x->conn) {
+        dlock__aconn_cbs cbs = {on_ready, NULL, NULL, x};
+        const dlock__endpoint *ep = dlock__node_endpoint(dlock__router_node(x->router, NULL, 0));
+        if (dlock__aconn_new(&x->conn, dlock__loop_uv(x->lp), x->ctx, ep, 0, &cbs) != DLOCK_OK) {
+            free(a);
+            return dlock__fail(DLOCK_ENOMEM, "out of memory creating a connection");
+        }
+    }
+    if (dlock__list_empty(&x->waiting) && dlock__aconn_ready(x->conn))
+        write_req(x, a);
+    else
+        wait_for_conn(x, a, 0);
+    return DLOCK_OK;
+}
+
+uint64_t dlock__acall_sent(const dlock__acall *x) { return x->sent; }
+
+/* Stop hook (io thread): every request ends with DLOCK_ECLOSED. */
+static void on_timer_closed(uv_handle_t *h) { (void)h; }
+
+static void on_stop(void *arg)
+{
+    dlock__acall *x = arg;
+    x->stopping = 1;
+    if (x->conn) {
+        dlock__aconn_close(x->conn, NULL, NULL);   /* fails the written ones */
+        x->conn = NULL;
+    }
+    x->corked = 0;
+    while (!dlock__list_empty(&x->waiting)) {
+        areq *a = DLOCK__CONTAINER_OF(x->waiting.next, areq, link);
+        dlock__list_remove(&a->link);
+        dlock__fail(DLOCK_ECLOSED, "client is closing");
+        finish(a, DLOCK_ECLOSED, NULL);
+    }
+    uv_timer_stop(&x->timer);
+    uv_close((uv_handle_t *)&x->timer, on_timer_closed);
+    uv_prepare_stop(&x->prep);
+    uv_close((uv_handle_t *)&x->prep, on_timer_closed);
+    uv_check_stop(&x->check);
+    uv_close((uv_handle_t *)&x->check, on_timer_closed);
+}
+
+int dlock__acall_new(dlock__acall **out, dlock__loop *lp, dlock__netctx *ctx,
+                     dlock__router *router)
+{
+    dlock__acall *x = calloc(1, sizeof(*x));
+    if (!x)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    x->ctx = ctx;
+    x->router = router;
+    x->lp = lp;
+    dlock__list_init(&x->waiting);
+    /* Before the io thread runs: the module's setup may use the loop. */
+    uv_timer_init(dlock__loop_uv(lp), &x->timer);
+    x->timer.data = x;
+    uv_prepare_init(dlock__loop_uv(lp), &x->prep);
+    x->prep.data = x;
+    uv_check_init(dlock__loop_uv(lp), &x->check);
+    x->check.data = x;
+    int rc = dlock__loop_on_stop(lp, on_stop, x);
+    if (rc != DLOCK_OK) {
+        uv_close((uv_handle_t *)&x->timer, NULL);
+        uv_close((uv_handle_t *)&x->prep, NULL);
+        uv_close((uv_handle_t *)&x->check, NULL);
+        free(x);
+        return rc;
+    }
+    *out = x;
+    return DLOCK_OK;
+}
+
+void dlock__acall_free(dlock__acall *x) { free(x); }
