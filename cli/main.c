@@ -47,6 +47,7 @@ int cli_exit_code(int rc, const char *detail)
     case DLOCK_ECONN:
     case DLOCK_ECMDTIMEOUT:
     case DLOCK_EUNKNOWN:
+    case DLOCK_EREPLICAS:
         return EXIT_UNAVAILABLE;
     case DLOCK_EAUTH:
         /* The library gives one code to AUTH and SELECT refusals: a database
@@ -282,9 +283,14 @@ int cli_opt_value(const cli_opts *o, const char *cmd, int argc, char **argv, int
  * it for as short a time as we can manage (prefer the other sources). */
 static void mask_url_password(char *url)
 {
-    if (strncmp(url, "redis://", 8) != 0)
+    static const char *const schemes[] = {"redis://", "rediss://", "redis-sentinel://",
+                                          "redis-cluster://"};
+    char *a = NULL;
+    for (size_t i = 0; i < sizeof(schemes) / sizeof(schemes[0]) && !a; i++)
+        if (strncmp(url, schemes[i], strlen(schemes[i])) == 0)
+            a = url + strlen(schemes[i]);
+    if (!a)
         return;
-    char *a = url + 8;
     size_t alen = strcspn(a, "/?#");
     char *at = NULL;
     for (size_t i = 0; i < alen; i++)

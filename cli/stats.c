@@ -5,7 +5,8 @@
 
 #include "show.h"
 
-static const char *const lost_names[] = {"", "gone", "unreachable", "paused"};
+static const char *const lost_names[] = {"", "gone", "unreachable", "paused", "replicas"};
+#define NREASONS ((int)(sizeof(lost_names) / sizeof(lost_names[0])))
 
 /* The upper bound (us) of the bucket where the q-quantile falls, 0 if empty. */
 static uint64_t quantile_us(const dlock_histogram *h, double q)
@@ -97,7 +98,7 @@ void cli_json_stats(FILE *f, const dlock_stats *s)
             (unsigned long long)s->acquisitions, (unsigned long long)s->waits,
             (unsigned long long)s->wakeups, (unsigned long long)s->wakeups_taken,
             (unsigned long long)s->renewals, (unsigned long long)s->renewal_roundtrips);
-    for (int r = 1; r < 4; r++)
+    for (int r = 1; r < NREASONS; r++)
         fprintf(f, "%s\"%s\":%llu", r > 1 ? "," : "", lost_names[r],
                 (unsigned long long)s->lost[r]);
     fprintf(f, "},\"connects\":%llu,\"reconnects\":%llu,\"roundtrips\":%llu",

@@ -110,10 +110,10 @@ static void metrics(out *o)
             "Wake-ups whose next attempt found the object taken again.", s.wakeups_taken);
     counter(o, "renewals_total", "Holds renewed by the watchdog.", s.renewals);
     counter(o, "renewal_roundtrips_total", "Renewal batches sent.", s.renewal_roundtrips);
-    static const char *const reasons[] = {NULL, "gone", "unreachable", "paused"};
+    static const char *const reasons[] = {NULL, "gone", "unreachable", "paused", "replicas"};
     put(o, "# HELP dlock_lost_total Holds reported lost, by reason.\n"
            "# TYPE dlock_lost_total counter\n");
-    for (int r = 1; r < 4; r++)
+    for (int r = 1; r < 5; r++)
         put(o, "dlock_lost_total{reason=\"%s\"} %llu\n", reasons[r],
             (unsigned long long)s.lost[r]);
     counter(o, "connects_total", "Connections opened.", s.connects);

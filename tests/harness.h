@@ -23,13 +23,24 @@ typedef struct th_redis {
                          certificates; the ACL user's credentials in ACL mode */
     char sock[300];   /* unix socket path */
     const char *extra[33];   /* extra arguments (string literals), NULL-terminated */
+    int bus_port;            /* cluster node: its cluster bus port (0: not a cluster node) */
+    int sentinel;            /* started as a sentinel (th_sentinels_start) */
 } th_redis;
 
 /* Starts redis-server on a free 127.0.0.1 port (and a unix socket in its own
  * temp dir), without persistence. Extra "--opt value" pairs may follow, NULL
  * terminated. Returns 0 when it answers PING.
- * Modes, from the environment, so that the same tests run every way (CTest
- * runs the lock tests in each):
+ *
+ * With DLOCK_TEST_DEPLOY=sentinel or cluster in the environment, a start
+ * without extra arguments starts that deployment instead (th_deploy_*):
+ * r->url names it (redis-sentinel:// or redis-cluster://), r->port is the
+ * primary's (sentinel) or a primary's (cluster), and th_cmd / th_int follow
+ * MOVED to the node that serves a key; th_redis_destroy stops it all. Tests
+ * that stop or restart their server, or count its calls, skip themselves
+ * there (th_deployed).
+ *
+ * Modes of a single server, from the environment, so that the same tests run
+ * every way (CTest's suite_tls and suite_acl run a set of them so):
  *   DLOCK_TEST_TLS=1  the server also listens with TLS (certificates made by
  *                     th_tls_dir, clients must present theirs) and r->url is
  *                     rediss:// to it; the admin helpers stay on the plain port
@@ -37,7 +48,11 @@ typedef struct th_redis {
  *                     docs/acl-rule.txt (PREFIX empty), and r->url logs in as
  *                     it (a server started with --requirepass is left alone) */
 int th_redis_start(th_redis *r, ...);
-/* As th_redis_start, with TLS whatever the mode. */
+/* The deployment under test: "single", "sentinel" or "cluster". */
+const char *th_deploy_name(void);
+/* 1 when r was started as a sentinel or cluster deployment. */
+int th_deployed(const th_redis *r);
+/* As th_redis_start, a single server with TLS whatever the mode. */
 int th_redis_start_tls(th_redis *r, ...);
 /* The port dlock clients of r use (TLS in TLS mode), e.g. behind a proxy. */
 int th_client_port(const th_redis *r);
@@ -61,6 +76,58 @@ void th_redis_stop(th_redis *r);
 int th_redis_restart(th_redis *r);
 /* Stops and removes its directory. */
 void th_redis_destroy(th_redis *r);
+
+/* ------------------------------------------------------- deployments */
+
+/* A primary with 2 replicas, each a th_redis (replicas of primary.port). */
+#define TH_REPLICAS 2
+typedef struct th_replset {
+    th_redis primary;
+    th_redis replica[TH_REPLICAS];
+} th_replset;
+/* Starts the primary and its replicas and waits (up to ~20 s) until every
+ * replica's link to the primary is up. Extra "--opt value" pairs (NULL
+ * terminated) go to every server. Returns 0 on success; on failure whatever
+ * was started is stopped. */
+int th_replset_start(th_replset *rs, ...);
+void th_replset_destroy(th_replset *rs);
+
+/* 3 sentinels monitoring a primary under a master name (quorum 2, down after
+ * 1 s, failover timeout 5 s). url: redis-sentinel://127.0.0.1:p1,...#name. */
+#define TH_SENTINELS 3
+typedef struct th_sentinels {
+    th_redis s[TH_SENTINELS];
+    char master[64];
+    char url[256];
+} th_sentinels;
+/* Starts the sentinels on rs->primary and waits (up to ~30 s) until each
+ * knows the 2 replicas and the 2 other sentinels. 0 on success. */
+int th_sentinels_start(th_sentinels *ss, const th_replset *rs, const char *master);
+void th_sentinels_destroy(th_sentinels *ss);
+/* The primary's port as sentinel s answers SENTINEL GET-MASTER-ADDR-BY-NAME,
+ * or -1. */
+int th_sentinel_primary_port(const th_redis *s, const char *master);
+
+/* A Redis Cluster of 3 primaries with 1 replica each, created with
+ * `redis-cli --cluster create ... --cluster-replicas 1 --cluster-yes`.
+ * url: redis-cluster://127.0.0.1:p1,127.0.0.1:p2,127.0.0.1:p3 (seeds). */
+#define TH_CLUSTER_NODES 6
+typedef struct th_cluster {
+    th_redis node[TH_CLUSTER_NODES];
+    char url[256];
+} th_cluster;
+/* Starts the nodes, creates the cluster and waits (up to ~60 s) until every
+ * node reports cluster_state:ok and every replica's link is up. 0 on success. */
+int th_cluster_start(th_cluster *cl);
+void th_cluster_destroy(th_cluster *cl);
+/* Starts one cluster-enabled node on its own (no slots, no peers). */
+int th_cluster_node_start(th_redis *r);
+/* Waits up to timeout_ms until every running node says cluster_state:ok
+ * and agrees on who serves each slot. 0 when it does. */
+int th_cluster_wait_ok(th_cluster *cl, int64_t timeout_ms);
+/* The running node that serves `key` as a primary (CLUSTER KEYSLOT, then
+ * CLUSTER NODES), or NULL. */
+th_redis *th_cluster_node_for(th_cluster *cl, const char *key);
 
 /* A fresh admin connection (caller frees). */
 redisContext *th_admin(const th_redis *r);

@@ -314,10 +314,58 @@ static void test_open_bad_args(void **state)
     dlock_client_close(NULL);
 }
 
+/* Deployment URLs: every host of the list, the data nodes' credentials and
+ * database apart, the sentinel port by default, the master name. */
+static void test_deploy_urls(void **state)
+{
+    (void)state;
+    dlock__endpoint ep;
+    dlock__deploy d;
+    memset(&ep, 0, sizeof(ep));
+    memset(&d, 0, sizeof(d));
+    assert_int_equal(dlock__parse_deploy_url("redis-sentinel://al%40ce:s3c@s1,[::1]:26380,s3:7/2#mymaster",
+                                             &ep, &d),
+                     DLOCK_OK);
+    assert_int_equal(d.kind, DLOCK__DEPLOY_SENTINEL);
+    assert_int_equal(d.nseeds, 3);
+    assert_string_equal(d.seeds[0].host, "s1");
+    assert_int_equal(d.seeds[0].port, 26379);
+    assert_string_equal(d.seeds[1].host, "::1");
+    assert_int_equal(d.seeds[1].port, 26380);
+    assert_int_equal(d.seeds[2].port, 7);
+    assert_null(d.seeds[0].pass);   /* the sentinels get their own */
+    assert_string_equal(d.master, "mymaster");
+    assert_string_equal(ep.user, "al@ce");
+    assert_string_equal(ep.pass, "s3c");
+    assert_int_equal(ep.db, 2);
+
+    assert_int_equal(dlock__parse_deploy_url("redis-cluster://:pw@n1:7000,n2", &ep, &d), DLOCK_OK);
+    assert_int_equal(d.kind, DLOCK__DEPLOY_CLUSTER);
+    assert_int_equal(d.nseeds, 2);
+    assert_int_equal(d.seeds[1].port, 6379);
+    assert_null(d.master);
+    assert_string_equal(ep.pass, "pw");
+    assert_int_equal(ep.db, 0);
+
+    /* Back to one server; a bad URL changes nothing. */
+    assert_int_equal(dlock__parse_deploy_url("redis://h:1", &ep, &d), DLOCK_OK);
+    assert_int_equal(d.kind, DLOCK__DEPLOY_SINGLE);
+    assert_int_equal(d.nseeds, 0);
+    assert_int_equal(dlock__parse_deploy_url("redis-cluster://h:0", &ep, &d), DLOCK_EINVAL);
+    assert_int_equal(d.kind, DLOCK__DEPLOY_SINGLE);
+    assert_string_equal(ep.host, "h");
+    /* A password in a bad URL is never shown. */
+    assert_int_equal(dlock__parse_deploy_url("redis-cluster://u:Secr3t@h:1,bad host", &ep, &d),
+                     DLOCK_EINVAL);
+    assert_null(strstr(dlock_last_error(), "Secr3t"));
+    dlock__endpoint_clear(&ep);
+    dlock__deploy_clear(&d);
+}
+
 static void test_strerror(void **state)
 {
     (void)state;
-    for (int code = 0; code >= DLOCK_ETLS; code--) {
+    for (int code = 0; code >= DLOCK_EREPLICAS; code--) {
         assert_non_null(dlock_strerror(code));
         assert_string_not_equal(dlock_strerror(code), "unknown dlock status");
         assert_memory_equal(dlock_errname(code), "DLOCK_", 6);
@@ -339,6 +387,7 @@ int main(void)
         cmocka_unit_test(test_options),
         cmocka_unit_test(test_set_password),
         cmocka_unit_test(test_open_bad_args),
+        cmocka_unit_test(test_deploy_urls),
         cmocka_unit_test(test_strerror),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

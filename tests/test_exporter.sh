@@ -35,7 +35,7 @@ for m in acquisitions_total waits_total wakeups_total wakeups_taken_total renewa
   grep -q "^# TYPE dlock_$m counter$" "$tmp/m2" || fail "no counter dlock_$m"
   grep -Eq "^dlock_$m [0-9]+$" "$tmp/m2" || fail "no value for dlock_$m"
 done
-for r in gone unreachable paused; do
+for r in gone unreachable paused replicas; do
   grep -Eq "^dlock_lost_total\{reason=\"$r\"\} [0-9]+$" "$tmp/m2" || fail "no lost{reason=$r}"
 done
 for h in acquire_wait handoff_gap roundtrip; do

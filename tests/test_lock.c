@@ -293,6 +293,8 @@ static void test_fencing_tokens_increase(void **state)
 static void test_fencing_tokens_survive_restart(void **state)
 {
     (void)state;
+    if (th_deployed(&srv))
+        skip();   /* restarts its server */
     dlock_lock *l = get("fenced-restart");
     uint64_t before = 0, after = 0;
     assert_int_equal(dlock_lock_acquire_fenced(l, 0, 5000, NULL, &before), DLOCK_OK);
@@ -681,6 +683,8 @@ static void *hold_briefly(void *arg)
 static void test_connections_carry_client_identity(void **state)
 {
     (void)state;
+    if (th_deployed(&srv))
+        skip();   /* counts the connections of one server */
     dlock_client *c = th_client(&srv, 300);
     char prefix[160], host[65] = "";
     gethostname(host, sizeof(host) - 1);
@@ -732,6 +736,8 @@ static void test_connections_carry_client_identity(void **state)
 static void test_setname_refused_is_not_fatal(void **state)
 {
     (void)state;
+    if (th_deployed(&srv))
+        skip();   /* a test of one server (a proxy before it, its ACL, its address) */
     freeReplyObject(th_cmd(&srv, "ACL SETUSER noname on >pw ~* &* +@all -client|setname"));
     char url[160];
     snprintf(url, sizeof(url), "redis://noname:pw@127.0.0.1:%d", srv.port);
@@ -799,6 +805,8 @@ static void test_log_callback_never_shows_password(void **state)
 static void test_unix_socket(void **state)
 {
     (void)state;
+    if (th_deployed(&srv))
+        skip();   /* talks to its server over a unix socket */
     char url[400];
     snprintf(url, sizeof(url), "unix://%s?db=1", srv.sock);
     dlock_client *c = th_client_url(url, 0);
@@ -818,6 +826,8 @@ static void test_unix_socket(void **state)
 static void test_release_retry_uses_latch(void **state)
 {
     (void)state;
+    if (th_deployed(&srv))
+        skip();   /* a test of one server (a proxy before it, its ACL, its address) */
     th_proxy *px = th_proxy_start(srv.port);
     assert_non_null(px);
     char url[128];
@@ -855,6 +865,8 @@ static void test_release_retry_uses_latch(void **state)
 static void test_acquire_lost_reply_is_unknown(void **state)
 {
     (void)state;
+    if (th_deployed(&srv))
+        skip();   /* puts a proxy before one server */
     th_proxy *px = th_proxy_start(srv.port);
     char url[128];
     snprintf(url, sizeof(url), "redis://127.0.0.1:%d", th_proxy_port(px));
@@ -918,6 +930,8 @@ static void *acquire_in_thread(void *arg)
 static void test_acquire_reset_after_send_counts_once(void **state)
 {
     (void)state;
+    if (th_deployed(&srv))
+        skip();   /* a test of one server (a proxy before it, its ACL, its address) */
     th_proxy *px = th_proxy_start(srv.port);
     dlock_client *c = proxied_client(px, 2000);
     char name[128];
@@ -946,6 +960,8 @@ static void test_acquire_reset_after_send_counts_once(void **state)
 static void test_force_release_not_resent(void **state)
 {
     (void)state;
+    if (th_deployed(&srv))
+        skip();   /* a test of one server (a proxy before it, its ACL, its address) */
     th_proxy *px = th_proxy_start(srv.port);
     dlock_client *c = proxied_client(px, 300);
     char name[128];

@@ -22,6 +22,10 @@
  *   - The lock handle (and the cancel token, if any) must stay alive until
  *     the callback has run; the callback itself may free them.
  *
+ * Deployments: one server for now. On a client opened with a
+ * redis-sentinel:// or redis-cluster:// URL every asynchronous request ends
+ * with DLOCK_EINVAL (use the blocking calls there).
+ *
  * Ownership. Work moves between callbacks, not threads, so an asynchronous
  * call acts for an explicit owner id: the handle must come from
  * dlock_lock_get_as() (or dlock_fair_lock_get_as(), dlock_read_lock_get_as(), dlock_write_lock_get_as()).

@@ -69,9 +69,11 @@ typedef enum dlock_status {
     DLOCK_EUNKNOWN = -15,     /* the outcome is unknown: sent, then no answer (see acquire) */
     DLOCK_EDEADLK = -16,      /* the request can never be granted to this caller: it holds the
                                  read lock of the write lock it asks for */
-    DLOCK_ETLS = -17          /* TLS failed: the handshake, the server's certificate (not
+    DLOCK_ETLS = -17,         /* TLS failed: the handshake, the server's certificate (not
                                  trusted, wrong name, expired), the client's certificate, or
                                  TLS files that cannot be loaded (the message says which) */
+    DLOCK_EREPLICAS = -18     /* fewer replicas acknowledged an acquisition than the config
+                                 asks for (dlock_config_set_replica_ack): it was released */
 } dlock_status;
 
 /* Short English text for a status code ("lock not held by the caller", ...).
@@ -112,9 +114,11 @@ typedef enum dlock_lost_reason {
                                   held by its owner */
     DLOCK_LOST_UNREACHABLE = 2, /* Redis stayed unreachable until (1/20 of the watchdog timeout,
                                    at most 500 ms, before) the lease would have run out */
-    DLOCK_LOST_PAUSED = 3       /* this process did not run (stopped by SIGSTOP or a debugger,
+    DLOCK_LOST_PAUSED = 3,      /* this process did not run (stopped by SIGSTOP or a debugger,
                                    suspended, starved of CPU) until past the lease: its
                                    renewals could not be sent in time */
+    DLOCK_LOST_REPLICAS = 4     /* a renewal was acknowledged by fewer replicas than the config
+                                   asks for, under DLOCK_ACK_RELEASE: no longer renewed */
 } dlock_lost_reason;
 
 /* Called once per lost hold, on the client's io thread. `name` and `owner` are
@@ -159,15 +163,56 @@ DLOCK_API void dlock_config_free(dlock_config *cfg);
  *   redis://[user[:password]@]host[:port][/db]     host may be [ipv6]; port 1..65535
  *   rediss://[user[:password]@]host[:port][/db][?TLS parameters]   the same over TLS
  *   unix:///path/to.sock[?db=N]
- * user and password may be percent-encoded. DLOCK_EINVAL names the bad part
- * (never echoing the password) and leaves the previous URL in place.
+ *   redis-sentinel://[user[:password]@]host[:port][,host[:port]...][/db]#MASTERNAME
+ *       the primary named MASTERNAME, as the sentinels listed say (port
+ *       26379 by default); followed across failovers
+ *   redis-cluster://[user[:password]@]host[:port][,host[:port]...]
+ *       seed nodes of a Redis Cluster (database 0); the rest is discovered
+ * user and password may be percent-encoded; they are the data nodes' (see
+ * dlock_config_set_sentinel_password for the sentinels'). One URL names one
+ * deployment: a list mixing schemes is refused. DLOCK_EINVAL names the bad
+ * part (never echoing the password) and leaves the previous URL in place.
  * A rediss:// URL may carry TLS parameters, redis-cli's option names, each
  * the same as the dlock_config_set_tls_* call named: cacert=FILE and
  * cacertdir=DIR (_ca), cert=FILE&key=FILE (_cert), sni=NAME (_server_name),
  * insecure (_verify 0). Values are percent-encoded where needed
  * (?cacert=/etc/my%20ca.pem). The parameters a URL gives replace those
- * settings; the ones it does not give keep their values. */
+ * settings; the ones it does not give keep their values. (Sentinel and
+ * Cluster over TLS are not supported yet.) */
 DLOCK_API int dlock_config_set_url(dlock_config *cfg, const char *url);
+
+/* What an acquisition or renewal does when fewer replicas acknowledge it
+ * than asked for. */
+typedef enum dlock_ack_policy {
+    DLOCK_ACK_RELEASE = 0,   /* fail and give the hold back: the acquire returns
+                                DLOCK_EREPLICAS; a renewal stops and the hold is reported
+                                lost (DLOCK_LOST_REPLICAS) */
+    DLOCK_ACK_KEEP = 1       /* keep the hold and report the number reached
+                                (dlock_last_replica_acks; a warning in the log) */
+} dlock_ack_policy;
+
+/* Replica acknowledgement (Redisson's sync-slaves option): after every lock
+ * acquisition (lock, fair lock, read and write locks) and every watchdog
+ * renewal, WAIT for `replicas` replicas of the primary that took it, up to
+ * timeout_ms (1 .. the command timeout - 1; set the command timeout first),
+ * on the same connection. replicas 0 (the default) turns it off. Applies to
+ * a primary with replicas, behind Sentinel or not, and to each primary of a
+ * cluster. DLOCK_EINVAL (nothing changed) for a negative count, a timeout out
+ * of range or an unknown policy. */
+DLOCK_API int dlock_config_set_replica_ack(dlock_config *cfg, int replicas, int64_t timeout_ms,
+                                          dlock_ack_policy policy);
+
+/* Replicas that acknowledged the calling thread's last lock acquisition, or
+ * -1 when none was asked for (acknowledgement off, or the acquisition failed
+ * first). Thread-local. */
+DLOCK_API int dlock_last_replica_acks(void);
+
+/* Credentials for the sentinels of a redis-sentinel:// URL when they differ
+ * from the data nodes' (the sentinels' requirepass or ACL user). Same rules
+ * as dlock_config_set_password; kept when the URL changes. NULL or empty
+ * password: the sentinels get no AUTH. */
+DLOCK_API int dlock_config_set_sentinel_password(dlock_config *cfg, const char *user,
+                                                 const char *password);
 
 /* TLS (a rediss:// URL). dlock speaks TLS itself (OpenSSL), on every
  * connection of the client: the blocking pool, the pub/sub and the renewal

@@ -47,6 +47,7 @@ dlock_config *dlock_config_new(void)
 void dlock__config_clear(dlock_config *cfg)
 {
     dlock__endpoint_clear(&cfg->ep);
+    dlock__deploy_clear(&cfg->deploy);
     dlock__tls_opts_clear(&cfg->tls);
     free(cfg->client_name);
     cfg->client_name = NULL;
@@ -64,11 +65,14 @@ int dlock__config_copy(dlock_config *dst, const dlock_config *src)
 {
     *dst = *src;
     dst->client_name = NULL;
+    memset(&dst->deploy, 0, sizeof(dst->deploy));
     memset(&dst->tls, 0, sizeof(dst->tls));
     if (dlock__endpoint_copy(&dst->ep, &src->ep) != DLOCK_OK ||
+        dlock__deploy_copy(&dst->deploy, &src->deploy) != DLOCK_OK ||
         dlock__tls_opts_copy(&dst->tls, &src->tls) != DLOCK_OK ||
         dlock__dup_opt(&dst->client_name, src->client_name) != 0) {
         dlock__endpoint_clear(&dst->ep);
+        dlock__deploy_clear(&dst->deploy);
         dlock__tls_opts_clear(&dst->tls);
         free(dst->client_name);
         dst->client_name = NULL;
@@ -104,6 +108,8 @@ static void take_opt(char **to, char **from)
 int dlock_config_set_url(dlock_config *cfg, const char *url)
 {
     NEED_CFG(cfg);
+    if (dlock__is_deploy_url(url))
+        return dlock__parse_deploy_url(url, &cfg->ep, &cfg->deploy);
     dlock__tls_opts t;
     memset(&t, 0, sizeof(t));
     int rc = dlock__parse_url_tls(url, &cfg->ep, &t);
@@ -118,6 +124,7 @@ int dlock_config_set_url(dlock_config *cfg, const char *url)
     if (t.verify >= 0)
         cfg->tls.verify = t.verify;
     dlock__tls_opts_clear(&t);
+    dlock__deploy_single(&cfg->deploy);
     return DLOCK_OK;
 }
 
@@ -227,6 +234,56 @@ int dlock_config_set_password(dlock_config *cfg, const char *user, const char *p
     free_secret(cfg->ep.pass);
     cfg->ep.user = u;
     cfg->ep.pass = p;
+    return DLOCK_OK;
+}
+
+int dlock_config_set_sentinel_password(dlock_config *cfg, const char *user, const char *password)
+{
+    NEED_CFG(cfg);
+    dlock__deploy *d = &cfg->deploy;
+    if (!password || !*password) {
+        if (user && *user)
+            return dlock__fail(DLOCK_EINVAL, "a sentinel user needs a password");
+        free(d->sentinel_user);
+        free_secret(d->sentinel_pass);
+        d->sentinel_user = NULL;
+        d->sentinel_pass = NULL;
+        return DLOCK_OK;
+    }
+    size_t plen = strlen(password), ulen = user ? strlen(user) : 0;
+    if (plen > MAX_CRED_LEN || ulen > MAX_CRED_LEN)
+        return dlock__fail(DLOCK_EINVAL, "the sentinel %s is longer than %d bytes",
+                           plen > MAX_CRED_LEN ? "password" : "user", MAX_CRED_LEN);
+    char *p = dlock__strndup(password, plen);
+    char *u = ulen ? dlock__strndup(user, ulen) : NULL;
+    if (!p || (ulen && !u)) {
+        free_secret(p);
+        free(u);
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    }
+    free(d->sentinel_user);
+    free_secret(d->sentinel_pass);
+    d->sentinel_user = u;
+    d->sentinel_pass = p;
+    return DLOCK_OK;
+}
+
+int dlock_config_set_replica_ack(dlock_config *cfg, int replicas, int64_t timeout_ms,
+                                 dlock_ack_policy policy)
+{
+    NEED_CFG(cfg);
+    if (replicas < 0 || replicas > 1000)
+        return dlock__fail(DLOCK_EINVAL, "replicas %d: use 0 (off) .. 1000", replicas);
+    if (policy != DLOCK_ACK_RELEASE && policy != DLOCK_ACK_KEEP)
+        return dlock__fail(DLOCK_EINVAL, "unknown replica acknowledgement policy %d", (int)policy);
+    if (replicas > 0 && (timeout_ms < 1 || timeout_ms >= cfg->command_timeout_ms))
+        return dlock__fail(DLOCK_EINVAL,
+                           "replica acknowledgement timeout %lld ms: use 1 .. %lld (below the "
+                           "command timeout, which bounds the wait for WAIT's answer)",
+                           (long long)timeout_ms, (long long)cfg->command_timeout_ms - 1);
+    cfg->ack_replicas = replicas;
+    cfg->ack_timeout_ms = replicas > 0 ? timeout_ms : 0;
+    cfg->ack_policy = policy;
     return DLOCK_OK;
 }
 

@@ -90,11 +90,44 @@ void dlock__endpoint_clear(dlock__endpoint *ep);
 int dlock__parse_url(const char *url, dlock__endpoint *ep);
 int dlock__parse_url_tls(const char *url, dlock__endpoint *ep, dlock__tls_opts *tls);
 
+/* ------------------------------------------------------------- deployment */
+
+typedef enum {
+    DLOCK__DEPLOY_SINGLE = 0,   /* redis:// or unix://: one server (ep) */
+    DLOCK__DEPLOY_SENTINEL,     /* redis-sentinel://: the primary named by the sentinels */
+    DLOCK__DEPLOY_CLUSTER       /* redis-cluster://: seed nodes of a Redis Cluster */
+} dlock__deploy_kind;
+
+/* What a URL says beyond one endpoint (deploy.c). The data nodes'
+ * credentials and database stay in the config's ep; its host and port are
+ * the first seed's, for messages. */
+typedef struct dlock__deploy {
+    dlock__deploy_kind kind;
+    dlock__endpoint *seeds;   /* sentinels or cluster seeds: host and port only */
+    size_t nseeds;
+    char *master;             /* sentinel: the master name */
+    char *sentinel_user;      /* sentinel credentials (dlock_config_set_sentinel_password) */
+    char *sentinel_pass;
+} dlock__deploy;
+
+/* Parses any URL a config takes (redis://, unix://, redis-sentinel://,
+ * redis-cluster://) into ep and d; on error neither changes. Sentinel
+ * credentials in d are kept. */
+int dlock__parse_deploy_url(const char *url, dlock__endpoint *ep, dlock__deploy *d);
+/* 1 for redis-sentinel:// and redis-cluster:// URLs. */
+int dlock__is_deploy_url(const char *url);
+/* Back to one server: seeds and master name dropped, sentinel credentials kept. */
+void dlock__deploy_single(dlock__deploy *d);
+int dlock__deploy_copy(dlock__deploy *dst, const dlock__deploy *src);
+/* Frees the seeds and names, keeps nothing (credentials included). */
+void dlock__deploy_clear(dlock__deploy *d);
+
 /* ----------------------------------------------------------------- config */
 
 struct dlock_config {
     dlock__endpoint ep;
     dlock__tls_opts tls;         /* used when ep.tls */
+    dlock__deploy deploy;
     int64_t watchdog_ms;
     int64_t command_timeout_ms;
     int64_t connect_timeout_ms;
@@ -103,6 +136,9 @@ struct dlock_config {
     int pool_size;
     int64_t priority_after_ms;   /* DLOCK_PRIORITY_OFF: never reserve */
     int64_t fair_wait_ms;        /* a fair-lock waiter's slot (Redisson's fairLockWaitTimeout) */
+    int ack_replicas;            /* WAIT for so many replicas after acquisitions (0: off) */
+    int64_t ack_timeout_ms;
+    int ack_policy;              /* dlock_ack_policy */
     char *client_name;
     dlock_lost_fn lost_fn;
     void *lost_ud;

@@ -32,6 +32,7 @@ static const struct {
     {DLOCK_EUNKNOWN, "DLOCK_EUNKNOWN", "outcome unknown: request sent, no answer"},
     {DLOCK_EDEADLK, "DLOCK_EDEADLK", "never granted: the caller holds the read lock"},
     {DLOCK_ETLS, "DLOCK_ETLS", "TLS handshake or certificate refused"},
+    {DLOCK_EREPLICAS, "DLOCK_EREPLICAS", "too few replicas acknowledged the acquisition"},
 };
 
 const char *dlock_strerror(int code)

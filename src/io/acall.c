@@ -306,6 +306,12 @@ int dlock__acall_send(dlock__acall *x, const dlock__req *req, dlock__acall_fn fn
 {
     if (x->stopping)
         return dlock__fail(DLOCK_ECLOSED, "client is closing");
+    /* One connection to one node: keys that live on several nodes, or a
+     * primary that moves, are not followed here yet. */
+    if (dlock__router_dynamic(x->router))
+        return dlock__fail(DLOCK_EINVAL, "the asynchronous calls support one server for now "
+                                         "(not redis-sentinel:// nor redis-cluster://): use the "
+                                         "blocking calls there");
     int rc = dlock__req_check(req);
     if (rc != DLOCK_OK)
         return rc;

@@ -95,7 +95,8 @@ typedef struct dlock__waiter {
     int64_t need;            /* units of a message's budget this waiter takes (>= 1) */
     int settle;              /* a DLOCK__WAKE_ALL_DONE message may end its wait */
     int settled;             /* ... and one did */
-    uint64_t join_seq;       /* barrier PINGs sent before it joined */
+    uint64_t join_seq;       /* barrier PINGs sent on join_pc before it joined */
+    const void *join_pc;     /* the channel's pub/sub connection then, or NULL */
     dlock_cancel *cancel;
     dlock__cancel_reg creg;
     /* An asynchronous waiter (no thread sleeps): every wake-up, state change,
@@ -172,6 +173,7 @@ int dlock__acall_new(dlock__acall **out, dlock__loop *lp, dlock__netctx *ctx,
 void dlock__acall_free(dlock__acall *x);
 /* Sends req (its bytes are copied; req->cancel is ignored). DLOCK_OK: fn runs
  * exactly once, later (never inside this call); an error: fn never runs.
+ * On sentinel and cluster deployments: DLOCK_EINVAL (not supported yet).
  * Once the loop stops, every request ends with DLOCK_ECLOSED. */
 int dlock__acall_send(dlock__acall *x, const dlock__req *req, dlock__acall_fn fn, void *ud);
 /* Requests written so far. */

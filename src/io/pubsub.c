@@ -33,8 +33,27 @@
 #include <uv.h>
 
 #include "io/io.h"
+#include "net/cluster.h"
 
 enum { CH_NONE, CH_SUBSCRIBING, CH_SUBSCRIBED, CH_UNSUBSCRIBING };
+
+/* The pub/sub connection to one node. One in all on a single server (and a
+ * cluster without sharded pub/sub: a PUBLISH reaches every node); one per
+ * node serving a waited-on channel's slot with sharded pub/sub. Created on
+ * the io thread, freed with the pubsub; the fields marked mu are read by user
+ * threads joining a channel. */
+typedef struct psconn {
+    dlock__pubsub *ps;
+    dlock__node *node;
+    dlock__aconn *ac;
+    uint64_t barriers_sent;  /* under mu: barrier PINGs written */
+    uint64_t barriers_acked; /* under mu: the highest one answered */
+    int barrier_wanted;      /* under mu: a settling waiter joined since the last one */
+    /* io thread: this sync's commands */
+    const char **sub, **uns;
+    size_t *sl, *ul;
+    int ns, nu, cap;
+} psconn;
 
 struct dlock__channel {
     dlock__hnode hn;
@@ -46,6 +65,7 @@ struct dlock__channel {
     int nclaimants;          /* waiters with w->claimant set */
     int resync;
     int sub_failed;          /* Redis refused the SUBSCRIBE: waiters poll instead */
+    psconn *pc;              /* where it is (being) subscribed; NULL in CH_NONE */
     dlock__wake_policy wake;
     size_t len;
     char name[];
@@ -62,13 +82,16 @@ struct dlock__pubsub {
     dlock__list dirty;
     int closed;              /* under mu: waits return DLOCK_ECLOSED */
 
-    uint64_t barriers_sent;  /* under mu: barrier PINGs written */
-    uint64_t barriers_acked; /* under mu: the highest one answered */
-    int barrier_wanted;      /* under mu: a settling waiter joined since the last one */
+    int sharded;             /* SSUBSCRIBE on the channel's slot's node */
+    int dynamic;             /* channels may move between nodes (sentinel, cluster) */
+    uint64_t gen;            /* io thread: the router generation last looked at */
 
-    /* io thread only */
+    /* io thread only (conns is read under mu too: it only grows, under mu) */
     int stopping;
-    dlock__aconn *sub;
+    uv_timer_t retry;        /* channels left unsubscribed try again */
+    int retry_inited;
+    psconn **conns;
+    size_t nconns;
 };
 
 static int ch_eq(const dlock__hnode *n, const void *key, size_t len)
@@ -166,7 +189,11 @@ static void settle_armed(dlock__pubsub *ps, dlock__channel *ch)
     dlock__list *it;
     DLOCK__LIST_FOREACH(it, &ch->waiters) {
         dlock__waiter *w = DLOCK__CONTAINER_OF(it, dlock__waiter, link);
-        if (w->settle && ps->barriers_acked > w->join_seq)
+        /* Armed: it joined before the subscription was asked for (so every
+         * message since came after), or a barrier PING written on the
+         * channel's connection after it joined was answered. */
+        if (w->settle && (!w->join_pc || w->join_pc != (void *)ch->pc ||
+                          ch->pc->barriers_acked > w->join_seq))
             w->settled = 1;
     }
 }
@@ -187,6 +214,7 @@ static void wake_all(dlock__channel *ch, int set_woken)
 /* ---------------------------------------------------------- io thread */
 
 static void sync_channels(dlock__pubsub *ps);
+static void retry_later(dlock__pubsub *ps);
 
 static dlock__channel *reply_channel(dlock__pubsub *ps, const redisReply *r)
 {
@@ -201,16 +229,18 @@ static dlock__channel *reply_channel(dlock__pubsub *ps, const redisReply *r)
  * (SUBSCRIBING / UNSUBSCRIBING channels are not freed until answered). */
 typedef struct sub_cmd {
     dlock__pubsub *ps;
+    psconn *pc;
     int left;                /* replies still expected */
     int n;
     const char *names[];
 } sub_cmd;
 
-static sub_cmd *new_sub_cmd(dlock__pubsub *ps, const char **names, int n)
+static sub_cmd *new_sub_cmd(psconn *pc, const char **names, int n)
 {
     sub_cmd *sc = malloc(sizeof(*sc) + (size_t)n * sizeof(char *));
     if (sc) {
-        sc->ps = ps;
+        sc->ps = pc->ps;
+        sc->pc = pc;
         sc->left = sc->n = n;
         memcpy(sc->names, names, (size_t)n * sizeof(char *));
     }
@@ -222,14 +252,19 @@ static sub_cmd *new_sub_cmd(dlock__pubsub *ps, const char **names, int n)
 static void sub_refused(sub_cmd *sc, const redisReply *r, int subscribe)
 {
     dlock__pubsub *ps = sc->ps;
-    dlock__log(ps->ctx->cfg, DLOCK_LOG_ERROR, "%s of %d channel%s refused: %s; waiters poll instead",
-               subscribe ? "SUBSCRIBE" : "UNSUBSCRIBE", sc->n, sc->n == 1 ? "" : "s", r->str);
+    dlock__log(ps->ctx->cfg, DLOCK_LOG_ERROR,
+               "%s of %d channel%s on %s refused: %s; waiters poll instead",
+               subscribe ? "SUBSCRIBE" : "UNSUBSCRIBE", sc->n, sc->n == 1 ? "" : "s",
+               dlock__node_addr(sc->pc->node), r->str);
+    if (strncmp(r->str, "MOVED", 5) == 0)
+        dlock__router_stale(ps->router);   /* the next try goes where the map says */
     pthread_mutex_lock(&ps->mu);
     for (int i = 0; i < sc->n; i++) {
         dlock__channel *ch = ch_find(ps, sc->names[i], strlen(sc->names[i]));
-        if (!ch || ch->state != (subscribe ? CH_SUBSCRIBING : CH_UNSUBSCRIBING))
+        if (!ch || ch->pc != sc->pc || ch->state != (subscribe ? CH_SUBSCRIBING : CH_UNSUBSCRIBING))
             continue;
         ch->state = CH_NONE;
+        ch->pc = NULL;
         if (subscribe) {
             ch->sub_failed = 1;
             wake_all(ch, 0);
@@ -253,7 +288,7 @@ static void on_sub_reply(dlock__aconn *ac, redisReply *r, int status, void *ud)
     }
     pthread_mutex_lock(&ps->mu);
     dlock__channel *ch = reply_channel(ps, r);
-    if (ch && ch->state == CH_SUBSCRIBING) {
+    if (ch && ch->pc == sc->pc && ch->state == CH_SUBSCRIBING) {
         ch->state = CH_SUBSCRIBED;
         /* Waiters in join are waiting for this; after a reconnect, every waiter
          * retries since messages may have been missed meanwhile. */
@@ -280,8 +315,9 @@ static void on_unsub_reply(dlock__aconn *ac, redisReply *r, int status, void *ud
     }
     pthread_mutex_lock(&ps->mu);
     dlock__channel *ch = reply_channel(ps, r);
-    if (ch && ch->state == CH_UNSUBSCRIBING) {
+    if (ch && ch->pc == sc->pc && ch->state == CH_UNSUBSCRIBING) {
         ch->state = CH_NONE;
+        ch->pc = NULL;
         if (ch->nwaiters > 0)
             ch_mark(ps, ch);
         else
@@ -293,9 +329,36 @@ static void on_unsub_reply(dlock__aconn *ac, redisReply *r, int status, void *ud
     sync_channels(ps);
 }
 
+/* The server dropped a sharded subscription (its slot moved to another
+ * node): the channel is subscribed again where the map then says, and its
+ * waiters retry once it is (messages may have been missed). */
+static void on_dropped(dlock__pubsub *ps, psconn *pc, const redisReply *chr)
+{
+    dlock__router_stale(ps->router);
+    pthread_mutex_lock(&ps->mu);
+    dlock__channel *ch = ch_find(ps, chr->str, chr->len);
+    if (ch && ch->pc == pc && ch->state == CH_SUBSCRIBED) {
+        ch->state = CH_NONE;
+        ch->pc = NULL;
+        if (ch->nwaiters == 0) {
+            ch_free(ps, ch);
+        } else {
+            ch->resync = 1;
+            wake_all(ch, 0);
+        }
+    }
+    pthread_mutex_unlock(&ps->mu);
+    retry_later(ps);   /* after the map is read again */
+}
+
 static void on_sub_push(dlock__aconn *ac, redisReply *r, void *ud)
 {
-    dlock__pubsub *ps = ud;
+    dlock__pubsub *ps = ((psconn *)ud)->ps;
+    if (strcmp(r->element[0]->str, "sunsubscribe") == 0) {
+        if (r->element[1]->type == REDIS_REPLY_STRING)
+            on_dropped(ps, ud, r->element[1]);
+        return;
+    }
     /* message: [kind, channel, payload]; pmessage: [kind, pattern, channel, payload] */
     size_t ci = r->elements == 4 ? 2 : 1;
     redisReply *chr = r->element[ci], *msg = r->element[ci + 1];
@@ -337,25 +400,36 @@ static void on_sub_push(dlock__aconn *ac, redisReply *r, void *ud)
 
 static void on_sub_ready(dlock__aconn *ac, void *ud)
 {
-    dlock__pubsub *ps = ud;
+    dlock__pubsub *ps = ((psconn *)ud)->ps;
     pthread_mutex_lock(&ps->mu);
     for (size_t i = 0; i < ps->channels.nbuckets; i++)
         for (dlock__hnode *n = ps->channels.buckets[i]; n; n = n->next)
-            ch_mark(ps, (dlock__channel *)n);
+            if (((dlock__channel *)n)->state == CH_NONE)
+                ch_mark(ps, (dlock__channel *)n);
     pthread_mutex_unlock(&ps->mu);
     sync_channels(ps);
 }
 
 static void on_sub_down(dlock__aconn *ac, int status, void *ud)
 {
-    dlock__pubsub *ps = ud;
+    psconn *pc = ud;
+    dlock__pubsub *ps = pc->ps;
+    /* The node may be gone for good (a failover): the channels' next
+     * subscription goes where the map then says. */
+    if (ps->dynamic)
+        dlock__router_stale(ps->router);
+    int resubscribe = 0;
     pthread_mutex_lock(&ps->mu);
     for (size_t i = 0; i < ps->channels.nbuckets; i++) {
         dlock__hnode *n = ps->channels.buckets[i];
         while (n) {
             dlock__channel *ch = (dlock__channel *)n;
             n = n->next;
+            if (ch->pc != pc)
+                continue;
             ch->state = CH_NONE;
+            ch->pc = NULL;
+            resubscribe |= ch->nwaiters > 0;
             if (ch->nwaiters == 0) {
                 ch_free(ps, ch);
             } else {
@@ -365,11 +439,15 @@ static void on_sub_down(dlock__aconn *ac, int status, void *ud)
         }
     }
     pthread_mutex_unlock(&ps->mu);
+    /* The reconnect's on_sub_ready subscribes them again; if the node stays
+     * away, the retry asks the router where they belong now. */
+    if (resubscribe && ps->dynamic)
+        retry_later(ps);
 }
 
 /* A barrier PING's answer: messages from now on were published after it. */
 typedef struct barrier {
-    dlock__pubsub *ps;
+    psconn *pc;
     uint64_t seq;
 } barrier;
 
@@ -377,92 +455,242 @@ static void on_barrier_reply(dlock__aconn *ac, redisReply *r, int status, void *
 {
     barrier *b = ud;
     if (r && r->type != REDIS_REPLY_ERROR) {
-        pthread_mutex_lock(&b->ps->mu);
-        if (b->seq > b->ps->barriers_acked)
-            b->ps->barriers_acked = b->seq;
-        pthread_mutex_unlock(&b->ps->mu);
+        pthread_mutex_lock(&b->pc->ps->mu);
+        if (b->seq > b->pc->barriers_acked)
+            b->pc->barriers_acked = b->seq;
+        pthread_mutex_unlock(&b->pc->ps->mu);
     }
     free(b);
 }
 
-/* Writes a barrier PING if a settling waiter asked for one. Caller holds mu. */
-static void send_barrier(dlock__pubsub *ps)
+/* Writes a barrier PING on pc if a settling waiter asked for one. Caller
+ * holds mu. */
+static void send_barrier(psconn *pc)
 {
-    if (!ps->barrier_wanted)
+    if (!pc->barrier_wanted || !dlock__aconn_ready(pc->ac))
         return;
     barrier *b = malloc(sizeof(*b));
     const char *av[] = {"PING"};
     size_t len[] = {4};
     if (!b)
         return;   /* no barrier: settling waiters check after a wake-up instead */
-    b->ps = ps;
-    b->seq = ps->barriers_sent + 1;
-    if (dlock__aconn_send(ps->sub, 1, av, len, 1, on_barrier_reply, b) != DLOCK_OK) {
+    b->pc = pc;
+    b->seq = pc->barriers_sent + 1;
+    if (dlock__aconn_send(pc->ac, 1, av, len, 1, on_barrier_reply, b) != DLOCK_OK) {
         free(b);
         return;
     }
-    ps->barriers_sent = b->seq;
-    ps->barrier_wanted = 0;
+    pc->barriers_sent = b->seq;
+    pc->barrier_wanted = 0;
 }
 
-/* Sends the SUBSCRIBE/UNSUBSCRIBE that dirty channels need, one command each,
- * then a barrier PING if one is wanted. */
+/* The pub/sub connection to node n, created (not started) when new. Caller
+ * holds mu (conns grows under it). NULL when out of memory. */
+static psconn *conn_for(dlock__pubsub *ps, dlock__node *n)
+{
+    for (size_t i = 0; i < ps->nconns; i++)
+        if (ps->conns[i]->node == n)
+            return ps->conns[i];
+    psconn **a = realloc(ps->conns, (ps->nconns + 1) * sizeof(*a));
+    if (!a)
+        return NULL;
+    ps->conns = a;
+    psconn *pc = calloc(1, sizeof(*pc));
+    if (!pc)
+        return NULL;
+    pc->ps = ps;
+    pc->node = n;
+    dlock__aconn_cbs cbs = {on_sub_ready, on_sub_down, on_sub_push, pc};
+    if (dlock__aconn_new(&pc->ac, dlock__loop_uv(ps->lp), ps->ctx, dlock__node_endpoint(n), 1,
+                         &cbs) != DLOCK_OK) {
+        free(pc);
+        return NULL;
+    }
+    ps->conns[ps->nconns++] = pc;
+    return pc;
+}
+
+/* Appends a channel name to pc's SUBSCRIBE (which = 0) or UNSUBSCRIBE list;
+ * slot 0 of each holds the command. -1 when out of memory. */
+static int add_name(psconn *pc, int which, const char *name, size_t len)
+{
+    if (pc->ns + pc->nu + 2 > pc->cap) {
+        int cap = pc->cap ? pc->cap * 2 : 16;
+        const char **a = realloc(pc->sub, (size_t)cap * sizeof(*a));
+        if (a)
+            pc->sub = a;
+        const char **b = realloc(pc->uns, (size_t)cap * sizeof(*b));
+        if (b)
+            pc->uns = b;
+        size_t *c1 = realloc(pc->sl, (size_t)cap * sizeof(*c1));
+        if (c1)
+            pc->sl = c1;
+        size_t *c2 = realloc(pc->ul, (size_t)cap * sizeof(*c2));
+        if (c2)
+            pc->ul = c2;
+        if (!a || !b || !c1 || !c2)
+            return -1;
+        pc->cap = cap;
+    }
+    if (which == 0) {
+        pc->sub[pc->ns] = name;
+        pc->sl[pc->ns++] = len;
+    } else {
+        pc->uns[pc->nu] = name;
+        pc->ul[pc->nu++] = len;
+    }
+    return 0;
+}
+
+/* The retry timer: every channel with waiters and no subscription is looked
+ * at again (its node's connection may be up now, or another node may serve
+ * it now). */
+/* After a topology change (a new primary, a new slot map): channels
+ * subscribed on a node that no longer serves them go back to NONE, their
+ * waiters retry once they are subscribed where they belong (as after a
+ * reconnect: messages may have been missed), and connections left without
+ * channels are closed (their node may be gone for good). */
+static void check_moves(dlock__pubsub *ps)
+{
+    uint64_t g = dlock__router_generation(ps->router);
+    if (g == ps->gen)
+        return;
+    ps->gen = g;
+    pthread_mutex_lock(&ps->mu);
+    for (size_t i = 0; i < ps->channels.nbuckets; i++) {
+        dlock__hnode *n = ps->channels.buckets[i];
+        while (n) {
+            dlock__channel *ch = (dlock__channel *)n;
+            n = n->next;
+            if (!ch->pc || ch->pc->node == dlock__router_node(ps->router,
+                                                               ps->sharded ? ch->name : NULL,
+                                                               ps->sharded ? ch->len : 0))
+                continue;
+            ch->state = CH_NONE;
+            ch->pc = NULL;
+            if (ch->nwaiters == 0) {
+                ch_free(ps, ch);
+            } else {
+                ch->resync = 1;
+                wake_all(ch, 0);
+                ch_mark(ps, ch);
+            }
+        }
+    }
+    psconn **gone = malloc((ps->nconns ? ps->nconns : 1) * sizeof(*gone));
+    size_t ngone = 0, keep = 0;
+    for (size_t i = 0; gone && i < ps->nconns; i++) {
+        psconn *pc = ps->conns[i];
+        int used = 0;
+        for (size_t b = 0; b < ps->channels.nbuckets && !used; b++)
+            for (dlock__hnode *n = ps->channels.buckets[b]; n && !used; n = n->next)
+                used = ((dlock__channel *)n)->pc == pc;
+        if (used)
+            ps->conns[keep++] = pc;
+        else
+            gone[ngone++] = pc;
+    }
+    if (gone)
+        ps->nconns = keep;
+    pthread_mutex_unlock(&ps->mu);
+    for (size_t i = 0; i < ngone; i++) {
+        dlock__aconn_close(gone[i]->ac, NULL, NULL);   /* fails its pending commands now */
+        free(gone[i]->sub);
+        free(gone[i]->uns);
+        free(gone[i]->sl);
+        free(gone[i]->ul);
+        free(gone[i]);
+    }
+    free(gone);
+}
+
+static void on_retry(uv_timer_t *t)
+{
+    dlock__pubsub *ps = t->data;
+    if (ps->dynamic)
+        check_moves(ps);
+    pthread_mutex_lock(&ps->mu);
+    for (size_t i = 0; i < ps->channels.nbuckets; i++)
+        for (dlock__hnode *n = ps->channels.buckets[i]; n; n = n->next) {
+            dlock__channel *ch = (dlock__channel *)n;
+            if (ch->state == CH_NONE && ch->nwaiters > 0)
+                ch_mark(ps, ch);
+        }
+    pthread_mutex_unlock(&ps->mu);
+    sync_channels(ps);
+}
+
+static void retry_later(dlock__pubsub *ps)
+{
+    if (ps->stopping)
+        return;
+    if (!ps->retry_inited) {
+        if (uv_timer_init(dlock__loop_uv(ps->lp), &ps->retry) != 0)
+            return;
+        ps->retry.data = ps;
+        ps->retry_inited = 1;
+    }
+    if (uv_is_active((uv_handle_t *)&ps->retry))
+        return;
+    if (ps->dynamic) {
+        /* Also how a topology change is noticed: soon after the switch. */
+        uint64_t every = ps->ctx->cfg->retry_delay_ms < 200 ? (uint64_t)ps->ctx->cfg->retry_delay_ms
+                                                            : 200;
+        uv_timer_start(&ps->retry, on_retry, every, every);
+    } else {
+        uv_timer_start(&ps->retry, on_retry, (uint64_t)ps->ctx->cfg->retry_delay_ms, 0);
+    }
+}
+
+/* Sends the SUBSCRIBE/UNSUBSCRIBE that dirty channels need, one command per
+ * connection each, then the barrier PINGs wanted. A channel whose node's
+ * connection is not ready yet waits for it (its on_sub_ready syncs again). */
 static void sync_channels(dlock__pubsub *ps)
 {
     pthread_mutex_lock(&ps->mu);
-    if (ps->stopping || (dlock__list_empty(&ps->dirty) && !ps->barrier_wanted)) {
+    int barriers = 0;
+    for (size_t i = 0; i < ps->nconns; i++)
+        barriers |= ps->conns[i]->barrier_wanted;
+    if (ps->dynamic && !ps->stopping)
+        retry_later(ps);   /* starts the periodic look at the topology */
+    if (ps->stopping || (dlock__list_empty(&ps->dirty) && !barriers)) {
         pthread_mutex_unlock(&ps->mu);
         return;
     }
-    if (!ps->sub) {
-        dlock__aconn_cbs cbs = {on_sub_ready, on_sub_down, on_sub_push, ps};
-        const dlock__endpoint *ep = dlock__node_endpoint(dlock__router_node(ps->router, NULL, 0));
-        if (dlock__aconn_new(&ps->sub, dlock__loop_uv(ps->lp), ps->ctx, ep, 1, &cbs) != DLOCK_OK) {
-            pthread_mutex_unlock(&ps->mu);
-            dlock__log(ps->ctx->cfg, DLOCK_LOG_ERROR, "out of memory creating the pub/sub connection");
-            return;
-        }
-    }
-    if (!dlock__aconn_ready(ps->sub)) {
-        pthread_mutex_unlock(&ps->mu);
-        dlock__aconn_start(ps->sub);   /* on_sub_ready comes back here */
-        return;
-    }
-    size_t n = 0, cap = 16;
-    const char **sub = malloc(cap * sizeof(*sub));
-    const char **uns = malloc(cap * sizeof(*uns));
-    size_t *sl = malloc(cap * sizeof(*sl)), *ul = malloc(cap * sizeof(*ul));
-    int ns = 1, nu = 1;   /* slot 0 holds the command name */
-    while (sub && uns && sl && ul && !dlock__list_empty(&ps->dirty)) {
+    for (size_t i = 0; i < ps->nconns; i++)
+        ps->conns[i]->ns = ps->conns[i]->nu = 1;   /* slot 0: the command */
+    int oom = 0, waiting = 0;
+    while (!dlock__list_empty(&ps->dirty)) {
         dlock__channel *ch = DLOCK__CONTAINER_OF(ps->dirty.next, dlock__channel, dirty_link);
-        if ((size_t)(ns + nu) + 2 > cap) {
-            cap *= 2;
-            const char **a = realloc(sub, cap * sizeof(*a));
-            if (a)
-                sub = a;
-            const char **b = realloc(uns, cap * sizeof(*b));
-            if (b)
-                uns = b;
-            size_t *c1 = realloc(sl, cap * sizeof(*c1));
-            if (c1)
-                sl = c1;
-            size_t *c2 = realloc(ul, cap * sizeof(*c2));
-            if (c2)
-                ul = c2;
-            if (!a || !b || !c1 || !c2)
-                break;
-        }
         dlock__list_remove(&ch->dirty_link);
         ch->dirty = 0;
-        n++;
         if (ch->nwaiters > 0 && ch->state == CH_NONE) {
-            ch->state = CH_SUBSCRIBING;
-            sub[ns] = ch->name;
-            sl[ns++] = ch->len;
+            /* Sharded: the node that serves the channel's slot; else any. */
+            dlock__node *n = dlock__router_node(ps->router, ps->sharded ? ch->name : NULL,
+                                                ps->sharded ? ch->len : 0);
+            size_t before = ps->nconns;
+            psconn *pc = conn_for(ps, n);
+            if (pc && before != ps->nconns)
+                pc->ns = pc->nu = 1;
+            if (!pc) {
+                oom = 1;
+            } else if (!dlock__aconn_ready(pc->ac)) {
+                /* on_sub_ready marks it again; and if the node is gone for
+                 * good (a failover), the retry asks the router again. */
+                dlock__aconn_start(pc->ac);
+                waiting = 1;
+            } else if (add_name(pc, 0, ch->name, ch->len) != 0) {
+                oom = 1;
+            } else {
+                ch->state = CH_SUBSCRIBING;
+                ch->pc = pc;
+            }
         } else if (ch->nwaiters == 0 && ch->state == CH_SUBSCRIBED) {
-            ch->state = CH_UNSUBSCRIBING;
-            uns[nu] = ch->name;
-            ul[nu++] = ch->len;
+            if (add_name(ch->pc, 1, ch->name, ch->len) != 0) {
+                oom = 1;
+            } else {
+                ch->state = CH_UNSUBSCRIBING;
+            }
         } else if (ch->nwaiters == 0 && ch->state == CH_NONE) {
             ch_free(ps, ch);
         }
@@ -470,33 +698,39 @@ static void sync_channels(dlock__pubsub *ps)
     }
     /* Channel names stay valid after unlocking: only this thread frees channels. */
     pthread_mutex_unlock(&ps->mu);
-    if (sub && uns && sl && ul) {
-        dlock__aconn_cork(ps->sub);
-        if (ns > 1) {
-            sub[0] = "SUBSCRIBE";
-            sl[0] = 9;
-            sub_cmd *sc = new_sub_cmd(ps, sub + 1, ns - 1);
-            if (!sc || dlock__aconn_send(ps->sub, ns, sub, sl, ns - 1, on_sub_reply, sc) != 0)
+    if (oom)
+        dlock__log(ps->ctx->cfg, DLOCK_LOG_ERROR, "out of memory updating subscriptions");
+    if (waiting)
+        retry_later(ps);
+    const char *subcmd = ps->sharded ? "SSUBSCRIBE" : "SUBSCRIBE";
+    const char *unscmd = ps->sharded ? "SUNSUBSCRIBE" : "UNSUBSCRIBE";
+    for (size_t i = 0; i < ps->nconns; i++) {
+        psconn *pc = ps->conns[i];
+        if (!dlock__aconn_ready(pc->ac))
+            continue;
+        dlock__aconn_cork(pc->ac);
+        if (pc->ns > 1) {
+            pc->sub[0] = subcmd;
+            pc->sl[0] = strlen(subcmd);
+            sub_cmd *sc = new_sub_cmd(pc, pc->sub + 1, pc->ns - 1);
+            if (!sc || dlock__aconn_send(pc->ac, pc->ns, pc->sub, pc->sl, pc->ns - 1, on_sub_reply,
+                                         sc) != 0)
                 free(sc);   /* not sent: the channels stay SUBSCRIBING until on_sub_down */
         }
-        if (nu > 1) {
-            uns[0] = "UNSUBSCRIBE";
-            ul[0] = 11;
-            sub_cmd *sc = new_sub_cmd(ps, uns + 1, nu - 1);
-            if (!sc || dlock__aconn_send(ps->sub, nu, uns, ul, nu - 1, on_unsub_reply, sc) != 0)
+        if (pc->nu > 1) {
+            pc->uns[0] = unscmd;
+            pc->ul[0] = strlen(unscmd);
+            sub_cmd *sc = new_sub_cmd(pc, pc->uns + 1, pc->nu - 1);
+            if (!sc || dlock__aconn_send(pc->ac, pc->nu, pc->uns, pc->ul, pc->nu - 1,
+                                         on_unsub_reply, sc) != 0)
                 free(sc);
         }
+        pc->ns = pc->nu = 1;
         pthread_mutex_lock(&ps->mu);
-        send_barrier(ps);
+        send_barrier(pc);
         pthread_mutex_unlock(&ps->mu);
-        dlock__aconn_uncork(ps->sub);
-    } else {
-        dlock__log(ps->ctx->cfg, DLOCK_LOG_ERROR, "out of memory updating subscriptions");
+        dlock__aconn_uncork(pc->ac);
     }
-    free(sub);
-    free(uns);
-    free(sl);
-    free(ul);
 }
 
 static void on_sync_job(void *arg) { sync_channels(arg); }
@@ -508,10 +742,14 @@ static void on_stop(void *arg)
     pthread_mutex_lock(&ps->mu);
     ps->stopping = 1;
     pthread_mutex_unlock(&ps->mu);
-    if (ps->sub) {
-        dlock__aconn_close(ps->sub, NULL, NULL);
-        ps->sub = NULL;
+    if (ps->retry_inited) {
+        uv_timer_stop(&ps->retry);
+        uv_close((uv_handle_t *)&ps->retry, NULL);
     }
+    /* Closing fails the connection's pending commands: their callbacks
+     * still see it; it is freed with the pubsub. */
+    for (size_t i = 0; i < ps->nconns; i++)
+        dlock__aconn_close(ps->conns[i]->ac, NULL, NULL);
 }
 
 /* ----------------------------------------------------------- lifecycle */
@@ -525,6 +763,9 @@ int dlock__pubsub_new(dlock__pubsub **out, dlock__loop *lp, dlock__netctx *ctx,
     ps->ctx = ctx;
     ps->lp = lp;
     ps->router = router;
+    ps->sharded = dlock__router_sharded(router);
+    ps->dynamic = dlock__router_dynamic(router);
+    ps->gen = dlock__router_generation(router);
     dlock__job_init(&ps->sync_job, on_sync_job, ps);
     pthread_mutex_init(&ps->mu, NULL);
     dlock__map_init(&ps->channels, ch_eq);
@@ -563,6 +804,15 @@ void dlock__pubsub_free(dlock__pubsub *ps)
         }
     }
     dlock__map_free(&ps->channels);
+    for (size_t i = 0; i < ps->nconns; i++) {
+        psconn *pc = ps->conns[i];
+        free(pc->sub);
+        free(pc->uns);
+        free(pc->sl);
+        free(pc->ul);
+        free(pc);
+    }
+    free(ps->conns);
     pthread_mutex_destroy(&ps->mu);
     free(ps);
 }
@@ -654,10 +904,13 @@ static int enter(dlock__pubsub *ps, dlock__waiter *w, const char *channel, size_
     w->ch = ch;
     dlock__list_push_back(&ch->waiters, &w->link);
     ch->nwaiters++;
-    if (w->settle) {
-        /* Armed by the answer to a PING written after this point. */
-        w->join_seq = ps->barriers_sent;
-        ps->barrier_wanted = 1;
+    if (w->settle && ch->pc) {
+        /* Armed by the answer to a PING written on the channel's connection
+         * after this point. (A channel not subscribed yet arms it at once:
+         * its subscription is asked for after this point.) */
+        w->join_pc = ch->pc;
+        w->join_seq = ch->pc->barriers_sent;
+        ch->pc->barrier_wanted = 1;
     }
     if (ch->state != CH_SUBSCRIBED) {
         ch->sub_failed = 0;

@@ -30,6 +30,7 @@
 #include <uv.h>
 
 #include "io/io.h"
+#include "net/cluster.h"
 
 typedef struct held {
     dlock__hnode hn;
@@ -49,12 +50,28 @@ typedef struct held {
     char data[];             /* part0 NUL part1 NUL ... then owner NUL */
 } held;
 
+/* The renewal connection to one node (io thread only). */
+typedef struct wconn {
+    dlock__watchdog *wd;
+    dlock__node *node;       /* which server (the router's; lives as long as it) */
+    dlock__aconn *conn;
+    int failing;             /* the last renewal attempt on it failed */
+    int loading;             /* SCRIPT LOAD queued on the current connection */
+    int inflight;            /* batches sent and not answered */
+    int used;                /* a hold needed it this tick */
+} wconn;
+
 typedef struct batch {
     dlock__watchdog *wd;
+    wconn *wc;
+    int slot;                /* every key of a script shares a slot (cluster) */
     const dlock__hold_kind *kind;
     int64_t sent_at;
     int n;
     int reloaded;            /* resent once after NOSCRIPT */
+    struct ackwait *ack;     /* the WAIT that follows it, or NULL */
+    int ok;                  /* answered (while its WAIT is awaited) */
+    unsigned char renewed[DLOCK__RENEW_BATCH];
     held *e[DLOCK__RENEW_BATCH];
 } batch;
 
@@ -85,11 +102,10 @@ struct dlock__watchdog {
     /* io thread only */
     uv_timer_t timer;
     int timer_inited;
-    dlock__aconn *conn;
-    int failing;             /* the last renewal attempt failed */
+    wconn **conns;           /* one per node that serves held keys */
+    size_t nconns;
     int64_t last_tick;       /* when the last tick ran, or the timer started (ms) */
     int stopping;
-    int loading;             /* SCRIPT LOAD queued on the current connection */
 };
 
 static const char *h_part(const held *h, int i)
@@ -307,6 +323,8 @@ static void report(dlock__watchdog *wd, lost_note *notes)
         dlock__log(cfg, DLOCK_LOG_WARN, "%s '%s' held by %s lost: %s", n->what, n->key, owner,
                    n->reason == DLOCK_LOST_GONE     ? "it was gone when renewed or released"
                    : n->reason == DLOCK_LOST_PAUSED ? "this process was paused past the lease"
+                   : n->reason == DLOCK_LOST_REPLICAS
+                       ? "its renewal was acknowledged by too few replicas"
                                                     : "Redis unreachable until the lease ran out");
         if (fn)
             fn(n->key, owner, n->reason, ud);
@@ -356,12 +374,35 @@ int dlock__reply_renew(const redisReply *r, size_t n, unsigned char *renewed)
     return DLOCK_OK;
 }
 
+/* The WAIT written after one node's batches of a tick: their answers are
+ * kept until it answers (replica acknowledgement). */
+typedef struct ackwait {
+    dlock__watchdog *wd;
+    int n;
+    batch *b[];
+} ackwait;
+
+static void batch_finish(dlock__watchdog *wd, batch *b, int ok, const unsigned char *renewed,
+                         int unacked);
+
 static void batch_done(dlock__watchdog *wd, batch *b, const redisReply *r, int ok)
 {
-    lost_note *notes = NULL;
-    unsigned char renewed[DLOCK__RENEW_BATCH];
-    if (ok && dlock__reply_renew(r, (size_t)b->n, renewed) != DLOCK_OK)
+    if (ok && dlock__reply_renew(r, (size_t)b->n, b->renewed) != DLOCK_OK)
         ok = 0;
+    if (b->ack) {
+        b->ok = ok;   /* the WAIT's answer decides */
+        return;
+    }
+    batch_finish(wd, b, ok, b->renewed, 0);
+}
+
+/* unacked: the renewals were not acknowledged by enough replicas and the
+ * policy gives such holds up (reported lost, no longer renewed). */
+static void batch_finish(dlock__watchdog *wd, batch *b, int ok, const unsigned char *renewed,
+                         int unacked)
+{
+    b->wc->inflight--;
+    lost_note *notes = NULL;
     pthread_mutex_lock(&wd->mu);
     for (int i = 0; i < b->n; i++) {
         held *h = b->e[i];
@@ -372,7 +413,10 @@ static void batch_done(dlock__watchdog *wd, batch *b, const redisReply *r, int o
         }
         if (!ok)
             continue;
-        if (renewed[i]) {
+        if (renewed[i] && unacked) {
+            if (h->releasing == 0)
+                note_lost(wd, h, DLOCK_LOST_REPLICAS, &notes);
+        } else if (renewed[i]) {
             dlock__stats_count(wd->ctx->stats, DLOCK__ST_RENEWALS, 1);
             if (b->sent_at > h->renewed_at)
                 h->renewed_at = b->sent_at;
@@ -390,38 +434,54 @@ static void schedule(dlock__watchdog *wd, int64_t at);
 
 static void on_load_reply(dlock__aconn *ac, redisReply *r, int status, void *ud)
 {
-    dlock__watchdog *wd = ud;
-    wd->loading = 0;   /* answered either way: a later NOSCRIPT loads again */
+    wconn *wc = ud;
+    wc->loading = 0;   /* answered either way: a later NOSCRIPT loads again */
     if (r && r->type == REDIS_REPLY_ERROR)
-        dlock__log(wd->ctx->cfg, DLOCK_LOG_ERROR, "SCRIPT LOAD of a renewal script failed: %s",
-                   r->str);
+        dlock__log(wc->wd->ctx->cfg, DLOCK_LOG_ERROR,
+                   "SCRIPT LOAD of a renewal script on %s failed: %s",
+                   dlock__node_addr(wc->node), r->str);
 }
 
 static void on_batch_reply(dlock__aconn *ac, redisReply *r, int status, void *ud)
 {
     batch *b = ud;
     dlock__watchdog *wd = b->wd;
+    wconn *wc = b->wc;
     if (r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0 &&
         !b->reloaded && !wd->stopping) {
         /* Redis lost its script cache (restart): load once, resend this batch.
-         * Replies arrive in order, so the load runs before every resend. */
+         * Replies arrive in order, so the load runs before every resend. The
+         * resend's answer comes after the WAIT's: it is not acknowledged. */
         b->reloaded = 1;
-        if (!wd->loading) {
+        if (b->ack) {
+            for (int i = 0; i < b->ack->n; i++)
+                if (b->ack->b[i] == b)
+                    b->ack->b[i] = NULL;
+            b->ack = NULL;
+        }
+        if (!wc->loading) {
             const dlock__script *s = &dlock__scripts[b->kind->script];
             const char *av[] = {"SCRIPT", "LOAD", s->body};
             size_t lens[] = {6, 4, s->len};
-            if (dlock__aconn_send(ac, 3, av, lens, 1, on_load_reply, wd) == DLOCK_OK)
-                wd->loading = 1;
+            if (dlock__aconn_send(ac, 3, av, lens, 1, on_load_reply, wc) == DLOCK_OK)
+                wc->loading = 1;
         }
         if (send_batch(wd, b) == DLOCK_OK)
             return;
     }
     int ok = r && r->type == REDIS_REPLY_ARRAY && r->elements == (size_t)b->n;
     if (ok) {
-        wd->failing = 0;
+        wc->failing = 0;
     } else {
-        wd->failing = 1;
-        dlock__log(wd->ctx->cfg, DLOCK_LOG_WARN, "%s renewal failed: %s", b->kind->what,
+        wc->failing = 1;
+        /* A slot that moved (MOVED, failover): the router's map is read again,
+         * and the retry goes where it says. */
+        if (!r || (r->type == REDIS_REPLY_ERROR &&
+                   (strncmp(r->str, "MOVED", 5) == 0 || strncmp(r->str, "CLUSTERDOWN", 11) == 0 ||
+                    strncmp(r->str, "READONLY", 8) == 0)))
+            dlock__router_stale(wd->router);
+        dlock__log(wd->ctx->cfg, DLOCK_LOG_WARN, "%s renewal on %s failed: %s", b->kind->what,
+                   dlock__node_addr(wc->node),
                    !r ? dlock_strerror(status)
                       : r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
     }
@@ -462,12 +522,65 @@ static int send_batch(dlock__watchdog *wd, batch *b)
             av[i] = h_part(b->e[e], p);
             lens[i++] = b->e[e]->len[p];
         }
-    int rc = dlock__aconn_send(wd->conn, argc, av, lens, 1, on_batch_reply, b);
+    int rc = dlock__aconn_send(b->wc->conn, argc, av, lens, 1, on_batch_reply, b);
     if (rc == DLOCK_OK)
         dlock__stats_count(wd->ctx->stats, DLOCK__ST_RENEWAL_RTTS, 1);
     free(av);
     free(lens);
     return rc;
+}
+
+static void on_ack_reply(dlock__aconn *ac, redisReply *r, int status, void *ud)
+{
+    ackwait *aw = ud;
+    dlock__watchdog *wd = aw->wd;
+    const dlock_config *cfg = wd->ctx->cfg;
+    int acks = r && r->type == REDIS_REPLY_INTEGER ? (int)r->integer : 0;
+    int unacked = acks < cfg->ack_replicas;
+    if (unacked)
+        dlock__log(cfg, DLOCK_LOG_WARN,
+                   "renewals acknowledged by %d of %d replicas within %lld ms%s", acks,
+                   cfg->ack_replicas, (long long)cfg->ack_timeout_ms,
+                   cfg->ack_policy == DLOCK_ACK_KEEP ? " (kept)" : ": those holds are given up");
+    for (int i = 0; i < aw->n; i++) {
+        batch *b = aw->b[i];
+        if (!b)
+            continue;   /* resent after NOSCRIPT: finishes alone */
+        b->ack = NULL;
+        batch_finish(wd, b, b->ok, b->renewed,
+                     unacked && r && cfg->ack_policy == DLOCK_ACK_RELEASE);
+    }
+    free(aw);
+}
+
+/* WAIT after wc's batches of this tick (in the same write): their answers
+ * wait for its count. */
+static void ask_acks(dlock__watchdog *wd, wconn *wc, batch **v, size_t n)
+{
+    int k = 0;
+    for (size_t i = 0; i < n; i++)
+        k += v[i]->wc == wc;
+    if (k == 0)
+        return;
+    ackwait *aw = malloc(sizeof(*aw) + (size_t)k * sizeof(batch *));
+    if (!aw)
+        return;   /* not asked: the renewals stand unacknowledged */
+    aw->wd = wd;
+    aw->n = 0;
+    for (size_t i = 0; i < n; i++)
+        if (v[i]->wc == wc)
+            aw->b[aw->n++] = v[i];
+    const dlock_config *cfg = wd->ctx->cfg;
+    char rn[24], to[24];
+    const char *av[] = {"WAIT", rn, to};
+    size_t lens[] = {4, dlock__fmt_i64(rn, cfg->ack_replicas),
+                     dlock__fmt_i64(to, cfg->ack_timeout_ms)};
+    if (dlock__aconn_send(wc->conn, 3, av, lens, 1, on_ack_reply, aw) != DLOCK_OK) {
+        free(aw);
+        return;
+    }
+    for (int i = 0; i < aw->n; i++)
+        aw->b[i]->ack = aw;
 }
 
 /* Brings the timer forward to `at` if it is due later. */
@@ -484,51 +597,151 @@ static void schedule(dlock__watchdog *wd, int64_t at)
 
 static void on_conn_ready(dlock__aconn *ac, void *ud)
 {
-    dlock__watchdog *wd = ud;
-    wd->loading = 0;
-    tick(wd);   /* renew whatever waited for the connection */
+    wconn *wc = ud;
+    wc->loading = 0;
+    tick(wc->wd);   /* renew whatever waited for the connection */
 }
 
 static void on_conn_down(dlock__aconn *ac, int status, void *ud)
 {
-    dlock__watchdog *wd = ud;
-    wd->loading = 0;
-    wd->failing = 1;
+    wconn *wc = ud;
+    wc->loading = 0;
+    wc->failing = 1;
+    /* The node may be gone for good (a failover): the router looks again,
+     * and the next tick renews where it then says. */
+    if (dlock__router_dynamic(wc->wd->router))
+        dlock__router_stale(wc->wd->router);
+}
+
+/* Where keys move between nodes, connections no hold needed this tick and
+ * with nothing in flight are closed: after a failover their node may be gone
+ * for good (an open connection would keep reconnecting to it). */
+static void drop_unused(dlock__watchdog *wd)
+{
+    size_t keep = 0;
+    int dynamic = dlock__router_dynamic(wd->router);
+    for (size_t i = 0; i < wd->nconns; i++) {
+        wconn *wc = wd->conns[i];
+        if (!dynamic || wc->used || wc->inflight > 0) {
+            wc->used = 0;
+            wd->conns[keep++] = wc;
+        } else {
+            dlock__aconn_close(wc->conn, NULL, NULL);
+            free(wc);
+        }
+    }
+    wd->nconns = keep;
+}
+
+/* The renewal connection to node n, created (not yet started) when new;
+ * NULL when out of memory. */
+static wconn *conn_for(dlock__watchdog *wd, dlock__node *n)
+{
+    for (size_t i = 0; i < wd->nconns; i++)
+        if (wd->conns[i]->node == n)
+            return wd->conns[i];
+    wconn **a = realloc(wd->conns, (wd->nconns + 1) * sizeof(*a));
+    if (!a)
+        return NULL;
+    wd->conns = a;
+    wconn *wc = calloc(1, sizeof(*wc));
+    if (!wc)
+        return NULL;
+    wc->wd = wd;
+    wc->node = n;
+    dlock__aconn_cbs cbs = {on_conn_ready, on_conn_down, NULL, wc};
+    if (dlock__aconn_new(&wc->conn, dlock__loop_uv(wd->lp), wd->ctx, dlock__node_endpoint(n), 0,
+                         &cbs) != DLOCK_OK) {
+        free(wc);
+        return NULL;
+    }
+    wd->conns[wd->nconns++] = wc;
+    return wc;
 }
 
 static void on_timer(uv_timer_t *t) { tick(t->data); }
 
-static batch *new_batch(dlock__watchdog *wd, const dlock__hold_kind *kind, int64_t now)
+static batch *new_batch(dlock__watchdog *wd, wconn *wc, int slot, const dlock__hold_kind *kind,
+                        int64_t now)
 {
     batch *b = malloc(sizeof(*b));
     if (b) {
         b->wd = wd;
+        b->wc = wc;
+        b->slot = slot;
         b->kind = kind;
         b->sent_at = now;
         b->n = 0;
         b->reloaded = 0;
+        b->ack = NULL;
+        b->ok = 0;
     }
     return b;
 }
 
-/* The batches of one tick: every full batch, and the one being filled per kind. */
+/* The batches of one tick: every full batch, and the one being filled per
+ * (kind, node, slot); `open` finds the latter by hash (a cluster's holds
+ * spread over thousands of slots). */
+#define OPEN_SLOTS 256
 typedef struct tick_batches {
     batch *stack[64];
     batch **v;
     size_t n, cap;
+    batch *open_st[OPEN_SLOTS];
+    batch **open;
+    size_t nopen;            /* size of open (a power of 2) */
+    size_t used;
 } tick_batches;
 
-/* The batch of h's kind with room left, or a new one; NULL when out of memory. */
-static batch *batch_for(dlock__watchdog *wd, tick_batches *tb, const dlock__hold_kind *kind,
-                        int64_t now)
+static size_t open_hash(const dlock__hold_kind *kind, const wconn *wc, int slot, size_t mask)
 {
-    /* Few kinds exist: the open batch of a kind is its last one. */
-    for (size_t i = tb->n; i-- > 0;)
-        if (tb->v[i]->kind == kind) {
-            if (tb->v[i]->n < DLOCK__RENEW_BATCH)
-                return tb->v[i];
-            break;
-        }
+    uint64_t h = (uint64_t)(uintptr_t)kind * 0x9E3779B97F4A7C15ULL ^
+                 (uint64_t)(uintptr_t)wc * 0xC2B2AE3D27D4EB4FULL ^ (uint64_t)slot;
+    return (size_t)(h ^ (h >> 29)) & mask;
+}
+
+/* The open batch's place for (kind, wc, slot): its entry or an empty one. */
+static batch **open_find(tick_batches *tb, const dlock__hold_kind *kind, const wconn *wc,
+                         int slot)
+{
+    size_t mask = tb->nopen - 1;
+    for (size_t i = open_hash(kind, wc, slot, mask);; i = (i + 1) & mask) {
+        batch *b = tb->open[i];
+        if (!b || (b->kind == kind && b->wc == wc && b->slot == slot))
+            return &tb->open[i];
+    }
+}
+
+/* Keeps the open table at most half full; 0, or -1 when out of memory. */
+static int open_grow(tick_batches *tb)
+{
+    if ((tb->used + 1) * 2 <= tb->nopen)
+        return 0;
+    size_t n = tb->nopen * 2;
+    batch **old = tb->open, **grown = calloc(n, sizeof(*grown));
+    if (!grown)
+        return -1;
+    size_t oldn = tb->nopen;
+    tb->open = grown;
+    tb->nopen = n;
+    for (size_t i = 0; i < oldn; i++)
+        if (old[i])
+            *open_find(tb, old[i]->kind, old[i]->wc, old[i]->slot) = old[i];
+    if (old != tb->open_st)
+        free(old);
+    return 0;
+}
+
+/* The batch of h's kind, node and slot with room left, or a new one; NULL
+ * when out of memory. */
+static batch *batch_for(dlock__watchdog *wd, tick_batches *tb, const dlock__hold_kind *kind,
+                        wconn *wc, int slot, int64_t now)
+{
+    if (open_grow(tb) != 0)
+        return NULL;
+    batch **place = open_find(tb, kind, wc, slot);
+    if (*place && (*place)->n < DLOCK__RENEW_BATCH)
+        return *place;
     if (tb->n == tb->cap) {
         batch **grown = malloc(tb->cap * 2 * sizeof(*grown));
         if (!grown)
@@ -539,9 +752,14 @@ static batch *batch_for(dlock__watchdog *wd, tick_batches *tb, const dlock__hold
         tb->v = grown;
         tb->cap *= 2;
     }
-    batch *b = new_batch(wd, kind, now);
-    if (b)
+    batch *b = new_batch(wd, wc, slot, kind, now);
+    if (b) {
+        wc->inflight++;
         tb->v[tb->n++] = b;
+        if (!*place)
+            tb->used++;
+        *place = b;   /* a full one is replaced by its successor */
+    }
     return b;
 }
 
@@ -558,8 +776,11 @@ static void tick(dlock__watchdog *wd)
      * timer or a busy machine cannot push the report past Redis's expiry. */
     const int64_t early = timeout / 20 < 500 ? timeout / 20 : 500;
     const int64_t retry = cfg->retry_delay_ms < period ? cfg->retry_delay_ms : period;
-    const int ready = wd->conn && dlock__aconn_ready(wd->conn);
-    int64_t next = now + (wd->failing ? retry : period);
+    int failing = 0;
+    for (size_t i = 0; i < wd->nconns; i++)
+        failing |= wd->conns[i]->failing;
+    int64_t next = now + (failing ? retry : period);
+    const int cluster = dlock__router_is_cluster(wd->router);
     /* Ticks come at least every period; one much later means this process
      * did not run meanwhile, and the losses found now are its own pause. */
     const int paused = now - wd->last_tick > period + period / 2 + 250;
@@ -569,14 +790,16 @@ static void tick(dlock__watchdog *wd)
     tb.v = tb.stack;
     tb.n = 0;
     tb.cap = DLOCK__ARRAY_LEN(tb.stack);
-    int any = 0;
+    memset(tb.open_st, 0, sizeof(tb.open_st));
+    tb.open = tb.open_st;
+    tb.nopen = OPEN_SLOTS;
+    tb.used = 0;
 
     pthread_mutex_lock(&wd->mu);
     dlock__list *it = wd->all.next;
     while (it != &wd->all) {
         held *h = DLOCK__CONTAINER_OF(it, held, all);
         it = it->next;
-        any = 1;
         int64_t deadline = h->renewed_at + timeout - early;
         if (now >= deadline) {
             note_lost(wd, h, paused ? DLOCK_LOST_PAUSED : DLOCK_LOST_UNREACHABLE, &notes);
@@ -584,9 +807,20 @@ static void tick(dlock__watchdog *wd)
         }
         if (deadline < next)
             next = deadline;
-        if (!ready || h->inflight || now - h->renewed_at < period / 2)
+        if (h->inflight || now - h->renewed_at < period / 2)
             continue;
-        batch *b = batch_for(wd, &tb, h->kind, now);
+        /* The node that serves the hold's keys now (the router's map, read
+         * without I/O), and its renewal connection. */
+        wconn *wc = conn_for(wd, dlock__router_node(wd->router, h->data, h->len[0]));
+        if (!wc)
+            break;
+        wc->used = 1;
+        if (!dlock__aconn_ready(wc->conn)) {
+            dlock__aconn_start(wc->conn);   /* on_conn_ready ticks again */
+            continue;
+        }
+        int slot = cluster ? dlock__key_slot(h->data, h->len[0]) : 0;
+        batch *b = batch_for(wd, &tb, h->kind, wc, slot, now);
         if (!b)
             break;
         h->inflight = 1;
@@ -594,27 +828,27 @@ static void tick(dlock__watchdog *wd)
     }
     pthread_mutex_unlock(&wd->mu);
 
-    /* All of this tick's scripts leave in one write. */
-    if (tb.n > 0)
-        dlock__aconn_cork(wd->conn);
+    /* All of this tick's scripts for one node leave in one write. */
+    for (size_t c = 0; c < wd->nconns; c++)
+        dlock__aconn_cork(wd->conns[c]->conn);
+    size_t sent = 0;
     for (size_t i = 0; i < tb.n; i++)
         if (send_batch(wd, tb.v[i]) != DLOCK_OK) {
-            wd->failing = 1;
+            tb.v[i]->wc->failing = 1;
             batch_done(wd, tb.v[i], NULL, 0);
+        } else {
+            tb.v[sent++] = tb.v[i];
         }
-    if (tb.n > 0)
-        dlock__aconn_uncork(wd->conn);
+    if (cfg->ack_replicas > 0)
+        for (size_t c = 0; c < wd->nconns; c++)
+            ask_acks(wd, wd->conns[c], tb.v, sent);
+    for (size_t c = 0; c < wd->nconns; c++)
+        dlock__aconn_uncork(wd->conns[c]->conn);
     if (tb.v != tb.stack)
         free(tb.v);
-
-    if (any && !wd->conn) {
-        dlock__aconn_cbs cbs = {on_conn_ready, on_conn_down, NULL, wd};
-        const dlock__endpoint *ep = dlock__node_endpoint(dlock__router_node(wd->router, NULL, 0));
-        if (dlock__aconn_new(&wd->conn, dlock__loop_uv(wd->lp), wd->ctx, ep, 0, &cbs) != DLOCK_OK)
-            wd->conn = NULL;
-    }
-    if (any && wd->conn && !ready)
-        dlock__aconn_start(wd->conn);
+    if (tb.open != tb.open_st)
+        free(tb.open);
+    drop_unused(wd);
 
     report(wd, notes);
     if (!wd->stopping)
@@ -632,10 +866,13 @@ static void on_stop(void *arg)
         uv_timer_stop(&wd->timer);
         uv_close((uv_handle_t *)&wd->timer, on_timer_closed);
     }
-    if (wd->conn) {
-        dlock__aconn_close(wd->conn, NULL, NULL);
-        wd->conn = NULL;
+    for (size_t i = 0; i < wd->nconns; i++) {
+        dlock__aconn_close(wd->conns[i]->conn, NULL, NULL);
+        free(wd->conns[i]);   /* its batches were failed by the close */
     }
+    free(wd->conns);
+    wd->conns = NULL;
+    wd->nconns = 0;
 }
 
 /* ------------------------------------------------------------ lifecycle */

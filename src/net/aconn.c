@@ -38,6 +38,7 @@ typedef struct pending {
     void *ud;
     int64_t sent_us;
     int expect;
+    int sunsub;              /* a SUNSUBSCRIBE: its replies are "sunsubscribe" arrays */
 } pending;
 
 /* One connection attempt's poll handle; a new one per attempt, so callbacks
@@ -275,6 +276,7 @@ static int queue_cmd(dlock__aconn *ac, int argc, const char **argv, const size_t
     p->ud = ud;
     p->sent_us = dlock__now_us();
     p->expect = expect > 0 ? expect : 1;
+    p->sunsub = argc > 0 && strcasecmp(argv[0], "SUNSUBSCRIBE") == 0;
     int was_empty = dlock__list_empty(&ac->pending);
     dlock__list_push_back(&ac->pending, &p->link);
     if (!ac->corked)
@@ -322,9 +324,21 @@ static int is_push(const redisReply *r)
            (strcmp(k, "pmessage") == 0 && r->elements >= 4);
 }
 
+/* A "sunsubscribe" that answers no SUNSUBSCRIBE of ours: the server dropped
+ * a sharded subscription by itself (its slot moved to another node). */
+static int unasked_sunsubscribe(dlock__aconn *ac, const redisReply *r)
+{
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
+        r->element[0]->type != REDIS_REPLY_STRING || strcmp(r->element[0]->str, "sunsubscribe") != 0)
+        return 0;
+    if (dlock__list_empty(&ac->pending))
+        return 1;
+    return !DLOCK__CONTAINER_OF(ac->pending.next, pending, link)->sunsub;
+}
+
 static void dispatch(dlock__aconn *ac, redisReply *r)
 {
-    if (ac->pubsub && is_push(r)) {
+    if (ac->pubsub && (is_push(r) || unasked_sunsubscribe(ac, r))) {
         if (ac->cbs.on_push)
             ac->cbs.on_push(ac, r, ac->cbs.ud);
         return;

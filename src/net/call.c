@@ -111,6 +111,25 @@ static int evalsha_argv(const dlock__req *req, char nk[16], const char **st_a, s
     return DLOCK_OK;
 }
 
+_Thread_local int dlock__acks = -1;
+
+/* WAIT <replicas> <timeout> on the connection that just wrote: the count of
+ * replicas that have its writes (0 when it cannot be asked). */
+static int wait_acks(const dlock_config *cfg, dlock__conn *ctx)
+{
+    char n[24], t[24];
+    const char *av[] = {"WAIT", n, t};
+    size_t lens[] = {4, dlock__fmt_i64(n, cfg->ack_replicas),
+                     dlock__fmt_i64(t, cfg->ack_timeout_ms)};
+    redisReply *r = NULL;
+    int timed_out = 0;
+    if (dlock__conn_roundtrip(ctx, 3, av, lens, 0, &r, &timed_out) != DLOCK__SENT_OK)
+        return 0;
+    int acks = r->type == REDIS_REPLY_INTEGER ? (int)r->integer : 0;
+    freeReplyObject(r);
+    return acks;
+}
+
 int dlock__node_call(dlock__node *n, const dlock__req *req, redisReply **out)
 {
     const dlock_config *cfg = dlock__node_ctx(n)->cfg;
@@ -159,6 +178,9 @@ int dlock__node_call(dlock__node *n, const dlock__req *req, redisReply **out)
                                       (req->flags & DLOCK__CALL_PING_FIRST) != 0, &r,
                                       &timed_out);
             if (o == DLOCK__SENT_OK) {
+                if ((req->flags & DLOCK__CALL_WAIT_ACK) && cfg->ack_replicas > 0 && r &&
+                    r->type != REDIS_REPLY_ERROR)
+                    dlock__acks = wait_acks(cfg, ctx);
                 dlock__node_put_conn(n, ctx, gen, 0);
                 if (!r) {
                     rc = dlock__fail(DLOCK_EREDIS, "cannot load script %s on %s",

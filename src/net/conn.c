@@ -154,6 +154,32 @@ static int read_reply(dlock__conn *c, int64_t deadline_ms, int wait_first, redis
     return DLOCK__IO_ERR;
 }
 
+int dlock__conn_wait_reply(dlock__conn *c, int64_t timeout_ms, redisReply **out)
+{
+    void *r = NULL;
+    if (redisReaderGetReply(c->reader, &r) != REDIS_OK) {
+        c->broken = 1;
+        return DLOCK_ECONN;
+    }
+    if (r) {
+        *out = r;
+        return DLOCK_OK;
+    }
+    if (!c->t.vt->pending(&c->t)) {
+        int rc = dlock__transport_wait(&c->t, POLLIN, dlock__now_ms() + timeout_ms);
+        if (rc == DLOCK_ECMDTIMEOUT)
+            return DLOCK_ETIMEDOUT;   /* nothing came: still usable */
+        if (rc != DLOCK_OK) {
+            c->broken = 1;
+            return rc;
+        }
+    }
+    int timed_out = 0;
+    return read_reply(c, dlock__now_ms() + c->cmd_timeout_ms, 0, out, &timed_out) == DLOCK_OK
+               ? DLOCK_OK
+               : DLOCK_ECONN;
+}
+
 dlock__sent dlock__conn_pipeline(dlock__conn *c, size_t k, const int *argc,
                                  const char *const *const *argv, const size_t *const *lens,
                                  int ping_first, redisReply **out, size_t *nread, int *timed_out)

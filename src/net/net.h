@@ -11,7 +11,8 @@
  *   call.c       a request on a node: EVALSHA + NOSCRIPT, retries, idempotence,
  *                the unlock latch guard
  *   aconn.c      an asynchronous connection on a libuv loop (io thread only)
- *   router.c     which node serves a key (one server today)
+ *   router.c     which node serves a key: one server, a sentinel-managed
+ *                primary (sentinel.c), or a Redis Cluster (slot.c, cluster.c)
  * Not installed. */
 #ifndef DLOCK_NET_H
 #define DLOCK_NET_H
@@ -194,6 +195,10 @@ dlock__sent dlock__conn_roundtrip(dlock__conn *c, int argc, const char *const *a
 dlock__sent dlock__conn_pipeline(dlock__conn *c, size_t k, const int *argc,
                                  const char *const *const *argv, const size_t *const *lens,
                                  int ping_first, redisReply **out, size_t *nread, int *timed_out);
+/* Waits up to timeout_ms for a reply nobody asked for (a pub/sub message on
+ * a subscribed connection): DLOCK_OK with *out, DLOCK_ETIMEDOUT when nothing
+ * came (the connection stays usable), or a failure (then it is broken). */
+int dlock__conn_wait_reply(dlock__conn *c, int64_t timeout_ms, redisReply **out);
 /* Writes (round trips) made by the calling thread, for tests and the bench. */
 extern _Thread_local uint64_t dlock__roundtrips;
 
@@ -238,8 +243,16 @@ enum {
     /* One try: no retry after a failure, no pause. */
     DLOCK__CALL_NO_RETRY = 4,
     /* Only on an idle pooled connection: never open one or wait for one. */
-    DLOCK__CALL_IDLE_ONLY = 8
+    DLOCK__CALL_IDLE_ONLY = 8,
+    /* After a successful answer, WAIT for the config's replica count on the
+     * same connection (dlock__acks gets the count reached; 0 when WAIT could
+     * not be asked). No-op when the acknowledgement is off. */
+    DLOCK__CALL_WAIT_ACK = 16
 };
+
+/* Replicas that acknowledged the calling thread's last DLOCK__CALL_WAIT_ACK
+ * request (-1: not asked). */
+extern _Thread_local int dlock__acks;
 
 /* A request: either a plain command (script < 0) or EVALSHA of a script. For
  * a script, argv holds keys then args, nkeys of them keys. */
@@ -294,10 +307,29 @@ int dlock__router_new(dlock__router **out, dlock__netctx *ctx, const dlock__endp
 void dlock__router_free(dlock__router *r);
 /* Proves the deployment reachable now (one connection, PING). */
 int dlock__router_check(dlock__router *r);
-/* The node that serves `key`. */
+/* The node that serves `key` (any node when key is NULL), from what the
+ * router knows: no I/O, so the io thread may ask. */
 dlock__node *dlock__router_node(dlock__router *r, const char *key, size_t len);
-/* Runs req on the node that serves its first key (any node for a keyless command). */
+/* Runs req on the node that serves its keys (any node for a keyless command). */
 int dlock__router_call(dlock__router *r, const dlock__req *req, redisReply **out);
+/* 1 on a Redis Cluster: keys live on several nodes. */
+int dlock__router_is_cluster(const dlock__router *r);
+/* 1 when pub/sub is sharded (a cluster of Redis 7 nodes): waiters
+ * SSUBSCRIBE on the node that serves the channel's slot, and the scripts
+ * publish with SPUBLISH (Redisson's default on a cluster). */
+int dlock__router_sharded(const dlock__router *r);
+/* The script to send for `script` (DLOCK__SCRIPT_*): its SPUBLISH variant
+ * when pub/sub is sharded. dlock__router_call applies it; a caller that
+ * sends scripts to a node itself (dlock__node_call_many) must too. */
+int dlock__router_script(const dlock__router *r, int script);
+/* A node answered that it no longer serves a key (MOVED, READONLY): the
+ * topology is read again soon. Never blocks: the io thread calls it. */
+void dlock__router_stale(dlock__router *r);
+/* 1 when keys may move between nodes (sentinel, cluster). */
+int dlock__router_dynamic(const dlock__router *r);
+/* Bumped whenever a key may have moved to another node (a new slot map, a
+ * new primary): holders of node pointers look again. No I/O. */
+uint64_t dlock__router_generation(dlock__router *r);
 
 /* ------------------------------------------------------------------ aconn */
 
@@ -322,7 +354,9 @@ typedef struct dlock__aconn_cbs {
 } dlock__aconn_cbs;
 
 /* pubsub: the connection will SUBSCRIBE; "message"/"smessage" arrays go to
- * on_push, and it PINGs now and then so a dead peer is noticed. */
+ * on_push, and so does a "sunsubscribe" the server sends by itself (a
+ * sharded channel's slot moved away); it PINGs now and then so a dead peer is
+ * noticed. */
 int dlock__aconn_new(dlock__aconn **out, uv_loop_t *uv, dlock__netctx *ctx,
                      const dlock__endpoint *ep, int pubsub, const dlock__aconn_cbs *cbs);
 /* Starts connecting (no-op when already connecting or connected). */

@@ -1,12 +1,15 @@
-/* Which node serves a key. One server today: every request already goes
- * through here, so Sentinel and Cluster routing (key -> slot -> node, MOVED
- * and ASK) change this file and not its callers. */
+/* Which node serves a key: one server, or a Redis Cluster (cluster.c), by
+ * the deployment the URL named. Every request goes through here. */
 #include <stdlib.h>
 
-#include "net/net.h"
+#include "net/cluster.h"
+#include "net/sentinel.h"
 
 struct dlock__router {
-    dlock__node *only;
+    dlock__deploy_kind kind;
+    dlock__node *only;        /* single */
+    dlock__cluster *cl;       /* cluster */
+    dlock__sentinel *sen;     /* sentinel */
 };
 
 int dlock__router_new(dlock__router **out, dlock__netctx *ctx, const dlock__endpoint *ep)
@@ -14,7 +17,21 @@ int dlock__router_new(dlock__router **out, dlock__netctx *ctx, const dlock__endp
     dlock__router *r = calloc(1, sizeof(*r));
     if (!r)
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
-    int rc = dlock__node_new(&r->only, ctx, ep);
+    const dlock__deploy *d = &ctx->cfg->deploy;
+    r->kind = d->kind;
+    int rc;
+    switch (d->kind) {
+    case DLOCK__DEPLOY_CLUSTER:
+        rc = dlock__cluster_new(&r->cl, ctx, d->seeds, d->nseeds, ep);
+        break;
+    case DLOCK__DEPLOY_SENTINEL:
+        rc = dlock__sentinel_new(&r->sen, ctx, d->seeds, d->nseeds, d->master, d->sentinel_user,
+                                 d->sentinel_pass, ep);
+        break;
+    default:
+        rc = dlock__node_new(&r->only, ctx, ep);
+        break;
+    }
     if (rc != DLOCK_OK) {
         free(r);
         return rc;
@@ -28,19 +45,66 @@ void dlock__router_free(dlock__router *r)
     if (!r)
         return;
     dlock__node_free(r->only);
+    dlock__cluster_free(r->cl);
+    dlock__sentinel_free(r->sen);
     free(r);
 }
 
-int dlock__router_check(dlock__router *r) { return dlock__node_check(r->only); }
+int dlock__router_check(dlock__router *r)
+{
+    /* A cluster proved itself by answering CLUSTER SLOTS. */
+    if (r->cl)
+        return DLOCK_OK;
+    return dlock__node_check(r->sen ? dlock__sentinel_primary(r->sen) : r->only);
+}
 
 dlock__node *dlock__router_node(dlock__router *r, const char *key, size_t len)
 {
-    (void)key;
-    (void)len;
-    return r->only;
+    if (r->cl)
+        return dlock__cluster_node(r->cl, key, len);
+    return r->sen ? dlock__sentinel_primary(r->sen) : r->only;
 }
 
 int dlock__router_call(dlock__router *r, const dlock__req *req, redisReply **out)
 {
-    return dlock__node_call(r->only, req, out);
+    if (r->sen)
+        return dlock__sentinel_call(r->sen, req, out);
+    if (!r->cl)
+        return dlock__node_call(r->only, req, out);
+    if (req->script < 0 || !dlock__cluster_sharded(r->cl))
+        return dlock__cluster_call(r->cl, req, out);
+    dlock__req sharded = *req;
+    sharded.script = dlock__router_script(r, req->script);
+    return dlock__cluster_call(r->cl, &sharded, out);
+}
+
+int dlock__router_sharded(const dlock__router *r)
+{
+    return r->cl && dlock__cluster_sharded(r->cl);
+}
+
+int dlock__router_script(const dlock__router *r, int script)
+{
+    return script >= 0 && script < DLOCK__SCRIPT_COUNT && dlock__router_sharded(r)
+               ? script + DLOCK__SCRIPT_COUNT
+               : script;
+}
+
+int dlock__router_is_cluster(const dlock__router *r) { return r->cl != NULL; }
+
+void dlock__router_stale(dlock__router *r)
+{
+    if (r->cl)
+        dlock__cluster_stale(r->cl);
+    if (r->sen)
+        dlock__sentinel_stale(r->sen);
+}
+
+int dlock__router_dynamic(const dlock__router *r) { return r->cl || r->sen; }
+
+uint64_t dlock__router_generation(dlock__router *r)
+{
+    if (r->cl)
+        return dlock__cluster_generation(r->cl);
+    return r->sen ? dlock__sentinel_generation(r->sen) : 0;
 }

@@ -96,6 +96,14 @@ int dlock_client_open(dlock_client **out, const dlock_config *cfg)
     c->latch_px = (c->cfg.command_timeout_ms + c->cfg.retry_delay_ms) *
                       (c->cfg.retry_attempts + 1) + 1000;
 
+    if (c->cfg.ack_replicas > 0 && c->cfg.ack_timeout_ms >= c->cfg.command_timeout_ms) {
+        dlock__config_clear(&c->cfg);
+        free(c);
+        return dlock__fail(DLOCK_EINVAL,
+                           "the replica acknowledgement timeout (%lld ms) must be below the "
+                           "command timeout (%lld ms)",
+                           (long long)cfg->ack_timeout_ms, (long long)cfg->command_timeout_ms);
+    }
     dlock__stats_init(&c->stats);
     if ((rc = dlock__netctx_init(&c->net, &c->cfg, &c->stats)) != DLOCK_OK)
         goto fail;

@@ -358,8 +358,11 @@ static int count_waiters(dlock_client *c, dlock_info *info)
         free(lch);
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
     }
-    const char *av[] = {"PUBSUB", "NUMSUB", ch, lch};
-    const size_t lens[] = {6, 6, clen, llen};
+    /* Sharded (a Redis 7 cluster): the waiters are shard subscribers of the
+     * channels' node (both channels carry the name's hash tag). */
+    int sharded = dlock__router_sharded(c->router);
+    const char *av[] = {"PUBSUB", sharded ? "SHARDNUMSUB" : "NUMSUB", ch, lch};
+    const size_t lens[] = {6, sharded ? 11 : 6, clen, llen};
     dlock__req req = {.script = -1, .argc = lch ? 4 : 3, .argv = av, .lens = lens,
                       .flags = DLOCK__CALL_IDEMPOTENT};
     redisReply *r;

@@ -225,6 +225,37 @@ int dlock__acq_acquired(dlock__acq *a)
     return DLOCK_OK;
 }
 
+static _Thread_local int last_acks = -1;
+
+int dlock_last_replica_acks(void) { return last_acks; }
+
+/* An acquisition fewer replicas acknowledged than the config asks for:
+ * released (DLOCK_EREPLICAS) or kept and reported, by the config's policy. */
+static int check_acks(dlock__acq *a)
+{
+    dlock_lock *l = a->l;
+    const dlock_config *cfg = &l->c->cfg;
+    if (cfg->ack_replicas <= 0 || last_acks >= cfg->ack_replicas)
+        return DLOCK_OK;
+    if (cfg->ack_policy == DLOCK_ACK_KEEP) {
+        dlock__log(cfg, DLOCK_LOG_WARN,
+                   "%s '%s' acquired; %d of %d replicas acknowledged it within %lld ms (kept)",
+                   l->type->what, l->name, last_acks, cfg->ack_replicas,
+                   (long long)cfg->ack_timeout_ms);
+        return DLOCK_OK;
+    }
+    int acks = last_acks;
+    int rrc = dlock_lock_release(l);   /* this hold only: a reentry keeps the earlier ones */
+    last_acks = acks;
+    return dlock__fail(DLOCK_EREPLICAS,
+                       "%s '%s' acquired, but %d of %d replicas acknowledged it within %lld ms: "
+                       "%s",
+                       l->type->what, l->name, acks, cfg->ack_replicas,
+                       (long long)cfg->ack_timeout_ms,
+                       rrc == DLOCK_OK ? "released" : "its release failed too (it expires "
+                                                      "with its lease)");
+}
+
 int dlock__acq_attempt(dlock__acq *a, int64_t waited_ms, dlock__busy *b)
 {
     dlock__op op;
@@ -233,10 +264,15 @@ int dlock__acq_attempt(dlock__acq *a, int64_t waited_ms, dlock__busy *b)
     a->sent = dlock__now_ms();
     dlock__attempts++;
     redisReply *r;
-    int rc = dlock__lock_call(a->l, &op, 0, a->cancel, &r);
+    dlock__acks = last_acks = -1;
+    int rc = dlock__lock_call(a->l, &op, DLOCK__CALL_WAIT_ACK, a->cancel, &r);
     if (rc == DLOCK_OK)
         rc = a->l->type->attempt_reply(a, r, b);
-    return rc == DLOCK_OK ? dlock__acq_acquired(a) : rc;
+    if (rc != DLOCK_OK)
+        return rc;
+    last_acks = dlock__acks;
+    rc = dlock__acq_acquired(a);
+    return rc == DLOCK_OK ? check_acks(a) : rc;
 }
 
 static int acq_attempt(void *ud, int64_t waited_ms, dlock__busy *b)

@@ -142,7 +142,8 @@ void dlock__op_call_many(dlock_client *c, dlock__node *n, const dlock__op *ops, 
             continue;
         }
         dlock__req *q = &reqs[m];
-        *q = (dlock__req){.script = op->script, .nkeys = op->nkeys, .argc = op->argc,
+        *q = (dlock__req){.script = dlock__router_script(c->router, op->script),
+                          .nkeys = op->nkeys, .argc = op->argc,
                           .argv = op->argv, .lens = op->lens, .flags = flags,
                           .cancel = cancel, .latch_ms = latch_ms};
         if (op->optional >= 0 && !on) {   /* the client no longer sends its own keys */

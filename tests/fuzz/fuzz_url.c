@@ -43,6 +43,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     }
 
+    /* Deployment URLs: a list of valid seeds, a master name for a sentinel. */
+    dlock__deploy d;
+    memset(&d, 0, sizeof(d));
+    memset(&ep, 0, sizeof(ep));
+    if (dlock__is_deploy_url(s) && dlock__parse_deploy_url(s, &ep, &d) == DLOCK_OK) {
+        if (d.nseeds < 1 || !ep.host || (d.kind == DLOCK__DEPLOY_SENTINEL) != (d.master != NULL) ||
+            (d.master && !*d.master))
+            abort();
+        for (size_t i = 0; i < d.nseeds; i++)
+            if (!d.seeds[i].host || d.seeds[i].port < 1 || d.seeds[i].port > 65535 ||
+                d.seeds[i].db != 0 || d.seeds[i].user || d.seeds[i].pass)
+                abort();
+    }
+    dlock__deploy_clear(&d);
+    dlock__endpoint_clear(&ep);
+
     dlock_config *cfg = dlock_config_new();
     if (cfg) {
         dlock_config_set_url(cfg, s);

@@ -1,0 +1,251 @@
+/* Deployment URLs: redis-sentinel:// and redis-cluster:// (a list of hosts),
+ * read with the one-server parser (url.c) host by host, so that hosts,
+ * ports, credentials and their messages follow one set of rules.
+ *
+ *   redis-sentinel://[user:password@]host[:port][,host[:port]...][/db]#MASTERNAME
+ *   redis-cluster://[user:password@]host[:port][,host[:port]...]
+ *
+ * The user and password are the data nodes' (the sentinels' are set by
+ * dlock_config_set_sentinel_password). A sentinel's port defaults to 26379. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+
+#define SENTINEL_PORT 26379
+#define MAX_SEEDS 64
+#define MAX_MASTER_LEN 255
+
+static void free_secret(char *s)
+{
+    if (!s)
+        return;
+    volatile char *p = s;
+    while (*p)
+        *p++ = 0;
+    free(s);
+}
+
+void dlock__deploy_clear(dlock__deploy *d)
+{
+    for (size_t i = 0; i < d->nseeds; i++)
+        dlock__endpoint_clear(&d->seeds[i]);
+    free(d->seeds);
+    free(d->master);
+    free(d->sentinel_user);
+    free_secret(d->sentinel_pass);
+    memset(d, 0, sizeof(*d));
+}
+
+int dlock__deploy_copy(dlock__deploy *dst, const dlock__deploy *src)
+{
+    memset(dst, 0, sizeof(*dst));
+    dst->kind = src->kind;
+    if (src->nseeds) {
+        dst->seeds = calloc(src->nseeds, sizeof(*dst->seeds));
+        if (!dst->seeds)
+            return DLOCK_ENOMEM;
+        for (size_t i = 0; i < src->nseeds; i++, dst->nseeds++)
+            if (dlock__endpoint_copy(&dst->seeds[i], &src->seeds[i]) != DLOCK_OK) {
+                dlock__deploy_clear(dst);
+                return DLOCK_ENOMEM;
+            }
+    }
+    if (dlock__dup_opt(&dst->master, src->master) ||
+        dlock__dup_opt(&dst->sentinel_user, src->sentinel_user) ||
+        dlock__dup_opt(&dst->sentinel_pass, src->sentinel_pass)) {
+        dlock__deploy_clear(dst);
+        return DLOCK_ENOMEM;
+    }
+    return DLOCK_OK;
+}
+
+/* Parses "redis://<text>" with the one-server parser. */
+static int parse_as_redis(const char *text, size_t n, dlock__endpoint *ep)
+{
+    char *u = malloc(n + 9);
+    if (!u)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory parsing the URL");
+    memcpy(u, "redis://", 8);
+    memcpy(u + 8, text, n);
+    u[n + 8] = '\0';
+    memset(ep, 0, sizeof(*ep));
+    int rc = dlock__parse_url(u, ep);
+    volatile char *p = u;   /* it may hold a password */
+    while (*p)
+        *p++ = 0;
+    free(u);
+    return rc;
+}
+
+/* host[:port] or [v6][:port] (already validated): is the port given? */
+static int has_port(const char *h, size_t n)
+{
+    if (h[0] == '[') {
+        const char *close = memchr(h, ']', n);
+        return close && close + 1 < h + n && close[1] == ':';
+    }
+    return memchr(h, ':', n) != NULL;
+}
+
+static int parse_list(const char *url, int sentinel, dlock__endpoint *ep, dlock__deploy *d)
+{
+    const char *scheme = sentinel ? "redis-sentinel://" : "redis-cluster://";
+    const char *body = url + strlen(scheme);
+    if (strstr(body, "://"))
+        return dlock__fail(DLOCK_EINVAL,
+                           "invalid URL: one URL names one deployment; a second scheme inside "
+                           "a %s URL mixes schemes",
+                           scheme);
+    size_t alen = strcspn(body, "/#?");
+    const char *rest = body + alen;
+    /* The userinfo ends at the last '@' of the authority. */
+    const char *hosts = body;
+    for (const char *p = body; p < body + alen; p++)
+        if (*p == '@')
+            hosts = p + 1;
+    size_t ulen = hosts > body ? (size_t)(hosts - body) : 0;   /* with its '@' */
+    size_t hlen = (size_t)(body + alen - hosts);
+    if (hlen == 0)
+        return dlock__fail(DLOCK_EINVAL, "invalid URL: %s needs at least one host", scheme);
+
+    /* Credentials and database: "user:pass@firsthost/db" read as one server. */
+    const char *db = "";
+    size_t dblen = 0;
+    const char *master = NULL;
+    size_t mlen = 0;
+    if (rest[0] == '/') {
+        dblen = strcspn(rest, "#?");
+        db = rest;
+        rest += dblen;
+    }
+    if (rest[0] == '?')
+        return dlock__fail(DLOCK_EINVAL, "invalid URL: %s takes no parameters", scheme);
+    if (rest[0] == '#') {
+        master = rest + 1;
+        mlen = strlen(master);
+    }
+    if (!sentinel && (dblen > 1 || (dblen == 1 && db[0] != '/')))
+        return dlock__fail(DLOCK_EINVAL,
+                           "invalid URL: a Redis Cluster has database 0 only (no /db)");
+    if (!sentinel && master)
+        return dlock__fail(DLOCK_EINVAL,
+                           "invalid URL: '#' names a sentinel master; redis-cluster:// takes "
+                           "none");
+    if (sentinel && (!master || mlen == 0))
+        return dlock__fail(DLOCK_EINVAL,
+                           "invalid URL: redis-sentinel:// needs the master name "
+                           "(redis-sentinel://host:26379#mymaster)");
+    if (sentinel && mlen > MAX_MASTER_LEN)
+        return dlock__fail(DLOCK_EINVAL, "invalid URL: the master name is longer than %d bytes",
+                           MAX_MASTER_LEN);
+    for (size_t i = 0; i < mlen; i++)
+        if ((unsigned char)master[i] <= ' ' || master[i] == 0x7f)
+            return dlock__fail(DLOCK_EINVAL,
+                               "invalid URL: the master name contains a space or control "
+                               "character");
+
+    dlock__deploy nd;
+    memset(&nd, 0, sizeof(nd));
+    nd.kind = sentinel ? DLOCK__DEPLOY_SENTINEL : DLOCK__DEPLOY_CLUSTER;
+    dlock__endpoint nep;
+    memset(&nep, 0, sizeof(nep));
+    int rc = DLOCK_OK;
+    const char *h = hosts;
+    while (rc == DLOCK_OK && h <= hosts + hlen) {
+        size_t n = strcspn(h, ",/#?");
+        if (h + n > hosts + hlen)
+            n = (size_t)(hosts + hlen - h);
+        if (n == 0) {
+            rc = dlock__fail(DLOCK_EINVAL, "invalid URL: an empty host in the list");
+            break;
+        }
+        if (nd.nseeds == MAX_SEEDS) {
+            rc = dlock__fail(DLOCK_EINVAL, "invalid URL: more than %d hosts", MAX_SEEDS);
+            break;
+        }
+        dlock__endpoint *a = realloc(nd.seeds, (nd.nseeds + 1) * sizeof(*a));
+        if (!a) {
+            rc = dlock__fail(DLOCK_ENOMEM, "out of memory parsing the URL");
+            break;
+        }
+        nd.seeds = a;
+        rc = parse_as_redis(h, n, &nd.seeds[nd.nseeds]);
+        if (rc != DLOCK_OK)
+            break;
+        dlock__endpoint *s = &nd.seeds[nd.nseeds++];
+        if (sentinel && !has_port(h, n))
+            s->port = SENTINEL_PORT;
+        h += n + 1;
+    }
+    if (rc == DLOCK_OK) {
+        /* The data nodes' endpoint: the credentials, the database, the first
+         * seed's address (for messages until the topology is known). */
+        size_t fl = strcspn(hosts, ",/#?");
+        if (fl > hlen)
+            fl = hlen;
+        size_t tl = ulen + fl + dblen;
+        char *t = malloc(tl + 1);
+        if (!t) {
+            rc = dlock__fail(DLOCK_ENOMEM, "out of memory parsing the URL");
+        } else {
+            memcpy(t, body, ulen);
+            memcpy(t + ulen, hosts, fl);
+            memcpy(t + ulen + fl, db, dblen);
+            t[tl] = '\0';
+            rc = parse_as_redis(t, tl, &nep);
+            volatile char *p = t;
+            while (*p)
+                *p++ = 0;
+            free(t);
+        }
+    }
+    if (rc == DLOCK_OK && sentinel && !(nd.master = dlock__strndup(master, mlen)))
+        rc = dlock__fail(DLOCK_ENOMEM, "out of memory parsing the URL");
+    if (rc != DLOCK_OK) {
+        dlock__deploy_clear(&nd);
+        dlock__endpoint_clear(&nep);
+        return rc;
+    }
+    /* The sentinels' credentials are the config's, not the URL's. */
+    nd.sentinel_user = d->sentinel_user;
+    nd.sentinel_pass = d->sentinel_pass;
+    d->sentinel_user = d->sentinel_pass = NULL;
+    dlock__deploy_clear(d);
+    *d = nd;
+    dlock__endpoint_clear(ep);
+    *ep = nep;
+    return DLOCK_OK;
+}
+
+int dlock__is_deploy_url(const char *url)
+{
+    return url && (strncmp(url, "redis-sentinel://", 17) == 0 ||
+                   strncmp(url, "redis-cluster://", 16) == 0);
+}
+
+void dlock__deploy_single(dlock__deploy *d)
+{
+    for (size_t i = 0; i < d->nseeds; i++)
+        dlock__endpoint_clear(&d->seeds[i]);
+    free(d->seeds);
+    free(d->master);
+    d->seeds = NULL;
+    d->nseeds = 0;
+    d->master = NULL;
+    d->kind = DLOCK__DEPLOY_SINGLE;
+}
+
+int dlock__parse_deploy_url(const char *url, dlock__endpoint *ep, dlock__deploy *d)
+{
+    if (url && strlen(url) > 4096)
+        return dlock__fail(DLOCK_EINVAL, "invalid URL: longer than 4096 bytes");
+    if (url && strncmp(url, "redis-sentinel://", 17) == 0)
+        return parse_list(url, 1, ep, d);
+    if (url && strncmp(url, "redis-cluster://", 16) == 0)
+        return parse_list(url, 0, ep, d);
+    int rc = dlock__parse_url(url, ep);
+    if (rc == DLOCK_OK)
+        dlock__deploy_single(d);
+    return rc;
+}

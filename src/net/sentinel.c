@@ -1,0 +1,341 @@
+/* A primary managed by Redis Sentinel (docs/internals/deployments.md).
+ *
+ * Discovery. SENTINEL GET-MASTER-ADDR-BY-NAME on each sentinel in turn; the
+ * first answer wins. The sentinels get their own credentials (config), the
+ * data nodes the URL's.
+ *
+ * Following a failover. A watcher thread keeps a connection subscribed to a
+ * sentinel's +switch-master channel (a switch is followed as soon as it is
+ * announced), and asks a sentinel every CHECK_EVERY_MS as well (a
+ * subscription lost during the switch does not leave the client on the old
+ * primary). A caller whose request was refused because the node it reached is
+ * no longer the primary (READONLY), or could not reach it, asks the
+ * sentinels itself and resends.
+ *
+ * Nodes. One dlock__node per primary ever seen, kept until the router goes:
+ * callers may hold the pointers (the watchdog, pub/sub), and see the switch
+ * through dlock__sentinel_primary and the generation. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "net/sentinel.h"
+
+#define CHECK_EVERY_MS 1000
+#define MAX_NODES 64
+
+struct dlock__sentinel {
+    dlock__netctx *ctx;
+    char *name;
+    dlock__endpoint data;            /* credentials and database of the data nodes */
+    dlock__node **sentinels;         /* request/response connections to each sentinel */
+    size_t nsentinels;
+
+    pthread_rwlock_t mu;             /* nodes, nnodes, primary */
+    dlock__node *nodes[MAX_NODES];
+    size_t nnodes;
+    dlock__node *primary;
+    _Atomic uint64_t generation;
+
+    pthread_mutex_t ask_mu;          /* one discovery at a time */
+    pthread_t thread;
+    int thread_started;
+    _Atomic int stop;
+    _Atomic int check_now;           /* a caller saw the primary refuse or vanish */
+};
+
+/* The node for host:port, created when new. Caller holds the write lock. */
+static dlock__node *node_at(dlock__sentinel *s, const char *host, int port)
+{
+    for (size_t i = 0; i < s->nnodes; i++) {
+        const dlock__endpoint *ep = dlock__node_endpoint(s->nodes[i]);
+        if (ep->port == port && ep->host && strcmp(ep->host, host) == 0)
+            return s->nodes[i];
+    }
+    if (s->nnodes == MAX_NODES) {
+        dlock__fail(DLOCK_ENOMEM, "more than %d primaries seen", MAX_NODES);
+        return NULL;
+    }
+    dlock__endpoint ep = s->data;   /* borrowed strings; node_new copies */
+    ep.host = (char *)host;
+    ep.port = port;
+    ep.path = NULL;
+    if (dlock__node_new(&s->nodes[s->nnodes], s->ctx, &ep) != DLOCK_OK)
+        return NULL;
+    return s->nodes[s->nnodes++];
+}
+
+/* Makes host:port the primary. */
+static int set_primary(dlock__sentinel *s, const char *host, int port)
+{
+    pthread_rwlock_wrlock(&s->mu);
+    dlock__node *old = s->primary;
+    dlock__node *n = node_at(s, host, port);
+    if (n && n != old) {
+        s->primary = n;
+        atomic_fetch_add(&s->generation, 1);
+    }
+    pthread_rwlock_unlock(&s->mu);
+    if (!n)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    if (old && n != old)
+        dlock__log(s->ctx->cfg, DLOCK_LOG_WARN, "sentinel: master '%s' moved from %s to %s",
+                   s->name, dlock__node_addr(old), dlock__node_addr(n));
+    return DLOCK_OK;
+}
+
+/* Asks the sentinels where the primary is; sets it. */
+static int discover(dlock__sentinel *s)
+{
+    char why[768] = "";
+    size_t off = 0;
+    int unknown = 0, answered = 0;
+    pthread_mutex_lock(&s->ask_mu);
+    for (size_t i = 0; i < s->nsentinels; i++) {
+        const char *av[] = {"SENTINEL", "GET-MASTER-ADDR-BY-NAME", s->name};
+        dlock__req req = {.script = -1, .argc = 3, .argv = av,
+                          .flags = DLOCK__CALL_IDEMPOTENT | DLOCK__CALL_NO_RETRY};
+        redisReply *r;
+        int rc = dlock__node_call(s->sentinels[i], &req, &r);
+        if (rc == DLOCK_OK) {
+            answered++;
+            if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+                r->element[0]->type == REDIS_REPLY_STRING &&
+                r->element[1]->type == REDIS_REPLY_STRING) {
+                int port = atoi(r->element[1]->str);
+                char host[256];
+                snprintf(host, sizeof(host), "%s", r->element[0]->str);
+                freeReplyObject(r);
+                if (port > 0 && port <= 65535) {
+                    rc = set_primary(s, host, port);
+                    pthread_mutex_unlock(&s->ask_mu);
+                    return rc;
+                }
+                rc = dlock__fail(DLOCK_EPROTO, "%s: a bad port for master '%s'",
+                                 dlock__node_addr(s->sentinels[i]), s->name);
+            } else {
+                freeReplyObject(r);
+                unknown++;
+                rc = dlock__fail(DLOCK_EINVAL, "%s does not know master '%s'",
+                                 dlock__node_addr(s->sentinels[i]), s->name);
+            }
+        }
+        if (off < sizeof(why))
+            off += (size_t)snprintf(why + off, sizeof(why) - off, "%s%s", off ? "; " : "",
+                                    dlock_last_error());
+    }
+    pthread_mutex_unlock(&s->ask_mu);
+    if (answered && unknown == answered)
+        return dlock__fail(DLOCK_EINVAL, "no sentinel knows master '%s' (check the name after "
+                                         "'#'): %s", s->name, why);
+    return dlock__fail(DLOCK_ECONN, "no sentinel told where master '%s' is: %s", s->name, why);
+}
+
+/* ------------------------------------------------------------- watcher */
+
+/* "+switch-master <name> <old ip> <old port> <new ip> <new port>" */
+static void on_switch(dlock__sentinel *s, const char *msg, size_t len)
+{
+    char buf[600], name[256], oip[256], nip[256];
+    int oport, nport;
+    if (len >= sizeof(buf))
+        return;
+    memcpy(buf, msg, len);
+    buf[len] = '\0';
+    if (sscanf(buf, "%255s %255s %d %255s %d", name, oip, &oport, nip, &nport) != 5 ||
+        strcmp(name, s->name) != 0 || nport <= 0 || nport > 65535)
+        return;
+    set_primary(s, nip, nport);
+}
+
+/* A connection to one sentinel, subscribed to +switch-master, or NULL. */
+static dlock__conn *subscribe(dlock__sentinel *s, size_t i)
+{
+    dlock__conn *c;
+    uint64_t gen;
+    const dlock__endpoint *ep = dlock__node_endpoint(s->sentinels[i]);
+    if (dlock__conn_open(s->ctx, ep, dlock__node_addr(s->sentinels[i]), &c, &gen) != DLOCK_OK)
+        return NULL;
+    const char *av[] = {"SUBSCRIBE", "+switch-master"};
+    redisReply *r = NULL;
+    int timed_out = 0;
+    int ok = dlock__conn_roundtrip(c, 2, av, NULL, 0, &r, &timed_out) == DLOCK__SENT_OK &&
+             r->type == REDIS_REPLY_ARRAY;
+    if (r)
+        freeReplyObject(r);
+    if (!ok) {
+        dlock__conn_abort(c);
+        return NULL;
+    }
+    return c;
+}
+
+/* Waits for messages in slices of WATCH_SLICE_MS, so that a stop or a
+ * request to check is seen that soon. */
+#define WATCH_SLICE_MS 100
+
+static void *watcher(void *arg)
+{
+    dlock__sentinel *s = arg;
+    dlock__conn *sub = NULL;
+    size_t next = 0;
+    int64_t checked = dlock__now_ms();
+    while (!atomic_load(&s->stop)) {
+        if (!sub) {
+            sub = subscribe(s, next);
+            next = (next + 1) % s->nsentinels;
+        }
+        int64_t now = dlock__now_ms();
+        if (now - checked >= CHECK_EVERY_MS || atomic_exchange(&s->check_now, 0)) {
+            checked = now;
+            if (discover(s) != DLOCK_OK)
+                dlock__log(s->ctx->cfg, DLOCK_LOG_WARN, "sentinel: %s", dlock_last_error());
+        }
+        if (!sub) {
+            dlock__cancel_sleep(NULL, WATCH_SLICE_MS);
+            continue;
+        }
+        redisReply *m = NULL;
+        int rc = dlock__conn_wait_reply(sub, WATCH_SLICE_MS, &m);
+        if (rc == DLOCK_ETIMEDOUT)
+            continue;
+        if (rc != DLOCK_OK) {
+            dlock__conn_abort(sub);
+            sub = NULL;
+            continue;
+        }
+        if (m->type == REDIS_REPLY_ARRAY && m->elements == 3 &&
+            m->element[0]->type == REDIS_REPLY_STRING && strcmp(m->element[0]->str, "message") == 0 &&
+            m->element[2]->type == REDIS_REPLY_STRING)
+            on_switch(s, m->element[2]->str, m->element[2]->len);
+        freeReplyObject(m);
+    }
+    if (sub)
+        dlock__conn_abort(sub);
+    return NULL;
+}
+
+void dlock__sentinel_stale(dlock__sentinel *s) { atomic_store(&s->check_now, 1); }
+
+/* ------------------------------------------------------------ lifecycle */
+
+int dlock__sentinel_new(dlock__sentinel **out, dlock__netctx *ctx, const dlock__endpoint *sentinels,
+                        size_t n, const char *name, const char *suser, const char *spass,
+                        const dlock__endpoint *data)
+{
+    if (n == 0 || !name)
+        return dlock__fail(DLOCK_EINVAL, "a sentinel URL needs sentinels and a master name");
+    dlock__sentinel *s = calloc(1, sizeof(*s));
+    if (!s)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    s->ctx = ctx;
+    pthread_rwlock_init(&s->mu, NULL);
+    pthread_mutex_init(&s->ask_mu, NULL);
+    int rc = DLOCK_OK;
+    if (!(s->name = dlock__strndup(name, strlen(name))) ||
+        dlock__endpoint_copy(&s->data, data) != DLOCK_OK ||
+        !(s->sentinels = calloc(n, sizeof(*s->sentinels))))
+        rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
+    for (size_t i = 0; rc == DLOCK_OK && i < n; i++) {
+        dlock__endpoint ep = sentinels[i];   /* borrowed; node_new copies */
+        ep.user = (char *)suser;
+        ep.pass = (char *)spass;
+        ep.db = 0;
+        if ((rc = dlock__node_new(&s->sentinels[i], ctx, &ep)) == DLOCK_OK)
+            s->nsentinels++;
+    }
+    if (rc == DLOCK_OK)
+        rc = discover(s);
+    if (rc == DLOCK_OK) {
+        if (pthread_create(&s->thread, NULL, watcher, s) != 0)
+            rc = dlock__fail(DLOCK_ESYS, "cannot start the sentinel watcher thread");
+        else
+            s->thread_started = 1;
+    }
+    if (rc != DLOCK_OK) {
+        dlock__sentinel_free(s);
+        return rc;
+    }
+    *out = s;
+    return DLOCK_OK;
+}
+
+void dlock__sentinel_free(dlock__sentinel *s)
+{
+    if (!s)
+        return;
+    if (s->thread_started) {
+        atomic_store(&s->stop, 1);
+        pthread_join(s->thread, NULL);
+    }
+    for (size_t i = 0; i < s->nsentinels; i++)
+        dlock__node_free(s->sentinels[i]);
+    free(s->sentinels);
+    for (size_t i = 0; i < s->nnodes; i++)
+        dlock__node_free(s->nodes[i]);
+    dlock__endpoint_clear(&s->data);
+    free(s->name);
+    pthread_rwlock_destroy(&s->mu);
+    pthread_mutex_destroy(&s->ask_mu);
+    free(s);
+}
+
+dlock__node *dlock__sentinel_primary(dlock__sentinel *s)
+{
+    pthread_rwlock_rdlock(&s->mu);
+    dlock__node *n = s->primary;
+    pthread_rwlock_unlock(&s->mu);
+    return n;
+}
+
+uint64_t dlock__sentinel_generation(dlock__sentinel *s) { return atomic_load(&s->generation); }
+
+/* The request did not run on a node that is no longer the primary (or that
+ * could not be reached: it may be gone for good). */
+static int not_primary(int rc)
+{
+    return rc == DLOCK_ECONN || (rc == DLOCK_EREDIS && strstr(dlock_last_error(), ": READONLY"));
+}
+
+/* An answer the node call retries after a pause (call.c's transient states). */
+static int transient(int rc)
+{
+    const char *m = dlock_last_error();
+    return rc == DLOCK_EREDIS && (strstr(m, ": LOADING") || strstr(m, ": BUSY") ||
+                                  strstr(m, ": TRYAGAIN") || strstr(m, ": MASTERDOWN"));
+}
+
+/* Each try goes to the primary of the moment, with call.c's retry budget:
+ * between tries on a node that cannot be reached or refuses writes, the
+ * sentinels are asked, and a new primary gets the request at once. */
+int dlock__sentinel_call(dlock__sentinel *s, const dlock__req *req, redisReply **out)
+{
+    const dlock_config *cfg = s->ctx->cfg;
+    dlock__req once = *req;
+    once.flags |= DLOCK__CALL_NO_RETRY;
+    int failures = 0;
+    for (;;) {
+        dlock__node *n = dlock__sentinel_primary(s);
+        int rc = dlock__node_call(n, &once, out);
+        if (rc == DLOCK_OK || (req->flags & DLOCK__CALL_NO_RETRY))
+            return rc;
+        if (transient(rc))
+            return dlock__node_call(n, req, out);   /* its own retries */
+        if (!not_primary(rc))
+            return rc;
+        char msg[512];
+        snprintf(msg, sizeof(msg), "%s", dlock_last_error());
+        if (discover(s) == DLOCK_OK && dlock__sentinel_primary(s) != n)
+            continue;   /* switched: at once */
+        if (failures++ >= cfg->retry_attempts)
+            return dlock__fail(rc, "%s", msg);
+        /* The pause ends early when the watcher hears of a switch. */
+        uint64_t gen = dlock__sentinel_generation(s);
+        for (int64_t until = dlock__now_ms() + cfg->retry_delay_ms;
+             dlock__now_ms() < until && dlock__sentinel_generation(s) == gen;) {
+            int64_t left = until - dlock__now_ms();
+            int prc = dlock__cancel_sleep(req->cancel, left < 50 ? left : 50);
+            if (prc != DLOCK_OK)
+                return prc;
+        }
+    }
+}

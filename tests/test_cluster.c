@@ -1,0 +1,581 @@
+/* Redis Cluster: key slots against the servers' own CLUSTER KEYSLOT, the
+ * slot map read from CLUSTER SLOTS, and (from the router on) locks on a
+ * cluster of 3 primaries with a replica each, started by the harness. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include <pthread.h>
+
+#include "dlock/async.h"
+#include "harness.h"
+#include "net/cluster.h"
+#include "sync/sync.h"
+
+static th_cluster cl;
+
+static int setup(void **state)
+{
+    (void)state;
+    return th_cluster_start(&cl);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    th_cluster_destroy(&cl);
+    return 0;
+}
+
+/* Known values from the Redis Cluster specification, then every kind of key
+ * shape checked against a live node's CLUSTER KEYSLOT. */
+static void test_key_slot(void **state)
+{
+    (void)state;
+    assert_int_equal(dlock__crc16("123456789", 9), 0x31C3);   /* the spec's check value */
+    assert_int_equal(dlock__key_slot("foo", 3), 12182);
+    assert_int_equal(dlock__key_slot("{user1000}.following", 20),
+                     dlock__key_slot("{user1000}.followers", 20));
+    const char *keys[] = {"", "a", "foo", "bar", "lock:x", "{}", "{}x", "x{}", "{{}}", "a{b}c",
+                          "a{b}{c}", "{b", "b}", "}{b}", "redisson_lock__channel:{res}", "res",
+                          "{res}:next", "dlock_lock_next:{res}", "\xff\x01{\xfe}", "{a}{b}",
+                          "really long key with spaces and {a tag} in the middle of it"};
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+        redisReply *r = th_cmd(&cl.node[0], "CLUSTER KEYSLOT %b", keys[i], strlen(keys[i]));
+        assert_non_null(r);
+        assert_int_equal(r->type, REDIS_REPLY_INTEGER);
+        if (dlock__key_slot(keys[i], strlen(keys[i])) != r->integer)
+            fail_msg("slot of '%s': dlock %d, Redis %lld", keys[i],
+                     dlock__key_slot(keys[i], strlen(keys[i])), r->integer);
+        freeReplyObject(r);
+    }
+    char key[32];
+    for (int i = 0; i < 2000; i++) {
+        snprintf(key, sizeof(key), "k%d{%d}", i, i % 7 ? i : -i);
+        if (i % 3 == 0)
+            snprintf(key, sizeof(key), "key:%d", i * 7919);
+        long long want = th_int(&cl.node[i % TH_CLUSTER_NODES], "CLUSTER KEYSLOT %s", key);
+        assert_int_equal(dlock__key_slot(key, strlen(key)), want);
+    }
+}
+
+static void test_slot_map(void **state)
+{
+    (void)state;
+    redisReply *r = th_cmd(&cl.node[1], "CLUSTER SLOTS");
+    dlock__slotmap m;
+    assert_int_equal(dlock__slotmap_parse(r, "127.0.0.1", &m), DLOCK_OK);
+    assert_int_equal(m.covered, DLOCK__SLOTS);
+    assert_int_equal(m.naddr, 3);
+    /* Each key's owner is the node the cluster sends it to. */
+    const char *keys[] = {"a", "b", "c", "lock:1", "lock:2", "{x}y"};
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+        th_redis *n = th_cluster_node_for(&cl, keys[i]);
+        assert_non_null(n);
+        int slot = dlock__key_slot(keys[i], strlen(keys[i]));
+        assert_int_equal(m.addr[m.owner[slot]].port, n->port);
+    }
+    dlock__slotmap_clear(&m);
+    freeReplyObject(r);
+
+    /* Answers of the wrong shape are refused, not read past. */
+    redisReply bad = {.type = REDIS_REPLY_STRING, .str = "x", .len = 1};
+    assert_int_equal(dlock__slotmap_parse(&bad, "h", &m), DLOCK_EPROTO);
+    redisReply lo = {.type = REDIS_REPLY_INTEGER, .integer = 100};
+    redisReply hi = {.type = REDIS_REPLY_INTEGER, .integer = 50};   /* end before start */
+    redisReply host = {.type = REDIS_REPLY_STRING, .str = "", .len = 0};
+    redisReply port = {.type = REDIS_REPLY_INTEGER, .integer = 7000};
+    redisReply *pe[] = {&host, &port};
+    redisReply prim = {.type = REDIS_REPLY_ARRAY, .elements = 2, .element = pe};
+    redisReply *ee[] = {&lo, &hi, &prim};
+    redisReply ent = {.type = REDIS_REPLY_ARRAY, .elements = 3, .element = ee};
+    redisReply *le[] = {&ent};
+    redisReply list = {.type = REDIS_REPLY_ARRAY, .elements = 1, .element = le};
+    assert_int_equal(dlock__slotmap_parse(&list, "h", &m), DLOCK_EPROTO);
+    hi.integer = 200;   /* now fine; the empty host becomes the node asked */
+    assert_int_equal(dlock__slotmap_parse(&list, "10.1.1.1", &m), DLOCK_OK);
+    assert_int_equal(m.covered, 101);
+    assert_string_equal(m.addr[m.owner[150]].host, "10.1.1.1");
+    assert_int_equal(m.owner[99], DLOCK__NO_NODE);
+    dlock__slotmap_clear(&m);
+}
+
+/* ---------------------------------------------------------------- locks */
+
+#define NAMES 24
+
+/* Lock names spread over every primary: each key lands on the node that
+ * serves its slot, in Redisson's layout, and goes when released. */
+static void test_locks_on_every_node(void **state)
+{
+    (void)state;
+    dlock_client *c = th_client_url(cl.url, 0);
+    dlock_lock *l[NAMES];
+    char name[64];
+    int on_node[TH_CLUSTER_NODES] = {0};
+    char owner[DLOCK_OWNER_BUFSIZE];
+    assert_int_equal(dlock_client_owner_id(c, owner, sizeof(owner)), DLOCK_OK);
+    for (int i = 0; i < NAMES; i++) {
+        assert_int_equal(dlock_lock_get(c, th_name(name, sizeof(name), "spread"), &l[i]),
+                         DLOCK_OK);
+        assert_int_equal(dlock_lock_try(l[i], 0, DLOCK_WATCHDOG), DLOCK_OK);
+        assert_int_equal(dlock_lock_try(l[i], 0, DLOCK_WATCHDOG), DLOCK_OK);   /* reentry */
+        th_redis *n = th_cluster_node_for(&cl, dlock_lock_name(l[i]));
+        assert_non_null(n);
+        on_node[n - cl.node]++;
+        redisReply *r = th_cmd(n, "HGET %s %s", dlock_lock_name(l[i]), owner);
+        assert_non_null(r);
+        assert_int_equal(r->type, REDIS_REPLY_STRING);
+        assert_string_equal(r->str, "2");
+        freeReplyObject(r);
+        int64_t count = 0;
+        assert_int_equal(dlock_lock_hold_count(l[i], &count), DLOCK_OK);
+        assert_int_equal(count, 2);
+    }
+    int nodes = 0;
+    for (int i = 0; i < TH_CLUSTER_NODES; i++)
+        nodes += on_node[i] > 0;
+    assert_int_equal(nodes, 3);   /* 24 names: every primary got some */
+    for (int i = 0; i < NAMES; i++) {
+        assert_int_equal(dlock_lock_release(l[i]), DLOCK_OK);
+        assert_int_equal(dlock_lock_release(l[i]), DLOCK_OK);
+        assert_int_equal(dlock_lock_release(l[i]), DLOCK_ENOTOWNER);
+        th_redis *n = th_cluster_node_for(&cl, dlock_lock_name(l[i]));
+        assert_int_equal(th_int(n, "EXISTS %s", dlock_lock_name(l[i])), 0);
+        dlock_lock_free(l[i]);
+    }
+    dlock_client_close(c);
+}
+
+struct waiter_arg {
+    dlock_client *c;
+    const char *name;
+    int rc;
+    int64_t waited;
+};
+
+static void *waiter(void *arg)
+{
+    struct waiter_arg *w = arg;
+    dlock_lock *l;
+    assert_int_equal(dlock_lock_get(w->c, w->name, &l), DLOCK_OK);
+    int64_t t0 = th_now_ms();
+    w->rc = dlock_lock_try(l, 40000, 5000);
+    w->waited = th_now_ms() - t0;
+    if (w->rc == DLOCK_OK)
+        dlock_lock_release(l);
+    dlock_lock_free(l);
+    return NULL;
+}
+
+/* A waiter in another client sleeps on the lock's channel and is woken by
+ * the release, wherever the lock's node and its pub/sub connection are. */
+static void test_waiter_woken(void **state)
+{
+    (void)state;
+    dlock_client *a = th_client_url(cl.url, 0), *b = th_client_url(cl.url, 0);
+    for (int round = 0; round < 6; round++) {
+        char name[64];
+        th_name(name, sizeof(name), "wake");
+        dlock_lock *l;
+        assert_int_equal(dlock_lock_get(a, name, &l), DLOCK_OK);
+        assert_int_equal(dlock_lock_try(l, 0, 60000), DLOCK_OK);
+        struct waiter_arg w = {b, name, -99, 0};
+        pthread_t t;
+        pthread_create(&t, NULL, waiter, &w);
+        /* The waiter is subscribed once its client counts it on the channel. */
+        char ch[128];
+        snprintf(ch, sizeof(ch), "redisson_lock__channel:{%s}", name);
+        for (int64_t until = th_now_ms() + 5000 * th_slack();
+             dlock__pubsub_waiters(b->pubsub, ch, strlen(ch)) == 0 && th_now_ms() < until;)
+            th_sleep_ms(5);
+        th_sleep_ms(100);
+        /* Inspection counts the waiter: a shard subscriber on the lock's node. */
+        dlock_info *info = NULL;
+        assert_int_equal(dlock_lock_inspect(l, &info), DLOCK_OK);
+        assert_int_equal(dlock_info_waiters(info), 1);
+        dlock_info_free(info);
+        int64_t t0 = th_now_ms();
+        assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+        pthread_join(t, NULL);
+        assert_int_equal(w.rc, DLOCK_OK);
+        /* Woken by the message, not by the 60 s lease running out. */
+        assert_true(th_now_ms() - t0 < 3000 * th_slack());
+        dlock_lock_free(l);
+    }
+    dlock_client_close(a);
+    dlock_client_close(b);
+}
+
+/* The watchdog renews holds on every node, one connection per node. */
+static void test_watchdog_renews_on_every_node(void **state)
+{
+    (void)state;
+    dlock_client *c = th_client_url(cl.url, 900);
+    dlock_lock *l[NAMES];
+    char name[64];
+    for (int i = 0; i < NAMES; i++) {
+        assert_int_equal(dlock_lock_get(c, th_name(name, sizeof(name), "renew"), &l[i]),
+                         DLOCK_OK);
+        assert_int_equal(dlock_lock_acquire(l[i], DLOCK_WATCHDOG), DLOCK_OK);
+    }
+    th_sleep_ms(3000);   /* more than 3 leases */
+    for (int i = 0; i < NAMES; i++) {
+        th_redis *n = th_cluster_node_for(&cl, dlock_lock_name(l[i]));
+        long long ttl = th_int(n, "PTTL %s", dlock_lock_name(l[i]));
+        if (ttl <= 0)
+            fail_msg("%s on port %d: PTTL %lld after 3 leases", dlock_lock_name(l[i]), n->port,
+                     ttl);
+        assert_int_equal(dlock_lock_release(l[i]), DLOCK_OK);
+        dlock_lock_free(l[i]);
+    }
+    dlock_client_close(c);
+}
+
+/* --------------------------------------------------------------- interop */
+
+/* Redisson on a cluster publishes and subscribes with sharded pub/sub by
+ * default: a Redisson waiter (SSUBSCRIBE on the channel's node) hears dlock's
+ * release, and a Redisson holder's release (DEL + SPUBLISH) wakes a dlock
+ * waiter. A plain SUBSCRIBE hears nothing: the scripts SPUBLISH. */
+static void test_sharded_interop(void **state)
+{
+    (void)state;
+    dlock_client *c = th_client_url(cl.url, 0);
+    char name[64], ch[128];
+    th_name(name, sizeof(name), "interop");
+    snprintf(ch, sizeof(ch), "redisson_lock__channel:{%s}", name);
+    th_redis *n = th_cluster_node_for(&cl, name);
+    assert_non_null(n);
+
+    /* Redisson's waiter, and a plain subscriber, on the channel's node. */
+    redisContext *ss = th_admin(n), *plain = th_admin(n);
+    redisReply *r = redisCommand(ss, "SSUBSCRIBE %s", ch);
+    assert_non_null(r);
+    freeReplyObject(r);
+    r = redisCommand(plain, "SUBSCRIBE %s", ch);
+    assert_non_null(r);
+    freeReplyObject(r);
+    dlock_lock *l;
+    assert_int_equal(dlock_lock_get(c, name, &l), DLOCK_OK);
+    assert_int_equal(dlock_lock_try(l, 0, 10000), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    r = NULL;
+    assert_int_equal(redisGetReply(ss, (void **)&r), REDIS_OK);
+    assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+    assert_string_equal(r->element[0]->str, "smessage");
+    assert_string_equal(r->element[1]->str, ch);
+    assert_string_equal(r->element[2]->str, "0");
+    freeReplyObject(r);
+    struct timeval tv = {0, 300000};
+    redisSetTimeout(plain, tv);
+    r = NULL;
+    assert_int_not_equal(redisGetReply(plain, (void **)&r), REDIS_OK);   /* nothing came */
+    assert_null(r);
+    redisFree(ss);
+    redisFree(plain);
+
+    /* Redisson's holder: its hash, then its release. */
+    r = th_cmd(n, "HSET %s 6f1c4e0e-0000-4000-8000-000000000001:1 1", name);
+    freeReplyObject(r);
+    r = th_cmd(n, "PEXPIRE %s 60000", name);
+    freeReplyObject(r);
+    struct waiter_arg w = {c, name, -99, 0};
+    pthread_t t;
+    pthread_create(&t, NULL, waiter, &w);
+    for (int64_t until = th_now_ms() + 5000 * th_slack();
+         dlock__pubsub_waiters(c->pubsub, ch, strlen(ch)) == 0 && th_now_ms() < until;)
+        th_sleep_ms(5);
+    th_sleep_ms(200);
+    assert_int_equal(th_int(n, "DEL %s", name), 1);
+    assert_int_equal(th_int(n, "SPUBLISH %s 0", ch), 1);   /* dlock's connection heard it */
+    pthread_join(t, NULL);
+    assert_int_equal(w.rc, DLOCK_OK);
+    assert_true(w.waited < 5000 * th_slack());
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
+/* ------------------------------------------------------------ bad input */
+
+static _Atomic int async_status = 1;
+static char async_msg[256];
+
+static void on_async(const dlock_async_result *res, void *ud)
+{
+    (void)ud;
+    snprintf(async_msg, sizeof(async_msg), "%s", dlock_async_message(res));
+    atomic_store(&async_status, dlock_async_status(res));
+}
+
+/* The asynchronous calls do not route by key yet: refused, clearly. */
+static void test_async_refused(void **state)
+{
+    (void)state;
+    dlock_client *c = th_client_url(cl.url, 0);
+    char owner[DLOCK_OWNER_BUFSIZE], name[64];
+    assert_int_equal(dlock_client_new_owner_id(c, owner, sizeof(owner)), DLOCK_OK);
+    dlock_lock *l;
+    assert_int_equal(dlock_lock_get_as(c, th_name(name, sizeof(name), "async"), owner, &l),
+                     DLOCK_OK);
+    int rc = dlock_lock_acquire_async(l, 0, 5000, NULL, on_async, NULL);
+    if (rc == DLOCK_OK) {
+        for (int64_t until = th_now_ms() + 5000 * th_slack();
+             atomic_load(&async_status) == 1 && th_now_ms() < until;)
+            th_sleep_ms(5);
+        rc = atomic_load(&async_status);
+    } else {
+        snprintf(async_msg, sizeof(async_msg), "%s", dlock_last_error());
+    }
+    assert_int_equal(rc, DLOCK_EINVAL);
+    assert_non_null(strstr(async_msg, "one server"));
+    assert_non_null(th_cluster_node_for(&cl, name));
+    assert_int_equal(th_int(th_cluster_node_for(&cl, name), "EXISTS %s", name), 0);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
+static void test_cross_slot_request_refused(void **state)
+{
+    (void)state;
+    dlock_client *c = th_client_url(cl.url, 0);
+    /* Two keys of one request in different slots: refused before sending. */
+    const char *av[] = {"a", "b", "x"};
+    dlock__req req = {.script = DLOCK__SCRIPT_LOCK_INSPECT, .nkeys = 2, .argc = 3, .argv = av};
+    redisReply *r = NULL;
+    assert_int_equal(dlock__call(c, &req, &r), DLOCK_EINVAL);
+    assert_non_null(strstr(dlock_last_error(), "different cluster slots"));
+    assert_null(r);
+    dlock_client_close(c);
+}
+
+static int open_url(const char *url)
+{
+    dlock_config *cfg = dlock_config_new();
+    int rc = dlock_config_set_url(cfg, url);
+    if (rc == DLOCK_OK) {
+        dlock_config_set_connect_timeout(cfg, 1000);
+        dlock_config_set_retry(cfg, 0, 100);
+        dlock_client *c = NULL;
+        rc = dlock_client_open(&c, cfg);
+        dlock_client_close(c);
+    }
+    dlock_config_free(cfg);
+    return rc;
+}
+
+static void test_bad_deployments(void **state)
+{
+    (void)state;
+    /* URLs */
+    const char *bad[] = {"redis-cluster://",
+                         "redis-cluster://a:1,,b:2",
+                         "redis-cluster://a:1,redis://b:2",
+                         "redis-cluster://h:1/3",
+                         "redis-cluster://h:1#master",
+                         "redis-cluster://h:99999",
+                         "redis-sentinel://h:26379",
+                         "redis-sentinel://h:26379#",
+                         "redis-sentinel://h:1,redis-cluster://x:2#m"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        dlock_config *cfg = dlock_config_new();
+        assert_int_equal(dlock_config_set_url(cfg, "redis://keep:1"), DLOCK_OK);
+        if (dlock_config_set_url(cfg, bad[i]) != DLOCK_EINVAL)
+            fail_msg("accepted %s", bad[i]);
+        assert_non_null(strstr(dlock_last_error(), "invalid URL"));
+        dlock_config_free(cfg);
+    }
+    /* No seed answers: each seed's failure is named. */
+    th_redis gone;
+    assert_int_equal(th_redis_start(&gone, NULL), 0);
+    char url[128];
+    snprintf(url, sizeof(url), "redis-cluster://127.0.0.1:%d,127.0.0.1:%d", gone.port,
+             gone.port);
+    th_redis_stop(&gone);
+    assert_int_equal(open_url(url), DLOCK_ECONN);
+    assert_non_null(strstr(dlock_last_error(), "no cluster node answered"));
+    th_redis_destroy(&gone);
+    /* A server that is not a cluster. */
+    th_redis plain;
+    assert_int_equal(th_redis_start(&plain, NULL), 0);
+    snprintf(url, sizeof(url), "redis-cluster://127.0.0.1:%d", plain.port);
+    assert_int_equal(open_url(url), DLOCK_EREDIS);
+    assert_non_null(strstr(dlock_last_error(), "cluster support disabled"));
+    th_redis_destroy(&plain);
+    /* A cluster node that serves no slot, then only some. */
+    th_redis lone;
+    assert_int_equal(th_cluster_node_start(&lone), 0);
+    snprintf(url, sizeof(url), "redis-cluster://127.0.0.1:%d", lone.port);
+    assert_int_equal(open_url(url), DLOCK_ECONN);
+    assert_non_null(strstr(dlock_last_error(), "serves no slots"));
+    redisReply *r = th_cmd(&lone, "CLUSTER ADDSLOTSRANGE 0 99");
+    assert_non_null(r);
+    freeReplyObject(r);
+    assert_int_equal(open_url(url), DLOCK_ECONN);
+    assert_non_null(strstr(dlock_last_error(), "16284 of 16384 slots have no primary"));
+    th_redis_destroy(&lone);
+}
+
+/* ------------------------------------------------------------ failover */
+
+/* CLUSTER FAILOVER: a replica takes over its primary's slots. A lock held
+ * there survives (the replica had it) and is renewed on the new primary;
+ * calls follow MOVED; new acquisitions work. */
+static void test_cluster_failover(void **state)
+{
+    (void)state;
+    dlock_client *c = th_client_url(cl.url, 1500);
+    char name[64];
+    dlock_lock *l;
+    assert_int_equal(dlock_lock_get(c, th_name(name, sizeof(name), "fo"), &l), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(l, DLOCK_WATCHDOG), DLOCK_OK);
+    th_redis *old = th_cluster_node_for(&cl, name);
+    assert_non_null(old);
+    /* A waiter on another lock of that node, subscribed there (sharded: the
+     * node drops the subscription when its slots go). */
+    char blocked[64];
+    do
+        th_name(blocked, sizeof(blocked), "fo-blocked");
+    while (th_cluster_node_for(&cl, blocked) != old);
+    dlock_client *b = th_client_url(cl.url, 0);
+    dlock_lock *lb;
+    assert_int_equal(dlock_lock_get(c, blocked, &lb), DLOCK_OK);
+    assert_int_equal(dlock_lock_try(lb, 0, 60000), DLOCK_OK);
+    struct waiter_arg w = {b, blocked, -99, 0};
+    pthread_t t;
+    pthread_create(&t, NULL, waiter, &w);
+    char ch[128];
+    snprintf(ch, sizeof(ch), "redisson_lock__channel:{%s}", blocked);
+    for (int64_t until = th_now_ms() + 5000 * th_slack();
+         dlock__pubsub_waiters(b->pubsub, ch, strlen(ch)) == 0 && th_now_ms() < until;)
+        th_sleep_ms(5);
+    th_sleep_ms(100);
+    assert_int_equal(th_int(old, "WAIT 1 2000"), 1);
+    /* Its replica: the node whose INFO replication names old's port. */
+    th_redis *rep = NULL;
+    for (int i = 0; i < TH_CLUSTER_NODES && !rep; i++) {
+        redisReply *r = th_cmd(&cl.node[i], "INFO replication");
+        char want[32];
+        snprintf(want, sizeof(want), "master_port:%d", old->port);
+        if (r && r->type == REDIS_REPLY_STRING && strstr(r->str, want))
+            rep = &cl.node[i];
+        if (r)
+            freeReplyObject(r);
+    }
+    assert_non_null(rep);
+    redisReply *r = th_cmd(rep, "CLUSTER FAILOVER");
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    for (int64_t until = th_now_ms() + 20000 * th_slack();
+         th_cluster_node_for(&cl, name) != rep && th_now_ms() < until;)
+        th_sleep_ms(50);
+    assert_ptr_equal(th_cluster_node_for(&cl, name), rep);
+    assert_int_equal(th_cluster_wait_ok(&cl, 20000), 0);
+    /* Renewed on the new primary for several leases. */
+    th_sleep_ms(3500);
+    long long ttl = th_int(rep, "PTTL %s", name);
+    assert_true(ttl > 0);
+    int64_t count = 0;
+    assert_int_equal(dlock_lock_hold_count(l, &count), DLOCK_OK);
+    assert_int_equal(count, 1);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    assert_int_equal(th_int(rep, "EXISTS %s", name), 0);
+    assert_int_equal(dlock_lock_try(l, 0, 5000), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    /* The waiter, subscribed again on the new primary, is woken by the release. */
+    th_sleep_ms(500);
+    int64_t t0 = th_now_ms();
+    assert_int_equal(dlock_lock_release(lb), DLOCK_OK);
+    pthread_join(t, NULL);
+    assert_int_equal(w.rc, DLOCK_OK);
+    assert_true(th_now_ms() - t0 < 5000 * th_slack());
+    dlock_lock_free(lb);
+    dlock_client_close(b);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
+/* A primary killed: its replica is promoted (node timeout 2 s). A hold
+ * there with a watchdog timeout longer than the promotion survives and is
+ * renewed on the new primary; a waiter on a lock there is resubscribed and
+ * woken; calls reach the new primary without an error once it is there. */
+static void test_cluster_primary_killed(void **state)
+{
+    (void)state;
+    dlock_client *a = th_client_url(cl.url, 8000), *b = th_client_url(cl.url, 0);
+    char held[64], blocked[64];
+    th_redis *victim = NULL;
+    /* Two names on the same primary. */
+    th_name(held, sizeof(held), "kill-held");
+    victim = th_cluster_node_for(&cl, held);
+    assert_non_null(victim);
+    do
+        th_name(blocked, sizeof(blocked), "kill-blocked");
+    while (th_cluster_node_for(&cl, blocked) != victim);
+    dlock_lock *lh, *lb;
+    assert_int_equal(dlock_lock_get(a, held, &lh), DLOCK_OK);
+    assert_int_equal(dlock_lock_get(a, blocked, &lb), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(lh, DLOCK_WATCHDOG), DLOCK_OK);
+    assert_int_equal(dlock_lock_try(lb, 0, 60000), DLOCK_OK);
+    struct waiter_arg w = {b, blocked, -99, 0};
+    pthread_t t;
+    pthread_create(&t, NULL, waiter, &w);
+    char ch[128];
+    snprintf(ch, sizeof(ch), "redisson_lock__channel:{%s}", blocked);
+    for (int64_t until = th_now_ms() + 5000 * th_slack();
+         dlock__pubsub_waiters(b->pubsub, ch, strlen(ch)) == 0 && th_now_ms() < until;)
+        th_sleep_ms(5);
+    assert_int_equal(th_int(victim, "WAIT 1 2000"), 1);
+    th_redis_stop(victim);
+    th_redis *now = NULL;
+    for (int64_t until = th_now_ms() + 30000 * th_slack(); th_now_ms() < until;) {
+        now = th_cluster_node_for(&cl, held);
+        if (now && now != victim)
+            break;
+        th_sleep_ms(50);
+    }
+    assert_non_null(now);
+    assert_ptr_not_equal(now, victim);
+    assert_int_equal(th_cluster_wait_ok(&cl, 20000), 0);
+    /* Outlives a whole timeout on the new primary: renewed there. */
+    th_sleep_ms(8500);
+    assert_true(th_int(now, "PTTL %s", held) > 0);
+    int64_t count = 0;
+    assert_int_equal(dlock_lock_hold_count(lh, &count), DLOCK_OK);
+    assert_int_equal(count, 1);
+    int64_t t0 = th_now_ms();
+    assert_int_equal(dlock_lock_release(lb), DLOCK_OK);
+    pthread_join(t, NULL);
+    assert_int_equal(w.rc, DLOCK_OK);
+    assert_true(th_now_ms() - t0 < 5000 * th_slack());
+    assert_int_equal(dlock_lock_release(lh), DLOCK_OK);
+    dlock_lock_free(lh);
+    dlock_lock_free(lb);
+    dlock_client_close(a);
+    dlock_client_close(b);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_key_slot),
+        cmocka_unit_test(test_slot_map),
+        cmocka_unit_test(test_locks_on_every_node),
+        cmocka_unit_test(test_waiter_woken),
+        cmocka_unit_test(test_watchdog_renews_on_every_node),
+        cmocka_unit_test(test_sharded_interop),
+        cmocka_unit_test(test_cross_slot_request_refused),
+        cmocka_unit_test(test_async_refused),
+        cmocka_unit_test(test_bad_deployments),
+        cmocka_unit_test(test_cluster_failover),
+        cmocka_unit_test(test_cluster_primary_killed),   /* last: a node stays down */
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,370 @@
+/* Sentinel: a primary with 2 replicas and 3 sentinels started by the
+ * harness. Locks through redis-sentinel://, the sentinels' own credentials,
+ * bad input, and a failover with the primary killed: holds survive and are
+ * renewed on the new primary, waiters are woken there, new acquisitions work
+ * soon after the switch. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <pthread.h>
+
+#include "harness.h"
+#include "sync/sync.h"
+
+#define MASTER "dlockmaster"
+
+static th_replset rs;
+static th_sentinels ss;
+
+static int setup(void **state)
+{
+    (void)state;
+    if (th_replset_start(&rs, NULL) != 0)
+        return -1;
+    if (th_sentinels_start(&ss, &rs, MASTER) != 0) {
+        th_replset_destroy(&rs);
+        return -1;
+    }
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    th_sentinels_destroy(&ss);
+    th_replset_destroy(&rs);
+    return 0;
+}
+
+/* The server that is the primary now, as the sentinels say. */
+static th_redis *primary(void)
+{
+    int port = th_sentinel_primary_port(&ss.s[0], MASTER);
+    if (port == rs.primary.port)
+        return &rs.primary;
+    for (int i = 0; i < TH_REPLICAS; i++)
+        if (port == rs.replica[i].port)
+            return &rs.replica[i];
+    return NULL;
+}
+
+static void test_locks_on_the_primary(void **state)
+{
+    (void)state;
+    dlock_client *c = th_client_url(ss.url, 0);
+    char name[64], owner[DLOCK_OWNER_BUFSIZE];
+    assert_int_equal(dlock_client_owner_id(c, owner, sizeof(owner)), DLOCK_OK);
+    dlock_lock *l;
+    assert_int_equal(dlock_lock_get(c, th_name(name, sizeof(name), "sen"), &l), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(l, DLOCK_WATCHDOG), DLOCK_OK);
+    redisReply *r = th_cmd(primary(), "HGET %s %s", name, owner);
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    assert_string_equal(r->str, "1");
+    freeReplyObject(r);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    assert_int_equal(th_int(primary(), "EXISTS %s", name), 0);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
+static int open_cfg(dlock_config *cfg)
+{
+    dlock_config_set_connect_timeout(cfg, 1000);
+    dlock_config_set_retry(cfg, 0, 100);
+    dlock_client *c = NULL;
+    int rc = dlock_client_open(&c, cfg);
+    dlock_client_close(c);
+    return rc;
+}
+
+/* The sentinels get their own credentials (here an ACL user that only the
+ * sentinels have), the data nodes the URL's (none): each side refuses the
+ * other's. */
+static void test_sentinel_credentials(void **state)
+{
+    (void)state;
+    for (int i = 0; i < TH_SENTINELS; i++) {
+        redisReply *r = th_cmd(&ss.s[i], "ACL SETUSER watcher on >w4tch +@all");
+        assert_non_null(r);
+        assert_int_equal(r->type, REDIS_REPLY_STATUS);
+        freeReplyObject(r);
+    }
+    dlock_config *cfg = dlock_config_new();
+    assert_int_equal(dlock_config_set_sentinel_password(cfg, "watcher", "w4tch"), DLOCK_OK);
+    assert_int_equal(dlock_config_set_url(cfg, ss.url), DLOCK_OK);   /* kept across URLs */
+    assert_int_equal(open_cfg(cfg), DLOCK_OK);
+    /* The wrong sentinel password: the sentinels refuse, and say so. */
+    assert_int_equal(dlock_config_set_sentinel_password(cfg, "watcher", "wrong"), DLOCK_OK);
+    assert_int_not_equal(open_cfg(cfg), DLOCK_OK);
+    assert_non_null(strstr(dlock_last_error(), "no sentinel told"));
+    assert_null(strstr(dlock_last_error(), "wrong"));   /* never the password */
+    /* The sentinels' user given as the data nodes' instead: the primary refuses. */
+    assert_int_equal(dlock_config_set_sentinel_password(cfg, NULL, NULL), DLOCK_OK);
+    char url[300];
+    snprintf(url, sizeof(url), "redis-sentinel://watcher:w4tch@%s", ss.url + 17);
+    assert_int_equal(dlock_config_set_url(cfg, url), DLOCK_OK);
+    assert_int_equal(open_cfg(cfg), DLOCK_EAUTH);
+    dlock_config_free(cfg);
+}
+
+static void test_bad_input(void **state)
+{
+    (void)state;
+    dlock_config *cfg = dlock_config_new();
+    char url[300];
+    /* A master name no sentinel knows. */
+    snprintf(url, sizeof(url), "%.*s#nosuchmaster", (int)(strchr(ss.url, '#') - ss.url), ss.url);
+    assert_int_equal(dlock_config_set_url(cfg, url), DLOCK_OK);
+    assert_int_equal(open_cfg(cfg), DLOCK_EINVAL);
+    assert_non_null(strstr(dlock_last_error(), "no sentinel knows master 'nosuchmaster'"));
+    /* No sentinel answers. */
+    th_redis gone;
+    assert_int_equal(th_redis_start(&gone, NULL), 0);
+    snprintf(url, sizeof(url), "redis-sentinel://127.0.0.1:%d#%s", gone.port, MASTER);
+    th_redis_destroy(&gone);
+    assert_int_equal(dlock_config_set_url(cfg, url), DLOCK_OK);
+    assert_int_equal(open_cfg(cfg), DLOCK_ECONN);
+    assert_non_null(strstr(dlock_last_error(), "no sentinel told where master"));
+    /* A data node named as a sentinel: it does not know SENTINEL. */
+    snprintf(url, sizeof(url), "redis-sentinel://127.0.0.1:%d#%s", rs.primary.port, MASTER);
+    assert_int_equal(dlock_config_set_url(cfg, url), DLOCK_OK);
+    assert_int_not_equal(open_cfg(cfg), DLOCK_OK);
+    assert_non_null(strstr(dlock_last_error(), "no sentinel told where master"));
+    /* Mixed schemes. */
+    assert_int_equal(dlock_config_set_url(cfg, "redis-sentinel://a:1,redis://b:2#m"),
+                     DLOCK_EINVAL);
+    assert_non_null(strstr(dlock_last_error(), "mixes schemes"));
+    dlock_config_free(cfg);
+}
+
+/* ------------------------------------------------------ acknowledgement */
+
+static dlock_client *ack_client(int replicas, dlock_ack_policy policy, int64_t watchdog_ms)
+{
+    dlock_config *cfg = dlock_config_new();
+    assert_int_equal(dlock_config_set_url(cfg, ss.url), DLOCK_OK);
+    assert_int_equal(dlock_config_set_replica_ack(cfg, replicas, 500, policy), DLOCK_OK);
+    if (watchdog_ms)
+        assert_int_equal(dlock_config_set_watchdog_timeout(cfg, watchdog_ms), DLOCK_OK);
+    dlock_client *c = NULL;
+    assert_int_equal(dlock_client_open(&c, cfg), DLOCK_OK);
+    dlock_config_free(cfg);
+    return c;
+}
+
+static _Atomic int lost_reason;
+
+static void on_lost(const char *name, const char *owner, dlock_lost_reason reason, void *ud)
+{
+    (void)name;
+    (void)owner;
+    (void)ud;
+    atomic_store(&lost_reason, (int)reason);
+}
+
+/* WAIT after acquisitions and renewals: with both replicas up every hold is
+ * acknowledged; with one stopped, "release" gives the acquisition back
+ * (DLOCK_EREPLICAS) and gives a renewed hold up (lost callback), "keep"
+ * keeps it and reports 1. */
+static void test_replica_ack(void **state)
+{
+    (void)state;
+    dlock_config *bad = dlock_config_new();
+    assert_int_equal(dlock_config_set_replica_ack(bad, 2, 3000, DLOCK_ACK_RELEASE),
+                     DLOCK_EINVAL);   /* not below the command timeout (3 s) */
+    assert_int_equal(dlock_config_set_replica_ack(bad, -1, 10, DLOCK_ACK_RELEASE), DLOCK_EINVAL);
+    assert_int_equal(dlock_config_set_replica_ack(bad, 1, 10, (dlock_ack_policy)7), DLOCK_EINVAL);
+    dlock_config_free(bad);
+
+    th_redis *p = primary();
+    th_redis *rep = p == &rs.replica[1] ? &rs.replica[0] : &rs.replica[1];
+    dlock_client *rel = ack_client(2, DLOCK_ACK_RELEASE, 3000);
+    dlock_client *keep = ack_client(2, DLOCK_ACK_KEEP, 0);
+    char name[64], renewed[64];
+    dlock_lock *l, *lk, *lr;
+    assert_int_equal(dlock_lock_get(rel, th_name(name, sizeof(name), "ack"), &l), DLOCK_OK);
+    assert_int_equal(dlock_lock_get(keep, name, &lk), DLOCK_OK);
+    assert_int_equal(dlock_lock_get(rel, th_name(renewed, sizeof(renewed), "ack-wd"), &lr),
+                     DLOCK_OK);
+    assert_int_equal(dlock_lock_try(l, 0, 10000), DLOCK_OK);
+    assert_int_equal(dlock_last_replica_acks(), 2);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_lock_set_lost_callback(lr, on_lost, NULL);
+    atomic_store(&lost_reason, 0);
+    assert_int_equal(dlock_lock_acquire(lr, DLOCK_WATCHDOG), DLOCK_OK);
+    assert_int_equal(dlock_last_replica_acks(), 2);
+
+    th_redis_stop(rep);
+    /* Release policy: refused and given back. */
+    assert_int_equal(dlock_lock_try(l, 0, 10000), DLOCK_EREPLICAS);
+    assert_int_equal(dlock_last_replica_acks(), 1);
+    assert_non_null(strstr(dlock_last_error(), "1 of 2 replicas"));
+    assert_int_equal(th_int(p, "EXISTS %s", name), 0);
+    /* Keep policy: held, 1 reported. */
+    assert_int_equal(dlock_lock_try(lk, 0, 10000), DLOCK_OK);
+    assert_int_equal(dlock_last_replica_acks(), 1);
+    assert_int_equal(th_int(p, "EXISTS %s", name), 1);
+    assert_int_equal(dlock_lock_release(lk), DLOCK_OK);
+    /* The renewed hold: its next renewal is not acknowledged: given up. */
+    for (int64_t until = th_now_ms() + 5000 * th_slack();
+         atomic_load(&lost_reason) == 0 && th_now_ms() < until;)
+        th_sleep_ms(20);
+    assert_int_equal(atomic_load(&lost_reason), DLOCK_LOST_REPLICAS);
+    dlock_lock_release(lr);
+
+    /* The replica back, in sync. */
+    assert_int_equal(th_redis_restart(rep), 0);
+    redisReply *r = th_cmd(rep, "REPLICAOF 127.0.0.1 %d", p->port);
+    assert_non_null(r);
+    freeReplyObject(r);
+    for (int64_t until = th_now_ms() + 20000 * th_slack(); th_now_ms() < until;) {
+        r = th_cmd(rep, "INFO replication");
+        int up = r && r->type == REDIS_REPLY_STRING && strstr(r->str, "master_link_status:up");
+        if (r)
+            freeReplyObject(r);
+        if (up)
+            break;
+        th_sleep_ms(50);
+    }
+    /* ... and known to the primary as acknowledging (its first ACK). */
+    redisContext *probe = th_admin(p);
+    int64_t t_up = th_now_ms(), acked = 0;
+    for (int64_t until = th_now_ms() + 20000 * th_slack(); th_now_ms() < until;) {
+        redisReply *x = redisCommand(probe, "SET dlock-probe 1");
+        if (x)
+            freeReplyObject(x);
+        x = redisCommand(probe, "WAIT 2 500");
+        acked = x && x->type == REDIS_REPLY_INTEGER ? x->integer : -1;
+        if (x)
+            freeReplyObject(x);
+        if (acked == 2)
+            break;
+    }
+    fprintf(stderr, "# replica acknowledging %lld ms after its link was up\n",
+            (long long)(th_now_ms() - t_up));
+    redisFree(probe);
+    int rc = dlock_lock_try(l, 0, 10000);
+    if (rc != DLOCK_OK)
+        fail_msg("after the replica came back: %s", dlock_last_error());
+    assert_int_equal(dlock_last_replica_acks(), 2);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_lock_free(lk);
+    dlock_lock_free(lr);
+    dlock_client_close(rel);
+    dlock_client_close(keep);
+}
+
+/* ------------------------------------------------------------ failover */
+
+struct waiter_arg {
+    dlock_client *c;
+    const char *name;
+    int rc;
+};
+
+static void *waiter(void *arg)
+{
+    struct waiter_arg *w = arg;
+    dlock_lock *l;
+    assert_int_equal(dlock_lock_get(w->c, w->name, &l), DLOCK_OK);
+    w->rc = dlock_lock_try(l, 60000, 5000);
+    if (w->rc == DLOCK_OK)
+        dlock_lock_release(l);
+    dlock_lock_free(l);
+    return NULL;
+}
+
+static void test_failover_primary_killed(void **state)
+{
+    (void)state;
+    /* A watchdog timeout longer than the failover takes (down after 1 s, then
+     * the election): the hold can outlive it. */
+    dlock_client *a = th_client_url(ss.url, 6000), *b = th_client_url(ss.url, 0);
+    char held[64], blocked[64], fresh[64];
+    th_name(held, sizeof(held), "fo-held");
+    th_name(blocked, sizeof(blocked), "fo-blocked");
+    th_name(fresh, sizeof(fresh), "fo-fresh");
+    dlock_lock *lh, *lb, *lf;
+    assert_int_equal(dlock_lock_get(a, held, &lh), DLOCK_OK);
+    assert_int_equal(dlock_lock_get(a, blocked, &lb), DLOCK_OK);
+    assert_int_equal(dlock_lock_get(b, fresh, &lf), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(lh, DLOCK_WATCHDOG), DLOCK_OK);
+    assert_int_equal(dlock_lock_try(lb, 0, 60000), DLOCK_OK);   /* only a message frees it */
+    struct waiter_arg w = {b, blocked, -99};
+    pthread_t t;
+    pthread_create(&t, NULL, waiter, &w);
+    char ch[128];
+    snprintf(ch, sizeof(ch), "redisson_lock__channel:{%s}", blocked);
+    for (int64_t until = th_now_ms() + 5000 * th_slack();
+         dlock__pubsub_waiters(b->pubsub, ch, strlen(ch)) == 0 && th_now_ms() < until;)
+        th_sleep_ms(5);
+    th_redis *old = primary();
+    assert_non_null(old);
+    assert_int_equal(th_int(old, "WAIT 2 2000"), 2);   /* both replicas have the locks */
+
+    th_redis_stop(old);
+    int64_t t_switch = -1;
+    for (int64_t until = th_now_ms() + 30000 * th_slack(); th_now_ms() < until;) {
+        th_redis *p = primary();
+        if (p && p != old) {
+            t_switch = th_now_ms();
+            break;
+        }
+        th_sleep_ms(20);
+    }
+    assert_true(t_switch > 0);
+    /* A new acquisition works soon after the switch is announced. */
+    int64_t first_ok = -1;
+    while (th_now_ms() - t_switch < 10000 * th_slack()) {
+        if (dlock_lock_try(lf, 0, 5000) == DLOCK_OK) {
+            first_ok = th_now_ms();
+            break;
+        }
+        th_sleep_ms(10);
+    }
+    assert_true(first_ok > 0);
+    printf("# switch seen by the test -> first acquire: %lld ms\n",
+           (long long)(first_ok - t_switch));
+    assert_int_equal(dlock_lock_release(lf), DLOCK_OK);
+    /* The hold survived and is renewed on the new primary: it outlives a
+     * whole timeout there. */
+    th_sleep_ms(6500);
+    th_redis *now = primary();
+    assert_true(th_int(now, "PTTL %s", held) > 0);
+    int64_t count = 0;
+    assert_int_equal(dlock_lock_hold_count(lh, &count), DLOCK_OK);
+    assert_int_equal(count, 1);
+    /* The waiter, resubscribed on the new primary, is woken by the release. */
+    int64_t t0 = th_now_ms();
+    assert_int_equal(dlock_lock_release(lb), DLOCK_OK);
+    pthread_join(t, NULL);
+    assert_int_equal(w.rc, DLOCK_OK);
+    assert_true(th_now_ms() - t0 < 5000 * th_slack());
+    assert_int_equal(dlock_lock_release(lh), DLOCK_OK);
+    assert_int_equal(th_int(now, "EXISTS %s", held), 0);
+    dlock_lock_free(lh);
+    dlock_lock_free(lb);
+    dlock_lock_free(lf);
+    dlock_client_close(a);
+    dlock_client_close(b);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_locks_on_the_primary),
+        cmocka_unit_test(test_sentinel_credentials),
+        cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_replica_ack),
+        cmocka_unit_test(test_failover_primary_killed),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
