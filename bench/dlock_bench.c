@@ -5,6 +5,8 @@
  *                                                        script on one blocking
  *                                                        hiredis connection
  *   dlock_bench uncontended --url U [--cycles N] [--lease MS] [--kind lock|semaphore]
+ *   dlock_bench ping     --url U [--cycles N]            round trips (dlock_client_ping)
+ *   (any scenario: --tag T appends T to the scenario's name, e.g. -tls)
  *   dlock_bench handoff  --url U [--workers 8] [--mode threads|processes] [--seconds S]
  *                        [--kind lock|fair|semaphore]
  *   dlock_bench idle     --url U [--waiters 7] [--hold-ms 3000] [--kind lock|semaphore]
@@ -45,7 +47,7 @@
 #include "sync/sync.h"
 
 opts O = {NULL, "redis://127.0.0.1:6379", "threads", "lock", 20000, 8, 5, 7, 3000, 16, 10000,
-          100000, 3000, 3, 0, 4, 100, 3, 0, 0};
+          100000, 3000, 3, 0, 4, 100, 3, 0, 0, ""};
 
 int64_t now_ns(void)
 {
@@ -198,7 +200,7 @@ static void res_free(res *r)
 static const char *scen(const char *name)
 {
     static char buf[64];
-    snprintf(buf, sizeof(buf), "%s%s", is_sem() ? "sem" : "", name);
+    snprintf(buf, sizeof(buf), "%s%s%s", is_sem() ? "sem" : "", name, O.tag);
     return buf;
 }
 
@@ -259,6 +261,34 @@ static void uncontended(void)
            O.lease ? "fixed" : "watchdog");
     free(lat);
     res_free(&l);
+    dlock_client_close(c);
+}
+
+/* ----------------------------------------------------------------- ping */
+
+/* Round trips through dlock's blocking pool (dlock_client_ping): over TLS
+ * and plain, the cost of TLS per round trip. */
+static void ping(void)
+{
+    dlock_client *c = open_client(0, 0);
+    for (int i = 0; i < 1000; i++)   /* warm-up: the connection and its handshake */
+        if (dlock_client_ping(c) != DLOCK_OK)
+            die("warm-up");
+    int64_t *lat = malloc(sizeof(int64_t) * (size_t)O.cycles);
+    int64_t t0 = now_ns();
+    for (long i = 0; i < O.cycles; i++) {
+        int64_t a = now_ns();
+        if (dlock_client_ping(c) != DLOCK_OK)
+            die("ping");
+        lat[i] = now_ns() - a;
+    }
+    double secs = (double)(now_ns() - t0) / 1e9;
+    qsort(lat, (size_t)O.cycles, sizeof(int64_t), cmp_i64);
+    printf("{\"peer\":\"dlock\",\"scenario\":\"%s\",\"calls\":%ld,\"seconds\":%.3f,"
+           "\"calls_per_s\":%.0f,\"p50_us\":%.1f,\"p99_us\":%.1f}\n",
+           scen("ping"), O.cycles, secs, O.cycles / secs, pct(lat, (size_t)O.cycles, 0.50),
+           pct(lat, (size_t)O.cycles, 0.99));
+    free(lat);
     dlock_client_close(c);
 }
 
@@ -763,7 +793,7 @@ int main(int argc, char **argv)
 {
     signal(SIGPIPE, SIG_IGN);
     if (argc < 2) {
-        fprintf(stderr, "usage: dlock_bench ceiling|uncontended|handoff|idle|many|readers|held|"
+        fprintf(stderr, "usage: dlock_bench ceiling|uncontended|ping|handoff|idle|many|readers|held|"
                         "multilock|latch|latchfloor|asyncmany|asyncidle|revoke [--url U] ...\n");
         return 64;
     }
@@ -787,6 +817,7 @@ int main(int argc, char **argv)
         else if (!strcmp(k, "--multi-names")) O.multi_names = atol(v);
         else if (!strcmp(k, "--procs")) O.procs = atol(v);
         else if (!strcmp(k, "--awaiters")) O.awaiters = atol(v);
+        else if (!strcmp(k, "--tag")) O.tag = v;
         else if (!strcmp(k, "--inflight")) O.inflight = atol(v);
         else if (!strcmp(k, "--pending")) O.pending = atol(v);
         else {
@@ -799,6 +830,7 @@ int main(int argc, char **argv)
         return 64;
     if (!strcmp(O.scenario, "ceiling")) ceiling();
     else if (!strcmp(O.scenario, "uncontended")) uncontended();
+    else if (!strcmp(O.scenario, "ping")) ping();
     else if (!strcmp(O.scenario, "handoff")) handoff();
     else if (!strcmp(O.scenario, "idle")) idle();
     else if (!strcmp(O.scenario, "many")) many();

@@ -6,7 +6,7 @@
 # BENCH_PLACEMENT=split (default): redis-server on CPU 0, every client on CPU 1.
 # BENCH_PLACEMENT=same: everything on CPU 0.
 # BENCH_QUICK=1: short runs (a smoke test of the pipeline, not numbers to quote).
-# BENCH_ONLY="refs uncontended handoff fair idle many readers held multilock sem latch async revoke": a subset (default: all).
+# BENCH_ONLY="refs uncontended handoff fair idle many readers held multilock sem latch async revoke tls": a subset (default: all).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -45,13 +45,37 @@ if [ ! -d "$here/peers/node_modules" ] || [ "$here/peers/package-lock.json" -nt 
 fi
 peers=(node-redisson redlock redis-semaphore)
 
+only=${BENCH_ONLY:-refs uncontended handoff fair idle many readers held multilock sem latch async revoke tls}
+want() { case " $only " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+
+# TLS: the same server listens on a TLS port too (certificates made here with
+# openssl; server authentication only, as managed services do).
+tls_url=
+if want tls; then
+  certs=$(mktemp -d /tmp/dlock-bench-tls-XXXXXX)
+  trap 'redis_stop; rm -f "$results"; rm -rf "$certs"' EXIT
+  ec=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
+  if (cd "$certs" &&
+      openssl req -x509 "${ec[@]}" -keyout ca.key -out ca.crt -days 2 -subj "/CN=bench CA" &&
+      openssl req "${ec[@]}" -keyout server.key -out server.csr -subj "/CN=localhost" &&
+      printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n' >ext.cnf &&
+      openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial \
+        -out server.crt -days 2 -extfile ext.cnf) >/dev/null 2>&1; then
+    for _ in $(seq 1 20); do
+      tls_port=$(( 20000 + RANDOM % 40000 ))
+      port_in_use "$tls_port" || break
+    done
+    REDIS_EXTRA="--tls-port $tls_port --tls-cert-file $certs/server.crt --tls-key-file $certs/server.key --tls-ca-cert-file $certs/ca.crt --tls-auth-clients no"
+    tls_url="rediss://127.0.0.1:$tls_port?cacert=$certs/ca.crt"
+  else
+    echo "  openssl failed: no TLS section" >&2
+  fi
+fi
+
 redis_start || exit 1
 url=$REDIS_URL
 echo "redis-server $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/') on 127.0.0.1:$REDIS_PORT, pid $REDIS_PID;" \
      "placement: $placement (redis CPU $REDIS_CPU, clients CPU $client_cpu); $runs runs each"
-
-only=${BENCH_ONLY:-refs uncontended handoff fair idle many readers held multilock sem latch async revoke}
-want() { case " $only " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
 record() { # appends the JSON line of a run, or a failure record
   local line
@@ -94,8 +118,11 @@ fi
 if want uncontended; then
 echo "1. uncontended..."
 for i in $(seq "$runs"); do
-  # The sequential ceiling right beside dlock's run: a machine's fast and slow
-  # moments then hit both sides of the ratio.
+  # The references right beside dlock's run: a machine's fast and slow
+  # moments then hit both sides of the ratio. redis-benchmark -c 1: two of its
+  # round trips are the cycle the issue's target names.
+  sha=$(redis-cli -p "$REDIS_PORT" script load "$(cat "$root/src/scripts/lock/acquire.lua")")
+  rb ceiling-c1-paired 1 "$rb_n" bench:rb1
   record pin "$bench" ceiling --url "$url" --cycles "$cycles"
   record pin "$bench" uncontended --url "$url" --cycles "$cycles"
   for p in "${peers[@]}"; do record pin node "$here/peers/bench.js" --peer "$p" --scenario uncontended --url "$url" --cycles "$peer_cycles"; done
@@ -229,6 +256,19 @@ for i in $(seq "$runs"); do
 done
 record pin "$bench" asyncidle --url "$url"
 flush
+
+fi
+
+if want tls && [ -n "$tls_url" ]; then
+echo "11. TLS against plain (the same server, its TLS port), round trips and uncontended cycles..."
+for i in $(seq "$runs"); do
+  # Each TLS run right after its plain twin: paired ratios.
+  record pin "$bench" ping --url "$url" --cycles "$cycles" --tag -plain
+  record pin "$bench" ping --url "$tls_url" --cycles "$cycles" --tag -tls
+  record pin "$bench" uncontended --url "$url" --cycles "$cycles" --tag -plain
+  record pin "$bench" uncontended --url "$tls_url" --cycles "$cycles" --tag -tls
+  flush
+done
 
 fi
 

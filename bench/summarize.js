@@ -90,6 +90,24 @@ for (const p of impls) {
       ` ${us(med(p, 'uncontended', 'p99_us'))} | ${us(med(p, 'uncontended', 'p999_us'))} |`);
 }
 say();
+// The issue's reference: the cycle redis-benchmark -c 1 EVALSHA implies (two
+// of its round trips), measured right before each dlock run.
+const c1Ratios = [];
+let lastC1 = NaN;
+for (const r of rows) {
+  if (r.peer === 'redis-benchmark' && r.scenario === 'ceiling-c1-paired') lastC1 = r.calls_per_s;
+  if (r.peer === 'dlock' && r.scenario === 'uncontended' && Number.isFinite(lastC1)) {
+    c1Ratios.push(r.cycles_per_s / (lastC1 / 2));
+    lastC1 = NaN;
+  }
+}
+const c1Ratio = median(c1Ratios);
+if (c1Ratios.length) {
+  say(`dlock against the cycle redis-benchmark -c 1 EVALSHA implies (two of its round trips), run just before each: ${f2(c1Ratio)}× (median of ${c1Ratios.length} pairs: ${c1Ratios.map(f2).join(', ')}).`);
+  say();
+}
+target('uncontended ≥ 0.95× the cycle redis-benchmark -c 1 EVALSHA implies (two round trips)',
+  c1Ratio >= 0.95, `${f2(c1Ratio)}× (paired runs)`, c1Ratio);
 const bestPeer = Math.max(...impls.slice(1).map((p) => unc[p]).filter(Number.isFinite));
 target('uncontended ≥ 0.95× sequential ceiling, ahead of every peer',
   pairedRatio >= 0.95 && unc.dlock > bestPeer,
@@ -395,6 +413,36 @@ if (pick('dlock', 'asyncmany').length || pick('dlock', 'asyncidle').length) {
       r.bytes_per_waiter <= 1024 && r.redis_commands_per_s === 0,
       `${f0(r.bytes_per_waiter)} B each, ${f1(r.redis_commands_per_s)} commands/s`, r.bytes_per_waiter);
   }
+}
+
+// 11. TLS against plain: each TLS run right after its plain twin.
+function pairs(plain, tls, field) {
+  const out = [];
+  let last = null;
+  for (const r of rows) {
+    if (r.peer !== 'dlock') continue;
+    if (r.scenario === plain) last = r;
+    if (r.scenario === tls && last) {
+      out.push(last[field] / r[field]);
+      last = null;
+    }
+  }
+  return out;
+}
+if (pick('dlock', 'ping-tls').length || pick('dlock', 'uncontended-tls').length) {
+  say('## 11. TLS against plain on loopback (the same server\'s TLS port; server authentication)');
+  say();
+  say('| | plain /s | TLS /s | plain p50 | TLS p50 | TLS cost (paired: plain rate ÷ TLS rate) |');
+  say('|---|---|---|---|---|---|');
+  const pr = pairs('ping-plain', 'ping-tls', 'calls_per_s');
+  const ur = pairs('uncontended-plain', 'uncontended-tls', 'cycles_per_s');
+  say(`| round trip (PING on the pool) | ${f0(med('dlock', 'ping-plain', 'calls_per_s'))} | ${f0(med('dlock', 'ping-tls', 'calls_per_s'))} |` +
+      ` ${us(med('dlock', 'ping-plain', 'p50_us'))} | ${us(med('dlock', 'ping-tls', 'p50_us'))} | ${f2(median(pr))}× (${pr.map(f2).join(', ')}) |`);
+  say(`| uncontended acquire+release | ${f0(med('dlock', 'uncontended-plain', 'cycles_per_s'))} | ${f0(med('dlock', 'uncontended-tls', 'cycles_per_s'))} |` +
+      ` ${us(med('dlock', 'uncontended-plain', 'p50_us'))} | ${us(med('dlock', 'uncontended-tls', 'p50_us'))} | ${f2(median(ur))}× (${ur.map(f2).join(', ')}) |`);
+  say();
+  target('TLS round trip ≤ 1.3× a plain one on loopback', median(pr) <= 1.3,
+    `${f2(median(pr))}× (round trips), ${f2(median(ur))}× (acquire+release cycles)`, median(pr));
 }
 
 say('## Targets');

@@ -21,6 +21,7 @@ static const char global_text[] =
     "                           a semaphore's permits or a latch's count\n"
     "  list [--json] [PATTERN]  the locks, semaphores and latches in Redis (SCAN), Redisson's\n"
     "                           included\n"
+    "  status --stats [NAME]    ... and this client's statistics; the server's eviction policy\n"
     "  watch [--interval DUR] [PATTERN]\n"
     "                           a live table of locks, until q or Ctrl-C\n"
     "  unlock --force NAME      delete the lock whoever holds it; wake its waiters\n"
@@ -117,8 +118,9 @@ static const char run_text[] =
     "means exit 76, also when only the release finds it gone.\n";
 
 static const char status_text[] =
-    "usage: dlock status [--json] NAME\n"
-    "       dlock status [--json] --name NAME | -- NAME\n"
+    "usage: dlock status [--json] [--stats] NAME\n"
+    "       dlock status [--json] [--stats] --name NAME | -- NAME\n"
+    "       dlock status [--json] --stats\n"
     "\n"
     "Whether lock NAME is free or held; each holder with its hold count and, for\n"
     "dlock clients, its host, pid, address, command and how long it has held the\n"
@@ -129,14 +131,21 @@ static const char status_text[] =
     "permit's id with the lease it has left. A plain count (a count-down latch's, or a\n"
     "semaphore's permits: Redis stores them alike) shows the count, its semaphore\n"
     "waiters and its latch awaiters (subscribers of each channel).\n"
+    "A warning line when the server's maxmemory-policy may evict held locks\n"
+    "(allkeys-*, volatile-*).\n"
     "\n"
+    "  --stats     this command's own client's statistics (dlock_client_stats):\n"
+    "              acquisitions, waits, wake-ups, renewals, lost holds, connections,\n"
+    "              round trips, latency histograms; with no NAME, only those.\n"
     "  --json      one JSON object: name, locked, holders [owner, count, host, pid,\n"
     "              addr, command, held_ms, client], ttl_ms (-2 no key, -1 no expiry),\n"
     "              token, waiters. A name (or owner) that is not valid UTF-8 also\n"
     "              comes as name_base64 (owner_base64): its exact bytes. A semaphore or\n"
     "              latch: name, kind (permit semaphore | count), count, holders\n"
     "              [permit, ttl_ms] (a permit semaphore's), ttl_ms, waiters and, for a\n"
-    "              count, latch_waiters.\n"
+    "              count, latch_waiters. Also eviction_policy (null when\n"
+    "              unreadable), eviction_risk, and with --stats a stats object\n"
+    "              (histogram buckets as [le_us, count]).\n"
     "  and the global options (dlock --help).\n";
 
 static const char list_text[] =

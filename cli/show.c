@@ -10,11 +10,12 @@
 /* Parses [global options] [--json] [--force] [--interval DUR] [--name NAME]
  * [positional] [-- positional]; the command-specific flags it accepts are
  * given by `flags`. */
-enum { F_JSON = 1, F_FORCE = 2, F_NAME = 4 };
+enum { F_JSON = 1, F_FORCE = 2, F_NAME = 4, F_STATS = 8 };
 
 typedef struct show_args {
     int json;
     int force;
+    int stats;
     const char *pos;
     int npos;
 } show_args;
@@ -43,6 +44,10 @@ static int parse_show(cli_opts *o, const char *cmd, int argc, char **argv, unsig
             }
             if ((flags & F_FORCE) && strcmp(a, "--force") == 0) {
                 sa->force = 1;
+                continue;
+            }
+            if ((flags & F_STATS) && strcmp(a, "--stats") == 0) {
+                sa->stats = 1;
                 continue;
             }
             if ((flags & F_NAME) &&
@@ -395,12 +400,43 @@ static void print_status(const dlock_info *info, const holder_map *map)
     }
 }
 
+/* What status adds about the client itself: the server's eviction policy
+ * (a warning when it may evict held locks) and, with --stats, the client's
+ * statistics. JSON: fields appended to the object being printed. */
+static void status_extras(dlock_client *c, const show_args *sa, int json)
+{
+    char policy[64] = "";
+    int risky = 0;
+    dlock_client_eviction_policy(c, policy, sizeof(policy), &risky);
+    dlock_stats st;
+    if (sa->stats)
+        dlock_client_stats(c, &st, sizeof(st));
+    if (json) {
+        fputs(",\"eviction_policy\":", stdout);
+        if (policy[0])
+            cli_json_string(stdout, policy);
+        else
+            fputs("null", stdout);
+        fprintf(stdout, ",\"eviction_risk\":%s", risky ? "true" : "false");
+        if (sa->stats) {
+            fputs(",\"stats\":", stdout);
+            cli_json_stats(stdout, &st);
+        }
+        return;
+    }
+    if (risky)
+        printf("warning: Redis's maxmemory-policy is %s: when its memory is full it may evict "
+               "held locks (keys with a TTL); use noeviction\n", policy);
+    if (sa->stats)
+        cli_print_stats(stdout, &st);
+}
+
 int cmd_status(cli_opts *o, int argc, char **argv)
 {
     show_args sa;
-    if (parse_show(o, "status", argc, argv, F_JSON | F_NAME, &sa) != 0)
+    if (parse_show(o, "status", argc, argv, F_JSON | F_NAME | F_STATS, &sa) != 0)
         return EXIT_USAGE;
-    if (sa.npos != 1) {
+    if (sa.npos != 1 && !sa.stats) {
         cli_usage_error(o, "status", "missing lock NAME");
         return EXIT_USAGE;
     }
@@ -409,6 +445,22 @@ int cmd_status(cli_opts *o, int argc, char **argv)
     int code = cli_open(o, &c, NULL, NULL);
     if (code)
         return code;
+    if (sa.npos == 0) {   /* --stats alone: the client and its server */
+        if (sa.json) {
+            fputc('{', stdout);
+            fputs("\"url\":", stdout);
+            char u[600];
+            cli_json_string(stdout, display_url(o->url, u, sizeof(u)));
+            status_extras(c, &sa, 1);
+            fputs("}\n", stdout);
+        } else {
+            char u[600];
+            printf("server:  %s\n", display_url(o->url, u, sizeof(u)));
+            status_extras(c, &sa, 0);
+        }
+        dlock_client_close(c);
+        return 0;
+    }
     dlock_info *info = NULL;
     int rc = dlock_client_inspect(c, sa.pos, &info);
     if (rc != DLOCK_OK) {
@@ -420,12 +472,29 @@ int cmd_status(cli_opts *o, int argc, char **argv)
                           ? holder_map_load(c)
                           : NULL;
     if (sa.json) {
-        json_info(stdout, info, 1, map);
-        fputc('\n', stdout);
+        /* The lock's object, with the client's fields before its end. */
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *m = open_memstream(&buf, &len);
+        if (m) {
+            json_info(m, info, 1, map);
+            fclose(m);
+        }
+        if (buf && len > 0 && buf[len - 1] == '}') {
+            fwrite(buf, 1, len - 1, stdout);
+            status_extras(c, &sa, 1);
+            fputs("}\n", stdout);
+        } else {
+            json_info(stdout, info, 1, map);
+            fputc('\n', stdout);
+        }
+        free(buf);
     } else if (is_count(info)) {
         print_count_status(info);
+        status_extras(c, &sa, 0);
     } else {
         print_status(info, map);
+        status_extras(c, &sa, 0);
     }
     holder_map_free(map);
     dlock_info_free(info);

@@ -32,4 +32,8 @@ void rows_print(FILE *f, const rows *rs, size_t max_rows, int with_waiters);
 /* The URL without credentials, for display. */
 const char *display_url(const char *url, char *buf, size_t size);
 
+/* A client's statistics (status --stats), as text lines or a JSON object. */
+void cli_print_stats(FILE *f, const dlock_stats *s);
+void cli_json_stats(FILE *f, const dlock_stats *s);
+
 #endif

@@ -8,7 +8,7 @@ shift || true
 tests=("$@")
 [ ${#tests[@]} -eq 0 ] && tests=(test_config test_lock test_wait test_watchdog test_multiproc test_inspect test_badinput
   test_fair test_multilock test_redlock test_rwlock test_rwlock_interop test_semaphore test_latch
-  test_holdlimit test_fence test_revoke test_election)
+  test_holdlimit test_fence test_revoke test_election test_tls)
 export DLOCK_TEST_SLOW=${DLOCK_TEST_SLOW:-20}
 supp="$(cd "$(dirname "$0")" && pwd)/valgrind.supp"
 failed=0

@@ -69,7 +69,7 @@ static int free_port(void)
     return ntohs(sa.sin_port);
 }
 
-static const char *find_prog(const char *name, char *buf, size_t size)
+const char *th__find_prog(const char *name, char *buf, size_t size)
 {
     const char *path = getenv("PATH");
     if (!path)
@@ -86,7 +86,7 @@ static const char *find_prog(const char *name, char *buf, size_t size)
     return NULL;
 }
 
-static pid_t spawn_argv(char *const argv[], int out_fd)
+pid_t th__spawn_argv(char *const argv[], int out_fd)
 {
     pid_t pid = fork();
     if (pid == 0) {
@@ -124,18 +124,29 @@ static int ping_ok(const th_redis *r)
     return ok;
 }
 
+/* A server started with --requirepass keeps its default user to itself:
+ * the ACL mode leaves it alone (its test logs in on its own terms). */
+static int wants_password(const th_redis *r)
+{
+    for (int i = 0; r->extra[i]; i++)
+        if (strcmp(r->extra[i], "--requirepass") == 0)
+            return 1;
+    return 0;
+}
+
 static int launch(th_redis *r)
 {
-    char prog[PATH_MAX], port[16], log[300], bus[16], conf[300];
-    if (!find_prog("redis-server", prog, sizeof(prog))) {
+    char prog[PATH_MAX], port[16], tls_port[16], log[300], bus[16], conf[300];
+    if (!th__find_prog("redis-server", prog, sizeof(prog))) {
         fprintf(stderr, "harness: redis-server not found in PATH\n");
         return -1;
     }
     snprintf(port, sizeof(port), "%d", r->port);
+    snprintf(tls_port, sizeof(tls_port), "%d", r->tls_port);
     snprintf(log, sizeof(log), "%s/redis.log", r->dir);
     snprintf(bus, sizeof(bus), "%d", r->bus_port);
     snprintf(conf, sizeof(conf), "%s/sentinel.conf", r->dir);
-    char *argv[64] = {prog,          "--port",     port,    "--bind",      "127.0.0.1",
+    char *argv[80] = {prog,          "--port",     port,    "--bind",      "127.0.0.1",
                       "--save",      "",           "--appendonly", "no",   "--dir",
                       r->dir,        "--unixsocket", r->sock, "--daemonize", "no",
                       "--logfile",   log,          "--protected-mode", "no",
@@ -160,15 +171,34 @@ static int launch(th_redis *r)
         for (int i = 0; cv[i]; i++)
             argv[argc++] = cv[i];
     }
-    for (int i = 0; r->extra[i] && argc < 62; i++)
+    char cert[300], key[300], ca[300];
+    if (r->tls) {
+        const char *d = th_tls_dir();
+        if (!d)
+            return -1;
+        snprintf(cert, sizeof(cert), "%s/server.crt", d);
+        snprintf(key, sizeof(key), "%s/server.key", d);
+        snprintf(ca, sizeof(ca), "%s/ca.crt", d);
+        const char *tls_args[] = {"--tls-port", tls_port, "--tls-cert-file", cert,
+                                  "--tls-key-file", key, "--tls-ca-cert-file", ca,
+                                  "--tls-auth-clients", "yes"};
+        for (size_t i = 0; i < sizeof(tls_args) / sizeof(tls_args[0]); i++)
+            argv[argc++] = (char *)tls_args[i];
+    }
+    for (int i = 0; r->extra[i] && argc < 78; i++)
         argv[argc++] = (char *)r->extra[i];
     argv[argc] = NULL;
-    r->pid = spawn_argv(argv, -1);
+    r->pid = th__spawn_argv(argv, -1);
     if (r->pid < 0)
         return -1;
     for (int i = 0; i < 500; i++) {
-        if (ping_ok(r))
+        if (ping_ok(r)) {
+            if (r->acl && th__acl_setup(r) != 0) {
+                th_redis_stop(r);
+                return -1;
+            }
             return 0;
+        }
         int st;
         if (waitpid(r->pid, &st, WNOHANG) == r->pid) {
             r->pid = 0;
@@ -188,7 +218,9 @@ static int start_in_dir(th_redis *r, const char *sentinel_conf)
     for (int tries = 0; tries < 10; tries++) {
         r->port = free_port();
         r->bus_port = want_bus ? free_port() : 0;
-        if (r->port <= 0 || (want_bus && (r->bus_port <= 0 || r->bus_port == r->port)))
+        r->tls_port = r->tls ? free_port() : 0;
+        if (r->port <= 0 || (want_bus && (r->bus_port <= 0 || r->bus_port == r->port)) ||
+            r->tls_port < 0 || (r->tls && r->tls_port == r->port))
             continue;
         if (sentinel_conf) {
             char path[300];
@@ -200,7 +232,13 @@ static int start_in_dir(th_redis *r, const char *sentinel_conf)
             fclose(f);
         }
         if (launch(r) == 0) {
-            snprintf(r->url, sizeof(r->url), "redis://127.0.0.1:%d", r->port);
+            th_url_port(r, th_client_port(r), r->url, sizeof(r->url));
+            if (r->tls) {   /* for workers' own plain connections (worker.c) */
+                char var[48], val[16];
+                snprintf(var, sizeof(var), "DLOCK_TEST_PLAIN_%d", r->tls_port);
+                snprintf(val, sizeof(val), "%d", r->port);
+                setenv(var, val, 1);
+            }
             return 0;
         }
     }
@@ -305,6 +343,17 @@ static void stop_deployment(deployed *d)
     memset(d, 0, sizeof(*d));
 }
 
+/* A single server, TLS beside plain when tls, as the ACL mode's user when
+ * that mode is on. */
+static int start_single(th_redis *r, int tls)
+{
+    r->tls = tls;
+    r->acl = th_acl_mode() && !wants_password(r);
+    if (make_dir(r) != 0)
+        return -1;
+    return start_in_dir(r, NULL);
+}
+
 int th_redis_start(th_redis *r, ...)
 {
     memset(r, 0, sizeof(*r));
@@ -314,9 +363,17 @@ int th_redis_start(th_redis *r, ...)
     va_end(ap);
     if (!r->extra[0] && strcmp(th_deploy_name(), "single") != 0)
         return start_deployment(r);
-    if (make_dir(r) != 0)
-        return -1;
-    return start_in_dir(r, NULL);
+    return start_single(r, th_tls_mode());
+}
+
+int th_redis_start_tls(th_redis *r, ...)
+{
+    memset(r, 0, sizeof(*r));
+    va_list ap;
+    va_start(ap, r);
+    collect_extra(r, ap);
+    va_end(ap);
+    return start_single(r, 1);
 }
 
 void th_redis_stop(th_redis *r)
@@ -475,7 +532,7 @@ long long th_calls_settled(const th_redis *r, int64_t max_ms)
 int th_cli(const th_redis *r, ...)
 {
     char prog[PATH_MAX], port[16];
-    if (!find_prog("redis-cli", prog, sizeof(prog)))
+    if (!th__find_prog("redis-cli", prog, sizeof(prog)))
         return -1;
     snprintf(port, sizeof(port), "%d", r->port);
     char *argv[32] = {prog, "-h", "127.0.0.1", "-p", port};
@@ -487,7 +544,7 @@ int th_cli(const th_redis *r, ...)
         argv[argc++] = (char *)a;
     va_end(ap);
     argv[argc] = NULL;
-    pid_t pid = spawn_argv(argv, -1);
+    pid_t pid = th__spawn_argv(argv, -1);
     return th_wait(pid, 10000);
 }
 
@@ -526,7 +583,7 @@ pid_t th_spawn(int *out_fd, const char *prog, ...)
     int fds[2] = {-1, -1};
     if (out_fd && pipe2(fds, O_CLOEXEC) != 0)
         return -1;
-    pid_t pid = spawn_argv(argv, out_fd ? fds[1] : -1);
+    pid_t pid = th__spawn_argv(argv, out_fd ? fds[1] : -1);
     if (out_fd) {
         close(fds[1]);
         *out_fd = fds[0];
@@ -806,7 +863,7 @@ int th_cluster_start(th_cluster *cl)
     char addr[TH_CLUSTER_NODES][32];
     char *argv[16 + TH_CLUSTER_NODES];
     int argc = 0;
-    if (!find_prog("redis-cli", prog, sizeof(prog)))
+    if (!th__find_prog("redis-cli", prog, sizeof(prog)))
         return -1;
     argv[argc++] = prog;
     argv[argc++] = "--cluster";
@@ -822,7 +879,7 @@ int th_cluster_start(th_cluster *cl)
     argv[argc++] = "1";
     argv[argc++] = "--cluster-yes";
     argv[argc] = NULL;
-    pid_t pid = spawn_argv(argv, -1);
+    pid_t pid = th__spawn_argv(argv, -1);
     if (pid < 0 || th_wait(pid, 60000 * th_slack()) != 0)
         goto fail;
     if (th_cluster_wait_ok(cl, 60000) != 0)

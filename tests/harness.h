@@ -14,9 +14,13 @@
 
 typedef struct th_redis {
     pid_t pid;
-    int port;
+    int port;         /* plain TCP: the admin connections (th_admin, th_cmd, th_cli) */
+    int tls_port;     /* TLS, when started with TLS; else 0 */
+    int tls;
+    int acl;          /* the client URL names the ACL user "dlock" (docs/acl-rule.txt) */
     char dir[256];
-    char url[256];
+    char url[512];    /* what a dlock client uses: redis://, or rediss:// with the test
+                         certificates; the ACL user's credentials in ACL mode */
     char sock[300];   /* unix socket path */
     const char *extra[33];   /* extra arguments (string literals), NULL-terminated */
     int bus_port;            /* cluster node: its cluster bus port (0: not a cluster node) */
@@ -33,12 +37,39 @@ typedef struct th_redis {
  * primary's (sentinel) or a primary's (cluster), and th_cmd / th_int follow
  * MOVED to the node that serves a key; th_redis_destroy stops it all. Tests
  * that stop or restart their server, or count its calls, skip themselves
- * there (th_deployed). */
+ * there (th_deployed).
+ *
+ * Modes of a single server, from the environment, so that the same tests run
+ * every way (CTest's suite_tls and suite_acl run a set of them so):
+ *   DLOCK_TEST_TLS=1  the server also listens with TLS (certificates made by
+ *                     th_tls_dir, clients must present theirs) and r->url is
+ *                     rediss:// to it; the admin helpers stay on the plain port
+ *   DLOCK_TEST_ACL=1  the server gets the user "dlock" with exactly the rule of
+ *                     docs/acl-rule.txt (PREFIX empty), and r->url logs in as
+ *                     it (a server started with --requirepass is left alone) */
 int th_redis_start(th_redis *r, ...);
 /* The deployment under test: "single", "sentinel" or "cluster". */
 const char *th_deploy_name(void);
 /* 1 when r was started as a sentinel or cluster deployment. */
 int th_deployed(const th_redis *r);
+/* As th_redis_start, a single server with TLS whatever the mode. */
+int th_redis_start_tls(th_redis *r, ...);
+/* The port dlock clients of r use (TLS in TLS mode), e.g. behind a proxy. */
+int th_client_port(const th_redis *r);
+/* r->url moved to another port (a proxy's): same scheme, user, TLS files. */
+const char *th_url_port(const th_redis *r, int port, char *buf, size_t size);
+/* A directory with test certificates, made once per process with openssl:
+ * ca.crt, server.crt/.key (localhost, 127.0.0.1), client.crt/.key (signed by
+ * the CA), other-ca.crt (a CA nobody's certificate chains to). NULL when
+ * openssl fails. */
+const char *th_tls_dir(void);
+/* Creates (or resets) ACL user `user` with password `pass` and exactly the
+ * rule of docs/acl-rule.txt for lock names starting with `prefix`; 0 on
+ * success. */
+int th_acl_user(const th_redis *r, const char *user, const char *pass, const char *prefix);
+/* 1 when the environment asks for TLS / ACL mode. */
+int th_tls_mode(void);
+int th_acl_mode(void);
 /* Stops the server (SIGTERM, then SIGKILL) and waits for it. Keeps port/dir. */
 void th_redis_stop(th_redis *r);
 /* Starts it again on the same port, empty. */
@@ -128,6 +159,15 @@ pid_t th_spawn(int *out_fd, const char *prog, ...);
 int th_read_line(int fd, char *buf, size_t size, int64_t timeout_ms);
 /* Waits for pid; returns its exit status (or 128+signal), -1 on timeout. */
 int th_wait(pid_t pid, int64_t timeout_ms);
+
+/* Harness internals shared by harness.c and harness_modes.c. */
+const char *th__find_prog(const char *name, char *buf, size_t size);
+pid_t th__spawn_argv(char *const argv[], int out_fd);
+/* Creates the ACL user of the ACL mode on r; 0 on success. */
+int th__acl_setup(th_redis *r);
+/* The ACL user's password. */
+#define TH_ACL_USER "dlock"
+#define TH_ACL_PASS "dlock-test-pw"
 
 int64_t th_now_ms(void);
 void th_sleep_ms(int64_t ms);

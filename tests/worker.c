@@ -48,6 +48,19 @@ static long long now_ms(void)
 static dlock_client *client;
 static int port;
 
+/* The plain port of the server behind url, for this worker's own hiredis
+ * connections: the URL's port, or, when the harness runs over TLS, the plain
+ * port it exported beside the TLS one (DLOCK_TEST_PLAIN_<tls port>). */
+static int admin_port(const char *u)
+{
+    const char *p = strrchr(u, ':');
+    int n = p ? atoi(p + 1) : 6379;
+    char var[48];
+    snprintf(var, sizeof(var), "DLOCK_TEST_PLAIN_%d", n);
+    const char *v = getenv(var);
+    return v ? atoi(v) : n;
+}
+
 static void *count_thread(void *arg)
 {
     (void)arg;
@@ -109,8 +122,7 @@ static dlock_client *open_client(int64_t watchdog_ms) { return open_client_fair(
 static int fair_turn(const char *id, const char *order, int64_t slot_ms)
 {
     client = open_client_fair(0, slot_ms);
-    const char *p = strrchr(url, ':');
-    redisContext *rc = redisConnect("127.0.0.1", p ? atoi(p + 1) : 6379);
+    redisContext *rc = redisConnect("127.0.0.1", admin_port(url));
     dlock_lock *l;
     if (!rc || rc->err || dlock_fair_lock_get(client, name, &l) != DLOCK_OK ||
         dlock_lock_acquire(l, DLOCK_WATCHDOG) != DLOCK_OK) {
@@ -275,8 +287,7 @@ int main(int argc, char **argv)
         counter = argv[4];
         int threads = atoi(argv[5]);
         iters = atoi(argv[6]);
-        const char *p = strrchr(url, ':');
-        port = p ? atoi(p + 1) : 6379;
+        port = admin_port(url);
         client = open_client(0);
         pthread_t t[64];
         int bad = 0;
@@ -302,8 +313,7 @@ int main(int argc, char **argv)
         int threads = atoi(argv[4]);
         iters = atoi(argv[5]);
         counter = argv[6];
-        const char *p = strrchr(url, ':');
-        port = p ? atoi(p + 1) : 6379;
+        port = admin_port(url);
         client = open_client(0);
         pthread_t t[64];
         int bad = 0;

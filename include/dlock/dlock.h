@@ -397,6 +397,18 @@ DLOCK_API int dlock_client_set_label(dlock_client *c, const char *label);
 /* One PING round trip on the blocking pool. DLOCK_OK when Redis answers. */
 DLOCK_API int dlock_client_ping(dlock_client *c);
 
+/* The server's maxmemory-policy, as read (INFO memory) when the client
+ * opened: "noeviction", "allkeys-lru", ... into buf (size >= 32 holds every
+ * policy Redis has), "" when it could not be read (an ACL without +info, a
+ * server that does not say). *risky (may be NULL) = 1 for a policy that lets
+ * Redis evict keys when memory is full: allkeys-* evicts any key, volatile-*
+ * keys with a TTL, and every held lock has one; an evicted lock is free to
+ * the next caller while its holder still believes it holds it (README,
+ * Safety model). The client says so once, as a warning through the log
+ * callback, when it opens. DLOCK_EINVAL for NULL c or buf, or a size too
+ * small for the policy (the message gives the size needed). Any thread. */
+DLOCK_API int dlock_client_eviction_policy(dlock_client *c, char *buf, size_t size, int *risky);
+
 /* ------------------------------------------------------------------ stats */
 
 /* Latency histograms have DLOCK_STATS_BUCKETS buckets of powers of two
@@ -418,13 +430,15 @@ typedef struct dlock_histogram {
 
 /* A client's statistics since it opened, all of its threads together. */
 typedef struct dlock_stats {
-    uint64_t acquisitions;       /* acquire / try calls that succeeded, every lock kind (a
-                                    multi-lock counts once), reentries included */
-    uint64_t waits;              /* of the calls that acquire (whatever their end), those that
-                                    found the lock taken and waited for it */
-    uint64_t wakeups;            /* wake-ups by an unlock message that a waiter used */
-    uint64_t wakeups_taken;      /* of those, the ones whose next attempt found the lock taken
-                                    again (another client was quicker) */
+    uint64_t acquisitions;       /* acquire / try calls that succeeded: every lock kind (a
+                                    multi-lock counts once, reentries count) and semaphore
+                                    permits (latch awaits do not) */
+    uint64_t waits;              /* calls (whatever their end) that found the object taken (a
+                                    lock held, too few permits, a latch above zero) and waited */
+    uint64_t wakeups;            /* wake-ups by a message (unlock, release, count) that a
+                                    waiter used */
+    uint64_t wakeups_taken;      /* of those, the ones whose next attempt found the object
+                                    taken again (another client was quicker) */
     uint64_t renewals;           /* holds renewed by the watchdog (each hold of a batch) */
     uint64_t renewal_roundtrips; /* renewal batches sent (one round trip each) */
     uint64_t lost[DLOCK_STATS_LOST_REASONS]; /* holds reported lost, by dlock_lost_reason */

@@ -151,8 +151,10 @@ static dlock__waiter *pick_one(dlock__channel *ch, int64_t budget)
         if (!first)
             first = w;
     }
-    if (first)
+    if (first) {
         first->woken = 1;
+        first->woken_us = dlock__now_us();
+    }
     return first;
 }
 
@@ -201,8 +203,10 @@ static void wake_all(dlock__channel *ch, int set_woken)
     dlock__list *it;
     DLOCK__LIST_FOREACH(it, &ch->waiters) {
         dlock__waiter *w = DLOCK__CONTAINER_OF(it, dlock__waiter, link);
-        if (set_woken)
+        if (set_woken) {
             w->woken = 1;
+            w->woken_us = dlock__now_us();
+        }
         signal_w(w);
     }
 }
@@ -967,6 +971,7 @@ int dlock__waiter_wait(dlock__pubsub *ps, dlock__waiter *w, int64_t until_ms)
     for (;;) {
         if (w->woken) {
             w->woken = 0;
+            w->took_us = w->woken_us;
             rc = w->settled ? DLOCK__WAKE_DONE : DLOCK__WAKE_MESSAGE;
             break;
         }

@@ -303,6 +303,8 @@ static void report(dlock__watchdog *wd, lost_note *notes)
         const char *owner = n->key + n->nlen + 1;
         dlock_lost_fn fn = n->fn ? n->fn : cfg->lost_fn;
         void *ud = n->fn ? n->ud : cfg->lost_ud;
+        if (n->reason > 0 && n->reason < DLOCK_STATS_LOST_REASONS)
+            dlock__stats_count(wd->ctx->stats, DLOCK__ST_LOST + (int)n->reason, 1);
         dlock__log(cfg, DLOCK_LOG_WARN, "%s '%s' held by %s lost: %s", n->what, n->key, owner,
                    n->reason == DLOCK_LOST_GONE       ? "it was gone when renewed or released"
                    : n->reason == DLOCK_LOST_PAUSED   ? "this process was paused past the lease"
@@ -394,6 +396,7 @@ void dlock__wd_batch_finish(dlock__watchdog *wd, batch *b, int ok, const unsigne
             if (h->releasing == 0)
                 note_lost(wd, h, DLOCK_LOST_REPLICAS, &notes);
         } else if (renewed[i]) {
+            dlock__stats_count(wd->ctx->stats, DLOCK__ST_RENEWALS, 1);
             if (b->sent_at > h->renewed_at)
                 h->renewed_at = b->sent_at;
         } else if (h->releasing == 0) {
@@ -513,6 +516,8 @@ static int send_batch(dlock__watchdog *wd, batch *b)
             lens[i++] = b->e[e]->len[p];
         }
     int rc = dlock__aconn_send(b->wc->conn, i, av, lens, 1, on_batch_reply, b);
+    if (rc == DLOCK_OK)
+        dlock__stats_count(wd->ctx->stats, DLOCK__ST_RENEWAL_RTTS, 1);
     free(av);
     free(lens);
     if (rc == DLOCK_OK && track)

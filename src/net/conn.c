@@ -247,6 +247,18 @@ static int tls_start(dlock__netctx *nc, dlock__conn *c, const dlock__endpoint *e
     }
 }
 
+/* A connection that failed before its handshake was answered: a TLS server
+ * that asked for a client certificate this client does not have closed it. */
+static int handshake_fail(dlock__conn *c, const char *addr, const char *what, int tls)
+{
+    if (c->t.cert_asked && !c->t.tls_error) {
+        c->t.tls_error = 1;
+        snprintf(c->t.err, sizeof(c->t.err), "TLS: the server wants a client certificate and "
+                 "none is configured (dlock_config_set_tls_cert, ?cert=&key=)");
+    }
+    return dlock__handshake_io_fail(c->t.tls_error, addr, what, c->t.err, tls);
+}
+
 /* Sends the handshake pipelined and reads every answer. A new connection is
  * used only once the server has answered on it. */
 static int handshake(dlock__netctx *nc, const dlock__endpoint *ep, const char *addr,
@@ -258,7 +270,7 @@ static int handshake(dlock__netctx *nc, const dlock__endpoint *ep, const char *a
         if (append(c, steps[i].argc, steps[i].argv, NULL) != 0)
             return dlock__fail(DLOCK_ENOMEM, "out of memory");
     if (flush(c, deadline_ms) != DLOCK_OK)
-        return dlock__handshake_io_fail(c->t.tls_error, addr, steps[0].what, c->t.err, ep->tls);
+        return handshake_fail(c, addr, steps[0].what, ep->tls);
     int rc = DLOCK_OK;
     for (int i = 0; i < n; i++) {
         redisReply *r = NULL;
@@ -266,8 +278,7 @@ static int handshake(dlock__netctx *nc, const dlock__endpoint *ep, const char *a
         if (read_reply(c, deadline_ms, i == 0, &r, &timed_out) != DLOCK_OK) {
             if (timed_out)
                 snprintf(c->t.err, sizeof(c->t.err), "no reply within the connect timeout");
-            return dlock__handshake_io_fail(c->t.tls_error, addr, steps[i].what, c->t.err,
-                                            ep->tls);
+            return handshake_fail(c, addr, steps[i].what, ep->tls);
         }
         if (rc == DLOCK_OK)
             rc = dlock__handshake_check(nc, &steps[i], r, addr);

@@ -44,11 +44,19 @@ void dlock__netctx_clear(dlock__netctx *ctx)
 int dlock__handshake_io_fail(int tls_error, const char *addr, const char *what, const char *why,
                              int tls)
 {
-    /* A TLS port resets a connection that does not start with a TLS hello. */
+    /* A TLS port resets a connection that does not start with a TLS hello.
+     * Over TLS 1.3 the client's side of the handshake ends before the server
+     * has checked the client's certificate: one it refuses shows as an alert
+     * on the first read, or, when the server's reset overtakes the alert, as
+     * a connection closed unanswered (tls.c reports the certificate the
+     * server asked for and did not get as a TLS error itself). */
     int unanswered = strstr(why, "closed by the server") || strstr(why, "reset by the server");
     return dlock__fail(tls_error ? DLOCK_ETLS : DLOCK_ECONN, "connection to %s failed during %s: "
                        "%s%s", addr, what, why,
-                       !tls && unanswered ? " (a TLS port? use rediss://)" : "");
+                       !unanswered || tls_error ? ""
+                       : tls ? " (right after the TLS handshake: does the server want a client "
+                               "certificate it trusts?)"
+                             : " (a TLS port? use rediss://)");
 }
 
 void dlock__netctx_set_name(dlock__netctx *ctx, const char *name)

@@ -122,6 +122,8 @@ struct dlock__transport {
     short want;              /* after DLOCK__IO_AGAIN: POLLIN or POLLOUT */
     int eof;                 /* the server closed its side */
     int tls_error;           /* the last failure came from TLS (DLOCK_ETLS) */
+    int cert_asked;          /* TLS: the server asked for a client certificate and the
+                                client has none */
     int err_no;              /* errno of the last failure, or 0 */
     char err[320];           /* the last failure, for messages */
     void *ssl;               /* TLS only */

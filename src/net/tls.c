@@ -87,6 +87,20 @@ static int bio_destroy(BIO *b) { return 1; }
 
 /* -------------------------------------------------------------- context */
 
+/* The server asked for a client certificate and none is configured: noted,
+ * so that the connection's failure can say so (over TLS 1.3 the refusal
+ * comes after the client's handshake ended, and may be lost to the reset). */
+static int no_client_cert(SSL *ssl, X509 **x509, EVP_PKEY **pkey)
+{
+    (void)x509;
+    (void)pkey;
+    BIO *b = SSL_get_rbio(ssl);
+    dlock__transport *t = b ? BIO_get_data(b) : NULL;
+    if (t)
+        t->cert_asked = 1;
+    return 0;
+}
+
 /* The first OpenSSL error of this thread's queue, as text. */
 static const char *ssl_reason(char *buf, size_t size)
 {
@@ -158,12 +172,15 @@ int dlock__tls_new(dlock__tls **out, const dlock__tls_opts *o, const char *addr)
         rc = load_fail(addr, "system's CA store", "(default paths)");
         goto fail;
     }
+    if (!o->cert_file)
+        SSL_CTX_set_client_cert_cb(tls->ctx, no_client_cert);
     if (o->cert_file) {
         if (SSL_CTX_use_certificate_chain_file(tls->ctx, o->cert_file) != 1) {
             rc = load_fail(addr, "client certificate", o->cert_file);
             goto fail;
         }
-        if (SSL_CTX_use_PrivateKey_file(tls->ctx, o->key_file, SSL_FILETYPE_PEM) != 1) {
+        if (SSL_CTX_use_PrivateKey_file(tls->ctx, o->key_file, SSL_FILETYPE_PEM) != 1 &&
+            ERR_GET_REASON(ERR_peek_last_error()) != X509_R_KEY_VALUES_MISMATCH) {
             rc = load_fail(addr, "client key", o->key_file);
             goto fail;
         }

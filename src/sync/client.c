@@ -32,6 +32,45 @@ static void set_conn_name(dlock_client *c, const char *label)
     dlock__netctx_set_name(&c->net, name);
 }
 
+/* Reads the server's maxmemory-policy (INFO memory: readable by a user
+ * limited to dlock's ACL rule, unlike CONFIG GET) and warns, once, about one
+ * that may evict held locks. Best effort: a server or ACL that does not tell
+ * leaves the policy unknown, and the open goes on. */
+static void check_eviction(dlock_client *c)
+{
+    const char *av[] = {"INFO", "memory"};
+    dlock__req req = {.script = -1, .argc = 2, .argv = av, .flags = DLOCK__CALL_IDEMPOTENT};
+    redisReply *r = NULL;
+    c->evict_policy[0] = '\0';
+    int rc = dlock__call(c, &req, &r);
+    if (rc == DLOCK_OK && r->type == REDIS_REPLY_STRING) {
+        const char *p = strstr(r->str, "maxmemory_policy:");
+        if (p) {
+            p += strlen("maxmemory_policy:");
+            size_t n = strcspn(p, "\r\n");
+            if (n < sizeof(c->evict_policy)) {
+                memcpy(c->evict_policy, p, n);
+                c->evict_policy[n] = '\0';
+            }
+        }
+    }
+    char addr[320];
+    dlock__endpoint_str(&c->cfg.ep, addr, sizeof(addr));
+    if (rc != DLOCK_OK)
+        dlock__log(&c->cfg, DLOCK_LOG_INFO, "cannot read the maxmemory-policy of %s (%s): "
+                   "not checked", addr, dlock_last_error());
+    if (r)
+        freeReplyObject(r);
+    dlock__clear_error();
+    c->evict_risky = strncmp(c->evict_policy, "allkeys-", 8) == 0 ||
+                     strncmp(c->evict_policy, "volatile-", 9) == 0;
+    if (c->evict_risky)
+        dlock__log(&c->cfg, DLOCK_LOG_WARN,
+                   "%s has maxmemory-policy %s: when its memory is full Redis may evict held "
+                   "locks (keys with a TTL), letting a second holder in; use noeviction for "
+                   "locks", addr, c->evict_policy);
+}
+
 int dlock_client_open(dlock_client **out, const dlock_config *cfg)
 {
     pthread_once(&atfork_once, register_atfork);
@@ -73,6 +112,7 @@ int dlock_client_open(dlock_client **out, const dlock_config *cfg)
         goto fail;
     if ((rc = dlock__router_check(c->router)) != DLOCK_OK)
         goto fail;
+    check_eviction(c);
     if ((rc = dlock__loop_start(&c->loop, &c->cfg)) != DLOCK_OK)
         goto fail;
     if ((rc = dlock__pubsub_new(&c->pubsub, c->loop, &c->net, c->router)) != DLOCK_OK ||
@@ -193,6 +233,21 @@ int dlock_client_ping(dlock_client *c)
     if (rc == DLOCK_OK)
         freeReplyObject(r);
     return rc;
+}
+
+int dlock_client_eviction_policy(dlock_client *c, char *buf, size_t size, int *risky)
+{
+    dlock__clear_error();
+    if (!c || !buf)
+        return dlock__fail(DLOCK_EINVAL, "client or buffer is NULL");
+    size_t n = strlen(c->evict_policy);
+    if (size <= n)
+        return dlock__fail(DLOCK_EINVAL, "buffer of %zu bytes is too small (need %zu)", size,
+                           n + 1);
+    memcpy(buf, c->evict_policy, n + 1);
+    if (risky)
+        *risky = c->evict_risky;
+    return DLOCK_OK;
 }
 
 int dlock_client_stats(dlock_client *c, dlock_stats *out, size_t size)

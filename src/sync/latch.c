@@ -253,7 +253,7 @@ static int await_attempt(void *ud, int64_t waited_ms, dlock__busy *b)
 static dlock__wait_spec await_spec(dlock_latch *l, int64_t wait_ms, dlock_cancel *cancel)
 {
     return (dlock__wait_spec){.name = l->name, .channel = l->channel, .clen = l->clen,
-                              .wake = wake_latch, .need = 1, .settles = 1,
+                              .wake = wake_latch, .need = 1, .settles = 1, .awaits = 1,
                               .wait_ms = wait_ms, .cancel = cancel};
 }
 

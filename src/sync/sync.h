@@ -43,6 +43,8 @@ struct dlock_client {
     atomic_int own_keys;               /* scripts get dlock's own optional keys (the
                                           reservation of the next turn) */
     int64_t latch_px;                  /* lifetime of an unlock latch */
+    char evict_policy[48];             /* maxmemory-policy read at open, or "" */
+    int evict_risky;                   /* it may evict keys with a TTL */
 };
 
 /* Before the loop runs. */
@@ -167,6 +169,8 @@ typedef struct dlock__wait_spec {
     dlock__wake_policy wake; /* NULL: the locks' policy */
     int64_t need;            /* this waiter's part of a message's budget (0: 1) */
     int settles;             /* a DLOCK__WAKE_ALL_DONE message ends the wait: DLOCK_OK */
+    int awaits;              /* waits for a state (the latch), acquires nothing: not
+                                counted in the acquisitions statistics */
     int64_t wait_ms;         /* 0: one attempt; DLOCK_WAIT_FOREVER: no limit */
     dlock_cancel *cancel;    /* may be NULL */
 } dlock__wait_spec;

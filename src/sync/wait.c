@@ -62,11 +62,16 @@ static int wait_joined(dlock_client *c, const dlock__wait_spec *s, const dlock__
         return rc;
     int joined = 1;
     int used_wake = 0;   /* consumed a wake-up not yet answered by a busy attempt */
+    int64_t woken_us = 0;   /* when the message behind it arrived */
     int first = 0;
     for (;;) {
         rc = ops->attempt(ops->ud, dlock__now_ms() - start, b);
-        if (rc == DLOCK__BUSY && used_wake)
+        if (rc == DLOCK__BUSY && used_wake) {
             dlock__wakeups_wasted++;   /* woken by a message, and it was taken again */
+            dlock__stats_count(&c->stats, DLOCK__ST_WAKEUPS_TAKEN, 1);
+        }
+        if (rc == DLOCK_OK && used_wake)
+            dlock__stats_time(&c->stats, DLOCK__H_HANDOFF_GAP, dlock__now_us() - woken_us);
         if (rc != DLOCK__BUSY)
             break;
         /* Woken by a budget, and others took part of it first: what is left
@@ -115,6 +120,10 @@ static int wait_joined(dlock_client *c, const dlock__wait_spec *s, const dlock__
         }
         used_wake = wr == DLOCK__WAKE_MESSAGE;
         dlock__wakeups += used_wake;
+        if (used_wake) {
+            woken_us = w.took_us;
+            dlock__stats_count(&c->stats, DLOCK__ST_WAKEUPS, 1);
+        }
     }
     /* Woken, then failed with an error before learning whether the object was
      * free: another waiter must get the chance. */
@@ -128,21 +137,28 @@ int dlock__wait(dlock_client *c, const dlock__wait_spec *s, const dlock__wait_op
     if (s->wait_ms != 0 && dlock__loop_on_io_thread(c->loop))
         return dlock__fail(DLOCK_EINVAL, "a wait from a dlock callback would stall the io "
                                          "thread: use a wait of 0 there");
-    const int64_t start = dlock__now_ms();
+    const int64_t start_us = dlock__now_us();
+    const int64_t start = start_us / 1000;
     const int64_t deadline = s->wait_ms == DLOCK_WAIT_FOREVER || s->wait_ms > INT64_MAX - start
                                  ? INT64_MAX
                                  : start + s->wait_ms;
     dlock__busy b = {.ttl = -1};
     int rc = ops->attempt(ops->ud, -1, &b);
-    if (rc != DLOCK__BUSY)
-        return rc;
-    if (s->wait_ms == 0)
-        rc = ops->busy_error(ops->ud, &b);
-    else if (dlock_cancel_fired(s->cancel))
-        rc = end_error(s, DLOCK_ECANCELED);
-    else
-        rc = wait_joined(c, s, ops, start, deadline, &b);
-    if (rc != DLOCK_OK && ops->give_up)
-        ops->give_up(ops->ud, rc);
+    if (rc == DLOCK__BUSY) {
+        if (s->wait_ms == 0) {
+            rc = ops->busy_error(ops->ud, &b);
+        } else if (dlock_cancel_fired(s->cancel)) {
+            rc = end_error(s, DLOCK_ECANCELED);
+        } else {
+            dlock__stats_count(&c->stats, DLOCK__ST_WAITS, 1);
+            rc = wait_joined(c, s, ops, start, deadline, &b);
+        }
+        if (rc != DLOCK_OK && ops->give_up)
+            ops->give_up(ops->ud, rc);
+    }
+    if (rc == DLOCK_OK && !s->awaits) {
+        dlock__stats_count(&c->stats, DLOCK__ST_ACQUISITIONS, 1);
+        dlock__stats_time(&c->stats, DLOCK__H_ACQUIRE_WAIT, dlock__now_us() - start_us);
+    }
     return rc;
 }

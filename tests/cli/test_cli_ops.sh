@@ -200,4 +200,25 @@ has "$tmp/w.down" "stale" "and says it is stale"
 hasnt "$tmp/w.out" "0 locks" "never '0 locks' for a dead server"
 hasnt "$tmp/w.out" "no locks" "never 'no locks' for a dead server"
 
+echo "== eviction policy and the client's statistics (status --stats)"
+extra_redis EV --maxmemory-policy allkeys-lru || exit 1
+EV="redis://127.0.0.1:$EV_PORT"
+expect 0 "$D" --url "$EV" status ev:lock
+has "$tmp/out" "maxmemory-policy is allkeys-lru" "status warns about an evicting policy"
+expect 0 "$D" --url "$EV" status --json ev:lock
+check "status --json: the lock's fields and the policy" \
+  jq -e '.name == "ev:lock" and .eviction_policy == "allkeys-lru" and .eviction_risk == true' "$tmp/out"
+expect 0 "$D" status ev:lock
+hasnt "$tmp/out" "maxmemory-policy" "no warning under noeviction"
+expect 0 "$D" status --stats
+has "$tmp/out" "stats:" "status --stats alone shows the client's statistics"
+has "$tmp/out" "round trip" "with the round-trip histogram"
+expect 0 "$D" status --stats --json ev:lock
+check "status --stats --json: counts and histograms" \
+  jq -e '.eviction_policy == "noeviction" and .eviction_risk == false and .stats.connects >= 1
+         and .stats.roundtrips >= 2 and .stats.roundtrip.count == .stats.roundtrips
+         and (.stats.roundtrip.buckets | length) >= 1' "$tmp/out"
+expect 64 "$D" status
+has "$tmp/err" "missing lock NAME" "status without NAME or --stats"
+
 finish

@@ -1,0 +1,147 @@
+/* The maxmemory-policy check at open: a policy that may evict held locks is
+ * said once through the log callback and reported by
+ * dlock_client_eviction_policy; a safe one, or one that cannot be read (an
+ * ACL without +info), lets the open go on quietly. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+
+typedef struct sink {
+    pthread_mutex_t mu;
+    int warnings, about_policy;
+    char last[512];
+} sink;
+
+static void on_log(dlock_log_level level, const char *msg, void *ud)
+{
+    sink *s = ud;
+    pthread_mutex_lock(&s->mu);
+    if (level <= DLOCK_LOG_WARN) {
+        s->warnings++;
+        if (strstr(msg, "maxmemory-policy")) {
+            s->about_policy++;
+            snprintf(s->last, sizeof(s->last), "%s", msg);
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+static dlock_client *open_logged(const char *url, sink *s)
+{
+    dlock_config *cfg = dlock_config_new();
+    assert_int_equal(dlock_config_set_url(cfg, url), DLOCK_OK);
+    assert_int_equal(dlock_config_set_log_callback(cfg, on_log, s, DLOCK_LOG_DEBUG), DLOCK_OK);
+    dlock_client *c;
+    int rc = dlock_client_open(&c, cfg);
+    if (rc != DLOCK_OK)
+        fail_msg("open %s: %s", url, dlock_last_error());
+    dlock_config_free(cfg);
+    return c;
+}
+
+/* Opens a client of r (with a lock taken and released, so that every
+ * connection kind has run) and checks what it reports. */
+static void check(th_redis *r, const char *policy, int risky)
+{
+    sink s = {PTHREAD_MUTEX_INITIALIZER, 0, 0, ""};
+    dlock_client *c = open_logged(r->url, &s);
+    dlock_lock *l;
+    assert_int_equal(dlock_lock_get(c, "evict:x", &l), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(l, DLOCK_WATCHDOG), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    char got[32];
+    int got_risky = -1;
+    assert_int_equal(dlock_client_eviction_policy(c, got, sizeof(got), &got_risky), DLOCK_OK);
+    assert_string_equal(got, policy);
+    assert_int_equal(got_risky, risky);
+    dlock_client_close(c);
+    assert_int_equal(s.about_policy, risky ? 1 : 0);
+    if (risky) {
+        char port[16];
+        snprintf(port, sizeof(port), ":%d", th_client_port(r));
+        assert_non_null(strstr(s.last, policy));
+        assert_non_null(strstr(s.last, port));
+        print_message("    warning: %s\n", s.last);
+    }
+}
+
+static void test_evicting_policies_warn_once(void **state)
+{
+    (void)state;
+    static const char *const risky[] = {"allkeys-lru", "allkeys-lfu", "allkeys-random",
+                                        "volatile-lru", "volatile-lfu", "volatile-random",
+                                        "volatile-ttl"};
+    th_redis r;
+    assert_int_equal(th_redis_start(&r, NULL), 0);
+    check(&r, "noeviction", 0);
+    for (size_t i = 0; i < sizeof(risky) / sizeof(risky[0]); i++) {
+        freeReplyObject(th_cmd(&r, "CONFIG SET maxmemory-policy %s", risky[i]));
+        check(&r, risky[i], 1);
+    }
+    th_redis_destroy(&r);
+}
+
+/* A user that may not run INFO: the policy is unknown, the open succeeds,
+ * nothing warns. */
+static void test_unreadable_policy_is_not_fatal(void **state)
+{
+    (void)state;
+    th_redis r;
+    assert_int_equal(th_redis_start(&r, "--maxmemory-policy", "allkeys-lru", NULL), 0);
+    freeReplyObject(th_cmd(&r, "ACL SETUSER noinfo on >pw +@all -info ~* &*"));
+    char url[600], base[600];
+    th_url_port(&r, th_client_port(&r), base, sizeof(base));
+    const char *rest = strstr(base, "://") + 3;
+    const char *at = strchr(rest, '@');
+    snprintf(url, sizeof(url), "%.*snoinfo:pw@%s", (int)(rest - base), base, at ? at + 1 : rest);
+    sink s = {PTHREAD_MUTEX_INITIALIZER, 0, 0, ""};
+    dlock_client *c = open_logged(url, &s);
+    char got[32] = "x";
+    int risky = -1;
+    assert_int_equal(dlock_client_eviction_policy(c, got, sizeof(got), &risky), DLOCK_OK);
+    assert_string_equal(got, "");
+    assert_int_equal(risky, 0);
+    assert_int_equal(s.about_policy, 0);
+    assert_int_equal(dlock_client_ping(c), DLOCK_OK);
+    dlock_client_close(c);
+    th_redis_destroy(&r);
+}
+
+static void test_bad_arguments(void **state)
+{
+    (void)state;
+    th_redis r;
+    assert_int_equal(th_redis_start(&r, "--maxmemory-policy", "volatile-ttl", NULL), 0);
+    dlock_client *c = th_client(&r, 0);
+    char small[4];
+    assert_int_equal(dlock_client_eviction_policy(c, small, sizeof(small), NULL), DLOCK_EINVAL);
+    assert_non_null(strstr(dlock_last_error(), "need 13"));
+    assert_int_equal(dlock_client_eviction_policy(NULL, small, sizeof(small), NULL), DLOCK_EINVAL);
+    assert_int_equal(dlock_client_eviction_policy(c, NULL, 0, NULL), DLOCK_EINVAL);
+    char ok[13];
+    assert_int_equal(dlock_client_eviction_policy(c, ok, sizeof(ok), NULL), DLOCK_OK);
+    assert_string_equal(ok, "volatile-ttl");
+    dlock_client_close(c);
+    th_redis_destroy(&r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_evicting_policies_warn_once),
+        cmocka_unit_test(test_unreadable_policy_is_not_fatal),
+        cmocka_unit_test(test_bad_arguments),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
