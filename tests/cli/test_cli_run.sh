@@ -44,9 +44,11 @@ echo "== the terminal: Ctrl-C and Ctrl-Z through a pty"
 # Ctrl-C reaches the command once (the terminal signals its process group,
 # which dlock shares); dlock exits with the command's status and releases.
 # The command says when its trap is set (a loaded machine can take longer
-# than any fixed pause to start it).
+# than any fixed pause to start it). script's shell execs dlock: with
+# SHELL unset (as in CI) that shell is dash, which would otherwise sit
+# between script and dlock, die of the ^C itself and make script report 130.
 { n=0; until [ -e "$tmp/cc.ready" ] || [ $n -ge 600 ]; do sleep 0.05; n=$((n + 1)); done; printf '\003'; sleep $((2 * SLOW)); } |
-  script -qfec "$D run t:cc -- sh -c 'trap \"echo got-INT; exit 42\" INT; : >\"$tmp/cc.ready\"; sleep 30 & wait'" /dev/null >"$tmp/pty.out" 2>&1
+  script -qfec "exec $D run t:cc -- sh -c 'trap \"echo got-INT; exit 42\" INT; : >\"$tmp/cc.ready\"; sleep 30 & wait'" /dev/null >"$tmp/pty.out" 2>&1
 is "$?" 42 "Ctrl-C: dlock exits with the command's status"
 is "$(grep -c 'got-INT' "$tmp/pty.out")" 1 "Ctrl-C reaches the command exactly once"
 check "released after Ctrl-C" free t:cc
@@ -166,7 +168,7 @@ is "$(grep -c "still waiting" "$tmp/v.err")" 1 "one repeat in ~11 s (every 10 s)
 # on a terminal: one line, rewritten
 "$D" run t:vt -- sleep $((2 * SLOW)) & bg+=($!)
 until_ok held t:vt
-script -qfec "$D run -v t:vt -- true" /dev/null >"$tmp/vt.out" 2>&1
+script -qfec "exec $D run -v t:vt -- true" /dev/null >"$tmp/vt.out" 2>&1
 is "$?" 0 "-v on a terminal"
 [ "$(grep -o "waiting for 't:vt'" "$tmp/vt.out" | wc -l)" -ge 2 ] && ok || bad "-v on a terminal: the status line is rewritten"
 is "$(grep -c "waiting for 't:vt'" "$tmp/vt.out")" 1 "-v on a terminal: one line, not one per update"
