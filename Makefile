@@ -53,7 +53,7 @@ demo: deps build
 
 # The long safety run: every fault scenario, then baseline operations until
 # 1 000 000 guarded operations in all. Report: build/safety-report.txt.
-# SAFETY_TYPE=fair|rw|sem|latch runs the same with that type (report
+# SAFETY_TYPE=fair|rw|sem|latch|elect runs the same with that type (report
 # build/safety-report-<type>.txt); the fair lock serves ~100 holds/s, so give
 # it a smaller SAFETY_MIN_OPS (0: the scenarios only).
 SAFETY_SECONDS ?= 60

@@ -469,7 +469,7 @@ int safety_check(const check_params *cp, check_report *rep)
         check_sem(cp, rep);
     if (cp->type == SAFETY_LATCH)
         check_latch(cp, rep);   /* fault counts too: the switch below is skipped */
-    int lockish = cp->type == SAFETY_LOCK || cp->type == SAFETY_FAIR;
+    int lockish = safety_exclusive(cp->type);
     for (size_t i = 0; lockish && i < holds.n;) {
         size_t j = i;
         const hold *maxend = NULL;
@@ -485,7 +485,11 @@ int safety_check(const check_params *cp, check_report *rep)
                             h[j].w, h[j].token, h[j].t_acq);
                 }
             }
-            if (j > i && h[j].token <= h[j - 1].token) {
+            if (j > i && h[j].token == h[j - 1].token && cp->type == SAFETY_ELECT) {
+                rep->shared_terms++;
+                check_problem(rep, "two leaders of name %d in term %llu: worker %d and worker %d",
+                              h[j].name, h[j].token, h[j - 1].w, h[j].w);
+            } else if (j > i && h[j].token <= h[j - 1].token) {
                 rep->token_regressions++;
                 check_problem(rep, "token regression on name %d: %llu after %llu", h[j].name,
                         h[j].token, h[j - 1].token);

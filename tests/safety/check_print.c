@@ -41,6 +41,8 @@ void safety_print_report(const char *scenario, const check_params *cp, const che
     fprintf(out, "  violations: %lld  (overlap %lld, lost update %lld, token regression %lld, "
                  "blocked while free %lld",
             violations, r->overlaps, r->lost_updates, r->token_regressions, r->blocked);
+    if (cp->type == SAFETY_ELECT)
+        fprintf(out, ", two leaders in one term %lld", r->shared_terms);
     if (cp->type == SAFETY_FAIR)
         fprintf(out, ", fair order %lld", r->fair_violations);
     if (cp->type == SAFETY_RW)

@@ -583,7 +583,7 @@ static int run_scenario(const scenario *sc)
 static void usage(void)
 {
     fprintf(stderr, "usage: safety [--scenario baseline|kill9|sigstop|restart|pause|partition|all]"
-                    " [--type lock|fair|rw|sem|latch] [--seconds S] [--procs P] [--threads T] [--names K] [--ops N]"
+                    " [--type " SAFETY_TYPE_LIST "] [--seconds S] [--procs P] [--threads T] [--names K] [--ops N]"
                     " [--watchdog MS] [--worker PATH] [--keep] [--min-total-ops N]"
                     " [--report FILE]\n");
 }
@@ -612,12 +612,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--min-total-ops")) O.min_total_ops = atoll(v);
         else if (!strcmp(a, "--report")) O.report_path = v;
         else if (!strcmp(a, "--type")) {
-            if (!strcmp(v, "lock")) O.type = SAFETY_LOCK;
-            else if (!strcmp(v, "fair")) O.type = SAFETY_FAIR;
-            else if (!strcmp(v, "rw")) O.type = SAFETY_RW;
-            else if (!strcmp(v, "sem")) O.type = SAFETY_SEM;
-            else if (!strcmp(v, "latch")) O.type = SAFETY_LATCH;
-            else {
+            if ((O.type = safety_type_parse(v)) < 0) {
                 usage();
                 return 64;
             }

@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 
 #define SAFETY_MAX_WORKERS 64
@@ -37,25 +38,47 @@
  *         comes back within the watchdog timeout + 1 s)
  *   latch the count-down latch: the coordinator sets a latch per round and
  *         the workers' threads take turns to count it down or await it; the
- *         check is that no awaiter returns before the count reached zero */
+ *         check is that no awaiter returns before the count reached zero
+ *   elect leader election (dlock_election_get_as): a hold is a term, won by
+ *         dlock_election_campaign (every wait 4 x watchdog + 5 s) and ended by
+ *         dlock_election_resign; the term is the fencing token of the guarded
+ *         operations. The checks are the lock's (no two leaders at once,
+ *         leadership passed on within watchdog + 1 s of a leader's death)
+ *         plus terms: strictly increasing per name, and never one term for
+ *         two leaders */
 typedef enum {
     SAFETY_LOCK = 0,
     SAFETY_FAIR = 1,
     SAFETY_RW = 2,
     SAFETY_SEM = 3,
-    SAFETY_LATCH = 4
+    SAFETY_LATCH = 4,
+    SAFETY_ELECT = 5
 } safety_type;
 
 #define SAFETY_SEM_PERMITS 2
 #define SAFETY_LATCH_ROUNDS 64   /* ticket slots, indexed by round % this */
 
+static const char *const safety_type_names[] = {"lock", "fair", "rw", "sem", "latch", "elect"};
+#define SAFETY_TYPE_LIST "lock|fair|rw|sem|latch|elect"
+
 static inline const char *safety_type_name(int type)
 {
-    return type == SAFETY_FAIR    ? "fair"
-           : type == SAFETY_RW    ? "rw"
-           : type == SAFETY_SEM   ? "sem"
-           : type == SAFETY_LATCH ? "latch"
-                                  : "lock";
+    return type > 0 && type <= SAFETY_ELECT ? safety_type_names[type] : "lock";
+}
+
+/* The type named `s`, or -1. */
+static inline int safety_type_parse(const char *s)
+{
+    for (int t = 0; t <= SAFETY_ELECT; t++)
+        if (strcmp(s, safety_type_names[t]) == 0)
+            return t;
+    return -1;
+}
+
+/* Types whose holds are exclusive, fenced by their token. */
+static inline int safety_exclusive(int type)
+{
+    return type == SAFETY_LOCK || type == SAFETY_FAIR || type == SAFETY_ELECT;
 }
 
 /* History records (one line each, space separated):
@@ -194,6 +217,7 @@ typedef struct check_params {
 typedef struct check_report {
     long long holds, waits, wait_failures, errors, refused_reads, refused_writes;
     long long overlaps, allowed_overlaps, lost_updates, token_regressions, blocked;
+    long long shared_terms;   /* elect: one term, two leaders */
     long long kills, kill_measured, stops, stop_holds, stop_passed, stop_told, stop_late_refused;
     long long restarts, restart_holds, restart_told, pauses, partitions, part_holds, part_told;
     long long part_late, expectation_failures, others_during_partition;
@@ -215,7 +239,7 @@ typedef struct check_report {
 /* What fails a run outright (expectation failures are counted apart). */
 static inline long long safety_violations(const check_report *r)
 {
-    return r->overlaps + r->lost_updates + r->token_regressions + r->blocked +
+    return r->overlaps + r->lost_updates + r->token_regressions + r->shared_terms + r->blocked +
            r->fair_violations + r->torn_reads + r->latch_early;
 }
 

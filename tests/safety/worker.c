@@ -8,7 +8,8 @@
  * `slow` ms longer, so that queues form; type=rw the read-write lock, `reads`
  * percent of the operations under the read lock; type=sem one watchdog
  * permit of a permit-expirable semaphore per hold (`permits` per name);
- * type=latch the rounds of count-down latches the coordinator sets (safety.h).
+ * type=latch the rounds of count-down latches the coordinator sets; type=elect
+ * terms of leader election, campaign and resign (safety.h).
  * SIGTERM ends it: threads finish the operation in progress (waits are
  * cancelled), the history is complete, the process exits 0. */
 #include <errno.h>
@@ -294,13 +295,20 @@ static void *thread_main(void *arg)
     char owner[DLOCK_OWNER_BUFSIZE];
     dlock_client_new_owner_id(client, owner, sizeof(owner));
     dlock_lock *locks[SAFETY_MAX_NAMES], *rlocks[SAFETY_MAX_NAMES];
+    dlock_election *elects[SAFETY_MAX_NAMES] = {0};
     for (int k = 0; k < P.names; k++) {
         char name[128];
         snprintf(name, sizeof(name), "%s:lock:%d", P.prefix, k);
+        locks[k] = rlocks[k] = NULL;
+        if (P.type == SAFETY_ELECT) {
+            if (dlock_election_get_as(client, name, owner, &elects[k]) != DLOCK_OK)
+                return NULL;
+            dlock_election_set_lost_callback(elects[k], on_lost, t);
+            continue;
+        }
         if (handle(name, owner, P.type == SAFETY_RW ? 'w' : 'x', &locks[k]) != DLOCK_OK)
             return NULL;
         dlock_lock_set_lost_callback(locks[k], on_lost, t);
-        rlocks[k] = NULL;
         if (P.type == SAFETY_RW) {
             if (handle(name, owner, 'r', &rlocks[k]) != DLOCK_OK)
                 return NULL;
@@ -326,8 +334,9 @@ static void *thread_main(void *arg)
         slot->phase = PH_WAITING;
         record("W %d %d %d %lld %lld %c", P.id, t->index, k, (long long)t_call, (long long)wait,
                side);
-        uint64_t token = 0;
-        int rc = dlock_lock_acquire_fenced(l, wait, DLOCK_WATCHDOG, stop_token, &token);
+        uint64_t token = 0;   /* type elect: the term */
+        int rc = elects[k] ? dlock_election_campaign(elects[k], wait, stop_token, &token)
+                           : dlock_lock_acquire_fenced(l, wait, DLOCK_WATCHDOG, stop_token, &token);
         int64_t t_acq = safety_now();
         if (rc != DLOCK_OK) {
             record("F %d %d %d %lld %lld %d %c", P.id, t->index, k, (long long)t_call,
@@ -365,7 +374,7 @@ static void *thread_main(void *arg)
         }
         slot->phase = PH_WRITTEN;
         int64_t t_end = safety_now();
-        int rrc = dlock_lock_release(l);
+        int rrc = elects[k] ? dlock_election_resign(elects[k]) : dlock_lock_release(l);
         int64_t t_rel = safety_now();
         if (rrc == DLOCK_ENOTOWNER) {
             /* The loss report for a release that finds the hold gone comes
@@ -382,9 +391,12 @@ static void *thread_main(void *arg)
         slot->ops++;
     }
     for (int k = 0; k < P.names; k++) {
-        dlock_lock_free(locks[k]);
+        if (locks[k])
+            dlock_lock_free(locks[k]);
         if (rlocks[k])
             dlock_lock_free(rlocks[k]);
+        if (elects[k])
+            dlock_election_free(elects[k]);
     }
     if (t->store)
         redisFree(t->store);
@@ -437,12 +449,8 @@ static int parse(int argc, char **argv)
         else if (!strcmp(k, "slow")) P.slow = atoll(v);
         else if (!strcmp(k, "permits")) P.permits = atoi(v);
         else if (!strcmp(k, "type")) {
-            if (!strcmp(v, "lock")) P.type = SAFETY_LOCK;
-            else if (!strcmp(v, "fair")) P.type = SAFETY_FAIR;
-            else if (!strcmp(v, "rw")) P.type = SAFETY_RW;
-            else if (!strcmp(v, "sem")) P.type = SAFETY_SEM;
-            else if (!strcmp(v, "latch")) P.type = SAFETY_LATCH;
-            else return -1;
+            if ((P.type = safety_type_parse(v)) < 0)
+                return -1;
         }
         else return -1;
     }
@@ -460,7 +468,7 @@ int main(int argc, char **argv)
     if (parse(argc, argv) != 0) {
         fprintf(stderr, "usage: safety_worker id=N lock=URL store=URL prefix=P history=FILE "
                         "shm=FILE [names=3 threads=4 watchdog=1500 cmdtimeout=1000 retry=2 "
-                        "wait=10000 hold_ms=0 seconds=3600 type=lock|fair|rw|sem|latch reads=60 slow=0 "
+                        "wait=10000 hold_ms=0 seconds=3600 type=" SAFETY_TYPE_LIST " reads=60 slow=0 "
                         "permits=2]\n");
         return 64;
     }

@@ -1,0 +1,102 @@
+/* The checker must be able to fail: it is fed made-up histories, one
+ * violation each, and must count exactly that violation (and none in the
+ * clean history). Covers the exclusive types' checks that type elect relies
+ * on: two leaders at once, a term that goes back, one term for two leaders.
+ * Exit 0 when every history gets the verdict it should. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+
+#define MS 1000000LL
+
+typedef struct hist {
+    const char *what;
+    int type;
+    /* holds as (worker, term, acquired at ms, ended at ms); lost: told */
+    struct {
+        int w;
+        unsigned long long term;
+        long long acq, end;
+        int lost;
+    } h[4];
+    int n;
+    long long want_overlaps, want_regressions, want_shared;
+} hist;
+
+static const hist cases[] = {
+    {"clean: terms 10, 11, 12 one after another", SAFETY_ELECT,
+     {{0, 10, 100, 200, 0}, {1, 11, 210, 300, 0}, {0, 12, 310, 400, 0}}, 3, 0, 0, 0},
+    {"two leaders at once, neither told", SAFETY_ELECT,
+     {{0, 10, 100, 300, 0}, {1, 11, 200, 400, 0}}, 2, 1, 0, 0},
+    {"two leaders at once, the first told it lost (allowed)", SAFETY_ELECT,
+     {{0, 10, 100, 300, 1}, {1, 11, 200, 400, 0}}, 2, 0, 0, 0},
+    {"a term that goes back", SAFETY_ELECT,
+     {{0, 11, 100, 200, 0}, {1, 10, 210, 300, 0}}, 2, 0, 1, 0},
+    {"one term, two leaders", SAFETY_ELECT,
+     {{0, 10, 100, 200, 0}, {1, 10, 210, 300, 0}}, 2, 0, 0, 1},
+    {"one token twice for the lock is a regression", SAFETY_LOCK,
+     {{0, 10, 100, 200, 0}, {1, 10, 210, 300, 0}}, 2, 0, 1, 0},
+};
+
+static int run_case(const hist *c, const char *dir)
+{
+    for (int w = 0; w < 2; w++) {
+        char path[256];
+        snprintf(path, sizeof(path), "%s/w%d.log", dir, w);
+        FILE *f = fopen(path, "w");
+        if (!f)
+            return -1;
+        for (int i = 0; i < c->n; i++) {
+            if (c->h[i].w != w)
+                continue;
+            long long acq = c->h[i].acq * MS, end = c->h[i].end * MS;
+            fprintf(f, "W %d 0 0 %lld 10000 x\n", w, acq - MS);
+            fprintf(f, "S %d 0 0 %llu %lld %lld x\n", w, c->h[i].term, acq - MS, acq);
+            fprintf(f, "E %d 0 0 %llu %lld %lld %lld 1 1 %d %lld %d %lld x 0 1\n", w,
+                    c->h[i].term, acq, end, end + MS, c->h[i].lost ? DLOCK_ENOTOWNER : 0,
+                    c->h[i].lost ? end : 0LL, c->h[i].lost ? 1 : 0, end - MS);
+        }
+        fclose(f);
+    }
+    check_params cp;
+    memset(&cp, 0, sizeof(cp));
+    cp.dir = dir;
+    cp.names = 1;
+    cp.type = c->type;
+    cp.watchdog_ns = 1500 * MS;
+    cp.blocked_ns = 10000 * MS;   /* waits are not what this checks */
+    cp.free_slack_ns = 1000 * MS;
+    cp.run_end = 1000 * MS;
+    check_report rep;
+    if (safety_check(&cp, &rep) < 0)
+        return -1;
+    int ok = rep.overlaps == c->want_overlaps && rep.token_regressions == c->want_regressions &&
+             rep.shared_terms == c->want_shared;
+    printf("%s %s: overlaps %lld, regressions %lld, shared terms %lld (want %lld, %lld, %lld)\n",
+           ok ? "ok  " : "FAIL", c->what, rep.overlaps, rep.token_regressions, rep.shared_terms,
+           c->want_overlaps, c->want_regressions, c->want_shared);
+    return ok ? 0 : 1;
+}
+
+int main(void)
+{
+    char dir[] = "/tmp/dlock-check-selftest-XXXXXX";
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        return 2;
+    }
+    int failed = 0;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        failed += run_case(&cases[i], dir) != 0;
+    for (int w = 0; w < 2; w++) {
+        char path[300];
+        snprintf(path, sizeof(path), "%s/w%d.log", dir, w);
+        unlink(path);
+    }
+    rmdir(dir);
+    printf("%s\n", failed ? "FAILED" : "all verdicts as expected");
+    return failed ? 1 : 0;
+}
