@@ -113,6 +113,21 @@ static void test_slot_map(void **state)
 
 /* Lock names spread over every primary: each key lands on the node that
  * serves its slot, in Redisson's layout, and goes when released. */
+struct found {
+    int seen[NAMES];
+    dlock_lock **l;
+    int n;
+};
+
+static int count_found(const dlock_info *info, void *ud)
+{
+    struct found *f = ud;
+    for (int i = 0; i < f->n; i++)
+        if (strcmp(dlock_info_name(info), dlock_lock_name(f->l[i])) == 0)
+            f->seen[i]++;
+    return 0;
+}
+
 static void test_locks_on_every_node(void **state)
 {
     (void)state;
@@ -143,6 +158,16 @@ static void test_locks_on_every_node(void **state)
     for (int i = 0; i < TH_CLUSTER_NODES; i++)
         nodes += on_node[i] > 0;
     assert_int_equal(nodes, 3);   /* 24 names: every primary got some */
+    /* A listing walks every primary: each held name found once. */
+    struct found f = {{0}, l, NAMES};
+    char pattern[80];
+    snprintf(pattern, sizeof(pattern), "%.*s*", (int)(strrchr(name, ':') - name), name);
+    if (dlock_client_scan(c, pattern, count_found, &f) != DLOCK_OK)
+        fail_msg("scan: %s", dlock_last_error());
+    for (int i = 0; i < NAMES; i++)
+        if (f.seen[i] != 1)
+            fail_msg("%s (node %td) listed %d times", dlock_lock_name(l[i]),
+                     th_cluster_node_for(&cl, dlock_lock_name(l[i])) - cl.node, f.seen[i]);
     for (int i = 0; i < NAMES; i++) {
         assert_int_equal(dlock_lock_release(l[i]), DLOCK_OK);
         assert_int_equal(dlock_lock_release(l[i]), DLOCK_OK);

@@ -351,6 +351,24 @@ dlock__node *dlock__cluster_node(dlock__cluster *cl, const char *key, size_t len
     return owner_of(cl, key ? dlock__key_slot(key, len) : -1, 1);
 }
 
+size_t dlock__cluster_primaries(dlock__cluster *cl, dlock__node **out, size_t max)
+{
+    pthread_rwlock_rdlock(&cl->mu);
+    size_t n = 0;
+    for (size_t i = 0; i < cl->nnodes; i++) {
+        int serves = 0;
+        for (size_t s = 0; s < DLOCK__SLOTS && !serves; s++)
+            serves = cl->owner[s] == i;
+        if (!serves)
+            continue;
+        if (n < max)
+            out[n] = cl->nodes[i];
+        n++;
+    }
+    pthread_rwlock_unlock(&cl->mu);
+    return n;
+}
+
 /* Commands without a key: any node answers them. */
 static int keyless(const char *cmd, size_t len)
 {

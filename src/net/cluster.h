@@ -55,6 +55,10 @@ void dlock__cluster_free(dlock__cluster *cl);
 /* The node serving `key` (any node when key is NULL), from the map as it is:
  * no I/O, so the io thread may ask. Never NULL. */
 dlock__node *dlock__cluster_node(dlock__cluster *cl, const char *key, size_t len);
+/* The primaries that serve at least one slot, from the map as it is (no
+ * I/O): up to max into out; returns how many there are (may exceed max).
+ * The nodes live as long as the cluster. */
+size_t dlock__cluster_primaries(dlock__cluster *cl, dlock__node **out, size_t max);
 /* Runs req on the node serving its keys (every key must share one slot:
  * else DLOCK_EINVAL); follows MOVED and ASK, retries TRYAGAIN and
  * CLUSTERDOWN within the command timeout, refreshes the map after MOVED. */

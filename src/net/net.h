@@ -310,6 +310,11 @@ int dlock__router_check(dlock__router *r);
 /* The node that serves `key` (any node when key is NULL), from what the
  * router knows: no I/O, so the io thread may ask. */
 dlock__node *dlock__router_node(dlock__router *r, const char *key, size_t len);
+/* Every node that holds keys now (the primary; on a cluster each primary
+ * serving slots), from what the router knows (no I/O): up to max into out;
+ * returns how many there are (may exceed max). For walks over every key
+ * (SCAN). */
+size_t dlock__router_primaries(dlock__router *r, dlock__node **out, size_t max);
 /* Runs req on the node that serves its keys (any node for a keyless command). */
 int dlock__router_call(dlock__router *r, const dlock__req *req, redisReply **out);
 /* 1 on a Redis Cluster: keys live on several nodes. */

@@ -65,6 +65,15 @@ dlock__node *dlock__router_node(dlock__router *r, const char *key, size_t len)
     return r->sen ? dlock__sentinel_primary(r->sen) : r->only;
 }
 
+size_t dlock__router_primaries(dlock__router *r, dlock__node **out, size_t max)
+{
+    if (r->cl)
+        return dlock__cluster_primaries(r->cl, out, max);
+    if (max > 0)
+        out[0] = dlock__router_node(r, NULL, 0);
+    return 1;
+}
+
 int dlock__router_call(dlock__router *r, const dlock__req *req, redisReply **out)
 {
     if (r->sen)

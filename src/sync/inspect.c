@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "net/cluster.h"
 #include "sync/sync.h"
 
 #define SCAN_COUNT "200"
@@ -472,6 +473,43 @@ static int auxiliary(const char *k, size_t len)
     return 0;
 }
 
+/* Inspects m of a SCAN batch's keys (which: their indexes in the batch, argv
+ * and lens: their KEYS_PER_LOCK keys each) in one script; calls fn for the
+ * wanted ones. DLOCK_OK, 1 when fn asked to stop, or an error. */
+static int inspect_run(dlock_client *c, const redisReply *keys, const size_t *which,
+                       const char **argv, size_t *lens, size_t m, int counts, dlock_scan_fn fn,
+                       void *ud)
+{
+    dlock__req req = {.script = DLOCK__SCRIPT_LOCK_INSPECT, .nkeys = (int)(KEYS_PER_LOCK * m),
+                      .argc = (int)(KEYS_PER_LOCK * m), .argv = argv, .lens = lens,
+                      .flags = DLOCK__CALL_IDEMPOTENT};
+    redisReply *r;
+    int rc = dlock__call(c, &req, &r);
+    if (rc != DLOCK_OK)
+        return rc;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != m) {
+        freeReplyObject(r);
+        return dlock__fail(DLOCK_EPROTO, "unexpected reply to a listing");
+    }
+    for (size_t j = 0; j < m && rc == DLOCK_OK; j++) {
+        dlock_info *info = NULL;
+        const char *what;
+        const redisReply *k = keys->element[which[j]];
+        int erc = dlock__info_from_entry(k->str, k->len, r->element[j], &info, &what);
+        if (erc == DLOCK_ENOMEM)
+            rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
+        else if (erc == DLOCK_OK) {
+            int is_count = info->kind == DLOCK_KIND_COUNT || info->kind == DLOCK_KIND_PERMITS;
+            int wanted = counts ? is_count : !is_count && info->nholders > 0;
+            if (wanted && fn(info, ud) != 0)
+                rc = 1;
+        }
+        dlock_info_free(info);
+    }
+    freeReplyObject(r);
+    return rc;
+}
+
 /* Inspects one SCAN batch of keys; calls fn for the ones that are held locks
  * (counts = 0) or counts (counts = 1). Returns DLOCK_OK, 1 when fn asked to
  * stop, or an error. */
@@ -507,35 +545,20 @@ static int inspect_batch(dlock_client *c, const redisReply *keys, int counts, dl
         }
         which[m++] = i;
     }
-    if (m == 0)
-        goto out;
-    dlock__req req = {.script = DLOCK__SCRIPT_LOCK_INSPECT, .nkeys = (int)(KEYS_PER_LOCK * m),
-                      .argc = (int)(KEYS_PER_LOCK * m), .argv = argv, .lens = lens,
-                      .flags = DLOCK__CALL_IDEMPOTENT};
-    redisReply *r;
-    if ((rc = dlock__call(c, &req, &r)) != DLOCK_OK)
-        goto out;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != m) {
-        freeReplyObject(r);
-        rc = dlock__fail(DLOCK_EPROTO, "unexpected reply to a listing");
-        goto out;
-    }
-    for (size_t j = 0; j < m && rc == DLOCK_OK; j++) {
-        dlock_info *info = NULL;
-        const char *what;
-        const redisReply *k = keys->element[which[j]];
-        int erc = dlock__info_from_entry(k->str, k->len, r->element[j], &info, &what);
-        if (erc == DLOCK_ENOMEM)
-            rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
-        else if (erc == DLOCK_OK) {
-            int is_count = info->kind == DLOCK_KIND_COUNT || info->kind == DLOCK_KIND_PERMITS;
-            int wanted = counts ? is_count : !is_count && info->nholders > 0;
-            if (wanted && fn(info, ud) != 0)
-                rc = 1;
+    /* One script for the batch; on a cluster one per run of keys in one slot
+     * (a script's keys must share one). */
+    int cluster = dlock__router_is_cluster(c->router);
+    for (size_t from = 0, to; from < m && rc == DLOCK_OK; from = to) {
+        to = m;
+        if (cluster) {
+            int slot = dlock__key_slot(argv[KEYS_PER_LOCK * from], lens[KEYS_PER_LOCK * from]);
+            for (to = from + 1; to < m && dlock__key_slot(argv[KEYS_PER_LOCK * to],
+                                                          lens[KEYS_PER_LOCK * to]) == slot;)
+                to++;
         }
-        dlock_info_free(info);
+        rc = inspect_run(c, keys, which + from, argv + KEYS_PER_LOCK * from,
+                         lens + KEYS_PER_LOCK * from, to - from, counts, fn, ud);
     }
-    freeReplyObject(r);
 out:
     if (own)
         for (size_t i = 0; i < OWN_KEYS * m; i++)
@@ -547,21 +570,17 @@ out:
     return rc;
 }
 
-/* SCAN over keys of one type, each batch inspected. */
-static int scan_type(dlock_client *c, const char *pattern, const char *type, int counts,
-                     dlock_scan_fn fn, void *ud)
+/* SCAN over the keys of one type on one node (NULL: the primary, failovers
+ * followed), each batch inspected. 1 when fn asked to stop. */
+static int scan_node(dlock_client *c, dlock__node *node, const char *pattern, const char *type,
+                     int counts, dlock_scan_fn fn, void *ud)
 {
-    dlock__clear_error();
-    if (!c || !fn)
-        return dlock__fail(DLOCK_EINVAL, "client or callback is NULL");
-    if (!pattern || !*pattern)
-        pattern = "*";
     char cursor[24] = "0";
     do {
         const char *argv[] = {"SCAN", cursor, "MATCH", pattern, "COUNT", SCAN_COUNT, "TYPE", type};
         dlock__req req = {.script = -1, .argc = 8, .argv = argv, .flags = DLOCK__CALL_IDEMPOTENT};
         redisReply *r;
-        int rc = dlock__call(c, &req, &r);
+        int rc = node ? dlock__node_call(node, &req, &r) : dlock__call(c, &req, &r);
         if (rc != DLOCK_OK)
             return rc;
         if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
@@ -573,12 +592,36 @@ static int scan_type(dlock_client *c, const char *pattern, const char *type, int
         memcpy(cursor, r->element[0]->str, r->element[0]->len + 1);
         rc = inspect_batch(c, r->element[1], counts, fn, ud);
         freeReplyObject(r);
-        if (rc == 1)
-            return DLOCK_OK;
         if (rc != DLOCK_OK)
             return rc;
     } while (strcmp(cursor, "0") != 0);
     return DLOCK_OK;
+}
+
+/* SCAN over keys of one type, each batch inspected: on a cluster, every
+ * primary's keys in turn. */
+static int scan_type(dlock_client *c, const char *pattern, const char *type, int counts,
+                     dlock_scan_fn fn, void *ud)
+{
+    dlock__clear_error();
+    if (!c || !fn)
+        return dlock__fail(DLOCK_EINVAL, "client or callback is NULL");
+    if (!pattern || !*pattern)
+        pattern = "*";
+    int rc = DLOCK_OK;
+    if (!dlock__router_is_cluster(c->router)) {
+        rc = scan_node(c, NULL, pattern, type, counts, fn, ud);
+    } else {
+        size_t max = dlock__router_primaries(c->router, NULL, 0) + 8;   /* room for a change */
+        dlock__node **nodes = malloc(max * sizeof(*nodes));
+        if (!nodes)
+            return dlock__fail(DLOCK_ENOMEM, "out of memory");
+        size_t n = dlock__router_primaries(c->router, nodes, max);
+        for (size_t i = 0; i < n && i < max && rc == DLOCK_OK; i++)
+            rc = scan_node(c, nodes[i], pattern, type, counts, fn, ud);
+        free(nodes);
+    }
+    return rc == 1 ? DLOCK_OK : rc;
 }
 
 int dlock_client_scan(dlock_client *c, const char *pattern, dlock_scan_fn fn, void *ud)
