@@ -445,6 +445,71 @@ static void test_cross_slot_request_refused(void **state)
     dlock_client_close(c);
 }
 
+/* Redis's own count of an error answer (INFO errorstats), or -1. */
+static long long errorstat(const th_redis *n, const char *what)
+{
+    redisReply *r = th_cmd(n, "INFO errorstats");
+    long long v = -1;
+    char want[64];
+    snprintf(want, sizeof(want), "errorstat_%s:count=", what);
+    if (r && r->type == REDIS_REPLY_STRING) {
+        const char *p = strstr(r->str, want);
+        v = p ? atoll(p + strlen(want)) : 0;
+    }
+    if (r)
+        freeReplyObject(r);
+    return v;
+}
+
+/* A multi-lock's batch sent on a stale slot map: the slot of one name moved
+ * to another primary after the client read the map, the old node answers
+ * MOVED, and that op goes again through the router, which follows it. */
+static void test_multilock_follows_moved(void **state)
+{
+    (void)state;
+    dlock_client *c = th_client_url(cl.url, 0);   /* reads the map now */
+    char names[3][64], other[64];
+    dlock_lock *l[3];
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(dlock_lock_get(c, th_name(names[i], sizeof(names[i]), "moved"), &l[i]),
+                         DLOCK_OK);
+    th_redis *src = th_cluster_node_for(&cl, names[0]), *dst;
+    assert_non_null(src);
+    do
+        dst = th_cluster_node_for(&cl, th_name(other, sizeof(other), "moved-dst"));
+    while (dst == src);
+    assert_non_null(dst);
+    long long slot = th_int(src, "CLUSTER KEYSLOT %s", names[0]);
+    assert_int_equal(th_int(src, "CLUSTER COUNTKEYSINSLOT %lld", slot), 0);
+    redisReply *id = th_cmd(dst, "CLUSTER MYID");
+    assert_true(id && id->type == REDIS_REPLY_STRING);
+    /* The (empty) slot handed to dst: dst first, then every other node. */
+    redisReply *r = th_cmd(dst, "CLUSTER SETSLOT %lld NODE %s", slot, id->str);
+    assert_true(r && r->type == REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    for (int i = 0; i < TH_CLUSTER_NODES; i++)
+        if (&cl.node[i] != dst)
+            freeReplyObject(th_cmd(&cl.node[i], "CLUSTER SETSLOT %lld NODE %s", slot, id->str));
+    freeReplyObject(id);
+    assert_int_equal(th_cluster_wait_ok(&cl, 20000), 0);
+    assert_ptr_equal(th_cluster_node_for(&cl, names[0]), dst);
+    long long moved0 = errorstat(src, "MOVED");
+    dlock_multilock *ml;
+    assert_int_equal(dlock_multilock_new(l, 3, &ml), DLOCK_OK);
+    int rc = dlock_multilock_try(ml, 0, 30000);
+    if (rc != DLOCK_OK)
+        fail_msg("multi-lock on a stale slot map: %d (%s)", rc, dlock_last_error());
+    assert_true(errorstat(src, "MOVED") > moved0);   /* it was sent there first */
+    assert_int_equal(th_int(dst, "EXISTS %s", names[0]), 1);
+    assert_int_equal(dlock_multilock_release(ml), DLOCK_OK);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(th_int(th_cluster_node_for(&cl, names[i]), "EXISTS %s", names[i]), 0);
+    dlock_multilock_free(ml);
+    for (int i = 0; i < 3; i++)
+        dlock_lock_free(l[i]);
+    dlock_client_close(c);
+}
+
 static int open_url(const char *url)
 {
     dlock_config *cfg = dlock_config_new();
@@ -663,6 +728,7 @@ int main(void)
         cmocka_unit_test(test_limit_and_revocation_fallback),
         cmocka_unit_test(test_sharded_interop),
         cmocka_unit_test(test_cross_slot_request_refused),
+        cmocka_unit_test(test_multilock_follows_moved),
         cmocka_unit_test(test_async_refused),
         cmocka_unit_test(test_bad_deployments),
         cmocka_unit_test(test_cluster_failover),

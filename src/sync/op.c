@@ -115,6 +115,20 @@ static int refused_reply(const redisReply *r)
            strstr(r->str, "key");
 }
 
+/* The node no longer serves the keys (a slot moved or moving, a cluster
+ * between states, a primary turned replica): answered before the script ran
+ * (a replica runs no write), so the op may be sent again, routed afresh. */
+static int redirected_reply(const redisReply *r)
+{
+    static const char *const kinds[] = {"MOVED ", "ASK ", "TRYAGAIN", "CLUSTERDOWN", "READONLY"};
+    if (!r || r->type != REDIS_REPLY_ERROR)
+        return 0;
+    for (size_t i = 0; i < DLOCK__ARRAY_LEN(kinds); i++)
+        if (strncmp(r->str, kinds[i], strlen(kinds[i])) == 0)
+            return 1;
+    return 0;
+}
+
 void dlock__op_call_many(dlock_client *c, dlock__node *n, const dlock__op *ops, size_t k,
                          unsigned flags, dlock_cancel *cancel, int64_t latch_ms,
                          redisReply **out, int *rc)
@@ -167,6 +181,14 @@ void dlock__op_call_many(dlock_client *c, dlock__node *n, const dlock__op *ops, 
         if (ops[i].optional >= 0 && on && refused_reply(rout[j])) {
             /* An ACL refused dlock's own key (before the script ran): the
              * single call sends it again without, and stops sending such keys. */
+            freeReplyObject(rout[j]);
+            rc[i] = dlock__op_call(c, &ops[i], flags, cancel, latch_ms, &out[i]);
+            continue;
+        }
+        if (redirected_reply(rout[j]) && dlock__router_dynamic(c->router)) {
+            /* Alone, through the router: it follows the redirection (and
+             * reads the slot map or the primary again). */
+            dlock__router_stale(c->router);
             freeReplyObject(rout[j]);
             rc[i] = dlock__op_call(c, &ops[i], flags, cancel, latch_ms, &out[i]);
             continue;

@@ -95,7 +95,9 @@ int dlock__op_call(dlock_client *c, const dlock__op *op, unsigned flags, dlock_c
 /* Several ops on node n (every key of every op served by n) in one round
  * trip: dlock__node_call_many's rules and results (rc[i], out[i] for ops[i]),
  * with `flags` and `latch_ms` for each. An optional key is handled as
- * dlock__op_call does (an op whose key Redis refuses goes again alone). */
+ * dlock__op_call does (an op whose key Redis refuses goes again alone), and so
+ * is an op the node redirects (MOVED, ASK, TRYAGAIN, CLUSTERDOWN, READONLY on
+ * a deployment whose keys move: sent again alone through the router). */
 void dlock__op_call_many(dlock_client *c, dlock__node *n, const dlock__op *ops, size_t k,
                          unsigned flags, dlock_cancel *cancel, int64_t latch_ms,
                          redisReply **out, int *rc);
