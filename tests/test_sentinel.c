@@ -236,6 +236,43 @@ static void test_replica_ack(void **state)
     assert_int_equal(dlock_last_replica_acks(), 1);
     assert_int_equal(th_int(p, "EXISTS %s", name), 1);
     assert_int_equal(dlock_lock_release(lk), DLOCK_OK);
+    /* The same for semaphore permits and expirable permits: given back, or
+     * kept and reported. */
+    char sname[64], pname[64], id[DLOCK_PERMIT_ID_BUFSIZE];
+    dlock_semaphore *sr, *sk;
+    assert_int_equal(dlock_semaphore_get(rel, th_name(sname, sizeof(sname), "ack-sem"), &sr),
+                     DLOCK_OK);
+    assert_int_equal(dlock_semaphore_get(keep, sname, &sk), DLOCK_OK);
+    assert_int_equal(dlock_semaphore_set_permits(sr, 2), DLOCK_OK);
+    assert_int_equal(dlock_semaphore_try_acquire(sr, 1, 0), DLOCK_EREPLICAS);
+    assert_int_equal(dlock_last_replica_acks(), 1);
+    int64_t avail = -1;
+    assert_int_equal(dlock_semaphore_available(sr, &avail), DLOCK_OK);
+    assert_int_equal(avail, 2);
+    assert_int_equal(dlock_semaphore_try_acquire(sk, 1, 0), DLOCK_OK);
+    assert_int_equal(dlock_last_replica_acks(), 1);
+    assert_int_equal(dlock_semaphore_available(sk, &avail), DLOCK_OK);
+    assert_int_equal(avail, 1);
+    dlock_semaphore_free(sr);
+    dlock_semaphore_free(sk);
+    dlock_permit_semaphore *pr, *pk;
+    assert_int_equal(dlock_permit_semaphore_get(rel, th_name(pname, sizeof(pname), "ack-pst"),
+                                                &pr),
+                     DLOCK_OK);
+    assert_int_equal(dlock_permit_semaphore_get(keep, pname, &pk), DLOCK_OK);
+    assert_int_equal(dlock_permit_semaphore_set_permits(pr, 1), DLOCK_OK);
+    assert_int_equal(dlock_permit_semaphore_try_acquire(pr, 0, DLOCK_WATCHDOG, id, sizeof(id)),
+                     DLOCK_EREPLICAS);
+    assert_int_equal(dlock_last_replica_acks(), 1);
+    assert_int_equal(dlock_permit_semaphore_available(pr, &avail, NULL), DLOCK_OK);
+    assert_int_equal(avail, 1);
+    assert_int_equal(dlock_permit_semaphore_try_acquire(pk, 0, 10000, id, sizeof(id)), DLOCK_OK);
+    assert_int_equal(dlock_last_replica_acks(), 1);
+    assert_int_equal(dlock_permit_semaphore_available(pk, &avail, NULL), DLOCK_OK);
+    assert_int_equal(avail, 0);
+    assert_int_equal(dlock_permit_semaphore_release(pk, id), DLOCK_OK);
+    dlock_permit_semaphore_free(pr);
+    dlock_permit_semaphore_free(pk);
     /* The renewed hold: its next renewal is not acknowledged: given up. */
     for (int64_t until = th_now_ms() + 5000 * th_slack();
          atomic_load(&lost_reason) == 0 && th_now_ms() < until;)

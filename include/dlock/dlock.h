@@ -198,8 +198,9 @@ typedef enum dlock_ack_policy {
 } dlock_ack_policy;
 
 /* Replica acknowledgement (Redisson's sync-slaves option): after every lock
- * acquisition (lock, fair lock, read and write locks) and every watchdog
- * renewal, WAIT for `replicas` replicas of the primary that took it, up to
+ * acquisition (lock, fair lock, read and write locks, election terms), every
+ * semaphore and expirable-permit acquisition, and every watchdog renewal,
+ * WAIT for `replicas` replicas of the primary that took it, up to
  * timeout_ms (1 .. the command timeout - 1; set the command timeout first),
  * on the same connection. replicas 0 (the default) turns it off. Applies to
  * a primary with replicas, behind Sentinel or not, and to each primary of a
@@ -207,6 +208,8 @@ typedef enum dlock_ack_policy {
  * of range or an unknown policy. */
 DLOCK_API int dlock_config_set_replica_ack(dlock_config *cfg, int replicas, int64_t timeout_ms,
                                           dlock_ack_policy policy);
+/* (A latch's count-down and a semaphore's release are not acquisitions: they
+ * cannot be taken back, so they are not acknowledged.) */
 
 /* Replicas that acknowledged the calling thread's last lock acquisition, or
  * -1 when none was asked for (acknowledgement off, or the acquisition failed

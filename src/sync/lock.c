@@ -261,35 +261,9 @@ void dlock__acq_prepare(dlock__acq *a)
         a->lease_ms = left > 1 ? left : 1;
 }
 
-static _Thread_local int last_acks = -1;
-
-int dlock_last_replica_acks(void) { return last_acks; }
-
-/* An acquisition fewer replicas acknowledged than the config asks for:
- * released (DLOCK_EREPLICAS) or kept and reported, by the config's policy. */
-static int check_acks(dlock__acq *a)
+static int give_back_hold(void *ud)
 {
-    dlock_lock *l = a->l;
-    const dlock_config *cfg = &l->c->cfg;
-    if (cfg->ack_replicas <= 0 || last_acks >= cfg->ack_replicas)
-        return DLOCK_OK;
-    if (cfg->ack_policy == DLOCK_ACK_KEEP) {
-        dlock__log(cfg, DLOCK_LOG_WARN,
-                   "%s '%s' acquired; %d of %d replicas acknowledged it within %lld ms (kept)",
-                   l->type->what, l->name, last_acks, cfg->ack_replicas,
-                   (long long)cfg->ack_timeout_ms);
-        return DLOCK_OK;
-    }
-    int acks = last_acks;
-    int rrc = dlock_lock_release(l);   /* this hold only: a reentry keeps the earlier ones */
-    last_acks = acks;
-    return dlock__fail(DLOCK_EREPLICAS,
-                       "%s '%s' acquired, but %d of %d replicas acknowledged it within %lld ms: "
-                       "%s",
-                       l->type->what, l->name, acks, cfg->ack_replicas,
-                       (long long)cfg->ack_timeout_ms,
-                       rrc == DLOCK_OK ? "released" : "its release failed too (it expires "
-                                                      "with its lease)");
+    return dlock_lock_release(ud);   /* this hold only: a reentry keeps the earlier ones */
 }
 
 int dlock__acq_attempt(dlock__acq *a, int64_t waited_ms, dlock__busy *b)
@@ -301,15 +275,17 @@ int dlock__acq_attempt(dlock__acq *a, int64_t waited_ms, dlock__busy *b)
     a->sent = dlock__now_ms();
     dlock__attempts++;
     redisReply *r;
-    dlock__acks = last_acks = -1;
+    dlock__acks_reset();
     int rc = dlock__lock_call(a->l, &op, DLOCK__CALL_WAIT_ACK, a->cancel, &r);
     if (rc == DLOCK_OK)
         rc = a->l->type->attempt_reply(a, r, b);
     if (rc != DLOCK_OK)
         return rc;
-    last_acks = dlock__acks;
+    dlock__acks_record();
     rc = dlock__acq_acquired(a);
-    return rc == DLOCK_OK ? check_acks(a) : rc;
+    return rc == DLOCK_OK ? dlock__acks_check(a->l->c, a->l->type->what, a->l->name,
+                                              give_back_hold, a->l)
+                          : rc;
 }
 
 static int acq_attempt(void *ud, int64_t waited_ms, dlock__busy *b)

@@ -231,3 +231,37 @@ int dlock__op_run(dlock_client *c, const dlock__op *op, unsigned flags, dlock_ca
     int rc = dlock__op_call(c, op, flags, cancel, 0, out);
     return rc == DLOCK_EWRONGTYPE ? dlock__wrong_type(what, name) : rc;
 }
+
+/* ----------------------------------------------------- replica acknowledgement */
+
+static _Thread_local int last_acks = -1;
+
+int dlock_last_replica_acks(void) { return last_acks; }
+
+void dlock__acks_reset(void) { dlock__acks = last_acks = -1; }
+
+void dlock__acks_record(void) { last_acks = dlock__acks; }
+
+int dlock__acks_check(dlock_client *c, const char *what, const char *name,
+                      int (*give_back)(void *ud), void *ud)
+{
+    const dlock_config *cfg = &c->cfg;
+    if (cfg->ack_replicas <= 0 || last_acks >= cfg->ack_replicas)
+        return DLOCK_OK;
+    if (cfg->ack_policy == DLOCK_ACK_KEEP) {
+        dlock__log(cfg, DLOCK_LOG_WARN,
+                   "%s '%s' acquired; %d of %d replicas acknowledged it within %lld ms (kept)",
+                   what, name, last_acks, cfg->ack_replicas, (long long)cfg->ack_timeout_ms);
+        return DLOCK_OK;
+    }
+    int acks = last_acks;
+    int rrc = give_back(ud);
+    last_acks = acks;
+    return dlock__fail(DLOCK_EREPLICAS,
+                       "%s '%s' acquired, but %d of %d replicas acknowledged it within %lld ms: "
+                       "%s",
+                       what, name, acks, cfg->ack_replicas, (long long)cfg->ack_timeout_ms,
+                       rrc == DLOCK_OK ? "given back"
+                                       : "giving it back failed too (a lease ends it; a "
+                                         "plain semaphore's permits stay taken)");
+}

@@ -338,6 +338,15 @@ static int grab_keep(void *st)
     return g->lease == DLOCK_WATCHDOG ? watch(g->p, &g->id, g->sent) : DLOCK_OK;
 }
 
+/* Replicas did not acknowledge the permit: back to the pool. */
+static int give_back_permit(void *ud)
+{
+    grab *g = ud;
+    int outcome;
+    int rc = release_once(g->p, &g->id, &outcome);
+    return rc == DLOCK_OK && outcome != GONE_RELEASED ? DLOCK_ENOTOWNER : rc;
+}
+
 static int grab_attempt(void *ud, int64_t waited_ms, dlock__busy *b)
 {
     grab *g = ud;
@@ -348,9 +357,13 @@ static int grab_attempt(void *ud, int64_t waited_ms, dlock__busy *b)
     int64_t sent = dlock__now_ms();
     dlock__attempts++;
     redisReply *r = NULL;
-    int rc = dlock__op_call(p->c, &op, flags, g->cancel, 0, &r);
+    dlock__acks_reset();
+    int rc = dlock__op_call(p->c, &op, flags | DLOCK__CALL_WAIT_ACK, g->cancel, 0, &r);
     rc = grab_end(g, rc, rc == DLOCK_OK ? r : NULL, sent, b);
     if (rc != DLOCK_OK)
+        return rc;
+    dlock__acks_record();
+    if ((rc = dlock__acks_check(p->c, WHAT, p->name, give_back_permit, g)) != DLOCK_OK)
         return rc;
     if ((rc = grab_keep(g)) != DLOCK_OK) {
         /* Held but not renewable: give it back rather than let it lapse unseen. */

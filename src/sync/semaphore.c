@@ -342,6 +342,15 @@ static int take_end(void *st, int rc, redisReply *r, int64_t sent_ms, dlock__bus
     return rc;
 }
 
+/* Replicas did not acknowledge the permits taken: back to the pool. */
+static int give_back_permits(void *ud)
+{
+    take *t = ud;
+    int heard = 0;
+    return dlock__semaphore_add(t->s->c, WHAT, t->s->name, t->s->nlen, t->s->channel,
+                                t->s->clen, t->n, 0, NULL, &heard);
+}
+
 static int take_attempt(void *ud, int64_t waited_ms, dlock__busy *b)
 {
     take *t = ud;
@@ -349,8 +358,13 @@ static int take_attempt(void *ud, int64_t waited_ms, dlock__busy *b)
     take_op(t, waited_ms, &op, NULL);
     dlock__attempts++;
     redisReply *r = NULL;
-    int rc = dlock__op_call(t->s->c, &op, 0, t->cancel, 0, &r);
-    return take_end(t, rc, rc == DLOCK_OK ? r : NULL, 0, b);
+    dlock__acks_reset();
+    int rc = dlock__op_call(t->s->c, &op, DLOCK__CALL_WAIT_ACK, t->cancel, 0, &r);
+    rc = take_end(t, rc, rc == DLOCK_OK ? r : NULL, 0, b);
+    if (rc != DLOCK_OK)
+        return rc;
+    dlock__acks_record();
+    return dlock__acks_check(t->s->c, WHAT, t->s->name, give_back_permits, t);
 }
 
 static int take_busy(void *ud, const dlock__busy *b)

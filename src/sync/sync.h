@@ -101,6 +101,17 @@ int dlock__op_call(dlock_client *c, const dlock__op *op, unsigned flags, dlock_c
 void dlock__op_call_many(dlock_client *c, dlock__node *n, const dlock__op *ops, size_t k,
                          unsigned flags, dlock_cancel *cancel, int64_t latch_ms,
                          redisReply **out, int *rc);
+/* Replica acknowledgement of acquisitions (dlock_config_set_replica_ack).
+ * Before an acquisition sent with DLOCK__CALL_WAIT_ACK: dlock__acks_reset;
+ * once it succeeded: dlock__acks_record (dlock_last_replica_acks's answer),
+ * then dlock__acks_check: DLOCK_OK when enough replicas acknowledged it (or
+ * none were asked for, or the policy keeps it: logged), else give_back(ud)
+ * undoes the acquisition and DLOCK_EREPLICAS with the message. */
+void dlock__acks_reset(void);
+void dlock__acks_record(void);
+int dlock__acks_check(dlock_client *c, const char *what, const char *name,
+                      int (*give_back)(void *ud), void *ud);
+
 /* dlock__op_call for object `name` of kind `what` ("semaphore", ...): a
  * WRONGTYPE answer becomes dlock__wrong_type's verdict. */
 int dlock__op_run(dlock_client *c, const dlock__op *op, unsigned flags, dlock_cancel *cancel,
