@@ -326,6 +326,10 @@ static int start_deployment(th_redis *r)
         snprintf(r->url, sizeof(r->url), "%s", d->cl->url);
     }
     d->r = r;
+    /* Workers (tests/worker.c) reach a data node with it, not the URL's. */
+    char port[16];
+    snprintf(port, sizeof(port), "%d", r->port);
+    setenv("DLOCK_TEST_ADMIN_PORT", port, 1);
     return 0;
 }
 
@@ -492,7 +496,36 @@ long long th_int(const th_redis *r, const char *fmt, ...)
     return v;
 }
 
+static long long calls_on(const th_redis *r, const char *cmd);
+
 long long th_calls(const th_redis *r, const char *cmd)
+{
+    /* A cluster runs a command on the node serving its key: all of them. */
+    deployed *d = deployment_of(r);
+    if (!d || !d->cl)
+        return calls_on(r, cmd);
+    long long total = 0;
+    for (int i = 0; i < TH_CLUSTER_NODES; i++) {
+        if (d->cl->node[i].pid <= 0)
+            continue;
+        /* primaries only: a replica also counts what it replicates */
+        redisReply *role = th_cmd(&d->cl->node[i], "ROLE");
+        int primary = role && role->type == REDIS_REPLY_ARRAY && role->elements > 0 &&
+                      role->element[0]->type == REDIS_REPLY_STRING &&
+                      strcmp(role->element[0]->str, "master") == 0;
+        if (role)
+            freeReplyObject(role);
+        if (!primary)
+            continue;
+        long long n = calls_on(&d->cl->node[i], cmd);
+        if (n < 0)
+            return -1;
+        total += n;
+    }
+    return total;
+}
+
+static long long calls_on(const th_redis *r, const char *cmd)
 {
     redisReply *rep = th_cmd(r, "INFO commandstats");
     if (!rep || rep->type != REDIS_REPLY_STRING) {
@@ -942,4 +975,118 @@ th_redis *th_cluster_node_for(th_cluster *cl, const char *key)
         if (cl->node[i].pid > 0 && cl->node[i].port == port)
             return &cl->node[i];
     return NULL;
+}
+
+/* The nodes a count of subscribers asks: r itself, or every node of its
+ * deployment. Returns how many were put in out. */
+static int deployment_nodes(const th_redis *r, const th_redis **out, int max)
+{
+    deployed *d = deployment_of(r);
+    int n = 0;
+    if (!d) {
+        out[n++] = r;
+    } else if (d->cl) {
+        for (int i = 0; i < TH_CLUSTER_NODES && n < max; i++)
+            if (d->cl->node[i].pid > 0)
+                out[n++] = &d->cl->node[i];
+    } else if (d->rs) {
+        if (d->rs->primary.pid > 0)
+            out[n++] = &d->rs->primary;
+        for (int i = 0; i < TH_REPLICAS && n < max; i++)
+            if (d->rs->replica[i].pid > 0)
+                out[n++] = &d->rs->replica[i];
+    }
+    return n;
+}
+
+static long long numsub_on(const th_redis *r, const char *sub, const char *channel)
+{
+    redisReply *rep = th_cmd(r, "PUBSUB %s %s", sub, channel);
+    long long n = rep && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
+                          rep->element[1]->type == REDIS_REPLY_INTEGER
+                      ? rep->element[1]->integer
+                      : -1;
+    if (rep)
+        freeReplyObject(rep);
+    return n;
+}
+
+long long th_numsub(const th_redis *r, const char *channel)
+{
+    if (!th_deployed(r))
+        return numsub_on(r, "NUMSUB", channel);
+    const th_redis *nodes[TH_CLUSTER_NODES + TH_REPLICAS + 1];
+    int n = deployment_nodes(r, nodes, (int)(sizeof(nodes) / sizeof(nodes[0])));
+    long long total = 0;
+    for (int i = 0; i < n; i++) {
+        long long a = numsub_on(nodes[i], "NUMSUB", channel);
+        long long b = numsub_on(nodes[i], "SHARDNUMSUB", channel);
+        if (a < 0 || b < 0)
+            return -1;
+        total += a + b;
+    }
+    return total;
+}
+
+static long long channels_on(const th_redis *r, const char *sub, const char *pattern)
+{
+    redisReply *rep = th_cmd(r, "PUBSUB %s %s", sub, pattern);
+    long long n = rep && rep->type == REDIS_REPLY_ARRAY ? (long long)rep->elements : -1;
+    if (rep)
+        freeReplyObject(rep);
+    return n;
+}
+
+long long th_channels(const th_redis *r, const char *pattern)
+{
+    if (!th_deployed(r))
+        return channels_on(r, "CHANNELS", pattern);
+    const th_redis *nodes[TH_CLUSTER_NODES + TH_REPLICAS + 1];
+    int n = deployment_nodes(r, nodes, (int)(sizeof(nodes) / sizeof(nodes[0])));
+    long long total = 0;
+    for (int i = 0; i < n; i++) {
+        long long a = channels_on(nodes[i], "CHANNELS", pattern);
+        long long b = channels_on(nodes[i], "SHARDCHANNELS", pattern);
+        if (a < 0 || b < 0)
+            return -1;
+        total += a + b;
+    }
+    return total;
+}
+
+static int cluster_deployed(const th_redis *r)
+{
+    deployed *d = deployment_of(r);
+    return d && d->cl;
+}
+
+long long th_publish(const th_redis *r, const char *channel, const char *msg)
+{
+    /* SPUBLISH names its channel as a key: th_cmd follows MOVED to its node. */
+    redisReply *rep = th_cmd(r, "%s %s %s", cluster_deployed(r) ? "SPUBLISH" : "PUBLISH",
+                             channel, msg);
+    long long n = rep && rep->type == REDIS_REPLY_INTEGER ? rep->integer : -1;
+    if (rep)
+        freeReplyObject(rep);
+    return n;
+}
+
+redisContext *th_subscribe(const th_redis *r, const char *channel)
+{
+    const th_redis *at = r;
+    deployed *d = deployment_of(r);
+    if (d && d->cl && !(at = th_cluster_node_for(d->cl, channel)))
+        return NULL;
+    redisContext *c = th_admin(at);
+    if (!c)
+        return NULL;
+    redisReply *rep = redisCommand(c, "%s %s", d && d->cl ? "SSUBSCRIBE" : "SUBSCRIBE", channel);
+    int ok = rep && rep->type == REDIS_REPLY_ARRAY && rep->elements == 3;
+    if (rep)
+        freeReplyObject(rep);
+    if (!ok) {
+        redisFree(c);
+        return NULL;
+    }
+    return c;
 }

@@ -138,13 +138,33 @@ redisReply *th_cmd(const th_redis *r, const char *fmt, ...);
 long long th_int(const th_redis *r, const char *fmt, ...);
 /* Calls Redis has served since it started (INFO commandstats): of command
  * `cmd` ("evalsha", ...), or of every command but INFO when cmd is NULL.
- * -1 when Redis cannot be asked. */
+ * -1 when Redis cannot be asked. On a cluster deployment the sum over its
+ * primaries (a sentinel deployment: its primary); there the count of every
+ * command (cmd NULL) includes the replicas' and sentinels' own. */
 long long th_calls(const th_redis *r, const char *cmd);
 /* Waits until the server has run no command (INFO aside) for 100 ms, at most
  * max_ms x th_slack(); returns th_calls(r, NULL) then. For "a waiter sends
  * nothing while it sleeps": its last retry (after subscribing) may still be
  * on its way on a loaded machine, and a waiter that polls never settles. */
 long long th_calls_settled(const th_redis *r, int64_t max_ms);
+/* Subscribers of a channel, as the deployment counts them: PUBSUB NUMSUB on
+ * a single server; on a sentinel or cluster deployment the sum of NUMSUB and
+ * SHARDNUMSUB over every node (a cluster's waiters SSUBSCRIBE on the node
+ * serving the channel's slot). -1 when Redis cannot be asked. */
+long long th_numsub(const th_redis *r, const char *channel);
+/* Channels matching pattern that have subscribers (PUBSUB CHANNELS), summed
+ * as th_numsub does (CHANNELS and SHARDCHANNELS on every node of a
+ * deployment). -1 when Redis cannot be asked. */
+long long th_channels(const th_redis *r, const char *pattern);
+/* Publishes msg on channel as another client would there: SPUBLISH on a
+ * cluster (sharded pub/sub, on the node serving the channel's slot), PUBLISH
+ * otherwise. Returns the receivers Redis reports, or -1. */
+long long th_publish(const th_redis *r, const char *channel, const char *msg);
+/* A connection subscribed to channel where the deployment's publishers
+ * publish (SSUBSCRIBE on the slot's node of a cluster, SUBSCRIBE
+ * otherwise), its confirmation read; messages: redisGetReply, element[2]
+ * the payload. NULL on failure. Caller frees. */
+redisContext *th_subscribe(const th_redis *r, const char *channel);
 /* Runs `redis-cli -p PORT args...` (NULL-terminated) and returns its exit status. */
 int th_cli(const th_redis *r, ...);
 

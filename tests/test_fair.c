@@ -307,9 +307,9 @@ static void test_leaving_head_wakes_next(void **state)
     snprintf(ch, sizeof(ch), "%s:rid:2", prefix);
     freeReplyObject(th_cmd(&srv, "RPUSH %s rid:1 rid:2", q));
     freeReplyObject(th_cmd(&srv, "ZADD %s 1000000 rid:1 1000500 rid:2", d));
-    redisContext *sub = th_admin(&srv);
-    redisReply *r = redisCommand(sub, "SUBSCRIBE %s", ch);
-    freeReplyObject(r);
+    redisContext *sub = th_subscribe(&srv, ch);
+    assert_non_null(sub);
+    redisReply *r;
     const char *argv[] = {q, d, name, prefix, "rid:1", "500"};
     dlock__req req = {.script = DLOCK__SCRIPT_FAIR_LEAVE, .nkeys = 4, .argc = 6, .argv = argv};
     assert_int_equal(dlock__call(cli, &req, &r), DLOCK_OK);
@@ -558,8 +558,8 @@ static void test_mixed_queue_with_redisson(void **state)
     d1.hold_ms = 100;
     assert_true(await_queue_len(name, 1, 5000));
     /* R queues as Redisson does: at the end, its deadline the last one's + its slot. */
-    redisContext *rsub = th_admin(&srv);
-    freeReplyObject(redisCommand(rsub, "SUBSCRIBE %s", rch));
+    redisContext *rsub = th_subscribe(&srv, rch);
+    assert_non_null(rsub);
     redisReply *r = th_cmd(&srv, "ZSCORE redisson_lock_timeout:{%s} %s", name, d1.owner);
     long long d1_deadline = atoll(r->str);
     freeReplyObject(r);

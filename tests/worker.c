@@ -53,6 +53,11 @@ static int port;
  * port it exported beside the TLS one (DLOCK_TEST_PLAIN_<tls port>). */
 static int admin_port(const char *u)
 {
+    /* A sentinel or cluster deployment (DLOCK_TEST_DEPLOY): the harness
+     * names a data node, the URL only sentinels or seeds. */
+    const char *dep = getenv("DLOCK_TEST_ADMIN_PORT");
+    if (dep && strncmp(u, "redis-", 6) == 0)
+        return atoi(dep);
     const char *p = strrchr(u, ':');
     int n = p ? atoi(p + 1) : 6379;
     char var[48];
@@ -143,6 +148,29 @@ static int fair_turn(const char *id, const char *order, int64_t slot_ms)
 /* worker sem: the semaphore's holders count themselves in INSIDE. */
 static long long most_inside;
 
+/* INCR or DECR of key on *rc, following a cluster's MOVED to the node that
+ * serves the key (*rc is then connected there). */
+static redisReply *admin_key_cmd(redisContext **rc, const char *cmd, const char *key)
+{
+    redisReply *r = redisCommand(*rc, "%s %s", cmd, key);
+    for (int hops = 0; hops < 3 && r && r->type == REDIS_REPLY_ERROR &&
+                       strncmp(r->str, "MOVED ", 6) == 0; hops++) {
+        const char *colon = strrchr(r->str, ':');
+        int to = colon ? atoi(colon + 1) : 0;
+        freeReplyObject(r);
+        redisContext *c = to > 0 ? redisConnect("127.0.0.1", to) : NULL;
+        if (!c || c->err) {
+            if (c)
+                redisFree(c);
+            return NULL;
+        }
+        redisFree(*rc);
+        *rc = c;
+        r = redisCommand(*rc, "%s %s", cmd, key);
+    }
+    return r;
+}
+
 static void *sem_thread(void *arg)
 {
     (void)arg;
@@ -157,7 +185,7 @@ static void *sem_thread(void *arg)
             fprintf(stderr, "acquire: %s\n", dlock_last_error());
             return (void *)1;
         }
-        redisReply *r = redisCommand(rc, "INCR %s", counter);
+        redisReply *r = admin_key_cmd(&rc, "INCR", counter);
         long long v = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
         if (r)
             freeReplyObject(r);
@@ -165,7 +193,7 @@ static void *sem_thread(void *arg)
         if (v > most_inside)
             most_inside = v;
         pthread_mutex_unlock(&max_mu);
-        r = redisCommand(rc, "DECR %s", counter);
+        r = admin_key_cmd(&rc, "DECR", counter);
         if (r)
             freeReplyObject(r);
         if (dlock_semaphore_release(s, 1) != DLOCK_OK) {
