@@ -570,6 +570,9 @@ int th_cli(const th_redis *r, ...)
     snprintf(port, sizeof(port), "%d", r->port);
     char *argv[32] = {prog, "-h", "127.0.0.1", "-p", port};
     int argc = 5;
+    deployed *d = deployment_of(r);
+    if (d && d->cl)
+        argv[argc++] = "-c";   /* follows MOVED to the key's node */
     va_list ap;
     va_start(ap, r);
     const char *a;

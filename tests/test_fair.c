@@ -532,7 +532,9 @@ static void test_redisson_release_wakes_dlock(void **state)
     assert_int_equal(norder, 0);
     int64_t t0 = th_now_ms();
     freeReplyObject(th_cmd(&srv, "DEL %s", name));
-    freeReplyObject(th_cmd(&srv, "PUBLISH redisson_lock__channel:{%s}:%s 0", name, w.owner));
+    char pch_w[300];
+    snprintf(pch_w, sizeof(pch_w), "redisson_lock__channel:{%s}:%s", name, w.owner);
+    assert_true(th_publish(&srv, pch_w, "0") >= 0);
     join_fwaiter(&w);
     assert_int_equal(w.rc, DLOCK_OK);
     assert_true(w.acquired_at - t0 < 1000 * th_slack());
@@ -592,7 +594,9 @@ static void test_mixed_queue_with_redisson(void **state)
     /* R's release: DEL, then "0" to the head's (D2's) channel. */
     int64_t t0 = th_now_ms();
     freeReplyObject(th_cmd(&srv, "DEL %s", name));
-    freeReplyObject(th_cmd(&srv, "PUBLISH redisson_lock__channel:{%s}:%s 0", name, d2.owner));
+    char pch_d2[300];
+    snprintf(pch_d2, sizeof(pch_d2), "redisson_lock__channel:{%s}:%s", name, d2.owner);
+    assert_true(th_publish(&srv, pch_d2, "0") >= 0);
     join_fwaiter(&d2);
     assert_int_equal(d2.rc, DLOCK_OK);
     assert_true(d2.acquired_at - t0 < 1000 * th_slack());

@@ -123,36 +123,14 @@ static dlock_client *open_client_fair(int64_t watchdog_ms, int64_t slot_ms)
 
 static dlock_client *open_client(int64_t watchdog_ms) { return open_client_fair(watchdog_ms, 0); }
 
-/* worker fair: one turn on a fair lock, recorded in the ORDER list. */
-static int fair_turn(const char *id, const char *order, int64_t slot_ms)
-{
-    client = open_client_fair(0, slot_ms);
-    redisContext *rc = redisConnect("127.0.0.1", admin_port(url));
-    dlock_lock *l;
-    if (!rc || rc->err || dlock_fair_lock_get(client, name, &l) != DLOCK_OK ||
-        dlock_lock_acquire(l, DLOCK_WATCHDOG) != DLOCK_OK) {
-        fprintf(stderr, "fair: %s\n", dlock_last_error());
-        return 2;
-    }
-    redisReply *r = redisCommand(rc, "RPUSH %s %s", order, id);
-    if (r)
-        freeReplyObject(r);
-    int bad = dlock_lock_release(l) != DLOCK_OK;
-    dlock_lock_free(l);
-    dlock_client_close(client);
-    redisFree(rc);
-    printf("done\n");
-    return bad;
-}
-
-/* worker sem: the semaphore's holders count themselves in INSIDE. */
-static long long most_inside;
-
-/* INCR or DECR of key on *rc, following a cluster's MOVED to the node that
+/* CMD KEY [ARG] on *rc, following a cluster's MOVED to the node that
  * serves the key (*rc is then connected there). */
-static redisReply *admin_key_cmd(redisContext **rc, const char *cmd, const char *key)
+static redisReply *admin_key_cmd(redisContext **rc, const char *cmd, const char *key,
+                                 const char *arg)
 {
-    redisReply *r = redisCommand(*rc, "%s %s", cmd, key);
+    const char *av[] = {cmd, key, arg};
+    int ac = arg ? 3 : 2;
+    redisReply *r = redisCommandArgv(*rc, ac, av, NULL);
     for (int hops = 0; hops < 3 && r && r->type == REDIS_REPLY_ERROR &&
                        strncmp(r->str, "MOVED ", 6) == 0; hops++) {
         const char *colon = strrchr(r->str, ':');
@@ -166,10 +144,36 @@ static redisReply *admin_key_cmd(redisContext **rc, const char *cmd, const char 
         }
         redisFree(*rc);
         *rc = c;
-        r = redisCommand(*rc, "%s %s", cmd, key);
+        r = redisCommandArgv(*rc, ac, av, NULL);
     }
     return r;
 }
+
+/* worker fair: one turn on a fair lock, recorded in the ORDER list. */
+static int fair_turn(const char *id, const char *order, int64_t slot_ms)
+{
+    client = open_client_fair(0, slot_ms);
+    redisContext *rc = redisConnect("127.0.0.1", admin_port(url));
+    dlock_lock *l;
+    if (!rc || rc->err || dlock_fair_lock_get(client, name, &l) != DLOCK_OK ||
+        dlock_lock_acquire(l, DLOCK_WATCHDOG) != DLOCK_OK) {
+        fprintf(stderr, "fair: %s\n", dlock_last_error());
+        return 2;
+    }
+    redisReply *r = admin_key_cmd(&rc, "RPUSH", order, id);
+    if (r)
+        freeReplyObject(r);
+    int bad = dlock_lock_release(l) != DLOCK_OK;
+    dlock_lock_free(l);
+    dlock_client_close(client);
+    redisFree(rc);
+    printf("done\n");
+    return bad;
+}
+
+/* worker sem: the semaphore's holders count themselves in INSIDE. */
+static long long most_inside;
+
 
 static void *sem_thread(void *arg)
 {
@@ -185,7 +189,7 @@ static void *sem_thread(void *arg)
             fprintf(stderr, "acquire: %s\n", dlock_last_error());
             return (void *)1;
         }
-        redisReply *r = admin_key_cmd(&rc, "INCR", counter);
+        redisReply *r = admin_key_cmd(&rc, "INCR", counter, NULL);
         long long v = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
         if (r)
             freeReplyObject(r);
@@ -193,7 +197,7 @@ static void *sem_thread(void *arg)
         if (v > most_inside)
             most_inside = v;
         pthread_mutex_unlock(&max_mu);
-        r = admin_key_cmd(&rc, "DECR", counter);
+        r = admin_key_cmd(&rc, "DECR", counter, NULL);
         if (r)
             freeReplyObject(r);
         if (dlock_semaphore_release(s, 1) != DLOCK_OK) {
