@@ -252,6 +252,15 @@ static void test_watchdog_renews_on_every_node(void **state)
         assert_int_equal(dlock_lock_acquire(l[i], DLOCK_WATCHDOG), DLOCK_OK);
     }
     th_sleep_ms(3000);   /* more than 3 leases */
+    /* One script per key slot, but one write per node per pass: 24 names in
+     * 24 slots over 3 nodes make 8 times as many batches as writes. */
+    dlock_stats s;
+    assert_int_equal(dlock_client_stats(c, &s, sizeof(s)), DLOCK_OK);
+    print_message("    %llu renewals, %llu batches, %llu writes\n",
+                  (unsigned long long)s.renewals, (unsigned long long)s.renewal_roundtrips,
+                  (unsigned long long)s.renewal_writes);
+    assert_true(s.renewal_writes >= 3 * 3);   /* >= 3 passes on each of 3 nodes */
+    assert_true(s.renewal_roundtrips >= 4 * s.renewal_writes);
     for (int i = 0; i < NAMES; i++) {
         th_redis *n = th_cluster_node_for(&cl, dlock_lock_name(l[i]));
         long long ttl = th_int(n, "PTTL %s", dlock_lock_name(l[i]));
