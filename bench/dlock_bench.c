@@ -21,6 +21,7 @@
  *   dlock_bench multilock --url U [--multi-names 3] [--cycles N] [--lease MS]
  *   dlock_bench asyncmany --url U [--inflight 64] [--names 10000]   (async_bench.c)
  *   dlock_bench asyncidle --url U [--pending 10000]                 (async_bench.c)
+ *   dlock_bench failover --url redis-sentinel://...#M --sentinel H:P (failover_bench.c)
  *
  * Times are CLOCK_MONOTONIC. Locks are taken with the watchdog (dlock's
  * default, as node-redisson's) unless --lease is given. --kind semaphore runs
@@ -47,7 +48,7 @@
 #include "sync/sync.h"
 
 opts O = {NULL, "redis://127.0.0.1:6379", "threads", "lock", 20000, 8, 5, 7, 3000, 16, 10000,
-          100000, 3000, 3, 0, 4, 100, 3, 0, 0, ""};
+          100000, 3000, 3, 0, 4, 100, 3, 0, 0, "", NULL};
 
 int64_t now_ns(void)
 {
@@ -814,7 +815,7 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     if (argc < 2) {
         fprintf(stderr, "usage: dlock_bench ceiling|uncontended|ping|handoff|idle|many|readers|held|"
-                        "multilock|latch|latchfloor|asyncmany|asyncidle|revoke [--url U] ...\n");
+                        "multilock|latch|latchfloor|asyncmany|asyncidle|revoke|failover [--url U] ...\n");
         return 64;
     }
     O.scenario = argv[1];
@@ -840,6 +841,7 @@ int main(int argc, char **argv)
         else if (!strcmp(k, "--tag")) O.tag = v;
         else if (!strcmp(k, "--inflight")) O.inflight = atol(v);
         else if (!strcmp(k, "--pending")) O.pending = atol(v);
+        else if (!strcmp(k, "--sentinel")) O.sentinel = v;
         else {
             fprintf(stderr, "dlock_bench: unknown option %s\n", k);
             return 64;
@@ -862,6 +864,7 @@ int main(int argc, char **argv)
     else if (!strcmp(O.scenario, "asyncmany")) async_many();
     else if (!strcmp(O.scenario, "asyncidle")) async_idle();
     else if (!strcmp(O.scenario, "revoke")) revocation();
+    else if (!strcmp(O.scenario, "failover")) failover();
     else {
         fprintf(stderr, "dlock_bench: unknown scenario %s\n", O.scenario);
         return 64;

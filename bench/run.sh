@@ -6,7 +6,7 @@
 # BENCH_PLACEMENT=split (default): redis-server on CPU 0, every client on CPU 1.
 # BENCH_PLACEMENT=same: everything on CPU 0.
 # BENCH_QUICK=1: short runs (a smoke test of the pipeline, not numbers to quote).
-# BENCH_ONLY="refs uncontended handoff fair idle many readers held multilock sem latch async revoke tls cluster": a subset (default: all).
+# BENCH_ONLY="refs uncontended handoff fair idle many readers held multilock sem latch async revoke tls cluster failover": a subset (default: all).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -45,7 +45,7 @@ if [ ! -d "$here/peers/node_modules" ] || [ "$here/peers/package-lock.json" -nt 
 fi
 peers=(node-redisson redlock redis-semaphore)
 
-only=${BENCH_ONLY:-refs uncontended handoff fair idle many readers held multilock sem latch async revoke tls cluster}
+only=${BENCH_ONLY:-refs uncontended handoff fair idle many readers held multilock sem latch async revoke tls cluster failover}
 want() { case " $only " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
 # TLS: the same server listens on a TLS port too (certificates made here with
@@ -327,6 +327,60 @@ if [ "$cluster_ok" = 1 ]; then
   done
 fi
 cluster_stop
+
+fi
+
+if want failover; then
+echo "13. Sentinel failover: the switch announced -> the first acquisition on the new primary..."
+# A primary, one replica and three sentinels (quorum 2), stopped by pid. Each
+# run is a SENTINEL FAILOVER (the roles swap; the next run swaps them back).
+fo_dir=$(mktemp -d /tmp/dlock-bench-failover-XXXXXX)
+fo_pids=()
+fo_stop() {
+  for p in "${fo_pids[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+  fo_pids=()
+  rm -rf "$fo_dir"
+}
+trap 'redis_stop; fo_stop; rm -f "$results"; rm -rf "${certs:-}"' EXIT
+free_port() {
+  local p
+  for _ in $(seq 1 50); do
+    p=$(( 20000 + RANDOM % 40000 ))
+    port_in_use "$p" || { echo "$p"; return; }
+  done
+}
+fo_p0=$(free_port); fo_p1=$(free_port)
+taskset -c "$REDIS_CPU" redis-server --port "$fo_p0" --bind 127.0.0.1 --save "" --appendonly no \
+  --dir "$fo_dir" --logfile "$fo_dir/p0.log" --daemonize no & fo_pids+=($!)
+taskset -c "$REDIS_CPU" redis-server --port "$fo_p1" --bind 127.0.0.1 --save "" --appendonly no \
+  --dir "$fo_dir" --logfile "$fo_dir/p1.log" --replicaof 127.0.0.1 "$fo_p0" --daemonize no & fo_pids+=($!)
+fo_s=()
+for n in 1 2 3; do
+  sp=$(free_port); fo_s+=("$sp")
+  printf 'port %s\nbind 127.0.0.1\ndir %s\nsentinel monitor bench 127.0.0.1 %s 2\nsentinel down-after-milliseconds bench 1000\nsentinel failover-timeout bench 3000\n' \
+    "$sp" "$fo_dir" "$fo_p0" > "$fo_dir/s$n.conf"
+  taskset -c "$REDIS_CPU" redis-server "$fo_dir/s$n.conf" --sentinel --logfile "$fo_dir/s$n.log" --daemonize no & fo_pids+=($!)
+done
+fo_ok=0
+for _ in $(seq 1 300); do   # every sentinel knows the replica and the other two
+  ready=0
+  for sp in "${fo_s[@]}"; do
+    r=$(redis-cli -p "$sp" sentinel replicas bench 2>/dev/null | grep -c "^slave$")
+    o=$(redis-cli -p "$sp" sentinel sentinels bench 2>/dev/null | grep -c "^name$")
+    [ "${r:-0}" -ge 1 ] && [ "${o:-0}" -ge 2 ] && ready=$((ready + 1))
+  done
+  [ "$ready" = 3 ] && { fo_ok=1; break; }
+  sleep 0.1
+done
+if [ "$fo_ok" = 1 ]; then
+  fo_url="redis-sentinel://127.0.0.1:${fo_s[0]},127.0.0.1:${fo_s[1]},127.0.0.1:${fo_s[2]}#bench"
+  for i in $(seq "$(( runs < 3 ? runs : 3 ))"); do
+    record pin "$bench" failover --url "$fo_url" --sentinel "127.0.0.1:${fo_s[0]}"
+  done
+else
+  echo "  the sentinels did not come up: no failover section" >&2
+fi
+fo_stop
 
 fi
 
