@@ -34,7 +34,7 @@ test: deps build
 
 # Under the sanitizers the safety harness runs the scenarios whose fault paths
 # differ most (kill -9, a server restart) for each type; make test runs all.
-ASAN_SKIP ?= ^safety.*_(baseline|sigstop|pause|partition)$$
+ASAN_SKIP ?= ^safety.*_(baseline|sigstop|pause|partition|ack)$$
 asan: deps
 	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDLOCK_SANITIZE=address,undefined >/dev/null
 	@cmake --build build-asan -j$(JOBS) -- --no-print-directory

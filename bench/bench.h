@@ -13,6 +13,7 @@ typedef struct opts {
     long cycles, workers, seconds, waiters, hold_ms, concurrency, names, locks, watchdog_ms,
         periods, lease, procs, awaiters, multi_names, inflight, pending;
     const char *tag;   /* appended to the scenario's name ("-tls"), "" by default */
+    const char *sentinel;   /* failover: a sentinel's HOST:PORT */
 } opts;
 
 extern opts O;
@@ -33,5 +34,8 @@ void latch_floor(void);
 
 /* revoke_bench.c */
 void revocation(void);
+
+/* failover_bench.c */
+void failover(void);
 
 #endif

@@ -21,6 +21,7 @@
  *   dlock_bench multilock --url U [--multi-names 3] [--cycles N] [--lease MS]
  *   dlock_bench asyncmany --url U [--inflight 64] [--names 10000]   (async_bench.c)
  *   dlock_bench asyncidle --url U [--pending 10000]                 (async_bench.c)
+ *   dlock_bench failover --url redis-sentinel://...#M --sentinel H:P (failover_bench.c)
  *
  * Times are CLOCK_MONOTONIC. Locks are taken with the watchdog (dlock's
  * default, as node-redisson's) unless --lease is given. --kind semaphore runs
@@ -47,7 +48,7 @@
 #include "sync/sync.h"
 
 opts O = {NULL, "redis://127.0.0.1:6379", "threads", "lock", 20000, 8, 5, 7, 3000, 16, 10000,
-          100000, 3000, 3, 0, 4, 100, 3, 0, 0, ""};
+          100000, 3000, 3, 0, 4, 100, 3, 0, 0, "", NULL};
 
 int64_t now_ns(void)
 {
@@ -91,11 +92,18 @@ dlock_client *open_client(long watchdog_ms, int pool)
     return c;
 }
 
+/* A plain connection to the server of O.url (on a cluster: its first seed). */
 redisContext *admin(void)
 {
     dlock__endpoint ep;
     memset(&ep, 0, sizeof(ep));
-    if (dlock__parse_url(O.url, &ep) != DLOCK_OK)
+    char first[300];
+    const char *url = O.url;
+    if (strncmp(url, "redis-cluster://", 16) == 0) {
+        snprintf(first, sizeof(first), "redis://%.*s", (int)strcspn(url + 16, ",/"), url + 16);
+        url = first;
+    }
+    if (dlock__parse_url(url, &ep) != DLOCK_OK)
         die("url");
     redisContext *c = ep.path ? redisConnectUnix(ep.path) : redisConnect(ep.host, ep.port);
     dlock__endpoint_clear(&ep);
@@ -243,6 +251,7 @@ static void uncontended(void)
             die("warm-up");
     }
     int64_t *lat = malloc(sizeof(int64_t) * (size_t)O.cycles);
+    double cpu0 = cpu_ms_self();   /* every thread of the client: caller and io thread */
     int64_t t0 = now_ns();
     for (long i = 0; i < O.cycles; i++) {
         int64_t a = now_ns();
@@ -253,12 +262,14 @@ static void uncontended(void)
         lat[i] = now_ns() - a;
     }
     double secs = (double)(now_ns() - t0) / 1e9;
+    double cpu_us = (cpu_ms_self() - cpu0) * 1000.0 / (double)O.cycles;
     qsort(lat, (size_t)O.cycles, sizeof(int64_t), cmp_i64);
     printf("{\"peer\":\"dlock\",\"scenario\":\"%s\",\"cycles\":%ld,\"seconds\":%.3f,"
-           "\"cycles_per_s\":%.0f,\"p50_us\":%.1f,\"p99_us\":%.1f,\"p999_us\":%.1f,\"lease\":\"%s\"}\n",
+           "\"cycles_per_s\":%.0f,\"p50_us\":%.1f,\"p99_us\":%.1f,\"p999_us\":%.1f,\"lease\":\"%s\","
+           "\"client_cpu_us_per_cycle\":%.2f}\n",
            scen("uncontended"), O.cycles, secs, O.cycles / secs, pct(lat, (size_t)O.cycles, 0.50),
            pct(lat, (size_t)O.cycles, 0.99), pct(lat, (size_t)O.cycles, 0.999),
-           O.lease ? "fixed" : "watchdog");
+           O.lease ? "fixed" : "watchdog", cpu_us);
     free(lat);
     res_free(&l);
     dlock_client_close(c);
@@ -661,9 +672,9 @@ static void many(void)
     dlock_client *c = open_client(0, (int)O.concurrency + 2);
     dlock_lock **locks = many_names(c);
     double rate = cycle_rate(locks, O.names, 500, O.seconds * 1000);
-    printf("{\"peer\":\"dlock\",\"scenario\":\"many\",\"concurrency\":%ld,\"names\":%ld,"
+    printf("{\"peer\":\"dlock\",\"scenario\":\"%s\",\"concurrency\":%ld,\"names\":%ld,"
            "\"cycles_per_s\":%.0f,\"lease\":\"%s\"}\n",
-           O.concurrency, O.names, rate, O.lease ? "fixed" : "watchdog");
+           scen("many"), O.concurrency, O.names, rate, O.lease ? "fixed" : "watchdog");
     free_locks(locks, O.names);
     dlock_client_close(c);
 }
@@ -767,21 +778,31 @@ static void held(void)
     usleep((useconds_t)(O.watchdog_ms * 1000 / 3 * 2));
     long long ev0, ev1;
     long long tot0 = commandstats_total(adm, &ev0);
+    dlock_stats st0, st1;
+    dlock_client_stats(c, &st0, sizeof(st0));
     double cpu0 = cpu_ms_self();
     int64_t w0 = now_ns();
     usleep((useconds_t)(O.watchdog_ms * 1000 / 3 * O.periods));
     double cpu = cpu_ms_self() - cpu0;
     long long tot1 = commandstats_total(adm, &ev1);
+    dlock_client_stats(c, &st1, sizeof(st1));
+    /* The client's own count of renewal writes (a node's batches of a pass
+     * share one write and one round trip), per node: on a cluster the INFO
+     * above sees one node only. */
+    size_t nodes = dlock__router_primaries(c->router, NULL, 0);
     /* Per period over the window actually measured (as the peer drivers do). */
     double periods = (double)(now_ns() - w0) / 1e6 / ((double)O.watchdog_ms / 3.0);
     size_t still = dlock__watchdog_count(c->wd);
-    printf("{\"peer\":\"dlock\",\"scenario\":\"held\",\"locks\":%ld,\"periods\":%ld,"
+    printf("{\"peer\":\"dlock\",\"scenario\":\"%s\",\"locks\":%ld,\"periods\":%ld,"
            "\"window_periods\":%.3f,\"acquire_s\":%.1f,\"renewal_round_trips_per_period\":%.1f,"
            "\"redis_commands_per_period\":%.1f,\"bytes_per_lock\":%.0f,\"hold_cpu_ms\":%.1f,"
-           "\"client_rss_kb\":%ld,\"locks_still_held\":%zu}\n",
-           O.locks, O.periods, periods, acquire_s, (double)(ev1 - ev0) / periods,
+           "\"client_rss_kb\":%ld,\"locks_still_held\":%zu,\"nodes\":%zu,"
+           "\"renewal_batches_per_node_per_period\":%.2f,\"renewal_writes_per_node_per_period\":%.2f}\n",
+           scen("held"), O.locks, O.periods, periods, acquire_s, (double)(ev1 - ev0) / periods,
            (double)(tot1 - tot0) / periods, (double)(rss2 - rss1) * 1024.0 / O.locks, cpu, rss0,
-           still);
+           still, nodes,
+           (double)(st1.renewal_roundtrips - st0.renewal_roundtrips) / periods / (double)nodes,
+           (double)(st1.renewal_writes - st0.renewal_writes) / periods / (double)nodes);
     dlock_client_close(c);   /* the holds expire with their lease */
     freeReplyObject(redisCommand(adm, "FLUSHDB"));
     redisFree(adm);
@@ -794,7 +815,7 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     if (argc < 2) {
         fprintf(stderr, "usage: dlock_bench ceiling|uncontended|ping|handoff|idle|many|readers|held|"
-                        "multilock|latch|latchfloor|asyncmany|asyncidle|revoke [--url U] ...\n");
+                        "multilock|latch|latchfloor|asyncmany|asyncidle|revoke|failover [--url U] ...\n");
         return 64;
     }
     O.scenario = argv[1];
@@ -820,6 +841,7 @@ int main(int argc, char **argv)
         else if (!strcmp(k, "--tag")) O.tag = v;
         else if (!strcmp(k, "--inflight")) O.inflight = atol(v);
         else if (!strcmp(k, "--pending")) O.pending = atol(v);
+        else if (!strcmp(k, "--sentinel")) O.sentinel = v;
         else {
             fprintf(stderr, "dlock_bench: unknown option %s\n", k);
             return 64;
@@ -842,6 +864,7 @@ int main(int argc, char **argv)
     else if (!strcmp(O.scenario, "asyncmany")) async_many();
     else if (!strcmp(O.scenario, "asyncidle")) async_idle();
     else if (!strcmp(O.scenario, "revoke")) revocation();
+    else if (!strcmp(O.scenario, "failover")) failover();
     else {
         fprintf(stderr, "dlock_bench: unknown scenario %s\n", O.scenario);
         return 64;

@@ -6,7 +6,7 @@
 # BENCH_PLACEMENT=split (default): redis-server on CPU 0, every client on CPU 1.
 # BENCH_PLACEMENT=same: everything on CPU 0.
 # BENCH_QUICK=1: short runs (a smoke test of the pipeline, not numbers to quote).
-# BENCH_ONLY="refs uncontended handoff fair idle many readers held multilock sem latch async revoke tls": a subset (default: all).
+# BENCH_ONLY="refs uncontended handoff fair idle many readers held multilock sem latch async revoke tls cluster failover": a subset (default: all).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -45,7 +45,7 @@ if [ ! -d "$here/peers/node_modules" ] || [ "$here/peers/package-lock.json" -nt 
 fi
 peers=(node-redisson redlock redis-semaphore)
 
-only=${BENCH_ONLY:-refs uncontended handoff fair idle many readers held multilock sem latch async revoke tls}
+only=${BENCH_ONLY:-refs uncontended handoff fair idle many readers held multilock sem latch async revoke tls cluster failover}
 want() { case " $only " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
 # TLS: the same server listens on a TLS port too (certificates made here with
@@ -269,6 +269,118 @@ for i in $(seq "$runs"); do
   record pin "$bench" uncontended --url "$tls_url" --cycles "$cycles" --tag -tls
   flush
 done
+
+fi
+
+if want cluster; then
+echo "12. a cluster of 3 primaries against one server: client CPU per cycle, many names, renewals per node..."
+# Three cluster-enabled servers (no replicas: the client's side is measured),
+# all on the Redis CPU as the single server is; stopped by pid.
+cl_dir=$(mktemp -d /tmp/dlock-bench-cluster-XXXXXX)
+cl_pids=(); cl_ports=()
+cluster_stop() {
+  for p in "${cl_pids[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+  cl_pids=()
+  rm -rf "$cl_dir"
+}
+trap 'redis_stop; cluster_stop; rm -f "$results"; rm -rf "${certs:-}"' EXIT
+cluster_ok=1
+for n in 1 2 3; do
+  for _ in $(seq 1 20); do
+    p=$(( 20000 + RANDOM % 40000 ))
+    port_in_use "$p" || break
+  done
+  mkdir -p "$cl_dir/$n"
+  taskset -c "$REDIS_CPU" redis-server --port "$p" --bind 127.0.0.1 --save "" --appendonly no \
+    --cluster-enabled yes --cluster-config-file "$cl_dir/$n/nodes.conf" --dir "$cl_dir/$n" \
+    --logfile "$cl_dir/$n/redis.log" --daemonize no &
+  cl_pids+=($!); cl_ports+=("$p")
+done
+for p in "${cl_ports[@]}"; do
+  for _ in $(seq 1 100); do redis-cli -p "$p" ping >/dev/null 2>&1 && break; sleep 0.05; done
+done
+if ! redis-cli --cluster create "${cl_ports[@]/#/127.0.0.1:}" --cluster-replicas 0 --cluster-yes >/dev/null 2>&1; then
+  echo "  could not create the cluster: no cluster section" >&2; cluster_ok=0
+fi
+for _ in $(seq 1 200); do
+  up=0
+  for p in "${cl_ports[@]}"; do redis-cli -p "$p" cluster info 2>/dev/null | grep -q 'cluster_state:ok' && up=$((up + 1)); done
+  [ "$up" = 3 ] && break
+  sleep 0.1
+done
+[ "${up:-0}" = 3 ] || { echo "  the cluster did not come up: no cluster section" >&2; cluster_ok=0; }
+cluster_url="redis-cluster://127.0.0.1:${cl_ports[0]},127.0.0.1:${cl_ports[1]},127.0.0.1:${cl_ports[2]}"
+cl_flush() { for p in "${cl_ports[@]}"; do redis-cli -p "$p" flushall >/dev/null; done; }
+if [ "$cluster_ok" = 1 ]; then
+  for i in $(seq "$runs"); do
+    # Each cluster run right after its single-server twin: paired ratios.
+    record pin "$bench" uncontended --url "$url" --cycles "$cycles" --tag -single
+    record pin "$bench" uncontended --url "$cluster_url" --cycles "$cycles" --tag -cluster
+    record pin "$bench" many --url "$url" --seconds "$secs" --tag -single
+    record pin "$bench" many --url "$cluster_url" --seconds "$secs" --tag -cluster
+    flush; cl_flush
+  done
+  # About 10 000 held locks per primary (CRC16 spreads the names evenly).
+  for i in $(seq "$(( runs < 3 ? runs : 3 ))"); do
+    record pin "$bench" held --url "$cluster_url" --locks $(( locks < 30000 ? locks : 30000 )) --tag -cluster
+    cl_flush
+  done
+fi
+cluster_stop
+
+fi
+
+if want failover; then
+echo "13. Sentinel failover: the switch announced -> the first acquisition on the new primary..."
+# A primary, one replica and three sentinels (quorum 2), stopped by pid. Each
+# run is a SENTINEL FAILOVER (the roles swap; the next run swaps them back).
+fo_dir=$(mktemp -d /tmp/dlock-bench-failover-XXXXXX)
+fo_pids=()
+fo_stop() {
+  for p in "${fo_pids[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+  fo_pids=()
+  rm -rf "$fo_dir"
+}
+trap 'redis_stop; fo_stop; rm -f "$results"; rm -rf "${certs:-}"' EXIT
+free_port() {
+  local p
+  for _ in $(seq 1 50); do
+    p=$(( 20000 + RANDOM % 40000 ))
+    port_in_use "$p" || { echo "$p"; return; }
+  done
+}
+fo_p0=$(free_port); fo_p1=$(free_port)
+taskset -c "$REDIS_CPU" redis-server --port "$fo_p0" --bind 127.0.0.1 --save "" --appendonly no \
+  --dir "$fo_dir" --logfile "$fo_dir/p0.log" --daemonize no & fo_pids+=($!)
+taskset -c "$REDIS_CPU" redis-server --port "$fo_p1" --bind 127.0.0.1 --save "" --appendonly no \
+  --dir "$fo_dir" --logfile "$fo_dir/p1.log" --replicaof 127.0.0.1 "$fo_p0" --daemonize no & fo_pids+=($!)
+fo_s=()
+for n in 1 2 3; do
+  sp=$(free_port); fo_s+=("$sp")
+  printf 'port %s\nbind 127.0.0.1\ndir %s\nsentinel monitor bench 127.0.0.1 %s 2\nsentinel down-after-milliseconds bench 1000\nsentinel failover-timeout bench 3000\n' \
+    "$sp" "$fo_dir" "$fo_p0" > "$fo_dir/s$n.conf"
+  taskset -c "$REDIS_CPU" redis-server "$fo_dir/s$n.conf" --sentinel --logfile "$fo_dir/s$n.log" --daemonize no & fo_pids+=($!)
+done
+fo_ok=0
+for _ in $(seq 1 300); do   # every sentinel knows the replica and the other two
+  ready=0
+  for sp in "${fo_s[@]}"; do
+    r=$(redis-cli -p "$sp" sentinel replicas bench 2>/dev/null | grep -c "^slave$")
+    o=$(redis-cli -p "$sp" sentinel sentinels bench 2>/dev/null | grep -c "^name$")
+    [ "${r:-0}" -ge 1 ] && [ "${o:-0}" -ge 2 ] && ready=$((ready + 1))
+  done
+  [ "$ready" = 3 ] && { fo_ok=1; break; }
+  sleep 0.1
+done
+if [ "$fo_ok" = 1 ]; then
+  fo_url="redis-sentinel://127.0.0.1:${fo_s[0]},127.0.0.1:${fo_s[1]},127.0.0.1:${fo_s[2]}#bench"
+  for i in $(seq "$(( runs < 3 ? runs : 3 ))"); do
+    record pin "$bench" failover --url "$fo_url" --sentinel "127.0.0.1:${fo_s[0]}"
+  done
+else
+  echo "  the sentinels did not come up: no failover section" >&2
+fi
+fo_stop
 
 fi
 

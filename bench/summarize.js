@@ -445,6 +445,55 @@ if (pick('dlock', 'ping-tls').length || pick('dlock', 'uncontended-tls').length)
     `${f2(median(pr))}× (round trips), ${f2(median(ur))}× (acquire+release cycles)`, median(pr));
 }
 
+// 12. Cluster against one server: each cluster run right after its
+// single-server twin (pairs() gives single ÷ cluster).
+if (pick('dlock', 'uncontended-cluster').length) {
+  say('## 12. A cluster of 3 primaries against one server (every server on the Redis CPU)');
+  say();
+  const cpuR = pairs('uncontended-single', 'uncontended-cluster', 'client_cpu_us_per_cycle').map((x) => 1 / x);
+  const manyR = pairs('many-single', 'many-cluster', 'cycles_per_s').map((x) => 1 / x);
+  say('| | one server | cluster | cluster ÷ one server (paired) |');
+  say('|---|---|---|---|');
+  say(`| client CPU per uncontended acquire+release | ${f1(med('dlock', 'uncontended-single', 'client_cpu_us_per_cycle'))} µs |` +
+      ` ${f1(med('dlock', 'uncontended-cluster', 'client_cpu_us_per_cycle'))} µs | ${f2(median(cpuR))}× (${cpuR.map(f2).join(', ')}) |`);
+  say(`| uncontended cycles/s | ${f0(med('dlock', 'uncontended-single', 'cycles_per_s'))} | ${f0(med('dlock', 'uncontended-cluster', 'cycles_per_s'))} | – |`);
+  say(`| many names (16 workers, 10 000 names), cycles/s | ${f0(med('dlock', 'many-single', 'cycles_per_s'))} |` +
+      ` ${f0(med('dlock', 'many-cluster', 'cycles_per_s'))} | ${f2(median(manyR))}× (${manyR.map(f2).join(', ')}) |`);
+  const hl = pick('dlock', 'held-cluster');
+  const wpn = med('dlock', 'held-cluster', 'renewal_writes_per_node_per_period');
+  const bpn = med('dlock', 'held-cluster', 'renewal_batches_per_node_per_period');
+  if (hl.length) {
+    const perNode = hl[0].locks / hl[0].nodes;
+    say();
+    say(`Held locks on the cluster: ${f0(hl[0].locks)} watchdog locks over ${hl[0].nodes} primaries (~${f0(perNode)} each),` +
+        ` **${f2(wpn)} renewal writes per node per period** (each one round trip,` +
+        ` carrying ${f0(bpn)} scripts: one per key slot, as Redis Cluster requires), ${f1(med('dlock', 'held-cluster', 'hold_cpu_ms'))} ms client CPU` +
+        ` over ${hl[0].periods} periods.`);
+    target('cluster: renewal round trips per node per period = 1 (~10 000 locks per node)', wpn <= 1.05,
+      `${f2(wpn)} writes per node per period for ~${f0(perNode)} locks per node`, wpn);
+  }
+  say();
+  target('cluster: client CPU per acquire+release ≤ 1.2× one server', median(cpuR) <= 1.2,
+    `${f2(median(cpuR))}×`, median(cpuR));
+  target('cluster: many names ≥ 0.8× one server', median(manyR) >= 0.8,
+    `${f2(median(manyR))}×`, median(manyR));
+}
+
+// 13. Sentinel failover.
+if (pick('dlock', 'failover').length) {
+  const fo = pick('dlock', 'failover');
+  const worst = maxOf('dlock', 'failover', 'switch_to_acquire_ms');
+  say('## 13. Sentinel failover: from the switch\'s announcement to the first acquisition on the new primary');
+  say();
+  say(`${fo.length} forced failovers (SENTINEL FAILOVER; a primary, one replica, three sentinels): ` +
+      `median ${f1(med('dlock', 'failover', 'switch_to_acquire_ms'))} ms, worst ${f1(worst)} ms ` +
+      `(${fo.map((r) => f1(r.switch_to_acquire_ms)).join(', ')} ms); tries that failed before the client followed: ` +
+      `${fo.map((r) => r.failed_tries).join(', ')}.`);
+  say();
+  target('Sentinel: first acquire ≤ 1 s after the switch is announced', worst <= 1000,
+    `worst ${f1(worst)} ms over ${fo.length} failovers`, worst);
+}
+
 say('## Targets');
 say();
 say('| target | result | measured |');

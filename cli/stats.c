@@ -55,8 +55,9 @@ void cli_print_stats(FILE *f, const dlock_stats *s)
     fprintf(f, "  acquisitions %llu, waits %llu, wake-ups %llu (%llu found it taken again)\n",
             (unsigned long long)s->acquisitions, (unsigned long long)s->waits,
             (unsigned long long)s->wakeups, (unsigned long long)s->wakeups_taken);
-    fprintf(f, "  renewals %llu in %llu round trips; lost:", (unsigned long long)s->renewals,
-            (unsigned long long)s->renewal_roundtrips);
+    fprintf(f, "  renewals %llu in %llu batches, %llu writes; lost:",
+            (unsigned long long)s->renewals, (unsigned long long)s->renewal_roundtrips,
+            (unsigned long long)s->renewal_writes);
     int any = 0;
     for (int r = 1; r < DLOCK_STATS_LOST_REASONS; r++)
         if (s->lost[r]) {
@@ -94,10 +95,11 @@ static void json_hist(FILE *f, const char *name, const dlock_histogram *h)
 void cli_json_stats(FILE *f, const dlock_stats *s)
 {
     fprintf(f, "{\"acquisitions\":%llu,\"waits\":%llu,\"wakeups\":%llu,\"wakeups_taken\":%llu,"
-               "\"renewals\":%llu,\"renewal_roundtrips\":%llu,\"lost\":{",
+               "\"renewals\":%llu,\"renewal_roundtrips\":%llu,\"renewal_writes\":%llu,\"lost\":{",
             (unsigned long long)s->acquisitions, (unsigned long long)s->waits,
             (unsigned long long)s->wakeups, (unsigned long long)s->wakeups_taken,
-            (unsigned long long)s->renewals, (unsigned long long)s->renewal_roundtrips);
+            (unsigned long long)s->renewals, (unsigned long long)s->renewal_roundtrips,
+            (unsigned long long)s->renewal_writes);
     for (int r = 1; r < NREASONS; r++)
         fprintf(f, "%s\"%s\":%llu", r > 1 ? "," : "", lost_names[r],
                 (unsigned long long)s->lost[r]);

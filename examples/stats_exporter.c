@@ -110,6 +110,8 @@ static void metrics(out *o)
             "Wake-ups whose next attempt found the object taken again.", s.wakeups_taken);
     counter(o, "renewals_total", "Holds renewed by the watchdog.", s.renewals);
     counter(o, "renewal_roundtrips_total", "Renewal batches sent.", s.renewal_roundtrips);
+    counter(o, "renewal_writes_total", "Writes carrying renewals (one per node per pass).",
+            s.renewal_writes);
     static const char *const reasons[] = {NULL, "gone", "unreachable", "paused", "replicas"};
     put(o, "# HELP dlock_lost_total Holds reported lost, by reason.\n"
            "# TYPE dlock_lost_total counter\n");

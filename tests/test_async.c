@@ -364,6 +364,8 @@ static void test_woken_by_other_client(void **state)
     assert_int_equal(dlock_lock_try(la, 0, DLOCK_WATCHDOG), DLOCK_OK);
     rec r;
     rec_init(&r);
+    dlock_stats s0, s1;
+    assert_int_equal(dlock_client_stats(cli, &s0, sizeof(s0)), DLOCK_OK);
     assert_int_equal(dlock_lock_acquire_async(lb, DLOCK_WAIT_FOREVER, DLOCK_WATCHDOG, NULL,
                                               on_rec, &r),
                      DLOCK_OK);
@@ -375,6 +377,15 @@ static void test_woken_by_other_client(void **state)
     assert_int_equal(rec_wait(&r, 1, 5000), 1);
     assert_int_equal(r.status, DLOCK_OK);
     assert_true(th_now_ms() - t0 < 5000 * th_slack());
+    /* The client's statistics count the asynchronous wait as a blocking one. */
+    assert_int_equal(dlock_client_stats(cli, &s1, sizeof(s1)), DLOCK_OK);
+    assert_int_equal(s1.acquisitions - s0.acquisitions, 1);
+    assert_int_equal(s1.waits - s0.waits, 1);
+    assert_int_equal(s1.wakeups - s0.wakeups, 1);
+    assert_int_equal(s1.wakeups_taken - s0.wakeups_taken, 0);
+    assert_int_equal(s1.handoff_gap.count - s0.handoff_gap.count, 1);
+    assert_int_equal(s1.acquire_wait.count - s0.acquire_wait.count, 1);
+    assert_true(s1.acquire_wait.sum_us - s0.acquire_wait.sum_us >= 250000);   /* slept 300 ms */
     int held = 0;
     assert_int_equal(dlock_lock_is_held(lb, &held), DLOCK_OK);
     assert_int_equal(held, 1);

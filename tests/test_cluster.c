@@ -252,6 +252,15 @@ static void test_watchdog_renews_on_every_node(void **state)
         assert_int_equal(dlock_lock_acquire(l[i], DLOCK_WATCHDOG), DLOCK_OK);
     }
     th_sleep_ms(3000);   /* more than 3 leases */
+    /* One script per key slot, but one write per node per pass: 24 names in
+     * 24 slots over 3 nodes make 8 times as many batches as writes. */
+    dlock_stats s;
+    assert_int_equal(dlock_client_stats(c, &s, sizeof(s)), DLOCK_OK);
+    print_message("    %llu renewals, %llu batches, %llu writes\n",
+                  (unsigned long long)s.renewals, (unsigned long long)s.renewal_roundtrips,
+                  (unsigned long long)s.renewal_writes);
+    assert_true(s.renewal_writes >= 3 * 3);   /* >= 3 passes on each of 3 nodes */
+    assert_true(s.renewal_roundtrips >= 4 * s.renewal_writes);
     for (int i = 0; i < NAMES; i++) {
         th_redis *n = th_cluster_node_for(&cl, dlock_lock_name(l[i]));
         long long ttl = th_int(n, "PTTL %s", dlock_lock_name(l[i]));
@@ -394,42 +403,87 @@ static void test_sharded_interop(void **state)
 
 /* ------------------------------------------------------------ bad input */
 
-static _Atomic int async_status = 1;
-static char async_msg[256];
+/* The asynchronous calls route by key: names on every primary, taken and
+ * released from one thread's callbacks; a waiter woken by another client's
+ * release on the node of its name (sharded pub/sub). */
+typedef struct acount {
+    atomic_int done, ok;
+    char msg[256];
+} acount;
 
-static void on_async(const dlock_async_result *res, void *ud)
+static void on_acount(const dlock_async_result *res, void *ud)
 {
-    (void)ud;
-    snprintf(async_msg, sizeof(async_msg), "%s", dlock_async_message(res));
-    atomic_store(&async_status, dlock_async_status(res));
+    acount *a = ud;
+    if (dlock_async_status(res) == DLOCK_OK)
+        atomic_fetch_add(&a->ok, 1);
+    else
+        snprintf(a->msg, sizeof(a->msg), "%s", dlock_async_message(res));
+    atomic_fetch_add(&a->done, 1);
 }
 
-/* The asynchronous calls do not route by key yet: refused, clearly. */
-static void test_async_refused(void **state)
+static int await_count(acount *a, int n)
+{
+    for (int64_t until = th_now_ms() + 10000 * th_slack();
+         atomic_load(&a->done) < n && th_now_ms() < until;)
+        th_sleep_ms(5);
+    return atomic_load(&a->ok);
+}
+
+static void test_async_on_every_node(void **state)
 {
     (void)state;
     dlock_client *c = th_client_url(cl.url, 0);
-    char owner[DLOCK_OWNER_BUFSIZE], name[64];
+    char owner[DLOCK_OWNER_BUFSIZE], name[NAMES][64];
     assert_int_equal(dlock_client_new_owner_id(c, owner, sizeof(owner)), DLOCK_OK);
-    dlock_lock *l;
-    assert_int_equal(dlock_lock_get_as(c, th_name(name, sizeof(name), "async"), owner, &l),
-                     DLOCK_OK);
-    int rc = dlock_lock_acquire_async(l, 0, 5000, NULL, on_async, NULL);
-    if (rc == DLOCK_OK) {
-        for (int64_t until = th_now_ms() + 5000 * th_slack();
-             atomic_load(&async_status) == 1 && th_now_ms() < until;)
-            th_sleep_ms(5);
-        rc = atomic_load(&async_status);
-    } else {
-        snprintf(async_msg, sizeof(async_msg), "%s", dlock_last_error());
+    dlock_lock *l[NAMES];
+    int on_node[TH_CLUSTER_NODES] = {0};
+    acount acq = {0}, rel = {0};
+    for (int i = 0; i < NAMES; i++) {
+        assert_int_equal(dlock_lock_get_as(c, th_name(name[i], sizeof(name[i]), "async"), owner,
+                                           &l[i]),
+                         DLOCK_OK);
+        on_node[th_cluster_node_for(&cl, name[i]) - cl.node]++;
+        assert_int_equal(dlock_lock_acquire_async(l[i], 0, 30000, NULL, on_acount, &acq),
+                         DLOCK_OK);
     }
-    assert_int_equal(rc, DLOCK_EINVAL);
-    assert_non_null(strstr(async_msg, "one server"));
-    assert_non_null(th_cluster_node_for(&cl, name));
-    assert_int_equal(th_int(th_cluster_node_for(&cl, name), "EXISTS %s", name), 0);
-    dlock_lock_free(l);
+    if (await_count(&acq, NAMES) != NAMES)
+        fail_msg("%d of %d async acquisitions: %s", atomic_load(&acq.ok), NAMES, acq.msg);
+    int nodes = 0;
+    for (int i = 0; i < TH_CLUSTER_NODES; i++)
+        nodes += on_node[i] > 0;
+    assert_int_equal(nodes, 3);
+    for (int i = 0; i < NAMES; i++)
+        assert_int_equal(th_int(th_cluster_node_for(&cl, name[i]), "EXISTS %s", name[i]), 1);
+    for (int i = 0; i < NAMES; i++)
+        assert_int_equal(dlock_lock_release_async(l[i], on_acount, &rel), DLOCK_OK);
+    if (await_count(&rel, NAMES) != NAMES)
+        fail_msg("%d of %d async releases: %s", atomic_load(&rel.ok), NAMES, rel.msg);
+    for (int i = 0; i < NAMES; i++)
+        assert_int_equal(th_int(th_cluster_node_for(&cl, name[i]), "EXISTS %s", name[i]), 0);
+    /* A pending waiter, woken by another client's release. */
+    dlock_client *other = th_client_url(cl.url, 0);
+    dlock_lock *held;
+    assert_int_equal(dlock_lock_get(other, name[0], &held), DLOCK_OK);
+    assert_int_equal(dlock_lock_try(held, 0, 60000), DLOCK_OK);
+    acount w = {0};
+    assert_int_equal(dlock_lock_acquire_async(l[0], DLOCK_WAIT_FOREVER, 30000, NULL, on_acount,
+                                              &w),
+                     DLOCK_OK);
+    th_sleep_ms(300);
+    assert_int_equal(atomic_load(&w.done), 0);
+    assert_int_equal(dlock_lock_release(held), DLOCK_OK);
+    if (await_count(&w, 1) != 1)
+        fail_msg("the async waiter: %s", w.msg[0] ? w.msg : "not woken");
+    acount r1 = {0};
+    assert_int_equal(dlock_lock_release_async(l[0], on_acount, &r1), DLOCK_OK);
+    assert_int_equal(await_count(&r1, 1), 1);
+    dlock_lock_free(held);
+    dlock_client_close(other);
+    for (int i = 0; i < NAMES; i++)
+        dlock_lock_free(l[i]);
     dlock_client_close(c);
 }
+
 
 static void test_cross_slot_request_refused(void **state)
 {
@@ -729,7 +783,7 @@ int main(void)
         cmocka_unit_test(test_sharded_interop),
         cmocka_unit_test(test_cross_slot_request_refused),
         cmocka_unit_test(test_multilock_follows_moved),
-        cmocka_unit_test(test_async_refused),
+        cmocka_unit_test(test_async_on_every_node),
         cmocka_unit_test(test_bad_deployments),
         cmocka_unit_test(test_cluster_failover),
         cmocka_unit_test(test_cluster_primary_killed),   /* last: a node stays down */

@@ -31,7 +31,7 @@ get >"$tmp/m1" || fail "GET /metrics"
 sleep 1
 get >"$tmp/m2" || fail "GET /metrics (2)"
 for m in acquisitions_total waits_total wakeups_total wakeups_taken_total renewals_total \
-         renewal_roundtrips_total connects_total reconnects_total roundtrips_total; do
+         renewal_roundtrips_total renewal_writes_total connects_total reconnects_total roundtrips_total; do
   grep -q "^# TYPE dlock_$m counter$" "$tmp/m2" || fail "no counter dlock_$m"
   grep -Eq "^dlock_$m [0-9]+$" "$tmp/m2" || fail "no value for dlock_$m"
 done

@@ -14,6 +14,7 @@
 #include <cmocka.h>
 #include <pthread.h>
 
+#include "dlock/async.h"
 #include "harness.h"
 #include "sync/sync.h"
 
@@ -343,6 +344,33 @@ static void *waiter(void *arg)
     return NULL;
 }
 
+/* An asynchronous acquire (wait 10 s, lease 30 s) or release of l, waited
+ * for; its status (message in async_msg). */
+static char async_msg[256];
+static _Atomic int async_rc;
+
+static void on_async_done(const dlock_async_result *res, void *ud)
+{
+    (void)ud;
+    snprintf(async_msg, sizeof(async_msg), "%s", dlock_async_message(res));
+    atomic_store(&async_rc, dlock_async_status(res));
+}
+
+static int async_call(dlock_lock *l, int acquire)
+{
+    atomic_store(&async_rc, 1);
+    int rc = acquire ? dlock_lock_acquire_async(l, 10000, 30000, NULL, on_async_done, NULL)
+                     : dlock_lock_release_async(l, on_async_done, NULL);
+    if (rc != DLOCK_OK) {
+        snprintf(async_msg, sizeof(async_msg), "%s", dlock_last_error());
+        return rc;
+    }
+    for (int64_t until = th_now_ms() + 20000 * th_slack();
+         atomic_load(&async_rc) == 1 && th_now_ms() < until;)
+        th_sleep_ms(5);
+    return atomic_load(&async_rc);
+}
+
 static void test_failover_primary_killed(void **state)
 {
     (void)state;
@@ -370,6 +398,16 @@ static void test_failover_primary_killed(void **state)
     th_redis *old = primary();
     assert_non_null(old);
     assert_int_equal(th_int(old, "WAIT 2 2000"), 2);   /* both replicas have the locks */
+    /* An asynchronous call before the failover: its connection goes to the
+     * old primary. */
+    char owner[DLOCK_OWNER_BUFSIZE], async_name[64];
+    assert_int_equal(dlock_client_new_owner_id(a, owner, sizeof(owner)), DLOCK_OK);
+    dlock_lock *la;
+    assert_int_equal(dlock_lock_get_as(a, th_name(async_name, sizeof(async_name), "fo-async"),
+                                       owner, &la),
+                     DLOCK_OK);
+    assert_int_equal(async_call(la, 1), DLOCK_OK);
+    assert_int_equal(async_call(la, 0), DLOCK_OK);
 
     th_redis_stop(old);
     int64_t t_switch = -1;
@@ -394,6 +432,13 @@ static void test_failover_primary_killed(void **state)
     assert_true(first_ok > 0);
     printf("# switch seen by the test -> first acquire: %lld ms\n",
            (long long)(first_ok - t_switch));
+    /* The asynchronous calls follow the new primary too. */
+    int arc = async_call(la, 1);
+    if (arc != DLOCK_OK)
+        fail_msg("async acquire after the failover: %d (%s)", arc, async_msg);
+    assert_int_equal(th_int(primary(), "EXISTS %s", async_name), 1);
+    assert_int_equal(async_call(la, 0), DLOCK_OK);
+    dlock_lock_free(la);
     assert_int_equal(dlock_lock_release(lf), DLOCK_OK);
     /* The hold survived and is renewed on the new primary: it outlives a
      * whole timeout there. */

@@ -244,6 +244,9 @@ static void test_renewals_and_lost(void **state)
     assert_true(s.renewal_roundtrips >= 3);
     assert_true(s.renewals >= 3 * 3);
     assert_true(s.renewals >= 2 * s.renewal_roundtrips);   /* batched, not one by one */
+    /* One server: each pass's batch goes in a write of its own. */
+    assert_true(s.renewal_writes >= 3);
+    assert_true(s.renewal_writes <= s.renewal_roundtrips);
     assert_int_equal(s.lost[DLOCK_LOST_GONE], 0);
     freeReplyObject(th_cmd(&srv, "DEL %s", names[0]));
     int64_t until = th_now_ms() + 3000 * th_slack();

@@ -22,9 +22,12 @@
  *   - The lock handle (and the cancel token, if any) must stay alive until
  *     the callback has run; the callback itself may free them.
  *
- * Deployments: one server for now. On a client opened with a
- * redis-sentinel:// or redis-cluster:// URL every asynchronous request ends
- * with DLOCK_EINVAL (use the blocking calls there).
+ * Deployments: every one the blocking calls work on. Each request goes to
+ * the node that serves its name (behind Sentinel the primary of the moment;
+ * on a cluster the owner of the name's slot), one connection per node, and
+ * a node that answers MOVED, ASK, READONLY or CLUSTERDOWN has the request
+ * sent again, routed afresh, after the retry delay (within the retry
+ * budget), as the blocking calls do.
  *
  * Ownership. Work moves between callbacks, not threads, so an asynchronous
  * call acts for an explicit owner id: the handle must come from

@@ -443,7 +443,9 @@ typedef struct dlock_stats {
     uint64_t wakeups_taken;      /* of those, the ones whose next attempt found the object
                                     taken again (another client was quicker) */
     uint64_t renewals;           /* holds renewed by the watchdog (each hold of a batch) */
-    uint64_t renewal_roundtrips; /* renewal batches sent (one round trip each) */
+    uint64_t renewal_roundtrips; /* renewal scripts sent: one batch per node per pass on a
+                                    single server; on a cluster one per key slot, a node's
+                                    batches pipelined in one write (see renewal_writes) */
     uint64_t lost[DLOCK_STATS_LOST_REASONS]; /* holds reported lost, by dlock_lost_reason */
     uint64_t reconnects;         /* connections lost (closed, reset, timed out) and replaced */
     uint64_t connects;           /* connections opened (pooled, pub/sub, renewal), with their
@@ -454,6 +456,8 @@ typedef struct dlock_stats {
     dlock_histogram handoff_gap;  /* an unlock message's arrival to the acquisition by the
                                      waiter it woke (in this client) */
     dlock_histogram roundtrip;    /* each of `roundtrips`: write to the last reply */
+    uint64_t renewal_writes;      /* writes carrying renewals: one per node per watchdog pass
+                                     (its batches share it, and one round trip) */
 } dlock_stats;
 
 /* Copies the client's statistics into *out: at most `size` bytes, so that a

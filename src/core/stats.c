@@ -59,6 +59,7 @@ void dlock__stats_read(const dlock__stats *s, dlock_stats *out)
     out->reconnects = LOAD(DLOCK__ST_RECONNECTS);
     out->connects = LOAD(DLOCK__ST_CONNECTS);
     out->roundtrips = LOAD(DLOCK__ST_ROUNDTRIPS);
+    out->renewal_writes = LOAD(DLOCK__ST_RENEWAL_WRITES);
     for (int r = 0; r < DLOCK_STATS_LOST_REASONS; r++)
         out->lost[r] = LOAD(DLOCK__ST_LOST + r);
 #undef LOAD

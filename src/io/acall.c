@@ -1,7 +1,13 @@
 /* Requests from the io thread: the asynchronous calls' round trips.
  *
- * One command connection (an aconn, not pub/sub) to the node, opened on the
- * first request. A request keeps dlock__node_call's rules (net/call.c,
+ * One command connection (an aconn, not pub/sub) per node, opened on the
+ * first request for it. A request goes to the node that serves its key (the
+ * router's answer: the primary, behind Sentinel the current one, on a
+ * cluster the owner of the key's slot), chosen again whenever it waits for a
+ * connection: a node that answers MOVED, ASK, READONLY or CLUSTERDOWN gets
+ * the router told (it reads the map or the primary again) and the request
+ * is sent again after the retry delay, as an idempotent one is after a lost
+ * reply. A request keeps dlock__node_call's rules (net/call.c,
  * docs/internals/retries.md), without a thread to block:
  *   - scripts go by EVALSHA; NOSCRIPT loads the script and resends once
  *     (replies come in order, so the load runs before the resend);
@@ -29,9 +35,14 @@
 
 #include "io/io.h"
 
+typedef struct anode anode;
+
 typedef struct areq {
-    dlock__list link;        /* in x->waiting while not written */
+    dlock__list link;        /* in its node's waiting list while not written */
     dlock__acall *x;
+    anode *an;               /* the node it was last routed to */
+    const char *key;         /* routes it (NULL: any node); in its own copy */
+    size_t klen;
     dlock__acall_fn fn;
     void *ud;
     int script;
@@ -47,16 +58,25 @@ typedef struct areq {
     size_t *lens;
 } areq;
 
+/* A node's connection and the requests waiting for it (io thread only). */
+struct anode {
+    dlock__acall *x;
+    dlock__node *node;       /* the router's: lives as long as it */
+    dlock__aconn *conn;
+    dlock__list waiting;
+    int corked;
+};
+
 struct dlock__acall {
     dlock__netctx *ctx;
     dlock__router *router;
     dlock__loop *lp;
-    dlock__aconn *conn;      /* io thread only, like everything below */
-    dlock__list waiting;
+    anode **nodes;           /* io thread only, like everything below */
+    size_t nn, cap;
     uv_timer_t timer;
     uv_prepare_t prep;       /* uncork before the loop waits ... */
     uv_check_t check;        /* ... or after its I/O callbacks */
-    int corked;
+    int corked;              /* some node is */
     int stopping;
     uint64_t sent;           /* requests written (tests, bench) */
 };
@@ -66,15 +86,58 @@ static void on_prepare(uv_prepare_t *p);
 static void on_check(uv_check_t *c);
 static void arm(dlock__acall *x);
 
-static const char *addr_of(dlock__acall *x)
-{
-    return dlock__node_addr(dlock__router_node(x->router, NULL, 0));
-}
+static const char *addr_of(const areq *a) { return dlock__node_addr(a->an->node); }
 
 static int transient(const char *s)
 {
     return strncmp(s, "LOADING", 7) == 0 || strncmp(s, "BUSY", 4) == 0 ||
            strncmp(s, "TRYAGAIN", 8) == 0 || strncmp(s, "MASTERDOWN", 10) == 0;
+}
+
+/* The node no longer serves the key (answered before anything ran). */
+static int redirected(const char *s)
+{
+    return strncmp(s, "MOVED ", 6) == 0 || strncmp(s, "ASK ", 4) == 0 ||
+           strncmp(s, "READONLY", 8) == 0 || strncmp(s, "CLUSTERDOWN", 11) == 0;
+}
+
+static void on_ready(dlock__aconn *ac, void *ud);
+
+/* The node that serves a's key now, with its connection (made on first
+ * use), or NULL (out of memory: message set). */
+static anode *route(dlock__acall *x, const areq *a)
+{
+    dlock__node *n = dlock__router_node(x->router, a->key, a->klen);
+    for (size_t i = 0; i < x->nn; i++)
+        if (x->nodes[i]->node == n)
+            return x->nodes[i];
+    if (x->nn == x->cap) {
+        size_t cap = x->cap ? x->cap * 2 : 4;
+        anode **v = realloc(x->nodes, cap * sizeof(*v));
+        if (!v) {
+            dlock__fail(DLOCK_ENOMEM, "out of memory");
+            return NULL;
+        }
+        x->nodes = v;
+        x->cap = cap;
+    }
+    anode *an = calloc(1, sizeof(*an));
+    if (!an) {
+        dlock__fail(DLOCK_ENOMEM, "out of memory");
+        return NULL;
+    }
+    an->x = x;
+    an->node = n;
+    dlock__list_init(&an->waiting);
+    dlock__aconn_cbs cbs = {on_ready, NULL, NULL, an};
+    if (dlock__aconn_new(&an->conn, dlock__loop_uv(x->lp), x->ctx, dlock__node_endpoint(n), 0,
+                         &cbs) != DLOCK_OK) {
+        free(an);
+        dlock__fail(DLOCK_ENOMEM, "out of memory creating a connection");
+        return NULL;
+    }
+    x->nodes[x->nn++] = an;
+    return an;
 }
 
 /* A deep copy: the aconn frees its reply after the callback, the caller
@@ -123,31 +186,38 @@ static int64_t connect_budget(const dlock_config *cfg)
     return (cfg->connect_timeout_ms + cfg->retry_delay_ms) * (cfg->retry_attempts + 1);
 }
 
+/* Queues a for a connection (routed afresh: the node may have changed). */
 static void wait_for_conn(dlock__acall *x, areq *a, int64_t not_before)
 {
     a->not_before = not_before;
     a->give_up_at = dlock__now_ms() + connect_budget(x->ctx->cfg);
-    dlock__list_push_back(&x->waiting, &a->link);
-    if (x->conn)
-        dlock__aconn_start(x->conn);
+    anode *an = route(x, a);
+    if (an)
+        a->an = an;   /* else the last node: it fails or answers again */
+    dlock__list_push_back(&a->an->waiting, &a->link);
+    dlock__aconn_start(a->an->conn);
     arm(x);
 }
 
-/* What this turn queued goes out in one write. */
+/* What this turn queued goes out in one write per node. */
 static void uncork(dlock__acall *x)
 {
     uv_prepare_stop(&x->prep);
     uv_check_stop(&x->check);
-    if (x->corked && x->conn) {
-        x->corked = 0;
-        dlock__aconn_uncork(x->conn);
-    }
+    if (!x->corked)
+        return;
+    x->corked = 0;
+    for (size_t i = 0; i < x->nn; i++)
+        if (x->nodes[i]->corked) {
+            x->nodes[i]->corked = 0;
+            dlock__aconn_uncork(x->nodes[i]->conn);
+        }
 }
 
 static void on_prepare(uv_prepare_t *p) { uncork(p->data); }
 static void on_check(uv_check_t *c) { uncork(c->data); }
 
-/* Writes a, or queues it for the connection. */
+/* Writes a on its node's connection, or queues it for the connection. */
 static void write_req(dlock__acall *x, areq *a)
 {
     int64_t now = dlock__now_ms();
@@ -155,17 +225,21 @@ static void write_req(dlock__acall *x, areq *a)
         now + x->ctx->cfg->command_timeout_ms > a->first_write + a->latch_ms) {
         dlock__fail(DLOCK_EUNKNOWN, "%s: no reply to a request guarded by a latch, and a resend "
                                     "could be answered after the latch: it may have run",
-                    addr_of(x));
+                    addr_of(a));
         finish(a, DLOCK_EUNKNOWN, NULL);
         return;
     }
+    anode *an = a->an;
+    if (!an->corked) {
+        dlock__aconn_cork(an->conn);
+        an->corked = 1;
+    }
     if (!x->corked) {
-        dlock__aconn_cork(x->conn);
         x->corked = 1;
         uv_prepare_start(&x->prep, on_prepare);
         uv_check_start(&x->check, on_check);
     }
-    if (dlock__aconn_send(x->conn, a->argc, a->av, a->lens, 1, on_reply, a) != DLOCK_OK) {
+    if (dlock__aconn_send(an->conn, a->argc, a->av, a->lens, 1, on_reply, a) != DLOCK_OK) {
         wait_for_conn(x, a, 0);
         return;
     }
@@ -176,10 +250,10 @@ static void write_req(dlock__acall *x, areq *a)
 
 static void on_load(dlock__aconn *ac, redisReply *r, int status, void *ud)
 {
-    dlock__acall *x = ud;
+    anode *an = ud;
     if (r && r->type == REDIS_REPLY_ERROR)
-        dlock__log(x->ctx->cfg, DLOCK_LOG_ERROR, "SCRIPT LOAD on %s failed: %s", addr_of(x),
-                   r->str);
+        dlock__log(an->x->ctx->cfg, DLOCK_LOG_ERROR, "SCRIPT LOAD on %s failed: %s",
+                   dlock__node_addr(an->node), r->str);
 }
 
 static int may_retry(const dlock__acall *x, const areq *a)
@@ -207,11 +281,11 @@ static void on_reply(dlock__aconn *ac, redisReply *r, int status, void *ud)
         const char *why = status == DLOCK_ECMDTIMEOUT ? "no reply within the command timeout"
                                                       : "connection lost";
         if (a->flags & DLOCK__CALL_IDEMPOTENT) {
-            dlock__fail(status, "%s: %s", addr_of(x), why);
+            dlock__fail(status, "%s: %s", addr_of(a), why);
             finish(a, status, NULL);
         } else {
             dlock__fail(DLOCK_EUNKNOWN, "%s: %s after the request was sent; it may have run",
-                        addr_of(x), why);
+                        addr_of(a), why);
             finish(a, DLOCK_EUNKNOWN, NULL);
         }
         return;
@@ -224,16 +298,19 @@ static void on_reply(dlock__aconn *ac, redisReply *r, int status, void *ud)
             const dlock__script *s = &dlock__scripts[a->script];
             const char *av[] = {"SCRIPT", "LOAD", s->body};
             size_t lens[] = {6, 4, s->len};
-            dlock__aconn_send(ac, 3, av, lens, 1, on_load, x);
+            dlock__aconn_send(ac, 3, av, lens, 1, on_load, a->an);
             write_req(x, a);
             return;
         }
-        if (transient(r->str) && may_retry(x, a)) {
+        int moved = redirected(r->str) && dlock__router_dynamic(x->router);
+        if (moved)
+            dlock__router_stale(x->router);   /* read again soon; then routed afresh */
+        if ((moved || transient(r->str)) && may_retry(x, a)) {
             a->tries++;
             wait_for_conn(x, a, dlock__now_ms() + x->ctx->cfg->retry_delay_ms);
             return;
         }
-        int code = dlock__fail(dlock__redis_error_code(r->str), "%s: %s", addr_of(x), r->str);
+        int code = dlock__fail(dlock__redis_error_code(r->str), "%s: %s", addr_of(a), r->str);
         finish(a, code, NULL);
         return;
     }
@@ -246,31 +323,47 @@ static void on_reply(dlock__aconn *ac, redisReply *r, int status, void *ud)
     finish(a, DLOCK_OK, d);
 }
 
-/* The waiting requests: written once the connection is ready and their pause
- * is over; failed once their budget is spent. */
+/* The waiting requests: written once their node's connection is ready and
+ * their pause is over; failed once their budget is spent. */
 static void run_waiting(dlock__acall *x)
 {
     int64_t now = dlock__now_ms();
-    int ready = dlock__aconn_ready(x->conn);
-    dlock__list due;
+    dlock__list due, moved;
     dlock__list_init(&due);
-    dlock__list *it = x->waiting.next;
-    while (it != &x->waiting) {
-        areq *a = DLOCK__CONTAINER_OF(it, areq, link);
-        it = it->next;
-        if ((ready && now >= a->not_before) || now >= a->give_up_at) {
-            dlock__list_remove(&a->link);
-            dlock__list_push_back(&due, &a->link);
+    dlock__list_init(&moved);
+    for (size_t i = 0; i < x->nn; i++) {
+        anode *an = x->nodes[i];
+        int ready = dlock__aconn_ready(an->conn);
+        dlock__list *it = an->waiting.next;
+        while (it != &an->waiting) {
+            areq *a = DLOCK__CONTAINER_OF(it, areq, link);
+            it = it->next;
+            if ((ready && now >= a->not_before) || now >= a->give_up_at) {
+                dlock__list_remove(&a->link);
+                dlock__list_push_back(&due, &a->link);
+            } else if (!ready && dlock__router_node(x->router, a->key, a->klen) != an->node) {
+                /* Its node is down and no longer serves it (a new primary,
+                 * a new slot map): to the node that does. */
+                dlock__list_remove(&a->link);
+                dlock__list_push_back(&moved, &a->link);
+            }
         }
+    }
+    while (!dlock__list_empty(&moved)) {
+        areq *a = DLOCK__CONTAINER_OF(moved.next, areq, link);
+        dlock__list_remove(&a->link);
+        int64_t give_up_at = a->give_up_at;
+        wait_for_conn(x, a, a->not_before);
+        a->give_up_at = give_up_at;
     }
     /* Callbacks may queue more; they wait for the next round. */
     while (!dlock__list_empty(&due)) {
         areq *a = DLOCK__CONTAINER_OF(due.next, areq, link);
         dlock__list_remove(&a->link);
-        if (ready && now >= a->not_before) {
+        if (dlock__aconn_ready(a->an->conn) && now >= a->not_before) {
             write_req(x, a);
         } else {
-            dlock__fail(DLOCK_ECONN, "%s: cannot reach the server", addr_of(x));
+            dlock__fail(DLOCK_ECONN, "%s: cannot reach the server", addr_of(a));
             finish(a, DLOCK_ECONN, NULL);
         }
     }
@@ -283,14 +376,23 @@ static void arm(dlock__acall *x)
 {
     if (x->stopping)
         return;
-    int ready = dlock__aconn_ready(x->conn);
     int64_t at = INT64_MAX;
-    dlock__list *it;
-    DLOCK__LIST_FOREACH(it, &x->waiting) {
-        areq *a = DLOCK__CONTAINER_OF(it, areq, link);
-        int64_t t = ready && a->not_before < a->give_up_at ? a->not_before : a->give_up_at;
-        if (t < at)
-            at = t;
+    /* A node that is down is looked at again every retry delay on a
+     * deployment whose keys move: its requests may belong elsewhere now. */
+    const int64_t recheck = dlock__router_dynamic(x->router)
+                                ? dlock__now_ms() + x->ctx->cfg->retry_delay_ms
+                                : INT64_MAX;
+    for (size_t i = 0; i < x->nn; i++) {
+        int ready = dlock__aconn_ready(x->nodes[i]->conn);
+        dlock__list *it;
+        DLOCK__LIST_FOREACH(it, &x->nodes[i]->waiting) {
+            areq *a = DLOCK__CONTAINER_OF(it, areq, link);
+            int64_t t = ready && a->not_before < a->give_up_at ? a->not_before : a->give_up_at;
+            if (!ready && recheck < t)
+                t = recheck;
+            if (t < at)
+                at = t;
+        }
     }
     if (at == INT64_MAX) {
         uv_timer_stop(&x->timer);
@@ -300,18 +402,12 @@ static void arm(dlock__acall *x)
     uv_timer_start(&x->timer, on_timer, (uint64_t)(at > now ? at - now : 0), 0);
 }
 
-static void on_ready(dlock__aconn *ac, void *ud) { run_waiting(ud); }
+static void on_ready(dlock__aconn *ac, void *ud) { run_waiting(((anode *)ud)->x); }
 
 int dlock__acall_send(dlock__acall *x, const dlock__req *req, dlock__acall_fn fn, void *ud)
 {
     if (x->stopping)
         return dlock__fail(DLOCK_ECLOSED, "client is closing");
-    /* One connection to one node: keys that live on several nodes, or a
-     * primary that moves, are not followed here yet. */
-    if (dlock__router_dynamic(x->router))
-        return dlock__fail(DLOCK_EINVAL, "the asynchronous calls support one server for now "
-                                         "(not redis-sentinel:// nor redis-cluster://): use the "
-                                         "blocking calls there");
     int rc = dlock__req_check(req);
     if (rc != DLOCK_OK)
         return rc;
@@ -352,15 +448,19 @@ int dlock__acall_send(dlock__acall *x, const dlock__req *req, dlock__acall_fn fn
         a->lens[pre + i] = n;
         p += n;
     }
-    if (!x->conn) {
-        dlock__aconn_cbs cbs = {on_ready, NULL, NULL, x};
-        const dlock__endpoint *ep = dlock__node_endpoint(dlock__router_node(x->router, NULL, 0));
-        if (dlock__aconn_new(&x->conn, dlock__loop_uv(x->lp), x->ctx, ep, 0, &cbs) != DLOCK_OK) {
-            free(a);
-            return dlock__fail(DLOCK_ENOMEM, "out of memory creating a connection");
-        }
+    /* The key that routes it: a script's first key, a command's first
+     * argument (every plain command the calls send names its key there). */
+    int k = req->script >= 0 ? (req->nkeys > 0 ? pre : -1) : (req->argc >= 2 ? 1 : -1);
+    if (k >= 0) {
+        a->key = a->av[k];
+        a->klen = a->lens[k];
     }
-    if (dlock__list_empty(&x->waiting) && dlock__aconn_ready(x->conn))
+    a->an = route(x, a);
+    if (!a->an) {
+        free(a);
+        return DLOCK_ENOMEM;   /* message set */
+    }
+    if (dlock__list_empty(&a->an->waiting) && dlock__aconn_ready(a->an->conn))
         write_req(x, a);
     else
         wait_for_conn(x, a, 0);
@@ -376,16 +476,17 @@ static void on_stop(void *arg)
 {
     dlock__acall *x = arg;
     x->stopping = 1;
-    if (x->conn) {
-        dlock__aconn_close(x->conn, NULL, NULL);   /* fails the written ones */
-        x->conn = NULL;
-    }
     x->corked = 0;
-    while (!dlock__list_empty(&x->waiting)) {
-        areq *a = DLOCK__CONTAINER_OF(x->waiting.next, areq, link);
-        dlock__list_remove(&a->link);
-        dlock__fail(DLOCK_ECLOSED, "client is closing");
-        finish(a, DLOCK_ECLOSED, NULL);
+    for (size_t i = 0; i < x->nn; i++) {
+        anode *an = x->nodes[i];
+        dlock__aconn_close(an->conn, NULL, NULL);   /* fails the written ones */
+        an->conn = NULL;
+        while (!dlock__list_empty(&an->waiting)) {
+            areq *a = DLOCK__CONTAINER_OF(an->waiting.next, areq, link);
+            dlock__list_remove(&a->link);
+            dlock__fail(DLOCK_ECLOSED, "client is closing");
+            finish(a, DLOCK_ECLOSED, NULL);
+        }
     }
     uv_timer_stop(&x->timer);
     uv_close((uv_handle_t *)&x->timer, on_timer_closed);
@@ -404,7 +505,6 @@ int dlock__acall_new(dlock__acall **out, dlock__loop *lp, dlock__netctx *ctx,
     x->ctx = ctx;
     x->router = router;
     x->lp = lp;
-    dlock__list_init(&x->waiting);
     /* Before the io thread runs: the module's setup may use the loop. */
     uv_timer_init(dlock__loop_uv(lp), &x->timer);
     x->timer.data = x;
@@ -424,4 +524,12 @@ int dlock__acall_new(dlock__acall **out, dlock__loop *lp, dlock__netctx *ctx,
     return DLOCK_OK;
 }
 
-void dlock__acall_free(dlock__acall *x) { free(x); }
+void dlock__acall_free(dlock__acall *x)
+{
+    if (!x)
+        return;
+    for (size_t i = 0; i < x->nn; i++)
+        free(x->nodes[i]);
+    free(x->nodes);
+    free(x);
+}

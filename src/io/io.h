@@ -95,7 +95,7 @@ typedef struct dlock__waiter {
     int woken;               /* a wake-up arrived and was not consumed yet */
     int64_t woken_us;        /* when the message that woke it arrived (the handoff gap);
                                 under mu */
-    int64_t took_us;         /* woken_us of the wake-up dlock__waiter_wait last returned:
+    int64_t took_us;         /* woken_us of the wake-up dlock__waiter_wait (or _poll) last returned:
                                 the waiting thread's own copy, read without mu */
     int subscribed;          /* the channel was subscribed when last checked */
     int pins;                /* io thread signals of cv in flight outside mu */

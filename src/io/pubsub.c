@@ -954,6 +954,7 @@ int dlock__waiter_poll(dlock__pubsub *ps, dlock__waiter *w, int *ready)
         rc = DLOCK_ECANCELED;
     } else if (w->woken) {
         w->woken = 0;
+        w->took_us = w->woken_us;
         rc = w->settled ? DLOCK__WAKE_DONE : DLOCK__WAKE_MESSAGE;
     }
     /* As dlock__waiter_wait: a dropped subscription means polling meanwhile. */

@@ -554,13 +554,19 @@ void dlock__wd_send_all(dlock__watchdog *wd, tick_batches *tb)
             dlock__aconn_cork(wd->conns[c]->conn);
     }
     size_t sent = 0;
+    for (size_t c = 0; c < wd->nconns; c++)
+        wd->conns[c]->wrote = 0;
     for (size_t i = 0; i < tb->n; i++)
         if (send_batch(wd, tb->v[i]) != DLOCK_OK) {
             tb->v[i]->wc->failing = 1;
             batch_done(wd, tb->v[i], NULL, 0);
         } else {
+            tb->v[i]->wc->wrote = 1;
             tb->v[sent++] = tb->v[i];
         }
+    for (size_t c = 0; c < wd->nconns; c++)
+        if (wd->conns[c]->wrote)
+            dlock__stats_count(wd->ctx->stats, DLOCK__ST_RENEWAL_WRITES, 1);
     if (cfg->ack_replicas > 0 && sent > 0)
         for (size_t c = 0; c < wd->nconns; c++)
             dlock__wd_ask_acks(wd, wd->conns[c], tb->v, sent);

@@ -45,6 +45,7 @@ typedef struct wconn {
     int loading;             /* SCRIPT LOAD queued on the current connection */
     int inflight;            /* batches sent and not answered */
     int used;                /* a hold needed it this tick */
+    int wrote;               /* a batch went out on it this pass */
 } wconn;
 
 typedef struct batch {

@@ -55,6 +55,7 @@ typedef struct aop {
     dlock__waiter w;
     unsigned char seen_busy, joined, used_wake, first;
     int64_t start, deadline, until, waited, sent;
+    int64_t start_us;        /* for the client's statistics */
     /* The type's state. */
     _Alignas(max_align_t) unsigned char st[];
 } aop;
@@ -424,7 +425,8 @@ int dlock__async_wait_start(void *st, const dlock__wait_spec *spec)
     aop *op = op_of(st);
     aop *w = op;
     w->spec = *spec;
-    w->start = dlock__now_ms();
+    w->start_us = dlock__now_us();
+    w->start = w->start_us / 1000;
     w->deadline = spec->wait_ms == DLOCK_WAIT_FOREVER || spec->wait_ms > INT64_MAX - w->start
                       ? INT64_MAX
                       : w->start + spec->wait_ms;
@@ -528,6 +530,8 @@ static int waiter_event(aop *op, int *ready)
         return 1;
     }
     w->used_wake = ev == DLOCK__WAKE_MESSAGE;
+    if (w->used_wake)
+        dlock__stats_count(&op->c->stats, DLOCK__ST_WAKEUPS, 1);
     return 0;
 }
 
@@ -603,6 +607,7 @@ static void after_busy(aop *op, const dlock__busy *b)
             fail_wait(op, end_error(w, DLOCK_ECANCELED));
             return;
         }
+        dlock__stats_count(&op->c->stats, DLOCK__ST_WAITS, 1);
         int rc = dlock__waiter_join_async(op->c->pubsub, &w->w, w->spec.channel, w->spec.clen,
                                           w->spec.wake, w->spec.need, w->spec.settles,
                                           w->spec.cancel, notify, op);
@@ -666,15 +671,25 @@ static void on_attempt(int status, redisReply *r, void *ud)
     }
     dlock__busy b = {.ttl = -1};
     int rc = t->attempt_end(w->st, status, status == DLOCK_OK ? r : NULL, w->sent, &b);
+    dlock__stats *st = &op->c->stats;
     if (rc == DLOCK_OK) {
         if (t->keep && (rc = t->keep(w->st)) != DLOCK_OK) {
             give_back(op, rc);
             return;
         }
+        /* The client's statistics, as the blocking calls keep them. */
+        if (w->used_wake)
+            dlock__stats_time(st, DLOCK__H_HANDOFF_GAP, dlock__now_us() - w->w.took_us);
+        if (!w->spec.awaits) {
+            dlock__stats_count(st, DLOCK__ST_ACQUISITIONS, 1);
+            dlock__stats_time(st, DLOCK__H_ACQUIRE_WAIT, dlock__now_us() - w->start_us);
+        }
         finish(op, DLOCK_OK);
         return;
     }
     if (rc == DLOCK__BUSY) {
+        if (w->used_wake)
+            dlock__stats_count(st, DLOCK__ST_WAKEUPS_TAKEN, 1);
         after_busy(op, &b);
         return;
     }

@@ -217,6 +217,7 @@ static void parse_file(const char *path)
             break;
         case 'R':
         case 'C':
+        case 'O':
             if (sscanf(line + 2, "%lld %lld", &a, &b) == 2) {
                 fault *p = check_push(&faults);
                 p->kind = line[0];
@@ -299,7 +300,7 @@ static span *occupied(int name, int side, const check_params *cp, size_t *count)
         }
     fault *f = faults.v;
     for (size_t i = 0; i < faults.n; i++)
-        if (f[i].kind == 'R' || f[i].kind == 'C') {
+        if (f[i].kind == 'R' || f[i].kind == 'C' || f[i].kind == 'O') {
             span *p = check_push(&s);
             p->a = f[i].a;
             p->b = f[i].b + 1000000000LL;   /* and a second to reconnect */
@@ -629,6 +630,9 @@ int safety_check(const check_params *cp, check_report *rep)
             break;
         case 'C':
             rep->pauses++;
+            break;
+        case 'O':
+            rep->failovers++;
             break;
         case 'N':
             rep->partitions++;

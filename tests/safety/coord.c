@@ -1,9 +1,17 @@
 /* Safety harness coordinator: starts a lock Redis and a storage Redis, runs
  * worker processes, injects one kind of fault, then checks the histories.
  *
- *   safety [--scenario baseline|kill9|sigstop|restart|pause|partition|all]
- *          [--type lock|fair|rw|sem|latch] [--seconds S] [--procs P] [--threads T]
- *          [--names K] [--ops N] [--watchdog MS] [--worker PATH] [--keep]
+ *   safety [--scenario baseline|kill9|sigstop|restart|pause|partition|
+ *                      sentinel-kill|cluster-failover|cluster-kill|all]
+ *          [--type lock|fair|rw|sem|latch|elect] [--seconds S] [--procs P] [--threads T]
+ *          [--names K] [--ops N] [--watchdog MS] [--worker PATH] [--keep] [--ack]
+ *
+ * The failover scenarios (type lock) run the lock on a deployment instead of
+ * one server (coord_deploy.c): sentinel-kill (a primary with 2 replicas and 3
+ * sentinels; the primary SIGKILLed), cluster-failover (CLUSTER FAILOVER on
+ * the replica of the primary serving the first name), cluster-kill (that
+ * primary SIGKILLed). --ack makes every acquisition and renewal wait for
+ * every replica (DLOCK_ACK_RELEASE). They report the double grants seen.
  *
  * --type picks the lock the workers use (safety.h): lock (the reentrant lock,
  * the default), fair (the fair lock; every waiter's slot FAIR_SLOT_MS, and the
@@ -44,9 +52,15 @@ typedef struct opts {
     long long min_total_ops;   /* run the baseline again until this many operations */
     const char *report_path;   /* also write the report here */
     int type;                  /* safety_type */
+    int ack;                   /* failover scenarios: every replica acknowledges */
 } opts;
 
-static opts O = {"all", 10, 3, 3, 2, 0, 1500, 500, NULL, 0, 0, NULL, SAFETY_LOCK};
+static opts O = {"all", 10, 3, 3, 2, 0, 1500, 500, NULL, 0, 0, NULL, SAFETY_LOCK, 0};
+
+/* Failover scenarios: a lease that outlives a failover (down-after 1 s or a
+ * node timeout of 2 s, then the election), so that a hold the new primary
+ * has survives it. */
+#define FAILOVER_WATCHDOG_MS 6000
 
 /* The fair lock's slot, every waiter's (the fair wait timeout, and the wait of
  * the waits that have a limit). A live waiter refreshes its place at least
@@ -78,8 +92,7 @@ static void on_signal(int sig)
     interrupted = 1;
 }
 
-static void logf_(run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void logf_(run *r, const char *fmt, ...)
+void coord_log(run *r, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -107,14 +120,17 @@ static int64_t worker_wait(void)
 static int worker_start(run *r, int id)
 {
     worker *w = &r->w[id];
-    char a[18][320];
+    char a[19][320];
     const server *lock = &r->lock, *store = &r->store;
     const char *lock_host = lock->host, *store_host = store->host;
     if (w->ns && strcmp(w->ns, r->ns_b) == 0)
         lock_host = store_host = NS_R_ADDR_B;
     snprintf(a[0], sizeof(a[0]), "%s", O.worker_path);
     snprintf(a[1], sizeof(a[1]), "id=%d", id);
-    snprintf(a[2], sizeof(a[2]), "lock=redis://%s:%d", lock_host, lock->port);
+    if (r->lock_url[0])
+        snprintf(a[2], sizeof(a[2]), "lock=%.300s", r->lock_url);
+    else
+        snprintf(a[2], sizeof(a[2]), "lock=redis://%s:%d", lock_host, lock->port);
     snprintf(a[3], sizeof(a[3]), "store=redis://%s:%d", store_host, store->port);
     snprintf(a[4], sizeof(a[4]), "prefix=%s", r->prefix);
     snprintf(a[5], sizeof(a[5]), "names=%d", O.names);
@@ -129,10 +145,11 @@ static int worker_start(run *r, int id)
     snprintf(a[14], sizeof(a[14]), "reads=%d", RW_READS_PERCENT);
     snprintf(a[15], sizeof(a[15]), "slow=%d", O.type == SAFETY_FAIR ? FAIR_SLOW_HOLD_MS : 0);
     snprintf(a[16], sizeof(a[16]), "permits=%d", SAFETY_SEM_PERMITS);
-    char *argv[18];
-    for (int i = 0; i < 17; i++)
+    snprintf(a[17], sizeof(a[17]), "ack=%d", r->ack);
+    char *argv[19];
+    for (int i = 0; i < 18; i++)
         argv[i] = a[i];
-    argv[17] = NULL;
+    argv[18] = NULL;
     char out[300];
     snprintf(out, sizeof(out), "%s/w%d.out", r->dir, id);
     w->pid = spawn(w->ns, argv, out);
@@ -194,6 +211,7 @@ typedef struct scenario {
     int64_t victim_hold_ms; /* worker 0's, for sigstop/partition */
     int needs_netns;
     int names;              /* lock names, 0 = --names */
+    int deploy;             /* DEPLOY_*: a failover scenario's deployment */
 } scenario;
 
 /* Type fair: the other threads of a stopped worker may wait at the head of
@@ -208,8 +226,13 @@ static int64_t dead_waiters_ms(void)
  * overlaps Redis without persistence allows). pause: more names than threads
  * can keep busy, so acquires (not just waits) run into the pause. */
 static const scenario scenarios[] = {
-    {"baseline", 0, 0, 0, 0},    {"kill9", 2, 2, 0, 0},  {"sigstop", 5, 300, 0, 0},
-    {"restart", 400, 400, 0, 0}, {"pause", 2, 2, 0, 6},  {"partition", 2, 4000, 1, 0},
+    {"baseline", 0, 0, 0, 0, 0},    {"kill9", 2, 2, 0, 0, 0},  {"sigstop", 5, 300, 0, 0, 0},
+    {"restart", 400, 400, 0, 0, 0}, {"pause", 2, 2, 0, 6, 0},  {"partition", 2, 4000, 1, 0, 0},
+    /* Failovers (type lock only): holds long enough to be in progress at the
+     * switch. */
+    {"sentinel-kill", 20, 20, 0, 0, DEPLOY_SENTINEL_KILL},
+    {"cluster-failover", 20, 20, 0, 0, DEPLOY_CLUSTER_FAILOVER},
+    {"cluster-kill", 20, 20, 0, 0, DEPLOY_CLUSTER_KILL},
 };
 
 /* Type sem: when each permit killed worker `id` held is back in the pool
@@ -256,7 +279,7 @@ static void time_dead_permits(run *r, int id, pid_t pid, int64_t t_kill)
             if (back < 0)
                 msleep(20);
         }
-        logf_(r, "X %d %d %lld %lld", id, (int)s->name, (long long)t_kill, (long long)back);
+        coord_log(r, "X %d %d %lld %lld", id, (int)s->name, (long long)t_kill, (long long)back);
     }
     if (c)
         redisFree(c);
@@ -296,7 +319,7 @@ static void latch_tick(run *r, int64_t now)
         freeReplyObject(rep);
     if (!ok)
         return;
-    logf_(r, "L %lld %lld %d", (long long)round, (long long)safety_now(), count);
+    coord_log(r, "L %lld %lld %d", (long long)round, (long long)safety_now(), count);
     int idx = (int)(round % SAFETY_LATCH_ROUNDS);
     r->shm->latch_count[idx] = count;
     __atomic_store_n(&r->shm->latch_tickets[idx], 0, __ATOMIC_SEQ_CST);
@@ -318,7 +341,23 @@ static void inject(run *r, const scenario *sc, int64_t until)
             continue;
         }
         next = now + (1000 + rand() % 1000) * 1000000LL;
-        if (!strcmp(sc->name, "kill9")) {
+        if (sc->deploy) {
+            /* A failover once the workers are busy; on a cluster, of the
+             * primary that serves the first lock name. Another after 6 s
+             * where the deployment can take one (not after a cluster kill:
+             * the promoted replica has none left). */
+            char key[96];
+            snprintf(key, sizeof(key), "%s:lock:0", r->prefix);
+            if (r->failovers > 0 && sc->deploy == DEPLOY_CLUSTER_KILL) {
+                next = until;
+                continue;
+            }
+            if (deploy_failover(r, sc->deploy, key) == 0)
+                r->failovers++;
+            else
+                fprintf(stderr, "  problem: the failover could not be made\n");
+            next = safety_now() + 6000000000LL;
+        } else if (!strcmp(sc->name, "kill9")) {
             int id = find_worker(r, PH_HOLDING, -1);
             if (id < 0 && O.type == SAFETY_LATCH)   /* between rounds: anyone */
                 id = find_worker(r, PH_IDLE, -1);
@@ -327,7 +366,7 @@ static void inject(run *r, const scenario *sc, int64_t until)
             pid_t pid = r->w[id].pid;
             kill(pid, SIGKILL);
             int64_t t_kill = safety_now();
-            logf_(r, "K %d %d %lld", id, (int)pid, (long long)t_kill);
+            coord_log(r, "K %d %d %lld", id, (int)pid, (long long)t_kill);
             waitpid(pid, NULL, 0);
             r->w[id].alive = 0;
             if (O.type == SAFETY_SEM)
@@ -354,7 +393,7 @@ static void inject(run *r, const scenario *sc, int64_t until)
             msleep(O.watchdog + 1000 + dead_waiters_ms());   /* longer than its lease */
             int64_t t_cont = safety_now();
             kill(pid, SIGCONT);
-            logf_(r, "P %d %d %lld %lld", id, (int)pid, (long long)t_stop, (long long)t_cont);
+            coord_log(r, "P %d %d %lld %lld", id, (int)pid, (long long)t_stop, (long long)t_cont);
             next = safety_now() + 1500000000LL;
         } else if (!strcmp(sc->name, "restart")) {
             int64_t t_down = safety_now();
@@ -363,7 +402,7 @@ static void inject(run *r, const scenario *sc, int64_t until)
             msleep(100);
             if (server_launch(r, &r->lock) != 0)
                 break;
-            logf_(r, "R %lld %lld", (long long)t_down, (long long)safety_now());
+            coord_log(r, "R %lld %lld", (long long)t_down, (long long)safety_now());
             next = safety_now() + 2500000000LL;
         } else if (!strcmp(sc->name, "pause")) {
             int64_t pause_ms = O.cmdtimeout * 3;   /* longer than the command timeout */
@@ -376,7 +415,7 @@ static void inject(run *r, const scenario *sc, int64_t until)
                 freeReplyObject(rep);
             redisFree(c);
             msleep(pause_ms);
-            logf_(r, "C %lld %lld", (long long)t, (long long)(t + pause_ms * 1000000LL));
+            coord_log(r, "C %lld %lld", (long long)t, (long long)(t + pause_ms * 1000000LL));
             next = safety_now() + 2000000000LL;
         } else if (!strcmp(sc->name, "partition")) {
             int id = find_worker(r, PH_HOLDING, 0);   /* worker 0 lives in namespace A */
@@ -394,7 +433,7 @@ static void inject(run *r, const scenario *sc, int64_t until)
                 check_stuck(r, safety_now(), 0);
             }
             partition(r, 0);
-            logf_(r, "N %d %lld %lld", 0, (long long)t_cut, (long long)safety_now());
+            coord_log(r, "N %d %lld %lld", 0, (long long)t_cut, (long long)safety_now());
             next = safety_now() + 2000000000LL;
         }
     }
@@ -422,9 +461,16 @@ static int read_storage(run *r, check_params *cp)
 
 static int run_scenario(const scenario *sc)
 {
+    if (sc->deploy && O.type != SAFETY_LOCK) {
+        printf("scenario %-10s SKIPPED: the failover scenarios run with --type lock\n", sc->name);
+        return 77;
+    }
     int names_option = O.names;
+    int64_t watchdog_option = O.watchdog;
     if (sc->names)
         O.names = sc->names;
+    if (sc->deploy && O.watchdog < FAILOVER_WATCHDOG_MS)
+        O.watchdog = FAILOVER_WATCHDOG_MS;
     run rr;
     run *r = &rr;
     memset(r, 0, sizeof(*r));
@@ -460,10 +506,17 @@ static int run_scenario(const scenario *sc)
         host = NS_R_ADDR;
     }
     if (server_start(r, &r->store, "store", ns_servers, host) != 0 ||
-        server_start(r, &r->lock, "lock", ns_servers, host) != 0) {
+        (sc->deploy ? deploy_start(sc->deploy, r->lock_url, sizeof(r->lock_url))
+                    : server_start(r, &r->lock, "lock", ns_servers, host)) != 0) {
+        if (r->store.pid > 0)
+            stop_pid(r->store.pid, SIGTERM, 3000);
         netns_down(r);
+        O.names = names_option;
+        O.watchdog = watchdog_option;
         return 1;
     }
+    if (sc->deploy && O.ack)
+        r->ack = deploy_replicas(sc->deploy);
     r->nworkers = O.procs;
     for (int id = 0; id < r->nworkers; id++) {
         r->w[id].hold_ms = id == 0 ? sc->victim_hold_ms : sc->hold_ms;
@@ -519,7 +572,10 @@ static int run_scenario(const scenario *sc)
      * unused). */
     cp.recover_ns = (O.cmdtimeout + 200) * 1000000LL;
     read_storage(r, &cp);
-    stop_pid(r->lock.pid, SIGTERM, 3000);
+    if (sc->deploy)
+        deploy_stop(sc->deploy);
+    else
+        stop_pid(r->lock.pid, SIGTERM, 3000);
     stop_pid(r->store.pid, SIGTERM, 3000);
     netns_down(r);
     fclose(r->log);
@@ -561,6 +617,24 @@ static int run_scenario(const scenario *sc)
     /* Readers must have shared, and writers written. */
     if (O.type == SAFETY_RW && (rep.read_overlaps == 0 || rep.write_holds == 0))
         ok = 0;
+    /* A failover must have been made; with every replica acknowledging, a
+     * clean one (CLUSTER FAILOVER waits for the replica) grants no lock twice. */
+    if (sc->deploy) {
+        printf("  failovers: %d (replica acknowledgement: %s); double grants: %lld, of which "
+               "%lld with the first holder told (fencing refused its late writes) and %lld "
+               "violations\n",
+               r->failovers, r->ack ? "every replica" : "off",
+               rep.overlaps + rep.allowed_overlaps, rep.allowed_overlaps, rep.overlaps);
+        if (report_file)
+            fprintf(report_file, "  failovers: %d (replica acknowledgement: %s); double grants: "
+                                 "%lld (%lld told)\n",
+                    r->failovers, r->ack ? "every replica" : "off",
+                    rep.overlaps + rep.allowed_overlaps, rep.allowed_overlaps);
+        if (r->failovers == 0)
+            ok = 0;
+        if (r->ack && sc->deploy == DEPLOY_CLUSTER_FAILOVER && rep.allowed_overlaps > 0)
+            ok = 0;
+    }
     /* The order must have been checked (restarts reset it: few waits qualify). */
     if (O.type == SAFETY_FAIR && rep.fair_checks == 0 && strcmp(sc->name, "restart") != 0)
         ok = 0;
@@ -577,14 +651,16 @@ static int run_scenario(const scenario *sc)
     if (!ok)
         printf("  (histories kept in %s)\n", r->dir);
     O.names = names_option;
+    O.watchdog = watchdog_option;
     return ok ? 0 : 1;
 }
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: safety [--scenario baseline|kill9|sigstop|restart|pause|partition|all]"
+    fprintf(stderr, "usage: safety [--scenario baseline|kill9|sigstop|restart|pause|partition|"
+                    "sentinel-kill|cluster-failover|cluster-kill|all]"
                     " [--type " SAFETY_TYPE_LIST "] [--seconds S] [--procs P] [--threads T] [--names K] [--ops N]"
-                    " [--watchdog MS] [--worker PATH] [--keep] [--min-total-ops N]"
+                    " [--watchdog MS] [--worker PATH] [--keep] [--ack] [--min-total-ops N]"
                     " [--report FILE]\n");
 }
 
@@ -594,6 +670,10 @@ int main(int argc, char **argv)
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--keep")) {
             O.keep = 1;
+            continue;
+        }
+        if (!strcmp(a, "--ack")) {
+            O.ack = 1;
             continue;
         }
         if (!v) {

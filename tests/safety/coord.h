@@ -40,7 +40,23 @@ typedef struct run {
     char ns_r[32], ns_a[32], ns_b[32];
     int netns;
     int stuck;
+    char lock_url[512];     /* a deployment's URL (failover scenarios), else empty */
+    int ack;                /* replicas each acquisition and renewal waits for */
+    int failovers;          /* made so far */
 } run;
+
+/* The failover scenarios' deployments (coord_deploy.c). */
+enum { DEPLOY_NONE = 0, DEPLOY_SENTINEL_KILL, DEPLOY_CLUSTER_FAILOVER, DEPLOY_CLUSTER_KILL };
+/* Starts it; its URL into url. 0 on success. */
+int deploy_start(int kind, char *url, size_t size);
+void deploy_stop(int kind);
+/* The replicas of each primary (what "every replica acknowledged" means). */
+int deploy_replicas(int kind);
+/* One failover (of the primary serving `key` on a cluster), logged as an O
+ * record; 0 once the switch is seen, -1 when it could not be made. */
+int deploy_failover(run *r, int kind, const char *key);
+/* Appends a line to the run's coordinator log. */
+void coord_log(run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 extern volatile sig_atomic_t interrupted;   /* SIGINT/SIGTERM: wind down */
 extern const char *NS_R_ADDR, *NS_A_ADDR, *NS_R_ADDR_B, *NS_B_ADDR;

@@ -105,6 +105,9 @@ static inline int safety_exclusive(int type)
  *   R <t_down> <t_up>               lock server restarted (no persistence)
  *   C <t_start> <t_end>             CLIENT PAUSE ALL
  *   N <w> <t_cut> <t_heal>          worker w partitioned from the lock server
+ *   O <t_fault> <t_switched>        a failover of the lock deployment (the
+ *                                   primary killed or CLUSTER FAILOVER) until
+ *                                   the new primary was seen serving
  * Type sem: the token of S and E records is the thread's hold number (no
  * fencing), and the coordinator adds, per permit a killed worker held:
  *   X <w> <name> <t_kill> <t_back>  when the permit was back in the pool (its
@@ -221,7 +224,7 @@ typedef struct check_report {
     long long kills, kill_measured, stops, stop_holds, stop_passed, stop_told, stop_late_refused;
     long long restarts, restart_holds, restart_told, pauses, partitions, part_holds, part_told;
     long long part_late, expectation_failures, others_during_partition;
-    long long lost_holds, release_errors;
+    long long lost_holds, release_errors, failovers;
     /* fair */
     long long fair_checks, fair_violations, fair_waits, fair_exempt, fair_close, fair_timeouts;
     /* rw */

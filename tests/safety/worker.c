@@ -33,7 +33,7 @@
 typedef struct params {
     int id;
     const char *lock_url, *store_url, *prefix, *history, *shm;
-    int names, threads, retry, type, reads, permits;
+    int names, threads, retry, type, reads, permits, ack;
     int64_t watchdog, cmdtimeout, wait, hold_ms, seconds, slow;
 } params;
 
@@ -448,6 +448,7 @@ static int parse(int argc, char **argv)
         else if (!strcmp(k, "reads")) P.reads = atoi(v);
         else if (!strcmp(k, "slow")) P.slow = atoll(v);
         else if (!strcmp(k, "permits")) P.permits = atoi(v);
+        else if (!strcmp(k, "ack")) P.ack = atoi(v);
         else if (!strcmp(k, "type")) {
             if ((P.type = safety_type_parse(v)) < 0)
                 return -1;
@@ -469,7 +470,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: safety_worker id=N lock=URL store=URL prefix=P history=FILE "
                         "shm=FILE [names=3 threads=4 watchdog=1500 cmdtimeout=1000 retry=2 "
                         "wait=10000 hold_ms=0 seconds=3600 type=" SAFETY_TYPE_LIST " reads=60 slow=0 "
-                        "permits=2]\n");
+                        "permits=2 ack=0]\n");
         return 64;
     }
     hist_fd = open(P.history, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
@@ -493,6 +494,13 @@ int main(int argc, char **argv)
     dlock_config_set_watchdog_timeout(cfg, P.watchdog);
     dlock_config_set_command_timeout(cfg, P.cmdtimeout);
     dlock_config_set_connect_timeout(cfg, P.cmdtimeout);
+    /* Every acquisition and renewal waits for `ack` replicas; fewer: given
+     * back, or the hold reported lost. */
+    if (P.ack > 0 &&
+        dlock_config_set_replica_ack(cfg, P.ack, P.cmdtimeout * 4 / 5, DLOCK_ACK_RELEASE) != DLOCK_OK) {
+        fprintf(stderr, "worker %d: %s\n", P.id, dlock_last_error());
+        return 2;
+    }
     dlock_config_set_retry(cfg, P.retry, 200);
     if (P.type == SAFETY_FAIR)
         dlock_config_set_fair_wait_timeout(cfg, P.wait);
