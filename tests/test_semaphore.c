@@ -320,9 +320,15 @@ static void test_n_permit_wait(void **state)
     assert_int_equal(dlock_semaphore_try_set_permits(s, 5, NULL), DLOCK_OK);
     assert_int_equal(dlock_semaphore_acquire(s, 3), DLOCK_OK);
     assert_int_equal(avail(s), 2);
+    long long before = th_calls(&srv, "evalsha");
     waiter w;
     start_waiter(&w, s, 4, DLOCK_WAIT_FOREVER);
     assert_true(await_numsub(ch, 1, 5000));
+    /* asleep: it made its two attempts (before and after subscribing; on a
+     * cluster the second waits for a new connection to the slot's node) */
+    int64_t end = th_now_ms() + 5000 * th_slack();
+    while (th_calls(&srv, "evalsha") - before < 2 && th_now_ms() < end)
+        th_sleep_ms(5);
     th_sleep_ms(100);
     long long e0 = th_calls(&srv, "evalsha");
     assert_int_equal(dlock_semaphore_release(s, 1), DLOCK_OK);   /* 3: not enough */
