@@ -169,10 +169,13 @@ static void test_arrival_order_threads(void **state)
          * before the message it races: a little room there. The exact figure
          * is the bench's (section 2b: needless wake-ups). */
         uint64_t room = th_slack() > 1 ? 2 : 0;
-        /* No wake-up at all is right only for a head whose retry once
-         * subscribed (its second attempt) came after the release: a slow
-         * subscription (TLS under TSan) can take that long. */
-        int unwoken_ok = w[i].wakeups == 0 && w[i].attempts <= 2 && i == 0;
+        /* No wake-up at all is right for a head whose retry once subscribed
+         * (its second attempt) came after the release: a slow subscription
+         * (TLS under TSan) can take that long. Under valgrind or the
+         * sanitizers a waiter's short retry timer may also beat its message:
+         * not a wasted wake-up, so allowed there. */
+        int unwoken_ok = w[i].wakeups == 0 &&
+                         (th_slack() > 1 || (w[i].attempts <= 2 && i == 0));
         if ((w[i].wakeups < 1 && !unwoken_ok) || w[i].wakeups > 1 + room || w[i].wasted > room ||
             w[i].attempts > 8 + 4 * room)
             fail_msg("waiter %d: %llu wake-ups, %llu wasted, %llu attempts", i,
