@@ -144,11 +144,12 @@ fi
 if want fair; then
 echo "2b. fair-lock handoff (processes; only the head of the queue is woken)..."
 for i in $(seq "$runs"); do
-  # The -c 1 round trip right beside it: the gap target is a ratio to it.
+  # The -c 1 round trip right beside it: the gap target is a ratio to it
+  # (the script loaded first: the section before flushed the cache).
+  sha=$(redis-cli -p "$REDIS_PORT" script load "$(cat "$root/src/scripts/lock/acquire.lua")")
   rb ceiling-c1 1 "$rb_n" bench:rb1
   record pin "$bench" handoff --kind fair --url "$url" --mode processes --seconds "$secs"
   flush
-  sha=$(redis-cli -p "$REDIS_PORT" script load "$(cat "$root/src/scripts/lock/acquire.lua")")
 done
 
 fi
