@@ -20,6 +20,8 @@
 
 #include <cmocka.h>
 
+#include "sync/sync.h"
+
 #define MAX_EXTRA 16
 
 int64_t th_now_ms(void)
@@ -1092,4 +1094,14 @@ redisContext *th_subscribe(const th_redis *r, const char *channel)
         return NULL;
     }
     return c;
+}
+
+int th_await_lock_waiter(dlock_client *c, const char *name)
+{
+    char ch[300];
+    int len = snprintf(ch, sizeof(ch), "redisson_lock__channel:{%s}", name);
+    for (int64_t until = th_now_ms() + 5000 * th_slack(); th_now_ms() < until; th_sleep_ms(5))
+        if (dlock__pubsub_waiters(c->pubsub, ch, (size_t)len) > 0)
+            return 1;
+    return dlock__pubsub_waiters(c->pubsub, ch, (size_t)len) > 0;
 }

@@ -189,6 +189,10 @@ int th__acl_setup(th_redis *r);
 #define TH_ACL_USER "dlock"
 #define TH_ACL_PASS "dlock-test-pw"
 
+/* Waits up to 5 s x th_slack() until client c counts a waiter on lock
+ * `name`'s channel (redisson_lock__channel:{name}): its subscription is
+ * made. 1 when it does, 0 at the deadline. */
+int th_await_lock_waiter(dlock_client *c, const char *name);
 int64_t th_now_ms(void);
 void th_sleep_ms(int64_t ms);
 /* Multiplier for upper time bounds: > 1 under sanitizers (DLOCK_TEST_SLOW). */

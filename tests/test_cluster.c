@@ -216,11 +216,7 @@ static void test_waiter_woken(void **state)
         pthread_t t;
         pthread_create(&t, NULL, waiter, &w);
         /* The waiter is subscribed once its client counts it on the channel. */
-        char ch[128];
-        snprintf(ch, sizeof(ch), "redisson_lock__channel:{%s}", name);
-        for (int64_t until = th_now_ms() + 5000 * th_slack();
-             dlock__pubsub_waiters(b->pubsub, ch, strlen(ch)) == 0 && th_now_ms() < until;)
-            th_sleep_ms(5);
+        th_await_lock_waiter(b, name);
         th_sleep_ms(100);
         /* Inspection counts the waiter: a shard subscriber on the lock's node. */
         dlock_info *info = NULL;
@@ -388,9 +384,7 @@ static void test_sharded_interop(void **state)
     struct waiter_arg w = {c, name, -99, 0};
     pthread_t t;
     pthread_create(&t, NULL, waiter, &w);
-    for (int64_t until = th_now_ms() + 5000 * th_slack();
-         dlock__pubsub_waiters(c->pubsub, ch, strlen(ch)) == 0 && th_now_ms() < until;)
-        th_sleep_ms(5);
+    th_await_lock_waiter(c, name);
     th_sleep_ms(200);
     assert_int_equal(th_int(n, "DEL %s", name), 1);
     assert_int_equal(th_int(n, "SPUBLISH %s 0", ch), 1);   /* dlock's connection heard it */
@@ -659,11 +653,7 @@ static void test_cluster_failover(void **state)
     struct waiter_arg w = {b, blocked, -99, 0};
     pthread_t t;
     pthread_create(&t, NULL, waiter, &w);
-    char ch[128];
-    snprintf(ch, sizeof(ch), "redisson_lock__channel:{%s}", blocked);
-    for (int64_t until = th_now_ms() + 5000 * th_slack();
-         dlock__pubsub_waiters(b->pubsub, ch, strlen(ch)) == 0 && th_now_ms() < until;)
-        th_sleep_ms(5);
+    th_await_lock_waiter(b, blocked);
     th_sleep_ms(100);
     assert_int_equal(th_int(old, "WAIT 1 2000"), 1);
     /* Its replica: the node whose INFO replication names old's port. */
@@ -736,11 +726,7 @@ static void test_cluster_primary_killed(void **state)
     struct waiter_arg w = {b, blocked, -99, 0};
     pthread_t t;
     pthread_create(&t, NULL, waiter, &w);
-    char ch[128];
-    snprintf(ch, sizeof(ch), "redisson_lock__channel:{%s}", blocked);
-    for (int64_t until = th_now_ms() + 5000 * th_slack();
-         dlock__pubsub_waiters(b->pubsub, ch, strlen(ch)) == 0 && th_now_ms() < until;)
-        th_sleep_ms(5);
+    th_await_lock_waiter(b, blocked);
     assert_int_equal(th_int(victim, "WAIT 1 2000"), 1);
     th_redis_stop(victim);
     th_redis *now = NULL;

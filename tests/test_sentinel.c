@@ -390,11 +390,7 @@ static void test_failover_primary_killed(void **state)
     struct waiter_arg w = {b, blocked, -99};
     pthread_t t;
     pthread_create(&t, NULL, waiter, &w);
-    char ch[128];
-    snprintf(ch, sizeof(ch), "redisson_lock__channel:{%s}", blocked);
-    for (int64_t until = th_now_ms() + 5000 * th_slack();
-         dlock__pubsub_waiters(b->pubsub, ch, strlen(ch)) == 0 && th_now_ms() < until;)
-        th_sleep_ms(5);
+    th_await_lock_waiter(b, blocked);
     th_redis *old = primary();
     assert_non_null(old);
     assert_int_equal(th_int(old, "WAIT 2 2000"), 2);   /* both replicas have the locks */

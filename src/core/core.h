@@ -25,6 +25,10 @@ int dlock__fail(int code, const char *fmt, ...) DLOCK__PRINTF(2, 3);
 void dlock__clear_error(void);
 /* Maps a Redis error reply text to a status code. */
 int dlock__redis_error_code(const char *text);
+/* 1 when a Redis error reply says the node no longer serves the key (MOVED,
+ * ASK, READONLY, CLUSTERDOWN): answered before anything ran, so the request
+ * may go again where the topology now says. */
+int dlock__redis_redirected(const char *text);
 
 /* ------------------------------------------------------------------ utils */
 

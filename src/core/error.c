@@ -81,6 +81,12 @@ void dlock__log(const dlock_config *cfg, dlock_log_level lvl, const char *fmt, .
 
 static int has_prefix(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
 
+int dlock__redis_redirected(const char *text)
+{
+    return text && (has_prefix(text, "MOVED ") || has_prefix(text, "ASK ") ||
+                    has_prefix(text, "READONLY") || has_prefix(text, "CLUSTERDOWN"));
+}
+
 int dlock__redis_error_code(const char *text)
 {
     if (!text)

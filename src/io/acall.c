@@ -94,13 +94,6 @@ static int transient(const char *s)
            strncmp(s, "TRYAGAIN", 8) == 0 || strncmp(s, "MASTERDOWN", 10) == 0;
 }
 
-/* The node no longer serves the key (answered before anything ran). */
-static int redirected(const char *s)
-{
-    return strncmp(s, "MOVED ", 6) == 0 || strncmp(s, "ASK ", 4) == 0 ||
-           strncmp(s, "READONLY", 8) == 0 || strncmp(s, "CLUSTERDOWN", 11) == 0;
-}
-
 static void on_ready(dlock__aconn *ac, void *ud);
 
 /* The node that serves a's key now, with its connection (made on first
@@ -302,7 +295,7 @@ static void on_reply(dlock__aconn *ac, redisReply *r, int status, void *ud)
             write_req(x, a);
             return;
         }
-        int moved = redirected(r->str) && dlock__router_dynamic(x->router);
+        int moved = dlock__redis_redirected(r->str) && dlock__router_dynamic(x->router);
         if (moved)
             dlock__router_stale(x->router);   /* read again soon; then routed afresh */
         if ((moved || transient(r->str)) && may_retry(x, a)) {

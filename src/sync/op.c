@@ -116,17 +116,13 @@ static int refused_reply(const redisReply *r)
 }
 
 /* The node no longer serves the keys (a slot moved or moving, a cluster
- * between states, a primary turned replica): answered before the script ran
- * (a replica runs no write), so the op may be sent again, routed afresh. */
+ * between states, a primary turned replica), or asks for a retry (a slot
+ * being migrated): answered before the script ran (a replica runs no
+ * write), so the op may be sent again, routed afresh. */
 static int redirected_reply(const redisReply *r)
 {
-    static const char *const kinds[] = {"MOVED ", "ASK ", "TRYAGAIN", "CLUSTERDOWN", "READONLY"};
-    if (!r || r->type != REDIS_REPLY_ERROR)
-        return 0;
-    for (size_t i = 0; i < DLOCK__ARRAY_LEN(kinds); i++)
-        if (strncmp(r->str, kinds[i], strlen(kinds[i])) == 0)
-            return 1;
-    return 0;
+    return r && r->type == REDIS_REPLY_ERROR &&
+           (dlock__redis_redirected(r->str) || strncmp(r->str, "TRYAGAIN", 8) == 0);
 }
 
 void dlock__op_call_many(dlock_client *c, dlock__node *n, const dlock__op *ops, size_t k,
