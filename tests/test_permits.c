@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "harness.h"
+#include "proxy.h"
 #include "sync/sync.h"
 
 static th_redis srv;
@@ -534,6 +535,66 @@ static void test_watchdog_permit_lost(void **state)
     dlock_permit_semaphore_free(p);
 }
 
+/* A release that gets no answer ends the watchdog's renewal of that permit
+ * anyway, and is no loss: whether the request never reached Redis (the permit
+ * then runs out with its last lease and is back in the pool) or it ran and
+ * only the answer was lost (back at once). Renewing on would keep a permit
+ * its holder let go of out of the pool for as long as the holder lives. */
+static void test_unanswered_release_stops_renewal(void **state)
+{
+    (void)state;
+    th_proxy *px = th_proxy_start(srv.port);
+    assert_non_null(px);
+    char url[64], name[128], id[DLOCK_PERMIT_ID_BUFSIZE];
+    snprintf(url, sizeof(url), "redis://127.0.0.1:%d", th_proxy_port(px));
+    dlock_config *cfg = dlock_config_new();
+    assert_int_equal(dlock_config_set_url(cfg, url), DLOCK_OK);
+    assert_int_equal(dlock_config_set_watchdog_timeout(cfg, WD), DLOCK_OK);
+    assert_int_equal(dlock_config_set_command_timeout(cfg, 300), DLOCK_OK);
+    assert_int_equal(dlock_config_set_retry(cfg, 1, 100), DLOCK_OK);
+    dlock_client *c = NULL;
+    assert_int_equal(dlock_client_open(&c, cfg), DLOCK_OK);
+    dlock_config_free(cfg);
+    dlock_permit_semaphore *p = psem(c, "perm-relfail", name, sizeof(name));
+    dlock_permit_semaphore_set_lost_callback(p, on_lost, &lost);
+    assert_int_equal(dlock_permit_semaphore_try_set_permits(p, 1, NULL), DLOCK_OK);
+    int before = lost_calls();
+
+    /* The request never arrives (a partition). */
+    assert_int_equal(dlock_permit_semaphore_acquire(p, DLOCK_WATCHDOG, id, sizeof(id)),
+                     DLOCK_OK);
+    th_sleep_ms(WD / 2);
+    th_proxy_blackhole(px, 1);
+    int rc = dlock_permit_semaphore_release(p, id);
+    assert_true(rc == DLOCK_ECMDTIMEOUT || rc == DLOCK_ECONN || rc == DLOCK_EUNKNOWN);
+    assert_int_equal(dlock__watchdog_count(c->wd), 0);
+    th_proxy_blackhole(px, 0);
+    th_proxy_cut(px);
+    assert_true(score_of(name, id) > 0);   /* still leased: the release never ran */
+    int64_t end = th_now_ms() + 2 * WD * th_slack();
+    while (score_of(name, id) > server_ms() && th_now_ms() < end)
+        th_sleep_ms(20);
+    assert_true(score_of(name, id) <= server_ms());   /* ran out, not renewed */
+    assert_int_equal(avail(p, NULL), 1);              /* back in the pool */
+
+    /* The request runs and only its answer is lost. */
+    assert_int_equal(dlock_permit_semaphore_acquire(p, DLOCK_WATCHDOG, id, sizeof(id)),
+                     DLOCK_OK);
+    th_proxy_swallow_replies(px);
+    rc = dlock_permit_semaphore_release(p, id);
+    assert_true(rc == DLOCK_ECMDTIMEOUT || rc == DLOCK_ECONN || rc == DLOCK_EUNKNOWN);
+    assert_int_equal(dlock__watchdog_count(c->wd), 0);
+    assert_int_equal(score_of(name, id), -1);   /* released in Redis */
+    assert_int_equal(avail(p, NULL), 1);
+    th_sleep_ms(WD);                            /* no renewal found it gone */
+    assert_int_equal(lost_calls(), before);
+    assert_int_equal(dlock__watchdog_count(c->wd), 0);
+
+    dlock_permit_semaphore_free(p);
+    dlock_client_close(c);
+    th_proxy_stop(px);
+}
+
 /* A leased permit turned into a watchdog permit lives on; turned back into a
  * leased one, it ends with that lease. */
 static void test_update_to_watchdog_and_back(void **state)
@@ -725,6 +786,7 @@ int main(void)
         cmocka_unit_test(test_watchdog_permit_lives),
         cmocka_unit_test(test_watchdog_permit_holder_dies),
         cmocka_unit_test(test_watchdog_permit_lost),
+        cmocka_unit_test(test_unanswered_release_stops_renewal),
         cmocka_unit_test(test_update_to_watchdog_and_back),
         cmocka_unit_test(test_interop_redisson_side),
         cmocka_unit_test(test_interop_dlock_wakes_redisson),
