@@ -286,7 +286,8 @@ int cli_opt_value(const cli_opts *o, const char *cmd, int argc, char **argv, int
 static void mask_url_password(char *url)
 {
     static const char *const schemes[] = {"redis://", "rediss://", "redis-sentinel://",
-                                          "redis-cluster://"};
+                                          "redis-cluster://", "rediss-sentinel://",
+                                          "rediss-cluster://"};
     char *a = NULL;
     for (size_t i = 0; i < sizeof(schemes) / sizeof(schemes[0]) && !a; i++)
         if (strncmp(url, schemes[i], strlen(schemes[i])) == 0)

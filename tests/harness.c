@@ -247,6 +247,39 @@ static int start_in_dir(th_redis *r, const char *sentinel_conf)
     return -1;
 }
 
+/* Appends "--opt value" pairs (string literals, NULL-terminated) to r's extras. */
+static void add_extra(th_redis *r, ...)
+{
+    int n = 0;
+    while (r->extra[n])
+        n++;
+    va_list ap;
+    va_start(ap, r);
+    const char *a;
+    while ((a = va_arg(ap, const char *)) && n < (int)(sizeof(r->extra) / sizeof(r->extra[0])) - 1)
+        r->extra[n++] = a;
+    va_end(ap);
+    r->extra[n] = NULL;
+}
+
+/* A deployment's URL: scheme, the nodes' client ports (TLS ones over TLS),
+ * the test certificates over TLS, then `tail` (a master's "#name"). */
+static void deploy_url(char *buf, size_t size, const char *kind, th_redis *const *nodes, int n,
+                       const char *tail)
+{
+    int tls = nodes[0]->tls;
+    size_t off = (size_t)snprintf(buf, size, "%s-%s://", tls ? "rediss" : "redis", kind);
+    for (int i = 0; i < n; i++)
+        off += (size_t)snprintf(buf + off, off < size ? size - off : 0, "%s127.0.0.1:%d",
+                                i ? "," : "", th_client_port(nodes[i]));
+    const char *d = tls ? th_tls_dir() : NULL;
+    if (d)
+        off += (size_t)snprintf(buf + off, off < size ? size - off : 0,
+                                "?cacert=%s/ca.crt&cert=%s/client.crt&key=%s/client.key", d, d,
+                                d);
+    snprintf(buf + off, off < size ? size - off : 0, "%s", tail);
+}
+
 static int make_dir(th_redis *r)
 {
     snprintf(r->dir, sizeof(r->dir), "/tmp/dlock-test-XXXXXX");
@@ -721,11 +754,14 @@ int th_replset_start(th_replset *rs, ...)
         all[i + 1] = &rs->replica[i];
     for (int i = 0; i < 1 + TH_REPLICAS; i++) {
         memcpy(all[i]->extra, proto.extra, sizeof(proto.extra));
+        all[i]->tls = th_tls_mode();   /* replication over TLS too */
+        if (all[i]->tls)
+            add_extra(all[i], "--tls-replication", "yes", NULL);
         if (make_dir(all[i]) != 0 || start_in_dir(all[i], NULL) != 0)
             goto fail;
     }
     char port[16];
-    snprintf(port, sizeof(port), "%d", rs->primary.port);
+    snprintf(port, sizeof(port), "%d", th_client_port(&rs->primary));
     for (int i = 0; i < TH_REPLICAS; i++) {
         redisReply *rep = th_cmd(&rs->replica[i], "REPLICAOF 127.0.0.1 %s", port);
         int ok = rep && rep->type == REDIS_REPLY_STATUS;
@@ -776,7 +812,11 @@ int th_sentinel_primary_port(const th_redis *s, const char *master)
         port = atoi(rep->element[1]->str);
     if (rep)
         freeReplyObject(rep);
-    return port;
+    /* Over TLS the sentinels know the TLS ports: the plain one, as th_redis's. */
+    char var[48];
+    snprintf(var, sizeof(var), "DLOCK_TEST_PLAIN_%d", port);
+    const char *plain = port > 0 ? getenv(var) : NULL;
+    return plain ? atoi(plain) : port;
 }
 
 int th_sentinels_start(th_sentinels *ss, const th_replset *rs, const char *master)
@@ -790,16 +830,20 @@ int th_sentinels_start(th_sentinels *ss, const th_replset *rs, const char *maste
              "sentinel down-after-milliseconds %s 1000\n"
              "sentinel failover-timeout %s 5000\n"
              "sentinel parallel-syncs %s 1\n",
-             master, rs->primary.port, master, master, master);
-    size_t off = (size_t)snprintf(ss->url, sizeof(ss->url), "redis-sentinel://");
+             master, th_client_port(&rs->primary), master, master, master);
+    th_redis *nodes[TH_SENTINELS];
     for (int i = 0; i < TH_SENTINELS; i++) {
         ss->s[i].sentinel = 1;
+        ss->s[i].tls = rs->primary.tls;   /* to clients, the data nodes and each other */
+        if (ss->s[i].tls)
+            add_extra(&ss->s[i], "--tls-replication", "yes", NULL);
         if (make_dir(&ss->s[i]) != 0 || start_in_dir(&ss->s[i], conf) != 0)
             goto fail;
-        off += (size_t)snprintf(ss->url + off, sizeof(ss->url) - off, "%s127.0.0.1:%d",
-                                i ? "," : "", ss->s[i].port);
+        nodes[i] = &ss->s[i];
     }
-    snprintf(ss->url + off, sizeof(ss->url) - off, "#%s", master);
+    char tail[80];
+    snprintf(tail, sizeof(tail), "#%s", master);
+    deploy_url(ss->url, sizeof(ss->url), "sentinel", nodes, TH_SENTINELS, tail);
     /* Ready when each sentinel has found the replicas and the other sentinels
      * (by the hello channel, every 2 s). */
     for (int64_t until = th_now_ms() + 30000 * th_slack();;) {
@@ -908,6 +952,11 @@ int th_cluster_start(th_cluster *cl)
     argv[argc++] = "create";
     for (int i = 0; i < TH_CLUSTER_NODES; i++) {
         cl->node[i].bus_port = -1;
+        /* Over TLS: the bus and replication too, and CLUSTER SLOTS names the
+         * TLS ports to TLS clients (the plain ones to the harness's). */
+        cl->node[i].tls = th_tls_mode();
+        if (cl->node[i].tls)
+            add_extra(&cl->node[i], "--tls-cluster", "yes", "--tls-replication", "yes", NULL);
         if (make_dir(&cl->node[i]) != 0 || start_in_dir(&cl->node[i], NULL) != 0)
             goto fail;
         snprintf(addr[i], sizeof(addr[i]), "127.0.0.1:%d", cl->node[i].port);
@@ -939,10 +988,8 @@ int th_cluster_start(th_cluster *cl)
             goto fail;
         th_sleep_ms(100);
     }
-    size_t off = (size_t)snprintf(cl->url, sizeof(cl->url), "redis-cluster://");
-    for (int i = 0; i < 3; i++)
-        off += (size_t)snprintf(cl->url + off, sizeof(cl->url) - off, "%s%s", i ? "," : "",
-                                addr[i]);
+    th_redis *seeds[] = {&cl->node[0], &cl->node[1], &cl->node[2]};
+    deploy_url(cl->url, sizeof(cl->url), "cluster", seeds, 3, "");
     return 0;
 fail:
     fprintf(stderr, "harness: cannot create a cluster of %d nodes\n", TH_CLUSTER_NODES);

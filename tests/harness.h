@@ -93,12 +93,15 @@ int th_replset_start(th_replset *rs, ...);
 void th_replset_destroy(th_replset *rs);
 
 /* 3 sentinels monitoring a primary under a master name (quorum 2, down after
- * 1 s, failover timeout 5 s). url: redis-sentinel://127.0.0.1:p1,...#name. */
+ * 1 s, failover timeout 5 s). url: redis-sentinel://127.0.0.1:p1,...#name.
+ * In TLS mode (DLOCK_TEST_TLS) replication, the sentinels and the URL are
+ * TLS: rediss-sentinel://...?cacert=...#name; the same for a cluster
+ * (rediss-cluster://, the bus over TLS). th_cmd stays on plain ports. */
 #define TH_SENTINELS 3
 typedef struct th_sentinels {
     th_redis s[TH_SENTINELS];
     char master[64];
-    char url[256];
+    char url[512];
 } th_sentinels;
 /* Starts the sentinels on rs->primary and waits (up to ~30 s) until each
  * knows the 2 replicas and the 2 other sentinels. 0 on success. */
@@ -114,7 +117,7 @@ int th_sentinel_primary_port(const th_redis *s, const char *master);
 #define TH_CLUSTER_NODES 6
 typedef struct th_cluster {
     th_redis node[TH_CLUSTER_NODES];
-    char url[256];
+    char url[512];
 } th_cluster;
 /* Starts the nodes, creates the cluster and waits (up to ~60 s) until every
  * node reports cluster_state:ok and every replica's link is up. 0 on success. */

@@ -656,12 +656,13 @@ static void test_cluster_failover(void **state)
     th_await_lock_waiter(b, blocked);
     th_sleep_ms(100);
     assert_int_equal(th_int(old, "WAIT 1 2000"), 1);
-    /* Its replica: the node whose INFO replication names old's port. */
+    /* Its replica: the node whose INFO replication names old's port (its
+     * TLS port when replication is over TLS). */
     th_redis *rep = NULL;
     for (int i = 0; i < TH_CLUSTER_NODES && !rep; i++) {
         redisReply *r = th_cmd(&cl.node[i], "INFO replication");
         char want[32];
-        snprintf(want, sizeof(want), "master_port:%d", old->port);
+        snprintf(want, sizeof(want), "master_port:%d\r", th_client_port(old));
         if (r && r->type == REDIS_REPLY_STRING && strstr(r->str, want))
             rep = &cl.node[i];
         if (r)

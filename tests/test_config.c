@@ -324,7 +324,7 @@ static void test_deploy_urls(void **state)
     memset(&ep, 0, sizeof(ep));
     memset(&d, 0, sizeof(d));
     assert_int_equal(dlock__parse_deploy_url("redis-sentinel://al%40ce:s3c@s1,[::1]:26380,s3:7/2#mymaster",
-                                             &ep, &d),
+                                             &ep, &d, NULL),
                      DLOCK_OK);
     assert_int_equal(d.kind, DLOCK__DEPLOY_SENTINEL);
     assert_int_equal(d.nseeds, 3);
@@ -339,7 +339,7 @@ static void test_deploy_urls(void **state)
     assert_string_equal(ep.pass, "s3c");
     assert_int_equal(ep.db, 2);
 
-    assert_int_equal(dlock__parse_deploy_url("redis-cluster://:pw@n1:7000,n2", &ep, &d), DLOCK_OK);
+    assert_int_equal(dlock__parse_deploy_url("redis-cluster://:pw@n1:7000,n2", &ep, &d, NULL), DLOCK_OK);
     assert_int_equal(d.kind, DLOCK__DEPLOY_CLUSTER);
     assert_int_equal(d.nseeds, 2);
     assert_int_equal(d.seeds[1].port, 6379);
@@ -348,16 +348,54 @@ static void test_deploy_urls(void **state)
     assert_int_equal(ep.db, 0);
 
     /* Back to one server; a bad URL changes nothing. */
-    assert_int_equal(dlock__parse_deploy_url("redis://h:1", &ep, &d), DLOCK_OK);
+    assert_int_equal(dlock__parse_deploy_url("redis://h:1", &ep, &d, NULL), DLOCK_OK);
     assert_int_equal(d.kind, DLOCK__DEPLOY_SINGLE);
     assert_int_equal(d.nseeds, 0);
-    assert_int_equal(dlock__parse_deploy_url("redis-cluster://h:0", &ep, &d), DLOCK_EINVAL);
+    assert_int_equal(dlock__parse_deploy_url("redis-cluster://h:0", &ep, &d, NULL), DLOCK_EINVAL);
     assert_int_equal(d.kind, DLOCK__DEPLOY_SINGLE);
     assert_string_equal(ep.host, "h");
     /* A password in a bad URL is never shown. */
-    assert_int_equal(dlock__parse_deploy_url("redis-cluster://u:Secr3t@h:1,bad host", &ep, &d),
+    assert_int_equal(dlock__parse_deploy_url("redis-cluster://u:Secr3t@h:1,bad host", &ep, &d, NULL),
                      DLOCK_EINVAL);
     assert_null(strstr(dlock_last_error(), "Secr3t"));
+
+    /* Over TLS: every seed and the data nodes are TLS; the TLS parameters
+     * come after the hosts (and the database), before a master's name. */
+    dlock__tls_opts t;
+    memset(&t, 0, sizeof(t));
+    assert_int_equal(dlock__parse_deploy_url("rediss-sentinel://:pw@s1,s2:26380/1?cacert=/c/ca.pem"
+                                             "&sni=redis.example#mymaster",
+                                             &ep, &d, &t),
+                     DLOCK_OK);
+    assert_int_equal(d.kind, DLOCK__DEPLOY_SENTINEL);
+    assert_int_equal(d.nseeds, 2);
+    assert_int_equal(d.seeds[0].tls + d.seeds[1].tls, 2);
+    assert_int_equal(d.seeds[0].port, 26379);
+    assert_int_equal(ep.tls, 1);
+    assert_int_equal(ep.db, 1);
+    assert_string_equal(ep.pass, "pw");
+    assert_string_equal(d.master, "mymaster");
+    assert_string_equal(t.ca_file, "/c/ca.pem");
+    assert_string_equal(t.server_name, "redis.example");
+    dlock__tls_opts_clear(&t);
+    assert_int_equal(dlock__parse_deploy_url("rediss-cluster://n1:7000,n2:7001?insecure", &ep, &d,
+                                             &t),
+                     DLOCK_OK);
+    assert_int_equal(d.kind, DLOCK__DEPLOY_CLUSTER);
+    assert_int_equal(d.seeds[0].tls + d.seeds[1].tls, 2);
+    assert_int_equal(d.seeds[1].port, 7001);
+    assert_int_equal(ep.tls, 1);
+    assert_int_equal(t.verify, 0);
+    dlock__tls_opts_clear(&t);
+    /* Without TLS there are no parameters; a TLS parameter that is not one is refused. */
+    assert_int_equal(dlock__parse_deploy_url("redis-cluster://n1?cacert=/c", &ep, &d, NULL),
+                     DLOCK_EINVAL);
+    assert_non_null(strstr(dlock_last_error(), "rediss-cluster://"));
+    assert_int_equal(dlock__parse_deploy_url("rediss-cluster://n1?colour=red", &ep, &d, NULL),
+                     DLOCK_EINVAL);
+    assert_int_equal(d.kind, DLOCK__DEPLOY_CLUSTER);
+    assert_int_equal(ep.tls, 1);
+    assert_string_equal(ep.host, "n1");
     dlock__endpoint_clear(&ep);
     dlock__deploy_clear(&d);
 }

@@ -108,8 +108,9 @@ static void test_sentinel_credentials(void **state)
     assert_null(strstr(dlock_last_error(), "wrong"));   /* never the password */
     /* The sentinels' user given as the data nodes' instead: the primary refuses. */
     assert_int_equal(dlock_config_set_sentinel_password(cfg, NULL, NULL), DLOCK_OK);
-    char url[300];
-    snprintf(url, sizeof(url), "redis-sentinel://watcher:w4tch@%s", ss.url + 17);
+    char url[600];
+    const char *hosts = strstr(ss.url, "://") + 3;   /* redis- or rediss-sentinel:// */
+    snprintf(url, sizeof(url), "%.*swatcher:w4tch@%s", (int)(hosts - ss.url), ss.url, hosts);
     assert_int_equal(dlock_config_set_url(cfg, url), DLOCK_OK);
     assert_int_equal(open_cfg(cfg), DLOCK_EAUTH);
     dlock_config_free(cfg);
@@ -119,12 +120,14 @@ static void test_bad_input(void **state)
 {
     (void)state;
     dlock_config *cfg = dlock_config_new();
-    char url[300];
+    char url[600];
     /* A master name no sentinel knows. */
     snprintf(url, sizeof(url), "%.*s#nosuchmaster", (int)(strchr(ss.url, '#') - ss.url), ss.url);
     assert_int_equal(dlock_config_set_url(cfg, url), DLOCK_OK);
     assert_int_equal(open_cfg(cfg), DLOCK_EINVAL);
     assert_non_null(strstr(dlock_last_error(), "no sentinel knows master 'nosuchmaster'"));
+    dlock_config_free(cfg);   /* without the TLS settings a rediss URL left */
+    cfg = dlock_config_new();
     /* No sentinel answers. */
     th_redis gone;
     assert_int_equal(th_redis_start(&gone, NULL), 0);

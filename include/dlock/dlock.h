@@ -174,6 +174,10 @@ DLOCK_API void dlock_config_free(dlock_config *cfg);
  *       26379 by default); followed across failovers
  *   redis-cluster://[user[:password]@]host[:port][,host[:port]...]
  *       seed nodes of a Redis Cluster (database 0); the rest is discovered
+ *   rediss-sentinel://...[?TLS parameters]#MASTERNAME
+ *   rediss-cluster://...[?TLS parameters]
+ *       the same over TLS: the sentinels, the data nodes and every node
+ *       learnt from them (the TLS settings below apply to each)
  * user and password may be percent-encoded; they are the data nodes' (see
  * dlock_config_set_sentinel_password for the sentinels'). One URL names one
  * deployment: a list mixing schemes is refused. DLOCK_EINVAL names the bad
@@ -183,8 +187,10 @@ DLOCK_API void dlock_config_free(dlock_config *cfg);
  * cacertdir=DIR (_ca), cert=FILE&key=FILE (_cert), sni=NAME (_server_name),
  * insecure (_verify 0). Values are percent-encoded where needed
  * (?cacert=/etc/my%20ca.pem). The parameters a URL gives replace those
- * settings; the ones it does not give keep their values. (Sentinel and
- * Cluster over TLS are not supported yet.) */
+ * settings; the ones it does not give keep their values. So may a
+ * rediss-sentinel:// or rediss-cluster:// URL, after the hosts (and the
+ * database), before the master's name; redis-sentinel:// and
+ * redis-cluster:// take no parameters. */
 DLOCK_API int dlock_config_set_url(dlock_config *cfg, const char *url);
 
 /* What an acquisition or renewal does when fewer replicas acknowledge it
@@ -223,7 +229,8 @@ DLOCK_API int dlock_last_replica_acks(void);
 DLOCK_API int dlock_config_set_sentinel_password(dlock_config *cfg, const char *user,
                                                  const char *password);
 
-/* TLS (a rediss:// URL). dlock speaks TLS itself (OpenSSL), on every
+/* TLS (a rediss://, rediss-sentinel:// or rediss-cluster:// URL). dlock
+ * speaks TLS itself (OpenSSL), on every
  * connection of the client: the blocking pool, the pub/sub and the renewal
  * connections. The server's certificate is verified by default: it must
  * chain to a trusted CA and name the server (the URL's host, or the server

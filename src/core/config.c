@@ -108,13 +108,14 @@ static void take_opt(char **to, char **from)
 int dlock_config_set_url(dlock_config *cfg, const char *url)
 {
     NEED_CFG(cfg);
-    if (dlock__is_deploy_url(url))
-        return dlock__parse_deploy_url(url, &cfg->ep, &cfg->deploy);
     dlock__tls_opts t;
     memset(&t, 0, sizeof(t));
-    int rc = dlock__parse_url_tls(url, &cfg->ep, &t);
-    if (rc != DLOCK_OK)
+    t.verify = -1;
+    int rc = dlock__parse_deploy_url(url, &cfg->ep, &cfg->deploy, &t);
+    if (rc != DLOCK_OK) {
+        dlock__tls_opts_clear(&t);
         return rc;
+    }
     /* The URL's TLS parameters replace those settings; the others stay. */
     take_opt(&cfg->tls.ca_file, &t.ca_file);
     take_opt(&cfg->tls.ca_dir, &t.ca_dir);
@@ -124,7 +125,6 @@ int dlock_config_set_url(dlock_config *cfg, const char *url)
     if (t.verify >= 0)
         cfg->tls.verify = t.verify;
     dlock__tls_opts_clear(&t);
-    dlock__deploy_single(&cfg->deploy);
     return DLOCK_OK;
 }
 

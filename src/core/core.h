@@ -114,11 +114,13 @@ typedef struct dlock__deploy {
     char *sentinel_pass;
 } dlock__deploy;
 
-/* Parses any URL a config takes (redis://, unix://, redis-sentinel://,
- * redis-cluster://) into ep and d; on error neither changes. Sentinel
- * credentials in d are kept. */
-int dlock__parse_deploy_url(const char *url, dlock__endpoint *ep, dlock__deploy *d);
-/* 1 for redis-sentinel:// and redis-cluster:// URLs. */
+/* Parses any URL a config takes (redis://, rediss://, unix://,
+ * redis[s]-sentinel://, redis[s]-cluster://) into ep and d, and its TLS
+ * parameters into *opts (as dlock__parse_url_tls; opts may be NULL); on
+ * error ep and d do not change. Sentinel credentials in d are kept. */
+int dlock__parse_deploy_url(const char *url, dlock__endpoint *ep, dlock__deploy *d,
+                            dlock__tls_opts *opts);
+/* 1 for redis[s]-sentinel:// and redis[s]-cluster:// URLs. */
 int dlock__is_deploy_url(const char *url);
 /* Back to one server: seeds and master name dropped, sentinel credentials kept. */
 void dlock__deploy_single(dlock__deploy *d);

@@ -5,6 +5,11 @@
  *   redis-sentinel://[user:password@]host[:port][,host[:port]...][/db]#MASTERNAME
  *   redis-cluster://[user:password@]host[:port][,host[:port]...]
  *
+ * rediss-sentinel:// and rediss-cluster:// are the same over TLS: every
+ * connection (sentinels, data nodes, nodes learnt from the topology) is
+ * TLS, with rediss://'s parameters after the hosts (?cacert=&cert=&key=&sni=
+ * &insecure), or the dlock_config_set_tls_* settings.
+ *
  * The user and password are the data nodes' (the sentinels' are set by
  * dlock_config_set_sentinel_password). A sentinel's port defaults to 26379. */
 #include <stdlib.h>
@@ -60,17 +65,21 @@ int dlock__deploy_copy(dlock__deploy *dst, const dlock__deploy *src)
     return DLOCK_OK;
 }
 
-/* Parses "redis://<text>" with the one-server parser. */
-static int parse_as_redis(const char *text, size_t n, dlock__endpoint *ep)
+/* Parses "redis://<text>" (rediss:// when tls) with the one-server parser;
+ * its TLS parameters into *opts when opts is not NULL. */
+static int parse_as_redis(const char *text, size_t n, int tls, dlock__endpoint *ep,
+                          dlock__tls_opts *opts)
 {
-    char *u = malloc(n + 9);
+    const char *scheme = tls ? "rediss://" : "redis://";
+    size_t sl = strlen(scheme);
+    char *u = malloc(n + sl + 1);
     if (!u)
         return dlock__fail(DLOCK_ENOMEM, "out of memory parsing the URL");
-    memcpy(u, "redis://", 8);
-    memcpy(u + 8, text, n);
-    u[n + 8] = '\0';
+    memcpy(u, scheme, sl);
+    memcpy(u + sl, text, n);
+    u[n + sl] = '\0';
     memset(ep, 0, sizeof(*ep));
-    int rc = dlock__parse_url(u, ep);
+    int rc = dlock__parse_url_tls(u, ep, opts);
     volatile char *p = u;   /* it may hold a password */
     while (*p)
         *p++ = 0;
@@ -88,9 +97,30 @@ static int has_port(const char *h, size_t n)
     return memchr(h, ':', n) != NULL;
 }
 
-static int parse_list(const char *url, int sentinel, dlock__endpoint *ep, dlock__deploy *d)
+/* The deployment schemes: whether sentinels, whether TLS. */
+static const struct {
+    const char *scheme;
+    int sentinel, tls;
+} schemes[] = {
+    {"redis-sentinel://", 1, 0},
+    {"redis-cluster://", 0, 0},
+    {"rediss-sentinel://", 1, 1},
+    {"rediss-cluster://", 0, 1},
+};
+
+static int scheme_of(const char *url)
 {
-    const char *scheme = sentinel ? "redis-sentinel://" : "redis-cluster://";
+    for (int i = 0; url && i < (int)(sizeof(schemes) / sizeof(schemes[0])); i++)
+        if (strncmp(url, schemes[i].scheme, strlen(schemes[i].scheme)) == 0)
+            return i;
+    return -1;
+}
+
+static int parse_list(const char *url, int which, dlock__endpoint *ep, dlock__deploy *d,
+                      dlock__tls_opts *opts)
+{
+    const char *scheme = schemes[which].scheme;
+    int sentinel = schemes[which].sentinel, tls = schemes[which].tls;
     const char *body = url + strlen(scheme);
     if (strstr(body, "://"))
         return dlock__fail(DLOCK_EINVAL,
@@ -112,15 +142,23 @@ static int parse_list(const char *url, int sentinel, dlock__endpoint *ep, dlock_
     /* Credentials and database: "user:pass@firsthost/db" read as one server. */
     const char *db = "";
     size_t dblen = 0;
-    const char *master = NULL;
-    size_t mlen = 0;
+    const char *master = NULL, *query = "";
+    size_t mlen = 0, qlen = 0;
     if (rest[0] == '/') {
         dblen = strcspn(rest, "#?");
         db = rest;
         rest += dblen;
     }
-    if (rest[0] == '?')
-        return dlock__fail(DLOCK_EINVAL, "invalid URL: %s takes no parameters", scheme);
+    if (rest[0] == '?' && !tls)
+        return dlock__fail(DLOCK_EINVAL,
+                           "invalid URL: %s takes no parameters (TLS parameters go with "
+                           "%s)",
+                           scheme, sentinel ? "rediss-sentinel://" : "rediss-cluster://");
+    if (rest[0] == '?') {   /* the TLS parameters, read with the data nodes' URL below */
+        qlen = strcspn(rest, "#");
+        query = rest;
+        rest += qlen;
+    }
     if (rest[0] == '#') {
         master = rest + 1;
         mlen = strlen(master);
@@ -170,7 +208,7 @@ static int parse_list(const char *url, int sentinel, dlock__endpoint *ep, dlock_
             break;
         }
         nd.seeds = a;
-        rc = parse_as_redis(h, n, &nd.seeds[nd.nseeds]);
+        rc = parse_as_redis(h, n, tls, &nd.seeds[nd.nseeds], NULL);
         if (rc != DLOCK_OK)
             break;
         dlock__endpoint *s = &nd.seeds[nd.nseeds++];
@@ -180,11 +218,12 @@ static int parse_list(const char *url, int sentinel, dlock__endpoint *ep, dlock_
     }
     if (rc == DLOCK_OK) {
         /* The data nodes' endpoint: the credentials, the database, the first
-         * seed's address (for messages until the topology is known). */
+         * seed's address (for messages until the topology is known), the TLS
+         * parameters. */
         size_t fl = strcspn(hosts, ",/#?");
         if (fl > hlen)
             fl = hlen;
-        size_t tl = ulen + fl + dblen;
+        size_t tl = ulen + fl + dblen + qlen;
         char *t = malloc(tl + 1);
         if (!t) {
             rc = dlock__fail(DLOCK_ENOMEM, "out of memory parsing the URL");
@@ -192,8 +231,9 @@ static int parse_list(const char *url, int sentinel, dlock__endpoint *ep, dlock_
             memcpy(t, body, ulen);
             memcpy(t + ulen, hosts, fl);
             memcpy(t + ulen + fl, db, dblen);
+            memcpy(t + ulen + fl + dblen, query, qlen);
             t[tl] = '\0';
-            rc = parse_as_redis(t, tl, &nep);
+            rc = parse_as_redis(t, tl, tls, &nep, opts);
             volatile char *p = t;
             while (*p)
                 *p++ = 0;
@@ -218,11 +258,7 @@ static int parse_list(const char *url, int sentinel, dlock__endpoint *ep, dlock_
     return DLOCK_OK;
 }
 
-int dlock__is_deploy_url(const char *url)
-{
-    return url && (strncmp(url, "redis-sentinel://", 17) == 0 ||
-                   strncmp(url, "redis-cluster://", 16) == 0);
-}
+int dlock__is_deploy_url(const char *url) { return scheme_of(url) >= 0; }
 
 void dlock__deploy_single(dlock__deploy *d)
 {
@@ -236,15 +272,15 @@ void dlock__deploy_single(dlock__deploy *d)
     d->kind = DLOCK__DEPLOY_SINGLE;
 }
 
-int dlock__parse_deploy_url(const char *url, dlock__endpoint *ep, dlock__deploy *d)
+int dlock__parse_deploy_url(const char *url, dlock__endpoint *ep, dlock__deploy *d,
+                            dlock__tls_opts *opts)
 {
     if (url && strlen(url) > 4096)
         return dlock__fail(DLOCK_EINVAL, "invalid URL: longer than 4096 bytes");
-    if (url && strncmp(url, "redis-sentinel://", 17) == 0)
-        return parse_list(url, 1, ep, d);
-    if (url && strncmp(url, "redis-cluster://", 16) == 0)
-        return parse_list(url, 0, ep, d);
-    int rc = dlock__parse_url(url, ep);
+    int which = scheme_of(url);
+    if (which >= 0)
+        return parse_list(url, which, ep, d, opts);
+    int rc = dlock__parse_url_tls(url, ep, opts);
     if (rc == DLOCK_OK)
         dlock__deploy_single(d);
     return rc;

@@ -31,7 +31,7 @@
 
 struct dlock__cluster {
     dlock__netctx *ctx;
-    dlock__endpoint auth;            /* user and password of every node */
+    dlock__endpoint auth;            /* user, password and TLS of every node */
     dlock__endpoint *seeds;
     size_t nseeds;
 
@@ -270,6 +270,7 @@ int dlock__cluster_new(dlock__cluster **out, dlock__netctx *ctx, const dlock__en
     for (size_t s = 0; s < DLOCK__SLOTS; s++)
         cl->owner[s] = DLOCK__NO_NODE;
     int rc = DLOCK_OK;
+    cl->auth.tls = auth->tls;   /* rediss-cluster://: every node over TLS */
     if (dlock__dup_opt(&cl->auth.user, auth->user) || dlock__dup_opt(&cl->auth.pass, auth->pass) ||
         !(cl->seeds = calloc(nseeds, sizeof(*cl->seeds))))
         rc = dlock__fail(DLOCK_ENOMEM, "out of memory");

@@ -47,7 +47,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     dlock__deploy d;
     memset(&d, 0, sizeof(d));
     memset(&ep, 0, sizeof(ep));
-    if (dlock__is_deploy_url(s) && dlock__parse_deploy_url(s, &ep, &d) == DLOCK_OK) {
+    if (dlock__is_deploy_url(s) && dlock__parse_deploy_url(s, &ep, &d, NULL) == DLOCK_OK) {
         if (d.nseeds < 1 || !ep.host || (d.kind == DLOCK__DEPLOY_SENTINEL) != (d.master != NULL) ||
             (d.master && !*d.master))
             abort();
