@@ -349,7 +349,7 @@ if (pick('dlock', 'latch').length) {
 // 11. Revocation heard at once.
 if (pick('dlock', 'revoke').length) {
   const n = med('dlock', 'revoke', 'locks');
-  say(`## 11. Revocation: another client DELs a held lock; ${f0(n)} watchdog locks held`);
+  say(`## 10. Revocation: another client DELs a held lock; ${f0(n)} watchdog locks held`);
   say();
   say(`Watchdog ${f0(med('dlock', 'revoke', 'watchdog_ms'))} ms.`);
   say();
@@ -380,7 +380,7 @@ if (pick('dlock', 'revoke').length) {
 
 // 10. Asynchronous API.
 if (pick('dlock', 'asyncmany').length || pick('dlock', 'asyncidle').length) {
-  say('## 10. Asynchronous API: many names driven by one thread; pending waiters');
+  say('## 11. Asynchronous API: many names driven by one thread; pending waiters');
   say();
   const amPairs = [];
   rows.forEach((r, i) => {
@@ -430,7 +430,7 @@ function pairs(plain, tls, field) {
   return out;
 }
 if (pick('dlock', 'ping-tls').length || pick('dlock', 'uncontended-tls').length) {
-  say('## 11. TLS against plain on loopback (the same server\'s TLS port; server authentication)');
+  say('## 12. TLS against plain on loopback (the same server\'s TLS port; server authentication)');
   say();
   say('| | plain /s | TLS /s | plain p50 | TLS p50 | TLS cost (paired: plain rate ÷ TLS rate) |');
   say('|---|---|---|---|---|---|');
@@ -448,7 +448,7 @@ if (pick('dlock', 'ping-tls').length || pick('dlock', 'uncontended-tls').length)
 // 12. Cluster against one server: each cluster run right after its
 // single-server twin (pairs() gives single ÷ cluster).
 if (pick('dlock', 'uncontended-cluster').length) {
-  say('## 12. A cluster of 3 primaries against one server (every server on the Redis CPU)');
+  say('## 13. A cluster of 3 primaries against one server (every server on the Redis CPU)');
   say();
   const cpuR = pairs('uncontended-single', 'uncontended-cluster', 'client_cpu_us_per_cycle').map((x) => 1 / x);
   const manyR = pairs('many-single', 'many-cluster', 'cycles_per_s').map((x) => 1 / x);
@@ -483,7 +483,7 @@ if (pick('dlock', 'uncontended-cluster').length) {
 if (pick('dlock', 'failover').length) {
   const fo = pick('dlock', 'failover');
   const worst = maxOf('dlock', 'failover', 'switch_to_acquire_ms');
-  say('## 13. Sentinel failover: from the switch\'s announcement to the first acquisition on the new primary');
+  say('## 14. Sentinel failover: from the switch\'s announcement to the first acquisition on the new primary');
   say();
   say(`${fo.length} forced failovers (SENTINEL FAILOVER; a primary, one replica, three sentinels): ` +
       `median ${f1(med('dlock', 'failover', 'switch_to_acquire_ms'))} ms, worst ${f1(worst)} ms ` +
