@@ -247,21 +247,6 @@ static int start_in_dir(th_redis *r, const char *sentinel_conf)
     return -1;
 }
 
-/* Appends "--opt value" pairs (string literals, NULL-terminated) to r's extras. */
-static void add_extra(th_redis *r, ...)
-{
-    int n = 0;
-    while (r->extra[n])
-        n++;
-    va_list ap;
-    va_start(ap, r);
-    const char *a;
-    while ((a = va_arg(ap, const char *)) && n < (int)(sizeof(r->extra) / sizeof(r->extra[0])) - 1)
-        r->extra[n++] = a;
-    va_end(ap);
-    r->extra[n] = NULL;
-}
-
 /* A deployment's URL: scheme, the nodes' client ports (TLS ones over TLS),
  * the test certificates over TLS, then `tail` (a master's "#name"). */
 static void deploy_url(char *buf, size_t size, const char *kind, th_redis *const *nodes, int n,
@@ -272,12 +257,9 @@ static void deploy_url(char *buf, size_t size, const char *kind, th_redis *const
     for (int i = 0; i < n; i++)
         off += (size_t)snprintf(buf + off, off < size ? size - off : 0, "%s127.0.0.1:%d",
                                 i ? "," : "", th_client_port(nodes[i]));
-    const char *d = tls ? th_tls_dir() : NULL;
-    if (d)
-        off += (size_t)snprintf(buf + off, off < size ? size - off : 0,
-                                "?cacert=%s/ca.crt&cert=%s/client.crt&key=%s/client.key", d, d,
-                                d);
-    snprintf(buf + off, off < size ? size - off : 0, "%s", tail);
+    char query[1024];
+    snprintf(buf + off, off < size ? size - off : 0, "%s%s",
+             th__tls_query(tls, query, sizeof(query)), tail);
 }
 
 static int make_dir(th_redis *r)
@@ -291,13 +273,25 @@ static int make_dir(th_redis *r)
     return 0;
 }
 
+/* Appends the extra arguments of ap after those r has. */
 static void collect_extra(th_redis *r, va_list ap)
 {
     int n = 0;
+    while (r->extra[n])
+        n++;
     const char *a;
     while ((a = va_arg(ap, const char *)) && n < MAX_EXTRA * 2)
         r->extra[n++] = a;
     r->extra[n] = NULL;
+}
+
+/* Appends "--opt value" pairs (string literals, NULL-terminated) to r's extras. */
+static void add_extra(th_redis *r, ...)
+{
+    va_list ap;
+    va_start(ap, r);
+    collect_extra(r, ap);
+    va_end(ap);
 }
 
 /* Deployments started in place of a single server (DLOCK_TEST_DEPLOY). */

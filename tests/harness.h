@@ -186,6 +186,9 @@ int th_wait(pid_t pid, int64_t timeout_ms);
 /* Harness internals shared by harness.c and harness_modes.c. */
 const char *th__find_prog(const char *name, char *buf, size_t size);
 pid_t th__spawn_argv(char *const argv[], int out_fd);
+/* The URL parameters that give a client the test certificates ("?cacert=..."),
+ * or "" when tls is 0. Returns buf. */
+const char *th__tls_query(int tls, char *buf, size_t size);
 /* Creates the ACL user of the ACL mode on r; 0 on success. */
 int th__acl_setup(th_redis *r);
 /* The ACL user's password. */

@@ -24,13 +24,19 @@ int th_acl_mode(void) { return env_on("DLOCK_TEST_ACL"); }
 
 int th_client_port(const th_redis *r) { return r->tls ? r->tls_port : r->port; }
 
+const char *th__tls_query(int tls, char *buf, size_t size)
+{
+    const char *d = tls ? th_tls_dir() : NULL;
+    buf[0] = '\0';
+    if (d)
+        snprintf(buf, size, "?cacert=%s/ca.crt&cert=%s/client.crt&key=%s/client.key", d, d, d);
+    return buf;
+}
+
 const char *th_url_port(const th_redis *r, int port, char *buf, size_t size)
 {
-    const char *d = r->tls ? th_tls_dir() : NULL;
-    char tls[1024] = "";
-    if (d)
-        snprintf(tls, sizeof(tls), "?cacert=%s/ca.crt&cert=%s/client.crt&key=%s/client.key", d,
-                 d, d);
+    char tls[1024];
+    th__tls_query(r->tls, tls, sizeof(tls));
     snprintf(buf, size, "%s://%s127.0.0.1:%d%s", r->tls ? "rediss" : "redis",
              r->acl ? TH_ACL_USER ":" TH_ACL_PASS "@" : "", port, tls);
     return buf;
