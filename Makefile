@@ -9,6 +9,8 @@
 #   make fuzz      libFuzzer on the parsers and reply readers (FUZZ_SECONDS)
 #   make valgrind  the C tests under valgrind memcheck
 #   make bench     benchmarks against the peers and the Redis ceiling
+#   make deb       Debian packages (libdlock0, libdlock-dev, dlock) with CPack
+#                  into build-deb/packages/
 #   make install   install library, header, dlock.pc, CMake package, the dlock
 #                  command and its man page: PREFIX=/opt/dlock (default: the
 #                  configured prefix, /usr/local), DESTDIR=/stage for packaging
@@ -18,7 +20,7 @@ CMAKE_FLAGS ?=
 CTEST_FLAGS ?= --output-on-failure
 CTEST_JOBS ?= 2
 
-.PHONY: all build deps test sanitize asan tsan demo install clean safety fuzz valgrind bench
+.PHONY: all build deps test sanitize asan tsan demo install clean safety fuzz valgrind bench deb
 
 all: build
 
@@ -103,5 +105,17 @@ PREFIX ?= $(prefix)
 install: build
 	DESTDIR="$(DESTDIR)" cmake --install $(BUILD_DIR) $(if $(PREFIX),--prefix "$(PREFIX)")
 
+# Debian packages: a Release build for /usr (multiarch libdir), packed by
+# CPack (cmake/packaging.cmake); dpkg-shlibdeps names the run-time dependencies.
+DEB_BUILD_DIR ?= build-deb
+deb: deps
+	@scripts/deps.sh dpkg-dev file
+	@cmake -S . -B $(DEB_BUILD_DIR) -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=/usr \
+	  -DDLOCK_PC_RELOCATABLE=OFF -DDLOCK_BUILD_TESTS=OFF -DDLOCK_BUILD_EXAMPLES=OFF >/dev/null
+	@cmake --build $(DEB_BUILD_DIR) -j$(JOBS) -- --no-print-directory
+	@rm -rf $(DEB_BUILD_DIR)/packages
+	@cd $(DEB_BUILD_DIR) && cpack -G DEB >/dev/null
+	@ls $(DEB_BUILD_DIR)/packages/*.deb
+
 clean:
-	rm -rf $(BUILD_DIR) build-asan build-tsan
+	rm -rf $(BUILD_DIR) build-asan build-tsan build-deb
