@@ -38,6 +38,8 @@ typedef struct cli_opts {
     int retry_attempts;       /* -1 = library default (watch sets 0) */
     int quiet;                /* -q */
     const char *label;        /* the client's connection label ("status", ...) */
+    char *args;               /* this process's argument strings, one area (ps shows */
+    size_t args_len;          /* it): run's guard writes its own name over it */
 } cli_opts;
 
 /* ------------------------------------------------------------- util.c */

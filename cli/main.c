@@ -366,6 +366,20 @@ int main(int argc, char **argv)
 {
     cli_opts o;
     memset(&o, 0, sizeof(o));
+    /* The argument strings lie end to end: one area from argv[0]'s first
+     * byte to the last one's NUL (checked: nothing else may be written over). */
+    if (argc > 0 && argv[0]) {
+        char *end = argv[0];
+        int contiguous = 1;
+        for (int k = 0; k < argc && contiguous; k++) {
+            contiguous = argv[k] == end;
+            end = argv[k] + strlen(argv[k]) + 1;
+        }
+        if (contiguous) {
+            o.args = argv[0];
+            o.args_len = (size_t)(end - argv[0]);
+        }
+    }
     int code = run_main(&o, argc, argv);
     free(o.url_copy);
     return code;

@@ -15,6 +15,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,6 +23,7 @@
 #include "run.h"
 
 #define OWNER_CHAIN_MAX 16   /* nested runs whose locks a run may re-enter */
+#define DEFAULT_KILL_AFTER_MS 10000
 #define VERBOSE_EVERY_MS 10000
 
 static int lost_pipe[2] = {-1, -1};
@@ -51,6 +53,25 @@ static int parse_wait(const cli_opts *o, const char *opt, const char *val, int64
     return 0;
 }
 
+/* --lost-exit-code N (0..255) or "command" (CMD's own status). */
+static int parse_lost_code(const cli_opts *o, const char *val, int *code)
+{
+    if (strcmp(val, "command") == 0) {
+        *code = -1;
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    long v = strtol(val, &end, 10);
+    if (errno || *end || end == val || v < 0 || v > 255) {
+        cli_usage_error(o, "run", "--lost-exit-code '%s': a number in 0..255, or command (the "
+                                  "command's own status)", val);
+        return -1;
+    }
+    *code = (int)v;
+    return 0;
+}
+
 /* A NAME, of the kind a --fair / --read / --write just before it says. */
 static int add_name(const cli_opts *o, run_args *ra, const char *name)
 {
@@ -75,6 +96,8 @@ static int parse_args(cli_opts *o, int argc, char **argv, run_args *ra)
     ra->lease_ms = DLOCK_WATCHDOG;
     ra->conflict_code = EXIT_NOTACQUIRED;
     ra->on_lost_term = 1;
+    ra->lost_code = EXIT_LOST;
+    ra->kill_after_ms = DEFAULT_KILL_AFTER_MS;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val;
         int r;
@@ -141,6 +164,22 @@ static int parse_args(cli_opts *o, int argc, char **argv, run_args *ra)
                 return -1;
             }
             ra->conflict_code = (int)v;
+        } else if ((r = cli_opt_value(o, "run", argc, argv, &i, "--lost-exit-code", NULL,
+                                      &val)) != 0) {
+            if (r < 0 || parse_lost_code(o, val, &ra->lost_code) < 0)
+                return -1;
+        } else if ((r = cli_opt_value(o, "run", argc, argv, &i, "--kill-after", NULL, &val)) !=
+                   0) {
+            if (r < 0)
+                return -1;
+            if (cli_parse_duration(val, &ra->kill_after_ms) != 0 ||
+                ra->kill_after_ms == CLI_DUR_INF) {
+                cli_usage_error(o, "run", "--kill-after '%s' is not a finite duration (0, 500ms, "
+                                          "10s, 1m)", val);
+                return -1;
+            }
+        } else if (strcmp(a, "--kill-orphans") == 0) {
+            ra->kill_orphans = 1;
         } else if ((r = cli_opt_value(o, "run", argc, argv, &i, "--on-lost", NULL, &val)) != 0) {
             if (r < 0)
                 return -1;
@@ -705,8 +744,10 @@ static int run_locked(cli_opts *o, const run_args *ra, guard *g, int sfd)
     dlock_client_close(c);
     if (code)
         return code;
-    if (lost && ra->on_lost_term)
-        return EXIT_LOST;
+    /* A lost hold says so in the exit status, --on-lost ignore included:
+     * with -q a cron job still tells (--lost-exit-code picks another). */
+    if (lost && ra->lost_code >= 0)
+        return ra->lost_code;
     if (WIFEXITED(status))
         return WEXITSTATUS(status);
     if (WIFSIGNALED(status))
@@ -740,6 +781,7 @@ int cmd_elect(cli_opts *o, int argc, char **argv)
         return EXIT_USAGE;
     }
     ra.elect = 1;
+    ra.noun = "leadership of election";
     return run_main(o, &ra);
 }
 
@@ -755,6 +797,8 @@ static int run_main(cli_opts *o, run_args *rap)
         sigaddset(&mask, sigs[k]);
     pthread_sigmask(SIG_BLOCK, &mask, NULL);
     signal(SIGPIPE, SIG_IGN);
+    /* Should the guard die, what CMD started comes to us, to be ended. */
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
     guard *g;
     int code = guard_start(o, ra.cmd, &g);
     if (code)
