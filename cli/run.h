@@ -84,16 +84,25 @@ void tree_kill_all(void);
 
 /* -------------------------------------------------------- supervise.c */
 
+/* A hold while CMD runs: what tells of its loss. */
+typedef struct run_hold {
+    dlock_client *c;
+    int sfd;                 /* the signals dlock handles (signalfd) */
+    int lost_fd;             /* the lost callback's pipe: a byte per loss, the reason */
+    int64_t lease_deadline;  /* monotonic ms when a --lease runs out, -1: watchdog */
+    uint64_t reconnects;     /* the client's reconnects when the hold began */
+} run_hold;
+
 /* Waits until CMD and everything it started are gone, passing signals on and
- * ending them on a lost lock (see child.c). lease_deadline: monotonic ms when
- * a --lease runs out, -1 for a watchdog hold. Returns CMD's wait status, or
- * -1 when the guard failed (what CMD started is killed then); *lost = the
- * reason if the hold was lost, else 0. */
-int supervise(const cli_opts *o, const run_args *ra, guard *g, int sfd, int lost_fd,
-              int64_t lease_deadline, int *lost);
-/* The words for a loss reason ("a renewal found it gone"), taking a pause of
- * this process that supervise() saw into account. */
-const char *lost_why(int reason, char *buf, size_t size);
+ * ending them on a lost hold (see child.c). Returns CMD's wait status, or -1
+ * when the guard failed (what CMD started is killed then); *lost = the reason
+ * if the hold was lost, else 0. */
+int supervise(const cli_opts *o, const run_args *ra, guard *g, run_hold *h, int *lost);
+/* The words for a loss reason ("a renewal found it gone: ..."), taking into
+ * account a pause of this process that supervise() saw and whether the
+ * client had to reconnect since the hold began (Redis restarted, failed
+ * over). */
+const char *lost_why(const run_hold *h, int reason, char *buf, size_t size);
 
 /* ------------------------------------------------------------ run_sem.c */
 

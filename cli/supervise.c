@@ -30,7 +30,16 @@ static int paused_past_lease(void)
            pause_ms >= hold_lease_ms / 2;
 }
 
-const char *lost_why(int reason, char *buf, size_t size)
+/* 1 when a connection of the client was lost and made again since the hold
+ * began: a lock found gone then was most likely lost with the server's data. */
+static int reconnected(const run_hold *h)
+{
+    dlock_stats st;
+    return h && h->c && dlock_client_stats(h->c, &st, sizeof(st)) == DLOCK_OK &&
+           st.reconnects > h->reconnects;
+}
+
+const char *lost_why(const run_hold *h, int reason, char *buf, size_t size)
 {
     char a[32], b[32];
     /* The library says DLOCK_LOST_PAUSED when its renewal tick came late; we
@@ -50,8 +59,12 @@ const char *lost_why(int reason, char *buf, size_t size)
     }
     switch (reason) {
     case DLOCK_LOST_GONE:
-        snprintf(buf, size, "a renewal found it gone: forced open or deleted, or Redis "
-                            "restarted or failed over without it");
+        if (reconnected(h))
+            snprintf(buf, size, "the connection to Redis was lost, and once made again a "
+                                "renewal found the lock gone: Redis restarted or failed over "
+                                "without it (or it was forced open meanwhile)");
+        else
+            snprintf(buf, size, "a renewal found it gone: forced open or deleted");
         break;
     case DLOCK_LOST_UNREACHABLE:
         snprintf(buf, size, "Redis was unreachable until the lease ran out");
@@ -68,8 +81,11 @@ const char *lost_why(int reason, char *buf, size_t size)
                                                                          sizeof(a)));
         break;
     case LOST_AT_RELEASE:
-        snprintf(buf, size, "the release found it gone: forced open, deleted or expired, or "
-                            "Redis restarted or failed over without it");
+        snprintf(buf, size, reconnected(h) ? "the release found it gone after a reconnect: "
+                                             "Redis restarted or failed over without it (or "
+                                             "it was forced open meanwhile)"
+                                           : "the release found it gone: forced open, deleted "
+                                             "or expired");
         break;
     default:
         snprintf(buf, size, "lost (reason %d)", reason);
@@ -83,6 +99,7 @@ typedef struct sup {
     const cli_opts *o;
     const run_args *ra;
     guard *g;
+    run_hold *h;
     char nm[200], c0[200], grace[32], tree[240];
     int status, cmd_done, all_gone, lost;
     int64_t kill_at;   /* SIGKILL to the whole tree then; -1: not due */
@@ -129,7 +146,7 @@ static void on_lost(sup *s, int reason)
 {
     char why[200];
     s->lost = reason;
-    lost_why(reason, why, sizeof(why));
+    lost_why(s->h, reason, why, sizeof(why));
     if (s->ra->on_lost_term) {
         cli_err(s->o, "%s '%s' lost while '%s' ran (%s): SIGTERM to %s, SIGKILL after %s",
                 s->ra->noun, s->nm, s->c0, why, tree_words(s), s->grace);
@@ -166,9 +183,9 @@ static int on_guard(sup *s)
     return 0;
 }
 
-int supervise(const cli_opts *o, const run_args *ra, guard *g, int sfd, int lost_fd,
-              int64_t lease_deadline, int *lost)
+int supervise(const cli_opts *o, const run_args *ra, guard *g, run_hold *h, int *lost)
 {
+    int64_t lease_deadline = h->lease_deadline;
     hold_lease_ms = ra->lease_ms != DLOCK_WATCHDOG ? ra->lease_ms : ra->watchdog_ms;
     hold_limit_ms = ra->max_hold_ms;
     int64_t tick = hold_lease_ms / 4;
@@ -178,6 +195,7 @@ int supervise(const cli_opts *o, const run_args *ra, guard *g, int sfd, int lost
     s.o = o;
     s.ra = ra;
     s.g = g;
+    s.h = h;
     s.kill_at = -1;
     cli_esc(ra->name, s.nm, sizeof(s.nm));
     cli_esc(ra->cmd[0], s.c0, sizeof(s.c0));
@@ -202,7 +220,8 @@ int supervise(const cli_opts *o, const run_args *ra, guard *g, int sfd, int lost
             timeout = lease_deadline - now;
         if (lost_now || timeout < 0)
             timeout = 0;
-        struct pollfd p[3] = {{sfd, POLLIN, 0}, {lost_fd, POLLIN, 0}, {guard_fd(g), POLLIN, 0}};
+        struct pollfd p[3] = {{h->sfd, POLLIN, 0}, {h->lost_fd, POLLIN, 0},
+                              {guard_fd(g), POLLIN, 0}};
         int64_t t0 = boot_ms();
         int n = poll(p, 3, (int)timeout);
         int64_t over = boot_ms() - t0 - timeout;
@@ -214,12 +233,12 @@ int supervise(const cli_opts *o, const run_args *ra, guard *g, int sfd, int lost
             return -1;
         if (n > 0 && p[0].revents) {
             struct signalfd_siginfo si;
-            if (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+            if (read(h->sfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
                 on_signal(&s, &si);
         }
         if (n > 0 && p[1].revents) {
             char b;
-            if (read(lost_fd, &b, 1) == 1 && !lost_now)
+            if (read(h->lost_fd, &b, 1) == 1 && !lost_now)
                 lost_now = b;
         }
         if (n > 0 && p[2].revents && on_guard(&s) != 0) {
