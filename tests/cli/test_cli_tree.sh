@@ -157,8 +157,11 @@ no_leftover "$w" "F2"
 w=$(word 300 8)
 w2=$(word 301 8)
 t0=$(now_ms)
+rm -f "$tmp/ready"
+# (the command exits once its leftover ignores SIGTERM: it is sent at once)
 "$D" run --kill-orphans --kill-after 1s t:ko -- sh -c \
-  "sleep $w & sh -c \"trap '' TERM; exec sleep $w2\" & exit 4" >/dev/null 2>&1 & p=$!
+  "sleep $w & sh -c \"trap '' TERM; touch \\\$T/ready; exec sleep $w2\" &
+   while [ ! -e \$T/ready ]; do sleep 0.02; done; exit 4" >/dev/null 2>&1 & p=$!
 check "G: the leftovers started" until_ok any_with "$w2"
 start_monitor t:ko "$w2" "$p"
 wait "$p"; is "$?" 4 "G: --kill-orphans: the command's status"
