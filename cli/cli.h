@@ -113,6 +113,10 @@ int cli_duration_opt(const cli_opts *o, const char *cmd, const char *opt, const 
 /* Global options, accepted before and after the command name. Returns 1 when
  * argv[*i] was one (its value consumed), 0 when not, -1 on a usage error. */
 int cli_global_opt(cli_opts *o, int argc, char **argv, int *i);
+/* What every command's argument loop takes first: "--" (sets *dashdash:
+ * what follows is positional) and the global options. Returns 1 when
+ * argv[*i] was one of them, 0 when not (or after "--"), -1 on a usage error. */
+int cli_common_arg(cli_opts *o, int argc, char **argv, int *i, int *dashdash);
 /* An option with a value: "--opt VAL", "--opt=VAL", or for a one-letter short
  * form "-o VAL" / "-oVAL". Returns 1 and *val, 0 when argv[*i] is not it, -1
  * (message printed) when the value is missing. */

@@ -33,16 +33,12 @@ static int parse_latch(cli_opts *o, int argc, char **argv, latch_args *la)
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *val;
         int r;
+        if ((r = cli_common_arg(o, argc, argv, &i, &dashdash)) != 0) {
+            if (r < 0)
+                return -1;
+            continue;
+        }
         if (!dashdash) {
-            if (strcmp(a, "--") == 0) {
-                dashdash = 1;
-                continue;
-            }
-            if ((r = cli_global_opt(o, argc, argv, &i)) != 0) {
-                if (r < 0)
-                    return -1;
-                continue;
-            }
             if (strcmp(la->sub, "wait") == 0 &&
                 ((r = cli_opt_value(o, cmd, argc, argv, &i, "--wait", "-w", &val)) != 0 ||
                  (r = cli_opt_value(o, cmd, argc, argv, &i, "--timeout", NULL, &val)) != 0)) {

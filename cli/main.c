@@ -438,6 +438,17 @@ int cli_duration_opt(const cli_opts *o, const char *cmd, const char *opt, const 
     return 0;
 }
 
+int cli_common_arg(cli_opts *o, int argc, char **argv, int *i, int *dashdash)
+{
+    if (*dashdash)
+        return 0;
+    if (strcmp(argv[*i], "--") == 0) {
+        *dashdash = 1;
+        return 1;
+    }
+    return cli_global_opt(o, argc, argv, i);
+}
+
 static int run_main(cli_opts *o, int argc, char **argv);
 
 int main(int argc, char **argv)

@@ -10,42 +10,37 @@
 
 /* ------------------------------------------------------------ arguments */
 
-/* Parses [global options] [--json] [--stats] [--name NAME]
- * [positional] [-- positional]; the command-specific flags it accepts are
- * given by `flags`. */
-enum { F_JSON = 1, F_NAME = 4, F_STATS = 8 };
-
-typedef struct show_args {
-    int json;
-    int stats;
-    const char *pos;
-    int npos;
-} show_args;
-
-static int parse_show(cli_opts *o, const char *cmd, int argc, char **argv, unsigned flags,
-                      show_args *sa)
+int parse_show(cli_opts *o, const char *cmd, int argc, char **argv, unsigned flags,
+               show_args *sa)
 {
     memset(sa, 0, sizeof(*sa));
     int dashdash = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val;
         int r = 0;
+        if ((r = cli_common_arg(o, argc, argv, &i, &dashdash)) != 0) {
+            if (r < 0)
+                return -1;
+            continue;
+        }
         if (!dashdash) {
-            if (strcmp(a, "--") == 0) {
-                dashdash = 1;
-                continue;
-            }
-            if ((r = cli_global_opt(o, argc, argv, &i)) != 0) {
-                if (r < 0)
-                    return -1;
-                continue;
-            }
             if ((flags & F_JSON) && strcmp(a, "--json") == 0) {
                 sa->json = 1;
                 continue;
             }
             if ((flags & F_STATS) && strcmp(a, "--stats") == 0) {
                 sa->stats = 1;
+                continue;
+            }
+            if ((flags & F_FORCE) && strcmp(a, "--force") == 0) {
+                sa->force = 1;
+                continue;
+            }
+            if ((flags & F_PERMIT) &&
+                (r = cli_opt_value(o, cmd, argc, argv, &i, "--permit", NULL, &val)) != 0) {
+                if (r < 0)
+                    return -1;
+                sa->permit = val;
                 continue;
             }
             if ((flags & F_NAME) &&

@@ -12,68 +12,31 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "show.h"
 
 #define FORCE_TRIES 3   /* a read-write lock that changed mode in between */
 
 typedef struct unlock_args {
-    int force;
     const char *name;
     const char *permit;
 } unlock_args;
 
 static int parse_unlock(cli_opts *o, int argc, char **argv, unlock_args *ua)
 {
-    memset(ua, 0, sizeof(*ua));
-    int dashdash = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *val;
-        int r;
-        if (!dashdash) {
-            if (strcmp(a, "--") == 0) {
-                dashdash = 1;
-                continue;
-            }
-            if ((r = cli_global_opt(o, argc, argv, &i)) != 0) {
-                if (r < 0)
-                    return -1;
-                continue;
-            }
-            if (strcmp(a, "--force") == 0) {
-                ua->force = 1;
-                continue;
-            }
-            if ((r = cli_opt_value(o, "unlock", argc, argv, &i, "--permit", NULL, &val)) != 0) {
-                if (r < 0)
-                    return -1;
-                ua->permit = val;
-                continue;
-            }
-            if ((r = cli_opt_value(o, "unlock", argc, argv, &i, "--name", NULL, &val)) != 0) {
-                if (r < 0)
-                    return -1;
-                a = val;   /* a NAME that begins with '-' */
-            } else if (a[0] == '-' && a[1] != '\0') {
-                cli_usage_error(o, "unlock", "unknown option '%s'", a);
-                return -1;
-            }
-        }
-        if (ua->name) {
-            char e[80];
-            cli_usage_error(o, "unlock", "unexpected argument '%s'", cli_esc(a, e, sizeof(e)));
-            return -1;
-        }
-        ua->name = a;
-    }
-    if (!ua->name) {
+    show_args sa;
+    if (parse_show(o, "unlock", argc, argv, F_FORCE | F_NAME | F_PERMIT, &sa) != 0)
+        return -1;
+    if (sa.npos != 1) {
         cli_usage_error(o, "unlock", "missing lock NAME");
         return -1;
     }
-    if (!ua->force) {
+    if (!sa.force) {
         cli_usage_error(o, "unlock", "only 'unlock --force NAME' exists: it frees the lock "
                                      "whoever holds it");
         return -1;
     }
+    ua->name = sa.pos;
+    ua->permit = sa.permit;
     return 0;
 }
 
