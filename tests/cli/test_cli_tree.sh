@@ -4,8 +4,9 @@
 # --kill-after, whether or not the command itself exited) before dlock exits
 # 76; SIGTERM/SIGINT/SIGHUP to dlock go to the whole tree and the lock stays
 # held until the last process is gone; leftovers of a command that exited
-# keep the lock (flock's way) or are ended (--kill-orphans); kill -9 of the
-# guard; the guard's name; --on-lost ignore's exit status.
+# keep the lock (flock's way) or are ended (--kill-orphans); the terminal's
+# Ctrl-C reaching leftovers outside the group; kill -9 of the guard; the
+# guard's name; --on-lost ignore's exit status.
 # Processes are found by a word of their own in their arguments (procs_with).
 # Where the lock is not lost, a monitor samples "the lock is free" and then
 # "one of them lives": both true means they ran beside a free lock. (A lost
@@ -171,6 +172,25 @@ no_leftover "$w" "G"
 no_leftover "$w2" "G"
 [ "$took" -ge 1000 ] && ok || bad "G: exit after $took ms, before the 1 s grace"
 next_alone t:ko "$w2" "G"
+
+# --- The terminal's Ctrl-C once the command has exited: passed on to what it
+# left running outside dlock's process group (a setsid job, which the
+# terminal does not reach), which ends; dlock exits with the command's status.
+# (Sent every 0.3 s: one that comes while the command still runs is its own.)
+w=$(word 9 11)
+rm -f "$tmp/tty.ready"
+cat >"$tmp/tty_cmd.sh" <<'EOF2'
+setsid sh -c 'trap "exit 0" INT; : >"$T/tty.ready"; while :; do sleep 0.1; done' "$W" &
+exit 0
+EOF2
+{ for _ in $(seq 1 $((100 * SLOW))); do [ -e "$tmp/tty.ready" ] && break; sleep 0.05; done
+  for _ in $(seq 1 20); do printf '\003'; sleep 0.3; done; } |
+  W=$w timeout $((30 * SLOW)) script -qfec "exec $D run t:tty -- sh $tmp/tty_cmd.sh" /dev/null \
+    >"$tmp/tty.out" 2>&1
+is "$?" 0 "I: Ctrl-C after the command exited ends its setsid leftover; exit 0"
+no_leftover "$w" "I"
+for q in $(procs_with "$w"); do kill "$q"; done
+check "I: released" free t:tty
 
 # --- kill -9 of the guard alone: dlock ends what the command started (they
 # come to it) and exits 70; nothing runs on.
