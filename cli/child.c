@@ -1,28 +1,44 @@
-/* dlock run: the guard process and the supervision of CMD.
+/* dlock run: the guard process and the supervision of CMD's process tree.
  *
- * CMD must not outlive the dlock that holds its lock: a `kill -9` of dlock
- * would otherwise leave CMD running with no lock while the next `dlock run`
- * starts beside it. So CMD is not dlock's child but the child of a guard, a
- * process dlock forks before it starts any thread:
+ * A lock has one job: two holders never run at once. So not only CMD but
+ * every process CMD starts must be gone before the lock passes on. CMD is
+ * not dlock's child but the child of a guard, a process dlock forks before it
+ * starts any thread:
  *
- *   dlock ── guard (PR_SET_CHILD_SUBREAPER) ── CMD (PR_SET_PDEATHSIG SIGKILL) ── ...
+ *   dlock (subreaper) ── dlock-guard (subreaper) ── CMD (PDEATHSIG SIGKILL) ── ...
  *
- * dlock holds the write end of a pipe to the guard, and nobody else does.
- * When dlock dies while CMD runs the guard reads EOF and kills CMD and all its
- * descendants with SIGKILL: being their subreaper, it inherits every orphan
- * CMD leaves (double forks and setsid included), so it finds them all under
- * itself in /proc. If the guard dies too, CMD dies by its parent-death signal.
- *
- * All three stay in dlock's process group: the terminal's Ctrl-C and Ctrl-Z
- * reach CMD as they would without dlock (the guard ignores them).
+ * The guard is the child subreaper of everything below it: a process whose
+ * parent dies (a double fork, a setsid daemon, CMD's background job once CMD
+ * exits) becomes the guard's child, so "the guard has no child left" means
+ * "nothing CMD started still runs". dlock holds (and renews) the lock until
+ * the guard says so, whatever ended CMD itself:
+ *   - CMD exits and leaves processes behind: the lock stays held until they
+ *     end, as flock(1)'s does (they inherit its descriptor); --kill-orphans
+ *     ends them instead (SIGTERM, SIGKILL after --kill-after);
+ *   - the lock is lost (--on-lost term): SIGTERM to every descendant at once,
+ *     SIGKILL to every one left after --kill-after, CMD alive or not; dlock
+ *     exits 76 only when none is left;
+ *   - SIGINT, SIGTERM, SIGHUP or SIGQUIT sent to dlock by a process: passed on
+ *     to every descendant, SIGKILL after --kill-after; the lock is released
+ *     when the last one is gone. The terminal's signals reach CMD's process
+ *     group directly (all three processes stay in dlock's group); once CMD
+ *     has exited they are passed on to the leftovers outside the group, and
+ *     --kill-after runs;
+ *   - dlock dies (kill -9): the guard reads EOF on its pipe and kills the
+ *     whole tree with SIGKILL; the guard dies: CMD dies by its parent-death
+ *     signal, its descendants come to dlock (a subreaper too), which kills
+ *     them. Both killed at once (pkill -9 dlock matches both names): CMD dies
+ *     by its parent-death signal, but its descendants escape; the lock then
+ *     ends with its lease (see the man page, "When dlock dies").
  *
  * Pipe messages are one op byte and a 32-bit value:
  *   dlock -> guard: 'X' len + len bytes of "K=V\0" (start CMD), 'S' signo
- *                   (pass a signal on), 'K' (kill CMD and its descendants);
- *                   EOF: dlock is gone or done.
+ *                   (to every descendant, 'O' the same to those outside
+ *                   dlock's process group), 'K' (SIGKILL to every descendant
+ *                   until none is left); EOF: dlock is gone or done.
  *   guard -> dlock: 'P' pid (CMD started), 'E' errno (could not be run),
- *                   'W' wait status (CMD ended). */
-#include <dirent.h>
+ *                   'W' wait status (CMD ended), 'R' count (processes CMD
+ *                   started that still run after it), 'A' (none left). */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -39,7 +55,7 @@
 
 extern char **environ;
 
-#define KILL_GRACE_MS 10000
+#define GUARD_NAME "dlock-guard"
 
 struct guard {
     pid_t pid;
@@ -91,118 +107,25 @@ typedef struct gstate {
     int rep;
     pid_t cmd;
     int cmd_done;
+    int empty_sent;   /* 'A' sent: nothing is left below the guard */
+    int killing;      /* 'K' received: SIGKILL every round until none is left */
 } gstate;
 
-/* Reaps every child that has ended; reports CMD's status. */
-static void reap(gstate *gs)
+/* Reaps what ended; tells dlock when CMD ended and when nothing is left. */
+static void guard_reap(gstate *gs)
 {
-    int st;
-    pid_t w;
-    while ((w = waitpid(-1, &st, WNOHANG)) > 0) {
-        if (w == gs->cmd && !gs->cmd_done) {
-            gs->cmd_done = 1;
-            send_msg(gs->rep, 'W', st);
-        }
+    int st = 0;
+    int r = tree_reap(gs->cmd_done ? 0 : gs->cmd, &st);
+    if (r & TREE_WATCHED) {
+        gs->cmd_done = 1;
+        send_msg(gs->rep, 'W', st);
+        if (!(r & TREE_EMPTY))
+            send_msg(gs->rep, 'R', (int32_t)tree_signal(0, 0));
     }
-}
-
-typedef struct proc {
-    pid_t pid, ppid;
-    int zombie;
-} proc;
-
-static int by_pid(const void *a, const void *b)
-{
-    pid_t x = ((const proc *)a)->pid, y = ((const proc *)b)->pid;
-    return (x > y) - (x < y);
-}
-
-/* Every process, from /proc: pid, ppid, zombie or not. Sorted by pid. */
-static proc *read_procs(size_t *count)
-{
-    DIR *d = opendir("/proc");
-    if (!d)
-        return NULL;
-    size_t n = 0, cap = 256;
-    proc *v = malloc(cap * sizeof(proc));
-    struct dirent *e;
-    while (v && (e = readdir(d)) != NULL) {
-        if (e->d_name[0] < '1' || e->d_name[0] > '9')
-            continue;
-        char path[64], buf[512];
-        snprintf(path, sizeof(path), "/proc/%.20s/stat", e->d_name);
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-            continue;
-        ssize_t k = read(fd, buf, sizeof(buf) - 1);
-        close(fd);
-        if (k <= 0)
-            continue;
-        buf[k] = '\0';
-        char *rp = strrchr(buf, ')');   /* the name may hold spaces and parentheses */
-        char state;
-        int pp;
-        if (!rp || sscanf(rp + 1, " %c %d", &state, &pp) != 2)
-            continue;
-        if (n == cap) {
-            proc *w = realloc(v, (cap *= 2) * sizeof(proc));
-            if (!w)
-                break;
-            v = w;
-        }
-        v[n].pid = atoi(e->d_name);
-        v[n].ppid = pp;
-        v[n].zombie = state == 'Z' || state == 'X';
-        n++;
+    if (gs->cmd_done && (r & TREE_EMPTY) && !gs->empty_sent) {
+        gs->empty_sent = 1;
+        send_msg(gs->rep, 'A', 0);
     }
-    closedir(d);
-    if (v)
-        qsort(v, n, sizeof(proc), by_pid);
-    *count = n;
-    return v;
-}
-
-/* SIGKILL to every descendant of this process that is not yet a zombie.
- * Returns how many were sent. */
-static size_t kill_descendants(void)
-{
-    size_t n = 0, sent = 0;
-    proc *v = read_procs(&n);
-    if (!v)
-        return 0;
-    pid_t self = getpid();
-    for (size_t i = 0; i < n; i++) {
-        pid_t up = v[i].ppid;
-        for (int depth = 0; up != self && up > 1 && depth < 4096; depth++) {
-            proc key = {up, 0, 0};
-            proc *p = bsearch(&key, v, n, sizeof(proc), by_pid);
-            up = p ? p->ppid : 0;
-        }
-        if (up == self && !v[i].zombie) {
-            kill(v[i].pid, SIGKILL);
-            sent++;
-        }
-    }
-    free(v);
-    return sent;
-}
-
-/* SIGKILL to CMD and every process below the guard, until none is left: the
- * children of killed processes come to us (we are their subreaper) and are
- * found by the next round. */
-static void kill_tree(gstate *gs)
-{
-    if (gs->cmd > 0 && !gs->cmd_done)
-        kill(gs->cmd, SIGKILL);   /* at once, even if /proc cannot be read */
-    for (int round = 0; round < 500; round++) {
-        size_t alive = kill_descendants();
-        reap(gs);
-        if (alive == 0 && waitpid(-1, NULL, WNOHANG) < 0 && errno == ECHILD)
-            break;
-        struct timespec ts = {0, 10 * 1000000};
-        nanosleep(&ts, NULL);
-    }
-    reap(gs);
 }
 
 /* environ, minus the variables `extra` sets, plus `extra`. */
@@ -287,11 +210,47 @@ static void start_cmd(gstate *gs, char **cmd, char *block, uint32_t len)
     free(extra);
 }
 
-static void guard_main(int ctl, int rep, char **cmd)
+/* The guard shows as dlock-guard in ps: its name (comm, what pkill and ps
+ * match by default) and its command line (ps -f, pkill -f), written over the
+ * arguments it inherited (only their own bytes: the area cannot grow). */
+static void rename_guard(const cli_opts *o)
 {
+    prctl(PR_SET_NAME, GUARD_NAME, 0, 0, 0);
+    if (o->args && o->args_len > 1) {
+        memset(o->args, 0, o->args_len);
+        size_t n = strlen(GUARD_NAME) < o->args_len - 1 ? strlen(GUARD_NAME) : o->args_len - 1;
+        memcpy(o->args, GUARD_NAME, n);
+    }
+}
+
+/* A copy of a NULL-terminated argument vector; NULL when out of memory. */
+static char **dup_argv(char **v)
+{
+    size_t n = 0;
+    while (v[n])
+        n++;
+    char **c = calloc(n + 1, sizeof(char *));
+    for (size_t i = 0; c && i < n; i++) {
+        if (!(c[i] = strdup(v[i]))) {
+            while (i > 0)
+                free(c[--i]);
+            free(c);
+            return NULL;
+        }
+    }
+    return c;
+}
+
+static void guard_main(const cli_opts *o, int ctl, int rep, char **cmd_arg)
+{
+    char **cmd = dup_argv(cmd_arg);   /* before the arguments are written over */
+    if (!cmd)
+        _exit(EXIT_SOFTWARE);
+    rename_guard(o);
     prctl(PR_SET_CHILD_SUBREAPER, 1);
     /* The terminal's stop signals are for CMD; INT, TERM, HUP, QUIT stay
-     * blocked (inherited from dlock). */
+     * blocked (inherited from dlock): a pkill that reaches the guard too
+     * leaves it to do its job. */
     signal(SIGTSTP, SIG_IGN);
     signal(SIGTTIN, SIG_IGN);
     signal(SIGTTOU, SIG_IGN);
@@ -300,18 +259,24 @@ static void guard_main(int ctl, int rep, char **cmd)
     sigaddset(&chld, SIGCHLD);
     sigprocmask(SIG_BLOCK, &chld, NULL);
     int sfd = signalfd(-1, &chld, SFD_CLOEXEC);
-    gstate gs = {rep, 0, 0};
+    gstate gs = {rep, 0, 0, 0, 0};
+    pid_t group = getpgrp();
     for (;;) {
         struct pollfd p[2] = {{ctl, POLLIN, 0}, {sfd, POLLIN, 0}};
-        if (poll(p, 2, -1) < 0 && errno != EINTR)
+        int n = poll(p, 2, gs.killing && !gs.empty_sent ? 10 : -1);
+        if (n < 0 && errno != EINTR)
             break;
-        if (p[1].revents) {
+        if (n > 0 && p[1].revents) {
             struct signalfd_siginfo si;
             ssize_t k = read(sfd, &si, sizeof(si));
             (void)k;
-            reap(&gs);
         }
-        if (!p[0].revents)
+        /* What was forked between two rounds is found by the next one. */
+        if (gs.killing && !gs.empty_sent)
+            tree_signal(SIGKILL, 0);
+        if (gs.cmd)
+            guard_reap(&gs);
+        if (n <= 0 || !p[0].revents)
             continue;
         char m[5];
         if (read_all(ctl, m, 5) != 0)
@@ -325,49 +290,39 @@ static void guard_main(int ctl, int rep, char **cmd)
             block[v] = '\0';
             start_cmd(&gs, cmd, block, (uint32_t)v);
             free(block);
-        } else if (m[0] == 'S' && gs.cmd && !gs.cmd_done) {
-            kill(gs.cmd, v);
-        } else if (m[0] == 'K') {
-            kill_tree(&gs);
+        } else if ((m[0] == 'S' || m[0] == 'O') && gs.cmd && !gs.empty_sent && v > 0 &&
+                   v < NSIG) {
+            tree_signal(v, m[0] == 'O' ? group : 0);
+        } else if (m[0] == 'K' && gs.cmd) {
+            gs.killing = 1;
+            tree_signal(SIGKILL, 0);
         }
     }
-    /* dlock left while CMD runs: nothing it started may go on without it. */
-    if (gs.cmd && !gs.cmd_done)
-        kill_tree(&gs);
+    /* dlock left while something CMD started runs: nothing may go on
+     * without it. */
+    if (gs.cmd && !gs.empty_sent)
+        tree_kill_all();
     _exit(0);
 }
 
 int guard_start(const cli_opts *o, char **cmd, guard **out)
 {
     guard *g = calloc(1, sizeof(*g));
-    int ctl[2], rep[2];
-    if (!g || pipe2(ctl, O_CLOEXEC) != 0) {
+    int ctl[2] = {-1, -1}, rep[2] = {-1, -1};
+    if (!g || pipe2(ctl, O_CLOEXEC) != 0 || pipe2(rep, O_CLOEXEC) != 0) {
         cli_err(o, "cannot start: %s", strerror(errno));
-        free(g);
-        return EXIT_SOFTWARE;
-    }
-    if (pipe2(rep, O_CLOEXEC) != 0) {
-        cli_err(o, "cannot start: %s", strerror(errno));
-        close(ctl[0]);
-        close(ctl[1]);
-        free(g);
-        return EXIT_SOFTWARE;
+        goto fail;
     }
     fflush(NULL);   /* the guard _exits, but never prints what we buffered */
     pid_t pid = fork();
     if (pid < 0) {
         cli_err(o, "cannot fork: %s", strerror(errno));
-        close(ctl[0]);
-        close(ctl[1]);
-        close(rep[0]);
-        close(rep[1]);
-        free(g);
-        return EXIT_SOFTWARE;
+        goto fail;
     }
     if (pid == 0) {
         close(ctl[1]);
         close(rep[0]);
-        guard_main(ctl[0], rep[1], cmd);
+        guard_main(o, ctl[0], rep[1], cmd);
     }
     close(ctl[0]);
     close(rep[1]);
@@ -376,6 +331,15 @@ int guard_start(const cli_opts *o, char **cmd, guard **out)
     g->rep = rep[0];
     *out = g;
     return 0;
+fail:
+    for (int i = 0; i < 2; i++) {
+        if (ctl[i] >= 0)
+            close(ctl[i]);
+        if (rep[i] >= 0)
+            close(rep[i]);
+    }
+    free(g);
+    return EXIT_SOFTWARE;
 }
 
 /* ------------------------------------------------------------ dlock side */
@@ -418,158 +382,23 @@ void guard_stop(guard *g)
 {
     if (!g)
         return;
-    close(g->ctl);   /* EOF: the guard ends (and ends CMD, if it still runs) */
+    close(g->ctl);   /* EOF: the guard ends (and ends what CMD started, if any runs) */
     close(g->rep);
     while (waitpid(g->pid, NULL, 0) < 0 && errno == EINTR) {
     }
     free(g);
 }
 
-/* The last pause of this process long enough to count (stopped by SIGSTOP or
- * Ctrl-Z, or starved of CPU), measured on CLOCK_BOOTTIME around each poll:
- * what the poll slept beyond its timeout. */
-static int64_t pause_ms, pause_at = -1, hold_lease_ms, hold_limit_ms;
+int guard_send(guard *g, char op, int32_t v) { return send_msg(g->ctl, op, v); }
 
-static int64_t boot_ms(void)
+int guard_read(guard *g, char *op, int32_t *v)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_BOOTTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    char m[5];
+    if (read_all(g->rep, m, 5) != 0)
+        return -1;
+    *op = m[0];
+    memcpy(v, m + 1, 4);
+    return 0;
 }
 
-/* A pause is to blame for a loss when it came within a lease of it and was
- * long enough to let the lease run out between two renewals. */
-static int paused_past_lease(void)
-{
-    return pause_at >= 0 && boot_ms() - pause_at <= hold_lease_ms + 2000 &&
-           pause_ms >= hold_lease_ms / 2;
-}
-
-const char *lost_why(int reason, char *buf, size_t size)
-{
-    char a[32], b[32];
-    /* The library says DLOCK_LOST_PAUSED when its renewal tick came late; we
-     * also measure our own poll loop, which sees a stop the io thread may
-     * report as a renewal that found the lock gone. */
-    if (reason == DLOCK_LOST_PAUSED ||
-        (reason != LOST_LEASE && reason != DLOCK_LOST_MAX_HOLD && paused_past_lease())) {
-        if (pause_at >= 0)
-            snprintf(buf, size, "this process was paused (stopped, or starved of CPU) for %s or "
-                                "more, past its lease of %s: Redis let the lock go",
-                     cli_fmt_duration(pause_ms, a, sizeof(a)),
-                     cli_fmt_duration(hold_lease_ms, b, sizeof(b)));
-        else
-            snprintf(buf, size, "this process was paused (stopped, or starved of CPU) past its "
-                                "lease: Redis let the lock go");
-        return buf;
-    }
-    switch (reason) {
-    case DLOCK_LOST_GONE:
-        snprintf(buf, size, "a renewal found it gone: forced open or deleted");
-        break;
-    case DLOCK_LOST_UNREACHABLE:
-        snprintf(buf, size, "Redis was unreachable until the lease ran out");
-        break;
-    case DLOCK_LOST_REPLICAS:
-        snprintf(buf, size, "a renewal was acknowledged by too few replicas: no longer renewed");
-        break;
-    case DLOCK_LOST_MAX_HOLD:
-        snprintf(buf, size, "held for its --max-hold of %s: the watchdog stopped renewing it",
-                 cli_fmt_duration(hold_limit_ms, a, sizeof(a)));
-        break;
-    case LOST_LEASE:
-        snprintf(buf, size, "its --lease of %s ran out", cli_fmt_duration(hold_lease_ms, a,
-                                                                         sizeof(a)));
-        break;
-    case LOST_AT_RELEASE:
-        snprintf(buf, size, "the release found it gone: forced open, deleted or expired");
-        break;
-    default:
-        snprintf(buf, size, "lost (reason %d)", reason);
-    }
-    return buf;
-}
-
-int supervise(const cli_opts *o, const run_args *ra, guard *g, int sfd, int lost_fd,
-              int64_t lease_deadline, int *lost)
-{
-    hold_lease_ms = ra->lease_ms != DLOCK_WATCHDOG ? ra->lease_ms : ra->watchdog_ms;
-    hold_limit_ms = ra->max_hold_ms;
-    int64_t tick = hold_lease_ms / 4;
-    tick = tick < 50 ? 50 : tick > 1000 ? 1000 : tick;
-    int64_t kill_at = -1;
-    int done = 0, status = 0;
-    char nm[200], c0[200], why[200];
-    cli_esc(ra->name, nm, sizeof(nm));
-    cli_esc(ra->cmd[0], c0, sizeof(c0));
-    *lost = 0;
-    while (!done) {
-        int64_t now = mono_ms();
-        if (kill_at >= 0 && now >= kill_at) {
-            cli_err(o, "'%s' still running %d s after SIGTERM: SIGKILL to it and everything "
-                       "it started", c0, KILL_GRACE_MS / 1000);
-            send_msg(g->ctl, 'K', 0);
-            kill_at = -1;
-        }
-        int lost_now = 0;
-        if (lease_deadline >= 0 && now >= lease_deadline) {
-            lost_now = LOST_LEASE;
-            lease_deadline = -1;
-        }
-        int64_t timeout = tick;
-        if (kill_at >= 0 && kill_at - now < timeout)
-            timeout = kill_at - now;
-        if (lease_deadline >= 0 && lease_deadline - now < timeout)
-            timeout = lease_deadline - now;
-        if (lost_now || timeout < 0)
-            timeout = 0;
-        struct pollfd p[3] = {{sfd, POLLIN, 0}, {lost_fd, POLLIN, 0}, {g->rep, POLLIN, 0}};
-        int64_t t0 = boot_ms();
-        int n = poll(p, 3, (int)timeout);
-        int64_t over = boot_ms() - t0 - timeout;
-        if (over >= 200) {
-            pause_ms = over;
-            pause_at = boot_ms();
-        }
-        if (n < 0 && errno != EINTR)
-            return -1;
-        if (n > 0 && p[0].revents) {
-            struct signalfd_siginfo si;
-            if (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si) && si.ssi_signo != SIGCHLD &&
-                si.ssi_signo != SIGCONT && si.ssi_code <= 0)
-                send_msg(g->ctl, 'S', (int32_t)si.ssi_signo);   /* sent by a process: pass it on */
-        }
-        if (n > 0 && p[1].revents) {
-            char b;
-            if (read(lost_fd, &b, 1) == 1 && !lost_now)
-                lost_now = b;
-        }
-        if (n > 0 && p[2].revents) {
-            char m[5];
-            if (read_all(g->rep, m, 5) != 0) {
-                cli_err(o, "the guard process of '%s' ended unexpectedly", c0);
-                return -1;
-            }
-            if (m[0] == 'W') {
-                memcpy(&status, m + 1, 4);
-                done = 1;
-            }
-        }
-        if (!lost_now || *lost)
-            continue;
-        *lost = lost_now;
-        lost_why(lost_now, why, sizeof(why));
-        if (done)
-            cli_err(o, "%s '%s' lost while '%s' ran (%s)", ra->noun, nm, c0, why);
-        else if (ra->on_lost_term) {
-            cli_err(o, "%s '%s' lost while '%s' ran (%s): sending SIGTERM", ra->noun, nm, c0,
-                    why);
-            send_msg(g->ctl, 'S', SIGTERM);
-            kill_at = mono_ms() + KILL_GRACE_MS;
-        } else {
-            cli_err(o, "warning: %s '%s' lost while '%s' runs (%s); carrying on "
-                       "(--on-lost ignore)", ra->noun, nm, c0, why);
-        }
-    }
-    return status;
-}
+int guard_fd(const guard *g) { return g->rep; }

@@ -21,9 +21,15 @@ enum {
     EXIT_NOPERM = 77,       /* EX_NOPERM: password or ACL refused */
     EXIT_CONFIG = 78,       /* EX_CONFIG: $DLOCK_URL unusable, database out of range */
     EXIT_FENCED = 79,       /* a fenced write refused: a newer token has written */
+    EXIT_TLS = 80,          /* TLS failed: certificate, name, handshake, TLS files */
     EXIT_CANTEXEC = 126,    /* the command could not be run */
     EXIT_CANTRUN = 127      /* the command was not found */
 };
+
+/* The connect timeout when --connect-timeout is not given (the library's). */
+#define CLI_CONNECT_TIMEOUT_MS 10000
+/* The least a -w wait leaves the connect (-w 0 still needs one). */
+#define CLI_CONNECT_FLOOR_MS 1000
 
 /* A duration of "inf" or "forever". */
 #define CLI_DUR_INF INT64_MAX
@@ -35,16 +41,21 @@ typedef struct cli_opts {
     const char *password_file;/* --password-file */
     int64_t watchdog_ms;      /* --watchdog, 0 = library default */
     int64_t command_timeout_ms; /* --command-timeout, 0 = default */
+    int64_t connect_timeout_ms; /* --connect-timeout, 0 = default (CLI_CONNECT_TIMEOUT_MS) */
+    int64_t connect_bound_ms;   /* a command's wait (-w) that also bounds the connect, 0: none */
     int retry_attempts;       /* -1 = library default (watch sets 0) */
     int quiet;                /* -q */
     const char *label;        /* the client's connection label ("status", ...) */
+    char *args;               /* this process's argument strings, one area (ps shows */
+    size_t args_len;          /* it): run's guard writes its own name over it */
 } cli_opts;
 
 /* ------------------------------------------------------------- util.c */
 
 /* Parses a duration: "500ms", "10s", "1m30s", "2h30m", "1d", a bare number of
  * seconds ("1.5"), or "inf"/"forever" (*ms = CLI_DUR_INF). Units go from large
- * to small. At most a year. Returns 0 and *ms, or -1. */
+ * to small. At most a year. Returns 0 and *ms, -1 when it is not a duration,
+ * -2 when it is longer than a year. */
 int cli_parse_duration(const char *s, int64_t *ms);
 /* A count of permits or a latch's count: a whole decimal number in
  * 1..DLOCK_COUNT_MAX, nothing else (no sign, no blanks). Returns 0 and *n, or -1. */
@@ -61,6 +72,10 @@ int cli_utf8_valid(const char *s);
 char *cli_escape(const char *s);
 /* The same into buf, cut with "..." when longer; for messages. */
 const char *cli_esc(const char *s, char *buf, size_t size);
+/* Cuts s (UTF-8, one column a code point) to fit a line of `cols` columns
+ * without touching the last one (a terminal would wrap): "..." ends what was
+ * cut. cols < 4: left as it is. */
+void cli_fit(char *s, size_t cols);
 /* Writes s as a JSON string literal (quotes included); invalid UTF-8 bytes
  * become U+FFFD. */
 void cli_json_string(FILE *f, const char *s);
@@ -82,14 +97,56 @@ void cli_err(const cli_opts *o, const char *fmt, ...) __attribute__((format(prin
 void cli_usage_error(const cli_opts *o, const char *cmd, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* A duration option's value, checked: what it may be, and the message of a
+ * usage error when it is not. */
+typedef struct cli_dur_rule {
+    int zero_ok;          /* 0 is a value (try once, no grace...) */
+    const char *inf;      /* what inf means here ("no limit"), NULL: refused */
+    int64_t min_ms, max_ms;   /* 0: no bound but a year */
+    const char *range;    /* the bounds in words, "30ms to 1d", for the message */
+} cli_dur_rule;
+/* Parses val per the rule into *ms (CLI_DUR_INF for inf). Returns 0, or -1
+ * after a usage error naming opt for cmd (NULL: a global option). */
+int cli_duration_opt(const cli_opts *o, const char *cmd, const char *opt, const char *val,
+                     const cli_dur_rule *rule, int64_t *ms);
+
 /* Global options, accepted before and after the command name. Returns 1 when
  * argv[*i] was one (its value consumed), 0 when not, -1 on a usage error. */
 int cli_global_opt(cli_opts *o, int argc, char **argv, int *i);
+/* What every command's argument loop takes first: "--" (sets *dashdash:
+ * what follows is positional) and the global options. Returns 1 when
+ * argv[*i] was one of them, 0 when not (or after "--"), -1 on a usage error. */
+int cli_common_arg(cli_opts *o, int argc, char **argv, int *i, int *dashdash);
 /* An option with a value: "--opt VAL", "--opt=VAL", or for a one-letter short
  * form "-o VAL" / "-oVAL". Returns 1 and *val, 0 when argv[*i] is not it, -1
  * (message printed) when the value is missing. */
 int cli_opt_value(const cli_opts *o, const char *cmd, int argc, char **argv, int *i,
                   const char *lng, const char *shrt, const char **val);
+
+/* The connect timeout cli_open gives the library: --connect-timeout, or a
+ * shorter wait of the command's (at least CLI_CONNECT_FLOOR_MS). */
+int64_t cli_connect_timeout(const cli_opts *o);
+
+/* ------------------------------------------------------------ words.c */
+
+/* What `name` holds, as a phrase for messages ("a string", "a read-write
+ * lock", "a count (a semaphore's or a latch's)", "nothing") into what[size].
+ * Returns its dlock_kind, -1 for a key no dlock kind reads (a list, a string
+ * that is not a number, ...), -2 when it could not be read. */
+int cli_key_kind(dlock_client *c, const char *name, char *what, size_t size);
+/* After a DLOCK_EWRONGTYPE on `name`: when name holds something other than
+ * `want` (a dlock_kind; want_noun: "a lock", ...), prints "key 'k' holds a
+ * string, not a lock" (the same line from every command) and returns 1; 0 when name
+ * holds what is wanted (another name of the call is the culprit) or nothing. */
+int cli_wrong_type(const cli_opts *o, dlock_client *c, const char *name, int want,
+                   const char *want_noun);
+/* cli_fail, and for DLOCK_EWRONGTYPE the line of cli_wrong_type (exit 65). */
+int cli_fail_key(const cli_opts *o, dlock_client *c, int rc, const char *what, const char *name,
+                 int want, const char *want_noun);
+/* The library's detail text in the command's words into buf: a MOVED answer
+ * to a single-server URL points to redis-cluster://; a connect timeout names
+ * the option that set it. */
+const char *cli_detail(const cli_opts *o, const char *detail, char *buf, size_t size);
 
 /* ---------------------------------------------------------- holders.c */
 
@@ -110,15 +167,17 @@ typedef struct holder_info {
 /* Wall clock, unix ms. */
 int64_t wall_ms(void);
 /* The label a dlock run gives its client once it holds the lock:
- * run:<acquired unix ms>:<command, percent-encoded>, at most 128 bytes. */
-void run_label(char **cmd, int64_t acquired_ms, char *buf, size_t size);
+ * run:<acquired unix ms>:<command, percent-encoded>, at most 128 bytes; a
+ * semaphore run's names its permit: run:<ms>:#<permit id>:<command>. */
+void run_label(char **cmd, int64_t acquired_ms, const char *permit, char *buf, size_t size);
 /* Reads CLIENT LIST. NULL only when out of memory; a refused CLIENT LIST
  * gives a map that knows nobody (holder_map_error says why). */
 holder_map *holder_map_load(dlock_client *c);
 void holder_map_free(holder_map *m);
 const char *holder_map_error(const holder_map *m);
-/* 1 and *out when a dlock connection carries the owner's uuid, 0 when none
- * does, -1 when the map knows nothing. Free with holder_info_free. */
+/* 1 and *out when a dlock connection carries the owner's uuid (or, for a
+ * permit id, names the permit in its run label), 0 when none does, -1 when
+ * the map knows nothing. Free with holder_info_free. */
 int holder_lookup(const holder_map *m, const char *owner, holder_info *out);
 void holder_info_free(holder_info *h);
 /* One phrase: "dlock run on web1, pid 42 (10.0.0.5:5123), for 3 s: make",

@@ -82,12 +82,14 @@ static char *shell_join(char **cmd)
     return s;
 }
 
-void run_label(char **cmd, int64_t acquired_ms, char *buf, size_t size)
+void run_label(char **cmd, int64_t acquired_ms, const char *permit, char *buf, size_t size)
 {
     static const char hex[] = "0123456789ABCDEF";
     if (size > LABEL_MAX + 1)
         size = LABEL_MAX + 1;
-    int n = snprintf(buf, size, "run:%lld:", (long long)acquired_ms);
+    int n = permit && *permit ? snprintf(buf, size, "run:%lld:#%s:", (long long)acquired_ms,
+                                         permit)
+                              : snprintf(buf, size, "run:%lld:", (long long)acquired_ms);
     size_t j = n > 0 ? (size_t)n : 0;
     char *joined = shell_join(cmd);
     for (const unsigned char *p = (const unsigned char *)(joined ? joined : "?"); *p; p++) {
@@ -117,9 +119,29 @@ static int hexv(int ch)
                                     : -1;
 }
 
-/* A run label's parts: *acquired and the decoded command (malloc'd). */
-static char *parse_run_label(const char *label, int64_t *acquired)
+/* "#<32 hex>:" at p: the permit id a semaphore run holds, into permit. */
+static int label_permit(const char *p, char *permit)
 {
+    if (*p != '#')
+        return 0;
+    for (int i = 1; i <= DLOCK_PERMIT_ID_BUFSIZE - 1; i++)
+        if (hexv((unsigned char)p[i]) < 0)
+            return 0;
+    if (p[DLOCK_PERMIT_ID_BUFSIZE] != ':')
+        return 0;
+    if (permit) {
+        memcpy(permit, p + 1, DLOCK_PERMIT_ID_BUFSIZE - 1);
+        permit[DLOCK_PERMIT_ID_BUFSIZE - 1] = '\0';
+    }
+    return DLOCK_PERMIT_ID_BUFSIZE + 1;
+}
+
+/* A run label's parts: *acquired, the permit id (permit[DLOCK_PERMIT_ID_BUFSIZE]
+ * may be NULL; "" for a lock's run) and the decoded command (malloc'd). */
+static char *parse_run_label(const char *label, int64_t *acquired, char *permit)
+{
+    if (permit)
+        permit[0] = '\0';
     if (strncmp(label, "run:", 4) != 0)
         return NULL;
     char *end;
@@ -127,6 +149,7 @@ static char *parse_run_label(const char *label, int64_t *acquired)
     if (*end != ':' || ms <= 0)
         return NULL;
     const char *enc = end + 1;
+    enc += label_permit(enc, permit);
     char *cmd = malloc(strlen(enc) + 1);
     if (!cmd)
         return NULL;
@@ -252,13 +275,32 @@ void holder_map_free(holder_map *m)
     free(m);
 }
 
+/* The connection of the dlock run whose label names permit id `id`. */
+static const conn *find_permit(const holder_map *m, const char *id)
+{
+    for (size_t i = 0; i < m->n; i++) {
+        const char *l = m->v[i].label;
+        char permit[DLOCK_PERMIT_ID_BUFSIZE];
+        const char *colon = strncmp(l, "run:", 4) == 0 ? strchr(l + 4, ':') : NULL;
+        if (colon && label_permit(colon + 1, permit) && strcmp(permit, id) == 0)
+            return &m->v[i];
+    }
+    return NULL;
+}
+
 /* The connection that says most about the owner's client: a run label first
  * (a client has several connections; the pub/sub one may keep an older
- * label), then any label, then any. NULL when none carries its uuid. */
+ * label), then any label, then any. NULL when none carries its uuid. An
+ * owner that is a permit id (32 hex characters, no ':') is looked for in the
+ * labels of semaphore runs. */
 static const conn *find(const holder_map *m, const char *owner)
 {
-    const char *colon = owner ? strrchr(owner, ':') : NULL;
-    if (!m || !m->ok || !colon || colon - owner != 36)
+    if (!m || !m->ok || !owner)
+        return NULL;
+    if (strlen(owner) == DLOCK_PERMIT_ID_BUFSIZE - 1 && !strchr(owner, ':'))
+        return find_permit(m, owner);
+    const char *colon = strrchr(owner, ':');
+    if (!colon || colon - owner != 36)
         return NULL;
     const conn *best = NULL;
     int best_rank = -1;
@@ -287,7 +329,7 @@ int holder_lookup(const holder_map *m, const char *owner, holder_info *out)
     out->pid = atol(c->pid);
     out->addr = c->addr;
     out->label = c->label;
-    out->command = parse_run_label(c->label, &out->acquired_ms);
+    out->command = parse_run_label(c->label, &out->acquired_ms, NULL);
     if (out->command)
         out->held_ms = wall_ms() - out->acquired_ms;
     return 1;

@@ -33,27 +33,20 @@ static int parse_latch(cli_opts *o, int argc, char **argv, latch_args *la)
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *val;
         int r;
+        if ((r = cli_common_arg(o, argc, argv, &i, &dashdash)) != 0) {
+            if (r < 0)
+                return -1;
+            continue;
+        }
         if (!dashdash) {
-            if (strcmp(a, "--") == 0) {
-                dashdash = 1;
-                continue;
-            }
-            if ((r = cli_global_opt(o, argc, argv, &i)) != 0) {
-                if (r < 0)
-                    return -1;
-                continue;
-            }
             if (strcmp(la->sub, "wait") == 0 &&
                 ((r = cli_opt_value(o, cmd, argc, argv, &i, "--wait", "-w", &val)) != 0 ||
                  (r = cli_opt_value(o, cmd, argc, argv, &i, "--timeout", NULL, &val)) != 0)) {
                 if (r < 0)
                     return -1;
-                if (cli_parse_duration(val, &la->wait_ms) != 0) {
-                    char e[80];
-                    cli_usage_error(o, cmd, "--wait '%s' is not a duration (0, 500ms, 10s, "
-                                            "1m30s, inf)", cli_esc(val, e, sizeof(e)));
+                static const cli_dur_rule wait = {1, "no limit", 0, 0, NULL};
+                if (cli_duration_opt(o, cmd, "--wait", val, &wait, &la->wait_ms) != 0)
                     return -1;
-                }
                 if (la->wait_ms == CLI_DUR_INF)
                     la->wait_ms = DLOCK_WAIT_FOREVER;
                 continue;
@@ -88,12 +81,20 @@ static int parse_latch(cli_opts *o, int argc, char **argv, latch_args *la)
     return 0;
 }
 
-static int latch_set(const cli_opts *o, dlock_latch *l, int64_t n, const char *nm)
+/* A failure of subcommand `what` on latch `name`. */
+static int latch_fail(const cli_opts *o, dlock_client *c, int rc, const char *what,
+                      const char *name)
+{
+    return cli_fail_key(o, c, rc, what, name, DLOCK_KIND_COUNT, "a latch");
+}
+
+static int latch_set(const cli_opts *o, dlock_client *c, dlock_latch *l, int64_t n,
+                     const char *name, const char *nm)
 {
     int set = 0;
     int rc = dlock_latch_try_set_count(l, n, &set);
     if (rc != DLOCK_OK)
-        return cli_fail(o, rc, "latch set");
+        return latch_fail(o, c, rc, "latch set", name);
     if (!set) {
         int64_t left = -1;
         dlock_latch_count(l, &left);
@@ -104,7 +105,8 @@ static int latch_set(const cli_opts *o, dlock_latch *l, int64_t n, const char *n
     return 0;
 }
 
-static int latch_wait(const cli_opts *o, dlock_latch *l, const latch_args *la, const char *nm)
+static int latch_wait(const cli_opts *o, dlock_client *c, dlock_latch *l, const latch_args *la,
+                      const char *nm)
 {
     int rc = dlock_latch_await(l, la->wait_ms, NULL);
     if (rc == DLOCK_OK)
@@ -121,7 +123,7 @@ static int latch_wait(const cli_opts *o, dlock_latch *l, const latch_args *la, c
                     cli_fmt_duration(la->wait_ms, waited, sizeof(waited)));
         return EXIT_NOTACQUIRED;
     }
-    return cli_fail(o, rc, "latch wait");
+    return latch_fail(o, c, rc, "latch wait", la->name);
 }
 
 int cmd_latch(cli_opts *o, int argc, char **argv)
@@ -152,6 +154,8 @@ int cmd_latch(cli_opts *o, int argc, char **argv)
     }
     dlock_client *c;
     o->label = strcmp(la.sub, "wait") == 0 ? "latch-wait" : "latch";
+    if (strcmp(la.sub, "wait") == 0 && la.wait_ms != DLOCK_WAIT_FOREVER)
+        o->connect_bound_ms = la.wait_ms > 0 ? la.wait_ms : 1;   /* -w bounds the connect */
     int code = cli_open(o, &c, NULL, NULL);
     if (code)
         return code;
@@ -165,12 +169,12 @@ int cmd_latch(cli_opts *o, int argc, char **argv)
     char nm[200];
     cli_esc(la.name, nm, sizeof(nm));
     if (strcmp(la.sub, "set") == 0) {
-        code = latch_set(o, l, n, nm);
+        code = latch_set(o, c, l, n, la.name, nm);
     } else if (strcmp(la.sub, "down") == 0) {
         rc = dlock_latch_count_down(l);
-        code = rc == DLOCK_OK ? 0 : cli_fail(o, rc, "latch down");
+        code = rc == DLOCK_OK ? 0 : latch_fail(o, c, rc, "latch down", la.name);
     } else {
-        code = latch_wait(o, l, &la, nm);
+        code = latch_wait(o, c, l, &la, nm);
     }
     dlock_latch_free(l);
     dlock_client_close(c);

@@ -59,6 +59,8 @@ int cli_exit_code(int rc, const char *detail)
         return EXIT_DATAERR;
     case DLOCK_EFENCED:
         return EXIT_FENCED;
+    case DLOCK_ETLS:
+        return EXIT_TLS;
     case DLOCK_EINVAL:
     case DLOCK_ENAMETOOLONG:
         return EXIT_USAGE;
@@ -71,8 +73,41 @@ int cli_fail(const cli_opts *o, int rc, const char *what)
 {
     const char *detail = dlock_last_error();
     int code = cli_exit_code(rc, detail);
-    cli_err(o, "%s: %s", what, *detail ? detail : dlock_strerror(rc));
+    char d[700];
+    cli_err(o, "%s: %s", what, *detail ? cli_detail(o, detail, d, sizeof(d)) : dlock_strerror(rc));
     return code;
+}
+
+int64_t cli_connect_timeout(const cli_opts *o)
+{
+    int64_t t = o->connect_timeout_ms ? o->connect_timeout_ms : CLI_CONNECT_TIMEOUT_MS;
+    if (o->connect_bound_ms > 0) {
+        int64_t b = o->connect_bound_ms < CLI_CONNECT_FLOOR_MS ? CLI_CONNECT_FLOOR_MS
+                                                                : o->connect_bound_ms;
+        if (b < t)
+            t = b;
+    }
+    return t;
+}
+
+/* 1 when the URL turns certificate checks off (rediss...?insecure, as the
+ * library reads it: no value, 1, true or yes). */
+static int insecure_url(const char *url)
+{
+    if (strncmp(url, "rediss", 6) != 0)
+        return 0;
+    const char *q = strchr(url, '?');
+    while (q && *q && *q != '#') {
+        q++;
+        size_t n = strcspn(q, "&#");
+        if (strncmp(q, "insecure", 8) == 0 &&
+            (n == 8 || (n == 10 && strncmp(q + 8, "=1", 2) == 0) ||
+             (n == 13 && strncmp(q + 8, "=true", 5) == 0) ||
+             (n == 12 && strncmp(q + 8, "=yes", 4) == 0)))
+            return 1;
+        q += n;
+    }
+    return 0;
 }
 
 /* ------------------------------------------------------------ passwords */
@@ -244,6 +279,15 @@ int cli_open(const cli_opts *o, dlock_client **out, dlock_lost_fn lost, void *lo
         dlock_config_free(cfg);
         return EXIT_USAGE;
     }
+    if (!rc && (rc = dlock_config_set_connect_timeout(cfg, cli_connect_timeout(o))) != 0) {
+        cli_usage_error(o, NULL, "%s", dlock_last_error());
+        dlock_config_free(cfg);
+        return EXIT_USAGE;
+    }
+    if (insecure_url(o->url))
+        cli_err(o, "warning: the URL says insecure: the server's certificate is not checked, "
+                   "so the connection is encrypted but anyone on the path can pose as the "
+                   "server");
     if (lost)
         dlock_config_set_lost_callback(cfg, lost, lost_ud);
     if (o->label)
@@ -339,25 +383,70 @@ int cli_global_opt(cli_opts *o, int argc, char **argv, int *i)
                                  "--command-timeout");
         return -1;
     }
+    /* The library's bounds, said here in the command's words. */
+    static const cli_dur_rule watchdog = {0, NULL, 30, 86400000, "30ms to 1d"};
+    static const cli_dur_rule timeout = {0, NULL, 1, 86400000, "1ms to 1d"};
     int64_t *dst = NULL;
+    const cli_dur_rule *rule = &timeout;
     const char *name = NULL;
     if ((r = cli_opt_value(o, NULL, argc, argv, i, "--watchdog", NULL, &val)) != 0) {
         dst = &o->watchdog_ms;
         name = "--watchdog";
+        rule = &watchdog;
     } else if ((r = cli_opt_value(o, NULL, argc, argv, i, "--command-timeout", NULL, &val)) != 0) {
         dst = &o->command_timeout_ms;
         name = "--command-timeout";
+    } else if ((r = cli_opt_value(o, NULL, argc, argv, i, "--connect-timeout", NULL, &val)) != 0) {
+        dst = &o->connect_timeout_ms;
+        name = "--connect-timeout";
     }
     if (r <= 0)
         return r;
-    int64_t ms;
-    if (cli_parse_duration(val, &ms) != 0 || ms == 0 || ms == CLI_DUR_INF) {
-        cli_usage_error(o, NULL, "%s '%s' is not a positive finite duration (500ms, 10s, 1m30s)",
-                        name, val);
+    return cli_duration_opt(o, NULL, name, val, rule, dst) == 0 ? 1 : -1;
+}
+
+int cli_duration_opt(const cli_opts *o, const char *cmd, const char *opt, const char *val,
+                     const cli_dur_rule *rule, int64_t *ms)
+{
+    char v[80];
+    cli_esc(val, v, sizeof(v));
+    int rc = cli_parse_duration(val, ms);
+    if (rc == -2) {
+        cli_usage_error(o, cmd, "%s '%s' is longer than a year, the longest duration dlock "
+                                "takes%s%s", opt, v, rule->inf ? "; inf: " : "",
+                        rule->inf ? rule->inf : "");
         return -1;
     }
-    *dst = ms;
-    return 1;
+    if (rc != 0) {
+        cli_usage_error(o, cmd, "%s '%s' is not a duration (%s500ms, 10s, 1m30s%s)", opt, v,
+                        rule->zero_ok ? "0, " : "", rule->inf ? ", inf" : "");
+        return -1;
+    }
+    if (*ms == CLI_DUR_INF && !rule->inf) {
+        cli_usage_error(o, cmd, "%s '%s': give a finite duration (500ms, 10s, 1m30s)", opt, v);
+        return -1;
+    }
+    if (*ms == 0 && !rule->zero_ok) {
+        cli_usage_error(o, cmd, "%s '%s': give a duration above 0 (500ms, 10s, 1m30s)", opt, v);
+        return -1;
+    }
+    if (*ms != CLI_DUR_INF && ((rule->min_ms && *ms < rule->min_ms && *ms != 0) ||
+                               (rule->max_ms && *ms > rule->max_ms))) {
+        cli_usage_error(o, cmd, "%s '%s' is out of range: %s", opt, v, rule->range);
+        return -1;
+    }
+    return 0;
+}
+
+int cli_common_arg(cli_opts *o, int argc, char **argv, int *i, int *dashdash)
+{
+    if (*dashdash)
+        return 0;
+    if (strcmp(argv[*i], "--") == 0) {
+        *dashdash = 1;
+        return 1;
+    }
+    return cli_global_opt(o, argc, argv, i);
 }
 
 static int run_main(cli_opts *o, int argc, char **argv);
@@ -366,6 +455,20 @@ int main(int argc, char **argv)
 {
     cli_opts o;
     memset(&o, 0, sizeof(o));
+    /* The argument strings lie end to end: one area from argv[0]'s first
+     * byte to the last one's NUL (checked: nothing else may be written over). */
+    if (argc > 0 && argv[0]) {
+        char *end = argv[0];
+        int contiguous = 1;
+        for (int k = 0; k < argc && contiguous; k++) {
+            contiguous = argv[k] == end;
+            end = argv[k] + strlen(argv[k]) + 1;
+        }
+        if (contiguous) {
+            o.args = argv[0];
+            o.args_len = (size_t)(end - argv[0]);
+        }
+    }
     int code = run_main(&o, argc, argv);
     free(o.url_copy);
     return code;

@@ -15,6 +15,8 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,6 +24,7 @@
 #include "run.h"
 
 #define OWNER_CHAIN_MAX 16   /* nested runs whose locks a run may re-enter */
+#define DEFAULT_KILL_AFTER_MS 10000
 #define VERBOSE_EVERY_MS 10000
 
 static int lost_pipe[2] = {-1, -1};
@@ -39,15 +42,33 @@ static void on_lost(const char *name, const char *owner, dlock_lost_reason reaso
 
 /* ------------------------------------------------------------ arguments */
 
+static const cli_dur_rule wait_rule = {1, "no limit", 0, 0, NULL};
+
 static int parse_wait(const cli_opts *o, const char *opt, const char *val, int64_t *ms)
 {
-    if (cli_parse_duration(val, ms) != 0) {
-        cli_usage_error(o, "run", "%s '%s' is not a duration (0, 500ms, 10s, 1m30s, inf)", opt,
-                        val);
+    if (cli_duration_opt(o, "run", opt, val, &wait_rule, ms) != 0)
         return -1;
-    }
     if (*ms == CLI_DUR_INF)
         *ms = DLOCK_WAIT_FOREVER;
+    return 0;
+}
+
+/* --lost-exit-code N (0..255) or "command" (CMD's own status). */
+static int parse_lost_code(const cli_opts *o, const char *val, int *code)
+{
+    if (strcmp(val, "command") == 0) {
+        *code = -1;
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    long v = strtol(val, &end, 10);
+    if (errno || *end || end == val || v < 0 || v > 255) {
+        cli_usage_error(o, "run", "--lost-exit-code '%s': a number in 0..255, or command (the "
+                                  "command's own status)", val);
+        return -1;
+    }
+    *code = (int)v;
     return 0;
 }
 
@@ -68,6 +89,30 @@ static int add_name(const cli_opts *o, run_args *ra, const char *name)
     return 0;
 }
 
+/* A name given twice is one lock taken twice: said here, in the options'
+ * words (the multi-lock would refuse it in its own). */
+static int check_names(const cli_opts *o, const run_args *ra)
+{
+    for (int i = 0; i < ra->nnames; i++) {
+        for (int j = i + 1; j < ra->nnames; j++) {
+            if (strcmp(ra->names[i], ra->names[j]) != 0)
+                continue;
+            char nm[200];
+            cli_esc(ra->names[i], nm, sizeof(nm));
+            if (ra->kinds[i] != ra->kinds[j] && (ra->kinds[i] == RUN_READ || ra->kinds[i] ==
+                                                 RUN_WRITE) &&
+                (ra->kinds[j] == RUN_READ || ra->kinds[j] == RUN_WRITE))
+                cli_usage_error(o, "run", "'%s' is given with --read and with --write: they are "
+                                          "two sides of one read-write lock (--write alone also "
+                                          "lets the command read)", nm);
+            else
+                cli_usage_error(o, "run", "'%s' is named twice: each lock once", nm);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static int parse_args(cli_opts *o, int argc, char **argv, run_args *ra)
 {
     memset(ra, 0, sizeof(*ra));
@@ -75,6 +120,8 @@ static int parse_args(cli_opts *o, int argc, char **argv, run_args *ra)
     ra->lease_ms = DLOCK_WATCHDOG;
     ra->conflict_code = EXIT_NOTACQUIRED;
     ra->on_lost_term = 1;
+    ra->lost_code = EXIT_LOST;
+    ra->kill_after_ms = DEFAULT_KILL_AFTER_MS;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val;
         int r;
@@ -111,21 +158,18 @@ static int parse_args(cli_opts *o, int argc, char **argv, run_args *ra)
         } else if ((r = cli_opt_value(o, "run", argc, argv, &i, "--lease", NULL, &val)) != 0) {
             if (r < 0)
                 return -1;
-            if (cli_parse_duration(val, &ra->lease_ms) != 0 || ra->lease_ms == 0) {
-                cli_usage_error(o, "run", "--lease '%s' is not a positive duration (10s, 1m30s, "
-                                          "inf)", val);
+            static const cli_dur_rule lease = {0, "renewed by the watchdog, the default", 0, 0,
+                                               NULL};
+            if (cli_duration_opt(o, "run", "--lease", val, &lease, &ra->lease_ms) != 0)
                 return -1;
-            }
             if (ra->lease_ms == CLI_DUR_INF)
                 ra->lease_ms = DLOCK_WATCHDOG;
         } else if ((r = cli_opt_value(o, "run", argc, argv, &i, "--max-hold", NULL, &val)) != 0) {
             if (r < 0)
                 return -1;
-            if (cli_parse_duration(val, &ra->max_hold_ms) != 0 || ra->max_hold_ms == 0) {
-                cli_usage_error(o, "run", "--max-hold '%s' is not a positive duration (10s, 2h, "
-                                          "inf)", val);
+            static const cli_dur_rule max_hold = {0, "no limit, the default", 0, 0, NULL};
+            if (cli_duration_opt(o, "run", "--max-hold", val, &max_hold, &ra->max_hold_ms) != 0)
                 return -1;
-            }
             if (ra->max_hold_ms == CLI_DUR_INF)
                 ra->max_hold_ms = 0;
         } else if ((r = cli_opt_value(o, "run", argc, argv, &i, "--conflict-exit-code", "-E",
@@ -141,6 +185,19 @@ static int parse_args(cli_opts *o, int argc, char **argv, run_args *ra)
                 return -1;
             }
             ra->conflict_code = (int)v;
+        } else if ((r = cli_opt_value(o, "run", argc, argv, &i, "--lost-exit-code", NULL,
+                                      &val)) != 0) {
+            if (r < 0 || parse_lost_code(o, val, &ra->lost_code) < 0)
+                return -1;
+        } else if ((r = cli_opt_value(o, "run", argc, argv, &i, "--kill-after", NULL, &val)) !=
+                   0) {
+            if (r < 0)
+                return -1;
+            static const cli_dur_rule grace = {1, NULL, 0, 0, NULL};
+            if (cli_duration_opt(o, "run", "--kill-after", val, &grace, &ra->kill_after_ms) != 0)
+                return -1;
+        } else if (strcmp(a, "--kill-orphans") == 0) {
+            ra->kill_orphans = 1;
         } else if ((r = cli_opt_value(o, "run", argc, argv, &i, "--on-lost", NULL, &val)) != 0) {
             if (r < 0)
                 return -1;
@@ -197,6 +254,8 @@ static int parse_args(cli_opts *o, int argc, char **argv, run_args *ra)
         cli_usage_error(o, "run", "missing -- CMD");
         return -1;
     }
+    if (check_names(o, ra) < 0)
+        return -1;
     if (ra->max_hold_ms && ra->lease_ms != DLOCK_WATCHDOG) {
         cli_usage_error(o, "run", "--max-hold limits a hold renewed by the watchdog; with "
                                   "--lease the lease is the limit: give one of them");
@@ -405,8 +464,16 @@ static void progress_tick(const cli_opts *o, progress *pg, dlock_client *c, targ
     int64_t now = mono_ms();
     describe_holder(c, t, who, sizeof(who));
     cli_fmt_duration(now - pg->start, so_far, sizeof(so_far));
-    if (pg->tty)
-        fprintf(stderr, "\r\033[Kdlock: waiting for '%s' (%s so far): %s", nm, so_far, who);
+    if (pg->tty) {
+        /* One line, rewritten: longer than the terminal it would wrap and
+         * scroll at every update. */
+        char line[900];
+        struct winsize ws;
+        snprintf(line, sizeof(line), "dlock: waiting for '%s' (%s so far): %s", nm, so_far, who);
+        if (ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
+            cli_fit(line, ws.ws_col);
+        fprintf(stderr, "\r\033[K%s", line);
+    }
     else if (!pg->shown)
         cli_err(o, "waiting for '%s': %s", nm, who);
     else
@@ -414,6 +481,22 @@ static void progress_tick(const cli_opts *o, progress *pg, dlock_client *c, targ
     fflush(stderr);
     pg->shown = 1;
     pg->next = now + (pg->tty ? 1000 : VERBOSE_EVERY_MS);
+}
+
+/* After DLOCK_EWRONGTYPE: "key 'k' holds a string, not a lock" for the name
+ * that holds something else. 0 when none does (any more). */
+static int say_wrong_type(const cli_opts *o, const run_args *ra, dlock_client *c,
+                          const target *tg)
+{
+    if (tg->ps)
+        return cli_wrong_type(o, c, ra->semaphore, DLOCK_KIND_PERMITS, "a permit semaphore");
+    for (int k = 0; k < ra->nnames; k++) {
+        int rw = ra->kinds[k] == RUN_READ || ra->kinds[k] == RUN_WRITE;
+        if (cli_wrong_type(o, c, ra->names[k], rw ? DLOCK_KIND_RWLOCK : DLOCK_KIND_LOCK,
+                           rw ? "a read-write lock" : "a lock"))
+            return 1;
+    }
+    return 0;
 }
 
 /* Waits for the lock while watching for signals. Returns 1 when acquired
@@ -502,12 +585,15 @@ static int acquire_watching(const cli_opts *o, const run_args *ra, dlock_client 
         return 0;
     }
     if (a.rc == DLOCK_EWRONGTYPE) {
-        cli_err(o, "cannot acquire '%s': %s; dlock leaves it as it is", nm,
-                a.err[0] ? a.err : "the key exists and is not a lock");
+        if (!say_wrong_type(o, ra, c, tg))
+            cli_err(o, "cannot acquire '%s': a key of it holds another type; dlock leaves it as "
+                       "it is", nm);
         *code = EXIT_DATAERR;
         return 0;
     }
-    cli_err(o, "cannot acquire '%s': %s", nm, a.err[0] ? a.err : dlock_strerror(a.rc));
+    char d[700];
+    cli_err(o, "cannot acquire '%s': %s", nm,
+            a.err[0] ? cli_detail(o, a.err, d, sizeof(d)) : dlock_strerror(a.rc));
     *code = cli_exit_code(a.rc, a.err);
     return 0;
 }
@@ -591,8 +677,9 @@ static char *owners_var(const char *owner)
 /* The hold ended: release it unless it was lost. Returns the loss reason
  * (LOST_AT_RELEASE when the release found it gone), else 0. */
 static int finish_hold(const cli_opts *o, const run_args *ra, target *t, int lost,
-                       int64_t lease_deadline)
+                       const run_hold *h)
 {
+    int64_t lease_deadline = h->lease_deadline;
     char nm[200], c0[200], why[200];
     cli_esc(ra->name, nm, sizeof(nm));
     cli_esc(ra->cmd[0], c0, sizeof(c0));
@@ -612,7 +699,7 @@ static int finish_hold(const cli_opts *o, const run_args *ra, target *t, int los
         cli_err(o, "warning: the --lease of '%s' ran out as '%s' ended", nm, c0);
         return 0;
     }
-    lost_why(LOST_AT_RELEASE, why, sizeof(why));
+    lost_why(h, LOST_AT_RELEASE, why, sizeof(why));
     if (ra->on_lost_term)
         cli_err(o, "%s '%s' was lost while '%s' ran (%s)", ra->noun, nm, c0, why);
     else
@@ -625,6 +712,10 @@ static int run_locked(cli_opts *o, const run_args *ra, guard *g, int sfd)
 {
     dlock_client *c;
     o->label = "run-waiting";
+    /* A wait given with -w bounds the connect too: a server that accepts and
+     * never answers costs that wait, not the connect timeout. */
+    if (ra->wait_ms != DLOCK_WAIT_FOREVER)
+        o->connect_bound_ms = ra->wait_ms > 0 ? ra->wait_ms : 1;
     int code = cli_open(o, &c, on_lost, NULL);
     if (code)
         return code;
@@ -652,16 +743,19 @@ static int run_locked(cli_opts *o, const run_args *ra, guard *g, int sfd)
     /* Who holds it, for status and list: this host and pid (the connection
      * name) and, in the label, since when and what for. */
     char label[160];
-    run_label(ra->cmd, wall_ms(), label, sizeof(label));
+    run_label(ra->cmd, wall_ms(), tg.ps ? tg.permit : NULL, label, sizeof(label));
     dlock_client_set_label(c, label);
     /* A --lease is renewed by nobody: the lock is gone when its TTL runs out
      * (the first of them to go, for several). Counting the TTL read just now
      * from before the read errs early. */
-    int64_t lease_deadline = -1;
+    run_hold hold = {c, sfd, lost_pipe[0], -1, 0};
     if (ra->lease_ms != DLOCK_WATCHDOG) {
         int64_t before = mono_ms(), ttl = target_ttl(&tg);
-        lease_deadline = before + (ttl >= 0 ? ttl : 0);
+        hold.lease_deadline = before + (ttl >= 0 ? ttl : 0);
     }
+    dlock_stats st;
+    if (dlock_client_stats(c, &st, sizeof(st)) == DLOCK_OK)
+        hold.reconnects = st.reconnects;
     /* DLOCK_NAME: the name (the first, for several; DLOCK_NAMES lists them
      * all, one per line). DLOCK_TOKEN: a single lock's fencing token. */
     size_t all = 16;
@@ -696,17 +790,19 @@ static int run_locked(cli_opts *o, const run_args *ra, guard *g, int sfd)
     free(names_var);
     free(owners);
     if (code == 0) {
-        status = supervise(o, ra, g, sfd, lost_pipe[0], lease_deadline, &lost);
+        status = supervise(o, ra, g, &hold, &lost);
         if (status < 0)
             code = EXIT_SOFTWARE;
     }
-    lost = finish_hold(o, ra, &tg, lost, lease_deadline);
+    lost = finish_hold(o, ra, &tg, lost, &hold);
     target_free(&tg);
     dlock_client_close(c);
     if (code)
         return code;
-    if (lost && ra->on_lost_term)
-        return EXIT_LOST;
+    /* A lost hold says so in the exit status, --on-lost ignore included:
+     * with -q a cron job still tells (--lost-exit-code picks another). */
+    if (lost && ra->lost_code >= 0)
+        return ra->lost_code;
     if (WIFEXITED(status))
         return WEXITSTATUS(status);
     if (WIFSIGNALED(status))
@@ -740,6 +836,7 @@ int cmd_elect(cli_opts *o, int argc, char **argv)
         return EXIT_USAGE;
     }
     ra.elect = 1;
+    ra.noun = "leadership of election";
     return run_main(o, &ra);
 }
 
@@ -755,6 +852,8 @@ static int run_main(cli_opts *o, run_args *rap)
         sigaddset(&mask, sigs[k]);
     pthread_sigmask(SIG_BLOCK, &mask, NULL);
     signal(SIGPIPE, SIG_IGN);
+    /* Should the guard die, what CMD started comes to us, to be ended. */
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
     guard *g;
     int code = guard_start(o, ra.cmd, &g);
     if (code)

@@ -19,6 +19,9 @@ typedef struct run_args {
     int64_t max_hold_ms;   /* --max-hold, 0 = none */
     int conflict_code;
     int on_lost_term;
+    int lost_code;         /* exit code when the hold was lost (76), -1: CMD's status */
+    int64_t kill_after_ms; /* --kill-after: SIGTERM, then SIGKILL this much later */
+    int kill_orphans;      /* --kill-orphans: end what CMD leaves running */
     int verbose;
     const char *name;      /* for messages: the name, or "a + b + c" for several */
     const char *names[RUN_MAX_NAMES];
@@ -27,7 +30,7 @@ typedef struct run_args {
     const char *pending;   /* a --fair/--read/--write waiting for its NAME */
     const char *semaphore; /* --semaphore NAME: a permit instead of locks */
     int64_t permits;       /* --permits N: the semaphore's total (0: not given) */
-    const char *noun;      /* "lock" or "permit of semaphore", for messages */
+    const char *noun;      /* "lock", "permit of semaphore" or "leadership of election" */
     char display[512];
     char **cmd;
     int elect;             /* dlock elect: the name is an election, DLOCK_TERM */
@@ -39,9 +42,11 @@ enum {
     LOST_AT_RELEASE = 101  /* the release found it gone */
 };
 
-/* The guard: a process forked before dlock starts any thread. It starts CMD
- * as its child (parent-death signal SIGKILL) and is the subreaper of
- * everything CMD starts; when dlock dies while CMD runs, it kills them all. */
+/* The guard: a process forked before dlock starts any thread, named
+ * dlock-guard. It starts CMD as its child (parent-death signal SIGKILL) and
+ * is the subreaper of everything CMD starts: it tells dlock when CMD ended and
+ * when nothing CMD started is left, signals them all on request, and kills
+ * them all when dlock dies (see child.c). */
 typedef struct guard guard;
 
 /* Forks the guard, which will run `cmd`. Must be called while the process has
@@ -52,18 +57,52 @@ int guard_start(const cli_opts *o, char **cmd, guard **out);
  * strings that replace inherited ones). Returns 0, or an exit code
  * (126/127, message printed). */
 int guard_exec(const cli_opts *o, guard *g, const char *cmd0, char *const *extra);
-/* Ends the guard (CMD, if it runs, is killed with its descendants) and frees it. */
+/* Ends the guard (what CMD started, if any still runs, is killed) and frees it. */
 void guard_stop(guard *g);
+/* Sends one message to the guard (child.c's protocol); -1 when it is gone. */
+int guard_send(guard *g, char op, int32_t v);
+/* Reads one message from the guard; -1 when it is gone. */
+int guard_read(guard *g, char *op, int32_t *v);
+/* The descriptor guard_read reads, for poll. */
+int guard_fd(const guard *g);
 
-/* Waits for CMD, passing signals on and acting on a lost lock.
- * lease_deadline: monotonic ms when a --lease runs out, -1 for a watchdog
- * hold. Returns CMD's wait status, or -1 when the guard failed; *lost = the
- * reason if the hold was lost, else 0. */
-int supervise(const cli_opts *o, const run_args *ra, guard *g, int sfd, int lost_fd,
-              int64_t lease_deadline, int *lost);
-/* The words for a loss reason ("a renewal found it gone"), taking a pause of
- * this process that supervise() saw into account. */
-const char *lost_why(int reason, char *buf, size_t size);
+/* ------------------------------------------------------------- tree.c */
+
+/* sig to every live (not zombie) descendant of this process, found in /proc,
+ * except those in process group skip_group (> 0); a SIGCONT follows every
+ * signal but SIGKILL, so that stopped processes act on it. sig 0: count
+ * only. Returns how many there are. */
+size_t tree_signal(int sig, pid_t skip_group);
+/* tree_reap's flags */
+enum { TREE_WATCHED = 1, TREE_EMPTY = 2 };
+/* Reaps every child that ended: TREE_WATCHED when `watched` (> 0) was one
+ * (*status = its wait status), TREE_EMPTY when this process has no child
+ * left (for a subreaper: no descendant). */
+int tree_reap(pid_t watched, int *status);
+/* SIGKILL to every descendant, round after round, until none is left. */
+void tree_kill_all(void);
+
+/* -------------------------------------------------------- supervise.c */
+
+/* A hold while CMD runs: what tells of its loss. */
+typedef struct run_hold {
+    dlock_client *c;
+    int sfd;                 /* the signals dlock handles (signalfd) */
+    int lost_fd;             /* the lost callback's pipe: a byte per loss, the reason */
+    int64_t lease_deadline;  /* monotonic ms when a --lease runs out, -1: watchdog */
+    uint64_t reconnects;     /* the client's reconnects when the hold began */
+} run_hold;
+
+/* Waits until CMD and everything it started are gone, passing signals on and
+ * ending them on a lost hold (see child.c). Returns CMD's wait status, or -1
+ * when the guard failed (what CMD started is killed then); *lost = the reason
+ * if the hold was lost, else 0. */
+int supervise(const cli_opts *o, const run_args *ra, guard *g, run_hold *h, int *lost);
+/* The words for a loss reason ("a renewal found it gone: ..."), taking into
+ * account a pause of this process that supervise() saw and whether the
+ * client had to reconnect since the hold began (Redis restarted, failed
+ * over). */
+const char *lost_why(const run_hold *h, int reason, char *buf, size_t size);
 
 /* ------------------------------------------------------------ run_sem.c */
 

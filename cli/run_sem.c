@@ -66,14 +66,9 @@ int run_sem_open(const cli_opts *o, dlock_client *c, const run_args *ra,
         rc = dlock_permit_semaphore_try_set_permits(*out, ra->permits, &set);
     if (rc == DLOCK_OK && !set)
         rc = dlock_permit_semaphore_available(*out, &avail, &held);
-    if (rc == DLOCK_EWRONGTYPE) {
-        char e[300];
-        cli_err(o, "cannot use semaphore '%s': %s; dlock leaves it as it is", nm,
-                cli_esc(dlock_last_error(), e, sizeof(e)));
-        return EXIT_DATAERR;
-    }
     if (rc != DLOCK_OK)
-        return cli_fail(o, rc, "semaphore");
+        return cli_fail_key(o, c, rc, "semaphore", ra->semaphore, DLOCK_KIND_PERMITS,
+                            "a permit semaphore");
     if (!set && avail + held != ra->permits) {
         /* Its leases key: "{name}:timeout", or "name:timeout" for a name with a '{'. */
         int tagged = strchr(ra->semaphore, '{') != NULL;

@@ -1,53 +1,46 @@
-/* dlock status, list and unlock --force; the table of locks watch shares. */
+/* dlock status and list; the table of locks watch shares. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "show.h"
 
+/* The keys of dlock's fence guards (dlock fence): dlock_fence:{KEY}. */
+#define FENCE_PREFIX "dlock_fence:"
+
 /* ------------------------------------------------------------ arguments */
 
-/* Parses [global options] [--json] [--force] [--interval DUR] [--name NAME]
- * [positional] [-- positional]; the command-specific flags it accepts are
- * given by `flags`. */
-enum { F_JSON = 1, F_FORCE = 2, F_NAME = 4, F_STATS = 8 };
-
-typedef struct show_args {
-    int json;
-    int force;
-    int stats;
-    const char *pos;
-    int npos;
-} show_args;
-
-static int parse_show(cli_opts *o, const char *cmd, int argc, char **argv, unsigned flags,
-                      show_args *sa)
+int parse_show(cli_opts *o, const char *cmd, int argc, char **argv, unsigned flags,
+               show_args *sa)
 {
     memset(sa, 0, sizeof(*sa));
     int dashdash = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val;
         int r = 0;
+        if ((r = cli_common_arg(o, argc, argv, &i, &dashdash)) != 0) {
+            if (r < 0)
+                return -1;
+            continue;
+        }
         if (!dashdash) {
-            if (strcmp(a, "--") == 0) {
-                dashdash = 1;
-                continue;
-            }
-            if ((r = cli_global_opt(o, argc, argv, &i)) != 0) {
-                if (r < 0)
-                    return -1;
-                continue;
-            }
             if ((flags & F_JSON) && strcmp(a, "--json") == 0) {
                 sa->json = 1;
+                continue;
+            }
+            if ((flags & F_STATS) && strcmp(a, "--stats") == 0) {
+                sa->stats = 1;
                 continue;
             }
             if ((flags & F_FORCE) && strcmp(a, "--force") == 0) {
                 sa->force = 1;
                 continue;
             }
-            if ((flags & F_STATS) && strcmp(a, "--stats") == 0) {
-                sa->stats = 1;
+            if ((flags & F_PERMIT) &&
+                (r = cli_opt_value(o, cmd, argc, argv, &i, "--permit", NULL, &val)) != 0) {
+                if (r < 0)
+                    return -1;
+                sa->permit = val;
                 continue;
             }
             if ((flags & F_NAME) &&
@@ -111,7 +104,7 @@ static int is_count(const dlock_info *info)
 
 /* A semaphore's or a latch's object: name, kind, count, the permits held
  * (a permit semaphore's) with their leases, the key's TTL and the waiters. */
-static void json_count(FILE *f, const dlock_info *info, int with_waiters)
+static void json_count(FILE *f, const dlock_info *info, int with_waiters, const holder_map *map)
 {
     fputc('{', f);
     cli_json_field(f, "name", dlock_info_name(info));
@@ -119,9 +112,12 @@ static void json_count(FILE *f, const dlock_info *info, int with_waiters)
             (long long)dlock_info_count(info));
     if (dlock_info_kind(info) == DLOCK_KIND_PERMITS) {
         fputs(",\"holders\":[", f);
-        for (size_t i = 0; i < dlock_info_holders(info); i++)
-            fprintf(f, "%s{\"permit\":\"%s\",\"ttl_ms\":%lld}", i ? "," : "",
+        for (size_t i = 0; i < dlock_info_holders(info); i++) {
+            fprintf(f, "%s{\"permit\":\"%s\",\"ttl_ms\":%lld", i ? "," : "",
                     dlock_info_owner(info, i), (long long)dlock_info_holder_ttl(info, i));
+            holder_json(f, map, dlock_info_owner(info, i));
+            fputc('}', f);
+        }
         fputc(']', f);
     }
     fprintf(f, ",\"ttl_ms\":%lld", (long long)dlock_info_ttl(info));
@@ -136,7 +132,7 @@ static void json_count(FILE *f, const dlock_info *info, int with_waiters)
 static void json_info(FILE *f, const dlock_info *info, int with_waiters, const holder_map *map)
 {
     if (is_count(info)) {
-        json_count(f, info, with_waiters);
+        json_count(f, info, with_waiters, map);
         return;
     }
     fputc('{', f);
@@ -318,7 +314,7 @@ void rows_print(FILE *f, const rows *rs, size_t max_rows, int with_waiters)
 
 /* A semaphore or a latch: what its count means, the permits held with their
  * leases (a permit semaphore's), and who waits on each of its channels. */
-static void print_count_status(const dlock_info *info)
+static void print_count_status(const dlock_info *info, const holder_map *map)
 {
     char ttl[32];
     char *name = cli_escape(dlock_info_name(info));
@@ -332,9 +328,13 @@ static void print_count_status(const dlock_info *info)
                n + (long long)held);
         for (size_t i = 0; i < held; i++) {
             int64_t t = dlock_info_holder_ttl(info, i);
+            char who[400];
             printf("%s%s (%s%s)\n", i ? "         " : "holders: ", dlock_info_owner(info, i),
                    t >= 0 ? cli_fmt_duration(t, ttl, sizeof(ttl)) : "no expiry",
                    t >= 0 ? " left" : "");
+            /* who: a dlock run names its permit in its client's label */
+            if (*holder_describe(map, dlock_info_owner(info, i), 0, who, sizeof(who)))
+                printf("           %s\n", who);
         }
         printf("waiters: %lld\n", (long long)dlock_info_waiters(info));
     } else {
@@ -464,13 +464,13 @@ int cmd_status(cli_opts *o, int argc, char **argv)
     dlock_info *info = NULL;
     int rc = dlock_client_inspect(c, sa.pos, &info);
     if (rc != DLOCK_OK) {
-        code = cli_fail(o, rc, "status");
+        code = cli_fail_key(o, c, rc, "status", sa.pos, DLOCK_KIND_LOCK,
+                            "a lock, semaphore or latch");
         dlock_client_close(c);
         return code;
     }
-    holder_map *map = !is_count(info) && (dlock_info_holders(info) || dlock_info_queued(info))
-                          ? holder_map_load(c)
-                          : NULL;
+    holder_map *map = dlock_info_holders(info) || dlock_info_queued(info) ? holder_map_load(c)
+                                                                          : NULL;
     if (sa.json) {
         /* The lock's object, with the client's fields before its end. */
         char *buf = NULL;
@@ -490,7 +490,7 @@ int cmd_status(cli_opts *o, int argc, char **argv)
         }
         free(buf);
     } else if (is_count(info)) {
-        print_count_status(info);
+        print_count_status(info, map);
         status_extras(c, &sa, 0);
     } else {
         print_status(info, map);
@@ -512,14 +512,20 @@ typedef struct count_rows {
     int oom;
     FILE *json_out;
     size_t *streamed;   /* the JSON array's element count, shared with the locks' */
+    const holder_map *map;
+    int fences;         /* the pattern asks for fence guards: show them */
 } count_rows;
 
 static int count_collect(const dlock_info *info, void *ud)
 {
     count_rows *cr = ud;
+    /* dlock's fence guards are its own counters, as fencing tokens are:
+     * left out unless asked for by name. */
+    if (!cr->fences && strncmp(dlock_info_name(info), FENCE_PREFIX, strlen(FENCE_PREFIX)) == 0)
+        return 0;
     if (cr->json_out) {
         fputs(*cr->streamed ? ",\n" : "\n", cr->json_out);
-        json_count(cr->json_out, info, 0);
+        json_count(cr->json_out, info, 0, cr->map);
         ++*cr->streamed;
         return 0;
     }
@@ -603,6 +609,8 @@ int cmd_list(cli_opts *o, int argc, char **argv)
     memset(&cr, 0, sizeof(cr));
     cr.json_out = rs.json_out;
     cr.streamed = &rs.n;
+    cr.map = rs.map;
+    cr.fences = strncmp(pattern, FENCE_PREFIX, strlen(FENCE_PREFIX)) == 0;
     int rc = dlock_client_scan(c, pattern, rows_collect, &rs);
     if (rc == DLOCK_OK && rs.oom)
         rc = DLOCK_ENOMEM;
@@ -636,61 +644,6 @@ int cmd_list(cli_opts *o, int argc, char **argv)
     free(cr.lines);
     holder_map_free(rs.map);
     rows_free(&rs);
-    dlock_client_close(c);
-    return code;
-}
-
-/* --------------------------------------------------------------- unlock */
-
-int cmd_unlock(cli_opts *o, int argc, char **argv)
-{
-    show_args sa;
-    if (parse_show(o, "unlock", argc, argv, F_FORCE | F_NAME, &sa) != 0)
-        return EXIT_USAGE;
-    if (sa.npos != 1) {
-        cli_usage_error(o, "unlock", "missing lock NAME");
-        return EXIT_USAGE;
-    }
-    if (!sa.force) {
-        cli_usage_error(o, "unlock", "only 'unlock --force NAME' exists: it releases the lock "
-                                     "whoever holds it");
-        return EXIT_USAGE;
-    }
-    dlock_client *c;
-    o->label = "unlock";
-    int code = cli_open(o, &c, NULL, NULL);
-    if (code)
-        return code;
-    dlock_lock *l;
-    int rc = dlock_lock_get(c, sa.pos, &l);
-    if (rc != DLOCK_OK) {
-        code = cli_fail(o, rc, "unlock");
-        dlock_client_close(c);
-        return code;
-    }
-    char who[600] = "", nm[300];
-    dlock_info *info = NULL;
-    if (dlock_lock_inspect(l, &info) == DLOCK_OK && dlock_info_locked(info)) {
-        char e[120], d[400];
-        holder_map *map = holder_map_load(c);
-        holder_describe(map, dlock_info_owner(info, 0), 0, d, sizeof(d));
-        snprintf(who, sizeof(who), " by %s%s%s%s", cli_esc(dlock_info_owner(info, 0), e, sizeof(e)),
-                 d[0] ? " (" : "", d, d[0] ? ")" : "");
-        holder_map_free(map);
-    }
-    dlock_info_free(info);
-    cli_esc(sa.pos, nm, sizeof(nm));
-    int was = 0;
-    rc = dlock_lock_force_release(l, &was);
-    if (rc != DLOCK_OK) {
-        code = cli_fail(o, rc, "unlock");
-    } else if (!o->quiet) {
-        if (was)
-            printf("%s: was held%s; released, waiters woken\n", nm, who);
-        else
-            printf("%s: was not held\n", nm);
-    }
-    dlock_lock_free(l);
     dlock_client_close(c);
     return code;
 }

@@ -1,4 +1,5 @@
-/* dlock status, list, watch: the table of locks they share. */
+/* dlock status, list, watch, unlock: the table of locks they share, and the
+ * arguments of status, list and unlock. */
 #ifndef DLOCK_CLI_SHOW_H
 #define DLOCK_CLI_SHOW_H
 
@@ -20,6 +21,24 @@ typedef struct rows {
     FILE *json_out;   /* list --json: streamed, not kept */
     struct holder_map *map;   /* who each owner is (may be NULL) */
 } rows;
+
+/* The arguments of status, list and unlock: [global options] [--json]
+ * [--stats] [--force] [--permit ID] [--name NAME] [positional] [-- positional];
+ * `flags` says which of the command-specific ones a command takes. */
+enum { F_JSON = 1, F_NAME = 4, F_STATS = 8, F_FORCE = 16, F_PERMIT = 32 };
+
+typedef struct show_args {
+    int json;
+    int stats;
+    int force;
+    const char *permit;
+    const char *pos;
+    int npos;
+} show_args;
+
+/* 0, or -1 after a usage error (printed). */
+int parse_show(cli_opts *o, const char *cmd, int argc, char **argv, unsigned flags,
+               show_args *sa);
 
 /* dlock_scan_fn: appends one lock (or streams its JSON). */
 int rows_collect(const dlock_info *info, void *ud);

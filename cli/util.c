@@ -84,7 +84,7 @@ int cli_parse_duration(const char *s, int64_t *ms)
         p += n;
     }
     if (!isfinite(total) || total > YEAR_MS)   /* a year is plenty, and no overflow */
-        return -1;
+        return -2;
     *ms = (int64_t)(total + 0.5);
     return 0;
 }
@@ -316,4 +316,22 @@ int cli_parse_count(const char *s, int64_t *n)
         return -1;
     *n = v;
     return 0;
+}
+
+void cli_fit(char *s, size_t cols)
+{
+    if (cols < 4)
+        return;
+    /* Code points, one column each (what cli_esc leaves is printable). */
+    size_t n = 0, cut = 0, i = 0;
+    for (; s[i]; i++) {
+        if (((unsigned char)s[i] & 0xc0) == 0x80)
+            continue;
+        if (n == cols - 4)
+            cut = i;
+        if (++n > cols - 1) {
+            memcpy(s + cut, "...", 4);
+            return;
+        }
+    }
 }

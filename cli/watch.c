@@ -45,11 +45,9 @@ static int parse_watch(cli_opts *o, int argc, char **argv, int64_t *interval_ms,
         }
         if (!dashdash &&
             (r = cli_opt_value(o, "watch", argc, argv, &i, "--interval", NULL, &val)) != 0) {
-            if (r < 0 || cli_parse_duration(val, interval_ms) != 0 || *interval_ms < 50 ||
-                *interval_ms == CLI_DUR_INF) {
-                cli_usage_error(o, "watch", "--interval needs a finite duration of at least 50ms");
+            static const cli_dur_rule every = {0, NULL, 50, 0, "at least 50ms"};
+            if (r < 0 || cli_duration_opt(o, "watch", "--interval", val, &every, interval_ms) != 0)
                 return -1;
-            }
             continue;
         }
         if (!dashdash && a[0] == '-' && a[1] != '\0') {

@@ -16,6 +16,9 @@
  * a queue and a uv_async_t. Each request acts for its own owner id
  * (dlock_client_new_owner_id): its work moves between callbacks, not
  * threads. */
+/* POSIX calls (nanosleep, pthreads, sockets) under plain cc -std=c11. */
+#define _POSIX_C_SOURCE 200809L
+
 #include <arpa/inet.h>
 #include <pthread.h>
 #include <stdio.h>

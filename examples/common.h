@@ -2,12 +2,21 @@
 #ifndef DLOCK_EXAMPLE_COMMON_H
 #define DLOCK_EXAMPLE_COMMON_H
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/time.h>
 #include <time.h>
 
 #include <dlock/dlock.h>
+
+/* Sleeps ms milliseconds (nanosleep: POSIX, unlike usleep). */
+static inline void example_sleep_ms(long long ms)
+{
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
 
 static dlock_client *example_open(int argc, char **argv, int64_t watchdog_ms)
 {

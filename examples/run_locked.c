@@ -1,5 +1,8 @@
 /* The run-under-lock helper: the callback runs while the lock is held, and the
  * lock is released afterwards whatever the callback returned. */
+/* POSIX calls (nanosleep, pthreads, sockets) under plain cc -std=c11. */
+#define _POSIX_C_SOURCE 200809L
+
 #include "common.h"
 
 struct job {

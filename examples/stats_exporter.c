@@ -11,6 +11,9 @@
  * PORT 0 picks a free one (printed); SECONDS (default 0 = forever) stops it.
  * One request at a time, HTTP/1.0, GET /metrics only: an example, not a
  * server to expose beyond loopback. */
+/* POSIX calls (nanosleep, pthreads, sockets) under plain cc -std=c11. */
+#define _POSIX_C_SOURCE 200809L
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -37,10 +40,10 @@ static void *worker(void *arg)
         return NULL;
     while (!atomic_load(&stopping)) {
         if (dlock_lock_acquire(l, DLOCK_WATCHDOG) == DLOCK_OK) {
-            usleep(20000);
+            example_sleep_ms(20);
             dlock_lock_release(l);
         }
-        usleep(5000);
+        example_sleep_ms(5);
     }
     dlock_lock_free(l);
     return NULL;
@@ -181,7 +184,7 @@ int main(int argc, char **argv)
     while (!end || time(NULL) < end) {
         struct pollfd p = {ls, POLLIN, 0};
         if (poll(&p, 1, 200) == 1) {
-            int fd = accept4(ls, NULL, NULL, SOCK_CLOEXEC);
+            int fd = accept(ls, NULL, NULL);
             if (fd >= 0) {
                 serve(fd);
                 close(fd);

@@ -1,5 +1,8 @@
 /* tryLock(wait, lease): a lock held with a 1 s lease refuses a 200 ms try,
  * then expires by itself and a 2 s try gets it. */
+/* POSIX calls (nanosleep, pthreads, sockets) under plain cc -std=c11. */
+#define _POSIX_C_SOURCE 200809L
+
 #include <pthread.h>
 
 #include "common.h"

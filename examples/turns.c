@@ -1,5 +1,8 @@
 /* One worker process of the demo: takes the lock ROUNDS times, holds it a
  * little, and says so with a timestamp.  turns URL NAME WORKER ROUNDS HOLD_MS */
+/* POSIX calls (nanosleep, pthreads, sockets) under plain cc -std=c11. */
+#define _POSIX_C_SOURCE 200809L
+
 #include <unistd.h>
 
 #include "common.h"
@@ -29,11 +32,11 @@ int main(int argc, char **argv)
         printf("%s %-8s HOLDS the lock (round %d/%d, fencing token %llu)\n",
                example_now(ts, sizeof(ts)), who, i, rounds, (unsigned long long)token);
         fflush(stdout);
-        usleep((useconds_t)hold * 1000);
+        example_sleep_ms(hold);
         printf("%s %-8s releases\n", example_now(ts, sizeof(ts)), who);
         fflush(stdout);
         dlock_lock_release(l);
-        usleep(50000);
+        example_sleep_ms(50);
     }
     dlock_lock_free(l);
     dlock_client_close(c);

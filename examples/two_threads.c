@@ -1,5 +1,8 @@
 /* Two threads take turns on one lock: each increments a shared counter five
  * times, holding the lock around a deliberately slow read-modify-write. */
+/* POSIX calls (nanosleep, pthreads, sockets) under plain cc -std=c11. */
+#define _POSIX_C_SOURCE 200809L
+
 #include <pthread.h>
 #include <unistd.h>
 
@@ -18,7 +21,7 @@ static void *worker(void *arg)
             return NULL;
         }
         int seen = counter;
-        usleep(20000);
+        example_sleep_ms(20);
         counter = seen + 1;
         printf("%s %s set counter to %d\n", example_now(ts, sizeof(ts)), who, counter);
         dlock_lock_release(lock);

@@ -57,6 +57,18 @@ children_of() {
     [ "${2:-}" = "$want" ] && echo "$pid"
   done
 }
+# procs_with WORD: live processes one of whose arguments is exactly WORD
+# (a unique word in the command line of what a test starts; no fork per
+# process, and never this shell: a word passed as a variable is not an argument)
+procs_with() {
+  local f a args
+  for f in /proc/[0-9]*/cmdline; do
+    mapfile -d '' args 2>/dev/null <"$f" || continue
+    for a in "${args[@]}"; do
+      if [ "$a" = "$1" ]; then a=${f#/proc/}; a=${a%/cmdline}; alive "$a" && echo "$a"; break; fi
+    done
+  done
+}
 # the command a `dlock run` (pid $1) runs: the child of its guard
 command_of() { local g; g=$(children_of "$1" | head -1); [ -n "$g" ] && children_of "$g" | head -1; }
 

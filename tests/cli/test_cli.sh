@@ -190,13 +190,14 @@ is "$got" 76 "--on-lost term exits 76"
 has "$tmp/lost.out" "stopping" "child got SIGTERM"
 has "$tmp/lost.err" "lost" "dlock says the lock was lost"
 [ $took -le $((3000 * SLOW)) ] && ok || bad "loss noticed after $took ms (watchdog 900ms)"
-# ignore: warn, let the child finish, its status is the exit status.
-"$D" --watchdog 900ms run --on-lost ignore t:lost2 -- sh -c 'sleep 2; exit 4' >"$tmp/lost.out" 2>"$tmp/lost.err" &
+# ignore: warn, let the child finish; the exit status says the lock was lost
+# (76), unless --lost-exit-code command asks for the child's.
+"$D" --watchdog 900ms run --on-lost ignore --lost-exit-code command t:lost2 -- sh -c 'sleep 2; exit 4' >"$tmp/lost.out" 2>"$tmp/lost.err" &
 p=$!
 until_ok held t:lost2
 rc del t:lost2 >/dev/null
 wait "$p"; got=$?
-is "$got" 4 "--on-lost ignore keeps the child's status"
+is "$got" 4 "--on-lost ignore --lost-exit-code command keeps the child's status"
 has "$tmp/lost.err" "warning" "--on-lost ignore warns"
 # A --lease that runs out is a loss too.
 expect 76 "$D" run --lease 700ms t:lease -- sh -c 'sleep 5'

@@ -24,8 +24,9 @@ check "a run that ends in time releases as usual" free t:mh2
 expect 64 "$D" run --max-hold 10s --lease 5s t:mh3 -- true
 has "$tmp/err" "--lease" "--max-hold with --lease is refused"
 expect 64 "$D" run --max-hold 0 t:mh3 -- true
+has "$tmp/err" "above 0" "--max-hold 0 is refused, saying why"
 expect 64 "$D" run --max-hold soon t:mh3 -- true
-has "$tmp/err" "not a positive duration" "a bad --max-hold is named"
+has "$tmp/err" "--max-hold 'soon' is not a duration" "a bad --max-hold is named"
 
 echo "== revocation: unlock --force or a DEL ends the command at once (exit 76)"
 for how in force del; do

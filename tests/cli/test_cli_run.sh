@@ -34,11 +34,7 @@ done
 expect 0 "$D" run --wait 10s t:k9 -- sh -c 'for f in cmd bg sid orphan; do
   kill -0 "$(cat "$0/$f")" 2>/dev/null && echo "ALIVE $f"; done; true' "$tmp/k9"
 hasnt "$tmp/out" "ALIVE" "the next holder runs alone"
-# A command that outlives its lock is not killed when it ended normally: its
-# background jobs are its own business once dlock has released the lock.
-expect 0 "$D" run t:k9b -- sh -c 'sleep 300 >/dev/null 2>&1 & echo $! > "$0/left"' "$tmp/k9"
-check "a background job left by a finished command is not killed" alive "$(cat "$tmp/k9/left")"
-kill "$(cat "$tmp/k9/left")"
+# (What a command leaves running when it exits: test_cli_tree.sh.)
 
 echo "== the terminal: Ctrl-C and Ctrl-Z through a pty"
 # Ctrl-C reaches the command once (the terminal signals its process group,
@@ -85,7 +81,7 @@ has "$tmp/f1.err" "lost" "the loss is reported"
 "$D" run --on-lost ignore t:f2 -- sh -c 'sleep 1.5; exit 3' >/dev/null 2>"$tmp/f2.err" & p=$!
 until_ok held t:f2
 "$D" unlock --force t:f2 >/dev/null
-wait "$p"; is "$?" 3 "--on-lost ignore: the command's status"
+wait "$p"; is "$?" 76 "--on-lost ignore: exit 76 all the same (--lost-exit-code command: 3)"
 has "$tmp/f2.err" "warning" "--on-lost ignore warns of the loss found by the release"
 
 echo "== a hash that is not a lock (65)"
