@@ -55,7 +55,13 @@
 
 extern char **environ;
 
+/* The guard's command line (ps's COMMAND column, pkill -f) says what it is;
+ * its process name (comm: ps -e, top, and what pkill and killall match by
+ * default) leaves "dlock" out, so that `pkill dlock` ends dlock and not its
+ * guard, which then kills the command's whole tree (a guard killed with dlock
+ * would leave what the command started running, unlocked). */
 #define GUARD_NAME "dlock-guard"
+#define GUARD_COMM "dlk-guard"
 
 struct guard {
     pid_t pid;
@@ -210,12 +216,12 @@ static void start_cmd(gstate *gs, char **cmd, char *block, uint32_t len)
     free(extra);
 }
 
-/* The guard shows as dlock-guard in ps: its name (comm, what pkill and ps
- * match by default) and its command line (ps -f, pkill -f), written over the
- * arguments it inherited (only their own bytes: the area cannot grow). */
+/* The guard's names (see GUARD_NAME): its process name, and its command
+ * line written over the arguments it inherited (only their own bytes: the
+ * area cannot grow). */
 static void rename_guard(const cli_opts *o)
 {
-    prctl(PR_SET_NAME, GUARD_NAME, 0, 0, 0);
+    prctl(PR_SET_NAME, GUARD_COMM, 0, 0, 0);
     if (o->args && o->args_len > 1) {
         memset(o->args, 0, o->args_len);
         size_t n = strlen(GUARD_NAME) < o->args_len - 1 ? strlen(GUARD_NAME) : o->args_len - 1;

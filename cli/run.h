@@ -43,7 +43,7 @@ enum {
 };
 
 /* The guard: a process forked before dlock starts any thread, named
- * dlock-guard. It starts CMD as its child (parent-death signal SIGKILL) and
+ * dlock-guard (process name dlk-guard). It starts CMD as its child (parent-death signal SIGKILL) and
  * is the subreaper of everything CMD starts: it tells dlock when CMD ended and
  * when nothing CMD started is left, signals them all on request, and kills
  * them all when dlock dies (see child.c). */

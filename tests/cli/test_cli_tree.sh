@@ -212,7 +212,7 @@ w=$(word 343 10)
 "$D" run t:name -- sh -c "sleep $w & wait" >/dev/null 2>&1 & p=$!
 check "started" until_ok any_with "$w"
 g=$(children_of "$p" | head -1)
-is "$(cat "/proc/$g/comm")" "dlock-guard" "the guard's name (ps, pkill)"
+is "$(cat "/proc/$g/comm")" "dlk-guard" "the guard's process name (ps -e, pkill): no 'dlock' in it"
 is "$(tr '\0' '\n' <"/proc/$g/cmdline" | head -1)" "dlock-guard" "the guard's command line (ps -f)"
 cmd=$(children_of "$g" | head -1)
 kill -9 "$p" "$g"
