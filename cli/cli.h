@@ -16,6 +16,7 @@ enum {
     EXIT_NOINPUT = 66,      /* EX_NOINPUT: --password-file cannot be read */
     EXIT_UNAVAILABLE = 69,  /* EX_UNAVAILABLE: Redis unreachable */
     EXIT_SOFTWARE = 70,     /* EX_SOFTWARE: any other failure */
+    EXIT_OSERR = 71,        /* EX_OSERR: the exporter cannot listen on its address */
     EXIT_NOTACQUIRED = 75,  /* EX_TEMPFAIL: lock not acquired in time */
     EXIT_LOST = 76,         /* the lock was lost while the command ran */
     EXIT_NOPERM = 77,       /* EX_NOPERM: password or ACL refused */
@@ -205,5 +206,7 @@ int cmd_fence(cli_opts *o, int argc, char **argv);
 int cmd_elect(cli_opts *o, int argc, char **argv);
 int cmd_leader(cli_opts *o, int argc, char **argv);
 int cmd_latch(cli_opts *o, int argc, char **argv);
+int cmd_check(cli_opts *o, int argc, char **argv);
+int cmd_exporter(cli_opts *o, int argc, char **argv);
 
 #endif

@@ -37,7 +37,7 @@ void cli_usage_error(const cli_opts *o, const char *cmd, const char *fmt, ...)
     if (cmd)
         fprintf(stderr, "(dlock %s --help for its usage)\n", cmd);
     else
-        fputs("usage: dlock [OPTIONS] run|status|list|watch|unlock|latch|fence|elect|leader|help ... "
+        fputs("usage: dlock [OPTIONS] run|status|list|watch|unlock|latch|fence|elect|leader|check|exporter|help ... "
               "(dlock --help for more)\n", stderr);
 }
 
@@ -533,7 +533,8 @@ static int run_main(cli_opts *o, int argc, char **argv)
         int (*fn)(cli_opts *, int, char **);
     } cmds[] = {{"run", cmd_run},       {"status", cmd_status}, {"list", cmd_list},
                 {"watch", cmd_watch},   {"unlock", cmd_unlock}, {"latch", cmd_latch},
-                {"fence", cmd_fence},   {"elect", cmd_elect},   {"leader", cmd_leader}};
+                {"fence", cmd_fence},   {"elect", cmd_elect},   {"leader", cmd_leader},
+                {"check", cmd_check},   {"exporter", cmd_exporter}};
     for (size_t k = 0; k < sizeof(cmds) / sizeof(cmds[0]); k++) {
         if (strcmp(cmd, cmds[k].name) != 0)
             continue;
