@@ -490,8 +490,12 @@ int cmd_exporter(cli_opts *o, int argc, char **argv)
     if (parse_args(o, argc, argv, &x.a) != 0)
         return EXIT_USAGE;
     o->label = "exporter";
-    /* A pass's connect and every reply within a scrape's wait. */
+    /* A pass's connect and each reply within a scrape's wait, and no retry
+     * that outlasts it: a failing pass says why while a scrape waits. */
     o->connect_bound_ms = x.a.scrape_timeout_ms;
+    if (!o->command_timeout_ms)
+        o->command_timeout_ms = x.a.scrape_timeout_ms < 3000 ? x.a.scrape_timeout_ms : 3000;
+    o->retry_attempts = 0;
     x.o = o;
     x.qo = *o;
     x.qo.quiet = 1;
