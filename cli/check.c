@@ -26,71 +26,18 @@ typedef struct judge {
     size_t unjudged;      /* held, no holder's hold age known (--held-over) */
 } judge;
 
-/* A threshold of waiters or queue entries: a whole number 0..1e9. */
-static int parse_num(const cli_opts *o, const char *opt, const char *val, int64_t *n)
-{
-    int64_t v = 0;
-    size_t len = strlen(val);
-    int okay = len > 0 && len <= 10 && strspn(val, "0123456789") == len;
-    if (okay) {
-        v = strtoll(val, NULL, 10);
-        okay = v <= CHECK_NUM_MAX;
-    }
-    if (!okay) {
-        char e[80];
-        cli_usage_error(o, "check", "%s '%s' is not a whole number from 0 to %lld", opt,
-                        cli_esc(val, e, sizeof(e)), CHECK_NUM_MAX);
-        return -1;
-    }
-    *n = v;
-    return 0;
-}
-
 static int parse_args(cli_opts *o, int argc, char **argv, check_args *ca)
 {
     memset(ca, 0, sizeof(*ca));
     ca->held_ms = ca->waiters = ca->queue = -1;
-    int dashdash = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *val;
-        int r;
-        if ((r = cli_common_arg(o, argc, argv, &i, &dashdash)) != 0) {
-            if (r < 0)
-                return -1;
-            continue;
-        }
-        if (!dashdash) {
-            if ((r = cli_opt_value(o, "check", argc, argv, &i, "--held-over", NULL, &val)) != 0) {
-                static const cli_dur_rule rule = {1, NULL, 0, 0, NULL};
-                if (r < 0 || cli_duration_opt(o, "check", "--held-over", val, &rule,
-                                              &ca->held_ms) != 0)
-                    return -1;
-                continue;
-            }
-            if ((r = cli_opt_value(o, "check", argc, argv, &i, "--waiters-over", NULL, &val)) !=
-                0) {
-                if (r < 0 || parse_num(o, "--waiters-over", val, &ca->waiters) != 0)
-                    return -1;
-                continue;
-            }
-            if ((r = cli_opt_value(o, "check", argc, argv, &i, "--queue-over", NULL, &val)) != 0) {
-                if (r < 0 || parse_num(o, "--queue-over", val, &ca->queue) != 0)
-                    return -1;
-                continue;
-            }
-            if (a[0] == '-' && a[1] != '\0') {
-                cli_usage_error(o, "check", "unknown option '%s'", a);
-                return -1;
-            }
-        }
-        if (ca->pattern) {
-            char e[80];
-            cli_usage_error(o, "check", "unexpected argument '%s': one PATTERN",
-                            cli_esc(a, e, sizeof(e)));
-            return -1;
-        }
-        ca->pattern = a;
-    }
+    static const cli_dur_rule any = {1, NULL, 0, 0, NULL};
+    const mon_opt opts[] = {
+        {"--held-over", NULL, MON_DUR, &any, 0, 0, &ca->held_ms},
+        {"--waiters-over", NULL, MON_NUM, NULL, 0, CHECK_NUM_MAX, &ca->waiters},
+        {"--queue-over", NULL, MON_NUM, NULL, 0, CHECK_NUM_MAX, &ca->queue}};
+    if (mon_parse_args(o, "check", argc, argv, opts, sizeof(opts) / sizeof(opts[0]),
+                       &ca->pattern) != 0)
+        return -1;
     if (ca->held_ms < 0 && ca->waiters < 0 && ca->queue < 0) {
         cli_usage_error(o, "check", "give a threshold: --held-over DUR, --waiters-over N or "
                                     "--queue-over N");

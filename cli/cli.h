@@ -124,6 +124,11 @@ int cli_common_arg(cli_opts *o, int argc, char **argv, int *i, int *dashdash);
 int cli_opt_value(const cli_opts *o, const char *cmd, int argc, char **argv, int *i,
                   const char *lng, const char *shrt, const char **val);
 
+/* Blocks SIGINT, SIGTERM and SIGHUP in the calling thread (and the threads
+ * it starts from now on) and returns a signalfd that reads them (-1 on
+ * failure): a long-running command's way to end cleanly. */
+int cli_stop_signals(void);
+
 /* The connect timeout cli_open gives the library: --connect-timeout, or a
  * shorter wait of the command's (at least CLI_CONNECT_FLOOR_MS). */
 int64_t cli_connect_timeout(const cli_opts *o);

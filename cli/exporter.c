@@ -67,63 +67,14 @@ static int parse_args(cli_opts *o, int argc, char **argv, exp_args *a)
     a->max_keys = DEFAULT_MAX_KEYS;
     static const cli_dur_rule interval = {0, NULL, 100, 86400000, "100ms to 1d"};
     static const cli_dur_rule timeout = {0, NULL, 100, 600000, "100ms to 10m"};
-    int dashdash = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i], *val;
-        int r;
-        if ((r = cli_common_arg(o, argc, argv, &i, &dashdash)) != 0) {
-            if (r < 0)
-                return -1;
-            continue;
-        }
-        if (!dashdash) {
-            if ((r = cli_opt_value(o, "exporter", argc, argv, &i, "--listen", "-l", &val)) != 0) {
-                if (r < 0)
-                    return -1;
-                a->listen = val;
-                continue;
-            }
-            if ((r = cli_opt_value(o, "exporter", argc, argv, &i, "--interval", NULL, &val)) != 0) {
-                if (r < 0 || cli_duration_opt(o, "exporter", "--interval", val, &interval,
-                                              &a->interval_ms) != 0)
-                    return -1;
-                continue;
-            }
-            if ((r = cli_opt_value(o, "exporter", argc, argv, &i, "--scrape-timeout", NULL,
-                                   &val)) != 0) {
-                if (r < 0 || cli_duration_opt(o, "exporter", "--scrape-timeout", val, &timeout,
-                                              &a->scrape_timeout_ms) != 0)
-                    return -1;
-                continue;
-            }
-            if ((r = cli_opt_value(o, "exporter", argc, argv, &i, "--max-keys", NULL, &val)) !=
-                0) {
-                size_t len = strlen(val);
-                if (r < 0)
-                    return -1;
-                if (!len || len > 9 || strspn(val, "0123456789") != len ||
-                    (a->max_keys = strtoll(val, NULL, 10)) < 1 || a->max_keys > MAX_KEYS_LIMIT) {
-                    char e[80];
-                    cli_usage_error(o, "exporter", "--max-keys '%s' is not a whole number from "
-                                                   "1 to %d", cli_esc(val, e, sizeof(e)),
-                                    MAX_KEYS_LIMIT);
-                    return -1;
-                }
-                continue;
-            }
-            if (arg[0] == '-' && arg[1] != '\0') {
-                cli_usage_error(o, "exporter", "unknown option '%s'", arg);
-                return -1;
-            }
-        }
-        if (a->pattern) {
-            char e[80];
-            cli_usage_error(o, "exporter", "unexpected argument '%s': one PATTERN",
-                            cli_esc(arg, e, sizeof(e)));
-            return -1;
-        }
-        a->pattern = arg;
-    }
+    const mon_opt opts[] = {
+        {"--listen", "-l", MON_STR, NULL, 0, 0, &a->listen},
+        {"--interval", NULL, MON_DUR, &interval, 0, 0, &a->interval_ms},
+        {"--scrape-timeout", NULL, MON_DUR, &timeout, 0, 0, &a->scrape_timeout_ms},
+        {"--max-keys", NULL, MON_NUM, NULL, 1, MAX_KEYS_LIMIT, &a->max_keys}};
+    if (mon_parse_args(o, "exporter", argc, argv, opts, sizeof(opts) / sizeof(opts[0]),
+                       &a->pattern) != 0)
+        return -1;
     if (!a->listen) {
         cli_usage_error(o, "exporter", "missing --listen ADDR:PORT (e.g. 127.0.0.1:9464)");
         return -1;
@@ -503,28 +454,24 @@ int cmd_exporter(cli_opts *o, int argc, char **argv)
     x.was_up = -1;
     /* Blocked before any thread starts (the client's io thread, the worker
      * inherit the mask): read from a signalfd by the accept loop. */
-    sigset_t mask;
-    sigemptyset(&mask);
-    sigaddset(&mask, SIGINT);
-    sigaddset(&mask, SIGTERM);
-    sigaddset(&mask, SIGHUP);
-    pthread_sigmask(SIG_BLOCK, &mask, NULL);
+    int sfd = cli_stop_signals();
     signal(SIGPIPE, SIG_IGN);
     int code;
     int lfd = open_listener(o, x.a.listen, &code);
-    if (lfd < 0)
-        return code;
-    if ((code = first_open(&x)) != 0) {
-        close(lfd);
+    if (lfd < 0) {
+        if (sfd >= 0)
+            close(sfd);
         return code;
     }
-    if (!(x.mem = mon_memory_new())) {
-        cli_err(o, "out of memory");
+    if ((code = first_open(&x)) != 0 || !(x.mem = mon_memory_new())) {
+        if (!code)
+            cli_err(o, "out of memory");
         dlock_client_close(x.c);
         close(lfd);
-        return EXIT_SOFTWARE;
+        if (sfd >= 0)
+            close(sfd);
+        return code ? code : EXIT_SOFTWARE;
     }
-    int sfd = signalfd(-1, &mask, SFD_CLOEXEC);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);

@@ -192,6 +192,13 @@ static void sample(FILE *f, const char *metric, const char *name, const char *ex
     fprintf(f, " %.15g\n", v);
 }
 
+/* A family of one sample without labels. */
+static void single(FILE *f, const char *metric, const char *type, const char *help, double v)
+{
+    family(f, metric, type, help);
+    sample(f, metric, NULL, NULL, v);
+}
+
 /* One family over the locks the memory holds: the value of each (a NaN
  * leaves it out). */
 typedef double (*lock_value)(const seen *s, const holder_map *map, int64_t now);
@@ -322,8 +329,14 @@ static void count_family(FILE *f, const mon_pass *p, const holder_map *map, int 
     }
 }
 
-static double c_count(const dlock_info *i, const holder_map *m) { return (double)dlock_info_count(i); }
-static double c_held(const dlock_info *i, const holder_map *m) { return (double)dlock_info_holders(i); }
+static double c_count(const dlock_info *i, const holder_map *m)
+{
+    return (double)dlock_info_count(i);
+}
+static double c_held(const dlock_info *i, const holder_map *m)
+{
+    return (double)dlock_info_holders(i);
+}
 static double c_age(const dlock_info *i, const holder_map *m)
 {
     int64_t a = mon_oldest_hold(m, i);
@@ -364,35 +377,32 @@ char *mon_render(mon_memory *m, const mon_pass *p, const holder_map *map, const 
     FILE *f = open_memstream(&buf, len);
     if (!f)
         return NULL;
-    family(f, "dlock_up", "gauge", "1 when the last pass read Redis, 0 when it failed "
-                                   "(dlock_error_info says why)");
-    sample(f, "dlock_up", NULL, NULL, st->up);
+    single(f, "dlock_up", "gauge", "1 when the last pass read Redis, 0 when it failed "
+                                   "(dlock_error_info says why)", st->up);
     if (!st->up) {
         family(f, "dlock_error_info", "gauge", "Why the last pass failed");
         fputs("dlock_error_info{error=\"", f);
         label(f, st->error ? st->error : "?");
         fputs("\"} 1\n", f);
     }
-    family(f, "dlock_scan_passes_total", "counter", "Passes over Redis since the exporter "
-                                                    "started");
-    sample(f, "dlock_scan_passes_total", NULL, NULL, (double)st->passes);
-    family(f, "dlock_scan_errors_total", "counter", "Passes that failed");
-    sample(f, "dlock_scan_errors_total", NULL, NULL, (double)st->errors);
-    family(f, "dlock_scan_max_keys", "gauge", "The most objects a pass looks at (--max-keys)");
-    sample(f, "dlock_scan_max_keys", NULL, NULL, (double)st->max_keys);
+    single(f, "dlock_scan_passes_total", "counter",
+           "Passes over Redis since the exporter started", (double)st->passes);
+    single(f, "dlock_scan_errors_total", "counter", "Passes that failed", (double)st->errors);
+    single(f, "dlock_scan_max_keys", "gauge", "The most objects a pass looks at (--max-keys)",
+           (double)st->max_keys);
     if (st->up && p) {
         family(f, "dlock_scan_timestamp_seconds", "gauge", "When the pass served here started "
                                                           "(unix time)");
         fprintf(f, "dlock_scan_timestamp_seconds %.3f\n", (double)st->started_unix_ms / 1000);
-        family(f, "dlock_scan_duration_seconds", "gauge", "How long the pass took");
-        sample(f, "dlock_scan_duration_seconds", NULL, NULL, (double)p->ms / 1000);
-        family(f, "dlock_scan_roundtrips", "gauge", "Requests the pass sent to Redis (SCAN "
-                                                    "batches, snapshots, waiter counts)");
-        sample(f, "dlock_scan_roundtrips", NULL, NULL, (double)p->roundtrips);
-        family(f, "dlock_scan_objects", "gauge", "Locks, semaphores and latches the pass found");
-        sample(f, "dlock_scan_objects", NULL, NULL, (double)p->seen);
-        family(f, "dlock_scan_truncated", "gauge", "1 when --max-keys cut the pass short");
-        sample(f, "dlock_scan_truncated", NULL, NULL, p->truncated);
+        single(f, "dlock_scan_duration_seconds", "gauge", "How long the pass took",
+               (double)p->ms / 1000);
+        single(f, "dlock_scan_roundtrips", "gauge",
+               "Requests the pass sent to Redis (SCAN batches, snapshots, waiter counts)",
+               (double)p->roundtrips);
+        single(f, "dlock_scan_objects", "gauge", "Locks, semaphores and latches the pass found",
+               (double)p->seen);
+        single(f, "dlock_scan_truncated", "gauge", "1 when --max-keys cut the pass short",
+               p->truncated);
         render_locks(f, m, p, map, st->now_ms);
         render_counts(f, p, map);
     }

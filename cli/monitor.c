@@ -111,6 +111,76 @@ void mon_pass_free(mon_pass *p)
     p->n = 0;
 }
 
+static int parse_num(const cli_opts *o, const char *cmd, const char *opt, const char *val,
+                     int64_t min, int64_t max, int64_t *n)
+{
+    size_t len = strlen(val);
+    int64_t v = len && len <= 18 && strspn(val, "0123456789") == len ? strtoll(val, NULL, 10)
+                                                                     : -1;
+    if (v < min || v > max) {
+        char e[80];
+        cli_usage_error(o, cmd, "%s '%s' is not a whole number from %lld to %lld", opt,
+                        cli_esc(val, e, sizeof(e)), (long long)min, (long long)max);
+        return -1;
+    }
+    *n = v;
+    return 0;
+}
+
+static int pattern_arg(const cli_opts *o, const char *cmd, const char *arg, int dashdash,
+                       const char **pattern)
+{
+    if (!dashdash && arg[0] == '-' && arg[1] != '\0') {
+        cli_usage_error(o, cmd, "unknown option '%s'", arg);
+        return -1;
+    }
+    if (*pattern) {
+        char e[80];
+        cli_usage_error(o, cmd, "unexpected argument '%s': one PATTERN",
+                        cli_esc(arg, e, sizeof(e)));
+        return -1;
+    }
+    *pattern = arg;
+    return 0;
+}
+
+/* argv[*i] as one of opts: 1 taken, 0 not one of them, -1 usage error. */
+static int take_opt(cli_opts *o, const char *cmd, int argc, char **argv, int *i,
+                    const mon_opt *opts, size_t nopts)
+{
+    for (size_t k = 0; k < nopts; k++) {
+        const mon_opt *m = &opts[k];
+        const char *val;
+        int r = cli_opt_value(o, cmd, argc, argv, i, m->lng, m->shrt, &val);
+        if (r == 0)
+            continue;
+        if (r < 0)
+            return -1;
+        if (m->kind == MON_STR) {
+            *(const char **)m->dst = val;
+            return 1;
+        }
+        r = m->kind == MON_DUR ? cli_duration_opt(o, cmd, m->lng, val, m->rule, m->dst)
+                               : parse_num(o, cmd, m->lng, val, m->min, m->max, m->dst);
+        return r == 0 ? 1 : -1;
+    }
+    return 0;
+}
+
+int mon_parse_args(cli_opts *o, const char *cmd, int argc, char **argv, const mon_opt *opts,
+                   size_t nopts, const char **pattern)
+{
+    int dashdash = 0;
+    for (int i = 1; i < argc; i++) {
+        int r = cli_common_arg(o, argc, argv, &i, &dashdash);
+        if (r == 0 && !dashdash)
+            r = take_opt(o, cmd, argc, argv, &i, opts, nopts);
+        if (r < 0 || (r == 0 && pattern_arg(o, cmd, argv[i], dashdash, pattern) != 0))
+            return -1;
+    }
+    return 0;
+}
+
 int mon_is_count(const dlock_info *info)
 {
     return dlock_info_kind(info) == DLOCK_KIND_COUNT || dlock_info_kind(info) == DLOCK_KIND_PERMITS;

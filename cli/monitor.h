@@ -42,6 +42,20 @@ void mon_pass_free(mon_pass *p);
 int64_t mon_hold_age(const holder_map *m, const char *owner);
 /* The oldest known hold age of the object's holders, -1 when none known. */
 int64_t mon_oldest_hold(const holder_map *m, const dlock_info *info);
+/* An option of check or exporter: a duration (per rule), a whole number in
+ * min..max, or a string; dst is an int64_t * or a const char **. */
+typedef struct mon_opt {
+    const char *lng, *shrt;
+    enum { MON_DUR, MON_NUM, MON_STR } kind;
+    const cli_dur_rule *rule;
+    int64_t min, max;
+    void *dst;
+} mon_opt;
+/* Their arguments: the global options, opts, and at most one PATTERN. 0, or
+ * -1 after a usage error. */
+int mon_parse_args(cli_opts *o, const char *cmd, int argc, char **argv, const mon_opt *opts,
+                   size_t nopts, const char **pattern);
+
 /* 1 for a semaphore's or latch's count (plain or with permits). */
 int mon_is_count(const dlock_info *info);
 
