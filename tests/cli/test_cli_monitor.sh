@@ -122,6 +122,7 @@ start_exporter() {
   printf -v "$var" %s "$port"; printf -v "${var}_PID" %s "$pid"
   [ -n "$port" ]
 }
+stop_exporter() { kill "$1"; wait "$1"; is "$?" "0" "SIGTERM: the exporter exits 0 (and clean under the sanitizers)"; }
 scrape() { curl -sf --max-time $((20 * SLOW)) "http://127.0.0.1:$1/metrics"; }
 value() { awk -v m="$2" 'index($0, m " ") == 1 { print $NF }' "$1"; }
 promtool_ok() { local out; out=$(promtool check metrics < "$1" 2>&1) && [ -z "$out" ] || { echo "$out" | head -5; return 1; }; }
@@ -173,7 +174,7 @@ check "--help of the exporter" "$D" exporter --help
 echo "== exporter: a second one on the same address"
 expect 71 "$D" exporter --listen "127.0.0.1:$E1"
 has "$tmp/err" "cannot listen on 127.0.0.1:$E1: Address already in use" "address in use: a clear error"
-kill "$E1_PID"; wait "$E1_PID"; is "$?" "0" "SIGTERM: the exporter exits 0"
+stop_exporter "$E1_PID"
 
 echo "== exporter: --max-keys"
 for i in $(seq 1 30); do echo "HSET mon:many:$i $uuid:1 1"; done | rc >/dev/null
@@ -183,7 +184,7 @@ check "promtool accepts it" promtool_ok "$tmp/m3"
 is "$(value "$tmp/m3" dlock_scan_objects)" "10" "10 objects looked at"
 is "$(value "$tmp/m3" dlock_scan_truncated)" "1" "the pass says it was cut short"
 is "$(grep -c '^dlock_lock_held{' "$tmp/m3")" "10" "10 names exported"
-kill "$E2_PID"; wait "$E2_PID"
+stop_exporter "$E2_PID"
 
 echo "== exporter: observed holds, renewals, released locks"
 check "an exporter with a short interval" start_exporter E3 --interval 200ms 'redisson:*'
@@ -203,7 +204,7 @@ scrape "$E3" >"$tmp/m6"
 is "$(value "$tmp/m6" 'dlock_lock_held{name="redisson:job",kind="lock"}')" "0" "released: shown free"
 hasnt "$tmp/m6" 'dlock_lock_ttl_seconds{name="redisson:job"}' "no TTL for a free lock"
 check "promtool accepts it" promtool_ok "$tmp/m6"
-kill "$E3_PID"; wait "$E3_PID"
+stop_exporter "$E3_PID"
 
 echo "== exporter: Redis down, Redis hung"
 extra_redis R || bad "an extra redis-server"
@@ -232,11 +233,11 @@ has "$tmp/m9" 'dlock_error_info{error="cannot reach Redis"} 1' "the error says w
 hasnt "$tmp/m9" 'dlock_lock_held{name="mon:x"' "no stale lock state"
 check "promtool accepts it" promtool_ok "$tmp/m9"
 check "the exporter said so on stderr" grep -q "a pass failed: cannot reach Redis" "$tmp/E4.log"
-kill "$E4_PID"; wait "$E4_PID"
+stop_exporter "$E4_PID"
 check "an exporter starts with Redis down, and serves dlock_up 0" start_exporter E5 --url redis://127.0.0.1:1 --scrape-timeout 1s
 scrape "$E5" >"$tmp/m10"
 is "$(value "$tmp/m10" dlock_up)" "0" "dlock_up 0 from the start"
-kill "$E5_PID"; wait "$E5_PID"
+stop_exporter "$E5_PID"
 
 echo "== the alert rule"
 silent() { "$@" >"$tmp/promtool.out" 2>&1 || { sed 's/^/    /' "$tmp/promtool.out" | head -20; return 1; }; }
