@@ -32,6 +32,9 @@ void async_idle(void);
 void latch(void);
 void latch_floor(void);
 
+/* striped_bench.c */
+void striped(void);
+
 /* revoke_bench.c */
 void revocation(void);
 

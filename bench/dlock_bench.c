@@ -16,6 +16,8 @@
  *                                                        without Redis or dlock
  *   dlock_bench many     --url U [--concurrency 16] [--names 10000] [--seconds S]
  *   dlock_bench readers  --url U [--concurrency 8] [--names 10000] [--seconds S]
+ *   dlock_bench striped  --url U [--concurrency 16] [--seconds S]   16 stripes against
+ *                        one name, workers on random keys (striped_bench.c)
  *                        the read lock of one name, and "many" right before it
  *   dlock_bench held     --url U [--locks 100000] [--watchdog-ms 3000] [--periods 3]
  *   dlock_bench multilock --url U [--multi-names 3] [--cycles N] [--lease MS]
@@ -814,7 +816,7 @@ int main(int argc, char **argv)
 {
     signal(SIGPIPE, SIG_IGN);
     if (argc < 2) {
-        fprintf(stderr, "usage: dlock_bench ceiling|uncontended|ping|handoff|idle|many|readers|held|"
+        fprintf(stderr, "usage: dlock_bench ceiling|uncontended|ping|handoff|idle|many|readers|striped|held|"
                         "multilock|latch|latchfloor|asyncmany|asyncidle|revoke|failover [--url U] ...\n");
         return 64;
     }
@@ -857,6 +859,7 @@ int main(int argc, char **argv)
     else if (!strcmp(O.scenario, "idle")) idle();
     else if (!strcmp(O.scenario, "many")) many();
     else if (!strcmp(O.scenario, "readers")) readers();
+    else if (!strcmp(O.scenario, "striped")) striped();
     else if (!strcmp(O.scenario, "held")) held();
     else if (!strcmp(O.scenario, "multilock")) multilock();
     else if (!strcmp(O.scenario, "latch")) latch();

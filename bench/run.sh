@@ -6,7 +6,7 @@
 # BENCH_PLACEMENT=split (default): redis-server on CPU 0, every client on CPU 1.
 # BENCH_PLACEMENT=same: everything on CPU 0.
 # BENCH_QUICK=1: short runs (a smoke test of the pipeline, not numbers to quote).
-# BENCH_ONLY="refs uncontended handoff fair idle many readers held multilock sem latch async revoke tls cluster failover": a subset (default: all).
+# BENCH_ONLY="refs uncontended handoff fair idle many readers striped held multilock sem latch async revoke tls cluster failover": a subset (default: all).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -45,7 +45,7 @@ if [ ! -d "$here/peers/node_modules" ] || [ "$here/peers/package-lock.json" -nt 
 fi
 peers=(node-redisson redlock redis-semaphore)
 
-only=${BENCH_ONLY:-refs uncontended handoff fair idle many readers held multilock sem latch async revoke tls cluster failover}
+only=${BENCH_ONLY:-refs uncontended handoff fair idle many readers striped held multilock sem latch async revoke tls cluster failover}
 want() { case " $only " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
 # TLS: the same server listens on a TLS port too (certificates made here with
@@ -178,6 +178,14 @@ if want readers; then
 echo "7. read lock, 8 readers on one name (beside the reentrant lock over many names)..."
 for i in $(seq "$runs"); do
   record pin "$bench" readers --url "$url" --concurrency 8 --seconds "$secs"
+  flush
+done
+
+fi
+if want striped; then
+echo "7b. striped lock: 16 workers on random keys, 16 stripes against one name..."
+for i in $(seq "$runs"); do
+  record pin "$bench" striped --url "$url" --concurrency 16 --seconds "$secs"
   flush
 done
 

@@ -282,6 +282,19 @@ const rdRatio = median(rdRows.map((r) => r.ratio));
 if (rdRows.length)
   target('read lock, 8 readers on one name ≥ 0.8× the many-names rate of the reentrant lock', rdRatio >= 0.8,
     `${f2(rdRatio)}× (median of ${rdRows.length} paired runs)`, rdRatio);
+// 7b. Striped lock. Each run measures one name and 16 stripes with the same
+// 16 workers in alternating rounds: paired ratios, then the median.
+const stRows = pick('dlock', 'striped');
+if (stRows.length) {
+  say('## 7b. Striped lock: 16 workers on random keys, 16 stripes (dlock_lock_get_striped) against one name');
+  say();
+  say('| | 16 stripes | one name | ratio |');
+  say('|---|---|---|---|');
+  stRows.forEach((r, i) => say(`| run ${i + 1} | ${f0(r.cycles_per_s)} cycles/s | ${f0(r.one_name_cycles_per_s)} cycles/s | ${f2(r.ratio)} |`));
+  say();
+  say(`Median ratio: ${f2(median(stRows.map((r) => r.ratio)))}× (acquire + release, nothing done inside; a handle made per cycle).`);
+  say();
+}
 // 8. Semaphore of one permit.
 if (pick('dlock', 'semuncontended').length || pick('dlock', 'semhandoff').length) {
   const sp = 'redis-semaphore-sem';

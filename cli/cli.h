@@ -16,6 +16,7 @@ enum {
     EXIT_NOINPUT = 66,      /* EX_NOINPUT: --password-file cannot be read */
     EXIT_UNAVAILABLE = 69,  /* EX_UNAVAILABLE: Redis unreachable */
     EXIT_SOFTWARE = 70,     /* EX_SOFTWARE: any other failure */
+    EXIT_OSERR = 71,        /* EX_OSERR: the exporter cannot listen on its address */
     EXIT_NOTACQUIRED = 75,  /* EX_TEMPFAIL: lock not acquired in time */
     EXIT_LOST = 76,         /* the lock was lost while the command ran */
     EXIT_NOPERM = 77,       /* EX_NOPERM: password or ACL refused */
@@ -123,6 +124,11 @@ int cli_common_arg(cli_opts *o, int argc, char **argv, int *i, int *dashdash);
 int cli_opt_value(const cli_opts *o, const char *cmd, int argc, char **argv, int *i,
                   const char *lng, const char *shrt, const char **val);
 
+/* Blocks SIGINT, SIGTERM and SIGHUP in the calling thread (and the threads
+ * it starts from now on) and returns a signalfd that reads them (-1 on
+ * failure): a long-running command's way to end cleanly. */
+int cli_stop_signals(void);
+
 /* The connect timeout cli_open gives the library: --connect-timeout, or a
  * shorter wait of the command's (at least CLI_CONNECT_FLOOR_MS). */
 int64_t cli_connect_timeout(const cli_opts *o);
@@ -205,5 +211,7 @@ int cmd_fence(cli_opts *o, int argc, char **argv);
 int cmd_elect(cli_opts *o, int argc, char **argv);
 int cmd_leader(cli_opts *o, int argc, char **argv);
 int cmd_latch(cli_opts *o, int argc, char **argv);
+int cmd_check(cli_opts *o, int argc, char **argv);
+int cmd_exporter(cli_opts *o, int argc, char **argv);
 
 #endif

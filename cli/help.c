@@ -18,6 +18,9 @@ static const char global_text[] =
     "                           CMD and every process it started are gone\n"
     "  run --semaphore NAME --permits N [-w DUR | -n] ... -- CMD...\n"
     "                           run CMD while at most N such commands run anywhere\n"
+    "  run --stripes N [--fair|--read|--write] NAME KEY -- CMD...\n"
+    "                           run CMD holding the lock of KEY's stripe NAME:segment:S\n"
+    "                           (S = KEY % N for an integer KEY, else crc32(KEY) % N)\n"
     "  status [--json] NAME     free or held; holders (host, pid, command), TTL, token, waiters;\n"
     "                           a semaphore's permits or a latch's count\n"
     "  list [--json] [PATTERN]  the locks, semaphores and latches in Redis (SCAN), Redisson's\n"
@@ -37,6 +40,11 @@ static const char global_text[] =
     "                           run CMD while this process leads election NAME\n"
     "                           ($DLOCK_TERM); 76 when leadership is lost\n"
     "  leader [--watch] NAME    who leads NAME (term, host, pid), and each change\n"
+    "  check [--held-over DUR] [--waiters-over N] [--queue-over N] [PATTERN]\n"
+    "                           the locks, semaphores and latches past a threshold, with\n"
+    "                           their holders: exit 0 none, 1 some (cron, Nagios)\n"
+    "  exporter --listen ADDR:PORT [--interval DUR] [--max-keys N] [PATTERN]\n"
+    "                           the state of the locks for Prometheus (/metrics)\n"
     "  help [COMMAND]           this text, or one command's (also: dlock COMMAND --help)\n"
     "\n"
     "Options (before or after the command name):\n"
@@ -65,9 +73,11 @@ static const char global_text[] =
     "\n"
     "Exit codes:\n"
     "  0    success (run: CMD's own status; 128+N if CMD died of signal N)\n"
+    "  1    check: something is past a threshold\n"
     "  64   usage error                   65  the key exists and is not a lock\n"
     "  66   --password-file unreadable    69  Redis unreachable\n"
     "  70   other failure (an unexpected answer such as MOVED: use redis-cluster://)\n"
+    "  71   exporter: cannot listen on --listen's address (in use, not this host's)\n"
     "  75   lock not acquired in time (run -E)\n"
     "  76   lock lost while CMD (or what it started) ran; also with --on-lost ignore\n"
     "  77   password or ACL refused       78  bad $DLOCK_URL, or no such database\n"
@@ -116,6 +126,12 @@ static const char run_text[] =
     "  --read                   the next NAME is the read lock of a read-write lock\n"
     "                           (Redisson's RReadWriteLock): shared with other readers\n"
     "  --write                  the next NAME is its write lock: excludes everybody\n"
+    "  --stripes N              NAME KEY name one lock: KEY's stripe of N, NAME:segment:S,\n"
+    "                           S = KEY % N for an integer KEY (a '-' and digits; the sign\n"
+    "                           kept, as Java's %: -3 is segment -3; 007 is 7), else\n"
+    "                           crc32(KEY) % N (java.util.zip.CRC32's): the lock a Java\n"
+    "                           service taking NAME + \":segment:\" + (id % N) takes. N: 1 to\n"
+    "                           1048576. --fair, --read, --write go before NAME\n"
     "  --semaphore NAME --permits N\n"
     "                           instead of locks, one permit of semaphore NAME (Redisson's\n"
     "                           RPermitExpirableSemaphore) of N in all: at most N such\n"
@@ -293,11 +309,50 @@ static const char latch_text[] =
     "NAME may also be given as --name NAME, or after --. And the global options\n"
     "(dlock --help).\n";
 
+static const char check_text[] =
+    "usage: dlock check [--held-over DUR] [--waiters-over N] [--queue-over N] [PATTERN]\n"
+    "\n"
+    "One pass over the locks, semaphores and latches whose names match PATTERN (a\n"
+    "Redis glob, default *; SCAN, never KEYS). Prints a summary line, then each one\n"
+    "past a threshold with its holders: a dlock run's host, pid, command and since\n"
+    "when; for another holder (Redisson's, a program using the library) what is\n"
+    "known: its TTL; its hold age and whether it is renewed cannot be told from one\n"
+    "look (dlock exporter tells them). Exit 0 when none is past, 1 when some are\n"
+    "(cron, Nagios), 64 and the other codes of dlock --help on errors.\n"
+    "\n"
+    "  --held-over DUR    a hold older than DUR (only holders whose age is known:\n"
+    "                     dlock runs; the others are counted in a note)\n"
+    "  --waiters-over N   more than N waiting (a latch: awaiting it)\n"
+    "  --queue-over N     more than N in a fair lock's queue\n"
+    "  -q                 print nothing when nothing is past\n"
+    "  and the global options (dlock --help). At least one threshold.\n";
+
+static const char exporter_text[] =
+    "usage: dlock exporter --listen ADDR:PORT [--interval DUR] [--scrape-timeout DUR]\n"
+    "                      [--max-keys N] [PATTERN]\n"
+    "\n"
+    "Serves the state of the locks, semaphores and latches matching PATTERN (default\n"
+    "*) at http://ADDR:PORT/metrics in Prometheus' text format: held or free,\n"
+    "holders, hold age (dlock runs), how long it has seen each hold, TTL, renewed,\n"
+    "waiters, fair queue length, read/write mode, permits available and held, counts\n"
+    "and latch awaiters; and the pass's own cost (duration, round trips, objects).\n"
+    "A scrape starts a pass only when the last began --interval ago or more; others\n"
+    "get the last one from memory. dlock_up 0 and dlock_error_info when a pass fails\n"
+    "or does not end within the scrape timeout. Series: one per name and metric, at\n"
+    "most --max-keys names (narrow them with PATTERN). Runs until SIGINT or SIGTERM.\n"
+    "\n"
+    "  -l, --listen ADDR:PORT   127.0.0.1:9464, [::1]:9464, or :9464 (every address)\n"
+    "  --interval DUR           least time between passes (default 15s)\n"
+    "  --scrape-timeout DUR     longest a scrape waits for a pass (default 5s; less when\n"
+    "                           Prometheus' X-Prometheus-Scrape-Timeout-Seconds says less)\n"
+    "  --max-keys N             most objects a pass looks at (default 10000)\n"
+    "  and the global options (dlock --help). Exit 71 when ADDR:PORT cannot be had.\n";
+
 static const char help_text[] =
     "usage: dlock help [COMMAND]\n"
     "\n"
     "The usage of dlock, or of one COMMAND (run, status, list, watch, unlock, latch,\n"
-    "fence, elect, leader, help; latch set, latch down, latch wait).\n";
+    "fence, elect, leader, check, exporter, help; latch set, latch down, latch wait).\n";
 
 int cli_help(FILE *f, const char *cmd)
 {
@@ -307,6 +362,7 @@ int cli_help(FILE *f, const char *cmd)
     } texts[] = {{"run", run_text},     {"status", status_text}, {"list", list_text},
                  {"watch", watch_text}, {"unlock", unlock_text}, {"help", help_text},
                  {"fence", fence_text}, {"elect", elect_text}, {"leader", leader_text},
+                 {"check", check_text}, {"exporter", exporter_text},
                  {"latch", latch_text}, {"latch set", LATCH_SET_TEXT "  and the global options (dlock --help).\n"},
                  {"latch down", LATCH_DOWN_TEXT "  and the global options (dlock --help).\n"},
                  {"latch wait", LATCH_WAIT_TEXT "  and the global options (dlock --help).\n"}};

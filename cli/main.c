@@ -3,9 +3,12 @@
  * the client (URL, password sources), and the exit code of each failure. */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/signalfd.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -37,8 +40,8 @@ void cli_usage_error(const cli_opts *o, const char *cmd, const char *fmt, ...)
     if (cmd)
         fprintf(stderr, "(dlock %s --help for its usage)\n", cmd);
     else
-        fputs("usage: dlock [OPTIONS] run|status|list|watch|unlock|latch|fence|elect|leader|help ... "
-              "(dlock --help for more)\n", stderr);
+        fputs("usage: dlock [OPTIONS] run|status|list|watch|unlock|latch|fence|elect|leader|"
+              "check|exporter|help ... (dlock --help for more)\n", stderr);
 }
 
 int cli_exit_code(int rc, const char *detail)
@@ -76,6 +79,17 @@ int cli_fail(const cli_opts *o, int rc, const char *what)
     char d[700];
     cli_err(o, "%s: %s", what, *detail ? cli_detail(o, detail, d, sizeof(d)) : dlock_strerror(rc));
     return code;
+}
+
+int cli_stop_signals(void)
+{
+    sigset_t mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &mask, NULL);
+    return signalfd(-1, &mask, SFD_CLOEXEC);
 }
 
 int64_t cli_connect_timeout(const cli_opts *o)
@@ -533,7 +547,8 @@ static int run_main(cli_opts *o, int argc, char **argv)
         int (*fn)(cli_opts *, int, char **);
     } cmds[] = {{"run", cmd_run},       {"status", cmd_status}, {"list", cmd_list},
                 {"watch", cmd_watch},   {"unlock", cmd_unlock}, {"latch", cmd_latch},
-                {"fence", cmd_fence},   {"elect", cmd_elect},   {"leader", cmd_leader}};
+                {"fence", cmd_fence},   {"elect", cmd_elect},   {"leader", cmd_leader},
+                {"check", cmd_check},   {"exporter", cmd_exporter}};
     for (size_t k = 0; k < sizeof(cmds) / sizeof(cmds[0]); k++) {
         if (strcmp(cmd, cmds[k].name) != 0)
             continue;

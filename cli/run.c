@@ -227,13 +227,17 @@ static int parse_args(cli_opts *o, int argc, char **argv, run_args *ra)
         } else if ((r = cli_opt_value(o, "run", argc, argv, &i, "--permits", NULL, &val)) != 0) {
             if (r < 0 || run_sem_parse_permits(o, val, &ra->permits) < 0)
                 return -1;
+        } else if ((r = cli_opt_value(o, "run", argc, argv, &i, "--stripes", NULL, &val)) != 0) {
+            if (r < 0 || run_stripes_parse(o, val, &ra->stripes) < 0)
+                return -1;
         } else if ((r = cli_opt_value(o, "run", argc, argv, &i, "--name", NULL, &val)) != 0) {
             if (r < 0 || add_name(o, ra, val) < 0)
                 return -1;
         } else if ((r = cli_global_opt(o, argc, argv, &i)) != 0) {
             if (r < 0)
                 return -1;
-        } else if (a[0] == '-' && a[1] != '\0') {
+        } else if (a[0] == '-' && a[1] != '\0' && strspn(a + 1, "0123456789") != strlen(a + 1)) {
+            /* "-3" is no option: a NAME, or a --stripes KEY */
             cli_usage_error(o, "run", "unknown option '%s'", a);
             return -1;
         } else if (add_name(o, ra, a) < 0) {
@@ -244,7 +248,7 @@ static int parse_args(cli_opts *o, int argc, char **argv, run_args *ra)
         cli_usage_error(o, "run", "%s needs a NAME after it", ra->pending);
         return -1;
     }
-    if (run_sem_check_args(o, ra) < 0)
+    if (run_sem_check_args(o, ra) < 0 || run_stripes_check_args(o, ra) < 0)
         return -1;
     if (!ra->nnames) {
         cli_usage_error(o, "run", "missing lock NAME");
@@ -827,8 +831,8 @@ int cmd_elect(cli_opts *o, int argc, char **argv)
     run_args ra;
     if (parse_args(o, argc, argv, &ra) != 0)
         return EXIT_USAGE;
-    if (ra.nnames != 1 || ra.kinds[0] != RUN_LOCK) {
-        cli_usage_error(o, "elect", "one election NAME (no --fair, --read, --write)");
+    if (ra.nnames != 1 || ra.kinds[0] != RUN_LOCK || ra.stripes) {
+        cli_usage_error(o, "elect", "one election NAME (no --fair, --read, --write, --stripes)");
         return EXIT_USAGE;
     }
     if (ra.lease_ms != DLOCK_WATCHDOG) {

@@ -34,6 +34,8 @@ typedef struct run_args {
     char display[512];
     char **cmd;
     int elect;             /* dlock elect: the name is an election, DLOCK_TERM */
+    int stripes;           /* --stripes N: names[0] NAME, names[1] KEY become one */
+    char stripe_name[DLOCK_NAME_MAX + 1];   /* the stripe's lock name */
 } run_args;
 
 /* Why a hold was lost: the library's dlock_lost_reason values, and ours. */
@@ -103,6 +105,14 @@ int supervise(const cli_opts *o, const run_args *ra, guard *g, run_hold *h, int 
  * client had to reconnect since the hold began (Redis restarted, failed
  * over). */
 const char *lost_why(const run_hold *h, int reason, char *buf, size_t size);
+
+/* -------------------------------------------------------- run_stripes.c */
+
+/* --stripes N: 1..DLOCK_STRIPES_MAX, else a usage message and -1. */
+int run_stripes_parse(const cli_opts *o, const char *val, int *n);
+/* A --stripes run: NAME and KEY (the two names given) become the one lock
+ * name of KEY's stripe. 0, or -1 (message printed). */
+int run_stripes_check_args(const cli_opts *o, run_args *ra);
 
 /* ------------------------------------------------------------ run_sem.c */
 

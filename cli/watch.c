@@ -177,13 +177,7 @@ int cmd_watch(cli_opts *o, int argc, char **argv)
     const char *pattern;
     if (parse_watch(o, argc, argv, &interval_ms, &pattern) != 0)
         return EXIT_USAGE;
-    sigset_t mask;
-    sigemptyset(&mask);
-    sigaddset(&mask, SIGINT);
-    sigaddset(&mask, SIGTERM);
-    sigaddset(&mask, SIGHUP);
-    pthread_sigmask(SIG_BLOCK, &mask, NULL);
-    int sfd = signalfd(-1, &mask, SFD_CLOEXEC);
+    int sfd = cli_stop_signals();
     dlock_client *c;
     o->retry_attempts = 0;   /* a dead server is news for the next frame, not after retries */
     o->label = "watch";

@@ -589,6 +589,42 @@ DLOCK_API int dlock_read_lock_get_as(dlock_client *c, const char *name, const ch
 DLOCK_API int dlock_write_lock_get_as(dlock_client *c, const char *name, const char *owner,
                                       dlock_lock **out);
 
+/* Striped locks: a hot resource split into `nstripes` segments, each a lock of
+ * its own, and a key (an order id, a user name) mapped to one of them, so
+ * that work on different keys mostly takes different locks. The lock's name:
+ *   base + ":segment:" + segment, where segment is
+ *   - key % nstripes when key is an integer (an optional '-' and ASCII
+ *     digits, any number of them; leading zeros allowed: "007" is 7). The
+ *     remainder keeps the key's sign, as Java's % does: "-3" with 16 stripes
+ *     is segment -3 (so signed keys use 2 * nstripes - 1 segments); "-16" is
+ *     segment 0;
+ *   - crc32(key) % nstripes otherwise: CRC-32 as zlib and java.util.zip.CRC32
+ *     compute it, of the key's bytes (UTF-8 text as it is), as an unsigned
+ *     32-bit number ("abc" gives 0x352441C2).
+ * So a Java service locking redisson.getLock(base + ":segment:" + (id % 16))
+ * shares these locks. The mapping is fixed: changing nstripes moves keys to
+ * other segments, so every client of a resource must use the same count.
+ * Pass an integer id as its decimal text. */
+#define DLOCK_STRIPES_MAX 1048576
+/* The stripe's lock name for `key` into buf[size]. DLOCK_EINVAL for a NULL or
+ * empty base or key, nstripes outside 1..DLOCK_STRIPES_MAX, or a NULL buf;
+ * DLOCK_ENAMETOOLONG when the name is longer than DLOCK_NAME_MAX or does not
+ * fit in size (a buffer of DLOCK_NAME_MAX + 1 bytes always does). Pure: no
+ * I/O; any thread. */
+DLOCK_API int dlock_stripe_name(const char *base, const char *key, int nstripes, char *buf,
+                                size_t size);
+/* A handle on the stripe of `key` (dlock_stripe_name), as dlock_lock_get,
+ * dlock_fair_lock_get, dlock_read_lock_get and dlock_write_lock_get give one
+ * on a name: the same codes, the same threads; *out is NULL on failure. */
+DLOCK_API int dlock_lock_get_striped(dlock_client *c, const char *base, const char *key,
+                                     int nstripes, dlock_lock **out);
+DLOCK_API int dlock_fair_lock_get_striped(dlock_client *c, const char *base, const char *key,
+                                          int nstripes, dlock_lock **out);
+DLOCK_API int dlock_read_lock_get_striped(dlock_client *c, const char *base, const char *key,
+                                          int nstripes, dlock_lock **out);
+DLOCK_API int dlock_write_lock_get_striped(dlock_client *c, const char *base, const char *key,
+                                           int nstripes, dlock_lock **out);
+
 /* Frees the handle; holds taken through it stay held (and renewed). No other
  * call may be using this handle. */
 DLOCK_API void dlock_lock_free(dlock_lock *l);
