@@ -169,10 +169,11 @@ size_t dlock__pubsub_waiters(dlock__pubsub *ps, const char *channel, size_t len)
  * NOSCRIPT, retries of what may be retried, the latch guard). io thread only. */
 typedef struct dlock__acall dlock__acall;
 
-/* status DLOCK_OK: r is the answer (never an error reply; the callee frees
- * it). Otherwise r is NULL and the io thread's message says why (a refusal
- * by Redis: "addr: its error text", with its code). */
-typedef void (*dlock__acall_fn)(int status, redisReply *r, void *ud);
+/* status DLOCK_OK: res->r is the answer (never an error reply; the callee
+ * frees it). Otherwise res->r is NULL and the io thread's message says why
+ * (a refusal by Redis: "addr: its error text", with its code; its class and
+ * text in res). res->acks is -1: acknowledgement is not asked here. */
+typedef void (*dlock__acall_fn)(int status, dlock__res *res, void *ud);
 
 /* Before the loop runs. */
 int dlock__acall_new(dlock__acall **out, dlock__loop *lp, dlock__netctx *ctx,

@@ -256,7 +256,7 @@ static void sub_refused(sub_cmd *sc, const redisReply *r, int subscribe)
                "%s of %d channel%s on %s refused: %s; waiters poll instead",
                subscribe ? "SUBSCRIBE" : "UNSUBSCRIBE", sc->n, sc->n == 1 ? "" : "s",
                dlock__node_addr(sc->pc->node), r->str);
-    if (strncmp(r->str, "MOVED", 5) == 0)
+    if (dlock__redis_classify(r->str) == DLOCK__RERR_MOVED)
         dlock__router_stale(ps->router);   /* the next try goes where the map says */
     pthread_mutex_lock(&ps->mu);
     for (int i = 0; i < sc->n; i++) {

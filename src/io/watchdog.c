@@ -429,8 +429,14 @@ static void on_batch_reply(dlock__aconn *ac, redisReply *r, int status, void *ud
     batch *b = ud;
     dlock__watchdog *wd = b->wd;
     wconn *wc = b->wc;
-    if (r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0 &&
-        !b->reloaded && !wd->stopping) {
+    /* Renewals are idempotent, and retried by the schedule itself. */
+    dlock__try t = {.sent = r ? DLOCK__SENT_OK : DLOCK__MAYBE_RAN,
+                    .timed_out = status == DLOCK_ECMDTIMEOUT};
+    if (r && r->type == REDIS_REPLY_ERROR)
+        t.err = dlock__redis_classify(r->str);
+    dlock__verdict v = dlock__call_policy(&t, DLOCK__CALL_IDEMPOTENT | DLOCK__CALL_NO_RETRY, 0,
+                                          b->reloaded || wd->stopping, wd->ctx->cfg);
+    if (v.next == DLOCK__NEXT_RELOAD) {
         /* Redis lost its script cache (restart): load once, resend this batch.
          * Replies arrive in order, so the load runs before every resend. The
          * resend's answer comes after the WAIT's: it is not acknowledged. */
@@ -458,9 +464,7 @@ static void on_batch_reply(dlock__aconn *ac, redisReply *r, int status, void *ud
         wc->failing = 1;
         /* A slot that moved (MOVED, failover): the router's map is read again,
          * and the retry goes where it says. */
-        if (!r || (r->type == REDIS_REPLY_ERROR &&
-                   (strncmp(r->str, "MOVED", 5) == 0 || strncmp(r->str, "CLUSTERDOWN", 11) == 0 ||
-                    strncmp(r->str, "READONLY", 8) == 0)))
+        if (!r || v.next == DLOCK__NEXT_REROUTE)
             dlock__router_stale(wd->router);
         dlock__log(wd->ctx->cfg, DLOCK_LOG_WARN, "%s renewal on %s failed: %s", b->kind->what,
                    dlock__node_addr(wc->node),

@@ -45,6 +45,9 @@ typedef struct aop {
     dlock_async_fn fn;       /* NULL: a call of the library's own (a give-back) */
     void *ud;
     unsigned char kind, state, ended;
+    unsigned char with, without;   /* the ACL fallback (dlock__op_req) */
+    const char *optkey;      /* the optional key sent (for the log) */
+    size_t optlen;
     int refs;
     int hidx;                /* in the timer heap, or -1 */
     uint64_t tseq;
@@ -216,68 +219,55 @@ static void notify(void *arg)
     dlock__loop_post(op->c->loop, &op->kick);
 }
 
-static void ignore_reply(int status, redisReply *r, void *ud)
+static void ignore_reply(int status, dlock__res *res, void *ud)
 {
     (void)status;
     (void)ud;
-    if (r)
-        freeReplyObject(r);
+    if (res->r)
+        freeReplyObject(res->r);
 }
 
-static int refused_key(int rc)
-{
-    return rc == DLOCK_EAUTH && strstr(dlock_last_error(), "NOPERM") &&
-           strstr(dlock_last_error(), "key");
-}
-
-/* Sends o on the io thread's command connection; cb(status, reply, ud). The
- * optional key follows the client's choice (dlock__op_call's rule). */
+/* Sends o on the io thread's command connection; cb(status, res, ud). The
+ * optional key follows the client's choice and the ACL fallback
+ * (dlock__op_req); *with (may be NULL) = 1 when it went along. */
 static int send_req(dlock_client *c, const dlock__op *o, unsigned flags, int64_t latch_ms,
-                    dlock__acall_fn cb, void *ud)
+                    int without, int *with, dlock__acall_fn cb, void *ud)
 {
     if (o->bad)
         return dlock__fail(DLOCK_EINVAL, "internal: a request was built wrong");
-    dlock__req req = {.script = o->script, .nkeys = o->nkeys, .argc = o->argc, .argv = o->argv,
-                      .lens = o->lens, .flags = flags, .latch_ms = latch_ms};
     const char *av[DLOCK__OP_MAX];
     size_t ln[DLOCK__OP_MAX];
-    if (o->optional >= 0 && !atomic_load_explicit(&c->own_keys, memory_order_relaxed)) {
-        int k = 0;
-        for (int i = 0; i < o->argc; i++)
-            if (i != o->optional) {
-                av[k] = o->argv[i];
-                ln[k++] = o->lens[i];
-            }
-        req.nkeys--;
-        req.argc = k;
-        req.argv = av;
-        req.lens = ln;
-    }
+    dlock__req req;
+    int w = dlock__op_req(c, o, without, flags, NULL, latch_ms, &req, av, ln);
+    if (with)
+        *with = w;
     return dlock__acall_send(c->acall, &req, cb, ud);
 }
 
-/* A refusal of dlock's own optional key: the client stops sending such keys
- * (logged once); the caller sends again. 1 when that is the case. */
-static int drop_own_keys(dlock_client *c, int rc)
+/* The ACL fallback's answer to a send: 1 when op must go again without
+ * dlock's optional key; else the client learns whether to keep sending it. */
+static int key_fallback(aop *op, int status, const dlock__res *res)
 {
-    if (!refused_key(rc) || !atomic_exchange(&c->own_keys, 0))
-        return 0;
-    dlock__log(&c->cfg, DLOCK_LOG_WARN,
-               "Redis refuses dlock's own keys to this user (ACL): waiters no longer reserve "
-               "turns (allow ~dlock_lock_next:* to keep them)");
-    return 1;
+    if (status != DLOCK_OK && dlock__op_key_refused(op->with, res)) {
+        op->without = 1;
+        return 1;
+    }
+    if (op->without)
+        dlock__op_key_dropped(op->c, op->optkey, op->optlen, res);
+    op->without = 0;
+    return 0;
 }
 
 /* A round trip's answer for op: 1 when op is still running (the caller goes
  * on), 0 when it completed meanwhile (the answer is dropped). */
-static int answered(aop *op, redisReply *r)
+static int answered(aop *op, dlock__res *res)
 {
     if (op->state != S_DONE) {
         op->refs--;   /* op keeps its own reference while running */
         return 1;
     }
-    if (r)
-        freeReplyObject(r);
+    if (res->r)
+        freeReplyObject(res->r);
     unref(op);
     return 0;
 }
@@ -510,7 +500,7 @@ static void fail_wait(aop *op, int rc)
     if (w->seen_busy && t->give_up_op && t->give_up_op(w->st, rc, &o, &flags)) {
         char msg[MSG_MAX];
         snprintf(msg, sizeof(msg), "%s", dlock_last_error());
-        send_req(op->c, &o, flags | DLOCK__CALL_NO_RETRY, 0, ignore_reply, NULL);
+        send_req(op->c, &o, flags | DLOCK__CALL_NO_RETRY, 0, 0, NULL, ignore_reply, NULL);
         dlock__fail(rc, "%s", msg);
     }
     finish(op, rc);
@@ -653,24 +643,24 @@ static void give_back(aop *op, int rc)
     dlock__op o;
     unsigned flags = 0;
     if (AWT(op)->give_back_op && AWT(op)->give_back_op(WOP(op)->st, &o, &flags))
-        send_req(op->c, &o, flags, 0, ignore_reply, NULL);
+        send_req(op->c, &o, flags, 0, 0, NULL, ignore_reply, NULL);
     dlock__fail(rc, "%s", msg);
     finish(op, rc);
 }
 
-static void on_attempt(int status, redisReply *r, void *ud)
+static void on_attempt(int status, dlock__res *res, void *ud)
 {
     aop *op = ud;
-    if (!answered(op, r))
+    if (!answered(op, res))
         return;
     aop *w = op;
     const dlock__await_type *t = AWT(op);
-    if (status != DLOCK_OK && drop_own_keys(op->c, status)) {
+    if (key_fallback(op, status, res)) {
         send_attempt(op, w->waited);
         return;
     }
     dlock__busy b = {.ttl = -1};
-    int rc = t->attempt_end(w->st, status, status == DLOCK_OK ? r : NULL, w->sent, &b);
+    int rc = t->attempt_end(w->st, status, res->r, w->sent, &b);
     dlock__stats *st = &op->c->stats;
     if (rc == DLOCK_OK) {
         if (t->keep && (rc = t->keep(w->st)) != DLOCK_OK) {
@@ -704,7 +694,13 @@ static void send_attempt(aop *op, int64_t waited)
     w->waited = waited;
     AWT(op)->attempt_op(w->st, waited, &o, &flags);
     w->sent = dlock__now_ms();   /* before sending: the watchdog's origin */
-    int rc = send_req(op->c, &o, flags, 0, on_attempt, op);
+    int with = 0;
+    int rc = send_req(op->c, &o, flags, 0, op->without, &with, on_attempt, op);
+    op->with = (unsigned char)with;
+    if (with) {
+        op->optkey = o.argv[o.optional];
+        op->optlen = o.lens[o.optional];
+    }
     if (rc != DLOCK_OK) {
         fail_wait(op, rc);
         return;
@@ -717,18 +713,18 @@ static void send_attempt(aop *op, int64_t waited)
 
 static void send_call(aop *op);
 
-static void on_call(int status, redisReply *r, void *ud)
+static void on_call(int status, dlock__res *rr, void *ud)
 {
     aop *op = ud;
-    if (!answered(op, r))
+    if (!answered(op, rr))
         return;
-    if (status != DLOCK_OK && drop_own_keys(op->c, status)) {
+    if (key_fallback(op, status, rr)) {
         send_call(op);
         return;
     }
     dlock_async_result res = {.count = -1};
     op->ended = 1;
-    int rc = CLT(op)->end(COP(op)->st, status, status == DLOCK_OK ? r : NULL, &res);
+    int rc = CLT(op)->end(COP(op)->st, status, rr->r, &res);
     finish_res(op, rc, &res);
 }
 
@@ -738,7 +734,13 @@ static void send_call(aop *op)
     unsigned flags = 0;
     int64_t latch = 0;
     const dlock__op *o = CLT(op)->op(COP(op)->st, &scratch, &flags, &latch);
-    int rc = send_req(op->c, o, flags, latch, on_call, op);
+    int with = 0;
+    int rc = send_req(op->c, o, flags, latch, op->without, &with, on_call, op);
+    op->with = (unsigned char)with;
+    if (with) {
+        op->optkey = o->argv[o->optional];
+        op->optlen = o->lens[o->optional];
+    }
     if (rc != DLOCK_OK) {
         dlock_async_result res = {.count = -1};
         op->ended = 1;

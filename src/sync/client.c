@@ -263,5 +263,8 @@ int dlock_client_stats(dlock_client *c, dlock_stats *out, size_t size)
 
 int dlock__call(dlock_client *c, const dlock__req *req, redisReply **out)
 {
-    return dlock__router_call(c->router, req, out);
+    dlock__res res;
+    int rc = dlock__router_call(c->router, req, &res);
+    *out = res.r;
+    return rc;
 }

@@ -274,14 +274,16 @@ int dlock__acq_attempt(dlock__acq *a, int64_t waited_ms, dlock__busy *b)
     /* Taken before sending, so the watchdog's deadline is never later than Redis's. */
     a->sent = dlock__now_ms();
     dlock__attempts++;
-    redisReply *r;
+    dlock__res res;
     dlock__acks_reset();
-    int rc = dlock__lock_call(a->l, &op, DLOCK__CALL_WAIT_ACK, a->cancel, &r);
+    int rc = dlock__op_call_res(a->l->c, &op, DLOCK__CALL_WAIT_ACK, a->cancel, 0, &res);
+    if (rc == DLOCK_EWRONGTYPE)
+        rc = dlock__lock_wrong_type(a->l);
     if (rc == DLOCK_OK)
-        rc = a->l->type->attempt_reply(a, r, b);
+        rc = a->l->type->attempt_reply(a, res.r, b);
     if (rc != DLOCK_OK)
         return rc;
-    dlock__acks_record();
+    dlock__acks_record(res.acks);
     rc = dlock__acq_acquired(a);
     return rc == DLOCK_OK ? dlock__acks_check(a->l->c, a->l->type->what, a->l->name,
                                               give_back_hold, a->l)

@@ -54,7 +54,7 @@ typedef struct batch {
     slot **s;
     size_t k;
     dlock__op *ops;
-    redisReply **out;
+    dlock__res *res;
     int *rc;
     unsigned flags;
     int64_t latch_ms;
@@ -77,7 +77,7 @@ typedef struct call {
     batch *bs;
     slot **order;
     dlock__op *ops;
-    redisReply **out;
+    dlock__res *res;
     int *rc;
     size_t *group;
     slot **sel;
@@ -230,7 +230,7 @@ void dlock_multilock_free(dlock_multilock *ml)
 
 static void run_batch(batch *b)
 {
-    dlock__op_call_many(b->c, b->node, b->ops, b->k, b->flags, b->cancel, b->latch_ms, b->out,
+    dlock__op_call_many(b->c, b->node, b->ops, b->k, b->flags, b->cancel, b->latch_ms, b->res,
                         b->rc);
     snprintf(b->msg, sizeof(b->msg), "%s", dlock_last_error());
 }
@@ -294,7 +294,7 @@ static void send_round(call *cl, slot **sel, size_t k, unsigned flags, int relea
         batch *b = &cl->bs[g];
         b->s = cl->order + at;
         b->ops = cl->ops + at;
-        b->out = cl->out + at;
+        b->res = cl->res + at;
         b->rc = cl->rc + at;
         at += b->k;
         b->k = 0;
@@ -309,12 +309,12 @@ static void send_round(call *cl, slot **sel, size_t k, unsigned flags, int relea
         batch *b = &cl->bs[g];
         for (size_t j = 0; j < b->k; j++) {
             slot *s = b->s[j];
-            s->r = b->rc[j] == DLOCK_OK ? b->out[j] : NULL;
+            s->r = b->rc[j] == DLOCK_OK ? b->res[j].r : NULL;
             s->rc = b->rc[j];
             if (s->rc == DLOCK_OK)
                 continue;
-            if (b->out[j])
-                dlock__node_fail_reply(b->node, b->out[j]);   /* Redis refused it */
+            if (b->res[j].err != DLOCK__RERR_NONE)   /* Redis refused it */
+                dlock__fail(s->rc, "%s: %s", dlock__node_addr(b->node), b->res[j].text);
             else
                 dlock__fail(s->rc, "%s", b->msg);
             if (s->rc == DLOCK_EWRONGTYPE && !releases)   /* dlock__rel_end maps its own */
@@ -332,7 +332,7 @@ static void call_free(call *cl)
     free(cl->bs);
     free(cl->order);
     free(cl->ops);
-    free(cl->out);
+    free(cl->res);
     free(cl->rc);
     free(cl->group);
     free(cl->sel);
@@ -349,11 +349,11 @@ static int call_init(call *cl, const dlock_multilock *ml)
     cl->bs = malloc(n * sizeof(*cl->bs));
     cl->order = malloc(n * sizeof(*cl->order));
     cl->ops = malloc(n * sizeof(*cl->ops));
-    cl->out = malloc(n * sizeof(*cl->out));
+    cl->res = malloc(n * sizeof(*cl->res));
     cl->rc = malloc(n * sizeof(*cl->rc));
     cl->group = malloc(n * sizeof(*cl->group));
     cl->sel = malloc(n * sizeof(*cl->sel));
-    if (!cl->s || !cl->bs || !cl->order || !cl->ops || !cl->out || !cl->rc || !cl->group ||
+    if (!cl->s || !cl->bs || !cl->order || !cl->ops || !cl->res || !cl->rc || !cl->group ||
         !cl->sel) {
         call_free(cl);
         return dlock__fail(DLOCK_ENOMEM, "out of memory");

@@ -64,132 +64,122 @@ void dlock__op_argi(dlock__op *op, int64_t v)
     add(op, b, dlock__fmt_i64(b, v));
 }
 
-static int refused_key(int rc)
+int dlock__op_req(dlock_client *c, const dlock__op *op, int without, unsigned flags,
+                  dlock_cancel *cancel, int64_t latch_ms, dlock__req *req, const char **av,
+                  size_t *ln)
 {
-    return rc == DLOCK_EAUTH && strstr(dlock_last_error(), "NOPERM") &&
-           strstr(dlock_last_error(), "key");
-}
-
-int dlock__op_call(dlock_client *c, const dlock__op *op, unsigned flags, dlock_cancel *cancel,
-                   int64_t latch_ms, redisReply **out)
-{
-    if (op->bad)
-        return dlock__fail(DLOCK_EINVAL, "internal: a request was built wrong (too many "
-                                         "arguments, or a key after an argument)");
-    dlock__req req = {.script = op->script, .nkeys = op->nkeys, .argc = op->argc,
-                      .argv = op->argv, .lens = op->lens, .flags = flags, .cancel = cancel,
-                      .latch_ms = latch_ms};
-    int on = atomic_load_explicit(&c->own_keys, memory_order_relaxed);
-    if (op->optional < 0 || on) {
-        int rc = dlock__call(c, &req, out);
-        if (op->optional < 0 || !refused_key(rc))
-            return rc;
-    }
-    /* The same request without the optional key (the last key). */
-    const char *av[DLOCK__OP_MAX];
-    size_t ln[DLOCK__OP_MAX];
+    *req = (dlock__req){.script = op->script, .nkeys = op->nkeys, .argc = op->argc,
+                        .argv = op->argv, .lens = op->lens, .flags = flags, .cancel = cancel,
+                        .latch_ms = latch_ms};
+    if (op->optional < 0)
+        return 0;
+    if (!without && atomic_load_explicit(&c->own_keys, memory_order_relaxed))
+        return 1;
     int k = 0;
     for (int i = 0; i < op->argc; i++)
         if (i != op->optional) {
             av[k] = op->argv[i];
             ln[k++] = op->lens[i];
         }
-    req.nkeys = op->nkeys - 1;
-    req.argc = k;
-    req.argv = av;
-    req.lens = ln;
-    int rc = dlock__call(c, &req, out);
-    /* Through, or refused for another reason than a key: the key was the trouble. */
-    int still_refused = rc == DLOCK_EAUTH && strstr(dlock_last_error(), "NOPERM");
-    if (on && !still_refused && atomic_exchange(&c->own_keys, 0))
+    req->nkeys = op->nkeys - 1;
+    req->argc = k;
+    req->argv = av;
+    req->lens = ln;
+    return 0;
+}
+
+int dlock__op_key_refused(int with, const dlock__res *res)
+{
+    return with && res->err == DLOCK__RERR_NOPERM_KEY;
+}
+
+void dlock__op_key_dropped(dlock_client *c, const char *key, size_t len, const dlock__res *res)
+{
+    /* Through, or refused for another reason than a key: the key was the
+     * trouble. */
+    if (res->err != DLOCK__RERR_NOPERM && res->err != DLOCK__RERR_NOPERM_KEY &&
+        atomic_exchange(&c->own_keys, 0))
         dlock__log(&c->cfg, DLOCK_LOG_WARN,
                    "Redis refuses the key %.*s to this user (ACL): waiters no longer reserve "
                    "turns (allow ~dlock_lock_next:* to keep them)",
-                   (int)op->lens[op->optional], op->argv[op->optional]);
+                   (int)len, key);
+}
+
+int dlock__op_call_res(dlock_client *c, const dlock__op *op, unsigned flags, dlock_cancel *cancel,
+                       int64_t latch_ms, dlock__res *res)
+{
+    dlock__res_init(res);
+    if (op->bad)
+        return dlock__fail(DLOCK_EINVAL, "internal: a request was built wrong (too many "
+                                         "arguments, or a key after an argument)");
+    const char *av[DLOCK__OP_MAX];
+    size_t ln[DLOCK__OP_MAX];
+    dlock__req req;
+    int with = dlock__op_req(c, op, 0, flags, cancel, latch_ms, &req, av, ln);
+    int rc = dlock__router_call(c->router, &req, res);
+    if (!dlock__op_key_refused(with, res))
+        return rc;
+    /* The same request without the optional key. */
+    dlock__op_req(c, op, 1, flags, cancel, latch_ms, &req, av, ln);
+    rc = dlock__router_call(c->router, &req, res);
+    dlock__op_key_dropped(c, op->argv[op->optional], op->lens[op->optional], res);
     return rc;
 }
 
-static int refused_reply(const redisReply *r)
+int dlock__op_call(dlock_client *c, const dlock__op *op, unsigned flags, dlock_cancel *cancel,
+                   int64_t latch_ms, redisReply **out)
 {
-    return r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOPERM", 6) == 0 &&
-           strstr(r->str, "key");
-}
-
-/* The node no longer serves the keys (a slot moved or moving, a cluster
- * between states, a primary turned replica), or asks for a retry (a slot
- * being migrated): answered before the script ran (a replica runs no
- * write), so the op may be sent again, routed afresh. */
-static int redirected_reply(const redisReply *r)
-{
-    return r && r->type == REDIS_REPLY_ERROR &&
-           (dlock__redis_redirected(r->str) || strncmp(r->str, "TRYAGAIN", 8) == 0);
+    dlock__res res;
+    int rc = dlock__op_call_res(c, op, flags, cancel, latch_ms, &res);
+    *out = res.r;
+    return rc;
 }
 
 void dlock__op_call_many(dlock_client *c, dlock__node *n, const dlock__op *ops, size_t k,
                          unsigned flags, dlock_cancel *cancel, int64_t latch_ms,
-                         redisReply **out, int *rc)
+                         dlock__res *res, int *rc)
 {
     dlock__req *reqs = malloc(k * sizeof(*reqs));
     const char *(*av)[DLOCK__OP_MAX] = malloc(k * sizeof(*av));
     size_t (*ln)[DLOCK__OP_MAX] = malloc(k * sizeof(*ln));
     size_t *map = malloc(k * sizeof(*map));
-    redisReply **rout = malloc(k * sizeof(*rout));
+    dlock__res *rres = malloc(k * sizeof(*rres));
     int *rrc = malloc(k * sizeof(*rrc));
+    int *with = malloc(k * sizeof(*with));
     for (size_t i = 0; i < k; i++) {
-        out[i] = NULL;
+        dlock__res_init(&res[i]);
         rc[i] = DLOCK_ENOMEM;
     }
-    if (!reqs || !av || !ln || !map || !rout || !rrc) {
+    if (!reqs || !av || !ln || !map || !rres || !rrc || !with) {
         dlock__fail(DLOCK_ENOMEM, "out of memory");
         goto done;
     }
-    int on = atomic_load_explicit(&c->own_keys, memory_order_relaxed);
     size_t m = 0;
     for (size_t i = 0; i < k; i++) {
-        const dlock__op *op = &ops[i];
-        if (op->bad) {
+        if (ops[i].bad) {
             rc[i] = dlock__fail(DLOCK_EINVAL, "internal: a request was built wrong");
             continue;
         }
-        dlock__req *q = &reqs[m];
-        *q = (dlock__req){.script = dlock__router_script(c->router, op->script),
-                          .nkeys = op->nkeys, .argc = op->argc,
-                          .argv = op->argv, .lens = op->lens, .flags = flags,
-                          .cancel = cancel, .latch_ms = latch_ms};
-        if (op->optional >= 0 && !on) {   /* the client no longer sends its own keys */
-            int a = 0;
-            for (int j = 0; j < op->argc; j++)
-                if (j != op->optional) {
-                    av[m][a] = op->argv[j];
-                    ln[m][a++] = op->lens[j];
-                }
-            q->nkeys--;
-            q->argc = a;
-            q->argv = av[m];
-            q->lens = ln[m];
-        }
+        with[m] = dlock__op_req(c, &ops[i], 0, flags, cancel, latch_ms, &reqs[m], av[m], ln[m]);
+        reqs[m].script = dlock__router_script(c->router, ops[i].script);
         map[m++] = i;
     }
     if (m > 0)
-        dlock__node_call_many(n, reqs, m, flags, cancel, rout, rrc);
+        dlock__node_call_many(n, reqs, m, flags, cancel, rres, rrc);
     for (size_t j = 0; j < m; j++) {
         size_t i = map[j];
-        if (ops[i].optional >= 0 && on && refused_reply(rout[j])) {
-            /* An ACL refused dlock's own key (before the script ran): the
-             * single call sends it again without, and stops sending such keys. */
-            freeReplyObject(rout[j]);
-            rc[i] = dlock__op_call(c, &ops[i], flags, cancel, latch_ms, &out[i]);
+        dlock__try t = {.sent = DLOCK__SENT_OK, .err = rres[j].err};
+        int reroute = dlock__router_dynamic(c->router) &&
+                      dlock__call_policy(&t, flags, 0, 1, &c->cfg).next == DLOCK__NEXT_REROUTE;
+        if (reroute)
+            dlock__router_stale(c->router);   /* the map or the primary is read again */
+        if (reroute || dlock__op_key_refused(with[j], &rres[j])) {
+            /* Alone, through the router: it follows the redirection; or
+             * without dlock's own key that an ACL refused. */
+            rc[i] = dlock__op_call_res(c, &ops[i], flags, cancel, latch_ms, &res[i]);
             continue;
         }
-        if (redirected_reply(rout[j]) && dlock__router_dynamic(c->router)) {
-            /* Alone, through the router: it follows the redirection (and
-             * reads the slot map or the primary again). */
-            dlock__router_stale(c->router);
-            freeReplyObject(rout[j]);
-            rc[i] = dlock__op_call(c, &ops[i], flags, cancel, latch_ms, &out[i]);
-            continue;
-        }
-        out[i] = rout[j];
+        res[i] = rres[j];
         rc[i] = rrc[j];
     }
 done:
@@ -197,8 +187,9 @@ done:
     free(av);
     free(ln);
     free(map);
-    free(rout);
+    free(rres);
     free(rrc);
+    free(with);
 }
 
 int dlock__wrong_type(const char *what, const char *name)
@@ -234,9 +225,9 @@ static _Thread_local int last_acks = -1;
 
 int dlock_last_replica_acks(void) { return last_acks; }
 
-void dlock__acks_reset(void) { dlock__acks = last_acks = -1; }
+void dlock__acks_reset(void) { last_acks = -1; }
 
-void dlock__acks_record(void) { last_acks = dlock__acks; }
+void dlock__acks_record(int acks) { last_acks = acks; }
 
 int dlock__acks_check(dlock_client *c, const char *what, const char *name,
                       int (*give_back)(void *ud), void *ud)

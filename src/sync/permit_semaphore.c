@@ -356,13 +356,13 @@ static int grab_attempt(void *ud, int64_t waited_ms, dlock__busy *b)
     grab_op(g, waited_ms, &op, &flags);
     int64_t sent = dlock__now_ms();
     dlock__attempts++;
-    redisReply *r = NULL;
+    dlock__res res;
     dlock__acks_reset();
-    int rc = dlock__op_call(p->c, &op, flags | DLOCK__CALL_WAIT_ACK, g->cancel, 0, &r);
-    rc = grab_end(g, rc, rc == DLOCK_OK ? r : NULL, sent, b);
+    int rc = dlock__op_call_res(p->c, &op, flags | DLOCK__CALL_WAIT_ACK, g->cancel, 0, &res);
+    rc = grab_end(g, rc, res.r, sent, b);
     if (rc != DLOCK_OK)
         return rc;
-    dlock__acks_record();
+    dlock__acks_record(res.acks);
     if ((rc = dlock__acks_check(p->c, WHAT, p->name, give_back_permit, g)) != DLOCK_OK)
         return rc;
     if ((rc = grab_keep(g)) != DLOCK_OK) {

@@ -357,13 +357,13 @@ static int take_attempt(void *ud, int64_t waited_ms, dlock__busy *b)
     dlock__op op;
     take_op(t, waited_ms, &op, NULL);
     dlock__attempts++;
-    redisReply *r = NULL;
+    dlock__res res;
     dlock__acks_reset();
-    int rc = dlock__op_call(t->s->c, &op, DLOCK__CALL_WAIT_ACK, t->cancel, 0, &r);
-    rc = take_end(t, rc, rc == DLOCK_OK ? r : NULL, 0, b);
+    int rc = dlock__op_call_res(t->s->c, &op, DLOCK__CALL_WAIT_ACK, t->cancel, 0, &res);
+    rc = take_end(t, rc, res.r, 0, b);
     if (rc != DLOCK_OK)
         return rc;
-    dlock__acks_record();
+    dlock__acks_record(res.acks);
     return dlock__acks_check(t->s->c, WHAT, t->s->name, give_back_permits, t);
 }
 

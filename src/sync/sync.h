@@ -85,30 +85,46 @@ void dlock__op_key_optional(dlock__op *op, const char *s, size_t n);
 void dlock__op_arg(dlock__op *op, const char *s, size_t n);
 void dlock__op_args(dlock__op *op, const char *s);   /* a NUL-terminated argument */
 void dlock__op_argi(dlock__op *op, int64_t v);
-/* Runs the op (dlock__node_call's flags, cancel and latch). An optional key is
- * sent while the client uses dlock's own keys (c->own_keys); when Redis
- * refuses it (an ACL that allows Redisson's keys only: NOPERM, answered
- * before the script runs) the op is sent again without it, and if that goes
- * through the client stops sending such keys (logged once). */
+/* The request of op as the client sends it: an optional key goes along
+ * while the client uses dlock's own keys (c->own_keys) unless `without`
+ * (av, ln: room for the shortened request). Returns 1 when it carries the
+ * optional key. */
+int dlock__op_req(dlock_client *c, const dlock__op *op, int without, unsigned flags,
+                  dlock_cancel *cancel, int64_t latch_ms, dlock__req *req, const char **av,
+                  size_t *ln);
+/* The ACL fallback, for both drivers: an answer that refuses the optional
+ * key of a request that carried it (`with`; an ACL that allows Redisson's
+ * keys only: NOPERM, answered before the script ran) means the request
+ * goes again without it (dlock__op_req's `without`); the answer to that,
+ * unless refused too, makes the client stop sending such keys
+ * (dlock__op_key_dropped; logged once). */
+int dlock__op_key_refused(int with, const dlock__res *res);
+void dlock__op_key_dropped(dlock_client *c, const char *key, size_t len, const dlock__res *res);
+/* Runs the op (dlock__node_call's flags, cancel and latch) with the ACL
+ * fallback; res as dlock__router_call's. */
+int dlock__op_call_res(dlock_client *c, const dlock__op *op, unsigned flags, dlock_cancel *cancel,
+                       int64_t latch_ms, dlock__res *res);
+/* As dlock__op_call_res, the answer into *out. */
 int dlock__op_call(dlock_client *c, const dlock__op *op, unsigned flags, dlock_cancel *cancel,
                    int64_t latch_ms, redisReply **out);
 /* Several ops on node n (every key of every op served by n) in one round
- * trip: dlock__node_call_many's rules and results (rc[i], out[i] for ops[i]),
- * with `flags` and `latch_ms` for each. An optional key is handled as
- * dlock__op_call does (an op whose key Redis refuses goes again alone), and so
- * is an op the node redirects (MOVED, ASK, TRYAGAIN, CLUSTERDOWN, READONLY on
- * a deployment whose keys move: sent again alone through the router). */
+ * trip: dlock__node_call_many's rules and results (rc[i], res[i] for
+ * ops[i]), with `flags` and `latch_ms` for each. An optional key is handled
+ * as dlock__op_call does (an op whose key Redis refuses goes again alone),
+ * and so is an op the node redirects (MOVED, ASK, CLUSTERDOWN, READONLY on a
+ * deployment whose keys move: sent again alone through the router). */
 void dlock__op_call_many(dlock_client *c, dlock__node *n, const dlock__op *ops, size_t k,
                          unsigned flags, dlock_cancel *cancel, int64_t latch_ms,
-                         redisReply **out, int *rc);
+                         dlock__res *res, int *rc);
 /* Replica acknowledgement of acquisitions (dlock_config_set_replica_ack).
  * Before an acquisition sent with DLOCK__CALL_WAIT_ACK: dlock__acks_reset;
- * once it succeeded: dlock__acks_record (dlock_last_replica_acks's answer),
- * then dlock__acks_check: DLOCK_OK when enough replicas acknowledged it (or
- * none were asked for, or the policy keeps it: logged), else give_back(ud)
- * undoes the acquisition and DLOCK_EREPLICAS with the message. */
+ * once it succeeded: dlock__acks_record(its result's acks)
+ * (dlock_last_replica_acks's answer), then dlock__acks_check: DLOCK_OK when
+ * enough replicas acknowledged it (or none were asked for, or the policy
+ * keeps it: logged), else give_back(ud) undoes the acquisition and
+ * DLOCK_EREPLICAS with the message. */
 void dlock__acks_reset(void);
-void dlock__acks_record(void);
+void dlock__acks_record(int acks);
 int dlock__acks_check(dlock_client *c, const char *what, const char *name,
                       int (*give_back)(void *ud), void *ud);
 
