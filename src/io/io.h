@@ -162,32 +162,6 @@ void dlock__waiter_leave(dlock__pubsub *ps, dlock__waiter *w, int pass_wake);
 /* Number of local waiters on a channel (tests). */
 size_t dlock__pubsub_waiters(dlock__pubsub *ps, const char *channel, size_t len);
 
-/* ----------------------------------------------------------------- acall */
-
-/* Round trips from the io thread, for the asynchronous calls (acall.c): a
- * command connection to the node, with dlock__node_call's rules (EVALSHA and
- * NOSCRIPT, retries of what may be retried, the latch guard). io thread only. */
-typedef struct dlock__acall dlock__acall;
-
-/* status DLOCK_OK: res->r is the answer (never an error reply; the callee
- * frees it). Otherwise res->r is NULL and the io thread's message says why
- * (a refusal by Redis: "addr: its error text", with its code; its class and
- * text in res). res->acks is -1: acknowledgement is not asked here. */
-typedef void (*dlock__acall_fn)(int status, dlock__res *res, void *ud);
-
-/* Before the loop runs. */
-int dlock__acall_new(dlock__acall **out, dlock__loop *lp, dlock__netctx *ctx,
-                     dlock__router *router);
-/* After the loop stopped. */
-void dlock__acall_free(dlock__acall *x);
-/* Sends req (its bytes are copied; req->cancel is ignored). DLOCK_OK: fn runs
- * exactly once, later (never inside this call); an error: fn never runs.
- * On sentinel and cluster deployments: DLOCK_EINVAL (not supported yet).
- * Once the loop stops, every request ends with DLOCK_ECLOSED. */
-int dlock__acall_send(dlock__acall *x, const dlock__req *req, dlock__acall_fn fn, void *ud);
-/* Requests written so far. */
-uint64_t dlock__acall_sent(const dlock__acall *x);
-
 /* -------------------------------------------------------------- watchdog */
 
 /* Renewal batches: at most this many holds per script call (Redisson's figure). */

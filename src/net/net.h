@@ -8,9 +8,11 @@
  *                used by the blocking and the libuv connections alike)
  *   conn.c       a blocking connection: open, one round trip, liveness, abort
  *   pool.c       a node: one server seen through a pool of blocking connections
+ *   policy.c     the call policy: what a try came to, and what comes next
  *   call.c       a request on a node: EVALSHA + NOSCRIPT, retries, idempotence,
- *                the unlock latch guard
- *   aconn.c      an asynchronous connection on a libuv loop (io thread only)
+ *                the unlock latch guard (by the policy)
+ *   aconn.c      an asynchronous connection on a libuv loop (its thread only)
+ *   acall.c      requests on a libuv loop, by the same policy, on any deployment
  *   router.c     which node serves a key: one server, a sentinel-managed
  *                primary (sentinel.c), or a Redis Cluster (slot.c, cluster.c)
  * Not installed. */
@@ -440,5 +442,31 @@ void dlock__aconn_uncork(dlock__aconn *ac);
 /* Fails pending callbacks with DLOCK_ECLOSED, closes handles, frees itself once
  * libuv has released them, then calls done(arg) (may be NULL). */
 void dlock__aconn_close(dlock__aconn *ac, void (*done)(void *), void *arg);
+
+/* ------------------------------------------------------------------ acall */
+
+/* Round trips on a libuv loop, for the asynchronous calls (acall.c): a
+ * command connection per node, with dlock__node_call's rules (the call
+ * policy: EVALSHA and NOSCRIPT, retries of what may be retried, the latch
+ * guard), on every deployment (requests follow the router). The loop's
+ * thread only, except new and free. */
+typedef struct dlock__acall dlock__acall;
+
+/* status DLOCK_OK: res->r is the answer (never an error reply; the callee
+ * frees it). Otherwise res->r is NULL and the loop thread's message says why
+ * (a refusal by Redis: "addr: its error text", with its code; its class and
+ * text in res). res->acks is -1: acknowledgement is not asked here. */
+typedef void (*dlock__acall_fn)(int status, dlock__res *res, void *ud);
+
+/* Before the loop runs; its owner calls dlock__acall_stop when the loop
+ * stops (every request then ends with DLOCK_ECLOSED, and its handles close). */
+int dlock__acall_new(dlock__acall **out, uv_loop_t *uv, dlock__netctx *ctx,
+                     dlock__router *router);
+void dlock__acall_stop(dlock__acall *x);
+/* After the loop stopped. */
+void dlock__acall_free(dlock__acall *x);
+/* Sends req (its bytes are copied; req->cancel is ignored). DLOCK_OK: fn runs
+ * exactly once, later (never inside this call); an error: fn never runs. */
+int dlock__acall_send(dlock__acall *x, const dlock__req *req, dlock__acall_fn fn, void *ud);
 
 #endif

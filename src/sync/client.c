@@ -71,6 +71,17 @@ static void check_eviction(dlock_client *c)
                    "locks", addr, c->evict_policy);
 }
 
+static void acall_stop(void *arg) { dlock__acall_stop(arg); }
+
+/* The asynchronous calls' round trips, stopped with the loop. */
+static int start_acall(dlock_client *c)
+{
+    int rc = dlock__acall_new(&c->acall, dlock__loop_uv(c->loop), &c->net, c->router);
+    if (rc == DLOCK_OK && (rc = dlock__loop_on_stop(c->loop, acall_stop, c->acall)) != DLOCK_OK)
+        dlock__acall_stop(c->acall);   /* the loop has not run: its handles close now */
+    return rc;
+}
+
 int dlock_client_open(dlock_client **out, const dlock_config *cfg)
 {
     pthread_once(&atfork_once, register_atfork);
@@ -117,7 +128,7 @@ int dlock_client_open(dlock_client **out, const dlock_config *cfg)
         goto fail;
     if ((rc = dlock__pubsub_new(&c->pubsub, c->loop, &c->net, c->router)) != DLOCK_OK ||
         (rc = dlock__watchdog_new(&c->wd, c->loop, &c->net, c->router)) != DLOCK_OK ||
-        (rc = dlock__acall_new(&c->acall, c->loop, &c->net, c->router)) != DLOCK_OK ||
+        (rc = start_acall(c)) != DLOCK_OK ||
         (rc = dlock__async_new(&c->async, c->loop)) != DLOCK_OK ||
         /* Last registered, first run: pending calls end before the
          * connection fails their round trips. */

@@ -33,7 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/io.h"
+#include "net/net.h"
 
 typedef struct anode anode;
 
@@ -70,7 +70,7 @@ struct anode {
 struct dlock__acall {
     dlock__netctx *ctx;
     dlock__router *router;
-    dlock__loop *lp;
+    uv_loop_t *uv;
     anode **nodes;           /* io thread only, like everything below */
     size_t nn, cap;
     uv_timer_t timer;
@@ -78,7 +78,6 @@ struct dlock__acall {
     uv_check_t check;        /* ... or after its I/O callbacks */
     int corked;              /* some node is */
     int stopping;
-    uint64_t sent;           /* requests written (tests, bench) */
 };
 
 static void on_reply(dlock__aconn *ac, redisReply *r, int status, void *ud);
@@ -117,8 +116,8 @@ static anode *route(dlock__acall *x, const areq *a)
     an->node = n;
     dlock__list_init(&an->waiting);
     dlock__aconn_cbs cbs = {on_ready, NULL, NULL, an};
-    if (dlock__aconn_new(&an->conn, dlock__loop_uv(x->lp), x->ctx, dlock__node_endpoint(n), 0,
-                         &cbs) != DLOCK_OK) {
+    if (dlock__aconn_new(&an->conn, x->uv, x->ctx, dlock__node_endpoint(n), 0, &cbs) !=
+        DLOCK_OK) {
         free(an);
         dlock__fail(DLOCK_ENOMEM, "out of memory creating a connection");
         return NULL;
@@ -241,7 +240,6 @@ static void write_req(dlock__acall *x, areq *a)
     }
     if (!a->first_write)
         a->first_write = now;
-    x->sent++;
 }
 
 static void on_load(dlock__aconn *ac, redisReply *r, int status, void *ud)
@@ -452,14 +450,10 @@ int dlock__acall_send(dlock__acall *x, const dlock__req *req, dlock__acall_fn fn
     return DLOCK_OK;
 }
 
-uint64_t dlock__acall_sent(const dlock__acall *x) { return x->sent; }
+static void on_handle_closed(uv_handle_t *h) { (void)h; }
 
-/* Stop hook (io thread): every request ends with DLOCK_ECLOSED. */
-static void on_timer_closed(uv_handle_t *h) { (void)h; }
-
-static void on_stop(void *arg)
+void dlock__acall_stop(dlock__acall *x)
 {
-    dlock__acall *x = arg;
     x->stopping = 1;
     x->corked = 0;
     for (size_t i = 0; i < x->nn; i++) {
@@ -474,14 +468,14 @@ static void on_stop(void *arg)
         }
     }
     uv_timer_stop(&x->timer);
-    uv_close((uv_handle_t *)&x->timer, on_timer_closed);
+    uv_close((uv_handle_t *)&x->timer, on_handle_closed);
     uv_prepare_stop(&x->prep);
-    uv_close((uv_handle_t *)&x->prep, on_timer_closed);
+    uv_close((uv_handle_t *)&x->prep, on_handle_closed);
     uv_check_stop(&x->check);
-    uv_close((uv_handle_t *)&x->check, on_timer_closed);
+    uv_close((uv_handle_t *)&x->check, on_handle_closed);
 }
 
-int dlock__acall_new(dlock__acall **out, dlock__loop *lp, dlock__netctx *ctx,
+int dlock__acall_new(dlock__acall **out, uv_loop_t *uv, dlock__netctx *ctx,
                      dlock__router *router)
 {
     dlock__acall *x = calloc(1, sizeof(*x));
@@ -489,22 +483,13 @@ int dlock__acall_new(dlock__acall **out, dlock__loop *lp, dlock__netctx *ctx,
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
     x->ctx = ctx;
     x->router = router;
-    x->lp = lp;
-    /* Before the io thread runs: the module's setup may use the loop. */
-    uv_timer_init(dlock__loop_uv(lp), &x->timer);
+    x->uv = uv;
+    uv_timer_init(uv, &x->timer);
     x->timer.data = x;
-    uv_prepare_init(dlock__loop_uv(lp), &x->prep);
+    uv_prepare_init(uv, &x->prep);
     x->prep.data = x;
-    uv_check_init(dlock__loop_uv(lp), &x->check);
+    uv_check_init(uv, &x->check);
     x->check.data = x;
-    int rc = dlock__loop_on_stop(lp, on_stop, x);
-    if (rc != DLOCK_OK) {
-        uv_close((uv_handle_t *)&x->timer, NULL);
-        uv_close((uv_handle_t *)&x->prep, NULL);
-        uv_close((uv_handle_t *)&x->check, NULL);
-        free(x);
-        return rc;
-    }
     *out = x;
     return DLOCK_OK;
 }
