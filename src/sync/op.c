@@ -1,8 +1,8 @@
-/* An operation: a script (or a plain command) and its arguments, built key by
+/* A request: a script (or a plain command) and its arguments, built key by
  * key and argument by argument, so a call site reads like the script's
- * header. The reply is read by the caller's pure parser (reply.c); the
- * verdicts every type gives a key of another type, or an answer of the wrong
- * shape, are here too. */
+ * header; how it is sent, with the ACL fallback for dlock's own keys; and
+ * the verdicts every type gives a key of another type, or an answer of the
+ * wrong shape. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +17,8 @@ void dlock__op_init(dlock__op *op, int script)
     op->nnum = 0;
     op->bad = 0;
     op->optional = -1;
+    op->flags = 0;
+    op->latch_ms = 0;
 }
 
 static void add(dlock__op *op, const char *s, size_t n)
@@ -54,6 +56,16 @@ void dlock__op_arg(dlock__op *op, const char *s, size_t n)
 
 void dlock__op_args(dlock__op *op, const char *s) { add(op, s, strlen(s)); }
 
+void dlock__op_cmd(dlock__op *op, const char *cmd, const char *key, size_t klen,
+                   const char *arg, size_t alen)
+{
+    dlock__op_init(op, -1);
+    dlock__op_args(op, cmd);
+    dlock__op_arg(op, key, klen);
+    if (arg)
+        dlock__op_arg(op, arg, alen);
+}
+
 void dlock__op_argi(dlock__op *op, int64_t v)
 {
     if (op->nnum == DLOCK__OP_NUMS) {
@@ -64,13 +76,12 @@ void dlock__op_argi(dlock__op *op, int64_t v)
     add(op, b, dlock__fmt_i64(b, v));
 }
 
-int dlock__op_req(dlock_client *c, const dlock__op *op, int without, unsigned flags,
-                  dlock_cancel *cancel, int64_t latch_ms, dlock__req *req, const char **av,
-                  size_t *ln)
+int dlock__op_req(dlock_client *c, const dlock__op *op, int without, dlock_cancel *cancel,
+                  dlock__req *req, const char **av, size_t *ln)
 {
     *req = (dlock__req){.script = op->script, .nkeys = op->nkeys, .argc = op->argc,
-                        .argv = op->argv, .lens = op->lens, .flags = flags, .cancel = cancel,
-                        .latch_ms = latch_ms};
+                        .argv = op->argv, .lens = op->lens, .flags = op->flags,
+                        .cancel = cancel, .latch_ms = op->latch_ms};
     if (op->optional < 0)
         return 0;
     if (!without && atomic_load_explicit(&c->own_keys, memory_order_relaxed))
@@ -105,8 +116,7 @@ void dlock__op_key_dropped(dlock_client *c, const char *key, size_t len, const d
                    (int)len, key);
 }
 
-int dlock__op_call_res(dlock_client *c, const dlock__op *op, unsigned flags, dlock_cancel *cancel,
-                       int64_t latch_ms, dlock__res *res)
+int dlock__op_call(dlock_client *c, const dlock__op *op, dlock_cancel *cancel, dlock__res *res)
 {
     dlock__res_init(res);
     if (op->bad)
@@ -115,29 +125,19 @@ int dlock__op_call_res(dlock_client *c, const dlock__op *op, unsigned flags, dlo
     const char *av[DLOCK__OP_MAX];
     size_t ln[DLOCK__OP_MAX];
     dlock__req req;
-    int with = dlock__op_req(c, op, 0, flags, cancel, latch_ms, &req, av, ln);
+    int with = dlock__op_req(c, op, 0, cancel, &req, av, ln);
     int rc = dlock__router_call(c->router, &req, res);
     if (!dlock__op_key_refused(with, res))
         return rc;
     /* The same request without the optional key. */
-    dlock__op_req(c, op, 1, flags, cancel, latch_ms, &req, av, ln);
+    dlock__op_req(c, op, 1, cancel, &req, av, ln);
     rc = dlock__router_call(c->router, &req, res);
     dlock__op_key_dropped(c, op->argv[op->optional], op->lens[op->optional], res);
     return rc;
 }
 
-int dlock__op_call(dlock_client *c, const dlock__op *op, unsigned flags, dlock_cancel *cancel,
-                   int64_t latch_ms, redisReply **out)
-{
-    dlock__res res;
-    int rc = dlock__op_call_res(c, op, flags, cancel, latch_ms, &res);
-    *out = res.r;
-    return rc;
-}
-
 void dlock__op_call_many(dlock_client *c, dlock__node *n, const dlock__op *ops, size_t k,
-                         unsigned flags, dlock_cancel *cancel, int64_t latch_ms,
-                         dlock__res *res, int *rc)
+                         unsigned flags, dlock_cancel *cancel, dlock__res *res, int *rc)
 {
     dlock__req *reqs = malloc(k * sizeof(*reqs));
     const char *(*av)[DLOCK__OP_MAX] = malloc(k * sizeof(*av));
@@ -160,8 +160,9 @@ void dlock__op_call_many(dlock_client *c, dlock__node *n, const dlock__op *ops, 
             rc[i] = dlock__fail(DLOCK_EINVAL, "internal: a request was built wrong");
             continue;
         }
-        with[m] = dlock__op_req(c, &ops[i], 0, flags, cancel, latch_ms, &reqs[m], av[m], ln[m]);
+        with[m] = dlock__op_req(c, &ops[i], 0, cancel, &reqs[m], av[m], ln[m]);
         reqs[m].script = dlock__router_script(c->router, ops[i].script);
+        reqs[m].flags |= flags;
         map[m++] = i;
     }
     if (m > 0)
@@ -170,13 +171,16 @@ void dlock__op_call_many(dlock_client *c, dlock__node *n, const dlock__op *ops, 
         size_t i = map[j];
         dlock__try t = {.sent = DLOCK__SENT_OK, .err = rres[j].err};
         int reroute = dlock__router_dynamic(c->router) &&
-                      dlock__call_policy(&t, flags, 0, 1, &c->cfg).next == DLOCK__NEXT_REROUTE;
+                      dlock__call_policy(&t, reqs[j].flags, 0, 1, &c->cfg).next ==
+                          DLOCK__NEXT_REROUTE;
         if (reroute)
             dlock__router_stale(c->router);   /* the map or the primary is read again */
         if (reroute || dlock__op_key_refused(with[j], &rres[j])) {
             /* Alone, through the router: it follows the redirection; or
              * without dlock's own key that an ACL refused. */
-            rc[i] = dlock__op_call_res(c, &ops[i], flags, cancel, latch_ms, &res[i]);
+            dlock__op alone = ops[i];
+            alone.flags |= flags;
+            rc[i] = dlock__op_call(c, &alone, cancel, &res[i]);
             continue;
         }
         res[i] = rres[j];
@@ -192,63 +196,25 @@ done:
     free(with);
 }
 
-int dlock__wrong_type(const char *what, const char *name)
+int dlock__wrong_type(const dlock__handle *h, const dlock__res *res)
 {
     /* The scripts say "WRONGTYPE the key holds a read-write lock", ...;
      * Redis itself "WRONGTYPE Operation against a key holding ...". */
-    const char *why = strstr(dlock_last_error(), "WRONGTYPE");
-    char detail[200];
-    snprintf(detail, sizeof(detail), "%s", why ? why + 9 : "");
-    return dlock__fail(DLOCK_EWRONGTYPE, "key '%s' exists and is not a %s:%s", name, what,
-                       detail[0] ? detail : " it holds another type");
+    const char *why = res ? dlock__redis_error_detail(res->text) : "";
+    return dlock__fail(DLOCK_EWRONGTYPE, "key '%s' exists and is not a %s: %s", h->name, h->what,
+                       why[0] ? why : "it holds another type");
 }
 
-int dlock__proto(const char *what, const char *name, const char *op, redisReply *r)
+int dlock__refused(const dlock__handle *h, int rc, const dlock__res *res)
+{
+    return rc == DLOCK_EWRONGTYPE ? dlock__wrong_type(h, res) : rc;
+}
+
+int dlock__proto(const dlock__handle *h, const char *op, redisReply *r)
 {
     int type = r ? r->type : -1;
     if (r)
         freeReplyObject(r);
-    return dlock__fail(DLOCK_EPROTO, "unexpected reply type %d to %s of %s '%s'", type, op, what,
-                       name);
-}
-
-int dlock__op_run(dlock_client *c, const dlock__op *op, unsigned flags, dlock_cancel *cancel,
-                  const char *what, const char *name, redisReply **out)
-{
-    int rc = dlock__op_call(c, op, flags, cancel, 0, out);
-    return rc == DLOCK_EWRONGTYPE ? dlock__wrong_type(what, name) : rc;
-}
-
-/* ----------------------------------------------------- replica acknowledgement */
-
-static _Thread_local int last_acks = -1;
-
-int dlock_last_replica_acks(void) { return last_acks; }
-
-void dlock__acks_reset(void) { last_acks = -1; }
-
-void dlock__acks_record(int acks) { last_acks = acks; }
-
-int dlock__acks_check(dlock_client *c, const char *what, const char *name,
-                      int (*give_back)(void *ud), void *ud)
-{
-    const dlock_config *cfg = &c->cfg;
-    if (cfg->ack_replicas <= 0 || last_acks >= cfg->ack_replicas)
-        return DLOCK_OK;
-    if (cfg->ack_policy == DLOCK_ACK_KEEP) {
-        dlock__log(cfg, DLOCK_LOG_WARN,
-                   "%s '%s' acquired; %d of %d replicas acknowledged it within %lld ms (kept)",
-                   what, name, last_acks, cfg->ack_replicas, (long long)cfg->ack_timeout_ms);
-        return DLOCK_OK;
-    }
-    int acks = last_acks;
-    int rrc = give_back(ud);
-    last_acks = acks;
-    return dlock__fail(DLOCK_EREPLICAS,
-                       "%s '%s' acquired, but %d of %d replicas acknowledged it within %lld ms: "
-                       "%s",
-                       what, name, acks, cfg->ack_replicas, (long long)cfg->ack_timeout_ms,
-                       rrc == DLOCK_OK ? "given back"
-                                       : "giving it back failed too (a lease ends it; a "
-                                         "plain semaphore's permits stay taken)");
+    return dlock__fail(DLOCK_EPROTO, "unexpected reply type %d to %s of %s '%s'", type, op,
+                       h->what, h->name);
 }
