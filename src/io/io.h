@@ -3,8 +3,10 @@
  *   loop.c      the io thread (a libuv loop); work reaches it by posting jobs,
  *               and modules register what to do when it stops. It names no
  *               module.
- *   pubsub.c    the waiter table: channels, the threads waiting on them, the
- *               pub/sub connection, and a wake policy per channel
+ *   waiters.c   the waiter table: channels, the threads (or callbacks) waiting
+ *               on them, a wake policy per channel
+ *   pubsub.c    the pub/sub connections that subscribe the table's channels and
+ *               hand it their messages (pubsub_int.h: what the two share)
  *   watchdog.c  renewal of held things, as bytes and a kind: each kind names
  *               its renewal script; renewals are batched per kind
  *   wdnode.c    the watchdog's per-node side: a renewal connection per node,
@@ -82,9 +84,6 @@ typedef struct dlock__channel dlock__channel;
  * the count was set again) and only wakes. */
 #define DLOCK__WAKE_ALL_DONE (-2)
 typedef int (*dlock__wake_policy)(const char *msg, size_t len);
-/* The lock channels' policy: "0" (an unlock) wakes one waiter, anything else
- * (a read-write lock's "1", a count) wakes every waiter. */
-int dlock__wake_lock(const char *msg, size_t len);
 
 /* A thread waiting for messages on one channel. Lives on the waiting thread's
  * stack between dlock__waiter_join and dlock__waiter_leave. */
@@ -99,7 +98,8 @@ typedef struct dlock__waiter {
                                 the waiting thread's own copy, read without mu */
     int subscribed;          /* the channel was subscribed when last checked */
     int pins;                /* io thread signals of cv in flight outside mu */
-    int claimant;            /* holds the lock's reservation: woken first */
+    int first;               /* goes first when a message wakes fewer than all (a lock's
+                                reserved turn) */
     int64_t need;            /* units of a message's budget this waiter takes (>= 1) */
     int settle;              /* a DLOCK__WAKE_ALL_DONE message may end its wait */
     int settled;             /* ... and one did */
@@ -126,7 +126,8 @@ void dlock__pubsub_shutdown(dlock__pubsub *ps);
 void dlock__pubsub_free(dlock__pubsub *ps);
 
 /* Registers w on `channel` (wake policy `wake`, used when the channel is
- * created; `need` >= 1, see dlock__wake_policy; `settle`: see
+ * created, NULL: every message wakes every waiter; `need` >= 1, see
+ * dlock__wake_policy; `settle`: see
  * DLOCK__WAKE_ALL_DONE) and waits until the channel is subscribed, the command timeout passes (then w->subscribed = 0 and the
  * caller polls at the retry delay), or `deadline_ms`. Returns DLOCK_OK, DLOCK_ECANCELED, DLOCK_ECLOSED,
  * DLOCK_ENOMEM. On error w is not registered. */
@@ -151,7 +152,7 @@ int dlock__waiter_poll(dlock__pubsub *ps, dlock__waiter *w, int *ready);
 int dlock__waiter_wait(dlock__pubsub *ps, dlock__waiter *w, int64_t until_ms);
 /* Marks w as going first among its channel's local waiters (on = 1: a message
  * that wakes one wakes it), or no longer (on = 0). */
-void dlock__waiter_set_claimant(dlock__pubsub *ps, dlock__waiter *w, int on);
+void dlock__waiter_set_first(dlock__pubsub *ps, dlock__waiter *w, int on);
 /* A waiter woken by a budget found less than it needs (others took some
  * first): it offers what it saw, `budget` units, to the channel's other
  * waiters whose needs fit, as a message would. */

@@ -190,6 +190,11 @@ static int64_t hold_limit(dlock_lock *l)
     return m > 0 ? m : 0;
 }
 
+int dlock__wake_lock(const char *msg, size_t len)
+{
+    return len == 1 && msg[0] == '0' ? 1 : DLOCK__WAKE_ALL;
+}
+
 int dlock__lock_busy(const dlock_lock *l, int64_t ttl)
 {
     if (ttl >= 0)

@@ -348,6 +348,9 @@ int dlock__wait_end(dlock__wait *w, int rc, dlock__op *op);
 
 /* Every message wakes every waiter. */
 int dlock__wake_all(const char *msg, size_t len);
+/* The locks' wake policy (lock.c): "0" (an unlock) wakes one waiter,
+ * anything else (a read-write lock's "1", a count) wakes every waiter. */
+int dlock__wake_lock(const char *msg, size_t len);
 
 /* Acquire attempts (scripts sent) by the calling thread, for diagnostics: a
  * long wait with many attempts lost races (the lock is not fair); one with

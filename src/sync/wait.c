@@ -149,7 +149,7 @@ int dlock__wait_attempted(dlock__wait *w, int *rc, const dlock__busy *b)
     /* Follow each answer: a reserved turn can lapse or pass to another. */
     if (!!b->first != w->first) {
         w->first = !!b->first;
-        dlock__waiter_set_claimant(w->at->pubsub, &w->w, w->first);
+        dlock__waiter_set_first(w->at->pubsub, &w->w, w->first);
     }
     /* Sleep until a message, the busy answer's TTL or the deadline. */
     w->until = w->deadline;
