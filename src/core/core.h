@@ -84,6 +84,10 @@ char *dlock__strndup(const char *s, size_t n);
 int dlock__dup_opt(char **dst, const char *src);
 /* Decimal formatting without printf on hot paths; returns the length. */
 size_t dlock__fmt_i64(char *buf, int64_t v);
+/* A hex digit's value (either case), or -1. */
+int dlock__hexval(int ch);
+/* Overwrites a string that may hold a password, then frees it (NULL: no-op). */
+void dlock__free_secret(char *s);
 
 /* --------------------------------------------------------------- endpoint */
 
@@ -152,8 +156,6 @@ int dlock__parse_deploy_url(const char *url, dlock__endpoint *ep, dlock__deploy 
                             dlock__tls_opts *opts);
 /* 1 for redis[s]-sentinel:// and redis[s]-cluster:// URLs. */
 int dlock__is_deploy_url(const char *url);
-/* Back to one server: seeds and master name dropped, sentinel credentials kept. */
-void dlock__deploy_single(dlock__deploy *d);
 int dlock__deploy_copy(dlock__deploy *dst, const dlock__deploy *src);
 /* Frees the seeds and names, keeps nothing (credentials included). */
 void dlock__deploy_clear(dlock__deploy *d);

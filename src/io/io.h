@@ -1,23 +1,11 @@
-/* The io layer: the client's io thread and what runs on it.
- *
- *   loop.c      the io thread (a libuv loop); work reaches it by posting jobs,
- *               and modules register what to do when it stops. It names no
- *               module.
- *   waiters.c   the waiter table: channels, the threads (or callbacks) waiting
- *               on them, a wake policy per channel
- *   pubsub.c    the pub/sub connections that subscribe the table's channels and
- *               hand it their messages (pubsub_int.h: what the two share)
- *   watchdog.c  renewal of held things, as bytes and a kind: each kind names
- *               its renewal script; renewals are batched per kind
- *   wdnode.c    the watchdog's per-node side: a renewal connection per node,
- *               batches per (kind, lease, node, slot), replica acks (WAIT)
- *   revoke.c    the watchdog's side of client tracking (one server only):
- *               holds indexed by the key whose change may end them, rechecked
- *               at once (watchdog_int.h is what the three share)
- *   tracking.c  the revocation listener: a connection subscribed to
- *               __redis__:invalidate, where Redis reports changes to the keys
- *               the watchdog's connection tracks (CLIENT TRACKING ... REDIRECT)
- * Not installed. */
+/* The io layer: the client's io thread (a libuv loop that names no module:
+ * work reaches it by posted jobs, modules register what to do when it
+ * stops) and what runs on it: the waiter table and the pub/sub connections
+ * that feed it, and the watchdog with its per-node renewals and client
+ * tracking. It sees a hold only as bytes and a kind, a wake-up only as a
+ * message and a channel's wake policy: no lock protocol. Each module's file
+ * says what it holds; docs/internals/ (waiting.md, watchdog.md, threads.md)
+ * say how they work together. Not installed. */
 #ifndef DLOCK_IO_H
 #define DLOCK_IO_H
 
@@ -263,8 +251,6 @@ int dlock__tracking_new(dlock__tracking **out, uv_loop_t *uv, dlock__netctx *ctx
                         dlock__router *router, const dlock__tracking_cbs *cbs);
 /* Connects (again) if not connected; io thread. */
 void dlock__tracking_start(dlock__tracking *t);
-/* The current id, 0 when not listening. */
-int64_t dlock__tracking_id(const dlock__tracking *t);
 /* Closes the connection (the owner's stop hook); io thread. */
 void dlock__tracking_stop(dlock__tracking *t);
 /* After the loop stopped. */

@@ -35,17 +35,19 @@ static dlock__channel *reply_channel(dlock__pubsub *ps, const redisReply *r)
 typedef struct sub_cmd {
     dlock__pubsub *ps;
     dlock__psconn *pc;
+    int subscribe;           /* SUBSCRIBE (else UNSUBSCRIBE) */
     int left;                /* replies still expected */
     int n;
     const char *names[];
 } sub_cmd;
 
-static sub_cmd *new_sub_cmd(dlock__psconn *pc, const char **names, int n)
+static sub_cmd *new_sub_cmd(dlock__psconn *pc, int subscribe, const char **names, int n)
 {
     sub_cmd *sc = malloc(sizeof(*sc) + (size_t)n * sizeof(char *));
     if (sc) {
         sc->ps = pc->ps;
         sc->pc = pc;
+        sc->subscribe = subscribe;
         sc->left = sc->n = n;
         memcpy(sc->names, names, (size_t)n * sizeof(char *));
     }
@@ -80,6 +82,7 @@ static void sub_refused(sub_cmd *sc, const redisReply *r, int subscribe)
     pthread_mutex_unlock(&ps->mu);
 }
 
+/* One channel's confirmation of a SUBSCRIBE or UNSUBSCRIBE. */
 static void on_sub_reply(dlock__aconn *ac, redisReply *r, int status, void *ud)
 {
     sub_cmd *sc = ud;
@@ -87,20 +90,29 @@ static void on_sub_reply(dlock__aconn *ac, redisReply *r, int status, void *ud)
     if (!r || r->type == REDIS_REPLY_ERROR) {
         /* !r: the connection failed; on_sub_down resets every channel. */
         if (r)
-            sub_refused(sc, r, 1);
+            sub_refused(sc, r, sc->subscribe);
         free(sc);
         return;
     }
     pthread_mutex_lock(&ps->mu);
     dlock__channel *ch = reply_channel(ps, r);
-    if (ch && ch->pc == sc->pc && ch->state == CH_SUBSCRIBING) {
-        ch->state = CH_SUBSCRIBED;
-        /* Waiters in join are waiting for this; after a reconnect, every waiter
-         * retries since messages may have been missed meanwhile. */
-        dlock__ps_wake_all(ch, ch->resync);
-        ch->resync = 0;
-        if (ch->nwaiters == 0)
-            dlock__ps_mark(ps, ch);
+    if (ch && ch->pc == sc->pc && ch->state == (sc->subscribe ? CH_SUBSCRIBING : CH_UNSUBSCRIBING)) {
+        if (sc->subscribe) {
+            ch->state = CH_SUBSCRIBED;
+            /* Waiters in join are waiting for this; after a reconnect, every
+             * waiter retries since messages may have been missed meanwhile. */
+            dlock__ps_wake_all(ch, ch->resync);
+            ch->resync = 0;
+            if (ch->nwaiters == 0)
+                dlock__ps_mark(ps, ch);   /* they all left meanwhile: unsubscribe */
+        } else {
+            ch->state = CH_NONE;
+            ch->pc = NULL;
+            if (ch->nwaiters > 0)
+                dlock__ps_mark(ps, ch);   /* waiters came meanwhile: subscribe again */
+            else
+                dlock__ps_free_channel(ps, ch);
+        }
     }
     pthread_mutex_unlock(&ps->mu);
     if (--sc->left == 0)
@@ -108,30 +120,21 @@ static void on_sub_reply(dlock__aconn *ac, redisReply *r, int status, void *ud)
     sync_channels(ps);
 }
 
-static void on_unsub_reply(dlock__aconn *ac, redisReply *r, int status, void *ud)
+/* ch is no longer subscribed where it was (a lost connection, a dropped
+ * sharded subscription, a topology change): freed when nobody waits; else
+ * its waiters are told, and retry once it is subscribed again (messages may
+ * have been missed meanwhile). 1 when waiters remain. Caller holds mu. */
+static int lost_subscription(dlock__pubsub *ps, dlock__channel *ch)
 {
-    sub_cmd *sc = ud;
-    dlock__pubsub *ps = sc->ps;
-    if (!r || r->type == REDIS_REPLY_ERROR) {
-        if (r)
-            sub_refused(sc, r, 0);
-        free(sc);
-        return;
+    ch->state = CH_NONE;
+    ch->pc = NULL;
+    if (ch->nwaiters == 0) {
+        dlock__ps_free_channel(ps, ch);
+        return 0;
     }
-    pthread_mutex_lock(&ps->mu);
-    dlock__channel *ch = reply_channel(ps, r);
-    if (ch && ch->pc == sc->pc && ch->state == CH_UNSUBSCRIBING) {
-        ch->state = CH_NONE;
-        ch->pc = NULL;
-        if (ch->nwaiters > 0)
-            dlock__ps_mark(ps, ch);
-        else
-            dlock__ps_free_channel(ps, ch);
-    }
-    pthread_mutex_unlock(&ps->mu);
-    if (--sc->left == 0)
-        free(sc);
-    sync_channels(ps);
+    ch->resync = 1;
+    dlock__ps_wake_all(ch, 0);   /* let them see they are unsubscribed */
+    return 1;
 }
 
 /* The server dropped a sharded subscription (its slot moved to another
@@ -142,16 +145,8 @@ static void on_dropped(dlock__pubsub *ps, dlock__psconn *pc, const redisReply *c
     dlock__router_stale(ps->router);
     pthread_mutex_lock(&ps->mu);
     dlock__channel *ch = dlock__ps_find(ps, chr->str, chr->len);
-    if (ch && ch->pc == pc && ch->state == CH_SUBSCRIBED) {
-        ch->state = CH_NONE;
-        ch->pc = NULL;
-        if (ch->nwaiters == 0) {
-            dlock__ps_free_channel(ps, ch);
-        } else {
-            ch->resync = 1;
-            dlock__ps_wake_all(ch, 0);
-        }
-    }
+    if (ch && ch->pc == pc && ch->state == CH_SUBSCRIBED)
+        lost_subscription(ps, ch);
     pthread_mutex_unlock(&ps->mu);
     retry_later(ps);   /* after the map is read again */
 }
@@ -198,17 +193,8 @@ static void on_sub_down(dlock__aconn *ac, int status, void *ud)
         while (n) {
             dlock__channel *ch = (dlock__channel *)n;
             n = n->next;
-            if (ch->pc != pc)
-                continue;
-            ch->state = CH_NONE;
-            ch->pc = NULL;
-            resubscribe |= ch->nwaiters > 0;
-            if (ch->nwaiters == 0) {
-                dlock__ps_free_channel(ps, ch);
-            } else {
-                ch->resync = 1;
-                dlock__ps_wake_all(ch, 0);   /* let them see they are unsubscribed */
-            }
+            if (ch->pc == pc)
+                resubscribe |= lost_subscription(ps, ch);
         }
     }
     pthread_mutex_unlock(&ps->mu);
@@ -339,15 +325,8 @@ static void check_moves(dlock__pubsub *ps)
                                                                ps->sharded ? ch->name : NULL,
                                                                ps->sharded ? ch->len : 0))
                 continue;
-            ch->state = CH_NONE;
-            ch->pc = NULL;
-            if (ch->nwaiters == 0) {
-                dlock__ps_free_channel(ps, ch);
-            } else {
-                ch->resync = 1;
-                dlock__ps_wake_all(ch, 0);
+            if (lost_subscription(ps, ch))
                 dlock__ps_mark(ps, ch);
-            }
         }
     }
     dlock__psconn **gone = malloc((ps->nconns ? ps->nconns : 1) * sizeof(*gone));
@@ -485,7 +464,7 @@ static void sync_channels(dlock__pubsub *ps)
         if (pc->ns > 1) {
             pc->sub[0] = subcmd;
             pc->sl[0] = strlen(subcmd);
-            sub_cmd *sc = new_sub_cmd(pc, pc->sub + 1, pc->ns - 1);
+            sub_cmd *sc = new_sub_cmd(pc, 1, pc->sub + 1, pc->ns - 1);
             if (!sc || dlock__aconn_send(pc->ac, pc->ns, pc->sub, pc->sl, pc->ns - 1, on_sub_reply,
                                          sc) != 0)
                 free(sc);   /* not sent: the channels stay SUBSCRIBING until on_sub_down */
@@ -493,9 +472,9 @@ static void sync_channels(dlock__pubsub *ps)
         if (pc->nu > 1) {
             pc->uns[0] = unscmd;
             pc->ul[0] = strlen(unscmd);
-            sub_cmd *sc = new_sub_cmd(pc, pc->uns + 1, pc->nu - 1);
+            sub_cmd *sc = new_sub_cmd(pc, 0, pc->uns + 1, pc->nu - 1);
             if (!sc || dlock__aconn_send(pc->ac, pc->nu, pc->uns, pc->ul, pc->nu - 1,
-                                         on_unsub_reply, sc) != 0)
+                                         on_sub_reply, sc) != 0)
                 free(sc);
         }
         pc->ns = pc->nu = 1;

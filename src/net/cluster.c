@@ -177,7 +177,8 @@ static int refresh_locked(dlock__cluster *cl)
                        "no cluster node answered CLUSTER SLOTS: %s", why);
 }
 
-int dlock__cluster_refresh(dlock__cluster *cl)
+/* Reads the slot map again now (any thread); DLOCK_OK or the last failure. */
+static int refresh(dlock__cluster *cl)
 {
     pthread_mutex_lock(&cl->refresh_mu);
     int rc = refresh_locked(cl);
@@ -279,7 +280,7 @@ int dlock__cluster_new(dlock__cluster **out, dlock__netctx *ctx, const dlock__en
         if (dlock__endpoint_copy(&cl->seeds[i], &seeds[i]) != DLOCK_OK)
             rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
     if (rc == DLOCK_OK)
-        rc = dlock__cluster_refresh(cl);
+        rc = refresh(cl);
     if (rc == DLOCK_OK) {
         size_t uncovered = 0;
         for (size_t s = 0; s < DLOCK__SLOTS; s++)

@@ -63,8 +63,6 @@ size_t dlock__cluster_primaries(dlock__cluster *cl, dlock__node **out, size_t ma
  * else DLOCK_EINVAL); follows MOVED and ASK, retries TRYAGAIN, CLUSTERDOWN
  * and READONLY within the command timeout, refreshes the map after MOVED. */
 int dlock__cluster_call(dlock__cluster *cl, const dlock__req *req, dlock__res *res);
-/* Reads the slot map again now (any thread); DLOCK_OK or the last failure. */
-int dlock__cluster_refresh(dlock__cluster *cl);
 /* 1 when the nodes have sharded pub/sub (SSUBSCRIBE / SPUBLISH, Redis 7). */
 int dlock__cluster_sharded(const dlock__cluster *cl);
 /* Bumped whenever the map changes. */

@@ -162,7 +162,6 @@ void dlock__tls_free(dlock__tls *tls);
 /* Puts TLS on a connected TCP transport; its handshake then runs through
  * t->vt->handshake. DLOCK_OK or DLOCK__IO_ERR (t->err). */
 int dlock__tls_attach(dlock__transport *t, dlock__tls *tls, const dlock__endpoint *ep);
-int dlock__tls_verifies(const dlock__tls *tls);
 
 /* ------------------------------------------------------------- blocking */
 

@@ -368,4 +368,3 @@ int dlock__tls_attach(dlock__transport *t, dlock__tls *tls, const dlock__endpoin
     return DLOCK_OK;
 }
 
-int dlock__tls_verifies(const dlock__tls *tls) { return tls->verify; }

@@ -73,6 +73,19 @@ static void check_eviction(dlock_client *c)
 
 static void acall_stop(void *arg) { dlock__acall_stop(arg); }
 
+/* Every module, once the loop is gone (or never ran). */
+static void client_free(dlock_client *c)
+{
+    dlock__async_free(c->async);
+    dlock__acall_free(c->acall);
+    dlock__watchdog_free(c->wd);
+    dlock__pubsub_free(c->pubsub);
+    dlock__router_free(c->router);
+    dlock__netctx_clear(&c->net);
+    dlock__config_clear(&c->cfg);
+    free(c);
+}
+
 /* The asynchronous calls' round trips, stopped with the loop. */
 static int start_acall(dlock_client *c)
 {
@@ -143,14 +156,7 @@ int dlock_client_open(dlock_client **out, const dlock_config *cfg)
     *out = c;
     return DLOCK_OK;
 fail:
-    dlock__async_free(c->async);
-    dlock__acall_free(c->acall);
-    dlock__watchdog_free(c->wd);
-    dlock__pubsub_free(c->pubsub);
-    dlock__router_free(c->router);
-    dlock__netctx_clear(&c->net);
-    dlock__config_clear(&c->cfg);
-    free(c);
+    client_free(c);
     return rc;
 }
 
@@ -160,14 +166,7 @@ void dlock_client_close(dlock_client *c)
         return;
     dlock__pubsub_shutdown(c->pubsub);   /* waits end with DLOCK_ECLOSED */
     dlock__loop_stop(c->loop);           /* every module closes its handles; thread joined */
-    dlock__async_free(c->async);
-    dlock__acall_free(c->acall);
-    dlock__watchdog_free(c->wd);
-    dlock__pubsub_free(c->pubsub);
-    dlock__router_free(c->router);
-    dlock__netctx_clear(&c->net);
-    dlock__config_clear(&c->cfg);
-    free(c);
+    client_free(c);
 }
 
 const char *dlock_client_id(const dlock_client *c) { return c ? c->uuid : ""; }

@@ -7,7 +7,6 @@
 
 uint64_t dlock__hook_roundtrips(void) { return dlock__roundtrips; }
 uint64_t dlock__hook_attempts(void) { return dlock__attempts; }
-uint64_t dlock__hook_wakeups(void) { return dlock__wakeups; }
 uint64_t dlock__hook_wakeups_wasted(void) { return dlock__wakeups_wasted; }
 
 size_t dlock__hook_held(dlock_client *c) { return dlock__watchdog_count(c->wd); }

@@ -12,11 +12,9 @@
 
 /* The calling thread's counters since it started (each only grows): round
  * trips written on pooled connections, acquire attempts (scripts sent by
- * waiting calls), wake-ups used, and wake-ups whose attempt found the object
- * taken again. */
+ * waiting calls), and wake-ups whose attempt found the object taken again. */
 uint64_t dlock__hook_roundtrips(void);
 uint64_t dlock__hook_attempts(void);
-uint64_t dlock__hook_wakeups(void);
 uint64_t dlock__hook_wakeups_wasted(void);
 
 /* Holds the client's watchdog renews now. */

@@ -64,7 +64,8 @@ void dlock_lock_free(dlock_lock *l)
     dlock__handle_free(&l->h);
 }
 
-int dlock__lock_new(dlock_client *c, const dlock__lock_type *type, const char *name,
+/* A handle of a type; owner NULL: the calling thread. */
+static int lock_new(dlock_client *c, const dlock__lock_type *type, const char *name,
                     const char *owner, dlock_lock **out)
 {
     size_t olen = 0;
@@ -98,7 +99,7 @@ int dlock__lock_new(dlock_client *c, const dlock__lock_type *type, const char *n
 
 int dlock_lock_get(dlock_client *c, const char *name, dlock_lock **out)
 {
-    return dlock__lock_new(c, &dlock__reentrant_type, name, NULL, out);
+    return lock_new(c, &dlock__reentrant_type, name, NULL, out);
 }
 
 /* The explicit-owner form of a getter: a NULL owner is an error here, not
@@ -112,7 +113,7 @@ static int get_as(dlock_client *c, const dlock__lock_type *type, const char *nam
             *out = NULL;
         return dlock__fail(DLOCK_EINVAL, "owner id is NULL");
     }
-    return dlock__lock_new(c, type, name, owner, out);
+    return lock_new(c, type, name, owner, out);
 }
 
 int dlock_lock_get_as(dlock_client *c, const char *name, const char *owner, dlock_lock **out)
@@ -122,7 +123,7 @@ int dlock_lock_get_as(dlock_client *c, const char *name, const char *owner, dloc
 
 int dlock_fair_lock_get(dlock_client *c, const char *name, dlock_lock **out)
 {
-    return dlock__lock_new(c, &dlock__fair_type, name, NULL, out);
+    return lock_new(c, &dlock__fair_type, name, NULL, out);
 }
 
 int dlock_fair_lock_get_as(dlock_client *c, const char *name, const char *owner,
@@ -133,7 +134,7 @@ int dlock_fair_lock_get_as(dlock_client *c, const char *name, const char *owner,
 
 int dlock_read_lock_get(dlock_client *c, const char *name, dlock_lock **out)
 {
-    return dlock__lock_new(c, &dlock__read_type, name, NULL, out);
+    return lock_new(c, &dlock__read_type, name, NULL, out);
 }
 
 int dlock_read_lock_get_as(dlock_client *c, const char *name, const char *owner,
@@ -144,7 +145,7 @@ int dlock_read_lock_get_as(dlock_client *c, const char *name, const char *owner,
 
 int dlock_write_lock_get(dlock_client *c, const char *name, dlock_lock **out)
 {
-    return dlock__lock_new(c, &dlock__write_type, name, NULL, out);
+    return lock_new(c, &dlock__write_type, name, NULL, out);
 }
 
 int dlock_write_lock_get_as(dlock_client *c, const char *name, const char *owner,
@@ -188,11 +189,6 @@ static int64_t hold_limit(dlock_lock *l)
     if (m == 0)
         m = l->h.c->cfg.max_hold_ms;
     return m > 0 ? m : 0;
-}
-
-int dlock__wake_lock(const char *msg, size_t len)
-{
-    return len == 1 && msg[0] == '0' ? 1 : DLOCK__WAKE_ALL;
 }
 
 int dlock__lock_busy(const dlock_lock *l, int64_t ttl)
@@ -719,74 +715,76 @@ static const dlock__op_type query_type = {.setup = query_setup,
                                           .result = query_result,
                                           .done = query_done};
 
-/* One query: blocking (*v) or asynchronous (via). Queries act for the
- * handle's owner (is held, hold count), or for `by` (checked). */
-static int run_query(dlock_lock *l, int q, const char *by, const dlock__via *via, void *out,
-                     int as_int)
+/* One query: blocking (*v, with l checked for NULL with it) or asynchronous
+ * (via). Queries act for the handle's owner (is held, hold count), or for
+ * `by` (checked). */
+static int run_query(dlock_lock *l, int q, const char *by, const dlock__via *via, int64_t *v)
 {
+    if (!via && (!l || !v)) {
+        dlock__clear_error();
+        return dlock__fail(DLOCK_EINVAL, "lock or out-parameter is NULL");
+    }
+    query s = {.l = l, .q = q, .by = by};
     int rc = check_call(l, via);
-    if (rc == DLOCK_OK && !via && !out)
-        rc = dlock__fail(DLOCK_EINVAL, "lock or out-parameter is NULL");
+    if (rc == DLOCK_OK && by)
+        rc = dlock__check_owner(by, &s.blen);
     if (rc != DLOCK_OK)
-        return l ? rc : dlock__fail(DLOCK_EINVAL, "lock or out-parameter is NULL");
-    query s = {.l = l, .q = q};
-    if (by && (rc = dlock__check_owner(by, &s.blen)) != DLOCK_OK)
         return rc;
-    s.by = by;
     dlock__result res;
     rc = dlock__start(&l->h, &query_type, &s, sizeof(s), NULL, via, &res);
-    if (rc == DLOCK_OK && !via) {
-        int64_t v = q == Q_LOCKED || q == Q_HELD ? res.flag : res.count;
-        if (as_int)
-            *(int *)out = (int)v;
-        else
-            *(int64_t *)out = v;
-    }
+    if (rc == DLOCK_OK && v)
+        *v = q == Q_LOCKED || q == Q_HELD ? res.flag : res.count;
     return rc;
 }
 
-int dlock_lock_is_locked(dlock_lock *l, int *locked)
+static int flag_query(dlock_lock *l, int q, const char *by, int *flag)
 {
-    return run_query(l, Q_LOCKED, NULL, NULL, locked, 1);
+    int64_t v = 0;
+    int rc = run_query(l, q, by, NULL, flag ? &v : NULL);
+    if (rc == DLOCK_OK)
+        *flag = (int)v;
+    return rc;
 }
 
-int dlock_lock_is_held(dlock_lock *l, int *held) { return run_query(l, Q_HELD, NULL, NULL, held, 1); }
+int dlock_lock_is_locked(dlock_lock *l, int *locked) { return flag_query(l, Q_LOCKED, NULL, locked); }
+
+int dlock_lock_is_held(dlock_lock *l, int *held) { return flag_query(l, Q_HELD, NULL, held); }
 
 int dlock_lock_hold_count(dlock_lock *l, int64_t *count)
 {
-    return run_query(l, Q_COUNT, NULL, NULL, count, 0);
+    return run_query(l, Q_COUNT, NULL, NULL, count);
 }
 
-int dlock_lock_ttl(dlock_lock *l, int64_t *ttl_ms) { return run_query(l, Q_TTL, NULL, NULL, ttl_ms, 0); }
+int dlock_lock_ttl(dlock_lock *l, int64_t *ttl_ms) { return run_query(l, Q_TTL, NULL, NULL, ttl_ms); }
 
 int dlock_lock_is_held_by(dlock_lock *l, const char *owner, int *held)
 {
-    if (l && held && !owner) {   /* as dlock__check_owner words it */
+    if (l && held && !owner) {   /* an error here, not the handle's owner */
         size_t n;
         dlock__clear_error();
-        return dlock__check_owner(owner, &n);
+        return dlock__check_owner(NULL, &n);
     }
-    return run_query(l, Q_HELD, owner, NULL, held, 1);
+    return flag_query(l, Q_HELD, owner, held);
 }
 
 int dlock_lock_is_locked_async(dlock_lock *l, dlock_async_fn fn, void *ud)
 {
-    return run_query(l, Q_LOCKED, NULL, &(dlock__via){fn, ud}, NULL, 0);
+    return run_query(l, Q_LOCKED, NULL, &(dlock__via){fn, ud}, NULL);
 }
 
 int dlock_lock_is_held_async(dlock_lock *l, dlock_async_fn fn, void *ud)
 {
-    return run_query(l, Q_HELD, NULL, &(dlock__via){fn, ud}, NULL, 0);
+    return run_query(l, Q_HELD, NULL, &(dlock__via){fn, ud}, NULL);
 }
 
 int dlock_lock_hold_count_async(dlock_lock *l, dlock_async_fn fn, void *ud)
 {
-    return run_query(l, Q_COUNT, NULL, &(dlock__via){fn, ud}, NULL, 0);
+    return run_query(l, Q_COUNT, NULL, &(dlock__via){fn, ud}, NULL);
 }
 
 int dlock_lock_ttl_async(dlock_lock *l, dlock_async_fn fn, void *ud)
 {
-    return run_query(l, Q_TTL, NULL, &(dlock__via){fn, ud}, NULL, 0);
+    return run_query(l, Q_TTL, NULL, &(dlock__via){fn, ud}, NULL);
 }
 
 /* ------------------------------------------------------------ inspection */

@@ -143,9 +143,6 @@ const char *dlock__lock_shared_channel(const dlock_lock *l, const dlock__owner *
 void dlock__lock_hash_op(const dlock_lock *l, dlock__op *op);
 int dlock__lock_hash_end(dlock_lock *l, int rc, dlock__res *res, int *locked);
 
-/* A handle of a type; owner NULL: the calling thread. */
-int dlock__lock_new(dlock_client *c, const dlock__lock_type *type, const char *name,
-                    const char *owner, dlock_lock **out);
 /* The standard busy message ("held by another owner (expires in N ms)"). */
 int dlock__lock_busy(const dlock_lock *l, int64_t ttl);
 /* A release of l's hold for the calling thread or its owner, in halves so

@@ -196,7 +196,7 @@ done:
     free(with);
 }
 
-int dlock__wrong_type(const dlock__handle *h, const dlock__res *res)
+static int wrong_type(const dlock__handle *h, const dlock__res *res)
 {
     /* The scripts say "WRONGTYPE the key holds a read-write lock", ...;
      * Redis itself "WRONGTYPE Operation against a key holding ...". */
@@ -207,7 +207,7 @@ int dlock__wrong_type(const dlock__handle *h, const dlock__res *res)
 
 int dlock__refused(const dlock__handle *h, int rc, const dlock__res *res)
 {
-    return rc == DLOCK_EWRONGTYPE ? dlock__wrong_type(h, res) : rc;
+    return rc == DLOCK_EWRONGTYPE ? wrong_type(h, res) : rc;
 }
 
 int dlock__proto(const dlock__handle *h, const char *op, redisReply *r)

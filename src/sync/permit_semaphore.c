@@ -44,21 +44,10 @@ typedef struct permit_id {
     unsigned char raw[16];
 } permit_id;
 
-static int hex_val(char ch)
-{
-    if (ch >= '0' && ch <= '9')
-        return ch - '0';
-    if (ch >= 'a' && ch <= 'f')
-        return ch - 'a' + 10;
-    if (ch >= 'A' && ch <= 'F')
-        return ch - 'A' + 10;
-    return -1;
-}
-
 static void decode(permit_id *id)
 {
     for (int i = 0; i < 16; i++)
-        id->raw[i] = (unsigned char)(hex_val(id->hex[2 * i]) << 4 | hex_val(id->hex[2 * i + 1]));
+        id->raw[i] = (unsigned char)(dlock__hexval(id->hex[2 * i]) << 4 | dlock__hexval(id->hex[2 * i + 1]));
 }
 
 static int parse_id(const char *s, permit_id *id)
@@ -68,7 +57,7 @@ static int parse_id(const char *s, permit_id *id)
     size_t n = strnlen(s, 33);
     int ok = n == 32;
     for (size_t i = 0; ok && i < n; i++)
-        ok = hex_val(s[i]) >= 0;
+        ok = dlock__hexval(s[i]) >= 0;
     if (!ok)
         return dlock__fail(DLOCK_EINVAL, "permit id '%.40s%s' is not 32 hex characters (the "
                                          "form an acquire returns)",

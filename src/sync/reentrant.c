@@ -12,6 +12,14 @@
 
 enum { K_RESERVE = 0 };   /* l->key[] */
 
+/* Every lock type's channel carries "0" for an unlock, which one waiter can
+ * use (the others would find it taken again), and other words ("1": a
+ * read-write lock's last write hold went) for news every waiter may use. */
+int dlock__wake_lock(const char *msg, size_t len)
+{
+    return len == 1 && msg[0] == '0' ? 1 : DLOCK__WAKE_ALL;
+}
+
 /* How the watchdog renews a reentrant (or fair, or write) lock's hold: KEYS =
  * the lock, ARGV = the owner's field (scripts/lock/renew.lua). */
 const dlock__hold_kind dlock__lock_hold = {"lock", DLOCK__SCRIPT_LOCK_RENEW, 1, 1, 0};

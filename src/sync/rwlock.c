@@ -246,23 +246,16 @@ static int write_not_held(dlock_lock *l, const dlock__owner *o)
 
 /* ------------------------------------------------------ force, queries */
 
-/* KEYS: lock, channel; ARGV: mode, message (scripts/rw/force.lua). */
-static void read_force_op(const dlock_lock *l, dlock__op *op)
+/* KEYS: lock, channel; ARGV: mode, message (scripts/rw/force.lua): a forced
+ * read lock wakes one waiter (a writer), a forced write lock every waiter. */
+static void force_op(const dlock_lock *l, dlock__op *op)
 {
+    int read = l->type == &dlock__read_type;
     dlock__op_init(op, DLOCK__SCRIPT_RW_FORCE);
     dlock__op_key(op, l->h.name, l->h.nlen);
     dlock__op_key(op, l->h.channel, l->h.clen);
-    dlock__op_args(op, "read");
-    dlock__op_args(op, "0");
-}
-
-static void write_force_op(const dlock_lock *l, dlock__op *op)
-{
-    dlock__op_init(op, DLOCK__SCRIPT_RW_FORCE);
-    dlock__op_key(op, l->h.name, l->h.nlen);
-    dlock__op_key(op, l->h.channel, l->h.clen);
-    dlock__op_args(op, "write");
-    dlock__op_args(op, "1");
+    dlock__op_args(op, read ? "read" : "write");
+    dlock__op_args(op, read ? "0" : "1");
 }
 
 /* KEYS: lock; ARGV: mode (scripts/rw/locked.lua). */
@@ -298,7 +291,7 @@ const dlock__lock_type dlock__read_type = {
     .give_up_op = NULL,
     .release_op = read_release_op,
     .not_held = read_not_held,
-    .force_op = read_force_op,
+    .force_op = force_op,
     .locked_op = locked_op,
     .locked_end = locked_end,
 };
@@ -318,7 +311,7 @@ const dlock__lock_type dlock__write_type = {
     .give_up_op = NULL,
     .release_op = write_release_op,
     .not_held = write_not_held,
-    .force_op = write_force_op,
+    .force_op = force_op,
     .locked_op = locked_op,
     .locked_end = locked_end,
 };

@@ -46,7 +46,10 @@ int dlock__wake_permits(const char *msg, size_t len)
 
 /* ------------------------------------------------------------- the count */
 
-void dlock__count_add_op(const dlock__handle *h, int64_t delta, dlock__op *op)
+/* An add's request and answer (scripts/semaphore/add.lua: KEYS semaphore,
+ * channel; ARGV delta, bound): *count = the new count, *heard = 1 when some
+ * client heard the message. */
+static void add_op(const dlock__handle *h, int64_t delta, dlock__op *op)
 {
     /* KEYS: semaphore, channel; ARGV: delta, bound (scripts/semaphore/add.lua). */
     dlock__op_init(op, DLOCK__SCRIPT_SEMAPHORE_ADD);
@@ -56,8 +59,7 @@ void dlock__count_add_op(const dlock__handle *h, int64_t delta, dlock__op *op)
     dlock__op_argi(op, DLOCK_COUNT_MAX);
 }
 
-int dlock__count_add_read(const dlock__handle *h, int rc, dlock__res *res, int64_t *count,
-                          int *heard)
+static int add_read(const dlock__handle *h, int rc, dlock__res *res, int64_t *count, int *heard)
 {
     if (rc == DLOCK_EINVAL && res->err == DLOCK__RERR_ARG)
         /* The script's refusal: "EINVAL the semaphore would hold ..." */
@@ -104,7 +106,7 @@ static void count_request(void *st, int64_t waited_ms, dlock__op *op)
         op->flags = q->kind == DLOCK__COUNT_TRY_SET ? 0 : DLOCK__CALL_IDEMPOTENT;
         break;
     case DLOCK__COUNT_ADD:
-        dlock__count_add_op(h, q->arg, op);
+        add_op(h, q->arg, op);
         break;
     case DLOCK__COUNT_AVAILABLE:
         if (q->leases) {
@@ -134,7 +136,7 @@ static int count_read(void *st, int rc, dlock__res *res, dlock__busy *b)
     const dlock__handle *h = q->h;
     if (q->kind == DLOCK__COUNT_ADD) {
         int heard;
-        return dlock__count_add_read(h, rc, res, &q->v, &heard);
+        return add_read(h, rc, res, &q->v, &heard);
     }
     if (rc != DLOCK_OK)
         return dlock__refused(h, rc, res);
@@ -291,7 +293,7 @@ static void give_request(void *st, int64_t waited_ms, dlock__op *op)
 {
     (void)waited_ms;
     give *g = st;
-    dlock__count_add_op(&g->s->h, g->n, op);
+    add_op(&g->s->h, g->n, op);
     /* A release after one that woke somebody is likely a handoff: the PING
      * makes Redis write the message to the waiters before our answer
      * (docs/internals/waiting.md). */
@@ -304,7 +306,7 @@ static int give_read(void *st, int rc, dlock__res *res, dlock__busy *b)
     (void)b;
     give *g = st;
     int heard = 0;
-    rc = dlock__count_add_read(&g->s->h, rc, res, &g->count, &heard);
+    rc = add_read(&g->s->h, rc, res, &g->count, &heard);
     if (rc == DLOCK_OK)
         atomic_store_explicit(&g->s->heard, heard, memory_order_relaxed);
     return rc;
@@ -373,7 +375,7 @@ static int take_read(void *st, int rc, dlock__res *res, dlock__busy *b)
 static int take_give_back(void *st, dlock__op *op)
 {
     take *t = st;
-    dlock__count_add_op(&t->s->h, t->n, op);
+    add_op(&t->s->h, t->n, op);
     return 1;
 }
 
@@ -382,7 +384,7 @@ static int take_gave_back(void *st, int rc, dlock__res *res)
     take *t = st;
     int64_t count;
     int heard;
-    return dlock__count_add_read(&t->s->h, rc, res, &count, &heard);
+    return add_read(&t->s->h, rc, res, &count, &heard);
 }
 
 static int take_busy(void *st, const dlock__busy *b)

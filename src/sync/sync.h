@@ -147,13 +147,12 @@ int dlock__op_call(dlock_client *c, const dlock__op *op, dlock_cancel *cancel, d
 void dlock__op_call_many(dlock_client *c, dlock__node *n, const dlock__op *ops, size_t k,
                          unsigned flags, dlock_cancel *cancel, dlock__res *res, int *rc);
 
-/* The verdicts every type gives. A key that is not a h->what (WRONGTYPE):
- * DLOCK_EWRONGTYPE with Redis's (or the script's) words for it from res. */
-int dlock__wrong_type(const dlock__handle *h, const dlock__res *res);
-/* An answer of the wrong shape to operation `op`: frees r, sets the message. */
+/* The verdicts every type gives. An answer of the wrong shape to operation
+ * `op`: frees r, sets the message. */
 int dlock__proto(const dlock__handle *h, const char *op, redisReply *r);
-/* A call's status, mapped for h: WRONGTYPE becomes dlock__wrong_type's
- * verdict (res may be NULL), anything else stays. */
+/* A call's status, mapped for h: WRONGTYPE (a key that is not a h->what)
+ * becomes DLOCK_EWRONGTYPE with Redis's (or the script's) words for it from
+ * res (may be NULL); anything else stays. */
 int dlock__refused(const dlock__handle *h, int rc, const dlock__res *res);
 
 /* ------------------------------------------------------------------ names */
@@ -348,7 +347,7 @@ int dlock__wait_end(dlock__wait *w, int rc, dlock__op *op);
 
 /* Every message wakes every waiter. */
 int dlock__wake_all(const char *msg, size_t len);
-/* The locks' wake policy (lock.c): "0" (an unlock) wakes one waiter,
+/* The locks' wake policy (reentrant.c): "0" (an unlock) wakes one waiter,
  * anything else (a read-write lock's "1", a count) wakes every waiter. */
 int dlock__wake_lock(const char *msg, size_t len);
 
@@ -387,12 +386,6 @@ enum { DLOCK__COUNT_SET, DLOCK__COUNT_TRY_SET, DLOCK__COUNT_ADD, DLOCK__COUNT_AV
        DLOCK__COUNT_DRAIN };
 int dlock__count_call(const dlock__handle *h, const char *leases, size_t llen, int kind,
                       int64_t arg, const dlock__via *via, int64_t *v, int64_t *held);
-/* An add's request and answer (scripts/semaphore/add.lua: KEYS semaphore,
- * channel; ARGV delta, bound), for a type's own operation: *count = the new
- * count, *heard = 1 when some client heard the message. */
-void dlock__count_add_op(const dlock__handle *h, int64_t delta, dlock__op *op);
-int dlock__count_add_read(const dlock__handle *h, int rc, dlock__res *res, int64_t *count,
-                          int *heard);
 
 /* ------------------------------------------------------------------ reply */
 

@@ -88,10 +88,14 @@ void dlock__wait_init(dlock__wait *w, const dlock__handle *h, const dlock__op_ty
     w->at = NULL;
     w->channel = NULL;
     w->clen = 0;
+    w->start_us = 0;
+    w->deadline = INT64_MAX;
+    if (!spec)
+        return;   /* a call that does not wait reads no clock */
     w->start_us = dlock__now_us();
     int64_t start = w->start_us / 1000, wait = w->spec.wait_ms;
-    w->deadline = wait == DLOCK_WAIT_FOREVER || wait > INT64_MAX - start ? INT64_MAX
-                                                                       : start + wait;
+    if (wait != DLOCK_WAIT_FOREVER && wait <= INT64_MAX - start)
+        w->deadline = start + wait;
 }
 
 int64_t dlock__wait_waited(dlock__wait *w, int again)
