@@ -23,7 +23,7 @@
 
 #include "bench.h"
 #include "dlock/async.h"
-#include "sync/sync.h"
+#include "sync/hooks.h"
 
 /* ------------------------------------------------------------ asyncmany */
 
@@ -195,9 +195,7 @@ void async_idle(void)
         if (dlock_lock_acquire_async(ai_locks[i], DLOCK_WAIT_FOREVER, DLOCK_WATCHDOG, NULL,
                                      ai_acquired, (void *)(intptr_t)i) != DLOCK_OK)
             die("acquire_async");
-    size_t clen;
-    const char *ch = dlock__lock_channel(ai_locks[0], &clen);
-    while (dlock__pubsub_waiters(c->pubsub, ch, clen) < (size_t)n)
+    while (dlock__hook_lock_waiters(ai_locks[0]) < (size_t)n)
         usleep(10 * 1000);
     usleep(500 * 1000);   /* their retries after subscribing answered */
     struct mallinfo2 m1 = mallinfo2();

@@ -47,7 +47,7 @@
 #include <hiredis/hiredis.h>
 
 #include "bench.h"
-#include "sync/sync.h"
+#include "sync/hooks.h"
 
 opts O = {NULL, "redis://127.0.0.1:6379", "threads", "lock", 20000, 8, 5, 7, 3000, 16, 10000,
           100000, 3000, 3, 0, 4, 100, 3, 0, 0, "", NULL};
@@ -97,18 +97,11 @@ dlock_client *open_client(long watchdog_ms, int pool)
 /* A plain connection to the server of O.url (on a cluster: its first seed). */
 redisContext *admin(void)
 {
-    dlock__endpoint ep;
-    memset(&ep, 0, sizeof(ep));
-    char first[300];
-    const char *url = O.url;
-    if (strncmp(url, "redis-cluster://", 16) == 0) {
-        snprintf(first, sizeof(first), "redis://%.*s", (int)strcspn(url + 16, ",/"), url + 16);
-        url = first;
-    }
-    if (dlock__parse_url(url, &ep) != DLOCK_OK)
+    char host[256], path[256];
+    int port = 0;
+    if (dlock__hook_server(O.url, host, sizeof(host), &port, path, sizeof(path)) != DLOCK_OK)
         die("url");
-    redisContext *c = ep.path ? redisConnectUnix(ep.path) : redisConnect(ep.host, ep.port);
-    dlock__endpoint_clear(&ep);
+    redisContext *c = path[0] ? redisConnectUnix(path) : redisConnect(host, port);
     if (!c || c->err) {
         fprintf(stderr, "dlock_bench: cannot connect\n");
         exit(1);
@@ -219,15 +212,20 @@ static const char *scen(const char *name)
 static void ceiling(void)
 {
     redisContext *c = admin();
-    const dlock__script *s = &dlock__scripts[DLOCK__SCRIPT_LOCK_ACQUIRE];
-    redisReply *r = redisCommand(c, "SCRIPT LOAD %b", s->body, s->len);
+    size_t blen;
+    const char *body = dlock__hook_acquire_script(&blen);
+    redisReply *r = redisCommand(c, "SCRIPT LOAD %b", body, blen);
+    if (!r || r->type != REDIS_REPLY_STRING || r->len != 40)
+        die("script load");
+    char sha[41];
+    memcpy(sha, r->str, 41);
     freeReplyObject(r);
     const char *owner = "00000000-0000-0000-0000-000000000000:1";
     for (int i = 0; i < 1000; i++)   /* warm-up */
-        freeReplyObject(redisCommand(c, "EVALSHA %s 3 bench:ceiling tok next 30000 %s 0 0 50", s->sha, owner));
+        freeReplyObject(redisCommand(c, "EVALSHA %s 3 bench:ceiling tok next 30000 %s 0 0 50", sha, owner));
     int64_t t0 = now_ns();
     for (long i = 0; i < O.cycles; i++) {
-        r = redisCommand(c, "EVALSHA %s 3 bench:ceiling tok next 30000 %s 0 0 50", s->sha, owner);
+        r = redisCommand(c, "EVALSHA %s 3 bench:ceiling tok next 30000 %s 0 0 50", sha, owner);
         if (!r)
             die("evalsha");
         freeReplyObject(r);
@@ -350,14 +348,14 @@ static void multilock(void)
     int64_t t0 = now_ns();
     for (long i = 0; i < O.cycles; i++) {
         int64_t a = now_ns();
-        uint64_t r0 = dlock__roundtrips;
+        uint64_t r0 = dlock__hook_roundtrips();
         if (dlock_multilock_acquire(ml, lease) != DLOCK_OK)
             die("acquire");
-        uint64_t r1 = dlock__roundtrips;
+        uint64_t r1 = dlock__hook_roundtrips();
         if (dlock_multilock_release(ml) != DLOCK_OK)
             die("release");
         rt_acq += r1 - r0;
-        rt_rel += dlock__roundtrips - r1;
+        rt_rel += dlock__hook_roundtrips() - r1;
         lat[i] = now_ns() - a;
     }
     double secs = (double)(now_ns() - t0) / 1e9;
@@ -414,18 +412,18 @@ static void handoff_worker(dlock_client *c, int id)
         syscall(SYS_futex, &H->ready, FUTEX_WAIT, r, NULL, NULL, 0);
     while (!atomic_load(&H->stop)) {
         int64_t t0 = now_ns();
-        uint64_t a0 = dlock__attempts, w0 = dlock__wakeups_wasted;
+        uint64_t a0 = dlock__hook_attempts(), w0 = dlock__hook_wakeups_wasted();
         if (res_acquire(&l, DLOCK_WATCHDOG) != DLOCK_OK)
             die("acquire");
         int64_t t_acq = now_ns();
         int64_t waited = t_acq - t0;
-        long made = (long)(dlock__attempts - a0);
+        long made = (long)(dlock__hook_attempts() - a0);
         atomic_fetch_add(&H->attempts, made);
         /* Wake-ups by a message whose attempt found the lock taken again. */
-        atomic_fetch_add(&H->needless, (long)(dlock__wakeups_wasted - w0));
+        atomic_fetch_add(&H->needless, (long)(dlock__hook_wakeups_wasted() - w0));
         if (waited > 1000000000LL) {
             atomic_fetch_add(&H->waits_over_1s, 1);
-            atomic_fetch_add(&H->long_wait_attempts, (long)(dlock__attempts - a0));
+            atomic_fetch_add(&H->long_wait_attempts, (long)(dlock__hook_attempts() - a0));
             if (getenv("DLOCK_BENCH_LOG"))
                 fprintf(stderr, "[%d] waited %.0f ms (acquired at %.3f)\n", (int)getpid(),
                         waited / 1e6, (t_acq / 1000) % 1000000000 / 1e6);
@@ -791,10 +789,10 @@ static void held(void)
     /* The client's own count of renewal writes (a node's batches of a pass
      * share one write and one round trip), per node: on a cluster the INFO
      * above sees one node only. */
-    size_t nodes = dlock__router_primaries(c->router, NULL, 0);
+    size_t nodes = dlock__hook_primaries(c);
     /* Per period over the window actually measured (as the peer drivers do). */
     double periods = (double)(now_ns() - w0) / 1e6 / ((double)O.watchdog_ms / 3.0);
-    size_t still = dlock__watchdog_count(c->wd);
+    size_t still = dlock__hook_held(c);
     printf("{\"peer\":\"dlock\",\"scenario\":\"%s\",\"locks\":%ld,\"periods\":%ld,"
            "\"window_periods\":%.3f,\"acquire_s\":%.1f,\"renewal_round_trips_per_period\":%.1f,"
            "\"redis_commands_per_period\":%.1f,\"bytes_per_lock\":%.0f,\"hold_cpu_ms\":%.1f,"

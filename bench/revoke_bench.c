@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "bench.h"
-#include "sync/sync.h"
+#include "sync/hooks.h"
 
 static pthread_mutex_t lost_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t lost_cv = PTHREAD_COND_INITIALIZER;
@@ -148,14 +148,14 @@ static void run_phase(redisContext *adm, int on, phase *ph, int64_t *us, int n)
     for (int i = 0; i < T; i++)
         pthread_join(th[i], NULL);
     /* With tracking on, until every hold's first renewal answered. */
-    while (on && dlock__watchdog_tracking(c->wd) != 2 && now_ns() - t0 < 120000000000LL)
+    while (on && dlock__hook_tracking(c) != 2 && now_ns() - t0 < 120000000000LL)
         usleep(1000);
     ph->acquire_s = (double)(now_ns() - t0) / 1e9;
     ph->acquire_cpu_ms = redis_cpu(adm) - rcpu0;
     if (getenv("DLOCK_BENCH_LOG"))
         fprintf(stderr, "revocation %s: %zu held after %.2f s, tracking %d, lost %ld %ld %ld %ld\n",
-                on ? "on" : "off", dlock__watchdog_count(c->wd), ph->acquire_s,
-                dlock__watchdog_tracking(c->wd), lost_why[1], lost_why[2], lost_why[3], lost_why[4]);
+                on ? "on" : "off", dlock__hook_held(c), ph->acquire_s,
+                dlock__hook_tracking(c), lost_why[1], lost_why[2], lost_why[3], lost_why[4]);
     long long cmd1 = total_commands(adm);
     long long mem1 = info_field(adm, "memory", "used_memory:");
     ph->tracked_keys = info_field(adm, "stats", "tracking_total_keys:");
@@ -174,7 +174,7 @@ static void run_phase(redisContext *adm, int on, phase *ph, int64_t *us, int n)
     ph->cpu_ms_per_period = (redis_cpu(adm) - c0) / periods;
     if (getenv("DLOCK_BENCH_LOG"))
         fprintf(stderr, "after the steady state: %zu held, tracking %d, lost %ld %ld %ld %ld\n",
-                dlock__watchdog_count(c->wd), dlock__watchdog_tracking(c->wd), lost_why[1],
+                dlock__hook_held(c), dlock__hook_tracking(c), lost_why[1],
                 lost_why[2], lost_why[3], lost_why[4]);
 
     for (int k = 0; on && k < n; k++) {
@@ -198,7 +198,7 @@ static void run_phase(redisContext *adm, int on, phase *ph, int64_t *us, int n)
         if (us[k] < 0) {
             fprintf(stderr, "dlock_bench: no loss reported within 5 s of DEL %s (tracking %d, "
                             "%zu held, lost %ld %ld %ld %ld)\n", name,
-                    dlock__watchdog_tracking(c->wd), dlock__watchdog_count(c->wd), lost_why[1],
+                    dlock__hook_tracking(c), dlock__hook_held(c), lost_why[1],
                     lost_why[2], lost_why[3], lost_why[4]);
             exit(1);
         }

@@ -468,9 +468,9 @@ static void test_failed_waiter_passes_wakeup(void **state)
     for (int pass = 0; pass <= 1; pass++) {
         table_waiter a, b;
         int64_t far = th_now_ms() + 10000;
-        assert_int_equal(dlock__waiter_join(cli->pubsub, &a.w, ch, strlen(ch), NULL, 1, 0, far, NULL),
+        assert_int_equal(dlock__waiter_join(cli->pubsub, &a.w, ch, strlen(ch), dlock__wake_lock, 1, 0, far, NULL),
                          DLOCK_OK);
-        assert_int_equal(dlock__waiter_join(cli->pubsub, &b.w, ch, strlen(ch), NULL, 1, 0, far, NULL),
+        assert_int_equal(dlock__waiter_join(cli->pubsub, &b.w, ch, strlen(ch), dlock__wake_lock, 1, 0, far, NULL),
                          DLOCK_OK);
         /* One unlock message wakes one waiter: the first. */
         assert_true(th_publish(&srv, ch, "0") >= 0);

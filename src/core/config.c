@@ -196,76 +196,45 @@ int dlock_config_set_tls_verify(dlock_config *cfg, int verify)
 /* The URL parser's limit on a user or password (url.c). */
 #define MAX_CRED_LEN 512
 
-/* Overwrites a password before freeing it, as dlock__endpoint_clear does. */
-static void free_secret(char *s)
+/* A user (may be none) and password into *u and *p, or neither when the
+ * password is NULL or empty; `who` prefixes the messages ("", "sentinel "). */
+static int set_credentials(char **u, char **p, const char *user, const char *password,
+                           const char *who)
 {
-    if (!s)
-        return;
-    volatile char *p = s;
-    while (*p)
-        *p++ = 0;
-    free(s);
+    char *nu = NULL, *np = NULL;
+    if (password && *password) {
+        size_t plen = strlen(password), ulen = user ? strlen(user) : 0;
+        if (plen > MAX_CRED_LEN || ulen > MAX_CRED_LEN)
+            return dlock__fail(DLOCK_EINVAL, "the %s%s is longer than %d bytes", who,
+                               plen > MAX_CRED_LEN ? "password" : "user", MAX_CRED_LEN);
+        np = dlock__strndup(password, plen);
+        nu = ulen ? dlock__strndup(user, ulen) : NULL;
+        if (!np || (ulen && !nu)) {
+            dlock__free_secret(np);
+            free(nu);
+            return dlock__fail(DLOCK_ENOMEM, "out of memory");
+        }
+    } else if (user && *user) {
+        return dlock__fail(DLOCK_EINVAL, "a %suser needs a password", who);
+    }
+    free(*u);
+    dlock__free_secret(*p);
+    *u = nu;
+    *p = np;
+    return DLOCK_OK;
 }
 
 int dlock_config_set_password(dlock_config *cfg, const char *user, const char *password)
 {
     NEED_CFG(cfg);
-    if (!password || !*password) {
-        if (user && *user)
-            return dlock__fail(DLOCK_EINVAL, "a user needs a password");
-        free(cfg->ep.user);
-        free_secret(cfg->ep.pass);
-        cfg->ep.user = NULL;
-        cfg->ep.pass = NULL;
-        return DLOCK_OK;
-    }
-    size_t plen = strlen(password), ulen = user ? strlen(user) : 0;
-    if (plen > MAX_CRED_LEN || ulen > MAX_CRED_LEN)
-        return dlock__fail(DLOCK_EINVAL, "%s is longer than %d bytes",
-                           plen > MAX_CRED_LEN ? "the password" : "the user", MAX_CRED_LEN);
-    char *p = dlock__strndup(password, plen);
-    char *u = ulen ? dlock__strndup(user, ulen) : NULL;
-    if (!p || (ulen && !u)) {
-        free_secret(p);
-        free(u);
-        return dlock__fail(DLOCK_ENOMEM, "out of memory");
-    }
-    free(cfg->ep.user);
-    free_secret(cfg->ep.pass);
-    cfg->ep.user = u;
-    cfg->ep.pass = p;
-    return DLOCK_OK;
+    return set_credentials(&cfg->ep.user, &cfg->ep.pass, user, password, "");
 }
 
 int dlock_config_set_sentinel_password(dlock_config *cfg, const char *user, const char *password)
 {
     NEED_CFG(cfg);
-    dlock__deploy *d = &cfg->deploy;
-    if (!password || !*password) {
-        if (user && *user)
-            return dlock__fail(DLOCK_EINVAL, "a sentinel user needs a password");
-        free(d->sentinel_user);
-        free_secret(d->sentinel_pass);
-        d->sentinel_user = NULL;
-        d->sentinel_pass = NULL;
-        return DLOCK_OK;
-    }
-    size_t plen = strlen(password), ulen = user ? strlen(user) : 0;
-    if (plen > MAX_CRED_LEN || ulen > MAX_CRED_LEN)
-        return dlock__fail(DLOCK_EINVAL, "the sentinel %s is longer than %d bytes",
-                           plen > MAX_CRED_LEN ? "password" : "user", MAX_CRED_LEN);
-    char *p = dlock__strndup(password, plen);
-    char *u = ulen ? dlock__strndup(user, ulen) : NULL;
-    if (!p || (ulen && !u)) {
-        free_secret(p);
-        free(u);
-        return dlock__fail(DLOCK_ENOMEM, "out of memory");
-    }
-    free(d->sentinel_user);
-    free_secret(d->sentinel_pass);
-    d->sentinel_user = u;
-    d->sentinel_pass = p;
-    return DLOCK_OK;
+    return set_credentials(&cfg->deploy.sentinel_user, &cfg->deploy.sentinel_pass, user,
+                           password, "sentinel ");
 }
 
 int dlock_config_set_replica_ack(dlock_config *cfg, int replicas, int64_t timeout_ms,

@@ -23,12 +23,42 @@
 int dlock__fail(int code, const char *fmt, ...) DLOCK__PRINTF(2, 3);
 /* Clears the calling thread's message (at the start of a public call). */
 void dlock__clear_error(void);
-/* Maps a Redis error reply text to a status code. */
-int dlock__redis_error_code(const char *text);
-/* 1 when a Redis error reply says the node no longer serves the key (MOVED,
- * ASK, READONLY, CLUSTERDOWN): answered before anything ran, so the request
- * may go again where the topology now says. */
-int dlock__redis_redirected(const char *text);
+/* What a Redis error reply says, classified once where replies are read
+ * (dlock__redis_classify); every decision about a refusal (retry, reload the
+ * script, go to another node, drop an optional key, the status code) is
+ * taken on the class, never on the text. */
+typedef enum dlock__rerr {
+    DLOCK__RERR_NONE = 0,      /* not a refusal */
+    DLOCK__RERR_OTHER,         /* no rule of its own: DLOCK_EREDIS */
+    DLOCK__RERR_WRONGTYPE,     /* the key holds another type (Redis's, or a script's words) */
+    DLOCK__RERR_ARG,           /* dlock's own scripts refuse an argument ("EINVAL ...") */
+    DLOCK__RERR_AUTH,          /* credentials or database refused */
+    DLOCK__RERR_NOPERM,        /* an ACL refuses a command or a channel */
+    DLOCK__RERR_NOPERM_KEY,    /* an ACL refuses a key (before the script ran) */
+    DLOCK__RERR_UNKNOWN_CMD,   /* a command the server does not know (or renamed away) */
+    DLOCK__RERR_NOSCRIPT,      /* the script cache lacks the script: load it, send again */
+    /* The node does not serve the key (now): answered before anything ran. */
+    DLOCK__RERR_MOVED,
+    DLOCK__RERR_ASK,
+    DLOCK__RERR_READONLY,
+    DLOCK__RERR_CLUSTERDOWN,
+    /* Transient server states: the same request again after a pause. */
+    DLOCK__RERR_TRYAGAIN,
+    DLOCK__RERR_LOADING,
+    DLOCK__RERR_BUSY,
+    DLOCK__RERR_MASTERDOWN
+} dlock__rerr;
+
+/* The class of a Redis error reply's text (NULL: DLOCK__RERR_OTHER). */
+dlock__rerr dlock__redis_classify(const char *text);
+/* The status code of a class (DLOCK_OK for DLOCK__RERR_NONE). */
+int dlock__rerr_code(dlock__rerr e);
+/* The text after an error reply's first word ("WRONGTYPE the key holds a
+ * lock": "the key holds a lock"), "" when there is none: for messages. */
+const char *dlock__redis_error_detail(const char *text);
+/* The node a MOVED or ASK reply names ("MOVED 3999 host:port"): host into
+ * buf (size bytes), *port; 0, or -1 when the text names none. */
+int dlock__redis_redirect_to(const char *text, char *host, size_t size, int *port);
 
 /* ------------------------------------------------------------------ utils */
 
@@ -54,6 +84,10 @@ char *dlock__strndup(const char *s, size_t n);
 int dlock__dup_opt(char **dst, const char *src);
 /* Decimal formatting without printf on hot paths; returns the length. */
 size_t dlock__fmt_i64(char *buf, int64_t v);
+/* A hex digit's value (either case), or -1. */
+int dlock__hexval(int ch);
+/* Overwrites a string that may hold a password, then frees it (NULL: no-op). */
+void dlock__free_secret(char *s);
 
 /* --------------------------------------------------------------- endpoint */
 
@@ -122,8 +156,6 @@ int dlock__parse_deploy_url(const char *url, dlock__endpoint *ep, dlock__deploy 
                             dlock__tls_opts *opts);
 /* 1 for redis[s]-sentinel:// and redis[s]-cluster:// URLs. */
 int dlock__is_deploy_url(const char *url);
-/* Back to one server: seeds and master name dropped, sentinel credentials kept. */
-void dlock__deploy_single(dlock__deploy *d);
 int dlock__deploy_copy(dlock__deploy *dst, const dlock__deploy *src);
 /* Frees the seeds and names, keeps nothing (credentials included). */
 void dlock__deploy_clear(dlock__deploy *d);

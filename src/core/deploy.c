@@ -21,16 +21,6 @@
 #define MAX_SEEDS 64
 #define MAX_MASTER_LEN 255
 
-static void free_secret(char *s)
-{
-    if (!s)
-        return;
-    volatile char *p = s;
-    while (*p)
-        *p++ = 0;
-    free(s);
-}
-
 void dlock__deploy_clear(dlock__deploy *d)
 {
     for (size_t i = 0; i < d->nseeds; i++)
@@ -38,7 +28,7 @@ void dlock__deploy_clear(dlock__deploy *d)
     free(d->seeds);
     free(d->master);
     free(d->sentinel_user);
-    free_secret(d->sentinel_pass);
+    dlock__free_secret(d->sentinel_pass);
     memset(d, 0, sizeof(*d));
 }
 
@@ -80,10 +70,7 @@ static int parse_as_redis(const char *text, size_t n, int tls, dlock__endpoint *
     u[n + sl] = '\0';
     memset(ep, 0, sizeof(*ep));
     int rc = dlock__parse_url_tls(u, ep, opts);
-    volatile char *p = u;   /* it may hold a password */
-    while (*p)
-        *p++ = 0;
-    free(u);
+    dlock__free_secret(u);   /* it may hold a password */
     return rc;
 }
 
@@ -234,10 +221,7 @@ static int parse_list(const char *url, int which, dlock__endpoint *ep, dlock__de
             memcpy(t + ulen + fl + dblen, query, qlen);
             t[tl] = '\0';
             rc = parse_as_redis(t, tl, tls, &nep, opts);
-            volatile char *p = t;
-            while (*p)
-                *p++ = 0;
-            free(t);
+            dlock__free_secret(t);
         }
     }
     if (rc == DLOCK_OK && sentinel && !(nd.master = dlock__strndup(master, mlen)))
@@ -260,7 +244,8 @@ static int parse_list(const char *url, int which, dlock__endpoint *ep, dlock__de
 
 int dlock__is_deploy_url(const char *url) { return scheme_of(url) >= 0; }
 
-void dlock__deploy_single(dlock__deploy *d)
+/* Back to one server: seeds and master name dropped, sentinel credentials kept. */
+static void deploy_single(dlock__deploy *d)
 {
     for (size_t i = 0; i < d->nseeds; i++)
         dlock__endpoint_clear(&d->seeds[i]);
@@ -282,6 +267,6 @@ int dlock__parse_deploy_url(const char *url, dlock__endpoint *ep, dlock__deploy 
         return parse_list(url, which, ep, d, opts);
     int rc = dlock__parse_url_tls(url, ep, opts);
     if (rc == DLOCK_OK)
-        dlock__deploy_single(d);
+        deploy_single(d);
     return rc;
 }

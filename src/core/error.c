@@ -1,6 +1,8 @@
 /* Status codes, their text, and the calling thread's detailed message. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "core/core.h"
 
@@ -79,26 +81,95 @@ void dlock__log(const dlock_config *cfg, dlock_log_level lvl, const char *fmt, .
     cfg->log_fn(lvl, buf, cfg->log_ud);
 }
 
-static int has_prefix(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
+/* --------------------------------------------------------- Redis refusals */
 
-int dlock__redis_redirected(const char *text)
+/* An error reply starts with its kind, one upper-case word (Redis's own:
+ * "-WRONGTYPE ...", "-MOVED 3999 host:port"; the scripts' error_reply
+ * keeps the form). Reading that word, and the few texts whose kind is
+ * "ERR" or NOPERM, happens here only: every other place decides on the
+ * class. */
+static int first_word(const char *s, const char *w)
 {
-    return text && (has_prefix(text, "MOVED ") || has_prefix(text, "ASK ") ||
-                    has_prefix(text, "READONLY") || has_prefix(text, "CLUSTERDOWN"));
+    size_t n = strlen(w);
+    return strncmp(s, w, n) == 0 && (s[n] == ' ' || s[n] == '\0');
 }
 
-int dlock__redis_error_code(const char *text)
+dlock__rerr dlock__redis_classify(const char *text)
 {
+    static const struct {
+        const char *word;
+        dlock__rerr kind;
+    } words[] = {
+        {"NOSCRIPT", DLOCK__RERR_NOSCRIPT},     {"MOVED", DLOCK__RERR_MOVED},
+        {"ASK", DLOCK__RERR_ASK},               {"READONLY", DLOCK__RERR_READONLY},
+        {"CLUSTERDOWN", DLOCK__RERR_CLUSTERDOWN}, {"TRYAGAIN", DLOCK__RERR_TRYAGAIN},
+        {"LOADING", DLOCK__RERR_LOADING},       {"BUSY", DLOCK__RERR_BUSY},
+        {"MASTERDOWN", DLOCK__RERR_MASTERDOWN}, {"WRONGTYPE", DLOCK__RERR_WRONGTYPE},
+        /* dlock's own scripts refuse an argument this way (no Redis error
+         * starts so). */
+        {"EINVAL", DLOCK__RERR_ARG},            {"NOAUTH", DLOCK__RERR_AUTH},
+        {"WRONGPASS", DLOCK__RERR_AUTH},
+    };
     if (!text)
-        return DLOCK_EREDIS;
-    if (has_prefix(text, "WRONGTYPE"))
+        return DLOCK__RERR_OTHER;
+    for (size_t i = 0; i < DLOCK__ARRAY_LEN(words); i++)
+        if (first_word(text, words[i].word))
+            return words[i].kind;
+    if (first_word(text, "NOPERM"))
+        /* Redis 6.2: "... one of the keys used as arguments"; 7: "... a key". */
+        return strstr(text, " key") ? DLOCK__RERR_NOPERM_KEY : DLOCK__RERR_NOPERM;
+    if (first_word(text, "ERR")) {
+        if (strncasecmp(text + 4, "unknown command", 15) == 0 ||
+            strncasecmp(text + 4, "unknown subcommand", 18) == 0)
+            return DLOCK__RERR_UNKNOWN_CMD;
+        if (strstr(text, "invalid password") || strstr(text, "DB index is out of range"))
+            return DLOCK__RERR_AUTH;
+    }
+    return DLOCK__RERR_OTHER;
+}
+
+int dlock__rerr_code(dlock__rerr e)
+{
+    switch (e) {
+    case DLOCK__RERR_NONE:
+        return DLOCK_OK;
+    case DLOCK__RERR_WRONGTYPE:
         return DLOCK_EWRONGTYPE;
-    /* dlock's own scripts refuse an argument this way (no Redis error starts so). */
-    if (has_prefix(text, "EINVAL "))
+    case DLOCK__RERR_ARG:
         return DLOCK_EINVAL;
-    if (has_prefix(text, "NOAUTH") || has_prefix(text, "WRONGPASS") ||
-        has_prefix(text, "NOPERM") || strstr(text, "invalid password") ||
-        strstr(text, "DB index is out of range"))
+    case DLOCK__RERR_AUTH:
+    case DLOCK__RERR_NOPERM:
+    case DLOCK__RERR_NOPERM_KEY:
         return DLOCK_EAUTH;
-    return DLOCK_EREDIS;
+    default:
+        return DLOCK_EREDIS;
+    }
+}
+
+const char *dlock__redis_error_detail(const char *text)
+{
+    const char *sp = text ? strchr(text, ' ') : NULL;
+    return sp ? sp + 1 : "";
+}
+
+int dlock__redis_redirect_to(const char *text, char *host, size_t size, int *port)
+{
+    if (!first_word(text, "MOVED") && !first_word(text, "ASK"))
+        return -1;
+    const char *p = strchr(dlock__redis_error_detail(text), ' ');   /* past the slot */
+    if (!p)
+        return -1;
+    p++;
+    const char *colon = strrchr(p, ':');
+    if (!colon || colon == p || (size_t)(colon - p) >= size)
+        return -1;
+    size_t hl = (size_t)(colon - p);
+    if (p[0] == '[' && hl >= 2 && p[hl - 1] == ']') {   /* [ipv6]:port */
+        p++;
+        hl -= 2;
+    }
+    memcpy(host, p, hl);
+    host[hl] = '\0';
+    *port = atoi(colon + 1);
+    return *port > 0 && *port <= 65535 ? 0 : -1;
 }

@@ -29,14 +29,6 @@ uint64_t dlock__hash(const void *key, size_t len)
     return mix(fnv1a(FNV_OFFSET, key, len));
 }
 
-uint64_t dlock__hash2(const void *a, size_t alen, const void *b, size_t blen)
-{
-    static const unsigned char sep = 0;
-    uint64_t h = fnv1a(FNV_OFFSET, a, alen);
-    h = fnv1a(h, &sep, 1);
-    return mix(fnv1a(h, b, blen));
-}
-
 void dlock__map_init(dlock__map *m, dlock__map_eq eq)
 {
     memset(m, 0, sizeof(*m));

@@ -22,8 +22,6 @@ typedef struct dlock__map {
 } dlock__map;
 
 uint64_t dlock__hash(const void *key, size_t len);
-/* Hash of two byte strings joined as if separated by one NUL byte. */
-uint64_t dlock__hash2(const void *a, size_t alen, const void *b, size_t blen);
 
 void dlock__map_init(dlock__map *m, dlock__map_eq eq);
 void dlock__map_free(dlock__map *m);   /* frees the bucket array only */

@@ -34,13 +34,7 @@ void dlock__endpoint_clear(dlock__endpoint *ep)
     free(ep->host);
     free(ep->path);
     free(ep->user);
-    if (ep->pass) {
-        /* Do not leave the password lying in freed memory. */
-        volatile char *p = ep->pass;
-        while (*p)
-            *p++ = 0;
-        free(ep->pass);
-    }
+    dlock__free_secret(ep->pass);
     memset(ep, 0, sizeof(*ep));
 }
 
@@ -92,17 +86,6 @@ int dlock__tls_opts_set(const dlock__tls_opts *o)
 
 /* ------------------------------------------------------------ URL parser */
 
-static int hexval(int ch)
-{
-    if (ch >= '0' && ch <= '9')
-        return ch - '0';
-    if (ch >= 'a' && ch <= 'f')
-        return ch - 'a' + 10;
-    if (ch >= 'A' && ch <= 'F')
-        return ch - 'A' + 10;
-    return -1;
-}
-
 /* Percent-decodes s[0..n) into a new string of at most max bytes. `what`
  * names the part in errors ("user", "password"); the value itself is never
  * printed. */
@@ -117,8 +100,8 @@ static int decode_max(const char *s, size_t n, size_t max, const char *what, cha
     for (size_t i = 0; i < n; i++) {
         if (s[i] == '%') {
             /* Two hex digits must follow; %00 would cut the string short. */
-            int a = i + 2 < n ? hexval((unsigned char)s[i + 1]) : -1;
-            int b = i + 2 < n ? hexval((unsigned char)s[i + 2]) : -1;
+            int a = i + 2 < n ? dlock__hexval((unsigned char)s[i + 1]) : -1;
+            int b = i + 2 < n ? dlock__hexval((unsigned char)s[i + 2]) : -1;
             if (a < 0 || b < 0 || (a == 0 && b == 0)) {
                 free(d);
                 return dlock__fail(DLOCK_EINVAL, "invalid URL: bad percent-encoding in the %s",

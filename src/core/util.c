@@ -168,3 +168,25 @@ size_t dlock__fmt_i64(char *buf, int64_t v)
     buf[len] = '\0';
     return len;
 }
+
+int dlock__hexval(int ch)
+{
+    if (ch >= '0' && ch <= '9')
+        return ch - '0';
+    if (ch >= 'a' && ch <= 'f')
+        return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F')
+        return ch - 'A' + 10;
+    return -1;
+}
+
+void dlock__free_secret(char *s)
+{
+    if (!s)
+        return;
+    /* Do not leave it lying in freed memory. */
+    volatile char *p = s;
+    while (*p)
+        *p++ = 0;
+    free(s);
+}

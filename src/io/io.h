@@ -1,21 +1,11 @@
-/* The io layer: the client's io thread and what runs on it.
- *
- *   loop.c      the io thread (a libuv loop); work reaches it by posting jobs,
- *               and modules register what to do when it stops. It names no
- *               module.
- *   pubsub.c    the waiter table: channels, the threads waiting on them, the
- *               pub/sub connection, and a wake policy per channel
- *   watchdog.c  renewal of held things, as bytes and a kind: each kind names
- *               its renewal script; renewals are batched per kind
- *   wdnode.c    the watchdog's per-node side: a renewal connection per node,
- *               batches per (kind, lease, node, slot), replica acks (WAIT)
- *   revoke.c    the watchdog's side of client tracking (one server only):
- *               holds indexed by the key whose change may end them, rechecked
- *               at once (watchdog_int.h is what the three share)
- *   tracking.c  the revocation listener: a connection subscribed to
- *               __redis__:invalidate, where Redis reports changes to the keys
- *               the watchdog's connection tracks (CLIENT TRACKING ... REDIRECT)
- * Not installed. */
+/* The io layer: the client's io thread (a libuv loop that names no module:
+ * work reaches it by posted jobs, modules register what to do when it
+ * stops) and what runs on it: the waiter table and the pub/sub connections
+ * that feed it, and the watchdog with its per-node renewals and client
+ * tracking. It sees a hold only as bytes and a kind, a wake-up only as a
+ * message and a channel's wake policy: no lock protocol. Each module's file
+ * says what it holds; docs/internals/ (waiting.md, watchdog.md, threads.md)
+ * say how they work together. Not installed. */
 #ifndef DLOCK_IO_H
 #define DLOCK_IO_H
 
@@ -82,9 +72,6 @@ typedef struct dlock__channel dlock__channel;
  * the count was set again) and only wakes. */
 #define DLOCK__WAKE_ALL_DONE (-2)
 typedef int (*dlock__wake_policy)(const char *msg, size_t len);
-/* The lock channels' policy: "0" (an unlock) wakes one waiter, anything else
- * (a read-write lock's "1", a count) wakes every waiter. */
-int dlock__wake_lock(const char *msg, size_t len);
 
 /* A thread waiting for messages on one channel. Lives on the waiting thread's
  * stack between dlock__waiter_join and dlock__waiter_leave. */
@@ -99,7 +86,8 @@ typedef struct dlock__waiter {
                                 the waiting thread's own copy, read without mu */
     int subscribed;          /* the channel was subscribed when last checked */
     int pins;                /* io thread signals of cv in flight outside mu */
-    int claimant;            /* holds the lock's reservation: woken first */
+    int first;               /* goes first when a message wakes fewer than all (a lock's
+                                reserved turn) */
     int64_t need;            /* units of a message's budget this waiter takes (>= 1) */
     int settle;              /* a DLOCK__WAKE_ALL_DONE message may end its wait */
     int settled;             /* ... and one did */
@@ -126,7 +114,8 @@ void dlock__pubsub_shutdown(dlock__pubsub *ps);
 void dlock__pubsub_free(dlock__pubsub *ps);
 
 /* Registers w on `channel` (wake policy `wake`, used when the channel is
- * created; `need` >= 1, see dlock__wake_policy; `settle`: see
+ * created, NULL: every message wakes every waiter; `need` >= 1, see
+ * dlock__wake_policy; `settle`: see
  * DLOCK__WAKE_ALL_DONE) and waits until the channel is subscribed, the command timeout passes (then w->subscribed = 0 and the
  * caller polls at the retry delay), or `deadline_ms`. Returns DLOCK_OK, DLOCK_ECANCELED, DLOCK_ECLOSED,
  * DLOCK_ENOMEM. On error w is not registered. */
@@ -151,7 +140,7 @@ int dlock__waiter_poll(dlock__pubsub *ps, dlock__waiter *w, int *ready);
 int dlock__waiter_wait(dlock__pubsub *ps, dlock__waiter *w, int64_t until_ms);
 /* Marks w as going first among its channel's local waiters (on = 1: a message
  * that wakes one wakes it), or no longer (on = 0). */
-void dlock__waiter_set_claimant(dlock__pubsub *ps, dlock__waiter *w, int on);
+void dlock__waiter_set_first(dlock__pubsub *ps, dlock__waiter *w, int on);
 /* A waiter woken by a budget found less than it needs (others took some
  * first): it offers what it saw, `budget` units, to the channel's other
  * waiters whose needs fit, as a message would. */
@@ -161,31 +150,6 @@ void dlock__waiter_pass_budget(dlock__pubsub *ps, dlock__waiter *w, int64_t budg
 void dlock__waiter_leave(dlock__pubsub *ps, dlock__waiter *w, int pass_wake);
 /* Number of local waiters on a channel (tests). */
 size_t dlock__pubsub_waiters(dlock__pubsub *ps, const char *channel, size_t len);
-
-/* ----------------------------------------------------------------- acall */
-
-/* Round trips from the io thread, for the asynchronous calls (acall.c): a
- * command connection to the node, with dlock__node_call's rules (EVALSHA and
- * NOSCRIPT, retries of what may be retried, the latch guard). io thread only. */
-typedef struct dlock__acall dlock__acall;
-
-/* status DLOCK_OK: r is the answer (never an error reply; the callee frees
- * it). Otherwise r is NULL and the io thread's message says why (a refusal
- * by Redis: "addr: its error text", with its code). */
-typedef void (*dlock__acall_fn)(int status, redisReply *r, void *ud);
-
-/* Before the loop runs. */
-int dlock__acall_new(dlock__acall **out, dlock__loop *lp, dlock__netctx *ctx,
-                     dlock__router *router);
-/* After the loop stopped. */
-void dlock__acall_free(dlock__acall *x);
-/* Sends req (its bytes are copied; req->cancel is ignored). DLOCK_OK: fn runs
- * exactly once, later (never inside this call); an error: fn never runs.
- * On sentinel and cluster deployments: DLOCK_EINVAL (not supported yet).
- * Once the loop stops, every request ends with DLOCK_ECLOSED. */
-int dlock__acall_send(dlock__acall *x, const dlock__req *req, dlock__acall_fn fn, void *ud);
-/* Requests written so far. */
-uint64_t dlock__acall_sent(const dlock__acall *x);
 
 /* -------------------------------------------------------------- watchdog */
 
@@ -287,8 +251,6 @@ int dlock__tracking_new(dlock__tracking **out, uv_loop_t *uv, dlock__netctx *ctx
                         dlock__router *router, const dlock__tracking_cbs *cbs);
 /* Connects (again) if not connected; io thread. */
 void dlock__tracking_start(dlock__tracking *t);
-/* The current id, 0 when not listening. */
-int64_t dlock__tracking_id(const dlock__tracking *t);
 /* Closes the connection (the owner's stop hook); io thread. */
 void dlock__tracking_stop(dlock__tracking *t);
 /* After the loop stopped. */

@@ -141,7 +141,8 @@ void dlock__wd_recheck(dlock__watchdog *wd)
     dlock__wd_send_all(wd, &tb);
 }
 
-void dlock__wd_on_reg_timer(uv_timer_t *t)
+/* The registering pass's delay ended. */
+static void on_reg_timer(uv_timer_t *t)
 {
     dlock__watchdog *wd = t->data;
     pthread_mutex_lock(&wd->mu);
@@ -170,7 +171,7 @@ void dlock__wd_recheck_job(void *arg)
         return;
     }
     if (!uv_is_active((uv_handle_t *)&wd->reg_timer))
-        uv_timer_start(&wd->reg_timer, dlock__wd_on_reg_timer, REGISTER_DELAY_MS, 0);
+        uv_timer_start(&wd->reg_timer, on_reg_timer, REGISTER_DELAY_MS, 0);
 }
 
 /* Marks every hold for a recheck: tracking (re)starts, or Redis reported

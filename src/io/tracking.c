@@ -163,7 +163,6 @@ void dlock__tracking_start(dlock__tracking *t)
     dlock__aconn_start(t->conn);
 }
 
-int64_t dlock__tracking_id(const dlock__tracking *t) { return t ? t->id : 0; }
 
 void dlock__tracking_stop(dlock__tracking *t)
 {

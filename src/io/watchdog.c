@@ -1,59 +1,9 @@
-/* The watchdog: renews holds taken without a lease, in batches.
- *
- * A hold is bytes and a kind (io.h): the kind names the renewal script and
- * how many keys and arguments each hold brings, so every renewable type of
- * the sync layer (the locks, read holds, expirable permits) shares this
- * schedule. Every hold is an entry keyed by (kind, keys, arguments), guarded
- * by wd->mu (user threads add and remove entries; the io thread renews them).
- * A timer on the io thread ticks every timeout / 3 and renews each entry whose
- * last renewal is at least half a period old, up to DLOCK__RENEW_BATCH holds of
- * one kind per EVALSHA, all of a tick's scripts in one pipelined write. So an
- * entry is renewed between 0.5 and 1.5 periods after its last renewal, well
- * inside the timeout, and 100 000 held locks cost 1 000 scripts per period.
- *
- * Deployments (wdnode.c). Each hold is renewed on the node that serves its
- * keys now (the router's map, read without I/O), over one renewal connection
- * per node, in batches whose keys share a cluster slot; a MOVED, READONLY or
- * dropped connection marks the router's map stale and the next pass renews
- * where it then says. With dlock_config_set_replica_ack, each node's batches
- * are followed by a WAIT whose count decides their outcome.
- *
- * Loss. renewed_at is taken before the request that set the key's TTL was sent,
- * so renewed_at + timeout is never later than the expiry Redis applies. When a
- * renewal answers 0 the lock is gone (DLOCK_LOST_GONE). When renewals keep
- * failing (Redis unreachable, partitioned) the timer fires at the earliest
- * renewed_at + timeout - timeout/20 (at most 500 ms early) and reports
- * DLOCK_LOST_UNREACHABLE: the holder learns of the loss before the moment
- * Redis may hand the lock to someone else, with a margin for a late timer.
- * When the tick that finds a deadline passed comes much later than any tick
- * should (the process was stopped, suspended or starved: no renewal could be
- * sent), the loss is DLOCK_LOST_PAUSED instead.
- * Each loss is reported once, then the entry is gone.
- *
- * Hold limit. A hold may carry limit_at, the moment its holder must have let
- * go (dlock_config_set_max_hold): a renewal never sets a TTL beyond it (the
- * last renewals get what is left, so Redis expires the key at limit_at), and
- * the loss is reported at limit_at - early, DLOCK_LOST_MAX_HOLD, before Redis
- * lets the lock go, as for any other loss.
- *
- * A release in progress (releasing > 0) keeps a renewal that finds the key
- * already deleted from being reported as a loss: the release deleted it.
- *
- * Revocation heard at once (revoke.c; one server only: a sentinel or cluster
- * client finds losses by its renewals). The renewal connection turns client tracking on
- * (CLIENT TRACKING ON REDIRECT <listener> NOLOOP; tracking.c listens), and
- * every renewal script reads its key after writing it, so Redis tracks each
- * renewed key for this connection and reports any change made by another
- * connection (NOLOOP: not our renewals). A new hold is renewed once at once
- * (batched with the other new ones) to be tracked from the start. A reported
- * key is rechecked by renewing its holds at once: a hold found gone is lost
- * (DLOCK_LOST_GONE) a round trip after the change instead of up to a period
- * later; a change that left it held (another reader, our own reentry or
- * release) costs that one renewal. Holds are indexed by the key their kind
- * tracks (dlock__hold_kind.track). While tracking is off (the listener or the
- * renewal connection down, a server that refuses it, or the client's
- * configuration) losses are found by the renewals, as before; when it comes
- * back every hold is rechecked, since changes were missed meanwhile. */
+/* The watchdog: renews holds taken without a lease, in batches, and reports
+ * their loss before Redis can let them go (docs/internals/watchdog.md: the
+ * schedule, loss deadlines, hold limits, per-node renewals, revocation).
+ * This file keeps the table of holds (user threads add and remove entries
+ * under wd->mu) and the io thread's pass; wdnode.c renews per node, revoke.c
+ * and tracking.c hear changes at once (watchdog_int.h: what they share). */
 #include <stdlib.h>
 #include <string.h>
 #include <uv.h>
@@ -429,8 +379,14 @@ static void on_batch_reply(dlock__aconn *ac, redisReply *r, int status, void *ud
     batch *b = ud;
     dlock__watchdog *wd = b->wd;
     wconn *wc = b->wc;
-    if (r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0 &&
-        !b->reloaded && !wd->stopping) {
+    /* Renewals are idempotent, and retried by the schedule itself. */
+    dlock__try t = {.sent = r ? DLOCK__SENT_OK : DLOCK__MAYBE_RAN,
+                    .timed_out = status == DLOCK_ECMDTIMEOUT};
+    if (r && r->type == REDIS_REPLY_ERROR)
+        t.err = dlock__redis_classify(r->str);
+    dlock__verdict v = dlock__call_policy(&t, DLOCK__CALL_IDEMPOTENT | DLOCK__CALL_NO_RETRY, 0,
+                                          b->reloaded || wd->stopping, wd->ctx->cfg);
+    if (v.next == DLOCK__NEXT_RELOAD) {
         /* Redis lost its script cache (restart): load once, resend this batch.
          * Replies arrive in order, so the load runs before every resend. The
          * resend's answer comes after the WAIT's: it is not acknowledged. */
@@ -458,9 +414,7 @@ static void on_batch_reply(dlock__aconn *ac, redisReply *r, int status, void *ud
         wc->failing = 1;
         /* A slot that moved (MOVED, failover): the router's map is read again,
          * and the retry goes where it says. */
-        if (!r || (r->type == REDIS_REPLY_ERROR &&
-                   (strncmp(r->str, "MOVED", 5) == 0 || strncmp(r->str, "CLUSTERDOWN", 11) == 0 ||
-                    strncmp(r->str, "READONLY", 8) == 0)))
+        if (!r || v.next == DLOCK__NEXT_REROUTE)
             dlock__router_stale(wd->router);
         dlock__log(wd->ctx->cfg, DLOCK_LOG_WARN, "%s renewal on %s failed: %s", b->kind->what,
                    dlock__node_addr(wc->node),

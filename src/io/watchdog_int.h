@@ -199,9 +199,8 @@ void dlock__wd_track_unlink(dlock__watchdog *wd, held *h);
 void dlock__wd_mark_recheck(dlock__watchdog *wd, held *h);
 /* Renews the holds due a recheck (io thread). */
 void dlock__wd_recheck(dlock__watchdog *wd);
-/* recheck_job: new holds to register; on_reg_timer: its delay ended. */
+/* New holds to register (the job the watchdog posts). */
 void dlock__wd_recheck_job(void *arg);
-void dlock__wd_on_reg_timer(uv_timer_t *t);
 /* Turns tracking on for the renewal connection when the listener is up;
  * tracking on or off (io thread). */
 void dlock__wd_track_enable(dlock__watchdog *wd);

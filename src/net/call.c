@@ -15,13 +15,6 @@
 
 #define ARGV_STACK 24
 
-/* Transient server states worth a retry after the pause. */
-static int transient_error(const char *s)
-{
-    return strncmp(s, "LOADING", 7) == 0 || strncmp(s, "BUSY", 4) == 0 ||
-           strncmp(s, "TRYAGAIN", 8) == 0 || strncmp(s, "MASTERDOWN", 10) == 0;
-}
-
 static int load_script(dlock__node *n, dlock__conn *c, int script)
 {
     const dlock__script *s = &dlock__scripts[script];
@@ -38,28 +31,6 @@ static int load_script(dlock__node *n, dlock__conn *c, int script)
                    r->type == REDIS_REPLY_ERROR ? r->str : "unexpected digest");
     freeReplyObject(r);
     return ok ? 0 : -1;
-}
-
-/* One attempt on one connection, reloading the script after NOSCRIPT. */
-static dlock__sent send_once(dlock__node *n, dlock__conn *ctx, int script, int argc,
-                             const char *const *argv, const size_t *lens, int ping_first,
-                             redisReply **out, int *timed_out)
-{
-    redisReply *r;
-    dlock__sent o = dlock__conn_roundtrip(ctx, argc, argv, lens, ping_first, &r, timed_out);
-    if (o == DLOCK__SENT_OK && script >= 0 && r->type == REDIS_REPLY_ERROR &&
-        strncmp(r->str, "NOSCRIPT", 8) == 0) {
-        /* The server's script cache is empty (restart, SCRIPT FLUSH): load and resend. */
-        freeReplyObject(r);
-        if (load_script(n, ctx, script) != 0) {
-            *out = NULL;
-            /* MAYBE_RAN: the load's */
-            return dlock__conn_broken(ctx) ? DLOCK__MAYBE_RAN : DLOCK__SENT_OK;
-        }
-        o = dlock__conn_roundtrip(ctx, argc, argv, lens, 0, &r, timed_out);
-    }
-    *out = r;
-    return o;
 }
 
 /* A script request must match the KEYS/ARGV its header declares: a mismatch
@@ -111,8 +82,6 @@ static int evalsha_argv(const dlock__req *req, char nk[16], const char **st_a, s
     return DLOCK_OK;
 }
 
-_Thread_local int dlock__acks = -1;
-
 /* WAIT <replicas> <timeout> on the connection that just wrote: the count of
  * replicas that have its writes (0 when it cannot be asked). */
 static int wait_acks(const dlock_config *cfg, dlock__conn *ctx)
@@ -130,7 +99,20 @@ static int wait_acks(const dlock_config *cfg, dlock__conn *ctx)
     return acks;
 }
 
-int dlock__node_call(dlock__node *n, const dlock__req *req, redisReply **out)
+int dlock__res_refused(dlock__res *res, const char *addr, const redisReply *r)
+{
+    res->err = dlock__redis_classify(r->str);
+    snprintf(res->text, sizeof(res->text), "%s", r->str ? r->str : "");
+    return dlock__fail(dlock__rerr_code(res->err), "%s: %s", addr, res->text);
+}
+
+static int latch_refusal(const char *addr)
+{
+    return dlock__fail(DLOCK_ECMDTIMEOUT, "%s: no answer, and retrying now could release twice",
+                       addr);
+}
+
+int dlock__node_call(dlock__node *n, const dlock__req *req, dlock__res *res)
 {
     const dlock_config *cfg = dlock__node_ctx(n)->cfg;
     const char *addr = dlock__node_addr(n);
@@ -141,6 +123,7 @@ int dlock__node_call(dlock__node *n, const dlock__req *req, redisReply **out)
     int argc = req->argc;
     char nk[16];
 
+    dlock__res_init(res);
     if (req->script >= 0) {
         int rc = dlock__req_check(req);
         if (rc == DLOCK_OK)
@@ -149,78 +132,81 @@ int dlock__node_call(dlock__node *n, const dlock__req *req, redisReply **out)
             return rc;
         argc = req->argc + 3;
     }
-
-    int rc = DLOCK_OK;
-    int failures = 0;
+    /* A PING first is a second read, each under the command timeout. */
+    const int ping = (req->flags & DLOCK__CALL_PING_FIRST) != 0;
+    const int64_t answer_within = cfg->command_timeout_ms * (ping ? 2 : 1);
+    int rc = DLOCK_OK, failures = 0, reloaded = 0, fresh = 0;
     int64_t first_write = -1;
+    dlock__conn *ctx = NULL;   /* kept across a script's load: it goes again on it */
+    uint64_t gen = 0;
     for (;;) {
-        dlock__conn *ctx;
-        uint64_t gen;
-        int fresh, timed_out = 0;
+        dlock__try t = {.conn_rc = DLOCK_OK};
         redisReply *r = NULL;
-        rc = dlock__node_get_conn(n, &ctx, &gen, &fresh, (req->flags & DLOCK__CALL_IDLE_ONLY) != 0);
-        /* A PING first is a second read, each under the command timeout. */
-        int64_t answer_within =
-            cfg->command_timeout_ms * ((req->flags & DLOCK__CALL_PING_FIRST) ? 2 : 1);
-        if (rc == DLOCK_OK && req->latch_ms > 0 && first_write >= 0 &&
-            dlock__now_ms() + answer_within + 500 > first_write + req->latch_ms) {
-            /* Its reply could come after the latch is gone: a retry that then ran
-             * would release a second hold. Give up with the last error. */
-            dlock__node_put_conn(n, ctx, gen, 0);
-            rc = dlock__fail(DLOCK_ECMDTIMEOUT,
-                             "%s: no answer, and retrying now could release twice", addr);
-            break;
-        }
-        if (rc == DLOCK_OK) {
-            if (first_write < 0)
-                first_write = dlock__now_ms();
-            dlock__sent o = send_once(n, ctx, req->script, argc, av, lens,
-                                      (req->flags & DLOCK__CALL_PING_FIRST) != 0, &r,
-                                      &timed_out);
-            if (o == DLOCK__SENT_OK) {
-                if ((req->flags & DLOCK__CALL_WAIT_ACK) && cfg->ack_replicas > 0 && r &&
-                    r->type != REDIS_REPLY_ERROR)
-                    dlock__acks = wait_acks(cfg, ctx);
+        if (!ctx)
+            t.conn_rc = dlock__node_get_conn(n, &ctx, &gen, &fresh,
+                                             (req->flags & DLOCK__CALL_IDLE_ONLY) != 0);
+        if (t.conn_rc == DLOCK_OK) {
+            int64_t now = dlock__now_ms();
+            if (!dlock__latch_allows(first_write, req->latch_ms, answer_within, now)) {
+                /* Its reply could come after the latch is gone: a retry that then ran
+                 * would release a second hold. Give up. */
                 dlock__node_put_conn(n, ctx, gen, 0);
-                if (!r) {
-                    rc = dlock__fail(DLOCK_EREDIS, "cannot load script %s on %s",
-                                     dlock__scripts[req->script].name, addr);
-                    break;
-                }
-                if (r->type != REDIS_REPLY_ERROR) {
-                    *out = r;
-                    rc = DLOCK_OK;
-                    break;
-                }
-                rc = dlock__fail(dlock__redis_error_code(r->str), "%s: %s", addr, r->str);
-                int again = transient_error(r->str);
-                freeReplyObject(r);
-                if (!again)
-                    break;
-            } else {
-                const char *why = dlock__conn_error(ctx);
-                rc = dlock__fail(timed_out ? DLOCK_ECMDTIMEOUT : DLOCK_ECONN, "%s: %s", addr,
-                                 timed_out ? "no reply within the command timeout" : why);
-                dlock__node_put_conn(n, ctx, gen, 1);
-                if (o == DLOCK__MAYBE_RAN && !(req->flags & DLOCK__CALL_IDEMPOTENT)) {
-                    rc = dlock__fail(DLOCK_EUNKNOWN,
-                                     "%s: %s after the request was sent; it may have run",
-                                     addr, timed_out ? "no reply in time" : "connection lost");
-                    break;
-                }
-                if (o == DLOCK__NOT_SENT && !fresh)
-                    continue;   /* a connection that died idle: try another at once */
+                rc = latch_refusal(addr);
+                break;
             }
+            if (first_write < 0)
+                first_write = now;
+            t.fresh = fresh;
+            t.sent = dlock__conn_roundtrip(ctx, argc, av, lens, ping && !reloaded, &r,
+                                           &t.timed_out);
+            if (t.sent == DLOCK__SENT_OK && r->type == REDIS_REPLY_ERROR)
+                t.err = dlock__redis_classify(r->str);
         }
-        if (rc == DLOCK_ENOMEM || rc == DLOCK_EAUTH || rc == DLOCK_ESYS || rc == DLOCK_ETLS ||
-            (req->flags & DLOCK__CALL_NO_RETRY))
+        dlock__verdict v = dlock__call_policy(&t, req->flags, failures, reloaded, cfg);
+        if (v.next == DLOCK__NEXT_RELOAD) {
+            /* The server's script cache is empty (restart, SCRIPT FLUSH). */
+            freeReplyObject(r);
+            reloaded = 1;
+            if (load_script(n, ctx, req->script) == 0)
+                continue;   /* loaded: the same request again on the same connection */
+            if (!dlock__conn_broken(ctx)) {
+                dlock__node_put_conn(n, ctx, gen, 0);
+                rc = dlock__fail(DLOCK_EREDIS, "cannot load script %s on %s",
+                                 dlock__scripts[req->script].name, addr);
+                break;
+            }
+            /* The load's answer was lost: as for the request's own. */
+            t = (dlock__try){.sent = DLOCK__MAYBE_RAN, .timed_out = 0};
+            v = dlock__call_policy(&t, req->flags, failures, reloaded, cfg);
+        }
+        if (v.next == DLOCK__NEXT_DONE) {
+            if ((req->flags & DLOCK__CALL_WAIT_ACK) && cfg->ack_replicas > 0)
+                res->acks = wait_acks(cfg, ctx);
+            dlock__node_put_conn(n, ctx, gen, 0);
+            res->r = r;
+            rc = DLOCK_OK;
             break;
-        if (failures++ >= cfg->retry_attempts)
-            break;
-        int prc = dlock__cancel_sleep(req->cancel, cfg->retry_delay_ms);
-        if (prc != DLOCK_OK) {
-            rc = prc;
-            break;
+        }
+        if (t.conn_rc != DLOCK_OK) {
+            rc = t.conn_rc;   /* get_conn set the message */
+        } else if (t.sent == DLOCK__SENT_OK) {
+            dlock__node_put_conn(n, ctx, gen, 0);
+            rc = dlock__res_refused(res, addr, r);
+            freeReplyObject(r);
+        } else {
+            rc = dlock__call_lost(addr, &t, dlock__conn_error(ctx), req->flags);
+            dlock__node_put_conn(n, ctx, gen, 1);
+        }
+        ctx = NULL;
+        if (v.next != DLOCK__NEXT_RETRY)
+            break;   /* REROUTE: the router's to follow */
+        failures += v.counts;
+        if (v.after_ms > 0) {
+            int prc = dlock__cancel_sleep(req->cancel, v.after_ms);
+            if (prc != DLOCK_OK) {
+                rc = prc;
+                break;
+            }
         }
     }
     if (av != req->argv && av != av_stack) {
@@ -232,19 +218,13 @@ int dlock__node_call(dlock__node *n, const dlock__req *req, redisReply **out)
 
 /* ------------------------------------------------------------ pipelined */
 
-int dlock__node_fail_reply(const dlock__node *n, redisReply *r)
-{
-    int rc = dlock__fail(dlock__redis_error_code(r->str), "%s: %s", dlock__node_addr(n), r->str);
-    freeReplyObject(r);
-    return rc;
-}
-
 /* One request of a batch, in the form it is written. */
 typedef struct prepared {
     int argc;
     const char *const *av;
     size_t *lens;
-    int noscript;            /* answered NOSCRIPT: load its script, then resend */
+    int noscript;            /* answered NOSCRIPT: load its script, then resend (2: done) */
+    int reloaded;            /* its script was loaded for it */
     char nk[16];
     const char *av_st[ARGV_STACK];
     size_t len_st[ARGV_STACK];
@@ -272,196 +252,215 @@ static void unprepare(const dlock__req *req, prepared *p)
     }
 }
 
+/* A batch in flight: what every step of dlock__node_call_many shares. */
+typedef struct batch {
+    dlock__node *n;
+    const dlock_config *cfg;
+    const dlock__req *reqs;
+    prepared *p;
+    size_t *pend;            /* the requests still to send, in order */
+    size_t np;
+    unsigned flags;          /* the batch's */
+    int failures;
+    dlock__res *res;
+    int *rc;
+} batch;
+
+/* The policy for request i after try t. */
+static dlock__verdict judge(const batch *b, size_t i, const dlock__try *t)
+{
+    return dlock__call_policy(t, b->reqs[i].flags | (b->flags & DLOCK__CALL_NO_RETRY),
+                              b->failures, b->p[i].reloaded, b->cfg);
+}
+
 /* Pending requests whose answer could now come after their latch expires are
- * given up (as dlock__node_call does); returns how many stay pending. */
-static size_t drop_late(const dlock__node *n, const dlock__req *reqs, size_t *pend, size_t np,
-                        int64_t first_write, int64_t answer_within, int *rc)
+ * given up (as dlock__node_call does). */
+static void drop_late(batch *b, int64_t first_write, int64_t answer_within)
 {
     size_t keep = 0;
     int64_t now = dlock__now_ms();
-    for (size_t j = 0; j < np; j++) {
-        const dlock__req *q = &reqs[pend[j]];
-        if (q->latch_ms > 0 && now + answer_within + 500 > first_write + q->latch_ms)
-            rc[pend[j]] = dlock__fail(DLOCK_ECMDTIMEOUT,
-                                      "%s: no answer, and retrying now could release twice",
-                                      dlock__node_addr(n));
+    for (size_t j = 0; j < b->np; j++) {
+        size_t i = b->pend[j];
+        if (!dlock__latch_allows(first_write, b->reqs[i].latch_ms, answer_within, now))
+            b->rc[i] = latch_refusal(dlock__node_addr(b->n));
         else
-            pend[keep++] = pend[j];
+            b->pend[keep++] = i;
     }
-    return keep;
+    b->np = keep;
 }
 
-/* Reads one written batch's answers into out/rc; keeps in pend (in order)
- * what is to be sent again. Sets *transient / *noscript when a reply asks for
- * a resend after the pause / after loading a script. */
-static size_t sort_replies(dlock__node *n, const dlock__req *reqs, prepared *p, size_t *pend,
-                           size_t np, redisReply **rep, size_t nread, dlock__sent o,
-                           int timed_out, const char *why, redisReply **out, int *rc,
-                           int *transient, int *noscript)
+/* Reads one written batch's answers into res/rc; keeps in pend (in order)
+ * what is to be sent again. Sets *again / *noscript when a request is to go
+ * again after the pause / after its script is loaded. */
+static void sort_replies(batch *b, redisReply **rep, size_t nread, const dlock__try *lost_try,
+                         const char *why, int *again, int *noscript)
 {
-    const char *addr = dlock__node_addr(n);
+    const char *addr = dlock__node_addr(b->n);
     size_t keep = 0;
-    for (size_t j = 0; j < nread; j++) {
-        size_t i = pend[j];
-        redisReply *r = rep[j];
-        if (r->type != REDIS_REPLY_ERROR) {
-            rc[i] = DLOCK_OK;
-            out[i] = r;
-        } else if (reqs[i].script >= 0 && strncmp(r->str, "NOSCRIPT", 8) == 0) {
+    for (size_t j = 0; j < b->np; j++) {
+        size_t i = b->pend[j];
+        dlock__try t = {.sent = DLOCK__SENT_OK};
+        redisReply *r = NULL;
+        if (j < nread) {
+            r = rep[j];
+            if (r->type == REDIS_REPLY_ERROR)
+                t.err = dlock__redis_classify(r->str);
+        } else {
+            t = *lost_try;   /* written and not answered: it may have run */
+        }
+        dlock__verdict v = judge(b, i, &t);
+        if (v.next == DLOCK__NEXT_DONE) {
+            b->res[i].r = r;
+            b->rc[i] = DLOCK_OK;
+            continue;
+        }
+        if (v.next == DLOCK__NEXT_RELOAD) {
             freeReplyObject(r);   /* not run: load, then send again */
-            p[i].noscript = *noscript = 1;
-            pend[keep++] = i;
-        } else if (transient_error(r->str)) {
-            rc[i] = dlock__node_fail_reply(n, r);
-            *transient = 1;
-            pend[keep++] = i;
+            b->p[i].noscript = *noscript = 1;
+            b->pend[keep++] = i;
+            continue;
+        }
+        if (r) {
+            b->rc[i] = dlock__res_refused(&b->res[i], addr, r);
+            freeReplyObject(r);
         } else {
-            rc[i] = dlock__redis_error_code(r->str);
-            out[i] = r;
+            b->rc[i] = dlock__call_lost(addr, &t, why, b->reqs[i].flags);
+        }
+        if (v.next == DLOCK__NEXT_RETRY) {
+            *again = 1;
+            b->pend[keep++] = i;
         }
     }
-    if (o != DLOCK__MAYBE_RAN)
-        return keep;
-    /* The rest were written and not answered: they may have run. */
-    int code = dlock__fail(timed_out ? DLOCK_ECMDTIMEOUT : DLOCK_ECONN, "%s: %s", addr,
-                           timed_out ? "no reply within the command timeout" : why);
-    int unknown = 0;
-    for (size_t j = nread; j < np; j++) {
-        size_t i = pend[j];
-        if (reqs[i].flags & DLOCK__CALL_IDEMPOTENT) {
-            rc[i] = code;
-            pend[keep++] = i;
-        } else {
-            rc[i] = DLOCK_EUNKNOWN;
-            unknown = 1;
-        }
-    }
-    if (unknown)
-        dlock__fail(DLOCK_EUNKNOWN, "%s: %s after the request was sent; it may have run", addr,
-                    timed_out ? "no reply in time" : "connection lost");
-    return keep;
+    b->np = keep;
 }
 
-/* Loads the scripts that answered NOSCRIPT on ctx; a request whose script
- * cannot be loaded is done (DLOCK_EREDIS). Returns how many stay pending. */
-static size_t load_missing(dlock__node *n, dlock__conn *ctx, const dlock__req *reqs,
-                           prepared *p, size_t *pend, size_t np, int *rc)
+/* Loads the scripts that answered NOSCRIPT on ctx, each once; a request
+ * whose script cannot be loaded is done (DLOCK_EREDIS). */
+static void load_missing(batch *b, dlock__conn *ctx)
 {
-    size_t keep = 0;
-    for (size_t j = 0; j < np; j++) {
-        size_t i = pend[j];
-        if (p[i].noscript) {
-            int s = reqs[i].script, ok = 1;
-            for (size_t m = 0; m < j; m++)   /* loaded for an earlier request already? */
-                if (reqs[pend[m]].script == s && p[pend[m]].noscript)
-                    ok = 0;
-            if (ok && load_script(n, ctx, s) != 0) {
-                for (size_t m = j; m < np; m++)
-                    if (reqs[pend[m]].script == s && p[pend[m]].noscript) {
-                        rc[pend[m]] = dlock__fail(DLOCK_EREDIS, "cannot load script %s on %s",
-                                                  dlock__scripts[s].name, dlock__node_addr(n));
-                        p[pend[m]].noscript = 2;   /* done */
-                    }
-            }
-        }
-        if (p[i].noscript != 2) {
-            p[i].noscript = 0;
-            pend[keep++] = i;
+    prepared *p = b->p;
+    for (size_t j = 0; j < b->np; j++) {
+        size_t i = b->pend[j];
+        if (p[i].noscript != 1)
+            continue;
+        int s = b->reqs[i].script;
+        int ok = load_script(b->n, ctx, s) == 0;
+        for (size_t m = j; m < b->np; m++) {   /* every request of that script */
+            size_t q = b->pend[m];
+            if (p[q].noscript != 1 || b->reqs[q].script != s)
+                continue;
+            p[q].noscript = ok ? 0 : 2;
+            p[q].reloaded = 1;
+            if (!ok)
+                b->rc[q] = dlock__fail(DLOCK_EREDIS, "cannot load script %s on %s",
+                                       dlock__scripts[s].name, dlock__node_addr(b->n));
         }
     }
-    return keep;
+    size_t keep = 0;
+    for (size_t j = 0; j < b->np; j++)
+        if (p[b->pend[j]].noscript != 2)
+            b->pend[keep++] = b->pend[j];
+    b->np = keep;
 }
 
 void dlock__node_call_many(dlock__node *n, const dlock__req *reqs, size_t k, unsigned flags,
-                           dlock_cancel *cancel, redisReply **out, int *rc)
+                           dlock_cancel *cancel, dlock__res *res, int *rc)
 {
-    const dlock_config *cfg = dlock__node_ctx(n)->cfg;
+    batch b = {.n = n, .cfg = dlock__node_ctx(n)->cfg, .reqs = reqs, .flags = flags,
+               .res = res, .rc = rc};
     for (size_t i = 0; i < k; i++) {
-        out[i] = NULL;
+        dlock__res_init(&res[i]);
         rc[i] = DLOCK_ENOMEM;
     }
-    prepared *p = calloc(k, sizeof(*p));
-    size_t *pend = malloc(k * sizeof(*pend));
+    b.p = calloc(k, sizeof(*b.p));
+    b.pend = malloc(k * sizeof(*b.pend));
     int *argc = malloc(k * sizeof(*argc));
     const char *const **av = malloc(k * sizeof(*av));
     const size_t **lens = malloc(k * sizeof(*lens));
     redisReply **rep = malloc(k * sizeof(*rep));
-    size_t np = 0;
     int ping_first = 0;
-    if (!p || !pend || !argc || !av || !lens || !rep) {
+    if (!b.p || !b.pend || !argc || !av || !lens || !rep) {
         dlock__fail(DLOCK_ENOMEM, "out of memory");
         k = 0;
     }
     for (size_t i = 0; i < k; i++) {
-        rc[i] = prepare(&reqs[i], &p[i]);
+        rc[i] = prepare(&reqs[i], &b.p[i]);
         if (rc[i] == DLOCK_OK) {
-            pend[np++] = i;
+            b.pend[b.np++] = i;
             ping_first |= (reqs[i].flags & DLOCK__CALL_PING_FIRST) != 0;
         }
     }
     /* A PING first is a second read, each under the command timeout. */
-    int64_t answer_within = cfg->command_timeout_ms * (ping_first ? 2 : 1);
-    int failures = 0, loads = 0;
+    int64_t answer_within = b.cfg->command_timeout_ms * (ping_first ? 2 : 1);
+    int loads = 0;
     int64_t first_write = -1;
-    while (np > 0) {
+    while (b.np > 0) {
         dlock__conn *ctx;
         uint64_t gen;
-        int fresh, timed_out = 0, transient = 0, noscript = 0;
-        int crc = dlock__node_get_conn(n, &ctx, &gen, &fresh,
-                                       (flags & DLOCK__CALL_IDLE_ONLY) != 0);
-        if (crc == DLOCK_OK && first_write >= 0 &&
-            (np = drop_late(n, reqs, pend, np, first_write, answer_within, rc)) == 0) {
-            dlock__node_put_conn(n, ctx, gen, 0);
-            break;
+        dlock__try t = {.conn_rc = DLOCK_OK};
+        int again = 0, noscript = 0;
+        t.conn_rc = dlock__node_get_conn(n, &ctx, &gen, &t.fresh,
+                                         (flags & DLOCK__CALL_IDLE_ONLY) != 0);
+        if (t.conn_rc == DLOCK_OK && first_write >= 0) {
+            drop_late(&b, first_write, answer_within);
+            if (b.np == 0) {
+                dlock__node_put_conn(n, ctx, gen, 0);
+                break;
+            }
         }
-        if (crc == DLOCK_OK) {
+        if (t.conn_rc == DLOCK_OK) {
             if (first_write < 0)
                 first_write = dlock__now_ms();
-            for (size_t j = 0; j < np; j++) {
-                argc[j] = p[pend[j]].argc;
-                av[j] = p[pend[j]].av;
-                lens[j] = p[pend[j]].lens;
+            for (size_t j = 0; j < b.np; j++) {
+                argc[j] = b.p[b.pend[j]].argc;
+                av[j] = b.p[b.pend[j]].av;
+                lens[j] = b.p[b.pend[j]].lens;
             }
             size_t nread = 0;
-            dlock__sent o = dlock__conn_pipeline(ctx, np, argc, av, lens, ping_first, rep, &nread,
-                                                 &timed_out);
+            t.sent = dlock__conn_pipeline(ctx, b.np, argc, av, lens, ping_first, rep, &nread,
+                                          &t.timed_out);
             const char *why = dlock__conn_error(ctx);
-            if (o == DLOCK__NOT_SENT) {
-                crc = dlock__fail(DLOCK_ECONN, "%s: %s", dlock__node_addr(n), why);
+            if (t.sent == DLOCK__NOT_SENT) {
+                int crc = dlock__call_lost(dlock__node_addr(n), &t, why, 0);
                 dlock__node_put_conn(n, ctx, gen, 1);
-                for (size_t j = 0; j < np; j++)
-                    rc[pend[j]] = crc;
-                if (!fresh)
-                    continue;   /* a connection that died idle: try another at once */
+                for (size_t j = 0; j < b.np; j++)
+                    rc[b.pend[j]] = crc;
             } else {
-                np = sort_replies(n, reqs, p, pend, np, rep, nread, o, timed_out, why, out, rc,
-                                  &transient, &noscript);
-                if (noscript && o == DLOCK__SENT_OK)
-                    np = load_missing(n, ctx, reqs, p, pend, np, rc);
-                dlock__node_put_conn(n, ctx, gen, o != DLOCK__SENT_OK || dlock__conn_broken(ctx));
-                if (np == 0)
+                sort_replies(&b, rep, nread, &t, why, &again, &noscript);
+                if (noscript && t.sent == DLOCK__SENT_OK)
+                    load_missing(&b, ctx);
+                dlock__node_put_conn(n, ctx, gen,
+                                     t.sent != DLOCK__SENT_OK || dlock__conn_broken(ctx));
+                if (b.np == 0)
                     break;
-                if (noscript && !transient && o == DLOCK__SENT_OK && loads++ < 2)
+                if (noscript && !again && t.sent == DLOCK__SENT_OK && loads++ < 2)
                     continue;   /* the scripts are loaded now: send again at once */
             }
         } else {
-            for (size_t j = 0; j < np; j++)
-                rc[pend[j]] = crc;
+            for (size_t j = 0; j < b.np; j++)
+                rc[b.pend[j]] = t.conn_rc;
         }
-        if (crc == DLOCK_ENOMEM || crc == DLOCK_EAUTH || crc == DLOCK_ESYS || crc == DLOCK_ETLS ||
-            (flags & DLOCK__CALL_NO_RETRY) || failures++ >= cfg->retry_attempts)
+        /* What is left goes again: each request was judged to (a retry of its
+         * own); a batch not written at all is judged as a whole. */
+        dlock__verdict v = {DLOCK__NEXT_RETRY, DLOCK_OK, b.cfg->retry_delay_ms, 1};
+        if (t.conn_rc != DLOCK_OK || t.sent == DLOCK__NOT_SENT)
+            v = dlock__call_policy(&t, flags, b.failures, 0, b.cfg);
+        if (v.next != DLOCK__NEXT_RETRY)
             break;
-        int prc = dlock__cancel_sleep(cancel, cfg->retry_delay_ms);
-        if (prc != DLOCK_OK) {
-            for (size_t j = 0; j < np; j++)
-                rc[pend[j]] = prc;
-            break;
+        b.failures += v.counts;
+        if (v.after_ms > 0) {
+            int prc = dlock__cancel_sleep(cancel, v.after_ms);
+            if (prc != DLOCK_OK) {
+                for (size_t j = 0; j < b.np; j++)
+                    rc[b.pend[j]] = prc;
+                break;
+            }
         }
     }
-    for (size_t i = 0; p && i < k; i++)
-        unprepare(&reqs[i], &p[i]);
-    free(p);
-    free(pend);
+    for (size_t i = 0; b.p && i < k; i++)
+        unprepare(&reqs[i], &b.p[i]);
+    free(b.p);
+    free(b.pend);
     free(argc);
     free(av);
     free(lens);

@@ -90,13 +90,13 @@ static int ask_slots(dlock__cluster *cl, dlock__node *n, dlock__slotmap *m)
     const char *av[] = {"CLUSTER", "SLOTS"};
     dlock__req req = {.script = -1, .argc = 2, .argv = av,
                       .flags = DLOCK__CALL_IDEMPOTENT | DLOCK__CALL_NO_RETRY};
-    redisReply *r;
-    int rc = dlock__node_call(n, &req, &r);
+    dlock__res res;
+    int rc = dlock__node_call(n, &req, &res);
     if (rc != DLOCK_OK)
         return rc;
     const char *host = dlock__node_endpoint(n)->host;
-    rc = dlock__slotmap_parse(r, host ? host : "127.0.0.1", m);
-    freeReplyObject(r);
+    rc = dlock__slotmap_parse(res.r, host ? host : "127.0.0.1", m);
+    freeReplyObject(res.r);
     if (rc == DLOCK_OK && m->naddr == 0) {
         dlock__slotmap_clear(m);
         rc = dlock__fail(DLOCK_ECONN, "%s serves no slots (a cluster that is not set up yet?)",
@@ -177,7 +177,8 @@ static int refresh_locked(dlock__cluster *cl)
                        "no cluster node answered CLUSTER SLOTS: %s", why);
 }
 
-int dlock__cluster_refresh(dlock__cluster *cl)
+/* Reads the slot map again now (any thread); DLOCK_OK or the last failure. */
+static int refresh(dlock__cluster *cl)
 {
     pthread_mutex_lock(&cl->refresh_mu);
     int rc = refresh_locked(cl);
@@ -242,13 +243,14 @@ static int has_sharded_pubsub(dlock__cluster *cl)
 {
     const char *av[] = {"COMMAND", "INFO", "SPUBLISH"};
     dlock__req req = {.script = -1, .argc = 3, .argv = av, .flags = DLOCK__CALL_IDEMPOTENT};
-    redisReply *r;
+    dlock__res res;
     dlock__node *n = owner_of(cl, -1, 1);
-    if (!n || dlock__node_call(n, &req, &r) != DLOCK_OK)
+    if (!n || dlock__node_call(n, &req, &res) != DLOCK_OK)
         return 0;
+    const redisReply *r = res.r;
     int yes = r->type == REDIS_REPLY_ARRAY && r->elements == 1 &&
               r->element[0]->type == REDIS_REPLY_ARRAY;
-    freeReplyObject(r);
+    freeReplyObject(res.r);
     return yes;
 }
 
@@ -278,7 +280,7 @@ int dlock__cluster_new(dlock__cluster **out, dlock__netctx *ctx, const dlock__en
         if (dlock__endpoint_copy(&cl->seeds[i], &seeds[i]) != DLOCK_OK)
             rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
     if (rc == DLOCK_OK)
-        rc = dlock__cluster_refresh(cl);
+        rc = refresh(cl);
     if (rc == DLOCK_OK) {
         size_t uncovered = 0;
         for (size_t s = 0; s < DLOCK__SLOTS; s++)
@@ -416,65 +418,18 @@ static int req_slot(const dlock__req *req, int *slot)
     return DLOCK_OK;
 }
 
-/* A redirection in the calling thread's message ("addr: MOVED 3999 host:port"). */
-typedef enum { RD_NONE, RD_MOVED, RD_ASK, RD_DOWN } redirect;
-
-static redirect read_redirect(char *host, size_t hsize, int *port)
-{
-    const char *m = dlock_last_error();
-    const char *p;
-    redirect kind;
-    if ((p = strstr(m, ": MOVED ")))
-        kind = RD_MOVED, p += 8;
-    else if ((p = strstr(m, ": ASK ")))
-        kind = RD_ASK, p += 6;
-    else if (strstr(m, ": CLUSTERDOWN"))
-        return RD_DOWN;
-    else
-        return RD_NONE;
-    p = strchr(p, ' ');   /* past the slot */
-    if (!p)
-        return RD_NONE;
-    p++;
-    const char *colon = strrchr(p, ':');
-    if (!colon || colon == p || (size_t)(colon - p) >= hsize)
-        return RD_NONE;
-    size_t hl = (size_t)(colon - p);
-    if (p[0] == '[' && hl >= 2 && p[hl - 1] == ']') {   /* [ipv6]:port */
-        p++;
-        hl -= 2;
-    }
-    memcpy(host, p, hl);
-    host[hl] = '\0';
-    *port = atoi(colon + 1);
-    return *port > 0 && *port <= 65535 ? kind : RD_NONE;
-}
-
 /* ASKING then req on one connection of n. */
-static int call_asking(dlock__node *n, const dlock__req *req, redisReply **out)
+static int call_asking(dlock__node *n, const dlock__req *req, dlock__res *res)
 {
     static const char *asking[] = {"ASKING"};
     dlock__req two[2] = {{.script = -1, .argc = 1, .argv = asking, .flags = req->flags}, *req};
-    redisReply *rep[2];
+    dlock__res rep[2];
     int rc[2];
     dlock__node_call_many(n, two, 2, req->flags & DLOCK__CALL_NO_RETRY, req->cancel, rep, rc);
-    if (rep[0])
-        freeReplyObject(rep[0]);
-    if (rc[1] == DLOCK_OK) {
-        *out = rep[1];
-        return DLOCK_OK;
-    }
-    if (rep[1])
-        return dlock__node_fail_reply(n, rep[1]);
+    if (rep[0].r)
+        freeReplyObject(rep[0].r);
+    *res = rep[1];
     return rc[1];
-}
-
-/* An answer the node call retries after a pause (call.c's transient states). */
-static int transient(int rc)
-{
-    const char *m = dlock_last_error();
-    return rc == DLOCK_EREDIS && (strstr(m, ": LOADING") || strstr(m, ": BUSY") ||
-                                  strstr(m, ": TRYAGAIN") || strstr(m, ": MASTERDOWN"));
 }
 
 /* After a try on n that could not reach it: pauses (the retry delay, less
@@ -498,9 +453,11 @@ static int pause_for_owner(dlock__cluster *cl, const dlock__req *req, int slot, 
 /* Each try goes to the slot's owner of the moment, with call.c's retry
  * budget for a node that cannot be reached (it may have been replaced by its
  * replica meanwhile); redirections follow the node's word. */
-int dlock__cluster_call(dlock__cluster *cl, const dlock__req *req, redisReply **out)
+int dlock__cluster_call(dlock__cluster *cl, const dlock__req *req, dlock__res *res)
 {
+    const dlock_config *cfg = cl->ctx->cfg;
     int slot;
+    dlock__res_init(res);
     int rc = req_slot(req, &slot);
     if (rc != DLOCK_OK)
         return rc;
@@ -513,21 +470,19 @@ int dlock__cluster_call(dlock__cluster *cl, const dlock__req *req, redisReply **
                                "every slot)",
                                slot);
     }
-    int64_t deadline = dlock__now_ms() + cl->ctx->cfg->command_timeout_ms;
+    int64_t deadline = dlock__now_ms() + cfg->command_timeout_ms;
     int asking = 0, failures = 0;
     dlock__req once = *req;
     once.flags |= DLOCK__CALL_NO_RETRY;
     for (int hops = 0;; hops++) {
-        rc = asking ? call_asking(n, &once, out) : dlock__node_call(n, &once, out);
+        rc = asking ? call_asking(n, &once, res) : dlock__node_call(n, &once, res);
         if (rc == DLOCK_OK)
             return rc;
-        if (transient(rc) && !(req->flags & DLOCK__CALL_NO_RETRY) && !asking)
-            return dlock__node_call(n, req, out);   /* its own retries */
         if (rc == DLOCK_ECONN && !(req->flags & DLOCK__CALL_NO_RETRY)) {
             /* Not sent (else EUNKNOWN): safe to send again, here or elsewhere. */
             char msg[512];
             snprintf(msg, sizeof(msg), "%s", dlock_last_error());
-            if (failures++ >= cl->ctx->cfg->retry_attempts)
+            if (failures++ >= cfg->retry_attempts)
                 return dlock__fail(rc, "%s", msg);
             int prc = pause_for_owner(cl, req, slot, n);
             if (prc != DLOCK_OK)
@@ -537,13 +492,19 @@ int dlock__cluster_call(dlock__cluster *cl, const dlock__req *req, redisReply **
             hops--;
             continue;
         }
+        if (res->err == DLOCK__RERR_NONE)
+            return rc;
+        dlock__try t = {.sent = DLOCK__SENT_OK, .err = res->err};
+        dlock__verdict v = dlock__call_policy(&t, req->flags, 0, 1, cfg);
+        if (v.next == DLOCK__NEXT_RETRY && !asking)
+            return dlock__node_call(n, req, res);   /* its own retries */
+        if (v.next != DLOCK__NEXT_REROUTE || hops >= MAX_REDIRECTS)
+            return rc;
         char host[256];
         int port = 0;
-        redirect rd = read_redirect(host, sizeof(host), &port);
-        if (rd == RD_NONE || hops >= MAX_REDIRECTS)
-            return rc;
-        if (rd == RD_DOWN) {
-            /* A failover under way: wait for it within the command timeout. */
+        if (res->err != DLOCK__RERR_MOVED && res->err != DLOCK__RERR_ASK) {
+            /* A failover under way (CLUSTERDOWN, or a primary turned replica):
+             * wait for it within the command timeout. */
             if (dlock__now_ms() + CLUSTERDOWN_PAUSE_MS > deadline)
                 return rc;
             int prc = dlock__cancel_sleep(req->cancel, CLUSTERDOWN_PAUSE_MS);
@@ -557,7 +518,9 @@ int dlock__cluster_call(dlock__cluster *cl, const dlock__req *req, redisReply **
             asking = 0;
             continue;
         }
-        if (rd == RD_MOVED)
+        if (dlock__redis_redirect_to(res->text, host, sizeof(host), &port) != 0)
+            return rc;
+        if (res->err == DLOCK__RERR_MOVED)
             refresh_if(cl, REFRESH_MIN_GAP_MS, 1);
         size_t k;
         pthread_rwlock_wrlock(&cl->mu);
@@ -567,7 +530,7 @@ int dlock__cluster_call(dlock__cluster *cl, const dlock__req *req, redisReply **
         if (!m)
             return rc;
         n = m;
-        asking = rd == RD_ASK;
+        asking = res->err == DLOCK__RERR_ASK;
     }
 }
 

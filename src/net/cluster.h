@@ -60,11 +60,9 @@ dlock__node *dlock__cluster_node(dlock__cluster *cl, const char *key, size_t len
  * The nodes live as long as the cluster. */
 size_t dlock__cluster_primaries(dlock__cluster *cl, dlock__node **out, size_t max);
 /* Runs req on the node serving its keys (every key must share one slot:
- * else DLOCK_EINVAL); follows MOVED and ASK, retries TRYAGAIN and
- * CLUSTERDOWN within the command timeout, refreshes the map after MOVED. */
-int dlock__cluster_call(dlock__cluster *cl, const dlock__req *req, redisReply **out);
-/* Reads the slot map again now (any thread); DLOCK_OK or the last failure. */
-int dlock__cluster_refresh(dlock__cluster *cl);
+ * else DLOCK_EINVAL); follows MOVED and ASK, retries TRYAGAIN, CLUSTERDOWN
+ * and READONLY within the command timeout, refreshes the map after MOVED. */
+int dlock__cluster_call(dlock__cluster *cl, const dlock__req *req, dlock__res *res);
 /* 1 when the nodes have sharded pub/sub (SSUBSCRIBE / SPUBLISH, Redis 7). */
 int dlock__cluster_sharded(const dlock__cluster *cl);
 /* Bumped whenever the map changes. */

@@ -256,7 +256,7 @@ static int handshake_fail(dlock__conn *c, const char *addr, const char *what, in
         snprintf(c->t.err, sizeof(c->t.err), "TLS: the server wants a client certificate and "
                  "none is configured (dlock_config_set_tls_cert, ?cert=&key=)");
     }
-    return dlock__handshake_io_fail(c->t.tls_error, addr, what, c->t.err, tls);
+    return dlock__handshake_io_fail(&c->t, addr, what, tls);
 }
 
 /* Sends the handshake pipelined and reads every answer. A new connection is

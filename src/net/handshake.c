@@ -41,7 +41,7 @@ void dlock__netctx_clear(dlock__netctx *ctx)
     ctx->tls = NULL;
 }
 
-int dlock__handshake_io_fail(int tls_error, const char *addr, const char *what, const char *why,
+int dlock__handshake_io_fail(const dlock__transport *t, const char *addr, const char *what,
                              int tls)
 {
     /* A TLS port resets a connection that does not start with a TLS hello.
@@ -50,10 +50,9 @@ int dlock__handshake_io_fail(int tls_error, const char *addr, const char *what, 
      * on the first read, or, when the server's reset overtakes the alert, as
      * a connection closed unanswered (tls.c reports the certificate the
      * server asked for and did not get as a TLS error itself). */
-    int unanswered = strstr(why, "closed by the server") || strstr(why, "reset by the server");
-    return dlock__fail(tls_error ? DLOCK_ETLS : DLOCK_ECONN, "connection to %s failed during %s: "
-                       "%s%s", addr, what, why,
-                       !unanswered || tls_error ? ""
+    return dlock__fail(t->tls_error ? DLOCK_ETLS : DLOCK_ECONN, "connection to %s failed during "
+                       "%s: %s%s", addr, what, t->err[0] ? t->err : "connection lost",
+                       !t->hung_up || t->tls_error ? ""
                        : tls ? " (right after the TLS handshake: does the server want a client "
                                "certificate it trusts?)"
                              : " (a TLS port? use rediss://)");
@@ -113,6 +112,7 @@ int dlock__handshake_steps(dlock__netctx *ctx, const dlock__endpoint *ep,
         name->argv[2] = name->buf;
         name->argc = 3;
         name->what = "CLIENT SETNAME";
+        name->optional = 1;
     }
     if (n == 0) {
         dlock__hs_step *s = &out[n++];
@@ -128,8 +128,9 @@ int dlock__handshake_check(dlock__netctx *ctx, const dlock__hs_step *s, const re
 {
     if (r->type != REDIS_REPLY_ERROR)
         return DLOCK_OK;
-    if (s->argc == 3 && strcmp(s->argv[0], "CLIENT") == 0 &&
-        (strncmp(r->str, "NOPERM", 6) == 0 || strstr(r->str, "nknown"))) {
+    dlock__rerr e = dlock__redis_classify(r->str);
+    if (s->optional &&
+        (e == DLOCK__RERR_NOPERM || e == DLOCK__RERR_NOPERM_KEY || e == DLOCK__RERR_UNKNOWN_CMD)) {
         /* Refused by an ACL, or renamed away: a name only helps people see who
          * holds what, never worth a failed connection. (A server that is not
          * ready, -LOADING, still fails the handshake.) */
@@ -142,7 +143,7 @@ int dlock__handshake_check(dlock__netctx *ctx, const dlock__hs_step *s, const re
     }
     /* Only AUTH and SELECT refusals mean bad credentials: a first PING
      * answered with -LOADING is a server still starting. */
-    int code = dlock__redis_error_code(r->str);
+    int code = dlock__rerr_code(e);
     if (code == DLOCK_EREDIS && s->credentials)
         code = DLOCK_EAUTH;
     return dlock__fail(code, "%s refused by %s: %s", s->what, addr, r->str);

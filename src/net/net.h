@@ -8,9 +8,11 @@
  *                used by the blocking and the libuv connections alike)
  *   conn.c       a blocking connection: open, one round trip, liveness, abort
  *   pool.c       a node: one server seen through a pool of blocking connections
+ *   policy.c     the call policy: what a try came to, and what comes next
  *   call.c       a request on a node: EVALSHA + NOSCRIPT, retries, idempotence,
- *                the unlock latch guard
- *   aconn.c      an asynchronous connection on a libuv loop (io thread only)
+ *                the unlock latch guard (by the policy)
+ *   aconn.c      an asynchronous connection on a libuv loop (its thread only)
+ *   acall.c      requests on a libuv loop, by the same policy, on any deployment
  *   router.c     which node serves a key: one server, a sentinel-managed
  *                primary (sentinel.c), or a Redis Cluster (slot.c, cluster.c)
  * Not installed. */
@@ -31,6 +33,7 @@
 #define DLOCK__CONN_NAME_MAX 256
 
 typedef struct dlock__tls dlock__tls;
+typedef struct dlock__transport dlock__transport;
 
 /* What the network layer needs from the client that owns it. */
 typedef struct dlock__netctx {
@@ -68,6 +71,7 @@ typedef struct dlock__hs_step {
     const char *argv[3];
     const char *what;       /* "authentication", ... for messages */
     int credentials;        /* a refusal means bad credentials (DLOCK_EAUTH) */
+    int optional;           /* refused by an ACL or unknown: the connection goes on */
     char buf[DLOCK__CONN_NAME_MAX];   /* storage for the database number or the name */
 } dlock__hs_step;
 
@@ -89,7 +93,7 @@ int dlock__handshake_check(dlock__netctx *ctx, const dlock__hs_step *s, const re
  * (tls_error) or DLOCK_ECONN, with the message "connection to ADDR failed
  * during WHAT: WHY", and a hint when a plain connection was closed unanswered
  * (a TLS port behind redis://). */
-int dlock__handshake_io_fail(int tls_error, const char *addr, const char *what, const char *why,
+int dlock__handshake_io_fail(const dlock__transport *t, const char *addr, const char *what,
                              int tls);
 
 /* -------------------------------------------------------------- transport */
@@ -97,8 +101,6 @@ int dlock__handshake_io_fail(int tls_error, const char *addr, const char *what, 
 /* How a connection's bytes travel: a non-blocking socket (TCP or unix), or
  * TLS over a TCP one. The blocking connection waits on it with poll(), the
  * libuv one with uv_poll: one transport for both. */
-typedef struct dlock__transport dlock__transport;
-
 #define DLOCK__IO_ERR (-1)     /* failed: t->err says why */
 #define DLOCK__IO_AGAIN (-2)   /* would block: wait for t->want, then call again */
 
@@ -121,6 +123,7 @@ struct dlock__transport {
     int fd;
     short want;              /* after DLOCK__IO_AGAIN: POLLIN or POLLOUT */
     int eof;                 /* the server closed its side */
+    int hung_up;             /* the last failure: the server closed or reset the connection */
     int tls_error;           /* the last failure came from TLS (DLOCK_ETLS) */
     int cert_asked;          /* TLS: the server asked for a client certificate and the
                                 client has none */
@@ -159,7 +162,6 @@ void dlock__tls_free(dlock__tls *tls);
 /* Puts TLS on a connected TCP transport; its handshake then runs through
  * t->vt->handshake. DLOCK_OK or DLOCK__IO_ERR (t->err). */
 int dlock__tls_attach(dlock__transport *t, dlock__tls *tls, const dlock__endpoint *ep);
-int dlock__tls_verifies(const dlock__tls *tls);
 
 /* ------------------------------------------------------------- blocking */
 
@@ -245,14 +247,76 @@ enum {
     /* Only on an idle pooled connection: never open one or wait for one. */
     DLOCK__CALL_IDLE_ONLY = 8,
     /* After a successful answer, WAIT for the config's replica count on the
-     * same connection (dlock__acks gets the count reached; 0 when WAIT could
-     * not be asked). No-op when the acknowledgement is off. */
+     * same connection (the result's acks get the count reached; 0 when WAIT
+     * could not be asked). No-op when the acknowledgement is off. */
     DLOCK__CALL_WAIT_ACK = 16
 };
 
-/* Replicas that acknowledged the calling thread's last DLOCK__CALL_WAIT_ACK
- * request (-1: not asked). */
-extern _Thread_local int dlock__acks;
+/* A call's outcome beyond its status. */
+typedef struct dlock__res {
+    redisReply *r;           /* DLOCK_OK: the answer (the caller frees it); else NULL */
+    int acks;                /* replicas that acknowledged it (DLOCK__CALL_WAIT_ACK), -1: not
+                                asked */
+    dlock__rerr err;         /* Redis refused it: the refusal's class; else DLOCK__RERR_NONE */
+    char text[256];          /* ... and its text (cut), for messages and a redirection's node */
+} dlock__res;
+
+static inline void dlock__res_init(dlock__res *res)
+{
+    res->r = NULL;
+    res->acks = -1;
+    res->err = DLOCK__RERR_NONE;
+    res->text[0] = '\0';
+}
+/* Records refusal r (an error reply) in res and sets the calling thread's
+ * message "addr: <its text>"; returns its status code. */
+int dlock__res_refused(dlock__res *res, const char *addr, const redisReply *r);
+
+/* ----------------------------------------------------------------- policy */
+
+/* The one call policy (policy.c): what a try of a request came to, and what
+ * comes next. The blocking call, the batch, the asynchronous call, the
+ * cluster and sentinel routers and the watchdog's renewals all ask it. */
+typedef struct dlock__try {
+    int conn_rc;             /* no connection could be had: its status (else DLOCK_OK) */
+    dlock__sent sent;        /* answered; not written (cannot have run); written, no answer */
+    int timed_out;           /* MAYBE_RAN by the command timeout (else the connection failed) */
+    int fresh;               /* NOT_SENT on a connection opened for it (else an idle one that
+                                had died: another is tried at once) */
+    dlock__rerr err;         /* answered with a refusal: its class */
+} dlock__try;
+
+typedef enum {
+    DLOCK__NEXT_DONE,        /* answered */
+    DLOCK__NEXT_RELOAD,      /* load the script, send again at once */
+    DLOCK__NEXT_REROUTE,     /* the node does not serve the keys: ask the topology, send again
+                                where it says (after after_ms) */
+    DLOCK__NEXT_RETRY,       /* send again after after_ms */
+    DLOCK__NEXT_FAIL         /* give up with rc */
+} dlock__next;
+
+typedef struct dlock__verdict {
+    dlock__next next;
+    int rc;                  /* the status should the call end here */
+    int64_t after_ms;        /* RETRY, REROUTE: the pause first */
+    int counts;              /* RETRY: spends one of the request's retries */
+} dlock__verdict;
+
+/* Pure. flags: the request's DLOCK__CALL_*; failures: retries spent so far;
+ * reloaded: its script was loaded for it once already. A retry needs the
+ * budget (failures < retry_attempts, no DLOCK__CALL_NO_RETRY); a request
+ * that may have run goes again only when idempotent (else DLOCK_EUNKNOWN). */
+dlock__verdict dlock__call_policy(const dlock__try *t, unsigned flags, int failures, int reloaded,
+                                  const dlock_config *cfg);
+/* The message and status of a try not answered (t->sent NOT_SENT or
+ * MAYBE_RAN): "addr: why" (ECONN), "no reply within the command timeout"
+ * (ECMDTIMEOUT), or DLOCK_EUNKNOWN for a request that may have run and is
+ * not idempotent. */
+int dlock__call_lost(const char *addr, const dlock__try *t, const char *why, unsigned flags);
+/* The unlock latch's guard: 0 when a request first written at first_write
+ * (ms; < 0: never) with a latch of latch_ms (<= 0: none) could be answered
+ * after its latch if written now, its answer due within answer_ms. */
+int dlock__latch_allows(int64_t first_write, int64_t latch_ms, int64_t answer_ms, int64_t now);
 
 /* A request: either a plain command (script < 0) or EVALSHA of a script. For
  * a script, argv holds keys then args, nkeys of them keys. */
@@ -271,12 +335,15 @@ typedef struct dlock__req {
 /* DLOCK_EINVAL (with the message) when a script request's key and argument
  * counts disagree with its header; DLOCK_OK otherwise. */
 int dlock__req_check(const dlock__req *req);
-/* Runs the request with retries; *out receives the reply (caller frees with
- * freeReplyObject). Error replies are turned into codes and not returned. A
- * script request whose key and argument counts disagree with its header
- * (KEYS[n] / ARGV[n] lines, counted at build time) is refused with
- * DLOCK_EINVAL before anything is sent. */
-int dlock__node_call(dlock__node *n, const dlock__req *req, redisReply **out);
+/* Runs the request with the call policy's retries (policy.c). DLOCK_OK:
+ * res->r is the answer (the caller frees it with freeReplyObject) and
+ * res->acks the replicas that acknowledged it (DLOCK__CALL_WAIT_ACK). A
+ * refusal is a status code, its class and text in res (the message says
+ * "addr: text"); a refusal that asks for another node (MOVED, ASK, READONLY,
+ * CLUSTERDOWN) is the router's to follow. A script request whose key and
+ * argument counts disagree with its header (KEYS[n] / ARGV[n] lines, counted
+ * at build time) is refused with DLOCK_EINVAL before anything is sent. */
+int dlock__node_call(dlock__node *n, const dlock__req *req, dlock__res *res);
 
 /* Several requests on one node, written together and answered in order: one
  * round trip for all (a multi-lock's attempts or releases). Each request
@@ -287,15 +354,11 @@ int dlock__node_call(dlock__node *n, const dlock__req *req, redisReply **out);
  * failure before the write is retried. The batch's `flags` may hold
  * DLOCK__CALL_NO_RETRY and DLOCK__CALL_IDLE_ONLY; a PING goes first when any
  * request asks for it; `cancel` interrupts the pauses. For each request,
- * rc[i] is its status and out[i] its reply: the answer when rc[i] is DLOCK_OK,
- * Redis's error reply when Redis refused it (dlock__node_fail_reply turns it
- * into the message), NULL when it failed otherwise (the calling thread's
- * message then names the batch's last such failure). */
+ * rc[i] is its status and res[i] its outcome as dlock__node_call's (a
+ * refusal's class and text in res[i]); the calling thread's message names
+ * the batch's last failure. */
 void dlock__node_call_many(dlock__node *n, const dlock__req *reqs, size_t k, unsigned flags,
-                           dlock_cancel *cancel, redisReply **out, int *rc);
-/* Sets the calling thread's message from an error reply of node n, frees it
- * and returns its status code. */
-int dlock__node_fail_reply(const dlock__node *n, redisReply *r);
+                           dlock_cancel *cancel, dlock__res *res, int *rc);
 
 /* ----------------------------------------------------------------- router */
 
@@ -316,7 +379,7 @@ dlock__node *dlock__router_node(dlock__router *r, const char *key, size_t len);
  * (SCAN). */
 size_t dlock__router_primaries(dlock__router *r, dlock__node **out, size_t max);
 /* Runs req on the node that serves its keys (any node for a keyless command). */
-int dlock__router_call(dlock__router *r, const dlock__req *req, redisReply **out);
+int dlock__router_call(dlock__router *r, const dlock__req *req, dlock__res *res);
 /* 1 on a Redis Cluster: keys live on several nodes. */
 int dlock__router_is_cluster(const dlock__router *r);
 /* 1 when pub/sub is sharded (a cluster of Redis 7 nodes): waiters
@@ -378,5 +441,31 @@ void dlock__aconn_uncork(dlock__aconn *ac);
 /* Fails pending callbacks with DLOCK_ECLOSED, closes handles, frees itself once
  * libuv has released them, then calls done(arg) (may be NULL). */
 void dlock__aconn_close(dlock__aconn *ac, void (*done)(void *), void *arg);
+
+/* ------------------------------------------------------------------ acall */
+
+/* Round trips on a libuv loop, for the asynchronous calls (acall.c): a
+ * command connection per node, with dlock__node_call's rules (the call
+ * policy: EVALSHA and NOSCRIPT, retries of what may be retried, the latch
+ * guard), on every deployment (requests follow the router). The loop's
+ * thread only, except new and free. */
+typedef struct dlock__acall dlock__acall;
+
+/* status DLOCK_OK: res->r is the answer (never an error reply; the callee
+ * frees it). Otherwise res->r is NULL and the loop thread's message says why
+ * (a refusal by Redis: "addr: its error text", with its code; its class and
+ * text in res). res->acks is -1: acknowledgement is not asked here. */
+typedef void (*dlock__acall_fn)(int status, dlock__res *res, void *ud);
+
+/* Before the loop runs; its owner calls dlock__acall_stop when the loop
+ * stops (every request then ends with DLOCK_ECLOSED, and its handles close). */
+int dlock__acall_new(dlock__acall **out, uv_loop_t *uv, dlock__netctx *ctx,
+                     dlock__router *router);
+void dlock__acall_stop(dlock__acall *x);
+/* After the loop stopped. */
+void dlock__acall_free(dlock__acall *x);
+/* Sends req (its bytes are copied; req->cancel is ignored). DLOCK_OK: fn runs
+ * exactly once, later (never inside this call); an error: fn never runs. */
+int dlock__acall_send(dlock__acall *x, const dlock__req *req, dlock__acall_fn fn, void *ud);
 
 #endif

@@ -168,7 +168,7 @@ int dlock__node_check(dlock__node *n)
         return rc;
     }
     if (r->type == REDIS_REPLY_ERROR)
-        rc = dlock__fail(dlock__redis_error_code(r->str), "%s answered PING with: %s", n->addr,
+        rc = dlock__fail(dlock__rerr_code(dlock__redis_classify(r->str)), "%s answered PING with: %s", n->addr,
                          r->str);
     freeReplyObject(r);
     dlock__node_put_conn(n, c, gen, 0);

@@ -74,17 +74,17 @@ size_t dlock__router_primaries(dlock__router *r, dlock__node **out, size_t max)
     return 1;
 }
 
-int dlock__router_call(dlock__router *r, const dlock__req *req, redisReply **out)
+int dlock__router_call(dlock__router *r, const dlock__req *req, dlock__res *res)
 {
     if (r->sen)
-        return dlock__sentinel_call(r->sen, req, out);
+        return dlock__sentinel_call(r->sen, req, res);
     if (!r->cl)
-        return dlock__node_call(r->only, req, out);
+        return dlock__node_call(r->only, req, res);
     if (req->script < 0 || !dlock__cluster_sharded(r->cl))
-        return dlock__cluster_call(r->cl, req, out);
+        return dlock__cluster_call(r->cl, req, res);
     dlock__req sharded = *req;
     sharded.script = dlock__router_script(r, req->script);
-    return dlock__cluster_call(r->cl, &sharded, out);
+    return dlock__cluster_call(r->cl, &sharded, res);
 }
 
 int dlock__router_sharded(const dlock__router *r)

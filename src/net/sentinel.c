@@ -94,8 +94,9 @@ static int discover(dlock__sentinel *s)
         const char *av[] = {"SENTINEL", "GET-MASTER-ADDR-BY-NAME", s->name};
         dlock__req req = {.script = -1, .argc = 3, .argv = av,
                           .flags = DLOCK__CALL_IDEMPOTENT | DLOCK__CALL_NO_RETRY};
-        redisReply *r;
-        int rc = dlock__node_call(s->sentinels[i], &req, &r);
+        dlock__res res;
+        int rc = dlock__node_call(s->sentinels[i], &req, &res);
+        redisReply *r = res.r;
         if (rc == DLOCK_OK) {
             answered++;
             if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
@@ -289,25 +290,10 @@ dlock__node *dlock__sentinel_primary(dlock__sentinel *s)
 
 uint64_t dlock__sentinel_generation(dlock__sentinel *s) { return atomic_load(&s->generation); }
 
-/* The request did not run on a node that is no longer the primary (or that
- * could not be reached: it may be gone for good). */
-static int not_primary(int rc)
-{
-    return rc == DLOCK_ECONN || (rc == DLOCK_EREDIS && strstr(dlock_last_error(), ": READONLY"));
-}
-
-/* An answer the node call retries after a pause (call.c's transient states). */
-static int transient(int rc)
-{
-    const char *m = dlock_last_error();
-    return rc == DLOCK_EREDIS && (strstr(m, ": LOADING") || strstr(m, ": BUSY") ||
-                                  strstr(m, ": TRYAGAIN") || strstr(m, ": MASTERDOWN"));
-}
-
 /* Each try goes to the primary of the moment, with call.c's retry budget:
  * between tries on a node that cannot be reached or refuses writes, the
  * sentinels are asked, and a new primary gets the request at once. */
-int dlock__sentinel_call(dlock__sentinel *s, const dlock__req *req, redisReply **out)
+int dlock__sentinel_call(dlock__sentinel *s, const dlock__req *req, dlock__res *res)
 {
     const dlock_config *cfg = s->ctx->cfg;
     dlock__req once = *req;
@@ -315,12 +301,16 @@ int dlock__sentinel_call(dlock__sentinel *s, const dlock__req *req, redisReply *
     int failures = 0;
     for (;;) {
         dlock__node *n = dlock__sentinel_primary(s);
-        int rc = dlock__node_call(n, &once, out);
+        int rc = dlock__node_call(n, &once, res);
         if (rc == DLOCK_OK || (req->flags & DLOCK__CALL_NO_RETRY))
             return rc;
-        if (transient(rc))
-            return dlock__node_call(n, req, out);   /* its own retries */
-        if (!not_primary(rc))
+        dlock__try t = {.sent = DLOCK__SENT_OK, .err = res->err};
+        dlock__verdict v = dlock__call_policy(&t, req->flags, 0, 1, cfg);
+        if (res->err != DLOCK__RERR_NONE && v.next == DLOCK__NEXT_RETRY)
+            return dlock__node_call(n, req, res);   /* its own retries */
+        /* Not run on a node that is no longer the primary (READONLY), or that
+         * could not be reached (it may be gone for good): ask the sentinels. */
+        if (rc != DLOCK_ECONN && v.next != DLOCK__NEXT_REROUTE)
             return rc;
         char msg[512];
         snprintf(msg, sizeof(msg), "%s", dlock_last_error());

@@ -22,7 +22,7 @@ dlock__node *dlock__sentinel_primary(dlock__sentinel *s);
  * primary (READONLY, a connection that failed before the request could run)
  * asks the sentinels again and resends to the new primary within the command
  * timeout. */
-int dlock__sentinel_call(dlock__sentinel *s, const dlock__req *req, redisReply **out);
+int dlock__sentinel_call(dlock__sentinel *s, const dlock__req *req, dlock__res *res);
 /* Bumped at every switch of primary. */
 uint64_t dlock__sentinel_generation(dlock__sentinel *s);
 /* Asks the watcher to check the sentinels soon (never blocks). */

@@ -225,10 +225,12 @@ static int ssl_error(dlock__transport *t, int ret, const char *during)
         t->want = POLLOUT;
         return DLOCK__IO_AGAIN;
     case SSL_ERROR_ZERO_RETURN:
+        t->hung_up = 1;
         snprintf(t->err, sizeof(t->err), "connection closed by the server");
         return 0;
     case SSL_ERROR_SYSCALL:
         if (errno == 0 || t->eof) {
+            t->hung_up = 1;
             snprintf(t->err, sizeof(t->err), "connection closed by the server");
             return 0;
         }
@@ -298,6 +300,7 @@ static ssize_t tls_write(dlock__transport *t, const char *buf, size_t n)
         return k;
     int rc = ssl_error(t, k, "write");
     if (rc == 0) {
+        t->hung_up = 1;
         snprintf(t->err, sizeof(t->err), "connection closed by the server");
         return DLOCK__IO_ERR;
     }
@@ -365,4 +368,3 @@ int dlock__tls_attach(dlock__transport *t, dlock__tls *tls, const dlock__endpoin
     return DLOCK_OK;
 }
 
-int dlock__tls_verifies(const dlock__tls *tls) { return tls->verify; }

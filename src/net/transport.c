@@ -25,7 +25,8 @@
 int dlock__io_fail(dlock__transport *t, int err, const char *what)
 {
     t->err_no = err;
-    if (err == ECONNRESET || err == EPIPE)
+    t->hung_up = err == ECONNRESET || err == EPIPE;
+    if (t->hung_up)
         snprintf(t->err, sizeof(t->err), "connection reset by the server");
     else
         snprintf(t->err, sizeof(t->err), "%s: %s", what, strerror(err));
@@ -41,8 +42,10 @@ static ssize_t sock_read(dlock__transport *t, char *buf, size_t n)
     for (;;) {
         ssize_t k = recv(t->fd, buf, n, 0);
         if (k >= 0) {
-            if (k == 0)
+            if (k == 0) {
+                t->hung_up = 1;
                 snprintf(t->err, sizeof(t->err), "connection closed by the server");
+            }
             return k;
         }
         if (errno == EINTR)

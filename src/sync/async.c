@@ -1,71 +1,64 @@
-/* The asynchronous engine (include/dlock/async.h; docs/internals/async.md).
+/* The asynchronous driver (include/dlock/async.h; docs/internals/async.md).
  *
- * A call is an `aop`: made and checked on the caller's thread (the type sets
- * its state up in place), registered with the client's table of pending
- * calls, then run on the io thread by its own job (`kick`), which every
- * event posts: its start, a wake-up, a change of its channel, a
- * cancellation, the close. Nothing blocks there. A waiting call:
+ * A call is an `aop`: made and checked on the caller's thread (the
+ * operation's state copied in and set up there), registered with the
+ * client's table of pending calls, then run on the io thread by its own job
+ * (`kick`), which every event posts: its start, a wake-up, a change of its
+ * channel, a cancellation, the close. Nothing blocks there. It steps through
+ * the wait loop (wait.c) as the blocking driver does, state by state:
  *
  *   START -> SENT (a round trip on the io thread's command connection)
  *   SENT  -> done | busy: JOINING (a callback waiter on the channel, until
  *            the subscription is confirmed) -> SENT (the retry) -> SLEEPING
  *            (until a wake-up, the busy answer's TTL or the deadline) -> SENT ...
- *
- * It is wait.c's loop, state by state: subscribe before the retry, sleep at
- * most the holder's TTL, poll at the retry delay while pub/sub is down, pass
- * on a wake-up used by a call that then failed, give up cleanly (the type's
- * give-up op, sent best effort). A call of one round trip is START -> SENT
- * -> done. The types (lock_async.c, semaphore.c, ...) bring the requests and
- * what the answers mean (sync.h: dlock__await_type, dlock__call_type).
+ *   SENT  -> GIVING_BACK (a success that cannot stand) -> done
  *
  * Timers: one libuv timer for the client's calls, over a heap of the calls
  * that sleep, ordered by (deadline, sequence); due calls are collected,
  * then run.
  *
  * Lifetime: an aop is freed when its references are gone: its own (until it
- * completes) and one per round trip in flight. Its job is taken out of the loop's queue when it completes, after
- * which nothing can post it (the waiter has left, the token is detached).
- * The client's close completes every call still in the table with
- * DLOCK_ECLOSED (the stop hook), before the command connection fails the
- * round trips in flight (their answers then find the call done). */
+ * completes) and one per round trip in flight. Its job is taken out of the
+ * loop's queue when it completes, after which nothing can post it (the
+ * waiter has left, the token is detached). The client's close completes
+ * every call still in the table with DLOCK_ECLOSED (the stop hook), before
+ * the command connection fails the round trips in flight (their answers
+ * then find the call done). */
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "sync/sync.h"
 
-enum { S_START, S_SENT, S_JOINING, S_SLEEPING, S_DONE };
-enum { K_WAIT, K_CALL };
+enum { S_START, S_SENT, S_JOINING, S_SLEEPING, S_GIVING_BACK, S_DONE };
 
 #define MSG_MAX 512
 
+/* A give-back in flight: how the call then ends. */
+typedef struct back {
+    int rc, acks;
+    char msg[];
+} back;
+
 typedef struct aop {
     dlock__list reg;         /* in the client's table while pending */
-    dlock_client *c;
-    dlock_async_fn fn;       /* NULL: a call of the library's own (a give-back) */
+    dlock_async_fn fn;
     void *ud;
-    unsigned char kind, state, ended;
+    unsigned char state;
+    unsigned char read;      /* the operation's read ran */
+    unsigned char with, without;   /* the ACL fallback (dlock__op_req) */
     int refs;
-    int hidx;                /* in the timer heap, or -1 */
+    int hidx;                /* in the timer heap (its deadline: w.until), or -1 */
     uint64_t tseq;
+    int64_t sent;            /* the last attempt's, before it was sent */
     dlock__job kick;
-    const void *type;        /* dlock__await_type or dlock__call_type */
-    /* A waiting call's (a call of one round trip has them unused): */
-    dlock__wait_spec spec;
-    dlock__waiter w;
-    unsigned char seen_busy, joined, used_wake, first;
-    int64_t start, deadline, until, waited, sent;
-    int64_t start_us;        /* for the client's statistics */
-    /* The type's state. */
+    const char *optkey;      /* the optional key the last request carried (the log's) */
+    size_t optlen;
+    back *back;              /* GIVING_BACK */
+    dlock__wait w;           /* its handle, operation and state; the wait */
+    /* The operation's state. */
     _Alignas(max_align_t) unsigned char st[];
 } aop;
-
-/* One struct for both kinds, so that st finds its op (calls are short-lived:
- * the wait fields they do not use cost nothing that lasts). */
-#define WOP(op) (op)
-#define COP(op) (op)
-#define AWT(op) ((const dlock__await_type *)(op)->type)
-#define CLT(op) ((const dlock__call_type *)(op)->type)
 
 /* The client's table of pending calls. */
 struct dlock__async {
@@ -81,7 +74,8 @@ struct dlock__async {
 };
 
 static void on_kick(void *arg);
-static void send_attempt(aop *op, int64_t waited);
+static void send_attempt(aop *op, int again);
+static void on_gave_back(int status, dlock__res *res, void *ud);
 static void finish(aop *op, int rc);
 
 /* -------------------------------------------------------------- results */
@@ -108,17 +102,21 @@ const char *dlock_async_permit_id(const dlock_async_result *res)
 
 /* ------------------------------------------------------------- lifetime */
 
+static dlock_client *client(const aop *op) { return op->w.h->c; }
+
 static void unref(aop *op)
 {
-    if (--op->refs == 0)
+    if (--op->refs == 0) {
+        free(op->back);
         free(op);
+    }
 }
 
 /* ---------------------------------------------------------------- timers */
 
 static int earlier(const aop *a, const aop *b)
 {
-    return a->until < b->until || (a->until == b->until && a->tseq < b->tseq);
+    return a->w.until < b->w.until || (a->w.until == b->w.until && a->tseq < b->tseq);
 }
 
 static void heap_set(dlock__async *t, size_t i, aop *op)
@@ -163,14 +161,14 @@ static void rearm(dlock__async *t)
         uv_timer_stop(&t->timer);
         return;
     }
-    int64_t at = t->heap[0]->until, now = dlock__now_ms();
+    int64_t at = t->heap[0]->w.until, now = dlock__now_ms();
     uint64_t delay = at == INT64_MAX ? UINT64_MAX / 2 : (uint64_t)(at > now ? at - now : 0);
     uv_timer_start(&t->timer, on_timer, delay, 0);
 }
 
 static void stop_timer(aop *op)
 {
-    dlock__async *t = op->c->async;
+    dlock__async *t = client(op)->async;
     if (op->hidx < 0)
         return;
     size_t i = (size_t)op->hidx;
@@ -188,16 +186,16 @@ static void stop_timer(aop *op)
 /* Wakes op at `at` (ms, monotonic) unless something else comes first. */
 static void arm_timer(aop *op, int64_t at)
 {
-    dlock__async *t = op->c->async;
+    dlock__async *t = client(op)->async;
     stop_timer(op);
-    op->until = at;
+    op->w.until = at;
     op->tseq = ++t->seq;
     if (t->hn == t->hcap) {
         size_t cap = t->hcap ? 2 * t->hcap : 64;
         aop **h = realloc(t->heap, cap * sizeof(*h));
         if (!h) {
             /* No room: poll instead of sleeping (the waiter still wakes it). */
-            dlock__loop_post(op->c->loop, &op->kick);
+            dlock__loop_post(client(op)->loop, &op->kick);
             return;
         }
         t->heap = h;
@@ -213,72 +211,77 @@ static void arm_timer(aop *op, int64_t at)
 static void notify(void *arg)
 {
     aop *op = arg;
-    dlock__loop_post(op->c->loop, &op->kick);
+    dlock__loop_post(client(op)->loop, &op->kick);
 }
 
-static void ignore_reply(int status, redisReply *r, void *ud)
+/* ---------------------------------------------------------- round trips */
+
+static void ignore_reply(int status, dlock__res *res, void *ud)
 {
     (void)status;
     (void)ud;
-    if (r)
-        freeReplyObject(r);
+    if (res->r)
+        freeReplyObject(res->r);
 }
 
-static int refused_key(int rc)
-{
-    return rc == DLOCK_EAUTH && strstr(dlock_last_error(), "NOPERM") &&
-           strstr(dlock_last_error(), "key");
-}
-
-/* Sends o on the io thread's command connection; cb(status, reply, ud). The
- * optional key follows the client's choice (dlock__op_call's rule). */
-static int send_req(dlock_client *c, const dlock__op *o, unsigned flags, int64_t latch_ms,
-                    dlock__acall_fn cb, void *ud)
+/* Sends o on the io thread's command connection; cb(status, res, ud). The
+ * optional key follows the client's choice and the ACL fallback
+ * (dlock__op_req); op (may be NULL) learns whether it went along. */
+static int send_req(dlock_client *c, const dlock__op *o, aop *op, dlock__acall_fn cb, void *ud)
 {
     if (o->bad)
         return dlock__fail(DLOCK_EINVAL, "internal: a request was built wrong");
-    dlock__req req = {.script = o->script, .nkeys = o->nkeys, .argc = o->argc, .argv = o->argv,
-                      .lens = o->lens, .flags = flags, .latch_ms = latch_ms};
     const char *av[DLOCK__OP_MAX];
     size_t ln[DLOCK__OP_MAX];
-    if (o->optional >= 0 && !atomic_load_explicit(&c->own_keys, memory_order_relaxed)) {
-        int k = 0;
-        for (int i = 0; i < o->argc; i++)
-            if (i != o->optional) {
-                av[k] = o->argv[i];
-                ln[k++] = o->lens[i];
-            }
-        req.nkeys--;
-        req.argc = k;
-        req.argv = av;
-        req.lens = ln;
+    dlock__req req;
+    int with = dlock__op_req(c, o, op && op->without, NULL, &req, av, ln);
+    int rc = dlock__acall_send(c->acall, &req, cb, ud);
+    if (rc == DLOCK_OK && op) {
+        op->refs++;   /* until the answer */
+        op->with = (unsigned char)with;
+        if (with) {
+            op->optkey = o->argv[o->optional];
+            op->optlen = o->lens[o->optional];
+        }
     }
-    return dlock__acall_send(c->acall, &req, cb, ud);
+    return rc;
 }
 
-/* A refusal of dlock's own optional key: the client stops sending such keys
- * (logged once); the caller sends again. 1 when that is the case. */
-static int drop_own_keys(dlock_client *c, int rc)
+/* Sends o once, best effort, its answer ignored; the message is kept. */
+static void best_effort(dlock_client *c, dlock__op *o)
 {
-    if (!refused_key(rc) || !atomic_exchange(&c->own_keys, 0))
-        return 0;
-    dlock__log(&c->cfg, DLOCK_LOG_WARN,
-               "Redis refuses dlock's own keys to this user (ACL): waiters no longer reserve "
-               "turns (allow ~dlock_lock_next:* to keep them)");
-    return 1;
+    char msg[MSG_MAX];
+    snprintf(msg, sizeof(msg), "%s", dlock_last_error());
+    o->flags |= DLOCK__CALL_NO_RETRY;
+    send_req(c, o, NULL, ignore_reply, NULL);
+    dlock__fail(DLOCK_OK, "%s", msg);
 }
 
 /* A round trip's answer for op: 1 when op is still running (the caller goes
  * on), 0 when it completed meanwhile (the answer is dropped). */
-static int answered(aop *op, redisReply *r)
+static int answered(aop *op, dlock__res *res)
 {
     if (op->state != S_DONE) {
         op->refs--;   /* op keeps its own reference while running */
         return 1;
     }
-    if (r)
-        freeReplyObject(r);
+    if (res->r)
+        freeReplyObject(res->r);
     unref(op);
+    return 0;
+}
+
+/* The ACL fallback's answer to a send: 1 when op must go again without
+ * dlock's optional key; else the client learns whether to keep sending it. */
+static int key_fallback(aop *op, int status, const dlock__res *res)
+{
+    if (status != DLOCK_OK && dlock__op_key_refused(op->with, res)) {
+        op->without = 1;
+        return 1;
+    }
+    if (op->without)
+        dlock__op_key_dropped(client(op), op->optkey, op->optlen, res);
+    op->without = 0;
     return 0;
 }
 
@@ -343,51 +346,11 @@ size_t dlock_client_async_pending(dlock_client *c)
     return n;
 }
 
-static aop *new_op(dlock_client *c, int kind, const void *type, size_t size, dlock_async_fn fn,
-                   void *ud)
-{
-    aop *op = calloc(1, size);
-    if (!op)
-        return NULL;
-    dlock__list_init(&op->reg);
-    op->c = c;
-    op->kind = (unsigned char)kind;
-    op->type = type;
-    op->fn = fn;
-    op->ud = ud;
-    op->refs = 1;
-    op->hidx = -1;
-    op->state = S_START;
-    dlock__job_init(&op->kick, on_kick, op);
-    return op;
-}
-
-static aop *op_of(void *st) { return (aop *)((char *)st - offsetof(aop, st)); }
-
-void *dlock__async_wait_new(dlock_client *c, const dlock__await_type *t, size_t size,
-                            dlock_async_fn fn, void *ud)
-{
-    aop *op = new_op(c, K_WAIT, t, sizeof(aop) + size, fn, ud);
-    return op ? WOP(op)->st : NULL;
-}
-
-void *dlock__async_call_new(dlock_client *c, const dlock__call_type *t, size_t size,
-                            dlock_async_fn fn, void *ud)
-{
-    aop *op = new_op(c, K_CALL, t, sizeof(aop) + size, fn, ud);
-    return op ? COP(op)->st : NULL;
-}
-
-void dlock__async_discard(void *st)
-{
-    free(op_of(st));
-}
-
 /* Registers op and posts its start. Under the table's mutex, so that a stop
  * hook running meanwhile either sees it or refuses it. */
 static int launch(aop *op)
 {
-    dlock__async *t = op->c->async;
+    dlock__async *t = client(op)->async;
     pthread_mutex_lock(&t->mu);
     if (t->stopped) {
         pthread_mutex_unlock(&t->mu);
@@ -395,78 +358,74 @@ static int launch(aop *op)
     }
     dlock__list_push_back(&t->ops, &op->reg);
     t->n++;
-    dlock__loop_post(op->c->loop, &op->kick);
+    dlock__loop_post(client(op)->loop, &op->kick);
     pthread_mutex_unlock(&t->mu);
     return DLOCK_OK;
 }
 
-static void type_done(aop *op)
+int dlock__async_run(const dlock__handle *h, const dlock__op_type *t, const void *st,
+                     size_t size, const dlock__wait_spec *spec, const dlock__via *via)
 {
-    if (op->kind == K_WAIT) {
-        if (AWT(op)->done)
-            AWT(op)->done(WOP(op)->st);
-    } else if (CLT(op)->done) {
-        CLT(op)->done(COP(op)->st, op->ended);
+    if (!via->fn)
+        return dlock__fail(DLOCK_EINVAL, "callback is NULL");
+    if (t->attempt)
+        return dlock__fail(DLOCK_EINVAL, "internal: no asynchronous form");
+    int rc = spec ? dlock__check_wait(spec->wait_ms) : DLOCK_OK;
+    if (rc != DLOCK_OK)
+        return rc;
+    aop *op = calloc(1, sizeof(aop) + size);
+    if (!op)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    dlock__list_init(&op->reg);
+    op->fn = via->fn;
+    op->ud = via->ud;
+    op->refs = 1;
+    op->hidx = -1;
+    op->state = S_START;
+    dlock__job_init(&op->kick, on_kick, op);
+    memcpy(op->st, st, size);
+    if (t->setup && (rc = t->setup(op->st)) != DLOCK_OK) {
+        free(op);
+        return rc;
     }
-}
-
-/* A call that could not be launched: its hooks, then gone. */
-static int not_launched(aop *op, int rc)
-{
-    char msg[MSG_MAX];
-    snprintf(msg, sizeof(msg), "%s", dlock_last_error());
-    type_done(op);
-    free(op);
-    return dlock__fail(rc, "%s", msg);
-}
-
-int dlock__async_wait_start(void *st, const dlock__wait_spec *spec)
-{
-    aop *op = op_of(st);
-    aop *w = op;
-    w->spec = *spec;
-    w->start_us = dlock__now_us();
-    w->start = w->start_us / 1000;
-    w->deadline = spec->wait_ms == DLOCK_WAIT_FOREVER || spec->wait_ms > INT64_MAX - w->start
-                      ? INT64_MAX
-                      : w->start + spec->wait_ms;
-    int rc = launch(op);
-    return rc == DLOCK_OK ? rc : not_launched(op, rc);
-}
-
-int dlock__async_call_start(void *st)
-{
-    aop *op = op_of(st);
-    int rc = launch(op);
-    return rc == DLOCK_OK ? rc : not_launched(op, rc);
+    dlock__wait_init(&op->w, h, t, op->st, spec);
+    if ((rc = launch(op)) != DLOCK_OK) {
+        char msg[MSG_MAX];
+        snprintf(msg, sizeof(msg), "%s", dlock_last_error());
+        if (t->done)
+            t->done(op->st, 0);
+        free(op);
+        return dlock__fail(rc, "%s", msg);
+    }
+    return DLOCK_OK;
 }
 
 /* Ends op with rc (the io thread's message, when not DLOCK_OK, says why):
- * leaves the channel, takes op out of the table and the job queue, then
- * runs the callback. Exactly once. */
-static void finish_res(aop *op, int rc, dlock_async_result *res)
+ * leaves the channel (and sends the operation's give-up), takes op out of
+ * the table and the job queue, then runs the callback. Exactly once. */
+static void finish(aop *op, int rc)
 {
     if (op->state == S_DONE)
         return;
+    dlock_client *c = client(op);
+    op->state = S_DONE;
+    dlock__op give_up;
+    const dlock__op_type *t = op->w.t;
+    if (dlock__wait_end(&op->w, rc, &give_up))
+        best_effort(c, &give_up);
     char msg[MSG_MAX];
     snprintf(msg, sizeof(msg), "%s", rc == DLOCK_OK ? "" : dlock_last_error());
-    dlock_client *c = op->c;
-    op->state = S_DONE;
+    dlock__result res = {.count = -1};
     char pid[DLOCK_PERMIT_ID_BUFSIZE] = "";
-    if (op->kind == K_WAIT) {
-        aop *w = op;
-        if (w->joined)
-            dlock__waiter_leave(c->pubsub, &w->w, rc != DLOCK_OK && w->used_wake);
-        w->joined = 0;
-        if (rc == DLOCK_OK && AWT(op)->result) {
-            AWT(op)->result(w->st, res);
-            if (res->permit_id) {
-                snprintf(pid, sizeof(pid), "%s", res->permit_id);
-                res->permit_id = pid;
-            }
+    if (rc == DLOCK_OK && t->result) {
+        t->result(op->st, &res);
+        if (res.permit_id) {
+            snprintf(pid, sizeof(pid), "%s", res.permit_id);
+            res.permit_id = pid;
         }
     }
-    type_done(op);
+    if (t->done)
+        t->done(op->st, op->read);
     pthread_mutex_lock(&c->async->mu);
     if (!dlock__list_empty(&op->reg)) {
         dlock__list_remove(&op->reg);
@@ -475,94 +434,71 @@ static void finish_res(aop *op, int rc, dlock_async_result *res)
     pthread_mutex_unlock(&c->async->mu);
     dlock__loop_unpost(c->loop, &op->kick);
     stop_timer(op);
-    if (op->fn) {
-        res->status = rc;
-        res->message = msg;
-        if (rc != DLOCK_OK)
-            res->token = 0;
-        op->fn(res, op->ud);
-    }
+    res.status = rc;
+    res.message = msg;
+    op->fn(&res, op->ud);
     unref(op);
 }
 
-static void finish(aop *op, int rc)
-{
-    dlock_async_result res = {.count = -1};
-    finish_res(op, rc, &res);
-}
+/* ------------------------------------------------------------ the loop */
 
-/* ------------------------------------------------------------ waiting */
+static void waiter_event(aop *op, int timeout);
 
-static int end_error(aop *w, int rc)
+/* Does what the wait loop said: next, with the call's status rc. */
+static void step(aop *op, int next, int rc)
 {
-    return dlock__fail(rc, "wait for '%s' %s", w->spec.name,
-                       rc == DLOCK_ECANCELED ? "cancelled" : "ended: client closing");
-}
-
-/* The type's clean-up after a busy answer, sent best effort; the caller's
- * message is kept. */
-static void fail_wait(aop *op, int rc)
-{
-    aop *w = op;
-    const dlock__await_type *t = AWT(op);
-    dlock__op o;
-    unsigned flags = 0;
-    if (w->seen_busy && t->give_up_op && t->give_up_op(w->st, rc, &o, &flags)) {
-        char msg[MSG_MAX];
-        snprintf(msg, sizeof(msg), "%s", dlock_last_error());
-        send_req(op->c, &o, flags | DLOCK__CALL_NO_RETRY, 0, ignore_reply, NULL);
-        dlock__fail(rc, "%s", msg);
-    }
-    finish(op, rc);
-}
-
-/* What the waiter has to act on; 1 when op went on (or ended). */
-static int waiter_event(aop *op, int *ready)
-{
-    aop *w = op;
-    int ev = dlock__waiter_poll(op->c->pubsub, &w->w, ready);
-    if (ev == DLOCK_ECLOSED || ev == DLOCK_ECANCELED) {
-        fail_wait(op, end_error(w, ev));
-        return 1;
-    }
-    if (ev == DLOCK__WAKE_DONE) {
-        finish(op, DLOCK_OK);   /* a settling message: no attempt needed */
-        return 1;
-    }
-    w->used_wake = ev == DLOCK__WAKE_MESSAGE;
-    if (w->used_wake)
-        dlock__stats_count(&op->c->stats, DLOCK__ST_WAKEUPS, 1);
-    return 0;
-}
-
-static void check_waiter(aop *op)
-{
-    aop *w = op;
-    int ready = 0;
-    if (waiter_event(op, &ready))
+    dlock__wait *w = &op->w;
+    switch (next) {
+    case DLOCK__W_ATTEMPT:
+        send_attempt(op, 0);
         return;
-    if (w->used_wake || (op->state == S_JOINING && ready)) {
+    case DLOCK__W_JOIN: {
+        int64_t now = dlock__now_ms();
+        rc = dlock__wait_join_async(w, notify, op);
+        if (dlock__wait_joined(w, &rc) == DLOCK__W_DONE) {
+            finish(op, rc);
+            return;
+        }
+        /* The subscription is awaited at most the command timeout: then
+         * attempts poll. */
+        op->state = S_JOINING;
+        int64_t until = now + client(op)->cfg.command_timeout_ms;
+        arm_timer(op, until < w->deadline ? until : w->deadline);
+        break;
+    }
+    case DLOCK__W_SLEEP:
+        op->state = S_SLEEPING;
+        arm_timer(op, w->until);
+        break;
+    default:
+        finish(op, rc);
+        return;
+    }
+    /* A wake-up may have come during the round trip. */
+    waiter_event(op, 0);
+}
+
+/* A waiting call's waiter has news, or its timer is due (timeout: 1). */
+static void waiter_event(aop *op, int timeout)
+{
+    dlock__wait *w = &op->w;
+    int ready = 0;
+    int ev = dlock__waiter_poll(w->at->pubsub, &w->w, &ready);
+    if (!ev && (timeout || (op->state == S_JOINING && ready)))
+        ev = DLOCK__WAKE_TIMEOUT;   /* its time, or subscribed: the attempt */
+    if (ev) {
         stop_timer(op);
-        send_attempt(op, dlock__now_ms() - w->start);
+        int rc = DLOCK_OK;
+        int next = dlock__wait_woke(w, ev, &rc);
+        step(op, next, rc);
         return;
     }
     if (op->state == S_SLEEPING && !w->w.subscribed) {
         /* The subscription dropped: poll at the retry delay meanwhile. */
-        int64_t poll = dlock__now_ms() + op->c->cfg.retry_delay_ms;
+        int64_t poll = dlock__now_ms() + client(op)->cfg.retry_delay_ms;
         if (poll < w->until)
             arm_timer(op, poll);
     }
-}
-
-static void timer_due(aop *op)
-{
-    if (op->state != S_JOINING && op->state != S_SLEEPING)
-        return;
-    int ready = 0;
-    if (waiter_event(op, &ready))
-        return;
-    /* The TTL, the deadline, the poll, or the subscription's wait is over. */
-    send_attempt(op, dlock__now_ms() - WOP(op)->start);
 }
 
 /* The client's timer: the due calls are collected (taken out of the heap),
@@ -574,15 +510,15 @@ static void on_timer(uv_timer_t *timer)
     for (;;) {
         aop *due[64];
         size_t n = 0;
-        while (n < DLOCK__ARRAY_LEN(due) && t->hn > 0 && t->heap[0]->until <= now) {
+        while (n < DLOCK__ARRAY_LEN(due) && t->hn > 0 && t->heap[0]->w.until <= now) {
             aop *op = t->heap[0];
             stop_timer(op);
             op->refs++;   /* kept while in the batch */
             due[n++] = op;
         }
         for (size_t i = 0; i < n; i++) {
-            if (due[i]->state != S_DONE)
-                timer_due(due[i]);
+            if (due[i]->state == S_JOINING || due[i]->state == S_SLEEPING)
+                waiter_event(due[i], 1);
             unref(due[i]);
         }
         if (n < DLOCK__ARRAY_LEN(due))
@@ -591,163 +527,83 @@ static void on_timer(uv_timer_t *timer)
     rearm(t);
 }
 
-/* A busy answer: join and retry, sleep, or give up. */
-static void after_busy(aop *op, const dlock__busy *b)
+/* What an attempt's answer comes to (dlock__answer), then the next step. */
+static void attempt_answered(aop *op, int status, dlock__res *res)
 {
-    aop *w = op;
-    const dlock__await_type *t = AWT(op);
-    int64_t now = dlock__now_ms();
-    if (!w->seen_busy) {
-        w->seen_busy = 1;
-        if (w->spec.wait_ms == 0) {
-            fail_wait(op, t->busy_error(w->st, b));
-            return;
-        }
-        if (dlock_cancel_fired(w->spec.cancel)) {
-            fail_wait(op, end_error(w, DLOCK_ECANCELED));
-            return;
-        }
-        dlock__stats_count(&op->c->stats, DLOCK__ST_WAITS, 1);
-        int rc = dlock__waiter_join_async(op->c->pubsub, &w->w, w->spec.channel, w->spec.clen,
-                                          w->spec.wake, w->spec.need, w->spec.settles,
-                                          w->spec.cancel, notify, op);
-        if (rc != DLOCK_OK) {
-            fail_wait(op, rc);
-            return;
-        }
-        w->joined = 1;
-        op->state = S_JOINING;
-        /* Wait for the subscription at most the command timeout, then poll. */
-        int64_t until = now + op->c->cfg.command_timeout_ms;
-        arm_timer(op, until < w->deadline ? until : w->deadline);
-        check_waiter(op);
-        return;
-    }
-    if (w->used_wake && b->pass > 0)
-        dlock__waiter_pass_budget(op->c->pubsub, &w->w, b->pass);
-    w->used_wake = 0;
-    if (now >= w->deadline) {
-        fail_wait(op, t->busy_error(w->st, b));
-        return;
-    }
-    if (!!b->first != w->first) {
-        w->first = !!b->first;
-        dlock__waiter_set_claimant(op->c->pubsub, &w->w, w->first);
-    }
-    int64_t until = w->deadline;
-    if (b->ttl >= 0 && now + b->ttl + 1 < until)
-        until = now + b->ttl + 1;
-    if (!w->w.subscribed && now + op->c->cfg.retry_delay_ms < until)
-        until = now + op->c->cfg.retry_delay_ms;
-    op->state = S_SLEEPING;
-    arm_timer(op, until);
-    check_waiter(op);   /* a wake-up that came during the round trip */
-}
-
-/* Held, but not kept (the watchdog could not take it): given back by a
- * request of the type's, best effort, and the call fails. */
-static void give_back(aop *op, int rc)
-{
-    char msg[MSG_MAX];
-    snprintf(msg, sizeof(msg), "%s", dlock_last_error());
-    dlock__op o;
-    unsigned flags = 0;
-    if (AWT(op)->give_back_op && AWT(op)->give_back_op(WOP(op)->st, &o, &flags))
-        send_req(op->c, &o, flags, 0, ignore_reply, NULL);
-    dlock__fail(rc, "%s", msg);
-    finish(op, rc);
-}
-
-static void on_attempt(int status, redisReply *r, void *ud)
-{
-    aop *op = ud;
-    if (!answered(op, r))
-        return;
-    aop *w = op;
-    const dlock__await_type *t = AWT(op);
-    if (status != DLOCK_OK && drop_own_keys(op->c, status)) {
-        send_attempt(op, w->waited);
-        return;
-    }
+    const dlock__op_type *t = op->w.t;
+    op->read = 1;
+    int back_;
     dlock__busy b = {.ttl = -1};
-    int rc = t->attempt_end(w->st, status, status == DLOCK_OK ? r : NULL, w->sent, &b);
-    dlock__stats *st = &op->c->stats;
-    if (rc == DLOCK_OK) {
-        if (t->keep && (rc = t->keep(w->st)) != DLOCK_OK) {
-            give_back(op, rc);
+    int rc = dlock__answer(op->w.h, t, op->st, status, res, op->sent, &b, &back_);
+    if (!back_) {
+        int next = dlock__wait_attempted(&op->w, &rc, &b);
+        step(op, next, rc);
+        return;
+    }
+    /* Held, but not to stand: given back first, then the call fails. */
+    const char *msg = dlock_last_error();
+    size_t n = strlen(msg);
+    dlock__op o;
+    if ((op->back = malloc(sizeof(*op->back) + n + 1))) {
+        op->back->rc = rc;
+        op->back->acks = res->acks;
+        memcpy(op->back->msg, msg, n + 1);
+        if (t->give_back && t->give_back(op->st, &o) &&
+            send_req(client(op), &o, op, on_gave_back, op) == DLOCK_OK) {
+            op->state = S_GIVING_BACK;
             return;
         }
-        /* The client's statistics, as the blocking calls keep them. */
-        if (w->used_wake)
-            dlock__stats_time(st, DLOCK__H_HANDOFF_GAP, dlock__now_us() - w->w.took_us);
-        if (!w->spec.awaits) {
-            dlock__stats_count(st, DLOCK__ST_ACQUISITIONS, 1);
-            dlock__stats_time(st, DLOCK__H_ACQUIRE_WAIT, dlock__now_us() - w->start_us);
-        }
-        finish(op, DLOCK_OK);
-        return;
     }
-    if (rc == DLOCK__BUSY) {
-        if (w->used_wake)
-            dlock__stats_count(st, DLOCK__ST_WAKEUPS_TAKEN, 1);
-        after_busy(op, &b);
-        return;
-    }
-    fail_wait(op, rc);
+    char keep[MSG_MAX];
+    snprintf(keep, sizeof(keep), "%s", msg);
+    finish(op, dlock__given_back(op->w.h, rc, keep, res->acks, DLOCK_ENOTOWNER));
 }
 
-static void send_attempt(aop *op, int64_t waited)
-{
-    aop *w = op;
-    dlock__op o;
-    unsigned flags = 0;
-    w->waited = waited;
-    AWT(op)->attempt_op(w->st, waited, &o, &flags);
-    w->sent = dlock__now_ms();   /* before sending: the watchdog's origin */
-    int rc = send_req(op->c, &o, flags, 0, on_attempt, op);
-    if (rc != DLOCK_OK) {
-        fail_wait(op, rc);
-        return;
-    }
-    op->refs++;
-    op->state = S_SENT;
-}
-
-/* ------------------------------------------------------------- calls */
-
-static void send_call(aop *op);
-
-static void on_call(int status, redisReply *r, void *ud)
+static void on_gave_back(int status, dlock__res *res, void *ud)
 {
     aop *op = ud;
-    if (!answered(op, r))
+    if (!answered(op, res))
         return;
-    if (status != DLOCK_OK && drop_own_keys(op->c, status)) {
-        send_call(op);
-        return;
-    }
-    dlock_async_result res = {.count = -1};
-    op->ended = 1;
-    int rc = CLT(op)->end(COP(op)->st, status, status == DLOCK_OK ? r : NULL, &res);
-    finish_res(op, rc, &res);
+    const dlock__op_type *t = op->w.t;
+    int rrc = status;
+    if (t->gave_back)
+        rrc = t->gave_back(op->st, status, res);
+    else if (res->r)
+        freeReplyObject(res->r);
+    back *k = op->back;
+    finish(op, dlock__given_back(op->w.h, k->rc, k->msg, k->acks, rrc));
 }
 
-static void send_call(aop *op)
+static void on_attempt(int status, dlock__res *res, void *ud)
 {
-    dlock__op scratch;
-    unsigned flags = 0;
-    int64_t latch = 0;
-    const dlock__op *o = CLT(op)->op(COP(op)->st, &scratch, &flags, &latch);
-    int rc = send_req(op->c, o, flags, latch, on_call, op);
-    if (rc != DLOCK_OK) {
-        dlock_async_result res = {.count = -1};
-        op->ended = 1;
-        rc = CLT(op)->end(COP(op)->st, rc, NULL, &res);
-        finish_res(op, rc, &res);
+    aop *op = ud;
+    if (!answered(op, res))
+        return;
+    if (key_fallback(op, status, res)) {
+        send_attempt(op, 1);
         return;
     }
-    op->refs++;
+    attempt_answered(op, status, res);
+}
+
+/* again: the same attempt, sent again (without dlock's optional key). */
+static void send_attempt(aop *op, int again)
+{
+    const dlock__op_type *t = op->w.t;
+    dlock__op o;
+    t->request(op->st, dlock__wait_waited(&op->w, again), &o);
+    if (t->acquires)
+        o.flags |= DLOCK__CALL_WAIT_ACK;
+    if (op->w.waits)
+        dlock__attempts++;
+    op->sent = dlock__now_ms();   /* before sending: the watchdog's origin */
     op->state = S_SENT;
+    int rc = send_req(client(op), &o, op, on_attempt, op);
+    if (rc != DLOCK_OK) {
+        dlock__res res;
+        dlock__res_init(&res);
+        attempt_answered(op, rc, &res);   /* as a blocking call that could not send it */
+    }
 }
 
 /* ------------------------------------------------------------ the job */
@@ -757,14 +613,11 @@ static void on_kick(void *arg)
     aop *op = arg;
     switch (op->state) {
     case S_START:
-        if (op->kind == K_WAIT)
-            send_attempt(op, -1);
-        else
-            send_call(op);
+        send_attempt(op, 0);
         break;
     case S_JOINING:
     case S_SLEEPING:
-        check_waiter(op);
+        waiter_event(op, 0);
         break;
     default:
         break;   /* SENT: a wake-up stays in the waiter until the answer */

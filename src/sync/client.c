@@ -71,6 +71,30 @@ static void check_eviction(dlock_client *c)
                    "locks", addr, c->evict_policy);
 }
 
+static void acall_stop(void *arg) { dlock__acall_stop(arg); }
+
+/* Every module, once the loop is gone (or never ran). */
+static void client_free(dlock_client *c)
+{
+    dlock__async_free(c->async);
+    dlock__acall_free(c->acall);
+    dlock__watchdog_free(c->wd);
+    dlock__pubsub_free(c->pubsub);
+    dlock__router_free(c->router);
+    dlock__netctx_clear(&c->net);
+    dlock__config_clear(&c->cfg);
+    free(c);
+}
+
+/* The asynchronous calls' round trips, stopped with the loop. */
+static int start_acall(dlock_client *c)
+{
+    int rc = dlock__acall_new(&c->acall, dlock__loop_uv(c->loop), &c->net, c->router);
+    if (rc == DLOCK_OK && (rc = dlock__loop_on_stop(c->loop, acall_stop, c->acall)) != DLOCK_OK)
+        dlock__acall_stop(c->acall);   /* the loop has not run: its handles close now */
+    return rc;
+}
+
 int dlock_client_open(dlock_client **out, const dlock_config *cfg)
 {
     pthread_once(&atfork_once, register_atfork);
@@ -117,7 +141,7 @@ int dlock_client_open(dlock_client **out, const dlock_config *cfg)
         goto fail;
     if ((rc = dlock__pubsub_new(&c->pubsub, c->loop, &c->net, c->router)) != DLOCK_OK ||
         (rc = dlock__watchdog_new(&c->wd, c->loop, &c->net, c->router)) != DLOCK_OK ||
-        (rc = dlock__acall_new(&c->acall, c->loop, &c->net, c->router)) != DLOCK_OK ||
+        (rc = start_acall(c)) != DLOCK_OK ||
         (rc = dlock__async_new(&c->async, c->loop)) != DLOCK_OK ||
         /* Last registered, first run: pending calls end before the
          * connection fails their round trips. */
@@ -132,14 +156,7 @@ int dlock_client_open(dlock_client **out, const dlock_config *cfg)
     *out = c;
     return DLOCK_OK;
 fail:
-    dlock__async_free(c->async);
-    dlock__acall_free(c->acall);
-    dlock__watchdog_free(c->wd);
-    dlock__pubsub_free(c->pubsub);
-    dlock__router_free(c->router);
-    dlock__netctx_clear(&c->net);
-    dlock__config_clear(&c->cfg);
-    free(c);
+    client_free(c);
     return rc;
 }
 
@@ -149,14 +166,7 @@ void dlock_client_close(dlock_client *c)
         return;
     dlock__pubsub_shutdown(c->pubsub);   /* waits end with DLOCK_ECLOSED */
     dlock__loop_stop(c->loop);           /* every module closes its handles; thread joined */
-    dlock__async_free(c->async);
-    dlock__acall_free(c->acall);
-    dlock__watchdog_free(c->wd);
-    dlock__pubsub_free(c->pubsub);
-    dlock__router_free(c->router);
-    dlock__netctx_clear(&c->net);
-    dlock__config_clear(&c->cfg);
-    free(c);
+    client_free(c);
 }
 
 const char *dlock_client_id(const dlock_client *c) { return c ? c->uuid : ""; }
@@ -263,5 +273,8 @@ int dlock_client_stats(dlock_client *c, dlock_stats *out, size_t size)
 
 int dlock__call(dlock_client *c, const dlock__req *req, redisReply **out)
 {
-    return dlock__router_call(c->router, req, out);
+    dlock__res res;
+    int rc = dlock__router_call(c->router, req, &res);
+    *out = res.r;
+    return rc;
 }

@@ -22,14 +22,10 @@
 static const char WHAT[] = "election";
 
 struct dlock_election {
-    dlock_client *c;
+    dlock__handle h;         /* channel: dlock_election__channel:{name} */
     dlock_lock *lock;
-    char *name;
-    size_t nlen;
     char *record;            /* dlock_election:{name} */
     size_t rlen;
-    char *channel;           /* dlock_election__channel:{name} */
-    size_t clen;
     char owner[DLOCK_OWNER_MAX + 1];
     pthread_mutex_t mu;
     uint64_t term;           /* under mu: the term this handle leads in, 0 when not */
@@ -37,25 +33,7 @@ struct dlock_election {
     void *ud;
 };
 
-static int bad_handle(const void *e)
-{
-    dlock__clear_error();
-    return e ? DLOCK_OK : dlock__fail(DLOCK_EINVAL, "election is NULL");
-}
-
-static char *wrapped(const char *prefix, const char *name, size_t nlen, size_t *len)
-{
-    size_t pl = strlen(prefix);
-    char *s = malloc(pl + nlen + 3);
-    if (s) {
-        memcpy(s, prefix, pl);
-        s[pl] = '{';
-        memcpy(s + pl + 1, name, nlen);
-        memcpy(s + pl + 1 + nlen, "}", 2);
-        *len = pl + nlen + 2;
-    }
-    return s;
-}
+static int bad_handle(const void *e) { return dlock__check_handle(e, "election"); }
 
 /* The lock's loss ends the term, then the user's callback runs. */
 static void on_lost(const char *name, const char *owner, dlock_lost_reason reason, void *ud)
@@ -63,8 +41,8 @@ static void on_lost(const char *name, const char *owner, dlock_lost_reason reaso
     dlock_election *e = ud;
     pthread_mutex_lock(&e->mu);
     e->term = 0;
-    dlock_lost_fn fn = e->fn ? e->fn : e->c->cfg.lost_fn;   /* else the client's */
-    void *fud = e->fn ? e->ud : e->c->cfg.lost_ud;
+    dlock_lost_fn fn = e->fn ? e->fn : e->h.c->cfg.lost_fn;   /* else the client's */
+    void *fud = e->fn ? e->ud : e->h.c->cfg.lost_ud;
     pthread_mutex_unlock(&e->mu);
     if (fn)
         fn(name, owner, reason, fud);
@@ -90,22 +68,16 @@ int dlock_election_get_as(dlock_client *c, const char *name, const char *owner,
 
 static int get(dlock_client *c, const char *name, const char *owner, dlock_election **out)
 {
-    size_t nlen = 0;
-    int rc = dlock__get_args(c, name, out, &nlen);
+    dlock__handle *h;
+    int rc = dlock__handle_new(c, name, out, sizeof(dlock_election), WHAT,
+                               "dlock_election__channel:", 1, &h);
     if (out)
         *out = NULL;
     if (rc != DLOCK_OK)
         return rc;
-    dlock_election *e = calloc(1, sizeof(*e));
-    if (!e)
-        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    dlock_election *e = (dlock_election *)h;
     pthread_mutex_init(&e->mu, NULL);
-    e->c = c;
-    e->nlen = nlen;
-    e->name = dlock__strndup(name, nlen);
-    e->record = wrapped("dlock_election:", name, nlen, &e->rlen);
-    e->channel = wrapped("dlock_election__channel:", name, nlen, &e->clen);
-    if (!e->name || !e->record || !e->channel) {
+    if (!(e->record = dlock__braced("dlock_election:", h->name, h->nlen, &e->rlen))) {
         dlock_election_free(e);
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
     }
@@ -128,14 +100,12 @@ void dlock_election_free(dlock_election *e)
     if (!e)
         return;
     dlock_lock_free(e->lock);
-    free(e->name);
     free(e->record);
-    free(e->channel);
     pthread_mutex_destroy(&e->mu);
-    free(e);
+    dlock__handle_free(&e->h);
 }
 
-const char *dlock_election_name(const dlock_election *e) { return e ? e->name : ""; }
+const char *dlock_election_name(const dlock_election *e) { return e ? e->h.name : ""; }
 
 void dlock_election_set_lost_callback(dlock_election *e, dlock_lost_fn fn, void *ud)
 {
@@ -164,23 +134,23 @@ static int announce(dlock_election *e, uint64_t term)
     snprintf(who, sizeof(who), "%s %ld", host, (long)getpid());
     dlock__op op;
     dlock__op_init(&op, DLOCK__SCRIPT_ELECTION_ANNOUNCE);
-    dlock__op_key(&op, e->name, e->nlen);
+    dlock__op_key(&op, e->h.name, e->h.nlen);
     dlock__op_key(&op, e->record, e->rlen);
-    dlock__op_key(&op, e->channel, e->clen);
+    dlock__op_key(&op, e->h.channel, e->h.clen);
     dlock__op_args(&op, e->owner);
     dlock__op_argi(&op, (int64_t)term);
     dlock__op_args(&op, who);
-    redisReply *r;
-    int rc = dlock__op_run(e->c, &op, 0, NULL, WHAT, e->name, &r);
+    dlock__res res;
+    int rc = dlock__op_call(e->h.c, &op, NULL, &res);
     if (rc != DLOCK_OK)
-        return rc;
+        return dlock__refused(&e->h, rc, &res);
     int64_t done = 0;
-    if (dlock__reply_integer(r, &done) != DLOCK_OK)
-        return dlock__proto(WHAT, e->name, "announce", r);
-    freeReplyObject(r);
+    if (dlock__reply_integer(res.r, &done) != DLOCK_OK)
+        return dlock__proto(&e->h, "announce", res.r);
+    freeReplyObject(res.r);
     if (!done)
         return dlock__fail(DLOCK_ENOTOWNER, "election '%s': leadership (term %llu) lost before "
-                                            "it was announced", e->name,
+                                            "it was announced", e->h.name,
                            (unsigned long long)term);
     return DLOCK_OK;
 }
@@ -206,7 +176,7 @@ int dlock_election_campaign(dlock_election *e, int64_t wait_ms, dlock_cancel *ca
     /* Terms are tokens; Lua compares them as decimal strings, C as int64. */
     if (t > (uint64_t)INT64_MAX) {
         dlock_lock_release(e->lock);
-        return dlock__fail(DLOCK_EPROTO, "election '%s': term %llu out of range", e->name,
+        return dlock__fail(DLOCK_EPROTO, "election '%s': term %llu out of range", e->h.name,
                            (unsigned long long)t);
     }
     pthread_mutex_lock(&e->mu);
@@ -237,20 +207,18 @@ int dlock_election_resign(dlock_election *e)
     pthread_mutex_unlock(&e->mu);
     if (!was)
         return dlock__fail(DLOCK_ENOTOWNER, "election '%s': this handle does not lead",
-                           e->name);
+                           e->h.name);
     rc = dlock_lock_release(e->lock);
     /* Observers learn at once (a lost release, or one that found the lock
      * gone, still ends this handle's term). */
     dlock__op op;
-    dlock__op_init(&op, -1);
-    dlock__op_args(&op, "PUBLISH");
-    dlock__op_arg(&op, e->channel, e->clen);
-    dlock__op_args(&op, "0");
-    redisReply *r = NULL;
+    dlock__op_cmd(&op, "PUBLISH", e->h.channel, e->h.clen, "0", 1);
+    op.flags = DLOCK__CALL_IDEMPOTENT;
+    dlock__res res;
     char msg[512];
     snprintf(msg, sizeof(msg), "%s", dlock_last_error());
-    if (dlock__op_run(e->c, &op, DLOCK__CALL_IDEMPOTENT, NULL, WHAT, e->name, &r) == DLOCK_OK)
-        freeReplyObject(r);
+    if (dlock__op_call(e->h.c, &op, NULL, &res) == DLOCK_OK)
+        freeReplyObject(res.r);
     if (rc != DLOCK_OK)
         return dlock__fail(rc, "%s", msg);
     dlock__clear_error();
@@ -276,20 +244,24 @@ typedef struct seen {
     char who[300];
 } seen;
 
-static int read_leader(dlock_election *e, dlock_cancel *cancel, seen *s)
+/* The leader's record and the lock together (scripts/election/leader.lua). */
+static void leader_op(const dlock_election *e, dlock__op *op)
 {
-    dlock__op op;
-    dlock__op_init(&op, DLOCK__SCRIPT_ELECTION_LEADER);
-    dlock__op_key(&op, e->name, e->nlen);
-    dlock__op_key(&op, e->record, e->rlen);
-    redisReply *r;
-    int rc = dlock__op_run(e->c, &op, DLOCK__CALL_IDEMPOTENT, cancel, WHAT, e->name, &r);
+    dlock__op_init(op, DLOCK__SCRIPT_ELECTION_LEADER);
+    dlock__op_key(op, e->h.name, e->h.nlen);
+    dlock__op_key(op, e->record, e->rlen);
+    op->flags = DLOCK__CALL_IDEMPOTENT;
+}
+
+static int leader_read(const dlock_election *e, int rc, dlock__res *res, seen *s)
+{
     if (rc != DLOCK_OK)
-        return rc;
+        return dlock__refused(&e->h, rc, res);
+    redisReply *r = res->r;
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 4 ||
         r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_STRING ||
         r->element[2]->type != REDIS_REPLY_STRING || r->element[3]->type != REDIS_REPLY_INTEGER)
-        return dlock__proto(WHAT, e->name, "leader", r);
+        return dlock__proto(&e->h, "leader", r);
     char *end;
     s->term = strtoull(r->element[0]->str, &end, 10);
     s->pttl = r->element[3]->integer;
@@ -298,7 +270,7 @@ static int read_leader(dlock_election *e, dlock_cancel *cancel, seen *s)
     int bad = *end != '\0';
     freeReplyObject(r);
     if (bad)
-        return dlock__fail(DLOCK_EWRONGTYPE, "election '%s': %s holds no term", e->name,
+        return dlock__fail(DLOCK_EWRONGTYPE, "election '%s': %s holds no term", e->h.name,
                            e->record);
     return DLOCK_OK;
 }
@@ -317,7 +289,11 @@ int dlock_election_leader(dlock_election *e, uint64_t *term, char *who, size_t s
     if (!term)
         return dlock__fail(DLOCK_EINVAL, "term out-parameter is NULL");
     seen s;
-    if ((rc = read_leader(e, NULL, &s)) != DLOCK_OK)
+    dlock__op op;
+    leader_op(e, &op);
+    dlock__res res;
+    rc = dlock__op_call(e->h.c, &op, NULL, &res);
+    if ((rc = leader_read(e, rc, &res, &s)) != DLOCK_OK)
         return rc;
     *term = s.term;
     copy_out(&s, who, size);
@@ -326,17 +302,20 @@ int dlock_election_leader(dlock_election *e, uint64_t *term, char *who, size_t s
 
 typedef struct watching {
     dlock_election *e;
-    dlock_cancel *cancel;
     uint64_t known;
     seen s;
 } watching;
 
-static int watch_attempt(void *ud, int64_t waited_ms, dlock__busy *b)
+static void watch_request(void *st, int64_t waited_ms, dlock__op *op)
 {
     (void)waited_ms;
-    watching *w = ud;
-    int rc = read_leader(w->e, w->cancel, &w->s);
-    if (rc != DLOCK_OK)
+    leader_op(((watching *)st)->e, op);
+}
+
+static int watch_read(void *st, int rc, dlock__res *res, dlock__busy *b)
+{
+    watching *w = st;
+    if ((rc = leader_read(w->e, rc, res, &w->s)) != DLOCK_OK)
         return rc;
     if (w->s.term != w->known)
         return DLOCK_OK;
@@ -347,20 +326,16 @@ static int watch_attempt(void *ud, int64_t waited_ms, dlock__busy *b)
     return DLOCK__BUSY;
 }
 
-static int watch_busy(void *ud, const dlock__busy *b)
+static int watch_busy(void *st, const dlock__busy *b)
 {
     (void)b;
-    watching *w = ud;
-    return dlock__fail(DLOCK_ETIMEDOUT, "election '%s': still term %llu", w->e->name,
+    watching *w = st;
+    return dlock__fail(DLOCK_ETIMEDOUT, "election '%s': still term %llu", w->e->h.name,
                        (unsigned long long)w->known);
 }
 
-static int wake_all(const char *msg, size_t len)
-{
-    (void)msg;
-    (void)len;
-    return DLOCK__WAKE_ALL;
-}
+static const dlock__op_type watch_type = {
+    .request = watch_request, .read = watch_read, .busy_error = watch_busy};
 
 int dlock_election_await_change(dlock_election *e, uint64_t known, int64_t wait_ms,
                                 dlock_cancel *cancel, uint64_t *term, char *who, size_t size)
@@ -368,15 +343,10 @@ int dlock_election_await_change(dlock_election *e, uint64_t known, int64_t wait_
     int rc = bad_handle(e);
     if (rc != DLOCK_OK)
         return rc;
-    if (wait_ms < DLOCK_WAIT_FOREVER)
-        return dlock__fail(DLOCK_EINVAL, "wait %lld ms: use 0 (check once), a positive wait or "
-                                         "DLOCK_WAIT_FOREVER",
-                           (long long)wait_ms);
-    watching w = {e, cancel, known, {0}};
-    dlock__wait_spec spec = {.name = e->name, .channel = e->channel, .clen = e->clen,
-                             .wake = wake_all, .need = 1, .wait_ms = wait_ms, .cancel = cancel};
-    dlock__wait_ops ops = {watch_attempt, watch_busy, NULL, &w};
-    rc = dlock__wait(e->c, &spec, &ops);
+    watching w = {e, known, {0}};
+    dlock__wait_spec spec = {.wake = dlock__wake_all, .need = 1, .wait_ms = wait_ms,
+                             .cancel = cancel};
+    rc = dlock__run(&e->h, &watch_type, &w, &spec, NULL);
     if (rc == DLOCK_OK) {
         if (term)
             *term = w.s.term;

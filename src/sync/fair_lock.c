@@ -23,23 +23,23 @@ enum { FAIR_HELD = 0, FAIR_QUEUED_AHEAD = 1 };   /* a busy answer's `why` */
 
 static int init(dlock_lock *l)
 {
-    l->channel = dlock__prefixed("redisson_lock__channel", l->name, l->nlen, "", &l->clen);
-    l->key[K_QUEUE] = dlock__prefixed("redisson_lock_queue", l->name, l->nlen, "",
+    l->h.channel = dlock__prefixed("redisson_lock__channel", l->h.name, l->h.nlen, "", &l->h.clen);
+    l->key[K_QUEUE] = dlock__prefixed("redisson_lock_queue", l->h.name, l->h.nlen, "",
                                       &l->klen[K_QUEUE]);
-    l->key[K_DEADLINES] = dlock__prefixed("redisson_lock_timeout", l->name, l->nlen, "",
+    l->key[K_DEADLINES] = dlock__prefixed("redisson_lock_timeout", l->h.name, l->h.nlen, "",
                                           &l->klen[K_DEADLINES]);
-    return l->channel && l->key[K_QUEUE] && l->key[K_DEADLINES] ? DLOCK_OK : DLOCK_ENOMEM;
+    return l->h.channel && l->key[K_QUEUE] && l->key[K_DEADLINES] ? DLOCK_OK : DLOCK_ENOMEM;
 }
 
 /* The waiter's own channel: the lock's channel, ':', its owner id. */
 static int owner_key(const dlock_lock *l, dlock__owner *o)
 {
-    o->alen = l->clen + 1 + o->len;
+    o->alen = l->h.clen + 1 + o->len;
     if (!(o->aux = malloc(o->alen + 1)))
         return DLOCK_ENOMEM;
-    memcpy(o->aux, l->channel, l->clen);
-    o->aux[l->clen] = ':';
-    memcpy(o->aux + l->clen + 1, o->id, o->len);
+    memcpy(o->aux, l->h.channel, l->h.clen);
+    o->aux[l->h.clen] = ':';
+    memcpy(o->aux + l->h.clen + 1, o->id, o->len);
     o->aux[o->alen] = '\0';
     return DLOCK_OK;
 }
@@ -54,7 +54,7 @@ static const char *wait_channel(const dlock_lock *l, const dlock__owner *o, size
 /* The waiter's slot: the caller's wait, or the client's fair wait timeout. */
 static int64_t slot_of(const dlock__acq *a)
 {
-    return a->wait > 0 ? a->wait : a->l->c->cfg.fair_wait_ms;
+    return a->wait > 0 ? a->wait : a->l->h.c->cfg.fair_wait_ms;
 }
 
 /* KEYS: lock, queue, deadlines, token; ARGV: lease, owner, slot, fenced,
@@ -64,7 +64,7 @@ static void attempt_op(dlock__acq *a, int64_t waited_ms, dlock__op *op)
     (void)waited_ms;
     dlock_lock *l = a->l;
     dlock__op_init(op, DLOCK__SCRIPT_FAIR_ACQUIRE);
-    dlock__op_key(op, l->name, l->nlen);
+    dlock__op_key(op, l->h.name, l->h.nlen);
     dlock__op_key(op, l->key[K_QUEUE], l->klen[K_QUEUE]);
     dlock__op_key(op, l->key[K_DEADLINES], l->klen[K_DEADLINES]);
     dlock__op_key(op, l->token_key, l->tlen);
@@ -80,7 +80,7 @@ static int attempt_reply(dlock__acq *a, redisReply *r, dlock__busy *b)
     int64_t sleep = -1;
     int rc = dlock__reply_fair_acquire(r, a->fenced, &sleep, &a->token, &a->state);
     if (rc == DLOCK_EPROTO)
-        return dlock__lock_proto(a->l, "acquire", r);
+        return dlock__proto(&a->l->h, "acquire", r);
     freeReplyObject(r);
     if (rc == DLOCK__BUSY) {
         if (a->wait != 0)
@@ -108,7 +108,7 @@ static int busy_error(dlock__acq *a, const dlock__busy *b)
 {
     if (a->state == FAIR_QUEUED_AHEAD)
         return dlock__fail(DLOCK_ETIMEDOUT,
-                           "fair lock '%s' is free but earlier waiters go first", a->l->name);
+                           "fair lock '%s' is free but earlier waiters go first", a->l->h.name);
     return dlock__lock_busy(a->l, b->ttl);
 }
 
@@ -117,7 +117,7 @@ static int busy_error(dlock__acq *a, const dlock__busy *b)
  * without retries (a cancellation is not held up): should it fail, the entry
  * is dropped when its deadline passes. KEYS: queue, deadlines, lock, channel
  * prefix; ARGV: owner, slot (scripts/fair/leave.lua). */
-static int give_up_op(dlock__acq *a, int code, dlock__op *op, unsigned *flags)
+static int give_up_op(dlock__acq *a, int code, dlock__op *op)
 {
     (void)code;
     if (!a->queued)
@@ -126,11 +126,10 @@ static int give_up_op(dlock__acq *a, int code, dlock__op *op, unsigned *flags)
     dlock__op_init(op, DLOCK__SCRIPT_FAIR_LEAVE);
     dlock__op_key(op, l->key[K_QUEUE], l->klen[K_QUEUE]);
     dlock__op_key(op, l->key[K_DEADLINES], l->klen[K_DEADLINES]);
-    dlock__op_key(op, l->name, l->nlen);
-    dlock__op_key(op, l->channel, l->clen);
+    dlock__op_key(op, l->h.name, l->h.nlen);
+    dlock__op_key(op, l->h.channel, l->h.clen);
     dlock__op_arg(op, a->o.field, a->o.flen);
     dlock__op_argi(op, slot_of(a));
-    *flags = 0;
     return 1;
 }
 
@@ -140,15 +139,15 @@ static void release_op(const dlock_lock *l, const dlock__owner *o, const char *l
                        size_t latch_len, int64_t renew_ms, dlock__op *op)
 {
     dlock__op_init(op, DLOCK__SCRIPT_FAIR_RELEASE);
-    dlock__op_key(op, l->name, l->nlen);
+    dlock__op_key(op, l->h.name, l->h.nlen);
     dlock__op_key(op, l->key[K_QUEUE], l->klen[K_QUEUE]);
     dlock__op_key(op, l->key[K_DEADLINES], l->klen[K_DEADLINES]);
-    dlock__op_key(op, l->channel, l->clen);
+    dlock__op_key(op, l->h.channel, l->h.clen);
     dlock__op_key(op, latch, latch_len);
     dlock__op_arg(op, o->field, o->flen);
     dlock__op_argi(op, renew_ms);
-    dlock__op_argi(op, l->c->latch_px);
-    dlock__op_argi(op, l->c->cfg.fair_wait_ms);
+    dlock__op_argi(op, l->h.c->latch_px);
+    dlock__op_argi(op, l->h.c->cfg.fair_wait_ms);
 }
 
 /* KEYS: lock, queue, deadlines, channel prefix; ARGV: slot
@@ -156,11 +155,11 @@ static void release_op(const dlock_lock *l, const dlock__owner *o, const char *l
 static void force_op(const dlock_lock *l, dlock__op *op)
 {
     dlock__op_init(op, DLOCK__SCRIPT_FAIR_FORCE);
-    dlock__op_key(op, l->name, l->nlen);
+    dlock__op_key(op, l->h.name, l->h.nlen);
     dlock__op_key(op, l->key[K_QUEUE], l->klen[K_QUEUE]);
     dlock__op_key(op, l->key[K_DEADLINES], l->klen[K_DEADLINES]);
-    dlock__op_key(op, l->channel, l->clen);
-    dlock__op_argi(op, l->c->cfg.fair_wait_ms);
+    dlock__op_key(op, l->h.channel, l->h.clen);
+    dlock__op_argi(op, l->h.c->cfg.fair_wait_ms);
 }
 
 const dlock__lock_type dlock__fair_type = {

@@ -579,10 +579,11 @@ static int scan_node(dlock_client *c, dlock__node *node, const char *pattern, co
     do {
         const char *argv[] = {"SCAN", cursor, "MATCH", pattern, "COUNT", SCAN_COUNT, "TYPE", type};
         dlock__req req = {.script = -1, .argc = 8, .argv = argv, .flags = DLOCK__CALL_IDEMPOTENT};
-        redisReply *r;
-        int rc = node ? dlock__node_call(node, &req, &r) : dlock__call(c, &req, &r);
+        dlock__res res;
+        int rc = node ? dlock__node_call(node, &req, &res) : dlock__router_call(c->router, &req, &res);
         if (rc != DLOCK_OK)
             return rc;
+        redisReply *r = res.r;
         if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
             r->element[0]->type != REDIS_REPLY_STRING || r->element[0]->len >= sizeof(cursor) ||
             r->element[1]->type != REDIS_REPLY_ARRAY) {

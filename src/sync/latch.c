@@ -21,11 +21,7 @@
 static const char WHAT[] = "count-down latch";
 
 struct dlock_latch {
-    dlock_client *c;
-    char *name;
-    size_t nlen;
-    char *channel;           /* redisson_countdownlatch__channel__{name} */
-    size_t clen;
+    dlock__handle h;         /* channel: redisson_countdownlatch__channel__{name} */
 };
 
 /* Every message wakes every awaiter of this process; "0" (the count reached
@@ -37,382 +33,201 @@ static int wake_latch(const char *msg, size_t len)
     return len == 1 && msg[0] == '0' ? DLOCK__WAKE_ALL_DONE : DLOCK__WAKE_ALL;
 }
 
-static int bad_handle(const void *l)
-{
-    dlock__clear_error();
-    return l ? DLOCK_OK : dlock__fail(DLOCK_EINVAL, "latch is NULL");
-}
-
 int dlock_latch_get(dlock_client *c, const char *name, dlock_latch **out)
 {
-    size_t nlen = 0;
-    int rc = dlock__get_args(c, name, out, &nlen);
-    if (out)
-        *out = NULL;
-    if (rc != DLOCK_OK)
-        return rc;
-    dlock_latch *l = calloc(1, sizeof(*l));
-    if (!l)
-        return dlock__fail(DLOCK_ENOMEM, "out of memory");
     /* Redisson wraps the name in braces whatever it holds (unlike its other
      * objects' channels). */
-    static const char prefix[] = "redisson_countdownlatch__channel__{";
-    l->c = c;
-    l->nlen = nlen;
-    l->name = dlock__strndup(name, nlen);
-    l->clen = sizeof(prefix) - 1 + nlen + 1;
-    l->channel = malloc(l->clen + 1);
-    if (!l->name || !l->channel) {
-        dlock_latch_free(l);
-        return dlock__fail(DLOCK_ENOMEM, "out of memory");
-    }
-    memcpy(l->channel, prefix, sizeof(prefix) - 1);
-    memcpy(l->channel + sizeof(prefix) - 1, name, nlen);
-    memcpy(l->channel + l->clen - 1, "}", 2);
-    *out = l;
-    return DLOCK_OK;
+    dlock__handle *h;
+    int rc = dlock__handle_new(c, name, out, sizeof(dlock_latch), WHAT,
+                               "redisson_countdownlatch__channel__", 1, &h);
+    if (out)
+        *out = (dlock_latch *)h;
+    return rc;
 }
 
-void dlock_latch_free(dlock_latch *l)
+void dlock_latch_free(dlock_latch *l) { dlock__handle_free((dlock__handle *)l); }
+
+const char *dlock_latch_name(const dlock_latch *l) { return l ? l->h.name : ""; }
+
+/* ---------------------------------------------------------------- calls */
+
+/* The latch's calls of one round trip, and the await's attempt (a count). */
+enum { LQ_COUNT_DOWN, LQ_TRY_SET, LQ_DELETE, LQ_COUNT };
+
+typedef struct latch_call {
+    const dlock_latch *l;
+    int kind;
+    int64_t v;               /* the count to set; then the answer */
+} latch_call;
+
+static void latch_request(void *st, int64_t waited_ms, dlock__op *op)
 {
-    if (!l)
+    (void)waited_ms;
+    const latch_call *q = st;
+    const dlock__handle *h = &q->l->h;
+    static const int script[] = {DLOCK__SCRIPT_LATCH_COUNT_DOWN, DLOCK__SCRIPT_LATCH_SET,
+                                 DLOCK__SCRIPT_LATCH_DELETE};
+    if (q->kind == LQ_COUNT) {
+        dlock__op_cmd(op, "GET", h->name, h->nlen, NULL, 0);
+        op->flags = DLOCK__CALL_IDEMPOTENT;
         return;
-    free(l->name);
-    free(l->channel);
-    free(l);
+    }
+    /* KEYS: latch, channel; ARGV: the count to set (scripts/latch/set.lua,
+     * count_down.lua, delete.lua). Not resent after a lost answer: a retried
+     * set would answer 0 for its own count. */
+    dlock__op_init(op, script[q->kind]);
+    dlock__op_key(op, h->name, h->nlen);
+    dlock__op_key(op, h->channel, h->clen);
+    if (q->kind == LQ_TRY_SET)
+        dlock__op_argi(op, q->v);
 }
 
-const char *dlock_latch_name(const dlock_latch *l) { return l ? l->name : ""; }
-
-/* ------------------------------------------------------------- changes */
-
-/* The answer of a script answering one integer (rc: the call's status). */
-static int int_end(dlock_latch *l, const char *opname, int rc, redisReply *r, int64_t *v)
+static int latch_read(void *st, int rc, dlock__res *res, dlock__busy *b)
 {
-    if (rc == DLOCK_EWRONGTYPE)
-        return dlock__wrong_type(WHAT, l->name);
+    (void)b;
+    latch_call *q = st;
+    const dlock__handle *h = &q->l->h;
+    static const char *const opname[] = {"count down", "try set count", "delete", "GET"};
     if (rc != DLOCK_OK)
-        return rc;
-    if (dlock__reply_integer(r, v) != DLOCK_OK)
-        return dlock__proto(WHAT, l->name, opname, r);
-    freeReplyObject(r);
-    return DLOCK_OK;
-}
-
-/* A script on the latch and its channel answering one integer. */
-static int run(dlock_latch *l, dlock__op *op, const char *opname, int64_t *v)
-{
-    redisReply *r = NULL;
-    int rc = dlock__op_call(l->c, op, 0, NULL, 0, &r);
-    return int_end(l, opname, rc, rc == DLOCK_OK ? r : NULL, v);
-}
-
-/* KEYS: latch, channel; ARGV: count (scripts/latch/set.lua). Not resent
- * after a lost answer: a retry would answer 0 for its own count. */
-static void set_op(const dlock_latch *l, int64_t count, dlock__op *op)
-{
-    dlock__op_init(op, DLOCK__SCRIPT_LATCH_SET);
-    dlock__op_key(op, l->name, l->nlen);
-    dlock__op_key(op, l->channel, l->clen);
-    dlock__op_argi(op, count);
-}
-
-int dlock_latch_try_set_count(dlock_latch *l, int64_t count, int *was_set)
-{
-    int rc = bad_handle(l);
-    if (rc == DLOCK_OK)
-        rc = dlock__check_count(count, 1, "latch count");
-    if (rc != DLOCK_OK)
-        return rc;
-    dlock__op op;
-    set_op(l, count, &op);
-    int64_t set = 0;
-    rc = run(l, &op, "try set count", &set);
-    if (rc == DLOCK_OK && was_set)
-        *was_set = set == 1;
-    return rc;
-}
-
-/* KEYS: latch, channel (scripts/latch/count_down.lua). */
-static void count_down_op(const dlock_latch *l, dlock__op *op)
-{
-    dlock__op_init(op, DLOCK__SCRIPT_LATCH_COUNT_DOWN);
-    dlock__op_key(op, l->name, l->nlen);
-    dlock__op_key(op, l->channel, l->clen);
-}
-
-int dlock_latch_count_down(dlock_latch *l)
-{
-    int rc = bad_handle(l);
-    if (rc != DLOCK_OK)
-        return rc;
-    dlock__op op;
-    count_down_op(l, &op);
-    int64_t left = 0;
-    return run(l, &op, "count down", &left);
-}
-
-/* KEYS: latch, channel (scripts/latch/delete.lua). */
-static void delete_op(const dlock_latch *l, dlock__op *op)
-{
-    dlock__op_init(op, DLOCK__SCRIPT_LATCH_DELETE);
-    dlock__op_key(op, l->name, l->nlen);
-    dlock__op_key(op, l->channel, l->clen);
-}
-
-int dlock_latch_delete(dlock_latch *l, int *deleted)
-{
-    int rc = bad_handle(l);
-    if (rc != DLOCK_OK)
-        return rc;
-    dlock__op op;
-    delete_op(l, &op);
-    int64_t was = 0;
-    rc = run(l, &op, "delete", &was);
-    if (rc == DLOCK_OK && deleted)
-        *deleted = was == 1;
-    return rc;
-}
-
-/* ------------------------------------------------------------- count */
-
-static void count_op(const dlock_latch *l, dlock__op *op)
-{
-    dlock__op_init(op, -1);
-    dlock__op_args(op, "GET");
-    dlock__op_arg(op, l->name, l->nlen);
-}
-
-/* The count from a GET's status and answer (r freed). */
-static int count_end(dlock_latch *l, int rc, redisReply *r, int64_t *count)
-{
-    if (rc == DLOCK_EWRONGTYPE)
-        return dlock__wrong_type(WHAT, l->name);
-    if (rc != DLOCK_OK)
-        return rc;
-    rc = dlock__reply_signed(r, count);
+        return dlock__refused(h, rc, res);
+    redisReply *r = res->r;
+    if (q->kind != LQ_COUNT) {
+        if (dlock__reply_integer(r, &q->v) != DLOCK_OK)
+            return dlock__proto(h, opname[q->kind], r);
+        freeReplyObject(r);
+        return DLOCK_OK;
+    }
+    rc = dlock__reply_signed(r, &q->v);
     if (rc == DLOCK_EPROTO)
-        return dlock__proto(WHAT, l->name, "GET", r);
+        return dlock__proto(h, "GET", r);
     freeReplyObject(r);
     if (rc == DLOCK_EWRONGTYPE)
         return dlock__fail(DLOCK_EWRONGTYPE, "key '%s' exists and is not a %s: it holds a "
                                              "string that is not a count",
-                           l->name, WHAT);
-    if (*count < 0)
-        *count = 0;   /* Redisson deletes the key at or below zero; a stray is zero too */
+                           h->name, WHAT);
+    if (q->v < 0)
+        q->v = 0;   /* Redisson deletes the key at or below zero; a stray is zero too */
     return DLOCK_OK;
 }
 
-static int get_count(dlock_latch *l, dlock_cancel *cancel, int64_t *count)
+static void latch_result(void *st, dlock__result *res)
 {
-    dlock__op op;
-    count_op(l, &op);
-    redisReply *r = NULL;
-    int rc = dlock__op_call(l->c, &op, DLOCK__CALL_IDEMPOTENT, cancel, 0, &r);
-    return count_end(l, rc, rc == DLOCK_OK ? r : NULL, count);
+    const latch_call *q = st;
+    if (q->kind == LQ_TRY_SET || q->kind == LQ_DELETE)
+        res->flag = q->v == 1;
+    else
+        res->count = q->v;
+}
+
+static const dlock__op_type latch_type = {
+    .request = latch_request, .read = latch_read, .result = latch_result};
+
+static int latch_run(dlock_latch *l, int kind, int64_t count, const dlock__via *via, int64_t *v)
+{
+    int rc = dlock__check_handle(l, "latch");
+    if (rc == DLOCK_OK && kind == LQ_TRY_SET)
+        rc = dlock__check_count(count, 1, "latch count");
+    if (rc != DLOCK_OK)
+        return rc;
+    latch_call q = {l, kind, count};
+    rc = dlock__start(&l->h, &latch_type, &q, sizeof(q), NULL, via, NULL);
+    if (rc == DLOCK_OK && v)
+        *v = q.v;
+    return rc;
+}
+
+int dlock_latch_try_set_count(dlock_latch *l, int64_t count, int *was_set)
+{
+    int64_t v = 0;
+    int rc = latch_run(l, LQ_TRY_SET, count, NULL, &v);
+    if (rc == DLOCK_OK && was_set)
+        *was_set = v == 1;
+    return rc;
+}
+
+int dlock_latch_count_down(dlock_latch *l) { return latch_run(l, LQ_COUNT_DOWN, 0, NULL, NULL); }
+
+int dlock_latch_delete(dlock_latch *l, int *deleted)
+{
+    int64_t v = 0;
+    int rc = latch_run(l, LQ_DELETE, 0, NULL, &v);
+    if (rc == DLOCK_OK && deleted)
+        *deleted = v == 1;
+    return rc;
 }
 
 int dlock_latch_count(dlock_latch *l, int64_t *count)
 {
-    int rc = bad_handle(l);
-    if (rc != DLOCK_OK)
-        return rc;
-    if (!count)
+    if (l && !count) {
+        dlock__clear_error();
         return dlock__fail(DLOCK_EINVAL, "out-parameter is NULL");
-    return get_count(l, NULL, count);
+    }
+    return latch_run(l, LQ_COUNT, 0, NULL, count);
 }
 
-/* ------------------------------------------------------------- await */
-
-typedef struct awaiting {
-    dlock_latch *l;
-    dlock_cancel *cancel;
-    int64_t count;           /* what the last check saw */
-} awaiting;
-
-/* An attempt's verdict from the count it read. */
-static int await_verdict(awaiting *a, int rc, dlock__busy *b)
+int dlock_latch_count_down_async(dlock_latch *l, dlock_async_fn fn, void *ud)
 {
-    if (rc != DLOCK_OK)
+    return latch_run(l, LQ_COUNT_DOWN, 0, &(dlock__via){fn, ud}, NULL);
+}
+
+int dlock_latch_try_set_count_async(dlock_latch *l, int64_t count, dlock_async_fn fn, void *ud)
+{
+    return latch_run(l, LQ_TRY_SET, count, &(dlock__via){fn, ud}, NULL);
+}
+
+int dlock_latch_delete_async(dlock_latch *l, dlock_async_fn fn, void *ud)
+{
+    return latch_run(l, LQ_DELETE, 0, &(dlock__via){fn, ud}, NULL);
+}
+
+int dlock_latch_count_async(dlock_latch *l, dlock_async_fn fn, void *ud)
+{
+    return latch_run(l, LQ_COUNT, 0, &(dlock__via){fn, ud}, NULL);
+}
+
+/* ---------------------------------------------------------------- await */
+
+/* An attempt is a count read; busy while it is above zero. */
+static int await_read(void *st, int rc, dlock__res *res, dlock__busy *b)
+{
+    latch_call *q = st;
+    rc = latch_read(st, rc, res, b);
+    if (rc != DLOCK_OK || q->v == 0)
         return rc;
-    if (a->count == 0)
-        return DLOCK_OK;
     b->ttl = -1;   /* only a count-down (or a delete) ends it: sleep until the message */
     b->first = 0;
     return DLOCK__BUSY;
 }
 
-static int await_attempt(void *ud, int64_t waited_ms, dlock__busy *b)
-{
-    (void)waited_ms;
-    awaiting *a = ud;
-    dlock__attempts++;
-    return await_verdict(a, get_count(a->l, a->cancel, &a->count), b);
-}
-
-static dlock__wait_spec await_spec(dlock_latch *l, int64_t wait_ms, dlock_cancel *cancel)
-{
-    return (dlock__wait_spec){.name = l->name, .channel = l->channel, .clen = l->clen,
-                              .wake = wake_latch, .need = 1, .settles = 1, .awaits = 1,
-                              .wait_ms = wait_ms, .cancel = cancel};
-}
-
-static int await_busy(void *ud, const dlock__busy *b)
+static int await_busy(void *st, const dlock__busy *b)
 {
     (void)b;
-    awaiting *a = ud;
-    return dlock__fail(DLOCK_ETIMEDOUT, "latch '%s' still counts %lld", a->l->name,
-                       (long long)a->count);
+    const latch_call *q = st;
+    return dlock__fail(DLOCK_ETIMEDOUT, "latch '%s' still counts %lld", q->l->h.name,
+                       (long long)q->v);
+}
+
+static const dlock__op_type await_type = {
+    .request = latch_request, .read = await_read, .busy_error = await_busy};
+
+static int await(dlock_latch *l, int64_t wait_ms, dlock_cancel *cancel, const dlock__via *via)
+{
+    int rc = dlock__check_handle(l, "latch");
+    if (rc != DLOCK_OK)
+        return rc;
+    latch_call q = {l, LQ_COUNT, 0};
+    dlock__wait_spec spec = {.wake = wake_latch, .need = 1, .settles = 1, .awaits = 1,
+                             .wait_ms = wait_ms, .cancel = cancel};
+    return dlock__start(&l->h, &await_type, &q, sizeof(q), &spec, via, NULL);
 }
 
 int dlock_latch_await(dlock_latch *l, int64_t wait_ms, dlock_cancel *cancel)
 {
-    int rc = bad_handle(l);
-    if (rc != DLOCK_OK)
-        return rc;
-    if (wait_ms < DLOCK_WAIT_FOREVER)
-        return dlock__fail(DLOCK_EINVAL, "wait %lld ms: use 0 (check once), a positive wait or "
-                                         "DLOCK_WAIT_FOREVER",
-                           (long long)wait_ms);
-    awaiting a = {l, cancel, 0};
-    dlock__wait_spec spec = await_spec(l, wait_ms, cancel);
-    dlock__wait_ops ops = {await_attempt, await_busy, NULL, &a};
-    return dlock__wait(l->c, &spec, &ops);
+    return await(l, wait_ms, cancel, NULL);
 }
-
-/* ------------------------------------------------------------- async */
-
-static void aawait_op(void *st, int64_t waited_ms, dlock__op *op, unsigned *flags)
-{
-    (void)waited_ms;
-    count_op(((awaiting *)st)->l, op);
-    *flags = DLOCK__CALL_IDEMPOTENT;
-}
-
-static int aawait_end(void *st, int rc, redisReply *r, int64_t sent_ms, dlock__busy *b)
-{
-    (void)sent_ms;
-    awaiting *a = st;
-    return await_verdict(a, count_end(a->l, rc, r, &a->count), b);
-}
-
-static const dlock__await_type await_type = {
-    .attempt_op = aawait_op,
-    .attempt_end = aawait_end,
-    .busy_error = await_busy,
-};
 
 int dlock_latch_await_async(dlock_latch *l, int64_t wait_ms, dlock_cancel *cancel,
                             dlock_async_fn fn, void *ud)
 {
-    int rc = bad_handle(l);
-    if (rc == DLOCK_OK && !fn)
-        rc = dlock__fail(DLOCK_EINVAL, "callback is NULL");
-    if (rc == DLOCK_OK && wait_ms < DLOCK_WAIT_FOREVER)
-        rc = dlock__fail(DLOCK_EINVAL, "wait %lld ms: use 0 (check once), a positive wait or "
-                                       "DLOCK_WAIT_FOREVER",
-                         (long long)wait_ms);
-    if (rc != DLOCK_OK)
-        return rc;
-    awaiting *a = dlock__async_wait_new(l->c, &await_type, sizeof(*a), fn, ud);
-    if (!a)
-        return dlock__fail(DLOCK_ENOMEM, "out of memory");
-    a->l = l;
-    a->cancel = cancel;
-    dlock__wait_spec spec = await_spec(l, wait_ms, cancel);
-    return dlock__async_wait_start(a, &spec);
-}
-
-/* The latch's calls of one round trip, asynchronously. */
-enum { LQ_COUNT_DOWN, LQ_TRY_SET, LQ_DELETE, LQ_COUNT };
-
-typedef struct latch_req {
-    dlock_latch *l;
-    int kind;
-    int64_t count;
-} latch_req;
-
-static const dlock__op *lq_op(void *st, dlock__op *scratch, unsigned *flags, int64_t *latch_ms)
-{
-    const latch_req *q = st;
-    (void)latch_ms;
-    switch (q->kind) {
-    case LQ_COUNT_DOWN:
-        count_down_op(q->l, scratch);
-        break;
-    case LQ_TRY_SET:
-        set_op(q->l, q->count, scratch);
-        break;
-    case LQ_DELETE:
-        delete_op(q->l, scratch);
-        break;
-    default:
-        count_op(q->l, scratch);
-        *flags = DLOCK__CALL_IDEMPOTENT;
-        break;
-    }
-    return scratch;
-}
-
-static int lq_end(void *st, int rc, redisReply *r, dlock_async_result *res)
-{
-    const latch_req *q = st;
-    int64_t v = 0;
-    switch (q->kind) {
-    case LQ_COUNT_DOWN:
-        rc = int_end(q->l, "count down", rc, r, &v);
-        res->count = v;
-        break;
-    case LQ_TRY_SET:
-        rc = int_end(q->l, "try set count", rc, r, &v);
-        res->flag = v == 1;
-        break;
-    case LQ_DELETE:
-        rc = int_end(q->l, "delete", rc, r, &v);
-        res->flag = v == 1;
-        break;
-    default:
-        rc = count_end(q->l, rc, r, &v);
-        res->count = v;
-        break;
-    }
-    return rc;
-}
-
-static const dlock__call_type latch_call = {lq_op, lq_end, NULL};
-
-static int latch_async(dlock_latch *l, int kind, int64_t count, dlock_async_fn fn, void *ud)
-{
-    int rc = bad_handle(l);
-    if (rc == DLOCK_OK && !fn)
-        rc = dlock__fail(DLOCK_EINVAL, "callback is NULL");
-    if (rc == DLOCK_OK && kind == LQ_TRY_SET)
-        rc = dlock__check_count(count, 1, "latch count");
-    if (rc != DLOCK_OK)
-        return rc;
-    latch_req *q = dlock__async_call_new(l->c, &latch_call, sizeof(*q), fn, ud);
-    if (!q)
-        return dlock__fail(DLOCK_ENOMEM, "out of memory");
-    *q = (latch_req){l, kind, count};
-    return dlock__async_call_start(q);
-}
-
-int dlock_latch_count_down_async(dlock_latch *l, dlock_async_fn fn, void *ud)
-{
-    return latch_async(l, LQ_COUNT_DOWN, 0, fn, ud);
-}
-
-int dlock_latch_try_set_count_async(dlock_latch *l, int64_t count, dlock_async_fn fn, void *ud)
-{
-    return latch_async(l, LQ_TRY_SET, count, fn, ud);
-}
-
-int dlock_latch_delete_async(dlock_latch *l, dlock_async_fn fn, void *ud)
-{
-    return latch_async(l, LQ_DELETE, 0, fn, ud);
-}
-
-int dlock_latch_count_async(dlock_latch *l, dlock_async_fn fn, void *ud)
-{
-    return latch_async(l, LQ_COUNT, 0, fn, ud);
+    return await(l, wait_ms, cancel, &(dlock__via){fn, ud});
 }

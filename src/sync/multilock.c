@@ -1,12 +1,14 @@
 /* Multi-lock and RedLock (Redisson's RedissonMultiLock and RedissonRedLock):
  * several lock handles, of any type and on any clients, taken as one. Built
- * on the lock type table only (attempt_op / attempt_reply, release_op via
- * dlock__rel_*): nothing here knows a type. See docs/internals/multilock.md.
+ * on the locks' acquire operation (lock.h: dlock__acquire_type, its hooks
+ * one by one) and release (dlock__rel_*): nothing here knows a type. See
+ * docs/internals/multilock.md.
  *
  * A round attempts every lock at once: one pipelined write per node, the
  * nodes in parallel (a thread each beyond the first). All taken (a multi-lock)
  * or a quorum taken within its validity (a RedLock): done. Otherwise what was
- * taken is given back the same way, and the wait loop (wait.c) sleeps on the
+ * taken is given back the same way, and the wait loop (wait.c, the blocking
+ * driver: a multi-lock's attempt is its own round) sleeps on the
  * channel of one busy lock, the target, until it is released, its TTL, the
  * deadline or a cancellation; then the next round. Nothing is held while
  * waiting, so two multi-locks over the same names in opposite orders cannot
@@ -39,7 +41,7 @@ typedef struct slot {
     dlock__acq a;
     dlock__rel x;
     dlock__op op;            /* this round's request */
-    redisReply *r;           /* its answer */
+    dlock__res res;          /* its answer */
     int rc;                  /* the answer's status, then what it means */
     int arc;                 /* the last attempt's outcome: DLOCK_OK, DLOCK__BUSY or an error */
     int held;                /* taken by this call, not given back */
@@ -54,10 +56,9 @@ typedef struct batch {
     slot **s;
     size_t k;
     dlock__op *ops;
-    redisReply **out;
+    dlock__res *res;
     int *rc;
     unsigned flags;
-    int64_t latch_ms;
     dlock_cancel *cancel;
     char msg[MSG];           /* the batch's connection-level message */
 } batch;
@@ -77,7 +78,7 @@ typedef struct call {
     batch *bs;
     slot **order;
     dlock__op *ops;
-    redisReply **out;
+    dlock__res *res;
     int *rc;
     size_t *group;
     slot **sel;
@@ -87,9 +88,9 @@ typedef struct call {
 
 static int same_server(const dlock_lock *x, const dlock_lock *y)
 {
-    if (x->c == y->c)
+    if (x->h.c == y->h.c)
         return 1;
-    const dlock__endpoint *a = &x->c->cfg.ep, *b = &y->c->cfg.ep;
+    const dlock__endpoint *a = &x->h.c->cfg.ep, *b = &y->h.c->cfg.ep;
     if (a->db != b->db || !a->path != !b->path)
         return 0;
     if (a->path)
@@ -99,7 +100,7 @@ static int same_server(const dlock_lock *x, const dlock_lock *y)
 
 static const char *addr_of(const dlock_lock *l, char *buf, size_t size)
 {
-    return dlock__endpoint_str(&l->c->cfg.ep, buf, size);
+    return dlock__endpoint_str(&l->h.c->cfg.ep, buf, size);
 }
 
 typedef struct entry {
@@ -110,9 +111,9 @@ typedef struct entry {
 static int by_name(const void *p, const void *q)
 {
     const dlock_lock *x = ((const entry *)p)->l, *y = ((const entry *)q)->l;
-    size_t m = x->nlen < y->nlen ? x->nlen : y->nlen;
-    int d = memcmp(x->name, y->name, m);
-    return d ? d : (x->nlen > y->nlen) - (x->nlen < y->nlen);
+    size_t m = x->h.nlen < y->h.nlen ? x->h.nlen : y->h.nlen;
+    int d = memcmp(x->h.name, y->h.name, m);
+    return d ? d : (x->h.nlen > y->h.nlen) - (x->h.nlen < y->h.nlen);
 }
 
 /* No lock twice: not the same handle, nor the same name on the same server
@@ -137,7 +138,7 @@ static int check_duplicates(dlock_lock *const *locks, size_t n)
                 rc = dlock__fail(DLOCK_EINVAL,
                                  "locks[%zu] and locks[%zu] both name '%s' on %s: a lock may "
                                  "appear once",
-                                 i, j, locks[i]->name, addr_of(locks[i], addr, sizeof(addr)));
+                                 i, j, locks[i]->h.name, addr_of(locks[i], addr, sizeof(addr)));
         }
     free(e);
     return rc;
@@ -149,7 +150,7 @@ static int check_independent(dlock_lock *const *locks, size_t n)
     for (size_t i = 0; i < n; i++)
         for (size_t j = i + 1; j < n; j++) {
             char addr[320];
-            if (locks[i]->c == locks[j]->c)
+            if (locks[i]->h.c == locks[j]->h.c)
                 return dlock__fail(DLOCK_EINVAL,
                                    "RedLock: locks[%zu] and locks[%zu] use the same client: "
                                    "each lock must be on its own client and independent server",
@@ -200,8 +201,8 @@ static int create(dlock_lock *const *locks, size_t n, int red, dlock_multilock *
     size_t at = (size_t)snprintf(ml->label, sizeof(ml->label), "%s", what);
     for (size_t i = 0; i < n && at < sizeof(ml->label); i++)
         at += (size_t)snprintf(ml->label + at, sizeof(ml->label) - at, "%s%.*s", i ? ", " : " ",
-                               (int)(locks[i]->nlen > 40 ? 40 : locks[i]->nlen),
-                               locks[i]->name);
+                               (int)(locks[i]->h.nlen > 40 ? 40 : locks[i]->h.nlen),
+                               locks[i]->h.name);
     if (at >= sizeof(ml->label))
         memcpy(ml->label + sizeof(ml->label) - 4, "...", 4);
     *out = ml;
@@ -230,8 +231,7 @@ void dlock_multilock_free(dlock_multilock *ml)
 
 static void run_batch(batch *b)
 {
-    dlock__op_call_many(b->c, b->node, b->ops, b->k, b->flags, b->cancel, b->latch_ms, b->out,
-                        b->rc);
+    dlock__op_call_many(b->c, b->node, b->ops, b->k, b->flags, b->cancel, b->res, b->rc);
     snprintf(b->msg, sizeof(b->msg), "%s", dlock_last_error());
 }
 
@@ -271,21 +271,19 @@ static void run_batches(batch *bs, size_t nb)
 
 /* Sends the request of every slot in sel (k of them: its attempt, or its
  * release when `releases`), one batch per node, and leaves each answer in its
- * slot: rc = DLOCK_OK with r, or an error with msg. */
+ * slot: rc = DLOCK_OK with res, or an error with msg (and res). */
 static void send_round(call *cl, slot **sel, size_t k, unsigned flags, int releases)
 {
     size_t nb = 0;
     for (size_t i = 0; i < k; i++) {
         dlock_lock *l = sel[i]->l;
-        sel[i]->node = dlock__router_node(l->c->router, l->name, l->nlen);
+        sel[i]->node = dlock__router_node(l->h.c->router, l->h.name, l->h.nlen);
         size_t g = 0;
         while (g < nb && cl->bs[g].node != sel[i]->node)
             g++;
         if (g == nb)
-            cl->bs[nb++] = (batch){.c = l->c, .node = sel[i]->node, .cancel = cl->cancel,
-                                   .flags = flags, .latch_ms = releases ? l->c->latch_px : 0};
-        if (releases)
-            cl->bs[g].flags |= sel[i]->x.flags & DLOCK__CALL_PING_FIRST;
+            cl->bs[nb++] = (batch){.c = l->h.c, .node = sel[i]->node, .cancel = cl->cancel,
+                                   .flags = flags};
         cl->bs[g].k++;
         cl->group[i] = g;
     }
@@ -294,7 +292,7 @@ static void send_round(call *cl, slot **sel, size_t k, unsigned flags, int relea
         batch *b = &cl->bs[g];
         b->s = cl->order + at;
         b->ops = cl->ops + at;
-        b->out = cl->out + at;
+        b->res = cl->res + at;
         b->rc = cl->rc + at;
         at += b->k;
         b->k = 0;
@@ -309,16 +307,16 @@ static void send_round(call *cl, slot **sel, size_t k, unsigned flags, int relea
         batch *b = &cl->bs[g];
         for (size_t j = 0; j < b->k; j++) {
             slot *s = b->s[j];
-            s->r = b->rc[j] == DLOCK_OK ? b->out[j] : NULL;
+            s->res = b->res[j];
             s->rc = b->rc[j];
             if (s->rc == DLOCK_OK)
                 continue;
-            if (b->out[j])
-                dlock__node_fail_reply(b->node, b->out[j]);   /* Redis refused it */
+            if (b->res[j].err != DLOCK__RERR_NONE)   /* Redis refused it */
+                dlock__fail(s->rc, "%s: %s", dlock__node_addr(b->node), b->res[j].text);
             else
                 dlock__fail(s->rc, "%s", b->msg);
-            if (s->rc == DLOCK_EWRONGTYPE && !releases)   /* dlock__rel_end maps its own */
-                s->rc = dlock__lock_wrong_type(s->l);
+            if (!releases)   /* dlock__rel_end maps its own */
+                s->rc = dlock__refused(&s->l->h, s->rc, &s->res);
             snprintf(s->msg, MSG, "%s", dlock_last_error());
         }
     }
@@ -332,7 +330,7 @@ static void call_free(call *cl)
     free(cl->bs);
     free(cl->order);
     free(cl->ops);
-    free(cl->out);
+    free(cl->res);
     free(cl->rc);
     free(cl->group);
     free(cl->sel);
@@ -349,11 +347,11 @@ static int call_init(call *cl, const dlock_multilock *ml)
     cl->bs = malloc(n * sizeof(*cl->bs));
     cl->order = malloc(n * sizeof(*cl->order));
     cl->ops = malloc(n * sizeof(*cl->ops));
-    cl->out = malloc(n * sizeof(*cl->out));
+    cl->res = malloc(n * sizeof(*cl->res));
     cl->rc = malloc(n * sizeof(*cl->rc));
     cl->group = malloc(n * sizeof(*cl->group));
     cl->sel = malloc(n * sizeof(*cl->sel));
-    if (!cl->s || !cl->bs || !cl->order || !cl->ops || !cl->out || !cl->rc || !cl->group ||
+    if (!cl->s || !cl->bs || !cl->order || !cl->ops || !cl->res || !cl->rc || !cl->group ||
         !cl->sel) {
         call_free(cl);
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
@@ -385,7 +383,7 @@ static int give_back(call *cl, int unknown)
         if (e != DLOCK_OK) {
             if (rc == DLOCK_OK) {
                 rc = e;
-                snprintf(msg, sizeof(msg), "'%s': %s", s->l->name, dlock_last_error());
+                snprintf(msg, sizeof(msg), "'%s': %s", s->l->h.name, dlock_last_error());
             }
             continue;
         }
@@ -398,36 +396,48 @@ static int give_back(call *cl, int unknown)
         slot *s = cl->sel[j];
         if (s->rc != DLOCK_OK)
             dlock__fail(s->rc, "%s", s->msg);
-        int e = dlock__rel_end(&s->x, s->rc, s->r);
+        int e = dlock__rel_end(&s->x, s->rc, &s->res);
         if (e != DLOCK_OK && e != DLOCK_ENOTOWNER && s->held && rc == DLOCK_OK) {
             rc = e;
             snprintf(msg, sizeof(msg),
                      "could not give back '%s' (it stays held until its lease ends at most): %s",
-                     s->l->name, dlock_last_error());
+                     s->l->h.name, dlock_last_error());
         }
         s->held = 0;
     }
     return rc == DLOCK_OK ? DLOCK_OK : dlock__fail(rc, "%s: %s", ml->label, msg);
 }
 
+/* After an attempt took it: the watchdog's schedule, or (when that cannot
+ * be had) the lock given back rather than left to lapse unseen. */
+static int keep(slot *s, int64_t sent)
+{
+    int rc = dlock__acquire_type.keep(&s->a, sent);
+    if (rc != DLOCK_OK) {
+        char msg[MSG];
+        snprintf(msg, sizeof(msg), "%s", dlock_last_error());
+        dlock_lock_release(s->l);
+        rc = dlock__fail(rc, "%s", msg);
+    }
+    return rc;
+}
+
 /* One round: every lock attempted at once. */
 static void attempt_round(call *cl, int64_t waited_ms)
 {
+    const dlock__op_type *acq = &dlock__acquire_type;
     for (size_t i = 0; i < cl->n; i++) {
         slot *s = &cl->s[i];
         int target = i == cl->target;
         /* The target as a waiting acquire would try; the others as a try with
          * no wait (never queued for, nor reserved). */
         s->a.wait = target ? cl->wait : 0;
-        dlock__acq_prepare(&s->a);
-        s->l->type->attempt_op(&s->a, target ? waited_ms : -1, &s->op);
+        acq->request(&s->a, target ? waited_ms : -1, &s->op);
         cl->sel[i] = s;
     }
     /* Taken before sending: neither the watchdog's deadlines nor the
      * validity are ever later than Redis's. */
     int64_t start = dlock__now_ms();
-    for (size_t i = 0; i < cl->n; i++)
-        cl->s[i].a.sent = start;
     dlock__attempts += cl->n;
     send_round(cl, cl->sel, cl->n, cl->ml->red ? DLOCK__CALL_NO_RETRY : 0, 0);
     cl->took_ms = dlock__now_ms() - start;
@@ -437,11 +447,10 @@ static void attempt_round(call *cl, int64_t waited_ms)
         s->b = (dlock__busy){.ttl = -1};
         s->held = 0;   /* a round starts with nothing held (given back before) */
         if (s->rc == DLOCK_OK) {
-            s->rc = s->l->type->attempt_reply(&s->a, s->r, &s->b);
-            s->r = NULL;
+            s->rc = acq->read(&s->a, DLOCK_OK, &s->res, &s->b);
             if (s->rc == DLOCK_OK) {
                 s->a.queued = 0;   /* taken: no longer waiting in Redis */
-                s->rc = dlock__acq_acquired(&s->a);
+                s->rc = keep(s, start);
                 s->held = s->rc == DLOCK_OK;
                 cl->taken += (size_t)s->held;
             }
@@ -469,14 +478,14 @@ static int failure(call *cl, size_t failed)
         return dlock__fail(s->arc,
                            "%s: %zu of %zu servers failed, %zu taken, %zu needed (all released); "
                            "'%s': %s",
-                           ml->label, failed, ml->n, cl->taken, ml->quorum, s->l->name, s->msg);
+                           ml->label, failed, ml->n, cl->taken, ml->quorum, s->l->h.name, s->msg);
     if (s->arc == DLOCK_EUNKNOWN)
         return dlock__fail(s->arc,
                            "%s: '%s': %s (that lock may be held until its lease ends, not "
                            "renewed; the others were released)",
-                           ml->label, s->l->name, s->msg);
+                           ml->label, s->l->h.name, s->msg);
     return dlock__fail(s->arc, "%s: '%s': %s (the others were released)", ml->label,
-                       s->l->name, s->msg);
+                       s->l->h.name, s->msg);
 }
 
 /* After a round: DLOCK_OK, or DLOCK__BUSY with b telling where to wait (what
@@ -533,8 +542,8 @@ static int decide(call *cl, dlock__busy *b)
                 b->ttl = pause;
         }
     }
-    b->c = t->l->c;
-    b->channel = t->l->type->wait_channel(t->l, &t->a.o, &b->clen);
+    b->c = t->l->h.c;
+    b->channel = dlock__acquire_type.channel(&t->a, &b->clen);
     return DLOCK__BUSY;
 }
 
@@ -562,7 +571,7 @@ static int ml_busy_error(void *ud, const dlock__busy *b)
                            "ms): released",
                            ml->label, (long long)cl->took_ms, (long long)cl->lease);
     slot *t = &cl->s[cl->target];
-    int rc = t->l->type->busy_error(&t->a, &t->b);
+    int rc = dlock__acquire_type.busy_error(&t->a, &t->b);
     char msg[MSG];
     snprintf(msg, sizeof(msg), "%s", dlock_last_error());
     if (ml->red)
@@ -571,48 +580,51 @@ static int ml_busy_error(void *ud, const dlock__busy *b)
     return dlock__fail(rc, "%s: %s", ml->label, msg);
 }
 
-static void ml_give_up(void *ud, int rc)
+static int ml_give_up(void *ud, int rc, dlock__op *op)
 {
     call *cl = ud;
-    if (cl->target == NONE)
-        return;
-    dlock__acq_give_up(&cl->s[cl->target].a, rc);
+    return cl->target != NONE && dlock__acquire_type.give_up(&cl->s[cl->target].a, rc, op);
 }
+
+static const dlock__op_type ml_type = {
+    .attempt = ml_attempt, .busy_error = ml_busy_error, .give_up = ml_give_up};
 
 static int acquire(dlock_multilock *ml, int64_t wait_ms, int64_t lease_ms, dlock_cancel *cancel)
 {
-    dlock__clear_error();
-    if (!ml)
-        return dlock__fail(DLOCK_EINVAL, "multi-lock is NULL");
+    int rc = dlock__check_handle(ml, "multi-lock");
+    if (rc != DLOCK_OK)
+        return rc;
     if (wait_ms != 0)
         for (size_t i = 0; i < ml->n; i++)
-            if (dlock__loop_on_io_thread(ml->locks[i]->c->loop))
+            if (dlock__loop_on_io_thread(ml->locks[i]->h.c->loop))
                 return dlock__fail(DLOCK_EINVAL, "a wait from a dlock callback would stall the "
                                                  "io thread: use a wait of 0 there");
     call cl;
-    int rc = call_init(&cl, ml);
-    if (rc != DLOCK_OK)
+    if ((rc = call_init(&cl, ml)) != DLOCK_OK)
         return rc;
     cl.wait = wait_ms;
     cl.cancel = cancel;
     size_t ready = 0;
-    for (; ready < ml->n; ready++)
-        if ((rc = dlock__acq_init(&cl.s[ready].a, ml->locks[ready], wait_ms, lease_ms, cancel,
-                                  0)) != DLOCK_OK)
+    for (; ready < ml->n; ready++) {
+        cl.s[ready].a = (dlock__acq){.l = ml->locks[ready], .wait = wait_ms, .lease = lease_ms,
+                                     .cancel = cancel};
+        if ((rc = dlock__acquire_type.setup(&cl.s[ready].a)) != DLOCK_OK)
             break;
+    }
     cl.lease = INT64_MAX;
     for (size_t i = 0; i < ready; i++)
         if (cl.s[i].a.lease_ms < cl.lease)
             cl.lease = cl.s[i].a.lease_ms;   /* with the watchdog: each client's timeout */
     if (rc == DLOCK_OK) {
+        /* Waits are on the first lock's channel until a busy lock names its own. */
         dlock_lock *l0 = ml->locks[0];
-        dlock__wait_spec spec = {.name = ml->label, .channel = l0->channel, .clen = l0->clen,
-                                 .wait_ms = wait_ms, .cancel = cancel};
-        dlock__wait_ops ops = {ml_attempt, ml_busy_error, ml_give_up, &cl};
-        rc = dlock__wait(l0->c, &spec, &ops);
+        dlock__handle h = {.c = l0->h.c, .what = ml->red ? "RedLock" : "multi-lock",
+                           .name = ml->label, .channel = l0->h.channel, .clen = l0->h.clen};
+        dlock__wait_spec spec = {.wake = dlock__wake_lock, .wait_ms = wait_ms, .cancel = cancel};
+        rc = dlock__run(&h, &ml_type, &cl, &spec, NULL);
     }
     for (size_t i = 0; i < ready; i++)
-        dlock__acq_done(&cl.s[i].a);
+        dlock__acquire_type.done(&cl.s[i].a, 1);
     call_free(&cl);
     return rc;
 }
@@ -637,11 +649,11 @@ int dlock_multilock_acquire_cancellable(dlock_multilock *ml, int64_t wait_ms, in
 
 int dlock_multilock_release(dlock_multilock *ml)
 {
-    dlock__clear_error();
-    if (!ml)
-        return dlock__fail(DLOCK_EINVAL, "multi-lock is NULL");
+    int rc = dlock__check_handle(ml, "multi-lock");
+    if (rc != DLOCK_OK)
+        return rc;
     call cl;
-    int rc = call_init(&cl, ml);
+    rc = call_init(&cl, ml);
     if (rc != DLOCK_OK)
         return rc;
     size_t k = 0;
@@ -660,7 +672,7 @@ int dlock_multilock_release(dlock_multilock *ml)
         slot *s = cl.sel[j];
         if (s->rc != DLOCK_OK)
             dlock__fail(s->rc, "%s", s->msg);
-        s->rc = dlock__rel_end(&s->x, s->rc, s->r);
+        s->rc = dlock__rel_end(&s->x, s->rc, &s->res);
         if (s->rc != DLOCK_OK)
             snprintf(s->msg, MSG, "%s", dlock_last_error());
     }
@@ -679,7 +691,7 @@ int dlock_multilock_release(dlock_multilock *ml)
     rc = DLOCK_OK;
     if (ml->red && released < ml->quorum)
         rc = dlock__fail(cl.s[e].rc, "%s: released on %zu of %zu servers, %zu needed; '%s': %s",
-                         ml->label, released, ml->n, ml->quorum, cl.s[e].l->name, cl.s[e].msg);
+                         ml->label, released, ml->n, ml->quorum, cl.s[e].l->h.name, cl.s[e].msg);
     else if (!ml->red && e != NONE)
         rc = dlock__fail(cl.s[e].rc, "%s", cl.s[e].msg);
     call_free(&cl);

@@ -1,5 +1,5 @@
-/* Redisson's naming of keys and channels, and the checks every name and
- * owner id passes. */
+/* Redisson's naming of keys and channels, the handle every type starts
+ * with, and the argument checks every type shares. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,6 +52,20 @@ char *dlock__suffixed(const char *name, size_t nlen, const char *tail, size_t *o
     return s;
 }
 
+char *dlock__braced(const char *prefix, const char *name, size_t nlen, size_t *out_len)
+{
+    size_t pl = strlen(prefix);
+    char *s = malloc(pl + nlen + 3);
+    if (!s)
+        return NULL;
+    memcpy(s, prefix, pl);
+    s[pl] = '{';
+    memcpy(s + pl + 1, name, nlen);
+    memcpy(s + pl + 1 + nlen, "}", 2);
+    *out_len = pl + nlen + 2;
+    return s;
+}
+
 /* A byte string of 1..max bytes: DLOCK_EINVAL when NULL or empty,
  * DLOCK_ENAMETOOLONG above max; `what` names it in the message. */
 static int check_bytes(const char *s, size_t max, const char *what, size_t *len)
@@ -72,14 +86,89 @@ int dlock__check_name(const char *name, size_t *len)
     return check_bytes(name, DLOCK_NAME_MAX, "lock name", len);
 }
 
-int dlock__get_args(const dlock_client *c, const char *name, const void *out, size_t *nlen)
+/* ----------------------------------------------------------------- handle */
+
+int dlock__handle_new(dlock_client *c, const char *name, const void *out, size_t size,
+                      const char *what, const char *prefix, int braced, dlock__handle **h)
 {
+    *h = NULL;
     dlock__clear_error();
     if (!out)
         return dlock__fail(DLOCK_EINVAL, "out is NULL");
     if (!c)
         return dlock__fail(DLOCK_EINVAL, "client is NULL");
-    return dlock__check_name(name, nlen);
+    size_t nlen = 0;
+    int rc = dlock__check_name(name, &nlen);
+    if (rc != DLOCK_OK)
+        return rc;
+    dlock__handle *n = calloc(1, size);
+    if (!n)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    n->c = c;
+    n->what = what;
+    n->nlen = nlen;
+    n->name = dlock__strndup(name, nlen);
+    if (prefix)
+        n->channel = braced ? dlock__braced(prefix, name, nlen, &n->clen)
+                            : dlock__prefixed(prefix, name, nlen, "", &n->clen);
+    if (!n->name || (prefix && !n->channel)) {
+        dlock__handle_free(n);
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    }
+    *h = n;
+    return DLOCK_OK;
+}
+
+void dlock__handle_free(dlock__handle *h)
+{
+    if (!h)
+        return;
+    free(h->name);
+    free(h->channel);
+    free(h);
+}
+
+/* ------------------------------------------------------------------ checks */
+
+int dlock__check_handle(const void *h, const char *what)
+{
+    dlock__clear_error();
+    return h ? DLOCK_OK : dlock__fail(DLOCK_EINVAL, "%s is NULL", what);
+}
+
+int dlock__check_wait(int64_t wait_ms)
+{
+    if (wait_ms < DLOCK_WAIT_FOREVER)
+        return dlock__fail(DLOCK_EINVAL,
+                           "wait %lld ms: use 0 (try once), a positive wait or DLOCK_WAIT_FOREVER",
+                           (long long)wait_ms);
+    return DLOCK_OK;
+}
+
+int dlock__check_lease(int64_t lease_ms)
+{
+    if ((lease_ms != DLOCK_WATCHDOG && lease_ms <= 0) || lease_ms > (int64_t)1 << 50)
+        return dlock__fail(DLOCK_EINVAL, "lease %lld ms: use a positive lease (up to 2^50 ms) or "
+                                         "DLOCK_WATCHDOG",
+                           (long long)lease_ms);
+    return DLOCK_OK;
+}
+
+int dlock__check_count(int64_t n, int64_t min, const char *what)
+{
+    if (n < min || n > DLOCK_COUNT_MAX)
+        return dlock__fail(DLOCK_EINVAL, "%s %lld: use %lld..%lld", what, (long long)n,
+                           (long long)min, (long long)DLOCK_COUNT_MAX);
+    return DLOCK_OK;
+}
+
+int dlock__check_delta(int64_t delta)
+{
+    if (delta == 0 || delta < -DLOCK_COUNT_MAX || delta > DLOCK_COUNT_MAX)
+        return dlock__fail(DLOCK_EINVAL, "permits to add %lld: use a non-zero change within "
+                                         "+-%lld",
+                           (long long)delta, (long long)DLOCK_COUNT_MAX);
+    return DLOCK_OK;
 }
 
 int dlock__check_owner(const char *owner, size_t *len)

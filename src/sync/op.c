@@ -1,8 +1,8 @@
-/* An operation: a script (or a plain command) and its arguments, built key by
+/* A request: a script (or a plain command) and its arguments, built key by
  * key and argument by argument, so a call site reads like the script's
- * header. The reply is read by the caller's pure parser (reply.c); the
- * verdicts every type gives a key of another type, or an answer of the wrong
- * shape, are here too. */
+ * header; how it is sent, with the ACL fallback for dlock's own keys; and
+ * the verdicts every type gives a key of another type, or an answer of the
+ * wrong shape. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +17,8 @@ void dlock__op_init(dlock__op *op, int script)
     op->nnum = 0;
     op->bad = 0;
     op->optional = -1;
+    op->flags = 0;
+    op->latch_ms = 0;
 }
 
 static void add(dlock__op *op, const char *s, size_t n)
@@ -54,6 +56,16 @@ void dlock__op_arg(dlock__op *op, const char *s, size_t n)
 
 void dlock__op_args(dlock__op *op, const char *s) { add(op, s, strlen(s)); }
 
+void dlock__op_cmd(dlock__op *op, const char *cmd, const char *key, size_t klen,
+                   const char *arg, size_t alen)
+{
+    dlock__op_init(op, -1);
+    dlock__op_args(op, cmd);
+    dlock__op_arg(op, key, klen);
+    if (arg)
+        dlock__op_arg(op, arg, alen);
+}
+
 void dlock__op_argi(dlock__op *op, int64_t v)
 {
     if (op->nnum == DLOCK__OP_NUMS) {
@@ -64,132 +76,114 @@ void dlock__op_argi(dlock__op *op, int64_t v)
     add(op, b, dlock__fmt_i64(b, v));
 }
 
-static int refused_key(int rc)
+int dlock__op_req(dlock_client *c, const dlock__op *op, int without, dlock_cancel *cancel,
+                  dlock__req *req, const char **av, size_t *ln)
 {
-    return rc == DLOCK_EAUTH && strstr(dlock_last_error(), "NOPERM") &&
-           strstr(dlock_last_error(), "key");
-}
-
-int dlock__op_call(dlock_client *c, const dlock__op *op, unsigned flags, dlock_cancel *cancel,
-                   int64_t latch_ms, redisReply **out)
-{
-    if (op->bad)
-        return dlock__fail(DLOCK_EINVAL, "internal: a request was built wrong (too many "
-                                         "arguments, or a key after an argument)");
-    dlock__req req = {.script = op->script, .nkeys = op->nkeys, .argc = op->argc,
-                      .argv = op->argv, .lens = op->lens, .flags = flags, .cancel = cancel,
-                      .latch_ms = latch_ms};
-    int on = atomic_load_explicit(&c->own_keys, memory_order_relaxed);
-    if (op->optional < 0 || on) {
-        int rc = dlock__call(c, &req, out);
-        if (op->optional < 0 || !refused_key(rc))
-            return rc;
-    }
-    /* The same request without the optional key (the last key). */
-    const char *av[DLOCK__OP_MAX];
-    size_t ln[DLOCK__OP_MAX];
+    *req = (dlock__req){.script = op->script, .nkeys = op->nkeys, .argc = op->argc,
+                        .argv = op->argv, .lens = op->lens, .flags = op->flags,
+                        .cancel = cancel, .latch_ms = op->latch_ms};
+    if (op->optional < 0)
+        return 0;
+    if (!without && atomic_load_explicit(&c->own_keys, memory_order_relaxed))
+        return 1;
     int k = 0;
     for (int i = 0; i < op->argc; i++)
         if (i != op->optional) {
             av[k] = op->argv[i];
             ln[k++] = op->lens[i];
         }
-    req.nkeys = op->nkeys - 1;
-    req.argc = k;
-    req.argv = av;
-    req.lens = ln;
-    int rc = dlock__call(c, &req, out);
-    /* Through, or refused for another reason than a key: the key was the trouble. */
-    int still_refused = rc == DLOCK_EAUTH && strstr(dlock_last_error(), "NOPERM");
-    if (on && !still_refused && atomic_exchange(&c->own_keys, 0))
+    req->nkeys = op->nkeys - 1;
+    req->argc = k;
+    req->argv = av;
+    req->lens = ln;
+    return 0;
+}
+
+int dlock__op_key_refused(int with, const dlock__res *res)
+{
+    return with && res->err == DLOCK__RERR_NOPERM_KEY;
+}
+
+void dlock__op_key_dropped(dlock_client *c, const char *key, size_t len, const dlock__res *res)
+{
+    /* Through, or refused for another reason than a key: the key was the
+     * trouble. */
+    if (res->err != DLOCK__RERR_NOPERM && res->err != DLOCK__RERR_NOPERM_KEY &&
+        atomic_exchange(&c->own_keys, 0))
         dlock__log(&c->cfg, DLOCK_LOG_WARN,
                    "Redis refuses the key %.*s to this user (ACL): waiters no longer reserve "
                    "turns (allow ~dlock_lock_next:* to keep them)",
-                   (int)op->lens[op->optional], op->argv[op->optional]);
+                   (int)len, key);
+}
+
+int dlock__op_call(dlock_client *c, const dlock__op *op, dlock_cancel *cancel, dlock__res *res)
+{
+    dlock__res_init(res);
+    if (op->bad)
+        return dlock__fail(DLOCK_EINVAL, "internal: a request was built wrong (too many "
+                                         "arguments, or a key after an argument)");
+    const char *av[DLOCK__OP_MAX];
+    size_t ln[DLOCK__OP_MAX];
+    dlock__req req;
+    int with = dlock__op_req(c, op, 0, cancel, &req, av, ln);
+    int rc = dlock__router_call(c->router, &req, res);
+    if (!dlock__op_key_refused(with, res))
+        return rc;
+    /* The same request without the optional key. */
+    dlock__op_req(c, op, 1, cancel, &req, av, ln);
+    rc = dlock__router_call(c->router, &req, res);
+    dlock__op_key_dropped(c, op->argv[op->optional], op->lens[op->optional], res);
     return rc;
 }
 
-static int refused_reply(const redisReply *r)
-{
-    return r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOPERM", 6) == 0 &&
-           strstr(r->str, "key");
-}
-
-/* The node no longer serves the keys (a slot moved or moving, a cluster
- * between states, a primary turned replica), or asks for a retry (a slot
- * being migrated): answered before the script ran (a replica runs no
- * write), so the op may be sent again, routed afresh. */
-static int redirected_reply(const redisReply *r)
-{
-    return r && r->type == REDIS_REPLY_ERROR &&
-           (dlock__redis_redirected(r->str) || strncmp(r->str, "TRYAGAIN", 8) == 0);
-}
-
 void dlock__op_call_many(dlock_client *c, dlock__node *n, const dlock__op *ops, size_t k,
-                         unsigned flags, dlock_cancel *cancel, int64_t latch_ms,
-                         redisReply **out, int *rc)
+                         unsigned flags, dlock_cancel *cancel, dlock__res *res, int *rc)
 {
     dlock__req *reqs = malloc(k * sizeof(*reqs));
     const char *(*av)[DLOCK__OP_MAX] = malloc(k * sizeof(*av));
     size_t (*ln)[DLOCK__OP_MAX] = malloc(k * sizeof(*ln));
     size_t *map = malloc(k * sizeof(*map));
-    redisReply **rout = malloc(k * sizeof(*rout));
+    dlock__res *rres = malloc(k * sizeof(*rres));
     int *rrc = malloc(k * sizeof(*rrc));
+    int *with = malloc(k * sizeof(*with));
     for (size_t i = 0; i < k; i++) {
-        out[i] = NULL;
+        dlock__res_init(&res[i]);
         rc[i] = DLOCK_ENOMEM;
     }
-    if (!reqs || !av || !ln || !map || !rout || !rrc) {
+    if (!reqs || !av || !ln || !map || !rres || !rrc || !with) {
         dlock__fail(DLOCK_ENOMEM, "out of memory");
         goto done;
     }
-    int on = atomic_load_explicit(&c->own_keys, memory_order_relaxed);
     size_t m = 0;
     for (size_t i = 0; i < k; i++) {
-        const dlock__op *op = &ops[i];
-        if (op->bad) {
+        if (ops[i].bad) {
             rc[i] = dlock__fail(DLOCK_EINVAL, "internal: a request was built wrong");
             continue;
         }
-        dlock__req *q = &reqs[m];
-        *q = (dlock__req){.script = dlock__router_script(c->router, op->script),
-                          .nkeys = op->nkeys, .argc = op->argc,
-                          .argv = op->argv, .lens = op->lens, .flags = flags,
-                          .cancel = cancel, .latch_ms = latch_ms};
-        if (op->optional >= 0 && !on) {   /* the client no longer sends its own keys */
-            int a = 0;
-            for (int j = 0; j < op->argc; j++)
-                if (j != op->optional) {
-                    av[m][a] = op->argv[j];
-                    ln[m][a++] = op->lens[j];
-                }
-            q->nkeys--;
-            q->argc = a;
-            q->argv = av[m];
-            q->lens = ln[m];
-        }
+        with[m] = dlock__op_req(c, &ops[i], 0, cancel, &reqs[m], av[m], ln[m]);
+        reqs[m].script = dlock__router_script(c->router, ops[i].script);
+        reqs[m].flags |= flags;
         map[m++] = i;
     }
     if (m > 0)
-        dlock__node_call_many(n, reqs, m, flags, cancel, rout, rrc);
+        dlock__node_call_many(n, reqs, m, flags, cancel, rres, rrc);
     for (size_t j = 0; j < m; j++) {
         size_t i = map[j];
-        if (ops[i].optional >= 0 && on && refused_reply(rout[j])) {
-            /* An ACL refused dlock's own key (before the script ran): the
-             * single call sends it again without, and stops sending such keys. */
-            freeReplyObject(rout[j]);
-            rc[i] = dlock__op_call(c, &ops[i], flags, cancel, latch_ms, &out[i]);
+        dlock__try t = {.sent = DLOCK__SENT_OK, .err = rres[j].err};
+        int reroute = dlock__router_dynamic(c->router) &&
+                      dlock__call_policy(&t, reqs[j].flags, 0, 1, &c->cfg).next ==
+                          DLOCK__NEXT_REROUTE;
+        if (reroute)
+            dlock__router_stale(c->router);   /* the map or the primary is read again */
+        if (reroute || dlock__op_key_refused(with[j], &rres[j])) {
+            /* Alone, through the router: it follows the redirection; or
+             * without dlock's own key that an ACL refused. */
+            dlock__op alone = ops[i];
+            alone.flags |= flags;
+            rc[i] = dlock__op_call(c, &alone, cancel, &res[i]);
             continue;
         }
-        if (redirected_reply(rout[j]) && dlock__router_dynamic(c->router)) {
-            /* Alone, through the router: it follows the redirection (and
-             * reads the slot map or the primary again). */
-            dlock__router_stale(c->router);
-            freeReplyObject(rout[j]);
-            rc[i] = dlock__op_call(c, &ops[i], flags, cancel, latch_ms, &out[i]);
-            continue;
-        }
-        out[i] = rout[j];
+        res[i] = rres[j];
         rc[i] = rrc[j];
     }
 done:
@@ -197,67 +191,30 @@ done:
     free(av);
     free(ln);
     free(map);
-    free(rout);
+    free(rres);
     free(rrc);
+    free(with);
 }
 
-int dlock__wrong_type(const char *what, const char *name)
+static int wrong_type(const dlock__handle *h, const dlock__res *res)
 {
     /* The scripts say "WRONGTYPE the key holds a read-write lock", ...;
      * Redis itself "WRONGTYPE Operation against a key holding ...". */
-    const char *why = strstr(dlock_last_error(), "WRONGTYPE");
-    char detail[200];
-    snprintf(detail, sizeof(detail), "%s", why ? why + 9 : "");
-    return dlock__fail(DLOCK_EWRONGTYPE, "key '%s' exists and is not a %s:%s", name, what,
-                       detail[0] ? detail : " it holds another type");
+    const char *why = res ? dlock__redis_error_detail(res->text) : "";
+    return dlock__fail(DLOCK_EWRONGTYPE, "key '%s' exists and is not a %s: %s", h->name, h->what,
+                       why[0] ? why : "it holds another type");
 }
 
-int dlock__proto(const char *what, const char *name, const char *op, redisReply *r)
+int dlock__refused(const dlock__handle *h, int rc, const dlock__res *res)
+{
+    return rc == DLOCK_EWRONGTYPE ? wrong_type(h, res) : rc;
+}
+
+int dlock__proto(const dlock__handle *h, const char *op, redisReply *r)
 {
     int type = r ? r->type : -1;
     if (r)
         freeReplyObject(r);
-    return dlock__fail(DLOCK_EPROTO, "unexpected reply type %d to %s of %s '%s'", type, op, what,
-                       name);
-}
-
-int dlock__op_run(dlock_client *c, const dlock__op *op, unsigned flags, dlock_cancel *cancel,
-                  const char *what, const char *name, redisReply **out)
-{
-    int rc = dlock__op_call(c, op, flags, cancel, 0, out);
-    return rc == DLOCK_EWRONGTYPE ? dlock__wrong_type(what, name) : rc;
-}
-
-/* ----------------------------------------------------- replica acknowledgement */
-
-static _Thread_local int last_acks = -1;
-
-int dlock_last_replica_acks(void) { return last_acks; }
-
-void dlock__acks_reset(void) { dlock__acks = last_acks = -1; }
-
-void dlock__acks_record(void) { last_acks = dlock__acks; }
-
-int dlock__acks_check(dlock_client *c, const char *what, const char *name,
-                      int (*give_back)(void *ud), void *ud)
-{
-    const dlock_config *cfg = &c->cfg;
-    if (cfg->ack_replicas <= 0 || last_acks >= cfg->ack_replicas)
-        return DLOCK_OK;
-    if (cfg->ack_policy == DLOCK_ACK_KEEP) {
-        dlock__log(cfg, DLOCK_LOG_WARN,
-                   "%s '%s' acquired; %d of %d replicas acknowledged it within %lld ms (kept)",
-                   what, name, last_acks, cfg->ack_replicas, (long long)cfg->ack_timeout_ms);
-        return DLOCK_OK;
-    }
-    int acks = last_acks;
-    int rrc = give_back(ud);
-    last_acks = acks;
-    return dlock__fail(DLOCK_EREPLICAS,
-                       "%s '%s' acquired, but %d of %d replicas acknowledged it within %lld ms: "
-                       "%s",
-                       what, name, acks, cfg->ack_replicas, (long long)cfg->ack_timeout_ms,
-                       rrc == DLOCK_OK ? "given back"
-                                       : "giving it back failed too (a lease ends it; a "
-                                         "plain semaphore's permits stay taken)");
+    return dlock__fail(DLOCK_EPROTO, "unexpected reply type %d to %s of %s '%s'", type, op,
+                       h->what, h->name);
 }

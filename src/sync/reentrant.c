@@ -12,6 +12,14 @@
 
 enum { K_RESERVE = 0 };   /* l->key[] */
 
+/* Every lock type's channel carries "0" for an unlock, which one waiter can
+ * use (the others would find it taken again), and other words ("1": a
+ * read-write lock's last write hold went) for news every waiter may use. */
+int dlock__wake_lock(const char *msg, size_t len)
+{
+    return len == 1 && msg[0] == '0' ? 1 : DLOCK__WAKE_ALL;
+}
+
 /* How the watchdog renews a reentrant (or fair, or write) lock's hold: KEYS =
  * the lock, ARGV = the owner's field (scripts/lock/renew.lua). */
 const dlock__hold_kind dlock__lock_hold = {"lock", DLOCK__SCRIPT_LOCK_RENEW, 1, 1, 0};
@@ -22,25 +30,25 @@ void dlock__lock_hold_id(const dlock_lock *l, const dlock__owner *o, dlock__hold
     id->kind = &dlock__lock_hold;
     id->owner = o->id;
     id->olen = o->len;
-    id->part[0] = l->name;
-    id->len[0] = l->nlen;
+    id->part[0] = l->h.name;
+    id->len[0] = l->h.nlen;
     id->part[1] = o->field;
     id->len[1] = o->flen;
 }
 
 static int init(dlock_lock *l)
 {
-    l->channel = dlock__prefixed("redisson_lock__channel", l->name, l->nlen, "", &l->clen);
-    l->key[K_RESERVE] = dlock__prefixed("dlock_lock_next", l->name, l->nlen, "",
+    l->h.channel = dlock__prefixed("redisson_lock__channel", l->h.name, l->h.nlen, "", &l->h.clen);
+    l->key[K_RESERVE] = dlock__prefixed("dlock_lock_next", l->h.name, l->h.nlen, "",
                                         &l->klen[K_RESERVE]);
-    return l->channel && l->key[K_RESERVE] ? DLOCK_OK : DLOCK_ENOMEM;
+    return l->h.channel && l->key[K_RESERVE] ? DLOCK_OK : DLOCK_ENOMEM;
 }
 
 const char *dlock__lock_shared_channel(const dlock_lock *l, const dlock__owner *o, size_t *len)
 {
     (void)o;
-    *len = l->clen;
-    return l->channel;
+    *len = l->h.clen;
+    return l->h.channel;
 }
 
 /* KEYS: lock, token, reservation (optional); ARGV: lease, owner, fenced,
@@ -49,10 +57,10 @@ static void attempt_op(dlock__acq *a, int64_t waited_ms, dlock__op *op)
 {
     dlock_lock *l = a->l;
     /* A waiter that has waited long enough asks for the next turn. */
-    int64_t after = l->c->cfg.priority_after_ms;
+    int64_t after = l->h.c->cfg.priority_after_ms;
     int claim = waited_ms >= 0 && after != DLOCK_PRIORITY_OFF && waited_ms >= after;
     dlock__op_init(op, DLOCK__SCRIPT_LOCK_ACQUIRE);
-    dlock__op_key(op, l->name, l->nlen);
+    dlock__op_key(op, l->h.name, l->h.nlen);
     dlock__op_key(op, l->token_key, l->tlen);
     dlock__op_key_optional(op, l->key[K_RESERVE], l->klen[K_RESERVE]);
     dlock__op_argi(op, a->lease_ms);
@@ -67,7 +75,7 @@ static int attempt_reply(dlock__acq *a, redisReply *r, dlock__busy *b)
     int64_t ttl = -1;
     int rc = dlock__reply_acquire(r, a->fenced, &ttl, &a->token, &a->state);
     if (rc == DLOCK_EPROTO)
-        return dlock__lock_proto(a->l, "acquire", r);
+        return dlock__proto(&a->l->h, "acquire", r);
     freeReplyObject(r);
     if (rc == DLOCK__BUSY) {
         /* Sleep at most the holder's PTTL, or what is left of another
@@ -84,7 +92,7 @@ static int busy_error(dlock__acq *a, const dlock__busy *b)
         return dlock__fail(DLOCK_ETIMEDOUT,
                            "'%s' is free but its next turn is reserved for a waiter that has "
                            "waited long (for %lld ms more)",
-                           a->l->name, (long long)b->ttl);
+                           a->l->h.name, (long long)b->ttl);
     return dlock__lock_busy(a->l, b->ttl);
 }
 
@@ -94,17 +102,17 @@ static int busy_error(dlock__acq *a, const dlock__busy *b)
  * up; it keeps the caller's error message. Should it fail, the reservation
  * lapses by itself. KEYS: lock, reservation, channel; ARGV: owner
  * (scripts/lock/unclaim.lua). */
-static int give_up_op(dlock__acq *a, int code, dlock__op *op, unsigned *flags)
+static int give_up_op(dlock__acq *a, int code, dlock__op *op)
 {
     if (a->state != DLOCK__RESV_MINE || (code != DLOCK_ETIMEDOUT && code != DLOCK_ECANCELED))
         return 0;
     dlock_lock *l = a->l;
     dlock__op_init(op, DLOCK__SCRIPT_LOCK_UNCLAIM);
-    dlock__op_key(op, l->name, l->nlen);
+    dlock__op_key(op, l->h.name, l->h.nlen);
     dlock__op_key(op, l->key[K_RESERVE], l->klen[K_RESERVE]);
-    dlock__op_key(op, l->channel, l->clen);
+    dlock__op_key(op, l->h.channel, l->h.clen);
     dlock__op_arg(op, a->o.field, a->o.flen);
-    *flags = DLOCK__CALL_IDLE_ONLY;
+    op->flags = DLOCK__CALL_IDLE_ONLY;
     return 1;
 }
 
@@ -114,13 +122,13 @@ static void release_op(const dlock_lock *l, const dlock__owner *o, const char *l
                        size_t latch_len, int64_t renew_ms, dlock__op *op)
 {
     dlock__op_init(op, DLOCK__SCRIPT_LOCK_RELEASE);
-    dlock__op_key(op, l->name, l->nlen);
-    dlock__op_key(op, l->channel, l->clen);
+    dlock__op_key(op, l->h.name, l->h.nlen);
+    dlock__op_key(op, l->h.channel, l->h.clen);
     dlock__op_key(op, latch, latch_len);
     dlock__op_key_optional(op, l->key[K_RESERVE], l->klen[K_RESERVE]);
     dlock__op_arg(op, o->field, o->flen);
     dlock__op_argi(op, renew_ms);
-    dlock__op_argi(op, l->c->latch_px);
+    dlock__op_argi(op, l->h.c->latch_px);
     dlock__op_args(op, DLOCK__RESERVE_GRACE_ARG);
 }
 
@@ -128,8 +136,8 @@ static void release_op(const dlock_lock *l, const dlock__owner *o, const char *l
 static void force_op(const dlock_lock *l, dlock__op *op)
 {
     dlock__op_init(op, DLOCK__SCRIPT_LOCK_FORCE);
-    dlock__op_key(op, l->name, l->nlen);
-    dlock__op_key(op, l->channel, l->clen);
+    dlock__op_key(op, l->h.name, l->h.nlen);
+    dlock__op_key(op, l->h.channel, l->h.clen);
 }
 
 const dlock__lock_type dlock__reentrant_type = {

@@ -37,25 +37,25 @@ static const dlock__hold_kind read_hold = {"read lock", DLOCK__SCRIPT_RW_RENEW, 
 
 static int init(dlock_lock *l)
 {
-    l->channel = dlock__prefixed("redisson_rwlock", l->name, l->nlen, "", &l->clen);
+    l->h.channel = dlock__prefixed("redisson_rwlock", l->h.name, l->h.nlen, "", &l->h.clen);
     /* Redisson's suffix naming: "{name}:<suffix>", or "name:<suffix>" when the
      * name already has a '{' (its own hash tag). */
-    int tagged = memchr(l->name, '{', l->nlen) != NULL;
-    size_t len = l->nlen + (tagged ? 0 : 2);
+    int tagged = memchr(l->h.name, '{', l->h.nlen) != NULL;
+    size_t len = l->h.nlen + (tagged ? 0 : 2);
     char *p = malloc(len + 1);
     if (p) {
         if (tagged) {
-            memcpy(p, l->name, l->nlen);
+            memcpy(p, l->h.name, l->h.nlen);
         } else {
             p[0] = '{';
-            memcpy(p + 1, l->name, l->nlen);
+            memcpy(p + 1, l->h.name, l->h.nlen);
             p[len - 1] = '}';
         }
         p[len] = '\0';
     }
     l->key[K_PREFIX] = p;
     l->klen[K_PREFIX] = len;
-    return l->channel && p ? DLOCK_OK : DLOCK_ENOMEM;
+    return l->h.channel && p ? DLOCK_OK : DLOCK_ENOMEM;
 }
 
 /* The reader's timeout prefix, {name}:<owner>:rwlock_timeout, into o->aux;
@@ -96,8 +96,8 @@ static void read_hold_id(const dlock_lock *l, const dlock__owner *o, dlock__hold
     id->kind = &read_hold;
     id->owner = o->id;
     id->olen = o->len;
-    id->part[0] = l->name;
-    id->len[0] = l->nlen;
+    id->part[0] = l->h.name;
+    id->len[0] = l->h.nlen;
     id->part[1] = o->aux;
     id->len[1] = o->alen;
     id->part[2] = o->field;
@@ -115,7 +115,7 @@ static void read_attempt_op(dlock__acq *a, int64_t waited_ms, dlock__op *op)
     size_t wl;
     const char *wf = writer_field(&a->o, &wl);
     dlock__op_init(op, DLOCK__SCRIPT_RW_READ_ACQUIRE);
-    dlock__op_key(op, l->name, l->nlen);
+    dlock__op_key(op, l->h.name, l->h.nlen);
     dlock__op_key(op, a->o.aux, a->o.alen);
     dlock__op_key(op, l->token_key, l->tlen);
     dlock__op_argi(op, a->lease_ms);
@@ -131,7 +131,7 @@ static void write_attempt_op(dlock__acq *a, int64_t waited_ms, dlock__op *op)
     (void)waited_ms;
     dlock_lock *l = a->l;
     dlock__op_init(op, DLOCK__SCRIPT_RW_WRITE_ACQUIRE);
-    dlock__op_key(op, l->name, l->nlen);
+    dlock__op_key(op, l->h.name, l->h.nlen);
     dlock__op_key(op, l->token_key, l->tlen);
     dlock__op_argi(op, a->lease_ms);
     dlock__op_arg(op, a->o.field, a->o.flen);
@@ -145,7 +145,7 @@ static int attempt_reply(dlock__acq *a, redisReply *r, dlock__busy *b)
     int deadlock = 0;
     int rc = dlock__reply_rw_acquire(r, a->fenced, &ttl, &a->token, &deadlock);
     if (rc == DLOCK_EPROTO || (deadlock && a->l->type != &dlock__write_type))
-        return dlock__lock_proto(a->l, "acquire", r);
+        return dlock__proto(&a->l->h, "acquire", r);
     freeReplyObject(r);
     if (deadlock)
         /* Whatever the wait: its own read holds keep the write lock away. */
@@ -153,7 +153,7 @@ static int attempt_reply(dlock__acq *a, redisReply *r, dlock__busy *b)
                            "write lock '%s': its owner %s holds the read lock of the same name, "
                            "and a reader can never take the write lock (release every read "
                            "hold first)",
-                           a->l->name, a->o.id);
+                           a->l->h.name, a->o.id);
     if (rc == DLOCK__BUSY) {
         b->ttl = ttl;
         b->first = 0;
@@ -166,9 +166,9 @@ static int busy_error(dlock__acq *a, const dlock__busy *b)
     const char *by = a->l->type == &dlock__read_type ? "write-locked by another owner"
                                                      : "read- or write-locked by other owners";
     if (b->ttl >= 0)
-        return dlock__fail(DLOCK_ETIMEDOUT, "'%s' is %s (expires in %lld ms)", a->l->name, by,
+        return dlock__fail(DLOCK_ETIMEDOUT, "'%s' is %s (expires in %lld ms)", a->l->h.name, by,
                            (long long)b->ttl);
-    return dlock__fail(DLOCK_ETIMEDOUT, "'%s' is %s (no expiry)", a->l->name, by);
+    return dlock__fail(DLOCK_ETIMEDOUT, "'%s' is %s (no expiry)", a->l->h.name, by);
 }
 
 /* ------------------------------------------------------------ release */
@@ -181,13 +181,13 @@ static void read_release_op(const dlock_lock *l, const dlock__owner *o, const ch
 {
     (void)renew_ms;
     dlock__op_init(op, DLOCK__SCRIPT_RW_READ_RELEASE);
-    dlock__op_key(op, l->name, l->nlen);
-    dlock__op_key(op, l->channel, l->clen);
+    dlock__op_key(op, l->h.name, l->h.nlen);
+    dlock__op_key(op, l->h.channel, l->h.clen);
     dlock__op_key(op, latch, latch_len);
     dlock__op_key(op, o->aux, o->alen);
     dlock__op_key(op, l->key[K_PREFIX], l->klen[K_PREFIX]);
     dlock__op_arg(op, o->field, o->flen);
-    dlock__op_argi(op, l->c->latch_px);
+    dlock__op_argi(op, l->h.c->latch_px);
 }
 
 /* KEYS: lock, channel, latch, key prefix; ARGV: writer field, lease, latch
@@ -196,13 +196,13 @@ static void write_release_op(const dlock_lock *l, const dlock__owner *o, const c
                              size_t latch_len, int64_t renew_ms, dlock__op *op)
 {
     dlock__op_init(op, DLOCK__SCRIPT_RW_WRITE_RELEASE);
-    dlock__op_key(op, l->name, l->nlen);
-    dlock__op_key(op, l->channel, l->clen);
+    dlock__op_key(op, l->h.name, l->h.nlen);
+    dlock__op_key(op, l->h.channel, l->h.clen);
     dlock__op_key(op, latch, latch_len);
     dlock__op_key(op, l->key[K_PREFIX], l->klen[K_PREFIX]);
     dlock__op_arg(op, o->field, o->flen);
     dlock__op_argi(op, renew_ms);
-    dlock__op_argi(op, l->c->latch_px);
+    dlock__op_argi(op, l->h.c->latch_px);
 }
 
 /* 1 when `field` exists in the lock's hash; 0 when not, or when that cannot
@@ -210,16 +210,14 @@ static void write_release_op(const dlock_lock *l, const dlock__owner *o, const c
 static int has_field(dlock_lock *l, const char *field, size_t flen)
 {
     dlock__op op;
-    dlock__op_init(&op, -1);
-    dlock__op_args(&op, "HEXISTS");
-    dlock__op_arg(&op, l->name, l->nlen);
-    dlock__op_arg(&op, field, flen);
-    redisReply *r = NULL;
+    dlock__op_cmd(&op, "HEXISTS", l->h.name, l->h.nlen, field, flen);
+    op.flags = DLOCK__CALL_IDEMPOTENT;
+    dlock__res res;
     int yes = 0;
-    if (dlock__lock_call(l, &op, DLOCK__CALL_IDEMPOTENT, NULL, &r) == DLOCK_OK) {
-        if (dlock__reply_flag(r, &yes) != DLOCK_OK)
+    if (dlock__op_call(l->h.c, &op, NULL, &res) == DLOCK_OK) {
+        if (dlock__reply_flag(res.r, &yes) != DLOCK_OK)
             yes = 0;
-        freeReplyObject(r);
+        freeReplyObject(res.r);
     }
     return yes;
 }
@@ -233,8 +231,8 @@ static int read_not_held(dlock_lock *l, const dlock__owner *o)
     if (has_field(l, wf, wl))
         return dlock__fail(DLOCK_ENOTOWNER,
                            "read lock '%s' is not held by %s, which holds the write lock: "
-                           "release that through a write lock handle", l->name, o->id);
-    return dlock__fail(DLOCK_ENOTOWNER, "read lock '%s' is not held by %s", l->name, o->id);
+                           "release that through a write lock handle", l->h.name, o->id);
+    return dlock__fail(DLOCK_ENOTOWNER, "read lock '%s' is not held by %s", l->h.name, o->id);
 }
 
 static int write_not_held(dlock_lock *l, const dlock__owner *o)
@@ -242,48 +240,39 @@ static int write_not_held(dlock_lock *l, const dlock__owner *o)
     if (has_field(l, o->id, o->len))
         return dlock__fail(DLOCK_ENOTOWNER,
                            "write lock '%s' is not held by %s, which holds the read lock only: "
-                           "release that through a read lock handle", l->name, o->id);
-    return dlock__fail(DLOCK_ENOTOWNER, "write lock '%s' is not held by %s", l->name, o->id);
+                           "release that through a read lock handle", l->h.name, o->id);
+    return dlock__fail(DLOCK_ENOTOWNER, "write lock '%s' is not held by %s", l->h.name, o->id);
 }
 
 /* ------------------------------------------------------ force, queries */
 
-/* KEYS: lock, channel; ARGV: mode, message (scripts/rw/force.lua). */
-static void read_force_op(const dlock_lock *l, dlock__op *op)
+/* KEYS: lock, channel; ARGV: mode, message (scripts/rw/force.lua): a forced
+ * read lock wakes one waiter (a writer), a forced write lock every waiter. */
+static void force_op(const dlock_lock *l, dlock__op *op)
 {
+    int read = l->type == &dlock__read_type;
     dlock__op_init(op, DLOCK__SCRIPT_RW_FORCE);
-    dlock__op_key(op, l->name, l->nlen);
-    dlock__op_key(op, l->channel, l->clen);
-    dlock__op_args(op, "read");
-    dlock__op_args(op, "0");
-}
-
-static void write_force_op(const dlock_lock *l, dlock__op *op)
-{
-    dlock__op_init(op, DLOCK__SCRIPT_RW_FORCE);
-    dlock__op_key(op, l->name, l->nlen);
-    dlock__op_key(op, l->channel, l->clen);
-    dlock__op_args(op, "write");
-    dlock__op_args(op, "1");
+    dlock__op_key(op, l->h.name, l->h.nlen);
+    dlock__op_key(op, l->h.channel, l->h.clen);
+    dlock__op_args(op, read ? "read" : "write");
+    dlock__op_args(op, read ? "0" : "1");
 }
 
 /* KEYS: lock; ARGV: mode (scripts/rw/locked.lua). */
 static void locked_op(const dlock_lock *l, dlock__op *op)
 {
     dlock__op_init(op, DLOCK__SCRIPT_RW_LOCKED);
-    dlock__op_key(op, l->name, l->nlen);
+    dlock__op_key(op, l->h.name, l->h.nlen);
     dlock__op_args(op, l->type == &dlock__read_type ? "read" : "write");
 }
 
-static int locked_end(dlock_lock *l, int rc, redisReply *r, int *locked)
+static int locked_end(dlock_lock *l, int rc, dlock__res *res, int *locked)
 {
-    if (rc == DLOCK_EWRONGTYPE)
-        return dlock__lock_wrong_type(l);
     if (rc != DLOCK_OK)
-        return rc;
-    if (dlock__reply_flag(r, locked) != DLOCK_OK)
-        return dlock__lock_proto(l, "is locked", r);
-    freeReplyObject(r);
+        return dlock__refused(&l->h, rc, res);
+    if (dlock__reply_flag(res->r, locked) != DLOCK_OK)
+        return dlock__proto(&l->h, "is locked", res->r);
+    freeReplyObject(res->r);
     return DLOCK_OK;
 }
 
@@ -302,7 +291,7 @@ const dlock__lock_type dlock__read_type = {
     .give_up_op = NULL,
     .release_op = read_release_op,
     .not_held = read_not_held,
-    .force_op = read_force_op,
+    .force_op = force_op,
     .locked_op = locked_op,
     .locked_end = locked_end,
 };
@@ -322,43 +311,7 @@ const dlock__lock_type dlock__write_type = {
     .give_up_op = NULL,
     .release_op = write_release_op,
     .not_held = write_not_held,
-    .force_op = write_force_op,
+    .force_op = force_op,
     .locked_op = locked_op,
     .locked_end = locked_end,
 };
-
-/* -------------------------------------------------------------- getters */
-
-static int get(dlock_client *c, const dlock__lock_type *type, const char *name, const char *owner,
-               int explicit_owner, dlock_lock **out)
-{
-    if (explicit_owner && !owner) {
-        dlock__clear_error();
-        if (out)
-            *out = NULL;
-        return dlock__fail(DLOCK_EINVAL, "owner id is NULL");
-    }
-    return dlock__lock_new(c, type, name, owner, out);
-}
-
-int dlock_read_lock_get(dlock_client *c, const char *name, dlock_lock **out)
-{
-    return get(c, &dlock__read_type, name, NULL, 0, out);
-}
-
-int dlock_read_lock_get_as(dlock_client *c, const char *name, const char *owner,
-                           dlock_lock **out)
-{
-    return get(c, &dlock__read_type, name, owner, 1, out);
-}
-
-int dlock_write_lock_get(dlock_client *c, const char *name, dlock_lock **out)
-{
-    return get(c, &dlock__write_type, name, NULL, 0, out);
-}
-
-int dlock_write_lock_get_as(dlock_client *c, const char *name, const char *owner,
-                            dlock_lock **out)
-{
-    return get(c, &dlock__write_type, name, owner, 1, out);
-}

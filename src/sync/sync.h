@@ -1,22 +1,13 @@
 /* The sync layer: the client, and the lock and synchronizer types on top of
- * the io and net layers.
+ * the io and net layers (docs/internals/operations.md).
  *
- *   client.c   opens and closes a client (the composition of every layer)
- *   op.c       a request built key by key, argument by argument
- *   names.c    Redisson's key and channel names
- *   wait.c     the wait loop every waiting type uses: attempt, join the
- *              channel, retry, sleep until a message or the holder's TTL
- *   lock.c     the lock handle and every dlock_lock_* call (lock.h: the
- *              type table; reentrant.c, fair_lock.c, rwlock.c: the types)
- *   multilock.c several lock handles as one: multi-lock and RedLock
- *   semaphore.c          the semaphore (Redisson's RSemaphore)
- *   permit_semaphore.c   the permit-expirable semaphore (RPermitExpirableSemaphore)
- *   latch.c              the count-down latch (RCountDownLatch)
- *   reply.c    pure readers of the scripts' answers (fuzzed)
- *   inspect.c  read-only snapshots and SCAN listings
- *   fence.c    fenced writes: a write to a key of data done only when the
- *              caller's token is not lower than the key's guard has seen
- * Not installed. */
+ * Every call of every type is an operation (dlock__op_type): how to build its
+ * request, what its answer means, what the client keeps of a success and how
+ * to give it back, how to give up a wait, what it returns. Two drivers run
+ * them: the blocking one (run.c) on the calling thread, the asynchronous one
+ * (async.c) on the io thread; both wait with one wait loop (wait.c). A type
+ * brings its handle (a dlock__handle first), its keys, its scripts and its
+ * operations, nothing else. Not installed. */
 #ifndef DLOCK_SYNC_H
 #define DLOCK_SYNC_H
 
@@ -56,13 +47,51 @@ void dlock__async_stop(void *arg);
 
 /* Writes "<uuid>:<tid>" for the calling thread; returns the length. */
 size_t dlock__owner_of_thread(const dlock_client *c, char buf[DLOCK_OWNER_BUFSIZE]);
-/* Runs a request on the node that serves its first key. */
+/* Runs a request on the node that serves its first key; *out: the answer. */
 int dlock__call(dlock_client *c, const dlock__req *req, redisReply **out);
+
+/* ----------------------------------------------------------------- handle */
+
+/* What every handle (lock, semaphore, permit semaphore, latch, election)
+ * starts with: the drivers and the messages need no more of it. */
+typedef struct dlock__handle {
+    dlock_client *c;
+    const char *what;        /* "lock", "semaphore", ...: for messages */
+    char *name;
+    size_t nlen;
+    char *channel;           /* where its wake-ups come (a fair lock: each waiter's own
+                                channel's prefix) */
+    size_t clen;
+} dlock__handle;
+
+/* A getter's work (dlock_*_get(c, name, out)): clears the thread's message,
+ * checks out, the client and the name, then allocates `size` bytes (zeroed)
+ * that start with a dlock__handle, with the name copied and the channel
+ * named `prefix`:{name} (Redisson's dlock__prefixed; `braced`: always
+ * `prefix`{name}), or none when prefix is NULL. *h NULL on error. */
+int dlock__handle_new(dlock_client *c, const char *name, const void *out, size_t size,
+                      const char *what, const char *prefix, int braced, dlock__handle **h);
+/* Frees what dlock__handle_new allocated, the handle included (NULL: no-op). */
+void dlock__handle_free(dlock__handle *h);
+
+/* The argument checks every type shares. Each returns DLOCK_OK or
+ * DLOCK_EINVAL with the message. */
+/* Clears the thread's message; "<what> is NULL" when h is NULL. */
+int dlock__check_handle(const void *h, const char *what);
+/* A wait: 0 (no wait), a positive wait or DLOCK_WAIT_FOREVER. */
+int dlock__check_wait(int64_t wait_ms);
+/* A lease: positive (up to 2^50 ms) or DLOCK_WATCHDOG. */
+int dlock__check_lease(int64_t lease_ms);
+/* min <= n <= DLOCK_COUNT_MAX (naming `what`). */
+int dlock__check_count(int64_t n, int64_t min, const char *what);
+/* A change of a count: non-zero, within +-DLOCK_COUNT_MAX. */
+int dlock__check_delta(int64_t delta);
 
 /* --------------------------------------------------------------------- op */
 
-/* A request being built: keys first, then arguments. Strings are not copied:
- * they must outlive the call; numbers are formatted into the op itself. */
+/* A request being built: keys first, then arguments, then how it is sent.
+ * Strings are not copied: they must outlive the call; numbers are formatted
+ * into the op itself. */
 #define DLOCK__OP_MAX 16
 #define DLOCK__OP_NUMS 6
 typedef struct dlock__op {
@@ -71,6 +100,8 @@ typedef struct dlock__op {
     int bad;                 /* built wrong: the call refuses it */
     int optional;            /* index of a key of dlock's own that may be left out, or -1 */
     int nnum;
+    unsigned flags;          /* DLOCK__CALL_*: 0 unless set */
+    int64_t latch_ms;        /* an unlock latch's lifetime, or 0 */
     const char *argv[DLOCK__OP_MAX];
     size_t lens[DLOCK__OP_MAX];
     char num[DLOCK__OP_NUMS][24];
@@ -79,48 +110,50 @@ typedef struct dlock__op {
 void dlock__op_init(dlock__op *op, int script);
 void dlock__op_key(dlock__op *op, const char *s, size_t n);
 /* A key of dlock's own (not Redisson's) that the script works without: left
- * out when the client does not use it, or when Redis refuses it (see
- * dlock__op_call). At most one per op, and the op's last key. */
+ * out when the client does not use it, or when Redis refuses it (the ACL
+ * fallback below). At most one per op, and the op's last key. */
 void dlock__op_key_optional(dlock__op *op, const char *s, size_t n);
 void dlock__op_arg(dlock__op *op, const char *s, size_t n);
 void dlock__op_args(dlock__op *op, const char *s);   /* a NUL-terminated argument */
 void dlock__op_argi(dlock__op *op, int64_t v);
-/* Runs the op (dlock__node_call's flags, cancel and latch). An optional key is
- * sent while the client uses dlock's own keys (c->own_keys); when Redis
- * refuses it (an ACL that allows Redisson's keys only: NOPERM, answered
- * before the script runs) the op is sent again without it, and if that goes
- * through the client stops sending such keys (logged once). */
-int dlock__op_call(dlock_client *c, const dlock__op *op, unsigned flags, dlock_cancel *cancel,
-                   int64_t latch_ms, redisReply **out);
-/* Several ops on node n (every key of every op served by n) in one round
- * trip: dlock__node_call_many's rules and results (rc[i], out[i] for ops[i]),
- * with `flags` and `latch_ms` for each. An optional key is handled as
- * dlock__op_call does (an op whose key Redis refuses goes again alone), and so
- * is an op the node redirects (MOVED, ASK, TRYAGAIN, CLUSTERDOWN, READONLY on
- * a deployment whose keys move: sent again alone through the router). */
-void dlock__op_call_many(dlock_client *c, dlock__node *n, const dlock__op *ops, size_t k,
-                         unsigned flags, dlock_cancel *cancel, int64_t latch_ms,
-                         redisReply **out, int *rc);
-/* Replica acknowledgement of acquisitions (dlock_config_set_replica_ack).
- * Before an acquisition sent with DLOCK__CALL_WAIT_ACK: dlock__acks_reset;
- * once it succeeded: dlock__acks_record (dlock_last_replica_acks's answer),
- * then dlock__acks_check: DLOCK_OK when enough replicas acknowledged it (or
- * none were asked for, or the policy keeps it: logged), else give_back(ud)
- * undoes the acquisition and DLOCK_EREPLICAS with the message. */
-void dlock__acks_reset(void);
-void dlock__acks_record(void);
-int dlock__acks_check(dlock_client *c, const char *what, const char *name,
-                      int (*give_back)(void *ud), void *ud);
+/* A plain command on one key: cmd key [arg] (arg may be NULL). */
+void dlock__op_cmd(dlock__op *op, const char *cmd, const char *key, size_t klen,
+                   const char *arg, size_t alen);
 
-/* dlock__op_call for object `name` of kind `what` ("semaphore", ...): a
- * WRONGTYPE answer becomes dlock__wrong_type's verdict. */
-int dlock__op_run(dlock_client *c, const dlock__op *op, unsigned flags, dlock_cancel *cancel,
-                  const char *what, const char *name, redisReply **out);
-/* The verdict for a key that is not a `what`, with Redis's (or the
- * script's) words for it from the calling thread's message. */
-int dlock__wrong_type(const char *what, const char *name);
-/* An answer of the wrong shape to operation `op`: frees r, sets the message. */
-int dlock__proto(const char *what, const char *name, const char *op, redisReply *r);
+/* The request of op as the client sends it: an optional key goes along
+ * while the client uses dlock's own keys (c->own_keys) unless `without`
+ * (av, ln: room for the shortened request). Returns 1 when it carries the
+ * optional key. */
+int dlock__op_req(dlock_client *c, const dlock__op *op, int without, dlock_cancel *cancel,
+                  dlock__req *req, const char **av, size_t *ln);
+/* The ACL fallback, once for both drivers: an answer that refuses the
+ * optional key of a request that carried it (`with`; an ACL that allows
+ * Redisson's keys only: NOPERM, answered before the script ran) means the
+ * request goes again without it; the answer to that, unless refused too,
+ * makes the client stop sending such keys (dlock__op_key_dropped, logged
+ * once; key: the op's optional key, for the log). */
+int dlock__op_key_refused(int with, const dlock__res *res);
+void dlock__op_key_dropped(dlock_client *c, const char *key, size_t len, const dlock__res *res);
+/* Runs op on the node that serves its keys (its flags and latch), with the
+ * ACL fallback; res as dlock__router_call's. */
+int dlock__op_call(dlock_client *c, const dlock__op *op, dlock_cancel *cancel, dlock__res *res);
+/* Several ops on node n (every key of every op served by n) in one round
+ * trip: dlock__node_call_many's rules and results (rc[i], res[i] for
+ * ops[i]), each op with its flags and latch (`flags`: the batch's, see
+ * there). The ACL fallback is dlock__op_call's (an op whose key Redis
+ * refuses goes again alone), and so is an op the node redirects (MOVED,
+ * ASK, CLUSTERDOWN, READONLY on a deployment whose keys move: sent again
+ * alone through the router). */
+void dlock__op_call_many(dlock_client *c, dlock__node *n, const dlock__op *ops, size_t k,
+                         unsigned flags, dlock_cancel *cancel, dlock__res *res, int *rc);
+
+/* The verdicts every type gives. An answer of the wrong shape to operation
+ * `op`: frees r, sets the message. */
+int dlock__proto(const dlock__handle *h, const char *op, redisReply *r);
+/* A call's status, mapped for h: WRONGTYPE (a key that is not a h->what)
+ * becomes DLOCK_EWRONGTYPE with Redis's (or the script's) words for it from
+ * res (may be NULL); anything else stays. */
+int dlock__refused(const dlock__handle *h, int rc, const dlock__res *res);
 
 /* ------------------------------------------------------------------ names */
 
@@ -131,15 +164,15 @@ char *dlock__prefixed(const char *prefix, const char *name, size_t nlen, const c
 /* Redisson's suffix naming: "{name}:tail", or "name:tail" when the name
  * already has a '{'. NULL when out of memory. */
 char *dlock__suffixed(const char *name, size_t nlen, const char *tail, size_t *out_len);
+/* "prefix{name}", braces whatever the name holds (a latch's channel, the
+ * election's keys). NULL when out of memory. */
+char *dlock__braced(const char *prefix, const char *name, size_t nlen, size_t *out_len);
 /* Validates a lock name: DLOCK_EINVAL / DLOCK_ENAMETOOLONG with a message. */
 int dlock__check_name(const char *name, size_t *len);
-/* A getter's arguments (dlock_*_get(c, name, out)): clears the thread's
- * message, then checks out, the client and the name; *nlen = its length. */
-int dlock__get_args(const dlock_client *c, const char *name, const void *out, size_t *nlen);
 /* Validates an owner id likewise. */
 int dlock__check_owner(const char *owner, size_t *len);
 
-/* ------------------------------------------------------------------- wait */
+/* -------------------------------------------------------------- operation */
 
 /* An attempt's answer "held by somebody else", returned as DLOCK__BUSY. */
 #define DLOCK__BUSY 1
@@ -149,9 +182,9 @@ typedef struct dlock__busy {
     int64_t ttl;             /* sleep at most this long before the next attempt (ms);
                                 < 0: until a message */
     int first;               /* this waiter goes first among its channel's local waiters */
-    /* Where the next wake-up comes, when not on the spec's channel: a
-     * multi-lock waits on whichever of its locks answered busy. NULL channel:
-     * the spec's. */
+    /* Where the next wake-up comes, when not on the operation's channel: a
+     * multi-lock waits on whichever of its locks answered busy. NULL
+     * channel: the operation's. */
     dlock_client *c;
     const char *channel;
     size_t clen;
@@ -160,26 +193,66 @@ typedef struct dlock__busy {
                                 waiters when a wake-up brought it here */
 } dlock__busy;
 
-/* A waiting operation, as the wait loop sees it. */
-typedef struct dlock__wait_ops {
-    /* One attempt. waited_ms: -1 for the first one, then how long the call has
-     * waited so far. Returns DLOCK_OK, DLOCK__BUSY (*b filled) or an error. */
-    int (*attempt)(void *ud, int64_t waited_ms, dlock__busy *b);
-    /* The status (and message) for a busy answer when waiting is over: a wait
-     * of 0, or the deadline. */
-    int (*busy_error)(void *ud, const dlock__busy *b);
-    /* The wait ends with status rc (not DLOCK_OK) after a busy answer: a type
-     * that registered itself in Redis to wait (a reservation, a queue entry)
-     * takes it back. It must keep the caller's message. May be NULL. */
-    void (*give_up)(void *ud, int rc);
-    void *ud;
-} dlock__wait_ops;
+/* What a call reports; include/dlock/async.h reads it, the blocking calls
+ * take their outputs from it. */
+struct dlock_async_result {
+    int status;
+    const char *message;
+    uint64_t token;          /* a fenced acquisition's */
+    int flag;                /* a force release: was locked; a try-release: released; ... */
+    int64_t count;           /* a count the call answers, or -1 */
+    const char *permit_id;   /* an acquired permit's id */
+};
+typedef dlock_async_result dlock__result;
 
+/* One operation of a type (acquire, release, a query, ...), the same for
+ * both drivers. `st` is the call's state, the type's own struct: on the
+ * caller's stack for a blocking call, copied into the call for an
+ * asynchronous one (then set up there). Hooks may be NULL unless said. */
+typedef struct dlock__op_type {
+    /* Sets the state up where it lives (owner ids, an unlock latch, the
+     * watchdog told of a release): on error nothing is left to undo. */
+    int (*setup)(void *st);
+    /* Required (unless attempt): an attempt's request. waited_ms: -1 for the
+     * first attempt, then how long the call has waited. */
+    void (*request)(void *st, int64_t waited_ms, dlock__op *op);
+    /* Required (unless attempt): what its answer means, from the call's
+     * status rc and res (res->r the answer when rc is DLOCK_OK; read frees
+     * it): DLOCK_OK, DLOCK__BUSY with *b, or an error with the message. */
+    int (*read)(void *st, int rc, dlock__res *res, dlock__busy *b);
+    /* After DLOCK_OK: what the client keeps of it (the watchdog's
+     * schedule); sent_ms was taken before the request was sent. */
+    int (*keep)(void *st, int64_t sent_ms);
+    /* Undoing a success that cannot stand (keep failed, too few replicas
+     * acknowledged it): 1 with the request, or 0; then what its answer did
+     * (DLOCK_OK: given back). */
+    int (*give_back)(void *st, dlock__op *op);
+    int (*gave_back)(void *st, int rc, dlock__res *res);
+    /* Required for a waiting operation: the status and message of a busy
+     * answer when waiting is over (a wait of 0, or the deadline). */
+    int (*busy_error)(void *st, const dlock__busy *b);
+    /* A wait that ends with rc after a busy answer (a reservation handed
+     * back, a queue entry left): 1 with the request, sent once, best effort,
+     * or 0. */
+    int (*give_up)(void *st, int rc, dlock__op *op);
+    /* The channel its waits listen on when not the handle's. */
+    const char *(*channel)(void *st, size_t *len);
+    /* Fills the result of a successful call (token, count, flag, permit id). */
+    void (*result)(void *st, dlock__result *res);
+    /* Once after a successful setup, whatever the outcome; read = 0 when no
+     * answer was read (the client closed with the request in flight). */
+    void (*done)(void *st, int read);
+    /* An attempt the type makes itself (a multi-lock's round over several
+     * nodes), instead of request, read and keep: blocking only. */
+    int (*attempt)(void *st, int64_t waited_ms, dlock__busy *b);
+    /* An acquisition: replicas acknowledge it (dlock_config_set_replica_ack),
+     * and the client's statistics count it. */
+    int acquires;
+} dlock__op_type;
+
+/* How an operation waits while busy. */
 typedef struct dlock__wait_spec {
-    const char *name;        /* the object's name, for messages */
-    const char *channel;     /* where its wake-ups come */
-    size_t clen;
-    dlock__wake_policy wake; /* NULL: the locks' policy */
+    dlock__wake_policy wake; /* how many of the channel's local waiters a message wakes */
     int64_t need;            /* this waiter's part of a message's budget (0: 1) */
     int settles;             /* a DLOCK__WAKE_ALL_DONE message ends the wait: DLOCK_OK */
     int awaits;              /* waits for a state (the latch), acquires nothing: not
@@ -188,14 +261,95 @@ typedef struct dlock__wait_spec {
     dlock_cancel *cancel;    /* may be NULL */
 } dlock__wait_spec;
 
-/* Attempts; while busy, subscribes to the channel first, then retries, then
- * sleeps until a message, the busy answer's TTL or the deadline. A busy
- * answer that names another channel (b->channel) moves the wait there: it
- * subscribes to that one, then retries at once. Returns
- * DLOCK_OK, or the busy error at the deadline, DLOCK_ECANCELED,
- * DLOCK_ECLOSED, DLOCK_EINVAL (a wait asked for on the io thread), or the
- * attempt's error. */
-int dlock__wait(dlock_client *c, const dlock__wait_spec *spec, const dlock__wait_ops *ops);
+/* An asynchronous call's completion (NULL where a call takes one: blocking). */
+typedef struct dlock__via {
+    dlock_async_fn fn;
+    void *ud;
+} dlock__via;
+
+/* Runs operation t on handle h: one attempt, and while busy the wait of
+ * spec (NULL: a call that does not wait). Blocking (via NULL): st is used in
+ * place, *res (may be NULL) gets the result, and the call's status is
+ * returned. Asynchronous: st (size bytes) is copied into the call and set
+ * up there, and DLOCK_OK means via->fn runs exactly once, later, on the io
+ * thread; an error means it never runs. Either way a bad wait or callback
+ * is refused (DLOCK_EINVAL) before the state is set up, and a blocking wait
+ * from a dlock callback too (it would stall the io thread). h and the
+ * strings the state points to must outlive the call. */
+int dlock__start(const dlock__handle *h, const dlock__op_type *t, void *st, size_t size,
+                 const dlock__wait_spec *spec, const dlock__via *via, dlock__result *res);
+/* The blocking driver alone (run.c). */
+int dlock__run(const dlock__handle *h, const dlock__op_type *t, void *st,
+               const dlock__wait_spec *spec, dlock__result *res);
+/* The asynchronous driver alone (async.c). */
+int dlock__async_run(const dlock__handle *h, const dlock__op_type *t, const void *st,
+                     size_t size, const dlock__wait_spec *spec, const dlock__via *via);
+
+/* What an attempt's answer comes to, the same for both drivers (run.c):
+ * read, then keep, then the replicas' acknowledgement (acks: the result's;
+ * -1, not asked, passes). DLOCK_OK, DLOCK__BUSY, an error; or, with *back =
+ * 1, a success that must be given back (type->give_back), the returned
+ * status being the one the call then ends with. */
+int dlock__answer(const dlock__handle *h, const dlock__op_type *t, void *st, int rc,
+                  dlock__res *res, int64_t sent_ms, dlock__busy *b, int *back);
+/* The end of a give-back: the call's status and message. why: the status
+ * dlock__answer returned (its message in msg), acks: the result's, rrc:
+ * what gave_back said. */
+int dlock__given_back(const dlock__handle *h, int why, const char *msg, int acks, int rrc);
+
+/* ------------------------------------------------------------------- wait */
+
+/* The wait loop (wait.c): attempt -> busy -> join the channel -> attempt ->
+ * sleep -> attempt ..., as a state machine both drivers step through. Each
+ * step says what the driver does next; the driver does it its own way
+ * (block, or a callback and a timer) and reports back. */
+enum { DLOCK__W_ATTEMPT, DLOCK__W_JOIN, DLOCK__W_SLEEP, DLOCK__W_DONE };
+
+typedef struct dlock__wait {
+    const dlock__handle *h;
+    const dlock__op_type *t;
+    void *st;
+    dlock__wait_spec spec;
+    dlock__waiter w;
+    dlock_client *at;        /* where it is (to be) joined: client, channel */
+    const char *channel;
+    size_t clen;
+    unsigned char waits;     /* the operation has a wait spec */
+    unsigned char attempts, seen_busy, joined, used_wake, first;
+    int64_t start_us, deadline;
+    int64_t until;           /* W_SLEEP: until when */
+} dlock__wait;
+
+/* spec NULL: a call that does not wait. */
+void dlock__wait_init(dlock__wait *w, const dlock__handle *h, const dlock__op_type *t, void *st,
+                      const dlock__wait_spec *spec);
+/* For the next attempt: -1 for the first, then how long the call has
+ * waited (again: the same attempt, sent again). */
+int64_t dlock__wait_waited(dlock__wait *w, int again);
+/* After an attempt that returned *rc (DLOCK__BUSY: with *b). At W_DONE,
+ * *rc is the call's status. */
+int dlock__wait_attempted(dlock__wait *w, int *rc, const dlock__busy *b);
+/* W_JOIN, blocking: joins the channel and waits for its subscription (at
+ * most the command timeout); or asynchronously (returns at once; notify, see
+ * dlock__waiter). Then dlock__wait_joined with the status. */
+int dlock__wait_join(dlock__wait *w);
+int dlock__wait_join_async(dlock__wait *w, void (*notify)(void *arg), void *arg);
+int dlock__wait_joined(dlock__wait *w, int *rc);
+/* W_SLEEP, blocking: sleeps until a wake-up, w->until, a cancellation or the
+ * close; returns the event (dlock__waiter_wait's). */
+int dlock__wait_sleep(dlock__wait *w);
+/* After a sleep (or a poll, or the timer: DLOCK__WAKE_TIMEOUT) ended with ev. */
+int dlock__wait_woke(dlock__wait *w, int ev, int *rc);
+/* The end, with the call's status: leaves the channel (passing on a wake-up
+ * it used when it failed), counts the statistics; 1 with *op when the
+ * operation's give-up is due (the driver sends it, best effort). */
+int dlock__wait_end(dlock__wait *w, int rc, dlock__op *op);
+
+/* Every message wakes every waiter. */
+int dlock__wake_all(const char *msg, size_t len);
+/* The locks' wake policy (reentrant.c): "0" (an unlock) wakes one waiter,
+ * anything else (a read-write lock's "1", a count) wakes every waiter. */
+int dlock__wake_lock(const char *msg, size_t len);
 
 /* Acquire attempts (scripts sent) by the calling thread, for diagnostics: a
  * long wait with many attempts lost races (the lock is not fair); one with
@@ -206,72 +360,6 @@ extern _Thread_local uint64_t dlock__attempts;
  * head is woken, there should be none). Diagnostics and benchmarks. */
 extern _Thread_local uint64_t dlock__wakeups;
 extern _Thread_local uint64_t dlock__wakeups_wasted;
-
-/* ------------------------------------------------------------------ async */
-
-/* What an asynchronous call reports; include/dlock/async.h reads it. */
-struct dlock_async_result {
-    int status;
-    const char *message;
-    uint64_t token;          /* a fenced acquisition's */
-    int flag;                /* a force release: was locked; a try-release: released; ... */
-    int64_t count;           /* a count the call answers, or -1 */
-    const char *permit_id;   /* an acquired permit's id */
-};
-
-/* A waiting call in halves, so that the asynchronous engine (async.c) can
- * run its round trips from the io thread: the type brings its request and
- * what the answer means, the engine wait.c's loop. `st` is the call's own
- * state, made in place by the type (dlock__async_wait_new). */
-typedef struct dlock__await_type {
-    /* The attempt's request (waited_ms as for dlock__wait_ops.attempt); *flags
-     * are the call's (0 unless set). Strings must live in st or the handle. */
-    void (*attempt_op)(void *st, int64_t waited_ms, dlock__op *op, unsigned *flags);
-    /* The attempt's outcome from the call's status (WRONGTYPE included) and
-     * reply (freed; NULL unless rc is DLOCK_OK): DLOCK_OK, DLOCK__BUSY with
-     * *b, or an error with the io thread's message set. sent_ms: when the
-     * request was sent. */
-    int (*attempt_end)(void *st, int rc, redisReply *r, int64_t sent_ms, dlock__busy *b);
-    /* After DLOCK_OK: the watchdog's bookkeeping (may be NULL). On an error
-     * the engine sends give_back_op (if any) and fails the call. */
-    int (*keep)(void *st);
-    int (*give_back_op)(void *st, dlock__op *op, unsigned *flags);
-    int (*busy_error)(void *st, const dlock__busy *b);
-    /* A wait that ends with rc after a busy answer: the clean-up, sent once,
-     * best effort (1 with *op), or 0. May be NULL. */
-    int (*give_up_op)(void *st, int rc, dlock__op *op, unsigned *flags);
-    /* Fills the result of a successful call (token, permit id). May be NULL. */
-    void (*result)(void *st, dlock_async_result *res);
-    /* Frees what st holds, once, whatever the outcome. May be NULL. */
-    void (*done)(void *st);
-} dlock__await_type;
-
-/* A call of one round trip. */
-typedef struct dlock__call_type {
-    /* The request: *scratch filled, or one kept in st; flags and latch. */
-    const dlock__op *(*op)(void *st, dlock__op *scratch, unsigned *flags, int64_t *latch_ms);
-    /* Its outcome from the call's status and reply (freed; NULL unless
-     * DLOCK_OK); fills res (count, flag). */
-    int (*end)(void *st, int rc, redisReply *r, dlock_async_result *res);
-    /* Once, whatever the outcome; ended = 0 when end never ran (closed first). */
-    void (*done)(void *st, int ended);
-} dlock__call_type;
-
-/* Makes an asynchronous call of client c: returns its state (size bytes,
- * zeroed) for the type to set up in place, or NULL when out of memory.
- * Then exactly one of start or discard. */
-void *dlock__async_wait_new(dlock_client *c, const dlock__await_type *t, size_t size,
-                            dlock_async_fn fn, void *ud);
-void *dlock__async_call_new(dlock_client *c, const dlock__call_type *t, size_t size,
-                            dlock_async_fn fn, void *ud);
-/* Starts it (the spec's strings must live in st or the handle; spec->name
- * names the object in messages). DLOCK_OK: the callback will run once;
- * otherwise the call is discarded (its done hook run) and the callback never
- * runs. */
-int dlock__async_wait_start(void *st, const dlock__wait_spec *spec);
-int dlock__async_call_start(void *st);
-/* Frees a call never started (done hooks not run). */
-void dlock__async_discard(void *st);
 
 /* ------------------------------------------------------------------- lock */
 
@@ -285,22 +373,19 @@ const char *dlock__lock_channel(const dlock_lock *l, size_t *len);
  * waiters whose needs (their permits asked) fit in it, none when it is 0 or
  * negative, all when it is not a count. */
 int dlock__wake_permits(const char *msg, size_t len);
-/* DLOCK_EINVAL (naming `what`) unless min <= n <= DLOCK_COUNT_MAX. */
-int dlock__check_count(int64_t n, int64_t min, const char *what);
-/* Adds delta to the available count of semaphore `name` (either kind: the
- * same string key, the same channel) and wakes waiters the new count can
- * serve (scripts/semaphore/add.lua). *count (may be NULL) = the new count,
- * *heard (may be NULL) = 1 when some client heard the message. A count that
- * would leave +-DLOCK_COUNT_MAX: DLOCK_EINVAL, unchanged. */
-/* Its halves: the request (KEYS: semaphore, channel; ARGV: delta, bound),
- * and its answer (rc: the call's status; r freed), for the asynchronous form. */
-void dlock__semaphore_add_op(dlock__op *op, const char *name, size_t nlen, const char *channel,
-                             size_t clen, int64_t delta);
-int dlock__semaphore_add_end(const char *what, const char *name, int rc, redisReply *r,
-                             int64_t *count, int *heard);
-int dlock__semaphore_add(dlock_client *c, const char *what, const char *name, size_t nlen,
-                         const char *channel, size_t clen, int64_t delta, unsigned flags,
-                         int64_t *count, int *heard);
+
+/* The calls on a semaphore's available count, either kind (the same string
+ * key, the same channel: semaphore.c): set (idempotent), set if unset, add
+ * a delta (waking the waiters the new count can serve), read, drain (plain
+ * semaphore only). A permit semaphore passes its leases key: set and read
+ * then use its scripts (scripts/permits/), which give expired permits back
+ * first. Blocking (via NULL): *v = 1/0 (set), the new count (add), the
+ * count (available; *held: the permits held, a permit semaphore's), the
+ * permits drained; asynchronously the result's flag or count. */
+enum { DLOCK__COUNT_SET, DLOCK__COUNT_TRY_SET, DLOCK__COUNT_ADD, DLOCK__COUNT_AVAILABLE,
+       DLOCK__COUNT_DRAIN };
+int dlock__count_call(const dlock__handle *h, const char *leases, size_t llen, int kind,
+                      int64_t arg, const dlock__via *via, int64_t *v, int64_t *held);
 
 /* ------------------------------------------------------------------ reply */
 

@@ -1,22 +1,28 @@
-/* The wait loop every waiting type shares (docs/internals/waiting.md).
+/* The wait loop every waiting operation shares, blocking or asynchronous
+ * (docs/internals/waiting.md).
  *
  *   attempt -> busy -> join the channel -> attempt -> sleep -> attempt ...
  *
  * Subscribing before the retry closes the gap between a failed attempt and the
  * subscription: a release in between is seen by the retry, or arrives as a
  * message. The sleep ends at a wake-up (a message for this channel, kept if it
- * came while the thread was busy), the busy answer's TTL (the holder may
+ * came while the caller was busy), the busy answer's TTL (the holder may
  * expire without anybody publishing), the deadline, a cancellation or the
  * client closing. A waiter that used a wake-up and then failed with an error
  * passes it on, so another waiter of this process gets the chance.
  *
- * The type decides what an attempt is and what "busy" means; the loop decides
- * when to try. A type whose channel carries a settling message (a latch's
- * zero) ends the wait on it without another attempt (spec->settles). A busy
- * answer may ask for this waiter to go first among the channel's local
- * waiters (a reserved turn), or to wait on another channel (a multi-lock
- * waits on whichever of its locks was busy); the loop keeps the waiter table
- * in step. */
+ * The operation decides what an attempt is and what "busy" means; the loop
+ * decides when to try. An operation whose channel carries a settling message
+ * (a latch's zero) ends the wait on it without another attempt
+ * (spec->settles). A busy answer may ask for this waiter to go first among
+ * the channel's local waiters (a reserved turn), or to wait on another
+ * channel (a multi-lock waits on whichever of its locks was busy); the loop
+ * keeps the waiter table in step.
+ *
+ * It is a state machine: each step returns what the driver does next
+ * (attempt, join, sleep, done). The blocking driver (run.c) does it on the
+ * calling thread; the asynchronous one (async.c) with a callback waiter and
+ * a timer on the io thread. */
 #include <string.h>
 
 #include "sync/sync.h"
@@ -25,140 +31,190 @@ _Thread_local uint64_t dlock__attempts;
 _Thread_local uint64_t dlock__wakeups;
 _Thread_local uint64_t dlock__wakeups_wasted;
 
-static int end_error(const dlock__wait_spec *s, int rc)
+int dlock__wake_all(const char *msg, size_t len)
 {
-    return dlock__fail(rc, "wait for '%s' %s", s->name,
+    (void)msg;
+    (void)len;
+    return DLOCK__WAKE_ALL;
+}
+
+static int end_error(const dlock__wait *w, int rc)
+{
+    return dlock__fail(rc, "wait for '%s' %s", w->h->name,
                        rc == DLOCK_ECANCELED ? "cancelled" : "ended: client closing");
 }
 
-/* Where a busy answer says to wait: its own channel, or the spec's. */
-typedef struct place {
-    dlock_client *c;
-    const char *channel;
-    size_t clen;
-} place;
-
-static place place_of(dlock_client *c, const dlock__wait_spec *s, const dlock__busy *b)
+static int busy_error(dlock__wait *w, const dlock__busy *b)
 {
-    if (b->channel)
-        return (place){b->c ? b->c : c, b->channel, b->clen};
-    return (place){c, s->channel, s->clen};
+    if (!w->t->busy_error)
+        return dlock__fail(DLOCK_EPROTO, "'%s': busy answer to a call that cannot wait",
+                           w->h->name);
+    return w->t->busy_error(w->st, b);
 }
 
-static int same_place(const place *x, const place *y)
+/* Where the last busy answer says to wait: its own channel, the
+ * operation's, or the handle's. 1 when that is not where it is. */
+static int place(dlock__wait *w, const dlock__busy *b)
 {
-    return x->c == y->c && x->clen == y->clen && memcmp(x->channel, y->channel, x->clen) == 0;
+    dlock_client *c = w->h->c;
+    const char *ch = w->h->channel;
+    size_t len = w->h->clen;
+    if (b->channel) {
+        c = b->c ? b->c : c;
+        ch = b->channel;
+        len = b->clen;
+    } else if (w->t->channel) {
+        ch = w->t->channel(w->st, &len);
+    }
+    int moved = !w->joined || c != w->at || len != w->clen || memcmp(ch, w->channel, len) != 0;
+    w->at = c;
+    w->channel = ch;
+    w->clen = len;
+    return moved;
 }
 
-/* The loop after a first busy answer: joined, retrying, sleeping. */
-static int wait_joined(dlock_client *c, const dlock__wait_spec *s, const dlock__wait_ops *ops,
-                       int64_t start, int64_t deadline, dlock__busy *b)
+void dlock__wait_init(dlock__wait *w, const dlock__handle *h, const dlock__op_type *t, void *st,
+                      const dlock__wait_spec *spec)
 {
-    place at = place_of(c, s, b);
-    dlock__waiter w;
-    int rc = dlock__waiter_join(at.c->pubsub, &w, at.channel, at.clen, s->wake, s->need,
-                                s->settles, deadline, s->cancel);
-    if (rc != DLOCK_OK)
-        return rc;
-    int joined = 1;
-    int used_wake = 0;   /* consumed a wake-up not yet answered by a busy attempt */
-    int64_t woken_us = 0;   /* when the message behind it arrived */
-    int first = 0;
-    for (;;) {
-        rc = ops->attempt(ops->ud, dlock__now_ms() - start, b);
-        if (rc == DLOCK__BUSY && used_wake) {
-            dlock__wakeups_wasted++;   /* woken by a message, and it was taken again */
-            dlock__stats_count(&c->stats, DLOCK__ST_WAKEUPS_TAKEN, 1);
-        }
-        if (rc == DLOCK_OK && used_wake)
-            dlock__stats_time(&c->stats, DLOCK__H_HANDOFF_GAP, dlock__now_us() - woken_us);
-        if (rc != DLOCK__BUSY)
-            break;
-        /* Woken by a budget, and others took part of it first: what is left
-         * may serve a smaller local waiter the message did not wake. */
-        if (used_wake && b->pass > 0)
-            dlock__waiter_pass_budget(at.c->pubsub, &w, b->pass);
-        used_wake = 0;
-        int64_t now = dlock__now_ms();
-        if (now >= deadline) {
-            rc = ops->busy_error(ops->ud, b);
-            break;
-        }
-        place next = place_of(c, s, b);
-        if (!same_place(&at, &next)) {
-            /* Busy elsewhere now: subscribe there, then retry at once. */
-            dlock__waiter_leave(at.c->pubsub, &w, 0);
-            joined = 0;
-            at = next;
-            first = 0;
-            rc = dlock__waiter_join(at.c->pubsub, &w, at.channel, at.clen, s->wake, s->need,
-                                    s->settles, deadline, s->cancel);
-            if (rc != DLOCK_OK)
-                break;
-            joined = 1;
-            continue;
-        }
-        /* Follow each answer: a reserved turn can lapse or pass to another. */
-        if (!!b->first != first) {
-            first = !!b->first;
-            dlock__waiter_set_claimant(at.c->pubsub, &w, first);
-        }
-        /* Sleep until a message, the busy answer's TTL or the deadline. */
-        int64_t until = deadline;
-        if (b->ttl >= 0 && now + b->ttl + 1 < until)
-            until = now + b->ttl + 1;
-        if (!w.subscribed && now + at.c->cfg.retry_delay_ms < until)
-            until = now + at.c->cfg.retry_delay_ms;   /* pub/sub down: poll meanwhile */
-        int wr = dlock__waiter_wait(at.c->pubsub, &w, until);
-        if (wr == DLOCK__WAKE_DONE) {
-            rc = DLOCK_OK;   /* a settling message: the wait is over, no attempt needed */
-            break;
-        }
-        if (wr == DLOCK_ECANCELED || wr == DLOCK_ECLOSED) {
-            rc = end_error(s, wr);
-            break;
-        }
-        used_wake = wr == DLOCK__WAKE_MESSAGE;
-        dlock__wakeups += used_wake;
-        if (used_wake) {
-            woken_us = w.took_us;
-            dlock__stats_count(&c->stats, DLOCK__ST_WAKEUPS, 1);
-        }
-    }
-    /* Woken, then failed with an error before learning whether the object was
-     * free: another waiter must get the chance. */
-    if (joined)
-        dlock__waiter_leave(at.c->pubsub, &w, rc != DLOCK_OK && used_wake);
-    return rc;
+    w->h = h;
+    w->t = t;
+    w->st = st;
+    w->waits = spec != NULL;
+    if (spec)
+        w->spec = *spec;
+    else
+        w->spec = (dlock__wait_spec){.wake = dlock__wake_all};
+    w->attempts = w->seen_busy = w->joined = w->used_wake = w->first = 0;
+    w->at = NULL;
+    w->channel = NULL;
+    w->clen = 0;
+    w->start_us = 0;
+    w->deadline = INT64_MAX;
+    if (!spec)
+        return;   /* a call that does not wait reads no clock */
+    w->start_us = dlock__now_us();
+    int64_t start = w->start_us / 1000, wait = w->spec.wait_ms;
+    if (wait != DLOCK_WAIT_FOREVER && wait <= INT64_MAX - start)
+        w->deadline = start + wait;
 }
 
-int dlock__wait(dlock_client *c, const dlock__wait_spec *s, const dlock__wait_ops *ops)
+int64_t dlock__wait_waited(dlock__wait *w, int again)
 {
-    if (s->wait_ms != 0 && dlock__loop_on_io_thread(c->loop))
-        return dlock__fail(DLOCK_EINVAL, "a wait from a dlock callback would stall the io "
-                                         "thread: use a wait of 0 there");
-    const int64_t start_us = dlock__now_us();
-    const int64_t start = start_us / 1000;
-    const int64_t deadline = s->wait_ms == DLOCK_WAIT_FOREVER || s->wait_ms > INT64_MAX - start
-                                 ? INT64_MAX
-                                 : start + s->wait_ms;
-    dlock__busy b = {.ttl = -1};
-    int rc = ops->attempt(ops->ud, -1, &b);
-    if (rc == DLOCK__BUSY) {
-        if (s->wait_ms == 0) {
-            rc = ops->busy_error(ops->ud, &b);
-        } else if (dlock_cancel_fired(s->cancel)) {
-            rc = end_error(s, DLOCK_ECANCELED);
-        } else {
-            dlock__stats_count(&c->stats, DLOCK__ST_WAITS, 1);
-            rc = wait_joined(c, s, ops, start, deadline, &b);
+    if (w->attempts == 0 || (again && !w->seen_busy)) {
+        w->attempts = 1;
+        return -1;
+    }
+    return dlock__now_ms() - w->start_us / 1000;
+}
+
+int dlock__wait_attempted(dlock__wait *w, int *rc, const dlock__busy *b)
+{
+    dlock__stats *st = &w->h->c->stats;
+    if (*rc == DLOCK__BUSY && w->used_wake) {
+        dlock__wakeups_wasted++;   /* woken by a message, and it was taken again */
+        dlock__stats_count(st, DLOCK__ST_WAKEUPS_TAKEN, 1);
+    }
+    if (*rc == DLOCK_OK && w->used_wake)
+        dlock__stats_time(st, DLOCK__H_HANDOFF_GAP, dlock__now_us() - w->w.took_us);
+    if (*rc != DLOCK__BUSY)
+        return DLOCK__W_DONE;
+    if (!w->seen_busy) {
+        w->seen_busy = 1;
+        if (w->spec.wait_ms == 0) {
+            *rc = busy_error(w, b);
+            return DLOCK__W_DONE;
         }
-        if (rc != DLOCK_OK && ops->give_up)
-            ops->give_up(ops->ud, rc);
+        if (dlock_cancel_fired(w->spec.cancel)) {
+            *rc = end_error(w, DLOCK_ECANCELED);
+            return DLOCK__W_DONE;
+        }
+        dlock__stats_count(st, DLOCK__ST_WAITS, 1);
+        place(w, b);
+        return DLOCK__W_JOIN;
     }
-    if (rc == DLOCK_OK && !s->awaits) {
-        dlock__stats_count(&c->stats, DLOCK__ST_ACQUISITIONS, 1);
-        dlock__stats_time(&c->stats, DLOCK__H_ACQUIRE_WAIT, dlock__now_us() - start_us);
+    /* Woken by a budget, and others took part of it first: what is left may
+     * serve a smaller local waiter the message did not wake. */
+    if (w->used_wake && b->pass > 0)
+        dlock__waiter_pass_budget(w->at->pubsub, &w->w, b->pass);
+    w->used_wake = 0;
+    int64_t now = dlock__now_ms();
+    if (now >= w->deadline) {
+        *rc = busy_error(w, b);
+        return DLOCK__W_DONE;
     }
-    return rc;
+    dlock_client *was = w->at;
+    if (place(w, b)) {
+        /* Busy elsewhere now: subscribe there, then retry at once. */
+        dlock__waiter_leave(was->pubsub, &w->w, 0);
+        w->joined = 0;
+        w->first = 0;
+        return DLOCK__W_JOIN;
+    }
+    /* Follow each answer: a reserved turn can lapse or pass to another. */
+    if (!!b->first != w->first) {
+        w->first = !!b->first;
+        dlock__waiter_set_first(w->at->pubsub, &w->w, w->first);
+    }
+    /* Sleep until a message, the busy answer's TTL or the deadline. */
+    w->until = w->deadline;
+    if (b->ttl >= 0 && now + b->ttl + 1 < w->until)
+        w->until = now + b->ttl + 1;
+    if (!w->w.subscribed && now + w->at->cfg.retry_delay_ms < w->until)
+        w->until = now + w->at->cfg.retry_delay_ms;   /* pub/sub down: poll meanwhile */
+    return DLOCK__W_SLEEP;
+}
+
+int dlock__wait_join(dlock__wait *w)
+{
+    return dlock__waiter_join(w->at->pubsub, &w->w, w->channel, w->clen, w->spec.wake,
+                              w->spec.need, w->spec.settles, w->deadline, w->spec.cancel);
+}
+
+int dlock__wait_join_async(dlock__wait *w, void (*notify)(void *arg), void *arg)
+{
+    return dlock__waiter_join_async(w->at->pubsub, &w->w, w->channel, w->clen, w->spec.wake,
+                                    w->spec.need, w->spec.settles, w->spec.cancel, notify, arg);
+}
+
+int dlock__wait_joined(dlock__wait *w, int *rc)
+{
+    if (*rc != DLOCK_OK)
+        return DLOCK__W_DONE;
+    w->joined = 1;
+    return DLOCK__W_ATTEMPT;
+}
+
+int dlock__wait_sleep(dlock__wait *w) { return dlock__waiter_wait(w->at->pubsub, &w->w, w->until); }
+
+int dlock__wait_woke(dlock__wait *w, int ev, int *rc)
+{
+    if (ev == DLOCK__WAKE_DONE) {
+        *rc = DLOCK_OK;   /* a settling message: the wait is over, no attempt needed */
+        return DLOCK__W_DONE;
+    }
+    if (ev == DLOCK_ECANCELED || ev == DLOCK_ECLOSED) {
+        *rc = end_error(w, ev);
+        return DLOCK__W_DONE;
+    }
+    w->used_wake = ev == DLOCK__WAKE_MESSAGE;
+    if (w->used_wake) {
+        dlock__wakeups++;
+        dlock__stats_count(&w->h->c->stats, DLOCK__ST_WAKEUPS, 1);
+    }
+    return DLOCK__W_ATTEMPT;
+}
+
+int dlock__wait_end(dlock__wait *w, int rc, dlock__op *op)
+{
+    /* Woken, then failed with an error before learning whether the object
+     * was free: another waiter must get the chance. */
+    if (w->joined)
+        dlock__waiter_leave(w->at->pubsub, &w->w, rc != DLOCK_OK && w->used_wake);
+    w->joined = 0;
+    if (rc == DLOCK_OK && w->waits && !w->spec.awaits) {
+        dlock__stats *st = &w->h->c->stats;
+        dlock__stats_count(st, DLOCK__ST_ACQUISITIONS, 1);
+        dlock__stats_time(st, DLOCK__H_ACQUIRE_WAIT, dlock__now_us() - w->start_us);
+    }
+    return rc != DLOCK_OK && w->seen_busy && w->t->give_up && w->t->give_up(w->st, rc, op);
 }

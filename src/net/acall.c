@@ -33,7 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/io.h"
+#include "net/net.h"
 
 typedef struct anode anode;
 
@@ -70,7 +70,7 @@ struct anode {
 struct dlock__acall {
     dlock__netctx *ctx;
     dlock__router *router;
-    dlock__loop *lp;
+    uv_loop_t *uv;
     anode **nodes;           /* io thread only, like everything below */
     size_t nn, cap;
     uv_timer_t timer;
@@ -78,7 +78,6 @@ struct dlock__acall {
     uv_check_t check;        /* ... or after its I/O callbacks */
     int corked;              /* some node is */
     int stopping;
-    uint64_t sent;           /* requests written (tests, bench) */
 };
 
 static void on_reply(dlock__aconn *ac, redisReply *r, int status, void *ud);
@@ -87,12 +86,6 @@ static void on_check(uv_check_t *c);
 static void arm(dlock__acall *x);
 
 static const char *addr_of(const areq *a) { return dlock__node_addr(a->an->node); }
-
-static int transient(const char *s)
-{
-    return strncmp(s, "LOADING", 7) == 0 || strncmp(s, "BUSY", 4) == 0 ||
-           strncmp(s, "TRYAGAIN", 8) == 0 || strncmp(s, "MASTERDOWN", 10) == 0;
-}
 
 static void on_ready(dlock__aconn *ac, void *ud);
 
@@ -123,8 +116,8 @@ static anode *route(dlock__acall *x, const areq *a)
     an->node = n;
     dlock__list_init(&an->waiting);
     dlock__aconn_cbs cbs = {on_ready, NULL, NULL, an};
-    if (dlock__aconn_new(&an->conn, dlock__loop_uv(x->lp), x->ctx, dlock__node_endpoint(n), 0,
-                         &cbs) != DLOCK_OK) {
+    if (dlock__aconn_new(&an->conn, x->uv, x->ctx, dlock__node_endpoint(n), 0, &cbs) !=
+        DLOCK_OK) {
         free(an);
         dlock__fail(DLOCK_ENOMEM, "out of memory creating a connection");
         return NULL;
@@ -165,13 +158,22 @@ static redisReply *dup_reply(const redisReply *r)
     return d;
 }
 
-/* Ends a request: fn(status) with the io thread's message set, or the answer. */
-static void finish(areq *a, int status, redisReply *r)
+/* Ends a request: fn(status, res) with the io thread's message set, or the
+ * answer in res->r. */
+static void finish(areq *a, int status, dlock__res *res)
 {
     dlock__acall_fn fn = a->fn;
     void *ud = a->ud;
     free(a);
-    fn(status, r, ud);
+    fn(status, res, ud);
+}
+
+/* Ends a request that has no outcome beyond its status (message set). */
+static void fail(areq *a, int status)
+{
+    dlock__res res;
+    dlock__res_init(&res);
+    finish(a, status, &res);
 }
 
 static int64_t connect_budget(const dlock_config *cfg)
@@ -214,12 +216,12 @@ static void on_check(uv_check_t *c) { uncork(c->data); }
 static void write_req(dlock__acall *x, areq *a)
 {
     int64_t now = dlock__now_ms();
-    if (a->latch_ms > 0 && a->first_write &&
-        now + x->ctx->cfg->command_timeout_ms > a->first_write + a->latch_ms) {
+    if (!dlock__latch_allows(a->first_write ? a->first_write : -1, a->latch_ms,
+                             x->ctx->cfg->command_timeout_ms, now)) {
         dlock__fail(DLOCK_EUNKNOWN, "%s: no reply to a request guarded by a latch, and a resend "
                                     "could be answered after the latch: it may have run",
                     addr_of(a));
-        finish(a, DLOCK_EUNKNOWN, NULL);
+        fail(a, DLOCK_EUNKNOWN);
         return;
     }
     anode *an = a->an;
@@ -238,7 +240,6 @@ static void write_req(dlock__acall *x, areq *a)
     }
     if (!a->first_write)
         a->first_write = now;
-    x->sent++;
 }
 
 static void on_load(dlock__aconn *ac, redisReply *r, int status, void *ud)
@@ -249,71 +250,60 @@ static void on_load(dlock__aconn *ac, redisReply *r, int status, void *ud)
                    dlock__node_addr(an->node), r->str);
 }
 
-static int may_retry(const dlock__acall *x, const areq *a)
-{
-    return !x->stopping && !(a->flags & DLOCK__CALL_NO_RETRY) &&
-           a->tries < x->ctx->cfg->retry_attempts;
-}
-
 static void on_reply(dlock__aconn *ac, redisReply *r, int status, void *ud)
 {
     areq *a = ud;
     dlock__acall *x = a->x;
-    if (!r) {
-        if (status == DLOCK_ECLOSED || x->stopping) {
-            dlock__fail(DLOCK_ECLOSED, "client is closing");
-            finish(a, DLOCK_ECLOSED, NULL);
-            return;
-        }
-        /* Written, then no reply: it may have run. */
-        if ((a->flags & DLOCK__CALL_IDEMPOTENT) && may_retry(x, a)) {
-            a->tries++;
-            wait_for_conn(x, a, dlock__now_ms() + x->ctx->cfg->retry_delay_ms);
-            return;
-        }
-        const char *why = status == DLOCK_ECMDTIMEOUT ? "no reply within the command timeout"
-                                                      : "connection lost";
-        if (a->flags & DLOCK__CALL_IDEMPOTENT) {
-            dlock__fail(status, "%s: %s", addr_of(a), why);
-            finish(a, status, NULL);
-        } else {
-            dlock__fail(DLOCK_EUNKNOWN, "%s: %s after the request was sent; it may have run",
-                        addr_of(a), why);
-            finish(a, DLOCK_EUNKNOWN, NULL);
-        }
+    const dlock_config *cfg = x->ctx->cfg;
+    if (!r && (status == DLOCK_ECLOSED || x->stopping)) {
+        dlock__fail(DLOCK_ECLOSED, "client is closing");
+        fail(a, DLOCK_ECLOSED);
         return;
     }
-    if (r->type == REDIS_REPLY_ERROR) {
-        if (a->script >= 0 && !a->reloaded && strncmp(r->str, "NOSCRIPT", 8) == 0 &&
-            !x->stopping) {
-            /* The server lost its script cache (restart, SCRIPT FLUSH). */
-            a->reloaded = 1;
-            const dlock__script *s = &dlock__scripts[a->script];
-            const char *av[] = {"SCRIPT", "LOAD", s->body};
-            size_t lens[] = {6, 4, s->len};
-            dlock__aconn_send(ac, 3, av, lens, 1, on_load, a->an);
-            write_req(x, a);
-            return;
-        }
-        int moved = dlock__redis_redirected(r->str) && dlock__router_dynamic(x->router);
-        if (moved)
-            dlock__router_stale(x->router);   /* read again soon; then routed afresh */
-        if ((moved || transient(r->str)) && may_retry(x, a)) {
-            a->tries++;
-            wait_for_conn(x, a, dlock__now_ms() + x->ctx->cfg->retry_delay_ms);
-            return;
-        }
-        int code = dlock__fail(dlock__redis_error_code(r->str), "%s: %s", addr_of(a), r->str);
-        finish(a, code, NULL);
+    /* Written, then no reply: it may have run. */
+    dlock__try t = {.sent = r ? DLOCK__SENT_OK : DLOCK__MAYBE_RAN,
+                    .timed_out = status == DLOCK_ECMDTIMEOUT};
+    if (r && r->type == REDIS_REPLY_ERROR)
+        t.err = dlock__redis_classify(r->str);
+    unsigned flags = a->flags | (x->stopping ? DLOCK__CALL_NO_RETRY : 0);
+    dlock__verdict v = dlock__call_policy(&t, flags, a->tries, a->reloaded || x->stopping, cfg);
+    dlock__res res;
+    dlock__res_init(&res);
+    if (v.next == DLOCK__NEXT_RELOAD) {
+        /* The server lost its script cache (restart, SCRIPT FLUSH): the load
+         * goes first on the connection (replies come in order), then the
+         * request again. */
+        a->reloaded = 1;
+        const dlock__script *s = &dlock__scripts[a->script];
+        const char *av[] = {"SCRIPT", "LOAD", s->body};
+        size_t lens[] = {6, 4, s->len};
+        dlock__aconn_send(ac, 3, av, lens, 1, on_load, a->an);
+        write_req(x, a);
         return;
     }
-    redisReply *d = dup_reply(r);
-    if (!d) {
-        dlock__fail(DLOCK_ENOMEM, "out of memory");
-        finish(a, DLOCK_ENOMEM, NULL);
+    if (v.next == DLOCK__NEXT_REROUTE && dlock__router_dynamic(x->router)) {
+        /* Read the topology again soon; then routed afresh, as a retry. */
+        dlock__router_stale(x->router);
+        if (!(flags & DLOCK__CALL_NO_RETRY) && a->tries < cfg->retry_attempts)
+            v = (dlock__verdict){DLOCK__NEXT_RETRY, v.rc, cfg->retry_delay_ms, 1};
+    }
+    if (v.next == DLOCK__NEXT_RETRY) {
+        a->tries += v.counts;
+        wait_for_conn(x, a, dlock__now_ms() + v.after_ms);
         return;
     }
-    finish(a, DLOCK_OK, d);
+    if (v.next == DLOCK__NEXT_DONE) {
+        if (!(res.r = dup_reply(r))) {
+            dlock__fail(DLOCK_ENOMEM, "out of memory");
+            fail(a, DLOCK_ENOMEM);
+            return;
+        }
+        finish(a, DLOCK_OK, &res);
+        return;
+    }
+    int rc = r ? dlock__res_refused(&res, addr_of(a), r)
+               : dlock__call_lost(addr_of(a), &t, "connection lost", a->flags);
+    finish(a, rc, &res);
 }
 
 /* The waiting requests: written once their node's connection is ready and
@@ -357,7 +347,7 @@ static void run_waiting(dlock__acall *x)
             write_req(x, a);
         } else {
             dlock__fail(DLOCK_ECONN, "%s: cannot reach the server", addr_of(a));
-            finish(a, DLOCK_ECONN, NULL);
+            fail(a, DLOCK_ECONN);
         }
     }
     arm(x);
@@ -460,14 +450,10 @@ int dlock__acall_send(dlock__acall *x, const dlock__req *req, dlock__acall_fn fn
     return DLOCK_OK;
 }
 
-uint64_t dlock__acall_sent(const dlock__acall *x) { return x->sent; }
+static void on_handle_closed(uv_handle_t *h) { (void)h; }
 
-/* Stop hook (io thread): every request ends with DLOCK_ECLOSED. */
-static void on_timer_closed(uv_handle_t *h) { (void)h; }
-
-static void on_stop(void *arg)
+void dlock__acall_stop(dlock__acall *x)
 {
-    dlock__acall *x = arg;
     x->stopping = 1;
     x->corked = 0;
     for (size_t i = 0; i < x->nn; i++) {
@@ -478,18 +464,18 @@ static void on_stop(void *arg)
             areq *a = DLOCK__CONTAINER_OF(an->waiting.next, areq, link);
             dlock__list_remove(&a->link);
             dlock__fail(DLOCK_ECLOSED, "client is closing");
-            finish(a, DLOCK_ECLOSED, NULL);
+            fail(a, DLOCK_ECLOSED);
         }
     }
     uv_timer_stop(&x->timer);
-    uv_close((uv_handle_t *)&x->timer, on_timer_closed);
+    uv_close((uv_handle_t *)&x->timer, on_handle_closed);
     uv_prepare_stop(&x->prep);
-    uv_close((uv_handle_t *)&x->prep, on_timer_closed);
+    uv_close((uv_handle_t *)&x->prep, on_handle_closed);
     uv_check_stop(&x->check);
-    uv_close((uv_handle_t *)&x->check, on_timer_closed);
+    uv_close((uv_handle_t *)&x->check, on_handle_closed);
 }
 
-int dlock__acall_new(dlock__acall **out, dlock__loop *lp, dlock__netctx *ctx,
+int dlock__acall_new(dlock__acall **out, uv_loop_t *uv, dlock__netctx *ctx,
                      dlock__router *router)
 {
     dlock__acall *x = calloc(1, sizeof(*x));
@@ -497,22 +483,13 @@ int dlock__acall_new(dlock__acall **out, dlock__loop *lp, dlock__netctx *ctx,
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
     x->ctx = ctx;
     x->router = router;
-    x->lp = lp;
-    /* Before the io thread runs: the module's setup may use the loop. */
-    uv_timer_init(dlock__loop_uv(lp), &x->timer);
+    x->uv = uv;
+    uv_timer_init(uv, &x->timer);
     x->timer.data = x;
-    uv_prepare_init(dlock__loop_uv(lp), &x->prep);
+    uv_prepare_init(uv, &x->prep);
     x->prep.data = x;
-    uv_check_init(dlock__loop_uv(lp), &x->check);
+    uv_check_init(uv, &x->check);
     x->check.data = x;
-    int rc = dlock__loop_on_stop(lp, on_stop, x);
-    if (rc != DLOCK_OK) {
-        uv_close((uv_handle_t *)&x->timer, NULL);
-        uv_close((uv_handle_t *)&x->prep, NULL);
-        uv_close((uv_handle_t *)&x->check, NULL);
-        free(x);
-        return rc;
-    }
     *out = x;
     return DLOCK_OK;
 }

@@ -1,0 +1,82 @@
+/* What the waiter table (waiters.c) and the subscription connections
+ * (pubsub.c) share: the channels, the pub/sub connections, the pubsub
+ * itself. Not installed. */
+#ifndef DLOCK_IO_PUBSUB_INT_H
+#define DLOCK_IO_PUBSUB_INT_H
+
+#include "io/io.h"
+
+enum { CH_NONE, CH_SUBSCRIBING, CH_SUBSCRIBED, CH_UNSUBSCRIBING };
+
+
+/* The pub/sub connection to one node. One in all on a single server (and a
+ * cluster without sharded pub/sub: a PUBLISH reaches every node); one per
+ * node serving a waited-on channel's slot with sharded pub/sub. Created on
+ * the io thread, freed with the pubsub; the fields marked mu are read by user
+ * threads joining a channel. */
+typedef struct dlock__psconn {
+    dlock__pubsub *ps;
+    dlock__node *node;
+    dlock__aconn *ac;
+    uint64_t barriers_sent;  /* under mu: barrier PINGs written */
+    uint64_t barriers_acked; /* under mu: the highest one answered */
+    int barrier_wanted;      /* under mu: a settling waiter joined since the last one */
+    /* io thread: this sync's commands */
+    const char **sub, **uns;
+    size_t *sl, *ul;
+    int ns, nu, cap;
+} dlock__psconn;
+
+struct dlock__channel {
+    dlock__hnode hn;
+    dlock__list waiters;
+    dlock__list dirty_link;
+    int dirty;
+    int state;
+    int nwaiters;
+    int nfirst;              /* waiters with w->first set */
+    int resync;
+    int sub_failed;          /* Redis refused the SUBSCRIBE: waiters poll instead */
+    dlock__psconn *pc;              /* where it is (being) subscribed; NULL in CH_NONE */
+    dlock__wake_policy wake;
+    size_t len;
+    char name[];
+};
+
+struct dlock__pubsub {
+    dlock__netctx *ctx;
+    dlock__loop *lp;
+    dlock__router *router;
+    dlock__job sync_job;     /* sync_channels on the io thread */
+
+    pthread_mutex_t mu;
+    dlock__map channels;
+    dlock__list dirty;
+    int closed;              /* under mu: waits return DLOCK_ECLOSED */
+
+    int sharded;             /* SSUBSCRIBE on the channel's slot's node */
+    int dynamic;             /* channels may move between nodes (sentinel, cluster) */
+    uint64_t gen;            /* io thread: the router generation last looked at */
+
+    /* io thread only (conns is read under mu too: it only grows, under mu) */
+    int stopping;
+    uv_timer_t retry;        /* channels left unsubscribed try again */
+    int retry_inited;
+    dlock__psconn **conns;
+    size_t nconns;
+};
+
+/* waiters.c, for the io thread's side. Callers hold ps->mu (but for the
+ * map's key test and dlock__ps_deliver). */
+int dlock__ps_channel_eq(const dlock__hnode *n, const void *key, size_t len);
+dlock__channel *dlock__ps_find(dlock__pubsub *ps, const char *name, size_t len);
+void dlock__ps_free_channel(dlock__pubsub *ps, dlock__channel *ch);
+/* Marks ch for the io thread's next sync. */
+void dlock__ps_mark(dlock__pubsub *ps, dlock__channel *ch);
+/* Tells every waiter of ch to look; set_woken: as a message would. */
+void dlock__ps_wake_all(dlock__channel *ch, int set_woken);
+/* A message for channel `chr` (the io thread; takes ps->mu itself): the
+ * channel's wake policy decides whom it wakes. */
+void dlock__ps_deliver(dlock__pubsub *ps, const char *chr, size_t clen, const redisReply *msg);
+
+#endif

@@ -1,0 +1,164 @@
+/* The blocking driver: an operation run on the calling thread, its waits
+ * through the wait loop (wait.c); and what an attempt's answer comes to,
+ * which the asynchronous driver (async.c) shares (docs/internals/operations.md). */
+#include <stdio.h>
+#include <string.h>
+
+#include "sync/sync.h"
+
+/* dlock_last_replica_acks's answer: per thread, as the blocking calls are. */
+static _Thread_local int last_acks = -1;
+
+int dlock_last_replica_acks(void) { return last_acks; }
+
+/* ------------------------------------------------------------- answers */
+
+int dlock__answer(const dlock__handle *h, const dlock__op_type *t, void *st, int rc,
+                  dlock__res *res, int64_t sent_ms, dlock__busy *b, int *back)
+{
+    *back = 0;
+    rc = t->read(st, rc, res, b);
+    res->r = NULL;   /* read freed it */
+    if (rc != DLOCK_OK)
+        return rc;
+    if (t->keep && (rc = t->keep(st, sent_ms)) != DLOCK_OK) {
+        /* Held but not kept (renewable): given back rather than left to lapse
+         * unseen. */
+        *back = 1;
+        return rc;
+    }
+    const dlock_config *cfg = &h->c->cfg;
+    if (!t->acquires || cfg->ack_replicas <= 0 || res->acks < 0 ||
+        res->acks >= cfg->ack_replicas)
+        return DLOCK_OK;
+    if (cfg->ack_policy == DLOCK_ACK_KEEP) {
+        dlock__log(cfg, DLOCK_LOG_WARN,
+                   "%s '%s' acquired; %d of %d replicas acknowledged it within %lld ms (kept)",
+                   h->what, h->name, res->acks, cfg->ack_replicas,
+                   (long long)cfg->ack_timeout_ms);
+        return DLOCK_OK;
+    }
+    *back = 1;
+    return DLOCK_EREPLICAS;
+}
+
+int dlock__given_back(const dlock__handle *h, int why, const char *msg, int acks, int rrc)
+{
+    if (why != DLOCK_EREPLICAS)
+        return dlock__fail(why, "%s", msg);
+    const dlock_config *cfg = &h->c->cfg;
+    return dlock__fail(DLOCK_EREPLICAS,
+                       "%s '%s' acquired, but %d of %d replicas acknowledged it within %lld ms: "
+                       "%s",
+                       h->what, h->name, acks, cfg->ack_replicas, (long long)cfg->ack_timeout_ms,
+                       rrc == DLOCK_OK ? "given back"
+                                       : "giving it back failed too (a lease ends it; a "
+                                         "plain semaphore's permits stay taken)");
+}
+
+/* ------------------------------------------------------------- blocking */
+
+/* Sends op once, best effort (its answer and any error ignored), keeping
+ * the caller's message. */
+static void best_effort(dlock_client *c, dlock__op *op)
+{
+    char msg[512];
+    snprintf(msg, sizeof(msg), "%s", dlock_last_error());
+    op->flags |= DLOCK__CALL_NO_RETRY;
+    dlock__res res;
+    if (dlock__op_call(c, op, NULL, &res) == DLOCK_OK)
+        freeReplyObject(res.r);
+    dlock__fail(DLOCK_OK, "%s", msg);
+}
+
+/* Gives a success back (dlock__answer's *back): what gave_back said. */
+static int give_back(const dlock__handle *h, const dlock__op_type *t, void *st)
+{
+    dlock__op op;
+    if (!t->give_back || !t->give_back(st, &op))
+        return DLOCK_ENOTOWNER;
+    dlock__res res;
+    int rc = dlock__op_call(h->c, &op, NULL, &res);
+    return t->gave_back ? t->gave_back(st, rc, &res) : rc;
+}
+
+/* One attempt on the calling thread: request, round trip, answer. */
+static int attempt(const dlock__handle *h, const dlock__op_type *t, void *st, dlock__wait *w,
+                   dlock__busy *b)
+{
+    int64_t waited = dlock__wait_waited(w, 0);
+    if (t->attempt)
+        return t->attempt(st, waited, b);
+    dlock__op op;
+    t->request(st, waited, &op);
+    if (t->acquires) {
+        op.flags |= DLOCK__CALL_WAIT_ACK;
+        last_acks = -1;
+    }
+    if (w->waits)
+        dlock__attempts++;
+    /* Taken before sending, so the watchdog's deadline is never later than Redis's. */
+    int64_t sent = dlock__now_ms();
+    dlock__res res;
+    int rc = dlock__op_call(h->c, &op, w->spec.cancel, &res);
+    int back;
+    rc = dlock__answer(h, t, st, rc, &res, sent, b, &back);
+    if (t->acquires && (rc == DLOCK_OK || back))
+        last_acks = res.acks;
+    if (back) {
+        char msg[512];
+        snprintf(msg, sizeof(msg), "%s", dlock_last_error());
+        rc = dlock__given_back(h, rc, msg, res.acks, give_back(h, t, st));
+    }
+    return rc;
+}
+
+int dlock__run(const dlock__handle *h, const dlock__op_type *t, void *st,
+               const dlock__wait_spec *spec, dlock__result *res)
+{
+    if (spec) {
+        int rc = dlock__check_wait(spec->wait_ms);
+        if (rc != DLOCK_OK)
+            return rc;
+        if (spec->wait_ms != 0 && dlock__loop_on_io_thread(h->c->loop))
+            return dlock__fail(DLOCK_EINVAL, "a wait from a dlock callback would stall the io "
+                                             "thread: use a wait of 0 there");
+    }
+    if (t->setup) {
+        int rc = t->setup(st);
+        if (rc != DLOCK_OK)
+            return rc;
+    }
+    dlock__wait w;
+    dlock__wait_init(&w, h, t, st, spec);
+    int rc = DLOCK_OK, next = DLOCK__W_ATTEMPT;
+    while (next != DLOCK__W_DONE) {
+        if (next == DLOCK__W_ATTEMPT) {
+            dlock__busy b = {.ttl = -1};
+            rc = attempt(h, t, st, &w, &b);
+            next = dlock__wait_attempted(&w, &rc, &b);
+        } else if (next == DLOCK__W_JOIN) {
+            rc = dlock__wait_join(&w);
+            next = dlock__wait_joined(&w, &rc);
+        } else {
+            next = dlock__wait_woke(&w, dlock__wait_sleep(&w), &rc);
+        }
+    }
+    dlock__op op;
+    if (dlock__wait_end(&w, rc, &op))
+        best_effort(h->c, &op);
+    if (rc == DLOCK_OK && res) {
+        *res = (dlock__result){.count = -1};
+        if (t->result)
+            t->result(st, res);
+    }
+    if (t->done)
+        t->done(st, 1);
+    return rc;
+}
+
+int dlock__start(const dlock__handle *h, const dlock__op_type *t, void *st, size_t size,
+                 const dlock__wait_spec *spec, const dlock__via *via, dlock__result *res)
+{
+    return via ? dlock__async_run(h, t, st, size, spec, via) : dlock__run(h, t, st, spec, res);
+}
