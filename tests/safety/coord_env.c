@@ -160,7 +160,12 @@ int server_launch(run *r, server *s)
     char port[16], log[sizeof(s->dir) + 16];
     snprintf(port, sizeof(port), "%d", s->port);
     snprintf(log, sizeof(log), "%s/redis.log", s->dir);
-    char *argv[] = {"redis-server", "--port", port, "--bind", s->ns ? "0.0.0.0" : "127.0.0.1",
+    /* Never a wildcard: loopback, or inside namespace R exactly the two
+     * addresses this run gave its veth ends (worker A reaches the first,
+     * the others the second). */
+    char ns_addrs[64];
+    snprintf(ns_addrs, sizeof(ns_addrs), "%s %s", NS_R_ADDR, NS_R_ADDR_B);
+    char *argv[] = {"redis-server", "--port", port, "--bind", s->ns ? ns_addrs : "127.0.0.1",
                     "--save", "", "--appendonly", "no", "--dir", s->dir, "--daemonize", "no",
                     "--protected-mode", "no", "--logfile", log, NULL};
     s->pid = spawn(s->ns, argv, NULL);
