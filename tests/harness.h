@@ -183,18 +183,6 @@ int th_read_line(int fd, char *buf, size_t size, int64_t timeout_ms);
 /* Waits for pid; returns its exit status (or 128+signal), -1 on timeout. */
 int th_wait(pid_t pid, int64_t timeout_ms);
 
-/* Harness internals shared by harness.c and harness_modes.c. */
-const char *th__find_prog(const char *name, char *buf, size_t size);
-pid_t th__spawn_argv(char *const argv[], int out_fd);
-/* The URL parameters that give a client the test certificates ("?cacert=..."),
- * or "" when tls is 0. Returns buf. */
-const char *th__tls_query(int tls, char *buf, size_t size);
-/* Creates the ACL user of the ACL mode on r; 0 on success. */
-int th__acl_setup(th_redis *r);
-/* The ACL user's password. */
-#define TH_ACL_USER "dlock"
-#define TH_ACL_PASS "dlock-test-pw"
-
 /* Waits up to 5 s x th_slack() until client c counts a waiter on lock
  * `name`'s channel (redisson_lock__channel:{name}): its subscription is
  * made. 1 when it does, 0 at the deadline. */

@@ -14,25 +14,10 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "fixture.h"
 #include "sync/sync.h"
 
 #define WD 1500
-
-static th_redis srv;
-
-static int setup(void **state)
-{
-    (void)state;
-    return th_redis_start(&srv, NULL);
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    th_redis_destroy(&srv);
-    return 0;
-}
 
 typedef struct watcher {
     dlock_election *e;
@@ -234,5 +219,5 @@ int main(void)
         cmocka_unit_test(test_leader_revoked),
         cmocka_unit_test(test_bad_input),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, th_setup_server, th_teardown);
 }

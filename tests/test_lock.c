@@ -16,28 +16,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "harness.h"
+#include "fixture.h"
 #include "proxy.h"
-
-static th_redis srv;
-static dlock_client *cli;
-
-static int setup(void **state)
-{
-    (void)state;
-    if (th_redis_start(&srv, NULL) != 0)
-        return -1;
-    cli = th_client(&srv, 0);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    dlock_client_close(cli);
-    th_redis_destroy(&srv);
-    return 0;
-}
 
 static dlock_lock *get(const char *prefix)
 {
@@ -895,7 +875,6 @@ static void test_acquire_lost_reply_is_unknown(void **state)
     th_proxy_stop(px);
 }
 
-
 /* ------------------------------------------------------- review fixes */
 
 static dlock_client *proxied_client(th_proxy *px, int64_t cmd_timeout)
@@ -1083,5 +1062,5 @@ int main(void)
         cmocka_unit_test(test_handshake_times_out),
         cmocka_unit_test(test_forked_child_releases),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, th_setup, th_teardown);
 }

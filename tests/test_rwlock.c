@@ -639,5 +639,5 @@ int main(void)
         cmocka_unit_test(test_zombie_reader_cleanup),
         cmocka_unit_test(test_concurrency_mix),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, th_setup, th_teardown);
 }

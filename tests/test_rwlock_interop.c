@@ -375,5 +375,5 @@ int main(void)
         cmocka_unit_test(test_other_calls),
         cmocka_unit_test(test_bad_input),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, th_setup, th_teardown);
 }

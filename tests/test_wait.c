@@ -15,28 +15,8 @@
 
 #include <sys/socket.h>
 
-#include "harness.h"
+#include "fixture.h"
 #include "sync/sync.h"
-
-static th_redis srv;
-static dlock_client *cli;
-
-static int setup(void **state)
-{
-    (void)state;
-    if (th_redis_start(&srv, NULL) != 0)
-        return -1;
-    cli = th_client(&srv, 0);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    dlock_client_close(cli);
-    th_redis_destroy(&srv);
-    return 0;
-}
 
 /* A thread that tries a lock and records when it got an answer. */
 typedef struct waiter {
@@ -437,7 +417,6 @@ static void test_server_restart_mid_wait(void **state)
     dlock_lock_free(l2);
     dlock_lock_free(l);
 }
-
 
 /* ------------------------------------------------------- review fixes */
 
@@ -1036,5 +1015,5 @@ int main(void)
         cmocka_unit_test(test_cancel_with_reservation_and_redis_down),
         cmocka_unit_test(test_server_restart_mid_wait),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, th_setup, th_teardown);
 }

@@ -14,26 +14,11 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "fixture.h"
 #include "sync/sync.h"
 #include "proxy.h"
 
 #define WD 1500   /* watchdog timeout for these tests: renewal every 500 ms */
-
-static th_redis srv;
-
-static int setup(void **state)
-{
-    (void)state;
-    return th_redis_start(&srv, NULL);
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    th_redis_destroy(&srv);
-    return 0;
-}
 
 /* Lost-callback recorder. */
 typedef struct lost_log {
@@ -382,7 +367,6 @@ static void test_release_is_not_a_loss(void **state)
     dlock_client_close(c);
 }
 
-
 /* ------------------------------------------------------- review fixes */
 
 /* SCRIPT FLUSH while locks are held, twice: renewals reload the script each
@@ -509,7 +493,6 @@ static void test_force_release_reports_other_holder(void **state)
     dlock_client_close(c);
 }
 
-
 /* One key of a renewal batch replaced by a string: that hold is reported
  * lost, the others of the same batch keep being renewed. */
 static void test_wrong_type_in_batch(void **state)
@@ -555,5 +538,5 @@ int main(void)
         cmocka_unit_test(test_wait_in_callback_is_refused),
         cmocka_unit_test(test_force_release_reports_other_holder),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, th_setup_server, th_teardown);
 }
