@@ -189,7 +189,10 @@ int th_wait(pid_t pid, int64_t timeout_ms);
 int th_await_lock_waiter(dlock_client *c, const char *name);
 int64_t th_now_ms(void);
 void th_sleep_ms(int64_t ms);
-/* Multiplier for upper time bounds: > 1 under sanitizers (DLOCK_TEST_SLOW). */
+/* Multiplier for every upper time bound of the tests (and the waits sized to
+ * outlast something): the build's factor (DLOCK_TEST_SLOW, at least 3 under
+ * ASan, 5 under TSan, 20 under valgrind) times the machine's load per CPU
+ * (1 to 4, measured from /proc/loadavg, again each second). Thread-safe. */
 int64_t th_slack(void);
 /* A unique name for this test run: prefix + pid + counter. */
 const char *th_name(char *buf, size_t size, const char *prefix);

@@ -3,6 +3,8 @@
 #include "harness_int.h"
 
 #include <errno.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -28,10 +30,62 @@ void th_sleep_ms(int64_t ms)
     }
 }
 
-int64_t th_slack(void)
+/* What slows this build and process down, whatever the machine does: the
+ * caller's DLOCK_TEST_SLOW, a sanitizer, valgrind (its preload library in the
+ * environment it gives its client). */
+static int64_t build_slack(void)
 {
     const char *s = getenv("DLOCK_TEST_SLOW");
-    return s && atoi(s) > 1 ? atoi(s) : 1;
+    int64_t f = s && atoi(s) > 1 ? atoi(s) : 1;
+#if defined(__SANITIZE_THREAD__)
+    f = f < 5 ? 5 : f;
+#elif defined(__SANITIZE_ADDRESS__)
+    f = f < 3 ? 3 : f;
+#endif
+    const char *pre = getenv("LD_PRELOAD");
+    if (pre && strstr(pre, "vgpreload") && f < 20)
+        f = 20;
+    return f;
+}
+
+/* The machine's load per CPU, rounded up, 1 to TH_LOAD_MAX: runnable
+ * processes (the 1-minute load average, or the run queue now when higher,
+ * this process's own threads aside) over the CPUs this process may use. */
+#define TH_LOAD_MAX 4
+static int64_t load_slack(void)
+{
+    FILE *f = fopen("/proc/loadavg", "r");
+    double avg = 0;
+    int running = 0, total = 0;
+    if (!f)
+        return 1;
+    int n = fscanf(f, "%lf %*f %*f %d/%d", &avg, &running, &total);
+    fclose(f);
+    if (n < 1)
+        return 1;
+    if (n == 3 && running - 1 > avg)
+        avg = running - 1;
+    cpu_set_t set;
+    int cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
+    if (cpus < 1)
+        cpus = 1;
+    int64_t l = (int64_t)(avg / cpus + 0.999);
+    return l < 1 ? 1 : l > TH_LOAD_MAX ? TH_LOAD_MAX : l;
+}
+
+int64_t th_slack(void)
+{
+    static _Atomic int64_t base, load, measured_at;
+    if (!atomic_load(&base))
+        atomic_store(&base, build_slack());
+    /* The load is looked at again once a second: a long test sees the
+     * machine get busier (or quieter) while it runs. */
+    int64_t now = th_now_ms(), at = atomic_load(&measured_at);
+    if (!at || now - at >= 1000) {
+        atomic_store(&load, load_slack());
+        atomic_store(&measured_at, now);
+    }
+    return atomic_load(&base) * atomic_load(&load);
 }
 
 const char *th_name(char *buf, size_t size, const char *prefix)
