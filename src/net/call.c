@@ -22,6 +22,7 @@ static int transient_error(const char *s)
            strncmp(s, "TRYAGAIN", 8) == 0 || strncmp(s, "MASTERDOWN", 10) == 0;
 }
 
+/* 0 loaded, -1 refused, -2 no answer (the load may have run). */
 static int load_script(dlock__node *n, dlock__conn *c, int script)
 {
     const dlock__script *s = &dlock__scripts[script];
@@ -30,7 +31,7 @@ static int load_script(dlock__node *n, dlock__conn *c, int script)
     redisReply *r;
     int timed_out;
     if (dlock__conn_roundtrip(c, 3, av, lens, 0, &r, &timed_out) != DLOCK__SENT_OK)
-        return -1;
+        return -2;
     int ok = r->type == REDIS_REPLY_STRING && r->len == 40 && memcmp(r->str, s->sha, 40) == 0;
     if (!ok)
         dlock__log(dlock__node_ctx(n)->cfg, DLOCK_LOG_ERROR, "SCRIPT LOAD of %s on %s failed: %s",
@@ -51,10 +52,12 @@ static dlock__sent send_once(dlock__node *n, dlock__conn *ctx, int script, int a
         strncmp(r->str, "NOSCRIPT", 8) == 0) {
         /* The server's script cache is empty (restart, SCRIPT FLUSH): load and resend. */
         freeReplyObject(r);
-        if (load_script(n, ctx, script) != 0) {
+        int lrc = load_script(n, ctx, script);
+        if (lrc != 0) {
             *out = NULL;
-            /* MAYBE_RAN: the load's */
-            return dlock__conn_broken(ctx) ? DLOCK__MAYBE_RAN : DLOCK__SENT_OK;
+            /* The request itself did not run (NOSCRIPT): when the load got
+             * no answer, it may be sent again like one never sent. */
+            return lrc == -2 ? DLOCK__NOT_SENT : DLOCK__SENT_OK;
         }
         o = dlock__conn_roundtrip(ctx, argc, argv, lens, 0, &r, timed_out);
     }
@@ -199,7 +202,11 @@ int dlock__node_call(dlock__node *n, const dlock__req *req, redisReply **out)
                     break;
             } else {
                 const char *why = dlock__conn_error(ctx);
-                rc = dlock__fail(timed_out ? DLOCK_ECMDTIMEOUT : DLOCK_ECONN, "%s: %s", addr,
+                /* Out of memory before the request went out: it did not run. */
+                rc = dlock__fail(o == DLOCK__NOT_SENT && dlock__conn_oom(ctx) ? DLOCK_ENOMEM
+                                 : timed_out                                 ? DLOCK_ECMDTIMEOUT
+                                                                             : DLOCK_ECONN,
+                                 "%s: %s", addr,
                                  timed_out ? "no reply within the command timeout" : why);
                 dlock__node_put_conn(n, ctx, gen, 1);
                 if (o == DLOCK__MAYBE_RAN && !(req->flags & DLOCK__CALL_IDEMPOTENT)) {

@@ -177,6 +177,8 @@ void dlock__conn_close(dlock__conn *c);
 int dlock__conn_alive(dlock__conn *c);
 /* 1 once a request on it failed: it must not be reused. */
 int dlock__conn_broken(const dlock__conn *c);
+/* 1 once a request on it failed for want of memory (writing or reading). */
+int dlock__conn_oom(const dlock__conn *c);
 /* The last failure's text. */
 const char *dlock__conn_error(const dlock__conn *c);
 
