@@ -178,9 +178,11 @@ dlock_client *th_client_url(const char *url, int64_t watchdog_ms);
 /* Starts a helper program (tests/worker) with args (NULL-terminated); its
  * stdout is a pipe returned in *out_fd. Returns the pid. */
 pid_t th_spawn(int *out_fd, const char *prog, ...);
-/* Reads one line from fd within timeout_ms into buf; 0 on success. */
+/* Reads one line from fd within timeout_ms x th_slack() into buf; 0 on
+ * success. */
 int th_read_line(int fd, char *buf, size_t size, int64_t timeout_ms);
-/* Waits for pid; returns its exit status (or 128+signal), -1 on timeout. */
+/* Waits for pid up to timeout_ms x th_slack(); returns its exit status (or
+ * 128+signal), -1 on timeout. */
 int th_wait(pid_t pid, int64_t timeout_ms);
 
 /* Waits up to 5 s x th_slack() until client c counts a waiter on lock

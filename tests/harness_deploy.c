@@ -375,7 +375,7 @@ int th_cluster_start(th_cluster *cl)
     argv[argc++] = "--cluster-yes";
     argv[argc] = NULL;
     pid_t pid = th__spawn_argv(argv, -1);
-    if (pid < 0 || th_wait(pid, 60000 * th_slack()) != 0)
+    if (pid < 0 || th_wait(pid, 60000) != 0)
         goto fail;
     if (th_cluster_wait_ok(cl, 60000) != 0)
         goto fail;

@@ -157,7 +157,7 @@ pid_t th_spawn(int *out_fd, const char *prog, ...)
 int th_read_line(int fd, char *buf, size_t size, int64_t timeout_ms)
 {
     size_t n = 0;
-    int64_t until = th_now_ms() + timeout_ms;
+    int64_t until = th_now_ms() + timeout_ms * th_slack();
     while (n + 1 < size) {
         int64_t left = until - th_now_ms();
         if (left <= 0)
@@ -179,7 +179,7 @@ int th_read_line(int fd, char *buf, size_t size, int64_t timeout_ms)
 
 int th_wait(pid_t pid, int64_t timeout_ms)
 {
-    int64_t until = th_now_ms() + timeout_ms;
+    int64_t until = th_now_ms() + timeout_ms * th_slack();
     for (;;) {
         int st;
         pid_t w = waitpid(pid, &st, WNOHANG);

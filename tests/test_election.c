@@ -107,7 +107,7 @@ static void test_leader_killed(void **state)
     snprintf(wd, sizeof(wd), "%d", WD);
     int fd;
     pid_t p = th_spawn(&fd, DLOCK_TEST_WORKER, "lead", srv.url, name, wd, NULL);
-    assert_int_equal(th_read_line(fd, line, sizeof(line), 5000 * th_slack()), 0);
+    assert_int_equal(th_read_line(fd, line, sizeof(line), 5000), 0);
     uint64_t t1 = 0;
     assert_int_equal(sscanf(line, "leader %llu", (unsigned long long *)&t1), 1);
     dlock_client *c = th_client(&srv, WD);

@@ -44,7 +44,7 @@ static void test_snapshot(void **state)
     assert_int_equal(dlock_lock_acquire_fenced(l, 0, 20000, NULL, &tok), DLOCK_OK);
     pthread_t t;
     pthread_create(&t, NULL, wait_for, l);
-    int64_t until = th_now_ms() + 3000;
+    int64_t until = th_now_ms() + 3000 * th_slack();
     int64_t waiters = 0;
     while (waiters < 1 && th_now_ms() < until) {
         assert_int_equal(dlock_lock_inspect(l, &info), DLOCK_OK);

@@ -308,7 +308,7 @@ static void test_listener_cut(void **state)
         freeReplyObject(r);
     }
     redisFree(adm);
-    int64_t at = await_lost(&g, 1, WD);
+    int64_t at = await_lost(&g, 1, WD * th_slack());
     assert_true(at > 0);
     if (at - t0 > 1500 * th_slack())
         fail_msg("a DEL during the listener's absence found after %lld ms",

@@ -314,7 +314,7 @@ static void test_read_lock_expiration(void **state)
     start_taker(&t2, r, DLOCK_WAIT_FOREVER, 300, 280);
     /* The writer comes once both read (on a loaded machine a thread may take
      * longer than the test's 30 ms to start). */
-    int64_t end = th_now_ms() + 250;
+    int64_t end = th_now_ms() + 250 * th_slack();
     while (th_int(&srv, "HLEN %s", name) != 3 && th_now_ms() < end)
         th_sleep_ms(2);
     start_taker(&t3, w, DLOCK_WAIT_FOREVER, 1000, 0);

@@ -642,7 +642,10 @@ int safety_check(const check_params *cp, check_report *rep)
                 if (h[i].w != f[q].w || h[i].t_acq > f[q].a || !h[i].ended ||
                     h[i].release_rc == DLOCK_OK || h[i].t_rel < f[q].a)
                     continue;
-                const hold *o = next_other(h[i].name, f[q].w, f[q].a, h[i].t_rel, h[i].side);
+                /* Until it began its release: from then on it claims the
+                 * lock no more (a release the cut kept from Redis ends the
+                 * renewal; the lock goes at its lease, then to another). */
+                const hold *o = next_other(h[i].name, f[q].w, f[q].a, h[i].t_end, h[i].side);
                 if (!o)
                     continue;   /* nobody took it meanwhile */
                 if (cp->type == SAFETY_SEM) {

@@ -161,11 +161,12 @@ static int handle(const char *name, const char *owner, int side, dlock_lock **ou
 }
 
 /* A release, resign or permit release that fails with an error (not
- * DLOCK_ENOTOWNER: a failover's CLUSTERDOWN, a dropped connection) leaves the
- * hold with the client, which goes on renewing it: a program must try again,
- * and so does a worker (one that went on would hold the lock for ever and
- * take it again by reentry while the others starve). Every 50 ms until it
- * answers, for as long as the longest wait. */
+ * DLOCK_ENOTOWNER: a failover's CLUSTERDOWN, a dropped connection) ends the
+ * renewal, but the hold stays in Redis until its lease runs out: a program
+ * tries again, and so does a worker (one that went on would take the name
+ * again by reentry within the lease, extending it, again and again, while the
+ * others starve). Every 50 ms until it answers, for as long as the longest
+ * wait. */
 typedef struct hold_ref {
     dlock_lock *l;
     dlock_election *e;
