@@ -70,6 +70,9 @@ int th_acl_user(const th_redis *r, const char *user, const char *pass, const cha
 /* 1 when the environment asks for TLS / ACL mode. */
 int th_tls_mode(void);
 int th_acl_mode(void);
+/* A loopback port the kernel just handed out, or -1: a server bound right
+ * after gets it unless another process races for it (then start again). */
+int th_free_port(void);
 /* Stops the server (SIGTERM, then SIGKILL) and waits for it. Keeps port/dir. */
 void th_redis_stop(th_redis *r);
 /* Starts it again on the same port, empty. */

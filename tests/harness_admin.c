@@ -158,59 +158,50 @@ int th_cli(const th_redis *r, ...)
     return th_wait(pid, 10000);
 }
 
-static long long numsub_on(const th_redis *r, const char *sub, const char *channel)
+/* A PUBSUB count on r: NUMSUB/SHARDNUMSUB's count for channel `arg`, or how
+ * many channels CHANNELS/SHARDCHANNELS list for pattern `arg`; -1 unasked. */
+static long long pubsub_on(const th_redis *r, const char *sub, const char *arg)
 {
-    redisReply *rep = th_cmd(r, "PUBSUB %s %s", sub, channel);
-    long long n = rep && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
-                          rep->element[1]->type == REDIS_REPLY_INTEGER
-                      ? rep->element[1]->integer
-                      : -1;
+    redisReply *rep = th_cmd(r, "PUBSUB %s %s", sub, arg);
+    long long n = -1;
+    if (rep && rep->type == REDIS_REPLY_ARRAY && !strstr(sub, "NUMSUB"))
+        n = (long long)rep->elements;
+    else if (rep && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
+             rep->element[1]->type == REDIS_REPLY_INTEGER)
+        n = rep->element[1]->integer;
     if (rep)
         freeReplyObject(rep);
     return n;
+}
+
+/* The count as the deployment has it: on a single server `plain`; else the
+ * sum of `plain` and `sharded` over every node. */
+static long long pubsub_total(const th_redis *r, const char *plain, const char *sharded,
+                              const char *arg)
+{
+    if (!th_deployed(r))
+        return pubsub_on(r, plain, arg);
+    const th_redis *nodes[TH_CLUSTER_NODES + TH_REPLICAS + 1];
+    int n = th__deployment_nodes(r, nodes, (int)(sizeof(nodes) / sizeof(nodes[0])));
+    long long total = 0;
+    for (int i = 0; i < n; i++) {
+        long long a = pubsub_on(nodes[i], plain, arg);
+        long long b = pubsub_on(nodes[i], sharded, arg);
+        if (a < 0 || b < 0)
+            return -1;
+        total += a + b;
+    }
+    return total;
 }
 
 long long th_numsub(const th_redis *r, const char *channel)
 {
-    if (!th_deployed(r))
-        return numsub_on(r, "NUMSUB", channel);
-    const th_redis *nodes[TH_CLUSTER_NODES + TH_REPLICAS + 1];
-    int n = th__deployment_nodes(r, nodes, (int)(sizeof(nodes) / sizeof(nodes[0])));
-    long long total = 0;
-    for (int i = 0; i < n; i++) {
-        long long a = numsub_on(nodes[i], "NUMSUB", channel);
-        long long b = numsub_on(nodes[i], "SHARDNUMSUB", channel);
-        if (a < 0 || b < 0)
-            return -1;
-        total += a + b;
-    }
-    return total;
-}
-
-static long long channels_on(const th_redis *r, const char *sub, const char *pattern)
-{
-    redisReply *rep = th_cmd(r, "PUBSUB %s %s", sub, pattern);
-    long long n = rep && rep->type == REDIS_REPLY_ARRAY ? (long long)rep->elements : -1;
-    if (rep)
-        freeReplyObject(rep);
-    return n;
+    return pubsub_total(r, "NUMSUB", "SHARDNUMSUB", channel);
 }
 
 long long th_channels(const th_redis *r, const char *pattern)
 {
-    if (!th_deployed(r))
-        return channels_on(r, "CHANNELS", pattern);
-    const th_redis *nodes[TH_CLUSTER_NODES + TH_REPLICAS + 1];
-    int n = th__deployment_nodes(r, nodes, (int)(sizeof(nodes) / sizeof(nodes[0])));
-    long long total = 0;
-    for (int i = 0; i < n; i++) {
-        long long a = channels_on(nodes[i], "CHANNELS", pattern);
-        long long b = channels_on(nodes[i], "SHARDCHANNELS", pattern);
-        if (a < 0 || b < 0)
-            return -1;
-        total += a + b;
-    }
-    return total;
+    return pubsub_total(r, "CHANNELS", "SHARDCHANNELS", pattern);
 }
 
 long long th_publish(const th_redis *r, const char *channel, const char *msg)

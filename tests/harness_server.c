@@ -16,9 +16,7 @@
 
 #define MAX_EXTRA 16
 
-/* A port the kernel just handed out; a server bound right after gets it
- * unless another process races us, in which case start() tries again. */
-static int free_port(void)
+int th_free_port(void)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in sa;
@@ -144,9 +142,9 @@ int th__start_in_dir(th_redis *r, const char *sentinel_conf)
 {
     int want_bus = r->bus_port < 0;
     for (int tries = 0; tries < 10; tries++) {
-        r->port = free_port();
-        r->bus_port = want_bus ? free_port() : 0;
-        r->tls_port = r->tls ? free_port() : 0;
+        r->port = th_free_port();
+        r->bus_port = want_bus ? th_free_port() : 0;
+        r->tls_port = r->tls ? th_free_port() : 0;
         if (r->port <= 0 || (want_bus && (r->bus_port <= 0 || r->bus_port == r->port)) ||
             r->tls_port < 0 || (r->tls && r->tls_port == r->port))
             continue;
@@ -214,26 +212,33 @@ static int start_single(th_redis *r, int tls)
     return th__start_in_dir(r, NULL);
 }
 
-int th_redis_start(th_redis *r, ...)
+/* tls: 1 always, 0 as the mode says (and a deployment in its place when
+ * DLOCK_TEST_DEPLOY asks and no extra arguments came). */
+static int start(th_redis *r, int tls, va_list ap)
 {
     memset(r, 0, sizeof(*r));
+    th__collect_extra(r, ap);
+    if (!tls && !r->extra[0] && strcmp(th_deploy_name(), "single") != 0)
+        return th__deploy_start(r);
+    return start_single(r, tls || th_tls_mode());
+}
+
+int th_redis_start(th_redis *r, ...)
+{
     va_list ap;
     va_start(ap, r);
-    th__collect_extra(r, ap);
+    int rc = start(r, 0, ap);
     va_end(ap);
-    if (!r->extra[0] && strcmp(th_deploy_name(), "single") != 0)
-        return th__deploy_start(r);
-    return start_single(r, th_tls_mode());
+    return rc;
 }
 
 int th_redis_start_tls(th_redis *r, ...)
 {
-    memset(r, 0, sizeof(*r));
     va_list ap;
     va_start(ap, r);
-    th__collect_extra(r, ap);
+    int rc = start(r, 1, ap);
     va_end(ap);
-    return start_single(r, 1);
+    return rc;
 }
 
 void th_redis_stop(th_redis *r)

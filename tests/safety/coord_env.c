@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "coord.h"
+#include "harness.h"
 
 volatile sig_atomic_t interrupted;
 
@@ -83,23 +84,6 @@ void stop_pid(pid_t pid, int sig, int64_t wait_ms)
 }
 
 /* -------------------------------------------------------------- servers */
-
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(sa);
-    int port = -1;
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
-        getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
-        port = ntohs(sa.sin_port);
-    if (fd >= 0)
-        close(fd);
-    return port;
-}
 
 /* A connection to s, made from inside its namespace when it has one (a socket
  * keeps the namespace it was created in). */
@@ -187,7 +171,7 @@ int server_start(run *r, server *s, const char *name, const char *ns, const char
     s->ns = ns;
     snprintf(s->host, sizeof(s->host), "%s", host);
     for (int tries = 0; tries < 10; tries++) {
-        s->port = free_port();
+        s->port = th_free_port();
         if (server_launch(r, s) == 0)
             return 0;
     }
