@@ -32,6 +32,7 @@ trap cleanup EXIT
 ok() { pass=$((pass + 1)); }
 bad() { fail=$((fail + 1)); echo "FAIL: $*"; [ -s "$tmp/err" ] && sed 's/^/    stderr: /' "$tmp/err" | head -5; }
 now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
+sleep_ms() { sleep "$(awk -v m="$1" 'BEGIN { printf "%.3f", m / 1000 }')"; }
 rc() { redis-cli -p "$REDIS_PORT" "$@"; }
 
 # expect CODE CMD...: runs CMD, stdout in $tmp/out, stderr in $tmp/err
