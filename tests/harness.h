@@ -199,6 +199,10 @@ void th_sleep_ms(int64_t ms);
  * ASan, 5 under TSan, 20 under valgrind) times the machine's load per CPU
  * (1 to 4, measured from /proc/loadavg, again each second). Thread-safe. */
 int64_t th_slack(void);
+/* 1 when a TTL read after a lease was set is in (lease - margin x th_slack(),
+ * lease] and positive: margin is what the test may take between setting and
+ * reading on a quiet machine. */
+int th_ttl_within(long long ttl, long long lease, long long margin);
 /* A unique name for this test run: prefix + pid + counter. */
 const char *th_name(char *buf, size_t size, const char *prefix);
 

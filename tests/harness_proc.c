@@ -88,6 +88,12 @@ int64_t th_slack(void)
     return atomic_load(&base) * atomic_load(&load);
 }
 
+int th_ttl_within(long long ttl, long long lease, long long margin)
+{
+    long long low = lease - margin * th_slack();
+    return ttl > (low > 0 ? low : 0) && ttl <= lease;
+}
+
 const char *th_name(char *buf, size_t size, const char *prefix)
 {
     static int counter;

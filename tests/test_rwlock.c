@@ -186,26 +186,26 @@ static void hold_keys_on(th_redis *s, dlock_client *c)
     long long t1 = th_int(s, "PTTL {%s}:a:1:rwlock_timeout:1", name);
     long long t2 = th_int(s, "PTTL {%s}:a:1:rwlock_timeout:2", name);
     long long t3 = th_int(s, "PTTL {%s}:a:1:rwlock_timeout:3", name);
-    assert_true(t1 > 3000 && t1 <= 4000);
-    assert_true(t2 > 7000 && t2 <= 8000);
-    assert_true(t3 > 1000 && t3 <= 2000);
+    assert_true(th_ttl_within(t1, 4000, 1000));
+    assert_true(th_ttl_within(t2, 8000, 1000));
+    assert_true(th_ttl_within(t3, 2000, 1000));
     assert_int_equal(th_int(s, "EXISTS {%s}:a:1:rwlock_timeout:4", name), 0);
     long long ttl = th_int(s, "PTTL %s", name);
-    assert_true(ttl > 7000 && ttl <= 8000);   /* the longest */
+    assert_true(th_ttl_within(ttl, 8000, 1000));   /* the longest */
     assert_int_equal(dlock_lock_try(b, 0, 20000), DLOCK_OK);
     assert_true(th_int(s, "PTTL %s", name) > 19000);
     assert_int_equal(dlock_lock_release(b), DLOCK_OK);   /* back to a's longest */
     ttl = th_int(s, "PTTL %s", name);
-    assert_true(ttl > 6000 && ttl <= 8000);
+    assert_true(th_ttl_within(ttl, 8000, 2000));
     assert_int_equal(th_int(s, "EXISTS {%s}:b:1:rwlock_timeout:1", name), 0);
     assert_int_equal(dlock_lock_release(a), DLOCK_OK);   /* the last hold's key goes */
     assert_int_equal(th_int(s, "EXISTS {%s}:a:1:rwlock_timeout:3", name), 0);
     ttl = th_int(s, "PTTL %s", name);
-    assert_true(ttl > 6000 && ttl <= 8000);   /* not the longest: no change */
+    assert_true(th_ttl_within(ttl, 8000, 2000));   /* not the longest: no change */
     assert_int_equal(dlock_lock_release(a), DLOCK_OK);
     assert_int_equal(th_int(s, "EXISTS {%s}:a:1:rwlock_timeout:2", name), 0);
     ttl = th_int(s, "PTTL %s", name);
-    assert_true(ttl > 2000 && ttl <= 4000);   /* hold 1's */
+    assert_true(th_ttl_within(ttl, 4000, 2000));   /* hold 1's */
     assert_int_equal(dlock_lock_release(a), DLOCK_OK);
     assert_int_equal(th_int(s, "EXISTS %s", name), 0);
     assert_int_equal(th_int(s, "EXISTS {%s}:a:1:rwlock_timeout:1", name), 0);
@@ -218,7 +218,7 @@ static void hold_keys_on(th_redis *s, dlock_client *c)
     assert_true(th_int(s, "PTTL %s", name) > 20000);
     assert_int_equal(dlock_lock_release(w), DLOCK_OK);
     ttl = th_int(s, "PTTL %s", name);
-    assert_true(ttl > 1000 && ttl <= 2000);
+    assert_true(th_ttl_within(ttl, 2000, 1000));
     assert_int_equal(dlock_lock_release(a), DLOCK_OK);
     assert_int_equal(th_int(s, "EXISTS %s", name), 0);
     dlock_lock_free(w);
