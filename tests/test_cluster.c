@@ -192,7 +192,7 @@ static void *waiter(void *arg)
     dlock_lock *l;
     assert_int_equal(dlock_lock_get(w->c, w->name, &l), DLOCK_OK);
     int64_t t0 = th_now_ms();
-    w->rc = dlock_lock_try(l, 40000, 5000);
+    w->rc = dlock_lock_try(l, 40000 * th_slack(), 5000);   /* outlasts a failover */
     w->waited = th_now_ms() - t0;
     if (w->rc == DLOCK_OK)
         dlock_lock_release(l);
@@ -652,7 +652,7 @@ static void test_cluster_failover(void **state)
     dlock_client *b = th_client_url(cl.url, 0);
     dlock_lock *lb;
     assert_int_equal(dlock_lock_get(c, blocked, &lb), DLOCK_OK);
-    assert_int_equal(dlock_lock_try(lb, 0, 60000), DLOCK_OK);
+    assert_int_equal(dlock_lock_try(lb, 0, 60000 * th_slack()), DLOCK_OK);
     struct waiter_arg w = {b, blocked, -99, 0};
     pthread_t t;
     pthread_create(&t, NULL, waiter, &w);
@@ -728,7 +728,7 @@ static void test_cluster_primary_killed(void **state)
     assert_int_equal(dlock_lock_get(a, held, &lh), DLOCK_OK);
     assert_int_equal(dlock_lock_get(a, blocked, &lb), DLOCK_OK);
     assert_int_equal(dlock_lock_acquire(lh, DLOCK_WATCHDOG), DLOCK_OK);
-    assert_int_equal(dlock_lock_try(lb, 0, 60000), DLOCK_OK);
+    assert_int_equal(dlock_lock_try(lb, 0, 60000 * th_slack()), DLOCK_OK);
     struct waiter_arg w = {b, blocked, -99, 0};
     pthread_t t;
     pthread_create(&t, NULL, waiter, &w);

@@ -341,7 +341,7 @@ static void *waiter(void *arg)
     struct waiter_arg *w = arg;
     dlock_lock *l;
     assert_int_equal(dlock_lock_get(w->c, w->name, &l), DLOCK_OK);
-    w->rc = dlock_lock_try(l, 60000, 5000);
+    w->rc = dlock_lock_try(l, 60000 * th_slack(), 5000);   /* outlasts a failover */
     if (w->rc == DLOCK_OK)
         dlock_lock_release(l);
     dlock_lock_free(l);
@@ -391,7 +391,8 @@ static void test_failover_primary_killed(void **state)
     assert_int_equal(dlock_lock_get(a, blocked, &lb), DLOCK_OK);
     assert_int_equal(dlock_lock_get(b, fresh, &lf), DLOCK_OK);
     assert_int_equal(dlock_lock_acquire(lh, DLOCK_WATCHDOG), DLOCK_OK);
-    assert_int_equal(dlock_lock_try(lb, 0, 60000), DLOCK_OK);   /* only a message frees it */
+    /* Only a message frees it (the lease outlasts the test). */
+    assert_int_equal(dlock_lock_try(lb, 0, 60000 * th_slack()), DLOCK_OK);
     struct waiter_arg w = {b, blocked, -99};
     pthread_t t;
     pthread_create(&t, NULL, waiter, &w);
