@@ -197,8 +197,8 @@ void th_sleep_ms(int64_t ms);
 /* Multiplier for every upper time bound of the tests (and the waits sized to
  * outlast something): the build's factor (DLOCK_TEST_SLOW, at least 3 under
  * ASan, 5 under TSan, 20 under valgrind) times the machine's load per CPU
- * (1 to 4, measured from /proc/loadavg, again each second; up to 2 for a
- * slowed build). Thread-safe. */
+ * (1 to 4, measured from /proc/loadavg, again each second; for a slowed
+ * build 2 when more than 2 per CPU wait to run, else 1). Thread-safe. */
 int64_t th_slack(void);
 /* 1 when a TTL read after a lease was set is in (lease - margin x th_slack(),
  * lease] and positive: margin is what the test may take between setting and

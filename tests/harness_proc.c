@@ -51,9 +51,10 @@ static int64_t build_slack(void)
 /* The machine's load per CPU, rounded up, 1 to TH_LOAD_MAX: runnable
  * processes (the 1-minute load average, or the run queue now when higher,
  * this process's own threads aside) over the CPUs this process may use.
- * A slowed build (a sanitizer, valgrind) counts it up to 2 only: its own
- * factor already has its threads take longer, and waits sized with the slack
- * (leases that must outlast a failover) would grow past the tests' limits. */
+ * A slowed build (a sanitizer, valgrind) doubles its factor only when more
+ * than 2 per CPU wait to run: its factor is sized for its own targets' runs
+ * (two tests per CPU), and waits sized with the slack (a lease that must
+ * outlast a failover) would otherwise grow past the tests' limits. */
 #define TH_LOAD_MAX 4
 static int64_t load_slack(void)
 {
@@ -89,7 +90,7 @@ int64_t th_slack(void)
         atomic_store(&measured_at, now);
     }
     int64_t b = atomic_load(&base), l = atomic_load(&load);
-    return b * (b > 1 && l > 2 ? 2 : l);
+    return b > 1 ? b * (l > 2 ? 2 : 1) : l;
 }
 
 int th_ttl_within(long long ttl, long long lease, long long margin)
