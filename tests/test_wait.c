@@ -895,29 +895,38 @@ static void test_cancel_with_reservation_and_redis_down(void **state)
         skip();   /* stops and restarts its server */
     char name[128], ch[200], rk[200];
     dlock_client *pc = client_with_priority(50);
-    dlock_lock *l = get(pc, "cancelresv", name, sizeof(name));
-    channel_of(name, ch, sizeof(ch));
-    reserve_of(name, rk, sizeof(rk));
-    static java_holder h;
-    holder_start(&h, name, "9f0c2c1e-4a53-4d53-9d6e-3c5f1f7b1c11:60");
-    dlock_cancel *tok;
-    assert_int_equal(dlock_cancel_new(&tok), DLOCK_OK);
-    waiter w;
-    start_waiter_cancellable(&w, l, 30 * holder_ttl(), tok);
-    assert_true(await_reserved_by(rk, pc, 10 * holder_ttl()));
-    holder_stop(&h);
-    th_redis_stop(&srv);
-    th_sleep_ms(2000);   /* the waiter is now polling, in its retries */
-    int64_t fired = th_now_ms();
-    dlock_cancel_fire(tok);
-    pthread_join(w.t, NULL);
-    assert_int_equal(w.rc, DLOCK_ECANCELED);
-    if (w.ended - fired > 500 * th_slack())
-        fail_msg("cancelled waiter returned %lld ms after the cancel",
-                 (long long)(w.ended - fired));
-    dlock_cancel_free(tok);
-    assert_int_equal(th_redis_restart(&srv), 0);
-    dlock_lock_free(l);
+    /* An attempt the shutdown met (written, never answered) ends the wait
+     * with DLOCK_EUNKNOWN before the cancel, as documented; the cancel was
+     * not seen then, so the scene is played again (a loaded machine makes
+     * that race likelier). */
+    for (int round = 0;; round++) {
+        dlock_lock *l = get(pc, "cancelresv", name, sizeof(name));
+        channel_of(name, ch, sizeof(ch));
+        reserve_of(name, rk, sizeof(rk));
+        static java_holder h;
+        holder_start(&h, name, "9f0c2c1e-4a53-4d53-9d6e-3c5f1f7b1c11:60");
+        dlock_cancel *tok;
+        assert_int_equal(dlock_cancel_new(&tok), DLOCK_OK);
+        waiter w;
+        start_waiter_cancellable(&w, l, 30 * holder_ttl(), tok);
+        assert_true(await_reserved_by(rk, pc, 10 * holder_ttl()));
+        holder_stop(&h);
+        th_redis_stop(&srv);
+        th_sleep_ms(2000);   /* the waiter is now polling, in its retries */
+        int64_t fired = th_now_ms();
+        dlock_cancel_fire(tok);
+        pthread_join(w.t, NULL);
+        dlock_cancel_free(tok);
+        assert_int_equal(th_redis_restart(&srv), 0);
+        dlock_lock_free(l);
+        if (w.rc == DLOCK_EUNKNOWN && w.ended < fired && round < 3)
+            continue;
+        assert_int_equal(w.rc, DLOCK_ECANCELED);
+        if (w.ended - fired > 500 * th_slack())
+            fail_msg("cancelled waiter returned %lld ms after the cancel",
+                     (long long)(w.ended - fired));
+        break;
+    }
     dlock_client_close(pc);
 }
 
