@@ -174,7 +174,11 @@ redisContext *th_subscribe(const th_redis *r, const char *channel);
 /* Runs `redis-cli -p PORT args...` (NULL-terminated) and returns its exit status. */
 int th_cli(const th_redis *r, ...);
 
-/* Opens a client on r with a watchdog timeout (0 = default). Asserts success. */
+/* Prints to stderr client c's counts (c may be NULL) and the last log lines
+ * (info and above) of the clients th_client opened: for a failing test. */
+void th_client_log_dump(dlock_client *c);
+/* Opens a client on r with a watchdog timeout (0 = default). Asserts success.
+ * Its log (info and above) goes to the ring th_client_log_dump prints. */
 dlock_client *th_client(const th_redis *r, int64_t watchdog_ms);
 dlock_client *th_client_url(const char *url, int64_t watchdog_ms);
 

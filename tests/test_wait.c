@@ -76,7 +76,13 @@ static void await_numsub(const char *channel, long long n)
     int64_t until = th_now_ms() + 3000 * th_slack();
     while (numsub(channel) != n && th_now_ms() < until)
         th_sleep_ms(5);
-    assert_int_equal(numsub(channel), n);
+    long long got = numsub(channel);
+    if (got != n) {
+        fprintf(stderr, "  %s: %lld subscribers, not %lld; this client counts %zu waiters on it\n",
+                channel, got, n, dlock__pubsub_waiters(cli->pubsub, channel, strlen(channel)));
+        th_client_log_dump(cli);
+    }
+    assert_int_equal(got, n);
 }
 
 static long long lock_channels(void)
