@@ -159,6 +159,7 @@ int dlock__node_call(dlock__node *n, const dlock__req *req, dlock__res *res)
             t.fresh = fresh;
             t.sent = dlock__conn_roundtrip(ctx, argc, av, lens, ping && !reloaded, &r,
                                            &t.timed_out);
+            t.oom = t.sent == DLOCK__NOT_SENT && dlock__conn_oom(ctx);
             if (t.sent == DLOCK__SENT_OK && r->type == REDIS_REPLY_ERROR)
                 t.err = dlock__redis_classify(r->str);
         }
@@ -175,8 +176,11 @@ int dlock__node_call(dlock__node *n, const dlock__req *req, dlock__res *res)
                                  dlock__scripts[req->script].name, addr);
                 break;
             }
-            /* The load's answer was lost: as for the request's own. */
-            t = (dlock__try){.sent = DLOCK__MAYBE_RAN, .timed_out = 0};
+            /* The load's answer was lost. The request itself was refused
+             * (NOSCRIPT), so it has not run: it may go again like one never
+             * sent. */
+            t = (dlock__try){.sent = DLOCK__NOT_SENT, .fresh = 1,
+                             .oom = dlock__conn_oom(ctx)};
             v = dlock__call_policy(&t, req->flags, failures, reloaded, cfg);
         }
         if (v.next == DLOCK__NEXT_DONE) {
@@ -420,6 +424,7 @@ void dlock__node_call_many(dlock__node *n, const dlock__req *reqs, size_t k, uns
             t.sent = dlock__conn_pipeline(ctx, b.np, argc, av, lens, ping_first, rep, &nread,
                                           &t.timed_out);
             const char *why = dlock__conn_error(ctx);
+            t.oom = t.sent == DLOCK__NOT_SENT && dlock__conn_oom(ctx);
             if (t.sent == DLOCK__NOT_SENT) {
                 int crc = dlock__call_lost(dlock__node_addr(n), &t, why, 0);
                 dlock__node_put_conn(n, ctx, gen, 1);

@@ -161,9 +161,11 @@ int dlock__node_check(dlock__node *n)
     static const char *av[] = {"PING"};
     redisReply *r;
     if (dlock__conn_roundtrip(c, 1, av, NULL, 0, &r, &timed_out) != DLOCK__SENT_OK) {
-        rc = dlock__fail(timed_out ? DLOCK_ECMDTIMEOUT : DLOCK_ECONN, "%s does not answer PING: %s",
-                         n->addr, timed_out ? "no reply within the command timeout"
-                                            : dlock__conn_error(c));
+        rc = dlock__fail(dlock__conn_oom(c) ? DLOCK_ENOMEM
+                         : timed_out        ? DLOCK_ECMDTIMEOUT
+                                            : DLOCK_ECONN,
+                         "%s does not answer PING: %s", n->addr,
+                         timed_out ? "no reply within the command timeout" : dlock__conn_error(c));
         dlock__node_put_conn(n, c, gen, 1);
         return rc;
     }
