@@ -15,6 +15,7 @@
 
 #define ARGV_STACK 24
 
+/* 0 loaded, -1 refused, -2 not answered (not written, or the answer lost). */
 static int load_script(dlock__node *n, dlock__conn *c, int script)
 {
     const dlock__script *s = &dlock__scripts[script];
@@ -23,7 +24,7 @@ static int load_script(dlock__node *n, dlock__conn *c, int script)
     redisReply *r;
     int timed_out;
     if (dlock__conn_roundtrip(c, 3, av, lens, 0, &r, &timed_out) != DLOCK__SENT_OK)
-        return -1;
+        return -2;
     int ok = r->type == REDIS_REPLY_STRING && r->len == 40 && memcmp(r->str, s->sha, 40) == 0;
     if (!ok)
         dlock__log(dlock__node_ctx(n)->cfg, DLOCK_LOG_ERROR, "SCRIPT LOAD of %s on %s failed: %s",
@@ -168,17 +169,18 @@ int dlock__node_call(dlock__node *n, const dlock__req *req, dlock__res *res)
             /* The server's script cache is empty (restart, SCRIPT FLUSH). */
             freeReplyObject(r);
             reloaded = 1;
-            if (load_script(n, ctx, req->script) == 0)
+            int lrc = load_script(n, ctx, req->script);
+            if (lrc == 0)
                 continue;   /* loaded: the same request again on the same connection */
-            if (!dlock__conn_broken(ctx)) {
+            if (lrc == -1) {
                 dlock__node_put_conn(n, ctx, gen, 0);
                 rc = dlock__fail(DLOCK_EREDIS, "cannot load script %s on %s",
                                  dlock__scripts[req->script].name, addr);
                 break;
             }
-            /* The load's answer was lost. The request itself was refused
-             * (NOSCRIPT), so it has not run: it may go again like one never
-             * sent. */
+            /* The load was not written (out of memory) or its answer was
+             * lost. The request itself was refused (NOSCRIPT), so it has not
+             * run: it may go again like one never sent. */
             t = (dlock__try){.sent = DLOCK__NOT_SENT, .fresh = 1,
                              .oom = dlock__conn_oom(ctx)};
             v = dlock__call_policy(&t, req->flags, failures, reloaded, cfg);
