@@ -40,8 +40,10 @@ static void test_snapshot(void **state)
     dlock_info_free(info);
 
     uint64_t tok;
-    assert_int_equal(dlock_lock_acquire_fenced(l, 0, 20000, NULL, &tok), DLOCK_OK);
-    assert_int_equal(dlock_lock_acquire_fenced(l, 0, 20000, NULL, &tok), DLOCK_OK);
+    assert_int_equal(
+        dlock_lock_acquire_opts(l, &(dlock_wait_opts){.lease_ms = 20000, .token = &tok}), DLOCK_OK);
+    assert_int_equal(
+        dlock_lock_acquire_opts(l, &(dlock_wait_opts){.lease_ms = 20000, .token = &tok}), DLOCK_OK);
     pthread_t t;
     pthread_create(&t, NULL, wait_for, l);
     int64_t until = th_now_ms() + 3000 * th_slack();
@@ -160,7 +162,7 @@ static int count_one(const dlock_info *info, void *ud)
 
 static void *await_latch(void *arg)
 {
-    dlock_latch_await(arg, 10000, NULL);
+    dlock_latch_await(arg, 10000);
     return NULL;
 }
 
