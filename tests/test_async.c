@@ -951,6 +951,17 @@ static void test_semaphore_async(void **state)
         assert_int_equal(dlock_semaphore_acquire_async(
                              s, 1, &(dlock_wait_opts){.wait_ms = DLOCK_WAIT_FOREVER}, on_rec, &w),
                          DLOCK_OK);
+    /* Options a semaphore has no use for are refused at the call, as the
+     * blocking form refuses them: the callback never runs. */
+    uint64_t tok = 0;
+    assert_int_equal(dlock_semaphore_acquire_async(s, 1, &(dlock_wait_opts){.lease_ms = 1000},
+                                                   on_rec, &w),
+                     DLOCK_EINVAL);
+    assert_non_null(strstr(dlock_last_error(), "lease_ms"));
+    assert_int_equal(
+        dlock_semaphore_acquire_async(s, 1, &(dlock_wait_opts){.token = &tok}, on_rec, &w),
+        DLOCK_EINVAL);
+    assert_non_null(strstr(dlock_last_error(), "token"));
     th_sleep_ms(200);
     assert_int_equal(rec_calls(&w), 0);
     rec g;
