@@ -61,11 +61,10 @@ static int snapshot_all(dlock_client *c, mon_pass *p, collect *col)
     for (size_t i = 0; i < col->n; i++) {
         dlock_info *info;
         int rc = dlock_client_inspect(c, col->names[i], &info);
-        if (rc == DLOCK_EWRONGTYPE)   /* gone and replaced by other data meanwhile */
-            continue;
         if (rc != DLOCK_OK)
             return rc;
-        if (dlock_info_kind(info) == DLOCK_KIND_NONE) {   /* released meanwhile */
+        /* Released meanwhile, or gone and replaced by other data. */
+        if (dlock_info_kind(info) == DLOCK_KIND_NONE || dlock_info_kind(info) == DLOCK_KIND_OTHER) {
             dlock_info_free(info);
             continue;
         }

@@ -251,11 +251,39 @@ static void test_snapshot_of_counts(void **state)
     assert_int_equal(dlock_info_kind(info), DLOCK_KIND_NONE);
     dlock_info_free(info);
 
-    /* Not counts: a string of letters is refused; a lock is a lock. */
-    freeReplyObject(th_cmd(&srv, "SET cnt:str abc"));
-    assert_int_equal(dlock_client_inspect(cli, "cnt:str", &info), DLOCK_EWRONGTYPE);
+    /* Not counts: a string of letters, a list, a hash that is not a lock are
+     * other data, with their Redis type and TTL; a lock is a lock. */
+    freeReplyObject(th_cmd(&srv, "SET cnt:str abc PX 600000"));
+    freeReplyObject(th_cmd(&srv, "RPUSH cnt:list a b"));
+    freeReplyObject(th_cmd(&srv, "HSET cnt:hash color blue"));
+    const char *others[][2] = {{"cnt:str", "string"}, {"cnt:list", "list"}, {"cnt:hash", "hash"}};
+    for (size_t i = 0; i < 3; i++) {
+        assert_int_equal(dlock_client_inspect(cli, others[i][0], &info), DLOCK_OK);
+        assert_int_equal(dlock_info_kind(info), DLOCK_KIND_OTHER);
+        assert_string_equal(dlock_info_redis_type(info), others[i][1]);
+        assert_string_equal(dlock_info_name(info), others[i][0]);
+        assert_int_equal(dlock_info_holders(info), 0);
+        assert_int_equal(dlock_info_locked(info), 0);
+        if (i == 0)
+            assert_true(dlock_info_ttl(info) > 0 && dlock_info_ttl(info) <= 600000);
+        else
+            assert_int_equal(dlock_info_ttl(info), -1);
+        dlock_info_free(info);
+    }
+    /* Every kind names its Redis type; a lock handle still refuses other data. */
+    assert_int_equal(dlock_client_inspect(cli, "cnt:sem", &info), DLOCK_OK);
+    assert_string_equal(dlock_info_redis_type(info), "string");
+    dlock_info_free(info);
+    assert_int_equal(dlock_client_inspect(cli, "cnt:none", &info), DLOCK_OK);
+    assert_string_equal(dlock_info_redis_type(info), "none");
+    dlock_info_free(info);
+    assert_string_equal(dlock_info_redis_type(NULL), "");
+    dlock_lock *on_str;
+    assert_int_equal(dlock_lock_get(cli, "cnt:list", &on_str), DLOCK_OK);
+    assert_int_equal(dlock_lock_inspect(on_str, &info), DLOCK_EWRONGTYPE);
     assert_null(info);
-    assert_non_null(strstr(dlock_last_error(), "cnt:str"));
+    assert_non_null(strstr(dlock_last_error(), "holds a list, not a lock"));
+    dlock_lock_free(on_str);
     assert_int_equal(dlock_client_inspect(cli, "", &info), DLOCK_EINVAL);
     dlock_lock *lk;
     assert_int_equal(dlock_lock_get(cli, "cnt:lock", &lk), DLOCK_OK);

@@ -1007,8 +1007,11 @@ typedef enum dlock_kind {
     DLOCK_KIND_COUNT = 3,  /* a string holding a whole number: a semaphore's available
                             * permits or a latch's count (Redis stores both alike; the
                             * waiters of each are counted apart) */
-    DLOCK_KIND_PERMITS = 4 /* a count with a sorted set {name}:timeout beside it: a
-                            * permit-expirable semaphore (holders are its permits) */
+    DLOCK_KIND_PERMITS = 4, /* a count with a sorted set {name}:timeout beside it: a
+                             * permit-expirable semaphore (holders are its permits) */
+    DLOCK_KIND_OTHER = 5   /* other data (a list, a string that is not a whole number, a
+                            * hash that is not a lock, ...): dlock_info_redis_type says
+                            * which; only dlock_client_inspect gives it */
 } dlock_kind;
 
 /* Takes a snapshot of the handle's name, whatever kind of lock the handle is
@@ -1018,10 +1021,12 @@ typedef enum dlock_kind {
 DLOCK_API int dlock_lock_inspect(dlock_lock *l, dlock_info **out);
 /* Takes a snapshot of whatever name `name` holds: a lock of any kind (as
  * dlock_lock_inspect), a count (DLOCK_KIND_COUNT: a semaphore or a latch), a
- * permit-expirable semaphore (DLOCK_KIND_PERMITS), or nothing
- * (DLOCK_KIND_NONE). DLOCK_EWRONGTYPE for other data (a string that is not a
- * whole number, a list...); DLOCK_EINVAL / DLOCK_ENAMETOOLONG for a bad name.
- * Read-only: expired permits are counted as available, not given back. */
+ * permit-expirable semaphore (DLOCK_KIND_PERMITS), nothing
+ * (DLOCK_KIND_NONE), or other data (DLOCK_KIND_OTHER, with its Redis type in
+ * dlock_info_redis_type and its TTL; no holders, waiters not counted: a
+ * string that is not a whole number, a list, a hash that is not a lock...).
+ * DLOCK_EINVAL / DLOCK_ENAMETOOLONG for a bad name. Read-only: expired
+ * permits are counted as available, not given back. */
 DLOCK_API int dlock_client_inspect(dlock_client *c, const char *name, dlock_info **out);
 DLOCK_API void dlock_info_free(dlock_info *info);
 
@@ -1056,6 +1061,10 @@ DLOCK_API uint64_t dlock_info_token(const dlock_info *info);
  * there). */
 DLOCK_API int64_t dlock_info_waiters(const dlock_info *info);
 DLOCK_API dlock_kind dlock_info_kind(const dlock_info *info);
+/* The key's type as Redis's TYPE names it ("none", "hash", "string", "list",
+ * "set", "zset", "stream", a module's type): what a DLOCK_KIND_OTHER key
+ * holds. "" for NULL. */
+DLOCK_API const char *dlock_info_redis_type(const dlock_info *info);
 /* A read-write lock's mode, "read" or "write"; NULL for other kinds. */
 DLOCK_API const char *dlock_info_mode(const dlock_info *info);
 /* 1 when holder i holds the write lock of a read-write lock (its owner id is

@@ -32,6 +32,7 @@ struct dlock_info {
     int64_t count;           /* DLOCK_KIND_COUNT, DLOCK_KIND_PERMITS */
     int64_t *holder_ttls;    /* a permit's lease left, per holder (PERMITS) */
     int64_t latch_waiters;
+    char rtype[32];          /* the key's type as Redis's TYPE names it */
 };
 
 static void free_strings(char **v, size_t n)
@@ -58,6 +59,7 @@ void dlock_info_free(dlock_info *info)
 
 const char *dlock_info_name(const dlock_info *i) { return i ? i->name : ""; }
 dlock_kind dlock_info_kind(const dlock_info *i) { return i ? i->kind : DLOCK_KIND_NONE; }
+const char *dlock_info_redis_type(const dlock_info *i) { return i ? i->rtype : ""; }
 const char *dlock_info_mode(const dlock_info *i) { return i ? i->mode : NULL; }
 int dlock_info_locked(const dlock_info *i) { return i && i->nholders > 0; }
 size_t dlock_info_holders(const dlock_info *i) { return i ? i->nholders : 0; }
@@ -274,8 +276,12 @@ int dlock__info_from_entry(const char *name, size_t nlen, const redisReply *e, d
         return DLOCK_EPROTO;
     const char *type = e->element[0]->str;
     *what = type;
-    if (strcmp(type, "string") == 0)
-        return info_from_count(name, nlen, e, out, what);
+    if (strcmp(type, "string") == 0) {
+        int rc = info_from_count(name, nlen, e, out, what);
+        if (rc == DLOCK_OK)
+            snprintf((*out)->rtype, sizeof((*out)->rtype), "%s", type);
+        return rc;
+    }
     if ((e->elements - 7) % 2 != 0)
         return DLOCK_EPROTO;
     if (strcmp(type, "none") != 0 && strcmp(type, "hash") != 0)
@@ -304,6 +310,25 @@ int dlock__info_from_entry(const char *name, size_t nlen, const redisReply *e, d
     }
     if (strcmp(type, "none") == 0)
         info->kind = DLOCK_KIND_NONE;
+    snprintf(info->rtype, sizeof(info->rtype), "%s", type);
+    *out = info;
+    return DLOCK_OK;
+}
+
+/* A snapshot of a key that holds none of the family's types: its name, its
+ * Redis type and TTL, nothing else. */
+static int other_info(const char *name, size_t nlen, const char *type, int64_t ttl,
+                      dlock_info **out)
+{
+    dlock_info *info = calloc(1, sizeof(*info));
+    if (!info || !(info->name = dlock__strndup(name, nlen))) {
+        free(info);
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    }
+    info->kind = DLOCK_KIND_OTHER;
+    info->ttl = ttl;
+    info->waiters = info->latch_waiters = -1;
+    snprintf(info->rtype, sizeof(info->rtype), "%s", type);
     *out = info;
     return DLOCK_OK;
 }
@@ -382,8 +407,10 @@ static int count_waiters(dlock_client *c, dlock_info *info)
     return DLOCK_OK;
 }
 
-/* One name's snapshot, waiters counted. Counts (semaphores, latches) are
- * refused with DLOCK_EWRONGTYPE unless `counts`. */
+/* One name's snapshot, waiters counted. Unless `counts` (a lock's
+ * inspection), counts (semaphores, latches) and other data are refused with
+ * DLOCK_EWRONGTYPE; with it (any name's), other data is a DLOCK_KIND_OTHER
+ * snapshot. */
 static int inspect_name(dlock_client *c, const char *name, size_t nlen, int counts,
                         dlock_info **out)
 {
@@ -405,13 +432,20 @@ static int inspect_name(dlock_client *c, const char *name, size_t nlen, int coun
         return rc;
     dlock_info *info = NULL;
     const char *what_in_reply = "?";
-    char what[64];
+    char what[64], type[32] = "";
+    int64_t ttl = -2;
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 1)
         rc = DLOCK_EPROTO;
     else
         rc = dlock__info_from_entry(name, nlen, r->element[0], &info, &what_in_reply);
     snprintf(what, sizeof(what), "%s", what_in_reply);   /* it points into r */
+    if (rc == DLOCK_EWRONGTYPE) {   /* the entry's shape was checked: {type, pttl, ...} */
+        snprintf(type, sizeof(type), "%s", r->element[0]->element[0]->str);
+        ttl = r->element[0]->element[1]->integer;
+    }
     freeReplyObject(r);
+    if (rc == DLOCK_EWRONGTYPE && counts)
+        return other_info(name, nlen, type, ttl, out);
     if (rc == DLOCK_OK && !counts &&
         (info->kind == DLOCK_KIND_COUNT || info->kind == DLOCK_KIND_PERMITS)) {
         dlock_info_free(info);
@@ -419,8 +453,7 @@ static int inspect_name(dlock_client *c, const char *name, size_t nlen, int coun
                                              "latch's), not a lock", name);
     }
     if (rc == DLOCK_EWRONGTYPE)
-        return dlock__fail(rc, "key '%s' holds a %s, not a lock%s", name, what,
-                           counts ? ", semaphore or latch" : "");
+        return dlock__fail(rc, "key '%s' holds a %s, not a lock", name, what);
     if (rc != DLOCK_OK)
         return dlock__fail(rc, "cannot read %s'%s': %s", counts ? "" : "lock ", name,
                            dlock_strerror(rc));
