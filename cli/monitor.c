@@ -85,9 +85,8 @@ int mon_run(dlock_client *c, mon_pass *p)
     dlock_stats before, after;
     dlock_client_stats(c, &before, sizeof(before));
     int64_t t0 = mono_ms();
-    int rc = dlock_client_scan(c, pattern, collect_one, &col);
-    if (rc == DLOCK_OK && !col.oom && !p->truncated)
-        rc = dlock_client_scan_counts(c, pattern, collect_one, &col);
+    int rc = dlock_client_walk(c, pattern, DLOCK_WALK_LOCKS | DLOCK_WALK_COUNTS, 0, collect_one,
+                               &col);
     if (rc == DLOCK_OK && col.oom)
         rc = DLOCK_ENOMEM;
     if (rc == DLOCK_OK)

@@ -321,6 +321,99 @@ static void test_snapshot_of_counts(void **state)
     dlock_client_close(other);
 }
 
+typedef struct walked {
+    int locks, counts, bad;
+} walked;
+
+static int on_walk(const dlock_info *info, void *ud)
+{
+    walked *w = ud;
+    dlock_kind k = dlock_info_kind(info);
+    const char *n = dlock_info_name(info);
+    if (strncmp(n, "walk:", 5) != 0)
+        w->bad++;   /* an auxiliary counter, or outside the pattern */
+    else if (k == DLOCK_KIND_LOCK && strncmp(n, "walk:lock:", 10) == 0 && dlock_info_locked(info))
+        w->locks++;
+    else if (k == DLOCK_KIND_COUNT && strncmp(n, "walk:sem:", 9) == 0)
+        w->counts++;
+    else
+        w->bad++;
+    return 0;
+}
+
+/* One walk over every kind: the held locks and the counts of a scan and a
+ * scan of counts, with each key visited by one SCAN instead of two, and
+ * the SCAN's COUNT the caller's. */
+static void test_walk_every_kind(void **state)
+{
+    (void)state;
+    enum { NL = 40, NC = 20 };
+    dlock_lock *ls[NL];
+    char name[64];
+    for (int i = 0; i < NL; i++) {
+        snprintf(name, sizeof(name), "walk:lock:%02d", i);
+        assert_int_equal(dlock_lock_get(cli, name, &ls[i]), DLOCK_OK);
+        assert_int_equal(dlock_lock_acquire(ls[i], 60000), DLOCK_OK);
+    }
+    for (int i = 0; i < NC; i++)
+        freeReplyObject(th_cmd(&srv, "SET walk:sem:%02d %d", i, i + 1));
+    freeReplyObject(th_cmd(&srv, "SET walk:str abc"));
+    freeReplyObject(th_cmd(&srv, "RPUSH walk:list a"));
+    freeReplyObject(th_cmd(&srv, "HSET walk:hash color blue"));
+    freeReplyObject(th_cmd(&srv, "SET redisson_lock_token:{walk:lock:00} 5"));
+
+    walked two = {0, 0, 0};
+    long long s0 = th_calls(&srv, "scan");
+    assert_int_equal(dlock_client_scan(cli, "*walk:*", on_walk, &two), DLOCK_OK);
+    assert_int_equal(dlock_client_scan_counts(cli, "*walk:*", on_walk, &two), DLOCK_OK);
+    long long s1 = th_calls(&srv, "scan");
+    walked one = {0, 0, 0};
+    assert_int_equal(dlock_client_walk(cli, "*walk:*", DLOCK_WALK_LOCKS | DLOCK_WALK_COUNTS,
+                                       100000, on_walk, &one),
+                     DLOCK_OK);
+    long long s2 = th_calls(&srv, "scan");
+    assert_int_equal(two.locks, NL);
+    assert_int_equal(two.counts, NC);
+    assert_int_equal(two.bad, 0);
+    assert_int_equal(one.locks, NL);
+    assert_int_equal(one.counts, NC);
+    assert_int_equal(one.bad, 0);
+    assert_true(s1 - s0 >= 2);      /* the two calls walk twice */
+    assert_int_equal(s2 - s1, 1);   /* the walk, with a COUNT above the keys: once */
+
+    /* A small COUNT: more round trips, the same objects. */
+    walked small = {0, 0, 0};
+    assert_int_equal(dlock_client_walk(cli, "walk:*", DLOCK_WALK_LOCKS | DLOCK_WALK_COUNTS, 5,
+                                       on_walk, &small),
+                     DLOCK_OK);
+    assert_true(th_calls(&srv, "scan") - s2 > 2);
+    assert_int_equal(small.locks, NL);
+    assert_int_equal(small.counts, NC);
+    /* One kind alone: what its own call reports. */
+    walked counts = {0, 0, 0};
+    assert_int_equal(dlock_client_walk(cli, "*walk:*", DLOCK_WALK_COUNTS, 0, on_walk, &counts),
+                     DLOCK_OK);
+    assert_int_equal(counts.locks, 0);
+    assert_int_equal(counts.counts, NC);
+    assert_int_equal(counts.bad, 0);
+
+    assert_int_equal(dlock_client_walk(cli, "*", 0, 0, on_walk, &one), DLOCK_EINVAL);
+    assert_non_null(strstr(dlock_last_error(), "kinds"));
+    assert_int_equal(dlock_client_walk(cli, "*", 4, 0, on_walk, &one), DLOCK_EINVAL);
+    assert_int_equal(dlock_client_walk(cli, "*", DLOCK_WALK_LOCKS, -1, on_walk, &one),
+                     DLOCK_EINVAL);
+    assert_non_null(strstr(dlock_last_error(), "count"));
+    assert_int_equal(dlock_client_walk(cli, "*", DLOCK_WALK_LOCKS, 100001, on_walk, &one),
+                     DLOCK_EINVAL);
+    assert_int_equal(dlock_client_walk(cli, "*", DLOCK_WALK_LOCKS, 0, NULL, NULL), DLOCK_EINVAL);
+    assert_int_equal(dlock_client_walk(NULL, "*", DLOCK_WALK_LOCKS, 0, on_walk, &one),
+                     DLOCK_EINVAL);
+    for (int i = 0; i < NL; i++) {
+        assert_int_equal(dlock_lock_release(ls[i]), DLOCK_OK);
+        dlock_lock_free(ls[i]);
+    }
+}
+
 /* A fair lock's queue, in order, with each waiter's deadline; the waiters
  * count them (each fair waiter listens on a channel of its own). */
 static void test_snapshot_of_fair_queue(void **state)
@@ -427,6 +520,7 @@ int main(void)
         cmocka_unit_test(test_snapshot_of_redisson_hold_and_bad_keys),
         cmocka_unit_test(test_scan_lists_locks_only),
         cmocka_unit_test(test_snapshot_of_counts),
+        cmocka_unit_test(test_walk_every_kind),
     };
     return cmocka_run_group_tests(tests, th_setup, th_teardown);
 }

@@ -1106,6 +1106,21 @@ DLOCK_API int dlock_client_scan(dlock_client *c, const char *pattern, dlock_scan
 DLOCK_API int dlock_client_scan_counts(dlock_client *c, const char *pattern, dlock_scan_fn fn,
                                        void *ud);
 
+/* One walk over every kind: dlock_client_scan's locks and
+ * dlock_client_scan_counts' counts in a single SCAN of the keyspace (each
+ * key visited once), for tools that want both (a monitor, an exporter).
+ * kinds: DLOCK_WALK_LOCKS, DLOCK_WALK_COUNTS or both; with one of them the
+ * SCAN is filtered by its Redis type, as those calls do. count: the SCAN's
+ * COUNT, the keys Redis looks at per round trip (0: 200, the default of the
+ * calls above; up to 100000): larger means fewer round trips, each holding
+ * the server longer. fn, pattern and what is reported are those calls'.
+ * DLOCK_EINVAL for NULL c or fn, no or unknown kinds, a count out of range.
+ * Any thread. */
+#define DLOCK_WALK_LOCKS 1u
+#define DLOCK_WALK_COUNTS 2u
+DLOCK_API int dlock_client_walk(dlock_client *c, const char *pattern, unsigned kinds, int count,
+                                dlock_scan_fn fn, void *ud);
+
 /* The server's CLIENT LIST (one line of key=value fields per connection),
  * for tools that show who holds what: a dlock connection's name field is
  * dlock|<uuid>|<host>|<pid>|<label> (see dlock_config_set_client_name), and
