@@ -146,6 +146,9 @@ int cli_key_kind(dlock_client *c, const char *name, char *what, size_t size);
  * holds what is wanted (another name of the call is the culprit) or nothing. */
 int cli_wrong_type(const cli_opts *o, dlock_client *c, const char *name, int want,
                    const char *want_noun);
+/* For a snapshot of other data (DLOCK_KIND_OTHER, from dlock_client_inspect):
+ * prints cli_wrong_type's line and returns 1 (the caller exits 65); else 0. */
+int cli_not_other(const cli_opts *o, const dlock_info *info, const char *want_noun);
 /* cli_fail, and for DLOCK_EWRONGTYPE the line of cli_wrong_type (exit 65). */
 int cli_fail_key(const cli_opts *o, dlock_client *c, int rc, const char *what, const char *name,
                  int want, const char *want_noun);

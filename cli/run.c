@@ -357,14 +357,13 @@ static int target_acquire(target *t, int64_t wait_ms, int64_t lease_ms, dlock_ca
                           uint64_t *token)
 {
     *token = 0;
-    if (t->e)
-        return dlock_election_campaign(t->e, wait_ms, cancel, token);
-    if (t->ps)
-        return dlock_permit_semaphore_acquire_cancellable(t->ps, wait_ms, DLOCK_WATCHDOG, cancel,
-                                                          t->permit, sizeof(t->permit));
+    dlock_wait_opts o = {.wait_ms = wait_ms, .lease_ms = lease_ms, .cancel = cancel};
     if (t->ml)
-        return dlock_multilock_acquire_cancellable(t->ml, wait_ms, lease_ms, cancel);
-    return dlock_lock_acquire_fenced(t->l[0], wait_ms, lease_ms, cancel, token);
+        return dlock_multilock_acquire_opts(t->ml, &o);
+    if (t->ps)   /* the watchdog's: a runner that dies gives it back (run_sem.c) */
+        return dlock_permit_semaphore_acquire_opts(t->ps, &o, t->permit, sizeof(t->permit));
+    o.token = token;
+    return t->e ? dlock_election_campaign(t->e, &o) : dlock_lock_acquire_opts(t->l[0], &o);
 }
 
 static int target_release(target *t)

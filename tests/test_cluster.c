@@ -439,8 +439,9 @@ static void test_async_on_every_node(void **state)
                                            &l[i]),
                          DLOCK_OK);
         on_node[th_cluster_node_for(&cl, name[i]) - cl.node]++;
-        assert_int_equal(dlock_lock_acquire_async(l[i], 0, 30000, NULL, on_acount, &acq),
-                         DLOCK_OK);
+        assert_int_equal(
+            dlock_lock_acquire_async(l[i], &(dlock_wait_opts){.lease_ms = 30000}, on_acount, &acq),
+            DLOCK_OK);
     }
     if (await_count(&acq, NAMES) != NAMES)
         fail_msg("%d of %d async acquisitions: %s", atomic_load(&acq.ok), NAMES, acq.msg);
@@ -462,8 +463,9 @@ static void test_async_on_every_node(void **state)
     assert_int_equal(dlock_lock_get(other, name[0], &held), DLOCK_OK);
     assert_int_equal(dlock_lock_try(held, 0, 60000), DLOCK_OK);
     acount w = {0};
-    assert_int_equal(dlock_lock_acquire_async(l[0], DLOCK_WAIT_FOREVER, 30000, NULL, on_acount,
-                                              &w),
+    assert_int_equal(dlock_lock_acquire_async(
+                         l[0], &(dlock_wait_opts){.wait_ms = DLOCK_WAIT_FOREVER, .lease_ms = 30000},
+                         on_acount, &w),
                      DLOCK_OK);
     th_sleep_ms(300);
     assert_int_equal(atomic_load(&w.done), 0);

@@ -285,7 +285,9 @@ static void test_give_up_leaves_queue(void **state)
     dlock_lock *cl;
     assert_int_equal(dlock_fair_lock_get_as(cli, name, "canceller:1", &cl), DLOCK_OK);
     dlock_cancel_fire(cancel);
-    assert_int_equal(dlock_lock_acquire_cancellable(cl, DLOCK_WAIT_FOREVER, 1000, cancel),
+    assert_int_equal(dlock_lock_acquire_opts(cl, &(dlock_wait_opts){.wait_ms = DLOCK_WAIT_FOREVER,
+                                                                    .lease_ms = 1000,
+                                                                    .cancel = cancel}),
                      DLOCK_ECANCELED);
     assert_int_equal(queue_len(name), 0);
     dlock_cancel_free(cancel);
@@ -483,10 +485,13 @@ static void test_redisson_basics(void **state)
     took = th_now_ms() - t0;
     assert_true(took >= 150 && took < 200 + 1000 * th_slack());
     uint64_t tok1 = 0, tok2 = 0;
-    assert_int_equal(dlock_lock_acquire_fenced(other, 0, 1000, NULL, &tok1), DLOCK_OK);
+    assert_int_equal(
+        dlock_lock_acquire_opts(other, &(dlock_wait_opts){.lease_ms = 1000, .token = &tok1}),
+        DLOCK_OK);
     assert_int_equal(dlock_lock_release(other), DLOCK_OK);
     assert_int_equal(dlock_lock_release(other), DLOCK_OK);
-    assert_int_equal(dlock_lock_acquire_fenced(l, 0, 1000, NULL, &tok2), DLOCK_OK);
+    assert_int_equal(
+        dlock_lock_acquire_opts(l, &(dlock_wait_opts){.lease_ms = 1000, .token = &tok2}), DLOCK_OK);
     assert_true(tok2 > tok1);
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
     dlock_lock_free(l);

@@ -247,7 +247,7 @@ static void test_every_kind(void **state)
     dlock_permit_semaphore *p;
     assert_int_equal(dlock_permit_semaphore_get(c, th_name(name, sizeof(name), "perm"), &p),
                      DLOCK_OK);
-    assert_int_equal(dlock_permit_semaphore_set_permits(p, 2), DLOCK_OK);
+    assert_int_equal(dlock_permit_semaphore_set_total(p, 2), DLOCK_OK);
     char id[DLOCK_PERMIT_ID_BUFSIZE], leases[160];
     assert_int_equal(dlock_permit_semaphore_acquire(p, DLOCK_WATCHDOG, id, sizeof(id)), DLOCK_OK);
     await_tracked(c);

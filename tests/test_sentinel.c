@@ -249,12 +249,12 @@ static void test_replica_ack(void **state)
                      DLOCK_OK);
     assert_int_equal(dlock_semaphore_get(keep, sname, &sk), DLOCK_OK);
     assert_int_equal(dlock_semaphore_set_permits(sr, 2), DLOCK_OK);
-    assert_int_equal(dlock_semaphore_try_acquire(sr, 1, 0), DLOCK_EREPLICAS);
+    assert_int_equal(dlock_semaphore_try(sr, 1, 0), DLOCK_EREPLICAS);
     assert_int_equal(dlock_last_replica_acks(), 1);
     int64_t avail = -1;
     assert_int_equal(dlock_semaphore_available(sr, &avail), DLOCK_OK);
     assert_int_equal(avail, 2);
-    assert_int_equal(dlock_semaphore_try_acquire(sk, 1, 0), DLOCK_OK);
+    assert_int_equal(dlock_semaphore_try(sk, 1, 0), DLOCK_OK);
     assert_int_equal(dlock_last_replica_acks(), 1);
     assert_int_equal(dlock_semaphore_available(sk, &avail), DLOCK_OK);
     assert_int_equal(avail, 1);
@@ -265,13 +265,13 @@ static void test_replica_ack(void **state)
                                                 &pr),
                      DLOCK_OK);
     assert_int_equal(dlock_permit_semaphore_get(keep, pname, &pk), DLOCK_OK);
-    assert_int_equal(dlock_permit_semaphore_set_permits(pr, 1), DLOCK_OK);
-    assert_int_equal(dlock_permit_semaphore_try_acquire(pr, 0, DLOCK_WATCHDOG, id, sizeof(id)),
+    assert_int_equal(dlock_permit_semaphore_set_total(pr, 1), DLOCK_OK);
+    assert_int_equal(dlock_permit_semaphore_try(pr, 0, DLOCK_WATCHDOG, id, sizeof(id)),
                      DLOCK_EREPLICAS);
     assert_int_equal(dlock_last_replica_acks(), 1);
     assert_int_equal(dlock_permit_semaphore_available(pr, &avail, NULL), DLOCK_OK);
     assert_int_equal(avail, 1);
-    assert_int_equal(dlock_permit_semaphore_try_acquire(pk, 0, 10000, id, sizeof(id)), DLOCK_OK);
+    assert_int_equal(dlock_permit_semaphore_try(pk, 0, 10000, id, sizeof(id)), DLOCK_OK);
     assert_int_equal(dlock_last_replica_acks(), 1);
     assert_int_equal(dlock_permit_semaphore_available(pk, &avail, NULL), DLOCK_OK);
     assert_int_equal(avail, 0);
@@ -363,8 +363,11 @@ static void on_async_done(const dlock_async_result *res, void *ud)
 static int async_call(dlock_lock *l, int acquire)
 {
     atomic_store(&async_rc, 1);
-    int rc = acquire ? dlock_lock_acquire_async(l, 10000, 30000, NULL, on_async_done, NULL)
-                     : dlock_lock_release_async(l, on_async_done, NULL);
+    int rc =
+        acquire
+            ? dlock_lock_acquire_async(l, &(dlock_wait_opts){.wait_ms = 10000, .lease_ms = 30000},
+                                       on_async_done, NULL)
+            : dlock_lock_release_async(l, on_async_done, NULL);
     if (rc != DLOCK_OK) {
         snprintf(async_msg, sizeof(async_msg), "%s", dlock_last_error());
         return rc;

@@ -40,7 +40,8 @@
  *     dlock_client_new_owner_id(c, owner, sizeof(owner));   // one per request
  *     dlock_lock *l;
  *     dlock_lock_get_as(c, "order:42", owner, &l);
- *     dlock_lock_acquire_async(l, 5000, DLOCK_WATCHDOG, NULL, on_locked, req);
+ *     dlock_wait_opts o = {.wait_ms = 5000};               // lease: the watchdog
+ *     dlock_lock_acquire_async(l, &o, on_locked, req);
  *
  *     static void on_locked(const dlock_async_result *res, void *ud) {
  *         if (dlock_async_status(res) != DLOCK_OK) { ...dlock_async_message(res)...; return; }
@@ -77,10 +78,9 @@ typedef void (*dlock_async_fn)(const dlock_async_result *res, void *ud);
 DLOCK_API int dlock_async_status(const dlock_async_result *res);
 /* Its detail message ("" when DLOCK_OK); valid during the callback. */
 DLOCK_API const char *dlock_async_message(const dlock_async_result *res);
-/* The fencing token of a fenced acquisition (0 otherwise). */
+/* The fencing token of a fenced acquisition (options with a token; 0
+ * otherwise). */
 DLOCK_API uint64_t dlock_async_token(const dlock_async_result *res);
-/* A force release: 1 when the lock was held. 0 for other calls. */
-DLOCK_API int dlock_async_was_locked(const dlock_async_result *res);
 /* The yes/no answer of a call that has one (a force release's "was locked",
  * is locked, is held, a try-set's "was set", a delete's "existed", a
  * try-release's "released"; 0 for the others). */
@@ -92,28 +92,24 @@ DLOCK_API int64_t dlock_async_count(const dlock_async_result *res);
  * during the callback: copy it (DLOCK_PERMIT_ID_BUFSIZE bytes). */
 DLOCK_API const char *dlock_async_permit_id(const dlock_async_result *res);
 
-/* dlock_lock_acquire_cancellable() asynchronously, for any lock type
- * (reentrant, fair, read, write): wait_ms 0 (one attempt), > 0, or
- * DLOCK_WAIT_FOREVER; lease_ms > 0 or DLOCK_WATCHDOG (renewed by the
- * watchdog until released); cancel may be NULL. The callback's status:
- * DLOCK_OK, DLOCK_ETIMEDOUT, DLOCK_ECANCELED, DLOCK_ECLOSED, DLOCK_EDEADLK
- * (a reader asking for the write lock), DLOCK_EUNKNOWN (sent, no answer),
- * or the blocking call's other errors. Returns DLOCK_OK (accepted) or
- * DLOCK_EINVAL (NULL lock or fn, bad times, a thread-owner handle),
- * DLOCK_ECLOSED, DLOCK_ENOMEM. Any thread. */
-DLOCK_API int dlock_lock_acquire_async(dlock_lock *l, int64_t wait_ms, int64_t lease_ms,
-                                       dlock_cancel *cancel, dlock_async_fn fn, void *ud);
-/* As dlock_lock_acquire_async, and the callback's dlock_async_token() is the
- * lock's fencing token (see dlock_lock_acquire_fenced). */
-DLOCK_API int dlock_lock_acquire_fenced_async(dlock_lock *l, int64_t wait_ms, int64_t lease_ms,
-                                              dlock_cancel *cancel, dlock_async_fn fn,
-                                              void *ud);
+/* dlock_lock_acquire_opts() asynchronously, for any lock type (reentrant,
+ * fair, read, write). The options (NULL: one attempt, the watchdog) are
+ * copied at the call; o->cancel and o->token must stay valid until the
+ * callback has run, and a fenced acquisition's token is written to
+ * *o->token before it runs (dlock_async_token() gives it too). The
+ * callback's status: DLOCK_OK, DLOCK_ETIMEDOUT, DLOCK_ECANCELED,
+ * DLOCK_ECLOSED, DLOCK_EDEADLK (a reader asking for the write lock),
+ * DLOCK_EUNKNOWN (sent, no answer), or the blocking call's other errors.
+ * Returns DLOCK_OK (accepted) or DLOCK_EINVAL (NULL lock or fn, bad options,
+ * a thread-owner handle), DLOCK_ECLOSED, DLOCK_ENOMEM. Any thread. */
+DLOCK_API int dlock_lock_acquire_async(dlock_lock *l, const dlock_wait_opts *o,
+                                       dlock_async_fn fn, void *ud);
 /* dlock_lock_release() asynchronously: one hold of the handle's owner.
  * Status DLOCK_OK, DLOCK_ENOTOWNER, or a connection error (a lost reply is
  * resent under the same unlock latch, so a release never counts twice).
  * Any thread. */
 DLOCK_API int dlock_lock_release_async(dlock_lock *l, dlock_async_fn fn, void *ud);
-/* dlock_lock_force_release() asynchronously: dlock_async_was_locked() tells
+/* dlock_lock_force_release() asynchronously: dlock_async_flag() tells
  * whether it was held. Not resent after a lost reply. Any thread. */
 DLOCK_API int dlock_lock_force_release_async(dlock_lock *l, dlock_async_fn fn, void *ud);
 
@@ -125,12 +121,14 @@ DLOCK_API int dlock_lock_is_held_async(dlock_lock *l, dlock_async_fn fn, void *u
 DLOCK_API int dlock_lock_hold_count_async(dlock_lock *l, dlock_async_fn fn, void *ud);
 DLOCK_API int dlock_lock_ttl_async(dlock_lock *l, dlock_async_fn fn, void *ud);
 
-/* dlock_semaphore_acquire_cancellable() asynchronously: n permits (1 ..
- * DLOCK_COUNT_MAX), wait_ms 0, > 0 or DLOCK_WAIT_FOREVER, cancel may be
- * NULL. Status DLOCK_OK, DLOCK_ETIMEDOUT, DLOCK_ECANCELED, DLOCK_ECLOSED, ...
- * Semaphores have no owner: any handle. Any thread. */
-DLOCK_API int dlock_semaphore_acquire_async(dlock_semaphore *s, int64_t n, int64_t wait_ms,
-                                            dlock_cancel *cancel, dlock_async_fn fn, void *ud);
+/* dlock_semaphore_acquire_opts() asynchronously: n permits (1 ..
+ * DLOCK_COUNT_MAX), the options copied at the call (NULL: one try; o->cancel
+ * must stay valid until the callback has run). Status DLOCK_OK,
+ * DLOCK_ETIMEDOUT, DLOCK_ECANCELED, DLOCK_ECLOSED, ... Semaphores have no
+ * owner: any handle. Any thread. */
+DLOCK_API int dlock_semaphore_acquire_async(dlock_semaphore *s, int64_t n,
+                                            const dlock_wait_opts *o, dlock_async_fn fn,
+                                            void *ud);
 /* dlock_semaphore_release() asynchronously (n permits back, waiters woken).
  * Not resent after a lost reply (DLOCK_EUNKNOWN then). Any thread. */
 DLOCK_API int dlock_semaphore_release_async(dlock_semaphore *s, int64_t n, dlock_async_fn fn,
@@ -148,12 +146,13 @@ DLOCK_API int dlock_semaphore_add_permits_async(dlock_semaphore *s, int64_t delt
                                                 dlock_async_fn fn, void *ud);
 DLOCK_API int dlock_semaphore_available_async(dlock_semaphore *s, dlock_async_fn fn, void *ud);
 DLOCK_API int dlock_semaphore_drain_async(dlock_semaphore *s, dlock_async_fn fn, void *ud);
-/* dlock_permit_semaphore_acquire_cancellable() asynchronously: the permit's
- * id is dlock_async_permit_id() in the callback; lease_ms > 0 or
- * DLOCK_WATCHDOG (renewed until released). Any thread. */
-DLOCK_API int dlock_permit_semaphore_acquire_async(dlock_permit_semaphore *p, int64_t wait_ms,
-                                                   int64_t lease_ms, dlock_cancel *cancel,
-                                                   dlock_async_fn fn, void *ud);
+/* dlock_permit_semaphore_acquire_opts() asynchronously, the options copied
+ * at the call (NULL: one try, the watchdog): the permit's id is
+ * dlock_async_permit_id() in the callback; o->lease_ms > 0 or DLOCK_WATCHDOG
+ * (renewed until released). Any thread. */
+DLOCK_API int dlock_permit_semaphore_acquire_async(dlock_permit_semaphore *p,
+                                                   const dlock_wait_opts *o, dlock_async_fn fn,
+                                                   void *ud);
 /* dlock_permit_semaphore_release() asynchronously: DLOCK_OK, or
  * DLOCK_ENOTOWNER (unknown or expired permit). id is copied. Any thread. */
 DLOCK_API int dlock_permit_semaphore_release_async(dlock_permit_semaphore *p, const char *id,
@@ -169,12 +168,12 @@ DLOCK_API int dlock_permit_semaphore_try_release_async(dlock_permit_semaphore *p
 DLOCK_API int dlock_permit_semaphore_update_lease_async(dlock_permit_semaphore *p,
                                                         const char *id, int64_t lease_ms,
                                                         dlock_async_fn fn, void *ud);
-/* The permit semaphore's pool, asynchronously: set, try-set (flag), add
+/* The permit semaphore's pool, asynchronously: set the total, try-set (flag), add
  * (count: the new count), available (count; the permits held: use the
  * blocking form). Any thread. */
-DLOCK_API int dlock_permit_semaphore_set_permits_async(dlock_permit_semaphore *p,
-                                                       int64_t permits, dlock_async_fn fn,
-                                                       void *ud);
+DLOCK_API int dlock_permit_semaphore_set_total_async(dlock_permit_semaphore *p,
+                                                     int64_t permits, dlock_async_fn fn,
+                                                     void *ud);
 DLOCK_API int dlock_permit_semaphore_try_set_permits_async(dlock_permit_semaphore *p,
                                                            int64_t permits, dlock_async_fn fn,
                                                            void *ud);
@@ -182,9 +181,10 @@ DLOCK_API int dlock_permit_semaphore_add_permits_async(dlock_permit_semaphore *p
                                                        dlock_async_fn fn, void *ud);
 DLOCK_API int dlock_permit_semaphore_available_async(dlock_permit_semaphore *p,
                                                      dlock_async_fn fn, void *ud);
-/* dlock_latch_await() asynchronously: DLOCK_OK once the count is zero,
- * DLOCK_ETIMEDOUT, DLOCK_ECANCELED, DLOCK_ECLOSED. Any thread. */
-DLOCK_API int dlock_latch_await_async(dlock_latch *l, int64_t wait_ms, dlock_cancel *cancel,
+/* dlock_latch_await_opts() asynchronously, the options copied at the call
+ * (NULL: check once): DLOCK_OK once the count is zero, DLOCK_ETIMEDOUT,
+ * DLOCK_ECANCELED, DLOCK_ECLOSED. Any thread. */
+DLOCK_API int dlock_latch_await_async(dlock_latch *l, const dlock_wait_opts *o,
                                       dlock_async_fn fn, void *ud);
 /* dlock_latch_count_down() asynchronously; dlock_async_count() is the count
  * left. Any thread. */

@@ -37,9 +37,9 @@ extern "C" {
 #endif
 
 #define DLOCK_VERSION_MAJOR 0
-#define DLOCK_VERSION_MINOR 1
+#define DLOCK_VERSION_MINOR 2
 #define DLOCK_VERSION_PATCH 0
-#define DLOCK_VERSION_STRING "0.1.0"
+#define DLOCK_VERSION_STRING "0.2.0"
 
 #if defined(DLOCK_BUILDING) && defined(__GNUC__)
 #define DLOCK_API __attribute__((visibility("default")))
@@ -89,7 +89,7 @@ DLOCK_API const char *dlock_errname(int code);
  * there was none. Thread-local: valid until this thread's next dlock call. */
 DLOCK_API const char *dlock_last_error(void);
 
-/* The library's version string, e.g. "0.1.0". */
+/* The library's version string, e.g. "0.2.0". */
 DLOCK_API const char *dlock_version(void);
 
 /* ----------------------------------------------------------------- limits */
@@ -103,8 +103,10 @@ DLOCK_API const char *dlock_version(void);
  * 36-char uuid, ':', up to 20 digits. */
 #define DLOCK_OWNER_BUFSIZE 64
 
-/* Lease value: hold the lock with the watchdog (renewed while the process lives). */
-#define DLOCK_WATCHDOG ((int64_t)-1)
+/* Lease value: hold the lock with the watchdog (renewed while the process
+ * lives). 0, so that a zeroed dlock_wait_opts means the watchdog (it was -1
+ * before 0.2.0: a negative lease is now DLOCK_EINVAL). */
+#define DLOCK_WATCHDOG ((int64_t)0)
 /* Wait value: wait as long as it takes. */
 #define DLOCK_WAIT_FOREVER ((int64_t)-1)
 
@@ -492,6 +494,36 @@ DLOCK_API int dlock_cancel_fired(const dlock_cancel *t);
 /* No wait may be using the token any more. */
 DLOCK_API void dlock_cancel_free(dlock_cancel *t);
 
+/* ------------------------------------------------------------ wait options */
+
+/* How a call waits, the same for every call that can wait (lock, semaphore,
+ * permit semaphore, latch, multi-lock, election; blocking and asynchronous).
+ * A NULL pointer is the zeroed struct: one attempt, the watchdog, not
+ * cancellable, no token. Initialize it zeroed and set the fields you need:
+ *     dlock_wait_opts o = {.wait_ms = 5000, .cancel = tok};
+ * The call reads it before it returns (an asynchronous call copies it), so
+ * it may live on the caller's stack; `cancel` and `token` are pointers the
+ * call keeps until it ends (an asynchronous call: until its callback has
+ * run). Every call checks it the same way: DLOCK_EINVAL, nothing sent and
+ * the message naming the field, for a wait below DLOCK_WAIT_FOREVER, a
+ * negative lease or one above 2^50 ms, a lease or a token given to a call
+ * that has none, and a reserved field that is not zero. */
+typedef struct dlock_wait_opts {
+    int64_t wait_ms;       /* 0 (the default): one attempt; > 0: up to that long;
+                              DLOCK_WAIT_FOREVER: as long as it takes */
+    int64_t lease_ms;      /* DLOCK_WATCHDOG (0, the default): held while the client lives,
+                              renewed by its watchdog; > 0: a fixed lease, never renewed.
+                              Calls that take nothing with a lease (semaphore, latch,
+                              election) require 0 */
+    dlock_cancel *cancel;  /* NULL: not cancellable; else dlock_cancel_fire() ends the wait
+                              with DLOCK_ECANCELED */
+    uint64_t *token;       /* NULL: no fencing token; else the acquisition is fenced and the
+                              token is written here on DLOCK_OK (an asynchronous call: before
+                              its callback runs). Locks and dlock_lock_run; an election's
+                              campaign writes its term. Other calls require NULL */
+    int64_t reserved[4];   /* must be zero: room for options to come */
+} dlock_wait_opts;
+
 /* ------------------------------------------------------------------- lock */
 
 /* A reentrant lock, Redisson's RLock:
@@ -539,7 +571,7 @@ DLOCK_API int dlock_fair_lock_get_as(dlock_client *c, const char *name, const ch
 
 /* A read-write lock (Redisson's RReadWriteLock) on `name`: two handles, the
  * read lock and the write lock, on which every dlock_lock_* call works
- * (acquire with the watchdog or a lease, try, cancellable, fenced, release,
+ * (acquire with the watchdog or a lease, try, the options, fenced, release,
  * force release, queries, run, lost callback). Many owners may hold the read
  * lock at once; the write lock excludes every other owner, readers and
  * writers. Both are reentrant, and the owner of the write lock may also take
@@ -560,7 +592,7 @@ DLOCK_API int dlock_fair_lock_get_as(dlock_client *c, const char *name, const ch
  *                  keeps read holds, which Redisson does not publish: the
  *                  waiting readers come in at once).
  * Differences with the reentrant lock's calls:
- *   - The write acquire (acquire, try, cancellable, fenced, run) by an owner
+ *   - The write acquire (acquire, try, the options form, run) by an owner
  *     that holds read holds of the same name returns DLOCK_EDEADLK at once,
  *     whatever the wait: a reader can never be granted the write lock
  *     (Redisson's waits forever there).
@@ -645,42 +677,47 @@ DLOCK_API void dlock_lock_set_lost_callback(dlock_lock *l, dlock_lost_fn fn, voi
 #define DLOCK_MAX_HOLD_NONE ((int64_t)-1)
 DLOCK_API int dlock_lock_set_max_hold(dlock_lock *l, int64_t ms);
 
-/* Acquires, waiting as long as it takes. lease_ms > 0: the key expires after
- * the lease and is never renewed. DLOCK_WATCHDOG: held with the watchdog
- * timeout and renewed every timeout / 3 until released or the client closes.
+/* Acquires, as the options say (NULL: one attempt, with the watchdog):
+ *   o->wait_ms   0: one attempt; > 0: up to that long; DLOCK_WAIT_FOREVER.
+ *                Waiting sleeps on the lock's channel until an unlock message
+ *                or the holder's TTL, never on a fixed poll.
+ *   o->lease_ms  > 0: the key expires after the lease and is never renewed;
+ *                DLOCK_WATCHDOG (0): held with the watchdog timeout and
+ *                renewed every timeout / 3 until released or the client closes.
+ *   o->cancel    fired from another thread: the wait ends with DLOCK_ECANCELED
+ *                (Redisson's lockInterruptibly).
+ *   o->token     non-NULL: the acquisition is fenced and *o->token receives the
+ *                lock's fencing token: INCR of `redisson_lock_token:{name}`
+ *                (Redisson's RFencedLock counter), done in the same script as
+ *                the acquisition (reentry included), and raised to the
+ *                server's clock in microseconds when below it, so tokens are
+ *                strictly increasing per name even across a restart that lost
+ *                the counter. The counter expires after 7 days without a
+ *                fenced acquisition of the name (the clock floor keeps the next
+ *                token above every earlier one). Give the token to the resource
+ *                you guard, which refuses lower tokens; for data in Redis,
+ *                dlock_fence_* (below) are that check.
  * Reentrant: an owner that holds the lock gets it again (hold count + 1; the
- * lease is reset). Waiting sleeps on the lock's channel until an unlock
- * message or the holder's TTL, never on a fixed poll.
- * Returns DLOCK_OK, or DLOCK_EWRONGTYPE (the key is not a lock), DLOCK_ECONN,
- * DLOCK_ECMDTIMEOUT, DLOCK_EUNKNOWN (the request was written and no answer
- * came, by timeout or a dropped connection: it is not resent, since that could
- * count a hold twice; the lock may be held for up to one lease and is not
- * renewed), DLOCK_EINVAL (also: a wait asked for inside a dlock callback). */
+ * lease is reset).
+ * Returns DLOCK_OK, or DLOCK_ETIMEDOUT (still held by another owner when the
+ * wait ended, or free but reserved for a long waiter: see
+ * dlock_config_set_priority_after), DLOCK_ECANCELED, DLOCK_EWRONGTYPE (the
+ * key is not a lock), DLOCK_EDEADLK (a reader asking for the write lock),
+ * DLOCK_ECONN, DLOCK_ECMDTIMEOUT, DLOCK_EUNKNOWN (the request was written and
+ * no answer came, by timeout or a dropped connection: it is not resent, since
+ * that could count a hold twice; the lock may be held for up to one lease and
+ * is not renewed), DLOCK_EINVAL (bad options, see dlock_wait_opts; also a
+ * wait asked for inside a dlock callback). Any thread: the owner is the
+ * calling thread, or the handle's explicit owner. */
+DLOCK_API int dlock_lock_acquire_opts(dlock_lock *l, const dlock_wait_opts *o);
+
+/* Redisson's lock(lease): dlock_lock_acquire_opts with wait_ms
+ * DLOCK_WAIT_FOREVER and this lease (DLOCK_WATCHDOG or > 0). */
 DLOCK_API int dlock_lock_acquire(dlock_lock *l, int64_t lease_ms);
 
-/* Tries for up to wait_ms (0 = a single try, DLOCK_WAIT_FOREVER = no limit).
- * DLOCK_ETIMEDOUT when still held by another owner at the deadline (or free
- * but reserved for a long waiter: see dlock_config_set_priority_after); other
- * returns as dlock_lock_acquire. */
+/* Redisson's tryLock(wait, lease): dlock_lock_acquire_opts with this wait and
+ * lease. */
 DLOCK_API int dlock_lock_try(dlock_lock *l, int64_t wait_ms, int64_t lease_ms);
-
-/* As dlock_lock_try, and the wait ends with DLOCK_ECANCELED when `cancel` (may
- * be NULL) is fired from another thread: Redisson's lockInterruptibly. */
-DLOCK_API int dlock_lock_acquire_cancellable(dlock_lock *l, int64_t wait_ms, int64_t lease_ms,
-                                             dlock_cancel *cancel);
-
-/* As dlock_lock_acquire_cancellable, and on success *token receives the lock's
- * fencing token: INCR of `redisson_lock_token:{name}` (Redisson's RFencedLock
- * counter), done in the same script as the acquisition (reentry included), and
- * raised to the server's clock in microseconds when below it, so tokens are
- * strictly increasing per name even across a restart that lost the counter.
- * The counter expires after 7 days without a fenced acquisition of the name
- * (the clock floor keeps the next token above every earlier one), so counters
- * of names no longer used do not pile up. Give the token to the resource you
- * guard, which refuses lower tokens; for data in Redis, dlock_fence_* (below)
- * are that check. */
-DLOCK_API int dlock_lock_acquire_fenced(dlock_lock *l, int64_t wait_ms, int64_t lease_ms,
-                                        dlock_cancel *cancel, uint64_t *token);
 
 /* Releases one hold. At hold count 0 the key is deleted and waiters (dlock's and
  * Redisson's) are woken. DLOCK_ENOTOWNER when the caller holds nothing (never
@@ -713,14 +750,15 @@ DLOCK_API int dlock_lock_hold_count(dlock_lock *l, int64_t *count);
 DLOCK_API int dlock_lock_ttl(dlock_lock *l, int64_t *ttl_ms);
 
 /* Runs fn(ud) while holding the lock and always releases afterwards
- * (Redisson's executeInLock). Acquires as dlock_lock_try(wait_ms, lease_ms);
- * when that fails fn is not called and its code is returned. Otherwise
- * *fn_result (may be NULL) receives fn's return value, and the call returns the
- * release's status: DLOCK_OK, or DLOCK_ENOTOWNER when the lock expired or was
- * lost while fn ran. */
+ * (Redisson's executeInLock). Acquires as dlock_lock_acquire_opts(l, o) (a
+ * fenced run has its token in *o->token before fn runs); when that fails fn
+ * is not called and its code is returned. Otherwise *fn_result (may be NULL)
+ * receives fn's return value, and the call returns the release's status:
+ * DLOCK_OK, or DLOCK_ENOTOWNER when the lock expired or was lost while fn
+ * ran. DLOCK_EINVAL for a NULL fn. */
 typedef int (*dlock_run_fn)(void *ud);
-DLOCK_API int dlock_lock_run(dlock_lock *l, int64_t wait_ms, int64_t lease_ms,
-                             dlock_run_fn fn, void *ud, int *fn_result);
+DLOCK_API int dlock_lock_run(dlock_lock *l, const dlock_wait_opts *o, dlock_run_fn fn, void *ud,
+                             int *fn_result);
 
 /* ------------------------------------------------------------- multilock */
 
@@ -786,7 +824,7 @@ DLOCK_API int dlock_redlock_new(dlock_lock *const *locks, size_t n, dlock_multil
  * majority can spare, the call fails at once.
  * Returns DLOCK_OK, or: DLOCK_ETIMEDOUT (a try: still busy at the deadline;
  * a RedLock: also a majority taken past its validity), DLOCK_ECANCELED,
- * DLOCK_EINVAL (bad lease or wait, or a wait inside a dlock callback), or the
+ * DLOCK_EINVAL (bad options, or a wait inside a dlock callback), or the
  * error of a lock (a multi-lock: the first in the array's order; a RedLock:
  * of its servers, when too many failed), DLOCK_ECONN, DLOCK_EWRONGTYPE, ...,
  * the message naming the lock. On every failure, whatever the call took has
@@ -802,10 +840,11 @@ DLOCK_API int dlock_multilock_acquire(dlock_multilock *ml, int64_t lease_ms);
  * DLOCK_WAIT_FOREVER = no limit). */
 DLOCK_API int dlock_multilock_try(dlock_multilock *ml, int64_t wait_ms, int64_t lease_ms);
 
-/* As dlock_multilock_try, and the wait ends with DLOCK_ECANCELED when
- * `cancel` (may be NULL) is fired from another thread, nothing held. */
-DLOCK_API int dlock_multilock_acquire_cancellable(dlock_multilock *ml, int64_t wait_ms,
-                                                  int64_t lease_ms, dlock_cancel *cancel);
+/* As dlock_multilock_acquire, with the options' wait (NULL: one round) and
+ * lease, and a wait that ends with DLOCK_ECANCELED, nothing held, when
+ * o->cancel is fired from another thread. A multi-lock has no single
+ * fencing token: o->token must be NULL (DLOCK_EINVAL). */
+DLOCK_API int dlock_multilock_acquire_opts(dlock_multilock *ml, const dlock_wait_opts *o);
 
 /* Releases one hold of every lock (the releases to one server in one round
  * trip, the servers in parallel), each as dlock_lock_release does, and tries
@@ -831,9 +870,10 @@ DLOCK_API void dlock_multilock_free(dlock_multilock *ml);
  * a higher token, has written: DLOCK_EFENCED, and nothing is written. The
  * same token may write any number of times; tokens need not be consecutive.
  *
- * The token: what dlock_lock_acquire_fenced or a leader's term gives (or
- * DLOCK_TOKEN in `dlock run`). Use one source of tokens per key: tokens of
- * two lock names (or a lock and an election) are not ordered between them.
+ * The token: what a fenced acquisition (dlock_wait_opts.token) or a leader's
+ * term gives (or DLOCK_TOKEN in `dlock run`). Use one source of tokens per
+ * key: tokens of two lock names (or a lock and an election) are not ordered
+ * between them.
  *
  * The guard: a string key beside the data, in its cluster slot,
  * dlock_fence:<key> when the key has a hash tag ({...}), else
@@ -918,14 +958,16 @@ DLOCK_API void dlock_election_set_lost_callback(dlock_election *e, dlock_lost_fn
 /* The longest a term may last (see dlock_lock_set_max_hold): then it is lost,
  * DLOCK_LOST_MAX_HOLD. */
 DLOCK_API int dlock_election_set_max_hold(dlock_election *e, int64_t ms);
-/* Campaigns: waits up to wait_ms (0: one try, DLOCK_WAIT_FOREVER) to lead,
- * asleep (woken by the lock's release, or its expiry), and writes the term.
- * A handle that leads already gets its term again. Returns DLOCK_OK,
- * DLOCK_ETIMEDOUT (someone else leads), DLOCK_ECANCELED, DLOCK_ENOTOWNER
- * (elected, then lost before announcing: not leading), DLOCK_EWRONGTYPE,
- * connection errors. */
-DLOCK_API int dlock_election_campaign(dlock_election *e, int64_t wait_ms, dlock_cancel *cancel,
-                                      uint64_t *term);
+/* Campaigns: waits up to o->wait_ms (NULL o or 0: one try;
+ * DLOCK_WAIT_FOREVER) to lead, asleep (woken by the lock's release, or its
+ * expiry), and writes the term to *o->token (may be NULL: dlock_election_term
+ * gives it too). o->cancel ends the wait (DLOCK_ECANCELED). A leader is kept
+ * by the watchdog: o->lease_ms must be 0. A handle that leads already gets
+ * its term again. Returns DLOCK_OK, DLOCK_ETIMEDOUT (someone else leads),
+ * DLOCK_ECANCELED, DLOCK_ENOTOWNER (elected, then lost before announcing:
+ * not leading), DLOCK_EWRONGTYPE, DLOCK_EINVAL (bad options), connection
+ * errors. */
+DLOCK_API int dlock_election_campaign(dlock_election *e, const dlock_wait_opts *o);
 /* Resigns: releases the lock, tells the observers. DLOCK_ENOTOWNER when this
  * handle does not lead (never did, resigned, or lost it). */
 DLOCK_API int dlock_election_resign(dlock_election *e);
@@ -938,12 +980,13 @@ DLOCK_API uint64_t dlock_election_term(dlock_election *e);
  * (truncated). */
 DLOCK_API int dlock_election_leader(dlock_election *e, uint64_t *term, char *who, size_t size);
 /* Blocks until the leader's term differs from `known` (a new leader; 0 when
- * the leader resigned or its lock ended), up to wait_ms (0: check once,
- * DLOCK_WAIT_FOREVER), and gives the new term and who as
- * dlock_election_leader. Returns DLOCK_OK, DLOCK_ETIMEDOUT, DLOCK_ECANCELED,
- * DLOCK_EINVAL, connection errors. */
-DLOCK_API int dlock_election_await_change(dlock_election *e, uint64_t known, int64_t wait_ms,
-                                          dlock_cancel *cancel, uint64_t *term, char *who,
+ * the leader resigned or its lock ended), up to o->wait_ms (NULL o or 0:
+ * check once; DLOCK_WAIT_FOREVER), o->cancel ending it early, and gives the
+ * new term and who as dlock_election_leader. o->lease_ms must be 0 and
+ * o->token NULL (the term comes in *term). Returns DLOCK_OK, DLOCK_ETIMEDOUT,
+ * DLOCK_ECANCELED, DLOCK_EINVAL, connection errors. */
+DLOCK_API int dlock_election_await_change(dlock_election *e, uint64_t known,
+                                          const dlock_wait_opts *o, uint64_t *term, char *who,
                                           size_t size);
 
 /* ------------------------------------------------------------- inspect */
@@ -964,8 +1007,11 @@ typedef enum dlock_kind {
     DLOCK_KIND_COUNT = 3,  /* a string holding a whole number: a semaphore's available
                             * permits or a latch's count (Redis stores both alike; the
                             * waiters of each are counted apart) */
-    DLOCK_KIND_PERMITS = 4 /* a count with a sorted set {name}:timeout beside it: a
-                            * permit-expirable semaphore (holders are its permits) */
+    DLOCK_KIND_PERMITS = 4, /* a count with a sorted set {name}:timeout beside it: a
+                             * permit-expirable semaphore (holders are its permits) */
+    DLOCK_KIND_OTHER = 5   /* other data (a list, a string that is not a whole number, a
+                            * hash that is not a lock, ...): dlock_info_redis_type says
+                            * which; only dlock_client_inspect gives it */
 } dlock_kind;
 
 /* Takes a snapshot of the handle's name, whatever kind of lock the handle is
@@ -975,10 +1021,12 @@ typedef enum dlock_kind {
 DLOCK_API int dlock_lock_inspect(dlock_lock *l, dlock_info **out);
 /* Takes a snapshot of whatever name `name` holds: a lock of any kind (as
  * dlock_lock_inspect), a count (DLOCK_KIND_COUNT: a semaphore or a latch), a
- * permit-expirable semaphore (DLOCK_KIND_PERMITS), or nothing
- * (DLOCK_KIND_NONE). DLOCK_EWRONGTYPE for other data (a string that is not a
- * whole number, a list...); DLOCK_EINVAL / DLOCK_ENAMETOOLONG for a bad name.
- * Read-only: expired permits are counted as available, not given back. */
+ * permit-expirable semaphore (DLOCK_KIND_PERMITS), nothing
+ * (DLOCK_KIND_NONE), or other data (DLOCK_KIND_OTHER, with its Redis type in
+ * dlock_info_redis_type and its TTL; no holders, waiters not counted: a
+ * string that is not a whole number, a list, a hash that is not a lock...).
+ * DLOCK_EINVAL / DLOCK_ENAMETOOLONG for a bad name. Read-only: expired
+ * permits are counted as available, not given back. */
 DLOCK_API int dlock_client_inspect(dlock_client *c, const char *name, dlock_info **out);
 DLOCK_API void dlock_info_free(dlock_info *info);
 
@@ -1013,6 +1061,10 @@ DLOCK_API uint64_t dlock_info_token(const dlock_info *info);
  * there). */
 DLOCK_API int64_t dlock_info_waiters(const dlock_info *info);
 DLOCK_API dlock_kind dlock_info_kind(const dlock_info *info);
+/* The key's type as Redis's TYPE names it ("none", "hash", "string", "list",
+ * "set", "zset", "stream", a module's type): what a DLOCK_KIND_OTHER key
+ * holds. "" for NULL. */
+DLOCK_API const char *dlock_info_redis_type(const dlock_info *info);
 /* A read-write lock's mode, "read" or "write"; NULL for other kinds. */
 DLOCK_API const char *dlock_info_mode(const dlock_info *info);
 /* 1 when holder i holds the write lock of a read-write lock (its owner id is
@@ -1053,6 +1105,21 @@ DLOCK_API int dlock_client_scan(dlock_client *c, const char *pattern, dlock_scan
  * are not counted (-1). */
 DLOCK_API int dlock_client_scan_counts(dlock_client *c, const char *pattern, dlock_scan_fn fn,
                                        void *ud);
+
+/* One walk over every kind: dlock_client_scan's locks and
+ * dlock_client_scan_counts' counts in a single SCAN of the keyspace (each
+ * key visited once), for tools that want both (a monitor, an exporter).
+ * kinds: DLOCK_WALK_LOCKS, DLOCK_WALK_COUNTS or both; with one of them the
+ * SCAN is filtered by its Redis type, as those calls do. count: the SCAN's
+ * COUNT, the keys Redis looks at per round trip (0: 200, the default of the
+ * calls above; up to 100000): larger means fewer round trips, each holding
+ * the server longer. fn, pattern and what is reported are those calls'.
+ * DLOCK_EINVAL for NULL c or fn, no or unknown kinds, a count out of range.
+ * Any thread. */
+#define DLOCK_WALK_LOCKS 1u
+#define DLOCK_WALK_COUNTS 2u
+DLOCK_API int dlock_client_walk(dlock_client *c, const char *pattern, unsigned kinds, int count,
+                                dlock_scan_fn fn, void *ud);
 
 /* The server's CLIENT LIST (one line of key=value fields per connection),
  * for tools that show who holds what: a dlock connection's name field is
@@ -1108,19 +1175,22 @@ DLOCK_API int dlock_semaphore_add_permits(dlock_semaphore *s, int64_t delta);
  * Waiting subscribes to the channel and sleeps until a message says enough
  * permits may be there (a release of k permits wakes this process's waiters
  * whose needs fit in the new count); it sends nothing to Redis meanwhile.
- * Returns DLOCK_OK, DLOCK_EINVAL (n out of range; a wait asked for on the io
- * thread), DLOCK_EWRONGTYPE, DLOCK_ECONN, DLOCK_ECMDTIMEOUT, DLOCK_EUNKNOWN
+ * Returns DLOCK_OK, DLOCK_EINVAL (n out of range; bad options; a wait asked
+ * for on the io thread), DLOCK_EWRONGTYPE, DLOCK_ECONN, DLOCK_ECMDTIMEOUT, DLOCK_EUNKNOWN
  * (the request was sent and no answer came: the permits may have been
  * taken; it is not resent, since that could take them twice). */
 DLOCK_API int dlock_semaphore_acquire(dlock_semaphore *s, int64_t n);
 /* As dlock_semaphore_acquire for at most wait_ms (0 = one try,
  * DLOCK_WAIT_FOREVER = no limit): DLOCK_ETIMEDOUT when fewer than n permits
- * were available by then (the message says how many). */
-DLOCK_API int dlock_semaphore_try_acquire(dlock_semaphore *s, int64_t n, int64_t wait_ms);
-/* As dlock_semaphore_try_acquire, and the wait ends with DLOCK_ECANCELED
- * when `cancel` (may be NULL) is fired from another thread. */
-DLOCK_API int dlock_semaphore_acquire_cancellable(dlock_semaphore *s, int64_t n,
-                                                  int64_t wait_ms, dlock_cancel *cancel);
+ * were available by then (the message says how many). Redisson's
+ * tryAcquire(n, wait). */
+DLOCK_API int dlock_semaphore_try(dlock_semaphore *s, int64_t n, int64_t wait_ms);
+/* As dlock_semaphore_try with the options' wait (NULL: one try), and the
+ * wait ends with DLOCK_ECANCELED when o->cancel is fired from another
+ * thread. Permits have no lease nor token: o->lease_ms must be 0 and
+ * o->token NULL (DLOCK_EINVAL). */
+DLOCK_API int dlock_semaphore_acquire_opts(dlock_semaphore *s, int64_t n,
+                                           const dlock_wait_opts *o);
 /* Gives n permits (1..DLOCK_COUNT_MAX) back and wakes waiters they can
  * serve. Anybody may release, whether or not it acquired (Redisson's
  * semantics; a release to an absent semaphore creates it). DLOCK_EINVAL when
@@ -1181,20 +1251,22 @@ DLOCK_API void dlock_permit_semaphore_set_lost_callback(dlock_permit_semaphore *
  * sleeps until a message or the earliest lease's end (a permit that expires
  * comes back without a message), never on a fixed poll. A lost answer is
  * resent safely (the id is fixed per call: a retry cannot take a second
- * permit). Returns DLOCK_OK, DLOCK_EINVAL (lease or buffer size; a wait on
- * the io thread), DLOCK_EWRONGTYPE, DLOCK_ECONN, DLOCK_ECMDTIMEOUT. */
+ * permit). Returns DLOCK_OK, DLOCK_EINVAL (lease, options or buffer size; a
+ * wait on the io thread), DLOCK_EWRONGTYPE, DLOCK_ECONN, DLOCK_ECMDTIMEOUT. */
 DLOCK_API int dlock_permit_semaphore_acquire(dlock_permit_semaphore *p, int64_t lease_ms,
                                              char *id, size_t size);
 /* As dlock_permit_semaphore_acquire for at most wait_ms (0 = one try,
- * DLOCK_WAIT_FOREVER = no limit): DLOCK_ETIMEDOUT when no permit came. */
-DLOCK_API int dlock_permit_semaphore_try_acquire(dlock_permit_semaphore *p, int64_t wait_ms,
-                                                 int64_t lease_ms, char *id, size_t size);
-/* As dlock_permit_semaphore_try_acquire, and the wait ends with
- * DLOCK_ECANCELED when `cancel` (may be NULL) is fired. */
-DLOCK_API int dlock_permit_semaphore_acquire_cancellable(dlock_permit_semaphore *p,
-                                                         int64_t wait_ms, int64_t lease_ms,
-                                                         dlock_cancel *cancel, char *id,
-                                                         size_t size);
+ * DLOCK_WAIT_FOREVER = no limit): DLOCK_ETIMEDOUT when no permit came.
+ * Redisson's tryAcquire(wait, lease). */
+DLOCK_API int dlock_permit_semaphore_try(dlock_permit_semaphore *p, int64_t wait_ms,
+                                         int64_t lease_ms, char *id, size_t size);
+/* As dlock_permit_semaphore_try with the options' wait (NULL: one try) and
+ * lease (0: DLOCK_WATCHDOG), and the wait ends with DLOCK_ECANCELED when
+ * o->cancel is fired. A permit has no fencing token: o->token must be NULL
+ * (DLOCK_EINVAL). */
+DLOCK_API int dlock_permit_semaphore_acquire_opts(dlock_permit_semaphore *p,
+                                                  const dlock_wait_opts *o, char *id,
+                                                  size_t size);
 /* Gives permit `id` back and wakes a waiter. DLOCK_EINVAL when id is not 32
  * hex characters; DLOCK_ENOTOWNER when no permit has this id (released
  * already, never acquired) or its lease had run out (the message says
@@ -1224,7 +1296,7 @@ DLOCK_API int dlock_permit_semaphore_try_set_permits(dlock_permit_semaphore *p, 
 /* Sets the total (0..DLOCK_COUNT_MAX): available + held becomes `permits`
  * (Redisson's setPermits), so the available count is negative while more
  * are held than the new total. */
-DLOCK_API int dlock_permit_semaphore_set_permits(dlock_permit_semaphore *p, int64_t permits);
+DLOCK_API int dlock_permit_semaphore_set_total(dlock_permit_semaphore *p, int64_t permits);
 /* Adds delta permits to the available count, or takes -delta away; as
  * dlock_semaphore_add_permits. */
 DLOCK_API int dlock_permit_semaphore_add_permits(dlock_permit_semaphore *p, int64_t delta);
@@ -1259,14 +1331,19 @@ DLOCK_API int dlock_latch_count_down(dlock_latch *l);
 /* *count = the remaining count (0 when the latch does not exist). */
 DLOCK_API int dlock_latch_count(dlock_latch *l, int64_t *count);
 /* Waits until the count is zero, for at most wait_ms (0 = check once,
- * DLOCK_WAIT_FOREVER = no limit); `cancel` may be NULL. Checks the count,
+ * DLOCK_WAIT_FOREVER = no limit). Checks the count,
  * subscribes to the channel, checks again, then sleeps until the zero
  * message, which ends the wait without another command: nothing is sent
  * while it waits. DLOCK_OK at zero (also when the latch is deleted
  * meanwhile), DLOCK_ETIMEDOUT (the message gives the count),
- * DLOCK_ECANCELED, DLOCK_EWRONGTYPE, DLOCK_EINVAL (a wait asked for on the
- * io thread). */
-DLOCK_API int dlock_latch_await(dlock_latch *l, int64_t wait_ms, dlock_cancel *cancel);
+ * DLOCK_EWRONGTYPE, DLOCK_EINVAL (a wait asked for on the io thread). Redisson's
+ * await(timeout). */
+DLOCK_API int dlock_latch_await(dlock_latch *l, int64_t wait_ms);
+/* As dlock_latch_await with the options' wait (NULL: check once), and the
+ * wait ends with DLOCK_ECANCELED when o->cancel is fired from another
+ * thread. A latch has no lease nor token: o->lease_ms must be 0 and o->token
+ * NULL (DLOCK_EINVAL). */
+DLOCK_API int dlock_latch_await_opts(dlock_latch *l, const dlock_wait_opts *o);
 /* Deletes the latch (it is then at zero) and wakes dlock's awaiters, which
  * return; *deleted (may be NULL) = 1 when there was one. A key that is not a
  * latch is refused (DLOCK_EWRONGTYPE) and left alone. */

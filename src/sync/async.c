@@ -89,8 +89,6 @@ const char *dlock_async_message(const dlock_async_result *res)
 
 uint64_t dlock_async_token(const dlock_async_result *res) { return res ? res->token : 0; }
 
-int dlock_async_was_locked(const dlock_async_result *res) { return res ? res->flag : 0; }
-
 int dlock_async_flag(const dlock_async_result *res) { return res ? res->flag : 0; }
 
 int64_t dlock_async_count(const dlock_async_result *res) { return res ? res->count : -1; }

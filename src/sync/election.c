@@ -155,12 +155,15 @@ static int announce(dlock_election *e, uint64_t term)
     return DLOCK_OK;
 }
 
-int dlock_election_campaign(dlock_election *e, int64_t wait_ms, dlock_cancel *cancel,
-                            uint64_t *term)
+int dlock_election_campaign(dlock_election *e, const dlock_wait_opts *opts)
 {
     int rc = bad_handle(e);
+    dlock_wait_opts o;
+    if (rc == DLOCK_OK)
+        rc = dlock__check_opts(opts, DLOCK__TAKES_TOKEN, "an election", &o);
     if (rc != DLOCK_OK)
         return rc;
+    uint64_t *term = o.token;
     pthread_mutex_lock(&e->mu);
     uint64_t now = e->term;
     pthread_mutex_unlock(&e->mu);
@@ -170,7 +173,8 @@ int dlock_election_campaign(dlock_election *e, int64_t wait_ms, dlock_cancel *ca
         return DLOCK_OK;
     }
     uint64_t t = 0;
-    rc = dlock_lock_acquire_fenced(e->lock, wait_ms, DLOCK_WATCHDOG, cancel, &t);
+    rc = dlock_lock_acquire_opts(e->lock, &(dlock_wait_opts){.wait_ms = o.wait_ms,
+                                                             .cancel = o.cancel, .token = &t});
     if (rc != DLOCK_OK)
         return rc;
     /* Terms are tokens; Lua compares them as decimal strings, C as int64. */
@@ -337,15 +341,18 @@ static int watch_busy(void *st, const dlock__busy *b)
 static const dlock__op_type watch_type = {
     .request = watch_request, .read = watch_read, .busy_error = watch_busy};
 
-int dlock_election_await_change(dlock_election *e, uint64_t known, int64_t wait_ms,
-                                dlock_cancel *cancel, uint64_t *term, char *who, size_t size)
+int dlock_election_await_change(dlock_election *e, uint64_t known, const dlock_wait_opts *opts,
+                                uint64_t *term, char *who, size_t size)
 {
     int rc = bad_handle(e);
+    dlock_wait_opts o;
+    if (rc == DLOCK_OK)
+        rc = dlock__check_opts(opts, 0, "an election's watch", &o);
     if (rc != DLOCK_OK)
         return rc;
     watching w = {e, known, {0}};
-    dlock__wait_spec spec = {.wake = dlock__wake_all, .need = 1, .wait_ms = wait_ms,
-                             .cancel = cancel};
+    dlock__wait_spec spec = {.wake = dlock__wake_all, .need = 1, .wait_ms = o.wait_ms,
+                             .cancel = o.cancel};
     rc = dlock__run(&e->h, &watch_type, &w, &spec, NULL);
     if (rc == DLOCK_OK) {
         if (term)

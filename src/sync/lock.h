@@ -61,13 +61,14 @@ typedef struct dlock__rel {
 
 /* One acquisition, from its first attempt to its end: the state of the
  * acquire operation (dlock__acquire_type). The caller sets l, wait, lease,
- * cancel and fenced (the rest zeroed); setup does the rest. */
+ * cancel, fenced and token_out (the rest zeroed); setup does the rest. */
 typedef struct dlock__acq {
     dlock_lock *l;
     int64_t wait;            /* the caller's wait: 0, ms, or DLOCK_WAIT_FOREVER */
     int64_t lease;           /* ms, or DLOCK_WATCHDOG */
     dlock_cancel *cancel;
     int fenced;
+    uint64_t *token_out;     /* where the result writes the token (NULL: nowhere) */
     dlock__owner o;
     int64_t lease_ms;        /* the TTL the script sets: lease, or the watchdog timeout
                                 (either cut to what a hold limit leaves) */

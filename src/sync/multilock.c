@@ -589,11 +589,16 @@ static int ml_give_up(void *ud, int rc, dlock__op *op)
 static const dlock__op_type ml_type = {
     .attempt = ml_attempt, .busy_error = ml_busy_error, .give_up = ml_give_up};
 
-static int acquire(dlock_multilock *ml, int64_t wait_ms, int64_t lease_ms, dlock_cancel *cancel)
+static int acquire(dlock_multilock *ml, const dlock_wait_opts *opts)
 {
     int rc = dlock__check_handle(ml, "multi-lock");
+    dlock_wait_opts o;
+    if (rc == DLOCK_OK)
+        rc = dlock__check_opts(opts, DLOCK__TAKES_LEASE, "a multi-lock", &o);
     if (rc != DLOCK_OK)
         return rc;
+    int64_t wait_ms = o.wait_ms, lease_ms = o.lease_ms;
+    dlock_cancel *cancel = o.cancel;
     if (wait_ms != 0)
         for (size_t i = 0; i < ml->n; i++)
             if (dlock__loop_on_io_thread(ml->locks[i]->h.c->loop))
@@ -629,20 +634,19 @@ static int acquire(dlock_multilock *ml, int64_t wait_ms, int64_t lease_ms, dlock
     return rc;
 }
 
+int dlock_multilock_acquire_opts(dlock_multilock *ml, const dlock_wait_opts *o)
+{
+    return acquire(ml, o);
+}
+
 int dlock_multilock_acquire(dlock_multilock *ml, int64_t lease_ms)
 {
-    return acquire(ml, DLOCK_WAIT_FOREVER, lease_ms, NULL);
+    return acquire(ml, &(dlock_wait_opts){.wait_ms = DLOCK_WAIT_FOREVER, .lease_ms = lease_ms});
 }
 
 int dlock_multilock_try(dlock_multilock *ml, int64_t wait_ms, int64_t lease_ms)
 {
-    return acquire(ml, wait_ms, lease_ms, NULL);
-}
-
-int dlock_multilock_acquire_cancellable(dlock_multilock *ml, int64_t wait_ms, int64_t lease_ms,
-                                        dlock_cancel *cancel)
-{
-    return acquire(ml, wait_ms, lease_ms, cancel);
+    return acquire(ml, &(dlock_wait_opts){.wait_ms = wait_ms, .lease_ms = lease_ms});
 }
 
 /* ------------------------------------------------------------ release */

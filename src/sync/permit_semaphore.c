@@ -392,18 +392,21 @@ static const dlock__op_type grab_type = {
     .acquires = 1,
 };
 
-static int grab_permit(dlock_permit_semaphore *p, int64_t wait_ms, int64_t lease_ms,
-                       dlock_cancel *cancel, const dlock__via *via, char *id, size_t size)
+static int grab_permit(dlock_permit_semaphore *p, const dlock_wait_opts *opts,
+                       const dlock__via *via, char *id, size_t size)
 {
     int rc = check_call(p, NULL, NULL);
+    dlock_wait_opts o;
+    if (rc == DLOCK_OK)
+        rc = dlock__check_opts(opts, DLOCK__TAKES_LEASE, "a permit semaphore", &o);
     if (rc == DLOCK_OK && !via && (!id || size < DLOCK_PERMIT_ID_BUFSIZE))
         rc = dlock__fail(DLOCK_EINVAL, "the permit id needs a buffer of %d bytes",
                          DLOCK_PERMIT_ID_BUFSIZE);
     if (rc != DLOCK_OK)
         return rc;
-    grab g = {.p = p, .lease = lease_ms};
-    dlock__wait_spec spec = {.wake = dlock__wake_permits, .need = 1, .wait_ms = wait_ms,
-                             .cancel = cancel};
+    grab g = {.p = p, .lease = o.lease_ms};
+    dlock__wait_spec spec = {.wake = dlock__wake_permits, .need = 1, .wait_ms = o.wait_ms,
+                             .cancel = o.cancel};
     dlock__result res;
     rc = dlock__start(&p->h, &grab_type, &g, sizeof(g), &spec, via, &res);
     if (rc == DLOCK_OK && !via)
@@ -411,30 +414,30 @@ static int grab_permit(dlock_permit_semaphore *p, int64_t wait_ms, int64_t lease
     return rc;
 }
 
+int dlock_permit_semaphore_acquire_opts(dlock_permit_semaphore *p, const dlock_wait_opts *o,
+                                        char *id, size_t size)
+{
+    return grab_permit(p, o, NULL, id, size);
+}
+
 int dlock_permit_semaphore_acquire(dlock_permit_semaphore *p, int64_t lease_ms, char *id,
                                    size_t size)
 {
-    return grab_permit(p, DLOCK_WAIT_FOREVER, lease_ms, NULL, NULL, id, size);
+    return grab_permit(p, &(dlock_wait_opts){.wait_ms = DLOCK_WAIT_FOREVER, .lease_ms = lease_ms},
+                       NULL, id, size);
 }
 
-int dlock_permit_semaphore_try_acquire(dlock_permit_semaphore *p, int64_t wait_ms,
-                                       int64_t lease_ms, char *id, size_t size)
+int dlock_permit_semaphore_try(dlock_permit_semaphore *p, int64_t wait_ms, int64_t lease_ms,
+                               char *id, size_t size)
 {
-    return grab_permit(p, wait_ms, lease_ms, NULL, NULL, id, size);
+    return grab_permit(p, &(dlock_wait_opts){.wait_ms = wait_ms, .lease_ms = lease_ms}, NULL, id,
+                       size);
 }
 
-int dlock_permit_semaphore_acquire_cancellable(dlock_permit_semaphore *p, int64_t wait_ms,
-                                               int64_t lease_ms, dlock_cancel *cancel, char *id,
-                                               size_t size)
-{
-    return grab_permit(p, wait_ms, lease_ms, cancel, NULL, id, size);
-}
-
-int dlock_permit_semaphore_acquire_async(dlock_permit_semaphore *p, int64_t wait_ms,
-                                         int64_t lease_ms, dlock_cancel *cancel,
+int dlock_permit_semaphore_acquire_async(dlock_permit_semaphore *p, const dlock_wait_opts *o,
                                          dlock_async_fn fn, void *ud)
 {
-    return grab_permit(p, wait_ms, lease_ms, cancel, &(dlock__via){fn, ud}, NULL, 0);
+    return grab_permit(p, o, &(dlock__via){fn, ud}, NULL, 0);
 }
 
 /* ------------------------------------------------------------- lease */
@@ -535,7 +538,7 @@ int dlock_permit_semaphore_try_set_permits(dlock_permit_semaphore *p, int64_t pe
     return rc;
 }
 
-int dlock_permit_semaphore_set_permits(dlock_permit_semaphore *p, int64_t permits)
+int dlock_permit_semaphore_set_total(dlock_permit_semaphore *p, int64_t permits)
 {
     return count(p, DLOCK__COUNT_SET, permits, NULL, NULL, NULL);
 }
@@ -550,7 +553,7 @@ int dlock_permit_semaphore_available(dlock_permit_semaphore *p, int64_t *n, int6
     return count(p, DLOCK__COUNT_AVAILABLE, 0, NULL, n, held);
 }
 
-int dlock_permit_semaphore_set_permits_async(dlock_permit_semaphore *p, int64_t permits,
+int dlock_permit_semaphore_set_total_async(dlock_permit_semaphore *p, int64_t permits,
                                              dlock_async_fn fn, void *ud)
 {
     return count(p, DLOCK__COUNT_SET, permits, &(dlock__via){fn, ud}, NULL, NULL);

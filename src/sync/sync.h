@@ -82,6 +82,16 @@ int dlock__check_handle(const void *h, const char *what);
 int dlock__check_wait(int64_t wait_ms);
 /* A lease: positive (up to 2^50 ms) or DLOCK_WATCHDOG. */
 int dlock__check_lease(int64_t lease_ms);
+/* The one check of a call's dlock_wait_opts (o NULL: the zeroed struct),
+ * copied into *out. `takes`: the fields the call accepts beyond the wait and
+ * the cancel token (DLOCK__TAKES_*); `what` names the call's object in the
+ * message when it is given one it does not take ("a semaphore has no
+ * lease"). DLOCK_EINVAL naming the field: a bad wait, a bad lease, a lease
+ * or token the call does not take, a reserved field not zero. */
+#define DLOCK__TAKES_LEASE 1u
+#define DLOCK__TAKES_TOKEN 2u
+int dlock__check_opts(const dlock_wait_opts *o, unsigned takes, const char *what,
+                      dlock_wait_opts *out);
 /* min <= n <= DLOCK_COUNT_MAX (naming `what`). */
 int dlock__check_count(int64_t n, int64_t min, const char *what);
 /* A change of a count: non-zero, within +-DLOCK_COUNT_MAX. */

@@ -220,8 +220,8 @@ static void *sem_main(thread_state *t)
         slot->phase = PH_WAITING;
         record("W %d %d %d %lld %lld x", P.id, t->index, k, (long long)t_call, (long long)P.wait);
         char id[DLOCK_PERMIT_ID_BUFSIZE];
-        int rc = dlock_permit_semaphore_acquire_cancellable(p, P.wait, DLOCK_WATCHDOG, stop_token,
-                                                            id, sizeof(id));
+        int rc = dlock_permit_semaphore_acquire_opts(
+            p, &(dlock_wait_opts){.wait_ms = P.wait, .cancel = stop_token}, id, sizeof(id));
         int64_t t_acq = safety_now();
         if (rc != DLOCK_OK) {
             record("F %d %d %d %lld %lld %d x", P.id, t->index, k, (long long)t_call,
@@ -302,7 +302,8 @@ static void *latch_main(thread_state *t)
                    (long long)safety_now(), rc);
         } else {
             int64_t t_call = safety_now();
-            int rc = dlock_latch_await(l, P.wait, stop_token);
+            int rc = dlock_latch_await_opts(
+                l, &(dlock_wait_opts){.wait_ms = P.wait, .cancel = stop_token});
             record("A %d %d %lld %lld %lld %d", P.id, t->index, (long long)r, (long long)t_call,
                    (long long)safety_now(), rc);
         }
@@ -368,8 +369,13 @@ static void *thread_main(void *arg)
         record("W %d %d %d %lld %lld %c", P.id, t->index, k, (long long)t_call, (long long)wait,
                side);
         uint64_t token = 0;   /* type elect: the term */
-        int rc = elects[k] ? dlock_election_campaign(elects[k], wait, stop_token, &token)
-                           : dlock_lock_acquire_fenced(l, wait, DLOCK_WATCHDOG, stop_token, &token);
+        int rc = elects[k]
+                     ? dlock_election_campaign(elects[k], &(dlock_wait_opts){.wait_ms = wait,
+                                                                             .cancel = stop_token,
+                                                                             .token = &token})
+                     : dlock_lock_acquire_opts(l, &(dlock_wait_opts){.wait_ms = wait,
+                                                                     .cancel = stop_token,
+                                                                     .token = &token});
         int64_t t_acq = safety_now();
         if (rc != DLOCK_OK) {
             record("F %d %d %d %lld %lld %d %c", P.id, t->index, k, (long long)t_call,
