@@ -289,8 +289,11 @@ DLOCK_API int dlock_config_set_connect_timeout(dlock_config *cfg, int64_t ms);
 DLOCK_API int dlock_config_set_retry(dlock_config *cfg, int attempts, int64_t delay_ms);
 /* A fair-lock waiter's slot, in ms (>= 2; 0 = default 300000, Redisson's
  * fairLockWaitTimeout): how long a waiter that died at the head of a fair
- * lock's queue delays the others at most. A try with a positive wait uses its
- * wait as its slot instead. */
+ * lock's queue delays the others at most once the lock is free, and so the
+ * grace a head (a Redisson waiter included) is owed before a newcomer may
+ * pass it: this timeout after the lock is found free, or the head's own
+ * deadline if sooner, never the newcomer's wait. A try with a positive wait
+ * uses its wait as its own slot (its place in the deadlines) instead. */
 DLOCK_API int dlock_config_set_fair_wait_timeout(dlock_config *cfg, int64_t ms);
 /* Most blocking connections open at once (1..10000; 0 = default). A call that
  * finds them all busy waits up to the command timeout for one. */
@@ -524,9 +527,11 @@ DLOCK_API int dlock_lock_get_as(dlock_client *c, const char *name, const char *o
  *                  `redisson_lock__channel:{name}:<owner id>`: a release
  *                  wakes the head of the queue only.
  * A waiter that gives up (deadline, cancellation) leaves the queue at once; a
- * dead one (its process killed) at the head delays the others by one slot at
- * most once the lock is free: the wait it gave, or the fair wait timeout
- * (dlock_config_set_fair_wait_timeout, 5 minutes by default as in Redisson). A live dlock waiter is never dropped
+ * dead one (its process killed) at the head delays the others by the fair
+ * wait timeout at most once the lock is free (or by the wait it gave, if
+ * shorter; dlock_config_set_fair_wait_timeout, 5 minutes by default as in
+ * Redisson). A head keeps its turn for that grace: a newcomer's try(wait) is
+ * refused meanwhile, whatever its wait. A live dlock waiter is never dropped
  * from the queue, however long it waits: it keeps its entry fresh (it tries
  * again at least every half slot). A try with a wait of 0 never queues: it
  * takes the lock only when it is free and nobody waits. Reentrant as the
