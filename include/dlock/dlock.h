@@ -542,6 +542,21 @@ DLOCK_API int dlock_fair_lock_get(dlock_client *c, const char *name, dlock_lock 
 DLOCK_API int dlock_fair_lock_get_as(dlock_client *c, const char *name, const char *owner,
                                      dlock_lock **out);
 
+/* A fenced lock (Redisson's RFencedLock) on `name`: a reentrant lock handle
+ * (the same keys, the same holders) on which every acquisition, reentrant
+ * ones included, raises the fencing token `redisson_lock_token:{name}` in
+ * the acquiring script, as dlock_lock_acquire_fenced does: by
+ * dlock_lock_acquire, dlock_lock_try and every other acquire call alike.
+ * Read the token of the hold just taken with dlock_lock_get_token (while the
+ * caller holds the lock nobody else can raise it), or take it directly with
+ * dlock_lock_acquire_fenced. Shares the lock with Redisson's RLock and
+ * RFencedLock clients. Same returns as dlock_lock_get; *out is NULL on
+ * failure; the handle may be shared between threads. */
+DLOCK_API int dlock_fenced_lock_get(dlock_client *c, const char *name, dlock_lock **out);
+/* As dlock_fenced_lock_get, acting for an explicit owner id (see dlock_lock_get_as). */
+DLOCK_API int dlock_fenced_lock_get_as(dlock_client *c, const char *name, const char *owner,
+                                       dlock_lock **out);
+
 /* A read-write lock (Redisson's RReadWriteLock) on `name`: two handles, the
  * read lock and the write lock, on which every dlock_lock_* call works
  * (acquire with the watchdog or a lease, try, cancellable, fenced, release,
@@ -686,6 +701,28 @@ DLOCK_API int dlock_lock_acquire_cancellable(dlock_lock *l, int64_t wait_ms, int
  * are that check. */
 DLOCK_API int dlock_lock_acquire_fenced(dlock_lock *l, int64_t wait_ms, int64_t lease_ms,
                                         dlock_cancel *cancel, uint64_t *token);
+
+/* The last fencing token given for the lock's name (Redisson's getToken): a
+ * GET of `redisson_lock_token:{name}`, without taking the lock; *token = 0
+ * when none was ever given (or the counter expired, 7 days after the last
+ * fenced acquisition). Any lock handle (reentrant, fair, fenced, read,
+ * write). Returns DLOCK_OK, DLOCK_EINVAL (l or token NULL), DLOCK_EWRONGTYPE
+ * (the counter's key holds something else), or a connection error. Any
+ * thread. */
+DLOCK_API int dlock_lock_get_token(dlock_lock *l, uint64_t *token);
+
+/* Extends a hold taken with a fixed lease: the lock's TTL becomes lease_ms
+ * from now (longer or shorter than what is left), in one script that checks
+ * the caller (the handle's owner) holds it. The hold count and the fencing
+ * token are unchanged. For reentrant, fair and fenced locks.
+ * Returns DLOCK_OK; DLOCK_ENOTOWNER when the caller does not hold the lock
+ * (never held, released, expired); DLOCK_EINVAL, nothing sent, for l NULL, a
+ * lease not positive (or DLOCK_WATCHDOG), a read or write lock handle, or a
+ * hold the watchdog renews (its renewals would undo the lease; release and
+ * take it with a lease instead); DLOCK_EWRONGTYPE when the key is not a lock
+ * (nothing changed); a connection error. Safe to retry: sent again after a
+ * lost reply it sets the same TTL. Any thread (as the handle's owner). */
+DLOCK_API int dlock_lock_extend(dlock_lock *l, int64_t lease_ms);
 
 /* Releases one hold. At hold count 0 the key is deleted and waiters (dlock's and
  * Redisson's) are woken. DLOCK_ENOTOWNER when the caller holds nothing (never

@@ -190,6 +190,14 @@ int64_t dlock__watchdog_limit_left(dlock__watchdog *wd, const dlock__hold_id *id
     return left;
 }
 
+int dlock__watchdog_renews(dlock__watchdog *wd, const dlock__hold_id *id)
+{
+    pthread_mutex_lock(&wd->mu);
+    int on = find(wd, id) != NULL;
+    pthread_mutex_unlock(&wd->mu);
+    return on;
+}
+
 int dlock__watchdog_release_begin(dlock__watchdog *wd, const dlock__hold_id *id)
 {
     pthread_mutex_lock(&wd->mu);
