@@ -21,6 +21,8 @@
  *                        the read lock of one name, and "many" right before it
  *   dlock_bench held     --url U [--locks 100000] [--watchdog-ms 3000] [--periods 3]
  *   dlock_bench multilock --url U [--multi-names 3] [--cycles N] [--lease MS]
+ *   dlock_bench permits  --url U [--permits 4] [--cycles N] [--lease MS]   n permits of a
+ *                        permit-expirable semaphore per call, and their list release
  *   dlock_bench asyncmany --url U [--inflight 64] [--names 10000]   (async_bench.c)
  *   dlock_bench asyncidle --url U [--pending 10000]                 (async_bench.c)
  *   dlock_bench failover --url redis-sentinel://...#M --sentinel H:P (failover_bench.c)
@@ -50,7 +52,7 @@
 #include "sync/hooks.h"
 
 opts O = {NULL, "redis://127.0.0.1:6379", "threads", "lock", 20000, 8, 5, 7, 3000, 16, 10000,
-          100000, 3000, 3, 0, 4, 100, 3, 0, 0, "", NULL};
+          100000, 3000, 3, 0, 4, 100, 3, 0, 0, 4, "", NULL};
 
 int64_t now_ns(void)
 {
@@ -808,6 +810,64 @@ static void held(void)
     redisFree(adm);
 }
 
+/* ------------------------------------------------------------- permits */
+
+/* n permits of a permit-expirable semaphore taken in one call and given back
+ * in one list release (Redisson's acquire(permits, lease) and
+ * release(List)): round trips and EVALSHA per call, which should be 1 each
+ * whatever n. --permits N (default 4); the lease is --lease or 30 s. */
+static void permits_n(void)
+{
+    long n = O.permits;
+    if (n < 1 || n > 64)
+        die("permits");
+    dlock_client *c = open_client(0, 0);
+    dlock_permit_semaphore *p;
+    if (dlock_permit_semaphore_get(c, "bench:permits", &p) != DLOCK_OK ||
+        dlock_permit_semaphore_set_permits(p, n) != DLOCK_OK)
+        die("semaphore");
+    int64_t lease = O.lease ? O.lease : 30000;
+    char ids[64][DLOCK_PERMIT_ID_BUFSIZE];
+    const char *list[64];
+    for (long i = 0; i < n; i++)
+        list[i] = ids[i];
+    for (int i = 0; i < 1000; i++)   /* warm-up: connection, script cache */
+        if (dlock_permit_semaphore_acquire_n(p, n, lease, ids) != DLOCK_OK ||
+            dlock_permit_semaphore_release_list(p, list, (size_t)n) != DLOCK_OK)
+            die("warm-up");
+    redisContext *adm = admin();
+    long long ev0 = info_field(adm, "commandstats", "cmdstat_evalsha:calls=");
+    uint64_t rt_acq = 0, rt_rel = 0;
+    int64_t *lat = malloc(sizeof(int64_t) * (size_t)O.cycles);
+    int64_t t0 = now_ns();
+    for (long i = 0; i < O.cycles; i++) {
+        int64_t a = now_ns();
+        uint64_t r0 = dlock__hook_roundtrips();
+        if (dlock_permit_semaphore_acquire_n(p, n, lease, ids) != DLOCK_OK)
+            die("acquire");
+        uint64_t r1 = dlock__hook_roundtrips();
+        if (dlock_permit_semaphore_release_list(p, list, (size_t)n) != DLOCK_OK)
+            die("release");
+        rt_acq += r1 - r0;
+        rt_rel += dlock__hook_roundtrips() - r1;
+        lat[i] = now_ns() - a;
+    }
+    double secs = (double)(now_ns() - t0) / 1e9;
+    long long ev1 = info_field(adm, "commandstats", "cmdstat_evalsha:calls=");
+    qsort(lat, (size_t)O.cycles, sizeof(int64_t), cmp_i64);
+    printf("{\"peer\":\"dlock\",\"scenario\":\"permits%ld\",\"permits\":%ld,\"cycles\":%ld,"
+           "\"seconds\":%.3f,\"cycles_per_s\":%.0f,\"roundtrips_per_acquire\":%.3f,"
+           "\"roundtrips_per_release\":%.3f,\"evalsha_per_cycle\":%.3f,\"p50_us\":%.1f,"
+           "\"p99_us\":%.1f}\n",
+           n, n, O.cycles, secs, O.cycles / secs, (double)rt_acq / O.cycles,
+           (double)rt_rel / O.cycles, (double)(ev1 - ev0) / O.cycles,
+           pct(lat, (size_t)O.cycles, 0.50), pct(lat, (size_t)O.cycles, 0.99));
+    free(lat);
+    redisFree(adm);
+    dlock_permit_semaphore_free(p);
+    dlock_client_close(c);
+}
+
 /* ----------------------------------------------------------------- main */
 
 int main(int argc, char **argv)
@@ -836,6 +896,7 @@ int main(int argc, char **argv)
         else if (!strcmp(k, "--periods")) O.periods = atol(v);
         else if (!strcmp(k, "--lease")) O.lease = atol(v);
         else if (!strcmp(k, "--multi-names")) O.multi_names = atol(v);
+        else if (!strcmp(k, "--permits")) O.permits = atol(v);
         else if (!strcmp(k, "--procs")) O.procs = atol(v);
         else if (!strcmp(k, "--awaiters")) O.awaiters = atol(v);
         else if (!strcmp(k, "--tag")) O.tag = v;
@@ -860,6 +921,7 @@ int main(int argc, char **argv)
     else if (!strcmp(O.scenario, "striped")) striped();
     else if (!strcmp(O.scenario, "held")) held();
     else if (!strcmp(O.scenario, "multilock")) multilock();
+    else if (!strcmp(O.scenario, "permits")) permits_n();
     else if (!strcmp(O.scenario, "latch")) latch();
     else if (!strcmp(O.scenario, "latchfloor")) latch_floor();
     else if (!strcmp(O.scenario, "asyncmany")) async_many();

@@ -1177,6 +1177,36 @@ DLOCK_API int dlock_semaphore_available(dlock_semaphore *s, int64_t *n);
  * been taken away: those are given back). DLOCK_EUNKNOWN when the answer was
  * lost (not resent). */
 DLOCK_API int dlock_semaphore_drain(dlock_semaphore *s, int64_t *drained);
+/* Sets the available permits (0..DLOCK_COUNT_MAX) with a time to live
+ * (ttl_ms 1..2^50) only when the semaphore does not exist (Redisson's
+ * trySetPermits(permits, timeToLive)): *was_set (may be NULL) = 1 when set,
+ * 0 when it existed (unchanged). When set, the permits are published
+ * whatever their number, so waiters on the missing semaphore try again.
+ * DLOCK_EINVAL (nothing sent) for a bad count or TTL; DLOCK_EWRONGTYPE when
+ * the key holds something else (unchanged); DLOCK_EUNKNOWN when the answer
+ * was lost (not resent). */
+DLOCK_API int dlock_semaphore_try_set_permits_ttl(dlock_semaphore *s, int64_t permits,
+                                                  int64_t ttl_ms, int *was_set);
+/* Releases n permits (1..DLOCK_COUNT_MAX) only when the semaphore exists
+ * (Redisson's releaseIfExists): *released (may be NULL) = 1 when released
+ * (the new count is published, waking waiters it can serve), 0 when the
+ * semaphore does not exist (nothing is created). DLOCK_EINVAL when n is
+ * out of range or the count would pass DLOCK_COUNT_MAX (unchanged);
+ * DLOCK_EWRONGTYPE; DLOCK_EUNKNOWN when the answer was lost (not resent). */
+DLOCK_API int dlock_semaphore_release_if_exists(dlock_semaphore *s, int64_t n, int *released);
+/* Deletes the semaphore's key (Redisson's delete): *deleted (may be NULL) =
+ * 1 when it existed. Its waiters keep waiting (a missing semaphore has no
+ * permits); a later set or release wakes them. DLOCK_EWRONGTYPE, nothing
+ * deleted, when the key holds something that is not a permit count. */
+DLOCK_API int dlock_semaphore_delete(dlock_semaphore *s, int *deleted);
+/* Gives the semaphore's key a time to live of ttl_ms (1..2^50), or removes
+ * it (ttl_ms 0), as Redisson's expire / clearExpire: *existed (may be NULL)
+ * = 1 when the key exists. DLOCK_EINVAL for a bad TTL; DLOCK_EWRONGTYPE,
+ * nothing changed, for a key of another type. */
+DLOCK_API int dlock_semaphore_expire(dlock_semaphore *s, int64_t ttl_ms, int *existed);
+/* *ttl_ms = the key's time to live in ms; -1 with none, -2 when the
+ * semaphore does not exist (Redis's PTTL, Redisson's remainTimeToLive). */
+DLOCK_API int dlock_semaphore_ttl(dlock_semaphore *s, int64_t *ttl_ms);
 
 /* ------------------------------------------------ permit-expirable semaphore */
 
@@ -1270,6 +1300,73 @@ DLOCK_API int dlock_permit_semaphore_set_permits(dlock_permit_semaphore *p, int6
 /* Adds delta permits to the available count, or takes -delta away; as
  * dlock_semaphore_add_permits. */
 DLOCK_API int dlock_permit_semaphore_add_permits(dlock_permit_semaphore *p, int64_t delta);
+
+/* Several permits in one call, all or none (Redisson's acquire(permits,
+ * lease) and tryAcquire(permits, wait, lease)): takes n permits (1..
+ * DLOCK_COUNT_MAX) with the same lease (ms > 0, or DLOCK_WATCHDOG: each
+ * renewed by the watchdog), in one script, and writes their ids into
+ * ids[0..n-1] (the caller's array of n buffers; each "" on failure). Waits
+ * as long as it takes; a release of k permits wakes the waiters k can serve
+ * (Redisson's waiters included). A lost answer is resent safely (the ids
+ * are fixed per call). Returns DLOCK_OK; DLOCK_EINVAL, nothing changed, for
+ * p or ids NULL, n < 1, a bad lease, or n larger than the semaphore's total
+ * (available + held) when it exists (a missing semaphore has no permits yet:
+ * the call waits for a set or a release); DLOCK_EWRONGTYPE; connection
+ * errors. Blocking only; any thread. */
+DLOCK_API int dlock_permit_semaphore_acquire_n(dlock_permit_semaphore *p, int64_t n,
+                                               int64_t lease_ms,
+                                               char (*ids)[DLOCK_PERMIT_ID_BUFSIZE]);
+/* As dlock_permit_semaphore_acquire_n for at most wait_ms (0 = one try,
+ * DLOCK_WAIT_FOREVER = no limit): DLOCK_ETIMEDOUT when the n permits were
+ * not free together within it (none is taken then). */
+DLOCK_API int dlock_permit_semaphore_try_acquire_n(dlock_permit_semaphore *p, int64_t n,
+                                                   int64_t wait_ms, int64_t lease_ms,
+                                                   char (*ids)[DLOCK_PERMIT_ID_BUFSIZE]);
+/* Gives the n permits ids[0..n-1] back in one script, all or nothing
+ * (Redisson's tryRelease(List)): *released (may be NULL) = n when every id
+ * was held and all are back, 0 when one is unknown (released already, never
+ * acquired) or had expired, and then nothing is released. The number
+ * released is published on the channel (Redisson's list release does; its
+ * waiters wake that many of themselves). DLOCK_EINVAL, nothing sent, for p
+ * or ids NULL, n = 0, an id that is not 32 hex characters, or an id given
+ * twice; DLOCK_EWRONGTYPE; DLOCK_EUNKNOWN when the answer was lost (not
+ * resent). Watchdog permits released stop being renewed; a refused one that
+ * was lost is reported to the lost callback. Any thread. */
+DLOCK_API int dlock_permit_semaphore_try_release_list(dlock_permit_semaphore *p,
+                                                      const char *const *ids, size_t n,
+                                                      int64_t *released);
+/* As dlock_permit_semaphore_try_release_list, but releasing nothing is an
+ * error (Redisson's release(List)): DLOCK_ENOTOWNER, the message naming the
+ * first id not held and why (unknown or expired). */
+DLOCK_API int dlock_permit_semaphore_release_list(dlock_permit_semaphore *p,
+                                                  const char *const *ids, size_t n);
+/* What is left of permit `id`'s lease (Redisson's getLeaseTime): *ms = the
+ * ms left (>= 1), or -1 for a permit held without a lease (Redisson's
+ * permits taken without one). DLOCK_ENOTOWNER when no permit has this id
+ * (released, expired, never acquired); DLOCK_EINVAL for a bad id or ms
+ * NULL. Expired permits go back to the pool first, as every call's. */
+DLOCK_API int dlock_permit_semaphore_lease_time(dlock_permit_semaphore *p, const char *id,
+                                                int64_t *ms);
+/* *n = the permits held under a lease (Redisson's acquiredPermits), after
+ * expired permits went back. */
+DLOCK_API int dlock_permit_semaphore_acquired(dlock_permit_semaphore *p, int64_t *n);
+/* *total = available + held (Redisson's getPermits), after expired permits
+ * went back. */
+DLOCK_API int dlock_permit_semaphore_permits(dlock_permit_semaphore *p, int64_t *total);
+/* Deletes the semaphore's key and its leases `{name}:timeout` (Redisson's
+ * delete): *deleted (may be NULL) = 1 when either existed. Waiters keep
+ * waiting; a later set or release wakes them. Watchdog permits of the
+ * deleted semaphore are reported lost by their next renewal.
+ * DLOCK_EWRONGTYPE, nothing deleted, when either key holds another type. */
+DLOCK_API int dlock_permit_semaphore_delete(dlock_permit_semaphore *p, int *deleted);
+/* Gives both keys of the semaphore a time to live of ttl_ms (1..2^50), or
+ * removes it (0), as Redisson's expire / clearExpire: *existed (may be NULL)
+ * = 1 when the semaphore's key exists. Errors as dlock_semaphore_expire. */
+DLOCK_API int dlock_permit_semaphore_expire(dlock_permit_semaphore *p, int64_t ttl_ms,
+                                            int *existed);
+/* *ttl_ms = the semaphore key's time to live in ms; -1 with none, -2 when
+ * it does not exist. */
+DLOCK_API int dlock_permit_semaphore_ttl(dlock_permit_semaphore *p, int64_t *ttl_ms);
 
 /* ---------------------------------------------------------- count-down latch */
 

@@ -224,6 +224,10 @@ enum {
  * remain, or the attempt failed) counts one hold less and stops renewing when
  * none is left. */
 void dlock__watchdog_release_end(dlock__watchdog *wd, const dlock__hold_id *id, int outcome);
+/* A release begun (dlock__watchdog_release_begin) that did not touch this
+ * hold after all (a list release refused for another permit): renewals and
+ * their loss reports go on as before. */
+void dlock__watchdog_release_abort(dlock__watchdog *wd, const dlock__hold_id *id);
 /* How many holds are scheduled (tests). */
 size_t dlock__watchdog_count(dlock__watchdog *wd);
 /* 0 while client tracking is off; 2 while it is on and every hold's key is

@@ -82,19 +82,26 @@ static void token_result(void *st, dlock__result *res) { res->token = ((token_q 
 static const dlock__op_type token_type = {
     .request = token_request, .read = token_read, .result = token_result};
 
-int dlock_lock_get_token(dlock_lock *l, uint64_t *token)
+static int get_token(dlock_lock *l, const dlock__via *via, uint64_t *token)
 {
     int rc = dlock__check_handle(l, "lock");
     if (rc != DLOCK_OK)
         return rc;
-    if (!token)
+    if (!via && !token)
         return dlock__fail(DLOCK_EINVAL, "token is NULL");
     token_q s = {.l = l};
     dlock__result res;
-    rc = dlock__start(&l->h, &token_type, &s, sizeof(s), NULL, NULL, &res);
-    if (rc == DLOCK_OK)
+    rc = dlock__start(&l->h, &token_type, &s, sizeof(s), NULL, via, &res);
+    if (rc == DLOCK_OK && !via)
         *token = res.token;
     return rc;
+}
+
+int dlock_lock_get_token(dlock_lock *l, uint64_t *token) { return get_token(l, NULL, token); }
+
+int dlock_lock_get_token_async(dlock_lock *l, dlock_async_fn fn, void *ud)
+{
+    return get_token(l, &(dlock__via){fn, ud}, NULL);
 }
 
 /* ---------------------------------------------------------------- extend */
@@ -168,11 +175,17 @@ static void extend_done(void *st, int read)
 static const dlock__op_type extend_type = {
     .setup = extend_setup, .request = extend_request, .read = extend_read, .done = extend_done};
 
-int dlock_lock_extend(dlock_lock *l, int64_t lease_ms)
+static int extend_lock(dlock_lock *l, int64_t lease_ms, const dlock__via *via)
 {
     int rc = dlock__check_handle(l, "lock");
     if (rc != DLOCK_OK)
         return rc;
+    if (via && !l->owner)
+        return dlock__fail(DLOCK_EINVAL,
+                           "asynchronous calls need a handle with an explicit owner id "
+                           "(dlock_lock_get_as and the other *_get_as): '%s' acts for the "
+                           "calling thread, and callbacks do not run on it",
+                           l->h.name);
     if (l->type != &dlock__reentrant_type && l->type != &dlock__fair_type)
         return dlock__fail(DLOCK_EINVAL,
                            "extend works on reentrant, fair and fenced locks, not a %s",
@@ -182,5 +195,12 @@ int dlock_lock_extend(dlock_lock *l, int64_t lease_ms)
     if ((rc = dlock__check_lease(lease_ms)) != DLOCK_OK)
         return rc;
     extend s = {.l = l, .lease = lease_ms};
-    return dlock__start(&l->h, &extend_type, &s, sizeof(s), NULL, NULL, NULL);
+    return dlock__start(&l->h, &extend_type, &s, sizeof(s), NULL, via, NULL);
+}
+
+int dlock_lock_extend(dlock_lock *l, int64_t lease_ms) { return extend_lock(l, lease_ms, NULL); }
+
+int dlock_lock_extend_async(dlock_lock *l, int64_t lease_ms, dlock_async_fn fn, void *ud)
+{
+    return extend_lock(l, lease_ms, &(dlock__via){fn, ud});
 }
