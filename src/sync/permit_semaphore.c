@@ -237,16 +237,23 @@ static void drop_result(void *st, dlock__result *res)
     res->flag = ((drop *)st)->outcome == GONE_RELEASED;
 }
 
+/* A release closed before its answer was read: the watchdog counts an
+ * attempt of unknown outcome, through the release's own read (st's); the
+ * close's message stays. */
+static void read_closed(void *st, int (*read)(void *, int, dlock__res *, dlock__busy *))
+{
+    char msg[512];
+    snprintf(msg, sizeof(msg), "%s", dlock_last_error());
+    dlock__res res;
+    dlock__res_init(&res);
+    read(st, DLOCK_ECLOSED, &res, NULL);
+    dlock__fail(DLOCK_ECLOSED, "%s", msg);
+}
+
 static void drop_done(void *st, int read)
 {
-    if (!read) {   /* closed first: the watchdog counts an attempt of unknown outcome */
-        char msg[512];
-        snprintf(msg, sizeof(msg), "%s", dlock_last_error());
-        dlock__res res;
-        dlock__res_init(&res);
-        drop_read(st, DLOCK_ECLOSED, &res, NULL);
-        dlock__fail(DLOCK_ECLOSED, "%s", msg);
-    }
+    if (!read)
+        read_closed(st, drop_read);
 }
 
 static const dlock__op_type drop_type = {.setup = drop_setup,
@@ -325,20 +332,28 @@ static void grab_request(void *st, int64_t waited_ms, dlock__op *op)
     op->flags = DLOCK__CALL_IDEMPOTENT;
 }
 
-static int grab_read(void *st, int rc, dlock__res *res, dlock__busy *b)
+/* An acquire script's answer (acquire.lua, acquire_n.lua): taken, or busy
+ * with the earliest lease's end in *ends_in. */
+static int take_answer(dlock_permit_semaphore *p, int rc, dlock__res *res, dlock__busy *b,
+                       int64_t *ends_in)
 {
-    grab *g = st;
     if (rc != DLOCK_OK)
-        return dlock__refused(&g->p->h, rc, res);
-    rc = dlock__reply_take(res->r, &g->ends_in);
+        return dlock__refused(&p->h, rc, res);
+    rc = dlock__reply_take(res->r, ends_in);
     if (rc == DLOCK_EPROTO)
-        return dlock__proto(&g->p->h, "acquire", res->r);
+        return dlock__proto(&p->h, "acquire", res->r);
     freeReplyObject(res->r);
     if (rc == DLOCK__BUSY) {
-        b->ttl = g->ends_in;   /* an expiring lease brings a permit back unannounced */
+        b->ttl = *ends_in;   /* an expiring lease brings a permit back unannounced */
         b->first = 0;
     }
     return rc;
+}
+
+static int grab_read(void *st, int rc, dlock__res *res, dlock__busy *b)
+{
+    grab *g = st;
+    return take_answer(g->p, rc, res, b, &g->ends_in);
 }
 
 /* A watchdog permit is renewed from now on. */
@@ -695,14 +710,8 @@ static void drop_n_result(void *st, dlock__result *res) { res->count = ((drop_n 
 
 static void drop_n_done(void *st, int read)
 {
-    if (!read) {
-        char msg[512];
-        snprintf(msg, sizeof(msg), "%s", dlock_last_error());
-        dlock__res res;
-        dlock__res_init(&res);
-        drop_n_read(st, DLOCK_ECLOSED, &res, NULL);
-        dlock__fail(DLOCK_ECLOSED, "%s", msg);
-    }
+    if (!read)
+        read_closed(st, drop_n_read);
 }
 
 static const dlock__op_type drop_n_type = {.setup = drop_n_setup,
@@ -804,17 +813,7 @@ static int grab_n_read(void *st, int rc, dlock__res *res, dlock__busy *b)
             n++;
         return dlock__fail(DLOCK_EINVAL, "%s '%s': %.*s", WHAT, g->p->h.name, 120, n);
     }
-    if (rc != DLOCK_OK)
-        return dlock__refused(&g->p->h, rc, res);
-    rc = dlock__reply_take(res->r, &g->ends_in);
-    if (rc == DLOCK_EPROTO)
-        return dlock__proto(&g->p->h, "acquire", res->r);
-    freeReplyObject(res->r);
-    if (rc == DLOCK__BUSY) {
-        b->ttl = g->ends_in;
-        b->first = 0;
-    }
-    return rc;
+    return take_answer(g->p, rc, res, b, &g->ends_in);
 }
 
 static int grab_n_keep(void *st, int64_t sent_ms)
