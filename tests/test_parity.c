@@ -168,7 +168,8 @@ static void test_extend_lease_hold(void **state)
     dlock_lock_free(other);
 }
 
-/* The fair lock's hold is extended the same way; its queue is untouched. */
+/* The fair lock's hold is extended the same way; its queue is untouched;
+ * a watchdog hold of it is refused likewise. */
 static void test_extend_fair(void **state)
 {
     (void)state;
@@ -179,6 +180,10 @@ static void test_extend_fair(void **state)
     assert_int_equal(dlock_lock_try(l, 0, 1000), DLOCK_OK);
     assert_int_equal(dlock_lock_extend(l, 60000), DLOCK_OK);
     assert_true(pttl(name) > 50000);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(l, DLOCK_WATCHDOG), DLOCK_OK);
+    assert_int_equal(dlock_lock_extend(l, 600000), DLOCK_EINVAL);
+    assert_true(pttl(name) <= 30000);
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
     dlock_lock_free(l);
 }

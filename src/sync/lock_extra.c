@@ -126,11 +126,15 @@ static int extend_setup(void *st)
      * a lease set here would be undone by the next renewal. */
     dlock__hold_id id;
     l->type->hold_id(l, &s->o, &id);
-    if (dlock__watchdog_renews(l->h.c->wd, &id))
+    if (dlock__watchdog_renews(l->h.c->wd, &id)) {
+        /* a failed setup has no done: the owner goes here */
+        dlock__lock_owner_done(&s->o);
+        s->owned = 0;
         return dlock__fail(DLOCK_EINVAL,
                            "%s '%s' is held with the watchdog, which renews it: extend is for "
                            "a hold taken with a lease",
                            l->h.what, l->h.name);
+    }
     return DLOCK_OK;
 }
 
