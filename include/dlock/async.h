@@ -120,6 +120,15 @@ DLOCK_API int dlock_lock_is_locked_async(dlock_lock *l, dlock_async_fn fn, void 
 DLOCK_API int dlock_lock_is_held_async(dlock_lock *l, dlock_async_fn fn, void *ud);
 DLOCK_API int dlock_lock_hold_count_async(dlock_lock *l, dlock_async_fn fn, void *ud);
 DLOCK_API int dlock_lock_ttl_async(dlock_lock *l, dlock_async_fn fn, void *ud);
+/* dlock_lock_get_token() asynchronously: the token in dlock_async_token()
+ * (0 when none was given). Any handle, any owner form. Any thread. */
+DLOCK_API int dlock_lock_get_token_async(dlock_lock *l, dlock_async_fn fn, void *ud);
+/* dlock_lock_extend() asynchronously (an explicit-owner handle): status
+ * DLOCK_OK, DLOCK_ENOTOWNER, DLOCK_EINVAL (a watchdog hold, in the
+ * callback), DLOCK_EWRONGTYPE or a connection error; the call itself
+ * returns DLOCK_EINVAL for a bad lease or handle type. Any thread. */
+DLOCK_API int dlock_lock_extend_async(dlock_lock *l, int64_t lease_ms, dlock_async_fn fn,
+                                      void *ud);
 
 /* dlock_semaphore_acquire_opts() asynchronously: n permits (1 ..
  * DLOCK_COUNT_MAX), the options copied at the call (NULL: one try; o->cancel
@@ -146,6 +155,19 @@ DLOCK_API int dlock_semaphore_add_permits_async(dlock_semaphore *s, int64_t delt
                                                 dlock_async_fn fn, void *ud);
 DLOCK_API int dlock_semaphore_available_async(dlock_semaphore *s, dlock_async_fn fn, void *ud);
 DLOCK_API int dlock_semaphore_drain_async(dlock_semaphore *s, dlock_async_fn fn, void *ud);
+/* The semaphore's lifecycle asynchronously (dlock.h gives each contract):
+ * delete (flag: it existed), expire (flag: the key exists), TTL (count: ms,
+ * -1 none, -2 no key), try set permits with a TTL (flag: set), release if
+ * exists (flag: released). Any thread. */
+DLOCK_API int dlock_semaphore_delete_async(dlock_semaphore *s, dlock_async_fn fn, void *ud);
+DLOCK_API int dlock_semaphore_expire_async(dlock_semaphore *s, int64_t ttl_ms,
+                                           dlock_async_fn fn, void *ud);
+DLOCK_API int dlock_semaphore_ttl_async(dlock_semaphore *s, dlock_async_fn fn, void *ud);
+DLOCK_API int dlock_semaphore_try_set_permits_ttl_async(dlock_semaphore *s, int64_t permits,
+                                                        int64_t ttl_ms, dlock_async_fn fn,
+                                                        void *ud);
+DLOCK_API int dlock_semaphore_release_if_exists_async(dlock_semaphore *s, int64_t n,
+                                                      dlock_async_fn fn, void *ud);
 /* dlock_permit_semaphore_acquire_opts() asynchronously, the options copied
  * at the call (NULL: one try, the watchdog): the permit's id is
  * dlock_async_permit_id() in the callback; o->lease_ms > 0 or DLOCK_WATCHDOG
@@ -181,6 +203,18 @@ DLOCK_API int dlock_permit_semaphore_add_permits_async(dlock_permit_semaphore *p
                                                        dlock_async_fn fn, void *ud);
 DLOCK_API int dlock_permit_semaphore_available_async(dlock_permit_semaphore *p,
                                                      dlock_async_fn fn, void *ud);
+/* dlock_permit_semaphore_lease_time() asynchronously: count = the ms left
+ * (-1: no lease); DLOCK_ENOTOWNER for a permit not held. And the lifecycle
+ * calls: delete (flag: existed), expire (flag: the key exists), TTL
+ * (count). Any thread. */
+DLOCK_API int dlock_permit_semaphore_lease_time_async(dlock_permit_semaphore *p, const char *id,
+                                                      dlock_async_fn fn, void *ud);
+DLOCK_API int dlock_permit_semaphore_delete_async(dlock_permit_semaphore *p, dlock_async_fn fn,
+                                                  void *ud);
+DLOCK_API int dlock_permit_semaphore_expire_async(dlock_permit_semaphore *p, int64_t ttl_ms,
+                                                  dlock_async_fn fn, void *ud);
+DLOCK_API int dlock_permit_semaphore_ttl_async(dlock_permit_semaphore *p, dlock_async_fn fn,
+                                               void *ud);
 /* dlock_latch_await_opts() asynchronously, the options copied at the call
  * (NULL: check once): DLOCK_OK once the count is zero, DLOCK_ETIMEDOUT,
  * DLOCK_ECANCELED, DLOCK_ECLOSED. Any thread. */

@@ -291,8 +291,11 @@ DLOCK_API int dlock_config_set_connect_timeout(dlock_config *cfg, int64_t ms);
 DLOCK_API int dlock_config_set_retry(dlock_config *cfg, int attempts, int64_t delay_ms);
 /* A fair-lock waiter's slot, in ms (>= 2; 0 = default 300000, Redisson's
  * fairLockWaitTimeout): how long a waiter that died at the head of a fair
- * lock's queue delays the others at most. A try with a positive wait uses its
- * wait as its slot instead. */
+ * lock's queue delays the others at most once the lock is free, and so the
+ * grace a head (a Redisson waiter included) is owed before a newcomer may
+ * pass it: this timeout after the lock is found free, or the head's own
+ * deadline if sooner, never the newcomer's wait. A try with a positive wait
+ * uses its wait as its own slot (its place in the deadlines) instead. */
 DLOCK_API int dlock_config_set_fair_wait_timeout(dlock_config *cfg, int64_t ms);
 /* Most blocking connections open at once (1..10000; 0 = default). A call that
  * finds them all busy waits up to the command timeout for one. */
@@ -556,9 +559,11 @@ DLOCK_API int dlock_lock_get_as(dlock_client *c, const char *name, const char *o
  *                  `redisson_lock__channel:{name}:<owner id>`: a release
  *                  wakes the head of the queue only.
  * A waiter that gives up (deadline, cancellation) leaves the queue at once; a
- * dead one (its process killed) at the head delays the others by one slot at
- * most once the lock is free: the wait it gave, or the fair wait timeout
- * (dlock_config_set_fair_wait_timeout, 5 minutes by default as in Redisson). A live dlock waiter is never dropped
+ * dead one (its process killed) at the head delays the others by the fair
+ * wait timeout at most once the lock is free (or by the wait it gave, if
+ * shorter; dlock_config_set_fair_wait_timeout, 5 minutes by default as in
+ * Redisson). A head keeps its turn for that grace: a newcomer's try(wait) is
+ * refused meanwhile, whatever its wait. A live dlock waiter is never dropped
  * from the queue, however long it waits: it keeps its entry fresh (it tries
  * again at least every half slot). A try with a wait of 0 never queues: it
  * takes the lock only when it is free and nobody waits. Reentrant as the
@@ -568,6 +573,21 @@ DLOCK_API int dlock_fair_lock_get(dlock_client *c, const char *name, dlock_lock 
 /* As dlock_fair_lock_get, acting for an explicit owner id (see dlock_lock_get_as). */
 DLOCK_API int dlock_fair_lock_get_as(dlock_client *c, const char *name, const char *owner,
                                      dlock_lock **out);
+
+/* A fenced lock (Redisson's RFencedLock) on `name`: a reentrant lock handle
+ * (the same keys, the same holders) on which every acquisition, reentrant
+ * ones included, raises the fencing token `redisson_lock_token:{name}` in
+ * the acquiring script, as dlock_lock_acquire_fenced does: by
+ * dlock_lock_acquire, dlock_lock_try and every other acquire call alike.
+ * Read the token of the hold just taken with dlock_lock_get_token (while the
+ * caller holds the lock nobody else can raise it), or take it directly with
+ * dlock_lock_acquire_fenced. Shares the lock with Redisson's RLock and
+ * RFencedLock clients. Same returns as dlock_lock_get; *out is NULL on
+ * failure; the handle may be shared between threads. */
+DLOCK_API int dlock_fenced_lock_get(dlock_client *c, const char *name, dlock_lock **out);
+/* As dlock_fenced_lock_get, acting for an explicit owner id (see dlock_lock_get_as). */
+DLOCK_API int dlock_fenced_lock_get_as(dlock_client *c, const char *name, const char *owner,
+                                       dlock_lock **out);
 
 /* A read-write lock (Redisson's RReadWriteLock) on `name`: two handles, the
  * read lock and the write lock, on which every dlock_lock_* call works
@@ -718,6 +738,28 @@ DLOCK_API int dlock_lock_acquire(dlock_lock *l, int64_t lease_ms);
 /* Redisson's tryLock(wait, lease): dlock_lock_acquire_opts with this wait and
  * lease. */
 DLOCK_API int dlock_lock_try(dlock_lock *l, int64_t wait_ms, int64_t lease_ms);
+
+/* The last fencing token given for the lock's name (Redisson's getToken): a
+ * GET of `redisson_lock_token:{name}`, without taking the lock; *token = 0
+ * when none was ever given (or the counter expired, 7 days after the last
+ * fenced acquisition). Any lock handle (reentrant, fair, fenced, read,
+ * write). Returns DLOCK_OK, DLOCK_EINVAL (l or token NULL), DLOCK_EWRONGTYPE
+ * (the counter's key holds something else), or a connection error. Any
+ * thread. */
+DLOCK_API int dlock_lock_get_token(dlock_lock *l, uint64_t *token);
+
+/* Extends a hold taken with a fixed lease: the lock's TTL becomes lease_ms
+ * from now (longer or shorter than what is left), in one script that checks
+ * the caller (the handle's owner) holds it. The hold count and the fencing
+ * token are unchanged. For reentrant, fair and fenced locks.
+ * Returns DLOCK_OK; DLOCK_ENOTOWNER when the caller does not hold the lock
+ * (never held, released, expired); DLOCK_EINVAL, nothing sent, for l NULL, a
+ * lease not positive (or DLOCK_WATCHDOG), a read or write lock handle, or a
+ * hold the watchdog renews (its renewals would undo the lease; release and
+ * take it with a lease instead); DLOCK_EWRONGTYPE when the key is not a lock
+ * (nothing changed); a connection error. Safe to retry: sent again after a
+ * lost reply it sets the same TTL. Any thread (as the handle's owner). */
+DLOCK_API int dlock_lock_extend(dlock_lock *l, int64_t lease_ms);
 
 /* Releases one hold. At hold count 0 the key is deleted and waiters (dlock's and
  * Redisson's) are woken. DLOCK_ENOTOWNER when the caller holds nothing (never
@@ -1205,6 +1247,36 @@ DLOCK_API int dlock_semaphore_available(dlock_semaphore *s, int64_t *n);
  * been taken away: those are given back). DLOCK_EUNKNOWN when the answer was
  * lost (not resent). */
 DLOCK_API int dlock_semaphore_drain(dlock_semaphore *s, int64_t *drained);
+/* Sets the available permits (0..DLOCK_COUNT_MAX) with a time to live
+ * (ttl_ms 1..2^50) only when the semaphore does not exist (Redisson's
+ * trySetPermits(permits, timeToLive)): *was_set (may be NULL) = 1 when set,
+ * 0 when it existed (unchanged). When set, the permits are published
+ * whatever their number, so waiters on the missing semaphore try again.
+ * DLOCK_EINVAL (nothing sent) for a bad count or TTL; DLOCK_EWRONGTYPE when
+ * the key holds something else (unchanged); DLOCK_EUNKNOWN when the answer
+ * was lost (not resent). */
+DLOCK_API int dlock_semaphore_try_set_permits_ttl(dlock_semaphore *s, int64_t permits,
+                                                  int64_t ttl_ms, int *was_set);
+/* Releases n permits (1..DLOCK_COUNT_MAX) only when the semaphore exists
+ * (Redisson's releaseIfExists): *released (may be NULL) = 1 when released
+ * (the new count is published, waking waiters it can serve), 0 when the
+ * semaphore does not exist (nothing is created). DLOCK_EINVAL when n is
+ * out of range or the count would pass DLOCK_COUNT_MAX (unchanged);
+ * DLOCK_EWRONGTYPE; DLOCK_EUNKNOWN when the answer was lost (not resent). */
+DLOCK_API int dlock_semaphore_release_if_exists(dlock_semaphore *s, int64_t n, int *released);
+/* Deletes the semaphore's key (Redisson's delete): *deleted (may be NULL) =
+ * 1 when it existed. Its waiters keep waiting (a missing semaphore has no
+ * permits); a later set or release wakes them. DLOCK_EWRONGTYPE, nothing
+ * deleted, when the key holds something that is not a permit count. */
+DLOCK_API int dlock_semaphore_delete(dlock_semaphore *s, int *deleted);
+/* Gives the semaphore's key a time to live of ttl_ms (1..2^50), or removes
+ * it (ttl_ms 0), as Redisson's expire / clearExpire: *existed (may be NULL)
+ * = 1 when the key exists. DLOCK_EINVAL for a bad TTL; DLOCK_EWRONGTYPE,
+ * nothing changed, for a key of another type. */
+DLOCK_API int dlock_semaphore_expire(dlock_semaphore *s, int64_t ttl_ms, int *existed);
+/* *ttl_ms = the key's time to live in ms; -1 with none, -2 when the
+ * semaphore does not exist (Redis's PTTL, Redisson's remainTimeToLive). */
+DLOCK_API int dlock_semaphore_ttl(dlock_semaphore *s, int64_t *ttl_ms);
 
 /* ------------------------------------------------ permit-expirable semaphore */
 
@@ -1300,6 +1372,73 @@ DLOCK_API int dlock_permit_semaphore_set_total(dlock_permit_semaphore *p, int64_
 /* Adds delta permits to the available count, or takes -delta away; as
  * dlock_semaphore_add_permits. */
 DLOCK_API int dlock_permit_semaphore_add_permits(dlock_permit_semaphore *p, int64_t delta);
+
+/* Several permits in one call, all or none (Redisson's acquire(permits,
+ * lease) and tryAcquire(permits, wait, lease)): takes n permits (1..
+ * DLOCK_COUNT_MAX) with the same lease (ms > 0, or DLOCK_WATCHDOG: each
+ * renewed by the watchdog), in one script, and writes their ids into
+ * ids[0..n-1] (the caller's array of n buffers; each "" on failure). Waits
+ * as long as it takes; a release of k permits wakes the waiters k can serve
+ * (Redisson's waiters included). A lost answer is resent safely (the ids
+ * are fixed per call). Returns DLOCK_OK; DLOCK_EINVAL, nothing changed, for
+ * p or ids NULL, n < 1, a bad lease, or n larger than the semaphore's total
+ * (available + held) when it exists (a missing semaphore has no permits yet:
+ * the call waits for a set or a release); DLOCK_EWRONGTYPE; connection
+ * errors. Blocking only; any thread. */
+DLOCK_API int dlock_permit_semaphore_acquire_n(dlock_permit_semaphore *p, int64_t n,
+                                               int64_t lease_ms,
+                                               char (*ids)[DLOCK_PERMIT_ID_BUFSIZE]);
+/* As dlock_permit_semaphore_acquire_n for at most wait_ms (0 = one try,
+ * DLOCK_WAIT_FOREVER = no limit): DLOCK_ETIMEDOUT when the n permits were
+ * not free together within it (none is taken then). */
+DLOCK_API int dlock_permit_semaphore_try_n(dlock_permit_semaphore *p, int64_t n,
+                                                   int64_t wait_ms, int64_t lease_ms,
+                                                   char (*ids)[DLOCK_PERMIT_ID_BUFSIZE]);
+/* Gives the n permits ids[0..n-1] back in one script, all or nothing
+ * (Redisson's tryRelease(List)): *released (may be NULL) = n when every id
+ * was held and all are back, 0 when one is unknown (released already, never
+ * acquired) or had expired, and then nothing is released. The number
+ * released is published on the channel (Redisson's list release does; its
+ * waiters wake that many of themselves). DLOCK_EINVAL, nothing sent, for p
+ * or ids NULL, n = 0, an id that is not 32 hex characters, or an id given
+ * twice; DLOCK_EWRONGTYPE; DLOCK_EUNKNOWN when the answer was lost (not
+ * resent). Watchdog permits released stop being renewed; a refused one that
+ * was lost is reported to the lost callback. Any thread. */
+DLOCK_API int dlock_permit_semaphore_try_release_list(dlock_permit_semaphore *p,
+                                                      const char *const *ids, size_t n,
+                                                      int64_t *released);
+/* As dlock_permit_semaphore_try_release_list, but releasing nothing is an
+ * error (Redisson's release(List)): DLOCK_ENOTOWNER, the message naming the
+ * first id not held and why (unknown or expired). */
+DLOCK_API int dlock_permit_semaphore_release_list(dlock_permit_semaphore *p,
+                                                  const char *const *ids, size_t n);
+/* What is left of permit `id`'s lease (Redisson's getLeaseTime): *ms = the
+ * ms left (>= 1), or -1 for a permit held without a lease (Redisson's
+ * permits taken without one). DLOCK_ENOTOWNER when no permit has this id
+ * (released, expired, never acquired); DLOCK_EINVAL for a bad id or ms
+ * NULL. Expired permits go back to the pool first, as every call's. */
+DLOCK_API int dlock_permit_semaphore_lease_time(dlock_permit_semaphore *p, const char *id,
+                                                int64_t *ms);
+/* *n = the permits held under a lease (Redisson's acquiredPermits), after
+ * expired permits went back. */
+DLOCK_API int dlock_permit_semaphore_acquired(dlock_permit_semaphore *p, int64_t *n);
+/* *total = available + held (Redisson's getPermits), after expired permits
+ * went back. */
+DLOCK_API int dlock_permit_semaphore_permits(dlock_permit_semaphore *p, int64_t *total);
+/* Deletes the semaphore's key and its leases `{name}:timeout` (Redisson's
+ * delete): *deleted (may be NULL) = 1 when either existed. Waiters keep
+ * waiting; a later set or release wakes them. Watchdog permits of the
+ * deleted semaphore are reported lost by their next renewal.
+ * DLOCK_EWRONGTYPE, nothing deleted, when either key holds another type. */
+DLOCK_API int dlock_permit_semaphore_delete(dlock_permit_semaphore *p, int *deleted);
+/* Gives both keys of the semaphore a time to live of ttl_ms (1..2^50), or
+ * removes it (0), as Redisson's expire / clearExpire: *existed (may be NULL)
+ * = 1 when the semaphore's key exists. Errors as dlock_semaphore_expire. */
+DLOCK_API int dlock_permit_semaphore_expire(dlock_permit_semaphore *p, int64_t ttl_ms,
+                                            int *existed);
+/* *ttl_ms = the semaphore key's time to live in ms; -1 with none, -2 when
+ * it does not exist. */
+DLOCK_API int dlock_permit_semaphore_ttl(dlock_permit_semaphore *p, int64_t *ttl_ms);
 
 /* ---------------------------------------------------------- count-down latch */
 

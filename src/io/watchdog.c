@@ -255,6 +255,14 @@ int64_t dlock__watchdog_limit_left(dlock__watchdog *wd, const dlock__hold_id *id
     return left;
 }
 
+int dlock__watchdog_renews(dlock__watchdog *wd, const dlock__hold_id *id)
+{
+    pthread_mutex_lock(&wd->mu);
+    int on = find(wd, id) != NULL;
+    pthread_mutex_unlock(&wd->mu);
+    return on;
+}
+
 int dlock__watchdog_release_begin(dlock__watchdog *wd, const dlock__hold_id *id)
 {
     pthread_mutex_lock(&wd->mu);
@@ -266,6 +274,15 @@ int dlock__watchdog_release_begin(dlock__watchdog *wd, const dlock__hold_id *id)
 }
 
 static void note_lost(dlock__watchdog *wd, held *h, dlock_lost_reason why, lost_note **notes);
+
+void dlock__watchdog_release_abort(dlock__watchdog *wd, const dlock__hold_id *id)
+{
+    pthread_mutex_lock(&wd->mu);
+    held *h = find(wd, id);
+    if (h && h->releasing > 0)
+        h->releasing--;
+    pthread_mutex_unlock(&wd->mu);
+}
 
 void dlock__watchdog_release_end(dlock__watchdog *wd, const dlock__hold_id *id, int outcome)
 {

@@ -49,6 +49,10 @@ static void owner_done(dlock__owner *o)
     o->aux = NULL;
 }
 
+int dlock__lock_owner(const dlock_lock *l, dlock__owner *o) { return owner_init(l, NULL, 0, o); }
+
+void dlock__lock_owner_done(dlock__owner *o) { owner_done(o); }
+
 /* ---------------------------------------------------------------- handle */
 
 void dlock_lock_free(dlock_lock *l)
@@ -95,6 +99,12 @@ static int lock_new(dlock_client *c, const dlock__lock_type *type, const char *n
     }
     *out = l;
     return DLOCK_OK;
+}
+
+int dlock__lock_new(dlock_client *c, const dlock__lock_type *type, const char *name,
+                    const char *owner, dlock_lock **out)
+{
+    return lock_new(c, type, name, owner, out);
 }
 
 int dlock_lock_get(dlock_client *c, const char *name, dlock_lock **out)
@@ -355,6 +365,8 @@ static int acq_setup(void *st)
     if (rc != DLOCK_OK)
         return rc;
     a->lease_ms = a->lease == DLOCK_WATCHDOG ? l->h.c->cfg.watchdog_ms : a->lease;
+    if (l->fence_all)
+        a->fenced = 1;
     if (a->lease == DLOCK_WATCHDOG) {
         /* A limit shorter than the timeout: the first TTL already ends with it. */
         a->max_hold = hold_limit(l);

@@ -32,6 +32,8 @@ struct dlock_lock {
     dlock_lost_fn fn;
     void *ud;
     int64_t max_hold;        /* ms; 0: the client's; DLOCK_MAX_HOLD_NONE: none */
+    int fence_all;           /* a fenced lock (Redisson's RFencedLock): every acquisition
+                                counts a token (lock_extra.c) */
 };
 
 /* The owner a call acts for, and what the type derives from it. */
@@ -154,5 +156,15 @@ int dlock__lock_busy(const dlock_lock *l, int64_t ttl);
  * init, exactly one end. x must not move in between. */
 int dlock__rel_init(dlock__rel *x, dlock_lock *l);
 int dlock__rel_end(dlock__rel *x, int rc, dlock__res *res);
+
+/* The owner a call on l acts for (the handle's, or the calling thread's),
+ * with its field and per-owner key; dlock__lock_owner_done frees what it
+ * allocated. For the calls outside lock.c (lock_extra.c). */
+int dlock__lock_owner(const dlock_lock *l, dlock__owner *o);
+void dlock__lock_owner_done(dlock__owner *o);
+/* A new handle of a type for the calling thread (owner NULL) or an explicit
+ * owner (checked), as the dlock_*lock_get calls make them. */
+int dlock__lock_new(dlock_client *c, const dlock__lock_type *type, const char *name,
+                    const char *owner, dlock_lock **out);
 
 #endif
