@@ -44,8 +44,11 @@ struct dlock__sentinel {
 };
 
 /* The node for host:port, created when new. Caller holds the write lock. */
-static dlock__node *node_at(dlock__sentinel *s, const char *host, int port)
+static dlock__node *node_at(dlock__sentinel *s, const char *announced, int aport)
 {
+    char host[DLOCK_HOST_MAX];
+    int port;
+    dlock__map_address(s->ctx->cfg, announced, aport, host, &port);
     for (size_t i = 0; i < s->nnodes; i++) {
         const dlock__endpoint *ep = dlock__node_endpoint(s->nodes[i]);
         if (ep->port == port && ep->host && strcmp(ep->host, host) == 0)
@@ -56,7 +59,7 @@ static dlock__node *node_at(dlock__sentinel *s, const char *host, int port)
         return NULL;
     }
     dlock__endpoint ep = s->data;   /* borrowed strings; node_new copies */
-    ep.host = (char *)host;
+    ep.host = host;
     ep.port = port;
     ep.path = NULL;
     if (dlock__node_new(&s->nodes[s->nnodes], s->ctx, &ep) != DLOCK_OK)
@@ -241,6 +244,7 @@ int dlock__sentinel_new(dlock__sentinel **out, dlock__netctx *ctx, const dlock__
         ep.user = (char *)suser;
         ep.pass = (char *)spass;
         ep.db = 0;
+        ep.sentinel = 1;
         if ((rc = dlock__node_new(&s->sentinels[i], ctx, &ep)) == DLOCK_OK)
             s->nsentinels++;
     }
