@@ -134,6 +134,78 @@ static const char *url_of_port(int port)
     return url_buf;
 }
 
+/* A holder (client a, watchdog), a waiter for its lock (client b) and a
+ * lock of b's nobody holds: the scene a swap of roles plays in. */
+typedef struct scene {
+    dlock_client *a, *b;
+    char held[64], fresh[64];
+    dlock_lock *lh, *lf;
+    struct waiter_arg w;
+    pthread_t t;
+    int64_t wd;
+} scene;
+
+static void scene_start(scene *sc, dlock_client *a, dlock_client *b, int64_t wd)
+{
+    sc->a = a;
+    sc->b = b;
+    sc->wd = wd;
+    th_name(sc->held, sizeof(sc->held), "mg-held");
+    th_name(sc->fresh, sizeof(sc->fresh), "mg-fresh");
+    assert_int_equal(dlock_lock_get(a, sc->held, &sc->lh), DLOCK_OK);
+    assert_int_equal(dlock_lock_get(b, sc->fresh, &sc->lf), DLOCK_OK);
+    atomic_store(&lost_reason, 0);
+    dlock_lock_set_lost_callback(sc->lh, on_lost, NULL);
+    assert_int_equal(dlock_lock_acquire(sc->lh, DLOCK_WATCHDOG), DLOCK_OK);
+    assert_int_equal(th_int(cur, "EXISTS %s", sc->held), 1);
+    sc->w = (struct waiter_arg){b, sc->held, -99, 0};
+    pthread_create(&sc->t, NULL, waiter, &sc->w);
+    assert_true(th_await_lock_waiter(b, sc->held));
+}
+
+/* After the swap to np: the first acquisition lands on np (returns how long
+ * after the old primary was demoted), the hold is renewed there past two
+ * whole leases (untouched, it would have expired), and the waiter gets the
+ * lock there once it is released. Closes the scene's clients. */
+static int64_t scene_check(scene *sc, th_redis *np)
+{
+    int64_t slack = th_slack(), first_ok = -1;
+    while (th_now_ms() - t_demoted < 10000 * slack) {
+        if (dlock_lock_try(sc->lf, 0, 30000) == DLOCK_OK) {
+            first_ok = th_now_ms();
+            break;
+        }
+        th_sleep_ms(5);
+    }
+    assert_true(first_ok > 0);
+    assert_int_equal(th_int(np, "EXISTS %s", sc->fresh), 1);
+    assert_int_equal(dlock_lock_release(sc->lf), DLOCK_OK);
+    assert_int_equal(th_int(np, "EXISTS %s", sc->fresh), 0);
+    th_sleep_ms(2 * sc->wd + 500);
+    long long pttl = th_int(np, "PTTL %s", sc->held);
+    if (pttl <= 0)
+        th_client_log_dump(sc->a);
+    assert_true(pttl > 0);
+    assert_int_equal(atomic_load(&lost_reason), 0);
+    int held_now = 0;
+    assert_int_equal(dlock_lock_is_held(sc->lh, &held_now), DLOCK_OK);
+    assert_int_equal(held_now, 1);
+    int64_t t0 = th_now_ms();
+    assert_int_equal(dlock_lock_release(sc->lh), DLOCK_OK);
+    pthread_join(sc->t, NULL);
+    if (sc->w.rc != DLOCK_OK)
+        th_client_log_dump(sc->b);
+    assert_int_equal(sc->w.rc, DLOCK_OK);
+    printf("# release -> waiter acquired: %lld ms\n", (long long)(sc->w.done_at - t0));
+    assert_true(sc->w.done_at - t0 < 5000 * slack);
+    assert_int_equal(th_int(np, "EXISTS %s", sc->held), 0);
+    dlock_lock_free(sc->lh);
+    dlock_lock_free(sc->lf);
+    dlock_client_close(sc->a);
+    dlock_client_close(sc->b);
+    return first_ok - t_demoted;
+}
+
 /* The address now names the new primary (the proxy, like a DNS name, sends
  * new connections there; those already open stay on the old server, now a
  * replica). The hold is renewed on the new primary past its lease, the
@@ -142,59 +214,18 @@ static const char *url_of_port(int port)
 static void test_name_follows_the_new_primary(void **state)
 {
     (void)state;
-    int64_t slack = th_slack(), wd = 1500 * slack;
+    int64_t wd = 1500 * th_slack();
     th_proxy *px = th_proxy_start(cur->port);
     assert_non_null(px);
     const char *url = url_of_port(th_proxy_port(px));
-    dlock_client *a = th_client_url(url, wd), *b = th_client_url(url, 0);
-    char held[64], fresh[64];
-    th_name(held, sizeof(held), "mg-held");
-    th_name(fresh, sizeof(fresh), "mg-fresh");
-    dlock_lock *lh, *lf;
-    assert_int_equal(dlock_lock_get(a, held, &lh), DLOCK_OK);
-    assert_int_equal(dlock_lock_get(b, fresh, &lf), DLOCK_OK);
-    atomic_store(&lost_reason, 0);
-    dlock_lock_set_lost_callback(lh, on_lost, NULL);
-    assert_int_equal(dlock_lock_acquire(lh, DLOCK_WATCHDOG), DLOCK_OK);
-    struct waiter_arg w = {b, held, -99, 0};
-    pthread_t t;
-    pthread_create(&t, NULL, waiter, &w);
-    assert_true(th_await_lock_waiter(b, held));
-
-    th_redis *old = cur, *np = next_primary();
+    scene sc;
+    scene_start(&sc, th_client_url(url, wd), th_client_url(url, 0), wd);
+    th_redis *np = next_primary();
     th_proxy_retarget(px, np->port);
     swap_to(np);
-    /* Two whole leases later the hold is still there, renewed on the new
-     * primary: untouched, it would have expired. */
-    th_sleep_ms(2 * wd + 500);
-    long long pttl = th_int(np, "PTTL %s", held);
-    if (pttl <= 0)
-        th_client_log_dump(a);
-    assert_true(pttl > 0);
-    assert_int_equal(atomic_load(&lost_reason), 0);
-    int held_now = 0;
-    assert_int_equal(dlock_lock_is_held(lh, &held_now), DLOCK_OK);
-    assert_int_equal(held_now, 1);
-    /* A new acquisition lands on the new primary. */
-    assert_int_equal(dlock_lock_try(lf, 0, 30000), DLOCK_OK);
-    assert_int_equal(th_int(np, "EXISTS %s", fresh), 1);
-    assert_int_equal(dlock_lock_release(lf), DLOCK_OK);
-    assert_int_equal(th_int(np, "EXISTS %s", fresh), 0);
-    /* The waiter gets the lock once it is released. */
-    int64_t t0 = th_now_ms();
-    assert_int_equal(dlock_lock_release(lh), DLOCK_OK);
-    pthread_join(t, NULL);
-    if (w.rc != DLOCK_OK)
-        th_client_log_dump(b);
-    assert_int_equal(w.rc, DLOCK_OK);
-    printf("# release -> waiter acquired: %lld ms\n", (long long)(w.done_at - t0));
-    assert_true(w.done_at - t0 < 5000 * slack);
-    assert_int_equal(th_int(np, "EXISTS %s", held), 0);
-    assert_int_equal(th_int(old, "EXISTS %s", held), 0);   /* a replica of np now */
-    dlock_lock_free(lh);
-    dlock_lock_free(lf);
-    dlock_client_close(a);
-    dlock_client_close(b);
+    int64_t ms = scene_check(&sc, np);
+    printf("# old primary demoted -> first acquisition through the name: %lld ms\n",
+           (long long)ms);
     th_proxy_stop(px);
 }
 
@@ -285,26 +316,14 @@ static dlock_client *open_replicated(const char *url, int64_t wd, int64_t scan_m
 static void test_replicated_follows_the_swap(void **state)
 {
     (void)state;
-    int64_t slack = th_slack(), wd = 1500 * slack, scan = 1000;
+    int64_t wd = 1500 * th_slack(), scan = 1000;
     int rc;
     dlock_client *a = open_replicated(replicated_url(7), wd, scan, 0, &rc);
     assert_int_equal(rc, DLOCK_OK);
     dlock_client *b = open_replicated(replicated_url(7), 0, scan, 0, &rc);
     assert_int_equal(rc, DLOCK_OK);
-    char held[64], fresh[64];
-    th_name(held, sizeof(held), "rp-held");
-    th_name(fresh, sizeof(fresh), "rp-fresh");
-    dlock_lock *lh, *lf;
-    assert_int_equal(dlock_lock_get(a, held, &lh), DLOCK_OK);
-    assert_int_equal(dlock_lock_get(b, fresh, &lf), DLOCK_OK);
-    atomic_store(&lost_reason, 0);
-    dlock_lock_set_lost_callback(lh, on_lost, NULL);
-    assert_int_equal(dlock_lock_acquire(lh, DLOCK_WATCHDOG), DLOCK_OK);
-    assert_int_equal(th_int(cur, "EXISTS %s", held), 1);
-    struct waiter_arg w = {b, held, -99, 0};
-    pthread_t t;
-    pthread_create(&t, NULL, waiter, &w);
-    assert_true(th_await_lock_waiter(b, held));
+    scene sc;
+    scene_start(&sc, a, b, wd);
 
     /* ROLE calls per node over a few idle intervals: two clients. */
     long long before[TH_REPLICAS + 1];
@@ -321,43 +340,11 @@ static void test_replicated_follows_the_swap(void **state)
 
     th_redis *np = next_primary();
     swap_to(np);
-    int64_t t_swap = t_demoted;
-    /* The first acquisition on the new primary. */
-    int64_t first_ok = -1;
-    while (th_now_ms() - t_swap < 10000 * slack) {
-        if (dlock_lock_try(lf, 0, 30000) == DLOCK_OK) {
-            first_ok = th_now_ms();
-            break;
-        }
-        th_sleep_ms(5);
-    }
-    assert_true(first_ok > 0);
+    int64_t ms = scene_check(&sc, np);
     printf("# old primary demoted -> first acquisition on the new primary: %lld ms (scan %lld "
            "ms)\n",
-           (long long)(first_ok - t_swap), (long long)scan);
-    assert_true(first_ok - t_swap <= scan + 500 * slack);
-    assert_int_equal(th_int(np, "EXISTS %s", fresh), 1);
-    assert_int_equal(dlock_lock_release(lf), DLOCK_OK);
-    /* Two whole leases later the hold is still there, renewed on np. */
-    th_sleep_ms(2 * wd + 500);
-    long long pttl = th_int(np, "PTTL %s", held);
-    if (pttl <= 0)
-        th_client_log_dump(a);
-    assert_true(pttl > 0);
-    assert_int_equal(atomic_load(&lost_reason), 0);
-    /* The waiter, resubscribed on np, gets the lock when it is released. */
-    int64_t t1 = th_now_ms();
-    assert_int_equal(dlock_lock_release(lh), DLOCK_OK);
-    pthread_join(t, NULL);
-    if (w.rc != DLOCK_OK)
-        th_client_log_dump(b);
-    assert_int_equal(w.rc, DLOCK_OK);
-    assert_true(w.done_at - t1 < 5000 * slack);
-    assert_int_equal(th_int(np, "EXISTS %s", held), 0);
-    dlock_lock_free(lh);
-    dlock_lock_free(lf);
-    dlock_client_close(a);
-    dlock_client_close(b);
+           (long long)ms, (long long)scan);
+    assert_true(ms <= scan + 500 * th_slack());
 }
 
 /* No primary in the list, two primaries at once, a bad URL: each a clear

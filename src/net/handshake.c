@@ -75,6 +75,17 @@ uint64_t dlock__netctx_name(dlock__netctx *ctx, char *buf)
     return gen;
 }
 
+/* AUTH [user] password (both borrowed). */
+static void auth_step(dlock__hs_step *s, const char *user, const char *pass)
+{
+    s->argv[0] = "AUTH";
+    s->argv[1] = user ? user : pass;
+    s->argv[2] = user ? pass : NULL;
+    s->argc = user ? 3 : 2;
+    s->what = "authentication";
+    s->credentials = 1;
+}
+
 /* Asks the credentials callback for ep into s (AUTH), or leaves s unused
  * when the node takes none: 1 (AUTH), 0 (none), or DLOCK_EAUTH. */
 static int ask_credentials(dlock__netctx *ctx, const dlock__endpoint *ep, dlock__hs_step *s)
@@ -92,17 +103,7 @@ static int ask_credentials(dlock__netctx *ctx, const dlock__endpoint *ep, dlock_
         return dlock__fail(DLOCK_EAUTH, "the credentials callback %s for %s",
                            rc != 0 ? "failed" : "returned no password", addr);
     }
-    s->argv[0] = "AUTH";
-    if (s->user[0]) {
-        s->argv[1] = s->user;
-        s->argv[2] = s->secret;
-        s->argc = 3;
-    } else {
-        s->argv[1] = s->secret;
-        s->argc = 2;
-    }
-    s->what = "authentication";
-    s->credentials = 1;
+    auth_step(s, s->user[0] ? s->user : NULL, s->secret);
     return 1;
 }
 
@@ -126,18 +127,7 @@ int dlock__handshake_steps(dlock__netctx *ctx, const dlock__endpoint *ep,
             return rc;
         n += rc;
     } else if (ep->pass) {
-        dlock__hs_step *s = &out[n++];
-        s->argv[0] = "AUTH";
-        if (ep->user) {
-            s->argv[1] = ep->user;
-            s->argv[2] = ep->pass;
-            s->argc = 3;
-        } else {
-            s->argv[1] = ep->pass;
-            s->argc = 2;
-        }
-        s->what = "authentication";
-        s->credentials = 1;
+        auth_step(&out[n++], ep->user, ep->pass);
     }
     if (ep->db != 0) {
         dlock__hs_step *s = &out[n++];
