@@ -96,15 +96,6 @@ static th_redis *next_primary(void)
     return NULL;
 }
 
-static _Atomic int lost_reason;
-
-static void on_lost(const char *name, const char *owner, dlock_lost_reason reason, void *ud)
-{
-    (void)name;
-    (void)owner;
-    (void)ud;
-    atomic_store(&lost_reason, (int)reason);
-}
 
 struct waiter_arg {
     dlock_client *c;
@@ -154,8 +145,8 @@ static void scene_start(scene *sc, dlock_client *a, dlock_client *b, int64_t wd)
     th_name(sc->fresh, sizeof(sc->fresh), "mg-fresh");
     assert_int_equal(dlock_lock_get(a, sc->held, &sc->lh), DLOCK_OK);
     assert_int_equal(dlock_lock_get(b, sc->fresh, &sc->lf), DLOCK_OK);
-    atomic_store(&lost_reason, 0);
-    dlock_lock_set_lost_callback(sc->lh, on_lost, NULL);
+    atomic_store(&th_lost_reason, 0);
+    dlock_lock_set_lost_callback(sc->lh, th_on_lost, NULL);
     assert_int_equal(dlock_lock_acquire(sc->lh, DLOCK_WATCHDOG), DLOCK_OK);
     assert_int_equal(th_int(cur, "EXISTS %s", sc->held), 1);
     sc->w = (struct waiter_arg){b, sc->held, -99, 0};
@@ -186,7 +177,7 @@ static int64_t scene_check(scene *sc, th_redis *np)
     if (pttl <= 0)
         th_client_log_dump(sc->a);
     assert_true(pttl > 0);
-    assert_int_equal(atomic_load(&lost_reason), 0);
+    assert_int_equal(atomic_load(&th_lost_reason), 0);
     int held_now = 0;
     assert_int_equal(dlock_lock_is_held(sc->lh, &held_now), DLOCK_OK);
     assert_int_equal(held_now, 1);
@@ -251,15 +242,15 @@ static void test_address_of_a_demoted_server(void **state)
     dlock_lock *lh, *lf;
     assert_int_equal(dlock_lock_get(c, held, &lh), DLOCK_OK);
     assert_int_equal(dlock_lock_get(c, fresh, &lf), DLOCK_OK);
-    atomic_store(&lost_reason, 0);
-    dlock_lock_set_lost_callback(lh, on_lost, NULL);
+    atomic_store(&th_lost_reason, 0);
+    dlock_lock_set_lost_callback(lh, th_on_lost, NULL);
     assert_int_equal(dlock_lock_acquire(lh, DLOCK_WATCHDOG), DLOCK_OK);
     swap_to(np);
     int64_t t0 = th_now_ms();
     for (int64_t until = t0 + wd + 3000 * slack;
-         atomic_load(&lost_reason) == 0 && th_now_ms() < until;)
+         atomic_load(&th_lost_reason) == 0 && th_now_ms() < until;)
         th_sleep_ms(10);
-    assert_int_not_equal(atomic_load(&lost_reason), 0);
+    assert_int_not_equal(atomic_load(&th_lost_reason), 0);
     printf("# swap -> hold reported lost: %lld ms (lease %lld)\n",
            (long long)(th_now_ms() - t0), (long long)wd);
     int rc = dlock_lock_try(lf, 0, 30000);

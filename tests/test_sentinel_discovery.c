@@ -23,33 +23,14 @@ static th_sentinels ss;
 static int setup(void **state)
 {
     (void)state;
-    if (th_replset_start(&rs, NULL) != 0)
-        return -1;
-    if (th_sentinels_start(&ss, &rs, MASTER) != 0) {
-        th_replset_destroy(&rs);
-        return -1;
-    }
-    return 0;
+    return th_sentinel_deploy_start(&rs, &ss, MASTER);
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    th_sentinels_destroy(&ss);
-    th_replset_destroy(&rs);
+    th_sentinel_deploy_destroy(&rs, &ss);
     return 0;
-}
-
-/* The primary now, as a running sentinel says. */
-static th_redis *primary(const th_redis *s)
-{
-    int port = th_sentinel_primary_port(s, MASTER);
-    if (port == rs.primary.port)
-        return &rs.primary;
-    for (int i = 0; i < TH_REPLICAS; i++)
-        if (port == rs.replica[i].port)
-            return &rs.replica[i];
-    return NULL;
 }
 
 static void test_failover_followed_through_learnt_sentinels(void **state)
@@ -69,7 +50,7 @@ static void test_failover_followed_through_learnt_sentinels(void **state)
     assert_int_equal(dlock_lock_get(c, th_name(fresh, sizeof(fresh), "sd-fresh"), &lf),
                      DLOCK_OK);
     assert_int_equal(dlock_lock_acquire(lh, DLOCK_WATCHDOG), DLOCK_OK);
-    th_redis *old = primary(&ss.s[1]);
+    th_redis *old = th_sentinel_primary(&rs, &ss.s[1], MASTER);
     assert_non_null(old);
     redisContext *ac = th_admin(old);   /* every replica has the hold */
     assert_non_null(ac);
@@ -85,14 +66,14 @@ static void test_failover_followed_through_learnt_sentinels(void **state)
     th_redis_stop(old);
     int64_t t_switch = -1;
     for (int64_t until = th_now_ms() + 30000 * slack; th_now_ms() < until; th_sleep_ms(20)) {
-        th_redis *p = primary(&ss.s[1]);
+        th_redis *p = th_sentinel_primary(&rs, &ss.s[1], MASTER);
         if (p && p != old) {
             t_switch = th_now_ms();
             break;
         }
     }
     assert_true(t_switch > 0);
-    th_redis *np = primary(&ss.s[1]);
+    th_redis *np = th_sentinel_primary(&rs, &ss.s[1], MASTER);
     int64_t first_ok = -1;
     while (th_now_ms() - t_switch < 15000 * slack) {
         if (dlock_lock_try(lf, 0, 30000) == DLOCK_OK) {

@@ -138,7 +138,7 @@ uint64_t dlock__router_generation(dlock__router *r)
 void dlock__router_demoted(dlock__router *r, const dlock__node *n)
 {
     if (r->one)
-        dlock__single_demoted(r->one, n);
+        (void)dlock__single_demoted(r->one, n);
     else
         dlock__router_stale(r);
 }

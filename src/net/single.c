@@ -11,8 +11,9 @@
  * request. The retired node's idle connections are closed at once; its pool
  * stays allocated until the router goes, since pointers to it may be held.
  *
- * A request refused with READONLY did not run, so it goes again after the
- * retry delay within the retry budget; a connection reset or LOADING follows
+ * A request refused with READONLY did not run, so it goes again within the
+ * retry budget: at once on the new node's connections, after the retry
+ * delay when no move was due (one per retry delay); a connection reset or LOADING follows
  * call.c's rules (a LOADING connection is not kept either). When the name
  * still reaches a replica when the budget ends, the caller gets the READONLY
  * status with a message saying so; holds whose renewals keep being refused
@@ -81,11 +82,11 @@ static void drop_idle(dlock__node *n)
         dlock__node_put_conn(n, c, gen, 1);
 }
 
-void dlock__single_demoted(dlock__single *s, const dlock__node *seen)
+int dlock__single_demoted(dlock__single *s, const dlock__node *seen)
 {
     dlock__node *old = atomic_load(&s->cur);
     if (seen && seen != old)
-        return;   /* already moved since that answer */
+        return 1;   /* already moved since that answer */
     const dlock_config *cfg = s->ctx->cfg;
     int64_t now = dlock__now_ms();
     pthread_mutex_lock(&s->mu);
@@ -105,13 +106,14 @@ void dlock__single_demoted(dlock__single *s, const dlock__node *seen)
     }
     pthread_mutex_unlock(&s->mu);
     if (!move)
-        return;
+        return 0;
     if (n)
         dlock__log(cfg, DLOCK_LOG_WARN,
                    "%s answered READONLY: the server there is a replica now; connecting "
                    "again (the name resolved afresh)",
                    dlock__node_addr(old));
     drop_idle(old);
+    return n != NULL;
 }
 
 int dlock__single_call(dlock__single *s, const dlock__req *req, dlock__res *res)
@@ -125,11 +127,13 @@ int dlock__single_call(dlock__single *s, const dlock__req *req, dlock__res *res)
             return rc;
         char msg[512];
         snprintf(msg, sizeof(msg), "%s", dlock_last_error());
-        dlock__single_demoted(s, n);
+        int moved = dlock__single_demoted(s, n);
         if ((req->flags & DLOCK__CALL_NO_RETRY) || failures++ >= cfg->retry_attempts)
             return dlock__fail(rc, "%s (the server behind the address is a replica, at every "
                                    "try within the retry budget)",
                                msg);
+        if (moved)
+            continue;   /* new connections: the name may name the new primary now */
         int prc = dlock__cancel_sleep(req->cancel, cfg->retry_delay_ms);
         if (prc != DLOCK_OK)
             return prc;

@@ -15,8 +15,8 @@ dlock__node *dlock__single_node(dlock__single *s);
  * (the name resolved again) after the retry delay, within the retry budget. */
 int dlock__single_call(dlock__single *s, const dlock__req *req, dlock__res *res);
 /* The server answered READONLY (any thread, never blocks): new connections
- * from now on. */
-void dlock__single_demoted(dlock__single *s, const dlock__node *seen);
+ * from now on. 1 when this call moved to a new node. */
+int dlock__single_demoted(dlock__single *s, const dlock__node *seen);
 /* Bumped at every change of node. */
 uint64_t dlock__single_generation(dlock__single *s);
 
