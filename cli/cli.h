@@ -40,6 +40,9 @@ typedef struct cli_opts {
     char *url_copy;           /* --url's value before its password was masked (owned) */
     int url_from_env;         /* the URL came from $DLOCK_URL */
     const char *password_file;/* --password-file */
+    const char *password_command; /* --password-command: run at every connect */
+    const char *maps[64];     /* --map FROM=TO, as given */
+    int nmaps;
     int64_t watchdog_ms;      /* --watchdog, 0 = library default */
     int64_t command_timeout_ms; /* --command-timeout, 0 = default */
     int64_t connect_timeout_ms; /* --connect-timeout, 0 = default (CLI_CONNECT_TIMEOUT_MS) */

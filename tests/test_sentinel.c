@@ -26,34 +26,18 @@ static th_sentinels ss;
 static int setup(void **state)
 {
     (void)state;
-    if (th_replset_start(&rs, NULL) != 0)
-        return -1;
-    if (th_sentinels_start(&ss, &rs, MASTER) != 0) {
-        th_replset_destroy(&rs);
-        return -1;
-    }
-    return 0;
+    return th_sentinel_deploy_start(&rs, &ss, MASTER);
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    th_sentinels_destroy(&ss);
-    th_replset_destroy(&rs);
+    th_sentinel_deploy_destroy(&rs, &ss);
     return 0;
 }
 
 /* The server that is the primary now, as the sentinels say. */
-static th_redis *primary(void)
-{
-    int port = th_sentinel_primary_port(&ss.s[0], MASTER);
-    if (port == rs.primary.port)
-        return &rs.primary;
-    for (int i = 0; i < TH_REPLICAS; i++)
-        if (port == rs.replica[i].port)
-            return &rs.replica[i];
-    return NULL;
-}
+static th_redis *primary(void) { return th_sentinel_primary(&rs, &ss.s[0], MASTER); }
 
 static void test_locks_on_the_primary(void **state)
 {
@@ -163,15 +147,6 @@ static dlock_client *ack_client(int replicas, dlock_ack_policy policy, int64_t w
     return c;
 }
 
-static _Atomic int lost_reason;
-
-static void on_lost(const char *name, const char *owner, dlock_lost_reason reason, void *ud)
-{
-    (void)name;
-    (void)owner;
-    (void)ud;
-    atomic_store(&lost_reason, (int)reason);
-}
 
 /* Revocation is one server only: on a sentinel client (revocation asked for,
  * the default) tracking stays off, and a lock deleted by someone else is
@@ -184,16 +159,16 @@ static void test_revocation_falls_back(void **state)
     char name[64];
     dlock_lock *l;
     assert_int_equal(dlock_lock_get(c, th_name(name, sizeof(name), "sen-rev"), &l), DLOCK_OK);
-    atomic_store(&lost_reason, 0);
-    dlock_lock_set_lost_callback(l, on_lost, NULL);
+    atomic_store(&th_lost_reason, 0);
+    dlock_lock_set_lost_callback(l, th_on_lost, NULL);
     assert_int_equal(dlock_lock_acquire(l, DLOCK_WATCHDOG), DLOCK_OK);
     th_sleep_ms(700 * slack);   /* a renewal has run: tracking would be on by now */
     assert_int_equal(dlock__watchdog_tracking(c->wd), 0);
     assert_int_equal(th_int(primary(), "DEL %s", name), 1);
     for (int64_t until = th_now_ms() + 5000 * slack;
-         atomic_load(&lost_reason) == 0 && th_now_ms() < until;)
+         atomic_load(&th_lost_reason) == 0 && th_now_ms() < until;)
         th_sleep_ms(10);
-    assert_int_equal(atomic_load(&lost_reason), DLOCK_LOST_GONE);
+    assert_int_equal(atomic_load(&th_lost_reason), DLOCK_LOST_GONE);
     dlock_lock_free(l);
     dlock_client_close(c);
 }
@@ -225,8 +200,8 @@ static void test_replica_ack(void **state)
     assert_int_equal(dlock_lock_try(l, 0, 10000), DLOCK_OK);
     assert_int_equal(dlock_last_replica_acks(), 2);
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
-    dlock_lock_set_lost_callback(lr, on_lost, NULL);
-    atomic_store(&lost_reason, 0);
+    dlock_lock_set_lost_callback(lr, th_on_lost, NULL);
+    atomic_store(&th_lost_reason, 0);
     assert_int_equal(dlock_lock_acquire(lr, DLOCK_WATCHDOG), DLOCK_OK);
     assert_int_equal(dlock_last_replica_acks(), 2);
 
@@ -280,9 +255,9 @@ static void test_replica_ack(void **state)
     dlock_permit_semaphore_free(pk);
     /* The renewed hold: its next renewal is not acknowledged: given up. */
     for (int64_t until = th_now_ms() + 5000 * th_slack();
-         atomic_load(&lost_reason) == 0 && th_now_ms() < until;)
+         atomic_load(&th_lost_reason) == 0 && th_now_ms() < until;)
         th_sleep_ms(20);
-    assert_int_equal(atomic_load(&lost_reason), DLOCK_LOST_REPLICAS);
+    assert_int_equal(atomic_load(&th_lost_reason), DLOCK_LOST_REPLICAS);
     dlock_lock_release(lr);
 
     /* The replica back, in sync. */

@@ -176,8 +176,16 @@ DLOCK_API void dlock_config_free(dlock_config *cfg);
  *       26379 by default); followed across failovers
  *   redis-cluster://[user[:password]@]host[:port][,host[:port]...]
  *       seed nodes of a Redis Cluster (database 0); the rest is discovered
+ *   redis-replicated://[user[:password]@]host[:port][,host[:port]...][/db]
+ *       a primary and its replicas without Sentinel (a managed Redis, a
+ *       static primary/replica set): the node whose ROLE is master takes
+ *       every request, asked every scan interval (dlock_config_set_scan_interval)
+ *       and after every READONLY. At open, DLOCK_ECONN when no node is a
+ *       primary within the connect timeout (the roles seen listed); while two
+ *       say they are, requests are refused (DLOCK_ECONN naming both)
  *   rediss-sentinel://...[?TLS parameters]#MASTERNAME
  *   rediss-cluster://...[?TLS parameters]
+ *   rediss-replicated://...[?TLS parameters]
  *       the same over TLS: the sentinels, the data nodes and every node
  *       learnt from them (the TLS settings below apply to each)
  * user and password may be percent-encoded; they are the data nodes' (see
@@ -223,6 +231,44 @@ DLOCK_API int dlock_config_set_replica_ack(dlock_config *cfg, int replicas, int6
  * -1 when none was asked for (acknowledgement off, or the acquisition failed
  * first). Thread-local. */
 DLOCK_API int dlock_last_replica_acks(void);
+
+/* Credentials fetched afresh for every connection (short-lived tokens, a
+ * rotated password): called before each connect and reconnect, to any node
+ * (data nodes, sentinels, cluster nodes, replicated nodes), on the thread
+ * opening it (a caller's thread or the client's io thread: keep it short,
+ * e.g. return a cached token). `addr` is the node's "host:port" (no
+ * credentials), `sentinel` 1 for a sentinel. Write the user (may be left
+ * "": the default user) and the password, NUL-terminated, into the buffers
+ * (DLOCK_CREDENTIAL_MAX bytes each), and return:
+ *   0                      AUTH with them (an empty password is an error)
+ *   DLOCK_CREDENTIALS_NONE this node takes no AUTH
+ *   anything else          failure: the connection is not made, and the
+ *                          call that needed it fails with DLOCK_EAUTH
+ *                          ("the credentials callback failed for ADDR")
+ * A password the server refuses is DLOCK_EAUTH naming the node that refused
+ * (never retried at once: connections to it back off). While set, the
+ * callback's answers replace the URL's and dlock_config_set_password's /
+ * dlock_config_set_sentinel_password's credentials. NULL fn: back to them. */
+#define DLOCK_CREDENTIAL_MAX 512
+#define DLOCK_CREDENTIALS_NONE 1
+typedef int (*dlock_credentials_fn)(const char *addr, int sentinel, char *user,
+                                    char *password, void *ud);
+DLOCK_API int dlock_config_set_credentials(dlock_config *cfg, dlock_credentials_fn fn,
+                                           void *ud);
+
+/* Addresses the servers announce that are not where they are reached (NAT,
+ * containers): fn is called for every address a sentinel names (the
+ * primary) and every node CLUSTER SLOTS or a MOVED/ASK names, before it is
+ * connected to. host_out (DLOCK_HOST_MAX bytes) and *port_out come filled
+ * with the announced address: change them to map it, leave them to keep
+ * it, and return 0; any other return keeps the announced address and logs a
+ * warning. Called on the thread that reads the topology (no I/O needed:
+ * keep it short). NULL fn: none. */
+#define DLOCK_HOST_MAX 256
+typedef int (*dlock_address_map_fn)(const char *host, int port, char *host_out, int *port_out,
+                                    void *ud);
+DLOCK_API int dlock_config_set_address_map(dlock_config *cfg, dlock_address_map_fn fn,
+                                           void *ud);
 
 /* Credentials for the sentinels of a redis-sentinel:// URL when they differ
  * from the data nodes' (the sentinels' requirepass or ACL user). Same rules
@@ -286,6 +332,10 @@ DLOCK_API int dlock_config_set_watchdog_timeout(dlock_config *cfg, int64_t ms);
 DLOCK_API int dlock_config_set_command_timeout(dlock_config *cfg, int64_t ms);
 /* Longest wait for a TCP/unix connection and its handshake, in ms (0 = default). */
 DLOCK_API int dlock_config_set_connect_timeout(dlock_config *cfg, int64_t ms);
+/* redis-replicated:// (and rediss-replicated://): how often each node listed
+ * is asked its ROLE, to find the primary, in ms (>= 10; 0 = default 1000).
+ * A READONLY answer asks at once as well. DLOCK_EINVAL out of range. */
+DLOCK_API int dlock_config_set_scan_interval(dlock_config *cfg, int64_t ms);
 /* How often a command is retried after a connection failure (0..100; 0 = never)
  * and the pause between tries in ms (0 = default). */
 DLOCK_API int dlock_config_set_retry(dlock_config *cfg, int attempts, int64_t delay_ms);

@@ -496,7 +496,9 @@ static void on_batch_reply(dlock__aconn *ac, redisReply *r, int status, void *ud
         wc->failing = 1;
         /* A slot that moved (MOVED, failover): the router's map is read again,
          * and the retry goes where it says. */
-        if (!r || v.next == DLOCK__NEXT_REROUTE)
+        if (t.err == DLOCK__RERR_READONLY)
+            dlock__router_demoted(wd->router, wc->node);   /* the next tick renews anew */
+        else if (!r || v.next == DLOCK__NEXT_REROUTE)
             dlock__router_stale(wd->router);
         dlock__log(wd->ctx->cfg, DLOCK_LOG_WARN, "%s renewal on %s failed: %s", b->kind->what,
                    dlock__node_addr(wc->node),

@@ -90,14 +90,18 @@ static void on_conn_down(dlock__aconn *ac, int status, void *ud)
 
 /* Where keys move between nodes, connections no hold needed this tick and
  * with nothing in flight are closed: after a failover their node may be gone
- * for good (an open connection would keep reconnecting to it). */
+ * for good (an open connection would keep reconnecting to it). On one
+ * address, only the connection of a retired node closes so. */
 void dlock__wd_drop_unused(dlock__watchdog *wd)
 {
     size_t keep = 0;
     int dynamic = dlock__router_dynamic(wd->router);
     for (size_t i = 0; i < wd->nconns; i++) {
         wconn *wc = wd->conns[i];
-        if (!dynamic || wc->used || wc->inflight > 0) {
+        /* On one address, the connection of a node retired by a READONLY
+         * answer (single.c) goes too. */
+        if (wc->used || wc->inflight > 0 ||
+            (!dynamic && wc->node == dlock__router_node(wd->router, NULL, 0))) {
             wc->used = 0;
             wd->conns[keep++] = wc;
         } else {

@@ -196,7 +196,11 @@ int dlock__node_call(dlock__node *n, const dlock__req *req, dlock__res *res)
         if (t.conn_rc != DLOCK_OK) {
             rc = t.conn_rc;   /* get_conn set the message */
         } else if (t.sent == DLOCK__SENT_OK) {
-            dlock__node_put_conn(n, ctx, gen, 0);
+            /* A server that is not (or not yet) a primary: the connection is
+             * not kept, so the next one is opened afresh (behind a name, the
+             * primary may be another server now). */
+            dlock__node_put_conn(n, ctx, gen,
+                                 t.err == DLOCK__RERR_READONLY || t.err == DLOCK__RERR_LOADING);
             rc = dlock__res_refused(res, addr, r);
             freeReplyObject(r);
         } else {
