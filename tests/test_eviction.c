@@ -136,12 +136,65 @@ static void test_bad_arguments(void **state)
     th_redis_destroy(&r);
 }
 
+/* dlock_client_doctor's findings, gathered. */
+typedef struct findings {
+    int n, eviction, unsafe;
+    char node[64], text[1024];
+} findings;
+
+static void on_finding(dlock_doctor_level level, const char *node, const char *check,
+                       const char *finding, const char *fix, void *ud)
+{
+    findings *f = ud;
+    f->n++;
+    if (level == DLOCK_DOCTOR_UNSAFE)
+        f->unsafe++;
+    if (strcmp(check, "eviction") == 0) {
+        f->eviction++;
+        snprintf(f->node, sizeof(f->node), "%s", node);
+        snprintf(f->text, sizeof(f->text), "%s | %s", finding, fix ? fix : "");
+    }
+    print_message("    %d %s %s: %s\n", (int)level, node, check, finding);
+}
+
+/* The doctor names an evicting policy as unsafe, with its fix, and says
+ * nothing of a server with noeviction and an append-only file. */
+static void test_doctor(void **state)
+{
+    (void)state;
+    th_redis r;
+    assert_int_equal(th_redis_start(&r, "--appendonly", "yes", NULL), 0);
+    dlock_client *c = th_client(&r, 0);
+    findings f = {0};
+    assert_int_equal(dlock_client_doctor(c, "doc:x", on_finding, &f), DLOCK_DOCTOR_NOTE);
+    assert_int_equal(f.eviction, 0);
+    assert_int_equal(f.unsafe, 0);
+    freeReplyObject(th_cmd(&r, "CONFIG SET maxmemory 64mb"));
+    freeReplyObject(th_cmd(&r, "CONFIG SET maxmemory-policy allkeys-lfu"));
+    memset(&f, 0, sizeof(f));
+    assert_int_equal(dlock_client_doctor(c, NULL, on_finding, &f), DLOCK_DOCTOR_UNSAFE);
+    assert_int_equal(f.eviction, 1);
+    assert_non_null(strstr(f.text, "allkeys-lfu"));
+    assert_non_null(strstr(f.text, "noeviction"));
+    char port[16];
+    snprintf(port, sizeof(port), ":%d", th_client_port(&r));
+    assert_non_null(strstr(f.node, port));
+    /* Bad input: nothing asked. */
+    assert_int_equal(dlock_client_doctor(NULL, NULL, on_finding, &f), DLOCK_EINVAL);
+    assert_int_equal(dlock_client_doctor(c, NULL, NULL, &f), DLOCK_EINVAL);
+    assert_int_equal(dlock_client_doctor(c, "", on_finding, &f), DLOCK_EINVAL);
+    assert_non_null(strstr(dlock_last_error(), "empty"));
+    dlock_client_close(c);
+    th_redis_destroy(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_evicting_policies_warn_once),
         cmocka_unit_test(test_unreadable_policy_is_not_fatal),
         cmocka_unit_test(test_bad_arguments),
+        cmocka_unit_test(test_doctor),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -419,6 +419,55 @@ DLOCK_API int dlock_client_ping(dlock_client *c);
  * small for the policy (the message gives the size needed). Any thread. */
 DLOCK_API int dlock_client_eviction_policy(dlock_client *c, char *buf, size_t size, int *risky);
 
+/* How bad a finding of dlock_client_doctor is. */
+typedef enum dlock_doctor_level {
+    DLOCK_DOCTOR_NOTE = 0,     /* for information: a check that could not be made (a command
+                                  the server or the ACL refused), a feature unavailable */
+    DLOCK_DOCTOR_WARN = 1,     /* safe while everything runs, unsafe after a fault (a restart
+                                  forgets the locks, a failover loses grants), or calls that
+                                  will fail (ACL, WAIT, foreign keys under the prefixes) */
+    DLOCK_DOCTOR_UNSAFE = 2    /* held locks can vanish, and a second holder get in, while
+                                  everything runs: an eviction policy that drops them */
+} dlock_doctor_level;
+
+/* One finding: the level, the node ("host:port"), the check ("eviction",
+ * "persistence", "wait", "replicas", "clock", "acl", "keys", "info"), what
+ * was found and its fix (NULL for a note). Strings valid during the call. */
+typedef void (*dlock_doctor_fn)(dlock_doctor_level level, const char *node, const char *check,
+                                const char *finding, const char *fix, void *ud);
+
+/* One pass over the deployment (each primary: a single server, the primary
+ * behind Sentinel, every primary of a cluster) for what makes locks unsafe,
+ * each finding passed to fn on the calling thread:
+ *   eviction     maxmemory-policy other than noeviction (volatile-* evict
+ *                locks too: they carry TTLs): UNSAFE, or WARN while no
+ *                maxmemory is set;
+ *   persistence  no append-only file and no replica: WARN (a restart forgets
+ *                the locks, RDB snapshots or not, while their holders go on);
+ *   wait         WAIT refused: WARN when the config asks for replica
+ *                acknowledgement (dlock_config_set_replica_ack), else a note;
+ *   replicas     with acknowledgement asked for: fewer replicas connected
+ *                than asked, min-replicas-to-write 0: WARN;
+ *   clock        TIME against this host's clock, apart by more than the
+ *                drift allowance (1 % of the watchdog timeout + 2 ms, the
+ *                round trip's half aside): WARN;
+ *   acl          ACL DRYRUN, as the connection's user, of the commands a
+ *                lock needs (its scripts' calls included), for `name`'s keys
+ *                and channels when name is given (else commands only): WARN
+ *                naming what is missing; a user who may not run ACL DRYRUN
+ *                gets a note;
+ *   keys         keys under the family's companion prefixes
+ *                (redisson_lock_token:, redisson_lock_queue:, dlock_lock_next:,
+ *                ...) of another type than the family writes there, up to
+ *                1000 examined per node: WARN.
+ * Nothing is written. Returns the worst level found (DLOCK_DOCTOR_NOTE, 0,
+ * when healthy), or a negative status: DLOCK_EINVAL for NULL c or fn or a
+ * bad name, the connection's errors when the deployment does not answer a
+ * PING. Any thread; the pass takes a few round trips per node, plus the
+ * SCANs of the keys starting with redisson_ and dlock_. */
+DLOCK_API int dlock_client_doctor(dlock_client *c, const char *name, dlock_doctor_fn fn,
+                                  void *ud);
+
 /* ------------------------------------------------------------------ stats */
 
 /* Latency histograms have DLOCK_STATS_BUCKETS buckets of powers of two
