@@ -13,6 +13,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -28,6 +29,10 @@
 #define VERBOSE_EVERY_MS 10000
 
 static int lost_pipe[2] = {-1, -1};
+/* The cause of the last loss (dlock_last_lost_cause in the callback). */
+static _Atomic int lost_cause;
+
+int run_lost_cause(void) { return atomic_load(&lost_cause); }
 
 /* io thread: one byte per loss, the reason. */
 static void on_lost(const char *name, const char *owner, dlock_lost_reason reason, void *ud)
@@ -35,6 +40,7 @@ static void on_lost(const char *name, const char *owner, dlock_lost_reason reaso
     (void)name;
     (void)owner;
     (void)ud;
+    atomic_store(&lost_cause, (int)dlock_last_lost_cause());
     char b = (char)reason;
     ssize_t w = write(lost_pipe[1], &b, 1);
     (void)w;

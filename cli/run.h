@@ -105,6 +105,8 @@ int supervise(const cli_opts *o, const run_args *ra, guard *g, run_hold *h, int 
  * client had to reconnect since the hold began (Redis restarted, failed
  * over). */
 const char *lost_why(const run_hold *h, int reason, char *buf, size_t size);
+/* The cause the library gave for the last loss (dlock_lost_cause). */
+int run_lost_cause(void);
 
 /* -------------------------------------------------------- run_stripes.c */
 

@@ -164,12 +164,14 @@ static dlock_client *ack_client(int replicas, dlock_ack_policy policy, int64_t w
 }
 
 static _Atomic int lost_reason;
+static _Atomic int lost_cause;
 
 static void on_lost(const char *name, const char *owner, dlock_lost_reason reason, void *ud)
 {
     (void)name;
     (void)owner;
     (void)ud;
+    atomic_store(&lost_cause, (int)dlock_last_lost_cause());
     atomic_store(&lost_reason, (int)reason);
 }
 
@@ -194,6 +196,8 @@ static void test_revocation_falls_back(void **state)
          atomic_load(&lost_reason) == 0 && th_now_ms() < until;)
         th_sleep_ms(10);
     assert_int_equal(atomic_load(&lost_reason), DLOCK_LOST_GONE);
+    /* The primary's counters were sampled before: a deletion, by elimination. */
+    assert_int_equal(atomic_load(&lost_cause), DLOCK_CAUSE_DELETED);
     dlock_lock_free(l);
     dlock_client_close(c);
 }

@@ -135,6 +135,41 @@ typedef enum dlock_lost_reason {
 typedef void (*dlock_lost_fn)(const char *name, const char *owner,
                               dlock_lost_reason reason, void *ud);
 
+/* What ended a lost hold, as far as Redis can tell: a refinement of the
+ * reason (DLOCK_LOST_GONE's causes first, then one per other reason). */
+typedef enum dlock_lost_cause {
+    DLOCK_CAUSE_UNKNOWN = 0,     /* outside a lost callback; or gone and Redis could not say
+                                    why (found by a release; no sample of the node's counters
+                                    before the loss, as on a cluster node just failed over to) */
+    DLOCK_CAUSE_EVICTED = 1,     /* evicted: the node's evicted_keys moved since the last
+                                    sample before the loss (maxmemory-policy, dlock doctor) */
+    DLOCK_CAUSE_EXPIRED = 2,     /* expired: its lease had run out (a renewal too late) and
+                                    the node's expired_keys moved */
+    DLOCK_CAUSE_DELETED = 3,     /* deleted or overwritten by another client (a force unlock,
+                                    a DEL, Redisson's forceUnlock): gone with no eviction,
+                                    expiry, flush or new server seen */
+    DLOCK_CAUSE_FLUSHED = 4,     /* FLUSHALL / FLUSHDB, heard through client tracking (one
+                                    server with revocation on; elsewhere it shows as DELETED) */
+    DLOCK_CAUSE_FAILOVER = 5,    /* the node's run_id changed: it restarted, or another server
+                                    took its place (Sentinel), without the lock */
+    DLOCK_CAUSE_UNREACHABLE = 6, /* DLOCK_LOST_UNREACHABLE */
+    DLOCK_CAUSE_PAUSED = 7,      /* DLOCK_LOST_PAUSED */
+    DLOCK_CAUSE_REPLICAS = 8,    /* DLOCK_LOST_REPLICAS */
+    DLOCK_CAUSE_MAX_HOLD = 9     /* DLOCK_LOST_MAX_HOLD */
+} dlock_lost_cause;
+
+/* In a lost callback (on the io thread, during the call): the cause of the
+ * loss being reported. Elsewhere DLOCK_CAUSE_UNKNOWN. For DLOCK_LOST_GONE
+ * the watchdog asks the node (INFO) once more before it calls back, one
+ * round trip after the renewal that found the hold gone, and compares
+ * evicted_keys, expired_keys and run_id with a sample it took before (INFO
+ * after a renewal pass, at most once a second per node). Thread-local. */
+DLOCK_API dlock_lost_cause dlock_last_lost_cause(void);
+/* "evicted", "expired", "deleted by another client", "flushed", "failover",
+ * "unreachable", "paused", "replicas", "max hold"; "gone" for
+ * DLOCK_CAUSE_UNKNOWN and values this version does not define. */
+DLOCK_API const char *dlock_lost_cause_str(dlock_lost_cause cause);
+
 typedef enum dlock_log_level {
     DLOCK_LOG_ERROR = 0,
     DLOCK_LOG_WARN = 1,

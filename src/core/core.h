@@ -23,6 +23,9 @@
 int dlock__fail(int code, const char *fmt, ...) DLOCK__PRINTF(2, 3);
 /* Clears the calling thread's message (at the start of a public call). */
 void dlock__clear_error(void);
+/* Sets what dlock_last_lost_cause() says on this thread (the watchdog, around
+ * a lost callback). */
+void dlock__set_lost_cause(dlock_lost_cause cause);
 /* What a Redis error reply says, classified once where replies are read
  * (dlock__redis_classify); every decision about a refusal (retry, reload the
  * script, go to another node, drop an optional key, the status code) is

@@ -100,6 +100,27 @@ expect 0 "$D" doctor   # the default server: tokens of real runs, a replica gone
 hasnt "$tmp/out" "keys:" "the keys dlock run left are the family's"
 check "a run left its token counter" [ "$(rc exists "redisson_lock_token:{t:dr}")" = 1 ]
 
+echo "== a lock evicted under dlock run: the loss says evicted"
+extra_redis V --maxmemory-policy allkeys-lru
+"$D" --url "$(url "$V_PORT")" run t:ev -- sh -c 'trap "exit 7" TERM; sleep 30 & wait' \
+  >/dev/null 2>"$tmp/ev.err" & p=$!
+check "held on the evicting server" until_ok sh -c "[ \$(redis-cli -p $V_PORT exists t:ev) = 1 ]"
+sleep 0.3   # the hold's first renewal, which has Redis track its key
+redis-cli -p "$V_PORT" config set maxmemory 1 >/dev/null
+redis-cli -p "$V_PORT" set filler x >/dev/null
+is "$(redis-cli -p "$V_PORT" exists t:ev)" 0 "the lock was evicted"
+wait "$p"; is "$?" 76 "the run ends with 76"
+has "$tmp/ev.err" "evicted: Redis evicted it" "the loss names the eviction"
+has "$tmp/ev.err" "dlock doctor" "the loss points to dlock doctor"
+redis-cli -p "$V_PORT" config set maxmemory 0 >/dev/null
+"$D" --url "$(url "$V_PORT")" run t:dl -- sh -c 'trap "exit 7" TERM; sleep 30 & wait' \
+  >/dev/null 2>"$tmp/dl.err" & p=$!
+check "held again" until_ok sh -c "[ \$(redis-cli -p $V_PORT exists t:dl) = 1 ]"
+sleep 0.3
+redis-cli -p "$V_PORT" del t:dl >/dev/null
+wait "$p"; is "$?" 76 "a DEL ends the run with 76"
+has "$tmp/dl.err" "deleted by another client" "the loss names the deletion"
+
 echo "== bad input and unreachable servers"
 expect 64 "$D" doctor --replicas 0
 has "$tmp/err" "--replicas wants a count" "--replicas 0 is refused, saying why"
