@@ -176,6 +176,37 @@ static void await_sampled(dlock_client *c)
     fail_msg("tracking not on after 2 s");
 }
 
+/* A client whose lost callback records into g, holding `name` with the
+ * watchdog (6 s x the slack), its node's counters sampled. */
+static dlock_client *holding(const th_redis *r, lost_seen *g, const char *name, dlock_lock **l)
+{
+    dlock_config *cfg = dlock_config_new();
+    assert_int_equal(dlock_config_set_url(cfg, r->url), DLOCK_OK);
+    assert_int_equal(dlock_config_set_watchdog_timeout(cfg, 6000 * th_slack()), DLOCK_OK);
+    assert_int_equal(dlock_config_set_retry(cfg, 1, 100), DLOCK_OK);
+    assert_int_equal(dlock_config_set_lost_callback(cfg, on_lost, g), DLOCK_OK);
+    dlock_client *c;
+    assert_int_equal(dlock_client_open(&c, cfg), DLOCK_OK);
+    dlock_config_free(cfg);
+    assert_int_equal(dlock_lock_get(c, name, l), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(*l, DLOCK_WATCHDOG), DLOCK_OK);
+    await_sampled(c);
+    return c;
+}
+
+/* Waits until `until` (ms) for g's first loss. */
+static void await_loss(lost_seen *g, int64_t until)
+{
+    while (th_now_ms() < until) {
+        pthread_mutex_lock(&g->mu);
+        int n = g->calls;
+        pthread_mutex_unlock(&g->mu);
+        if (n)
+            return;
+        th_sleep_ms(1);
+    }
+}
+
 /* A held lock evicted (allkeys-lru, maxmemory cut to 1 byte): the holder's
  * lost callback says "evicted", within milliseconds of the eviction (client
  * tracking hears it, a renewal confirms, one INFO tells why). */
@@ -185,32 +216,15 @@ static void test_evicted_lock_says_evicted(void **state)
     th_redis r;
     assert_int_equal(th_redis_start(&r, "--maxmemory-policy", "allkeys-lru", NULL), 0);
     lost_seen g = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, "", 0};
-    dlock_config *cfg = dlock_config_new();
-    assert_int_equal(dlock_config_set_url(cfg, r.url), DLOCK_OK);
-    assert_int_equal(dlock_config_set_watchdog_timeout(cfg, 6000), DLOCK_OK);
-    assert_int_equal(dlock_config_set_lost_callback(cfg, on_lost, &g), DLOCK_OK);
-    dlock_client *c;
-    assert_int_equal(dlock_client_open(&c, cfg), DLOCK_OK);
-    dlock_config_free(cfg);
     dlock_lock *l;
-    assert_int_equal(dlock_lock_get(c, "evict:held", &l), DLOCK_OK);
-    assert_int_equal(dlock_lock_acquire(l, DLOCK_WATCHDOG), DLOCK_OK);
-    await_sampled(c);
+    dlock_client *c = holding(&r, &g, "evict:held", &l);
     assert_int_equal(dlock_last_lost_cause(), DLOCK_CAUSE_UNKNOWN);   /* outside a callback */
     int64_t t0 = th_now_ms();
     freeReplyObject(th_cmd(&r, "CONFIG SET maxmemory 1"));
     freeReplyObject(th_cmd(&r, "SET evict:filler x"));   /* evicts, if the SET did not */
     int64_t t1 = th_now_ms();
     assert_int_equal(th_int(&r, "EXISTS evict:held"), 0);
-    int64_t until = t1 + 1000 * th_slack();
-    while (th_now_ms() < until) {
-        pthread_mutex_lock(&g.mu);
-        int n = g.calls;
-        pthread_mutex_unlock(&g.mu);
-        if (n)
-            break;
-        th_sleep_ms(1);
-    }
+    await_loss(&g, t1 + 1000 * th_slack());
     freeReplyObject(th_cmd(&r, "CONFIG SET maxmemory 0"));
     pthread_mutex_lock(&g.mu);
     assert_int_equal(g.calls, 1);
@@ -238,28 +252,10 @@ static void test_restart_says_failover(void **state)
     th_redis r;
     assert_int_equal(th_redis_start(&r, NULL), 0);
     lost_seen g = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, "", 0};
-    dlock_config *cfg = dlock_config_new();
-    assert_int_equal(dlock_config_set_url(cfg, r.url), DLOCK_OK);
-    assert_int_equal(dlock_config_set_watchdog_timeout(cfg, 6000 * th_slack()), DLOCK_OK);
-    assert_int_equal(dlock_config_set_retry(cfg, 1, 100), DLOCK_OK);
-    assert_int_equal(dlock_config_set_lost_callback(cfg, on_lost, &g), DLOCK_OK);
-    dlock_client *c;
-    assert_int_equal(dlock_client_open(&c, cfg), DLOCK_OK);
-    dlock_config_free(cfg);
     dlock_lock *l;
-    assert_int_equal(dlock_lock_get(c, "restart:held", &l), DLOCK_OK);
-    assert_int_equal(dlock_lock_acquire(l, DLOCK_WATCHDOG), DLOCK_OK);
-    await_sampled(c);
+    dlock_client *c = holding(&r, &g, "restart:held", &l);
     assert_int_equal(th_redis_restart(&r), 0);
-    int64_t until = th_now_ms() + 6000 * th_slack();
-    while (th_now_ms() < until) {
-        pthread_mutex_lock(&g.mu);
-        int n = g.calls;
-        pthread_mutex_unlock(&g.mu);
-        if (n)
-            break;
-        th_sleep_ms(5);
-    }
+    await_loss(&g, th_now_ms() + 6000 * th_slack());
     pthread_mutex_lock(&g.mu);
     assert_int_equal(g.calls, 1);
     assert_int_equal(g.reason, DLOCK_LOST_GONE);
