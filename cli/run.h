@@ -17,6 +17,7 @@ typedef struct run_args {
     int64_t lease_ms;      /* DLOCK_WATCHDOG by default */
     int64_t watchdog_ms;   /* the lease a watchdog hold has (for pause detection) */
     int64_t max_hold_ms;   /* --max-hold, 0 = none */
+    int64_t lock_delay_ms; /* --lock-delay, 0 = none */
     int conflict_code;
     int on_lost_term;
     int lost_code;         /* exit code when the hold was lost (76), -1: CMD's status */

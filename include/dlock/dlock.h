@@ -370,6 +370,28 @@ DLOCK_API int dlock_config_set_client_name(dlock_config *cfg, const char *name);
  * one that re-enters a limited watchdog hold is cut to what the limit leaves.
  * Redisson has no such limit: it renews while the process lives. */
 DLOCK_API int dlock_config_set_max_hold(dlock_config *cfg, int64_t ms);
+/* Lock-delay (Consul's LockDelay, Chubby's lock-delay; dlock's own): after
+ * a reentrant lock ends without a release (its holder died, was paused or
+ * cut off, and its lease ran out; it was evicted, or forced open), no other
+ * owner can take it for `ms` more, so that the lost holder has heard of its
+ * loss (its lost callback: the watchdog reports a loss 1/20 of the timeout,
+ * at most 500 ms, before the lease ends) or stopped before the next holder
+ * starts. A lock released normally is free at once. Kept in Redis beside the
+ * lock: a marker dlock_lock_delay:{name} holding the holder's owner id, with
+ * a TTL of the lease + ms, written by every acquisition and renewal (the
+ * watchdog renews it with the lock) and deleted by the last release; while
+ * it lives with another owner's id the free lock is refused, and waiters
+ * sleep until it ends, sending nothing (a try with no wait fails at once:
+ * DLOCK_ETIMEDOUT, whose message says so). So it holds across clients and
+ * processes that use the same delay setting; Redisson clients, which do not
+ * know the marker, neither write nor honour it: they may take the lock at
+ * once. Trade-off: a crashed holder's lock stays unavailable for its lease +
+ * ms. Choose ms at least the watchdog's detection time (the time a paused or
+ * cut-off holder needs to learn of its loss). 0 (the default) turns it off;
+ * up to 86 400 000 (1 day); DLOCK_EINVAL otherwise. Reentrant locks only in
+ * this version (fair, read-write locks and semaphores: not yet);
+ * dlock_lock_set_lock_delay sets it per handle. */
+DLOCK_API int dlock_config_set_lock_delay(dlock_config *cfg, int64_t ms);
 /* Revocation heard at once (on = 1, the default): when a key of a hold the
  * watchdog renews is deleted or changed by someone else (a force unlock, a
  * Redisson forceUnlock, an operator's DEL, expiry, eviction, FLUSHALL), the
@@ -728,6 +750,12 @@ DLOCK_API void dlock_lock_set_lost_callback(dlock_lock *l, dlock_lost_fn fn, voi
  * (nothing changed) for l NULL or ms out of range. Any thread. */
 #define DLOCK_MAX_HOLD_NONE ((int64_t)-1)
 DLOCK_API int dlock_lock_set_max_hold(dlock_lock *l, int64_t ms);
+/* This handle's lock-delay (see dlock_config_set_lock_delay; the client's by
+ * default): ms 0 (off) to 86 400 000. Set it before the handle's first
+ * acquisition, from one thread: after one, DLOCK_EINVAL (a hold's renewals
+ * keep the setting it was taken with). DLOCK_EINVAL (nothing changed) for l
+ * NULL, ms out of range, or a lock that is not a reentrant one. */
+DLOCK_API int dlock_lock_set_lock_delay(dlock_lock *l, int64_t ms);
 
 /* Acquires, waiting as long as it takes. lease_ms > 0: the key expires after
  * the lease and is never renewed. DLOCK_WATCHDOG: held with the watchdog

@@ -178,6 +178,8 @@ struct dlock_config {
     int64_t priority_after_ms;   /* DLOCK_PRIORITY_OFF: never reserve */
     int64_t fair_wait_ms;        /* a fair-lock waiter's slot (Redisson's fairLockWaitTimeout) */
     int64_t max_hold_ms;         /* hold limit of watchdog holds, 0 = none */
+    int64_t lock_delay_ms;       /* lock-delay after an involuntary loss, 0 = off */
+#define DLOCK__LOCK_DELAY_MAX 86400000LL   /* 1 day */
     int revocation_off;          /* no client tracking: losses found by renewals only */
     int ack_replicas;            /* WAIT for so many replicas after acquisitions (0: off) */
     int64_t ack_timeout_ms;
