@@ -128,11 +128,11 @@ static void check_eviction(doctor *d, const char *mem)
             "to the next caller while its holder goes on", policy, which);
 }
 
-static void check_persistence(doctor *d, const char *pers, const char *repl)
+static void check_persistence(doctor *d, const char *info)
 {
     char aof[8], slaves[16], save[256], why[256];
-    if (!info_field(pers, "aof_enabled", aof, sizeof(aof)) ||
-        !info_field(repl, "connected_slaves", slaves, sizeof(slaves))) {
+    if (!info_field(info, "aof_enabled", aof, sizeof(aof)) ||
+        !info_field(info, "connected_slaves", slaves, sizeof(slaves))) {
         say(d, DLOCK_DOCTOR_NOTE, "persistence", NULL, "INFO does not give aof_enabled and "
             "connected_slaves: not checked");
         return;
@@ -156,7 +156,7 @@ static void check_persistence(doctor *d, const char *pers, const char *repl)
             "forgets the locks taken since the last snapshot while their holders go on", save);
 }
 
-static void check_replicas(doctor *d, const char *repl)
+static void check_replicas(doctor *d, const char *info)
 {
     char buf[32], why[256];
     int wanted = d->c->cfg.ack_replicas;
@@ -176,7 +176,7 @@ static void check_replicas(doctor *d, const char *repl)
     }
     if (wanted <= 0)
         return;
-    if (info_field(repl, "connected_slaves", buf, sizeof(buf)) && atoi(buf) < wanted)
+    if (info_field(info, "connected_slaves", buf, sizeof(buf)) && atoi(buf) < wanted)
         say(d, DLOCK_DOCTOR_WARN, "replicas", "add replicas, or ask for fewer acknowledgements",
             "%d replica(s) connected, fewer than the %d acknowledgements asked for: "
             "acquisitions fail", atoi(buf), wanted);
@@ -445,7 +445,7 @@ static void doctor_node(doctor *d)
             freeReplyObject(r);
     } else {
         check_eviction(d, r->str);
-        check_persistence(d, r->str, r->str);
+        check_persistence(d, r->str);
         check_replicas(d, r->str);
         freeReplyObject(r);
     }
