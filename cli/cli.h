@@ -49,6 +49,7 @@ typedef struct cli_opts {
     int64_t connect_bound_ms;   /* a command's wait (-w) that also bounds the connect, 0: none */
     int retry_attempts;       /* -1 = library default (watch sets 0) */
     int quiet;                /* -q */
+    int replica_ack;          /* replicas WAIT is asked for (doctor --replicas), 0: off */
     const char *label;        /* the client's connection label ("status", ...) */
     char *args;               /* this process's argument strings, one area (ps shows */
     size_t args_len;          /* it): run's guard writes its own name over it */
@@ -219,5 +220,6 @@ int cmd_leader(cli_opts *o, int argc, char **argv);
 int cmd_latch(cli_opts *o, int argc, char **argv);
 int cmd_check(cli_opts *o, int argc, char **argv);
 int cmd_exporter(cli_opts *o, int argc, char **argv);
+int cmd_doctor(cli_opts *o, int argc, char **argv);
 
 #endif

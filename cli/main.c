@@ -411,6 +411,13 @@ int cli_open(const cli_opts *o, dlock_client **out, dlock_lost_fn lost, void *lo
         cli_err(o, "warning: the URL says insecure: the server's certificate is not checked, "
                    "so the connection is encrypted but anyone on the path can pose as the "
                    "server");
+    /* WAIT's timeout must stay under the command timeout (default 3 s). */
+    if (o->replica_ack > 0 &&
+        dlock_config_set_replica_ack(cfg, o->replica_ack, 1000, DLOCK_ACK_KEEP) != DLOCK_OK) {
+        cli_usage_error(o, NULL, "%s", dlock_last_error());
+        dlock_config_free(cfg);
+        return EXIT_USAGE;
+    }
     if (lost)
         dlock_config_set_lost_callback(cfg, lost, lost_ud);
     if (o->label)
@@ -672,7 +679,7 @@ static int run_main(cli_opts *o, int argc, char **argv)
     } cmds[] = {{"run", cmd_run},       {"status", cmd_status}, {"list", cmd_list},
                 {"watch", cmd_watch},   {"unlock", cmd_unlock}, {"latch", cmd_latch},
                 {"fence", cmd_fence},   {"elect", cmd_elect},   {"leader", cmd_leader},
-                {"check", cmd_check},   {"exporter", cmd_exporter}};
+                {"check", cmd_check},   {"exporter", cmd_exporter}, {"doctor", cmd_doctor}};
     for (size_t k = 0; k < sizeof(cmds) / sizeof(cmds[0]); k++) {
         if (strcmp(cmd, cmds[k].name) != 0)
             continue;

@@ -30,8 +30,9 @@ typedef struct th_redis {
 
 /* A lost callback (dlock_lock_set_lost_callback) that records the reason of
  * the last hold reported lost in th_lost_reason (0: none; the test resets
- * it). */
+ * it) and its cause (dlock_last_lost_cause) in th_lost_cause. */
 extern _Atomic int th_lost_reason;
+extern _Atomic int th_lost_cause;
 void th_on_lost(const char *name, const char *owner, dlock_lost_reason reason, void *ud);
 
 /* Starts redis-server on a free 127.0.0.1 port (and a unix socket in its own

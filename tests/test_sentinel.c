@@ -169,6 +169,8 @@ static void test_revocation_falls_back(void **state)
          atomic_load(&th_lost_reason) == 0 && th_now_ms() < until;)
         th_sleep_ms(10);
     assert_int_equal(atomic_load(&th_lost_reason), DLOCK_LOST_GONE);
+    /* The primary's counters were sampled before: a deletion, by elimination. */
+    assert_int_equal(atomic_load(&th_lost_cause), DLOCK_CAUSE_DELETED);
     dlock_lock_free(l);
     dlock_client_close(c);
 }

@@ -137,6 +137,41 @@ typedef enum dlock_lost_reason {
 typedef void (*dlock_lost_fn)(const char *name, const char *owner,
                               dlock_lost_reason reason, void *ud);
 
+/* What ended a lost hold, as far as Redis can tell: a refinement of the
+ * reason (DLOCK_LOST_GONE's causes first, then one per other reason). */
+typedef enum dlock_lost_cause {
+    DLOCK_CAUSE_UNKNOWN = 0,     /* outside a lost callback; or gone and Redis could not say
+                                    why (found by a release; no sample of the node's counters
+                                    before the loss, as on a cluster node just failed over to) */
+    DLOCK_CAUSE_EVICTED = 1,     /* evicted: the node's evicted_keys moved since the last
+                                    sample before the loss (maxmemory-policy, dlock doctor) */
+    DLOCK_CAUSE_EXPIRED = 2,     /* expired: its lease had run out (a renewal too late) and
+                                    the node's expired_keys moved */
+    DLOCK_CAUSE_DELETED = 3,     /* deleted or overwritten by another client (a force unlock,
+                                    a DEL, Redisson's forceUnlock): gone with no eviction,
+                                    expiry, flush or new server seen */
+    DLOCK_CAUSE_FLUSHED = 4,     /* FLUSHALL / FLUSHDB, heard through client tracking (one
+                                    server with revocation on; elsewhere it shows as DELETED) */
+    DLOCK_CAUSE_FAILOVER = 5,    /* the node's run_id changed: it restarted, or another server
+                                    took its place (Sentinel), without the lock */
+    DLOCK_CAUSE_UNREACHABLE = 6, /* DLOCK_LOST_UNREACHABLE */
+    DLOCK_CAUSE_PAUSED = 7,      /* DLOCK_LOST_PAUSED */
+    DLOCK_CAUSE_REPLICAS = 8,    /* DLOCK_LOST_REPLICAS */
+    DLOCK_CAUSE_MAX_HOLD = 9     /* DLOCK_LOST_MAX_HOLD */
+} dlock_lost_cause;
+
+/* In a lost callback (on the io thread, during the call): the cause of the
+ * loss being reported. Elsewhere DLOCK_CAUSE_UNKNOWN. For DLOCK_LOST_GONE
+ * the watchdog asks the node (INFO) once more before it calls back, one
+ * round trip after the renewal that found the hold gone, and compares
+ * evicted_keys, expired_keys and run_id with a sample it took before (INFO
+ * after a renewal pass, at most once a second per node). Thread-local. */
+DLOCK_API dlock_lost_cause dlock_last_lost_cause(void);
+/* "evicted", "expired", "deleted by another client", "flushed", "failover",
+ * "unreachable", "paused", "replicas", "max hold"; "gone" for
+ * DLOCK_CAUSE_UNKNOWN and values this version does not define. */
+DLOCK_API const char *dlock_lost_cause_str(dlock_lost_cause cause);
+
 typedef enum dlock_log_level {
     DLOCK_LOG_ERROR = 0,
     DLOCK_LOG_WARN = 1,
@@ -390,6 +425,28 @@ DLOCK_API int dlock_config_set_client_name(dlock_config *cfg, const char *name);
  * one that re-enters a limited watchdog hold is cut to what the limit leaves.
  * Redisson has no such limit: it renews while the process lives. */
 DLOCK_API int dlock_config_set_max_hold(dlock_config *cfg, int64_t ms);
+/* Lock-delay (Consul's LockDelay, Chubby's lock-delay; dlock's own): after
+ * a reentrant lock ends without a release (its holder died, was paused or
+ * cut off, and its lease ran out; it was evicted, or forced open), no other
+ * owner can take it for `ms` more, so that the lost holder has heard of its
+ * loss (its lost callback: the watchdog reports a loss 1/20 of the timeout,
+ * at most 500 ms, before the lease ends) or stopped before the next holder
+ * starts. A lock released normally is free at once. Kept in Redis beside the
+ * lock: a marker dlock_lock_delay:{name} holding the holder's owner id, with
+ * a TTL of the lease + ms, written by every acquisition and renewal (the
+ * watchdog renews it with the lock) and deleted by the last release; while
+ * it lives with another owner's id the free lock is refused, and waiters
+ * sleep until it ends, sending nothing (a try with no wait fails at once:
+ * DLOCK_ETIMEDOUT, whose message says so). So it holds across clients and
+ * processes that use the same delay setting; Redisson clients, which do not
+ * know the marker, neither write nor honour it: they may take the lock at
+ * once. Trade-off: a crashed holder's lock stays unavailable for its lease +
+ * ms. Choose ms at least the watchdog's detection time (the time a paused or
+ * cut-off holder needs to learn of its loss). 0 (the default) turns it off;
+ * up to 86 400 000 (1 day); DLOCK_EINVAL otherwise. Reentrant locks only in
+ * this version (fair, read-write locks and semaphores: not yet);
+ * dlock_lock_set_lock_delay sets it per handle. */
+DLOCK_API int dlock_config_set_lock_delay(dlock_config *cfg, int64_t ms);
 /* Revocation heard at once (on = 1, the default): when a key of a hold the
  * watchdog renews is deleted or changed by someone else (a force unlock, a
  * Redisson forceUnlock, an operator's DEL, expiry, eviction, FLUSHALL), the
@@ -473,6 +530,55 @@ DLOCK_API int dlock_client_ping(dlock_client *c);
  * callback, when it opens. DLOCK_EINVAL for NULL c or buf, or a size too
  * small for the policy (the message gives the size needed). Any thread. */
 DLOCK_API int dlock_client_eviction_policy(dlock_client *c, char *buf, size_t size, int *risky);
+
+/* How bad a finding of dlock_client_doctor is. */
+typedef enum dlock_doctor_level {
+    DLOCK_DOCTOR_NOTE = 0,     /* for information: a check that could not be made (a command
+                                  the server or the ACL refused), a feature unavailable */
+    DLOCK_DOCTOR_WARN = 1,     /* safe while everything runs, unsafe after a fault (a restart
+                                  forgets the locks, a failover loses grants), or calls that
+                                  will fail (ACL, WAIT, foreign keys under the prefixes) */
+    DLOCK_DOCTOR_UNSAFE = 2    /* held locks can vanish, and a second holder get in, while
+                                  everything runs: an eviction policy that drops them */
+} dlock_doctor_level;
+
+/* One finding: the level, the node ("host:port"), the check ("eviction",
+ * "persistence", "wait", "replicas", "clock", "acl", "keys", "info"), what
+ * was found and its fix (NULL for a note). Strings valid during the call. */
+typedef void (*dlock_doctor_fn)(dlock_doctor_level level, const char *node, const char *check,
+                                const char *finding, const char *fix, void *ud);
+
+/* One pass over the deployment (each primary: a single server, the primary
+ * behind Sentinel, every primary of a cluster) for what makes locks unsafe,
+ * each finding passed to fn on the calling thread:
+ *   eviction     maxmemory-policy other than noeviction (volatile-* evict
+ *                locks too: they carry TTLs): UNSAFE, or WARN while no
+ *                maxmemory is set;
+ *   persistence  no append-only file and no replica: WARN (a restart forgets
+ *                the locks, RDB snapshots or not, while their holders go on);
+ *   wait         WAIT refused: WARN when the config asks for replica
+ *                acknowledgement (dlock_config_set_replica_ack), else a note;
+ *   replicas     with acknowledgement asked for: fewer replicas connected
+ *                than asked, min-replicas-to-write 0: WARN;
+ *   clock        TIME against this host's clock, apart by more than the
+ *                drift allowance (1 % of the watchdog timeout + 2 ms, the
+ *                round trip's half aside): WARN;
+ *   acl          ACL DRYRUN, as the connection's user, of the commands a
+ *                lock needs (its scripts' calls included), for `name`'s keys
+ *                and channels when name is given (else commands only): WARN
+ *                naming what is missing; a user who may not run ACL DRYRUN
+ *                gets a note;
+ *   keys         keys under the family's companion prefixes
+ *                (redisson_lock_token:, redisson_lock_queue:, dlock_lock_next:,
+ *                ...) of another type than the family writes there, up to
+ *                1000 examined per node: WARN.
+ * Nothing is written. Returns the worst level found (DLOCK_DOCTOR_NOTE, 0,
+ * when healthy), or a negative status: DLOCK_EINVAL for NULL c or fn or a
+ * bad name, the connection's errors when the deployment does not answer a
+ * PING. Any thread; the pass takes a few round trips per node, plus the
+ * SCANs of the keys starting with redisson_ and dlock_. */
+DLOCK_API int dlock_client_doctor(dlock_client *c, const char *name, dlock_doctor_fn fn,
+                                  void *ud);
 
 /* ------------------------------------------------------------------ stats */
 
@@ -627,11 +733,11 @@ DLOCK_API int dlock_fair_lock_get_as(dlock_client *c, const char *name, const ch
 /* A fenced lock (Redisson's RFencedLock) on `name`: a reentrant lock handle
  * (the same keys, the same holders) on which every acquisition, reentrant
  * ones included, raises the fencing token `redisson_lock_token:{name}` in
- * the acquiring script, as dlock_lock_acquire_fenced does: by
- * dlock_lock_acquire, dlock_lock_try and every other acquire call alike.
- * Read the token of the hold just taken with dlock_lock_get_token (while the
- * caller holds the lock nobody else can raise it), or take it directly with
- * dlock_lock_acquire_fenced. Shares the lock with Redisson's RLock and
+ * the acquiring script, as a fenced acquisition (dlock_wait_opts's token)
+ * does: by dlock_lock_acquire, dlock_lock_try and every other acquire call
+ * alike. Read the token of the hold just taken with dlock_lock_get_token
+ * (while the caller holds the lock nobody else can raise it), or take it
+ * directly with dlock_lock_acquire_opts and a token pointer. Shares the lock with Redisson's RLock and
  * RFencedLock clients. Same returns as dlock_lock_get; *out is NULL on
  * failure; the handle may be shared between threads. */
 DLOCK_API int dlock_fenced_lock_get(dlock_client *c, const char *name, dlock_lock **out);
@@ -746,6 +852,12 @@ DLOCK_API void dlock_lock_set_lost_callback(dlock_lock *l, dlock_lost_fn fn, voi
  * (nothing changed) for l NULL or ms out of range. Any thread. */
 #define DLOCK_MAX_HOLD_NONE ((int64_t)-1)
 DLOCK_API int dlock_lock_set_max_hold(dlock_lock *l, int64_t ms);
+/* This handle's lock-delay (see dlock_config_set_lock_delay; the client's by
+ * default): ms 0 (off) to 86 400 000. Set it before the handle's first
+ * acquisition, from one thread: after one, DLOCK_EINVAL (a hold's renewals
+ * keep the setting it was taken with). DLOCK_EINVAL (nothing changed) for l
+ * NULL, ms out of range, or a lock that is not a reentrant one. */
+DLOCK_API int dlock_lock_set_lock_delay(dlock_lock *l, int64_t ms);
 
 /* Acquires, as the options say (NULL: one attempt, with the watchdog):
  *   o->wait_ms   0: one attempt; > 0: up to that long; DLOCK_WAIT_FOREVER.

@@ -373,6 +373,16 @@ int dlock_config_set_max_hold(dlock_config *cfg, int64_t ms)
     return dlock__check_max_hold(ms, 0, &cfg->max_hold_ms);
 }
 
+int dlock_config_set_lock_delay(dlock_config *cfg, int64_t ms)
+{
+    NEED_CFG(cfg);
+    if (ms < 0 || ms > DLOCK__LOCK_DELAY_MAX)
+        return dlock__fail(DLOCK_EINVAL, "lock-delay: 0 (off) to %lld ms (1 day), not %lld",
+                           (long long)DLOCK__LOCK_DELAY_MAX, (long long)ms);
+    cfg->lock_delay_ms = ms;
+    return DLOCK_OK;
+}
+
 int dlock_config_set_revocation(dlock_config *cfg, int on)
 {
     NEED_CFG(cfg);

@@ -23,6 +23,9 @@
 int dlock__fail(int code, const char *fmt, ...) DLOCK__PRINTF(2, 3);
 /* Clears the calling thread's message (at the start of a public call). */
 void dlock__clear_error(void);
+/* Sets what dlock_last_lost_cause() says on this thread (the watchdog, around
+ * a lost callback). */
+void dlock__set_lost_cause(dlock_lost_cause cause);
 /* What a Redis error reply says, classified once where replies are read
  * (dlock__redis_classify); every decision about a refusal (retry, reload the
  * script, go to another node, drop an optional key, the status code) is
@@ -179,6 +182,8 @@ struct dlock_config {
     int64_t priority_after_ms;   /* DLOCK_PRIORITY_OFF: never reserve */
     int64_t fair_wait_ms;        /* a fair-lock waiter's slot (Redisson's fairLockWaitTimeout) */
     int64_t max_hold_ms;         /* hold limit of watchdog holds, 0 = none */
+    int64_t lock_delay_ms;       /* lock-delay after an involuntary loss, 0 = off */
+#define DLOCK__LOCK_DELAY_MAX 86400000LL   /* 1 day */
     int revocation_off;          /* no client tracking: losses found by renewals only */
     int ack_replicas;            /* WAIT for so many replicas after acquisitions (0: off) */
     int64_t ack_timeout_ms;

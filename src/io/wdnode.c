@@ -73,6 +73,11 @@ static void on_conn_ready(dlock__aconn *ac, void *ud)
         dlock__wd_track_enable(wd);
     }
     dlock__wd_tick(wd);   /* renew whatever waited for the connection */
+    /* A first sample of the node's counters, for a loss found by the first
+     * renewal; after a reconnection the old one stays (its run_id tells a
+     * failover). */
+    if (!wc->sample.have)
+        dlock__wd_cause_sample(wd, wc);
 }
 
 static void on_conn_down(dlock__aconn *ac, int status, void *ud)
@@ -155,6 +160,7 @@ static batch *new_batch(dlock__watchdog *wd, wconn *wc, int slot, const dlock__h
         b->recheck = 0;
         b->ack = NULL;
         b->ok = 0;
+        b->before = wc->sample;
     }
     return b;
 }

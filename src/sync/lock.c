@@ -176,6 +176,12 @@ void dlock_lock_set_lost_callback(dlock_lock *l, dlock_lost_fn fn, void *ud)
     pthread_mutex_unlock(&l->mu);
 }
 
+int dlock_lock_set_lock_delay(dlock_lock *l, int64_t ms)
+{
+    int rc = dlock__check_handle(l, "lock");
+    return rc != DLOCK_OK ? rc : dlock__lock_set_delay(l, ms);
+}
+
 int dlock_lock_set_max_hold(dlock_lock *l, int64_t ms)
 {
     int rc = dlock__check_handle(l, "lock");

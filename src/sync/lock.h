@@ -34,6 +34,9 @@ struct dlock_lock {
     int64_t max_hold;        /* ms; 0: the client's; DLOCK_MAX_HOLD_NONE: none */
     int fence_all;           /* a fenced lock (Redisson's RFencedLock): every acquisition
                                 counts a token (lock_extra.c) */
+    int64_t lock_delay;      /* reentrant: ms, 0 off; fixed by the first acquisition */
+    atomic_int attempted;    /* an acquisition was attempted through it */
+    char delay_arg[24];      /* lock_delay in decimal: the renewal's argument */
 };
 
 /* The owner a call acts for, and what the type derives from it. */
@@ -140,6 +143,8 @@ extern const dlock__op_type dlock__acquire_type;
  * the watchdog kind (scripts/lock/renew.lua) and the hold's bytes. */
 extern const dlock__hold_kind dlock__lock_hold;
 void dlock__lock_hold_id(const dlock_lock *l, const dlock__owner *o, dlock__hold_id *id);
+/* dlock_lock_set_lock_delay: a reentrant lock's, before its first acquisition. */
+int dlock__lock_set_delay(dlock_lock *l, int64_t ms);
 /* The handle's channel, the same for every owner. */
 const char *dlock__lock_shared_channel(const dlock_lock *l, const dlock__owner *o, size_t *len);
 /* locked_op / locked_end for the types held as a hash of owner fields. */

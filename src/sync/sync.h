@@ -405,7 +405,8 @@ int dlock__count_call(const dlock__handle *h, const char *leases, size_t llen, i
 enum {
     DLOCK__RESV_NONE = 0,   /* held by another; no reservation for the caller */
     DLOCK__RESV_MINE = 1,   /* held by another; the next turn is the caller's */
-    DLOCK__RESV_OTHER = 2   /* free, but reserved for another waiter */
+    DLOCK__RESV_OTHER = 2,  /* free, but reserved for another waiter */
+    DLOCK__RESV_DELAYED = 3 /* free, but in the lock-delay of a holder that lost it */
 };
 /* Grace of a reservation on a free lock in ms, as the scripts take it. */
 #define DLOCK__RESERVE_GRACE_ARG "50"

@@ -4,7 +4,7 @@
  *   safety [--scenario baseline|kill9|sigstop|restart|pause|partition|
  *                      sentinel-kill|cluster-failover|cluster-kill|all]
  *          [--type lock|fair|rw|sem|latch|elect] [--seconds S] [--procs P] [--threads T]
- *          [--names K] [--ops N] [--watchdog MS] [--worker PATH] [--keep] [--ack]
+ *          [--names K] [--ops N] [--watchdog MS] [--lock-delay MS] [--worker PATH] [--keep] [--ack]
  *
  * The failover scenarios (type lock) run the lock on a deployment instead of
  * one server (coord_deploy.c): sentinel-kill (a primary with 2 replicas and 3
@@ -54,9 +54,10 @@ typedef struct opts {
     const char *report_path;   /* also write the report here */
     int type;                  /* safety_type */
     int ack;                   /* failover scenarios: every replica acknowledges */
+    int64_t lock_delay;        /* --lock-delay MS: the workers' (reentrant lock), 0 none */
 } opts;
 
-static opts O = {"all", 10, 3, 3, 2, 0, 1500, 500, NULL, 0, 0, NULL, SAFETY_LOCK, 0};
+static opts O = {"all", 10, 3, 3, 2, 0, 1500, 500, NULL, 0, 0, NULL, SAFETY_LOCK, 0, 0};
 
 /* Failover scenarios: a lease that outlives a failover (down-after 1 s or a
  * node timeout of 2 s, then the election), so that a hold the new primary
@@ -121,7 +122,7 @@ static int64_t worker_wait(void)
 static int worker_start(run *r, int id)
 {
     worker *w = &r->w[id];
-    char a[19][320];
+    char a[20][320];
     const server *lock = &r->lock, *store = &r->store;
     const char *lock_host = lock->host, *store_host = store->host;
     if (w->ns && strcmp(w->ns, r->ns_b) == 0)
@@ -147,10 +148,11 @@ static int worker_start(run *r, int id)
     snprintf(a[15], sizeof(a[15]), "slow=%d", O.type == SAFETY_FAIR ? FAIR_SLOW_HOLD_MS : 0);
     snprintf(a[16], sizeof(a[16]), "permits=%d", SAFETY_SEM_PERMITS);
     snprintf(a[17], sizeof(a[17]), "ack=%d", r->ack);
-    char *argv[19];
-    for (int i = 0; i < 18; i++)
+    snprintf(a[18], sizeof(a[18]), "lockdelay=%lld", (long long)O.lock_delay);
+    char *argv[20];
+    for (int i = 0; i < 19; i++)
         argv[i] = a[i];
-    argv[18] = NULL;
+    argv[19] = NULL;
     char out[300];
     snprintf(out, sizeof(out), "%s/w%d.out", r->dir, id);
     w->pid = spawn(w->ns, argv, out);
@@ -619,7 +621,8 @@ static int run_scenario(const scenario *sc)
     if (!strcmp(sc->name, "kill9") && rep.kills == 0)
         ok = 0;
     if (!strcmp(sc->name, "sigstop") &&
-        (latch ? rep.stops == 0 : rep.stop_holds == 0 || rep.stop_passed == 0))
+        (latch ? rep.stops == 0
+               : rep.stop_holds == 0 || (O.lock_delay == 0 && rep.stop_passed == 0)))
         ok = 0;
     if (!strcmp(sc->name, "restart") && rep.restarts == 0)
         ok = 0;
@@ -690,7 +693,7 @@ static void usage(void)
     fprintf(stderr, "usage: safety [--scenario baseline|kill9|sigstop|restart|pause|partition|"
                     "sentinel-kill|cluster-failover|cluster-kill|all]"
                     " [--type " SAFETY_TYPE_LIST "] [--seconds S] [--procs P] [--threads T] [--names K] [--ops N]"
-                    " [--watchdog MS] [--worker PATH] [--keep] [--ack] [--min-total-ops N]"
+                    " [--watchdog MS] [--lock-delay MS] [--worker PATH] [--keep] [--ack] [--min-total-ops N]"
                     " [--report FILE]\n");
 }
 
@@ -718,6 +721,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--names")) O.names = atoi(v);
         else if (!strcmp(a, "--ops")) O.ops = atoll(v);
         else if (!strcmp(a, "--watchdog")) O.watchdog = atoll(v);
+        else if (!strcmp(a, "--lock-delay")) O.lock_delay = atoll(v);
         else if (!strcmp(a, "--worker")) O.worker_path = v;
         else if (!strcmp(a, "--min-total-ops")) O.min_total_ops = atoll(v);
         else if (!strcmp(a, "--report")) O.report_path = v;

@@ -35,6 +35,7 @@ typedef struct params {
     const char *lock_url, *store_url, *prefix, *history, *shm;
     int names, threads, retry, type, reads, permits, ack;
     int64_t watchdog, cmdtimeout, wait, hold_ms, seconds, slow;
+    int64_t lock_delay;        /* lockdelay=MS: the lock-delay of the reentrant lock */
 } params;
 
 static params P;
@@ -489,6 +490,7 @@ static int parse(int argc, char **argv)
         else if (!strcmp(k, "slow")) P.slow = atoll(v);
         else if (!strcmp(k, "permits")) P.permits = atoi(v);
         else if (!strcmp(k, "ack")) P.ack = atoi(v);
+        else if (!strcmp(k, "lockdelay")) P.lock_delay = atoll(v);
         else if (!strcmp(k, "type")) {
             if ((P.type = safety_type_parse(v)) < 0)
                 return -1;
@@ -532,6 +534,10 @@ int main(int argc, char **argv)
     dlock_config *cfg = dlock_config_new();
     dlock_config_set_url(cfg, P.lock_url);
     dlock_config_set_watchdog_timeout(cfg, P.watchdog);
+    if (P.lock_delay > 0 && dlock_config_set_lock_delay(cfg, P.lock_delay) != DLOCK_OK) {
+        fprintf(stderr, "worker %d: %s\n", P.id, dlock_last_error());
+        return 2;
+    }
     dlock_config_set_command_timeout(cfg, P.cmdtimeout);
     dlock_config_set_connect_timeout(cfg, P.cmdtimeout);
     /* Every acquisition and renewal waits for `ack` replicas; fewer: given
