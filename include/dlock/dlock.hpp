@@ -33,18 +33,22 @@
  * Errors. A call that fails throws dlock::error, a std::system_error whose
  * code() is the dlock status in dlock::category() (code().value() is the
  * negative dlock_status; status() gives it typed) and whose what() is
- * dlock_last_error()'s detailed message. Every call that talks to Redis also
- * has a non-throwing overload taking a std::error_code& last (the
- * std::filesystem convention): it sets the code (cleared on success;
+ * dlock_last_error()'s detailed message (then, as std::system_error words
+ * it, ": " and dlock_strerror()). The calls of the hot path also have a
+ * non-throwing overload taking a std::error_code& last (the std::filesystem
+ * convention): lock, try_lock, try_lock_for, try_lock_until, unlock; the
+ * semaphore's acquire, try_acquire*, release; the permit semaphore's
+ * release; client::ping. It sets the code (cleared on success;
  * dlock_last_error() still holds the detail on the calling thread) and
- * returns false or a zero value on failure. Constructors throw;
+ * returns false on failure. The other calls (queries, setup) throw, and
+ * native_handle() reaches their C form, which returns the status. Constructors throw;
  * client::open(url, ec) is the non-throwing way to connect. A std::error_code
  * compares equal to the dlock_status enumerators (ec == DLOCK_ETIMEDOUT) and
  * to std::errc where one fits (timed_out, operation_canceled,
  * operation_not_permitted for DLOCK_ENOTOWNER, invalid_argument, ...).
  *   A wait that ends without the lock or permit (try_lock, try_lock_for, ...,
  *   try_acquire_*, latch::wait_for) is an answer, not an error: it returns
- *   false (its error_code overload sets no error either).
+ *   false (and an error_code overload leaves the code clear).
  *   unlock() never throws, as the standard's BasicLockable asks (guards call
  *   it from destructors, where a throw would end the program); a release
  *   that fails (the lease ran out, the lock was lost, Redis unreachable) is
@@ -129,6 +133,11 @@ class error : public std::system_error {
 };
 
 namespace detail {
+// DLOCK_WATCHDOG and DLOCK_WAIT_FOREVER, without their C casts (which
+// -Wold-style-cast would flag in a user's build).
+constexpr int64_t watchdog_ms = 0;
+constexpr int64_t forever_ms = -1;
+
 inline void check(int rc) {
     if (rc != DLOCK_OK)
         throw error(rc);
@@ -285,7 +294,7 @@ class client {
 /* The lease of a lock's holds: DLOCK_WATCHDOG (held while the client lives,
  * renewed by its watchdog; the default), or a fixed time after which the
  * hold expires by itself. */
-inline constexpr std::chrono::milliseconds watchdog{DLOCK_WATCHDOG};
+inline constexpr std::chrono::milliseconds watchdog{detail::watchdog_ms};
 
 namespace detail {
 // A C handle and the client it came from (kept alive: the client closes last).
@@ -377,7 +386,7 @@ class basic_mutex {
     uint64_t lock_fenced(std::chrono::milliseconds wait = std::chrono::milliseconds(-1)) {
         dlock_wait_opts o{};
         uint64_t token = 0;
-        o.wait_ms = wait.count() < 0 ? DLOCK_WAIT_FOREVER : wait.count();
+        o.wait_ms = wait.count() < 0 ? detail::forever_ms : wait.count();
         o.lease_ms = lease_ms_;
         o.token = &token;
         int rc = dlock_lock_acquire_opts(get(), &o);
@@ -456,7 +465,7 @@ class basic_mutex {
     }
 
     handle_t h_;
-    int64_t lease_ms_ = DLOCK_WATCHDOG;
+    int64_t lease_ms_ = detail::watchdog_ms;
 };
 
 /* A reentrant lock, Redisson's RLock (dlock_lock_get; dlock_lock_get_as with
@@ -720,7 +729,7 @@ class latch {
     /* True when the count is zero (one check). */
     bool try_wait() const { return wait_ms(0); }
     /* Waits until the count is zero. */
-    void wait() const { (void)wait_ms(DLOCK_WAIT_FOREVER); }
+    void wait() const { (void)wait_ms(detail::forever_ms); }
     /* Waits up to d: false when the count is not zero by then. */
     template <class Rep, class Period>
     bool wait_for(const std::chrono::duration<Rep, Period> &d) const {

@@ -12,8 +12,12 @@ SRC=$src
 . "$src/scripts/redis-throwaway.sh"
 tmp=$(mktemp -d /tmp/dlock-cpp-XXXXXX)
 trap 'redis_stop; rm -rf "$tmp"' EXIT
+trap 'exit 1' INT TERM
 
-"$cxx" -std="$std" -Wall -Wextra -Werror -pedantic -I"$src/include" \
+# Beyond -Wall -Wextra: what stricter C++ projects turn on, so that the header
+# never breaks their builds.
+"$cxx" -std="$std" -Wall -Wextra -Werror -pedantic -Wshadow -Wconversion -Wsign-conversion \
+  -Wold-style-cast -Wnon-virtual-dtor -I"$src/include" \
   "$src/tests/cpp/test_hpp.cpp" -o "$tmp/test_hpp" "$lib" -Wl,-rpath,"$(dirname "$lib")" -pthread ||
   { echo "FAIL: test_hpp.cpp does not build with $cxx -std=$std"; exit 1; }
 

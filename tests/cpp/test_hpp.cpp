@@ -43,6 +43,14 @@ std::string url;
         }                                                                             \
     } while (0)
 
+// A point the test must not reach.
+#define FAILED(why)                                                                   \
+    do {                                                                              \
+        checks++;                                                                     \
+        failures++;                                                                   \
+        std::printf("FAIL %s:%d: %s\n", __FILE__, __LINE__, why);                    \
+    } while (0)
+
 std::string name(const char *what) {
     static int n;
     return std::string("cpp:") + what + ":" + std::to_string(getpid()) + ":" + std::to_string(++n);
@@ -265,7 +273,7 @@ void test_errors(dlock::client &a) {
     dlock::mutex m(a, name("err"));
     try {
         m.release();
-        CHECK(!"release of a lock not held did not throw");
+        FAILED("release of a lock not held did not throw");
     } catch (const dlock::error &e) {
         CHECK(e.status() == DLOCK_ENOTOWNER);
         CHECK(e.code() == DLOCK_ENOTOWNER);
@@ -289,14 +297,14 @@ void test_errors(dlock::client &a) {
 
     try {
         dlock::mutex bad(a, "");
-        CHECK(!"an empty name did not throw");
+        FAILED("an empty name did not throw");
     } catch (const dlock::error &e) {
         CHECK(e.status() == DLOCK_EINVAL);
         CHECK(e.code() == std::errc::invalid_argument);
     }
     try {
         dlock::mutex bad(a, name("neg"), -5ms);
-        CHECK(!"a negative lease did not throw");
+        FAILED("a negative lease did not throw");
     } catch (const dlock::error &e) {
         CHECK(e.status() == DLOCK_EINVAL);
     }
@@ -307,7 +315,7 @@ void test_errors(dlock::client &a) {
     dlock::mutex wrong(a, s.name());
     try {
         wrong.lock();
-        CHECK(!"locking a semaphore's key did not throw");
+        FAILED("locking a semaphore's key did not throw");
     } catch (const dlock::error &e) {
         CHECK(e.status() == DLOCK_EWRONGTYPE);
     }
@@ -320,7 +328,7 @@ void test_errors(dlock::client &a) {
     CHECK(ec == DLOCK_EINVAL);
     try {
         dlock::client c("nosuch://x");
-        CHECK(!"a bad URL did not throw");
+        FAILED("a bad URL did not throw");
     } catch (const dlock::error &e) {
         CHECK(e.status() == DLOCK_EINVAL);
         CHECK(std::string(e.what()).find("nosuch") != std::string::npos);
@@ -391,7 +399,7 @@ void test_shared(dlock::client &a, dlock::client &b) {
         // the same owner reading cannot write: an error, not a wait
         try {
             (void)rb.try_lock_for(1s);
-            CHECK(!"a reader took the write lock");
+            FAILED("a reader took the write lock");
         } catch (const dlock::error &e) {
             CHECK(e.status() == DLOCK_EDEADLK);
         }
@@ -408,7 +416,7 @@ void test_shared(dlock::client &a, dlock::client &b) {
     std::shared_lock<dlock::shared_mutex> r(ra);
     try {
         ra.lock();
-        CHECK(!"a reader took the write lock");
+        FAILED("a reader took the write lock");
     } catch (const dlock::error &e) {
         CHECK(e.status() == DLOCK_EDEADLK);
         CHECK(e.code() == std::errc::resource_deadlock_would_occur);
@@ -447,7 +455,7 @@ void test_permits(dlock::client &a) {
     p.release(id);
     try {
         p.release(id);
-        CHECK(!"a permit released twice");
+        FAILED("a permit released twice");
     } catch (const dlock::error &e) {
         CHECK(e.status() == DLOCK_ENOTOWNER);
     }
@@ -497,6 +505,9 @@ int main(int argc, char **argv) {
     url = argv[1];
     if (argc > 2)
         slack = std::max(1L, std::atol(argv[2]));
+    // A hang (a lock never released) ends the run with SIGALRM, not CTest's
+    // timeout.
+    alarm(static_cast<unsigned>(90 * slack));
     try {
         dlock::client a(url), b(dlock::config(url).client_name("cpp-b"));
         CHECK(a.id() != b.id());
