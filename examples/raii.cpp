@@ -10,6 +10,11 @@
 // owner id, not for a thread). The worker holds it 30 ms and lets it go. The
 // main thread waits for all three. Prints each task's turn and exits 0 when
 // the turns did not overlap and their fencing tokens grew.
+//
+// For blocking calls, include/dlock/dlock.hpp has the RAII types ready made
+// (std::unique_lock on a dlock::mutex, and more): see examples/guards.cpp.
+// This example keeps its own wrapper because dlock.hpp does not wrap the
+// asynchronous API.
 #include <atomic>
 #include <chrono>
 #include <cstdio>
