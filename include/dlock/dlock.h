@@ -525,8 +525,8 @@ DLOCK_API int dlock_client_ping(dlock_client *c);
  * server that does not say). *risky (may be NULL) = 1 for a policy that lets
  * Redis evict keys when memory is full: allkeys-* evicts any key, volatile-*
  * keys with a TTL, and every held lock has one; an evicted lock is free to
- * the next caller while its holder still believes it holds it (README,
- * Safety model). The client says so once, as a warning through the log
+ * the next caller while its holder still believes it holds it
+ * (docs/safety.md, Eviction). The client says so once, as a warning through the log
  * callback, when it opens. DLOCK_EINVAL for NULL c or buf, or a size too
  * small for the policy (the message gives the size needed). Any thread. */
 DLOCK_API int dlock_client_eviction_policy(dlock_client *c, char *buf, size_t size, int *risky);
@@ -928,7 +928,7 @@ DLOCK_API int dlock_lock_extend(dlock_lock *l, int64_t lease_ms);
  * held, released already, expired, or lost; a watchdog hold found gone is also
  * reported to the lost callback). A release retried after a lost reply answers
  * what the first attempt did (Redisson 4's unlock latch); no retry is sent
- * whose answer could come after that latch expires (see README, Limits).
+ * whose answer could come after that latch expires (see docs/c-guide.md, Limits).
  * Whatever the answer, even an error, the watchdog stops renewing a hold once
  * every acquisition of it has seen a release attempt, as Redisson's does. */
 DLOCK_API int dlock_lock_release(dlock_lock *l);
@@ -994,7 +994,7 @@ typedef struct dlock_multilock dlock_multilock;
 DLOCK_API int dlock_multilock_new(dlock_lock *const *locks, size_t n, dlock_multilock **out);
 
 /* A RedLock over n >= 3 handles, each on its own client connected to its own
- * independent Redis server (see README, "RedLock"): held when a majority,
+ * independent Redis server (see docs/c-types.md, "RedLock"): held when a majority,
  * n/2 + 1, is taken within the validity time. DLOCK_EINVAL as
  * dlock_multilock_new, and for n < 3 and for two handles on the same client
  * or on the same server (same address, port and database). The same calls

@@ -1,5 +1,5 @@
 /* dlock_client_doctor: one pass over the deployment for what makes locks
- * unsafe (README, "dlock doctor"). Each primary is asked on its own: a
+ * unsafe (docs/cli.md, "dlock doctor"). Each primary is asked on its own: a
  * cluster's nodes may be configured apart. Every check is best effort: a
  * command the server or the ACL refuses turns the check into a note that
  * says it was not made, never into a failure of the whole pass. */
@@ -312,8 +312,8 @@ static void check_acl(doctor *d)
         freeReplyObject(r);
     }
     if (nmissing)
-        say(d, DLOCK_DOCTOR_WARN, "acl", "apply docs/acl-rule.txt (README, \"A least-privilege "
-            "ACL\") to the user",
+        say(d, DLOCK_DOCTOR_WARN, "acl", "apply docs/acl-rule.txt (docs/deployments.md, \"A "
+            "least-privilege ACL\") to the user",
             "user %s may not run what locks need: %s%s%s: those calls fail with NOPERM", user,
             missing, d->name ? " for " : "", d->name ? name : "");
     free(chan), free(token);
