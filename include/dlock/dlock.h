@@ -1546,7 +1546,7 @@ DLOCK_API int dlock_permit_semaphore_add_permits(dlock_permit_semaphore *p, int6
  * p or ids NULL, n < 1, a bad lease, or n larger than the semaphore's total
  * (available + held) when it exists (a missing semaphore has no permits yet:
  * the call waits for a set or a release); DLOCK_EWRONGTYPE; connection
- * errors. Blocking only; any thread. */
+ * errors. Any thread (asynchronously: dlock_permit_semaphore_acquire_n_async). */
 DLOCK_API int dlock_permit_semaphore_acquire_n(dlock_permit_semaphore *p, int64_t n,
                                                int64_t lease_ms,
                                                char (*ids)[DLOCK_PERMIT_ID_BUFSIZE]);
