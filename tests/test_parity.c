@@ -1031,6 +1031,139 @@ static void test_async_election(void **state)
     dlock_election_free(mine);
 }
 
+/* Redisson's replica rule on a primary without replicas: nothing to ask,
+ * never a failure (dlock_last_replica_acks -1); dlock's count of 1 fails. */
+static void test_replica_ack_all_without_replicas(void **state)
+{
+    (void)state;
+    if (getenv("DLOCK_TEST_DEPLOY") && *getenv("DLOCK_TEST_DEPLOY"))
+        skip();   /* replicas there: test_sentinel covers them */
+    char name[128];
+    th_name(name, sizeof(name), "ack-none");
+    dlock_client *c[2];
+    int want[2] = {DLOCK_REPLICAS_ALL, 1};
+    for (int i = 0; i < 2; i++) {
+        dlock_config *cfg = dlock_config_new();
+        assert_int_equal(dlock_config_set_url(cfg, srv.url), DLOCK_OK);
+        assert_int_equal(dlock_config_set_replica_ack(cfg, want[i], 100, DLOCK_ACK_RELEASE),
+                         DLOCK_OK);
+        assert_int_equal(dlock_client_open(&c[i], cfg), DLOCK_OK);
+        dlock_config_free(cfg);
+    }
+    dlock_lock *l;
+    assert_int_equal(dlock_lock_get(c[0], name, &l), DLOCK_OK);
+    assert_int_equal(dlock_lock_try(l, 0, 10000), DLOCK_OK);
+    assert_int_equal(dlock_last_replica_acks(), -1);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    assert_int_equal(dlock_lock_get(c[1], name, &l), DLOCK_OK);
+    assert_int_equal(dlock_lock_try(l, 0, 10000), DLOCK_EREPLICAS);
+    assert_int_equal(dlock_last_replica_acks(), 0);
+    assert_int_equal(th_int(&srv, "EXISTS %s", name), 0);
+    dlock_lock_free(l);
+    dlock_client_close(c[0]);
+    dlock_client_close(c[1]);
+}
+
+/* The multi-lock asynchronously: all or nothing; a try that finds one lock
+ * busy holds none of them; a waiting one takes them all when the busy one
+ * is released; a cancelled one holds nothing; the release frees all. */
+static void test_async_multilock(void **state)
+{
+    (void)state;
+    char names[3][128], owner[DLOCK_OWNER_BUFSIZE], other[DLOCK_OWNER_BUFSIZE];
+    dlock_client_new_owner_id(cli, owner, sizeof(owner));
+    dlock_client_new_owner_id(cli, other, sizeof(other));
+    dlock_lock *ls[3], *rival, *mine;
+    for (int i = 0; i < 3; i++) {
+        char tag[32];
+        snprintf(tag, sizeof(tag), "async-ml%d", i);
+        th_name(names[i], sizeof(names[i]), tag);
+        assert_int_equal(dlock_lock_get_as(cli, names[i], owner, &ls[i]), DLOCK_OK);
+    }
+    assert_int_equal(dlock_lock_get_as(cli, names[1], other, &rival), DLOCK_OK);
+    assert_int_equal(dlock_lock_get(cli, names[0], &mine), DLOCK_OK);
+    dlock_multilock *ml, *bad;
+    assert_int_equal(dlock_multilock_new(ls, 3, &ml), DLOCK_OK);
+    done_cb d = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    done_cb r = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+    /* all free: taken, each with the lease */
+    dlock_wait_opts once = {.lease_ms = 30000};
+    assert_int_equal(dlock_multilock_acquire_async(ml, &once, on_done, &d), DLOCK_OK);
+    assert_int_equal(await_cb(&d), DLOCK_OK);
+    for (int i = 0; i < 3; i++) {
+        long long t = pttl(names[i]);
+        assert_true(t > 20000 && t <= 30000);
+    }
+    assert_int_equal(dlock_multilock_release_async(ml, on_done, &d), DLOCK_OK);
+    assert_int_equal(await_cb(&d), DLOCK_OK);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(th_int(&srv, "EXISTS %s", names[i]), 0);
+
+    /* one busy: a try holds nothing; a short wait runs out holding nothing */
+    assert_int_equal(dlock_lock_try(rival, 0, 30000), DLOCK_OK);
+    assert_int_equal(dlock_multilock_acquire_async(ml, &once, on_done, &d), DLOCK_OK);
+    assert_int_equal(await_cb(&d), DLOCK_ETIMEDOUT);
+    assert_int_equal(th_int(&srv, "EXISTS %s", names[0]), 0);
+    assert_int_equal(th_int(&srv, "EXISTS %s", names[2]), 0);
+    dlock_wait_opts shortw = {.wait_ms = 200, .lease_ms = 30000};
+    int64_t t0 = th_now_ms();
+    assert_int_equal(dlock_multilock_acquire_async(ml, &shortw, on_done, &d), DLOCK_OK);
+    assert_int_equal(await_cb(&d), DLOCK_ETIMEDOUT);
+    assert_true(th_now_ms() - t0 >= 190);
+    assert_int_equal(th_int(&srv, "EXISTS %s", names[0]), 0);
+    assert_int_equal(th_int(&srv, "EXISTS %s", names[2]), 0);
+    /* cancelled while waiting: nothing held */
+    dlock_cancel *tok;
+    assert_int_equal(dlock_cancel_new(&tok), DLOCK_OK);
+    dlock_wait_opts forever = {.wait_ms = DLOCK_WAIT_FOREVER, .lease_ms = 30000, .cancel = tok};
+    assert_int_equal(dlock_multilock_acquire_async(ml, &forever, on_done, &d), DLOCK_OK);
+    th_sleep_ms(100);
+    dlock_cancel_fire(tok);
+    assert_int_equal(await_cb(&d), DLOCK_ECANCELED);
+    assert_int_equal(th_int(&srv, "EXISTS %s", names[0]), 0);
+    assert_int_equal(th_int(&srv, "EXISTS %s", names[2]), 0);
+    dlock_cancel_free(tok);
+
+    /* a waiter takes all once the busy one is released (woken, not at its
+     * lease's end) */
+    dlock_wait_opts waitw = {.wait_ms = 10000 * th_slack(), .lease_ms = 30000};
+    assert_int_equal(dlock_multilock_acquire_async(ml, &waitw, on_done, &r), DLOCK_OK);
+    th_sleep_ms(150);
+    assert_int_equal(th_int(&srv, "EXISTS %s", names[0]), 0);
+    t0 = th_now_ms();
+    assert_int_equal(dlock_lock_release(rival), DLOCK_OK);
+    assert_int_equal(await_cb(&r), DLOCK_OK);
+    assert_true(th_now_ms() - t0 < 5000 * th_slack());
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(th_int(&srv, "EXISTS %s", names[i]), 1);
+    assert_int_equal(dlock_lock_try(rival, 0, 1000), DLOCK_ETIMEDOUT);
+    assert_int_equal(dlock_multilock_release_async(ml, on_done, &d), DLOCK_OK);
+    assert_int_equal(await_cb(&d), DLOCK_OK);
+    /* released already: the release's error */
+    assert_int_equal(dlock_multilock_release_async(ml, on_done, &d), DLOCK_OK);
+    assert_int_equal(await_cb(&d), DLOCK_ENOTOWNER);
+
+    /* bad input */
+    dlock_lock *mixed[] = {ls[1], mine};
+    assert_int_equal(dlock_multilock_new(mixed, 2, &bad), DLOCK_OK);
+    assert_int_equal(dlock_multilock_acquire_async(bad, &once, on_done, &d), DLOCK_EINVAL);
+    assert_int_equal(dlock_multilock_release_async(bad, on_done, &d), DLOCK_EINVAL);
+    assert_int_equal(dlock_multilock_acquire_async(ml, &once, NULL, &d), DLOCK_EINVAL);
+    uint64_t tk = 0;
+    dlock_wait_opts tokened = {.token = &tk};
+    assert_int_equal(dlock_multilock_acquire_async(ml, &tokened, on_done, &d), DLOCK_EINVAL);
+    assert_int_equal(dlock_multilock_acquire_async(NULL, &once, on_done, &d), DLOCK_EINVAL);
+    assert_int_equal(dlock_client_async_pending(cli), 0);
+    dlock_multilock_free(bad);
+    dlock_multilock_free(ml);
+    for (int i = 0; i < 3; i++)
+        dlock_lock_free(ls[i]);
+    dlock_lock_free(rival);
+    dlock_lock_free(mine);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1051,6 +1184,8 @@ int main(void)
         cmocka_unit_test(test_async_forms),
         cmocka_unit_test(test_async_permits_n),
         cmocka_unit_test(test_async_election),
+        cmocka_unit_test(test_async_multilock),
+        cmocka_unit_test(test_replica_ack_all_without_replicas),
     };
     return cmocka_run_group_tests(tests, th_setup, th_teardown);
 }

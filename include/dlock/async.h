@@ -269,6 +269,36 @@ DLOCK_API int dlock_latch_try_set_count_async(dlock_latch *l, int64_t count, dlo
 DLOCK_API int dlock_latch_delete_async(dlock_latch *l, dlock_async_fn fn, void *ud);
 DLOCK_API int dlock_latch_count_async(dlock_latch *l, dlock_async_fn fn, void *ud);
 
+/* ---------------------------------------------------- multi-lock, RedLock */
+
+/* dlock_multilock_acquire_opts() asynchronously, for a multi-lock or a
+ * RedLock whose locks are all explicit-owner handles (dlock_lock_get_as and
+ * the like; another gets DLOCK_EINVAL at the call). All or nothing: in
+ * rounds, every lock tried at once with no wait; all taken (a RedLock: a
+ * majority, within its validity: the lease less the round's time and the
+ * clock drift), DLOCK_OK; else what was taken is released before anything
+ * else, and the call waits on one busy lock (pub/sub, never polling; a
+ * RedLock looks again within 50..100 ms), then the next round. Nothing is
+ * held while waiting, nor when the callback's status is not DLOCK_OK:
+ * DLOCK_ETIMEDOUT, DLOCK_ECANCELED (o->cancel: it reaches the waiting
+ * acquire), DLOCK_ECLOSED, or a lock's error (a RedLock: errors on more
+ * servers than its margin). The options are copied at the call (NULL: one
+ * round, the watchdog; o->token must be NULL). The multi-lock, its locks and
+ * the cancel token must stay alive until the callback has run. The locks may
+ * be on several clients: the callback runs on the io thread of one of them,
+ * and none of those clients may be closed while the call is pending. Each
+ * lock's attempt is that lock's asynchronous acquire, with its client's
+ * retries: a server that is down holds a round up to that client's connect
+ * budget ((connect timeout + retry delay) x (retry attempts + 1)), where the
+ * blocking RedLock gives up on it at once; give RedLock clients short ones.
+ * Any thread. */
+DLOCK_API int dlock_multilock_acquire_async(dlock_multilock *ml, const dlock_wait_opts *o,
+                                            dlock_async_fn fn, void *ud);
+/* dlock_multilock_release() asynchronously: every lock released at once.
+ * A multi-lock: DLOCK_OK, or the first error answered; a RedLock: DLOCK_OK
+ * when a majority was released, else an error. Any thread. */
+DLOCK_API int dlock_multilock_release_async(dlock_multilock *ml, dlock_async_fn fn, void *ud);
+
 /* ------------------------------------------------------------ election */
 
 /* The text a call answers, valid during the callback (copy it): the
