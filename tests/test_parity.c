@@ -714,6 +714,8 @@ typedef struct done_cb {
     int done, status, flag;
     int64_t count;
     uint64_t token;
+    char text[400];
+    permit_buf ids[8];       /* an n-permit acquisition's (the first 8) */
 } done_cb;
 
 static void on_done(const dlock_async_result *res, void *ud)
@@ -724,6 +726,9 @@ static void on_done(const dlock_async_result *res, void *ud)
     d->flag = dlock_async_flag(res);
     d->count = dlock_async_count(res);
     d->token = dlock_async_token(res);
+    snprintf(d->text, sizeof(d->text), "%s", dlock_async_text(res));
+    for (size_t i = 0; i < 8; i++)
+        snprintf(d->ids[i], sizeof(d->ids[i]), "%s", dlock_async_permit_ids(res, i));
     d->done = 1;
     pthread_cond_signal(&d->cv);
     pthread_mutex_unlock(&d->mu);
@@ -818,6 +823,353 @@ static void test_async_forms(void **state)
     dlock_permit_semaphore_free(p);
 }
 
+/* The n-permit calls asynchronously: n ids, all or none; a waiter for n
+ * woken by a list release; a cancelled or timed-out wait holds nothing; the
+ * list releases' counts; the queries; bad input refused at the call. */
+static void test_async_permits_n(void **state)
+{
+    (void)state;
+    char name[128], ch[200];
+    th_name(name, sizeof(name), "async-pn");
+    snprintf(ch, sizeof(ch), "redisson_sc:{%s}", name);
+    done_cb d = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    done_cb w = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    dlock_permit_semaphore *p;
+    assert_int_equal(dlock_permit_semaphore_get(cli, name, &p), DLOCK_OK);
+    assert_int_equal(dlock_permit_semaphore_set_total(p, 5), DLOCK_OK);
+
+    dlock_wait_opts once = {.wait_ms = 0, .lease_ms = 60000};
+    assert_int_equal(dlock_permit_semaphore_acquire_n_async(p, 4, &once, on_done, &d), DLOCK_OK);
+    assert_int_equal(await_cb(&d), DLOCK_OK);
+    assert_int_equal(d.count, 4);
+    permit_buf held[4];
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(strlen(d.ids[i]), 32);
+        memcpy(held[i], d.ids[i], sizeof(held[i]));
+        for (int j = 0; j < i; j++)
+            assert_string_not_equal(held[i], held[j]);
+        int64_t ms = 0;
+        assert_int_equal(dlock_permit_semaphore_lease_time(p, held[i], &ms), DLOCK_OK);
+        assert_true(ms > 30000 && ms <= 60000);
+    }
+    assert_string_equal(d.ids[4], "");
+    assert_int_equal(dlock_permit_semaphore_acquired_async(p, on_done, &d), DLOCK_OK);
+    assert_int_equal(await_cb(&d), DLOCK_OK);
+    assert_int_equal(d.count, 4);
+    assert_int_equal(dlock_permit_semaphore_permits_async(p, on_done, &d), DLOCK_OK);
+    assert_int_equal(await_cb(&d), DLOCK_OK);
+    assert_int_equal(d.count, 5);
+
+    /* 2 of 1 free: refused at once, nothing taken */
+    assert_int_equal(dlock_permit_semaphore_acquire_n_async(p, 2, &once, on_done, &d), DLOCK_OK);
+    assert_int_equal(await_cb(&d), DLOCK_ETIMEDOUT);
+    assert_string_equal(d.ids[0], "");
+    sem_counts(p, 1, 4);
+    /* a short wait runs out: nothing taken */
+    dlock_wait_opts shortw = {.wait_ms = 200, .lease_ms = 60000};
+    int64_t t0 = th_now_ms();
+    assert_int_equal(dlock_permit_semaphore_acquire_n_async(p, 3, &shortw, on_done, &d), DLOCK_OK);
+    assert_int_equal(await_cb(&d), DLOCK_ETIMEDOUT);
+    assert_true(th_now_ms() - t0 >= 190);
+    sem_counts(p, 1, 4);
+    /* a cancelled wait: nothing taken */
+    dlock_cancel *tok;
+    assert_int_equal(dlock_cancel_new(&tok), DLOCK_OK);
+    dlock_wait_opts forever = {.wait_ms = DLOCK_WAIT_FOREVER, .lease_ms = 60000, .cancel = tok};
+    assert_int_equal(dlock_permit_semaphore_acquire_n_async(p, 3, &forever, on_done, &d),
+                     DLOCK_OK);
+    th_sleep_ms(100);
+    dlock_cancel_fire(tok);
+    assert_int_equal(await_cb(&d), DLOCK_ECANCELED);
+    sem_counts(p, 1, 4);
+    dlock_cancel_free(tok);
+
+    /* a waiter for 3 (the watchdog), woken by a list release of 4 */
+    dlock_wait_opts waitw = {.wait_ms = 5000 * th_slack()};
+    assert_int_equal(dlock_permit_semaphore_acquire_n_async(p, 3, &waitw, on_done, &w), DLOCK_OK);
+    th_sleep_ms(100);
+    const char *list[] = {held[0], held[1], held[2], held[3]};
+    assert_int_equal(dlock_permit_semaphore_try_release_list_async(p, list, 4, on_done, &d),
+                     DLOCK_OK);
+    assert_int_equal(await_cb(&d), DLOCK_OK);
+    assert_int_equal(d.count, 4);
+    assert_int_equal(d.flag, 1);
+    assert_int_equal(await_cb(&w), DLOCK_OK);
+    assert_int_equal(w.count, 3);
+    sem_counts(p, 2, 3);
+    int64_t ms = 0;
+    assert_int_equal(dlock_permit_semaphore_lease_time(p, w.ids[0], &ms), DLOCK_OK);
+    assert_true(ms > 0);
+
+    /* released already: the try form releases nothing, the other fails */
+    assert_int_equal(dlock_permit_semaphore_try_release_list_async(p, list, 2, on_done, &d),
+                     DLOCK_OK);
+    assert_int_equal(await_cb(&d), DLOCK_OK);
+    assert_int_equal(d.count, 0);
+    assert_int_equal(d.flag, 0);
+    const char *mixed[] = {w.ids[0], held[0]};
+    assert_int_equal(dlock_permit_semaphore_release_list_async(p, mixed, 2, on_done, &d),
+                     DLOCK_OK);
+    assert_int_equal(await_cb(&d), DLOCK_ENOTOWNER);
+    sem_counts(p, 2, 3);
+    const char *mine[] = {w.ids[0], w.ids[1], w.ids[2]};
+    assert_int_equal(dlock_permit_semaphore_release_list_async(p, mine, 3, on_done, &d),
+                     DLOCK_OK);
+    assert_int_equal(await_cb(&d), DLOCK_OK);
+    assert_int_equal(d.count, 3);
+    sem_counts(p, 5, 0);
+
+    /* bad input: refused at the call, or (n above the total) in the callback */
+    assert_int_equal(dlock_permit_semaphore_acquire_n_async(p, 0, &once, on_done, &d),
+                     DLOCK_EINVAL);
+    assert_int_equal(dlock_permit_semaphore_acquire_n_async(p, 2, &once, NULL, &d), DLOCK_EINVAL);
+    assert_int_equal(dlock_permit_semaphore_acquire_n_async(NULL, 2, &once, on_done, &d),
+                     DLOCK_EINVAL);
+    dlock_wait_opts badlease = {.lease_ms = -5};
+    assert_int_equal(dlock_permit_semaphore_acquire_n_async(p, 2, &badlease, on_done, &d),
+                     DLOCK_EINVAL);
+    const char *dup[] = {held[0], held[0]};
+    assert_int_equal(dlock_permit_semaphore_try_release_list_async(p, dup, 2, on_done, &d),
+                     DLOCK_EINVAL);
+    const char *shortid[] = {"abc"};
+    assert_int_equal(dlock_permit_semaphore_release_list_async(p, shortid, 1, on_done, &d),
+                     DLOCK_EINVAL);
+    assert_int_equal(dlock_permit_semaphore_release_list_async(p, list, 0, on_done, &d),
+                     DLOCK_EINVAL);
+    assert_int_equal(dlock_permit_semaphore_acquire_n_async(p, 6, &once, on_done, &d), DLOCK_OK);
+    assert_int_equal(await_cb(&d), DLOCK_EINVAL);
+    sem_counts(p, 5, 0);
+    assert_int_equal(dlock_client_async_pending(cli), 0);
+    dlock_permit_semaphore_free(p);
+}
+
+/* The election asynchronously: campaign (term = token, recorded, announced),
+ * a rival waits and a watcher sees each change; resign publishes; a
+ * campaign that runs out holds nothing; thread-owner handles are refused. */
+static void test_async_election(void **state)
+{
+    (void)state;
+    char name[128], o1[DLOCK_OWNER_BUFSIZE], o2[DLOCK_OWNER_BUFSIZE];
+    th_name(name, sizeof(name), "async-elect");
+    dlock_client_new_owner_id(cli, o1, sizeof(o1));
+    dlock_client_new_owner_id(cli, o2, sizeof(o2));
+    done_cb d = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    done_cb r = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    done_cb w = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    dlock_election *a, *b, *mine;
+    assert_int_equal(dlock_election_get_as(cli, name, o1, &a), DLOCK_OK);
+    assert_int_equal(dlock_election_get_as(cli, name, o2, &b), DLOCK_OK);
+    assert_int_equal(dlock_election_get(cli, name, &mine), DLOCK_OK);
+
+    /* no leader yet */
+    assert_int_equal(dlock_election_leader_async(a, on_done, &d), DLOCK_OK);
+    assert_int_equal(await_cb(&d), DLOCK_OK);
+    assert_int_equal(d.token, 0);
+    /* a watcher of term 0 */
+    dlock_wait_opts long_wait = {.wait_ms = 5000 * th_slack()};
+    assert_int_equal(dlock_election_await_change_async(b, 0, &long_wait, on_done, &w), DLOCK_OK);
+
+    assert_int_equal(dlock_election_campaign_async(a, NULL, on_done, &d), DLOCK_OK);
+    assert_int_equal(await_cb(&d), DLOCK_OK);
+    uint64_t t1 = d.token;
+    assert_true(t1 > 0);
+    assert_int_equal(dlock_election_term(a), t1);
+    assert_int_equal(await_cb(&w), DLOCK_OK);
+    assert_int_equal(w.token, t1);
+    assert_non_null(strstr(w.text, o1));
+    uint64_t term = 0;
+    char who[400];
+    assert_int_equal(dlock_election_leader(b, &term, who, sizeof(who)), DLOCK_OK);
+    assert_int_equal(term, t1);
+    assert_int_equal(dlock_election_leader_async(b, on_done, &d), DLOCK_OK);
+    assert_int_equal(await_cb(&d), DLOCK_OK);
+    assert_int_equal(d.token, t1);
+    assert_string_equal(d.text, who);
+    /* leading already: the same term */
+    assert_int_equal(dlock_election_campaign_async(a, NULL, on_done, &d), DLOCK_OK);
+    assert_int_equal(await_cb(&d), DLOCK_OK);
+    assert_int_equal(d.token, t1);
+
+    /* a rival's one try fails, holding nothing; a short wait runs out */
+    assert_int_equal(dlock_election_campaign_async(b, NULL, on_done, &r), DLOCK_OK);
+    assert_int_equal(await_cb(&r), DLOCK_ETIMEDOUT);
+    assert_int_equal(dlock_election_term(b), 0);
+    dlock_wait_opts shortw = {.wait_ms = 150};
+    assert_int_equal(dlock_election_campaign_async(b, &shortw, on_done, &r), DLOCK_OK);
+    assert_int_equal(await_cb(&r), DLOCK_ETIMEDOUT);
+    assert_int_equal(dlock_election_term(b), 0);
+    /* a watch that runs out */
+    assert_int_equal(dlock_election_await_change_async(b, t1, &shortw, on_done, &w), DLOCK_OK);
+    assert_int_equal(await_cb(&w), DLOCK_ETIMEDOUT);
+
+    /* the rival waits; the leader resigns; the rival takes the next term */
+    assert_int_equal(dlock_election_campaign_async(b, &long_wait, on_done, &r), DLOCK_OK);
+    assert_int_equal(dlock_election_await_change_async(a, t1, &long_wait, on_done, &w), DLOCK_OK);
+    th_sleep_ms(100);
+    assert_int_equal(dlock_election_resign_async(a, on_done, &d), DLOCK_OK);
+    assert_int_equal(dlock_election_term(a), 0);
+    assert_int_equal(await_cb(&d), DLOCK_OK);
+    assert_int_equal(await_cb(&r), DLOCK_OK);
+    assert_true(r.token > t1);
+    assert_int_equal(dlock_election_term(b), r.token);
+    assert_int_equal(await_cb(&w), DLOCK_OK);
+    assert_true(w.token == 0 || w.token == r.token);
+
+    /* bad input: refused at the call */
+    assert_int_equal(dlock_election_resign_async(a, on_done, &d), DLOCK_ENOTOWNER);
+    /* any election handle has an owner id of its own: accepted, b leads */
+    assert_int_equal(dlock_election_campaign_async(mine, NULL, on_done, &d), DLOCK_OK);
+    assert_int_equal(await_cb(&d), DLOCK_ETIMEDOUT);
+    assert_int_equal(dlock_election_campaign_async(a, NULL, NULL, &d), DLOCK_EINVAL);
+    uint64_t tok = 0;
+    dlock_wait_opts with_token = {.token = &tok};
+    assert_int_equal(dlock_election_campaign_async(a, &with_token, on_done, &d), DLOCK_EINVAL);
+    dlock_wait_opts leased = {.lease_ms = 1000};
+    assert_int_equal(dlock_election_await_change_async(a, 0, &leased, on_done, &d),
+                     DLOCK_EINVAL);
+    assert_int_equal(dlock_election_leader_async(NULL, on_done, &d), DLOCK_EINVAL);
+
+    assert_int_equal(dlock_election_resign_async(b, on_done, &d), DLOCK_OK);
+    assert_int_equal(await_cb(&d), DLOCK_OK);
+    assert_int_equal(dlock_client_async_pending(cli), 0);
+    dlock_election_free(a);
+    dlock_election_free(b);
+    dlock_election_free(mine);
+}
+
+/* Redisson's replica rule on a primary without replicas: nothing to ask,
+ * never a failure (dlock_last_replica_acks -1); dlock's count of 1 fails. */
+static void test_replica_ack_all_without_replicas(void **state)
+{
+    (void)state;
+    if (getenv("DLOCK_TEST_DEPLOY") && *getenv("DLOCK_TEST_DEPLOY"))
+        skip();   /* replicas there: test_sentinel covers them */
+    char name[128];
+    th_name(name, sizeof(name), "ack-none");
+    dlock_client *c[2];
+    int want[2] = {DLOCK_REPLICAS_ALL, 1};
+    for (int i = 0; i < 2; i++) {
+        dlock_config *cfg = dlock_config_new();
+        assert_int_equal(dlock_config_set_url(cfg, srv.url), DLOCK_OK);
+        assert_int_equal(dlock_config_set_replica_ack(cfg, want[i], 100, DLOCK_ACK_RELEASE),
+                         DLOCK_OK);
+        assert_int_equal(dlock_client_open(&c[i], cfg), DLOCK_OK);
+        dlock_config_free(cfg);
+    }
+    dlock_lock *l;
+    assert_int_equal(dlock_lock_get(c[0], name, &l), DLOCK_OK);
+    assert_int_equal(dlock_lock_try(l, 0, 10000), DLOCK_OK);
+    assert_int_equal(dlock_last_replica_acks(), -1);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    assert_int_equal(dlock_lock_get(c[1], name, &l), DLOCK_OK);
+    assert_int_equal(dlock_lock_try(l, 0, 10000), DLOCK_EREPLICAS);
+    assert_int_equal(dlock_last_replica_acks(), 0);
+    assert_int_equal(th_int(&srv, "EXISTS %s", name), 0);
+    dlock_lock_free(l);
+    dlock_client_close(c[0]);
+    dlock_client_close(c[1]);
+}
+
+/* The multi-lock asynchronously: all or nothing; a try that finds one lock
+ * busy holds none of them; a waiting one takes them all when the busy one
+ * is released; a cancelled one holds nothing; the release frees all. */
+static void test_async_multilock(void **state)
+{
+    (void)state;
+    char names[3][128], owner[DLOCK_OWNER_BUFSIZE], other[DLOCK_OWNER_BUFSIZE];
+    dlock_client_new_owner_id(cli, owner, sizeof(owner));
+    dlock_client_new_owner_id(cli, other, sizeof(other));
+    dlock_lock *ls[3], *rival, *mine;
+    for (int i = 0; i < 3; i++) {
+        char tag[32];
+        snprintf(tag, sizeof(tag), "async-ml%d", i);
+        th_name(names[i], sizeof(names[i]), tag);
+        assert_int_equal(dlock_lock_get_as(cli, names[i], owner, &ls[i]), DLOCK_OK);
+    }
+    assert_int_equal(dlock_lock_get_as(cli, names[1], other, &rival), DLOCK_OK);
+    assert_int_equal(dlock_lock_get(cli, names[0], &mine), DLOCK_OK);
+    dlock_multilock *ml, *bad;
+    assert_int_equal(dlock_multilock_new(ls, 3, &ml), DLOCK_OK);
+    done_cb d = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    done_cb r = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+    /* all free: taken, each with the lease */
+    dlock_wait_opts once = {.lease_ms = 30000};
+    assert_int_equal(dlock_multilock_acquire_async(ml, &once, on_done, &d), DLOCK_OK);
+    assert_int_equal(await_cb(&d), DLOCK_OK);
+    for (int i = 0; i < 3; i++) {
+        long long t = pttl(names[i]);
+        assert_true(t > 20000 && t <= 30000);
+    }
+    assert_int_equal(dlock_multilock_release_async(ml, on_done, &d), DLOCK_OK);
+    assert_int_equal(await_cb(&d), DLOCK_OK);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(th_int(&srv, "EXISTS %s", names[i]), 0);
+
+    /* one busy: a try holds nothing; a short wait runs out holding nothing */
+    assert_int_equal(dlock_lock_try(rival, 0, 30000), DLOCK_OK);
+    assert_int_equal(dlock_multilock_acquire_async(ml, &once, on_done, &d), DLOCK_OK);
+    assert_int_equal(await_cb(&d), DLOCK_ETIMEDOUT);
+    assert_int_equal(th_int(&srv, "EXISTS %s", names[0]), 0);
+    assert_int_equal(th_int(&srv, "EXISTS %s", names[2]), 0);
+    dlock_wait_opts shortw = {.wait_ms = 200, .lease_ms = 30000};
+    int64_t t0 = th_now_ms();
+    assert_int_equal(dlock_multilock_acquire_async(ml, &shortw, on_done, &d), DLOCK_OK);
+    assert_int_equal(await_cb(&d), DLOCK_ETIMEDOUT);
+    assert_true(th_now_ms() - t0 >= 190);
+    assert_int_equal(th_int(&srv, "EXISTS %s", names[0]), 0);
+    assert_int_equal(th_int(&srv, "EXISTS %s", names[2]), 0);
+    /* cancelled while waiting: nothing held */
+    dlock_cancel *tok;
+    assert_int_equal(dlock_cancel_new(&tok), DLOCK_OK);
+    dlock_wait_opts forever = {.wait_ms = DLOCK_WAIT_FOREVER, .lease_ms = 30000, .cancel = tok};
+    assert_int_equal(dlock_multilock_acquire_async(ml, &forever, on_done, &d), DLOCK_OK);
+    th_sleep_ms(100);
+    dlock_cancel_fire(tok);
+    assert_int_equal(await_cb(&d), DLOCK_ECANCELED);
+    assert_int_equal(th_int(&srv, "EXISTS %s", names[0]), 0);
+    assert_int_equal(th_int(&srv, "EXISTS %s", names[2]), 0);
+    dlock_cancel_free(tok);
+
+    /* a waiter takes all once the busy one is released (woken, not at its
+     * lease's end) */
+    dlock_wait_opts waitw = {.wait_ms = 10000 * th_slack(), .lease_ms = 30000};
+    assert_int_equal(dlock_multilock_acquire_async(ml, &waitw, on_done, &r), DLOCK_OK);
+    th_sleep_ms(150);
+    assert_int_equal(th_int(&srv, "EXISTS %s", names[0]), 0);
+    t0 = th_now_ms();
+    assert_int_equal(dlock_lock_release(rival), DLOCK_OK);
+    assert_int_equal(await_cb(&r), DLOCK_OK);
+    assert_true(th_now_ms() - t0 < 5000 * th_slack());
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(th_int(&srv, "EXISTS %s", names[i]), 1);
+    assert_int_equal(dlock_lock_try(rival, 0, 1000), DLOCK_ETIMEDOUT);
+    assert_int_equal(dlock_multilock_release_async(ml, on_done, &d), DLOCK_OK);
+    assert_int_equal(await_cb(&d), DLOCK_OK);
+    /* released already: the release's error */
+    assert_int_equal(dlock_multilock_release_async(ml, on_done, &d), DLOCK_OK);
+    assert_int_equal(await_cb(&d), DLOCK_ENOTOWNER);
+
+    /* bad input */
+    dlock_lock *mixed[] = {ls[1], mine};
+    assert_int_equal(dlock_multilock_new(mixed, 2, &bad), DLOCK_OK);
+    assert_int_equal(dlock_multilock_acquire_async(bad, &once, on_done, &d), DLOCK_EINVAL);
+    assert_int_equal(dlock_multilock_release_async(bad, on_done, &d), DLOCK_EINVAL);
+    assert_int_equal(dlock_multilock_acquire_async(ml, &once, NULL, &d), DLOCK_EINVAL);
+    uint64_t tk = 0;
+    dlock_wait_opts tokened = {.token = &tk};
+    assert_int_equal(dlock_multilock_acquire_async(ml, &tokened, on_done, &d), DLOCK_EINVAL);
+    assert_int_equal(dlock_multilock_acquire_async(NULL, &once, on_done, &d), DLOCK_EINVAL);
+    assert_int_equal(dlock_client_async_pending(cli), 0);
+    dlock_multilock_free(bad);
+    dlock_multilock_free(ml);
+    for (int i = 0; i < 3; i++)
+        dlock_lock_free(ls[i]);
+    dlock_lock_free(rival);
+    dlock_lock_free(mine);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -836,6 +1188,10 @@ int main(void)
         cmocka_unit_test(test_semaphore_lifecycle_bad_input),
         cmocka_unit_test(test_permit_semaphore_lifecycle),
         cmocka_unit_test(test_async_forms),
+        cmocka_unit_test(test_async_permits_n),
+        cmocka_unit_test(test_async_election),
+        cmocka_unit_test(test_async_multilock),
+        cmocka_unit_test(test_replica_ack_all_without_replicas),
     };
     return cmocka_run_group_tests(tests, th_setup, th_teardown);
 }

@@ -4,6 +4,7 @@
  * renewed on the new primary, waiters are woken there, new acquisitions work
  * soon after the switch. */
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -148,6 +149,86 @@ static dlock_client *ack_client(int replicas, dlock_ack_policy policy, int64_t w
 }
 
 
+/* Redisson's rule (DLOCK_REPLICAS_ALL, checkLockSyncedSlaves): every
+ * connected replica is asked; one of two acknowledging is enough (dlock's
+ * count of 2 refuses it), none of two is a failure: given back under
+ * RELEASE, kept and reported under KEEP. Replicas are frozen (SIGSTOP), so
+ * the primary still counts them connected. */
+static void test_replica_ack_redisson(void **state)
+{
+    (void)state;
+    th_redis *p = primary();
+    th_redis *reps[3];
+    size_t nr = 0;
+    th_redis *all[] = {&rs.primary, &rs.replica[0], &rs.replica[1]};
+    for (size_t i = 0; i < 3; i++)
+        if (all[i]->port != p->port)
+            reps[nr++] = all[i];
+    assert_int_equal(nr, 2);
+    dlock_client *red = ack_client(DLOCK_REPLICAS_ALL, DLOCK_ACK_RELEASE, 0);
+    dlock_client *redk = ack_client(DLOCK_REPLICAS_ALL, DLOCK_ACK_KEEP, 0);
+    dlock_client *two = ack_client(2, DLOCK_ACK_RELEASE, 0);
+    char name[64], msg[512];
+    dlock_lock *l, *lk, *l2;
+    assert_int_equal(dlock_lock_get(red, th_name(name, sizeof(name), "ack-all"), &l), DLOCK_OK);
+    assert_int_equal(dlock_lock_get(redk, name, &lk), DLOCK_OK);
+    assert_int_equal(dlock_lock_get(two, name, &l2), DLOCK_OK);
+    /* all up: both asked, both acknowledge */
+    assert_int_equal(dlock_lock_try(l, 0, 10000), DLOCK_OK);
+    assert_int_equal(dlock_last_replica_acks(), 2);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+
+    /* one frozen: enough for Redisson's rule, not for a count of 2 */
+    kill(reps[0]->pid, SIGSTOP);
+    int rc1 = dlock_lock_try(l, 0, 10000), acks1 = dlock_last_replica_acks();
+    int rel1 = rc1 == DLOCK_OK ? dlock_lock_release(l) : -1;
+    int rc2 = dlock_lock_try(l2, 0, 10000), acks2 = dlock_last_replica_acks();
+    /* both frozen: none acknowledged */
+    kill(reps[1]->pid, SIGSTOP);
+    int rc3 = dlock_lock_try(l, 0, 10000), acks3 = dlock_last_replica_acks();
+    snprintf(msg, sizeof(msg), "%s", dlock_last_error());
+    long long exists3 = th_int(p, "EXISTS %s", name);
+    int rc4 = dlock_lock_try(lk, 0, 10000), acks4 = dlock_last_replica_acks();
+    long long exists4 = th_int(p, "EXISTS %s", name);
+    kill(reps[0]->pid, SIGCONT);
+    kill(reps[1]->pid, SIGCONT);
+
+    assert_int_equal(rc1, DLOCK_OK);
+    assert_int_equal(acks1, 1);
+    assert_int_equal(rel1, DLOCK_OK);
+    assert_int_equal(rc2, DLOCK_EREPLICAS);
+    assert_int_equal(acks2, 1);
+    assert_int_equal(rc3, DLOCK_EREPLICAS);
+    assert_int_equal(acks3, 0);
+    assert_non_null(strstr(msg, "0 of the connected replicas"));
+    assert_int_equal(exists3, 0);
+    assert_int_equal(rc4, DLOCK_OK);
+    assert_int_equal(acks4, 0);
+    assert_int_equal(exists4, 1);
+    assert_int_equal(dlock_lock_release(lk), DLOCK_OK);
+
+    /* thawed: acknowledged again (within a few tries: their links resume) */
+    int rc = DLOCK_EREPLICAS;
+    for (int64_t until = th_now_ms() + 10000 * th_slack(); rc != DLOCK_OK && th_now_ms() < until;)
+        if ((rc = dlock_lock_try(l, 0, 10000)) != DLOCK_OK)
+            th_sleep_ms(50);
+    assert_int_equal(rc, DLOCK_OK);
+    assert_true(dlock_last_replica_acks() >= 1);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+
+    dlock_config *bad = dlock_config_new();
+    assert_int_equal(dlock_config_set_replica_ack(bad, -2, 10, DLOCK_ACK_RELEASE), DLOCK_EINVAL);
+    assert_int_equal(dlock_config_set_replica_ack(bad, DLOCK_REPLICAS_ALL, 0, DLOCK_ACK_RELEASE),
+                     DLOCK_EINVAL);
+    dlock_config_free(bad);
+    dlock_lock_free(l);
+    dlock_lock_free(lk);
+    dlock_lock_free(l2);
+    dlock_client_close(red);
+    dlock_client_close(redk);
+    dlock_client_close(two);
+}
+
 /* Revocation is one server only: on a sentinel client (revocation asked for,
  * the default) tracking stays off, and a lock deleted by someone else is
  * found by its next renewal: DLOCK_LOST_GONE within a period or so. */
@@ -185,7 +266,7 @@ static void test_replica_ack(void **state)
     dlock_config *bad = dlock_config_new();
     assert_int_equal(dlock_config_set_replica_ack(bad, 2, 3000, DLOCK_ACK_RELEASE),
                      DLOCK_EINVAL);   /* not below the command timeout (3 s) */
-    assert_int_equal(dlock_config_set_replica_ack(bad, -1, 10, DLOCK_ACK_RELEASE), DLOCK_EINVAL);
+    assert_int_equal(dlock_config_set_replica_ack(bad, -2, 10, DLOCK_ACK_RELEASE), DLOCK_EINVAL);
     assert_int_equal(dlock_config_set_replica_ack(bad, 1, 10, (dlock_ack_policy)7), DLOCK_EINVAL);
     dlock_config_free(bad);
 
@@ -452,6 +533,7 @@ int main(void)
         cmocka_unit_test(test_sentinel_credentials),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_replica_ack),
+        cmocka_unit_test(test_replica_ack_redisson),
         cmocka_unit_test(test_revocation_falls_back),
         cmocka_unit_test(test_failover_primary_killed),
     };

@@ -92,6 +92,12 @@ DLOCK_API int64_t dlock_async_count(const dlock_async_result *res);
  * during the callback: copy it (DLOCK_PERMIT_ID_BUFSIZE bytes). */
 DLOCK_API const char *dlock_async_permit_id(const dlock_async_result *res);
 
+/* The i-th permit id (0-based) of an n-permit acquisition
+ * (dlock_permit_semaphore_acquire_n_async: dlock_async_count() is n), 32 hex
+ * characters, valid during the callback: copy them; "" for i >= n and for
+ * other calls. dlock_async_permit_id() is the first. */
+DLOCK_API const char *dlock_async_permit_ids(const dlock_async_result *res, size_t i);
+
 /* dlock_lock_acquire_opts() asynchronously, for any lock type (reentrant,
  * fair, read, write). The options (NULL: one attempt, the watchdog) are
  * copied at the call; o->cancel and o->token must stay valid until the
@@ -175,6 +181,38 @@ DLOCK_API int dlock_semaphore_release_if_exists_async(dlock_semaphore *s, int64_
 DLOCK_API int dlock_permit_semaphore_acquire_async(dlock_permit_semaphore *p,
                                                    const dlock_wait_opts *o, dlock_async_fn fn,
                                                    void *ud);
+/* dlock_permit_semaphore_try_n() asynchronously: n permits (1 ..
+ * DLOCK_COUNT_MAX), all or none, in one script per attempt, the options
+ * copied at the call (NULL: one try, the watchdog; o->cancel must stay valid
+ * until the callback has run). On DLOCK_OK dlock_async_count() is n and
+ * dlock_async_permit_ids(res, 0..n-1) the ids; DLOCK_ETIMEDOUT,
+ * DLOCK_ECANCELED, DLOCK_ECLOSED (none held then), DLOCK_EINVAL in the
+ * callback for n above the semaphore's total, or the blocking call's other
+ * errors. The call returns DLOCK_EINVAL (n < 1, bad options, NULL p or fn),
+ * DLOCK_ECLOSED, DLOCK_ENOMEM. Any thread. */
+DLOCK_API int dlock_permit_semaphore_acquire_n_async(dlock_permit_semaphore *p, int64_t n,
+                                                     const dlock_wait_opts *o,
+                                                     dlock_async_fn fn, void *ud);
+/* dlock_permit_semaphore_try_release_list() asynchronously: DLOCK_OK with
+ * dlock_async_count() = the number released (n, or 0 when one id was not
+ * held: nothing released then) and dlock_async_flag() = released > 0. The
+ * ids are copied at the call; bad lists are refused there (DLOCK_EINVAL, as
+ * the blocking form). Not resent after a lost answer. Any thread. */
+DLOCK_API int dlock_permit_semaphore_try_release_list_async(dlock_permit_semaphore *p,
+                                                            const char *const *ids, size_t n,
+                                                            dlock_async_fn fn, void *ud);
+/* dlock_permit_semaphore_release_list() asynchronously: as the try form, but
+ * DLOCK_ENOTOWNER in the callback when nothing was released. Any thread. */
+DLOCK_API int dlock_permit_semaphore_release_list_async(dlock_permit_semaphore *p,
+                                                        const char *const *ids, size_t n,
+                                                        dlock_async_fn fn, void *ud);
+/* dlock_permit_semaphore_acquired() and dlock_permit_semaphore_permits()
+ * asynchronously: dlock_async_count() = the permits held under a lease, or
+ * available + held, after expired permits went back. Any thread. */
+DLOCK_API int dlock_permit_semaphore_acquired_async(dlock_permit_semaphore *p,
+                                                    dlock_async_fn fn, void *ud);
+DLOCK_API int dlock_permit_semaphore_permits_async(dlock_permit_semaphore *p, dlock_async_fn fn,
+                                                   void *ud);
 /* dlock_permit_semaphore_release() asynchronously: DLOCK_OK, or
  * DLOCK_ENOTOWNER (unknown or expired permit). id is copied. Any thread. */
 DLOCK_API int dlock_permit_semaphore_release_async(dlock_permit_semaphore *p, const char *id,
@@ -191,8 +229,8 @@ DLOCK_API int dlock_permit_semaphore_update_lease_async(dlock_permit_semaphore *
                                                         const char *id, int64_t lease_ms,
                                                         dlock_async_fn fn, void *ud);
 /* The permit semaphore's pool, asynchronously: set the total, try-set (flag), add
- * (count: the new count), available (count; the permits held: use the
- * blocking form). Any thread. */
+ * (count: the new count), available (count; the permits held:
+ * dlock_permit_semaphore_acquired_async). Any thread. */
 DLOCK_API int dlock_permit_semaphore_set_total_async(dlock_permit_semaphore *p,
                                                      int64_t permits, dlock_async_fn fn,
                                                      void *ud);
@@ -230,6 +268,70 @@ DLOCK_API int dlock_latch_try_set_count_async(dlock_latch *l, int64_t count, dlo
                                               void *ud);
 DLOCK_API int dlock_latch_delete_async(dlock_latch *l, dlock_async_fn fn, void *ud);
 DLOCK_API int dlock_latch_count_async(dlock_latch *l, dlock_async_fn fn, void *ud);
+
+/* ---------------------------------------------------- multi-lock, RedLock */
+
+/* dlock_multilock_acquire_opts() asynchronously, for a multi-lock or a
+ * RedLock whose locks are all explicit-owner handles (dlock_lock_get_as and
+ * the like; another gets DLOCK_EINVAL at the call). All or nothing: in
+ * rounds, every lock tried at once with no wait; all taken (a RedLock: a
+ * majority, within its validity: the lease less the round's time and the
+ * clock drift), DLOCK_OK; else what was taken is released before anything
+ * else, and the call waits on one busy lock (pub/sub, never polling; a
+ * RedLock looks again within 50..100 ms), then the next round. Nothing is
+ * held while waiting, nor when the callback's status is not DLOCK_OK:
+ * DLOCK_ETIMEDOUT, DLOCK_ECANCELED (o->cancel: it reaches the waiting
+ * acquire), DLOCK_ECLOSED, or a lock's error (a RedLock: errors on more
+ * servers than its margin). The options are copied at the call (NULL: one
+ * round, the watchdog; o->token must be NULL). The multi-lock, its locks and
+ * the cancel token must stay alive until the callback has run. The locks may
+ * be on several clients: the callback runs on the io thread of one of them,
+ * and none of those clients may be closed while the call is pending. Each
+ * lock's attempt is that lock's asynchronous acquire, with its client's
+ * retries: a server that is down holds a round up to that client's connect
+ * budget ((connect timeout + retry delay) x (retry attempts + 1)), where the
+ * blocking RedLock gives up on it at once; give RedLock clients short ones.
+ * Any thread. */
+DLOCK_API int dlock_multilock_acquire_async(dlock_multilock *ml, const dlock_wait_opts *o,
+                                            dlock_async_fn fn, void *ud);
+/* dlock_multilock_release() asynchronously: every lock released at once.
+ * A multi-lock: DLOCK_OK, or the first error answered; a RedLock: DLOCK_OK
+ * when a majority was released, else an error. Any thread. */
+DLOCK_API int dlock_multilock_release_async(dlock_multilock *ml, dlock_async_fn fn, void *ud);
+
+/* ------------------------------------------------------------ election */
+
+/* The text a call answers, valid during the callback (copy it): the
+ * leader's "host pid owner" for dlock_election_leader_async and
+ * dlock_election_await_change_async ("" when none, and for other calls). */
+DLOCK_API const char *dlock_async_text(const dlock_async_result *res);
+
+/* dlock_election_campaign() asynchronously (any election handle: each
+ * campaigns as an owner id of its own): the election's lock taken (fenced), then the new
+ * term announced, two steps the callback follows; the term is
+ * dlock_async_token(). Options copied at the call (NULL: one try; o->token
+ * must be NULL here: the term comes in the result; o->cancel must stay
+ * valid until the callback has run). Status DLOCK_OK, DLOCK_ETIMEDOUT,
+ * DLOCK_ECANCELED, DLOCK_ECLOSED, or the blocking call's errors; an
+ * announcement that fails gives the lock back first (nothing held then).
+ * Already leading: the same term, after one round trip. The election handle
+ * must stay alive until the callback has run. Any thread. */
+DLOCK_API int dlock_election_campaign_async(dlock_election *e, const dlock_wait_opts *o,
+                                            dlock_async_fn fn, void *ud);
+/* dlock_election_resign() asynchronously: the term ends at the call (the
+ * call returns DLOCK_ENOTOWNER when the handle does not lead), then the lock
+ * is released and "0" published; the status is the release's. Any thread. */
+DLOCK_API int dlock_election_resign_async(dlock_election *e, dlock_async_fn fn, void *ud);
+/* dlock_election_leader() asynchronously: dlock_async_token() = the term (0:
+ * no leader), dlock_async_text() = who. Any handle. Any thread. */
+DLOCK_API int dlock_election_leader_async(dlock_election *e, dlock_async_fn fn, void *ud);
+/* dlock_election_await_change() asynchronously: DLOCK_OK once the term
+ * differs from `known` (token and text as the leader's), DLOCK_ETIMEDOUT,
+ * DLOCK_ECANCELED, DLOCK_ECLOSED; waits on the election's channel, never
+ * polling. o->lease_ms must be 0. Any handle. Any thread. */
+DLOCK_API int dlock_election_await_change_async(dlock_election *e, uint64_t known,
+                                                const dlock_wait_opts *o, dlock_async_fn fn,
+                                                void *ud);
 
 /* ------------------------------------------------ the program's own loop */
 

@@ -238,6 +238,10 @@ DLOCK_API void dlock_config_free(dlock_config *cfg);
  * redis-cluster:// take no parameters. */
 DLOCK_API int dlock_config_set_url(dlock_config *cfg, const char *url);
 
+/* replicas for dlock_config_set_replica_ack: Redisson's rule (every
+ * connected replica asked, a failure only when none acknowledged). */
+#define DLOCK_REPLICAS_ALL (-1)
+
 /* What an acquisition or renewal does when fewer replicas acknowledge it
  * than asked for. */
 typedef enum dlock_ack_policy {
@@ -255,8 +259,27 @@ typedef enum dlock_ack_policy {
  * timeout_ms (1 .. the command timeout - 1; set the command timeout first),
  * on the same connection. replicas 0 (the default) turns it off. Applies to
  * a primary with replicas, behind Sentinel or not, and to each primary of a
- * cluster. DLOCK_EINVAL (nothing changed) for a negative count, a timeout out
- * of range or an unknown policy. */
+ * cluster. DLOCK_EINVAL (nothing changed) for a negative count (other than
+ * DLOCK_REPLICAS_ALL), a timeout out of range or an unknown policy.
+ *
+ * Two ways to count:
+ *   - dlock's own: replicas = N (1..1000), the policy applying whenever fewer
+ *     than N acknowledged within the timeout (a replica down is a failure).
+ *   - Redisson's (checkLockSyncedSlaves): replicas = DLOCK_REPLICAS_ALL. Every
+ *     acquisition WAITs for every replica the primary has connected at that
+ *     moment (asked with ROLE: one more round trip), and the policy applies
+ *     only when the primary has replicas and none acknowledged; a primary
+ *     without replicas is not asked (dlock_last_replica_acks() -1). With
+ *     DLOCK_ACK_RELEASE this is what a Redisson client does by default
+ *     (NoSyncedSlavesException), except that dlock gives the hold back.
+ *     Watchdog renewals are not acknowledged in this mode (Redisson's are,
+ *     the same way); asynchronous calls are not acknowledged in either mode.
+ * The default is neither (replicas 0, off), unlike Redisson, whose check is on:
+ * a WAIT adds a round trip, up to the timeout, to every acquisition, and
+ * acknowledgement by replicas does not make a lock safe across a failover
+ * anyway (a replica may still be promoted without the write, Redis'
+ * replication being asynchronous); it narrows that window. A program that
+ * wants Redisson's behaviour, or a stricter count, asks for it. */
 DLOCK_API int dlock_config_set_replica_ack(dlock_config *cfg, int replicas, int64_t timeout_ms,
                                           dlock_ack_policy policy);
 /* (A latch's count-down and a semaphore's release are not acquisitions: they
@@ -1546,7 +1569,7 @@ DLOCK_API int dlock_permit_semaphore_add_permits(dlock_permit_semaphore *p, int6
  * p or ids NULL, n < 1, a bad lease, or n larger than the semaphore's total
  * (available + held) when it exists (a missing semaphore has no permits yet:
  * the call waits for a set or a release); DLOCK_EWRONGTYPE; connection
- * errors. Blocking only; any thread. */
+ * errors. Any thread (asynchronously: dlock_permit_semaphore_acquire_n_async). */
 DLOCK_API int dlock_permit_semaphore_acquire_n(dlock_permit_semaphore *p, int64_t n,
                                                int64_t lease_ms,
                                                char (*ids)[DLOCK_PERMIT_ID_BUFSIZE]);

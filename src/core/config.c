@@ -277,8 +277,12 @@ int dlock_config_set_replica_ack(dlock_config *cfg, int replicas, int64_t timeou
                                  dlock_ack_policy policy)
 {
     NEED_CFG(cfg);
+    int all = replicas == DLOCK_REPLICAS_ALL;
+    if (all)
+        replicas = 1;   /* the threshold: one acknowledgement (when there are replicas) */
     if (replicas < 0 || replicas > 1000)
-        return dlock__fail(DLOCK_EINVAL, "replicas %d: use 0 (off) .. 1000", replicas);
+        return dlock__fail(DLOCK_EINVAL, "replicas %d: use 0 (off) .. 1000, or "
+                                         "DLOCK_REPLICAS_ALL", replicas);
     if (policy != DLOCK_ACK_RELEASE && policy != DLOCK_ACK_KEEP)
         return dlock__fail(DLOCK_EINVAL, "unknown replica acknowledgement policy %d", (int)policy);
     if (replicas > 0 && (timeout_ms < 1 || timeout_ms >= cfg->command_timeout_ms))
@@ -289,6 +293,7 @@ int dlock_config_set_replica_ack(dlock_config *cfg, int replicas, int64_t timeou
     cfg->ack_replicas = replicas;
     cfg->ack_timeout_ms = replicas > 0 ? timeout_ms : 0;
     cfg->ack_policy = policy;
+    cfg->ack_all = all;
     return DLOCK_OK;
 }
 

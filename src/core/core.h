@@ -188,6 +188,8 @@ struct dlock_config {
     int ack_replicas;            /* WAIT for so many replicas after acquisitions (0: off) */
     int64_t ack_timeout_ms;
     int ack_policy;              /* dlock_ack_policy */
+    int ack_all;                 /* DLOCK_REPLICAS_ALL: WAIT for every connected replica,
+                                    ack_replicas 1 (fail when none acknowledged) */
     char *client_name;
     dlock_lost_fn lost_fn;
     void *lost_ud;

@@ -633,7 +633,7 @@ void dlock__wd_send_all(dlock__watchdog *wd, tick_batches *tb)
     for (size_t c = 0; c < wd->nconns; c++)
         if (wd->conns[c]->wrote)
             dlock__stats_count(wd->ctx->stats, DLOCK__ST_RENEWAL_WRITES, 1);
-    if (cfg->ack_replicas > 0 && sent > 0)
+    if (cfg->ack_replicas > 0 && !cfg->ack_all && sent > 0)
         for (size_t c = 0; c < wd->nconns; c++)
             dlock__wd_ask_acks(wd, wd->conns[c], tb->v, sent);
     for (size_t c = 0; c < wd->nconns; c++)

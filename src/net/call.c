@@ -83,14 +83,42 @@ static int evalsha_argv(const dlock__req *req, char nk[16], const char **st_a, s
     return DLOCK_OK;
 }
 
+/* The replicas connected to the primary behind ctx (ROLE: the third
+ * element lists them), or -1 when it cannot be asked. */
+static int connected_replicas(dlock__conn *ctx)
+{
+    const char *av[] = {"ROLE"};
+    size_t lens[] = {4};
+    redisReply *r = NULL;
+    int timed_out = 0;
+    if (dlock__conn_roundtrip(ctx, 1, av, lens, 0, &r, &timed_out) != DLOCK__SENT_OK)
+        return -1;
+    int k = -1;
+    if (r->type == REDIS_REPLY_ARRAY && r->elements >= 3 &&
+        r->element[2]->type == REDIS_REPLY_ARRAY)
+        k = (int)r->element[2]->elements;
+    freeReplyObject(r);
+    return k;
+}
+
 /* WAIT <replicas> <timeout> on the connection that just wrote: the count of
- * replicas that have its writes (0 when it cannot be asked). */
+ * replicas that have its writes (0 when it cannot be asked). Under
+ * DLOCK_REPLICAS_ALL (Redisson's checkLockSyncedSlaves) the count asked for
+ * is every replica the primary has connected (ROLE, one more round trip;
+ * 1 when ROLE is refused), and a primary without replicas is not asked:
+ * -1, as when acknowledgement is off (Redisson does not fail then). */
 static int wait_acks(const dlock_config *cfg, dlock__conn *ctx)
 {
+    int want = cfg->ack_replicas;
+    if (cfg->ack_all) {
+        int k = connected_replicas(ctx);
+        if (k == 0)
+            return -1;
+        want = k > 0 ? k : 1;
+    }
     char n[24], t[24];
     const char *av[] = {"WAIT", n, t};
-    size_t lens[] = {4, dlock__fmt_i64(n, cfg->ack_replicas),
-                     dlock__fmt_i64(t, cfg->ack_timeout_ms)};
+    size_t lens[] = {4, dlock__fmt_i64(n, want), dlock__fmt_i64(t, cfg->ack_timeout_ms)};
     redisReply *r = NULL;
     int timed_out = 0;
     if (dlock__conn_roundtrip(ctx, 3, av, lens, 0, &r, &timed_out) != DLOCK__SENT_OK)

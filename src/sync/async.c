@@ -98,6 +98,16 @@ const char *dlock_async_permit_id(const dlock_async_result *res)
     return res && res->permit_id ? res->permit_id : "";
 }
 
+const char *dlock_async_permit_ids(const dlock_async_result *res, size_t i)
+{
+    return res && res->permit_ids && i < res->n_ids ? res->permit_ids[i] : "";
+}
+
+const char *dlock_async_text(const dlock_async_result *res)
+{
+    return res && res->text ? res->text : "";
+}
+
 /* ------------------------------------------------------------- lifetime */
 
 static dlock_client *client(const aop *op) { return op->w.h->c; }
@@ -435,6 +445,7 @@ static void finish(aop *op, int rc)
     res.status = rc;
     res.message = msg;
     op->fn(&res, op->ud);
+    free(res.owned);
     unref(op);
 }
 

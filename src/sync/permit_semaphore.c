@@ -918,6 +918,214 @@ int dlock_permit_semaphore_try_n(dlock_permit_semaphore *p, int64_t n, int64_t w
     return grab_list(p, n, wait_ms, lease_ms, ids);
 }
 
+/* ------------------------------------------------- n permits, asynchronously
+ *
+ * The call's state is copied into the call (async.c): the copy owns the ids
+ * once the driver set it up (`adopted`), and its done hook frees them; the
+ * ids' text goes to the callback (dlock_async_permit_ids), owned by the
+ * result, which the driver frees after the callback. Before adoption the
+ * caller frees. */
+
+typedef struct agrab_n {
+    grab_n g;
+    char (*hex)[DLOCK_PERMIT_ID_BUFSIZE];   /* owned (n) until the result takes it */
+    int *adopted;            /* set up in the call: the copy owns what it points to */
+} agrab_n;
+
+static int agrab_n_setup(void *st)
+{
+    agrab_n *a = st;
+    *a->adopted = 1;
+    a->adopted = NULL;
+    return DLOCK_OK;
+}
+
+static void agrab_n_request(void *st, int64_t waited_ms, dlock__op *op)
+{
+    grab_n_request(&((agrab_n *)st)->g, waited_ms, op);
+}
+
+static int agrab_n_read(void *st, int rc, dlock__res *res, dlock__busy *b)
+{
+    return grab_n_read(&((agrab_n *)st)->g, rc, res, b);
+}
+
+static int agrab_n_keep(void *st, int64_t sent_ms) { return grab_n_keep(&((agrab_n *)st)->g, sent_ms); }
+
+static int agrab_n_give_back(void *st, dlock__op *op)
+{
+    return grab_n_give_back(&((agrab_n *)st)->g, op);
+}
+
+static int agrab_n_gave_back(void *st, int rc, dlock__res *res)
+{
+    return grab_n_gave_back(&((agrab_n *)st)->g, rc, res);
+}
+
+static int agrab_n_busy(void *st, const dlock__busy *b) { return grab_n_busy(&((agrab_n *)st)->g, b); }
+
+static void agrab_n_result(void *st, dlock__result *res)
+{
+    agrab_n *a = st;
+    res->permit_ids = (const char(*)[DLOCK_PERMIT_ID_BUFSIZE])a->hex;
+    res->n_ids = a->g.n;
+    res->permit_id = a->hex[0];
+    res->count = (int64_t)a->g.n;
+    res->owned = a->hex;
+    a->hex = NULL;
+}
+
+static void agrab_n_done(void *st, int read)
+{
+    (void)read;
+    agrab_n *a = st;
+    free(a->g.ids);
+    free(a->g.raw);
+    free(a->hex);
+    a->g.ids = NULL;
+    a->g.raw = NULL;
+    a->hex = NULL;
+}
+
+static const dlock__op_type agrab_n_type = {
+    .setup = agrab_n_setup,
+    .request = agrab_n_request,
+    .read = agrab_n_read,
+    .keep = agrab_n_keep,
+    .give_back = agrab_n_give_back,
+    .gave_back = agrab_n_gave_back,
+    .busy_error = agrab_n_busy,
+    .result = agrab_n_result,
+    .done = agrab_n_done,
+    .acquires = 1,
+};
+
+int dlock_permit_semaphore_acquire_n_async(dlock_permit_semaphore *p, int64_t n,
+                                           const dlock_wait_opts *opts, dlock_async_fn fn,
+                                           void *ud)
+{
+    dlock_wait_opts o;
+    int rc = check_call(p, NULL, NULL);
+    if (rc == DLOCK_OK)
+        rc = dlock__check_opts(opts, DLOCK__TAKES_LEASE, "a permit semaphore", &o);
+    if (rc == DLOCK_OK && n < 1)
+        rc = dlock__fail(DLOCK_EINVAL, "%lld permits asked: at least 1", (long long)n);
+    if (rc == DLOCK_OK)
+        rc = dlock__check_count(n, 1, "permits");
+    if (rc == DLOCK_OK && !fn)
+        rc = dlock__fail(DLOCK_EINVAL, "callback is NULL");
+    if (rc != DLOCK_OK)
+        return rc;
+    int adopted = 0;
+    agrab_n a = {.g = {.p = p, .lease = o.lease_ms, .n = (size_t)n, .ends_in = -1},
+                 .adopted = &adopted};
+    a.g.lease_ms = o.lease_ms == DLOCK_WATCHDOG ? p->h.c->cfg.watchdog_ms : o.lease_ms;
+    a.g.ids = calloc(a.g.n, sizeof(*a.g.ids));
+    a.hex = calloc(a.g.n, sizeof(*a.hex));
+    if (a.g.ids && a.hex) {
+        for (size_t i = 0; i < a.g.n; i++) {
+            dlock__random_hex32(a.g.ids[i].hex);
+            decode(&a.g.ids[i]);
+            memcpy(a.hex[i], a.g.ids[i].hex, DLOCK_PERMIT_ID_BUFSIZE);
+        }
+        a.g.raw = raw_of(a.g.ids, a.g.n);
+    }
+    if (!a.g.raw) {
+        agrab_n_done(&a, 0);
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    }
+    dlock__wait_spec spec = {.wake = dlock__wake_permits, .need = n, .wait_ms = o.wait_ms,
+                             .cancel = o.cancel};
+    rc = dlock__start(&p->h, &agrab_n_type, &a, sizeof(a), &spec, &(dlock__via){fn, ud}, NULL);
+    if (!adopted)
+        agrab_n_done(&a, 0);
+    return rc;
+}
+
+/* A list release, asynchronously: the copy owns the ids once set up. */
+typedef struct adrop_n {
+    drop_n d;
+    int *adopted;
+} adrop_n;
+
+static int adrop_n_setup(void *st)
+{
+    adrop_n *a = st;
+    *a->adopted = 1;
+    a->adopted = NULL;
+    return drop_n_setup(&a->d);
+}
+
+static void adrop_n_request(void *st, int64_t waited_ms, dlock__op *op)
+{
+    drop_n_request(&((adrop_n *)st)->d, waited_ms, op);
+}
+
+static int adrop_n_read(void *st, int rc, dlock__res *res, dlock__busy *b)
+{
+    return drop_n_read(&((adrop_n *)st)->d, rc, res, b);
+}
+
+static void adrop_n_result(void *st, dlock__result *res)
+{
+    int64_t k = ((adrop_n *)st)->d.released;
+    res->count = k;
+    res->flag = k > 0;
+}
+
+static void adrop_n_done(void *st, int read)
+{
+    adrop_n *a = st;
+    drop_n_done(&a->d, read);
+    drop_n_free(&a->d);
+}
+
+static const dlock__op_type adrop_n_type = {.setup = adrop_n_setup,
+                                            .request = adrop_n_request,
+                                            .read = adrop_n_read,
+                                            .result = adrop_n_result,
+                                            .done = adrop_n_done};
+
+static int drop_list_async(dlock_permit_semaphore *p, const char *const *ids, size_t n,
+                           int try_only, dlock_async_fn fn, void *ud)
+{
+    int adopted = 0;
+    adrop_n a = {.d = {.p = p, .try_only = try_only}, .adopted = &adopted};
+    int rc = check_call(p, NULL, NULL);
+    if (rc == DLOCK_OK && !fn)
+        rc = dlock__fail(DLOCK_EINVAL, "callback is NULL");
+    if (rc == DLOCK_OK)
+        rc = parse_ids(&a.d, ids, n);
+    if (rc == DLOCK_OK)
+        rc = dlock__start(&p->h, &adrop_n_type, &a, sizeof(a), NULL, &(dlock__via){fn, ud}, NULL);
+    if (!adopted)
+        drop_n_free(&a.d);
+    return rc;
+}
+
+int dlock_permit_semaphore_release_list_async(dlock_permit_semaphore *p, const char *const *ids,
+                                              size_t n, dlock_async_fn fn, void *ud)
+{
+    return drop_list_async(p, ids, n, 0, fn, ud);
+}
+
+int dlock_permit_semaphore_try_release_list_async(dlock_permit_semaphore *p,
+                                                  const char *const *ids, size_t n,
+                                                  dlock_async_fn fn, void *ud)
+{
+    return drop_list_async(p, ids, n, 1, fn, ud);
+}
+
+int dlock_permit_semaphore_acquired_async(dlock_permit_semaphore *p, dlock_async_fn fn, void *ud)
+{
+    return count(p, DLOCK__COUNT_HELD, 0, &(dlock__via){fn, ud}, NULL, NULL);
+}
+
+int dlock_permit_semaphore_permits_async(dlock_permit_semaphore *p, dlock_async_fn fn, void *ud)
+{
+    return count(p, DLOCK__COUNT_TOTAL, 0, &(dlock__via){fn, ud}, NULL, NULL);
+}
+
 /* ------------------------------------------------------------ lease left */
 
 typedef struct lease_q {

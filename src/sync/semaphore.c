@@ -109,6 +109,8 @@ static void count_request(void *st, int64_t waited_ms, dlock__op *op)
         add_op(h, q->arg, op);
         break;
     case DLOCK__COUNT_AVAILABLE:
+    case DLOCK__COUNT_HELD:
+    case DLOCK__COUNT_TOTAL:
         if (q->leases) {
             /* KEYS: semaphore, leases, channel (scripts/permits/available.lua). */
             dlock__op_init(op, DLOCK__SCRIPT_PERMITS_AVAILABLE);
@@ -141,7 +143,10 @@ static int count_read(void *st, int rc, dlock__res *res, dlock__busy *b)
     if (rc != DLOCK_OK)
         return dlock__refused(h, rc, res);
     redisReply *r = res->r;
-    if (q->kind == DLOCK__COUNT_AVAILABLE && q->leases) {
+    if (q->kind == DLOCK__COUNT_HELD || q->kind == DLOCK__COUNT_TOTAL) {
+        if (dlock__reply_pair(r, &q->v, &q->held) != DLOCK_OK)
+            return dlock__proto(h, "available", r);
+    } else if (q->kind == DLOCK__COUNT_AVAILABLE && q->leases) {
         if (dlock__reply_pair(r, &q->v, &q->held) != DLOCK_OK)
             return dlock__proto(h, "available", r);
     } else if (q->kind == DLOCK__COUNT_AVAILABLE) {
@@ -172,6 +177,10 @@ static void count_result(void *st, dlock__result *res)
     const count_call *q = st;
     if (q->kind == DLOCK__COUNT_SET || q->kind == DLOCK__COUNT_TRY_SET)
         res->flag = (int)q->v;
+    else if (q->kind == DLOCK__COUNT_HELD)
+        res->count = q->held;
+    else if (q->kind == DLOCK__COUNT_TOTAL)
+        res->count = q->v + q->held;
     else
         res->count = q->v;
 }

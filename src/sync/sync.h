@@ -212,6 +212,10 @@ struct dlock_async_result {
     int flag;                /* a force release: was locked; a try-release: released; ... */
     int64_t count;           /* a count the call answers, or -1 */
     const char *permit_id;   /* an acquired permit's id */
+    const char (*permit_ids)[DLOCK_PERMIT_ID_BUFSIZE];   /* n permits' ids (count: n) */
+    size_t n_ids;
+    void *owned;             /* freed by the asynchronous driver after the callback */
+    const char *text;        /* an election's leader ("host pid owner"), or NULL */
 };
 typedef dlock_async_result dlock__result;
 
@@ -393,7 +397,7 @@ int dlock__wake_permits(const char *msg, size_t len);
  * count (available; *held: the permits held, a permit semaphore's), the
  * permits drained; asynchronously the result's flag or count. */
 enum { DLOCK__COUNT_SET, DLOCK__COUNT_TRY_SET, DLOCK__COUNT_ADD, DLOCK__COUNT_AVAILABLE,
-       DLOCK__COUNT_DRAIN };
+       DLOCK__COUNT_DRAIN, DLOCK__COUNT_HELD, DLOCK__COUNT_TOTAL };
 int dlock__count_call(const dlock__handle *h, const char *leases, size_t llen, int kind,
                       int64_t arg, const dlock__via *via, int64_t *v, int64_t *held);
 
