@@ -41,4 +41,7 @@ void revocation(void);
 /* failover_bench.c */
 void failover(void);
 
+/* replicated_bench.c */
+void replicated(void);
+
 #endif

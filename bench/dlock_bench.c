@@ -26,6 +26,8 @@
  *   dlock_bench asyncmany --url U [--inflight 64] [--names 10000]   (async_bench.c)
  *   dlock_bench asyncidle --url U [--pending 10000]                 (async_bench.c)
  *   dlock_bench failover --url redis-sentinel://...#M --sentinel H:P (failover_bench.c)
+ *   dlock_bench replicated --url redis-replicated://H:P,H:P [--workers 4] [--periods 3]
+ *                        the roles swapped with REPLICAOF (replicated_bench.c)
  *
  * Times are CLOCK_MONOTONIC. Locks are taken with the watchdog (dlock's
  * default, as node-redisson's) unless --lease is given. --kind semaphore runs
@@ -908,7 +910,7 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     if (argc < 2) {
         fprintf(stderr, "usage: dlock_bench ceiling|uncontended|ping|handoff|idle|many|readers|striped|held|"
-                        "multilock|latch|latchfloor|asyncmany|asyncidle|revoke|failover [--url U] ...\n");
+                        "multilock|latch|latchfloor|asyncmany|asyncidle|revoke|failover|replicated [--url U] ...\n");
         return 64;
     }
     O.scenario = argv[1];
@@ -961,6 +963,7 @@ int main(int argc, char **argv)
     else if (!strcmp(O.scenario, "asyncidle")) async_idle();
     else if (!strcmp(O.scenario, "revoke")) revocation();
     else if (!strcmp(O.scenario, "failover")) failover();
+    else if (!strcmp(O.scenario, "replicated")) replicated();
     else {
         fprintf(stderr, "dlock_bench: unknown scenario %s\n", O.scenario);
         return 64;

@@ -21,6 +21,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "dlock/async.h"
 #include "harness.h"
 #include "proxy.h"
 
@@ -338,6 +339,20 @@ static void test_replicated_follows_the_swap(void **state)
     assert_true(ms <= scan + 500 * th_slack());
 }
 
+struct async_done {
+    _Atomic int done;
+    int rc;
+    char msg[512];
+};
+
+static void on_async_done(const dlock_async_result *res, void *ud)
+{
+    struct async_done *d = ud;
+    d->rc = dlock_async_status(res);
+    snprintf(d->msg, sizeof(d->msg), "%s", dlock_async_message(res));
+    atomic_store(&d->done, 1);
+}
+
 /* No primary in the list, two primaries at once, a bad URL: each a clear
  * error, nothing written. */
 static void test_replicated_bad_input(void **state)
@@ -369,16 +384,53 @@ static void test_replicated_bad_input(void **state)
     assert_int_equal(dlock_config_set_scan_interval(cfg, 5), DLOCK_EINVAL);
     dlock_config_free(cfg);
 
-    /* Two primaries: a client already open refuses to write, naming both. */
-    c = open_replicated(replicated_url(7), 0, 100, 0, &rc);
+    /* Two primaries: a client already open refuses to write, naming both;
+     * its asynchronous calls and its renewals refuse too (the hold it had
+     * is reported lost, its key not extended on either primary). */
+    int64_t wd = 1500 * th_slack();
+    c = open_replicated(replicated_url(7), wd, 100, 500, &rc);   /* async budget (500 + 200) x 4 */
     assert_int_equal(rc, DLOCK_OK);
+    char held[64];
+    dlock_lock *lh;
+    assert_int_equal(dlock_lock_get(c, th_name(held, sizeof(held), "rp-held"), &lh), DLOCK_OK);
+    atomic_store(&th_lost_reason, 0);
+    dlock_lock_set_lost_callback(lh, th_on_lost, NULL);
+    assert_int_equal(dlock_lock_acquire(lh, DLOCK_WATCHDOG), DLOCK_OK);
     th_redis *other = next_primary();
     redisReply *r = th_cmd(other, "REPLICAOF NO ONE");
     freeReplyObject(r);
+    int64_t t_split = th_now_ms();
     th_sleep_ms(300 * th_slack());   /* a scan or two */
     char name[64];
     dlock_lock *l;
     assert_int_equal(dlock_lock_get(c, th_name(name, sizeof(name), "rp-two"), &l), DLOCK_OK);
+    for (int64_t until = t_split + wd + 5000 * th_slack();
+         atomic_load(&th_lost_reason) == 0 && th_now_ms() < until;)
+        th_sleep_ms(10);
+    printf("# two primaries -> hold reported lost: %lld ms (lease %lld)\n",
+           (long long)(th_now_ms() - t_split), (long long)wd);
+    assert_int_not_equal(atomic_load(&th_lost_reason), 0);
+    while (th_now_ms() < t_split + wd + 50)   /* its lease, never extended, is over */
+        th_sleep_ms(10);
+    assert_int_equal(th_int(cur, "EXISTS %s", held), 0);
+    assert_int_equal(th_int(other, "EXISTS %s", held), 0);
+    char owner[DLOCK_OWNER_BUFSIZE];
+    dlock_lock *la;
+    assert_int_equal(dlock_client_new_owner_id(c, owner, sizeof(owner)), DLOCK_OK);
+    assert_int_equal(dlock_lock_get_as(c, name, owner, &la), DLOCK_OK);
+    struct async_done ad = {0, -99, ""};
+    int64_t t_async = th_now_ms();
+    assert_int_equal(dlock_lock_acquire_async(la, NULL, on_async_done, &ad), DLOCK_OK);
+    for (int64_t until = th_now_ms() + 30000 * th_slack();
+         !atomic_load(&ad.done) && th_now_ms() < until;)
+        th_sleep_ms(10);
+    assert_true(atomic_load(&ad.done));
+    printf("# two primaries, asynchronous acquire: %s after %lld ms: %s\n",
+           dlock_errname(ad.rc), (long long)(th_now_ms() - t_async), ad.msg);
+    assert_int_equal(ad.rc, DLOCK_ECONN);
+    assert_non_null(strstr(ad.msg, "more than one node is a primary"));
+    dlock_lock_free(la);
+    dlock_lock_free(lh);
     rc = dlock_lock_try(l, 0, 30000);
     printf("# two primaries: %s\n", dlock_last_error());
     assert_int_equal(rc, DLOCK_ECONN);

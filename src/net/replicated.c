@@ -12,9 +12,19 @@
  * No primary (every node a replica, or none answering) and two primaries at
  * once (a split, or a failover half done) are both "no primary": a request
  * then waits for one within its retry budget and otherwise fails, naming
- * the roles seen, and nothing is written. The io thread, which cannot wait,
- * keeps the last primary meanwhile (a renewal there is refused or lands on a
- * node that was the primary; a hold is never extended elsewhere). */
+ * the roles seen, and nothing is written. The io thread cannot wait:
+ *   - two primaries: it is given the fence, a node whose address no
+ *     connection can reach (a unix socket path under /dev/null, named for
+ *     what it is), so that renewals, asynchronous calls and pub/sub
+ *     subscriptions all refuse as the blocking calls do: a renewal is not
+ *     sent (the hold is reported lost at its loss deadline unless one primary
+ *     remains before it), an asynchronous call fails with DLOCK_ECONN once
+ *     its budget is spent (or goes to the one primary once there is one).
+ *     The generation moves when the split begins and when it ends, so every
+ *     connection of the io thread follows.
+ *   - no primary: it keeps the last primary (a renewal there is refused,
+ *     READONLY, or finds no one; a hold is never extended elsewhere); a ROLE
+ *     answered late on a busy machine does not move anything. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,9 +41,12 @@ struct dlock__replicated {
     pthread_mutex_t mu;              /* primary, ok, roles */
     dlock__node *primary;            /* the last primary seen (never NULL after open) */
     int ok;                          /* 1 while exactly one node is the primary */
+    int split;                       /* 1 while more than one node is a primary */
+    dlock__node *fence;              /* what the io thread gets meanwhile: never reached */
     char roles[768];                 /* the last scan: "host:port master, ..." */
     _Atomic uint64_t generation;
     _Atomic uint64_t scans;          /* scans done, for callers waiting for the next */
+    _Atomic uint64_t scans_begun;    /* scans begun (the next one's number once done) */
 
     pthread_mutex_t scan_mu;         /* one scan at a time */
     pthread_t thread;
@@ -71,6 +84,7 @@ static int role_of(dlock__node *n, char *what, size_t size)
 static void scan(dlock__replicated *x)
 {
     pthread_mutex_lock(&x->scan_mu);
+    atomic_fetch_add(&x->scans_begun, 1);
     char roles[sizeof(x->roles)] = "";
     size_t off = 0;
     dlock__node *found = NULL;
@@ -88,12 +102,13 @@ static void scan(dlock__replicated *x)
     }
     pthread_mutex_lock(&x->mu);
     dlock__node *old = x->primary;
-    int was_ok = x->ok;
+    int was_ok = x->ok, was_split = x->split;
     x->ok = masters == 1;
-    if (masters == 1 && found != old) {
+    x->split = masters > 1;
+    if (masters == 1 && found != old)
         x->primary = found;
-        atomic_fetch_add(&x->generation, 1);
-    }
+    if (x->primary != old || x->split != was_split)
+        atomic_fetch_add(&x->generation, 1);   /* what the io thread gets changed */
     memcpy(x->roles, roles, sizeof(roles));
     pthread_mutex_unlock(&x->mu);
     atomic_fetch_add(&x->scans, 1);
@@ -101,9 +116,14 @@ static void scan(dlock__replicated *x)
     if (masters == 1 && old && found != old)
         dlock__log(x->ctx->cfg, DLOCK_LOG_WARN, "replicated: the primary moved from %s to %s",
                    dlock__node_addr(old), dlock__node_addr(found));
-    else if (masters != 1 && was_ok)
-        dlock__log(x->ctx->cfg, DLOCK_LOG_WARN, "replicated: %s primary (%s): writes wait",
-                   masters ? "more than one" : "no", roles);
+    else if (masters > 1 && !was_split)
+        dlock__log(x->ctx->cfg, DLOCK_LOG_WARN,
+                   "replicated: more than one primary (%s): writes wait, renewals and "
+                   "asynchronous calls are refused until one remains",
+                   roles);
+    else if (masters == 0 && was_ok)
+        dlock__log(x->ctx->cfg, DLOCK_LOG_WARN, "replicated: no primary (%s): writes wait",
+                   roles);
 }
 
 /* The status and message of "no single primary now". */
@@ -155,6 +175,10 @@ int dlock__replicated_new(dlock__replicated **out, dlock__netctx *ctx,
     int rc = DLOCK_OK;
     if (!(x->nodes = calloc(n, sizeof(*x->nodes))))
         rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
+    if (rc == DLOCK_OK) {
+        dlock__endpoint ep = {.path = "/dev/null/dlock: more than one node is a primary"};
+        rc = dlock__node_new(&x->fence, ctx, &ep);
+    }
     for (size_t i = 0; rc == DLOCK_OK && i < n; i++) {
         dlock__endpoint ep = *data;   /* borrowed; node_new copies */
         ep.host = nodes[i].host;
@@ -198,6 +222,7 @@ void dlock__replicated_free(dlock__replicated *x)
     }
     for (size_t i = 0; i < x->n; i++)
         dlock__node_free(x->nodes[i]);
+    dlock__node_free(x->fence);
     free(x->nodes);
     pthread_mutex_destroy(&x->mu);
     pthread_mutex_destroy(&x->scan_mu);
@@ -216,7 +241,7 @@ static dlock__node *primary_if_one(dlock__replicated *x)
 dlock__node *dlock__replicated_primary(dlock__replicated *x)
 {
     pthread_mutex_lock(&x->mu);
-    dlock__node *n = x->primary;
+    dlock__node *n = x->split ? x->fence : x->primary;
     pthread_mutex_unlock(&x->mu);
     return n;
 }
@@ -226,14 +251,18 @@ uint64_t dlock__replicated_generation(dlock__replicated *x)
     return atomic_load(&x->generation);
 }
 
-/* Waits until the scanner has scanned again (or ms passed): a READONLY or a
- * lost primary asked it to. DLOCK_OK or the cancellation's status. */
+/* Waits until a scan that began after this call is done (or ms passed): a
+ * READONLY or a lost primary asked for it. Scans run one at a time, so the
+ * first to begin after the count of scans begun was read is done once the
+ * count of scans done passes it; the one under way when it was read (which
+ * may have asked a node before the change) does not count. DLOCK_OK or the
+ * cancellation's status. */
 static int await_scan(dlock__replicated *x, dlock_cancel *cancel, int64_t ms)
 {
-    uint64_t seen = atomic_load(&x->scans);
+    uint64_t want = atomic_load(&x->scans_begun) + 1;
     dlock__replicated_stale(x);
     for (int64_t until = dlock__now_ms() + ms;
-         atomic_load(&x->scans) - seen < 2 && dlock__now_ms() < until;) {
+         atomic_load(&x->scans) < want && dlock__now_ms() < until;) {
         int rc = dlock__cancel_sleep(cancel, SLICE_MS);
         if (rc != DLOCK_OK)
             return rc;

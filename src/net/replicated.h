@@ -14,7 +14,9 @@ typedef struct dlock__replicated dlock__replicated;
 int dlock__replicated_new(dlock__replicated **out, dlock__netctx *ctx,
                           const dlock__endpoint *nodes, size_t n, const dlock__endpoint *data);
 void dlock__replicated_free(dlock__replicated *x);
-/* The last primary seen (no I/O; never NULL). */
+/* The io thread's node (no I/O; never NULL): the last primary seen, or,
+ * while more than one node is a primary, a node no connection reaches (so
+ * that renewals, asynchronous calls and subscriptions refuse too). */
 dlock__node *dlock__replicated_primary(dlock__replicated *x);
 /* Runs req on the primary. READONLY or an unreachable primary: the roles
  * are read again and the request goes to the new primary at once, or again

@@ -2,7 +2,7 @@
  * worker processes, injects one kind of fault, then checks the histories.
  *
  *   safety [--scenario baseline|kill9|sigstop|restart|pause|partition|
- *                      sentinel-kill|cluster-failover|cluster-kill|all]
+ *                      sentinel-kill|cluster-failover|cluster-kill|replicated|all]
  *          [--type lock|fair|rw|sem|latch|elect] [--seconds S] [--procs P] [--threads T]
  *          [--names K] [--ops N] [--watchdog MS] [--lock-delay MS] [--worker PATH] [--keep] [--ack]
  *
@@ -10,7 +10,9 @@
  * one server (coord_deploy.c): sentinel-kill (a primary with 2 replicas and 3
  * sentinels; the primary SIGKILLed), cluster-failover (CLUSTER FAILOVER on
  * the replica of the primary serving the first name), cluster-kill (that
- * primary SIGKILLed). --ack makes every acquisition and renewal wait for
+ * primary SIGKILLed), replicated (a primary with 2 replicas under
+ * redis-replicated://, no Sentinel: the roles swapped with REPLICAOF after
+ * the replicas caught up, writes paused meanwhile). --ack makes every acquisition and renewal wait for
  * every replica (DLOCK_ACK_RELEASE). They report the double grants seen.
  *
  * --type picks the lock the workers use (safety.h): lock (the reentrant lock,
@@ -236,6 +238,7 @@ static const scenario scenarios[] = {
     {"sentinel-kill", 20, 20, 0, 0, DEPLOY_SENTINEL_KILL},
     {"cluster-failover", 20, 20, 0, 0, DEPLOY_CLUSTER_FAILOVER},
     {"cluster-kill", 20, 20, 0, 0, DEPLOY_CLUSTER_KILL},
+    {"replicated", 20, 20, 0, 0, DEPLOY_REPLICATED},
 };
 
 /* Type sem: when each permit killed worker `id` held is back in the pool
@@ -661,6 +664,10 @@ static int run_scenario(const scenario *sc)
             ok = 0;
         if (r->ack && sc->deploy == DEPLOY_CLUSTER_FAILOVER && rep.allowed_overlaps > 0)
             ok = 0;
+        /* The replicated swap waits for the replicas whether or not the
+         * clients ask them to acknowledge: nothing granted is lost. */
+        if (sc->deploy == DEPLOY_REPLICATED && rep.allowed_overlaps > 0)
+            ok = 0;
     }
     /* The order must have been checked. Restarts reset it, and CLIENT PAUSE
      * windows (widened by the slack on a busy machine) can cover every wait:
@@ -691,7 +698,7 @@ static int run_scenario(const scenario *sc)
 static void usage(void)
 {
     fprintf(stderr, "usage: safety [--scenario baseline|kill9|sigstop|restart|pause|partition|"
-                    "sentinel-kill|cluster-failover|cluster-kill|all]"
+                    "sentinel-kill|cluster-failover|cluster-kill|replicated|all]"
                     " [--type " SAFETY_TYPE_LIST "] [--seconds S] [--procs P] [--threads T] [--names K] [--ops N]"
                     " [--watchdog MS] [--lock-delay MS] [--worker PATH] [--keep] [--ack] [--min-total-ops N]"
                     " [--report FILE]\n");
