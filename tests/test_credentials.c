@@ -92,7 +92,11 @@ static void test_rotated_acl_password(void **state)
     assert_true(before >= 1);
     char want[128];
     snprintf(want, sizeof(want), "127.0.0.1:%d", srv.port);
-    assert_string_equal(cb_addr, want);
+    char seen[128];
+    pthread_mutex_lock(&mu);   /* the io thread's connections ask too */
+    snprintf(seen, sizeof(seen), "%s", cb_addr);
+    pthread_mutex_unlock(&mu);
+    assert_string_equal(seen, want);
 
     acl("ACL SETUSER rot resetpass >%s", "pw-two");
     set_creds("rot", "pw-two", 0);
