@@ -26,6 +26,23 @@
  *                     try_acquire_for, try_acquire_until, release(n = 1)
  *   permit_semaphore  named, leased permits (acquire gives the permit's id)
  *   latch             as std::latch: count_down, try_wait, wait (and wait_for)
+ *   multi_lock, red_lock
+ *                     Redisson's RedissonMultiLock and RedissonRedLock over N
+ *                     mutex objects; Lockable and TimedLockable
+ *   election          leader election; Lockable and TimedLockable, so
+ *                     std::unique_lock<dlock::election> is a term (campaign
+ *                     in the constructor, resign in the destructor)
+ *   cancel_token      ends waits from another thread (lock(token), ...);
+ *                     under C++20 made from a std::stop_token
+ * Asynchronous calls (lock_async, acquire_async, campaign_async, ...; see
+ * include/dlock/async.h for the rules) take a callable fn(const
+ * dlock::async_result &) run once on dlock's io thread, never a
+ * std::future: a callback costs no thread and fits an event loop, as the C
+ * API does, and a future is three lines away (docs/cpp.md), whereas a
+ * future's only way back to a loop is a thread blocked in get(). fn must not
+ * throw (it runs under a noexcept frame: a throw ends the program). A call
+ * that is refused (a thread-owner handle, bad options) throws and fn never
+ * runs.
  * Every type is move-only; the destructor frees the C handle (a lock handle's
  * holds stay held, as with dlock_lock_free: use a guard to release them).
  * native_handle() gives the C object for the calls not wrapped here.

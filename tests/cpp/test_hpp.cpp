@@ -762,13 +762,17 @@ void test_async(dlock::client &a, dlock::client &b) {
             keep = tok;
             auto p = std::make_shared<std::promise<dlock::async_result>>();
             f = p->get_future();
-            other.lock_async(dlock::wait_forever, tok,
+            // bounded, so that a cancellation that does not work fails the
+            // check below instead of hanging the test
+            other.lock_async(std::chrono::seconds(5 * slack), tok,
                              [p](const dlock::async_result &res) { p->set_value(res); });
         }
         std::this_thread::sleep_for(100ms);
+        auto t0 = clock_type::now();
         keep.fire();
         CHECK(f.wait_for(std::chrono::seconds(10 * slack)) == std::future_status::ready);
         CHECK(f.get().status == DLOCK_ECANCELED);
+        CHECK(ms_since(t0) < 2000 * slack);
     }
     r = await_async([&](auto cb) { m.unlock_async(cb); });
     CHECK(!r.status);
@@ -841,6 +845,7 @@ int main(int argc, char **argv) {
         std::fprintf(stderr, "usage: test_hpp REDIS_URL [SLACK]\n");
         return 2;
     }
+    std::setvbuf(stdout, nullptr, _IOLBF, 0);   // lines seen even when SIGALRM ends it
     url = argv[1];
     if (argc > 2)
         slack = std::max(1L, std::atol(argv[2]));
