@@ -522,89 +522,74 @@ void start_wait_async(std::chrono::milliseconds wait, int64_t lease, const cance
 }
 
 /* What every lock-like type (mutexes, multi_lock, red_lock, election)
- * offers from two primitives of D: acquire_rc(wait_ms, cancel) and
- * release_rc(). Lockable and TimedLockable, with the error_code and
- * cancel_token overloads. */
-template <class D>
+ * offers from its C calls (acquire with options, release, and their
+ * asynchronous forms on a T) and two members of D: native_handle() (the T)
+ * and lease_rc() (the lease its acquisitions take). Lockable and
+ * TimedLockable, with the error_code and cancel_token overloads, and the
+ * asynchronous pair. */
+template <class D, class T, int (*Acquire)(T *, const dlock_wait_opts *), int (*Release)(T *),
+          int (*AcquireAsync)(T *, const dlock_wait_opts *, dlock_async_fn, void *),
+          int (*ReleaseAsync)(T *, dlock_async_fn, void *)>
 class lockable {
   public:
     /* Waits as long as it takes. */
-    void lock() { check(self().acquire_rc(forever_ms, nullptr)); }
-    bool lock(std::error_code &ec) noexcept { return set(ec, self().acquire_rc(forever_ms, nullptr)); }
+    void lock() { check(acquire_rc(forever_ms, nullptr)); }
+    bool lock(std::error_code &ec) noexcept { return set(ec, acquire_rc(forever_ms, nullptr)); }
     /* Waits until taken or t fires (then DLOCK_ECANCELED). */
-    void lock(const cancel_token &t) { check(self().acquire_rc(forever_ms, t.native_handle())); }
+    void lock(const cancel_token &t) { check(acquire_rc(forever_ms, t.native_handle())); }
     bool lock(const cancel_token &t, std::error_code &ec) noexcept {
-        return set(ec, self().acquire_rc(forever_ms, t.native_handle()));
+        return set(ec, acquire_rc(forever_ms, t.native_handle()));
     }
 
     /* One attempt: true when taken, false when held by another owner. */
-    bool try_lock() { return answer(self().acquire_rc(0, nullptr)); }
-    bool try_lock(std::error_code &ec) noexcept { return answer(self().acquire_rc(0, nullptr), ec); }
+    bool try_lock() { return answer(acquire_rc(0, nullptr)); }
+    bool try_lock(std::error_code &ec) noexcept { return answer(acquire_rc(0, nullptr), ec); }
 
     /* Waits up to d (Redisson's tryLock(wait, lease)): false when still
      * held elsewhere then. */
     template <class Rep, class Period>
     bool try_lock_for(const std::chrono::duration<Rep, Period> &d) {
-        return answer(self().acquire_rc(to_ms(d), nullptr));
+        return answer(acquire_rc(to_ms(d), nullptr));
     }
     template <class Rep, class Period>
     bool try_lock_for(const std::chrono::duration<Rep, Period> &d, std::error_code &ec) noexcept {
-        return answer(self().acquire_rc(to_ms(d), nullptr), ec);
+        return answer(acquire_rc(to_ms(d), nullptr), ec);
     }
     template <class Rep, class Period>
     bool try_lock_for(const std::chrono::duration<Rep, Period> &d, const cancel_token &t) {
-        return answer(self().acquire_rc(to_ms(d), t.native_handle()));
+        return answer(acquire_rc(to_ms(d), t.native_handle()));
     }
     template <class Clock, class Duration>
     bool try_lock_until(const std::chrono::time_point<Clock, Duration> &t) {
-        return answer(self().acquire_rc(until_ms(t), nullptr));
+        return answer(acquire_rc(until_ms(t), nullptr));
     }
     template <class Clock, class Duration>
     bool try_lock_until(const std::chrono::time_point<Clock, Duration> &t,
                         std::error_code &ec) noexcept {
-        return answer(self().acquire_rc(until_ms(t), nullptr), ec);
+        return answer(acquire_rc(until_ms(t), nullptr), ec);
     }
     template <class Clock, class Duration>
     bool try_lock_until(const std::chrono::time_point<Clock, Duration> &t,
                         const cancel_token &tok) {
-        return answer(self().acquire_rc(until_ms(t), tok.native_handle()));
+        return answer(acquire_rc(until_ms(t), tok.native_handle()));
     }
 
     /* Releases one hold; never throws (see the top of this file): a failure
      * is lost here, use unlock(ec) or release() to see it. */
-    void unlock() noexcept { (void)self().release_rc(); }
-    bool unlock(std::error_code &ec) noexcept { return set(ec, self().release_rc()); }
+    void unlock() noexcept { (void)release_rc(); }
+    bool unlock(std::error_code &ec) noexcept { return set(ec, release_rc()); }
     /* Releases one hold and throws on failure: DLOCK_ENOTOWNER when the
      * caller holds nothing (never held, released, expired, lost). */
-    void release() { check(self().release_rc()); }
+    void release() { check(release_rc()); }
 
-  protected:
-    lockable() = default;
-
-  private:
-    D &self() noexcept { return static_cast<D &>(*this); }
-};
-}  // namespace detail
-
-/* ------------------------------------------------------------------- locks */
-
-/* What mutex, fair_mutex, fenced_mutex and the sides of shared_mutex share:
- * one dlock_lock handle and the lease its acquisitions take. Lockable and
- * TimedLockable. */
-class basic_mutex : public detail::lockable<basic_mutex> {
-  public:
-    /* lock(), try_lock(), try_lock_for(), try_lock_until(), unlock(),
-     * release() and their error_code and cancel_token forms: see
-     * detail::lockable. lock() is Redisson's lock(lease), try_lock_for its
-     * tryLock(wait, lease), lock(token) its lockInterruptibly. */
-
-    /* Asynchronously (dlock_lock_acquire_async): waits up to wait
+    /* Asynchronously (include/dlock/async.h): waits up to wait
      * (dlock::wait_forever: no limit; 0: one attempt) and calls fn(const
      * dlock::async_result &) once, on dlock's io thread, with the outcome
-     * (status DLOCK_OK, DLOCK_ETIMEDOUT, DLOCK_ECANCELED, ...). The handle
-     * must have an explicit owner (the constructors taking dlock::owner):
-     * otherwise, or for bad options, the call throws and fn never runs.
-     * This object must live until fn has run. */
+     * (status DLOCK_OK, DLOCK_ETIMEDOUT, DLOCK_ECANCELED, ...). Locks need
+     * handles with an explicit owner (the constructors taking
+     * dlock::owner): otherwise, or for bad options, the call throws and fn
+     * never runs. The object must live until fn has run; a token is kept
+     * alive by the call. */
     template <class F>
     void lock_async(std::chrono::milliseconds wait, F &&fn) {
         lock_async_impl(wait, nullptr, std::forward<F>(fn));
@@ -613,14 +598,49 @@ class basic_mutex : public detail::lockable<basic_mutex> {
     void lock_async(std::chrono::milliseconds wait, const cancel_token &t, F &&fn) {
         lock_async_impl(wait, &t, std::forward<F>(fn));
     }
-    /* Releases one hold asynchronously (dlock_lock_release_async): fn gets
-     * DLOCK_OK or DLOCK_ENOTOWNER, or a connection error. */
+    /* Releases one hold asynchronously: fn gets DLOCK_OK, DLOCK_ENOTOWNER,
+     * or a connection error. */
     template <class F>
     void unlock_async(F &&fn) {
-        detail::start_async(std::forward<F>(fn), nullptr, [this](dlock_async_fn cb, void *ud) {
-            return dlock_lock_release_async(get(), cb, ud);
+        start_async(std::forward<F>(fn), nullptr, [this](dlock_async_fn cb, void *ud) {
+            return ReleaseAsync(self().native_handle(), cb, ud);
         });
     }
+
+  protected:
+    lockable() = default;
+
+  private:
+    D &self() noexcept { return static_cast<D &>(*this); }
+    int acquire_rc(int64_t wait_ms, dlock_cancel *cancel) noexcept {
+        dlock_wait_opts o = opts(wait_ms, self().lease_rc(), cancel);
+        return Acquire(self().native_handle(), &o);
+    }
+    int release_rc() noexcept { return Release(self().native_handle()); }
+    template <class F>
+    void lock_async_impl(std::chrono::milliseconds wait, const cancel_token *t, F &&fn) {
+        start_wait_async(wait, self().lease_rc(), t, std::forward<F>(fn),
+                         [this](const dlock_wait_opts *o, dlock_async_fn cb, void *ud) {
+                             return AcquireAsync(self().native_handle(), o, cb, ud);
+                         });
+    }
+};
+}  // namespace detail
+
+/* ------------------------------------------------------------------- locks */
+
+/* What mutex, fair_mutex, fenced_mutex and the sides of shared_mutex share:
+ * one dlock_lock handle and the lease its acquisitions take. Lockable and
+ * TimedLockable. */
+class basic_mutex
+    : public detail::lockable<basic_mutex, dlock_lock, &dlock_lock_acquire_opts, &dlock_lock_release,
+                              &dlock_lock_acquire_async, &dlock_lock_release_async> {
+  public:
+    /* lock(), try_lock(), try_lock_for(), try_lock_until(), unlock(),
+     * release() and their error_code and cancel_token forms, lock_async and
+     * unlock_async: see detail::lockable. lock() is Redisson's lock(lease),
+     * try_lock_for its tryLock(wait, lease), lock(token) its
+     * lockInterruptibly, lock_async its lockAsync. */
 
     /* Takes the lock with a fencing token (waiting up to wait, or forever by
      * default) and returns the token; 0 when the wait ended first. */
@@ -679,20 +699,9 @@ class basic_mutex : public detail::lockable<basic_mutex> {
     }
 
   private:
-    friend class detail::lockable<basic_mutex>;
+    friend lockable;
     dlock_lock *get() const noexcept { return h_.get(); }
-    int acquire_rc(int64_t wait_ms, dlock_cancel *cancel) noexcept {
-        dlock_wait_opts o = detail::opts(wait_ms, lease_ms_, cancel);
-        return dlock_lock_acquire_opts(get(), &o);
-    }
-    int release_rc() noexcept { return dlock_lock_release(get()); }
-    template <class F>
-    void lock_async_impl(std::chrono::milliseconds wait, const cancel_token *t, F &&fn) {
-        detail::start_wait_async(wait, lease_ms_, t, std::forward<F>(fn),
-                                 [this](const dlock_wait_opts *o, dlock_async_fn cb, void *ud) {
-                                     return dlock_lock_acquire_async(get(), o, cb, ud);
-                                 });
-    }
+    int64_t lease_rc() const noexcept { return lease_ms_; }
     bool flag(int (*fn)(dlock_lock *, int *)) const {
         int v = 0;
         detail::check(fn(get(), &v));
@@ -1010,29 +1019,17 @@ class permit_semaphore {
  * held meanwhile (no deadlock whatever the order), try_lock_for(d) gives up
  * after d, lock(token) ends on cancellation; unlock() never throws,
  * release() does. Any number of threads may use one at once. */
-class basic_multi_lock : public detail::lockable<basic_multi_lock> {
+class basic_multi_lock
+    : public detail::lockable<basic_multi_lock, dlock_multilock, &dlock_multilock_acquire_opts,
+                              &dlock_multilock_release, &dlock_multilock_acquire_async,
+                              &dlock_multilock_release_async> {
   public:
     basic_multi_lock(basic_multi_lock &&) noexcept = default;
     basic_multi_lock &operator=(basic_multi_lock &&) noexcept = default;
 
-    /* Asynchronously (dlock_multilock_acquire_async; explicit-owner
-     * handles): fn(const dlock::async_result &) runs once, on the io thread
-     * of one of the clients. This object and its mutexes must live until
-     * then. */
-    template <class F>
-    void lock_async(std::chrono::milliseconds wait, F &&fn) {
-        lock_async_impl(wait, nullptr, std::forward<F>(fn));
-    }
-    template <class F>
-    void lock_async(std::chrono::milliseconds wait, const cancel_token &t, F &&fn) {
-        lock_async_impl(wait, &t, std::forward<F>(fn));
-    }
-    template <class F>
-    void unlock_async(F &&fn) {
-        detail::start_async(std::forward<F>(fn), nullptr, [this](dlock_async_fn cb, void *ud) {
-            return dlock_multilock_release_async(get(), cb, ud);
-        });
-    }
+    /* lock_async, unlock_async (dlock_multilock_acquire_async; explicit-owner
+     * handles): fn runs once, on the io thread of one of the clients; the
+     * multi-lock and its mutexes must live until then. */
 
     std::size_t size() const noexcept { return n_; }
     std::chrono::milliseconds lease() const noexcept { return std::chrono::milliseconds(lease_ms_); }
@@ -1053,20 +1050,8 @@ class basic_multi_lock : public detail::lockable<basic_multi_lock> {
     }
 
   private:
-    friend class detail::lockable<basic_multi_lock>;
-    dlock_multilock *get() const noexcept { return ml_.get(); }
-    int acquire_rc(int64_t wait_ms, dlock_cancel *cancel) noexcept {
-        dlock_wait_opts o = detail::opts(wait_ms, lease_ms_, cancel);
-        return dlock_multilock_acquire_opts(get(), &o);
-    }
-    int release_rc() noexcept { return dlock_multilock_release(get()); }
-    template <class F>
-    void lock_async_impl(std::chrono::milliseconds wait, const cancel_token *t, F &&fn) {
-        detail::start_wait_async(wait, lease_ms_, t, std::forward<F>(fn),
-                                 [this](const dlock_wait_opts *o, dlock_async_fn cb, void *ud) {
-                                     return dlock_multilock_acquire_async(get(), o, cb, ud);
-                                 });
-    }
+    friend lockable;
+    int64_t lease_rc() const noexcept { return lease_ms_; }
     std::unique_ptr<dlock_multilock, void (*)(dlock_multilock *)> ml_;
     std::size_t n_;
     int64_t lease_ms_;
@@ -1105,7 +1090,10 @@ class red_lock : public basic_multi_lock {
  * resign()) throws DLOCK_ENOTOWNER when this handle does not lead. A handle
  * campaigns as an owner id of its own: campaign, resign and term may be
  * called from any thread, and the asynchronous calls need nothing more. */
-class election : public detail::lockable<election> {
+class election
+    : public detail::lockable<election, dlock_election, &dlock_election_campaign,
+                              &dlock_election_resign, &dlock_election_campaign_async,
+                              &dlock_election_resign_async> {
   public:
     /* Who leads: term 0 when nobody does (or a new leader has not announced
      * itself yet); who is "host pid owner-id". */
@@ -1160,23 +1148,22 @@ class election : public detail::lockable<election> {
         detail::check(dlock_election_set_max_hold(get(), d.count()));
     }
 
-    /* Asynchronously: campaign (the result's token is the term), resign,
+    /* Asynchronously: campaign (lock_async; the result's token is the
+     * term), resign (unlock_async),
      * leader (token: the term, text: who), await_change (token and text of
      * the new leader). fn(const dlock::async_result &) runs once on dlock's
      * io thread; the object must live until then. */
     template <class F>
     void campaign_async(std::chrono::milliseconds wait, F &&fn) {
-        campaign_async_impl(wait, nullptr, std::forward<F>(fn));
+        lock_async(wait, std::forward<F>(fn));
     }
     template <class F>
     void campaign_async(std::chrono::milliseconds wait, const cancel_token &t, F &&fn) {
-        campaign_async_impl(wait, &t, std::forward<F>(fn));
+        lock_async(wait, t, std::forward<F>(fn));
     }
     template <class F>
     void resign_async(F &&fn) {
-        detail::start_async(std::forward<F>(fn), nullptr, [this](dlock_async_fn cb, void *ud) {
-            return dlock_election_resign_async(get(), cb, ud);
-        });
+        unlock_async(std::forward<F>(fn));
     }
     template <class F>
     void leader_async(F &&fn) const {
@@ -1196,13 +1183,9 @@ class election : public detail::lockable<election> {
     dlock_election *native_handle() const noexcept { return h_.get(); }
 
   private:
-    friend class detail::lockable<election>;
+    friend lockable;
     dlock_election *get() const noexcept { return h_.get(); }
-    int acquire_rc(int64_t wait_ms, dlock_cancel *cancel) noexcept {
-        dlock_wait_opts o = detail::opts(wait_ms, 0, cancel);
-        return dlock_election_campaign(get(), &o);
-    }
-    int release_rc() noexcept { return dlock_election_resign(get()); }
+    int64_t lease_rc() const noexcept { return 0; }
     std::optional<leader_info> await_rc(uint64_t known, std::chrono::milliseconds wait,
                                         dlock_cancel *cancel) const {
         dlock_wait_opts o = detail::opts(detail::wait_ms(wait), 0, cancel);
@@ -1212,13 +1195,6 @@ class election : public detail::lockable<election> {
             return std::nullopt;
         l.who = who;
         return l;
-    }
-    template <class F>
-    void campaign_async_impl(std::chrono::milliseconds wait, const cancel_token *t, F &&fn) {
-        detail::start_wait_async(wait, 0, t, std::forward<F>(fn),
-                                 [this](const dlock_wait_opts *o, dlock_async_fn cb, void *ud) {
-                                     return dlock_election_campaign_async(get(), o, cb, ud);
-                                 });
     }
     detail::handle<dlock_election, &dlock_election_free> h_;
 };
