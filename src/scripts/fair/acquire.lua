@@ -48,6 +48,7 @@
 --     pause, say) keeps its turn for the grace, or until the deadline its own
 --     client set if that comes sooner.
 -- Times are the server's clock.
+-- #include delay
 local lock, queue, deadlines = KEYS[1], KEYS[2], KEYS[3]
 local owner, slot = ARGV[2], tonumber(ARGV[3])
 local delay = tonumber(ARGV[7] or '0')
@@ -78,11 +79,9 @@ if held and not mine then
     end
   end
 end
-if marker then
-  local tt = redis.call('type', marker).ok
-  if tt ~= 'none' and tt ~= 'string' then
-    return redis.error_reply('WRONGTYPE lock-delay marker ' .. marker .. ' holds another type')
-  end
+local bad = delay_wrongtype(marker)
+if bad then
+  return bad
 end
 if ARGV[4] == '1' then
   local tt = redis.call('type', KEYS[4]).ok
@@ -114,9 +113,7 @@ end
 local function take()
   redis.call('hincrby', lock, owner, 1)
   redis.call('pexpire', lock, ARGV[1])
-  if marker then
-    redis.call('set', marker, owner, 'px', tonumber(ARGV[1]) + delay)
-  end
+  delay_write(marker, owner, ARGV[1], delay)
   if ARGV[4] == '1' then
     -- As the reentrant lock: INCR, never below the server's clock in us.
     local token = redis.call('incr', KEYS[4])
@@ -140,8 +137,8 @@ end
 -- Free, but its last holder lost it without a release: the delay's ms left
 -- (0: none). Until it ends the lock counts as held (by the lost holder).
 local delayed = 0
-if marker and not held and redis.call('get', marker) ~= owner then
-  delayed = math.max(redis.call('pttl', marker), 0)
+if not held then
+  delayed = delay_left(marker, owner)
 end
 local head = redis.call('lindex', queue, 0)
 if not held and delayed == 0 and (not head or head == owner) then

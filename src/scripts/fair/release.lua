@@ -28,6 +28,7 @@ local earlier = redis.call('get', KEYS[5])
 if earlier then
   return tonumber(earlier)
 end
+-- #include delay
 local lock, queue, deadlines = KEYS[1], KEYS[2], KEYS[3]
 local delay = tonumber(ARGV[5] or '0')
 local marker = delay > 0 and KEYS[6] or nil
@@ -71,17 +72,13 @@ if count > 1 then
   redis.call('hincrby', lock, ARGV[1], -1)
   if tonumber(ARGV[2]) > 0 then
     redis.call('pexpire', lock, ARGV[2])
-    if marker and redis.call('type', marker).ok == 'string' then
-      redis.call('pexpire', marker, tonumber(ARGV[2]) + delay)
-    end
+    delay_extend(marker, ARGV[2], delay)
   end
   redis.call('set', KEYS[5], 0, 'px', ARGV[3])
   return 0
 end
 redis.call('del', lock)
-if marker and redis.call('type', marker).ok == 'string' then
-  redis.call('del', marker)
-end
+delay_clear(marker)
 redis.call('set', KEYS[5], 1, 'px', ARGV[3])
 if wake_head() > 0 then
   return 2
