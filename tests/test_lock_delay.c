@@ -179,15 +179,16 @@ static void test_redisson_holder_not_delayed(void **state)
 
 /* The owner that lost its own hold may take it again (the delay keeps out
  * the others); a handle's setting overrides the client's. */
-static void test_same_owner_and_per_handle(void **state)
+typedef int (*lock_getter)(dlock_client *, const char *, dlock_lock **);
+
+static void same_owner_and_per_handle(lock_getter get, const char *prefix)
 {
-    (void)state;
     char name[96], marker[128];
-    th_name(name, sizeof(name), "ld-own");
+    th_name(name, sizeof(name), prefix);
     marker_of(name, marker, sizeof(marker));
     dlock_lock *l, *other;
-    assert_int_equal(dlock_lock_get(cli, name, &l), DLOCK_OK);   /* the client's: off */
-    assert_int_equal(dlock_lock_get(cli, name, &other), DLOCK_OK);
+    assert_int_equal(get(cli, name, &l), DLOCK_OK);   /* the client's: off */
+    assert_int_equal(get(cli, name, &other), DLOCK_OK);
     assert_int_equal(dlock_lock_set_lock_delay(l, 60000), DLOCK_OK);
     assert_int_equal(dlock_lock_try(l, 0, 10000), DLOCK_OK);
     assert_int_equal(th_int(&srv, "EXISTS %s", marker), 1);
@@ -206,6 +207,18 @@ static void test_same_owner_and_per_handle(void **state)
     assert_non_null(strstr(dlock_last_error(), "before the handle's first acquisition"));
     dlock_lock_free(l);
     dlock_lock_free(other);
+}
+
+static void test_same_owner_and_per_handle(void **state)
+{
+    (void)state;
+    same_owner_and_per_handle(dlock_lock_get, "ld-own");
+}
+
+static void test_fair_per_handle(void **state)
+{
+    (void)state;
+    same_owner_and_per_handle(dlock_fair_lock_get, "ldf-own");
 }
 
 /* The fair lock (Redisson's RFairLock) with a lock-delay: a holder whose
@@ -339,35 +352,6 @@ static void test_fair_queue_order_through_delay(void **state)
     dlock_client_close(a);
     dlock_client_close(b);
     dlock_client_close(c);
-}
-
-/* Per handle on a fair lock: the handle's delay overrides the client's
- * (off); a holder that lost its hold may take it back itself. */
-static void test_fair_per_handle(void **state)
-{
-    (void)state;
-    char name[96], marker[128];
-    th_name(name, sizeof(name), "ldf-own");
-    marker_of(name, marker, sizeof(marker));
-    dlock_lock *l, *other;
-    assert_int_equal(dlock_fair_lock_get(cli, name, &l), DLOCK_OK);
-    assert_int_equal(dlock_fair_lock_get(cli, name, &other), DLOCK_OK);
-    assert_int_equal(dlock_lock_set_lock_delay(l, 60000), DLOCK_OK);
-    assert_int_equal(dlock_lock_try(l, 0, 10000), DLOCK_OK);
-    assert_true(th_int(&srv, "PTTL %s", marker) > 60000);
-    assert_int_equal(th_int(&srv, "DEL %s", name), 1);   /* lost */
-    int rc = dlock_lock_try(l, 0, 10000);   /* the same owner */
-    if (rc != DLOCK_OK)
-        fail_msg("retake by the owner: %d %s", rc, dlock_last_error());
-    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
-    assert_int_equal(th_int(&srv, "EXISTS %s", marker), 0);
-    rc = dlock_lock_try(other, 0, 10000);   /* no delay: no marker */
-    if (rc != DLOCK_OK)
-        fail_msg("other: %d %s", rc, dlock_last_error());
-    assert_int_equal(th_int(&srv, "EXISTS %s", marker), 0);
-    assert_int_equal(dlock_lock_release(other), DLOCK_OK);
-    dlock_lock_free(l);
-    dlock_lock_free(other);
 }
 
 static void test_bad_settings(void **state)
