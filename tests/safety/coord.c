@@ -627,6 +627,15 @@ static int run_scenario(const scenario *sc)
     fflush(stdout);
     int latch = O.type == SAFETY_LATCH;   /* no holds: rounds of latches */
     int ok = bad == 0 && r->stuck == 0 && (rep.holds > 0 || latch);
+    /* --stop-spread with a lock-delay covering the longest pause past the
+     * lease (3 x - 1 x) and a second to be told: no next holder may begin
+     * before a paused holder's lost callback. */
+    if (!strcmp(sc->name, "sigstop") && O.stop_spread &&
+        O.lock_delay >= 2 * O.watchdog + 1000 && rep.stop_before_told > 0) {
+        printf("  FAIL: %lld next holds began before the paused holder's lost callback, with a "
+               "lock-delay of %lld ms\n", rep.stop_before_told, (long long)O.lock_delay);
+        ok = 0;
+    }
     /* Each fault must have been injected and had its effect at least once
      * (else the checks could not fail): a run where it had none, and
      * nothing else failed, is played again (main, up to 3 times). */
