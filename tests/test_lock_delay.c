@@ -251,6 +251,27 @@ static void test_fair_unreleased_is_delayed(void **state)
                   (long long)lease, (long long)delay, (long long)(got - t0));
     assert_true(got - t0 >= lease + delay - 5);
     assert_true(got - t0 < lease + delay + 2000 * slack);
+    /* A watchdog hold renews the fair lock's marker with the lock. */
+    {
+        const int64_t wd = 900 * slack;
+        dlock_client *w = delayed_client(delay, wd);
+        dlock_lock *lw;
+        char wname[96], wmarker[128];
+        th_name(wname, sizeof(wname), "ldf-wd");
+        marker_of(wname, wmarker, sizeof(wmarker));
+        assert_int_equal(dlock_fair_lock_get(w, wname, &lw), DLOCK_OK);
+        assert_int_equal(dlock_lock_acquire(lw, DLOCK_WATCHDOG), DLOCK_OK);
+        th_sleep_ms(2 * wd);   /* past the first lease: renewed several times */
+        assert_int_equal(th_int(&srv, "EXISTS %s", wname), 1);
+        long long wp = th_int(&srv, "PTTL %s", wmarker);
+        if (wp <= delay)
+            fail_msg("fair marker PTTL %lld after renewals, not above the delay %lld", wp,
+                     (long long)delay);
+        assert_int_equal(dlock_lock_release(lw), DLOCK_OK);
+        assert_int_equal(th_int(&srv, "EXISTS %s", wmarker), 0);
+        dlock_lock_free(lw);
+        dlock_client_close(w);
+    }
     /* b releases properly: no marker left, a takes it at once. */
     assert_int_equal(dlock_lock_release(lb), DLOCK_OK);
     assert_int_equal(th_int(&srv, "EXISTS %s", marker), 0);
