@@ -139,8 +139,8 @@ took=$(( $(now_ms) - t0 ))
 expect 64 "$D" run --lock-delay -1 t:x -- true
 expect 64 "$D" run --lock-delay 2d t:x -- true
 has "$tmp/err" "out of range: 0 to 1d" "a lock-delay above a day is refused"
-expect 64 "$D" run --read --lock-delay 1s t:x -- true
-has "$tmp/err" "reentrant and fair" "--lock-delay with --read is refused, saying why"
+expect 64 "$D" run --semaphore t:xs --permits 1 --lock-delay 1s -- true
+has "$tmp/err" "locks only" "--lock-delay with --semaphore is refused, saying why"
 # The fair lock: the same, through its queue.
 "$D" --watchdog ${wd}ms run --fair --lock-delay ${dl}ms t:ldf -- sleep 30 >/dev/null 2>&1 & h=$!
 until_ok held t:ldf
@@ -153,5 +153,29 @@ expect 0 "$D" run -w $((20 * SLOW))s --fair --lock-delay ${dl}ms t:ldf -- true
 took=$(( $(now_ms) - t0 ))
 [ "$took" -ge "$dl" ] && ok || bad "the next holder got t:ldf $took ms after the kill, delay $dl ms"
 is "$(rc exists 'dlock_lock_delay:{t:ldf}')" 0 "a proper fair release leaves no marker"
+# The read-write lock: a killed writer delays readers and writers; a killed
+# reader delays writers only.
+"$D" --watchdog ${wd}ms run --write --lock-delay ${dl}ms t:ldw -- sleep 30 >/dev/null 2>&1 & h=$!
+until_ok held t:ldw
+t0=$(now_ms)
+kill -9 "$h"; wait "$h" 2>/dev/null
+check "the write lock expires with its lease" until_ok free t:ldw
+expect 75 "$D" run -n --read --lock-delay ${dl}ms t:ldw -- true
+has "$tmp/err" "lock-delay" "a reader is refused in a lost writer's lock-delay, saying so"
+expect 0 "$D" run -w $((20 * SLOW))s --read --lock-delay ${dl}ms t:ldw -- true
+took=$(( $(now_ms) - t0 ))
+[ "$took" -ge "$dl" ] && ok || bad "the next reader got t:ldw $took ms after the kill, delay $dl ms"
+is "$(rc exists 'dlock_lock_delay:{t:ldw}')" 0 "no writer's marker left"
+"$D" --watchdog ${wd}ms run --read --lock-delay ${dl}ms t:ldr -- sleep 30 >/dev/null 2>&1 & h=$!
+until_ok held t:ldr
+t0=$(now_ms)
+kill -9 "$h"; wait "$h" 2>/dev/null
+check "the read lock expires with its lease" until_ok free t:ldr
+expect 0 "$D" run -n --read --lock-delay ${dl}ms t:ldr -- true   # readers: not delayed
+expect 75 "$D" run -n --write --lock-delay ${dl}ms t:ldr -- true
+has "$tmp/err" "lock-delay" "a writer is refused in a lost reader's lock-delay, saying so"
+expect 0 "$D" run -w $((20 * SLOW))s --write --lock-delay ${dl}ms t:ldr -- true
+took=$(( $(now_ms) - t0 ))
+[ "$took" -ge "$dl" ] && ok || bad "the next writer got t:ldr $took ms after the kill, delay $dl ms"
 
 finish
