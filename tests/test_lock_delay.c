@@ -531,6 +531,17 @@ static void test_rw_watchdog_renews_delay(void **state)
     assert_int_equal(dlock_lock_try(w.rb, 0, 10000), DLOCK_OK);   /* a reader comes in */
     assert_int_equal(dlock_lock_release(w.rb), DLOCK_OK);
     assert_int_not_equal(dlock_lock_release(w.ra), DLOCK_OK);   /* a's hold is gone */
+    /* Once that delay is over, a's write hold: its marker is renewed too. */
+    assert_int_equal(dlock_lock_acquire_opts(w.p.la, &(dlock_wait_opts){
+                                                        .wait_ms = 10000 * slack}),
+                     DLOCK_OK);
+    th_sleep_ms(2 * wd);
+    pttl = th_int(&srv, "PTTL %s", w.p.marker);
+    if (pttl <= delay)
+        fail_msg("marker PTTL %lld after renewals, not above the delay %lld", pttl,
+                 (long long)delay);
+    assert_int_equal(dlock_lock_release(w.p.la), DLOCK_OK);
+    assert_int_equal(th_int(&srv, "EXISTS %s", w.p.marker), 0);
     rwpair_close(&w);
 }
 

@@ -21,7 +21,13 @@
  * upgrade, which cannot succeed while it reads) gets DLOCK_EDEADLK at once
  * instead of waiting forever; a writer that keeps read holds wakes the
  * readers when it stops writing; the lock's TTL is never lowered below a
- * live hold's (see the scripts' headers and docs/wire-format.md). */
+ * live hold's (see the scripts' headers and docs/wire-format.md).
+ *
+ * Lock-delay (dlock_lock_set_lock_delay): a write hold writes the reentrant
+ * lock's marker (its field <owner>:write; renewed by lock/renew_delay.lua),
+ * which keeps readers and writers out after an unreleased loss; a read hold
+ * an entry in the sorted set dlock_read_delay:{name} (renewed by
+ * rw/renew.lua in its three-key form), which keeps writers out only. */
 #include <stdlib.h>
 #include <string.h>
 
