@@ -714,7 +714,7 @@ typedef struct done_cb {
     int done, status, flag;
     int64_t count;
     uint64_t token;
-    char text[400];
+    char text[400], msg[400];
     permit_buf ids[8];       /* an n-permit acquisition's (the first 8) */
 } done_cb;
 
@@ -727,6 +727,7 @@ static void on_done(const dlock_async_result *res, void *ud)
     d->count = dlock_async_count(res);
     d->token = dlock_async_token(res);
     snprintf(d->text, sizeof(d->text), "%s", dlock_async_text(res));
+    snprintf(d->msg, sizeof(d->msg), "%s", dlock_async_message(res));
     for (size_t i = 0; i < 8; i++)
         snprintf(d->ids[i], sizeof(d->ids[i]), "%s", dlock_async_permit_ids(res, i));
     d->done = 1;
@@ -1038,7 +1039,8 @@ static void test_async_election(void **state)
 }
 
 /* Redisson's replica rule on a primary without replicas: nothing to ask,
- * never a failure (dlock_last_replica_acks -1); dlock's count of 1 fails. */
+ * never a failure (dlock_last_replica_acks -1); dlock's count of 1 fails.
+ * Blocking and asynchronous calls alike. */
 static void test_replica_ack_all_without_replicas(void **state)
 {
     (void)state;
@@ -1067,6 +1069,43 @@ static void test_replica_ack_all_without_replicas(void **state)
     assert_int_equal(dlock_last_replica_acks(), 0);
     assert_int_equal(th_int(&srv, "EXISTS %s", name), 0);
     dlock_lock_free(l);
+    /* Asynchronously the same: WAIT on the async connection too. */
+    char owner[DLOCK_OWNER_BUFSIZE];
+    dlock_client_new_owner_id(c[1], owner, sizeof(owner));
+    done_cb d = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    dlock_wait_opts o = {.lease_ms = 10000};
+    assert_int_equal(dlock_lock_get_as(c[1], name, owner, &l), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire_async(l, &o, on_done, &d), DLOCK_OK);
+    assert_int_equal(await_cb(&d), DLOCK_EREPLICAS);
+    assert_non_null(strstr(d.msg, "0 of 1 replicas"));
+    assert_int_equal(th_int(&srv, "EXISTS %s", name), 0);
+    dlock_lock_free(l);
+    assert_int_equal(dlock_lock_get_as(c[0], name, owner, &l), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire_async(l, &o, on_done, &d), DLOCK_OK);
+    assert_int_equal(await_cb(&d), DLOCK_OK);
+    assert_int_equal(th_int(&srv, "EXISTS %s", name), 1);
+    assert_int_equal(dlock_lock_release_async(l, on_done, &d), DLOCK_OK);
+    assert_int_equal(await_cb(&d), DLOCK_OK);
+    dlock_lock_free(l);
+    /* A semaphore's permits: given back under dlock's count, taken under
+     * Redisson's rule. */
+    char sname[128];
+    th_name(sname, sizeof(sname), "ack-none-sem");
+    dlock_semaphore *s[2];
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(dlock_semaphore_get(c[i], sname, &s[i]), DLOCK_OK);
+    assert_int_equal(dlock_semaphore_set_permits(s[0], 2), DLOCK_OK);
+    assert_int_equal(dlock_semaphore_acquire_async(s[1], 1, NULL, on_done, &d), DLOCK_OK);
+    assert_int_equal(await_cb(&d), DLOCK_EREPLICAS);
+    int64_t avail = -1;
+    assert_int_equal(dlock_semaphore_available(s[0], &avail), DLOCK_OK);
+    assert_int_equal(avail, 2);
+    assert_int_equal(dlock_semaphore_acquire_async(s[0], 1, NULL, on_done, &d), DLOCK_OK);
+    assert_int_equal(await_cb(&d), DLOCK_OK);
+    assert_int_equal(dlock_semaphore_available(s[0], &avail), DLOCK_OK);
+    assert_int_equal(avail, 1);
+    dlock_semaphore_free(s[0]);
+    dlock_semaphore_free(s[1]);
     dlock_client_close(c[0]);
     dlock_client_close(c[1]);
 }

@@ -273,7 +273,9 @@ typedef enum dlock_ack_policy {
  *     DLOCK_ACK_RELEASE this is what a Redisson client does by default
  *     (NoSyncedSlavesException), except that dlock gives the hold back.
  *     Watchdog renewals are not acknowledged in this mode (Redisson's are,
- *     the same way); asynchronous calls are not acknowledged in either mode.
+ *     the same way). Asynchronous acquisitions are acknowledged as the
+ *     blocking ones, in either mode (their callback gets DLOCK_EREPLICAS
+ *     after the give-back), on a connection per node of their own.
  * The default is neither (replicas 0, off), unlike Redisson, whose check is on:
  * a WAIT adds a round trip, up to the timeout, to every acquisition, and
  * acknowledgement by replicas does not make a lock safe across a failover
