@@ -13,7 +13,9 @@
  *     (replies come in order, so the load runs before the resend);
  *   - a request that cannot be written yet (the connection is down) waits
  *     in `waiting` for the connection, at most the blocking call's whole
- *     connect-and-retry schedule, then fails with DLOCK_ECONN;
+ *     connect-and-retry schedule, then fails with DLOCK_ECONN; one with
+ *     DLOCK__CALL_NO_RETRY (a RedLock's) waits for one connection attempt
+ *     only: it fails when that attempt fails, or after the connect timeout;
  *   - once written, a lost reply (timeout, reset) means it may have run: an
  *     idempotent request is written again after the retry delay, up to
  *     retry_attempts times; any other ends with DLOCK_EUNKNOWN;
@@ -96,6 +98,7 @@ static void arm(dlock__acall *x);
 static const char *addr_of(const areq *a) { return dlock__node_addr(a->an->node); }
 
 static void on_ready(dlock__aconn *ac, void *ud);
+static void on_down(dlock__aconn *ac, int status, void *ud);
 
 /* Whether a WAITs for replicas after its answer: then it goes on a
  * connection of its own to the node, so that the WAIT (up to the ack
@@ -133,7 +136,7 @@ static anode *route(dlock__acall *x, const areq *a)
     an->node = n;
     an->acks = acks;
     dlock__list_init(&an->waiting);
-    dlock__aconn_cbs cbs = {on_ready, NULL, NULL, an};
+    dlock__aconn_cbs cbs = {on_ready, on_down, NULL, an};
     if (dlock__aconn_new(&an->conn, x->uv, x->ctx, dlock__node_endpoint(n), 0, &cbs) !=
         DLOCK_OK) {
         free(an);
@@ -203,7 +206,9 @@ static int64_t connect_budget(const dlock_config *cfg)
 static void wait_for_conn(dlock__acall *x, areq *a, int64_t not_before)
 {
     a->not_before = not_before;
-    a->give_up_at = dlock__now_ms() + connect_budget(x->ctx->cfg);
+    a->give_up_at = dlock__now_ms() + ((a->flags & DLOCK__CALL_NO_RETRY)
+                                           ? x->ctx->cfg->connect_timeout_ms
+                                           : connect_budget(x->ctx->cfg));
     anode *an = route(x, a);
     if (an)
         a->an = an;   /* else the last node: it fails or answers again */
@@ -467,6 +472,28 @@ static void arm(dlock__acall *x)
 }
 
 static void on_ready(dlock__aconn *ac, void *ud) { run_waiting(((anode *)ud)->x); }
+
+/* The node's connection failed (or was lost): the requests that wait for one
+ * attempt only (DLOCK__CALL_NO_RETRY) fail, from the timer (never inside the
+ * call that started the attempt). */
+static void on_down(dlock__aconn *ac, int status, void *ud)
+{
+    (void)ac;
+    (void)status;
+    anode *an = ud;
+    int64_t now = dlock__now_ms();
+    int any = 0;
+    dlock__list *it;
+    DLOCK__LIST_FOREACH(it, &an->waiting) {
+        areq *a = DLOCK__CONTAINER_OF(it, areq, link);
+        if ((a->flags & DLOCK__CALL_NO_RETRY) && a->give_up_at > now) {
+            a->give_up_at = now;
+            any = 1;
+        }
+    }
+    if (any)
+        arm(an->x);
+}
 
 int dlock__acall_send(dlock__acall *x, const dlock__req *req, dlock__acall_fn fn, void *ud)
 {

@@ -53,6 +53,7 @@ typedef struct aop {
     int64_t sent;            /* the last attempt's, before it was sent */
     dlock__job kick;
     const char *optkey;      /* the optional key the last request carried (the log's) */
+    unsigned flags;          /* the caller's DLOCK__CALL_* for every attempt (dlock__via) */
     size_t optlen;
     back *back;              /* GIVING_BACK */
     dlock__wait w;           /* its handle, operation and state; the wait */
@@ -387,6 +388,7 @@ int dlock__async_run(const dlock__handle *h, const dlock__op_type *t, const void
     dlock__list_init(&op->reg);
     op->fn = via->fn;
     op->ud = via->ud;
+    op->flags = via->flags;
     op->refs = 1;
     op->hidx = -1;
     op->state = S_START;
@@ -601,6 +603,7 @@ static void send_attempt(aop *op, int again)
     const dlock__op_type *t = op->w.t;
     dlock__op o;
     t->request(op->st, dlock__wait_waited(&op->w, again), &o);
+    o.flags |= op->flags;
     if (t->acquires)
         o.flags |= DLOCK__CALL_WAIT_ACK;
     if (op->w.waits)

@@ -172,4 +172,10 @@ void dlock__lock_owner_done(dlock__owner *o);
 int dlock__lock_new(dlock_client *c, const dlock__lock_type *type, const char *name,
                     const char *owner, dlock_lock **out);
 
+/* dlock_lock_acquire_async / dlock_lock_release_async with the caller's
+ * request flags in via (a RedLock's DLOCK__CALL_NO_RETRY: one connection
+ * attempt to a server that is down, as the blocking RedLock makes). */
+int dlock__lock_acquire_via(dlock_lock *l, const dlock_wait_opts *o, const dlock__via *via);
+int dlock__lock_release_via(dlock_lock *l, const dlock__via *via);
+
 #endif

@@ -279,6 +279,7 @@ typedef struct dlock__wait_spec {
 typedef struct dlock__via {
     dlock_async_fn fn;
     void *ud;
+    unsigned flags;          /* DLOCK__CALL_* added to every attempt's request (0: none) */
 } dlock__via;
 
 /* Runs operation t on handle h: one attempt, and while busy the wait of
