@@ -15,6 +15,8 @@
 
 #include "dlock/async.h"
 #include "fixture.h"
+#include "proxy.h"
+#include "sync/sync.h"
 
 static uint64_t token_of(dlock_lock *l)
 {
@@ -188,24 +190,63 @@ static void test_extend_fair(void **state)
     dlock_lock_free(l);
 }
 
+/* A watchdog renewal already on its way when the release returns must not
+ * land after the owner's next hold of the same name and stretch it to the
+ * watchdog timeout. A proxy holds the renewal script's request back (only
+ * the watchdog's connection sends it) while the release and a 4 s lease
+ * hold of the same owner go by: that hold keeps its 4 s, not 9. */
+static void test_renewal_in_flight_at_release(void **state)
+{
+    (void)state;
+    if (getenv("DLOCK_TEST_DEPLOY") && *getenv("DLOCK_TEST_DEPLOY"))
+        skip();   /* one server behind the proxy */
+    const int64_t slack = th_slack();
+    th_proxy *p = th_proxy_start(srv.port);
+    assert_non_null(p);
+    char url[64], name[128];
+    snprintf(url, sizeof(url), "redis://127.0.0.1:%d", th_proxy_port(p));
+    dlock_client *c = th_client_url(url, 9000);
+    dlock_lock *l;
+    assert_int_equal(dlock_lock_get(c, th_name(name, sizeof(name), "renew-late"), &l), DLOCK_OK);
+    th_proxy_delay_match(p, dlock__scripts[DLOCK__SCRIPT_LOCK_RENEW].sha, (int)(600 * slack));
+    assert_int_equal(dlock_lock_acquire(l, DLOCK_WATCHDOG), DLOCK_OK);
+    /* a renewal on its way (a new hold is renewed once soon, then every 3 s) */
+    for (int64_t until = th_now_ms() + 6000 * slack;
+         th_proxy_delayed(p) == 0 && th_now_ms() < until;)
+        th_sleep_ms(2);
+    assert_int_equal(th_proxy_passed(p), 0);
+    assert_true(th_proxy_delayed(p) >= 1);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(l, 4000), DLOCK_OK);
+    /* the renewal has reached Redis by now */
+    for (int64_t until = th_now_ms() + 6000 * slack;
+         th_proxy_passed(p) < th_proxy_delayed(p) && th_now_ms() < until;)
+        th_sleep_ms(2);
+    th_sleep_ms(100);
+    long long left = pttl(name);
+    th_proxy_delay_match(p, NULL, 0);
+    assert_true(left > 0 && left <= 4000);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+    th_proxy_stop(p);
+}
+
 static void test_extend_bad_input(void **state)
 {
     (void)state;
     char name[128];
     th_name(name, sizeof(name), "extend-bad");
-    char wdname[128];
-    th_name(wdname, sizeof(wdname), "extend-bad-wd");
     dlock_lock *l, *rd, *wd;
     assert_int_equal(dlock_lock_extend(NULL, 1000), DLOCK_EINVAL);
-    /* a watchdog hold: refused, its TTL left to the watchdog. Its own name:
-     * a renewal already on its way when the release returns may land after
-     * a next hold of the same owner and name (see the watchdog's notes). */
-    assert_int_equal(dlock_lock_get(cli, wdname, &wd), DLOCK_OK);
+    /* a watchdog hold: refused, its TTL left to the watchdog (the same name
+     * next: test_renewal_in_flight_at_release) */
+    assert_int_equal(dlock_lock_get(cli, name, &wd), DLOCK_OK);
     assert_int_equal(dlock_lock_acquire(wd, DLOCK_WATCHDOG), DLOCK_OK);
-    long long before = pttl(wdname);
+    long long before = pttl(name);
     assert_int_equal(dlock_lock_extend(wd, 600000), DLOCK_EINVAL);
     assert_non_null(strstr(dlock_last_error(), "watchdog"));
-    assert_true(pttl(wdname) <= before);
+    assert_true(pttl(name) <= before);
     assert_int_equal(dlock_lock_release(wd), DLOCK_OK);
     dlock_lock_free(wd);
     assert_int_equal(dlock_lock_get(cli, name, &l), DLOCK_OK);
@@ -1231,6 +1272,7 @@ int main(void)
         cmocka_unit_test(test_async_election),
         cmocka_unit_test(test_async_multilock),
         cmocka_unit_test(test_replica_ack_all_without_replicas),
+        cmocka_unit_test(test_renewal_in_flight_at_release),
     };
     return cmocka_run_group_tests(tests, th_setup, th_teardown);
 }
