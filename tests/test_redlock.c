@@ -243,6 +243,20 @@ static int rl_await(rl_cb *d)
     return rc;
 }
 
+/* A RedLock over one explicit-owner handle per server's client, the same
+ * name and owner id on each (the asynchronous calls need explicit owners). */
+static dlock_multilock *async_redlock_of(const char *prefix, char *name, char *owner,
+                                         dlock_lock **l)
+{
+    th_name(name, 128, prefix);
+    dlock_client_new_owner_id(cli[0], owner, DLOCK_OWNER_BUFSIZE);
+    for (int i = 0; i < NSRV; i++)
+        assert_int_equal(dlock_lock_get_as(cli[i], name, owner, &l[i]), DLOCK_OK);
+    dlock_multilock *rl;
+    assert_int_equal(dlock_redlock_new(l, NSRV, &rl), DLOCK_OK);
+    return rl;
+}
+
 /* The RedLock asynchronously (explicit owners, one per server's client, the
  * same id): all up; a minority busy (held all the same); a majority busy (a
  * try holds nothing; a waiter takes it when one is released). Servers down:
@@ -251,13 +265,8 @@ static void test_redlock_async(void **state)
 {
     (void)state;
     char name[128], owner[DLOCK_OWNER_BUFSIZE];
-    th_name(name, sizeof(name), "rl-async");
-    dlock_client_new_owner_id(cli[0], owner, sizeof(owner));
     dlock_lock *l[NSRV];
-    for (int i = 0; i < NSRV; i++)
-        assert_int_equal(dlock_lock_get_as(cli[i], name, owner, &l[i]), DLOCK_OK);
-    dlock_multilock *rl;
-    assert_int_equal(dlock_redlock_new(l, NSRV, &rl), DLOCK_OK);
+    dlock_multilock *rl = async_redlock_of("rl-async", name, owner, l);
     rl_cb d = {0};
     dlock_wait_opts once = {.lease_ms = 10000};
     assert_int_equal(dlock_multilock_acquire_async(rl, &once, rl_on_done, &d), DLOCK_OK);
@@ -314,13 +323,8 @@ static void test_redlock_async_servers_down(void **state)
 {
     (void)state;
     char name[128], owner[DLOCK_OWNER_BUFSIZE];
-    th_name(name, sizeof(name), "rl-async-down");
-    dlock_client_new_owner_id(cli[0], owner, sizeof(owner));
     dlock_lock *l[NSRV];
-    for (int i = 0; i < NSRV; i++)
-        assert_int_equal(dlock_lock_get_as(cli[i], name, owner, &l[i]), DLOCK_OK);
-    dlock_multilock *rl;
-    assert_int_equal(dlock_redlock_new(l, NSRV, &rl), DLOCK_OK);
+    dlock_multilock *rl = async_redlock_of("rl-async-down", name, owner, l);
     static rl_cb d;   /* static: a callback that comes after a failed check */
     dlock_wait_opts once = {.lease_ms = 10000};
     /* warm: every async connection open */
