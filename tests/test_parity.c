@@ -195,52 +195,6 @@ static void test_extend_fair(void **state)
  * watchdog timeout. A proxy holds the renewal script's request back (only
  * the watchdog's connection sends it) while the release and a 4 s lease
  * hold of the same owner go by: that hold keeps its 4 s, not 9. */
-static void test_renewal_in_flight_at_release(void **state)
-{
-    (void)state;
-    if (getenv("DLOCK_TEST_DEPLOY") && *getenv("DLOCK_TEST_DEPLOY"))
-        skip();   /* one server behind the proxy */
-    const int64_t slack = th_slack();
-    th_proxy *p = th_proxy_start(srv.port);
-    assert_non_null(p);
-    char url[64], name[128];
-    snprintf(url, sizeof(url), "redis://127.0.0.1:%d", th_proxy_port(p));
-    /* The renewal is held back less than the command timeout: one answered
-     * later than that counts as lost (the release waits no longer). */
-    const int64_t delay = 600 * slack < 8000 ? 600 * slack : 8000;
-    dlock_config *cfg = dlock_config_new();
-    assert_int_equal(dlock_config_set_url(cfg, url), DLOCK_OK);
-    assert_int_equal(dlock_config_set_command_timeout(cfg, 10000), DLOCK_OK);
-    assert_int_equal(dlock_config_set_watchdog_timeout(cfg, 9000), DLOCK_OK);
-    dlock_client *c = NULL;
-    assert_int_equal(dlock_client_open(&c, cfg), DLOCK_OK);
-    dlock_config_free(cfg);
-    dlock_lock *l;
-    assert_int_equal(dlock_lock_get(c, th_name(name, sizeof(name), "renew-late"), &l), DLOCK_OK);
-    th_proxy_delay_match(p, dlock__scripts[DLOCK__SCRIPT_LOCK_RENEW].sha, (int)delay);
-    assert_int_equal(dlock_lock_acquire(l, DLOCK_WATCHDOG), DLOCK_OK);
-    /* a renewal on its way (a new hold is renewed once soon, then every 3 s) */
-    for (int64_t until = th_now_ms() + 6000 * slack;
-         th_proxy_delayed(p) == 0 && th_now_ms() < until;)
-        th_sleep_ms(2);
-    assert_int_equal(th_proxy_passed(p), 0);
-    assert_true(th_proxy_delayed(p) >= 1);
-    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
-    assert_int_equal(dlock_lock_acquire(l, 4000), DLOCK_OK);
-    /* the renewal has reached Redis by now */
-    for (int64_t until = th_now_ms() + 6000 * slack;
-         th_proxy_passed(p) < th_proxy_delayed(p) && th_now_ms() < until;)
-        th_sleep_ms(2);
-    th_sleep_ms(100);
-    long long left = pttl(name);
-    th_proxy_delay_match(p, NULL, 0);
-    assert_true(left > 0 && left <= 4000);
-    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
-    dlock_lock_free(l);
-    dlock_client_close(c);
-    th_proxy_stop(p);
-}
-
 static void test_extend_bad_input(void **state)
 {
     (void)state;
@@ -799,6 +753,81 @@ static int await_cb(done_cb *d)
     d->done = 0;
     pthread_mutex_unlock(&d->mu);
     return rc;
+}
+
+/* One round of test_renewal_in_flight_at_release on l (an explicit-owner
+ * handle when async): a watchdog hold, its renewal held back by the proxy,
+ * the release (asynchronous or not) and a 4 s lease hold of the same owner
+ * meanwhile; returns that hold's PTTL once the renewal has reached Redis. */
+static long long renewal_round(th_proxy *p, dlock_lock *l, const char *name, int async)
+{
+    const int64_t slack = th_slack();
+    int before = th_proxy_delayed(p);
+    assert_int_equal(dlock_lock_acquire(l, DLOCK_WATCHDOG), DLOCK_OK);
+    /* a renewal on its way (a new hold is renewed once soon, then every 3 s) */
+    for (int64_t until = th_now_ms() + 6000 * slack;
+         th_proxy_delayed(p) == before && th_now_ms() < until;)
+        th_sleep_ms(2);
+    assert_true(th_proxy_delayed(p) > before);
+    assert_true(th_proxy_passed(p) < th_proxy_delayed(p));
+    if (async) {
+        done_cb d = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+        assert_int_equal(dlock_lock_release_async(l, on_done, &d), DLOCK_OK);
+        assert_int_equal(await_cb(&d), DLOCK_OK);
+    } else {
+        assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    }
+    assert_int_equal(dlock_lock_acquire(l, 4000), DLOCK_OK);
+    /* the renewal has reached Redis by now */
+    for (int64_t until = th_now_ms() + 6000 * slack;
+         th_proxy_passed(p) < th_proxy_delayed(p) && th_now_ms() < until;)
+        th_sleep_ms(2);
+    th_sleep_ms(100);
+    long long left = pttl(name);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    return left;
+}
+
+/* A watchdog renewal already on its way when the release returns must not
+ * land after the owner's next hold of the same name and stretch it to the
+ * watchdog timeout. A proxy holds the renewal script's request back (only
+ * the watchdog's connection sends it) while the release and a 4 s lease
+ * hold of the same owner go by: that hold keeps its 4 s, not 9. A blocking
+ * release, then an asynchronous one. */
+static void test_renewal_in_flight_at_release(void **state)
+{
+    (void)state;
+    if (getenv("DLOCK_TEST_DEPLOY") && *getenv("DLOCK_TEST_DEPLOY"))
+        skip();   /* one server behind the proxy */
+    const int64_t slack = th_slack();
+    th_proxy *p = th_proxy_start(srv.port);
+    assert_non_null(p);
+    char url[64], name[128], owner[DLOCK_OWNER_BUFSIZE];
+    snprintf(url, sizeof(url), "redis://127.0.0.1:%d", th_proxy_port(p));
+    /* The renewal is held back less than the command timeout: one answered
+     * later than that counts as lost (the release waits no longer). */
+    const int64_t delay = 600 * slack < 8000 ? 600 * slack : 8000;
+    dlock_config *cfg = dlock_config_new();
+    assert_int_equal(dlock_config_set_url(cfg, url), DLOCK_OK);
+    assert_int_equal(dlock_config_set_command_timeout(cfg, 10000), DLOCK_OK);
+    assert_int_equal(dlock_config_set_watchdog_timeout(cfg, 9000), DLOCK_OK);
+    dlock_client *c = NULL;
+    assert_int_equal(dlock_client_open(&c, cfg), DLOCK_OK);
+    dlock_config_free(cfg);
+    dlock_lock *l, *la;
+    assert_int_equal(dlock_lock_get(c, th_name(name, sizeof(name), "renew-late"), &l), DLOCK_OK);
+    dlock_client_new_owner_id(c, owner, sizeof(owner));
+    assert_int_equal(dlock_lock_get_as(c, name, owner, &la), DLOCK_OK);
+    th_proxy_delay_match(p, dlock__scripts[DLOCK__SCRIPT_LOCK_RENEW].sha, (int)delay);
+    long long left = renewal_round(p, l, name, 0);
+    long long left_async = renewal_round(p, la, name, 1);
+    th_proxy_delay_match(p, NULL, 0);
+    assert_true(left > 0 && left <= 4000);
+    assert_true(left_async > 0 && left_async <= 4000);
+    dlock_lock_free(l);
+    dlock_lock_free(la);
+    dlock_client_close(c);
+    th_proxy_stop(p);
 }
 
 /* The new queries and lifecycle calls asynchronously, with the blocking

@@ -125,6 +125,7 @@ static int unlink_held(dlock__watchdog *wd, held *h)
     dlock__wd_track_unlink(wd, h);
     if (h->inflight) {
         h->dead = 1;
+        wd->dead_inflight++;
         return 0;
     }
     return 1;
@@ -335,6 +336,14 @@ void dlock__watchdog_release_end(dlock__watchdog *wd, const dlock__hold_id *id, 
         dlock__loop_post(wd->lp, &wd->flush_job);
 }
 
+int dlock__watchdog_settling(dlock__watchdog *wd)
+{
+    pthread_mutex_lock(&wd->mu);
+    int n = wd->dead_inflight;
+    pthread_mutex_unlock(&wd->mu);
+    return n > 0;
+}
+
 size_t dlock__watchdog_count(dlock__watchdog *wd)
 {
     pthread_mutex_lock(&wd->mu);
@@ -455,6 +464,7 @@ void dlock__wd_batch_finish(dlock__watchdog *wd, batch *b, int ok, const unsigne
         held *h = b->e[i];
         h->inflight = 0;
         if (h->dead) {
+            wd->dead_inflight--;
             if (h->awaited)
                 pthread_cond_broadcast(&wd->answered);   /* its release frees it */
             else

@@ -113,6 +113,7 @@ struct dlock__watchdog {
     dlock__job recheck_job;  /* renew the holds due a recheck (new ones) now */
     pthread_mutex_t mu;
     pthread_cond_t answered; /* a renewal that a release awaits was answered */
+    int dead_inflight;       /* under mu: holds taken out whose renewal is in flight */
     dlock__map map;
     dlock__list all;
     dlock__map tkeys;        /* tracked key -> its holds (held.tn) */

@@ -322,8 +322,11 @@ static void rel_done(void *st, int read)
     }
 }
 
-static const dlock__op_type release_type = {
-    .setup = rel_setup, .request = rel_request, .read = rel_read, .done = rel_done};
+static const dlock__op_type release_type = {.setup = rel_setup,
+                                            .request = rel_request,
+                                            .read = rel_read,
+                                            .done = rel_done,
+                                            .releases = 1};
 
 static int release(dlock_lock *l, const dlock__via *via)
 {

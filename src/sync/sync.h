@@ -262,6 +262,10 @@ typedef struct dlock__op_type {
     /* An acquisition: replicas acknowledge it (dlock_config_set_replica_ack),
      * and the client's statistics count it. */
     int acquires;
+    /* A release of a hold the watchdog may renew: the asynchronous driver
+     * ends a successful one only once no renewal of a released hold is in
+     * flight (dlock__watchdog_settling), as the blocking release waits. */
+    int releases;
 } dlock__op_type;
 
 /* How an operation waits while busy. */
