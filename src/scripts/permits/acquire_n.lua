@@ -29,28 +29,15 @@ for i = 1, n do
   ids[i] = string.sub(raw, (i - 1) * 16 + 1, i * 16)
 end
 
-local v = redis.call('get', sem)
-if v and not string.match(v, '^%-?%d+$') then
-  return redis.error_reply('WRONGTYPE the key holds a string that is not a permit count')
-end
+--@include permit_count.lua
 local held = redis.call('zcard', leases)   -- WRONGTYPE before any write
 if v and n > tonumber(v) + held then
   return redis.error_reply('ERR ' .. n .. ' permits asked of a semaphore of ' ..
                            (tonumber(v) + held) .. ' in all')
 end
-local t = redis.call('time')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+--@include now.lua
 
-local gone = redis.call('zrangebyscore', leases, 0, now)
-if #gone > 0 then
-  for i = 1, #gone, 1000 do
-    redis.call('zrem', leases, unpack(gone, i, math.min(i + 999, #gone)))
-  end
-  local back = redis.call('incrby', sem, #gone)
-  if back > 0 then
-    redis.call('publish', channel, back)
-  end
-end
+--@include permit_sweep.lua
 
 local until_ms = now + tonumber(ARGV[1])
 if redis.call('zscore', leases, ids[1]) then
