@@ -23,16 +23,6 @@
 enum { K_QUEUE = 0, K_DEADLINES = 1 };   /* l->key[] */
 enum { FAIR_HELD = 0, FAIR_QUEUED_AHEAD = 1 };   /* a busy answer's `why` */
 
-static int init(dlock_lock *l)
-{
-    l->h.channel = dlock__prefixed("redisson_lock__channel", l->h.name, l->h.nlen, "", &l->h.clen);
-    l->key[K_QUEUE] = dlock__prefixed("redisson_lock_queue", l->h.name, l->h.nlen, "",
-                                      &l->klen[K_QUEUE]);
-    l->key[K_DEADLINES] = dlock__prefixed("redisson_lock_timeout", l->h.name, l->h.nlen, "",
-                                          &l->klen[K_DEADLINES]);
-    return l->h.channel && l->key[K_QUEUE] && l->key[K_DEADLINES] ? DLOCK_OK : DLOCK_ENOMEM;
-}
-
 /* The waiter's own channel: the lock's channel, ':', its owner id. */
 static int owner_key(const dlock_lock *l, dlock__owner *o)
 {
@@ -170,7 +160,8 @@ const dlock__lock_type dlock__fair_type = {
     .what = "fair lock",
     .suffix = "",
     .hold = &dlock__lock_hold,
-    .init = init,
+    .channel = "redisson_lock__channel",
+    .keys = {[K_QUEUE] = "redisson_lock_queue", [K_DEADLINES] = "redisson_lock_timeout"},
     .owner_key = owner_key,
     .hold_id = dlock__lock_hold_id,
     .wait_channel = wait_channel,

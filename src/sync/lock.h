@@ -17,13 +17,15 @@ typedef struct dlock__lock_type dlock__lock_type;
 
 struct dlock_lock {
     dlock__handle h;         /* the type's channel (a fair lock's: the prefix of each
-                                waiter's own channel); what: the type's */
+                                waiter's own channel), in names; what: the type's */
     const dlock__lock_type *type;
-    char *token_key;         /* redisson_lock_token:{name} */
+    char *names;             /* one allocation: the names below and h.channel, each
+                                NUL-terminated (lock.c: derive_names) */
+    const char *token_key;   /* redisson_lock_token:{name} */
     size_t tlen;
-    char *latch_prefix;      /* redisson_unlock_latch:{name}: */
+    const char *latch_prefix;   /* redisson_unlock_latch:{name}: */
     size_t lplen;
-    char *key[DLOCK__LOCK_KEYS];   /* the type's own keys (reservation, queue, ...) */
+    const char *key[DLOCK__LOCK_KEYS];   /* the type's own keys (reservation, queue, ...) */
     size_t klen[DLOCK__LOCK_KEYS];
     char *owner;             /* explicit owner id, or NULL for the calling thread */
     size_t olen;
@@ -93,7 +95,12 @@ struct dlock__lock_type {
      * keeps the longest; a write reentry adds the lease): a renewed hold's
      * loss deadline then stays where it is. */
     int lease_keeps_ttl;
-    /* Builds the handle's channel and own keys (l->key[]). */
+    /* The handle's names, each "<prefix>:{name}" (lock.c derives them): the
+     * channel's prefix, and the type's own keys' in l->key[] (NULL: no key;
+     * "": the {name} alone). */
+    const char *channel;
+    const char *keys[DLOCK__LOCK_KEYS];
+    /* Sets up what else the handle needs; may be NULL. */
     int (*init)(dlock_lock *l);
     /* The owner's per-type key into o->aux (may be NULL: none). */
     int (*owner_key)(const dlock_lock *l, dlock__owner *o);

@@ -75,15 +75,10 @@ void dlock__lock_hold_id(const dlock_lock *l, const dlock__owner *o, dlock__hold
 
 static int init(dlock_lock *l)
 {
-    l->h.channel = dlock__prefixed("redisson_lock__channel", l->h.name, l->h.nlen, "", &l->h.clen);
-    l->key[K_RESERVE] = dlock__prefixed("dlock_lock_next", l->h.name, l->h.nlen, "",
-                                        &l->klen[K_RESERVE]);
-    l->key[K_DELAY] = dlock__prefixed("dlock_lock_delay", l->h.name, l->h.nlen, "",
-                                      &l->klen[K_DELAY]);
     int64_t d = l->h.c->cfg.lock_delay_ms;
     l->lock_delay = d;
     snprintf(l->delay_arg, sizeof(l->delay_arg), "%lld", (long long)d);
-    return l->h.channel && l->key[K_RESERVE] && l->key[K_DELAY] ? DLOCK_OK : DLOCK_ENOMEM;
+    return DLOCK_OK;
 }
 
 const char *dlock__lock_shared_channel(const dlock_lock *l, const dlock__owner *o, size_t *len)
@@ -199,6 +194,8 @@ static void force_op(const dlock_lock *l, dlock__op *op)
 const dlock__lock_type dlock__reentrant_type = {
     .what = "lock",
     .suffix = "",
+    .channel = "redisson_lock__channel",
+    .keys = {[K_RESERVE] = "dlock_lock_next", [K_DELAY] = "dlock_lock_delay"},
     .hold = &dlock__lock_hold,
     .init = init,
     .owner_key = NULL,

@@ -171,6 +171,11 @@ int dlock__refused(const dlock__handle *h, int rc, const dlock__res *res);
  * has a '{' (its own hash tag); `tail` is appended as is. NULL when out of memory. */
 char *dlock__prefixed(const char *prefix, const char *name, size_t nlen, const char *tail,
                       size_t *out_len);
+/* The same name written into dst (room for the length returned + 1 for the
+ * NUL), or with dst NULL only its length; an empty prefix gives "{name}" +
+ * tail (no ':' before it). */
+size_t dlock__prefixed_to(char *dst, const char *prefix, const char *name, size_t nlen,
+                          const char *tail);
 /* Redisson's suffix naming: "{name}:tail", or "name:tail" when the name
  * already has a '{'. NULL when out of memory. */
 char *dlock__suffixed(const char *name, size_t nlen, const char *tail, size_t *out_len);
