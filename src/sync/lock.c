@@ -397,9 +397,7 @@ static int acq_setup(void *st)
 {
     dlock__acq *a = st;
     dlock_lock *l = a->l;
-    int rc = dlock__check_lease(a->lease);
-    if (rc != DLOCK_OK)
-        return rc;
+    /* a->lease was checked with the call's options (dlock__check_opts). */
     a->lease_ms = a->lease == DLOCK_WATCHDOG ? l->h.c->cfg.watchdog_ms : a->lease;
     if (l->fence_all)
         a->fenced = 1;

@@ -147,7 +147,7 @@ int dlock__check_handle(const void *h, const char *what)
     return h ? DLOCK_OK : dlock__fail(DLOCK_EINVAL, "%s is NULL", what);
 }
 
-int dlock__check_wait(int64_t wait_ms)
+static int check_wait(int64_t wait_ms)
 {
     if (wait_ms < DLOCK_WAIT_FOREVER)
         return dlock__fail(DLOCK_EINVAL,
@@ -174,7 +174,7 @@ int dlock__check_opts(const dlock_wait_opts *o, unsigned takes, const char *what
         if (out->reserved[i])
             return dlock__fail(DLOCK_EINVAL, "wait options: reserved[%zu] is %lld, must be 0", i,
                                (long long)out->reserved[i]);
-    int rc = dlock__check_wait(out->wait_ms);
+    int rc = check_wait(out->wait_ms);
     if (rc != DLOCK_OK)
         return rc;
     if (!(takes & DLOCK__TAKES_LEASE) && out->lease_ms != 0)

@@ -78,8 +78,6 @@ void dlock__handle_free(dlock__handle *h);
  * DLOCK_EINVAL with the message. */
 /* Clears the thread's message; "<what> is NULL" when h is NULL. */
 int dlock__check_handle(const void *h, const char *what);
-/* A wait: 0 (no wait), a positive wait or DLOCK_WAIT_FOREVER. */
-int dlock__check_wait(int64_t wait_ms);
 /* A lease: positive (up to 2^50 ms) or DLOCK_WATCHDOG. */
 int dlock__check_lease(int64_t lease_ms);
 /* The one check of a call's dlock_wait_opts (o NULL: the zeroed struct),
