@@ -98,18 +98,8 @@ local function take()
   redis.call('hincrby', lock, owner, 1)
   redis.call('pexpire', lock, ARGV[1])
   if ARGV[4] == '1' then
-    -- As the reentrant lock: INCR, never below the server's clock in us.
-    local token = redis.call('incr', KEYS[4])
-    local floor = tonumber(t[1]) * 1000000 + tonumber(t[2])
-    if token < floor then
-      token = floor
-      redis.call('set', KEYS[4], token)
-    end
-    -- The counter goes after a week without fenced acquisitions (dlock's own,
-    -- docs/wire-format.md): the clock floor above keeps the next token higher
-    -- than every token given before, so no counter need live forever.
-    redis.call('pexpire', KEYS[4], 604800000)
-    return {token}
+    local token_key = KEYS[4]   -- t: the TIME read above
+--@include fence_token.lua
   end
   return nil
 end

@@ -38,15 +38,6 @@ local have = tonumber(redis.call('get', sem) or '0')
 if have >= 1 then
   redis.call('decr', sem)
   redis.call('zadd', leases, now + tonumber(ARGV[2]), id)
-  -- A semaphore given a TTL takes its leases with it (as Redisson does).
-  local ttl = redis.call('pttl', sem)
-  if ttl > 0 then
-    redis.call('pexpire', leases, ttl)
-  end
-  return nil
+--@include permit_taken.lua
 end
-local first = redis.call('zrange', leases, 0, 0, 'withscores')
-if first[2] and tonumber(first[2]) < NO_EXPIRY then
-  return math.max(tonumber(first[2]) - now, 1)
-end
-return -1
+--@include permit_busy.lua

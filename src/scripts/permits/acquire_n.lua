@@ -20,14 +20,7 @@
 local sem, leases, channel = KEYS[1], KEYS[2], KEYS[3]
 local NO_EXPIRY = 922337203685477
 local raw = ARGV[2]
-if #raw == 0 or #raw % 16 ~= 0 then
-  return redis.error_reply('ERR the permit ids are not a multiple of 16 bytes')
-end
-local n = #raw / 16
-local ids = {}
-for i = 1, n do
-  ids[i] = string.sub(raw, (i - 1) * 16 + 1, i * 16)
-end
+--@include permit_ids.lua
 
 --@include permit_count.lua
 local held = redis.call('zcard', leases)   -- WRONGTYPE before any write
@@ -54,14 +47,6 @@ if have >= n then
   for i = 1, n do
     redis.call('zadd', leases, until_ms, ids[i])
   end
-  local ttl = redis.call('pttl', sem)
-  if ttl > 0 then
-    redis.call('pexpire', leases, ttl)
-  end
-  return nil
+--@include permit_taken.lua
 end
-local first = redis.call('zrange', leases, 0, 0, 'withscores')
-if first[2] and tonumber(first[2]) < NO_EXPIRY then
-  return math.max(tonumber(first[2]) - now, 1)
-end
-return -1
+--@include permit_busy.lua

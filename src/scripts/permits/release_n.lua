@@ -18,16 +18,11 @@
 -- refused (WRONGTYPE) before anything is written.
 local sem, leases, channel = KEYS[1], KEYS[2], KEYS[3]
 local raw = ARGV[1]
-if #raw == 0 or #raw % 16 ~= 0 then
-  return redis.error_reply('ERR the permit ids are not a multiple of 16 bytes')
-end
-local n = #raw / 16
+--@include permit_ids.lua
 --@include permit_count.lua
 --@include now.lua
 
-local ids = {}
 for i = 1, n do
-  ids[i] = string.sub(raw, (i - 1) * 16 + 1, i * 16)
   local score = redis.call('zscore', leases, ids[i])
   if not score then
     return {0, 0, i, 0}

@@ -28,18 +28,8 @@ if earlier then
 end
 
 local lock, field = KEYS[1], ARGV[1]
-local mode = redis.call('hget', lock, 'mode')   -- WRONGTYPE if not a hash
-if not mode then
-  if redis.call('exists', lock) == 1 then
-    return redis.error_reply('WRONGTYPE the key holds a hash without a read-write lock ' ..
-                             'mode (a lock, or somebody\'s data)')
-  end
-  return nil
-end
-if mode ~= 'read' and mode ~= 'write' then
-  return redis.error_reply('WRONGTYPE the key holds a hash whose mode is not read or write')
-end
-if mode ~= 'write' then
+--@include rw_mode.lua
+if mode ~= 'write' then   -- free, or read holds only
   return nil
 end
 local count = tonumber(redis.call('hget', lock, field))
