@@ -493,7 +493,10 @@ static int chain_step(chain *ch, int kind, dlock_async_fn next)
                         NULL);
 }
 
-static void on_gave_up(const dlock_async_result *res, void *ud)
+/* A last step whose own outcome does not count (the lock given back after a
+ * failed announcement, a resignation published): the chain ends with the
+ * status and message kept in it. */
+static void on_last_step(const dlock_async_result *res, void *ud)
 {
     (void)res;
     chain *ch = ud;
@@ -516,7 +519,7 @@ static void on_announced(const dlock_async_result *res, void *ud)
     if (e->term == ch->term)
         e->term = 0;
     pthread_mutex_unlock(&e->mu);
-    if (dlock_lock_release_async(e->lock, on_gave_up, ch) != DLOCK_OK)
+    if (dlock_lock_release_async(e->lock, on_last_step, ch) != DLOCK_OK)
         chain_end(ch, ch->rc, ch->msg);
 }
 
@@ -534,7 +537,7 @@ static void on_campaign_locked(const dlock_async_result *res, void *ud)
         ch->rc = DLOCK_EPROTO;
         snprintf(ch->msg, sizeof(ch->msg), "election '%s': term %llu out of range", e->h.name,
                  (unsigned long long)ch->term);
-        if (dlock_lock_release_async(e->lock, on_gave_up, ch) != DLOCK_OK)
+        if (dlock_lock_release_async(e->lock, on_last_step, ch) != DLOCK_OK)
             chain_end(ch, ch->rc, ch->msg);
         return;
     }
@@ -590,13 +593,6 @@ int dlock_election_campaign_async(dlock_election *e, const dlock_wait_opts *opts
     return rc;
 }
 
-static void on_published(const dlock_async_result *res, void *ud)
-{
-    (void)res;
-    chain *ch = ud;
-    chain_end(ch, ch->rc, ch->msg);
-}
-
 static void on_resigned(const dlock_async_result *res, void *ud)
 {
     chain *ch = ud;
@@ -604,7 +600,7 @@ static void on_resigned(const dlock_async_result *res, void *ud)
     snprintf(ch->msg, sizeof(ch->msg), "%s", dlock_async_message(res));
     /* Observers learn at once (a lost release, or one that found the lock
      * gone, still ends this handle's term). */
-    if (chain_step(ch, STEP_PUBLISH, on_published) != DLOCK_OK)
+    if (chain_step(ch, STEP_PUBLISH, on_last_step) != DLOCK_OK)
         chain_end(ch, ch->rc, ch->msg);
 }
 

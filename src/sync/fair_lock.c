@@ -71,10 +71,9 @@ static void attempt_op(dlock__acq *a, int64_t waited_ms, dlock__op *op)
 static int attempt_reply(dlock__acq *a, redisReply *r, dlock__busy *b)
 {
     int64_t sleep = -1;
-    int rc = dlock__reply_fair_acquire(r, a->fenced, &sleep, &a->token, &a->state);
+    int rc = dlock__acq_read(a, r, dlock__reply_fair_acquire, &sleep);
     if (rc == DLOCK_EPROTO)
-        return dlock__proto(&a->l->h, "acquire", r);
-    freeReplyObject(r);
+        return rc;
     if (rc == DLOCK__BUSY) {
         if (a->wait != 0)
             a->queued = 1;

@@ -53,6 +53,15 @@ int dlock__lock_owner(const dlock_lock *l, dlock__owner *o) { return owner_init(
 
 void dlock__lock_owner_done(dlock__owner *o) { owner_done(o); }
 
+int dlock__acq_read(dlock__acq *a, redisReply *r, dlock__acq_reader read, int64_t *ms)
+{
+    int rc = read(r, a->fenced, ms, &a->token, &a->state);
+    if (rc == DLOCK_EPROTO)
+        return dlock__proto(&a->l->h, "acquire", r);
+    freeReplyObject(r);
+    return rc;
+}
+
 /* ---------------------------------------------------------------- handle */
 
 void dlock_lock_free(dlock_lock *l)

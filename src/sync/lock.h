@@ -153,6 +153,12 @@ void dlock__lock_hold_id(const dlock_lock *l, const dlock__owner *o, dlock__hold
 /* dlock_lock_set_lock_delay: a reentrant lock's, before its first acquisition. */
 int dlock__lock_set_delay(dlock_lock *l, int64_t ms);
 /* The handle's channel, the same for every owner. */
+/* An acquire script's answer read by the type's reader (dlock__reply_acquire,
+ * dlock__reply_fair_acquire: *ms and a->state, a->token when fenced): its
+ * status, DLOCK_EPROTO reported with the reply. Frees r. */
+typedef int (*dlock__acq_reader)(const redisReply *r, int fenced, int64_t *ms, uint64_t *token,
+                                 int *state);
+int dlock__acq_read(dlock__acq *a, redisReply *r, dlock__acq_reader read, int64_t *ms);
 const char *dlock__lock_shared_channel(const dlock_lock *l, const dlock__owner *o, size_t *len);
 /* locked_op / locked_end for the types held as a hash of owner fields. */
 void dlock__lock_hash_op(const dlock_lock *l, dlock__op *op);

@@ -115,10 +115,9 @@ static void attempt_op(dlock__acq *a, int64_t waited_ms, dlock__op *op)
 static int attempt_reply(dlock__acq *a, redisReply *r, dlock__busy *b)
 {
     int64_t ttl = -1;
-    int rc = dlock__reply_acquire(r, a->fenced, &ttl, &a->token, &a->state);
+    int rc = dlock__acq_read(a, r, dlock__reply_acquire, &ttl);
     if (rc == DLOCK_EPROTO)
-        return dlock__proto(&a->l->h, "acquire", r);
-    freeReplyObject(r);
+        return rc;
     if (rc == DLOCK__BUSY) {
         /* Sleep at most the holder's PTTL, or what is left of another
          * waiter's reservation; a reserved turn goes first locally. */

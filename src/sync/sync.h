@@ -419,7 +419,6 @@ enum {
 #define DLOCK__RESERVE_GRACE_ARG "50"
 int dlock__reply_acquire(const redisReply *r, int fenced, int64_t *ttl, uint64_t *token,
                          int *resv);
-/* *heard = 1 when the last hold went and some client heard the unlock message. */
 /* A fair-lock acquire: DLOCK_OK (token when fenced), or DLOCK__BUSY with
  * *sleep (ms) and *why (0 held, 1 free but an earlier waiter goes first). */
 int dlock__reply_fair_acquire(const redisReply *r, int fenced, int64_t *sleep, uint64_t *token,
@@ -429,6 +428,7 @@ int dlock__reply_fair_acquire(const redisReply *r, int fenced, int64_t *sleep, u
  * it asks to write (scripts/rw/write_acquire.lua). */
 int dlock__reply_rw_acquire(const redisReply *r, int fenced, int64_t *ttl, uint64_t *token,
                             int *deadlock);
+/* *heard = 1 when the last hold went and some client heard the unlock message. */
 int dlock__reply_release(const redisReply *r, int *outcome, int *heard);
 int dlock__reply_flag(const redisReply *r, int *flag);
 int dlock__reply_integer(const redisReply *r, int64_t *v);
