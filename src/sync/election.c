@@ -353,8 +353,10 @@ static const dlock__op_type watch_type = {
     .request = watch_request, .read = watch_read, .busy_error = watch_busy,
     .result = watch_result};
 
-int dlock_election_await_change(dlock_election *e, uint64_t known, const dlock_wait_opts *opts,
-                                uint64_t *term, char *who, size_t size)
+/* A watch for a term other than `known`, blocking (via NULL: *w holds the
+ * answer) or asynchronous. */
+static int await_change(dlock_election *e, uint64_t known, const dlock_wait_opts *opts,
+                        const dlock__via *via, watching *w)
 {
     int rc = bad_handle(e);
     dlock_wait_opts o;
@@ -362,10 +364,17 @@ int dlock_election_await_change(dlock_election *e, uint64_t known, const dlock_w
         rc = dlock__check_opts(opts, 0, "an election's watch", &o);
     if (rc != DLOCK_OK)
         return rc;
-    watching w = {.e = e, .known = known};
+    *w = (watching){.e = e, .known = known};
     dlock__wait_spec spec = {.wake = dlock__wake_all, .need = 1, .wait_ms = o.wait_ms,
                              .cancel = o.cancel};
-    rc = dlock__run(&e->h, &watch_type, &w, &spec, NULL);
+    return dlock__start(&e->h, &watch_type, w, sizeof(*w), &spec, via, NULL);
+}
+
+int dlock_election_await_change(dlock_election *e, uint64_t known, const dlock_wait_opts *opts,
+                                uint64_t *term, char *who, size_t size)
+{
+    watching w;
+    int rc = await_change(e, known, opts, NULL, &w);
     if (rc == DLOCK_OK) {
         if (term)
             *term = w.s.term;
@@ -395,16 +404,8 @@ int dlock_election_leader_async(dlock_election *e, dlock_async_fn fn, void *ud)
 int dlock_election_await_change_async(dlock_election *e, uint64_t known,
                                       const dlock_wait_opts *opts, dlock_async_fn fn, void *ud)
 {
-    int rc = bad_handle(e);
-    dlock_wait_opts o;
-    if (rc == DLOCK_OK)
-        rc = dlock__check_opts(opts, 0, "an election's watch", &o);
-    if (rc != DLOCK_OK)
-        return rc;
-    watching w = {.e = e, .known = known};
-    dlock__wait_spec spec = {.wake = dlock__wake_all, .need = 1, .wait_ms = o.wait_ms,
-                             .cancel = o.cancel};
-    return dlock__start(&e->h, &watch_type, &w, sizeof(w), &spec, &(dlock__via){fn, ud}, NULL);
+    watching w;
+    return await_change(e, known, opts, &(dlock__via){fn, ud}, &w);
 }
 
 /* One request of a chain (the announcement, the PUBLISH), no waiting. */
