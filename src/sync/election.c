@@ -471,6 +471,20 @@ typedef struct chain {
 } chain;
 
 /* Ends the chain: the caller's callback, then the chain is freed. */
+/* A chain for the caller's callback, unless rc (the call's checks so far)
+ * or fn says no: DLOCK_OK with *out, or the error. */
+static int chain_new(dlock_election *e, int rc, dlock_async_fn fn, void *ud, chain **out)
+{
+    if (rc == DLOCK_OK && !fn)
+        rc = dlock__fail(DLOCK_EINVAL, "callback is NULL");
+    if (rc != DLOCK_OK)
+        return rc;
+    if (!(*out = calloc(1, sizeof(**out))))
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    **out = (chain){.e = e, .fn = fn, .ud = ud};
+    return DLOCK_OK;
+}
+
 static void chain_end(chain *ch, int rc, const char *msg)
 {
     dlock__result res = {.status = rc, .message = rc == DLOCK_OK ? "" : msg, .count = -1,
@@ -568,14 +582,9 @@ int dlock_election_campaign_async(dlock_election *e, const dlock_wait_opts *opts
     if (rc == DLOCK_OK)
         rc = dlock__check_opts(opts, 0, "an election's asynchronous campaign (the term: "
                                         "dlock_async_token)", &o);
-    if (rc == DLOCK_OK && !fn)
-        rc = dlock__fail(DLOCK_EINVAL, "callback is NULL");
-    if (rc != DLOCK_OK)
+    chain *ch;
+    if ((rc = chain_new(e, rc, fn, ud, &ch)) != DLOCK_OK)
         return rc;
-    chain *ch = calloc(1, sizeof(*ch));
-    if (!ch)
-        return dlock__fail(DLOCK_ENOMEM, "out of memory");
-    *ch = (chain){.e = e, .fn = fn, .ud = ud};
     pthread_mutex_lock(&e->mu);
     ch->term = e->term;
     pthread_mutex_unlock(&e->mu);
@@ -607,15 +616,10 @@ static void on_resigned(const dlock_async_result *res, void *ud)
 
 int dlock_election_resign_async(dlock_election *e, dlock_async_fn fn, void *ud)
 {
-    int rc = bad_handle(e);
-    if (rc == DLOCK_OK && !fn)
-        rc = dlock__fail(DLOCK_EINVAL, "callback is NULL");
+    chain *ch;
+    int rc = chain_new(e, bad_handle(e), fn, ud, &ch);
     if (rc != DLOCK_OK)
         return rc;
-    chain *ch = calloc(1, sizeof(*ch));
-    if (!ch)
-        return dlock__fail(DLOCK_ENOMEM, "out of memory");
-    *ch = (chain){.e = e, .fn = fn, .ud = ud};
     pthread_mutex_lock(&e->mu);
     uint64_t was = e->term;
     e->term = 0;
