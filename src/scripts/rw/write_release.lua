@@ -27,6 +27,7 @@ if earlier then
   return tonumber(earlier)
 end
 
+--@include rw_longest.lua
 local lock, field = KEYS[1], ARGV[1]
 --@include rw_mode.lua
 if mode ~= 'write' then   -- free, or read holds only
@@ -53,20 +54,8 @@ redis.call('hdel', lock, field)
 -- Expiry times to the ms where Redis tells them (PEXPIRETIME, 7.0+; see
 -- read_acquire.lua), else remaining times.
 local exact = type(redis.pcall('pexpiretime', lock)) == 'number'
-local when = exact and 'pexpiretime' or 'pttl'
-local longest = -3
 local kv = redis.call('hgetall', lock)
-for i = 1, #kv, 2 do
-  local n = tonumber(kv[i + 1])
-  if kv[i] ~= 'mode' and n then
-    for k = n, 1, -1 do
-      local t = redis.call(when, KEYS[4] .. ':' .. kv[i] .. ':rwlock_timeout:' .. k)
-      if t > longest then
-        longest = t
-      end
-    end
-  end
-end
+local longest = longest_hold(exact and 'pexpiretime' or 'pttl', kv, KEYS[4], nil, false)
 if longest > 0 then
   redis.call('hset', lock, 'mode', 'read')
   redis.call(exact and 'pexpireat' or 'pexpire', lock, longest)
