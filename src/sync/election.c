@@ -200,18 +200,28 @@ int dlock_election_campaign(dlock_election *e, const dlock_wait_opts *opts)
     return DLOCK_OK;
 }
 
-int dlock_election_resign(dlock_election *e)
+/* A resignation's first step: the handle's term ends, *was = the term it
+ * had (DLOCK_ENOTOWNER when none). */
+static int end_term(dlock_election *e, uint64_t *was)
 {
-    int rc = bad_handle(e);
-    if (rc != DLOCK_OK)
-        return rc;
     pthread_mutex_lock(&e->mu);
-    uint64_t was = e->term;
+    *was = e->term;
     e->term = 0;
     pthread_mutex_unlock(&e->mu);
-    if (!was)
+    if (!*was)
         return dlock__fail(DLOCK_ENOTOWNER, "election '%s': this handle does not lead",
                            e->h.name);
+    return DLOCK_OK;
+}
+
+int dlock_election_resign(dlock_election *e)
+{
+    uint64_t was;
+    int rc = bad_handle(e);
+    if (rc == DLOCK_OK)
+        rc = end_term(e, &was);
+    if (rc != DLOCK_OK)
+        return rc;
     rc = dlock_lock_release(e->lock);
     /* Observers learn at once (a lost release, or one that found the lock
      * gone, still ends this handle's term). */
@@ -620,14 +630,10 @@ int dlock_election_resign_async(dlock_election *e, dlock_async_fn fn, void *ud)
     int rc = chain_new(e, bad_handle(e), fn, ud, &ch);
     if (rc != DLOCK_OK)
         return rc;
-    pthread_mutex_lock(&e->mu);
-    uint64_t was = e->term;
-    e->term = 0;
-    pthread_mutex_unlock(&e->mu);
-    if (!was) {
+    uint64_t was;
+    if ((rc = end_term(e, &was)) != DLOCK_OK) {
         free(ch);
-        return dlock__fail(DLOCK_ENOTOWNER, "election '%s': this handle does not lead",
-                           e->h.name);
+        return rc;
     }
     ch->term = was;
     if ((rc = dlock_lock_release_async(e->lock, on_resigned, ch)) != DLOCK_OK) {
