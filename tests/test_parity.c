@@ -493,6 +493,9 @@ static void test_permits_n_bad_input(void **state)
     assert_int_equal(dlock_permit_semaphore_acquire_n(p, 0, 1000, ids + 2), DLOCK_EINVAL);
     assert_int_equal(dlock_permit_semaphore_acquire_n(p, 1, 1000, NULL), DLOCK_EINVAL);
     assert_int_equal(dlock_permit_semaphore_acquire_n(p, 1, -5, ids + 2), DLOCK_EINVAL);
+    /* a wait below DLOCK_WAIT_FOREVER: refused with the wait named, nothing taken */
+    assert_int_equal(dlock_permit_semaphore_try_n(p, 1, -2, 1000, ids + 2), DLOCK_EINVAL);
+    assert_non_null(strstr(dlock_last_error(), "wait_ms -2"));
     /* n above the total (3): refused, nothing taken */
     assert_int_equal(dlock_permit_semaphore_try_n(p, 4, 0, 1000, ids), DLOCK_EINVAL);
     assert_non_null(strstr(dlock_last_error(), "4 permits asked"));

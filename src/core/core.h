@@ -49,11 +49,20 @@ typedef enum dlock__rerr {
     DLOCK__RERR_TRYAGAIN,
     DLOCK__RERR_LOADING,
     DLOCK__RERR_BUSY,
-    DLOCK__RERR_MASTERDOWN
+    DLOCK__RERR_MASTERDOWN,
+    /* dlock's own scripts' refusals of a count ("ERR ..."; DLOCK_EREDIS as
+     * any other, the caller words the message): */
+    DLOCK__RERR_OVER_BOUND,    /* a release would pass the count's bound
+                                  (semaphore/release_if_exists.lua) */
+    DLOCK__RERR_OVER_TOTAL     /* more permits asked than the semaphore has in all
+                                  (permits/acquire_n.lua) */
 } dlock__rerr;
 
 /* The class of a Redis error reply's text (NULL: DLOCK__RERR_OTHER). */
 dlock__rerr dlock__redis_classify(const char *text);
+/* 1 when an ACL's reason (ACL DRYRUN's answer, "... access the 'x' key")
+ * names a key or a channel rather than a command. */
+int dlock__acl_reason_names(const char *reason);
 /* The status code of a class (DLOCK_OK for DLOCK__RERR_NONE). */
 int dlock__rerr_code(dlock__rerr e);
 /* The text after an error reply's first word ("WRONGTYPE the key holds a

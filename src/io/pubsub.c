@@ -170,10 +170,9 @@ static void on_sub_ready(dlock__aconn *ac, void *ud)
 {
     dlock__pubsub *ps = ((dlock__psconn *)ud)->ps;
     pthread_mutex_lock(&ps->mu);
-    for (size_t i = 0; i < ps->channels.nbuckets; i++)
-        for (dlock__hnode *n = ps->channels.buckets[i]; n; n = n->next)
-            if (((dlock__channel *)n)->state == CH_NONE)
-                dlock__ps_mark(ps, (dlock__channel *)n);
+    DLOCK__MAP_EACH(&ps->channels, n)
+        if (((dlock__channel *)n)->state == CH_NONE)
+            dlock__ps_mark(ps, (dlock__channel *)n);
     pthread_mutex_unlock(&ps->mu);
     sync_channels(ps);
 }
@@ -188,14 +187,10 @@ static void on_sub_down(dlock__aconn *ac, int status, void *ud)
         dlock__router_stale(ps->router);
     int resubscribe = 0;
     pthread_mutex_lock(&ps->mu);
-    for (size_t i = 0; i < ps->channels.nbuckets; i++) {
-        dlock__hnode *n = ps->channels.buckets[i];
-        while (n) {
-            dlock__channel *ch = (dlock__channel *)n;
-            n = n->next;
-            if (ch->pc == pc)
-                resubscribe |= lost_subscription(ps, ch);
-        }
+    DLOCK__MAP_EACH(&ps->channels, n) {
+        dlock__channel *ch = (dlock__channel *)n;
+        if (ch->pc == pc)
+            resubscribe |= lost_subscription(ps, ch);
     }
     pthread_mutex_unlock(&ps->mu);
     /* The reconnect's on_sub_ready subscribes them again; if the node stays
@@ -316,18 +311,14 @@ static void check_moves(dlock__pubsub *ps)
         return;
     ps->gen = g;
     pthread_mutex_lock(&ps->mu);
-    for (size_t i = 0; i < ps->channels.nbuckets; i++) {
-        dlock__hnode *n = ps->channels.buckets[i];
-        while (n) {
-            dlock__channel *ch = (dlock__channel *)n;
-            n = n->next;
-            if (!ch->pc || ch->pc->node == dlock__router_node(ps->router,
-                                                               ps->sharded ? ch->name : NULL,
-                                                               ps->sharded ? ch->len : 0))
-                continue;
-            if (lost_subscription(ps, ch))
-                dlock__ps_mark(ps, ch);
-        }
+    DLOCK__MAP_EACH(&ps->channels, n) {
+        dlock__channel *ch = (dlock__channel *)n;
+        if (!ch->pc || ch->pc->node == dlock__router_node(ps->router,
+                                                           ps->sharded ? ch->name : NULL,
+                                                           ps->sharded ? ch->len : 0))
+            continue;
+        if (lost_subscription(ps, ch))
+            dlock__ps_mark(ps, ch);
     }
     dlock__psconn **gone = malloc((ps->nconns ? ps->nconns : 1) * sizeof(*gone));
     size_t ngone = 0, keep = 0;
@@ -362,12 +353,11 @@ static void on_retry(uv_timer_t *t)
     if (ps->dynamic)
         check_moves(ps);
     pthread_mutex_lock(&ps->mu);
-    for (size_t i = 0; i < ps->channels.nbuckets; i++)
-        for (dlock__hnode *n = ps->channels.buckets[i]; n; n = n->next) {
-            dlock__channel *ch = (dlock__channel *)n;
-            if (ch->state == CH_NONE && ch->nwaiters > 0)
-                dlock__ps_mark(ps, ch);
-        }
+    DLOCK__MAP_EACH(&ps->channels, n) {
+        dlock__channel *ch = (dlock__channel *)n;
+        if (ch->state == CH_NONE && ch->nwaiters > 0)
+            dlock__ps_mark(ps, ch);
+    }
     pthread_mutex_unlock(&ps->mu);
     sync_channels(ps);
 }
@@ -535,14 +525,8 @@ void dlock__pubsub_free(dlock__pubsub *ps)
 {
     if (!ps)
         return;
-    for (size_t i = 0; i < ps->channels.nbuckets; i++) {
-        dlock__hnode *n = ps->channels.buckets[i];
-        while (n) {
-            dlock__hnode *next = n->next;
-            free(n);
-            n = next;
-        }
-    }
+    DLOCK__MAP_EACH(&ps->channels, n)
+        free(n);
     dlock__map_free(&ps->channels);
     for (size_t i = 0; i < ps->nconns; i++) {
         dlock__psconn *pc = ps->conns[i];

@@ -386,9 +386,8 @@ int dlock__async_run(const dlock__handle *h, const dlock__op_type *t, const void
         return dlock__fail(DLOCK_EINVAL, "callback is NULL");
     if (t->attempt)
         return dlock__fail(DLOCK_EINVAL, "internal: no asynchronous form");
-    int rc = spec ? dlock__check_wait(spec->wait_ms) : DLOCK_OK;
-    if (rc != DLOCK_OK)
-        return rc;
+    /* The wait was checked with the caller's other options (dlock__check_opts). */
+    int rc;
     aop *op = calloc(1, sizeof(aop) + size);
     if (!op)
         return dlock__fail(DLOCK_ENOMEM, "out of memory");

@@ -312,9 +312,7 @@ typedef struct grab {
 static int grab_setup(void *st)
 {
     grab *g = st;
-    int rc = dlock__check_lease(g->lease);
-    if (rc != DLOCK_OK)
-        return rc;
+    /* g->lease was checked with the call's options (dlock__check_opts). */
     g->lease_ms = g->lease == DLOCK_WATCHDOG ? g->p->h.c->cfg.watchdog_ms : g->lease;
     g->ends_in = -1;
     dlock__random_hex32(g->id.hex);
@@ -808,14 +806,11 @@ static void grab_n_request(void *st, int64_t waited_ms, dlock__op *op)
 static int grab_n_read(void *st, int rc, dlock__res *res, dlock__busy *b)
 {
     grab_n *g = st;
-    const char *why = rc == DLOCK_EREDIS && res ? strstr(res->text, "permits asked of") : NULL;
-    if (why) {
-        /* n above the total: refused before anything was written */
-        const char *n = res->text;
-        while (n < why && (*n < '0' || *n > '9'))
-            n++;
-        return dlock__fail(DLOCK_EINVAL, "%s '%s': %.*s", WHAT, g->p->h.name, 120, n);
-    }
+    if (rc == DLOCK_EREDIS && res && res->err == DLOCK__RERR_OVER_TOTAL)
+        /* n above the total: refused before anything was written; the
+         * script's words after "ERR" ("<n> permits asked of ...") */
+        return dlock__fail(DLOCK_EINVAL, "%s '%s': %.*s", WHAT, g->p->h.name, 120,
+                           dlock__redis_error_detail(res->text));
     return take_answer(g->p, rc, res, b, &g->ends_in);
 }
 
@@ -881,8 +876,10 @@ static int grab_list(dlock_permit_semaphore *p, int64_t n, int64_t wait_ms, int6
         rc = dlock__fail(DLOCK_EINVAL, "%lld permits asked: at least 1", (long long)n);
     if (rc == DLOCK_OK)
         rc = dlock__check_count(n, 1, "permits");
+    dlock_wait_opts o;
     if (rc == DLOCK_OK)
-        rc = dlock__check_lease(lease_ms);
+        rc = dlock__check_opts(&(dlock_wait_opts){.wait_ms = wait_ms, .lease_ms = lease_ms},
+                               DLOCK__TAKES_LEASE, "a permit semaphore", &o);
     if (rc != DLOCK_OK)
         return rc;
     grab_n g = {.p = p, .lease = lease_ms, .n = (size_t)n, .ends_in = -1};

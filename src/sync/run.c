@@ -129,14 +129,10 @@ static int attempt(const dlock__handle *h, const dlock__op_type *t, void *st, dl
 int dlock__run(const dlock__handle *h, const dlock__op_type *t, void *st,
                const dlock__wait_spec *spec, dlock__result *res)
 {
-    if (spec) {
-        int rc = dlock__check_wait(spec->wait_ms);
-        if (rc != DLOCK_OK)
-            return rc;
-        if (spec->wait_ms != 0 && dlock__loop_on_io_thread(h->c->loop))
-            return dlock__fail(DLOCK_EINVAL, "a wait from a dlock callback would stall the io "
-                                             "thread: use a wait of 0 there");
-    }
+    /* The wait was checked with the caller's other options (dlock__check_opts). */
+    if (spec && spec->wait_ms != 0 && dlock__loop_on_io_thread(h->c->loop))
+        return dlock__fail(DLOCK_EINVAL, "a wait from a dlock callback would stall the io "
+                                         "thread: use a wait of 0 there");
     if (t->setup) {
         int rc = t->setup(st);
         if (rc != DLOCK_OK)

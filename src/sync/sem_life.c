@@ -60,7 +60,7 @@ static int life_read(void *st, int rc, dlock__res *res, dlock__busy *b)
 {
     (void)b;
     life *s = st;
-    if (rc == DLOCK_EREDIS && res && strstr(res->text, "the count would pass"))
+    if (rc == DLOCK_EREDIS && res && res->err == DLOCK__RERR_OVER_BOUND)
         return dlock__fail(DLOCK_EINVAL, "%s '%s': releasing %lld permits would pass %lld "
                                          "(unchanged)",
                            s->h->what, s->h->name, (long long)s->a, (long long)DLOCK_COUNT_MAX);

@@ -78,8 +78,6 @@ void dlock__handle_free(dlock__handle *h);
  * DLOCK_EINVAL with the message. */
 /* Clears the thread's message; "<what> is NULL" when h is NULL. */
 int dlock__check_handle(const void *h, const char *what);
-/* A wait: 0 (no wait), a positive wait or DLOCK_WAIT_FOREVER. */
-int dlock__check_wait(int64_t wait_ms);
 /* A lease: positive (up to 2^50 ms) or DLOCK_WATCHDOG. */
 int dlock__check_lease(int64_t lease_ms);
 /* The one check of a call's dlock_wait_opts (o NULL: the zeroed struct),
@@ -171,6 +169,11 @@ int dlock__refused(const dlock__handle *h, int rc, const dlock__res *res);
  * has a '{' (its own hash tag); `tail` is appended as is. NULL when out of memory. */
 char *dlock__prefixed(const char *prefix, const char *name, size_t nlen, const char *tail,
                       size_t *out_len);
+/* The same name written into dst (room for the length returned + 1 for the
+ * NUL), or with dst NULL only its length; an empty prefix gives "{name}" +
+ * tail (no ':' before it). */
+size_t dlock__prefixed_to(char *dst, const char *prefix, const char *name, size_t nlen,
+                          const char *tail);
 /* Redisson's suffix naming: "{name}:tail", or "name:tail" when the name
  * already has a '{'. NULL when out of memory. */
 char *dlock__suffixed(const char *name, size_t nlen, const char *tail, size_t *out_len);
@@ -421,7 +424,6 @@ enum {
 #define DLOCK__RESERVE_GRACE_ARG "50"
 int dlock__reply_acquire(const redisReply *r, int fenced, int64_t *ttl, uint64_t *token,
                          int *resv);
-/* *heard = 1 when the last hold went and some client heard the unlock message. */
 /* A fair-lock acquire: DLOCK_OK (token when fenced), or DLOCK__BUSY with
  * *sleep (ms) and *why (0 held, 1 free but an earlier waiter goes first, 2 free
  * but in its lock-delay). */
@@ -432,6 +434,7 @@ int dlock__reply_fair_acquire(const redisReply *r, int fenced, int64_t *sleep, u
  * it asks to write (scripts/rw/write_acquire.lua). */
 int dlock__reply_rw_acquire(const redisReply *r, int fenced, int64_t *ttl, uint64_t *token,
                             int *deadlock);
+/* *heard = 1 when the last hold went and some client heard the unlock message. */
 int dlock__reply_release(const redisReply *r, int *outcome, int *heard);
 int dlock__reply_flag(const redisReply *r, int *flag);
 int dlock__reply_integer(const redisReply *r, int64_t *v);
