@@ -184,6 +184,8 @@ struct dlock_config {
     int64_t max_hold_ms;         /* hold limit of watchdog holds, 0 = none */
     int64_t lock_delay_ms;       /* lock-delay after an involuntary loss, 0 = off */
 #define DLOCK__LOCK_DELAY_MAX 86400000LL   /* 1 day */
+    int quarantine_mode;         /* dlock_quarantine */
+    int64_t quarantine_ms;       /* ON: the duration; AUTO: a floor */
     int revocation_off;          /* no client tracking: losses found by renewals only */
     int ack_replicas;            /* WAIT for so many replicas after acquisitions (0: off) */
     int64_t ack_timeout_ms;

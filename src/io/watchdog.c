@@ -380,7 +380,8 @@ static void note_lost(dlock__watchdog *wd, held *h, dlock_lost_reason why, lost_
         n->fn = h->fn;
         n->ud = h->ud;
         n->reason = why;
-        n->cause = DLOCK_CAUSE_UNKNOWN;
+        n->cause = h->failover && why == DLOCK_LOST_GONE ? DLOCK_CAUSE_FAILOVER
+                                                          : DLOCK_CAUSE_UNKNOWN;
         n->late = dlock__now_ms() - h->renewed_at >= wd->ctx->cfg->watchdog_ms;
         n->what = h->kind->what;
         n->nlen = (uint32_t)nlen;
@@ -405,6 +406,12 @@ int dlock__reply_renew(const redisReply *r, size_t n, unsigned char *renewed)
 }
 
 
+static void on_promoted(void *arg)
+{
+    dlock__watchdog *wd = arg;
+    dlock__loop_post(wd->lp, &wd->kick_job);
+}
+
 static void batch_done(dlock__watchdog *wd, batch *b, const redisReply *r, int ok)
 {
     if (ok && dlock__reply_renew(r, (size_t)b->n, b->renewed) != DLOCK_OK)
@@ -423,6 +430,7 @@ void dlock__wd_batch_finish(dlock__watchdog *wd, batch *b, int ok, const unsigne
 {
     b->wc->inflight--;
     lost_note *notes = NULL;
+    int again = 0;
     if (b->recheck)
         wd->rechecks_out--;
     pthread_mutex_lock(&wd->mu);
@@ -441,6 +449,11 @@ void dlock__wd_batch_finish(dlock__watchdog *wd, batch *b, int ok, const unsigne
                 note_lost(wd, h, DLOCK_LOST_REPLICAS, &notes);
         } else if (renewed[i]) {
             dlock__stats_count(wd->ctx->stats, DLOCK__ST_RENEWALS, 1);
+            if (b->sent_at >= wd->promoted_at)
+                h->failover = 0;   /* found on the new primary */
+            else
+                again |= h->failover;   /* renewed on the old one: checked on the new one
+                                           now rather than a period later */
             if (b->sent_at > h->renewed_at)
                 h->renewed_at = b->sent_at;
         } else if (h->releasing == 0) {
@@ -449,6 +462,8 @@ void dlock__wd_batch_finish(dlock__watchdog *wd, batch *b, int ok, const unsigne
     }
     int more = ok && !dlock__list_empty(&wd->recheck);
     pthread_mutex_unlock(&wd->mu);
+    if (again)
+        dlock__loop_post(wd->lp, &wd->kick_job);
     cause_sample before = b->before;
     wconn *wc = b->wc;
     free((void *)b);
@@ -674,6 +689,13 @@ void dlock__wd_tick(dlock__watchdog *wd)
     tick_batches tb;
     tb_init(&tb);
     int any = 0;
+    /* A new primary since the last tick (the router's hook kicks a tick at
+     * once): the holds it serves are renewed now, so that one it lacks is
+     * found and reported at once, with cause "failover". */
+    const uint64_t seen = wd->promotions_seen;
+    wd->promotions_seen = atomic_load(&wd->ctx->promotions);
+    if (wd->promotions_seen != seen)
+        wd->promoted_at = now;
 
     pthread_mutex_lock(&wd->mu);
     dlock__list *it = wd->all.next;
@@ -695,14 +717,17 @@ void dlock__wd_tick(dlock__watchdog *wd)
         }
         if (deadline < next)
             next = deadline;
+        /* The node that serves the hold's keys now (the router's map, read
+         * without I/O), and its renewal connection. */
+        dlock__node *node = dlock__router_node(wd->router, h_part(h, 0), h->len[0]);
+        if (wd->promotions_seen != seen && node && dlock__node_promoted_seq(node) > seen)
+            h->failover = 1;
         if (h->inflight)
             continue;
         /* A hold whose key lives to its limit is not renewed any more. */
-        if (!h->recap && (limited || now - h->renewed_at < period / 2))
+        if (!h->recap && !h->failover && (limited || now - h->renewed_at < period / 2))
             continue;
-        /* The node that serves the hold's keys now (the router's map, read
-         * without I/O), and its renewal connection. */
-        wconn *wc = dlock__wd_conn_for(wd, dlock__router_node(wd->router, h_part(h, 0), h->len[0]));
+        wconn *wc = dlock__wd_conn_for(wd, node);
         if (!wc)
             break;
         wc->used = 1;
@@ -748,6 +773,7 @@ static void on_stop(void *arg)
 {
     dlock__watchdog *wd = arg;
     wd->stopping = 1;
+    dlock__netctx_on_promoted(wd->ctx, NULL, NULL);
     if (wd->timer_inited) {
         uv_timer_stop(&wd->timer);
         uv_close((uv_handle_t *)&wd->timer, on_timer_closed);
@@ -831,6 +857,7 @@ int dlock__watchdog_new(dlock__watchdog **out, dlock__loop *lp, dlock__netctx *c
         free(wd);
         return rc;
     }
+    dlock__netctx_on_promoted(ctx, on_promoted, wd);
     dlock__loop_post(lp, &wd->start_job);
     *out = wd;
     return DLOCK_OK;
@@ -840,6 +867,7 @@ void dlock__watchdog_free(dlock__watchdog *wd)
 {
     if (!wd)
         return;
+    dlock__netctx_on_promoted(wd->ctx, NULL, NULL);
     while (wd->pending) {   /* losses found after the io thread stopped */
         lost_note *n = wd->pending;
         wd->pending = n->next;

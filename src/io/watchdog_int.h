@@ -45,6 +45,8 @@ typedef struct held {
     uint8_t tracked;         /* tn is in wd->tkeys */
     uint8_t opart;           /* the part equal to the owner id (a lock's field often
                                 is: not kept in data), or DLOCK__HOLD_PARTS */
+    uint8_t failover;        /* its node is a new primary (a failover) and no renewal sent
+                                since has answered: a loss now is cause "failover" */
     char data[];             /* part0 NUL part1 NUL ..., but part opart */
 } held;
 
@@ -137,6 +139,8 @@ struct dlock__watchdog {
     int track_refused;       /* under mu: Redis refused tracking: renewal-time detection only */
     int rechecks_out;        /* recheck batches awaiting their answer */
     uint64_t flushes;        /* invalidations of every key (FLUSHALL) heard */
+    uint64_t promotions_seen;/* io thread: ctx->promotions at the last tick */
+    int64_t promoted_at;     /* io thread: ms, when that tick saw a new primary */
 };
 
 /* The batches of one pass: every full batch, and the one being filled per

@@ -119,16 +119,35 @@ static int install(dlock__cluster *cl, const dlock__slotmap *m)
     for (size_t i = 0; i < m->naddr && rc == DLOCK_OK; i++)
         rc = node_at(cl, m->addr[i].host, m->addr[i].port, &idx[i]);
     int changed = 0;
+    /* A node that served no slots and now serves some another node served:
+     * a replica promoted by a failover (a resharding moves slots between
+     * primaries, which keep theirs). */
+    unsigned char *was = rc == DLOCK_OK ? calloc(cl->nnodes, 2) : NULL;
+    dlock__node **promoted = was ? calloc(cl->nnodes, sizeof(*promoted)) : NULL;
+    size_t npromoted = 0;
+    if (was && promoted)
+        for (size_t s = 0; s < DLOCK__SLOTS; s++)
+            if (cl->owner[s] != DLOCK__NO_NODE)
+                was[cl->owner[s]] = 1;
     if (rc == DLOCK_OK)
         for (size_t s = 0; s < DLOCK__SLOTS; s++) {
             uint16_t o = m->owner[s] == DLOCK__NO_NODE ? DLOCK__NO_NODE
                                                        : (uint16_t)idx[m->owner[s]];
+            if (promoted && o != DLOCK__NO_NODE && cl->owner[s] != DLOCK__NO_NODE &&
+                cl->owner[s] != o && !was[o] && !was[cl->nnodes + o]) {
+                was[cl->nnodes + o] = 1;
+                promoted[npromoted++] = cl->nodes[o];
+            }
             changed |= cl->owner[s] != o;
             cl->owner[s] = o;
         }
     if (changed)
         atomic_fetch_add(&cl->generation, 1);
     pthread_rwlock_unlock(&cl->mu);
+    for (size_t i = 0; i < npromoted; i++)
+        dlock__node_promoted(promoted[i]);
+    free(promoted);
+    free(was);
     free(idx);
     return rc;
 }

@@ -599,6 +599,13 @@ static void on_attempt(int status, dlock__res *res, void *ud)
 static void send_attempt(aop *op, int again)
 {
     const dlock__op_type *t = op->w.t;
+    dlock__busy qb = {.ttl = -1};
+    if (dlock__quarantined(op->w.h, t, &qb)) {
+        int rc = DLOCK__BUSY;
+        (void)dlock__wait_waited(&op->w, again);
+        step(op, dlock__wait_attempted(&op->w, &rc, &qb), rc);
+        return;
+    }
     dlock__op o;
     t->request(op->st, dlock__wait_waited(&op->w, again), &o);
     if (t->acquires)

@@ -100,6 +100,8 @@ static int attempt(const dlock__handle *h, const dlock__op_type *t, void *st, dl
                    dlock__busy *b)
 {
     int64_t waited = dlock__wait_waited(w, 0);
+    if (dlock__quarantined(h, t, b))
+        return DLOCK__BUSY;
     if (t->attempt)
         return t->attempt(st, waited, b);
     dlock__op op;

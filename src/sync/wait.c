@@ -44,8 +44,27 @@ static int end_error(const dlock__wait *w, int rc)
                        rc == DLOCK_ECANCELED ? "cancelled" : "ended: client closing");
 }
 
+int dlock__quarantined(const dlock__handle *h, const dlock__op_type *t, dlock__busy *b)
+{
+    if (!t->acquires || h->c->cfg.quarantine_mode == DLOCK_QUARANTINE_OFF)
+        return 0;
+    /* Every key of an object shares its name's slot (Redisson's hash tags). */
+    dlock__node *n = dlock__router_node(h->c->router, h->name, h->nlen);
+    int64_t left = n ? dlock__node_quarantine_left(n) : 0;
+    if (left <= 0)
+        return 0;
+    b->ttl = left;
+    b->quarantine = dlock__node_addr(n);
+    return 1;
+}
+
 static int busy_error(dlock__wait *w, const dlock__busy *b)
 {
+    if (b->quarantine)
+        return dlock__fail(DLOCK_ETIMEDOUT,
+                           "%s '%s' not tried: its primary %s is new (a failover) and in its "
+                           "failover quarantine for %lld ms more",
+                           w->h->what, w->h->name, b->quarantine, (long long)b->ttl);
     if (!w->t->busy_error)
         return dlock__fail(DLOCK_EPROTO, "'%s': busy answer to a call that cannot wait",
                            w->h->name);
