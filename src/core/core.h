@@ -49,7 +49,10 @@ typedef enum dlock__rerr {
     DLOCK__RERR_TRYAGAIN,
     DLOCK__RERR_LOADING,
     DLOCK__RERR_BUSY,
-    DLOCK__RERR_MASTERDOWN
+    DLOCK__RERR_MASTERDOWN,
+    /* dlock's own, not Redis's: not sent, the node is a new primary in its
+     * failover quarantine (DLOCK__CALL_QUARANTINE). */
+    DLOCK__RERR_QUARANTINE
 } dlock__rerr;
 
 /* The class of a Redis error reply's text (NULL: DLOCK__RERR_OTHER). */

@@ -282,7 +282,11 @@ enum {
     /* After a successful answer, WAIT for the config's replica count on the
      * same connection (the result's acks get the count reached; 0 when WAIT
      * could not be asked). No-op when the acknowledgement is off. */
-    DLOCK__CALL_WAIT_ACK = 16
+    DLOCK__CALL_WAIT_ACK = 16,
+    /* An acquisition: not sent to a node in its failover quarantine
+     * (dlock__quarantine_refusal), even when the router moves it to a new
+     * primary on its way. */
+    DLOCK__CALL_QUARANTINE = 32
 };
 
 /* A call's outcome beyond its status. */
@@ -301,6 +305,11 @@ static inline void dlock__res_init(dlock__res *res)
     res->err = DLOCK__RERR_NONE;
     res->text[0] = '\0';
 }
+
+/* DLOCK_OK when a request with `flags` may go to n now; else DLOCK_ETIMEDOUT
+ * with res->err DLOCK__RERR_QUARANTINE and the message (an acquisition,
+ * DLOCK__CALL_QUARANTINE, and n in its failover quarantine). */
+int dlock__quarantine_refusal(const dlock__node *n, unsigned flags, dlock__res *res);
 /* Records refusal r (an error reply) in res and sets the calling thread's
  * message "addr: <its text>"; returns its status code. */
 int dlock__res_refused(dlock__res *res, const char *addr, const redisReply *r);

@@ -7,6 +7,7 @@
  * Discarded connections are aborted (RST), so that nothing they still had
  * queued reaches Redis later. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,6 +51,18 @@ void dlock__node_promoted(dlock__node *n)
     if (ctx->on_promoted)
         ctx->on_promoted(ctx->promoted_ud);
     pthread_mutex_unlock(&ctx->hook_mu);
+}
+
+int dlock__quarantine_refusal(const dlock__node *n, unsigned flags, dlock__res *res)
+{
+    int64_t left = (flags & DLOCK__CALL_QUARANTINE) ? dlock__node_quarantine_left(n) : 0;
+    if (left <= 0)
+        return DLOCK_OK;
+    res->err = DLOCK__RERR_QUARANTINE;
+    snprintf(res->text, sizeof(res->text), "failover quarantine");
+    return dlock__fail(DLOCK_ETIMEDOUT, "%s: a new primary, in its failover quarantine for %lld ms "
+                                        "more: not sent",
+                       n->addr, (long long)left);
 }
 
 uint64_t dlock__node_promoted_seq(const dlock__node *n) { return atomic_load(&n->promoted_seq); }

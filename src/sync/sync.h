@@ -270,6 +270,12 @@ typedef struct dlock__op_type {
  * (dlock_config_set_failover_quarantine): 1 with *b as a busy answer whose
  * ttl is what is left, and nothing is to be sent; else 0. No I/O. */
 int dlock__quarantined(const dlock__handle *h, const dlock__op_type *t, dlock__busy *b);
+/* After an attempt's round trip: 1 when the router refused it on its way
+ * because its node turned out to be a new primary in quarantine (rc, res:
+ * the call's, DLOCK__RERR_QUARANTINE), with *b a busy answer for what is
+ * left (res->r is NULL then: nothing to free). */
+int dlock__quarantine_met(const dlock__handle *h, const dlock__op_type *t, int rc,
+                          const dlock__res *res, dlock__busy *b);
 
 /* How an operation waits while busy. */
 typedef struct dlock__wait_spec {

@@ -58,6 +58,16 @@ int dlock__quarantined(const dlock__handle *h, const dlock__op_type *t, dlock__b
     return 1;
 }
 
+int dlock__quarantine_met(const dlock__handle *h, const dlock__op_type *t, int rc,
+                          const dlock__res *res, dlock__busy *b)
+{
+    if (rc == DLOCK_OK || res->err != DLOCK__RERR_QUARANTINE)
+        return 0;
+    if (!dlock__quarantined(h, t, b))
+        b->ttl = 0;   /* it just ended: try again at once */
+    return 1;
+}
+
 static int busy_error(dlock__wait *w, const dlock__busy *b)
 {
     if (b->quarantine)
