@@ -15,6 +15,10 @@
  *                            replicas caught up, REPLICAOF NO ONE on the
  *                            next one, REPLICAOF to it on the others, writes
  *                            let go: the old primary answers READONLY)
+ *   DEPLOY_REPLICATED_LAG    the same set, but the next primary is cut off
+ *                            from replication for a while first and promoted
+ *                            without catching up: the grants it missed are
+ *                            lost (replicated_lag)
  * Each is logged as "O <t_fault> <t_switched>". */
 #include <signal.h>
 #include <stdlib.h>
@@ -31,14 +35,19 @@ static th_redis *rep_cur;   /* DEPLOY_REPLICATED: the primary now */
 
 static th_redis *rs_server(int i) { return i == 0 ? &rs.primary : &rs.replica[i - 1]; }
 
+static int replicated(int kind)
+{
+    return kind == DEPLOY_REPLICATED || kind == DEPLOY_REPLICATED_LAG;
+}
+
 int deploy_replicas(int kind)
 {
-    return kind == DEPLOY_SENTINEL_KILL || kind == DEPLOY_REPLICATED ? TH_REPLICAS : 1;
+    return kind == DEPLOY_SENTINEL_KILL || replicated(kind) ? TH_REPLICAS : 1;
 }
 
 int deploy_start(int kind, char *url, size_t size)
 {
-    if (kind == DEPLOY_REPLICATED) {
+    if (replicated(kind)) {
         if (th_replset_start(&rs, NULL) != 0)
             return -1;
         rep_cur = &rs.primary;
@@ -66,7 +75,7 @@ int deploy_start(int kind, char *url, size_t size)
 
 void deploy_stop(int kind)
 {
-    if (kind == DEPLOY_REPLICATED) {
+    if (replicated(kind)) {
         th_replset_destroy(&rs);
         rep_cur = NULL;
     } else if (kind == DEPLOY_SENTINEL_KILL) {
@@ -79,7 +88,7 @@ void deploy_stop(int kind)
 
 redisContext *deploy_admin(int kind, const char *key)
 {
-    if (kind == DEPLOY_REPLICATED)
+    if (replicated(kind))
         return rep_cur ? th_admin(rep_cur) : NULL;
     if (kind != DEPLOY_SENTINEL_KILL) {
         th_redis *n = th_cluster_node_for(&cl, key);
@@ -213,47 +222,37 @@ static int replicas_caught_up(redisContext *c)
  * writes let go: what the paused clients sent meets a replica and is answered
  * READONLY, and the clients find the new primary by ROLE. Logged once the new
  * primary has its replicas back. */
-static int replicated_swap(run *r)
+/* The server after the primary in the set. */
+static th_redis *next_primary(void)
 {
-    th_redis *old = rep_cur, *np = NULL;
     for (int i = 0; i <= TH_REPLICAS; i++)
-        if (rs_server(i) == old)
-            np = rs_server((i + 1) % (TH_REPLICAS + 1));
-    if (!np)
-        return -1;
-    redisContext *ac = th_admin(old);
-    if (!ac)
-        return -1;
-    int64_t a = safety_now();
-    int rc = cmd_ok(ac, "CLIENT PAUSE 30000 WRITE");
-    int up = 0;
-    while (rc == 0 && up == 0 && safety_now() - a < 10000000000LL && !interrupted) {
-        /* The replicas acknowledge once a second (REPLCONF ACK); GETACK asks
-         * at once, but is itself a write: polled instead. */
-        up = replicas_caught_up(ac);
-        if (up == 0)
-            msleep(20);
-    }
-    if (up != 1)
-        rc = -1;
-    if (rc == 0) {
-        redisReply *y = th_cmd(np, "REPLICAOF NO ONE");
+        if (rs_server(i) == rep_cur)
+            return rs_server((i + 1) % (TH_REPLICAS + 1));
+    return NULL;
+}
+
+/* np made the primary (REPLICAOF NO ONE), the others (the old primary too)
+ * its replicas. 0 on success. */
+static int promote(th_redis *np)
+{
+    redisReply *y = th_cmd(np, "REPLICAOF NO ONE");
+    int rc = y && y->type == REDIS_REPLY_STATUS ? 0 : -1;
+    if (y)
+        freeReplyObject(y);
+    for (int i = 0; rc == 0 && i <= TH_REPLICAS; i++) {
+        if (rs_server(i) == np)
+            continue;
+        y = th_cmd(rs_server(i), "REPLICAOF 127.0.0.1 %d", np->port);
         rc = y && y->type == REDIS_REPLY_STATUS ? 0 : -1;
         if (y)
             freeReplyObject(y);
-        for (int i = 0; rc == 0 && i <= TH_REPLICAS; i++) {
-            if (rs_server(i) == np)
-                continue;
-            y = th_cmd(rs_server(i), "REPLICAOF 127.0.0.1 %d", np->port);
-            rc = y && y->type == REDIS_REPLY_STATUS ? 0 : -1;
-            if (y)
-                freeReplyObject(y);
-        }
     }
-    cmd_ok(ac, "CLIENT UNPAUSE");
-    redisFree(ac);
-    if (rc != 0)
-        return -1;
+    return rc;
+}
+
+/* Once np has its replicas back, the O record (from a, the fault's start). */
+static int switched(run *r, th_redis *np, int64_t a)
+{
     rep_cur = np;
     int back = 0;
     while (!back && safety_now() - a < 30000000000LL && !interrupted) {
@@ -272,6 +271,63 @@ static int replicated_swap(run *r)
     return 0;
 }
 
+static int replicated_swap(run *r)
+{
+    th_redis *old = rep_cur, *np = next_primary();
+    if (!np)
+        return -1;
+    redisContext *ac = th_admin(old);
+    if (!ac)
+        return -1;
+    int64_t a = safety_now();
+    int rc = cmd_ok(ac, "CLIENT PAUSE 30000 WRITE");
+    int up = 0;
+    while (rc == 0 && up == 0 && safety_now() - a < 10000000000LL && !interrupted) {
+        /* The replicas acknowledge once a second (REPLCONF ACK); GETACK asks
+         * at once, but is itself a write: polled instead. */
+        up = replicas_caught_up(ac);
+        if (up == 0)
+            msleep(20);
+    }
+    if (up != 1)
+        rc = -1;
+    if (rc == 0)
+        rc = promote(np);
+    cmd_ok(ac, "CLIENT UNPAUSE");
+    redisFree(ac);
+    if (rc != 0)
+        return -1;
+    return switched(r, np, a);
+}
+
+/* A replica that lags: the next server is cut off from the primary (made a
+ * replica of a port nobody listens on: still a replica, so the clients see
+ * one primary), the workers go on for LAG_MS with grants it never receives,
+ * then it is promoted as it is and the others (the old primary too) become
+ * its replicas, dropping those grants: what a primary killed right after
+ * grants it had not yet replicated leaves behind. The O record's start is
+ * the promotion. */
+#define LAG_MS 1500
+
+static int replicated_lag(run *r)
+{
+    th_redis *np = next_primary();
+    int dead = th_free_port();
+    if (!np || dead <= 0)
+        return -1;
+    redisReply *y = th_cmd(np, "REPLICAOF 127.0.0.1 %d", dead);
+    int rc = y && y->type == REDIS_REPLY_STATUS ? 0 : -1;
+    if (y)
+        freeReplyObject(y);
+    if (rc != 0)
+        return -1;
+    msleep(LAG_MS);
+    int64_t a = safety_now();
+    if (promote(np) != 0)
+        return -1;
+    return switched(r, np, a);
+}
+
 int deploy_failover(run *r, int kind, const char *key)
 {
     switch (kind) {
@@ -283,6 +339,8 @@ int deploy_failover(run *r, int kind, const char *key)
         return cluster_switch(r, key, 1);
     case DEPLOY_REPLICATED:
         return replicated_swap(r);
+    case DEPLOY_REPLICATED_LAG:
+        return replicated_lag(r);
     default:
         return -1;
     }
