@@ -5,6 +5,7 @@
  *   - with the quarantine on, an acquisition after the switch waits it out,
  *     sending nothing (a try with no wait says so), then succeeds on the new
  *     primary; the asynchronous one too; a client with it off acquires at once;
+ *     auto waits the longest lease the client has acquired with;
  *   - a hold the new primary never received (its replica was cut off from
  *     the old primary when it was granted) is reported lost, cause
  *     "failover", about when the client sees the switch, not a watchdog
@@ -236,6 +237,38 @@ static void test_acquisition_waits_out_the_quarantine(void **state)
     dlock_client_close(oc);
 }
 
+/* auto: the longest lease an earlier holder may believe it has, here the
+ * fixed lease this client acquired with (longer than its watchdog timeout). */
+static void test_auto_covers_the_longest_lease(void **state)
+{
+    (void)state;
+    const int64_t slack = th_slack(), wd = 500 * slack, lease = 1500 * slack;
+    dlock_client *c = open_client(DLOCK_QUARANTINE_AUTO, 0, wd);
+    char name[64], other[64];
+    th_name(name, sizeof(name), "q-auto");
+    th_name(other, sizeof(other), "q-auto2");
+    dlock_lock *l, *o;
+    assert_int_equal(dlock_lock_get(c, name, &l), DLOCK_OK);
+    assert_int_equal(dlock_lock_get(c, other, &o), DLOCK_OK);
+    assert_int_equal(dlock_lock_try(l, 0, lease), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    const int64_t t_swap = th_now_ms();
+    promote(next_primary());
+    int rc = dlock_lock_try(o, 30000 * slack, 5000);
+    const int64_t t_ok = th_now_ms();
+    if (rc != DLOCK_OK)
+        fail_msg("after the quarantine: %d (%s)", rc, dlock_last_error());
+    printf("# auto (watchdog %lld ms, longest lease %lld ms): switch begun -> acquired %lld ms\n",
+           (long long)wd, (long long)lease, (long long)(t_ok - t_swap));
+    /* Not the watchdog timeout: the lease, which is longer. */
+    assert_true(t_ok - t_swap >= lease);
+    assert_true(t_ok - t_swap <= lease + 5000 * slack);
+    assert_int_equal(dlock_lock_release(o), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_lock_free(o);
+    dlock_client_close(c);
+}
+
 /* A hold granted while the next primary was cut off from the old one: the
  * new primary never had it. It is reported lost, cause "failover", about
  * when the client sees the switch (the watchdog's period is 30 s here). */
@@ -284,6 +317,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_acquisition_waits_out_the_quarantine),
+        cmocka_unit_test(test_auto_covers_the_longest_lease),
         cmocka_unit_test(test_hold_absent_on_new_primary),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -306,8 +306,9 @@ static span *occupied(int name, int side, const check_params *cp, size_t *count)
             span *p = check_push(&s);
             p->a = f[i].a;
             p->b = f[i].b + 1000000000LL;   /* and a second to reconnect */
-            if (f[i].kind == 'O')
-                p->b += cp->quarantine_ns;   /* and the quarantine it starts */
+            if (f[i].kind == 'O')   /* and the quarantine it starts, or a lost release */
+                p->b += cp->quarantine_ns > cp->lost_release_ns ? cp->quarantine_ns
+                                                                : cp->lost_release_ns;
             if (cp->type == SAFETY_FAIR)
                 p->b += cp->slot_ns / 2;
         }

@@ -597,6 +597,8 @@ static int run_scenario(const scenario *sc)
     cp.watchdog_ns = O.watchdog * 1000000LL;
     /* auto: the watchdog timeout (the workers' leases are shorter). */
     cp.quarantine_ns = (sc->quarantine < 0 ? O.watchdog : sc->quarantine) * 1000000LL;
+    if (sc->deploy == DEPLOY_REPLICATED_LAG)
+        cp.lost_release_ns = O.watchdog * 1000000LL;
     cp.blocked_ns = 2000000000LL * run_slack;
     cp.free_slack_ns = 1000000000LL * run_slack;
     cp.run_end = run_end;

@@ -208,6 +208,8 @@ typedef struct check_params {
     int64_t watchdog_ns;
     int64_t quarantine_ns;    /* the workers' failover quarantine (0: none): after a
                                  failover nobody is granted a lock that long */
+    int64_t lost_release_ns;  /* a failover that drops writes: a release the new primary
+                                 never received leaves the key there up to a lease */
     int64_t blocked_ns;       /* a wait with the lock free this long is a violation */
     int64_t free_slack_ns;    /* allowed beyond the watchdog to free a dead holder's lock */
     int64_t run_end;
