@@ -47,42 +47,15 @@ static int teardown(void **state)
     return 0;
 }
 
-static void cmd_ok(th_redis *r, const char *fmt, int port)
-{
-    redisReply *x = port ? th_cmd(r, fmt, port) : th_cmd(r, fmt);
-    assert_non_null(x);
-    if (x->type == REDIS_REPLY_ERROR)
-        fail_msg("%s on %d: %s", fmt, r->port, x->str);
-    freeReplyObject(x);
-}
-
-/* Makes np the primary and the others its replicas; returns once np has
- * both replicas back. */
+/* Makes np the primary and the others its replicas. */
 static void promote(th_redis *np)
 {
-    cmd_ok(np, "REPLICAOF NO ONE", 0);
-    for (int i = 0; i <= TH_REPLICAS; i++)
-        if (server(i) != np)
-            cmd_ok(server(i), "REPLICAOF 127.0.0.1 %d", np->port);
+    if (th_replset_promote(&rs, np) != 0 || th_replset_await(np) != 0)
+        fail_msg("cannot make %d the primary", np->port);
     cur = np;
-    for (int64_t until = th_now_ms() + 20000 * th_slack(); th_now_ms() < until;
-         th_sleep_ms(20)) {
-        redisReply *r = th_cmd(np, "INFO replication");
-        int ok = r && r->type == REDIS_REPLY_STRING && strstr(r->str, "connected_slaves:2");
-        freeReplyObject(r);
-        if (ok)
-            return;
-    }
-    fail_msg("the replicas did not come back to %d", np->port);
 }
 
-static th_redis *next_primary(void)
-{
-    for (int i = 0; i <= TH_REPLICAS; i++)
-        if (server(i) == cur)
-            return server((i + 1) % (TH_REPLICAS + 1));
-    return NULL;
-}
+static th_redis *next_primary(void) { return th_replset_next(&rs, cur); }
 
 static char url[256];
 
@@ -290,7 +263,9 @@ static void test_hold_absent_on_new_primary(void **state)
      * so the client sees one primary). */
     int dead = th_free_port();
     assert_true(dead > 0);
-    cmd_ok(np, "REPLICAOF 127.0.0.1 %d", dead);
+    redisReply *x = th_cmd(np, "REPLICAOF 127.0.0.1 %d", dead);
+    assert_true(x && x->type == REDIS_REPLY_STATUS);
+    freeReplyObject(x);
     assert_int_equal(dlock_lock_acquire(l, DLOCK_WATCHDOG), DLOCK_OK);
     assert_int_equal(th_int(cur, "EXISTS %s", name), 1);
     assert_int_equal(th_int(np, "EXISTS %s", name), 0);

@@ -641,8 +641,10 @@ int safety_check(const check_params *cp, check_report *rep)
         case 'O': {
             rep->failovers++;
             long long first = -1;
+            /* A grant that stands (one the old primary made after the
+                 * promotion began is lost with it). */
             for (size_t i = 0; i < holds.n; i++)
-                if (h[i].t_acq > f[q].a && (first < 0 || h[i].t_acq < first))
+                if (h[i].t_acq > f[q].a && !check_lost(&h[i]) && (first < 0 || h[i].t_acq < first))
                     first = h[i].t_acq;
             if (first >= 0) {
                 double ms = (first - f[q].a) / 1e6;

@@ -215,6 +215,17 @@ static int replicas_caught_up(redisContext *c)
     return ok && n >= TH_REPLICAS;
 }
 
+/* Once np (promoted) has its replicas back, the O record from a, the
+ * fault's start. */
+static int switched(run *r, th_redis *np, int64_t a)
+{
+    rep_cur = np;
+    if (th_replset_await(np) != 0)
+        return -1;
+    coord_log(r, "O %lld %lld", (long long)a, (long long)safety_now());
+    return 0;
+}
+
 /* The roles swapped to the next server of the set, cleanly: writes paused on
  * the primary (CLIENT PAUSE WRITE: the workers' scripts wait there), every
  * replica caught up (its acknowledged offset at the primary's), the next
@@ -222,58 +233,9 @@ static int replicas_caught_up(redisContext *c)
  * writes let go: what the paused clients sent meets a replica and is answered
  * READONLY, and the clients find the new primary by ROLE. Logged once the new
  * primary has its replicas back. */
-/* The server after the primary in the set. */
-static th_redis *next_primary(void)
-{
-    for (int i = 0; i <= TH_REPLICAS; i++)
-        if (rs_server(i) == rep_cur)
-            return rs_server((i + 1) % (TH_REPLICAS + 1));
-    return NULL;
-}
-
-/* np made the primary (REPLICAOF NO ONE), the others (the old primary too)
- * its replicas. 0 on success. */
-static int promote(th_redis *np)
-{
-    redisReply *y = th_cmd(np, "REPLICAOF NO ONE");
-    int rc = y && y->type == REDIS_REPLY_STATUS ? 0 : -1;
-    if (y)
-        freeReplyObject(y);
-    for (int i = 0; rc == 0 && i <= TH_REPLICAS; i++) {
-        if (rs_server(i) == np)
-            continue;
-        y = th_cmd(rs_server(i), "REPLICAOF 127.0.0.1 %d", np->port);
-        rc = y && y->type == REDIS_REPLY_STATUS ? 0 : -1;
-        if (y)
-            freeReplyObject(y);
-    }
-    return rc;
-}
-
-/* Once np has its replicas back, the O record (from a, the fault's start). */
-static int switched(run *r, th_redis *np, int64_t a)
-{
-    rep_cur = np;
-    int back = 0;
-    while (!back && safety_now() - a < 30000000000LL && !interrupted) {
-        redisReply *y = th_cmd(np, "INFO replication");
-        char want[32];
-        snprintf(want, sizeof(want), "connected_slaves:%d", TH_REPLICAS);
-        back = y && y->type == REDIS_REPLY_STRING && strstr(y->str, want);
-        if (y)
-            freeReplyObject(y);
-        if (!back)
-            msleep(20);
-    }
-    if (!back)
-        return -1;
-    coord_log(r, "O %lld %lld", (long long)a, (long long)safety_now());
-    return 0;
-}
-
 static int replicated_swap(run *r)
 {
-    th_redis *old = rep_cur, *np = next_primary();
+    th_redis *old = rep_cur, *np = th_replset_next(&rs, rep_cur);
     if (!np)
         return -1;
     redisContext *ac = th_admin(old);
@@ -292,7 +254,7 @@ static int replicated_swap(run *r)
     if (up != 1)
         rc = -1;
     if (rc == 0)
-        rc = promote(np);
+        rc = th_replset_promote(&rs, np);
     cmd_ok(ac, "CLIENT UNPAUSE");
     redisFree(ac);
     if (rc != 0)
@@ -311,7 +273,7 @@ static int replicated_swap(run *r)
 
 static int replicated_lag(run *r)
 {
-    th_redis *np = next_primary();
+    th_redis *np = th_replset_next(&rs, rep_cur);
     int dead = th_free_port();
     if (!np || dead <= 0)
         return -1;
@@ -323,7 +285,7 @@ static int replicated_lag(run *r)
         return -1;
     msleep(LAG_MS);
     int64_t a = safety_now();
-    if (promote(np) != 0)
+    if (th_replset_promote(&rs, np) != 0)
         return -1;
     return switched(r, np, a);
 }
