@@ -431,6 +431,11 @@ void dlock__wd_batch_finish(dlock__watchdog *wd, batch *b, int ok, const unsigne
     b->wc->inflight--;
     lost_note *notes = NULL;
     int again = 0;
+    /* When the node that answered became a primary, if it did; and whether
+     * the batch's keys live elsewhere now (a new primary seen meanwhile). */
+    const int64_t promoted_at = dlock__node_promoted_at(b->wc->node);
+    const int moved = b->n > 0 && dlock__router_node(wd->router, h_part(b->e[0], 0),
+                                                     b->e[0]->len[0]) != b->wc->node;
     if (b->recheck)
         wd->rechecks_out--;
     pthread_mutex_lock(&wd->mu);
@@ -449,11 +454,11 @@ void dlock__wd_batch_finish(dlock__watchdog *wd, batch *b, int ok, const unsigne
                 note_lost(wd, h, DLOCK_LOST_REPLICAS, &notes);
         } else if (renewed[i]) {
             dlock__stats_count(wd->ctx->stats, DLOCK__ST_RENEWALS, 1);
-            if (b->sent_at >= wd->promoted_at)
+            if (moved)
+                again = 1;   /* renewed where it lived: checked where it lives now, at
+                                once rather than a period later */
+            else if (b->sent_at > promoted_at)
                 h->failover = 0;   /* found on the new primary */
-            else
-                again |= h->failover;   /* renewed on the old one: checked on the new one
-                                           now rather than a period later */
             if (b->sent_at > h->renewed_at)
                 h->renewed_at = b->sent_at;
         } else if (h->releasing == 0) {
@@ -689,13 +694,6 @@ void dlock__wd_tick(dlock__watchdog *wd)
     tick_batches tb;
     tb_init(&tb);
     int any = 0;
-    /* A new primary since the last tick (the router's hook kicks a tick at
-     * once): the holds it serves are renewed now, so that one it lacks is
-     * found and reported at once, with cause "failover". */
-    const uint64_t seen = wd->promotions_seen;
-    wd->promotions_seen = atomic_load(&wd->ctx->promotions);
-    if (wd->promotions_seen != seen)
-        wd->promoted_at = now;
 
     pthread_mutex_lock(&wd->mu);
     dlock__list *it = wd->all.next;
@@ -720,7 +718,12 @@ void dlock__wd_tick(dlock__watchdog *wd)
         /* The node that serves the hold's keys now (the router's map, read
          * without I/O), and its renewal connection. */
         dlock__node *node = dlock__router_node(wd->router, h_part(h, 0), h->len[0]);
-        if (wd->promotions_seen != seen && node && dlock__node_promoted_seq(node) > seen)
+        /* Its node became a primary after the hold's last renewal was sent
+         * (the router's hook kicks a tick at once): renewed there now, so
+         * that a hold it lacks is found and reported at once, with cause
+         * "failover". */
+        const int64_t promoted = node ? dlock__node_promoted_at(node) : 0;
+        if (promoted > 0 && promoted >= h->renewed_at)
             h->failover = 1;
         if (h->inflight)
             continue;

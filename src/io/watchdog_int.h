@@ -139,8 +139,6 @@ struct dlock__watchdog {
     int track_refused;       /* under mu: Redis refused tracking: renewal-time detection only */
     int rechecks_out;        /* recheck batches awaiting their answer */
     uint64_t flushes;        /* invalidations of every key (FLUSHALL) heard */
-    uint64_t promotions_seen;/* io thread: ctx->promotions at the last tick */
-    int64_t promoted_at;     /* io thread: ms, when that tick saw a new primary */
 };
 
 /* The batches of one pass: every full batch, and the one being filled per

@@ -17,7 +17,6 @@ int dlock__netctx_init(dlock__netctx *ctx, const dlock_config *cfg, dlock__stats
     atomic_init(&ctx->name_gen, 0);
     atomic_init(&ctx->name_refused, 0);
     atomic_init(&ctx->longest_lease, 0);
-    atomic_init(&ctx->promotions, 0);
     pthread_mutex_init(&ctx->hook_mu, NULL);
     if (!cfg->ep.tls && dlock__tls_opts_set(&cfg->tls))
         return dlock__fail(DLOCK_EINVAL, "TLS settings (CA, certificate, server name, verify) "

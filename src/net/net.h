@@ -49,7 +49,6 @@ typedef struct dlock__netctx {
     atomic_int name_refused;                /* Redis refused CLIENT SETNAME (logged once) */
     /* The failover quarantine (dlock_config_set_failover_quarantine). */
     _Atomic int64_t longest_lease;          /* the longest fixed lease acquired with (ms) */
-    atomic_uint_fast64_t promotions;        /* new primaries seen */
     pthread_mutex_t hook_mu;
     void (*on_promoted)(void *ud);          /* under hook_mu: told of each new primary (the
                                                watchdog); never blocks, any thread */
@@ -236,12 +235,12 @@ int dlock__node_new(dlock__node **out, dlock__netctx *ctx, const dlock__endpoint
 void dlock__node_free(dlock__node *n);
 /* Node n became the primary of its shard in place of another (a failover
  * seen by the router; any thread, never blocks): its quarantine starts now
- * (dlock_config_set_failover_quarantine), the promotion is counted and the
+ * (dlock_config_set_failover_quarantine), its promotion time is kept and the
  * context's hook told. */
 void dlock__node_promoted(dlock__node *n);
-/* The context's promotion count (ctx->promotions) just after n's last
- * promotion, or 0: never promoted. */
-uint64_t dlock__node_promoted_seq(const dlock__node *n);
+/* When n was last promoted (ms, dlock__now_ms), or 0: never. Set before
+ * the context's hook is told. */
+int64_t dlock__node_promoted_at(const dlock__node *n);
 /* Ms left of n's failover quarantine (0: none). No I/O, any thread. */
 int64_t dlock__node_quarantine_left(const dlock__node *n);
 /* Opens one connection now and PINGs it (to report an unreachable server at open). */

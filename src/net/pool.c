@@ -29,7 +29,7 @@ struct dlock__node {
     int nopen;               /* idle + in use + being opened */
     int max;
     _Atomic int64_t quarantine_until;   /* ms (dlock__now_ms): failover quarantine */
-    atomic_uint_fast64_t promoted_seq;  /* ctx->promotions after its last promotion, or 0 */
+    _Atomic int64_t promoted_at;        /* ms (dlock__now_ms) of its last promotion, or 0 */
 };
 
 const dlock__endpoint *dlock__node_endpoint(const dlock__node *n) { return &n->ep; }
@@ -46,7 +46,7 @@ void dlock__node_promoted(dlock__node *n)
                    "%s is a new primary: acquisitions on it wait %lld ms (failover quarantine)",
                    n->addr, (long long)q);
     }
-    atomic_store(&n->promoted_seq, atomic_fetch_add(&ctx->promotions, 1) + 1);
+    atomic_store(&n->promoted_at, dlock__now_ms());
     pthread_mutex_lock(&ctx->hook_mu);
     if (ctx->on_promoted)
         ctx->on_promoted(ctx->promoted_ud);
@@ -65,7 +65,7 @@ int dlock__quarantine_refusal(const dlock__node *n, unsigned flags, dlock__res *
                        n->addr, (long long)left);
 }
 
-uint64_t dlock__node_promoted_seq(const dlock__node *n) { return atomic_load(&n->promoted_seq); }
+int64_t dlock__node_promoted_at(const dlock__node *n) { return atomic_load(&n->promoted_at); }
 
 int64_t dlock__node_quarantine_left(const dlock__node *n)
 {
