@@ -153,7 +153,9 @@ typedef enum dlock_lost_cause {
     DLOCK_CAUSE_FLUSHED = 4,     /* FLUSHALL / FLUSHDB, heard through client tracking (one
                                     server with revocation on; elsewhere it shows as DELETED) */
     DLOCK_CAUSE_FAILOVER = 5,    /* the node's run_id changed: it restarted, or another server
-                                    took its place (Sentinel), without the lock */
+                                    took its place (Sentinel), without the lock; or the client
+                                    saw a new primary for the hold's shard and the hold was
+                                    absent there (checked at once when the switch is seen) */
     DLOCK_CAUSE_UNREACHABLE = 6, /* DLOCK_LOST_UNREACHABLE */
     DLOCK_CAUSE_PAUSED = 7,      /* DLOCK_LOST_PAUSED */
     DLOCK_CAUSE_REPLICAS = 8,    /* DLOCK_LOST_REPLICAS */
@@ -484,9 +486,10 @@ typedef enum dlock_quarantine {
  * lock again while the first holder still works. When this client sees a new
  * primary for a shard (a Sentinel +switch-master, a replica promoted in a
  * cluster, a node found by ROLE in redis-replicated://, the server behind
- * one address turned replica and replaced), acquisitions (every lock type,
- * semaphore permits, including dlock_*_try with no wait) routed to that
- * shard wait until the quarantine ends, sleeping and sending nothing; a wait
+ * one address turned replica and replaced), acquisitions (reentrant, fair
+ * and read-write locks, semaphores and permit semaphores, a try with no wait
+ * included; not yet the multi-lock or the election) routed to that shard
+ * wait until the quarantine ends, sleeping and sending nothing; a wait
  * shorter than what is left ends with DLOCK_ETIMEDOUT, whose message names
  * the quarantine. Every hold the watchdog renews is renewed at once on the
  * new primary, and one found absent there is reported lost,
