@@ -306,8 +306,9 @@ static inline void dlock__res_init(dlock__res *res)
 }
 
 /* DLOCK_OK when a request with `flags` may go to n now; else DLOCK_ETIMEDOUT
- * with res->err DLOCK__RERR_QUARANTINE and the message (an acquisition,
- * DLOCK__CALL_QUARANTINE, and n in its failover quarantine). */
+ * with res->err DLOCK__RERR_QUARANTINE, res->text the ms left in decimal,
+ * and the message (an acquisition, DLOCK__CALL_QUARANTINE, and n in its
+ * failover quarantine). */
 int dlock__quarantine_refusal(const dlock__node *n, unsigned flags, dlock__res *res);
 /* Records refusal r (an error reply) in res and sets the calling thread's
  * message "addr: <its text>"; returns its status code. */

@@ -23,6 +23,7 @@
  * (attempt, join, sleep, done). The blocking driver (run.c) does it on the
  * calling thread; the asynchronous one (async.c) with a callback waiter and
  * a timer on the io thread. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "sync/sync.h"
@@ -63,8 +64,12 @@ int dlock__quarantine_met(const dlock__handle *h, const dlock__op_type *t, int r
 {
     if (rc == DLOCK_OK || res->err != DLOCK__RERR_QUARANTINE)
         return 0;
-    if (!dlock__quarantined(h, t, b))
-        b->ttl = 0;   /* it just ended: try again at once */
+    if (!dlock__quarantined(h, t, b)) {
+        /* The node the router sent it to is not the one the map names yet
+         * (a cluster's MOVED): what that node said is left. */
+        b->ttl = strtoll(res->text, NULL, 10);
+        b->quarantine = "the new one";
+    }
     return 1;
 }
 
