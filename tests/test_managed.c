@@ -64,38 +64,15 @@ static void swap_to(th_redis *np)
     assert_int_equal(r->integer, TH_REPLICAS);
     freeReplyObject(r);
     redisFree(ac);
-    r = th_cmd(np, "REPLICAOF NO ONE");
-    assert_non_null(r);
-    freeReplyObject(r);
-    for (int i = 0; i <= TH_REPLICAS; i++) {
-        if (server(i) == np)
-            continue;
-        r = th_cmd(server(i), "REPLICAOF 127.0.0.1 %d", np->port);
-        assert_non_null(r);
-        freeReplyObject(r);
-    }
+    assert_int_equal(th_replset_promote(&rs, np), 0);
     cur = np;
     t_demoted = th_now_ms();
-    for (int64_t until = th_now_ms() + 20000 * th_slack(); th_now_ms() < until;
-         th_sleep_ms(20)) {
-        r = th_cmd(np, "INFO replication");
-        int ok = r && (r->type == REDIS_REPLY_STRING) &&
-                 strstr(r->str, "connected_slaves:2") != NULL;
-        freeReplyObject(r);
-        if (ok)
-            return;
-    }
-    fail_msg("the replicas did not come back to %d", np->port);
+    if (th_replset_await(np) != 0)
+        fail_msg("the replicas did not come back to %d", np->port);
 }
 
 /* The server after cur in the set: the next primary. */
-static th_redis *next_primary(void)
-{
-    for (int i = 0; i <= TH_REPLICAS; i++)
-        if (server(i) == cur)
-            return server((i + 1) % (TH_REPLICAS + 1));
-    return NULL;
-}
+static th_redis *next_primary(void) { return th_replset_next(&rs, cur); }
 
 
 struct waiter_arg {

@@ -2,7 +2,8 @@
  * harness. Locks through redis-sentinel://, the sentinels' own credentials,
  * bad input, and a failover with the primary killed: holds survive and are
  * renewed on the new primary, waiters are woken there, new acquisitions work
- * soon after the switch. */
+ * soon after the switch, and a client with a failover quarantine waits it out
+ * first. */
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -583,6 +584,23 @@ static void test_failover_primary_killed(void **state)
     assert_int_equal(async_call(la, 1), DLOCK_OK);
     assert_int_equal(async_call(la, 0), DLOCK_OK);
 
+    /* A client with a failover quarantine (ON, q): its first acquisition
+     * after the switch comes q after it saw the switch, not before. */
+    const int64_t q = 2000 * th_slack();
+    dlock_config *qcfg = dlock_config_new();
+    assert_int_equal(dlock_config_set_url(qcfg, ss.url), DLOCK_OK);
+    assert_int_equal(dlock_config_set_failover_quarantine(qcfg, DLOCK_QUARANTINE_ON, q), DLOCK_OK);
+    dlock_client *qc = NULL;
+    assert_int_equal(dlock_client_open(&qc, qcfg), DLOCK_OK);
+    dlock_config_free(qcfg);
+    char qname[64];
+    dlock_lock *lq;
+    assert_int_equal(dlock_lock_get(qc, th_name(qname, sizeof(qname), "fo-quarantine"), &lq),
+                     DLOCK_OK);
+    assert_int_equal(dlock_lock_try(lq, 0, 5000), DLOCK_OK);   /* no quarantine before */
+    assert_int_equal(dlock_lock_release(lq), DLOCK_OK);
+
+    const int64_t t_kill = th_now_ms();
     th_redis_stop(old);
     int64_t t_switch = -1;
     for (int64_t until = th_now_ms() + 30000 * th_slack(); th_now_ms() < until;) {
@@ -614,6 +632,20 @@ static void test_failover_primary_killed(void **state)
     assert_int_equal(async_call(la, 0), DLOCK_OK);
     dlock_lock_free(la);
     assert_int_equal(dlock_lock_release(lf), DLOCK_OK);
+    /* The quarantined client: waits, then acquires on the new primary. */
+    int qrc = dlock_lock_try(lq, 60000 * th_slack(), 5000);
+    const int64_t q_ok = th_now_ms();
+    if (qrc != DLOCK_OK)
+        fail_msg("quarantined acquisition: %d (%s)", qrc, dlock_last_error());
+    printf("# primary killed -> quarantined acquisition: %lld ms (quarantine %lld ms, switch "
+           "seen by the test after %lld ms)\n",
+           (long long)(q_ok - t_kill), (long long)q, (long long)(t_switch - t_kill));
+    assert_true(q_ok - t_kill >= q);
+    assert_true(q_ok - t_switch <= q + 5000 * th_slack());
+    assert_int_equal(th_int(primary(), "EXISTS %s", qname), 1);
+    assert_int_equal(dlock_lock_release(lq), DLOCK_OK);
+    dlock_lock_free(lq);
+    dlock_client_close(qc);
     /* The hold survived and is renewed on the new primary: it outlives a
      * whole timeout there. */
     th_sleep_ms(wd + 500);

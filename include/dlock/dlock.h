@@ -153,7 +153,9 @@ typedef enum dlock_lost_cause {
     DLOCK_CAUSE_FLUSHED = 4,     /* FLUSHALL / FLUSHDB, heard through client tracking (one
                                     server with revocation on; elsewhere it shows as DELETED) */
     DLOCK_CAUSE_FAILOVER = 5,    /* the node's run_id changed: it restarted, or another server
-                                    took its place (Sentinel), without the lock */
+                                    took its place (Sentinel), without the lock; or the client
+                                    saw a new primary for the hold's shard and the hold was
+                                    absent there (checked at once when the switch is seen) */
     DLOCK_CAUSE_UNREACHABLE = 6, /* DLOCK_LOST_UNREACHABLE */
     DLOCK_CAUSE_PAUSED = 7,      /* DLOCK_LOST_PAUSED */
     DLOCK_CAUSE_REPLICAS = 8,    /* DLOCK_LOST_REPLICAS */
@@ -474,6 +476,43 @@ DLOCK_API int dlock_config_set_max_hold(dlock_config *cfg, int64_t ms);
  * read-write locks and semaphores: not yet. dlock_lock_set_lock_delay sets
  * it per handle. */
 DLOCK_API int dlock_config_set_lock_delay(dlock_config *cfg, int64_t ms);
+/* How long acquisitions wait after a failover (dlock_config_set_failover_quarantine). */
+typedef enum dlock_quarantine {
+    DLOCK_QUARANTINE_OFF = 0,   /* no wait (the default; Redisson's behaviour) */
+    DLOCK_QUARANTINE_ON = 1,    /* a fixed duration: ms */
+    DLOCK_QUARANTINE_AUTO = 2   /* the longest lease a previous holder could still believe it
+                                   has: the longest of the watchdog timeout, the longest
+                                   fixed lease this client has acquired with, and ms */
+} dlock_quarantine;
+/* Quarantine after failover (dlock's own; Redisson has none). Redis
+ * replicates asynchronously: a primary that fails right after a grant may
+ * be replaced by a replica that never saw it, and that replica grants the
+ * lock again while the first holder still works. When this client sees a new
+ * primary for a shard (a Sentinel +switch-master, a replica promoted in a
+ * cluster, a node found by ROLE in redis-replicated://, the server behind
+ * one address turned replica and replaced), acquisitions (reentrant, fair
+ * and read-write locks, semaphores and permit semaphores, a try with no wait
+ * included; not yet the multi-lock or the election) routed to that shard
+ * wait until the quarantine ends, sleeping and sending nothing; a wait
+ * shorter than what is left ends with DLOCK_ETIMEDOUT, whose message names
+ * the quarantine. Every hold the watchdog renews is renewed at once on the
+ * new primary, and one found absent there is reported lost,
+ * DLOCK_LOST_GONE with cause DLOCK_CAUSE_FAILOVER. Releases, renewals and
+ * queries are never held back. The quarantine runs from when this client
+ * sees the switch (which is after the failover: never shorter than asked).
+ * A client that starts after the failover, and Redisson clients, do not
+ * wait: all clients of a lock must use it for it to protect that lock.
+ * WAIT acknowledgement (dlock_config_set_replica_ack) protects grants that
+ * reached a replica; the quarantine protects those that did not
+ * (docs/safety.md). mode DLOCK_QUARANTINE_OFF (ms ignored), ON (ms 1 to
+ * 86 400 000) or AUTO (ms 0 to 86 400 000: a floor); DLOCK_EINVAL otherwise.
+ * Default: off, because it makes every failover cost the locks of that shard
+ * up to a lease (30 s with the default watchdog) of unavailability, which a
+ * deployment that uses locks for efficiency rather than correctness would
+ * not want; a deployment that relies on mutual exclusion across failovers
+ * turns it on (AUTO). */
+DLOCK_API int dlock_config_set_failover_quarantine(dlock_config *cfg, dlock_quarantine mode,
+                                                   int64_t ms);
 /* Revocation heard at once (on = 1, the default): when a key of a hold the
  * watchdog renews is deleted or changed by someone else (a force unlock, a
  * Redisson forceUnlock, an operator's DEL, expiry, eviction, FLUSHALL), the

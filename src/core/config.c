@@ -388,6 +388,25 @@ int dlock_config_set_lock_delay(dlock_config *cfg, int64_t ms)
     return DLOCK_OK;
 }
 
+int dlock_config_set_failover_quarantine(dlock_config *cfg, dlock_quarantine mode, int64_t ms)
+{
+    NEED_CFG(cfg);
+    if (mode != DLOCK_QUARANTINE_OFF && mode != DLOCK_QUARANTINE_ON &&
+        mode != DLOCK_QUARANTINE_AUTO)
+        return dlock__fail(DLOCK_EINVAL,
+                           "failover quarantine: mode DLOCK_QUARANTINE_OFF, _ON or _AUTO, not %d",
+                           (int)mode);
+    if (mode == DLOCK_QUARANTINE_OFF)
+        ms = 0;
+    else if (ms < (mode == DLOCK_QUARANTINE_ON) || ms > DLOCK__LOCK_DELAY_MAX)
+        return dlock__fail(DLOCK_EINVAL, "failover quarantine: %s to %lld ms (1 day), not %lld",
+                           mode == DLOCK_QUARANTINE_ON ? "1" : "0",
+                           (long long)DLOCK__LOCK_DELAY_MAX, (long long)ms);
+    cfg->quarantine_mode = (int)mode;
+    cfg->quarantine_ms = ms;
+    return DLOCK_OK;
+}
+
 int dlock_config_set_revocation(dlock_config *cfg, int on)
 {
     NEED_CFG(cfg);

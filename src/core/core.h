@@ -54,8 +54,11 @@ typedef enum dlock__rerr {
      * any other, the caller words the message): */
     DLOCK__RERR_OVER_BOUND,    /* a release would pass the count's bound
                                   (semaphore/release_if_exists.lua) */
-    DLOCK__RERR_OVER_TOTAL     /* more permits asked than the semaphore has in all
+    DLOCK__RERR_OVER_TOTAL,    /* more permits asked than the semaphore has in all
                                   (permits/acquire_n.lua) */
+    /* dlock's own, not Redis's: not sent, the node is a new primary in its
+     * failover quarantine (DLOCK__CALL_QUARANTINE). */
+    DLOCK__RERR_QUARANTINE
 } dlock__rerr;
 
 /* The class of a Redis error reply's text (NULL: DLOCK__RERR_OTHER). */
@@ -193,6 +196,8 @@ struct dlock_config {
     int64_t max_hold_ms;         /* hold limit of watchdog holds, 0 = none */
     int64_t lock_delay_ms;       /* lock-delay after an involuntary loss, 0 = off */
 #define DLOCK__LOCK_DELAY_MAX 86400000LL   /* 1 day */
+    int quarantine_mode;         /* dlock_quarantine */
+    int64_t quarantine_ms;       /* ON: the duration; AUTO: a floor */
     int revocation_off;          /* no client tracking: losses found by renewals only */
     int ack_replicas;            /* WAIT for so many replicas after acquisitions (0: off) */
     int64_t ack_timeout_ms;

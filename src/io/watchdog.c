@@ -413,7 +413,8 @@ static void note_lost(dlock__watchdog *wd, held *h, dlock_lost_reason why, lost_
         n->fn = h->fn;
         n->ud = h->ud;
         n->reason = why;
-        n->cause = DLOCK_CAUSE_UNKNOWN;
+        n->cause = h->failover && why == DLOCK_LOST_GONE ? DLOCK_CAUSE_FAILOVER
+                                                          : DLOCK_CAUSE_UNKNOWN;
         n->late = dlock__now_ms() - h->renewed_at >= wd->ctx->cfg->watchdog_ms;
         n->what = h->kind->what;
         n->nlen = (uint32_t)nlen;
@@ -438,6 +439,12 @@ int dlock__reply_renew(const redisReply *r, size_t n, unsigned char *renewed)
 }
 
 
+static void on_promoted(void *arg)
+{
+    dlock__watchdog *wd = arg;
+    dlock__loop_post(wd->lp, &wd->kick_job);
+}
+
 static void batch_done(dlock__watchdog *wd, batch *b, const redisReply *r, int ok)
 {
     if (ok && dlock__reply_renew(r, (size_t)b->n, b->renewed) != DLOCK_OK)
@@ -456,6 +463,12 @@ void dlock__wd_batch_finish(dlock__watchdog *wd, batch *b, int ok, const unsigne
 {
     b->wc->inflight--;
     lost_note *notes = NULL;
+    int again = 0;
+    /* When the node that answered became a primary, if it did; and whether
+     * the batch's keys live elsewhere now (a new primary seen meanwhile). */
+    const int64_t promoted_at = dlock__node_promoted_at(b->wc->node);
+    const int moved = b->n > 0 && dlock__router_node(wd->router, h_part(b->e[0], 0),
+                                                     b->e[0]->len[0]) != b->wc->node;
     if (b->recheck)
         wd->rechecks_out--;
     pthread_mutex_lock(&wd->mu);
@@ -478,6 +491,11 @@ void dlock__wd_batch_finish(dlock__watchdog *wd, batch *b, int ok, const unsigne
                 note_lost(wd, h, DLOCK_LOST_REPLICAS, &notes);
         } else if (renewed[i]) {
             dlock__stats_count(wd->ctx->stats, DLOCK__ST_RENEWALS, 1);
+            if (moved)
+                again = 1;   /* renewed where it lived: checked where it lives now, at
+                                once rather than a period later */
+            else if (b->sent_at > promoted_at)
+                h->failover = 0;   /* found on the new primary */
             if (b->sent_at > h->renewed_at)
                 h->renewed_at = b->sent_at;
         } else if (h->releasing == 0) {
@@ -486,6 +504,8 @@ void dlock__wd_batch_finish(dlock__watchdog *wd, batch *b, int ok, const unsigne
     }
     int more = ok && !dlock__list_empty(&wd->recheck);
     pthread_mutex_unlock(&wd->mu);
+    if (again)
+        dlock__loop_post(wd->lp, &wd->kick_job);
     cause_sample before = b->before;
     wconn *wc = b->wc;
     free((void *)b);
@@ -732,14 +752,22 @@ void dlock__wd_tick(dlock__watchdog *wd)
         }
         if (deadline < next)
             next = deadline;
+        /* The node that serves the hold's keys now (the router's map, read
+         * without I/O), and its renewal connection. */
+        dlock__node *node = dlock__router_node(wd->router, h_part(h, 0), h->len[0]);
+        /* Its node became a primary after the hold's last renewal was sent
+         * (the router's hook kicks a tick at once): renewed there now, so
+         * that a hold it lacks is found and reported at once, with cause
+         * "failover". */
+        const int64_t promoted = node ? dlock__node_promoted_at(node) : 0;
+        if (promoted > 0 && promoted >= h->renewed_at)
+            h->failover = 1;
         if (h->inflight)
             continue;
         /* A hold whose key lives to its limit is not renewed any more. */
-        if (!h->recap && (limited || now - h->renewed_at < period / 2))
+        if (!h->recap && !h->failover && (limited || now - h->renewed_at < period / 2))
             continue;
-        /* The node that serves the hold's keys now (the router's map, read
-         * without I/O), and its renewal connection. */
-        wconn *wc = dlock__wd_conn_for(wd, dlock__router_node(wd->router, h_part(h, 0), h->len[0]));
+        wconn *wc = dlock__wd_conn_for(wd, node);
         if (!wc)
             break;
         wc->used = 1;
@@ -785,6 +813,7 @@ static void on_stop(void *arg)
 {
     dlock__watchdog *wd = arg;
     wd->stopping = 1;
+    dlock__netctx_on_promoted(wd->ctx, NULL, NULL);
     if (wd->timer_inited) {
         uv_timer_stop(&wd->timer);
         uv_close((uv_handle_t *)&wd->timer, on_timer_closed);
@@ -874,6 +903,7 @@ int dlock__watchdog_new(dlock__watchdog **out, dlock__loop *lp, dlock__netctx *c
         free(wd);
         return rc;
     }
+    dlock__netctx_on_promoted(ctx, on_promoted, wd);
     dlock__loop_post(lp, &wd->start_job);
     *out = wd;
     return DLOCK_OK;
@@ -883,6 +913,7 @@ void dlock__watchdog_free(dlock__watchdog *wd)
 {
     if (!wd)
         return;
+    dlock__netctx_on_promoted(wd->ctx, NULL, NULL);
     while (wd->pending) {   /* losses found after the io thread stopped */
         lost_note *n = wd->pending;
         wd->pending = n->next;

@@ -46,6 +46,8 @@ typedef struct held {
     uint8_t tracked;         /* tn is in wd->tkeys */
     uint8_t opart;           /* the part equal to the owner id (a lock's field often
                                 is: not kept in data), or DLOCK__HOLD_PARTS */
+    uint8_t failover;        /* its node is a new primary (a failover) and no renewal sent
+                                since has answered: a loss now is cause "failover" */
     char data[];             /* part0 NUL part1 NUL ..., but part opart */
 } held;
 

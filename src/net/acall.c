@@ -238,6 +238,12 @@ static void on_check(uv_check_t *c) { uncork(c->data); }
 /* Writes a on its node's connection, or queues it for the connection. */
 static void write_req(dlock__acall *x, areq *a)
 {
+    dlock__res qres;
+    dlock__res_init(&qres);
+    if (dlock__quarantine_refusal(a->an->node, a->flags, &qres) != DLOCK_OK) {
+        finish(a, DLOCK_ETIMEDOUT, &qres);
+        return;
+    }
     int64_t now = dlock__now_ms();
     if (!dlock__latch_allows(a->first_write ? a->first_write : -1, a->latch_ms,
                              x->ctx->cfg->command_timeout_ms, now)) {

@@ -175,6 +175,8 @@ int dlock__node_call(dlock__node *n, const dlock__req *req, dlock__res *res)
     char nk[16];
 
     dlock__res_init(res);
+    if (dlock__quarantine_refusal(n, req->flags, res) != DLOCK_OK)
+        return DLOCK_ETIMEDOUT;
     if (req->script >= 0) {
         int rc = dlock__req_check(req);
         if (rc == DLOCK_OK)

@@ -564,9 +564,14 @@ static void settle(aop *op)
 static void attempt_answered(aop *op, int status, dlock__res *res)
 {
     const dlock__op_type *t = op->w.t;
+    dlock__busy b = {.ttl = -1};
+    if (dlock__quarantine_met(op->w.h, t, status, res, &b)) {
+        int rc = DLOCK__BUSY;
+        step(op, dlock__wait_attempted(&op->w, &rc, &b), rc);
+        return;
+    }
     op->read = 1;
     int back_;
-    dlock__busy b = {.ttl = -1};
     int rc = dlock__answer(op->w.h, t, op->st, status, res, op->sent, &b, &back_);
     if (!back_ && rc == DLOCK_OK && t->releases && dlock__watchdog_settling(client(op)->wd)) {
         op->state = S_SETTLING;
@@ -629,11 +634,18 @@ static void on_attempt(int status, dlock__res *res, void *ud)
 static void send_attempt(aop *op, int again)
 {
     const dlock__op_type *t = op->w.t;
+    dlock__busy qb = {.ttl = -1};
+    if (dlock__quarantined(op->w.h, t, &qb)) {
+        int rc = DLOCK__BUSY;
+        (void)dlock__wait_waited(&op->w, again);
+        step(op, dlock__wait_attempted(&op->w, &rc, &qb), rc);
+        return;
+    }
     dlock__op o;
     t->request(op->st, dlock__wait_waited(&op->w, again), &o);
     o.flags |= op->flags;
     if (t->acquires)
-        o.flags |= DLOCK__CALL_WAIT_ACK;
+        o.flags |= DLOCK__CALL_WAIT_ACK | DLOCK__CALL_QUARANTINE;
     if (op->w.waits)
         dlock__attempts++;
     op->sent = dlock__now_ms();   /* before sending: the watchdog's origin */

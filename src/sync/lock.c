@@ -396,6 +396,7 @@ static int acq_keep(void *st, int64_t sent_ms)
     dlock__hold_id id;
     l->type->hold_id(l, &a->o, &id);
     if (a->lease != DLOCK_WATCHDOG) {
+        dlock__netctx_note_lease(&l->h.c->net, a->lease);   /* the auto quarantine's */
         dlock__watchdog_lease_reentry(l->h.c->wd, &id, sent_ms,
                                       l->type->lease_keeps_ttl ? -1 : a->lease);
         return DLOCK_OK;

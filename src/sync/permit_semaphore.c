@@ -314,6 +314,7 @@ static int grab_setup(void *st)
     grab *g = st;
     /* g->lease was checked with the call's options (dlock__check_opts). */
     g->lease_ms = g->lease == DLOCK_WATCHDOG ? g->p->h.c->cfg.watchdog_ms : g->lease;
+    dlock__netctx_note_lease(&g->p->h.c->net, g->lease_ms);   /* the auto quarantine's */
     g->ends_in = -1;
     dlock__random_hex32(g->id.hex);
     decode(&g->id);
@@ -884,6 +885,7 @@ static int grab_list(dlock_permit_semaphore *p, int64_t n, int64_t wait_ms, int6
         return rc;
     grab_n g = {.p = p, .lease = lease_ms, .n = (size_t)n, .ends_in = -1};
     g.lease_ms = lease_ms == DLOCK_WATCHDOG ? p->h.c->cfg.watchdog_ms : lease_ms;
+    dlock__netctx_note_lease(&p->h.c->net, g.lease_ms);
     if (!(g.ids = calloc(g.n, sizeof(*g.ids))))
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
     for (size_t i = 0; i < g.n; i++) {
@@ -1017,6 +1019,7 @@ int dlock_permit_semaphore_acquire_n_async(dlock_permit_semaphore *p, int64_t n,
     agrab_n a = {.g = {.p = p, .lease = o.lease_ms, .n = (size_t)n, .ends_in = -1},
                  .adopted = &adopted};
     a.g.lease_ms = o.lease_ms == DLOCK_WATCHDOG ? p->h.c->cfg.watchdog_ms : o.lease_ms;
+    dlock__netctx_note_lease(&p->h.c->net, a.g.lease_ms);
     a.g.ids = calloc(a.g.n, sizeof(*a.g.ids));
     a.hex = calloc(a.g.n, sizeof(*a.hex));
     if (a.g.ids && a.hex) {

@@ -100,12 +100,14 @@ static int attempt(const dlock__handle *h, const dlock__op_type *t, void *st, dl
                    dlock__busy *b)
 {
     int64_t waited = dlock__wait_waited(w, 0);
+    if (dlock__quarantined(h, t, b))
+        return DLOCK__BUSY;
     if (t->attempt)
         return t->attempt(st, waited, b);
     dlock__op op;
     t->request(st, waited, &op);
     if (t->acquires) {
-        op.flags |= DLOCK__CALL_WAIT_ACK;
+        op.flags |= DLOCK__CALL_WAIT_ACK | DLOCK__CALL_QUARANTINE;
         last_acks = -1;
     }
     if (w->waits)
@@ -114,6 +116,8 @@ static int attempt(const dlock__handle *h, const dlock__op_type *t, void *st, dl
     int64_t sent = dlock__now_ms();
     dlock__res res;
     int rc = dlock__op_call(h->c, &op, w->spec.cancel, &res);
+    if (dlock__quarantine_met(h, t, rc, &res, b))
+        return DLOCK__BUSY;
     int back;
     rc = dlock__answer(h, t, st, rc, &res, sent, b, &back);
     if (t->acquires && (rc == DLOCK_OK || back))

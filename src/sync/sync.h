@@ -204,6 +204,8 @@ typedef struct dlock__busy {
     int64_t pass;            /* units this waiter saw but cannot use (a semaphore's count
                                 below its need): offered to the channel's other local
                                 waiters when a wake-up brought it here */
+    const char *quarantine;  /* not sent: the new primary (its address) is in its failover
+                                quarantine for ttl ms more (dlock__quarantined) */
 } dlock__busy;
 
 /* What a call reports; include/dlock/async.h reads it, the blocking calls
@@ -270,6 +272,17 @@ typedef struct dlock__op_type {
      * flight (dlock__watchdog_settling), as the blocking release waits. */
     int releases;
 } dlock__op_type;
+
+/* An acquisition (t->acquires) routed to a node in its failover quarantine
+ * (dlock_config_set_failover_quarantine): 1 with *b as a busy answer whose
+ * ttl is what is left, and nothing is to be sent; else 0. No I/O. */
+int dlock__quarantined(const dlock__handle *h, const dlock__op_type *t, dlock__busy *b);
+/* After an attempt's round trip: 1 when the router refused it on its way
+ * because its node turned out to be a new primary in quarantine (rc, res:
+ * the call's, DLOCK__RERR_QUARANTINE), with *b a busy answer for what is
+ * left (res->r is NULL then: nothing to free). */
+int dlock__quarantine_met(const dlock__handle *h, const dlock__op_type *t, int rc,
+                          const dlock__res *res, dlock__busy *b);
 
 /* How an operation waits while busy. */
 typedef struct dlock__wait_spec {
