@@ -339,6 +339,130 @@ static void test_replicated_follows_the_swap(void **state)
     assert_true(ms <= scan + 500 * th_slack());
 }
 
+/* ------------------------------- a waiter's subscription after a demotion */
+
+/* Waits until np has n replicas connected. */
+static void await_replicas(th_redis *np, int n)
+{
+    char want[32];
+    snprintf(want, sizeof(want), "connected_slaves:%d", n);
+    for (int64_t until = th_now_ms() + 20000 * th_slack(); th_now_ms() < until;
+         th_sleep_ms(20)) {
+        redisReply *r = th_cmd(np, "INFO replication");
+        int ok = r && r->type == REDIS_REPLY_STRING && strstr(r->str, want) != NULL;
+        freeReplyObject(r);
+        if (ok)
+            return;
+    }
+    fail_msg("%d has not %d replicas", np->port, n);
+}
+
+/* As swap_to, but the old primary is cut off from the new one: it becomes a
+ * replica of an address nobody listens on (a managed failover that fences
+ * the old node), so it refuses writes and no longer carries the new
+ * primary's messages. Returns the old primary (rejoin it after). */
+static th_redis *swap_cut_off(th_redis *np)
+{
+    th_redis *old = cur;
+    swap_to(np);
+    redisReply *r = th_cmd(old, "REPLICAOF 127.0.0.1 %d", th_free_port());
+    assert_non_null(r);
+    freeReplyObject(r);
+    t_demoted = th_now_ms();
+    await_replicas(np, TH_REPLICAS - 1);
+    return old;
+}
+
+static void rejoin(th_redis *old)
+{
+    redisReply *r = th_cmd(old, "REPLICAOF 127.0.0.1 %d", cur->port);
+    assert_non_null(r);
+    freeReplyObject(r);
+    await_replicas(cur, TH_REPLICAS);
+}
+
+struct long_waiter {
+    dlock_client *c;
+    const char *name;
+    int rc;
+    int64_t done_at;
+};
+
+static void *long_wait(void *arg)
+{
+    struct long_waiter *w = arg;
+    dlock_lock *l;
+    assert_int_equal(dlock_lock_get(w->c, w->name, &l), DLOCK_OK);
+    w->rc = dlock_lock_try(l, 20000 * th_slack(), 5000);
+    w->done_at = th_now_ms();
+    if (w->rc == DLOCK_OK)
+        assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    return NULL;
+}
+
+/* Holder a holds with a long lease, waiter b waits (its subscription on the
+ * old primary; up to 20 s x slack), the roles swap with the old primary cut
+ * off; a releases on the new primary; b must wake from the unlock message
+ * published there, within a scan interval + 3 s x slack: far sooner than the
+ * lease (120 s x slack) or its wait, its only other wake-ups. */
+static void waiter_follows(dlock_client *a, dlock_client *b, th_proxy *px, int64_t scan)
+{
+    int64_t slack = th_slack(), lease = 120000 * slack;
+    char name[64];
+    th_name(name, sizeof(name), "mg-sub");
+    dlock_lock *lh;
+    assert_int_equal(dlock_lock_get(a, name, &lh), DLOCK_OK);
+    assert_int_equal(dlock_lock_try(lh, 0, lease), DLOCK_OK);
+    struct long_waiter w = {b, name, -99, 0};
+    pthread_t t;
+    pthread_create(&t, NULL, long_wait, &w);
+    assert_true(th_await_lock_waiter(b, name));
+    th_redis *np = next_primary();
+    if (px)
+        th_proxy_retarget(px, np->port);
+    th_redis *old = swap_cut_off(np);
+    th_sleep_ms(2 * scan);   /* the waiter waits across the swap */
+    int64_t t0 = th_now_ms();
+    assert_int_equal(dlock_lock_release(lh), DLOCK_OK);
+    pthread_join(t, NULL);
+    if (w.rc != DLOCK_OK)
+        th_client_log_dump(b);
+    assert_int_equal(w.rc, DLOCK_OK);
+    int64_t ms = w.done_at - t0;
+    printf("# release on the new primary -> waiter acquired: %lld ms (lease %lld ms)\n",
+           (long long)ms, (long long)lease);
+    assert_true(ms < scan + 3000 * slack);
+    assert_int_equal(th_int(np, "EXISTS %s", name), 0);   /* the waiter released it there */
+    dlock_lock_free(lh);
+    dlock_client_close(a);
+    dlock_client_close(b);
+    rejoin(old);
+}
+
+/* One address (the proxy, switched as a DNS name would be). */
+static void test_name_moves_the_subscriptions(void **state)
+{
+    (void)state;
+    th_proxy *px = th_proxy_start(cur->port);
+    assert_non_null(px);
+    const char *url = url_of_port(th_proxy_port(px));
+    waiter_follows(th_client_url(url, 0), th_client_url(url, 0), px, 1000);
+    th_proxy_stop(px);
+}
+
+/* redis-replicated:// */
+static void test_replicated_moves_the_subscriptions(void **state)
+{
+    (void)state;
+    int rc;
+    dlock_client *a = open_replicated(replicated_url(7), 0, 1000, 0, &rc);
+    assert_int_equal(rc, DLOCK_OK);
+    dlock_client *b = open_replicated(replicated_url(7), 0, 1000, 0, &rc);
+    assert_int_equal(rc, DLOCK_OK);
+    waiter_follows(a, b, NULL, 1000);
+}
+
 struct async_done {
     _Atomic int done;
     int rc;
@@ -460,6 +584,10 @@ int main(void)
         cmocka_unit_test(test_address_of_a_demoted_server),
         cmocka_unit_test(test_replicated_follows_the_swap),
         cmocka_unit_test(test_replicated_bad_input),
+        cmocka_unit_test(test_name_moves_the_subscriptions),
+        cmocka_unit_test(test_replicated_moves_the_subscriptions),
     };
+    if (getenv("TH_ONLY"))   /* TH_ONLY='*pattern*': those tests only */
+        cmocka_set_test_filter(getenv("TH_ONLY"));
     return cmocka_run_group_tests(tests, setup, teardown);
 }
