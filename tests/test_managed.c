@@ -47,6 +47,22 @@ static int teardown(void **state)
     return 0;
 }
 
+/* Waits until np has n replicas connected. */
+static void await_replicas(th_redis *np, int n)
+{
+    char want[32];
+    snprintf(want, sizeof(want), "connected_slaves:%d", n);
+    for (int64_t until = th_now_ms() + 20000 * th_slack(); th_now_ms() < until;
+         th_sleep_ms(20)) {
+        redisReply *r = th_cmd(np, "INFO replication");
+        int ok = r && r->type == REDIS_REPLY_STRING && strstr(r->str, want) != NULL;
+        freeReplyObject(r);
+        if (ok)
+            return;
+    }
+    fail_msg("%d has not %d replicas", np->port, n);
+}
+
 /* Makes np the primary, the others its replicas, as an operator (or a managed
  * service) would: everything written so far reached every replica first.
  * Returns once np has its replicas back. */
@@ -76,16 +92,7 @@ static void swap_to(th_redis *np)
     }
     cur = np;
     t_demoted = th_now_ms();
-    for (int64_t until = th_now_ms() + 20000 * th_slack(); th_now_ms() < until;
-         th_sleep_ms(20)) {
-        r = th_cmd(np, "INFO replication");
-        int ok = r && (r->type == REDIS_REPLY_STRING) &&
-                 strstr(r->str, "connected_slaves:2") != NULL;
-        freeReplyObject(r);
-        if (ok)
-            return;
-    }
-    fail_msg("the replicas did not come back to %d", np->port);
+    await_replicas(np, TH_REPLICAS);
 }
 
 /* The server after cur in the set: the next primary. */
@@ -101,6 +108,7 @@ static th_redis *next_primary(void)
 struct waiter_arg {
     dlock_client *c;
     const char *name;
+    int64_t wait_ms;
     int rc;
     int64_t done_at;
 };
@@ -110,7 +118,7 @@ static void *waiter(void *arg)
     struct waiter_arg *w = arg;
     dlock_lock *l;
     assert_int_equal(dlock_lock_get(w->c, w->name, &l), DLOCK_OK);
-    w->rc = dlock_lock_try(l, 60000 * th_slack(), 5000);
+    w->rc = dlock_lock_try(l, w->wait_ms, 5000);
     w->done_at = th_now_ms();
     if (w->rc == DLOCK_OK)
         assert_int_equal(dlock_lock_release(l), DLOCK_OK);
@@ -150,7 +158,7 @@ static void scene_start(scene *sc, dlock_client *a, dlock_client *b, int64_t wd)
     dlock_lock_set_lost_callback(sc->lh, th_on_lost, NULL);
     assert_int_equal(dlock_lock_acquire(sc->lh, DLOCK_WATCHDOG), DLOCK_OK);
     assert_int_equal(th_int(cur, "EXISTS %s", sc->held), 1);
-    sc->w = (struct waiter_arg){b, sc->held, -99, 0};
+    sc->w = (struct waiter_arg){b, sc->held, 60000 * th_slack(), -99, 0};
     pthread_create(&sc->t, NULL, waiter, &sc->w);
     assert_true(th_await_lock_waiter(b, sc->held));
 }
@@ -341,22 +349,6 @@ static void test_replicated_follows_the_swap(void **state)
 
 /* ------------------------------- a waiter's subscription after a demotion */
 
-/* Waits until np has n replicas connected. */
-static void await_replicas(th_redis *np, int n)
-{
-    char want[32];
-    snprintf(want, sizeof(want), "connected_slaves:%d", n);
-    for (int64_t until = th_now_ms() + 20000 * th_slack(); th_now_ms() < until;
-         th_sleep_ms(20)) {
-        redisReply *r = th_cmd(np, "INFO replication");
-        int ok = r && r->type == REDIS_REPLY_STRING && strstr(r->str, want) != NULL;
-        freeReplyObject(r);
-        if (ok)
-            return;
-    }
-    fail_msg("%d has not %d replicas", np->port, n);
-}
-
 /* As swap_to, but the old primary is cut off from the new one: it becomes a
  * replica of an address nobody listens on (a managed failover that fences
  * the old node), so it refuses writes and no longer carries the new
@@ -381,26 +373,6 @@ static void rejoin(th_redis *old)
     await_replicas(cur, TH_REPLICAS);
 }
 
-struct long_waiter {
-    dlock_client *c;
-    const char *name;
-    int rc;
-    int64_t done_at;
-};
-
-static void *long_wait(void *arg)
-{
-    struct long_waiter *w = arg;
-    dlock_lock *l;
-    assert_int_equal(dlock_lock_get(w->c, w->name, &l), DLOCK_OK);
-    w->rc = dlock_lock_try(l, 20000 * th_slack(), 5000);
-    w->done_at = th_now_ms();
-    if (w->rc == DLOCK_OK)
-        assert_int_equal(dlock_lock_release(l), DLOCK_OK);
-    dlock_lock_free(l);
-    return NULL;
-}
-
 /* Holder a holds with a long lease, waiter b waits (its subscription on the
  * old primary; up to 20 s x slack), the roles swap with the old primary cut
  * off; a releases on the new primary; b must wake from the unlock message
@@ -414,9 +386,9 @@ static void waiter_follows(dlock_client *a, dlock_client *b, th_proxy *px, int64
     dlock_lock *lh;
     assert_int_equal(dlock_lock_get(a, name, &lh), DLOCK_OK);
     assert_int_equal(dlock_lock_try(lh, 0, lease), DLOCK_OK);
-    struct long_waiter w = {b, name, -99, 0};
+    struct waiter_arg w = {b, name, 20000 * slack, -99, 0};
     pthread_t t;
-    pthread_create(&t, NULL, long_wait, &w);
+    pthread_create(&t, NULL, waiter, &w);
     assert_true(th_await_lock_waiter(b, name));
     th_redis *np = next_primary();
     if (px)

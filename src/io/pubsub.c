@@ -382,17 +382,21 @@ static void on_retry(uv_timer_t *t)
     sync_channels(ps);
 }
 
+/* t initialised on first use (*inited); 1 when it is idle, to be started. */
+static int timer_idle(dlock__pubsub *ps, uv_timer_t *t, int *inited)
+{
+    if (!*inited) {
+        if (uv_timer_init(dlock__loop_uv(ps->lp), t) != 0)
+            return 0;
+        t->data = ps;
+        *inited = 1;
+    }
+    return !uv_is_active((uv_handle_t *)t);
+}
+
 static void retry_later(dlock__pubsub *ps)
 {
-    if (ps->stopping)
-        return;
-    if (!ps->retry_inited) {
-        if (uv_timer_init(dlock__loop_uv(ps->lp), &ps->retry) != 0)
-            return;
-        ps->retry.data = ps;
-        ps->retry_inited = 1;
-    }
-    if (uv_is_active((uv_handle_t *)&ps->retry))
+    if (ps->stopping || !timer_idle(ps, &ps->retry, &ps->retry_inited))
         return;
     if (ps->dynamic) {
         /* Also how a topology change is noticed: soon after the switch. */
@@ -560,13 +564,7 @@ static void watch_start(dlock__pubsub *ps)
 {
     if (ps->dynamic || !ps->acall || ps->role_off || ps->stopping)
         return;
-    if (!ps->watch_inited) {
-        if (uv_timer_init(dlock__loop_uv(ps->lp), &ps->watch) != 0)
-            return;
-        ps->watch.data = ps;
-        ps->watch_inited = 1;
-    }
-    if (!uv_is_active((uv_handle_t *)&ps->watch)) {
+    if (timer_idle(ps, &ps->watch, &ps->watch_inited)) {
         uint64_t every = (uint64_t)ps->ctx->cfg->scan_interval_ms;
         uv_timer_start(&ps->watch, on_watch, every, every);
     }
