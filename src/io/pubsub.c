@@ -466,10 +466,24 @@ static void watch_decide(watch_ask *wa)
 {
     dlock__pubsub *ps = wa->ps;
     const char *why = NULL;
+    int other = wa->role == 1 && !ps->run_id_off && wa->run_id[0] && wa->sub_run_id[0] &&
+                strcmp(wa->run_id, wa->sub_run_id) != 0;
+    if (wa->role == 1 && wa->run_id[0] && wa->sub_run_id[0] && !other)
+        ps->run_id_moves = 0;   /* the subscriptions are on the address's server */
+    if (other && ++ps->run_id_moves > 2) {
+        /* Moved twice and still another server: the address's connections
+         * do not all reach one server (a proxy in front of several), so
+         * run_id says nothing; ROLE alone from now on. */
+        ps->run_id_off = 1;
+        dlock__log(ps->ctx->cfg, DLOCK_LOG_WARN,
+                   "%s: connections to the address reach servers with different run_ids; "
+                   "the subscriptions move only when it says it is not the primary",
+                   dlock__node_addr(wa->node));
+        other = 0;
+    }
     if (wa->role == 0)
         why = wa->role_text;
-    else if (wa->role == 1 && wa->run_id[0] && wa->sub_run_id[0] &&
-             strcmp(wa->run_id, wa->sub_run_id) != 0)
+    else if (other)
         why = "master, another server than the one the subscriptions are on";
     if (!why)
         return;

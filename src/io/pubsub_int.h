@@ -77,6 +77,8 @@ struct dlock__pubsub {
     int watch_inited;
     int role_inflight;       /* a watch's requests are out */
     int role_off;            /* the server refused ROLE: not asked again */
+    int run_id_moves;        /* moves for another run_id in a row */
+    int run_id_off;          /* run_ids differ even after moves: ROLE alone */
 };
 
 /* waiters.c, for the io thread's side. Callers hold ps->mu (but for the
