@@ -443,6 +443,51 @@ static void test_replicated_moves_the_subscriptions(void **state)
     waiter_follows(a, b, NULL, 1000, 0);
 }
 
+/* A user whose ACL refuses ROLE: the watch asks once per client, is refused,
+ * says so in the log and stops asking; waiters still wake on the unlock
+ * message. */
+static void test_role_refused(void **state)
+{
+    (void)state;
+    int64_t slack = th_slack();
+    redisReply *r = th_cmd(cur, "ACL SETUSER mg-norole on >pw ~* &* +@all -role");
+    assert_non_null(r);
+    freeReplyObject(r);
+    r = th_cmd(cur, "CONFIG RESETSTAT");
+    freeReplyObject(r);
+    char url[128];
+    snprintf(url, sizeof(url), "redis://mg-norole:pw@127.0.0.1:%d", cur->port);
+    dlock_client *a = th_client_url(url, 0), *b = th_client_url(url, 0);
+    char name[64];
+    th_name(name, sizeof(name), "mg-norole");
+    dlock_lock *lh;
+    assert_int_equal(dlock_lock_get(a, name, &lh), DLOCK_OK);
+    assert_int_equal(dlock_lock_try(lh, 0, 120000 * slack), DLOCK_OK);
+    struct waiter_arg w = {b, name, 20000 * slack, -99, 0};
+    pthread_t t;
+    pthread_create(&t, NULL, waiter, &w);
+    assert_true(th_await_lock_waiter(b, name));
+    th_sleep_ms(3500);   /* three ticks of the watch (scan interval 1 s) */
+    int64_t t0 = th_now_ms();
+    assert_int_equal(dlock_lock_release(lh), DLOCK_OK);
+    pthread_join(t, NULL);
+    assert_int_equal(w.rc, DLOCK_OK);
+    assert_true(w.done_at - t0 < 3000 * slack);
+    r = th_cmd(cur, "INFO commandstats");
+    assert_non_null(r);
+    const char *p = strstr(r->str, "cmdstat_role:");
+    long long rejected = p && strstr(p, "rejected_calls=") ? atoll(strstr(p, "rejected_calls=") + 15)
+                                                           : -1;
+    freeReplyObject(r);
+    printf("# ROLE refused: asked %lld times by the waiting client over 3 ticks\n", rejected);
+    assert_int_equal(rejected, 1);
+    dlock_lock_free(lh);
+    dlock_client_close(a);
+    dlock_client_close(b);
+    r = th_cmd(cur, "ACL DELUSER mg-norole");
+    freeReplyObject(r);
+}
+
 struct async_done {
     _Atomic int done;
     int rc;
@@ -566,6 +611,7 @@ int main(void)
         cmocka_unit_test(test_replicated_bad_input),
         cmocka_unit_test(test_name_moves_the_subscriptions),
         cmocka_unit_test(test_replicated_moves_the_subscriptions),
+        cmocka_unit_test(test_role_refused),
     };
     if (getenv("TH_ONLY"))   /* TH_ONLY='*pattern*': those tests only */
         cmocka_set_test_filter(getenv("TH_ONLY"));

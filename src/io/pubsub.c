@@ -508,12 +508,13 @@ static void on_watch_answer(int status, dlock__res *res, void *ud, int is_role)
         }
     } else if (status == DLOCK_OK) {
         read_run_id(res->r, wa->run_id);
-    } else if (is_role && res->err != DLOCK__RERR_NONE && !ps->role_off && !ps->stopping) {
+    } else if (is_role && !ps->role_off && !ps->stopping &&
+               (res->err == DLOCK__RERR_NOPERM || res->err == DLOCK__RERR_UNKNOWN_CMD ||
+                res->err == DLOCK__RERR_OTHER)) {
         /* Refused (an ACL without +role, a renamed command): not asked
-         * again; a lost connection: asked at the next tick. */
+         * again (the ticks still move the channels after a READONLY); a
+         * lost connection or a transient refusal: asked at the next tick. */
         ps->role_off = 1;
-        if (ps->watch_inited)
-            uv_timer_stop(&ps->watch);
         dlock__log(ps->ctx->cfg, DLOCK_LOG_WARN,
                    "ROLE refused (%s): a demotion that keeps the pub/sub connection open "
                    "is seen only when a request is refused with READONLY",
@@ -550,7 +551,7 @@ static void on_watch(uv_timer_t *t)
         uv_timer_stop(&ps->watch);   /* the next subscription starts it again */
         return;
     }
-    if (ps->role_inflight)
+    if (ps->role_inflight || ps->role_off)
         return;
     watch_ask *wa = calloc(1, sizeof(*wa));
     if (!wa)
@@ -576,7 +577,7 @@ static void on_watch(uv_timer_t *t)
 
 static void watch_start(dlock__pubsub *ps)
 {
-    if (ps->dynamic || !ps->acall || ps->role_off || ps->stopping)
+    if (ps->dynamic || !ps->acall || ps->stopping)
         return;
     if (timer_idle(ps, &ps->watch, &ps->watch_inited)) {
         uint64_t every = (uint64_t)ps->ctx->cfg->scan_interval_ms;
