@@ -374,11 +374,12 @@ static void rejoin(th_redis *old)
 }
 
 /* Holder a holds with a long lease, waiter b waits (its subscription on the
- * old primary; up to 20 s x slack), the roles swap with the old primary cut
+ * old primary; two watch periods + 20 s x slack), the roles swap with the old primary cut
  * off; a releases on the new primary; b must wake from the unlock message
- * published there, within a scan interval + 3 s x slack: far sooner than the
+ * published there, within one watch period (10 s on one address, the scan
+ * interval on redis-replicated://) + 3 s x slack: far sooner than the
  * lease (120 s x slack) or its wait, its only other wake-ups. */
-static void waiter_follows(dlock_client *a, dlock_client *b, th_proxy *px, int64_t scan,
+static void waiter_follows(dlock_client *a, dlock_client *b, th_proxy *px, int64_t watch,
                            int64_t before_swap_ms)
 {
     int64_t slack = th_slack(), lease = 120000 * slack;
@@ -387,7 +388,7 @@ static void waiter_follows(dlock_client *a, dlock_client *b, th_proxy *px, int64
     dlock_lock *lh;
     assert_int_equal(dlock_lock_get(a, name, &lh), DLOCK_OK);
     assert_int_equal(dlock_lock_try(lh, 0, lease), DLOCK_OK);
-    struct waiter_arg w = {b, name, 20000 * slack, -99, 0};
+    struct waiter_arg w = {b, name, 2 * watch + 20000 * slack, -99, 0};
     pthread_t t;
     pthread_create(&t, NULL, waiter, &w);
     assert_true(th_await_lock_waiter(b, name));
@@ -396,7 +397,7 @@ static void waiter_follows(dlock_client *a, dlock_client *b, th_proxy *px, int64
     if (px)
         th_proxy_retarget(px, np->port);
     th_redis *old = swap_cut_off(np);
-    th_sleep_ms(2 * scan);   /* the waiter waits across the swap */
+    th_sleep_ms(1000);   /* the waiter waits across the swap */
     int64_t t0 = th_now_ms();
     assert_int_equal(dlock_lock_release(lh), DLOCK_OK);
     pthread_join(t, NULL);
@@ -406,7 +407,7 @@ static void waiter_follows(dlock_client *a, dlock_client *b, th_proxy *px, int64
     int64_t ms = w.done_at - t0;
     printf("# release on the new primary -> waiter acquired: %lld ms (lease %lld ms)\n",
            (long long)ms, (long long)lease);
-    assert_true(ms < scan + 3000 * slack);
+    assert_true(ms < watch + 3000 * slack);
     assert_int_equal(th_int(np, "EXISTS %s", name), 0);   /* the waiter released it there */
     dlock_lock_free(lh);
     dlock_client_close(a);
@@ -416,8 +417,8 @@ static void waiter_follows(dlock_client *a, dlock_client *b, th_proxy *px, int64
 
 /* One address (the proxy, switched as a DNS name would be). At once: the
  * waiter's client first asks the address after the switch and finds a
- * primary that is not the subscriptions' server (run_id). After two scan
- * intervals: its asking connection stays on the old server, which says it
+ * primary that is not the subscriptions' server (run_id). After 11 s (one
+ * watch tick): its asking connection stays on the old server, which says it
  * is a replica now (ROLE). */
 static void test_name_moves_the_subscriptions(void **state)
 {
@@ -426,7 +427,7 @@ static void test_name_moves_the_subscriptions(void **state)
         th_proxy *px = th_proxy_start(cur->port);
         assert_non_null(px);
         const char *url = url_of_port(th_proxy_port(px));
-        waiter_follows(th_client_url(url, 0), th_client_url(url, 0), px, 1000, pass * 2000);
+        waiter_follows(th_client_url(url, 0), th_client_url(url, 0), px, 10000, pass * 11000);
         th_proxy_stop(px);
     }
 }
@@ -440,7 +441,7 @@ static void test_replicated_moves_the_subscriptions(void **state)
     assert_int_equal(rc, DLOCK_OK);
     dlock_client *b = open_replicated(replicated_url(7), 0, 1000, 0, &rc);
     assert_int_equal(rc, DLOCK_OK);
-    waiter_follows(a, b, NULL, 1000, 0);
+    waiter_follows(a, b, NULL, 1000, 0);   /* the scan interval */
 }
 
 /* A user whose ACL refuses ROLE: the watch asks once per client, is refused,
@@ -463,11 +464,11 @@ static void test_role_refused(void **state)
     dlock_lock *lh;
     assert_int_equal(dlock_lock_get(a, name, &lh), DLOCK_OK);
     assert_int_equal(dlock_lock_try(lh, 0, 120000 * slack), DLOCK_OK);
-    struct waiter_arg w = {b, name, 20000 * slack, -99, 0};
+    struct waiter_arg w = {b, name, 60000 * slack, -99, 0};
     pthread_t t;
     pthread_create(&t, NULL, waiter, &w);
     assert_true(th_await_lock_waiter(b, name));
-    th_sleep_ms(3500);   /* three ticks of the watch (scan interval 1 s) */
+    th_sleep_ms(21000);   /* two ticks of the watch (every 10 s) */
     int64_t t0 = th_now_ms();
     assert_int_equal(dlock_lock_release(lh), DLOCK_OK);
     pthread_join(t, NULL);
@@ -479,7 +480,7 @@ static void test_role_refused(void **state)
     long long rejected = p && strstr(p, "rejected_calls=") ? atoll(strstr(p, "rejected_calls=") + 15)
                                                            : -1;
     freeReplyObject(r);
-    printf("# ROLE refused: asked %lld times by the waiting client over 3 ticks\n", rejected);
+    printf("# ROLE refused: asked %lld times by the waiting client over 2 ticks\n", rejected);
     assert_int_equal(rejected, 1);
     dlock_lock_free(lh);
     dlock_client_close(a);

@@ -403,11 +403,7 @@ DLOCK_API int dlock_config_set_command_timeout(dlock_config *cfg, int64_t ms);
 DLOCK_API int dlock_config_set_connect_timeout(dlock_config *cfg, int64_t ms);
 /* redis-replicated:// (and rediss-replicated://): how often each node listed
  * is asked its ROLE, to find the primary, in ms (>= 10; 0 = default 1000).
- * A READONLY answer asks at once as well. On one address (redis://,
- * rediss://, unix://), while any waiter waits: how often the address is
- * asked ROLE and INFO server, so that waiters' subscriptions move off a
- * server that is no longer the primary there (a demotion, a name that now
- * names another server). DLOCK_EINVAL out of range. */
+ * A READONLY answer asks at once as well. DLOCK_EINVAL out of range. */
 DLOCK_API int dlock_config_set_scan_interval(dlock_config *cfg, int64_t ms);
 /* How often a command is retried after a connection failure (0..100; 0 = never)
  * and the pause between tries in ms (0 = default). */

@@ -410,6 +410,11 @@ static void retry_later(dlock__pubsub *ps)
 
 /* ------------------------------------------------ one address: the watch */
 
+/* How often the address is asked while waiters wait: the pace of the pub/sub
+ * keepalive PING (aconn.c), so that a wait stays silent for seconds at a
+ * time (a waiter sends nothing in between). */
+#define WATCH_MS 10000
+
 /* A watch's question (two requests through the asynchronous calls'
  * connection to the address: ROLE, INFO server) and what the subscriptions'
  * connection said of its server when it connected. */
@@ -538,7 +543,7 @@ static void on_watch_info(int status, dlock__res *res, void *ud)
     on_watch_answer(status, res, ud, 0);
 }
 
-/* Every scan interval while a channel is subscribed: a demotion another
+/* Every WATCH_MS while a channel is subscribed: a demotion another
  * request saw moves the channels; the address's server is asked whether it
  * is still the primary, and which server it is. */
 static void on_watch(uv_timer_t *t)
@@ -580,7 +585,7 @@ static void watch_start(dlock__pubsub *ps)
     if (ps->dynamic || !ps->acall || ps->stopping)
         return;
     if (timer_idle(ps, &ps->watch, &ps->watch_inited)) {
-        uint64_t every = (uint64_t)ps->ctx->cfg->scan_interval_ms;
+        uint64_t every = WATCH_MS;
         uv_timer_start(&ps->watch, on_watch, every, every);
     }
 }

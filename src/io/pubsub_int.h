@@ -68,7 +68,7 @@ struct dlock__pubsub {
     size_t nconns;
 
     /* One address (not dynamic): while channels are subscribed, the address
-     * is asked ROLE and INFO server every scan interval (through the
+     * is asked ROLE and INFO server every 10 s (pubsub.c, WATCH_MS; through the
      * asynchronous calls' connection); a replica there, or a primary other
      * than the subscriptions' server, retires the address's node (single.c)
      * and the channels move to new connections. io thread only. */
