@@ -513,6 +513,10 @@ static void on_watch_answer(int status, dlock__res *res, void *ud, int is_role)
         }
     } else if (status == DLOCK_OK) {
         read_run_id(res->r, wa->run_id);
+    }
+    if (status == DLOCK_OK) {
+        freeReplyObject(res->r);   /* the answer is the callback's to free */
+        res->r = NULL;
     } else if (is_role && !ps->role_off && !ps->stopping &&
                (res->err == DLOCK__RERR_NOPERM || res->err == DLOCK__RERR_UNKNOWN_CMD ||
                 res->err == DLOCK__RERR_OTHER)) {
