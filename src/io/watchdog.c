@@ -125,6 +125,7 @@ static int unlink_held(dlock__watchdog *wd, held *h)
     dlock__wd_track_unlink(wd, h);
     if (h->inflight) {
         h->dead = 1;
+        wd->dead_inflight++;
         return 0;
     }
     return 1;
@@ -284,6 +285,28 @@ void dlock__watchdog_release_abort(dlock__watchdog *wd, const dlock__hold_id *id
     pthread_mutex_unlock(&wd->mu);
 }
 
+/* A released hold whose renewal is still in flight (h dead): waits for that
+ * renewal's answer, so that it cannot land after the release returns and
+ * stretch the owner's next hold of the same name (a fixed lease, say) to
+ * the watchdog timeout. Bounded by the command timeout (and a margin); not
+ * on the io thread, which answers it (an asynchronous release returns at
+ * once). Caller holds mu; h is freed here or by its batch. */
+static void await_renewal(dlock__watchdog *wd, held *h)
+{
+    if (dlock__loop_on_io_thread(wd->lp))
+        return;
+    const int64_t until = dlock__now_ms() + wd->ctx->cfg->command_timeout_ms + 1000;
+    h->awaited = 1;
+    while (h->inflight && dlock__now_ms() < until) {
+        struct timespec ts;
+        dlock__abstime(until, &ts);
+        pthread_cond_timedwait(&wd->answered, &wd->mu, &ts);
+    }
+    h->awaited = 0;
+    if (!h->inflight)
+        held_free(wd, h);   /* answered: its batch left it to us */
+}
+
 void dlock__watchdog_release_end(dlock__watchdog *wd, const dlock__hold_id *id, int outcome)
 {
     pthread_mutex_lock(&wd->mu);
@@ -302,6 +325,8 @@ void dlock__watchdog_release_end(dlock__watchdog *wd, const dlock__hold_id *id, 
              * hold this process knows of: renewing on would keep a lock its
              * owner let go of alive forever. */
             do_free = unlink_held(wd, h);
+            if (!do_free)
+                await_renewal(wd, h);
         }
     }
     if (do_free)
@@ -309,6 +334,14 @@ void dlock__watchdog_release_end(dlock__watchdog *wd, const dlock__hold_id *id, 
     pthread_mutex_unlock(&wd->mu);
     if (post)
         dlock__loop_post(wd->lp, &wd->flush_job);
+}
+
+int dlock__watchdog_settling(dlock__watchdog *wd)
+{
+    pthread_mutex_lock(&wd->mu);
+    int n = wd->dead_inflight;
+    pthread_mutex_unlock(&wd->mu);
+    return n > 0;
 }
 
 size_t dlock__watchdog_count(dlock__watchdog *wd)
@@ -431,7 +464,11 @@ void dlock__wd_batch_finish(dlock__watchdog *wd, batch *b, int ok, const unsigne
         held *h = b->e[i];
         h->inflight = 0;
         if (h->dead) {
-            held_free(wd, h);
+            wd->dead_inflight--;
+            if (h->awaited)
+                pthread_cond_broadcast(&wd->answered);   /* its release frees it */
+            else
+                held_free(wd, h);
             continue;
         }
         if (!ok)
@@ -810,6 +847,11 @@ int dlock__watchdog_new(dlock__watchdog **out, dlock__loop *lp, dlock__netctx *c
      * ran still has its pause seen. */
     wd->last_tick = dlock__now_ms();
     pthread_mutex_init(&wd->mu, NULL);
+    if (dlock__cond_init(&wd->answered) != 0) {
+        pthread_mutex_destroy(&wd->mu);
+        free(wd);
+        return dlock__fail(DLOCK_ENOMEM, "cannot create a condition variable");
+    }
     dlock__map_init(&wd->map, h_eq);
     dlock__list_init(&wd->all);
     dlock__map_init(&wd->tkeys, dlock__wd_tk_eq);
@@ -827,6 +869,7 @@ int dlock__watchdog_new(dlock__watchdog **out, dlock__loop *lp, dlock__netctx *c
         rc = dlock__loop_on_stop(lp, on_stop, wd);
     if (rc != DLOCK_OK) {
         dlock__tracking_free(wd->track);
+        pthread_cond_destroy(&wd->answered);
         pthread_mutex_destroy(&wd->mu);
         free(wd);
         return rc;
@@ -855,6 +898,7 @@ void dlock__watchdog_free(dlock__watchdog *wd)
     dlock__map_free(&wd->tkeys);
     dlock__map_free(&wd->owners);
     dlock__tracking_free(wd->track);
+    pthread_cond_destroy(&wd->answered);
     pthread_mutex_destroy(&wd->mu);
     free(wd);
 }

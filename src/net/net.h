@@ -278,6 +278,25 @@ static inline void dlock__res_init(dlock__res *res)
     res->err = DLOCK__RERR_NONE;
     res->text[0] = '\0';
 }
+/* Replica acknowledgement (dlock_config_set_replica_ack), shared by the
+ * blocking call and the asynchronous one: */
+/* the replicas a ROLE answer lists as connected, or -1 (not a primary's
+ * answer, or an error: ROLE refused); */
+int dlock__role_replicas(const redisReply *r);
+/* the count to WAIT for, given the connected replicas (ROLE's count, -1:
+ * unknown; only read under DLOCK_REPLICAS_ALL): every connected one, 1 when
+ * unknown, and -1 (do not ask: acks -1) for a primary without replicas; */
+int dlock__ack_want(const dlock_config *cfg, int connected);
+/* WAIT's answer as a count (0 for anything but an integer); */
+int dlock__ack_count(const redisReply *r);
+/* and WAIT <want> <the ack timeout>, its arguments in w. */
+typedef struct dlock__wait_cmd_t {
+    const char *av[3];
+    size_t lens[3];
+    char n[24], t[24];
+} dlock__wait_cmd_t;
+void dlock__wait_cmd(dlock__wait_cmd_t *w, const dlock_config *cfg, int want);
+
 /* Records refusal r (an error reply) in res and sets the calling thread's
  * message "addr: <its text>"; returns its status code. */
 int dlock__res_refused(dlock__res *res, const char *addr, const redisReply *r);
@@ -471,7 +490,9 @@ typedef struct dlock__acall dlock__acall;
 /* status DLOCK_OK: res->r is the answer (never an error reply; the callee
  * frees it). Otherwise res->r is NULL and the loop thread's message says why
  * (a refusal by Redis: "addr: its error text", with its code; its class and
- * text in res). res->acks is -1: acknowledgement is not asked here. */
+ * text in res). res->acks: as dlock__node_call's (DLOCK__CALL_WAIT_ACK: WAIT,
+ * and ROLE first under DLOCK_REPLICAS_ALL, on the same connection after the
+ * answer), else -1. */
 typedef void (*dlock__acall_fn)(int status, dlock__res *res, void *ud);
 
 /* Before the loop runs; its owner calls dlock__acall_stop when the loop

@@ -389,7 +389,7 @@ int dlock_election_leader_async(dlock_election *e, dlock_async_fn fn, void *ud)
     if (rc != DLOCK_OK)
         return rc;
     watching w = {.e = e, .known = UINT64_MAX};   /* any term is a change: one read */
-    return dlock__start(&e->h, &watch_type, &w, sizeof(w), NULL, &(dlock__via){fn, ud}, NULL);
+    return dlock__start(&e->h, &watch_type, &w, sizeof(w), NULL, &(dlock__via){fn, ud, 0}, NULL);
 }
 
 int dlock_election_await_change_async(dlock_election *e, uint64_t known,
@@ -404,7 +404,7 @@ int dlock_election_await_change_async(dlock_election *e, uint64_t known,
     watching w = {.e = e, .known = known};
     dlock__wait_spec spec = {.wake = dlock__wake_all, .need = 1, .wait_ms = o.wait_ms,
                              .cancel = o.cancel};
-    return dlock__start(&e->h, &watch_type, &w, sizeof(w), &spec, &(dlock__via){fn, ud}, NULL);
+    return dlock__start(&e->h, &watch_type, &w, sizeof(w), &spec, &(dlock__via){fn, ud, 0}, NULL);
 }
 
 /* One request of a chain (the announcement, the PUBLISH), no waiting. */
@@ -489,7 +489,7 @@ static int chain_step(chain *ch, int kind, dlock_async_fn next)
             snprintf(host, sizeof(host), "?");
         snprintf(s.who, sizeof(s.who), "%s %ld", host, (long)getpid());
     }
-    return dlock__start(&ch->e->h, &step_type, &s, sizeof(s), NULL, &(dlock__via){next, ch},
+    return dlock__start(&ch->e->h, &step_type, &s, sizeof(s), NULL, &(dlock__via){next, ch, 0},
                         NULL);
 }
 
@@ -578,7 +578,7 @@ int dlock_election_campaign_async(dlock_election *e, const dlock_wait_opts *opts
     if (ch->term) {
         watching w = {.e = e, .known = UINT64_MAX};
         rc = dlock__start(&e->h, &watch_type, &w, sizeof(w), NULL,
-                          &(dlock__via){on_still_leading, ch}, NULL);
+                          &(dlock__via){on_still_leading, ch, 0}, NULL);
     } else {
         rc = dlock_lock_acquire_async(e->lock, &(dlock_wait_opts){.wait_ms = o.wait_ms,
                                                                   .cancel = o.cancel,

@@ -322,8 +322,11 @@ static void rel_done(void *st, int read)
     }
 }
 
-static const dlock__op_type release_type = {
-    .setup = rel_setup, .request = rel_request, .read = rel_read, .done = rel_done};
+static const dlock__op_type release_type = {.setup = rel_setup,
+                                            .request = rel_request,
+                                            .read = rel_read,
+                                            .done = rel_done,
+                                            .releases = 1};
 
 static int release(dlock_lock *l, const dlock__via *via)
 {
@@ -338,8 +341,10 @@ int dlock_lock_release(dlock_lock *l) { return release(l, NULL); }
 
 int dlock_lock_release_async(dlock_lock *l, dlock_async_fn fn, void *ud)
 {
-    return release(l, &(dlock__via){fn, ud});
+    return release(l, &(dlock__via){fn, ud, 0});
 }
+
+int dlock__lock_release_via(dlock_lock *l, const dlock__via *via) { return release(l, via); }
 
 /* ------------------------------------------------------------- acquire */
 
@@ -519,7 +524,12 @@ int dlock_lock_try(dlock_lock *l, int64_t wait_ms, int64_t lease_ms)
 int dlock_lock_acquire_async(dlock_lock *l, const dlock_wait_opts *o, dlock_async_fn fn,
                              void *ud)
 {
-    return acquire(l, o, &(dlock__via){fn, ud});
+    return acquire(l, o, &(dlock__via){fn, ud, 0});
+}
+
+int dlock__lock_acquire_via(dlock_lock *l, const dlock_wait_opts *o, const dlock__via *via)
+{
+    return acquire(l, o, via);
 }
 
 int dlock_lock_run(dlock_lock *l, const dlock_wait_opts *o, dlock_run_fn fn, void *ud,
@@ -602,7 +612,7 @@ int dlock_lock_force_release(dlock_lock *l, int *was_locked)
 
 int dlock_lock_force_release_async(dlock_lock *l, dlock_async_fn fn, void *ud)
 {
-    return force_release(l, &(dlock__via){fn, ud}, NULL);
+    return force_release(l, &(dlock__via){fn, ud, 0}, NULL);
 }
 
 /* -------------------------------------------------------------- queries */
@@ -778,22 +788,22 @@ int dlock_lock_is_held_by(dlock_lock *l, const char *owner, int *held)
 
 int dlock_lock_is_locked_async(dlock_lock *l, dlock_async_fn fn, void *ud)
 {
-    return run_query(l, Q_LOCKED, NULL, &(dlock__via){fn, ud}, NULL);
+    return run_query(l, Q_LOCKED, NULL, &(dlock__via){fn, ud, 0}, NULL);
 }
 
 int dlock_lock_is_held_async(dlock_lock *l, dlock_async_fn fn, void *ud)
 {
-    return run_query(l, Q_HELD, NULL, &(dlock__via){fn, ud}, NULL);
+    return run_query(l, Q_HELD, NULL, &(dlock__via){fn, ud, 0}, NULL);
 }
 
 int dlock_lock_hold_count_async(dlock_lock *l, dlock_async_fn fn, void *ud)
 {
-    return run_query(l, Q_COUNT, NULL, &(dlock__via){fn, ud}, NULL);
+    return run_query(l, Q_COUNT, NULL, &(dlock__via){fn, ud, 0}, NULL);
 }
 
 int dlock_lock_ttl_async(dlock_lock *l, dlock_async_fn fn, void *ud)
 {
-    return run_query(l, Q_TTL, NULL, &(dlock__via){fn, ud}, NULL);
+    return run_query(l, Q_TTL, NULL, &(dlock__via){fn, ud, 0}, NULL);
 }
 
 /* ------------------------------------------------------------ inspection */

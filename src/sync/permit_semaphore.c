@@ -289,13 +289,13 @@ int dlock_permit_semaphore_try_release(dlock_permit_semaphore *p, const char *id
 int dlock_permit_semaphore_release_async(dlock_permit_semaphore *p, const char *id,
                                          dlock_async_fn fn, void *ud)
 {
-    return drop_permit(p, id, 0, &(dlock__via){fn, ud}, NULL);
+    return drop_permit(p, id, 0, &(dlock__via){fn, ud, 0}, NULL);
 }
 
 int dlock_permit_semaphore_try_release_async(dlock_permit_semaphore *p, const char *id,
                                              dlock_async_fn fn, void *ud)
 {
-    return drop_permit(p, id, 1, &(dlock__via){fn, ud}, NULL);
+    return drop_permit(p, id, 1, &(dlock__via){fn, ud, 0}, NULL);
 }
 
 /* ------------------------------------------------------------- acquire */
@@ -452,7 +452,7 @@ int dlock_permit_semaphore_try(dlock_permit_semaphore *p, int64_t wait_ms, int64
 int dlock_permit_semaphore_acquire_async(dlock_permit_semaphore *p, const dlock_wait_opts *o,
                                          dlock_async_fn fn, void *ud)
 {
-    return grab_permit(p, o, &(dlock__via){fn, ud}, NULL, 0);
+    return grab_permit(p, o, &(dlock__via){fn, ud, 0}, NULL, 0);
 }
 
 /* ------------------------------------------------------------- lease */
@@ -530,7 +530,7 @@ int dlock_permit_semaphore_update_lease(dlock_permit_semaphore *p, const char *i
 int dlock_permit_semaphore_update_lease_async(dlock_permit_semaphore *p, const char *id,
                                               int64_t lease_ms, dlock_async_fn fn, void *ud)
 {
-    return update_lease(p, id, lease_ms, &(dlock__via){fn, ud});
+    return update_lease(p, id, lease_ms, &(dlock__via){fn, ud, 0});
 }
 
 /* ------------------------------------------------------------- counts */
@@ -571,25 +571,25 @@ int dlock_permit_semaphore_available(dlock_permit_semaphore *p, int64_t *n, int6
 int dlock_permit_semaphore_set_total_async(dlock_permit_semaphore *p, int64_t permits,
                                              dlock_async_fn fn, void *ud)
 {
-    return count(p, DLOCK__COUNT_SET, permits, &(dlock__via){fn, ud}, NULL, NULL);
+    return count(p, DLOCK__COUNT_SET, permits, &(dlock__via){fn, ud, 0}, NULL, NULL);
 }
 
 int dlock_permit_semaphore_try_set_permits_async(dlock_permit_semaphore *p, int64_t permits,
                                                  dlock_async_fn fn, void *ud)
 {
-    return count(p, DLOCK__COUNT_TRY_SET, permits, &(dlock__via){fn, ud}, NULL, NULL);
+    return count(p, DLOCK__COUNT_TRY_SET, permits, &(dlock__via){fn, ud, 0}, NULL, NULL);
 }
 
 int dlock_permit_semaphore_add_permits_async(dlock_permit_semaphore *p, int64_t delta,
                                              dlock_async_fn fn, void *ud)
 {
-    return count(p, DLOCK__COUNT_ADD, delta, &(dlock__via){fn, ud}, NULL, NULL);
+    return count(p, DLOCK__COUNT_ADD, delta, &(dlock__via){fn, ud, 0}, NULL, NULL);
 }
 
 int dlock_permit_semaphore_available_async(dlock_permit_semaphore *p, dlock_async_fn fn,
                                            void *ud)
 {
-    return count(p, DLOCK__COUNT_AVAILABLE, 0, &(dlock__via){fn, ud}, NULL, NULL);
+    return count(p, DLOCK__COUNT_AVAILABLE, 0, &(dlock__via){fn, ud, 0}, NULL, NULL);
 }
 
 /* ------------------------------------------------------ several permits */
@@ -1036,7 +1036,7 @@ int dlock_permit_semaphore_acquire_n_async(dlock_permit_semaphore *p, int64_t n,
     }
     dlock__wait_spec spec = {.wake = dlock__wake_permits, .need = n, .wait_ms = o.wait_ms,
                              .cancel = o.cancel};
-    rc = dlock__start(&p->h, &agrab_n_type, &a, sizeof(a), &spec, &(dlock__via){fn, ud}, NULL);
+    rc = dlock__start(&p->h, &agrab_n_type, &a, sizeof(a), &spec, &(dlock__via){fn, ud, 0}, NULL);
     if (!adopted)
         agrab_n_done(&a, 0);
     return rc;
@@ -1097,7 +1097,7 @@ static int drop_list_async(dlock_permit_semaphore *p, const char *const *ids, si
     if (rc == DLOCK_OK)
         rc = parse_ids(&a.d, ids, n);
     if (rc == DLOCK_OK)
-        rc = dlock__start(&p->h, &adrop_n_type, &a, sizeof(a), NULL, &(dlock__via){fn, ud}, NULL);
+        rc = dlock__start(&p->h, &adrop_n_type, &a, sizeof(a), NULL, &(dlock__via){fn, ud, 0}, NULL);
     if (!adopted)
         drop_n_free(&a.d);
     return rc;
@@ -1118,12 +1118,12 @@ int dlock_permit_semaphore_try_release_list_async(dlock_permit_semaphore *p,
 
 int dlock_permit_semaphore_acquired_async(dlock_permit_semaphore *p, dlock_async_fn fn, void *ud)
 {
-    return count(p, DLOCK__COUNT_HELD, 0, &(dlock__via){fn, ud}, NULL, NULL);
+    return count(p, DLOCK__COUNT_HELD, 0, &(dlock__via){fn, ud, 0}, NULL, NULL);
 }
 
 int dlock_permit_semaphore_permits_async(dlock_permit_semaphore *p, dlock_async_fn fn, void *ud)
 {
-    return count(p, DLOCK__COUNT_TOTAL, 0, &(dlock__via){fn, ud}, NULL, NULL);
+    return count(p, DLOCK__COUNT_TOTAL, 0, &(dlock__via){fn, ud, 0}, NULL, NULL);
 }
 
 /* ------------------------------------------------------------ lease left */
@@ -1188,5 +1188,5 @@ int dlock_permit_semaphore_lease_time(dlock_permit_semaphore *p, const char *id,
 int dlock_permit_semaphore_lease_time_async(dlock_permit_semaphore *p, const char *id,
                                             dlock_async_fn fn, void *ud)
 {
-    return lease_time(p, id, &(dlock__via){fn, ud}, NULL);
+    return lease_time(p, id, &(dlock__via){fn, ud, 0}, NULL);
 }

@@ -234,7 +234,7 @@ int dlock_permit_semaphore_permits(dlock_permit_semaphore *p, int64_t *total)
 static int life_async(const void *handle, int leases, int kind, int64_t a, int64_t b,
                       dlock_async_fn fn, void *ud)
 {
-    return life_call(handle, leases, kind, a, b, &(dlock__via){fn, ud}, NULL);
+    return life_call(handle, leases, kind, a, b, &(dlock__via){fn, ud, 0}, NULL);
 }
 
 int dlock_semaphore_delete_async(dlock_semaphore *s, dlock_async_fn fn, void *ud)

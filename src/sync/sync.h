@@ -262,6 +262,10 @@ typedef struct dlock__op_type {
     /* An acquisition: replicas acknowledge it (dlock_config_set_replica_ack),
      * and the client's statistics count it. */
     int acquires;
+    /* A release of a hold the watchdog may renew: the asynchronous driver
+     * ends a successful one only once no renewal of a released hold is in
+     * flight (dlock__watchdog_settling), as the blocking release waits. */
+    int releases;
 } dlock__op_type;
 
 /* How an operation waits while busy. */
@@ -279,6 +283,7 @@ typedef struct dlock__wait_spec {
 typedef struct dlock__via {
     dlock_async_fn fn;
     void *ud;
+    unsigned flags;          /* DLOCK__CALL_* added to every attempt's request (0: none) */
 } dlock__via;
 
 /* Runs operation t on handle h: one attempt, and while busy the wait of
@@ -418,7 +423,8 @@ int dlock__reply_acquire(const redisReply *r, int fenced, int64_t *ttl, uint64_t
                          int *resv);
 /* *heard = 1 when the last hold went and some client heard the unlock message. */
 /* A fair-lock acquire: DLOCK_OK (token when fenced), or DLOCK__BUSY with
- * *sleep (ms) and *why (0 held, 1 free but an earlier waiter goes first). */
+ * *sleep (ms) and *why (0 held, 1 free but an earlier waiter goes first, 2 free
+ * but in its lock-delay). */
 int dlock__reply_fair_acquire(const redisReply *r, int fenced, int64_t *sleep, uint64_t *token,
                               int *why);
 /* A read-write lock's acquire: DLOCK_OK (token when fenced), or DLOCK__BUSY
