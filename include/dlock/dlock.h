@@ -236,8 +236,18 @@ DLOCK_API void dlock_config_free(dlock_config *cfg);
  * (?cacert=/etc/my%20ca.pem). The parameters a URL gives replace those
  * settings; the ones it does not give keep their values. So may a
  * rediss-sentinel:// or rediss-cluster:// URL, after the hosts (and the
- * database), before the master's name; redis-sentinel:// and
- * redis-cluster:// take no parameters. */
+ * database), before the master's name; redis-sentinel://, redis-cluster://
+ * and redis-replicated:// take no TLS parameters.
+ * Every deployment URL (sentinel, cluster, replicated, with or without TLS)
+ * may carry the address map as a list, among the parameters:
+ *   ?map=HOST:PORT=HOST:PORT[,HOST:PORT=HOST:PORT...]   (map= may repeat)
+ * each entry the address a sentinel or the cluster announces, then the one
+ * to reach it at (hosts as in the URL, [ipv6] in brackets, ports required;
+ * host names compared in any case), e.g.
+ *   redis-sentinel://s1:26379?map=10.0.0.5:6379=127.0.0.1:7001,10.0.0.6:6379=127.0.0.1:7002#mymaster
+ * An entry that does not parse is DLOCK_EINVAL ("map entry '...' does not
+ * parse: give map=HOST:PORT=HOST:PORT..."). The URL's entries apply first;
+ * addresses they do not name go to dlock_config_set_address_map's callback. */
 DLOCK_API int dlock_config_set_url(dlock_config *cfg, const char *url);
 
 /* replicas for dlock_config_set_replica_ack: Redisson's rule (every
@@ -325,7 +335,8 @@ DLOCK_API int dlock_config_set_credentials(dlock_config *cfg, dlock_credentials_
  * with the announced address: change them to map it, leave them to keep
  * it, and return 0; any other return keeps the announced address and logs a
  * warning. Called on the thread that reads the topology (no I/O needed:
- * keep it short). NULL fn: none. */
+ * keep it short). NULL fn: none. The URL's ?map= list (dlock_config_set_url)
+ * is applied before fn: fn sees only the addresses the list does not name. */
 #define DLOCK_HOST_MAX 256
 typedef int (*dlock_address_map_fn)(const char *host, int port, char *host_out, int *port_out,
                                     void *ud);

@@ -244,6 +244,9 @@ int dlock_config_set_address_map(dlock_config *cfg, dlock_address_map_fn fn, voi
 void dlock__map_address(const dlock_config *cfg, const char *host, int port, char *host_out,
                         int *port_out)
 {
+    /* The URL's entries first; the callback for the addresses they do not name. */
+    if (dlock__deploy_map(&cfg->deploy, host, port, host_out, port_out))
+        return;
     snprintf(host_out, DLOCK_HOST_MAX, "%s", host);
     *port_out = port;
     if (!cfg->map_fn)

@@ -142,6 +142,9 @@ void dlock__endpoint_clear(dlock__endpoint *ep);
  * when tls is not NULL (its strings NULL and verify -1 for those not given;
  * the caller clears it), and are checked and dropped otherwise. */
 int dlock__parse_url(const char *url, dlock__endpoint *ep);
+/* A printable excerpt of s[0..n) for messages ("..." when cut); never used
+ * on credentials. Returns buf. */
+const char *dlock__excerpt(const char *s, size_t n, char *buf, size_t size);
 int dlock__parse_url_tls(const char *url, dlock__endpoint *ep, dlock__tls_opts *tls);
 
 /* ------------------------------------------------------------- deployment */
@@ -152,6 +155,12 @@ typedef enum {
     DLOCK__DEPLOY_CLUSTER,      /* redis-cluster://: seed nodes of a Redis Cluster */
     DLOCK__DEPLOY_REPLICATED    /* redis-replicated://: a primary and replicas, found by ROLE */
 } dlock__deploy_kind;
+
+/* One ?map=HOST:PORT=HOST:PORT entry of a deployment URL. */
+typedef struct dlock__addr_map {
+    char *from, *to;
+    int from_port, to_port;
+} dlock__addr_map;
 
 /* What a URL says beyond one endpoint (deploy.c). The data nodes'
  * credentials and database stay in the config's ep; its host and port are
@@ -164,6 +173,8 @@ typedef struct dlock__deploy {
     char *master;             /* sentinel: the master name */
     char *sentinel_user;      /* sentinel credentials (dlock_config_set_sentinel_password) */
     char *sentinel_pass;
+    dlock__addr_map *maps;    /* the URL's ?map= entries (announced -> reachable) */
+    size_t nmaps;
 } dlock__deploy;
 
 /* Parses any URL a config takes (redis://, rediss://, unix://,
@@ -175,6 +186,10 @@ int dlock__parse_deploy_url(const char *url, dlock__endpoint *ep, dlock__deploy 
 /* 1 for redis[s]-sentinel:// and redis[s]-cluster:// URLs. */
 int dlock__is_deploy_url(const char *url);
 int dlock__deploy_copy(dlock__deploy *dst, const dlock__deploy *src);
+/* The URL's map entry for host:port into host_out (DLOCK_HOST_MAX) and
+ * *port_out: 1 when one names it, 0 (nothing written) otherwise. */
+int dlock__deploy_map(const dlock__deploy *d, const char *host, int port, char *host_out,
+                      int *port_out);
 /* Frees the seeds and names, keeps nothing (credentials included). */
 void dlock__deploy_clear(dlock__deploy *d);
 

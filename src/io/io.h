@@ -108,6 +108,10 @@ enum { DLOCK__WAKE_MESSAGE = 1, DLOCK__WAKE_TIMEOUT = 2, DLOCK__WAKE_DONE = 3 };
 
 int dlock__pubsub_new(dlock__pubsub **out, dlock__loop *lp, dlock__netctx *ctx,
                       dlock__router *router);
+/* One address: the requests that ask the server's ROLE while waiters wait
+ * go through x (so a demotion that keeps the pub/sub connection open is
+ * seen). Before the loop runs; x outlives ps's use of it. */
+void dlock__pubsub_use_acall(dlock__pubsub *ps, dlock__acall *x);
 /* Ends every wait with DLOCK_ECLOSED and refuses new ones (before the loop stops). */
 void dlock__pubsub_shutdown(dlock__pubsub *ps);
 /* After the loop stopped. */
