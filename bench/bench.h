@@ -20,6 +20,10 @@ extern opts O;
 
 int64_t now_ns(void);   /* CLOCK_MONOTONIC */
 void die(const char *what);
+/* The first acquisition of l after a switch of primaries at t0 (now_ns):
+ * tries without waiting (a lease of 5 s, released at once) every ms for up
+ * to 10 s; the ns it took (dies after 10 s), the failed tries in *failed. */
+int64_t first_acquire_ns(dlock_lock *l, int64_t t0, long *failed);
 dlock_client *open_client(long watchdog_ms, int pool);
 redisContext *admin(void);
 long long info_field(redisContext *c, const char *section, const char *field);

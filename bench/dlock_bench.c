@@ -63,6 +63,22 @@ int64_t now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+int64_t first_acquire_ns(dlock_lock *l, int64_t t0, long *failed)
+{
+    *failed = 0;
+    while (now_ns() - t0 < 10000000000LL) {
+        if (dlock_lock_try(l, 0, 5000) == DLOCK_OK) {
+            int64_t took = now_ns() - t0;
+            dlock_lock_release(l);
+            return took;
+        }
+        (*failed)++;
+        usleep(1000);
+    }
+    die("no acquisition within 10 s of the switch of primaries");
+    return -1;
+}
+
 void die(const char *what)
 {
     fprintf(stderr, "dlock_bench: %s: %s\n", what, dlock_last_error());

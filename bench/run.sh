@@ -20,7 +20,7 @@ bench=$build/bench/dlock_bench
 
 # shellcheck source=../scripts/redis-throwaway.sh
 . "$root/scripts/redis-throwaway.sh"
-trap 'redis_stop; rm -f "$results"' EXIT
+trap 'redis_stop; extra_stop; rm -f "$results"; rm -rf "${certs:-}"' EXIT
 trap 'echo; echo "interrupted"; exit 130' INT TERM
 
 cpus=$(nproc)
@@ -48,12 +48,39 @@ peers=(node-redisson redlock redis-semaphore)
 only=${BENCH_ONLY:-refs uncontended handoff fair idle many readers striped held multilock sem latch async revoke tls cluster failover replicated}
 want() { case " $only " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
+# The servers a section starts beside the main one (a cluster, a failover's
+# primary, replica and sentinels): in one throwaway folder (extra_dir), on the
+# Redis CPU, stopped by pid (extra_pids) when the section ends or on exit.
+extra_dir=; extra_pids=()
+extra_begin() { extra_dir=$(mktemp -d "/tmp/dlock-bench-$1-XXXXXX"); extra_pids=(); }
+extra_stop() {
+  local p
+  for p in "${extra_pids[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+  extra_pids=()
+  [ -z "$extra_dir" ] || rm -rf "$extra_dir"
+  extra_dir=
+}
+free_port() { # a loopback port nothing listens on
+  local p
+  for _ in $(seq 1 50); do
+    p=$(( 20000 + RANDOM % 40000 ))
+    port_in_use "$p" || { echo "$p"; return; }
+  done
+}
+extra_redis() { # port sub-folder [redis-server arguments...]
+  local port=$1 dir=$extra_dir/$2
+  shift 2
+  mkdir -p "$dir"
+  taskset -c "$REDIS_CPU" redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no \
+    --dir "$dir" --logfile "$dir/redis.log" --daemonize no "$@" &
+  extra_pids+=($!)
+}
+
 # TLS: the same server listens on a TLS port too (certificates made here with
 # openssl; server authentication only, as managed services do).
 tls_url=
 if want tls; then
   certs=$(mktemp -d /tmp/dlock-bench-tls-XXXXXX)
-  trap 'redis_stop; rm -f "$results"; rm -rf "$certs"' EXIT
   ec=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
   if (cd "$certs" &&
       openssl req -x509 "${ec[@]}" -keyout ca.key -out ca.crt -days 2 -subj "/CN=bench CA" &&
@@ -61,10 +88,7 @@ if want tls; then
       printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n' >ext.cnf &&
       openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial \
         -out server.crt -days 2 -extfile ext.cnf) >/dev/null 2>&1; then
-    for _ in $(seq 1 20); do
-      tls_port=$(( 20000 + RANDOM % 40000 ))
-      port_in_use "$tls_port" || break
-    done
+    tls_port=$(free_port)
     REDIS_EXTRA="--tls-port $tls_port --tls-cert-file $certs/server.crt --tls-key-file $certs/server.key --tls-ca-cert-file $certs/ca.crt --tls-auth-clients no"
     tls_url="rediss://127.0.0.1:$tls_port?cacert=$certs/ca.crt"
   else
@@ -285,25 +309,13 @@ if want cluster; then
 echo "12. a cluster of 3 primaries against one server: client CPU per cycle, many names, renewals per node..."
 # Three cluster-enabled servers (no replicas: the client's side is measured),
 # all on the Redis CPU as the single server is; stopped by pid.
-cl_dir=$(mktemp -d /tmp/dlock-bench-cluster-XXXXXX)
-cl_pids=(); cl_ports=()
-cluster_stop() {
-  for p in "${cl_pids[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-  cl_pids=()
-  rm -rf "$cl_dir"
-}
-trap 'redis_stop; cluster_stop; rm -f "$results"; rm -rf "${certs:-}"' EXIT
+extra_begin cluster
+cl_ports=()
 cluster_ok=1
 for n in 1 2 3; do
-  for _ in $(seq 1 20); do
-    p=$(( 20000 + RANDOM % 40000 ))
-    port_in_use "$p" || break
-  done
-  mkdir -p "$cl_dir/$n"
-  taskset -c "$REDIS_CPU" redis-server --port "$p" --bind 127.0.0.1 --save "" --appendonly no \
-    --cluster-enabled yes --cluster-config-file "$cl_dir/$n/nodes.conf" --dir "$cl_dir/$n" \
-    --logfile "$cl_dir/$n/redis.log" --daemonize no &
-  cl_pids+=($!); cl_ports+=("$p")
+  p=$(free_port)
+  extra_redis "$p" "$n" --cluster-enabled yes --cluster-config-file "$extra_dir/$n/nodes.conf"
+  cl_ports+=("$p")
 done
 for p in "${cl_ports[@]}"; do
   for _ in $(seq 1 100); do redis-cli -p "$p" ping >/dev/null 2>&1 && break; sleep 0.05; done
@@ -335,7 +347,7 @@ if [ "$cluster_ok" = 1 ]; then
     cl_flush
   done
 fi
-cluster_stop
+extra_stop
 
 fi
 
@@ -343,32 +355,18 @@ if want failover; then
 echo "13. Sentinel failover: the switch announced -> the first acquisition on the new primary..."
 # A primary, one replica and three sentinels (quorum 2), stopped by pid. Each
 # run is a SENTINEL FAILOVER (the roles swap; the next run swaps them back).
-fo_dir=$(mktemp -d /tmp/dlock-bench-failover-XXXXXX)
-fo_pids=()
-fo_stop() {
-  for p in "${fo_pids[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-  fo_pids=()
-  rm -rf "$fo_dir"
-}
-trap 'redis_stop; fo_stop; rm -f "$results"; rm -rf "${certs:-}"' EXIT
-free_port() {
-  local p
-  for _ in $(seq 1 50); do
-    p=$(( 20000 + RANDOM % 40000 ))
-    port_in_use "$p" || { echo "$p"; return; }
-  done
-}
+extra_begin failover
+fo_dir=$extra_dir
 fo_p0=$(free_port); fo_p1=$(free_port)
-taskset -c "$REDIS_CPU" redis-server --port "$fo_p0" --bind 127.0.0.1 --save "" --appendonly no \
-  --dir "$fo_dir" --logfile "$fo_dir/p0.log" --daemonize no & fo_pids+=($!)
-taskset -c "$REDIS_CPU" redis-server --port "$fo_p1" --bind 127.0.0.1 --save "" --appendonly no \
-  --dir "$fo_dir" --logfile "$fo_dir/p1.log" --replicaof 127.0.0.1 "$fo_p0" --daemonize no & fo_pids+=($!)
+extra_redis "$fo_p0" 0
+extra_redis "$fo_p1" 1 --replicaof 127.0.0.1 "$fo_p0"
 fo_s=()
 for n in 1 2 3; do
   sp=$(free_port); fo_s+=("$sp")
   printf 'port %s\nbind 127.0.0.1\ndir %s\nsentinel monitor bench 127.0.0.1 %s 2\nsentinel down-after-milliseconds bench 1000\nsentinel failover-timeout bench 3000\n' \
     "$sp" "$fo_dir" "$fo_p0" > "$fo_dir/s$n.conf"
-  taskset -c "$REDIS_CPU" redis-server "$fo_dir/s$n.conf" --sentinel --logfile "$fo_dir/s$n.log" --daemonize no & fo_pids+=($!)
+  taskset -c "$REDIS_CPU" redis-server "$fo_dir/s$n.conf" --sentinel --logfile "$fo_dir/s$n.log" --daemonize no &
+  extra_pids+=($!)
 done
 fo_ok=0
 for _ in $(seq 1 300); do   # every sentinel knows the replica and the other two
@@ -389,7 +387,7 @@ if [ "$fo_ok" = 1 ]; then
 else
   echo "  the sentinels did not come up: no failover section" >&2
 fi
-fo_stop
+extra_stop
 
 fi
 
@@ -397,27 +395,10 @@ if want replicated; then
 echo "14. Replicated (no Sentinel): the roles swapped with REPLICAOF -> the first acquisition on the new primary..."
 # A primary and a replica under redis-replicated://, stopped by pid. Each run
 # swaps the roles (the next run swaps them back).
-rp_dir=$(mktemp -d /tmp/dlock-bench-replicated-XXXXXX)
-rp_pids=()
-rp_stop() {
-  for p in "${rp_pids[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-  rp_pids=()
-  rm -rf "$rp_dir"
-}
-trap 'redis_stop; rp_stop; rm -f "$results"; rm -rf "${certs:-}"' EXIT
-rp_free_port() {
-  local p
-  for _ in $(seq 1 50); do
-    p=$(( 20000 + RANDOM % 40000 ))
-    port_in_use "$p" || { echo "$p"; return; }
-  done
-}
-rp_p0=$(rp_free_port); rp_p1=$(rp_free_port)
-mkdir -p "$rp_dir/0" "$rp_dir/1"
-taskset -c "$REDIS_CPU" redis-server --port "$rp_p0" --bind 127.0.0.1 --save "" --appendonly no \
-  --dir "$rp_dir/0" --logfile "$rp_dir/p0.log" --daemonize no & rp_pids+=($!)
-taskset -c "$REDIS_CPU" redis-server --port "$rp_p1" --bind 127.0.0.1 --save "" --appendonly no \
-  --dir "$rp_dir/1" --logfile "$rp_dir/p1.log" --replicaof 127.0.0.1 "$rp_p0" --daemonize no & rp_pids+=($!)
+extra_begin replicated
+rp_p0=$(free_port); rp_p1=$(free_port)
+extra_redis "$rp_p0" 0
+extra_redis "$rp_p1" 1 --replicaof 127.0.0.1 "$rp_p0"
 rp_ok=0
 for _ in $(seq 1 300); do
   redis-cli -p "$rp_p1" info replication 2>/dev/null | grep -q "master_link_status:up" && { rp_ok=1; break; }
@@ -431,7 +412,7 @@ if [ "$rp_ok" = 1 ]; then
 else
   echo "  the replica did not come up: no replicated section" >&2
 fi
-rp_stop
+extra_stop
 
 fi
 

@@ -45,6 +45,8 @@ typedef struct cli_opts {
     int nmaps;
     int64_t watchdog_ms;      /* --watchdog, 0 = library default */
     int64_t command_timeout_ms; /* --command-timeout, 0 = default */
+    int quarantine_mode;      /* --failover-quarantine: dlock_quarantine (0: off, the default) */
+    int64_t quarantine_ms;    /* its duration (on) */
     int64_t connect_timeout_ms; /* --connect-timeout, 0 = default (CLI_CONNECT_TIMEOUT_MS) */
     int64_t connect_bound_ms;   /* a command's wait (-w) that also bounds the connect, 0: none */
     int retry_attempts;       /* -1 = library default (watch sets 0) */

@@ -397,7 +397,9 @@ int cli_open(const cli_opts *o, dlock_client **out, dlock_lost_fn lost, void *lo
     if ((o->watchdog_ms && (rc = dlock_config_set_watchdog_timeout(cfg, o->watchdog_ms)) != 0) ||
         (o->command_timeout_ms &&
          (rc = dlock_config_set_command_timeout(cfg, o->command_timeout_ms)) != 0) ||
-        (o->retry_attempts >= 0 && (rc = dlock_config_set_retry(cfg, o->retry_attempts, 0)) != 0)) {
+        (o->retry_attempts >= 0 && (rc = dlock_config_set_retry(cfg, o->retry_attempts, 0)) != 0) ||
+        (rc = dlock_config_set_failover_quarantine(cfg, (dlock_quarantine)o->quarantine_mode,
+                                                   o->quarantine_ms)) != 0) {
         cli_usage_error(o, NULL, "%s", dlock_last_error());
         dlock_config_free(cfg);
         return EXIT_USAGE;
@@ -521,6 +523,22 @@ int cli_global_opt(cli_opts *o, int argc, char **argv, int *i)
         if (r > 0)
             o->password_command = val;
         return r;
+    }
+    if ((r = cli_opt_value(o, NULL, argc, argv, i, "--failover-quarantine", NULL, &val)) != 0) {
+        if (r <= 0)
+            return r;
+        static const cli_dur_rule q = {0, NULL, 1, 86400000, "1ms to 1d"};
+        o->quarantine_ms = 0;
+        if (strcmp(val, "off") == 0)
+            o->quarantine_mode = DLOCK_QUARANTINE_OFF;
+        else if (strcmp(val, "auto") == 0)
+            o->quarantine_mode = DLOCK_QUARANTINE_AUTO;
+        else if (cli_duration_opt(o, NULL, "--failover-quarantine (off, auto or a duration)",
+                                  val, &q, &o->quarantine_ms) == 0)
+            o->quarantine_mode = DLOCK_QUARANTINE_ON;
+        else
+            return -1;
+        return 1;
     }
     if (strcmp(a, "--timeout") == 0 || strncmp(a, "--timeout=", 10) == 0) {
         cli_usage_error(o, NULL, "--timeout is the wait limit of 'run' (flock's name for it): "

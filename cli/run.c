@@ -607,6 +607,13 @@ static int acquire_watching(const cli_opts *o, const run_args *ra, dlock_client 
         *code = 128 + sig;
         return 0;
     }
+    if (a.rc == DLOCK_ETIMEDOUT && strstr(dlock_last_error(), "failover quarantine")) {
+        char waited[32];
+        cli_err(o, "%s; not acquired within %s", dlock_last_error(),
+                cli_fmt_duration(ra->wait_ms, waited, sizeof(waited)));
+        *code = ra->conflict_code;
+        return 0;
+    }
     if (a.rc == DLOCK_ETIMEDOUT) {
         char who[600], waited[32];
         describe_holder(c, tg, who, sizeof(who));

@@ -102,6 +102,15 @@ typedef struct th_replset {
  * was started is stopped. */
 int th_replset_start(th_replset *rs, ...);
 void th_replset_destroy(th_replset *rs);
+/* The server of rs after cur (primary, replica 0, replica 1, primary, ...):
+ * the next one to promote. NULL when cur is not of rs. */
+th_redis *th_replset_next(th_replset *rs, const th_redis *cur);
+/* Makes np (a server of rs) the primary and the others (the old primary
+ * too) its replicas with REPLICAOF, as a failover does, whatever np had
+ * received. 0 on success. */
+int th_replset_promote(th_replset *rs, th_redis *np);
+/* Waits (up to 20 s x th_slack()) until np has its replicas back. 0 then. */
+int th_replset_await(const th_redis *np);
 
 /* 3 sentinels monitoring a primary under a master name (quorum 2, down after
  * 1 s, failover timeout 5 s). url: redis-sentinel://127.0.0.1:p1,...#name.

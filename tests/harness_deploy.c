@@ -194,6 +194,54 @@ fail:
     return -1;
 }
 
+static th_redis *rs_server(th_replset *rs, int i)
+{
+    return i == 0 ? &rs->primary : &rs->replica[i - 1];
+}
+
+th_redis *th_replset_next(th_replset *rs, const th_redis *cur)
+{
+    for (int i = 0; i <= TH_REPLICAS; i++)
+        if (rs_server(rs, i) == cur)
+            return rs_server(rs, (i + 1) % (TH_REPLICAS + 1));
+    return NULL;
+}
+
+static int status_ok(redisReply *r)
+{
+    int ok = r && r->type == REDIS_REPLY_STATUS;
+    if (r)
+        freeReplyObject(r);
+    return ok;
+}
+
+int th_replset_promote(th_replset *rs, th_redis *np)
+{
+    if (!status_ok(th_cmd(np, "REPLICAOF NO ONE")))
+        return -1;
+    for (int i = 0; i <= TH_REPLICAS; i++)
+        if (rs_server(rs, i) != np &&
+            !status_ok(th_cmd(rs_server(rs, i), "REPLICAOF 127.0.0.1 %d", th_client_port(np))))
+            return -1;
+    return 0;
+}
+
+int th_replset_await(const th_redis *np)
+{
+    char want[32];
+    snprintf(want, sizeof(want), "connected_slaves:%d", TH_REPLICAS);
+    for (int64_t until = th_now_ms() + 20000 * th_slack(); th_now_ms() < until;
+         th_sleep_ms(20)) {
+        redisReply *r = th_cmd(np, "INFO replication");
+        int back = r && r->type == REDIS_REPLY_STRING && strstr(r->str, want);
+        if (r)
+            freeReplyObject(r);
+        if (back)
+            return 0;
+    }
+    return -1;
+}
+
 void th_replset_destroy(th_replset *rs)
 {
     for (int i = 0; i < TH_REPLICAS; i++)

@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -28,6 +29,8 @@ struct th_proxy {
     conn *conns;
     int blackhole;
     int stopping;
+    char needle[128];        /* th_proxy_delay_match: "" off */
+    int delay_ms, delayed, passed;
 };
 
 static int flag(th_proxy *p, const int *f)
@@ -58,8 +61,23 @@ static void *pump(void *arg)
             continue;
         if (fds[0].revents) {
             ssize_t k = read(c->cfd, buf, sizeof(buf));
-            if (k <= 0 || write(c->sfd, buf, (size_t)k) != k)
+            if (k <= 0)
                 break;
+            pthread_mutex_lock(&p->mu);
+            size_t nl = strlen(p->needle);
+            int hold = nl > 0 && memmem(buf, (size_t)k, p->needle, nl) ? p->delay_ms : -1;
+            if (hold >= 0)
+                p->delayed++;
+            pthread_mutex_unlock(&p->mu);
+            if (hold > 0)
+                usleep((useconds_t)hold * 1000);
+            if (write(c->sfd, buf, (size_t)k) != k)
+                break;
+            if (hold >= 0) {
+                pthread_mutex_lock(&p->mu);
+                p->passed++;
+                pthread_mutex_unlock(&p->mu);
+            }
         }
         if (fds[1].revents) {
             ssize_t k = read(c->sfd, buf, sizeof(buf));
@@ -163,6 +181,18 @@ void th_proxy_blackhole(th_proxy *p, int on)
     p->blackhole = on;
     pthread_mutex_unlock(&p->mu);
 }
+
+void th_proxy_delay_match(th_proxy *p, const char *needle, int delay_ms)
+{
+    pthread_mutex_lock(&p->mu);
+    snprintf(p->needle, sizeof(p->needle), "%s", needle ? needle : "");
+    p->delay_ms = delay_ms;
+    pthread_mutex_unlock(&p->mu);
+}
+
+int th_proxy_delayed(th_proxy *p) { return flag(p, &p->delayed); }
+
+int th_proxy_passed(th_proxy *p) { return flag(p, &p->passed); }
 
 void th_proxy_cut(th_proxy *p)
 {

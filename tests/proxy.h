@@ -17,6 +17,14 @@ void th_proxy_blackhole(th_proxy *p, int on);
 /* Connections opened from now on go to 127.0.0.1:target_port (those open
  * stay where they are): a DNS name that now names another server. */
 void th_proxy_retarget(th_proxy *p, int target_port);
+/* From now on a request chunk (client to server) that contains `needle` is
+ * held delay_ms before it is passed on, and its connection with it (its
+ * other requests and replies wait behind it); other connections are not
+ * delayed. th_proxy_delayed: such chunks read so far; th_proxy_passed: those
+ * passed on. NULL needle: off. */
+void th_proxy_delay_match(th_proxy *p, const char *needle, int delay_ms);
+int th_proxy_delayed(th_proxy *p);
+int th_proxy_passed(th_proxy *p);
 /* Closes every connection open now. */
 void th_proxy_cut(th_proxy *p);
 void th_proxy_stop(th_proxy *p);

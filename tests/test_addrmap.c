@@ -88,11 +88,12 @@ static int holders(const char *name)
     return n;
 }
 
-static int open_cluster(dlock_address_map_fn fn, dlock_client **out)
+/* query: appended to the URL ("" or "?map=..."). */
+static int open_cluster(dlock_address_map_fn fn, const char *query, dlock_client **out)
 {
     dlock_config *cfg = dlock_config_new();
-    char url[64];
-    snprintf(url, sizeof(url), "redis-cluster://127.0.0.1:%d", cl.node[0].port);
+    char url[512];
+    snprintf(url, sizeof(url), "redis-cluster://127.0.0.1:%d%s", cl.node[0].port, query);
     assert_int_equal(dlock_config_set_url(cfg, url), DLOCK_OK);
     assert_int_equal(dlock_config_set_address_map(cfg, fn, NULL), DLOCK_OK);
     assert_int_equal(dlock_config_set_connect_timeout(cfg, 500), DLOCK_OK);
@@ -103,23 +104,47 @@ static int open_cluster(dlock_address_map_fn fn, dlock_client **out)
     return rc;
 }
 
-/* Through the map every key is served, on every primary. */
-static void test_reached_through_the_map(void **state)
+/* Twelve locks taken and released, each seen on exactly one node. */
+static void lock_each(dlock_client *c, const char *prefix)
 {
-    (void)state;
-    dlock_client *c;
-    assert_int_equal(open_cluster(map, &c), DLOCK_OK);
     for (int i = 0; i < 12; i++) {
         char name[64];
         dlock_lock *l;
-        assert_int_equal(dlock_lock_get(c, th_name(name, sizeof(name), "map"), &l), DLOCK_OK);
+        assert_int_equal(dlock_lock_get(c, th_name(name, sizeof(name), prefix), &l), DLOCK_OK);
         assert_int_equal(dlock_lock_try(l, 0, 30000), DLOCK_OK);
         assert_int_equal(holders(name), 1);
         assert_int_equal(dlock_lock_release(l), DLOCK_OK);
         assert_int_equal(holders(name), 0);
         dlock_lock_free(l);
     }
+}
+
+/* Through the map every key is served, on every primary. */
+static void test_reached_through_the_map(void **state)
+{
+    (void)state;
+    dlock_client *c;
+    assert_int_equal(open_cluster(map, "", &c), DLOCK_OK);
+    lock_each(c, "map");
     assert_true(atomic_load(&mapped) >= 3);
+    dlock_client_close(c);
+}
+
+/* The same map given in the URL (?map=HOST:PORT=HOST:PORT,...), no callback. */
+static void test_reached_through_the_url_map(void **state)
+{
+    (void)state;
+    char q[400];
+    int n = snprintf(q, sizeof(q), "?map=");
+    for (int i = 0; i < TH_CLUSTER_NODES; i++)
+        n += snprintf(q + n, sizeof(q) - (size_t)n, "%s127.0.0.1:%d=127.0.0.1:%d", i ? "," : "",
+                      announced[i], cl.node[i].port);
+    assert_true(n < (int)sizeof(q));
+    dlock_client *c;
+    int before = atomic_load(&mapped);
+    assert_int_equal(open_cluster(NULL, q, &c), DLOCK_OK);
+    lock_each(c, "urlmap");
+    assert_int_equal(atomic_load(&mapped), before);   /* the callback played no part */
     dlock_client_close(c);
 }
 
@@ -129,7 +154,7 @@ static void test_unreachable_without_the_map(void **state)
 {
     (void)state;
     dlock_client *c;
-    int rc = open_cluster(NULL, &c);
+    int rc = open_cluster(NULL, "", &c);
     int failed = rc != DLOCK_OK;
     for (int i = 0; !failed && i < 12; i++) {
         char name[64];
@@ -149,6 +174,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reached_through_the_map),
+        cmocka_unit_test(test_reached_through_the_url_map),
         cmocka_unit_test(test_unreachable_without_the_map),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

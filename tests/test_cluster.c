@@ -687,7 +687,8 @@ static void test_bad_deployments(void **state)
 
 /* CLUSTER FAILOVER: a replica takes over its primary's slots. A lock held
  * there survives (the replica had it) and is renewed on the new primary;
- * calls follow MOVED; new acquisitions work. */
+ * calls follow MOVED; new acquisitions work; a client with a failover
+ * quarantine waits it out on that shard only. */
 static void test_cluster_failover(void **state)
 {
     (void)state;
@@ -728,6 +729,30 @@ static void test_cluster_failover(void **state)
             freeReplyObject(r);
     }
     assert_non_null(rep);
+    /* A client with a failover quarantine (ON, q), on a lock of that shard
+     * and one of another primary's, both taken once before the failover. */
+    const int64_t q = 3000 * slack;
+    dlock_config *qcfg = dlock_config_new();
+    assert_int_equal(dlock_config_set_url(qcfg, cl.url), DLOCK_OK);
+    assert_int_equal(dlock_config_set_failover_quarantine(qcfg, DLOCK_QUARANTINE_ON, q), DLOCK_OK);
+    dlock_client *qc = NULL;
+    assert_int_equal(dlock_client_open(&qc, qcfg), DLOCK_OK);
+    dlock_config_free(qcfg);
+    char qname[64], oname[64];
+    do
+        th_name(qname, sizeof(qname), "fo-q");
+    while (th_cluster_node_for(&cl, qname) != old);
+    do
+        th_name(oname, sizeof(oname), "fo-q-other");
+    while (th_cluster_node_for(&cl, oname) == old || th_cluster_node_for(&cl, oname) == rep);
+    dlock_lock *lq, *lo;
+    assert_int_equal(dlock_lock_get(qc, qname, &lq), DLOCK_OK);
+    assert_int_equal(dlock_lock_get(qc, oname, &lo), DLOCK_OK);
+    assert_int_equal(dlock_lock_try(lq, 0, 5000), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(lq), DLOCK_OK);
+    assert_int_equal(dlock_lock_try(lo, 0, 5000), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(lo), DLOCK_OK);
+    const int64_t t_fo = th_now_ms();
     redisReply *r = th_cmd(rep, "CLUSTER FAILOVER");
     assert_non_null(r);
     assert_int_equal(r->type, REDIS_REPLY_STATUS);
@@ -737,6 +762,23 @@ static void test_cluster_failover(void **state)
         th_sleep_ms(50);
     assert_ptr_equal(th_cluster_node_for(&cl, name), rep);
     assert_int_equal(th_cluster_wait_ok(&cl, 20000), 0);
+    /* The quarantined client: the shard that failed over waits q, the
+     * other primary's does not. */
+    int qrc = dlock_lock_try(lq, 60000 * slack, 5000);
+    const int64_t q_ok = th_now_ms();
+    if (qrc != DLOCK_OK)
+        fail_msg("quarantined acquisition: %d (%s)", qrc, dlock_last_error());
+    printf("# CLUSTER FAILOVER -> quarantined acquisition: %lld ms (quarantine %lld ms)\n",
+           (long long)(q_ok - t_fo), (long long)q);
+    assert_true(q_ok - t_fo >= q);
+    assert_int_equal(th_int(rep, "EXISTS %s", qname), 1);
+    assert_int_equal(dlock_lock_release(lq), DLOCK_OK);
+    if (dlock_lock_try(lo, 0, 5000) != DLOCK_OK)
+        fail_msg("another primary's lock, after the failover: %s", dlock_last_error());
+    assert_int_equal(dlock_lock_release(lo), DLOCK_OK);
+    dlock_lock_free(lq);
+    dlock_lock_free(lo);
+    dlock_client_close(qc);
     /* Renewed on the new primary for several leases. */
     th_sleep_ms(3500 * slack);
     long long ttl = th_int(rep, "PTTL %s", name);

@@ -316,6 +316,105 @@ static void test_open_bad_args(void **state)
 
 /* Deployment URLs: every host of the list, the data nodes' credentials and
  * database apart, the sentinel port by default, the master name. */
+/* The URL list form of the address map: ?map=HOST:PORT=HOST:PORT,... on the
+ * deployment URLs (with the TLS parameters on rediss-*), each entry checked. */
+static void test_deploy_url_map(void **state)
+{
+    (void)state;
+    dlock__endpoint ep;
+    dlock__deploy d;
+    dlock__tls_opts t;
+    memset(&ep, 0, sizeof(ep));
+    memset(&d, 0, sizeof(d));
+    memset(&t, 0, sizeof(t));
+    assert_int_equal(dlock__parse_deploy_url("redis-sentinel://s1:26379/1?map=10.0.0.5:6379=127.0.0.1:"
+                                             "7001,[fd00::6]:6379=[::1]:7002&map=Node-3:7=n3.local:"
+                                             "6379#mymaster",
+                                             &ep, &d, NULL),
+                     DLOCK_OK);
+    assert_int_equal(d.kind, DLOCK__DEPLOY_SENTINEL);
+    assert_string_equal(d.master, "mymaster");
+    assert_int_equal(ep.db, 1);
+    assert_int_equal(d.nmaps, 3);
+    char host[DLOCK_HOST_MAX];
+    int port = 0;
+    assert_int_equal(dlock__deploy_map(&d, "10.0.0.5", 6379, host, &port), 1);
+    assert_string_equal(host, "127.0.0.1");
+    assert_int_equal(port, 7001);
+    assert_int_equal(dlock__deploy_map(&d, "fd00::6", 6379, host, &port), 1);
+    assert_string_equal(host, "::1");
+    assert_int_equal(port, 7002);
+    assert_int_equal(dlock__deploy_map(&d, "node-3", 7, host, &port), 1);   /* names: any case */
+    assert_string_equal(host, "n3.local");
+    assert_int_equal(port, 6379);
+    assert_int_equal(dlock__deploy_map(&d, "10.0.0.5", 6380, host, &port), 0);   /* other port */
+    /* A copy keeps them; one server's URL drops them. */
+    dlock__deploy c;
+    assert_int_equal(dlock__deploy_copy(&c, &d), DLOCK_OK);
+    assert_int_equal(dlock__deploy_map(&c, "10.0.0.5", 6379, host, &port), 1);
+    dlock__deploy_clear(&c);
+    assert_int_equal(dlock__parse_deploy_url("redis://h:1", &ep, &d, NULL), DLOCK_OK);
+    assert_int_equal(d.nmaps, 0);
+
+    /* With TLS parameters, in any order. */
+    t.verify = -1;
+    assert_int_equal(dlock__parse_deploy_url("rediss-cluster://n1:7000?insecure&map=a:1=b:2&sni=x",
+                                             &ep, &d, &t),
+                     DLOCK_OK);
+    assert_int_equal(d.nmaps, 1);
+    assert_int_equal(t.verify, 0);
+    assert_string_equal(t.server_name, "x");
+    dlock__tls_opts_clear(&t);
+    assert_int_equal(dlock__parse_deploy_url("redis-replicated://n1,n2?map=a:1=b:2", &ep, &d, NULL),
+                     DLOCK_OK);
+    assert_int_equal(d.nmaps, 1);
+
+    /* Bad entries: DLOCK_EINVAL naming the entry and the syntax; the URL before stays. */
+    static const char *bad[] = {
+        "redis-cluster://n1?map=10.0.0.5:6379",            /* no '=' */
+        "redis-cluster://n1?map=10.0.0.5=127.0.0.1:7001",  /* no port announced */
+        "redis-cluster://n1?map=a:1=b",                    /* no port to reach */
+        "redis-cluster://n1?map=a:x=b:1",                  /* not a number */
+        "redis-cluster://n1?map=a:1=b:70000",              /* out of range */
+        "redis-cluster://n1?map=a:1=b:2,,c:3=d:4",         /* an empty entry */
+        "redis-cluster://n1?map=a:1=b:2,",                 /* a trailing comma */
+        "redis-cluster://n1?map=u@a:1=b:2",                /* userinfo */
+        "redis-cluster://n1?map=a:1=b:2/3",                /* a path */
+        "redis-cluster://n1?map=a:1=b:2=c:3",              /* two '=' */
+        "redis-cluster://n1?map=[::1:1=b:2",               /* '[' not closed */
+        "redis-cluster://n1?map=bad%20host:1=b:2",         /* percent-encoding */
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_int_equal(dlock__parse_deploy_url(bad[i], &ep, &d, NULL), DLOCK_EINVAL);
+        assert_non_null(strstr(dlock_last_error(), "map entry"));
+        assert_non_null(strstr(dlock_last_error(), "HOST:PORT=HOST:PORT"));
+        assert_int_equal(d.kind, DLOCK__DEPLOY_REPLICATED);   /* unchanged */
+        assert_int_equal(d.nmaps, 1);
+    }
+    assert_int_equal(dlock__parse_deploy_url("redis-cluster://n1?map=", &ep, &d, NULL), DLOCK_EINVAL);
+    assert_non_null(strstr(dlock_last_error(), "map= is empty"));
+    /* Other parameters still need TLS; one server takes no map. */
+    assert_int_equal(dlock__parse_deploy_url("redis-cluster://n1?map=a:1=b:2&cacert=/c", &ep, &d,
+                                             NULL),
+                     DLOCK_EINVAL);
+    assert_non_null(strstr(dlock_last_error(), "rediss-cluster://"));
+    assert_int_equal(dlock__parse_deploy_url("redis://h:1?map=a:1=b:2", &ep, &d, NULL),
+                     DLOCK_EINVAL);
+    /* Through the config: the URL's entry is applied before the callback. */
+    dlock_config *cfg = dlock_config_new();
+    assert_int_equal(dlock_config_set_url(cfg, "redis-cluster://n1?map=a:1=b:2"), DLOCK_OK);
+    dlock__map_address(cfg, "a", 1, host, &port);
+    assert_string_equal(host, "b");
+    assert_int_equal(port, 2);
+    dlock__map_address(cfg, "c", 3, host, &port);
+    assert_string_equal(host, "c");
+    assert_int_equal(port, 3);
+    assert_int_equal(dlock_config_set_url(cfg, "redis-cluster://n1?map=a:1"), DLOCK_EINVAL);
+    dlock_config_free(cfg);
+    dlock__endpoint_clear(&ep);
+    dlock__deploy_clear(&d);
+}
+
 static void test_deploy_urls(void **state)
 {
     (void)state;
@@ -426,6 +525,7 @@ int main(void)
         cmocka_unit_test(test_set_password),
         cmocka_unit_test(test_open_bad_args),
         cmocka_unit_test(test_deploy_urls),
+        cmocka_unit_test(test_deploy_url_map),
         cmocka_unit_test(test_strerror),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -47,6 +47,22 @@ static int teardown(void **state)
     return 0;
 }
 
+/* Waits until np has n replicas connected. */
+static void await_replicas(th_redis *np, int n)
+{
+    char want[32];
+    snprintf(want, sizeof(want), "connected_slaves:%d", n);
+    for (int64_t until = th_now_ms() + 20000 * th_slack(); th_now_ms() < until;
+         th_sleep_ms(20)) {
+        redisReply *r = th_cmd(np, "INFO replication");
+        int ok = r && r->type == REDIS_REPLY_STRING && strstr(r->str, want) != NULL;
+        freeReplyObject(r);
+        if (ok)
+            return;
+    }
+    fail_msg("%d has not %d replicas", np->port, n);
+}
+
 /* Makes np the primary, the others its replicas, as an operator (or a managed
  * service) would: everything written so far reached every replica first.
  * Returns once np has its replicas back. */
@@ -64,43 +80,20 @@ static void swap_to(th_redis *np)
     assert_int_equal(r->integer, TH_REPLICAS);
     freeReplyObject(r);
     redisFree(ac);
-    r = th_cmd(np, "REPLICAOF NO ONE");
-    assert_non_null(r);
-    freeReplyObject(r);
-    for (int i = 0; i <= TH_REPLICAS; i++) {
-        if (server(i) == np)
-            continue;
-        r = th_cmd(server(i), "REPLICAOF 127.0.0.1 %d", np->port);
-        assert_non_null(r);
-        freeReplyObject(r);
-    }
+    assert_int_equal(th_replset_promote(&rs, np), 0);
     cur = np;
     t_demoted = th_now_ms();
-    for (int64_t until = th_now_ms() + 20000 * th_slack(); th_now_ms() < until;
-         th_sleep_ms(20)) {
-        r = th_cmd(np, "INFO replication");
-        int ok = r && (r->type == REDIS_REPLY_STRING) &&
-                 strstr(r->str, "connected_slaves:2") != NULL;
-        freeReplyObject(r);
-        if (ok)
-            return;
-    }
-    fail_msg("the replicas did not come back to %d", np->port);
+    await_replicas(np, TH_REPLICAS);
 }
 
 /* The server after cur in the set: the next primary. */
-static th_redis *next_primary(void)
-{
-    for (int i = 0; i <= TH_REPLICAS; i++)
-        if (server(i) == cur)
-            return server((i + 1) % (TH_REPLICAS + 1));
-    return NULL;
-}
+static th_redis *next_primary(void) { return th_replset_next(&rs, cur); }
 
 
 struct waiter_arg {
     dlock_client *c;
     const char *name;
+    int64_t wait_ms;
     int rc;
     int64_t done_at;
 };
@@ -110,7 +103,7 @@ static void *waiter(void *arg)
     struct waiter_arg *w = arg;
     dlock_lock *l;
     assert_int_equal(dlock_lock_get(w->c, w->name, &l), DLOCK_OK);
-    w->rc = dlock_lock_try(l, 60000 * th_slack(), 5000);
+    w->rc = dlock_lock_try(l, w->wait_ms, 5000);
     w->done_at = th_now_ms();
     if (w->rc == DLOCK_OK)
         assert_int_equal(dlock_lock_release(l), DLOCK_OK);
@@ -150,7 +143,7 @@ static void scene_start(scene *sc, dlock_client *a, dlock_client *b, int64_t wd)
     dlock_lock_set_lost_callback(sc->lh, th_on_lost, NULL);
     assert_int_equal(dlock_lock_acquire(sc->lh, DLOCK_WATCHDOG), DLOCK_OK);
     assert_int_equal(th_int(cur, "EXISTS %s", sc->held), 1);
-    sc->w = (struct waiter_arg){b, sc->held, -99, 0};
+    sc->w = (struct waiter_arg){b, sc->held, 60000 * th_slack(), -99, 0};
     pthread_create(&sc->t, NULL, waiter, &sc->w);
     assert_true(th_await_lock_waiter(b, sc->held));
 }
@@ -339,6 +332,148 @@ static void test_replicated_follows_the_swap(void **state)
     assert_true(ms <= scan + 500 * th_slack());
 }
 
+/* ------------------------------- a waiter's subscription after a demotion */
+
+/* As swap_to, but the old primary is cut off from the new one: it becomes a
+ * replica of an address nobody listens on (a managed failover that fences
+ * the old node), so it refuses writes and no longer carries the new
+ * primary's messages. Returns the old primary (rejoin it after). */
+static th_redis *swap_cut_off(th_redis *np)
+{
+    th_redis *old = cur;
+    swap_to(np);
+    redisReply *r = th_cmd(old, "REPLICAOF 127.0.0.1 %d", th_free_port());
+    assert_non_null(r);
+    freeReplyObject(r);
+    t_demoted = th_now_ms();
+    await_replicas(np, TH_REPLICAS - 1);
+    return old;
+}
+
+static void rejoin(th_redis *old)
+{
+    redisReply *r = th_cmd(old, "REPLICAOF 127.0.0.1 %d", cur->port);
+    assert_non_null(r);
+    freeReplyObject(r);
+    await_replicas(cur, TH_REPLICAS);
+}
+
+/* Holder a holds with a long lease, waiter b waits (its subscription on the
+ * old primary; two watch periods + 20 s x slack), the roles swap with the old primary cut
+ * off; a releases on the new primary; b must wake from the unlock message
+ * published there, within one watch period (10 s on one address, the scan
+ * interval on redis-replicated://) + 3 s x slack: far sooner than the
+ * lease (120 s x slack) or its wait, its only other wake-ups. */
+static void waiter_follows(dlock_client *a, dlock_client *b, th_proxy *px, int64_t watch,
+                           int64_t before_swap_ms)
+{
+    int64_t slack = th_slack(), lease = 120000 * slack;
+    char name[64];
+    th_name(name, sizeof(name), "mg-sub");
+    dlock_lock *lh;
+    assert_int_equal(dlock_lock_get(a, name, &lh), DLOCK_OK);
+    assert_int_equal(dlock_lock_try(lh, 0, lease), DLOCK_OK);
+    struct waiter_arg w = {b, name, 2 * watch + 20000 * slack, -99, 0};
+    pthread_t t;
+    pthread_create(&t, NULL, waiter, &w);
+    assert_true(th_await_lock_waiter(b, name));
+    th_sleep_ms(before_swap_ms);
+    th_redis *np = next_primary();
+    if (px)
+        th_proxy_retarget(px, np->port);
+    th_redis *old = swap_cut_off(np);
+    th_sleep_ms(1000);   /* the waiter waits across the swap */
+    int64_t t0 = th_now_ms();
+    assert_int_equal(dlock_lock_release(lh), DLOCK_OK);
+    pthread_join(t, NULL);
+    if (w.rc != DLOCK_OK)
+        th_client_log_dump(b);
+    assert_int_equal(w.rc, DLOCK_OK);
+    int64_t ms = w.done_at - t0;
+    printf("# release on the new primary -> waiter acquired: %lld ms (lease %lld ms)\n",
+           (long long)ms, (long long)lease);
+    assert_true(ms < watch + 3000 * slack);
+    assert_int_equal(th_int(np, "EXISTS %s", name), 0);   /* the waiter released it there */
+    dlock_lock_free(lh);
+    dlock_client_close(a);
+    dlock_client_close(b);
+    rejoin(old);
+}
+
+/* One address (the proxy, switched as a DNS name would be). At once: the
+ * waiter's client first asks the address after the switch and finds a
+ * primary that is not the subscriptions' server (run_id). After 11 s (one
+ * watch tick): its asking connection stays on the old server, which says it
+ * is a replica now (ROLE). */
+static void test_name_moves_the_subscriptions(void **state)
+{
+    (void)state;
+    for (int pass = 0; pass < 2; pass++) {
+        th_proxy *px = th_proxy_start(cur->port);
+        assert_non_null(px);
+        const char *url = url_of_port(th_proxy_port(px));
+        waiter_follows(th_client_url(url, 0), th_client_url(url, 0), px, 10000, pass * 11000);
+        th_proxy_stop(px);
+    }
+}
+
+/* redis-replicated:// */
+static void test_replicated_moves_the_subscriptions(void **state)
+{
+    (void)state;
+    int rc;
+    dlock_client *a = open_replicated(replicated_url(7), 0, 1000, 0, &rc);
+    assert_int_equal(rc, DLOCK_OK);
+    dlock_client *b = open_replicated(replicated_url(7), 0, 1000, 0, &rc);
+    assert_int_equal(rc, DLOCK_OK);
+    waiter_follows(a, b, NULL, 1000, 0);   /* the scan interval */
+}
+
+/* A user whose ACL refuses ROLE: the watch asks once per client, is refused,
+ * says so in the log and stops asking; waiters still wake on the unlock
+ * message. */
+static void test_role_refused(void **state)
+{
+    (void)state;
+    int64_t slack = th_slack();
+    redisReply *r = th_cmd(cur, "ACL SETUSER mg-norole on >pw ~* &* +@all -role");
+    assert_non_null(r);
+    freeReplyObject(r);
+    r = th_cmd(cur, "CONFIG RESETSTAT");
+    freeReplyObject(r);
+    char url[128];
+    snprintf(url, sizeof(url), "redis://mg-norole:pw@127.0.0.1:%d", cur->port);
+    dlock_client *a = th_client_url(url, 0), *b = th_client_url(url, 0);
+    char name[64];
+    th_name(name, sizeof(name), "mg-norole");
+    dlock_lock *lh;
+    assert_int_equal(dlock_lock_get(a, name, &lh), DLOCK_OK);
+    assert_int_equal(dlock_lock_try(lh, 0, 120000 * slack), DLOCK_OK);
+    struct waiter_arg w = {b, name, 60000 * slack, -99, 0};
+    pthread_t t;
+    pthread_create(&t, NULL, waiter, &w);
+    assert_true(th_await_lock_waiter(b, name));
+    th_sleep_ms(21000);   /* two ticks of the watch (every 10 s) */
+    int64_t t0 = th_now_ms();
+    assert_int_equal(dlock_lock_release(lh), DLOCK_OK);
+    pthread_join(t, NULL);
+    assert_int_equal(w.rc, DLOCK_OK);
+    assert_true(w.done_at - t0 < 3000 * slack);
+    r = th_cmd(cur, "INFO commandstats");
+    assert_non_null(r);
+    const char *p = strstr(r->str, "cmdstat_role:");
+    long long rejected = p && strstr(p, "rejected_calls=") ? atoll(strstr(p, "rejected_calls=") + 15)
+                                                           : -1;
+    freeReplyObject(r);
+    printf("# ROLE refused: asked %lld times by the waiting client over 2 ticks\n", rejected);
+    assert_int_equal(rejected, 1);
+    dlock_lock_free(lh);
+    dlock_client_close(a);
+    dlock_client_close(b);
+    r = th_cmd(cur, "ACL DELUSER mg-norole");
+    freeReplyObject(r);
+}
+
 struct async_done {
     _Atomic int done;
     int rc;
@@ -460,6 +595,11 @@ int main(void)
         cmocka_unit_test(test_address_of_a_demoted_server),
         cmocka_unit_test(test_replicated_follows_the_swap),
         cmocka_unit_test(test_replicated_bad_input),
+        cmocka_unit_test(test_name_moves_the_subscriptions),
+        cmocka_unit_test(test_replicated_moves_the_subscriptions),
+        cmocka_unit_test(test_role_refused),
     };
+    if (getenv("TH_ONLY"))   /* TH_ONLY='*pattern*': those tests only */
+        cmocka_set_test_filter(getenv("TH_ONLY"));
     return cmocka_run_group_tests(tests, setup, teardown);
 }

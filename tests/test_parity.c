@@ -15,6 +15,8 @@
 
 #include "dlock/async.h"
 #include "fixture.h"
+#include "proxy.h"
+#include "sync/sync.h"
 
 static uint64_t token_of(dlock_lock *l)
 {
@@ -188,24 +190,26 @@ static void test_extend_fair(void **state)
     dlock_lock_free(l);
 }
 
+/* A watchdog renewal already on its way when the release returns must not
+ * land after the owner's next hold of the same name and stretch it to the
+ * watchdog timeout. A proxy holds the renewal script's request back (only
+ * the watchdog's connection sends it) while the release and a 4 s lease
+ * hold of the same owner go by: that hold keeps its 4 s, not 9. */
 static void test_extend_bad_input(void **state)
 {
     (void)state;
     char name[128];
     th_name(name, sizeof(name), "extend-bad");
-    char wdname[128];
-    th_name(wdname, sizeof(wdname), "extend-bad-wd");
     dlock_lock *l, *rd, *wd;
     assert_int_equal(dlock_lock_extend(NULL, 1000), DLOCK_EINVAL);
-    /* a watchdog hold: refused, its TTL left to the watchdog. Its own name:
-     * a renewal already on its way when the release returns may land after
-     * a next hold of the same owner and name (see the watchdog's notes). */
-    assert_int_equal(dlock_lock_get(cli, wdname, &wd), DLOCK_OK);
+    /* a watchdog hold: refused, its TTL left to the watchdog (the same name
+     * next: test_renewal_in_flight_at_release) */
+    assert_int_equal(dlock_lock_get(cli, name, &wd), DLOCK_OK);
     assert_int_equal(dlock_lock_acquire(wd, DLOCK_WATCHDOG), DLOCK_OK);
-    long long before = pttl(wdname);
+    long long before = pttl(name);
     assert_int_equal(dlock_lock_extend(wd, 600000), DLOCK_EINVAL);
     assert_non_null(strstr(dlock_last_error(), "watchdog"));
-    assert_true(pttl(wdname) <= before);
+    assert_true(pttl(name) <= before);
     assert_int_equal(dlock_lock_release(wd), DLOCK_OK);
     dlock_lock_free(wd);
     assert_int_equal(dlock_lock_get(cli, name, &l), DLOCK_OK);
@@ -489,6 +493,9 @@ static void test_permits_n_bad_input(void **state)
     assert_int_equal(dlock_permit_semaphore_acquire_n(p, 0, 1000, ids + 2), DLOCK_EINVAL);
     assert_int_equal(dlock_permit_semaphore_acquire_n(p, 1, 1000, NULL), DLOCK_EINVAL);
     assert_int_equal(dlock_permit_semaphore_acquire_n(p, 1, -5, ids + 2), DLOCK_EINVAL);
+    /* a wait below DLOCK_WAIT_FOREVER: refused with the wait named, nothing taken */
+    assert_int_equal(dlock_permit_semaphore_try_n(p, 1, -2, 1000, ids + 2), DLOCK_EINVAL);
+    assert_non_null(strstr(dlock_last_error(), "wait_ms -2"));
     /* n above the total (3): refused, nothing taken */
     assert_int_equal(dlock_permit_semaphore_try_n(p, 4, 0, 1000, ids), DLOCK_EINVAL);
     assert_non_null(strstr(dlock_last_error(), "4 permits asked"));
@@ -714,7 +721,7 @@ typedef struct done_cb {
     int done, status, flag;
     int64_t count;
     uint64_t token;
-    char text[400];
+    char text[400], msg[400];
     permit_buf ids[8];       /* an n-permit acquisition's (the first 8) */
 } done_cb;
 
@@ -727,6 +734,7 @@ static void on_done(const dlock_async_result *res, void *ud)
     d->count = dlock_async_count(res);
     d->token = dlock_async_token(res);
     snprintf(d->text, sizeof(d->text), "%s", dlock_async_text(res));
+    snprintf(d->msg, sizeof(d->msg), "%s", dlock_async_message(res));
     for (size_t i = 0; i < 8; i++)
         snprintf(d->ids[i], sizeof(d->ids[i]), "%s", dlock_async_permit_ids(res, i));
     d->done = 1;
@@ -748,6 +756,81 @@ static int await_cb(done_cb *d)
     d->done = 0;
     pthread_mutex_unlock(&d->mu);
     return rc;
+}
+
+/* One round of test_renewal_in_flight_at_release on l (an explicit-owner
+ * handle when async): a watchdog hold, its renewal held back by the proxy,
+ * the release (asynchronous or not) and a 4 s lease hold of the same owner
+ * meanwhile; returns that hold's PTTL once the renewal has reached Redis. */
+static long long renewal_round(th_proxy *p, dlock_lock *l, const char *name, int async)
+{
+    const int64_t slack = th_slack();
+    int before = th_proxy_delayed(p);
+    assert_int_equal(dlock_lock_acquire(l, DLOCK_WATCHDOG), DLOCK_OK);
+    /* a renewal on its way (a new hold is renewed once soon, then every 3 s) */
+    for (int64_t until = th_now_ms() + 6000 * slack;
+         th_proxy_delayed(p) == before && th_now_ms() < until;)
+        th_sleep_ms(2);
+    assert_true(th_proxy_delayed(p) > before);
+    assert_true(th_proxy_passed(p) < th_proxy_delayed(p));
+    if (async) {
+        done_cb d = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+        assert_int_equal(dlock_lock_release_async(l, on_done, &d), DLOCK_OK);
+        assert_int_equal(await_cb(&d), DLOCK_OK);
+    } else {
+        assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    }
+    assert_int_equal(dlock_lock_acquire(l, 4000), DLOCK_OK);
+    /* the renewal has reached Redis by now */
+    for (int64_t until = th_now_ms() + 6000 * slack;
+         th_proxy_passed(p) < th_proxy_delayed(p) && th_now_ms() < until;)
+        th_sleep_ms(2);
+    th_sleep_ms(100);
+    long long left = pttl(name);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    return left;
+}
+
+/* A watchdog renewal already on its way when the release returns must not
+ * land after the owner's next hold of the same name and stretch it to the
+ * watchdog timeout. A proxy holds the renewal script's request back (only
+ * the watchdog's connection sends it) while the release and a 4 s lease
+ * hold of the same owner go by: that hold keeps its 4 s, not 9. A blocking
+ * release, then an asynchronous one. */
+static void test_renewal_in_flight_at_release(void **state)
+{
+    (void)state;
+    if (getenv("DLOCK_TEST_DEPLOY") && *getenv("DLOCK_TEST_DEPLOY"))
+        skip();   /* one server behind the proxy */
+    const int64_t slack = th_slack();
+    th_proxy *p = th_proxy_start(srv.port);
+    assert_non_null(p);
+    char url[64], name[128], owner[DLOCK_OWNER_BUFSIZE];
+    snprintf(url, sizeof(url), "redis://127.0.0.1:%d", th_proxy_port(p));
+    /* The renewal is held back less than the command timeout: one answered
+     * later than that counts as lost (the release waits no longer). */
+    const int64_t delay = 600 * slack < 8000 ? 600 * slack : 8000;
+    dlock_config *cfg = dlock_config_new();
+    assert_int_equal(dlock_config_set_url(cfg, url), DLOCK_OK);
+    assert_int_equal(dlock_config_set_command_timeout(cfg, 10000), DLOCK_OK);
+    assert_int_equal(dlock_config_set_watchdog_timeout(cfg, 9000), DLOCK_OK);
+    dlock_client *c = NULL;
+    assert_int_equal(dlock_client_open(&c, cfg), DLOCK_OK);
+    dlock_config_free(cfg);
+    dlock_lock *l, *la;
+    assert_int_equal(dlock_lock_get(c, th_name(name, sizeof(name), "renew-late"), &l), DLOCK_OK);
+    dlock_client_new_owner_id(c, owner, sizeof(owner));
+    assert_int_equal(dlock_lock_get_as(c, name, owner, &la), DLOCK_OK);
+    th_proxy_delay_match(p, dlock__scripts[DLOCK__SCRIPT_LOCK_RENEW].sha, (int)delay);
+    long long left = renewal_round(p, l, name, 0);
+    long long left_async = renewal_round(p, la, name, 1);
+    th_proxy_delay_match(p, NULL, 0);
+    assert_true(left > 0 && left <= 4000);
+    assert_true(left_async > 0 && left_async <= 4000);
+    dlock_lock_free(l);
+    dlock_lock_free(la);
+    dlock_client_close(c);
+    th_proxy_stop(p);
 }
 
 /* The new queries and lifecycle calls asynchronously, with the blocking
@@ -1038,7 +1121,8 @@ static void test_async_election(void **state)
 }
 
 /* Redisson's replica rule on a primary without replicas: nothing to ask,
- * never a failure (dlock_last_replica_acks -1); dlock's count of 1 fails. */
+ * never a failure (dlock_last_replica_acks -1); dlock's count of 1 fails.
+ * Blocking and asynchronous calls alike. */
 static void test_replica_ack_all_without_replicas(void **state)
 {
     (void)state;
@@ -1067,6 +1151,43 @@ static void test_replica_ack_all_without_replicas(void **state)
     assert_int_equal(dlock_last_replica_acks(), 0);
     assert_int_equal(th_int(&srv, "EXISTS %s", name), 0);
     dlock_lock_free(l);
+    /* Asynchronously the same: WAIT on the async connection too. */
+    char owner[DLOCK_OWNER_BUFSIZE];
+    dlock_client_new_owner_id(c[1], owner, sizeof(owner));
+    done_cb d = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    dlock_wait_opts o = {.lease_ms = 10000};
+    assert_int_equal(dlock_lock_get_as(c[1], name, owner, &l), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire_async(l, &o, on_done, &d), DLOCK_OK);
+    assert_int_equal(await_cb(&d), DLOCK_EREPLICAS);
+    assert_non_null(strstr(d.msg, "0 of 1 replicas"));
+    assert_int_equal(th_int(&srv, "EXISTS %s", name), 0);
+    dlock_lock_free(l);
+    assert_int_equal(dlock_lock_get_as(c[0], name, owner, &l), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire_async(l, &o, on_done, &d), DLOCK_OK);
+    assert_int_equal(await_cb(&d), DLOCK_OK);
+    assert_int_equal(th_int(&srv, "EXISTS %s", name), 1);
+    assert_int_equal(dlock_lock_release_async(l, on_done, &d), DLOCK_OK);
+    assert_int_equal(await_cb(&d), DLOCK_OK);
+    dlock_lock_free(l);
+    /* A semaphore's permits: given back under dlock's count, taken under
+     * Redisson's rule. */
+    char sname[128];
+    th_name(sname, sizeof(sname), "ack-none-sem");
+    dlock_semaphore *s[2];
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(dlock_semaphore_get(c[i], sname, &s[i]), DLOCK_OK);
+    assert_int_equal(dlock_semaphore_set_permits(s[0], 2), DLOCK_OK);
+    assert_int_equal(dlock_semaphore_acquire_async(s[1], 1, NULL, on_done, &d), DLOCK_OK);
+    assert_int_equal(await_cb(&d), DLOCK_EREPLICAS);
+    int64_t avail = -1;
+    assert_int_equal(dlock_semaphore_available(s[0], &avail), DLOCK_OK);
+    assert_int_equal(avail, 2);
+    assert_int_equal(dlock_semaphore_acquire_async(s[0], 1, NULL, on_done, &d), DLOCK_OK);
+    assert_int_equal(await_cb(&d), DLOCK_OK);
+    assert_int_equal(dlock_semaphore_available(s[0], &avail), DLOCK_OK);
+    assert_int_equal(avail, 1);
+    dlock_semaphore_free(s[0]);
+    dlock_semaphore_free(s[1]);
     dlock_client_close(c[0]);
     dlock_client_close(c[1]);
 }
@@ -1192,6 +1313,7 @@ int main(void)
         cmocka_unit_test(test_async_election),
         cmocka_unit_test(test_async_multilock),
         cmocka_unit_test(test_replica_ack_all_without_replicas),
+        cmocka_unit_test(test_renewal_in_flight_at_release),
     };
     return cmocka_run_group_tests(tests, th_setup, th_teardown);
 }

@@ -243,22 +243,30 @@ static int rl_await(rl_cb *d)
     return rc;
 }
 
-/* The RedLock asynchronously (explicit owners, one per server's client, the
- * same id): all up; a minority busy (held all the same); a majority busy (a
- * try holds nothing; a waiter takes it when one is released). A server
- * down is not tested here: its round trips take the client's connect budget
- * (see async.h). */
-static void test_redlock_async(void **state)
+/* A RedLock over one explicit-owner handle per server's client, the same
+ * name and owner id on each (the asynchronous calls need explicit owners). */
+static dlock_multilock *async_redlock_of(const char *prefix, char *name, char *owner,
+                                         dlock_lock **l)
 {
-    (void)state;
-    char name[128], owner[DLOCK_OWNER_BUFSIZE];
-    th_name(name, sizeof(name), "rl-async");
-    dlock_client_new_owner_id(cli[0], owner, sizeof(owner));
-    dlock_lock *l[NSRV];
+    th_name(name, 128, prefix);
+    dlock_client_new_owner_id(cli[0], owner, DLOCK_OWNER_BUFSIZE);
     for (int i = 0; i < NSRV; i++)
         assert_int_equal(dlock_lock_get_as(cli[i], name, owner, &l[i]), DLOCK_OK);
     dlock_multilock *rl;
     assert_int_equal(dlock_redlock_new(l, NSRV, &rl), DLOCK_OK);
+    return rl;
+}
+
+/* The RedLock asynchronously (explicit owners, one per server's client, the
+ * same id): all up; a minority busy (held all the same); a majority busy (a
+ * try holds nothing; a waiter takes it when one is released). Servers down:
+ * test_redlock_async_servers_down. */
+static void test_redlock_async(void **state)
+{
+    (void)state;
+    char name[128], owner[DLOCK_OWNER_BUFSIZE];
+    dlock_lock *l[NSRV];
+    dlock_multilock *rl = async_redlock_of("rl-async", name, owner, l);
     rl_cb d = {0};
     dlock_wait_opts once = {.lease_ms = 10000};
     assert_int_equal(dlock_multilock_acquire_async(rl, &once, rl_on_done, &d), DLOCK_OK);
@@ -307,6 +315,71 @@ static void test_redlock_async(void **state)
     free_locks(l, NSRV);
 }
 
+/* A server down costs the asynchronous RedLock one connection attempt, not
+ * the client's connect budget ((10 s + 1.5 s) x 4 here): with one of three
+ * stopped it is taken (and released) by the other two at once; with two
+ * stopped it fails with DLOCK_ECONN at once, holding nothing. */
+static void test_redlock_async_servers_down(void **state)
+{
+    (void)state;
+    char name[128], owner[DLOCK_OWNER_BUFSIZE];
+    dlock_lock *l[NSRV];
+    dlock_multilock *rl = async_redlock_of("rl-async-down", name, owner, l);
+    static rl_cb d;   /* static: a callback that comes after a failed check */
+    dlock_wait_opts once = {.lease_ms = 10000};
+    /* warm: every async connection open */
+    assert_int_equal(dlock_multilock_acquire_async(rl, &once, rl_on_done, &d), DLOCK_OK);
+    assert_int_equal(rl_await(&d), DLOCK_OK);
+    assert_int_equal(dlock_multilock_release_async(rl, rl_on_done, &d), DLOCK_OK);
+    assert_int_equal(rl_await(&d), DLOCK_OK);
+
+    const int64_t bound = 1000 * th_slack();   /* the connect budget is 46 s */
+    th_redis_stop(&srv[2]);
+    int64_t t0 = th_now_ms();
+    assert_int_equal(dlock_multilock_acquire_async(rl, &once, rl_on_done, &d), DLOCK_OK);
+    assert_int_equal(rl_await(&d), DLOCK_OK);
+    int64_t took = th_now_ms() - t0;
+    assert_true(took < bound);
+    assert_int_equal(count_of(0, name, owner) + count_of(1, name, owner), 2);
+    t0 = th_now_ms();
+    assert_int_equal(dlock_multilock_release_async(rl, rl_on_done, &d), DLOCK_OK);
+    assert_int_equal(rl_await(&d), DLOCK_OK);
+    assert_true(th_now_ms() - t0 < bound);
+    assert_int_equal(exists(0, name) + exists(1, name), 0);
+    /* a waiting acquire the same */
+    dlock_wait_opts waitw = {.wait_ms = 5000, .lease_ms = 10000};
+    t0 = th_now_ms();
+    assert_int_equal(dlock_multilock_acquire_async(rl, &waitw, rl_on_done, &d), DLOCK_OK);
+    assert_int_equal(rl_await(&d), DLOCK_OK);
+    assert_true(th_now_ms() - t0 < bound);
+    assert_int_equal(dlock_multilock_release_async(rl, rl_on_done, &d), DLOCK_OK);
+    assert_int_equal(rl_await(&d), DLOCK_OK);
+
+    th_redis_stop(&srv[1]);
+    t0 = th_now_ms();
+    assert_int_equal(dlock_multilock_acquire_async(rl, &waitw, rl_on_done, &d), DLOCK_OK);
+    assert_int_equal(rl_await(&d), DLOCK_ECONN);
+    assert_true(th_now_ms() - t0 < bound);   /* no waiting for a lost cause */
+    assert_int_equal(exists(0, name), 0);
+    assert_int_equal(dlock__watchdog_count(cli[0]->wd), 0);
+
+    assert_int_equal(th_redis_restart(&srv[1]), 0);
+    assert_int_equal(th_redis_restart(&srv[2]), 0);
+    /* back: the next round reaches all three (a reconnection per server) */
+    int rc = -1;
+    for (int64_t until = th_now_ms() + 10000 * th_slack(); rc != DLOCK_OK && th_now_ms() < until;)
+        if (dlock_multilock_acquire_async(rl, &once, rl_on_done, &d) == DLOCK_OK &&
+            (rc = rl_await(&d)) != DLOCK_OK)
+            th_sleep_ms(50);
+    assert_int_equal(rc, DLOCK_OK);
+    assert_int_equal(dlock_multilock_release_async(rl, rl_on_done, &d), DLOCK_OK);
+    assert_int_equal(rl_await(&d), DLOCK_OK);
+    for (int i = 0; i < NSRV; i++)
+        assert_int_equal(dlock_client_async_pending(cli[i]), 0);
+    dlock_multilock_free(rl);
+    free_locks(l, NSRV);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -317,6 +390,7 @@ int main(void)
         cmocka_unit_test(test_redlock_silent_server),
         cmocka_unit_test(test_redlock_redisson_scenarios),
         cmocka_unit_test(test_redlock_async),
+        cmocka_unit_test(test_redlock_async_servers_down),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

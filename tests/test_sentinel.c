@@ -2,7 +2,8 @@
  * harness. Locks through redis-sentinel://, the sentinels' own credentials,
  * bad input, and a failover with the primary killed: holds survive and are
  * renewed on the new primary, waiters are woken there, new acquisitions work
- * soon after the switch. */
+ * soon after the switch, and a client with a failover quarantine waits it out
+ * first. */
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -227,6 +228,117 @@ static void test_replica_ack_redisson(void **state)
     dlock_client_close(red);
     dlock_client_close(redk);
     dlock_client_close(two);
+}
+
+/* A callback's status and message, awaited by the test's thread. */
+typedef struct acb {
+    pthread_mutex_t mu;
+    int done, status;
+    char msg[512];
+} acb;
+
+static void on_acb(const dlock_async_result *res, void *ud)
+{
+    acb *a = ud;
+    pthread_mutex_lock(&a->mu);
+    a->status = dlock_async_status(res);
+    snprintf(a->msg, sizeof(a->msg), "%s", dlock_async_message(res));
+    a->done = 1;
+    pthread_mutex_unlock(&a->mu);
+}
+
+static int acb_wait(acb *a)
+{
+    int64_t end = th_now_ms() + 10000 * th_slack();
+    int rc = -1000;
+    for (;;) {
+        pthread_mutex_lock(&a->mu);
+        if (a->done) {
+            rc = a->status;
+            a->done = 0;
+        }
+        pthread_mutex_unlock(&a->mu);
+        if (rc != -1000 || th_now_ms() >= end)
+            return rc;
+        th_sleep_ms(2);
+    }
+}
+
+/* Asynchronous acquisitions WAIT for replicas as the blocking ones do: with
+ * one replica of two frozen, dlock's count of 2 gives the lock and the
+ * semaphore's permit back (DLOCK_EREPLICAS), KEEP keeps them, and Redisson's
+ * rule (one of the connected acknowledged) takes them. */
+static void test_replica_ack_async(void **state)
+{
+    (void)state;
+    th_redis *p = primary();
+    th_redis *all[] = {&rs.primary, &rs.replica[0], &rs.replica[1]};
+    th_redis *rep = NULL;
+    for (size_t i = 0; i < 3 && !rep; i++)
+        if (all[i]->port != p->port)
+            rep = all[i];
+    dlock_client *rel = ack_client(2, DLOCK_ACK_RELEASE, 0);
+    dlock_client *keep = ack_client(2, DLOCK_ACK_KEEP, 0);
+    dlock_client *red = ack_client(DLOCK_REPLICAS_ALL, DLOCK_ACK_RELEASE, 0);
+    char name[64], sname[64], owner[DLOCK_OWNER_BUFSIZE];
+    th_name(name, sizeof(name), "ack-async");
+    th_name(sname, sizeof(sname), "ack-async-sem");
+    dlock_client_new_owner_id(rel, owner, sizeof(owner));
+    dlock_lock *l[3];
+    dlock_semaphore *s[3];
+    dlock_client *cs[3] = {rel, keep, red};
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(dlock_lock_get_as(cs[i], name, owner, &l[i]), DLOCK_OK);
+        assert_int_equal(dlock_semaphore_get(cs[i], sname, &s[i]), DLOCK_OK);
+    }
+    assert_int_equal(dlock_semaphore_set_permits(s[0], 3), DLOCK_OK);
+    acb a = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    dlock_wait_opts o = {.lease_ms = 10000};
+    /* all up: acknowledged by both */
+    assert_int_equal(dlock_lock_acquire_async(l[0], &o, on_acb, &a), DLOCK_OK);
+    assert_int_equal(acb_wait(&a), DLOCK_OK);
+    assert_int_equal(dlock_lock_release_async(l[0], on_acb, &a), DLOCK_OK);
+    assert_int_equal(acb_wait(&a), DLOCK_OK);
+
+    kill(rep->pid, SIGSTOP);
+    int rc[6];
+    long long ex[3];
+    int64_t av[3] = {-1, -1, -1};
+    char msg[512];
+    for (int i = 0; i < 3; i++) {
+        rc[i] = dlock_lock_acquire_async(l[i], &o, on_acb, &a) == DLOCK_OK ? acb_wait(&a) : -1;
+        if (i == 0)
+            snprintf(msg, sizeof(msg), "%s", a.msg);
+        ex[i] = th_int(p, "EXISTS %s", name);
+        if (rc[i] == DLOCK_OK && dlock_lock_release_async(l[i], on_acb, &a) == DLOCK_OK)
+            acb_wait(&a);
+        rc[3 + i] = dlock_semaphore_acquire_async(s[i], 1, NULL, on_acb, &a) == DLOCK_OK
+                        ? acb_wait(&a)
+                        : -1;
+        dlock_semaphore_available(s[i], &av[i]);
+    }
+    kill(rep->pid, SIGCONT);
+
+    assert_int_equal(rc[0], DLOCK_EREPLICAS);
+    assert_non_null(strstr(msg, "1 of 2 replicas"));
+    assert_int_equal(ex[0], 0);
+    assert_int_equal(rc[1], DLOCK_OK);
+    assert_int_equal(ex[1], 1);
+    assert_int_equal(rc[2], DLOCK_OK);
+    assert_int_equal(ex[2], 1);
+    assert_int_equal(rc[3], DLOCK_EREPLICAS);
+    assert_int_equal(av[0], 3);
+    assert_int_equal(rc[4], DLOCK_OK);
+    assert_int_equal(av[1], 2);
+    assert_int_equal(rc[5], DLOCK_OK);
+    assert_int_equal(av[2], 1);
+    for (int i = 0; i < 3; i++) {
+        dlock_lock_free(l[i]);
+        dlock_semaphore_free(s[i]);
+    }
+    dlock_client_close(rel);
+    dlock_client_close(keep);
+    dlock_client_close(red);
 }
 
 /* Revocation is one server only: on a sentinel client (revocation asked for,
@@ -472,6 +584,23 @@ static void test_failover_primary_killed(void **state)
     assert_int_equal(async_call(la, 1), DLOCK_OK);
     assert_int_equal(async_call(la, 0), DLOCK_OK);
 
+    /* A client with a failover quarantine (ON, q): its first acquisition
+     * after the switch comes q after it saw the switch, not before. */
+    const int64_t q = 2000 * th_slack();
+    dlock_config *qcfg = dlock_config_new();
+    assert_int_equal(dlock_config_set_url(qcfg, ss.url), DLOCK_OK);
+    assert_int_equal(dlock_config_set_failover_quarantine(qcfg, DLOCK_QUARANTINE_ON, q), DLOCK_OK);
+    dlock_client *qc = NULL;
+    assert_int_equal(dlock_client_open(&qc, qcfg), DLOCK_OK);
+    dlock_config_free(qcfg);
+    char qname[64];
+    dlock_lock *lq;
+    assert_int_equal(dlock_lock_get(qc, th_name(qname, sizeof(qname), "fo-quarantine"), &lq),
+                     DLOCK_OK);
+    assert_int_equal(dlock_lock_try(lq, 0, 5000), DLOCK_OK);   /* no quarantine before */
+    assert_int_equal(dlock_lock_release(lq), DLOCK_OK);
+
+    const int64_t t_kill = th_now_ms();
     th_redis_stop(old);
     int64_t t_switch = -1;
     for (int64_t until = th_now_ms() + 30000 * th_slack(); th_now_ms() < until;) {
@@ -503,6 +632,20 @@ static void test_failover_primary_killed(void **state)
     assert_int_equal(async_call(la, 0), DLOCK_OK);
     dlock_lock_free(la);
     assert_int_equal(dlock_lock_release(lf), DLOCK_OK);
+    /* The quarantined client: waits, then acquires on the new primary. */
+    int qrc = dlock_lock_try(lq, 60000 * th_slack(), 5000);
+    const int64_t q_ok = th_now_ms();
+    if (qrc != DLOCK_OK)
+        fail_msg("quarantined acquisition: %d (%s)", qrc, dlock_last_error());
+    printf("# primary killed -> quarantined acquisition: %lld ms (quarantine %lld ms, switch "
+           "seen by the test after %lld ms)\n",
+           (long long)(q_ok - t_kill), (long long)q, (long long)(t_switch - t_kill));
+    assert_true(q_ok - t_kill >= q);
+    assert_true(q_ok - t_switch <= q + 5000 * th_slack());
+    assert_int_equal(th_int(primary(), "EXISTS %s", qname), 1);
+    assert_int_equal(dlock_lock_release(lq), DLOCK_OK);
+    dlock_lock_free(lq);
+    dlock_client_close(qc);
     /* The hold survived and is renewed on the new primary: it outlives a
      * whole timeout there. */
     th_sleep_ms(wd + 500);
@@ -534,6 +677,7 @@ int main(void)
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_replica_ack),
         cmocka_unit_test(test_replica_ack_redisson),
+        cmocka_unit_test(test_replica_ack_async),
         cmocka_unit_test(test_revocation_falls_back),
         cmocka_unit_test(test_failover_primary_killed),
     };

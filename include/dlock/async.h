@@ -288,10 +288,11 @@ DLOCK_API int dlock_latch_count_async(dlock_latch *l, dlock_async_fn fn, void *u
  * be on several clients: the callback runs on the io thread of one of them,
  * and none of those clients may be closed while the call is pending. Each
  * lock's attempt is that lock's asynchronous acquire, with its client's
- * retries: a server that is down holds a round up to that client's connect
- * budget ((connect timeout + retry delay) x (retry attempts + 1)), where the
- * blocking RedLock gives up on it at once; give RedLock clients short ones.
- * Any thread. */
+ * retries for a multi-lock; a RedLock's attempts (and releases) get one
+ * connection attempt and no retry, as the blocking RedLock's: a server that
+ * is down fails its lock's attempt (DLOCK_ECONN) as soon as its connection
+ * is refused, at most that client's connect timeout later (a server that
+ * drops packets), and the quorum of the others decides. Any thread. */
 DLOCK_API int dlock_multilock_acquire_async(dlock_multilock *ml, const dlock_wait_opts *o,
                                             dlock_async_fn fn, void *ud);
 /* dlock_multilock_release() asynchronously: every lock released at once.

@@ -153,7 +153,9 @@ typedef enum dlock_lost_cause {
     DLOCK_CAUSE_FLUSHED = 4,     /* FLUSHALL / FLUSHDB, heard through client tracking (one
                                     server with revocation on; elsewhere it shows as DELETED) */
     DLOCK_CAUSE_FAILOVER = 5,    /* the node's run_id changed: it restarted, or another server
-                                    took its place (Sentinel), without the lock */
+                                    took its place (Sentinel), without the lock; or the client
+                                    saw a new primary for the hold's shard and the hold was
+                                    absent there (checked at once when the switch is seen) */
     DLOCK_CAUSE_UNREACHABLE = 6, /* DLOCK_LOST_UNREACHABLE */
     DLOCK_CAUSE_PAUSED = 7,      /* DLOCK_LOST_PAUSED */
     DLOCK_CAUSE_REPLICAS = 8,    /* DLOCK_LOST_REPLICAS */
@@ -234,8 +236,18 @@ DLOCK_API void dlock_config_free(dlock_config *cfg);
  * (?cacert=/etc/my%20ca.pem). The parameters a URL gives replace those
  * settings; the ones it does not give keep their values. So may a
  * rediss-sentinel:// or rediss-cluster:// URL, after the hosts (and the
- * database), before the master's name; redis-sentinel:// and
- * redis-cluster:// take no parameters. */
+ * database), before the master's name; redis-sentinel://, redis-cluster://
+ * and redis-replicated:// take no TLS parameters.
+ * Every deployment URL (sentinel, cluster, replicated, with or without TLS)
+ * may carry the address map as a list, among the parameters:
+ *   ?map=HOST:PORT=HOST:PORT[,HOST:PORT=HOST:PORT...]   (map= may repeat)
+ * each entry the address a sentinel or the cluster announces, then the one
+ * to reach it at (hosts as in the URL, [ipv6] in brackets, ports required;
+ * host names compared in any case), e.g.
+ *   redis-sentinel://s1:26379?map=10.0.0.5:6379=127.0.0.1:7001,10.0.0.6:6379=127.0.0.1:7002#mymaster
+ * An entry that does not parse is DLOCK_EINVAL ("map entry '...' does not
+ * parse: give map=HOST:PORT=HOST:PORT..."). The URL's entries apply first;
+ * addresses they do not name go to dlock_config_set_address_map's callback. */
 DLOCK_API int dlock_config_set_url(dlock_config *cfg, const char *url);
 
 /* replicas for dlock_config_set_replica_ack: Redisson's rule (every
@@ -273,7 +285,9 @@ typedef enum dlock_ack_policy {
  *     DLOCK_ACK_RELEASE this is what a Redisson client does by default
  *     (NoSyncedSlavesException), except that dlock gives the hold back.
  *     Watchdog renewals are not acknowledged in this mode (Redisson's are,
- *     the same way); asynchronous calls are not acknowledged in either mode.
+ *     the same way). Asynchronous acquisitions are acknowledged as the
+ *     blocking ones, in either mode (their callback gets DLOCK_EREPLICAS
+ *     after the give-back), on a connection per node of their own.
  * The default is neither (replicas 0, off), unlike Redisson, whose check is on:
  * a WAIT adds a round trip, up to the timeout, to every acquisition, and
  * acknowledgement by replicas does not make a lock safe across a failover
@@ -321,7 +335,8 @@ DLOCK_API int dlock_config_set_credentials(dlock_config *cfg, dlock_credentials_
  * with the announced address: change them to map it, leave them to keep
  * it, and return 0; any other return keeps the announced address and logs a
  * warning. Called on the thread that reads the topology (no I/O needed:
- * keep it short). NULL fn: none. */
+ * keep it short). NULL fn: none. The URL's ?map= list (dlock_config_set_url)
+ * is applied before fn: fn sees only the addresses the list does not name. */
 #define DLOCK_HOST_MAX 256
 typedef int (*dlock_address_map_fn)(const char *host, int port, char *host_out, int *port_out,
                                     void *ud);
@@ -478,6 +493,43 @@ DLOCK_API int dlock_config_set_max_hold(dlock_config *cfg, int64_t ms);
  * (plain and permit-expirable): not in this version, their permits go back
  * at the lease's end. dlock_lock_set_lock_delay sets it per handle. */
 DLOCK_API int dlock_config_set_lock_delay(dlock_config *cfg, int64_t ms);
+/* How long acquisitions wait after a failover (dlock_config_set_failover_quarantine). */
+typedef enum dlock_quarantine {
+    DLOCK_QUARANTINE_OFF = 0,   /* no wait (the default; Redisson's behaviour) */
+    DLOCK_QUARANTINE_ON = 1,    /* a fixed duration: ms */
+    DLOCK_QUARANTINE_AUTO = 2   /* the longest lease a previous holder could still believe it
+                                   has: the longest of the watchdog timeout, the longest
+                                   fixed lease this client has acquired with, and ms */
+} dlock_quarantine;
+/* Quarantine after failover (dlock's own; Redisson has none). Redis
+ * replicates asynchronously: a primary that fails right after a grant may
+ * be replaced by a replica that never saw it, and that replica grants the
+ * lock again while the first holder still works. When this client sees a new
+ * primary for a shard (a Sentinel +switch-master, a replica promoted in a
+ * cluster, a node found by ROLE in redis-replicated://, the server behind
+ * one address turned replica and replaced), acquisitions (reentrant, fair
+ * and read-write locks, semaphores and permit semaphores, a try with no wait
+ * included; not yet the multi-lock or the election) routed to that shard
+ * wait until the quarantine ends, sleeping and sending nothing; a wait
+ * shorter than what is left ends with DLOCK_ETIMEDOUT, whose message names
+ * the quarantine. Every hold the watchdog renews is renewed at once on the
+ * new primary, and one found absent there is reported lost,
+ * DLOCK_LOST_GONE with cause DLOCK_CAUSE_FAILOVER. Releases, renewals and
+ * queries are never held back. The quarantine runs from when this client
+ * sees the switch (which is after the failover: never shorter than asked).
+ * A client that starts after the failover, and Redisson clients, do not
+ * wait: all clients of a lock must use it for it to protect that lock.
+ * WAIT acknowledgement (dlock_config_set_replica_ack) protects grants that
+ * reached a replica; the quarantine protects those that did not
+ * (docs/safety.md). mode DLOCK_QUARANTINE_OFF (ms ignored), ON (ms 1 to
+ * 86 400 000) or AUTO (ms 0 to 86 400 000: a floor); DLOCK_EINVAL otherwise.
+ * Default: off, because it makes every failover cost the locks of that shard
+ * up to a lease (30 s with the default watchdog) of unavailability, which a
+ * deployment that uses locks for efficiency rather than correctness would
+ * not want; a deployment that relies on mutual exclusion across failovers
+ * turns it on (AUTO). */
+DLOCK_API int dlock_config_set_failover_quarantine(dlock_config *cfg, dlock_quarantine mode,
+                                                   int64_t ms);
 /* Revocation heard at once (on = 1, the default): when a key of a hold the
  * watchdog renews is deleted or changed by someone else (a force unlock, a
  * Redisson forceUnlock, an operator's DEL, expiry, eviction, FLUSHALL), the

@@ -244,6 +244,9 @@ int dlock_config_set_address_map(dlock_config *cfg, dlock_address_map_fn fn, voi
 void dlock__map_address(const dlock_config *cfg, const char *host, int port, char *host_out,
                         int *port_out)
 {
+    /* The URL's entries first; the callback for the addresses they do not name. */
+    if (dlock__deploy_map(&cfg->deploy, host, port, host_out, port_out))
+        return;
     snprintf(host_out, DLOCK_HOST_MAX, "%s", host);
     *port_out = port;
     if (!cfg->map_fn)
@@ -385,6 +388,25 @@ int dlock_config_set_lock_delay(dlock_config *cfg, int64_t ms)
         return dlock__fail(DLOCK_EINVAL, "lock-delay: 0 (off) to %lld ms (1 day), not %lld",
                            (long long)DLOCK__LOCK_DELAY_MAX, (long long)ms);
     cfg->lock_delay_ms = ms;
+    return DLOCK_OK;
+}
+
+int dlock_config_set_failover_quarantine(dlock_config *cfg, dlock_quarantine mode, int64_t ms)
+{
+    NEED_CFG(cfg);
+    if (mode != DLOCK_QUARANTINE_OFF && mode != DLOCK_QUARANTINE_ON &&
+        mode != DLOCK_QUARANTINE_AUTO)
+        return dlock__fail(DLOCK_EINVAL,
+                           "failover quarantine: mode DLOCK_QUARANTINE_OFF, _ON or _AUTO, not %d",
+                           (int)mode);
+    if (mode == DLOCK_QUARANTINE_OFF)
+        ms = 0;
+    else if (ms < (mode == DLOCK_QUARANTINE_ON) || ms > DLOCK__LOCK_DELAY_MAX)
+        return dlock__fail(DLOCK_EINVAL, "failover quarantine: %s to %lld ms (1 day), not %lld",
+                           mode == DLOCK_QUARANTINE_ON ? "1" : "0",
+                           (long long)DLOCK__LOCK_DELAY_MAX, (long long)ms);
+    cfg->quarantine_mode = (int)mode;
+    cfg->quarantine_ms = ms;
     return DLOCK_OK;
 }
 

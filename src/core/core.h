@@ -49,11 +49,23 @@ typedef enum dlock__rerr {
     DLOCK__RERR_TRYAGAIN,
     DLOCK__RERR_LOADING,
     DLOCK__RERR_BUSY,
-    DLOCK__RERR_MASTERDOWN
+    DLOCK__RERR_MASTERDOWN,
+    /* dlock's own scripts' refusals of a count ("ERR ..."; DLOCK_EREDIS as
+     * any other, the caller words the message): */
+    DLOCK__RERR_OVER_BOUND,    /* a release would pass the count's bound
+                                  (semaphore/release_if_exists.lua) */
+    DLOCK__RERR_OVER_TOTAL,    /* more permits asked than the semaphore has in all
+                                  (permits/acquire_n.lua) */
+    /* dlock's own, not Redis's: not sent, the node is a new primary in its
+     * failover quarantine (DLOCK__CALL_QUARANTINE). */
+    DLOCK__RERR_QUARANTINE
 } dlock__rerr;
 
 /* The class of a Redis error reply's text (NULL: DLOCK__RERR_OTHER). */
 dlock__rerr dlock__redis_classify(const char *text);
+/* 1 when an ACL's reason (ACL DRYRUN's answer, "... access the 'x' key")
+ * names a key or a channel rather than a command. */
+int dlock__acl_reason_names(const char *reason);
 /* The status code of a class (DLOCK_OK for DLOCK__RERR_NONE). */
 int dlock__rerr_code(dlock__rerr e);
 /* The text after an error reply's first word ("WRONGTYPE the key holds a
@@ -130,6 +142,9 @@ void dlock__endpoint_clear(dlock__endpoint *ep);
  * when tls is not NULL (its strings NULL and verify -1 for those not given;
  * the caller clears it), and are checked and dropped otherwise. */
 int dlock__parse_url(const char *url, dlock__endpoint *ep);
+/* A printable excerpt of s[0..n) for messages ("..." when cut); never used
+ * on credentials. Returns buf. */
+const char *dlock__excerpt(const char *s, size_t n, char *buf, size_t size);
 int dlock__parse_url_tls(const char *url, dlock__endpoint *ep, dlock__tls_opts *tls);
 
 /* ------------------------------------------------------------- deployment */
@@ -140,6 +155,12 @@ typedef enum {
     DLOCK__DEPLOY_CLUSTER,      /* redis-cluster://: seed nodes of a Redis Cluster */
     DLOCK__DEPLOY_REPLICATED    /* redis-replicated://: a primary and replicas, found by ROLE */
 } dlock__deploy_kind;
+
+/* One ?map=HOST:PORT=HOST:PORT entry of a deployment URL. */
+typedef struct dlock__addr_map {
+    char *from, *to;
+    int from_port, to_port;
+} dlock__addr_map;
 
 /* What a URL says beyond one endpoint (deploy.c). The data nodes'
  * credentials and database stay in the config's ep; its host and port are
@@ -152,6 +173,8 @@ typedef struct dlock__deploy {
     char *master;             /* sentinel: the master name */
     char *sentinel_user;      /* sentinel credentials (dlock_config_set_sentinel_password) */
     char *sentinel_pass;
+    dlock__addr_map *maps;    /* the URL's ?map= entries (announced -> reachable) */
+    size_t nmaps;
 } dlock__deploy;
 
 /* Parses any URL a config takes (redis://, rediss://, unix://,
@@ -163,6 +186,10 @@ int dlock__parse_deploy_url(const char *url, dlock__endpoint *ep, dlock__deploy 
 /* 1 for redis[s]-sentinel:// and redis[s]-cluster:// URLs. */
 int dlock__is_deploy_url(const char *url);
 int dlock__deploy_copy(dlock__deploy *dst, const dlock__deploy *src);
+/* The URL's map entry for host:port into host_out (DLOCK_HOST_MAX) and
+ * *port_out: 1 when one names it, 0 (nothing written) otherwise. */
+int dlock__deploy_map(const dlock__deploy *d, const char *host, int port, char *host_out,
+                      int *port_out);
 /* Frees the seeds and names, keeps nothing (credentials included). */
 void dlock__deploy_clear(dlock__deploy *d);
 
@@ -184,6 +211,8 @@ struct dlock_config {
     int64_t max_hold_ms;         /* hold limit of watchdog holds, 0 = none */
     int64_t lock_delay_ms;       /* lock-delay after an involuntary loss, 0 = off */
 #define DLOCK__LOCK_DELAY_MAX 86400000LL   /* 1 day */
+    int quarantine_mode;         /* dlock_quarantine */
+    int64_t quarantine_ms;       /* ON: the duration; AUTO: a floor */
     int revocation_off;          /* no client tracking: losses found by renewals only */
     int ack_replicas;            /* WAIT for so many replicas after acquisitions (0: off) */
     int64_t ack_timeout_ms;

@@ -8,6 +8,10 @@
  *
  *   redis-replicated://[user:password@]host[:port][,host[:port]...][/db]
  *
+ * Each may carry the address map, before the '#':
+ *   ?map=HOST:PORT=HOST:PORT[,HOST:PORT=HOST:PORT...]   (map= may repeat)
+ * the address announced, then the one to reach it at (dlock__deploy_map).
+ *
  * rediss-sentinel://, rediss-cluster:// and rediss-replicated:// are the same over TLS: every
  * connection (sentinels, data nodes, nodes learnt from the topology) is
  * TLS, with rediss://'s parameters after the hosts (?cacert=&cert=&key=&sni=
@@ -15,20 +19,35 @@
  *
  * The user and password are the data nodes' (the sentinels' are set by
  * dlock_config_set_sentinel_password). A sentinel's port defaults to 26379. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "core/core.h"
 
 #define SENTINEL_PORT 26379
 #define MAX_SEEDS 64
 #define MAX_MASTER_LEN 255
+#define MAX_MAPS 64
+
+static void maps_clear(dlock__deploy *d)
+{
+    for (size_t i = 0; i < d->nmaps; i++) {
+        free(d->maps[i].from);
+        free(d->maps[i].to);
+    }
+    free(d->maps);
+    d->maps = NULL;
+    d->nmaps = 0;
+}
 
 void dlock__deploy_clear(dlock__deploy *d)
 {
     for (size_t i = 0; i < d->nseeds; i++)
         dlock__endpoint_clear(&d->seeds[i]);
     free(d->seeds);
+    maps_clear(d);
     free(d->master);
     free(d->sentinel_user);
     dlock__free_secret(d->sentinel_pass);
@@ -48,6 +67,23 @@ int dlock__deploy_copy(dlock__deploy *dst, const dlock__deploy *src)
                 dlock__deploy_clear(dst);
                 return DLOCK_ENOMEM;
             }
+    }
+    if (src->nmaps) {
+        dst->maps = calloc(src->nmaps, sizeof(*dst->maps));
+        if (!dst->maps) {
+            dlock__deploy_clear(dst);
+            return DLOCK_ENOMEM;
+        }
+        for (size_t i = 0; i < src->nmaps; i++, dst->nmaps++) {
+            dst->maps[i] = src->maps[i];
+            dst->maps[i].from = dst->maps[i].to = NULL;
+            if (dlock__dup_opt(&dst->maps[i].from, src->maps[i].from) ||
+                dlock__dup_opt(&dst->maps[i].to, src->maps[i].to)) {
+                dst->nmaps++;
+                dlock__deploy_clear(dst);
+                return DLOCK_ENOMEM;
+            }
+        }
     }
     if (dlock__dup_opt(&dst->master, src->master) ||
         dlock__dup_opt(&dst->sentinel_user, src->sentinel_user) ||
@@ -87,6 +123,72 @@ static int has_port(const char *h, size_t n)
     return memchr(h, ':', n) != NULL;
 }
 
+int dlock__deploy_map(const dlock__deploy *d, const char *host, int port, char *host_out,
+                      int *port_out)
+{
+    for (size_t i = 0; i < d->nmaps; i++)
+        if (d->maps[i].from_port == port && strcasecmp(d->maps[i].from, host) == 0) {
+            snprintf(host_out, DLOCK_HOST_MAX, "%s", d->maps[i].to);
+            *port_out = d->maps[i].to_port;
+            return 1;
+        }
+    return 0;
+}
+
+/* One side of a map entry, "host:port" or "[v6]:port", into *host, *port. */
+static int map_side(const char *s, size_t n, const char *entry, size_t elen, char **host,
+                    int *port)
+{
+    char ex[96];
+    dlock__endpoint ep;
+    int bad = n == 0 || !has_port(s, n);
+    for (size_t i = 0; i < n && !bad; i++)
+        bad = s[i] == '@' || s[i] == '/' || s[i] == '%';
+    int rc = bad ? DLOCK_EINVAL : parse_as_redis(s, n, 0, &ep, NULL);
+    if (rc == DLOCK_ENOMEM)
+        return rc;
+    if (rc != DLOCK_OK)
+        return dlock__fail(DLOCK_EINVAL,
+                           "invalid URL: map entry '%s' does not parse: give "
+                           "map=HOST:PORT=HOST:PORT[,HOST:PORT=HOST:PORT...] (the address "
+                           "announced, then the one to reach it at)",
+                           dlock__excerpt(entry, elen, ex, sizeof(ex)));
+    *host = ep.host;
+    *port = ep.port;
+    ep.host = NULL;
+    dlock__endpoint_clear(&ep);
+    return DLOCK_OK;
+}
+
+/* The value of one map= parameter: entries separated by ','. */
+static int parse_maps(const char *v, size_t n, dlock__deploy *d)
+{
+    if (n == 0)
+        return dlock__fail(DLOCK_EINVAL, "invalid URL: map= is empty (give "
+                                         "map=HOST:PORT=HOST:PORT[,...])");
+    for (const char *e = v, *end = v + n; e <= end;) {
+        const char *comma = memchr(e, ',', (size_t)(end - e));
+        size_t len = (size_t)((comma ? comma : end) - e);
+        const char *eq = memchr(e, '=', len);
+        if (d->nmaps == MAX_MAPS)
+            return dlock__fail(DLOCK_EINVAL, "invalid URL: more than %d map entries", MAX_MAPS);
+        dlock__addr_map *a = realloc(d->maps, (d->nmaps + 1) * sizeof(*a));
+        if (!a)
+            return dlock__fail(DLOCK_ENOMEM, "out of memory parsing the URL");
+        d->maps = a;
+        a = &d->maps[d->nmaps];
+        memset(a, 0, sizeof(*a));
+        int rc = map_side(e, eq ? (size_t)(eq - e) : 0, e, len, &a->from, &a->from_port);
+        if (rc == DLOCK_OK)
+            rc = map_side(eq + 1, len - (size_t)(eq - e) - 1, e, len, &a->to, &a->to_port);
+        d->nmaps++;   /* cleared with the rest on failure */
+        if (rc != DLOCK_OK)
+            return rc;
+        e += len + 1;
+    }
+    return DLOCK_OK;
+}
+
 /* The deployment schemes: which kind, whether TLS. */
 static const struct {
     const char *scheme;
@@ -107,6 +209,43 @@ static int scheme_of(const char *url)
         if (strncmp(url, schemes[i].scheme, strlen(schemes[i].scheme)) == 0)
             return i;
     return -1;
+}
+
+/* q[0..n) ("?a=1&b", or empty): map= parameters into d, the others (TLS
+ * ones, rediss only) into a new "?..." string *rest ("" when none). */
+static int split_query(const char *q, size_t n, const char *scheme, int tls, dlock__deploy *d,
+                       char **rest)
+{
+    char *r = malloc(n + 1);
+    if (!r)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory parsing the URL");
+    size_t rl = 0;
+    int rc = DLOCK_OK;
+    for (const char *p = q + (n > 0), *end = q + n; rc == DLOCK_OK && p < end;) {
+        const char *amp = memchr(p, '&', (size_t)(end - p));
+        size_t len = (size_t)((amp ? amp : end) - p);
+        if (len >= 4 && strncmp(p, "map=", 4) == 0) {
+            rc = parse_maps(p + 4, len - 4, d);
+        } else if (len > 0) {
+            r[rl] = rl == 0 ? '?' : '&';
+            rl++;
+            memcpy(r + rl, p, len);
+            rl += len;
+        }
+        p += len + 1;
+    }
+    r[rl] = '\0';
+    if (rc == DLOCK_OK && rl > 0 && !tls)
+        rc = dlock__fail(DLOCK_EINVAL,
+                         "invalid URL: %s takes no parameters but map= (TLS parameters go "
+                         "with rediss%s)",
+                         scheme, scheme + 5);
+    if (rc != DLOCK_OK) {
+        free(r);
+        return rc;
+    }
+    *rest = r;
+    return DLOCK_OK;
 }
 
 static int parse_list(const char *url, int which, dlock__endpoint *ep, dlock__deploy *d,
@@ -144,12 +283,7 @@ static int parse_list(const char *url, int which, dlock__endpoint *ep, dlock__de
         db = rest;
         rest += dblen;
     }
-    if (rest[0] == '?' && !tls)
-        return dlock__fail(DLOCK_EINVAL,
-                           "invalid URL: %s takes no parameters (TLS parameters go with "
-                           "rediss%s)",
-                           scheme, scheme + 5);
-    if (rest[0] == '?') {   /* the TLS parameters, read with the data nodes' URL below */
+    if (rest[0] == '?') {   /* map= below; the TLS parameters read with the data nodes' URL */
         qlen = strcspn(rest, "#");
         query = rest;
         rest += qlen;
@@ -183,7 +317,12 @@ static int parse_list(const char *url, int which, dlock__endpoint *ep, dlock__de
     nd.kind = kind;
     dlock__endpoint nep;
     memset(&nep, 0, sizeof(nep));
-    int rc = DLOCK_OK;
+    char *tlsq = NULL;   /* the query less its map= parameters */
+    int rc = split_query(query, qlen, scheme, tls, &nd, &tlsq);
+    if (rc == DLOCK_OK) {
+        query = tlsq;
+        qlen = strlen(tlsq);
+    }
     const char *h = hosts;
     while (rc == DLOCK_OK && h <= hosts + hlen) {
         size_t n = strcspn(h, ",/#?");
@@ -232,6 +371,7 @@ static int parse_list(const char *url, int which, dlock__endpoint *ep, dlock__de
             dlock__free_secret(t);
         }
     }
+    free(tlsq);
     if (rc == DLOCK_OK && sentinel && !(nd.master = dlock__strndup(master, mlen)))
         rc = dlock__fail(DLOCK_ENOMEM, "out of memory parsing the URL");
     if (rc != DLOCK_OK) {
@@ -259,6 +399,7 @@ static void deploy_single(dlock__deploy *d)
         dlock__endpoint_clear(&d->seeds[i]);
     free(d->seeds);
     free(d->master);
+    maps_clear(d);
     d->seeds = NULL;
     d->nseeds = 0;
     d->master = NULL;

@@ -143,8 +143,17 @@ dlock__rerr dlock__redis_classify(const char *text)
             return DLOCK__RERR_UNKNOWN_CMD;
         if (strstr(text, "invalid password") || strstr(text, "DB index is out of range"))
             return DLOCK__RERR_AUTH;
+        if (strncmp(text + 4, "the count would pass ", 21) == 0)
+            return DLOCK__RERR_OVER_BOUND;
+        if (strstr(text, " permits asked of a semaphore of "))
+            return DLOCK__RERR_OVER_TOTAL;
     }
     return DLOCK__RERR_OTHER;
+}
+
+int dlock__acl_reason_names(const char *reason)
+{
+    return reason && (strstr(reason, " key") || strstr(reason, " channel"));
 }
 
 int dlock__rerr_code(dlock__rerr e)

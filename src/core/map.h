@@ -34,5 +34,12 @@ dlock__hnode *dlock__map_find_next(const dlock__map *m, const dlock__hnode *from
  * first bucket array cannot be allocated. */
 int dlock__map_insert(dlock__map *m, dlock__hnode *n);
 void dlock__map_remove(dlock__map *m, dlock__hnode *n);
+/* Every node n of map m, bucket by bucket: DLOCK__MAP_EACH(m, n) { ... }. The
+ * body may remove or free n (the next node is read before it runs), but not
+ * insert. */
+#define DLOCK__MAP_EACH(m, n)                                                           \
+    for (size_t n##_bucket = 0; n##_bucket < (m)->nbuckets; n##_bucket++)               \
+        for (dlock__hnode *n = (m)->buckets[n##_bucket], *n##_next = n ? n->next : NULL; n; \
+             n = n##_next, n##_next = n ? n->next : NULL)
 
 #endif

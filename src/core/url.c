@@ -172,7 +172,7 @@ static int valid_ipv6(const char *s, size_t n)
 
 /* Length-limited printable excerpt of user input for messages (never used on
  * the userinfo part). */
-static const char *excerpt(const char *s, size_t n, char *buf, size_t size)
+const char *dlock__excerpt(const char *s, size_t n, char *buf, size_t size)
 {
     size_t j = 0;
     for (size_t i = 0; i < n && j + 4 < size; i++)
@@ -229,7 +229,7 @@ static int parse_redis_url(const char *u, dlock__endpoint *ep, dlock__tls_opts *
         hlen = (size_t)(close - host);
         if (!valid_ipv6(host, hlen))
             return dlock__fail(DLOCK_EINVAL, "invalid URL: '%s' is not an IPv6 address",
-                               excerpt(host, hlen, ex, sizeof(ex)));
+                               dlock__excerpt(host, hlen, ex, sizeof(ex)));
         const char *after = close + 1;
         size_t left = (size_t)(hp + hplen - after);
         if (left > 0) {
@@ -249,7 +249,7 @@ static int parse_redis_url(const char *u, dlock__endpoint *ep, dlock__tls_opts *
             return dlock__fail(DLOCK_EINVAL, "invalid URL: the host is empty");
         if (!valid_hostname(host, hlen))
             return dlock__fail(DLOCK_EINVAL, "invalid URL: '%s' is not a valid host name",
-                               excerpt(host, hlen, ex, sizeof(ex)));
+                               dlock__excerpt(host, hlen, ex, sizeof(ex)));
     }
     ep->host = dlock__strndup(host, hlen);
     if (!ep->host)
@@ -260,7 +260,7 @@ static int parse_redis_url(const char *u, dlock__endpoint *ep, dlock__tls_opts *
         long v;
         if (parse_int(port, plen, 1, 65535, &v) != 0)
             return dlock__fail(DLOCK_EINVAL, "invalid URL: port '%s' is not a number in 1..65535",
-                               excerpt(port, plen, ex, sizeof(ex)));
+                               dlock__excerpt(port, plen, ex, sizeof(ex)));
         ep->port = (int)v;
     }
 
@@ -273,7 +273,7 @@ static int parse_redis_url(const char *u, dlock__endpoint *ep, dlock__tls_opts *
             if (parse_int(db, dlen, 0, INT_MAX, &v) != 0)
                 return dlock__fail(DLOCK_EINVAL,
                                    "invalid URL: database '%s' is not a non-negative number",
-                                   excerpt(db, dlen, ex, sizeof(ex)));
+                                   dlock__excerpt(db, dlen, ex, sizeof(ex)));
             ep->db = (int)v;
         }
         rest = db + dlen;
@@ -282,7 +282,7 @@ static int parse_redis_url(const char *u, dlock__endpoint *ep, dlock__tls_opts *
         return parse_tls_params(rest + 1, ep, tls);
     if (rest[0] != '\0')
         return dlock__fail(DLOCK_EINVAL, "invalid URL: unexpected '%s' after the host",
-                           excerpt(rest, strlen(rest), ex, sizeof(ex)));
+                           dlock__excerpt(rest, strlen(rest), ex, sizeof(ex)));
     return DLOCK_OK;
 }
 
@@ -328,7 +328,7 @@ static int parse_tls_params(const char *q, const dlock__endpoint *ep, dlock__tls
         if (!ep->tls && n > 0) {
             rc = dlock__fail(DLOCK_EINVAL,
                              "invalid URL: parameter '%s' needs a rediss:// (TLS) URL",
-                             excerpt(q, klen, ex, sizeof(ex)));
+                             dlock__excerpt(q, klen, ex, sizeof(ex)));
             break;
         }
         for (size_t i = 0; i < DLOCK__ARRAY_LEN(params) && !known; i++) {
@@ -350,7 +350,7 @@ static int parse_tls_params(const char *q, const dlock__endpoint *ep, dlock__tls
             rc = dlock__fail(DLOCK_EINVAL,
                              "invalid URL: unknown parameter '%s' (known: cacert, cacertdir, "
                              "cert, key, sni, insecure)",
-                             excerpt(q, klen, ex, sizeof(ex)));
+                             dlock__excerpt(q, klen, ex, sizeof(ex)));
         q += n;
         if (*q == '&')
             q++;
@@ -359,10 +359,10 @@ static int parse_tls_params(const char *q, const dlock__endpoint *ep, dlock__tls
     }
     if (rc == DLOCK_OK && *q != '\0')
         rc = dlock__fail(DLOCK_EINVAL, "invalid URL: unexpected '%s' after the parameters",
-                         excerpt(q, strlen(q), ex, sizeof(ex)));
+                         dlock__excerpt(q, strlen(q), ex, sizeof(ex)));
     if (rc == DLOCK_OK && o->server_name && !valid_hostname(o->server_name, strlen(o->server_name)))
         rc = dlock__fail(DLOCK_EINVAL, "invalid URL: sni '%s' is not a host name",
-                         excerpt(o->server_name, strlen(o->server_name), ex, sizeof(ex)));
+                         dlock__excerpt(o->server_name, strlen(o->server_name), ex, sizeof(ex)));
     dlock__tls_opts_clear(&scratch);
     return rc;
 }
@@ -393,12 +393,12 @@ static int parse_unix_url(const char *u, dlock__endpoint *ep)
                 if (parse_int(q + 3, n - 3, 0, INT_MAX, &v) != 0)
                     return dlock__fail(DLOCK_EINVAL,
                                        "invalid URL: database '%s' is not a non-negative number",
-                                       excerpt(q + 3, n - 3, ex, sizeof(ex)));
+                                       dlock__excerpt(q + 3, n - 3, ex, sizeof(ex)));
                 ep->db = (int)v;
             } else {
                 return dlock__fail(DLOCK_EINVAL,
                                    "invalid URL: unknown parameter '%s' (only db=N is known)",
-                                   excerpt(q, n, ex, sizeof(ex)));
+                                   dlock__excerpt(q, n, ex, sizeof(ex)));
             }
             q += n;
             if (*q == '&')
@@ -409,7 +409,7 @@ static int parse_unix_url(const char *u, dlock__endpoint *ep)
     }
     if (*q != '\0')
         return dlock__fail(DLOCK_EINVAL, "invalid URL: unexpected '%s' after the path",
-                           excerpt(q, strlen(q), ex, sizeof(ex)));
+                           dlock__excerpt(q, strlen(q), ex, sizeof(ex)));
     return DLOCK_OK;
 }
 
@@ -443,7 +443,7 @@ int dlock__parse_url_tls(const char *url, dlock__endpoint *out, dlock__tls_opts 
         rc = dlock__fail(DLOCK_EINVAL,
                          "invalid URL: unknown scheme '%s' (expected redis://, rediss:// or "
                          "unix://)",
-                         excerpt(url, n, ex, sizeof(ex)));
+                         dlock__excerpt(url, n, ex, sizeof(ex)));
     }
     if (rc != DLOCK_OK) {
         dlock__endpoint_clear(&ep);

@@ -114,7 +114,7 @@ static void on_explain(dlock__aconn *ac, redisReply *r, int status, void *ud)
     parse(x->wd, r, &now);
     if (now.have) {
         for (lost_note *n = x->notes; n; n = n->next)
-            if (n->reason == DLOCK_LOST_GONE)
+            if (n->reason == DLOCK_LOST_GONE && n->cause == DLOCK_CAUSE_UNKNOWN)
                 n->cause = decide(&x->before, &now, n->late);
         if (ac == x->wc->conn)
             x->wc->sample = now;

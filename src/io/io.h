@@ -108,6 +108,10 @@ enum { DLOCK__WAKE_MESSAGE = 1, DLOCK__WAKE_TIMEOUT = 2, DLOCK__WAKE_DONE = 3 };
 
 int dlock__pubsub_new(dlock__pubsub **out, dlock__loop *lp, dlock__netctx *ctx,
                       dlock__router *router);
+/* One address: the requests that ask the server's ROLE while waiters wait
+ * go through x (so a demotion that keeps the pub/sub connection open is
+ * seen). Before the loop runs; x outlives ps's use of it. */
+void dlock__pubsub_use_acall(dlock__pubsub *ps, dlock__acall *x);
 /* Ends every wait with DLOCK_ECLOSED and refuses new ones (before the loop stops). */
 void dlock__pubsub_shutdown(dlock__pubsub *ps);
 /* After the loop stopped. */
@@ -222,12 +226,19 @@ enum {
 /* After a release attempt. GONE takes the entry out of the schedule; NOT_HELD
  * does too and reports the loss (lost callback, on the io thread); KEPT (holds
  * remain, or the attempt failed) counts one hold less and stops renewing when
- * none is left. */
+ * none is left. An entry taken out while its renewal is in flight: off the io
+ * thread, the call waits for that renewal's answer (at most the command
+ * timeout + 1 s), so that it cannot land on the owner's next hold of the
+ * name; on the io thread it returns at once (dlock__watchdog_settling). */
 void dlock__watchdog_release_end(dlock__watchdog *wd, const dlock__hold_id *id, int outcome);
 /* A release begun (dlock__watchdog_release_begin) that did not touch this
  * hold after all (a list release refused for another permit): renewals and
  * their loss reports go on as before. */
 void dlock__watchdog_release_abort(dlock__watchdog *wd, const dlock__hold_id *id);
+/* 1 while the renewal of some hold already taken out (released) is in
+ * flight: an asynchronous release ends once this is 0 (at most the command
+ * timeout + 1 s later), for the reason dlock__watchdog_release_end waits. */
+int dlock__watchdog_settling(dlock__watchdog *wd);
 /* How many holds are scheduled (tests). */
 size_t dlock__watchdog_count(dlock__watchdog *wd);
 /* 0 while client tracking is off; 2 while it is on and every hold's key is

@@ -10,6 +10,7 @@
  *   retry, as messages may have been missed)
  * A channel in NONE with no waiters is freed, so no channel stays subscribed
  * once its waiters are gone. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <uv.h>
@@ -20,6 +21,8 @@
 
 static void sync_channels(dlock__pubsub *ps);
 static void retry_later(dlock__pubsub *ps);
+static void watch_start(dlock__pubsub *ps);
+static void on_sub_run_id(dlock__aconn *ac, redisReply *r, int status, void *ud);
 
 static dlock__channel *reply_channel(dlock__pubsub *ps, const redisReply *r)
 {
@@ -168,12 +171,18 @@ static void on_sub_push(dlock__aconn *ac, redisReply *r, void *ud)
 
 static void on_sub_ready(dlock__aconn *ac, void *ud)
 {
-    dlock__pubsub *ps = ((dlock__psconn *)ud)->ps;
+    dlock__psconn *pc = ud;
+    dlock__pubsub *ps = pc->ps;
+    pc->run_id[0] = '\0';
+    if (!ps->dynamic && ps->acall && !ps->role_off) {   /* for the watch: which server */
+        static const char *av[] = {"INFO", "server"};
+        static const size_t len[] = {4, 6};
+        (void)dlock__aconn_send(ac, 2, av, len, 1, on_sub_run_id, pc);
+    }
     pthread_mutex_lock(&ps->mu);
-    for (size_t i = 0; i < ps->channels.nbuckets; i++)
-        for (dlock__hnode *n = ps->channels.buckets[i]; n; n = n->next)
-            if (((dlock__channel *)n)->state == CH_NONE)
-                dlock__ps_mark(ps, (dlock__channel *)n);
+    DLOCK__MAP_EACH(&ps->channels, n)
+        if (((dlock__channel *)n)->state == CH_NONE)
+            dlock__ps_mark(ps, (dlock__channel *)n);
     pthread_mutex_unlock(&ps->mu);
     sync_channels(ps);
 }
@@ -188,14 +197,10 @@ static void on_sub_down(dlock__aconn *ac, int status, void *ud)
         dlock__router_stale(ps->router);
     int resubscribe = 0;
     pthread_mutex_lock(&ps->mu);
-    for (size_t i = 0; i < ps->channels.nbuckets; i++) {
-        dlock__hnode *n = ps->channels.buckets[i];
-        while (n) {
-            dlock__channel *ch = (dlock__channel *)n;
-            n = n->next;
-            if (ch->pc == pc)
-                resubscribe |= lost_subscription(ps, ch);
-        }
+    DLOCK__MAP_EACH(&ps->channels, n) {
+        dlock__channel *ch = (dlock__channel *)n;
+        if (ch->pc == pc)
+            resubscribe |= lost_subscription(ps, ch);
     }
     pthread_mutex_unlock(&ps->mu);
     /* The reconnect's on_sub_ready subscribes them again; if the node stays
@@ -316,18 +321,14 @@ static void check_moves(dlock__pubsub *ps)
         return;
     ps->gen = g;
     pthread_mutex_lock(&ps->mu);
-    for (size_t i = 0; i < ps->channels.nbuckets; i++) {
-        dlock__hnode *n = ps->channels.buckets[i];
-        while (n) {
-            dlock__channel *ch = (dlock__channel *)n;
-            n = n->next;
-            if (!ch->pc || ch->pc->node == dlock__router_node(ps->router,
-                                                               ps->sharded ? ch->name : NULL,
-                                                               ps->sharded ? ch->len : 0))
-                continue;
-            if (lost_subscription(ps, ch))
-                dlock__ps_mark(ps, ch);
-        }
+    DLOCK__MAP_EACH(&ps->channels, n) {
+        dlock__channel *ch = (dlock__channel *)n;
+        if (!ch->pc || ch->pc->node == dlock__router_node(ps->router,
+                                                           ps->sharded ? ch->name : NULL,
+                                                           ps->sharded ? ch->len : 0))
+            continue;
+        if (lost_subscription(ps, ch))
+            dlock__ps_mark(ps, ch);
     }
     dlock__psconn **gone = malloc((ps->nconns ? ps->nconns : 1) * sizeof(*gone));
     size_t ngone = 0, keep = 0;
@@ -362,27 +363,30 @@ static void on_retry(uv_timer_t *t)
     if (ps->dynamic)
         check_moves(ps);
     pthread_mutex_lock(&ps->mu);
-    for (size_t i = 0; i < ps->channels.nbuckets; i++)
-        for (dlock__hnode *n = ps->channels.buckets[i]; n; n = n->next) {
-            dlock__channel *ch = (dlock__channel *)n;
-            if (ch->state == CH_NONE && ch->nwaiters > 0)
-                dlock__ps_mark(ps, ch);
-        }
+    DLOCK__MAP_EACH(&ps->channels, n) {
+        dlock__channel *ch = (dlock__channel *)n;
+        if (ch->state == CH_NONE && ch->nwaiters > 0)
+            dlock__ps_mark(ps, ch);
+    }
     pthread_mutex_unlock(&ps->mu);
     sync_channels(ps);
 }
 
+/* t initialised on first use (*inited); 1 when it is idle, to be started. */
+static int timer_idle(dlock__pubsub *ps, uv_timer_t *t, int *inited)
+{
+    if (!*inited) {
+        if (uv_timer_init(dlock__loop_uv(ps->lp), t) != 0)
+            return 0;
+        t->data = ps;
+        *inited = 1;
+    }
+    return !uv_is_active((uv_handle_t *)t);
+}
+
 static void retry_later(dlock__pubsub *ps)
 {
-    if (ps->stopping)
-        return;
-    if (!ps->retry_inited) {
-        if (uv_timer_init(dlock__loop_uv(ps->lp), &ps->retry) != 0)
-            return;
-        ps->retry.data = ps;
-        ps->retry_inited = 1;
-    }
-    if (uv_is_active((uv_handle_t *)&ps->retry))
+    if (ps->stopping || !timer_idle(ps, &ps->retry, &ps->retry_inited))
         return;
     if (ps->dynamic) {
         /* Also how a topology change is noticed: soon after the switch. */
@@ -393,6 +397,194 @@ static void retry_later(dlock__pubsub *ps)
         uv_timer_start(&ps->retry, on_retry, (uint64_t)ps->ctx->cfg->retry_delay_ms, 0);
     }
 }
+
+/* ------------------------------------------------ one address: the watch */
+
+/* How often the address is asked while waiters wait: the pace of the pub/sub
+ * keepalive PING (aconn.c), so that a wait stays silent for seconds at a
+ * time (a waiter sends nothing in between). */
+#define WATCH_MS 10000
+
+/* A watch's question (two requests through the asynchronous calls'
+ * connection to the address: ROLE, INFO server) and what the subscriptions'
+ * connection said of its server when it connected. */
+typedef struct watch_ask {
+    dlock__pubsub *ps;
+    dlock__node *node;       /* the address's node when asked (retired on a move) */
+    int left;                /* answers still due */
+    int role;                /* -1 unknown, 1 master, 0 anything else */
+    char role_text[16];
+    char sub_run_id[DLOCK__RUN_ID_MAX];   /* the subscriptions' server ("" unknown) */
+    char run_id[DLOCK__RUN_ID_MAX];       /* the address's server now ("" unknown) */
+} watch_ask;
+
+/* The run_id line of an INFO server answer into out ("" when absent). */
+static void read_run_id(const redisReply *r, char *out)
+{
+    out[0] = '\0';
+    const char *p = r && r->type == REDIS_REPLY_STRING ? strstr(r->str, "run_id:") : NULL;
+    if (!p)
+        return;
+    p += 7;
+    size_t n = strcspn(p, "\r\n");
+    if (n > 0 && n < DLOCK__RUN_ID_MAX) {
+        memcpy(out, p, n);
+        out[n] = '\0';
+    }
+}
+
+/* The subscriptions' connection's own INFO server, sent before it subscribes. */
+static void on_sub_run_id(dlock__aconn *ac, redisReply *r, int status, void *ud)
+{
+    (void)ac;
+    dlock__psconn *pc = ud;
+    if (status == DLOCK_OK)
+        read_run_id(r, pc->run_id);
+}
+
+static dlock__psconn *subscribed_conn(dlock__pubsub *ps)
+{
+    dlock__psconn *pc = NULL;
+    pthread_mutex_lock(&ps->mu);
+    for (size_t i = 0; i < ps->channels.nbuckets && !pc; i++)
+        for (dlock__hnode *n = ps->channels.buckets[i]; n && !pc; n = n->next)
+            pc = ((dlock__channel *)n)->pc;
+    pthread_mutex_unlock(&ps->mu);
+    return pc;
+}
+
+/* Both answers in: the subscriptions move when the server at the address is
+ * a replica now (a demotion that kept every connection open), or when the
+ * address names a primary other than the server they are on (a DNS name
+ * moved; their server may no longer get the primary's messages). */
+static void watch_decide(watch_ask *wa)
+{
+    dlock__pubsub *ps = wa->ps;
+    const char *why = NULL;
+    int other = wa->role == 1 && !ps->run_id_off && wa->run_id[0] && wa->sub_run_id[0] &&
+                strcmp(wa->run_id, wa->sub_run_id) != 0;
+    if (wa->role == 1 && wa->run_id[0] && wa->sub_run_id[0] && !other)
+        ps->run_id_moves = 0;   /* the subscriptions are on the address's server */
+    if (other && ++ps->run_id_moves > 2) {
+        /* Moved twice and still another server: the address's connections
+         * do not all reach one server (a proxy in front of several), so
+         * run_id says nothing; ROLE alone from now on. */
+        ps->run_id_off = 1;
+        dlock__log(ps->ctx->cfg, DLOCK_LOG_WARN,
+                   "%s: connections to the address reach servers with different run_ids; "
+                   "the subscriptions move only when it says it is not the primary",
+                   dlock__node_addr(wa->node));
+        other = 0;
+    }
+    if (wa->role == 0)
+        why = wa->role_text;
+    else if (other)
+        why = "master, another server than the one the subscriptions are on";
+    if (!why)
+        return;
+    dlock__log(ps->ctx->cfg, DLOCK_LOG_WARN,
+               "%s says ROLE %s: the pub/sub subscriptions move to new connections",
+               dlock__node_addr(wa->node), why);
+    dlock__router_demoted(ps->router, wa->node);
+    check_moves(ps);
+    sync_channels(ps);
+}
+
+static void on_watch_answer(int status, dlock__res *res, void *ud, int is_role)
+{
+    watch_ask *wa = ud;
+    dlock__pubsub *ps = wa->ps;
+    if (status == DLOCK_OK && is_role) {
+        const redisReply *r = res->r;
+        if (r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+            r->element[0]->type == REDIS_REPLY_STRING) {
+            wa->role = strcmp(r->element[0]->str, "master") == 0;
+            snprintf(wa->role_text, sizeof(wa->role_text), "%s", r->element[0]->str);
+        }
+    } else if (status == DLOCK_OK) {
+        read_run_id(res->r, wa->run_id);
+    }
+    if (status == DLOCK_OK) {
+        freeReplyObject(res->r);   /* the answer is the callback's to free */
+        res->r = NULL;
+    } else if (is_role && !ps->role_off && !ps->stopping &&
+               (res->err == DLOCK__RERR_NOPERM || res->err == DLOCK__RERR_UNKNOWN_CMD ||
+                res->err == DLOCK__RERR_OTHER)) {
+        /* Refused (an ACL without +role, a renamed command): not asked
+         * again (the ticks still move the channels after a READONLY); a
+         * lost connection or a transient refusal: asked at the next tick. */
+        ps->role_off = 1;
+        dlock__log(ps->ctx->cfg, DLOCK_LOG_WARN,
+                   "ROLE refused (%s): a demotion that keeps the pub/sub connection open "
+                   "is seen only when a request is refused with READONLY",
+                   res->text);
+    }
+    if (--wa->left > 0)
+        return;
+    ps->role_inflight = 0;
+    if (!ps->stopping && status != DLOCK_ECLOSED)
+        watch_decide(wa);
+    free(wa);
+}
+
+static void on_watch_role(int status, dlock__res *res, void *ud)
+{
+    on_watch_answer(status, res, ud, 1);
+}
+
+static void on_watch_info(int status, dlock__res *res, void *ud)
+{
+    on_watch_answer(status, res, ud, 0);
+}
+
+/* Every WATCH_MS while a channel is subscribed: a demotion another
+ * request saw moves the channels; the address's server is asked whether it
+ * is still the primary, and which server it is. */
+static void on_watch(uv_timer_t *t)
+{
+    dlock__pubsub *ps = t->data;
+    check_moves(ps);
+    sync_channels(ps);
+    dlock__psconn *pc = subscribed_conn(ps);
+    if (!pc) {
+        uv_timer_stop(&ps->watch);   /* the next subscription starts it again */
+        return;
+    }
+    if (ps->role_inflight || ps->role_off)
+        return;
+    watch_ask *wa = calloc(1, sizeof(*wa));
+    if (!wa)
+        return;
+    wa->ps = ps;
+    wa->node = dlock__router_node(ps->router, NULL, 0);
+    wa->role = -1;
+    memcpy(wa->sub_run_id, pc->run_id, sizeof(wa->sub_run_id));
+    static const char *const role[] = {"ROLE"}, *const info[] = {"INFO", "server"};
+    dlock__req rq = {.script = -1, .argc = 1, .argv = role,
+                     .flags = DLOCK__CALL_IDEMPOTENT | DLOCK__CALL_NO_RETRY};
+    dlock__req iq = {.script = -1, .argc = 2, .argv = info,
+                     .flags = DLOCK__CALL_IDEMPOTENT | DLOCK__CALL_NO_RETRY};
+    if (dlock__acall_send(ps->acall, &rq, on_watch_role, wa) != DLOCK_OK) {
+        free(wa);
+        return;
+    }
+    ps->role_inflight = 1;
+    wa->left = 2;
+    if (dlock__acall_send(ps->acall, &iq, on_watch_info, wa) != DLOCK_OK)
+        wa->left = 1;   /* ROLE alone */
+}
+
+static void watch_start(dlock__pubsub *ps)
+{
+    if (ps->dynamic || !ps->acall || ps->stopping)
+        return;
+    if (timer_idle(ps, &ps->watch, &ps->watch_inited)) {
+        uint64_t every = WATCH_MS;
+        uv_timer_start(&ps->watch, on_watch, every, every);
+    }
+}
+
+void dlock__pubsub_use_acall(dlock__pubsub *ps, dlock__acall *x) { ps->acall = x; }
 
 /* Sends the SUBSCRIBE/UNSUBSCRIBE that dirty channels need, one command per
  * connection each, then the barrier PINGs wanted. A channel whose node's
@@ -405,6 +597,8 @@ static void sync_channels(dlock__pubsub *ps)
         barriers |= ps->conns[i]->barrier_wanted;
     if (ps->dynamic && !ps->stopping)
         retry_later(ps);   /* starts the periodic look at the topology */
+    if (!dlock__list_empty(&ps->dirty))
+        watch_start(ps);
     if (ps->stopping || (dlock__list_empty(&ps->dirty) && !barriers)) {
         pthread_mutex_unlock(&ps->mu);
         return;
@@ -498,6 +692,10 @@ static void on_stop(void *arg)
         uv_timer_stop(&ps->retry);
         uv_close((uv_handle_t *)&ps->retry, NULL);
     }
+    if (ps->watch_inited) {
+        uv_timer_stop(&ps->watch);
+        uv_close((uv_handle_t *)&ps->watch, NULL);
+    }
     /* Closing fails the connection's pending commands: their callbacks
      * still see it; it is freed with the pubsub. */
     for (size_t i = 0; i < ps->nconns; i++)
@@ -535,14 +733,8 @@ void dlock__pubsub_free(dlock__pubsub *ps)
 {
     if (!ps)
         return;
-    for (size_t i = 0; i < ps->channels.nbuckets; i++) {
-        dlock__hnode *n = ps->channels.buckets[i];
-        while (n) {
-            dlock__hnode *next = n->next;
-            free(n);
-            n = next;
-        }
-    }
+    DLOCK__MAP_EACH(&ps->channels, n)
+        free(n);
     dlock__map_free(&ps->channels);
     for (size_t i = 0; i < ps->nconns; i++) {
         dlock__psconn *pc = ps->conns[i];

@@ -25,6 +25,8 @@ typedef struct dlock__psconn {
     const char **sub, **uns;
     size_t *sl, *ul;
     int ns, nu, cap;
+#define DLOCK__RUN_ID_MAX 48
+    char run_id[DLOCK__RUN_ID_MAX];   /* io thread: its server's (one address; "" unknown) */
 } dlock__psconn;
 
 struct dlock__channel {
@@ -64,6 +66,19 @@ struct dlock__pubsub {
     int retry_inited;
     dlock__psconn **conns;
     size_t nconns;
+
+    /* One address (not dynamic): while channels are subscribed, the address
+     * is asked ROLE and INFO server every 10 s (pubsub.c, WATCH_MS; through the
+     * asynchronous calls' connection); a replica there, or a primary other
+     * than the subscriptions' server, retires the address's node (single.c)
+     * and the channels move to new connections. io thread only. */
+    dlock__acall *acall;     /* NULL: no watch */
+    uv_timer_t watch;
+    int watch_inited;
+    int role_inflight;       /* a watch's requests are out */
+    int role_off;            /* the server refused ROLE: not asked again */
+    int run_id_moves;        /* moves for another run_id in a row */
+    int run_id_off;          /* run_ids differ even after moves: ROLE alone */
 };
 
 /* waiters.c, for the io thread's side. Callers hold ps->mu (but for the

@@ -186,9 +186,8 @@ void dlock__pubsub_shutdown(dlock__pubsub *ps)
         return;
     pthread_mutex_lock(&ps->mu);
     ps->closed = 1;
-    for (size_t i = 0; i < ps->channels.nbuckets; i++)
-        for (dlock__hnode *n = ps->channels.buckets[i]; n; n = n->next)
-            dlock__ps_wake_all((dlock__channel *)n, 0);
+    DLOCK__MAP_EACH(&ps->channels, n)
+        dlock__ps_wake_all((dlock__channel *)n, 0);
     pthread_mutex_unlock(&ps->mu);
 }
 

@@ -125,6 +125,7 @@ static int unlink_held(dlock__watchdog *wd, held *h)
     dlock__wd_track_unlink(wd, h);
     if (h->inflight) {
         h->dead = 1;
+        wd->dead_inflight++;
         return 0;
     }
     return 1;
@@ -284,6 +285,28 @@ void dlock__watchdog_release_abort(dlock__watchdog *wd, const dlock__hold_id *id
     pthread_mutex_unlock(&wd->mu);
 }
 
+/* A released hold whose renewal is still in flight (h dead): waits for that
+ * renewal's answer, so that it cannot land after the release returns and
+ * stretch the owner's next hold of the same name (a fixed lease, say) to
+ * the watchdog timeout. Bounded by the command timeout (and a margin); not
+ * on the io thread, which answers it (an asynchronous release returns at
+ * once). Caller holds mu; h is freed here or by its batch. */
+static void await_renewal(dlock__watchdog *wd, held *h)
+{
+    if (dlock__loop_on_io_thread(wd->lp))
+        return;
+    const int64_t until = dlock__now_ms() + wd->ctx->cfg->command_timeout_ms + 1000;
+    h->awaited = 1;
+    while (h->inflight && dlock__now_ms() < until) {
+        struct timespec ts;
+        dlock__abstime(until, &ts);
+        pthread_cond_timedwait(&wd->answered, &wd->mu, &ts);
+    }
+    h->awaited = 0;
+    if (!h->inflight)
+        held_free(wd, h);   /* answered: its batch left it to us */
+}
+
 void dlock__watchdog_release_end(dlock__watchdog *wd, const dlock__hold_id *id, int outcome)
 {
     pthread_mutex_lock(&wd->mu);
@@ -302,6 +325,8 @@ void dlock__watchdog_release_end(dlock__watchdog *wd, const dlock__hold_id *id, 
              * hold this process knows of: renewing on would keep a lock its
              * owner let go of alive forever. */
             do_free = unlink_held(wd, h);
+            if (!do_free)
+                await_renewal(wd, h);
         }
     }
     if (do_free)
@@ -309,6 +334,14 @@ void dlock__watchdog_release_end(dlock__watchdog *wd, const dlock__hold_id *id, 
     pthread_mutex_unlock(&wd->mu);
     if (post)
         dlock__loop_post(wd->lp, &wd->flush_job);
+}
+
+int dlock__watchdog_settling(dlock__watchdog *wd)
+{
+    pthread_mutex_lock(&wd->mu);
+    int n = wd->dead_inflight;
+    pthread_mutex_unlock(&wd->mu);
+    return n > 0;
 }
 
 size_t dlock__watchdog_count(dlock__watchdog *wd)
@@ -380,7 +413,8 @@ static void note_lost(dlock__watchdog *wd, held *h, dlock_lost_reason why, lost_
         n->fn = h->fn;
         n->ud = h->ud;
         n->reason = why;
-        n->cause = DLOCK_CAUSE_UNKNOWN;
+        n->cause = h->failover && why == DLOCK_LOST_GONE ? DLOCK_CAUSE_FAILOVER
+                                                          : DLOCK_CAUSE_UNKNOWN;
         n->late = dlock__now_ms() - h->renewed_at >= wd->ctx->cfg->watchdog_ms;
         n->what = h->kind->what;
         n->nlen = (uint32_t)nlen;
@@ -405,6 +439,12 @@ int dlock__reply_renew(const redisReply *r, size_t n, unsigned char *renewed)
 }
 
 
+static void on_promoted(void *arg)
+{
+    dlock__watchdog *wd = arg;
+    dlock__loop_post(wd->lp, &wd->kick_job);
+}
+
 static void batch_done(dlock__watchdog *wd, batch *b, const redisReply *r, int ok)
 {
     if (ok && dlock__reply_renew(r, (size_t)b->n, b->renewed) != DLOCK_OK)
@@ -423,6 +463,12 @@ void dlock__wd_batch_finish(dlock__watchdog *wd, batch *b, int ok, const unsigne
 {
     b->wc->inflight--;
     lost_note *notes = NULL;
+    int again = 0;
+    /* When the node that answered became a primary, if it did; and whether
+     * the batch's keys live elsewhere now (a new primary seen meanwhile). */
+    const int64_t promoted_at = dlock__node_promoted_at(b->wc->node);
+    const int moved = b->n > 0 && dlock__router_node(wd->router, h_part(b->e[0], 0),
+                                                     b->e[0]->len[0]) != b->wc->node;
     if (b->recheck)
         wd->rechecks_out--;
     pthread_mutex_lock(&wd->mu);
@@ -431,7 +477,11 @@ void dlock__wd_batch_finish(dlock__watchdog *wd, batch *b, int ok, const unsigne
         held *h = b->e[i];
         h->inflight = 0;
         if (h->dead) {
-            held_free(wd, h);
+            wd->dead_inflight--;
+            if (h->awaited)
+                pthread_cond_broadcast(&wd->answered);   /* its release frees it */
+            else
+                held_free(wd, h);
             continue;
         }
         if (!ok)
@@ -441,6 +491,11 @@ void dlock__wd_batch_finish(dlock__watchdog *wd, batch *b, int ok, const unsigne
                 note_lost(wd, h, DLOCK_LOST_REPLICAS, &notes);
         } else if (renewed[i]) {
             dlock__stats_count(wd->ctx->stats, DLOCK__ST_RENEWALS, 1);
+            if (moved)
+                again = 1;   /* renewed where it lived: checked where it lives now, at
+                                once rather than a period later */
+            else if (b->sent_at > promoted_at)
+                h->failover = 0;   /* found on the new primary */
             if (b->sent_at > h->renewed_at)
                 h->renewed_at = b->sent_at;
         } else if (h->releasing == 0) {
@@ -449,6 +504,8 @@ void dlock__wd_batch_finish(dlock__watchdog *wd, batch *b, int ok, const unsigne
     }
     int more = ok && !dlock__list_empty(&wd->recheck);
     pthread_mutex_unlock(&wd->mu);
+    if (again)
+        dlock__loop_post(wd->lp, &wd->kick_job);
     cause_sample before = b->before;
     wconn *wc = b->wc;
     free((void *)b);
@@ -695,14 +752,22 @@ void dlock__wd_tick(dlock__watchdog *wd)
         }
         if (deadline < next)
             next = deadline;
+        /* The node that serves the hold's keys now (the router's map, read
+         * without I/O), and its renewal connection. */
+        dlock__node *node = dlock__router_node(wd->router, h_part(h, 0), h->len[0]);
+        /* Its node became a primary after the hold's last renewal was sent
+         * (the router's hook kicks a tick at once): renewed there now, so
+         * that a hold it lacks is found and reported at once, with cause
+         * "failover". */
+        const int64_t promoted = node ? dlock__node_promoted_at(node) : 0;
+        if (promoted > 0 && promoted >= h->renewed_at)
+            h->failover = 1;
         if (h->inflight)
             continue;
         /* A hold whose key lives to its limit is not renewed any more. */
-        if (!h->recap && (limited || now - h->renewed_at < period / 2))
+        if (!h->recap && !h->failover && (limited || now - h->renewed_at < period / 2))
             continue;
-        /* The node that serves the hold's keys now (the router's map, read
-         * without I/O), and its renewal connection. */
-        wconn *wc = dlock__wd_conn_for(wd, dlock__router_node(wd->router, h_part(h, 0), h->len[0]));
+        wconn *wc = dlock__wd_conn_for(wd, node);
         if (!wc)
             break;
         wc->used = 1;
@@ -748,6 +813,7 @@ static void on_stop(void *arg)
 {
     dlock__watchdog *wd = arg;
     wd->stopping = 1;
+    dlock__netctx_on_promoted(wd->ctx, NULL, NULL);
     if (wd->timer_inited) {
         uv_timer_stop(&wd->timer);
         uv_close((uv_handle_t *)&wd->timer, on_timer_closed);
@@ -810,6 +876,11 @@ int dlock__watchdog_new(dlock__watchdog **out, dlock__loop *lp, dlock__netctx *c
      * ran still has its pause seen. */
     wd->last_tick = dlock__now_ms();
     pthread_mutex_init(&wd->mu, NULL);
+    if (dlock__cond_init(&wd->answered) != 0) {
+        pthread_mutex_destroy(&wd->mu);
+        free(wd);
+        return dlock__fail(DLOCK_ENOMEM, "cannot create a condition variable");
+    }
     dlock__map_init(&wd->map, h_eq);
     dlock__list_init(&wd->all);
     dlock__map_init(&wd->tkeys, dlock__wd_tk_eq);
@@ -827,10 +898,12 @@ int dlock__watchdog_new(dlock__watchdog **out, dlock__loop *lp, dlock__netctx *c
         rc = dlock__loop_on_stop(lp, on_stop, wd);
     if (rc != DLOCK_OK) {
         dlock__tracking_free(wd->track);
+        pthread_cond_destroy(&wd->answered);
         pthread_mutex_destroy(&wd->mu);
         free(wd);
         return rc;
     }
+    dlock__netctx_on_promoted(ctx, on_promoted, wd);
     dlock__loop_post(lp, &wd->start_job);
     *out = wd;
     return DLOCK_OK;
@@ -840,6 +913,7 @@ void dlock__watchdog_free(dlock__watchdog *wd)
 {
     if (!wd)
         return;
+    dlock__netctx_on_promoted(wd->ctx, NULL, NULL);
     while (wd->pending) {   /* losses found after the io thread stopped */
         lost_note *n = wd->pending;
         wd->pending = n->next;
@@ -855,6 +929,7 @@ void dlock__watchdog_free(dlock__watchdog *wd)
     dlock__map_free(&wd->tkeys);
     dlock__map_free(&wd->owners);
     dlock__tracking_free(wd->track);
+    pthread_cond_destroy(&wd->answered);
     pthread_mutex_destroy(&wd->mu);
     free(wd);
 }

@@ -42,9 +42,12 @@ typedef struct held {
     uint8_t recap;           /* a reentry of a limited hold may have set a TTL past its
                                 limit (a write lock adds the lease): renew it now */
     uint8_t dead;            /* out of the table; freed when its batch answers */
+    uint8_t awaited;         /* dead, and its release waits for that answer (then frees it) */
     uint8_t tracked;         /* tn is in wd->tkeys */
     uint8_t opart;           /* the part equal to the owner id (a lock's field often
                                 is: not kept in data), or DLOCK__HOLD_PARTS */
+    uint8_t failover;        /* its node is a new primary (a failover) and no renewal sent
+                                since has answered: a loss now is cause "failover" */
     char data[];             /* part0 NUL part1 NUL ..., but part opart */
 } held;
 
@@ -111,6 +114,8 @@ struct dlock__watchdog {
     dlock__job kick_job;     /* a tick now: a limited hold to cut back to its limit */
     dlock__job recheck_job;  /* renew the holds due a recheck (new ones) now */
     pthread_mutex_t mu;
+    pthread_cond_t answered; /* a renewal that a release awaits was answered */
+    int dead_inflight;       /* under mu: holds taken out whose renewal is in flight */
     dlock__map map;
     dlock__list all;
     dlock__map tkeys;        /* tracked key -> its holds (held.tn) */

@@ -13,14 +13,22 @@
  *     (replies come in order, so the load runs before the resend);
  *   - a request that cannot be written yet (the connection is down) waits
  *     in `waiting` for the connection, at most the blocking call's whole
- *     connect-and-retry schedule, then fails with DLOCK_ECONN;
+ *     connect-and-retry schedule, then fails with DLOCK_ECONN; one with
+ *     DLOCK__CALL_NO_RETRY (a RedLock's) waits for one connection attempt
+ *     only: it fails when that attempt fails, or after the connect timeout;
  *   - once written, a lost reply (timeout, reset) means it may have run: an
  *     idempotent request is written again after the retry delay, up to
  *     retry_attempts times; any other ends with DLOCK_EUNKNOWN;
  *   - a latched request (a release) is never written when its reply could
  *     come after first write + latch;
  *   - transient server errors (LOADING, BUSY, ...) are retried after the
- *     retry delay.
+ *     retry delay;
+ *   - an acquisition (DLOCK__CALL_WAIT_ACK) with replica acknowledgement on
+ *     is answered after WAIT (under DLOCK_REPLICAS_ALL, ROLE then WAIT) on
+ *     the connection that wrote it, as the blocking call does (its count in
+ *     res->acks; 0 when WAIT could not be asked). Such acquisitions have a
+ *     connection per node of their own: a WAIT holds the replies behind it
+ *     up to the ack timeout, and releases and queries do not queue there.
  * The callback runs exactly once per accepted request; on the io thread.
  *
  * Writes: the requests of one turn of the loop go out in one write. The
@@ -53,6 +61,7 @@ typedef struct areq {
     int64_t give_up_at;      /* waiting for the connection until then */
     int tries;               /* failures retried so far */
     int reloaded;
+    redisReply *answer;      /* the answer, while WAIT (and ROLE) follow it */
     int argc;
     const char **av;
     size_t *lens;
@@ -65,6 +74,7 @@ struct anode {
     dlock__aconn *conn;
     dlock__list waiting;
     int corked;
+    int acks;                /* the connection for acquisitions that WAIT */
 };
 
 struct dlock__acall {
@@ -88,14 +98,24 @@ static void arm(dlock__acall *x);
 static const char *addr_of(const areq *a) { return dlock__node_addr(a->an->node); }
 
 static void on_ready(dlock__aconn *ac, void *ud);
+static void on_down(dlock__aconn *ac, int status, void *ud);
+
+/* Whether a WAITs for replicas after its answer: then it goes on a
+ * connection of its own to the node, so that the WAIT (up to the ack
+ * timeout) holds only other such acquisitions, never releases and queries. */
+static int wants_acks(const dlock__acall *x, const areq *a)
+{
+    return (a->flags & DLOCK__CALL_WAIT_ACK) && x->ctx->cfg->ack_replicas > 0;
+}
 
 /* The node that serves a's key now, with its connection (made on first
  * use), or NULL (out of memory: message set). */
 static anode *route(dlock__acall *x, const areq *a)
 {
     dlock__node *n = dlock__router_node(x->router, a->key, a->klen);
+    int acks = wants_acks(x, a);
     for (size_t i = 0; i < x->nn; i++)
-        if (x->nodes[i]->node == n)
+        if (x->nodes[i]->node == n && x->nodes[i]->acks == acks)
             return x->nodes[i];
     if (x->nn == x->cap) {
         size_t cap = x->cap ? x->cap * 2 : 4;
@@ -114,8 +134,9 @@ static anode *route(dlock__acall *x, const areq *a)
     }
     an->x = x;
     an->node = n;
+    an->acks = acks;
     dlock__list_init(&an->waiting);
-    dlock__aconn_cbs cbs = {on_ready, NULL, NULL, an};
+    dlock__aconn_cbs cbs = {on_ready, on_down, NULL, an};
     if (dlock__aconn_new(&an->conn, x->uv, x->ctx, dlock__node_endpoint(n), 0, &cbs) !=
         DLOCK_OK) {
         free(an);
@@ -185,7 +206,9 @@ static int64_t connect_budget(const dlock_config *cfg)
 static void wait_for_conn(dlock__acall *x, areq *a, int64_t not_before)
 {
     a->not_before = not_before;
-    a->give_up_at = dlock__now_ms() + connect_budget(x->ctx->cfg);
+    a->give_up_at = dlock__now_ms() + ((a->flags & DLOCK__CALL_NO_RETRY)
+                                           ? x->ctx->cfg->connect_timeout_ms
+                                           : connect_budget(x->ctx->cfg));
     anode *an = route(x, a);
     if (an)
         a->an = an;   /* else the last node: it fails or answers again */
@@ -215,6 +238,12 @@ static void on_check(uv_check_t *c) { uncork(c->data); }
 /* Writes a on its node's connection, or queues it for the connection. */
 static void write_req(dlock__acall *x, areq *a)
 {
+    dlock__res qres;
+    dlock__res_init(&qres);
+    if (dlock__quarantine_refusal(a->an->node, a->flags, &qres) != DLOCK_OK) {
+        finish(a, DLOCK_ETIMEDOUT, &qres);
+        return;
+    }
     int64_t now = dlock__now_ms();
     if (!dlock__latch_allows(a->first_write ? a->first_write : -1, a->latch_ms,
                              x->ctx->cfg->command_timeout_ms, now)) {
@@ -240,6 +269,64 @@ static void write_req(dlock__acall *x, areq *a)
     }
     if (!a->first_write)
         a->first_write = now;
+}
+
+/* Ends a with its answer and the replicas that acknowledged it. */
+static void finish_acked(areq *a, int acks)
+{
+    dlock__res res;
+    dlock__res_init(&res);
+    res.r = a->answer;
+    res.acks = acks;
+    finish(a, DLOCK_OK, &res);
+}
+
+static void on_wait_reply(dlock__aconn *ac, redisReply *r, int status, void *ud)
+{
+    (void)ac;
+    (void)status;
+    finish_acked(ud, dlock__ack_count(r));
+}
+
+/* WAIT for want replicas after a's answer, on ac; -1: not asked. */
+static void ask_acks(dlock__aconn *ac, areq *a, int want)
+{
+    if (want < 0) {
+        finish_acked(a, -1);
+        return;
+    }
+    dlock__wait_cmd_t w;
+    dlock__wait_cmd(&w, a->x->ctx->cfg, want);
+    if (dlock__aconn_send(ac, 3, w.av, w.lens, 1, on_wait_reply, a) != DLOCK_OK)
+        finish_acked(a, 0);   /* cannot be asked: none acknowledged */
+}
+
+static void on_role_reply(dlock__aconn *ac, redisReply *r, int status, void *ud)
+{
+    areq *a = ud;
+    if (!r) {
+        finish_acked(a, 0);   /* the connection went: WAIT cannot follow */
+        return;
+    }
+    ask_acks(ac, a, dlock__ack_want(a->x->ctx->cfg, dlock__role_replicas(r)));
+}
+
+/* a answered: with acknowledgement asked and on, ROLE and/or WAIT first. */
+static void answered(dlock__aconn *ac, areq *a)
+{
+    const dlock_config *cfg = a->x->ctx->cfg;
+    if (!wants_acks(a->x, a)) {
+        finish_acked(a, -1);
+        return;
+    }
+    if (!cfg->ack_all) {
+        ask_acks(ac, a, cfg->ack_replicas);
+        return;
+    }
+    const char *av[] = {"ROLE"};
+    size_t lens[] = {4};
+    if (dlock__aconn_send(ac, 1, av, lens, 1, on_role_reply, a) != DLOCK_OK)
+        finish_acked(a, 0);
 }
 
 static void on_load(dlock__aconn *ac, redisReply *r, int status, void *ud)
@@ -298,12 +385,12 @@ static void on_reply(dlock__aconn *ac, redisReply *r, int status, void *ud)
         return;
     }
     if (v.next == DLOCK__NEXT_DONE) {
-        if (!(res.r = dup_reply(r))) {
+        if (!(a->answer = dup_reply(r))) {
             dlock__fail(DLOCK_ENOMEM, "out of memory");
             fail(a, DLOCK_ENOMEM);
             return;
         }
-        finish(a, DLOCK_OK, &res);
+        answered(ac, a);
         return;
     }
     int rc = r ? dlock__res_refused(&res, addr_of(a), r)
@@ -391,6 +478,28 @@ static void arm(dlock__acall *x)
 }
 
 static void on_ready(dlock__aconn *ac, void *ud) { run_waiting(((anode *)ud)->x); }
+
+/* The node's connection failed (or was lost): the requests that wait for one
+ * attempt only (DLOCK__CALL_NO_RETRY) fail, from the timer (never inside the
+ * call that started the attempt). */
+static void on_down(dlock__aconn *ac, int status, void *ud)
+{
+    (void)ac;
+    (void)status;
+    anode *an = ud;
+    int64_t now = dlock__now_ms();
+    int any = 0;
+    dlock__list *it;
+    DLOCK__LIST_FOREACH(it, &an->waiting) {
+        areq *a = DLOCK__CONTAINER_OF(it, areq, link);
+        if ((a->flags & DLOCK__CALL_NO_RETRY) && a->give_up_at > now) {
+            a->give_up_at = now;
+            any = 1;
+        }
+    }
+    if (any)
+        arm(an->x);
+}
 
 int dlock__acall_send(dlock__acall *x, const dlock__req *req, dlock__acall_fn fn, void *ud)
 {

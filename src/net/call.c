@@ -83,6 +83,38 @@ static int evalsha_argv(const dlock__req *req, char nk[16], const char **st_a, s
     return DLOCK_OK;
 }
 
+int dlock__role_replicas(const redisReply *r)
+{
+    if (r && r->type == REDIS_REPLY_ARRAY && r->elements >= 3 &&
+        r->element[2]->type == REDIS_REPLY_ARRAY)
+        return (int)r->element[2]->elements;
+    return -1;
+}
+
+int dlock__ack_want(const dlock_config *cfg, int connected)
+{
+    if (!cfg->ack_all)
+        return cfg->ack_replicas;
+    if (connected == 0)
+        return -1;
+    return connected > 0 ? connected : 1;
+}
+
+int dlock__ack_count(const redisReply *r)
+{
+    return r && r->type == REDIS_REPLY_INTEGER ? (int)r->integer : 0;
+}
+
+void dlock__wait_cmd(dlock__wait_cmd_t *w, const dlock_config *cfg, int want)
+{
+    w->av[0] = "WAIT";
+    w->av[1] = w->n;
+    w->av[2] = w->t;
+    w->lens[0] = 4;
+    w->lens[1] = dlock__fmt_i64(w->n, want);
+    w->lens[2] = dlock__fmt_i64(w->t, cfg->ack_timeout_ms);
+}
+
 /* The replicas connected to the primary behind ctx (ROLE: the third
  * element lists them), or -1 when it cannot be asked. */
 static int connected_replicas(dlock__conn *ctx)
@@ -93,37 +125,27 @@ static int connected_replicas(dlock__conn *ctx)
     int timed_out = 0;
     if (dlock__conn_roundtrip(ctx, 1, av, lens, 0, &r, &timed_out) != DLOCK__SENT_OK)
         return -1;
-    int k = -1;
-    if (r->type == REDIS_REPLY_ARRAY && r->elements >= 3 &&
-        r->element[2]->type == REDIS_REPLY_ARRAY)
-        k = (int)r->element[2]->elements;
+    int k = dlock__role_replicas(r);
     freeReplyObject(r);
     return k;
 }
 
 /* WAIT <replicas> <timeout> on the connection that just wrote: the count of
- * replicas that have its writes (0 when it cannot be asked). Under
- * DLOCK_REPLICAS_ALL (Redisson's checkLockSyncedSlaves) the count asked for
- * is every replica the primary has connected (ROLE, one more round trip;
- * 1 when ROLE is refused), and a primary without replicas is not asked:
- * -1, as when acknowledgement is off (Redisson does not fail then). */
+ * replicas that have its writes (0 when it cannot be asked); -1 when a
+ * primary without replicas is not asked under DLOCK_REPLICAS_ALL
+ * (dlock__ack_want). */
 static int wait_acks(const dlock_config *cfg, dlock__conn *ctx)
 {
-    int want = cfg->ack_replicas;
-    if (cfg->ack_all) {
-        int k = connected_replicas(ctx);
-        if (k == 0)
-            return -1;
-        want = k > 0 ? k : 1;
-    }
-    char n[24], t[24];
-    const char *av[] = {"WAIT", n, t};
-    size_t lens[] = {4, dlock__fmt_i64(n, want), dlock__fmt_i64(t, cfg->ack_timeout_ms)};
+    int want = dlock__ack_want(cfg, cfg->ack_all ? connected_replicas(ctx) : 0);
+    if (want < 0)
+        return -1;
+    dlock__wait_cmd_t w;
+    dlock__wait_cmd(&w, cfg, want);
     redisReply *r = NULL;
     int timed_out = 0;
-    if (dlock__conn_roundtrip(ctx, 3, av, lens, 0, &r, &timed_out) != DLOCK__SENT_OK)
+    if (dlock__conn_roundtrip(ctx, 3, w.av, w.lens, 0, &r, &timed_out) != DLOCK__SENT_OK)
         return 0;
-    int acks = r->type == REDIS_REPLY_INTEGER ? (int)r->integer : 0;
+    int acks = dlock__ack_count(r);
     freeReplyObject(r);
     return acks;
 }
@@ -153,6 +175,8 @@ int dlock__node_call(dlock__node *n, const dlock__req *req, dlock__res *res)
     char nk[16];
 
     dlock__res_init(res);
+    if (dlock__quarantine_refusal(n, req->flags, res) != DLOCK_OK)
+        return DLOCK_ETIMEDOUT;
     if (req->script >= 0) {
         int rc = dlock__req_check(req);
         if (rc == DLOCK_OK)

@@ -119,16 +119,38 @@ static int install(dlock__cluster *cl, const dlock__slotmap *m)
     for (size_t i = 0; i < m->naddr && rc == DLOCK_OK; i++)
         rc = node_at(cl, m->addr[i].host, m->addr[i].port, &idx[i]);
     int changed = 0;
+    /* A node that served no slots and now serves some another node served:
+     * a replica promoted by a failover (a resharding moves slots between
+     * primaries, which keep theirs). */
+    unsigned char *was = rc == DLOCK_OK ? calloc(cl->nnodes, 2) : NULL;
+    dlock__node **promoted = was ? calloc(cl->nnodes, sizeof(*promoted)) : NULL;
+    size_t npromoted = 0;
+    if (was && promoted)
+        for (size_t s = 0; s < DLOCK__SLOTS; s++)
+            if (cl->owner[s] != DLOCK__NO_NODE)
+                was[cl->owner[s]] = 1;
     if (rc == DLOCK_OK)
         for (size_t s = 0; s < DLOCK__SLOTS; s++) {
             uint16_t o = m->owner[s] == DLOCK__NO_NODE ? DLOCK__NO_NODE
                                                        : (uint16_t)idx[m->owner[s]];
+            if (promoted && o != DLOCK__NO_NODE && cl->owner[s] != DLOCK__NO_NODE &&
+                cl->owner[s] != o && !was[o] && !was[cl->nnodes + o]) {
+                was[cl->nnodes + o] = 1;
+                promoted[npromoted++] = cl->nodes[o];
+            }
             changed |= cl->owner[s] != o;
             cl->owner[s] = o;
         }
     if (changed)
         atomic_fetch_add(&cl->generation, 1);
     pthread_rwlock_unlock(&cl->mu);
+    /* Not again when a MOVED to it said so since the last map (cluster_call). */
+    const int64_t since = atomic_load(&cl->refreshed_at);
+    for (size_t i = 0; i < npromoted; i++)
+        if (dlock__node_promoted_at(promoted[i]) <= since)
+            dlock__node_promoted(promoted[i]);
+    free(promoted);
+    free(was);
     free(idx);
     return rc;
 }
@@ -529,9 +551,18 @@ int dlock__cluster_call(dlock__cluster *cl, const dlock__req *req, dlock__res *r
         pthread_rwlock_wrlock(&cl->mu);
         rc = node_at(cl, host, port, &k);
         dlock__node *m = rc == DLOCK_OK ? cl->nodes[k] : NULL;
+        /* MOVED to a node that serves no slots in the map (the refresh may
+         * have read a node whose view lags): a replica just promoted, as far
+         * as this client can tell, so its quarantine starts before the
+         * request goes there (a node added by a resharding gets one too). */
+        int unknown = m && res->err == DLOCK__RERR_MOVED;
+        for (size_t s = 0; unknown && s < DLOCK__SLOTS; s++)
+            unknown = cl->owner[s] != (uint16_t)k;
         pthread_rwlock_unlock(&cl->mu);
         if (!m)
             return rc;
+        if (unknown && dlock__node_promoted_at(m) <= atomic_load(&cl->refreshed_at))
+            dlock__node_promoted(m);   /* once until the map knows it */
         n = m;
         asking = res->err == DLOCK__RERR_ASK;
     }

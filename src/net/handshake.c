@@ -16,6 +16,8 @@ int dlock__netctx_init(dlock__netctx *ctx, const dlock_config *cfg, dlock__stats
     pthread_mutex_init(&ctx->name_mu, NULL);
     atomic_init(&ctx->name_gen, 0);
     atomic_init(&ctx->name_refused, 0);
+    atomic_init(&ctx->longest_lease, 0);
+    pthread_mutex_init(&ctx->hook_mu, NULL);
     if (!cfg->ep.tls && dlock__tls_opts_set(&cfg->tls))
         return dlock__fail(DLOCK_EINVAL, "TLS settings (CA, certificate, server name, verify) "
                                          "are given but the URL for %s is not rediss://",
@@ -37,8 +39,38 @@ int dlock__netctx_init(dlock__netctx *ctx, const dlock_config *cfg, dlock__stats
 void dlock__netctx_clear(dlock__netctx *ctx)
 {
     pthread_mutex_destroy(&ctx->name_mu);
+    pthread_mutex_destroy(&ctx->hook_mu);
     dlock__tls_free(ctx->tls);
     ctx->tls = NULL;
+}
+
+void dlock__netctx_note_lease(dlock__netctx *ctx, int64_t lease_ms)
+{
+    int64_t was = atomic_load(&ctx->longest_lease);
+    while (lease_ms > was && !atomic_compare_exchange_weak(&ctx->longest_lease, &was, lease_ms))
+        ;
+}
+
+int64_t dlock__netctx_quarantine_ms(dlock__netctx *ctx)
+{
+    const dlock_config *cfg = ctx->cfg;
+    if (cfg->quarantine_mode != DLOCK_QUARANTINE_AUTO)
+        return cfg->quarantine_mode == DLOCK_QUARANTINE_ON ? cfg->quarantine_ms : 0;
+    /* The longest a previous holder may still believe it holds: a watchdog
+     * hold's lease (renewed up to the moment the old primary went), or the
+     * longest fixed lease seen. */
+    int64_t ms = cfg->quarantine_ms, lease = atomic_load(&ctx->longest_lease);
+    if (cfg->watchdog_ms > ms)
+        ms = cfg->watchdog_ms;
+    return lease > ms ? lease : ms;
+}
+
+void dlock__netctx_on_promoted(dlock__netctx *ctx, void (*fn)(void *ud), void *ud)
+{
+    pthread_mutex_lock(&ctx->hook_mu);
+    ctx->on_promoted = fn;
+    ctx->promoted_ud = ud;
+    pthread_mutex_unlock(&ctx->hook_mu);
 }
 
 int dlock__handshake_io_fail(const dlock__transport *t, const char *addr, const char *what,

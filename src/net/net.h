@@ -47,6 +47,12 @@ typedef struct dlock__netctx {
                                                name_mu */
     atomic_uint_fast64_t name_gen;          /* bumped when conn_name changes */
     atomic_int name_refused;                /* Redis refused CLIENT SETNAME (logged once) */
+    /* The failover quarantine (dlock_config_set_failover_quarantine). */
+    _Atomic int64_t longest_lease;          /* the longest fixed lease acquired with (ms) */
+    pthread_mutex_t hook_mu;
+    void (*on_promoted)(void *ud);          /* under hook_mu: told of each new primary (the
+                                               watchdog); never blocks, any thread */
+    void *promoted_ud;
 } dlock__netctx;
 
 /* Sets up TLS for a rediss:// endpoint (its files are loaded now: DLOCK_ETLS
@@ -60,6 +66,12 @@ void dlock__netctx_set_name(dlock__netctx *ctx, const char *name);
 /* Copies the current name into buf (size DLOCK__CONN_NAME_MAX); returns its
  * generation. */
 uint64_t dlock__netctx_name(dlock__netctx *ctx, char *buf);
+/* A fixed lease was acquired with (any thread): the auto quarantine covers it. */
+void dlock__netctx_note_lease(dlock__netctx *ctx, int64_t lease_ms);
+/* The quarantine a new primary seen now gets (ms; 0 when off). */
+int64_t dlock__netctx_quarantine_ms(dlock__netctx *ctx);
+/* Sets the hook told of every new primary (NULL: none); any thread. */
+void dlock__netctx_on_promoted(dlock__netctx *ctx, void (*fn)(void *ud), void *ud);
 static inline uint64_t dlock__netctx_gen(dlock__netctx *ctx)
 {
     return atomic_load_explicit(&ctx->name_gen, memory_order_acquire);
@@ -221,6 +233,16 @@ typedef struct dlock__node dlock__node;
 
 int dlock__node_new(dlock__node **out, dlock__netctx *ctx, const dlock__endpoint *ep);
 void dlock__node_free(dlock__node *n);
+/* Node n became the primary of its shard in place of another (a failover
+ * seen by the router; any thread, never blocks): its quarantine starts now
+ * (dlock_config_set_failover_quarantine), its promotion time is kept and the
+ * context's hook told. */
+void dlock__node_promoted(dlock__node *n);
+/* When n was last promoted (ms, dlock__now_ms), or 0: never. Set before
+ * the context's hook is told. */
+int64_t dlock__node_promoted_at(const dlock__node *n);
+/* Ms left of n's failover quarantine (0: none). No I/O, any thread. */
+int64_t dlock__node_quarantine_left(const dlock__node *n);
 /* Opens one connection now and PINGs it (to report an unreachable server at open). */
 int dlock__node_check(dlock__node *n);
 const dlock__endpoint *dlock__node_endpoint(const dlock__node *n);
@@ -259,7 +281,11 @@ enum {
     /* After a successful answer, WAIT for the config's replica count on the
      * same connection (the result's acks get the count reached; 0 when WAIT
      * could not be asked). No-op when the acknowledgement is off. */
-    DLOCK__CALL_WAIT_ACK = 16
+    DLOCK__CALL_WAIT_ACK = 16,
+    /* An acquisition: not sent to a node in its failover quarantine
+     * (dlock__quarantine_refusal), even when the router moves it to a new
+     * primary on its way. */
+    DLOCK__CALL_QUARANTINE = 32
 };
 
 /* A call's outcome beyond its status. */
@@ -278,6 +304,30 @@ static inline void dlock__res_init(dlock__res *res)
     res->err = DLOCK__RERR_NONE;
     res->text[0] = '\0';
 }
+/* Replica acknowledgement (dlock_config_set_replica_ack), shared by the
+ * blocking call and the asynchronous one: */
+/* the replicas a ROLE answer lists as connected, or -1 (not a primary's
+ * answer, or an error: ROLE refused); */
+int dlock__role_replicas(const redisReply *r);
+/* the count to WAIT for, given the connected replicas (ROLE's count, -1:
+ * unknown; only read under DLOCK_REPLICAS_ALL): every connected one, 1 when
+ * unknown, and -1 (do not ask: acks -1) for a primary without replicas; */
+int dlock__ack_want(const dlock_config *cfg, int connected);
+/* WAIT's answer as a count (0 for anything but an integer); */
+int dlock__ack_count(const redisReply *r);
+/* and WAIT <want> <the ack timeout>, its arguments in w. */
+typedef struct dlock__wait_cmd_t {
+    const char *av[3];
+    size_t lens[3];
+    char n[24], t[24];
+} dlock__wait_cmd_t;
+void dlock__wait_cmd(dlock__wait_cmd_t *w, const dlock_config *cfg, int want);
+
+/* DLOCK_OK when a request with `flags` may go to n now; else DLOCK_ETIMEDOUT
+ * with res->err DLOCK__RERR_QUARANTINE, res->text the ms left in decimal,
+ * and the message (an acquisition, DLOCK__CALL_QUARANTINE, and n in its
+ * failover quarantine). */
+int dlock__quarantine_refusal(const dlock__node *n, unsigned flags, dlock__res *res);
 /* Records refusal r (an error reply) in res and sets the calling thread's
  * message "addr: <its text>"; returns its status code. */
 int dlock__res_refused(dlock__res *res, const char *addr, const redisReply *r);
@@ -471,7 +521,9 @@ typedef struct dlock__acall dlock__acall;
 /* status DLOCK_OK: res->r is the answer (never an error reply; the callee
  * frees it). Otherwise res->r is NULL and the loop thread's message says why
  * (a refusal by Redis: "addr: its error text", with its code; its class and
- * text in res). res->acks is -1: acknowledgement is not asked here. */
+ * text in res). res->acks: as dlock__node_call's (DLOCK__CALL_WAIT_ACK: WAIT,
+ * and ROLE first under DLOCK_REPLICAS_ALL, on the same connection after the
+ * answer), else -1. */
 typedef void (*dlock__acall_fn)(int status, dlock__res *res, void *ud);
 
 /* Before the loop runs; its owner calls dlock__acall_stop when the loop

@@ -7,6 +7,7 @@
  * Discarded connections are aborted (RST), so that nothing they still had
  * queued reaches Redis later. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,11 +28,53 @@ struct dlock__node {
     int nidle;
     int nopen;               /* idle + in use + being opened */
     int max;
+    _Atomic int64_t quarantine_until;   /* ms (dlock__now_ms): failover quarantine */
+    _Atomic int64_t promoted_at;        /* ms (dlock__now_ms) of its last promotion, or 0 */
 };
 
 const dlock__endpoint *dlock__node_endpoint(const dlock__node *n) { return &n->ep; }
 const char *dlock__node_addr(const dlock__node *n) { return n->addr; }
 dlock__netctx *dlock__node_ctx(const dlock__node *n) { return n->ctx; }
+
+void dlock__node_promoted(dlock__node *n)
+{
+    dlock__netctx *ctx = n->ctx;
+    int64_t q = dlock__netctx_quarantine_ms(ctx);
+    if (q > 0) {
+        atomic_store(&n->quarantine_until, dlock__now_ms() + q);
+        dlock__log(ctx->cfg, DLOCK_LOG_WARN,
+                   "%s is a new primary: acquisitions on it wait %lld ms (failover quarantine)",
+                   n->addr, (long long)q);
+    }
+    atomic_store(&n->promoted_at, dlock__now_ms());
+    pthread_mutex_lock(&ctx->hook_mu);
+    if (ctx->on_promoted)
+        ctx->on_promoted(ctx->promoted_ud);
+    pthread_mutex_unlock(&ctx->hook_mu);
+}
+
+int dlock__quarantine_refusal(const dlock__node *n, unsigned flags, dlock__res *res)
+{
+    int64_t left = (flags & DLOCK__CALL_QUARANTINE) ? dlock__node_quarantine_left(n) : 0;
+    if (left <= 0)
+        return DLOCK_OK;
+    res->err = DLOCK__RERR_QUARANTINE;
+    snprintf(res->text, sizeof(res->text), "%lld", (long long)left);   /* dlock__quarantine_met */
+    return dlock__fail(DLOCK_ETIMEDOUT, "%s: a new primary, in its failover quarantine for %lld ms "
+                                        "more: not sent",
+                       n->addr, (long long)left);
+}
+
+int64_t dlock__node_promoted_at(const dlock__node *n) { return atomic_load(&n->promoted_at); }
+
+int64_t dlock__node_quarantine_left(const dlock__node *n)
+{
+    int64_t until = atomic_load(&n->quarantine_until);
+    if (until == 0)
+        return 0;
+    int64_t left = until - dlock__now_ms();
+    return left > 0 ? left : 0;
+}
 
 int dlock__node_new(dlock__node **out, dlock__netctx *ctx, const dlock__endpoint *ep)
 {

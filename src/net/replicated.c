@@ -113,9 +113,11 @@ static void scan(dlock__replicated *x)
     pthread_mutex_unlock(&x->mu);
     atomic_fetch_add(&x->scans, 1);
     pthread_mutex_unlock(&x->scan_mu);
-    if (masters == 1 && old && found != old)
+    if (masters == 1 && old && found != old) {
         dlock__log(x->ctx->cfg, DLOCK_LOG_WARN, "replicated: the primary moved from %s to %s",
                    dlock__node_addr(old), dlock__node_addr(found));
+        dlock__node_promoted(found);
+    }
     else if (masters > 1 && !was_split)
         dlock__log(x->ctx->cfg, DLOCK_LOG_WARN,
                    "replicated: more than one primary (%s): writes wait, renewals and "

@@ -86,9 +86,11 @@ static int set_primary(dlock__sentinel *s, const char *host, int port)
     pthread_rwlock_unlock(&s->mu);
     if (!n)
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
-    if (old && n != old)
+    if (old && n && n != old) {
         dlock__log(s->ctx->cfg, DLOCK_LOG_WARN, "sentinel: master '%s' moved from %s to %s",
                    s->name, dlock__node_addr(old), dlock__node_addr(n));
+        dlock__node_promoted(n);
+    }
     return DLOCK_OK;
 }
 

@@ -107,11 +107,13 @@ int dlock__single_demoted(dlock__single *s, const dlock__node *seen)
     pthread_mutex_unlock(&s->mu);
     if (!move)
         return 0;
-    if (n)
+    if (n) {
         dlock__log(cfg, DLOCK_LOG_WARN,
-                   "%s answered READONLY: the server there is a replica now; connecting "
-                   "again (the name resolved afresh)",
+                   "%s: the server there is not the primary now (READONLY, or ROLE "
+                   "asked for a waiter); connecting again (the name resolved afresh)",
                    dlock__node_addr(old));
+        dlock__node_promoted(n);   /* whatever serves the name next is another server */
+    }
     drop_idle(old);
     return n != NULL;
 }

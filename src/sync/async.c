@@ -30,7 +30,12 @@
 
 #include "sync/sync.h"
 
-enum { S_START, S_SENT, S_JOINING, S_SLEEPING, S_GIVING_BACK, S_DONE };
+enum { S_START, S_SENT, S_JOINING, S_SLEEPING, S_GIVING_BACK, S_SETTLING, S_DONE };
+
+/* SETTLING: a release done, waiting (polled every SETTLE_POLL_MS, at most
+ * the command timeout + 1 s) until no renewal of a released hold is in
+ * flight, so that none lands on the caller's next hold of the name. */
+#define SETTLE_POLL_MS 2
 
 #define MSG_MAX 512
 
@@ -51,8 +56,10 @@ typedef struct aop {
     int hidx;                /* in the timer heap (its deadline: w.until), or -1 */
     uint64_t tseq;
     int64_t sent;            /* the last attempt's, before it was sent */
+    int64_t settle_until;    /* SETTLING: ends by then whatever the watchdog says */
     dlock__job kick;
     const char *optkey;      /* the optional key the last request carried (the log's) */
+    unsigned flags;          /* the caller's DLOCK__CALL_* for every attempt (dlock__via) */
     size_t optlen;
     back *back;              /* GIVING_BACK */
     dlock__wait w;           /* its handle, operation and state; the wait */
@@ -77,6 +84,7 @@ static void on_kick(void *arg);
 static void send_attempt(aop *op, int again);
 static void on_gave_back(int status, dlock__res *res, void *ud);
 static void finish(aop *op, int rc);
+static void settle(aop *op);
 
 /* -------------------------------------------------------------- results */
 
@@ -378,15 +386,15 @@ int dlock__async_run(const dlock__handle *h, const dlock__op_type *t, const void
         return dlock__fail(DLOCK_EINVAL, "callback is NULL");
     if (t->attempt)
         return dlock__fail(DLOCK_EINVAL, "internal: no asynchronous form");
-    int rc = spec ? dlock__check_wait(spec->wait_ms) : DLOCK_OK;
-    if (rc != DLOCK_OK)
-        return rc;
+    /* The wait was checked with the caller's other options (dlock__check_opts). */
+    int rc;
     aop *op = calloc(1, sizeof(aop) + size);
     if (!op)
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
     dlock__list_init(&op->reg);
     op->fn = via->fn;
     op->ud = via->ud;
+    op->flags = via->flags;
     op->refs = 1;
     op->hidx = -1;
     op->state = S_START;
@@ -528,6 +536,8 @@ static void on_timer(uv_timer_t *timer)
         for (size_t i = 0; i < n; i++) {
             if (due[i]->state == S_JOINING || due[i]->state == S_SLEEPING)
                 waiter_event(due[i], 1);
+            else if (due[i]->state == S_SETTLING)
+                settle(due[i]);
             unref(due[i]);
         }
         if (n < DLOCK__ARRAY_LEN(due))
@@ -536,14 +546,39 @@ static void on_timer(uv_timer_t *timer)
     rearm(t);
 }
 
+/* SETTLING's poll (its timer): the release ends once the watchdog has no
+ * released hold's renewal in flight, or its time is up. */
+static void settle(aop *op)
+{
+    int64_t now = dlock__now_ms();
+    if (now < op->settle_until && dlock__watchdog_settling(client(op)->wd)) {
+        arm_timer(op, now + SETTLE_POLL_MS);
+        return;
+    }
+    int rc = DLOCK_OK;
+    dlock__busy b = {.ttl = -1};
+    step(op, dlock__wait_attempted(&op->w, &rc, &b), rc);
+}
+
 /* What an attempt's answer comes to (dlock__answer), then the next step. */
 static void attempt_answered(aop *op, int status, dlock__res *res)
 {
     const dlock__op_type *t = op->w.t;
+    dlock__busy b = {.ttl = -1};
+    if (dlock__quarantine_met(op->w.h, t, status, res, &b)) {
+        int rc = DLOCK__BUSY;
+        step(op, dlock__wait_attempted(&op->w, &rc, &b), rc);
+        return;
+    }
     op->read = 1;
     int back_;
-    dlock__busy b = {.ttl = -1};
     int rc = dlock__answer(op->w.h, t, op->st, status, res, op->sent, &b, &back_);
+    if (!back_ && rc == DLOCK_OK && t->releases && dlock__watchdog_settling(client(op)->wd)) {
+        op->state = S_SETTLING;
+        op->settle_until = dlock__now_ms() + client(op)->cfg.command_timeout_ms + 1000;
+        settle(op);
+        return;
+    }
     if (!back_) {
         int next = dlock__wait_attempted(&op->w, &rc, &b);
         step(op, next, rc);
@@ -599,10 +634,18 @@ static void on_attempt(int status, dlock__res *res, void *ud)
 static void send_attempt(aop *op, int again)
 {
     const dlock__op_type *t = op->w.t;
+    dlock__busy qb = {.ttl = -1};
+    if (dlock__quarantined(op->w.h, t, &qb)) {
+        int rc = DLOCK__BUSY;
+        (void)dlock__wait_waited(&op->w, again);
+        step(op, dlock__wait_attempted(&op->w, &rc, &qb), rc);
+        return;
+    }
     dlock__op o;
     t->request(op->st, dlock__wait_waited(&op->w, again), &o);
+    o.flags |= op->flags;
     if (t->acquires)
-        o.flags |= DLOCK__CALL_WAIT_ACK;
+        o.flags |= DLOCK__CALL_WAIT_ACK | DLOCK__CALL_QUARANTINE;
     if (op->w.waits)
         dlock__attempts++;
     op->sent = dlock__now_ms();   /* before sending: the watchdog's origin */

@@ -86,10 +86,13 @@ static void client_free(dlock_client *c)
     free(c);
 }
 
-/* The asynchronous calls' round trips, stopped with the loop. */
+/* The asynchronous calls' round trips, stopped with the loop; the pub/sub's
+ * ROLE watch on one address goes through them too. */
 static int start_acall(dlock_client *c)
 {
     int rc = dlock__acall_new(&c->acall, dlock__loop_uv(c->loop), &c->net, c->router);
+    if (rc == DLOCK_OK)
+        dlock__pubsub_use_acall(c->pubsub, c->acall);
     if (rc == DLOCK_OK && (rc = dlock__loop_on_stop(c->loop, acall_stop, c->acall)) != DLOCK_OK)
         dlock__acall_stop(c->acall);   /* the loop has not run: its handles close now */
     return rc;

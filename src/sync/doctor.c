@@ -299,7 +299,7 @@ static void check_acl(doctor *d)
         if (r->type == REDIS_REPLY_STRING && r->len && !(r->len == 2 && !memcmp(r->str, "OK", 2))) {
             /* Without a sample name only the commands count: the made-up
              * key says nothing of the application's names. */
-            int about_names = strstr(r->str, " key") || strstr(r->str, " channel");
+            int about_names = dlock__acl_reason_names(r->str);
             if (d->name || !about_names) {
                 nmissing++;
                 int n = snprintf(missing + used, sizeof(missing) - used, "%s%s%s",

@@ -200,18 +200,28 @@ int dlock_election_campaign(dlock_election *e, const dlock_wait_opts *opts)
     return DLOCK_OK;
 }
 
-int dlock_election_resign(dlock_election *e)
+/* A resignation's first step: the handle's term ends, *was = the term it
+ * had (DLOCK_ENOTOWNER when none). */
+static int end_term(dlock_election *e, uint64_t *was)
 {
-    int rc = bad_handle(e);
-    if (rc != DLOCK_OK)
-        return rc;
     pthread_mutex_lock(&e->mu);
-    uint64_t was = e->term;
+    *was = e->term;
     e->term = 0;
     pthread_mutex_unlock(&e->mu);
-    if (!was)
+    if (!*was)
         return dlock__fail(DLOCK_ENOTOWNER, "election '%s': this handle does not lead",
                            e->h.name);
+    return DLOCK_OK;
+}
+
+int dlock_election_resign(dlock_election *e)
+{
+    uint64_t was;
+    int rc = bad_handle(e);
+    if (rc == DLOCK_OK)
+        rc = end_term(e, &was);
+    if (rc != DLOCK_OK)
+        return rc;
     rc = dlock_lock_release(e->lock);
     /* Observers learn at once (a lost release, or one that found the lock
      * gone, still ends this handle's term). */
@@ -353,8 +363,10 @@ static const dlock__op_type watch_type = {
     .request = watch_request, .read = watch_read, .busy_error = watch_busy,
     .result = watch_result};
 
-int dlock_election_await_change(dlock_election *e, uint64_t known, const dlock_wait_opts *opts,
-                                uint64_t *term, char *who, size_t size)
+/* A watch for a term other than `known`, blocking (via NULL: *w holds the
+ * answer) or asynchronous. */
+static int await_change(dlock_election *e, uint64_t known, const dlock_wait_opts *opts,
+                        const dlock__via *via, watching *w)
 {
     int rc = bad_handle(e);
     dlock_wait_opts o;
@@ -362,10 +374,17 @@ int dlock_election_await_change(dlock_election *e, uint64_t known, const dlock_w
         rc = dlock__check_opts(opts, 0, "an election's watch", &o);
     if (rc != DLOCK_OK)
         return rc;
-    watching w = {.e = e, .known = known};
+    *w = (watching){.e = e, .known = known};
     dlock__wait_spec spec = {.wake = dlock__wake_all, .need = 1, .wait_ms = o.wait_ms,
                              .cancel = o.cancel};
-    rc = dlock__run(&e->h, &watch_type, &w, &spec, NULL);
+    return dlock__start(&e->h, &watch_type, w, sizeof(*w), &spec, via, NULL);
+}
+
+int dlock_election_await_change(dlock_election *e, uint64_t known, const dlock_wait_opts *opts,
+                                uint64_t *term, char *who, size_t size)
+{
+    watching w;
+    int rc = await_change(e, known, opts, NULL, &w);
     if (rc == DLOCK_OK) {
         if (term)
             *term = w.s.term;
@@ -389,22 +408,14 @@ int dlock_election_leader_async(dlock_election *e, dlock_async_fn fn, void *ud)
     if (rc != DLOCK_OK)
         return rc;
     watching w = {.e = e, .known = UINT64_MAX};   /* any term is a change: one read */
-    return dlock__start(&e->h, &watch_type, &w, sizeof(w), NULL, &(dlock__via){fn, ud}, NULL);
+    return dlock__start(&e->h, &watch_type, &w, sizeof(w), NULL, &(dlock__via){fn, ud, 0}, NULL);
 }
 
 int dlock_election_await_change_async(dlock_election *e, uint64_t known,
                                       const dlock_wait_opts *opts, dlock_async_fn fn, void *ud)
 {
-    int rc = bad_handle(e);
-    dlock_wait_opts o;
-    if (rc == DLOCK_OK)
-        rc = dlock__check_opts(opts, 0, "an election's watch", &o);
-    if (rc != DLOCK_OK)
-        return rc;
-    watching w = {.e = e, .known = known};
-    dlock__wait_spec spec = {.wake = dlock__wake_all, .need = 1, .wait_ms = o.wait_ms,
-                             .cancel = o.cancel};
-    return dlock__start(&e->h, &watch_type, &w, sizeof(w), &spec, &(dlock__via){fn, ud}, NULL);
+    watching w;
+    return await_change(e, known, opts, &(dlock__via){fn, ud, 0}, &w);
 }
 
 /* One request of a chain (the announcement, the PUBLISH), no waiting. */
@@ -470,6 +481,20 @@ typedef struct chain {
 } chain;
 
 /* Ends the chain: the caller's callback, then the chain is freed. */
+/* A chain for the caller's callback, unless rc (the call's checks so far)
+ * or fn says no: DLOCK_OK with *out, or the error. */
+static int chain_new(dlock_election *e, int rc, dlock_async_fn fn, void *ud, chain **out)
+{
+    if (rc == DLOCK_OK && !fn)
+        rc = dlock__fail(DLOCK_EINVAL, "callback is NULL");
+    if (rc != DLOCK_OK)
+        return rc;
+    if (!(*out = calloc(1, sizeof(**out))))
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    **out = (chain){.e = e, .fn = fn, .ud = ud};
+    return DLOCK_OK;
+}
+
 static void chain_end(chain *ch, int rc, const char *msg)
 {
     dlock__result res = {.status = rc, .message = rc == DLOCK_OK ? "" : msg, .count = -1,
@@ -489,11 +514,14 @@ static int chain_step(chain *ch, int kind, dlock_async_fn next)
             snprintf(host, sizeof(host), "?");
         snprintf(s.who, sizeof(s.who), "%s %ld", host, (long)getpid());
     }
-    return dlock__start(&ch->e->h, &step_type, &s, sizeof(s), NULL, &(dlock__via){next, ch},
+    return dlock__start(&ch->e->h, &step_type, &s, sizeof(s), NULL, &(dlock__via){next, ch, 0},
                         NULL);
 }
 
-static void on_gave_up(const dlock_async_result *res, void *ud)
+/* A last step whose own outcome does not count (the lock given back after a
+ * failed announcement, a resignation published): the chain ends with the
+ * status and message kept in it. */
+static void on_last_step(const dlock_async_result *res, void *ud)
 {
     (void)res;
     chain *ch = ud;
@@ -516,7 +544,7 @@ static void on_announced(const dlock_async_result *res, void *ud)
     if (e->term == ch->term)
         e->term = 0;
     pthread_mutex_unlock(&e->mu);
-    if (dlock_lock_release_async(e->lock, on_gave_up, ch) != DLOCK_OK)
+    if (dlock_lock_release_async(e->lock, on_last_step, ch) != DLOCK_OK)
         chain_end(ch, ch->rc, ch->msg);
 }
 
@@ -534,7 +562,7 @@ static void on_campaign_locked(const dlock_async_result *res, void *ud)
         ch->rc = DLOCK_EPROTO;
         snprintf(ch->msg, sizeof(ch->msg), "election '%s': term %llu out of range", e->h.name,
                  (unsigned long long)ch->term);
-        if (dlock_lock_release_async(e->lock, on_gave_up, ch) != DLOCK_OK)
+        if (dlock_lock_release_async(e->lock, on_last_step, ch) != DLOCK_OK)
             chain_end(ch, ch->rc, ch->msg);
         return;
     }
@@ -564,21 +592,16 @@ int dlock_election_campaign_async(dlock_election *e, const dlock_wait_opts *opts
     if (rc == DLOCK_OK)
         rc = dlock__check_opts(opts, 0, "an election's asynchronous campaign (the term: "
                                         "dlock_async_token)", &o);
-    if (rc == DLOCK_OK && !fn)
-        rc = dlock__fail(DLOCK_EINVAL, "callback is NULL");
-    if (rc != DLOCK_OK)
+    chain *ch;
+    if ((rc = chain_new(e, rc, fn, ud, &ch)) != DLOCK_OK)
         return rc;
-    chain *ch = calloc(1, sizeof(*ch));
-    if (!ch)
-        return dlock__fail(DLOCK_ENOMEM, "out of memory");
-    *ch = (chain){.e = e, .fn = fn, .ud = ud};
     pthread_mutex_lock(&e->mu);
     ch->term = e->term;
     pthread_mutex_unlock(&e->mu);
     if (ch->term) {
         watching w = {.e = e, .known = UINT64_MAX};
         rc = dlock__start(&e->h, &watch_type, &w, sizeof(w), NULL,
-                          &(dlock__via){on_still_leading, ch}, NULL);
+                          &(dlock__via){on_still_leading, ch, 0}, NULL);
     } else {
         rc = dlock_lock_acquire_async(e->lock, &(dlock_wait_opts){.wait_ms = o.wait_ms,
                                                                   .cancel = o.cancel,
@@ -590,13 +613,6 @@ int dlock_election_campaign_async(dlock_election *e, const dlock_wait_opts *opts
     return rc;
 }
 
-static void on_published(const dlock_async_result *res, void *ud)
-{
-    (void)res;
-    chain *ch = ud;
-    chain_end(ch, ch->rc, ch->msg);
-}
-
 static void on_resigned(const dlock_async_result *res, void *ud)
 {
     chain *ch = ud;
@@ -604,29 +620,20 @@ static void on_resigned(const dlock_async_result *res, void *ud)
     snprintf(ch->msg, sizeof(ch->msg), "%s", dlock_async_message(res));
     /* Observers learn at once (a lost release, or one that found the lock
      * gone, still ends this handle's term). */
-    if (chain_step(ch, STEP_PUBLISH, on_published) != DLOCK_OK)
+    if (chain_step(ch, STEP_PUBLISH, on_last_step) != DLOCK_OK)
         chain_end(ch, ch->rc, ch->msg);
 }
 
 int dlock_election_resign_async(dlock_election *e, dlock_async_fn fn, void *ud)
 {
-    int rc = bad_handle(e);
-    if (rc == DLOCK_OK && !fn)
-        rc = dlock__fail(DLOCK_EINVAL, "callback is NULL");
+    chain *ch;
+    int rc = chain_new(e, bad_handle(e), fn, ud, &ch);
     if (rc != DLOCK_OK)
         return rc;
-    chain *ch = calloc(1, sizeof(*ch));
-    if (!ch)
-        return dlock__fail(DLOCK_ENOMEM, "out of memory");
-    *ch = (chain){.e = e, .fn = fn, .ud = ud};
-    pthread_mutex_lock(&e->mu);
-    uint64_t was = e->term;
-    e->term = 0;
-    pthread_mutex_unlock(&e->mu);
-    if (!was) {
+    uint64_t was;
+    if ((rc = end_term(e, &was)) != DLOCK_OK) {
         free(ch);
-        return dlock__fail(DLOCK_ENOTOWNER, "election '%s': this handle does not lead",
-                           e->h.name);
+        return rc;
     }
     ch->term = was;
     if ((rc = dlock_lock_release_async(e->lock, on_resigned, ch)) != DLOCK_OK) {

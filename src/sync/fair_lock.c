@@ -23,18 +23,6 @@
 enum { K_QUEUE = 0, K_DEADLINES = 1 };   /* l->key[] */
 enum { FAIR_HELD = 0, FAIR_QUEUED_AHEAD = 1, FAIR_DELAYED = 2 };   /* a busy answer's `why` */
 
-static int init(dlock_lock *l)
-{
-    l->h.channel = dlock__prefixed("redisson_lock__channel", l->h.name, l->h.nlen, "", &l->h.clen);
-    l->key[K_QUEUE] = dlock__prefixed("redisson_lock_queue", l->h.name, l->h.nlen, "",
-                                      &l->klen[K_QUEUE]);
-    l->key[K_DEADLINES] = dlock__prefixed("redisson_lock_timeout", l->h.name, l->h.nlen, "",
-                                          &l->klen[K_DEADLINES]);
-    if (!l->h.channel || !l->key[K_QUEUE] || !l->key[K_DEADLINES])
-        return DLOCK_ENOMEM;
-    return dlock__delay_init(l);
-}
-
 /* The waiter's own channel: the lock's channel, ':', its owner id. */
 static int owner_key(const dlock_lock *l, dlock__owner *o)
 {
@@ -86,10 +74,9 @@ static void attempt_op(dlock__acq *a, int64_t waited_ms, dlock__op *op)
 static int attempt_reply(dlock__acq *a, redisReply *r, dlock__busy *b)
 {
     int64_t sleep = -1;
-    int rc = dlock__reply_fair_acquire(r, a->fenced, &sleep, &a->token, &a->state);
+    int rc = dlock__acq_read(a, r, dlock__reply_fair_acquire, &sleep);
     if (rc == DLOCK_EPROTO)
-        return dlock__proto(&a->l->h, "acquire", r);
-    freeReplyObject(r);
+        return rc;
     if (rc == DLOCK__BUSY) {
         if (a->wait != 0)
             a->queued = 1;
@@ -179,7 +166,10 @@ const dlock__lock_type dlock__fair_type = {
     .what = "fair lock",
     .suffix = "",
     .hold = &dlock__lock_hold,
-    .init = init,
+    .channel = "redisson_lock__channel",
+    .keys = {[K_QUEUE] = "redisson_lock_queue", [K_DEADLINES] = "redisson_lock_timeout",
+             [DLOCK__K_DELAY] = "dlock_lock_delay"},
+    .init = dlock__delay_init,
     .owner_key = owner_key,
     .hold_id = dlock__delay_hold_id,
     .wait_channel = wait_channel,

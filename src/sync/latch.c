@@ -167,22 +167,22 @@ int dlock_latch_count(dlock_latch *l, int64_t *count)
 
 int dlock_latch_count_down_async(dlock_latch *l, dlock_async_fn fn, void *ud)
 {
-    return latch_run(l, LQ_COUNT_DOWN, 0, &(dlock__via){fn, ud}, NULL);
+    return latch_run(l, LQ_COUNT_DOWN, 0, &(dlock__via){fn, ud, 0}, NULL);
 }
 
 int dlock_latch_try_set_count_async(dlock_latch *l, int64_t count, dlock_async_fn fn, void *ud)
 {
-    return latch_run(l, LQ_TRY_SET, count, &(dlock__via){fn, ud}, NULL);
+    return latch_run(l, LQ_TRY_SET, count, &(dlock__via){fn, ud, 0}, NULL);
 }
 
 int dlock_latch_delete_async(dlock_latch *l, dlock_async_fn fn, void *ud)
 {
-    return latch_run(l, LQ_DELETE, 0, &(dlock__via){fn, ud}, NULL);
+    return latch_run(l, LQ_DELETE, 0, &(dlock__via){fn, ud, 0}, NULL);
 }
 
 int dlock_latch_count_async(dlock_latch *l, dlock_async_fn fn, void *ud)
 {
-    return latch_run(l, LQ_COUNT, 0, &(dlock__via){fn, ud}, NULL);
+    return latch_run(l, LQ_COUNT, 0, &(dlock__via){fn, ud, 0}, NULL);
 }
 
 /* ---------------------------------------------------------------- await */
@@ -237,5 +237,5 @@ int dlock_latch_await(dlock_latch *l, int64_t wait_ms)
 int dlock_latch_await_async(dlock_latch *l, const dlock_wait_opts *o, dlock_async_fn fn,
                             void *ud)
 {
-    return await(l, o, &(dlock__via){fn, ud});
+    return await(l, o, &(dlock__via){fn, ud, 0});
 }

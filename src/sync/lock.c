@@ -53,19 +53,60 @@ int dlock__lock_owner(const dlock_lock *l, dlock__owner *o) { return owner_init(
 
 void dlock__lock_owner_done(dlock__owner *o) { owner_done(o); }
 
+int dlock__acq_read(dlock__acq *a, redisReply *r, dlock__acq_reader read, int64_t *ms)
+{
+    int rc = read(r, a->fenced, ms, &a->token, &a->state);
+    if (rc == DLOCK_EPROTO)
+        return dlock__proto(&a->l->h, "acquire", r);
+    freeReplyObject(r);
+    return rc;
+}
+
 /* ---------------------------------------------------------------- handle */
 
 void dlock_lock_free(dlock_lock *l)
 {
     if (!l)
         return;
-    free(l->token_key);
-    free(l->latch_prefix);
-    for (int i = 0; i < DLOCK__LOCK_KEYS; i++)
-        free(l->key[i]);
+    l->h.channel = NULL;   /* in names */
+    free(l->names);
     free(l->owner);
     pthread_mutex_destroy(&l->mu);
     dlock__handle_free(&l->h);
+}
+
+/* The names a handle derives from its name (the token key, the latch prefix,
+ * the channel, the type's own keys), in one allocation: the lengths first,
+ * then each written after the previous one's NUL. */
+static int derive_names(dlock_lock *l)
+{
+    enum { N = 3 + DLOCK__LOCK_KEYS };
+    const dlock__lock_type *t = l->type;
+    const char *prefix[N] = {"redisson_lock_token", "redisson_unlock_latch", t->channel};
+    const char *tail[N] = {"", ":", ""};
+    const char **dst[N] = {&l->token_key, &l->latch_prefix, (const char **)&l->h.channel};
+    size_t *len[N] = {&l->tlen, &l->lplen, &l->h.clen};
+    for (int k = 0; k < DLOCK__LOCK_KEYS; k++) {
+        prefix[3 + k] = t->keys[k];
+        tail[3 + k] = "";
+        dst[3 + k] = &l->key[k];
+        len[3 + k] = &l->klen[k];
+    }
+    size_t total = 0;
+    for (int i = 0; i < N; i++)
+        if (prefix[i])
+            total += dlock__prefixed_to(NULL, prefix[i], l->h.name, l->h.nlen, tail[i]) + 1;
+    char *p = l->names = malloc(total);
+    if (!p)
+        return DLOCK_ENOMEM;
+    for (int i = 0; i < N; i++) {
+        if (!prefix[i])
+            continue;
+        *dst[i] = p;
+        *len[i] = dlock__prefixed_to(p, prefix[i], l->h.name, l->h.nlen, tail[i]);
+        p += *len[i] + 1;
+    }
+    return DLOCK_OK;
 }
 
 /* A handle of a type; owner NULL: the calling thread. */
@@ -86,14 +127,12 @@ static int lock_new(dlock_client *c, const dlock__lock_type *type, const char *n
     dlock_lock *l = (dlock_lock *)h;
     pthread_mutex_init(&l->mu, NULL);
     l->type = type;
-    l->token_key = dlock__prefixed("redisson_lock_token", name, h->nlen, "", &l->tlen);
-    l->latch_prefix = dlock__prefixed("redisson_unlock_latch", name, h->nlen, ":", &l->lplen);
     if (owner) {
         l->owner = dlock__strndup(owner, olen);
         l->olen = olen;
     }
-    if (!l->token_key || !l->latch_prefix || (owner && !l->owner) ||
-        type->init(l) != DLOCK_OK || !h->channel) {
+    if (derive_names(l) != DLOCK_OK || (owner && !l->owner) ||
+        (type->init && type->init(l) != DLOCK_OK)) {
         dlock_lock_free(l);
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
     }
@@ -322,8 +361,11 @@ static void rel_done(void *st, int read)
     }
 }
 
-static const dlock__op_type release_type = {
-    .setup = rel_setup, .request = rel_request, .read = rel_read, .done = rel_done};
+static const dlock__op_type release_type = {.setup = rel_setup,
+                                            .request = rel_request,
+                                            .read = rel_read,
+                                            .done = rel_done,
+                                            .releases = 1};
 
 static int release(dlock_lock *l, const dlock__via *via)
 {
@@ -338,8 +380,10 @@ int dlock_lock_release(dlock_lock *l) { return release(l, NULL); }
 
 int dlock_lock_release_async(dlock_lock *l, dlock_async_fn fn, void *ud)
 {
-    return release(l, &(dlock__via){fn, ud});
+    return release(l, &(dlock__via){fn, ud, 0});
 }
+
+int dlock__lock_release_via(dlock_lock *l, const dlock__via *via) { return release(l, via); }
 
 /* ------------------------------------------------------------- acquire */
 
@@ -352,6 +396,7 @@ static int acq_keep(void *st, int64_t sent_ms)
     dlock__hold_id id;
     l->type->hold_id(l, &a->o, &id);
     if (a->lease != DLOCK_WATCHDOG) {
+        dlock__netctx_note_lease(&l->h.c->net, a->lease);   /* the auto quarantine's */
         dlock__watchdog_lease_reentry(l->h.c->wd, &id, sent_ms,
                                       l->type->lease_keeps_ttl ? -1 : a->lease);
         return DLOCK_OK;
@@ -367,9 +412,7 @@ static int acq_setup(void *st)
 {
     dlock__acq *a = st;
     dlock_lock *l = a->l;
-    int rc = dlock__check_lease(a->lease);
-    if (rc != DLOCK_OK)
-        return rc;
+    /* a->lease was checked with the call's options (dlock__check_opts). */
     a->lease_ms = a->lease == DLOCK_WATCHDOG ? l->h.c->cfg.watchdog_ms : a->lease;
     if (l->fence_all)
         a->fenced = 1;
@@ -519,7 +562,12 @@ int dlock_lock_try(dlock_lock *l, int64_t wait_ms, int64_t lease_ms)
 int dlock_lock_acquire_async(dlock_lock *l, const dlock_wait_opts *o, dlock_async_fn fn,
                              void *ud)
 {
-    return acquire(l, o, &(dlock__via){fn, ud});
+    return acquire(l, o, &(dlock__via){fn, ud, 0});
+}
+
+int dlock__lock_acquire_via(dlock_lock *l, const dlock_wait_opts *o, const dlock__via *via)
+{
+    return acquire(l, o, via);
 }
 
 int dlock_lock_run(dlock_lock *l, const dlock_wait_opts *o, dlock_run_fn fn, void *ud,
@@ -602,7 +650,7 @@ int dlock_lock_force_release(dlock_lock *l, int *was_locked)
 
 int dlock_lock_force_release_async(dlock_lock *l, dlock_async_fn fn, void *ud)
 {
-    return force_release(l, &(dlock__via){fn, ud}, NULL);
+    return force_release(l, &(dlock__via){fn, ud, 0}, NULL);
 }
 
 /* -------------------------------------------------------------- queries */
@@ -778,22 +826,22 @@ int dlock_lock_is_held_by(dlock_lock *l, const char *owner, int *held)
 
 int dlock_lock_is_locked_async(dlock_lock *l, dlock_async_fn fn, void *ud)
 {
-    return run_query(l, Q_LOCKED, NULL, &(dlock__via){fn, ud}, NULL);
+    return run_query(l, Q_LOCKED, NULL, &(dlock__via){fn, ud, 0}, NULL);
 }
 
 int dlock_lock_is_held_async(dlock_lock *l, dlock_async_fn fn, void *ud)
 {
-    return run_query(l, Q_HELD, NULL, &(dlock__via){fn, ud}, NULL);
+    return run_query(l, Q_HELD, NULL, &(dlock__via){fn, ud, 0}, NULL);
 }
 
 int dlock_lock_hold_count_async(dlock_lock *l, dlock_async_fn fn, void *ud)
 {
-    return run_query(l, Q_COUNT, NULL, &(dlock__via){fn, ud}, NULL);
+    return run_query(l, Q_COUNT, NULL, &(dlock__via){fn, ud, 0}, NULL);
 }
 
 int dlock_lock_ttl_async(dlock_lock *l, dlock_async_fn fn, void *ud)
 {
-    return run_query(l, Q_TTL, NULL, &(dlock__via){fn, ud}, NULL);
+    return run_query(l, Q_TTL, NULL, &(dlock__via){fn, ud, 0}, NULL);
 }
 
 /* ------------------------------------------------------------ inspection */

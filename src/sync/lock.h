@@ -18,13 +18,15 @@ typedef struct dlock__lock_type dlock__lock_type;
 
 struct dlock_lock {
     dlock__handle h;         /* the type's channel (a fair lock's: the prefix of each
-                                waiter's own channel); what: the type's */
+                                waiter's own channel), in names; what: the type's */
     const dlock__lock_type *type;
-    char *token_key;         /* redisson_lock_token:{name} */
+    char *names;             /* one allocation: the names below and h.channel, each
+                                NUL-terminated (lock.c: derive_names) */
+    const char *token_key;   /* redisson_lock_token:{name} */
     size_t tlen;
-    char *latch_prefix;      /* redisson_unlock_latch:{name}: */
+    const char *latch_prefix;   /* redisson_unlock_latch:{name}: */
     size_t lplen;
-    char *key[DLOCK__LOCK_KEYS];   /* the type's own keys (reservation, queue, ...) */
+    const char *key[DLOCK__LOCK_KEYS];   /* the type's own keys (reservation, queue, ...) */
     size_t klen[DLOCK__LOCK_KEYS];
     char *owner;             /* explicit owner id, or NULL for the calling thread */
     size_t olen;
@@ -94,7 +96,12 @@ struct dlock__lock_type {
      * keeps the longest; a write reentry adds the lease): a renewed hold's
      * loss deadline then stays where it is. */
     int lease_keeps_ttl;
-    /* Builds the handle's channel and own keys (l->key[]). */
+    /* The handle's names, each "<prefix>:{name}" (lock.c derives them): the
+     * channel's prefix, and the type's own keys' in l->key[] (NULL: no key;
+     * "": the {name} alone). */
+    const char *channel;
+    const char *keys[DLOCK__LOCK_KEYS];
+    /* Sets up what else the handle needs; may be NULL. */
     int (*init)(dlock_lock *l);
     /* The owner's per-type key into o->aux (may be NULL: none). */
     int (*owner_key)(const dlock_lock *l, dlock__owner *o);
@@ -146,18 +153,24 @@ extern const dlock__hold_kind dlock__lock_hold;
 void dlock__lock_hold_id(const dlock_lock *l, const dlock__owner *o, dlock__hold_id *id);
 /* dlock_lock_set_lock_delay: any lock type's, before its first acquisition. */
 int dlock__lock_set_delay(dlock_lock *l, int64_t ms);
-/* The lock-delay shared by every lock type (reentrant.c): init
- * names the marker dlock_lock_delay:{name} (key[DLOCK__K_DELAY]) and takes the
- * client's delay; with a delay, delay_key adds the marker to a script's KEYS
- * and delay_arg the delay to its ARGV (nothing without one); hold_id renews
- * the marker with the lock (scripts/lock/renew_delay.lua; a read hold has its
- * own, rwlock.c); delay_busy is the
+/* The lock-delay shared by every lock type (reentrant.c): init takes the
+ * client's delay (the marker dlock_lock_delay:{name}, key[DLOCK__K_DELAY], is
+ * among the type's names); with a delay, delay_key adds the marker to a
+ * script's KEYS and delay_arg the delay to its ARGV (nothing without one);
+ * hold_id renews the marker with the lock (scripts/lock/renew_delay.lua; a
+ * read hold has its own, rwlock.c); delay_busy is the
  * DLOCK_ETIMEDOUT of a free lock still in its delay, for `left` ms more. */
 int dlock__delay_init(dlock_lock *l);
 void dlock__delay_key(const dlock_lock *l, dlock__op *op);
 void dlock__delay_arg(const dlock_lock *l, dlock__op *op);
 void dlock__delay_hold_id(const dlock_lock *l, const dlock__owner *o, dlock__hold_id *id);
 int dlock__delay_busy(const dlock_lock *l, int64_t left);
+/* An acquire script's answer read by the type's reader (dlock__reply_acquire,
+ * dlock__reply_fair_acquire: *ms and a->state, a->token when fenced): its
+ * status, DLOCK_EPROTO reported with the reply. Frees r. */
+typedef int (*dlock__acq_reader)(const redisReply *r, int fenced, int64_t *ms, uint64_t *token,
+                                 int *state);
+int dlock__acq_read(dlock__acq *a, redisReply *r, dlock__acq_reader read, int64_t *ms);
 /* The handle's channel, the same for every owner. */
 const char *dlock__lock_shared_channel(const dlock_lock *l, const dlock__owner *o, size_t *len);
 /* locked_op / locked_end for the types held as a hash of owner fields. */
@@ -184,5 +197,11 @@ void dlock__lock_owner_done(dlock__owner *o);
  * owner (checked), as the dlock_*lock_get calls make them. */
 int dlock__lock_new(dlock_client *c, const dlock__lock_type *type, const char *name,
                     const char *owner, dlock_lock **out);
+
+/* dlock_lock_acquire_async / dlock_lock_release_async with the caller's
+ * request flags in via (a RedLock's DLOCK__CALL_NO_RETRY: one connection
+ * attempt to a server that is down, as the blocking RedLock makes). */
+int dlock__lock_acquire_via(dlock_lock *l, const dlock_wait_opts *o, const dlock__via *via);
+int dlock__lock_release_via(dlock_lock *l, const dlock__via *via);
 
 #endif

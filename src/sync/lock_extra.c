@@ -101,7 +101,7 @@ int dlock_lock_get_token(dlock_lock *l, uint64_t *token) { return get_token(l, N
 
 int dlock_lock_get_token_async(dlock_lock *l, dlock_async_fn fn, void *ud)
 {
-    return get_token(l, &(dlock__via){fn, ud}, NULL);
+    return get_token(l, &(dlock__via){fn, ud, 0}, NULL);
 }
 
 /* ---------------------------------------------------------------- extend */
@@ -206,5 +206,5 @@ int dlock_lock_extend(dlock_lock *l, int64_t lease_ms) { return extend_lock(l, l
 
 int dlock_lock_extend_async(dlock_lock *l, int64_t lease_ms, dlock_async_fn fn, void *ud)
 {
-    return extend_lock(l, lease_ms, &(dlock__via){fn, ud});
+    return extend_lock(l, lease_ms, &(dlock__via){fn, ud, 0});
 }

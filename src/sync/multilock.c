@@ -779,14 +779,18 @@ static void am_start(amulti *am, size_t i, int release, int64_t wait_ms)
 {
     am->pending++;
     int rc;
+    /* A RedLock does not wait for a server that is down: one connection
+     * attempt, no retry (the quorum of the others decides), as the blocking
+     * RedLock's rounds. */
+    dlock__via via = {on_sub, &am->subs[i], am->ml->red ? DLOCK__CALL_NO_RETRY : 0};
     if (release)
-        rc = dlock_lock_release_async(am->ml->locks[i], on_sub, &am->subs[i]);
+        rc = dlock__lock_release_via(am->ml->locks[i], &via);
     else
-        rc = dlock_lock_acquire_async(am->ml->locks[i],
-                                      &(dlock_wait_opts){.wait_ms = wait_ms,
-                                                         .lease_ms = am->o.lease_ms,
-                                                         .cancel = am->o.cancel},
-                                      on_sub, &am->subs[i]);
+        rc = dlock__lock_acquire_via(am->ml->locks[i],
+                                     &(dlock_wait_opts){.wait_ms = wait_ms,
+                                                        .lease_ms = am->o.lease_ms,
+                                                        .cancel = am->o.cancel},
+                                     &via);
     if (rc != DLOCK_OK) {
         am->pending--;
         if (!release)

@@ -5,19 +5,20 @@
 
 #include "sync/sync.h"
 
-char *dlock__prefixed(const char *prefix, const char *name, size_t nlen, const char *tail,
-                      size_t *out_len)
+size_t dlock__prefixed_to(char *dst, const char *prefix, const char *name, size_t nlen,
+                          const char *tail)
 {
     int tagged = memchr(name, '{', nlen) != NULL;
     size_t plen = strlen(prefix), tl = strlen(tail);
-    size_t len = plen + 1 + nlen + (tagged ? 0 : 2) + tl;
-    char *s = malloc(len + 1);
-    if (!s)
-        return NULL;
-    char *p = s;
-    memcpy(p, prefix, plen);
-    p += plen;
-    *p++ = ':';
+    size_t len = (plen ? plen + 1 : 0) + nlen + (tagged ? 0 : 2) + tl;
+    if (!dst)
+        return len;
+    char *p = dst;
+    if (plen) {
+        memcpy(p, prefix, plen);
+        p += plen;
+        *p++ = ':';
+    }
     if (!tagged)
         *p++ = '{';
     memcpy(p, name, nlen);
@@ -27,7 +28,17 @@ char *dlock__prefixed(const char *prefix, const char *name, size_t nlen, const c
     memcpy(p, tail, tl);
     p += tl;
     *p = '\0';
-    *out_len = len;
+    return len;
+}
+
+char *dlock__prefixed(const char *prefix, const char *name, size_t nlen, const char *tail,
+                      size_t *out_len)
+{
+    size_t len = dlock__prefixed_to(NULL, prefix, name, nlen, tail);
+    char *s = malloc(len + 1);
+    if (!s)
+        return NULL;
+    *out_len = dlock__prefixed_to(s, prefix, name, nlen, tail);
     return s;
 }
 
@@ -136,7 +147,7 @@ int dlock__check_handle(const void *h, const char *what)
     return h ? DLOCK_OK : dlock__fail(DLOCK_EINVAL, "%s is NULL", what);
 }
 
-int dlock__check_wait(int64_t wait_ms)
+static int check_wait(int64_t wait_ms)
 {
     if (wait_ms < DLOCK_WAIT_FOREVER)
         return dlock__fail(DLOCK_EINVAL,
@@ -163,7 +174,7 @@ int dlock__check_opts(const dlock_wait_opts *o, unsigned takes, const char *what
         if (out->reserved[i])
             return dlock__fail(DLOCK_EINVAL, "wait options: reserved[%zu] is %lld, must be 0", i,
                                (long long)out->reserved[i]);
-    int rc = dlock__check_wait(out->wait_ms);
+    int rc = check_wait(out->wait_ms);
     if (rc != DLOCK_OK)
         return rc;
     if (!(takes & DLOCK__TAKES_LEASE) && out->lease_ms != 0)

@@ -289,13 +289,13 @@ int dlock_permit_semaphore_try_release(dlock_permit_semaphore *p, const char *id
 int dlock_permit_semaphore_release_async(dlock_permit_semaphore *p, const char *id,
                                          dlock_async_fn fn, void *ud)
 {
-    return drop_permit(p, id, 0, &(dlock__via){fn, ud}, NULL);
+    return drop_permit(p, id, 0, &(dlock__via){fn, ud, 0}, NULL);
 }
 
 int dlock_permit_semaphore_try_release_async(dlock_permit_semaphore *p, const char *id,
                                              dlock_async_fn fn, void *ud)
 {
-    return drop_permit(p, id, 1, &(dlock__via){fn, ud}, NULL);
+    return drop_permit(p, id, 1, &(dlock__via){fn, ud, 0}, NULL);
 }
 
 /* ------------------------------------------------------------- acquire */
@@ -312,10 +312,9 @@ typedef struct grab {
 static int grab_setup(void *st)
 {
     grab *g = st;
-    int rc = dlock__check_lease(g->lease);
-    if (rc != DLOCK_OK)
-        return rc;
+    /* g->lease was checked with the call's options (dlock__check_opts). */
     g->lease_ms = g->lease == DLOCK_WATCHDOG ? g->p->h.c->cfg.watchdog_ms : g->lease;
+    dlock__netctx_note_lease(&g->p->h.c->net, g->lease_ms);   /* the auto quarantine's */
     g->ends_in = -1;
     dlock__random_hex32(g->id.hex);
     decode(&g->id);
@@ -452,7 +451,7 @@ int dlock_permit_semaphore_try(dlock_permit_semaphore *p, int64_t wait_ms, int64
 int dlock_permit_semaphore_acquire_async(dlock_permit_semaphore *p, const dlock_wait_opts *o,
                                          dlock_async_fn fn, void *ud)
 {
-    return grab_permit(p, o, &(dlock__via){fn, ud}, NULL, 0);
+    return grab_permit(p, o, &(dlock__via){fn, ud, 0}, NULL, 0);
 }
 
 /* ------------------------------------------------------------- lease */
@@ -530,7 +529,7 @@ int dlock_permit_semaphore_update_lease(dlock_permit_semaphore *p, const char *i
 int dlock_permit_semaphore_update_lease_async(dlock_permit_semaphore *p, const char *id,
                                               int64_t lease_ms, dlock_async_fn fn, void *ud)
 {
-    return update_lease(p, id, lease_ms, &(dlock__via){fn, ud});
+    return update_lease(p, id, lease_ms, &(dlock__via){fn, ud, 0});
 }
 
 /* ------------------------------------------------------------- counts */
@@ -571,25 +570,25 @@ int dlock_permit_semaphore_available(dlock_permit_semaphore *p, int64_t *n, int6
 int dlock_permit_semaphore_set_total_async(dlock_permit_semaphore *p, int64_t permits,
                                              dlock_async_fn fn, void *ud)
 {
-    return count(p, DLOCK__COUNT_SET, permits, &(dlock__via){fn, ud}, NULL, NULL);
+    return count(p, DLOCK__COUNT_SET, permits, &(dlock__via){fn, ud, 0}, NULL, NULL);
 }
 
 int dlock_permit_semaphore_try_set_permits_async(dlock_permit_semaphore *p, int64_t permits,
                                                  dlock_async_fn fn, void *ud)
 {
-    return count(p, DLOCK__COUNT_TRY_SET, permits, &(dlock__via){fn, ud}, NULL, NULL);
+    return count(p, DLOCK__COUNT_TRY_SET, permits, &(dlock__via){fn, ud, 0}, NULL, NULL);
 }
 
 int dlock_permit_semaphore_add_permits_async(dlock_permit_semaphore *p, int64_t delta,
                                              dlock_async_fn fn, void *ud)
 {
-    return count(p, DLOCK__COUNT_ADD, delta, &(dlock__via){fn, ud}, NULL, NULL);
+    return count(p, DLOCK__COUNT_ADD, delta, &(dlock__via){fn, ud, 0}, NULL, NULL);
 }
 
 int dlock_permit_semaphore_available_async(dlock_permit_semaphore *p, dlock_async_fn fn,
                                            void *ud)
 {
-    return count(p, DLOCK__COUNT_AVAILABLE, 0, &(dlock__via){fn, ud}, NULL, NULL);
+    return count(p, DLOCK__COUNT_AVAILABLE, 0, &(dlock__via){fn, ud, 0}, NULL, NULL);
 }
 
 /* ------------------------------------------------------ several permits */
@@ -808,14 +807,11 @@ static void grab_n_request(void *st, int64_t waited_ms, dlock__op *op)
 static int grab_n_read(void *st, int rc, dlock__res *res, dlock__busy *b)
 {
     grab_n *g = st;
-    const char *why = rc == DLOCK_EREDIS && res ? strstr(res->text, "permits asked of") : NULL;
-    if (why) {
-        /* n above the total: refused before anything was written */
-        const char *n = res->text;
-        while (n < why && (*n < '0' || *n > '9'))
-            n++;
-        return dlock__fail(DLOCK_EINVAL, "%s '%s': %.*s", WHAT, g->p->h.name, 120, n);
-    }
+    if (rc == DLOCK_EREDIS && res && res->err == DLOCK__RERR_OVER_TOTAL)
+        /* n above the total: refused before anything was written; the
+         * script's words after "ERR" ("<n> permits asked of ...") */
+        return dlock__fail(DLOCK_EINVAL, "%s '%s': %.*s", WHAT, g->p->h.name, 120,
+                           dlock__redis_error_detail(res->text));
     return take_answer(g->p, rc, res, b, &g->ends_in);
 }
 
@@ -881,12 +877,15 @@ static int grab_list(dlock_permit_semaphore *p, int64_t n, int64_t wait_ms, int6
         rc = dlock__fail(DLOCK_EINVAL, "%lld permits asked: at least 1", (long long)n);
     if (rc == DLOCK_OK)
         rc = dlock__check_count(n, 1, "permits");
+    dlock_wait_opts o;
     if (rc == DLOCK_OK)
-        rc = dlock__check_lease(lease_ms);
+        rc = dlock__check_opts(&(dlock_wait_opts){.wait_ms = wait_ms, .lease_ms = lease_ms},
+                               DLOCK__TAKES_LEASE, "a permit semaphore", &o);
     if (rc != DLOCK_OK)
         return rc;
     grab_n g = {.p = p, .lease = lease_ms, .n = (size_t)n, .ends_in = -1};
     g.lease_ms = lease_ms == DLOCK_WATCHDOG ? p->h.c->cfg.watchdog_ms : lease_ms;
+    dlock__netctx_note_lease(&p->h.c->net, g.lease_ms);
     if (!(g.ids = calloc(g.n, sizeof(*g.ids))))
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
     for (size_t i = 0; i < g.n; i++) {
@@ -1020,6 +1019,7 @@ int dlock_permit_semaphore_acquire_n_async(dlock_permit_semaphore *p, int64_t n,
     agrab_n a = {.g = {.p = p, .lease = o.lease_ms, .n = (size_t)n, .ends_in = -1},
                  .adopted = &adopted};
     a.g.lease_ms = o.lease_ms == DLOCK_WATCHDOG ? p->h.c->cfg.watchdog_ms : o.lease_ms;
+    dlock__netctx_note_lease(&p->h.c->net, a.g.lease_ms);
     a.g.ids = calloc(a.g.n, sizeof(*a.g.ids));
     a.hex = calloc(a.g.n, sizeof(*a.hex));
     if (a.g.ids && a.hex) {
@@ -1036,7 +1036,7 @@ int dlock_permit_semaphore_acquire_n_async(dlock_permit_semaphore *p, int64_t n,
     }
     dlock__wait_spec spec = {.wake = dlock__wake_permits, .need = n, .wait_ms = o.wait_ms,
                              .cancel = o.cancel};
-    rc = dlock__start(&p->h, &agrab_n_type, &a, sizeof(a), &spec, &(dlock__via){fn, ud}, NULL);
+    rc = dlock__start(&p->h, &agrab_n_type, &a, sizeof(a), &spec, &(dlock__via){fn, ud, 0}, NULL);
     if (!adopted)
         agrab_n_done(&a, 0);
     return rc;
@@ -1097,7 +1097,7 @@ static int drop_list_async(dlock_permit_semaphore *p, const char *const *ids, si
     if (rc == DLOCK_OK)
         rc = parse_ids(&a.d, ids, n);
     if (rc == DLOCK_OK)
-        rc = dlock__start(&p->h, &adrop_n_type, &a, sizeof(a), NULL, &(dlock__via){fn, ud}, NULL);
+        rc = dlock__start(&p->h, &adrop_n_type, &a, sizeof(a), NULL, &(dlock__via){fn, ud, 0}, NULL);
     if (!adopted)
         drop_n_free(&a.d);
     return rc;
@@ -1118,12 +1118,12 @@ int dlock_permit_semaphore_try_release_list_async(dlock_permit_semaphore *p,
 
 int dlock_permit_semaphore_acquired_async(dlock_permit_semaphore *p, dlock_async_fn fn, void *ud)
 {
-    return count(p, DLOCK__COUNT_HELD, 0, &(dlock__via){fn, ud}, NULL, NULL);
+    return count(p, DLOCK__COUNT_HELD, 0, &(dlock__via){fn, ud, 0}, NULL, NULL);
 }
 
 int dlock_permit_semaphore_permits_async(dlock_permit_semaphore *p, dlock_async_fn fn, void *ud)
 {
-    return count(p, DLOCK__COUNT_TOTAL, 0, &(dlock__via){fn, ud}, NULL, NULL);
+    return count(p, DLOCK__COUNT_TOTAL, 0, &(dlock__via){fn, ud, 0}, NULL, NULL);
 }
 
 /* ------------------------------------------------------------ lease left */
@@ -1188,5 +1188,5 @@ int dlock_permit_semaphore_lease_time(dlock_permit_semaphore *p, const char *id,
 int dlock_permit_semaphore_lease_time_async(dlock_permit_semaphore *p, const char *id,
                                             dlock_async_fn fn, void *ud)
 {
-    return lease_time(p, id, &(dlock__via){fn, ud}, NULL);
+    return lease_time(p, id, &(dlock__via){fn, ud, 0}, NULL);
 }

@@ -72,12 +72,10 @@ void dlock__lock_hold_id(const dlock_lock *l, const dlock__owner *o, dlock__hold
 
 int dlock__delay_init(dlock_lock *l)
 {
-    l->key[K_DELAY] = dlock__prefixed("dlock_lock_delay", l->h.name, l->h.nlen, "",
-                                      &l->klen[K_DELAY]);
     int64_t d = l->h.c->cfg.lock_delay_ms;
     l->lock_delay = d;
     snprintf(l->delay_arg, sizeof(l->delay_arg), "%lld", (long long)d);
-    return l->key[K_DELAY] ? DLOCK_OK : DLOCK_ENOMEM;
+    return DLOCK_OK;
 }
 
 void dlock__delay_key(const dlock_lock *l, dlock__op *op)
@@ -98,16 +96,6 @@ int dlock__delay_busy(const dlock_lock *l, int64_t left)
                        "%s '%s' is free but in its lock-delay: its last holder lost it without "
                        "releasing (for %lld ms more)",
                        l->type->what, l->h.name, (long long)left);
-}
-
-static int init(dlock_lock *l)
-{
-    l->h.channel = dlock__prefixed("redisson_lock__channel", l->h.name, l->h.nlen, "", &l->h.clen);
-    l->key[K_RESERVE] = dlock__prefixed("dlock_lock_next", l->h.name, l->h.nlen, "",
-                                        &l->klen[K_RESERVE]);
-    if (!l->h.channel || !l->key[K_RESERVE])
-        return DLOCK_ENOMEM;
-    return dlock__delay_init(l);
 }
 
 const char *dlock__lock_shared_channel(const dlock_lock *l, const dlock__owner *o, size_t *len)
@@ -142,10 +130,9 @@ static void attempt_op(dlock__acq *a, int64_t waited_ms, dlock__op *op)
 static int attempt_reply(dlock__acq *a, redisReply *r, dlock__busy *b)
 {
     int64_t ttl = -1;
-    int rc = dlock__reply_acquire(r, a->fenced, &ttl, &a->token, &a->state);
+    int rc = dlock__acq_read(a, r, dlock__reply_acquire, &ttl);
     if (rc == DLOCK_EPROTO)
-        return dlock__proto(&a->l->h, "acquire", r);
-    freeReplyObject(r);
+        return rc;
     if (rc == DLOCK__BUSY) {
         /* Sleep at most the holder's PTTL, or what is left of another
          * waiter's reservation; a reserved turn goes first locally. */
@@ -216,8 +203,10 @@ static void force_op(const dlock_lock *l, dlock__op *op)
 const dlock__lock_type dlock__reentrant_type = {
     .what = "lock",
     .suffix = "",
+    .channel = "redisson_lock__channel",
+    .keys = {[K_RESERVE] = "dlock_lock_next", [K_DELAY] = "dlock_lock_delay"},
     .hold = &dlock__lock_hold,
-    .init = init,
+    .init = dlock__delay_init,
     .owner_key = NULL,
     .hold_id = dlock__delay_hold_id,
     .wait_channel = dlock__lock_shared_channel,

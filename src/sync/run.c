@@ -100,12 +100,14 @@ static int attempt(const dlock__handle *h, const dlock__op_type *t, void *st, dl
                    dlock__busy *b)
 {
     int64_t waited = dlock__wait_waited(w, 0);
+    if (dlock__quarantined(h, t, b))
+        return DLOCK__BUSY;
     if (t->attempt)
         return t->attempt(st, waited, b);
     dlock__op op;
     t->request(st, waited, &op);
     if (t->acquires) {
-        op.flags |= DLOCK__CALL_WAIT_ACK;
+        op.flags |= DLOCK__CALL_WAIT_ACK | DLOCK__CALL_QUARANTINE;
         last_acks = -1;
     }
     if (w->waits)
@@ -114,6 +116,8 @@ static int attempt(const dlock__handle *h, const dlock__op_type *t, void *st, dl
     int64_t sent = dlock__now_ms();
     dlock__res res;
     int rc = dlock__op_call(h->c, &op, w->spec.cancel, &res);
+    if (dlock__quarantine_met(h, t, rc, &res, b))
+        return DLOCK__BUSY;
     int back;
     rc = dlock__answer(h, t, st, rc, &res, sent, b, &back);
     if (t->acquires && (rc == DLOCK_OK || back))
@@ -129,14 +133,10 @@ static int attempt(const dlock__handle *h, const dlock__op_type *t, void *st, dl
 int dlock__run(const dlock__handle *h, const dlock__op_type *t, void *st,
                const dlock__wait_spec *spec, dlock__result *res)
 {
-    if (spec) {
-        int rc = dlock__check_wait(spec->wait_ms);
-        if (rc != DLOCK_OK)
-            return rc;
-        if (spec->wait_ms != 0 && dlock__loop_on_io_thread(h->c->loop))
-            return dlock__fail(DLOCK_EINVAL, "a wait from a dlock callback would stall the io "
-                                             "thread: use a wait of 0 there");
-    }
+    /* The wait was checked with the caller's other options (dlock__check_opts). */
+    if (spec && spec->wait_ms != 0 && dlock__loop_on_io_thread(h->c->loop))
+        return dlock__fail(DLOCK_EINVAL, "a wait from a dlock callback would stall the io "
+                                         "thread: use a wait of 0 there");
     if (t->setup) {
         int rc = t->setup(st);
         if (rc != DLOCK_OK)

@@ -45,33 +45,6 @@ static const dlock__hold_kind read_delay_hold = {"read lock", DLOCK__SCRIPT_RW_R
 
 /* ------------------------------------------------------------- handle */
 
-static int init(dlock_lock *l)
-{
-    l->h.channel = dlock__prefixed("redisson_rwlock", l->h.name, l->h.nlen, "", &l->h.clen);
-    /* Redisson's suffix naming: "{name}:<suffix>", or "name:<suffix>" when the
-     * name already has a '{' (its own hash tag). */
-    int tagged = memchr(l->h.name, '{', l->h.nlen) != NULL;
-    size_t len = l->h.nlen + (tagged ? 0 : 2);
-    char *p = malloc(len + 1);
-    if (p) {
-        if (tagged) {
-            memcpy(p, l->h.name, l->h.nlen);
-        } else {
-            p[0] = '{';
-            memcpy(p + 1, l->h.name, l->h.nlen);
-            p[len - 1] = '}';
-        }
-        p[len] = '\0';
-    }
-    l->key[K_PREFIX] = p;
-    l->klen[K_PREFIX] = len;
-    l->key[K_RDELAY] = dlock__prefixed("dlock_read_delay", l->h.name, l->h.nlen, "",
-                                       &l->klen[K_RDELAY]);
-    if (!l->h.channel || !p || !l->key[K_RDELAY])
-        return DLOCK_ENOMEM;
-    return dlock__delay_init(l);
-}
-
 /* The reader's timeout prefix, {name}:<owner>:rwlock_timeout, into o->aux;
  * the same owner's writer field, <owner>:write, is kept right after it (past
  * its NUL) for the read acquire, which must recognise the writer. */
@@ -326,7 +299,10 @@ const dlock__lock_type dlock__read_type = {
     .suffix = "",
     .hold = &read_hold,
     .lease_keeps_ttl = 1,
-    .init = init,
+    .channel = "redisson_rwlock",
+    .keys = {[K_PREFIX] = "",   /* Redisson's "{name}" (or the name when it has a '{') */
+             [K_RDELAY] = "dlock_read_delay", [K_DELAY] = "dlock_lock_delay"},
+    .init = dlock__delay_init,
     .owner_key = read_owner_key,
     .hold_id = read_hold_id,
     .wait_channel = dlock__lock_shared_channel,
@@ -346,7 +322,10 @@ const dlock__lock_type dlock__write_type = {
     .suffix = write_suffix,
     .hold = &dlock__lock_hold,
     .lease_keeps_ttl = 1,
-    .init = init,
+    .channel = "redisson_rwlock",
+    .keys = {[K_PREFIX] = "",   /* Redisson's "{name}" (or the name when it has a '{') */
+             [K_RDELAY] = "dlock_read_delay", [K_DELAY] = "dlock_lock_delay"},
+    .init = dlock__delay_init,
     .owner_key = NULL,
     .hold_id = dlock__delay_hold_id,
     .wait_channel = dlock__lock_shared_channel,

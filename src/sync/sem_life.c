@@ -60,7 +60,7 @@ static int life_read(void *st, int rc, dlock__res *res, dlock__busy *b)
 {
     (void)b;
     life *s = st;
-    if (rc == DLOCK_EREDIS && res && strstr(res->text, "the count would pass"))
+    if (rc == DLOCK_EREDIS && res && res->err == DLOCK__RERR_OVER_BOUND)
         return dlock__fail(DLOCK_EINVAL, "%s '%s': releasing %lld permits would pass %lld "
                                          "(unchanged)",
                            s->h->what, s->h->name, (long long)s->a, (long long)DLOCK_COUNT_MAX);
@@ -234,7 +234,7 @@ int dlock_permit_semaphore_permits(dlock_permit_semaphore *p, int64_t *total)
 static int life_async(const void *handle, int leases, int kind, int64_t a, int64_t b,
                       dlock_async_fn fn, void *ud)
 {
-    return life_call(handle, leases, kind, a, b, &(dlock__via){fn, ud}, NULL);
+    return life_call(handle, leases, kind, a, b, &(dlock__via){fn, ud, 0}, NULL);
 }
 
 int dlock_semaphore_delete_async(dlock_semaphore *s, dlock_async_fn fn, void *ud)

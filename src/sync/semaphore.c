@@ -260,7 +260,7 @@ int dlock_semaphore_drain(dlock_semaphore *s, int64_t *drained)
 int dlock_semaphore_set_permits_async(dlock_semaphore *s, int64_t permits, dlock_async_fn fn,
                                       void *ud)
 {
-    return dlock__count_call(H(s), NULL, 0, DLOCK__COUNT_SET, permits, &(dlock__via){fn, ud},
+    return dlock__count_call(H(s), NULL, 0, DLOCK__COUNT_SET, permits, &(dlock__via){fn, ud, 0},
                              NULL, NULL);
 }
 
@@ -268,25 +268,25 @@ int dlock_semaphore_try_set_permits_async(dlock_semaphore *s, int64_t permits,
                                           dlock_async_fn fn, void *ud)
 {
     return dlock__count_call(H(s), NULL, 0, DLOCK__COUNT_TRY_SET, permits,
-                             &(dlock__via){fn, ud}, NULL, NULL);
+                             &(dlock__via){fn, ud, 0}, NULL, NULL);
 }
 
 int dlock_semaphore_add_permits_async(dlock_semaphore *s, int64_t delta, dlock_async_fn fn,
                                       void *ud)
 {
-    return dlock__count_call(H(s), NULL, 0, DLOCK__COUNT_ADD, delta, &(dlock__via){fn, ud}, NULL,
+    return dlock__count_call(H(s), NULL, 0, DLOCK__COUNT_ADD, delta, &(dlock__via){fn, ud, 0}, NULL,
                              NULL);
 }
 
 int dlock_semaphore_available_async(dlock_semaphore *s, dlock_async_fn fn, void *ud)
 {
-    return dlock__count_call(H(s), NULL, 0, DLOCK__COUNT_AVAILABLE, 0, &(dlock__via){fn, ud},
+    return dlock__count_call(H(s), NULL, 0, DLOCK__COUNT_AVAILABLE, 0, &(dlock__via){fn, ud, 0},
                              NULL, NULL);
 }
 
 int dlock_semaphore_drain_async(dlock_semaphore *s, dlock_async_fn fn, void *ud)
 {
-    return dlock__count_call(H(s), NULL, 0, DLOCK__COUNT_DRAIN, 0, &(dlock__via){fn, ud}, NULL,
+    return dlock__count_call(H(s), NULL, 0, DLOCK__COUNT_DRAIN, 0, &(dlock__via){fn, ud, 0}, NULL,
                              NULL);
 }
 
@@ -341,7 +341,7 @@ int dlock_semaphore_release(dlock_semaphore *s, int64_t n) { return give_permits
 
 int dlock_semaphore_release_async(dlock_semaphore *s, int64_t n, dlock_async_fn fn, void *ud)
 {
-    return give_permits(s, n, &(dlock__via){fn, ud});
+    return give_permits(s, n, &(dlock__via){fn, ud, 0});
 }
 
 /* ------------------------------------------------------------- acquire */
@@ -448,5 +448,5 @@ int dlock_semaphore_try(dlock_semaphore *s, int64_t n, int64_t wait_ms)
 int dlock_semaphore_acquire_async(dlock_semaphore *s, int64_t n, const dlock_wait_opts *o,
                                   dlock_async_fn fn, void *ud)
 {
-    return take_permits(s, n, o, &(dlock__via){fn, ud});
+    return take_permits(s, n, o, &(dlock__via){fn, ud, 0});
 }

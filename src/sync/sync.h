@@ -78,8 +78,6 @@ void dlock__handle_free(dlock__handle *h);
  * DLOCK_EINVAL with the message. */
 /* Clears the thread's message; "<what> is NULL" when h is NULL. */
 int dlock__check_handle(const void *h, const char *what);
-/* A wait: 0 (no wait), a positive wait or DLOCK_WAIT_FOREVER. */
-int dlock__check_wait(int64_t wait_ms);
 /* A lease: positive (up to 2^50 ms) or DLOCK_WATCHDOG. */
 int dlock__check_lease(int64_t lease_ms);
 /* The one check of a call's dlock_wait_opts (o NULL: the zeroed struct),
@@ -171,6 +169,11 @@ int dlock__refused(const dlock__handle *h, int rc, const dlock__res *res);
  * has a '{' (its own hash tag); `tail` is appended as is. NULL when out of memory. */
 char *dlock__prefixed(const char *prefix, const char *name, size_t nlen, const char *tail,
                       size_t *out_len);
+/* The same name written into dst (room for the length returned + 1 for the
+ * NUL), or with dst NULL only its length; an empty prefix gives "{name}" +
+ * tail (no ':' before it). */
+size_t dlock__prefixed_to(char *dst, const char *prefix, const char *name, size_t nlen,
+                          const char *tail);
 /* Redisson's suffix naming: "{name}:tail", or "name:tail" when the name
  * already has a '{'. NULL when out of memory. */
 char *dlock__suffixed(const char *name, size_t nlen, const char *tail, size_t *out_len);
@@ -201,6 +204,8 @@ typedef struct dlock__busy {
     int64_t pass;            /* units this waiter saw but cannot use (a semaphore's count
                                 below its need): offered to the channel's other local
                                 waiters when a wake-up brought it here */
+    const char *quarantine;  /* not sent: the new primary (its address) is in its failover
+                                quarantine for ttl ms more (dlock__quarantined) */
 } dlock__busy;
 
 /* What a call reports; include/dlock/async.h reads it, the blocking calls
@@ -262,7 +267,22 @@ typedef struct dlock__op_type {
     /* An acquisition: replicas acknowledge it (dlock_config_set_replica_ack),
      * and the client's statistics count it. */
     int acquires;
+    /* A release of a hold the watchdog may renew: the asynchronous driver
+     * ends a successful one only once no renewal of a released hold is in
+     * flight (dlock__watchdog_settling), as the blocking release waits. */
+    int releases;
 } dlock__op_type;
+
+/* An acquisition (t->acquires) routed to a node in its failover quarantine
+ * (dlock_config_set_failover_quarantine): 1 with *b as a busy answer whose
+ * ttl is what is left, and nothing is to be sent; else 0. No I/O. */
+int dlock__quarantined(const dlock__handle *h, const dlock__op_type *t, dlock__busy *b);
+/* After an attempt's round trip: 1 when the router refused it on its way
+ * because its node turned out to be a new primary in quarantine (rc, res:
+ * the call's, DLOCK__RERR_QUARANTINE), with *b a busy answer for what is
+ * left (res->r is NULL then: nothing to free). */
+int dlock__quarantine_met(const dlock__handle *h, const dlock__op_type *t, int rc,
+                          const dlock__res *res, dlock__busy *b);
 
 /* How an operation waits while busy. */
 typedef struct dlock__wait_spec {
@@ -279,6 +299,7 @@ typedef struct dlock__wait_spec {
 typedef struct dlock__via {
     dlock_async_fn fn;
     void *ud;
+    unsigned flags;          /* DLOCK__CALL_* added to every attempt's request (0: none) */
 } dlock__via;
 
 /* Runs operation t on handle h: one attempt, and while busy the wait of
@@ -416,7 +437,6 @@ enum {
 #define DLOCK__RESERVE_GRACE_ARG "50"
 int dlock__reply_acquire(const redisReply *r, int fenced, int64_t *ttl, uint64_t *token,
                          int *resv);
-/* *heard = 1 when the last hold went and some client heard the unlock message. */
 /* A fair-lock acquire: DLOCK_OK (token when fenced), or DLOCK__BUSY with
  * *sleep (ms) and *why (0 held, 1 free but an earlier waiter goes first, 2 free
  * but in its lock-delay). */
@@ -429,6 +449,7 @@ int dlock__reply_fair_acquire(const redisReply *r, int fenced, int64_t *sleep, u
 enum { DLOCK__RW_DEADLOCK = 1, DLOCK__RW_DELAYED = 2 };
 int dlock__reply_rw_acquire(const redisReply *r, int fenced, int64_t *ttl, uint64_t *token,
                             int *why);
+/* *heard = 1 when the last hold went and some client heard the unlock message. */
 int dlock__reply_release(const redisReply *r, int *outcome, int *heard);
 int dlock__reply_flag(const redisReply *r, int *flag);
 int dlock__reply_integer(const redisReply *r, int64_t *v);

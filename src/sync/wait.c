@@ -23,6 +23,7 @@
  * (attempt, join, sleep, done). The blocking driver (run.c) does it on the
  * calling thread; the asynchronous one (async.c) with a callback waiter and
  * a timer on the io thread. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "sync/sync.h"
@@ -44,8 +45,41 @@ static int end_error(const dlock__wait *w, int rc)
                        rc == DLOCK_ECANCELED ? "cancelled" : "ended: client closing");
 }
 
+int dlock__quarantined(const dlock__handle *h, const dlock__op_type *t, dlock__busy *b)
+{
+    if (!t->acquires || h->c->cfg.quarantine_mode == DLOCK_QUARANTINE_OFF)
+        return 0;
+    /* Every key of an object shares its name's slot (Redisson's hash tags). */
+    dlock__node *n = dlock__router_node(h->c->router, h->name, h->nlen);
+    int64_t left = n ? dlock__node_quarantine_left(n) : 0;
+    if (left <= 0)
+        return 0;
+    b->ttl = left;
+    b->quarantine = dlock__node_addr(n);
+    return 1;
+}
+
+int dlock__quarantine_met(const dlock__handle *h, const dlock__op_type *t, int rc,
+                          const dlock__res *res, dlock__busy *b)
+{
+    if (rc == DLOCK_OK || res->err != DLOCK__RERR_QUARANTINE)
+        return 0;
+    if (!dlock__quarantined(h, t, b)) {
+        /* The node the router sent it to is not the one the map names yet
+         * (a cluster's MOVED): what that node said is left. */
+        b->ttl = strtoll(res->text, NULL, 10);
+        b->quarantine = "the new one";
+    }
+    return 1;
+}
+
 static int busy_error(dlock__wait *w, const dlock__busy *b)
 {
+    if (b->quarantine)
+        return dlock__fail(DLOCK_ETIMEDOUT,
+                           "%s '%s' not tried: its primary %s is new (a failover) and in its "
+                           "failover quarantine for %lld ms more",
+                           w->h->what, w->h->name, b->quarantine, (long long)b->ttl);
     if (!w->t->busy_error)
         return dlock__fail(DLOCK_EPROTO, "'%s': busy answer to a call that cannot wait",
                            w->h->name);

@@ -121,6 +121,13 @@ has "$tmp/err" "--watchdog '10ms' is out of range: 30ms to 1d" "a watchdog out o
 expect 64 "$D" run -w 400d t:x -- true
 has "$tmp/err" "longer than a year" "a duration too long is said so"
 expect 64 "$D" --connect-timeout 0 status t:x
+expect 64 "$D" --failover-quarantine soon run t:fq -- true
+has "$tmp/err" "--failover-quarantine (off, auto or a duration) 'soon' is not a duration" \
+  "a bad quarantine names the option and its values"
+expect 64 "$D" --failover-quarantine 0 run t:fq -- true
+for q in off auto 2s; do
+  expect 0 "$D" --failover-quarantine "$q" run t:fq -- true
+done
 "$D" --watchdog 1s elect t:el -- sleep 30 >/dev/null 2>"$tmp/el.err" & h=$!
 until_ok held t:el
 rc del t:el >/dev/null

@@ -49,5 +49,12 @@ for m in "10.0.0.5:6379" "10.0.0.5=127.0.0.1:1" "10.0.0.5:6379=127.0.0.1" ":6379
   has "$tmp/err" "give HOST:PORT=HOST:PORT" "--map '$m'"
   hasnt "$tmp/out" "ran" "--map '$m': nothing run"
 done
+echo "== ?map= in the URL"
+expect 0 "$D" --url "redis-replicated://127.0.0.1:$REDIS_PORT?map=10.0.0.5:6379=127.0.0.1:$REDIS_PORT,[fd00::1]:7000=127.0.0.1:7000" run cli-map -- true
+for m in "10.0.0.5:6379" "10.0.0.5=127.0.0.1:1" "h:1=h:65536" "h:1=h:2,"; do
+  expect 64 "$D" --url "redis-replicated://127.0.0.1:$REDIS_PORT?map=$m" run cli-map -- echo ran
+  has "$tmp/err" "give map=HOST:PORT=HOST:PORT" "?map=$m"
+  hasnt "$tmp/out" "ran" "?map=$m: nothing run"
+done
 
 finish

@@ -306,6 +306,9 @@ static span *occupied(int name, int side, const check_params *cp, size_t *count)
             span *p = check_push(&s);
             p->a = f[i].a;
             p->b = f[i].b + 1000000000LL;   /* and a second to reconnect */
+            if (f[i].kind == 'O')   /* and the quarantine it starts, or a lost release */
+                p->b += cp->quarantine_ns > cp->lost_release_ns ? cp->quarantine_ns
+                                                                : cp->lost_release_ns;
             if (cp->type == SAFETY_FAIR)
                 p->b += cp->slot_ns / 2;
         }
@@ -651,9 +654,23 @@ int safety_check(const check_params *cp, check_report *rep)
         case 'C':
             rep->pauses++;
             break;
-        case 'O':
+        case 'O': {
             rep->failovers++;
+            long long first = -1;
+            /* A grant that stands (one the old primary made after the
+                 * promotion began is lost with it). */
+            for (size_t i = 0; i < holds.n; i++)
+                if (h[i].t_acq > f[q].a && !check_lost(&h[i]) && (first < 0 || h[i].t_acq < first))
+                    first = h[i].t_acq;
+            if (first >= 0) {
+                double ms = (first - f[q].a) / 1e6;
+                rep->failover_gaps++;
+                rep->failover_gap_ms_sum += ms;
+                if (ms > rep->failover_gap_ms_max)
+                    rep->failover_gap_ms_max = ms;
+            }
             break;
+        }
         case 'N':
             rep->partitions++;
             for (size_t i = 0; i < holds.n; i++) {

@@ -2,7 +2,7 @@
  * worker processes, injects one kind of fault, then checks the histories.
  *
  *   safety [--scenario baseline|kill9|sigstop|restart|pause|partition|
- *                      sentinel-kill|cluster-failover|cluster-kill|replicated|all]
+ *                      sentinel-kill|cluster-failover|cluster-kill|replicated|replicated-lag|replicated-lag-quarantine|all]
  *          [--type lock|fair|rw|sem|latch|elect] [--seconds S] [--procs P] [--threads T]
  *          [--names K] [--ops N] [--watchdog MS] [--lock-delay MS] [--stop-spread] [--worker PATH] [--keep] [--ack]
  *
@@ -125,7 +125,7 @@ static int64_t worker_wait(void)
 static int worker_start(run *r, int id)
 {
     worker *w = &r->w[id];
-    char a[20][320];
+    char a[21][320];
     const server *lock = &r->lock, *store = &r->store;
     const char *lock_host = lock->host, *store_host = store->host;
     if (w->ns && strcmp(w->ns, r->ns_b) == 0)
@@ -152,10 +152,11 @@ static int worker_start(run *r, int id)
     snprintf(a[16], sizeof(a[16]), "permits=%d", SAFETY_SEM_PERMITS);
     snprintf(a[17], sizeof(a[17]), "ack=%d", r->ack);
     snprintf(a[18], sizeof(a[18]), "lockdelay=%lld", (long long)O.lock_delay);
-    char *argv[20];
-    for (int i = 0; i < 19; i++)
+    snprintf(a[19], sizeof(a[19]), "quarantine=%lld", (long long)r->quarantine);
+    char *argv[21];
+    for (int i = 0; i < 20; i++)
         argv[i] = a[i];
-    argv[19] = NULL;
+    argv[20] = NULL;
     char out[300];
     snprintf(out, sizeof(out), "%s/w%d.out", r->dir, id);
     w->pid = spawn(w->ns, argv, out);
@@ -218,6 +219,7 @@ typedef struct scenario {
     int needs_netns;
     int names;              /* lock names, 0 = --names */
     int deploy;             /* DEPLOY_*: a failover scenario's deployment */
+    int64_t quarantine;     /* the workers' failover quarantine: 0 off, -1 auto, else ms */
 } scenario;
 
 /* Type fair: the other threads of a stopped worker may wait at the head of
@@ -232,14 +234,21 @@ static int64_t dead_waiters_ms(void)
  * overlaps Redis without persistence allows). pause: more names than threads
  * can keep busy, so acquires (not just waits) run into the pause. */
 static const scenario scenarios[] = {
-    {"baseline", 0, 0, 0, 0, 0},    {"kill9", 2, 2, 0, 0, 0},  {"sigstop", 5, 300, 0, 0, 0},
-    {"restart", 400, 400, 0, 0, 0}, {"pause", 2, 2, 0, 6, 0},  {"partition", 2, 4000, 1, 0, 0},
+    {"baseline", 0, 0, 0, 0, 0, 0},    {"kill9", 2, 2, 0, 0, 0, 0},  {"sigstop", 5, 300, 0, 0, 0, 0},
+    {"restart", 400, 400, 0, 0, 0, 0}, {"pause", 2, 2, 0, 6, 0, 0},  {"partition", 2, 4000, 1, 0, 0, 0},
     /* Failovers (type lock only): holds long enough to be in progress at the
      * switch. */
-    {"sentinel-kill", 20, 20, 0, 0, DEPLOY_SENTINEL_KILL},
-    {"cluster-failover", 20, 20, 0, 0, DEPLOY_CLUSTER_FAILOVER},
-    {"cluster-kill", 20, 20, 0, 0, DEPLOY_CLUSTER_KILL},
-    {"replicated", 20, 20, 0, 0, DEPLOY_REPLICATED},
+    {"sentinel-kill", 20, 20, 0, 0, DEPLOY_SENTINEL_KILL, 0},
+    {"cluster-failover", 20, 20, 0, 0, DEPLOY_CLUSTER_FAILOVER, 0},
+    {"cluster-kill", 20, 20, 0, 0, DEPLOY_CLUSTER_KILL, 0},
+    {"replicated", 20, 20, 0, 0, DEPLOY_REPLICATED, 0},
+    /* A replica that lags, promoted: the grants it missed are lost. Holds of
+     * 1 s, so that some are in progress at the switch: without a quarantine
+     * another worker is granted the lock on the new primary while the first
+     * still holds (the hole Redisson leaves); with it (auto: the watchdog
+     * timeout), nobody is until the first holder has been told. */
+    {"replicated-lag", 1000, 1000, 0, 6, DEPLOY_REPLICATED_LAG, 0},
+    {"replicated-lag-quarantine", 1000, 1000, 0, 6, DEPLOY_REPLICATED_LAG, -1},
 };
 
 /* Type sem: when each permit killed worker `id` held is back in the pool
@@ -550,6 +559,7 @@ static int run_scenario(const scenario *sc)
     }
     if (sc->deploy && O.ack)
         r->ack = deploy_replicas(sc->deploy);
+    r->quarantine = sc->quarantine;
     r->nworkers = O.procs;
     for (int id = 0; id < r->nworkers; id++) {
         r->w[id].hold_ms = id == 0 ? sc->victim_hold_ms : sc->hold_ms;
@@ -592,6 +602,10 @@ static int run_scenario(const scenario *sc)
     cp.dir = r->dir;
     cp.names = O.names;
     cp.watchdog_ns = O.watchdog * 1000000LL;
+    /* auto: the watchdog timeout (the workers' leases are shorter). */
+    cp.quarantine_ns = (sc->quarantine < 0 ? O.watchdog : sc->quarantine) * 1000000LL;
+    if (sc->deploy == DEPLOY_REPLICATED_LAG)
+        cp.lost_release_ns = O.watchdog * 1000000LL;
     cp.blocked_ns = 2000000000LL * run_slack;
     cp.free_slack_ns = 1000000000LL * run_slack;
     cp.run_end = run_end;
@@ -614,6 +628,15 @@ static int run_scenario(const scenario *sc)
     fclose(r->log);
     check_report rep;
     int bad = safety_check(&cp, &rep);
+    const int lag = sc->deploy == DEPLOY_REPLICATED_LAG;
+    const long long doubles = rep.overlaps + rep.allowed_overlaps;
+    /* Without a quarantine the lagging replica's double grants, and what
+     * they do to the guarded data (lost updates, fencing tokens that go
+     * back), are what the scenario measures: counted, not failed. */
+    const long long hole = lag && !sc->quarantine
+                               ? rep.overlaps + rep.lost_updates + rep.token_regressions
+                               : 0;
+    bad -= (int)hole;
     safety_print_report(sc->name, &cp, &rep, seconds, stdout);
     if (report_file)
         safety_print_report(sc->name, &cp, &rep, seconds, report_file);
@@ -687,6 +710,35 @@ static int run_scenario(const scenario *sc)
          * clients ask them to acknowledge: nothing granted is lost. */
         if (sc->deploy == DEPLOY_REPLICATED && rep.allowed_overlaps > 0)
             ok = 0;
+        if (rep.failover_gaps > 0) {
+            printf("  unavailability per failover (promotion -> first grant that stands): mean "
+                   "%.2f s, max %.2f s over %lld\n",
+                   rep.failover_gap_ms_sum / 1000.0 / (double)rep.failover_gaps,
+                   rep.failover_gap_ms_max / 1000.0, rep.failover_gaps);
+            if (report_file)
+                fprintf(report_file,
+                        "  unavailability per failover (promotion -> first grant that stands): mean "
+                        "%.2f s, max %.2f s over %lld\n",
+                        rep.failover_gap_ms_sum / 1000.0 / (double)rep.failover_gaps,
+                        rep.failover_gap_ms_max / 1000.0, rep.failover_gaps);
+        }
+        if (lag) {
+            char line[256];
+            snprintf(line, sizeof(line),
+                     "  lagging replica, failover quarantine %s: double grants %lld (%lld "
+                     "violations, %lld lost updates, %lld token regressions)\n",
+                     sc->quarantine ? "auto" : "off", doubles, rep.overlaps, rep.lost_updates,
+                     rep.token_regressions);
+            fputs(line, stdout);
+            if (report_file)
+                fputs(line, report_file);
+        }
+        /* With the quarantine none; without, the hole must show (else the
+         * fault had no effect: played again). */
+        if (lag && sc->quarantine && doubles > 0)
+            ok = 0;
+        if (lag && !sc->quarantine && doubles == 0)
+            effect = 0;
     }
     /* The order must have been checked. Restarts reset it, and CLIENT PAUSE
      * windows (widened by the slack on a busy machine) can cover every wait:
@@ -721,7 +773,7 @@ static int run_scenario(const scenario *sc)
 static void usage(void)
 {
     fprintf(stderr, "usage: safety [--scenario baseline|kill9|sigstop|restart|pause|partition|"
-                    "sentinel-kill|cluster-failover|cluster-kill|replicated|all]"
+                    "sentinel-kill|cluster-failover|cluster-kill|replicated|replicated-lag|replicated-lag-quarantine|all]"
                     " [--type " SAFETY_TYPE_LIST "] [--seconds S] [--procs P] [--threads T] [--names K] [--ops N]"
                     " [--watchdog MS] [--lock-delay MS] [--stop-spread] [--worker PATH] [--keep] [--ack] [--min-total-ops N]"
                     " [--report FILE]\n");

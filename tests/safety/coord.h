@@ -43,11 +43,12 @@ typedef struct run {
     char lock_url[512];     /* a deployment's URL (failover scenarios), else empty */
     int ack;                /* replicas each acquisition and renewal waits for */
     int failovers;          /* made so far */
+    int64_t quarantine;     /* the workers' failover quarantine: 0 off, -1 auto, else ms */
 } run;
 
 /* The failover scenarios' deployments (coord_deploy.c). */
 enum { DEPLOY_NONE = 0, DEPLOY_SENTINEL_KILL, DEPLOY_CLUSTER_FAILOVER, DEPLOY_CLUSTER_KILL,
-       DEPLOY_REPLICATED };
+       DEPLOY_REPLICATED, DEPLOY_REPLICATED_LAG };
 /* Starts it; its URL into url. 0 on success. */
 int deploy_start(int kind, char *url, size_t size);
 void deploy_stop(int kind);

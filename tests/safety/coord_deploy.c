@@ -15,6 +15,10 @@
  *                            replicas caught up, REPLICAOF NO ONE on the
  *                            next one, REPLICAOF to it on the others, writes
  *                            let go: the old primary answers READONLY)
+ *   DEPLOY_REPLICATED_LAG    the same set, but the next primary is cut off
+ *                            from replication for a while first and promoted
+ *                            without catching up: the grants it missed are
+ *                            lost (replicated_lag)
  * Each is logged as "O <t_fault> <t_switched>". */
 #include <signal.h>
 #include <stdlib.h>
@@ -31,14 +35,19 @@ static th_redis *rep_cur;   /* DEPLOY_REPLICATED: the primary now */
 
 static th_redis *rs_server(int i) { return i == 0 ? &rs.primary : &rs.replica[i - 1]; }
 
+static int replicated(int kind)
+{
+    return kind == DEPLOY_REPLICATED || kind == DEPLOY_REPLICATED_LAG;
+}
+
 int deploy_replicas(int kind)
 {
-    return kind == DEPLOY_SENTINEL_KILL || kind == DEPLOY_REPLICATED ? TH_REPLICAS : 1;
+    return kind == DEPLOY_SENTINEL_KILL || replicated(kind) ? TH_REPLICAS : 1;
 }
 
 int deploy_start(int kind, char *url, size_t size)
 {
-    if (kind == DEPLOY_REPLICATED) {
+    if (replicated(kind)) {
         if (th_replset_start(&rs, NULL) != 0)
             return -1;
         rep_cur = &rs.primary;
@@ -66,7 +75,7 @@ int deploy_start(int kind, char *url, size_t size)
 
 void deploy_stop(int kind)
 {
-    if (kind == DEPLOY_REPLICATED) {
+    if (replicated(kind)) {
         th_replset_destroy(&rs);
         rep_cur = NULL;
     } else if (kind == DEPLOY_SENTINEL_KILL) {
@@ -79,7 +88,7 @@ void deploy_stop(int kind)
 
 redisContext *deploy_admin(int kind, const char *key)
 {
-    if (kind == DEPLOY_REPLICATED)
+    if (replicated(kind))
         return rep_cur ? th_admin(rep_cur) : NULL;
     if (kind != DEPLOY_SENTINEL_KILL) {
         th_redis *n = th_cluster_node_for(&cl, key);
@@ -206,6 +215,17 @@ static int replicas_caught_up(redisContext *c)
     return ok && n >= TH_REPLICAS;
 }
 
+/* Once np (promoted) has its replicas back, the O record from a, the
+ * fault's start. */
+static int switched(run *r, th_redis *np, int64_t a)
+{
+    rep_cur = np;
+    if (th_replset_await(np) != 0)
+        return -1;
+    coord_log(r, "O %lld %lld", (long long)a, (long long)safety_now());
+    return 0;
+}
+
 /* The roles swapped to the next server of the set, cleanly: writes paused on
  * the primary (CLIENT PAUSE WRITE: the workers' scripts wait there), every
  * replica caught up (its acknowledged offset at the primary's), the next
@@ -215,10 +235,7 @@ static int replicas_caught_up(redisContext *c)
  * primary has its replicas back. */
 static int replicated_swap(run *r)
 {
-    th_redis *old = rep_cur, *np = NULL;
-    for (int i = 0; i <= TH_REPLICAS; i++)
-        if (rs_server(i) == old)
-            np = rs_server((i + 1) % (TH_REPLICAS + 1));
+    th_redis *old = rep_cur, *np = th_replset_next(&rs, rep_cur);
     if (!np)
         return -1;
     redisContext *ac = th_admin(old);
@@ -236,40 +253,41 @@ static int replicated_swap(run *r)
     }
     if (up != 1)
         rc = -1;
-    if (rc == 0) {
-        redisReply *y = th_cmd(np, "REPLICAOF NO ONE");
-        rc = y && y->type == REDIS_REPLY_STATUS ? 0 : -1;
-        if (y)
-            freeReplyObject(y);
-        for (int i = 0; rc == 0 && i <= TH_REPLICAS; i++) {
-            if (rs_server(i) == np)
-                continue;
-            y = th_cmd(rs_server(i), "REPLICAOF 127.0.0.1 %d", np->port);
-            rc = y && y->type == REDIS_REPLY_STATUS ? 0 : -1;
-            if (y)
-                freeReplyObject(y);
-        }
-    }
+    if (rc == 0)
+        rc = th_replset_promote(&rs, np);
     cmd_ok(ac, "CLIENT UNPAUSE");
     redisFree(ac);
     if (rc != 0)
         return -1;
-    rep_cur = np;
-    int back = 0;
-    while (!back && safety_now() - a < 30000000000LL && !interrupted) {
-        redisReply *y = th_cmd(np, "INFO replication");
-        char want[32];
-        snprintf(want, sizeof(want), "connected_slaves:%d", TH_REPLICAS);
-        back = y && y->type == REDIS_REPLY_STRING && strstr(y->str, want);
-        if (y)
-            freeReplyObject(y);
-        if (!back)
-            msleep(20);
-    }
-    if (!back)
+    return switched(r, np, a);
+}
+
+/* A replica that lags: the next server is cut off from the primary (made a
+ * replica of a port nobody listens on: still a replica, so the clients see
+ * one primary), the workers go on for LAG_MS with grants it never receives,
+ * then it is promoted as it is and the others (the old primary too) become
+ * its replicas, dropping those grants: what a primary killed right after
+ * grants it had not yet replicated leaves behind. The O record's start is
+ * the promotion. */
+#define LAG_MS 1500
+
+static int replicated_lag(run *r)
+{
+    th_redis *np = th_replset_next(&rs, rep_cur);
+    int dead = th_free_port();
+    if (!np || dead <= 0)
         return -1;
-    coord_log(r, "O %lld %lld", (long long)a, (long long)safety_now());
-    return 0;
+    redisReply *y = th_cmd(np, "REPLICAOF 127.0.0.1 %d", dead);
+    int rc = y && y->type == REDIS_REPLY_STATUS ? 0 : -1;
+    if (y)
+        freeReplyObject(y);
+    if (rc != 0)
+        return -1;
+    msleep(LAG_MS);
+    int64_t a = safety_now();
+    if (th_replset_promote(&rs, np) != 0)
+        return -1;
+    return switched(r, np, a);
 }
 
 int deploy_failover(run *r, int kind, const char *key)
@@ -283,6 +301,8 @@ int deploy_failover(run *r, int kind, const char *key)
         return cluster_switch(r, key, 1);
     case DEPLOY_REPLICATED:
         return replicated_swap(r);
+    case DEPLOY_REPLICATED_LAG:
+        return replicated_lag(r);
     default:
         return -1;
     }

@@ -209,6 +209,10 @@ typedef struct check_params {
     int names;
     int type;                 /* safety_type */
     int64_t watchdog_ns;
+    int64_t quarantine_ns;    /* the workers' failover quarantine (0: none): after a
+                                 failover nobody is granted a lock that long */
+    int64_t lost_release_ns;  /* a failover that drops writes: a release the new primary
+                                 never received leaves the key there up to a lease */
     int64_t blocked_ns;       /* a wait with the lock free this long is a violation */
     int64_t free_slack_ns;    /* allowed beyond the watchdog to free a dead holder's lock */
     int64_t run_end;
@@ -235,6 +239,9 @@ typedef struct check_report {
     long long restarts, restart_holds, restart_told, pauses, partitions, part_holds, part_told;
     long long part_late, expectation_failures, others_during_partition;
     long long lost_holds, release_errors, failovers;
+    /* failovers: from each O record's start to the first grant after it */
+    long long failover_gaps;
+    double failover_gap_ms_sum, failover_gap_ms_max;
     /* fair */
     long long fair_checks, fair_violations, fair_waits, fair_exempt, fair_close, fair_timeouts;
     /* rw */

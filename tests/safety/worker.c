@@ -36,6 +36,7 @@ typedef struct params {
     int names, threads, retry, type, reads, permits, ack;
     int64_t watchdog, cmdtimeout, wait, hold_ms, seconds, slow;
     int64_t lock_delay;        /* lockdelay=MS: the client's lock-delay (every lock type) */
+    int64_t quarantine;        /* quarantine=MS: the failover quarantine, 0 off, -1 auto */
 } params;
 
 static params P;
@@ -491,6 +492,7 @@ static int parse(int argc, char **argv)
         else if (!strcmp(k, "permits")) P.permits = atoi(v);
         else if (!strcmp(k, "ack")) P.ack = atoi(v);
         else if (!strcmp(k, "lockdelay")) P.lock_delay = atoll(v);
+        else if (!strcmp(k, "quarantine")) P.quarantine = atoll(v);
         else if (!strcmp(k, "type")) {
             if ((P.type = safety_type_parse(v)) < 0)
                 return -1;
@@ -512,7 +514,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: safety_worker id=N lock=URL store=URL prefix=P history=FILE "
                         "shm=FILE [names=3 threads=4 watchdog=1500 cmdtimeout=1000 retry=2 "
                         "wait=10000 hold_ms=0 seconds=3600 type=" SAFETY_TYPE_LIST " reads=60 slow=0 "
-                        "permits=2 ack=0]\n");
+                        "permits=2 ack=0 lockdelay=0 quarantine=0|MS|-1]\n");
         return 64;
     }
     hist_fd = open(P.history, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
@@ -535,6 +537,13 @@ int main(int argc, char **argv)
     dlock_config_set_url(cfg, P.lock_url);
     dlock_config_set_watchdog_timeout(cfg, P.watchdog);
     if (P.lock_delay > 0 && dlock_config_set_lock_delay(cfg, P.lock_delay) != DLOCK_OK) {
+        fprintf(stderr, "worker %d: %s\n", P.id, dlock_last_error());
+        return 2;
+    }
+    if (P.quarantine != 0 &&
+        dlock_config_set_failover_quarantine(
+            cfg, P.quarantine < 0 ? DLOCK_QUARANTINE_AUTO : DLOCK_QUARANTINE_ON,
+            P.quarantine < 0 ? 0 : P.quarantine) != DLOCK_OK) {
         fprintf(stderr, "worker %d: %s\n", P.id, dlock_last_error());
         return 2;
     }

@@ -48,7 +48,7 @@
 --     pause, say) keeps its turn for the grace, or until the deadline its own
 --     client set if that comes sooner.
 -- Times are the server's clock.
--- #include delay
+--@include delay.lua
 local lock, queue, deadlines = KEYS[1], KEYS[2], KEYS[3]
 local owner, slot = ARGV[2], tonumber(ARGV[3])
 local delay = tonumber(ARGV[7] or '0')
@@ -115,18 +115,8 @@ local function take()
   redis.call('pexpire', lock, ARGV[1])
   delay_write(marker, owner, ARGV[1], delay)
   if ARGV[4] == '1' then
-    -- As the reentrant lock: INCR, never below the server's clock in us.
-    local token = redis.call('incr', KEYS[4])
-    local floor = tonumber(t[1]) * 1000000 + tonumber(t[2])
-    if token < floor then
-      token = floor
-      redis.call('set', KEYS[4], token)
-    end
-    -- The counter goes after a week without fenced acquisitions (dlock's own,
-    -- docs/wire-format.md): the clock floor above keeps the next token higher
-    -- than every token given before, so no counter need live forever.
-    redis.call('pexpire', KEYS[4], 604800000)
-    return {token}
+    local token_key = KEYS[4]   -- t: the TIME read above
+--@include fence_token.lua
   end
   return nil
 end

@@ -28,7 +28,7 @@ local earlier = redis.call('get', KEYS[5])
 if earlier then
   return tonumber(earlier)
 end
--- #include delay
+--@include delay.lua
 local lock, queue, deadlines = KEYS[1], KEYS[2], KEYS[3]
 local delay = tonumber(ARGV[5] or '0')
 local marker = delay > 0 and KEYS[6] or nil

@@ -7,13 +7,8 @@
 -- Returns the count left (0 when the latch was at zero already: nothing
 -- changes). A key of another type, or a string that is not a count, is
 -- refused (WRONGTYPE) and left alone.
-local v = redis.call('get', KEYS[1])
-if not v then
-  return 0
-end
-if not string.match(v, '^%-?%d+$') then
-  return redis.error_reply('WRONGTYPE the key holds a string that is not a latch count')
-end
+local what = 'latch'
+--@include count_or_zero.lua
 local left = redis.call('decr', KEYS[1])
 if left <= 0 then
   redis.call('del', KEYS[1])

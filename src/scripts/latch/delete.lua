@@ -7,13 +7,8 @@
 -- Redisson's awaiters keep sleeping, dlock's check the count and return), 0
 -- when there was none. A key of another type, or a string that is not a
 -- count, is somebody's data: refused (WRONGTYPE), never deleted.
-local v = redis.call('get', KEYS[1])
-if not v then
-  return 0
-end
-if not string.match(v, '^%-?%d+$') then
-  return redis.error_reply('WRONGTYPE the key holds a string that is not a latch count')
-end
+local what = 'latch'
+--@include count_or_zero.lua
 redis.call('del', KEYS[1])
 redis.call('publish', KEYS[2], '1')
 return 1

@@ -34,7 +34,7 @@
 -- WRONGTYPE error, both before anything is written. A reservation key of
 -- another type is somebody's data: it counts as no reservation and is never
 -- written.
--- #include delay
+--@include delay.lua
 local lock, owner, reserve = KEYS[1], ARGV[2], KEYS[3]
 local grace = tonumber(ARGV[5])
 local delay = tonumber(ARGV[6] or '0')
@@ -145,21 +145,7 @@ if mine then
 end
 
 if ARGV[3] == '1' then
-  -- Same script as the acquisition, so token order is acquisition order.
-  -- INCR as Redisson does; but never below the server's clock in microseconds,
-  -- so tokens keep increasing when the counter is lost with a restart without
-  -- persistence or a failover (2^53 is not reached before the year 2255).
-  local token = redis.call('incr', KEYS[2])
-  local t = redis.call('time')
-  local floor = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  if token < floor then
-    token = floor
-    redis.call('set', KEYS[2], token)
-  end
-  -- The counter goes after a week without fenced acquisitions (dlock's own,
-  -- docs/wire-format.md): the clock floor above keeps the next token higher
-  -- than every token given before, so no counter need live forever.
-  redis.call('pexpire', KEYS[2], 604800000)
-  return {token}
+  local token_key, t = KEYS[2], redis.call('time')
+--@include fence_token.lua
 end
 return nil

@@ -28,7 +28,7 @@ if earlier then
   return tonumber(earlier)
 end
 
--- #include delay
+--@include delay.lua
 local lock, owner = KEYS[1], ARGV[1]
 local delay = tonumber(ARGV[5] or '0')
 local marker, reserve = nil, KEYS[4]

@@ -9,18 +9,9 @@
 --
 -- Returns one integer per hold: 1 renewed, 0 no longer held by that owner.
 -- With client tracking on, no KEYS: ARGV[2] = the number of keys, ARGV[3..]
--- the keys, then the per-hold arguments (as renew.lua).
--- #include delay
-local keys, a = KEYS, 1
-if #KEYS == 0 then
-  local n = tonumber(ARGV[2])
-  keys = {}
-  for i = 1, n do
-    keys[i] = ARGV[2 + i]
-  end
-  a = 2 + n
-end
-local out = {}
+-- the keys, then the per-hold arguments (include/renew_keys.lua).
+--@include delay.lua
+--@include renew_keys.lua
 for i = 1, #keys / 2 do
   local lock, marker = keys[2 * i - 1], keys[2 * i]
   local owner, delay = ARGV[a + 2 * i - 1], tonumber(ARGV[a + 2 * i])

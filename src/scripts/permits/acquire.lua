@@ -23,25 +23,12 @@
 local sem, leases, channel, id = KEYS[1], KEYS[2], KEYS[3], ARGV[1]
 local NO_EXPIRY = 922337203685477
 
-local v = redis.call('get', sem)
-if v and not string.match(v, '^%-?%d+$') then
-  return redis.error_reply('WRONGTYPE the key holds a string that is not a permit count')
-end
-local t = redis.call('time')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+--@include permit_count.lua
+--@include now.lua
 
 -- Expired leases: their permits come back (ZRANGEBYSCORE raises WRONGTYPE
 -- for a leases key of another type, before the first write).
-local gone = redis.call('zrangebyscore', leases, 0, now)
-if #gone > 0 then
-  for i = 1, #gone, 1000 do
-    redis.call('zrem', leases, unpack(gone, i, math.min(i + 999, #gone)))
-  end
-  local back = redis.call('incrby', sem, #gone)
-  if back > 0 then
-    redis.call('publish', channel, back)
-  end
-end
+--@include permit_sweep.lua
 
 if redis.call('zscore', leases, id) then
   redis.call('zadd', leases, now + tonumber(ARGV[2]), id)
@@ -51,15 +38,6 @@ local have = tonumber(redis.call('get', sem) or '0')
 if have >= 1 then
   redis.call('decr', sem)
   redis.call('zadd', leases, now + tonumber(ARGV[2]), id)
-  -- A semaphore given a TTL takes its leases with it (as Redisson does).
-  local ttl = redis.call('pttl', sem)
-  if ttl > 0 then
-    redis.call('pexpire', leases, ttl)
-  end
-  return nil
+--@include permit_taken.lua
 end
-local first = redis.call('zrange', leases, 0, 0, 'withscores')
-if first[2] and tonumber(first[2]) < NO_EXPIRY then
-  return math.max(tonumber(first[2]) - now, 1)
-end
-return -1
+--@include permit_busy.lua

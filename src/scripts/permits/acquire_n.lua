@@ -20,37 +20,17 @@
 local sem, leases, channel = KEYS[1], KEYS[2], KEYS[3]
 local NO_EXPIRY = 922337203685477
 local raw = ARGV[2]
-if #raw == 0 or #raw % 16 ~= 0 then
-  return redis.error_reply('ERR the permit ids are not a multiple of 16 bytes')
-end
-local n = #raw / 16
-local ids = {}
-for i = 1, n do
-  ids[i] = string.sub(raw, (i - 1) * 16 + 1, i * 16)
-end
+--@include permit_ids.lua
 
-local v = redis.call('get', sem)
-if v and not string.match(v, '^%-?%d+$') then
-  return redis.error_reply('WRONGTYPE the key holds a string that is not a permit count')
-end
+--@include permit_count.lua
 local held = redis.call('zcard', leases)   -- WRONGTYPE before any write
 if v and n > tonumber(v) + held then
   return redis.error_reply('ERR ' .. n .. ' permits asked of a semaphore of ' ..
                            (tonumber(v) + held) .. ' in all')
 end
-local t = redis.call('time')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+--@include now.lua
 
-local gone = redis.call('zrangebyscore', leases, 0, now)
-if #gone > 0 then
-  for i = 1, #gone, 1000 do
-    redis.call('zrem', leases, unpack(gone, i, math.min(i + 999, #gone)))
-  end
-  local back = redis.call('incrby', sem, #gone)
-  if back > 0 then
-    redis.call('publish', channel, back)
-  end
-end
+--@include permit_sweep.lua
 
 local until_ms = now + tonumber(ARGV[1])
 if redis.call('zscore', leases, ids[1]) then
@@ -67,14 +47,6 @@ if have >= n then
   for i = 1, n do
     redis.call('zadd', leases, until_ms, ids[i])
   end
-  local ttl = redis.call('pttl', sem)
-  if ttl > 0 then
-    redis.call('pexpire', leases, ttl)
-  end
-  return nil
+--@include permit_taken.lua
 end
-local first = redis.call('zrange', leases, 0, 0, 'withscores')
-if first[2] and tonumber(first[2]) < NO_EXPIRY then
-  return math.max(tonumber(first[2]) - now, 1)
-end
-return -1
+--@include permit_busy.lua

@@ -18,20 +18,11 @@
 -- refused (WRONGTYPE) before anything is written.
 local sem, leases, channel = KEYS[1], KEYS[2], KEYS[3]
 local raw = ARGV[1]
-if #raw == 0 or #raw % 16 ~= 0 then
-  return redis.error_reply('ERR the permit ids are not a multiple of 16 bytes')
-end
-local n = #raw / 16
-local v = redis.call('get', sem)
-if v and not string.match(v, '^%-?%d+$') then
-  return redis.error_reply('WRONGTYPE the key holds a string that is not a permit count')
-end
-local t = redis.call('time')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+--@include permit_ids.lua
+--@include permit_count.lua
+--@include now.lua
 
-local ids = {}
 for i = 1, n do
-  ids[i] = string.sub(raw, (i - 1) * 16 + 1, i * 16)
   local score = redis.call('zscore', leases, ids[i])
   if not score then
     return {0, 0, i, 0}
@@ -41,16 +32,7 @@ for i = 1, n do
   end
 end
 
-local gone = redis.call('zrangebyscore', leases, 0, now)
-if #gone > 0 then
-  for i = 1, #gone, 1000 do
-    redis.call('zrem', leases, unpack(gone, i, math.min(i + 999, #gone)))
-  end
-  local back = redis.call('incrby', sem, #gone)
-  if back > 0 then
-    redis.call('publish', channel, back)
-  end
-end
+--@include permit_sweep.lua
 for i = 1, n, 1000 do
   redis.call('zrem', leases, unpack(ids, i, math.min(i + 999, n)))
 end

@@ -11,25 +11,11 @@
 -- lost). A leases key replaced by another type counts as gone for its own
 -- permit (pcall) rather than failing the batch.
 --
--- With client tracking on (lock/renew.lua) the watchdog
--- passes no KEYS: ARGV[2] = the number of keys, ARGV[3..] the keys, and the
--- per-hold arguments follow them. Redis 7.0 remembers, for every read-only
--- command a script runs, all the keys the script declared: a batch of 100
--- declared keys would cost 100 x 100 tracking-table inserts. The watchdog
--- sends EXISTS of the keys right after instead (one insert each).
-local t = redis.call('time')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- With client tracking on, no KEYS: ARGV[2] = the number of keys, ARGV[3..]
+-- the keys, then the per-hold arguments (include/renew_keys.lua says why).
+--@include now.lua
 local until_ms = now + tonumber(ARGV[1])
-local keys, a = KEYS, 1
-if #KEYS == 0 then
-  local n = tonumber(ARGV[2])
-  keys = {}
-  for i = 1, n do
-    keys[i] = ARGV[2 + i]
-  end
-  a = 2 + n
-end
-local out = {}
+--@include renew_keys.lua
 for i = 1, #keys / 2 do
   local leases, id = keys[2 * i], ARGV[a + i]
   local held = 0

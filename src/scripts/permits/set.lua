@@ -15,16 +15,12 @@
 -- anything is written.
 local sem, channel, leases = KEYS[1], KEYS[2], KEYS[3]
 
-local v = redis.call('get', sem)
-if v and not string.match(v, '^%-?%d+$') then
-  return redis.error_reply('WRONGTYPE the key holds a string that is not a permit count')
-end
+--@include permit_count.lua
 local held = redis.call('zcard', leases)   -- WRONGTYPE for another type, before any write
 if v and ARGV[2] == '1' then
   return 0
 end
-local t = redis.call('time')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+--@include now.lua
 local gone = redis.call('zrangebyscore', leases, 0, now)
 if #gone > 0 then
   for i = 1, #gone, 1000 do

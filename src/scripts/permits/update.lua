@@ -13,23 +13,10 @@
 -- other types are refused (WRONGTYPE) before anything is written.
 local sem, leases, channel, id = KEYS[1], KEYS[2], KEYS[3], ARGV[1]
 
-local v = redis.call('get', sem)
-if v and not string.match(v, '^%-?%d+$') then
-  return redis.error_reply('WRONGTYPE the key holds a string that is not a permit count')
-end
-local t = redis.call('time')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+--@include permit_count.lua
+--@include now.lua
 
-local gone = redis.call('zrangebyscore', leases, 0, now)
-if #gone > 0 then
-  for i = 1, #gone, 1000 do
-    redis.call('zrem', leases, unpack(gone, i, math.min(i + 999, #gone)))
-  end
-  local back = redis.call('incrby', sem, #gone)
-  if back > 0 then
-    redis.call('publish', channel, back)
-  end
-end
+--@include permit_sweep.lua
 if not redis.call('zscore', leases, id) then
   return 0
 end

@@ -25,7 +25,7 @@
 -- read (no writer preference); the writer itself may take the read lock.
 -- A key of another type, or a hash without a valid "mode" (a reentrant lock,
 -- or somebody's data), answers WRONGTYPE before anything is written.
--- #include delay
+--@include delay.lua
 local lock, prefix, owner = KEYS[1], KEYS[2], ARGV[2]
 local lease = tonumber(ARGV[1])
 local delay = tonumber(ARGV[5] or '0')
@@ -34,18 +34,12 @@ if delay > 0 then
   marker, rset = KEYS[4], KEYS[5]
 end
 
-local mode = redis.call('hget', lock, 'mode')   -- WRONGTYPE if not a hash
+--@include rw_mode.lua
 if not mode then
-  if redis.call('exists', lock) == 1 then
-    return redis.error_reply('WRONGTYPE the key holds a hash without a read-write lock ' ..
-                             'mode (a lock, or somebody\'s data)')
-  end
   local left = delay_left(marker, ARGV[3])
   if left > 0 then
     return {left, 2}
   end
-elseif mode ~= 'read' and mode ~= 'write' then
-  return redis.error_reply('WRONGTYPE the key holds a hash whose mode is not read or write')
 elseif mode == 'write' and redis.call('hexists', lock, ARGV[3]) == 0 then
   return redis.call('pttl', lock)
 end
@@ -92,18 +86,7 @@ elseif not mode or redis.call('pttl', lock) < lease then
 end
 
 if ARGV[4] == '1' then
-  -- As the reentrant lock: INCR, never below the server's clock in us.
-  local token = redis.call('incr', KEYS[3])
-  local t = redis.call('time')
-  local floor = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  if token < floor then
-    token = floor
-    redis.call('set', KEYS[3], token)
-  end
-  -- The counter goes after a week without fenced acquisitions (dlock's own,
-  -- docs/wire-format.md): the clock floor above keeps the next token higher
-  -- than every token given before, so no counter need live forever.
-  redis.call('pexpire', KEYS[3], 604800000)
-  return {token}
+  local token_key, t = KEYS[3], redis.call('time')
+--@include fence_token.lua
 end
 return nil

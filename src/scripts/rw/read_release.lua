@@ -34,7 +34,8 @@ if earlier then
   return tonumber(earlier)
 end
 
--- #include delay
+--@include delay.lua
+--@include rw_longest.lua
 local lock, owner = KEYS[1], ARGV[1]
 local rset = nil
 if tonumber(ARGV[3] or '0') > 0 then
@@ -101,24 +102,10 @@ if others or count > 1 then
   end
   -- The longest read hold left, whoever's, if any is alive (the latest
   -- readers, last in the hash, first).
-  local when = exact and 'pexpiretime' or 'pttl'
-  local longest = -3
-  for i = #kv - 1, 1, -2 do
-    local n = tonumber(kv[i + 1])
-    if kv[i] == owner and n then
-      n = n - 1
-    end
-    if kv[i] ~= 'mode' and n then
-      for k = n, 1, -1 do
-        local t = redis.call(when, KEYS[5] .. ':' .. kv[i] .. ':rwlock_timeout:' .. k)
-        if exact and t >= lexp then
-          return done(mine)
-        end
-        if t > longest then
-          longest = t
-        end
-      end
-    end
+  local longest = longest_hold(exact and 'pexpiretime' or 'pttl', kv, KEYS[5], owner,
+                               exact and lexp)
+  if not longest then   -- a hold left expires with the lock
+    return done(mine)
   end
   if longest > 0 then
     redis.call(exact and 'pexpireat' or 'pexpire', lock, longest)

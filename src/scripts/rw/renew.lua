@@ -18,23 +18,10 @@
 -- a longer lease; Redisson sets it to the timeout); to the ms of the owner's
 -- hold 1 where Redis tells expiry times (7.0+).
 --
--- With client tracking on (lock/renew.lua) the watchdog
--- passes no KEYS: ARGV[2] = the number of keys, ARGV[3..] the keys, and the
--- per-hold arguments follow them. Redis 7.0 remembers, for every read-only
--- command a script runs, all the keys the script declared: a batch of 100
--- declared keys would cost 100 x 100 tracking-table inserts. The watchdog
--- sends EXISTS of the keys right after instead (one insert each).
--- #include delay
-local keys, a = KEYS, 1
-if #KEYS == 0 then
-  local n = tonumber(ARGV[2])
-  keys = {}
-  for i = 1, n do
-    keys[i] = ARGV[2 + i]
-  end
-  a = 2 + n
-end
-local out = {}
+-- With client tracking on, no KEYS: ARGV[2] = the number of keys, ARGV[3..]
+-- the keys, then the per-hold arguments (include/renew_keys.lua says why).
+--@include renew_keys.lua
+--@include delay.lua
 local lease = tonumber(ARGV[1])
 local nk, na = 2, 1
 if #keys > 0 and #keys ~= 2 * (#ARGV - a) then

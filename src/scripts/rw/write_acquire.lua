@@ -24,7 +24,7 @@
 -- answers at once. {left, 2}: free, in a lock-delay for `left` ms more.
 -- A key of another type, or a hash without a valid "mode",
 -- answers WRONGTYPE before anything is written.
--- #include delay
+--@include delay.lua
 local lock, field, owner = KEYS[1], ARGV[2], ARGV[3]
 local lease = tonumber(ARGV[1])
 local delay = tonumber(ARGV[5] or '0')
@@ -33,15 +33,7 @@ if delay > 0 then
   marker, rset = KEYS[3], KEYS[4]
 end
 
-local mode = redis.call('hget', lock, 'mode')   -- WRONGTYPE if not a hash
-if not mode then
-  if redis.call('exists', lock) == 1 then
-    return redis.error_reply('WRONGTYPE the key holds a hash without a read-write lock ' ..
-                             'mode (a lock, or somebody\'s data)')
-  end
-elseif mode ~= 'read' and mode ~= 'write' then
-  return redis.error_reply('WRONGTYPE the key holds a hash whose mode is not read or write')
-end
+--@include rw_mode.lua
 local mine = mode == 'write' and redis.call('hget', lock, field)
 if mode and not mine then
   local ttl = redis.call('pttl', lock)
@@ -85,18 +77,7 @@ end
 delay_write(marker, field, redis.call('pttl', lock), delay)
 
 if ARGV[4] == '1' then
-  -- As the reentrant lock: INCR, never below the server's clock in us.
-  local token = redis.call('incr', KEYS[2])
-  local t = redis.call('time')
-  local floor = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  if token < floor then
-    token = floor
-    redis.call('set', KEYS[2], token)
-  end
-  -- The counter goes after a week without fenced acquisitions (dlock's own,
-  -- docs/wire-format.md): the clock floor above keeps the next token higher
-  -- than every token given before, so no counter need live forever.
-  redis.call('pexpire', KEYS[2], 604800000)
-  return {token}
+  local token_key, t = KEYS[2], redis.call('time')
+--@include fence_token.lua
 end
 return nil

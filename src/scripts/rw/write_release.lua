@@ -31,24 +31,15 @@ if earlier then
   return tonumber(earlier)
 end
 
--- #include delay
+--@include delay.lua
+--@include rw_longest.lua
 local lock, field = KEYS[1], ARGV[1]
 local marker = nil
 if tonumber(ARGV[4] or '0') > 0 then
   marker = KEYS[5]
 end
-local mode = redis.call('hget', lock, 'mode')   -- WRONGTYPE if not a hash
-if not mode then
-  if redis.call('exists', lock) == 1 then
-    return redis.error_reply('WRONGTYPE the key holds a hash without a read-write lock ' ..
-                             'mode (a lock, or somebody\'s data)')
-  end
-  return nil
-end
-if mode ~= 'read' and mode ~= 'write' then
-  return redis.error_reply('WRONGTYPE the key holds a hash whose mode is not read or write')
-end
-if mode ~= 'write' then
+--@include rw_mode.lua
+if mode ~= 'write' then   -- free, or read holds only
   return nil
 end
 local count = tonumber(redis.call('hget', lock, field))
@@ -74,20 +65,8 @@ delay_clear(marker)
 -- Expiry times to the ms where Redis tells them (PEXPIRETIME, 7.0+; see
 -- read_acquire.lua), else remaining times.
 local exact = type(redis.pcall('pexpiretime', lock)) == 'number'
-local when = exact and 'pexpiretime' or 'pttl'
-local longest = -3
 local kv = redis.call('hgetall', lock)
-for i = 1, #kv, 2 do
-  local n = tonumber(kv[i + 1])
-  if kv[i] ~= 'mode' and n then
-    for k = n, 1, -1 do
-      local t = redis.call(when, KEYS[4] .. ':' .. kv[i] .. ':rwlock_timeout:' .. k)
-      if t > longest then
-        longest = t
-      end
-    end
-  end
-end
+local longest = longest_hold(exact and 'pexpiretime' or 'pttl', kv, KEYS[4], nil, false)
 if longest > 0 then
   redis.call('hset', lock, 'mode', 'read')
   redis.call(exact and 'pexpireat' or 'pexpire', lock, longest)

@@ -9,13 +9,8 @@
 -- exist; negative after permits were taken away). A key of another type
 -- raises WRONGTYPE at GET, and a string that is not a count answers a
 -- WRONGTYPE error, both before anything is written.
-local v = redis.call('get', KEYS[1])
-if not v then
-  return 0
-end
-if not string.match(v, '^%-?%d+$') then
-  return redis.error_reply('WRONGTYPE the key holds a string that is not a permit count')
-end
+local what = 'permit'
+--@include count_or_zero.lua
 local have = tonumber(v)
 if have >= tonumber(ARGV[1]) then
   redis.call('decrby', KEYS[1], ARGV[1])

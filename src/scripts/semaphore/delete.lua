@@ -7,15 +7,10 @@
 --
 -- Returns the number of keys deleted. A key of another type, or a string
 -- that is not a count, is refused (WRONGTYPE) and nothing is deleted.
-local v = redis.call('get', KEYS[1])
-if v and not string.match(v, '^%-?%d+$') then
-  return redis.error_reply('WRONGTYPE the key holds a string that is not a permit count')
-end
+local sem = KEYS[1]
+--@include permit_count.lua
+--@include leases_type.lua
 if KEYS[2] then
-  local t = redis.call('type', KEYS[2]).ok
-  if t ~= 'none' and t ~= 'zset' then
-    return redis.error_reply('WRONGTYPE the leases key holds a ' .. t .. ', not a sorted set')
-  end
   return redis.call('del', KEYS[1], KEYS[2])
 end
 return redis.call('del', KEYS[1])

@@ -7,13 +7,8 @@
 -- Returns the count there was (0 when the key does not exist). A key that
 -- is not a count is refused (WRONGTYPE) and left alone. DECRBY keeps a TTL
 -- the key may have.
-local v = redis.call('get', KEYS[1])
-if not v then
-  return 0
-end
-if not string.match(v, '^%-?%d+$') then
-  return redis.error_reply('WRONGTYPE the key holds a string that is not a permit count')
-end
+local what = 'permit'
+--@include count_or_zero.lua
 local have = tonumber(v)
 if have ~= 0 then
   redis.call('decrby', KEYS[1], v)

@@ -7,16 +7,9 @@
 --
 -- Returns 1 when the semaphore key exists (and was given the TTL), 0 when
 -- not. Keys of other types are refused (WRONGTYPE) and nothing is changed.
-local v = redis.call('get', KEYS[1])
-if v and not string.match(v, '^%-?%d+$') then
-  return redis.error_reply('WRONGTYPE the key holds a string that is not a permit count')
-end
-if KEYS[2] then
-  local t = redis.call('type', KEYS[2]).ok
-  if t ~= 'none' and t ~= 'zset' then
-    return redis.error_reply('WRONGTYPE the leases key holds a ' .. t .. ', not a sorted set')
-  end
-end
+local sem = KEYS[1]
+--@include permit_count.lua
+--@include leases_type.lua
 local done = 0
 for i = 1, #KEYS do
   local r

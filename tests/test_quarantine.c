@@ -1,0 +1,299 @@
+/* The quarantine after failover (issue 25, dlock_config_set_failover_quarantine)
+ * on a primary and two replicas named by redis-replicated://, whose roles the
+ * test swaps with REPLICAOF as a failover would:
+ *
+ *   - with the quarantine on, an acquisition after the switch waits it out,
+ *     sending nothing (a try with no wait says so), then succeeds on the new
+ *     primary; the asynchronous one too; a client with it off acquires at once;
+ *     auto waits the longest lease the client has acquired with;
+ *   - a hold the new primary never received (its replica was cut off from
+ *     the old primary when it was granted) is reported lost, cause
+ *     "failover", about when the client sees the switch, not a watchdog
+ *     period later. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <stdatomic.h>
+
+#include "dlock/async.h"
+#include "harness.h"
+
+#define SCAN_MS 200
+
+static th_replset rs;
+static th_redis *cur;   /* the primary now */
+
+static th_redis *server(int i) { return i == 0 ? &rs.primary : &rs.replica[i - 1]; }
+
+static int setup(void **state)
+{
+    (void)state;
+    if (th_replset_start(&rs, NULL) != 0)
+        return -1;
+    cur = &rs.primary;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    th_replset_destroy(&rs);
+    return 0;
+}
+
+/* Makes np the primary and the others its replicas. */
+static void promote(th_redis *np)
+{
+    if (th_replset_promote(&rs, np) != 0 || th_replset_await(np) != 0)
+        fail_msg("cannot make %d the primary", np->port);
+    cur = np;
+}
+
+static th_redis *next_primary(void) { return th_replset_next(&rs, cur); }
+
+static char url[256];
+
+static const char *replicated_url(void)
+{
+    snprintf(url, sizeof(url), "redis-replicated://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d",
+             server(0)->port, server(1)->port, server(2)->port);
+    return url;
+}
+
+static dlock_client *open_client(dlock_quarantine mode, int64_t q_ms, int64_t wd)
+{
+    dlock_config *cfg = dlock_config_new();
+    assert_int_equal(dlock_config_set_url(cfg, replicated_url()), DLOCK_OK);
+    assert_int_equal(dlock_config_set_scan_interval(cfg, SCAN_MS), DLOCK_OK);
+    if (wd)
+        assert_int_equal(dlock_config_set_watchdog_timeout(cfg, wd), DLOCK_OK);
+    assert_int_equal(dlock_config_set_failover_quarantine(cfg, mode, q_ms), DLOCK_OK);
+    dlock_client *c = NULL;
+    int rc = dlock_client_open(&c, cfg);
+    dlock_config_free(cfg);
+    if (rc != DLOCK_OK)
+        fail_msg("open %s: %s", url, dlock_last_error());
+    return c;
+}
+
+/* Bad input: a clear refusal, the setting unchanged. */
+static void test_bad_input(void **state)
+{
+    (void)state;
+    dlock_config *cfg = dlock_config_new();
+    assert_int_equal(dlock_config_set_failover_quarantine(NULL, DLOCK_QUARANTINE_ON, 10),
+                     DLOCK_EINVAL);
+    assert_int_equal(dlock_config_set_failover_quarantine(cfg, (dlock_quarantine)7, 10),
+                     DLOCK_EINVAL);
+    assert_non_null(strstr(dlock_last_error(), "mode"));
+    assert_int_equal(dlock_config_set_failover_quarantine(cfg, DLOCK_QUARANTINE_ON, 0),
+                     DLOCK_EINVAL);
+    assert_int_equal(dlock_config_set_failover_quarantine(cfg, DLOCK_QUARANTINE_ON, -5),
+                     DLOCK_EINVAL);
+    assert_int_equal(
+        dlock_config_set_failover_quarantine(cfg, DLOCK_QUARANTINE_AUTO, 86400001), DLOCK_EINVAL);
+    assert_int_equal(dlock_config_set_failover_quarantine(cfg, DLOCK_QUARANTINE_AUTO, 0),
+                     DLOCK_OK);
+    assert_int_equal(dlock_config_set_failover_quarantine(cfg, DLOCK_QUARANTINE_OFF, -1),
+                     DLOCK_OK);   /* ms ignored when off */
+    dlock_config_free(cfg);
+}
+
+static _Atomic int async_rc = 1;
+static char async_msg[256];
+
+static void on_async(const dlock_async_result *res, void *ud)
+{
+    (void)ud;
+    snprintf(async_msg, sizeof(async_msg), "%s", dlock_async_message(res));
+    atomic_store(&async_rc, dlock_async_status(res));
+}
+
+/* After a switch: the quarantined client waits out the quarantine, sending
+ * nothing, then acquires; the client without one acquires at once. */
+static void test_acquisition_waits_out_the_quarantine(void **state)
+{
+    (void)state;
+    const int64_t slack = th_slack(), q = 2000 * slack;
+    dlock_client *qc = open_client(DLOCK_QUARANTINE_ON, q, 0);
+    dlock_client *oc = open_client(DLOCK_QUARANTINE_OFF, 0, 0);
+    char qname[64], oname[64], aname[64];
+    th_name(qname, sizeof(qname), "q-wait");
+    th_name(oname, sizeof(oname), "q-off");
+    th_name(aname, sizeof(aname), "q-async");
+    dlock_lock *ql, *ol, *al;
+    assert_int_equal(dlock_lock_get(qc, qname, &ql), DLOCK_OK);
+    assert_int_equal(dlock_lock_get(oc, oname, &ol), DLOCK_OK);
+    char owner[DLOCK_OWNER_BUFSIZE];
+    assert_int_equal(dlock_client_new_owner_id(qc, owner, sizeof(owner)), DLOCK_OK);
+    assert_int_equal(dlock_lock_get_as(qc, aname, owner, &al), DLOCK_OK);
+    /* Before any failover: no quarantine. */
+    assert_int_equal(dlock_lock_try(ql, 0, 10000), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(ql), DLOCK_OK);
+
+    th_redis *np = next_primary();
+    const int64_t t_swap = th_now_ms();
+    promote(np);
+
+    /* The client without a quarantine acquires as soon as it sees the new
+     * primary: well within the quarantine. */
+    int64_t o_ok = -1;
+    for (int64_t until = th_now_ms() + 5000 * slack; th_now_ms() < until; th_sleep_ms(10))
+        if (dlock_lock_try(ol, 0, 10000) == DLOCK_OK) {
+            o_ok = th_now_ms();
+            break;
+        }
+    assert_true(o_ok > 0);
+    assert_int_equal(th_int(np, "EXISTS %s", oname), 1);
+    assert_int_equal(dlock_lock_release(ol), DLOCK_OK);
+
+    /* The quarantined client, once it has seen the switch, refuses a try
+     * with no wait, naming the quarantine. */
+    int64_t t_seen = -1;
+    int rc = DLOCK_OK;
+    for (int64_t until = th_now_ms() + 5000 * slack; th_now_ms() < until; th_sleep_ms(10)) {
+        rc = dlock_lock_try(ql, 0, 10000);
+        if (rc == DLOCK_ETIMEDOUT && strstr(dlock_last_error(), "quarantine")) {
+            t_seen = th_now_ms();
+            break;
+        }
+        if (rc == DLOCK_OK)
+            fail_msg("acquired %lld ms after the switch began, within the quarantine (%lld ms)",
+                     (long long)(th_now_ms() - t_swap), (long long)q);
+    }
+    if (t_seen < 0)
+        fail_msg("no quarantine seen: last %d (%s)", rc, dlock_last_error());
+    printf("# switch begun -> quarantine seen: %lld ms; message: %s\n",
+           (long long)(t_seen - t_swap), dlock_last_error());
+    /* Waiting sends nothing to the new primary: no script while it sleeps. */
+    long long before = th_calls(np, "evalsha");
+    atomic_store(&async_rc, 1);
+    rc = dlock_lock_acquire_async(
+        al, &(dlock_wait_opts){.wait_ms = 30000 * slack, .lease_ms = 10000}, on_async, NULL);
+    if (rc != DLOCK_OK)
+        fail_msg("asynchronous acquire: %d (%s)", rc, dlock_last_error());
+    rc = dlock_lock_try(ql, 30000 * slack, 10000);
+    const int64_t t_ok = th_now_ms();
+    if (rc != DLOCK_OK)
+        fail_msg("after the quarantine: %d (%s)", rc, dlock_last_error());
+    for (int64_t until = th_now_ms() + 10000 * slack;
+         atomic_load(&async_rc) == 1 && th_now_ms() < until;)
+        th_sleep_ms(5);
+    if (atomic_load(&async_rc) != DLOCK_OK)
+        fail_msg("asynchronous acquisition: %d (%s)", atomic_load(&async_rc), async_msg);
+    long long sent = th_calls(np, "evalsha") - before;
+    printf("# switch begun -> acquired: %lld ms (quarantine %lld ms); scripts sent meanwhile: "
+           "%lld\n",
+           (long long)(t_ok - t_swap), (long long)q, sent);
+    /* The quarantine began after the switch did: the acquisition cannot come
+     * sooner than q after the switch began... */
+    assert_true(t_ok - t_swap >= q);
+    /* ...nor much later than q after the client saw it. */
+    assert_true(t_ok - t_seen <= q + 1500 * slack);
+    /* Two acquisitions, one script each, or two after a NOSCRIPT (neither
+     * was tried during the wait: polling every retry delay would be ~20). */
+    assert_true(sent <= 4);
+    assert_int_equal(th_int(np, "EXISTS %s", qname), 1);
+    assert_int_equal(th_int(np, "EXISTS %s", aname), 1);
+    assert_int_equal(dlock_lock_release(ql), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(al), DLOCK_OK);
+    dlock_lock_free(ql);
+    dlock_lock_free(ol);
+    dlock_lock_free(al);
+    dlock_client_close(qc);
+    dlock_client_close(oc);
+}
+
+/* auto: the longest lease an earlier holder may believe it has, here the
+ * fixed lease this client acquired with (longer than its watchdog timeout). */
+static void test_auto_covers_the_longest_lease(void **state)
+{
+    (void)state;
+    const int64_t slack = th_slack(), wd = 500 * slack, lease = 1500 * slack;
+    dlock_client *c = open_client(DLOCK_QUARANTINE_AUTO, 0, wd);
+    char name[64], other[64];
+    th_name(name, sizeof(name), "q-auto");
+    th_name(other, sizeof(other), "q-auto2");
+    dlock_lock *l, *o;
+    assert_int_equal(dlock_lock_get(c, name, &l), DLOCK_OK);
+    assert_int_equal(dlock_lock_get(c, other, &o), DLOCK_OK);
+    assert_int_equal(dlock_lock_try(l, 0, lease), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    const int64_t t_swap = th_now_ms();
+    promote(next_primary());
+    int rc = dlock_lock_try(o, 30000 * slack, 5000);
+    const int64_t t_ok = th_now_ms();
+    if (rc != DLOCK_OK)
+        fail_msg("after the quarantine: %d (%s)", rc, dlock_last_error());
+    printf("# auto (watchdog %lld ms, longest lease %lld ms): switch begun -> acquired %lld ms\n",
+           (long long)wd, (long long)lease, (long long)(t_ok - t_swap));
+    /* Not the watchdog timeout: the lease, which is longer. */
+    assert_true(t_ok - t_swap >= lease);
+    assert_true(t_ok - t_swap <= lease + 5000 * slack);
+    assert_int_equal(dlock_lock_release(o), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_lock_free(o);
+    dlock_client_close(c);
+}
+
+/* A hold granted while the next primary was cut off from the old one: the
+ * new primary never had it. It is reported lost, cause "failover", about
+ * when the client sees the switch (the watchdog's period is 30 s here). */
+static void test_hold_absent_on_new_primary(void **state)
+{
+    (void)state;
+    const int64_t slack = th_slack();
+    dlock_client *c = open_client(DLOCK_QUARANTINE_OFF, 0, 90000);
+    char name[64];
+    th_name(name, sizeof(name), "q-absent");
+    dlock_lock *l;
+    assert_int_equal(dlock_lock_get(c, name, &l), DLOCK_OK);
+    dlock_lock_set_lost_callback(l, th_on_lost, NULL);
+    atomic_store(&th_lost_reason, 0);
+    atomic_store(&th_lost_cause, -1);
+
+    th_redis *np = next_primary();
+    /* Cut np off: a replica of a port nobody listens on (still a replica,
+     * so the client sees one primary). */
+    int dead = th_free_port();
+    assert_true(dead > 0);
+    redisReply *x = th_cmd(np, "REPLICAOF 127.0.0.1 %d", dead);
+    assert_true(x && x->type == REDIS_REPLY_STATUS);
+    freeReplyObject(x);
+    assert_int_equal(dlock_lock_acquire(l, DLOCK_WATCHDOG), DLOCK_OK);
+    assert_int_equal(th_int(cur, "EXISTS %s", name), 1);
+    assert_int_equal(th_int(np, "EXISTS %s", name), 0);
+
+    const int64_t t_swap = th_now_ms();
+    promote(np);   /* the old primary resyncs from np: the hold is gone everywhere */
+    for (int64_t until = th_now_ms() + 10000 * slack;
+         atomic_load(&th_lost_reason) == 0 && th_now_ms() < until;)
+        th_sleep_ms(5);
+    const int64_t t_lost = th_now_ms();
+    assert_int_equal(atomic_load(&th_lost_reason), DLOCK_LOST_GONE);
+    printf("# switch begun -> hold reported lost: %lld ms (cause %s)\n",
+           (long long)(t_lost - t_swap), dlock_lost_cause_str(atomic_load(&th_lost_cause)));
+    assert_int_equal(atomic_load(&th_lost_cause), DLOCK_CAUSE_FAILOVER);
+    /* Found by the renewal the switch set off, not by the next periodic one
+     * (30 s away: the watchdog timeout is 90 s). */
+    assert_true(t_lost - t_swap <= 5000 * slack);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_acquisition_waits_out_the_quarantine),
+        cmocka_unit_test(test_auto_covers_the_longest_lease),
+        cmocka_unit_test(test_hold_absent_on_new_primary),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
