@@ -5,13 +5,16 @@
 -- acquisition and renewal, deleted by the last release. `marker` is nil
 -- without a delay: every helper then does nothing.
 
--- An error reply when the marker key holds another type (somebody's data,
--- never written), else nil. Called before the script's first write.
-local function delay_wrongtype(marker)
-  if marker then
-    local t = redis.call('type', marker).ok
-    if t ~= 'none' and t ~= 'string' then
-      return redis.error_reply('WRONGTYPE lock-delay marker ' .. marker .. ' holds another type')
+-- An error reply when the marker key (or, with want 'zset', a read-write
+-- lock's set below) holds another type (somebody's data, never written),
+-- else nil. Called before the script's first write.
+local function delay_wrongtype(key, want)
+  want = want or 'string'
+  if key then
+    local t = redis.call('type', key).ok
+    if t ~= 'none' and t ~= want then
+      return redis.error_reply('WRONGTYPE lock-delay ' .. (want == 'zset' and 'set ' or 'marker ') ..
+                               key .. ' holds another type')
     end
   end
   return nil
@@ -61,17 +64,6 @@ end
 local function delay_now()
   local t = redis.call('time')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-
--- An error reply when the set's key holds another type, else nil.
-local function rdelay_wrongtype(rset)
-  if rset then
-    local t = redis.call('type', rset).ok
-    if t ~= 'none' and t ~= 'zset' then
-      return redis.error_reply('WRONGTYPE lock-delay set ' .. rset .. ' holds another type')
-    end
-  end
-  return nil
 end
 
 -- The ms left of the longest delay left by a reader other than `owner` that

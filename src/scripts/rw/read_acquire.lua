@@ -51,7 +51,7 @@ if ARGV[4] == '1' then
     return redis.error_reply('WRONGTYPE fencing token key ' .. KEYS[3] .. ' holds no number')
   end
 end
-local bad = rdelay_wrongtype(rset)
+local bad = delay_wrongtype(rset, 'zset')
 if bad then
   return bad
 end

@@ -46,7 +46,7 @@ for i = 1, #keys / nk do
     end
     if nk == 3 then
       local rset = keys[nk * i]
-      if not rdelay_wrongtype(rset) then
+      if not delay_wrongtype(rset, 'zset') then
         rdelay_write(rset, owner, lease, tonumber(ARGV[a + na * i]))
       end
     end
