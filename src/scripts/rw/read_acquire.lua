@@ -17,7 +17,7 @@
 -- ARGV[5]  (optional) lock-delay in ms (dlock's own; absent or 0: none). A
 --          free lock whose marker lives with another writer's field is
 --          refused (its writer lost it unreleased); the reader's entry in the
---          set (include/delay.lua.in) ends no sooner than this hold + the delay.
+--          set (include/delay.lua) ends no sooner than this hold + the delay.
 --
 -- Returns nil when acquired (or {token} when fenced), else the lock's PTTL in
 -- ms (-1: no expiry): a writer holds it; or {left, 2}: free, in the lock-delay

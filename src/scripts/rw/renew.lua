@@ -8,7 +8,7 @@
 -- With a lock-delay, each hold has three keys, the lock, the prefix and the
 -- read holds' lock-delay set dlock_read_delay:{name}, and two arguments, the
 -- owner id and the delay in ms: its entry in the set is renewed to the
--- timeout + the delay (include/delay.lua.in). A batch is of one form: three
+-- timeout + the delay (include/delay.lua). A batch is of one form: three
 -- keys for two arguments per hold, or two for one (the counts tell which).
 --
 -- Returns one integer per hold: 1 renewed, 0 the owner holds no read hold

@@ -12,7 +12,7 @@
 -- ARGV[5]  (optional) lock-delay in ms (dlock's own; absent or 0: none). A
 --          free lock is refused while the marker lives with another writer's
 --          field or the set holds a live entry of another reader (either
---          lost its hold unreleased: include/delay.lua.in); the marker is
+--          lost its hold unreleased: include/delay.lua); the marker is
 --          written with the writer's field, living its TTL + the delay.
 --
 -- Returns nil when acquired (or {token} when fenced). Free: mode "write",
