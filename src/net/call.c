@@ -15,19 +15,69 @@
 
 #define ARGV_STACK 24
 
-static int load_script(dlock__node *n, dlock__conn *c, int script)
+/* Where a request goes: the node's shared connection (pipelined with the
+ * other threads' requests), or a pooled connection of its own. */
+typedef struct chan {
+    dlock__node *n;
+    dlock__mux *m;           /* shared */
+    dlock__conn *c;          /* its own */
+    uint64_t gen;
+    int fresh;               /* opened for this call */
+    int oom;                 /* the last try failed for want of memory */
+    char why[320];           /* the last try's failure */
+} chan;
+
+/* own: a connection of its own. A request whose replicas are to
+ * acknowledge it needs one: WAIT counts the writes of its connection, so on
+ * the shared one it would count other callers' writes too, and hold their
+ * replies behind it (docs/internals/mux.md). */
+static int link_get(chan *k, unsigned flags, int own)
+{
+    int idle = (flags & DLOCK__CALL_IDLE_ONLY) != 0;
+    k->m = NULL;
+    k->c = NULL;
+    return own ? dlock__node_get_conn(k->n, &k->c, &k->gen, &k->fresh, idle)
+               : dlock__node_get_mux(k->n, &k->m, &k->fresh, idle);
+}
+
+static dlock__sent link_roundtrip(chan *k, int argc, const char *const *av, const size_t *lens,
+                                  int ping, redisReply **r, int *timed_out)
+{
+    k->oom = 0;
+    if (k->m)
+        return dlock__mux_roundtrip(k->m, argc, av, lens, ping, r, timed_out, &k->oom, k->why,
+                                    sizeof(k->why));
+    dlock__sent sent = dlock__conn_roundtrip(k->c, argc, av, lens, ping, r, timed_out);
+    if (sent != DLOCK__SENT_OK)
+        snprintf(k->why, sizeof(k->why), "%s", dlock__conn_error(k->c));
+    return sent;
+}
+
+/* Gives it back; broken: a connection of its own that must not be reused. */
+static void link_put(chan *k, int broken)
+{
+    if (k->m)
+        dlock__node_put_mux(k->n, k->m);
+    else if (k->c)
+        dlock__node_put_conn(k->n, k->c, k->gen, broken);
+    k->m = NULL;
+    k->c = NULL;
+}
+
+/* 0 loaded, -1 refused, -2 no answer (the load may have run). */
+static int load_script(chan *k, int script)
 {
     const dlock__script *s = &dlock__scripts[script];
     const char *av[] = {"SCRIPT", "LOAD", s->body};
     size_t lens[] = {6, 4, s->len};
     redisReply *r;
     int timed_out;
-    if (dlock__conn_roundtrip(c, 3, av, lens, 0, &r, &timed_out) != DLOCK__SENT_OK)
-        return -1;
+    if (link_roundtrip(k, 3, av, lens, 0, &r, &timed_out) != DLOCK__SENT_OK)
+        return -2;
     int ok = r->type == REDIS_REPLY_STRING && r->len == 40 && memcmp(r->str, s->sha, 40) == 0;
     if (!ok)
-        dlock__log(dlock__node_ctx(n)->cfg, DLOCK_LOG_ERROR, "SCRIPT LOAD of %s on %s failed: %s",
-                   s->name, dlock__node_addr(n),
+        dlock__log(dlock__node_ctx(k->n)->cfg, DLOCK_LOG_ERROR,
+                   "SCRIPT LOAD of %s on %s failed: %s", s->name, dlock__node_addr(k->n),
                    r->type == REDIS_REPLY_ERROR ? r->str : "unexpected digest");
     freeReplyObject(r);
     return ok ? 0 : -1;
@@ -82,9 +132,9 @@ static int evalsha_argv(const dlock__req *req, char nk[16], const char **st_a, s
     return DLOCK_OK;
 }
 
-/* WAIT <replicas> <timeout> on the connection that just wrote: the count of
- * replicas that have its writes (0 when it cannot be asked). */
-static int wait_acks(const dlock_config *cfg, dlock__conn *ctx)
+/* WAIT <replicas> <timeout> on the connection (its own) that just wrote:
+ * the count of replicas that have its writes (0 when it cannot be asked). */
+static int wait_acks(const dlock_config *cfg, chan *k)
 {
     char n[24], t[24];
     const char *av[] = {"WAIT", n, t};
@@ -92,7 +142,7 @@ static int wait_acks(const dlock_config *cfg, dlock__conn *ctx)
                      dlock__fmt_i64(t, cfg->ack_timeout_ms)};
     redisReply *r = NULL;
     int timed_out = 0;
-    if (dlock__conn_roundtrip(ctx, 3, av, lens, 0, &r, &timed_out) != DLOCK__SENT_OK)
+    if (link_roundtrip(k, 3, av, lens, 0, &r, &timed_out) != DLOCK__SENT_OK)
         return 0;
     int acks = r->type == REDIS_REPLY_INTEGER ? (int)r->integer : 0;
     freeReplyObject(r);
@@ -135,30 +185,30 @@ int dlock__node_call(dlock__node *n, const dlock__req *req, dlock__res *res)
     /* A PING first is a second read, each under the command timeout. */
     const int ping = (req->flags & DLOCK__CALL_PING_FIRST) != 0;
     const int64_t answer_within = cfg->command_timeout_ms * (ping ? 2 : 1);
-    int rc = DLOCK_OK, failures = 0, reloaded = 0, fresh = 0;
+    const int own = (req->flags & DLOCK__CALL_WAIT_ACK) && cfg->ack_replicas > 0;
+    int rc = DLOCK_OK, failures = 0, reloaded = 0;
     int64_t first_write = -1;
-    dlock__conn *ctx = NULL;   /* kept across a script's load: it goes again on it */
-    uint64_t gen = 0;
+    chan k = {.n = n};   /* kept across a script's load: it goes again on it */
+    int linked = 0;
     for (;;) {
         dlock__try t = {.conn_rc = DLOCK_OK};
         redisReply *r = NULL;
-        if (!ctx)
-            t.conn_rc = dlock__node_get_conn(n, &ctx, &gen, &fresh,
-                                             (req->flags & DLOCK__CALL_IDLE_ONLY) != 0);
-        if (t.conn_rc == DLOCK_OK) {
+        if (!linked)
+            t.conn_rc = link_get(&k, req->flags, own);
+        linked = t.conn_rc == DLOCK_OK;
+        if (linked) {
             int64_t now = dlock__now_ms();
             if (!dlock__latch_allows(first_write, req->latch_ms, answer_within, now)) {
                 /* Its reply could come after the latch is gone: a retry that then ran
                  * would release a second hold. Give up. */
-                dlock__node_put_conn(n, ctx, gen, 0);
+                link_put(&k, 0);
                 rc = latch_refusal(addr);
                 break;
             }
             if (first_write < 0)
                 first_write = now;
-            t.fresh = fresh;
-            t.sent = dlock__conn_roundtrip(ctx, argc, av, lens, ping && !reloaded, &r,
-                                           &t.timed_out);
+            t.fresh = k.fresh;
+            t.sent = link_roundtrip(&k, argc, av, lens, ping && !reloaded, &r, &t.timed_out);
             if (t.sent == DLOCK__SENT_OK && r->type == REDIS_REPLY_ERROR)
                 t.err = dlock__redis_classify(r->str);
         }
@@ -166,23 +216,26 @@ int dlock__node_call(dlock__node *n, const dlock__req *req, dlock__res *res)
         if (v.next == DLOCK__NEXT_RELOAD) {
             /* The server's script cache is empty (restart, SCRIPT FLUSH). */
             freeReplyObject(r);
+            r = NULL;
             reloaded = 1;
-            if (load_script(n, ctx, req->script) == 0)
+            int lrc = load_script(&k, req->script);
+            if (lrc == 0)
                 continue;   /* loaded: the same request again on the same connection */
-            if (!dlock__conn_broken(ctx)) {
-                dlock__node_put_conn(n, ctx, gen, 0);
+            if (lrc == -1) {
+                link_put(&k, 0);
                 rc = dlock__fail(DLOCK_EREDIS, "cannot load script %s on %s",
                                  dlock__scripts[req->script].name, addr);
                 break;
             }
-            /* The load's answer was lost: as for the request's own. */
-            t = (dlock__try){.sent = DLOCK__MAYBE_RAN, .timed_out = 0};
+            /* The load got no answer; the request itself did not run
+             * (NOSCRIPT): it goes again like one never sent. */
+            t = (dlock__try){.sent = DLOCK__NOT_SENT};
             v = dlock__call_policy(&t, req->flags, failures, reloaded, cfg);
         }
         if (v.next == DLOCK__NEXT_DONE) {
-            if ((req->flags & DLOCK__CALL_WAIT_ACK) && cfg->ack_replicas > 0)
-                res->acks = wait_acks(cfg, ctx);
-            dlock__node_put_conn(n, ctx, gen, 0);
+            if (own)
+                res->acks = wait_acks(cfg, &k);
+            link_put(&k, 0);
             res->r = r;
             rc = DLOCK_OK;
             break;
@@ -190,14 +243,19 @@ int dlock__node_call(dlock__node *n, const dlock__req *req, dlock__res *res)
         if (t.conn_rc != DLOCK_OK) {
             rc = t.conn_rc;   /* get_conn set the message */
         } else if (t.sent == DLOCK__SENT_OK) {
-            dlock__node_put_conn(n, ctx, gen, 0);
+            link_put(&k, 0);
             rc = dlock__res_refused(res, addr, r);
             freeReplyObject(r);
+        } else if (k.oom) {
+            /* Out of memory before the request went out: it did not run. */
+            link_put(&k, 0);
+            rc = dlock__fail(DLOCK_ENOMEM, "%s: %s", addr, k.why);
+            break;
         } else {
-            rc = dlock__call_lost(addr, &t, dlock__conn_error(ctx), req->flags);
-            dlock__node_put_conn(n, ctx, gen, 1);
+            rc = dlock__call_lost(addr, &t, k.why, req->flags);
+            link_put(&k, 1);
         }
-        ctx = NULL;
+        linked = 0;
         if (v.next != DLOCK__NEXT_RETRY)
             break;   /* REROUTE: the router's to follow */
         failures += v.counts;
@@ -344,7 +402,8 @@ static void load_missing(batch *b, dlock__conn *ctx)
         if (p[i].noscript != 1)
             continue;
         int s = b->reqs[i].script;
-        int ok = load_script(b->n, ctx, s) == 0;
+        chan k = {.n = b->n, .c = ctx};
+        int ok = load_script(&k, s) == 0;
         for (size_t m = j; m < b->np; m++) {   /* every request of that script */
             size_t q = b->pend[m];
             if (p[q].noscript != 1 || b->reqs[q].script != s)
