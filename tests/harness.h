@@ -70,6 +70,9 @@ int th_acl_user(const th_redis *r, const char *user, const char *pass, const cha
 /* 1 when the environment asks for TLS / ACL mode. */
 int th_tls_mode(void);
 int th_acl_mode(void);
+/* A loopback port the kernel just handed out, or -1: a server bound right
+ * after gets it unless another process races for it (then start again). */
+int th_free_port(void);
 /* Stops the server (SIGTERM, then SIGKILL) and waits for it. Keeps port/dir. */
 void th_redis_stop(th_redis *r);
 /* Starts it again on the same port, empty. */
@@ -171,29 +174,23 @@ redisContext *th_subscribe(const th_redis *r, const char *channel);
 /* Runs `redis-cli -p PORT args...` (NULL-terminated) and returns its exit status. */
 int th_cli(const th_redis *r, ...);
 
-/* Opens a client on r with a watchdog timeout (0 = default). Asserts success. */
+/* Prints to stderr client c's counts (c may be NULL) and the last log lines
+ * (info and above) of the clients th_client opened: for a failing test. */
+void th_client_log_dump(dlock_client *c);
+/* Opens a client on r with a watchdog timeout (0 = default). Asserts success.
+ * Its log (info and above) goes to the ring th_client_log_dump prints. */
 dlock_client *th_client(const th_redis *r, int64_t watchdog_ms);
 dlock_client *th_client_url(const char *url, int64_t watchdog_ms);
 
 /* Starts a helper program (tests/worker) with args (NULL-terminated); its
  * stdout is a pipe returned in *out_fd. Returns the pid. */
 pid_t th_spawn(int *out_fd, const char *prog, ...);
-/* Reads one line from fd within timeout_ms into buf; 0 on success. */
+/* Reads one line from fd within timeout_ms x th_slack() into buf; 0 on
+ * success. */
 int th_read_line(int fd, char *buf, size_t size, int64_t timeout_ms);
-/* Waits for pid; returns its exit status (or 128+signal), -1 on timeout. */
+/* Waits for pid up to timeout_ms x th_slack(); returns its exit status (or
+ * 128+signal), -1 on timeout. */
 int th_wait(pid_t pid, int64_t timeout_ms);
-
-/* Harness internals shared by harness.c and harness_modes.c. */
-const char *th__find_prog(const char *name, char *buf, size_t size);
-pid_t th__spawn_argv(char *const argv[], int out_fd);
-/* The URL parameters that give a client the test certificates ("?cacert=..."),
- * or "" when tls is 0. Returns buf. */
-const char *th__tls_query(int tls, char *buf, size_t size);
-/* Creates the ACL user of the ACL mode on r; 0 on success. */
-int th__acl_setup(th_redis *r);
-/* The ACL user's password. */
-#define TH_ACL_USER "dlock"
-#define TH_ACL_PASS "dlock-test-pw"
 
 /* Waits up to 5 s x th_slack() until client c counts a waiter on lock
  * `name`'s channel (redisson_lock__channel:{name}): its subscription is
@@ -201,8 +198,16 @@ int th__acl_setup(th_redis *r);
 int th_await_lock_waiter(dlock_client *c, const char *name);
 int64_t th_now_ms(void);
 void th_sleep_ms(int64_t ms);
-/* Multiplier for upper time bounds: > 1 under sanitizers (DLOCK_TEST_SLOW). */
+/* Multiplier for every upper time bound of the tests (and the waits sized to
+ * outlast something): the build's factor (DLOCK_TEST_SLOW, at least 3 under
+ * ASan, 5 under TSan, 20 under valgrind) times the machine's load per CPU
+ * (1 to 4, measured from /proc/loadavg, again each second; for a slowed
+ * build 2 when more than 2 per CPU wait to run, else 1). Thread-safe. */
 int64_t th_slack(void);
+/* 1 when a TTL read after a lease was set is in (lease - margin x th_slack(),
+ * lease] and positive: margin is what the test may take between setting and
+ * reading on a quiet machine. */
+int th_ttl_within(long long ttl, long long lease, long long margin);
 /* A unique name for this test run: prefix + pid + counter. */
 const char *th_name(char *buf, size_t size, const char *prefix);
 

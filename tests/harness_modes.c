@@ -1,6 +1,6 @@
 /* The harness's modes: TLS (test certificates made with openssl, a TLS port
  * beside the plain one) and ACL (the documented least-privilege user). */
-#include "harness.h"
+#include "harness_int.h"
 
 #include <fcntl.h>
 #include <limits.h>

@@ -16,28 +16,8 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "fixture.h"
 #include "sync/sync.h"
-
-static th_redis srv;
-static dlock_client *cli;   /* default watchdog (30 s) */
-
-static int setup(void **state)
-{
-    (void)state;
-    if (th_redis_start(&srv, NULL) != 0)
-        return -1;
-    cli = th_client(&srv, 0);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    dlock_client_close(cli);
-    th_redis_destroy(&srv);
-    return 0;
-}
 
 /* ------------------------------------------------------------- helpers */
 
@@ -108,6 +88,7 @@ typedef struct taker {
     int64_t wait_ms, lease, hold_ms;
     int rc, release_rc;
     _Atomic int64_t acquired_at;   /* read while the thread runs */
+    int64_t released_at;           /* when the release returned */
     uint64_t attempts;
     pthread_t t;
 } taker;
@@ -123,6 +104,7 @@ static inline void *taker_main(void *arg)
         if (k->hold_ms >= 0) {
             th_sleep_ms(k->hold_ms);
             k->release_rc = dlock_lock_release(k->l);
+            k->released_at = th_now_ms();
         }
     }
     return NULL;
@@ -148,7 +130,6 @@ static inline int try_elsewhere(dlock_lock *l)
     pthread_join(k.t, NULL);
     return k.rc;
 }
-
 
 /* The next message on a subscribed connection, or "" after 5 s (x slack). */
 static inline const char *next_message(redisContext *sub, char *buf, size_t size)

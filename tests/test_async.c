@@ -20,28 +20,8 @@
 #include <uv.h>
 
 #include "dlock/async.h"
-#include "harness.h"
+#include "fixture.h"
 #include "sync/sync.h"
-
-static th_redis srv;
-static dlock_client *cli;
-
-static int setup(void **state)
-{
-    (void)state;
-    if (th_redis_start(&srv, NULL) != 0)
-        return -1;
-    cli = th_client(&srv, 0);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    dlock_client_close(cli);
-    th_redis_destroy(&srv);
-    return 0;
-}
 
 /* ------------------------------------------------------------ helpers */
 
@@ -228,7 +208,7 @@ static void test_acquire_release(void **state)
     rec_done(&r);
     int64_t ttl = 0;
     assert_int_equal(dlock_lock_ttl(l, &ttl), DLOCK_OK);
-    assert_true(ttl > 50000 && ttl <= 60000);
+    assert_true(th_ttl_within(ttl, 60000, 10000));
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
     assert_int_equal(dlock_client_async_pending(cli), 0);
     dlock_lock_free(l);
@@ -1060,7 +1040,6 @@ static void test_permits_async(void **state)
     dlock_permit_semaphore_free(p);
 }
 
-
 static void test_one_trip_calls(void **state)
 {
     (void)state;
@@ -1163,7 +1142,6 @@ static void test_latch_async(void **state)
 }
 
 /* ------------------------------------------------- the program's loop */
-
 
 typedef struct embed {
     uv_loop_t loop;
@@ -1309,10 +1287,10 @@ static int run_example(const char *prog, const char *arg1, const char *arg2, cha
                      : th_spawn(&fd, prog, srv.url, NULL);
     char line[512];
     last[0] = '\0';
-    while (th_read_line(fd, line, sizeof(line), 30000 * th_slack()) == 0)
+    while (th_read_line(fd, line, sizeof(line), 30000) == 0)
         snprintf(last, size, "%s", line);
     close(fd);
-    return th_wait(pid, 30000 * th_slack());
+    return th_wait(pid, 30000);
 }
 
 static void test_examples(void **state)
@@ -1358,5 +1336,5 @@ int main(void)
         cmocka_unit_test(test_examples),
         cmocka_unit_test(test_redis_restart_with_calls_pending),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, th_setup, th_teardown);
 }

@@ -13,11 +13,9 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "fixture.h"
 #include "sync/sync.h"
 
-static th_redis srv;
-static dlock_client *cli;
 static dlock_lock *ok_lock;          /* a valid handle on a free lock */
 static dlock_lock *typed[5];         /* handles on keys of other types */
 static char *mib;                    /* 1 MiB of 'n' */
@@ -29,10 +27,8 @@ static const char *type_keys[5] = {"bad:string", "bad:list", "bad:set", "bad:zse
 
 static int setup(void **state)
 {
-    (void)state;
-    if (th_redis_start(&srv, NULL) != 0)
+    if (th_setup(state) != 0)
         return -1;
-    cli = th_client(&srv, 0);
     mib = malloc(1 << 20);
     memset(mib, 'n', (1 << 20) - 1);
     mib[(1 << 20) - 1] = '\0';
@@ -62,9 +58,7 @@ static int teardown(void **state)
     free(mib);
     free(big_owner);
     free(big_name);
-    dlock_client_close(cli);
-    th_redis_destroy(&srv);
-    return 0;
+    return th_teardown(state);
 }
 
 /* What the server holds: every key with its type and value, as one string. */

@@ -192,7 +192,7 @@ static void *waiter(void *arg)
     dlock_lock *l;
     assert_int_equal(dlock_lock_get(w->c, w->name, &l), DLOCK_OK);
     int64_t t0 = th_now_ms();
-    w->rc = dlock_lock_try(l, 40000, 5000);
+    w->rc = dlock_lock_try(l, 40000 * th_slack(), 5000);   /* outlasts a failover */
     w->waited = th_now_ms() - t0;
     if (w->rc == DLOCK_OK)
         dlock_lock_release(l);
@@ -239,7 +239,8 @@ static void test_waiter_woken(void **state)
 static void test_watchdog_renews_on_every_node(void **state)
 {
     (void)state;
-    dlock_client *c = th_client_url(cl.url, 900);
+    int64_t slack = th_slack();   /* renewals in time on a slowed machine too */
+    dlock_client *c = th_client_url(cl.url, 900 * slack);
     dlock_lock *l[NAMES];
     char name[64];
     for (int i = 0; i < NAMES; i++) {
@@ -247,7 +248,7 @@ static void test_watchdog_renews_on_every_node(void **state)
                          DLOCK_OK);
         assert_int_equal(dlock_lock_acquire(l[i], DLOCK_WATCHDOG), DLOCK_OK);
     }
-    th_sleep_ms(3000);   /* more than 3 leases */
+    th_sleep_ms(3000 * slack);   /* more than 3 leases */
     /* One script per key slot, but one write per node per pass: 24 names in
      * 24 slots over 3 nodes make 8 times as many batches as writes. */
     dlock_stats s;
@@ -285,7 +286,8 @@ static void on_lost_idx(const char *name, const char *owner, dlock_lost_reason r
 static void test_limit_and_revocation_fallback(void **state)
 {
     (void)state;
-    dlock_client *c = th_client_url(cl.url, 900);
+    int64_t slack = th_slack();
+    dlock_client *c = th_client_url(cl.url, 900 * slack);
     dlock_lock *l[NAMES];
     char name[64];
     for (int i = 0; i < NAMES; i++) {
@@ -294,7 +296,7 @@ static void test_limit_and_revocation_fallback(void **state)
                          DLOCK_OK);
         dlock_lock_set_lost_callback(l[i], on_lost_idx, (void *)(intptr_t)i);
         if (i % 2 == 0)
-            assert_int_equal(dlock_lock_set_max_hold(l[i], 2000), DLOCK_OK);
+            assert_int_equal(dlock_lock_set_max_hold(l[i], 2000 * slack), DLOCK_OK);
         assert_int_equal(dlock_lock_acquire(l[i], DLOCK_WATCHDOG), DLOCK_OK);
     }
     th_sleep_ms(300);
@@ -307,7 +309,7 @@ static void test_limit_and_revocation_fallback(void **state)
     assert_int_equal(atomic_load(&lost_why[1]), DLOCK_LOST_GONE);
 
     for (int i = 0; i < NAMES; i += 2) {
-        for (int64_t until = th_now_ms() + 5000 * th_slack();
+        for (int64_t until = th_now_ms() + 5000 * slack * th_slack();
              atomic_load(&lost_why[i]) == 0 && th_now_ms() < until;)
             th_sleep_ms(10);
         assert_int_equal(atomic_load(&lost_why[i]), DLOCK_LOST_MAX_HOLD);
@@ -633,7 +635,8 @@ static void test_bad_deployments(void **state)
 static void test_cluster_failover(void **state)
 {
     (void)state;
-    dlock_client *c = th_client_url(cl.url, 1500);
+    int64_t slack = th_slack();
+    dlock_client *c = th_client_url(cl.url, 1500 * slack);
     char name[64];
     dlock_lock *l;
     assert_int_equal(dlock_lock_get(c, th_name(name, sizeof(name), "fo"), &l), DLOCK_OK);
@@ -649,7 +652,7 @@ static void test_cluster_failover(void **state)
     dlock_client *b = th_client_url(cl.url, 0);
     dlock_lock *lb;
     assert_int_equal(dlock_lock_get(c, blocked, &lb), DLOCK_OK);
-    assert_int_equal(dlock_lock_try(lb, 0, 60000), DLOCK_OK);
+    assert_int_equal(dlock_lock_try(lb, 0, 60000 * th_slack()), DLOCK_OK);
     struct waiter_arg w = {b, blocked, -99, 0};
     pthread_t t;
     pthread_create(&t, NULL, waiter, &w);
@@ -679,7 +682,7 @@ static void test_cluster_failover(void **state)
     assert_ptr_equal(th_cluster_node_for(&cl, name), rep);
     assert_int_equal(th_cluster_wait_ok(&cl, 20000), 0);
     /* Renewed on the new primary for several leases. */
-    th_sleep_ms(3500);
+    th_sleep_ms(3500 * slack);
     long long ttl = th_int(rep, "PTTL %s", name);
     assert_true(ttl > 0);
     int64_t count = 0;
@@ -709,7 +712,9 @@ static void test_cluster_failover(void **state)
 static void test_cluster_primary_killed(void **state)
 {
     (void)state;
-    dlock_client *a = th_client_url(cl.url, 8000), *b = th_client_url(cl.url, 0);
+    /* The lease outlasts the promotion and the reconnection, however slowed. */
+    int64_t wd = 8000 * th_slack();
+    dlock_client *a = th_client_url(cl.url, wd), *b = th_client_url(cl.url, 0);
     char held[64], blocked[64];
     th_redis *victim = NULL;
     /* Two names on the same primary. */
@@ -723,7 +728,7 @@ static void test_cluster_primary_killed(void **state)
     assert_int_equal(dlock_lock_get(a, held, &lh), DLOCK_OK);
     assert_int_equal(dlock_lock_get(a, blocked, &lb), DLOCK_OK);
     assert_int_equal(dlock_lock_acquire(lh, DLOCK_WATCHDOG), DLOCK_OK);
-    assert_int_equal(dlock_lock_try(lb, 0, 60000), DLOCK_OK);
+    assert_int_equal(dlock_lock_try(lb, 0, 60000 * th_slack()), DLOCK_OK);
     struct waiter_arg w = {b, blocked, -99, 0};
     pthread_t t;
     pthread_create(&t, NULL, waiter, &w);
@@ -741,7 +746,7 @@ static void test_cluster_primary_killed(void **state)
     assert_ptr_not_equal(now, victim);
     assert_int_equal(th_cluster_wait_ok(&cl, 20000), 0);
     /* Outlives a whole timeout on the new primary: renewed there. */
-    th_sleep_ms(8500);
+    th_sleep_ms(wd + 500);
     assert_true(th_int(now, "PTTL %s", held) > 0);
     int64_t count = 0;
     assert_int_equal(dlock_lock_hold_count(lh, &count), DLOCK_OK);

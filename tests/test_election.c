@@ -14,25 +14,10 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "fixture.h"
 #include "sync/sync.h"
 
 #define WD 1500
-
-static th_redis srv;
-
-static int setup(void **state)
-{
-    (void)state;
-    return th_redis_start(&srv, NULL);
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    th_redis_destroy(&srv);
-    return 0;
-}
 
 typedef struct watcher {
     dlock_election *e;
@@ -122,7 +107,7 @@ static void test_leader_killed(void **state)
     snprintf(wd, sizeof(wd), "%d", WD);
     int fd;
     pid_t p = th_spawn(&fd, DLOCK_TEST_WORKER, "lead", srv.url, name, wd, NULL);
-    assert_int_equal(th_read_line(fd, line, sizeof(line), 5000 * th_slack()), 0);
+    assert_int_equal(th_read_line(fd, line, sizeof(line), 5000), 0);
     uint64_t t1 = 0;
     assert_int_equal(sscanf(line, "leader %llu", (unsigned long long *)&t1), 1);
     dlock_client *c = th_client(&srv, WD);
@@ -234,5 +219,5 @@ int main(void)
         cmocka_unit_test(test_leader_revoked),
         cmocka_unit_test(test_bad_input),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, th_setup_server, th_teardown);
 }

@@ -15,11 +15,9 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "fixture.h"
 #include "sync/sync.h"
 
-static th_redis srv;
-static dlock_client *cli;    /* default slot (5 minutes) */
 static dlock_client *quick;  /* slot 400 ms */
 #define QUICK_SLOT 400
 
@@ -36,10 +34,8 @@ static dlock_client *open_with_slot(int64_t slot_ms)
 
 static int setup(void **state)
 {
-    (void)state;
-    if (th_redis_start(&srv, NULL) != 0)
+    if (th_setup(state) != 0)
         return -1;
-    cli = th_client(&srv, 0);
     quick = open_with_slot(QUICK_SLOT);
     return 0;
 }
@@ -48,9 +44,7 @@ static int teardown(void **state)
 {
     (void)state;
     dlock_client_close(quick);
-    dlock_client_close(cli);
-    th_redis_destroy(&srv);
-    return 0;
+    return th_teardown(state);
 }
 
 /* ------------------------------------------------------------- helpers */

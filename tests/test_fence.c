@@ -13,29 +13,9 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "fixture.h"
 
 #define WEEK_MS 604800000LL
-
-static th_redis srv;
-static dlock_client *cl;
-
-static int setup(void **state)
-{
-    (void)state;
-    if (th_redis_start(&srv, NULL) != 0)
-        return -1;
-    cl = th_client(&srv, 0);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    dlock_client_close(cl);
-    th_redis_destroy(&srv);
-    return 0;
-}
 
 static char *get(const char *key)
 {
@@ -79,7 +59,7 @@ static int cmd(uint64_t token, char **out, int argc, ...)
         av[i] = va_arg(ap, const char *);
     va_end(ap);
     size_t n;
-    return dlock_fence_command(cl, token, argc, av, NULL, out, &n);
+    return dlock_fence_command(cli, token, argc, av, NULL, out, &n);
 }
 
 /* Two holders in turn: the first one's lease runs out while it is "paused",
@@ -93,10 +73,10 @@ static void test_stale_holder_is_refused(void **state)
     snprintf(key, sizeof(key), "%s:data", name);
     snprintf(guard, sizeof(guard), "dlock_fence:{%s}", key);
     dlock_lock *l;
-    assert_int_equal(dlock_lock_get(cl, name, &l), DLOCK_OK);
+    assert_int_equal(dlock_lock_get(cli, name, &l), DLOCK_OK);
     uint64_t t1, t2;
     assert_int_equal(dlock_lock_acquire_fenced(l, 0, 200, NULL, &t1), DLOCK_OK);
-    assert_int_equal(dlock_fence_set(cl, t1, key, "first", 5, 0), DLOCK_OK);
+    assert_int_equal(dlock_fence_set(cli, t1, key, "first", 5, 0), DLOCK_OK);
     assert_guard(guard, t1);
     th_sleep_ms(300);   /* the first holder's lease ran out */
 
@@ -108,19 +88,19 @@ static void test_stale_holder_is_refused(void **state)
     assert_int_equal(dlock_fence_set(c2, t2, key, "second", 6, 0), DLOCK_OK);
 
     /* The late writes of the first holder. */
-    assert_int_equal(dlock_fence_set(cl, t1, key, "late", 4, 0), DLOCK_EFENCED);
+    assert_int_equal(dlock_fence_set(cli, t1, key, "late", 4, 0), DLOCK_EFENCED);
     char want[64];
     snprintf(want, sizeof(want), "%llu", (unsigned long long)t2);
     assert_non_null(strstr(dlock_last_error(), want));   /* names the guard's token */
     int64_t v = 0;
-    assert_int_equal(dlock_fence_incrby(cl, t1, key, 1, &v), DLOCK_EFENCED);
+    assert_int_equal(dlock_fence_incrby(cli, t1, key, 1, &v), DLOCK_EFENCED);
     int deleted = 7;
-    assert_int_equal(dlock_fence_del(cl, t1, key, &deleted), DLOCK_EFENCED);
+    assert_int_equal(dlock_fence_del(cli, t1, key, &deleted), DLOCK_EFENCED);
     assert_int_equal(deleted, 7);   /* out-parameters untouched on failure */
     assert_value(key, "second");
     assert_guard(guard, t2);
     uint64_t h = 0;
-    assert_int_equal(dlock_fence_guard(cl, key, &h), DLOCK_OK);
+    assert_int_equal(dlock_fence_guard(cli, key, &h), DLOCK_OK);
     assert_int_equal(h, t2);
 
     /* The newer holder writes on, any number of times with its token. */
@@ -154,7 +134,7 @@ static void test_commands_and_replies(void **state)
     assert_string_equal(out, "1");
     free(out);
     int64_t v = 0;
-    assert_int_equal(dlock_fence_incrby(cl, 100, n, 5, &v), DLOCK_OK);
+    assert_int_equal(dlock_fence_incrby(cli, 100, n, 5, &v), DLOCK_OK);
     assert_int_equal(v, 5);
     assert_int_equal(cmd(100, &out, 5, "XADD", s, "*", "f", "1"), DLOCK_OK);
     assert_non_null(strchr(out, '-'));   /* a stream id */
@@ -172,7 +152,7 @@ static void test_commands_and_replies(void **state)
     /* A lower token, for each: refused, nothing changed. */
     assert_int_equal(cmd(99, &out, 3, "SET", h, "x"), DLOCK_EFENCED);
     assert_int_equal(cmd(99, &out, 4, "HSET", h, "f", "2"), DLOCK_EFENCED);
-    assert_int_equal(dlock_fence_incrby(cl, 99, n, 5, &v), DLOCK_EFENCED);
+    assert_int_equal(dlock_fence_incrby(cli, 99, n, 5, &v), DLOCK_EFENCED);
     assert_int_equal(cmd(99, &out, 5, "XADD", s, "*", "f", "2"), DLOCK_EFENCED);
     assert_int_equal(cmd(100, &out, 2, "DEL", k), DLOCK_EFENCED);   /* 100 < 101 */
     redisReply *r = th_cmd(&srv, "HGET %s f", h);
@@ -182,18 +162,18 @@ static void test_commands_and_replies(void **state)
     assert_int_equal(th_int(&srv, "XLEN %s", s), 1);
     assert_int_equal(th_int(&srv, "LLEN %s", k), 1);
     /* An equal token writes; a higher one raises the guard. */
-    assert_int_equal(dlock_fence_incrby(cl, 100, n, 1, &v), DLOCK_OK);
+    assert_int_equal(dlock_fence_incrby(cli, 100, n, 1, &v), DLOCK_OK);
     assert_int_equal(v, 6);
-    assert_int_equal(dlock_fence_incrby(cl, 250, n, 1, &v), DLOCK_OK);
-    assert_int_equal(dlock_fence_incrby(cl, 249, n, 1, &v), DLOCK_EFENCED);
+    assert_int_equal(dlock_fence_incrby(cli, 250, n, 1, &v), DLOCK_OK);
+    assert_int_equal(dlock_fence_incrby(cli, 249, n, 1, &v), DLOCK_EFENCED);
     assert_int_equal(v, 7);
     /* Tokens compare exactly at any size (beyond Lua's 2^53). */
     uint64_t big = (1ULL << 63) + 5;
-    assert_int_equal(dlock_fence_incrby(cl, big, n, 1, &v), DLOCK_OK);
-    assert_int_equal(dlock_fence_incrby(cl, big - 1, n, 1, &v), DLOCK_EFENCED);
-    assert_int_equal(dlock_fence_incrby(cl, UINT64_MAX, n, 1, &v), DLOCK_OK);
+    assert_int_equal(dlock_fence_incrby(cli, big, n, 1, &v), DLOCK_OK);
+    assert_int_equal(dlock_fence_incrby(cli, big - 1, n, 1, &v), DLOCK_EFENCED);
+    assert_int_equal(dlock_fence_incrby(cli, UINT64_MAX, n, 1, &v), DLOCK_OK);
     uint64_t g = 0;
-    assert_int_equal(dlock_fence_guard(cl, n, &g), DLOCK_OK);
+    assert_int_equal(dlock_fence_guard(cli, n, &g), DLOCK_OK);
     assert_true(g == UINT64_MAX);
 }
 
@@ -206,38 +186,38 @@ static void test_guard_names_and_ttl(void **state)
     char k[128], guard[200];
     th_name(k, sizeof(k), "ttl");
     snprintf(guard, sizeof(guard), "dlock_fence:{%s}", k);
-    assert_int_equal(dlock_fence_set(cl, 10, k, "v", 1, 0), DLOCK_OK);
+    assert_int_equal(dlock_fence_set(cli, 10, k, "v", 1, 0), DLOCK_OK);
     assert_int_equal(th_int(&srv, "PTTL %s", guard), -1);
-    assert_int_equal(dlock_fence_set(cl, 10, k, "v", 1, 5000), DLOCK_OK);
+    assert_int_equal(dlock_fence_set(cli, 10, k, "v", 1, 5000), DLOCK_OK);
     long long ttl = th_int(&srv, "PTTL %s", guard);
     assert_true(ttl > WEEK_MS && ttl <= WEEK_MS + 5000);
     int deleted = 0;
-    assert_int_equal(dlock_fence_del(cl, 11, k, &deleted), DLOCK_OK);
+    assert_int_equal(dlock_fence_del(cli, 11, k, &deleted), DLOCK_OK);
     assert_int_equal(deleted, 1);
     ttl = th_int(&srv, "PTTL %s", guard);
     assert_true(ttl > WEEK_MS - 60000 && ttl <= WEEK_MS);
-    assert_int_equal(dlock_fence_set(cl, 10, k, "late", 4, 0), DLOCK_EFENCED);
+    assert_int_equal(dlock_fence_set(cli, 10, k, "late", 4, 0), DLOCK_EFENCED);
     assert_int_equal(th_int(&srv, "EXISTS %s", k), 0);
 
     /* A key with a hash tag keeps it: the guard is dlock_fence:<key>. */
     char tagged[160];
     snprintf(tagged, sizeof(tagged), "{%s}:cart", k);
-    assert_int_equal(dlock_fence_set(cl, 5, tagged, "x", 1, 0), DLOCK_OK);
+    assert_int_equal(dlock_fence_set(cli, 5, tagged, "x", 1, 0), DLOCK_OK);
     snprintf(guard, sizeof(guard), "dlock_fence:{%s}:cart", k);
     assert_guard(guard, 5);
     /* '{' without a tag: the whole key is the slot's; braces around it. */
     snprintf(tagged, sizeof(tagged), "%s{open", k);
-    assert_int_equal(dlock_fence_set(cl, 5, tagged, "x", 1, 0), DLOCK_OK);
+    assert_int_equal(dlock_fence_set(cli, 5, tagged, "x", 1, 0), DLOCK_OK);
     snprintf(guard, sizeof(guard), "dlock_fence:{%s{open}", k);
     assert_guard(guard, 5);
     /* '}' without a tag: no key can share its slot; refused, nothing written. */
     snprintf(tagged, sizeof(tagged), "%s}close", k);
-    assert_int_equal(dlock_fence_set(cl, 5, tagged, "x", 1, 0), DLOCK_EINVAL);
+    assert_int_equal(dlock_fence_set(cli, 5, tagged, "x", 1, 0), DLOCK_EINVAL);
     assert_non_null(strstr(dlock_last_error(), "hash tag"));
     assert_int_equal(th_int(&srv, "EXISTS %s", tagged), 0);
     uint64_t g;
-    assert_int_equal(dlock_fence_guard(cl, tagged, &g), DLOCK_EINVAL);
-    assert_int_equal(dlock_fence_guard(cl, "never-written", &g), DLOCK_OK);
+    assert_int_equal(dlock_fence_guard(cli, tagged, &g), DLOCK_EINVAL);
+    assert_int_equal(dlock_fence_guard(cli, "never-written", &g), DLOCK_OK);
     assert_int_equal(g, 0);
 }
 
@@ -252,11 +232,11 @@ static void test_bad_input(void **state)
     const char *av[] = {"SET", k, "v"};
     size_t n;
     assert_int_equal(dlock_fence_command(NULL, 5, 3, av, NULL, &out, &n), DLOCK_EINVAL);
-    assert_int_equal(dlock_fence_command(cl, 0, 3, av, NULL, &out, &n), DLOCK_EINVAL);
-    assert_int_equal(dlock_fence_command(cl, 5, 1, av, NULL, &out, &n), DLOCK_EINVAL);
-    assert_int_equal(dlock_fence_command(cl, 5, 3, NULL, NULL, &out, &n), DLOCK_EINVAL);
+    assert_int_equal(dlock_fence_command(cli, 0, 3, av, NULL, &out, &n), DLOCK_EINVAL);
+    assert_int_equal(dlock_fence_command(cli, 5, 1, av, NULL, &out, &n), DLOCK_EINVAL);
+    assert_int_equal(dlock_fence_command(cli, 5, 3, NULL, NULL, &out, &n), DLOCK_EINVAL);
     const char *nul[] = {"SET", k, NULL};
-    assert_int_equal(dlock_fence_command(cl, 5, 3, nul, NULL, &out, &n), DLOCK_EINVAL);
+    assert_int_equal(dlock_fence_command(cli, 5, 3, nul, NULL, &out, &n), DLOCK_EINVAL);
     assert_int_equal(cmd(5, &out, 2, "GET", k), DLOCK_EINVAL);
     assert_non_null(strstr(dlock_last_error(), "not a write dlock fences"));
     assert_int_equal(cmd(5, &out, 1, "FLUSHALL"), DLOCK_EINVAL);
@@ -268,11 +248,11 @@ static void test_bad_input(void **state)
     many[1] = k;
     for (int i = 2; i < 1100; i++)
         many[i] = "m";
-    assert_int_equal(dlock_fence_command(cl, 5, 1025, many, NULL, &out, &n), DLOCK_EINVAL);
-    assert_int_equal(dlock_fence_set(cl, 5, k, NULL, 0, 0), DLOCK_EINVAL);
-    assert_int_equal(dlock_fence_set(cl, 5, NULL, "v", 1, 0), DLOCK_EINVAL);
-    assert_int_equal(dlock_fence_set(cl, 5, k, "v", 1, -1), DLOCK_EINVAL);
-    assert_int_equal(dlock_fence_guard(cl, k, NULL), DLOCK_EINVAL);
+    assert_int_equal(dlock_fence_command(cli, 5, 1025, many, NULL, &out, &n), DLOCK_EINVAL);
+    assert_int_equal(dlock_fence_set(cli, 5, k, NULL, 0, 0), DLOCK_EINVAL);
+    assert_int_equal(dlock_fence_set(cli, 5, NULL, "v", 1, 0), DLOCK_EINVAL);
+    assert_int_equal(dlock_fence_set(cli, 5, k, "v", 1, -1), DLOCK_EINVAL);
+    assert_int_equal(dlock_fence_guard(cli, k, NULL), DLOCK_EINVAL);
     /* Refused by Redis (a syntax error, a type): nothing written, no guard. */
     assert_int_equal(cmd(5, &out, 4, "SET", k, "v", "BOGUS"), DLOCK_EREDIS);
     assert_int_equal(th_int(&srv, "EXISTS %s", k), 0);
@@ -284,7 +264,7 @@ static void test_bad_input(void **state)
     /* A guard key holding somebody's data: refused, the data key untouched. */
     freeReplyObject(th_cmd(&srv, "DEL %s", k));
     freeReplyObject(th_cmd(&srv, "HSET %s not a-token", guard));
-    assert_int_equal(dlock_fence_set(cl, 5, k, "v", 1, 0), DLOCK_EWRONGTYPE);
+    assert_int_equal(dlock_fence_set(cli, 5, k, "v", 1, 0), DLOCK_EWRONGTYPE);
     assert_int_equal(th_int(&srv, "EXISTS %s", k), 0);
     assert_int_equal(th_int(&srv, "HLEN %s", guard), 1);
     freeReplyObject(th_cmd(&srv, "DEL %s", guard));
@@ -305,7 +285,7 @@ static void test_every_listed_write_is_fenced(void **state)
         const char *av[] = {list[i], k, "1"};
         char *out = NULL;
         size_t n;
-        int rc = dlock_fence_command(cl, 7, strcmp(list[i], "DEL") && strcmp(list[i], "UNLINK") &&
+        int rc = dlock_fence_command(cli, 7, strcmp(list[i], "DEL") && strcmp(list[i], "UNLINK") &&
                                                     strcmp(list[i], "INCR") &&
                                                     strcmp(list[i], "DECR") &&
                                                     strcmp(list[i], "PERSIST") &&
@@ -329,10 +309,10 @@ static void test_token_counters_expire(void **state)
         th_name(name, sizeof(name), "tok");
         snprintf(tk, sizeof(tk), "redisson_lock_token:{%s}", name);
         dlock_lock *l;
-        int rc = kind == 0   ? dlock_lock_get(cl, name, &l)
-                 : kind == 1 ? dlock_fair_lock_get(cl, name, &l)
-                 : kind == 2 ? dlock_read_lock_get(cl, name, &l)
-                             : dlock_write_lock_get(cl, name, &l);
+        int rc = kind == 0   ? dlock_lock_get(cli, name, &l)
+                 : kind == 1 ? dlock_fair_lock_get(cli, name, &l)
+                 : kind == 2 ? dlock_read_lock_get(cli, name, &l)
+                             : dlock_write_lock_get(cli, name, &l);
         assert_int_equal(rc, DLOCK_OK);
         uint64_t t1, t2;
         assert_int_equal(dlock_lock_acquire_fenced(l, 0, 5000, NULL, &t1), DLOCK_OK);
@@ -359,5 +339,5 @@ int main(void)
         cmocka_unit_test(test_every_listed_write_is_fenced),
         cmocka_unit_test(test_token_counters_expire),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, th_setup, th_teardown);
 }

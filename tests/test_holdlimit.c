@@ -12,25 +12,10 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "fixture.h"
 #include "sync/sync.h"
 
 #define WD 1500   /* watchdog timeout: renewal every 500 ms, losses told 75 ms early */
-
-static th_redis srv;
-
-static int setup(void **state)
-{
-    (void)state;
-    return th_redis_start(&srv, NULL);
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    th_redis_destroy(&srv);
-    return 0;
-}
 
 typedef struct lost_log {
     pthread_mutex_t mu;
@@ -278,5 +263,5 @@ int main(void)
         cmocka_unit_test(test_lease_hold_is_not_limited),
         cmocka_unit_test(test_bad_limits),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, th_setup_server, th_teardown);
 }

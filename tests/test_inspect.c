@@ -12,27 +12,7 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
-
-static th_redis srv;
-static dlock_client *cli;
-
-static int setup(void **state)
-{
-    (void)state;
-    if (th_redis_start(&srv, NULL) != 0)
-        return -1;
-    cli = th_client(&srv, 0);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    dlock_client_close(cli);
-    th_redis_destroy(&srv);
-    return 0;
-}
+#include "fixture.h"
 
 static void *wait_for(void *arg)
 {
@@ -64,7 +44,7 @@ static void test_snapshot(void **state)
     assert_int_equal(dlock_lock_acquire_fenced(l, 0, 20000, NULL, &tok), DLOCK_OK);
     pthread_t t;
     pthread_create(&t, NULL, wait_for, l);
-    int64_t until = th_now_ms() + 3000;
+    int64_t until = th_now_ms() + 3000 * th_slack();
     int64_t waiters = 0;
     while (waiters < 1 && th_now_ms() < until) {
         assert_int_equal(dlock_lock_inspect(l, &info), DLOCK_OK);
@@ -418,5 +398,5 @@ int main(void)
         cmocka_unit_test(test_scan_lists_locks_only),
         cmocka_unit_test(test_snapshot_of_counts),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, th_setup, th_teardown);
 }

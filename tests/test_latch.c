@@ -15,28 +15,8 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "fixture.h"
 #include "sync/sync.h"
-
-static th_redis srv;
-static dlock_client *cli;
-
-static int setup(void **state)
-{
-    (void)state;
-    if (th_redis_start(&srv, NULL) != 0)
-        return -1;
-    cli = th_client(&srv, 0);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    dlock_client_close(cli);
-    th_redis_destroy(&srv);
-    return 0;
-}
 
 /* ------------------------------------------------------------- helpers */
 
@@ -479,5 +459,5 @@ int main(void)
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_wrong_type),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, th_setup, th_teardown);
 }

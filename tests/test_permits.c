@@ -16,12 +16,10 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "fixture.h"
 #include "proxy.h"
 #include "sync/sync.h"
 
-static th_redis srv;
-static dlock_client *cli;    /* default watchdog (30 s) */
 static dlock_client *quick;  /* watchdog WD ms */
 /* Short enough for quick tests, long enough that a starved machine (two
  * noisy cores) still renews in time. */
@@ -58,10 +56,8 @@ static int lost_calls(void)
 
 static int setup(void **state)
 {
-    (void)state;
-    if (th_redis_start(&srv, NULL) != 0)
+    if (th_setup(state) != 0)
         return -1;
-    cli = th_client(&srv, 0);
     WD = 1500 * th_slack();
     quick = th_client(&srv, WD);
     return 0;
@@ -71,9 +67,7 @@ static int teardown(void **state)
 {
     (void)state;
     dlock_client_close(quick);
-    dlock_client_close(cli);
-    th_redis_destroy(&srv);
-    return 0;
+    return th_teardown(state);
 }
 
 /* ------------------------------------------------------------- helpers */

@@ -15,27 +15,12 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
+#include "fixture.h"
 #include "sync/sync.h"
 
 #define WD 6000   /* watchdog timeout: renewals every 2 s, so a loss heard in
                      milliseconds was not found by a renewal */
 #define HEARD_MS 50
-
-static th_redis srv;
-
-static int setup(void **state)
-{
-    (void)state;
-    return th_redis_start(&srv, NULL);
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    th_redis_destroy(&srv);
-    return 0;
-}
 
 typedef struct lost_log {
     pthread_mutex_t mu;
@@ -323,7 +308,7 @@ static void test_listener_cut(void **state)
         freeReplyObject(r);
     }
     redisFree(adm);
-    int64_t at = await_lost(&g, 1, WD);
+    int64_t at = await_lost(&g, 1, WD * th_slack());
     assert_true(at > 0);
     if (at - t0 > 1500 * th_slack())
         fail_msg("a DEL during the listener's absence found after %lld ms",
@@ -387,5 +372,5 @@ int main(void)
         cmocka_unit_test(test_listener_cut),
         cmocka_unit_test(test_refused_by_acl),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, th_setup_server, th_teardown);
 }

@@ -186,26 +186,26 @@ static void hold_keys_on(th_redis *s, dlock_client *c)
     long long t1 = th_int(s, "PTTL {%s}:a:1:rwlock_timeout:1", name);
     long long t2 = th_int(s, "PTTL {%s}:a:1:rwlock_timeout:2", name);
     long long t3 = th_int(s, "PTTL {%s}:a:1:rwlock_timeout:3", name);
-    assert_true(t1 > 3000 && t1 <= 4000);
-    assert_true(t2 > 7000 && t2 <= 8000);
-    assert_true(t3 > 1000 && t3 <= 2000);
+    assert_true(th_ttl_within(t1, 4000, 1000));
+    assert_true(th_ttl_within(t2, 8000, 1000));
+    assert_true(th_ttl_within(t3, 2000, 1000));
     assert_int_equal(th_int(s, "EXISTS {%s}:a:1:rwlock_timeout:4", name), 0);
     long long ttl = th_int(s, "PTTL %s", name);
-    assert_true(ttl > 7000 && ttl <= 8000);   /* the longest */
+    assert_true(th_ttl_within(ttl, 8000, 1000));   /* the longest */
     assert_int_equal(dlock_lock_try(b, 0, 20000), DLOCK_OK);
     assert_true(th_int(s, "PTTL %s", name) > 19000);
     assert_int_equal(dlock_lock_release(b), DLOCK_OK);   /* back to a's longest */
     ttl = th_int(s, "PTTL %s", name);
-    assert_true(ttl > 6000 && ttl <= 8000);
+    assert_true(th_ttl_within(ttl, 8000, 2000));
     assert_int_equal(th_int(s, "EXISTS {%s}:b:1:rwlock_timeout:1", name), 0);
     assert_int_equal(dlock_lock_release(a), DLOCK_OK);   /* the last hold's key goes */
     assert_int_equal(th_int(s, "EXISTS {%s}:a:1:rwlock_timeout:3", name), 0);
     ttl = th_int(s, "PTTL %s", name);
-    assert_true(ttl > 6000 && ttl <= 8000);   /* not the longest: no change */
+    assert_true(th_ttl_within(ttl, 8000, 2000));   /* not the longest: no change */
     assert_int_equal(dlock_lock_release(a), DLOCK_OK);
     assert_int_equal(th_int(s, "EXISTS {%s}:a:1:rwlock_timeout:2", name), 0);
     ttl = th_int(s, "PTTL %s", name);
-    assert_true(ttl > 2000 && ttl <= 4000);   /* hold 1's */
+    assert_true(th_ttl_within(ttl, 4000, 2000));   /* hold 1's */
     assert_int_equal(dlock_lock_release(a), DLOCK_OK);
     assert_int_equal(th_int(s, "EXISTS %s", name), 0);
     assert_int_equal(th_int(s, "EXISTS {%s}:a:1:rwlock_timeout:1", name), 0);
@@ -218,7 +218,7 @@ static void hold_keys_on(th_redis *s, dlock_client *c)
     assert_true(th_int(s, "PTTL %s", name) > 20000);
     assert_int_equal(dlock_lock_release(w), DLOCK_OK);
     ttl = th_int(s, "PTTL %s", name);
-    assert_true(ttl > 1000 && ttl <= 2000);
+    assert_true(th_ttl_within(ttl, 2000, 1000));
     assert_int_equal(dlock_lock_release(a), DLOCK_OK);
     assert_int_equal(th_int(s, "EXISTS %s", name), 0);
     dlock_lock_free(w);
@@ -314,7 +314,7 @@ static void test_read_lock_expiration(void **state)
     start_taker(&t2, r, DLOCK_WAIT_FOREVER, 300, 280);
     /* The writer comes once both read (on a loaded machine a thread may take
      * longer than the test's 30 ms to start). */
-    int64_t end = th_now_ms() + 250;
+    int64_t end = th_now_ms() + 250 * th_slack();
     while (th_int(&srv, "HLEN %s", name) != 3 && th_now_ms() < end)
         th_sleep_ms(2);
     start_taker(&t3, w, DLOCK_WAIT_FOREVER, 1000, 0);
@@ -323,8 +323,13 @@ static void test_read_lock_expiration(void **state)
     pthread_join(t3.t, NULL);
     assert_int_equal(t1.rc, DLOCK_OK);
     assert_int_equal(t2.rc, DLOCK_OK);
-    assert_int_equal(t1.release_rc, DLOCK_OK);
-    assert_int_equal(t2.release_rc, DLOCK_OK);
+    /* Each releases before its lease ends; on a loaded machine the holder's
+     * thread may wake after its lease: then its hold has expired, as a lease
+     * is meant to, and the release says it no longer owns it. */
+    assert_true(t1.release_rc == DLOCK_OK ||
+                (t1.release_rc == DLOCK_ENOTOWNER && t1.released_at - t1.acquired_at >= 1000));
+    assert_true(t2.release_rc == DLOCK_OK ||
+                (t2.release_rc == DLOCK_ENOTOWNER && t2.released_at - t2.acquired_at >= 300));
     assert_int_equal(t3.rc, DLOCK_OK);
     int64_t took = t3.acquired_at - t0;
     if (took < 800 || took > 1000 + 500 * th_slack())
@@ -639,5 +644,5 @@ int main(void)
         cmocka_unit_test(test_zombie_reader_cleanup),
         cmocka_unit_test(test_concurrency_mix),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, th_setup, th_teardown);
 }

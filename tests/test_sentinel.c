@@ -179,17 +179,18 @@ static void on_lost(const char *name, const char *owner, dlock_lost_reason reaso
 static void test_revocation_falls_back(void **state)
 {
     (void)state;
-    dlock_client *c = th_client_url(ss.url, 1500);
+    int64_t slack = th_slack();
+    dlock_client *c = th_client_url(ss.url, 1500 * slack);
     char name[64];
     dlock_lock *l;
     assert_int_equal(dlock_lock_get(c, th_name(name, sizeof(name), "sen-rev"), &l), DLOCK_OK);
     atomic_store(&lost_reason, 0);
     dlock_lock_set_lost_callback(l, on_lost, NULL);
     assert_int_equal(dlock_lock_acquire(l, DLOCK_WATCHDOG), DLOCK_OK);
-    th_sleep_ms(700);   /* a renewal has run: tracking would be on by now */
+    th_sleep_ms(700 * slack);   /* a renewal has run: tracking would be on by now */
     assert_int_equal(dlock__watchdog_tracking(c->wd), 0);
     assert_int_equal(th_int(primary(), "DEL %s", name), 1);
-    for (int64_t until = th_now_ms() + 5000 * th_slack();
+    for (int64_t until = th_now_ms() + 5000 * slack;
          atomic_load(&lost_reason) == 0 && th_now_ms() < until;)
         th_sleep_ms(10);
     assert_int_equal(atomic_load(&lost_reason), DLOCK_LOST_GONE);
@@ -340,7 +341,7 @@ static void *waiter(void *arg)
     struct waiter_arg *w = arg;
     dlock_lock *l;
     assert_int_equal(dlock_lock_get(w->c, w->name, &l), DLOCK_OK);
-    w->rc = dlock_lock_try(l, 60000, 5000);
+    w->rc = dlock_lock_try(l, 60000 * th_slack(), 5000);   /* outlasts a failover */
     if (w->rc == DLOCK_OK)
         dlock_lock_release(l);
     dlock_lock_free(l);
@@ -378,8 +379,9 @@ static void test_failover_primary_killed(void **state)
 {
     (void)state;
     /* A watchdog timeout longer than the failover takes (down after 1 s, then
-     * the election): the hold can outlive it. */
-    dlock_client *a = th_client_url(ss.url, 6000), *b = th_client_url(ss.url, 0);
+     * the election, however slowed): the hold can outlive it. */
+    int64_t wd = 6000 * th_slack();
+    dlock_client *a = th_client_url(ss.url, wd), *b = th_client_url(ss.url, 0);
     char held[64], blocked[64], fresh[64];
     th_name(held, sizeof(held), "fo-held");
     th_name(blocked, sizeof(blocked), "fo-blocked");
@@ -389,7 +391,8 @@ static void test_failover_primary_killed(void **state)
     assert_int_equal(dlock_lock_get(a, blocked, &lb), DLOCK_OK);
     assert_int_equal(dlock_lock_get(b, fresh, &lf), DLOCK_OK);
     assert_int_equal(dlock_lock_acquire(lh, DLOCK_WATCHDOG), DLOCK_OK);
-    assert_int_equal(dlock_lock_try(lb, 0, 60000), DLOCK_OK);   /* only a message frees it */
+    /* Only a message frees it (the lease outlasts the test). */
+    assert_int_equal(dlock_lock_try(lb, 0, 60000 * th_slack()), DLOCK_OK);
     struct waiter_arg w = {b, blocked, -99};
     pthread_t t;
     pthread_create(&t, NULL, waiter, &w);
@@ -441,7 +444,7 @@ static void test_failover_primary_killed(void **state)
     assert_int_equal(dlock_lock_release(lf), DLOCK_OK);
     /* The hold survived and is renewed on the new primary: it outlives a
      * whole timeout there. */
-    th_sleep_ms(6500);
+    th_sleep_ms(wd + 500);
     th_redis *now = primary();
     assert_true(th_int(now, "PTTL %s", held) > 0);
     int64_t count = 0;

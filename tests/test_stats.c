@@ -15,22 +15,7 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
-
-static th_redis srv;
-
-static int setup(void **state)
-{
-    (void)state;
-    return th_redis_start(&srv, NULL);
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    th_redis_destroy(&srv);
-    return 0;
-}
+#include "fixture.h"
 
 static dlock_stats stats(dlock_client *c)
 {
@@ -319,5 +304,5 @@ int main(void)
         cmocka_unit_test(test_latch_and_semaphore),
         cmocka_unit_test(test_reconnects),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, th_setup_server, th_teardown);
 }

@@ -15,28 +15,8 @@
 
 #include <sys/socket.h>
 
-#include "harness.h"
+#include "fixture.h"
 #include "sync/sync.h"
-
-static th_redis srv;
-static dlock_client *cli;
-
-static int setup(void **state)
-{
-    (void)state;
-    if (th_redis_start(&srv, NULL) != 0)
-        return -1;
-    cli = th_client(&srv, 0);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    dlock_client_close(cli);
-    th_redis_destroy(&srv);
-    return 0;
-}
 
 /* A thread that tries a lock and records when it got an answer. */
 typedef struct waiter {
@@ -96,7 +76,13 @@ static void await_numsub(const char *channel, long long n)
     int64_t until = th_now_ms() + 3000 * th_slack();
     while (numsub(channel) != n && th_now_ms() < until)
         th_sleep_ms(5);
-    assert_int_equal(numsub(channel), n);
+    long long got = numsub(channel);
+    if (got != n) {
+        fprintf(stderr, "  %s: %lld subscribers, not %lld; this client counts %zu waiters on it\n",
+                channel, got, n, dlock__pubsub_waiters(cli->pubsub, channel, strlen(channel)));
+        th_client_log_dump(cli);
+    }
+    assert_int_equal(got, n);
 }
 
 static long long lock_channels(void)
@@ -428,7 +414,7 @@ static void test_server_restart_mid_wait(void **state)
     pthread_join(w.t, NULL);
     if (w.rc != DLOCK_OK)
         fail_msg("the waiter got %s: %s", dlock_errname(w.rc), w.msg);
-    assert_true(w.ended - w.started < 10000);
+    assert_true(w.ended - w.started < 10000 * th_slack());
     assert_int_equal(th_int(&srv, "HLEN %s", name), 1);
     /* and the client keeps working */
     dlock_lock *l2 = get(cli, "after-restart", name, sizeof(name));
@@ -437,7 +423,6 @@ static void test_server_restart_mid_wait(void **state)
     dlock_lock_free(l2);
     dlock_lock_free(l);
 }
-
 
 /* ------------------------------------------------------- review fixes */
 
@@ -916,29 +901,38 @@ static void test_cancel_with_reservation_and_redis_down(void **state)
         skip();   /* stops and restarts its server */
     char name[128], ch[200], rk[200];
     dlock_client *pc = client_with_priority(50);
-    dlock_lock *l = get(pc, "cancelresv", name, sizeof(name));
-    channel_of(name, ch, sizeof(ch));
-    reserve_of(name, rk, sizeof(rk));
-    static java_holder h;
-    holder_start(&h, name, "9f0c2c1e-4a53-4d53-9d6e-3c5f1f7b1c11:60");
-    dlock_cancel *tok;
-    assert_int_equal(dlock_cancel_new(&tok), DLOCK_OK);
-    waiter w;
-    start_waiter_cancellable(&w, l, 30 * holder_ttl(), tok);
-    assert_true(await_reserved_by(rk, pc, 10 * holder_ttl()));
-    holder_stop(&h);
-    th_redis_stop(&srv);
-    th_sleep_ms(2000);   /* the waiter is now polling, in its retries */
-    int64_t fired = th_now_ms();
-    dlock_cancel_fire(tok);
-    pthread_join(w.t, NULL);
-    assert_int_equal(w.rc, DLOCK_ECANCELED);
-    if (w.ended - fired > 500 * th_slack())
-        fail_msg("cancelled waiter returned %lld ms after the cancel",
-                 (long long)(w.ended - fired));
-    dlock_cancel_free(tok);
-    assert_int_equal(th_redis_restart(&srv), 0);
-    dlock_lock_free(l);
+    /* An attempt the shutdown met (written, never answered) ends the wait
+     * with DLOCK_EUNKNOWN before the cancel, as documented; the cancel was
+     * not seen then, so the scene is played again (a loaded machine makes
+     * that race likelier). */
+    for (int round = 0;; round++) {
+        dlock_lock *l = get(pc, "cancelresv", name, sizeof(name));
+        channel_of(name, ch, sizeof(ch));
+        reserve_of(name, rk, sizeof(rk));
+        static java_holder h;
+        holder_start(&h, name, "9f0c2c1e-4a53-4d53-9d6e-3c5f1f7b1c11:60");
+        dlock_cancel *tok;
+        assert_int_equal(dlock_cancel_new(&tok), DLOCK_OK);
+        waiter w;
+        start_waiter_cancellable(&w, l, 30 * holder_ttl(), tok);
+        assert_true(await_reserved_by(rk, pc, 10 * holder_ttl()));
+        holder_stop(&h);
+        th_redis_stop(&srv);
+        th_sleep_ms(2000);   /* the waiter is now polling, in its retries */
+        int64_t fired = th_now_ms();
+        dlock_cancel_fire(tok);
+        pthread_join(w.t, NULL);
+        dlock_cancel_free(tok);
+        assert_int_equal(th_redis_restart(&srv), 0);
+        dlock_lock_free(l);
+        if (w.rc == DLOCK_EUNKNOWN && w.ended < fired && round < 3)
+            continue;
+        assert_int_equal(w.rc, DLOCK_ECANCELED);
+        if (w.ended - fired > 500 * th_slack())
+            fail_msg("cancelled waiter returned %lld ms after the cancel",
+                     (long long)(w.ended - fired));
+        break;
+    }
     dlock_client_close(pc);
 }
 
@@ -1036,5 +1030,5 @@ int main(void)
         cmocka_unit_test(test_cancel_with_reservation_and_redis_down),
         cmocka_unit_test(test_server_restart_mid_wait),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, th_setup, th_teardown);
 }

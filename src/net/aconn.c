@@ -582,9 +582,15 @@ static void start(dlock__aconn *ac);
 void dlock__aconn_start(dlock__aconn *ac)
 {
     /* From outside only an idle connection starts: one in BACKOFF reconnects
-     * when its pause is over, however many waiters ask meanwhile. */
-    if (ac->state == ST_IDLE)
-        start(ac);
+     * when its pause is over, however many waiters ask meanwhile. The start
+     * runs from the timer, at once, never inside the caller: one that fails
+     * on the spot (out of memory) calls on_down, which takes the locks its
+     * callers hold while they ask (pub/sub's, the watchdog's). */
+    if (ac->state == ST_IDLE) {
+        ac->state = ST_BACKOFF;
+        ac->reconnect_at = dlock__now_ms();
+        arm_timer(ac);
+    }
 }
 
 static void start(dlock__aconn *ac)

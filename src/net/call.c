@@ -48,6 +48,7 @@ static dlock__sent link_roundtrip(chan *k, int argc, const char *const *av, cons
         return dlock__mux_roundtrip(k->m, argc, av, lens, ping, r, timed_out, &k->oom, k->why,
                                     sizeof(k->why));
     dlock__sent sent = dlock__conn_roundtrip(k->c, argc, av, lens, ping, r, timed_out);
+    k->oom = dlock__conn_oom(k->c);
     if (sent != DLOCK__SENT_OK)
         snprintf(k->why, sizeof(k->why), "%s", dlock__conn_error(k->c));
     return sent;
@@ -209,6 +210,7 @@ int dlock__node_call(dlock__node *n, const dlock__req *req, dlock__res *res)
                 first_write = now;
             t.fresh = k.fresh;
             t.sent = link_roundtrip(&k, argc, av, lens, ping && !reloaded, &r, &t.timed_out);
+            t.oom = t.sent == DLOCK__NOT_SENT && k.oom;
             if (t.sent == DLOCK__SENT_OK && r->type == REDIS_REPLY_ERROR)
                 t.err = dlock__redis_classify(r->str);
         }
@@ -227,9 +229,10 @@ int dlock__node_call(dlock__node *n, const dlock__req *req, dlock__res *res)
                                  dlock__scripts[req->script].name, addr);
                 break;
             }
-            /* The load got no answer; the request itself did not run
-             * (NOSCRIPT): it goes again like one never sent. */
-            t = (dlock__try){.sent = DLOCK__NOT_SENT};
+            /* The load's answer was lost. The request itself was refused
+             * (NOSCRIPT), so it has not run: it may go again like one never
+             * sent. */
+            t = (dlock__try){.sent = DLOCK__NOT_SENT, .fresh = 1, .oom = k.oom};
             v = dlock__call_policy(&t, req->flags, failures, reloaded, cfg);
         }
         if (v.next == DLOCK__NEXT_DONE) {
@@ -246,11 +249,6 @@ int dlock__node_call(dlock__node *n, const dlock__req *req, dlock__res *res)
             link_put(&k, 0);
             rc = dlock__res_refused(res, addr, r);
             freeReplyObject(r);
-        } else if (k.oom) {
-            /* Out of memory before the request went out: it did not run. */
-            link_put(&k, 0);
-            rc = dlock__fail(DLOCK_ENOMEM, "%s: %s", addr, k.why);
-            break;
         } else {
             rc = dlock__call_lost(addr, &t, k.why, req->flags);
             link_put(&k, 1);
@@ -479,6 +477,7 @@ void dlock__node_call_many(dlock__node *n, const dlock__req *reqs, size_t k, uns
             t.sent = dlock__conn_pipeline(ctx, b.np, argc, av, lens, ping_first, rep, &nread,
                                           &t.timed_out);
             const char *why = dlock__conn_error(ctx);
+            t.oom = t.sent == DLOCK__NOT_SENT && dlock__conn_oom(ctx);
             if (t.sent == DLOCK__NOT_SENT) {
                 int crc = dlock__call_lost(dlock__node_addr(n), &t, why, 0);
                 dlock__node_put_conn(n, ctx, gen, 1);

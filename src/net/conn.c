@@ -21,6 +21,7 @@ struct dlock__conn {
     dlock__stats *stats;
     int64_t cmd_timeout_ms;
     int broken;              /* failed once: never reused */
+    int oom;                 /* it failed for want of memory: DLOCK_ENOMEM */
     int tls;
     char *obuf;
     size_t olen, ocap;
@@ -30,6 +31,7 @@ struct dlock__conn {
 _Thread_local uint64_t dlock__roundtrips;
 
 int dlock__conn_broken(const dlock__conn *c) { return c->broken; }
+int dlock__conn_oom(const dlock__conn *c) { return c->oom; }
 const char *dlock__conn_error(const dlock__conn *c)
 {
     return c->t.err[0] ? c->t.err : "connection lost";
@@ -70,14 +72,17 @@ static int append(dlock__conn *c, int argc, const char *const *argv, const size_
 {
     char *cmd = NULL;
     int n = redisFormatCommandArgv(&cmd, argc, (const char **)argv, lens);
-    if (n < 0)
+    if (n < 0) {
+        c->oom = 1;   /* hiredis fails only for want of memory */
         return -1;
+    }
     if (c->olen + (size_t)n > c->ocap) {
         size_t cap = c->ocap ? c->ocap : 1024;
         while (cap < c->olen + (size_t)n)
             cap *= 2;
         char *nb = realloc(c->obuf, cap);
         if (!nb) {
+            c->oom = 1;
             free(cmd);
             return -1;
         }
@@ -113,8 +118,10 @@ redisReader *dlock__conn_reader(dlock__conn *c) { return c->reader; }
 ssize_t dlock__conn_feed(dlock__conn *c)
 {
     ssize_t k = c->t.vt->read(&c->t, c->rbuf, sizeof(c->rbuf));
-    if (k > 0 && redisReaderFeed(c->reader, c->rbuf, (size_t)k) != REDIS_OK)
+    if (k > 0 && redisReaderFeed(c->reader, c->rbuf, (size_t)k) != REDIS_OK) {
+        c->oom = 1;
         return DLOCK__IO_NOMEM;
+    }
     return k;
 }
 
@@ -127,6 +134,7 @@ static int read_reply(dlock__conn *c, int64_t deadline_ms, int wait_first, redis
     for (;;) {
         void *r = NULL;
         if (redisReaderGetReply(c->reader, &r) != REDIS_OK) {
+            c->oom |= c->reader->err == REDIS_ERR_OOM;
             snprintf(c->t.err, sizeof(c->t.err), "protocol error: %s", c->reader->errstr);
             break;
         }
@@ -286,6 +294,9 @@ static int handshake(dlock__netctx *nc, const dlock__endpoint *ep, const char *a
         redisReply *r = NULL;
         int timed_out = 0;
         if (read_reply(c, deadline_ms, i == 0, &r, &timed_out) != DLOCK_OK) {
+            if (c->oom)
+                return dlock__fail(DLOCK_ENOMEM, "connection to %s: out of memory reading the "
+                                                 "answer to %s", addr, steps[i].what);
             if (timed_out)
                 snprintf(c->t.err, sizeof(c->t.err), "no reply within the connect timeout");
             return handshake_fail(c, addr, steps[i].what, ep->tls);

@@ -182,6 +182,8 @@ void dlock__conn_close(dlock__conn *c);
 int dlock__conn_alive(dlock__conn *c);
 /* 1 once a request on it failed: it must not be reused. */
 int dlock__conn_broken(const dlock__conn *c);
+/* 1 once a request on it failed for want of memory (writing or reading). */
+int dlock__conn_oom(const dlock__conn *c);
 /* The last failure's text. */
 const char *dlock__conn_error(const dlock__conn *c);
 
@@ -329,6 +331,7 @@ typedef struct dlock__try {
     int fresh;               /* NOT_SENT on a connection opened for it (else an idle one that
                                 had died: another is tried at once) */
     dlock__rerr err;         /* answered with a refusal: its class */
+    int oom;                 /* NOT_SENT for want of memory (cannot have run; no pause helps) */
 } dlock__try;
 
 typedef enum {

@@ -38,6 +38,8 @@ dlock__verdict dlock__call_policy(const dlock__try *t, unsigned flags, int failu
             return verdict(DLOCK__NEXT_FAIL, rc, 0, 0);   /* no pause makes these go away */
         return retry_or_fail(rc, flags, failures, cfg);
     }
+    if (t->sent == DLOCK__NOT_SENT && t->oom)
+        return verdict(DLOCK__NEXT_FAIL, DLOCK_ENOMEM, 0, 0);
     if (t->sent == DLOCK__NOT_SENT)
         return t->fresh ? retry_or_fail(DLOCK_ECONN, flags, failures, cfg)
                         : verdict(DLOCK__NEXT_RETRY, DLOCK_ECONN, 0, 0);
@@ -79,6 +81,8 @@ int dlock__latch_allows(int64_t first_write, int64_t latch_ms, int64_t answer_ms
 
 int dlock__call_lost(const char *addr, const dlock__try *t, const char *why, unsigned flags)
 {
+    if (t->sent == DLOCK__NOT_SENT && t->oom)
+        return dlock__fail(DLOCK_ENOMEM, "%s: out of memory before the request was sent", addr);
     int rc = dlock__fail(t->timed_out ? DLOCK_ECMDTIMEOUT : DLOCK_ECONN, "%s: %s", addr,
                          t->timed_out ? "no reply within the command timeout" : why);
     if (t->sent == DLOCK__MAYBE_RAN && !(flags & DLOCK__CALL_IDEMPOTENT))

@@ -60,6 +60,10 @@ static inline int check_conflicts(int side_a, int side_b)
     return !(side_a == 'r' && side_b == 'r');
 }
 
+/* check_tokens.c: types lock, fair and elect, holds sorted by name and
+ * t_acq: later grants carry higher tokens (elect: never the same term). */
+void check_token_order(const check_params *cp, check_report *rep);
+
 /* check_rw.c (type rw). */
 void check_rw_exclusion(check_report *rep);
 void check_rw_tokens(check_report *rep);

@@ -66,13 +66,13 @@ typedef struct ghost {
 
 static vec ghosts = {0, 0, 0, sizeof(ghost)};
 
-/* [a, b] overlaps a restart or a pause, or a SIGSTOP or partition of worker
- * w, each extended by recover_ns. */
+/* [a, b] overlaps a restart, a pause or a failover, or a SIGSTOP or
+ * partition of worker w, each extended by recover_ns. */
 static int affected(int w, long long a, long long b, const check_params *cp)
 {
     const fault *f = faults.v;
     for (size_t i = 0; i < faults.n; i++) {
-        int global = f[i].kind == 'R' || f[i].kind == 'C';
+        int global = f[i].kind == 'R' || f[i].kind == 'C' || f[i].kind == 'O';
         int own = (f[i].kind == 'P' || f[i].kind == 'N') && f[i].w == w;
         if ((global || own) && a <= f[i].b + cp->recover_ns && b >= f[i].a)
             return 1;
@@ -116,6 +116,11 @@ void check_ghosts_build(const check_params *cp)
                           f[q].b + after);
         if (!r[i].acquired && (!outcome_known(&r[i]) || affected(r[i].w, r[i].t_call, r[i].t_ret, cp)))
             add_ghost(r[i].name, r[i].w, r[i].t, r[i].t_call, r[i].t_ret + after);
+        /* A failover may bring back a queue entry its waiter had left
+         * (acquired or gone): the new primary had not heard of the leaving. */
+        for (size_t q = 0; q < faults.n; q++)
+            if (f[q].kind == 'O' && r[i].t_call <= f[q].b && r[i].t_ret + cp->recover_ns >= f[q].a)
+                add_ghost(r[i].name, r[i].w, r[i].t, f[q].a, f[q].b + after);
     }
 }
 

@@ -1,7 +1,8 @@
 /* The checker must be able to fail: it is fed made-up histories, one
  * violation each, and must count exactly that violation (and none in the
  * clean history). Covers the exclusive types' checks that type elect relies
- * on: two leaders at once, a term that goes back, one term for two leaders.
+ * on: two leaders at once, a term that goes back, one term for two leaders;
+ * and token order judged by grant order when a clock reading was late.
  * Exit 0 when every history gets the verdict it should. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,30 +16,48 @@
 typedef struct hist {
     const char *what;
     int type;
-    /* holds as (worker, term, acquired at ms, ended at ms); lost: told */
+    /* holds as (worker, term, acquired at ms, ended at ms); lost: its release
+     * answered DLOCK_ENOTOWNER; call: when its acquire was called (0: 1 ms
+     * before acq) */
     struct {
         int w;
         unsigned long long term;
         long long acq, end;
         int lost;
+        long long call;
     } h[4];
     int n;
     long long want_overlaps, want_regressions, want_shared;
+    struct {
+        int w;
+        long long stop, cont;   /* a SIGSTOP of worker w (ms), when cont > 0 */
+    } pause;
 } hist;
 
 static const hist cases[] = {
     {"clean: terms 10, 11, 12 one after another", SAFETY_ELECT,
-     {{0, 10, 100, 200, 0}, {1, 11, 210, 300, 0}, {0, 12, 310, 400, 0}}, 3, 0, 0, 0},
+     {{0, 10, 100, 200, 0, 0}, {1, 11, 210, 300, 0, 0}, {0, 12, 310, 400, 0, 0}}, 3, 0, 0, 0, {0, 0, 0}},
     {"two leaders at once, neither told", SAFETY_ELECT,
-     {{0, 10, 100, 300, 0}, {1, 11, 200, 400, 0}}, 2, 1, 0, 0},
+     {{0, 10, 100, 300, 0, 0}, {1, 11, 200, 400, 0, 0}}, 2, 1, 0, 0, {0, 0, 0}},
     {"two leaders at once, the first told it lost (allowed)", SAFETY_ELECT,
-     {{0, 10, 100, 300, 1}, {1, 11, 200, 400, 0}}, 2, 0, 0, 0},
+     {{0, 10, 100, 300, 1, 0}, {1, 11, 200, 400, 0, 0}}, 2, 0, 0, 0, {0, 0, 0}},
     {"a term that goes back", SAFETY_ELECT,
-     {{0, 11, 100, 200, 0}, {1, 10, 210, 300, 0}}, 2, 0, 1, 0},
+     {{0, 11, 100, 200, 0, 0}, {1, 10, 210, 300, 0, 0}}, 2, 0, 1, 0, {0, 0, 0}},
     {"one term, two leaders", SAFETY_ELECT,
-     {{0, 10, 100, 200, 0}, {1, 10, 210, 300, 0}}, 2, 0, 0, 1},
+     {{0, 10, 100, 200, 0, 0}, {1, 10, 210, 300, 0, 0}}, 2, 0, 0, 1, {0, 0, 0}},
     {"one token twice for the lock is a regression", SAFETY_LOCK,
-     {{0, 10, 100, 200, 0}, {1, 10, 210, 300, 0}}, 2, 0, 1, 0},
+     {{0, 10, 100, 200, 0, 0}, {1, 10, 210, 300, 0, 0}}, 2, 0, 1, 0, {0, 0, 0}},
+    /* make safety's sigstop run: worker 0 was granted, then stopped for 2.5 s
+     * before it read its clock; its lease ran out, worker 1 was granted (a
+     * higher token) and returned first by the clocks; worker 0's release
+     * answered DLOCK_ENOTOWNER. Grant order is worker 0 first: no violation. */
+    {"paused between its grant and its clock reading, lost: grant order", SAFETY_LOCK,
+     {{0, 1795653628255473ULL, 2700, 2750, 1, 100}, {1, 1795653630751710ULL, 2600, 2680, 0, 200}},
+     2, 0, 0, 0, {0, 150, 2650}},
+    {"a lost hold called after a kept one returned, with a lower token", SAFETY_LOCK,
+     {{1, 20, 110, 200, 0, 100}, {0, 10, 310, 400, 1, 300}}, 2, 0, 1, 0, {0, 0, 0}},
+    {"a kept hold called after a lost one returned, with a lower token", SAFETY_LOCK,
+     {{0, 20, 110, 200, 1, 100}, {1, 10, 310, 400, 0, 300}}, 2, 0, 1, 0, {0, 0, 0}},
 };
 
 static int run_case(const hist *c, const char *dir)
@@ -53,14 +72,23 @@ static int run_case(const hist *c, const char *dir)
             if (c->h[i].w != w)
                 continue;
             long long acq = c->h[i].acq * MS, end = c->h[i].end * MS;
-            fprintf(f, "W %d 0 0 %lld 10000 x\n", w, acq - MS);
-            fprintf(f, "S %d 0 0 %llu %lld %lld x\n", w, c->h[i].term, acq - MS, acq);
+            long long call = c->h[i].call ? c->h[i].call * MS : acq - MS;
+            fprintf(f, "W %d 0 0 %lld 10000 x\n", w, call);
+            fprintf(f, "S %d 0 0 %llu %lld %lld x\n", w, c->h[i].term, call, acq);
             fprintf(f, "E %d 0 0 %llu %lld %lld %lld 1 1 %d %lld %d %lld x 0 1\n", w,
                     c->h[i].term, acq, end, end + MS, c->h[i].lost ? DLOCK_ENOTOWNER : 0,
                     c->h[i].lost ? end : 0LL, c->h[i].lost ? 1 : 0, end - MS);
         }
         fclose(f);
     }
+    char path[256];
+    snprintf(path, sizeof(path), "%s/coord.log", dir);
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return -1;
+    if (c->pause.cont > 0)
+        fprintf(f, "P %d 4242 %lld %lld\n", c->pause.w, c->pause.stop * MS, c->pause.cont * MS);
+    fclose(f);
     check_params cp;
     memset(&cp, 0, sizeof(cp));
     cp.dir = dir;
@@ -91,9 +119,10 @@ int main(void)
     int failed = 0;
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
         failed += run_case(&cases[i], dir) != 0;
-    for (int w = 0; w < 2; w++) {
+    const char *files[] = {"w0.log", "w1.log", "coord.log"};
+    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
         char path[300];
-        snprintf(path, sizeof(path), "%s/w%d.log", dir, w);
+        snprintf(path, sizeof(path), "%s/%s", dir, files[i]);
         unlink(path);
     }
     rmdir(dir);

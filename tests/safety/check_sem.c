@@ -189,7 +189,7 @@ static void sem_blocked(const check_params *cp, check_report *rep, int k)
         }
     const fault *f = faults.v;
     for (size_t i = 0; i < faults.n; i++)
-        if (f[i].kind == 'R' || f[i].kind == 'C')
+        if (f[i].kind == 'R' || f[i].kind == 'C' || f[i].kind == 'O')
             for (int p = 0; p < cp->permits; p++)   /* the whole pool, and a second */
                 push_span(&ev, f[i].a, f[i].b + 1000000000LL, 0);
     sem_ev *e = ev.v;
@@ -250,6 +250,7 @@ void check_latch(const check_params *cp, check_report *rep)
         rep->restarts += f[q].kind == 'R';
         rep->pauses += f[q].kind == 'C';
         rep->partitions += f[q].kind == 'N';
+        rep->failovers += f[q].kind == 'O';
     }
     for (size_t i = 0; i < ls.n; i++) {
         if (l[i].kind == 'L')

@@ -40,6 +40,7 @@
 
 #include "dlock/dlock.h"
 #include "coord.h"
+#include "harness.h"
 
 typedef struct opts {
     const char *scenario;
@@ -288,35 +289,50 @@ static void time_dead_permits(run *r, int id, pid_t pid, int64_t t_kill)
 /* Type latch: a new round every LATCH_ROUND_MS. The latch is set (SET NX, a
  * fresh name: Redisson's trySetCount on an absent latch) before the round is
  * announced to the workers, and the L record written before that. */
-static void latch_tick(run *r, int64_t now)
+static void latch_tick(run *r, const scenario *sc, int64_t now)
 {
     static int64_t next_round;
-    static redisContext *c;
+    static redisContext *single;
     if (now < next_round)
         return;
     next_round = now + LATCH_ROUND_MS * 1000000LL;
-    if (!c || c->err) {
+    int64_t round = r->shm->latch_round + 1;
+    char name[128], cnt[16];
+    snprintf(name, sizeof(name), "%s:latch:%lld", r->prefix, (long long)round);
+    /* On a deployment: the node serving the latch now (a connection each
+     * round: failovers move it). */
+    redisContext *c = sc->deploy ? deploy_admin(sc->deploy, name) : single;
+    if (!sc->deploy && (!c || c->err)) {
         if (c)
             redisFree(c);
-        c = admin(&r->lock);
-        if (!c)
-            return;
+        c = single = admin(&r->lock);
     }
-    int64_t round = r->shm->latch_round + 1;
+    if (!c)
+        return;
     int alive = 0;
     for (int id = 0; id < r->nworkers; id++)
         alive += r->w[id].alive;
     int count = (alive * O.threads) / 3;   /* a third count down, the others await */
     if (count < 1)
         count = 1;
-    char name[128], cnt[16];
-    snprintf(name, sizeof(name), "%s:latch:%lld", r->prefix, (long long)round);
     snprintf(cnt, sizeof(cnt), "%d", count);
     const char *argv[] = {"SET", name, cnt, "NX"};
     redisReply *rep = redisCommandArgv(c, 4, argv, NULL);
     int ok = rep && rep->type == REDIS_REPLY_STATUS;
     if (rep)
         freeReplyObject(rep);
+    /* The latch is the test's own setup: on a deployment every replica has
+     * it before the round is announced, so that no failover can lose it (an
+     * absent latch is open, and its awaiters would be released early). */
+    if (ok && sc->deploy) {
+        rep = redisCommand(c, "WAIT %d 2000", deploy_replicas(sc->deploy));
+        ok = rep && rep->type == REDIS_REPLY_INTEGER &&
+             rep->integer >= deploy_replicas(sc->deploy);
+        if (rep)
+            freeReplyObject(rep);
+    }
+    if (sc->deploy)
+        redisFree(c);
     if (!ok)
         return;
     coord_log(r, "L %lld %lld %d", (long long)round, (long long)safety_now(), count);
@@ -326,16 +342,25 @@ static void latch_tick(run *r, int64_t now)
     __atomic_store_n(&r->shm->latch_round, round, __ATOMIC_SEQ_CST);
 }
 
+/* The highest th_slack() seen while a scenario ran: the checker's margins
+ * for scheduling (a waiter woken late, an attempt that reached Redis late)
+ * are multiplied by it, as every timing bound of the tests is. */
+static int64_t run_slack;
+
 static void inject(run *r, const scenario *sc, int64_t until)
 {
     int64_t next = safety_now() + 1500000000LL;
+    run_slack = th_slack();
     while (!interrupted && safety_now() < until) {
+        int64_t s = th_slack();
+        if (s > run_slack)
+            run_slack = s;
         if (O.ops && total_ops(r) >= O.ops)
             break;
         int64_t now = safety_now();
         check_stuck(r, now, -1);
         if (O.type == SAFETY_LATCH)
-            latch_tick(r, now);
+            latch_tick(r, sc, now);
         if (now < next) {
             msleep(20);
             continue;
@@ -347,7 +372,7 @@ static void inject(run *r, const scenario *sc, int64_t until)
              * where the deployment can take one (not after a cluster kill:
              * the promoted replica has none left). */
             char key[96];
-            snprintf(key, sizeof(key), "%s:lock:0", r->prefix);
+            snprintf(key, sizeof(key), "%s:%s:0", r->prefix, O.type == SAFETY_SEM ? "sem" : "lock");
             if (r->failovers > 0 && sc->deploy == DEPLOY_CLUSTER_KILL) {
                 next = until;
                 continue;
@@ -461,10 +486,6 @@ static int read_storage(run *r, check_params *cp)
 
 static int run_scenario(const scenario *sc)
 {
-    if (sc->deploy && O.type != SAFETY_LOCK) {
-        printf("scenario %-10s SKIPPED: the failover scenarios run with --type lock\n", sc->name);
-        return 77;
-    }
     int names_option = O.names;
     int64_t watchdog_option = O.watchdog;
     if (sc->names)
@@ -559,18 +580,18 @@ static int run_scenario(const scenario *sc)
     cp.dir = r->dir;
     cp.names = O.names;
     cp.watchdog_ns = O.watchdog * 1000000LL;
-    cp.blocked_ns = 2000000000LL;
-    cp.free_slack_ns = 1000000000LL;
+    cp.blocked_ns = 2000000000LL * run_slack;
+    cp.free_slack_ns = 1000000000LL * run_slack;
     cp.run_end = run_end;
     cp.type = O.type;
     cp.permits = SAFETY_SEM_PERMITS;
     cp.slot_ns = (int64_t)FAIR_SLOT_MS * 1000000LL;
-    cp.fair_margin_ns = (int64_t)FAIR_MARGIN_MS * 1000000LL;
+    cp.fair_margin_ns = (int64_t)FAIR_MARGIN_MS * 1000000LL * run_slack;
     /* A call that meets a connection the fault broke fails within the command
      * timeout and is retried after the retry delay (200 ms) on a new one (an
      * idle pooled connection is checked before use: a dead one is dropped
      * unused). */
-    cp.recover_ns = (O.cmdtimeout + 200) * 1000000LL;
+    cp.recover_ns = (O.cmdtimeout + 200) * 1000000LL * run_slack;
     read_storage(r, &cp);
     if (sc->deploy)
         deploy_stop(sc->deploy);
@@ -588,6 +609,9 @@ static int run_scenario(const scenario *sc)
     total_violations += safety_violations(&rep);
     if (r->stuck)
         printf("  stuck workers: %d\n", r->stuck);
+    if (run_slack > 1)
+        printf("  a busy machine: the checker's scheduling margins x%lld (th_slack)\n",
+               (long long)run_slack);
     fflush(stdout);
     int latch = O.type == SAFETY_LATCH;   /* no holds: rounds of latches */
     int ok = bad == 0 && r->stuck == 0 && (rep.holds > 0 || latch);

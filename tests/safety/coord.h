@@ -52,6 +52,8 @@ int deploy_start(int kind, char *url, size_t size);
 void deploy_stop(int kind);
 /* The replicas of each primary (what "every replica acknowledged" means). */
 int deploy_replicas(int kind);
+/* A connection to the primary serving `key` now, or NULL. */
+redisContext *deploy_admin(int kind, const char *key);
 /* One failover (of the primary serving `key` on a cluster), logged as an O
  * record; 0 once the switch is seen, -1 when it could not be made. */
 int deploy_failover(run *r, int kind, const char *key);

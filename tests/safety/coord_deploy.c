@@ -53,6 +53,17 @@ void deploy_stop(int kind)
     }
 }
 
+redisContext *deploy_admin(int kind, const char *key)
+{
+    if (kind != DEPLOY_SENTINEL_KILL) {
+        th_redis *n = th_cluster_node_for(&cl, key);
+        return n ? th_admin(n) : NULL;
+    }
+    th_redis p = rs.primary;
+    p.port = th_sentinel_primary_port(&ss.s[0], ss.master);
+    return p.port > 0 ? th_admin(&p) : NULL;
+}
+
 static void kill_now(th_redis *n)
 {
     kill(n->pid, SIGKILL);

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "coord.h"
+#include "harness.h"
 
 volatile sig_atomic_t interrupted;
 
@@ -84,23 +85,6 @@ void stop_pid(pid_t pid, int sig, int64_t wait_ms)
 
 /* -------------------------------------------------------------- servers */
 
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(sa);
-    int port = -1;
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
-        getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
-        port = ntohs(sa.sin_port);
-    if (fd >= 0)
-        close(fd);
-    return port;
-}
-
 /* A connection to s, made from inside its namespace when it has one (a socket
  * keeps the namespace it was created in). */
 typedef struct ns_conn {
@@ -160,7 +144,12 @@ int server_launch(run *r, server *s)
     char port[16], log[sizeof(s->dir) + 16];
     snprintf(port, sizeof(port), "%d", s->port);
     snprintf(log, sizeof(log), "%s/redis.log", s->dir);
-    char *argv[] = {"redis-server", "--port", port, "--bind", s->ns ? "0.0.0.0" : "127.0.0.1",
+    /* Never a wildcard: loopback, or inside namespace R exactly the two
+     * addresses this run gave its veth ends (worker A reaches the first,
+     * the others the second). */
+    char ns_addrs[64];
+    snprintf(ns_addrs, sizeof(ns_addrs), "%s %s", NS_R_ADDR, NS_R_ADDR_B);
+    char *argv[] = {"redis-server", "--port", port, "--bind", s->ns ? ns_addrs : "127.0.0.1",
                     "--save", "", "--appendonly", "no", "--dir", s->dir, "--daemonize", "no",
                     "--protected-mode", "no", "--logfile", log, NULL};
     s->pid = spawn(s->ns, argv, NULL);
@@ -182,7 +171,7 @@ int server_start(run *r, server *s, const char *name, const char *ns, const char
     s->ns = ns;
     snprintf(s->host, sizeof(s->host), "%s", host);
     for (int tries = 0; tries < 10; tries++) {
-        s->port = free_port();
+        s->port = th_free_port();
         if (server_launch(r, s) == 0)
             return 0;
     }

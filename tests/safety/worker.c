@@ -160,6 +160,38 @@ static int handle(const char *name, const char *owner, int side, dlock_lock **ou
     }
 }
 
+/* A release, resign or permit release that fails with an error (not
+ * DLOCK_ENOTOWNER: a failover's CLUSTERDOWN, a dropped connection) ends the
+ * renewal, but the hold stays in Redis until its lease runs out: a program
+ * tries again, and so does a worker (one that went on would take the name
+ * again by reentry within the lease, extending it, again and again, while the
+ * others starve). Every 50 ms until it answers, for as long as the longest
+ * wait. */
+typedef struct hold_ref {
+    dlock_lock *l;
+    dlock_election *e;
+    dlock_permit_semaphore *p;
+    const char *id;
+} hold_ref;
+
+static int release_once(const hold_ref *h)
+{
+    return h->e ? dlock_election_resign(h->e)
+           : h->p ? dlock_permit_semaphore_release(h->p, h->id)
+                  : dlock_lock_release(h->l);
+}
+
+static int release_answered(const hold_ref *h)
+{
+    int64_t until = safety_now() + (P.watchdog * 4 + 5000) * 1000000LL;
+    for (;;) {
+        int rc = release_once(h);
+        if (rc == DLOCK_OK || rc == DLOCK_ENOTOWNER || rc == DLOCK_EINVAL || safety_now() > until)
+            return rc;
+        usleep(50000);
+    }
+}
+
 /* Type sem: acquire one permit of a name, hold it, release it. The S and E
  * records carry the thread's hold number where a lock's carry a token. */
 static void *sem_main(thread_state *t)
@@ -214,7 +246,8 @@ static void *sem_main(thread_state *t)
         }
         int64_t t_end = safety_now();
         slot->phase = PH_WRITTEN;
-        int rrc = dlock_permit_semaphore_release(p, id);
+        hold_ref ref = {NULL, NULL, p, id};
+        int rrc = release_answered(&ref);
         int64_t t_rel = safety_now();
         if (rrc == DLOCK_ENOTOWNER)
             for (int i = 0; i < 100 && atomic_load(&t->lost_at) == 0; i++)
@@ -374,7 +407,8 @@ static void *thread_main(void *arg)
         }
         slot->phase = PH_WRITTEN;
         int64_t t_end = safety_now();
-        int rrc = elects[k] ? dlock_election_resign(elects[k]) : dlock_lock_release(l);
+        hold_ref ref = {l, elects[k], NULL, NULL};
+        int rrc = release_answered(&ref);
         int64_t t_rel = safety_now();
         if (rrc == DLOCK_ENOTOWNER) {
             /* The loss report for a release that finds the hold gone comes
