@@ -44,9 +44,16 @@ void dlock__map_free(dlock__map *m)
 
 dlock__hnode *dlock__map_find(const dlock__map *m, uint64_t hash, const void *key, size_t len)
 {
+    return dlock__map_find_next(m, NULL, hash, key, len);
+}
+
+dlock__hnode *dlock__map_find_next(const dlock__map *m, const dlock__hnode *from, uint64_t hash,
+                                   const void *key, size_t len)
+{
     if (m->nbuckets == 0)
         return NULL;
-    for (dlock__hnode *n = m->buckets[hash & (m->nbuckets - 1)]; n; n = n->next)
+    for (dlock__hnode *n = from ? from->next : m->buckets[hash & (m->nbuckets - 1)]; n;
+         n = n->next)
         if (n->hash == hash && m->eq(n, key, len))
             return n;
     return NULL;

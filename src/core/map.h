@@ -26,6 +26,10 @@ uint64_t dlock__hash(const void *key, size_t len);
 void dlock__map_init(dlock__map *m, dlock__map_eq eq);
 void dlock__map_free(dlock__map *m);   /* frees the bucket array only */
 dlock__hnode *dlock__map_find(const dlock__map *m, uint64_t hash, const void *key, size_t len);
+/* The next node after `from` (NULL: the first) that matches the key: a map
+ * may hold several nodes under one key. */
+dlock__hnode *dlock__map_find_next(const dlock__map *m, const dlock__hnode *from, uint64_t hash,
+                                   const void *key, size_t len);
 /* Inserts n (n->hash must be set). -1, with nothing inserted, only when the
  * first bucket array cannot be allocated. */
 int dlock__map_insert(dlock__map *m, dlock__hnode *n);

@@ -11,52 +11,31 @@
 
 int dlock__wd_tk_eq(const dlock__hnode *n, const void *key, size_t len)
 {
-    const tkey *t = (const tkey *)n;
-    return t->len == len && memcmp(t->key, key, len) == 0;
+    const held *h = DLOCK__CONTAINER_OF(n, held, tn);
+    int k = h->kind->track;
+    return h->len[k] == len && memcmp(h_part(h, k), key, len) == 0;
 }
 
-/* Indexes h under the key its kind tracks. Without memory it goes unindexed:
- * its loss is then found by its renewal. Caller holds mu. */
+/* Indexes h under the key its kind tracks. Without memory (the map's first
+ * bucket array) it goes unindexed: its loss is then found by its renewal.
+ * Caller holds mu. */
 void dlock__wd_track_link(dlock__watchdog *wd, held *h)
 {
     int k = h->kind->track;
     dlock__list_init(&h->rlink);
-    dlock__list_init(&h->tlink);
-    h->tk = NULL;
+    h->tracked = 0;
     if (k < 0 || !wd->track)
         return;
-    const char *key = h_part(h, k);
-    uint32_t len = h->len[k];
-    uint64_t hash = dlock__hash(key, len);
-    tkey *t = (tkey *)dlock__map_find(&wd->tkeys, hash, key, len);
-    if (!t) {
-        t = malloc(sizeof(*t) + len);
-        if (!t)
-            return;
-        t->hn.hash = hash;
-        t->len = len;
-        memcpy(t->key, key, len);
-        dlock__list_init(&t->helds);
-        if (dlock__map_insert(&wd->tkeys, &t->hn) != 0) {
-            free(t);
-            return;
-        }
-    }
-    dlock__list_push_back(&t->helds, &h->tlink);
-    h->tk = t;
+    h->tn.hash = dlock__hash(h_part(h, k), h->len[k]);
+    h->tracked = dlock__map_insert(&wd->tkeys, &h->tn) == 0;
 }
 
 void dlock__wd_track_unlink(dlock__watchdog *wd, held *h)
 {
     dlock__list_remove(&h->rlink);
-    if (!h->tk)
-        return;
-    dlock__list_remove(&h->tlink);
-    if (dlock__list_empty(&h->tk->helds)) {
-        dlock__map_remove(&wd->tkeys, &h->tk->hn);
-        free(h->tk);
-    }
-    h->tk = NULL;
+    if (h->tracked)
+        dlock__map_remove(&wd->tkeys, &h->tn);
+    h->tracked = 0;
 }
 
 void dlock__wd_mark_recheck(dlock__watchdog *wd, held *h)
@@ -181,7 +160,7 @@ static void mark_all(dlock__watchdog *wd)
     dlock__list *it;
     DLOCK__LIST_FOREACH(it, &wd->all) {
         held *h = DLOCK__CONTAINER_OF(it, held, all);
-        if (h->tk)
+        if (h->tracked)
             dlock__wd_mark_recheck(wd, h);
     }
 }
@@ -261,13 +240,10 @@ void dlock__wd_on_invalidate(const redisReply *keys, void *ud)
             const redisReply *k = keys->element[i];
             if (k->type != REDIS_REPLY_STRING)
                 continue;
-            tkey *t = (tkey *)dlock__map_find(&wd->tkeys, dlock__hash(k->str, k->len), k->str,
-                                              k->len);
-            dlock__list *it;
-            if (!t)
-                continue;
-            DLOCK__LIST_FOREACH(it, &t->helds) {
-                held *h = DLOCK__CONTAINER_OF(it, held, tlink);
+            uint64_t hash = dlock__hash(k->str, k->len);
+            for (dlock__hnode *n = dlock__map_find(&wd->tkeys, hash, k->str, k->len); n;
+                 n = dlock__map_find_next(&wd->tkeys, n, hash, k->str, k->len)) {
+                held *h = DLOCK__CONTAINER_OF(n, held, tn);
                 /* A release under way made the change (or will report it). */
                 if (h->releasing == 0)
                     dlock__wd_mark_recheck(wd, h);

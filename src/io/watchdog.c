@@ -12,8 +12,6 @@
 
 static int nparts(const dlock__hold_kind *k) { return k->nkeys + k->nargs; }
 
-static const char *h_owner(const held *h) { return h->data + h->klen; }
-
 /* The identity of a hold: its parts joined by NULs, into buf (or malloc'd
  * when it does not fit; NULL when out of memory). */
 static char *join_id(const dlock__hold_id *id, char *buf, size_t size, size_t *out_len)
@@ -44,7 +42,59 @@ static int h_eq(const dlock__hnode *n, const void *key, size_t len)
 {
     const held *h = (const held *)n;
     const lookup *l = key;
-    return h->kind == l->kind && h->klen == len && memcmp(h->data, l->bytes, len) == 0;
+    if (h->kind != l->kind || h->klen != len)
+        return 0;
+    /* Part by part, each with its NUL (no part holds one: the join is
+     * unambiguous). */
+    const char *b = l->bytes;
+    for (int i = 0; i < nparts(h->kind); i++) {
+        if (memcmp(h_part(h, i), b, h->len[i] + 1) != 0)
+            return 0;
+        b += h->len[i] + 1;
+    }
+    return 1;
+}
+
+static int o_eq(const dlock__hnode *n, const void *key, size_t len)
+{
+    const wowner *o = (const wowner *)n;
+    return o->len == len && memcmp(o->id, key, len) == 0;
+}
+
+/* The owner id's shared copy, one more hold naming it; NULL when out of
+ * memory. Caller holds mu. */
+static wowner *owner_ref(dlock__watchdog *wd, const char *id, size_t len)
+{
+    uint64_t hash = dlock__hash(id, len);
+    wowner *o = (wowner *)dlock__map_find(&wd->owners, hash, id, len);
+    if (!o) {
+        o = malloc(sizeof(*o) + len + 1);
+        if (!o)
+            return NULL;
+        o->hn.hash = hash;
+        o->refs = 0;
+        o->len = (uint32_t)len;
+        memcpy(o->id, id, len);
+        o->id[len] = '\0';
+        if (dlock__map_insert(&wd->owners, &o->hn) != 0) {
+            free(o);
+            return NULL;
+        }
+    }
+    o->refs++;
+    return o;
+}
+
+/* Frees h, and its owner id with the last hold naming it. Caller holds mu
+ * (or the watchdog is being freed). */
+static void held_free(dlock__watchdog *wd, held *h)
+{
+    wowner *o = h->own;
+    if (o && --o->refs == 0) {
+        dlock__map_remove(&wd->owners, &o->hn);
+        free(o);
+    }
+    free(h);
 }
 
 static uint64_t id_hash(const dlock__hold_kind *kind, const char *bytes, size_t len)
@@ -114,15 +164,23 @@ int dlock__watchdog_add_limited(dlock__watchdog *wd, const dlock__hold_id *id, i
         return DLOCK_OK;
     }
     size_t klen = 0;
-    int n = nparts(id->kind);
-    for (int i = 0; i < n; i++)
+    int n = nparts(id->kind), opart = DLOCK__HOLD_PARTS;
+    for (int i = 0; i < n; i++) {
         klen += id->len[i] + 1;
-    h = malloc(sizeof(*h) + klen + id->olen + 1);
-    if (!h) {
+        if (opart == DLOCK__HOLD_PARTS && id->len[i] == id->olen &&
+            memcmp(id->part[i], id->owner, id->olen) == 0)
+            opart = i;   /* kept once */
+    }
+    size_t dlen = klen - (opart < DLOCK__HOLD_PARTS ? id->len[opart] + 1 : 0);
+    h = malloc(sizeof(*h) + dlen);
+    wowner *own = h ? owner_ref(wd, id->owner, id->olen) : NULL;
+    if (!own) {
         pthread_mutex_unlock(&wd->mu);
+        free(h);
         return dlock__fail(DLOCK_ENOMEM, "out of memory scheduling the renewal");
     }
     memset(h, 0, sizeof(*h));
+    h->own = own;
     h->renewed_at = sent_ms;
     h->limit_at = limit_at;
     h->holds = 1;
@@ -132,18 +190,25 @@ int dlock__watchdog_add_limited(dlock__watchdog *wd, const dlock__hold_id *id, i
     char *p = h->data;
     for (int i = 0; i < n; i++) {
         h->len[i] = (uint32_t)id->len[i];
+        if (i == opart)
+            continue;
         memcpy(p, id->part[i], id->len[i]);
         p += id->len[i];
         *p++ = '\0';
     }
     h->klen = (uint32_t)klen;
-    h->olen = (uint32_t)id->olen;
-    memcpy(p, id->owner, id->olen);
-    p[id->olen] = '\0';
-    h->hn.hash = id_hash(id->kind, h->data, klen);
-    if (dlock__map_insert(&wd->map, &h->hn) != 0) {
+    h->opart = (uint8_t)opart;
+    char stackbuf[512] = {0};
+    size_t jlen;
+    char *k = join_id(id, stackbuf, sizeof(stackbuf), &jlen);
+    if (k) {
+        h->hn.hash = id_hash(id->kind, k, klen);
+        if (k != stackbuf)
+            free(k);
+    }
+    if (!k || dlock__map_insert(&wd->map, &h->hn) != 0) {
+        held_free(wd, h);
         pthread_mutex_unlock(&wd->mu);
-        free(h);
         return dlock__fail(DLOCK_ENOMEM, "out of memory scheduling the renewal");
     }
     dlock__list_push_back(&wd->all, &h->all);
@@ -222,9 +287,9 @@ void dlock__watchdog_release_end(dlock__watchdog *wd, const dlock__hold_id *id, 
             do_free = unlink_held(wd, h);
         }
     }
-    pthread_mutex_unlock(&wd->mu);
     if (do_free)
-        free(h);
+        held_free(wd, h);
+    pthread_mutex_unlock(&wd->mu);
     if (post)
         dlock__loop_post(wd->lp, &wd->flush_job);
 }
@@ -282,23 +347,23 @@ static void flush_pending(void *arg)
  * batch) and queues its callback. Caller holds mu. */
 static void note_lost(dlock__watchdog *wd, held *h, dlock_lost_reason why, lost_note **notes)
 {
-    size_t nlen = h->len[0];
-    lost_note *n = malloc(sizeof(*n) + nlen + 1 + h->olen + 1);
+    size_t nlen = h->len[0], olen = h->own->len;
+    lost_note *n = malloc(sizeof(*n) + nlen + 1 + olen + 1);
     if (n) {
         n->fn = h->fn;
         n->ud = h->ud;
         n->reason = why;
         n->what = h->kind->what;
         n->nlen = (uint32_t)nlen;
-        memcpy(n->key, h->data, nlen + 1);
-        memcpy(n->key + nlen + 1, h_owner(h), h->olen + 1);
+        memcpy(n->key, h_part(h, 0), nlen + 1);
+        memcpy(n->key + nlen + 1, h->own->id, olen + 1);
         n->next = *notes;
         *notes = n;
     }
     /* Without memory for the note the loss goes unreported, but the entry
      * still leaves the schedule. */
     if (unlink_held(wd, h))
-        free(h);
+        held_free(wd, h);
 }
 
 int dlock__reply_renew(const redisReply *r, size_t n, unsigned char *renewed)
@@ -337,7 +402,7 @@ void dlock__wd_batch_finish(dlock__watchdog *wd, batch *b, int ok, const unsigne
         held *h = b->e[i];
         h->inflight = 0;
         if (h->dead) {
-            free(h);
+            held_free(wd, h);
             continue;
         }
         if (!ok)
@@ -495,8 +560,14 @@ static void schedule(dlock__watchdog *wd, int64_t at)
 
 static void on_timer(uv_timer_t *t) { dlock__wd_tick(t->data); }
 
-/* Sends a pass's batches: all of its scripts for one node in one write, then
- * the WAIT of each node's batches when replicas must acknowledge. */
+/* Batches a write holds at most: a pass over 100 000 holds on one node is
+ * ~11 MB of scripts, which one write would first gather in the client's
+ * memory; slices of 64 (~700 KB) go to the socket as they are made. */
+#define SLICE_BATCHES 64
+
+/* Sends a pass's batches: its scripts for one node in as few writes as
+ * slices allow, then the WAIT of each node's batches when replicas must
+ * acknowledge. */
 void dlock__wd_send_all(dlock__watchdog *wd, tick_batches *tb)
 {
     const dlock_config *cfg = wd->ctx->cfg;
@@ -510,14 +581,21 @@ void dlock__wd_send_all(dlock__watchdog *wd, tick_batches *tb)
     size_t sent = 0;
     for (size_t c = 0; c < wd->nconns; c++)
         wd->conns[c]->wrote = 0;
-    for (size_t i = 0; i < tb->n; i++)
+    for (size_t i = 0; i < tb->n; i++) {
+        wconn *wc = tb->v[i]->wc;
         if (send_batch(wd, tb->v[i]) != DLOCK_OK) {
-            tb->v[i]->wc->failing = 1;
+            wc->failing = 1;
             batch_done(wd, tb->v[i], NULL, 0);
-        } else {
-            tb->v[i]->wc->wrote = 1;
-            tb->v[sent++] = tb->v[i];
+            continue;
         }
+        tb->v[sent++] = tb->v[i];
+        if (++wc->wrote == SLICE_BATCHES) {   /* this slice's write */
+            dlock__aconn_uncork(wc->conn);
+            dlock__aconn_cork(wc->conn);
+            dlock__stats_count(wd->ctx->stats, DLOCK__ST_RENEWAL_WRITES, 1);
+            wc->wrote = 0;
+        }
+    }
     for (size_t c = 0; c < wd->nconns; c++)
         if (wd->conns[c]->wrote)
             dlock__stats_count(wd->ctx->stats, DLOCK__ST_RENEWAL_WRITES, 1);
@@ -587,7 +665,7 @@ void dlock__wd_tick(dlock__watchdog *wd)
             continue;
         /* The node that serves the hold's keys now (the router's map, read
          * without I/O), and its renewal connection. */
-        wconn *wc = dlock__wd_conn_for(wd, dlock__router_node(wd->router, h->data, h->len[0]));
+        wconn *wc = dlock__wd_conn_for(wd, dlock__router_node(wd->router, h_part(h, 0), h->len[0]));
         if (!wc)
             break;
         wc->used = 1;
@@ -598,7 +676,7 @@ void dlock__wd_tick(dlock__watchdog *wd)
         h->recap = 0;
         dlock__list_remove(&h->rlink);
         const int64_t lease = h->limit_at - now < timeout ? h->limit_at - now : timeout;
-        int slot = cluster ? dlock__key_slot(h->data, h->len[0]) : 0;
+        int slot = cluster ? dlock__key_slot(h_part(h, 0), h->len[0]) : 0;
         batch *b = dlock__wd_batch_for(wd, &tb, h->kind, wc, slot, lease, now);
         if (!b)
             break;
@@ -698,6 +776,7 @@ int dlock__watchdog_new(dlock__watchdog **out, dlock__loop *lp, dlock__netctx *c
     dlock__map_init(&wd->map, h_eq);
     dlock__list_init(&wd->all);
     dlock__map_init(&wd->tkeys, dlock__wd_tk_eq);
+    dlock__map_init(&wd->owners, o_eq);
     dlock__list_init(&wd->recheck);
     int rc = DLOCK_OK;
     /* Revocation on one server only: on a sentinel or cluster deployment the
@@ -733,10 +812,11 @@ void dlock__watchdog_free(dlock__watchdog *wd)
         held *h = DLOCK__CONTAINER_OF(wd->all.next, held, all);
         dlock__list_remove(&h->all);
         dlock__wd_track_unlink(wd, h);
-        free(h);
+        held_free(wd, h);
     }
     dlock__map_free(&wd->map);
     dlock__map_free(&wd->tkeys);
+    dlock__map_free(&wd->owners);
     dlock__tracking_free(wd->track);
     pthread_mutex_destroy(&wd->mu);
     free(wd);

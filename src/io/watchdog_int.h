@@ -10,30 +10,42 @@
 #include "io/io.h"
 #include "net/cluster.h"
 
-struct tkey;
+/* An owner id, kept once for all its holds (a lock's hold names it twice:
+ * as its owner and as its field; a thread's holds share it). Under mu. */
+typedef struct wowner {
+    dlock__hnode hn;         /* in wd->owners */
+    uint32_t refs;           /* holds naming it */
+    uint32_t len;
+    char id[];               /* NUL-terminated */
+} wowner;
 
+/* One hold (100 000 held locks are 100 000 of these: kept small; no other
+ * allocation per hold). */
 typedef struct held {
-    dlock__hnode hn;
+    dlock__hnode hn;         /* in wd->map, by identity */
+    dlock__hnode tn;         /* in wd->tkeys, by the key its kind tracks (several holds
+                                of one key: several nodes) when tracked */
     dlock__list all;         /* in wd->all while in the table */
     dlock__list rlink;       /* in wd->recheck while a recheck is due (else self-linked) */
-    dlock__list tlink;       /* in tk->helds */
-    struct tkey *tk;         /* the tracked key's entry, NULL when not indexed */
     int64_t renewed_at;      /* ms, before the request that last set the TTL was sent */
     int64_t limit_at;        /* ms: the hold limit, INT64_MAX when none */
-    int inflight;            /* in a batch awaiting its reply */
-    int recap;               /* a reentry of a limited hold may have set a TTL past its
-                                limit (a write lock adds the lease): renew it now */
-    int releasing;           /* releases in progress for this owner */
-    int holds;               /* acquisitions seen; each release attempt takes one, and the
-                                renewal stops at zero whatever the release answered */
-    int dead;                /* out of the table; freed when its batch answers */
     dlock_lost_fn fn;
     void *ud;
     const dlock__hold_kind *kind;
+    wowner *own;             /* the owner id */
+    int32_t releasing;       /* releases in progress for this owner */
+    int32_t holds;           /* acquisitions seen; each release attempt takes one, and the
+                                renewal stops at zero whatever the release answered */
     uint32_t len[DLOCK__HOLD_PARTS];
     uint32_t klen;           /* identity bytes: every part with its NUL */
-    uint32_t olen;
-    char data[];             /* part0 NUL part1 NUL ... then owner NUL */
+    uint8_t inflight;        /* in a batch awaiting its reply */
+    uint8_t recap;           /* a reentry of a limited hold may have set a TTL past its
+                                limit (a write lock adds the lease): renew it now */
+    uint8_t dead;            /* out of the table; freed when its batch answers */
+    uint8_t tracked;         /* tn is in wd->tkeys */
+    uint8_t opart;           /* the part equal to the owner id (a lock's field often
+                                is: not kept in data), or DLOCK__HOLD_PARTS */
+    char data[];             /* part0 NUL part1 NUL ..., but part opart */
 } held;
 
 /* The renewal connection to one node (io thread only). */
@@ -45,7 +57,7 @@ typedef struct wconn {
     int loading;             /* SCRIPT LOAD queued on the current connection */
     int inflight;            /* batches sent and not answered */
     int used;                /* a hold needed it this tick */
-    int wrote;               /* a batch went out on it this pass */
+    int wrote;               /* batches of this pass's current write on it */
 } wconn;
 
 typedef struct batch {
@@ -63,14 +75,6 @@ typedef struct batch {
     unsigned char renewed[DLOCK__RENEW_BATCH];
     held *e[DLOCK__RENEW_BATCH];
 } batch;
-
-/* A tracked key and the holds that a change to it may end. */
-typedef struct tkey {
-    dlock__hnode hn;
-    dlock__list helds;
-    uint32_t len;
-    char key[];
-} tkey;
 
 /* A loss waiting for its callback. It carries copies of what the callback
  * needs, so it never points at an entry that a batch may free meanwhile. */
@@ -95,7 +99,8 @@ struct dlock__watchdog {
     pthread_mutex_t mu;
     dlock__map map;
     dlock__list all;
-    dlock__map tkeys;        /* tracked key -> its holds */
+    dlock__map tkeys;        /* tracked key -> its holds (held.tn) */
+    dlock__map owners;       /* owner ids (wowner) */
     dlock__list recheck;     /* holds to renew at once */
     int track_live;          /* under mu: tracking is on for the (single server's) renewal
                                 connection */
@@ -144,11 +149,15 @@ static inline void tb_init(tick_batches *tb)
     tb->used = 0;
 }
 
+/* Part i (NUL-terminated). */
 static inline const char *h_part(const held *h, int i)
 {
+    if (i == h->opart)
+        return h->own->id;
     const char *p = h->data;
     for (int k = 0; k < i; k++)
-        p += h->len[k] + 1;
+        if (k != h->opart)
+            p += h->len[k] + 1;
     return p;
 }
 
