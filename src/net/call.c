@@ -229,9 +229,11 @@ int dlock__node_call(dlock__node *n, const dlock__req *req, dlock__res *res)
                                  dlock__scripts[req->script].name, addr);
                 break;
             }
-            /* The load's answer was lost. The request itself was refused
-             * (NOSCRIPT), so it has not run: it may go again like one never
-             * sent. */
+            /* The load's answer was lost, or the load never went out (the
+             * shared connection was given up meanwhile). The request itself
+             * was refused (NOSCRIPT), so it has not run: it may go again like
+             * one never sent, and load the script again if it must. */
+            reloaded = 0;
             t = (dlock__try){.sent = DLOCK__NOT_SENT, .fresh = 1, .oom = k.oom};
             v = dlock__call_policy(&t, req->flags, failures, reloaded, cfg);
         }
