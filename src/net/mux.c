@@ -77,6 +77,7 @@ struct dlock__mux {
     size_t cap;              /* a power of two */
     int writing, reading;
     int dead;                /* failed: every request on it is ended */
+    int oom;                 /* ... for want of memory (reading a reply) */
     char err[320];           /* why it failed */
 };
 
@@ -335,7 +336,8 @@ static int closed_by_server(dlock__mux *m)
 
 /* Replies read (up to max into v), waiting for bytes until the deadline:
  * > 0, 0 when the deadline passed first, -1 when the connection failed (why
- * set). Runs without mu, by the one reader. */
+ * set), -2 when it failed for want of memory. Runs without mu, by the one
+ * reader. */
 static int read_some(dlock__mux *m, int64_t deadline, redisReply **v, int max, char *why,
                      size_t wsize)
 {
@@ -349,8 +351,9 @@ static int read_some(dlock__mux *m, int64_t deadline, redisReply **v, int max, c
             void *r = NULL;
             if (redisReaderGetReply(rd, &r) != REDIS_OK) {
                 snprintf(why, wsize, "protocol error: %s", rd->errstr);
+                int oom = rd->err == REDIS_ERR_OOM;
                 pthread_mutex_unlock(&m->io_mu);
-                return -1;
+                return oom ? -2 : -1;
             }
             if (!r)
                 break;
@@ -378,6 +381,8 @@ static int read_some(dlock__mux *m, int64_t deadline, redisReply **v, int max, c
             snprintf(why, wsize, "%s",
                      k == DLOCK__IO_ERR ? t->err : "out of memory reading a reply");
         pthread_mutex_unlock(&m->io_mu);
+        if (k == DLOCK__IO_NOMEM)
+            return -2;
         if (k == 0 || (k < 0 && k != DLOCK__IO_AGAIN))
             return -1;
     }
@@ -433,8 +438,10 @@ static void read_for(dlock__mux *m, mwait *me)
             hand_out(m, v, n);
         else if (n == 0)
             expire(m, dlock__now_ms());
-        else
+        else {
+            m->oom |= n == -2;
             fail_all(m, why);
+        }
     }
     m->reading = 0;
     handoff(m);
@@ -510,8 +517,10 @@ dlock__sent dlock__mux_roundtrip(dlock__mux *m, int argc, const char *const *arg
         if (!w.done && dlock__now_ms() >= w.deadline)
             expire(m, dlock__now_ms());
     }
-    if (w.sent != DLOCK__SENT_OK && s)
+    if (w.sent != DLOCK__SENT_OK && s) {
         snprintf(why, wsize, "%s", m->dead ? m->err : "no reply within the command timeout");
+        *oom |= m->dead && m->oom;   /* the connection failed for want of memory */
+    }
     handoff(m);
     pthread_mutex_unlock(&m->mu);
     pthread_cond_destroy(&w.cv);

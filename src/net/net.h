@@ -238,9 +238,10 @@ int dlock__mux_ref(dlock__mux *m, int delta);
 /* One request (a PING first when ping_first), answered in order with the
  * others on the connection; as dlock__conn_roundtrip: SENT_OK with *out
  * the reply; NOT_SENT (it cannot have run: the connection was found closed
- * or given up, or *oom: out of memory); MAYBE_RAN (written, no reply: the
+ * or given up, or out of memory); MAYBE_RAN (written, no reply: the
  * connection failed, or *timed_out: its command timeout passed, counted from
- * the call). why (wsize bytes) says what failed. */
+ * the call). *oom: it failed for want of memory (its own, or its connection
+ * failed reading for want of it). why (wsize bytes) says what failed. */
 dlock__sent dlock__mux_roundtrip(dlock__mux *m, int argc, const char *const *argv,
                                  const size_t *lens, int ping_first, redisReply **out,
                                  int *timed_out, int *oom, char *why, size_t wsize);
