@@ -65,7 +65,7 @@ static void link_put(chan *k, int broken)
     k->c = NULL;
 }
 
-/* 0 loaded, -1 refused, -2 no answer (the load may have run). */
+/* 0 loaded, -1 refused, -2 not answered (not written, or the answer lost). */
 static int load_script(chan *k, int script)
 {
     const dlock__script *s = &dlock__scripts[script];
@@ -229,8 +229,9 @@ int dlock__node_call(dlock__node *n, const dlock__req *req, dlock__res *res)
                                  dlock__scripts[req->script].name, addr);
                 break;
             }
-            /* The load's answer was lost, or the load never went out (the
-             * shared connection was given up meanwhile). The request itself
+            /* The load was not written (out of memory, or the shared
+             * connection was given up meanwhile) or its answer was lost. The
+             * request itself
              * was refused (NOSCRIPT), so it has not run: it may go again like
              * one never sent, and load the script again if it must. */
             reloaded = 0;

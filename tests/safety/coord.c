@@ -659,9 +659,15 @@ static int run_scenario(const scenario *sc)
         if (r->ack && sc->deploy == DEPLOY_CLUSTER_FAILOVER && rep.allowed_overlaps > 0)
             ok = 0;
     }
-    /* The order must have been checked (restarts reset it: few waits qualify). */
-    if (O.type == SAFETY_FAIR && rep.fair_checks == 0 && strcmp(sc->name, "restart") != 0)
-        ok = 0;
+    /* The order must have been checked. Restarts reset it, and CLIENT PAUSE
+     * windows (widened by the slack on a busy machine) can cover every wait:
+     * there few waits qualify, and none checked is said, not failed. */
+    if (O.type == SAFETY_FAIR && rep.fair_checks == 0) {
+        if (strcmp(sc->name, "restart") != 0 && strcmp(sc->name, "pause") != 0)
+            ok = 0;
+        else
+            printf("  fair order: no wait outside the fault windows this run: not checked\n");
+    }
     printf("  result: %s\n\n", ok ? "PASS" : "FAIL");
     if (report_file)
         fprintf(report_file, "  result: %s\n\n", ok ? "PASS" : "FAIL");
