@@ -68,8 +68,9 @@ static void am_acquired(const dlock_async_result *res, void *ud)
 static void am_start(slot *s)
 {
     int64_t lease = O.lease ? O.lease : DLOCK_WATCHDOG;
-    if (dlock_lock_acquire_async(am_locks[s->k], DLOCK_WAIT_FOREVER, lease, NULL, am_acquired,
-                                 s) != DLOCK_OK)
+    if (dlock_lock_acquire_async(
+            am_locks[s->k], &(dlock_wait_opts){.wait_ms = DLOCK_WAIT_FOREVER, .lease_ms = lease},
+            am_acquired, s) != DLOCK_OK)
         atomic_store(&am_failed, 1);
 }
 
@@ -192,7 +193,7 @@ void async_idle(void)
     int threads0 = threads_now();
     struct mallinfo2 m0 = mallinfo2();
     for (long i = 0; i < n; i++)
-        if (dlock_lock_acquire_async(ai_locks[i], DLOCK_WAIT_FOREVER, DLOCK_WATCHDOG, NULL,
+        if (dlock_lock_acquire_async(ai_locks[i], &(dlock_wait_opts){.wait_ms = DLOCK_WAIT_FOREVER},
                                      ai_acquired, (void *)(intptr_t)i) != DLOCK_OK)
             die("acquire_async");
     while (dlock__hook_lock_waiters(ai_locks[0]) < (size_t)n)

@@ -11,7 +11,7 @@
 typedef struct opts {
     const char *scenario, *url, *mode, *kind;
     long cycles, workers, seconds, waiters, hold_ms, concurrency, names, locks, watchdog_ms,
-        periods, lease, procs, awaiters, multi_names, inflight, pending;
+        periods, lease, procs, awaiters, multi_names, inflight, pending, permits;
     const char *tag;   /* appended to the scenario's name ("-tls"), "" by default */
     const char *sentinel;   /* failover: a sentinel's HOST:PORT */
 } opts;
@@ -40,5 +40,8 @@ void revocation(void);
 
 /* failover_bench.c */
 void failover(void);
+
+/* replicated_bench.c */
+void replicated(void);
 
 #endif

@@ -21,9 +21,13 @@
  *                        the read lock of one name, and "many" right before it
  *   dlock_bench held     --url U [--locks 100000] [--watchdog-ms 3000] [--periods 3]
  *   dlock_bench multilock --url U [--multi-names 3] [--cycles N] [--lease MS]
+ *   dlock_bench permits  --url U [--permits 4] [--cycles N] [--lease MS]   n permits of a
+ *                        permit-expirable semaphore per call, and their list release
  *   dlock_bench asyncmany --url U [--inflight 64] [--names 10000]   (async_bench.c)
  *   dlock_bench asyncidle --url U [--pending 10000]                 (async_bench.c)
  *   dlock_bench failover --url redis-sentinel://...#M --sentinel H:P (failover_bench.c)
+ *   dlock_bench replicated --url redis-replicated://H:P,H:P [--workers 4] [--periods 3]
+ *                        the roles swapped with REPLICAOF (replicated_bench.c)
  *
  * Times are CLOCK_MONOTONIC. Locks are taken with the watchdog (dlock's
  * default, as node-redisson's) unless --lease is given. --kind semaphore runs
@@ -50,7 +54,7 @@
 #include "sync/hooks.h"
 
 opts O = {NULL, "redis://127.0.0.1:6379", "threads", "lock", 20000, 8, 5, 7, 3000, 16, 10000,
-          100000, 3000, 3, 0, 4, 100, 3, 0, 0, "", NULL};
+          100000, 3000, 3, 0, 4, 100, 3, 0, 0, 4, "", NULL};
 
 int64_t now_ns(void)
 {
@@ -305,6 +309,42 @@ static void ping(void)
 
 /* ------------------------------------------------------------ multilock */
 
+/* O.cycles cycles of acquire(ud) then release(ud), timed, with the round
+ * trips each took (the library's per-thread counter of writes) and the
+ * EVALSHAs Redis counted meanwhile. lat: O.cycles entries, sorted. */
+typedef struct cycled {
+    double secs;
+    uint64_t rt_acq, rt_rel;
+    long long evalsha;
+    int64_t *lat;
+} cycled;
+
+static void run_cycles(int (*acq)(void *), int (*rel)(void *), void *ud, cycled *out)
+{
+    redisContext *adm = admin();
+    long long ev0 = info_field(adm, "commandstats", "cmdstat_evalsha:calls=");
+    *out = (cycled){.lat = malloc(sizeof(int64_t) * (size_t)O.cycles)};
+    if (!out->lat)
+        die("memory");
+    int64_t t0 = now_ns();
+    for (long i = 0; i < O.cycles; i++) {
+        int64_t a = now_ns();
+        uint64_t r0 = dlock__hook_roundtrips();
+        if (acq(ud) != DLOCK_OK)
+            die("acquire");
+        uint64_t r1 = dlock__hook_roundtrips();
+        if (rel(ud) != DLOCK_OK)
+            die("release");
+        out->rt_acq += r1 - r0;
+        out->rt_rel += dlock__hook_roundtrips() - r1;
+        out->lat[i] = now_ns() - a;
+    }
+    out->secs = (double)(now_ns() - t0) / 1e9;
+    out->evalsha = info_field(adm, "commandstats", "cmdstat_evalsha:calls=") - ev0;
+    qsort(out->lat, (size_t)O.cycles, sizeof(int64_t), cmp_i64);
+    redisFree(adm);
+}
+
 /* A multi-lock of --multi-names (default 3) names on one server, uncontended:
  * acquire + release cycles, with the round trips each takes (the library's
  * per-thread counter of writes, checked against the EVALSHAs Redis counted),
@@ -317,6 +357,19 @@ static double single_cycles(dlock_lock *l, int64_t lease, long cycles)
             die("single");
     return cycles / ((double)(now_ns() - t0) / 1e9);
 }
+
+typedef struct ml_run {
+    dlock_multilock *ml;
+    int64_t lease;
+} ml_run;
+
+static int ml_acquire(void *ud)
+{
+    ml_run *r = ud;
+    return dlock_multilock_acquire(r->ml, r->lease);
+}
+
+static int ml_release(void *ud) { return dlock_multilock_release(((ml_run *)ud)->ml); }
 
 static void multilock(void)
 {
@@ -341,36 +394,18 @@ static void multilock(void)
         if (dlock_multilock_acquire(ml, lease) != DLOCK_OK || dlock_multilock_release(ml) != DLOCK_OK)
             die("warm-up");
     double single_cps = single_cycles(single, lease, O.cycles);
-    redisContext *adm = admin();
-    long long ev0 = info_field(adm, "commandstats", "cmdstat_evalsha:calls=");
-    uint64_t rt_acq = 0, rt_rel = 0;
-    int64_t *lat = malloc(sizeof(int64_t) * (size_t)O.cycles);
-    int64_t t0 = now_ns();
-    for (long i = 0; i < O.cycles; i++) {
-        int64_t a = now_ns();
-        uint64_t r0 = dlock__hook_roundtrips();
-        if (dlock_multilock_acquire(ml, lease) != DLOCK_OK)
-            die("acquire");
-        uint64_t r1 = dlock__hook_roundtrips();
-        if (dlock_multilock_release(ml) != DLOCK_OK)
-            die("release");
-        rt_acq += r1 - r0;
-        rt_rel += dlock__hook_roundtrips() - r1;
-        lat[i] = now_ns() - a;
-    }
-    double secs = (double)(now_ns() - t0) / 1e9;
-    long long ev1 = info_field(adm, "commandstats", "cmdstat_evalsha:calls=");
-    qsort(lat, (size_t)O.cycles, sizeof(int64_t), cmp_i64);
+    ml_run run = {ml, lease};
+    cycled cy;
+    run_cycles(ml_acquire, ml_release, &run, &cy);
     printf("{\"peer\":\"dlock\",\"scenario\":\"multilock\",\"names\":%ld,\"cycles\":%ld,"
            "\"seconds\":%.3f,\"cycles_per_s\":%.0f,\"single_cycles_per_s\":%.0f,"
            "\"roundtrips_per_acquire\":%.3f,\"roundtrips_per_release\":%.3f,"
            "\"evalsha_per_cycle\":%.3f,\"p50_us\":%.1f,\"p99_us\":%.1f,\"lease\":\"%s\"}\n",
-           k, O.cycles, secs, O.cycles / secs, single_cps, (double)rt_acq / O.cycles,
-           (double)rt_rel / O.cycles, (double)(ev1 - ev0) / O.cycles,
-           pct(lat, (size_t)O.cycles, 0.50), pct(lat, (size_t)O.cycles, 0.99),
+           k, O.cycles, cy.secs, O.cycles / cy.secs, single_cps, (double)cy.rt_acq / O.cycles,
+           (double)cy.rt_rel / O.cycles, (double)cy.evalsha / O.cycles,
+           pct(cy.lat, (size_t)O.cycles, 0.50), pct(cy.lat, (size_t)O.cycles, 0.99),
            O.lease ? "fixed" : "watchdog");
-    free(lat);
-    redisFree(adm);
+    free(cy.lat);
     dlock_multilock_free(ml);
     for (long i = 0; i < k; i++)
         dlock_lock_free(l[i]);
@@ -808,6 +843,66 @@ static void held(void)
     redisFree(adm);
 }
 
+/* ------------------------------------------------------------- permits */
+
+/* n permits of a permit-expirable semaphore taken in one call and given back
+ * in one list release (Redisson's acquire(permits, lease) and
+ * release(List)): round trips and EVALSHA per call, which should be 1 each
+ * whatever n. --permits N (default 4); the lease is --lease or 30 s. */
+typedef struct pn_run {
+    dlock_permit_semaphore *p;
+    long n;
+    int64_t lease;
+    char (*ids)[DLOCK_PERMIT_ID_BUFSIZE];
+    const char **list;
+} pn_run;
+
+static int pn_acquire(void *ud)
+{
+    pn_run *r = ud;
+    return dlock_permit_semaphore_acquire_n(r->p, r->n, r->lease, r->ids);
+}
+
+static int pn_release(void *ud)
+{
+    pn_run *r = ud;
+    return dlock_permit_semaphore_release_list(r->p, r->list, (size_t)r->n);
+}
+
+static void permits_n(void)
+{
+    long n = O.permits;
+    if (n < 1 || n > 64)
+        die("permits");
+    dlock_client *c = open_client(0, 0);
+    dlock_permit_semaphore *p;
+    if (dlock_permit_semaphore_get(c, "bench:permits", &p) != DLOCK_OK ||
+        dlock_permit_semaphore_set_total(p, n) != DLOCK_OK)
+        die("semaphore");
+    int64_t lease = O.lease ? O.lease : 30000;
+    char ids[64][DLOCK_PERMIT_ID_BUFSIZE];
+    const char *list[64];
+    for (long i = 0; i < n; i++)
+        list[i] = ids[i];
+    for (int i = 0; i < 1000; i++)   /* warm-up: connection, script cache */
+        if (dlock_permit_semaphore_acquire_n(p, n, lease, ids) != DLOCK_OK ||
+            dlock_permit_semaphore_release_list(p, list, (size_t)n) != DLOCK_OK)
+            die("warm-up");
+    pn_run run = {p, n, lease, ids, list};
+    cycled cy;
+    run_cycles(pn_acquire, pn_release, &run, &cy);
+    printf("{\"peer\":\"dlock\",\"scenario\":\"permits%ld\",\"permits\":%ld,\"cycles\":%ld,"
+           "\"seconds\":%.3f,\"cycles_per_s\":%.0f,\"roundtrips_per_acquire\":%.3f,"
+           "\"roundtrips_per_release\":%.3f,\"evalsha_per_cycle\":%.3f,\"p50_us\":%.1f,"
+           "\"p99_us\":%.1f}\n",
+           n, n, O.cycles, cy.secs, O.cycles / cy.secs, (double)cy.rt_acq / O.cycles,
+           (double)cy.rt_rel / O.cycles, (double)cy.evalsha / O.cycles,
+           pct(cy.lat, (size_t)O.cycles, 0.50), pct(cy.lat, (size_t)O.cycles, 0.99));
+    free(cy.lat);
+    dlock_permit_semaphore_free(p);
+    dlock_client_close(c);
+}
+
 /* ----------------------------------------------------------------- main */
 
 int main(int argc, char **argv)
@@ -815,7 +910,7 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     if (argc < 2) {
         fprintf(stderr, "usage: dlock_bench ceiling|uncontended|ping|handoff|idle|many|readers|striped|held|"
-                        "multilock|latch|latchfloor|asyncmany|asyncidle|revoke|failover [--url U] ...\n");
+                        "multilock|latch|latchfloor|asyncmany|asyncidle|revoke|failover|replicated [--url U] ...\n");
         return 64;
     }
     O.scenario = argv[1];
@@ -836,6 +931,7 @@ int main(int argc, char **argv)
         else if (!strcmp(k, "--periods")) O.periods = atol(v);
         else if (!strcmp(k, "--lease")) O.lease = atol(v);
         else if (!strcmp(k, "--multi-names")) O.multi_names = atol(v);
+        else if (!strcmp(k, "--permits")) O.permits = atol(v);
         else if (!strcmp(k, "--procs")) O.procs = atol(v);
         else if (!strcmp(k, "--awaiters")) O.awaiters = atol(v);
         else if (!strcmp(k, "--tag")) O.tag = v;
@@ -860,12 +956,14 @@ int main(int argc, char **argv)
     else if (!strcmp(O.scenario, "striped")) striped();
     else if (!strcmp(O.scenario, "held")) held();
     else if (!strcmp(O.scenario, "multilock")) multilock();
+    else if (!strcmp(O.scenario, "permits")) permits_n();
     else if (!strcmp(O.scenario, "latch")) latch();
     else if (!strcmp(O.scenario, "latchfloor")) latch_floor();
     else if (!strcmp(O.scenario, "asyncmany")) async_many();
     else if (!strcmp(O.scenario, "asyncidle")) async_idle();
     else if (!strcmp(O.scenario, "revoke")) revocation();
     else if (!strcmp(O.scenario, "failover")) failover();
+    else if (!strcmp(O.scenario, "replicated")) replicated();
     else {
         fprintf(stderr, "dlock_bench: unknown scenario %s\n", O.scenario);
         return 64;

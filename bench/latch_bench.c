@@ -63,7 +63,7 @@ static void *latch_thread(void *arg)
 {
     dlock_latch *l = arg;
     atomic_fetch_add(&LS->waiting, 1);
-    if (dlock_latch_await(l, 60000, NULL) != DLOCK_OK) {
+    if (dlock_latch_await(l, 60000) != DLOCK_OK) {
         fprintf(stderr, "await: %s\n", dlock_last_error());
         atomic_store(&LS->failed, 1);
     }

@@ -6,7 +6,7 @@
 # BENCH_PLACEMENT=split (default): redis-server on CPU 0, every client on CPU 1.
 # BENCH_PLACEMENT=same: everything on CPU 0.
 # BENCH_QUICK=1: short runs (a smoke test of the pipeline, not numbers to quote).
-# BENCH_ONLY="refs uncontended handoff fair idle many readers striped held multilock sem latch async revoke tls cluster failover": a subset (default: all).
+# BENCH_ONLY="refs uncontended handoff fair idle many readers striped held multilock sem latch async revoke tls cluster failover replicated": a subset (default: all).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -45,7 +45,7 @@ if [ ! -d "$here/peers/node_modules" ] || [ "$here/peers/package-lock.json" -nt 
 fi
 peers=(node-redisson redlock redis-semaphore)
 
-only=${BENCH_ONLY:-refs uncontended handoff fair idle many readers striped held multilock sem latch async revoke tls cluster failover}
+only=${BENCH_ONLY:-refs uncontended handoff fair idle many readers striped held multilock sem latch async revoke tls cluster failover replicated}
 want() { case " $only " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
 # TLS: the same server listens on a TLS port too (certificates made here with
@@ -390,6 +390,48 @@ else
   echo "  the sentinels did not come up: no failover section" >&2
 fi
 fo_stop
+
+fi
+
+if want replicated; then
+echo "14. Replicated (no Sentinel): the roles swapped with REPLICAOF -> the first acquisition on the new primary..."
+# A primary and a replica under redis-replicated://, stopped by pid. Each run
+# swaps the roles (the next run swaps them back).
+rp_dir=$(mktemp -d /tmp/dlock-bench-replicated-XXXXXX)
+rp_pids=()
+rp_stop() {
+  for p in "${rp_pids[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+  rp_pids=()
+  rm -rf "$rp_dir"
+}
+trap 'redis_stop; rp_stop; rm -f "$results"; rm -rf "${certs:-}"' EXIT
+rp_free_port() {
+  local p
+  for _ in $(seq 1 50); do
+    p=$(( 20000 + RANDOM % 40000 ))
+    port_in_use "$p" || { echo "$p"; return; }
+  done
+}
+rp_p0=$(rp_free_port); rp_p1=$(rp_free_port)
+mkdir -p "$rp_dir/0" "$rp_dir/1"
+taskset -c "$REDIS_CPU" redis-server --port "$rp_p0" --bind 127.0.0.1 --save "" --appendonly no \
+  --dir "$rp_dir/0" --logfile "$rp_dir/p0.log" --daemonize no & rp_pids+=($!)
+taskset -c "$REDIS_CPU" redis-server --port "$rp_p1" --bind 127.0.0.1 --save "" --appendonly no \
+  --dir "$rp_dir/1" --logfile "$rp_dir/p1.log" --replicaof 127.0.0.1 "$rp_p0" --daemonize no & rp_pids+=($!)
+rp_ok=0
+for _ in $(seq 1 300); do
+  redis-cli -p "$rp_p1" info replication 2>/dev/null | grep -q "master_link_status:up" && { rp_ok=1; break; }
+  sleep 0.1
+done
+if [ "$rp_ok" = 1 ]; then
+  for i in $(seq "$(( runs < 3 ? runs : 3 ))"); do
+    record pin "$bench" replicated --url "redis-replicated://127.0.0.1:$rp_p0,127.0.0.1:$rp_p1" \
+      --workers 4 --periods 3
+  done
+else
+  echo "  the replica did not come up: no replicated section" >&2
+fi
+rp_stop
 
 fi
 

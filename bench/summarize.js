@@ -507,6 +507,27 @@ if (pick('dlock', 'failover').length) {
     `worst ${f1(worst)} ms over ${fo.length} failovers`, worst);
 }
 
+// 14. Replicated (no Sentinel): the roles swapped with REPLICAOF.
+if (pick('dlock', 'replicated').length) {
+  const rp = pick('dlock', 'replicated');
+  const worst = maxOf('dlock', 'replicated', 'swap_to_acquire_ms');
+  const role = maxOf('dlock', 'replicated', 'role_per_node_per_interval_per_client');
+  const tgt = Math.min(...rp.map((r) => r.target_ms));
+  say('## 15. Replicated (no Sentinel): from the roles\' swap to the first acquisition on the new primary');
+  say();
+  say(`${rp.length} swaps (REPLICAOF NO ONE on the replica, then REPLICAOF to it on the primary; ` +
+      `redis-replicated://, ${rp[0].nodes} nodes, scan interval ${rp[0].scan_ms} ms, ${rp[0].clients} clients): ` +
+      `median ${f1(med('dlock', 'replicated', 'swap_to_acquire_ms'))} ms, worst ${f1(worst)} ms ` +
+      `(${rp.map((r) => f1(r.swap_to_acquire_ms)).join(', ')} ms; round trip ${f2(rp[0].rtt_ms)} ms); ` +
+      `tries that failed before the client followed: ${rp.map((r) => r.failed_tries).join(', ')}. ` +
+      `ROLE calls per node per scan interval per client, worst node: ${rp.map((r) => f2(r.role_per_node_per_interval_per_client)).join(', ')}.`);
+  say();
+  target('replicated: first acquire ≤ one scan interval + 2 round trips after the swap', worst <= tgt,
+    `worst ${f1(worst)} ms over ${rp.length} swaps (target ${f1(tgt)} ms)`, worst);
+  target('replicated: ROLE ≤ 1 per node per scan interval per client', role <= 1.0,
+    `worst ${f2(role)}`, role);
+}
+
 say('## Targets');
 say();
 say('| target | result | measured |');

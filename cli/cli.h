@@ -40,12 +40,16 @@ typedef struct cli_opts {
     char *url_copy;           /* --url's value before its password was masked (owned) */
     int url_from_env;         /* the URL came from $DLOCK_URL */
     const char *password_file;/* --password-file */
+    const char *password_command; /* --password-command: run at every connect */
+    const char *maps[64];     /* --map FROM=TO, as given */
+    int nmaps;
     int64_t watchdog_ms;      /* --watchdog, 0 = library default */
     int64_t command_timeout_ms; /* --command-timeout, 0 = default */
     int64_t connect_timeout_ms; /* --connect-timeout, 0 = default (CLI_CONNECT_TIMEOUT_MS) */
     int64_t connect_bound_ms;   /* a command's wait (-w) that also bounds the connect, 0: none */
     int retry_attempts;       /* -1 = library default (watch sets 0) */
     int quiet;                /* -q */
+    int replica_ack;          /* replicas WAIT is asked for (doctor --replicas), 0: off */
     const char *label;        /* the client's connection label ("status", ...) */
     char *args;               /* this process's argument strings, one area (ps shows */
     size_t args_len;          /* it): run's guard writes its own name over it */
@@ -146,6 +150,9 @@ int cli_key_kind(dlock_client *c, const char *name, char *what, size_t size);
  * holds what is wanted (another name of the call is the culprit) or nothing. */
 int cli_wrong_type(const cli_opts *o, dlock_client *c, const char *name, int want,
                    const char *want_noun);
+/* For a snapshot of other data (DLOCK_KIND_OTHER, from dlock_client_inspect):
+ * prints cli_wrong_type's line and returns 1 (the caller exits 65); else 0. */
+int cli_not_other(const cli_opts *o, const dlock_info *info, const char *want_noun);
 /* cli_fail, and for DLOCK_EWRONGTYPE the line of cli_wrong_type (exit 65). */
 int cli_fail_key(const cli_opts *o, dlock_client *c, int rc, const char *what, const char *name,
                  int want, const char *want_noun);
@@ -213,5 +220,6 @@ int cmd_leader(cli_opts *o, int argc, char **argv);
 int cmd_latch(cli_opts *o, int argc, char **argv);
 int cmd_check(cli_opts *o, int argc, char **argv);
 int cmd_exporter(cli_opts *o, int argc, char **argv);
+int cmd_doctor(cli_opts *o, int argc, char **argv);
 
 #endif

@@ -11,7 +11,8 @@ static const char global_text[] =
     "and shows who holds which lock.\n"
     "\n"
     "Commands:\n"
-    "  run [-w DUR | -n] [--lease DUR | --max-hold DUR] [-E N] [--on-lost term|ignore] [-v]\n"
+    "  run [-w DUR | -n] [--lease DUR | --max-hold DUR] [--lock-delay DUR] [-E N]\n"
+    "      [--on-lost term|ignore] [-v]\n"
     "      [--kill-after DUR] [--kill-orphans] [--lost-exit-code N] NAME... -- CMD...\n"
     "                           run CMD while holding lock NAME (several: all of them;\n"
     "                           --fair/--read/--write before a NAME: other kinds), until\n"
@@ -45,19 +46,30 @@ static const char global_text[] =
     "                           their holders: exit 0 none, 1 some (cron, Nagios)\n"
     "  exporter --listen ADDR:PORT [--interval DUR] [--max-keys N] [PATTERN]\n"
     "                           the state of the locks for Prometheus (/metrics)\n"
+    "  doctor [--name NAME] [--replicas N] [URL]\n"
+    "                           what makes locks unsafe on the deployment, each with its\n"
+    "                           fix: exit 0 healthy, 1 warnings, 2 unsafe\n"
     "  help [COMMAND]           this text, or one command's (also: dlock COMMAND --help)\n"
     "\n"
     "Options (before or after the command name):\n"
     "  --url URL                redis://[user[:password]@]host[:port][/db] or\n"
     "                           unix:///path[?db=N] or\n"
     "                           redis-sentinel://host[:port][,host...][/db]#MASTER or\n"
-    "                           redis-cluster://host[:port][,host...]; rediss://,\n"
-    "                           rediss-sentinel://, rediss-cluster:// over TLS, with\n"
+    "                           redis-cluster://host[:port][,host...] or\n"
+    "                           redis-replicated://host[:port][,host...][/db]; rediss://,\n"
+    "                           rediss-sentinel://, rediss-cluster://,\n"
+    "                           rediss-replicated:// over TLS, with\n"
     "                           ?cacert=FILE&cert=FILE&key=FILE&sni=NAME after the hosts\n"
     "                           (default: $DLOCK_URL, else redis://127.0.0.1:6379)\n"
     "  --password-file FILE     the password is the first line of FILE; else the URL's,\n"
     "                           else $DLOCK_PASSWORD, else $REDISCLI_AUTH. Prefer these\n"
     "                           to a password in --url, which ps(1) can show\n"
+    "  --map HOST:PORT=HOST:PORT  reach a node that a sentinel or the cluster announces\n"
+    "                           at the first address at the second (NAT, containers);\n"
+    "                           repeatable\n"
+    "  --password-command CMD   run CMD (sh -c) at every connect and reconnect; the first\n"
+    "                           line of its output is the password (a token that\n"
+    "                           expires); it fails or prints nothing: exit 77\n"
     "  --watchdog DUR           lease of a lock held without --lease, renewed every DUR/3\n"
     "                           while dlock runs (default 30s)\n"
     "  --command-timeout DUR    longest wait for one Redis reply (default 3s)\n"
@@ -73,7 +85,8 @@ static const char global_text[] =
     "\n"
     "Exit codes:\n"
     "  0    success (run: CMD's own status; 128+N if CMD died of signal N)\n"
-    "  1    check: something is past a threshold\n"
+    "  1    check: something is past a threshold; doctor: warnings\n"
+    "  2    doctor: unsafe (an eviction policy that drops held locks)\n"
     "  64   usage error                   65  the key exists and is not a lock\n"
     "  66   --password-file unreadable    69  Redis unreachable\n"
     "  70   other failure (an unexpected answer such as MOVED: use redis-cluster://)\n"
@@ -105,6 +118,11 @@ static const char run_text[] =
     "                           renewals stop, Redis lets it go, and CMD is ended as for\n"
     "                           any loss (exit 76). Not with --lease (inf: no limit, the\n"
     "                           default)\n"
+    "  --lock-delay DUR         after the lock ends without a release (its holder died,\n"
+    "                           was paused or cut off), others wait DUR more before\n"
+    "                           taking it; released normally it is free at once. dlock's\n"
+    "                           own: Redisson clients do not honour it (0: off, the\n"
+    "                           default; up to 1d; reentrant locks only)\n"
     "  -E, --conflict-exit-code N\n"
     "                           exit code when not acquired in time (default 75)\n"
     "  --on-lost term|ignore    the lock lost while CMD (or what it started) runs:\n"
@@ -327,6 +345,29 @@ static const char check_text[] =
     "  -q                 print nothing when nothing is past\n"
     "  and the global options (dlock --help). At least one threshold.\n";
 
+static const char doctor_text[] =
+    "usage: dlock doctor [--name NAME] [--replicas N] [URL]\n"
+    "\n"
+    "One pass over the deployment (URL, else --url / $DLOCK_URL: each primary) for\n"
+    "what makes locks unsafe, each finding with its fix; nothing is written:\n"
+    "  eviction     a maxmemory-policy other than noeviction (volatile-* evict locks\n"
+    "               too: they carry TTLs)\n"
+    "  persistence  no append-only file and no replica: a restart forgets the locks\n"
+    "  wait         WAIT refused (a warning with --replicas, else a note)\n"
+    "  replicas     fewer replicas than --replicas, min-replicas-to-write 0\n"
+    "  clock        the server's clock (TIME) apart from this host's by more than\n"
+    "               the drift allowance (1% of the watchdog timeout + 2 ms)\n"
+    "  acl          commands a lock needs that the user may not run (ACL DRYRUN;\n"
+    "               with --name, for that name's keys and channels too)\n"
+    "  keys         keys under the family's prefixes (redisson_lock_token:,\n"
+    "               redisson_lock_queue:, dlock_lock_next:, ...) of another type\n"
+    "Exit 0 healthy (notes only), 1 warnings, 2 unsafe (held locks can be evicted),\n"
+    "64 and the other codes of dlock --help when it cannot ask.\n"
+    "\n"
+    "  --name NAME     a lock name of the application, for the ACL's key checks\n"
+    "  --replicas N    replica acknowledgement (WAIT for N replicas) is wanted\n"
+    "  and the global options (dlock --help).\n";
+
 static const char exporter_text[] =
     "usage: dlock exporter --listen ADDR:PORT [--interval DUR] [--scrape-timeout DUR]\n"
     "                      [--max-keys N] [PATTERN]\n"
@@ -362,7 +403,7 @@ int cli_help(FILE *f, const char *cmd)
     } texts[] = {{"run", run_text},     {"status", status_text}, {"list", list_text},
                  {"watch", watch_text}, {"unlock", unlock_text}, {"help", help_text},
                  {"fence", fence_text}, {"elect", elect_text}, {"leader", leader_text},
-                 {"check", check_text}, {"exporter", exporter_text},
+                 {"check", check_text}, {"exporter", exporter_text}, {"doctor", doctor_text},
                  {"latch", latch_text}, {"latch set", LATCH_SET_TEXT "  and the global options (dlock --help).\n"},
                  {"latch down", LATCH_DOWN_TEXT "  and the global options (dlock --help).\n"},
                  {"latch wait", LATCH_WAIT_TEXT "  and the global options (dlock --help).\n"}};

@@ -108,7 +108,7 @@ static int latch_set(const cli_opts *o, dlock_client *c, dlock_latch *l, int64_t
 static int latch_wait(const cli_opts *o, dlock_client *c, dlock_latch *l, const latch_args *la,
                       const char *nm)
 {
-    int rc = dlock_latch_await(l, la->wait_ms, NULL);
+    int rc = dlock_latch_await(l, la->wait_ms);
     if (rc == DLOCK_OK)
         return 0;
     if (rc == DLOCK_ETIMEDOUT) {

@@ -125,8 +125,8 @@ int cmd_leader(cli_opts *o, int argc, char **argv)
     if (rc == DLOCK_OK)
         show(name, term, who);
     while (rc == DLOCK_OK && watch) {
-        rc = dlock_election_await_change(e, term, DLOCK_WAIT_FOREVER, sw.cancel, &term, who,
-                                         sizeof(who));
+        dlock_wait_opts wo = {.wait_ms = DLOCK_WAIT_FOREVER, .cancel = sw.cancel};
+        rc = dlock_election_await_change(e, term, &wo, &term, who, sizeof(who));
         if (rc == DLOCK_OK)
             show(name, term, who);
     }

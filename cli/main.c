@@ -223,6 +223,102 @@ static int read_password_file(const cli_opts *o, char *buf, size_t size)
     return 0;
 }
 
+/* --password-command: the URL's user and the command's first line, fetched
+ * afresh at every connect (the library's credentials callback). */
+static struct {
+    const char *cmd;
+    char user[256];
+} pwcmd;
+
+static int password_command(const char *addr, int sentinel, char *user, char *password,
+                            void *ud)
+{
+    (void)addr;
+    (void)ud;
+    if (sentinel)
+        return DLOCK_CREDENTIALS_NONE;   /* the command gives the data nodes' password */
+    snprintf(user, DLOCK_CREDENTIAL_MAX, "%s", pwcmd.user);
+    FILE *f = popen(pwcmd.cmd, "r");
+    if (!f)
+        return -1;
+    password[0] = '\0';
+    if (!fgets(password, DLOCK_CREDENTIAL_MAX, f))
+        password[0] = '\0';
+    char drain[256];
+    while (fgets(drain, sizeof(drain), f))
+        ;
+    int st = pclose(f);
+    password[strcspn(password, "\r\n")] = '\0';
+    return st == 0 ? 0 : -1;
+}
+
+/* --map: announced address -> reachable one. */
+static struct addr_map {
+    char from[DLOCK_HOST_MAX], to[DLOCK_HOST_MAX];
+    int from_port, to_port;
+} maps[64];
+static int nmaps;
+
+/* "host:port" or "[v6]:port" into host and port; 0 when it parses. */
+static int split_hostport(const char *s, size_t n, char *host, int *port)
+{
+    const char *colon = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (s[i] == ':')
+            colon = s + i;
+    if (!colon)
+        return -1;
+    const char *h = s;
+    size_t hl = (size_t)(colon - s);
+    if (hl >= 2 && h[0] == '[' && h[hl - 1] == ']') {
+        h++;
+        hl -= 2;
+    }
+    size_t pl = (size_t)(s + n - colon - 1);
+    if (hl == 0 || hl >= DLOCK_HOST_MAX || pl == 0 || pl > 5)
+        return -1;
+    char digits[6];
+    memcpy(digits, colon + 1, pl);
+    digits[pl] = '\0';
+    if (strspn(digits, "0123456789") != pl)
+        return -1;
+    memcpy(host, h, hl);
+    host[hl] = '\0';
+    *port = atoi(digits);
+    return *port >= 1 && *port <= 65535 ? 0 : -1;
+}
+
+static int parse_maps(const cli_opts *o)
+{
+    nmaps = 0;
+    for (int i = 0; i < o->nmaps; i++) {
+        const char *m = o->maps[i], *eq = strchr(m, '=');
+        struct addr_map *a = &maps[nmaps];
+        if (!eq || split_hostport(m, (size_t)(eq - m), a->from, &a->from_port) != 0 ||
+            split_hostport(eq + 1, strlen(eq + 1), a->to, &a->to_port) != 0) {
+            char e[80];
+            cli_usage_error(o, NULL, "--map '%s': give HOST:PORT=HOST:PORT (the address "
+                                     "announced, then the one to reach it at)",
+                            cli_esc(m, e, sizeof(e)));
+            return EXIT_USAGE;
+        }
+        nmaps++;
+    }
+    return 0;
+}
+
+static int map_address(const char *host, int port, char *host_out, int *port_out, void *ud)
+{
+    (void)ud;
+    for (int i = 0; i < nmaps; i++)
+        if (maps[i].from_port == port && strcmp(maps[i].from, host) == 0) {
+            snprintf(host_out, DLOCK_HOST_MAX, "%s", maps[i].to);
+            *port_out = maps[i].to_port;
+            break;
+        }
+    return 0;
+}
+
 /* Sets the URL and the password, from the first of: --password-file, the
  * URL itself, $DLOCK_PASSWORD, $REDISCLI_AUTH. Returns 0 or an exit code. */
 static int configure_endpoint(const cli_opts *o, dlock_config *cfg)
@@ -235,7 +331,17 @@ static int configure_endpoint(const cli_opts *o, dlock_config *cfg)
     char pw[PASSWORD_MAX + 2] = "";
     const char *pass = NULL;
     int code = 0;
-    if (o->password_file) {
+    if (o->password_file && o->password_command) {
+        cli_usage_error(o, NULL, "--password-file and --password-command: give one");
+        code = EXIT_USAGE;
+        goto out;
+    }
+    if (o->password_command) {
+        snprintf(pwcmd.user, sizeof(pwcmd.user), "%s", user ? user : "");
+        pwcmd.cmd = o->password_command;
+        dlock_config_set_credentials(cfg, password_command, NULL);
+        pass = NULL;
+    } else if (o->password_file) {
         if ((code = read_password_file(o, pw, sizeof(pw))) != 0)
             goto out;
         pass = pw;
@@ -246,14 +352,15 @@ static int configure_endpoint(const cli_opts *o, dlock_config *cfg)
         if (e && *e)
             pass = e;
     }
-    if (user && !has_pass && !pass) {
+    if (user && !has_pass && !pass && !o->password_command) {
         char u[80];
         cli_err(o, "%s names user '%s' but no password: give it with --password-file, "
                    "$DLOCK_PASSWORD or $REDISCLI_AUTH", src, cli_esc(user, u, sizeof(u)));
         code = bad_url;
         goto out;
     }
-    if (dlock_config_set_url(cfg, pass && bare ? bare : o->url) != DLOCK_OK) {
+    if (dlock_config_set_url(cfg, (pass || o->password_command) && bare ? bare : o->url) !=
+        DLOCK_OK) {
         if (o->url_from_env)
             cli_err(o, "$DLOCK_URL: %s", dlock_last_error());
         else
@@ -280,6 +387,8 @@ int cli_open(const cli_opts *o, dlock_client **out, dlock_lost_fn lost, void *lo
         return EXIT_SOFTWARE;
     }
     int code = configure_endpoint(o, cfg);
+    if (!code && (code = parse_maps(o)) == 0 && nmaps > 0)
+        dlock_config_set_address_map(cfg, map_address, NULL);
     if (code) {
         dlock_config_free(cfg);
         return code;
@@ -302,6 +411,13 @@ int cli_open(const cli_opts *o, dlock_client **out, dlock_lost_fn lost, void *lo
         cli_err(o, "warning: the URL says insecure: the server's certificate is not checked, "
                    "so the connection is encrypted but anyone on the path can pose as the "
                    "server");
+    /* WAIT's timeout must stay under the command timeout (default 3 s). */
+    if (o->replica_ack > 0 &&
+        dlock_config_set_replica_ack(cfg, o->replica_ack, 1000, DLOCK_ACK_KEEP) != DLOCK_OK) {
+        cli_usage_error(o, NULL, "%s", dlock_last_error());
+        dlock_config_free(cfg);
+        return EXIT_USAGE;
+    }
     if (lost)
         dlock_config_set_lost_callback(cfg, lost, lost_ud);
     if (o->label)
@@ -343,9 +459,10 @@ int cli_opt_value(const cli_opts *o, const char *cmd, int argc, char **argv, int
  * it for as short a time as we can manage (prefer the other sources). */
 static void mask_url_password(char *url)
 {
-    static const char *const schemes[] = {"redis://", "rediss://", "redis-sentinel://",
-                                          "redis-cluster://", "rediss-sentinel://",
-                                          "rediss-cluster://"};
+    static const char *const schemes[] = {"redis://",           "rediss://",
+                                          "redis-sentinel://",  "redis-cluster://",
+                                          "redis-replicated://", "rediss-sentinel://",
+                                          "rediss-cluster://",  "rediss-replicated://"};
     char *a = NULL;
     for (size_t i = 0; i < sizeof(schemes) / sizeof(schemes[0]) && !a; i++)
         if (strncmp(url, schemes[i], strlen(schemes[i])) == 0)
@@ -389,6 +506,20 @@ int cli_global_opt(cli_opts *o, int argc, char **argv, int *i)
     if ((r = cli_opt_value(o, NULL, argc, argv, i, "--password-file", NULL, &val)) != 0) {
         if (r > 0)
             o->password_file = val;
+        return r;
+    }
+    if ((r = cli_opt_value(o, NULL, argc, argv, i, "--map", NULL, &val)) != 0) {
+        if (r > 0 && o->nmaps == (int)(sizeof(o->maps) / sizeof(o->maps[0]))) {
+            cli_usage_error(o, NULL, "--map: at most %d", o->nmaps);
+            return -1;
+        }
+        if (r > 0)
+            o->maps[o->nmaps++] = val;
+        return r;
+    }
+    if ((r = cli_opt_value(o, NULL, argc, argv, i, "--password-command", NULL, &val)) != 0) {
+        if (r > 0)
+            o->password_command = val;
         return r;
     }
     if (strcmp(a, "--timeout") == 0 || strncmp(a, "--timeout=", 10) == 0) {
@@ -548,7 +679,7 @@ static int run_main(cli_opts *o, int argc, char **argv)
     } cmds[] = {{"run", cmd_run},       {"status", cmd_status}, {"list", cmd_list},
                 {"watch", cmd_watch},   {"unlock", cmd_unlock}, {"latch", cmd_latch},
                 {"fence", cmd_fence},   {"elect", cmd_elect},   {"leader", cmd_leader},
-                {"check", cmd_check},   {"exporter", cmd_exporter}};
+                {"check", cmd_check},   {"exporter", cmd_exporter}, {"doctor", cmd_doctor}};
     for (size_t k = 0; k < sizeof(cmds) / sizeof(cmds[0]); k++) {
         if (strcmp(cmd, cmds[k].name) != 0)
             continue;

@@ -61,11 +61,10 @@ static int snapshot_all(dlock_client *c, mon_pass *p, collect *col)
     for (size_t i = 0; i < col->n; i++) {
         dlock_info *info;
         int rc = dlock_client_inspect(c, col->names[i], &info);
-        if (rc == DLOCK_EWRONGTYPE)   /* gone and replaced by other data meanwhile */
-            continue;
         if (rc != DLOCK_OK)
             return rc;
-        if (dlock_info_kind(info) == DLOCK_KIND_NONE) {   /* released meanwhile */
+        /* Released meanwhile, or gone and replaced by other data. */
+        if (dlock_info_kind(info) == DLOCK_KIND_NONE || dlock_info_kind(info) == DLOCK_KIND_OTHER) {
             dlock_info_free(info);
             continue;
         }
@@ -86,9 +85,8 @@ int mon_run(dlock_client *c, mon_pass *p)
     dlock_stats before, after;
     dlock_client_stats(c, &before, sizeof(before));
     int64_t t0 = mono_ms();
-    int rc = dlock_client_scan(c, pattern, collect_one, &col);
-    if (rc == DLOCK_OK && !col.oom && !p->truncated)
-        rc = dlock_client_scan_counts(c, pattern, collect_one, &col);
+    int rc = dlock_client_walk(c, pattern, DLOCK_WALK_LOCKS | DLOCK_WALK_COUNTS, 0, collect_one,
+                               &col);
     if (rc == DLOCK_OK && col.oom)
         rc = DLOCK_ENOMEM;
     if (rc == DLOCK_OK)

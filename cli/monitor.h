@@ -1,8 +1,8 @@
 /* dlock check and dlock exporter: what they share. One pass over the
- * family in Redis: the held locks (dlock_client_scan), then the semaphores
- * and latches (dlock_client_scan_counts), both walked with SCAN (the
- * library's batches of COUNT 200), never KEYS; then a snapshot of each name
- * kept, with its waiters (dlock_client_inspect). */
+ * family in Redis: the held locks, semaphores and latches in one walk of the
+ * keyspace (dlock_client_walk: SCAN, the library's batches of COUNT 200,
+ * never KEYS); then a snapshot of each name kept, with its waiters
+ * (dlock_client_inspect). */
 #ifndef DLOCK_CLI_MONITOR_H
 #define DLOCK_CLI_MONITOR_H
 

@@ -13,6 +13,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -28,6 +29,10 @@
 #define VERBOSE_EVERY_MS 10000
 
 static int lost_pipe[2] = {-1, -1};
+/* The cause of the last loss (dlock_last_lost_cause in the callback). */
+static _Atomic int lost_cause;
+
+int run_lost_cause(void) { return atomic_load(&lost_cause); }
 
 /* io thread: one byte per loss, the reason. */
 static void on_lost(const char *name, const char *owner, dlock_lost_reason reason, void *ud)
@@ -35,6 +40,7 @@ static void on_lost(const char *name, const char *owner, dlock_lost_reason reaso
     (void)name;
     (void)owner;
     (void)ud;
+    atomic_store(&lost_cause, (int)dlock_last_lost_cause());
     char b = (char)reason;
     ssize_t w = write(lost_pipe[1], &b, 1);
     (void)w;
@@ -172,6 +178,13 @@ static int parse_args(cli_opts *o, int argc, char **argv, run_args *ra)
                 return -1;
             if (ra->max_hold_ms == CLI_DUR_INF)
                 ra->max_hold_ms = 0;
+        } else if ((r = cli_opt_value(o, "run", argc, argv, &i, "--lock-delay", NULL, &val)) !=
+                   0) {
+            if (r < 0)
+                return -1;
+            static const cli_dur_rule delay = {1, NULL, 0, 86400000, "0 to 1d"};
+            if (cli_duration_opt(o, "run", "--lock-delay", val, &delay, &ra->lock_delay_ms) != 0)
+                return -1;
         } else if ((r = cli_opt_value(o, "run", argc, argv, &i, "--conflict-exit-code", "-E",
                                       &val)) != 0) {
             if (r < 0)
@@ -265,6 +278,17 @@ static int parse_args(cli_opts *o, int argc, char **argv, run_args *ra)
                                   "--lease the lease is the limit: give one of them");
         return -1;
     }
+    for (int k = 0; k < ra->nnames && ra->lock_delay_ms; k++)
+        if (ra->kinds[k] != RUN_LOCK || ra->semaphore || ra->elect) {
+            cli_usage_error(o, "run", "--lock-delay applies to (reentrant) locks only: not "
+                                      "with --fair, --read, --write, --semaphore or elect");
+            return -1;
+        }
+    if (ra->lock_delay_ms && ra->semaphore) {
+        cli_usage_error(o, "run", "--lock-delay applies to (reentrant) locks only: not "
+                                  "with --semaphore");
+        return -1;
+    }
     ra->watchdog_ms = o->watchdog_ms ? o->watchdog_ms : 30000;
     /* Messages name the lock, or "a + b + c" for a multi-lock. */
     ra->name = ra->names[0];
@@ -291,6 +315,7 @@ typedef struct target {
     dlock_permit_semaphore *ps;   /* --semaphore: one permit of it instead */
     int64_t permits;              /* its total */
     char permit[DLOCK_PERMIT_ID_BUFSIZE];
+    int lock_delay;               /* --lock-delay: a free lock may be in its delay */
 } target;
 
 static void target_free(target *t)
@@ -338,6 +363,9 @@ static int target_open(const cli_opts *o, dlock_client *c, const run_args *ra, c
     }
     for (int i = 0; i < t->n && rc == DLOCK_OK && ra->max_hold_ms; i++)
         rc = dlock_lock_set_max_hold(t->l[i], ra->max_hold_ms);
+    for (int i = 0; i < t->n && rc == DLOCK_OK && ra->lock_delay_ms; i++)
+        rc = dlock_lock_set_lock_delay(t->l[i], ra->lock_delay_ms);
+    t->lock_delay = ra->lock_delay_ms > 0;
     if (rc == DLOCK_OK && ra->elect)
         rc = dlock_election_get_as(c, ra->names[0], owner, &t->e);
     if (rc == DLOCK_OK && t->e && ra->max_hold_ms)
@@ -357,14 +385,13 @@ static int target_acquire(target *t, int64_t wait_ms, int64_t lease_ms, dlock_ca
                           uint64_t *token)
 {
     *token = 0;
-    if (t->e)
-        return dlock_election_campaign(t->e, wait_ms, cancel, token);
-    if (t->ps)
-        return dlock_permit_semaphore_acquire_cancellable(t->ps, wait_ms, DLOCK_WATCHDOG, cancel,
-                                                          t->permit, sizeof(t->permit));
+    dlock_wait_opts o = {.wait_ms = wait_ms, .lease_ms = lease_ms, .cancel = cancel};
     if (t->ml)
-        return dlock_multilock_acquire_cancellable(t->ml, wait_ms, lease_ms, cancel);
-    return dlock_lock_acquire_fenced(t->l[0], wait_ms, lease_ms, cancel, token);
+        return dlock_multilock_acquire_opts(t->ml, &o);
+    if (t->ps)   /* the watchdog's: a runner that dies gives it back (run_sem.c) */
+        return dlock_permit_semaphore_acquire_opts(t->ps, &o, t->permit, sizeof(t->permit));
+    o.token = token;
+    return t->e ? dlock_election_campaign(t->e, &o) : dlock_lock_acquire_opts(t->l[0], &o);
 }
 
 static int target_release(target *t)
@@ -425,6 +452,12 @@ static void describe_holder(dlock_client *c, target *t, char *buf, size_t size)
             break;
         dlock_info_free(info);
         info = NULL;
+    }
+    if (!info && t->lock_delay) {
+        /* Refused while free: most likely its lock-delay (or a reserved turn). */
+        snprintf(buf, size, "free, but in its lock-delay: its last holder lost it without "
+                            "releasing (or its next turn is reserved for another waiter)");
+        return;
     }
     if (!info) {
         /* Refused while free: the next turn was reserved for a long waiter, or

@@ -17,6 +17,7 @@ typedef struct run_args {
     int64_t lease_ms;      /* DLOCK_WATCHDOG by default */
     int64_t watchdog_ms;   /* the lease a watchdog hold has (for pause detection) */
     int64_t max_hold_ms;   /* --max-hold, 0 = none */
+    int64_t lock_delay_ms; /* --lock-delay, 0 = none */
     int conflict_code;
     int on_lost_term;
     int lost_code;         /* exit code when the hold was lost (76), -1: CMD's status */
@@ -105,6 +106,8 @@ int supervise(const cli_opts *o, const run_args *ra, guard *g, run_hold *h, int 
  * client had to reconnect since the hold began (Redis restarted, failed
  * over). */
 const char *lost_why(const run_hold *h, int reason, char *buf, size_t size);
+/* The cause the library gave for the last loss (dlock_lost_cause). */
+int run_lost_cause(void);
 
 /* -------------------------------------------------------- run_stripes.c */
 

@@ -469,6 +469,11 @@ int cmd_status(cli_opts *o, int argc, char **argv)
         dlock_client_close(c);
         return code;
     }
+    if (cli_not_other(o, info, "a lock, semaphore or latch")) {
+        dlock_info_free(info);
+        dlock_client_close(c);
+        return EXIT_DATAERR;
+    }
     holder_map *map = dlock_info_holders(info) || dlock_info_queued(info) ? holder_map_load(c)
                                                                           : NULL;
     if (sa.json) {

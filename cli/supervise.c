@@ -39,6 +39,35 @@ static int reconnected(const run_hold *h)
            st.reconnects > h->reconnects;
 }
 
+/* The library's cause of a hold found gone, in words; 0 when it could not
+ * tell. */
+static int gone_cause(char *buf, size_t size)
+{
+    const char *why;
+    switch (run_lost_cause()) {
+    case DLOCK_CAUSE_EVICTED:
+        why = "evicted: Redis evicted it to free memory (its maxmemory-policy evicts locks; "
+              "dlock doctor tells)";
+        break;
+    case DLOCK_CAUSE_DELETED:
+        why = "deleted by another client (a force unlock, a DEL)";
+        break;
+    case DLOCK_CAUSE_FLUSHED:
+        why = "flushed: FLUSHALL or FLUSHDB emptied Redis";
+        break;
+    case DLOCK_CAUSE_FAILOVER:
+        why = "failover: Redis restarted or failed over without it (a new run_id)";
+        break;
+    case DLOCK_CAUSE_EXPIRED:
+        why = "expired: its lease ran out before a renewal";
+        break;
+    default:
+        return 0;
+    }
+    snprintf(buf, size, "a renewal found it gone, %s", why);
+    return 1;
+}
+
 const char *lost_why(const run_hold *h, int reason, char *buf, size_t size)
 {
     char a[32], b[32];
@@ -59,6 +88,8 @@ const char *lost_why(const run_hold *h, int reason, char *buf, size_t size)
     }
     switch (reason) {
     case DLOCK_LOST_GONE:
+        if (gone_cause(buf, size))
+            break;
         if (reconnected(h))
             snprintf(buf, size, "the connection to Redis was lost, and once made again a "
                                 "renewal found the lock gone: Redis restarted or failed over "

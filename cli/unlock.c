@@ -122,6 +122,10 @@ static int unlock_name(const cli_opts *o, dlock_client *c, const unlock_args *ua
         int rc = dlock_client_inspect(c, ua->name, &info);
         if (rc != DLOCK_OK)
             return cli_fail_key(o, c, rc, "unlock", ua->name, DLOCK_KIND_LOCK, "a lock");
+        if (cli_not_other(o, info, "a lock")) {
+            dlock_info_free(info);
+            return EXIT_DATAERR;
+        }
         dlock_kind kind = dlock_info_kind(info);
         if (kind == DLOCK_KIND_PERMITS || kind == DLOCK_KIND_COUNT || ua->permit) {
             size_t held = dlock_info_holders(info);

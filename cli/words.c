@@ -23,36 +23,41 @@ static const char *kind_noun(int kind)
     }
 }
 
+/* What a snapshot's key holds, as a phrase: its kind's, or for other data
+ * the Redis type the library names ("a list", "a hash that is not a lock"). */
+static void holds_what(const dlock_info *info, char *what, size_t size)
+{
+    const char *type = dlock_info_redis_type(info);
+    if (dlock_info_kind(info) != DLOCK_KIND_OTHER)
+        snprintf(what, size, "%s", kind_noun((int)dlock_info_kind(info)));
+    else if (strcmp(type, "hash") == 0)
+        snprintf(what, size, "a hash that is not a lock");
+    else
+        snprintf(what, size, "a %s", type);
+}
+
 int cli_key_kind(dlock_client *c, const char *name, char *what, size_t size)
 {
     dlock_info *info = NULL;
-    int rc = dlock_client_inspect(c, name, &info);
-    if (rc == DLOCK_OK) {
-        int kind = (int)dlock_info_kind(info);
-        dlock_info_free(info);
-        snprintf(what, size, "%s", kind_noun(kind));
-        return kind;
-    }
-    if (rc != DLOCK_EWRONGTYPE) {
+    if (dlock_client_inspect(c, name, &info) != DLOCK_OK) {
         snprintf(what, size, "?");
         return -2;
     }
-    /* The library names the Redis type: "key '<name>' holds a <type>, not a
-     * lock, semaphore or latch"; take the type from there (the name is
-     * known, so whatever bytes it holds cannot mislead the reading). */
-    const char *e = dlock_last_error(), *pre = "key '", *mid = "' holds ";
-    size_t nl = strlen(name);
-    const char *t = e + strlen(pre) + nl + strlen(mid);
-    const char *end = strncmp(e, pre, strlen(pre)) == 0 &&
-                              strncmp(e + strlen(pre), name, nl) == 0 &&
-                              strncmp(e + strlen(pre) + nl, mid, strlen(mid)) == 0
-                          ? strstr(t, ", not a")
-                          : NULL;
-    if (end)
-        snprintf(what, size, "%.*s", (int)(end - t), t);
-    else
-        snprintf(what, size, "another type");
-    return -1;
+    int kind = (int)dlock_info_kind(info);
+    holds_what(info, what, size);
+    dlock_info_free(info);
+    return kind == DLOCK_KIND_OTHER ? -1 : kind;
+}
+
+int cli_not_other(const cli_opts *o, const dlock_info *info, const char *want_noun)
+{
+    if (dlock_info_kind(info) != DLOCK_KIND_OTHER)
+        return 0;
+    char what[120], nm[200];
+    holds_what(info, what, sizeof(what));
+    cli_err(o, "key '%s' holds %s, not %s", cli_esc(dlock_info_name(info), nm, sizeof(nm)), what,
+            want_noun);
+    return 1;
 }
 
 int cli_wrong_type(const cli_opts *o, dlock_client *c, const char *name, int want,

@@ -36,7 +36,7 @@ set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS
     "${_dlock_libpkg} (= ${PROJECT_VERSION}), libhiredis-dev, libuv1-dev, libssl-dev")
 set(CPACK_DEBIAN_DEV_DESCRIPTION
     "Redisson-compatible distributed locks for C (development files)\n\
-Headers, static library, pkg-config file (dlock.pc) and CMake package\n\
+Headers (dlock.hpp for C++ too), static library, pkg-config file (dlock.pc) and CMake package\n\
 (find_package(dlock), targets dlock::dlock and dlock::dlock_static).")
 set(CPACK_DEBIAN_CLI_PACKAGE_NAME dlock)
 set(CPACK_DEBIAN_CLI_PACKAGE_SECTION utils)

@@ -173,7 +173,8 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
     if (rc == DLOCK_OK)
         rc = dlock_lock_get_as(client, r->line, owner, &r->lock);
     if (rc == DLOCK_OK)
-        rc = dlock_lock_acquire_async(r->lock, 10000, DLOCK_WATCHDOG, NULL, on_acquired, r);
+        rc =
+            dlock_lock_acquire_async(r->lock, &(dlock_wait_opts){.wait_ms = 10000}, on_acquired, r);
     if (rc != DLOCK_OK) {
         char text[300];
         snprintf(text, sizeof(text), "error %s: %s\n", dlock_errname(rc), dlock_last_error());

@@ -10,6 +10,11 @@
 // owner id, not for a thread). The worker holds it 30 ms and lets it go. The
 // main thread waits for all three. Prints each task's turn and exits 0 when
 // the turns did not overlap and their fencing tokens grew.
+//
+// For blocking calls, include/dlock/dlock.hpp has the RAII types ready made
+// (std::unique_lock on a dlock::mutex, and more): see examples/guards.cpp.
+// This example keeps its own wrapper because dlock.hpp does not wrap the
+// asynchronous API.
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -92,9 +97,12 @@ class AsyncLock {
     // wait_ms, lease_ms as for dlock_lock_acquire_async; done runs once, on
     // dlock's io thread.
     void acquire(int64_t wait_ms, int64_t lease_ms, Done done) {
-        auto *call = new Call{lock_, std::move(done)};
-        int rc = dlock_lock_acquire_fenced_async(lock_.get(), wait_ms, lease_ms, nullptr,
-                                                 &AsyncLock::on_done, call);
+        auto *call = new Call{lock_, std::move(done), 0};
+        dlock_wait_opts o = {};
+        o.wait_ms = wait_ms;
+        o.lease_ms = lease_ms;
+        o.token = &call->token;   // written before on_done runs
+        int rc = dlock_lock_acquire_async(lock_.get(), &o, &AsyncLock::on_done, call);
         if (rc != DLOCK_OK) {
             delete call;
             throw std::runtime_error(dlock_last_error());
@@ -105,12 +113,13 @@ class AsyncLock {
     struct Call {
         std::shared_ptr<dlock_lock> lock;
         Done done;
+        uint64_t token;
     };
 
     static void on_done(const dlock_async_result *res, void *ud) {
         std::unique_ptr<Call> call(static_cast<Call *>(ud));
         int st = dlock_async_status(res);
-        Guard g = st == DLOCK_OK ? Guard(call->lock, dlock_async_token(res)) : Guard();
+        Guard g = st == DLOCK_OK ? Guard(call->lock, call->token) : Guard();
         call->done(st, dlock_async_message(res), std::move(g));
     }
 

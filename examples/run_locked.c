@@ -27,7 +27,7 @@ int main(int argc, char **argv)
         return 1;
     struct job j = {"rotate the logs", 0};
     int result = 0;
-    int rc = dlock_lock_run(l, 1000, DLOCK_WATCHDOG, do_job, &j, &result);
+    int rc = dlock_lock_run(l, &(dlock_wait_opts){.wait_ms = 1000}, do_job, &j, &result);
     int locked = -1;
     dlock_lock_is_locked(l, &locked);
     printf("run: %s, job returned %d, lock still held afterwards: %s\n", dlock_strerror(rc),

@@ -24,8 +24,8 @@ int main(int argc, char **argv)
         printf("%s %-8s waits\n", example_now(ts, sizeof(ts)), who);
         fflush(stdout);
         uint64_t token = 0;
-        if (dlock_lock_acquire_fenced(l, DLOCK_WAIT_FOREVER, DLOCK_WATCHDOG, NULL, &token) !=
-            DLOCK_OK) {
+        if (dlock_lock_acquire_opts(l, &(dlock_wait_opts){.wait_ms = DLOCK_WAIT_FOREVER,
+                                                          .token = &token}) != DLOCK_OK) {
             fprintf(stderr, "%s: %s\n", who, dlock_last_error());
             return 1;
         }

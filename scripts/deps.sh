@@ -4,7 +4,7 @@
 # Usage: scripts/deps.sh [extra packages...]
 set -euo pipefail
 
-pkgs=(gcc make cmake pkg-config redis-server redis-tools libhiredis-dev libuv1-dev libssl-dev
+pkgs=(gcc g++ clang make cmake pkg-config redis-server redis-tools libhiredis-dev libuv1-dev libssl-dev
       openssl libcmocka-dev libasan8 libubsan1 libtsan2 jq iptables iproute2 "$@")
 missing=()
 for p in "${pkgs[@]}"; do

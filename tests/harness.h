@@ -4,6 +4,7 @@
 #define DLOCK_TEST_HARNESS_H
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -26,6 +27,13 @@ typedef struct th_redis {
     int bus_port;            /* cluster node: its cluster bus port (0: not a cluster node) */
     int sentinel;            /* started as a sentinel (th_sentinels_start) */
 } th_redis;
+
+/* A lost callback (dlock_lock_set_lost_callback) that records the reason of
+ * the last hold reported lost in th_lost_reason (0: none; the test resets
+ * it) and its cause (dlock_last_lost_cause) in th_lost_cause. */
+extern _Atomic int th_lost_reason;
+extern _Atomic int th_lost_cause;
+void th_on_lost(const char *name, const char *owner, dlock_lost_reason reason, void *ud);
 
 /* Starts redis-server on a free 127.0.0.1 port (and a unix socket in its own
  * temp dir), without persistence. Extra "--opt value" pairs may follow, NULL
@@ -113,6 +121,13 @@ void th_sentinels_destroy(th_sentinels *ss);
 /* The primary's port as sentinel s answers SENTINEL GET-MASTER-ADDR-BY-NAME,
  * or -1. */
 int th_sentinel_primary_port(const th_redis *s, const char *master);
+/* The server of rs that sentinel s names the primary of master, or NULL. */
+th_redis *th_sentinel_primary(th_replset *rs, const th_redis *s, const char *master);
+/* th_replset_start (no extra arguments) then th_sentinels_start: 0 on
+ * success, else -1 with nothing left running. The pair a Sentinel test
+ * program's group setup starts; th_sentinel_deploy_destroy stops both. */
+int th_sentinel_deploy_start(th_replset *rs, th_sentinels *ss, const char *master);
+void th_sentinel_deploy_destroy(th_replset *rs, th_sentinels *ss);
 
 /* A Redis Cluster of 3 primaries with 1 replica each, created with
  * `redis-cli --cluster create ... --cluster-replicas 1 --cluster-yes`.

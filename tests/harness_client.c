@@ -106,3 +106,15 @@ int th_teardown(void **state)
     th_redis_destroy(&srv);
     return 0;
 }
+
+_Atomic int th_lost_reason;
+_Atomic int th_lost_cause;
+
+void th_on_lost(const char *name, const char *owner, dlock_lost_reason reason, void *ud)
+{
+    (void)name;
+    (void)owner;
+    (void)ud;
+    atomic_store(&th_lost_cause, (int)dlock_last_lost_cause());
+    atomic_store(&th_lost_reason, (int)reason);
+}

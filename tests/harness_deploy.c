@@ -227,6 +227,34 @@ int th_sentinel_primary_port(const th_redis *s, const char *master)
     return plain ? atoi(plain) : port;
 }
 
+th_redis *th_sentinel_primary(th_replset *rs, const th_redis *s, const char *master)
+{
+    int port = th_sentinel_primary_port(s, master);
+    if (port == rs->primary.port)
+        return &rs->primary;
+    for (int i = 0; i < TH_REPLICAS; i++)
+        if (port == rs->replica[i].port)
+            return &rs->replica[i];
+    return NULL;
+}
+
+int th_sentinel_deploy_start(th_replset *rs, th_sentinels *ss, const char *master)
+{
+    if (th_replset_start(rs, NULL) != 0)
+        return -1;
+    if (th_sentinels_start(ss, rs, master) != 0) {
+        th_replset_destroy(rs);
+        return -1;
+    }
+    return 0;
+}
+
+void th_sentinel_deploy_destroy(th_replset *rs, th_sentinels *ss)
+{
+    th_sentinels_destroy(ss);
+    th_replset_destroy(rs);
+}
+
 int th_sentinels_start(th_sentinels *ss, const th_replset *rs, const char *master)
 {
     memset(ss, 0, sizeof(*ss));

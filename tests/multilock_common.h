@@ -137,7 +137,9 @@ static inline void *mlthread_main(void *arg)
 {
     mlthread *m = arg;
     m->started = th_now_ms();
-    int rc = dlock_multilock_acquire_cancellable(m->ml, m->wait_ms, m->lease_ms, m->cancel);
+    int rc = dlock_multilock_acquire_opts(
+        m->ml,
+        &(dlock_wait_opts){.wait_ms = m->wait_ms, .lease_ms = m->lease_ms, .cancel = m->cancel});
     snprintf(m->err, sizeof(m->err), "%s", dlock_last_error());
     m->acquired_at = th_now_ms();
     m->rc = rc;

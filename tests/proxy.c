@@ -95,7 +95,7 @@ static void *acceptor(void *arg)
         struct sockaddr_in sa;
         memset(&sa, 0, sizeof(sa));
         sa.sin_family = AF_INET;
-        sa.sin_port = htons((uint16_t)p->target);
+        sa.sin_port = htons((uint16_t)flag(p, &p->target));
         sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
         if (sfd < 0 || connect(sfd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
             close(cfd);
@@ -114,6 +114,13 @@ static void *acceptor(void *arg)
         pthread_create(&c->thr, NULL, pump, c);
     }
     return NULL;
+}
+
+void th_proxy_retarget(th_proxy *p, int target_port)
+{
+    pthread_mutex_lock(&p->mu);
+    p->target = target_port;
+    pthread_mutex_unlock(&p->mu);
 }
 
 th_proxy *th_proxy_start(int target_port)

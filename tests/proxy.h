@@ -14,6 +14,9 @@ void th_proxy_swallow_replies(th_proxy *p);
 /* While on, nothing passes in either direction and new connections hang
  * (a partition); off resumes (connections cut meanwhile stay closed). */
 void th_proxy_blackhole(th_proxy *p, int on);
+/* Connections opened from now on go to 127.0.0.1:target_port (those open
+ * stay where they are): a DNS name that now names another server. */
+void th_proxy_retarget(th_proxy *p, int target_port);
 /* Closes every connection open now. */
 void th_proxy_cut(th_proxy *p);
 void th_proxy_stop(th_proxy *p);

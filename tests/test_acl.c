@@ -113,7 +113,8 @@ static void test_lock_family(void **state)
     assert_int_equal(dlock_lock_get_as(cli, "app:lock", owner, &a), DLOCK_OK);
     assert_int_equal(dlock_lock_get(cli, "app:lock", &b), DLOCK_OK);
     uint64_t token = 0;
-    assert_int_equal(dlock_lock_acquire_fenced(a, DLOCK_WAIT_FOREVER, DLOCK_WATCHDOG, NULL, &token),
+    assert_int_equal(dlock_lock_acquire_opts(
+                         a, &(dlock_wait_opts){.wait_ms = DLOCK_WAIT_FOREVER, .token = &token}),
                      DLOCK_OK);
     assert_true(token > 0);
     th_sleep_ms(450);   /* renewed at 200 and 400 ms */
@@ -208,7 +209,7 @@ static void test_synchronizers(void **state)
     assert_int_equal(dlock_semaphore_acquire(s, 1), DLOCK_OK);
     later rel;
     run_later(&rel, 200, release_sem, s);
-    assert_int_equal(dlock_semaphore_try_acquire(s, 1, 10000), DLOCK_OK);
+    assert_int_equal(dlock_semaphore_try(s, 1, 10000), DLOCK_OK);
     pthread_join(rel.t, NULL);
     assert_int_equal(rel.rc, DLOCK_OK);
     int64_t n = -1;
@@ -219,7 +220,7 @@ static void test_synchronizers(void **state)
     dlock_permit_semaphore *p;
     char id[DLOCK_PERMIT_ID_BUFSIZE];
     assert_int_equal(dlock_permit_semaphore_get(cli, "app:permits", &p), DLOCK_OK);
-    assert_int_equal(dlock_permit_semaphore_set_permits(p, 1), DLOCK_OK);
+    assert_int_equal(dlock_permit_semaphore_set_total(p, 1), DLOCK_OK);
     assert_int_equal(dlock_permit_semaphore_acquire(p, DLOCK_WATCHDOG, id, sizeof(id)), DLOCK_OK);
     th_sleep_ms(450);   /* renewed */
     assert_int_equal(dlock_permit_semaphore_release(p, id), DLOCK_OK);
@@ -233,7 +234,7 @@ static void test_synchronizers(void **state)
     assert_int_equal(dlock_latch_try_set_count(l, 1, &set), DLOCK_OK);
     assert_int_equal(set, 1);
     run_later(&rel, 200, count_down, l);
-    assert_int_equal(dlock_latch_await(l, 10000, NULL), DLOCK_OK);
+    assert_int_equal(dlock_latch_await(l, 10000), DLOCK_OK);
     pthread_join(rel.t, NULL);
     assert_int_equal(rel.rc, DLOCK_OK);
     dlock_latch_free(l);

@@ -36,6 +36,8 @@ typedef struct rec {
     int was_locked;
     int by_status[20];       /* calls per -status (0..19) */
     int64_t count;           /* the last count a callback reported */
+    const uint64_t *out;     /* a fenced call's token out-parameter, or NULL */
+    uint64_t out_seen;       /* what it held when the callback ran */
     char msg[256];
 } rec;
 
@@ -66,7 +68,9 @@ static void on_rec(const dlock_async_result *res, void *ud)
     if (-r->status >= 0 && -r->status < 20)
         r->by_status[-r->status]++;
     r->token = dlock_async_token(res);
-    r->was_locked = dlock_async_was_locked(res);
+    if (r->out)
+        r->out_seen = *r->out;
+    r->was_locked = dlock_async_flag(res);
     snprintf(r->msg, sizeof(r->msg), "%s", dlock_async_message(res));
     if (dlock_async_permit_id(res)[0])
         snprintf(the_permit_id, sizeof(the_permit_id), "%s", dlock_async_permit_id(res));
@@ -134,7 +138,10 @@ static int threads_now(void)
 static int run_acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, rec *r)
 {
     rec_init(r);
-    assert_int_equal(dlock_lock_acquire_async(l, wait_ms, lease_ms, NULL, on_rec, r), DLOCK_OK);
+    assert_int_equal(
+        dlock_lock_acquire_async(l, &(dlock_wait_opts){.wait_ms = wait_ms, .lease_ms = lease_ms},
+                                 on_rec, r),
+        DLOCK_OK);
     assert_int_equal(rec_wait(r, 1, 10000 + (wait_ms > 0 ? wait_ms : 0)), 1);
     return r->status;
 }
@@ -225,11 +232,15 @@ static void test_fenced_tokens_increase(void **state)
     for (int i = 0; i < 3; i++) {
         rec r;
         rec_init(&r);
+        uint64_t token = 0;
+        r.out = &token;   /* the options' token is written before the callback runs */
         assert_int_equal(
-            dlock_lock_acquire_fenced_async(l, 0, DLOCK_WATCHDOG, NULL, on_rec, &r), DLOCK_OK);
+            dlock_lock_acquire_async(l, &(dlock_wait_opts){.token = &token}, on_rec, &r), DLOCK_OK);
         assert_int_equal(rec_wait(&r, 1, 10000), 1);
         assert_int_equal(r.status, DLOCK_OK);
         assert_true(r.token > last);
+        assert_true(r.out_seen == r.token);
+        assert_true(token == r.token);
         last = r.token;
         rec_done(&r);
         assert_int_equal(run_release(l), DLOCK_OK);
@@ -272,22 +283,21 @@ static void test_bad_input(void **state)
     rec_init(&r);
     dlock_lock *mine = NULL;
     assert_int_equal(dlock_lock_get(cli, name, &mine), DLOCK_OK);
-    assert_int_equal(dlock_lock_acquire_async(mine, 0, DLOCK_WATCHDOG, NULL, on_rec, &r),
-                     DLOCK_EINVAL);
+    assert_int_equal(dlock_lock_acquire_async(mine, NULL, on_rec, &r), DLOCK_EINVAL);
     assert_non_null(strstr(dlock_last_error(), "explicit owner"));
     assert_int_equal(dlock_lock_release_async(mine, on_rec, &r), DLOCK_EINVAL);
     assert_int_equal(dlock_lock_force_release_async(mine, on_rec, &r), DLOCK_EINVAL);
     dlock_lock *l = get_as(cli, name, owner);
-    assert_int_equal(dlock_lock_acquire_async(NULL, 0, DLOCK_WATCHDOG, NULL, on_rec, &r),
+    assert_int_equal(dlock_lock_acquire_async(NULL, NULL, on_rec, &r), DLOCK_EINVAL);
+    assert_int_equal(dlock_lock_acquire_async(l, NULL, NULL, &r), DLOCK_EINVAL);
+    assert_int_equal(dlock_lock_acquire_async(l, &(dlock_wait_opts){.lease_ms = -5}, on_rec, &r),
                      DLOCK_EINVAL);
-    assert_int_equal(dlock_lock_acquire_async(l, 0, DLOCK_WATCHDOG, NULL, NULL, &r), DLOCK_EINVAL);
-    assert_int_equal(dlock_lock_acquire_async(l, 0, -5, NULL, on_rec, &r), DLOCK_EINVAL);
     assert_non_null(strstr(dlock_last_error(), "lease"));
-    assert_int_equal(dlock_lock_acquire_async(l, -7, DLOCK_WATCHDOG, NULL, on_rec, &r),
+    assert_int_equal(dlock_lock_acquire_async(l, &(dlock_wait_opts){.wait_ms = -7}, on_rec, &r),
                      DLOCK_EINVAL);
     /* A key of another type: DLOCK_EWRONGTYPE in the callback, the key untouched. */
     freeReplyObject(th_cmd(&srv, "SET %s somebody", name));
-    assert_int_equal(dlock_lock_acquire_async(l, 1000, DLOCK_WATCHDOG, NULL, on_rec, &r),
+    assert_int_equal(dlock_lock_acquire_async(l, &(dlock_wait_opts){.wait_ms = 1000}, on_rec, &r),
                      DLOCK_OK);
     assert_int_equal(rec_wait(&r, 1, 10000), 1);
     assert_int_equal(r.status, DLOCK_EWRONGTYPE);
@@ -346,9 +356,9 @@ static void test_woken_by_other_client(void **state)
     rec_init(&r);
     dlock_stats s0, s1;
     assert_int_equal(dlock_client_stats(cli, &s0, sizeof(s0)), DLOCK_OK);
-    assert_int_equal(dlock_lock_acquire_async(lb, DLOCK_WAIT_FOREVER, DLOCK_WATCHDOG, NULL,
-                                              on_rec, &r),
-                     DLOCK_OK);
+    assert_int_equal(
+        dlock_lock_acquire_async(lb, &(dlock_wait_opts){.wait_ms = DLOCK_WAIT_FOREVER}, on_rec, &r),
+        DLOCK_OK);
     th_sleep_ms(300);
     assert_int_equal(rec_calls(&r), 0);
     assert_int_equal(dlock_client_async_pending(cli), 1);
@@ -447,8 +457,9 @@ static void test_thousand_waiters_one_thread(void **state)
     int threads0 = threads_now();
     struct mallinfo2 m0 = mallinfo2();
     for (size_t i = 0; i < MANY; i++)
-        assert_int_equal(dlock_lock_acquire_async(ch->l[i], DLOCK_WAIT_FOREVER, DLOCK_WATCHDOG,
-                                                  NULL, on_chain_acquired, (void *)(uintptr_t)i),
+        assert_int_equal(dlock_lock_acquire_async(ch->l[i],
+                                                  &(dlock_wait_opts){.wait_ms = DLOCK_WAIT_FOREVER},
+                                                  on_chain_acquired, (void *)(uintptr_t)i),
                          DLOCK_OK);
     /* Every one pending, and asleep: no thread per waiter, no commands. */
     int64_t until = th_now_ms() + 10000 * th_slack();
@@ -531,7 +542,8 @@ static void test_deadlines_in_order(void **state)
         char o[DLOCK_OWNER_BUFSIZE];
         new_owner(cli, o);
         ls[i] = get_as(cli, name, o);
-        assert_int_equal(dlock_lock_acquire_async(ls[i], 200 + 50 * i, DLOCK_WATCHDOG, NULL,
+        assert_int_equal(dlock_lock_acquire_async(ls[i],
+                                                  &(dlock_wait_opts){.wait_ms = 200 + 50 * i},
                                                   on_end, (void *)(uintptr_t)i),
                          DLOCK_OK);
     }
@@ -579,7 +591,8 @@ static void test_cancel_pending(void **state)
     rec r;
     rec_init(&r);
     assert_int_equal(
-        dlock_lock_acquire_async(lb, DLOCK_WAIT_FOREVER, DLOCK_WATCHDOG, tok, on_rec, &r),
+        dlock_lock_acquire_async(
+            lb, &(dlock_wait_opts){.wait_ms = DLOCK_WAIT_FOREVER, .cancel = tok}, on_rec, &r),
         DLOCK_OK);
     th_sleep_ms(200);
     assert_int_equal(rec_calls(&r), 0);
@@ -590,7 +603,8 @@ static void test_cancel_pending(void **state)
     rec_done(&r);
     /* A fired token: a new wait on it ends at its first busy answer. */
     rec_init(&r);
-    assert_int_equal(dlock_lock_acquire_async(lb, 5000, DLOCK_WATCHDOG, tok, on_rec, &r),
+    assert_int_equal(dlock_lock_acquire_async(
+                         lb, &(dlock_wait_opts){.wait_ms = 5000, .cancel = tok}, on_rec, &r),
                      DLOCK_OK);
     assert_int_equal(rec_wait(&r, 1, 5000), 1);
     assert_int_equal(r.status, DLOCK_ECANCELED);
@@ -621,7 +635,8 @@ static void test_cancel_races_release(void **state)
         rec r;
         rec_init(&r);
         assert_int_equal(
-            dlock_lock_acquire_async(lb, DLOCK_WAIT_FOREVER, DLOCK_WATCHDOG, tok, on_rec, &r),
+            dlock_lock_acquire_async(
+                lb, &(dlock_wait_opts){.wait_ms = DLOCK_WAIT_FOREVER, .cancel = tok}, on_rec, &r),
             DLOCK_OK);
         th_sleep_ms(20 + round % 5);
         if (round % 2)
@@ -667,9 +682,9 @@ static void test_close_with_pending_calls(void **state)
         char o[DLOCK_OWNER_BUFSIZE];
         new_owner(c, o);
         ls[i] = get_as(c, name, o);
-        assert_int_equal(
-            dlock_lock_acquire_async(ls[i], DLOCK_WAIT_FOREVER, DLOCK_WATCHDOG, NULL, on_rec, &r),
-            DLOCK_OK);
+        assert_int_equal(dlock_lock_acquire_async(
+                             ls[i], &(dlock_wait_opts){.wait_ms = DLOCK_WAIT_FOREVER}, on_rec, &r),
+                         DLOCK_OK);
     }
     /* Some asleep, the last ones perhaps still starting: close ends them all. */
     th_sleep_ms(100);
@@ -699,7 +714,9 @@ static void test_close_right_after_calls(void **state)
         rec r;
         rec_init(&r);
         for (int i = 0; i < 20; i++)
-            assert_int_equal(dlock_lock_acquire_async(l, 0, 5000, NULL, on_rec, &r), DLOCK_OK);
+            assert_int_equal(
+                dlock_lock_acquire_async(l, &(dlock_wait_opts){.lease_ms = 5000}, on_rec, &r),
+                DLOCK_OK);
         dlock_client_close(c);
         assert_int_equal(rec_calls(&r), 20);
         dlock_lock_free(l);
@@ -754,8 +771,9 @@ static void test_redis_restart_with_calls_pending(void **state)
         char o[DLOCK_OWNER_BUFSIZE];
         new_owner(c, o);
         rc->l[i] = get_as(c, name, o);
-        assert_int_equal(dlock_lock_acquire_async(rc->l[i], 60000, 10000, NULL, on_restart_acq,
-                                                  (void *)(uintptr_t)i),
+        assert_int_equal(dlock_lock_acquire_async(
+                             rc->l[i], &(dlock_wait_opts){.wait_ms = 60000, .lease_ms = 10000},
+                             on_restart_acq, (void *)(uintptr_t)i),
                          DLOCK_OK);
     }
     th_sleep_ms(300);
@@ -821,8 +839,9 @@ static void test_fair_lock_order(void **state)
         char o[DLOCK_OWNER_BUFSIZE];
         new_owner(cli, o);
         assert_int_equal(dlock_fair_lock_get_as(cli, name, o, &the_order.l[i]), DLOCK_OK);
-        assert_int_equal(dlock_lock_acquire_async(the_order.l[i], 30000, DLOCK_WATCHDOG, NULL,
-                                                  on_fair, (void *)(uintptr_t)i),
+        assert_int_equal(dlock_lock_acquire_async(the_order.l[i],
+                                                  &(dlock_wait_opts){.wait_ms = 30000}, on_fair,
+                                                  (void *)(uintptr_t)i),
                          DLOCK_OK);
         /* Queued in this order: wait for each to be in Redis's queue. */
         int64_t until = th_now_ms() + 5000 * th_slack();
@@ -868,10 +887,12 @@ static void test_read_write_locks(void **state)
     /* Two readers wait for the writer; its release ("1") wakes both. */
     rec readers;
     rec_init(&readers);
-    assert_int_equal(dlock_lock_acquire_async(ra, 20000, DLOCK_WATCHDOG, NULL, on_rec, &readers),
-                     DLOCK_OK);
-    assert_int_equal(dlock_lock_acquire_async(rb, 20000, DLOCK_WATCHDOG, NULL, on_rec, &readers),
-                     DLOCK_OK);
+    assert_int_equal(
+        dlock_lock_acquire_async(ra, &(dlock_wait_opts){.wait_ms = 20000}, on_rec, &readers),
+        DLOCK_OK);
+    assert_int_equal(
+        dlock_lock_acquire_async(rb, &(dlock_wait_opts){.wait_ms = 20000}, on_rec, &readers),
+        DLOCK_OK);
     th_sleep_ms(200);
     assert_int_equal(rec_calls(&readers), 0);
     assert_int_equal(run_release(w), DLOCK_OK);
@@ -881,7 +902,7 @@ static void test_read_write_locks(void **state)
     /* A writer waits for both readers. */
     rec wr;
     rec_init(&wr);
-    assert_int_equal(dlock_lock_acquire_async(w, 20000, DLOCK_WATCHDOG, NULL, on_rec, &wr),
+    assert_int_equal(dlock_lock_acquire_async(w, &(dlock_wait_opts){.wait_ms = 20000}, on_rec, &wr),
                      DLOCK_OK);
     th_sleep_ms(150);
     assert_int_equal(run_release(ra), DLOCK_OK);
@@ -918,7 +939,7 @@ static void test_semaphore_async(void **state)
     assert_int_equal(dlock_semaphore_set_permits(s, 0), DLOCK_OK);
     rec r;
     rec_init(&r);
-    assert_int_equal(dlock_semaphore_acquire_async(s, 1, 0, NULL, on_rec, &r), DLOCK_OK);
+    assert_int_equal(dlock_semaphore_acquire_async(s, 1, NULL, on_rec, &r), DLOCK_OK);
     assert_int_equal(rec_wait(&r, 1, 5000), 1);
     assert_int_equal(r.status, DLOCK_ETIMEDOUT);
     assert_non_null(strstr(r.msg, "available"));
@@ -927,8 +948,20 @@ static void test_semaphore_async(void **state)
     rec w;
     rec_init(&w);
     for (int i = 0; i < 3; i++)
-        assert_int_equal(
-            dlock_semaphore_acquire_async(s, 1, DLOCK_WAIT_FOREVER, NULL, on_rec, &w), DLOCK_OK);
+        assert_int_equal(dlock_semaphore_acquire_async(
+                             s, 1, &(dlock_wait_opts){.wait_ms = DLOCK_WAIT_FOREVER}, on_rec, &w),
+                         DLOCK_OK);
+    /* Options a semaphore has no use for are refused at the call, as the
+     * blocking form refuses them: the callback never runs. */
+    uint64_t tok = 0;
+    assert_int_equal(dlock_semaphore_acquire_async(s, 1, &(dlock_wait_opts){.lease_ms = 1000},
+                                                   on_rec, &w),
+                     DLOCK_EINVAL);
+    assert_non_null(strstr(dlock_last_error(), "lease_ms"));
+    assert_int_equal(
+        dlock_semaphore_acquire_async(s, 1, &(dlock_wait_opts){.token = &tok}, on_rec, &w),
+        DLOCK_EINVAL);
+    assert_non_null(strstr(dlock_last_error(), "token"));
     th_sleep_ms(200);
     assert_int_equal(rec_calls(&w), 0);
     rec g;
@@ -947,7 +980,7 @@ static void test_semaphore_async(void **state)
     assert_int_equal(dlock_semaphore_available(s, &n), DLOCK_OK);
     assert_int_equal(n, 0);
     /* Bad input is refused at the call. */
-    assert_int_equal(dlock_semaphore_acquire_async(s, 0, 0, NULL, on_rec, &r), DLOCK_EINVAL);
+    assert_int_equal(dlock_semaphore_acquire_async(s, 0, NULL, on_rec, &r), DLOCK_EINVAL);
     assert_int_equal(dlock_semaphore_release_async(s, -1, on_rec, &r), DLOCK_EINVAL);
     rec_done(&w);
     rec_done(&g);
@@ -967,7 +1000,7 @@ static void test_permits_async(void **state)
     RUN1(q, dlock_permit_semaphore_add_permits_async(p, -1, on_rec, &q));
     assert_int_equal(q.status, DLOCK_OK);
     assert_int_equal(q.count, 2);
-    RUN1(q, dlock_permit_semaphore_set_permits_async(p, 1, on_rec, &q));
+    RUN1(q, dlock_permit_semaphore_set_total_async(p, 1, on_rec, &q));
     assert_int_equal(q.status, DLOCK_OK);
     RUN1(q, dlock_permit_semaphore_available_async(p, on_rec, &q));
     assert_int_equal(q.count, 1);
@@ -975,8 +1008,7 @@ static void test_permits_async(void **state)
     rec a;
     rec_init(&a);
     char id[DLOCK_PERMIT_ID_BUFSIZE] = "";
-    assert_int_equal(
-        dlock_permit_semaphore_acquire_async(p, 0, DLOCK_WATCHDOG, NULL, on_rec, &a), DLOCK_OK);
+    assert_int_equal(dlock_permit_semaphore_acquire_async(p, NULL, on_rec, &a), DLOCK_OK);
     assert_int_equal(rec_wait(&a, 1, 5000), 1);
     assert_int_equal(a.status, DLOCK_OK);
     rec_done(&a);
@@ -988,14 +1020,16 @@ static void test_permits_async(void **state)
     /* A timed wait ends; a waiter for ever gets the permit once it is released. */
     rec t;
     rec_init(&t);
-    assert_int_equal(dlock_permit_semaphore_acquire_async(p, 300, 10000, NULL, on_rec, &t),
+    assert_int_equal(dlock_permit_semaphore_acquire_async(
+                         p, &(dlock_wait_opts){.wait_ms = 300, .lease_ms = 10000}, on_rec, &t),
                      DLOCK_OK);
     assert_int_equal(rec_wait(&t, 1, 5000), 1);
     assert_int_equal(t.status, DLOCK_ETIMEDOUT);
     rec_done(&t);
     rec_init(&t);
     assert_int_equal(
-        dlock_permit_semaphore_acquire_async(p, DLOCK_WAIT_FOREVER, 10000, NULL, on_rec, &t),
+        dlock_permit_semaphore_acquire_async(
+            p, &(dlock_wait_opts){.wait_ms = DLOCK_WAIT_FOREVER, .lease_ms = 10000}, on_rec, &t),
         DLOCK_OK);
     th_sleep_ms(100);
     assert_int_equal(rec_calls(&t), 0);
@@ -1104,7 +1138,7 @@ static void test_latch_async(void **state)
     rec w;
     rec_init(&w);
     /* Zero already: done at once. */
-    assert_int_equal(dlock_latch_await_async(l, 0, NULL, on_rec, &w), DLOCK_OK);
+    assert_int_equal(dlock_latch_await_async(l, NULL, on_rec, &w), DLOCK_OK);
     assert_int_equal(rec_wait(&w, 1, 5000), 1);
     assert_int_equal(w.status, DLOCK_OK);
     rec_done(&w);
@@ -1112,13 +1146,15 @@ static void test_latch_async(void **state)
     assert_int_equal(dlock_latch_try_set_count(l, 2, &set), DLOCK_OK);
     assert_int_equal(set, 1);
     rec_init(&w);
-    assert_int_equal(dlock_latch_await_async(l, 200, NULL, on_rec, &w), DLOCK_OK);
+    assert_int_equal(dlock_latch_await_async(l, &(dlock_wait_opts){.wait_ms = 200}, on_rec, &w),
+                     DLOCK_OK);
     assert_int_equal(rec_wait(&w, 1, 5000), 1);
     assert_int_equal(w.status, DLOCK_ETIMEDOUT);
     rec_done(&w);
     rec_init(&w);
     for (int i = 0; i < 10; i++)
-        assert_int_equal(dlock_latch_await_async(l, DLOCK_WAIT_FOREVER, NULL, on_rec, &w),
+        assert_int_equal(dlock_latch_await_async(
+                             l, &(dlock_wait_opts){.wait_ms = DLOCK_WAIT_FOREVER}, on_rec, &w),
                          DLOCK_OK);
     th_sleep_ms(200);
     rec cd;
@@ -1230,9 +1266,9 @@ static void run_embedded(embed *e, int n, int close_after_ticks)
         char o[DLOCK_OWNER_BUFSIZE];
         new_owner(e->c, o);
         e->l[i] = get_as(e->c, name, o);
-        assert_int_equal(dlock_lock_acquire_async(e->l[i], DLOCK_WAIT_FOREVER, DLOCK_WATCHDOG,
-                                                  NULL, embed_on_acquired,
-                                                  (void *)(uintptr_t)i),
+        assert_int_equal(dlock_lock_acquire_async(e->l[i],
+                                                  &(dlock_wait_opts){.wait_ms = DLOCK_WAIT_FOREVER},
+                                                  embed_on_acquired, (void *)(uintptr_t)i),
                          DLOCK_OK);
     }
     uv_timer_init(&e->loop, &e->tick);

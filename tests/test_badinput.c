@@ -147,13 +147,16 @@ CALL(g_as_big, return dlock_lock_get_as(cli, "x", big_owner, &l_out))
 CALL(g_as_mib, return dlock_lock_get_as(cli, "x", mib, &l_out))
 CALL(g_as_nocolon, return dlock_lock_get_as(cli, "x", "worker-7", &l_out))
 CALL(a_null, return dlock_lock_acquire(NULL, DLOCK_WATCHDOG))
-CALL(a_lease0, return dlock_lock_acquire(ok_lock, 0))
+CALL(a_lease_old_wd, return dlock_lock_acquire(ok_lock, -1))
 CALL(a_lease_neg, return dlock_lock_try(ok_lock, 0, -2))
 CALL(a_lease_min, return dlock_lock_try(ok_lock, 0, INT64_MIN))
 CALL(a_lease_huge, return dlock_lock_try(ok_lock, 0, INT64_MAX))
 CALL(a_wait_neg, return dlock_lock_try(ok_lock, -2, 1000))
 CALL(a_wait_min, return dlock_lock_try(ok_lock, INT64_MIN, 1000))
-CALL(a_fenced_null, return dlock_lock_acquire_fenced(ok_lock, 0, 1000, NULL, NULL))
+CALL(a_reserved,
+     return dlock_lock_acquire_opts(ok_lock, &(dlock_wait_opts){.reserved = {0, 0, 0, 1}}))
+CALL(a_opts_wait, return dlock_lock_acquire_opts(ok_lock, &(dlock_wait_opts){.wait_ms = -2}))
+CALL(a_opts_lease, return dlock_lock_acquire_opts(ok_lock, &(dlock_wait_opts){.lease_ms = -5}))
 CALL(r_null, return dlock_lock_release(NULL))
 CALL(r_not_held, return dlock_lock_release(ok_lock))
 CALL(f_null, return dlock_lock_force_release(NULL, &flag))
@@ -164,9 +167,12 @@ CALL(q_heldby_null, return dlock_lock_is_held_by(ok_lock, NULL, &flag))
 CALL(q_heldby_big, return dlock_lock_is_held_by(ok_lock, big_owner, &flag))
 CALL(q_count_out, return dlock_lock_hold_count(ok_lock, NULL))
 CALL(q_ttl_out, return dlock_lock_ttl(ok_lock, NULL))
-CALL(u_run_fn, return dlock_lock_run(ok_lock, 0, 1000, NULL, NULL, NULL))
-CALL(u_run_lock, return dlock_lock_run(NULL, 0, 1000, noop_fn, NULL, NULL))
-CALL(u_run_lease, return dlock_lock_run(ok_lock, 0, 0, noop_fn, NULL, NULL))
+CALL(u_run_fn,
+     return dlock_lock_run(ok_lock, &(dlock_wait_opts){.lease_ms = 1000}, NULL, NULL, NULL))
+CALL(u_run_lock,
+     return dlock_lock_run(NULL, &(dlock_wait_opts){.lease_ms = 1000}, noop_fn, NULL, NULL))
+CALL(u_run_lease,
+     return dlock_lock_run(ok_lock, &(dlock_wait_opts){.lease_ms = -1}, noop_fn, NULL, NULL))
 CALL(n_inspect_null, return dlock_lock_inspect(NULL, &info_out))
 CALL(n_inspect_out, return dlock_lock_inspect(ok_lock, NULL))
 CALL(s_scan_null, return dlock_client_scan(NULL, "*", scan_fn, NULL))
@@ -174,10 +180,11 @@ CALL(s_scan_fn, return dlock_client_scan(cli, "*", NULL, NULL))
 CALL(s_scan_pattern, return dlock_client_scan(cli, "[unbalanced", scan_fn, NULL))
 
 /* Wrong key types, every operation on every type. */
+#define FENCED (&(dlock_wait_opts){.lease_ms = 1000, .token = &(uint64_t){0}})
 #define TYPED(i)                                                                       \
     CALL(t_acq_##i, return dlock_lock_try(typed[i], 0, 1000))                          \
     CALL(t_wait_##i, return dlock_lock_try(typed[i], 100, 1000))                       \
-    CALL(t_fenced_##i, uint64_t t; return dlock_lock_acquire_fenced(typed[i], 0, 1000, NULL, &t)) \
+    CALL(t_fenced_##i, return dlock_lock_acquire_opts(typed[i], FENCED))               \
     CALL(t_rel_##i, return dlock_lock_release(typed[i]))                               \
     CALL(t_force_##i, return dlock_lock_force_release(typed[i], &flag))                \
     CALL(t_locked_##i, return dlock_lock_is_locked(typed[i], &flag))                   \
@@ -191,49 +198,109 @@ TYPED(0) TYPED(1) TYPED(2) TYPED(3) TYPED(4)
     R(DLOCK_EWRONGTYPE, t_fenced_##i), R(DLOCK_EWRONGTYPE, t_rel_##i),                 \
     R(DLOCK_EWRONGTYPE, t_force_##i), R(DLOCK_EWRONGTYPE, t_inspect_##i)
 
-static const row rows[] = {
-    R(DLOCK_EINVAL, c_url_null), R(DLOCK_EINVAL, c_url_mib), R(DLOCK_EINVAL, c_url_nonutf8),
-    R(DLOCK_EINVAL, c_url_crlf), R(DLOCK_EINVAL, c_url_nul_pct), R(DLOCK_EINVAL, c_url_port_neg),
-    R(DLOCK_EINVAL, c_url_port_huge), R(DLOCK_EINVAL, c_url_db_huge),
-    R(DLOCK_EINVAL, c_url_two_at), R(DLOCK_EINVAL, c_url_unix_rel),
-    R(DLOCK_EINVAL, c_url_unix_long), R(DLOCK_EINVAL, c_url_scheme),
-    R(DLOCK_EINVAL, c_wd_neg), R(DLOCK_EINVAL, c_wd_min), R(DLOCK_EINVAL, c_wd_max),
-    R(DLOCK_EINVAL, c_wd_small), R(DLOCK_EINVAL, c_cmd_neg), R(DLOCK_EINVAL, c_cmd_max),
-    R(DLOCK_EINVAL, c_conn_neg), R(DLOCK_EINVAL, c_retry_neg), R(DLOCK_EINVAL, c_retry_max),
-    R(DLOCK_EINVAL, c_retry_delay), R(DLOCK_EINVAL, c_pool_neg), R(DLOCK_EINVAL, c_pool_max),
-    R(DLOCK_EINVAL, c_prio_neg), R(DLOCK_EINVAL, c_prio_max),
-    R(DLOCK_EINVAL, c_name_crlf), R(DLOCK_EINVAL, c_name_mib), R(DLOCK_EINVAL, c_log_level),
-    R(DLOCK_EINVAL, c_null_cfg), R(DLOCK_EINVAL, o_null_out), R(DLOCK_EINVAL, o_null_cfg),
-    R(DLOCK_EINVAL, i_null_client), R(DLOCK_EINVAL, i_small_buf), R(DLOCK_EINVAL, i_null_buf),
-    R(DLOCK_EINVAL, i_ping_null), R(DLOCK_EINVAL, k_cancel_null),
-    R(DLOCK_EINVAL, g_null_client), R(DLOCK_EINVAL, g_null_name), R(DLOCK_EINVAL, g_empty_name),
-    R(DLOCK_ENAMETOOLONG, g_mib_name), R(DLOCK_ENAMETOOLONG, g_max1_name),
-    R(DLOCK_EINVAL, g_null_out), R(DLOCK_EINVAL, g_as_null), R(DLOCK_EINVAL, g_as_empty),
-    R(DLOCK_ENAMETOOLONG, g_as_big), R(DLOCK_ENAMETOOLONG, g_as_mib), R(DLOCK_EINVAL, g_as_nocolon),
-    R(DLOCK_EINVAL, a_null), R(DLOCK_EINVAL, a_lease0), R(DLOCK_EINVAL, a_lease_neg),
-    R(DLOCK_EINVAL, a_lease_min), R(DLOCK_EINVAL, a_lease_huge), R(DLOCK_EINVAL, a_wait_neg),
-    R(DLOCK_EINVAL, a_wait_min), R(DLOCK_EINVAL, a_fenced_null), R(DLOCK_EINVAL, r_null),
-    R(DLOCK_ENOTOWNER, r_not_held), R(DLOCK_EINVAL, f_null), R(DLOCK_EINVAL, q_locked_null),
-    R(DLOCK_EINVAL, q_locked_out), R(DLOCK_EINVAL, q_held_out), R(DLOCK_EINVAL, q_heldby_null),
-    R(DLOCK_ENAMETOOLONG, q_heldby_big), R(DLOCK_EINVAL, q_count_out),
-    R(DLOCK_EINVAL, q_ttl_out), R(DLOCK_EINVAL, u_run_fn), R(DLOCK_EINVAL, u_run_lock),
-    R(DLOCK_EINVAL, u_run_lease), R(DLOCK_EINVAL, n_inspect_null),
-    R(DLOCK_EINVAL, n_inspect_out), R(DLOCK_EINVAL, s_scan_null), R(DLOCK_EINVAL, s_scan_fn),
-    R(DLOCK_OK, s_scan_pattern),
-    RT(0), RT(1), RT(2), RT(3),
-    /* A hash that is not a lock: held by "someone else" for acquire and
+    static const row rows[] = {
+        R(DLOCK_EINVAL, c_url_null),
+        R(DLOCK_EINVAL, c_url_mib),
+        R(DLOCK_EINVAL, c_url_nonutf8),
+        R(DLOCK_EINVAL, c_url_crlf),
+        R(DLOCK_EINVAL, c_url_nul_pct),
+        R(DLOCK_EINVAL, c_url_port_neg),
+        R(DLOCK_EINVAL, c_url_port_huge),
+        R(DLOCK_EINVAL, c_url_db_huge),
+        R(DLOCK_EINVAL, c_url_two_at),
+        R(DLOCK_EINVAL, c_url_unix_rel),
+        R(DLOCK_EINVAL, c_url_unix_long),
+        R(DLOCK_EINVAL, c_url_scheme),
+        R(DLOCK_EINVAL, c_wd_neg),
+        R(DLOCK_EINVAL, c_wd_min),
+        R(DLOCK_EINVAL, c_wd_max),
+        R(DLOCK_EINVAL, c_wd_small),
+        R(DLOCK_EINVAL, c_cmd_neg),
+        R(DLOCK_EINVAL, c_cmd_max),
+        R(DLOCK_EINVAL, c_conn_neg),
+        R(DLOCK_EINVAL, c_retry_neg),
+        R(DLOCK_EINVAL, c_retry_max),
+        R(DLOCK_EINVAL, c_retry_delay),
+        R(DLOCK_EINVAL, c_pool_neg),
+        R(DLOCK_EINVAL, c_pool_max),
+        R(DLOCK_EINVAL, c_prio_neg),
+        R(DLOCK_EINVAL, c_prio_max),
+        R(DLOCK_EINVAL, c_name_crlf),
+        R(DLOCK_EINVAL, c_name_mib),
+        R(DLOCK_EINVAL, c_log_level),
+        R(DLOCK_EINVAL, c_null_cfg),
+        R(DLOCK_EINVAL, o_null_out),
+        R(DLOCK_EINVAL, o_null_cfg),
+        R(DLOCK_EINVAL, i_null_client),
+        R(DLOCK_EINVAL, i_small_buf),
+        R(DLOCK_EINVAL, i_null_buf),
+        R(DLOCK_EINVAL, i_ping_null),
+        R(DLOCK_EINVAL, k_cancel_null),
+        R(DLOCK_EINVAL, g_null_client),
+        R(DLOCK_EINVAL, g_null_name),
+        R(DLOCK_EINVAL, g_empty_name),
+        R(DLOCK_ENAMETOOLONG, g_mib_name),
+        R(DLOCK_ENAMETOOLONG, g_max1_name),
+        R(DLOCK_EINVAL, g_null_out),
+        R(DLOCK_EINVAL, g_as_null),
+        R(DLOCK_EINVAL, g_as_empty),
+        R(DLOCK_ENAMETOOLONG, g_as_big),
+        R(DLOCK_ENAMETOOLONG, g_as_mib),
+        R(DLOCK_EINVAL, g_as_nocolon),
+        R(DLOCK_EINVAL, a_null),
+        R(DLOCK_EINVAL, a_lease_old_wd),
+        R(DLOCK_EINVAL, a_lease_neg),
+        R(DLOCK_EINVAL, a_lease_min),
+        R(DLOCK_EINVAL, a_lease_huge),
+        R(DLOCK_EINVAL, a_wait_neg),
+        R(DLOCK_EINVAL, a_wait_min),
+        R(DLOCK_EINVAL, a_reserved),
+        R(DLOCK_EINVAL, a_opts_wait),
+        R(DLOCK_EINVAL, a_opts_lease),
+        R(DLOCK_EINVAL, r_null),
+        R(DLOCK_ENOTOWNER, r_not_held),
+        R(DLOCK_EINVAL, f_null),
+        R(DLOCK_EINVAL, q_locked_null),
+        R(DLOCK_EINVAL, q_locked_out),
+        R(DLOCK_EINVAL, q_held_out),
+        R(DLOCK_EINVAL, q_heldby_null),
+        R(DLOCK_ENAMETOOLONG, q_heldby_big),
+        R(DLOCK_EINVAL, q_count_out),
+        R(DLOCK_EINVAL, q_ttl_out),
+        R(DLOCK_EINVAL, u_run_fn),
+        R(DLOCK_EINVAL, u_run_lock),
+        R(DLOCK_EINVAL, u_run_lease),
+        R(DLOCK_EINVAL, n_inspect_null),
+        R(DLOCK_EINVAL, n_inspect_out),
+        R(DLOCK_EINVAL, s_scan_null),
+        R(DLOCK_EINVAL, s_scan_fn),
+        R(DLOCK_OK, s_scan_pattern),
+        RT(0),
+        RT(1),
+        RT(2),
+        RT(3),
+        /* A hash that is not a lock: held by "someone else" for acquire and
      * release, refused by force release and inspection, never touched. */
-    /* A hash that is not a lock: one verdict everywhere, from the acquire too
+        /* A hash that is not a lock: one verdict everywhere, from the acquire too
      * (it used to wait as if the lock were held). */
-    R(DLOCK_EWRONGTYPE, t_acq_4), R(DLOCK_EWRONGTYPE, t_wait_4), R(DLOCK_EWRONGTYPE, t_fenced_4),
-    R(DLOCK_ENOTOWNER, t_rel_4), R(DLOCK_EWRONGTYPE, t_force_4), R(DLOCK_EWRONGTYPE, t_inspect_4),
-    R(DLOCK_OK, t_locked_4), R(DLOCK_OK, t_count_4),
-    /* is_locked and hold_count: a string, list, set or zset is not a lock; a
+        R(DLOCK_EWRONGTYPE, t_acq_4),
+        R(DLOCK_EWRONGTYPE, t_wait_4),
+        R(DLOCK_EWRONGTYPE, t_fenced_4),
+        R(DLOCK_ENOTOWNER, t_rel_4),
+        R(DLOCK_EWRONGTYPE, t_force_4),
+        R(DLOCK_EWRONGTYPE, t_inspect_4),
+        R(DLOCK_OK, t_locked_4),
+        R(DLOCK_OK, t_count_4),
+        /* is_locked and hold_count: a string, list, set or zset is not a lock; a
      * hash of other fields answers as Redis's TYPE and HGET do. */
-    R(DLOCK_EWRONGTYPE, t_locked_0), R(DLOCK_EWRONGTYPE, t_locked_1),
-    R(DLOCK_EWRONGTYPE, t_locked_2), R(DLOCK_EWRONGTYPE, t_locked_3),
-    R(DLOCK_EWRONGTYPE, t_count_0), R(DLOCK_EWRONGTYPE, t_count_1),
-    R(DLOCK_EWRONGTYPE, t_count_2), R(DLOCK_EWRONGTYPE, t_count_3),
+        R(DLOCK_EWRONGTYPE, t_locked_0),
+        R(DLOCK_EWRONGTYPE, t_locked_1),
+        R(DLOCK_EWRONGTYPE, t_locked_2),
+        R(DLOCK_EWRONGTYPE, t_locked_3),
+        R(DLOCK_EWRONGTYPE, t_count_0),
+        R(DLOCK_EWRONGTYPE, t_count_1),
+        R(DLOCK_EWRONGTYPE, t_count_2),
+        R(DLOCK_EWRONGTYPE, t_count_3),
 };
 
 static void test_table(void **state)
@@ -260,6 +327,79 @@ static void test_table(void **state)
     }
     free(before);
     assert_int_equal(bad, 0);
+}
+
+/* One check of the wait options for every type: each refuses, naming the
+ * field, what it has no use for (a lease, a token), and every type refuses a
+ * reserved field, a bad wait, a negative lease; nothing reaches Redis. */
+static void test_wait_opts_per_type(void **state)
+{
+    (void)state;
+    dlock_semaphore *s;
+    dlock_permit_semaphore *p;
+    dlock_latch *l;
+    dlock_election *e;
+    dlock_multilock *ml;
+    assert_int_equal(dlock_semaphore_get(cli, "bad:opts:sem", &s), DLOCK_OK);
+    assert_int_equal(dlock_permit_semaphore_get(cli, "bad:opts:psem", &p), DLOCK_OK);
+    assert_int_equal(dlock_latch_get(cli, "bad:opts:latch", &l), DLOCK_OK);
+    assert_int_equal(dlock_election_get(cli, "bad:opts:elect", &e), DLOCK_OK);
+    assert_int_equal(dlock_multilock_new(&ok_lock, 1, &ml), DLOCK_OK);
+    char *before = snapshot();
+    uint64_t tok = 0, term = 0;
+    char id[DLOCK_PERMIT_ID_BUFSIZE];
+    const dlock_wait_opts lease = {.lease_ms = 1000}, token = {.token = &tok},
+                          reserved = {.reserved = {0, 0, 3, 0}}, wait = {.wait_ms = -9},
+                          neg = {.lease_ms = -1};
+    struct {
+        const char *what, *names;
+        int rc;
+    } got[] = {
+        {"semaphore lease", "lease_ms", dlock_semaphore_acquire_opts(s, 1, &lease)},
+        {"semaphore token", "token", dlock_semaphore_acquire_opts(s, 1, &token)},
+        {"semaphore reserved", "reserved[2]", dlock_semaphore_acquire_opts(s, 1, &reserved)},
+        {"semaphore wait", "wait_ms", dlock_semaphore_acquire_opts(s, 1, &wait)},
+        {"permit token", "token", dlock_permit_semaphore_acquire_opts(p, &token, id, sizeof(id))},
+        {"permit lease", "lease_ms", dlock_permit_semaphore_acquire_opts(p, &neg, id, sizeof(id))},
+        {"permit reserved", "reserved[2]",
+         dlock_permit_semaphore_acquire_opts(p, &reserved, id, sizeof(id))},
+        {"latch lease", "lease_ms", dlock_latch_await_opts(l, &lease)},
+        {"latch token", "token", dlock_latch_await_opts(l, &token)},
+        {"latch wait", "wait_ms", dlock_latch_await_opts(l, &wait)},
+        {"multi-lock token", "token", dlock_multilock_acquire_opts(ml, &token)},
+        {"multi-lock lease", "lease_ms", dlock_multilock_acquire_opts(ml, &neg)},
+        {"multi-lock reserved", "reserved[2]", dlock_multilock_acquire_opts(ml, &reserved)},
+        {"campaign lease", "lease_ms", dlock_election_campaign(e, &lease)},
+        {"campaign reserved", "reserved[2]", dlock_election_campaign(e, &reserved)},
+        {"watch token", "token", dlock_election_await_change(e, 0, &token, &term, NULL, 0)},
+        {"watch lease", "lease_ms", dlock_election_await_change(e, 0, &lease, &term, NULL, 0)},
+        {"lock reserved", "reserved[2]", dlock_lock_acquire_opts(ok_lock, &reserved)},
+        {"run lease", "lease_ms", dlock_lock_run(ok_lock, &neg, noop_fn, NULL, NULL)},
+    };
+    /* The messages were overwritten by the next call: ask each again. */
+    for (size_t i = 0; i < sizeof(got) / sizeof(got[0]); i++)
+        if (got[i].rc != DLOCK_EINVAL)
+            fail_msg("%s: got %s, want DLOCK_EINVAL", got[i].what, dlock_errname(got[i].rc));
+    assert_int_equal(dlock_semaphore_acquire_opts(s, 1, &lease), DLOCK_EINVAL);
+    assert_non_null(strstr(dlock_last_error(), "lease_ms"));
+    assert_non_null(strstr(dlock_last_error(), "semaphore"));
+    assert_int_equal(dlock_latch_await_opts(l, &token), DLOCK_EINVAL);
+    assert_non_null(strstr(dlock_last_error(), "token"));
+    assert_int_equal(dlock_election_campaign(e, &reserved), DLOCK_EINVAL);
+    assert_non_null(strstr(dlock_last_error(), "reserved[2]"));
+    assert_int_equal(dlock_multilock_acquire_opts(ml, &token), DLOCK_EINVAL);
+    assert_non_null(strstr(dlock_last_error(), "multi-lock"));
+    assert_int_equal(tok, 0);
+    assert_int_equal(dlock_election_term(e), 0);
+    char *after = snapshot();
+    assert_string_equal(before, after);
+    free(before);
+    free(after);
+    dlock_multilock_free(ml);
+    dlock_election_free(e);
+    dlock_latch_free(l);
+    dlock_permit_semaphore_free(p);
+    dlock_semaphore_free(s);
 }
 
 /* NULL-safe calls that return no code. */
@@ -302,10 +442,10 @@ static void test_script_counts(void **state)
     (void)state;
     const dlock__script *s = &dlock__scripts[DLOCK__SCRIPT_LOCK_ACQUIRE];
     assert_string_equal(s->name, "lock/acquire");
-    assert_int_equal(s->keys_min, 2);   /* KEYS[3] is marked (optional) */
-    assert_int_equal(s->keys_max, 3);
+    assert_int_equal(s->keys_min, 2);   /* KEYS[3] and KEYS[4] are marked (optional) */
+    assert_int_equal(s->keys_max, 4);   /* KEYS[4]: the reservation after a lock-delay marker */
     assert_int_equal(s->args_min, 5);
-    assert_int_equal(s->args_max, 5);
+    assert_int_equal(s->args_max, 6);   /* ARGV[6]: the lock-delay, optional */
     s = &dlock__scripts[DLOCK__SCRIPT_LOCK_RENEW];   /* KEYS[i], ARGV[1], ARGV[i+1] */
     assert_int_equal(s->keys_min, 0);
     assert_int_equal(s->keys_max, -1);
@@ -331,6 +471,7 @@ int main(void)
         cmocka_unit_test(test_script_counts),
         cmocka_unit_test(test_table),
         cmocka_unit_test(test_null_safe),
+        cmocka_unit_test(test_wait_opts_per_type),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

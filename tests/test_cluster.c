@@ -439,8 +439,9 @@ static void test_async_on_every_node(void **state)
                                            &l[i]),
                          DLOCK_OK);
         on_node[th_cluster_node_for(&cl, name[i]) - cl.node]++;
-        assert_int_equal(dlock_lock_acquire_async(l[i], 0, 30000, NULL, on_acount, &acq),
-                         DLOCK_OK);
+        assert_int_equal(
+            dlock_lock_acquire_async(l[i], &(dlock_wait_opts){.lease_ms = 30000}, on_acount, &acq),
+            DLOCK_OK);
     }
     if (await_count(&acq, NAMES) != NAMES)
         fail_msg("%d of %d async acquisitions: %s", atomic_load(&acq.ok), NAMES, acq.msg);
@@ -462,8 +463,9 @@ static void test_async_on_every_node(void **state)
     assert_int_equal(dlock_lock_get(other, name[0], &held), DLOCK_OK);
     assert_int_equal(dlock_lock_try(held, 0, 60000), DLOCK_OK);
     acount w = {0};
-    assert_int_equal(dlock_lock_acquire_async(l[0], DLOCK_WAIT_FOREVER, 30000, NULL, on_acount,
-                                              &w),
+    assert_int_equal(dlock_lock_acquire_async(
+                         l[0], &(dlock_wait_opts){.wait_ms = DLOCK_WAIT_FOREVER, .lease_ms = 30000},
+                         on_acount, &w),
                      DLOCK_OK);
     th_sleep_ms(300);
     assert_int_equal(atomic_load(&w.done), 0);
@@ -573,6 +575,54 @@ static int open_url(const char *url)
     }
     dlock_config_free(cfg);
     return rc;
+}
+
+typedef struct doc_seen {
+    int primaries_seen[TH_CLUSTER_NODES];
+    int findings, eviction;
+    char evict_node[64];
+} doc_seen;
+
+static void on_doctor(dlock_doctor_level level, const char *node, const char *check,
+                      const char *finding, const char *fix, void *ud)
+{
+    doc_seen *d = ud;
+    (void)fix;
+    print_message("    %d %s %s: %s\n", (int)level, node, check, finding);
+    if (level == DLOCK_DOCTOR_NOTE)
+        return;
+    d->findings++;
+    if (strcmp(check, "eviction") == 0) {
+        d->eviction++;
+        snprintf(d->evict_node, sizeof(d->evict_node), "%s", node);
+    }
+}
+
+/* dlock_client_doctor asks every primary on its own: one primary with an
+ * evicting policy is the one finding, named by its address; the cluster as
+ * started (primaries with replicas, noeviction) has none. */
+static void test_doctor_every_primary(void **state)
+{
+    (void)state;
+    dlock_client *c = th_client_url(cl.url, 0);
+    doc_seen d;
+    memset(&d, 0, sizeof(d));
+    assert_int_equal(dlock_client_doctor(c, "doc:x", on_doctor, &d), DLOCK_DOCTOR_NOTE);
+    assert_int_equal(d.findings, 0);
+    th_redis *p = th_cluster_node_for(&cl, "doc:x");
+    assert_non_null(p);
+    freeReplyObject(th_cmd(p, "CONFIG SET maxmemory 64mb"));
+    freeReplyObject(th_cmd(p, "CONFIG SET maxmemory-policy volatile-ttl"));
+    memset(&d, 0, sizeof(d));
+    int rc = dlock_client_doctor(c, NULL, on_doctor, &d);
+    freeReplyObject(th_cmd(p, "CONFIG SET maxmemory-policy noeviction"));
+    freeReplyObject(th_cmd(p, "CONFIG SET maxmemory 0"));
+    assert_int_equal(rc, DLOCK_DOCTOR_UNSAFE);
+    assert_int_equal(d.eviction, 1);
+    char port[16];
+    snprintf(port, sizeof(port), ":%d", th_client_port(p));
+    assert_non_null(strstr(d.evict_node, port));
+    dlock_client_close(c);
 }
 
 static void test_bad_deployments(void **state)
@@ -776,6 +826,7 @@ int main(void)
         cmocka_unit_test(test_cross_slot_request_refused),
         cmocka_unit_test(test_multilock_follows_moved),
         cmocka_unit_test(test_async_on_every_node),
+        cmocka_unit_test(test_doctor_every_primary),
         cmocka_unit_test(test_bad_deployments),
         cmocka_unit_test(test_cluster_failover),
         cmocka_unit_test(test_cluster_primary_killed),   /* last: a node stays down */

@@ -29,8 +29,8 @@ typedef struct watcher {
 static void *watch(void *arg)
 {
     watcher *w = arg;
-    w->rc = dlock_election_await_change(w->e, w->known, 10000 * th_slack(), NULL, &w->got, NULL,
-                                        0);
+    w->rc = dlock_election_await_change(
+        w->e, w->known, &(dlock_wait_opts){.wait_ms = 10000 * th_slack()}, &w->got, NULL, 0);
     w->at = th_now_ms();
     return NULL;
 }
@@ -52,12 +52,13 @@ static void test_campaign_resign_observe(void **state)
     char who[400];
     assert_int_equal(dlock_election_leader(eo, &t, who, sizeof(who)), DLOCK_OK);
     assert_int_equal(t, 0);
-    assert_int_equal(dlock_election_campaign(ea, 0, NULL, &t1), DLOCK_OK);
+    assert_int_equal(dlock_election_campaign(ea, &(dlock_wait_opts){.token = &t1}), DLOCK_OK);
     assert_true(t1 > 0);
     assert_int_equal(dlock_election_term(ea), t1);
-    assert_int_equal(dlock_election_campaign(ea, 0, NULL, &again), DLOCK_OK);
+    assert_int_equal(dlock_election_campaign(ea, &(dlock_wait_opts){.token = &again}), DLOCK_OK);
     assert_int_equal(again, t1);   /* leading already: the same term */
-    assert_int_equal(dlock_election_campaign(eb, 200, NULL, &t), DLOCK_ETIMEDOUT);
+    assert_int_equal(dlock_election_campaign(eb, &(dlock_wait_opts){.wait_ms = 200, .token = &t}),
+                     DLOCK_ETIMEDOUT);
     assert_int_equal(dlock_election_term(eb), 0);
     assert_int_equal(dlock_election_leader(eo, &t, who, sizeof(who)), DLOCK_OK);
     assert_int_equal(t, t1);
@@ -83,7 +84,7 @@ static void test_campaign_resign_observe(void **state)
     pthread_create(&th, NULL, watch, &w);
     th_sleep_ms(200);
     uint64_t t2 = 0;
-    assert_int_equal(dlock_election_campaign(eb, 0, NULL, &t2), DLOCK_OK);
+    assert_int_equal(dlock_election_campaign(eb, &(dlock_wait_opts){.token = &t2}), DLOCK_OK);
     pthread_join(th, NULL);
     assert_int_equal(w.rc, DLOCK_OK);
     assert_true(t2 > t1);
@@ -124,7 +125,9 @@ static void test_leader_killed(void **state)
     int64_t t0 = th_now_ms();
     th_wait(p, 5000);
     uint64_t t2 = 0;
-    assert_int_equal(dlock_election_campaign(e, 10000 * th_slack(), NULL, &t2), DLOCK_OK);
+    assert_int_equal(
+        dlock_election_campaign(e, &(dlock_wait_opts){.wait_ms = 10000 * th_slack(), .token = &t2}),
+        DLOCK_OK);
     int64_t took = th_now_ms() - t0;
     if (took > (WD + 1000) * th_slack())
         fail_msg("leadership passed %lld ms after the leader was killed (bound %d ms)",
@@ -163,7 +166,7 @@ static void test_leader_revoked(void **state)
     assert_int_equal(dlock_election_get(c, name, &e), DLOCK_OK);
     dlock_election_set_lost_callback(e, on_lost, NULL);
     uint64_t t1 = 0, t2 = 0, t3 = 0;
-    assert_int_equal(dlock_election_campaign(e, 0, NULL, &t1), DLOCK_OK);
+    assert_int_equal(dlock_election_campaign(e, &(dlock_wait_opts){.token = &t1}), DLOCK_OK);
     th_sleep_ms(100);   /* tracked */
     assert_int_equal(th_int(&srv, "DEL %s", name), 1);
     int64_t until = th_now_ms() + 2 * WD * th_slack();
@@ -172,12 +175,12 @@ static void test_leader_revoked(void **state)
     assert_int_equal(__atomic_load_n(&lost_calls, __ATOMIC_SEQ_CST), 1);
     assert_int_equal(dlock_election_term(e), 0);
     assert_int_equal(dlock_election_resign(e), DLOCK_ENOTOWNER);
-    assert_int_equal(dlock_election_campaign(e, 0, NULL, &t2), DLOCK_OK);
+    assert_int_equal(dlock_election_campaign(e, &(dlock_wait_opts){.token = &t2}), DLOCK_OK);
     assert_true(t2 > t1);
     assert_int_equal(dlock_election_resign(e), DLOCK_OK);
     snprintf(tk, sizeof(tk), "redisson_lock_token:{%s}", name);
     freeReplyObject(th_cmd(&srv, "DEL %s", tk));
-    assert_int_equal(dlock_election_campaign(e, 0, NULL, &t3), DLOCK_OK);
+    assert_int_equal(dlock_election_campaign(e, &(dlock_wait_opts){.token = &t3}), DLOCK_OK);
     assert_true(t3 > t2);
     assert_int_equal(dlock_election_resign(e), DLOCK_OK);
     dlock_election_free(e);
@@ -193,7 +196,7 @@ static void test_bad_input(void **state)
     assert_int_equal(dlock_election_get(NULL, "x", &e), DLOCK_EINVAL);
     assert_int_equal(dlock_election_get(c, "", &e), DLOCK_EINVAL);
     assert_int_equal(dlock_election_get(c, "x", NULL), DLOCK_EINVAL);
-    assert_int_equal(dlock_election_campaign(NULL, 0, NULL, &t), DLOCK_EINVAL);
+    assert_int_equal(dlock_election_campaign(NULL, &(dlock_wait_opts){.token = &t}), DLOCK_EINVAL);
     assert_int_equal(dlock_election_leader(NULL, &t, NULL, 0), DLOCK_EINVAL);
     assert_int_equal(dlock_election_resign(NULL), DLOCK_EINVAL);
     assert_int_equal(dlock_election_term(NULL), 0);
@@ -201,9 +204,11 @@ static void test_bad_input(void **state)
     th_name(name, sizeof(name), "bad");
     assert_int_equal(dlock_election_get(c, name, &e), DLOCK_OK);
     assert_int_equal(dlock_election_leader(e, NULL, NULL, 0), DLOCK_EINVAL);
-    assert_int_equal(dlock_election_await_change(e, 0, -5, NULL, &t, NULL, 0), DLOCK_EINVAL);
+    assert_int_equal(
+        dlock_election_await_change(e, 0, &(dlock_wait_opts){.wait_ms = -5}, &t, NULL, 0),
+        DLOCK_EINVAL);
     freeReplyObject(th_cmd(&srv, "SET %s not-a-lock", name));
-    assert_int_equal(dlock_election_campaign(e, 0, NULL, &t), DLOCK_EWRONGTYPE);
+    assert_int_equal(dlock_election_campaign(e, &(dlock_wait_opts){.token = &t}), DLOCK_EWRONGTYPE);
     assert_int_equal(dlock_election_term(e), 0);
     freeReplyObject(th_cmd(&srv, "DEL %s", name));
     dlock_election_free(e);

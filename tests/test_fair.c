@@ -285,7 +285,9 @@ static void test_give_up_leaves_queue(void **state)
     dlock_lock *cl;
     assert_int_equal(dlock_fair_lock_get_as(cli, name, "canceller:1", &cl), DLOCK_OK);
     dlock_cancel_fire(cancel);
-    assert_int_equal(dlock_lock_acquire_cancellable(cl, DLOCK_WAIT_FOREVER, 1000, cancel),
+    assert_int_equal(dlock_lock_acquire_opts(cl, &(dlock_wait_opts){.wait_ms = DLOCK_WAIT_FOREVER,
+                                                                    .lease_ms = 1000,
+                                                                    .cancel = cancel}),
                      DLOCK_ECANCELED);
     assert_int_equal(queue_len(name), 0);
     dlock_cancel_free(cancel);
@@ -311,8 +313,8 @@ static void test_leaving_head_wakes_next(void **state)
     redisContext *sub = th_subscribe(&srv, ch);
     assert_non_null(sub);
     redisReply *r;
-    const char *argv[] = {q, d, name, prefix, "rid:1", "500"};
-    dlock__req req = {.script = DLOCK__SCRIPT_FAIR_LEAVE, .nkeys = 4, .argc = 6, .argv = argv};
+    const char *argv[] = {q, d, name, prefix, "rid:1", "500", "400"};
+    dlock__req req = {.script = DLOCK__SCRIPT_FAIR_LEAVE, .nkeys = 4, .argc = 7, .argv = argv};
     assert_int_equal(dlock__call(cli, &req, &r), DLOCK_OK);
     assert_int_equal(r->integer, 1);
     freeReplyObject(r);
@@ -323,6 +325,21 @@ static void test_leaving_head_wakes_next(void **state)
     assert_int_equal(th_int(&srv, "LLEN %s", q), 1);
     r = th_cmd(&srv, "ZSCORE %s rid:2", d);
     assert_int_equal(atoll(r->str), 1000000);   /* moved up a slot */
+    freeReplyObject(r);
+    freeReplyObject(th_cmd(&srv, "DEL %s %s", q, d));
+    /* Deadlines ahead: the new head's turn starts, cut to now + the grace
+     * (ARGV[3], 3 s here), not to now + the leaver's own slot (500 ms). */
+    int64_t t0 = server_ms();
+    freeReplyObject(th_cmd(&srv, "RPUSH %s rid:1 rid:2", q));
+    freeReplyObject(th_cmd(&srv, "ZADD %s %lld rid:1 %lld rid:2", d, (long long)t0 + 60000,
+                           (long long)t0 + 60500));
+    const char *argv2[] = {q, d, name, prefix, "rid:1", "500", "3000"};
+    req.argv = argv2;
+    assert_int_equal(dlock__call(cli, &req, &r), DLOCK_OK);
+    freeReplyObject(r);
+    int64_t t1 = server_ms();
+    r = th_cmd(&srv, "ZSCORE %s rid:2", d);
+    assert_true(atoll(r->str) >= t0 + 3000 && atoll(r->str) <= t1 + 3000);
     freeReplyObject(r);
     freeReplyObject(th_cmd(&srv, "DEL %s %s", q, d));
 }
@@ -483,10 +500,13 @@ static void test_redisson_basics(void **state)
     took = th_now_ms() - t0;
     assert_true(took >= 150 && took < 200 + 1000 * th_slack());
     uint64_t tok1 = 0, tok2 = 0;
-    assert_int_equal(dlock_lock_acquire_fenced(other, 0, 1000, NULL, &tok1), DLOCK_OK);
+    assert_int_equal(
+        dlock_lock_acquire_opts(other, &(dlock_wait_opts){.lease_ms = 1000, .token = &tok1}),
+        DLOCK_OK);
     assert_int_equal(dlock_lock_release(other), DLOCK_OK);
     assert_int_equal(dlock_lock_release(other), DLOCK_OK);
-    assert_int_equal(dlock_lock_acquire_fenced(l, 0, 1000, NULL, &tok2), DLOCK_OK);
+    assert_int_equal(
+        dlock_lock_acquire_opts(l, &(dlock_wait_opts){.lease_ms = 1000, .token = &tok2}), DLOCK_OK);
     assert_true(tok2 > tok1);
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
     dlock_lock_free(l);
@@ -608,6 +628,108 @@ static void test_mixed_queue_with_redisson(void **state)
     dlock_lock_free(h);
 }
 
+/* ------------------------------------------- the head keeps its turn */
+
+/* Puts `id` at the head of the queue with a deadline `ahead_ms` from the
+ * server's now (negative: in the past), the lock itself free: what a live
+ * (or, in the past, a dead) Redisson waiter leaves in Redis. */
+static void queue_head(const char *name, const char *id, int64_t ahead_ms)
+{
+    freeReplyObject(th_cmd(&srv, "RPUSH redisson_lock_queue:{%s} %s", name, id));
+    freeReplyObject(th_cmd(&srv, "ZADD redisson_lock_timeout:{%s} %lld %s", name,
+                           (long long)(server_ms() + ahead_ms), id));
+}
+
+static long long head_deadline(const char *name, const char *id)
+{
+    redisReply *r = th_cmd(&srv, "ZSCORE redisson_lock_timeout:{%s} %s", name, id);
+    long long d = r->type == REDIS_REPLY_STRING ? atoll(r->str) : -1;
+    freeReplyObject(r);
+    return d;
+}
+
+/* A live Redisson waiter at the head (deadline 60 s ahead), the lock free: a
+ * newcomer's try(500) is refused as Redisson's own script refuses it; the
+ * head keeps its place and a deadline of at least the grace owed (the fair
+ * wait timeout, 5 minutes by default, so its own 60 s here); the newcomer
+ * leaves the queue. */
+static void test_head_keeps_turn(void **state)
+{
+    (void)state;
+    char name[128];
+    th_name(name, sizeof(name), "fair-head");
+    const char *rid = "9b2f0c3e-0000-4000-8000-000000000003:5";
+    queue_head(name, rid, 60000);
+    long long before = head_deadline(name, rid);
+    dlock_lock *l;
+    assert_int_equal(dlock_fair_lock_get(cli, name, &l), DLOCK_OK);
+    int64_t t0 = th_now_ms();
+    assert_int_equal(dlock_lock_try(l, 500, 10000), DLOCK_ETIMEDOUT);
+    assert_non_null(strstr(dlock_last_error(), "earlier waiters go first"));
+    int64_t took = th_now_ms() - t0;
+    assert_true(took >= 490 && took < 500 + 1000 * th_slack());
+    int locked = -1;
+    assert_int_equal(dlock_lock_is_locked(l, &locked), DLOCK_OK);
+    assert_int_equal(locked, 0);
+    redisReply *r = th_cmd(&srv, "LRANGE redisson_lock_queue:{%s} 0 -1", name);
+    assert_int_equal(r->elements, 1);   /* the head, alone: the newcomer left */
+    assert_string_equal(r->element[0]->str, rid);
+    freeReplyObject(r);
+    assert_int_equal(th_int(&srv, "ZCARD redisson_lock_timeout:{%s}", name), 1);
+    assert_int_equal(head_deadline(name, rid), before);   /* its own, sooner than the grace */
+    dlock_lock_free(l);
+    freeReplyObject(th_cmd(&srv, "DEL redisson_lock_queue:{%s} redisson_lock_timeout:{%s}",
+                           name, name));
+}
+
+/* The head's deadline is in the past (it died): a newcomer's try(500) drops it
+ * and takes the lock at once. */
+static void test_dead_head_passed_at_once(void **state)
+{
+    (void)state;
+    char name[128];
+    th_name(name, sizeof(name), "fair-deadhead");
+    queue_head(name, "9b2f0c3e-0000-4000-8000-000000000004:5", -1);
+    dlock_lock *l;
+    assert_int_equal(dlock_fair_lock_get(cli, name, &l), DLOCK_OK);
+    int64_t t0 = th_now_ms();
+    assert_int_equal(dlock_lock_try(l, 500, 10000), DLOCK_OK);
+    assert_true(th_now_ms() - t0 < 400 * th_slack());
+    assert_int_equal(queue_len(name), 0);
+    assert_int_equal(th_int(&srv, "EXISTS redisson_lock_timeout:{%s}", name), 0);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+}
+
+/* A fair wait timeout of 1 s: a head 60 s from its deadline is owed 1 s once
+ * the lock is found free. try(500) is refused; try(2000) passes it after the
+ * grace (and not before). */
+static void test_head_grace_is_fair_wait_timeout(void **state)
+{
+    (void)state;
+    enum { GRACE = 1000 };
+    dlock_client *c = open_with_slot(GRACE);
+    char name[128];
+    th_name(name, sizeof(name), "fair-grace");
+    const char *rid = "9b2f0c3e-0000-4000-8000-000000000005:5";
+    queue_head(name, rid, 60000);
+    dlock_lock *l;
+    assert_int_equal(dlock_fair_lock_get(c, name, &l), DLOCK_OK);
+    int64_t free_at = server_ms();
+    assert_int_equal(dlock_lock_try(l, 500, 10000), DLOCK_ETIMEDOUT);
+    assert_int_equal(queue_len(name), 1);
+    long long d = head_deadline(name, rid);
+    /* the grace started when the lock was found free: cut to about now + 1 s,
+     * not to now + the newcomer's 500 ms */
+    assert_true(d >= free_at + GRACE && d <= free_at + GRACE + 500 * th_slack());
+    assert_int_equal(dlock_lock_try(l, 2000 * th_slack(), 10000), DLOCK_OK);
+    assert_true(server_ms() >= d);
+    assert_int_equal(queue_len(name), 0);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
 /* ----------------------------------------------------------- bad input */
 
 /* A name holding something else is refused before anything is written: no
@@ -659,6 +781,9 @@ int main(void)
         cmocka_unit_test(test_watchdog_renews_fair_hold),
         cmocka_unit_test(test_redisson_release_wakes_dlock),
         cmocka_unit_test(test_mixed_queue_with_redisson),
+        cmocka_unit_test(test_head_keeps_turn),
+        cmocka_unit_test(test_dead_head_passed_at_once),
+        cmocka_unit_test(test_head_grace_is_fair_wait_timeout),
         cmocka_unit_test(test_wrong_types),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -75,7 +75,8 @@ static void test_stale_holder_is_refused(void **state)
     dlock_lock *l;
     assert_int_equal(dlock_lock_get(cli, name, &l), DLOCK_OK);
     uint64_t t1, t2;
-    assert_int_equal(dlock_lock_acquire_fenced(l, 0, 200, NULL, &t1), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire_opts(l, &(dlock_wait_opts){.lease_ms = 200, .token = &t1}),
+                     DLOCK_OK);
     assert_int_equal(dlock_fence_set(cli, t1, key, "first", 5, 0), DLOCK_OK);
     assert_guard(guard, t1);
     th_sleep_ms(300);   /* the first holder's lease ran out */
@@ -83,7 +84,8 @@ static void test_stale_holder_is_refused(void **state)
     dlock_client *c2 = th_client(&srv, 0);
     dlock_lock *l2;
     assert_int_equal(dlock_lock_get(c2, name, &l2), DLOCK_OK);
-    assert_int_equal(dlock_lock_acquire_fenced(l2, 0, 5000, NULL, &t2), DLOCK_OK);
+    assert_int_equal(
+        dlock_lock_acquire_opts(l2, &(dlock_wait_opts){.lease_ms = 5000, .token = &t2}), DLOCK_OK);
     assert_true(t2 > t1);
     assert_int_equal(dlock_fence_set(c2, t2, key, "second", 6, 0), DLOCK_OK);
 
@@ -315,13 +317,17 @@ static void test_token_counters_expire(void **state)
                              : dlock_write_lock_get(cli, name, &l);
         assert_int_equal(rc, DLOCK_OK);
         uint64_t t1, t2;
-        assert_int_equal(dlock_lock_acquire_fenced(l, 0, 5000, NULL, &t1), DLOCK_OK);
+        assert_int_equal(
+            dlock_lock_acquire_opts(l, &(dlock_wait_opts){.lease_ms = 5000, .token = &t1}),
+            DLOCK_OK);
         long long ttl = th_int(&srv, "PTTL %s", tk);
         if (ttl <= WEEK_MS - 60000 || ttl > WEEK_MS)
             fail_msg("kind %d: token counter PTTL %lld", kind, ttl);
         assert_int_equal(dlock_lock_release(l), DLOCK_OK);
         freeReplyObject(th_cmd(&srv, "DEL %s", tk));   /* as if it had expired */
-        assert_int_equal(dlock_lock_acquire_fenced(l, 0, 5000, NULL, &t2), DLOCK_OK);
+        assert_int_equal(
+            dlock_lock_acquire_opts(l, &(dlock_wait_opts){.lease_ms = 5000, .token = &t2}),
+            DLOCK_OK);
         assert_true(t2 > t1);
         assert_true(th_int(&srv, "PTTL %s", tk) > WEEK_MS - 60000);
         assert_int_equal(dlock_lock_release(l), DLOCK_OK);

@@ -40,8 +40,10 @@ static void test_snapshot(void **state)
     dlock_info_free(info);
 
     uint64_t tok;
-    assert_int_equal(dlock_lock_acquire_fenced(l, 0, 20000, NULL, &tok), DLOCK_OK);
-    assert_int_equal(dlock_lock_acquire_fenced(l, 0, 20000, NULL, &tok), DLOCK_OK);
+    assert_int_equal(
+        dlock_lock_acquire_opts(l, &(dlock_wait_opts){.lease_ms = 20000, .token = &tok}), DLOCK_OK);
+    assert_int_equal(
+        dlock_lock_acquire_opts(l, &(dlock_wait_opts){.lease_ms = 20000, .token = &tok}), DLOCK_OK);
     pthread_t t;
     pthread_create(&t, NULL, wait_for, l);
     int64_t until = th_now_ms() + 3000 * th_slack();
@@ -160,7 +162,7 @@ static int count_one(const dlock_info *info, void *ud)
 
 static void *await_latch(void *arg)
 {
-    dlock_latch_await(arg, 10000, NULL);
+    dlock_latch_await(arg, 10000);
     return NULL;
 }
 
@@ -249,11 +251,39 @@ static void test_snapshot_of_counts(void **state)
     assert_int_equal(dlock_info_kind(info), DLOCK_KIND_NONE);
     dlock_info_free(info);
 
-    /* Not counts: a string of letters is refused; a lock is a lock. */
-    freeReplyObject(th_cmd(&srv, "SET cnt:str abc"));
-    assert_int_equal(dlock_client_inspect(cli, "cnt:str", &info), DLOCK_EWRONGTYPE);
+    /* Not counts: a string of letters, a list, a hash that is not a lock are
+     * other data, with their Redis type and TTL; a lock is a lock. */
+    freeReplyObject(th_cmd(&srv, "SET cnt:str abc PX 600000"));
+    freeReplyObject(th_cmd(&srv, "RPUSH cnt:list a b"));
+    freeReplyObject(th_cmd(&srv, "HSET cnt:hash color blue"));
+    const char *others[][2] = {{"cnt:str", "string"}, {"cnt:list", "list"}, {"cnt:hash", "hash"}};
+    for (size_t i = 0; i < 3; i++) {
+        assert_int_equal(dlock_client_inspect(cli, others[i][0], &info), DLOCK_OK);
+        assert_int_equal(dlock_info_kind(info), DLOCK_KIND_OTHER);
+        assert_string_equal(dlock_info_redis_type(info), others[i][1]);
+        assert_string_equal(dlock_info_name(info), others[i][0]);
+        assert_int_equal(dlock_info_holders(info), 0);
+        assert_int_equal(dlock_info_locked(info), 0);
+        if (i == 0)
+            assert_true(dlock_info_ttl(info) > 0 && dlock_info_ttl(info) <= 600000);
+        else
+            assert_int_equal(dlock_info_ttl(info), -1);
+        dlock_info_free(info);
+    }
+    /* Every kind names its Redis type; a lock handle still refuses other data. */
+    assert_int_equal(dlock_client_inspect(cli, "cnt:sem", &info), DLOCK_OK);
+    assert_string_equal(dlock_info_redis_type(info), "string");
+    dlock_info_free(info);
+    assert_int_equal(dlock_client_inspect(cli, "cnt:none", &info), DLOCK_OK);
+    assert_string_equal(dlock_info_redis_type(info), "none");
+    dlock_info_free(info);
+    assert_string_equal(dlock_info_redis_type(NULL), "");
+    dlock_lock *on_str;
+    assert_int_equal(dlock_lock_get(cli, "cnt:list", &on_str), DLOCK_OK);
+    assert_int_equal(dlock_lock_inspect(on_str, &info), DLOCK_EWRONGTYPE);
     assert_null(info);
-    assert_non_null(strstr(dlock_last_error(), "cnt:str"));
+    assert_non_null(strstr(dlock_last_error(), "holds a list, not a lock"));
+    dlock_lock_free(on_str);
     assert_int_equal(dlock_client_inspect(cli, "", &info), DLOCK_EINVAL);
     dlock_lock *lk;
     assert_int_equal(dlock_lock_get(cli, "cnt:lock", &lk), DLOCK_OK);
@@ -289,6 +319,99 @@ static void test_snapshot_of_counts(void **state)
     dlock_latch_free(l);
     dlock_latch_free(l2);
     dlock_client_close(other);
+}
+
+typedef struct walked {
+    int locks, counts, bad;
+} walked;
+
+static int on_walk(const dlock_info *info, void *ud)
+{
+    walked *w = ud;
+    dlock_kind k = dlock_info_kind(info);
+    const char *n = dlock_info_name(info);
+    if (strncmp(n, "walk:", 5) != 0)
+        w->bad++;   /* an auxiliary counter, or outside the pattern */
+    else if (k == DLOCK_KIND_LOCK && strncmp(n, "walk:lock:", 10) == 0 && dlock_info_locked(info))
+        w->locks++;
+    else if (k == DLOCK_KIND_COUNT && strncmp(n, "walk:sem:", 9) == 0)
+        w->counts++;
+    else
+        w->bad++;
+    return 0;
+}
+
+/* One walk over every kind: the held locks and the counts of a scan and a
+ * scan of counts, with each key visited by one SCAN instead of two, and
+ * the SCAN's COUNT the caller's. */
+static void test_walk_every_kind(void **state)
+{
+    (void)state;
+    enum { NL = 40, NC = 20 };
+    dlock_lock *ls[NL];
+    char name[64];
+    for (int i = 0; i < NL; i++) {
+        snprintf(name, sizeof(name), "walk:lock:%02d", i);
+        assert_int_equal(dlock_lock_get(cli, name, &ls[i]), DLOCK_OK);
+        assert_int_equal(dlock_lock_acquire(ls[i], 60000), DLOCK_OK);
+    }
+    for (int i = 0; i < NC; i++)
+        freeReplyObject(th_cmd(&srv, "SET walk:sem:%02d %d", i, i + 1));
+    freeReplyObject(th_cmd(&srv, "SET walk:str abc"));
+    freeReplyObject(th_cmd(&srv, "RPUSH walk:list a"));
+    freeReplyObject(th_cmd(&srv, "HSET walk:hash color blue"));
+    freeReplyObject(th_cmd(&srv, "SET redisson_lock_token:{walk:lock:00} 5"));
+
+    walked two = {0, 0, 0};
+    long long s0 = th_calls(&srv, "scan");
+    assert_int_equal(dlock_client_scan(cli, "*walk:*", on_walk, &two), DLOCK_OK);
+    assert_int_equal(dlock_client_scan_counts(cli, "*walk:*", on_walk, &two), DLOCK_OK);
+    long long s1 = th_calls(&srv, "scan");
+    walked one = {0, 0, 0};
+    assert_int_equal(dlock_client_walk(cli, "*walk:*", DLOCK_WALK_LOCKS | DLOCK_WALK_COUNTS,
+                                       100000, on_walk, &one),
+                     DLOCK_OK);
+    long long s2 = th_calls(&srv, "scan");
+    assert_int_equal(two.locks, NL);
+    assert_int_equal(two.counts, NC);
+    assert_int_equal(two.bad, 0);
+    assert_int_equal(one.locks, NL);
+    assert_int_equal(one.counts, NC);
+    assert_int_equal(one.bad, 0);
+    assert_true(s1 - s0 >= 2);      /* the two calls walk twice */
+    assert_int_equal(s2 - s1, 1);   /* the walk, with a COUNT above the keys: once */
+
+    /* A small COUNT: more round trips, the same objects. */
+    walked small = {0, 0, 0};
+    assert_int_equal(dlock_client_walk(cli, "walk:*", DLOCK_WALK_LOCKS | DLOCK_WALK_COUNTS, 5,
+                                       on_walk, &small),
+                     DLOCK_OK);
+    assert_true(th_calls(&srv, "scan") - s2 > 2);
+    assert_int_equal(small.locks, NL);
+    assert_int_equal(small.counts, NC);
+    /* One kind alone: what its own call reports. */
+    walked counts = {0, 0, 0};
+    assert_int_equal(dlock_client_walk(cli, "*walk:*", DLOCK_WALK_COUNTS, 0, on_walk, &counts),
+                     DLOCK_OK);
+    assert_int_equal(counts.locks, 0);
+    assert_int_equal(counts.counts, NC);
+    assert_int_equal(counts.bad, 0);
+
+    assert_int_equal(dlock_client_walk(cli, "*", 0, 0, on_walk, &one), DLOCK_EINVAL);
+    assert_non_null(strstr(dlock_last_error(), "kinds"));
+    assert_int_equal(dlock_client_walk(cli, "*", 4, 0, on_walk, &one), DLOCK_EINVAL);
+    assert_int_equal(dlock_client_walk(cli, "*", DLOCK_WALK_LOCKS, -1, on_walk, &one),
+                     DLOCK_EINVAL);
+    assert_non_null(strstr(dlock_last_error(), "count"));
+    assert_int_equal(dlock_client_walk(cli, "*", DLOCK_WALK_LOCKS, 100001, on_walk, &one),
+                     DLOCK_EINVAL);
+    assert_int_equal(dlock_client_walk(cli, "*", DLOCK_WALK_LOCKS, 0, NULL, NULL), DLOCK_EINVAL);
+    assert_int_equal(dlock_client_walk(NULL, "*", DLOCK_WALK_LOCKS, 0, on_walk, &one),
+                     DLOCK_EINVAL);
+    for (int i = 0; i < NL; i++) {
+        assert_int_equal(dlock_lock_release(ls[i]), DLOCK_OK);
+        dlock_lock_free(ls[i]);
+    }
 }
 
 /* A fair lock's queue, in order, with each waiter's deadline; the waiters
@@ -397,6 +520,7 @@ int main(void)
         cmocka_unit_test(test_snapshot_of_redisson_hold_and_bad_keys),
         cmocka_unit_test(test_scan_lists_locks_only),
         cmocka_unit_test(test_snapshot_of_counts),
+        cmocka_unit_test(test_walk_every_kind),
     };
     return cmocka_run_group_tests(tests, th_setup, th_teardown);
 }

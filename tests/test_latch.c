@@ -66,7 +66,8 @@ typedef struct awaiter {
 static void *awaiter_main(void *arg)
 {
     awaiter *a = arg;
-    a->rc = dlock_latch_await(a->l, a->wait_ms, a->cancel);
+    a->rc = dlock_latch_await_opts(a->l,
+                                   &(dlock_wait_opts){.wait_ms = a->wait_ms, .cancel = a->cancel});
     a->done_at = th_now_ms();
     __atomic_store_n(&a->done, 1, __ATOMIC_RELEASE);
     return NULL;
@@ -130,18 +131,18 @@ static void test_await_timeout(void **state)
     (void)state;
     char name[128];
     dlock_latch *l = latch("latch-timeout", name, sizeof(name));
-    assert_int_equal(dlock_latch_await(l, 0, NULL), DLOCK_OK);   /* at zero: at once */
+    assert_int_equal(dlock_latch_await(l, 0), DLOCK_OK);   /* at zero: at once */
     assert_int_equal(dlock_latch_try_set_count(l, 1, NULL), DLOCK_OK);
-    assert_int_equal(dlock_latch_await(l, 0, NULL), DLOCK_ETIMEDOUT);
+    assert_int_equal(dlock_latch_await(l, 0), DLOCK_ETIMEDOUT);
     int64_t t0 = th_now_ms();
-    assert_int_equal(dlock_latch_await(l, 300, NULL), DLOCK_ETIMEDOUT);
+    assert_int_equal(dlock_latch_await(l, 300), DLOCK_ETIMEDOUT);
     int64_t took = th_now_ms() - t0;
     assert_true(took >= 290 && took < 300 + 1000 * th_slack());
     assert_non_null(strstr(dlock_last_error(), "still counts 1"));
     pthread_t t;
     pthread_create(&t, NULL, count_down_later, l);
     t0 = th_now_ms();
-    assert_int_equal(dlock_latch_await(l, 5000 * th_slack(), NULL), DLOCK_OK);
+    assert_int_equal(dlock_latch_await(l, 5000 * th_slack()), DLOCK_OK);
     took = th_now_ms() - t0;
     pthread_join(t, NULL);
     assert_true(took >= 150 && took < 200 + 1000 * th_slack());
@@ -406,10 +407,10 @@ static void test_bad_input(void **state)
         assert_int_equal(th_int(&srv, "EXISTS %s", name), 0);
         dlock_latch_free(other);
     }
-    assert_int_equal(dlock_latch_await(l, -2, NULL), DLOCK_EINVAL);
+    assert_int_equal(dlock_latch_await(l, -2), DLOCK_EINVAL);
     assert_int_equal(dlock_latch_count(l, NULL), DLOCK_EINVAL);
     assert_int_equal(dlock_latch_count_down(NULL), DLOCK_EINVAL);
-    assert_int_equal(dlock_latch_await(NULL, 0, NULL), DLOCK_EINVAL);
+    assert_int_equal(dlock_latch_await(NULL, 0), DLOCK_EINVAL);
     dlock_latch *x = (dlock_latch *)1;
     assert_int_equal(dlock_latch_get(cli, "", &x), DLOCK_EINVAL);
     assert_null(x);
@@ -433,7 +434,7 @@ static void test_wrong_type(void **state)
         assert_non_null(strstr(dlock_last_error(), "is not a count-down latch"));
         assert_int_equal(dlock_latch_count_down(l), DLOCK_EWRONGTYPE);
         assert_int_equal(dlock_latch_count(l, &n), DLOCK_EWRONGTYPE);
-        assert_int_equal(dlock_latch_await(l, 100, NULL), DLOCK_EWRONGTYPE);
+        assert_int_equal(dlock_latch_await(l, 100), DLOCK_EWRONGTYPE);
         assert_int_equal(dlock_latch_delete(l, &flag), DLOCK_EWRONGTYPE);
         redisReply *after = th_cmd(&srv, "DUMP %s", name);
         assert_int_equal(before->len, after->len);

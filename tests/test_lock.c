@@ -232,11 +232,12 @@ static void test_fencing_tokens_increase(void **state)
     dlock_lock *l = get("fenced");
     uint64_t last = 0, tok = 0;
     for (int i = 0; i < 5; i++) {
-        assert_int_equal(dlock_lock_acquire_fenced(l, 0, DLOCK_WATCHDOG, NULL, &tok), DLOCK_OK);
+        assert_int_equal(dlock_lock_acquire_opts(l, &(dlock_wait_opts){.token = &tok}), DLOCK_OK);
         assert_true(tok > last);
         last = tok;
         if (i % 2 == 0) {   /* reentry counts too */
-            assert_int_equal(dlock_lock_acquire_fenced(l, 0, DLOCK_WATCHDOG, NULL, &tok), DLOCK_OK);
+            assert_int_equal(dlock_lock_acquire_opts(l, &(dlock_wait_opts){.token = &tok}),
+                             DLOCK_OK);
             assert_true(tok > last);
             last = tok;
             assert_int_equal(dlock_lock_release(l), DLOCK_OK);
@@ -252,7 +253,8 @@ static void test_fencing_tokens_increase(void **state)
 
     /* A busy lock gives no token and counts none. */
     freeReplyObject(th_cmd(&srv, "HSET %s other:1 1", dlock_lock_name(l)));
-    assert_int_equal(dlock_lock_acquire_fenced(l, 0, DLOCK_WATCHDOG, NULL, &tok), DLOCK_ETIMEDOUT);
+    assert_int_equal(dlock_lock_acquire_opts(l, &(dlock_wait_opts){.token = &tok}),
+                     DLOCK_ETIMEDOUT);
     r = th_cmd(&srv, "GET %s", key);
     assert_int_equal(strtoull(r->str, NULL, 10), last);
     freeReplyObject(r);
@@ -260,12 +262,19 @@ static void test_fencing_tokens_increase(void **state)
 
     /* Redisson's RFencedLock INCRs the same key: dlock continues from there. */
     freeReplyObject(th_cmd(&srv, "SET %s 9000000000000000", key));
-    assert_int_equal(dlock_lock_acquire_fenced(l, 0, 5000, NULL, &tok), DLOCK_OK);
+    assert_int_equal(
+        dlock_lock_acquire_opts(l, &(dlock_wait_opts){.lease_ms = 5000, .token = &tok}), DLOCK_OK);
     assert_int_equal(tok, 9000000000000001ULL);
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
     freeReplyObject(th_cmd(&srv, "SET %s %llu", key, (unsigned long long)last));
 
-    assert_int_equal(dlock_lock_acquire_fenced(l, 0, DLOCK_WATCHDOG, NULL, NULL), DLOCK_EINVAL);
+    /* Options with a reserved field set are refused, the token untouched. */
+    tok = 7;
+    assert_int_equal(
+        dlock_lock_acquire_opts(l, &(dlock_wait_opts){.token = &tok, .reserved = {0, 1}}),
+        DLOCK_EINVAL);
+    assert_non_null(strstr(dlock_last_error(), "reserved[1]"));
+    assert_int_equal(tok, 7);
     dlock_lock_free(l);
 }
 
@@ -278,10 +287,14 @@ static void test_fencing_tokens_survive_restart(void **state)
         skip();   /* restarts its server */
     dlock_lock *l = get("fenced-restart");
     uint64_t before = 0, after = 0;
-    assert_int_equal(dlock_lock_acquire_fenced(l, 0, 5000, NULL, &before), DLOCK_OK);
+    assert_int_equal(
+        dlock_lock_acquire_opts(l, &(dlock_wait_opts){.lease_ms = 5000, .token = &before}),
+        DLOCK_OK);
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
     assert_int_equal(th_redis_restart(&srv), 0);
-    assert_int_equal(dlock_lock_acquire_fenced(l, 0, 5000, NULL, &after), DLOCK_OK);
+    assert_int_equal(
+        dlock_lock_acquire_opts(l, &(dlock_wait_opts){.lease_ms = 5000, .token = &after}),
+        DLOCK_OK);
     assert_true(after > before);
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
     dlock_lock_free(l);
@@ -300,7 +313,7 @@ static void *hold_then_run(void *arg)
     int *rc = arg;
     dlock_lock *l = *(dlock_lock **)(rc + 2);
     int calls = 0;
-    rc[0] = dlock_lock_run(l, 0, 1000, add_one, &calls, NULL);
+    rc[0] = dlock_lock_run(l, &(dlock_wait_opts){.lease_ms = 1000}, add_one, &calls, NULL);
     rc[1] = calls;
     return NULL;
 }
@@ -310,7 +323,7 @@ static void test_run_helper(void **state)
     (void)state;
     dlock_lock *l = get("run");
     int calls = 0, res = 0;
-    assert_int_equal(dlock_lock_run(l, 0, DLOCK_WATCHDOG, add_one, &calls, &res), DLOCK_OK);
+    assert_int_equal(dlock_lock_run(l, NULL, add_one, &calls, &res), DLOCK_OK);
     assert_int_equal(calls, 1);
     assert_int_equal(res, 1);
     assert_int_equal(th_int(&srv, "EXISTS %s", dlock_lock_name(l)), 0);   /* released */
@@ -327,7 +340,8 @@ static void test_run_helper(void **state)
     assert_int_equal(arg.rc[0], DLOCK_ETIMEDOUT);
     assert_int_equal(arg.rc[1], 0);
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
-    assert_int_equal(dlock_lock_run(l, 0, 1000, NULL, NULL, NULL), DLOCK_EINVAL);
+    assert_int_equal(dlock_lock_run(l, &(dlock_wait_opts){.lease_ms = 1000}, NULL, NULL, NULL),
+                     DLOCK_EINVAL);
     dlock_lock_free(l);
 }
 
@@ -428,13 +442,15 @@ static void test_bad_durations(void **state)
     (void)state;
     dlock_lock *l = get("durations");
     long long keys = th_int(&srv, "DBSIZE");
-    assert_int_equal(dlock_lock_try(l, 0, 0), DLOCK_EINVAL);
-    assert_non_null(strstr(dlock_last_error(), "lease"));
+    /* -1 was DLOCK_WATCHDOG before 0.2.0: a program not rebuilt gets an
+     * error, not another lease. */
+    assert_int_equal(dlock_lock_try(l, 0, -1), DLOCK_EINVAL);
+    assert_non_null(strstr(dlock_last_error(), "lease_ms"));
     assert_int_equal(dlock_lock_try(l, 0, -7), DLOCK_EINVAL);
     assert_int_equal(dlock_lock_try(l, -2, 1000), DLOCK_EINVAL);
     assert_non_null(strstr(dlock_last_error(), "wait"));
     assert_int_equal(dlock_lock_try(l, 0, INT64_MAX), DLOCK_EINVAL);
-    assert_int_equal(dlock_lock_acquire(l, 0), DLOCK_EINVAL);
+    assert_int_equal(dlock_lock_acquire(l, INT64_MIN), DLOCK_EINVAL);
     assert_int_equal(th_int(&srv, "DBSIZE"), keys);
     dlock_lock_free(l);
 }

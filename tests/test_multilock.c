@@ -761,7 +761,8 @@ static void test_bad_input(void **state)
     dlock_multilock *ml;
     assert_int_equal(dlock_multilock_new(l, 3, &ml), DLOCK_OK);
     long long e0 = evalsha_calls(0);
-    assert_int_equal(dlock_multilock_acquire(ml, 0), DLOCK_EINVAL);
+    /* -1 was DLOCK_WATCHDOG before 0.2.0 */
+    assert_int_equal(dlock_multilock_acquire(ml, -1), DLOCK_EINVAL);
     assert_non_null(strstr(dlock_last_error(), "lease"));
     assert_int_equal(dlock_multilock_try(ml, -7, 1000), DLOCK_EINVAL);
     assert_non_null(strstr(dlock_last_error(), "wait"));

@@ -93,7 +93,8 @@ static void locks(dlock_client *c, expect *e, dlock_lock **keep)
     }
     uint64_t token = 0;
     if (e->lock == 0) {
-        e->lock = held_after(CALL(dlock_lock_acquire_fenced(l, 0, LEASE, NULL, &token), 1));
+        e->lock = held_after(CALL(
+            dlock_lock_acquire_opts(l, &(dlock_wait_opts){.lease_ms = LEASE, .token = &token}), 1));
         dlock_info *info = NULL;
         if (CALL(dlock_lock_inspect(l, &info), 0) == DLOCK_OK)
             dlock_info_free(info);
@@ -146,7 +147,7 @@ static void counts(dlock_client *c, expect *e, dlock_semaphore **s, dlock_permit
         int rc = CALL(dlock_semaphore_try_set_permits(*s, 2, NULL), 1);
         e->sem_set = rc == DLOCK_OK ? 1 : rc == DLOCK_EUNKNOWN ? -1 : 0;
         if (e->sem_set == 1) {
-            e->sem_taken = held_after(CALL(dlock_semaphore_try_acquire(*s, 1, 0), 1));
+            e->sem_taken = held_after(CALL(dlock_semaphore_try(*s, 1, 0), 1));
             if (e->sem_taken == 1)
                 e->sem_taken = held_after_release(CALL(dlock_semaphore_release(*s, 1), 1), 1);
         }
@@ -156,8 +157,8 @@ static void counts(dlock_client *c, expect *e, dlock_semaphore **s, dlock_permit
         e->psem_set = rc == DLOCK_OK ? 1 : rc == DLOCK_EUNKNOWN ? -1 : 0;
     }
     if (e->psem_set == 1) {
-        e->psem_held = held_after(CALL(dlock_permit_semaphore_try_acquire(
-                                           *p, 0, LEASE, e->psem_id, sizeof(e->psem_id)), 1));
+        e->psem_held = held_after(
+            CALL(dlock_permit_semaphore_try(*p, 0, LEASE, e->psem_id, sizeof(e->psem_id)), 1));
         if (e->psem_held == 1)
             e->psem_held =
                 held_after_release(CALL(dlock_permit_semaphore_release(*p, e->psem_id), 1), 1);
@@ -170,7 +171,7 @@ static void counts(dlock_client *c, expect *e, dlock_semaphore **s, dlock_permit
             e->latch = rc == DLOCK_OK ? 0 : rc == DLOCK_EUNKNOWN ? -1 : 1;
         }
         if (e->latch == 0) {
-            rc = dlock_latch_await(*l, 0, NULL);
+            rc = dlock_latch_await(*l, 0);
             if (rc != DLOCK_OK)
                 CALL(rc, 0);
         }
@@ -182,7 +183,8 @@ static void election(dlock_client *c, expect *e, dlock_election **el)
     if (CALL(dlock_election_get(c, "nm:elect", el), 0) != DLOCK_OK)
         return;
     uint64_t term = 0;
-    e->elect = held_after(CALL(dlock_election_campaign(*el, 0, NULL, &term), 1));
+    e->elect =
+        held_after(CALL(dlock_election_campaign(*el, &(dlock_wait_opts){.token = &term}), 1));
     if (e->elect == 1)
         e->elect = held_after_release(CALL(dlock_election_resign(*el), 0), 1);
 }

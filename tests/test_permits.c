@@ -153,8 +153,10 @@ typedef struct pwaiter {
 static void *pwaiter_main(void *arg)
 {
     pwaiter *w = arg;
-    w->rc = dlock_permit_semaphore_acquire_cancellable(w->p, w->wait_ms, w->lease_ms, w->cancel,
-                                                       w->id, sizeof(w->id));
+    w->rc = dlock_permit_semaphore_acquire_opts(
+        w->p,
+        &(dlock_wait_opts){.wait_ms = w->wait_ms, .lease_ms = w->lease_ms, .cancel = w->cancel},
+        w->id, sizeof(w->id));
     w->done_at = th_now_ms();
     return NULL;
 }
@@ -189,8 +191,7 @@ static void test_id_and_layout(void **state)
     int64_t held = -1;
     assert_int_equal(avail(p, &held), 1);
     assert_int_equal(held, 1);
-    assert_int_equal(dlock_permit_semaphore_try_acquire(p, 0, 10000, id2, sizeof(id2)),
-                     DLOCK_OK);
+    assert_int_equal(dlock_permit_semaphore_try(p, 0, 10000, id2, sizeof(id2)), DLOCK_OK);
     assert_string_not_equal(id, id2);
     assert_int_equal(avail(p, &held), 0);
     assert_int_equal(held, 2);
@@ -215,7 +216,7 @@ static void test_tagged_name(void **state)
     snprintf(name, sizeof(name), "{%s}:pool", base);
     dlock_permit_semaphore *p;
     assert_int_equal(dlock_permit_semaphore_get(cli, name, &p), DLOCK_OK);
-    assert_int_equal(dlock_permit_semaphore_set_permits(p, 1), DLOCK_OK);
+    assert_int_equal(dlock_permit_semaphore_set_total(p, 1), DLOCK_OK);
     assert_int_equal(dlock_permit_semaphore_acquire(p, 5000, id, sizeof(id)), DLOCK_OK);
     assert_int_equal(th_int(&srv, "ZCARD %s:timeout", name), 1);
     assert_int_equal(th_int(&srv, "EXISTS {%s}:timeout", name), 0);
@@ -233,28 +234,28 @@ static void test_set_permits(void **state)
     int64_t held = -1;
     int set = -1;
     assert_int_equal(avail(p, &held), 0);   /* testNotExistent */
-    assert_int_equal(dlock_permit_semaphore_set_permits(p, 10), DLOCK_OK);
+    assert_int_equal(dlock_permit_semaphore_set_total(p, 10), DLOCK_OK);
     assert_int_equal(avail(p, &held), 10);
     assert_int_equal(held, 0);
     assert_int_equal(dlock_permit_semaphore_try_set_permits(p, 15, &set), DLOCK_OK);
     assert_int_equal(set, 0);
     assert_int_equal(avail(p, NULL), 10);
-    assert_int_equal(dlock_permit_semaphore_set_permits(p, 15), DLOCK_OK);
+    assert_int_equal(dlock_permit_semaphore_set_total(p, 15), DLOCK_OK);
     assert_int_equal(avail(p, NULL), 15);
-    assert_int_equal(dlock_permit_semaphore_set_permits(p, 15), DLOCK_OK);
+    assert_int_equal(dlock_permit_semaphore_set_total(p, 15), DLOCK_OK);
     assert_int_equal(avail(p, NULL), 15);
-    assert_int_equal(dlock_permit_semaphore_set_permits(p, 5), DLOCK_OK);
+    assert_int_equal(dlock_permit_semaphore_set_total(p, 5), DLOCK_OK);
     assert_int_equal(avail(p, NULL), 5);
     for (int i = 0; i < 3; i++)
-        assert_int_equal(dlock_permit_semaphore_try_acquire(p, 200, 10000, ids[i], sizeof(ids[i])),
+        assert_int_equal(dlock_permit_semaphore_try(p, 200, 10000, ids[i], sizeof(ids[i])),
                          DLOCK_OK);
     assert_int_equal(avail(p, &held), 2);
     assert_int_equal(held, 3);
     /* the total down to what is held, then below it */
-    assert_int_equal(dlock_permit_semaphore_set_permits(p, 3), DLOCK_OK);
+    assert_int_equal(dlock_permit_semaphore_set_total(p, 3), DLOCK_OK);
     assert_int_equal(avail(p, &held), 0);
     assert_int_equal(held, 3);
-    assert_int_equal(dlock_permit_semaphore_set_permits(p, 2), DLOCK_OK);
+    assert_int_equal(dlock_permit_semaphore_set_total(p, 2), DLOCK_OK);
     assert_int_equal(avail(p, &held), -1);
     assert_int_equal(held, 3);
     dlock_permit_semaphore_free(p);
@@ -284,15 +285,15 @@ static void test_leases_end(void **state)
     const int64_t L = 600 * th_slack();
     dlock_permit_semaphore *p = psem(cli, "perm-end", name, sizeof(name));
     assert_int_equal(dlock_permit_semaphore_try_set_permits(p, 2, NULL), DLOCK_OK);
-    assert_int_equal(dlock_permit_semaphore_try_acquire(p, 200, L, a, sizeof(a)), DLOCK_OK);
-    assert_int_equal(dlock_permit_semaphore_try_acquire(p, 200, L, b, sizeof(b)), DLOCK_OK);
-    assert_int_equal(dlock_permit_semaphore_try_acquire(p, 0, L, c, sizeof(c)), DLOCK_ETIMEDOUT);
+    assert_int_equal(dlock_permit_semaphore_try(p, 200, L, a, sizeof(a)), DLOCK_OK);
+    assert_int_equal(dlock_permit_semaphore_try(p, 200, L, b, sizeof(b)), DLOCK_OK);
+    assert_int_equal(dlock_permit_semaphore_try(p, 0, L, c, sizeof(c)), DLOCK_ETIMEDOUT);
     assert_non_null(strstr(dlock_last_error(), "earliest lease ends in"));
     int64_t held;
     assert_int_equal(avail(p, &held), 0);
     assert_int_equal(held, 2);
     th_sleep_ms(L + 100);
-    assert_int_equal(dlock_permit_semaphore_try_acquire(p, 200, L, c, sizeof(c)), DLOCK_OK);
+    assert_int_equal(dlock_permit_semaphore_try(p, 200, L, c, sizeof(c)), DLOCK_OK);
     assert_int_equal(avail(p, &held), 1);
     assert_int_equal(held, 1);
     th_sleep_ms(L + 100);
@@ -337,7 +338,7 @@ static void test_release_expired_or_unknown(void **state)
     char name[128], id[DLOCK_PERMIT_ID_BUFSIZE];
     dlock_permit_semaphore *p = psem(cli, "perm-relexp", name, sizeof(name));
     assert_int_equal(dlock_permit_semaphore_try_set_permits(p, 1, NULL), DLOCK_OK);
-    assert_int_equal(dlock_permit_semaphore_try_acquire(p, 100, 100, id, sizeof(id)), DLOCK_OK);
+    assert_int_equal(dlock_permit_semaphore_try(p, 100, 100, id, sizeof(id)), DLOCK_OK);
     th_sleep_ms(200);
     assert_int_equal(dlock_permit_semaphore_release(p, id), DLOCK_ENOTOWNER);
     assert_non_null(strstr(dlock_last_error(), "had expired"));
@@ -368,7 +369,7 @@ static void test_update_lease(void **state)
     assert_int_equal(dlock_permit_semaphore_update_lease(p, id, S), DLOCK_OK);
     th_sleep_ms(S + 200);
     assert_int_equal(dlock_permit_semaphore_update_lease(p, id, S), DLOCK_ENOTOWNER);
-    assert_int_equal(dlock_permit_semaphore_try_acquire(p, S, S, id2, sizeof(id2)), DLOCK_OK);
+    assert_int_equal(dlock_permit_semaphore_try(p, S, S, id2, sizeof(id2)), DLOCK_OK);
     assert_int_equal(dlock_permit_semaphore_update_lease(p, id2, 3 * S), DLOCK_OK);
     th_sleep_ms(2 * S);
     assert_int_equal(avail(p, NULL), 0);
@@ -687,8 +688,9 @@ static void test_bad_input(void **state)
     (void)state;
     char name[128], id[DLOCK_PERMIT_ID_BUFSIZE];
     dlock_permit_semaphore *p = psem(cli, "perm-bad", name, sizeof(name));
-    assert_int_equal(dlock_permit_semaphore_set_permits(p, 2), DLOCK_OK);
-    const int64_t bad_lease[] = {0, -2, ((int64_t)1 << 50) + 1};
+    assert_int_equal(dlock_permit_semaphore_set_total(p, 2), DLOCK_OK);
+    /* -1 was DLOCK_WATCHDOG before 0.2.0 */
+    const int64_t bad_lease[] = {-1, -2, ((int64_t)1 << 50) + 1};
     for (size_t i = 0; i < 3; i++) {
         assert_int_equal(dlock_permit_semaphore_acquire(p, bad_lease[i], id, sizeof(id)),
                          DLOCK_EINVAL);
@@ -696,8 +698,7 @@ static void test_bad_input(void **state)
     }
     assert_int_equal(dlock_permit_semaphore_acquire(p, 1000, id, 32), DLOCK_EINVAL);
     assert_int_equal(dlock_permit_semaphore_acquire(p, 1000, NULL, 64), DLOCK_EINVAL);
-    assert_int_equal(dlock_permit_semaphore_try_acquire(p, -2, 1000, id, sizeof(id)),
-                     DLOCK_EINVAL);
+    assert_int_equal(dlock_permit_semaphore_try(p, -2, 1000, id, sizeof(id)), DLOCK_EINVAL);
     const char *bad_ids[] = {NULL, "", "0123", "0123456789abcdef0123456789abcdeg",
                              "0123456789abcdef0123456789abcdef0", "not a permit id at all!!!!!!!!!!"};
     for (size_t i = 0; i < sizeof(bad_ids) / sizeof(bad_ids[0]); i++) {
@@ -707,7 +708,7 @@ static void test_bad_input(void **state)
         assert_int_equal(rel, -1);
         assert_int_equal(dlock_permit_semaphore_update_lease(p, bad_ids[i], 1000), DLOCK_EINVAL);
     }
-    assert_int_equal(dlock_permit_semaphore_set_permits(p, -1), DLOCK_EINVAL);
+    assert_int_equal(dlock_permit_semaphore_set_total(p, -1), DLOCK_EINVAL);
     assert_int_equal(dlock_permit_semaphore_try_set_permits(p, DLOCK_COUNT_MAX + 1, NULL),
                      DLOCK_EINVAL);
     assert_int_equal(dlock_permit_semaphore_add_permits(p, 0), DLOCK_EINVAL);
@@ -744,7 +745,7 @@ static void test_wrong_type(void **state)
         assert_int_equal(dlock_permit_semaphore_release(p, any), DLOCK_EWRONGTYPE);
         assert_int_equal(dlock_permit_semaphore_update_lease(p, any, 1000), DLOCK_EWRONGTYPE);
         assert_int_equal(dlock_permit_semaphore_available(p, &n, NULL), DLOCK_EWRONGTYPE);
-        assert_int_equal(dlock_permit_semaphore_set_permits(p, 4), DLOCK_EWRONGTYPE);
+        assert_int_equal(dlock_permit_semaphore_set_total(p, 4), DLOCK_EWRONGTYPE);
         assert_int_equal(dlock_permit_semaphore_try_set_permits(p, 4, NULL), DLOCK_EWRONGTYPE);
         if (k == 0)
             assert_int_equal(dlock_permit_semaphore_add_permits(p, 1), DLOCK_EWRONGTYPE);

@@ -26,11 +26,12 @@ typedef struct lost_log {
     pthread_mutex_t mu;
     int calls;
     dlock_lost_reason reason;
+    dlock_lost_cause cause;  /* dlock_last_lost_cause() in the callback */
     char name[128];
     int64_t at;
 } lost_log;
 
-#define LOST_LOG_INIT {PTHREAD_MUTEX_INITIALIZER, 0, 0, "", 0}
+#define LOST_LOG_INIT {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, "", 0}
 
 static void on_lost(const char *name, const char *owner, dlock_lost_reason reason, void *ud)
 {
@@ -39,6 +40,7 @@ static void on_lost(const char *name, const char *owner, dlock_lost_reason reaso
     pthread_mutex_lock(&g->mu);
     g->calls++;
     g->reason = reason;
+    g->cause = dlock_last_lost_cause();
     snprintf(g->name, sizeof(g->name), "%s", name);
     g->at = th_now_ms();
     pthread_mutex_unlock(&g->mu);
@@ -122,6 +124,7 @@ static void test_del_heard_at_once(void **state)
     assert_int_equal(th_int(&srv, "DEL %s", name), 1);
     expect_heard(&g, 1, t0, "DEL");
     assert_string_equal(g.name, name);
+    assert_int_equal(g.cause, DLOCK_CAUSE_DELETED);
     assert_int_equal(dlock__watchdog_count(c->wd), 0);
     th_sleep_ms(200);
     assert_int_equal(calls(&g), 1);
@@ -167,6 +170,9 @@ static void test_other_changes_heard(void **state)
         }
         static const char *const what[] = {"force release", "SET", "another owner", "FLUSHALL"};
         expect_heard(&g, ++n, t0, what[how]);
+        /* FLUSHALL: an invalidation of every key; the others are deletions. */
+        if (g.cause != (how == 3 ? DLOCK_CAUSE_FLUSHED : DLOCK_CAUSE_DELETED))
+            fail_msg("%s: cause %s", what[how], dlock_lost_cause_str(g.cause));
         dlock_lock_free(l);
         freeReplyObject(th_cmd(&srv, "DEL %s", name));
     }
@@ -247,7 +253,7 @@ static void test_every_kind(void **state)
     dlock_permit_semaphore *p;
     assert_int_equal(dlock_permit_semaphore_get(c, th_name(name, sizeof(name), "perm"), &p),
                      DLOCK_OK);
-    assert_int_equal(dlock_permit_semaphore_set_permits(p, 2), DLOCK_OK);
+    assert_int_equal(dlock_permit_semaphore_set_total(p, 2), DLOCK_OK);
     char id[DLOCK_PERMIT_ID_BUFSIZE], leases[160];
     assert_int_equal(dlock_permit_semaphore_acquire(p, DLOCK_WATCHDOG, id, sizeof(id)), DLOCK_OK);
     await_tracked(c);
@@ -260,25 +266,35 @@ static void test_every_kind(void **state)
     dlock_client_close(c);
 }
 
-/* Tracking off (configured): a DEL is found by the next renewal only. */
+/* Tracking off (configured): a DEL is found by the next renewal only. Its
+ * cause: the first renewal has no earlier sample of the node's counters to
+ * compare with (nothing is guessed); after it, a DEL is told by
+ * elimination. */
 static void test_off_falls_back_to_renewals(void **state)
 {
     (void)state;
     lost_log g = LOST_LOG_INIT;
     dlock_client *c = client(srv.url, &g, 0);
-    char name[128];
-    dlock_lock *l;
+    char name[128], name2[128];
+    dlock_lock *l, *l2;
     assert_int_equal(dlock_lock_get(c, th_name(name, sizeof(name), "off"), &l), DLOCK_OK);
+    assert_int_equal(dlock_lock_get(c, th_name(name2, sizeof(name2), "off2"), &l2), DLOCK_OK);
     assert_int_equal(dlock_lock_acquire(l, DLOCK_WATCHDOG), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(l2, DLOCK_WATCHDOG), DLOCK_OK);
     th_sleep_ms(100);
     assert_int_equal(dlock__watchdog_tracking(c->wd), 0);
-    int64_t t0 = th_now_ms();
     assert_int_equal(th_int(&srv, "DEL %s", name), 1);
     int64_t at = await_lost(&g, 1, WD * th_slack());
     assert_true(at > 0);   /* found by a renewal, within a period and a half */
+    assert_string_equal(g.name, name);
+    assert_int_equal(g.cause, DLOCK_CAUSE_UNKNOWN);
+    assert_int_equal(th_int(&srv, "DEL %s", name2), 1);
+    assert_true(await_lost(&g, 2, WD * th_slack()) > 0);
+    assert_string_equal(g.name, name2);
+    assert_int_equal(g.cause, DLOCK_CAUSE_DELETED);   /* no tracking: by elimination */
     dlock_lock_free(l);
+    dlock_lock_free(l2);
     dlock_client_close(c);
-    (void)t0;
 }
 
 /* The listener cut (CLIENT KILL): a DEL made while it is away is found when

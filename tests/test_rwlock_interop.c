@@ -234,8 +234,10 @@ static void test_other_calls(void **state)
     th_name(name, sizeof(name), "rw-calls");
     dlock_lock *r = rd(cli, name, NULL), *w = wr(cli, name, NULL), *o = rd(cli, name, "o:1");
     uint64_t t1 = 0, t2 = 0, t3 = 0;
-    assert_int_equal(dlock_lock_acquire_fenced(w, 0, 5000, NULL, &t1), DLOCK_OK);
-    assert_int_equal(dlock_lock_acquire_fenced(r, 0, 5000, NULL, &t2), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire_opts(w, &(dlock_wait_opts){.lease_ms = 5000, .token = &t1}),
+                     DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire_opts(r, &(dlock_wait_opts){.lease_ms = 5000, .token = &t2}),
+                     DLOCK_OK);
     assert_true(t2 > t1);
     /* A snapshot: a read-write lock, write mode, the writer twice (writes,
      * and reads). */
@@ -257,23 +259,31 @@ static void test_other_calls(void **state)
     assert_int_equal(dlock_lock_release(r), DLOCK_OK);
     assert_int_equal(dlock_lock_ttl(w, &ttl), DLOCK_OK);
     assert_int_equal(ttl, -2);
-    assert_int_equal(dlock_lock_acquire_fenced(o, 0, 5000, NULL, &t3), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire_opts(o, &(dlock_wait_opts){.lease_ms = 5000, .token = &t3}),
+                     DLOCK_OK);
     assert_true(t3 > t2);
     int res = 0;
-    assert_int_equal(dlock_lock_run(r, 0, 5000, ran, r, &res), DLOCK_OK);   /* reads with o */
+    /* reads with o */
+    assert_int_equal(dlock_lock_run(r, &(dlock_wait_opts){.lease_ms = 5000}, ran, r, &res),
+                     DLOCK_OK);
     assert_int_equal(res, 11);
-    assert_int_equal(dlock_lock_run(w, 100, 5000, ran, w, &res), DLOCK_ETIMEDOUT);
+    assert_int_equal(
+        dlock_lock_run(w, &(dlock_wait_opts){.wait_ms = 100, .lease_ms = 5000}, ran, w, &res),
+        DLOCK_ETIMEDOUT);
     dlock_cancel *cancel;
     assert_int_equal(dlock_cancel_new(&cancel), DLOCK_OK);
     int64_t t0 = th_now_ms();
     dlock_cancel_fire(cancel);
-    assert_int_equal(dlock_lock_acquire_cancellable(w, DLOCK_WAIT_FOREVER, 5000, cancel),
+    assert_int_equal(dlock_lock_acquire_opts(w, &(dlock_wait_opts){.wait_ms = DLOCK_WAIT_FOREVER,
+                                                                   .lease_ms = 5000,
+                                                                   .cancel = cancel}),
                      DLOCK_ECANCELED);
     assert_true(th_now_ms() - t0 < 1000 * th_slack());
     assert_false(held(w));
     dlock_cancel_free(cancel);
     assert_int_equal(dlock_lock_release(o), DLOCK_OK);
-    assert_int_equal(dlock_lock_run(w, 0, 5000, ran, w, &res), DLOCK_OK);
+    assert_int_equal(dlock_lock_run(w, &(dlock_wait_opts){.lease_ms = 5000}, ran, w, &res),
+                     DLOCK_OK);
     assert_int_equal(res, 11);
     assert_int_equal(th_int(&srv, "EXISTS %s", name), 0);
     dlock_lock_free(r);

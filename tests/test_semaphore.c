@@ -82,7 +82,8 @@ typedef struct waiter {
 static void *waiter_main(void *arg)
 {
     waiter *w = arg;
-    w->rc = dlock_semaphore_acquire_cancellable(w->s, w->n, w->wait_ms, w->cancel);
+    w->rc = dlock_semaphore_acquire_opts(
+        w->s, w->n, &(dlock_wait_opts){.wait_ms = w->wait_ms, .cancel = w->cancel});
     w->done_at = th_now_ms();
     __atomic_store_n(&w->done, 1, __ATOMIC_RELEASE);
     return NULL;
@@ -166,7 +167,7 @@ static void test_reduce_permits(void **state)
     assert_int_equal(dlock_semaphore_acquire(s, 10), DLOCK_OK);
     assert_int_equal(dlock_semaphore_add_permits(s, -5), DLOCK_OK);
     assert_int_equal(avail(s), -5);
-    assert_int_equal(dlock_semaphore_try_acquire(s, 1, 0), DLOCK_ETIMEDOUT);
+    assert_int_equal(dlock_semaphore_try(s, 1, 0), DLOCK_ETIMEDOUT);
     assert_int_equal(dlock_semaphore_release(s, 10), DLOCK_OK);
     assert_int_equal(avail(s), 5);
     assert_int_equal(dlock_semaphore_acquire(s, 5), DLOCK_OK);
@@ -185,7 +186,7 @@ static void test_release_without_set(void **state)
     assert_int_equal(dlock_semaphore_release(s, 1), DLOCK_OK);
     assert_int_equal(avail(s), 1);
     assert_int_equal(dlock_semaphore_release(s, 1), DLOCK_OK);
-    assert_int_equal(dlock_semaphore_try_acquire(s, 2, 0), DLOCK_OK);
+    assert_int_equal(dlock_semaphore_try(s, 2, 0), DLOCK_OK);
     assert_int_equal(avail(s), 0);
     dlock_semaphore_free(s);
 }
@@ -247,13 +248,13 @@ static void test_try_n_acquire(void **state)
     char name[128];
     dlock_semaphore *s = sem("sem-tryn", name, sizeof(name));
     assert_int_equal(dlock_semaphore_try_set_permits(s, 5, NULL), DLOCK_OK);
-    assert_int_equal(dlock_semaphore_try_acquire(s, 3, 0), DLOCK_OK);
-    assert_int_equal(dlock_semaphore_try_acquire(s, 4, 0), DLOCK_ETIMEDOUT);
+    assert_int_equal(dlock_semaphore_try(s, 3, 0), DLOCK_OK);
+    assert_int_equal(dlock_semaphore_try(s, 4, 0), DLOCK_ETIMEDOUT);
     assert_non_null(strstr(dlock_last_error(), "4 permits asked, 2 available"));
     pthread_t t;
     int64_t t0 = th_now_ms();
     pthread_create(&t, NULL, release_twice, s);
-    assert_int_equal(dlock_semaphore_try_acquire(s, 4, 5000 * th_slack()), DLOCK_OK);
+    assert_int_equal(dlock_semaphore_try(s, 4, 5000 * th_slack()), DLOCK_OK);
     int64_t took = th_now_ms() - t0;
     pthread_join(t, NULL);
     /* Not before the second release: a count of 3 does not serve 4. */
@@ -292,7 +293,7 @@ static void test_wait_sends_nothing(void **state)
     pthread_join(w.t, NULL);
     assert_int_equal(w.rc, DLOCK_OK);
     assert_true(w.done_at - t0 < 500 * th_slack());
-    assert_int_equal(dlock_semaphore_try_acquire(s, 1, 0), DLOCK_ETIMEDOUT);
+    assert_int_equal(dlock_semaphore_try(s, 1, 0), DLOCK_ETIMEDOUT);
     assert_int_equal(avail(s), 0);
     assert_true(await_numsub(ch, 0, 5000));   /* unsubscribed once done */
     dlock_semaphore_free(s);
@@ -420,7 +421,7 @@ static void test_cancel_and_timeout(void **state)
     snprintf(ch, sizeof(ch), "redisson_sc:{%s}", name);
     assert_int_equal(dlock_semaphore_set_permits(s, 1), DLOCK_OK);
     int64_t t0 = th_now_ms();
-    assert_int_equal(dlock_semaphore_try_acquire(s, 2, 300), DLOCK_ETIMEDOUT);
+    assert_int_equal(dlock_semaphore_try(s, 2, 300), DLOCK_ETIMEDOUT);
     int64_t took = th_now_ms() - t0;
     assert_true(took >= 290 && took < 300 + 1000 * th_slack());
     assert_non_null(strstr(dlock_last_error(), "2 permits asked, 1 available"));
@@ -612,7 +613,7 @@ static void test_bad_input(void **state)
     for (size_t i = 0; i < sizeof(bad_n) / sizeof(bad_n[0]); i++) {
         assert_int_equal(dlock_semaphore_acquire(s, bad_n[i]), DLOCK_EINVAL);
         assert_non_null(strstr(dlock_last_error(), "permits to acquire"));
-        assert_int_equal(dlock_semaphore_try_acquire(s, bad_n[i], 0), DLOCK_EINVAL);
+        assert_int_equal(dlock_semaphore_try(s, bad_n[i], 0), DLOCK_EINVAL);
         assert_int_equal(dlock_semaphore_release(s, bad_n[i]), DLOCK_EINVAL);
     }
     assert_int_equal(dlock_semaphore_add_permits(s, 0), DLOCK_EINVAL);
@@ -620,7 +621,7 @@ static void test_bad_input(void **state)
     assert_int_equal(dlock_semaphore_set_permits(s, -1), DLOCK_EINVAL);
     assert_int_equal(dlock_semaphore_try_set_permits(s, DLOCK_COUNT_MAX + 1, NULL),
                      DLOCK_EINVAL);
-    assert_int_equal(dlock_semaphore_try_acquire(s, 1, -2), DLOCK_EINVAL);
+    assert_int_equal(dlock_semaphore_try(s, 1, -2), DLOCK_EINVAL);
     /* a count pushed past the maximum: refused by the script */
     assert_int_equal(dlock_semaphore_release(s, DLOCK_COUNT_MAX), DLOCK_EINVAL);
     assert_non_null(strstr(dlock_last_error(), "would hold"));
@@ -660,7 +661,7 @@ static void test_wrong_type(void **state)
         int set;
         assert_int_equal(dlock_semaphore_acquire(s, 1), DLOCK_EWRONGTYPE);
         assert_non_null(strstr(dlock_last_error(), "is not a semaphore"));
-        assert_int_equal(dlock_semaphore_try_acquire(s, 1, 100), DLOCK_EWRONGTYPE);
+        assert_int_equal(dlock_semaphore_try(s, 1, 100), DLOCK_EWRONGTYPE);
         assert_int_equal(dlock_semaphore_release(s, 1), DLOCK_EWRONGTYPE);
         assert_int_equal(dlock_semaphore_add_permits(s, 2), DLOCK_EWRONGTYPE);
         assert_int_equal(dlock_semaphore_set_permits(s, 2), DLOCK_EWRONGTYPE);

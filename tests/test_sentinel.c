@@ -4,6 +4,7 @@
  * renewed on the new primary, waiters are woken there, new acquisitions work
  * soon after the switch. */
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -26,34 +27,18 @@ static th_sentinels ss;
 static int setup(void **state)
 {
     (void)state;
-    if (th_replset_start(&rs, NULL) != 0)
-        return -1;
-    if (th_sentinels_start(&ss, &rs, MASTER) != 0) {
-        th_replset_destroy(&rs);
-        return -1;
-    }
-    return 0;
+    return th_sentinel_deploy_start(&rs, &ss, MASTER);
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    th_sentinels_destroy(&ss);
-    th_replset_destroy(&rs);
+    th_sentinel_deploy_destroy(&rs, &ss);
     return 0;
 }
 
 /* The server that is the primary now, as the sentinels say. */
-static th_redis *primary(void)
-{
-    int port = th_sentinel_primary_port(&ss.s[0], MASTER);
-    if (port == rs.primary.port)
-        return &rs.primary;
-    for (int i = 0; i < TH_REPLICAS; i++)
-        if (port == rs.replica[i].port)
-            return &rs.replica[i];
-    return NULL;
-}
+static th_redis *primary(void) { return th_sentinel_primary(&rs, &ss.s[0], MASTER); }
 
 static void test_locks_on_the_primary(void **state)
 {
@@ -163,14 +148,85 @@ static dlock_client *ack_client(int replicas, dlock_ack_policy policy, int64_t w
     return c;
 }
 
-static _Atomic int lost_reason;
 
-static void on_lost(const char *name, const char *owner, dlock_lost_reason reason, void *ud)
+/* Redisson's rule (DLOCK_REPLICAS_ALL, checkLockSyncedSlaves): every
+ * connected replica is asked; one of two acknowledging is enough (dlock's
+ * count of 2 refuses it), none of two is a failure: given back under
+ * RELEASE, kept and reported under KEEP. Replicas are frozen (SIGSTOP), so
+ * the primary still counts them connected. */
+static void test_replica_ack_redisson(void **state)
 {
-    (void)name;
-    (void)owner;
-    (void)ud;
-    atomic_store(&lost_reason, (int)reason);
+    (void)state;
+    th_redis *p = primary();
+    th_redis *reps[3];
+    size_t nr = 0;
+    th_redis *all[] = {&rs.primary, &rs.replica[0], &rs.replica[1]};
+    for (size_t i = 0; i < 3; i++)
+        if (all[i]->port != p->port)
+            reps[nr++] = all[i];
+    assert_int_equal(nr, 2);
+    dlock_client *red = ack_client(DLOCK_REPLICAS_ALL, DLOCK_ACK_RELEASE, 0);
+    dlock_client *redk = ack_client(DLOCK_REPLICAS_ALL, DLOCK_ACK_KEEP, 0);
+    dlock_client *two = ack_client(2, DLOCK_ACK_RELEASE, 0);
+    char name[64], msg[512];
+    dlock_lock *l, *lk, *l2;
+    assert_int_equal(dlock_lock_get(red, th_name(name, sizeof(name), "ack-all"), &l), DLOCK_OK);
+    assert_int_equal(dlock_lock_get(redk, name, &lk), DLOCK_OK);
+    assert_int_equal(dlock_lock_get(two, name, &l2), DLOCK_OK);
+    /* all up: both asked, both acknowledge */
+    assert_int_equal(dlock_lock_try(l, 0, 10000), DLOCK_OK);
+    assert_int_equal(dlock_last_replica_acks(), 2);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+
+    /* one frozen: enough for Redisson's rule, not for a count of 2 */
+    kill(reps[0]->pid, SIGSTOP);
+    int rc1 = dlock_lock_try(l, 0, 10000), acks1 = dlock_last_replica_acks();
+    int rel1 = rc1 == DLOCK_OK ? dlock_lock_release(l) : -1;
+    int rc2 = dlock_lock_try(l2, 0, 10000), acks2 = dlock_last_replica_acks();
+    /* both frozen: none acknowledged */
+    kill(reps[1]->pid, SIGSTOP);
+    int rc3 = dlock_lock_try(l, 0, 10000), acks3 = dlock_last_replica_acks();
+    snprintf(msg, sizeof(msg), "%s", dlock_last_error());
+    long long exists3 = th_int(p, "EXISTS %s", name);
+    int rc4 = dlock_lock_try(lk, 0, 10000), acks4 = dlock_last_replica_acks();
+    long long exists4 = th_int(p, "EXISTS %s", name);
+    kill(reps[0]->pid, SIGCONT);
+    kill(reps[1]->pid, SIGCONT);
+
+    assert_int_equal(rc1, DLOCK_OK);
+    assert_int_equal(acks1, 1);
+    assert_int_equal(rel1, DLOCK_OK);
+    assert_int_equal(rc2, DLOCK_EREPLICAS);
+    assert_int_equal(acks2, 1);
+    assert_int_equal(rc3, DLOCK_EREPLICAS);
+    assert_int_equal(acks3, 0);
+    assert_non_null(strstr(msg, "0 of the connected replicas"));
+    assert_int_equal(exists3, 0);
+    assert_int_equal(rc4, DLOCK_OK);
+    assert_int_equal(acks4, 0);
+    assert_int_equal(exists4, 1);
+    assert_int_equal(dlock_lock_release(lk), DLOCK_OK);
+
+    /* thawed: acknowledged again (within a few tries: their links resume) */
+    int rc = DLOCK_EREPLICAS;
+    for (int64_t until = th_now_ms() + 10000 * th_slack(); rc != DLOCK_OK && th_now_ms() < until;)
+        if ((rc = dlock_lock_try(l, 0, 10000)) != DLOCK_OK)
+            th_sleep_ms(50);
+    assert_int_equal(rc, DLOCK_OK);
+    assert_true(dlock_last_replica_acks() >= 1);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+
+    dlock_config *bad = dlock_config_new();
+    assert_int_equal(dlock_config_set_replica_ack(bad, -2, 10, DLOCK_ACK_RELEASE), DLOCK_EINVAL);
+    assert_int_equal(dlock_config_set_replica_ack(bad, DLOCK_REPLICAS_ALL, 0, DLOCK_ACK_RELEASE),
+                     DLOCK_EINVAL);
+    dlock_config_free(bad);
+    dlock_lock_free(l);
+    dlock_lock_free(lk);
+    dlock_lock_free(l2);
+    dlock_client_close(red);
+    dlock_client_close(redk);
+    dlock_client_close(two);
 }
 
 /* Revocation is one server only: on a sentinel client (revocation asked for,
@@ -184,16 +240,18 @@ static void test_revocation_falls_back(void **state)
     char name[64];
     dlock_lock *l;
     assert_int_equal(dlock_lock_get(c, th_name(name, sizeof(name), "sen-rev"), &l), DLOCK_OK);
-    atomic_store(&lost_reason, 0);
-    dlock_lock_set_lost_callback(l, on_lost, NULL);
+    atomic_store(&th_lost_reason, 0);
+    dlock_lock_set_lost_callback(l, th_on_lost, NULL);
     assert_int_equal(dlock_lock_acquire(l, DLOCK_WATCHDOG), DLOCK_OK);
     th_sleep_ms(700 * slack);   /* a renewal has run: tracking would be on by now */
     assert_int_equal(dlock__watchdog_tracking(c->wd), 0);
     assert_int_equal(th_int(primary(), "DEL %s", name), 1);
     for (int64_t until = th_now_ms() + 5000 * slack;
-         atomic_load(&lost_reason) == 0 && th_now_ms() < until;)
+         atomic_load(&th_lost_reason) == 0 && th_now_ms() < until;)
         th_sleep_ms(10);
-    assert_int_equal(atomic_load(&lost_reason), DLOCK_LOST_GONE);
+    assert_int_equal(atomic_load(&th_lost_reason), DLOCK_LOST_GONE);
+    /* The primary's counters were sampled before: a deletion, by elimination. */
+    assert_int_equal(atomic_load(&th_lost_cause), DLOCK_CAUSE_DELETED);
     dlock_lock_free(l);
     dlock_client_close(c);
 }
@@ -208,7 +266,7 @@ static void test_replica_ack(void **state)
     dlock_config *bad = dlock_config_new();
     assert_int_equal(dlock_config_set_replica_ack(bad, 2, 3000, DLOCK_ACK_RELEASE),
                      DLOCK_EINVAL);   /* not below the command timeout (3 s) */
-    assert_int_equal(dlock_config_set_replica_ack(bad, -1, 10, DLOCK_ACK_RELEASE), DLOCK_EINVAL);
+    assert_int_equal(dlock_config_set_replica_ack(bad, -2, 10, DLOCK_ACK_RELEASE), DLOCK_EINVAL);
     assert_int_equal(dlock_config_set_replica_ack(bad, 1, 10, (dlock_ack_policy)7), DLOCK_EINVAL);
     dlock_config_free(bad);
 
@@ -225,8 +283,8 @@ static void test_replica_ack(void **state)
     assert_int_equal(dlock_lock_try(l, 0, 10000), DLOCK_OK);
     assert_int_equal(dlock_last_replica_acks(), 2);
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
-    dlock_lock_set_lost_callback(lr, on_lost, NULL);
-    atomic_store(&lost_reason, 0);
+    dlock_lock_set_lost_callback(lr, th_on_lost, NULL);
+    atomic_store(&th_lost_reason, 0);
     assert_int_equal(dlock_lock_acquire(lr, DLOCK_WATCHDOG), DLOCK_OK);
     assert_int_equal(dlock_last_replica_acks(), 2);
 
@@ -249,12 +307,12 @@ static void test_replica_ack(void **state)
                      DLOCK_OK);
     assert_int_equal(dlock_semaphore_get(keep, sname, &sk), DLOCK_OK);
     assert_int_equal(dlock_semaphore_set_permits(sr, 2), DLOCK_OK);
-    assert_int_equal(dlock_semaphore_try_acquire(sr, 1, 0), DLOCK_EREPLICAS);
+    assert_int_equal(dlock_semaphore_try(sr, 1, 0), DLOCK_EREPLICAS);
     assert_int_equal(dlock_last_replica_acks(), 1);
     int64_t avail = -1;
     assert_int_equal(dlock_semaphore_available(sr, &avail), DLOCK_OK);
     assert_int_equal(avail, 2);
-    assert_int_equal(dlock_semaphore_try_acquire(sk, 1, 0), DLOCK_OK);
+    assert_int_equal(dlock_semaphore_try(sk, 1, 0), DLOCK_OK);
     assert_int_equal(dlock_last_replica_acks(), 1);
     assert_int_equal(dlock_semaphore_available(sk, &avail), DLOCK_OK);
     assert_int_equal(avail, 1);
@@ -265,13 +323,13 @@ static void test_replica_ack(void **state)
                                                 &pr),
                      DLOCK_OK);
     assert_int_equal(dlock_permit_semaphore_get(keep, pname, &pk), DLOCK_OK);
-    assert_int_equal(dlock_permit_semaphore_set_permits(pr, 1), DLOCK_OK);
-    assert_int_equal(dlock_permit_semaphore_try_acquire(pr, 0, DLOCK_WATCHDOG, id, sizeof(id)),
+    assert_int_equal(dlock_permit_semaphore_set_total(pr, 1), DLOCK_OK);
+    assert_int_equal(dlock_permit_semaphore_try(pr, 0, DLOCK_WATCHDOG, id, sizeof(id)),
                      DLOCK_EREPLICAS);
     assert_int_equal(dlock_last_replica_acks(), 1);
     assert_int_equal(dlock_permit_semaphore_available(pr, &avail, NULL), DLOCK_OK);
     assert_int_equal(avail, 1);
-    assert_int_equal(dlock_permit_semaphore_try_acquire(pk, 0, 10000, id, sizeof(id)), DLOCK_OK);
+    assert_int_equal(dlock_permit_semaphore_try(pk, 0, 10000, id, sizeof(id)), DLOCK_OK);
     assert_int_equal(dlock_last_replica_acks(), 1);
     assert_int_equal(dlock_permit_semaphore_available(pk, &avail, NULL), DLOCK_OK);
     assert_int_equal(avail, 0);
@@ -280,9 +338,9 @@ static void test_replica_ack(void **state)
     dlock_permit_semaphore_free(pk);
     /* The renewed hold: its next renewal is not acknowledged: given up. */
     for (int64_t until = th_now_ms() + 5000 * th_slack();
-         atomic_load(&lost_reason) == 0 && th_now_ms() < until;)
+         atomic_load(&th_lost_reason) == 0 && th_now_ms() < until;)
         th_sleep_ms(20);
-    assert_int_equal(atomic_load(&lost_reason), DLOCK_LOST_REPLICAS);
+    assert_int_equal(atomic_load(&th_lost_reason), DLOCK_LOST_REPLICAS);
     dlock_lock_release(lr);
 
     /* The replica back, in sync. */
@@ -363,8 +421,11 @@ static void on_async_done(const dlock_async_result *res, void *ud)
 static int async_call(dlock_lock *l, int acquire)
 {
     atomic_store(&async_rc, 1);
-    int rc = acquire ? dlock_lock_acquire_async(l, 10000, 30000, NULL, on_async_done, NULL)
-                     : dlock_lock_release_async(l, on_async_done, NULL);
+    int rc =
+        acquire
+            ? dlock_lock_acquire_async(l, &(dlock_wait_opts){.wait_ms = 10000, .lease_ms = 30000},
+                                       on_async_done, NULL)
+            : dlock_lock_release_async(l, on_async_done, NULL);
     if (rc != DLOCK_OK) {
         snprintf(async_msg, sizeof(async_msg), "%s", dlock_last_error());
         return rc;
@@ -472,6 +533,7 @@ int main(void)
         cmocka_unit_test(test_sentinel_credentials),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_replica_ack),
+        cmocka_unit_test(test_replica_ack_redisson),
         cmocka_unit_test(test_revocation_falls_back),
         cmocka_unit_test(test_failover_primary_killed),
     };

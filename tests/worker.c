@@ -220,7 +220,7 @@ static void *latch_thread(void *arg)
     pthread_mutex_lock(&max_mu);
     awaiting_threads++;
     pthread_mutex_unlock(&max_mu);
-    int rc = dlock_latch_await(l, DLOCK_WAIT_FOREVER, NULL);
+    int rc = dlock_latch_await(l, DLOCK_WAIT_FOREVER);
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     long long us = (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
@@ -304,7 +304,8 @@ int main(int argc, char **argv)
         uint64_t term = 0;
         if (dlock_election_get(client, name, &e) != DLOCK_OK ||
             (dlock_election_set_lost_callback(e, print_lost, NULL),
-             dlock_election_campaign(e, DLOCK_WAIT_FOREVER, NULL, &term)) != DLOCK_OK) {
+             dlock_election_campaign(e, &(dlock_wait_opts){.wait_ms = DLOCK_WAIT_FOREVER,
+                                                           .token = &term})) != DLOCK_OK) {
             fprintf(stderr, "lead: %s\n", dlock_last_error());
             return 2;
         }

@@ -40,7 +40,8 @@
  *     dlock_client_new_owner_id(c, owner, sizeof(owner));   // one per request
  *     dlock_lock *l;
  *     dlock_lock_get_as(c, "order:42", owner, &l);
- *     dlock_lock_acquire_async(l, 5000, DLOCK_WATCHDOG, NULL, on_locked, req);
+ *     dlock_wait_opts o = {.wait_ms = 5000};               // lease: the watchdog
+ *     dlock_lock_acquire_async(l, &o, on_locked, req);
  *
  *     static void on_locked(const dlock_async_result *res, void *ud) {
  *         if (dlock_async_status(res) != DLOCK_OK) { ...dlock_async_message(res)...; return; }
@@ -77,10 +78,9 @@ typedef void (*dlock_async_fn)(const dlock_async_result *res, void *ud);
 DLOCK_API int dlock_async_status(const dlock_async_result *res);
 /* Its detail message ("" when DLOCK_OK); valid during the callback. */
 DLOCK_API const char *dlock_async_message(const dlock_async_result *res);
-/* The fencing token of a fenced acquisition (0 otherwise). */
+/* The fencing token of a fenced acquisition (options with a token; 0
+ * otherwise). */
 DLOCK_API uint64_t dlock_async_token(const dlock_async_result *res);
-/* A force release: 1 when the lock was held. 0 for other calls. */
-DLOCK_API int dlock_async_was_locked(const dlock_async_result *res);
 /* The yes/no answer of a call that has one (a force release's "was locked",
  * is locked, is held, a try-set's "was set", a delete's "existed", a
  * try-release's "released"; 0 for the others). */
@@ -92,28 +92,30 @@ DLOCK_API int64_t dlock_async_count(const dlock_async_result *res);
  * during the callback: copy it (DLOCK_PERMIT_ID_BUFSIZE bytes). */
 DLOCK_API const char *dlock_async_permit_id(const dlock_async_result *res);
 
-/* dlock_lock_acquire_cancellable() asynchronously, for any lock type
- * (reentrant, fair, read, write): wait_ms 0 (one attempt), > 0, or
- * DLOCK_WAIT_FOREVER; lease_ms > 0 or DLOCK_WATCHDOG (renewed by the
- * watchdog until released); cancel may be NULL. The callback's status:
- * DLOCK_OK, DLOCK_ETIMEDOUT, DLOCK_ECANCELED, DLOCK_ECLOSED, DLOCK_EDEADLK
- * (a reader asking for the write lock), DLOCK_EUNKNOWN (sent, no answer),
- * or the blocking call's other errors. Returns DLOCK_OK (accepted) or
- * DLOCK_EINVAL (NULL lock or fn, bad times, a thread-owner handle),
- * DLOCK_ECLOSED, DLOCK_ENOMEM. Any thread. */
-DLOCK_API int dlock_lock_acquire_async(dlock_lock *l, int64_t wait_ms, int64_t lease_ms,
-                                       dlock_cancel *cancel, dlock_async_fn fn, void *ud);
-/* As dlock_lock_acquire_async, and the callback's dlock_async_token() is the
- * lock's fencing token (see dlock_lock_acquire_fenced). */
-DLOCK_API int dlock_lock_acquire_fenced_async(dlock_lock *l, int64_t wait_ms, int64_t lease_ms,
-                                              dlock_cancel *cancel, dlock_async_fn fn,
-                                              void *ud);
+/* The i-th permit id (0-based) of an n-permit acquisition
+ * (dlock_permit_semaphore_acquire_n_async: dlock_async_count() is n), 32 hex
+ * characters, valid during the callback: copy them; "" for i >= n and for
+ * other calls. dlock_async_permit_id() is the first. */
+DLOCK_API const char *dlock_async_permit_ids(const dlock_async_result *res, size_t i);
+
+/* dlock_lock_acquire_opts() asynchronously, for any lock type (reentrant,
+ * fair, read, write). The options (NULL: one attempt, the watchdog) are
+ * copied at the call; o->cancel and o->token must stay valid until the
+ * callback has run, and a fenced acquisition's token is written to
+ * *o->token before it runs (dlock_async_token() gives it too). The
+ * callback's status: DLOCK_OK, DLOCK_ETIMEDOUT, DLOCK_ECANCELED,
+ * DLOCK_ECLOSED, DLOCK_EDEADLK (a reader asking for the write lock),
+ * DLOCK_EUNKNOWN (sent, no answer), or the blocking call's other errors.
+ * Returns DLOCK_OK (accepted) or DLOCK_EINVAL (NULL lock or fn, bad options,
+ * a thread-owner handle), DLOCK_ECLOSED, DLOCK_ENOMEM. Any thread. */
+DLOCK_API int dlock_lock_acquire_async(dlock_lock *l, const dlock_wait_opts *o,
+                                       dlock_async_fn fn, void *ud);
 /* dlock_lock_release() asynchronously: one hold of the handle's owner.
  * Status DLOCK_OK, DLOCK_ENOTOWNER, or a connection error (a lost reply is
  * resent under the same unlock latch, so a release never counts twice).
  * Any thread. */
 DLOCK_API int dlock_lock_release_async(dlock_lock *l, dlock_async_fn fn, void *ud);
-/* dlock_lock_force_release() asynchronously: dlock_async_was_locked() tells
+/* dlock_lock_force_release() asynchronously: dlock_async_flag() tells
  * whether it was held. Not resent after a lost reply. Any thread. */
 DLOCK_API int dlock_lock_force_release_async(dlock_lock *l, dlock_async_fn fn, void *ud);
 
@@ -124,13 +126,24 @@ DLOCK_API int dlock_lock_is_locked_async(dlock_lock *l, dlock_async_fn fn, void 
 DLOCK_API int dlock_lock_is_held_async(dlock_lock *l, dlock_async_fn fn, void *ud);
 DLOCK_API int dlock_lock_hold_count_async(dlock_lock *l, dlock_async_fn fn, void *ud);
 DLOCK_API int dlock_lock_ttl_async(dlock_lock *l, dlock_async_fn fn, void *ud);
+/* dlock_lock_get_token() asynchronously: the token in dlock_async_token()
+ * (0 when none was given). Any handle, any owner form. Any thread. */
+DLOCK_API int dlock_lock_get_token_async(dlock_lock *l, dlock_async_fn fn, void *ud);
+/* dlock_lock_extend() asynchronously (an explicit-owner handle): status
+ * DLOCK_OK, DLOCK_ENOTOWNER, DLOCK_EINVAL (a watchdog hold, in the
+ * callback), DLOCK_EWRONGTYPE or a connection error; the call itself
+ * returns DLOCK_EINVAL for a bad lease or handle type. Any thread. */
+DLOCK_API int dlock_lock_extend_async(dlock_lock *l, int64_t lease_ms, dlock_async_fn fn,
+                                      void *ud);
 
-/* dlock_semaphore_acquire_cancellable() asynchronously: n permits (1 ..
- * DLOCK_COUNT_MAX), wait_ms 0, > 0 or DLOCK_WAIT_FOREVER, cancel may be
- * NULL. Status DLOCK_OK, DLOCK_ETIMEDOUT, DLOCK_ECANCELED, DLOCK_ECLOSED, ...
- * Semaphores have no owner: any handle. Any thread. */
-DLOCK_API int dlock_semaphore_acquire_async(dlock_semaphore *s, int64_t n, int64_t wait_ms,
-                                            dlock_cancel *cancel, dlock_async_fn fn, void *ud);
+/* dlock_semaphore_acquire_opts() asynchronously: n permits (1 ..
+ * DLOCK_COUNT_MAX), the options copied at the call (NULL: one try; o->cancel
+ * must stay valid until the callback has run). Status DLOCK_OK,
+ * DLOCK_ETIMEDOUT, DLOCK_ECANCELED, DLOCK_ECLOSED, ... Semaphores have no
+ * owner: any handle. Any thread. */
+DLOCK_API int dlock_semaphore_acquire_async(dlock_semaphore *s, int64_t n,
+                                            const dlock_wait_opts *o, dlock_async_fn fn,
+                                            void *ud);
 /* dlock_semaphore_release() asynchronously (n permits back, waiters woken).
  * Not resent after a lost reply (DLOCK_EUNKNOWN then). Any thread. */
 DLOCK_API int dlock_semaphore_release_async(dlock_semaphore *s, int64_t n, dlock_async_fn fn,
@@ -148,12 +161,58 @@ DLOCK_API int dlock_semaphore_add_permits_async(dlock_semaphore *s, int64_t delt
                                                 dlock_async_fn fn, void *ud);
 DLOCK_API int dlock_semaphore_available_async(dlock_semaphore *s, dlock_async_fn fn, void *ud);
 DLOCK_API int dlock_semaphore_drain_async(dlock_semaphore *s, dlock_async_fn fn, void *ud);
-/* dlock_permit_semaphore_acquire_cancellable() asynchronously: the permit's
- * id is dlock_async_permit_id() in the callback; lease_ms > 0 or
- * DLOCK_WATCHDOG (renewed until released). Any thread. */
-DLOCK_API int dlock_permit_semaphore_acquire_async(dlock_permit_semaphore *p, int64_t wait_ms,
-                                                   int64_t lease_ms, dlock_cancel *cancel,
-                                                   dlock_async_fn fn, void *ud);
+/* The semaphore's lifecycle asynchronously (dlock.h gives each contract):
+ * delete (flag: it existed), expire (flag: the key exists), TTL (count: ms,
+ * -1 none, -2 no key), try set permits with a TTL (flag: set), release if
+ * exists (flag: released). Any thread. */
+DLOCK_API int dlock_semaphore_delete_async(dlock_semaphore *s, dlock_async_fn fn, void *ud);
+DLOCK_API int dlock_semaphore_expire_async(dlock_semaphore *s, int64_t ttl_ms,
+                                           dlock_async_fn fn, void *ud);
+DLOCK_API int dlock_semaphore_ttl_async(dlock_semaphore *s, dlock_async_fn fn, void *ud);
+DLOCK_API int dlock_semaphore_try_set_permits_ttl_async(dlock_semaphore *s, int64_t permits,
+                                                        int64_t ttl_ms, dlock_async_fn fn,
+                                                        void *ud);
+DLOCK_API int dlock_semaphore_release_if_exists_async(dlock_semaphore *s, int64_t n,
+                                                      dlock_async_fn fn, void *ud);
+/* dlock_permit_semaphore_acquire_opts() asynchronously, the options copied
+ * at the call (NULL: one try, the watchdog): the permit's id is
+ * dlock_async_permit_id() in the callback; o->lease_ms > 0 or DLOCK_WATCHDOG
+ * (renewed until released). Any thread. */
+DLOCK_API int dlock_permit_semaphore_acquire_async(dlock_permit_semaphore *p,
+                                                   const dlock_wait_opts *o, dlock_async_fn fn,
+                                                   void *ud);
+/* dlock_permit_semaphore_try_n() asynchronously: n permits (1 ..
+ * DLOCK_COUNT_MAX), all or none, in one script per attempt, the options
+ * copied at the call (NULL: one try, the watchdog; o->cancel must stay valid
+ * until the callback has run). On DLOCK_OK dlock_async_count() is n and
+ * dlock_async_permit_ids(res, 0..n-1) the ids; DLOCK_ETIMEDOUT,
+ * DLOCK_ECANCELED, DLOCK_ECLOSED (none held then), DLOCK_EINVAL in the
+ * callback for n above the semaphore's total, or the blocking call's other
+ * errors. The call returns DLOCK_EINVAL (n < 1, bad options, NULL p or fn),
+ * DLOCK_ECLOSED, DLOCK_ENOMEM. Any thread. */
+DLOCK_API int dlock_permit_semaphore_acquire_n_async(dlock_permit_semaphore *p, int64_t n,
+                                                     const dlock_wait_opts *o,
+                                                     dlock_async_fn fn, void *ud);
+/* dlock_permit_semaphore_try_release_list() asynchronously: DLOCK_OK with
+ * dlock_async_count() = the number released (n, or 0 when one id was not
+ * held: nothing released then) and dlock_async_flag() = released > 0. The
+ * ids are copied at the call; bad lists are refused there (DLOCK_EINVAL, as
+ * the blocking form). Not resent after a lost answer. Any thread. */
+DLOCK_API int dlock_permit_semaphore_try_release_list_async(dlock_permit_semaphore *p,
+                                                            const char *const *ids, size_t n,
+                                                            dlock_async_fn fn, void *ud);
+/* dlock_permit_semaphore_release_list() asynchronously: as the try form, but
+ * DLOCK_ENOTOWNER in the callback when nothing was released. Any thread. */
+DLOCK_API int dlock_permit_semaphore_release_list_async(dlock_permit_semaphore *p,
+                                                        const char *const *ids, size_t n,
+                                                        dlock_async_fn fn, void *ud);
+/* dlock_permit_semaphore_acquired() and dlock_permit_semaphore_permits()
+ * asynchronously: dlock_async_count() = the permits held under a lease, or
+ * available + held, after expired permits went back. Any thread. */
+DLOCK_API int dlock_permit_semaphore_acquired_async(dlock_permit_semaphore *p,
+                                                    dlock_async_fn fn, void *ud);
+DLOCK_API int dlock_permit_semaphore_permits_async(dlock_permit_semaphore *p, dlock_async_fn fn,
+                                                   void *ud);
 /* dlock_permit_semaphore_release() asynchronously: DLOCK_OK, or
  * DLOCK_ENOTOWNER (unknown or expired permit). id is copied. Any thread. */
 DLOCK_API int dlock_permit_semaphore_release_async(dlock_permit_semaphore *p, const char *id,
@@ -169,12 +228,12 @@ DLOCK_API int dlock_permit_semaphore_try_release_async(dlock_permit_semaphore *p
 DLOCK_API int dlock_permit_semaphore_update_lease_async(dlock_permit_semaphore *p,
                                                         const char *id, int64_t lease_ms,
                                                         dlock_async_fn fn, void *ud);
-/* The permit semaphore's pool, asynchronously: set, try-set (flag), add
- * (count: the new count), available (count; the permits held: use the
- * blocking form). Any thread. */
-DLOCK_API int dlock_permit_semaphore_set_permits_async(dlock_permit_semaphore *p,
-                                                       int64_t permits, dlock_async_fn fn,
-                                                       void *ud);
+/* The permit semaphore's pool, asynchronously: set the total, try-set (flag), add
+ * (count: the new count), available (count; the permits held:
+ * dlock_permit_semaphore_acquired_async). Any thread. */
+DLOCK_API int dlock_permit_semaphore_set_total_async(dlock_permit_semaphore *p,
+                                                     int64_t permits, dlock_async_fn fn,
+                                                     void *ud);
 DLOCK_API int dlock_permit_semaphore_try_set_permits_async(dlock_permit_semaphore *p,
                                                            int64_t permits, dlock_async_fn fn,
                                                            void *ud);
@@ -182,9 +241,22 @@ DLOCK_API int dlock_permit_semaphore_add_permits_async(dlock_permit_semaphore *p
                                                        dlock_async_fn fn, void *ud);
 DLOCK_API int dlock_permit_semaphore_available_async(dlock_permit_semaphore *p,
                                                      dlock_async_fn fn, void *ud);
-/* dlock_latch_await() asynchronously: DLOCK_OK once the count is zero,
- * DLOCK_ETIMEDOUT, DLOCK_ECANCELED, DLOCK_ECLOSED. Any thread. */
-DLOCK_API int dlock_latch_await_async(dlock_latch *l, int64_t wait_ms, dlock_cancel *cancel,
+/* dlock_permit_semaphore_lease_time() asynchronously: count = the ms left
+ * (-1: no lease); DLOCK_ENOTOWNER for a permit not held. And the lifecycle
+ * calls: delete (flag: existed), expire (flag: the key exists), TTL
+ * (count). Any thread. */
+DLOCK_API int dlock_permit_semaphore_lease_time_async(dlock_permit_semaphore *p, const char *id,
+                                                      dlock_async_fn fn, void *ud);
+DLOCK_API int dlock_permit_semaphore_delete_async(dlock_permit_semaphore *p, dlock_async_fn fn,
+                                                  void *ud);
+DLOCK_API int dlock_permit_semaphore_expire_async(dlock_permit_semaphore *p, int64_t ttl_ms,
+                                                  dlock_async_fn fn, void *ud);
+DLOCK_API int dlock_permit_semaphore_ttl_async(dlock_permit_semaphore *p, dlock_async_fn fn,
+                                               void *ud);
+/* dlock_latch_await_opts() asynchronously, the options copied at the call
+ * (NULL: check once): DLOCK_OK once the count is zero, DLOCK_ETIMEDOUT,
+ * DLOCK_ECANCELED, DLOCK_ECLOSED. Any thread. */
+DLOCK_API int dlock_latch_await_async(dlock_latch *l, const dlock_wait_opts *o,
                                       dlock_async_fn fn, void *ud);
 /* dlock_latch_count_down() asynchronously; dlock_async_count() is the count
  * left. Any thread. */
@@ -196,6 +268,70 @@ DLOCK_API int dlock_latch_try_set_count_async(dlock_latch *l, int64_t count, dlo
                                               void *ud);
 DLOCK_API int dlock_latch_delete_async(dlock_latch *l, dlock_async_fn fn, void *ud);
 DLOCK_API int dlock_latch_count_async(dlock_latch *l, dlock_async_fn fn, void *ud);
+
+/* ---------------------------------------------------- multi-lock, RedLock */
+
+/* dlock_multilock_acquire_opts() asynchronously, for a multi-lock or a
+ * RedLock whose locks are all explicit-owner handles (dlock_lock_get_as and
+ * the like; another gets DLOCK_EINVAL at the call). All or nothing: in
+ * rounds, every lock tried at once with no wait; all taken (a RedLock: a
+ * majority, within its validity: the lease less the round's time and the
+ * clock drift), DLOCK_OK; else what was taken is released before anything
+ * else, and the call waits on one busy lock (pub/sub, never polling; a
+ * RedLock looks again within 50..100 ms), then the next round. Nothing is
+ * held while waiting, nor when the callback's status is not DLOCK_OK:
+ * DLOCK_ETIMEDOUT, DLOCK_ECANCELED (o->cancel: it reaches the waiting
+ * acquire), DLOCK_ECLOSED, or a lock's error (a RedLock: errors on more
+ * servers than its margin). The options are copied at the call (NULL: one
+ * round, the watchdog; o->token must be NULL). The multi-lock, its locks and
+ * the cancel token must stay alive until the callback has run. The locks may
+ * be on several clients: the callback runs on the io thread of one of them,
+ * and none of those clients may be closed while the call is pending. Each
+ * lock's attempt is that lock's asynchronous acquire, with its client's
+ * retries: a server that is down holds a round up to that client's connect
+ * budget ((connect timeout + retry delay) x (retry attempts + 1)), where the
+ * blocking RedLock gives up on it at once; give RedLock clients short ones.
+ * Any thread. */
+DLOCK_API int dlock_multilock_acquire_async(dlock_multilock *ml, const dlock_wait_opts *o,
+                                            dlock_async_fn fn, void *ud);
+/* dlock_multilock_release() asynchronously: every lock released at once.
+ * A multi-lock: DLOCK_OK, or the first error answered; a RedLock: DLOCK_OK
+ * when a majority was released, else an error. Any thread. */
+DLOCK_API int dlock_multilock_release_async(dlock_multilock *ml, dlock_async_fn fn, void *ud);
+
+/* ------------------------------------------------------------ election */
+
+/* The text a call answers, valid during the callback (copy it): the
+ * leader's "host pid owner" for dlock_election_leader_async and
+ * dlock_election_await_change_async ("" when none, and for other calls). */
+DLOCK_API const char *dlock_async_text(const dlock_async_result *res);
+
+/* dlock_election_campaign() asynchronously (any election handle: each
+ * campaigns as an owner id of its own): the election's lock taken (fenced), then the new
+ * term announced, two steps the callback follows; the term is
+ * dlock_async_token(). Options copied at the call (NULL: one try; o->token
+ * must be NULL here: the term comes in the result; o->cancel must stay
+ * valid until the callback has run). Status DLOCK_OK, DLOCK_ETIMEDOUT,
+ * DLOCK_ECANCELED, DLOCK_ECLOSED, or the blocking call's errors; an
+ * announcement that fails gives the lock back first (nothing held then).
+ * Already leading: the same term, after one round trip. The election handle
+ * must stay alive until the callback has run. Any thread. */
+DLOCK_API int dlock_election_campaign_async(dlock_election *e, const dlock_wait_opts *o,
+                                            dlock_async_fn fn, void *ud);
+/* dlock_election_resign() asynchronously: the term ends at the call (the
+ * call returns DLOCK_ENOTOWNER when the handle does not lead), then the lock
+ * is released and "0" published; the status is the release's. Any thread. */
+DLOCK_API int dlock_election_resign_async(dlock_election *e, dlock_async_fn fn, void *ud);
+/* dlock_election_leader() asynchronously: dlock_async_token() = the term (0:
+ * no leader), dlock_async_text() = who. Any handle. Any thread. */
+DLOCK_API int dlock_election_leader_async(dlock_election *e, dlock_async_fn fn, void *ud);
+/* dlock_election_await_change() asynchronously: DLOCK_OK once the term
+ * differs from `known` (token and text as the leader's), DLOCK_ETIMEDOUT,
+ * DLOCK_ECANCELED, DLOCK_ECLOSED; waits on the election's channel, never
+ * polling. o->lease_ms must be 0. Any handle. Any thread. */
+DLOCK_API int dlock_election_await_change_async(dlock_election *e, uint64_t known,
+                                                const dlock_wait_opts *o, dlock_async_fn fn,
+                                                void *ud);
 
 /* ------------------------------------------------ the program's own loop */
 

@@ -37,9 +37,9 @@ extern "C" {
 #endif
 
 #define DLOCK_VERSION_MAJOR 0
-#define DLOCK_VERSION_MINOR 1
+#define DLOCK_VERSION_MINOR 2
 #define DLOCK_VERSION_PATCH 0
-#define DLOCK_VERSION_STRING "0.1.0"
+#define DLOCK_VERSION_STRING "0.2.0"
 
 #if defined(DLOCK_BUILDING) && defined(__GNUC__)
 #define DLOCK_API __attribute__((visibility("default")))
@@ -89,7 +89,7 @@ DLOCK_API const char *dlock_errname(int code);
  * there was none. Thread-local: valid until this thread's next dlock call. */
 DLOCK_API const char *dlock_last_error(void);
 
-/* The library's version string, e.g. "0.1.0". */
+/* The library's version string, e.g. "0.2.0". */
 DLOCK_API const char *dlock_version(void);
 
 /* ----------------------------------------------------------------- limits */
@@ -103,8 +103,10 @@ DLOCK_API const char *dlock_version(void);
  * 36-char uuid, ':', up to 20 digits. */
 #define DLOCK_OWNER_BUFSIZE 64
 
-/* Lease value: hold the lock with the watchdog (renewed while the process lives). */
-#define DLOCK_WATCHDOG ((int64_t)-1)
+/* Lease value: hold the lock with the watchdog (renewed while the process
+ * lives). 0, so that a zeroed dlock_wait_opts means the watchdog (it was -1
+ * before 0.2.0: a negative lease is now DLOCK_EINVAL). */
+#define DLOCK_WATCHDOG ((int64_t)0)
 /* Wait value: wait as long as it takes. */
 #define DLOCK_WAIT_FOREVER ((int64_t)-1)
 
@@ -134,6 +136,41 @@ typedef enum dlock_lost_reason {
  * not be called. */
 typedef void (*dlock_lost_fn)(const char *name, const char *owner,
                               dlock_lost_reason reason, void *ud);
+
+/* What ended a lost hold, as far as Redis can tell: a refinement of the
+ * reason (DLOCK_LOST_GONE's causes first, then one per other reason). */
+typedef enum dlock_lost_cause {
+    DLOCK_CAUSE_UNKNOWN = 0,     /* outside a lost callback; or gone and Redis could not say
+                                    why (found by a release; no sample of the node's counters
+                                    before the loss, as on a cluster node just failed over to) */
+    DLOCK_CAUSE_EVICTED = 1,     /* evicted: the node's evicted_keys moved since the last
+                                    sample before the loss (maxmemory-policy, dlock doctor) */
+    DLOCK_CAUSE_EXPIRED = 2,     /* expired: its lease had run out (a renewal too late) and
+                                    the node's expired_keys moved */
+    DLOCK_CAUSE_DELETED = 3,     /* deleted or overwritten by another client (a force unlock,
+                                    a DEL, Redisson's forceUnlock): gone with no eviction,
+                                    expiry, flush or new server seen */
+    DLOCK_CAUSE_FLUSHED = 4,     /* FLUSHALL / FLUSHDB, heard through client tracking (one
+                                    server with revocation on; elsewhere it shows as DELETED) */
+    DLOCK_CAUSE_FAILOVER = 5,    /* the node's run_id changed: it restarted, or another server
+                                    took its place (Sentinel), without the lock */
+    DLOCK_CAUSE_UNREACHABLE = 6, /* DLOCK_LOST_UNREACHABLE */
+    DLOCK_CAUSE_PAUSED = 7,      /* DLOCK_LOST_PAUSED */
+    DLOCK_CAUSE_REPLICAS = 8,    /* DLOCK_LOST_REPLICAS */
+    DLOCK_CAUSE_MAX_HOLD = 9     /* DLOCK_LOST_MAX_HOLD */
+} dlock_lost_cause;
+
+/* In a lost callback (on the io thread, during the call): the cause of the
+ * loss being reported. Elsewhere DLOCK_CAUSE_UNKNOWN. For DLOCK_LOST_GONE
+ * the watchdog asks the node (INFO) once more before it calls back, one
+ * round trip after the renewal that found the hold gone, and compares
+ * evicted_keys, expired_keys and run_id with a sample it took before (INFO
+ * after a renewal pass, at most once a second per node). Thread-local. */
+DLOCK_API dlock_lost_cause dlock_last_lost_cause(void);
+/* "evicted", "expired", "deleted by another client", "flushed", "failover",
+ * "unreachable", "paused", "replicas", "max hold"; "gone" for
+ * DLOCK_CAUSE_UNKNOWN and values this version does not define. */
+DLOCK_API const char *dlock_lost_cause_str(dlock_lost_cause cause);
 
 typedef enum dlock_log_level {
     DLOCK_LOG_ERROR = 0,
@@ -174,8 +211,16 @@ DLOCK_API void dlock_config_free(dlock_config *cfg);
  *       26379 by default); followed across failovers
  *   redis-cluster://[user[:password]@]host[:port][,host[:port]...]
  *       seed nodes of a Redis Cluster (database 0); the rest is discovered
+ *   redis-replicated://[user[:password]@]host[:port][,host[:port]...][/db]
+ *       a primary and its replicas without Sentinel (a managed Redis, a
+ *       static primary/replica set): the node whose ROLE is master takes
+ *       every request, asked every scan interval (dlock_config_set_scan_interval)
+ *       and after every READONLY. At open, DLOCK_ECONN when no node is a
+ *       primary within the connect timeout (the roles seen listed); while two
+ *       say they are, requests are refused (DLOCK_ECONN naming both)
  *   rediss-sentinel://...[?TLS parameters]#MASTERNAME
  *   rediss-cluster://...[?TLS parameters]
+ *   rediss-replicated://...[?TLS parameters]
  *       the same over TLS: the sentinels, the data nodes and every node
  *       learnt from them (the TLS settings below apply to each)
  * user and password may be percent-encoded; they are the data nodes' (see
@@ -192,6 +237,10 @@ DLOCK_API void dlock_config_free(dlock_config *cfg);
  * database), before the master's name; redis-sentinel:// and
  * redis-cluster:// take no parameters. */
 DLOCK_API int dlock_config_set_url(dlock_config *cfg, const char *url);
+
+/* replicas for dlock_config_set_replica_ack: Redisson's rule (every
+ * connected replica asked, a failure only when none acknowledged). */
+#define DLOCK_REPLICAS_ALL (-1)
 
 /* What an acquisition or renewal does when fewer replicas acknowledge it
  * than asked for. */
@@ -210,8 +259,27 @@ typedef enum dlock_ack_policy {
  * timeout_ms (1 .. the command timeout - 1; set the command timeout first),
  * on the same connection. replicas 0 (the default) turns it off. Applies to
  * a primary with replicas, behind Sentinel or not, and to each primary of a
- * cluster. DLOCK_EINVAL (nothing changed) for a negative count, a timeout out
- * of range or an unknown policy. */
+ * cluster. DLOCK_EINVAL (nothing changed) for a negative count (other than
+ * DLOCK_REPLICAS_ALL), a timeout out of range or an unknown policy.
+ *
+ * Two ways to count:
+ *   - dlock's own: replicas = N (1..1000), the policy applying whenever fewer
+ *     than N acknowledged within the timeout (a replica down is a failure).
+ *   - Redisson's (checkLockSyncedSlaves): replicas = DLOCK_REPLICAS_ALL. Every
+ *     acquisition WAITs for every replica the primary has connected at that
+ *     moment (asked with ROLE: one more round trip), and the policy applies
+ *     only when the primary has replicas and none acknowledged; a primary
+ *     without replicas is not asked (dlock_last_replica_acks() -1). With
+ *     DLOCK_ACK_RELEASE this is what a Redisson client does by default
+ *     (NoSyncedSlavesException), except that dlock gives the hold back.
+ *     Watchdog renewals are not acknowledged in this mode (Redisson's are,
+ *     the same way); asynchronous calls are not acknowledged in either mode.
+ * The default is neither (replicas 0, off), unlike Redisson, whose check is on:
+ * a WAIT adds a round trip, up to the timeout, to every acquisition, and
+ * acknowledgement by replicas does not make a lock safe across a failover
+ * anyway (a replica may still be promoted without the write, Redis'
+ * replication being asynchronous); it narrows that window. A program that
+ * wants Redisson's behaviour, or a stricter count, asks for it. */
 DLOCK_API int dlock_config_set_replica_ack(dlock_config *cfg, int replicas, int64_t timeout_ms,
                                           dlock_ack_policy policy);
 /* (A latch's count-down and a semaphore's release are not acquisitions: they
@@ -221,6 +289,44 @@ DLOCK_API int dlock_config_set_replica_ack(dlock_config *cfg, int replicas, int6
  * -1 when none was asked for (acknowledgement off, or the acquisition failed
  * first). Thread-local. */
 DLOCK_API int dlock_last_replica_acks(void);
+
+/* Credentials fetched afresh for every connection (short-lived tokens, a
+ * rotated password): called before each connect and reconnect, to any node
+ * (data nodes, sentinels, cluster nodes, replicated nodes), on the thread
+ * opening it (a caller's thread or the client's io thread: keep it short,
+ * e.g. return a cached token). `addr` is the node's "host:port" (no
+ * credentials), `sentinel` 1 for a sentinel. Write the user (may be left
+ * "": the default user) and the password, NUL-terminated, into the buffers
+ * (DLOCK_CREDENTIAL_MAX bytes each), and return:
+ *   0                      AUTH with them (an empty password is an error)
+ *   DLOCK_CREDENTIALS_NONE this node takes no AUTH
+ *   anything else          failure: the connection is not made, and the
+ *                          call that needed it fails with DLOCK_EAUTH
+ *                          ("the credentials callback failed for ADDR")
+ * A password the server refuses is DLOCK_EAUTH naming the node that refused
+ * (never retried at once: connections to it back off). While set, the
+ * callback's answers replace the URL's and dlock_config_set_password's /
+ * dlock_config_set_sentinel_password's credentials. NULL fn: back to them. */
+#define DLOCK_CREDENTIAL_MAX 512
+#define DLOCK_CREDENTIALS_NONE 1
+typedef int (*dlock_credentials_fn)(const char *addr, int sentinel, char *user,
+                                    char *password, void *ud);
+DLOCK_API int dlock_config_set_credentials(dlock_config *cfg, dlock_credentials_fn fn,
+                                           void *ud);
+
+/* Addresses the servers announce that are not where they are reached (NAT,
+ * containers): fn is called for every address a sentinel names (the
+ * primary) and every node CLUSTER SLOTS or a MOVED/ASK names, before it is
+ * connected to. host_out (DLOCK_HOST_MAX bytes) and *port_out come filled
+ * with the announced address: change them to map it, leave them to keep
+ * it, and return 0; any other return keeps the announced address and logs a
+ * warning. Called on the thread that reads the topology (no I/O needed:
+ * keep it short). NULL fn: none. */
+#define DLOCK_HOST_MAX 256
+typedef int (*dlock_address_map_fn)(const char *host, int port, char *host_out, int *port_out,
+                                    void *ud);
+DLOCK_API int dlock_config_set_address_map(dlock_config *cfg, dlock_address_map_fn fn,
+                                           void *ud);
 
 /* Credentials for the sentinels of a redis-sentinel:// URL when they differ
  * from the data nodes' (the sentinels' requirepass or ACL user). Same rules
@@ -284,13 +390,20 @@ DLOCK_API int dlock_config_set_watchdog_timeout(dlock_config *cfg, int64_t ms);
 DLOCK_API int dlock_config_set_command_timeout(dlock_config *cfg, int64_t ms);
 /* Longest wait for a TCP/unix connection and its handshake, in ms (0 = default). */
 DLOCK_API int dlock_config_set_connect_timeout(dlock_config *cfg, int64_t ms);
+/* redis-replicated:// (and rediss-replicated://): how often each node listed
+ * is asked its ROLE, to find the primary, in ms (>= 10; 0 = default 1000).
+ * A READONLY answer asks at once as well. DLOCK_EINVAL out of range. */
+DLOCK_API int dlock_config_set_scan_interval(dlock_config *cfg, int64_t ms);
 /* How often a command is retried after a connection failure (0..100; 0 = never)
  * and the pause between tries in ms (0 = default). */
 DLOCK_API int dlock_config_set_retry(dlock_config *cfg, int attempts, int64_t delay_ms);
 /* A fair-lock waiter's slot, in ms (>= 2; 0 = default 300000, Redisson's
  * fairLockWaitTimeout): how long a waiter that died at the head of a fair
- * lock's queue delays the others at most. A try with a positive wait uses its
- * wait as its slot instead. */
+ * lock's queue delays the others at most once the lock is free, and so the
+ * grace a head (a Redisson waiter included) is owed before a newcomer may
+ * pass it: this timeout after the lock is found free, or the head's own
+ * deadline if sooner, never the newcomer's wait. A try with a positive wait
+ * uses its wait as its own slot (its place in the deadlines) instead. */
 DLOCK_API int dlock_config_set_fair_wait_timeout(dlock_config *cfg, int64_t ms);
 /* Most blocking connections open at once (1..10000; 0 = default). A call that
  * finds them all busy waits up to the command timeout for one. */
@@ -335,6 +448,28 @@ DLOCK_API int dlock_config_set_client_name(dlock_config *cfg, const char *name);
  * one that re-enters a limited watchdog hold is cut to what the limit leaves.
  * Redisson has no such limit: it renews while the process lives. */
 DLOCK_API int dlock_config_set_max_hold(dlock_config *cfg, int64_t ms);
+/* Lock-delay (Consul's LockDelay, Chubby's lock-delay; dlock's own): after
+ * a reentrant lock ends without a release (its holder died, was paused or
+ * cut off, and its lease ran out; it was evicted, or forced open), no other
+ * owner can take it for `ms` more, so that the lost holder has heard of its
+ * loss (its lost callback: the watchdog reports a loss 1/20 of the timeout,
+ * at most 500 ms, before the lease ends) or stopped before the next holder
+ * starts. A lock released normally is free at once. Kept in Redis beside the
+ * lock: a marker dlock_lock_delay:{name} holding the holder's owner id, with
+ * a TTL of the lease + ms, written by every acquisition and renewal (the
+ * watchdog renews it with the lock) and deleted by the last release; while
+ * it lives with another owner's id the free lock is refused, and waiters
+ * sleep until it ends, sending nothing (a try with no wait fails at once:
+ * DLOCK_ETIMEDOUT, whose message says so). So it holds across clients and
+ * processes that use the same delay setting; Redisson clients, which do not
+ * know the marker, neither write nor honour it: they may take the lock at
+ * once. Trade-off: a crashed holder's lock stays unavailable for its lease +
+ * ms. Choose ms at least the watchdog's detection time (the time a paused or
+ * cut-off holder needs to learn of its loss). 0 (the default) turns it off;
+ * up to 86 400 000 (1 day); DLOCK_EINVAL otherwise. Reentrant locks only in
+ * this version (fair, read-write locks and semaphores: not yet);
+ * dlock_lock_set_lock_delay sets it per handle. */
+DLOCK_API int dlock_config_set_lock_delay(dlock_config *cfg, int64_t ms);
 /* Revocation heard at once (on = 1, the default): when a key of a hold the
  * watchdog renews is deleted or changed by someone else (a force unlock, a
  * Redisson forceUnlock, an operator's DEL, expiry, eviction, FLUSHALL), the
@@ -413,11 +548,60 @@ DLOCK_API int dlock_client_ping(dlock_client *c);
  * server that does not say). *risky (may be NULL) = 1 for a policy that lets
  * Redis evict keys when memory is full: allkeys-* evicts any key, volatile-*
  * keys with a TTL, and every held lock has one; an evicted lock is free to
- * the next caller while its holder still believes it holds it (README,
- * Safety model). The client says so once, as a warning through the log
+ * the next caller while its holder still believes it holds it
+ * (docs/safety.md, Eviction). The client says so once, as a warning through the log
  * callback, when it opens. DLOCK_EINVAL for NULL c or buf, or a size too
  * small for the policy (the message gives the size needed). Any thread. */
 DLOCK_API int dlock_client_eviction_policy(dlock_client *c, char *buf, size_t size, int *risky);
+
+/* How bad a finding of dlock_client_doctor is. */
+typedef enum dlock_doctor_level {
+    DLOCK_DOCTOR_NOTE = 0,     /* for information: a check that could not be made (a command
+                                  the server or the ACL refused), a feature unavailable */
+    DLOCK_DOCTOR_WARN = 1,     /* safe while everything runs, unsafe after a fault (a restart
+                                  forgets the locks, a failover loses grants), or calls that
+                                  will fail (ACL, WAIT, foreign keys under the prefixes) */
+    DLOCK_DOCTOR_UNSAFE = 2    /* held locks can vanish, and a second holder get in, while
+                                  everything runs: an eviction policy that drops them */
+} dlock_doctor_level;
+
+/* One finding: the level, the node ("host:port"), the check ("eviction",
+ * "persistence", "wait", "replicas", "clock", "acl", "keys", "info"), what
+ * was found and its fix (NULL for a note). Strings valid during the call. */
+typedef void (*dlock_doctor_fn)(dlock_doctor_level level, const char *node, const char *check,
+                                const char *finding, const char *fix, void *ud);
+
+/* One pass over the deployment (each primary: a single server, the primary
+ * behind Sentinel, every primary of a cluster) for what makes locks unsafe,
+ * each finding passed to fn on the calling thread:
+ *   eviction     maxmemory-policy other than noeviction (volatile-* evict
+ *                locks too: they carry TTLs): UNSAFE, or WARN while no
+ *                maxmemory is set;
+ *   persistence  no append-only file and no replica: WARN (a restart forgets
+ *                the locks, RDB snapshots or not, while their holders go on);
+ *   wait         WAIT refused: WARN when the config asks for replica
+ *                acknowledgement (dlock_config_set_replica_ack), else a note;
+ *   replicas     with acknowledgement asked for: fewer replicas connected
+ *                than asked, min-replicas-to-write 0: WARN;
+ *   clock        TIME against this host's clock, apart by more than the
+ *                drift allowance (1 % of the watchdog timeout + 2 ms, the
+ *                round trip's half aside): WARN;
+ *   acl          ACL DRYRUN, as the connection's user, of the commands a
+ *                lock needs (its scripts' calls included), for `name`'s keys
+ *                and channels when name is given (else commands only): WARN
+ *                naming what is missing; a user who may not run ACL DRYRUN
+ *                gets a note;
+ *   keys         keys under the family's companion prefixes
+ *                (redisson_lock_token:, redisson_lock_queue:, dlock_lock_next:,
+ *                ...) of another type than the family writes there, up to
+ *                1000 examined per node: WARN.
+ * Nothing is written. Returns the worst level found (DLOCK_DOCTOR_NOTE, 0,
+ * when healthy), or a negative status: DLOCK_EINVAL for NULL c or fn or a
+ * bad name, the connection's errors when the deployment does not answer a
+ * PING. Any thread; the pass takes a few round trips per node, plus the
+ * SCANs of the keys starting with redisson_ and dlock_. */
+DLOCK_API int dlock_client_doctor(dlock_client *c, const char *name, dlock_doctor_fn fn,
+                                  void *ud);
 
 /* ------------------------------------------------------------------ stats */
 
@@ -492,6 +676,36 @@ DLOCK_API int dlock_cancel_fired(const dlock_cancel *t);
 /* No wait may be using the token any more. */
 DLOCK_API void dlock_cancel_free(dlock_cancel *t);
 
+/* ------------------------------------------------------------ wait options */
+
+/* How a call waits, the same for every call that can wait (lock, semaphore,
+ * permit semaphore, latch, multi-lock, election; blocking and asynchronous).
+ * A NULL pointer is the zeroed struct: one attempt, the watchdog, not
+ * cancellable, no token. Initialize it zeroed and set the fields you need:
+ *     dlock_wait_opts o = {.wait_ms = 5000, .cancel = tok};
+ * The call reads it before it returns (an asynchronous call copies it), so
+ * it may live on the caller's stack; `cancel` and `token` are pointers the
+ * call keeps until it ends (an asynchronous call: until its callback has
+ * run). Every call checks it the same way: DLOCK_EINVAL, nothing sent and
+ * the message naming the field, for a wait below DLOCK_WAIT_FOREVER, a
+ * negative lease or one above 2^50 ms, a lease or a token given to a call
+ * that has none, and a reserved field that is not zero. */
+typedef struct dlock_wait_opts {
+    int64_t wait_ms;       /* 0 (the default): one attempt; > 0: up to that long;
+                              DLOCK_WAIT_FOREVER: as long as it takes */
+    int64_t lease_ms;      /* DLOCK_WATCHDOG (0, the default): held while the client lives,
+                              renewed by its watchdog; > 0: a fixed lease, never renewed.
+                              Calls that take nothing with a lease (semaphore, latch,
+                              election) require 0 */
+    dlock_cancel *cancel;  /* NULL: not cancellable; else dlock_cancel_fire() ends the wait
+                              with DLOCK_ECANCELED */
+    uint64_t *token;       /* NULL: no fencing token; else the acquisition is fenced and the
+                              token is written here on DLOCK_OK (an asynchronous call: before
+                              its callback runs). Locks and dlock_lock_run; an election's
+                              campaign writes its term. Other calls require NULL */
+    int64_t reserved[4];   /* must be zero: room for options to come */
+} dlock_wait_opts;
+
 /* ------------------------------------------------------------------- lock */
 
 /* A reentrant lock, Redisson's RLock:
@@ -524,9 +738,11 @@ DLOCK_API int dlock_lock_get_as(dlock_client *c, const char *name, const char *o
  *                  `redisson_lock__channel:{name}:<owner id>`: a release
  *                  wakes the head of the queue only.
  * A waiter that gives up (deadline, cancellation) leaves the queue at once; a
- * dead one (its process killed) at the head delays the others by one slot at
- * most once the lock is free: the wait it gave, or the fair wait timeout
- * (dlock_config_set_fair_wait_timeout, 5 minutes by default as in Redisson). A live dlock waiter is never dropped
+ * dead one (its process killed) at the head delays the others by the fair
+ * wait timeout at most once the lock is free (or by the wait it gave, if
+ * shorter; dlock_config_set_fair_wait_timeout, 5 minutes by default as in
+ * Redisson). A head keeps its turn for that grace: a newcomer's try(wait) is
+ * refused meanwhile, whatever its wait. A live dlock waiter is never dropped
  * from the queue, however long it waits: it keeps its entry fresh (it tries
  * again at least every half slot). A try with a wait of 0 never queues: it
  * takes the lock only when it is free and nobody waits. Reentrant as the
@@ -537,9 +753,24 @@ DLOCK_API int dlock_fair_lock_get(dlock_client *c, const char *name, dlock_lock 
 DLOCK_API int dlock_fair_lock_get_as(dlock_client *c, const char *name, const char *owner,
                                      dlock_lock **out);
 
+/* A fenced lock (Redisson's RFencedLock) on `name`: a reentrant lock handle
+ * (the same keys, the same holders) on which every acquisition, reentrant
+ * ones included, raises the fencing token `redisson_lock_token:{name}` in
+ * the acquiring script, as a fenced acquisition (dlock_wait_opts's token)
+ * does: by dlock_lock_acquire, dlock_lock_try and every other acquire call
+ * alike. Read the token of the hold just taken with dlock_lock_get_token
+ * (while the caller holds the lock nobody else can raise it), or take it
+ * directly with dlock_lock_acquire_opts and a token pointer. Shares the lock with Redisson's RLock and
+ * RFencedLock clients. Same returns as dlock_lock_get; *out is NULL on
+ * failure; the handle may be shared between threads. */
+DLOCK_API int dlock_fenced_lock_get(dlock_client *c, const char *name, dlock_lock **out);
+/* As dlock_fenced_lock_get, acting for an explicit owner id (see dlock_lock_get_as). */
+DLOCK_API int dlock_fenced_lock_get_as(dlock_client *c, const char *name, const char *owner,
+                                       dlock_lock **out);
+
 /* A read-write lock (Redisson's RReadWriteLock) on `name`: two handles, the
  * read lock and the write lock, on which every dlock_lock_* call works
- * (acquire with the watchdog or a lease, try, cancellable, fenced, release,
+ * (acquire with the watchdog or a lease, try, the options, fenced, release,
  * force release, queries, run, lost callback). Many owners may hold the read
  * lock at once; the write lock excludes every other owner, readers and
  * writers. Both are reentrant, and the owner of the write lock may also take
@@ -560,7 +791,7 @@ DLOCK_API int dlock_fair_lock_get_as(dlock_client *c, const char *name, const ch
  *                  keeps read holds, which Redisson does not publish: the
  *                  waiting readers come in at once).
  * Differences with the reentrant lock's calls:
- *   - The write acquire (acquire, try, cancellable, fenced, run) by an owner
+ *   - The write acquire (acquire, try, the options form, run) by an owner
  *     that holds read holds of the same name returns DLOCK_EDEADLK at once,
  *     whatever the wait: a reader can never be granted the write lock
  *     (Redisson's waits forever there).
@@ -644,50 +875,83 @@ DLOCK_API void dlock_lock_set_lost_callback(dlock_lock *l, dlock_lost_fn fn, voi
  * (nothing changed) for l NULL or ms out of range. Any thread. */
 #define DLOCK_MAX_HOLD_NONE ((int64_t)-1)
 DLOCK_API int dlock_lock_set_max_hold(dlock_lock *l, int64_t ms);
+/* This handle's lock-delay (see dlock_config_set_lock_delay; the client's by
+ * default): ms 0 (off) to 86 400 000. Set it before the handle's first
+ * acquisition, from one thread: after one, DLOCK_EINVAL (a hold's renewals
+ * keep the setting it was taken with). DLOCK_EINVAL (nothing changed) for l
+ * NULL, ms out of range, or a lock that is not a reentrant one. */
+DLOCK_API int dlock_lock_set_lock_delay(dlock_lock *l, int64_t ms);
 
-/* Acquires, waiting as long as it takes. lease_ms > 0: the key expires after
- * the lease and is never renewed. DLOCK_WATCHDOG: held with the watchdog
- * timeout and renewed every timeout / 3 until released or the client closes.
+/* Acquires, as the options say (NULL: one attempt, with the watchdog):
+ *   o->wait_ms   0: one attempt; > 0: up to that long; DLOCK_WAIT_FOREVER.
+ *                Waiting sleeps on the lock's channel until an unlock message
+ *                or the holder's TTL, never on a fixed poll.
+ *   o->lease_ms  > 0: the key expires after the lease and is never renewed;
+ *                DLOCK_WATCHDOG (0): held with the watchdog timeout and
+ *                renewed every timeout / 3 until released or the client closes.
+ *   o->cancel    fired from another thread: the wait ends with DLOCK_ECANCELED
+ *                (Redisson's lockInterruptibly).
+ *   o->token     non-NULL: the acquisition is fenced and *o->token receives the
+ *                lock's fencing token: INCR of `redisson_lock_token:{name}`
+ *                (Redisson's RFencedLock counter), done in the same script as
+ *                the acquisition (reentry included), and raised to the
+ *                server's clock in microseconds when below it, so tokens are
+ *                strictly increasing per name even across a restart that lost
+ *                the counter. The counter expires after 7 days without a
+ *                fenced acquisition of the name (the clock floor keeps the next
+ *                token above every earlier one). Give the token to the resource
+ *                you guard, which refuses lower tokens; for data in Redis,
+ *                dlock_fence_* (below) are that check.
  * Reentrant: an owner that holds the lock gets it again (hold count + 1; the
- * lease is reset). Waiting sleeps on the lock's channel until an unlock
- * message or the holder's TTL, never on a fixed poll.
- * Returns DLOCK_OK, or DLOCK_EWRONGTYPE (the key is not a lock), DLOCK_ECONN,
- * DLOCK_ECMDTIMEOUT, DLOCK_EUNKNOWN (the request was written and no answer
- * came, by timeout or a dropped connection: it is not resent, since that could
- * count a hold twice; the lock may be held for up to one lease and is not
- * renewed), DLOCK_EINVAL (also: a wait asked for inside a dlock callback). */
+ * lease is reset).
+ * Returns DLOCK_OK, or DLOCK_ETIMEDOUT (still held by another owner when the
+ * wait ended, or free but reserved for a long waiter: see
+ * dlock_config_set_priority_after), DLOCK_ECANCELED, DLOCK_EWRONGTYPE (the
+ * key is not a lock), DLOCK_EDEADLK (a reader asking for the write lock),
+ * DLOCK_ECONN, DLOCK_ECMDTIMEOUT, DLOCK_EUNKNOWN (the request was written and
+ * no answer came, by timeout or a dropped connection: it is not resent, since
+ * that could count a hold twice; the lock may be held for up to one lease and
+ * is not renewed), DLOCK_EINVAL (bad options, see dlock_wait_opts; also a
+ * wait asked for inside a dlock callback). Any thread: the owner is the
+ * calling thread, or the handle's explicit owner. */
+DLOCK_API int dlock_lock_acquire_opts(dlock_lock *l, const dlock_wait_opts *o);
+
+/* Redisson's lock(lease): dlock_lock_acquire_opts with wait_ms
+ * DLOCK_WAIT_FOREVER and this lease (DLOCK_WATCHDOG or > 0). */
 DLOCK_API int dlock_lock_acquire(dlock_lock *l, int64_t lease_ms);
 
-/* Tries for up to wait_ms (0 = a single try, DLOCK_WAIT_FOREVER = no limit).
- * DLOCK_ETIMEDOUT when still held by another owner at the deadline (or free
- * but reserved for a long waiter: see dlock_config_set_priority_after); other
- * returns as dlock_lock_acquire. */
+/* Redisson's tryLock(wait, lease): dlock_lock_acquire_opts with this wait and
+ * lease. */
 DLOCK_API int dlock_lock_try(dlock_lock *l, int64_t wait_ms, int64_t lease_ms);
 
-/* As dlock_lock_try, and the wait ends with DLOCK_ECANCELED when `cancel` (may
- * be NULL) is fired from another thread: Redisson's lockInterruptibly. */
-DLOCK_API int dlock_lock_acquire_cancellable(dlock_lock *l, int64_t wait_ms, int64_t lease_ms,
-                                             dlock_cancel *cancel);
+/* The last fencing token given for the lock's name (Redisson's getToken): a
+ * GET of `redisson_lock_token:{name}`, without taking the lock; *token = 0
+ * when none was ever given (or the counter expired, 7 days after the last
+ * fenced acquisition). Any lock handle (reentrant, fair, fenced, read,
+ * write). Returns DLOCK_OK, DLOCK_EINVAL (l or token NULL), DLOCK_EWRONGTYPE
+ * (the counter's key holds something else), or a connection error. Any
+ * thread. */
+DLOCK_API int dlock_lock_get_token(dlock_lock *l, uint64_t *token);
 
-/* As dlock_lock_acquire_cancellable, and on success *token receives the lock's
- * fencing token: INCR of `redisson_lock_token:{name}` (Redisson's RFencedLock
- * counter), done in the same script as the acquisition (reentry included), and
- * raised to the server's clock in microseconds when below it, so tokens are
- * strictly increasing per name even across a restart that lost the counter.
- * The counter expires after 7 days without a fenced acquisition of the name
- * (the clock floor keeps the next token above every earlier one), so counters
- * of names no longer used do not pile up. Give the token to the resource you
- * guard, which refuses lower tokens; for data in Redis, dlock_fence_* (below)
- * are that check. */
-DLOCK_API int dlock_lock_acquire_fenced(dlock_lock *l, int64_t wait_ms, int64_t lease_ms,
-                                        dlock_cancel *cancel, uint64_t *token);
+/* Extends a hold taken with a fixed lease: the lock's TTL becomes lease_ms
+ * from now (longer or shorter than what is left), in one script that checks
+ * the caller (the handle's owner) holds it. The hold count and the fencing
+ * token are unchanged. For reentrant, fair and fenced locks.
+ * Returns DLOCK_OK; DLOCK_ENOTOWNER when the caller does not hold the lock
+ * (never held, released, expired); DLOCK_EINVAL, nothing sent, for l NULL, a
+ * lease not positive (or DLOCK_WATCHDOG), a read or write lock handle, or a
+ * hold the watchdog renews (its renewals would undo the lease; release and
+ * take it with a lease instead); DLOCK_EWRONGTYPE when the key is not a lock
+ * (nothing changed); a connection error. Safe to retry: sent again after a
+ * lost reply it sets the same TTL. Any thread (as the handle's owner). */
+DLOCK_API int dlock_lock_extend(dlock_lock *l, int64_t lease_ms);
 
 /* Releases one hold. At hold count 0 the key is deleted and waiters (dlock's and
  * Redisson's) are woken. DLOCK_ENOTOWNER when the caller holds nothing (never
  * held, released already, expired, or lost; a watchdog hold found gone is also
  * reported to the lost callback). A release retried after a lost reply answers
  * what the first attempt did (Redisson 4's unlock latch); no retry is sent
- * whose answer could come after that latch expires (see README, Limits).
+ * whose answer could come after that latch expires (see docs/c-guide.md, Limits).
  * Whatever the answer, even an error, the watchdog stops renewing a hold once
  * every acquisition of it has seen a release attempt, as Redisson's does. */
 DLOCK_API int dlock_lock_release(dlock_lock *l);
@@ -713,14 +977,15 @@ DLOCK_API int dlock_lock_hold_count(dlock_lock *l, int64_t *count);
 DLOCK_API int dlock_lock_ttl(dlock_lock *l, int64_t *ttl_ms);
 
 /* Runs fn(ud) while holding the lock and always releases afterwards
- * (Redisson's executeInLock). Acquires as dlock_lock_try(wait_ms, lease_ms);
- * when that fails fn is not called and its code is returned. Otherwise
- * *fn_result (may be NULL) receives fn's return value, and the call returns the
- * release's status: DLOCK_OK, or DLOCK_ENOTOWNER when the lock expired or was
- * lost while fn ran. */
+ * (Redisson's executeInLock). Acquires as dlock_lock_acquire_opts(l, o) (a
+ * fenced run has its token in *o->token before fn runs); when that fails fn
+ * is not called and its code is returned. Otherwise *fn_result (may be NULL)
+ * receives fn's return value, and the call returns the release's status:
+ * DLOCK_OK, or DLOCK_ENOTOWNER when the lock expired or was lost while fn
+ * ran. DLOCK_EINVAL for a NULL fn. */
 typedef int (*dlock_run_fn)(void *ud);
-DLOCK_API int dlock_lock_run(dlock_lock *l, int64_t wait_ms, int64_t lease_ms,
-                             dlock_run_fn fn, void *ud, int *fn_result);
+DLOCK_API int dlock_lock_run(dlock_lock *l, const dlock_wait_opts *o, dlock_run_fn fn, void *ud,
+                             int *fn_result);
 
 /* ------------------------------------------------------------- multilock */
 
@@ -752,7 +1017,7 @@ typedef struct dlock_multilock dlock_multilock;
 DLOCK_API int dlock_multilock_new(dlock_lock *const *locks, size_t n, dlock_multilock **out);
 
 /* A RedLock over n >= 3 handles, each on its own client connected to its own
- * independent Redis server (see README, "RedLock"): held when a majority,
+ * independent Redis server (see docs/c-types.md, "RedLock"): held when a majority,
  * n/2 + 1, is taken within the validity time. DLOCK_EINVAL as
  * dlock_multilock_new, and for n < 3 and for two handles on the same client
  * or on the same server (same address, port and database). The same calls
@@ -786,7 +1051,7 @@ DLOCK_API int dlock_redlock_new(dlock_lock *const *locks, size_t n, dlock_multil
  * majority can spare, the call fails at once.
  * Returns DLOCK_OK, or: DLOCK_ETIMEDOUT (a try: still busy at the deadline;
  * a RedLock: also a majority taken past its validity), DLOCK_ECANCELED,
- * DLOCK_EINVAL (bad lease or wait, or a wait inside a dlock callback), or the
+ * DLOCK_EINVAL (bad options, or a wait inside a dlock callback), or the
  * error of a lock (a multi-lock: the first in the array's order; a RedLock:
  * of its servers, when too many failed), DLOCK_ECONN, DLOCK_EWRONGTYPE, ...,
  * the message naming the lock. On every failure, whatever the call took has
@@ -802,10 +1067,11 @@ DLOCK_API int dlock_multilock_acquire(dlock_multilock *ml, int64_t lease_ms);
  * DLOCK_WAIT_FOREVER = no limit). */
 DLOCK_API int dlock_multilock_try(dlock_multilock *ml, int64_t wait_ms, int64_t lease_ms);
 
-/* As dlock_multilock_try, and the wait ends with DLOCK_ECANCELED when
- * `cancel` (may be NULL) is fired from another thread, nothing held. */
-DLOCK_API int dlock_multilock_acquire_cancellable(dlock_multilock *ml, int64_t wait_ms,
-                                                  int64_t lease_ms, dlock_cancel *cancel);
+/* As dlock_multilock_acquire, with the options' wait (NULL: one round) and
+ * lease, and a wait that ends with DLOCK_ECANCELED, nothing held, when
+ * o->cancel is fired from another thread. A multi-lock has no single
+ * fencing token: o->token must be NULL (DLOCK_EINVAL). */
+DLOCK_API int dlock_multilock_acquire_opts(dlock_multilock *ml, const dlock_wait_opts *o);
 
 /* Releases one hold of every lock (the releases to one server in one round
  * trip, the servers in parallel), each as dlock_lock_release does, and tries
@@ -831,9 +1097,10 @@ DLOCK_API void dlock_multilock_free(dlock_multilock *ml);
  * a higher token, has written: DLOCK_EFENCED, and nothing is written. The
  * same token may write any number of times; tokens need not be consecutive.
  *
- * The token: what dlock_lock_acquire_fenced or a leader's term gives (or
- * DLOCK_TOKEN in `dlock run`). Use one source of tokens per key: tokens of
- * two lock names (or a lock and an election) are not ordered between them.
+ * The token: what a fenced acquisition (dlock_wait_opts.token) or a leader's
+ * term gives (or DLOCK_TOKEN in `dlock run`). Use one source of tokens per
+ * key: tokens of two lock names (or a lock and an election) are not ordered
+ * between them.
  *
  * The guard: a string key beside the data, in its cluster slot,
  * dlock_fence:<key> when the key has a hash tag ({...}), else
@@ -918,14 +1185,16 @@ DLOCK_API void dlock_election_set_lost_callback(dlock_election *e, dlock_lost_fn
 /* The longest a term may last (see dlock_lock_set_max_hold): then it is lost,
  * DLOCK_LOST_MAX_HOLD. */
 DLOCK_API int dlock_election_set_max_hold(dlock_election *e, int64_t ms);
-/* Campaigns: waits up to wait_ms (0: one try, DLOCK_WAIT_FOREVER) to lead,
- * asleep (woken by the lock's release, or its expiry), and writes the term.
- * A handle that leads already gets its term again. Returns DLOCK_OK,
- * DLOCK_ETIMEDOUT (someone else leads), DLOCK_ECANCELED, DLOCK_ENOTOWNER
- * (elected, then lost before announcing: not leading), DLOCK_EWRONGTYPE,
- * connection errors. */
-DLOCK_API int dlock_election_campaign(dlock_election *e, int64_t wait_ms, dlock_cancel *cancel,
-                                      uint64_t *term);
+/* Campaigns: waits up to o->wait_ms (NULL o or 0: one try;
+ * DLOCK_WAIT_FOREVER) to lead, asleep (woken by the lock's release, or its
+ * expiry), and writes the term to *o->token (may be NULL: dlock_election_term
+ * gives it too). o->cancel ends the wait (DLOCK_ECANCELED). A leader is kept
+ * by the watchdog: o->lease_ms must be 0. A handle that leads already gets
+ * its term again. Returns DLOCK_OK, DLOCK_ETIMEDOUT (someone else leads),
+ * DLOCK_ECANCELED, DLOCK_ENOTOWNER (elected, then lost before announcing:
+ * not leading), DLOCK_EWRONGTYPE, DLOCK_EINVAL (bad options), connection
+ * errors. */
+DLOCK_API int dlock_election_campaign(dlock_election *e, const dlock_wait_opts *o);
 /* Resigns: releases the lock, tells the observers. DLOCK_ENOTOWNER when this
  * handle does not lead (never did, resigned, or lost it). */
 DLOCK_API int dlock_election_resign(dlock_election *e);
@@ -938,12 +1207,13 @@ DLOCK_API uint64_t dlock_election_term(dlock_election *e);
  * (truncated). */
 DLOCK_API int dlock_election_leader(dlock_election *e, uint64_t *term, char *who, size_t size);
 /* Blocks until the leader's term differs from `known` (a new leader; 0 when
- * the leader resigned or its lock ended), up to wait_ms (0: check once,
- * DLOCK_WAIT_FOREVER), and gives the new term and who as
- * dlock_election_leader. Returns DLOCK_OK, DLOCK_ETIMEDOUT, DLOCK_ECANCELED,
- * DLOCK_EINVAL, connection errors. */
-DLOCK_API int dlock_election_await_change(dlock_election *e, uint64_t known, int64_t wait_ms,
-                                          dlock_cancel *cancel, uint64_t *term, char *who,
+ * the leader resigned or its lock ended), up to o->wait_ms (NULL o or 0:
+ * check once; DLOCK_WAIT_FOREVER), o->cancel ending it early, and gives the
+ * new term and who as dlock_election_leader. o->lease_ms must be 0 and
+ * o->token NULL (the term comes in *term). Returns DLOCK_OK, DLOCK_ETIMEDOUT,
+ * DLOCK_ECANCELED, DLOCK_EINVAL, connection errors. */
+DLOCK_API int dlock_election_await_change(dlock_election *e, uint64_t known,
+                                          const dlock_wait_opts *o, uint64_t *term, char *who,
                                           size_t size);
 
 /* ------------------------------------------------------------- inspect */
@@ -964,8 +1234,11 @@ typedef enum dlock_kind {
     DLOCK_KIND_COUNT = 3,  /* a string holding a whole number: a semaphore's available
                             * permits or a latch's count (Redis stores both alike; the
                             * waiters of each are counted apart) */
-    DLOCK_KIND_PERMITS = 4 /* a count with a sorted set {name}:timeout beside it: a
-                            * permit-expirable semaphore (holders are its permits) */
+    DLOCK_KIND_PERMITS = 4, /* a count with a sorted set {name}:timeout beside it: a
+                             * permit-expirable semaphore (holders are its permits) */
+    DLOCK_KIND_OTHER = 5   /* other data (a list, a string that is not a whole number, a
+                            * hash that is not a lock, ...): dlock_info_redis_type says
+                            * which; only dlock_client_inspect gives it */
 } dlock_kind;
 
 /* Takes a snapshot of the handle's name, whatever kind of lock the handle is
@@ -975,10 +1248,12 @@ typedef enum dlock_kind {
 DLOCK_API int dlock_lock_inspect(dlock_lock *l, dlock_info **out);
 /* Takes a snapshot of whatever name `name` holds: a lock of any kind (as
  * dlock_lock_inspect), a count (DLOCK_KIND_COUNT: a semaphore or a latch), a
- * permit-expirable semaphore (DLOCK_KIND_PERMITS), or nothing
- * (DLOCK_KIND_NONE). DLOCK_EWRONGTYPE for other data (a string that is not a
- * whole number, a list...); DLOCK_EINVAL / DLOCK_ENAMETOOLONG for a bad name.
- * Read-only: expired permits are counted as available, not given back. */
+ * permit-expirable semaphore (DLOCK_KIND_PERMITS), nothing
+ * (DLOCK_KIND_NONE), or other data (DLOCK_KIND_OTHER, with its Redis type in
+ * dlock_info_redis_type and its TTL; no holders, waiters not counted: a
+ * string that is not a whole number, a list, a hash that is not a lock...).
+ * DLOCK_EINVAL / DLOCK_ENAMETOOLONG for a bad name. Read-only: expired
+ * permits are counted as available, not given back. */
 DLOCK_API int dlock_client_inspect(dlock_client *c, const char *name, dlock_info **out);
 DLOCK_API void dlock_info_free(dlock_info *info);
 
@@ -1013,6 +1288,10 @@ DLOCK_API uint64_t dlock_info_token(const dlock_info *info);
  * there). */
 DLOCK_API int64_t dlock_info_waiters(const dlock_info *info);
 DLOCK_API dlock_kind dlock_info_kind(const dlock_info *info);
+/* The key's type as Redis's TYPE names it ("none", "hash", "string", "list",
+ * "set", "zset", "stream", a module's type): what a DLOCK_KIND_OTHER key
+ * holds. "" for NULL. */
+DLOCK_API const char *dlock_info_redis_type(const dlock_info *info);
 /* A read-write lock's mode, "read" or "write"; NULL for other kinds. */
 DLOCK_API const char *dlock_info_mode(const dlock_info *info);
 /* 1 when holder i holds the write lock of a read-write lock (its owner id is
@@ -1053,6 +1332,21 @@ DLOCK_API int dlock_client_scan(dlock_client *c, const char *pattern, dlock_scan
  * are not counted (-1). */
 DLOCK_API int dlock_client_scan_counts(dlock_client *c, const char *pattern, dlock_scan_fn fn,
                                        void *ud);
+
+/* One walk over every kind: dlock_client_scan's locks and
+ * dlock_client_scan_counts' counts in a single SCAN of the keyspace (each
+ * key visited once), for tools that want both (a monitor, an exporter).
+ * kinds: DLOCK_WALK_LOCKS, DLOCK_WALK_COUNTS or both; with one of them the
+ * SCAN is filtered by its Redis type, as those calls do. count: the SCAN's
+ * COUNT, the keys Redis looks at per round trip (0: 200, the default of the
+ * calls above; up to 100000): larger means fewer round trips, each holding
+ * the server longer. fn, pattern and what is reported are those calls'.
+ * DLOCK_EINVAL for NULL c or fn, no or unknown kinds, a count out of range.
+ * Any thread. */
+#define DLOCK_WALK_LOCKS 1u
+#define DLOCK_WALK_COUNTS 2u
+DLOCK_API int dlock_client_walk(dlock_client *c, const char *pattern, unsigned kinds, int count,
+                                dlock_scan_fn fn, void *ud);
 
 /* The server's CLIENT LIST (one line of key=value fields per connection),
  * for tools that show who holds what: a dlock connection's name field is
@@ -1108,19 +1402,22 @@ DLOCK_API int dlock_semaphore_add_permits(dlock_semaphore *s, int64_t delta);
  * Waiting subscribes to the channel and sleeps until a message says enough
  * permits may be there (a release of k permits wakes this process's waiters
  * whose needs fit in the new count); it sends nothing to Redis meanwhile.
- * Returns DLOCK_OK, DLOCK_EINVAL (n out of range; a wait asked for on the io
- * thread), DLOCK_EWRONGTYPE, DLOCK_ECONN, DLOCK_ECMDTIMEOUT, DLOCK_EUNKNOWN
+ * Returns DLOCK_OK, DLOCK_EINVAL (n out of range; bad options; a wait asked
+ * for on the io thread), DLOCK_EWRONGTYPE, DLOCK_ECONN, DLOCK_ECMDTIMEOUT, DLOCK_EUNKNOWN
  * (the request was sent and no answer came: the permits may have been
  * taken; it is not resent, since that could take them twice). */
 DLOCK_API int dlock_semaphore_acquire(dlock_semaphore *s, int64_t n);
 /* As dlock_semaphore_acquire for at most wait_ms (0 = one try,
  * DLOCK_WAIT_FOREVER = no limit): DLOCK_ETIMEDOUT when fewer than n permits
- * were available by then (the message says how many). */
-DLOCK_API int dlock_semaphore_try_acquire(dlock_semaphore *s, int64_t n, int64_t wait_ms);
-/* As dlock_semaphore_try_acquire, and the wait ends with DLOCK_ECANCELED
- * when `cancel` (may be NULL) is fired from another thread. */
-DLOCK_API int dlock_semaphore_acquire_cancellable(dlock_semaphore *s, int64_t n,
-                                                  int64_t wait_ms, dlock_cancel *cancel);
+ * were available by then (the message says how many). Redisson's
+ * tryAcquire(n, wait). */
+DLOCK_API int dlock_semaphore_try(dlock_semaphore *s, int64_t n, int64_t wait_ms);
+/* As dlock_semaphore_try with the options' wait (NULL: one try), and the
+ * wait ends with DLOCK_ECANCELED when o->cancel is fired from another
+ * thread. Permits have no lease nor token: o->lease_ms must be 0 and
+ * o->token NULL (DLOCK_EINVAL). */
+DLOCK_API int dlock_semaphore_acquire_opts(dlock_semaphore *s, int64_t n,
+                                           const dlock_wait_opts *o);
 /* Gives n permits (1..DLOCK_COUNT_MAX) back and wakes waiters they can
  * serve. Anybody may release, whether or not it acquired (Redisson's
  * semantics; a release to an absent semaphore creates it). DLOCK_EINVAL when
@@ -1135,6 +1432,36 @@ DLOCK_API int dlock_semaphore_available(dlock_semaphore *s, int64_t *n);
  * been taken away: those are given back). DLOCK_EUNKNOWN when the answer was
  * lost (not resent). */
 DLOCK_API int dlock_semaphore_drain(dlock_semaphore *s, int64_t *drained);
+/* Sets the available permits (0..DLOCK_COUNT_MAX) with a time to live
+ * (ttl_ms 1..2^50) only when the semaphore does not exist (Redisson's
+ * trySetPermits(permits, timeToLive)): *was_set (may be NULL) = 1 when set,
+ * 0 when it existed (unchanged). When set, the permits are published
+ * whatever their number, so waiters on the missing semaphore try again.
+ * DLOCK_EINVAL (nothing sent) for a bad count or TTL; DLOCK_EWRONGTYPE when
+ * the key holds something else (unchanged); DLOCK_EUNKNOWN when the answer
+ * was lost (not resent). */
+DLOCK_API int dlock_semaphore_try_set_permits_ttl(dlock_semaphore *s, int64_t permits,
+                                                  int64_t ttl_ms, int *was_set);
+/* Releases n permits (1..DLOCK_COUNT_MAX) only when the semaphore exists
+ * (Redisson's releaseIfExists): *released (may be NULL) = 1 when released
+ * (the new count is published, waking waiters it can serve), 0 when the
+ * semaphore does not exist (nothing is created). DLOCK_EINVAL when n is
+ * out of range or the count would pass DLOCK_COUNT_MAX (unchanged);
+ * DLOCK_EWRONGTYPE; DLOCK_EUNKNOWN when the answer was lost (not resent). */
+DLOCK_API int dlock_semaphore_release_if_exists(dlock_semaphore *s, int64_t n, int *released);
+/* Deletes the semaphore's key (Redisson's delete): *deleted (may be NULL) =
+ * 1 when it existed. Its waiters keep waiting (a missing semaphore has no
+ * permits); a later set or release wakes them. DLOCK_EWRONGTYPE, nothing
+ * deleted, when the key holds something that is not a permit count. */
+DLOCK_API int dlock_semaphore_delete(dlock_semaphore *s, int *deleted);
+/* Gives the semaphore's key a time to live of ttl_ms (1..2^50), or removes
+ * it (ttl_ms 0), as Redisson's expire / clearExpire: *existed (may be NULL)
+ * = 1 when the key exists. DLOCK_EINVAL for a bad TTL; DLOCK_EWRONGTYPE,
+ * nothing changed, for a key of another type. */
+DLOCK_API int dlock_semaphore_expire(dlock_semaphore *s, int64_t ttl_ms, int *existed);
+/* *ttl_ms = the key's time to live in ms; -1 with none, -2 when the
+ * semaphore does not exist (Redis's PTTL, Redisson's remainTimeToLive). */
+DLOCK_API int dlock_semaphore_ttl(dlock_semaphore *s, int64_t *ttl_ms);
 
 /* ------------------------------------------------ permit-expirable semaphore */
 
@@ -1181,20 +1508,22 @@ DLOCK_API void dlock_permit_semaphore_set_lost_callback(dlock_permit_semaphore *
  * sleeps until a message or the earliest lease's end (a permit that expires
  * comes back without a message), never on a fixed poll. A lost answer is
  * resent safely (the id is fixed per call: a retry cannot take a second
- * permit). Returns DLOCK_OK, DLOCK_EINVAL (lease or buffer size; a wait on
- * the io thread), DLOCK_EWRONGTYPE, DLOCK_ECONN, DLOCK_ECMDTIMEOUT. */
+ * permit). Returns DLOCK_OK, DLOCK_EINVAL (lease, options or buffer size; a
+ * wait on the io thread), DLOCK_EWRONGTYPE, DLOCK_ECONN, DLOCK_ECMDTIMEOUT. */
 DLOCK_API int dlock_permit_semaphore_acquire(dlock_permit_semaphore *p, int64_t lease_ms,
                                              char *id, size_t size);
 /* As dlock_permit_semaphore_acquire for at most wait_ms (0 = one try,
- * DLOCK_WAIT_FOREVER = no limit): DLOCK_ETIMEDOUT when no permit came. */
-DLOCK_API int dlock_permit_semaphore_try_acquire(dlock_permit_semaphore *p, int64_t wait_ms,
-                                                 int64_t lease_ms, char *id, size_t size);
-/* As dlock_permit_semaphore_try_acquire, and the wait ends with
- * DLOCK_ECANCELED when `cancel` (may be NULL) is fired. */
-DLOCK_API int dlock_permit_semaphore_acquire_cancellable(dlock_permit_semaphore *p,
-                                                         int64_t wait_ms, int64_t lease_ms,
-                                                         dlock_cancel *cancel, char *id,
-                                                         size_t size);
+ * DLOCK_WAIT_FOREVER = no limit): DLOCK_ETIMEDOUT when no permit came.
+ * Redisson's tryAcquire(wait, lease). */
+DLOCK_API int dlock_permit_semaphore_try(dlock_permit_semaphore *p, int64_t wait_ms,
+                                         int64_t lease_ms, char *id, size_t size);
+/* As dlock_permit_semaphore_try with the options' wait (NULL: one try) and
+ * lease (0: DLOCK_WATCHDOG), and the wait ends with DLOCK_ECANCELED when
+ * o->cancel is fired. A permit has no fencing token: o->token must be NULL
+ * (DLOCK_EINVAL). */
+DLOCK_API int dlock_permit_semaphore_acquire_opts(dlock_permit_semaphore *p,
+                                                  const dlock_wait_opts *o, char *id,
+                                                  size_t size);
 /* Gives permit `id` back and wakes a waiter. DLOCK_EINVAL when id is not 32
  * hex characters; DLOCK_ENOTOWNER when no permit has this id (released
  * already, never acquired) or its lease had run out (the message says
@@ -1224,10 +1553,77 @@ DLOCK_API int dlock_permit_semaphore_try_set_permits(dlock_permit_semaphore *p, 
 /* Sets the total (0..DLOCK_COUNT_MAX): available + held becomes `permits`
  * (Redisson's setPermits), so the available count is negative while more
  * are held than the new total. */
-DLOCK_API int dlock_permit_semaphore_set_permits(dlock_permit_semaphore *p, int64_t permits);
+DLOCK_API int dlock_permit_semaphore_set_total(dlock_permit_semaphore *p, int64_t permits);
 /* Adds delta permits to the available count, or takes -delta away; as
  * dlock_semaphore_add_permits. */
 DLOCK_API int dlock_permit_semaphore_add_permits(dlock_permit_semaphore *p, int64_t delta);
+
+/* Several permits in one call, all or none (Redisson's acquire(permits,
+ * lease) and tryAcquire(permits, wait, lease)): takes n permits (1..
+ * DLOCK_COUNT_MAX) with the same lease (ms > 0, or DLOCK_WATCHDOG: each
+ * renewed by the watchdog), in one script, and writes their ids into
+ * ids[0..n-1] (the caller's array of n buffers; each "" on failure). Waits
+ * as long as it takes; a release of k permits wakes the waiters k can serve
+ * (Redisson's waiters included). A lost answer is resent safely (the ids
+ * are fixed per call). Returns DLOCK_OK; DLOCK_EINVAL, nothing changed, for
+ * p or ids NULL, n < 1, a bad lease, or n larger than the semaphore's total
+ * (available + held) when it exists (a missing semaphore has no permits yet:
+ * the call waits for a set or a release); DLOCK_EWRONGTYPE; connection
+ * errors. Any thread (asynchronously: dlock_permit_semaphore_acquire_n_async). */
+DLOCK_API int dlock_permit_semaphore_acquire_n(dlock_permit_semaphore *p, int64_t n,
+                                               int64_t lease_ms,
+                                               char (*ids)[DLOCK_PERMIT_ID_BUFSIZE]);
+/* As dlock_permit_semaphore_acquire_n for at most wait_ms (0 = one try,
+ * DLOCK_WAIT_FOREVER = no limit): DLOCK_ETIMEDOUT when the n permits were
+ * not free together within it (none is taken then). */
+DLOCK_API int dlock_permit_semaphore_try_n(dlock_permit_semaphore *p, int64_t n,
+                                                   int64_t wait_ms, int64_t lease_ms,
+                                                   char (*ids)[DLOCK_PERMIT_ID_BUFSIZE]);
+/* Gives the n permits ids[0..n-1] back in one script, all or nothing
+ * (Redisson's tryRelease(List)): *released (may be NULL) = n when every id
+ * was held and all are back, 0 when one is unknown (released already, never
+ * acquired) or had expired, and then nothing is released. The number
+ * released is published on the channel (Redisson's list release does; its
+ * waiters wake that many of themselves). DLOCK_EINVAL, nothing sent, for p
+ * or ids NULL, n = 0, an id that is not 32 hex characters, or an id given
+ * twice; DLOCK_EWRONGTYPE; DLOCK_EUNKNOWN when the answer was lost (not
+ * resent). Watchdog permits released stop being renewed; a refused one that
+ * was lost is reported to the lost callback. Any thread. */
+DLOCK_API int dlock_permit_semaphore_try_release_list(dlock_permit_semaphore *p,
+                                                      const char *const *ids, size_t n,
+                                                      int64_t *released);
+/* As dlock_permit_semaphore_try_release_list, but releasing nothing is an
+ * error (Redisson's release(List)): DLOCK_ENOTOWNER, the message naming the
+ * first id not held and why (unknown or expired). */
+DLOCK_API int dlock_permit_semaphore_release_list(dlock_permit_semaphore *p,
+                                                  const char *const *ids, size_t n);
+/* What is left of permit `id`'s lease (Redisson's getLeaseTime): *ms = the
+ * ms left (>= 1), or -1 for a permit held without a lease (Redisson's
+ * permits taken without one). DLOCK_ENOTOWNER when no permit has this id
+ * (released, expired, never acquired); DLOCK_EINVAL for a bad id or ms
+ * NULL. Expired permits go back to the pool first, as every call's. */
+DLOCK_API int dlock_permit_semaphore_lease_time(dlock_permit_semaphore *p, const char *id,
+                                                int64_t *ms);
+/* *n = the permits held under a lease (Redisson's acquiredPermits), after
+ * expired permits went back. */
+DLOCK_API int dlock_permit_semaphore_acquired(dlock_permit_semaphore *p, int64_t *n);
+/* *total = available + held (Redisson's getPermits), after expired permits
+ * went back. */
+DLOCK_API int dlock_permit_semaphore_permits(dlock_permit_semaphore *p, int64_t *total);
+/* Deletes the semaphore's key and its leases `{name}:timeout` (Redisson's
+ * delete): *deleted (may be NULL) = 1 when either existed. Waiters keep
+ * waiting; a later set or release wakes them. Watchdog permits of the
+ * deleted semaphore are reported lost by their next renewal.
+ * DLOCK_EWRONGTYPE, nothing deleted, when either key holds another type. */
+DLOCK_API int dlock_permit_semaphore_delete(dlock_permit_semaphore *p, int *deleted);
+/* Gives both keys of the semaphore a time to live of ttl_ms (1..2^50), or
+ * removes it (0), as Redisson's expire / clearExpire: *existed (may be NULL)
+ * = 1 when the semaphore's key exists. Errors as dlock_semaphore_expire. */
+DLOCK_API int dlock_permit_semaphore_expire(dlock_permit_semaphore *p, int64_t ttl_ms,
+                                            int *existed);
+/* *ttl_ms = the semaphore key's time to live in ms; -1 with none, -2 when
+ * it does not exist. */
+DLOCK_API int dlock_permit_semaphore_ttl(dlock_permit_semaphore *p, int64_t *ttl_ms);
 
 /* ---------------------------------------------------------- count-down latch */
 
@@ -1259,14 +1655,19 @@ DLOCK_API int dlock_latch_count_down(dlock_latch *l);
 /* *count = the remaining count (0 when the latch does not exist). */
 DLOCK_API int dlock_latch_count(dlock_latch *l, int64_t *count);
 /* Waits until the count is zero, for at most wait_ms (0 = check once,
- * DLOCK_WAIT_FOREVER = no limit); `cancel` may be NULL. Checks the count,
+ * DLOCK_WAIT_FOREVER = no limit). Checks the count,
  * subscribes to the channel, checks again, then sleeps until the zero
  * message, which ends the wait without another command: nothing is sent
  * while it waits. DLOCK_OK at zero (also when the latch is deleted
  * meanwhile), DLOCK_ETIMEDOUT (the message gives the count),
- * DLOCK_ECANCELED, DLOCK_EWRONGTYPE, DLOCK_EINVAL (a wait asked for on the
- * io thread). */
-DLOCK_API int dlock_latch_await(dlock_latch *l, int64_t wait_ms, dlock_cancel *cancel);
+ * DLOCK_EWRONGTYPE, DLOCK_EINVAL (a wait asked for on the io thread). Redisson's
+ * await(timeout). */
+DLOCK_API int dlock_latch_await(dlock_latch *l, int64_t wait_ms);
+/* As dlock_latch_await with the options' wait (NULL: check once), and the
+ * wait ends with DLOCK_ECANCELED when o->cancel is fired from another
+ * thread. A latch has no lease nor token: o->lease_ms must be 0 and o->token
+ * NULL (DLOCK_EINVAL). */
+DLOCK_API int dlock_latch_await_opts(dlock_latch *l, const dlock_wait_opts *o);
 /* Deletes the latch (it is then at zero) and wakes dlock's awaiters, which
  * return; *deleted (may be NULL) = 1 when there was one. A key that is not a
  * latch is refused (DLOCK_EWRONGTYPE) and left alone. */

@@ -1,4 +1,5 @@
 /* The config object: defaults, setters, copy. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,6 +14,7 @@
 #define DEFAULT_RETRY_ATTEMPTS 3
 #define DEFAULT_RETRY_DELAY_MS 1500
 #define DEFAULT_POOL_SIZE 64
+#define DEFAULT_SCAN_INTERVAL_MS 1000
 #define DEFAULT_PRIORITY_AFTER_MS 100
 #define DEFAULT_FAIR_WAIT_MS (5 * 60000)   /* Redisson's fairLockWaitTimeout */
 #define MAX_DURATION_MS (24LL * 3600 * 1000)
@@ -38,6 +40,7 @@ dlock_config *dlock_config_new(void)
     cfg->retry_attempts = DEFAULT_RETRY_ATTEMPTS;
     cfg->retry_delay_ms = DEFAULT_RETRY_DELAY_MS;
     cfg->pool_size = DEFAULT_POOL_SIZE;
+    cfg->scan_interval_ms = DEFAULT_SCAN_INTERVAL_MS;
     cfg->priority_after_ms = DEFAULT_PRIORITY_AFTER_MS;
     cfg->fair_wait_ms = DEFAULT_FAIR_WAIT_MS;
     cfg->log_level = DLOCK_LOG_WARN;
@@ -230,6 +233,39 @@ int dlock_config_set_password(dlock_config *cfg, const char *user, const char *p
     return set_credentials(&cfg->ep.user, &cfg->ep.pass, user, password, "");
 }
 
+int dlock_config_set_address_map(dlock_config *cfg, dlock_address_map_fn fn, void *ud)
+{
+    NEED_CFG(cfg);
+    cfg->map_fn = fn;
+    cfg->map_ud = fn ? ud : NULL;
+    return DLOCK_OK;
+}
+
+void dlock__map_address(const dlock_config *cfg, const char *host, int port, char *host_out,
+                        int *port_out)
+{
+    snprintf(host_out, DLOCK_HOST_MAX, "%s", host);
+    *port_out = port;
+    if (!cfg->map_fn)
+        return;
+    int rc = cfg->map_fn(host, port, host_out, port_out, cfg->map_ud);
+    host_out[DLOCK_HOST_MAX - 1] = '\0';
+    if (rc == 0 && host_out[0] && *port_out > 0 && *port_out <= 65535)
+        return;
+    dlock__log(cfg, DLOCK_LOG_WARN, "the address map %s for %s:%d: the address is used as "
+               "announced", rc != 0 ? "failed" : "gave an unusable address", host, port);
+    snprintf(host_out, DLOCK_HOST_MAX, "%s", host);
+    *port_out = port;
+}
+
+int dlock_config_set_credentials(dlock_config *cfg, dlock_credentials_fn fn, void *ud)
+{
+    NEED_CFG(cfg);
+    cfg->cred_fn = fn;
+    cfg->cred_ud = fn ? ud : NULL;
+    return DLOCK_OK;
+}
+
 int dlock_config_set_sentinel_password(dlock_config *cfg, const char *user, const char *password)
 {
     NEED_CFG(cfg);
@@ -241,8 +277,12 @@ int dlock_config_set_replica_ack(dlock_config *cfg, int replicas, int64_t timeou
                                  dlock_ack_policy policy)
 {
     NEED_CFG(cfg);
+    int all = replicas == DLOCK_REPLICAS_ALL;
+    if (all)
+        replicas = 1;   /* the threshold: one acknowledgement (when there are replicas) */
     if (replicas < 0 || replicas > 1000)
-        return dlock__fail(DLOCK_EINVAL, "replicas %d: use 0 (off) .. 1000", replicas);
+        return dlock__fail(DLOCK_EINVAL, "replicas %d: use 0 (off) .. 1000, or "
+                                         "DLOCK_REPLICAS_ALL", replicas);
     if (policy != DLOCK_ACK_RELEASE && policy != DLOCK_ACK_KEEP)
         return dlock__fail(DLOCK_EINVAL, "unknown replica acknowledgement policy %d", (int)policy);
     if (replicas > 0 && (timeout_ms < 1 || timeout_ms >= cfg->command_timeout_ms))
@@ -253,6 +293,7 @@ int dlock_config_set_replica_ack(dlock_config *cfg, int replicas, int64_t timeou
     cfg->ack_replicas = replicas;
     cfg->ack_timeout_ms = replicas > 0 ? timeout_ms : 0;
     cfg->ack_policy = policy;
+    cfg->ack_all = all;
     return DLOCK_OK;
 }
 
@@ -287,6 +328,13 @@ int dlock_config_set_connect_timeout(dlock_config *cfg, int64_t ms)
     NEED_CFG(cfg);
     return set_duration(&cfg->connect_timeout_ms, ms, DEFAULT_CONNECT_TIMEOUT_MS, 1,
                         "connect timeout");
+}
+
+int dlock_config_set_scan_interval(dlock_config *cfg, int64_t ms)
+{
+    NEED_CFG(cfg);
+    return set_duration(&cfg->scan_interval_ms, ms, DEFAULT_SCAN_INTERVAL_MS, 10,
+                        "scan interval");
 }
 
 int dlock_config_set_retry(dlock_config *cfg, int attempts, int64_t delay_ms)
@@ -328,6 +376,16 @@ int dlock_config_set_max_hold(dlock_config *cfg, int64_t ms)
 {
     NEED_CFG(cfg);
     return dlock__check_max_hold(ms, 0, &cfg->max_hold_ms);
+}
+
+int dlock_config_set_lock_delay(dlock_config *cfg, int64_t ms)
+{
+    NEED_CFG(cfg);
+    if (ms < 0 || ms > DLOCK__LOCK_DELAY_MAX)
+        return dlock__fail(DLOCK_EINVAL, "lock-delay: 0 (off) to %lld ms (1 day), not %lld",
+                           (long long)DLOCK__LOCK_DELAY_MAX, (long long)ms);
+    cfg->lock_delay_ms = ms;
+    return DLOCK_OK;
 }
 
 int dlock_config_set_revocation(dlock_config *cfg, int on)

@@ -23,6 +23,9 @@
 int dlock__fail(int code, const char *fmt, ...) DLOCK__PRINTF(2, 3);
 /* Clears the calling thread's message (at the start of a public call). */
 void dlock__clear_error(void);
+/* Sets what dlock_last_lost_cause() says on this thread (the watchdog, around
+ * a lost callback). */
+void dlock__set_lost_cause(dlock_lost_cause cause);
 /* What a Redis error reply says, classified once where replies are read
  * (dlock__redis_classify); every decision about a refusal (retry, reload the
  * script, go to another node, drop an optional key, the status code) is
@@ -99,6 +102,7 @@ typedef struct dlock__endpoint {
     int tls;         /* rediss://: TLS over TCP */
     char *user;      /* may be NULL */
     char *pass;      /* may be NULL; never printed */
+    int sentinel;    /* a sentinel (for the credentials callback) */
 } dlock__endpoint;
 
 /* How a TLS connection verifies the server and presents itself. Strings are
@@ -133,7 +137,8 @@ int dlock__parse_url_tls(const char *url, dlock__endpoint *ep, dlock__tls_opts *
 typedef enum {
     DLOCK__DEPLOY_SINGLE = 0,   /* redis:// or unix://: one server (ep) */
     DLOCK__DEPLOY_SENTINEL,     /* redis-sentinel://: the primary named by the sentinels */
-    DLOCK__DEPLOY_CLUSTER       /* redis-cluster://: seed nodes of a Redis Cluster */
+    DLOCK__DEPLOY_CLUSTER,      /* redis-cluster://: seed nodes of a Redis Cluster */
+    DLOCK__DEPLOY_REPLICATED    /* redis-replicated://: a primary and replicas, found by ROLE */
 } dlock__deploy_kind;
 
 /* What a URL says beyond one endpoint (deploy.c). The data nodes'
@@ -141,7 +146,8 @@ typedef enum {
  * the first seed's, for messages. */
 typedef struct dlock__deploy {
     dlock__deploy_kind kind;
-    dlock__endpoint *seeds;   /* sentinels or cluster seeds: host and port only */
+    dlock__endpoint *seeds;   /* sentinels, cluster seeds or replicated nodes: host and port
+                                 only */
     size_t nseeds;
     char *master;             /* sentinel: the master name */
     char *sentinel_user;      /* sentinel credentials (dlock_config_set_sentinel_password) */
@@ -170,20 +176,29 @@ struct dlock_config {
     int64_t command_timeout_ms;
     int64_t connect_timeout_ms;
     int64_t retry_delay_ms;
+    int64_t scan_interval_ms;    /* redis-replicated://: how often ROLE is asked */
     int retry_attempts;
     int pool_size;
     int64_t priority_after_ms;   /* DLOCK_PRIORITY_OFF: never reserve */
     int64_t fair_wait_ms;        /* a fair-lock waiter's slot (Redisson's fairLockWaitTimeout) */
     int64_t max_hold_ms;         /* hold limit of watchdog holds, 0 = none */
+    int64_t lock_delay_ms;       /* lock-delay after an involuntary loss, 0 = off */
+#define DLOCK__LOCK_DELAY_MAX 86400000LL   /* 1 day */
     int revocation_off;          /* no client tracking: losses found by renewals only */
     int ack_replicas;            /* WAIT for so many replicas after acquisitions (0: off) */
     int64_t ack_timeout_ms;
     int ack_policy;              /* dlock_ack_policy */
+    int ack_all;                 /* DLOCK_REPLICAS_ALL: WAIT for every connected replica,
+                                    ack_replicas 1 (fail when none acknowledged) */
     char *client_name;
     dlock_lost_fn lost_fn;
     void *lost_ud;
     dlock_log_fn log_fn;
     void *log_ud;
+    dlock_credentials_fn cred_fn;   /* asked at every connect (NULL: the static ones) */
+    void *cred_ud;
+    dlock_address_map_fn map_fn;    /* announced address -> reachable one (NULL: none) */
+    void *map_ud;
     dlock_log_level log_level;
     void *uv_loop;               /* a program's libuv loop that runs dlock's (NULL: a thread) */
 };
@@ -196,6 +211,11 @@ int dlock__check_max_hold(int64_t ms, int none_ok, int64_t *out);
 /* A client label: NULL, "", or 1..128 bytes of printable ASCII without spaces. */
 int dlock__check_label(const char *label);
 void dlock__config_clear(dlock_config *cfg);
+/* An address a sentinel or the cluster announced, through the config's
+ * address map (if any) into host_out (DLOCK_HOST_MAX) and *port_out; an
+ * unusable answer keeps the announced one (logged). */
+void dlock__map_address(const dlock_config *cfg, const char *host, int port, char *host_out,
+                        int *port_out);
 
 /* Writes the log line to the config's log callback, if any (cfg may be NULL). */
 void dlock__log(const dlock_config *cfg, dlock_log_level lvl, const char *fmt, ...)

@@ -1,11 +1,14 @@
-/* Deployment URLs: redis-sentinel:// and redis-cluster:// (a list of hosts),
+/* Deployment URLs: redis-sentinel://, redis-cluster:// and
+ * redis-replicated:// (a list of hosts),
  * read with the one-server parser (url.c) host by host, so that hosts,
  * ports, credentials and their messages follow one set of rules.
  *
  *   redis-sentinel://[user:password@]host[:port][,host[:port]...][/db]#MASTERNAME
  *   redis-cluster://[user:password@]host[:port][,host[:port]...]
  *
- * rediss-sentinel:// and rediss-cluster:// are the same over TLS: every
+ *   redis-replicated://[user:password@]host[:port][,host[:port]...][/db]
+ *
+ * rediss-sentinel://, rediss-cluster:// and rediss-replicated:// are the same over TLS: every
  * connection (sentinels, data nodes, nodes learnt from the topology) is
  * TLS, with rediss://'s parameters after the hosts (?cacert=&cert=&key=&sni=
  * &insecure), or the dlock_config_set_tls_* settings.
@@ -84,15 +87,18 @@ static int has_port(const char *h, size_t n)
     return memchr(h, ':', n) != NULL;
 }
 
-/* The deployment schemes: whether sentinels, whether TLS. */
+/* The deployment schemes: which kind, whether TLS. */
 static const struct {
     const char *scheme;
-    int sentinel, tls;
+    dlock__deploy_kind kind;
+    int tls;
 } schemes[] = {
-    {"redis-sentinel://", 1, 0},
-    {"redis-cluster://", 0, 0},
-    {"rediss-sentinel://", 1, 1},
-    {"rediss-cluster://", 0, 1},
+    {"redis-sentinel://", DLOCK__DEPLOY_SENTINEL, 0},
+    {"redis-cluster://", DLOCK__DEPLOY_CLUSTER, 0},
+    {"redis-replicated://", DLOCK__DEPLOY_REPLICATED, 0},
+    {"rediss-sentinel://", DLOCK__DEPLOY_SENTINEL, 1},
+    {"rediss-cluster://", DLOCK__DEPLOY_CLUSTER, 1},
+    {"rediss-replicated://", DLOCK__DEPLOY_REPLICATED, 1},
 };
 
 static int scheme_of(const char *url)
@@ -107,7 +113,9 @@ static int parse_list(const char *url, int which, dlock__endpoint *ep, dlock__de
                       dlock__tls_opts *opts)
 {
     const char *scheme = schemes[which].scheme;
-    int sentinel = schemes[which].sentinel, tls = schemes[which].tls;
+    dlock__deploy_kind kind = schemes[which].kind;
+    int sentinel = kind == DLOCK__DEPLOY_SENTINEL, tls = schemes[which].tls;
+    int cluster = kind == DLOCK__DEPLOY_CLUSTER;
     const char *body = url + strlen(scheme);
     if (strstr(body, "://"))
         return dlock__fail(DLOCK_EINVAL,
@@ -139,8 +147,8 @@ static int parse_list(const char *url, int which, dlock__endpoint *ep, dlock__de
     if (rest[0] == '?' && !tls)
         return dlock__fail(DLOCK_EINVAL,
                            "invalid URL: %s takes no parameters (TLS parameters go with "
-                           "%s)",
-                           scheme, sentinel ? "rediss-sentinel://" : "rediss-cluster://");
+                           "rediss%s)",
+                           scheme, scheme + 5);
     if (rest[0] == '?') {   /* the TLS parameters, read with the data nodes' URL below */
         qlen = strcspn(rest, "#");
         query = rest;
@@ -150,13 +158,13 @@ static int parse_list(const char *url, int which, dlock__endpoint *ep, dlock__de
         master = rest + 1;
         mlen = strlen(master);
     }
-    if (!sentinel && (dblen > 1 || (dblen == 1 && db[0] != '/')))
+    if (cluster && (dblen > 1 || (dblen == 1 && db[0] != '/')))
         return dlock__fail(DLOCK_EINVAL,
                            "invalid URL: a Redis Cluster has database 0 only (no /db)");
     if (!sentinel && master)
         return dlock__fail(DLOCK_EINVAL,
-                           "invalid URL: '#' names a sentinel master; redis-cluster:// takes "
-                           "none");
+                           "invalid URL: '#' names a sentinel master; %s takes none",
+                           scheme);
     if (sentinel && (!master || mlen == 0))
         return dlock__fail(DLOCK_EINVAL,
                            "invalid URL: redis-sentinel:// needs the master name "
@@ -172,7 +180,7 @@ static int parse_list(const char *url, int which, dlock__endpoint *ep, dlock__de
 
     dlock__deploy nd;
     memset(&nd, 0, sizeof(nd));
-    nd.kind = sentinel ? DLOCK__DEPLOY_SENTINEL : DLOCK__DEPLOY_CLUSTER;
+    nd.kind = kind;
     dlock__endpoint nep;
     memset(&nep, 0, sizeof(nep));
     int rc = DLOCK_OK;

@@ -10,6 +10,25 @@
 
 /* Thread-local: concurrent calls on one client each keep their own message. */
 static _Thread_local char tls_msg[MSG_MAX];
+/* The cause of the loss a lost callback on this thread is reporting. */
+static _Thread_local dlock_lost_cause tls_cause;
+
+void dlock__set_lost_cause(dlock_lost_cause cause) { tls_cause = cause; }
+
+dlock_lost_cause dlock_last_lost_cause(void) { return tls_cause; }
+
+const char *dlock_lost_cause_str(dlock_lost_cause cause)
+{
+    static const char *const words[] = {
+        [DLOCK_CAUSE_UNKNOWN] = "gone",         [DLOCK_CAUSE_EVICTED] = "evicted",
+        [DLOCK_CAUSE_EXPIRED] = "expired",      [DLOCK_CAUSE_DELETED] = "deleted by another client",
+        [DLOCK_CAUSE_FLUSHED] = "flushed",      [DLOCK_CAUSE_FAILOVER] = "failover",
+        [DLOCK_CAUSE_UNREACHABLE] = "unreachable", [DLOCK_CAUSE_PAUSED] = "paused",
+        [DLOCK_CAUSE_REPLICAS] = "replicas",    [DLOCK_CAUSE_MAX_HOLD] = "max hold"};
+    if ((unsigned)cause >= sizeof(words) / sizeof(words[0]))
+        return words[0];
+    return words[cause];
+}
 
 static const struct {
     int code;

@@ -44,6 +44,7 @@ int dlock__endpoint_copy(dlock__endpoint *dst, const dlock__endpoint *src)
     dst->port = src->port;
     dst->db = src->db;
     dst->tls = src->tls;
+    dst->sentinel = src->sentinel;
     if (dlock__dup_opt(&dst->host, src->host) || dlock__dup_opt(&dst->path, src->path) ||
         dlock__dup_opt(&dst->user, src->user) || dlock__dup_opt(&dst->pass, src->pass)) {
         dlock__endpoint_clear(dst);

@@ -202,6 +202,8 @@ int dlock__watchdog_add_limited(dlock__watchdog *wd, const dlock__hold_id *id, i
  * when it is not scheduled or has no limit: an acquisition that would set a
  * TTL past it (a reentry) sets this instead. */
 int64_t dlock__watchdog_limit_left(dlock__watchdog *wd, const dlock__hold_id *id);
+/* 1 when the watchdog renews the hold (it is scheduled), 0 when not. */
+int dlock__watchdog_renews(dlock__watchdog *wd, const dlock__hold_id *id);
 /* A lease acquisition by an owner the watchdog renews (reentry with a lease):
  * counted as one more acquisition, and the loss deadline comes no later than
  * the lease; lease_ms < 0: the acquisition did not shorten the key's TTL
@@ -222,6 +224,10 @@ enum {
  * remain, or the attempt failed) counts one hold less and stops renewing when
  * none is left. */
 void dlock__watchdog_release_end(dlock__watchdog *wd, const dlock__hold_id *id, int outcome);
+/* A release begun (dlock__watchdog_release_begin) that did not touch this
+ * hold after all (a list release refused for another permit): renewals and
+ * their loss reports go on as before. */
+void dlock__watchdog_release_abort(dlock__watchdog *wd, const dlock__hold_id *id);
 /* How many holds are scheduled (tests). */
 size_t dlock__watchdog_count(dlock__watchdog *wd);
 /* 0 while client tracking is off; 2 while it is on and every hold's key is

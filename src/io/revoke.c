@@ -234,6 +234,7 @@ void dlock__wd_on_invalidate(const redisReply *keys, void *ud)
     dlock__watchdog *wd = ud;
     pthread_mutex_lock(&wd->mu);
     if (!keys) {
+        wd->flushes++;   /* a loss found now was flushed (cause.c) */
         mark_all(wd);
     } else {
         for (size_t i = 0; i < keys->elements; i++) {

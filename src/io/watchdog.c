@@ -255,6 +255,14 @@ int64_t dlock__watchdog_limit_left(dlock__watchdog *wd, const dlock__hold_id *id
     return left;
 }
 
+int dlock__watchdog_renews(dlock__watchdog *wd, const dlock__hold_id *id)
+{
+    pthread_mutex_lock(&wd->mu);
+    int on = find(wd, id) != NULL;
+    pthread_mutex_unlock(&wd->mu);
+    return on;
+}
+
 int dlock__watchdog_release_begin(dlock__watchdog *wd, const dlock__hold_id *id)
 {
     pthread_mutex_lock(&wd->mu);
@@ -266,6 +274,15 @@ int dlock__watchdog_release_begin(dlock__watchdog *wd, const dlock__hold_id *id)
 }
 
 static void note_lost(dlock__watchdog *wd, held *h, dlock_lost_reason why, lost_note **notes);
+
+void dlock__watchdog_release_abort(dlock__watchdog *wd, const dlock__hold_id *id)
+{
+    pthread_mutex_lock(&wd->mu);
+    held *h = find(wd, id);
+    if (h && h->releasing > 0)
+        h->releasing--;
+    pthread_mutex_unlock(&wd->mu);
+}
 
 void dlock__watchdog_release_end(dlock__watchdog *wd, const dlock__hold_id *id, int outcome)
 {
@@ -309,7 +326,7 @@ static void on_timer(uv_timer_t *t);
 
 static int64_t period_ms(const dlock__watchdog *wd) { return wd->ctx->cfg->watchdog_ms / 3; }
 
-static void report(dlock__watchdog *wd, lost_note *notes)
+void dlock__wd_report(dlock__watchdog *wd, lost_note *notes)
 {
     const dlock_config *cfg = wd->ctx->cfg;
     while (notes) {
@@ -320,15 +337,25 @@ static void report(dlock__watchdog *wd, lost_note *notes)
         void *ud = n->fn ? n->ud : cfg->lost_ud;
         if (n->reason > 0 && n->reason < DLOCK_STATS_LOST_REASONS)
             dlock__stats_count(wd->ctx->stats, DLOCK__ST_LOST + (int)n->reason, 1);
-        dlock__log(cfg, DLOCK_LOG_WARN, "%s '%s' held by %s lost: %s", n->what, n->key, owner,
+        dlock_lost_cause cause = n->reason == DLOCK_LOST_GONE ? n->cause
+                                 : n->reason == DLOCK_LOST_UNREACHABLE ? DLOCK_CAUSE_UNREACHABLE
+                                 : n->reason == DLOCK_LOST_PAUSED      ? DLOCK_CAUSE_PAUSED
+                                 : n->reason == DLOCK_LOST_REPLICAS    ? DLOCK_CAUSE_REPLICAS
+                                                                       : DLOCK_CAUSE_MAX_HOLD;
+        dlock__log(cfg, DLOCK_LOG_WARN, "%s '%s' held by %s lost: %s%s%s", n->what, n->key,
+                   owner,
                    n->reason == DLOCK_LOST_GONE       ? "it was gone when renewed or released"
                    : n->reason == DLOCK_LOST_PAUSED   ? "this process was paused past the lease"
                    : n->reason == DLOCK_LOST_MAX_HOLD ? "held as long as its hold limit allows"
                    : n->reason == DLOCK_LOST_REPLICAS
                        ? "its renewal was acknowledged by too few replicas"
-                       : "Redis unreachable until the lease ran out");
+                       : "Redis unreachable until the lease ran out",
+                   n->reason == DLOCK_LOST_GONE ? ": " : "",
+                   n->reason == DLOCK_LOST_GONE ? dlock_lost_cause_str(cause) : "");
+        dlock__set_lost_cause(cause);
         if (fn)
             fn(n->key, owner, n->reason, ud);
+        dlock__set_lost_cause(DLOCK_CAUSE_UNKNOWN);
         free(n);
     }
 }
@@ -340,7 +367,7 @@ static void flush_pending(void *arg)
     lost_note *notes = wd->pending;
     wd->pending = NULL;
     pthread_mutex_unlock(&wd->mu);
-    report(wd, notes);
+    dlock__wd_report(wd, notes);
 }
 
 /* Takes h out of the schedule (freeing it, or leaving it to its in-flight
@@ -353,6 +380,8 @@ static void note_lost(dlock__watchdog *wd, held *h, dlock_lost_reason why, lost_
         n->fn = h->fn;
         n->ud = h->ud;
         n->reason = why;
+        n->cause = DLOCK_CAUSE_UNKNOWN;
+        n->late = dlock__now_ms() - h->renewed_at >= wd->ctx->cfg->watchdog_ms;
         n->what = h->kind->what;
         n->nlen = (uint32_t)nlen;
         memcpy(n->key, h_part(h, 0), nlen + 1);
@@ -420,8 +449,10 @@ void dlock__wd_batch_finish(dlock__watchdog *wd, batch *b, int ok, const unsigne
     }
     int more = ok && !dlock__list_empty(&wd->recheck);
     pthread_mutex_unlock(&wd->mu);
+    cause_sample before = b->before;
+    wconn *wc = b->wc;
     free((void *)b);
-    report(wd, notes);
+    dlock__wd_explain(wd, wc, &before, notes);
     if (more)
         dlock__wd_recheck(wd);   /* holds whose key changed while their renewal was in flight */
 }
@@ -479,7 +510,9 @@ static void on_batch_reply(dlock__aconn *ac, redisReply *r, int status, void *ud
         wc->failing = 1;
         /* A slot that moved (MOVED, failover): the router's map is read again,
          * and the retry goes where it says. */
-        if (!r || v.next == DLOCK__NEXT_REROUTE)
+        if (t.err == DLOCK__RERR_READONLY)
+            dlock__router_demoted(wd->router, wc->node);   /* the next tick renews anew */
+        else if (!r || v.next == DLOCK__NEXT_REROUTE)
             dlock__router_stale(wd->router);
         dlock__log(wd->ctx->cfg, DLOCK_LOG_WARN, "%s renewal on %s failed: %s", b->kind->what,
                    dlock__node_addr(wc->node),
@@ -600,9 +633,12 @@ void dlock__wd_send_all(dlock__watchdog *wd, tick_batches *tb)
     for (size_t c = 0; c < wd->nconns; c++)
         if (wd->conns[c]->wrote)
             dlock__stats_count(wd->ctx->stats, DLOCK__ST_RENEWAL_WRITES, 1);
-    if (cfg->ack_replicas > 0 && sent > 0)
+    if (cfg->ack_replicas > 0 && !cfg->ack_all && sent > 0)
         for (size_t c = 0; c < wd->nconns; c++)
             dlock__wd_ask_acks(wd, wd->conns[c], tb->v, sent);
+    for (size_t c = 0; c < wd->nconns; c++)
+        if (wd->conns[c]->wrote)
+            dlock__wd_cause_sample(wd, wd->conns[c]);
     if (tb->n > 0)
         for (size_t c = 0; c < wd->nconns; c++)
             dlock__aconn_uncork(wd->conns[c]->conn);
@@ -700,7 +736,7 @@ void dlock__wd_tick(dlock__watchdog *wd)
     }
     dlock__wd_drop_unused(wd);
 
-    report(wd, notes);
+    dlock__wd_report(wd, notes);
     if (!wd->stopping)
         uv_timer_start(&wd->timer, on_timer, (uint64_t)(next > now ? next - now : 0), 0);
 }

@@ -48,6 +48,14 @@ typedef struct held {
     char data[];             /* part0 NUL part1 NUL ..., but part opart */
 } held;
 
+/* What a node said of the counters that tell a loss's cause (cause.c). */
+typedef struct cause_sample {
+    int have;                /* a sample was read */
+    long long evicted, expired;
+    uint64_t flushes;        /* wd->flushes when it was read */
+    char run_id[48];
+} cause_sample;
+
 /* The renewal connection to one node (io thread only). */
 typedef struct wconn {
     dlock__watchdog *wd;
@@ -58,6 +66,8 @@ typedef struct wconn {
     int inflight;            /* batches sent and not answered */
     int used;                /* a hold needed it this tick */
     int wrote;               /* batches of this pass's current write on it */
+    cause_sample sample;     /* the node's latest counters (cause.c) */
+    int64_t sample_asked_at; /* ms: when they were last asked for */
 } wconn;
 
 typedef struct batch {
@@ -71,6 +81,8 @@ typedef struct batch {
     int reloaded;            /* resent once after NOSCRIPT */
     int recheck;             /* sent by a recheck pass (counted in wd->rechecks_out) */
     struct ackwait *ack;     /* the WAIT that follows it, or NULL */
+    cause_sample before;     /* its node's counters when it was made: a loss it finds is
+                                explained against them */
     int ok;                  /* answered (while its WAIT is awaited) */
     unsigned char renewed[DLOCK__RENEW_BATCH];
     held *e[DLOCK__RENEW_BATCH];
@@ -83,6 +95,8 @@ typedef struct lost_note {
     dlock_lost_fn fn;
     void *ud;
     dlock_lost_reason reason;
+    dlock_lost_cause cause;  /* DLOCK_LOST_GONE: set by cause.c, else UNKNOWN */
+    int late;                /* its lease had run out since its last renewal was sent */
     const char *what;
     uint32_t nlen;
     char key[];              /* name NUL owner NUL */
@@ -122,6 +136,7 @@ struct dlock__watchdog {
     int64_t track_id;        /* its client id, 0 while it is not listening */
     int track_refused;       /* under mu: Redis refused tracking: renewal-time detection only */
     int rechecks_out;        /* recheck batches awaiting their answer */
+    uint64_t flushes;        /* invalidations of every key (FLUSHALL) heard */
 };
 
 /* The batches of one pass: every full batch, and the one being filled per
@@ -219,5 +234,16 @@ int dlock__wd_send_track(dlock__watchdog *wd, batch *b);
 /* The listener's callbacks (tracking.c). */
 void dlock__wd_on_track_id(int64_t id, void *ud);
 void dlock__wd_on_invalidate(const redisReply *keys, void *ud);
+
+/* cause.c: the cause of a loss (dlock_lost_cause). */
+/* After a pass's batches on wc: asks the node for its counters (INFO), at
+ * most once a second; the answer becomes wc->sample. */
+void dlock__wd_cause_sample(dlock__watchdog *wd, wconn *wc);
+/* Reports the notes; those of holds found gone after one more INFO on wc,
+ * their cause found by comparing it with `before`. wc may be NULL. */
+void dlock__wd_explain(dlock__watchdog *wd, wconn *wc, const cause_sample *before,
+                       lost_note *notes);
+/* Calls each note's callback (and logs it) and frees the notes. */
+void dlock__wd_report(dlock__watchdog *wd, lost_note *notes);
 
 #endif

@@ -73,6 +73,11 @@ static void on_conn_ready(dlock__aconn *ac, void *ud)
         dlock__wd_track_enable(wd);
     }
     dlock__wd_tick(wd);   /* renew whatever waited for the connection */
+    /* A first sample of the node's counters, for a loss found by the first
+     * renewal; after a reconnection the old one stays (its run_id tells a
+     * failover). */
+    if (!wc->sample.have)
+        dlock__wd_cause_sample(wd, wc);
 }
 
 static void on_conn_down(dlock__aconn *ac, int status, void *ud)
@@ -90,14 +95,18 @@ static void on_conn_down(dlock__aconn *ac, int status, void *ud)
 
 /* Where keys move between nodes, connections no hold needed this tick and
  * with nothing in flight are closed: after a failover their node may be gone
- * for good (an open connection would keep reconnecting to it). */
+ * for good (an open connection would keep reconnecting to it). On one
+ * address, only the connection of a retired node closes so. */
 void dlock__wd_drop_unused(dlock__watchdog *wd)
 {
     size_t keep = 0;
     int dynamic = dlock__router_dynamic(wd->router);
     for (size_t i = 0; i < wd->nconns; i++) {
         wconn *wc = wd->conns[i];
-        if (!dynamic || wc->used || wc->inflight > 0) {
+        /* On one address, the connection of a node retired by a READONLY
+         * answer (single.c) goes too. */
+        if (wc->used || wc->inflight > 0 ||
+            (!dynamic && wc->node == dlock__router_node(wd->router, NULL, 0))) {
             wc->used = 0;
             wd->conns[keep++] = wc;
         } else {
@@ -151,6 +160,7 @@ static batch *new_batch(dlock__watchdog *wd, wconn *wc, int slot, const dlock__h
         b->recheck = 0;
         b->ack = NULL;
         b->ok = 0;
+        b->before = wc->sample;
     }
     return b;
 }

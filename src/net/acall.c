@@ -281,9 +281,14 @@ static void on_reply(dlock__aconn *ac, redisReply *r, int status, void *ud)
         write_req(x, a);
         return;
     }
-    if (v.next == DLOCK__NEXT_REROUTE && dlock__router_dynamic(x->router)) {
-        /* Read the topology again soon; then routed afresh, as a retry. */
-        dlock__router_stale(x->router);
+    if (v.next == DLOCK__NEXT_REROUTE &&
+        (dlock__router_dynamic(x->router) || t.err == DLOCK__RERR_READONLY)) {
+        /* Read the topology again soon (one address: connect anew, the name
+         * resolved again); then routed afresh, as a retry. */
+        if (t.err == DLOCK__RERR_READONLY)
+            dlock__router_demoted(x->router, a->an->node);
+        else
+            dlock__router_stale(x->router);
         if (!(flags & DLOCK__CALL_NO_RETRY) && a->tries < cfg->retry_attempts)
             v = (dlock__verdict){DLOCK__NEXT_RETRY, v.rc, cfg->retry_delay_ms, 1};
     }

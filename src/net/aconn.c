@@ -431,6 +431,10 @@ static void handshake(dlock__aconn *ac)
     ac->state = ST_HANDSHAKE;
     dlock__stats_count(ac->ctx->stats, DLOCK__ST_CONNECTS, 1);
     int n = dlock__handshake_steps(ac->ctx, &ac->ep, ac->hs, &ac->name_gen);
+    if (n < 0) {
+        fail(ac, n, dlock_last_error());   /* the credentials callback failed */
+        return;
+    }
     ac->hs_left = n;
     ac->corked++;   /* the steps in one write */
     for (int i = 0; i < n; i++)
@@ -441,6 +445,7 @@ static void handshake(dlock__aconn *ac)
             return;
         }
     ac->corked--;
+    dlock__handshake_wipe(ac->hs, n);   /* formatted into the output buffer */
     flush(ac);
 }
 

@@ -54,9 +54,12 @@ static dlock__sent link_roundtrip(chan *k, int argc, const char *const *av, cons
     return sent;
 }
 
-/* Gives it back; broken: a connection of its own that must not be reused. */
+/* Gives it back; broken: a connection that must not be reused (the shared
+ * one takes no new request then). */
 static void link_put(chan *k, int broken)
 {
+    if (k->m && broken)
+        dlock__mux_retire(k->m);
     if (k->m)
         dlock__node_put_mux(k->n, k->m);
     else if (k->c)
@@ -133,14 +136,42 @@ static int evalsha_argv(const dlock__req *req, char nk[16], const char **st_a, s
     return DLOCK_OK;
 }
 
+/* The replicas connected to the primary behind k (ROLE: the third
+ * element lists them), or -1 when it cannot be asked. */
+static int connected_replicas(chan *k)
+{
+    const char *av[] = {"ROLE"};
+    size_t lens[] = {4};
+    redisReply *r = NULL;
+    int timed_out = 0;
+    if (link_roundtrip(k, 1, av, lens, 0, &r, &timed_out) != DLOCK__SENT_OK)
+        return -1;
+    int n = -1;
+    if (r->type == REDIS_REPLY_ARRAY && r->elements >= 3 &&
+        r->element[2]->type == REDIS_REPLY_ARRAY)
+        n = (int)r->element[2]->elements;
+    freeReplyObject(r);
+    return n;
+}
+
 /* WAIT <replicas> <timeout> on the connection (its own) that just wrote:
- * the count of replicas that have its writes (0 when it cannot be asked). */
+ * the count of replicas that have its writes (0 when it cannot be asked).
+ * Under DLOCK_REPLICAS_ALL (Redisson's checkLockSyncedSlaves) the count
+ * asked for is every replica the primary has connected (ROLE, one more
+ * round trip; 1 when ROLE is refused), and a primary without replicas is not
+ * asked: -1, as when acknowledgement is off (Redisson does not fail then). */
 static int wait_acks(const dlock_config *cfg, chan *k)
 {
+    int want = cfg->ack_replicas;
+    if (cfg->ack_all) {
+        int nr = connected_replicas(k);
+        if (nr == 0)
+            return -1;
+        want = nr > 0 ? nr : 1;
+    }
     char n[24], t[24];
     const char *av[] = {"WAIT", n, t};
-    size_t lens[] = {4, dlock__fmt_i64(n, cfg->ack_replicas),
-                     dlock__fmt_i64(t, cfg->ack_timeout_ms)};
+    size_t lens[] = {4, dlock__fmt_i64(n, want), dlock__fmt_i64(t, cfg->ack_timeout_ms)};
     redisReply *r = NULL;
     int timed_out = 0;
     if (link_roundtrip(k, 3, av, lens, 0, &r, &timed_out) != DLOCK__SENT_OK)
@@ -249,12 +280,15 @@ int dlock__node_call(dlock__node *n, const dlock__req *req, dlock__res *res)
         if (t.conn_rc != DLOCK_OK) {
             rc = t.conn_rc;   /* get_conn set the message */
         } else if (t.sent == DLOCK__SENT_OK) {
-            link_put(&k, 0);
+            /* A server that is not (or not yet) a primary: the connection is
+             * not kept, so the next one is opened afresh (behind a name, the
+             * primary may be another server now). */
+            link_put(&k, t.err == DLOCK__RERR_READONLY || t.err == DLOCK__RERR_LOADING);
             rc = dlock__res_refused(res, addr, r);
             freeReplyObject(r);
         } else {
             rc = dlock__call_lost(addr, &t, k.why, req->flags);
-            link_put(&k, 1);
+            link_put(&k, !k.m);   /* the shared one knows its own state */
         }
         linked = 0;
         if (v.next != DLOCK__NEXT_RETRY)

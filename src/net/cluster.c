@@ -55,8 +55,11 @@ struct dlock__cluster {
 };
 
 /* The node at host:port, created when new. Caller holds the write lock. */
-static int node_at(dlock__cluster *cl, const char *host, int port, size_t *idx)
+static int node_at(dlock__cluster *cl, const char *announced, int aport, size_t *idx)
 {
+    char host[DLOCK_HOST_MAX];
+    int port;
+    dlock__map_address(cl->ctx->cfg, announced, aport, host, &port);
     for (size_t i = 0; i < cl->nnodes; i++) {
         const dlock__endpoint *ep = dlock__node_endpoint(cl->nodes[i]);
         if (ep->port == port && ep->host && strcmp(ep->host, host) == 0) {
@@ -73,7 +76,7 @@ static int node_at(dlock__cluster *cl, const char *host, int port, size_t *idx)
         cl->cap = cap;
     }
     dlock__endpoint ep = cl->auth;   /* borrowed strings; node_new copies */
-    ep.host = (char *)host;
+    ep.host = host;
     ep.port = port;
     ep.path = NULL;
     ep.db = 0;

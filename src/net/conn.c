@@ -284,9 +284,14 @@ static int handshake(dlock__netctx *nc, const dlock__endpoint *ep, const char *a
 {
     dlock__hs_step steps[DLOCK__HS_MAX];
     int n = dlock__handshake_steps(nc, ep, steps, name_gen);
-    for (int i = 0; i < n; i++)
-        if (append(c, steps[i].argc, steps[i].argv, NULL) != 0)
-            return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    if (n < 0)
+        return n;   /* the credentials callback failed */
+    int oom = 0;
+    for (int i = 0; i < n && !oom; i++)
+        oom = append(c, steps[i].argc, steps[i].argv, NULL) != 0;
+    dlock__handshake_wipe(steps, n);
+    if (oom)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
     if (flush(c, deadline_ms) != DLOCK_OK)
         return handshake_fail(c, addr, steps[0].what, ep->tls);
     int rc = DLOCK_OK;

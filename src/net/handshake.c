@@ -75,24 +75,59 @@ uint64_t dlock__netctx_name(dlock__netctx *ctx, char *buf)
     return gen;
 }
 
+/* AUTH [user] password (both borrowed). */
+static void auth_step(dlock__hs_step *s, const char *user, const char *pass)
+{
+    s->argv[0] = "AUTH";
+    s->argv[1] = user ? user : pass;
+    s->argv[2] = user ? pass : NULL;
+    s->argc = user ? 3 : 2;
+    s->what = "authentication";
+    s->credentials = 1;
+}
+
+/* Asks the credentials callback for ep into s (AUTH), or leaves s unused
+ * when the node takes none: 1 (AUTH), 0 (none), or DLOCK_EAUTH. */
+static int ask_credentials(dlock__netctx *ctx, const dlock__endpoint *ep, dlock__hs_step *s)
+{
+    char addr[320];
+    dlock__endpoint_str(ep, addr, sizeof(addr));
+    int rc = ctx->cfg->cred_fn(addr, ep->sentinel, s->user, s->secret, ctx->cfg->cred_ud);
+    s->user[sizeof(s->user) - 1] = s->secret[sizeof(s->secret) - 1] = '\0';
+    if (rc == DLOCK_CREDENTIALS_NONE) {
+        dlock__handshake_wipe(s, 1);
+        return 0;
+    }
+    if (rc != 0 || !s->secret[0]) {
+        dlock__handshake_wipe(s, 1);
+        return dlock__fail(DLOCK_EAUTH, "the credentials callback %s for %s",
+                           rc != 0 ? "failed" : "returned no password", addr);
+    }
+    auth_step(s, s->user[0] ? s->user : NULL, s->secret);
+    return 1;
+}
+
+void dlock__handshake_wipe(dlock__hs_step *steps, int n)
+{
+    for (int i = 0; i < n; i++) {
+        volatile char *u = steps[i].user, *p = steps[i].secret;
+        for (size_t k = 0; k < sizeof(steps[i].secret); k++)
+            u[k] = p[k] = 0;
+    }
+}
+
 int dlock__handshake_steps(dlock__netctx *ctx, const dlock__endpoint *ep,
                            dlock__hs_step out[DLOCK__HS_MAX], uint64_t *name_gen)
 {
     int n = 0;
     memset(out, 0, sizeof(*out) * DLOCK__HS_MAX);
-    if (ep->pass) {
-        dlock__hs_step *s = &out[n++];
-        s->argv[0] = "AUTH";
-        if (ep->user) {
-            s->argv[1] = ep->user;
-            s->argv[2] = ep->pass;
-            s->argc = 3;
-        } else {
-            s->argv[1] = ep->pass;
-            s->argc = 2;
-        }
-        s->what = "authentication";
-        s->credentials = 1;
+    if (ctx->cfg->cred_fn) {
+        int rc = ask_credentials(ctx, ep, &out[0]);
+        if (rc < 0)
+            return rc;
+        n += rc;
+    } else if (ep->pass) {
+        auth_step(&out[n++], ep->user, ep->pass);
     }
     if (ep->db != 0) {
         dlock__hs_step *s = &out[n++];

@@ -153,6 +153,13 @@ static void retire(dlock__mux *m)
         dlock__stats_count(m->stats, DLOCK__ST_RECONNECTS, 1);
 }
 
+void dlock__mux_retire(dlock__mux *m)
+{
+    pthread_mutex_lock(&m->mu);
+    retire(m);
+    pthread_mutex_unlock(&m->mu);
+}
+
 /* Ends the requests of a failed connection as far as can be known: one whose
  * bytes all went out may have run; one not (wholly) written cannot have,
  * and is ended once the writer knows how far it got. mu held. */

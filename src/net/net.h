@@ -15,7 +15,9 @@
  *                the unlock latch guard (by the policy)
  *   aconn.c      an asynchronous connection on a libuv loop (its thread only)
  *   acall.c      requests on a libuv loop, by the same policy, on any deployment
- *   router.c     which node serves a key: one server, a sentinel-managed
+ *   single.c     one address whose server may be demoted (READONLY): new
+ *                connections, the name resolved again
+ *   router.c     which node serves a key: one address, a sentinel-managed
  *                primary (sentinel.c), or a Redis Cluster (slot.c, cluster.c)
  * Not installed. */
 #ifndef DLOCK_NET_H
@@ -75,6 +77,8 @@ typedef struct dlock__hs_step {
     int credentials;        /* a refusal means bad credentials (DLOCK_EAUTH) */
     int optional;           /* refused by an ACL or unknown: the connection goes on */
     char buf[DLOCK__CONN_NAME_MAX];   /* storage for the database number or the name */
+    char user[DLOCK_CREDENTIAL_MAX];  /* the credentials callback's answer (AUTH) */
+    char secret[DLOCK_CREDENTIAL_MAX];
 } dlock__hs_step;
 
 #define DLOCK__HS_MAX 4
@@ -82,9 +86,13 @@ typedef struct dlock__hs_step {
  * CLIENT SETNAME as they apply, or a PING when none does (so that a
  * connection the kernel completed for a server that is going away fails
  * here, before a request that cannot be resent goes out on it). Returns how
- * many (1..DLOCK__HS_MAX). */
+ * many (1..DLOCK__HS_MAX), or DLOCK_EAUTH (message set) when the credentials
+ * callback failed or answered nothing usable. The AUTH arguments may come
+ * from the callback: dlock__handshake_wipe once they are sent. */
 int dlock__handshake_steps(dlock__netctx *ctx, const dlock__endpoint *ep,
                            dlock__hs_step out[DLOCK__HS_MAX], uint64_t *name_gen);
+/* Clears the credentials the steps hold. */
+void dlock__handshake_wipe(dlock__hs_step *steps, int n);
 /* What the reply to step s means: DLOCK_OK, or a status with the calling
  * thread's message set (naming addr). A CLIENT SETNAME refused by an ACL
  * (NOPERM) or unknown to the server is not fatal: the connection goes on
@@ -233,6 +241,9 @@ int dlock__mux_open(dlock__netctx *ctx, const dlock__endpoint *ep, const char *a
 void dlock__mux_free(dlock__mux *m);
 /* 1 while it takes requests and carries connection name generation gen. */
 int dlock__mux_usable(const dlock__mux *m, uint64_t gen);
+/* Takes no new request from now on (its server is no primary any more, say):
+ * the next caller opens a new one; it is reset once nobody uses it. */
+void dlock__mux_retire(dlock__mux *m);
 /* Its users' count, changed by delta (under the node's mutex): the new count. */
 int dlock__mux_ref(dlock__mux *m, int delta);
 /* One request (a PING first when ping_first), answered in order with the
@@ -411,8 +422,9 @@ void dlock__node_call_many(dlock__node *n, const dlock__req *reqs, size_t k, uns
 
 /* ----------------------------------------------------------------- router */
 
-/* Which node serves a key. One server today; the deployments (sentinel,
- * cluster) will route here, so every request goes through it. */
+/* Which node serves a key: one address (whose server may be replaced behind
+ * it: single.c), a sentinel-managed primary, or a cluster. Every request goes
+ * through it. */
 typedef struct dlock__router dlock__router;
 
 int dlock__router_new(dlock__router **out, dlock__netctx *ctx, const dlock__endpoint *ep);
@@ -442,6 +454,11 @@ int dlock__router_script(const dlock__router *r, int script);
 /* A node answered that it no longer serves a key (MOVED, READONLY): the
  * topology is read again soon. Never blocks: the io thread calls it. */
 void dlock__router_stale(dlock__router *r);
+/* Node n answered READONLY (it is a replica now; never blocks, any thread):
+ * on one address, connections are opened afresh from now on, the name
+ * resolved again, under a new node (single.c); elsewhere as
+ * dlock__router_stale. */
+void dlock__router_demoted(dlock__router *r, const dlock__node *n);
 /* 1 when keys may move between nodes (sentinel, cluster). */
 int dlock__router_dynamic(const dlock__router *r);
 /* Bumped whenever a key may have moved to another node (a new slot map, a

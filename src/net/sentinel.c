@@ -22,13 +22,19 @@
 
 #define CHECK_EVERY_MS 1000
 #define MAX_NODES 64
+#define MAX_SENTINELS 32
+#define LEARN_EVERY_MS 30000   /* SENTINEL SENTINELS at least this often */
 
 struct dlock__sentinel {
     dlock__netctx *ctx;
     char *name;
     dlock__endpoint data;            /* credentials and database of the data nodes */
-    dlock__node **sentinels;         /* request/response connections to each sentinel */
-    size_t nsentinels;
+    /* Request/response connections to each sentinel: the URL's, then those
+     * learnt from SENTINEL SENTINELS (appended under ask_mu; an entry is
+     * written before the count that publishes it). */
+    dlock__node *sentinels[MAX_SENTINELS];
+    _Atomic size_t nsentinels;
+    int64_t learned_at;              /* last SENTINEL SENTINELS (-1: never) */
 
     pthread_rwlock_t mu;             /* nodes, nnodes, primary */
     dlock__node *nodes[MAX_NODES];
@@ -44,8 +50,11 @@ struct dlock__sentinel {
 };
 
 /* The node for host:port, created when new. Caller holds the write lock. */
-static dlock__node *node_at(dlock__sentinel *s, const char *host, int port)
+static dlock__node *node_at(dlock__sentinel *s, const char *announced, int aport)
 {
+    char host[DLOCK_HOST_MAX];
+    int port;
+    dlock__map_address(s->ctx->cfg, announced, aport, host, &port);
     for (size_t i = 0; i < s->nnodes; i++) {
         const dlock__endpoint *ep = dlock__node_endpoint(s->nodes[i]);
         if (ep->port == port && ep->host && strcmp(ep->host, host) == 0)
@@ -56,7 +65,7 @@ static dlock__node *node_at(dlock__sentinel *s, const char *host, int port)
         return NULL;
     }
     dlock__endpoint ep = s->data;   /* borrowed strings; node_new copies */
-    ep.host = (char *)host;
+    ep.host = host;
     ep.port = port;
     ep.path = NULL;
     if (dlock__node_new(&s->nodes[s->nnodes], s->ctx, &ep) != DLOCK_OK)
@@ -83,6 +92,60 @@ static int set_primary(dlock__sentinel *s, const char *host, int port)
     return DLOCK_OK;
 }
 
+/* A sentinel's entry in SENTINEL SENTINELS: a flat array of names and
+ * values (RESP2); the value of `key`, or NULL. */
+static const char *field(const redisReply *e, const char *key)
+{
+    if (e->type != REDIS_REPLY_ARRAY)
+        return NULL;
+    for (size_t k = 0; k + 1 < e->elements; k += 2)
+        if (e->element[k]->type == REDIS_REPLY_STRING && strcmp(e->element[k]->str, key) == 0 &&
+            e->element[k + 1]->type == REDIS_REPLY_STRING)
+            return e->element[k + 1]->str;
+    return NULL;
+}
+
+/* Adds the sentinels that sentinel i knows for the master (SENTINEL
+ * SENTINELS), through the address map. Caller holds ask_mu. */
+static void learn_sentinels(dlock__sentinel *s, size_t i)
+{
+    s->learned_at = dlock__now_ms();
+    const char *av[] = {"SENTINEL", "SENTINELS", s->name};
+    dlock__req req = {.script = -1, .argc = 3, .argv = av,
+                      .flags = DLOCK__CALL_IDEMPOTENT | DLOCK__CALL_NO_RETRY};
+    dlock__res res;
+    if (dlock__node_call(s->sentinels[i], &req, &res) != DLOCK_OK)
+        return;
+    redisReply *r = res.r;
+    for (size_t k = 0; r->type == REDIS_REPLY_ARRAY && k < r->elements; k++) {
+        const char *ip = field(r->element[k], "ip"), *port = field(r->element[k], "port");
+        int p = port ? atoi(port) : 0;
+        size_t n = atomic_load(&s->nsentinels);
+        if (!ip || p <= 0 || p > 65535 || n == MAX_SENTINELS)
+            continue;
+        char host[DLOCK_HOST_MAX];
+        int mp;
+        dlock__map_address(s->ctx->cfg, ip, p, host, &mp);
+        int known = 0;
+        for (size_t j = 0; j < n && !known; j++) {
+            const dlock__endpoint *ep = dlock__node_endpoint(s->sentinels[j]);
+            known = ep->port == mp && ep->host && strcmp(ep->host, host) == 0;
+        }
+        if (known)
+            continue;
+        dlock__endpoint ep = *dlock__node_endpoint(s->sentinels[0]);   /* borrowed */
+        ep.host = host;
+        ep.port = mp;
+        if (dlock__node_new(&s->sentinels[n], s->ctx, &ep) != DLOCK_OK)
+            break;
+        atomic_store(&s->nsentinels, n + 1);
+        dlock__log(s->ctx->cfg, DLOCK_LOG_INFO, "sentinel: learnt sentinel %s for '%s' from %s",
+                   dlock__node_addr(s->sentinels[n]), s->name,
+                   dlock__node_addr(s->sentinels[i]));
+    }
+    freeReplyObject(r);
+}
+
 /* Asks the sentinels where the primary is; sets it. */
 static int discover(dlock__sentinel *s)
 {
@@ -90,7 +153,7 @@ static int discover(dlock__sentinel *s)
     size_t off = 0;
     int unknown = 0, answered = 0;
     pthread_mutex_lock(&s->ask_mu);
-    for (size_t i = 0; i < s->nsentinels; i++) {
+    for (size_t i = 0; i < atomic_load(&s->nsentinels); i++) {
         const char *av[] = {"SENTINEL", "GET-MASTER-ADDR-BY-NAME", s->name};
         dlock__req req = {.script = -1, .argc = 3, .argv = av,
                           .flags = DLOCK__CALL_IDEMPOTENT | DLOCK__CALL_NO_RETRY};
@@ -108,6 +171,12 @@ static int discover(dlock__sentinel *s)
                 freeReplyObject(r);
                 if (port > 0 && port <= 65535) {
                     rc = set_primary(s, host, port);
+                    /* The other sentinels, for when those known are down:
+                     * learnt at the first answer, after a sentinel failed to
+                     * answer, and every LEARN_EVERY_MS. */
+                    if (rc == DLOCK_OK && (s->learned_at < 0 || i > 0 ||
+                                           dlock__now_ms() - s->learned_at >= LEARN_EVERY_MS))
+                        learn_sentinels(s, i);
                     pthread_mutex_unlock(&s->ask_mu);
                     return rc;
                 }
@@ -183,7 +252,7 @@ static void *watcher(void *arg)
     while (!atomic_load(&s->stop)) {
         if (!sub) {
             sub = subscribe(s, next);
-            next = (next + 1) % s->nsentinels;
+            next = (next + 1) % atomic_load(&s->nsentinels);
         }
         int64_t now = dlock__now_ms();
         if (now - checked >= CHECK_EVERY_MS || atomic_exchange(&s->check_now, 0)) {
@@ -225,6 +294,9 @@ int dlock__sentinel_new(dlock__sentinel **out, dlock__netctx *ctx, const dlock__
 {
     if (n == 0 || !name)
         return dlock__fail(DLOCK_EINVAL, "a sentinel URL needs sentinels and a master name");
+    if (n > MAX_SENTINELS)
+        return dlock__fail(DLOCK_EINVAL, "a sentinel URL names more than %d sentinels",
+                           MAX_SENTINELS);
     dlock__sentinel *s = calloc(1, sizeof(*s));
     if (!s)
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
@@ -232,17 +304,19 @@ int dlock__sentinel_new(dlock__sentinel **out, dlock__netctx *ctx, const dlock__
     pthread_rwlock_init(&s->mu, NULL);
     pthread_mutex_init(&s->ask_mu, NULL);
     int rc = DLOCK_OK;
+    s->learned_at = -1;
+    atomic_init(&s->nsentinels, 0);
     if (!(s->name = dlock__strndup(name, strlen(name))) ||
-        dlock__endpoint_copy(&s->data, data) != DLOCK_OK ||
-        !(s->sentinels = calloc(n, sizeof(*s->sentinels))))
+        dlock__endpoint_copy(&s->data, data) != DLOCK_OK)
         rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
     for (size_t i = 0; rc == DLOCK_OK && i < n; i++) {
         dlock__endpoint ep = sentinels[i];   /* borrowed; node_new copies */
         ep.user = (char *)suser;
         ep.pass = (char *)spass;
         ep.db = 0;
+        ep.sentinel = 1;
         if ((rc = dlock__node_new(&s->sentinels[i], ctx, &ep)) == DLOCK_OK)
-            s->nsentinels++;
+            atomic_store(&s->nsentinels, i + 1);
     }
     if (rc == DLOCK_OK)
         rc = discover(s);
@@ -268,9 +342,8 @@ void dlock__sentinel_free(dlock__sentinel *s)
         atomic_store(&s->stop, 1);
         pthread_join(s->thread, NULL);
     }
-    for (size_t i = 0; i < s->nsentinels; i++)
+    for (size_t i = 0; i < atomic_load(&s->nsentinels); i++)
         dlock__node_free(s->sentinels[i]);
-    free(s->sentinels);
     for (size_t i = 0; i < s->nnodes; i++)
         dlock__node_free(s->nodes[i]);
     dlock__endpoint_clear(&s->data);

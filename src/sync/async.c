@@ -89,8 +89,6 @@ const char *dlock_async_message(const dlock_async_result *res)
 
 uint64_t dlock_async_token(const dlock_async_result *res) { return res ? res->token : 0; }
 
-int dlock_async_was_locked(const dlock_async_result *res) { return res ? res->flag : 0; }
-
 int dlock_async_flag(const dlock_async_result *res) { return res ? res->flag : 0; }
 
 int64_t dlock_async_count(const dlock_async_result *res) { return res ? res->count : -1; }
@@ -98,6 +96,16 @@ int64_t dlock_async_count(const dlock_async_result *res) { return res ? res->cou
 const char *dlock_async_permit_id(const dlock_async_result *res)
 {
     return res && res->permit_id ? res->permit_id : "";
+}
+
+const char *dlock_async_permit_ids(const dlock_async_result *res, size_t i)
+{
+    return res && res->permit_ids && i < res->n_ids ? res->permit_ids[i] : "";
+}
+
+const char *dlock_async_text(const dlock_async_result *res)
+{
+    return res && res->text ? res->text : "";
 }
 
 /* ------------------------------------------------------------- lifetime */
@@ -437,6 +445,7 @@ static void finish(aop *op, int rc)
     res.status = rc;
     res.message = msg;
     op->fn(&res, op->ud);
+    free(res.owned);
     unref(op);
 }
 

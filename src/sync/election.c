@@ -155,12 +155,15 @@ static int announce(dlock_election *e, uint64_t term)
     return DLOCK_OK;
 }
 
-int dlock_election_campaign(dlock_election *e, int64_t wait_ms, dlock_cancel *cancel,
-                            uint64_t *term)
+int dlock_election_campaign(dlock_election *e, const dlock_wait_opts *opts)
 {
     int rc = bad_handle(e);
+    dlock_wait_opts o;
+    if (rc == DLOCK_OK)
+        rc = dlock__check_opts(opts, DLOCK__TAKES_TOKEN, "an election", &o);
     if (rc != DLOCK_OK)
         return rc;
+    uint64_t *term = o.token;
     pthread_mutex_lock(&e->mu);
     uint64_t now = e->term;
     pthread_mutex_unlock(&e->mu);
@@ -170,7 +173,8 @@ int dlock_election_campaign(dlock_election *e, int64_t wait_ms, dlock_cancel *ca
         return DLOCK_OK;
     }
     uint64_t t = 0;
-    rc = dlock_lock_acquire_fenced(e->lock, wait_ms, DLOCK_WATCHDOG, cancel, &t);
+    rc = dlock_lock_acquire_opts(e->lock, &(dlock_wait_opts){.wait_ms = o.wait_ms,
+                                                             .cancel = o.cancel, .token = &t});
     if (rc != DLOCK_OK)
         return rc;
     /* Terms are tokens; Lua compares them as decimal strings, C as int64. */
@@ -304,6 +308,7 @@ typedef struct watching {
     dlock_election *e;
     uint64_t known;
     seen s;
+    char text[DLOCK_OWNER_MAX + 304];   /* the result's who (asynchronously) */
 } watching;
 
 static void watch_request(void *st, int64_t waited_ms, dlock__op *op)
@@ -334,23 +339,302 @@ static int watch_busy(void *st, const dlock__busy *b)
                        (unsigned long long)w->known);
 }
 
-static const dlock__op_type watch_type = {
-    .request = watch_request, .read = watch_read, .busy_error = watch_busy};
+/* Asynchronously: the term is the token, who the text (valid in the
+ * callback: the call's state lives until it returns). */
+static void watch_result(void *st, dlock__result *res)
+{
+    watching *w = st;
+    copy_out(&w->s, w->text, sizeof(w->text));
+    res->token = w->s.term;
+    res->text = w->text;
+}
 
-int dlock_election_await_change(dlock_election *e, uint64_t known, int64_t wait_ms,
-                                dlock_cancel *cancel, uint64_t *term, char *who, size_t size)
+static const dlock__op_type watch_type = {
+    .request = watch_request, .read = watch_read, .busy_error = watch_busy,
+    .result = watch_result};
+
+int dlock_election_await_change(dlock_election *e, uint64_t known, const dlock_wait_opts *opts,
+                                uint64_t *term, char *who, size_t size)
 {
     int rc = bad_handle(e);
+    dlock_wait_opts o;
+    if (rc == DLOCK_OK)
+        rc = dlock__check_opts(opts, 0, "an election's watch", &o);
     if (rc != DLOCK_OK)
         return rc;
-    watching w = {e, known, {0}};
-    dlock__wait_spec spec = {.wake = dlock__wake_all, .need = 1, .wait_ms = wait_ms,
-                             .cancel = cancel};
+    watching w = {.e = e, .known = known};
+    dlock__wait_spec spec = {.wake = dlock__wake_all, .need = 1, .wait_ms = o.wait_ms,
+                             .cancel = o.cancel};
     rc = dlock__run(&e->h, &watch_type, &w, &spec, NULL);
     if (rc == DLOCK_OK) {
         if (term)
             *term = w.s.term;
         copy_out(&w.s, who, size);
+    }
+    return rc;
+}
+
+/* ------------------------------------------------------------ asynchronously
+ *
+ * The leader query and the watch are operations of their own (a watch waits
+ * on the channel as the blocking one does). A campaign is a chain of
+ * asynchronous steps, each started from the previous one's callback (on the
+ * io thread): the lock's fenced acquire, then the announcement (given back
+ * when it fails); a resignation: the lock's release, then the PUBLISH of
+ * "0". The caller's callback runs once, after the last step. */
+
+int dlock_election_leader_async(dlock_election *e, dlock_async_fn fn, void *ud)
+{
+    int rc = bad_handle(e);
+    if (rc != DLOCK_OK)
+        return rc;
+    watching w = {.e = e, .known = UINT64_MAX};   /* any term is a change: one read */
+    return dlock__start(&e->h, &watch_type, &w, sizeof(w), NULL, &(dlock__via){fn, ud}, NULL);
+}
+
+int dlock_election_await_change_async(dlock_election *e, uint64_t known,
+                                      const dlock_wait_opts *opts, dlock_async_fn fn, void *ud)
+{
+    int rc = bad_handle(e);
+    dlock_wait_opts o;
+    if (rc == DLOCK_OK)
+        rc = dlock__check_opts(opts, 0, "an election's watch", &o);
+    if (rc != DLOCK_OK)
+        return rc;
+    watching w = {.e = e, .known = known};
+    dlock__wait_spec spec = {.wake = dlock__wake_all, .need = 1, .wait_ms = o.wait_ms,
+                             .cancel = o.cancel};
+    return dlock__start(&e->h, &watch_type, &w, sizeof(w), &spec, &(dlock__via){fn, ud}, NULL);
+}
+
+/* One request of a chain (the announcement, the PUBLISH), no waiting. */
+typedef struct step_op {
+    dlock_election *e;
+    int kind;                /* STEP_ANNOUNCE, STEP_PUBLISH */
+    uint64_t term;
+    int64_t done;
+    char who[300];
+} step_op;
+
+enum { STEP_ANNOUNCE, STEP_PUBLISH };
+
+static void step_request(void *st, int64_t waited_ms, dlock__op *op)
+{
+    (void)waited_ms;
+    step_op *s = st;
+    dlock_election *e = s->e;
+    if (s->kind == STEP_PUBLISH) {
+        dlock__op_cmd(op, "PUBLISH", e->h.channel, e->h.clen, "0", 1);
+        op->flags = DLOCK__CALL_IDEMPOTENT;
+        return;
+    }
+    dlock__op_init(op, DLOCK__SCRIPT_ELECTION_ANNOUNCE);
+    dlock__op_key(op, e->h.name, e->h.nlen);
+    dlock__op_key(op, e->record, e->rlen);
+    dlock__op_key(op, e->h.channel, e->h.clen);
+    dlock__op_args(op, e->owner);
+    dlock__op_argi(op, (int64_t)s->term);
+    dlock__op_args(op, s->who);
+}
+
+static int step_read(void *st, int rc, dlock__res *res, dlock__busy *b)
+{
+    (void)b;
+    step_op *s = st;
+    if (rc != DLOCK_OK)
+        return dlock__refused(&s->e->h, rc, res);
+    if (s->kind == STEP_PUBLISH) {
+        freeReplyObject(res->r);
+        return DLOCK_OK;
+    }
+    if (dlock__reply_integer(res->r, &s->done) != DLOCK_OK)
+        return dlock__proto(&s->e->h, "announce", res->r);
+    freeReplyObject(res->r);
+    if (!s->done)
+        return dlock__fail(DLOCK_ENOTOWNER, "election '%s': leadership (term %llu) lost before "
+                                            "it was announced", s->e->h.name,
+                           (unsigned long long)s->term);
+    return DLOCK_OK;
+}
+
+static const dlock__op_type step_type = {.request = step_request, .read = step_read};
+
+/* A chain in flight. */
+typedef struct chain {
+    dlock_election *e;
+    dlock_async_fn fn;
+    void *ud;
+    uint64_t term;
+    int rc;                  /* the outcome so far (a resignation's release) */
+    char msg[512];
+} chain;
+
+/* Ends the chain: the caller's callback, then the chain is freed. */
+static void chain_end(chain *ch, int rc, const char *msg)
+{
+    dlock__result res = {.status = rc, .message = rc == DLOCK_OK ? "" : msg, .count = -1,
+                         .token = rc == DLOCK_OK ? ch->term : 0};
+    dlock_async_fn fn = ch->fn;
+    void *ud = ch->ud;
+    free(ch);
+    fn(&res, ud);
+}
+
+static int chain_step(chain *ch, int kind, dlock_async_fn next)
+{
+    step_op s = {.e = ch->e, .kind = kind, .term = ch->term};
+    if (kind == STEP_ANNOUNCE) {
+        char host[256] = "";
+        if (gethostname(host, sizeof(host) - 1) != 0)
+            snprintf(host, sizeof(host), "?");
+        snprintf(s.who, sizeof(s.who), "%s %ld", host, (long)getpid());
+    }
+    return dlock__start(&ch->e->h, &step_type, &s, sizeof(s), NULL, &(dlock__via){next, ch},
+                        NULL);
+}
+
+static void on_gave_up(const dlock_async_result *res, void *ud)
+{
+    (void)res;
+    chain *ch = ud;
+    chain_end(ch, ch->rc, ch->msg);
+}
+
+static void on_announced(const dlock_async_result *res, void *ud)
+{
+    chain *ch = ud;
+    int rc = dlock_async_status(res);
+    if (rc == DLOCK_OK) {
+        chain_end(ch, DLOCK_OK, "");
+        return;
+    }
+    /* Not announced: the term ends and the lock goes back, then the error. */
+    ch->rc = rc;
+    snprintf(ch->msg, sizeof(ch->msg), "%s", dlock_async_message(res));
+    dlock_election *e = ch->e;
+    pthread_mutex_lock(&e->mu);
+    if (e->term == ch->term)
+        e->term = 0;
+    pthread_mutex_unlock(&e->mu);
+    if (dlock_lock_release_async(e->lock, on_gave_up, ch) != DLOCK_OK)
+        chain_end(ch, ch->rc, ch->msg);
+}
+
+static void on_campaign_locked(const dlock_async_result *res, void *ud)
+{
+    chain *ch = ud;
+    int rc = dlock_async_status(res);
+    if (rc != DLOCK_OK) {
+        chain_end(ch, rc, dlock_async_message(res));
+        return;
+    }
+    ch->term = dlock_async_token(res);
+    dlock_election *e = ch->e;
+    if (ch->term > (uint64_t)INT64_MAX) {
+        ch->rc = DLOCK_EPROTO;
+        snprintf(ch->msg, sizeof(ch->msg), "election '%s': term %llu out of range", e->h.name,
+                 (unsigned long long)ch->term);
+        if (dlock_lock_release_async(e->lock, on_gave_up, ch) != DLOCK_OK)
+            chain_end(ch, ch->rc, ch->msg);
+        return;
+    }
+    pthread_mutex_lock(&e->mu);
+    e->term = ch->term;
+    pthread_mutex_unlock(&e->mu);
+    int src = chain_step(ch, STEP_ANNOUNCE, on_announced);
+    if (src != DLOCK_OK) {
+        dlock__result r = {.status = src, .message = dlock_last_error(), .count = -1};
+        on_announced(&r, ch);
+    }
+}
+
+/* Already leading: one read of the record, then the same term. */
+static void on_still_leading(const dlock_async_result *res, void *ud)
+{
+    chain *ch = ud;
+    int rc = dlock_async_status(res);
+    chain_end(ch, rc, dlock_async_message(res));
+}
+
+int dlock_election_campaign_async(dlock_election *e, const dlock_wait_opts *opts,
+                                  dlock_async_fn fn, void *ud)
+{
+    int rc = bad_handle(e);
+    dlock_wait_opts o;
+    if (rc == DLOCK_OK)
+        rc = dlock__check_opts(opts, 0, "an election's asynchronous campaign (the term: "
+                                        "dlock_async_token)", &o);
+    if (rc == DLOCK_OK && !fn)
+        rc = dlock__fail(DLOCK_EINVAL, "callback is NULL");
+    if (rc != DLOCK_OK)
+        return rc;
+    chain *ch = calloc(1, sizeof(*ch));
+    if (!ch)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    *ch = (chain){.e = e, .fn = fn, .ud = ud};
+    pthread_mutex_lock(&e->mu);
+    ch->term = e->term;
+    pthread_mutex_unlock(&e->mu);
+    if (ch->term) {
+        watching w = {.e = e, .known = UINT64_MAX};
+        rc = dlock__start(&e->h, &watch_type, &w, sizeof(w), NULL,
+                          &(dlock__via){on_still_leading, ch}, NULL);
+    } else {
+        rc = dlock_lock_acquire_async(e->lock, &(dlock_wait_opts){.wait_ms = o.wait_ms,
+                                                                  .cancel = o.cancel,
+                                                                  .token = &ch->term},
+                                      on_campaign_locked, ch);
+    }
+    if (rc != DLOCK_OK)
+        free(ch);
+    return rc;
+}
+
+static void on_published(const dlock_async_result *res, void *ud)
+{
+    (void)res;
+    chain *ch = ud;
+    chain_end(ch, ch->rc, ch->msg);
+}
+
+static void on_resigned(const dlock_async_result *res, void *ud)
+{
+    chain *ch = ud;
+    ch->rc = dlock_async_status(res);
+    snprintf(ch->msg, sizeof(ch->msg), "%s", dlock_async_message(res));
+    /* Observers learn at once (a lost release, or one that found the lock
+     * gone, still ends this handle's term). */
+    if (chain_step(ch, STEP_PUBLISH, on_published) != DLOCK_OK)
+        chain_end(ch, ch->rc, ch->msg);
+}
+
+int dlock_election_resign_async(dlock_election *e, dlock_async_fn fn, void *ud)
+{
+    int rc = bad_handle(e);
+    if (rc == DLOCK_OK && !fn)
+        rc = dlock__fail(DLOCK_EINVAL, "callback is NULL");
+    if (rc != DLOCK_OK)
+        return rc;
+    chain *ch = calloc(1, sizeof(*ch));
+    if (!ch)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    *ch = (chain){.e = e, .fn = fn, .ud = ud};
+    pthread_mutex_lock(&e->mu);
+    uint64_t was = e->term;
+    e->term = 0;
+    pthread_mutex_unlock(&e->mu);
+    if (!was) {
+        free(ch);
+        return dlock__fail(DLOCK_ENOTOWNER, "election '%s': this handle does not lead",
+                           e->h.name);
+    }
+    ch->term = was;
+    if ((rc = dlock_lock_release_async(e->lock, on_resigned, ch)) != DLOCK_OK) {
+        pthread_mutex_lock(&e->mu);
+        if (!e->term)
+            e->term = was;
+        pthread_mutex_unlock(&e->mu);
+        free(ch);
     }
     return rc;
 }

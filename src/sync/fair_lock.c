@@ -7,10 +7,12 @@
  * differ (scripts/fair/).
  *
  * Slots. Each waiter has a slot (Redisson's fairLockWaitTimeout, 5 minutes by
- * default; or the caller's wait when it gave one): a dead waiter at the head
- * delays the others by one slot at most once the lock is free (its turn
- * starts then: a release, or an attempt that finds the lock free, cuts its
- * deadline to now + slot). A live dlock waiter keeps its entry fresh on every
+ * default; or the caller's wait when it gave one). A dead waiter at the head
+ * delays the others by one configured slot (the fair wait timeout, the grace)
+ * at most once the lock is free: its turn starts then (a release, a head
+ * leaving, or an attempt that finds the lock free cuts its deadline to now +
+ * grace). Never to now + a newcomer's own wait: a live head, Redisson's
+ * included, keeps its turn for the grace, or to its own deadline if sooner. A live dlock waiter keeps its entry fresh on every
  * attempt and tries again at least every half slot, so it is never dropped
  * however long it waits (scripts/fair/acquire.lua). */
 #include <stdlib.h>
@@ -58,7 +60,7 @@ static int64_t slot_of(const dlock__acq *a)
 }
 
 /* KEYS: lock, queue, deadlines, token; ARGV: lease, owner, slot, fenced,
- * queue (scripts/fair/acquire.lua). */
+ * queue, grace (scripts/fair/acquire.lua). */
 static void attempt_op(dlock__acq *a, int64_t waited_ms, dlock__op *op)
 {
     (void)waited_ms;
@@ -73,6 +75,7 @@ static void attempt_op(dlock__acq *a, int64_t waited_ms, dlock__op *op)
     dlock__op_argi(op, slot_of(a));
     dlock__op_args(op, a->fenced ? "1" : "0");
     dlock__op_args(op, a->wait != 0 ? "1" : "0");
+    dlock__op_argi(op, l->h.c->cfg.fair_wait_ms);
 }
 
 static int attempt_reply(dlock__acq *a, redisReply *r, dlock__busy *b)
@@ -116,7 +119,7 @@ static int busy_error(dlock__acq *a, const dlock__busy *b)
  * behind it do not wait out its slot; it keeps the caller's message. One try
  * without retries (a cancellation is not held up): should it fail, the entry
  * is dropped when its deadline passes. KEYS: queue, deadlines, lock, channel
- * prefix; ARGV: owner, slot (scripts/fair/leave.lua). */
+ * prefix; ARGV: owner, slot, grace (scripts/fair/leave.lua). */
 static int give_up_op(dlock__acq *a, int code, dlock__op *op)
 {
     (void)code;
@@ -130,6 +133,7 @@ static int give_up_op(dlock__acq *a, int code, dlock__op *op)
     dlock__op_key(op, l->h.channel, l->h.clen);
     dlock__op_arg(op, a->o.field, a->o.flen);
     dlock__op_argi(op, slot_of(a));
+    dlock__op_argi(op, l->h.c->cfg.fair_wait_ms);
     return 1;
 }
 

@@ -9,7 +9,8 @@
 #include "net/cluster.h"
 #include "sync/sync.h"
 
-#define SCAN_COUNT "200"
+#define SCAN_COUNT 200      /* SCAN COUNT unless the caller gives one */
+#define SCAN_COUNT_MAX 100000
 #define KEYS_PER_LOCK 6   /* scripts/lock/inspect.lua */
 #define OWN_KEYS 5        /* of them, allocated by keys_of */
 
@@ -32,6 +33,7 @@ struct dlock_info {
     int64_t count;           /* DLOCK_KIND_COUNT, DLOCK_KIND_PERMITS */
     int64_t *holder_ttls;    /* a permit's lease left, per holder (PERMITS) */
     int64_t latch_waiters;
+    char rtype[32];          /* the key's type as Redis's TYPE names it */
 };
 
 static void free_strings(char **v, size_t n)
@@ -58,6 +60,7 @@ void dlock_info_free(dlock_info *info)
 
 const char *dlock_info_name(const dlock_info *i) { return i ? i->name : ""; }
 dlock_kind dlock_info_kind(const dlock_info *i) { return i ? i->kind : DLOCK_KIND_NONE; }
+const char *dlock_info_redis_type(const dlock_info *i) { return i ? i->rtype : ""; }
 const char *dlock_info_mode(const dlock_info *i) { return i ? i->mode : NULL; }
 int dlock_info_locked(const dlock_info *i) { return i && i->nholders > 0; }
 size_t dlock_info_holders(const dlock_info *i) { return i ? i->nholders : 0; }
@@ -274,8 +277,12 @@ int dlock__info_from_entry(const char *name, size_t nlen, const redisReply *e, d
         return DLOCK_EPROTO;
     const char *type = e->element[0]->str;
     *what = type;
-    if (strcmp(type, "string") == 0)
-        return info_from_count(name, nlen, e, out, what);
+    if (strcmp(type, "string") == 0) {
+        int rc = info_from_count(name, nlen, e, out, what);
+        if (rc == DLOCK_OK)
+            snprintf((*out)->rtype, sizeof((*out)->rtype), "%s", type);
+        return rc;
+    }
     if ((e->elements - 7) % 2 != 0)
         return DLOCK_EPROTO;
     if (strcmp(type, "none") != 0 && strcmp(type, "hash") != 0)
@@ -304,6 +311,25 @@ int dlock__info_from_entry(const char *name, size_t nlen, const redisReply *e, d
     }
     if (strcmp(type, "none") == 0)
         info->kind = DLOCK_KIND_NONE;
+    snprintf(info->rtype, sizeof(info->rtype), "%s", type);
+    *out = info;
+    return DLOCK_OK;
+}
+
+/* A snapshot of a key that holds none of the family's types: its name, its
+ * Redis type and TTL, nothing else. */
+static int other_info(const char *name, size_t nlen, const char *type, int64_t ttl,
+                      dlock_info **out)
+{
+    dlock_info *info = calloc(1, sizeof(*info));
+    if (!info || !(info->name = dlock__strndup(name, nlen))) {
+        free(info);
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    }
+    info->kind = DLOCK_KIND_OTHER;
+    info->ttl = ttl;
+    info->waiters = info->latch_waiters = -1;
+    snprintf(info->rtype, sizeof(info->rtype), "%s", type);
     *out = info;
     return DLOCK_OK;
 }
@@ -382,8 +408,10 @@ static int count_waiters(dlock_client *c, dlock_info *info)
     return DLOCK_OK;
 }
 
-/* One name's snapshot, waiters counted. Counts (semaphores, latches) are
- * refused with DLOCK_EWRONGTYPE unless `counts`. */
+/* One name's snapshot, waiters counted. Unless `counts` (a lock's
+ * inspection), counts (semaphores, latches) and other data are refused with
+ * DLOCK_EWRONGTYPE; with it (any name's), other data is a DLOCK_KIND_OTHER
+ * snapshot. */
 static int inspect_name(dlock_client *c, const char *name, size_t nlen, int counts,
                         dlock_info **out)
 {
@@ -405,13 +433,20 @@ static int inspect_name(dlock_client *c, const char *name, size_t nlen, int coun
         return rc;
     dlock_info *info = NULL;
     const char *what_in_reply = "?";
-    char what[64];
+    char what[64], type[32] = "";
+    int64_t ttl = -2;
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 1)
         rc = DLOCK_EPROTO;
     else
         rc = dlock__info_from_entry(name, nlen, r->element[0], &info, &what_in_reply);
     snprintf(what, sizeof(what), "%s", what_in_reply);   /* it points into r */
+    if (rc == DLOCK_EWRONGTYPE) {   /* the entry's shape was checked: {type, pttl, ...} */
+        snprintf(type, sizeof(type), "%s", r->element[0]->element[0]->str);
+        ttl = r->element[0]->element[1]->integer;
+    }
     freeReplyObject(r);
+    if (rc == DLOCK_EWRONGTYPE && counts)
+        return other_info(name, nlen, type, ttl, out);
     if (rc == DLOCK_OK && !counts &&
         (info->kind == DLOCK_KIND_COUNT || info->kind == DLOCK_KIND_PERMITS)) {
         dlock_info_free(info);
@@ -419,8 +454,7 @@ static int inspect_name(dlock_client *c, const char *name, size_t nlen, int coun
                                              "latch's), not a lock", name);
     }
     if (rc == DLOCK_EWRONGTYPE)
-        return dlock__fail(rc, "key '%s' holds a %s, not a lock%s", name, what,
-                           counts ? ", semaphore or latch" : "");
+        return dlock__fail(rc, "key '%s' holds a %s, not a lock", name, what);
     if (rc != DLOCK_OK)
         return dlock__fail(rc, "cannot read %s'%s': %s", counts ? "" : "lock ", name,
                            dlock_strerror(rc));
@@ -477,7 +511,7 @@ static int auxiliary(const char *k, size_t len)
  * and lens: their KEYS_PER_LOCK keys each) in one script; calls fn for the
  * wanted ones. DLOCK_OK, 1 when fn asked to stop, or an error. */
 static int inspect_run(dlock_client *c, const redisReply *keys, const size_t *which,
-                       const char **argv, size_t *lens, size_t m, int counts, dlock_scan_fn fn,
+                       const char **argv, size_t *lens, size_t m, unsigned kinds, dlock_scan_fn fn,
                        void *ud)
 {
     dlock__req req = {.script = DLOCK__SCRIPT_LOCK_INSPECT, .nkeys = (int)(KEYS_PER_LOCK * m),
@@ -500,7 +534,8 @@ static int inspect_run(dlock_client *c, const redisReply *keys, const size_t *wh
             rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
         else if (erc == DLOCK_OK) {
             int is_count = info->kind == DLOCK_KIND_COUNT || info->kind == DLOCK_KIND_PERMITS;
-            int wanted = counts ? is_count : !is_count && info->nholders > 0;
+            int wanted = is_count ? (kinds & DLOCK_WALK_COUNTS) && !auxiliary(k->str, k->len)
+                                  : (kinds & DLOCK_WALK_LOCKS) && info->nholders > 0;
             if (wanted && fn(info, ud) != 0)
                 rc = 1;
         }
@@ -510,11 +545,11 @@ static int inspect_run(dlock_client *c, const redisReply *keys, const size_t *wh
     return rc;
 }
 
-/* Inspects one SCAN batch of keys; calls fn for the ones that are held locks
- * (counts = 0) or counts (counts = 1). Returns DLOCK_OK, 1 when fn asked to
+/* Inspects one SCAN batch of keys; calls fn for the ones of `kinds`
+ * (DLOCK_WALK_*: held locks, counts). Returns DLOCK_OK, 1 when fn asked to
  * stop, or an error. */
-static int inspect_batch(dlock_client *c, const redisReply *keys, int counts, dlock_scan_fn fn,
-                         void *ud)
+static int inspect_batch(dlock_client *c, const redisReply *keys, unsigned kinds,
+                         dlock_scan_fn fn, void *ud)
 {
     size_t n = keys->elements;
     if (n == 0)
@@ -535,7 +570,7 @@ static int inspect_batch(dlock_client *c, const redisReply *keys, int counts, dl
             rc = dlock__fail(DLOCK_EPROTO, "SCAN returned a non-string key");
             goto out;
         }
-        if (counts && auxiliary(k->str, k->len))
+        if (kinds == DLOCK_WALK_COUNTS && auxiliary(k->str, k->len))   /* not even looked at */
             continue;
         if (keys_of(k->str, k->len, argv + KEYS_PER_LOCK * m, lens + KEYS_PER_LOCK * m,
                     own + OWN_KEYS * m) != DLOCK_OK) {
@@ -557,7 +592,7 @@ static int inspect_batch(dlock_client *c, const redisReply *keys, int counts, dl
                 to++;
         }
         rc = inspect_run(c, keys, which + from, argv + KEYS_PER_LOCK * from,
-                         lens + KEYS_PER_LOCK * from, to - from, counts, fn, ud);
+                         lens + KEYS_PER_LOCK * from, to - from, kinds, fn, ud);
     }
 out:
     if (own)
@@ -570,15 +605,26 @@ out:
     return rc;
 }
 
-/* SCAN over the keys of one type on one node (NULL: the primary, failovers
- * followed), each batch inspected. 1 when fn asked to stop. */
-static int scan_node(dlock_client *c, dlock__node *node, const char *pattern, const char *type,
-                     int counts, dlock_scan_fn fn, void *ud)
+/* What a walk looks for and how. */
+typedef struct walk {
+    const char *pattern;
+    const char *type;        /* SCAN's TYPE filter, or NULL: every key */
+    unsigned kinds;          /* DLOCK_WALK_* */
+    char count[24];          /* SCAN's COUNT */
+    dlock_scan_fn fn;
+    void *ud;
+} walk;
+
+/* SCAN over the keys on one node (NULL: the primary, failovers followed),
+ * each batch inspected. 1 when fn asked to stop. */
+static int scan_node(dlock_client *c, dlock__node *node, const walk *wk)
 {
     char cursor[24] = "0";
     do {
-        const char *argv[] = {"SCAN", cursor, "MATCH", pattern, "COUNT", SCAN_COUNT, "TYPE", type};
-        dlock__req req = {.script = -1, .argc = 8, .argv = argv, .flags = DLOCK__CALL_IDEMPOTENT};
+        const char *argv[] = {"SCAN",      cursor,    "MATCH", wk->pattern,
+                              "COUNT",     wk->count, "TYPE",  wk->type};
+        dlock__req req = {.script = -1, .argc = wk->type ? 8 : 6, .argv = argv,
+                          .flags = DLOCK__CALL_IDEMPOTENT};
         dlock__res res;
         int rc = node ? dlock__node_call(node, &req, &res) : dlock__router_call(c->router, &req, &res);
         if (rc != DLOCK_OK)
@@ -591,7 +637,7 @@ static int scan_node(dlock_client *c, dlock__node *node, const char *pattern, co
             return dlock__fail(DLOCK_EPROTO, "unexpected reply to SCAN");
         }
         memcpy(cursor, r->element[0]->str, r->element[0]->len + 1);
-        rc = inspect_batch(c, r->element[1], counts, fn, ud);
+        rc = inspect_batch(c, r->element[1], wk->kinds, wk->fn, wk->ud);
         freeReplyObject(r);
         if (rc != DLOCK_OK)
             return rc;
@@ -599,19 +645,27 @@ static int scan_node(dlock_client *c, dlock__node *node, const char *pattern, co
     return DLOCK_OK;
 }
 
-/* SCAN over keys of one type, each batch inspected: on a cluster, every
- * primary's keys in turn. */
-static int scan_type(dlock_client *c, const char *pattern, const char *type, int counts,
-                     dlock_scan_fn fn, void *ud)
+/* One walk (SCAN, each batch inspected): on a cluster, every primary's
+ * keys in turn. type: SCAN's TYPE filter (NULL: every key); count: SCAN's
+ * COUNT (0: the default). */
+static int scan_walk(dlock_client *c, const char *pattern, const char *type, unsigned kinds,
+                     int count, dlock_scan_fn fn, void *ud)
 {
     dlock__clear_error();
     if (!c || !fn)
         return dlock__fail(DLOCK_EINVAL, "client or callback is NULL");
-    if (!pattern || !*pattern)
-        pattern = "*";
+    if (kinds == 0 || (kinds & ~(unsigned)(DLOCK_WALK_LOCKS | DLOCK_WALK_COUNTS)))
+        return dlock__fail(DLOCK_EINVAL, "kinds %#x: use DLOCK_WALK_LOCKS, DLOCK_WALK_COUNTS or both",
+                           kinds);
+    if (count < 0 || count > SCAN_COUNT_MAX)
+        return dlock__fail(DLOCK_EINVAL, "count %d: use 0 (the default, %d) or 1..%d", count,
+                           SCAN_COUNT, SCAN_COUNT_MAX);
+    walk wk = {.pattern = pattern && *pattern ? pattern : "*", .type = type, .kinds = kinds,
+               .fn = fn, .ud = ud};
+    snprintf(wk.count, sizeof(wk.count), "%d", count ? count : SCAN_COUNT);
     int rc = DLOCK_OK;
     if (!dlock__router_is_cluster(c->router)) {
-        rc = scan_node(c, NULL, pattern, type, counts, fn, ud);
+        rc = scan_node(c, NULL, &wk);
     } else {
         size_t max = dlock__router_primaries(c->router, NULL, 0) + 8;   /* room for a change */
         dlock__node **nodes = malloc(max * sizeof(*nodes));
@@ -619,7 +673,7 @@ static int scan_type(dlock_client *c, const char *pattern, const char *type, int
             return dlock__fail(DLOCK_ENOMEM, "out of memory");
         size_t n = dlock__router_primaries(c->router, nodes, max);
         for (size_t i = 0; i < n && i < max && rc == DLOCK_OK; i++)
-            rc = scan_node(c, nodes[i], pattern, type, counts, fn, ud);
+            rc = scan_node(c, nodes[i], &wk);
         free(nodes);
     }
     return rc == 1 ? DLOCK_OK : rc;
@@ -627,12 +681,22 @@ static int scan_type(dlock_client *c, const char *pattern, const char *type, int
 
 int dlock_client_scan(dlock_client *c, const char *pattern, dlock_scan_fn fn, void *ud)
 {
-    return scan_type(c, pattern, "hash", 0, fn, ud);
+    return scan_walk(c, pattern, "hash", DLOCK_WALK_LOCKS, 0, fn, ud);
 }
 
 int dlock_client_scan_counts(dlock_client *c, const char *pattern, dlock_scan_fn fn, void *ud)
 {
-    return scan_type(c, pattern, "string", 1, fn, ud);
+    return scan_walk(c, pattern, "string", DLOCK_WALK_COUNTS, 0, fn, ud);
+}
+
+int dlock_client_walk(dlock_client *c, const char *pattern, unsigned kinds, int count,
+                      dlock_scan_fn fn, void *ud)
+{
+    /* One kind has one Redis type: SCAN filters by it. */
+    const char *type = kinds == DLOCK_WALK_LOCKS    ? "hash"
+                       : kinds == DLOCK_WALK_COUNTS ? "string"
+                                                    : NULL;
+    return scan_walk(c, pattern, type, kinds, count, fn, ud);
 }
 
 int dlock_client_list_connections(dlock_client *c, char **out)

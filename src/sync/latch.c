@@ -210,24 +210,32 @@ static int await_busy(void *st, const dlock__busy *b)
 static const dlock__op_type await_type = {
     .request = latch_request, .read = await_read, .busy_error = await_busy};
 
-static int await(dlock_latch *l, int64_t wait_ms, dlock_cancel *cancel, const dlock__via *via)
+static int await(dlock_latch *l, const dlock_wait_opts *opts, const dlock__via *via)
 {
     int rc = dlock__check_handle(l, "latch");
+    dlock_wait_opts o;
+    if (rc == DLOCK_OK)
+        rc = dlock__check_opts(opts, 0, "a latch", &o);
     if (rc != DLOCK_OK)
         return rc;
     latch_call q = {l, LQ_COUNT, 0};
     dlock__wait_spec spec = {.wake = wake_latch, .need = 1, .settles = 1, .awaits = 1,
-                             .wait_ms = wait_ms, .cancel = cancel};
+                             .wait_ms = o.wait_ms, .cancel = o.cancel};
     return dlock__start(&l->h, &await_type, &q, sizeof(q), &spec, via, NULL);
 }
 
-int dlock_latch_await(dlock_latch *l, int64_t wait_ms, dlock_cancel *cancel)
+int dlock_latch_await_opts(dlock_latch *l, const dlock_wait_opts *o)
 {
-    return await(l, wait_ms, cancel, NULL);
+    return await(l, o, NULL);
 }
 
-int dlock_latch_await_async(dlock_latch *l, int64_t wait_ms, dlock_cancel *cancel,
-                            dlock_async_fn fn, void *ud)
+int dlock_latch_await(dlock_latch *l, int64_t wait_ms)
 {
-    return await(l, wait_ms, cancel, &(dlock__via){fn, ud});
+    return await(l, &(dlock_wait_opts){.wait_ms = wait_ms}, NULL);
+}
+
+int dlock_latch_await_async(dlock_latch *l, const dlock_wait_opts *o, dlock_async_fn fn,
+                            void *ud)
+{
+    return await(l, o, &(dlock__via){fn, ud});
 }

@@ -49,6 +49,10 @@ static void owner_done(dlock__owner *o)
     o->aux = NULL;
 }
 
+int dlock__lock_owner(const dlock_lock *l, dlock__owner *o) { return owner_init(l, NULL, 0, o); }
+
+void dlock__lock_owner_done(dlock__owner *o) { owner_done(o); }
+
 /* ---------------------------------------------------------------- handle */
 
 void dlock_lock_free(dlock_lock *l)
@@ -95,6 +99,12 @@ static int lock_new(dlock_client *c, const dlock__lock_type *type, const char *n
     }
     *out = l;
     return DLOCK_OK;
+}
+
+int dlock__lock_new(dlock_client *c, const dlock__lock_type *type, const char *name,
+                    const char *owner, dlock_lock **out)
+{
+    return lock_new(c, type, name, owner, out);
 }
 
 int dlock_lock_get(dlock_client *c, const char *name, dlock_lock **out)
@@ -164,6 +174,12 @@ void dlock_lock_set_lost_callback(dlock_lock *l, dlock_lost_fn fn, void *ud)
     l->fn = fn;
     l->ud = ud;
     pthread_mutex_unlock(&l->mu);
+}
+
+int dlock_lock_set_lock_delay(dlock_lock *l, int64_t ms)
+{
+    int rc = dlock__check_handle(l, "lock");
+    return rc != DLOCK_OK ? rc : dlock__lock_set_delay(l, ms);
 }
 
 int dlock_lock_set_max_hold(dlock_lock *l, int64_t ms)
@@ -355,6 +371,8 @@ static int acq_setup(void *st)
     if (rc != DLOCK_OK)
         return rc;
     a->lease_ms = a->lease == DLOCK_WATCHDOG ? l->h.c->cfg.watchdog_ms : a->lease;
+    if (l->fence_all)
+        a->fenced = 1;
     if (a->lease == DLOCK_WATCHDOG) {
         /* A limit shorter than the timeout: the first TTL already ends with it. */
         a->max_hold = hold_limit(l);
@@ -429,7 +447,15 @@ static const char *acq_channel(void *st, size_t *len)
     return a->l->type->wait_channel(a->l, &a->o, len);
 }
 
-static void acq_result(void *st, dlock__result *res) { res->token = ((dlock__acq *)st)->token; }
+/* The token goes where the caller's options said before anything else sees
+ * the result (an asynchronous callback included). */
+static void acq_result(void *st, dlock__result *res)
+{
+    dlock__acq *a = st;
+    res->token = a->token;
+    if (a->token_out)
+        *a->token_out = a->token;
+}
 
 static void acq_done(void *st, int read)
 {
@@ -459,68 +485,51 @@ const dlock__op_type dlock__acquire_type = {
     .acquires = 1,
 };
 
-static int acquire(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, dlock_cancel *cancel,
-                   int fenced, const dlock__via *via, uint64_t *token)
+static int acquire(dlock_lock *l, const dlock_wait_opts *opts, const dlock__via *via)
 {
     int rc = check_call(l, via);
+    dlock_wait_opts o;
+    if (rc == DLOCK_OK)
+        rc = dlock__check_opts(opts, DLOCK__TAKES_LEASE | DLOCK__TAKES_TOKEN, "a lock", &o);
     if (rc != DLOCK_OK)
         return rc;
-    dlock__acq a = {.l = l, .wait = wait_ms, .lease = lease_ms, .cancel = cancel,
-                    .fenced = fenced};
-    dlock__wait_spec spec = {.wake = dlock__wake_lock, .wait_ms = wait_ms, .cancel = cancel};
-    dlock__result res;
-    rc = dlock__start(&l->h, &dlock__acquire_type, &a, sizeof(a), &spec, via, &res);
-    if (rc == DLOCK_OK && token)
-        *token = res.token;
-    return rc;
+    dlock__acq a = {.l = l, .wait = o.wait_ms, .lease = o.lease_ms, .cancel = o.cancel,
+                    .fenced = o.token != NULL, .token_out = o.token};
+    dlock__wait_spec spec = {.wake = dlock__wake_lock, .wait_ms = o.wait_ms, .cancel = o.cancel};
+    return dlock__start(&l->h, &dlock__acquire_type, &a, sizeof(a), &spec, via,
+                        &(dlock__result){0});
+}
+
+int dlock_lock_acquire_opts(dlock_lock *l, const dlock_wait_opts *o)
+{
+    return acquire(l, o, NULL);
 }
 
 int dlock_lock_acquire(dlock_lock *l, int64_t lease_ms)
 {
-    return acquire(l, DLOCK_WAIT_FOREVER, lease_ms, NULL, 0, NULL, NULL);
+    return acquire(l, &(dlock_wait_opts){.wait_ms = DLOCK_WAIT_FOREVER, .lease_ms = lease_ms},
+                   NULL);
 }
 
 int dlock_lock_try(dlock_lock *l, int64_t wait_ms, int64_t lease_ms)
 {
-    return acquire(l, wait_ms, lease_ms, NULL, 0, NULL, NULL);
+    return acquire(l, &(dlock_wait_opts){.wait_ms = wait_ms, .lease_ms = lease_ms}, NULL);
 }
 
-int dlock_lock_acquire_cancellable(dlock_lock *l, int64_t wait_ms, int64_t lease_ms,
-                                   dlock_cancel *cancel)
+int dlock_lock_acquire_async(dlock_lock *l, const dlock_wait_opts *o, dlock_async_fn fn,
+                             void *ud)
 {
-    return acquire(l, wait_ms, lease_ms, cancel, 0, NULL, NULL);
+    return acquire(l, o, &(dlock__via){fn, ud});
 }
 
-int dlock_lock_acquire_fenced(dlock_lock *l, int64_t wait_ms, int64_t lease_ms,
-                              dlock_cancel *cancel, uint64_t *token)
-{
-    if (!token) {
-        dlock__clear_error();
-        return dlock__fail(DLOCK_EINVAL, "token is NULL");
-    }
-    return acquire(l, wait_ms, lease_ms, cancel, 1, NULL, token);
-}
-
-int dlock_lock_acquire_async(dlock_lock *l, int64_t wait_ms, int64_t lease_ms,
-                             dlock_cancel *cancel, dlock_async_fn fn, void *ud)
-{
-    return acquire(l, wait_ms, lease_ms, cancel, 0, &(dlock__via){fn, ud}, NULL);
-}
-
-int dlock_lock_acquire_fenced_async(dlock_lock *l, int64_t wait_ms, int64_t lease_ms,
-                                    dlock_cancel *cancel, dlock_async_fn fn, void *ud)
-{
-    return acquire(l, wait_ms, lease_ms, cancel, 1, &(dlock__via){fn, ud}, NULL);
-}
-
-int dlock_lock_run(dlock_lock *l, int64_t wait_ms, int64_t lease_ms, dlock_run_fn fn, void *ud,
+int dlock_lock_run(dlock_lock *l, const dlock_wait_opts *o, dlock_run_fn fn, void *ud,
                    int *fn_result)
 {
     if (!fn) {
         dlock__clear_error();
         return dlock__fail(DLOCK_EINVAL, "fn is NULL");
     }
-    int rc = acquire(l, wait_ms, lease_ms, NULL, 0, NULL, NULL);
+    int rc = acquire(l, o, NULL);
     if (rc != DLOCK_OK)
         return rc;
     int res = fn(ud);

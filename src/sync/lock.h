@@ -32,6 +32,11 @@ struct dlock_lock {
     dlock_lost_fn fn;
     void *ud;
     int64_t max_hold;        /* ms; 0: the client's; DLOCK_MAX_HOLD_NONE: none */
+    int fence_all;           /* a fenced lock (Redisson's RFencedLock): every acquisition
+                                counts a token (lock_extra.c) */
+    int64_t lock_delay;      /* reentrant: ms, 0 off; fixed by the first acquisition */
+    atomic_int attempted;    /* an acquisition was attempted through it */
+    char delay_arg[24];      /* lock_delay in decimal: the renewal's argument */
 };
 
 /* The owner a call acts for, and what the type derives from it. */
@@ -61,13 +66,14 @@ typedef struct dlock__rel {
 
 /* One acquisition, from its first attempt to its end: the state of the
  * acquire operation (dlock__acquire_type). The caller sets l, wait, lease,
- * cancel and fenced (the rest zeroed); setup does the rest. */
+ * cancel, fenced and token_out (the rest zeroed); setup does the rest. */
 typedef struct dlock__acq {
     dlock_lock *l;
     int64_t wait;            /* the caller's wait: 0, ms, or DLOCK_WAIT_FOREVER */
     int64_t lease;           /* ms, or DLOCK_WATCHDOG */
     dlock_cancel *cancel;
     int fenced;
+    uint64_t *token_out;     /* where the result writes the token (NULL: nowhere) */
     dlock__owner o;
     int64_t lease_ms;        /* the TTL the script sets: lease, or the watchdog timeout
                                 (either cut to what a hold limit leaves) */
@@ -137,6 +143,8 @@ extern const dlock__op_type dlock__acquire_type;
  * the watchdog kind (scripts/lock/renew.lua) and the hold's bytes. */
 extern const dlock__hold_kind dlock__lock_hold;
 void dlock__lock_hold_id(const dlock_lock *l, const dlock__owner *o, dlock__hold_id *id);
+/* dlock_lock_set_lock_delay: a reentrant lock's, before its first acquisition. */
+int dlock__lock_set_delay(dlock_lock *l, int64_t ms);
 /* The handle's channel, the same for every owner. */
 const char *dlock__lock_shared_channel(const dlock_lock *l, const dlock__owner *o, size_t *len);
 /* locked_op / locked_end for the types held as a hash of owner fields. */
@@ -153,5 +161,15 @@ int dlock__lock_busy(const dlock_lock *l, int64_t ttl);
  * init, exactly one end. x must not move in between. */
 int dlock__rel_init(dlock__rel *x, dlock_lock *l);
 int dlock__rel_end(dlock__rel *x, int rc, dlock__res *res);
+
+/* The owner a call on l acts for (the handle's, or the calling thread's),
+ * with its field and per-owner key; dlock__lock_owner_done frees what it
+ * allocated. For the calls outside lock.c (lock_extra.c). */
+int dlock__lock_owner(const dlock_lock *l, dlock__owner *o);
+void dlock__lock_owner_done(dlock__owner *o);
+/* A new handle of a type for the calling thread (owner NULL) or an explicit
+ * owner (checked), as the dlock_*lock_get calls make them. */
+int dlock__lock_new(dlock_client *c, const dlock__lock_type *type, const char *name,
+                    const char *owner, dlock_lock **out);
 
 #endif

@@ -589,11 +589,16 @@ static int ml_give_up(void *ud, int rc, dlock__op *op)
 static const dlock__op_type ml_type = {
     .attempt = ml_attempt, .busy_error = ml_busy_error, .give_up = ml_give_up};
 
-static int acquire(dlock_multilock *ml, int64_t wait_ms, int64_t lease_ms, dlock_cancel *cancel)
+static int acquire(dlock_multilock *ml, const dlock_wait_opts *opts)
 {
     int rc = dlock__check_handle(ml, "multi-lock");
+    dlock_wait_opts o;
+    if (rc == DLOCK_OK)
+        rc = dlock__check_opts(opts, DLOCK__TAKES_LEASE, "a multi-lock", &o);
     if (rc != DLOCK_OK)
         return rc;
+    int64_t wait_ms = o.wait_ms, lease_ms = o.lease_ms;
+    dlock_cancel *cancel = o.cancel;
     if (wait_ms != 0)
         for (size_t i = 0; i < ml->n; i++)
             if (dlock__loop_on_io_thread(ml->locks[i]->h.c->loop))
@@ -629,20 +634,19 @@ static int acquire(dlock_multilock *ml, int64_t wait_ms, int64_t lease_ms, dlock
     return rc;
 }
 
+int dlock_multilock_acquire_opts(dlock_multilock *ml, const dlock_wait_opts *o)
+{
+    return acquire(ml, o);
+}
+
 int dlock_multilock_acquire(dlock_multilock *ml, int64_t lease_ms)
 {
-    return acquire(ml, DLOCK_WAIT_FOREVER, lease_ms, NULL);
+    return acquire(ml, &(dlock_wait_opts){.wait_ms = DLOCK_WAIT_FOREVER, .lease_ms = lease_ms});
 }
 
 int dlock_multilock_try(dlock_multilock *ml, int64_t wait_ms, int64_t lease_ms)
 {
-    return acquire(ml, wait_ms, lease_ms, NULL);
-}
-
-int dlock_multilock_acquire_cancellable(dlock_multilock *ml, int64_t wait_ms, int64_t lease_ms,
-                                        dlock_cancel *cancel)
-{
-    return acquire(ml, wait_ms, lease_ms, cancel);
+    return acquire(ml, &(dlock_wait_opts){.wait_ms = wait_ms, .lease_ms = lease_ms});
 }
 
 /* ------------------------------------------------------------ release */
@@ -696,4 +700,351 @@ int dlock_multilock_release(dlock_multilock *ml)
         rc = dlock__fail(cl.s[e].rc, "%s", cl.s[e].msg);
     call_free(&cl);
     return rc;
+}
+
+/* ------------------------------------------------------ asynchronously
+ *
+ * Built on the locks' own asynchronous calls (explicit-owner handles), in
+ * rounds as the blocking form: every lock tried at once (no wait); all (a
+ * quorum, within its validity) taken: done; else what was taken is released
+ * (asynchronously, all of it, before anything else), and the call waits on
+ * one busy lock, the target, with a waiting acquire of its own (pub/sub, the
+ * remaining wait, the caller's cancel token); the target taken, the others
+ * are tried again. Nothing is held while waiting, nor when the call ends
+ * without DLOCK_OK. The locks may be on several clients: their callbacks,
+ * on those clients' io threads, meet under the call's mutex; the caller's
+ * callback runs on the io thread of the step that ends the call. */
+
+enum { A_TRY, A_TARGET, A_BACK, A_RELEASE };
+
+typedef struct amulti amulti;
+
+typedef struct asub {
+    amulti *am;
+    size_t i;
+} asub;
+
+struct amulti {
+    pthread_mutex_t mu;
+    dlock_multilock *ml;
+    dlock_async_fn fn;
+    void *ud;
+    dlock_wait_opts o;       /* the caller's (token NULL) */
+    int64_t deadline;        /* monotonic ms; INT64_MAX: none */
+    int64_t lease;           /* for the validity: the lease, or the shortest watchdog timeout */
+    int64_t taken_at;        /* the round's first acquisition sent (ms) */
+    int phase;
+    size_t pending;          /* sub-calls in flight */
+    size_t target;           /* the lock waited on, or NONE */
+    int *rc;                 /* per lock: this round's status (DLOCK_OK: held) */
+    int final;               /* the call's outcome once decided (A_BACK) */
+    char msg[MSG];
+    asub *subs;
+};
+
+static void am_free(amulti *am)
+{
+    pthread_mutex_destroy(&am->mu);
+    free(am->rc);
+    free(am->subs);
+    free(am);
+}
+
+/* Ends the call: the caller's callback, then am is freed. Outside am->mu. */
+static void am_end(amulti *am, int rc)
+{
+    dlock__result res = {.status = rc, .message = rc == DLOCK_OK ? "" : am->msg, .count = -1};
+    dlock_async_fn fn = am->fn;
+    void *ud = am->ud;
+    char msg[MSG];
+    snprintf(msg, sizeof(msg), "%s", am->msg);
+    res.message = rc == DLOCK_OK ? "" : msg;
+    am_free(am);
+    fn(&res, ud);
+}
+
+static void am_note(amulti *am, int rc, const char *msg)
+{
+    if (am->final == DLOCK_OK || (am->final == DLOCK_ETIMEDOUT && rc != DLOCK_ETIMEDOUT)) {
+        am->final = rc;
+        snprintf(am->msg, sizeof(am->msg), "%s: %s", am->ml->label, msg);
+    }
+}
+
+static void on_sub(const dlock_async_result *res, void *ud);
+
+/* Starts lock i's acquire (wait_ms, the caller's lease and token) or its
+ * release; under am->mu. A refused start counts as answered at once. */
+static void am_start(amulti *am, size_t i, int release, int64_t wait_ms)
+{
+    am->pending++;
+    int rc;
+    if (release)
+        rc = dlock_lock_release_async(am->ml->locks[i], on_sub, &am->subs[i]);
+    else
+        rc = dlock_lock_acquire_async(am->ml->locks[i],
+                                      &(dlock_wait_opts){.wait_ms = wait_ms,
+                                                         .lease_ms = am->o.lease_ms,
+                                                         .cancel = am->o.cancel},
+                                      on_sub, &am->subs[i]);
+    if (rc != DLOCK_OK) {
+        am->pending--;
+        if (!release)
+            am->rc[i] = rc;
+        am_note(am, rc, dlock_last_error());
+    }
+}
+
+/* Gives back every lock held (A_BACK), then the call ends with am->final or
+ * goes on waiting. Under am->mu. */
+static void am_give_back(amulti *am)
+{
+    am->phase = A_BACK;
+    for (size_t i = 0; i < am->ml->n; i++)
+        if (am->rc[i] == DLOCK_OK) {
+            am->rc[i] = DLOCK__BUSY;   /* not held (whatever the release says) */
+            am_start(am, i, 1, 0);
+        }
+}
+
+/* A round (or the target's wait) answered: decide. Under am->mu; returns 1
+ * when the call ended (am freed, the callback run: the caller must not touch
+ * am). */
+static int am_decide(amulti *am)
+{
+    dlock_multilock *ml = am->ml;
+    for (;;) {
+        if (am->pending > 0)
+            return 0;
+        if (am->phase == A_RELEASE) {
+            size_t released = 0;
+            for (size_t i = 0; i < ml->n; i++)
+                released += am->rc[i] == DLOCK_OK;
+            int rc = ml->red ? (released >= ml->quorum ? DLOCK_OK : am->final)
+                             : am->final;
+            if (rc == DLOCK_OK)
+                am->final = DLOCK_OK;
+            pthread_mutex_unlock(&am->mu);
+            am_end(am, rc);
+            return 1;
+        }
+        if (am->phase == A_BACK) {
+            /* Everything given back: end, or wait on the target. */
+            int64_t now = dlock__now_ms();
+            if (am->final == DLOCK_OK && am->o.cancel && dlock_cancel_fired(am->o.cancel)) {
+                am->final = DLOCK_ECANCELED;
+                snprintf(am->msg, sizeof(am->msg), "%s: canceled", ml->label);
+            }
+            if (am->final == DLOCK_OK && now >= am->deadline) {
+                am->final = DLOCK_ETIMEDOUT;
+                snprintf(am->msg, sizeof(am->msg), "%s: not taken within the wait (all released)",
+                         ml->label);
+            }
+            if (am->final != DLOCK_OK) {
+                int rc = am->final;
+                pthread_mutex_unlock(&am->mu);
+                am_end(am, rc);
+                return 1;
+            }
+            if (am->target == NONE) {
+                /* a stale round: again at once */
+                am->phase = A_TRY;
+                am->taken_at = dlock__now_ms();
+                for (size_t i = 0; i < ml->n; i++)
+                    am_start(am, i, 0, 0);
+                continue;
+            }
+            am->phase = A_TARGET;
+            int64_t wait = am->deadline == INT64_MAX ? DLOCK_WAIT_FOREVER : am->deadline - now;
+            if (ml->red) {
+                /* Any of several busy locks would do: look again after the
+                 * algorithm's random pause at the latest. */
+                uint32_t u;
+                dlock__random(&u, sizeof(u));
+                int64_t pause = REDLOCK_RETRY_MS + (int64_t)(u % REDLOCK_RETRY_MS);
+                if (wait == DLOCK_WAIT_FOREVER || wait > pause)
+                    wait = pause;
+            }
+            for (size_t i = 0; i < ml->n; i++)
+                am->rc[i] = DLOCK__BUSY;
+            am->taken_at = dlock__now_ms();
+            am_start(am, am->target, 0, wait);
+            continue;
+        }
+        if (am->phase == A_TARGET) {
+            size_t t = am->target;
+            int rc = am->rc[t];
+            if (rc == DLOCK_ETIMEDOUT) {
+                /* Its wait ran out: the deadline (decided in A_BACK), or a
+                 * RedLock's pause: a new round. */
+                am->final = DLOCK_OK;
+                am->phase = A_BACK;
+                if (ml->red)
+                    am->target = NONE;
+                continue;
+            }
+            if (rc != DLOCK_OK) {
+                am_give_back(am);   /* nothing held; the error stands (noted) */
+                continue;
+            }
+            /* The target held: the others, once each (the validity counts
+             * from now: the drift margin covers the round trip before). */
+            am->phase = A_TRY;
+            am->taken_at = dlock__now_ms();
+            for (size_t i = 0; i < ml->n; i++)
+                if (i != t)
+                    am_start(am, i, 0, 0);
+            continue;
+        }
+        /* A_TRY answered. */
+        size_t taken = 0, failed = 0, busy = NONE;
+        for (size_t i = 0; i < ml->n; i++) {
+            if (am->rc[i] == DLOCK_OK)
+                taken++;
+            else if (am->rc[i] == DLOCK_ETIMEDOUT) {
+                if (busy == NONE || i == am->target)
+                    busy = i;
+            } else
+                failed++;
+        }
+        int64_t took = dlock__now_ms() - am->taken_at;
+        if (taken >= ml->quorum &&
+            am->lease - took - (ml->red ? drift_of(am->lease) : 0) > 0) {
+            pthread_mutex_unlock(&am->mu);
+            am_end(am, DLOCK_OK);
+            return 1;
+        }
+        if (failed <= ml->n - ml->quorum) {
+            /* No error decides (a RedLock's within its margin): released,
+             * then the target's wait, or (taken too late) again at once. */
+            am->final = DLOCK_OK;
+            am->target = taken >= ml->quorum ? NONE : busy;
+        }   /* else the error noted stands */
+        am_give_back(am);
+    }
+}
+
+static void on_sub(const dlock_async_result *res, void *ud)
+{
+    asub *s = ud;
+    amulti *am = s->am;
+    int rc = dlock_async_status(res);
+    pthread_mutex_lock(&am->mu);
+    am->pending--;
+    if (am->phase == A_BACK) {
+        /* a give-back: its error does not change the outcome */
+    } else {
+        am->rc[s->i] = rc;
+        if (rc != DLOCK_OK && rc != DLOCK_ETIMEDOUT)
+            am_note(am, rc, dlock_async_message(res));
+        else if (am->phase == A_RELEASE && rc != DLOCK_OK)
+            am_note(am, rc, dlock_async_message(res));
+    }
+    if (!am_decide(am))
+        pthread_mutex_unlock(&am->mu);
+}
+
+/* Checks the handles for asynchronous use: explicit owners. */
+static int am_check(dlock_multilock *ml, dlock_async_fn fn)
+{
+    int rc = dlock__check_handle(ml, "multi-lock");
+    if (rc != DLOCK_OK)
+        return rc;
+    if (!fn)
+        return dlock__fail(DLOCK_EINVAL, "callback is NULL");
+    for (size_t i = 0; i < ml->n; i++)
+        if (!ml->locks[i]->owner)
+            return dlock__fail(DLOCK_EINVAL, "%s: '%s' acts for the calling thread: an "
+                                             "asynchronous call needs explicit-owner handles "
+                                             "(dlock_lock_get_as)",
+                               ml->label, ml->locks[i]->h.name);
+    return DLOCK_OK;
+}
+
+static amulti *am_new(dlock_multilock *ml, dlock_async_fn fn, void *ud)
+{
+    amulti *am = calloc(1, sizeof(*am));
+    if (!am || !(am->rc = calloc(ml->n, sizeof(*am->rc))) ||
+        !(am->subs = calloc(ml->n, sizeof(*am->subs)))) {
+        if (am) {
+            free(am->rc);
+            free(am);
+        }
+        dlock__fail(DLOCK_ENOMEM, "out of memory");
+        return NULL;
+    }
+    pthread_mutex_init(&am->mu, NULL);
+    am->ml = ml;
+    am->fn = fn;
+    am->ud = ud;
+    am->target = NONE;
+    for (size_t i = 0; i < ml->n; i++)
+        am->subs[i] = (asub){am, i};
+    return am;
+}
+
+/* Starts the sub-calls of a first step under a guard: all refused at the
+ * call returns that error (nothing started, no callback); else the
+ * callbacks decide. */
+static int am_launch(amulti *am, int release)
+{
+    dlock_multilock *ml = am->ml;
+    pthread_mutex_lock(&am->mu);
+    am->pending++;   /* the guard */
+    for (size_t i = 0; i < ml->n; i++)
+        am_start(am, i, release, 0);
+    am->pending--;
+    if (am->pending == 0) {
+        /* nothing started: nothing held */
+        int rc = am->final;
+        char msg[MSG];
+        snprintf(msg, sizeof(msg), "%s", am->msg);
+        pthread_mutex_unlock(&am->mu);
+        am_free(am);
+        return dlock__fail(rc == DLOCK_OK ? DLOCK_ECLOSED : rc, "%s", msg);
+    }
+    /* Some answered already (refused): the decision waits for the rest. */
+    pthread_mutex_unlock(&am->mu);
+    return DLOCK_OK;
+}
+
+int dlock_multilock_acquire_async(dlock_multilock *ml, const dlock_wait_opts *opts,
+                                  dlock_async_fn fn, void *ud)
+{
+    int rc = am_check(ml, fn);
+    dlock_wait_opts o;
+    if (rc == DLOCK_OK)
+        rc = dlock__check_opts(opts, DLOCK__TAKES_LEASE, "a multi-lock", &o);
+    if (rc != DLOCK_OK)
+        return rc;
+    amulti *am = am_new(ml, fn, ud);
+    if (!am)
+        return DLOCK_ENOMEM;
+    am->o = o;
+    int64_t now = dlock__now_ms();
+    am->deadline = o.wait_ms == DLOCK_WAIT_FOREVER ? INT64_MAX : now + o.wait_ms;
+    am->lease = o.lease_ms;
+    if (am->lease == DLOCK_WATCHDOG) {
+        am->lease = INT64_MAX;
+        for (size_t i = 0; i < ml->n; i++)
+            if (ml->locks[i]->h.c->cfg.watchdog_ms < am->lease)
+                am->lease = ml->locks[i]->h.c->cfg.watchdog_ms;
+    }
+    am->phase = A_TRY;
+    am->taken_at = now;
+    return am_launch(am, 0);
+}
+
+int dlock_multilock_release_async(dlock_multilock *ml, dlock_async_fn fn, void *ud)
+{
+    int rc = am_check(ml, fn);
+    if (rc != DLOCK_OK)
+        return rc;
+    amulti *am = am_new(ml, fn, ud);
+    if (!am)
+        return DLOCK_ENOMEM;
+    am->phase = A_RELEASE;
+    for (size_t i = 0; i < ml->n; i++)
+        am->rc[i] = DLOCK__BUSY;
+    return am_launch(am, 1);
 }

@@ -140,7 +140,8 @@ int dlock__check_wait(int64_t wait_ms)
 {
     if (wait_ms < DLOCK_WAIT_FOREVER)
         return dlock__fail(DLOCK_EINVAL,
-                           "wait %lld ms: use 0 (try once), a positive wait or DLOCK_WAIT_FOREVER",
+                           "wait_ms %lld: use 0 (try once), a positive wait or "
+                           "DLOCK_WAIT_FOREVER (-1)",
                            (long long)wait_ms);
     return DLOCK_OK;
 }
@@ -148,9 +149,31 @@ int dlock__check_wait(int64_t wait_ms)
 int dlock__check_lease(int64_t lease_ms)
 {
     if ((lease_ms != DLOCK_WATCHDOG && lease_ms <= 0) || lease_ms > (int64_t)1 << 50)
-        return dlock__fail(DLOCK_EINVAL, "lease %lld ms: use a positive lease (up to 2^50 ms) or "
-                                         "DLOCK_WATCHDOG",
+        return dlock__fail(DLOCK_EINVAL, "lease_ms %lld: use a positive lease (up to 2^50 ms) or "
+                                         "DLOCK_WATCHDOG (0)",
                            (long long)lease_ms);
+    return DLOCK_OK;
+}
+
+int dlock__check_opts(const dlock_wait_opts *o, unsigned takes, const char *what,
+                      dlock_wait_opts *out)
+{
+    *out = o ? *o : (dlock_wait_opts){0};
+    for (size_t i = 0; i < sizeof(out->reserved) / sizeof(out->reserved[0]); i++)
+        if (out->reserved[i])
+            return dlock__fail(DLOCK_EINVAL, "wait options: reserved[%zu] is %lld, must be 0", i,
+                               (long long)out->reserved[i]);
+    int rc = dlock__check_wait(out->wait_ms);
+    if (rc != DLOCK_OK)
+        return rc;
+    if (!(takes & DLOCK__TAKES_LEASE) && out->lease_ms != 0)
+        return dlock__fail(DLOCK_EINVAL, "lease_ms %lld: %s has no lease, leave it 0",
+                           (long long)out->lease_ms, what);
+    if ((takes & DLOCK__TAKES_LEASE) && (rc = dlock__check_lease(out->lease_ms)) != DLOCK_OK)
+        return rc;
+    if (!(takes & DLOCK__TAKES_TOKEN) && out->token)
+        return dlock__fail(DLOCK_EINVAL, "token: %s gives no fencing token, leave it NULL",
+                           what);
     return DLOCK_OK;
 }
 

@@ -10,7 +10,10 @@
 
 #include "sync/lock.h"
 
-enum { K_RESERVE = 0 };   /* l->key[] */
+
+#include <stdio.h>
+
+enum { K_RESERVE = 0, K_DELAY = 1 };   /* l->key[] */
 
 /* Every lock type's channel carries "0" for an unlock, which one waiter can
  * use (the others would find it taken again), and other words ("1": a
@@ -23,6 +26,40 @@ int dlock__wake_lock(const char *msg, size_t len)
 /* How the watchdog renews a reentrant (or fair, or write) lock's hold: KEYS =
  * the lock, ARGV = the owner's field (scripts/lock/renew.lua). */
 const dlock__hold_kind dlock__lock_hold = {"lock", DLOCK__SCRIPT_LOCK_RENEW, 1, 1, 0};
+
+/* A reentrant lock with a lock-delay: KEYS = the lock and its marker, ARGV =
+ * the owner's field and the delay (scripts/lock/renew_delay.lua). */
+static const dlock__hold_kind delay_hold = {"lock", DLOCK__SCRIPT_LOCK_RENEW_DELAY, 2, 2, 0};
+
+static void hold_id(const dlock_lock *l, const dlock__owner *o, dlock__hold_id *id)
+{
+    dlock__lock_hold_id(l, o, id);
+    if (l->lock_delay <= 0)
+        return;
+    id->kind = &delay_hold;
+    id->part[1] = l->key[K_DELAY];
+    id->len[1] = l->klen[K_DELAY];
+    id->part[2] = o->field;
+    id->len[2] = o->flen;
+    id->part[3] = l->delay_arg;
+    id->len[3] = strlen(l->delay_arg);
+}
+
+int dlock__lock_set_delay(dlock_lock *l, int64_t ms)
+{
+    if (l->type != &dlock__reentrant_type)
+        return dlock__fail(DLOCK_EINVAL, "lock-delay: reentrant locks only (not a %s)",
+                           l->type->what);
+    if (ms < 0 || ms > DLOCK__LOCK_DELAY_MAX)
+        return dlock__fail(DLOCK_EINVAL, "lock-delay: 0 (off) to %lld ms (1 day), not %lld",
+                           (long long)DLOCK__LOCK_DELAY_MAX, (long long)ms);
+    if (atomic_load(&l->attempted))
+        return dlock__fail(DLOCK_EINVAL, "lock-delay: set before the handle's first "
+                                         "acquisition");
+    l->lock_delay = ms;
+    snprintf(l->delay_arg, sizeof(l->delay_arg), "%lld", (long long)ms);
+    return DLOCK_OK;
+}
 
 void dlock__lock_hold_id(const dlock_lock *l, const dlock__owner *o, dlock__hold_id *id)
 {
@@ -41,7 +78,12 @@ static int init(dlock_lock *l)
     l->h.channel = dlock__prefixed("redisson_lock__channel", l->h.name, l->h.nlen, "", &l->h.clen);
     l->key[K_RESERVE] = dlock__prefixed("dlock_lock_next", l->h.name, l->h.nlen, "",
                                         &l->klen[K_RESERVE]);
-    return l->h.channel && l->key[K_RESERVE] ? DLOCK_OK : DLOCK_ENOMEM;
+    l->key[K_DELAY] = dlock__prefixed("dlock_lock_delay", l->h.name, l->h.nlen, "",
+                                      &l->klen[K_DELAY]);
+    int64_t d = l->h.c->cfg.lock_delay_ms;
+    l->lock_delay = d;
+    snprintf(l->delay_arg, sizeof(l->delay_arg), "%lld", (long long)d);
+    return l->h.channel && l->key[K_RESERVE] && l->key[K_DELAY] ? DLOCK_OK : DLOCK_ENOMEM;
 }
 
 const char *dlock__lock_shared_channel(const dlock_lock *l, const dlock__owner *o, size_t *len)
@@ -51,23 +93,28 @@ const char *dlock__lock_shared_channel(const dlock_lock *l, const dlock__owner *
     return l->h.channel;
 }
 
-/* KEYS: lock, token, reservation (optional); ARGV: lease, owner, fenced,
- * claim, grace (scripts/lock/acquire.lua). */
+/* KEYS: lock, token, [marker,] reservation (optional); ARGV: lease, owner,
+ * fenced, claim, grace[, delay] (scripts/lock/acquire.lua). */
 static void attempt_op(dlock__acq *a, int64_t waited_ms, dlock__op *op)
 {
     dlock_lock *l = a->l;
+    atomic_store(&l->attempted, 1);   /* the delay is fixed from now on */
     /* A waiter that has waited long enough asks for the next turn. */
     int64_t after = l->h.c->cfg.priority_after_ms;
     int claim = waited_ms >= 0 && after != DLOCK_PRIORITY_OFF && waited_ms >= after;
     dlock__op_init(op, DLOCK__SCRIPT_LOCK_ACQUIRE);
     dlock__op_key(op, l->h.name, l->h.nlen);
     dlock__op_key(op, l->token_key, l->tlen);
+    if (l->lock_delay > 0)
+        dlock__op_key(op, l->key[K_DELAY], l->klen[K_DELAY]);
     dlock__op_key_optional(op, l->key[K_RESERVE], l->klen[K_RESERVE]);
     dlock__op_argi(op, a->lease_ms);
     dlock__op_arg(op, a->o.field, a->o.flen);
     dlock__op_args(op, a->fenced ? "1" : "0");
     dlock__op_args(op, claim ? "1" : "0");
     dlock__op_args(op, DLOCK__RESERVE_GRACE_ARG);
+    if (l->lock_delay > 0)
+        dlock__op_args(op, l->delay_arg);
 }
 
 static int attempt_reply(dlock__acq *a, redisReply *r, dlock__busy *b)
@@ -88,6 +135,11 @@ static int attempt_reply(dlock__acq *a, redisReply *r, dlock__busy *b)
 
 static int busy_error(dlock__acq *a, const dlock__busy *b)
 {
+    if (a->state == DLOCK__RESV_DELAYED)
+        return dlock__fail(DLOCK_ETIMEDOUT,
+                           "'%s' is free but in its lock-delay: its last holder lost it without "
+                           "releasing (for %lld ms more)",
+                           a->l->h.name, (long long)b->ttl);
     if (a->state == DLOCK__RESV_OTHER)
         return dlock__fail(DLOCK_ETIMEDOUT,
                            "'%s' is free but its next turn is reserved for a waiter that has "
@@ -116,8 +168,8 @@ static int give_up_op(dlock__acq *a, int code, dlock__op *op)
     return 1;
 }
 
-/* KEYS: lock, channel, latch, reservation (optional); ARGV: owner, lease,
- * latch lifetime, grace (scripts/lock/release.lua). */
+/* KEYS: lock, channel, latch, [marker,] reservation (optional); ARGV: owner,
+ * lease, latch lifetime, grace[, delay] (scripts/lock/release.lua). */
 static void release_op(const dlock_lock *l, const dlock__owner *o, const char *latch,
                        size_t latch_len, int64_t renew_ms, dlock__op *op)
 {
@@ -125,11 +177,15 @@ static void release_op(const dlock_lock *l, const dlock__owner *o, const char *l
     dlock__op_key(op, l->h.name, l->h.nlen);
     dlock__op_key(op, l->h.channel, l->h.clen);
     dlock__op_key(op, latch, latch_len);
+    if (l->lock_delay > 0)
+        dlock__op_key(op, l->key[K_DELAY], l->klen[K_DELAY]);
     dlock__op_key_optional(op, l->key[K_RESERVE], l->klen[K_RESERVE]);
     dlock__op_arg(op, o->field, o->flen);
     dlock__op_argi(op, renew_ms);
     dlock__op_argi(op, l->h.c->latch_px);
     dlock__op_args(op, DLOCK__RESERVE_GRACE_ARG);
+    if (l->lock_delay > 0)
+        dlock__op_args(op, l->delay_arg);
 }
 
 /* KEYS: lock, channel (scripts/lock/force.lua). */
@@ -146,7 +202,7 @@ const dlock__lock_type dlock__reentrant_type = {
     .hold = &dlock__lock_hold,
     .init = init,
     .owner_key = NULL,
-    .hold_id = dlock__lock_hold_id,
+    .hold_id = hold_id,
     .wait_channel = dlock__lock_shared_channel,
     .attempt_op = attempt_op,
     .attempt_reply = attempt_reply,

@@ -30,13 +30,15 @@ int dlock__reply_acquire(const redisReply *r, int fenced, int64_t *ttl, uint64_t
     }
     if (r->type == REDIS_REPLY_ARRAY && r->elements == 2) {
         /* {ttl, 1}: held, the next turn reserved for the caller;
-         * {left, 0}: free, reserved for another waiter for left ms at most. */
+         * {left, 0}: free, reserved for another waiter for left ms at most;
+         * {left, 2}: free, in a lock-delay for left ms more. */
         const redisReply *a = r->element[0], *b = r->element[1];
         if (a->type != REDIS_REPLY_INTEGER || b->type != REDIS_REPLY_INTEGER ||
-            (b->integer != 0 && b->integer != 1) || (b->integer == 0 && a->integer < 0))
+            b->integer < 0 || b->integer > 2 || (b->integer != 1 && a->integer < 0))
             return DLOCK_EPROTO;
         *ttl = a->integer;
-        *resv = b->integer == 1 ? DLOCK__RESV_MINE : DLOCK__RESV_OTHER;
+        *resv = b->integer == 1 ? DLOCK__RESV_MINE
+              : b->integer == 0 ? DLOCK__RESV_OTHER : DLOCK__RESV_DELAYED;
         return DLOCK__BUSY;
     }
     return acquired(r, fenced, token);

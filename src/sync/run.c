@@ -6,6 +6,16 @@
 
 #include "sync/sync.h"
 
+/* The replicas asked for, for messages: "2", or "the connected"
+ * (DLOCK_REPLICAS_ALL). */
+static const char *replicas_asked(const dlock_config *cfg, char *buf, size_t size)
+{
+    if (cfg->ack_all)
+        return "the connected";
+    snprintf(buf, size, "%d", cfg->ack_replicas);
+    return buf;
+}
+
 /* dlock_last_replica_acks's answer: per thread, as the blocking calls are. */
 static _Thread_local int last_acks = -1;
 
@@ -32,9 +42,10 @@ int dlock__answer(const dlock__handle *h, const dlock__op_type *t, void *st, int
         res->acks >= cfg->ack_replicas)
         return DLOCK_OK;
     if (cfg->ack_policy == DLOCK_ACK_KEEP) {
+        char of[32];
         dlock__log(cfg, DLOCK_LOG_WARN,
-                   "%s '%s' acquired; %d of %d replicas acknowledged it within %lld ms (kept)",
-                   h->what, h->name, res->acks, cfg->ack_replicas,
+                   "%s '%s' acquired; %d of %s replicas acknowledged it within %lld ms (kept)",
+                   h->what, h->name, res->acks, replicas_asked(cfg, of, sizeof(of)),
                    (long long)cfg->ack_timeout_ms);
         return DLOCK_OK;
     }
@@ -47,10 +58,12 @@ int dlock__given_back(const dlock__handle *h, int why, const char *msg, int acks
     if (why != DLOCK_EREPLICAS)
         return dlock__fail(why, "%s", msg);
     const dlock_config *cfg = &h->c->cfg;
+    char of[32];
     return dlock__fail(DLOCK_EREPLICAS,
-                       "%s '%s' acquired, but %d of %d replicas acknowledged it within %lld ms: "
+                       "%s '%s' acquired, but %d of %s replicas acknowledged it within %lld ms: "
                        "%s",
-                       h->what, h->name, acks, cfg->ack_replicas, (long long)cfg->ack_timeout_ms,
+                       h->what, h->name, acks, replicas_asked(cfg, of, sizeof(of)),
+                       (long long)cfg->ack_timeout_ms,
                        rrc == DLOCK_OK ? "given back"
                                        : "giving it back failed too (a lease ends it; a "
                                          "plain semaphore's permits stay taken)");

@@ -109,6 +109,8 @@ static void count_request(void *st, int64_t waited_ms, dlock__op *op)
         add_op(h, q->arg, op);
         break;
     case DLOCK__COUNT_AVAILABLE:
+    case DLOCK__COUNT_HELD:
+    case DLOCK__COUNT_TOTAL:
         if (q->leases) {
             /* KEYS: semaphore, leases, channel (scripts/permits/available.lua). */
             dlock__op_init(op, DLOCK__SCRIPT_PERMITS_AVAILABLE);
@@ -141,7 +143,10 @@ static int count_read(void *st, int rc, dlock__res *res, dlock__busy *b)
     if (rc != DLOCK_OK)
         return dlock__refused(h, rc, res);
     redisReply *r = res->r;
-    if (q->kind == DLOCK__COUNT_AVAILABLE && q->leases) {
+    if (q->kind == DLOCK__COUNT_HELD || q->kind == DLOCK__COUNT_TOTAL) {
+        if (dlock__reply_pair(r, &q->v, &q->held) != DLOCK_OK)
+            return dlock__proto(h, "available", r);
+    } else if (q->kind == DLOCK__COUNT_AVAILABLE && q->leases) {
         if (dlock__reply_pair(r, &q->v, &q->held) != DLOCK_OK)
             return dlock__proto(h, "available", r);
     } else if (q->kind == DLOCK__COUNT_AVAILABLE) {
@@ -172,6 +177,10 @@ static void count_result(void *st, dlock__result *res)
     const count_call *q = st;
     if (q->kind == DLOCK__COUNT_SET || q->kind == DLOCK__COUNT_TRY_SET)
         res->flag = (int)q->v;
+    else if (q->kind == DLOCK__COUNT_HELD)
+        res->count = q->held;
+    else if (q->kind == DLOCK__COUNT_TOTAL)
+        res->count = q->v + q->held;
     else
         res->count = q->v;
 }
@@ -404,38 +413,40 @@ static const dlock__op_type take_type = {
     .acquires = 1,
 };
 
-static int take_permits(dlock_semaphore *s, int64_t n, int64_t wait_ms, dlock_cancel *cancel,
+static int take_permits(dlock_semaphore *s, int64_t n, const dlock_wait_opts *opts,
                         const dlock__via *via)
 {
     int rc = dlock__check_handle(s, WHAT);
+    dlock_wait_opts o;
     if (rc == DLOCK_OK)
         rc = dlock__check_count(n, 1, "permits to acquire");
+    if (rc == DLOCK_OK)
+        rc = dlock__check_opts(opts, 0, "a semaphore", &o);
     if (rc != DLOCK_OK)
         return rc;
     take t = {s, n, 0};
-    dlock__wait_spec spec = {.wake = dlock__wake_permits, .need = n, .wait_ms = wait_ms,
-                             .cancel = cancel};
+    dlock__wait_spec spec = {.wake = dlock__wake_permits, .need = n, .wait_ms = o.wait_ms,
+                             .cancel = o.cancel};
     return dlock__start(&s->h, &take_type, &t, sizeof(t), &spec, via, NULL);
+}
+
+int dlock_semaphore_acquire_opts(dlock_semaphore *s, int64_t n, const dlock_wait_opts *o)
+{
+    return take_permits(s, n, o, NULL);
 }
 
 int dlock_semaphore_acquire(dlock_semaphore *s, int64_t n)
 {
-    return take_permits(s, n, DLOCK_WAIT_FOREVER, NULL, NULL);
+    return take_permits(s, n, &(dlock_wait_opts){.wait_ms = DLOCK_WAIT_FOREVER}, NULL);
 }
 
-int dlock_semaphore_try_acquire(dlock_semaphore *s, int64_t n, int64_t wait_ms)
+int dlock_semaphore_try(dlock_semaphore *s, int64_t n, int64_t wait_ms)
 {
-    return take_permits(s, n, wait_ms, NULL, NULL);
+    return take_permits(s, n, &(dlock_wait_opts){.wait_ms = wait_ms}, NULL);
 }
 
-int dlock_semaphore_acquire_cancellable(dlock_semaphore *s, int64_t n, int64_t wait_ms,
-                                        dlock_cancel *cancel)
+int dlock_semaphore_acquire_async(dlock_semaphore *s, int64_t n, const dlock_wait_opts *o,
+                                  dlock_async_fn fn, void *ud)
 {
-    return take_permits(s, n, wait_ms, cancel, NULL);
-}
-
-int dlock_semaphore_acquire_async(dlock_semaphore *s, int64_t n, int64_t wait_ms,
-                                  dlock_cancel *cancel, dlock_async_fn fn, void *ud)
-{
-    return take_permits(s, n, wait_ms, cancel, &(dlock__via){fn, ud});
+    return take_permits(s, n, o, &(dlock__via){fn, ud});
 }

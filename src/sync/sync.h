@@ -82,6 +82,16 @@ int dlock__check_handle(const void *h, const char *what);
 int dlock__check_wait(int64_t wait_ms);
 /* A lease: positive (up to 2^50 ms) or DLOCK_WATCHDOG. */
 int dlock__check_lease(int64_t lease_ms);
+/* The one check of a call's dlock_wait_opts (o NULL: the zeroed struct),
+ * copied into *out. `takes`: the fields the call accepts beyond the wait and
+ * the cancel token (DLOCK__TAKES_*); `what` names the call's object in the
+ * message when it is given one it does not take ("a semaphore has no
+ * lease"). DLOCK_EINVAL naming the field: a bad wait, a bad lease, a lease
+ * or token the call does not take, a reserved field not zero. */
+#define DLOCK__TAKES_LEASE 1u
+#define DLOCK__TAKES_TOKEN 2u
+int dlock__check_opts(const dlock_wait_opts *o, unsigned takes, const char *what,
+                      dlock_wait_opts *out);
 /* min <= n <= DLOCK_COUNT_MAX (naming `what`). */
 int dlock__check_count(int64_t n, int64_t min, const char *what);
 /* A change of a count: non-zero, within +-DLOCK_COUNT_MAX. */
@@ -202,6 +212,10 @@ struct dlock_async_result {
     int flag;                /* a force release: was locked; a try-release: released; ... */
     int64_t count;           /* a count the call answers, or -1 */
     const char *permit_id;   /* an acquired permit's id */
+    const char (*permit_ids)[DLOCK_PERMIT_ID_BUFSIZE];   /* n permits' ids (count: n) */
+    size_t n_ids;
+    void *owned;             /* freed by the asynchronous driver after the callback */
+    const char *text;        /* an election's leader ("host pid owner"), or NULL */
 };
 typedef dlock_async_result dlock__result;
 
@@ -383,7 +397,7 @@ int dlock__wake_permits(const char *msg, size_t len);
  * count (available; *held: the permits held, a permit semaphore's), the
  * permits drained; asynchronously the result's flag or count. */
 enum { DLOCK__COUNT_SET, DLOCK__COUNT_TRY_SET, DLOCK__COUNT_ADD, DLOCK__COUNT_AVAILABLE,
-       DLOCK__COUNT_DRAIN };
+       DLOCK__COUNT_DRAIN, DLOCK__COUNT_HELD, DLOCK__COUNT_TOTAL };
 int dlock__count_call(const dlock__handle *h, const char *leases, size_t llen, int kind,
                       int64_t arg, const dlock__via *via, int64_t *v, int64_t *held);
 
@@ -395,7 +409,8 @@ int dlock__count_call(const dlock__handle *h, const char *leases, size_t llen, i
 enum {
     DLOCK__RESV_NONE = 0,   /* held by another; no reservation for the caller */
     DLOCK__RESV_MINE = 1,   /* held by another; the next turn is the caller's */
-    DLOCK__RESV_OTHER = 2   /* free, but reserved for another waiter */
+    DLOCK__RESV_OTHER = 2,  /* free, but reserved for another waiter */
+    DLOCK__RESV_DELAYED = 3 /* free, but in the lock-delay of a holder that lost it */
 };
 /* Grace of a reservation on a free lock in ms, as the scripts take it. */
 #define DLOCK__RESERVE_GRACE_ARG "50"

@@ -95,7 +95,7 @@ expect 0 "$D" --help
 has "$tmp/out" "Exit codes" "--help documents exit codes"
 has "$tmp/out" "76" "--help mentions 76"
 expect 0 "$D" --version
-has "$tmp/out" "dlock 0.1.0" "--version"
+has "$tmp/out" "dlock 0.2.0" "--version"
 
 echo "== Redis unreachable (69)"
 dead_port=$(( REDIS_PORT + 1 )); port_in_use $dead_port && dead_port=$(( REDIS_PORT + 2 ))

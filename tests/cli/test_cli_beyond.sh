@@ -121,4 +121,25 @@ expect 64 "$D" elect --lease 5s t:el -- true
 expect 64 "$D" leader
 expect 64 "$D" leader a b
 
+echo "== run --lock-delay: a lock that ends unreleased stays closed for the delay"
+expect 0 "$D" run --lock-delay 2s t:ld -- true
+is "$(rc exists 'dlock_lock_delay:{t:ld}')" 0 "a proper release leaves no marker"
+expect 0 "$D" run -n t:ld -- true   # released normally: free at once
+wd=$((1000 * SLOW)); dl=$((3000 * SLOW))
+"$D" --watchdog ${wd}ms run --lock-delay ${dl}ms t:ld2 -- sleep 30 >/dev/null 2>&1 & h=$!
+until_ok held t:ld2
+t0=$(now_ms)
+kill -9 "$h"; wait "$h" 2>/dev/null   # dlock killed: no release; its guard ends the tree
+check "the lock expires with its lease" until_ok free t:ld2
+expect 75 "$D" run -n --lock-delay ${dl}ms t:ld2 -- true
+has "$tmp/err" "lock-delay" "the refusal of a free lock names the lock-delay"
+expect 0 "$D" run -w $((20 * SLOW))s --lock-delay ${dl}ms t:ld2 -- true
+took=$(( $(now_ms) - t0 ))
+[ "$took" -ge "$dl" ] && ok || bad "the next holder got t:ld2 $took ms after the kill, delay $dl ms"
+expect 64 "$D" run --lock-delay -1 t:x -- true
+expect 64 "$D" run --lock-delay 2d t:x -- true
+has "$tmp/err" "out of range: 0 to 1d" "a lock-delay above a day is refused"
+expect 64 "$D" run --fair --lock-delay 1s t:x -- true
+has "$tmp/err" "reentrant" "--lock-delay with --fair is refused, saying why"
+
 finish

@@ -217,7 +217,7 @@ is "$(tr '\0' '\n' <"/proc/$g/cmdline" | head -1)" "dlock-guard" "the guard's co
 cmd=$(children_of "$g" | head -1)
 kill -9 "$p" "$g"
 # The command dies by its parent-death signal; its own children escape (the
-# case the man page and README name as uncovered): ended here by pid.
+# case the man page and docs/cli.md name as uncovered): ended here by pid.
 check "both killed: the command dies with its guard" until_ok gone "$cmd"
 for q in $(procs_with "$w"); do kill "$q"; done
 

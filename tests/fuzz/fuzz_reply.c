@@ -70,7 +70,7 @@ static void check(const redisReply *r)
 
 /* hiredis 0.14's reader allocates an aggregate's element array from the
  * declared count before any element arrives (*888888888 asks for 7 GB): a
- * known limit of that reader (README, Limits), not of dlock's code. Inputs
+ * known limit of that reader (docs/c-guide.md, Limits), not of dlock's code. Inputs
  * declaring more than a million elements are skipped. */
 static int huge_aggregate(const uint8_t *d, size_t n)
 {

@@ -47,6 +47,7 @@ has_file() { dpkg-deb -c "$1" | awk '{print $6}' | grep -qx "./$2" || fail "$(ba
 multi=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch)
 has_file "${debs[2]}" "usr/lib/$multi/libdlock.so.$ver"
 has_file "${debs[1]}" "usr/include/dlock/dlock.h"
+has_file "${debs[1]}" "usr/include/dlock/dlock.hpp"
 has_file "${debs[1]}" "usr/lib/$multi/libdlock.a"
 has_file "${debs[1]}" "usr/lib/$multi/pkgconfig/dlock.pc"
 has_file "${debs[1]}" "usr/lib/$multi/cmake/dlock/dlockConfig.cmake"

@@ -13,7 +13,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 
 check_prefix() {  # $1 = where the files landed
   local p=$1
-  for f in include/dlock/dlock.h lib/libdlock.a lib/pkgconfig/dlock.pc \
+  for f in include/dlock/dlock.h include/dlock/dlock.hpp lib/libdlock.a lib/pkgconfig/dlock.pc \
            lib/cmake/dlock/dlockConfig.cmake share/man/man1/dlock.1; do
     [ -e "$p/$f" ] || fail "$f not installed under $p"
   done
@@ -52,6 +52,13 @@ check_prefix() {  # $1 = where the files landed
   # shellcheck disable=SC2086
   cc "$here/consumer.c" -o "$tmp/pc" $flags -Wl,-rpath,"$p/lib" || fail "cc with pkg-config flags ($flags)"
   "$tmp/pc" | grep -q "^ok " || fail "pkg-config consumer run"
+  # C++: dlock.hpp from the installed include directory, nothing else.
+  if command -v c++ >/dev/null; then
+    printf '#include <dlock/dlock.hpp>\n#include <mutex>\nint main() { dlock::client c("redis://127.0.0.1:1"); dlock::mutex m(c, "x"); std::lock_guard<dlock::mutex> g(m); }\n' >"$tmp/cpp.cpp"
+    # shellcheck disable=SC2086
+    c++ -std=c++17 -Wall -Wextra -Werror "$tmp/cpp.cpp" -o "$tmp/cpp" $flags -Wl,-rpath,"$p/lib" ||
+      fail "C++ consumer of dlock.hpp with pkg-config flags ($flags)"
+  fi
   [ "$(PKG_CONFIG_PATH="$p/lib/pkgconfig" pkg-config --modversion dlock)" = "$("$tmp/pc" | cut -d' ' -f2)" ] ||
     fail "dlock.pc version differs from the library's"
   "$p/bin/dlock" --version >/dev/null 2>&1 || [ ! -e "$p/bin/dlock" ] || fail "installed dlock --version"

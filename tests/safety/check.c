@@ -587,6 +587,13 @@ int safety_check(const check_params *cp, check_report *rep)
                 const hold *o = next_other(h[i].name, f[q].w, f[q].a, f[q].b, h[i].side);
                 if (o)
                     rep->stop_passed++;
+                /* The next hold by another, during the stop or after it (a
+                 * lock-delay pushes it past the stop): did it begin before the
+                 * paused holder was told? */
+                const hold *n = next_other(h[i].name, f[q].w, f[q].a, cp->run_end + 1, h[i].side);
+                rep->stop_next += n != NULL;
+                if (n && h[i].lost_at != 0 && n->t_acq < h[i].lost_at)
+                    rep->stop_before_told++;
                 int told = h[i].lost_at != 0 && h[i].release_rc == DLOCK_ENOTOWNER;
                 rep->stop_told += told;
                 if (!told) {

@@ -89,6 +89,11 @@ void safety_print_report(const char *scenario, const check_params *cp, const che
         fprintf(out, "  SIGSTOP x%lld: %lld paused holds, %lld passed to another worker, %lld told "
                      "(lost callback + DLOCK_ENOTOWNER), %lld late writes refused\n",
                 r->stops, r->stop_holds, r->stop_passed, r->stop_told, r->stop_late_refused);
+    if (r->stops)
+        fprintf(out, "  SIGSTOP: %lld of the %lld next holds by others began before the paused "
+                     "holder's lost callback (lock-delay: 0 when it is at least the pause past "
+                     "the lease)\n",
+                r->stop_before_told, r->stop_next);
     if (r->restarts)
         fprintf(out, "  restart x%lld: %lld holds in progress, %lld told; overlaps this allowed: "
                      "%lld (Redis without persistence forgets its locks; fencing refused %lld "

@@ -46,7 +46,8 @@ typedef struct run {
 } run;
 
 /* The failover scenarios' deployments (coord_deploy.c). */
-enum { DEPLOY_NONE = 0, DEPLOY_SENTINEL_KILL, DEPLOY_CLUSTER_FAILOVER, DEPLOY_CLUSTER_KILL };
+enum { DEPLOY_NONE = 0, DEPLOY_SENTINEL_KILL, DEPLOY_CLUSTER_FAILOVER, DEPLOY_CLUSTER_KILL,
+       DEPLOY_REPLICATED };
 /* Starts it; its URL into url. 0 on success. */
 int deploy_start(int kind, char *url, size_t size);
 void deploy_stop(int kind);

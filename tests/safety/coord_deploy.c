@@ -8,8 +8,16 @@
  *                            that serves the first lock name (a clean switch:
  *                            the replica catches up first)
  *   DEPLOY_CLUSTER_KILL      that primary SIGKILLed; its replica is promoted
+ *   DEPLOY_REPLICATED        a primary with 2 replicas under
+ *                            redis-replicated:// (no Sentinel): the roles
+ *                            swapped as a managed service or an operator
+ *                            does it (writes paused on the primary, the
+ *                            replicas caught up, REPLICAOF NO ONE on the
+ *                            next one, REPLICAOF to it on the others, writes
+ *                            let go: the old primary answers READONLY)
  * Each is logged as "O <t_fault> <t_switched>". */
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 
@@ -19,14 +27,27 @@
 static th_replset rs;
 static th_sentinels ss;
 static th_cluster cl;
+static th_redis *rep_cur;   /* DEPLOY_REPLICATED: the primary now */
+
+static th_redis *rs_server(int i) { return i == 0 ? &rs.primary : &rs.replica[i - 1]; }
 
 int deploy_replicas(int kind)
 {
-    return kind == DEPLOY_SENTINEL_KILL ? TH_REPLICAS : 1;
+    return kind == DEPLOY_SENTINEL_KILL || kind == DEPLOY_REPLICATED ? TH_REPLICAS : 1;
 }
 
 int deploy_start(int kind, char *url, size_t size)
 {
+    if (kind == DEPLOY_REPLICATED) {
+        if (th_replset_start(&rs, NULL) != 0)
+            return -1;
+        rep_cur = &rs.primary;
+        size_t off = (size_t)snprintf(url, size, "redis-replicated://");
+        for (int i = 0; i <= TH_REPLICAS && off < size; i++)
+            off += (size_t)snprintf(url + off, size - off, "%s127.0.0.1:%d", i ? "," : "",
+                                    rs_server(i)->port);
+        return off < size ? 0 : -1;
+    }
     if (kind == DEPLOY_SENTINEL_KILL) {
         if (th_replset_start(&rs, NULL) != 0)
             return -1;
@@ -45,7 +66,10 @@ int deploy_start(int kind, char *url, size_t size)
 
 void deploy_stop(int kind)
 {
-    if (kind == DEPLOY_SENTINEL_KILL) {
+    if (kind == DEPLOY_REPLICATED) {
+        th_replset_destroy(&rs);
+        rep_cur = NULL;
+    } else if (kind == DEPLOY_SENTINEL_KILL) {
         th_sentinels_destroy(&ss);
         th_replset_destroy(&rs);
     } else {
@@ -55,6 +79,8 @@ void deploy_stop(int kind)
 
 redisContext *deploy_admin(int kind, const char *key)
 {
+    if (kind == DEPLOY_REPLICATED)
+        return rep_cur ? th_admin(rep_cur) : NULL;
     if (kind != DEPLOY_SENTINEL_KILL) {
         th_redis *n = th_cluster_node_for(&cl, key);
         return n ? th_admin(n) : NULL;
@@ -147,6 +173,105 @@ static int cluster_switch(run *r, const char *key, int hard)
     return 0;
 }
 
+/* Replies with a status (OK), or -1. */
+static int cmd_ok(redisContext *c, const char *cmd)
+{
+    redisReply *x = c ? redisCommand(c, cmd) : NULL;
+    int ok = x && (x->type == REDIS_REPLY_STATUS || x->type == REDIS_REPLY_INTEGER);
+    if (x)
+        freeReplyObject(x);
+    return ok ? 0 : -1;
+}
+
+/* 1 when every replica of the primary behind c has acknowledged all of its
+ * replication stream (INFO replication: each slaveN's offset at
+ * master_repl_offset), 0 when not yet, -1 on no answer. */
+static int replicas_caught_up(redisContext *c)
+{
+    redisReply *x = redisCommand(c, "INFO replication");
+    if (!x || x->type != REDIS_REPLY_STRING) {
+        if (x)
+            freeReplyObject(x);
+        return -1;
+    }
+    const char *m = strstr(x->str, "master_repl_offset:");
+    long long want = m ? atoll(m + strlen("master_repl_offset:")) : -1;
+    int n = 0, ok = want >= 0;
+    for (const char *p = x->str; ok && (p = strstr(p, ",offset=")) != NULL; p++) {
+        n++;
+        if (atoll(p + strlen(",offset=")) < want)
+            ok = 0;
+    }
+    freeReplyObject(x);
+    return ok && n >= TH_REPLICAS;
+}
+
+/* The roles swapped to the next server of the set, cleanly: writes paused on
+ * the primary (CLIENT PAUSE WRITE: the workers' scripts wait there), every
+ * replica caught up (its acknowledged offset at the primary's), the next
+ * server promoted, the others (the old primary too) made its replicas, then
+ * writes let go: what the paused clients sent meets a replica and is answered
+ * READONLY, and the clients find the new primary by ROLE. Logged once the new
+ * primary has its replicas back. */
+static int replicated_swap(run *r)
+{
+    th_redis *old = rep_cur, *np = NULL;
+    for (int i = 0; i <= TH_REPLICAS; i++)
+        if (rs_server(i) == old)
+            np = rs_server((i + 1) % (TH_REPLICAS + 1));
+    if (!np)
+        return -1;
+    redisContext *ac = th_admin(old);
+    if (!ac)
+        return -1;
+    int64_t a = safety_now();
+    int rc = cmd_ok(ac, "CLIENT PAUSE 30000 WRITE");
+    int up = 0;
+    while (rc == 0 && up == 0 && safety_now() - a < 10000000000LL && !interrupted) {
+        /* The replicas acknowledge once a second (REPLCONF ACK); GETACK asks
+         * at once, but is itself a write: polled instead. */
+        up = replicas_caught_up(ac);
+        if (up == 0)
+            msleep(20);
+    }
+    if (up != 1)
+        rc = -1;
+    if (rc == 0) {
+        redisReply *y = th_cmd(np, "REPLICAOF NO ONE");
+        rc = y && y->type == REDIS_REPLY_STATUS ? 0 : -1;
+        if (y)
+            freeReplyObject(y);
+        for (int i = 0; rc == 0 && i <= TH_REPLICAS; i++) {
+            if (rs_server(i) == np)
+                continue;
+            y = th_cmd(rs_server(i), "REPLICAOF 127.0.0.1 %d", np->port);
+            rc = y && y->type == REDIS_REPLY_STATUS ? 0 : -1;
+            if (y)
+                freeReplyObject(y);
+        }
+    }
+    cmd_ok(ac, "CLIENT UNPAUSE");
+    redisFree(ac);
+    if (rc != 0)
+        return -1;
+    rep_cur = np;
+    int back = 0;
+    while (!back && safety_now() - a < 30000000000LL && !interrupted) {
+        redisReply *y = th_cmd(np, "INFO replication");
+        char want[32];
+        snprintf(want, sizeof(want), "connected_slaves:%d", TH_REPLICAS);
+        back = y && y->type == REDIS_REPLY_STRING && strstr(y->str, want);
+        if (y)
+            freeReplyObject(y);
+        if (!back)
+            msleep(20);
+    }
+    if (!back)
+        return -1;
+    coord_log(r, "O %lld %lld", (long long)a, (long long)safety_now());
+    return 0;
+}
+
 int deploy_failover(run *r, int kind, const char *key)
 {
     switch (kind) {
@@ -156,6 +281,8 @@ int deploy_failover(run *r, int kind, const char *key)
         return cluster_switch(r, key, 0);
     case DEPLOY_CLUSTER_KILL:
         return cluster_switch(r, key, 1);
+    case DEPLOY_REPLICATED:
+        return replicated_swap(r);
     default:
         return -1;
     }

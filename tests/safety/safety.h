@@ -222,6 +222,8 @@ typedef struct check_report {
     long long overlaps, allowed_overlaps, lost_updates, token_regressions, blocked;
     long long shared_terms;   /* elect: one term, two leaders */
     long long kills, kill_measured, stops, stop_holds, stop_passed, stop_told, stop_late_refused;
+    long long stop_next;          /* paused holds another worker's hold followed */
+    long long stop_before_told;   /* ... that began before the paused holder's lost callback */
     long long restarts, restart_holds, restart_told, pauses, partitions, part_holds, part_told;
     long long part_late, expectation_failures, others_during_partition;
     long long lost_holds, release_errors, failovers;

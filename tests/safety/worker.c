@@ -35,6 +35,7 @@ typedef struct params {
     const char *lock_url, *store_url, *prefix, *history, *shm;
     int names, threads, retry, type, reads, permits, ack;
     int64_t watchdog, cmdtimeout, wait, hold_ms, seconds, slow;
+    int64_t lock_delay;        /* lockdelay=MS: the lock-delay of the reentrant lock */
 } params;
 
 static params P;
@@ -220,8 +221,8 @@ static void *sem_main(thread_state *t)
         slot->phase = PH_WAITING;
         record("W %d %d %d %lld %lld x", P.id, t->index, k, (long long)t_call, (long long)P.wait);
         char id[DLOCK_PERMIT_ID_BUFSIZE];
-        int rc = dlock_permit_semaphore_acquire_cancellable(p, P.wait, DLOCK_WATCHDOG, stop_token,
-                                                            id, sizeof(id));
+        int rc = dlock_permit_semaphore_acquire_opts(
+            p, &(dlock_wait_opts){.wait_ms = P.wait, .cancel = stop_token}, id, sizeof(id));
         int64_t t_acq = safety_now();
         if (rc != DLOCK_OK) {
             record("F %d %d %d %lld %lld %d x", P.id, t->index, k, (long long)t_call,
@@ -302,7 +303,8 @@ static void *latch_main(thread_state *t)
                    (long long)safety_now(), rc);
         } else {
             int64_t t_call = safety_now();
-            int rc = dlock_latch_await(l, P.wait, stop_token);
+            int rc = dlock_latch_await_opts(
+                l, &(dlock_wait_opts){.wait_ms = P.wait, .cancel = stop_token});
             record("A %d %d %lld %lld %lld %d", P.id, t->index, (long long)r, (long long)t_call,
                    (long long)safety_now(), rc);
         }
@@ -368,8 +370,13 @@ static void *thread_main(void *arg)
         record("W %d %d %d %lld %lld %c", P.id, t->index, k, (long long)t_call, (long long)wait,
                side);
         uint64_t token = 0;   /* type elect: the term */
-        int rc = elects[k] ? dlock_election_campaign(elects[k], wait, stop_token, &token)
-                           : dlock_lock_acquire_fenced(l, wait, DLOCK_WATCHDOG, stop_token, &token);
+        int rc = elects[k]
+                     ? dlock_election_campaign(elects[k], &(dlock_wait_opts){.wait_ms = wait,
+                                                                             .cancel = stop_token,
+                                                                             .token = &token})
+                     : dlock_lock_acquire_opts(l, &(dlock_wait_opts){.wait_ms = wait,
+                                                                     .cancel = stop_token,
+                                                                     .token = &token});
         int64_t t_acq = safety_now();
         if (rc != DLOCK_OK) {
             record("F %d %d %d %lld %lld %d %c", P.id, t->index, k, (long long)t_call,
@@ -483,6 +490,7 @@ static int parse(int argc, char **argv)
         else if (!strcmp(k, "slow")) P.slow = atoll(v);
         else if (!strcmp(k, "permits")) P.permits = atoi(v);
         else if (!strcmp(k, "ack")) P.ack = atoi(v);
+        else if (!strcmp(k, "lockdelay")) P.lock_delay = atoll(v);
         else if (!strcmp(k, "type")) {
             if ((P.type = safety_type_parse(v)) < 0)
                 return -1;
@@ -526,6 +534,10 @@ int main(int argc, char **argv)
     dlock_config *cfg = dlock_config_new();
     dlock_config_set_url(cfg, P.lock_url);
     dlock_config_set_watchdog_timeout(cfg, P.watchdog);
+    if (P.lock_delay > 0 && dlock_config_set_lock_delay(cfg, P.lock_delay) != DLOCK_OK) {
+        fprintf(stderr, "worker %d: %s\n", P.id, dlock_last_error());
+        return 2;
+    }
     dlock_config_set_command_timeout(cfg, P.cmdtimeout);
     dlock_config_set_connect_timeout(cfg, P.cmdtimeout);
     /* Every acquisition and renewal waits for `ack` replicas; fewer: given

@@ -15,6 +15,8 @@
 -- ARGV[4]  "1" to count a fencing token, "0" not to
 -- ARGV[5]  "1" when the caller waits: a busy answer puts it in the queue (or
 --          keeps it there); "0" for a single try, which never queues
+-- ARGV[6]  the grace a head is owed once the lock is free, in ms: the client's
+--          configured fair wait timeout, never the caller's own wait
 --
 -- Returns nil when acquired (or {token} when fenced). When not acquired,
 -- {sleep, why}: why 0 = held by another owner, 1 = free but an earlier waiter
@@ -30,9 +32,12 @@
 --     as it tries again within one slot (dlock waiters sleep half a slot at
 --     most) it is never dropped, however long the lock stays held;
 --   - the head's turn starts when the lock is found free (here, or by a
---     release): its deadline is cut to now + slot at most, so a dead head
---     delays the others by one slot after the lock is free, not by the TTL
---     the holder had when the head queued.
+--     release): its deadline is cut to now + grace (ARGV[6]) at most, so a
+--     dead head delays the others by one configured slot after the lock is
+--     free, not by the TTL the holder had when the head queued. The cut never
+--     uses the newcomer's own wait: a live head (a Redisson waiter in a GC
+--     pause, say) keeps its turn for the grace, or until the deadline its own
+--     client set if that comes sooner.
 -- Times are the server's clock.
 local lock, queue, deadlines = KEYS[1], KEYS[2], KEYS[3]
 local owner, slot = ARGV[2], tonumber(ARGV[3])
@@ -163,10 +168,11 @@ if held then
   end
 else
   -- Free: the head's turn has started (see the top).
+  local grace = tonumber(ARGV[6])
   local first = redis.call('lindex', queue, 0)
   local d = tonumber(redis.call('zscore', deadlines, first))
-  if d and d > now + slot then
-    d = now + slot
+  if d and d > now + grace then
+    d = now + grace
     redis.call('zadd', deadlines, d, first)
   end
   if d and d - now < sleep then

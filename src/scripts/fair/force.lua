@@ -5,8 +5,9 @@
 -- KEYS[2]  the queue, redisson_lock_queue:{name}
 -- KEYS[3]  the deadlines, redisson_lock_timeout:{name}
 -- KEYS[4]  the channels' prefix, redisson_lock__channel:{name}
--- ARGV[1]  the caller's slot in ms: the woken head's deadline is cut to
---          now + slot at most (its turn starts now; see acquire.lua)
+-- ARGV[1]  the grace in ms (the configured fair wait timeout): the woken
+--          head's deadline is cut to now + grace at most (its turn starts
+--          now; see acquire.lua)
 --
 -- Returns 1 when a lock was deleted, 0 when there was none. A key of another
 -- type, or a hash that is not a lock, is left alone.

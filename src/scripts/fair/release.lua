@@ -11,8 +11,9 @@
 -- ARGV[1]  owner id
 -- ARGV[2]  lease in ms to set while holds remain; "0" keeps the current TTL
 -- ARGV[3]  latch lifetime in ms
--- ARGV[4]  the releaser's slot in ms: the woken head's deadline is cut to
---          now + slot at most (its turn starts now; see acquire.lua)
+-- ARGV[4]  the grace in ms (the configured fair wait timeout): the woken
+--          head's deadline is cut to now + grace at most (its turn starts
+--          now; see acquire.lua)
 --
 -- Returns 0 when holds remain, nil when the owner holds nothing, and when the
 -- last hold went 2 if the head of the queue heard its wake-up, 1 if not.

@@ -7,11 +7,20 @@
 --          holding the owner id of a long waiter that goes next). Optional:
 --          without it the caller neither reserves nor honours reservations
 --          (as Redisson; for ACLs that allow Redisson's keys only).
+--          With a lock-delay (ARGV[6] > 0) KEYS[3] is the lock-delay marker
+--          and the reservation, still optional, moves to KEYS[4].
+-- KEYS[4]  (optional) the reservation, when KEYS[3] is the marker
 -- ARGV[1]  lease in ms (the watchdog timeout for watchdog locks)
 -- ARGV[2]  owner id, "<client uuid>:<thread id>"
 -- ARGV[3]  "1" to count a fencing token, "0" not to
 -- ARGV[4]  "1" when the caller has waited long enough to reserve the next turn
 -- ARGV[5]  grace in ms: how long a reservation holds a free lock for its owner
+-- ARGV[6]  (optional) lock-delay in ms (dlock's own; absent or 0: none). The
+--          marker, dlock_lock_delay:{name}, a string holding the holder's owner
+--          id, lives the lease + the delay: written with every acquisition and
+--          renewal, deleted by a proper release. While it lives with another
+--          owner's id, the free lock is refused: its holder lost it without
+--          releasing (died, paused, cut off), and may not know yet.
 --
 -- Returns nil when acquired (or {token} when fenced). When not acquired:
 --   ttl         held by another owner: its remaining TTL in ms (-1: no
@@ -27,6 +36,11 @@
 -- written.
 local lock, owner, reserve = KEYS[1], ARGV[2], KEYS[3]
 local grace = tonumber(ARGV[5])
+local delay = tonumber(ARGV[6] or '0')
+local marker = nil
+if delay > 0 then
+  marker, reserve = KEYS[3], KEYS[4]
+end
 local mine = false
 
 -- The reservation's owner id; nil when there is none (or no key was given);
@@ -87,6 +101,16 @@ if redis.call('exists', lock) == 1 then
     return redis.error_reply('WRONGTYPE the key holds a read-write lock')
   end
 else
+  if marker then
+    -- Free, but its last holder lost it without a release: wait out the delay.
+    local m = redis.pcall('get', marker)
+    if type(m) == 'string' and m ~= owner then
+      local left = redis.call('pttl', marker)
+      if left > 0 then
+        return {left, 2}
+      end
+    end
+  end
   local r = reserved_for()
   if r and r ~= owner then
     -- Free, but another waiter goes next. Released without the cut (by
@@ -111,9 +135,19 @@ if ARGV[3] == '1' then
   end
 end
 
+if marker then
+  local t = redis.call('type', marker).ok
+  if t ~= 'none' and t ~= 'string' then
+    return redis.error_reply('WRONGTYPE lock-delay marker ' .. marker .. ' holds another type')
+  end
+end
+
 -- Free, or held by this owner already (reentry): count one more hold.
 redis.call('hincrby', lock, owner, 1)
 redis.call('pexpire', lock, ARGV[1])
+if marker then
+  redis.call('set', marker, owner, 'px', tonumber(ARGV[1]) + delay)
+end
 if mine then
   redis.call('del', reserve)   -- the reserved turn is taken
 end

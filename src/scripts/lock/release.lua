@@ -6,12 +6,16 @@
 -- KEYS[2]  the lock's channel, redisson_lock__channel:{name}
 -- KEYS[3]  this request's latch, redisson_unlock_latch:{name}:<32 hex>
 -- KEYS[4]  (optional) the reservation, dlock_lock_next:{name} (see acquire.lua);
---          optional
+--          optional. With a lock-delay (ARGV[5] > 0): the lock-delay marker,
+--          and the reservation moves to KEYS[5]
+-- KEYS[5]  (optional) the reservation, when KEYS[4] is the marker
 -- ARGV[1]  owner id
 -- ARGV[2]  lease in ms to set while holds remain; "0" keeps the current TTL
 --          (a lock taken with an explicit lease keeps its deadline)
 -- ARGV[3]  latch lifetime in ms
 -- ARGV[4]  reservation grace in ms
+-- ARGV[5]  (optional) lock-delay in ms (see acquire.lua): the last hold's release
+--          deletes the marker, so a lock released properly is free at once
 --
 -- Returns 0 when holds remain, nil when the owner holds nothing, and when the
 -- last hold went (key deleted, "0" published: wakes one waiter, Redisson's or
@@ -25,6 +29,11 @@ if earlier then
 end
 
 local lock, owner = KEYS[1], ARGV[1]
+local delay = tonumber(ARGV[5] or '0')
+local marker, reserve = nil, KEYS[4]
+if delay > 0 then
+  marker, reserve = KEYS[4], KEYS[5]
+end
 local v = redis.call('hmget', lock, owner, 'mode')   -- WRONGTYPE if not a hash
 local count = tonumber(v[1])
 if not count then
@@ -39,12 +48,18 @@ if count > 1 then
   redis.call('hincrby', lock, owner, -1)
   if tonumber(ARGV[2]) > 0 then
     redis.call('pexpire', lock, ARGV[2])
+    if marker and redis.call('type', marker).ok == 'string' then
+      redis.call('pexpire', marker, tonumber(ARGV[2]) + delay)
+    end
   end
   redis.call('set', KEYS[3], 0, 'px', ARGV[3])
   return 0
 end
 -- The last hold: one HGET instead of HEXISTS + HINCRBY on the common path.
 redis.call('del', lock)
+if marker and redis.call('type', marker).ok == 'string' then
+  redis.call('del', marker)
+end
 local heard = redis.call('publish', KEYS[2], '0')
 redis.call('set', KEYS[3], 1, 'px', ARGV[3])
 if heard == 0 then
@@ -55,8 +70,8 @@ end
 -- (Nobody listening: no waiter is asleep; a reservation left by a dead one is
 -- cut by the first attempt it turns away.)
 local grace = tonumber(ARGV[4])
-if KEYS[4] and redis.call('pttl', KEYS[4]) > grace and
-   redis.call('type', KEYS[4]).ok == 'string' then
-  redis.call('pexpire', KEYS[4], grace)
+if reserve and redis.call('pttl', reserve) > grace and
+   redis.call('type', reserve).ok == 'string' then
+  redis.call('pexpire', reserve, grace)
 end
 return 2

@@ -1,0 +1,39 @@
+-- Renew a batch of watchdog-held locks that have a lock-delay (see
+-- acquire.lua): each lock as renew.lua does, and its marker to the timeout +
+-- the delay, so that it outlives the lock by the delay whenever the lock
+-- expires unreleased.
+--
+-- KEYS[i]    per hold, two keys: the lock (hash), its marker dlock_lock_delay:{name}
+-- ARGV[1]    the watchdog timeout in ms
+-- ARGV[i+1]  per hold, two arguments: the owner id holding the lock, the delay in ms
+--
+-- Returns one integer per hold: 1 renewed, 0 no longer held by that owner.
+-- With client tracking on, no KEYS: ARGV[2] = the number of keys, ARGV[3..]
+-- the keys, then the per-hold arguments (as renew.lua).
+local keys, a = KEYS, 1
+if #KEYS == 0 then
+  local n = tonumber(ARGV[2])
+  keys = {}
+  for i = 1, n do
+    keys[i] = ARGV[2 + i]
+  end
+  a = 2 + n
+end
+local out = {}
+for i = 1, #keys / 2 do
+  local lock, marker = keys[2 * i - 1], keys[2 * i]
+  local owner, delay = ARGV[a + 2 * i - 1], tonumber(ARGV[a + 2 * i])
+  local held = 0
+  if redis.pcall('hexists', lock, owner) == 1 then
+    redis.call('pexpire', lock, ARGV[1])
+    -- A string holding the owner id (written again if gone); never
+    -- someone's data of another type.
+    local t = redis.call('type', marker).ok
+    if t == 'none' or t == 'string' then
+      redis.call('set', marker, owner, 'px', tonumber(ARGV[1]) + delay)
+    end
+    held = 1
+  end
+  out[i] = held
+end
+return out

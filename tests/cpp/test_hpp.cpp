@@ -1,0 +1,532 @@
+// include/dlock/dlock.hpp on a real Redis, as a C++ user meets it: the
+// standard guards on dlock's mutexes between threads and between clients,
+// timed tries that time out while the lock is held elsewhere, the errors'
+// statuses (thrown and as std::error_code), the semaphore's counting, the
+// latch, the permit semaphore, explicit owners and moves.
+//
+//   test_hpp REDIS_URL [SLACK]
+//
+// SLACK (default 1) scales the upper timing bounds, as th_slack() does for
+// the C tests (run_cpp.sh computes it the same way). Prints one line per
+// failed check and exits 1 when any failed.
+#include <dlock/dlock.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+using namespace std::chrono_literals;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+int failures = 0;
+int checks = 0;
+long slack = 1;
+std::string url;
+
+#define CHECK(cond)                                                                   \
+    do {                                                                              \
+        checks++;                                                                     \
+        if (!(cond)) {                                                                \
+            failures++;                                                               \
+            std::printf("FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);               \
+        }                                                                             \
+    } while (0)
+
+// A point the test must not reach.
+#define FAILED(why)                                                                   \
+    do {                                                                              \
+        checks++;                                                                     \
+        failures++;                                                                   \
+        std::printf("FAIL %s:%d: %s\n", __FILE__, __LINE__, why);                    \
+    } while (0)
+
+std::string name(const char *what) {
+    static int n;
+    return std::string("cpp:") + what + ":" + std::to_string(getpid()) + ":" + std::to_string(++n);
+}
+
+long ms_since(clock_type::time_point t0) {
+    return static_cast<long>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - t0).count());
+}
+
+// A thread of another client holds `m` until told to let go.
+class holder {
+  public:
+    template <class M>
+    explicit holder(M &m) {
+        th_ = std::thread([this, &m] {
+            std::unique_lock<M> g(m);
+            {
+                std::lock_guard<std::mutex> lk(mu_);
+                held_ = true;
+            }
+            cv_.notify_all();
+            std::unique_lock<std::mutex> lk(mu_);
+            cv_.wait(lk, [this] { return stop_; });
+        });
+        std::unique_lock<std::mutex> lk(mu_);
+        cv_.wait(lk, [this] { return held_; });
+    }
+    ~holder() {
+        {
+            std::lock_guard<std::mutex> lk(mu_);
+            stop_ = true;
+        }
+        cv_.notify_all();
+        th_.join();
+    }
+
+  private:
+    std::mutex mu_;
+    std::condition_variable cv_;
+    bool held_ = false, stop_ = false;
+    std::thread th_;
+};
+
+// Two threads, each on its own mutex object (of its own client when two
+// clients are given), take turns under std::unique_lock / std::scoped_lock:
+// never both inside.
+template <class Guard>
+void exclusion(dlock::client &a, dlock::client &b) {
+    std::string n = name("excl");
+    dlock::mutex ma(a, n), mb(b, n);
+    std::atomic<int> inside{0}, overlaps{0}, total{0};
+    auto work = [&](dlock::mutex &m) {
+        for (int i = 0; i < 25; i++) {
+            Guard g(m);
+            if (inside.fetch_add(1) != 0)
+                overlaps++;
+            std::this_thread::sleep_for(1ms);
+            total++;
+            inside--;
+        }
+    };
+    std::thread t1(work, std::ref(ma)), t2(work, std::ref(mb));
+    t1.join();
+    t2.join();
+    CHECK(overlaps == 0);
+    CHECK(total == 50);
+    CHECK(!ma.is_locked());
+}
+
+void test_exclusion(dlock::client &a, dlock::client &b) {
+    exclusion<std::unique_lock<dlock::mutex>>(a, a);   // two threads, one client
+    exclusion<std::unique_lock<dlock::mutex>>(a, b);   // two clients
+    exclusion<std::scoped_lock<dlock::mutex>>(a, b);
+    exclusion<std::lock_guard<dlock::mutex>>(a, b);
+}
+
+// std::scoped_lock of two dlock mutexes (std::lock's deadlock avoidance)
+// against another client holding one of them.
+void test_scoped_two(dlock::client &a, dlock::client &b) {
+    std::string n1 = name("two"), n2 = name("two");
+    dlock::mutex a1(a, n1), a2(a, n2), b2(b, n2);
+    {
+        std::scoped_lock g(a1, a2);
+        CHECK(a1.is_held() && a2.is_held());
+        CHECK(!b2.try_lock());
+    }
+    CHECK(!a1.is_locked() && !a2.is_locked());
+    std::atomic<bool> got{false};
+    std::thread t;
+    {
+        std::unique_lock<dlock::mutex> hold(b2);
+        t = std::thread([&] {
+            std::scoped_lock g(a1, a2);   // waits for b2's holder
+            got = true;
+        });
+        std::this_thread::sleep_for(200ms);
+        CHECK(!got);
+    }
+    t.join();
+    CHECK(got);
+    CHECK(!a1.is_locked() && !a2.is_locked());
+}
+
+// The timed tries: false after about the wait while another client holds the
+// lock, true once it is free.
+void test_timed(dlock::client &a, dlock::client &b) {
+    std::string n = name("timed");
+    dlock::mutex ma(a, n), mb(b, n);
+    {
+        holder h(ma);
+        CHECK(!mb.try_lock());
+        auto t0 = clock_type::now();
+        CHECK(!mb.try_lock_for(300ms));
+        long el = ms_since(t0);
+        CHECK(el >= 290);
+        CHECK(el < 300 + 1000 * slack);
+
+        t0 = clock_type::now();
+        CHECK(!mb.try_lock_until(clock_type::now() + 250ms));
+        el = ms_since(t0);
+        CHECK(el >= 240);
+        CHECK(el < 250 + 1000 * slack);
+        // any clock's time point
+        CHECK(!mb.try_lock_until(std::chrono::system_clock::now() + 50ms));
+
+        t0 = clock_type::now();
+        std::unique_lock<dlock::mutex> g(mb, 200ms);
+        CHECK(!g.owns_lock());
+        CHECK(ms_since(t0) >= 190);
+
+        std::error_code ec = dlock::make_error_code(DLOCK_EINVAL);
+        CHECK(!mb.try_lock_for(10ms, ec));
+        CHECK(!ec);   // a timeout is an answer, not an error
+    }
+    // released: a waiter gets it within its wait
+    CHECK(mb.try_lock_for(2s));
+    CHECK(mb.is_held());
+    mb.unlock();
+
+    // woken by the release, not by the end of its wait
+    std::atomic<long> waited{-1};
+    std::thread t;
+    {
+        std::unique_lock<dlock::mutex> g(ma);
+        t = std::thread([&] {
+            auto t0 = clock_type::now();
+            std::unique_lock<dlock::mutex> w(mb, 10s);
+            waited = w.owns_lock() ? ms_since(t0) : -2;
+        });
+        std::this_thread::sleep_for(150ms);
+    }
+    t.join();
+    CHECK(waited >= 100);
+    CHECK(waited < 150 + 2000 * slack);
+}
+
+// Reentrancy, the lease option, the owner's queries, the fencing token.
+void test_lock_misc(dlock::client &a) {
+    std::string n = name("misc");
+    dlock::mutex m(a, n);
+    CHECK(m.name() == n);
+    CHECK(m.lease() == dlock::watchdog);
+    m.lock();
+    m.lock();   // reentrant, as Redisson's RLock
+    CHECK(m.hold_count() == 2);
+    m.unlock();
+    CHECK(m.is_held());
+    m.unlock();
+    CHECK(!m.is_locked());
+
+    dlock::mutex leased(a, name("lease"), 2s);
+    CHECK(leased.lease() == 2s);
+    {
+        std::lock_guard<dlock::mutex> g(leased);
+        auto ttl = leased.ttl();
+        CHECK(ttl > 0ms && ttl <= 2s);
+    }
+    CHECK(leased.ttl() == -2ms);
+
+    dlock::fenced_mutex f(a, name("fenced"));
+    uint64_t t1, t2;
+    {
+        std::lock_guard<dlock::fenced_mutex> g(f);
+        t1 = f.token();
+    }
+    {
+        std::lock_guard<dlock::fenced_mutex> g(f);
+        t2 = f.token();
+    }
+    CHECK(t1 > 0 && t2 > t1);
+    uint64_t t3 = f.lock_fenced();
+    CHECK(t3 > t2);
+    f.unlock();
+
+    dlock::fair_mutex fm(a, name("fair"));
+    {
+        std::unique_lock<dlock::fair_mutex> g(fm);
+        CHECK(fm.is_held());
+    }
+    CHECK(!fm.is_locked());
+}
+
+// An explicit owner: locked in one thread, unlocked in another.
+void test_owner(dlock::client &a) {
+    std::string n = name("owner");
+    dlock::mutex m(a, n, dlock::owner{a.new_owner_id()});
+    std::thread([&] { m.lock(); }).join();
+    CHECK(m.is_held());
+    dlock::mutex other(a, n);   // this thread's owner
+    CHECK(!other.try_lock());
+    std::error_code ec;
+    std::thread([&] { m.unlock(ec); }).join();
+    CHECK(!ec);
+    CHECK(!m.is_locked());
+}
+
+// The errors: thrown with the status and the message, or as an error_code.
+void test_errors(dlock::client &a) {
+    dlock::mutex m(a, name("err"));
+    try {
+        m.release();
+        FAILED("release of a lock not held did not throw");
+    } catch (const dlock::error &e) {
+        CHECK(e.status() == DLOCK_ENOTOWNER);
+        CHECK(e.code() == DLOCK_ENOTOWNER);
+        CHECK(e.code() == std::errc::operation_not_permitted);
+        CHECK(e.code().category() == dlock::category());
+        CHECK(std::string(e.what()).size() > 0);
+        CHECK(e.code().message() == dlock_strerror(DLOCK_ENOTOWNER));
+    }
+    // as a std::system_error
+    try {
+        m.release();
+    } catch (const std::system_error &e) {
+        CHECK(e.code().value() == DLOCK_ENOTOWNER);
+    }
+    std::error_code ec;
+    CHECK(!m.unlock(ec));
+    CHECK(ec == DLOCK_ENOTOWNER);
+    m.unlock();   // never throws
+    CHECK(m.lock(ec) && !ec);
+    CHECK(m.unlock(ec) && !ec);
+
+    try {
+        dlock::mutex bad(a, "");
+        FAILED("an empty name did not throw");
+    } catch (const dlock::error &e) {
+        CHECK(e.status() == DLOCK_EINVAL);
+        CHECK(e.code() == std::errc::invalid_argument);
+    }
+    try {
+        dlock::mutex bad(a, name("neg"), -5ms);
+        FAILED("a negative lease did not throw");
+    } catch (const dlock::error &e) {
+        CHECK(e.status() == DLOCK_EINVAL);
+    }
+
+    // A key that is not a lock.
+    dlock::semaphore s(a, name("notalock"));
+    s.set_permits(3);
+    dlock::mutex wrong(a, s.name());
+    try {
+        wrong.lock();
+        FAILED("locking a semaphore's key did not throw");
+    } catch (const dlock::error &e) {
+        CHECK(e.status() == DLOCK_EWRONGTYPE);
+    }
+    CHECK(!wrong.try_lock(ec));
+    CHECK(ec == DLOCK_EWRONGTYPE);
+
+    // Connecting: a bad URL, nobody listening.
+    dlock::client none = dlock::client::open("nosuch://x", ec);
+    CHECK(!none);
+    CHECK(ec == DLOCK_EINVAL);
+    try {
+        dlock::client c("nosuch://x");
+        FAILED("a bad URL did not throw");
+    } catch (const dlock::error &e) {
+        CHECK(e.status() == DLOCK_EINVAL);
+        CHECK(std::string(e.what()).find("nosuch") != std::string::npos);
+    }
+    dlock::config cfg("redis://127.0.0.1:1");
+    cfg.connect_timeout(500ms).command_timeout(500ms);
+    dlock::client down = dlock::client::open(cfg, ec);
+    CHECK(!down);
+    CHECK(ec == DLOCK_ECONN);
+}
+
+// The semaphore counts as std::counting_semaphore does.
+void test_semaphore(dlock::client &a, dlock::client &b) {
+    std::string n = name("sem");
+    dlock::semaphore s(a, n), sb(b, n);
+    CHECK(s.available() == 0);
+    CHECK(s.try_set_permits(2));
+    CHECK(!s.try_set_permits(5));
+    CHECK(s.available() == 2);
+    CHECK(s.try_acquire());
+    CHECK(sb.try_acquire());
+    CHECK(!s.try_acquire());
+    auto t0 = clock_type::now();
+    CHECK(!sb.try_acquire_for(200ms));
+    long el = ms_since(t0);
+    CHECK(el >= 190 && el < 200 + 1000 * slack);
+    CHECK(!s.try_acquire_until(clock_type::now() + 50ms));
+    CHECK(s.available() == 0);
+    s.release();
+    CHECK(s.available() == 1);
+    CHECK(sb.try_acquire());
+    // a waiter in acquire() wakes on another client's release
+    std::atomic<bool> got{false};
+    std::thread t([&] {
+        sb.acquire();
+        got = true;
+    });
+    std::this_thread::sleep_for(150ms);
+    CHECK(!got);
+    s.release();
+    t.join();
+    CHECK(got);
+    s.release(2);
+    CHECK(s.available() == 2);
+    CHECK(!s.try_acquire(3));
+    CHECK(s.try_acquire(2));
+    s.release(2);
+    std::error_code ec;
+    CHECK(!s.release(0, ec));
+    CHECK(ec == DLOCK_EINVAL);
+    CHECK(s.drain() == 2);
+    CHECK(s.available() == 0);
+}
+
+void test_shared(dlock::client &a, dlock::client &b) {
+    std::string n = name("rw");
+    dlock::shared_mutex ra(a, n), rb(b, n);
+    {
+        std::shared_lock<dlock::shared_mutex> r1(ra);
+        std::shared_lock<dlock::shared_mutex> r2(rb, 1s);   // readers share
+        CHECK(r2.owns_lock());
+        std::thread([&] {   // a writer (another owner) waits, and times out
+            auto t0 = clock_type::now();
+            std::unique_lock<dlock::shared_mutex> w(rb, 200ms);
+            CHECK(!w.owns_lock());
+            CHECK(ms_since(t0) >= 190);
+        }).join();
+        // the same owner reading cannot write: an error, not a wait
+        try {
+            (void)rb.try_lock_for(1s);
+            FAILED("a reader took the write lock");
+        } catch (const dlock::error &e) {
+            CHECK(e.status() == DLOCK_EDEADLK);
+        }
+    }
+    {
+        std::unique_lock<dlock::shared_mutex> w(ra);
+        CHECK(ra.write().is_held());
+        CHECK(!rb.try_lock_shared());
+        CHECK(!rb.try_lock_shared_for(100ms));
+    }
+    CHECK(rb.try_lock_shared());
+    rb.unlock_shared();
+    // a reader asking for the write side
+    std::shared_lock<dlock::shared_mutex> r(ra);
+    try {
+        ra.lock();
+        FAILED("a reader took the write lock");
+    } catch (const dlock::error &e) {
+        CHECK(e.status() == DLOCK_EDEADLK);
+        CHECK(e.code() == std::errc::resource_deadlock_would_occur);
+    }
+}
+
+void test_latch(dlock::client &a, dlock::client &b) {
+    std::string n = name("latch");
+    dlock::latch l(a, n), lb(b, n);
+    CHECK(l.try_wait());   // absent: zero
+    CHECK(l.try_set_count(2));
+    CHECK(l.count() == 2);
+    CHECK(!l.try_wait());
+    lb.count_down();
+    CHECK(!l.wait_for(100ms));
+    std::atomic<bool> done{false};
+    std::thread t([&] {
+        l.wait();
+        done = true;
+    });
+    std::this_thread::sleep_for(100ms);
+    CHECK(!done);
+    lb.count_down();
+    t.join();
+    CHECK(done);
+    CHECK(l.count() == 0);
+}
+
+void test_permits(dlock::client &a) {
+    dlock::permit_semaphore p(a, name("permits"));
+    CHECK(p.try_set_permits(1));
+    std::string id = p.acquire(5s);
+    CHECK(id.size() == 32);
+    CHECK(p.try_acquire().empty());
+    CHECK(p.try_acquire_for(100ms).empty());
+    p.release(id);
+    try {
+        p.release(id);
+        FAILED("a permit released twice");
+    } catch (const dlock::error &e) {
+        CHECK(e.status() == DLOCK_ENOTOWNER);
+    }
+    std::string id2 = p.try_acquire();
+    CHECK(!id2.empty());
+    std::error_code ec;
+    CHECK(p.release(id2, ec) && !ec);
+    CHECK(p.available() == 1);
+}
+
+// Moves: the handle goes with the move; the client closes after its last
+// handle (handles keep it).
+void test_moves() {
+    std::string n = name("move");
+    dlock::mutex *outlive = nullptr;
+    {
+        dlock::client c(url);
+        dlock::mutex m(c, n);
+        dlock::mutex m2 = std::move(m);
+        CHECK(!m);
+        CHECK(static_cast<bool>(m2));
+        std::vector<dlock::mutex> v;
+        v.push_back(std::move(m2));
+        v.emplace_back(c, name("move"));
+        { std::lock_guard<dlock::mutex> g(v[0]); CHECK(v[0].is_held()); }
+        outlive = new dlock::mutex(std::move(v[1]));
+        dlock::client c2 = std::move(c);
+        CHECK(!c);
+        CHECK(static_cast<bool>(c2));
+        c2.ping();
+    }
+    // the clients are gone; the handle keeps the connection
+    {
+        std::lock_guard<dlock::mutex> g(*outlive);
+        CHECK(outlive->is_held());
+    }
+    delete outlive;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        std::fprintf(stderr, "usage: test_hpp REDIS_URL [SLACK]\n");
+        return 2;
+    }
+    url = argv[1];
+    if (argc > 2)
+        slack = std::max(1L, std::atol(argv[2]));
+    // A hang (a lock never released) ends the run with SIGALRM, not CTest's
+    // timeout.
+    alarm(static_cast<unsigned>(90 * slack));
+    try {
+        dlock::client a(url), b(dlock::config(url).client_name("cpp-b"));
+        CHECK(a.id() != b.id());
+        test_exclusion(a, b);
+        test_scoped_two(a, b);
+        test_timed(a, b);
+        test_lock_misc(a);
+        test_owner(a);
+        test_errors(a);
+        test_semaphore(a, b);
+        test_shared(a, b);
+        test_latch(a, b);
+        test_permits(a);
+        test_moves();
+    } catch (const dlock::error &e) {
+        std::printf("FAIL: unexpected dlock::error %s (%d): %s\n", dlock_errname(e.status()),
+                    e.status(), e.what());
+        return 1;
+    }
+    std::printf("%d checks, %d failed (C++ %ld)\n", checks, failures, static_cast<long>(__cplusplus));
+    return failures ? 1 : 0;
+}

@@ -1,0 +1,465 @@
+/* Managed Redis (issue 23): a primary and its replicas whose roles are
+ * swapped with REPLICAOF while a holder holds, a waiter waits and the
+ * watchdog renews, the way a managed service fails over behind one address.
+ *
+ *   - one address that names another server after the swap (a DNS name; here
+ *     the test proxy, switched from the old primary's port to the new one's):
+ *     the hold is renewed on the new primary, the waiter gets the lock there,
+ *     new requests go there;
+ *   - one address that keeps naming the old primary (now a replica): holds
+ *     are reported lost, never silently kept; a new acquisition ends with a
+ *     clear error and writes nothing. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "dlock/async.h"
+#include "harness.h"
+#include "proxy.h"
+
+static th_replset rs;
+static th_redis *cur;   /* the primary now */
+static int64_t t_demoted;   /* when swap_to had made the old primary a replica */
+
+static th_redis *server(int i) { return i == 0 ? &rs.primary : &rs.replica[i - 1]; }
+
+static int setup(void **state)
+{
+    (void)state;
+    if (th_replset_start(&rs, NULL) != 0)
+        return -1;
+    cur = &rs.primary;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    th_replset_destroy(&rs);
+    return 0;
+}
+
+/* Makes np the primary, the others its replicas, as an operator (or a managed
+ * service) would: everything written so far reached every replica first.
+ * Returns once np has its replicas back. */
+static void swap_to(th_redis *np)
+{
+    /* WAIT counts this connection's writes: one first, after every write of
+     * the clients (the replication stream is in order). */
+    redisContext *ac = th_admin(cur);
+    assert_non_null(ac);
+    redisReply *r = redisCommand(ac, "INCR mg-barrier");
+    assert_non_null(r);
+    freeReplyObject(r);
+    r = redisCommand(ac, "WAIT %d %d", TH_REPLICAS, (int)(5000 * th_slack()));
+    assert_non_null(r);
+    assert_int_equal(r->integer, TH_REPLICAS);
+    freeReplyObject(r);
+    redisFree(ac);
+    r = th_cmd(np, "REPLICAOF NO ONE");
+    assert_non_null(r);
+    freeReplyObject(r);
+    for (int i = 0; i <= TH_REPLICAS; i++) {
+        if (server(i) == np)
+            continue;
+        r = th_cmd(server(i), "REPLICAOF 127.0.0.1 %d", np->port);
+        assert_non_null(r);
+        freeReplyObject(r);
+    }
+    cur = np;
+    t_demoted = th_now_ms();
+    for (int64_t until = th_now_ms() + 20000 * th_slack(); th_now_ms() < until;
+         th_sleep_ms(20)) {
+        r = th_cmd(np, "INFO replication");
+        int ok = r && (r->type == REDIS_REPLY_STRING) &&
+                 strstr(r->str, "connected_slaves:2") != NULL;
+        freeReplyObject(r);
+        if (ok)
+            return;
+    }
+    fail_msg("the replicas did not come back to %d", np->port);
+}
+
+/* The server after cur in the set: the next primary. */
+static th_redis *next_primary(void)
+{
+    for (int i = 0; i <= TH_REPLICAS; i++)
+        if (server(i) == cur)
+            return server((i + 1) % (TH_REPLICAS + 1));
+    return NULL;
+}
+
+
+struct waiter_arg {
+    dlock_client *c;
+    const char *name;
+    int rc;
+    int64_t done_at;
+};
+
+static void *waiter(void *arg)
+{
+    struct waiter_arg *w = arg;
+    dlock_lock *l;
+    assert_int_equal(dlock_lock_get(w->c, w->name, &l), DLOCK_OK);
+    w->rc = dlock_lock_try(l, 60000 * th_slack(), 5000);
+    w->done_at = th_now_ms();
+    if (w->rc == DLOCK_OK)
+        assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    return NULL;
+}
+
+static char url_buf[128];
+
+static const char *url_of_port(int port)
+{
+    snprintf(url_buf, sizeof(url_buf), "redis://127.0.0.1:%d", port);
+    return url_buf;
+}
+
+/* A holder (client a, watchdog), a waiter for its lock (client b) and a
+ * lock of b's nobody holds: the scene a swap of roles plays in. */
+typedef struct scene {
+    dlock_client *a, *b;
+    char held[64], fresh[64];
+    dlock_lock *lh, *lf;
+    struct waiter_arg w;
+    pthread_t t;
+    int64_t wd;
+} scene;
+
+static void scene_start(scene *sc, dlock_client *a, dlock_client *b, int64_t wd)
+{
+    sc->a = a;
+    sc->b = b;
+    sc->wd = wd;
+    th_name(sc->held, sizeof(sc->held), "mg-held");
+    th_name(sc->fresh, sizeof(sc->fresh), "mg-fresh");
+    assert_int_equal(dlock_lock_get(a, sc->held, &sc->lh), DLOCK_OK);
+    assert_int_equal(dlock_lock_get(b, sc->fresh, &sc->lf), DLOCK_OK);
+    atomic_store(&th_lost_reason, 0);
+    dlock_lock_set_lost_callback(sc->lh, th_on_lost, NULL);
+    assert_int_equal(dlock_lock_acquire(sc->lh, DLOCK_WATCHDOG), DLOCK_OK);
+    assert_int_equal(th_int(cur, "EXISTS %s", sc->held), 1);
+    sc->w = (struct waiter_arg){b, sc->held, -99, 0};
+    pthread_create(&sc->t, NULL, waiter, &sc->w);
+    assert_true(th_await_lock_waiter(b, sc->held));
+}
+
+/* After the swap to np: the first acquisition lands on np (returns how long
+ * after the old primary was demoted), the hold is renewed there past two
+ * whole leases (untouched, it would have expired), and the waiter gets the
+ * lock there once it is released. Closes the scene's clients. */
+static int64_t scene_check(scene *sc, th_redis *np)
+{
+    int64_t slack = th_slack(), first_ok = -1;
+    while (th_now_ms() - t_demoted < 10000 * slack) {
+        if (dlock_lock_try(sc->lf, 0, 30000) == DLOCK_OK) {
+            first_ok = th_now_ms();
+            break;
+        }
+        th_sleep_ms(5);
+    }
+    assert_true(first_ok > 0);
+    assert_int_equal(th_int(np, "EXISTS %s", sc->fresh), 1);
+    assert_int_equal(dlock_lock_release(sc->lf), DLOCK_OK);
+    assert_int_equal(th_int(np, "EXISTS %s", sc->fresh), 0);
+    th_sleep_ms(2 * sc->wd + 500);
+    long long pttl = th_int(np, "PTTL %s", sc->held);
+    if (pttl <= 0)
+        th_client_log_dump(sc->a);
+    assert_true(pttl > 0);
+    assert_int_equal(atomic_load(&th_lost_reason), 0);
+    int held_now = 0;
+    assert_int_equal(dlock_lock_is_held(sc->lh, &held_now), DLOCK_OK);
+    assert_int_equal(held_now, 1);
+    int64_t t0 = th_now_ms();
+    assert_int_equal(dlock_lock_release(sc->lh), DLOCK_OK);
+    pthread_join(sc->t, NULL);
+    if (sc->w.rc != DLOCK_OK)
+        th_client_log_dump(sc->b);
+    assert_int_equal(sc->w.rc, DLOCK_OK);
+    printf("# release -> waiter acquired: %lld ms\n", (long long)(sc->w.done_at - t0));
+    assert_true(sc->w.done_at - t0 < 5000 * slack);
+    assert_int_equal(th_int(np, "EXISTS %s", sc->held), 0);
+    dlock_lock_free(sc->lh);
+    dlock_lock_free(sc->lf);
+    dlock_client_close(sc->a);
+    dlock_client_close(sc->b);
+    return first_ok - t_demoted;
+}
+
+/* The address now names the new primary (the proxy, like a DNS name, sends
+ * new connections there; those already open stay on the old server, now a
+ * replica). The hold is renewed on the new primary past its lease, the
+ * waiter gets the lock there when it is released, a new acquisition lands
+ * there. */
+static void test_name_follows_the_new_primary(void **state)
+{
+    (void)state;
+    int64_t wd = 1500 * th_slack();
+    th_proxy *px = th_proxy_start(cur->port);
+    assert_non_null(px);
+    const char *url = url_of_port(th_proxy_port(px));
+    scene sc;
+    scene_start(&sc, th_client_url(url, wd), th_client_url(url, 0), wd);
+    th_redis *np = next_primary();
+    th_proxy_retarget(px, np->port);
+    swap_to(np);
+    int64_t ms = scene_check(&sc, np);
+    printf("# old primary demoted -> first acquisition through the name: %lld ms\n",
+           (long long)ms);
+    th_proxy_stop(px);
+}
+
+/* The address keeps naming the old primary, a replica now: nothing can be
+ * written there. The hold is reported lost (never kept silently), a new
+ * acquisition ends with a clear error within the retry budget, and nothing
+ * is written on the new primary. */
+static void test_address_of_a_demoted_server(void **state)
+{
+    (void)state;
+    int64_t slack = th_slack(), wd = 1500 * slack;
+    th_redis *old = cur, *np = next_primary();
+    dlock_config *cfg = dlock_config_new();
+    assert_int_equal(dlock_config_set_url(cfg, url_of_port(old->port)), DLOCK_OK);
+    assert_int_equal(dlock_config_set_watchdog_timeout(cfg, wd), DLOCK_OK);
+    assert_int_equal(dlock_config_set_retry(cfg, 3, 100), DLOCK_OK);
+    dlock_client *c = NULL;
+    assert_int_equal(dlock_client_open(&c, cfg), DLOCK_OK);
+    dlock_config_free(cfg);
+    char held[64], fresh[64];
+    th_name(held, sizeof(held), "mg-lost");
+    th_name(fresh, sizeof(fresh), "mg-refused");
+    dlock_lock *lh, *lf;
+    assert_int_equal(dlock_lock_get(c, held, &lh), DLOCK_OK);
+    assert_int_equal(dlock_lock_get(c, fresh, &lf), DLOCK_OK);
+    atomic_store(&th_lost_reason, 0);
+    dlock_lock_set_lost_callback(lh, th_on_lost, NULL);
+    assert_int_equal(dlock_lock_acquire(lh, DLOCK_WATCHDOG), DLOCK_OK);
+    swap_to(np);
+    int64_t t0 = th_now_ms();
+    for (int64_t until = t0 + wd + 3000 * slack;
+         atomic_load(&th_lost_reason) == 0 && th_now_ms() < until;)
+        th_sleep_ms(10);
+    assert_int_not_equal(atomic_load(&th_lost_reason), 0);
+    printf("# swap -> hold reported lost: %lld ms (lease %lld)\n",
+           (long long)(th_now_ms() - t0), (long long)wd);
+    int rc = dlock_lock_try(lf, 0, 30000);
+    printf("# acquire on the demoted server: %s: %s\n", dlock_errname(rc), dlock_last_error());
+    assert_int_equal(rc, DLOCK_EREDIS);
+    assert_non_null(strstr(dlock_last_error(), "READONLY"));
+    assert_non_null(strstr(dlock_last_error(), "replica"));
+    for (int i = 0; i <= TH_REPLICAS; i++)
+        assert_int_equal(th_int(server(i), "EXISTS %s", fresh), 0);
+    dlock_lock_free(lh);
+    dlock_lock_free(lf);
+    dlock_client_close(c);
+}
+
+/* ------------------------------------------------------ redis-replicated:// */
+
+static char rep_url[256];
+
+/* redis-replicated:// naming the servers i with (mask >> i) & 1. */
+static const char *replicated_url(unsigned mask)
+{
+    size_t off = (size_t)snprintf(rep_url, sizeof(rep_url), "redis-replicated://");
+    const char *sep = "";
+    for (int i = 0; i <= TH_REPLICAS; i++)
+        if (mask >> i & 1) {
+            off += (size_t)snprintf(rep_url + off, sizeof(rep_url) - off, "%s127.0.0.1:%d", sep,
+                                    server(i)->port);
+            sep = ",";
+        }
+    return rep_url;
+}
+
+/* A client on url (NULL with the status in *rc when it does not open). */
+static dlock_client *open_replicated(const char *url, int64_t wd, int64_t scan_ms,
+                                     int64_t connect_ms, int *rc)
+{
+    dlock_config *cfg = dlock_config_new();
+    assert_int_equal(dlock_config_set_url(cfg, url), DLOCK_OK);
+    if (wd)
+        assert_int_equal(dlock_config_set_watchdog_timeout(cfg, wd), DLOCK_OK);
+    assert_int_equal(dlock_config_set_scan_interval(cfg, scan_ms), DLOCK_OK);
+    if (connect_ms)
+        assert_int_equal(dlock_config_set_connect_timeout(cfg, connect_ms), DLOCK_OK);
+    dlock_client *c = NULL;
+    *rc = dlock_client_open(&c, cfg);
+    dlock_config_free(cfg);
+    return c;
+}
+
+/* The roles swapped under a redis-replicated:// client: the hold is renewed
+ * on the new primary, the waiter gets the lock there, the first acquisition
+ * lands there within a scan interval and a few round trips, and each node is
+ * asked ROLE about once per interval. */
+static void test_replicated_follows_the_swap(void **state)
+{
+    (void)state;
+    int64_t wd = 1500 * th_slack(), scan = 1000;
+    int rc;
+    dlock_client *a = open_replicated(replicated_url(7), wd, scan, 0, &rc);
+    assert_int_equal(rc, DLOCK_OK);
+    dlock_client *b = open_replicated(replicated_url(7), 0, scan, 0, &rc);
+    assert_int_equal(rc, DLOCK_OK);
+    scene sc;
+    scene_start(&sc, a, b, wd);
+
+    /* ROLE calls per node over a few idle intervals: two clients. */
+    long long before[TH_REPLICAS + 1];
+    for (int i = 0; i <= TH_REPLICAS; i++)
+        before[i] = th_calls(server(i), "role");
+    int64_t t0 = th_now_ms();
+    th_sleep_ms(3 * scan);
+    double intervals = (double)(th_now_ms() - t0) / (double)scan;
+    for (int i = 0; i <= TH_REPLICAS; i++) {
+        double per = (double)(th_calls(server(i), "role") - before[i]) / 2.0 / intervals;
+        printf("# node %d: %.2f ROLE per client per scan interval\n", i, per);
+        assert_true(per <= 1.5);
+    }
+
+    th_redis *np = next_primary();
+    swap_to(np);
+    int64_t ms = scene_check(&sc, np);
+    printf("# old primary demoted -> first acquisition on the new primary: %lld ms (scan %lld "
+           "ms)\n",
+           (long long)ms, (long long)scan);
+    assert_true(ms <= scan + 500 * th_slack());
+}
+
+struct async_done {
+    _Atomic int done;
+    int rc;
+    char msg[512];
+};
+
+static void on_async_done(const dlock_async_result *res, void *ud)
+{
+    struct async_done *d = ud;
+    d->rc = dlock_async_status(res);
+    snprintf(d->msg, sizeof(d->msg), "%s", dlock_async_message(res));
+    atomic_store(&d->done, 1);
+}
+
+/* No primary in the list, two primaries at once, a bad URL: each a clear
+ * error, nothing written. */
+static void test_replicated_bad_input(void **state)
+{
+    (void)state;
+    int rc;
+    unsigned replicas = 0;
+    for (int i = 0; i <= TH_REPLICAS; i++)
+        if (server(i) != cur)
+            replicas |= 1u << i;
+    int64_t t0 = th_now_ms();
+    dlock_client *c = open_replicated(replicated_url(replicas), 0, 100, 500, &rc);
+    assert_null(c);
+    assert_int_equal(rc, DLOCK_ECONN);
+    printf("# only replicas: %s (after %lld ms)\n", dlock_last_error(),
+           (long long)(th_now_ms() - t0));
+    assert_non_null(strstr(dlock_last_error(), "no node is a primary"));
+    assert_non_null(strstr(dlock_last_error(), "slave"));
+    assert_true(th_now_ms() - t0 >= 500);
+
+    const char *bad[] = {"redis-replicated://", "redis-replicated://h:1#name",
+                         "redis-replicated://h:1,,h:2", "redis-replicated://h:99999",
+                         "redis-replicated://h:1?cacert=x"};
+    dlock_config *cfg = dlock_config_new();
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_int_equal(dlock_config_set_url(cfg, bad[i]), DLOCK_EINVAL);
+        printf("# %s: %s\n", bad[i], dlock_last_error());
+    }
+    assert_int_equal(dlock_config_set_scan_interval(cfg, 5), DLOCK_EINVAL);
+    dlock_config_free(cfg);
+
+    /* Two primaries: a client already open refuses to write, naming both;
+     * its asynchronous calls and its renewals refuse too (the hold it had
+     * is reported lost, its key not extended on either primary). */
+    int64_t wd = 1500 * th_slack();
+    c = open_replicated(replicated_url(7), wd, 100, 500, &rc);   /* async budget (500 + 200) x 4 */
+    assert_int_equal(rc, DLOCK_OK);
+    char held[64];
+    dlock_lock *lh;
+    assert_int_equal(dlock_lock_get(c, th_name(held, sizeof(held), "rp-held"), &lh), DLOCK_OK);
+    atomic_store(&th_lost_reason, 0);
+    dlock_lock_set_lost_callback(lh, th_on_lost, NULL);
+    assert_int_equal(dlock_lock_acquire(lh, DLOCK_WATCHDOG), DLOCK_OK);
+    th_redis *other = next_primary();
+    redisReply *r = th_cmd(other, "REPLICAOF NO ONE");
+    freeReplyObject(r);
+    int64_t t_split = th_now_ms();
+    th_sleep_ms(300 * th_slack());   /* a scan or two */
+    char name[64];
+    dlock_lock *l;
+    assert_int_equal(dlock_lock_get(c, th_name(name, sizeof(name), "rp-two"), &l), DLOCK_OK);
+    for (int64_t until = t_split + wd + 5000 * th_slack();
+         atomic_load(&th_lost_reason) == 0 && th_now_ms() < until;)
+        th_sleep_ms(10);
+    printf("# two primaries -> hold reported lost: %lld ms (lease %lld)\n",
+           (long long)(th_now_ms() - t_split), (long long)wd);
+    assert_int_not_equal(atomic_load(&th_lost_reason), 0);
+    while (th_now_ms() < t_split + wd + 50)   /* its lease, never extended, is over */
+        th_sleep_ms(10);
+    assert_int_equal(th_int(cur, "EXISTS %s", held), 0);
+    assert_int_equal(th_int(other, "EXISTS %s", held), 0);
+    char owner[DLOCK_OWNER_BUFSIZE];
+    dlock_lock *la;
+    assert_int_equal(dlock_client_new_owner_id(c, owner, sizeof(owner)), DLOCK_OK);
+    assert_int_equal(dlock_lock_get_as(c, name, owner, &la), DLOCK_OK);
+    struct async_done ad = {0, -99, ""};
+    int64_t t_async = th_now_ms();
+    assert_int_equal(dlock_lock_acquire_async(la, NULL, on_async_done, &ad), DLOCK_OK);
+    for (int64_t until = th_now_ms() + 30000 * th_slack();
+         !atomic_load(&ad.done) && th_now_ms() < until;)
+        th_sleep_ms(10);
+    assert_true(atomic_load(&ad.done));
+    printf("# two primaries, asynchronous acquire: %s after %lld ms: %s\n",
+           dlock_errname(ad.rc), (long long)(th_now_ms() - t_async), ad.msg);
+    assert_int_equal(ad.rc, DLOCK_ECONN);
+    assert_non_null(strstr(ad.msg, "more than one node is a primary"));
+    dlock_lock_free(la);
+    dlock_lock_free(lh);
+    rc = dlock_lock_try(l, 0, 30000);
+    printf("# two primaries: %s\n", dlock_last_error());
+    assert_int_equal(rc, DLOCK_ECONN);
+    assert_non_null(strstr(dlock_last_error(), "more than one node is a primary"));
+    char p1[32], p2[32];
+    snprintf(p1, sizeof(p1), ":%d master", cur->port);
+    snprintf(p2, sizeof(p2), ":%d master", other->port);
+    assert_non_null(strstr(dlock_last_error(), p1));
+    assert_non_null(strstr(dlock_last_error(), p2));
+    for (int i = 0; i <= TH_REPLICAS; i++)
+        assert_int_equal(th_int(server(i), "EXISTS %s", name), 0);
+    /* One primary again: writes go on. */
+    r = th_cmd(other, "REPLICAOF 127.0.0.1 %d", cur->port);
+    freeReplyObject(r);
+    swap_to(cur);
+    assert_int_equal(dlock_lock_try(l, 2000 * th_slack(), 30000), DLOCK_OK);
+    assert_int_equal(th_int(cur, "EXISTS %s", name), 1);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_name_follows_the_new_primary),
+        cmocka_unit_test(test_address_of_a_demoted_server),
+        cmocka_unit_test(test_replicated_follows_the_swap),
+        cmocka_unit_test(test_replicated_bad_input),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
