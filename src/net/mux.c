@@ -30,7 +30,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <linux/futex.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "net/net.h"
 
@@ -38,11 +41,19 @@
 
 static const char PING[] = "*1\r\n$4\r\nPING\r\n";
 
-/* What a waiting caller learns (on its own stack; guarded by mu). */
+/* A waiting caller's state, the word it sleeps on (a futex: its waker
+ * needs no lock the sleeper must take again, so a reply handed out wakes its
+ * caller straight into its result instead of into the reader's mutex).
+ * W_SLEEP: asleep, or about to be (the only state that needs a wake-up);
+ * W_POKED: to read on. Changed only under mu, but by its caller's sleep. */
+enum { W_WAIT, W_SLEEP, W_POKED, W_DONE };
+
+/* What a waiting caller learns (on its own stack). Written under mu; once
+ * state is W_DONE (stored last, with release) the rest is final and its
+ * caller may read it without mu. */
 typedef struct mwait {
-    pthread_cond_t cv;
+    atomic_int state;
     int64_t deadline;        /* ms */
-    int done;
     dlock__sent sent;
     int timed_out;
     redisReply *r;
@@ -137,13 +148,63 @@ int dlock__mux_ref(dlock__mux *m, int delta)
 
 /* ------------------------------------------------------------ endings */
 
-/* Ends w's wait. mu held (so w outlives the signal). */
-static void finish(mwait *w, dlock__sent sent, redisReply *r)
+/* Callers to wake once mu is released: one woken while its waker holds mu
+ * would, on a busy CPU, run at once and block on mu for its next request. */
+typedef struct wakes {
+    atomic_int *word[BATCH + 2];
+    int n;
+} wakes;
+
+/* Wakes the caller sleeping on word, if it still does. The word may be
+ * gone by then (its caller saw W_DONE and returned): a wake-up of a word no
+ * one sleeps on does nothing, and a sleeper later at the same place takes it
+ * for a spurious one (it looks at its state again). */
+static void wake(atomic_int *word)
+{
+    syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+/* Sleeps while *word is still seen, until deadline (ms, monotonic; -1:
+ * none), or a spurious wake-up. */
+static void sleep_on(atomic_int *word, int seen, int64_t deadline)
+{
+    struct timespec ts;
+    if (deadline >= 0)
+        dlock__abstime(deadline, &ts);
+    syscall(SYS_futex, word, FUTEX_WAIT_BITSET_PRIVATE, seen, deadline >= 0 ? &ts : NULL, NULL,
+            FUTEX_BITSET_MATCH_ANY);
+}
+
+static int is_done(mwait *w)
+{
+    return atomic_load_explicit(&w->state, memory_order_acquire) == W_DONE;
+}
+
+/* Wakes word's sleeper now (l NULL, or full), or once mu is released. */
+static void wake_later(wakes *l, atomic_int *word)
+{
+    if (l && l->n < (int)(sizeof(l->word) / sizeof(l->word[0])))
+        l->word[l->n++] = word;
+    else
+        wake(word);
+}
+
+/* The wake-ups put off: mu not held. */
+static void wake_now(wakes *l)
+{
+    for (int i = 0; i < l->n; i++)
+        wake(l->word[i]);
+    l->n = 0;
+}
+
+/* Ends w's wait; its wake-up (if it sleeps) goes to l, or now when l is
+ * NULL. mu held. */
+static void finish(mwait *w, dlock__sent sent, redisReply *r, wakes *l)
 {
     w->sent = sent;
     w->r = r;
-    w->done = 1;
-    pthread_cond_signal(&w->cv);
+    if (atomic_exchange_explicit(&w->state, W_DONE, memory_order_acq_rel) == W_SLEEP)
+        wake_later(l, &w->state);
 }
 
 /* No new request goes on it; counted once as a connection lost. mu held. */
@@ -171,7 +232,7 @@ static void settle(dlock__mux *m)
         if (!out && m->writing)
             break;
         if (s->w)
-            finish(s->w, out ? DLOCK__MAYBE_RAN : DLOCK__NOT_SENT, NULL);
+            finish(s->w, out ? DLOCK__MAYBE_RAN : DLOCK__NOT_SENT, NULL, NULL);
         m->head++;
     }
 }
@@ -216,21 +277,23 @@ static void expire(dlock__mux *m, int64_t now)
         }
         /* Redis has it: whether it runs no longer depends on us. Its reply
          * will be read and dropped; the others keep theirs. */
-        finish(s->w, DLOCK__MAYBE_RAN, NULL);
+        finish(s->w, DLOCK__MAYBE_RAN, NULL, NULL);
         s->w = NULL;
         retire(m);
     }
 }
 
-/* Wakes the oldest caller still waiting, to read on. mu held. */
-static void handoff(dlock__mux *m)
+/* Wakes the oldest caller still waiting, to read on (its wake-up to l).
+ * mu held. */
+static void handoff(dlock__mux *m, wakes *l)
 {
     if (m->reading || m->dead)
         return;
     for (uint64_t i = m->head; i != m->tail; i++) {
         mslot *s = slot_at(m, i);
-        if (s->w && !s->w->done) {
-            pthread_cond_signal(&s->w->cv);
+        if (s->w && !is_done(s->w)) {
+            if (atomic_exchange(&s->w->state, W_POKED) == W_SLEEP)
+                wake_later(l, &s->w->state);
             return;
         }
     }
@@ -395,8 +458,8 @@ static int read_some(dlock__mux *m, int64_t deadline, redisReply **v, int max, c
     }
 }
 
-/* Hands the replies out in order. mu held. */
-static void hand_out(dlock__mux *m, redisReply **v, int n)
+/* Hands the replies out in order (their callers' wake-ups to l). mu held. */
+static void hand_out(dlock__mux *m, redisReply **v, int n, wakes *l)
 {
     for (int i = 0; i < n; i++) {
         if (m->dead || m->head == m->tail) {
@@ -411,7 +474,7 @@ static void hand_out(dlock__mux *m, redisReply **v, int n)
         if (--s->left > 0 || !s->w) {
             freeReplyObject(v[i]);   /* a PING's, or one whose caller gave up */
         } else {
-            finish(s->w, DLOCK__SENT_OK, v[i]);
+            finish(s->w, DLOCK__SENT_OK, v[i], l);
         }
         if (s->left == 0)
             m->head++;
@@ -431,18 +494,21 @@ static int64_t next_deadline(dlock__mux *m, const mwait *me)
 }
 
 /* Reads for everyone until me is answered (or ended). mu held, m->reading
- * set by the caller; cleared here, and the role passed on. */
-static void read_for(dlock__mux *m, mwait *me)
+ * set by the caller; cleared here, and the role passed on. The wake-ups of
+ * the callers answered go out while mu is free; those of the last round are
+ * left in l. */
+static void read_for(dlock__mux *m, mwait *me, wakes *l)
 {
     redisReply *v[BATCH];
     char why[sizeof(m->err)];
-    while (!me->done && !m->dead) {
+    while (!is_done(me) && !m->dead) {
         int64_t deadline = next_deadline(m, me);
         pthread_mutex_unlock(&m->mu);
+        wake_now(l);
         int n = read_some(m, deadline, v, BATCH, why, sizeof(why));
         pthread_mutex_lock(&m->mu);
         if (n > 0)
-            hand_out(m, v, n);
+            hand_out(m, v, n, l);
         else if (n == 0)
             expire(m, dlock__now_ms());
         else {
@@ -451,7 +517,7 @@ static void read_for(dlock__mux *m, mwait *me)
         }
     }
     m->reading = 0;
-    handoff(m);
+    handoff(m, l);
 }
 
 /* ------------------------------------------------------------ a request */
@@ -471,11 +537,7 @@ dlock__sent dlock__mux_roundtrip(dlock__mux *m, int argc, const char *const *arg
         return DLOCK__NOT_SENT;
     }
     mwait w = {.deadline = dlock__now_ms() + m->timeout_ms * (ping_first ? 2 : 1)};
-    if (dlock__cond_init(&w.cv) != 0) {
-        free(cmd);
-        snprintf(why, wsize, "cannot create a condition variable");
-        return DLOCK__NOT_SENT;
-    }
+    atomic_init(&w.state, W_WAIT);
     size_t n = (ping_first ? sizeof(PING) - 1 : 0) + (size_t)len;
     int64_t t0 = dlock__now_us();
     pthread_mutex_lock(&m->mu);
@@ -489,12 +551,12 @@ dlock__sent dlock__mux_roundtrip(dlock__mux *m, int argc, const char *const *arg
     if (m->dead || atomic_load(&m->retired)) {
         snprintf(why, wsize, "%s", m->dead ? m->err : "connection given up");
         w.sent = DLOCK__NOT_SENT;
-        w.done = 1;
+        atomic_store(&w.state, W_DONE);
     } else if (reserve(m, n) != 0 || !(s = push_slot(m))) {
         *oom = 1;
         snprintf(why, wsize, "out of memory writing a request");
         w.sent = DLOCK__NOT_SENT;
-        w.done = 1;
+        atomic_store(&w.state, W_DONE);
     } else {
         if (ping_first)
             memcpy(m->obuf + m->olen, PING, sizeof(PING) - 1);
@@ -508,29 +570,42 @@ dlock__sent dlock__mux_roundtrip(dlock__mux *m, int argc, const char *const *arg
             write_out(m);
         }
     }
-    while (!w.done) {
+    wakes l = {.n = 0};
+    int locked = 1;
+    while (!is_done(&w)) {
         if (!m->reading && !m->dead) {
             m->reading = 1;
-            read_for(m, &w);
+            read_for(m, &w, &l);
             continue;
         }
-        if (m->dead) {   /* the writer settles it */
-            pthread_cond_wait(&w.cv, &m->mu);
-            continue;
+        /* Asleep until answered, poked to read on, or the deadline (none
+         * when the connection failed: the writer settles it). A poke that
+         * came before is moot: somebody reads. */
+        int64_t until = m->dead ? -1 : w.deadline;
+        atomic_store(&w.state, W_SLEEP);
+        pthread_mutex_unlock(&m->mu);
+        wake_now(&l);
+        sleep_on(&w.state, W_SLEEP, until);
+        if (is_done(&w) && w.sent == DLOCK__SENT_OK) {
+            locked = 0;   /* a reply handed out: nothing else to do under mu */
+            break;
         }
-        struct timespec ts;
-        dlock__abstime(w.deadline, &ts);
-        pthread_cond_timedwait(&w.cv, &m->mu, &ts);
-        if (!w.done && dlock__now_ms() >= w.deadline)
+        pthread_mutex_lock(&m->mu);
+        if (is_done(&w))
+            continue;
+        atomic_store(&w.state, W_WAIT);
+        if (!m->dead && dlock__now_ms() >= w.deadline)
             expire(m, dlock__now_ms());
     }
-    if (w.sent != DLOCK__SENT_OK && s) {
-        snprintf(why, wsize, "%s", m->dead ? m->err : "no reply within the command timeout");
-        *oom |= m->dead && m->oom;   /* the connection failed for want of memory */
+    if (locked) {
+        if (w.sent != DLOCK__SENT_OK && s) {
+            snprintf(why, wsize, "%s", m->dead ? m->err : "no reply within the command timeout");
+            *oom |= m->dead && m->oom;   /* the connection failed for want of memory */
+        }
+        handoff(m, &l);
+        pthread_mutex_unlock(&m->mu);
+        wake_now(&l);
     }
-    handoff(m);
-    pthread_mutex_unlock(&m->mu);
-    pthread_cond_destroy(&w.cv);
     free(cmd);
     if (w.sent == DLOCK__SENT_OK)
         dlock__stats_rtt(m->stats, dlock__now_us() - t0);
