@@ -194,6 +194,12 @@ static void *waiter(void *arg)
     int64_t t0 = th_now_ms();
     w->rc = dlock_lock_try(l, 40000 * th_slack(), 5000);   /* outlasts a failover */
     w->waited = th_now_ms() - t0;
+    if (w->rc != DLOCK_OK) {
+        /* Seen once (EUNKNOWN) under TSan over TLS at load 10: say why. */
+        fprintf(stderr, "waiter on %s: %d after %lld ms: %s\n", w->name, w->rc,
+                (long long)w->waited, dlock_last_error());
+        th_client_log_dump(w->c);
+    }
     if (w->rc == DLOCK_OK)
         dlock_lock_release(l);
     dlock_lock_free(l);

@@ -26,6 +26,23 @@
  *                     try_acquire_for, try_acquire_until, release(n = 1)
  *   permit_semaphore  named, leased permits (acquire gives the permit's id)
  *   latch             as std::latch: count_down, try_wait, wait (and wait_for)
+ *   multi_lock, red_lock
+ *                     Redisson's RedissonMultiLock and RedissonRedLock over N
+ *                     mutex objects; Lockable and TimedLockable
+ *   election          leader election; Lockable and TimedLockable, so
+ *                     std::unique_lock<dlock::election> is a term (campaign
+ *                     in the constructor, resign in the destructor)
+ *   cancel_token      ends waits from another thread (lock(token), ...);
+ *                     under C++20 made from a std::stop_token
+ * Asynchronous calls (lock_async, acquire_async, campaign_async, ...; see
+ * include/dlock/async.h for the rules) take a callable fn(const
+ * dlock::async_result &) run once on dlock's io thread, never a
+ * std::future: a callback costs no thread and fits an event loop, as the C
+ * API does, and a future is three lines away (docs/cpp.md), whereas a
+ * future's only way back to a loop is a thread blocked in get(). fn must not
+ * throw (it runs under a noexcept frame: a throw ends the program). A call
+ * that is refused (a thread-owner handle, bad options) throws and fn never
+ * runs.
  * Every type is move-only; the destructor frees the C handle (a lock handle's
  * holds stay held, as with dlock_lock_free: use a guard to release them).
  * native_handle() gives the C object for the calls not wrapped here.
@@ -80,12 +97,25 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <system_error>
+#include <type_traits>
 #include <utility>
+#include <vector>
 
-#include <dlock/dlock.h>
+#if __cplusplus >= 202002L && defined(__has_include)
+#if __has_include(<stop_token>)
+#include <stop_token>
+#if defined(__cpp_lib_jthread)
+#define DLOCK_HPP_STOP_TOKEN 1
+#endif
+#endif
+#endif
+
+#include <dlock/async.h>
 
 namespace dlock {
 
@@ -159,7 +189,38 @@ template <class Clock, class Duration>
 int64_t until_ms(const std::chrono::time_point<Clock, Duration> &t) {
     return to_ms(t - Clock::now());
 }
+// A wait as the C API takes it: a negative duration (dlock::wait_forever) is
+// DLOCK_WAIT_FOREVER.
+inline int64_t wait_ms(std::chrono::milliseconds d) noexcept {
+    return d.count() < 0 ? forever_ms : static_cast<int64_t>(d.count());
+}
+inline dlock_wait_opts opts(int64_t wait, int64_t lease, dlock_cancel *cancel,
+                            uint64_t *token = nullptr) noexcept {
+    dlock_wait_opts o{};
+    o.wait_ms = wait;
+    o.lease_ms = lease;
+    o.cancel = cancel;
+    o.token = token;
+    return o;
+}
+// The answer of a wait: true when it got what it waited for, false when the
+// wait ran out (DLOCK_ETIMEDOUT); any other status throws (DLOCK_ECANCELED
+// included: a cancelled wait is an error, as std::errc::operation_canceled).
+inline bool answer(int rc) {
+    if (rc == DLOCK_ETIMEDOUT)
+        return false;
+    check(rc);
+    return true;
+}
+inline bool answer(int rc, std::error_code &ec) noexcept {
+    set(ec, rc == DLOCK_ETIMEDOUT ? DLOCK_OK : rc);
+    return rc == DLOCK_OK;
+}
 }  // namespace detail
+
+/* A wait with no limit, for the calls that take a std::chrono::milliseconds
+ * wait (the asynchronous ones, election::await_change, lock_fenced). */
+inline constexpr std::chrono::milliseconds wait_forever{-1};
 
 /* ----------------------------------------------------------------- config */
 
@@ -336,64 +397,257 @@ handle<T, Free> make(const client &c, Get get) {
 }
 }  // namespace detail
 
-/* ------------------------------------------------------------------- locks */
+/* ------------------------------------------------------------ cancellation */
 
-/* What mutex, fair_mutex, fenced_mutex and the sides of shared_mutex share:
- * one dlock_lock handle and the lease its acquisitions take. Lockable and
- * TimedLockable. */
-class basic_mutex {
+/* A cancellation token (dlock_cancel): fire() from any thread ends every wait
+ * that carries it with DLOCK_ECANCELED (Redisson's lockInterruptibly), and
+ * every later one until reset(). The waits that take one: lock(token),
+ * try_lock_for(d, token), try_lock_until(t, token) of every mutex, multi_lock
+ * and election; the semaphores' acquire and try_acquire_for; latch::wait and
+ * wait_for; election::await_change; the asynchronous calls. A blocking wait
+ * that is cancelled throws dlock::error (DLOCK_ECANCELED, equal to
+ * std::errc::operation_canceled), or sets the error_code of its ec form; an
+ * asynchronous one completes with that status.
+ * Copies share one token (copy it into the thread that fires it); the C
+ * token is freed with the last copy, and an asynchronous call keeps a copy
+ * until its callback has run. Under C++20, cancel_token(std::stop_token)
+ * fires the token when stop is requested (std::jthread's request_stop(),
+ * a std::stop_source), for as long as the token lives. All calls: any
+ * thread. */
+class cancel_token {
   public:
-    /* Takes the lock, waiting as long as it takes (Redisson's lock(lease)). */
-    void lock() { detail::check(dlock_lock_acquire(get(), lease_ms_)); }
-    bool lock(std::error_code &ec) noexcept {
-        return detail::set(ec, dlock_lock_acquire(get(), lease_ms_));
+    cancel_token() : s_(std::make_shared<state>()) {}
+#ifdef DLOCK_HPP_STOP_TOKEN
+    /* Fired when st's stop is requested (at once when it already was). */
+    explicit cancel_token(const std::stop_token &st) : cancel_token() {
+        s_->stop.emplace(st, fire_fn{s_->c});
+    }
+#endif
+
+    void fire() const noexcept { dlock_cancel_fire(s_->c); }
+    void reset() const noexcept { dlock_cancel_reset(s_->c); }
+    bool fired() const noexcept { return dlock_cancel_fired(s_->c) != 0; }
+
+    dlock_cancel *native_handle() const noexcept { return s_->c; }
+    /* What an asynchronous call keeps alive until its callback. */
+    std::shared_ptr<void> keep_alive() const noexcept { return s_; }
+
+  private:
+    struct fire_fn {
+        dlock_cancel *c;
+        void operator()() const noexcept { dlock_cancel_fire(c); }
+    };
+    struct state {
+        state() { detail::check(dlock_cancel_new(&c)); }
+        state(const state &) = delete;
+        state &operator=(const state &) = delete;
+        ~state() {
+#ifdef DLOCK_HPP_STOP_TOKEN
+            stop.reset();   // first: a stop callback running now finishes here
+#endif
+            dlock_cancel_free(c);
+        }
+        dlock_cancel *c = nullptr;
+#ifdef DLOCK_HPP_STOP_TOKEN
+        std::optional<std::stop_callback<fire_fn>> stop;
+#endif
+    };
+    std::shared_ptr<state> s_;
+};
+
+/* ------------------------------------------------------------ asynchronous */
+
+/* The outcome of an asynchronous call (include/dlock/async.h), copied out of
+ * the C result so that it outlives the callback. status is clear on
+ * DLOCK_OK, else the dlock status (compare it with DLOCK_ETIMEDOUT, ...), and
+ * message its detail. The other fields are those the call answers, as
+ * dlock_async_token/flag/count/permit_id/text say: a fenced acquisition's
+ * token or an election's term (token), a yes/no (flag), a count, an
+ * acquired permit's id, the leader's "host pid owner" (text). */
+struct async_result {
+    std::error_code status;
+    std::string message;
+    uint64_t token = 0;
+    bool flag = false;
+    int64_t count = -1;
+    std::string permit_id;
+    std::string text;
+
+    explicit operator bool() const noexcept { return !status; }
+};
+
+namespace detail {
+// One pending asynchronous call: the caller's callable and what must live
+// until it has run (a cancel token).
+template <class F>
+struct async_op {
+    F fn;
+    std::shared_ptr<void> keep;
+};
+
+template <class F>
+void async_done(const dlock_async_result *r, void *ud) noexcept {
+    std::unique_ptr<async_op<F>> op(static_cast<async_op<F> *>(ud));
+    async_result res;
+    int rc = dlock_async_status(r);
+    if (rc != DLOCK_OK)
+        res.status.assign(rc, category());
+    res.message = dlock_async_message(r);
+    res.token = dlock_async_token(r);
+    res.flag = dlock_async_flag(r) != 0;
+    res.count = dlock_async_count(r);
+    res.permit_id = dlock_async_permit_id(r);
+    res.text = dlock_async_text(r);
+    op->fn(static_cast<const async_result &>(res));
+}
+
+// Starts an asynchronous call: start(c_callback, ud) is the C call. Throws
+// dlock::error when the call is refused (then fn never runs).
+template <class F, class Start>
+void start_async(F &&fn, std::shared_ptr<void> keep, Start start) {
+    using op_t = async_op<std::decay_t<F>>;
+    auto op = std::make_unique<op_t>(op_t{std::forward<F>(fn), std::move(keep)});
+    check(start(&async_done<std::decay_t<F>>, static_cast<void *>(op.get())));
+    op.release();   // async_done owns it now
+}
+
+// An asynchronous wait: the options (with the token's C handle) and the
+// token kept alive until the callback.
+template <class F, class Start>
+void start_wait_async(std::chrono::milliseconds wait, int64_t lease, const cancel_token *t, F &&fn,
+                      Start start) {
+    dlock_wait_opts o = opts(wait_ms(wait), lease, t ? t->native_handle() : nullptr);
+    start_async(std::forward<F>(fn), t ? t->keep_alive() : nullptr,
+                [&](dlock_async_fn cb, void *ud) { return start(&o, cb, ud); });
+}
+
+/* What every lock-like type (mutexes, multi_lock, red_lock, election)
+ * offers from its C calls (acquire with options, release, and their
+ * asynchronous forms on a T) and two members of D: native_handle() (the T)
+ * and lease_rc() (the lease its acquisitions take). Lockable and
+ * TimedLockable, with the error_code and cancel_token overloads, and the
+ * asynchronous pair. */
+template <class D, class T, int (*Acquire)(T *, const dlock_wait_opts *), int (*Release)(T *),
+          int (*AcquireAsync)(T *, const dlock_wait_opts *, dlock_async_fn, void *),
+          int (*ReleaseAsync)(T *, dlock_async_fn, void *)>
+class lockable {
+  public:
+    /* Waits as long as it takes. */
+    void lock() { check(acquire_rc(forever_ms, nullptr)); }
+    bool lock(std::error_code &ec) noexcept { return set(ec, acquire_rc(forever_ms, nullptr)); }
+    /* Waits until taken or t fires (then DLOCK_ECANCELED). */
+    void lock(const cancel_token &t) { check(acquire_rc(forever_ms, t.native_handle())); }
+    bool lock(const cancel_token &t, std::error_code &ec) noexcept {
+        return set(ec, acquire_rc(forever_ms, t.native_handle()));
     }
 
     /* One attempt: true when taken, false when held by another owner. */
-    bool try_lock() { return attempt(0); }
-    bool try_lock(std::error_code &ec) noexcept { return attempt(0, ec); }
+    bool try_lock() { return answer(acquire_rc(0, nullptr)); }
+    bool try_lock(std::error_code &ec) noexcept { return answer(acquire_rc(0, nullptr), ec); }
 
     /* Waits up to d (Redisson's tryLock(wait, lease)): false when still
      * held elsewhere then. */
     template <class Rep, class Period>
     bool try_lock_for(const std::chrono::duration<Rep, Period> &d) {
-        return attempt(detail::to_ms(d));
+        return answer(acquire_rc(to_ms(d), nullptr));
     }
     template <class Rep, class Period>
     bool try_lock_for(const std::chrono::duration<Rep, Period> &d, std::error_code &ec) noexcept {
-        return attempt(detail::to_ms(d), ec);
+        return answer(acquire_rc(to_ms(d), nullptr), ec);
+    }
+    template <class Rep, class Period>
+    bool try_lock_for(const std::chrono::duration<Rep, Period> &d, const cancel_token &t) {
+        return answer(acquire_rc(to_ms(d), t.native_handle()));
     }
     template <class Clock, class Duration>
     bool try_lock_until(const std::chrono::time_point<Clock, Duration> &t) {
-        return attempt(detail::until_ms(t));
+        return answer(acquire_rc(until_ms(t), nullptr));
     }
     template <class Clock, class Duration>
     bool try_lock_until(const std::chrono::time_point<Clock, Duration> &t,
                         std::error_code &ec) noexcept {
-        return attempt(detail::until_ms(t), ec);
+        return answer(acquire_rc(until_ms(t), nullptr), ec);
+    }
+    template <class Clock, class Duration>
+    bool try_lock_until(const std::chrono::time_point<Clock, Duration> &t,
+                        const cancel_token &tok) {
+        return answer(acquire_rc(until_ms(t), tok.native_handle()));
     }
 
     /* Releases one hold; never throws (see the top of this file): a failure
      * is lost here, use unlock(ec) or release() to see it. */
-    void unlock() noexcept { (void)dlock_lock_release(get()); }
-    bool unlock(std::error_code &ec) noexcept { return detail::set(ec, dlock_lock_release(get())); }
+    void unlock() noexcept { (void)release_rc(); }
+    bool unlock(std::error_code &ec) noexcept { return set(ec, release_rc()); }
     /* Releases one hold and throws on failure: DLOCK_ENOTOWNER when the
      * caller holds nothing (never held, released, expired, lost). */
-    void release() { detail::check(dlock_lock_release(get())); }
+    void release() { check(release_rc()); }
+
+    /* Asynchronously (include/dlock/async.h): waits up to wait
+     * (dlock::wait_forever: no limit; 0: one attempt) and calls fn(const
+     * dlock::async_result &) once, on dlock's io thread, with the outcome
+     * (status DLOCK_OK, DLOCK_ETIMEDOUT, DLOCK_ECANCELED, ...). Locks need
+     * handles with an explicit owner (the constructors taking
+     * dlock::owner): otherwise, or for bad options, the call throws and fn
+     * never runs. The object must live until fn has run; a token is kept
+     * alive by the call. */
+    template <class F>
+    void lock_async(std::chrono::milliseconds wait, F &&fn) {
+        lock_async_impl(wait, nullptr, std::forward<F>(fn));
+    }
+    template <class F>
+    void lock_async(std::chrono::milliseconds wait, const cancel_token &t, F &&fn) {
+        lock_async_impl(wait, &t, std::forward<F>(fn));
+    }
+    /* Releases one hold asynchronously: fn gets DLOCK_OK, DLOCK_ENOTOWNER,
+     * or a connection error. */
+    template <class F>
+    void unlock_async(F &&fn) {
+        start_async(std::forward<F>(fn), nullptr, [this](dlock_async_fn cb, void *ud) {
+            return ReleaseAsync(self().native_handle(), cb, ud);
+        });
+    }
+
+  protected:
+    lockable() = default;
+
+  private:
+    D &self() noexcept { return static_cast<D &>(*this); }
+    int acquire_rc(int64_t wait_ms, dlock_cancel *cancel) noexcept {
+        dlock_wait_opts o = opts(wait_ms, self().lease_rc(), cancel);
+        return Acquire(self().native_handle(), &o);
+    }
+    int release_rc() noexcept { return Release(self().native_handle()); }
+    template <class F>
+    void lock_async_impl(std::chrono::milliseconds wait, const cancel_token *t, F &&fn) {
+        start_wait_async(wait, self().lease_rc(), t, std::forward<F>(fn),
+                         [this](const dlock_wait_opts *o, dlock_async_fn cb, void *ud) {
+                             return AcquireAsync(self().native_handle(), o, cb, ud);
+                         });
+    }
+};
+}  // namespace detail
+
+/* ------------------------------------------------------------------- locks */
+
+/* What mutex, fair_mutex, fenced_mutex and the sides of shared_mutex share:
+ * one dlock_lock handle and the lease its acquisitions take. Lockable and
+ * TimedLockable. */
+class basic_mutex
+    : public detail::lockable<basic_mutex, dlock_lock, &dlock_lock_acquire_opts, &dlock_lock_release,
+                              &dlock_lock_acquire_async, &dlock_lock_release_async> {
+  public:
+    /* lock(), try_lock(), try_lock_for(), try_lock_until(), unlock(),
+     * release() and their error_code and cancel_token forms, lock_async and
+     * unlock_async: see detail::lockable. lock() is Redisson's lock(lease),
+     * try_lock_for its tryLock(wait, lease), lock(token) its
+     * lockInterruptibly, lock_async its lockAsync. */
 
     /* Takes the lock with a fencing token (waiting up to wait, or forever by
      * default) and returns the token; 0 when the wait ended first. */
-    uint64_t lock_fenced(std::chrono::milliseconds wait = std::chrono::milliseconds(-1)) {
-        dlock_wait_opts o{};
+    uint64_t lock_fenced(std::chrono::milliseconds wait = wait_forever) {
         uint64_t token = 0;
-        o.wait_ms = wait.count() < 0 ? detail::forever_ms : wait.count();
-        o.lease_ms = lease_ms_;
-        o.token = &token;
-        int rc = dlock_lock_acquire_opts(get(), &o);
-        if (rc == DLOCK_ETIMEDOUT)
-            return 0;
-        detail::check(rc);
-        return token;
+        dlock_wait_opts o = detail::opts(detail::wait_ms(wait), lease_ms_, nullptr, &token);
+        return detail::answer(dlock_lock_acquire_opts(get(), &o)) ? token : 0;
     }
 
     /* Deletes the lock whoever holds it (Redisson's forceUnlock); true when
@@ -445,19 +699,9 @@ class basic_mutex {
     }
 
   private:
+    friend lockable;
     dlock_lock *get() const noexcept { return h_.get(); }
-    bool attempt(int64_t wait_ms) {
-        int rc = dlock_lock_try(get(), wait_ms, lease_ms_);
-        if (rc == DLOCK_ETIMEDOUT)
-            return false;
-        detail::check(rc);
-        return true;
-    }
-    bool attempt(int64_t wait_ms, std::error_code &ec) noexcept {
-        int rc = dlock_lock_try(get(), wait_ms, lease_ms_);
-        detail::set(ec, rc == DLOCK_ETIMEDOUT ? DLOCK_OK : rc);
-        return rc == DLOCK_OK;
-    }
+    int64_t lease_rc() const noexcept { return lease_ms_; }
     bool flag(int (*fn)(dlock_lock *, int *)) const {
         int v = 0;
         detail::check(fn(get(), &v));
@@ -595,6 +839,35 @@ class semaphore {
                            std::error_code &ec) noexcept {
         return attempt(n, detail::until_ms(t), ec);
     }
+    /* With a cancel token: acquire throws DLOCK_ECANCELED, try_acquire_for
+     * too, when t fires during the wait. */
+    void acquire(std::ptrdiff_t n, const cancel_token &t) {
+        detail::check(attempt_rc(n, detail::forever_ms, t.native_handle()));
+    }
+    template <class Rep, class Period>
+    bool try_acquire_for(const std::chrono::duration<Rep, Period> &d, std::ptrdiff_t n,
+                         const cancel_token &t) {
+        return detail::answer(attempt_rc(n, detail::to_ms(d), t.native_handle()));
+    }
+    /* Asynchronously (dlock_semaphore_acquire_async): n permits within wait
+     * (dlock::wait_forever, 0: one try); fn(const dlock::async_result &) runs
+     * once on dlock's io thread. Throws (fn never runs) when refused. */
+    template <class F>
+    void acquire_async(std::ptrdiff_t n, std::chrono::milliseconds wait, F &&fn) {
+        acquire_async_impl(n, wait, nullptr, std::forward<F>(fn));
+    }
+    template <class F>
+    void acquire_async(std::ptrdiff_t n, std::chrono::milliseconds wait, const cancel_token &t,
+                       F &&fn) {
+        acquire_async_impl(n, wait, &t, std::forward<F>(fn));
+    }
+    template <class F>
+    void release_async(std::ptrdiff_t n, F &&fn) {
+        detail::start_async(std::forward<F>(fn), nullptr, [&](dlock_async_fn cb, void *ud) {
+            return dlock_semaphore_release_async(get(), n, cb, ud);
+        });
+    }
+
     /* Gives n permits back (whoever took them). */
     void release(std::ptrdiff_t n = 1) { detail::check(dlock_semaphore_release(get(), n)); }
     bool release(std::ptrdiff_t n, std::error_code &ec) noexcept {
@@ -627,17 +900,23 @@ class semaphore {
 
   private:
     dlock_semaphore *get() const noexcept { return h_.get(); }
+    int attempt_rc(std::ptrdiff_t n, int64_t wait_ms, dlock_cancel *cancel) noexcept {
+        dlock_wait_opts o = detail::opts(wait_ms, 0, cancel);
+        return dlock_semaphore_acquire_opts(get(), n, &o);
+    }
     bool attempt(std::ptrdiff_t n, int64_t wait_ms) {
-        int rc = dlock_semaphore_try(get(), n, wait_ms);
-        if (rc == DLOCK_ETIMEDOUT)
-            return false;
-        detail::check(rc);
-        return true;
+        return detail::answer(attempt_rc(n, wait_ms, nullptr));
     }
     bool attempt(std::ptrdiff_t n, int64_t wait_ms, std::error_code &ec) noexcept {
-        int rc = dlock_semaphore_try(get(), n, wait_ms);
-        detail::set(ec, rc == DLOCK_ETIMEDOUT ? DLOCK_OK : rc);
-        return rc == DLOCK_OK;
+        return detail::answer(attempt_rc(n, wait_ms, nullptr), ec);
+    }
+    template <class F>
+    void acquire_async_impl(std::ptrdiff_t n, std::chrono::milliseconds wait, const cancel_token *t,
+                            F &&fn) {
+        detail::start_wait_async(wait, 0, t, std::forward<F>(fn),
+                                 [&](const dlock_wait_opts *o, dlock_async_fn cb, void *ud) {
+                                     return dlock_semaphore_acquire_async(get(), n, o, cb, ud);
+                                 });
     }
     detail::handle<dlock_semaphore, &dlock_semaphore_free> h_;
 };
@@ -674,6 +953,31 @@ class permit_semaphore {
     std::string try_acquire(std::chrono::milliseconds lease = watchdog) {
         return try_acquire_for(std::chrono::milliseconds(0), lease);
     }
+    /* Waits up to wait (dlock::wait_forever: no limit) or until t fires
+     * (throws DLOCK_ECANCELED): the permit's id, or "" when none came. */
+    std::string try_acquire_for(std::chrono::milliseconds wait, std::chrono::milliseconds lease,
+                                const cancel_token &t) {
+        char id[DLOCK_PERMIT_ID_BUFSIZE];
+        dlock_wait_opts o = detail::opts(detail::wait_ms(wait), lease.count(), t.native_handle());
+        return detail::answer(dlock_permit_semaphore_acquire_opts(get(), &o, id, sizeof id))
+                   ? std::string(id)
+                   : std::string();
+    }
+    /* Asynchronously (dlock_permit_semaphore_acquire_async): the permit's id
+     * comes in the result's permit_id. */
+    template <class F>
+    void acquire_async(std::chrono::milliseconds wait, std::chrono::milliseconds lease, F &&fn) {
+        detail::start_wait_async(wait, lease.count(), nullptr, std::forward<F>(fn),
+                                 [&](const dlock_wait_opts *o, dlock_async_fn cb, void *ud) {
+                                     return dlock_permit_semaphore_acquire_async(get(), o, cb, ud);
+                                 });
+    }
+    template <class F>
+    void release_async(const std::string &id, F &&fn) {
+        detail::start_async(std::forward<F>(fn), nullptr, [&](dlock_async_fn cb, void *ud) {
+            return dlock_permit_semaphore_release_async(get(), id.c_str(), cb, ud);
+        });
+    }
     /* Gives permit id back: DLOCK_ENOTOWNER when no permit has it any more. */
     void release(const std::string &id) {
         detail::check(dlock_permit_semaphore_release(get(), id.c_str()));
@@ -698,6 +1002,201 @@ class permit_semaphore {
   private:
     dlock_permit_semaphore *get() const noexcept { return h_.get(); }
     detail::handle<dlock_permit_semaphore, &dlock_permit_semaphore_free> h_;
+};
+
+/* -------------------------------------------------------------- multi-lock */
+
+/* Several locks taken as one (dlock_multilock_new: Redisson's
+ * RedissonMultiLock, held when every lock is held), or a RedLock (red_lock:
+ * RedissonRedLock, held when a majority is). Built over mutex objects (any
+ * of mutex, fair_mutex, fenced_mutex, a shared_mutex's read() or write()),
+ * on one client or several; they stay the caller's and must outlive the
+ * multi-lock. Each lock is held for its own handle's owner, so the thread
+ * that locks must unlock unless every handle has an explicit owner (which
+ * the asynchronous calls require). lease: dlock::watchdog (the default) or
+ * a fixed lease for every lock, whatever lease the mutex objects carry.
+ * Lockable and TimedLockable (detail::lockable): lock() waits with nothing
+ * held meanwhile (no deadlock whatever the order), try_lock_for(d) gives up
+ * after d, lock(token) ends on cancellation; unlock() never throws,
+ * release() does. Any number of threads may use one at once. */
+class basic_multi_lock
+    : public detail::lockable<basic_multi_lock, dlock_multilock, &dlock_multilock_acquire_opts,
+                              &dlock_multilock_release, &dlock_multilock_acquire_async,
+                              &dlock_multilock_release_async> {
+  public:
+    basic_multi_lock(basic_multi_lock &&) noexcept = default;
+    basic_multi_lock &operator=(basic_multi_lock &&) noexcept = default;
+
+    /* lock_async, unlock_async (dlock_multilock_acquire_async; explicit-owner
+     * handles): fn runs once, on the io thread of one of the clients; the
+     * multi-lock and its mutexes must live until then. */
+
+    std::size_t size() const noexcept { return n_; }
+    std::chrono::milliseconds lease() const noexcept { return std::chrono::milliseconds(lease_ms_); }
+    dlock_multilock *native_handle() const noexcept { return ml_.get(); }
+
+  protected:
+    using new_fn = int (*)(dlock_lock *const *, std::size_t, dlock_multilock **);
+    basic_multi_lock(const std::vector<std::reference_wrapper<basic_mutex>> &locks,
+                     std::chrono::milliseconds lease, new_fn make)
+        : ml_(nullptr, &dlock_multilock_free), n_(locks.size()), lease_ms_(lease.count()) {
+        std::vector<dlock_lock *> hs;
+        hs.reserve(locks.size());
+        for (basic_mutex &m : locks)
+            hs.push_back(m.native_handle());
+        dlock_multilock *ml = nullptr;
+        detail::check(make(hs.data(), hs.size(), &ml));
+        ml_.reset(ml);
+    }
+
+  private:
+    friend lockable;
+    int64_t lease_rc() const noexcept { return lease_ms_; }
+    std::unique_ptr<dlock_multilock, void (*)(dlock_multilock *)> ml_;
+    std::size_t n_;
+    int64_t lease_ms_;
+};
+
+/* Every lock or none: dlock::multi_lock ml({m1, m2, m3}); DLOCK_EINVAL
+ * (thrown) for no lock, one given twice, two naming the same lock. */
+class multi_lock : public basic_multi_lock {
+  public:
+    multi_lock(const std::vector<std::reference_wrapper<basic_mutex>> &locks,
+               std::chrono::milliseconds lease = watchdog)
+        : basic_multi_lock(locks, lease, &dlock_multilock_new) {}
+};
+
+/* A majority of n >= 3 locks, each on its own client and its own
+ * independent Redis server (dlock_redlock_new; docs/c-types.md, "RedLock"):
+ * DLOCK_EINVAL (thrown) for fewer, or two on one client or server. */
+class red_lock : public basic_multi_lock {
+  public:
+    red_lock(const std::vector<std::reference_wrapper<basic_mutex>> &locks,
+             std::chrono::milliseconds lease = watchdog)
+        : basic_multi_lock(locks, lease, &dlock_redlock_new) {}
+};
+
+/* ---------------------------------------------------------------- election */
+
+/* Leader election on a name (dlock_election_get; dlock.h, "election"):
+ * leading is holding the lock `name` with the watchdog, and the term is its
+ * fencing token (terms only grow; a term fences writes as a token does).
+ * The object is Lockable and TimedLockable, so leadership is RAII:
+ *     dlock::election e(c, "scheduler");
+ *     std::unique_lock<dlock::election> lead(e);   // campaigns until elected
+ *     ... e.term() ...                             // resigns at scope end
+ * lock() campaigns as long as it takes, try_lock_for(d) up to d, lock(token)
+ * until the token fires; unlock() resigns and never throws; release() (or
+ * resign()) throws DLOCK_ENOTOWNER when this handle does not lead. A handle
+ * campaigns as an owner id of its own: campaign, resign and term may be
+ * called from any thread, and the asynchronous calls need nothing more. */
+class election
+    : public detail::lockable<election, dlock_election, &dlock_election_campaign,
+                              &dlock_election_resign, &dlock_election_campaign_async,
+                              &dlock_election_resign_async> {
+  public:
+    /* Who leads: term 0 when nobody does (or a new leader has not announced
+     * itself yet); who is "host pid owner-id". */
+    struct leader_info {
+        uint64_t term = 0;
+        std::string who;
+    };
+
+    election(const client &c, const std::string &name)
+        : h_(detail::make<dlock_election, &dlock_election_free>(
+              c, [&](dlock_client *cc, dlock_election **out) {
+                  return dlock_election_get(cc, name.c_str(), out);
+              })) {}
+    election(const client &c, const std::string &name, const owner &o)
+        : h_(detail::make<dlock_election, &dlock_election_free>(
+              c, [&](dlock_client *cc, dlock_election **out) {
+                  return dlock_election_get_as(cc, name.c_str(), o.id.c_str(), out);
+              })) {}
+
+    /* Campaigns until elected and returns the term (lock(), with the term). */
+    uint64_t campaign() {
+        lock();
+        return term();
+    }
+    /* Resigns, telling the observers; DLOCK_ENOTOWNER when not leading. */
+    void resign() { release(); }
+    /* The term this handle leads in, 0 when it does not (as far as this
+     * process knows). */
+    uint64_t term() const noexcept { return dlock_election_term(get()); }
+    bool leading() const noexcept { return term() != 0; }
+
+    /* Who leads now (one read). */
+    leader_info leader() const {
+        leader_info l;
+        char who[256];
+        detail::check(dlock_election_leader(get(), &l.term, who, sizeof who));
+        l.who = who;
+        return l;
+    }
+    /* Waits up to wait (dlock::wait_forever: no limit) for the term to differ
+     * from `known`: the new leader, or std::nullopt when the wait ran out.
+     * With a token: throws DLOCK_ECANCELED when it fires first. */
+    std::optional<leader_info> await_change(uint64_t known, std::chrono::milliseconds wait) const {
+        return await_rc(known, wait, nullptr);
+    }
+    std::optional<leader_info> await_change(uint64_t known, std::chrono::milliseconds wait,
+                                            const cancel_token &t) const {
+        return await_rc(known, wait, t.native_handle());
+    }
+    /* The longest a term may last, then it is lost (dlock_election_set_max_hold). */
+    void set_max_hold(std::chrono::milliseconds d) {
+        detail::check(dlock_election_set_max_hold(get(), d.count()));
+    }
+
+    /* Asynchronously: campaign (lock_async; the result's token is the
+     * term), resign (unlock_async),
+     * leader (token: the term, text: who), await_change (token and text of
+     * the new leader). fn(const dlock::async_result &) runs once on dlock's
+     * io thread; the object must live until then. */
+    template <class F>
+    void campaign_async(std::chrono::milliseconds wait, F &&fn) {
+        lock_async(wait, std::forward<F>(fn));
+    }
+    template <class F>
+    void campaign_async(std::chrono::milliseconds wait, const cancel_token &t, F &&fn) {
+        lock_async(wait, t, std::forward<F>(fn));
+    }
+    template <class F>
+    void resign_async(F &&fn) {
+        unlock_async(std::forward<F>(fn));
+    }
+    template <class F>
+    void leader_async(F &&fn) const {
+        detail::start_async(std::forward<F>(fn), nullptr, [this](dlock_async_fn cb, void *ud) {
+            return dlock_election_leader_async(get(), cb, ud);
+        });
+    }
+    template <class F>
+    void await_change_async(uint64_t known, std::chrono::milliseconds wait, F &&fn) const {
+        detail::start_wait_async(wait, 0, nullptr, std::forward<F>(fn),
+                                 [&](const dlock_wait_opts *o, dlock_async_fn cb, void *ud) {
+                                     return dlock_election_await_change_async(get(), known, o, cb, ud);
+                                 });
+    }
+
+    std::string name() const { return dlock_election_name(get()); }
+    dlock_election *native_handle() const noexcept { return h_.get(); }
+
+  private:
+    friend lockable;
+    dlock_election *get() const noexcept { return h_.get(); }
+    int64_t lease_rc() const noexcept { return 0; }
+    std::optional<leader_info> await_rc(uint64_t known, std::chrono::milliseconds wait,
+                                        dlock_cancel *cancel) const {
+        dlock_wait_opts o = detail::opts(detail::wait_ms(wait), 0, cancel);
+        leader_info l;
+        char who[256];
+        if (!detail::answer(dlock_election_await_change(get(), known, &o, &l.term, who, sizeof who)))
+            return std::nullopt;
+        l.who = who;
+        return l;
+    }
+    detail::handle<dlock_election, &dlock_election_free> h_;
 };
 
 /* ------------------------------------------------------------------- latch */
@@ -739,6 +1238,29 @@ class latch {
     bool wait_until(const std::chrono::time_point<Clock, Duration> &t) const {
         return wait_ms(detail::until_ms(t));
     }
+    /* With a cancel token: throws DLOCK_ECANCELED when t fires first. */
+    void wait(const cancel_token &t) const { (void)wait_rc(detail::forever_ms, t.native_handle()); }
+    template <class Rep, class Period>
+    bool wait_for(const std::chrono::duration<Rep, Period> &d, const cancel_token &t) const {
+        return wait_rc(detail::to_ms(d), t.native_handle());
+    }
+    /* Asynchronously (dlock_latch_await_async): fn gets DLOCK_OK once the
+     * count is zero, DLOCK_ETIMEDOUT after wait, DLOCK_ECANCELED. */
+    template <class F>
+    void wait_async(std::chrono::milliseconds wait, F &&fn) const {
+        wait_async_impl(wait, nullptr, std::forward<F>(fn));
+    }
+    template <class F>
+    void wait_async(std::chrono::milliseconds wait, const cancel_token &t, F &&fn) const {
+        wait_async_impl(wait, &t, std::forward<F>(fn));
+    }
+    /* Counts down once asynchronously: the result's count is what is left. */
+    template <class F>
+    void count_down_async(F &&fn) {
+        detail::start_async(std::forward<F>(fn), nullptr, [this](dlock_async_fn cb, void *ud) {
+            return dlock_latch_count_down_async(get(), cb, ud);
+        });
+    }
     void arrive_and_wait(std::ptrdiff_t n = 1) {
         count_down(n);
         wait();
@@ -749,12 +1271,17 @@ class latch {
 
   private:
     dlock_latch *get() const noexcept { return h_.get(); }
-    bool wait_ms(int64_t ms) const {
-        int rc = dlock_latch_await(get(), ms);
-        if (rc == DLOCK_ETIMEDOUT)
-            return false;
-        detail::check(rc);
-        return true;
+    bool wait_ms(int64_t ms) const { return wait_rc(ms, nullptr); }
+    bool wait_rc(int64_t ms, dlock_cancel *cancel) const {
+        dlock_wait_opts o = detail::opts(ms, 0, cancel);
+        return detail::answer(dlock_latch_await_opts(get(), &o));
+    }
+    template <class F>
+    void wait_async_impl(std::chrono::milliseconds wait, const cancel_token *t, F &&fn) const {
+        detail::start_wait_async(wait, 0, t, std::forward<F>(fn),
+                                 [this](const dlock_wait_opts *o, dlock_async_fn cb, void *ud) {
+                                     return dlock_latch_await_async(get(), o, cb, ud);
+                                 });
     }
     detail::handle<dlock_latch, &dlock_latch_free> h_;
 };

@@ -2,7 +2,9 @@
 // standard guards on dlock's mutexes between threads and between clients,
 // timed tries that time out while the lock is held elsewhere, the errors'
 // statuses (thrown and as std::error_code), the semaphore's counting, the
-// latch, the permit semaphore, explicit owners and moves.
+// latch, the permit semaphore, explicit owners and moves; cancellation
+// tokens (and std::stop_token under C++20), multi_lock and red_lock,
+// election, the asynchronous calls.
 //
 //   test_hpp REDIS_URL [SLACK]
 //
@@ -17,6 +19,9 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <future>
+#include <memory>
+#include <optional>
 #include <mutex>
 #include <shared_mutex>
 #include <string>
@@ -497,11 +502,354 @@ void test_moves() {
 
 }  // namespace
 
+// Runs `start(cb)` with a callback that hands its result over, and waits
+// (bounded) for it: the std::future adaptor docs/cpp.md shows.
+template <class Start>
+dlock::async_result await_async(Start start) {
+    auto p = std::make_shared<std::promise<dlock::async_result>>();
+    std::future<dlock::async_result> f = p->get_future();
+    start([p](const dlock::async_result &r) { p->set_value(r); });
+    if (f.wait_for(std::chrono::seconds(20 * slack)) != std::future_status::ready) {
+        FAILED("an asynchronous call never completed");
+        dlock::async_result r;
+        r.status = dlock::make_error_code(DLOCK_ETIMEDOUT);
+        r.message = "never completed";
+        return r;
+    }
+    return f.get();
+}
+
+// Runs `wait()` in a thread, fires `tok` after 150 ms: the wait must end with
+// DLOCK_ECANCELED (thrown), soon after the fire and not before.
+template <class Wait>
+void cancelled(const dlock::cancel_token &tok, Wait wait) {
+    std::atomic<int> status{1};
+    std::atomic<long> waited{-1};
+    std::thread t([&] {
+        auto t0 = clock_type::now();
+        try {
+            wait();
+            status = 0;
+        } catch (const dlock::error &e) {
+            status = e.status();
+            CHECK(e.code() == std::errc::operation_canceled);
+        }
+        waited = ms_since(t0);
+    });
+    std::this_thread::sleep_for(150ms);
+    tok.fire();
+    t.join();
+    CHECK(status == DLOCK_ECANCELED);
+    CHECK(waited >= 100);
+    CHECK(waited < 150 + 2000 * slack);
+}
+
+// Cancellation tokens end the waits of every kind that take one.
+void test_cancel(dlock::client &a, dlock::client &b) {
+    std::string n = name("cancel");
+    dlock::mutex ma(a, n), mb(b, n);
+    holder h(ma);
+    dlock::cancel_token tok;
+    CHECK(!tok.fired());
+    cancelled(tok, [&] { mb.lock(tok); });
+    CHECK(tok.fired());
+    CHECK(!mb.is_held());
+    // a fired token ends the next wait at once, until reset
+    std::error_code ec;
+    auto t0 = clock_type::now();
+    CHECK(!mb.lock(tok, ec));
+    CHECK(ec == DLOCK_ECANCELED);
+    CHECK(ms_since(t0) < 1000 * slack);
+    tok.reset();
+    CHECK(!tok.fired());
+    t0 = clock_type::now();
+    CHECK(!mb.try_lock_for(200ms, tok));   // runs out: an answer, no throw
+    CHECK(ms_since(t0) >= 190);
+    cancelled(tok, [&] { (void)mb.try_lock_for(30s, tok); });
+    tok.reset();
+    cancelled(tok, [&] { (void)mb.try_lock_until(clock_type::now() + 30s, tok); });
+
+    dlock::semaphore s(a, name("cancel-sem"));
+    s.set_permits(0);
+    tok.reset();
+    cancelled(tok, [&] { s.acquire(1, tok); });
+    tok.reset();
+    cancelled(tok, [&] { (void)s.try_acquire_for(30s, 1, tok); });
+    CHECK(s.available() == 0);
+
+    dlock::latch l(a, name("cancel-latch"));
+    CHECK(l.try_set_count(1));
+    tok.reset();
+    cancelled(tok, [&] { l.wait(tok); });
+    tok.reset();
+    CHECK(!l.wait_for(100ms, tok));
+
+    dlock::permit_semaphore p(a, name("cancel-permits"));
+    CHECK(p.try_set_permits(0));
+    tok.reset();
+    cancelled(tok, [&] { (void)p.try_acquire_for(dlock::wait_forever, dlock::watchdog, tok); });
+}
+
+#ifdef DLOCK_HPP_STOP_TOKEN
+// C++20: a std::jthread's stop request ends a wait through cancel_token.
+void test_stop_token(dlock::client &a, dlock::client &b) {
+    std::string n = name("stop");
+    dlock::mutex ma(a, n), mb(b, n);
+    holder h(ma);
+    std::atomic<int> status{1};
+    auto t0 = clock_type::now();
+    {
+        std::jthread t([&](std::stop_token st) {
+            try {
+                mb.lock(dlock::cancel_token(st));
+                status = 0;
+            } catch (const dlock::error &e) {
+                status = e.status();
+            }
+        });
+        std::this_thread::sleep_for(150ms);
+    }   // ~jthread: request_stop(), join()
+    CHECK(status == DLOCK_ECANCELED);
+    CHECK(ms_since(t0) < 150 + 2000 * slack);
+    std::stop_source src;
+    src.request_stop();
+    dlock::cancel_token done(src.get_token());   // already stopped: fired
+    CHECK(done.fired());
+    std::error_code ec;
+    CHECK(!mb.lock(done, ec) && ec == DLOCK_ECANCELED);
+}
+#endif
+
+// multi_lock: all or nothing, nothing held while waiting, a standard guard.
+void test_multilock(dlock::client &a, dlock::client &b) {
+    std::string n1 = name("ml"), n2 = name("ml"), n3 = name("ml");
+    dlock::mutex a1(a, n1), a2(a, n2);
+    dlock::fair_mutex a3(a, n3);
+    dlock::mutex b1(b, n1), b2(b, n2), b3(b, n3);
+    dlock::multi_lock ml({a1, a2, a3});
+    CHECK(ml.size() == 3);
+    {
+        std::unique_lock<dlock::multi_lock> g(ml);
+        CHECK(a1.is_held() && a2.is_held() && a3.is_held());
+        CHECK(!b1.try_lock() && !b2.try_lock() && !b3.try_lock());
+    }
+    CHECK(!a1.is_locked() && !a2.is_locked() && !a3.is_locked());
+    {
+        holder h(b2);   // another client holds one of the three
+        CHECK(!ml.try_lock());
+        CHECK(!a1.is_locked() && !a3.is_locked());   // what it took, given back
+        auto t0 = clock_type::now();
+        CHECK(!ml.try_lock_for(200ms));
+        CHECK(ms_since(t0) >= 190);
+        CHECK(!a1.is_locked());
+        dlock::cancel_token tok;
+        cancelled(tok, [&] { ml.lock(tok); });
+        CHECK(!a1.is_locked() && !a3.is_locked());
+    }
+    CHECK(ml.try_lock_for(2s));
+    ml.unlock();
+    std::error_code ec;
+    CHECK(!ml.unlock(ec) && ec == DLOCK_ENOTOWNER);
+    try {
+        dlock::multi_lock dup({a1, b1});   // the same lock twice
+        FAILED("a multi_lock naming one lock twice");
+    } catch (const dlock::error &e) {
+        CHECK(e.status() == DLOCK_EINVAL);
+    }
+    // std::scoped_lock takes a multi_lock with a plain mutex
+    dlock::mutex a4(a, name("ml"));
+    {
+        std::scoped_lock g(ml, a4);
+        CHECK(a1.is_held() && a4.is_held());
+    }
+    CHECK(!a1.is_locked() && !a4.is_locked());
+}
+
+// red_lock over three databases of the test server (independent as far as
+// the RedLock rules go: same address, other database): a majority suffices.
+void test_redlock() {
+    std::vector<std::unique_ptr<dlock::client>> cs, other;
+    for (int db = 1; db <= 3; db++) {
+        cs.push_back(std::make_unique<dlock::client>(url + "/" + std::to_string(db)));
+        other.push_back(std::make_unique<dlock::client>(url + "/" + std::to_string(db)));
+    }
+    std::string n = name("redlock");
+    std::vector<dlock::mutex> ms, os;
+    for (int i = 0; i < 3; i++) {
+        ms.emplace_back(*cs[static_cast<size_t>(i)], n);
+        os.emplace_back(*other[static_cast<size_t>(i)], n,
+                        dlock::owner{other[static_cast<size_t>(i)]->new_owner_id()});
+    }
+    dlock::red_lock rl({ms[0], ms[1], ms[2]});
+    CHECK(rl.try_lock());
+    CHECK(ms[0].is_held() && ms[1].is_held() && ms[2].is_held());
+    rl.unlock();
+    CHECK(!ms[0].is_locked());
+    os[0].lock();   // one of three held elsewhere: a majority is still free
+    {
+        std::unique_lock<dlock::red_lock> g(rl, 2s);
+        CHECK(g.owns_lock());
+        CHECK(ms[1].is_held() && ms[2].is_held() && !ms[0].is_held());
+    }
+    os[1].lock();   // two of three: no majority
+    CHECK(!rl.try_lock());
+    CHECK(!ms[2].is_locked());   // the one it took, given back
+    os[0].unlock();
+    os[1].unlock();
+    try {
+        dlock::red_lock two({ms[0], ms[1]});
+        FAILED("a red_lock over two locks");
+    } catch (const dlock::error &e) {
+        CHECK(e.status() == DLOCK_EINVAL);
+    }
+}
+
+// election: leadership as a guard, the terms, the observers.
+void test_election(dlock::client &a, dlock::client &b) {
+    std::string n = name("elect");
+    dlock::election ea(a, n), eb(b, n);
+    CHECK(ea.name() == n);
+    CHECK(ea.term() == 0 && !ea.leading());
+    uint64_t first = 0;
+    {
+        std::unique_lock<dlock::election> lead(ea);
+        first = ea.term();
+        CHECK(first > 0);
+        CHECK(!eb.try_lock());
+        dlock::election::leader_info l = eb.leader();
+        CHECK(l.term == first);
+        CHECK(l.who.find(std::to_string(getpid())) != std::string::npos);
+        CHECK(!eb.await_change(first, 100ms).has_value());   // no change: runs out
+        dlock::cancel_token tok;
+        cancelled(tok, [&] { eb.lock(tok); });
+    }   // resigned
+    CHECK(ea.term() == 0);
+    CHECK(eb.leader().term == 0);
+    try {
+        ea.resign();
+        FAILED("resign while not leading");
+    } catch (const dlock::error &e) {
+        CHECK(e.status() == DLOCK_ENOTOWNER);
+    }
+    // an observer sees the next leader; terms only grow
+    std::thread t([&] {
+        std::this_thread::sleep_for(100ms);
+        (void)eb.campaign();
+    });
+    std::optional<dlock::election::leader_info> next = ea.await_change(0, 10s);
+    t.join();
+    CHECK(next.has_value() && next->term > first);
+    CHECK(eb.term() > first);
+    CHECK(!ea.try_lock_for(100ms));
+    eb.resign();
+}
+
+// The asynchronous forms: callbacks, each once, with the outcome.
+void test_async(dlock::client &a, dlock::client &b) {
+    std::string n = name("async");
+    dlock::mutex m(a, n, dlock::owner{a.new_owner_id()});
+    dlock::mutex other(b, n, dlock::owner{b.new_owner_id()});
+    dlock::async_result r = await_async([&](auto cb) { m.lock_async(1s, cb); });
+    CHECK(r && !r.status);
+    CHECK(m.is_held());   // the owner id's hold, seen from this thread
+    r = await_async([&](auto cb) { other.lock_async(100ms, cb); });
+    CHECK(r.status == DLOCK_ETIMEDOUT && !r);
+    {
+        dlock::cancel_token keep;
+        std::future<dlock::async_result> f;
+        {
+            dlock::cancel_token tok;   // goes away: the pending call keeps it
+            keep = tok;
+            auto p = std::make_shared<std::promise<dlock::async_result>>();
+            f = p->get_future();
+            // bounded, so that a cancellation that does not work fails the
+            // check below instead of hanging the test
+            other.lock_async(std::chrono::seconds(5 * slack), tok,
+                             [p](const dlock::async_result &res) { p->set_value(res); });
+        }
+        std::this_thread::sleep_for(100ms);
+        auto t0 = clock_type::now();
+        keep.fire();
+        CHECK(f.wait_for(std::chrono::seconds(10 * slack)) == std::future_status::ready);
+        CHECK(f.get().status == DLOCK_ECANCELED);
+        CHECK(ms_since(t0) < 2000 * slack);
+    }
+    // a temporary token: the pending call keeps it alive (under ASan a
+    // token freed early is a use after free)
+    r = await_async([&](auto cb) { other.lock_async(200ms, dlock::cancel_token(), cb); });
+    CHECK(r.status == DLOCK_ETIMEDOUT);
+    r = await_async([&](auto cb) { m.unlock_async(cb); });
+    CHECK(!r.status);
+    CHECK(!m.is_locked());
+    r = await_async([&](auto cb) { m.unlock_async(cb); });
+    CHECK(r.status == DLOCK_ENOTOWNER);
+    CHECK(!r.message.empty());
+
+    // refused at the call: a thread-owner handle; the callback never runs
+    dlock::mutex plain(a, n);
+    std::atomic<int> ran{0};
+    try {
+        plain.lock_async(1s, [&](const dlock::async_result &) { ran++; });
+        FAILED("lock_async on a thread-owner handle");
+    } catch (const dlock::error &e) {
+        CHECK(e.status() == DLOCK_EINVAL);
+    }
+
+    // fenced token and term come in the result
+    dlock::election e(a, name("async-elect"));
+    r = await_async([&](auto cb) { e.campaign_async(1s, cb); });
+    CHECK(!r.status && r.token > 0 && r.token == e.term());
+    r = await_async([&](auto cb) { e.leader_async(cb); });
+    CHECK(r.token == e.term() && r.text.find(std::to_string(getpid())) != std::string::npos);
+    r = await_async([&](auto cb) { e.resign_async(cb); });
+    CHECK(!r.status && e.term() == 0);
+
+    dlock::semaphore s(a, name("async-sem"));
+    s.set_permits(1);
+    r = await_async([&](auto cb) { s.acquire_async(1, 1s, cb); });
+    CHECK(!r.status && s.available() == 0);
+    r = await_async([&](auto cb) { s.acquire_async(1, 100ms, cb); });
+    CHECK(r.status == DLOCK_ETIMEDOUT);
+    r = await_async([&](auto cb) { s.release_async(1, cb); });
+    CHECK(!r.status && s.available() == 1);
+
+    dlock::permit_semaphore p(a, name("async-permits"));
+    CHECK(p.try_set_permits(1));
+    r = await_async([&](auto cb) { p.acquire_async(1s, 10s, cb); });
+    CHECK(!r.status && r.permit_id.size() == 32);
+    std::string id = r.permit_id;
+    r = await_async([&](auto cb) { p.release_async(id, cb); });
+    CHECK(!r.status && p.available() == 1);
+
+    dlock::latch l(a, name("async-latch"));
+    CHECK(l.try_set_count(1));
+    auto pl = std::make_shared<std::promise<dlock::async_result>>();
+    std::future<dlock::async_result> fl = pl->get_future();
+    l.wait_async(10s, [pl](const dlock::async_result &res) { pl->set_value(res); });
+    CHECK(fl.wait_for(100ms) == std::future_status::timeout);   // still counting
+    r = await_async([&](auto cb) { l.count_down_async(cb); });
+    CHECK(!r.status && r.count == 0);
+    CHECK(fl.wait_for(std::chrono::seconds(10 * slack)) == std::future_status::ready);
+    CHECK(!fl.get().status);
+
+    std::string n1 = name("async-ml"), n2 = name("async-ml");
+    std::string o = a.new_owner_id();
+    dlock::mutex x1(a, n1, dlock::owner{o}), x2(a, n2, dlock::owner{o});
+    dlock::multi_lock ml({x1, x2});
+    r = await_async([&](auto cb) { ml.lock_async(1s, cb); });
+    CHECK(!r.status && x1.is_held() && x2.is_held());
+    r = await_async([&](auto cb) { ml.unlock_async(cb); });
+    CHECK(!r.status && !x1.is_locked() && !x2.is_locked());
+    CHECK(ran == 0);
+}
+
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         std::fprintf(stderr, "usage: test_hpp REDIS_URL [SLACK]\n");
         return 2;
     }
+    std::setvbuf(stdout, nullptr, _IOLBF, 0);   // lines seen even when SIGALRM ends it
     url = argv[1];
     if (argc > 2)
         slack = std::max(1L, std::atol(argv[2]));
@@ -522,6 +870,14 @@ int main(int argc, char **argv) {
         test_latch(a, b);
         test_permits(a);
         test_moves();
+        test_cancel(a, b);
+#ifdef DLOCK_HPP_STOP_TOKEN
+        test_stop_token(a, b);
+#endif
+        test_multilock(a, b);
+        test_redlock();
+        test_election(a, b);
+        test_async(a, b);
     } catch (const dlock::error &e) {
         std::printf("FAIL: unexpected dlock::error %s (%d): %s\n", dlock_errname(e.status()),
                     e.status(), e.what());
