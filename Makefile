@@ -67,11 +67,19 @@ asan: deps
 	@cmake --build build-asan -j$(JOBS) -- --no-print-directory
 	DLOCK_TEST_SLOW=3 ctest --test-dir build-asan $(CTEST_FLAGS) -j$(ASAN_JOBS) -E '$(ASAN_SKIP)'
 
+# ThreadSanitizer runs the threaded tests once each: the single-server suites,
+# the Sentinel and Cluster suites, TLS, ACL, and the CLI's run modes (a guard,
+# a watchdog and signals in one process). It leaves out what repeats the same
+# threads over another transport or deployment (the deployment matrix, the
+# suites over TLS and ACL, the TLS deployments) and the CLI scripts that only
+# read or write Redis once per command: ASan and make check run those.
+TSAN_SKIP ?= ^suite_|^test_(cluster|sentinel)_tls$$|^test_[a-z]+_(sentinel|cluster)$$|^test_cli($$|_(admin|ops|family|sem|beyond|stripes|monitor|managed|doctor)$$)|^example_
+TSAN_JOBS ?= 2
 tsan: deps
 	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDLOCK_SANITIZE=thread >/dev/null
 	@cmake --build build-tsan -j$(JOBS) -- --no-print-directory
 	DLOCK_TEST_SLOW=5 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
-	  ctest --test-dir build-tsan -L threaded $(CTEST_FLAGS)
+	  ctest --test-dir build-tsan -L threaded $(CTEST_FLAGS) -j$(TSAN_JOBS) -E '$(TSAN_SKIP)'
 
 sanitize: asan tsan
 

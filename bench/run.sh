@@ -90,7 +90,7 @@ record() { # appends the JSON line of a run, or a failure record
 flush() { redis-cli -p "$REDIS_PORT" flushall >/dev/null; redis-cli -p "$REDIS_PORT" script flush >/dev/null; }
 
 # References: the acquire script's EVALSHA through redis-benchmark and a hiredis loop.
-sha=$(redis-cli -p "$REDIS_PORT" script load "$(cat "$root/src/scripts/lock/acquire.lua")")
+sha=$(redis-cli -p "$REDIS_PORT" script load "$(cat "$build/gen/expanded/lock_acquire.lua")")
 owner=00000000-0000-0000-0000-000000000000:1
 rb() { # scenario clients n key
   local out v
@@ -111,7 +111,7 @@ if want refs; then
     rb ceiling-c50 50 "$rb50_n" "bench:rb50:__rand_int__"
     record pin "$bench" ceiling --url "$url" --cycles "$cycles"
     flush
-    sha=$(redis-cli -p "$REDIS_PORT" script load "$(cat "$root/src/scripts/lock/acquire.lua")")
+    sha=$(redis-cli -p "$REDIS_PORT" script load "$(cat "$build/gen/expanded/lock_acquire.lua")")
   done
 fi
 
@@ -121,7 +121,7 @@ for i in $(seq "$runs"); do
   # The references right beside dlock's run: a machine's fast and slow
   # moments then hit both sides of the ratio. redis-benchmark -c 1: two of its
   # round trips are the cycle the issue's target names.
-  sha=$(redis-cli -p "$REDIS_PORT" script load "$(cat "$root/src/scripts/lock/acquire.lua")")
+  sha=$(redis-cli -p "$REDIS_PORT" script load "$(cat "$build/gen/expanded/lock_acquire.lua")")
   rb ceiling-c1-paired 1 "$rb_n" bench:rb1
   record pin "$bench" ceiling --url "$url" --cycles "$cycles"
   record pin "$bench" uncontended --url "$url" --cycles "$cycles"
@@ -146,7 +146,7 @@ echo "2b. fair-lock handoff (processes; only the head of the queue is woken)..."
 for i in $(seq "$runs"); do
   # The -c 1 round trip right beside it: the gap target is a ratio to it
   # (the script loaded first: the section before flushed the cache).
-  sha=$(redis-cli -p "$REDIS_PORT" script load "$(cat "$root/src/scripts/lock/acquire.lua")")
+  sha=$(redis-cli -p "$REDIS_PORT" script load "$(cat "$build/gen/expanded/lock_acquire.lua")")
   rb ceiling-c1 1 "$rb_n" bench:rb1
   record pin "$bench" handoff --kind fair --url "$url" --mode processes --seconds "$secs"
   flush
@@ -166,7 +166,7 @@ if want many; then
 echo "4. many names..."
 for i in $(seq "$runs"); do
   # The -c 50 ceiling right beside dlock's run, as for the uncontended one.
-  sha=$(redis-cli -p "$REDIS_PORT" script load "$(cat "$root/src/scripts/lock/acquire.lua")")
+  sha=$(redis-cli -p "$REDIS_PORT" script load "$(cat "$build/gen/expanded/lock_acquire.lua")")
   rb ceiling-c50 50 "$rb50_n" "bench:rb50:__rand_int__"
   record pin "$bench" many --url "$url" --seconds "$secs"
   for p in "${peers[@]}"; do record pin node "$here/peers/bench.js" --peer "$p" --scenario many --seconds "$secs" --url "$url"; done
@@ -216,7 +216,7 @@ if want sem; then
 echo "8. semaphore of one permit (uncontended, handoff in threads and processes, idle)..."
 for i in $(seq "$runs"); do
   # The -c 1 round trip right beside it: the gap target is a ratio to it.
-  sha=$(redis-cli -p "$REDIS_PORT" script load "$(cat "$root/src/scripts/lock/acquire.lua")")
+  sha=$(redis-cli -p "$REDIS_PORT" script load "$(cat "$build/gen/expanded/lock_acquire.lua")")
   rb ceiling-c1 1 "$rb_n" bench:rb1
   record pin "$bench" uncontended --kind semaphore --url "$url" --cycles "$cycles"
   record pin node "$here/peers/bench.js" --peer redis-semaphore-sem --scenario uncontended --url "$url" --cycles "$peer_cycles"
@@ -232,7 +232,7 @@ fi
 if want latch; then
 echo "9. count-down latch: 100 awaiters over 4 processes, one count-down..."
 for i in $(seq "$runs"); do
-  sha=$(redis-cli -p "$REDIS_PORT" script load "$(cat "$root/src/scripts/lock/acquire.lua")")
+  sha=$(redis-cli -p "$REDIS_PORT" script load "$(cat "$build/gen/expanded/lock_acquire.lua")")
   rb ceiling-c1 1 "$rb_n" bench:rb1
   record pin "$bench" latch --url "$url"
   # The same wake-up of as many threads without Redis or dlock: this
@@ -258,7 +258,7 @@ if want async; then
 echo "10. asynchronous API: many names from one thread; 10 000 pending waiters..."
 for i in $(seq "$runs"); do
   # The -c 50 ceiling right beside each run, as for section 4.
-  sha=$(redis-cli -p "$REDIS_PORT" script load "$(cat "$root/src/scripts/lock/acquire.lua")")
+  sha=$(redis-cli -p "$REDIS_PORT" script load "$(cat "$build/gen/expanded/lock_acquire.lua")")
   rb ceiling-c50 50 "$rb50_n" "bench:rb50:__rand_int__"
   record pin "$bench" asyncmany --url "$url" --seconds "$secs"
   flush

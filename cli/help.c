@@ -122,7 +122,7 @@ static const char run_text[] =
     "                           was paused or cut off), others wait DUR more before\n"
     "                           taking it; released normally it is free at once. dlock's\n"
     "                           own: Redisson clients do not honour it (0: off, the\n"
-    "                           default; up to 1d; reentrant locks only)\n"
+    "                           default; up to 1d; reentrant and fair locks)\n"
     "  -E, --conflict-exit-code N\n"
     "                           exit code when not acquired in time (default 75)\n"
     "  --on-lost term|ignore    the lock lost while CMD (or what it started) runs:\n"

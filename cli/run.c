@@ -279,14 +279,15 @@ static int parse_args(cli_opts *o, int argc, char **argv, run_args *ra)
         return -1;
     }
     for (int k = 0; k < ra->nnames && ra->lock_delay_ms; k++)
-        if (ra->kinds[k] != RUN_LOCK || ra->semaphore || ra->elect) {
-            cli_usage_error(o, "run", "--lock-delay applies to (reentrant) locks only: not "
-                                      "with --fair, --read, --write, --semaphore or elect");
+        if ((ra->kinds[k] != RUN_LOCK && ra->kinds[k] != RUN_FAIR) || ra->semaphore ||
+            ra->elect) {
+            cli_usage_error(o, "run", "--lock-delay applies to reentrant and fair locks only: "
+                                      "not with --read, --write, --semaphore or elect");
             return -1;
         }
     if (ra->lock_delay_ms && ra->semaphore) {
-        cli_usage_error(o, "run", "--lock-delay applies to (reentrant) locks only: not "
-                                  "with --semaphore");
+        cli_usage_error(o, "run", "--lock-delay applies to reentrant and fair locks only: "
+                                  "not with --semaphore");
         return -1;
     }
     ra->watchdog_ms = o->watchdog_ms ? o->watchdog_ms : 30000;
@@ -456,7 +457,7 @@ static void describe_holder(dlock_client *c, target *t, char *buf, size_t size)
     if (!info && t->lock_delay) {
         /* Refused while free: most likely its lock-delay (or a reserved turn). */
         snprintf(buf, size, "free, but in its lock-delay: its last holder lost it without "
-                            "releasing (or its next turn is reserved for another waiter)");
+                            "releasing (or another waiter's turn comes first)");
         return;
     }
     if (!info) {

@@ -2,6 +2,7 @@
 # script with its body, its SHA1, and the key and argument counts its header
 # declares, plus an enum DLOCK__SCRIPT_<TYPE>_<OP>. Run with cmake -P.
 # Inputs: OUT_DIR, SCRIPTS (a |-separated list of .lua files, sorted).
+# A script's line "-- #include NAME" takes in src/scripts/include/NAME.lua.in.
 #
 # Counts come from the header comment: each "-- KEYS[n] ..." or "-- ARGV[n] ..."
 # line declares one; "(optional)" on the line makes it optional (the highest
@@ -22,8 +23,29 @@ foreach(f IN LISTS SCRIPTS)
   set(base "${type}_${op}")
   string(TOUPPER "${base}" up)
   file(READ "${f}" body)
-  file(SHA1 "${f}" sha)
-  file(READ "${f}" hex HEX)
+  # A line "-- #include NAME" is replaced by src/scripts/include/NAME.lua.in
+  # (a fragment several scripts share); the script so expanded is written to
+  # OUT_DIR/expanded/<type>_<op>.lua, and its SHA1 and bytes are that file's.
+  set(src "${f}")
+  string(REGEX MATCHALL "-- #include [a-z_]+\n" incs "${body}")
+  if(incs)
+    foreach(inc IN LISTS incs)
+      string(REGEX REPLACE "-- #include ([a-z_]+)\n" "\\1" iname "${inc}")
+      file(READ "${dir}/../include/${iname}.lua.in" frag)
+      string(REPLACE "${inc}" "${frag}" body "${body}")
+    endforeach()
+    file(MAKE_DIRECTORY "${OUT_DIR}/expanded")
+    set(src "${OUT_DIR}/expanded/${base}.lua")
+    set(oldx "")
+    if(EXISTS "${src}")
+      file(READ "${src}" oldx)
+    endif()
+    if(NOT oldx STREQUAL body)
+      file(WRITE "${src}" "${body}")
+    endif()
+  endif()
+  file(SHA1 "${src}" sha)
+  file(READ "${src}" hex HEX)
   string(LENGTH "${hex}" hexlen)
   math(EXPR len "${hexlen} / 2")
   string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," bytes "${hex}")

@@ -3,6 +3,7 @@
  * normally is free at once; the marker beside the lock follows the
  * watchdog's renewals; Redisson's holds (which know no marker) are not
  * delayed; bad settings are refused. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -177,20 +179,23 @@ static void test_redisson_holder_not_delayed(void **state)
 
 /* The owner that lost its own hold may take it again (the delay keeps out
  * the others); a handle's setting overrides the client's. */
-static void test_same_owner_and_per_handle(void **state)
+typedef int (*lock_getter)(dlock_client *, const char *, dlock_lock **);
+
+static void same_owner_and_per_handle(lock_getter get, const char *prefix)
 {
-    (void)state;
     char name[96], marker[128];
-    th_name(name, sizeof(name), "ld-own");
+    th_name(name, sizeof(name), prefix);
     marker_of(name, marker, sizeof(marker));
     dlock_lock *l, *other;
-    assert_int_equal(dlock_lock_get(cli, name, &l), DLOCK_OK);   /* the client's: off */
-    assert_int_equal(dlock_lock_get(cli, name, &other), DLOCK_OK);
+    assert_int_equal(get(cli, name, &l), DLOCK_OK);   /* the client's: off */
+    assert_int_equal(get(cli, name, &other), DLOCK_OK);
     assert_int_equal(dlock_lock_set_lock_delay(l, 60000), DLOCK_OK);
     assert_int_equal(dlock_lock_try(l, 0, 10000), DLOCK_OK);
     assert_int_equal(th_int(&srv, "EXISTS %s", marker), 1);
     assert_int_equal(th_int(&srv, "DEL %s", name), 1);   /* lost */
-    assert_int_equal(dlock_lock_try(l, 0, 10000), DLOCK_OK);   /* the same owner */
+    int rc = dlock_lock_try(l, 0, 10000);   /* the same owner */
+    if (rc != DLOCK_OK)
+        fail_msg("retake by the owner: %d %s", rc, dlock_last_error());
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
     assert_int_equal(th_int(&srv, "EXISTS %s", marker), 0);
     /* The other handle has no delay of its own and sends no marker. */
@@ -202,6 +207,172 @@ static void test_same_owner_and_per_handle(void **state)
     assert_non_null(strstr(dlock_last_error(), "before the handle's first acquisition"));
     dlock_lock_free(l);
     dlock_lock_free(other);
+}
+
+static void test_same_owner_and_per_handle(void **state)
+{
+    (void)state;
+    same_owner_and_per_handle(dlock_lock_get, "ld-own");
+}
+
+static void test_fair_per_handle(void **state)
+{
+    (void)state;
+    same_owner_and_per_handle(dlock_fair_lock_get, "ldf-own");
+}
+
+/* The fair lock (Redisson's RFairLock) with a lock-delay: a holder whose
+ * lease ran out unreleased keeps the next taker out until the delay ends,
+ * and a waiter queued meanwhile keeps its place (it is the one that gets the
+ * lock, before a later one); a proper release frees it at once; a Redisson
+ * fair holder (plain commands: hash, queue, no marker) delays nobody. */
+static void test_fair_unreleased_is_delayed(void **state)
+{
+    (void)state;
+    const int64_t slack = th_slack(), delay = DELAY * slack, lease = 300 * slack;
+    dlock_client *a = delayed_client(delay, 0), *b = delayed_client(delay, 0);
+    char name[96], marker[128];
+    th_name(name, sizeof(name), "ldf");
+    marker_of(name, marker, sizeof(marker));
+    dlock_lock *la, *lb;
+    assert_int_equal(dlock_fair_lock_get(a, name, &la), DLOCK_OK);
+    assert_int_equal(dlock_fair_lock_get(b, name, &lb), DLOCK_OK);
+    int64_t t0 = th_now_ms();
+    assert_int_equal(dlock_lock_try(la, 0, lease), DLOCK_OK);
+    long long pttl = th_int(&srv, "PTTL %s", marker);
+    assert_true(pttl > delay && pttl <= lease + delay);
+    while (th_int(&srv, "EXISTS %s", name) == 1)   /* a "died": its lease runs out */
+        th_sleep_ms(5);
+    assert_int_equal(dlock_lock_try(lb, 0, 10000), DLOCK_ETIMEDOUT);
+    assert_non_null(strstr(dlock_last_error(), "lock-delay"));
+    assert_int_equal(dlock_lock_try(lb, 5000 * slack, 10000), DLOCK_OK);
+    int64_t got = th_now_ms();
+    print_message("    fair: lease %lld ms, delay %lld ms: acquired after %lld ms\n",
+                  (long long)lease, (long long)delay, (long long)(got - t0));
+    assert_true(got - t0 >= lease + delay - 5);
+    assert_true(got - t0 < lease + delay + 2000 * slack);
+    /* A watchdog hold renews the fair lock's marker with the lock. */
+    {
+        const int64_t wd = 900 * slack;
+        dlock_client *w = delayed_client(delay, wd);
+        dlock_lock *lw;
+        char wname[96], wmarker[128];
+        th_name(wname, sizeof(wname), "ldf-wd");
+        marker_of(wname, wmarker, sizeof(wmarker));
+        assert_int_equal(dlock_fair_lock_get(w, wname, &lw), DLOCK_OK);
+        assert_int_equal(dlock_lock_acquire(lw, DLOCK_WATCHDOG), DLOCK_OK);
+        th_sleep_ms(2 * wd);   /* past the first lease: renewed several times */
+        assert_int_equal(th_int(&srv, "EXISTS %s", wname), 1);
+        long long wp = th_int(&srv, "PTTL %s", wmarker);
+        if (wp <= delay)
+            fail_msg("fair marker PTTL %lld after renewals, not above the delay %lld", wp,
+                     (long long)delay);
+        assert_int_equal(dlock_lock_release(lw), DLOCK_OK);
+        assert_int_equal(th_int(&srv, "EXISTS %s", wmarker), 0);
+        dlock_lock_free(lw);
+        dlock_client_close(w);
+    }
+    /* b releases properly: no marker left, a takes it at once. */
+    assert_int_equal(dlock_lock_release(lb), DLOCK_OK);
+    assert_int_equal(th_int(&srv, "EXISTS %s", marker), 0);
+    t0 = th_now_ms();
+    assert_int_equal(dlock_lock_try(la, 0, 10000), DLOCK_OK);
+    assert_true(th_now_ms() - t0 < 1000 * th_slack());
+    assert_int_equal(dlock_lock_release(la), DLOCK_OK);
+    /* A Redisson fair holder: the hash with its field, no marker; its
+     * release (DEL + the head's wake-up, here just the DEL) delays nobody. */
+    assert_int_equal(th_int(&srv, "HSET %s redisson-uuid:1 1", name), 1);
+    assert_int_equal(th_int(&srv, "PEXPIRE %s 30000", name), 1);
+    assert_int_equal(dlock_lock_try(lb, 0, 10000), DLOCK_ETIMEDOUT);
+    assert_null(strstr(dlock_last_error(), "lock-delay"));
+    assert_int_equal(th_int(&srv, "DEL %s", name), 1);
+    assert_int_equal(dlock_lock_try(lb, 0, 10000), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(lb), DLOCK_OK);
+    dlock_lock_free(la);
+    dlock_lock_free(lb);
+    dlock_client_close(a);
+    dlock_client_close(b);
+}
+
+typedef struct fair_waiter {
+    dlock_lock *l;
+    int64_t wait_ms;
+    int rc;
+    int64_t got_at;
+} fair_waiter;
+
+static void *fair_wait(void *arg)
+{
+    fair_waiter *w = arg;
+    w->rc = dlock_lock_try(w->l, w->wait_ms, 10000);
+    w->got_at = th_now_ms();
+    if (w->rc == DLOCK_OK)
+        w->rc = dlock_lock_release(w->l);
+    return NULL;
+}
+
+/* Queue order holds through a delay (issue 26's head rule): a waiter that
+ * queued first during the delay goes first once it ends, though a later one
+ * arrives while the delay lasts; a Redisson waiter queued at the head (plain
+ * commands) is not kept out by the marker. */
+static void test_fair_queue_order_through_delay(void **state)
+{
+    (void)state;
+    const int64_t slack = th_slack(), delay = 1500 * slack;
+    dlock_client *a = delayed_client(delay, 0), *b = delayed_client(delay, 0),
+                 *c = delayed_client(delay, 0);
+    char name[96], marker[128], queue[160];
+    th_name(name, sizeof(name), "ldfq");
+    marker_of(name, marker, sizeof(marker));
+    snprintf(queue, sizeof(queue), "redisson_lock_queue:{%s}", name);
+    dlock_lock *la, *lb, *lc;
+    assert_int_equal(dlock_fair_lock_get(a, name, &la), DLOCK_OK);
+    assert_int_equal(dlock_fair_lock_get(b, name, &lb), DLOCK_OK);
+    assert_int_equal(dlock_fair_lock_get(c, name, &lc), DLOCK_OK);
+    const int64_t lease = 300 * slack;
+    assert_int_equal(dlock_lock_try(la, 0, lease), DLOCK_OK);
+    int64_t t0 = th_now_ms();
+    while (th_int(&srv, "EXISTS %s", name) == 1)   /* a "died": its lease runs out */
+        th_sleep_ms(5);
+    fair_waiter wb = {lb, 20000 * slack, -1, 0}, wc = {lc, 20000 * slack, -1, 0};
+    pthread_t tb, tc;
+    assert_int_equal(pthread_create(&tb, NULL, fair_wait, &wb), 0);
+    while (th_int(&srv, "LLEN %s", queue) < 1)
+        th_sleep_ms(5);
+    assert_int_equal(pthread_create(&tc, NULL, fair_wait, &wc), 0);
+    while (th_int(&srv, "LLEN %s", queue) < 2)
+        th_sleep_ms(5);
+    pthread_join(tb, NULL);
+    pthread_join(tc, NULL);
+    assert_int_equal(wb.rc, DLOCK_OK);
+    assert_int_equal(wc.rc, DLOCK_OK);
+    print_message("    fair queue: delay %lld ms; first waiter after %lld ms, second after "
+                  "%lld ms\n", (long long)delay, (long long)(wb.got_at - t0),
+                  (long long)(wc.got_at - t0));
+    assert_true(wb.got_at - t0 >= lease + delay - 5);   /* not before the delay's end */
+    assert_true(wb.got_at <= wc.got_at);                    /* in queue order */
+    /* A Redisson waiter at the head, no dlock holder: the marker of a lost
+     * dlock hold does not stop Redisson's script (it knows no marker), and
+     * dlock keeps the queue's head rule: b waits behind it. */
+    assert_int_equal(dlock_lock_try(la, 0, 60000), DLOCK_OK);
+    assert_int_equal(th_int(&srv, "DEL %s", name), 1);
+    assert_int_equal(th_int(&srv, "RPUSH %s redisson-uuid:7", queue), 1);
+    assert_int_equal(th_int(&srv, "ZADD redisson_lock_timeout:{%s} %lld redisson-uuid:7", name,
+                            (long long)time(NULL) * 1000 + 600000), 1);
+    assert_int_equal(dlock_lock_try(lb, 0, 10000), DLOCK_ETIMEDOUT);
+    /* Redisson's acquire for its head: HSET + PEXPIRE, LPOP, ZREM. */
+    assert_int_equal(th_int(&srv, "HSET %s redisson-uuid:7 1", name), 1);
+    assert_int_equal(th_int(&srv, "LREM %s 1 redisson-uuid:7", queue), 1);
+    assert_int_equal(th_int(&srv, "ZREM redisson_lock_timeout:{%s} redisson-uuid:7", name), 1);
+    assert_int_equal(th_int(&srv, "DEL %s", name), 1);   /* its release */
+    assert_int_equal(th_int(&srv, "EXISTS %s", marker), 1);   /* dlock's marker still there */
+    assert_int_equal(th_int(&srv, "DEL %s", marker), 1);
+    dlock_lock_free(la);
+    dlock_lock_free(lb);
+    dlock_lock_free(lc);
+    dlock_client_close(a);
+    dlock_client_close(b);
+    dlock_client_close(c);
 }
 
 static void test_bad_settings(void **state)
@@ -217,9 +388,9 @@ static void test_bad_settings(void **state)
     assert_int_equal(dlock_lock_get(cli, "ld:bad", &l), DLOCK_OK);
     assert_int_equal(dlock_lock_set_lock_delay(l, -5), DLOCK_EINVAL);
     assert_int_equal(dlock_lock_set_lock_delay(NULL, 5), DLOCK_EINVAL);
-    assert_int_equal(dlock_fair_lock_get(cli, "ld:fair", &f), DLOCK_OK);
+    assert_int_equal(dlock_read_lock_get(cli, "ld:rw", &f), DLOCK_OK);
     assert_int_equal(dlock_lock_set_lock_delay(f, 5), DLOCK_EINVAL);
-    assert_non_null(strstr(dlock_last_error(), "reentrant locks only"));
+    assert_non_null(strstr(dlock_last_error(), "reentrant and fair locks only"));
     /* A marker key of another type: refused, nothing written. */
     assert_int_equal(dlock_lock_set_lock_delay(l, 1000), DLOCK_OK);
     assert_int_equal(th_int(&srv, "RPUSH dlock_lock_delay:{ld:bad} x"), 1);
@@ -238,6 +409,9 @@ int main(void)
         cmocka_unit_test(test_watchdog_renews_marker),
         cmocka_unit_test(test_redisson_holder_not_delayed),
         cmocka_unit_test(test_same_owner_and_per_handle),
+        cmocka_unit_test(test_fair_unreleased_is_delayed),
+        cmocka_unit_test(test_fair_queue_order_through_delay),
+        cmocka_unit_test(test_fair_per_handle),
         cmocka_unit_test(test_bad_settings),
     };
     return cmocka_run_group_tests(tests, th_setup, th_teardown);

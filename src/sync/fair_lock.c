@@ -21,7 +21,7 @@
 #include "sync/lock.h"
 
 enum { K_QUEUE = 0, K_DEADLINES = 1 };   /* l->key[] */
-enum { FAIR_HELD = 0, FAIR_QUEUED_AHEAD = 1 };   /* a busy answer's `why` */
+enum { FAIR_HELD = 0, FAIR_QUEUED_AHEAD = 1, FAIR_DELAYED = 2 };   /* a busy answer's `why` */
 
 static int init(dlock_lock *l)
 {
@@ -30,7 +30,9 @@ static int init(dlock_lock *l)
                                       &l->klen[K_QUEUE]);
     l->key[K_DEADLINES] = dlock__prefixed("redisson_lock_timeout", l->h.name, l->h.nlen, "",
                                           &l->klen[K_DEADLINES]);
-    return l->h.channel && l->key[K_QUEUE] && l->key[K_DEADLINES] ? DLOCK_OK : DLOCK_ENOMEM;
+    if (!l->h.channel || !l->key[K_QUEUE] || !l->key[K_DEADLINES])
+        return DLOCK_ENOMEM;
+    return dlock__delay_init(l);
 }
 
 /* The waiter's own channel: the lock's channel, ':', its owner id. */
@@ -59,23 +61,26 @@ static int64_t slot_of(const dlock__acq *a)
     return a->wait > 0 ? a->wait : a->l->h.c->cfg.fair_wait_ms;
 }
 
-/* KEYS: lock, queue, deadlines, token; ARGV: lease, owner, slot, fenced,
- * queue, grace (scripts/fair/acquire.lua). */
+/* KEYS: lock, queue, deadlines, token[, marker]; ARGV: lease, owner, slot,
+ * fenced, queue, grace[, delay] (scripts/fair/acquire.lua). */
 static void attempt_op(dlock__acq *a, int64_t waited_ms, dlock__op *op)
 {
     (void)waited_ms;
     dlock_lock *l = a->l;
+    atomic_store(&l->attempted, 1);   /* the delay is fixed from now on */
     dlock__op_init(op, DLOCK__SCRIPT_FAIR_ACQUIRE);
     dlock__op_key(op, l->h.name, l->h.nlen);
     dlock__op_key(op, l->key[K_QUEUE], l->klen[K_QUEUE]);
     dlock__op_key(op, l->key[K_DEADLINES], l->klen[K_DEADLINES]);
     dlock__op_key(op, l->token_key, l->tlen);
+    dlock__delay_key(l, op);
     dlock__op_argi(op, a->lease_ms);
     dlock__op_arg(op, a->o.field, a->o.flen);
     dlock__op_argi(op, slot_of(a));
     dlock__op_args(op, a->fenced ? "1" : "0");
     dlock__op_args(op, a->wait != 0 ? "1" : "0");
     dlock__op_argi(op, l->h.c->cfg.fair_wait_ms);
+    dlock__delay_arg(l, op);
 }
 
 static int attempt_reply(dlock__acq *a, redisReply *r, dlock__busy *b)
@@ -109,6 +114,8 @@ static int attempt_reply(dlock__acq *a, redisReply *r, dlock__busy *b)
 
 static int busy_error(dlock__acq *a, const dlock__busy *b)
 {
+    if (a->state == FAIR_DELAYED)
+        return dlock__delay_busy(a->l, b->ttl);
     if (a->state == FAIR_QUEUED_AHEAD)
         return dlock__fail(DLOCK_ETIMEDOUT,
                            "fair lock '%s' is free but earlier waiters go first", a->l->h.name);
@@ -137,8 +144,8 @@ static int give_up_op(dlock__acq *a, int code, dlock__op *op)
     return 1;
 }
 
-/* KEYS: lock, queue, deadlines, channel prefix, latch; ARGV: owner, lease,
- * latch lifetime, slot (scripts/fair/release.lua). */
+/* KEYS: lock, queue, deadlines, channel prefix, latch[, marker]; ARGV: owner,
+ * lease, latch lifetime, slot[, delay] (scripts/fair/release.lua). */
 static void release_op(const dlock_lock *l, const dlock__owner *o, const char *latch,
                        size_t latch_len, int64_t renew_ms, dlock__op *op)
 {
@@ -148,10 +155,12 @@ static void release_op(const dlock_lock *l, const dlock__owner *o, const char *l
     dlock__op_key(op, l->key[K_DEADLINES], l->klen[K_DEADLINES]);
     dlock__op_key(op, l->h.channel, l->h.clen);
     dlock__op_key(op, latch, latch_len);
+    dlock__delay_key(l, op);
     dlock__op_arg(op, o->field, o->flen);
     dlock__op_argi(op, renew_ms);
     dlock__op_argi(op, l->h.c->latch_px);
     dlock__op_argi(op, l->h.c->cfg.fair_wait_ms);
+    dlock__delay_arg(l, op);
 }
 
 /* KEYS: lock, queue, deadlines, channel prefix; ARGV: slot
@@ -172,7 +181,7 @@ const dlock__lock_type dlock__fair_type = {
     .hold = &dlock__lock_hold,
     .init = init,
     .owner_key = owner_key,
-    .hold_id = dlock__lock_hold_id,
+    .hold_id = dlock__delay_hold_id,
     .wait_channel = wait_channel,
     .attempt_op = attempt_op,
     .attempt_reply = attempt_reply,

@@ -14,6 +14,7 @@
 typedef struct dlock__lock_type dlock__lock_type;
 
 #define DLOCK__LOCK_KEYS 3   /* a type's own keys beyond the name, token and latch */
+#define DLOCK__K_DELAY 2     /* key[]: the lock-delay marker (reentrant and fair locks) */
 
 struct dlock_lock {
     dlock__handle h;         /* the type's channel (a fair lock's: the prefix of each
@@ -34,7 +35,7 @@ struct dlock_lock {
     int64_t max_hold;        /* ms; 0: the client's; DLOCK_MAX_HOLD_NONE: none */
     int fence_all;           /* a fenced lock (Redisson's RFencedLock): every acquisition
                                 counts a token (lock_extra.c) */
-    int64_t lock_delay;      /* reentrant: ms, 0 off; fixed by the first acquisition */
+    int64_t lock_delay;      /* reentrant, fair: ms, 0 off; fixed by the first acquisition */
     atomic_int attempted;    /* an acquisition was attempted through it */
     char delay_arg[24];      /* lock_delay in decimal: the renewal's argument */
 };
@@ -143,8 +144,20 @@ extern const dlock__op_type dlock__acquire_type;
  * the watchdog kind (scripts/lock/renew.lua) and the hold's bytes. */
 extern const dlock__hold_kind dlock__lock_hold;
 void dlock__lock_hold_id(const dlock_lock *l, const dlock__owner *o, dlock__hold_id *id);
-/* dlock_lock_set_lock_delay: a reentrant lock's, before its first acquisition. */
+/* dlock_lock_set_lock_delay: a reentrant or fair lock's, before its first
+ * acquisition. */
 int dlock__lock_set_delay(dlock_lock *l, int64_t ms);
+/* The lock-delay shared by the reentrant and fair locks (reentrant.c): init
+ * names the marker dlock_lock_delay:{name} (key[DLOCK__K_DELAY]) and takes the
+ * client's delay; with a delay, delay_key adds the marker to a script's KEYS
+ * and delay_arg the delay to its ARGV (nothing without one); hold_id renews
+ * the marker with the lock (scripts/lock/renew_delay.lua); delay_busy is the
+ * DLOCK_ETIMEDOUT of a free lock still in its delay, for `left` ms more. */
+int dlock__delay_init(dlock_lock *l);
+void dlock__delay_key(const dlock_lock *l, dlock__op *op);
+void dlock__delay_arg(const dlock_lock *l, dlock__op *op);
+void dlock__delay_hold_id(const dlock_lock *l, const dlock__owner *o, dlock__hold_id *id);
+int dlock__delay_busy(const dlock_lock *l, int64_t left);
 /* The handle's channel, the same for every owner. */
 const char *dlock__lock_shared_channel(const dlock_lock *l, const dlock__owner *o, size_t *len);
 /* locked_op / locked_end for the types held as a hash of owner fields. */

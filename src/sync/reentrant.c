@@ -8,12 +8,11 @@
  * without reservations). */
 #include <string.h>
 
-#include "sync/lock.h"
-
-
 #include <stdio.h>
 
-enum { K_RESERVE = 0, K_DELAY = 1 };   /* l->key[] */
+#include "sync/lock.h"
+
+enum { K_RESERVE = 0, K_DELAY = DLOCK__K_DELAY };   /* l->key[] */
 
 /* Every lock type's channel carries "0" for an unlock, which one waiter can
  * use (the others would find it taken again), and other words ("1": a
@@ -27,11 +26,12 @@ int dlock__wake_lock(const char *msg, size_t len)
  * the lock, ARGV = the owner's field (scripts/lock/renew.lua). */
 const dlock__hold_kind dlock__lock_hold = {"lock", DLOCK__SCRIPT_LOCK_RENEW, 1, 1, 0};
 
-/* A reentrant lock with a lock-delay: KEYS = the lock and its marker, ARGV =
- * the owner's field and the delay (scripts/lock/renew_delay.lua). */
+/* A reentrant or fair lock with a lock-delay: KEYS = the lock and its
+ * marker, ARGV = the owner's field and the delay
+ * (scripts/lock/renew_delay.lua). */
 static const dlock__hold_kind delay_hold = {"lock", DLOCK__SCRIPT_LOCK_RENEW_DELAY, 2, 2, 0};
 
-static void hold_id(const dlock_lock *l, const dlock__owner *o, dlock__hold_id *id)
+void dlock__delay_hold_id(const dlock_lock *l, const dlock__owner *o, dlock__hold_id *id)
 {
     dlock__lock_hold_id(l, o, id);
     if (l->lock_delay <= 0)
@@ -47,8 +47,8 @@ static void hold_id(const dlock_lock *l, const dlock__owner *o, dlock__hold_id *
 
 int dlock__lock_set_delay(dlock_lock *l, int64_t ms)
 {
-    if (l->type != &dlock__reentrant_type)
-        return dlock__fail(DLOCK_EINVAL, "lock-delay: reentrant locks only (not a %s)",
+    if (l->type != &dlock__reentrant_type && l->type != &dlock__fair_type)
+        return dlock__fail(DLOCK_EINVAL, "lock-delay: reentrant and fair locks only (not a %s)",
                            l->type->what);
     if (ms < 0 || ms > DLOCK__LOCK_DELAY_MAX)
         return dlock__fail(DLOCK_EINVAL, "lock-delay: 0 (off) to %lld ms (1 day), not %lld",
@@ -73,17 +73,44 @@ void dlock__lock_hold_id(const dlock_lock *l, const dlock__owner *o, dlock__hold
     id->len[1] = o->flen;
 }
 
-static int init(dlock_lock *l)
+int dlock__delay_init(dlock_lock *l)
 {
-    l->h.channel = dlock__prefixed("redisson_lock__channel", l->h.name, l->h.nlen, "", &l->h.clen);
-    l->key[K_RESERVE] = dlock__prefixed("dlock_lock_next", l->h.name, l->h.nlen, "",
-                                        &l->klen[K_RESERVE]);
     l->key[K_DELAY] = dlock__prefixed("dlock_lock_delay", l->h.name, l->h.nlen, "",
                                       &l->klen[K_DELAY]);
     int64_t d = l->h.c->cfg.lock_delay_ms;
     l->lock_delay = d;
     snprintf(l->delay_arg, sizeof(l->delay_arg), "%lld", (long long)d);
-    return l->h.channel && l->key[K_RESERVE] && l->key[K_DELAY] ? DLOCK_OK : DLOCK_ENOMEM;
+    return l->key[K_DELAY] ? DLOCK_OK : DLOCK_ENOMEM;
+}
+
+void dlock__delay_key(const dlock_lock *l, dlock__op *op)
+{
+    if (l->lock_delay > 0)
+        dlock__op_key(op, l->key[K_DELAY], l->klen[K_DELAY]);
+}
+
+void dlock__delay_arg(const dlock_lock *l, dlock__op *op)
+{
+    if (l->lock_delay > 0)
+        dlock__op_args(op, l->delay_arg);
+}
+
+int dlock__delay_busy(const dlock_lock *l, int64_t left)
+{
+    return dlock__fail(DLOCK_ETIMEDOUT,
+                       "%s '%s' is free but in its lock-delay: its last holder lost it without "
+                       "releasing (for %lld ms more)",
+                       l->type->what, l->h.name, (long long)left);
+}
+
+static int init(dlock_lock *l)
+{
+    l->h.channel = dlock__prefixed("redisson_lock__channel", l->h.name, l->h.nlen, "", &l->h.clen);
+    l->key[K_RESERVE] = dlock__prefixed("dlock_lock_next", l->h.name, l->h.nlen, "",
+                                        &l->klen[K_RESERVE]);
+    if (!l->h.channel || !l->key[K_RESERVE])
+        return DLOCK_ENOMEM;
+    return dlock__delay_init(l);
 }
 
 const char *dlock__lock_shared_channel(const dlock_lock *l, const dlock__owner *o, size_t *len)
@@ -105,16 +132,14 @@ static void attempt_op(dlock__acq *a, int64_t waited_ms, dlock__op *op)
     dlock__op_init(op, DLOCK__SCRIPT_LOCK_ACQUIRE);
     dlock__op_key(op, l->h.name, l->h.nlen);
     dlock__op_key(op, l->token_key, l->tlen);
-    if (l->lock_delay > 0)
-        dlock__op_key(op, l->key[K_DELAY], l->klen[K_DELAY]);
+    dlock__delay_key(l, op);
     dlock__op_key_optional(op, l->key[K_RESERVE], l->klen[K_RESERVE]);
     dlock__op_argi(op, a->lease_ms);
     dlock__op_arg(op, a->o.field, a->o.flen);
     dlock__op_args(op, a->fenced ? "1" : "0");
     dlock__op_args(op, claim ? "1" : "0");
     dlock__op_args(op, DLOCK__RESERVE_GRACE_ARG);
-    if (l->lock_delay > 0)
-        dlock__op_args(op, l->delay_arg);
+    dlock__delay_arg(l, op);
 }
 
 static int attempt_reply(dlock__acq *a, redisReply *r, dlock__busy *b)
@@ -136,10 +161,7 @@ static int attempt_reply(dlock__acq *a, redisReply *r, dlock__busy *b)
 static int busy_error(dlock__acq *a, const dlock__busy *b)
 {
     if (a->state == DLOCK__RESV_DELAYED)
-        return dlock__fail(DLOCK_ETIMEDOUT,
-                           "'%s' is free but in its lock-delay: its last holder lost it without "
-                           "releasing (for %lld ms more)",
-                           a->l->h.name, (long long)b->ttl);
+        return dlock__delay_busy(a->l, b->ttl);
     if (a->state == DLOCK__RESV_OTHER)
         return dlock__fail(DLOCK_ETIMEDOUT,
                            "'%s' is free but its next turn is reserved for a waiter that has "
@@ -177,15 +199,13 @@ static void release_op(const dlock_lock *l, const dlock__owner *o, const char *l
     dlock__op_key(op, l->h.name, l->h.nlen);
     dlock__op_key(op, l->h.channel, l->h.clen);
     dlock__op_key(op, latch, latch_len);
-    if (l->lock_delay > 0)
-        dlock__op_key(op, l->key[K_DELAY], l->klen[K_DELAY]);
+    dlock__delay_key(l, op);
     dlock__op_key_optional(op, l->key[K_RESERVE], l->klen[K_RESERVE]);
     dlock__op_arg(op, o->field, o->flen);
     dlock__op_argi(op, renew_ms);
     dlock__op_argi(op, l->h.c->latch_px);
     dlock__op_args(op, DLOCK__RESERVE_GRACE_ARG);
-    if (l->lock_delay > 0)
-        dlock__op_args(op, l->delay_arg);
+    dlock__delay_arg(l, op);
 }
 
 /* KEYS: lock, channel (scripts/lock/force.lua). */
@@ -202,7 +222,7 @@ const dlock__lock_type dlock__reentrant_type = {
     .hold = &dlock__lock_hold,
     .init = init,
     .owner_key = NULL,
-    .hold_id = hold_id,
+    .hold_id = dlock__delay_hold_id,
     .wait_channel = dlock__lock_shared_channel,
     .attempt_op = attempt_op,
     .attempt_reply = attempt_reply,

@@ -50,7 +50,7 @@ int dlock__reply_fair_acquire(const redisReply *r, int fenced, int64_t *sleep, u
     if (r->type == REDIS_REPLY_ARRAY && r->elements == 2) {
         const redisReply *a = r->element[0], *b = r->element[1];
         if (a->type != REDIS_REPLY_INTEGER || b->type != REDIS_REPLY_INTEGER ||
-            (b->integer != 0 && b->integer != 1) || a->integer < -2)
+            b->integer < 0 || b->integer > 2 || a->integer < -2)
             return DLOCK_EPROTO;
         *sleep = a->integer;
         *why = (int)b->integer;

@@ -418,7 +418,8 @@ int dlock__reply_acquire(const redisReply *r, int fenced, int64_t *ttl, uint64_t
                          int *resv);
 /* *heard = 1 when the last hold went and some client heard the unlock message. */
 /* A fair-lock acquire: DLOCK_OK (token when fenced), or DLOCK__BUSY with
- * *sleep (ms) and *why (0 held, 1 free but an earlier waiter goes first). */
+ * *sleep (ms) and *why (0 held, 1 free but an earlier waiter goes first, 2 free
+ * but in its lock-delay). */
 int dlock__reply_fair_acquire(const redisReply *r, int fenced, int64_t *sleep, uint64_t *token,
                               int *why);
 /* A read-write lock's acquire: DLOCK_OK (token when fenced), or DLOCK__BUSY

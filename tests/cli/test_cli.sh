@@ -142,7 +142,7 @@ expect 75 "$D" run --wait 400ms t:busy -- true
 took=$(( $(now_ms) - t0 ))
 [ $took -ge 400 ] && ok || bad "--wait 400ms gave up after $took ms"
 t0=$(now_ms)
-expect 0 "$D" run --wait 20s t:busy -- true   # waits for the holder, wakes on its release
+expect 0 "$D" run --wait $((6 * SLOW))s t:busy -- true   # waits for the holder, wakes on its release
 took=$(( $(now_ms) - t0 ))
 [ $took -ge 1000 ] && ok || bad "waiter did not wait ($took ms)"
 wait "${bg[@]}"; bg=()

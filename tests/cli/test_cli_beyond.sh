@@ -139,7 +139,19 @@ took=$(( $(now_ms) - t0 ))
 expect 64 "$D" run --lock-delay -1 t:x -- true
 expect 64 "$D" run --lock-delay 2d t:x -- true
 has "$tmp/err" "out of range: 0 to 1d" "a lock-delay above a day is refused"
-expect 64 "$D" run --fair --lock-delay 1s t:x -- true
-has "$tmp/err" "reentrant" "--lock-delay with --fair is refused, saying why"
+expect 64 "$D" run --read --lock-delay 1s t:x -- true
+has "$tmp/err" "reentrant and fair" "--lock-delay with --read is refused, saying why"
+# The fair lock: the same, through its queue.
+"$D" --watchdog ${wd}ms run --fair --lock-delay ${dl}ms t:ldf -- sleep 30 >/dev/null 2>&1 & h=$!
+until_ok held t:ldf
+t0=$(now_ms)
+kill -9 "$h"; wait "$h" 2>/dev/null
+check "the fair lock expires with its lease" until_ok free t:ldf
+expect 75 "$D" run -n --fair --lock-delay ${dl}ms t:ldf -- true
+has "$tmp/err" "lock-delay" "the refusal of a free fair lock names the lock-delay"
+expect 0 "$D" run -w $((20 * SLOW))s --fair --lock-delay ${dl}ms t:ldf -- true
+took=$(( $(now_ms) - t0 ))
+[ "$took" -ge "$dl" ] && ok || bad "the next holder got t:ldf $took ms after the kill, delay $dl ms"
+is "$(rc exists 'dlock_lock_delay:{t:ldf}')" 0 "a proper fair release leaves no marker"
 
 finish

@@ -80,7 +80,7 @@ hasnt "$tmp/out" "ran" "not run when one name is busy"
 free m:a && ok || bad "m:a not left held by the refused try"
 has "$tmp/err" "'m:b'" "the message names the busy lock"
 t0=$(now_ms)
-expect 0 "$D" run -w 10s m:a m:b -- true
+expect 0 "$D" run -w $((5 * SLOW))s m:a m:b -- true
 took=$(( $(now_ms) - t0 ))
 [ "$took" -ge 500 ] && ok || bad "the multi-lock did not wait for m:b ($took ms)"
 expect 64 "$D" run m:a m:a -- true

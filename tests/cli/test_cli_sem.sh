@@ -40,7 +40,7 @@ has "$tmp/err" "out of permits" "and told why"
 expect 75 "$D" run --semaphore sem:b --permits 1 -w 300ms -- echo ran
 expect 9 "$D" run --semaphore sem:b --permits 1 --timeout 200ms -E 9 -- echo ran
 t0=$(now_ms)
-expect 0 "$D" run --semaphore sem:b --permits 1 -w 20s -- echo ran
+expect 0 "$D" run --semaphore sem:b --permits 1 -w $((6 * SLOW))s -- echo ran
 took=$(( $(now_ms) - t0 ))
 has "$tmp/out" "ran" "a waiter runs once the permit comes back"
 [ "$took" -ge 500 ] && ok || bad "the waiter did not wait ($took ms)"

@@ -94,6 +94,12 @@ void safety_print_report(const char *scenario, const check_params *cp, const che
                      "holder's lost callback (lock-delay: 0 when it is at least the pause past "
                      "the lease)\n",
                 r->stop_before_told, r->stop_next);
+    for (int k = 0; r->stops && k < SAFETY_SPREAD_STEPS; k++)
+        if (r->step_holds[k])
+            fprintf(out, "  SIGSTOP %s%.1f x lease: %lld paused holds, %lld lost, %lld next holds "
+                         "by others, %lld of them before the lost callback\n",
+                    k == SAFETY_SPREAD_STEPS - 1 ? ">= " : "", k / 2.0, r->step_holds[k],
+                    r->step_lost[k], r->step_next[k], r->step_before[k]);
     if (r->restarts)
         fprintf(out, "  restart x%lld: %lld holds in progress, %lld told; overlaps this allowed: "
                      "%lld (Redis without persistence forgets its locks; fencing refused %lld "

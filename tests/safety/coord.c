@@ -4,7 +4,7 @@
  *   safety [--scenario baseline|kill9|sigstop|restart|pause|partition|
  *                      sentinel-kill|cluster-failover|cluster-kill|replicated|all]
  *          [--type lock|fair|rw|sem|latch|elect] [--seconds S] [--procs P] [--threads T]
- *          [--names K] [--ops N] [--watchdog MS] [--lock-delay MS] [--worker PATH] [--keep] [--ack]
+ *          [--names K] [--ops N] [--watchdog MS] [--lock-delay MS] [--stop-spread] [--worker PATH] [--keep] [--ack]
  *
  * The failover scenarios (type lock) run the lock on a deployment instead of
  * one server (coord_deploy.c): sentinel-kill (a primary with 2 replicas and 3
@@ -56,10 +56,11 @@ typedef struct opts {
     const char *report_path;   /* also write the report here */
     int type;                  /* safety_type */
     int ack;                   /* failover scenarios: every replica acknowledges */
-    int64_t lock_delay;        /* --lock-delay MS: the workers' (reentrant lock), 0 none */
+    int64_t lock_delay;        /* --lock-delay MS: the workers' (reentrant, fair lock), 0 none */
+    int stop_spread;           /* --stop-spread: sigstop pauses 0, 0.5, ... 3 x the lease */
 } opts;
 
-static opts O = {"all", 10, 3, 3, 2, 0, 1500, 500, NULL, 0, 0, NULL, SAFETY_LOCK, 0, 0};
+static opts O = {"all", 10, 3, 3, 2, 0, 1500, 500, NULL, 0, 0, NULL, SAFETY_LOCK, 0, 0, 0};
 
 /* Failover scenarios: a lease that outlives a failover (down-after 1 s or a
  * node timeout of 2 s, then the election), so that a hold the new primary
@@ -420,7 +421,13 @@ static void inject(run *r, const scenario *sc, int64_t until)
              * and the check took that hold for a paused one. */
             kill(pid, SIGSTOP);
             int64_t t_stop = safety_now();
-            msleep(O.watchdog + 1000 + dead_waiters_ms());   /* longer than its lease */
+            /* Longer than its lease; or, with --stop-spread, k/2 x the lease
+             * for the k-th stop's k = 0..6 in turn (0 to 3 x: a pause shorter
+             * than the lease loses nothing, one longer does). */
+            static int spread_k;
+            int64_t pause_ms = O.stop_spread ? O.watchdog * (spread_k++ % SAFETY_SPREAD_STEPS) / 2
+                                             : O.watchdog + 1000 + dead_waiters_ms();
+            msleep(pause_ms);
             int64_t t_cont = safety_now();
             kill(pid, SIGCONT);
             coord_log(r, "P %d %d %lld %lld", id, (int)pid, (long long)t_stop, (long long)t_cont);
@@ -620,6 +627,15 @@ static int run_scenario(const scenario *sc)
     fflush(stdout);
     int latch = O.type == SAFETY_LATCH;   /* no holds: rounds of latches */
     int ok = bad == 0 && r->stuck == 0 && (rep.holds > 0 || latch);
+    /* --stop-spread with a lock-delay covering the longest pause past the
+     * lease (3 x - 1 x) and a second to be told: no next holder may begin
+     * before a paused holder's lost callback. */
+    if (!strcmp(sc->name, "sigstop") && O.stop_spread &&
+        O.lock_delay >= 2 * O.watchdog + 1000 && rep.stop_before_told > 0) {
+        printf("  FAIL: %lld next holds began before the paused holder's lost callback, with a "
+               "lock-delay of %lld ms\n", rep.stop_before_told, (long long)O.lock_delay);
+        ok = 0;
+    }
     /* Each fault must have been injected and had its effect at least once
      * (else the checks could not fail): a run where it had none, and
      * nothing else failed, is played again (main, up to 3 times). */
@@ -707,7 +723,7 @@ static void usage(void)
     fprintf(stderr, "usage: safety [--scenario baseline|kill9|sigstop|restart|pause|partition|"
                     "sentinel-kill|cluster-failover|cluster-kill|replicated|all]"
                     " [--type " SAFETY_TYPE_LIST "] [--seconds S] [--procs P] [--threads T] [--names K] [--ops N]"
-                    " [--watchdog MS] [--lock-delay MS] [--worker PATH] [--keep] [--ack] [--min-total-ops N]"
+                    " [--watchdog MS] [--lock-delay MS] [--stop-spread] [--worker PATH] [--keep] [--ack] [--min-total-ops N]"
                     " [--report FILE]\n");
 }
 
@@ -721,6 +737,10 @@ int main(int argc, char **argv)
         }
         if (!strcmp(a, "--ack")) {
             O.ack = 1;
+            continue;
+        }
+        if (!strcmp(a, "--stop-spread")) {
+            O.stop_spread = 1;
             continue;
         }
         if (!v) {

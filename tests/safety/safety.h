@@ -200,6 +200,9 @@ typedef struct safety_shm {
     "redis.call('incr', KEYS[3])\n"                                              \
     "return {1}\n"
 
+/* sigstop --stop-spread: pauses of 0, 0.5, ..., 3 x the lease. */
+#define SAFETY_SPREAD_STEPS 7
+
 /* What the checker needs besides the histories. */
 typedef struct check_params {
     const char *dir;          /* history files w*.log and coord.log */
@@ -224,6 +227,11 @@ typedef struct check_report {
     long long kills, kill_measured, stops, stop_holds, stop_passed, stop_told, stop_late_refused;
     long long stop_next;          /* paused holds another worker's hold followed */
     long long stop_before_told;   /* ... that began before the paused holder's lost callback */
+    /* Per pause length, in steps of half the lease (--stop-spread: 0 .. 3 x;
+     * the last step also counts longer pauses): paused holds, holds lost,
+     * next holds by others, and those that began before the lost callback. */
+    long long step_holds[SAFETY_SPREAD_STEPS], step_lost[SAFETY_SPREAD_STEPS];
+    long long step_next[SAFETY_SPREAD_STEPS], step_before[SAFETY_SPREAD_STEPS];
     long long restarts, restart_holds, restart_told, pauses, partitions, part_holds, part_told;
     long long part_late, expectation_failures, others_during_partition;
     long long lost_holds, release_errors, failovers;

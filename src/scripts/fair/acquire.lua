@@ -8,6 +8,9 @@
 -- KEYS[3]  the deadlines, redisson_lock_timeout:{name} (sorted set: owner id,
 --          score = absolute ms)
 -- KEYS[4]  the fencing-token counter, redisson_lock_token:{name} (fenced only)
+-- KEYS[5]  (optional) the lock-delay marker, dlock_lock_delay:{name} (dlock's
+--          own, as the reentrant lock's: see lock/acquire.lua), given
+--          with the delay (the last argument)
 -- ARGV[1]  lease in ms (the watchdog timeout for watchdog locks)
 -- ARGV[2]  owner id
 -- ARGV[3]  this waiter's slot in ms: how long a turn may wait for it (Redisson's
@@ -17,10 +20,16 @@
 --          keeps it there); "0" for a single try, which never queues
 -- ARGV[6]  the grace a head is owed once the lock is free, in ms: the client's
 --          configured fair wait timeout, never the caller's own wait
+-- ARGV[7]  (optional) lock-delay in ms (absent or 0: none). While the marker
+--          lives with another owner's id and the lock is free, the lock is
+--          treated as held by that lost holder until the marker ends: nobody
+--          takes it, waiters queue (in order, as for a held lock) and the
+--          head's turn starts when the delay ends.
 --
 -- Returns nil when acquired (or {token} when fenced). When not acquired,
 -- {sleep, why}: why 0 = held by another owner, 1 = free but an earlier waiter
--- goes first; sleep = how long the caller may sleep at most before trying
+-- goes first, 2 = free but in its lock-delay (no waiter goes before the
+-- delay ends); sleep = how long the caller may sleep at most before trying
 -- again (ms; -1: held with no expiry and the caller does not queue).
 --
 -- Deadlines (Redisson's rules): a newcomer's is the last waiter's plus its
@@ -39,8 +48,11 @@
 --     pause, say) keeps its turn for the grace, or until the deadline its own
 --     client set if that comes sooner.
 -- Times are the server's clock.
+-- #include delay
 local lock, queue, deadlines = KEYS[1], KEYS[2], KEYS[3]
 local owner, slot = ARGV[2], tonumber(ARGV[3])
+local delay = tonumber(ARGV[7] or '0')
+local marker = delay > 0 and KEYS[5] or nil
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
@@ -66,6 +78,10 @@ if held and not mine then
       return redis.error_reply('WRONGTYPE the key holds a hash that is not a lock')
     end
   end
+end
+local bad = delay_wrongtype(marker)
+if bad then
+  return bad
 end
 if ARGV[4] == '1' then
   local tt = redis.call('type', KEYS[4]).ok
@@ -97,6 +113,7 @@ end
 local function take()
   redis.call('hincrby', lock, owner, 1)
   redis.call('pexpire', lock, ARGV[1])
+  delay_write(marker, owner, ARGV[1], delay)
   if ARGV[4] == '1' then
     -- As the reentrant lock: INCR, never below the server's clock in us.
     local token = redis.call('incr', KEYS[4])
@@ -117,8 +134,14 @@ end
 if mine then
   return take()   -- reentry, whoever waits
 end
+-- Free, but its last holder lost it without a release: the delay's ms left
+-- (0: none). Until it ends the lock counts as held (by the lost holder).
+local delayed = 0
+if not held then
+  delayed = delay_left(marker, owner)
+end
 local head = redis.call('lindex', queue, 0)
-if not held and (not head or head == owner) then
+if not held and delayed == 0 and (not head or head == owner) then
   -- Free, and nobody goes before the caller: its turn.
   if head then
     redis.call('lpop', queue)
@@ -133,6 +156,9 @@ end
 
 local pttl = redis.call('pttl', lock)
 local why = held and 0 or 1
+if delayed > 0 then
+  pttl, why = delayed, 2
+end
 if ARGV[5] ~= '1' then
   return {pttl, why}
 end
@@ -162,7 +188,7 @@ end
 -- holder's TTL, or, when the lock is free, the head's deadline; at most half
 -- a slot, to keep the entry fresh.
 local sleep = math.floor(slot / 2)
-if held then
+if held or delayed > 0 then
   if pttl >= 0 and pttl < sleep then
     sleep = pttl
   end

@@ -8,12 +8,17 @@
 -- KEYS[4]  the channels' prefix, redisson_lock__channel:{name} (a waiter
 --          listens on prefix .. ':' .. its owner id)
 -- KEYS[5]  this request's latch, redisson_unlock_latch:{name}:<32 hex>
+-- KEYS[6]  (optional) the lock-delay marker, dlock_lock_delay:{name}, given
+--          with ARGV[5]
 -- ARGV[1]  owner id
 -- ARGV[2]  lease in ms to set while holds remain; "0" keeps the current TTL
 -- ARGV[3]  latch lifetime in ms
 -- ARGV[4]  the grace in ms (the configured fair wait timeout): the woken
 --          head's deadline is cut to now + grace at most (its turn starts
 --          now; see acquire.lua)
+-- ARGV[5]  (optional) lock-delay in ms (see acquire.lua): the last hold's
+--          release deletes the marker, so a lock released properly is free
+--          at once; a reentry's release renews it with the lease
 --
 -- Returns 0 when holds remain, nil when the owner holds nothing, and when the
 -- last hold went 2 if the head of the queue heard its wake-up, 1 if not.
@@ -23,7 +28,10 @@ local earlier = redis.call('get', KEYS[5])
 if earlier then
   return tonumber(earlier)
 end
+-- #include delay
 local lock, queue, deadlines = KEYS[1], KEYS[2], KEYS[3]
+local delay = tonumber(ARGV[5] or '0')
+local marker = delay > 0 and KEYS[6] or nil
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
@@ -64,11 +72,13 @@ if count > 1 then
   redis.call('hincrby', lock, ARGV[1], -1)
   if tonumber(ARGV[2]) > 0 then
     redis.call('pexpire', lock, ARGV[2])
+    delay_extend(marker, ARGV[2], delay)
   end
   redis.call('set', KEYS[5], 0, 'px', ARGV[3])
   return 0
 end
 redis.call('del', lock)
+delay_clear(marker)
 redis.call('set', KEYS[5], 1, 'px', ARGV[3])
 if wake_head() > 0 then
   return 2

@@ -34,6 +34,7 @@
 -- WRONGTYPE error, both before anything is written. A reservation key of
 -- another type is somebody's data: it counts as no reservation and is never
 -- written.
+-- #include delay
 local lock, owner, reserve = KEYS[1], ARGV[2], KEYS[3]
 local grace = tonumber(ARGV[5])
 local delay = tonumber(ARGV[6] or '0')
@@ -101,15 +102,10 @@ if redis.call('exists', lock) == 1 then
     return redis.error_reply('WRONGTYPE the key holds a read-write lock')
   end
 else
-  if marker then
-    -- Free, but its last holder lost it without a release: wait out the delay.
-    local m = redis.pcall('get', marker)
-    if type(m) == 'string' and m ~= owner then
-      local left = redis.call('pttl', marker)
-      if left > 0 then
-        return {left, 2}
-      end
-    end
+  -- Free, but its last holder lost it without a release: wait out the delay.
+  local left = delay_left(marker, owner)
+  if left > 0 then
+    return {left, 2}
   end
   local r = reserved_for()
   if r and r ~= owner then
@@ -135,19 +131,15 @@ if ARGV[3] == '1' then
   end
 end
 
-if marker then
-  local t = redis.call('type', marker).ok
-  if t ~= 'none' and t ~= 'string' then
-    return redis.error_reply('WRONGTYPE lock-delay marker ' .. marker .. ' holds another type')
-  end
+local bad = delay_wrongtype(marker)
+if bad then
+  return bad
 end
 
 -- Free, or held by this owner already (reentry): count one more hold.
 redis.call('hincrby', lock, owner, 1)
 redis.call('pexpire', lock, ARGV[1])
-if marker then
-  redis.call('set', marker, owner, 'px', tonumber(ARGV[1]) + delay)
-end
+delay_write(marker, owner, ARGV[1], delay)
 if mine then
   redis.call('del', reserve)   -- the reserved turn is taken
 end

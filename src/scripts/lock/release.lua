@@ -28,6 +28,7 @@ if earlier then
   return tonumber(earlier)
 end
 
+-- #include delay
 local lock, owner = KEYS[1], ARGV[1]
 local delay = tonumber(ARGV[5] or '0')
 local marker, reserve = nil, KEYS[4]
@@ -48,18 +49,14 @@ if count > 1 then
   redis.call('hincrby', lock, owner, -1)
   if tonumber(ARGV[2]) > 0 then
     redis.call('pexpire', lock, ARGV[2])
-    if marker and redis.call('type', marker).ok == 'string' then
-      redis.call('pexpire', marker, tonumber(ARGV[2]) + delay)
-    end
+    delay_extend(marker, ARGV[2], delay)
   end
   redis.call('set', KEYS[3], 0, 'px', ARGV[3])
   return 0
 end
 -- The last hold: one HGET instead of HEXISTS + HINCRBY on the common path.
 redis.call('del', lock)
-if marker and redis.call('type', marker).ok == 'string' then
-  redis.call('del', marker)
-end
+delay_clear(marker)
 local heard = redis.call('publish', KEYS[2], '0')
 redis.call('set', KEYS[3], 1, 'px', ARGV[3])
 if heard == 0 then

@@ -10,6 +10,7 @@
 -- Returns one integer per hold: 1 renewed, 0 no longer held by that owner.
 -- With client tracking on, no KEYS: ARGV[2] = the number of keys, ARGV[3..]
 -- the keys, then the per-hold arguments (as renew.lua).
+-- #include delay
 local keys, a = KEYS, 1
 if #KEYS == 0 then
   local n = tonumber(ARGV[2])
@@ -28,9 +29,8 @@ for i = 1, #keys / 2 do
     redis.call('pexpire', lock, ARGV[1])
     -- A string holding the owner id (written again if gone); never
     -- someone's data of another type.
-    local t = redis.call('type', marker).ok
-    if t == 'none' or t == 'string' then
-      redis.call('set', marker, owner, 'px', tonumber(ARGV[1]) + delay)
+    if not delay_wrongtype(marker) then
+      delay_write(marker, owner, ARGV[1], delay)
     end
     held = 1
   end
