@@ -15,20 +15,73 @@
 
 #define ARGV_STACK 24
 
+/* Where a request goes: the node's shared connection (pipelined with the
+ * other threads' requests), or a pooled connection of its own. */
+typedef struct chan {
+    dlock__node *n;
+    dlock__mux *m;           /* shared */
+    dlock__conn *c;          /* its own */
+    uint64_t gen;
+    int fresh;               /* opened for this call */
+    int oom;                 /* the last try failed for want of memory */
+    char why[320];           /* the last try's failure */
+} chan;
+
+/* own: a connection of its own. A request whose replicas are to
+ * acknowledge it needs one: WAIT counts the writes of its connection, so on
+ * the shared one it would count other callers' writes too, and hold their
+ * replies behind it (docs/internals/mux.md). */
+static int link_get(chan *k, unsigned flags, int own)
+{
+    int idle = (flags & DLOCK__CALL_IDLE_ONLY) != 0;
+    k->m = NULL;
+    k->c = NULL;
+    return own ? dlock__node_get_conn(k->n, &k->c, &k->gen, &k->fresh, idle)
+               : dlock__node_get_mux(k->n, &k->m, &k->fresh, idle);
+}
+
+static dlock__sent link_roundtrip(chan *k, int argc, const char *const *av, const size_t *lens,
+                                  int ping, redisReply **r, int *timed_out)
+{
+    k->oom = 0;
+    if (k->m)
+        return dlock__mux_roundtrip(k->m, argc, av, lens, ping, r, timed_out, &k->oom, k->why,
+                                    sizeof(k->why));
+    dlock__sent sent = dlock__conn_roundtrip(k->c, argc, av, lens, ping, r, timed_out);
+    k->oom = dlock__conn_oom(k->c);
+    if (sent != DLOCK__SENT_OK)
+        snprintf(k->why, sizeof(k->why), "%s", dlock__conn_error(k->c));
+    return sent;
+}
+
+/* Gives it back; broken: a connection that must not be reused (the shared
+ * one takes no new request then). */
+static void link_put(chan *k, int broken)
+{
+    if (k->m && broken)
+        dlock__mux_retire(k->m);
+    if (k->m)
+        dlock__node_put_mux(k->n, k->m);
+    else if (k->c)
+        dlock__node_put_conn(k->n, k->c, k->gen, broken);
+    k->m = NULL;
+    k->c = NULL;
+}
+
 /* 0 loaded, -1 refused, -2 not answered (not written, or the answer lost). */
-static int load_script(dlock__node *n, dlock__conn *c, int script)
+static int load_script(chan *k, int script)
 {
     const dlock__script *s = &dlock__scripts[script];
     const char *av[] = {"SCRIPT", "LOAD", s->body};
     size_t lens[] = {6, 4, s->len};
     redisReply *r;
     int timed_out;
-    if (dlock__conn_roundtrip(c, 3, av, lens, 0, &r, &timed_out) != DLOCK__SENT_OK)
+    if (link_roundtrip(k, 3, av, lens, 0, &r, &timed_out) != DLOCK__SENT_OK)
         return -2;
     int ok = r->type == REDIS_REPLY_STRING && r->len == 40 && memcmp(r->str, s->sha, 40) == 0;
     if (!ok)
-        dlock__log(dlock__node_ctx(n)->cfg, DLOCK_LOG_ERROR, "SCRIPT LOAD of %s on %s failed: %s",
-                   s->name, dlock__node_addr(n),
+        dlock__log(dlock__node_ctx(k->n)->cfg, DLOCK_LOG_ERROR,
+                   "SCRIPT LOAD of %s on %s failed: %s", s->name, dlock__node_addr(k->n),
                    r->type == REDIS_REPLY_ERROR ? r->str : "unexpected digest");
     freeReplyObject(r);
     return ok ? 0 : -1;
@@ -115,35 +168,35 @@ void dlock__wait_cmd(dlock__wait_cmd_t *w, const dlock_config *cfg, int want)
     w->lens[2] = dlock__fmt_i64(w->t, cfg->ack_timeout_ms);
 }
 
-/* The replicas connected to the primary behind ctx (ROLE: the third
+/* The replicas connected to the primary behind k (ROLE: the third
  * element lists them), or -1 when it cannot be asked. */
-static int connected_replicas(dlock__conn *ctx)
+static int connected_replicas(chan *k)
 {
     const char *av[] = {"ROLE"};
     size_t lens[] = {4};
     redisReply *r = NULL;
     int timed_out = 0;
-    if (dlock__conn_roundtrip(ctx, 1, av, lens, 0, &r, &timed_out) != DLOCK__SENT_OK)
+    if (link_roundtrip(k, 1, av, lens, 0, &r, &timed_out) != DLOCK__SENT_OK)
         return -1;
-    int k = dlock__role_replicas(r);
+    int n = dlock__role_replicas(r);
     freeReplyObject(r);
-    return k;
+    return n;
 }
 
-/* WAIT <replicas> <timeout> on the connection that just wrote: the count of
+/* WAIT <replicas> <timeout> on the connection (its own) that just wrote: the count of
  * replicas that have its writes (0 when it cannot be asked); -1 when a
  * primary without replicas is not asked under DLOCK_REPLICAS_ALL
  * (dlock__ack_want). */
-static int wait_acks(const dlock_config *cfg, dlock__conn *ctx)
+static int wait_acks(const dlock_config *cfg, chan *k)
 {
-    int want = dlock__ack_want(cfg, cfg->ack_all ? connected_replicas(ctx) : 0);
+    int want = dlock__ack_want(cfg, cfg->ack_all ? connected_replicas(k) : 0);
     if (want < 0)
         return -1;
     dlock__wait_cmd_t w;
     dlock__wait_cmd(&w, cfg, want);
     redisReply *r = NULL;
     int timed_out = 0;
-    if (dlock__conn_roundtrip(ctx, 3, w.av, w.lens, 0, &r, &timed_out) != DLOCK__SENT_OK)
+    if (link_roundtrip(k, 3, w.av, w.lens, 0, &r, &timed_out) != DLOCK__SENT_OK)
         return 0;
     int acks = dlock__ack_count(r);
     freeReplyObject(r);
@@ -188,31 +241,31 @@ int dlock__node_call(dlock__node *n, const dlock__req *req, dlock__res *res)
     /* A PING first is a second read, each under the command timeout. */
     const int ping = (req->flags & DLOCK__CALL_PING_FIRST) != 0;
     const int64_t answer_within = cfg->command_timeout_ms * (ping ? 2 : 1);
-    int rc = DLOCK_OK, failures = 0, reloaded = 0, fresh = 0;
+    const int own = (req->flags & DLOCK__CALL_WAIT_ACK) && cfg->ack_replicas > 0;
+    int rc = DLOCK_OK, failures = 0, reloaded = 0;
     int64_t first_write = -1;
-    dlock__conn *ctx = NULL;   /* kept across a script's load: it goes again on it */
-    uint64_t gen = 0;
+    chan k = {.n = n};   /* kept across a script's load: it goes again on it */
+    int linked = 0;
     for (;;) {
         dlock__try t = {.conn_rc = DLOCK_OK};
         redisReply *r = NULL;
-        if (!ctx)
-            t.conn_rc = dlock__node_get_conn(n, &ctx, &gen, &fresh,
-                                             (req->flags & DLOCK__CALL_IDLE_ONLY) != 0);
-        if (t.conn_rc == DLOCK_OK) {
+        if (!linked)
+            t.conn_rc = link_get(&k, req->flags, own);
+        linked = t.conn_rc == DLOCK_OK;
+        if (linked) {
             int64_t now = dlock__now_ms();
             if (!dlock__latch_allows(first_write, req->latch_ms, answer_within, now)) {
                 /* Its reply could come after the latch is gone: a retry that then ran
                  * would release a second hold. Give up. */
-                dlock__node_put_conn(n, ctx, gen, 0);
+                link_put(&k, 0);
                 rc = latch_refusal(addr);
                 break;
             }
             if (first_write < 0)
                 first_write = now;
-            t.fresh = fresh;
-            t.sent = dlock__conn_roundtrip(ctx, argc, av, lens, ping && !reloaded, &r,
-                                           &t.timed_out);
-            t.oom = t.sent == DLOCK__NOT_SENT && dlock__conn_oom(ctx);
+            t.fresh = k.fresh;
+            t.sent = link_roundtrip(&k, argc, av, lens, ping && !reloaded, &r, &t.timed_out);
+            t.oom = t.sent == DLOCK__NOT_SENT && k.oom;
             if (t.sent == DLOCK__SENT_OK && r->type == REDIS_REPLY_ERROR)
                 t.err = dlock__redis_classify(r->str);
         }
@@ -220,27 +273,30 @@ int dlock__node_call(dlock__node *n, const dlock__req *req, dlock__res *res)
         if (v.next == DLOCK__NEXT_RELOAD) {
             /* The server's script cache is empty (restart, SCRIPT FLUSH). */
             freeReplyObject(r);
+            r = NULL;
             reloaded = 1;
-            int lrc = load_script(n, ctx, req->script);
+            int lrc = load_script(&k, req->script);
             if (lrc == 0)
                 continue;   /* loaded: the same request again on the same connection */
             if (lrc == -1) {
-                dlock__node_put_conn(n, ctx, gen, 0);
+                link_put(&k, 0);
                 rc = dlock__fail(DLOCK_EREDIS, "cannot load script %s on %s",
                                  dlock__scripts[req->script].name, addr);
                 break;
             }
-            /* The load was not written (out of memory) or its answer was
-             * lost. The request itself was refused (NOSCRIPT), so it has not
-             * run: it may go again like one never sent. */
-            t = (dlock__try){.sent = DLOCK__NOT_SENT, .fresh = 1,
-                             .oom = dlock__conn_oom(ctx)};
+            /* The load was not written (out of memory, or the shared
+             * connection was given up meanwhile) or its answer was lost. The
+             * request itself
+             * was refused (NOSCRIPT), so it has not run: it may go again like
+             * one never sent, and load the script again if it must. */
+            reloaded = 0;
+            t = (dlock__try){.sent = DLOCK__NOT_SENT, .fresh = 1, .oom = k.oom};
             v = dlock__call_policy(&t, req->flags, failures, reloaded, cfg);
         }
         if (v.next == DLOCK__NEXT_DONE) {
-            if ((req->flags & DLOCK__CALL_WAIT_ACK) && cfg->ack_replicas > 0)
-                res->acks = wait_acks(cfg, ctx);
-            dlock__node_put_conn(n, ctx, gen, 0);
+            if (own)
+                res->acks = wait_acks(cfg, &k);
+            link_put(&k, 0);
             res->r = r;
             rc = DLOCK_OK;
             break;
@@ -251,15 +307,14 @@ int dlock__node_call(dlock__node *n, const dlock__req *req, dlock__res *res)
             /* A server that is not (or not yet) a primary: the connection is
              * not kept, so the next one is opened afresh (behind a name, the
              * primary may be another server now). */
-            dlock__node_put_conn(n, ctx, gen,
-                                 t.err == DLOCK__RERR_READONLY || t.err == DLOCK__RERR_LOADING);
+            link_put(&k, t.err == DLOCK__RERR_READONLY || t.err == DLOCK__RERR_LOADING);
             rc = dlock__res_refused(res, addr, r);
             freeReplyObject(r);
         } else {
-            rc = dlock__call_lost(addr, &t, dlock__conn_error(ctx), req->flags);
-            dlock__node_put_conn(n, ctx, gen, 1);
+            rc = dlock__call_lost(addr, &t, k.why, req->flags);
+            link_put(&k, !k.m);   /* the shared one knows its own state */
         }
-        ctx = NULL;
+        linked = 0;
         if (v.next != DLOCK__NEXT_RETRY)
             break;   /* REROUTE: the router's to follow */
         failures += v.counts;
@@ -406,7 +461,8 @@ static void load_missing(batch *b, dlock__conn *ctx)
         if (p[i].noscript != 1)
             continue;
         int s = b->reqs[i].script;
-        int ok = load_script(b->n, ctx, s) == 0;
+        chan k = {.n = b->n, .c = ctx};
+        int ok = load_script(&k, s) == 0;
         for (size_t m = j; m < b->np; m++) {   /* every request of that script */
             size_t q = b->pend[m];
             if (p[q].noscript != 1 || b->reqs[q].script != s)

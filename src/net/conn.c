@@ -112,6 +112,19 @@ static int flush(dlock__conn *c, int64_t deadline_ms)
 
 /* ------------------------------------------------------------- reading */
 
+dlock__transport *dlock__conn_transport(dlock__conn *c) { return &c->t; }
+redisReader *dlock__conn_reader(dlock__conn *c) { return c->reader; }
+
+ssize_t dlock__conn_feed(dlock__conn *c)
+{
+    ssize_t k = c->t.vt->read(&c->t, c->rbuf, sizeof(c->rbuf));
+    if (k > 0 && redisReaderFeed(c->reader, c->rbuf, (size_t)k) != REDIS_OK) {
+        c->oom = 1;
+        return DLOCK__IO_NOMEM;
+    }
+    return k;
+}
+
 /* Reads one reply by deadline_ms. waited: the first read after a write,
  * which waits for the socket first (the answer cannot be there yet). On
  * failure *timed_out tells a timeout from a lost connection. */
@@ -136,15 +149,13 @@ static int read_reply(dlock__conn *c, int64_t deadline_ms, int wait_first, redis
             }
         }
         wait_first = 0;
-        ssize_t k = c->t.vt->read(&c->t, c->rbuf, sizeof(c->rbuf));
-        if (k > 0) {
-            if (redisReaderFeed(c->reader, c->rbuf, (size_t)k) != REDIS_OK) {
-                c->oom = 1;
-                snprintf(c->t.err, sizeof(c->t.err), "out of memory reading a reply");
-                break;
-            }
-            continue;
+        ssize_t k = dlock__conn_feed(c);
+        if (k == DLOCK__IO_NOMEM) {
+            snprintf(c->t.err, sizeof(c->t.err), "out of memory reading a reply");
+            break;
         }
+        if (k > 0)
+            continue;
         if (k == DLOCK__IO_AGAIN) {
             /* TLS may want to write (a key update): wait for what it asks. */
             if (dlock__transport_wait(&c->t, c->t.want, deadline_ms) != DLOCK_OK) {

@@ -7,7 +7,9 @@
  *   handshake.c  the commands every new connection sends first (ONE list,
  *                used by the blocking and the libuv connections alike)
  *   conn.c       a blocking connection: open, one round trip, liveness, abort
- *   pool.c       a node: one server seen through a pool of blocking connections
+ *   mux.c        the shared connection: every thread's requests pipelined on it
+ *   pool.c       a node: one server seen through its shared connection and a
+ *                pool of blocking connections
  *   policy.c     the call policy: what a try came to, and what comes next
  *   call.c       a request on a node: EVALSHA + NOSCRIPT, retries, idempotence,
  *                the unlock latch guard (by the policy)
@@ -123,6 +125,7 @@ int dlock__handshake_io_fail(const dlock__transport *t, const char *addr, const 
  * libuv one with uv_poll: one transport for both. */
 #define DLOCK__IO_ERR (-1)     /* failed: t->err says why */
 #define DLOCK__IO_AGAIN (-2)   /* would block: wait for t->want, then call again */
+#define DLOCK__IO_NOMEM (-3)   /* out of memory (dlock__conn_feed) */
 
 typedef struct dlock__transport_vt {
     const char *name;
@@ -226,6 +229,46 @@ int dlock__conn_wait_reply(dlock__conn *c, int64_t timeout_ms, redisReply **out)
 /* Writes (round trips) made by the calling thread, for tests and the bench. */
 extern _Thread_local uint64_t dlock__roundtrips;
 
+/* Its transport and reply reader, for the shared connection (mux.c), which
+ * serializes their use itself. */
+dlock__transport *dlock__conn_transport(dlock__conn *c);
+redisReader *dlock__conn_reader(dlock__conn *c);
+/* One read of what the transport has, fed to the reply reader: bytes read
+ * (> 0), 0 when the server closed, DLOCK__IO_AGAIN, DLOCK__IO_ERR (t->err)
+ * or DLOCK__IO_NOMEM. */
+ssize_t dlock__conn_feed(dlock__conn *c);
+
+/* ------------------------------------------------------------------- mux */
+
+/* The shared connection (mux.c, docs/internals/mux.md): any thread's
+ * requests on one connection, pipelined, each caller waiting for its own
+ * reply (they come in order). Callers take turns writing and reading: no
+ * thread of its own. A node has one at a time (pool.c). */
+typedef struct dlock__mux dlock__mux;
+
+/* Opens one (dlock__conn_open). */
+int dlock__mux_open(dlock__netctx *ctx, const dlock__endpoint *ep, const char *addr,
+                    dlock__mux **out);
+/* Once nobody uses it: reset when it failed or was given up, else closed. */
+void dlock__mux_free(dlock__mux *m);
+/* 1 while it takes requests and carries connection name generation gen. */
+int dlock__mux_usable(const dlock__mux *m, uint64_t gen);
+/* Takes no new request from now on (its server is no primary any more, say):
+ * the next caller opens a new one; it is reset once nobody uses it. */
+void dlock__mux_retire(dlock__mux *m);
+/* Its users' count, changed by delta (under the node's mutex): the new count. */
+int dlock__mux_ref(dlock__mux *m, int delta);
+/* One request (a PING first when ping_first), answered in order with the
+ * others on the connection; as dlock__conn_roundtrip: SENT_OK with *out
+ * the reply; NOT_SENT (it cannot have run: the connection was found closed
+ * or given up, or out of memory); MAYBE_RAN (written, no reply: the
+ * connection failed, or *timed_out: its command timeout passed, counted from
+ * the call). *oom: it failed for want of memory (its own, or its connection
+ * failed reading for want of it). why (wsize bytes) says what failed. */
+dlock__sent dlock__mux_roundtrip(dlock__mux *m, int argc, const char *const *argv,
+                                 const size_t *lens, int ping_first, redisReply **out,
+                                 int *timed_out, int *oom, char *why, size_t wsize);
+
 /* ------------------------------------------------------------------- node */
 
 /* One Redis server seen through a pool of blocking connections. */
@@ -258,6 +301,12 @@ int dlock__node_get_conn(dlock__node *n, dlock__conn **out, uint64_t *gen, int *
 /* Gives a connection back (with the name generation get_conn gave); a broken
  * one is aborted. */
 void dlock__node_put_conn(dlock__node *n, dlock__conn *c, uint64_t gen, int broken);
+/* The node's shared connection, opened when it has none usable (callers
+ * that come meanwhile wait for that open, and share its failure); idle_only:
+ * the one open now or DLOCK_ECONN. *fresh = 1 when opened for this call. */
+int dlock__node_get_mux(dlock__node *n, dlock__mux **out, int *fresh, int idle_only);
+/* Done with it. */
+void dlock__node_put_mux(dlock__node *n, dlock__mux *m);
 
 /* ------------------------------------------------------------------- call */
 

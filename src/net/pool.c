@@ -1,11 +1,14 @@
-/* A node: one Redis server seen through a pool of blocking connections.
+/* A node: one Redis server seen through its shared connection (mux.c: every
+ * thread's requests pipelined on it) and a pool of blocking connections for
+ * what needs a connection of its own (a request whose replicas' WAIT counts
+ * its connection's writes, a batch, ASKING before a request).
  *
- * The hot path (acquire or release without contention) is one round trip on a
- * pooled connection taken by the calling thread: no hop through the io thread.
- * An idle pooled connection is checked before use (a non-blocking peek): after
- * a server restart every idle connection is dead, and is dropped unused.
- * Discarded connections are aborted (RST), so that nothing they still had
- * queued reaches Redis later. */
+ * The hot path (acquire or release) is one request on the shared connection
+ * sent by the calling thread: no hop through the io thread. An idle pooled
+ * connection is checked before use (a non-blocking peek): after a server
+ * restart every idle connection is dead, and is dropped unused. Discarded
+ * connections are aborted (RST), so that nothing they still had queued
+ * reaches Redis later. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +33,12 @@ struct dlock__node {
     int max;
     _Atomic int64_t quarantine_until;   /* ms (dlock__now_ms): failover quarantine */
     _Atomic int64_t promoted_at;        /* ms (dlock__now_ms) of its last promotion, or 0 */
+    dlock__mux *mux;         /* the shared connection, or NULL */
+    int mux_opening;         /* a caller is opening it */
+    pthread_cond_t mux_cv;   /* ... and has finished */
+    uint64_t mux_tries;      /* opens tried */
+    int mux_rc;              /* how the last one ended */
+    char mux_err[256];       /* ... its message */
 };
 
 const dlock__endpoint *dlock__node_endpoint(const dlock__node *n) { return &n->ep; }
@@ -91,7 +100,7 @@ int dlock__node_new(dlock__node **out, dlock__netctx *ctx, const dlock__endpoint
     }
     dlock__endpoint_str(&n->ep, n->addr, sizeof(n->addr));
     pthread_mutex_init(&n->mu, NULL);
-    if (dlock__cond_init(&n->cv) != 0) {
+    if (dlock__cond_init(&n->cv) != 0 || pthread_cond_init(&n->mux_cv, NULL) != 0) {
         pthread_mutex_destroy(&n->mu);
         dlock__endpoint_clear(&n->ep);
         free(n->idle);
@@ -108,7 +117,9 @@ void dlock__node_free(dlock__node *n)
         return;
     for (int i = 0; i < n->nidle; i++)
         dlock__conn_close(n->idle[i].conn);
+    dlock__mux_free(n->mux);
     free(n->idle);
+    pthread_cond_destroy(&n->mux_cv);
     pthread_cond_destroy(&n->cv);
     pthread_mutex_destroy(&n->mu);
     dlock__endpoint_clear(&n->ep);
@@ -193,29 +204,114 @@ void dlock__node_put_conn(dlock__node *n, dlock__conn *c, uint64_t gen, int brok
     pthread_mutex_unlock(&n->mu);
 }
 
+/* ------------------------------------------------------ shared connection */
+
+/* Drops the node's shared connection when it no longer takes requests;
+ * returns it when nobody uses it any more (the caller frees it outside the
+ * mutex), else NULL. n->mu held. */
+static dlock__mux *unset_mux(dlock__node *n, uint64_t gen)
+{
+    dlock__mux *m = n->mux;
+    if (!m || dlock__mux_usable(m, gen))
+        return NULL;
+    n->mux = NULL;
+    return dlock__mux_ref(m, 0) == 0 ? m : NULL;
+}
+
+int dlock__node_get_mux(dlock__node *n, dlock__mux **out, int *fresh, int idle_only)
+{
+    uint64_t gen = dlock__netctx_gen(n->ctx);
+    *fresh = 0;
+    pthread_mutex_lock(&n->mu);
+    for (;;) {
+        dlock__mux *old = unset_mux(n, gen);
+        if (old) {
+            pthread_mutex_unlock(&n->mu);
+            dlock__mux_free(old);
+            pthread_mutex_lock(&n->mu);
+            continue;
+        }
+        if (n->mux) {
+            dlock__mux_ref(n->mux, 1);
+            *out = n->mux;
+            pthread_mutex_unlock(&n->mu);
+            return DLOCK_OK;
+        }
+        if (idle_only) {
+            pthread_mutex_unlock(&n->mu);
+            return dlock__fail(DLOCK_ECONN, "no idle connection to %s", n->addr);
+        }
+        if (n->mux_opening) {
+            /* Another caller opens it (within the connect timeout): its
+             * outcome is ours. */
+            uint64_t tries = n->mux_tries;
+            while (n->mux_opening)
+                pthread_cond_wait(&n->mux_cv, &n->mu);
+            *fresh = 1;
+            if (n->mux_tries != tries && n->mux_rc != DLOCK_OK) {
+                int rc = n->mux_rc;
+                char msg[sizeof(n->mux_err)];
+                memcpy(msg, n->mux_err, sizeof(msg));
+                pthread_mutex_unlock(&n->mu);
+                return dlock__fail(rc, "%s", msg);
+            }
+            continue;
+        }
+        n->mux_opening = 1;
+        pthread_mutex_unlock(&n->mu);
+        dlock__mux *m = NULL;
+        int rc = dlock__mux_open(n->ctx, &n->ep, n->addr, &m);
+        pthread_mutex_lock(&n->mu);
+        n->mux_opening = 0;
+        n->mux_tries++;
+        n->mux_rc = rc;
+        if (rc != DLOCK_OK)
+            snprintf(n->mux_err, sizeof(n->mux_err), "%s", dlock_last_error());
+        else
+            n->mux = m;
+        pthread_cond_broadcast(&n->mux_cv);
+        if (rc != DLOCK_OK) {
+            pthread_mutex_unlock(&n->mu);
+            return rc;
+        }
+        *fresh = 1;
+    }
+}
+
+void dlock__node_put_mux(dlock__node *n, dlock__mux *m)
+{
+    pthread_mutex_lock(&n->mu);
+    int drop = dlock__mux_ref(m, -1) == 0 && n->mux != m;
+    dlock__mux *old = unset_mux(n, dlock__netctx_gen(n->ctx));
+    pthread_mutex_unlock(&n->mu);
+    if (drop)
+        dlock__mux_free(m);
+    if (old)
+        dlock__mux_free(old);
+}
+
 int dlock__node_check(dlock__node *n)
 {
-    dlock__conn *c;
-    uint64_t gen;
-    int fresh, timed_out = 0;
-    int rc = dlock__node_get_conn(n, &c, &gen, &fresh, 0);
+    dlock__mux *m;
+    int fresh, timed_out, oom;
+    int rc = dlock__node_get_mux(n, &m, &fresh, 0);
     if (rc != DLOCK_OK)
         return rc;
     static const char *av[] = {"PING"};
     redisReply *r;
-    if (dlock__conn_roundtrip(c, 1, av, NULL, 0, &r, &timed_out) != DLOCK__SENT_OK) {
-        rc = dlock__fail(dlock__conn_oom(c) ? DLOCK_ENOMEM
-                         : timed_out        ? DLOCK_ECMDTIMEOUT
-                                            : DLOCK_ECONN,
-                         "%s does not answer PING: %s", n->addr,
-                         timed_out ? "no reply within the command timeout" : dlock__conn_error(c));
-        dlock__node_put_conn(n, c, gen, 1);
-        return rc;
+    char why[320];
+    if (dlock__mux_roundtrip(m, 1, av, NULL, 0, &r, &timed_out, &oom, why, sizeof(why)) !=
+        DLOCK__SENT_OK) {
+        dlock__node_put_mux(n, m);
+        return dlock__fail(oom         ? DLOCK_ENOMEM
+                           : timed_out ? DLOCK_ECMDTIMEOUT
+                                       : DLOCK_ECONN,
+                           "%s does not answer PING: %s", n->addr, why);
     }
+    dlock__node_put_mux(n, m);
     if (r->type == REDIS_REPLY_ERROR)
-        rc = dlock__fail(dlock__rerr_code(dlock__redis_classify(r->str)), "%s answered PING with: %s", n->addr,
-                         r->str);
+        rc = dlock__fail(dlock__rerr_code(dlock__redis_classify(r->str)),
+                         "%s answered PING with: %s", n->addr, r->str);
     freeReplyObject(r);
-    dlock__node_put_conn(n, c, gen, 0);
     return rc;
 }

@@ -1,0 +1,283 @@
+/* The shared connection (net/mux.c): many threads' requests pipelined on
+ * one connection per node. What a user sees when that connection fails with
+ * requests of several threads in flight, when one of them times out, and
+ * when Redis lost its scripts while several went out together. Through a
+ * proxy in front of the fixture's server (one server only). */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "fixture.h"
+#include "proxy.h"
+
+enum { N = 8 };
+
+static dlock_client *client_via(th_proxy *px, int64_t command_timeout_ms)
+{
+    char url[128];
+    snprintf(url, sizeof(url), "redis://127.0.0.1:%d", th_proxy_port(px));
+    dlock_config *cfg = dlock_config_new();
+    assert_int_equal(dlock_config_set_url(cfg, url), DLOCK_OK);
+    assert_int_equal(dlock_config_set_command_timeout(cfg, command_timeout_ms), DLOCK_OK);
+    assert_int_equal(dlock_config_set_retry(cfg, 3, 50), DLOCK_OK);
+    dlock_client *c = NULL;
+    assert_int_equal(dlock_client_open(&c, cfg), DLOCK_OK);
+    dlock_config_free(cfg);
+    return c;
+}
+
+typedef struct job {
+    dlock_lock *l;
+    int read;                /* is_locked (idempotent), else acquire (not) */
+    pthread_barrier_t *go;
+    int rc;
+    int locked;
+} job;
+
+static void *run_job(void *arg)
+{
+    job *j = arg;
+    pthread_barrier_wait(j->go);
+    j->rc = j->read ? dlock_lock_is_locked(j->l, &j->locked) : dlock_lock_acquire(j->l, 60000);
+    return NULL;
+}
+
+/* N threads' requests in flight on the shared connection when it drops:
+ * each caller gets its own request's outcome. An acquire (not idempotent)
+ * that Redis ran: DLOCK_EUNKNOWN, and it ran once; a query (idempotent) is
+ * sent again on a new connection and answers right. */
+static void test_drop_with_requests_in_flight(void **state)
+{
+    (void)state;
+    if (th_deployed(&srv))
+        skip();   /* a proxy before one server */
+    th_proxy *px = th_proxy_start(srv.port);
+    dlock_client *c = client_via(px, 20000);   /* the drop, not a timeout, ends them */
+    char names[N][128];
+    job jobs[N];
+    pthread_t th[N];
+    pthread_barrier_t go;
+    pthread_barrier_init(&go, NULL, N + 1);
+    for (int i = 0; i < N; i++) {
+        char tag[32];
+        snprintf(tag, sizeof(tag), "drop%d", i);
+        th_name(names[i], sizeof(names[i]), tag);
+        jobs[i] = (job){.read = i % 2, .go = &go, .rc = -99, .locked = -1};
+        assert_int_equal(dlock_lock_get(c, names[i], &jobs[i].l), DLOCK_OK);
+        if (jobs[i].read)   /* held by someone else: the query must say so */
+            freeReplyObject(th_cmd(&srv, "HSET %s other:1 1", names[i]));
+    }
+    /* The shared connection is open (through the proxy), the scripts loaded. */
+    assert_int_equal(dlock_lock_acquire(jobs[0].l, 60000), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(jobs[0].l), DLOCK_OK);
+    long long before = th_calls(&srv, NULL);
+    th_proxy_swallow_replies(px);
+    for (int i = 0; i < N; i++)
+        pthread_create(&th[i], NULL, run_job, &jobs[i]);
+    pthread_barrier_wait(&go);
+    /* Every request has reached Redis (and run); none has its reply. */
+    int64_t until = th_now_ms() + 5000 * th_slack();
+    while (th_calls(&srv, NULL) - before < N && th_now_ms() < until)
+        th_sleep_ms(5);
+    assert_true(th_calls(&srv, NULL) - before >= N);
+    th_proxy_cut(px);
+    for (int i = 0; i < N; i++)
+        pthread_join(th[i], NULL);
+    for (int i = 0; i < N; i++) {
+        if (jobs[i].read) {
+            assert_int_equal(jobs[i].rc, DLOCK_OK);
+            assert_int_equal(jobs[i].locked, 1);
+        } else {
+            assert_int_equal(jobs[i].rc, DLOCK_EUNKNOWN);
+            /* It ran once: one hold, counted once. */
+            assert_int_equal(th_int(&srv, "HLEN %s", names[i]), 1);
+            redisReply *r = th_cmd(&srv, "HVALS %s", names[i]);
+            assert_string_equal(r->element[0]->str, "1");
+            freeReplyObject(r);
+        }
+    }
+    /* The client goes on, on a new connection. */
+    for (int i = 0; i < N; i += 2) {
+        int64_t n = -1;
+        assert_int_equal(dlock_lock_hold_count(jobs[i].l, &n), DLOCK_OK);
+        assert_int_equal(n, 0);   /* run by the acquiring thread, not this one */
+    }
+    for (int i = 0; i < N; i++) {
+        freeReplyObject(th_cmd(&srv, "DEL %s", names[i]));
+        dlock_lock_free(jobs[i].l);
+    }
+    pthread_barrier_destroy(&go);
+    dlock_client_close(c);
+    th_proxy_stop(px);
+}
+
+typedef struct timed {
+    dlock_lock *l;
+    char msg[512];
+    int64_t start_ms;        /* when to call */
+    int rc;
+    int64_t count;           /* its hold count afterwards, from its own thread */
+} timed;
+
+static void *run_timed(void *arg)
+{
+    timed *t = arg;
+    int64_t d = t->start_ms - th_now_ms();
+    if (d > 0)
+        th_sleep_ms(d);
+    t->rc = dlock_lock_acquire(t->l, 60000);
+    snprintf(t->msg, sizeof(t->msg), "%s", dlock_last_error());
+    t->count = -1;
+    if (dlock_lock_hold_count(t->l, &t->count) != DLOCK_OK)
+        t->count = -2;
+    return NULL;
+}
+
+/* One request times out while another is in flight behind it on the same
+ * connection: the late caller still gets its own reply, not the one of the
+ * request that gave up. flush: Redis lost its scripts first, so the late
+ * caller's reply is NOSCRIPT, and the connection it would load the script on
+ * was given up meanwhile. */
+static void timeout_keeps_the_others_replies(int flush)
+{
+    if (th_deployed(&srv))
+        skip();   /* a proxy before one server */
+    const int64_t T = 400 * th_slack();   /* the command timeout */
+    th_proxy *px = th_proxy_start(srv.port);
+    dlock_client *c = client_via(px, T);
+    char na[128], nb[128];
+    timed a = {.rc = -99}, b = {.rc = -99};
+    assert_int_equal(dlock_lock_get(c, th_name(na, sizeof(na), "late-a"), &a.l), DLOCK_OK);
+    assert_int_equal(dlock_lock_get(c, th_name(nb, sizeof(nb), "late-b"), &b.l), DLOCK_OK);
+    /* The shared connection is open, the scripts loaded. */
+    assert_int_equal(dlock_lock_acquire(a.l, 60000), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(a.l), DLOCK_OK);
+    /* Nothing passes: a's request waits out its timeout; b's goes out half
+     * way through it, on the same connection. */
+    if (flush)
+        freeReplyObject(th_cmd(&srv, "SCRIPT FLUSH"));
+    th_proxy_blackhole(px, 1);
+    int64_t t0 = th_now_ms();
+    a.start_ms = t0;
+    b.start_ms = t0 + T / 2;
+    pthread_t ta, tb;
+    pthread_create(&ta, NULL, run_timed, &a);
+    pthread_create(&tb, NULL, run_timed, &b);
+    th_sleep_ms(T + T / 8);   /* a timed out; b has 3/8 of T left */
+    th_proxy_blackhole(px, 0);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    if (a.rc != DLOCK_EUNKNOWN || b.rc != DLOCK_OK)
+        fail_msg("a: %d (%s), b: %d (%s)", a.rc, a.msg, b.rc, b.msg);
+    assert_int_equal(b.count, 1);   /* b's own hold, answered to b */
+    assert_int_equal(th_int(&srv, "HLEN %s", nb), 1);
+    if (flush) {
+        /* a's request was refused (NOSCRIPT): it never ran. */
+        assert_int_equal(th_int(&srv, "EXISTS %s", na), 0);
+    } else {
+        /* Both ran once on Redis, each under its own thread's owner. */
+        assert_int_equal(th_int(&srv, "HLEN %s", na), 1);
+        redisReply *ra = th_cmd(&srv, "HKEYS %s", na), *rb = th_cmd(&srv, "HKEYS %s", nb);
+        assert_string_not_equal(ra->element[0]->str, rb->element[0]->str);
+        freeReplyObject(ra);
+        freeReplyObject(rb);
+    }
+    freeReplyObject(th_cmd(&srv, "DEL %s %s", na, nb));
+    dlock_lock_free(a.l);
+    dlock_lock_free(b.l);
+    dlock_client_close(c);
+    th_proxy_stop(px);
+}
+
+static void test_timeout_keeps_the_others_replies(void **state)
+{
+    (void)state;
+    timeout_keeps_the_others_replies(0);
+}
+
+static void test_timeout_then_noscript(void **state)
+{
+    (void)state;
+    timeout_keeps_the_others_replies(1);
+}
+
+typedef struct cycler {
+    dlock_lock *l;
+    pthread_barrier_t *go;
+    int rc;
+    int64_t count;
+} cycler;
+
+static void *acquire_once(void *arg)
+{
+    cycler *y = arg;
+    pthread_barrier_wait(y->go);
+    y->rc = dlock_lock_acquire(y->l, 60000);
+    if (y->rc == DLOCK_OK && dlock_lock_hold_count(y->l, &y->count) != DLOCK_OK)
+        y->count = -2;
+    if (y->rc == DLOCK_OK && dlock_lock_release(y->l) != DLOCK_OK)
+        y->rc = -100;
+    return NULL;
+}
+
+/* Redis lost its scripts (SCRIPT FLUSH) and N threads' EVALSHAs go out
+ * together on the shared connection: each is refused with NOSCRIPT, the
+ * script is loaded, each goes again and gets its own answer. */
+static void test_noscript_inside_a_pipeline(void **state)
+{
+    (void)state;
+    if (th_deployed(&srv))
+        skip();   /* a proxy before one server */
+    th_proxy *px = th_proxy_start(srv.port);
+    dlock_client *c = client_via(px, 5000 * th_slack());
+    char names[N][128];
+    cycler ys[N];
+    pthread_t th[N];
+    pthread_barrier_t go;
+    pthread_barrier_init(&go, NULL, N);
+    for (int i = 0; i < N; i++) {
+        char tag[32];
+        snprintf(tag, sizeof(tag), "noscript%d", i);
+        th_name(names[i], sizeof(names[i]), tag);
+        assert_int_equal(dlock_lock_get(c, names[i], &ys[i].l), DLOCK_OK);
+        ys[i].go = &go;
+    }
+    for (int round = 0; round < 5; round++) {
+        freeReplyObject(th_cmd(&srv, "SCRIPT FLUSH"));
+        for (int i = 0; i < N; i++) {
+            ys[i].rc = -99;
+            ys[i].count = -1;
+            pthread_create(&th[i], NULL, acquire_once, &ys[i]);
+        }
+        for (int i = 0; i < N; i++)
+            pthread_join(th[i], NULL);
+        for (int i = 0; i < N; i++) {
+            assert_int_equal(ys[i].rc, DLOCK_OK);
+            assert_int_equal(ys[i].count, 1);
+            assert_int_equal(th_int(&srv, "EXISTS %s", names[i]), 0);
+        }
+    }
+    for (int i = 0; i < N; i++)
+        dlock_lock_free(ys[i].l);
+    pthread_barrier_destroy(&go);
+    dlock_client_close(c);
+    th_proxy_stop(px);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_drop_with_requests_in_flight),
+        cmocka_unit_test(test_timeout_keeps_the_others_replies),
+        cmocka_unit_test(test_timeout_then_noscript),
+        cmocka_unit_test(test_noscript_inside_a_pipeline),
+    };
+    return cmocka_run_group_tests(tests, th_setup_server, th_teardown);
+}
