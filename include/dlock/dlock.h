@@ -489,9 +489,16 @@ DLOCK_API int dlock_config_set_max_hold(dlock_config *cfg, int64_t ms);
  * reader's loss delays writers only (readers never conflict with readers;
  * each reader with a delay has an entry in the sorted set
  * dlock_read_delay:{name}, owner id -> the server time its delay ends,
- * renewed with its holds and removed by its last release). Semaphores
- * (plain and permit-expirable): not in this version, their permits go back
- * at the lease's end. dlock_lock_set_lock_delay sets it per handle. */
+ * renewed with its holds and removed by its last release), and the
+ * permit-expirable semaphore: a permit whose lease ran out unreleased goes
+ * back to the count (as Redisson's does) but is not given out by dlock for
+ * ms more, while the other permits are (each permit taken with a delay has
+ * an entry in the sorted set dlock_permit_delay:{name}, permit id -> the
+ * server time its delay ends, renewed with the permit by the watchdog or an
+ * update of its lease and removed by its release; an n-permit acquire waits
+ * until n are out of any delay). The plain semaphore has no leases, hence
+ * no involuntary loss: it has no delay. dlock_lock_set_lock_delay and
+ * dlock_permit_semaphore_set_lock_delay set it per handle. */
 DLOCK_API int dlock_config_set_lock_delay(dlock_config *cfg, int64_t ms);
 /* How long acquisitions wait after a failover (dlock_config_set_failover_quarantine). */
 typedef enum dlock_quarantine {
@@ -1561,6 +1568,15 @@ DLOCK_API const char *dlock_permit_semaphore_name(const dlock_permit_semaphore *
  * permit's id (as `owner`). Any thread. */
 DLOCK_API void dlock_permit_semaphore_set_lost_callback(dlock_permit_semaphore *p,
                                                         dlock_lost_fn fn, void *ud);
+/* This handle's lock-delay (see dlock_config_set_lock_delay; the client's by
+ * default): ms 0 (off) to 86 400 000. Permits acquired through the handle
+ * then keep, when their lease runs out unreleased, out of every dlock
+ * acquirer's reach (whatever its own setting) for ms more; released ones are
+ * back at once. Set it before the handle's first acquisition, from one
+ * thread: after one, DLOCK_EINVAL (a permit's renewals and release keep the
+ * setting it was taken with). DLOCK_EINVAL (nothing changed) for p NULL or
+ * ms out of range. */
+DLOCK_API int dlock_permit_semaphore_set_lock_delay(dlock_permit_semaphore *p, int64_t ms);
 
 /* Takes one permit, waiting as long as it takes, and writes its id (32 hex
  * characters and a NUL) into id[size], size >= DLOCK_PERMIT_ID_BUFSIZE.

@@ -14,7 +14,15 @@
  * Watchdog permits (beyond Redisson) are a watchdog hold kind: the permit
  * (semaphore, leases key, id) is renewed in the client's batched renewals
  * (scripts/permits/renew.lua), reported lost like a lock, and back in the
- * pool within the watchdog timeout once its holder stops renewing it. */
+ * pool within the watchdog timeout once its holder stops renewing it.
+ *
+ * Lock-delay (dlock_permit_semaphore_set_lock_delay): every permit taken
+ * through a handle with a delay has an entry in the sorted set
+ * dlock_permit_delay:{name} (id -> the server time its lease + delay ends),
+ * renewed with the permit and removed by its release; a permit whose lease
+ * ran out unreleased is back in the count but not given out while its entry
+ * lives (include/delay.lua's pdelay_left). Scripts take the set as an
+ * optional KEYS[4] and the delay as an optional last argument. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,11 +34,19 @@ static const char WHAT[] = "permit-expirable semaphore";
  * its id (scripts/permits/renew.lua). The lost callback gets the semaphore's
  * name and the id. */
 static const dlock__hold_kind permit_hold = {"permit", DLOCK__SCRIPT_PERMITS_RENEW, 2, 1, 1};
+/* With a lock-delay: the set dlock_permit_delay:{name} a third key, the
+ * delay a second argument. */
+static const dlock__hold_kind permit_delay_hold = {"permit", DLOCK__SCRIPT_PERMITS_RENEW, 3, 2, 1};
 
 struct dlock_permit_semaphore {
     dlock__handle h;         /* channel: redisson_sc:{name} */
     char *leases;            /* {name}:timeout */
     size_t llen;
+    char *pdelay;            /* dlock_permit_delay:{name}, the lock-delay's set */
+    size_t plen;
+    int64_t lock_delay;      /* ms, 0 off; fixed by the first acquisition */
+    atomic_int attempted;    /* an acquisition was attempted through it */
+    char delay_arg[24];      /* lock_delay in decimal */
     atomic_int heard;        /* the last release through this handle woke some client */
     pthread_mutex_t mu;      /* guards fn, ud */
     dlock_lost_fn fn;
@@ -81,16 +97,51 @@ static void hold_of(const dlock_permit_semaphore *p, const permit_id *id, dlock_
     h->len[2] = sizeof(id->raw);
     h->owner = id->hex;
     h->olen = 32;
+    if (p->lock_delay <= 0)
+        return;
+    h->kind = &permit_delay_hold;
+    h->part[2] = p->pdelay;
+    h->len[2] = p->plen;
+    h->part[3] = (const char *)id->raw;
+    h->len[3] = sizeof(id->raw);
+    h->part[4] = p->delay_arg;
+    h->len[4] = strlen(p->delay_arg);
 }
 
-/* The three keys every script but set takes, then the permit id. */
-static void keys_and_id(dlock__op *op, int script, const dlock_permit_semaphore *p,
-                        const permit_id *id)
+/* With a lock-delay: its set to KEYS (after the three every script takes). */
+static void delay_key(const dlock_permit_semaphore *p, dlock__op *op)
+{
+    if (p->lock_delay > 0)
+        dlock__op_key(op, p->pdelay, p->plen);
+}
+
+/* With a lock-delay: the delay to ARGV (last). */
+static void delay_arg(const dlock_permit_semaphore *p, dlock__op *op)
+{
+    if (p->lock_delay > 0)
+        dlock__op_args(op, p->delay_arg);
+}
+
+/* The three keys every script but set takes, and the lock-delay's set with
+ * a delay, or always for the releases (a permit taken through another
+ * handle with a delay is released properly through this one too). */
+static void three_keys(dlock__op *op, int script, const dlock_permit_semaphore *p)
 {
     dlock__op_init(op, script);
     dlock__op_key(op, p->h.name, p->h.nlen);
     dlock__op_key(op, p->leases, p->llen);
     dlock__op_key(op, p->h.channel, p->h.clen);
+    if (script == DLOCK__SCRIPT_PERMITS_RELEASE || script == DLOCK__SCRIPT_PERMITS_RELEASE_N)
+        dlock__op_key(op, p->pdelay, p->plen);
+    else
+        delay_key(p, op);
+}
+
+/* The keys, then the permit id. */
+static void keys_and_id(dlock__op *op, int script, const dlock_permit_semaphore *p,
+                        const permit_id *id)
+{
+    three_keys(op, script, p);
     dlock__op_arg(op, (const char *)id->raw, sizeof(id->raw));
 }
 
@@ -107,7 +158,10 @@ int dlock_permit_semaphore_get(dlock_client *c, const char *name, dlock_permit_s
         return rc;
     dlock_permit_semaphore *p = (dlock_permit_semaphore *)h;
     pthread_mutex_init(&p->mu, NULL);
-    if (!(p->leases = dlock__suffixed(h->name, h->nlen, "timeout", &p->llen))) {
+    p->lock_delay = c->cfg.lock_delay_ms;
+    snprintf(p->delay_arg, sizeof(p->delay_arg), "%lld", (long long)p->lock_delay);
+    if (!(p->leases = dlock__suffixed(h->name, h->nlen, "timeout", &p->llen)) ||
+        !(p->pdelay = dlock__prefixed("dlock_permit_delay", h->name, h->nlen, "", &p->plen))) {
         dlock_permit_semaphore_free(p);
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
     }
@@ -120,6 +174,7 @@ void dlock_permit_semaphore_free(dlock_permit_semaphore *p)
     if (!p)
         return;
     free(p->leases);
+    free(p->pdelay);
     pthread_mutex_destroy(&p->mu);
     dlock__handle_free(&p->h);
 }
@@ -127,6 +182,22 @@ void dlock_permit_semaphore_free(dlock_permit_semaphore *p)
 const char *dlock_permit_semaphore_name(const dlock_permit_semaphore *p)
 {
     return p ? p->h.name : "";
+}
+
+int dlock_permit_semaphore_set_lock_delay(dlock_permit_semaphore *p, int64_t ms)
+{
+    int rc = dlock__check_handle(p, "semaphore");
+    if (rc != DLOCK_OK)
+        return rc;
+    if (ms < 0 || ms > DLOCK__LOCK_DELAY_MAX)
+        return dlock__fail(DLOCK_EINVAL, "lock-delay: 0 (off) to %lld ms (1 day), not %lld",
+                           (long long)DLOCK__LOCK_DELAY_MAX, (long long)ms);
+    if (atomic_load(&p->attempted))
+        return dlock__fail(DLOCK_EINVAL, "lock-delay: set before the handle's first "
+                                         "acquisition");
+    p->lock_delay = ms;
+    snprintf(p->delay_arg, sizeof(p->delay_arg), "%lld", (long long)ms);
+    return DLOCK_OK;
 }
 
 void dlock_permit_semaphore_set_lost_callback(dlock_permit_semaphore *p, dlock_lost_fn fn,
@@ -321,13 +392,16 @@ static int grab_setup(void *st)
     return DLOCK_OK;
 }
 
-/* KEYS: semaphore, leases, channel; ARGV: id, lease (scripts/permits/acquire.lua). */
+/* KEYS: semaphore, leases, channel[, delay set]; ARGV: id, lease[, delay]
+ * (scripts/permits/acquire.lua). */
 static void grab_request(void *st, int64_t waited_ms, dlock__op *op)
 {
     (void)waited_ms;
     grab *g = st;
+    atomic_store(&g->p->attempted, 1);   /* the delay is fixed from now on */
     keys_and_id(op, DLOCK__SCRIPT_PERMITS_ACQUIRE, g->p, &g->id);
     dlock__op_argi(op, g->lease_ms);
+    delay_arg(g->p, op);
     op->flags = DLOCK__CALL_IDEMPOTENT;
 }
 
@@ -386,8 +460,9 @@ static int grab_busy(void *st, const dlock__busy *b)
     (void)b;
     grab *g = st;
     if (g->ends_in >= 0)
-        return dlock__fail(DLOCK_ETIMEDOUT, "%s '%s': no permit available (the earliest lease "
-                                            "ends in %lld ms)",
+        return dlock__fail(DLOCK_ETIMEDOUT, "%s '%s': no permit available (the next may be in "
+                                            "%lld ms: the earliest lease's end, or a lock-delay's "
+                                            "after a permit lost unreleased)",
                            WHAT, g->p->h.name, (long long)g->ends_in);
     return dlock__fail(DLOCK_ETIMEDOUT, "%s '%s': no permit available", WHAT, g->p->h.name);
 }
@@ -469,6 +544,7 @@ static void update_request(void *st, int64_t waited_ms, dlock__op *op)
     update *u = st;
     keys_and_id(op, DLOCK__SCRIPT_PERMITS_UPDATE, u->p, &u->id);
     dlock__op_argi(op, u->lease == DLOCK_WATCHDOG ? u->p->h.c->cfg.watchdog_ms : u->lease);
+    delay_arg(u->p, op);
     op->flags = DLOCK__CALL_IDEMPOTENT;
 }
 
@@ -642,10 +718,7 @@ static void drop_n_request(void *st, int64_t waited_ms, dlock__op *op)
 {
     (void)waited_ms;
     drop_n *d = st;
-    dlock__op_init(op, DLOCK__SCRIPT_PERMITS_RELEASE_N);
-    dlock__op_key(op, d->p->h.name, d->p->h.nlen);
-    dlock__op_key(op, d->p->leases, d->p->llen);
-    dlock__op_key(op, d->p->h.channel, d->p->h.clen);
+    three_keys(op, DLOCK__SCRIPT_PERMITS_RELEASE_N, d->p);
     dlock__op_arg(op, (const char *)d->raw, 16 * d->n);
 }
 
@@ -795,12 +868,11 @@ static void grab_n_request(void *st, int64_t waited_ms, dlock__op *op)
 {
     (void)waited_ms;
     grab_n *g = st;
-    dlock__op_init(op, DLOCK__SCRIPT_PERMITS_ACQUIRE_N);
-    dlock__op_key(op, g->p->h.name, g->p->h.nlen);
-    dlock__op_key(op, g->p->leases, g->p->llen);
-    dlock__op_key(op, g->p->h.channel, g->p->h.clen);
+    atomic_store(&g->p->attempted, 1);   /* the delay is fixed from now on */
+    three_keys(op, DLOCK__SCRIPT_PERMITS_ACQUIRE_N, g->p);
     dlock__op_argi(op, g->lease_ms);
     dlock__op_arg(op, (const char *)g->raw, 16 * g->n);
+    delay_arg(g->p, op);
     op->flags = DLOCK__CALL_IDEMPOTENT;
 }
 
@@ -850,8 +922,9 @@ static int grab_n_busy(void *st, const dlock__busy *b)
     (void)b;
     grab_n *g = st;
     if (g->ends_in >= 0)
-        return dlock__fail(DLOCK_ETIMEDOUT, "%s '%s': %zu permits not available (the earliest "
-                                            "lease ends in %lld ms)",
+        return dlock__fail(DLOCK_ETIMEDOUT, "%s '%s': %zu permits not available (the next "
+                                            "may be in %lld ms: the earliest lease's end, or a "
+                                            "lock-delay's after a permit lost unreleased)",
                            WHAT, g->p->h.name, g->n, (long long)g->ends_in);
     return dlock__fail(DLOCK_ETIMEDOUT, "%s '%s': %zu permits not available", WHAT,
                        g->p->h.name, g->n);

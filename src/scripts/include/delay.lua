@@ -109,3 +109,31 @@ local function rdelay_clear(rset, owner)
     redis.call('zrem', rset, owner)
   end
 end
+
+-- The permit-expirable semaphore's lock-delay (dlock's own;
+-- docs/wire-format.md): a sorted set dlock_permit_delay:{name}, member a
+-- permit id (16 bytes), score the server's ms when the delay after its lease
+-- ends; written with the permit and renewed with it (rdelay_write), removed by
+-- its release (rdelay_clear). A permit whose entry lives but which is no
+-- longer held (its lease ran out unreleased: the sweep put it back in the
+-- pool) does not count as available. The ms until `n` of the `have`
+-- available permits are out of every delay; 0 when they are now (or when
+-- fewer than n are available anyway: the caller waits for permits first).
+local function pdelay_left(pset, leases, have, n)
+  if not pset or have < n or redis.call('type', pset).ok ~= 'zset' then
+    return 0
+  end
+  local now = delay_now()
+  local live = redis.call('zrangebyscore', pset, '(' .. now, '+inf', 'withscores')
+  local ends = {}
+  for i = 1, #live, 2 do
+    if not redis.call('zscore', leases, live[i]) then
+      ends[#ends + 1] = tonumber(live[i + 1])
+    end
+  end
+  local k = n - (have - #ends)
+  if k <= 0 then
+    return 0
+  end
+  return math.max(ends[k] - now, 1)
+end

@@ -9,6 +9,8 @@
 -- ARGV[1]  the permit id, 16 bytes (the 32 hex characters the caller sees,
 --          decoded, as Redisson stores them)
 -- ARGV[2]  the lease in ms (the watchdog timeout for watchdog permits)
+-- KEYS[4]  with a lock-delay: the set dlock_permit_delay:{name}
+-- ARGV[3]  with a lock-delay: the delay in ms (include/delay.lua's pdelay_*)
 --
 -- Expired permits go back to the pool first (the new count is published).
 -- "Now" is the server's clock (TIME); Redisson's clients use their own.
@@ -18,13 +20,20 @@
 -- nil returned, so a retry never takes a second permit. Otherwise the ms
 -- until the earliest lease runs out (the waiter sleeps at most that long:
 -- nobody publishes when a lease ends), or -1 when no lease will (wait for a
--- message). A semaphore key that is not a count, or a leases key that is not
+-- message). With a lock-delay, a permit lost unreleased is not given out
+-- until its delay ends: the answer is then the ms until it does. A semaphore key that is not a count, or a leases key that is not
 -- a sorted set, is refused (WRONGTYPE) before anything is written.
 local sem, leases, channel, id = KEYS[1], KEYS[2], KEYS[3], ARGV[1]
 local NO_EXPIRY = 922337203685477
+local pset, delay = KEYS[4], tonumber(ARGV[3])
+--@include delay.lua
 
 --@include permit_count.lua
 --@include now.lua
+local bad = delay_wrongtype(pset, 'zset')
+if bad then
+  return bad
+end
 
 -- Expired leases: their permits come back (ZRANGEBYSCORE raises WRONGTYPE
 -- for a leases key of another type, before the first write).
@@ -32,12 +41,18 @@ local NO_EXPIRY = 922337203685477
 
 if redis.call('zscore', leases, id) then
   redis.call('zadd', leases, now + tonumber(ARGV[2]), id)
+  rdelay_write(pset, id, ARGV[2], delay)
   return nil
 end
 local have = tonumber(redis.call('get', sem) or '0')
+local left = pdelay_left(pset, leases, have, 1)
+if left > 0 then
+  return left
+end
 if have >= 1 then
   redis.call('decr', sem)
   redis.call('zadd', leases, now + tonumber(ARGV[2]), id)
+  rdelay_write(pset, id, ARGV[2], delay)
 --@include permit_taken.lua
 end
 --@include permit_busy.lua

@@ -7,6 +7,8 @@
 -- KEYS[3]  the channel, redisson_sc:{name}
 -- ARGV[1]  the lease in ms (the watchdog timeout for watchdog permits)
 -- ARGV[2]  the n permit ids, 16 bytes each, one after the other (n >= 1)
+-- KEYS[4]  with a lock-delay: the set dlock_permit_delay:{name}
+-- ARGV[3]  with a lock-delay: the delay in ms (see acquire.lua)
 --
 -- Expired permits go back to the pool first (the new count is published).
 -- Returns nil when the n permits are taken. Ids that already hold permits
@@ -19,6 +21,8 @@
 -- stands); a missing semaphore has no permits yet, and is waited for.
 local sem, leases, channel = KEYS[1], KEYS[2], KEYS[3]
 local NO_EXPIRY = 922337203685477
+local pset, delay = KEYS[4], tonumber(ARGV[3])
+--@include delay.lua
 local raw = ARGV[2]
 --@include permit_ids.lua
 
@@ -29,6 +33,10 @@ if v and n > tonumber(v) + held then
                            (tonumber(v) + held) .. ' in all')
 end
 --@include now.lua
+local bad = delay_wrongtype(pset, 'zset')
+if bad then
+  return bad
+end
 
 --@include permit_sweep.lua
 
@@ -37,15 +45,21 @@ if redis.call('zscore', leases, ids[1]) then
   for i = 1, n do
     if redis.call('zscore', leases, ids[i]) then
       redis.call('zadd', leases, until_ms, ids[i])
+      rdelay_write(pset, ids[i], ARGV[1], delay)
     end
   end
   return nil
 end
 local have = tonumber(redis.call('get', sem) or '0')
+local left = pdelay_left(pset, leases, have, n)
+if left > 0 then
+  return left
+end
 if have >= n then
   redis.call('decrby', sem, n)
   for i = 1, n do
     redis.call('zadd', leases, until_ms, ids[i])
+    rdelay_write(pset, ids[i], ARGV[1], delay)
   end
 --@include permit_taken.lua
 end

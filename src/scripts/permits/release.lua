@@ -4,6 +4,8 @@
 -- KEYS[2]  the leases, {name}:timeout (see acquire.lua)
 -- KEYS[3]  the channel, redisson_sc:{name}
 -- ARGV[1]  the permit id, 16 bytes
+-- KEYS[4]  with a lock-delay: the set dlock_permit_delay:{name}, whose entry
+--          for the permit a proper release removes (include/delay.lua)
 --
 -- Expired permits go back to the pool first (the new count is published).
 -- Returns {1, heard} when the permit was held and is back (the new count is
@@ -13,9 +15,15 @@
 -- tryRelease answers false for both. Keys of other types are refused
 -- (WRONGTYPE) before anything is written.
 local sem, leases, channel, id = KEYS[1], KEYS[2], KEYS[3], ARGV[1]
+local pset = KEYS[4]
+--@include delay.lua
 
 --@include permit_count.lua
 --@include now.lua
+local bad = delay_wrongtype(pset, 'zset')
+if bad then
+  return bad
+end
 
 local score = redis.call('zscore', leases, id)
 --@include permit_sweep.lua
@@ -26,6 +34,7 @@ if tonumber(score) <= now then
   return {2, 0}
 end
 redis.call('zrem', leases, id)
+rdelay_clear(pset, id)
 local count = redis.call('incr', sem)
 local heard = 0
 if count > 0 then

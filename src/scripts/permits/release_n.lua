@@ -6,6 +6,8 @@
 -- KEYS[3]  the channel, redisson_sc:{name}
 -- ARGV[1]  the permit ids, 16 bytes each, one after the other (n >= 1,
 --          no two alike: the caller checks)
+-- KEYS[4]  with a lock-delay: the set dlock_permit_delay:{name}, whose
+--          entries for the permits a proper release removes
 --
 -- Every id is checked before anything is written: one unknown (released
 -- already, never acquired) or expired id and nothing is released, and the
@@ -18,9 +20,15 @@
 -- refused (WRONGTYPE) before anything is written.
 local sem, leases, channel = KEYS[1], KEYS[2], KEYS[3]
 local raw = ARGV[1]
+local pset = KEYS[4]
+--@include delay.lua
 --@include permit_ids.lua
 --@include permit_count.lua
 --@include now.lua
+local bad = delay_wrongtype(pset, 'zset')
+if bad then
+  return bad
+end
 
 for i = 1, n do
   local score = redis.call('zscore', leases, ids[i])
@@ -35,6 +43,9 @@ end
 --@include permit_sweep.lua
 for i = 1, n, 1000 do
   redis.call('zrem', leases, unpack(ids, i, math.min(i + 999, n)))
+end
+for i = 1, n do
+  rdelay_clear(pset, ids[i])
 end
 redis.call('incrby', sem, n)
 local heard = redis.call('publish', channel, n)

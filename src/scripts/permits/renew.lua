@@ -5,6 +5,11 @@
 --            ({name}:timeout, see acquire.lua)
 -- ARGV[1]    the watchdog timeout in ms
 -- ARGV[i+1]  the id (16 bytes) of the permit of pair i
+-- With a lock-delay, each permit has three keys, the semaphore, its leases
+-- key and the set dlock_permit_delay:{name}, and two arguments, the id and
+-- the delay in ms: its entry in the set is renewed to the timeout + the
+-- delay (include/delay.lua). A batch is of one form: three keys for two
+-- arguments per permit, or two for one (the counts tell which).
 --
 -- Returns one integer per permit: 1 renewed, 0 gone (released, or its lease
 -- ran out: it is back in the pool, or about to be; the client reports it
@@ -16,13 +21,21 @@
 --@include now.lua
 local until_ms = now + tonumber(ARGV[1])
 --@include renew_keys.lua
-for i = 1, #keys / 2 do
-  local leases, id = keys[2 * i], ARGV[a + i]
+--@include delay.lua
+local nk, na = 2, 1
+if #keys > 0 and #keys ~= 2 * (#ARGV - a) then
+  nk, na = 3, 2
+end
+for i = 1, #keys / nk do
+  local leases, id = keys[nk * (i - 1) + 2], ARGV[a + na * (i - 1) + 1]
   local held = 0
   local s = redis.pcall('zscore', leases, id)
   if type(s) == 'string' and tonumber(s) > now then
     redis.call('zadd', leases, 'xx', until_ms, id)
     held = 1
+    if nk == 3 and not delay_wrongtype(keys[nk * i], 'zset') then
+      rdelay_write(keys[nk * i], id, ARGV[1], tonumber(ARGV[a + na * i]))
+    end
   end
   out[i] = held
 end
