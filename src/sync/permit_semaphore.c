@@ -123,7 +123,7 @@ static void delay_arg(const dlock_permit_semaphore *p, dlock__op *op)
 }
 
 /* The three keys every script but set takes, and the lock-delay's set with
- * a delay, or always for the releases (a permit taken through another
+ * a delay (but for lease.lua, which has no use for it), or always for the releases (a permit taken through another
  * handle with a delay is released properly through this one too). */
 static void three_keys(dlock__op *op, int script, const dlock_permit_semaphore *p)
 {
@@ -133,7 +133,7 @@ static void three_keys(dlock__op *op, int script, const dlock_permit_semaphore *
     dlock__op_key(op, p->h.channel, p->h.clen);
     if (script == DLOCK__SCRIPT_PERMITS_RELEASE || script == DLOCK__SCRIPT_PERMITS_RELEASE_N)
         dlock__op_key(op, p->pdelay, p->plen);
-    else
+    else if (script != DLOCK__SCRIPT_PERMITS_LEASE)
         delay_key(p, op);
 }
 
@@ -460,9 +460,9 @@ static int grab_busy(void *st, const dlock__busy *b)
     (void)b;
     grab *g = st;
     if (g->ends_in >= 0)
-        return dlock__fail(DLOCK_ETIMEDOUT, "%s '%s': no permit available (the next may be in "
-                                            "%lld ms: the earliest lease's end, or a lock-delay's "
-                                            "after a permit lost unreleased)",
+        return dlock__fail(DLOCK_ETIMEDOUT, "%s '%s': no permit available (the earliest lease "
+                                            "ends in %lld ms, or a lock-delay after a lease that "
+                                            "ran out unreleased)",
                            WHAT, g->p->h.name, (long long)g->ends_in);
     return dlock__fail(DLOCK_ETIMEDOUT, "%s '%s': no permit available", WHAT, g->p->h.name);
 }
@@ -922,9 +922,9 @@ static int grab_n_busy(void *st, const dlock__busy *b)
     (void)b;
     grab_n *g = st;
     if (g->ends_in >= 0)
-        return dlock__fail(DLOCK_ETIMEDOUT, "%s '%s': %zu permits not available (the next "
-                                            "may be in %lld ms: the earliest lease's end, or a "
-                                            "lock-delay's after a permit lost unreleased)",
+        return dlock__fail(DLOCK_ETIMEDOUT, "%s '%s': %zu permits not available (the earliest "
+                                            "lease ends in %lld ms, or a lock-delay after a lease "
+                                            "that ran out unreleased)",
                            WHAT, g->p->h.name, g->n, (long long)g->ends_in);
     return dlock__fail(DLOCK_ETIMEDOUT, "%s '%s': %zu permits not available", WHAT,
                        g->p->h.name, g->n);

@@ -9,8 +9,8 @@
 -- ARGV[1]  the permit id, 16 bytes (the 32 hex characters the caller sees,
 --          decoded, as Redisson stores them)
 -- ARGV[2]  the lease in ms (the watchdog timeout for watchdog permits)
--- KEYS[4]  with a lock-delay: the set dlock_permit_delay:{name}
--- ARGV[3]  with a lock-delay: the delay in ms (include/delay.lua's pdelay_*)
+-- KEYS[4]  (optional) with a lock-delay: the set dlock_permit_delay:{name}
+-- ARGV[3]  (optional) with a lock-delay: the delay in ms (include/delay.lua's pdelay_*)
 --
 -- Expired permits go back to the pool first (the new count is published).
 -- "Now" is the server's clock (TIME); Redisson's clients use their own.

@@ -7,8 +7,8 @@
 -- KEYS[3]  the channel, redisson_sc:{name}
 -- ARGV[1]  the lease in ms (the watchdog timeout for watchdog permits)
 -- ARGV[2]  the n permit ids, 16 bytes each, one after the other (n >= 1)
--- KEYS[4]  with a lock-delay: the set dlock_permit_delay:{name}
--- ARGV[3]  with a lock-delay: the delay in ms (see acquire.lua)
+-- KEYS[4]  (optional) with a lock-delay: the set dlock_permit_delay:{name}
+-- ARGV[3]  (optional) with a lock-delay: the delay in ms (see acquire.lua)
 --
 -- Expired permits go back to the pool first (the new count is published).
 -- Returns nil when the n permits are taken. Ids that already hold permits

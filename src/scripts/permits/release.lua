@@ -4,7 +4,7 @@
 -- KEYS[2]  the leases, {name}:timeout (see acquire.lua)
 -- KEYS[3]  the channel, redisson_sc:{name}
 -- ARGV[1]  the permit id, 16 bytes
--- KEYS[4]  with a lock-delay: the set dlock_permit_delay:{name}, whose entry
+-- KEYS[4]  (optional) with a lock-delay: the set dlock_permit_delay:{name}, whose entry
 --          for the permit a proper release removes (include/delay.lua)
 --
 -- Expired permits go back to the pool first (the new count is published).

@@ -6,9 +6,9 @@
 -- KEYS[3]  the channel, redisson_sc:{name}
 -- ARGV[1]  the permit id, 16 bytes
 -- ARGV[2]  the new lease in ms
--- KEYS[4]  with a lock-delay: the set dlock_permit_delay:{name}, whose entry
+-- KEYS[4]  (optional) with a lock-delay: the set dlock_permit_delay:{name}, whose entry
 --          for the permit follows the new lease
--- ARGV[3]  with a lock-delay: the delay in ms
+-- ARGV[3]  (optional) with a lock-delay: the delay in ms
 --
 -- Expired permits go back to the pool first (the new count is published), so
 -- a permit whose lease ran out cannot be revived. Returns 1 when updated, 0
