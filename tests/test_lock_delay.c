@@ -636,6 +636,248 @@ static void test_bad_settings(void **state)
     dlock_lock_free(f);
 }
 
+/* ------------------------------------------- permit-expirable semaphore */
+
+/* Two clients with the delay (and watchdog timeout), each with a handle on
+ * one fresh permit semaphore of `permits`; its leases key and delay set. */
+typedef struct ppair {
+    dlock_client *a, *b;
+    dlock_permit_semaphore *pa, *pb;
+    char name[96], leases[128], pset[128];
+} ppair;
+
+static void ppair_open(ppair *p, const char *prefix, int64_t delay_ms, int64_t watchdog_ms,
+                       int64_t permits)
+{
+    p->a = delayed_client(delay_ms, watchdog_ms);
+    p->b = delayed_client(delay_ms, watchdog_ms);
+    th_name(p->name, sizeof(p->name), prefix);
+    snprintf(p->leases, sizeof(p->leases), "{%s}:timeout", p->name);
+    snprintf(p->pset, sizeof(p->pset), "dlock_permit_delay:{%s}", p->name);
+    assert_int_equal(dlock_permit_semaphore_get(p->a, p->name, &p->pa), DLOCK_OK);
+    assert_int_equal(dlock_permit_semaphore_get(p->b, p->name, &p->pb), DLOCK_OK);
+    assert_int_equal(dlock_permit_semaphore_try_set_permits(p->pa, permits, NULL), DLOCK_OK);
+}
+
+static void ppair_close(ppair *p)
+{
+    dlock_permit_semaphore_free(p->pa);
+    dlock_permit_semaphore_free(p->pb);
+    dlock_client_close(p->a);
+    dlock_client_close(p->b);
+}
+
+/* Refused at once because of a lock-delay. */
+static void permit_refused_for_delay(dlock_permit_semaphore *p, int64_t n)
+{
+    char ids[2][DLOCK_PERMIT_ID_BUFSIZE];
+    int rc = dlock_permit_semaphore_try_n(p, n, 0, 10000, ids);
+    if (rc != DLOCK_ETIMEDOUT || !strstr(dlock_last_error(), "lock-delay"))
+        fail_msg("%lld permits in a lock-delay: %d %s", (long long)n, rc, dlock_last_error());
+}
+
+/* A permit whose lease runs out unreleased is not given out again until the
+ * delay after its lease ends (a waiter gets it then); the semaphore's other
+ * permits are given out as ever. */
+static void test_permit_unreleased_is_delayed(void **state)
+{
+    (void)state;
+    const int64_t slack = th_slack(), delay = DELAY * slack, lease = 300 * slack;
+    ppair p;
+    ppair_open(&p, "ldp", delay, 0, 3);
+    char lost[DLOCK_PERMIT_ID_BUFSIZE], kept[DLOCK_PERMIT_ID_BUFSIZE], id[DLOCK_PERMIT_ID_BUFSIZE];
+    int64_t t0 = th_now_ms();
+    assert_int_equal(dlock_permit_semaphore_try(p.pa, 0, lease, lost, sizeof(lost)), DLOCK_OK);
+    assert_int_equal(dlock_permit_semaphore_try(p.pa, 0, 60000, kept, sizeof(kept)), DLOCK_OK);
+    assert_int_equal(th_int(&srv, "ZCARD %s", p.pset), 2);
+    th_sleep_ms(lease + 50);   /* a's first permit is lost: never released */
+    int64_t avail = -1;
+    assert_int_equal(dlock_permit_semaphore_available(p.pb, &avail, NULL), DLOCK_OK);
+    assert_int_equal(avail, 2);   /* back in the count, as Redisson's clients see it */
+    /* The permit never taken is given out at once; the lost one is not. */
+    assert_int_equal(dlock_permit_semaphore_try(p.pb, 0, 10000, id, sizeof(id)), DLOCK_OK);
+    permit_refused_for_delay(p.pb, 1);
+    assert_int_equal(dlock_permit_semaphore_release(p.pb, id), DLOCK_OK);
+    assert_int_equal(dlock_permit_semaphore_try(p.pb, 0, 10000, id, sizeof(id)), DLOCK_OK);
+    int64_t refused_at = th_now_ms();
+    char id2[DLOCK_PERMIT_ID_BUFSIZE];
+    assert_int_equal(dlock_permit_semaphore_try(p.pb, 5000 * slack, 10000, id2, sizeof(id2)),
+                     DLOCK_OK);
+    int64_t got = th_now_ms();
+    print_message("    lease %lld ms, delay %lld ms: refused %lld ms after the acquisition, "
+                  "acquired after %lld ms\n", (long long)lease, (long long)delay,
+                  (long long)(refused_at - t0), (long long)(got - t0));
+    assert_true(got - t0 >= lease + delay - 5);
+    assert_true(got - t0 < lease + delay + 2000 * slack);
+    const char *back[] = {id, id2, kept};
+    assert_int_equal(dlock_permit_semaphore_release(p.pa, kept), DLOCK_OK);
+    assert_int_equal(dlock_permit_semaphore_release_list(p.pb, back, 2), DLOCK_OK);
+    assert_int_equal(th_int(&srv, "ZCARD %s", p.pset), 0);   /* released: no entries left */
+    ppair_close(&p);
+}
+
+/* Released (one by one, or as a list, and through a handle without the
+ * setting): back at once, the entries gone. */
+static void test_permit_released_back_at_once(void **state)
+{
+    (void)state;
+    ppair p;
+    ppair_open(&p, "ldp-rel", 60000, 0, 1);
+    char id[1][DLOCK_PERMIT_ID_BUFSIZE];
+    dlock_permit_semaphore *plain;   /* the fixture's client: no delay */
+    assert_int_equal(dlock_permit_semaphore_get(cli, p.name, &plain), DLOCK_OK);
+    for (int round = 0; round < 3; round++) {
+        assert_int_equal(dlock_permit_semaphore_acquire(p.pa, DLOCK_WATCHDOG, id[0],
+                                                        sizeof(id[0])),
+                         DLOCK_OK);
+        assert_int_equal(th_int(&srv, "ZCARD %s", p.pset), 1);
+        const char *one[] = {id[0]};
+        int rc = round == 0   ? dlock_permit_semaphore_release(p.pa, id[0])
+                 : round == 1 ? dlock_permit_semaphore_release_list(p.pa, one, 1)
+                              : dlock_permit_semaphore_release(plain, id[0]);
+        assert_int_equal(rc, DLOCK_OK);
+        assert_int_equal(th_int(&srv, "ZCARD %s", p.pset), 0);
+        int64_t t0 = th_now_ms();
+        assert_int_equal(dlock_permit_semaphore_try_n(p.pb, 1, 0, 10000, id), DLOCK_OK);
+        assert_true(th_now_ms() - t0 < 1000 * th_slack());
+        assert_int_equal(dlock_permit_semaphore_release(p.pb, id[0]), DLOCK_OK);
+    }
+    dlock_permit_semaphore_free(plain);
+    ppair_close(&p);
+}
+
+/* n permits at once: refused while fewer than n are out of every delay,
+ * taken when the delays have ended. */
+static void test_permit_acquire_n_respects_delay(void **state)
+{
+    (void)state;
+    const int64_t slack = th_slack(), delay = DELAY * slack, lease = 300 * slack;
+    ppair p;
+    ppair_open(&p, "ldp-n", delay, 0, 3);
+    char ids[2][DLOCK_PERMIT_ID_BUFSIZE], one[1][DLOCK_PERMIT_ID_BUFSIZE];
+    int64_t t0 = th_now_ms();
+    assert_int_equal(dlock_permit_semaphore_try_n(p.pa, 2, 0, lease, ids), DLOCK_OK);
+    assert_int_equal(th_int(&srv, "ZCARD %s", p.pset), 2);
+    th_sleep_ms(lease + 50);   /* both lost */
+    permit_refused_for_delay(p.pb, 2);   /* 3 in the count, 1 usable */
+    assert_int_equal(dlock_permit_semaphore_try_n(p.pb, 1, 0, 10000, one), DLOCK_OK);
+    permit_refused_for_delay(p.pb, 1);
+    assert_int_equal(dlock_permit_semaphore_release(p.pb, one[0]), DLOCK_OK);
+    assert_int_equal(dlock_permit_semaphore_try_n(p.pb, 2, 5000 * slack, 10000, ids), DLOCK_OK);
+    int64_t got = th_now_ms();
+    assert_true(got - t0 >= lease + delay - 5);
+    assert_true(got - t0 < lease + delay + 2000 * slack);
+    const char *back[] = {ids[0], ids[1]};
+    assert_int_equal(dlock_permit_semaphore_release_list(p.pb, back, 2), DLOCK_OK);
+    assert_int_equal(th_int(&srv, "ZCARD %s", p.pset), 0);
+    ppair_close(&p);
+}
+
+/* A watchdog permit: its entry is renewed with it (the set outlives each
+ * renewal by the delay); the permit taken away (an involuntary loss) is
+ * not given out while the entry lives. An update of the lease moves the
+ * entry too. */
+static void test_permit_watchdog_renews_entry(void **state)
+{
+    (void)state;
+    const int64_t slack = th_slack(), wd = 900 * slack, delay = 2000 * slack;
+    ppair p;
+    ppair_open(&p, "ldp-wd", delay, wd, 1);
+    char id[DLOCK_PERMIT_ID_BUFSIZE];
+    assert_int_equal(dlock_permit_semaphore_acquire(p.pa, DLOCK_WATCHDOG, id, sizeof(id)),
+                     DLOCK_OK);
+    th_sleep_ms(2 * wd);   /* past the first lease: renewed several times */
+    assert_int_equal(th_int(&srv, "ZCARD %s", p.leases), 1);
+    long long pttl = th_int(&srv, "PTTL %s", p.pset);
+    if (pttl <= delay)
+        fail_msg("delay set PTTL %lld after renewals, not above the delay %lld", pttl,
+                 (long long)delay);
+    /* A longer fixed lease: the entry follows it. */
+    assert_int_equal(dlock_permit_semaphore_update_lease(p.pa, id, 30000), DLOCK_OK);
+    pttl = th_int(&srv, "PTTL %s", p.pset);
+    assert_true(pttl > 30000 && pttl <= 30000 + delay);
+    /* Taken away by an operator (the lease ended for its holder). */
+    assert_int_equal(th_int(&srv, "DEL %s", p.leases), 1);
+    assert_int_equal(th_int(&srv, "INCR %s", p.name), 1);
+    permit_refused_for_delay(p.pb, 1);
+    ppair_close(&p);
+}
+
+static long long server_ms(void)
+{
+    redisReply *r = th_cmd(&srv, "TIME");
+    long long ms = atoll(r->element[0]->str) * 1000 + atoll(r->element[1]->str) / 1000;
+    freeReplyObject(r);
+    return ms;
+}
+
+/* A Redisson client's permit (plain commands in its layout: no entry) whose
+ * lease runs out is given to a dlock acquirer with a delay at once; a
+ * Redisson-layout acquirer takes a dlock permit in its delay (it reads no
+ * set: the delay binds dlock's clients only). */
+static void test_permit_redisson_not_delayed(void **state)
+{
+    (void)state;
+    const int64_t slack = th_slack();
+    ppair p;
+    ppair_open(&p, "ldp-rs", 60000, 0, 0);
+    assert_int_equal(th_int(&srv, "ZADD %s %lld redisson-permit1", p.leases,
+                            server_ms() + 200 * slack), 1);
+    char id[DLOCK_PERMIT_ID_BUFSIZE];
+    int64_t t0 = th_now_ms();
+    assert_int_equal(dlock_permit_semaphore_try(p.pb, 5000 * slack, 10000, id, sizeof(id)),
+                     DLOCK_OK);
+    assert_true(th_now_ms() - t0 < 200 * slack + 1000 * slack);   /* not 60 s */
+    assert_int_equal(th_int(&srv, "ZCARD %s", p.pset), 1);   /* b's own */
+    /* b's permit lost: Redisson's sweep (the same commands) puts it back, and
+     * its acquire (DECR + ZADD) takes it. */
+    assert_int_equal(th_int(&srv, "DEL %s", p.leases), 1);
+    assert_int_equal(th_int(&srv, "INCR %s", p.name), 1);
+    permit_refused_for_delay(p.pa, 1);
+    assert_int_equal(th_int(&srv, "DECR %s", p.name), 0);
+    assert_int_equal(th_int(&srv, "ZADD %s %lld redisson-permit2", p.leases,
+                            server_ms() + 10000), 1);
+    ppair_close(&p);
+}
+
+/* A handle's own setting: its permits get entries, another handle of the
+ * same client writes none; set after an acquisition, or out of range:
+ * refused. A delay set of another type: refused, nothing taken. */
+static void test_permit_per_handle(void **state)
+{
+    (void)state;
+    char name[96], pset[128];
+    th_name(name, sizeof(name), "ldp-own");
+    snprintf(pset, sizeof(pset), "dlock_permit_delay:{%s}", name);
+    dlock_permit_semaphore *s, *other;
+    assert_int_equal(dlock_permit_semaphore_get(cli, name, &s), DLOCK_OK);
+    assert_int_equal(dlock_permit_semaphore_get(cli, name, &other), DLOCK_OK);
+    assert_int_equal(dlock_permit_semaphore_try_set_permits(s, 2, NULL), DLOCK_OK);
+    assert_int_equal(dlock_permit_semaphore_set_lock_delay(s, -1), DLOCK_EINVAL);
+    assert_int_equal(dlock_permit_semaphore_set_lock_delay(s, 86400001), DLOCK_EINVAL);
+    assert_int_equal(dlock_permit_semaphore_set_lock_delay(NULL, 10), DLOCK_EINVAL);
+    assert_int_equal(dlock_permit_semaphore_set_lock_delay(s, 60000), DLOCK_OK);
+    char a[DLOCK_PERMIT_ID_BUFSIZE], b[DLOCK_PERMIT_ID_BUFSIZE];
+    assert_int_equal(dlock_permit_semaphore_try(s, 0, 10000, a, sizeof(a)), DLOCK_OK);
+    assert_int_equal(th_int(&srv, "ZCARD %s", pset), 1);
+    assert_int_equal(dlock_permit_semaphore_try(other, 0, 10000, b, sizeof(b)), DLOCK_OK);
+    assert_int_equal(th_int(&srv, "ZCARD %s", pset), 1);   /* no delay: no entry */
+    assert_int_equal(dlock_permit_semaphore_set_lock_delay(s, 1000), DLOCK_EINVAL);
+    assert_non_null(strstr(dlock_last_error(), "before the handle's first acquisition"));
+    assert_int_equal(dlock_permit_semaphore_release(other, b), DLOCK_OK);
+    assert_int_equal(dlock_permit_semaphore_release(s, a), DLOCK_OK);
+    assert_int_equal(th_int(&srv, "EXISTS %s", pset), 0);
+    /* The set of another type: refused, nothing written. */
+    assert_int_equal(th_int(&srv, "RPUSH %s x", pset), 1);
+    assert_int_equal(dlock_permit_semaphore_try(s, 0, 10000, a, sizeof(a)), DLOCK_EWRONGTYPE);
+    int64_t avail = -1;
+    assert_int_equal(dlock_permit_semaphore_available(other, &avail, NULL), DLOCK_OK);
+    assert_int_equal(avail, 2);
+    assert_int_equal(th_int(&srv, "DEL %s", pset), 1);
+    dlock_permit_semaphore_free(s);
+    dlock_permit_semaphore_free(other);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -655,6 +897,12 @@ int main(void)
         cmocka_unit_test(test_write_per_handle),
         cmocka_unit_test(test_read_per_handle),
         cmocka_unit_test(test_bad_settings),
+        cmocka_unit_test(test_permit_unreleased_is_delayed),
+        cmocka_unit_test(test_permit_released_back_at_once),
+        cmocka_unit_test(test_permit_acquire_n_respects_delay),
+        cmocka_unit_test(test_permit_watchdog_renews_entry),
+        cmocka_unit_test(test_permit_redisson_not_delayed),
+        cmocka_unit_test(test_permit_per_handle),
     };
     return cmocka_run_group_tests(tests, th_setup, th_teardown);
 }
