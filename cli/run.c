@@ -278,9 +278,9 @@ static int parse_args(cli_opts *o, int argc, char **argv, run_args *ra)
                                   "--lease the lease is the limit: give one of them");
         return -1;
     }
-    if (ra->lock_delay_ms && (ra->semaphore || ra->elect)) {
-        cli_usage_error(o, "run", "--lock-delay applies to locks only (reentrant, fair, "
-                                  "--read, --write): not with --semaphore or elect");
+    if (ra->lock_delay_ms && ra->elect) {
+        cli_usage_error(o, "run", "--lock-delay applies to locks and --semaphore permits "
+                                  "only: not with elect");
         return -1;
     }
     ra->watchdog_ms = o->watchdog_ms ? o->watchdog_ms : 30000;
@@ -333,6 +333,7 @@ static int target_open(const cli_opts *o, dlock_client *c, const run_args *ra, c
             return code;
         }
         t->permits = ra->permits;
+        t->lock_delay = ra->lock_delay_ms > 0;
         t->names[0] = ra->semaphore;
         return 0;
     }
@@ -436,7 +437,7 @@ static void *acquire_main(void *arg)
 static void describe_holder(dlock_client *c, target *t, char *buf, size_t size)
 {
     if (t->ps) {
-        run_sem_describe(t->ps, t->permits, buf, size);
+        run_sem_describe(t->ps, t->permits, t->lock_delay, buf, size);
         return;
     }
     dlock_info *info = NULL;

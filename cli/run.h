@@ -131,6 +131,7 @@ int run_sem_check_args(const cli_opts *o, run_args *ra);
 int run_sem_open(const cli_opts *o, dlock_client *c, const run_args *ra,
                  dlock_permit_semaphore **out);
 /* Why no permit was had: "out of permits (2 held, 2 in all)". */
-void run_sem_describe(dlock_permit_semaphore *ps, int64_t permits, char *buf, size_t size);
+void run_sem_describe(dlock_permit_semaphore *ps, int64_t permits, int lock_delay, char *buf,
+                      size_t size);
 
 #endif

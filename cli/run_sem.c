@@ -62,6 +62,8 @@ int run_sem_open(const cli_opts *o, dlock_client *c, const run_args *ra,
     int set = 0;
     int64_t avail = 0, held = 0;
     int rc = dlock_permit_semaphore_get(c, ra->semaphore, out);
+    if (rc == DLOCK_OK && ra->lock_delay_ms)
+        rc = dlock_permit_semaphore_set_lock_delay(*out, ra->lock_delay_ms);
     if (rc == DLOCK_OK)
         rc = dlock_permit_semaphore_try_set_permits(*out, ra->permits, &set);
     if (rc == DLOCK_OK && !set)
@@ -82,11 +84,16 @@ int run_sem_open(const cli_opts *o, dlock_client *c, const run_args *ra,
     return 0;
 }
 
-void run_sem_describe(dlock_permit_semaphore *ps, int64_t permits, char *buf, size_t size)
+void run_sem_describe(dlock_permit_semaphore *ps, int64_t permits, int lock_delay, char *buf,
+                      size_t size)
 {
     int64_t avail = 0, held = 0;
     if (dlock_permit_semaphore_available(ps, &avail, &held) != DLOCK_OK)
         snprintf(buf, size, "out of permits (%lld in all)", (long long)permits);
+    else if (avail > 0 && lock_delay)
+        snprintf(buf, size, "%lld of %lld permits free, but in a lock-delay: a holder lost its "
+                            "permit without releasing it (or others took them first)",
+                 (long long)avail, (long long)permits);
     else if (avail > 0)
         snprintf(buf, size, "%lld of %lld permits free just now (taken by others first)",
                  (long long)avail, (long long)permits);

@@ -129,16 +129,22 @@ wd=$((1000 * SLOW)); dl=$((3000 * SLOW))
 # killed_holder_delays "HOLDER OPTS" "NEXT OPTS" NAME WHAT: a holder killed
 # with SIGKILL (no release; its guard ends the tree) leaves NAME closed to
 # the next taker for the delay: a try is refused naming the lock-delay, a
-# wait gets it no sooner than the delay after the kill.
+# wait gets it no sooner than the delay after the kill. With OPTS
+# "--semaphore NAME --permits 1" NAME is the semaphore (no lock name): its
+# permit is held while the leases key has it, lost once its lease is past.
+permit_taken() { [ "$(rc zcard "{$1}:timeout")" -ge 1 ]; }
+permit_lapsed() { [ -z "$(rc zrangebyscore "{$1}:timeout" "$(now_ms)" +inf)" ]; }
 killed_holder_delays() {
-  "$D" --watchdog ${wd}ms run $1 --lock-delay ${dl}ms "$3" -- sleep 30 >/dev/null 2>&1 & h=$!
-  until_ok held "$3"
+  lk=$3; up=held; down=free
+  case $1 in --semaphore*) lk=; up=permit_taken; down=permit_lapsed;; esac
+  "$D" --watchdog ${wd}ms run $1 --lock-delay ${dl}ms $lk -- sleep 30 >/dev/null 2>&1 & h=$!
+  until_ok $up "$3"
   t0=$(now_ms)
   kill -9 "$h"; wait "$h" 2>/dev/null
-  check "$4: the lock expires with its lease" until_ok free "$3"
-  expect 75 "$D" run -n $2 --lock-delay ${dl}ms "$3" -- true
+  check "$4: the lock expires with its lease" until_ok $down "$3"
+  expect 75 "$D" run -n $2 --lock-delay ${dl}ms $lk -- true
   has "$tmp/err" "lock-delay" "$4: the refusal of the free lock names the lock-delay"
-  expect 0 "$D" run -w $((20 * SLOW))s $2 --lock-delay ${dl}ms "$3" -- true
+  expect 0 "$D" run -w $((20 * SLOW))s $2 --lock-delay ${dl}ms $lk -- true
   took=$(( $(now_ms) - t0 ))
   [ "$took" -ge "$dl" ] && ok || bad "$4: the next holder got $3 $took ms after the kill, delay $dl ms"
 }
@@ -146,8 +152,6 @@ killed_holder_delays "" "" t:ld2 "lock"
 expect 64 "$D" run --lock-delay -1 t:x -- true
 expect 64 "$D" run --lock-delay 2d t:x -- true
 has "$tmp/err" "out of range: 0 to 1d" "a lock-delay above a day is refused"
-expect 64 "$D" run --semaphore t:xs --permits 1 --lock-delay 1s -- true
-has "$tmp/err" "locks only" "--lock-delay with --semaphore is refused, saying why"
 # The fair lock: the same, through its queue.
 killed_holder_delays --fair --fair t:ldf "fair lock"
 is "$(rc exists 'dlock_lock_delay:{t:ldf}')" 0 "a proper fair release leaves no marker"
@@ -162,5 +166,9 @@ check "reader: the lock expires with its lease" until_ok free t:ldr
 expect 0 "$D" run -n --read --lock-delay ${dl}ms t:ldr -- true   # readers: not delayed
 is "$(rc zcard 'dlock_read_delay:{t:ldr}')" 1 "the killed reader's entry is left, the proper one's gone"
 killed_holder_delays --read --write t:ldr2 "reader, then a writer"
+# The permit-expirable semaphore: a killed holder's permit is held back for
+# the delay; a run that ends releases its permit and leaves no entry.
+killed_holder_delays "--semaphore t:lds --permits 1" "--semaphore t:lds --permits 1" t:lds "semaphore permit"
+is "$(rc zcard 'dlock_permit_delay:{t:lds}')" 0 "a released permit leaves no entry"
 
 finish
