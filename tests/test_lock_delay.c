@@ -37,6 +37,16 @@ static void marker_of(const char *name, char *buf, size_t size)
     snprintf(buf, size, "dlock_lock_delay:{%s}", name);
 }
 
+/* A delay key renewed with its hold: its PTTL above the delay (without
+ * renewals it would have fallen below). */
+static void outlives_by_delay(const char *key, int64_t delay, const char *what)
+{
+    long long pttl = th_int(&srv, "PTTL %s", key);
+    if (pttl <= delay)
+        fail_msg("%s PTTL %lld after renewals, not above the delay %lld", what, pttl,
+                 (long long)delay);
+}
+
 /* Two clients with the delay (and watchdog timeout, 0: the default), each
  * with a handle on one fresh name; *marker is its marker's key. */
 typedef struct pair {
@@ -138,10 +148,7 @@ static void test_watchdog_renews_marker(void **state)
     assert_int_equal(dlock_lock_acquire(la, DLOCK_WATCHDOG), DLOCK_OK);
     th_sleep_ms(2 * wd);   /* past the first lease: renewed at least four times */
     assert_int_equal(th_int(&srv, "EXISTS %s", name), 1);
-    long long pttl = th_int(&srv, "PTTL %s", marker);
-    if (pttl <= delay)
-        fail_msg("marker PTTL %lld after renewals, not above the delay %lld", pttl,
-                 (long long)delay);
+    outlives_by_delay(marker, delay, "marker");
     /* Forced open by an operator: a's hold ends without its release. */
     assert_int_equal(th_int(&srv, "DEL %s", name), 1);
     assert_int_equal(dlock_lock_try(lb, 0, 10000), DLOCK_ETIMEDOUT);
@@ -522,10 +529,7 @@ static void test_rw_watchdog_renews_delay(void **state)
     assert_int_equal(dlock_lock_acquire(w.ra, DLOCK_WATCHDOG), DLOCK_OK);
     th_sleep_ms(2 * wd);   /* past the first lease: renewed several times */
     assert_int_equal(th_int(&srv, "EXISTS %s", name), 1);
-    long long pttl = th_int(&srv, "PTTL %s", w.rset);
-    if (pttl <= delay)
-        fail_msg("read set PTTL %lld after renewals, not above the delay %lld", pttl,
-                 (long long)delay);
+    outlives_by_delay(w.rset, delay, "read set");
     assert_int_equal(th_int(&srv, "DEL %s", name), 1);   /* forced open */
     refused_for_delay(w.p.lb);
     assert_int_equal(dlock_lock_try(w.rb, 0, 10000), DLOCK_OK);   /* a reader comes in */
@@ -536,10 +540,7 @@ static void test_rw_watchdog_renews_delay(void **state)
                                                         .wait_ms = 10000 * slack}),
                      DLOCK_OK);
     th_sleep_ms(2 * wd);
-    pttl = th_int(&srv, "PTTL %s", w.p.marker);
-    if (pttl <= delay)
-        fail_msg("marker PTTL %lld after renewals, not above the delay %lld", pttl,
-                 (long long)delay);
+    outlives_by_delay(w.p.marker, delay, "marker");
     assert_int_equal(dlock_lock_release(w.p.la), DLOCK_OK);
     assert_int_equal(th_int(&srv, "EXISTS %s", w.p.marker), 0);
     rwpair_close(&w);
@@ -788,13 +789,10 @@ static void test_permit_watchdog_renews_entry(void **state)
                      DLOCK_OK);
     th_sleep_ms(2 * wd);   /* past the first lease: renewed several times */
     assert_int_equal(th_int(&srv, "ZCARD %s", p.leases), 1);
-    long long pttl = th_int(&srv, "PTTL %s", p.pset);
-    if (pttl <= delay)
-        fail_msg("delay set PTTL %lld after renewals, not above the delay %lld", pttl,
-                 (long long)delay);
+    outlives_by_delay(p.pset, delay, "delay set");
     /* A longer fixed lease: the entry follows it. */
     assert_int_equal(dlock_permit_semaphore_update_lease(p.pa, id, 30000), DLOCK_OK);
-    pttl = th_int(&srv, "PTTL %s", p.pset);
+    long long pttl = th_int(&srv, "PTTL %s", p.pset);
     assert_true(pttl > 30000 && pttl <= 30000 + delay);
     /* Taken away by an operator (the lease ended for its holder). */
     assert_int_equal(th_int(&srv, "DEL %s", p.leases), 1);

@@ -187,17 +187,9 @@ const char *dlock_permit_semaphore_name(const dlock_permit_semaphore *p)
 int dlock_permit_semaphore_set_lock_delay(dlock_permit_semaphore *p, int64_t ms)
 {
     int rc = dlock__check_handle(p, "semaphore");
-    if (rc != DLOCK_OK)
-        return rc;
-    if (ms < 0 || ms > DLOCK__LOCK_DELAY_MAX)
-        return dlock__fail(DLOCK_EINVAL, "lock-delay: 0 (off) to %lld ms (1 day), not %lld",
-                           (long long)DLOCK__LOCK_DELAY_MAX, (long long)ms);
-    if (atomic_load(&p->attempted))
-        return dlock__fail(DLOCK_EINVAL, "lock-delay: set before the handle's first "
-                                         "acquisition");
-    p->lock_delay = ms;
-    snprintf(p->delay_arg, sizeof(p->delay_arg), "%lld", (long long)ms);
-    return DLOCK_OK;
+    return rc != DLOCK_OK ? rc
+                          : dlock__delay_set(&p->lock_delay, p->delay_arg, sizeof(p->delay_arg),
+                                             &p->attempted, ms);
 }
 
 void dlock_permit_semaphore_set_lost_callback(dlock_permit_semaphore *p, dlock_lost_fn fn,

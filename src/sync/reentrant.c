@@ -45,17 +45,24 @@ void dlock__delay_hold_id(const dlock_lock *l, const dlock__owner *o, dlock__hol
     id->len[3] = strlen(l->delay_arg);
 }
 
-int dlock__lock_set_delay(dlock_lock *l, int64_t ms)
+int dlock__delay_set(int64_t *delay, char *arg, size_t size, const atomic_int *attempted,
+                     int64_t ms)
 {
     if (ms < 0 || ms > DLOCK__LOCK_DELAY_MAX)
         return dlock__fail(DLOCK_EINVAL, "lock-delay: 0 (off) to %lld ms (1 day), not %lld",
                            (long long)DLOCK__LOCK_DELAY_MAX, (long long)ms);
-    if (atomic_load(&l->attempted))
+    if (atomic_load(attempted))
         return dlock__fail(DLOCK_EINVAL, "lock-delay: set before the handle's first "
                                          "acquisition");
-    l->lock_delay = ms;
-    snprintf(l->delay_arg, sizeof(l->delay_arg), "%lld", (long long)ms);
+    *delay = ms;
+    snprintf(arg, size, "%lld", (long long)ms);
     return DLOCK_OK;
+}
+
+int dlock__lock_set_delay(dlock_lock *l, int64_t ms)
+{
+    return dlock__delay_set(&l->lock_delay, l->delay_arg, sizeof(l->delay_arg), &l->attempted,
+                            ms);
 }
 
 void dlock__lock_hold_id(const dlock_lock *l, const dlock__owner *o, dlock__hold_id *id)

@@ -80,6 +80,12 @@ void dlock__handle_free(dlock__handle *h);
 int dlock__check_handle(const void *h, const char *what);
 /* A lease: positive (up to 2^50 ms) or DLOCK_WATCHDOG. */
 int dlock__check_lease(int64_t lease_ms);
+/* A handle's lock-delay setter (a lock's, a permit semaphore's): ms checked
+ * (0..DLOCK__LOCK_DELAY_MAX) and refused once *attempted, else stored in
+ * *delay and, in decimal, in arg[size] (the scripts' argument). DLOCK_OK or
+ * DLOCK_EINVAL with a message. */
+int dlock__delay_set(int64_t *delay, char *arg, size_t size, const atomic_int *attempted,
+                     int64_t ms);
 /* The one check of a call's dlock_wait_opts (o NULL: the zeroed struct),
  * copied into *out. `takes`: the fields the call accepts beyond the wait and
  * the cancel token (DLOCK__TAKES_*); `what` names the call's object in the
