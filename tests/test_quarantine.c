@@ -210,6 +210,144 @@ static void test_acquisition_waits_out_the_quarantine(void **state)
     dlock_client_close(oc);
 }
 
+/* Releases the multi-lock and frees it with its locks. */
+static void ml_free(dlock_multilock *ml, dlock_lock **l, size_t n)
+{
+    assert_int_equal(dlock_multilock_release(ml), DLOCK_OK);
+    dlock_multilock_free(ml);
+    for (size_t i = 0; i < n; i++)
+        dlock_lock_free(l[i]);
+}
+
+/* A multi-lock of two names (blocking and asynchronous) and an election's
+ * campaign wait out the quarantine as a lock does, sending nothing, then
+ * succeed; a wait shorter than the quarantine ends naming it, with nothing
+ * held; a client without the quarantine acquires at once. */
+static void test_multilock_and_election_wait_out_the_quarantine(void **state)
+{
+    (void)state;
+    const int64_t slack = th_slack(), q = 2000 * slack;
+    dlock_client *qc = open_client(DLOCK_QUARANTINE_ON, q, 0);
+    dlock_client *oc = open_client(DLOCK_QUARANTINE_OFF, 0, 0);
+    char n[6][64], en[64], eo[64];
+    static const char *const tag[6] = {"qm-a", "qm-b", "qm-async-a", "qm-async-b", "om-a", "om-b"};
+    dlock_lock *l[6];
+    char owner[DLOCK_OWNER_BUFSIZE];
+    assert_int_equal(dlock_client_new_owner_id(qc, owner, sizeof(owner)), DLOCK_OK);
+    for (int i = 0; i < 6; i++) {
+        th_name(n[i], sizeof(n[i]), tag[i]);
+        if (i < 2)
+            assert_int_equal(dlock_lock_get(qc, n[i], &l[i]), DLOCK_OK);
+        else if (i < 4)
+            assert_int_equal(dlock_lock_get_as(qc, n[i], owner, &l[i]), DLOCK_OK);
+        else
+            assert_int_equal(dlock_lock_get(oc, n[i], &l[i]), DLOCK_OK);
+    }
+    dlock_multilock *qm, *am, *om;
+    assert_int_equal(dlock_multilock_new(l, 2, &qm), DLOCK_OK);
+    assert_int_equal(dlock_multilock_new(l + 2, 2, &am), DLOCK_OK);
+    assert_int_equal(dlock_multilock_new(l + 4, 2, &om), DLOCK_OK);
+    th_name(en, sizeof(en), "qe");
+    th_name(eo, sizeof(eo), "oe");
+    dlock_election *qe, *oe;
+    assert_int_equal(dlock_election_get(qc, en, &qe), DLOCK_OK);
+    assert_int_equal(dlock_election_get(oc, eo, &oe), DLOCK_OK);
+    const dlock_wait_opts now = {.wait_ms = 0};
+
+    th_redis *np = next_primary();
+    const int64_t t_swap = th_now_ms();
+    promote(np);
+
+    /* Without the quarantine: both as soon as the client sees the switch. */
+    int64_t o_ok = -1;
+    for (int64_t until = th_now_ms() + 5000 * slack; th_now_ms() < until; th_sleep_ms(10))
+        if (dlock_multilock_try(om, 0, 10000) == DLOCK_OK) {
+            o_ok = th_now_ms();
+            break;
+        }
+    assert_true(o_ok > 0);
+    assert_int_equal(th_int(np, "EXISTS %s %s", n[4], n[5]), 2);
+    if (dlock_election_campaign(oe, &now) != DLOCK_OK)
+        fail_msg("campaign without a quarantine: %s", dlock_last_error());
+
+    /* With it: once the switch is seen, a try names the quarantine. */
+    int64_t t_seen = -1;
+    int rc = DLOCK_OK;
+    for (int64_t until = th_now_ms() + 5000 * slack; th_now_ms() < until; th_sleep_ms(10)) {
+        rc = dlock_multilock_try(qm, 0, 10000);
+        if (rc == DLOCK_ETIMEDOUT && strstr(dlock_last_error(), "quarantine")) {
+            t_seen = th_now_ms();
+            break;
+        }
+        if (rc == DLOCK_OK)
+            fail_msg("multi-lock taken %lld ms after the switch began, within the quarantine "
+                     "(%lld ms)", (long long)(th_now_ms() - t_swap), (long long)q);
+    }
+    if (t_seen < 0)
+        fail_msg("no quarantine seen: last %d (%s)", rc, dlock_last_error());
+    printf("# multi-lock: switch begun -> quarantine seen: %lld ms; message: %s\n",
+           (long long)(t_seen - t_swap), dlock_last_error());
+    rc = dlock_election_campaign(qe, &now);
+    if (rc != DLOCK_ETIMEDOUT || !strstr(dlock_last_error(), "quarantine"))
+        fail_msg("campaign in the quarantine: %d (%s)", rc, dlock_last_error());
+    /* A short wait ends naming it, nothing held (all or nothing). */
+    rc = dlock_multilock_try(qm, 100, 10000);
+    if (rc != DLOCK_ETIMEDOUT || !strstr(dlock_last_error(), "quarantine"))
+        fail_msg("short wait: %d (%s)", rc, dlock_last_error());
+    atomic_store(&async_rc, 1);
+    assert_int_equal(dlock_multilock_acquire_async(
+                         am, &(dlock_wait_opts){.wait_ms = 100, .lease_ms = 10000}, on_async, NULL),
+                     DLOCK_OK);
+    for (int64_t until = th_now_ms() + 10000 * slack;
+         atomic_load(&async_rc) == 1 && th_now_ms() < until;)
+        th_sleep_ms(5);
+    if (atomic_load(&async_rc) != DLOCK_ETIMEDOUT || !strstr(async_msg, "quarantine"))
+        fail_msg("short asynchronous wait: %d (%s)", atomic_load(&async_rc), async_msg);
+    assert_int_equal(th_int(np, "EXISTS %s %s %s %s %s", n[0], n[1], n[2], n[3], en), 0);
+
+    /* Long waits: sleeping, sending nothing, then all taken. */
+    long long before = th_calls(np, "evalsha");
+    atomic_store(&async_rc, 1);
+    assert_int_equal(dlock_multilock_acquire_async(
+                         am, &(dlock_wait_opts){.wait_ms = 30000 * slack, .lease_ms = 10000},
+                         on_async, NULL),
+                     DLOCK_OK);
+    rc = dlock_multilock_try(qm, 30000 * slack, 10000);
+    const int64_t t_ok = th_now_ms();
+    if (rc != DLOCK_OK)
+        fail_msg("multi-lock after the quarantine: %d (%s)", rc, dlock_last_error());
+    uint64_t term = 0;
+    rc = dlock_election_campaign(qe, &(dlock_wait_opts){.wait_ms = 30000 * slack,
+                                                        .token = &term});
+    if (rc != DLOCK_OK)
+        fail_msg("campaign after the quarantine: %d (%s)", rc, dlock_last_error());
+    for (int64_t until = th_now_ms() + 10000 * slack;
+         atomic_load(&async_rc) == 1 && th_now_ms() < until;)
+        th_sleep_ms(5);
+    if (atomic_load(&async_rc) != DLOCK_OK)
+        fail_msg("asynchronous multi-lock: %d (%s)", atomic_load(&async_rc), async_msg);
+    long long sent = th_calls(np, "evalsha") - before;
+    printf("# multi-lock, election: switch begun -> acquired: %lld ms (quarantine %lld ms); "
+           "scripts sent meanwhile: %lld\n",
+           (long long)(t_ok - t_swap), (long long)q, sent);
+    assert_true(t_ok - t_swap >= q);
+    assert_true(t_ok - t_seen <= q + 1500 * slack);
+    /* Four locks, the election's lock and its announcement, each once (twice
+     * after a NOSCRIPT); polling through the wait would be dozens. */
+    assert_true(sent <= 12);
+    assert_int_equal(th_int(np, "EXISTS %s %s %s %s %s", n[0], n[1], n[2], n[3], en), 5);
+    assert_true(term > 0);
+    assert_int_equal(dlock_election_resign(qe), DLOCK_OK);
+    assert_int_equal(dlock_election_resign(oe), DLOCK_OK);
+    dlock_election_free(qe);
+    dlock_election_free(oe);
+    ml_free(qm, l, 2);
+    ml_free(am, l + 2, 2);
+    ml_free(om, l + 4, 2);
+    dlock_client_close(qc);
+    dlock_client_close(oc);
+}
+
 /* auto: the longest lease an earlier holder may believe it has, here the
  * fixed lease this client acquired with (longer than its watchdog timeout). */
 static void test_auto_covers_the_longest_lease(void **state)
@@ -292,6 +430,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_acquisition_waits_out_the_quarantine),
+        cmocka_unit_test(test_multilock_and_election_wait_out_the_quarantine),
         cmocka_unit_test(test_auto_covers_the_longest_lease),
         cmocka_unit_test(test_hold_absent_on_new_primary),
     };

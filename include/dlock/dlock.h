@@ -502,11 +502,14 @@ typedef enum dlock_quarantine {
  * primary for a shard (a Sentinel +switch-master, a replica promoted in a
  * cluster, a node found by ROLE in redis-replicated://, the server behind
  * one address turned replica and replaced), acquisitions (reentrant, fair
- * and read-write locks, semaphores and permit semaphores, a try with no wait
- * included; not yet the multi-lock or the election) routed to that shard
- * wait until the quarantine ends, sleeping and sending nothing; a wait
- * shorter than what is left ends with DLOCK_ETIMEDOUT, whose message names
- * the quarantine. Every hold the watchdog renews is renewed at once on the
+ * and read-write locks, semaphores and permit semaphores, multi-locks and
+ * RedLocks, an election's campaign, blocking and asynchronous, a try with no
+ * wait included) routed to that shard wait until the quarantine ends,
+ * sleeping and sending nothing; a wait shorter than what is left ends with
+ * DLOCK_ETIMEDOUT, whose message names the quarantine. A multi-lock or
+ * RedLock with any of its locks on such a shard waits (sends nothing to any
+ * of them) until the longest quarantine among them ends, and holds none of
+ * its locks when it fails; each lock follows its own client's setting. Every hold the watchdog renews is renewed at once on the
  * new primary, and one found absent there is reported lost,
  * DLOCK_LOST_GONE with cause DLOCK_CAUSE_FAILOVER. Releases, renewals and
  * queries are never held back. The quarantine runs from when this client
