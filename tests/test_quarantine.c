@@ -115,6 +115,73 @@ static void on_async(const dlock_async_result *res, void *ud)
     atomic_store(&async_rc, dlock_async_status(res));
 }
 
+/* A try with no wait (lease 10 s) of a lock or a multi-lock. */
+typedef int (*try_fn)(void *obj);
+static int try_lock(void *l) { return dlock_lock_try(l, 0, 10000); }
+static int try_multilock(void *m) { return dlock_multilock_try(m, 0, 10000); }
+
+/* A client without the quarantine, after a switch: tries until taken
+ * (as soon as it sees the new primary). */
+static void await_taken(try_fn fn, void *obj)
+{
+    int rc = DLOCK_OK;
+    for (int64_t until = th_now_ms() + 5000 * th_slack(); th_now_ms() < until; th_sleep_ms(10))
+        if ((rc = fn(obj)) == DLOCK_OK)
+            return;
+    fail_msg("not taken after the switch: %d (%s)", rc, dlock_last_error());
+}
+
+/* A client with a quarantine of q ms, after a switch begun at t_swap: tries
+ * until refused naming the quarantine (never taken); returns when. */
+static int64_t await_quarantine(const char *what, try_fn fn, void *obj, int64_t q,
+                                int64_t t_swap)
+{
+    int rc = DLOCK_OK;
+    for (int64_t until = th_now_ms() + 5000 * th_slack(); th_now_ms() < until; th_sleep_ms(10)) {
+        rc = fn(obj);
+        if (rc == DLOCK_ETIMEDOUT && strstr(dlock_last_error(), "quarantine")) {
+            const int64_t t_seen = th_now_ms();
+            printf("# %s: switch begun -> quarantine seen: %lld ms; message: %s\n", what,
+                   (long long)(t_seen - t_swap), dlock_last_error());
+            return t_seen;
+        }
+        if (rc == DLOCK_OK)
+            fail_msg("%s taken %lld ms after the switch began, within the quarantine (%lld ms)",
+                     what, (long long)(th_now_ms() - t_swap), (long long)q);
+    }
+    fail_msg("no quarantine seen: last %d (%s)", rc, dlock_last_error());
+    return -1;
+}
+
+/* Waits for the asynchronous call's callback; fails unless it says want. */
+static void await_async(int want, const char *what)
+{
+    for (int64_t until = th_now_ms() + 10000 * th_slack();
+         atomic_load(&async_rc) == 1 && th_now_ms() < until;)
+        th_sleep_ms(5);
+    if (atomic_load(&async_rc) != want)
+        fail_msg("%s: %d (%s)", what, atomic_load(&async_rc), async_msg);
+}
+
+/* After waiting out a quarantine of q ms (the switch began at t_swap, was
+ * seen at t_seen, the acquisitions done at t_ok, `sent` scripts sent to
+ * the new primary meanwhile, at most `most`). */
+static void check_waited(const char *what, int64_t q, int64_t t_swap, int64_t t_seen,
+                         int64_t t_ok, long long sent, long long most)
+{
+    printf("# %s: switch begun -> acquired: %lld ms (quarantine %lld ms); scripts sent "
+           "meanwhile: %lld\n",
+           what, (long long)(t_ok - t_swap), (long long)q, sent);
+    /* The quarantine began after the switch did: the acquisition cannot come
+     * sooner than q after the switch began... */
+    assert_true(t_ok - t_swap >= q);
+    /* ...nor much later than q after the client saw it. */
+    assert_true(t_ok - t_seen <= q + 1500 * th_slack());
+    /* Nothing was tried during the wait (polling every retry delay would
+     * send dozens). */
+    assert_true(sent <= most);
+}
+
 /* After a switch: the quarantined client waits out the quarantine, sending
  * nothing, then acquires; the client without one acquires at once. */
 static void test_acquisition_waits_out_the_quarantine(void **state)
@@ -143,34 +210,14 @@ static void test_acquisition_waits_out_the_quarantine(void **state)
 
     /* The client without a quarantine acquires as soon as it sees the new
      * primary: well within the quarantine. */
-    int64_t o_ok = -1;
-    for (int64_t until = th_now_ms() + 5000 * slack; th_now_ms() < until; th_sleep_ms(10))
-        if (dlock_lock_try(ol, 0, 10000) == DLOCK_OK) {
-            o_ok = th_now_ms();
-            break;
-        }
-    assert_true(o_ok > 0);
+    await_taken(try_lock, ol);
     assert_int_equal(th_int(np, "EXISTS %s", oname), 1);
     assert_int_equal(dlock_lock_release(ol), DLOCK_OK);
 
     /* The quarantined client, once it has seen the switch, refuses a try
      * with no wait, naming the quarantine. */
-    int64_t t_seen = -1;
-    int rc = DLOCK_OK;
-    for (int64_t until = th_now_ms() + 5000 * slack; th_now_ms() < until; th_sleep_ms(10)) {
-        rc = dlock_lock_try(ql, 0, 10000);
-        if (rc == DLOCK_ETIMEDOUT && strstr(dlock_last_error(), "quarantine")) {
-            t_seen = th_now_ms();
-            break;
-        }
-        if (rc == DLOCK_OK)
-            fail_msg("acquired %lld ms after the switch began, within the quarantine (%lld ms)",
-                     (long long)(th_now_ms() - t_swap), (long long)q);
-    }
-    if (t_seen < 0)
-        fail_msg("no quarantine seen: last %d (%s)", rc, dlock_last_error());
-    printf("# switch begun -> quarantine seen: %lld ms; message: %s\n",
-           (long long)(t_seen - t_swap), dlock_last_error());
+    const int64_t t_seen = await_quarantine("lock", try_lock, ql, q, t_swap);
+    int rc;
     /* Waiting sends nothing to the new primary: no script while it sleeps. */
     long long before = th_calls(np, "evalsha");
     atomic_store(&async_rc, 1);
@@ -182,23 +229,9 @@ static void test_acquisition_waits_out_the_quarantine(void **state)
     const int64_t t_ok = th_now_ms();
     if (rc != DLOCK_OK)
         fail_msg("after the quarantine: %d (%s)", rc, dlock_last_error());
-    for (int64_t until = th_now_ms() + 10000 * slack;
-         atomic_load(&async_rc) == 1 && th_now_ms() < until;)
-        th_sleep_ms(5);
-    if (atomic_load(&async_rc) != DLOCK_OK)
-        fail_msg("asynchronous acquisition: %d (%s)", atomic_load(&async_rc), async_msg);
-    long long sent = th_calls(np, "evalsha") - before;
-    printf("# switch begun -> acquired: %lld ms (quarantine %lld ms); scripts sent meanwhile: "
-           "%lld\n",
-           (long long)(t_ok - t_swap), (long long)q, sent);
-    /* The quarantine began after the switch did: the acquisition cannot come
-     * sooner than q after the switch began... */
-    assert_true(t_ok - t_swap >= q);
-    /* ...nor much later than q after the client saw it. */
-    assert_true(t_ok - t_seen <= q + 1500 * slack);
-    /* Two acquisitions, one script each, or two after a NOSCRIPT (neither
-     * was tried during the wait: polling every retry delay would be ~20). */
-    assert_true(sent <= 4);
+    await_async(DLOCK_OK, "asynchronous acquisition");
+    /* Two acquisitions, one script each, or two after a NOSCRIPT. */
+    check_waited("lock", q, t_swap, t_seen, t_ok, th_calls(np, "evalsha") - before, 4);
     assert_int_equal(th_int(np, "EXISTS %s", qname), 1);
     assert_int_equal(th_int(np, "EXISTS %s", aname), 1);
     assert_int_equal(dlock_lock_release(ql), DLOCK_OK);
@@ -259,35 +292,14 @@ static void test_multilock_and_election_wait_out_the_quarantine(void **state)
     promote(np);
 
     /* Without the quarantine: both as soon as the client sees the switch. */
-    int64_t o_ok = -1;
-    for (int64_t until = th_now_ms() + 5000 * slack; th_now_ms() < until; th_sleep_ms(10))
-        if (dlock_multilock_try(om, 0, 10000) == DLOCK_OK) {
-            o_ok = th_now_ms();
-            break;
-        }
-    assert_true(o_ok > 0);
+    await_taken(try_multilock, om);
     assert_int_equal(th_int(np, "EXISTS %s %s", n[4], n[5]), 2);
     if (dlock_election_campaign(oe, &now) != DLOCK_OK)
         fail_msg("campaign without a quarantine: %s", dlock_last_error());
 
     /* With it: once the switch is seen, a try names the quarantine. */
-    int64_t t_seen = -1;
-    int rc = DLOCK_OK;
-    for (int64_t until = th_now_ms() + 5000 * slack; th_now_ms() < until; th_sleep_ms(10)) {
-        rc = dlock_multilock_try(qm, 0, 10000);
-        if (rc == DLOCK_ETIMEDOUT && strstr(dlock_last_error(), "quarantine")) {
-            t_seen = th_now_ms();
-            break;
-        }
-        if (rc == DLOCK_OK)
-            fail_msg("multi-lock taken %lld ms after the switch began, within the quarantine "
-                     "(%lld ms)", (long long)(th_now_ms() - t_swap), (long long)q);
-    }
-    if (t_seen < 0)
-        fail_msg("no quarantine seen: last %d (%s)", rc, dlock_last_error());
-    printf("# multi-lock: switch begun -> quarantine seen: %lld ms; message: %s\n",
-           (long long)(t_seen - t_swap), dlock_last_error());
-    rc = dlock_election_campaign(qe, &now);
+    const int64_t t_seen = await_quarantine("multi-lock", try_multilock, qm, q, t_swap);
+    int rc = dlock_election_campaign(qe, &now);
     if (rc != DLOCK_ETIMEDOUT || !strstr(dlock_last_error(), "quarantine"))
         fail_msg("campaign in the quarantine: %d (%s)", rc, dlock_last_error());
     /* A short wait ends naming it, nothing held (all or nothing). */
@@ -298,11 +310,9 @@ static void test_multilock_and_election_wait_out_the_quarantine(void **state)
     assert_int_equal(dlock_multilock_acquire_async(
                          am, &(dlock_wait_opts){.wait_ms = 100, .lease_ms = 10000}, on_async, NULL),
                      DLOCK_OK);
-    for (int64_t until = th_now_ms() + 10000 * slack;
-         atomic_load(&async_rc) == 1 && th_now_ms() < until;)
-        th_sleep_ms(5);
-    if (atomic_load(&async_rc) != DLOCK_ETIMEDOUT || !strstr(async_msg, "quarantine"))
-        fail_msg("short asynchronous wait: %d (%s)", atomic_load(&async_rc), async_msg);
+    await_async(DLOCK_ETIMEDOUT, "short asynchronous wait");
+    if (!strstr(async_msg, "quarantine"))
+        fail_msg("short asynchronous wait: %s", async_msg);
     assert_int_equal(th_int(np, "EXISTS %s %s %s %s %s", n[0], n[1], n[2], n[3], en), 0);
 
     /* Long waits: sleeping, sending nothing, then all taken. */
@@ -321,20 +331,11 @@ static void test_multilock_and_election_wait_out_the_quarantine(void **state)
                                                         .token = &term});
     if (rc != DLOCK_OK)
         fail_msg("campaign after the quarantine: %d (%s)", rc, dlock_last_error());
-    for (int64_t until = th_now_ms() + 10000 * slack;
-         atomic_load(&async_rc) == 1 && th_now_ms() < until;)
-        th_sleep_ms(5);
-    if (atomic_load(&async_rc) != DLOCK_OK)
-        fail_msg("asynchronous multi-lock: %d (%s)", atomic_load(&async_rc), async_msg);
-    long long sent = th_calls(np, "evalsha") - before;
-    printf("# multi-lock, election: switch begun -> acquired: %lld ms (quarantine %lld ms); "
-           "scripts sent meanwhile: %lld\n",
-           (long long)(t_ok - t_swap), (long long)q, sent);
-    assert_true(t_ok - t_swap >= q);
-    assert_true(t_ok - t_seen <= q + 1500 * slack);
+    await_async(DLOCK_OK, "asynchronous multi-lock");
     /* Four locks, the election's lock and its announcement, each once (twice
-     * after a NOSCRIPT); polling through the wait would be dozens. */
-    assert_true(sent <= 12);
+     * after a NOSCRIPT). */
+    check_waited("multi-lock, election", q, t_swap, t_seen, t_ok,
+                 th_calls(np, "evalsha") - before, 12);
     assert_int_equal(th_int(np, "EXISTS %s %s %s %s %s", n[0], n[1], n[2], n[3], en), 5);
     assert_true(term > 0);
     assert_int_equal(dlock_election_resign(qe), DLOCK_OK);
