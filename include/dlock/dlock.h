@@ -507,9 +507,10 @@ typedef enum dlock_quarantine {
  * wait included) routed to that shard wait until the quarantine ends,
  * sleeping and sending nothing; a wait shorter than what is left ends with
  * DLOCK_ETIMEDOUT, whose message names the quarantine. A multi-lock or
- * RedLock with any of its locks on such a shard waits (sends nothing to any
- * of them) until the longest quarantine among them ends, and holds none of
- * its locks when it fails; each lock follows its own client's setting. Every hold the watchdog renews is renewed at once on the
+ * RedLock is taken only once none of its locks' shards is in quarantine
+ * (each lock per its own client's setting): it sends nothing to a shard that
+ * is (the blocking form nothing at all while it waits), and holds none of
+ * its locks when it fails. Every hold the watchdog renews is renewed at once on the
  * new primary, and one found absent there is reported lost,
  * DLOCK_LOST_GONE with cause DLOCK_CAUSE_FAILOVER. Releases, renewals and
  * queries are never held back. The quarantine runs from when this client
