@@ -243,10 +243,9 @@ static void test_acquisition_waits_out_the_quarantine(void **state)
     dlock_client_close(oc);
 }
 
-/* Releases the multi-lock and frees it with its locks. */
+/* Frees the multi-lock with its locks. */
 static void ml_free(dlock_multilock *ml, dlock_lock **l, size_t n)
 {
-    assert_int_equal(dlock_multilock_release(ml), DLOCK_OK);
     dlock_multilock_free(ml);
     for (size_t i = 0; i < n; i++)
         dlock_lock_free(l[i]);
@@ -294,6 +293,7 @@ static void test_multilock_and_election_wait_out_the_quarantine(void **state)
     /* Without the quarantine: both as soon as the client sees the switch. */
     await_taken(try_multilock, om);
     assert_int_equal(th_int(np, "EXISTS %s %s", n[4], n[5]), 2);
+    assert_int_equal(dlock_multilock_release(om), DLOCK_OK);   /* before its lease ends */
     if (dlock_election_campaign(oe, &now) != DLOCK_OK)
         fail_msg("campaign without a quarantine: %s", dlock_last_error());
 
@@ -342,6 +342,8 @@ static void test_multilock_and_election_wait_out_the_quarantine(void **state)
     assert_int_equal(dlock_election_resign(oe), DLOCK_OK);
     dlock_election_free(qe);
     dlock_election_free(oe);
+    assert_int_equal(dlock_multilock_release(qm), DLOCK_OK);
+    assert_int_equal(dlock_multilock_release(am), DLOCK_OK);
     ml_free(qm, l, 2);
     ml_free(am, l + 2, 2);
     ml_free(om, l + 4, 2);
