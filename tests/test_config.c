@@ -316,6 +316,17 @@ static void test_open_bad_args(void **state)
 
 /* Deployment URLs: every host of the list, the data nodes' credentials and
  * database apart, the sentinel port by default, the master name. */
+/* cfg maps host:port to want_host:want_port (unmapped: the same). */
+static void assert_maps_to(const dlock_config *cfg, const char *host, int port,
+                           const char *want_host, int want_port)
+{
+    char out[DLOCK_HOST_MAX];
+    int out_port;
+    dlock__map_address(cfg, host, port, out, &out_port);
+    assert_string_equal(out, want_host);
+    assert_int_equal(out_port, want_port);
+}
+
 /* Address map lists that do not parse, in a URL's map= or given as text. */
 static const char *const bad_maps[] = {
     "10.0.0.5:6379",            /* no '=' */
@@ -407,12 +418,8 @@ static void test_deploy_url_map(void **state)
     /* Through the config: the URL's entry is applied before the callback. */
     dlock_config *cfg = dlock_config_new();
     assert_int_equal(dlock_config_set_url(cfg, "redis-cluster://n1?map=a:1=b:2"), DLOCK_OK);
-    dlock__map_address(cfg, "a", 1, host, &port);
-    assert_string_equal(host, "b");
-    assert_int_equal(port, 2);
-    dlock__map_address(cfg, "c", 3, host, &port);
-    assert_string_equal(host, "c");
-    assert_int_equal(port, 3);
+    assert_maps_to(cfg, "a", 1, "b", 2);
+    assert_maps_to(cfg, "c", 3, "c", 3);
     assert_int_equal(dlock_config_set_url(cfg, "redis-cluster://n1?map=a:1"), DLOCK_EINVAL);
     dlock_config_free(cfg);
     dlock__endpoint_clear(&ep);
@@ -425,8 +432,6 @@ static void test_deploy_url_map(void **state)
 static void test_added_address_map(void **state)
 {
     (void)state;
-    char host[DLOCK_HOST_MAX];
-    int port;
     dlock_config *cfg = dlock_config_new();
     assert_int_equal(dlock_config_add_address_map(cfg, "a:1=b:2,[fd00::6]:6379=[::1]:7002"),
                      DLOCK_OK);
@@ -438,8 +443,7 @@ static void test_added_address_map(void **state)
         assert_non_null(strstr(dlock_last_error(), "address map entry '"));
         assert_non_null(strstr(dlock_last_error(), "does not parse: give HOST:PORT=HOST:PORT"));
         assert_null(strstr(dlock_last_error(), "URL"));
-        dlock__map_address(cfg, "x", 9, host, &port);
-        assert_string_equal(host, "x");
+        assert_maps_to(cfg, "x", 9, "x", 9);
     }
     assert_int_equal(dlock_config_add_address_map(cfg, ""), DLOCK_EINVAL);
     assert_non_null(strstr(dlock_last_error(), "the address map is empty"));
@@ -447,19 +451,11 @@ static void test_added_address_map(void **state)
     assert_int_equal(dlock_config_add_address_map(NULL, "a:1=b:2"), DLOCK_EINVAL);
     /* The URL's entries first; the added ones survive a new URL. */
     assert_int_equal(dlock_config_set_url(cfg, "redis-cluster://n1?map=a:1=z:9"), DLOCK_OK);
-    dlock__map_address(cfg, "a", 1, host, &port);
-    assert_string_equal(host, "z");
-    assert_int_equal(port, 9);
-    dlock__map_address(cfg, "fd00::6", 6379, host, &port);
-    assert_string_equal(host, "::1");
-    assert_int_equal(port, 7002);
+    assert_maps_to(cfg, "a", 1, "z", 9);
+    assert_maps_to(cfg, "fd00::6", 6379, "::1", 7002);
     assert_int_equal(dlock_config_set_url(cfg, "redis-cluster://n1"), DLOCK_OK);
-    dlock__map_address(cfg, "a", 1, host, &port);
-    assert_string_equal(host, "b");
-    assert_int_equal(port, 2);
-    dlock__map_address(cfg, "node-3", 7, host, &port);   /* names: any case */
-    assert_string_equal(host, "n3.local");
-    assert_int_equal(port, 8);
+    assert_maps_to(cfg, "a", 1, "b", 2);
+    assert_maps_to(cfg, "node-3", 7, "n3.local", 8);   /* names: any case */
     /* 64 entries in all. */
     int rc = DLOCK_OK, n = 3;
     for (; rc == DLOCK_OK && n < 70; n++) {
