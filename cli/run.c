@@ -278,16 +278,9 @@ static int parse_args(cli_opts *o, int argc, char **argv, run_args *ra)
                                   "--lease the lease is the limit: give one of them");
         return -1;
     }
-    for (int k = 0; k < ra->nnames && ra->lock_delay_ms; k++)
-        if ((ra->kinds[k] != RUN_LOCK && ra->kinds[k] != RUN_FAIR) || ra->semaphore ||
-            ra->elect) {
-            cli_usage_error(o, "run", "--lock-delay applies to reentrant and fair locks only: "
-                                      "not with --read, --write, --semaphore or elect");
-            return -1;
-        }
-    if (ra->lock_delay_ms && ra->semaphore) {
-        cli_usage_error(o, "run", "--lock-delay applies to reentrant and fair locks only: "
-                                  "not with --semaphore");
+    if (ra->lock_delay_ms && (ra->semaphore || ra->elect)) {
+        cli_usage_error(o, "run", "--lock-delay applies to locks only (reentrant, fair, "
+                                  "--read, --write): not with --semaphore or elect");
         return -1;
     }
     ra->watchdog_ms = o->watchdog_ms ? o->watchdog_ms : 30000;

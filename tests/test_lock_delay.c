@@ -375,6 +375,236 @@ static void test_fair_queue_order_through_delay(void **state)
     dlock_client_close(c);
 }
 
+
+/* ------------------------------------------------------ read-write lock */
+
+/* Clients a and b with the delay, each with a read and a write handle on one
+ * fresh name; *rset is the read holds' set's key. */
+typedef struct rwpair {
+    pair p;
+    dlock_lock *ra, *rb;   /* p.la, p.lb are the write handles */
+    char rset[128];
+} rwpair;
+
+static void rwpair_open(rwpair *w, const char *prefix, int64_t delay_ms, int64_t watchdog_ms)
+{
+    pair *p = &w->p;
+    p->a = delayed_client(delay_ms, watchdog_ms);
+    p->b = delayed_client(delay_ms, watchdog_ms);
+    th_name(p->name, sizeof(p->name), prefix);
+    marker_of(p->name, p->marker, sizeof(p->marker));
+    snprintf(w->rset, sizeof(w->rset), "dlock_read_delay:{%s}", p->name);
+    assert_int_equal(dlock_write_lock_get(p->a, p->name, &p->la), DLOCK_OK);
+    assert_int_equal(dlock_write_lock_get(p->b, p->name, &p->lb), DLOCK_OK);
+    assert_int_equal(dlock_read_lock_get(p->a, p->name, &w->ra), DLOCK_OK);
+    assert_int_equal(dlock_read_lock_get(p->b, p->name, &w->rb), DLOCK_OK);
+}
+
+static void rwpair_close(rwpair *w)
+{
+    dlock_lock_free(w->ra);
+    dlock_lock_free(w->rb);
+    pair_close(&w->p);
+}
+
+/* `l` refused at once, for the lock-delay. */
+static void refused_for_delay(dlock_lock *l)
+{
+    int rc = dlock_lock_try(l, 0, 10000);
+    if (rc != DLOCK_ETIMEDOUT || !strstr(dlock_last_error(), "lock-delay"))
+        fail_msg("expected a refusal for the lock-delay: %d %s", rc, dlock_last_error());
+}
+
+/* `l` waits through the delay and gets the lock no sooner than `t0` + lease +
+ * delay, and not much later. */
+static void waits_out_delay(dlock_lock *l, int64_t t0, int64_t lease, int64_t delay)
+{
+    const int64_t slack = th_slack();
+    int rc = dlock_lock_try(l, 5000 * slack, 10000);
+    if (rc != DLOCK_OK)
+        fail_msg("wait through the delay: %d %s", rc, dlock_last_error());
+    int64_t got = th_now_ms() - t0;
+    print_message("    lease %lld ms, delay %lld ms: acquired after %lld ms\n", (long long)lease,
+                  (long long)delay, (long long)got);
+    assert_true(got >= lease + delay - 5);
+    assert_true(got < lease + delay + 2000 * slack);
+}
+
+/* A writer whose lease runs out unreleased delays everyone: readers and
+ * writers of other owners are refused until lease + delay; a waiting writer
+ * gets it when the delay ends; its release clears the marker. */
+static void test_rw_writer_unreleased_delays_all(void **state)
+{
+    (void)state;
+    const int64_t slack = th_slack(), delay = DELAY * slack, lease = 300 * slack;
+    rwpair w;
+    rwpair_open(&w, "ldw", delay, 0);
+    int64_t t0 = th_now_ms();
+    assert_int_equal(dlock_lock_try(w.p.la, 0, lease), DLOCK_OK);
+    long long pttl = th_int(&srv, "PTTL %s", w.p.marker);
+    assert_true(pttl > delay && pttl <= lease + delay);
+    while (th_int(&srv, "EXISTS %s", w.p.name) == 1)
+        th_sleep_ms(5);
+    refused_for_delay(w.rb);
+    refused_for_delay(w.p.lb);
+    waits_out_delay(w.rb, t0, lease, delay);   /* a reader waits it out too */
+    assert_int_equal(dlock_lock_release(w.rb), DLOCK_OK);
+    assert_int_equal(dlock_lock_try(w.p.lb, 0, 10000), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(w.p.lb), DLOCK_OK);
+    assert_int_equal(th_int(&srv, "EXISTS %s", w.p.marker), 0);
+    rwpair_close(&w);
+}
+
+/* A reader whose lease runs out unreleased delays writers only: another
+ * reader comes in at once, a writer is refused until lease + delay (even once
+ * the other reader has released properly) and a waiting writer gets it then. */
+static void test_rw_reader_unreleased_delays_writers(void **state)
+{
+    (void)state;
+    const int64_t slack = th_slack(), delay = DELAY * slack, lease = 300 * slack;
+    rwpair w;
+    rwpair_open(&w, "ldr", delay, 0);
+    int64_t t0 = th_now_ms();
+    assert_int_equal(dlock_lock_try(w.ra, 0, lease), DLOCK_OK);
+    assert_int_equal(th_int(&srv, "ZCARD %s", w.rset), 1);
+    assert_int_equal(th_int(&srv, "EXISTS %s", w.p.marker), 0);   /* readers: no marker */
+    while (th_int(&srv, "EXISTS %s", w.p.name) == 1)
+        th_sleep_ms(5);
+    int64_t t1 = th_now_ms();
+    assert_int_equal(dlock_lock_try(w.rb, 0, 10000), DLOCK_OK);   /* readers do not wait */
+    assert_true(th_now_ms() - t1 < 1000 * slack);
+    assert_int_equal(dlock_lock_release(w.rb), DLOCK_OK);
+    refused_for_delay(w.p.lb);
+    waits_out_delay(w.p.lb, t0, lease, delay);
+    assert_int_equal(dlock_lock_release(w.p.lb), DLOCK_OK);
+    rwpair_close(&w);
+}
+
+/* Released properly (reentries too, and a writer's own read holds): the
+ * other owner's writer gets it at once; no marker or entry is left. */
+static void test_rw_released_free_at_once(void **state)
+{
+    (void)state;
+    rwpair w;
+    rwpair_open(&w, "ldr-rel", 60000, 0);
+    assert_int_equal(dlock_lock_acquire(w.ra, DLOCK_WATCHDOG), DLOCK_OK);
+    assert_int_equal(dlock_lock_try(w.ra, 0, 10000), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(w.ra), DLOCK_OK);
+    assert_int_equal(th_int(&srv, "ZCARD %s", w.rset), 1);   /* one read hold left */
+    assert_int_equal(dlock_lock_release(w.ra), DLOCK_OK);
+    assert_int_equal(th_int(&srv, "ZCARD %s", w.rset), 0);
+    assert_int_equal(dlock_lock_acquire(w.p.la, DLOCK_WATCHDOG), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(w.p.la, DLOCK_WATCHDOG), DLOCK_OK);
+    assert_int_equal(dlock_lock_try(w.ra, 0, 10000), DLOCK_OK);   /* the writer reads */
+    assert_int_equal(dlock_lock_release(w.p.la), DLOCK_OK);
+    assert_int_equal(th_int(&srv, "EXISTS %s", w.p.marker), 1);   /* one write hold left */
+    assert_int_equal(dlock_lock_release(w.p.la), DLOCK_OK);
+    assert_int_equal(th_int(&srv, "EXISTS %s", w.p.marker), 0);
+    assert_int_equal(dlock_lock_release(w.ra), DLOCK_OK);
+    int64_t t0 = th_now_ms();
+    assert_int_equal(dlock_lock_try(w.p.lb, 0, 10000), DLOCK_OK);
+    assert_true(th_now_ms() - t0 < 1000 * th_slack());
+    assert_int_equal(dlock_lock_release(w.p.lb), DLOCK_OK);
+    assert_int_equal(th_int(&srv, "ZCARD %s", w.rset), 0);
+    rwpair_close(&w);
+}
+
+/* Watchdog holds: a read hold's entry and a write hold's marker are renewed
+ * with the lock (each outlives it by the delay); forced open (an involuntary
+ * loss), the lock is refused to the other owner's writer, not its reader. */
+static void test_rw_watchdog_renews_delay(void **state)
+{
+    (void)state;
+    const int64_t slack = th_slack(), wd = 900 * slack, delay = 2000 * slack;
+    rwpair w;
+    rwpair_open(&w, "ldr-wd", delay, wd);
+    const char *name = w.p.name;
+    assert_int_equal(dlock_lock_acquire(w.ra, DLOCK_WATCHDOG), DLOCK_OK);
+    th_sleep_ms(2 * wd);   /* past the first lease: renewed several times */
+    assert_int_equal(th_int(&srv, "EXISTS %s", name), 1);
+    long long pttl = th_int(&srv, "PTTL %s", w.rset);
+    if (pttl <= delay)
+        fail_msg("read set PTTL %lld after renewals, not above the delay %lld", pttl,
+                 (long long)delay);
+    assert_int_equal(th_int(&srv, "DEL %s", name), 1);   /* forced open */
+    refused_for_delay(w.p.lb);
+    assert_int_equal(dlock_lock_try(w.rb, 0, 10000), DLOCK_OK);   /* a reader comes in */
+    assert_int_equal(dlock_lock_release(w.rb), DLOCK_OK);
+    assert_int_not_equal(dlock_lock_release(w.ra), DLOCK_OK);   /* a's hold is gone */
+    /* Once that delay is over, a's write hold: its marker is renewed too. */
+    assert_int_equal(dlock_lock_acquire_opts(w.p.la, &(dlock_wait_opts){
+                                                        .wait_ms = 10000 * slack}),
+                     DLOCK_OK);
+    th_sleep_ms(2 * wd);
+    pttl = th_int(&srv, "PTTL %s", w.p.marker);
+    if (pttl <= delay)
+        fail_msg("marker PTTL %lld after renewals, not above the delay %lld", pttl,
+                 (long long)delay);
+    assert_int_equal(dlock_lock_release(w.p.la), DLOCK_OK);
+    assert_int_equal(th_int(&srv, "EXISTS %s", w.p.marker), 0);
+    rwpair_close(&w);
+}
+
+/* A Redisson holder's release (DEL + its unlock message) wakes a delayed
+ * dlock writer at once: Redisson writes no marker. */
+static void test_rw_redisson_holder_not_delayed(void **state)
+{
+    (void)state;
+    dlock_client *b = delayed_client(60000, 0);
+    char name[96], ch[160];
+    th_name(name, sizeof(name), "ldr-rs");
+    snprintf(ch, sizeof(ch), "redisson_rwlock:{%s}", name);
+    assert_int_equal(th_int(&srv, "HSET %s mode write redisson-uuid:1:write 1", name), 2);
+    assert_int_equal(th_int(&srv, "PEXPIRE %s 30000", name), 1);
+    dlock_lock *wb, *rb;
+    assert_int_equal(dlock_write_lock_get(b, name, &wb), DLOCK_OK);
+    assert_int_equal(dlock_read_lock_get(b, name, &rb), DLOCK_OK);
+    assert_int_equal(dlock_lock_try(wb, 0, 10000), DLOCK_ETIMEDOUT);
+    assert_null(strstr(dlock_last_error(), "lock-delay"));   /* held, not delayed */
+    assert_int_equal(th_int(&srv, "DEL %s", name), 1);
+    th_publish(&srv, ch, "1");
+    int64_t t0 = th_now_ms();
+    assert_int_equal(dlock_lock_try(rb, 0, 10000), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(rb), DLOCK_OK);
+    assert_int_equal(dlock_lock_try(wb, 0, 10000), DLOCK_OK);
+    assert_true(th_now_ms() - t0 < 1000 * th_slack());
+    assert_int_equal(dlock_lock_release(wb), DLOCK_OK);
+    dlock_lock_free(wb);
+    dlock_lock_free(rb);
+    dlock_client_close(b);
+}
+
+static void test_write_per_handle(void **state)
+{
+    (void)state;
+    same_owner_and_per_handle(dlock_write_lock_get, "ldw-own");
+}
+
+/* A read handle's own setting: its holds enter the set, a handle of the
+ * same client without one writes nothing; set after an acquisition:
+ * refused. */
+static void test_read_per_handle(void **state)
+{
+    (void)state;
+    char name[96], rset[128];
+    th_name(name, sizeof(name), "ldr-own");
+    snprintf(rset, sizeof(rset), "dlock_read_delay:{%s}", name);
+    dlock_lock *l, *other;
+    assert_int_equal(dlock_read_lock_get(cli, name, &l), DLOCK_OK);
+    assert_int_equal(dlock_read_lock_get_as(cli, name, "other-owner:1", &other), DLOCK_OK);
+    assert_int_equal(dlock_lock_set_lock_delay(l, 60000), DLOCK_OK);
+    assert_int_equal(dlock_lock_try(l, 0, 10000), DLOCK_OK);
+    assert_int_equal(th_int(&srv, "ZCARD %s", rset), 1);
+    assert_int_equal(dlock_lock_try(other, 0, 10000), DLOCK_OK);
+    assert_int_equal(th_int(&srv, "ZCARD %s", rset), 1);   /* no delay: no entry */
+    assert_int_equal(dlock_lock_release(other), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
+    assert_int_equal(th_int(&srv, "ZCARD %s", rset), 0);
+    assert_int_equal(dlock_lock_set_lock_delay(l, 1000), DLOCK_EINVAL);
+    dlock_lock_free(l);
+    dlock_lock_free(other);
+}
+
 static void test_bad_settings(void **state)
 {
     (void)state;
@@ -389,8 +619,13 @@ static void test_bad_settings(void **state)
     assert_int_equal(dlock_lock_set_lock_delay(l, -5), DLOCK_EINVAL);
     assert_int_equal(dlock_lock_set_lock_delay(NULL, 5), DLOCK_EINVAL);
     assert_int_equal(dlock_read_lock_get(cli, "ld:rw", &f), DLOCK_OK);
-    assert_int_equal(dlock_lock_set_lock_delay(f, 5), DLOCK_EINVAL);
-    assert_non_null(strstr(dlock_last_error(), "reentrant and fair locks only"));
+    assert_int_equal(dlock_lock_set_lock_delay(f, 86400001), DLOCK_EINVAL);
+    /* A read holds' set of another type: refused, nothing written. */
+    assert_int_equal(dlock_lock_set_lock_delay(f, 1000), DLOCK_OK);
+    assert_int_equal(th_int(&srv, "RPUSH dlock_read_delay:{ld:rw} x"), 1);
+    assert_int_equal(dlock_lock_try(f, 0, 10000), DLOCK_EWRONGTYPE);
+    assert_int_equal(th_int(&srv, "EXISTS ld:rw"), 0);
+    assert_int_equal(th_int(&srv, "DEL dlock_read_delay:{ld:rw}"), 1);
     /* A marker key of another type: refused, nothing written. */
     assert_int_equal(dlock_lock_set_lock_delay(l, 1000), DLOCK_OK);
     assert_int_equal(th_int(&srv, "RPUSH dlock_lock_delay:{ld:bad} x"), 1);
@@ -412,6 +647,13 @@ int main(void)
         cmocka_unit_test(test_fair_unreleased_is_delayed),
         cmocka_unit_test(test_fair_queue_order_through_delay),
         cmocka_unit_test(test_fair_per_handle),
+        cmocka_unit_test(test_rw_writer_unreleased_delays_all),
+        cmocka_unit_test(test_rw_reader_unreleased_delays_writers),
+        cmocka_unit_test(test_rw_released_free_at_once),
+        cmocka_unit_test(test_rw_watchdog_renews_delay),
+        cmocka_unit_test(test_rw_redisson_holder_not_delayed),
+        cmocka_unit_test(test_write_per_handle),
+        cmocka_unit_test(test_read_per_handle),
         cmocka_unit_test(test_bad_settings),
     };
     return cmocka_run_group_tests(tests, th_setup, th_teardown);

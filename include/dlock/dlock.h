@@ -473,7 +473,7 @@ DLOCK_API int dlock_config_set_client_name(dlock_config *cfg, const char *name);
  * Redisson has no such limit: it renews while the process lives. */
 DLOCK_API int dlock_config_set_max_hold(dlock_config *cfg, int64_t ms);
 /* Lock-delay (Consul's LockDelay, Chubby's lock-delay; dlock's own): after
- * a reentrant or fair lock ends without a release (its holder died, was paused or
+ * a lock ends without a release (its holder died, was paused or
  * cut off, and its lease ran out; it was evicted, or forced open), no other
  * owner can take it for `ms` more, so that the lost holder has heard of its
  * loss (its lost callback: the watchdog reports a loss 1/20 of the timeout,
@@ -490,11 +490,17 @@ DLOCK_API int dlock_config_set_max_hold(dlock_config *cfg, int64_t ms);
  * once. Trade-off: a crashed holder's lock stays unavailable for its lease +
  * ms. Choose ms at least the watchdog's detection time (the time a paused or
  * cut-off holder needs to learn of its loss). 0 (the default) turns it off;
- * up to 86 400 000 (1 day); DLOCK_EINVAL otherwise. Reentrant and fair locks
- * in this version (a fair lock in its delay counts as held: waiters keep
- * their queue order, and the head's turn starts when the delay ends);
- * read-write locks and semaphores: not yet. dlock_lock_set_lock_delay sets
- * it per handle. */
+ * up to 86 400 000 (1 day); DLOCK_EINVAL otherwise. Every lock kind: the
+ * reentrant (and fenced) and fair locks (a fair lock in its delay counts as
+ * held: waiters keep their queue order, and the head's turn starts when the
+ * delay ends), and the read-write lock, where a writer's loss delays readers
+ * and writers (the same marker, holding its field <owner>:write) and a
+ * reader's loss delays writers only (readers never conflict with readers;
+ * each reader with a delay has an entry in the sorted set
+ * dlock_read_delay:{name}, owner id -> the server time its delay ends,
+ * renewed with its holds and removed by its last release). Semaphores
+ * (plain and permit-expirable): not in this version, their permits go back
+ * at the lease's end. dlock_lock_set_lock_delay sets it per handle. */
 DLOCK_API int dlock_config_set_lock_delay(dlock_config *cfg, int64_t ms);
 /* How long acquisitions wait after a failover (dlock_config_set_failover_quarantine). */
 typedef enum dlock_quarantine {
@@ -942,8 +948,9 @@ DLOCK_API int dlock_lock_set_max_hold(dlock_lock *l, int64_t ms);
  * default): ms 0 (off) to 86 400 000. Set it before the handle's first
  * acquisition, from one thread: after one, DLOCK_EINVAL (a hold's renewals
  * keep the setting it was taken with). DLOCK_EINVAL (nothing changed) for l
- * NULL, ms out of range, or a lock that is neither a reentrant nor a fair
- * one (read and write locks: not yet). */
+ * NULL or ms out of range. Every lock kind (reentrant, fair, read, write); a
+ * read and a write handle of one name each have their own setting, used by
+ * the acquisitions through it. */
 DLOCK_API int dlock_lock_set_lock_delay(dlock_lock *l, int64_t ms);
 
 /* Acquires, as the options say (NULL: one attempt, with the watchdog):

@@ -175,7 +175,7 @@ typedef struct dlock__hold_kind {
                                 Redis reports it changed; -1: none */
 } dlock__hold_kind;
 
-#define DLOCK__HOLD_PARTS 4
+#define DLOCK__HOLD_PARTS 5
 /* One hold as the watchdog sees it: its kind, its keys then its arguments
  * (bytes), and the owner id the lost callback names. */
 typedef struct dlock__hold_id {

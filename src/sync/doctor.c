@@ -331,6 +331,7 @@ static const struct {
     {"redisson_lock_timeout:", "zset", "fair-lock deadlines"},
     {"dlock_lock_next:", "string", "reserved next turn"},
     {"dlock_lock_delay:", "string", "lock-delay marker"},
+    {"dlock_read_delay:", "zset", "read holds' lock-delay"},
     {"dlock_election:", "hash", "election record"},
     {"dlock_fence:", "string", "fenced-write guard"},
 };

@@ -14,7 +14,7 @@
 typedef struct dlock__lock_type dlock__lock_type;
 
 #define DLOCK__LOCK_KEYS 3   /* a type's own keys beyond the name, token and latch */
-#define DLOCK__K_DELAY 2     /* key[]: the lock-delay marker (reentrant and fair locks) */
+#define DLOCK__K_DELAY 2     /* key[]: the lock-delay marker (every lock type) */
 
 struct dlock_lock {
     dlock__handle h;         /* the type's channel (a fair lock's: the prefix of each
@@ -37,7 +37,7 @@ struct dlock_lock {
     int64_t max_hold;        /* ms; 0: the client's; DLOCK_MAX_HOLD_NONE: none */
     int fence_all;           /* a fenced lock (Redisson's RFencedLock): every acquisition
                                 counts a token (lock_extra.c) */
-    int64_t lock_delay;      /* reentrant, fair: ms, 0 off; fixed by the first acquisition */
+    int64_t lock_delay;      /* ms, 0 off; fixed by the first acquisition */
     atomic_int attempted;    /* an acquisition was attempted through it */
     char delay_arg[24];      /* lock_delay in decimal: the renewal's argument */
 };
@@ -151,15 +151,14 @@ extern const dlock__op_type dlock__acquire_type;
  * the watchdog kind (scripts/lock/renew.lua) and the hold's bytes. */
 extern const dlock__hold_kind dlock__lock_hold;
 void dlock__lock_hold_id(const dlock_lock *l, const dlock__owner *o, dlock__hold_id *id);
-/* dlock_lock_set_lock_delay: a reentrant or fair lock's, before its first
- * acquisition. */
+/* dlock_lock_set_lock_delay: any lock type's, before its first acquisition. */
 int dlock__lock_set_delay(dlock_lock *l, int64_t ms);
-/* The lock-delay shared by the reentrant and fair locks (reentrant.c): init
- * takes the client's delay (the marker dlock_lock_delay:{name},
- * key[DLOCK__K_DELAY], is among the type's names); with a delay, delay_key
- * adds the marker to a script's KEYS and delay_arg the delay to its ARGV
- * (nothing without one); hold_id renews
- * the marker with the lock (scripts/lock/renew_delay.lua); delay_busy is the
+/* The lock-delay shared by every lock type (reentrant.c): init takes the
+ * client's delay (the marker dlock_lock_delay:{name}, key[DLOCK__K_DELAY], is
+ * among the type's names); with a delay, delay_key adds the marker to a
+ * script's KEYS and delay_arg the delay to its ARGV (nothing without one);
+ * hold_id renews the marker with the lock (scripts/lock/renew_delay.lua; a
+ * read hold has its own, rwlock.c); delay_busy is the
  * DLOCK_ETIMEDOUT of a free lock still in its delay, for `left` ms more. */
 int dlock__delay_init(dlock_lock *l);
 void dlock__delay_key(const dlock_lock *l, dlock__op *op);

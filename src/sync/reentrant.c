@@ -47,9 +47,6 @@ void dlock__delay_hold_id(const dlock_lock *l, const dlock__owner *o, dlock__hol
 
 int dlock__lock_set_delay(dlock_lock *l, int64_t ms)
 {
-    if (l->type != &dlock__reentrant_type && l->type != &dlock__fair_type)
-        return dlock__fail(DLOCK_EINVAL, "lock-delay: reentrant and fair locks only (not a %s)",
-                           l->type->what);
     if (ms < 0 || ms > DLOCK__LOCK_DELAY_MAX)
         return dlock__fail(DLOCK_EINVAL, "lock-delay: 0 (off) to %lld ms (1 day), not %lld",
                            (long long)DLOCK__LOCK_DELAY_MAX, (long long)ms);

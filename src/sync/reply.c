@@ -60,20 +60,23 @@ int dlock__reply_fair_acquire(const redisReply *r, int fenced, int64_t *sleep, u
 }
 
 int dlock__reply_rw_acquire(const redisReply *r, int fenced, int64_t *ttl, uint64_t *token,
-                            int *deadlock)
+                            int *why)
 {
-    *deadlock = 0;
+    *why = 0;
     if (r->type == REDIS_REPLY_INTEGER) {
         *ttl = r->integer;   /* held in the other mode: its PTTL */
         return DLOCK__BUSY;
     }
     if (r->type == REDIS_REPLY_ARRAY && r->elements == 2) {
-        /* {pttl, 1}: the caller holds read holds and asks for the write lock */
+        /* {pttl, 1}: the caller holds read holds and asks for the write lock;
+         * {left, 2}: free, in a lock-delay for left ms more */
         const redisReply *a = r->element[0], *b = r->element[1];
-        if (a->type != REDIS_REPLY_INTEGER || b->type != REDIS_REPLY_INTEGER || b->integer != 1)
+        if (a->type != REDIS_REPLY_INTEGER || b->type != REDIS_REPLY_INTEGER ||
+            (b->integer != DLOCK__RW_DEADLOCK && b->integer != DLOCK__RW_DELAYED) ||
+            (b->integer == DLOCK__RW_DELAYED && a->integer < 0))
             return DLOCK_EPROTO;
         *ttl = a->integer;
-        *deadlock = 1;
+        *why = (int)b->integer;
         return DLOCK__BUSY;
     }
     return acquired(r, fenced, token);

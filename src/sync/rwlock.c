@@ -21,17 +21,27 @@
  * upgrade, which cannot succeed while it reads) gets DLOCK_EDEADLK at once
  * instead of waiting forever; a writer that keeps read holds wakes the
  * readers when it stops writing; the lock's TTL is never lowered below a
- * live hold's (see the scripts' headers and docs/wire-format.md). */
+ * live hold's (see the scripts' headers and docs/wire-format.md).
+ *
+ * Lock-delay (dlock_lock_set_lock_delay): a write hold writes the reentrant
+ * lock's marker (its field <owner>:write; renewed by lock/renew_delay.lua),
+ * which keeps readers and writers out after an unreleased loss; a read hold
+ * an entry in the sorted set dlock_read_delay:{name} (renewed by
+ * rw/renew.lua in its three-key form), which keeps writers out only. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "sync/lock.h"
 
-enum { K_PREFIX = 0 };   /* l->key[]: {name}, the base of every timeout key */
+/* l->key[]: {name}, the base of every timeout key; the read holds' lock-delay
+ * set dlock_read_delay:{name}; the writer's lock-delay marker (reentrant.c). */
+enum { K_PREFIX = 0, K_RDELAY = 1, K_DELAY = DLOCK__K_DELAY };
 
 /* How the watchdog renews a read hold: KEYS = the lock, the owner's timeout
- * prefix; ARGV = the owner's field (scripts/rw/renew.lua). */
+ * prefix; ARGV = the owner's field (scripts/rw/renew.lua). With a lock-delay
+ * the set is a third key and the delay a second argument. */
 static const dlock__hold_kind read_hold = {"read lock", DLOCK__SCRIPT_RW_RENEW, 2, 1, 0};
+static const dlock__hold_kind read_delay_hold = {"read lock", DLOCK__SCRIPT_RW_RENEW, 3, 2, 0};
 
 /* ------------------------------------------------------------- handle */
 
@@ -79,52 +89,76 @@ static void read_hold_id(const dlock_lock *l, const dlock__owner *o, dlock__hold
     id->len[1] = o->alen;
     id->part[2] = o->field;
     id->len[2] = o->flen;
+    if (l->lock_delay <= 0)
+        return;
+    id->kind = &read_delay_hold;
+    id->part[2] = l->key[K_RDELAY];
+    id->len[2] = l->klen[K_RDELAY];
+    id->part[3] = o->field;
+    id->len[3] = o->flen;
+    id->part[4] = l->delay_arg;
+    id->len[4] = strlen(l->delay_arg);
+}
+
+/* With a lock-delay: the marker and the read holds' set to KEYS. */
+static void delay_keys(const dlock_lock *l, dlock__op *op)
+{
+    dlock__delay_key(l, op);
+    if (l->lock_delay > 0)
+        dlock__op_key(op, l->key[K_RDELAY], l->klen[K_RDELAY]);
 }
 
 /* ------------------------------------------------------------ acquire */
 
-/* KEYS: lock, timeout prefix, token; ARGV: lease, owner, writer field,
- * fenced (scripts/rw/read_acquire.lua). */
+/* KEYS: lock, timeout prefix, token[, marker, set]; ARGV: lease, owner,
+ * writer field, fenced[, delay] (scripts/rw/read_acquire.lua). */
 static void read_attempt_op(dlock__acq *a, int64_t waited_ms, dlock__op *op)
 {
     (void)waited_ms;
     dlock_lock *l = a->l;
+    atomic_store(&l->attempted, 1);   /* the delay is fixed from now on */
     size_t wl;
     const char *wf = writer_field(&a->o, &wl);
     dlock__op_init(op, DLOCK__SCRIPT_RW_READ_ACQUIRE);
     dlock__op_key(op, l->h.name, l->h.nlen);
     dlock__op_key(op, a->o.aux, a->o.alen);
     dlock__op_key(op, l->token_key, l->tlen);
+    delay_keys(l, op);
     dlock__op_argi(op, a->lease_ms);
     dlock__op_arg(op, a->o.field, a->o.flen);
     dlock__op_arg(op, wf, wl);
     dlock__op_args(op, a->fenced ? "1" : "0");
+    dlock__delay_arg(l, op);
 }
 
-/* KEYS: lock, token; ARGV: lease, writer field, owner, fenced
- * (scripts/rw/write_acquire.lua). */
+/* KEYS: lock, token[, marker, set]; ARGV: lease, writer field, owner,
+ * fenced[, delay] (scripts/rw/write_acquire.lua). */
 static void write_attempt_op(dlock__acq *a, int64_t waited_ms, dlock__op *op)
 {
     (void)waited_ms;
     dlock_lock *l = a->l;
+    atomic_store(&l->attempted, 1);
     dlock__op_init(op, DLOCK__SCRIPT_RW_WRITE_ACQUIRE);
     dlock__op_key(op, l->h.name, l->h.nlen);
     dlock__op_key(op, l->token_key, l->tlen);
+    delay_keys(l, op);
     dlock__op_argi(op, a->lease_ms);
     dlock__op_arg(op, a->o.field, a->o.flen);
     dlock__op_arg(op, a->o.id, a->o.len);
     dlock__op_args(op, a->fenced ? "1" : "0");
+    dlock__delay_arg(l, op);
 }
 
 static int attempt_reply(dlock__acq *a, redisReply *r, dlock__busy *b)
 {
     int64_t ttl = -1;
-    int deadlock = 0;
-    int rc = dlock__reply_rw_acquire(r, a->fenced, &ttl, &a->token, &deadlock);
-    if (rc == DLOCK_EPROTO || (deadlock && a->l->type != &dlock__write_type))
+    int why = 0;
+    int rc = dlock__reply_rw_acquire(r, a->fenced, &ttl, &a->token, &why);
+    if (rc == DLOCK_EPROTO || (why == DLOCK__RW_DEADLOCK && a->l->type != &dlock__write_type))
         return dlock__proto(&a->l->h, "acquire", r);
     freeReplyObject(r);
-    if (deadlock)
+    a->state = why;
+    if (why == DLOCK__RW_DEADLOCK)
         /* Whatever the wait: its own read holds keep the write lock away. */
         return dlock__fail(DLOCK_EDEADLK,
                            "write lock '%s': its owner %s holds the read lock of the same name, "
@@ -140,6 +174,8 @@ static int attempt_reply(dlock__acq *a, redisReply *r, dlock__busy *b)
 
 static int busy_error(dlock__acq *a, const dlock__busy *b)
 {
+    if (a->state == DLOCK__RW_DELAYED)
+        return dlock__delay_busy(a->l, b->ttl);
     const char *by = a->l->type == &dlock__read_type ? "write-locked by another owner"
                                                      : "read- or write-locked by other owners";
     if (b->ttl >= 0)
@@ -150,8 +186,8 @@ static int busy_error(dlock__acq *a, const dlock__busy *b)
 
 /* ------------------------------------------------------------ release */
 
-/* KEYS: lock, channel, latch, timeout prefix, key prefix; ARGV: owner, latch
- * lifetime (scripts/rw/read_release.lua). A read hold's TTL is its timeout
+/* KEYS: lock, channel, latch, timeout prefix, key prefix[, set]; ARGV: owner,
+ * latch lifetime[, delay] (scripts/rw/read_release.lua). A read hold's TTL is its timeout
  * key's (renewed by the watchdog): renew_ms is not needed. */
 static void read_release_op(const dlock_lock *l, const dlock__owner *o, const char *latch,
                             size_t latch_len, int64_t renew_ms, dlock__op *op)
@@ -163,12 +199,15 @@ static void read_release_op(const dlock_lock *l, const dlock__owner *o, const ch
     dlock__op_key(op, latch, latch_len);
     dlock__op_key(op, o->aux, o->alen);
     dlock__op_key(op, l->key[K_PREFIX], l->klen[K_PREFIX]);
+    if (l->lock_delay > 0)
+        dlock__op_key(op, l->key[K_RDELAY], l->klen[K_RDELAY]);
     dlock__op_arg(op, o->field, o->flen);
     dlock__op_argi(op, l->h.c->latch_px);
+    dlock__delay_arg(l, op);
 }
 
-/* KEYS: lock, channel, latch, key prefix; ARGV: writer field, lease, latch
- * lifetime (scripts/rw/write_release.lua). */
+/* KEYS: lock, channel, latch, key prefix[, marker]; ARGV: writer field,
+ * lease, latch lifetime[, delay] (scripts/rw/write_release.lua). */
 static void write_release_op(const dlock_lock *l, const dlock__owner *o, const char *latch,
                              size_t latch_len, int64_t renew_ms, dlock__op *op)
 {
@@ -177,9 +216,11 @@ static void write_release_op(const dlock_lock *l, const dlock__owner *o, const c
     dlock__op_key(op, l->h.channel, l->h.clen);
     dlock__op_key(op, latch, latch_len);
     dlock__op_key(op, l->key[K_PREFIX], l->klen[K_PREFIX]);
+    dlock__delay_key(l, op);
     dlock__op_arg(op, o->field, o->flen);
     dlock__op_argi(op, renew_ms);
     dlock__op_argi(op, l->h.c->latch_px);
+    dlock__delay_arg(l, op);
 }
 
 /* 1 when `field` exists in the lock's hash; 0 when not, or when that cannot
@@ -259,7 +300,9 @@ const dlock__lock_type dlock__read_type = {
     .hold = &read_hold,
     .lease_keeps_ttl = 1,
     .channel = "redisson_rwlock",
-    .keys = {[K_PREFIX] = ""},   /* Redisson's "{name}" (or the name when it has a '{') */
+    .keys = {[K_PREFIX] = "",   /* Redisson's "{name}" (or the name when it has a '{') */
+             [K_RDELAY] = "dlock_read_delay", [K_DELAY] = "dlock_lock_delay"},
+    .init = dlock__delay_init,
     .owner_key = read_owner_key,
     .hold_id = read_hold_id,
     .wait_channel = dlock__lock_shared_channel,
@@ -280,9 +323,11 @@ const dlock__lock_type dlock__write_type = {
     .hold = &dlock__lock_hold,
     .lease_keeps_ttl = 1,
     .channel = "redisson_rwlock",
-    .keys = {[K_PREFIX] = ""},   /* Redisson's "{name}" (or the name when it has a '{') */
+    .keys = {[K_PREFIX] = "",   /* Redisson's "{name}" (or the name when it has a '{') */
+             [K_RDELAY] = "dlock_read_delay", [K_DELAY] = "dlock_lock_delay"},
+    .init = dlock__delay_init,
     .owner_key = NULL,
-    .hold_id = dlock__lock_hold_id,
+    .hold_id = dlock__delay_hold_id,
     .wait_channel = dlock__lock_shared_channel,
     .attempt_op = write_attempt_op,
     .attempt_reply = attempt_reply,

@@ -443,10 +443,12 @@ int dlock__reply_acquire(const redisReply *r, int fenced, int64_t *ttl, uint64_t
 int dlock__reply_fair_acquire(const redisReply *r, int fenced, int64_t *sleep, uint64_t *token,
                               int *why);
 /* A read-write lock's acquire: DLOCK_OK (token when fenced), or DLOCK__BUSY
- * with *ttl, and *deadlock = 1 when the caller holds read holds of the lock
- * it asks to write (scripts/rw/write_acquire.lua). */
+ * with *ttl and *why: 0 held in the other mode, DLOCK__RW_DEADLOCK when the
+ * caller holds read holds of the lock it asks to write, DLOCK__RW_DELAYED
+ * when free but in its lock-delay for *ttl ms (scripts/rw/write_acquire.lua). */
+enum { DLOCK__RW_DEADLOCK = 1, DLOCK__RW_DELAYED = 2 };
 int dlock__reply_rw_acquire(const redisReply *r, int fenced, int64_t *ttl, uint64_t *token,
-                            int *deadlock);
+                            int *why);
 /* *heard = 1 when the last hold went and some client heard the unlock message. */
 int dlock__reply_release(const redisReply *r, int *outcome, int *heard);
 int dlock__reply_flag(const redisReply *r, int *flag);

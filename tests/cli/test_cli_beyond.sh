@@ -126,32 +126,41 @@ expect 0 "$D" run --lock-delay 2s t:ld -- true
 is "$(rc exists 'dlock_lock_delay:{t:ld}')" 0 "a proper release leaves no marker"
 expect 0 "$D" run -n t:ld -- true   # released normally: free at once
 wd=$((1000 * SLOW)); dl=$((3000 * SLOW))
-"$D" --watchdog ${wd}ms run --lock-delay ${dl}ms t:ld2 -- sleep 30 >/dev/null 2>&1 & h=$!
-until_ok held t:ld2
-t0=$(now_ms)
-kill -9 "$h"; wait "$h" 2>/dev/null   # dlock killed: no release; its guard ends the tree
-check "the lock expires with its lease" until_ok free t:ld2
-expect 75 "$D" run -n --lock-delay ${dl}ms t:ld2 -- true
-has "$tmp/err" "lock-delay" "the refusal of a free lock names the lock-delay"
-expect 0 "$D" run -w $((20 * SLOW))s --lock-delay ${dl}ms t:ld2 -- true
-took=$(( $(now_ms) - t0 ))
-[ "$took" -ge "$dl" ] && ok || bad "the next holder got t:ld2 $took ms after the kill, delay $dl ms"
+# killed_holder_delays "HOLDER OPTS" "NEXT OPTS" NAME WHAT: a holder killed
+# with SIGKILL (no release; its guard ends the tree) leaves NAME closed to
+# the next taker for the delay: a try is refused naming the lock-delay, a
+# wait gets it no sooner than the delay after the kill.
+killed_holder_delays() {
+  "$D" --watchdog ${wd}ms run $1 --lock-delay ${dl}ms "$3" -- sleep 30 >/dev/null 2>&1 & h=$!
+  until_ok held "$3"
+  t0=$(now_ms)
+  kill -9 "$h"; wait "$h" 2>/dev/null
+  check "$4: the lock expires with its lease" until_ok free "$3"
+  expect 75 "$D" run -n $2 --lock-delay ${dl}ms "$3" -- true
+  has "$tmp/err" "lock-delay" "$4: the refusal of the free lock names the lock-delay"
+  expect 0 "$D" run -w $((20 * SLOW))s $2 --lock-delay ${dl}ms "$3" -- true
+  took=$(( $(now_ms) - t0 ))
+  [ "$took" -ge "$dl" ] && ok || bad "$4: the next holder got $3 $took ms after the kill, delay $dl ms"
+}
+killed_holder_delays "" "" t:ld2 "lock"
 expect 64 "$D" run --lock-delay -1 t:x -- true
 expect 64 "$D" run --lock-delay 2d t:x -- true
 has "$tmp/err" "out of range: 0 to 1d" "a lock-delay above a day is refused"
-expect 64 "$D" run --read --lock-delay 1s t:x -- true
-has "$tmp/err" "reentrant and fair" "--lock-delay with --read is refused, saying why"
+expect 64 "$D" run --semaphore t:xs --permits 1 --lock-delay 1s -- true
+has "$tmp/err" "locks only" "--lock-delay with --semaphore is refused, saying why"
 # The fair lock: the same, through its queue.
-"$D" --watchdog ${wd}ms run --fair --lock-delay ${dl}ms t:ldf -- sleep 30 >/dev/null 2>&1 & h=$!
-until_ok held t:ldf
-t0=$(now_ms)
-kill -9 "$h"; wait "$h" 2>/dev/null
-check "the fair lock expires with its lease" until_ok free t:ldf
-expect 75 "$D" run -n --fair --lock-delay ${dl}ms t:ldf -- true
-has "$tmp/err" "lock-delay" "the refusal of a free fair lock names the lock-delay"
-expect 0 "$D" run -w $((20 * SLOW))s --fair --lock-delay ${dl}ms t:ldf -- true
-took=$(( $(now_ms) - t0 ))
-[ "$took" -ge "$dl" ] && ok || bad "the next holder got t:ldf $took ms after the kill, delay $dl ms"
+killed_holder_delays --fair --fair t:ldf "fair lock"
 is "$(rc exists 'dlock_lock_delay:{t:ldf}')" 0 "a proper fair release leaves no marker"
+# The read-write lock: a killed writer delays readers (and writers); a killed
+# reader delays writers, not readers.
+killed_holder_delays --write --read t:ldw "writer, then a reader"
+is "$(rc exists 'dlock_lock_delay:{t:ldw}')" 0 "no writer's marker left"
+"$D" --watchdog ${wd}ms run --read --lock-delay ${dl}ms t:ldr -- sleep 30 >/dev/null 2>&1 & h=$!
+until_ok held t:ldr
+kill -9 "$h"; wait "$h" 2>/dev/null
+check "reader: the lock expires with its lease" until_ok free t:ldr
+expect 0 "$D" run -n --read --lock-delay ${dl}ms t:ldr -- true   # readers: not delayed
+is "$(rc zcard 'dlock_read_delay:{t:ldr}')" 1 "the killed reader's entry is left, the proper one's gone"
+killed_holder_delays --read --write t:ldr2 "reader, then a writer"
 
 finish

@@ -24,10 +24,12 @@ static void check(const redisReply *r)
     rc = dlock__reply_acquire(r, 1, &v, &token, &resv);
     if (rc == DLOCK_OK && token == 0)
         abort();   /* a fenced acquisition always has a token */
-    int deadlock = 0;
-    rc = dlock__reply_rw_acquire(r, 1, &v, &token, &deadlock);
-    if ((rc == DLOCK_OK && token == 0) || (deadlock && rc != DLOCK__BUSY))
+    int why = 0;
+    rc = dlock__reply_rw_acquire(r, 1, &v, &token, &why);
+    if ((rc == DLOCK_OK && token == 0) || (why && rc != DLOCK__BUSY))
         abort();
+    if (rc == DLOCK__BUSY && why == DLOCK__RW_DELAYED && v < 0)
+        abort();   /* a lock-delay always has a time left */
     if (dlock__reply_release(r, &outcome, &heard) == DLOCK_OK &&
         ((outcome != DLOCK__RELEASE_GONE && outcome != DLOCK__RELEASE_KEPT &&
           outcome != DLOCK__RELEASE_NOT_HELD) ||

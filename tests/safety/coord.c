@@ -56,7 +56,7 @@ typedef struct opts {
     const char *report_path;   /* also write the report here */
     int type;                  /* safety_type */
     int ack;                   /* failover scenarios: every replica acknowledges */
-    int64_t lock_delay;        /* --lock-delay MS: the workers' (reentrant, fair lock), 0 none */
+    int64_t lock_delay;        /* --lock-delay MS: the workers' (every lock type), 0 none */
     int stop_spread;           /* --stop-spread: sigstop pauses 0, 0.5, ... 3 x the lease */
 } opts;
 

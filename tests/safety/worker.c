@@ -35,7 +35,7 @@ typedef struct params {
     const char *lock_url, *store_url, *prefix, *history, *shm;
     int names, threads, retry, type, reads, permits, ack;
     int64_t watchdog, cmdtimeout, wait, hold_ms, seconds, slow;
-    int64_t lock_delay;        /* lockdelay=MS: the lock-delay of the reentrant lock */
+    int64_t lock_delay;        /* lockdelay=MS: the client's lock-delay (every lock type) */
     int64_t quarantine;        /* quarantine=MS: the failover quarantine, 0 off, -1 auto */
 } params;
 

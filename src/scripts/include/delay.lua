@@ -1,16 +1,20 @@
 -- The lock-delay marker (dlock's own; docs/wire-format.md), shared by the
--- reentrant and fair locks' scripts: a string holding the holder's owner id,
--- living the lease + the delay; written by every acquisition and renewal,
--- deleted by the last release. `marker` is nil without a delay: every helper
--- then does nothing.
+-- scripts of the reentrant and fair locks and of a read-write lock's writer:
+-- a string holding the holder's owner id (a writer's: its field
+-- <owner id>:write), living the lease + the delay; written by every
+-- acquisition and renewal, deleted by the last release. `marker` is nil
+-- without a delay: every helper then does nothing.
 
--- An error reply when the marker key holds another type (somebody's data,
--- never written), else nil. Called before the script's first write.
-local function delay_wrongtype(marker)
-  if marker then
-    local t = redis.call('type', marker).ok
-    if t ~= 'none' and t ~= 'string' then
-      return redis.error_reply('WRONGTYPE lock-delay marker ' .. marker .. ' holds another type')
+-- An error reply when the marker key (or, with want 'zset', a read-write
+-- lock's set below) holds another type (somebody's data, never written),
+-- else nil. Called before the script's first write.
+local function delay_wrongtype(key, want)
+  want = want or 'string'
+  if key then
+    local t = redis.call('type', key).ok
+    if t ~= 'none' and t ~= want then
+      return redis.error_reply('WRONGTYPE lock-delay ' .. (want == 'zset' and 'set ' or 'marker ') ..
+                               key .. ' holds another type')
     end
   end
   return nil
@@ -47,5 +51,61 @@ end
 local function delay_clear(marker)
   if marker and redis.call('type', marker).ok == 'string' then
     redis.call('del', marker)
+  end
+end
+
+-- The read holds of a read-write lock (dlock's own; docs/wire-format.md): a
+-- sorted set dlock_read_delay:{name}, member a reader's owner id, score the
+-- server's time in ms when the delay after its latest read hold ends (the
+-- hold's expiry + the delay). A reader's loss delays writers only: readers
+-- never look at it. A writer's hold uses the string marker above, which
+-- delays readers and writers alike. `rset` is nil without a delay.
+
+local function delay_now()
+  local t = redis.call('time')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- The ms left of the longest delay left by a reader other than `owner` that
+-- lost its hold without releasing it. 0: none.
+local function rdelay_left(rset, owner)
+  if not rset or redis.call('type', rset).ok ~= 'zset' then
+    return 0
+  end
+  local now = delay_now()
+  local live = redis.call('zrangebyscore', rset, '(' .. now, '+inf', 'withscores')
+  local left = 0
+  for i = 1, #live, 2 do
+    if live[i] ~= owner then
+      left = math.max(left, tonumber(live[i + 1]) - now)
+    end
+  end
+  return left
+end
+
+-- After a read acquisition or renewal by `owner` whose hold now lives
+-- `lease` ms: its entry ends no sooner than lease + delay from now; entries
+-- whose delay is over go.
+local function rdelay_write(rset, owner, lease, delay)
+  if rset then
+    local now, span = delay_now(), tonumber(lease) + delay
+    local old = tonumber(redis.call('zscore', rset, owner))
+    if not old or old < now + span then
+      redis.call('zadd', rset, now + span, owner)
+    end
+    local over = redis.call('zrangebyscore', rset, '-inf', now)
+    for i = 1, #over, 1000 do
+      redis.call('zrem', rset, unpack(over, i, math.min(i + 999, #over)))
+    end
+    if redis.call('pttl', rset) < span then
+      redis.call('pexpire', rset, span)
+    end
+  end
+end
+
+-- The owner's last read hold was released: no delay on its account.
+local function rdelay_clear(rset, owner)
+  if rset and redis.call('type', rset).ok == 'zset' then
+    redis.call('zrem', rset, owner)
   end
 end

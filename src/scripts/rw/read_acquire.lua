@@ -11,18 +11,36 @@
 -- ARGV[1]  lease in ms (the watchdog timeout for watchdog holds)
 -- ARGV[2]  owner id (the reader's field)
 -- ARGV[3]  the owner's writer field, <owner id>:write
+-- KEYS[4]  (optional) the lock-delay marker, dlock_lock_delay:{name} (with ARGV[5])
+-- KEYS[5]  (optional) the read holds' lock-delay set, dlock_read_delay:{name}
 -- ARGV[4]  "1" to count a fencing token, "0" not to
+-- ARGV[5]  (optional) lock-delay in ms (dlock's own; absent or 0: none). A
+--          free lock whose marker lives with another writer's field is
+--          refused (its writer lost it unreleased); the reader's entry in the
+--          set (include/delay.lua) ends no sooner than this hold + the delay.
 --
 -- Returns nil when acquired (or {token} when fenced), else the lock's PTTL in
--- ms (-1: no expiry): a writer holds it. Readers join whenever the mode is
+-- ms (-1: no expiry): a writer holds it; or {left, 2}: free, in the lock-delay
+-- of a writer that lost it, for `left` ms more. Readers join whenever the mode is
 -- read (no writer preference); the writer itself may take the read lock.
 -- A key of another type, or a hash without a valid "mode" (a reentrant lock,
 -- or somebody's data), answers WRONGTYPE before anything is written.
+--@include delay.lua
 local lock, prefix, owner = KEYS[1], KEYS[2], ARGV[2]
 local lease = tonumber(ARGV[1])
+local delay = tonumber(ARGV[5] or '0')
+local marker, rset = nil, nil
+if delay > 0 then
+  marker, rset = KEYS[4], KEYS[5]
+end
 
 --@include rw_mode.lua
-if mode == 'write' and redis.call('hexists', lock, ARGV[3]) == 0 then
+if not mode then
+  local left = delay_left(marker, ARGV[3])
+  if left > 0 then
+    return {left, 2}
+  end
+elseif mode == 'write' and redis.call('hexists', lock, ARGV[3]) == 0 then
   return redis.call('pttl', lock)
 end
 
@@ -32,6 +50,10 @@ if ARGV[4] == '1' then
   if t ~= 'none' and (t ~= 'string' or not tonumber(redis.call('get', KEYS[3]))) then
     return redis.error_reply('WRONGTYPE fencing token key ' .. KEYS[3] .. ' holds no number')
   end
+end
+local bad = delay_wrongtype(rset, 'zset')
+if bad then
+  return bad
 end
 
 local key
@@ -47,6 +69,7 @@ else
   key = prefix .. ':' .. n
 end
 redis.call('set', key, 1, 'px', lease)
+rdelay_write(rset, owner, lease, delay)
 -- The lock lives as long as its longest hold: raised to this one's expiry,
 -- never lowered. Where Redis tells expiry times (7.0+) the lock gets this
 -- hold's to the ms, so that a release can tell whether the hold that goes is

@@ -8,8 +8,12 @@
 -- KEYS[4]  the owner's timeout prefix, {name}:<owner id>:rwlock_timeout
 -- KEYS[5]  the name's key prefix, {name} (every reader's timeout keys are
 --          <prefix>:<reader>:rwlock_timeout:<k>)
+-- KEYS[6]  (optional) the read holds' lock-delay set, dlock_read_delay:{name}
 -- ARGV[1]  owner id (the reader's field)
 -- ARGV[2]  latch lifetime in ms
+-- ARGV[3]  (optional) lock-delay in ms (dlock's own): the owner's last read
+--          hold's release removes its entry from the set, so a lock released
+--          properly delays no writer
 --
 -- The hold's own timeout key (the highest, count) goes with it. Then:
 --   - mode write (the writer's own read hold): the writer keeps the lock, its
@@ -30,8 +34,13 @@ if earlier then
   return tonumber(earlier)
 end
 
+--@include delay.lua
 --@include rw_longest.lua
 local lock, owner = KEYS[1], ARGV[1]
+local rset = nil
+if tonumber(ARGV[3] or '0') > 0 then
+  rset = KEYS[6]
+end
 local kv = redis.call('hgetall', lock)   -- WRONGTYPE if not a hash
 local mode, count, others = nil, nil, false
 for i = 1, #kv, 2 do
@@ -60,6 +69,9 @@ end
 
 local key = KEYS[4] .. ':' .. count
 local mine = count == 1 and 1 or 0
+if count == 1 then
+  rdelay_clear(rset, owner)
+end
 
 local function done(answer)
   redis.call('set', KEYS[3], answer, 'px', ARGV[2])

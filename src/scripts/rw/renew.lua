@@ -5,6 +5,11 @@
 -- KEYS[2i]    the owner's timeout prefix, {name}:<owner id>:rwlock_timeout
 -- ARGV[1]     the watchdog timeout in ms
 -- ARGV[i+1]   the owner id (its reader's field) of hold i
+-- With a lock-delay, each hold has three keys, the lock, the prefix and the
+-- read holds' lock-delay set dlock_read_delay:{name}, and two arguments, the
+-- owner id and the delay in ms: its entry in the set is renewed to the
+-- timeout + the delay (include/delay.lua). A batch is of one form: three
+-- keys for two arguments per hold, or two for one (the counts tell which).
 --
 -- Returns one integer per hold: 1 renewed, 0 the owner holds no read hold
 -- any more (the client reports it lost). A key replaced by another type
@@ -16,10 +21,16 @@
 -- With client tracking on, no KEYS: ARGV[2] = the number of keys, ARGV[3..]
 -- the keys, then the per-hold arguments (include/renew_keys.lua says why).
 --@include renew_keys.lua
+--@include delay.lua
 local lease = tonumber(ARGV[1])
-for i = 1, #keys / 2 do
-  local lock, prefix = keys[2 * i - 1], keys[2 * i]
-  local n = redis.pcall('hget', lock, ARGV[a + i])
+local nk, na = 2, 1
+if #keys > 0 and #keys ~= 2 * (#ARGV - a) then
+  nk, na = 3, 2
+end
+for i = 1, #keys / nk do
+  local lock, prefix = keys[nk * (i - 1) + 1], keys[nk * (i - 1) + 2]
+  local owner = ARGV[a + na * (i - 1) + 1]
+  local n = redis.pcall('hget', lock, owner)
   local held = 0
   if type(n) == 'string' and tonumber(n) then
     for k = tonumber(n), 1, -1 do
@@ -32,6 +43,12 @@ for i = 1, #keys / 2 do
       redis.call('pexpireat', lock, at, 'GT')
     elseif redis.call('pttl', lock) < lease then
       redis.call('pexpire', lock, lease)
+    end
+    if nk == 3 then
+      local rset = keys[nk * i]
+      if not delay_wrongtype(rset, 'zset') then
+        rdelay_write(rset, owner, lease, tonumber(ARGV[a + na * i]))
+      end
     end
     held = 1
   end

@@ -3,10 +3,17 @@
 --
 -- KEYS[1]  the lock (hash)
 -- KEYS[2]  the fencing-token counter, redisson_lock_token:{name} (fenced only)
+-- KEYS[3]  (optional) the lock-delay marker, dlock_lock_delay:{name} (with ARGV[5])
+-- KEYS[4]  (optional) the read holds' lock-delay set, dlock_read_delay:{name}
 -- ARGV[1]  lease in ms (the watchdog timeout for watchdog holds)
 -- ARGV[2]  the writer's field, <owner id>:write
 -- ARGV[3]  owner id (its reader's field)
 -- ARGV[4]  "1" to count a fencing token, "0" not to
+-- ARGV[5]  (optional) lock-delay in ms (dlock's own; absent or 0: none). A
+--          free lock is refused while the marker lives with another writer's
+--          field or the set holds a live entry of another reader (either
+--          lost its hold unreleased: include/delay.lua); the marker is
+--          written with the writer's field, living its TTL + the delay.
 --
 -- Returns nil when acquired (or {token} when fenced). Free: mode "write",
 -- the field at 1, the lease as TTL. Reentry (mode write, the caller's field
@@ -14,10 +21,17 @@
 -- busy: the lock's PTTL in ms (-1: no expiry); or {pttl, 1} when the caller
 -- itself holds read holds of this lock: the write lock can never be granted
 -- while they last (an upgrade; Redisson would wait forever), so the caller
--- answers at once. A key of another type, or a hash without a valid "mode",
+-- answers at once. {left, 2}: free, in a lock-delay for `left` ms more.
+-- A key of another type, or a hash without a valid "mode",
 -- answers WRONGTYPE before anything is written.
+--@include delay.lua
 local lock, field, owner = KEYS[1], ARGV[2], ARGV[3]
 local lease = tonumber(ARGV[1])
+local delay = tonumber(ARGV[5] or '0')
+local marker, rset = nil, nil
+if delay > 0 then
+  marker, rset = KEYS[3], KEYS[4]
+end
 
 --@include rw_mode.lua
 local mine = mode == 'write' and redis.call('hget', lock, field)
@@ -31,12 +45,22 @@ end
 if mine and not tonumber(mine) then
   return redis.error_reply('WRONGTYPE the write lock\'s field ' .. field .. ' holds no count')
 end
+if not mode then
+  local left = math.max(delay_left(marker, field), rdelay_left(rset, owner))
+  if left > 0 then
+    return {left, 2}
+  end
+end
 
 if ARGV[4] == '1' then
   local t = redis.call('type', KEYS[2]).ok
   if t ~= 'none' and (t ~= 'string' or not tonumber(redis.call('get', KEYS[2]))) then
     return redis.error_reply('WRONGTYPE fencing token key ' .. KEYS[2] .. ' holds no number')
   end
+end
+local bad = delay_wrongtype(marker)
+if bad then
+  return bad
 end
 
 if mine then
@@ -50,6 +74,7 @@ else
   redis.call('hset', lock, 'mode', 'write', field, 1)
   redis.call('pexpire', lock, lease)
 end
+delay_write(marker, field, redis.call('pttl', lock), delay)
 
 if ARGV[4] == '1' then
   local token_key, t = KEYS[2], redis.call('time')

@@ -7,10 +7,14 @@
 -- KEYS[3]  this request's latch, redisson_unlock_latch:{name}:<32 hex>
 -- KEYS[4]  the name's key prefix, {name} (a reader's timeout keys are
 --          <prefix>:<reader>:rwlock_timeout:<k>)
+-- KEYS[5]  (optional) the lock-delay marker, dlock_lock_delay:{name} (with ARGV[4])
 -- ARGV[1]  the writer's field, <owner id>:write
 -- ARGV[2]  lease in ms to restore while write holds remain (a watchdog hold;
 --          never lowers the TTL); "0" keeps the TTL
 -- ARGV[3]  latch lifetime in ms
+-- ARGV[4]  (optional) lock-delay in ms (dlock's own): the marker follows a
+--          restored lease, and goes with the last write hold, so a lock
+--          released properly is free at once
 --
 -- The last write hold: when nothing else is left the lock is deleted; when the
 -- writer still holds read holds the mode becomes "read" and the lock stays,
@@ -27,8 +31,13 @@ if earlier then
   return tonumber(earlier)
 end
 
+--@include delay.lua
 --@include rw_longest.lua
 local lock, field = KEYS[1], ARGV[1]
+local marker = nil
+if tonumber(ARGV[4] or '0') > 0 then
+  marker = KEYS[5]
+end
 --@include rw_mode.lua
 if mode ~= 'write' then   -- free, or read holds only
   return nil
@@ -44,11 +53,13 @@ if count > 1 then
   -- writer's read holds may have a longer lease).
   if tonumber(ARGV[2]) > redis.call('pttl', lock) then
     redis.call('pexpire', lock, ARGV[2])
+    delay_extend(marker, ARGV[2], tonumber(ARGV[4]))
   end
   redis.call('set', KEYS[3], 0, 'px', ARGV[3])
   return 0
 end
 redis.call('hdel', lock, field)
+delay_clear(marker)
 -- The writer's read holds (its own field; a field left by a reader whose
 -- holds lapsed counts if alive): the longest left, if any.
 -- Expiry times to the ms where Redis tells them (PEXPIRETIME, 7.0+; see
