@@ -342,6 +342,15 @@ typedef int (*dlock_address_map_fn)(const char *host, int port, char *host_out, 
                                     void *ud);
 DLOCK_API int dlock_config_set_address_map(dlock_config *cfg, dlock_address_map_fn fn,
                                            void *ud);
+/* The address map as text, the syntax of the URL's ?map= (without "map="):
+ *   HOST:PORT=HOST:PORT[,HOST:PORT=HOST:PORT...]
+ * appended to the entries given before (at most 64 in all); may be called
+ * again. The entries apply after the URL's and before fn above, and are kept
+ * when the URL changes. Returns DLOCK_OK; DLOCK_EINVAL when cfg or entries is
+ * NULL or an entry does not parse ("address map entry '...' does not parse:
+ * give HOST:PORT=HOST:PORT..."), then none of entries is added; DLOCK_ENOMEM.
+ * entries is copied. Not thread-safe on one config, as every setter. */
+DLOCK_API int dlock_config_add_address_map(dlock_config *cfg, const char *entries);
 
 /* Credentials for the sentinels of a redis-sentinel:// URL when they differ
  * from the data nodes' (the sentinels' requirepass or ACL user). Same rules
