@@ -73,7 +73,7 @@ asan: deps
 # threads over another transport or deployment (the deployment matrix, the
 # suites over TLS and ACL, the TLS deployments) and the CLI scripts that only
 # read or write Redis once per command: ASan and make check run those.
-TSAN_SKIP ?= ^suite_|^test_(cluster|sentinel)_tls$$|^test_[a-z]+_(sentinel|cluster)$$|^test_cli($$|_(admin|ops|family|sem|beyond|stripes|monitor|managed|doctor)$$)|^example_
+TSAN_SKIP ?= ^suite_|^test_(cluster|sentinel|managed)_tls$$|^test_[a-z]+_(sentinel|cluster)$$|^test_cli($$|_(admin|ops|family|sem|beyond|stripes|monitor|managed|doctor)$$)|^example_
 TSAN_JOBS ?= 2
 tsan: deps
 	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDLOCK_SANITIZE=thread >/dev/null

@@ -252,70 +252,21 @@ static int password_command(const char *addr, int sentinel, char *user, char *pa
     return st == 0 ? 0 : -1;
 }
 
-/* --map: announced address -> reachable one. */
-static struct addr_map {
-    char from[DLOCK_HOST_MAX], to[DLOCK_HOST_MAX];
-    int from_port, to_port;
-} maps[64];
-static int nmaps;
-
-/* "host:port" or "[v6]:port" into host and port; 0 when it parses. */
-static int split_hostport(const char *s, size_t n, char *host, int *port)
+/* --map (repeatable): the library's address map, the syntax of the URL's
+ * ?map=. Returns 0 or an exit code. */
+static int add_maps(const cli_opts *o, dlock_config *cfg)
 {
-    const char *colon = NULL;
-    for (size_t i = 0; i < n; i++)
-        if (s[i] == ':')
-            colon = s + i;
-    if (!colon)
-        return -1;
-    const char *h = s;
-    size_t hl = (size_t)(colon - s);
-    if (hl >= 2 && h[0] == '[' && h[hl - 1] == ']') {
-        h++;
-        hl -= 2;
-    }
-    size_t pl = (size_t)(s + n - colon - 1);
-    if (hl == 0 || hl >= DLOCK_HOST_MAX || pl == 0 || pl > 5)
-        return -1;
-    char digits[6];
-    memcpy(digits, colon + 1, pl);
-    digits[pl] = '\0';
-    if (strspn(digits, "0123456789") != pl)
-        return -1;
-    memcpy(host, h, hl);
-    host[hl] = '\0';
-    *port = atoi(digits);
-    return *port >= 1 && *port <= 65535 ? 0 : -1;
-}
-
-static int parse_maps(const cli_opts *o)
-{
-    nmaps = 0;
     for (int i = 0; i < o->nmaps; i++) {
-        const char *m = o->maps[i], *eq = strchr(m, '=');
-        struct addr_map *a = &maps[nmaps];
-        if (!eq || split_hostport(m, (size_t)(eq - m), a->from, &a->from_port) != 0 ||
-            split_hostport(eq + 1, strlen(eq + 1), a->to, &a->to_port) != 0) {
-            char e[80];
-            cli_usage_error(o, NULL, "--map '%s': give HOST:PORT=HOST:PORT (the address "
-                                     "announced, then the one to reach it at)",
-                            cli_esc(m, e, sizeof(e)));
+        int rc = dlock_config_add_address_map(cfg, o->maps[i]);
+        if (rc == DLOCK_ENOMEM) {
+            cli_err(o, "out of memory");
+            return EXIT_SOFTWARE;
+        }
+        if (rc != DLOCK_OK) {
+            cli_usage_error(o, NULL, "--map: %s", dlock_last_error());
             return EXIT_USAGE;
         }
-        nmaps++;
     }
-    return 0;
-}
-
-static int map_address(const char *host, int port, char *host_out, int *port_out, void *ud)
-{
-    (void)ud;
-    for (int i = 0; i < nmaps; i++)
-        if (maps[i].from_port == port && strcmp(maps[i].from, host) == 0) {
-            snprintf(host_out, DLOCK_HOST_MAX, "%s", maps[i].to);
-            *port_out = maps[i].to_port;
-            break;
-        }
     return 0;
 }
 
@@ -387,8 +338,8 @@ int cli_open(const cli_opts *o, dlock_client **out, dlock_lost_fn lost, void *lo
         return EXIT_SOFTWARE;
     }
     int code = configure_endpoint(o, cfg);
-    if (!code && (code = parse_maps(o)) == 0 && nmaps > 0)
-        dlock_config_set_address_map(cfg, map_address, NULL);
+    if (!code)
+        code = add_maps(o, cfg);
     if (code) {
         dlock_config_free(cfg);
         return code;

@@ -112,6 +112,13 @@ int th_replset_promote(th_replset *rs, th_redis *np);
 /* Waits (up to 20 s x th_slack()) until np has its replicas back. 0 then. */
 int th_replset_await(const th_redis *np);
 
+/* A URL naming nodes[0..n-1] as one deployment of `kind` ("replicated",
+ * "sentinel", "cluster"): redis-KIND://127.0.0.1:p1,... with their client
+ * ports, or rediss-KIND:// with the TLS ports and the test certificates when
+ * nodes[0] has TLS; then `tail` ("" or a master's "#name"). Returns buf. */
+const char *th_nodes_url(char *buf, size_t size, const char *kind, th_redis *const *nodes, int n,
+                         const char *tail);
+
 /* 3 sentinels monitoring a primary under a master name (quorum 2, down after
  * 1 s, failover timeout 5 s). url: redis-sentinel://127.0.0.1:p1,...#name.
  * In TLS mode (DLOCK_TEST_TLS) replication, the sentinels and the URL are

@@ -9,10 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
-/* A deployment's URL: scheme, the nodes' client ports (TLS ones over TLS),
- * the test certificates over TLS, then `tail` (a master's "#name"). */
-static void deploy_url(char *buf, size_t size, const char *kind, th_redis *const *nodes, int n,
-                       const char *tail)
+const char *th_nodes_url(char *buf, size_t size, const char *kind, th_redis *const *nodes, int n,
+                         const char *tail)
 {
     int tls = nodes[0]->tls;
     size_t off = (size_t)snprintf(buf, size, "%s-%s://", tls ? "rediss" : "redis", kind);
@@ -22,6 +20,7 @@ static void deploy_url(char *buf, size_t size, const char *kind, th_redis *const
     char query[1024];
     snprintf(buf + off, off < size ? size - off : 0, "%s%s",
              th__tls_query(tls, query, sizeof(query)), tail);
+    return buf;
 }
 
 /* Deployments started in place of a single server (DLOCK_TEST_DEPLOY). */
@@ -327,7 +326,7 @@ int th_sentinels_start(th_sentinels *ss, const th_replset *rs, const char *maste
     }
     char tail[80];
     snprintf(tail, sizeof(tail), "#%s", master);
-    deploy_url(ss->url, sizeof(ss->url), "sentinel", nodes, TH_SENTINELS, tail);
+    th_nodes_url(ss->url, sizeof(ss->url), "sentinel", nodes, TH_SENTINELS, tail);
     /* Ready when each sentinel has found the replicas and the other sentinels
      * (by the hello channel, every 2 s). */
     for (int64_t until = th_now_ms() + 30000 * th_slack();;) {
@@ -473,7 +472,7 @@ int th_cluster_start(th_cluster *cl)
         th_sleep_ms(100);
     }
     th_redis *seeds[] = {&cl->node[0], &cl->node[1], &cl->node[2]};
-    deploy_url(cl->url, sizeof(cl->url), "cluster", seeds, 3, "");
+    th_nodes_url(cl->url, sizeof(cl->url), "cluster", seeds, 3, "");
     return 0;
 fail:
     fprintf(stderr, "harness: cannot create a cluster of %d nodes\n", TH_CLUSTER_NODES);

@@ -88,14 +88,18 @@ static int holders(const char *name)
     return n;
 }
 
-/* query: appended to the URL ("" or "?map=..."). */
-static int open_cluster(dlock_address_map_fn fn, const char *query, dlock_client **out)
+/* query: appended to the URL ("" or "?map=..."); text: the map as text
+ * (dlock_config_add_address_map, what the CLI's --map gives), or NULL. */
+static int open_cluster(dlock_address_map_fn fn, const char *query, const char *text,
+                        dlock_client **out)
 {
     dlock_config *cfg = dlock_config_new();
     char url[512];
     snprintf(url, sizeof(url), "redis-cluster://127.0.0.1:%d%s", cl.node[0].port, query);
     assert_int_equal(dlock_config_set_url(cfg, url), DLOCK_OK);
     assert_int_equal(dlock_config_set_address_map(cfg, fn, NULL), DLOCK_OK);
+    if (text)
+        assert_int_equal(dlock_config_add_address_map(cfg, text), DLOCK_OK);
     assert_int_equal(dlock_config_set_connect_timeout(cfg, 500), DLOCK_OK);
     assert_int_equal(dlock_config_set_retry(cfg, 1, 100), DLOCK_OK);
     *out = NULL;
@@ -124,28 +128,39 @@ static void test_reached_through_the_map(void **state)
 {
     (void)state;
     dlock_client *c;
-    assert_int_equal(open_cluster(map, "", &c), DLOCK_OK);
+    assert_int_equal(open_cluster(map, "", NULL, &c), DLOCK_OK);
     lock_each(c, "map");
     assert_true(atomic_load(&mapped) >= 3);
     dlock_client_close(c);
 }
 
-/* The same map given in the URL (?map=HOST:PORT=HOST:PORT,...), no callback. */
+/* The same map as a list, HOST:PORT=HOST:PORT,... after prefix, into q. */
+static const char *map_list(char *q, size_t size, const char *prefix)
+{
+    int n = snprintf(q, size, "%s", prefix);
+    for (int i = 0; i < TH_CLUSTER_NODES; i++)
+        n += snprintf(q + n, size - (size_t)n, "%s127.0.0.1:%d=127.0.0.1:%d", i ? "," : "",
+                      announced[i], cl.node[i].port);
+    assert_true(n < (int)size);
+    return q;
+}
+
+/* The same map given in the URL (?map=HOST:PORT=HOST:PORT,...) or as text
+ * (dlock_config_add_address_map, the CLI's --map), no callback. */
 static void test_reached_through_the_url_map(void **state)
 {
     (void)state;
     char q[400];
-    int n = snprintf(q, sizeof(q), "?map=");
-    for (int i = 0; i < TH_CLUSTER_NODES; i++)
-        n += snprintf(q + n, sizeof(q) - (size_t)n, "%s127.0.0.1:%d=127.0.0.1:%d", i ? "," : "",
-                      announced[i], cl.node[i].port);
-    assert_true(n < (int)sizeof(q));
-    dlock_client *c;
-    int before = atomic_load(&mapped);
-    assert_int_equal(open_cluster(NULL, q, &c), DLOCK_OK);
-    lock_each(c, "urlmap");
-    assert_int_equal(atomic_load(&mapped), before);   /* the callback played no part */
-    dlock_client_close(c);
+    for (int as_text = 0; as_text < 2; as_text++) {
+        dlock_client *c;
+        int before = atomic_load(&mapped);
+        assert_int_equal(open_cluster(NULL, as_text ? "" : map_list(q, sizeof(q), "?map="),
+                                      as_text ? map_list(q, sizeof(q), "") : NULL, &c),
+                         DLOCK_OK);
+        lock_each(c, as_text ? "textmap" : "urlmap");
+        assert_int_equal(atomic_load(&mapped), before);   /* the callback played no part */
+        dlock_client_close(c);
+    }
 }
 
 /* Without it, the announced ports cannot be reached: a lock on a primary
@@ -154,7 +169,7 @@ static void test_unreachable_without_the_map(void **state)
 {
     (void)state;
     dlock_client *c;
-    int rc = open_cluster(NULL, "", &c);
+    int rc = open_cluster(NULL, "", NULL, &c);
     int failed = rc != DLOCK_OK;
     for (int i = 0; !failed && i < 12; i++) {
         char name[64];

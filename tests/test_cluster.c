@@ -685,6 +685,39 @@ static void test_bad_deployments(void **state)
 
 /* ------------------------------------------------------------ failover */
 
+/* p's replica: the node whose INFO replication names p's port (its TLS
+ * port when replication is over TLS). Fails the test when there is none. */
+static th_redis *replica_of(const th_redis *p)
+{
+    th_redis *rep = NULL;
+    for (int i = 0; i < TH_CLUSTER_NODES && !rep; i++) {
+        redisReply *r = th_cmd(&cl.node[i], "INFO replication");
+        char want[32];
+        snprintf(want, sizeof(want), "master_port:%d\r", th_client_port(p));
+        if (r && r->type == REDIS_REPLY_STRING && strstr(r->str, want))
+            rep = &cl.node[i];
+        if (r)
+            freeReplyObject(r);
+    }
+    assert_non_null(rep);
+    return rep;
+}
+
+/* Runs CLUSTER FAILOVER on rep, then waits until the cluster names it the
+ * primary of key's slot and agrees. */
+static void failover_to(th_redis *rep, const char *key)
+{
+    redisReply *r = th_cmd(rep, "CLUSTER FAILOVER");
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    for (int64_t until = th_now_ms() + 20000 * th_slack();
+         th_cluster_node_for(&cl, key) != rep && th_now_ms() < until;)
+        th_sleep_ms(50);
+    assert_ptr_equal(th_cluster_node_for(&cl, key), rep);
+    assert_int_equal(th_cluster_wait_ok(&cl, 20000), 0);
+}
+
 /* CLUSTER FAILOVER: a replica takes over its primary's slots. A lock held
  * there survives (the replica had it) and is renewed on the new primary;
  * calls follow MOVED; new acquisitions work; a client with a failover
@@ -716,19 +749,7 @@ static void test_cluster_failover(void **state)
     th_await_lock_waiter(b, blocked);
     th_sleep_ms(100);
     assert_int_equal(th_int(old, "WAIT 1 2000"), 1);
-    /* Its replica: the node whose INFO replication names old's port (its
-     * TLS port when replication is over TLS). */
-    th_redis *rep = NULL;
-    for (int i = 0; i < TH_CLUSTER_NODES && !rep; i++) {
-        redisReply *r = th_cmd(&cl.node[i], "INFO replication");
-        char want[32];
-        snprintf(want, sizeof(want), "master_port:%d\r", th_client_port(old));
-        if (r && r->type == REDIS_REPLY_STRING && strstr(r->str, want))
-            rep = &cl.node[i];
-        if (r)
-            freeReplyObject(r);
-    }
-    assert_non_null(rep);
+    th_redis *rep = replica_of(old);
     /* A client with a failover quarantine (ON, q), on a lock of that shard
      * and one of another primary's, both taken once before the failover. */
     const int64_t q = 3000 * slack;
@@ -753,15 +774,7 @@ static void test_cluster_failover(void **state)
     assert_int_equal(dlock_lock_try(lo, 0, 5000), DLOCK_OK);
     assert_int_equal(dlock_lock_release(lo), DLOCK_OK);
     const int64_t t_fo = th_now_ms();
-    redisReply *r = th_cmd(rep, "CLUSTER FAILOVER");
-    assert_non_null(r);
-    assert_int_equal(r->type, REDIS_REPLY_STATUS);
-    freeReplyObject(r);
-    for (int64_t until = th_now_ms() + 20000 * th_slack();
-         th_cluster_node_for(&cl, name) != rep && th_now_ms() < until;)
-        th_sleep_ms(50);
-    assert_ptr_equal(th_cluster_node_for(&cl, name), rep);
-    assert_int_equal(th_cluster_wait_ok(&cl, 20000), 0);
+    failover_to(rep, name);
     /* The quarantined client: the shard that failed over waits q, the
      * other primary's does not. */
     int qrc = dlock_lock_try(lq, 60000 * slack, 5000);
@@ -799,6 +812,53 @@ static void test_cluster_failover(void **state)
     assert_true(th_now_ms() - t0 < 5000 * th_slack());
     dlock_lock_free(lb);
     dlock_client_close(b);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+}
+
+/* A hold the new primary never had (deleted on the replica alone, as a
+ * write the replica never received would be): after CLUSTER FAILOVER it is
+ * reported lost, cause "failover", about when the client sees the switch,
+ * not at the watchdog's next periodic renewal (200 s away). */
+static void test_cluster_failover_hold_absent(void **state)
+{
+    (void)state;
+    const int64_t slack = th_slack(), wd = 600000;   /* renewed every 200 s */
+    dlock_client *c = th_client_url(cl.url, wd);
+    char name[64];
+    dlock_lock *l;
+    assert_int_equal(dlock_lock_get(c, th_name(name, sizeof(name), "fo-absent"), &l), DLOCK_OK);
+    dlock_lock_set_lost_callback(l, th_on_lost, NULL);
+    atomic_store(&th_lost_reason, 0);
+    atomic_store(&th_lost_cause, -1);
+    assert_int_equal(dlock_lock_acquire(l, DLOCK_WATCHDOG), DLOCK_OK);
+    th_redis *p = th_cluster_node_for(&cl, name);
+    assert_non_null(p);
+    assert_int_equal(th_int(p, "WAIT 1 2000"), 1);
+    th_redis *rep = replica_of(p);
+    assert_int_equal(th_int(rep, "EXISTS %s", name), 1);
+    redisReply *r = th_cmd(rep, "CONFIG SET replica-read-only no");
+    assert_true(r && r->type == REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    assert_int_equal(th_int(rep, "DEL %s", name), 1);
+    r = th_cmd(rep, "CONFIG SET replica-read-only yes");
+    assert_true(r && r->type == REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    th_sleep_ms(200);
+    assert_int_equal(atomic_load(&th_lost_reason), 0);   /* the primary still has it */
+    const int64_t t_fo = th_now_ms();
+    failover_to(rep, name);
+    for (int64_t until = th_now_ms() + 10000 * slack;
+         atomic_load(&th_lost_reason) == 0 && th_now_ms() < until;)
+        th_sleep_ms(5);
+    const int64_t t_lost = th_now_ms();
+    assert_int_equal(atomic_load(&th_lost_reason), DLOCK_LOST_GONE);
+    printf("# CLUSTER FAILOVER -> hold absent on the new primary reported lost: %lld ms "
+           "(cause %s)\n",
+           (long long)(t_lost - t_fo), dlock_lost_cause_str(atomic_load(&th_lost_cause)));
+    assert_int_equal(atomic_load(&th_lost_cause), DLOCK_CAUSE_FAILOVER);
+    assert_true(t_lost - t_fo < wd / 3);   /* not the periodic renewal */
+    assert_int_equal(th_int(rep, "EXISTS %s", name), 0);
     dlock_lock_free(l);
     dlock_client_close(c);
 }
@@ -877,6 +937,7 @@ int main(void)
         cmocka_unit_test(test_doctor_every_primary),
         cmocka_unit_test(test_bad_deployments),
         cmocka_unit_test(test_cluster_failover),
+        cmocka_unit_test(test_cluster_failover_hold_absent),
         cmocka_unit_test(test_cluster_primary_killed),   /* last: a node stays down */
     };
     return cmocka_run_group_tests(tests, setup, teardown);

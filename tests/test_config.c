@@ -316,6 +316,33 @@ static void test_open_bad_args(void **state)
 
 /* Deployment URLs: every host of the list, the data nodes' credentials and
  * database apart, the sentinel port by default, the master name. */
+/* cfg maps host:port to want_host:want_port (unmapped: the same). */
+static void assert_maps_to(const dlock_config *cfg, const char *host, int port,
+                           const char *want_host, int want_port)
+{
+    char out[DLOCK_HOST_MAX];
+    int out_port;
+    dlock__map_address(cfg, host, port, out, &out_port);
+    assert_string_equal(out, want_host);
+    assert_int_equal(out_port, want_port);
+}
+
+/* Address map lists that do not parse, in a URL's map= or given as text. */
+static const char *const bad_maps[] = {
+    "10.0.0.5:6379",            /* no '=' */
+    "10.0.0.5=127.0.0.1:7001",  /* no port announced */
+    "a:1=b",                    /* no port to reach */
+    "a:x=b:1",                  /* not a number */
+    "a:1=b:70000",              /* out of range */
+    "a:1=b:2,,c:3=d:4",         /* an empty entry */
+    "a:1=b:2,",                 /* a trailing comma */
+    "u@a:1=b:2",                /* userinfo */
+    "a:1=b:2/3",                /* a path */
+    "a:1=b:2=c:3",              /* two '=' */
+    "[::1:1=b:2",               /* '[' not closed */
+    "bad%20host:1=b:2",         /* percent-encoding */
+};
+
 /* The URL list form of the address map: ?map=HOST:PORT=HOST:PORT,... on the
  * deployment URLs (with the TLS parameters on rediss-*), each entry checked. */
 static void test_deploy_url_map(void **state)
@@ -370,22 +397,10 @@ static void test_deploy_url_map(void **state)
     assert_int_equal(d.nmaps, 1);
 
     /* Bad entries: DLOCK_EINVAL naming the entry and the syntax; the URL before stays. */
-    static const char *bad[] = {
-        "redis-cluster://n1?map=10.0.0.5:6379",            /* no '=' */
-        "redis-cluster://n1?map=10.0.0.5=127.0.0.1:7001",  /* no port announced */
-        "redis-cluster://n1?map=a:1=b",                    /* no port to reach */
-        "redis-cluster://n1?map=a:x=b:1",                  /* not a number */
-        "redis-cluster://n1?map=a:1=b:70000",              /* out of range */
-        "redis-cluster://n1?map=a:1=b:2,,c:3=d:4",         /* an empty entry */
-        "redis-cluster://n1?map=a:1=b:2,",                 /* a trailing comma */
-        "redis-cluster://n1?map=u@a:1=b:2",                /* userinfo */
-        "redis-cluster://n1?map=a:1=b:2/3",                /* a path */
-        "redis-cluster://n1?map=a:1=b:2=c:3",              /* two '=' */
-        "redis-cluster://n1?map=[::1:1=b:2",               /* '[' not closed */
-        "redis-cluster://n1?map=bad%20host:1=b:2",         /* percent-encoding */
-    };
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        assert_int_equal(dlock__parse_deploy_url(bad[i], &ep, &d, NULL), DLOCK_EINVAL);
+    for (size_t i = 0; i < sizeof(bad_maps) / sizeof(bad_maps[0]); i++) {
+        char url[128];
+        snprintf(url, sizeof(url), "redis-cluster://n1?map=%s", bad_maps[i]);
+        assert_int_equal(dlock__parse_deploy_url(url, &ep, &d, NULL), DLOCK_EINVAL);
         assert_non_null(strstr(dlock_last_error(), "map entry"));
         assert_non_null(strstr(dlock_last_error(), "HOST:PORT=HOST:PORT"));
         assert_int_equal(d.kind, DLOCK__DEPLOY_REPLICATED);   /* unchanged */
@@ -403,16 +418,55 @@ static void test_deploy_url_map(void **state)
     /* Through the config: the URL's entry is applied before the callback. */
     dlock_config *cfg = dlock_config_new();
     assert_int_equal(dlock_config_set_url(cfg, "redis-cluster://n1?map=a:1=b:2"), DLOCK_OK);
-    dlock__map_address(cfg, "a", 1, host, &port);
-    assert_string_equal(host, "b");
-    assert_int_equal(port, 2);
-    dlock__map_address(cfg, "c", 3, host, &port);
-    assert_string_equal(host, "c");
-    assert_int_equal(port, 3);
+    assert_maps_to(cfg, "a", 1, "b", 2);
+    assert_maps_to(cfg, "c", 3, "c", 3);
     assert_int_equal(dlock_config_set_url(cfg, "redis-cluster://n1?map=a:1"), DLOCK_EINVAL);
     dlock_config_free(cfg);
     dlock__endpoint_clear(&ep);
     dlock__deploy_clear(&d);
+}
+
+/* The map as text (dlock_config_add_address_map, the CLI's --map): the
+ * URL's syntax and parser, its own message; all of a list or none of it;
+ * after the URL's entries, kept when the URL changes. */
+static void test_added_address_map(void **state)
+{
+    (void)state;
+    dlock_config *cfg = dlock_config_new();
+    assert_int_equal(dlock_config_add_address_map(cfg, "a:1=b:2,[fd00::6]:6379=[::1]:7002"),
+                     DLOCK_OK);
+    assert_int_equal(dlock_config_add_address_map(cfg, "Node-3:7=n3.local:8"), DLOCK_OK);
+    for (size_t i = 0; i < sizeof(bad_maps) / sizeof(bad_maps[0]); i++) {
+        char list[128];   /* a good entry first: not added either */
+        snprintf(list, sizeof(list), "x:9=y:9,%s", bad_maps[i]);
+        assert_int_equal(dlock_config_add_address_map(cfg, list), DLOCK_EINVAL);
+        assert_non_null(strstr(dlock_last_error(), "address map entry '"));
+        assert_non_null(strstr(dlock_last_error(), "does not parse: give HOST:PORT=HOST:PORT"));
+        assert_null(strstr(dlock_last_error(), "URL"));
+        assert_maps_to(cfg, "x", 9, "x", 9);
+    }
+    assert_int_equal(dlock_config_add_address_map(cfg, ""), DLOCK_EINVAL);
+    assert_non_null(strstr(dlock_last_error(), "the address map is empty"));
+    assert_int_equal(dlock_config_add_address_map(cfg, NULL), DLOCK_EINVAL);
+    assert_int_equal(dlock_config_add_address_map(NULL, "a:1=b:2"), DLOCK_EINVAL);
+    /* The URL's entries first; the added ones survive a new URL. */
+    assert_int_equal(dlock_config_set_url(cfg, "redis-cluster://n1?map=a:1=z:9"), DLOCK_OK);
+    assert_maps_to(cfg, "a", 1, "z", 9);
+    assert_maps_to(cfg, "fd00::6", 6379, "::1", 7002);
+    assert_int_equal(dlock_config_set_url(cfg, "redis-cluster://n1"), DLOCK_OK);
+    assert_maps_to(cfg, "a", 1, "b", 2);
+    assert_maps_to(cfg, "node-3", 7, "n3.local", 8);   /* names: any case */
+    /* 64 entries in all. */
+    int rc = DLOCK_OK, n = 3;
+    for (; rc == DLOCK_OK && n < 70; n++) {
+        char e[32];
+        snprintf(e, sizeof(e), "h%d:1=g:1", n);
+        rc = dlock_config_add_address_map(cfg, e);
+    }
+    assert_int_equal(rc, DLOCK_EINVAL);
+    assert_int_equal(n, 65);
+    assert_non_null(strstr(dlock_last_error(), "more than 64 address map entries"));
+    dlock_config_free(cfg);
 }
 
 static void test_deploy_urls(void **state)
@@ -526,6 +580,7 @@ int main(void)
         cmocka_unit_test(test_open_bad_args),
         cmocka_unit_test(test_deploy_urls),
         cmocka_unit_test(test_deploy_url_map),
+        cmocka_unit_test(test_added_address_map),
         cmocka_unit_test(test_strerror),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -8,7 +8,12 @@
  *     new requests go there;
  *   - one address that keeps naming the old primary (now a replica): holds
  *     are reported lost, never silently kept; a new acquisition ends with a
- *     clear error and writes nothing. */
+ *     clear error and writes nothing;
+ *   - redis-replicated:// (a node list, the primary found with ROLE).
+ *
+ * With DLOCK_TEST_TLS=1 (CTest's test_managed_tls) every client talks TLS
+ * (rediss://, rediss-replicated://, through the proxy too), replication and
+ * REPLICAOF go to the TLS ports; the admin helpers stay on the plain ones. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -84,6 +89,32 @@ static void swap_to(th_redis *np)
     cur = np;
     t_demoted = th_now_ms();
     await_replicas(np, TH_REPLICAS);
+    /* The replicas follow np at its client port: its TLS one in TLS mode. */
+    char want[32];
+    snprintf(want, sizeof(want), "master_port:%d\r", th_client_port(np));
+    for (int i = 0; i <= TH_REPLICAS; i++)
+        if (server(i) != np) {
+            r = th_cmd(server(i), "INFO replication");
+            assert_non_null(r);
+            assert_non_null(strstr(r->str, want));
+            freeReplyObject(r);
+        }
+}
+
+/* Clients (not replicas, not this admin connection) connected to np's TLS
+ * port: in TLS mode the dlock clients must be there. */
+static int tls_clients(th_redis *np)
+{
+    char laddr[48];
+    snprintf(laddr, sizeof(laddr), "laddr=127.0.0.1:%d ", np->tls_port);
+    redisReply *r = th_cmd(np, "CLIENT LIST");
+    assert_non_null(r);
+    int n = 0;
+    char *save = NULL;
+    for (char *line = strtok_r(r->str, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+        n += strstr(line, laddr) && strstr(line, " flags=N ");
+    freeReplyObject(r);
+    return n;
 }
 
 /* The server after cur in the set: the next primary. */
@@ -111,12 +142,13 @@ static void *waiter(void *arg)
     return NULL;
 }
 
-static char url_buf[128];
+static char url_buf[1024];
 
+/* The URL of one address: port (a server's client port, th_client_port, or
+ * the proxy's), rediss:// with the test certificates in TLS mode. */
 static const char *url_of_port(int port)
 {
-    snprintf(url_buf, sizeof(url_buf), "redis://127.0.0.1:%d", port);
-    return url_buf;
+    return th_url_port(cur, port, url_buf, sizeof(url_buf));
 }
 
 /* A holder (client a, watchdog), a waiter for its lock (client b) and a
@@ -164,6 +196,11 @@ static int64_t scene_check(scene *sc, th_redis *np)
     }
     assert_true(first_ok > 0);
     assert_int_equal(th_int(np, "EXISTS %s", sc->fresh), 1);
+    if (np->tls) {
+        int n = tls_clients(np);
+        printf("# clients over TLS on the new primary: %d\n", n);
+        assert_true(n > 0);
+    }
     assert_int_equal(dlock_lock_release(sc->lf), DLOCK_OK);
     assert_int_equal(th_int(np, "EXISTS %s", sc->fresh), 0);
     th_sleep_ms(2 * sc->wd + 500);
@@ -200,13 +237,13 @@ static void test_name_follows_the_new_primary(void **state)
 {
     (void)state;
     int64_t wd = 1500 * th_slack();
-    th_proxy *px = th_proxy_start(cur->port);
+    th_proxy *px = th_proxy_start(th_client_port(cur));
     assert_non_null(px);
     const char *url = url_of_port(th_proxy_port(px));
     scene sc;
     scene_start(&sc, th_client_url(url, wd), th_client_url(url, 0), wd);
     th_redis *np = next_primary();
-    th_proxy_retarget(px, np->port);
+    th_proxy_retarget(px, th_client_port(np));
     swap_to(np);
     int64_t ms = scene_check(&sc, np);
     printf("# old primary demoted -> first acquisition through the name: %lld ms\n",
@@ -224,7 +261,7 @@ static void test_address_of_a_demoted_server(void **state)
     int64_t slack = th_slack(), wd = 1500 * slack;
     th_redis *old = cur, *np = next_primary();
     dlock_config *cfg = dlock_config_new();
-    assert_int_equal(dlock_config_set_url(cfg, url_of_port(old->port)), DLOCK_OK);
+    assert_int_equal(dlock_config_set_url(cfg, url_of_port(th_client_port(old))), DLOCK_OK);
     assert_int_equal(dlock_config_set_watchdog_timeout(cfg, wd), DLOCK_OK);
     assert_int_equal(dlock_config_set_retry(cfg, 3, 100), DLOCK_OK);
     dlock_client *c = NULL;
@@ -261,20 +298,18 @@ static void test_address_of_a_demoted_server(void **state)
 
 /* ------------------------------------------------------ redis-replicated:// */
 
-static char rep_url[256];
+static char rep_url[1024];
 
-/* redis-replicated:// naming the servers i with (mask >> i) & 1. */
+/* redis-replicated:// (rediss-replicated:// in TLS mode) naming the servers
+ * i with (mask >> i) & 1. */
 static const char *replicated_url(unsigned mask)
 {
-    size_t off = (size_t)snprintf(rep_url, sizeof(rep_url), "redis-replicated://");
-    const char *sep = "";
+    th_redis *nodes[TH_REPLICAS + 1];
+    int n = 0;
     for (int i = 0; i <= TH_REPLICAS; i++)
-        if (mask >> i & 1) {
-            off += (size_t)snprintf(rep_url + off, sizeof(rep_url) - off, "%s127.0.0.1:%d", sep,
-                                    server(i)->port);
-            sep = ",";
-        }
-    return rep_url;
+        if (mask >> i & 1)
+            nodes[n++] = server(i);
+    return th_nodes_url(rep_url, sizeof(rep_url), "replicated", nodes, n, "");
 }
 
 /* A client on url (NULL with the status in *rc when it does not open). */
@@ -352,7 +387,7 @@ static th_redis *swap_cut_off(th_redis *np)
 
 static void rejoin(th_redis *old)
 {
-    redisReply *r = th_cmd(old, "REPLICAOF 127.0.0.1 %d", cur->port);
+    redisReply *r = th_cmd(old, "REPLICAOF 127.0.0.1 %d", th_client_port(cur));
     assert_non_null(r);
     freeReplyObject(r);
     await_replicas(cur, TH_REPLICAS);
@@ -380,7 +415,7 @@ static void waiter_follows(dlock_client *a, dlock_client *b, th_proxy *px, int64
     th_sleep_ms(before_swap_ms);
     th_redis *np = next_primary();
     if (px)
-        th_proxy_retarget(px, np->port);
+        th_proxy_retarget(px, th_client_port(np));
     th_redis *old = swap_cut_off(np);
     th_sleep_ms(1000);   /* the waiter waits across the swap */
     int64_t t0 = th_now_ms();
@@ -409,7 +444,7 @@ static void test_name_moves_the_subscriptions(void **state)
 {
     (void)state;
     for (int pass = 0; pass < 2; pass++) {
-        th_proxy *px = th_proxy_start(cur->port);
+        th_proxy *px = th_proxy_start(th_client_port(cur));
         assert_non_null(px);
         const char *url = url_of_port(th_proxy_port(px));
         waiter_follows(th_client_url(url, 0), th_client_url(url, 0), px, 10000, pass * 11000);
@@ -441,8 +476,9 @@ static void test_role_refused(void **state)
     freeReplyObject(r);
     r = th_cmd(cur, "CONFIG RESETSTAT");
     freeReplyObject(r);
-    char url[128];
-    snprintf(url, sizeof(url), "redis://mg-norole:pw@127.0.0.1:%d", cur->port);
+    char url[1024];
+    const char *one = url_of_port(th_client_port(cur)), *host = strstr(one, "://") + 3;
+    snprintf(url, sizeof(url), "%.*smg-norole:pw@%s", (int)(host - one), one, host);
     dlock_client *a = th_client_url(url, 0), *b = th_client_url(url, 0);
     char name[64];
     th_name(name, sizeof(name), "mg-norole");
@@ -571,14 +607,14 @@ static void test_replicated_bad_input(void **state)
     assert_int_equal(rc, DLOCK_ECONN);
     assert_non_null(strstr(dlock_last_error(), "more than one node is a primary"));
     char p1[32], p2[32];
-    snprintf(p1, sizeof(p1), ":%d master", cur->port);
-    snprintf(p2, sizeof(p2), ":%d master", other->port);
+    snprintf(p1, sizeof(p1), ":%d master", th_client_port(cur));
+    snprintf(p2, sizeof(p2), ":%d master", th_client_port(other));
     assert_non_null(strstr(dlock_last_error(), p1));
     assert_non_null(strstr(dlock_last_error(), p2));
     for (int i = 0; i <= TH_REPLICAS; i++)
         assert_int_equal(th_int(server(i), "EXISTS %s", name), 0);
     /* One primary again: writes go on. */
-    r = th_cmd(other, "REPLICAOF 127.0.0.1 %d", cur->port);
+    r = th_cmd(other, "REPLICAOF 127.0.0.1 %d", th_client_port(cur));
     freeReplyObject(r);
     swap_to(cur);
     assert_int_equal(dlock_lock_try(l, 2000 * th_slack(), 30000), DLOCK_OK);

@@ -115,6 +115,73 @@ static void on_async(const dlock_async_result *res, void *ud)
     atomic_store(&async_rc, dlock_async_status(res));
 }
 
+/* A try with no wait (lease 10 s) of a lock or a multi-lock. */
+typedef int (*try_fn)(void *obj);
+static int try_lock(void *l) { return dlock_lock_try(l, 0, 10000); }
+static int try_multilock(void *m) { return dlock_multilock_try(m, 0, 10000); }
+
+/* A client without the quarantine, after a switch: tries until taken
+ * (as soon as it sees the new primary). */
+static void await_taken(try_fn fn, void *obj)
+{
+    int rc = DLOCK_OK;
+    for (int64_t until = th_now_ms() + 5000 * th_slack(); th_now_ms() < until; th_sleep_ms(10))
+        if ((rc = fn(obj)) == DLOCK_OK)
+            return;
+    fail_msg("not taken after the switch: %d (%s)", rc, dlock_last_error());
+}
+
+/* A client with a quarantine of q ms, after a switch begun at t_swap: tries
+ * until refused naming the quarantine (never taken); returns when. */
+static int64_t await_quarantine(const char *what, try_fn fn, void *obj, int64_t q,
+                                int64_t t_swap)
+{
+    int rc = DLOCK_OK;
+    for (int64_t until = th_now_ms() + 5000 * th_slack(); th_now_ms() < until; th_sleep_ms(10)) {
+        rc = fn(obj);
+        if (rc == DLOCK_ETIMEDOUT && strstr(dlock_last_error(), "quarantine")) {
+            const int64_t t_seen = th_now_ms();
+            printf("# %s: switch begun -> quarantine seen: %lld ms; message: %s\n", what,
+                   (long long)(t_seen - t_swap), dlock_last_error());
+            return t_seen;
+        }
+        if (rc == DLOCK_OK)
+            fail_msg("%s taken %lld ms after the switch began, within the quarantine (%lld ms)",
+                     what, (long long)(th_now_ms() - t_swap), (long long)q);
+    }
+    fail_msg("no quarantine seen: last %d (%s)", rc, dlock_last_error());
+    return -1;
+}
+
+/* Waits for the asynchronous call's callback; fails unless it says want. */
+static void await_async(int want, const char *what)
+{
+    for (int64_t until = th_now_ms() + 10000 * th_slack();
+         atomic_load(&async_rc) == 1 && th_now_ms() < until;)
+        th_sleep_ms(5);
+    if (atomic_load(&async_rc) != want)
+        fail_msg("%s: %d (%s)", what, atomic_load(&async_rc), async_msg);
+}
+
+/* After waiting out a quarantine of q ms (the switch began at t_swap, was
+ * seen at t_seen, the acquisitions done at t_ok, `sent` scripts sent to
+ * the new primary meanwhile, at most `most`). */
+static void check_waited(const char *what, int64_t q, int64_t t_swap, int64_t t_seen,
+                         int64_t t_ok, long long sent, long long most)
+{
+    printf("# %s: switch begun -> acquired: %lld ms (quarantine %lld ms); scripts sent "
+           "meanwhile: %lld\n",
+           what, (long long)(t_ok - t_swap), (long long)q, sent);
+    /* The quarantine began after the switch did: the acquisition cannot come
+     * sooner than q after the switch began... */
+    assert_true(t_ok - t_swap >= q);
+    /* ...nor much later than q after the client saw it. */
+    assert_true(t_ok - t_seen <= q + 1500 * th_slack());
+    /* Nothing was tried during the wait (polling every retry delay would
+     * send dozens). */
+    assert_true(sent <= most);
+}
+
 /* After a switch: the quarantined client waits out the quarantine, sending
  * nothing, then acquires; the client without one acquires at once. */
 static void test_acquisition_waits_out_the_quarantine(void **state)
@@ -143,34 +210,14 @@ static void test_acquisition_waits_out_the_quarantine(void **state)
 
     /* The client without a quarantine acquires as soon as it sees the new
      * primary: well within the quarantine. */
-    int64_t o_ok = -1;
-    for (int64_t until = th_now_ms() + 5000 * slack; th_now_ms() < until; th_sleep_ms(10))
-        if (dlock_lock_try(ol, 0, 10000) == DLOCK_OK) {
-            o_ok = th_now_ms();
-            break;
-        }
-    assert_true(o_ok > 0);
+    await_taken(try_lock, ol);
     assert_int_equal(th_int(np, "EXISTS %s", oname), 1);
     assert_int_equal(dlock_lock_release(ol), DLOCK_OK);
 
     /* The quarantined client, once it has seen the switch, refuses a try
      * with no wait, naming the quarantine. */
-    int64_t t_seen = -1;
-    int rc = DLOCK_OK;
-    for (int64_t until = th_now_ms() + 5000 * slack; th_now_ms() < until; th_sleep_ms(10)) {
-        rc = dlock_lock_try(ql, 0, 10000);
-        if (rc == DLOCK_ETIMEDOUT && strstr(dlock_last_error(), "quarantine")) {
-            t_seen = th_now_ms();
-            break;
-        }
-        if (rc == DLOCK_OK)
-            fail_msg("acquired %lld ms after the switch began, within the quarantine (%lld ms)",
-                     (long long)(th_now_ms() - t_swap), (long long)q);
-    }
-    if (t_seen < 0)
-        fail_msg("no quarantine seen: last %d (%s)", rc, dlock_last_error());
-    printf("# switch begun -> quarantine seen: %lld ms; message: %s\n",
-           (long long)(t_seen - t_swap), dlock_last_error());
+    const int64_t t_seen = await_quarantine("lock", try_lock, ql, q, t_swap);
+    int rc;
     /* Waiting sends nothing to the new primary: no script while it sleeps. */
     long long before = th_calls(np, "evalsha");
     atomic_store(&async_rc, 1);
@@ -182,23 +229,9 @@ static void test_acquisition_waits_out_the_quarantine(void **state)
     const int64_t t_ok = th_now_ms();
     if (rc != DLOCK_OK)
         fail_msg("after the quarantine: %d (%s)", rc, dlock_last_error());
-    for (int64_t until = th_now_ms() + 10000 * slack;
-         atomic_load(&async_rc) == 1 && th_now_ms() < until;)
-        th_sleep_ms(5);
-    if (atomic_load(&async_rc) != DLOCK_OK)
-        fail_msg("asynchronous acquisition: %d (%s)", atomic_load(&async_rc), async_msg);
-    long long sent = th_calls(np, "evalsha") - before;
-    printf("# switch begun -> acquired: %lld ms (quarantine %lld ms); scripts sent meanwhile: "
-           "%lld\n",
-           (long long)(t_ok - t_swap), (long long)q, sent);
-    /* The quarantine began after the switch did: the acquisition cannot come
-     * sooner than q after the switch began... */
-    assert_true(t_ok - t_swap >= q);
-    /* ...nor much later than q after the client saw it. */
-    assert_true(t_ok - t_seen <= q + 1500 * slack);
-    /* Two acquisitions, one script each, or two after a NOSCRIPT (neither
-     * was tried during the wait: polling every retry delay would be ~20). */
-    assert_true(sent <= 4);
+    await_async(DLOCK_OK, "asynchronous acquisition");
+    /* Two acquisitions, one script each, or two after a NOSCRIPT. */
+    check_waited("lock", q, t_swap, t_seen, t_ok, th_calls(np, "evalsha") - before, 4);
     assert_int_equal(th_int(np, "EXISTS %s", qname), 1);
     assert_int_equal(th_int(np, "EXISTS %s", aname), 1);
     assert_int_equal(dlock_lock_release(ql), DLOCK_OK);
@@ -206,6 +239,114 @@ static void test_acquisition_waits_out_the_quarantine(void **state)
     dlock_lock_free(ql);
     dlock_lock_free(ol);
     dlock_lock_free(al);
+    dlock_client_close(qc);
+    dlock_client_close(oc);
+}
+
+/* Frees the multi-lock with its locks. */
+static void ml_free(dlock_multilock *ml, dlock_lock **l, size_t n)
+{
+    dlock_multilock_free(ml);
+    for (size_t i = 0; i < n; i++)
+        dlock_lock_free(l[i]);
+}
+
+/* A multi-lock of two names (blocking and asynchronous) and an election's
+ * campaign wait out the quarantine as a lock does, sending nothing, then
+ * succeed; a wait shorter than the quarantine ends naming it, with nothing
+ * held; a client without the quarantine acquires at once. */
+static void test_multilock_and_election_wait_out_the_quarantine(void **state)
+{
+    (void)state;
+    const int64_t slack = th_slack(), q = 2000 * slack;
+    dlock_client *qc = open_client(DLOCK_QUARANTINE_ON, q, 0);
+    dlock_client *oc = open_client(DLOCK_QUARANTINE_OFF, 0, 0);
+    char n[6][64], en[64], eo[64];
+    static const char *const tag[6] = {"qm-a", "qm-b", "qm-async-a", "qm-async-b", "om-a", "om-b"};
+    dlock_lock *l[6];
+    char owner[DLOCK_OWNER_BUFSIZE];
+    assert_int_equal(dlock_client_new_owner_id(qc, owner, sizeof(owner)), DLOCK_OK);
+    for (int i = 0; i < 6; i++) {
+        th_name(n[i], sizeof(n[i]), tag[i]);
+        if (i < 2)
+            assert_int_equal(dlock_lock_get(qc, n[i], &l[i]), DLOCK_OK);
+        else if (i < 4)
+            assert_int_equal(dlock_lock_get_as(qc, n[i], owner, &l[i]), DLOCK_OK);
+        else
+            assert_int_equal(dlock_lock_get(oc, n[i], &l[i]), DLOCK_OK);
+    }
+    dlock_multilock *qm, *am, *om;
+    assert_int_equal(dlock_multilock_new(l, 2, &qm), DLOCK_OK);
+    assert_int_equal(dlock_multilock_new(l + 2, 2, &am), DLOCK_OK);
+    assert_int_equal(dlock_multilock_new(l + 4, 2, &om), DLOCK_OK);
+    th_name(en, sizeof(en), "qe");
+    th_name(eo, sizeof(eo), "oe");
+    dlock_election *qe, *oe;
+    assert_int_equal(dlock_election_get(qc, en, &qe), DLOCK_OK);
+    assert_int_equal(dlock_election_get(oc, eo, &oe), DLOCK_OK);
+    const dlock_wait_opts now = {.wait_ms = 0};
+
+    th_redis *np = next_primary();
+    const int64_t t_swap = th_now_ms();
+    promote(np);
+
+    /* Without the quarantine: both as soon as the client sees the switch. */
+    await_taken(try_multilock, om);
+    assert_int_equal(th_int(np, "EXISTS %s %s", n[4], n[5]), 2);
+    assert_int_equal(dlock_multilock_release(om), DLOCK_OK);   /* before its lease ends */
+    if (dlock_election_campaign(oe, &now) != DLOCK_OK)
+        fail_msg("campaign without a quarantine: %s", dlock_last_error());
+
+    /* With it: once the switch is seen, a try names the quarantine. */
+    const int64_t t_seen = await_quarantine("multi-lock", try_multilock, qm, q, t_swap);
+    int rc = dlock_election_campaign(qe, &now);
+    if (rc != DLOCK_ETIMEDOUT || !strstr(dlock_last_error(), "quarantine"))
+        fail_msg("campaign in the quarantine: %d (%s)", rc, dlock_last_error());
+    /* A short wait ends naming it, nothing held (all or nothing). */
+    rc = dlock_multilock_try(qm, 100, 10000);
+    if (rc != DLOCK_ETIMEDOUT || !strstr(dlock_last_error(), "quarantine"))
+        fail_msg("short wait: %d (%s)", rc, dlock_last_error());
+    atomic_store(&async_rc, 1);
+    assert_int_equal(dlock_multilock_acquire_async(
+                         am, &(dlock_wait_opts){.wait_ms = 100, .lease_ms = 10000}, on_async, NULL),
+                     DLOCK_OK);
+    await_async(DLOCK_ETIMEDOUT, "short asynchronous wait");
+    if (!strstr(async_msg, "quarantine"))
+        fail_msg("short asynchronous wait: %s", async_msg);
+    assert_int_equal(th_int(np, "EXISTS %s %s %s %s %s", n[0], n[1], n[2], n[3], en), 0);
+
+    /* Long waits: sleeping, sending nothing, then all taken. */
+    long long before = th_calls(np, "evalsha");
+    atomic_store(&async_rc, 1);
+    assert_int_equal(dlock_multilock_acquire_async(
+                         am, &(dlock_wait_opts){.wait_ms = 30000 * slack, .lease_ms = 10000},
+                         on_async, NULL),
+                     DLOCK_OK);
+    rc = dlock_multilock_try(qm, 30000 * slack, 10000);
+    const int64_t t_ok = th_now_ms();
+    if (rc != DLOCK_OK)
+        fail_msg("multi-lock after the quarantine: %d (%s)", rc, dlock_last_error());
+    uint64_t term = 0;
+    rc = dlock_election_campaign(qe, &(dlock_wait_opts){.wait_ms = 30000 * slack,
+                                                        .token = &term});
+    if (rc != DLOCK_OK)
+        fail_msg("campaign after the quarantine: %d (%s)", rc, dlock_last_error());
+    await_async(DLOCK_OK, "asynchronous multi-lock");
+    /* Four locks, the election's lock and its announcement, each once (twice
+     * after a NOSCRIPT). */
+    check_waited("multi-lock, election", q, t_swap, t_seen, t_ok,
+                 th_calls(np, "evalsha") - before, 12);
+    assert_int_equal(th_int(np, "EXISTS %s %s %s %s %s", n[0], n[1], n[2], n[3], en), 5);
+    assert_true(term > 0);
+    assert_int_equal(dlock_election_resign(qe), DLOCK_OK);
+    assert_int_equal(dlock_election_resign(oe), DLOCK_OK);
+    dlock_election_free(qe);
+    dlock_election_free(oe);
+    assert_int_equal(dlock_multilock_release(qm), DLOCK_OK);
+    assert_int_equal(dlock_multilock_release(am), DLOCK_OK);
+    ml_free(qm, l, 2);
+    ml_free(am, l + 2, 2);
+    ml_free(om, l + 4, 2);
     dlock_client_close(qc);
     dlock_client_close(oc);
 }
@@ -292,6 +433,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_acquisition_waits_out_the_quarantine),
+        cmocka_unit_test(test_multilock_and_election_wait_out_the_quarantine),
         cmocka_unit_test(test_auto_covers_the_longest_lease),
         cmocka_unit_test(test_hold_absent_on_new_primary),
     };

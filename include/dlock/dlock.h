@@ -342,6 +342,15 @@ typedef int (*dlock_address_map_fn)(const char *host, int port, char *host_out, 
                                     void *ud);
 DLOCK_API int dlock_config_set_address_map(dlock_config *cfg, dlock_address_map_fn fn,
                                            void *ud);
+/* The address map as text, the syntax of the URL's ?map= (without "map="):
+ *   HOST:PORT=HOST:PORT[,HOST:PORT=HOST:PORT...]
+ * appended to the entries given before (at most 64 in all); may be called
+ * again. The entries apply after the URL's and before fn above, and are kept
+ * when the URL changes. Returns DLOCK_OK; DLOCK_EINVAL when cfg or entries is
+ * NULL or an entry does not parse ("address map entry '...' does not parse:
+ * give HOST:PORT=HOST:PORT..."), then none of entries is added; DLOCK_ENOMEM.
+ * entries is copied. Not thread-safe on one config, as every setter. */
+DLOCK_API int dlock_config_add_address_map(dlock_config *cfg, const char *entries);
 
 /* Credentials for the sentinels of a redis-sentinel:// URL when they differ
  * from the data nodes' (the sentinels' requirepass or ACL user). Same rules
@@ -515,11 +524,15 @@ typedef enum dlock_quarantine {
  * primary for a shard (a Sentinel +switch-master, a replica promoted in a
  * cluster, a node found by ROLE in redis-replicated://, the server behind
  * one address turned replica and replaced), acquisitions (reentrant, fair
- * and read-write locks, semaphores and permit semaphores, a try with no wait
- * included; not yet the multi-lock or the election) routed to that shard
- * wait until the quarantine ends, sleeping and sending nothing; a wait
- * shorter than what is left ends with DLOCK_ETIMEDOUT, whose message names
- * the quarantine. Every hold the watchdog renews is renewed at once on the
+ * and read-write locks, semaphores and permit semaphores, multi-locks and
+ * RedLocks, an election's campaign, blocking and asynchronous, a try with no
+ * wait included) routed to that shard wait until the quarantine ends,
+ * sleeping and sending nothing; a wait shorter than what is left ends with
+ * DLOCK_ETIMEDOUT, whose message names the quarantine. A multi-lock or
+ * RedLock is taken only once none of its locks' shards is in quarantine
+ * (each lock per its own client's setting): it sends nothing to a shard that
+ * is (the blocking form nothing at all while it waits), and holds none of
+ * its locks when it fails. Every hold the watchdog renews is renewed at once on the
  * new primary, and one found absent there is reported lost,
  * DLOCK_LOST_GONE with cause DLOCK_CAUSE_FAILOVER. Releases, renewals and
  * queries are never held back. The quarantine runs from when this client

@@ -51,6 +51,7 @@ void dlock__config_clear(dlock_config *cfg)
 {
     dlock__endpoint_clear(&cfg->ep);
     dlock__deploy_clear(&cfg->deploy);
+    dlock__deploy_clear(&cfg->added_maps);
     dlock__tls_opts_clear(&cfg->tls);
     free(cfg->client_name);
     cfg->client_name = NULL;
@@ -69,13 +70,16 @@ int dlock__config_copy(dlock_config *dst, const dlock_config *src)
     *dst = *src;
     dst->client_name = NULL;
     memset(&dst->deploy, 0, sizeof(dst->deploy));
+    memset(&dst->added_maps, 0, sizeof(dst->added_maps));
     memset(&dst->tls, 0, sizeof(dst->tls));
     if (dlock__endpoint_copy(&dst->ep, &src->ep) != DLOCK_OK ||
         dlock__deploy_copy(&dst->deploy, &src->deploy) != DLOCK_OK ||
+        dlock__deploy_copy(&dst->added_maps, &src->added_maps) != DLOCK_OK ||
         dlock__tls_opts_copy(&dst->tls, &src->tls) != DLOCK_OK ||
         dlock__dup_opt(&dst->client_name, src->client_name) != 0) {
         dlock__endpoint_clear(&dst->ep);
         dlock__deploy_clear(&dst->deploy);
+        dlock__deploy_clear(&dst->added_maps);
         dlock__tls_opts_clear(&dst->tls);
         free(dst->client_name);
         dst->client_name = NULL;
@@ -241,11 +245,19 @@ int dlock_config_set_address_map(dlock_config *cfg, dlock_address_map_fn fn, voi
     return DLOCK_OK;
 }
 
+int dlock_config_add_address_map(dlock_config *cfg, const char *entries)
+{
+    NEED_CFG(cfg);
+    return dlock__add_maps(&cfg->added_maps, entries);
+}
+
 void dlock__map_address(const dlock_config *cfg, const char *host, int port, char *host_out,
                         int *port_out)
 {
-    /* The URL's entries first; the callback for the addresses they do not name. */
-    if (dlock__deploy_map(&cfg->deploy, host, port, host_out, port_out))
+    /* The URL's entries first, then those added; the callback for the
+     * addresses they do not name. */
+    if (dlock__deploy_map(&cfg->deploy, host, port, host_out, port_out) ||
+        dlock__deploy_map(&cfg->added_maps, host, port, host_out, port_out))
         return;
     snprintf(host_out, DLOCK_HOST_MAX, "%s", host);
     *port_out = port;

@@ -190,6 +190,9 @@ int dlock__deploy_copy(dlock__deploy *dst, const dlock__deploy *src);
  * *port_out: 1 when one names it, 0 (nothing written) otherwise. */
 int dlock__deploy_map(const dlock__deploy *d, const char *host, int port, char *host_out,
                       int *port_out);
+/* Appends entries ("HOST:PORT=HOST:PORT[,...]", the URL's map= syntax) to
+ * d's map: all of them, or none with DLOCK_EINVAL / DLOCK_ENOMEM. */
+int dlock__add_maps(dlock__deploy *d, const char *entries);
 /* Frees the seeds and names, keeps nothing (credentials included). */
 void dlock__deploy_clear(dlock__deploy *d);
 
@@ -226,6 +229,8 @@ struct dlock_config {
     void *log_ud;
     dlock_credentials_fn cred_fn;   /* asked at every connect (NULL: the static ones) */
     void *cred_ud;
+    dlock__deploy added_maps;       /* dlock_config_add_address_map's entries (maps only;
+                                       kept when the URL changes) */
     dlock_address_map_fn map_fn;    /* announced address -> reachable one (NULL: none) */
     void *map_ud;
     dlock_log_level log_level;

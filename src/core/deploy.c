@@ -135,8 +135,13 @@ int dlock__deploy_map(const dlock__deploy *d, const char *host, int port, char *
     return 0;
 }
 
+/* How the map's messages name it: in a URL (map=...) or given on its own
+ * (dlock_config_add_address_map, the CLI's --map). */
+static const char *map_what(int url) { return url ? "invalid URL: map entry" : "address map entry"; }
+static const char *map_form(int url) { return url ? "map=" : ""; }
+
 /* One side of a map entry, "host:port" or "[v6]:port", into *host, *port. */
-static int map_side(const char *s, size_t n, const char *entry, size_t elen, char **host,
+static int map_side(const char *s, size_t n, const char *entry, size_t elen, int url, char **host,
                     int *port)
 {
     char ex[96];
@@ -149,10 +154,11 @@ static int map_side(const char *s, size_t n, const char *entry, size_t elen, cha
         return rc;
     if (rc != DLOCK_OK)
         return dlock__fail(DLOCK_EINVAL,
-                           "invalid URL: map entry '%s' does not parse: give "
-                           "map=HOST:PORT=HOST:PORT[,HOST:PORT=HOST:PORT...] (the address "
+                           "%s '%s' does not parse: give "
+                           "%sHOST:PORT=HOST:PORT[,HOST:PORT=HOST:PORT...] (the address "
                            "announced, then the one to reach it at)",
-                           dlock__excerpt(entry, elen, ex, sizeof(ex)));
+                           map_what(url), dlock__excerpt(entry, elen, ex, sizeof(ex)),
+                           map_form(url));
     *host = ep.host;
     *port = ep.port;
     ep.host = NULL;
@@ -160,27 +166,29 @@ static int map_side(const char *s, size_t n, const char *entry, size_t elen, cha
     return DLOCK_OK;
 }
 
-/* The value of one map= parameter: entries separated by ','. */
-static int parse_maps(const char *v, size_t n, dlock__deploy *d)
+/* The value of one map= parameter (url 1) or of
+ * dlock_config_add_address_map: entries separated by ','. */
+static int parse_maps(const char *v, size_t n, int url, dlock__deploy *d)
 {
     if (n == 0)
-        return dlock__fail(DLOCK_EINVAL, "invalid URL: map= is empty (give "
-                                         "map=HOST:PORT=HOST:PORT[,...])");
+        return dlock__fail(DLOCK_EINVAL, "%s is empty (give %sHOST:PORT=HOST:PORT[,...])",
+                           url ? "invalid URL: map=" : "the address map", map_form(url));
     for (const char *e = v, *end = v + n; e <= end;) {
         const char *comma = memchr(e, ',', (size_t)(end - e));
         size_t len = (size_t)((comma ? comma : end) - e);
         const char *eq = memchr(e, '=', len);
         if (d->nmaps == MAX_MAPS)
-            return dlock__fail(DLOCK_EINVAL, "invalid URL: more than %d map entries", MAX_MAPS);
+            return dlock__fail(DLOCK_EINVAL, "%smore than %d address map entries",
+                               url ? "invalid URL: " : "", MAX_MAPS);
         dlock__addr_map *a = realloc(d->maps, (d->nmaps + 1) * sizeof(*a));
         if (!a)
             return dlock__fail(DLOCK_ENOMEM, "out of memory parsing the URL");
         d->maps = a;
         a = &d->maps[d->nmaps];
         memset(a, 0, sizeof(*a));
-        int rc = map_side(e, eq ? (size_t)(eq - e) : 0, e, len, &a->from, &a->from_port);
+        int rc = map_side(e, eq ? (size_t)(eq - e) : 0, e, len, url, &a->from, &a->from_port);
         if (rc == DLOCK_OK)
-            rc = map_side(eq + 1, len - (size_t)(eq - e) - 1, e, len, &a->to, &a->to_port);
+            rc = map_side(eq + 1, len - (size_t)(eq - e) - 1, e, len, url, &a->to, &a->to_port);
         d->nmaps++;   /* cleared with the rest on failure */
         if (rc != DLOCK_OK)
             return rc;
@@ -225,7 +233,7 @@ static int split_query(const char *q, size_t n, const char *scheme, int tls, dlo
         const char *amp = memchr(p, '&', (size_t)(end - p));
         size_t len = (size_t)((amp ? amp : end) - p);
         if (len >= 4 && strncmp(p, "map=", 4) == 0) {
-            rc = parse_maps(p + 4, len - 4, d);
+            rc = parse_maps(p + 4, len - 4, 1, d);
         } else if (len > 0) {
             r[rl] = rl == 0 ? '?' : '&';
             rl++;
@@ -391,6 +399,20 @@ static int parse_list(const char *url, int which, dlock__endpoint *ep, dlock__de
 }
 
 int dlock__is_deploy_url(const char *url) { return scheme_of(url) >= 0; }
+
+int dlock__add_maps(dlock__deploy *d, const char *entries)
+{
+    if (!entries)
+        return dlock__fail(DLOCK_EINVAL, "the address map is NULL");
+    size_t before = d->nmaps;
+    int rc = parse_maps(entries, strlen(entries), 0, d);
+    while (rc != DLOCK_OK && d->nmaps > before) {   /* all of entries or nothing */
+        d->nmaps--;
+        free(d->maps[d->nmaps].from);
+        free(d->maps[d->nmaps].to);
+    }
+    return rc;
+}
 
 /* Back to one server: seeds and master name dropped, sentinel credentials kept. */
 static void deploy_single(dlock__deploy *d)

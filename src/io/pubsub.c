@@ -401,9 +401,12 @@ static void retry_later(dlock__pubsub *ps)
 /* ------------------------------------------------ one address: the watch */
 
 /* How often the address is asked while waiters wait: the pace of the pub/sub
- * keepalive PING (aconn.c), so that a wait stays silent for seconds at a
- * time (a waiter sends nothing in between). */
+ * keepalive PING (aconn.c), and never before the subscriptions have stayed
+ * unchanged that long, so that a wait is silent for its first 10 s (a waiter
+ * sends nothing; a test that counts a new waiter's commands sees none). The
+ * timer ticks every WATCH_TICK_MS to see demotions other requests saw. */
 #define WATCH_MS 10000
+#define WATCH_TICK_MS 1000
 
 /* A watch's question (two requests through the asynchronous calls'
  * connection to the address: ROLE, INFO server) and what the subscriptions'
@@ -537,9 +540,10 @@ static void on_watch_info(int status, dlock__res *res, void *ud)
     on_watch_answer(status, res, ud, 0);
 }
 
-/* Every WATCH_MS while a channel is subscribed: a demotion another
- * request saw moves the channels; the address's server is asked whether it
- * is still the primary, and which server it is. */
+/* Every WATCH_TICK_MS while a channel is subscribed: a demotion another
+ * request saw moves the channels; every WATCH_MS, once the subscriptions
+ * have not changed for as long, the address's server is asked whether it is
+ * still the primary, and which server it is. */
 static void on_watch(uv_timer_t *t)
 {
     dlock__pubsub *ps = t->data;
@@ -550,7 +554,9 @@ static void on_watch(uv_timer_t *t)
         uv_timer_stop(&ps->watch);   /* the next subscription starts it again */
         return;
     }
-    if (ps->role_inflight || ps->role_off)
+    int64_t now = dlock__now_ms();
+    if (ps->role_inflight || ps->role_off || now - ps->subs_changed_ms < WATCH_MS ||
+        now - ps->watch_asked_ms < WATCH_MS)
         return;
     watch_ask *wa = calloc(1, sizeof(*wa));
     if (!wa)
@@ -569,6 +575,7 @@ static void on_watch(uv_timer_t *t)
         return;
     }
     ps->role_inflight = 1;
+    ps->watch_asked_ms = now;
     wa->left = 2;
     if (dlock__acall_send(ps->acall, &iq, on_watch_info, wa) != DLOCK_OK)
         wa->left = 1;   /* ROLE alone */
@@ -579,8 +586,7 @@ static void watch_start(dlock__pubsub *ps)
     if (ps->dynamic || !ps->acall || ps->stopping)
         return;
     if (timer_idle(ps, &ps->watch, &ps->watch_inited)) {
-        uint64_t every = WATCH_MS;
-        uv_timer_start(&ps->watch, on_watch, every, every);
+        uv_timer_start(&ps->watch, on_watch, WATCH_TICK_MS, WATCH_TICK_MS);
     }
 }
 
@@ -597,8 +603,10 @@ static void sync_channels(dlock__pubsub *ps)
         barriers |= ps->conns[i]->barrier_wanted;
     if (ps->dynamic && !ps->stopping)
         retry_later(ps);   /* starts the periodic look at the topology */
-    if (!dlock__list_empty(&ps->dirty))
+    if (!dlock__list_empty(&ps->dirty)) {
+        ps->subs_changed_ms = dlock__now_ms();
         watch_start(ps);
+    }
     if (ps->stopping || (dlock__list_empty(&ps->dirty) && !barriers)) {
         pthread_mutex_unlock(&ps->mu);
         return;

@@ -68,13 +68,16 @@ struct dlock__pubsub {
     size_t nconns;
 
     /* One address (not dynamic): while channels are subscribed, the address
-     * is asked ROLE and INFO server every 10 s (pubsub.c, WATCH_MS; through the
-     * asynchronous calls' connection); a replica there, or a primary other
-     * than the subscriptions' server, retires the address's node (single.c)
-     * and the channels move to new connections. io thread only. */
+     * is asked ROLE and INFO server every 10 s once the subscriptions have
+     * not changed for 10 s (pubsub.c, WATCH_MS; through the asynchronous
+     * calls' connection); a replica there, or a primary other than the
+     * subscriptions' server, retires the address's node (single.c) and the
+     * channels move to new connections. io thread only. */
     dlock__acall *acall;     /* NULL: no watch */
-    uv_timer_t watch;
+    uv_timer_t watch;        /* ticks every WATCH_TICK_MS */
     int watch_inited;
+    int64_t subs_changed_ms; /* a SUBSCRIBE/UNSUBSCRIBE last went out */
+    int64_t watch_asked_ms;  /* the watch last asked */
     int role_inflight;       /* a watch's requests are out */
     int role_off;            /* the server refused ROLE: not asked again */
     int run_id_moves;        /* moves for another run_id in a row */

@@ -557,7 +557,8 @@ static void settle(aop *op)
     }
     int rc = DLOCK_OK;
     dlock__busy b = {.ttl = -1};
-    step(op, dlock__wait_attempted(&op->w, &rc, &b), rc);
+    int next = dlock__wait_attempted(&op->w, &rc, &b);   /* before rc is read */
+    step(op, next, rc);
 }
 
 /* What an attempt's answer comes to (dlock__answer), then the next step. */
@@ -567,7 +568,8 @@ static void attempt_answered(aop *op, int status, dlock__res *res)
     dlock__busy b = {.ttl = -1};
     if (dlock__quarantine_met(op->w.h, t, status, res, &b)) {
         int rc = DLOCK__BUSY;
-        step(op, dlock__wait_attempted(&op->w, &rc, &b), rc);
+        int next = dlock__wait_attempted(&op->w, &rc, &b);   /* before rc is read */
+        step(op, next, rc);
         return;
     }
     op->read = 1;
@@ -638,7 +640,8 @@ static void send_attempt(aop *op, int again)
     if (dlock__quarantined(op->w.h, t, &qb)) {
         int rc = DLOCK__BUSY;
         (void)dlock__wait_waited(&op->w, again);
-        step(op, dlock__wait_attempted(&op->w, &rc, &qb), rc);
+        int next = dlock__wait_attempted(&op->w, &rc, &qb);   /* before rc is read */
+        step(op, next, rc);
         return;
     }
     dlock__op o;

@@ -439,13 +439,18 @@ static void attempt_round(call *cl, int64_t waited_ms)
      * validity are ever later than Redis's. */
     int64_t start = dlock__now_ms();
     dlock__attempts += cl->n;
-    send_round(cl, cl->sel, cl->n, cl->ml->red ? DLOCK__CALL_NO_RETRY : 0, 0);
+    /* A lock the router moves to a new primary on its way is not sent there
+     * while it is in its quarantine: it answers busy (below). */
+    send_round(cl, cl->sel, cl->n,
+               DLOCK__CALL_QUARANTINE | (cl->ml->red ? DLOCK__CALL_NO_RETRY : 0), 0);
     cl->took_ms = dlock__now_ms() - start;
     cl->taken = 0;
     for (size_t i = 0; i < cl->n; i++) {
         slot *s = &cl->s[i];
         s->b = (dlock__busy){.ttl = -1};
         s->held = 0;   /* a round starts with nothing held (given back before) */
+        if (dlock__quarantine_met(&s->l->h, acq, s->rc, &s->res, &s->b))
+            s->rc = DLOCK__BUSY;
         if (s->rc == DLOCK_OK) {
             s->rc = acq->read(&s->a, DLOCK_OK, &s->res, &s->b);
             if (s->rc == DLOCK_OK) {
@@ -531,6 +536,7 @@ static int decide(call *cl, dlock__busy *b)
         t = &cl->s[cl->target];
         b->ttl = t->b.ttl;
         b->first = t->b.first;
+        b->quarantine = t->b.quarantine;
         if (ml->red && busy > ml->quorum - cl->taken) {
             /* Any of several busy locks would do, and only the target's
              * release wakes this call: look again after a random pause (the
@@ -547,9 +553,41 @@ static int decide(call *cl, dlock__busy *b)
     return DLOCK__BUSY;
 }
 
+/* The lock (its index) whose node is a new primary in the longest failover
+ * quarantine still running (each lock's client's
+ * dlock_config_set_failover_quarantine), *b its busy answer; NONE when
+ * none. A call waits that out before a round sends anything (all or
+ * nothing: no lock is taken while another cannot be). */
+static size_t longest_quarantine(dlock_lock *const *locks, size_t n, dlock__busy *b)
+{
+    size_t at = NONE;
+    for (size_t i = 0; i < n; i++) {
+        dlock__busy q = {.ttl = -1};
+        if (dlock__quarantined(&locks[i]->h, &dlock__acquire_type, &q) &&
+            (at == NONE || q.ttl > b->ttl)) {
+            *b = q;
+            at = i;
+        }
+    }
+    return at;
+}
+
+/* The blocking form: waits on that lock's channel. */
+static int quarantined(call *cl, dlock__busy *b)
+{
+    size_t i = longest_quarantine(cl->ml->locks, cl->n, b);
+    if (i == NONE)
+        return 0;
+    b->c = cl->s[i].l->h.c;
+    b->channel = dlock__acquire_type.channel(&cl->s[i].a, &b->clen);
+    return 1;
+}
+
 static int ml_attempt(void *ud, int64_t waited_ms, dlock__busy *b)
 {
     call *cl = ud;
+    if (quarantined(cl, b))
+        return DLOCK__BUSY;
     attempt_round(cl, waited_ms);
     return decide(cl, b);
 }
@@ -739,6 +777,8 @@ struct amulti {
     int *rc;                 /* per lock: this round's status (DLOCK_OK: held) */
     int final;               /* the call's outcome once decided (A_BACK) */
     char msg[MSG];
+    char why[256];           /* why the target's last wait ran out (a failover
+                                quarantine, say): the timeout's message names it */
     asub *subs;
 };
 
@@ -799,6 +839,47 @@ static void am_start(amulti *am, size_t i, int release, int64_t wait_ms)
     }
 }
 
+/* Waits on the target (A_TARGET): its own acquire, with what is left of
+ * the caller's wait (a RedLock's: the algorithm's random pause at most, but
+ * a failover quarantine's in full). Under am->mu. */
+static void am_wait_target(amulti *am, int quarantine)
+{
+    int64_t now = dlock__now_ms();
+    int64_t wait = am->deadline == INT64_MAX ? DLOCK_WAIT_FOREVER : am->deadline - now;
+    if (am->ml->red && !quarantine) {
+        /* Any of several busy locks would do: look again after the
+         * algorithm's random pause at the latest. */
+        uint32_t u;
+        dlock__random(&u, sizeof(u));
+        int64_t pause = REDLOCK_RETRY_MS + (int64_t)(u % REDLOCK_RETRY_MS);
+        if (wait == DLOCK_WAIT_FOREVER || wait > pause)
+            wait = pause;
+    }
+    am->phase = A_TARGET;
+    for (size_t i = 0; i < am->ml->n; i++)
+        am->rc[i] = DLOCK__BUSY;
+    am->taken_at = now;
+    am_start(am, am->target, 0, wait);
+}
+
+/* A new round (A_TRY): every lock tried at once, or, while a lock's node is
+ * in its failover quarantine, nothing sent but that lock's own wait, which
+ * sleeps it out (then the others are tried). Under am->mu. */
+static void am_round(amulti *am)
+{
+    dlock__busy q;
+    size_t t = longest_quarantine(am->ml->locks, am->ml->n, &q);
+    if (t != NONE) {
+        am->target = t;
+        am_wait_target(am, 1);
+        return;
+    }
+    am->phase = A_TRY;
+    am->taken_at = dlock__now_ms();
+    for (size_t i = 0; i < am->ml->n; i++)
+        am_start(am, i, 0, 0);
+}
+
 /* Gives back every lock held (A_BACK), then the call ends with am->final or
  * goes on waiting. Under am->mu. */
 static void am_give_back(amulti *am)
@@ -841,8 +922,8 @@ static int am_decide(amulti *am)
             }
             if (am->final == DLOCK_OK && now >= am->deadline) {
                 am->final = DLOCK_ETIMEDOUT;
-                snprintf(am->msg, sizeof(am->msg), "%s: not taken within the wait (all released)",
-                         ml->label);
+                snprintf(am->msg, sizeof(am->msg), "%s: not taken within the wait (all released)%s%s",
+                         ml->label, am->why[0] ? ": " : "", am->why);
             }
             if (am->final != DLOCK_OK) {
                 int rc = am->final;
@@ -850,29 +931,10 @@ static int am_decide(amulti *am)
                 am_end(am, rc);
                 return 1;
             }
-            if (am->target == NONE) {
-                /* a stale round: again at once */
-                am->phase = A_TRY;
-                am->taken_at = dlock__now_ms();
-                for (size_t i = 0; i < ml->n; i++)
-                    am_start(am, i, 0, 0);
-                continue;
-            }
-            am->phase = A_TARGET;
-            int64_t wait = am->deadline == INT64_MAX ? DLOCK_WAIT_FOREVER : am->deadline - now;
-            if (ml->red) {
-                /* Any of several busy locks would do: look again after the
-                 * algorithm's random pause at the latest. */
-                uint32_t u;
-                dlock__random(&u, sizeof(u));
-                int64_t pause = REDLOCK_RETRY_MS + (int64_t)(u % REDLOCK_RETRY_MS);
-                if (wait == DLOCK_WAIT_FOREVER || wait > pause)
-                    wait = pause;
-            }
-            for (size_t i = 0; i < ml->n; i++)
-                am->rc[i] = DLOCK__BUSY;
-            am->taken_at = dlock__now_ms();
-            am_start(am, am->target, 0, wait);
+            if (am->target == NONE)
+                am_round(am);   /* a stale round: again at once */
+            else
+                am_wait_target(am, 0);
             continue;
         }
         if (am->phase == A_TARGET) {
@@ -939,6 +1001,8 @@ static void on_sub(const dlock_async_result *res, void *ud)
         /* a give-back: its error does not change the outcome */
     } else {
         am->rc[s->i] = rc;
+        if (rc == DLOCK_ETIMEDOUT && am->phase == A_TARGET)
+            snprintf(am->why, sizeof(am->why), "%s", dlock_async_message(res));
         if (rc != DLOCK_OK && rc != DLOCK_ETIMEDOUT)
             am_note(am, rc, dlock_async_message(res));
         else if (am->phase == A_RELEASE && rc != DLOCK_OK)
@@ -995,8 +1059,11 @@ static int am_launch(amulti *am, int release)
     dlock_multilock *ml = am->ml;
     pthread_mutex_lock(&am->mu);
     am->pending++;   /* the guard */
-    for (size_t i = 0; i < ml->n; i++)
-        am_start(am, i, release, 0);
+    if (release)
+        for (size_t i = 0; i < ml->n; i++)
+            am_start(am, i, 1, 0);
+    else
+        am_round(am);
     am->pending--;
     if (am->pending == 0) {
         /* nothing started: nothing held */
@@ -1034,8 +1101,6 @@ int dlock_multilock_acquire_async(dlock_multilock *ml, const dlock_wait_opts *op
             if (ml->locks[i]->h.c->cfg.watchdog_ms < am->lease)
                 am->lease = ml->locks[i]->h.c->cfg.watchdog_ms;
     }
-    am->phase = A_TRY;
-    am->taken_at = now;
     return am_launch(am, 0);
 }
 

@@ -644,6 +644,11 @@ int safety_check(const check_params *cp, check_report *rep)
                     double ms = (h[i].lost_at - f[q].b) / 1e6;
                     if (ms > rep->worst_report_ms)
                         rep->worst_report_ms = ms;
+                } else if (h[i].t_end <= f[q].b && h[i].release_rc == DLOCK_ENOTOWNER) {
+                    /* It stopped working (called release) before the server
+                     * was back, and the release told it: nothing ran
+                     * unknowing after the restart. */
+                    rep->restart_told++;
                 } else {
                     rep->expectation_failures++;
                     check_problem(rep, "holder (worker %d, name %d) across a restart never told",
