@@ -344,6 +344,74 @@ static void test_leaving_head_wakes_next(void **state)
     freeReplyObject(th_cmd(&srv, "DEL %s %s", q, d));
 }
 
+/* One fair script, called as the client calls it; its reply. */
+static redisReply *fair_script(int script, int nkeys, int argc, const char *const *argv)
+{
+    redisReply *r = NULL;
+    dlock__req req = {.script = script, .nkeys = nkeys, .argc = argc, .argv = argv};
+    assert_int_equal(dlock__call(cli, &req, &r), DLOCK_OK);
+    assert_non_null(r);
+    return r;
+}
+
+/* A newcomer that joins behind an entry whose deadline passed unrenewed (a
+ * dead waiter behind a live head that renews its own, or an entry a failover
+ * brought back after its waiter had left) keeps its place: the fair-order
+ * violation safety_fair_failover_sentinel_kill saw in CI, played step by step
+ * with the scripts. The newcomer used to get that stale deadline + one slot,
+ * still in the past: once the head had gone, the holder's release dropped
+ * the stale entry and the newcomer with it, and the holder took the lock
+ * again at once, past a waiter whose next attempt (which renews its entry)
+ * had not come yet. */
+static void test_join_behind_stale_entry(void **state)
+{
+    (void)state;
+    char name[128], q[160], d[160], prefix[200], latch[240], tok[160];
+    th_name(name, sizeof(name), "fair-stale");
+    snprintf(q, sizeof(q), "redisson_lock_queue:{%s}", name);
+    snprintf(d, sizeof(d), "redisson_lock_timeout:{%s}", name);
+    snprintf(prefix, sizeof(prefix), "redisson_lock__channel:{%s}", name);
+    snprintf(latch, sizeof(latch), "redisson_unlock_latch:{%s}:%032d", name, 0);
+    snprintf(tok, sizeof(tok), "redisson_lock_token:{%s}", name);
+    /* KEYS: lock, queue, deadlines, token; ARGV: lease, owner, slot, fenced,
+     * queue, grace (a 2 s slot and grace, as in the safety run). */
+    const char *try_b[] = {name, q, d, tok, "30000", "b:1", "2000", "0", "0", "2000"};
+    const char *join_a[] = {name, q, d, tok, "30000", "a:1", "2000", "0", "1", "2000"};
+    redisReply *r = fair_script(DLOCK__SCRIPT_FAIR_ACQUIRE, 4, 10, try_b);
+    assert_int_equal(r->type, REDIS_REPLY_NIL);   /* b holds the lock */
+    freeReplyObject(r);
+    /* h: a live head (its deadline renewed), g behind it: nobody renews it. */
+    int64_t t0 = server_ms();
+    freeReplyObject(th_cmd(&srv, "RPUSH %s h:1 g:1", q));
+    freeReplyObject(th_cmd(&srv, "ZADD %s %lld h:1 %lld g:1", d, (long long)t0 + 60000,
+                           (long long)t0 - 60000));
+    r = fair_script(DLOCK__SCRIPT_FAIR_ACQUIRE, 4, 10, join_a);   /* a's first attempt */
+    assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+    assert_int_equal(r->element[1]->integer, 0);   /* held: a queues */
+    freeReplyObject(r);
+    assert_int_equal(queue_len(name), 3);
+    /* h gives up; then b releases and tries again at once, without waiting. */
+    const char *leave_h[] = {q, d, name, prefix, "h:1", "2000", "2000"};
+    freeReplyObject(fair_script(DLOCK__SCRIPT_FAIR_LEAVE, 4, 7, leave_h));
+    const char *release_b[] = {name, q, d, prefix, latch, "b:1", "0", "10000", "2000"};
+    freeReplyObject(fair_script(DLOCK__SCRIPT_FAIR_RELEASE, 5, 9, release_b));
+    r = fair_script(DLOCK__SCRIPT_FAIR_ACQUIRE, 4, 10, try_b);
+    if (r->type != REDIS_REPLY_ARRAY)
+        fail_msg("b took the lock again past a, which queued before it (queue now %lld long)",
+                 queue_len(name));
+    assert_int_equal(r->element[1]->integer, 1);   /* free, but an earlier waiter goes first */
+    freeReplyObject(r);
+    r = th_cmd(&srv, "LRANGE %s 0 -1", q);   /* the dead entry is gone, a is the head */
+    assert_int_equal(r->elements, 1);
+    assert_string_equal(r->element[0]->str, "a:1");
+    freeReplyObject(r);
+    r = fair_script(DLOCK__SCRIPT_FAIR_ACQUIRE, 4, 10, join_a);   /* a's next attempt */
+    assert_int_equal(r->type, REDIS_REPLY_NIL);
+    freeReplyObject(r);
+    assert_int_equal(queue_len(name), 0);
+    freeReplyObject(th_cmd(&srv, "DEL %s %s %s %s", name, d, latch, tok));
+}
+
 /* A waiter killed at the head delays the next one by its slot at most. */
 static void test_dead_waiter_delays_one_slot(void **state)
 {
@@ -774,6 +842,7 @@ int main(void)
         cmocka_unit_test(test_try_zero_never_queues),
         cmocka_unit_test(test_give_up_leaves_queue),
         cmocka_unit_test(test_leaving_head_wakes_next),
+        cmocka_unit_test(test_join_behind_stale_entry),
         cmocka_unit_test(test_dead_waiter_delays_one_slot),
         cmocka_unit_test(test_live_waiters_never_dropped),
         cmocka_unit_test(test_lease_timeout_order),

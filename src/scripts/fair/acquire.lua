@@ -36,10 +36,11 @@
 -- slot (or the holder's TTL plus its slot); when a waiter takes the lock or
 -- leaves, everybody behind it moves up a slot (deadline - slot); only the head
 -- is ever dropped, and dropping it moves nobody. Beyond Redisson:
---   - a waiter that is still alive keeps its entry fresh on every attempt: its
---     deadline becomes at least now + slot x (its place + 1), so that as long
---     as it tries again within one slot (dlock waiters sleep half a slot at
---     most) it is never dropped, however long the lock stays held;
+--   - a waiter that is still alive keeps its entry fresh on every attempt, the
+--     one that joins included: its deadline becomes at least now + slot x (its
+--     place + 1), so that as long as it tries again within one slot (dlock
+--     waiters sleep half a slot at most) it is never dropped, however long the
+--     lock stays held;
 --   - the head's turn starts when the lock is found free (here, or by a
 --     release): its deadline is cut to now + grace (ARGV[6]) at most, so a
 --     dead head delays the others by one configured slot after the lock is
@@ -164,8 +165,13 @@ if not pos then
   if not base then
     base = now + math.max(pttl, 0)
   end
-  redis.call('zadd', deadlines, base + slot, owner)
-  pos = redis.call('rpush', queue, owner) - 1
+  -- Never a deadline fresher entries would not have (see the top): the last
+  -- one's may have passed unrenewed (a dead waiter behind a live head, an
+  -- entry a failover brought back), and the newcomer would be dropped with
+  -- it before its next attempt renews its own.
+  pos = redis.call('llen', queue)
+  redis.call('zadd', deadlines, math.max(base + slot, now + slot * (pos + 1)), owner)
+  redis.call('rpush', queue, owner)
 else
   local want = now + slot * (pos + 1)
   local d = tonumber(redis.call('zscore', deadlines, owner))
