@@ -43,6 +43,8 @@ typedef struct run {
     char lock_url[512];     /* a deployment's URL (failover scenarios), else empty */
     int ack;                /* replicas each acquisition and renewal waits for */
     int failovers;          /* made so far */
+    int unasked;            /* made by a sentinel alone (--sentinel-failover) */
+    int seen_unasked;       /* failovers deploy_watch logged */
     int64_t quarantine;     /* the workers' failover quarantine: 0 off, -1 auto, else ms */
 } run;
 
@@ -59,6 +61,12 @@ redisContext *deploy_admin(int kind, const char *key);
 /* One failover (of the primary serving `key` on a cluster), logged as an O
  * record; 0 once the switch is seen, -1 when it could not be made. */
 int deploy_failover(run *r, int kind, const char *key);
+/* Between failovers: logs as an O record a failover the deployment made on
+ * its own (Sentinel's), once it is seen complete. */
+void deploy_watch(run *r, int kind);
+/* DEPLOY_SENTINEL_KILL: a sentinel asked to fail over on its own (SENTINEL
+ * FAILOVER), nothing logged; 0 when it accepted. */
+int deploy_sentinel_failover(void);
 /* Appends a line to the run's coordinator log. */
 void coord_log(run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -19,7 +19,8 @@
  *                            from replication for a while first and promoted
  *                            without catching up: the grants it missed are
  *                            lost (replicated_lag)
- * Each is logged as "O <t_fault> <t_switched>". */
+ * Each is logged as "O <t_fault> <t_switched>", and so is a failover the
+ * sentinels make on their own (deploy_watch). */
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,6 +125,47 @@ static th_redis *replica_of(const th_redis *p)
     return NULL;
 }
 
+/* DEPLOY_SENTINEL_KILL: the primary as the last O record left it, and the
+ * servers that were primaries before and may still say so (a primary the
+ * sentinels replaced stays one until they reach it): deploy_watch. */
+static int known_port;
+static int former[TH_REPLICAS + 1];
+static int64_t unplanned_at;   /* deploy_watch: when it first saw a switch begin, 0: none */
+
+/* The port every sentinel names the primary, or -1 while they disagree. */
+static int sentinels_agree(void)
+{
+    int port = -1;
+    for (int i = 0; i < TH_SENTINELS; i++) {
+        int p = th_sentinel_primary_port(&ss.s[i], ss.master);
+        if (p <= 0 || (i > 0 && p != port))
+            return -1;
+        port = p;
+    }
+    return port;
+}
+
+static int is_primary(const th_redis *n)
+{
+    redisReply *x = n->pid > 0 ? th_cmd(n, "ROLE") : NULL;
+    int yes = x && x->type == REDIS_REPLY_ARRAY && x->elements > 0 &&
+              x->element[0]->type == REDIS_REPLY_STRING && !strcmp(x->element[0]->str, "master");
+    if (x)
+        freeReplyObject(x);
+    return yes;
+}
+
+/* The primary is now `port` (an O record was just written). */
+static void primary_is(int port)
+{
+    if (known_port > 0 && known_port != port)
+        for (int i = 0; i <= TH_REPLICAS; i++)
+            if (rs_server(i)->port == known_port)
+                former[i] = 1;
+    known_port = port;
+    unplanned_at = 0;
+}
+
 static int sentinel_kill(run *r)
 {
     int port = th_sentinel_primary_port(&ss.s[0], ss.master);
@@ -146,7 +188,12 @@ static int sentinel_kill(run *r)
     }
     if (now_port == port)
         return -1;
+    /* Switched once every sentinel names the new primary: a client may ask
+     * any of them (one that lags names the dead primary meanwhile). */
+    while (sentinels_agree() != now_port && safety_now() - a < 30000000000LL && !interrupted)
+        msleep(20);
     coord_log(r, "O %lld %lld", (long long)a, (long long)safety_now());
+    primary_is(now_port);
     /* Back as a replica of the new primary, for the next failover. */
     if (th_redis_restart(old) == 0) {
         redisReply *x = th_cmd(old, "REPLICAOF 127.0.0.1 %d", now_port);
@@ -288,6 +335,56 @@ static int replicated_lag(run *r)
     if (th_replset_promote(&rs, np) != 0)
         return -1;
     return switched(r, np, a);
+}
+
+/* A failover the sentinels make on their own: on a busy machine one may find
+ * the primary it just promoted silent for down-after-milliseconds (1 s) and
+ * promote another. Until the sentinels reach the replaced primary it stays
+ * one, and the clients that have not heard of the switch go on writing there:
+ * what they write is lost as in a planned failover (seen in a
+ * safety_fair_failover_sentinel_kill run: live waiters' queue entries gone,
+ * "fair order" violations 2 s after the planned failover). Logged as an O
+ * record from the first poll that saw it begin (another server says it is a
+ * primary, or a sentinel names another) to the first that saw every
+ * sentinel name the new primary. Polled between the planned failovers. */
+void deploy_watch(run *r, int kind)
+{
+    if (kind != DEPLOY_SENTINEL_KILL)
+        return;
+    if (known_port <= 0)
+        known_port = th_sentinel_primary_port(&ss.s[0], ss.master);
+    int64_t now = safety_now();
+    int agreed = sentinels_agree(), begun = agreed != known_port;
+    for (int i = 0; i <= TH_REPLICAS && !begun; i++) {
+        th_redis *n = rs_server(i);
+        if (n->port == known_port)
+            continue;
+        int primary = is_primary(n);
+        if (!primary)
+            former[i] = 0;   /* replaced, and told since */
+        begun = primary && !former[i];
+    }
+    if (!begun) {
+        unplanned_at = 0;   /* a poll between two sentinels' answers: nothing */
+        return;
+    }
+    if (!unplanned_at)
+        unplanned_at = now;
+    if (agreed > 0 && agreed != known_port) {
+        coord_log(r, "O %lld %lld", (long long)unplanned_at, (long long)safety_now());
+        fprintf(stderr, "  note: the sentinels failed over on their own (to port %d)\n", agreed);
+        primary_is(agreed);
+        r->seen_unasked++;
+    }
+}
+
+int deploy_sentinel_failover(void)
+{
+    redisReply *x = th_cmd(&ss.s[1], "SENTINEL FAILOVER %s", ss.master);
+    int rc = x && x->type == REDIS_REPLY_STATUS ? 0 : -1;
+    if (x)
+        freeReplyObject(x);
+    return rc;
 }
 
 int deploy_failover(run *r, int kind, const char *key)
