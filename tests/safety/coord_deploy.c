@@ -33,6 +33,12 @@ static th_replset rs;
 static th_sentinels ss;
 static th_cluster cl;
 static th_redis *rep_cur;   /* DEPLOY_REPLICATED: the primary now */
+/* DEPLOY_SENTINEL_KILL: the primary as the last O record left it, and the
+ * servers that were primaries before and may still say so (a primary the
+ * sentinels replaced stays one until they reach it): deploy_watch. */
+static int known_port;
+static int former[TH_REPLICAS + 1];
+static int64_t unplanned_at;   /* deploy_watch: when it first saw a switch begin, 0: none */
 
 static th_redis *rs_server(int i) { return i == 0 ? &rs.primary : &rs.replica[i - 1]; }
 
@@ -59,6 +65,9 @@ int deploy_start(int kind, char *url, size_t size)
         return off < size ? 0 : -1;
     }
     if (kind == DEPLOY_SENTINEL_KILL) {
+        known_port = 0;   /* deploy_watch's: this deployment's */
+        memset(former, 0, sizeof(former));
+        unplanned_at = 0;
         if (th_replset_start(&rs, NULL) != 0)
             return -1;
         if (th_sentinels_start(&ss, &rs, "safety") != 0) {
@@ -125,13 +134,6 @@ static th_redis *replica_of(const th_redis *p)
     return NULL;
 }
 
-/* DEPLOY_SENTINEL_KILL: the primary as the last O record left it, and the
- * servers that were primaries before and may still say so (a primary the
- * sentinels replaced stays one until they reach it): deploy_watch. */
-static int known_port;
-static int former[TH_REPLICAS + 1];
-static int64_t unplanned_at;   /* deploy_watch: when it first saw a switch begin, 0: none */
-
 /* The port every sentinel names the primary, or -1 while they disagree. */
 static int sentinels_agree(void)
 {
@@ -192,6 +194,8 @@ static int sentinel_kill(run *r)
      * any of them (one that lags names the dead primary meanwhile). */
     while (sentinels_agree() != now_port && safety_now() - a < 30000000000LL && !interrupted)
         msleep(20);
+    if (unplanned_at && unplanned_at < a)
+        a = unplanned_at;   /* the sentinels had begun one on their own */
     coord_log(r, "O %lld %lld", (long long)a, (long long)safety_now());
     primary_is(now_port);
     /* Back as a replica of the new primary, for the next failover. */
