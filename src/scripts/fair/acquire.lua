@@ -169,9 +169,8 @@ if not pos then
   -- one's may have passed unrenewed (a dead waiter behind a live head, an
   -- entry a failover brought back), and the newcomer would be dropped with
   -- it before its next attempt renews its own.
-  pos = redis.call('llen', queue)
+  pos = redis.call('rpush', queue, owner) - 1
   redis.call('zadd', deadlines, math.max(base + slot, now + slot * (pos + 1)), owner)
-  redis.call('rpush', queue, owner)
 else
   local want = now + slot * (pos + 1)
   local d = tonumber(redis.call('zscore', deadlines, owner))
