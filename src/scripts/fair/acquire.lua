@@ -165,12 +165,15 @@ if not pos then
   if not base then
     base = now + math.max(pttl, 0)
   end
+  redis.call('zadd', deadlines, base + slot, owner)
+  pos = redis.call('rpush', queue, owner) - 1
   -- Never a deadline fresher entries would not have (see the top): the last
   -- one's may have passed unrenewed (a dead waiter behind a live head, an
   -- entry a failover brought back), and the newcomer would be dropped with
   -- it before its next attempt renews its own.
-  pos = redis.call('rpush', queue, owner) - 1
-  redis.call('zadd', deadlines, math.max(base + slot, now + slot * (pos + 1)), owner)
+  if base + slot < now + slot * (pos + 1) then
+    redis.call('zadd', deadlines, now + slot * (pos + 1), owner)
+  end
 else
   local want = now + slot * (pos + 1)
   local d = tonumber(redis.call('zscore', deadlines, owner))
