@@ -793,9 +793,17 @@ static long long renewal_round(th_proxy *p, dlock_lock *l, const char *name, int
 
 /* A client through proxy p whose command timeout (10 s) outlasts the
  * renewal the tests hold back (one answered later counts as failed: a
- * release waits no longer), with a 9 s watchdog timeout. */
+ * release waits no longer), with a 9 s watchdog timeout. The renewal script
+ * is loaded first: after a NOSCRIPT the held-back renewal would be sent,
+ * and held back, twice. */
 static dlock_client *renew_client(th_proxy *p)
 {
+    const dlock__script *rs = &dlock__scripts[DLOCK__SCRIPT_LOCK_RENEW];
+    redisReply *r = th_cmd(&srv, "SCRIPT LOAD %b", rs->body, rs->len);
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    assert_string_equal(r->str, rs->sha);
+    freeReplyObject(r);
     char url[64];
     snprintf(url, sizeof(url), "redis://127.0.0.1:%d", th_proxy_port(p));
     dlock_config *cfg = dlock_config_new();
@@ -1389,5 +1397,7 @@ int main(void)
         cmocka_unit_test(test_renewal_in_flight_at_release),
         cmocka_unit_test(test_async_release_waits_for_its_own_renewal),
     };
+    if (getenv("TH_ONLY"))   /* TH_ONLY='*pattern*': those tests only */
+        cmocka_set_test_filter(getenv("TH_ONLY"));
     return cmocka_run_group_tests(tests, th_setup, th_teardown);
 }
