@@ -914,6 +914,53 @@ static void test_async_release_waits_for_its_own_renewal(void **state)
     th_proxy_stop(p);
 }
 
+/* A client closed while an asynchronous release waits for its hold's
+ * renewal (held back by the proxy): the call ends with DLOCK_ECLOSED at
+ * the close, whose return does not wait for the renewal; the lock was
+ * released all the same. */
+static void test_async_release_settling_at_close(void **state)
+{
+    (void)state;
+    if (getenv("DLOCK_TEST_DEPLOY") && *getenv("DLOCK_TEST_DEPLOY"))
+        skip();   /* one server behind the proxy */
+    const int64_t slack = th_slack();
+    th_proxy *p = th_proxy_start(srv.port);
+    assert_non_null(p);
+    dlock_client *c = renew_client(p);
+    const int64_t delay = 1000 * slack < 8000 ? 1000 * slack : 8000;
+    char name[128], owner[DLOCK_OWNER_BUFSIZE];
+    dlock_client_new_owner_id(c, owner, sizeof(owner));
+    dlock_lock *a;
+    assert_int_equal(dlock_lock_get_as(c, th_name(name, sizeof(name), "settle-close"), owner, &a),
+                     DLOCK_OK);
+    th_proxy_delay_match(p, dlock__scripts[DLOCK__SCRIPT_LOCK_RENEW].sha, (int)delay);
+    assert_int_equal(dlock_lock_acquire(a, DLOCK_WATCHDOG), DLOCK_OK);
+    for (int64_t until = th_now_ms() + 6000 * slack;
+         th_proxy_delayed(p) == 0 && th_now_ms() < until;)
+        th_sleep_ms(2);
+    assert_int_equal(th_proxy_delayed(p), 1);
+    done_cb da = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    assert_int_equal(dlock_lock_release_async(a, on_done, &da), DLOCK_OK);
+    /* released in Redis, the callback still waiting for the renewal */
+    for (int64_t until = th_now_ms() + 5000 * slack;
+         th_int(&srv, "EXISTS %s", name) != 0 && th_now_ms() < until;)
+        th_sleep_ms(2);
+    assert_int_equal(th_int(&srv, "EXISTS %s", name), 0);
+    assert_int_equal(th_proxy_passed(p), 0);
+    assert_false(cb_done(&da));
+    int64_t t0 = th_now_ms();
+    dlock_client_close(c);   /* the handle lives until the callback has run */
+    int64_t close_ms = th_now_ms() - t0;
+    assert_true(cb_done(&da));
+    assert_int_equal(await_cb(&da), DLOCK_ECLOSED);
+    assert_int_equal(th_proxy_passed(p), 0);   /* the renewal still held back */
+    print_message("close: %lld ms (the renewal held back %lld ms)\n", (long long)close_ms,
+                  (long long)delay);
+    dlock_lock_free(a);
+    th_proxy_delay_match(p, NULL, 0);
+    th_proxy_stop(p);
+}
+
 /* The new queries and lifecycle calls asynchronously, with the blocking
  * calls' answers. */
 static void test_async_forms(void **state)
@@ -1396,6 +1443,7 @@ int main(void)
         cmocka_unit_test(test_replica_ack_all_without_replicas),
         cmocka_unit_test(test_renewal_in_flight_at_release),
         cmocka_unit_test(test_async_release_waits_for_its_own_renewal),
+        cmocka_unit_test(test_async_release_settling_at_close),
     };
     if (getenv("TH_ONLY"))   /* TH_ONLY='*pattern*': those tests only */
         cmocka_set_test_filter(getenv("TH_ONLY"));
