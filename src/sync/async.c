@@ -12,6 +12,8 @@
  *            the subscription is confirmed) -> SENT (the retry) -> SLEEPING
  *            (until a wake-up, the busy answer's TTL or the deadline) -> SENT ...
  *   SENT  -> GIVING_BACK (a success that cannot stand) -> done
+ *   SENT  -> SETTLING (a lock release whose hold's renewal is in flight,
+ *            until the watchdog says it was answered) -> done
  *
  * Timers: one libuv timer for the client's calls, over a heap of the calls
  * that sleep, ordered by (deadline, sequence); due calls are collected,
