@@ -35,6 +35,7 @@
 -- another type is somebody's data: it counts as no reservation and is never
 -- written.
 --@include delay.lua
+--@include fence_check.lua
 local lock, owner, reserve = KEYS[1], ARGV[2], KEYS[3]
 local grace = tonumber(ARGV[5])
 local delay = tonumber(ARGV[6] or '0')
@@ -124,14 +125,7 @@ end
 -- Everything that can fail is checked before the first write: Redis does not
 -- roll a script back, and an error after HINCRBY would leave a hold nobody
 -- knows about.
-if ARGV[3] == '1' then
-  local t = redis.call('type', KEYS[2]).ok
-  if t ~= 'none' and (t ~= 'string' or not tonumber(redis.call('get', KEYS[2]))) then
-    return redis.error_reply('WRONGTYPE fencing token key ' .. KEYS[2] .. ' holds no number')
-  end
-end
-
-local bad = delay_wrongtype(marker)
+local bad = fence_wrongtype(ARGV[3], KEYS[2]) or delay_wrongtype(marker)
 if bad then
   return bad
 end
