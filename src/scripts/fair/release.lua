@@ -24,12 +24,10 @@
 -- last hold went 2 if the head of the queue heard its wake-up, 1 if not.
 -- A read-write lock's hash (a "mode" field; the owner's field is then its
 -- read hold) answers WRONGTYPE and is left as it is.
-local earlier = redis.call('get', KEYS[5])
-if earlier then
-  return tonumber(earlier)
-end
+local latch, life = KEYS[5], ARGV[3]
+--@include unlock_latch.lua
 --@include delay.lua
-local lock, queue, deadlines = KEYS[1], KEYS[2], KEYS[3]
+local lock, queue, deadlines, owner = KEYS[1], KEYS[2], KEYS[3], ARGV[1]
 local delay = tonumber(ARGV[5] or '0')
 local marker = delay > 0 and KEYS[6] or nil
 local t = redis.call('time')
@@ -56,7 +54,7 @@ local function wake_head()
   end
 end
 
-local v = redis.call('hmget', lock, ARGV[1], 'mode')   -- WRONGTYPE if not a hash
+local v = redis.call('hmget', lock, owner, 'mode')   -- WRONGTYPE if not a hash
 local count = tonumber(v[1])
 if not count then
   if redis.call('exists', lock) == 0 then
@@ -68,18 +66,8 @@ if v[2] then
   -- The owner's field is its read hold of a read-write lock (same owner id).
   return redis.error_reply('WRONGTYPE the key holds a read-write lock')
 end
-if count > 1 then
-  redis.call('hincrby', lock, ARGV[1], -1)
-  if tonumber(ARGV[2]) > 0 then
-    redis.call('pexpire', lock, ARGV[2])
-    delay_extend(marker, ARGV[2], delay)
-  end
-  redis.call('set', KEYS[5], 0, 'px', ARGV[3])
-  return 0
-end
-redis.call('del', lock)
-delay_clear(marker)
-redis.call('set', KEYS[5], 1, 'px', ARGV[3])
+--@include lock_release.lua
+latched(1)   -- before the wake-up, which may raise WRONGTYPE (a queue of another type)
 if wake_head() > 0 then
   return 2
 end
