@@ -30,10 +30,7 @@
 local lock, prefix, owner = KEYS[1], KEYS[2], ARGV[2]
 local lease = tonumber(ARGV[1])
 local delay = tonumber(ARGV[5] or '0')
-local marker, rset = nil, nil
-if delay > 0 then
-  marker, rset = KEYS[4], KEYS[5]
-end
+local marker, rset = delay_key(ARGV[5], KEYS[4]), delay_key(ARGV[5], KEYS[5])
 
 --@include rw_mode.lua
 if not mode then

@@ -29,10 +29,7 @@
 local lock, field, owner = KEYS[1], ARGV[2], ARGV[3]
 local lease = tonumber(ARGV[1])
 local delay = tonumber(ARGV[5] or '0')
-local marker, rset = nil, nil
-if delay > 0 then
-  marker, rset = KEYS[3], KEYS[4]
-end
+local marker, rset = delay_key(ARGV[5], KEYS[3]), delay_key(ARGV[5], KEYS[4])
 
 --@include rw_mode.lua
 local mine = mode == 'write' and redis.call('hget', lock, field)
