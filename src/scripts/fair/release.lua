@@ -27,38 +27,22 @@
 local latch, life = KEYS[5], ARGV[3]
 --@include unlock_latch.lua
 --@include delay.lua
+--@include fair_wake.lua
 local lock, queue, deadlines, owner = KEYS[1], KEYS[2], KEYS[3], ARGV[1]
 local delay = tonumber(ARGV[5] or '0')
 local marker = delay > 0 and KEYS[6] or nil
-local t = redis.call('time')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+--@include now.lua
 
--- Drop heads whose deadline passed (as acquire.lua), then start the head's
--- turn and wake it.
-local function wake_head()
-  while true do
-    local head = redis.call('lindex', queue, 0)
-    if not head then
-      return 0
-    end
-    local d = tonumber(redis.call('zscore', deadlines, head))
-    if d and d <= now then
-      redis.call('zrem', deadlines, head)
-      redis.call('lpop', queue)
-    else
-      if d and d > now + tonumber(ARGV[4]) then
-        redis.call('zadd', deadlines, now + tonumber(ARGV[4]), head)
-      end
-      return redis.call('publish', KEYS[4] .. ':' .. head, '0')
-    end
-  end
+-- The head's turn starts: it is woken (include/fair_wake.lua).
+local function wake()
+  return wake_head(queue, deadlines, KEYS[4], now, tonumber(ARGV[4]))
 end
 
 local v = redis.call('hmget', lock, owner, 'mode')   -- WRONGTYPE if not a hash
 local count = tonumber(v[1])
 if not count then
   if redis.call('exists', lock) == 0 then
-    wake_head()   -- the lock lapsed unseen: let the head try now
+    wake()   -- the lock lapsed unseen: let the head try now
   end
   return nil
 end
@@ -68,7 +52,7 @@ if v[2] then
 end
 --@include lock_release.lua
 latched(1)   -- before the wake-up, which may raise WRONGTYPE (a queue of another type)
-if wake_head() > 0 then
+if wake() > 0 then
   return 2
 end
 return 1

@@ -36,6 +36,7 @@
 -- written.
 --@include delay.lua
 --@include fence_check.lua
+--@include lock_shape.lua
 local lock, owner, reserve = KEYS[1], ARGV[2], KEYS[3]
 local grace = tonumber(ARGV[5])
 local delay = tonumber(ARGV[6] or '0')
@@ -60,26 +61,12 @@ local function reserved_for()
   return nil
 end
 
--- Nil when the hash at `lock` has the shape of a lock, else what it is.
-local function not_a_lock()
-  local kv = redis.call('hgetall', lock)
-  for i = 1, #kv, 2 do
-    if kv[i] == 'mode' then
-      return 'a read-write lock'
-    end
-    if not string.find(kv[i], ':', 1, true) or not tonumber(kv[i + 1]) then
-      return 'a hash that is not a lock'
-    end
-  end
-  return nil
-end
-
 if redis.call('exists', lock) == 1 then
   local v = redis.call('hmget', lock, owner, 'mode')
   if not v[1] then
     -- Only on this path: a held lock has one field, so this costs little,
     -- and the uncontended acquire pays nothing.
-    local what = not_a_lock()
+    local what = not_a_lock(lock)
     if what then
       return redis.error_reply('WRONGTYPE the key holds ' .. what)
     end
