@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "dlock/async.h"
 #include "fixture.h"
 #include "proxy.h"
 
@@ -116,6 +117,245 @@ static void test_drop_with_requests_in_flight(void **state)
     pthread_barrier_destroy(&go);
     dlock_client_close(c);
     th_proxy_stop(px);
+}
+
+/* ------------------------------------------- holds of unknown outcome */
+
+typedef int (*lock_get_fn)(dlock_client *, const char *, dlock_lock **);
+
+typedef struct cutter {
+    th_proxy *px;
+    long long before;        /* the server's calls before the acquire */
+    int ran;
+} cutter;
+
+/* Cuts the proxy's connections once the acquire ran (its reply swallowed),
+ * or, when it must not run, while its request is held in the blackholed
+ * proxy (then dropped with the connection). */
+static void *cut_later(void *arg)
+{
+    cutter *k = arg;
+    if (k->ran) {
+        int64_t until = th_now_ms() + 5000 * th_slack();
+        while (th_calls(&srv, NULL) <= k->before && th_now_ms() < until)
+            th_sleep_ms(5);
+    } else {
+        th_sleep_ms(200 * th_slack());
+    }
+    th_proxy_cut(k->px);
+    if (!k->ran) {
+        th_sleep_ms(50);
+        th_proxy_blackhole(k->px, 0);
+    }
+    return NULL;
+}
+
+/* An acquisition of l (60 s lease) on the calling thread whose connection
+ * is cut with the request in flight: it ran in Redis (ran) or did not. */
+static int unknown_acquire(th_proxy *px, dlock_lock *l, int ran)
+{
+    cutter k = {.px = px, .before = th_calls(&srv, NULL), .ran = ran};
+    if (ran)
+        th_proxy_swallow_replies(px);
+    else
+        th_proxy_blackhole(px, 1);
+    pthread_t t;
+    pthread_create(&t, NULL, cut_later, &k);
+    int rc = dlock_lock_acquire(l, 60000);
+    pthread_join(t, NULL);
+    return rc;
+}
+
+/* Another client (not through the proxy) takes the name at once. */
+static void others_get_it(lock_get_fn get, const char *name)
+{
+    dlock_client *c2 = th_client(&srv, 30000);
+    dlock_lock *l2 = NULL;
+    assert_int_equal(get(c2, name, &l2), DLOCK_OK);
+    assert_int_equal(dlock_lock_try(l2, 0, 60000), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(l2), DLOCK_OK);
+    dlock_lock_free(l2);
+    dlock_client_close(c2);
+}
+
+typedef struct unk_case {
+    th_proxy *px;
+    dlock_client *c;
+    dlock_lock *l;
+    char name[128];
+    char field[DLOCK_OWNER_BUFSIZE];
+} unk_case;
+
+/* A client through a proxy, its connection warmed (scripts loaded), and a
+ * handle of the type for the calling thread, or for an explicit owner. */
+static void unk_open(unk_case *u, lock_get_fn get, const char *tag, int explicit_owner)
+{
+    if (th_deployed(&srv))
+        skip();   /* a proxy before one server */
+    u->px = th_proxy_start(srv.port);
+    u->c = client_via(u->px, 20000);
+    th_name(u->name, sizeof(u->name), tag);
+    if (explicit_owner) {
+        assert_int_equal(dlock_client_new_owner_id(u->c, u->field, sizeof(u->field)),
+                         DLOCK_OK);
+        int rc = get == dlock_fair_lock_get
+                     ? dlock_fair_lock_get_as(u->c, u->name, u->field, &u->l)
+                     : dlock_lock_get_as(u->c, u->name, u->field, &u->l);
+        assert_int_equal(rc, DLOCK_OK);
+    } else {
+        assert_int_equal(dlock_client_owner_id(u->c, u->field, sizeof(u->field)), DLOCK_OK);
+        assert_int_equal(get(u->c, u->name, &u->l), DLOCK_OK);
+    }
+    assert_int_equal(dlock_lock_acquire(u->l, 60000), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(u->l), DLOCK_OK);
+}
+
+static void unk_close(unk_case *u)
+{
+    freeReplyObject(th_cmd(&srv, "DEL %s", u->name));
+    dlock_lock_free(u->l);
+    dlock_client_close(u->c);
+    th_proxy_stop(u->px);
+}
+
+/* An acquire that ran but ended DLOCK_EUNKNOWN, then the owner's acquire
+ * and release: the release ends the unknown hold too. */
+static void unknown_ran_then_release(lock_get_fn get, int reentries)
+{
+    unk_case u;
+    unk_open(&u, get, "unkran", 0);
+    assert_int_equal(unknown_acquire(u.px, u.l, 1), DLOCK_EUNKNOWN);
+    assert_int_equal(th_int(&srv, "HEXISTS %s %s", u.name, u.field), 1);   /* it ran */
+    for (int i = 0; i <= reentries; i++)
+        assert_int_equal(dlock_lock_acquire(u.l, 60000), DLOCK_OK);
+    for (int i = 0; i < reentries; i++) {
+        assert_int_equal(dlock_lock_release(u.l), DLOCK_OK);
+        /* A known hold is left: still held, the unknown one with it. */
+        redisReply *r = th_cmd(&srv, "HGET %s %s", u.name, u.field);
+        assert_int_equal(r->type, REDIS_REPLY_STRING);
+        assert_int_equal(atoi(r->str), reentries - i + 1);
+        freeReplyObject(r);
+    }
+    assert_int_equal(dlock_lock_release(u.l), DLOCK_OK);
+    assert_int_equal(th_int(&srv, "EXISTS %s", u.name), 0);
+    others_get_it(get, u.name);
+    /* Nothing is owed any more: a new hold is released once. */
+    assert_int_equal(dlock_lock_acquire(u.l, 60000), DLOCK_OK);
+    long long before = th_calls(&srv, "evalsha");
+    assert_int_equal(dlock_lock_release(u.l), DLOCK_OK);
+    assert_int_equal(th_calls(&srv, "evalsha") - before, 1);
+    unk_close(&u);
+}
+
+static void test_unknown_ran_lock(void **state)
+{
+    (void)state;
+    unknown_ran_then_release(dlock_lock_get, 0);
+}
+
+static void test_unknown_ran_fair(void **state)
+{
+    (void)state;
+    unknown_ran_then_release(dlock_fair_lock_get, 0);
+}
+
+static void test_unknown_ran_reentry_lock(void **state)
+{
+    (void)state;
+    unknown_ran_then_release(dlock_lock_get, 1);
+}
+
+static void test_unknown_ran_reentry_fair(void **state)
+{
+    (void)state;
+    unknown_ran_then_release(dlock_fair_lock_get, 1);
+}
+
+/* An acquire that never reached Redis ended DLOCK_EUNKNOWN: the owner's
+ * next hold is released with exactly one release. */
+static void unknown_not_run(lock_get_fn get)
+{
+    unk_case u;
+    unk_open(&u, get, "unknot", 0);
+    long long before = th_calls(&srv, "evalsha");
+    assert_int_equal(unknown_acquire(u.px, u.l, 0), DLOCK_EUNKNOWN);
+    assert_int_equal(th_calls(&srv, "evalsha"), before);   /* it did not run */
+    assert_int_equal(th_int(&srv, "EXISTS %s", u.name), 0);
+    assert_int_equal(dlock_lock_acquire(u.l, 60000), DLOCK_OK);
+    before = th_calls(&srv, "evalsha");
+    assert_int_equal(dlock_lock_release(u.l), DLOCK_OK);
+    assert_int_equal(th_calls(&srv, "evalsha") - before, 1);
+    assert_int_equal(th_int(&srv, "EXISTS %s", u.name), 0);
+    unk_close(&u);
+}
+
+static void test_unknown_not_run_lock(void **state)
+{
+    (void)state;
+    unknown_not_run(dlock_lock_get);
+}
+
+static void test_unknown_not_run_fair(void **state)
+{
+    (void)state;
+    unknown_not_run(dlock_fair_lock_get);
+}
+
+typedef struct rel_wait {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int calls;
+    int status;
+} rel_wait;
+
+static void on_released(const dlock_async_result *res, void *ud)
+{
+    rel_wait *w = ud;
+    pthread_mutex_lock(&w->mu);
+    w->calls++;
+    w->status = dlock_async_status(res);
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* The same through an asynchronous release (an explicit owner). */
+static void unknown_ran_async(lock_get_fn get)
+{
+    unk_case u;
+    unk_open(&u, get, "unkasync", 1);
+    assert_int_equal(unknown_acquire(u.px, u.l, 1), DLOCK_EUNKNOWN);
+    assert_int_equal(dlock_lock_acquire(u.l, 60000), DLOCK_OK);
+    rel_wait w = {.status = -99};
+    pthread_mutex_init(&w.mu, NULL);
+    pthread_cond_init(&w.cv, NULL);
+    assert_int_equal(dlock_lock_release_async(u.l, on_released, &w), DLOCK_OK);
+    int64_t until = th_now_ms() + 10000 * th_slack();
+    pthread_mutex_lock(&w.mu);
+    while (w.calls == 0 && th_now_ms() < until) {
+        pthread_mutex_unlock(&w.mu);
+        th_sleep_ms(5);
+        pthread_mutex_lock(&w.mu);
+    }
+    pthread_mutex_unlock(&w.mu);
+    assert_int_equal(w.calls, 1);
+    assert_int_equal(w.status, DLOCK_OK);
+    assert_int_equal(th_int(&srv, "EXISTS %s", u.name), 0);
+    others_get_it(get, u.name);
+    pthread_mutex_destroy(&w.mu);
+    pthread_cond_destroy(&w.cv);
+    unk_close(&u);
+}
+
+static void test_unknown_ran_async_lock(void **state)
+{
+    (void)state;
+    unknown_ran_async(dlock_lock_get);
+}
+
+static void test_unknown_ran_async_fair(void **state)
+{
+    (void)state;
+    unknown_ran_async(dlock_fair_lock_get);
 }
 
 typedef struct timed {
@@ -275,6 +515,14 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_drop_with_requests_in_flight),
+        cmocka_unit_test(test_unknown_ran_lock),
+        cmocka_unit_test(test_unknown_ran_fair),
+        cmocka_unit_test(test_unknown_ran_reentry_lock),
+        cmocka_unit_test(test_unknown_ran_reentry_fair),
+        cmocka_unit_test(test_unknown_not_run_lock),
+        cmocka_unit_test(test_unknown_not_run_fair),
+        cmocka_unit_test(test_unknown_ran_async_lock),
+        cmocka_unit_test(test_unknown_ran_async_fair),
         cmocka_unit_test(test_timeout_keeps_the_others_replies),
         cmocka_unit_test(test_timeout_then_noscript),
         cmocka_unit_test(test_noscript_inside_a_pipeline),

@@ -83,6 +83,8 @@ static void client_free(dlock_client *c)
     dlock__router_free(c->router);
     dlock__netctx_clear(&c->net);
     dlock__config_clear(&c->cfg);
+    if (c->holds_ready)
+        dlock__holds_clear(&c->holds);
     free(c);
 }
 
@@ -132,6 +134,9 @@ int dlock_client_open(dlock_client **out, const dlock_config *cfg)
                            (long long)cfg->ack_timeout_ms, (long long)cfg->command_timeout_ms);
     }
     dlock__stats_init(&c->stats);
+    if ((rc = dlock__holds_init(&c->holds)) != DLOCK_OK)
+        goto fail;
+    c->holds_ready = 1;
     if ((rc = dlock__netctx_init(&c->net, &c->cfg, &c->stats)) != DLOCK_OK)
         goto fail;
     set_conn_name(c, c->cfg.client_name);

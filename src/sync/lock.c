@@ -274,6 +274,7 @@ int dlock__rel_init(dlock__rel *x, dlock_lock *l)
 {
     x->l = l;
     x->latch = NULL;
+    x->call = x->again = 0;
     int rc = owner_init(l, NULL, 0, &x->o);
     if (rc != DLOCK_OK)
         return rc;
@@ -296,6 +297,7 @@ int dlock__rel_init(dlock__rel *x, dlock_lock *l)
     if (atomic_load_explicit(&l->heard, memory_order_relaxed))
         x->op.flags |= DLOCK__CALL_PING_FIRST;
     x->op.latch_ms = c->latch_px;
+    x->open = 1;
     return DLOCK_OK;
 }
 
@@ -324,16 +326,30 @@ static int rel_answer(dlock__rel *x, int rc, dlock__res *res, int *outcome)
 int dlock__rel_end(dlock__rel *x, int rc, dlock__res *res)
 {
     int outcome;
+    dlock_lock *l = x->l;
+    int answered = rc == DLOCK_OK;
     rc = rel_answer(x, rc, res, &outcome);
-    /* Whatever the answer, even an error, this release attempt counts. */
-    dlock__watchdog_release_end(x->l->h.c->wd, &x->id, outcome);
+    answered = answered && (rc == DLOCK_OK || outcome == DLOCK__RELEASE_NOT_HELD);
+    x->again = dlock__holds_released(&l->h.c->holds, l, &x->o, answered, outcome, x->call);
+    /* Whatever the answer, even an error, this release attempt counts. A
+     * repeat that finds nothing held lost nothing the watchdog renews. */
+    if (x->call == 2 && outcome == DLOCK__RELEASE_NOT_HELD)
+        outcome = DLOCK__RELEASE_GONE;
+    dlock__watchdog_release_end(l->h.c->wd, &x->id, outcome);
     if (x->latch != x->lbuf)
         free(x->latch);
     owner_done(&x->o);
+    x->open = 0;
     return rc;
 }
 
-static int rel_setup(void *st) { return dlock__rel_init(st, ((dlock__rel *)st)->l); }
+static int rel_setup(void *st)
+{
+    dlock__rel *x = st;
+    int rc = dlock__rel_init(x, x->l);
+    x->call = 1;
+    return rc;
+}
 
 static void rel_request(void *st, int64_t waited_ms, dlock__op *op)
 {
@@ -344,14 +360,45 @@ static void rel_request(void *st, int64_t waited_ms, dlock__op *op)
 static int rel_read(void *st, int rc, dlock__res *res, dlock__busy *b)
 {
     (void)b;
-    return dlock__rel_end(st, rc, res);
+    dlock__rel *x = st;
+    int repeat = x->call == 2;
+    rc = dlock__rel_end(x, rc, res);
+    if (repeat && rc != DLOCK_OK) {
+        /* The caller's own hold went with the first release: a repeat that
+         * fails leaves a hold of unknown outcome to its lease, as before. */
+        dlock__log(&x->l->h.c->cfg, DLOCK_LOG_WARN,
+                   "%s '%s': the release of a hold of unknown outcome failed (it ends with "
+                   "its lease): %s",
+                   x->l->h.what, x->l->h.name, dlock_last_error());
+        dlock__clear_error();
+        x->again = 0;
+        rc = DLOCK_OK;
+    }
+    return rc;
+}
+
+/* The release ended the owner's last known hold and holds remain: one of its
+ * acquisitions that ended DLOCK_EUNKNOWN ran, and is released too, by a
+ * release of its own (a fresh unlock latch). */
+static int rel_again(void *st)
+{
+    dlock__rel *x = st;
+    if (!x->again)
+        return 0;
+    if (dlock__rel_init(x, x->l) != DLOCK_OK) {
+        dlock__clear_error();   /* the caller's release succeeded; this one lapses */
+        return 0;
+    }
+    x->call = 2;
+    return 1;
 }
 
 static void rel_done(void *st, int read)
 {
+    (void)read;
     /* Never answered (closed first): the watchdog counts an attempt of
      * unknown outcome, as for a lost reply. */
-    if (!read) {
+    if (((dlock__rel *)st)->open) {
         char msg[512];
         snprintf(msg, sizeof(msg), "%s", dlock_last_error());
         dlock__res res;
@@ -364,6 +411,7 @@ static void rel_done(void *st, int read)
 static const dlock__op_type release_type = {.setup = rel_setup,
                                             .request = rel_request,
                                             .read = rel_read,
+                                            .again = rel_again,
                                             .done = rel_done,
                                             .releases = 1};
 
@@ -393,6 +441,7 @@ static int acq_keep(void *st, int64_t sent_ms)
 {
     dlock__acq *a = st;
     dlock_lock *l = a->l;
+    dlock__holds_acquired(&l->h.c->holds, l, &a->o, 0);
     dlock__hold_id id;
     l->type->hold_id(l, &a->o, &id);
     if (a->lease != DLOCK_WATCHDOG) {
@@ -442,6 +491,8 @@ static void acq_request(void *st, int64_t waited_ms, dlock__op *op)
 static int acq_read(void *st, int rc, dlock__res *res, dlock__busy *b)
 {
     dlock__acq *a = st;
+    if (rc == DLOCK_EUNKNOWN)   /* it may hold: a later release may owe it one */
+        dlock__holds_acquired(&a->l->h.c->holds, a->l, &a->o, 1);
     if (rc != DLOCK_OK)
         return dlock__refused(&a->l->h, rc, res);
     return a->l->type->attempt_reply(a, res->r, b);

@@ -64,6 +64,11 @@ typedef struct dlock__rel {
     dlock__op op;
     char *latch;
     size_t latch_len;
+    int open;                /* init done, end not yet */
+    int call;                /* 0: a give-back; 1: a release call's (lock.c: release_type),
+                                which may release again for a hold of unknown outcome;
+                                2: such a repeat */
+    int again;               /* the answer owes one more release (call only) */
     char lbuf[256];
 } dlock__rel;
 
@@ -187,6 +192,18 @@ int dlock__lock_busy(const dlock_lock *l, int64_t ttl);
  * init, exactly one end. x must not move in between. */
 int dlock__rel_init(dlock__rel *x, dlock_lock *l);
 int dlock__rel_end(dlock__rel *x, int rc, dlock__res *res);
+
+/* The client's per-owner record (holds.c; dlock__holds in sync.h), keyed by
+ * l's name and o's field: an acquisition answered (unknown 0) or ended
+ * DLOCK_EUNKNOWN (unknown 1); a release's outcome (answered 0: the call
+ * failed; else a DLOCK__RELEASE_* outcome). dlock__holds_released returns 1
+ * when the release ended the owner's last known hold, holds remain, and an
+ * acquisition of unknown outcome is owed a release (counted off): only when
+ * may_repeat. */
+void dlock__holds_acquired(dlock__holds *t, const dlock_lock *l, const dlock__owner *o,
+                           int unknown);
+int dlock__holds_released(dlock__holds *t, const dlock_lock *l, const dlock__owner *o,
+                          int answered, int outcome, int may_repeat);
 
 /* The owner a call on l acts for (the handle's, or the calling thread's),
  * with its field and per-owner key; dlock__lock_owner_done frees what it

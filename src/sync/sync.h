@@ -19,6 +19,17 @@
 /* The client's table of pending asynchronous calls (async.c). */
 typedef struct dlock__async dlock__async;
 
+/* The lock family's per-owner record of holds known and of unknown outcome
+ * (holds.c; the calls on it are in lock.h): a table guarded by mu. */
+#define DLOCK__HOLD_BUCKETS 256
+typedef struct dlock__hold_rec dlock__hold_rec;
+typedef struct dlock__holds {
+    pthread_mutex_t mu;
+    dlock__hold_rec *bucket[DLOCK__HOLD_BUCKETS];
+} dlock__holds;
+int dlock__holds_init(dlock__holds *t);
+void dlock__holds_clear(dlock__holds *t);
+
 struct dlock_client {
     dlock_config cfg;
     dlock__netctx net;                 /* what the net layer sees of the client */
@@ -36,6 +47,8 @@ struct dlock_client {
     int64_t latch_px;                  /* lifetime of an unlock latch */
     char evict_policy[48];             /* maxmemory-policy read at open, or "" */
     int evict_risky;                   /* it may evict keys with a TTL */
+    dlock__holds holds;                /* the lock family's per-owner record */
+    int holds_ready;                   /* holds initialised */
 };
 
 /* Before the loop runs. */
@@ -262,6 +275,10 @@ typedef struct dlock__op_type {
     int (*give_up)(void *st, int rc, dlock__op *op);
     /* The channel its waits listen on when not the handle's. */
     const char *(*channel)(void *st, size_t *len);
+    /* After an attempt read DLOCK_OK: 1 to make one more attempt (its request
+     * built anew by request) whose answer is the call's, 0 to end. May be
+     * NULL (never). */
+    int (*again)(void *st);
     /* Fills the result of a successful call (token, count, flag, permit id). */
     void (*result)(void *st, dlock__result *res);
     /* Once after a successful setup, whatever the outcome; read = 0 when no

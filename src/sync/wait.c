@@ -150,6 +150,8 @@ int dlock__wait_attempted(dlock__wait *w, int *rc, const dlock__busy *b)
     }
     if (*rc == DLOCK_OK && w->used_wake)
         dlock__stats_time(st, DLOCK__H_HANDOFF_GAP, dlock__now_us() - w->w.took_us);
+    if (*rc == DLOCK_OK && w->t->again && w->t->again(w->st))
+        return DLOCK__W_ATTEMPT;
     if (*rc != DLOCK__BUSY)
         return DLOCK__W_DONE;
     if (!w->seen_busy) {

@@ -1,0 +1,129 @@
+/* The lock family's per-owner record (lock.h: dlock__holds): for each owner
+ * field of a lock's hash that this client acquired, how many of its
+ * acquisitions it knows of (answered DLOCK_OK) and how many ended
+ * DLOCK_EUNKNOWN. A release that ends the owner's last known hold and is
+ * answered "holds remain" releases again, at most once per unknown one, so
+ * that a hold of unknown outcome that did run does not outlive it. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "sync/lock.h"
+
+struct dlock__hold_rec {
+    dlock__hold_rec *next;
+    uint64_t hash;
+    int64_t known;           /* acquisitions answered DLOCK_OK, not yet released */
+    int64_t unknown;         /* acquisitions that ended DLOCK_EUNKNOWN */
+    size_t klen;
+    char key[];              /* the lock's name, NUL, the owner's field */
+};
+
+int dlock__holds_init(dlock__holds *t)
+{
+    memset(t->bucket, 0, sizeof(t->bucket));
+    return pthread_mutex_init(&t->mu, NULL) == 0 ? DLOCK_OK : DLOCK_ENOMEM;
+}
+
+void dlock__holds_clear(dlock__holds *t)
+{
+    for (size_t i = 0; i < DLOCK__HOLD_BUCKETS; i++) {
+        while (t->bucket[i]) {
+            dlock__hold_rec *e = t->bucket[i];
+            t->bucket[i] = e->next;
+            free(e);
+        }
+    }
+    pthread_mutex_destroy(&t->mu);
+}
+
+/* The owner's record of l (FNV-1a over name, NUL, field), made when `make`
+ * (NULL without memory); *at: where it is linked. Caller holds mu. */
+static dlock__hold_rec *find(dlock__holds *t, const dlock_lock *l, const dlock__owner *o,
+                             int make, dlock__hold_rec ***at)
+{
+    size_t klen = l->h.nlen + 1 + o->flen;
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < klen; i++) {
+        unsigned char ch = i < l->h.nlen    ? (unsigned char)l->h.name[i]
+                           : i == l->h.nlen ? 0
+                                            : (unsigned char)o->field[i - l->h.nlen - 1];
+        h = (h ^ ch) * 1099511628211ull;
+    }
+    dlock__hold_rec **p = &t->bucket[h % DLOCK__HOLD_BUCKETS];
+    for (; *p; p = &(*p)->next) {
+        dlock__hold_rec *e = *p;
+        if (e->hash == h && e->klen == klen && memcmp(e->key, l->h.name, l->h.nlen) == 0 &&
+            memcmp(e->key + l->h.nlen + 1, o->field, o->flen) == 0) {
+            *at = p;
+            return e;
+        }
+    }
+    if (!make)
+        return NULL;
+    dlock__hold_rec *e = calloc(1, sizeof(*e) + klen);
+    if (!e)
+        return NULL;
+    e->hash = h;
+    e->klen = klen;
+    memcpy(e->key, l->h.name, l->h.nlen);
+    memcpy(e->key + l->h.nlen + 1, o->field, o->flen);
+    *p = e;
+    *at = p;
+    return e;
+}
+
+/* Caller holds mu. */
+static void drop(dlock__hold_rec **at)
+{
+    dlock__hold_rec *e = *at;
+    *at = e->next;
+    free(e);
+}
+
+void dlock__holds_acquired(dlock__holds *t, const dlock_lock *l, const dlock__owner *o,
+                           int unknown)
+{
+    dlock__hold_rec **at;
+    pthread_mutex_lock(&t->mu);
+    /* Without memory the count is lost: a hold of unknown outcome then ends
+     * with its lease, as it did before; a known one unrecorded could let a
+     * later release go once too often, so the record is dropped instead. */
+    dlock__hold_rec *e = find(t, l, o, 1, &at);
+    if (e) {
+        if (unknown)
+            e->unknown++;
+        else
+            e->known++;
+    } else if (!unknown && (e = find(t, l, o, 0, &at)) != NULL) {
+        drop(at);
+    }
+    pthread_mutex_unlock(&t->mu);
+}
+
+int dlock__holds_released(dlock__holds *t, const dlock_lock *l, const dlock__owner *o,
+                          int answered, int outcome, int may_repeat)
+{
+    dlock__hold_rec **at;
+    int again = 0;
+    pthread_mutex_lock(&t->mu);
+    dlock__hold_rec *e = find(t, l, o, 0, &at);
+    if (e && answered) {
+        if (outcome != DLOCK__RELEASE_KEPT) {
+            drop(at);   /* the owner holds nothing: an unknown one did not run, or lapsed */
+        } else {
+            if (e->known > 0)
+                e->known--;
+            /* Holds remain and none is known: one more release, while
+             * unknown ones are owed (past them, what is left is not this
+             * client's: the same owner id elsewhere). */
+            if (e->known == 0 && e->unknown > 0 && may_repeat) {
+                e->unknown--;
+                again = 1;
+            }
+            if (e->known == 0 && e->unknown == 0)
+                drop(at);
+        }
+    }
+    pthread_mutex_unlock(&t->mu);
+    return again;
+}
