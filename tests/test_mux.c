@@ -183,7 +183,8 @@ typedef struct unk_case {
     dlock_client *c;
     dlock_lock *l;
     char name[128];
-    char field[DLOCK_OWNER_BUFSIZE];
+    char field[DLOCK_OWNER_BUFSIZE];   /* the owner id */
+    char hfield[DLOCK_OWNER_BUFSIZE + 8];   /* its field in the hash */
 } unk_case;
 
 /* A client through a proxy, its connection warmed (scripts loaded), and a
@@ -206,6 +207,8 @@ static void unk_open(unk_case *u, lock_get_fn get, const char *tag, int explicit
         assert_int_equal(dlock_client_owner_id(u->c, u->field, sizeof(u->field)), DLOCK_OK);
         assert_int_equal(get(u->c, u->name, &u->l), DLOCK_OK);
     }
+    snprintf(u->hfield, sizeof(u->hfield), "%s%s", u->field,
+             get == dlock_write_lock_get ? ":write" : "");
     assert_int_equal(dlock_lock_acquire(u->l, 60000), DLOCK_OK);
     assert_int_equal(dlock_lock_release(u->l), DLOCK_OK);
 }
@@ -225,13 +228,13 @@ static void unknown_ran_then_release(lock_get_fn get, int reentries)
     unk_case u;
     unk_open(&u, get, "unkran", 0);
     assert_int_equal(unknown_acquire(u.px, u.l, 1), DLOCK_EUNKNOWN);
-    assert_int_equal(th_int(&srv, "HEXISTS %s %s", u.name, u.field), 1);   /* it ran */
+    assert_int_equal(th_int(&srv, "HEXISTS %s %s", u.name, u.hfield), 1);   /* it ran */
     for (int i = 0; i <= reentries; i++)
         assert_int_equal(dlock_lock_acquire(u.l, 60000), DLOCK_OK);
     for (int i = 0; i < reentries; i++) {
         assert_int_equal(dlock_lock_release(u.l), DLOCK_OK);
         /* A known hold is left: still held, the unknown one with it. */
-        redisReply *r = th_cmd(&srv, "HGET %s %s", u.name, u.field);
+        redisReply *r = th_cmd(&srv, "HGET %s %s", u.name, u.hfield);
         assert_int_equal(r->type, REDIS_REPLY_STRING);
         assert_int_equal(atoi(r->str), reentries - i + 1);
         freeReplyObject(r);
@@ -269,6 +272,18 @@ static void test_unknown_ran_reentry_fair(void **state)
 {
     (void)state;
     unknown_ran_then_release(dlock_fair_lock_get, 1);
+}
+
+static void test_unknown_ran_write(void **state)
+{
+    (void)state;
+    unknown_ran_then_release(dlock_write_lock_get, 1);
+}
+
+static void test_unknown_ran_read(void **state)
+{
+    (void)state;
+    unknown_ran_then_release(dlock_read_lock_get, 1);
 }
 
 /* An acquire that never reached Redis ended DLOCK_EUNKNOWN: the owner's
@@ -519,6 +534,8 @@ int main(void)
         cmocka_unit_test(test_unknown_ran_fair),
         cmocka_unit_test(test_unknown_ran_reentry_lock),
         cmocka_unit_test(test_unknown_ran_reentry_fair),
+        cmocka_unit_test(test_unknown_ran_write),
+        cmocka_unit_test(test_unknown_ran_read),
         cmocka_unit_test(test_unknown_not_run_lock),
         cmocka_unit_test(test_unknown_not_run_fair),
         cmocka_unit_test(test_unknown_ran_async_lock),

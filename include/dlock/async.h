@@ -116,7 +116,9 @@ DLOCK_API int dlock_lock_acquire_async(dlock_lock *l, const dlock_wait_opts *o,
  * A successful release of a watchdog hold whose renewal is on its way calls
  * fn once that renewal is answered (at most the command timeout + 1 s
  * later), as dlock_lock_release() returns; other releases are not held up.
- * Any thread. */
+ * A hold of unknown outcome (an acquisition that ended DLOCK_EUNKNOWN) is
+ * released with the owner's last known one, as dlock_lock_release() does,
+ * before fn runs. Any thread. */
 DLOCK_API int dlock_lock_release_async(dlock_lock *l, dlock_async_fn fn, void *ud);
 /* dlock_lock_force_release() asynchronously: dlock_async_flag() tells
  * whether it was held. Not resent after a lost reply. Any thread. */

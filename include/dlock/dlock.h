@@ -992,8 +992,9 @@ DLOCK_API int dlock_lock_set_lock_delay(dlock_lock *l, int64_t ms);
  * key is not a lock), DLOCK_EDEADLK (a reader asking for the write lock),
  * DLOCK_ECONN, DLOCK_ECMDTIMEOUT, DLOCK_EUNKNOWN (the request was written and
  * no answer came, by timeout or a dropped connection: it is not resent, since
- * that could count a hold twice; the lock may be held for up to one lease and
- * is not renewed), DLOCK_EINVAL (bad options, see dlock_wait_opts; also a
+ * that could count a hold twice; the lock may be held, not renewed, until the
+ * owner's release that ends its last known hold, or for up to one lease: see
+ * dlock_lock_release), DLOCK_EINVAL (bad options, see dlock_wait_opts; also a
  * wait asked for inside a dlock callback). Any thread: the owner is the
  * calling thread, or the handle's explicit owner. */
 DLOCK_API int dlock_lock_acquire_opts(dlock_lock *l, const dlock_wait_opts *o);
@@ -1041,7 +1042,13 @@ DLOCK_API int dlock_lock_extend(dlock_lock *l, int64_t lease_ms);
  * on the owner's next hold of the name and stretch it to the watchdog
  * timeout. Called from a dlock callback (the io thread, which reads that
  * answer) it does not wait and keeps that window: there, release with
- * dlock_lock_release_async and take the next hold in its callback. */
+ * dlock_lock_release_async and take the next hold in its callback.
+ * After an acquisition by this owner ended DLOCK_EUNKNOWN: when this release
+ * ends the owner's last hold that the client knows of and Redis answers that
+ * holds remain, that acquisition ran; the call releases again (a request of
+ * its own, at most once per such acquisition) until the owner holds nothing,
+ * and returns DLOCK_OK whatever those extra releases answer (a failed one
+ * leaves that hold to its lease, with a warning in the log). */
 DLOCK_API int dlock_lock_release(dlock_lock *l);
 
 /* Deletes the lock whoever holds it and wakes its waiters (Redisson's
