@@ -286,6 +286,115 @@ static void test_noscript_inside_a_pipeline(void **state)
     th_proxy_stop(px);
 }
 
+typedef struct looper {
+    dlock_lock *l;
+    pthread_barrier_t *go;
+    const int *stop;         /* read with __atomic: the main thread sets it */
+    int cycles;              /* acquire + hold count + release, all DLOCK_OK */
+    int rc;                  /* the first other outcome (-99: none) */
+    int step;                /* ... and where: 0 acquire, 1 hold count, 2 release */
+} looper;
+
+static void *cycle_until(void *arg)
+{
+    looper *y = arg;
+    pthread_barrier_wait(y->go);
+    while (!__atomic_load_n(y->stop, __ATOMIC_ACQUIRE)) {
+        int64_t n = -1;
+        int step = 0, rc = dlock_lock_acquire(y->l, 60000);
+        if (rc == DLOCK_OK) {
+            step = 1;
+            rc = dlock_lock_hold_count(y->l, &n);
+            if (rc == DLOCK_OK && n != 1)
+                rc = -100;   /* not its own hold's count */
+        }
+        if (rc == DLOCK_OK) {
+            step = 2;
+            rc = dlock_lock_release(y->l);
+        }
+        if (rc != DLOCK_OK) {
+            y->rc = rc;
+            y->step = step;
+            return NULL;
+        }
+        y->cycles++;
+    }
+    return NULL;
+}
+
+/* N threads cycling on names of their own share the connection: a request
+ * may be left in the buffer for a caller just answered to write with its
+ * own (net/mux.c). Nothing is held back until its timeout (the connection
+ * is never given up), every call answers DLOCK_OK; then the connection
+ * drops under them: each thread's call in flight ends DLOCK_OK or, for an
+ * acquire or release that may have run, DLOCK_EUNKNOWN, none hangs, and
+ * the client goes on. */
+static void threads_cycling(int cut)
+{
+    if (th_deployed(&srv))
+        skip();   /* a proxy before one server */
+    th_proxy *px = th_proxy_start(srv.port);
+    dlock_client *c = client_via(px, 2000 * th_slack());
+    char names[N][128];
+    looper ys[N];
+    pthread_t th[N];
+    pthread_barrier_t go;
+    int stop = 0;
+    pthread_barrier_init(&go, NULL, N + 1);
+    for (int i = 0; i < N; i++) {
+        char tag[32];
+        snprintf(tag, sizeof(tag), "cycle%d", i);
+        th_name(names[i], sizeof(names[i]), tag);
+        ys[i] = (looper){.go = &go, .stop = &stop, .rc = -99, .step = -1};
+        assert_int_equal(dlock_lock_get(c, names[i], &ys[i].l), DLOCK_OK);
+        pthread_create(&th[i], NULL, cycle_until, &ys[i]);
+    }
+    pthread_barrier_wait(&go);
+    th_sleep_ms(1500);
+    if (cut)
+        th_proxy_cut(px);
+    th_sleep_ms(cut ? 300 : 0);
+    __atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
+    for (int i = 0; i < N; i++)
+        pthread_join(th[i], NULL);
+    dlock_stats st;
+    assert_int_equal(dlock_client_stats(c, &st, sizeof(st)), DLOCK_OK);
+    for (int i = 0; i < N; i++) {
+        if (!cut || ys[i].rc == -99) {
+            if (ys[i].rc != -99 || ys[i].cycles < 1)
+                fail_msg("thread %d: %d cycles, then %d at step %d (%s)", i, ys[i].cycles,
+                         ys[i].rc, ys[i].step, dlock_last_error());
+            continue;
+        }
+        /* Only a request that may have run ends unknown; a query is resent. */
+        if (ys[i].rc != DLOCK_EUNKNOWN || ys[i].step == 1)
+            fail_msg("thread %d after the drop: %d at step %d", i, ys[i].rc, ys[i].step);
+    }
+    if (!cut)
+        assert_int_equal(st.reconnects, 0);   /* no request held back to its timeout */
+    for (int i = 0; i < N; i++) {   /* the client goes on, on a new connection */
+        freeReplyObject(th_cmd(&srv, "DEL %s", names[i]));
+        assert_int_equal(dlock_lock_acquire(ys[i].l, 60000), DLOCK_OK);
+        assert_int_equal(dlock_lock_release(ys[i].l), DLOCK_OK);
+        dlock_lock_free(ys[i].l);
+    }
+    pthread_barrier_destroy(&go);
+    dlock_client_close(c);
+    th_proxy_stop(px);
+}
+
+static void test_threads_cycling(void **state)
+{
+    (void)state;
+    threads_cycling(0);
+}
+
+static void test_threads_cycling_then_drop(void **state)
+{
+    (void)state;
+    threads_cycling(1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -293,6 +402,8 @@ int main(void)
         cmocka_unit_test(test_timeout_keeps_the_others_replies),
         cmocka_unit_test(test_timeout_then_noscript),
         cmocka_unit_test(test_noscript_inside_a_pipeline),
+        cmocka_unit_test(test_threads_cycling),
+        cmocka_unit_test(test_threads_cycling_then_drop),
     };
     return cmocka_run_group_tests(tests, th_setup_server, th_teardown);
 }

@@ -5,7 +5,9 @@
  * of requests in flight, then waits for its own reply. There is no thread of
  * its own: the callers take turns at the two jobs. Whoever appends while
  * nobody writes becomes the writer and writes what has gathered until the
- * buffer is empty (what others append meanwhile goes out in its next write);
+ * buffer is empty (what others append meanwhile goes out in its next write;
+ * while callers just answered have yet to return, it is left for the last
+ * of them, so that a wave of requests goes out in one write);
  * a caller waiting while nobody reads becomes the reader, reads what has come
  * and hands each reply to the oldest slot (Redis answers in order), until its
  * own reply is in; it then wakes the next caller still waiting to read on.
@@ -93,6 +95,8 @@ struct dlock__mux {
     uint64_t head, tail;     /* slots in flight: head .. tail - 1 */
     size_t cap;              /* a power of two */
     int writing, reading;
+    atomic_int answered;     /* callers handed a reply, not returned yet */
+    atomic_int deferred;     /* appended, left for the last of them to write */
     int dead;                /* failed: every request on it is ended */
     int oom;                 /* ... for want of memory (reading a reply) */
     char err[320];           /* why it failed */
@@ -359,6 +363,7 @@ static void write_out(dlock__mux *m)
 {
     dlock__transport *t = dlock__conn_transport(m->c);
     while (m->olen > 0 && !m->dead) {
+        atomic_store(&m->deferred, 0);
         char *buf = m->obuf;
         size_t len = m->olen, cap = m->ocap;
         m->obuf = m->wbuf;
@@ -403,6 +408,18 @@ static void write_out(dlock__mux *m)
     m->writing = 0;
     if (m->dead)
         settle(m);
+}
+
+/* Writes what was left for the last caller handed its reply to write
+ * (unless somebody writes already). mu not held. */
+static void flush(dlock__mux *m)
+{
+    pthread_mutex_lock(&m->mu);
+    if (!m->writing && m->olen > 0 && !m->dead) {
+        m->writing = 1;
+        write_out(m);
+    }
+    pthread_mutex_unlock(&m->mu);
 }
 
 /* Room for n more bytes in the output buffer (mu held): 0, or -1 out of
@@ -526,6 +543,7 @@ static void hand_out(dlock__mux *m, redisReply **v, int n, wakes *l)
         if (--s->left > 0 || !s->w) {
             freeReplyObject(v[i]);   /* a PING's, or one whose caller gave up */
         } else {
+            atomic_fetch_add(&m->answered, 1);   /* before its caller can return */
             finish(m, s->w, DLOCK__SENT_OK, v[i], l);
         }
         if (s->left == 0)
@@ -624,9 +642,17 @@ dlock__sent dlock__mux_roundtrip(dlock__mux *m, int argc, const char *const *arg
     m->appended += n;
     *s = (mslot){w, m->appended, ping_first ? 2 : 1};
     dlock__roundtrips++;
+    /* Callers just handed their replies are about to send again (their
+     * threads' next request): left for the last of them to write, the
+     * requests of a wave go out in one write instead of one each. Bounded
+     * by those threads' running, not by any reply. deferred is stored
+     * before answered is read, as they do the other way round (flush). */
     if (!m->writing) {
-        m->writing = 1;
-        write_out(m);
+        atomic_store(&m->deferred, 1);
+        if (atomic_load(&m->answered) == 0) {
+            m->writing = 1;
+            write_out(m);
+        }
     }
     int locked = 1;
     while (!is_done(w)) {
@@ -667,6 +693,9 @@ dlock__sent dlock__mux_roundtrip(dlock__mux *m, int argc, const char *const *arg
     *out = w->r;
     *timed_out = w->timed_out;
     put_wait(m, w);
+    if (sent == DLOCK__SENT_OK && atomic_fetch_sub(&m->answered, 1) == 1 &&
+        atomic_load(&m->deferred))
+        flush(m);
     if (sent == DLOCK__SENT_OK)
         dlock__stats_rtt(m->stats, dlock__now_us() - t0);
     return sent;
