@@ -40,6 +40,7 @@
 #include "net/net.h"
 
 #define BATCH 64   /* replies read before they are handed out */
+#define DEFER 8    /* requests left in the buffer at most (see the writer) */
 
 static const char PING[] = "*1\r\n$4\r\nPING\r\n";
 
@@ -97,6 +98,7 @@ struct dlock__mux {
     int writing, reading;
     atomic_int answered;     /* callers handed a reply, not returned yet */
     atomic_int deferred;     /* appended, left for the last of them to write */
+    int queued;              /* requests in obuf */
     int dead;                /* failed: every request on it is ended */
     int oom;                 /* ... for want of memory (reading a reply) */
     char err[320];           /* why it failed */
@@ -364,6 +366,7 @@ static void write_out(dlock__mux *m)
     dlock__transport *t = dlock__conn_transport(m->c);
     while (m->olen > 0 && !m->dead) {
         atomic_store(&m->deferred, 0);
+        m->queued = 0;
         char *buf = m->obuf;
         size_t len = m->olen, cap = m->ocap;
         m->obuf = m->wbuf;
@@ -644,12 +647,15 @@ dlock__sent dlock__mux_roundtrip(dlock__mux *m, int argc, const char *const *arg
     dlock__roundtrips++;
     /* Callers just handed their replies are about to send again (their
      * threads' next request): left for the last of them to write, the
-     * requests of a wave go out in one write instead of one each. Bounded
-     * by those threads' running, not by any reply. deferred is stored
-     * before answered is read, as they do the other way round (flush). */
+     * requests of a wave go out in writes of DEFER instead of one each
+     * (in one write Redis would idle while the client ran the whole wave).
+     * Bounded by those threads' running, not by any reply. deferred is
+     * stored before answered is read, as they do the other way round
+     * (flush). */
+    m->queued++;
     if (!m->writing) {
         atomic_store(&m->deferred, 1);
-        if (atomic_load(&m->answered) == 0) {
+        if (atomic_load(&m->answered) == 0 || m->queued >= DEFER) {
             m->writing = 1;
             write_out(m);
         }
