@@ -7,7 +7,7 @@
  * nobody writes becomes the writer and writes what has gathered until the
  * buffer is empty (what others append meanwhile goes out in its next write;
  * while callers just answered have yet to return, it is left for the last
- * of them, so that a wave of requests goes out in one write);
+ * of them, so that a wave of requests goes out in writes of up to DEFER);
  * a caller waiting while nobody reads becomes the reader, reads what has come
  * and hands each reply to the oldest slot (Redis answers in order), until its
  * own reply is in; it then wakes the next caller still waiting to read on.
