@@ -791,6 +791,31 @@ static long long renewal_round(th_proxy *p, dlock_lock *l, const char *name, int
     return left;
 }
 
+/* A client through proxy p whose command timeout (10 s) outlasts the
+ * renewal the tests hold back (one answered later counts as failed: a
+ * release waits no longer), with a 9 s watchdog timeout. The renewal script
+ * is loaded first: after a NOSCRIPT the held-back renewal would be sent,
+ * and held back, twice. */
+static dlock_client *renew_client(th_proxy *p)
+{
+    const dlock__script *rs = &dlock__scripts[DLOCK__SCRIPT_LOCK_RENEW];
+    redisReply *r = th_cmd(&srv, "SCRIPT LOAD %b", rs->body, rs->len);
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    assert_string_equal(r->str, rs->sha);
+    freeReplyObject(r);
+    char url[64];
+    snprintf(url, sizeof(url), "redis://127.0.0.1:%d", th_proxy_port(p));
+    dlock_config *cfg = dlock_config_new();
+    assert_int_equal(dlock_config_set_url(cfg, url), DLOCK_OK);
+    assert_int_equal(dlock_config_set_command_timeout(cfg, 10000), DLOCK_OK);
+    assert_int_equal(dlock_config_set_watchdog_timeout(cfg, 9000), DLOCK_OK);
+    dlock_client *c = NULL;
+    assert_int_equal(dlock_client_open(&c, cfg), DLOCK_OK);
+    dlock_config_free(cfg);
+    return c;
+}
+
 /* A watchdog renewal already on its way when the release returns must not
  * land after the owner's next hold of the same name and stretch it to the
  * watchdog timeout. A proxy holds the renewal script's request back (only
@@ -802,21 +827,11 @@ static void test_renewal_in_flight_at_release(void **state)
     (void)state;
     if (getenv("DLOCK_TEST_DEPLOY") && *getenv("DLOCK_TEST_DEPLOY"))
         skip();   /* one server behind the proxy */
-    const int64_t slack = th_slack();
     th_proxy *p = th_proxy_start(srv.port);
     assert_non_null(p);
-    char url[64], name[128], owner[DLOCK_OWNER_BUFSIZE];
-    snprintf(url, sizeof(url), "redis://127.0.0.1:%d", th_proxy_port(p));
-    /* The renewal is held back less than the command timeout: one answered
-     * later than that counts as lost (the release waits no longer). */
-    const int64_t delay = 600 * slack < 8000 ? 600 * slack : 8000;
-    dlock_config *cfg = dlock_config_new();
-    assert_int_equal(dlock_config_set_url(cfg, url), DLOCK_OK);
-    assert_int_equal(dlock_config_set_command_timeout(cfg, 10000), DLOCK_OK);
-    assert_int_equal(dlock_config_set_watchdog_timeout(cfg, 9000), DLOCK_OK);
-    dlock_client *c = NULL;
-    assert_int_equal(dlock_client_open(&c, cfg), DLOCK_OK);
-    dlock_config_free(cfg);
+    char name[128], owner[DLOCK_OWNER_BUFSIZE];
+    dlock_client *c = renew_client(p);
+    const int64_t delay = 600 * th_slack() < 8000 ? 600 * th_slack() : 8000;
     dlock_lock *l, *la;
     assert_int_equal(dlock_lock_get(c, th_name(name, sizeof(name), "renew-late"), &l), DLOCK_OK);
     dlock_client_new_owner_id(c, owner, sizeof(owner));
@@ -830,6 +845,119 @@ static void test_renewal_in_flight_at_release(void **state)
     dlock_lock_free(l);
     dlock_lock_free(la);
     dlock_client_close(c);
+    th_proxy_stop(p);
+}
+
+/* 1 once d's callback has come (not consumed). */
+static int cb_done(done_cb *d)
+{
+    pthread_mutex_lock(&d->mu);
+    int done = d->done;
+    pthread_mutex_unlock(&d->mu);
+    return done;
+}
+
+/* An asynchronous release waits for the renewal in flight of its own hold
+ * only: with hold A's renewal held back by the proxy, A's release (sent
+ * first) waits for it, while the release of B (a lease hold of the same
+ * client, nothing of it in flight) ends in its round trip, A's renewal
+ * still held back and A's release still waiting. */
+static void test_async_release_waits_for_its_own_renewal(void **state)
+{
+    (void)state;
+    if (getenv("DLOCK_TEST_DEPLOY") && *getenv("DLOCK_TEST_DEPLOY"))
+        skip();   /* one server behind the proxy */
+    const int64_t slack = th_slack();
+    th_proxy *p = th_proxy_start(srv.port);
+    assert_non_null(p);
+    dlock_client *c = renew_client(p);
+    const int64_t delay = 1000 * slack < 8000 ? 1000 * slack : 8000;
+    char na[128], nb[128], owner[DLOCK_OWNER_BUFSIZE];
+    dlock_client_new_owner_id(c, owner, sizeof(owner));
+    dlock_lock *a, *b;
+    assert_int_equal(dlock_lock_get_as(c, th_name(na, sizeof(na), "settle-a"), owner, &a),
+                     DLOCK_OK);
+    assert_int_equal(dlock_lock_get_as(c, th_name(nb, sizeof(nb), "settle-b"), owner, &b),
+                     DLOCK_OK);
+    th_proxy_delay_match(p, dlock__scripts[DLOCK__SCRIPT_LOCK_RENEW].sha, (int)delay);
+    assert_int_equal(dlock_lock_acquire(b, 60000), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(a, DLOCK_WATCHDOG), DLOCK_OK);
+    /* A's renewal on its way (a new hold is renewed once soon) */
+    for (int64_t until = th_now_ms() + 6000 * slack;
+         th_proxy_delayed(p) == 0 && th_now_ms() < until;)
+        th_sleep_ms(2);
+    assert_int_equal(th_proxy_delayed(p), 1);
+    assert_int_equal(th_proxy_passed(p), 0);
+    done_cb da = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    done_cb db = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    int64_t t0 = th_now_ms();
+    assert_int_equal(dlock_lock_release_async(a, on_done, &da), DLOCK_OK);
+    assert_int_equal(dlock_lock_release_async(b, on_done, &db), DLOCK_OK);
+    assert_int_equal(await_cb(&db), DLOCK_OK);
+    int64_t b_ms = th_now_ms() - t0;
+    /* B released (gone from Redis) while A's renewal is still held back and
+     * A's release still waits for it */
+    int a_done = cb_done(&da), passed = th_proxy_passed(p);
+    print_message("B's release: %lld ms (A's renewal held back %lld ms)\n", (long long)b_ms,
+                  (long long)delay);
+    assert_int_equal(th_int(&srv, "EXISTS %s", nb), 0);
+    assert_int_equal(passed, 0);
+    assert_false(a_done);
+    assert_int_equal(await_cb(&da), DLOCK_OK);
+    /* A's callback came once its renewal had gone through */
+    assert_int_equal(th_proxy_passed(p), 1);
+    assert_int_equal(th_int(&srv, "EXISTS %s", na), 0);
+    th_proxy_delay_match(p, NULL, 0);
+    dlock_lock_free(a);
+    dlock_lock_free(b);
+    dlock_client_close(c);
+    th_proxy_stop(p);
+}
+
+/* A client closed while an asynchronous release waits for its hold's
+ * renewal (held back by the proxy): the call ends with DLOCK_ECLOSED at
+ * the close, whose return does not wait for the renewal; the lock was
+ * released all the same. */
+static void test_async_release_settling_at_close(void **state)
+{
+    (void)state;
+    if (getenv("DLOCK_TEST_DEPLOY") && *getenv("DLOCK_TEST_DEPLOY"))
+        skip();   /* one server behind the proxy */
+    const int64_t slack = th_slack();
+    th_proxy *p = th_proxy_start(srv.port);
+    assert_non_null(p);
+    dlock_client *c = renew_client(p);
+    const int64_t delay = 1000 * slack < 8000 ? 1000 * slack : 8000;
+    char name[128], owner[DLOCK_OWNER_BUFSIZE];
+    dlock_client_new_owner_id(c, owner, sizeof(owner));
+    dlock_lock *a;
+    assert_int_equal(dlock_lock_get_as(c, th_name(name, sizeof(name), "settle-close"), owner, &a),
+                     DLOCK_OK);
+    th_proxy_delay_match(p, dlock__scripts[DLOCK__SCRIPT_LOCK_RENEW].sha, (int)delay);
+    assert_int_equal(dlock_lock_acquire(a, DLOCK_WATCHDOG), DLOCK_OK);
+    for (int64_t until = th_now_ms() + 6000 * slack;
+         th_proxy_delayed(p) == 0 && th_now_ms() < until;)
+        th_sleep_ms(2);
+    assert_int_equal(th_proxy_delayed(p), 1);
+    done_cb da = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    assert_int_equal(dlock_lock_release_async(a, on_done, &da), DLOCK_OK);
+    /* released in Redis, the callback still waiting for the renewal */
+    for (int64_t until = th_now_ms() + 5000 * slack;
+         th_int(&srv, "EXISTS %s", name) != 0 && th_now_ms() < until;)
+        th_sleep_ms(2);
+    assert_int_equal(th_int(&srv, "EXISTS %s", name), 0);
+    assert_int_equal(th_proxy_passed(p), 0);
+    assert_false(cb_done(&da));
+    int64_t t0 = th_now_ms();
+    dlock_client_close(c);   /* the handle lives until the callback has run */
+    int64_t close_ms = th_now_ms() - t0;
+    assert_true(cb_done(&da));
+    assert_int_equal(await_cb(&da), DLOCK_ECLOSED);
+    assert_int_equal(th_proxy_passed(p), 0);   /* the renewal still held back */
+    print_message("close: %lld ms (the renewal held back %lld ms)\n", (long long)close_ms,
+                  (long long)delay);
+    dlock_lock_free(a);
+    th_proxy_delay_match(p, NULL, 0);
     th_proxy_stop(p);
 }
 
@@ -1314,6 +1442,10 @@ int main(void)
         cmocka_unit_test(test_async_multilock),
         cmocka_unit_test(test_replica_ack_all_without_replicas),
         cmocka_unit_test(test_renewal_in_flight_at_release),
+        cmocka_unit_test(test_async_release_waits_for_its_own_renewal),
+        cmocka_unit_test(test_async_release_settling_at_close),
     };
+    if (getenv("TH_ONLY"))   /* TH_ONLY='*pattern*': those tests only */
+        cmocka_set_test_filter(getenv("TH_ONLY"));
     return cmocka_run_group_tests(tests, th_setup, th_teardown);
 }

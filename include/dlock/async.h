@@ -113,6 +113,9 @@ DLOCK_API int dlock_lock_acquire_async(dlock_lock *l, const dlock_wait_opts *o,
 /* dlock_lock_release() asynchronously: one hold of the handle's owner.
  * Status DLOCK_OK, DLOCK_ENOTOWNER, or a connection error (a lost reply is
  * resent under the same unlock latch, so a release never counts twice).
+ * A successful release of a watchdog hold whose renewal is on its way calls
+ * fn once that renewal is answered (at most the command timeout + 1 s
+ * later), as dlock_lock_release() returns; other releases are not held up.
  * Any thread. */
 DLOCK_API int dlock_lock_release_async(dlock_lock *l, dlock_async_fn fn, void *ud);
 /* dlock_lock_force_release() asynchronously: dlock_async_flag() tells

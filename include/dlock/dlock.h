@@ -1035,7 +1035,13 @@ DLOCK_API int dlock_lock_extend(dlock_lock *l, int64_t lease_ms);
  * what the first attempt did (Redisson 4's unlock latch); no retry is sent
  * whose answer could come after that latch expires (see docs/c-guide.md, Limits).
  * Whatever the answer, even an error, the watchdog stops renewing a hold once
- * every acquisition of it has seen a release attempt, as Redisson's does. */
+ * every acquisition of it has seen a release attempt, as Redisson's does.
+ * When that hold's renewal is on its way, the call returns once it is
+ * answered (at most the command timeout + 1 s later), so that it cannot land
+ * on the owner's next hold of the name and stretch it to the watchdog
+ * timeout. Called from a dlock callback (the io thread, which reads that
+ * answer) it does not wait and keeps that window: there, release with
+ * dlock_lock_release_async and take the next hold in its callback. */
 DLOCK_API int dlock_lock_release(dlock_lock *l);
 
 /* Deletes the lock whoever holds it and wakes its waiters (Redisson's

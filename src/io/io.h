@@ -229,16 +229,36 @@ enum {
  * none is left. An entry taken out while its renewal is in flight: off the io
  * thread, the call waits for that renewal's answer (at most the command
  * timeout + 1 s), so that it cannot land on the owner's next hold of the
- * name; on the io thread it returns at once (dlock__watchdog_settling). */
+ * name. On the io thread it returns at once: the entry is awaited by the
+ * dlock__wd_settle collecting there (dlock__watchdog_collect), if any; a
+ * blocking release made from a callback collects none and does not wait. */
 void dlock__watchdog_release_end(dlock__watchdog *wd, const dlock__hold_id *id, int outcome);
 /* A release begun (dlock__watchdog_release_begin) that did not touch this
  * hold after all (a list release refused for another permit): renewals and
  * their loss reports go on as before. */
 void dlock__watchdog_release_abort(dlock__watchdog *wd, const dlock__hold_id *id);
-/* 1 while the renewal of some hold already taken out (released) is in
- * flight: an asynchronous release ends once this is 0 (at most the command
- * timeout + 1 s later), for the reason dlock__watchdog_release_end waits. */
-int dlock__watchdog_settling(dlock__watchdog *wd);
+
+/* An asynchronous release's wait for the in-flight renewals of the holds it
+ * took out, for the reason dlock__watchdog_release_end waits. Embedded in its
+ * owner; io thread only. */
+typedef struct dlock__wd_settle {
+    /* Called once, on the io thread, under the watchdog's mutex, when the last
+     * awaited renewal is answered: it must only post a job. */
+    void (*fn)(void *arg);
+    void *arg;
+    int pending;             /* renewals still awaited */
+} dlock__wd_settle;
+/* Io thread: until dlock__watchdog_collect_end, each entry that
+ * dlock__watchdog_release_end takes out while its renewal is in flight is
+ * awaited by s (s->pending counts them; fn and arg set by the caller). */
+void dlock__watchdog_collect(dlock__watchdog *wd, dlock__wd_settle *s);
+/* Io thread: ends the collection; returns s->pending. 0: nothing awaited, fn
+ * is never called. Else fn(arg) comes once all of them are answered, unless
+ * dlock__watchdog_unsettle is called first. */
+int dlock__watchdog_collect_end(dlock__watchdog *wd, dlock__wd_settle *s);
+/* Io thread: s waits no longer (its time is up, or its call ended): fn is not
+ * called; s->pending is 0 after. Nothing when s awaits nothing. */
+void dlock__watchdog_unsettle(dlock__watchdog *wd, dlock__wd_settle *s);
 /* How many holds are scheduled (tests). */
 size_t dlock__watchdog_count(dlock__watchdog *wd);
 /* 0 while client tracking is off; 2 while it is on and every hold's key is

@@ -125,7 +125,6 @@ static int unlink_held(dlock__watchdog *wd, held *h)
     dlock__wd_track_unlink(wd, h);
     if (h->inflight) {
         h->dead = 1;
-        wd->dead_inflight++;
         return 0;
     }
     return 1;
@@ -285,24 +284,99 @@ void dlock__watchdog_release_abort(dlock__watchdog *wd, const dlock__hold_id *id
     pthread_mutex_unlock(&wd->mu);
 }
 
+/* One dead hold awaited by an asynchronous release (in wd->settles). A hold
+ * goes dead once, by one release: it has one node at most. */
+typedef struct settle_node {
+    dlock__list link;
+    held *h;
+    dlock__wd_settle *s;
+} settle_node;
+
+/* On the io thread: h (dead) is awaited by the asynchronous release
+ * collecting now, if any. A blocking release made from a callback collects
+ * none: it cannot wait for the io thread, which answers the renewal.
+ * Without memory the release does not wait. Caller holds mu. */
+static void settle_add(dlock__watchdog *wd, held *h)
+{
+    dlock__wd_settle *s = wd->collect;
+    settle_node *n = s ? malloc(sizeof(*n)) : NULL;
+    if (!n)
+        return;
+    n->h = h;
+    n->s = s;
+    dlock__list_push_back(&wd->settles, &n->link);
+    h->awaited |= AW_ASYNC;
+    s->pending++;
+}
+
+/* h's renewal was answered: its asynchronous release, the last of its
+ * renewals answered, is told. Caller holds mu (io thread). */
+static void settle_answered(dlock__watchdog *wd, held *h)
+{
+    for (dlock__list *it = wd->settles.next; it != &wd->settles; it = it->next) {
+        settle_node *n = DLOCK__CONTAINER_OF(it, settle_node, link);
+        if (n->h != h)
+            continue;
+        dlock__list_remove(&n->link);
+        h->awaited &= (uint8_t)~AW_ASYNC;
+        if (--n->s->pending == 0)
+            n->s->fn(n->s->arg);
+        free(n);
+        return;
+    }
+}
+
+void dlock__watchdog_collect(dlock__watchdog *wd, dlock__wd_settle *s)
+{
+    s->pending = 0;
+    wd->collect = s;
+}
+
+int dlock__watchdog_collect_end(dlock__watchdog *wd, dlock__wd_settle *s)
+{
+    wd->collect = NULL;
+    return s->pending;
+}
+
+void dlock__watchdog_unsettle(dlock__watchdog *wd, dlock__wd_settle *s)
+{
+    if (s->pending == 0)
+        return;
+    pthread_mutex_lock(&wd->mu);
+    for (dlock__list *it = wd->settles.next; it != &wd->settles;) {
+        settle_node *n = DLOCK__CONTAINER_OF(it, settle_node, link);
+        it = it->next;
+        if (n->s != s)
+            continue;
+        dlock__list_remove(&n->link);
+        n->h->awaited &= (uint8_t)~AW_ASYNC;   /* its batch frees it */
+        free(n);
+    }
+    s->pending = 0;
+    pthread_mutex_unlock(&wd->mu);
+}
+
 /* A released hold whose renewal is still in flight (h dead): waits for that
  * renewal's answer, so that it cannot land after the release returns and
  * stretch the owner's next hold of the same name (a fixed lease, say) to
- * the watchdog timeout. Bounded by the command timeout (and a margin); not
- * on the io thread, which answers it (an asynchronous release returns at
- * once). Caller holds mu; h is freed here or by its batch. */
+ * the watchdog timeout. Bounded by the command timeout (and a margin). On
+ * the io thread, which answers it, an asynchronous release awaits it
+ * instead (settle_add) and this returns at once. Caller holds mu; h is
+ * freed here or by its batch. */
 static void await_renewal(dlock__watchdog *wd, held *h)
 {
-    if (dlock__loop_on_io_thread(wd->lp))
+    if (dlock__loop_on_io_thread(wd->lp)) {
+        settle_add(wd, h);
         return;
+    }
     const int64_t until = dlock__now_ms() + wd->ctx->cfg->command_timeout_ms + 1000;
-    h->awaited = 1;
+    h->awaited |= AW_THREAD;
     while (h->inflight && dlock__now_ms() < until) {
         struct timespec ts;
         dlock__abstime(until, &ts);
         pthread_cond_timedwait(&wd->answered, &wd->mu, &ts);
     }
-    h->awaited = 0;
+    h->awaited &= (uint8_t)~AW_THREAD;
     if (!h->inflight)
         held_free(wd, h);   /* answered: its batch left it to us */
 }
@@ -334,14 +408,6 @@ void dlock__watchdog_release_end(dlock__watchdog *wd, const dlock__hold_id *id, 
     pthread_mutex_unlock(&wd->mu);
     if (post)
         dlock__loop_post(wd->lp, &wd->flush_job);
-}
-
-int dlock__watchdog_settling(dlock__watchdog *wd)
-{
-    pthread_mutex_lock(&wd->mu);
-    int n = wd->dead_inflight;
-    pthread_mutex_unlock(&wd->mu);
-    return n > 0;
 }
 
 size_t dlock__watchdog_count(dlock__watchdog *wd)
@@ -477,8 +543,9 @@ void dlock__wd_batch_finish(dlock__watchdog *wd, batch *b, int ok, const unsigne
         held *h = b->e[i];
         h->inflight = 0;
         if (h->dead) {
-            wd->dead_inflight--;
-            if (h->awaited)
+            if (h->awaited & AW_ASYNC)
+                settle_answered(wd, h);
+            if (h->awaited & AW_THREAD)
                 pthread_cond_broadcast(&wd->answered);   /* its release frees it */
             else
                 held_free(wd, h);
@@ -886,6 +953,7 @@ int dlock__watchdog_new(dlock__watchdog **out, dlock__loop *lp, dlock__netctx *c
     dlock__map_init(&wd->tkeys, dlock__wd_tk_eq);
     dlock__map_init(&wd->owners, o_eq);
     dlock__list_init(&wd->recheck);
+    dlock__list_init(&wd->settles);
     int rc = DLOCK_OK;
     /* Revocation on one server only: on a sentinel or cluster deployment the
      * keys' node changes (and a cluster would need a listener per node), so
@@ -918,6 +986,11 @@ void dlock__watchdog_free(dlock__watchdog *wd)
         lost_note *n = wd->pending;
         wd->pending = n->next;
         free(n);
+    }
+    while (!dlock__list_empty(&wd->settles)) {   /* none: their calls ended first */
+        dlock__list *it = wd->settles.next;
+        dlock__list_remove(it);
+        free(DLOCK__CONTAINER_OF(it, settle_node, link));
     }
     while (!dlock__list_empty(&wd->all)) {
         held *h = DLOCK__CONTAINER_OF(wd->all.next, held, all);

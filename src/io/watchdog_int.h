@@ -10,6 +10,9 @@
 #include "io/io.h"
 #include "net/cluster.h"
 
+/* held.awaited */
+enum { AW_THREAD = 1, AW_ASYNC = 2 };
+
 /* An owner id, kept once for all its holds (a lock's hold names it twice:
  * as its owner and as its field; a thread's holds share it). Under mu. */
 typedef struct wowner {
@@ -42,7 +45,9 @@ typedef struct held {
     uint8_t recap;           /* a reentry of a limited hold may have set a TTL past its
                                 limit (a write lock adds the lease): renew it now */
     uint8_t dead;            /* out of the table; freed when its batch answers */
-    uint8_t awaited;         /* dead, and its release waits for that answer (then frees it) */
+    uint8_t awaited;         /* dead, and its release waits for that answer: AW_THREAD (a
+                                blocking release, which then frees it) or AW_ASYNC (on
+                                wd->settles) */
     uint8_t tracked;         /* tn is in wd->tkeys */
     uint8_t opart;           /* the part equal to the owner id (a lock's field often
                                 is: not kept in data), or DLOCK__HOLD_PARTS */
@@ -115,7 +120,9 @@ struct dlock__watchdog {
     dlock__job recheck_job;  /* renew the holds due a recheck (new ones) now */
     pthread_mutex_t mu;
     pthread_cond_t answered; /* a renewal that a release awaits was answered */
-    int dead_inflight;       /* under mu: holds taken out whose renewal is in flight */
+    dlock__list settles;     /* under mu (io thread only): awaits of dead holds by
+                                asynchronous releases (watchdog.c's `settle_node`) */
+    dlock__wd_settle *collect;   /* io thread only: the release collecting now, or NULL */
     dlock__map map;
     dlock__list all;
     dlock__map tkeys;        /* tracked key -> its holds (held.tn) */

@@ -12,6 +12,8 @@
  *            the subscription is confirmed) -> SENT (the retry) -> SLEEPING
  *            (until a wake-up, the busy answer's TTL or the deadline) -> SENT ...
  *   SENT  -> GIVING_BACK (a success that cannot stand) -> done
+ *   SENT  -> SETTLING (a lock release whose hold's renewal is in flight,
+ *            until the watchdog says it was answered) -> done
  *
  * Timers: one libuv timer for the client's calls, over a heap of the calls
  * that sleep, ordered by (deadline, sequence); due calls are collected,
@@ -32,10 +34,10 @@
 
 enum { S_START, S_SENT, S_JOINING, S_SLEEPING, S_GIVING_BACK, S_SETTLING, S_DONE };
 
-/* SETTLING: a release done, waiting (polled every SETTLE_POLL_MS, at most
- * the command timeout + 1 s) until no renewal of a released hold is in
- * flight, so that none lands on the caller's next hold of the name. */
-#define SETTLE_POLL_MS 2
+/* SETTLING: a release done, waiting until the renewals in flight of the
+ * holds it took out are answered (the watchdog calls settled_fn, which posts
+ * the call's job), at most the command timeout + 1 s (its timer), so that
+ * none lands on the caller's next hold of the name. */
 
 #define MSG_MAX 512
 
@@ -57,6 +59,7 @@ typedef struct aop {
     uint64_t tseq;
     int64_t sent;            /* the last attempt's, before it was sent */
     int64_t settle_until;    /* SETTLING: ends by then whatever the watchdog says */
+    dlock__wd_settle settle; /* SETTLING: what it awaits (settle.pending > 0) */
     dlock__job kick;
     const char *optkey;      /* the optional key the last request carried (the log's) */
     unsigned flags;          /* the caller's DLOCK__CALL_* for every attempt (dlock__via) */
@@ -84,7 +87,8 @@ static void on_kick(void *arg);
 static void send_attempt(aop *op, int again);
 static void on_gave_back(int status, dlock__res *res, void *ud);
 static void finish(aop *op, int rc);
-static void settle(aop *op);
+static void settled(aop *op);
+static void settled_fn(void *arg);
 
 /* -------------------------------------------------------------- results */
 
@@ -399,6 +403,8 @@ int dlock__async_run(const dlock__handle *h, const dlock__op_type *t, const void
     op->hidx = -1;
     op->state = S_START;
     dlock__job_init(&op->kick, on_kick, op);
+    op->settle.fn = settled_fn;
+    op->settle.arg = op;
     memcpy(op->st, st, size);
     if (t->setup && (rc = t->setup(op->st)) != DLOCK_OK) {
         free(op);
@@ -425,6 +431,7 @@ static void finish(aop *op, int rc)
         return;
     dlock_client *c = client(op);
     op->state = S_DONE;
+    dlock__watchdog_unsettle(c->wd, &op->settle);   /* ended first (closed) */
     dlock__op give_up;
     const dlock__op_type *t = op->w.t;
     if (dlock__wait_end(&op->w, rc, &give_up))
@@ -537,7 +544,7 @@ static void on_timer(uv_timer_t *timer)
             if (due[i]->state == S_JOINING || due[i]->state == S_SLEEPING)
                 waiter_event(due[i], 1);
             else if (due[i]->state == S_SETTLING)
-                settle(due[i]);
+                settled(due[i]);   /* its time is up */
             unref(due[i]);
         }
         if (n < DLOCK__ARRAY_LEN(due))
@@ -546,15 +553,20 @@ static void on_timer(uv_timer_t *timer)
     rearm(t);
 }
 
-/* SETTLING's poll (its timer): the release ends once the watchdog has no
- * released hold's renewal in flight, or its time is up. */
-static void settle(aop *op)
+/* The watchdog (io thread, under its mutex): every renewal op awaited is
+ * answered. */
+static void settled_fn(void *arg)
 {
-    int64_t now = dlock__now_ms();
-    if (now < op->settle_until && dlock__watchdog_settling(client(op)->wd)) {
-        arm_timer(op, now + SETTLE_POLL_MS);
-        return;
-    }
+    aop *op = arg;
+    dlock__loop_post(client(op)->loop, &op->kick);
+}
+
+/* SETTLING ends: its renewals answered, or its time is up (then it awaits
+ * them no longer). */
+static void settled(aop *op)
+{
+    stop_timer(op);
+    dlock__watchdog_unsettle(client(op)->wd, &op->settle);
     int rc = DLOCK_OK;
     dlock__busy b = {.ttl = -1};
     int next = dlock__wait_attempted(&op->w, &rc, &b);   /* before rc is read */
@@ -574,12 +586,18 @@ static void attempt_answered(aop *op, int status, dlock__res *res)
     }
     op->read = 1;
     int back_;
+    dlock__watchdog *wd = client(op)->wd;
+    if (t->releases)   /* the holds it takes out whose renewal is in flight */
+        dlock__watchdog_collect(wd, &op->settle);
     int rc = dlock__answer(op->w.h, t, op->st, status, res, op->sent, &b, &back_);
-    if (!back_ && rc == DLOCK_OK && t->releases && dlock__watchdog_settling(client(op)->wd)) {
-        op->state = S_SETTLING;
-        op->settle_until = dlock__now_ms() + client(op)->cfg.command_timeout_ms + 1000;
-        settle(op);
-        return;
+    if (t->releases && dlock__watchdog_collect_end(wd, &op->settle) > 0) {
+        if (!back_ && rc == DLOCK_OK) {
+            op->state = S_SETTLING;
+            op->settle_until = dlock__now_ms() + client(op)->cfg.command_timeout_ms + 1000;
+            arm_timer(op, op->settle_until);
+            return;
+        }
+        dlock__watchdog_unsettle(wd, &op->settle);   /* a failed release does not wait */
     }
     if (!back_) {
         int next = dlock__wait_attempted(&op->w, &rc, &b);
@@ -673,6 +691,12 @@ static void on_kick(void *arg)
     case S_JOINING:
     case S_SLEEPING:
         waiter_event(op, 0);
+        break;
+    case S_SETTLING:
+        if (op->settle.pending == 0 || dlock__now_ms() >= op->settle_until)
+            settled(op);
+        else if (op->hidx < 0)
+            arm_timer(op, op->settle_until);   /* its timer could not be armed: polls */
         break;
     default:
         break;   /* SENT: a wake-up stays in the waiter until the answer */

@@ -274,8 +274,9 @@ typedef struct dlock__op_type {
      * and the client's statistics count it. */
     int acquires;
     /* A release of a hold the watchdog may renew: the asynchronous driver
-     * ends a successful one only once no renewal of a released hold is in
-     * flight (dlock__watchdog_settling), as the blocking release waits. */
+     * ends a successful one only once the renewals in flight of the holds it
+     * took out are answered (dlock__watchdog_collect), as the blocking
+     * release waits. */
     int releases;
 } dlock__op_type;
 

@@ -49,6 +49,7 @@
 --     client set if that comes sooner.
 -- Times are the server's clock.
 --@include delay.lua
+--@include fence_check.lua
 local lock, queue, deadlines = KEYS[1], KEYS[2], KEYS[3]
 local owner, slot = ARGV[2], tonumber(ARGV[3])
 local delay = tonumber(ARGV[7] or '0')
@@ -79,15 +80,9 @@ if held and not mine then
     end
   end
 end
-local bad = delay_wrongtype(marker)
+local bad = delay_wrongtype(marker) or fence_wrongtype(ARGV[4], KEYS[4])
 if bad then
   return bad
-end
-if ARGV[4] == '1' then
-  local tt = redis.call('type', KEYS[4]).ok
-  if tt ~= 'none' and (tt ~= 'string' or not tonumber(redis.call('get', KEYS[4]))) then
-    return redis.error_reply('WRONGTYPE fencing token key ' .. KEYS[4] .. ' holds no number')
-  end
 end
 
 -- Drop heads whose deadline passed (the first LINDEX also tells a queue key

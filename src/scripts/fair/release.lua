@@ -24,43 +24,25 @@
 -- last hold went 2 if the head of the queue heard its wake-up, 1 if not.
 -- A read-write lock's hash (a "mode" field; the owner's field is then its
 -- read hold) answers WRONGTYPE and is left as it is.
-local earlier = redis.call('get', KEYS[5])
-if earlier then
-  return tonumber(earlier)
-end
+local latch, life = KEYS[5], ARGV[3]
+--@include unlock_latch.lua
 --@include delay.lua
-local lock, queue, deadlines = KEYS[1], KEYS[2], KEYS[3]
+--@include fair_wake.lua
+local lock, queue, deadlines, owner = KEYS[1], KEYS[2], KEYS[3], ARGV[1]
 local delay = tonumber(ARGV[5] or '0')
 local marker = delay > 0 and KEYS[6] or nil
-local t = redis.call('time')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+--@include now.lua
 
--- Drop heads whose deadline passed (as acquire.lua), then start the head's
--- turn and wake it.
-local function wake_head()
-  while true do
-    local head = redis.call('lindex', queue, 0)
-    if not head then
-      return 0
-    end
-    local d = tonumber(redis.call('zscore', deadlines, head))
-    if d and d <= now then
-      redis.call('zrem', deadlines, head)
-      redis.call('lpop', queue)
-    else
-      if d and d > now + tonumber(ARGV[4]) then
-        redis.call('zadd', deadlines, now + tonumber(ARGV[4]), head)
-      end
-      return redis.call('publish', KEYS[4] .. ':' .. head, '0')
-    end
-  end
+-- The head's turn starts: it is woken (include/fair_wake.lua).
+local function wake()
+  return wake_head(queue, deadlines, KEYS[4], now, tonumber(ARGV[4]))
 end
 
-local v = redis.call('hmget', lock, ARGV[1], 'mode')   -- WRONGTYPE if not a hash
+local v = redis.call('hmget', lock, owner, 'mode')   -- WRONGTYPE if not a hash
 local count = tonumber(v[1])
 if not count then
   if redis.call('exists', lock) == 0 then
-    wake_head()   -- the lock lapsed unseen: let the head try now
+    wake()   -- the lock lapsed unseen: let the head try now
   end
   return nil
 end
@@ -68,19 +50,9 @@ if v[2] then
   -- The owner's field is its read hold of a read-write lock (same owner id).
   return redis.error_reply('WRONGTYPE the key holds a read-write lock')
 end
-if count > 1 then
-  redis.call('hincrby', lock, ARGV[1], -1)
-  if tonumber(ARGV[2]) > 0 then
-    redis.call('pexpire', lock, ARGV[2])
-    delay_extend(marker, ARGV[2], delay)
-  end
-  redis.call('set', KEYS[5], 0, 'px', ARGV[3])
-  return 0
-end
-redis.call('del', lock)
-delay_clear(marker)
-redis.call('set', KEYS[5], 1, 'px', ARGV[3])
-if wake_head() > 0 then
+--@include lock_release.lua
+latched(1)   -- before the wake-up, which may raise WRONGTYPE (a queue of another type)
+if wake() > 0 then
   return 2
 end
 return 1

@@ -5,6 +5,15 @@
 -- acquisition and renewal, deleted by the last release. `marker` is nil
 -- without a delay: every helper then does nothing.
 
+-- The key of a lock-delay given with the delay `ms` (the script's argument,
+-- absent or "0": none): `key`, or nil without a delay.
+local function delay_key(ms, key)
+  if tonumber(ms or '0') > 0 then
+    return key
+  end
+  return nil
+end
+
 -- An error reply when the marker key (or, with want 'zset', a read-write
 -- lock's set below) holds another type (somebody's data, never written),
 -- else nil. Called before the script's first write.

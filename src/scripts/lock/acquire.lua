@@ -35,6 +35,8 @@
 -- another type is somebody's data: it counts as no reservation and is never
 -- written.
 --@include delay.lua
+--@include fence_check.lua
+--@include lock_shape.lua
 local lock, owner, reserve = KEYS[1], ARGV[2], KEYS[3]
 local grace = tonumber(ARGV[5])
 local delay = tonumber(ARGV[6] or '0')
@@ -59,26 +61,12 @@ local function reserved_for()
   return nil
 end
 
--- Nil when the hash at `lock` has the shape of a lock, else what it is.
-local function not_a_lock()
-  local kv = redis.call('hgetall', lock)
-  for i = 1, #kv, 2 do
-    if kv[i] == 'mode' then
-      return 'a read-write lock'
-    end
-    if not string.find(kv[i], ':', 1, true) or not tonumber(kv[i + 1]) then
-      return 'a hash that is not a lock'
-    end
-  end
-  return nil
-end
-
 if redis.call('exists', lock) == 1 then
   local v = redis.call('hmget', lock, owner, 'mode')
   if not v[1] then
     -- Only on this path: a held lock has one field, so this costs little,
     -- and the uncontended acquire pays nothing.
-    local what = not_a_lock()
+    local what = not_a_lock(lock)
     if what then
       return redis.error_reply('WRONGTYPE the key holds ' .. what)
     end
@@ -124,14 +112,7 @@ end
 -- Everything that can fail is checked before the first write: Redis does not
 -- roll a script back, and an error after HINCRBY would leave a hold nobody
 -- knows about.
-if ARGV[3] == '1' then
-  local t = redis.call('type', KEYS[2]).ok
-  if t ~= 'none' and (t ~= 'string' or not tonumber(redis.call('get', KEYS[2]))) then
-    return redis.error_reply('WRONGTYPE fencing token key ' .. KEYS[2] .. ' holds no number')
-  end
-end
-
-local bad = delay_wrongtype(marker)
+local bad = fence_wrongtype(ARGV[3], KEYS[2]) or delay_wrongtype(marker)
 if bad then
   return bad
 end

@@ -23,11 +23,8 @@
 -- keeps 1 for both (Redisson's value), so a retried release answers 1.
 -- A read-write lock's hash (a "mode" field; the owner's field is then its
 -- read hold) answers WRONGTYPE and is left as it is.
-local earlier = redis.call('get', KEYS[3])
-if earlier then
-  return tonumber(earlier)
-end
-
+local latch, life = KEYS[3], ARGV[3]
+--@include unlock_latch.lua
 --@include delay.lua
 local lock, owner = KEYS[1], ARGV[1]
 local delay = tonumber(ARGV[5] or '0')
@@ -45,21 +42,8 @@ if v[2] then
   return redis.error_reply('WRONGTYPE the key holds a read-write lock')
 end
 
-if count > 1 then
-  redis.call('hincrby', lock, owner, -1)
-  if tonumber(ARGV[2]) > 0 then
-    redis.call('pexpire', lock, ARGV[2])
-    delay_extend(marker, ARGV[2], delay)
-  end
-  redis.call('set', KEYS[3], 0, 'px', ARGV[3])
-  return 0
-end
--- The last hold: one HGET instead of HEXISTS + HINCRBY on the common path.
-redis.call('del', lock)
-delay_clear(marker)
-local heard = redis.call('publish', KEYS[2], '0')
-redis.call('set', KEYS[3], 1, 'px', ARGV[3])
-if heard == 0 then
+--@include lock_release.lua
+if released(redis.call('publish', KEYS[2], '0')) == 1 then
   return 1
 end
 -- A reservation now holds the free lock for the grace at most: its owner

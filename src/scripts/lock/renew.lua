@@ -11,12 +11,10 @@
 -- With client tracking on, no KEYS: ARGV[2] = the number of keys, ARGV[3..]
 -- the keys, then the per-hold arguments (include/renew_keys.lua says why).
 --@include renew_keys.lua
-for i, lock in ipairs(keys) do
-  local held = 0
-  if redis.pcall('hexists', lock, ARGV[a + i]) == 1 then
-    redis.call('pexpire', lock, ARGV[1])
-    held = 1
+return renewed(1, function(i)
+  if redis.pcall('hexists', keys[i], ARGV[a + i]) ~= 1 then
+    return false
   end
-  out[i] = held
-end
-return out
+  redis.call('pexpire', keys[i], ARGV[1])
+  return true
+end)

@@ -12,19 +12,17 @@
 -- the keys, then the per-hold arguments (include/renew_keys.lua).
 --@include delay.lua
 --@include renew_keys.lua
-for i = 1, #keys / 2 do
+return renewed(2, function(i)
   local lock, marker = keys[2 * i - 1], keys[2 * i]
   local owner, delay = ARGV[a + 2 * i - 1], tonumber(ARGV[a + 2 * i])
-  local held = 0
-  if redis.pcall('hexists', lock, owner) == 1 then
-    redis.call('pexpire', lock, ARGV[1])
-    -- A string holding the owner id (written again if gone); never
-    -- someone's data of another type.
-    if not delay_wrongtype(marker) then
-      delay_write(marker, owner, ARGV[1], delay)
-    end
-    held = 1
+  if redis.pcall('hexists', lock, owner) ~= 1 then
+    return false
   end
-  out[i] = held
-end
-return out
+  redis.call('pexpire', lock, ARGV[1])
+  -- A string holding the owner id (written again if gone); never
+  -- someone's data of another type.
+  if not delay_wrongtype(marker) then
+    delay_write(marker, owner, ARGV[1], delay)
+  end
+  return true
+end)

@@ -26,17 +26,15 @@ local nk, na = 2, 1
 if #keys > 0 and #keys ~= 2 * (#ARGV - a) then
   nk, na = 3, 2
 end
-for i = 1, #keys / nk do
+return renewed(nk, function(i)
   local leases, id = keys[nk * (i - 1) + 2], ARGV[a + na * (i - 1) + 1]
-  local held = 0
   local s = redis.pcall('zscore', leases, id)
-  if type(s) == 'string' and tonumber(s) > now then
-    redis.call('zadd', leases, 'xx', until_ms, id)
-    held = 1
-    if nk == 3 and not delay_wrongtype(keys[nk * i], 'zset') then
-      rdelay_write(keys[nk * i], id, ARGV[1], tonumber(ARGV[a + na * i]))
-    end
+  if type(s) ~= 'string' or tonumber(s) <= now then
+    return false
   end
-  out[i] = held
-end
-return out
+  redis.call('zadd', leases, 'xx', until_ms, id)
+  if nk == 3 and not delay_wrongtype(keys[nk * i], 'zset') then
+    rdelay_write(keys[nk * i], id, ARGV[1], tonumber(ARGV[a + na * i]))
+  end
+  return true
+end)

@@ -26,13 +26,11 @@
 -- A key of another type, or a hash without a valid "mode" (a reentrant lock,
 -- or somebody's data), answers WRONGTYPE before anything is written.
 --@include delay.lua
+--@include fence_check.lua
 local lock, prefix, owner = KEYS[1], KEYS[2], ARGV[2]
 local lease = tonumber(ARGV[1])
 local delay = tonumber(ARGV[5] or '0')
-local marker, rset = nil, nil
-if delay > 0 then
-  marker, rset = KEYS[4], KEYS[5]
-end
+local marker, rset = delay_key(ARGV[5], KEYS[4]), delay_key(ARGV[5], KEYS[5])
 
 --@include rw_mode.lua
 if not mode then
@@ -45,13 +43,7 @@ elseif mode == 'write' and redis.call('hexists', lock, ARGV[3]) == 0 then
 end
 
 -- Every check before the first write: Redis does not roll a script back.
-if ARGV[4] == '1' then
-  local t = redis.call('type', KEYS[3]).ok
-  if t ~= 'none' and (t ~= 'string' or not tonumber(redis.call('get', KEYS[3]))) then
-    return redis.error_reply('WRONGTYPE fencing token key ' .. KEYS[3] .. ' holds no number')
-  end
-end
-local bad = delay_wrongtype(rset, 'zset')
+local bad = fence_wrongtype(ARGV[4], KEYS[3]) or delay_wrongtype(rset, 'zset')
 if bad then
   return bad
 end

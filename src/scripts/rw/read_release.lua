@@ -29,18 +29,12 @@
 -- Returns nil when the owner holds no read hold, 0 when it still holds some,
 -- and when its last went 1, or 2 when the lock was deleted and some client
 -- heard the unlock message. The latch keeps 0 or 1.
-local earlier = redis.call('get', KEYS[3])
-if earlier then
-  return tonumber(earlier)
-end
-
+local latch, life = KEYS[3], ARGV[2]
+--@include unlock_latch.lua
 --@include delay.lua
 --@include rw_longest.lua
 local lock, owner = KEYS[1], ARGV[1]
-local rset = nil
-if tonumber(ARGV[3] or '0') > 0 then
-  rset = KEYS[6]
-end
+local rset = delay_key(ARGV[3], KEYS[6])
 local kv = redis.call('hgetall', lock)   -- WRONGTYPE if not a hash
 local mode, count, others = nil, nil, false
 for i = 1, #kv, 2 do
@@ -73,11 +67,6 @@ if count == 1 then
   rdelay_clear(rset, owner)
 end
 
-local function done(answer)
-  redis.call('set', KEYS[3], answer, 'px', ARGV[2])
-  return answer
-end
-
 if others or count > 1 then
   if count == 1 then
     redis.call('hdel', lock, owner)
@@ -90,7 +79,7 @@ if others or count > 1 then
   local exact = type(gone) == 'number'
   redis.call('del', key)
   if mode == 'write' and others then
-    return done(mine)
+    return latched(mine)
   end
   -- Every acquire and renewal gives the lock the expiry of the hold that
   -- raised it, exactly (read_acquire.lua): while a hold left expires with
@@ -98,27 +87,22 @@ if others or count > 1 then
   -- longest.
   local lexp = exact and redis.call('pexpiretime', lock)
   if exact and gone < lexp then
-    return done(mine)
+    return latched(mine)
   end
   -- The longest read hold left, whoever's, if any is alive (the latest
   -- readers, last in the hash, first).
   local longest = longest_hold(exact and 'pexpiretime' or 'pttl', kv, KEYS[5], owner,
                                exact and lexp)
   if not longest then   -- a hold left expires with the lock
-    return done(mine)
+    return latched(mine)
   end
   if longest > 0 then
     redis.call(exact and 'pexpireat' or 'pexpire', lock, longest)
-    return done(mine)
+    return latched(mine)
   end
 end
 
 -- No live read hold is left: the lock goes (with any field whose holds
 -- lapsed), and a waiting writer is woken.
 redis.call('del', lock, key)
-local heard = redis.call('publish', KEYS[2], '0')
-redis.call('set', KEYS[3], 1, 'px', ARGV[2])
-if heard > 0 then
-  return 2
-end
-return 1
+return released(redis.call('publish', KEYS[2], '0'))

@@ -27,31 +27,26 @@ local nk, na = 2, 1
 if #keys > 0 and #keys ~= 2 * (#ARGV - a) then
   nk, na = 3, 2
 end
-for i = 1, #keys / nk do
+return renewed(nk, function(i)
   local lock, prefix = keys[nk * (i - 1) + 1], keys[nk * (i - 1) + 2]
   local owner = ARGV[a + na * (i - 1) + 1]
   local n = redis.pcall('hget', lock, owner)
-  local held = 0
-  if type(n) == 'string' and tonumber(n) then
-    for k = tonumber(n), 1, -1 do
-      redis.call('pexpire', prefix .. ':' .. k, lease)
-    end
-    -- Hold 1, renewed last, expires last: the lock gets its expiry to the ms
-    -- where Redis tells it (7.0+; see read_acquire.lua), never lower.
-    local at = redis.pcall('pexpiretime', prefix .. ':1')
-    if type(at) == 'number' and at > 0 then
-      redis.call('pexpireat', lock, at, 'GT')
-    elseif redis.call('pttl', lock) < lease then
-      redis.call('pexpire', lock, lease)
-    end
-    if nk == 3 then
-      local rset = keys[nk * i]
-      if not delay_wrongtype(rset, 'zset') then
-        rdelay_write(rset, owner, lease, tonumber(ARGV[a + na * i]))
-      end
-    end
-    held = 1
+  if type(n) ~= 'string' or not tonumber(n) then
+    return false
   end
-  out[i] = held
-end
-return out
+  for k = tonumber(n), 1, -1 do
+    redis.call('pexpire', prefix .. ':' .. k, lease)
+  end
+  -- Hold 1, renewed last, expires last: the lock gets its expiry to the ms
+  -- where Redis tells it (7.0+; see read_acquire.lua), never lower.
+  local at = redis.pcall('pexpiretime', prefix .. ':1')
+  if type(at) == 'number' and at > 0 then
+    redis.call('pexpireat', lock, at, 'GT')
+  elseif redis.call('pttl', lock) < lease then
+    redis.call('pexpire', lock, lease)
+  end
+  if nk == 3 and not delay_wrongtype(keys[nk * i], 'zset') then
+    rdelay_write(keys[nk * i], owner, lease, tonumber(ARGV[a + na * i]))
+  end
+  return true
+end)

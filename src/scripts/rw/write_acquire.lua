@@ -25,13 +25,11 @@
 -- A key of another type, or a hash without a valid "mode",
 -- answers WRONGTYPE before anything is written.
 --@include delay.lua
+--@include fence_check.lua
 local lock, field, owner = KEYS[1], ARGV[2], ARGV[3]
 local lease = tonumber(ARGV[1])
 local delay = tonumber(ARGV[5] or '0')
-local marker, rset = nil, nil
-if delay > 0 then
-  marker, rset = KEYS[3], KEYS[4]
-end
+local marker, rset = delay_key(ARGV[5], KEYS[3]), delay_key(ARGV[5], KEYS[4])
 
 --@include rw_mode.lua
 local mine = mode == 'write' and redis.call('hget', lock, field)
@@ -52,13 +50,8 @@ if not mode then
   end
 end
 
-if ARGV[4] == '1' then
-  local t = redis.call('type', KEYS[2]).ok
-  if t ~= 'none' and (t ~= 'string' or not tonumber(redis.call('get', KEYS[2]))) then
-    return redis.error_reply('WRONGTYPE fencing token key ' .. KEYS[2] .. ' holds no number')
-  end
-end
-local bad = delay_wrongtype(marker)
+-- Every check before the first write: Redis does not roll a script back.
+local bad = fence_wrongtype(ARGV[4], KEYS[2]) or delay_wrongtype(marker)
 if bad then
   return bad
 end

@@ -26,18 +26,12 @@
 -- Returns nil when the owner holds no write hold, 0 when it still holds some,
 -- and when its last went 1, or 2 when some client heard the message. The
 -- latch keeps 0 or 1.
-local earlier = redis.call('get', KEYS[3])
-if earlier then
-  return tonumber(earlier)
-end
-
+local latch, life = KEYS[3], ARGV[3]
+--@include unlock_latch.lua
 --@include delay.lua
 --@include rw_longest.lua
 local lock, field = KEYS[1], ARGV[1]
-local marker = nil
-if tonumber(ARGV[4] or '0') > 0 then
-  marker = KEYS[5]
-end
+local marker = delay_key(ARGV[4], KEYS[5])
 --@include rw_mode.lua
 if mode ~= 'write' then   -- free, or read holds only
   return nil
@@ -55,8 +49,7 @@ if count > 1 then
     redis.call('pexpire', lock, ARGV[2])
     delay_extend(marker, ARGV[2], tonumber(ARGV[4]))
   end
-  redis.call('set', KEYS[3], 0, 'px', ARGV[3])
-  return 0
+  return latched(0)
 end
 redis.call('hdel', lock, field)
 delay_clear(marker)
@@ -73,9 +66,4 @@ if longest > 0 then
 else
   redis.call('del', lock)
 end
-local heard = redis.call('publish', KEYS[2], '1')
-redis.call('set', KEYS[3], 1, 'px', ARGV[3])
-if heard > 0 then
-  return 2
-end
-return 1
+return released(redis.call('publish', KEYS[2], '1'))
