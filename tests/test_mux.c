@@ -33,6 +33,24 @@ static dlock_client *client_via(th_proxy *px, int64_t command_timeout_ms)
     return c;
 }
 
+/* A proxy before the server (*px), a client through it and N lock handles
+ * on it, named after tag. Skips the test on a deployment. */
+static dlock_client *locks_via(th_proxy **px, int64_t command_timeout_ms, const char *tag,
+                               char names[N][128], dlock_lock *locks[N])
+{
+    if (th_deployed(&srv))
+        skip();   /* a proxy before one server */
+    *px = th_proxy_start(srv.port);
+    dlock_client *c = client_via(*px, command_timeout_ms);
+    for (int i = 0; i < N; i++) {
+        char t[32];
+        snprintf(t, sizeof(t), "%s%d", tag, i);
+        th_name(names[i], sizeof(names[i]), t);
+        assert_int_equal(dlock_lock_get(c, names[i], &locks[i]), DLOCK_OK);
+    }
+    return c;
+}
+
 typedef struct job {
     dlock_lock *l;
     int read;                /* is_locked (idempotent), else acquire (not) */
@@ -248,22 +266,16 @@ static void *acquire_once(void *arg)
 static void test_noscript_inside_a_pipeline(void **state)
 {
     (void)state;
-    if (th_deployed(&srv))
-        skip();   /* a proxy before one server */
-    th_proxy *px = th_proxy_start(srv.port);
-    dlock_client *c = client_via(px, 5000 * th_slack());
+    th_proxy *px;
     char names[N][128];
+    dlock_lock *locks[N];
+    dlock_client *c = locks_via(&px, 5000 * th_slack(), "noscript", names, locks);
     cycler ys[N];
     pthread_t th[N];
     pthread_barrier_t go;
     pthread_barrier_init(&go, NULL, N);
-    for (int i = 0; i < N; i++) {
-        char tag[32];
-        snprintf(tag, sizeof(tag), "noscript%d", i);
-        th_name(names[i], sizeof(names[i]), tag);
-        assert_int_equal(dlock_lock_get(c, names[i], &ys[i].l), DLOCK_OK);
-        ys[i].go = &go;
-    }
+    for (int i = 0; i < N; i++)
+        ys[i] = (cycler){.l = locks[i], .go = &go};
     for (int round = 0; round < 5; round++) {
         freeReplyObject(th_cmd(&srv, "SCRIPT FLUSH"));
         for (int i = 0; i < N; i++) {
@@ -331,22 +343,17 @@ static void *cycle_until(void *arg)
  * the client goes on. */
 static void threads_cycling(int cut)
 {
-    if (th_deployed(&srv))
-        skip();   /* a proxy before one server */
-    th_proxy *px = th_proxy_start(srv.port);
-    dlock_client *c = client_via(px, 2000 * th_slack());
+    th_proxy *px;
     char names[N][128];
+    dlock_lock *locks[N];
+    dlock_client *c = locks_via(&px, 2000 * th_slack(), "cycle", names, locks);
     looper ys[N];
     pthread_t th[N];
     pthread_barrier_t go;
     int stop = 0;
     pthread_barrier_init(&go, NULL, N + 1);
     for (int i = 0; i < N; i++) {
-        char tag[32];
-        snprintf(tag, sizeof(tag), "cycle%d", i);
-        th_name(names[i], sizeof(names[i]), tag);
-        ys[i] = (looper){.go = &go, .stop = &stop, .rc = -99, .step = -1};
-        assert_int_equal(dlock_lock_get(c, names[i], &ys[i].l), DLOCK_OK);
+        ys[i] = (looper){.l = locks[i], .go = &go, .stop = &stop, .rc = -99, .step = -1};
         pthread_create(&th[i], NULL, cycle_until, &ys[i]);
     }
     pthread_barrier_wait(&go);
@@ -383,17 +390,9 @@ static void threads_cycling(int cut)
     th_proxy_stop(px);
 }
 
-static void test_threads_cycling(void **state)
-{
-    (void)state;
-    threads_cycling(0);
-}
-
-static void test_threads_cycling_then_drop(void **state)
-{
-    (void)state;
-    threads_cycling(1);
-}
+/* Its state: NULL, or a drop (the_drop) under the threads. */
+static void test_threads_cycling(void **state) { threads_cycling(*state != NULL); }
+static int the_drop = 1;
 
 int main(void)
 {
@@ -403,7 +402,7 @@ int main(void)
         cmocka_unit_test(test_timeout_then_noscript),
         cmocka_unit_test(test_noscript_inside_a_pipeline),
         cmocka_unit_test(test_threads_cycling),
-        cmocka_unit_test(test_threads_cycling_then_drop),
+        {"test_threads_cycling_then_drop", test_threads_cycling, NULL, NULL, &the_drop},
     };
     return cmocka_run_group_tests(tests, th_setup_server, th_teardown);
 }
