@@ -288,7 +288,9 @@ static const char elect_text[] =
     "to CMD as $DLOCK_TERM (and $DLOCK_TOKEN, for 'dlock fence'). Observers ('dlock\n"
     "leader --watch') are told of each new leader and of each resignation. If leadership\n"
     "is lost (the lock deleted or forced open, Redis unreachable, --max-hold), CMD is\n"
-    "stopped as 'run' stops it and dlock exits 76. Options and exit codes as 'run'.\n";
+    "stopped as 'run' stops it and dlock exits 76. Options and exit codes as 'run', but\n"
+    "--fair, --read, --write, --stripes, --semaphore, --lease and --lock-delay do not\n"
+    "apply to an election: each is a usage error (exit 64).\n";
 
 static const char leader_text[] =
     "usage: dlock leader [--watch] NAME\n"

@@ -185,6 +185,7 @@ static int parse_args(cli_opts *o, int argc, char **argv, run_args *ra)
             static const cli_dur_rule delay = {1, NULL, 0, 86400000, "0 to 1d"};
             if (cli_duration_opt(o, "run", "--lock-delay", val, &delay, &ra->lock_delay_ms) != 0)
                 return -1;
+            ra->lock_delay_given = 1;
         } else if ((r = cli_opt_value(o, "run", argc, argv, &i, "--conflict-exit-code", "-E",
                                       &val)) != 0) {
             if (r < 0)
@@ -276,11 +277,6 @@ static int parse_args(cli_opts *o, int argc, char **argv, run_args *ra)
     if (ra->max_hold_ms && ra->lease_ms != DLOCK_WATCHDOG) {
         cli_usage_error(o, "run", "--max-hold limits a hold renewed by the watchdog; with "
                                   "--lease the lease is the limit: give one of them");
-        return -1;
-    }
-    if (ra->lock_delay_ms && ra->elect) {
-        cli_usage_error(o, "run", "--lock-delay applies to locks and --semaphore permits "
-                                  "only: not with elect");
         return -1;
     }
     ra->watchdog_ms = o->watchdog_ms ? o->watchdog_ms : 30000;
@@ -866,12 +862,18 @@ int cmd_elect(cli_opts *o, int argc, char **argv)
     run_args ra;
     if (parse_args(o, argc, argv, &ra) != 0)
         return EXIT_USAGE;
-    if (ra.nnames != 1 || ra.kinds[0] != RUN_LOCK || ra.stripes) {
-        cli_usage_error(o, "elect", "one election NAME (no --fair, --read, --write, --stripes)");
+    if (ra.nnames != 1 || ra.kinds[0] != RUN_LOCK || ra.stripes || ra.semaphore) {
+        cli_usage_error(o, "elect", "one election NAME (no --fair, --read, --write, --stripes, "
+                                    "--semaphore)");
         return EXIT_USAGE;
     }
     if (ra.lease_ms != DLOCK_WATCHDOG) {
         cli_usage_error(o, "elect", "a leader is kept by the watchdog: no --lease");
+        return EXIT_USAGE;
+    }
+    if (ra.lock_delay_given) {
+        cli_usage_error(o, "elect", "--lock-delay applies to 'run' (locks and --semaphore "
+                                    "permits), not to an election");
         return EXIT_USAGE;
     }
     ra.elect = 1;

@@ -18,6 +18,7 @@ typedef struct run_args {
     int64_t watchdog_ms;   /* the lease a watchdog hold has (for pause detection) */
     int64_t max_hold_ms;   /* --max-hold, 0 = none */
     int64_t lock_delay_ms; /* --lock-delay, 0 = none */
+    int lock_delay_given;  /* --lock-delay was given (0 included): elect refuses it */
     int conflict_code;
     int on_lost_term;
     int lost_code;         /* exit code when the hold was lost (76), -1: CMD's status */

@@ -111,6 +111,20 @@ th_redis *th_replset_next(th_replset *rs, const th_redis *cur);
 int th_replset_promote(th_replset *rs, th_redis *np);
 /* Waits (up to 20 s x th_slack()) until np has its replicas back. 0 then. */
 int th_replset_await(const th_redis *np);
+/* One replica set shared by the tests of a file (test_quarantine.c,
+ * test_managed.c): th_rs_setup and th_rs_teardown are the cmocka group's
+ * setup and teardown; th_rs.cur is the primary now, which the tests move as
+ * they promote; th_rs_server(i) is server i of the set (0: the first primary,
+ * then the replicas); th_rs_next() the one after th_rs.cur (th_replset_next). */
+typedef struct th_rs_fixture {
+    th_replset set;
+    th_redis *cur;
+} th_rs_fixture;
+extern th_rs_fixture th_rs;
+int th_rs_setup(void **state);
+int th_rs_teardown(void **state);
+th_redis *th_rs_server(int i);
+th_redis *th_rs_next(void);
 
 /* A URL naming nodes[0..n-1] as one deployment of `kind` ("replicated",
  * "sentinel", "cluster"): redis-KIND://127.0.0.1:p1,... with their client

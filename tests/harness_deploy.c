@@ -248,6 +248,29 @@ void th_replset_destroy(th_replset *rs)
     th_redis_destroy(&rs->primary);
 }
 
+th_rs_fixture th_rs;
+
+int th_rs_setup(void **state)
+{
+    (void)state;
+    if (th_replset_start(&th_rs.set, NULL) != 0)
+        return -1;
+    th_rs.cur = &th_rs.set.primary;
+    return 0;
+}
+
+int th_rs_teardown(void **state)
+{
+    (void)state;
+    th_replset_destroy(&th_rs.set);
+    th_rs.cur = NULL;
+    return 0;
+}
+
+th_redis *th_rs_server(int i) { return rs_server(&th_rs.set, i); }
+
+th_redis *th_rs_next(void) { return th_replset_next(&th_rs.set, th_rs.cur); }
+
 /* Count of entries a SENTINEL subcommand lists for the master, or -1. */
 static int sentinel_count(const th_redis *s, const char *sub, const char *master)
 {

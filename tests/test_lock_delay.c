@@ -185,29 +185,33 @@ static void test_redisson_holder_not_delayed(void **state)
 }
 
 /* The owner that lost its own hold may take it again (the delay keeps out
- * the others); a handle's setting overrides the client's. */
+ * the others); a handle's setting overrides the client's: another handle of
+ * the same owner, without a delay of its own, writes nothing. The type's
+ * delay key is "<key_prefix>:{name}"; `count` is the command that counts its
+ * entries (EXISTS for a lock's marker, ZCARD for the read holds' set). */
 typedef int (*lock_getter)(dlock_client *, const char *, dlock_lock **);
 
-static void same_owner_and_per_handle(lock_getter get, const char *prefix)
+static void same_owner_and_per_handle(lock_getter get, const char *prefix,
+                                      const char *key_prefix, const char *count)
 {
-    char name[96], marker[128];
+    char name[96], key[160];
     th_name(name, sizeof(name), prefix);
-    marker_of(name, marker, sizeof(marker));
+    snprintf(key, sizeof(key), "%s:{%s}", key_prefix, name);
     dlock_lock *l, *other;
     assert_int_equal(get(cli, name, &l), DLOCK_OK);   /* the client's: off */
     assert_int_equal(get(cli, name, &other), DLOCK_OK);
     assert_int_equal(dlock_lock_set_lock_delay(l, 60000), DLOCK_OK);
     assert_int_equal(dlock_lock_try(l, 0, 10000), DLOCK_OK);
-    assert_int_equal(th_int(&srv, "EXISTS %s", marker), 1);
+    assert_int_equal(th_int(&srv, "%s %s", count, key), 1);
     assert_int_equal(th_int(&srv, "DEL %s", name), 1);   /* lost */
     int rc = dlock_lock_try(l, 0, 10000);   /* the same owner */
     if (rc != DLOCK_OK)
         fail_msg("retake by the owner: %d %s", rc, dlock_last_error());
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
-    assert_int_equal(th_int(&srv, "EXISTS %s", marker), 0);
-    /* The other handle has no delay of its own and sends no marker. */
+    assert_int_equal(th_int(&srv, "%s %s", count, key), 0);
+    /* The other handle has no delay of its own and sends no delay key. */
     assert_int_equal(dlock_lock_try(other, 0, 10000), DLOCK_OK);
-    assert_int_equal(th_int(&srv, "EXISTS %s", marker), 0);
+    assert_int_equal(th_int(&srv, "%s %s", count, key), 0);
     assert_int_equal(dlock_lock_release(other), DLOCK_OK);
     /* Set after an acquisition: refused, the setting unchanged. */
     assert_int_equal(dlock_lock_set_lock_delay(l, 1000), DLOCK_EINVAL);
@@ -219,13 +223,13 @@ static void same_owner_and_per_handle(lock_getter get, const char *prefix)
 static void test_same_owner_and_per_handle(void **state)
 {
     (void)state;
-    same_owner_and_per_handle(dlock_lock_get, "ld-own");
+    same_owner_and_per_handle(dlock_lock_get, "ld-own", "dlock_lock_delay", "EXISTS");
 }
 
 static void test_fair_per_handle(void **state)
 {
     (void)state;
-    same_owner_and_per_handle(dlock_fair_lock_get, "ldf-own");
+    same_owner_and_per_handle(dlock_fair_lock_get, "ldf-own", "dlock_lock_delay", "EXISTS");
 }
 
 /* The fair lock (Redisson's RFairLock) with a lock-delay: a holder whose
@@ -578,32 +582,14 @@ static void test_rw_redisson_holder_not_delayed(void **state)
 static void test_write_per_handle(void **state)
 {
     (void)state;
-    same_owner_and_per_handle(dlock_write_lock_get, "ldw-own");
+    same_owner_and_per_handle(dlock_write_lock_get, "ldw-own", "dlock_lock_delay", "EXISTS");
 }
 
-/* A read handle's own setting: its holds enter the set, a handle of the
- * same client without one writes nothing; set after an acquisition:
- * refused. */
+/* A read handle's own setting: its holds enter the set dlock_read_delay:{name}. */
 static void test_read_per_handle(void **state)
 {
     (void)state;
-    char name[96], rset[128];
-    th_name(name, sizeof(name), "ldr-own");
-    snprintf(rset, sizeof(rset), "dlock_read_delay:{%s}", name);
-    dlock_lock *l, *other;
-    assert_int_equal(dlock_read_lock_get(cli, name, &l), DLOCK_OK);
-    assert_int_equal(dlock_read_lock_get_as(cli, name, "other-owner:1", &other), DLOCK_OK);
-    assert_int_equal(dlock_lock_set_lock_delay(l, 60000), DLOCK_OK);
-    assert_int_equal(dlock_lock_try(l, 0, 10000), DLOCK_OK);
-    assert_int_equal(th_int(&srv, "ZCARD %s", rset), 1);
-    assert_int_equal(dlock_lock_try(other, 0, 10000), DLOCK_OK);
-    assert_int_equal(th_int(&srv, "ZCARD %s", rset), 1);   /* no delay: no entry */
-    assert_int_equal(dlock_lock_release(other), DLOCK_OK);
-    assert_int_equal(dlock_lock_release(l), DLOCK_OK);
-    assert_int_equal(th_int(&srv, "ZCARD %s", rset), 0);
-    assert_int_equal(dlock_lock_set_lock_delay(l, 1000), DLOCK_EINVAL);
-    dlock_lock_free(l);
-    dlock_lock_free(other);
+    same_owner_and_per_handle(dlock_read_lock_get, "ldr-own", "dlock_read_delay", "ZCARD");
 }
 
 static void test_bad_settings(void **state)

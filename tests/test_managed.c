@@ -30,27 +30,7 @@
 #include "harness.h"
 #include "proxy.h"
 
-static th_replset rs;
-static th_redis *cur;   /* the primary now */
 static int64_t t_demoted;   /* when swap_to had made the old primary a replica */
-
-static th_redis *server(int i) { return i == 0 ? &rs.primary : &rs.replica[i - 1]; }
-
-static int setup(void **state)
-{
-    (void)state;
-    if (th_replset_start(&rs, NULL) != 0)
-        return -1;
-    cur = &rs.primary;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    th_replset_destroy(&rs);
-    return 0;
-}
 
 /* Waits until np has n replicas connected. */
 static void await_replicas(th_redis *np, int n)
@@ -75,7 +55,7 @@ static void swap_to(th_redis *np)
 {
     /* WAIT counts this connection's writes: one first, after every write of
      * the clients (the replication stream is in order). */
-    redisContext *ac = th_admin(cur);
+    redisContext *ac = th_admin(th_rs.cur);
     assert_non_null(ac);
     redisReply *r = redisCommand(ac, "INCR mg-barrier");
     assert_non_null(r);
@@ -85,16 +65,16 @@ static void swap_to(th_redis *np)
     assert_int_equal(r->integer, TH_REPLICAS);
     freeReplyObject(r);
     redisFree(ac);
-    assert_int_equal(th_replset_promote(&rs, np), 0);
-    cur = np;
+    assert_int_equal(th_replset_promote(&th_rs.set, np), 0);
+    th_rs.cur = np;
     t_demoted = th_now_ms();
     await_replicas(np, TH_REPLICAS);
     /* The replicas follow np at its client port: its TLS one in TLS mode. */
     char want[32];
     snprintf(want, sizeof(want), "master_port:%d\r", th_client_port(np));
     for (int i = 0; i <= TH_REPLICAS; i++)
-        if (server(i) != np) {
-            r = th_cmd(server(i), "INFO replication");
+        if (th_rs_server(i) != np) {
+            r = th_cmd(th_rs_server(i), "INFO replication");
             assert_non_null(r);
             assert_non_null(strstr(r->str, want));
             freeReplyObject(r);
@@ -116,10 +96,6 @@ static int tls_clients(th_redis *np)
     freeReplyObject(r);
     return n;
 }
-
-/* The server after cur in the set: the next primary. */
-static th_redis *next_primary(void) { return th_replset_next(&rs, cur); }
-
 
 struct waiter_arg {
     dlock_client *c;
@@ -148,7 +124,7 @@ static char url_buf[1024];
  * the proxy's), rediss:// with the test certificates in TLS mode. */
 static const char *url_of_port(int port)
 {
-    return th_url_port(cur, port, url_buf, sizeof(url_buf));
+    return th_url_port(th_rs.cur, port, url_buf, sizeof(url_buf));
 }
 
 /* A holder (client a, watchdog), a waiter for its lock (client b) and a
@@ -174,7 +150,7 @@ static void scene_start(scene *sc, dlock_client *a, dlock_client *b, int64_t wd)
     atomic_store(&th_lost_reason, 0);
     dlock_lock_set_lost_callback(sc->lh, th_on_lost, NULL);
     assert_int_equal(dlock_lock_acquire(sc->lh, DLOCK_WATCHDOG), DLOCK_OK);
-    assert_int_equal(th_int(cur, "EXISTS %s", sc->held), 1);
+    assert_int_equal(th_int(th_rs.cur, "EXISTS %s", sc->held), 1);
     sc->w = (struct waiter_arg){b, sc->held, 60000 * th_slack(), -99, 0};
     pthread_create(&sc->t, NULL, waiter, &sc->w);
     assert_true(th_await_lock_waiter(b, sc->held));
@@ -237,12 +213,12 @@ static void test_name_follows_the_new_primary(void **state)
 {
     (void)state;
     int64_t wd = 1500 * th_slack();
-    th_proxy *px = th_proxy_start(th_client_port(cur));
+    th_proxy *px = th_proxy_start(th_client_port(th_rs.cur));
     assert_non_null(px);
     const char *url = url_of_port(th_proxy_port(px));
     scene sc;
     scene_start(&sc, th_client_url(url, wd), th_client_url(url, 0), wd);
-    th_redis *np = next_primary();
+    th_redis *np = th_rs_next();
     th_proxy_retarget(px, th_client_port(np));
     swap_to(np);
     int64_t ms = scene_check(&sc, np);
@@ -259,7 +235,7 @@ static void test_address_of_a_demoted_server(void **state)
 {
     (void)state;
     int64_t slack = th_slack(), wd = 1500 * slack;
-    th_redis *old = cur, *np = next_primary();
+    th_redis *old = th_rs.cur, *np = th_rs_next();
     dlock_config *cfg = dlock_config_new();
     assert_int_equal(dlock_config_set_url(cfg, url_of_port(th_client_port(old))), DLOCK_OK);
     assert_int_equal(dlock_config_set_watchdog_timeout(cfg, wd), DLOCK_OK);
@@ -290,7 +266,7 @@ static void test_address_of_a_demoted_server(void **state)
     assert_non_null(strstr(dlock_last_error(), "READONLY"));
     assert_non_null(strstr(dlock_last_error(), "replica"));
     for (int i = 0; i <= TH_REPLICAS; i++)
-        assert_int_equal(th_int(server(i), "EXISTS %s", fresh), 0);
+        assert_int_equal(th_int(th_rs_server(i), "EXISTS %s", fresh), 0);
     dlock_lock_free(lh);
     dlock_lock_free(lf);
     dlock_client_close(c);
@@ -308,7 +284,7 @@ static const char *replicated_url(unsigned mask)
     int n = 0;
     for (int i = 0; i <= TH_REPLICAS; i++)
         if (mask >> i & 1)
-            nodes[n++] = server(i);
+            nodes[n++] = th_rs_server(i);
     return th_nodes_url(rep_url, sizeof(rep_url), "replicated", nodes, n, "");
 }
 
@@ -348,17 +324,17 @@ static void test_replicated_follows_the_swap(void **state)
     /* ROLE calls per node over a few idle intervals: two clients. */
     long long before[TH_REPLICAS + 1];
     for (int i = 0; i <= TH_REPLICAS; i++)
-        before[i] = th_calls(server(i), "role");
+        before[i] = th_calls(th_rs_server(i), "role");
     int64_t t0 = th_now_ms();
     th_sleep_ms(3 * scan);
     double intervals = (double)(th_now_ms() - t0) / (double)scan;
     for (int i = 0; i <= TH_REPLICAS; i++) {
-        double per = (double)(th_calls(server(i), "role") - before[i]) / 2.0 / intervals;
+        double per = (double)(th_calls(th_rs_server(i), "role") - before[i]) / 2.0 / intervals;
         printf("# node %d: %.2f ROLE per client per scan interval\n", i, per);
         assert_true(per <= 1.5);
     }
 
-    th_redis *np = next_primary();
+    th_redis *np = th_rs_next();
     swap_to(np);
     int64_t ms = scene_check(&sc, np);
     printf("# old primary demoted -> first acquisition on the new primary: %lld ms (scan %lld "
@@ -375,7 +351,7 @@ static void test_replicated_follows_the_swap(void **state)
  * primary's messages. Returns the old primary (rejoin it after). */
 static th_redis *swap_cut_off(th_redis *np)
 {
-    th_redis *old = cur;
+    th_redis *old = th_rs.cur;
     swap_to(np);
     redisReply *r = th_cmd(old, "REPLICAOF 127.0.0.1 %d", th_free_port());
     assert_non_null(r);
@@ -387,10 +363,10 @@ static th_redis *swap_cut_off(th_redis *np)
 
 static void rejoin(th_redis *old)
 {
-    redisReply *r = th_cmd(old, "REPLICAOF 127.0.0.1 %d", th_client_port(cur));
+    redisReply *r = th_cmd(old, "REPLICAOF 127.0.0.1 %d", th_client_port(th_rs.cur));
     assert_non_null(r);
     freeReplyObject(r);
-    await_replicas(cur, TH_REPLICAS);
+    await_replicas(th_rs.cur, TH_REPLICAS);
 }
 
 /* Holder a holds with a long lease, waiter b waits (its subscription on the
@@ -413,7 +389,7 @@ static void waiter_follows(dlock_client *a, dlock_client *b, th_proxy *px, int64
     pthread_create(&t, NULL, waiter, &w);
     assert_true(th_await_lock_waiter(b, name));
     th_sleep_ms(before_swap_ms);
-    th_redis *np = next_primary();
+    th_redis *np = th_rs_next();
     if (px)
         th_proxy_retarget(px, th_client_port(np));
     th_redis *old = swap_cut_off(np);
@@ -444,7 +420,7 @@ static void test_name_moves_the_subscriptions(void **state)
 {
     (void)state;
     for (int pass = 0; pass < 2; pass++) {
-        th_proxy *px = th_proxy_start(th_client_port(cur));
+        th_proxy *px = th_proxy_start(th_client_port(th_rs.cur));
         assert_non_null(px);
         const char *url = url_of_port(th_proxy_port(px));
         waiter_follows(th_client_url(url, 0), th_client_url(url, 0), px, 10000, pass * 11000);
@@ -471,13 +447,13 @@ static void test_role_refused(void **state)
 {
     (void)state;
     int64_t slack = th_slack();
-    redisReply *r = th_cmd(cur, "ACL SETUSER mg-norole on >pw ~* &* +@all -role");
+    redisReply *r = th_cmd(th_rs.cur, "ACL SETUSER mg-norole on >pw ~* &* +@all -role");
     assert_non_null(r);
     freeReplyObject(r);
-    r = th_cmd(cur, "CONFIG RESETSTAT");
+    r = th_cmd(th_rs.cur, "CONFIG RESETSTAT");
     freeReplyObject(r);
     char url[1024];
-    const char *one = url_of_port(th_client_port(cur)), *host = strstr(one, "://") + 3;
+    const char *one = url_of_port(th_client_port(th_rs.cur)), *host = strstr(one, "://") + 3;
     snprintf(url, sizeof(url), "%.*smg-norole:pw@%s", (int)(host - one), one, host);
     dlock_client *a = th_client_url(url, 0), *b = th_client_url(url, 0);
     char name[64];
@@ -495,7 +471,7 @@ static void test_role_refused(void **state)
     pthread_join(t, NULL);
     assert_int_equal(w.rc, DLOCK_OK);
     assert_true(w.done_at - t0 < 3000 * slack);
-    r = th_cmd(cur, "INFO commandstats");
+    r = th_cmd(th_rs.cur, "INFO commandstats");
     assert_non_null(r);
     const char *p = strstr(r->str, "cmdstat_role:");
     long long rejected = p && strstr(p, "rejected_calls=") ? atoll(strstr(p, "rejected_calls=") + 15)
@@ -506,7 +482,7 @@ static void test_role_refused(void **state)
     dlock_lock_free(lh);
     dlock_client_close(a);
     dlock_client_close(b);
-    r = th_cmd(cur, "ACL DELUSER mg-norole");
+    r = th_cmd(th_rs.cur, "ACL DELUSER mg-norole");
     freeReplyObject(r);
 }
 
@@ -532,7 +508,7 @@ static void test_replicated_bad_input(void **state)
     int rc;
     unsigned replicas = 0;
     for (int i = 0; i <= TH_REPLICAS; i++)
-        if (server(i) != cur)
+        if (th_rs_server(i) != th_rs.cur)
             replicas |= 1u << i;
     int64_t t0 = th_now_ms();
     dlock_client *c = open_replicated(replicated_url(replicas), 0, 100, 500, &rc);
@@ -567,7 +543,7 @@ static void test_replicated_bad_input(void **state)
     atomic_store(&th_lost_reason, 0);
     dlock_lock_set_lost_callback(lh, th_on_lost, NULL);
     assert_int_equal(dlock_lock_acquire(lh, DLOCK_WATCHDOG), DLOCK_OK);
-    th_redis *other = next_primary();
+    th_redis *other = th_rs_next();
     redisReply *r = th_cmd(other, "REPLICAOF NO ONE");
     freeReplyObject(r);
     int64_t t_split = th_now_ms();
@@ -583,7 +559,7 @@ static void test_replicated_bad_input(void **state)
     assert_int_not_equal(atomic_load(&th_lost_reason), 0);
     while (th_now_ms() < t_split + wd + 50)   /* its lease, never extended, is over */
         th_sleep_ms(10);
-    assert_int_equal(th_int(cur, "EXISTS %s", held), 0);
+    assert_int_equal(th_int(th_rs.cur, "EXISTS %s", held), 0);
     assert_int_equal(th_int(other, "EXISTS %s", held), 0);
     char owner[DLOCK_OWNER_BUFSIZE];
     dlock_lock *la;
@@ -607,18 +583,18 @@ static void test_replicated_bad_input(void **state)
     assert_int_equal(rc, DLOCK_ECONN);
     assert_non_null(strstr(dlock_last_error(), "more than one node is a primary"));
     char p1[32], p2[32];
-    snprintf(p1, sizeof(p1), ":%d master", th_client_port(cur));
+    snprintf(p1, sizeof(p1), ":%d master", th_client_port(th_rs.cur));
     snprintf(p2, sizeof(p2), ":%d master", th_client_port(other));
     assert_non_null(strstr(dlock_last_error(), p1));
     assert_non_null(strstr(dlock_last_error(), p2));
     for (int i = 0; i <= TH_REPLICAS; i++)
-        assert_int_equal(th_int(server(i), "EXISTS %s", name), 0);
+        assert_int_equal(th_int(th_rs_server(i), "EXISTS %s", name), 0);
     /* One primary again: writes go on. */
-    r = th_cmd(other, "REPLICAOF 127.0.0.1 %d", th_client_port(cur));
+    r = th_cmd(other, "REPLICAOF 127.0.0.1 %d", th_client_port(th_rs.cur));
     freeReplyObject(r);
-    swap_to(cur);
+    swap_to(th_rs.cur);
     assert_int_equal(dlock_lock_try(l, 2000 * th_slack(), 30000), DLOCK_OK);
-    assert_int_equal(th_int(cur, "EXISTS %s", name), 1);
+    assert_int_equal(th_int(th_rs.cur, "EXISTS %s", name), 1);
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
     dlock_lock_free(l);
     dlock_client_close(c);
@@ -637,5 +613,5 @@ int main(void)
     };
     if (getenv("TH_ONLY"))   /* TH_ONLY='*pattern*': those tests only */
         cmocka_set_test_filter(getenv("TH_ONLY"));
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, th_rs_setup, th_rs_teardown);
 }

@@ -34,6 +34,24 @@ static dlock_client *client_via(th_proxy *px, int64_t command_timeout_ms)
     return c;
 }
 
+/* A proxy before the server (*px), a client through it and N lock handles
+ * on it, named after tag. Skips the test on a deployment. */
+static dlock_client *locks_via(th_proxy **px, int64_t command_timeout_ms, const char *tag,
+                               char names[N][128], dlock_lock *locks[N])
+{
+    if (th_deployed(&srv))
+        skip();   /* a proxy before one server */
+    *px = th_proxy_start(srv.port);
+    dlock_client *c = client_via(*px, command_timeout_ms);
+    for (int i = 0; i < N; i++) {
+        char t[32];
+        snprintf(t, sizeof(t), "%s%d", tag, i);
+        th_name(names[i], sizeof(names[i]), t);
+        assert_int_equal(dlock_lock_get(c, names[i], &locks[i]), DLOCK_OK);
+    }
+    return c;
+}
+
 typedef struct job {
     dlock_lock *l;
     int read;                /* is_locked (idempotent), else acquire (not) */
@@ -75,19 +93,34 @@ static void test_drop_with_requests_in_flight(void **state)
         if (jobs[i].read)   /* held by someone else: the query must say so */
             freeReplyObject(th_cmd(&srv, "HSET %s other:1 1", names[i]));
     }
-    /* The shared connection is open (through the proxy), the scripts loaded. */
+    /* The shared connection is open (through the proxy), the scripts loaded;
+     * the TYPE calls an acquire's script makes, counted (below). */
+    long long t0 = th_calls(&srv, "type");
     assert_int_equal(dlock_lock_acquire(jobs[0].l, 60000), DLOCK_OK);
+    const long long types_per_acquire = th_calls(&srv, "type") - t0;
     assert_int_equal(dlock_lock_release(jobs[0].l), DLOCK_OK);
-    long long before = th_calls(&srv, NULL);
+    const long long evalsha0 = th_calls(&srv, "evalsha"), type0 = th_calls(&srv, "type");
     th_proxy_swallow_replies(px);
     for (int i = 0; i < N; i++)
         pthread_create(&th[i], NULL, run_job, &jobs[i]);
     pthread_barrier_wait(&go);
-    /* Every request has reached Redis (and run); none has its reply. */
+    /* Every request has reached Redis (and run); none has its reply. Counted
+     * by command, as Redis counts the commands a script calls too: the
+     * acquires are the EVALSHAs, the queries the TYPEs their scripts did not
+     * call. (A count of all calls reached N with some threads' requests not
+     * sent yet; on a loaded CPU such an acquire went out on the new
+     * connection and was answered DLOCK_OK.) */
     int64_t until = th_now_ms() + 5000 * th_slack();
-    while (th_calls(&srv, NULL) - before < N && th_now_ms() < until)
+    long long acquires = 0, queries = 0;
+    for (;;) {
+        acquires = th_calls(&srv, "evalsha") - evalsha0;
+        queries = th_calls(&srv, "type") - type0 - acquires * types_per_acquire;
+        if ((acquires >= N / 2 && queries >= N / 2) || th_now_ms() >= until)
+            break;
         th_sleep_ms(5);
-    assert_true(th_calls(&srv, NULL) - before >= N);
+    }
+    assert_int_equal(acquires, N / 2);
+    assert_int_equal(queries, N / 2);
     th_proxy_cut(px);
     for (int i = 0; i < N; i++)
         pthread_join(th[i], NULL);
@@ -488,22 +521,16 @@ static void *acquire_once(void *arg)
 static void test_noscript_inside_a_pipeline(void **state)
 {
     (void)state;
-    if (th_deployed(&srv))
-        skip();   /* a proxy before one server */
-    th_proxy *px = th_proxy_start(srv.port);
-    dlock_client *c = client_via(px, 5000 * th_slack());
+    th_proxy *px;
     char names[N][128];
+    dlock_lock *locks[N];
+    dlock_client *c = locks_via(&px, 5000 * th_slack(), "noscript", names, locks);
     cycler ys[N];
     pthread_t th[N];
     pthread_barrier_t go;
     pthread_barrier_init(&go, NULL, N);
-    for (int i = 0; i < N; i++) {
-        char tag[32];
-        snprintf(tag, sizeof(tag), "noscript%d", i);
-        th_name(names[i], sizeof(names[i]), tag);
-        assert_int_equal(dlock_lock_get(c, names[i], &ys[i].l), DLOCK_OK);
-        ys[i].go = &go;
-    }
+    for (int i = 0; i < N; i++)
+        ys[i] = (cycler){.l = locks[i], .go = &go};
     for (int round = 0; round < 5; round++) {
         freeReplyObject(th_cmd(&srv, "SCRIPT FLUSH"));
         for (int i = 0; i < N; i++) {
@@ -526,6 +553,102 @@ static void test_noscript_inside_a_pipeline(void **state)
     th_proxy_stop(px);
 }
 
+typedef struct looper {
+    dlock_lock *l;
+    pthread_barrier_t *go;
+    const int *stop;         /* read with __atomic: the main thread sets it */
+    int cycles;              /* acquire + hold count + release, all DLOCK_OK */
+    int rc;                  /* the first other outcome (-99: none) */
+    int step;                /* ... and where: 0 acquire, 1 hold count, 2 release */
+} looper;
+
+static void *cycle_until(void *arg)
+{
+    looper *y = arg;
+    pthread_barrier_wait(y->go);
+    while (!__atomic_load_n(y->stop, __ATOMIC_ACQUIRE)) {
+        int64_t n = -1;
+        int step = 0, rc = dlock_lock_acquire(y->l, 60000);
+        if (rc == DLOCK_OK) {
+            step = 1;
+            rc = dlock_lock_hold_count(y->l, &n);
+            if (rc == DLOCK_OK && n != 1)
+                rc = -100;   /* not its own hold's count */
+        }
+        if (rc == DLOCK_OK) {
+            step = 2;
+            rc = dlock_lock_release(y->l);
+        }
+        if (rc != DLOCK_OK) {
+            y->rc = rc;
+            y->step = step;
+            return NULL;
+        }
+        y->cycles++;
+    }
+    return NULL;
+}
+
+/* N threads cycling on names of their own share the connection: a request
+ * may be left in the buffer for a caller just answered to write with its
+ * own (net/mux.c). Nothing is held back until its timeout (the connection
+ * is never given up), every call answers DLOCK_OK; then the connection
+ * drops under them: each thread's call in flight ends DLOCK_OK or, for an
+ * acquire or release that may have run, DLOCK_EUNKNOWN, none hangs, and
+ * the client goes on. */
+static void threads_cycling(int cut)
+{
+    th_proxy *px;
+    char names[N][128];
+    dlock_lock *locks[N];
+    dlock_client *c = locks_via(&px, 2000 * th_slack(), "cycle", names, locks);
+    looper ys[N];
+    pthread_t th[N];
+    pthread_barrier_t go;
+    int stop = 0;
+    pthread_barrier_init(&go, NULL, N + 1);
+    for (int i = 0; i < N; i++) {
+        ys[i] = (looper){.l = locks[i], .go = &go, .stop = &stop, .rc = -99, .step = -1};
+        pthread_create(&th[i], NULL, cycle_until, &ys[i]);
+    }
+    pthread_barrier_wait(&go);
+    th_sleep_ms(1500);
+    if (cut)
+        th_proxy_cut(px);
+    th_sleep_ms(cut ? 300 : 0);
+    __atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
+    for (int i = 0; i < N; i++)
+        pthread_join(th[i], NULL);
+    dlock_stats st;
+    assert_int_equal(dlock_client_stats(c, &st, sizeof(st)), DLOCK_OK);
+    for (int i = 0; i < N; i++) {
+        if (!cut || ys[i].rc == -99) {
+            if (ys[i].rc != -99 || ys[i].cycles < 1)
+                fail_msg("thread %d: %d cycles, then %d at step %d (%s)", i, ys[i].cycles,
+                         ys[i].rc, ys[i].step, dlock_last_error());
+            continue;
+        }
+        /* Only a request that may have run ends unknown; a query is resent. */
+        if (ys[i].rc != DLOCK_EUNKNOWN || ys[i].step == 1)
+            fail_msg("thread %d after the drop: %d at step %d", i, ys[i].rc, ys[i].step);
+    }
+    if (!cut)
+        assert_int_equal(st.reconnects, 0);   /* no request held back to its timeout */
+    for (int i = 0; i < N; i++) {   /* the client goes on, on a new connection */
+        freeReplyObject(th_cmd(&srv, "DEL %s", names[i]));
+        assert_int_equal(dlock_lock_acquire(ys[i].l, 60000), DLOCK_OK);
+        assert_int_equal(dlock_lock_release(ys[i].l), DLOCK_OK);
+        dlock_lock_free(ys[i].l);
+    }
+    pthread_barrier_destroy(&go);
+    dlock_client_close(c);
+    th_proxy_stop(px);
+}
+
+/* Its state: NULL, or a drop (the_drop) under the threads. */
+static void test_threads_cycling(void **state) { threads_cycling(*state != NULL); }
+static int the_drop = 1;
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -543,6 +666,8 @@ int main(void)
         cmocka_unit_test(test_timeout_keeps_the_others_replies),
         cmocka_unit_test(test_timeout_then_noscript),
         cmocka_unit_test(test_noscript_inside_a_pipeline),
+        cmocka_unit_test(test_threads_cycling),
+        {"test_threads_cycling_then_drop", test_threads_cycling, NULL, NULL, &the_drop},
     };
     return cmocka_run_group_tests(tests, th_setup_server, th_teardown);
 }

@@ -26,43 +26,20 @@
 
 #define SCAN_MS 200
 
-static th_replset rs;
-static th_redis *cur;   /* the primary now */
-
-static th_redis *server(int i) { return i == 0 ? &rs.primary : &rs.replica[i - 1]; }
-
-static int setup(void **state)
-{
-    (void)state;
-    if (th_replset_start(&rs, NULL) != 0)
-        return -1;
-    cur = &rs.primary;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    th_replset_destroy(&rs);
-    return 0;
-}
-
 /* Makes np the primary and the others its replicas. */
 static void promote(th_redis *np)
 {
-    if (th_replset_promote(&rs, np) != 0 || th_replset_await(np) != 0)
+    if (th_replset_promote(&th_rs.set, np) != 0 || th_replset_await(np) != 0)
         fail_msg("cannot make %d the primary", np->port);
-    cur = np;
+    th_rs.cur = np;
 }
-
-static th_redis *next_primary(void) { return th_replset_next(&rs, cur); }
 
 static char url[256];
 
 static const char *replicated_url(void)
 {
     snprintf(url, sizeof(url), "redis-replicated://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d",
-             server(0)->port, server(1)->port, server(2)->port);
+             th_rs_server(0)->port, th_rs_server(1)->port, th_rs_server(2)->port);
     return url;
 }
 
@@ -204,7 +181,7 @@ static void test_acquisition_waits_out_the_quarantine(void **state)
     assert_int_equal(dlock_lock_try(ql, 0, 10000), DLOCK_OK);
     assert_int_equal(dlock_lock_release(ql), DLOCK_OK);
 
-    th_redis *np = next_primary();
+    th_redis *np = th_rs_next();
     const int64_t t_swap = th_now_ms();
     promote(np);
 
@@ -286,7 +263,7 @@ static void test_multilock_and_election_wait_out_the_quarantine(void **state)
     assert_int_equal(dlock_election_get(oc, eo, &oe), DLOCK_OK);
     const dlock_wait_opts now = {.wait_ms = 0};
 
-    th_redis *np = next_primary();
+    th_redis *np = th_rs_next();
     const int64_t t_swap = th_now_ms();
     promote(np);
 
@@ -367,7 +344,7 @@ static void test_auto_covers_the_longest_lease(void **state)
     assert_int_equal(dlock_lock_try(l, 0, lease), DLOCK_OK);
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
     const int64_t t_swap = th_now_ms();
-    promote(next_primary());
+    promote(th_rs_next());
     int rc = dlock_lock_try(o, 30000 * slack, 5000);
     const int64_t t_ok = th_now_ms();
     if (rc != DLOCK_OK)
@@ -399,7 +376,7 @@ static void test_hold_absent_on_new_primary(void **state)
     atomic_store(&th_lost_reason, 0);
     atomic_store(&th_lost_cause, -1);
 
-    th_redis *np = next_primary();
+    th_redis *np = th_rs_next();
     /* Cut np off: a replica of a port nobody listens on (still a replica,
      * so the client sees one primary). */
     int dead = th_free_port();
@@ -408,7 +385,7 @@ static void test_hold_absent_on_new_primary(void **state)
     assert_true(x && x->type == REDIS_REPLY_STATUS);
     freeReplyObject(x);
     assert_int_equal(dlock_lock_acquire(l, DLOCK_WATCHDOG), DLOCK_OK);
-    assert_int_equal(th_int(cur, "EXISTS %s", name), 1);
+    assert_int_equal(th_int(th_rs.cur, "EXISTS %s", name), 1);
     assert_int_equal(th_int(np, "EXISTS %s", name), 0);
 
     const int64_t t_swap = th_now_ms();
@@ -437,5 +414,5 @@ int main(void)
         cmocka_unit_test(test_auto_covers_the_longest_lease),
         cmocka_unit_test(test_hold_absent_on_new_primary),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, th_rs_setup, th_rs_teardown);
 }

@@ -148,20 +148,9 @@ static batch *new_batch(dlock__watchdog *wd, wconn *wc, int slot, const dlock__h
                         int64_t now)
 {
     batch *b = malloc(sizeof(*b));
-    if (b) {
-        b->wd = wd;
-        b->wc = wc;
-        b->slot = slot;
-        b->kind = kind;
-        b->lease = lease;
-        b->sent_at = now;
-        b->n = 0;
-        b->reloaded = 0;
-        b->recheck = 0;
-        b->ack = NULL;
-        b->ok = 0;
-        b->before = wc->sample;
-    }
+    if (b)
+        *b = (batch){.wd = wd, .wc = wc, .slot = slot, .kind = kind, .lease = lease,
+                     .sent_at = now, .before = wc->sample};
     return b;
 }
 

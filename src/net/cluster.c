@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "net/backend.h"
 #include "net/cluster.h"
 
 #define REFRESH_EVERY_MS 5000
@@ -29,7 +30,10 @@
 #define MAX_REDIRECTS 5
 #define CLUSTERDOWN_PAUSE_MS 100
 
+typedef struct dlock__cluster dlock__cluster;
+
 struct dlock__cluster {
+    dlock__backend base;             /* first: the router's handle */
     dlock__netctx *ctx;
     dlock__endpoint auth;            /* user, password and TLS of every node */
     dlock__endpoint *seeds;
@@ -42,7 +46,6 @@ struct dlock__cluster {
 
     pthread_mutex_t refresh_mu;      /* one refresh at a time */
     _Atomic int64_t refreshed_at;
-    _Atomic uint64_t generation;     /* bumped when the map changes */
     int sharded;                     /* the nodes have SPUBLISH (Redis 7) */
 
     /* The refresher thread: every REFRESH_EVERY_MS, and when told the map is
@@ -142,7 +145,7 @@ static int install(dlock__cluster *cl, const dlock__slotmap *m)
             cl->owner[s] = o;
         }
     if (changed)
-        atomic_fetch_add(&cl->generation, 1);
+        atomic_fetch_add(&cl->base.generation, 1);
     pthread_rwlock_unlock(&cl->mu);
     /* Not again when a MOVED to it said so since the last map (cluster_call). */
     const int64_t since = atomic_load(&cl->refreshed_at);
@@ -254,8 +257,9 @@ static void *refresher(void *arg)
     return NULL;
 }
 
-void dlock__cluster_stale(dlock__cluster *cl)
+static void cl_stale(dlock__backend *b)
 {
+    dlock__cluster *cl = (dlock__cluster *)b;
     pthread_mutex_lock(&cl->bg_mu);
     cl->bg_stale = 1;
     pthread_cond_signal(&cl->bg_cv);
@@ -279,9 +283,12 @@ static int has_sharded_pubsub(dlock__cluster *cl)
     return yes;
 }
 
-int dlock__cluster_sharded(const dlock__cluster *cl) { return cl->sharded; }
+static int cl_sharded(const dlock__backend *b) { return ((const dlock__cluster *)b)->sharded; }
 
-int dlock__cluster_new(dlock__cluster **out, dlock__netctx *ctx, const dlock__endpoint *seeds,
+static const dlock__backend_ops cluster_ops;
+static void cl_free(dlock__backend *b);
+
+int dlock__cluster_new(dlock__backend **out, dlock__netctx *ctx, const dlock__endpoint *seeds,
                        size_t nseeds, const dlock__endpoint *auth)
 {
     if (nseeds == 0)
@@ -289,6 +296,7 @@ int dlock__cluster_new(dlock__cluster **out, dlock__netctx *ctx, const dlock__en
     dlock__cluster *cl = calloc(1, sizeof(*cl));
     if (!cl)
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    cl->base.ops = &cluster_ops;
     cl->ctx = ctx;
     pthread_rwlock_init(&cl->mu, NULL);
     pthread_mutex_init(&cl->refresh_mu, NULL);
@@ -325,17 +333,16 @@ int dlock__cluster_new(dlock__cluster **out, dlock__netctx *ctx, const dlock__en
             cl->thread_started = 1;
     }
     if (rc != DLOCK_OK) {
-        dlock__cluster_free(cl);
+        cl_free(&cl->base);
         return rc;
     }
-    *out = cl;
+    *out = &cl->base;
     return DLOCK_OK;
 }
 
-void dlock__cluster_free(dlock__cluster *cl)
+static void cl_free(dlock__backend *b)
 {
-    if (!cl)
-        return;
+    dlock__cluster *cl = (dlock__cluster *)b;
     if (cl->thread_started) {
         pthread_mutex_lock(&cl->bg_mu);
         cl->bg_stop = 1;
@@ -374,13 +381,14 @@ static dlock__node *owner_of(dlock__cluster *cl, int slot, int any)
     return n;
 }
 
-dlock__node *dlock__cluster_node(dlock__cluster *cl, const char *key, size_t len)
+static dlock__node *cl_node(dlock__backend *b, const char *key, size_t len)
 {
-    return owner_of(cl, key ? dlock__key_slot(key, len) : -1, 1);
+    return owner_of((dlock__cluster *)b, key ? dlock__key_slot(key, len) : -1, 1);
 }
 
-size_t dlock__cluster_primaries(dlock__cluster *cl, dlock__node **out, size_t max)
+static size_t cl_primaries(dlock__backend *b, dlock__node **out, size_t max)
 {
+    dlock__cluster *cl = (dlock__cluster *)b;
     pthread_rwlock_rdlock(&cl->mu);
     size_t n = 0;
     for (size_t i = 0; i < cl->nnodes; i++) {
@@ -478,8 +486,9 @@ static int pause_for_owner(dlock__cluster *cl, const dlock__req *req, int slot, 
 /* Each try goes to the slot's owner of the moment, with call.c's retry
  * budget for a node that cannot be reached (it may have been replaced by its
  * replica meanwhile); redirections follow the node's word. */
-int dlock__cluster_call(dlock__cluster *cl, const dlock__req *req, dlock__res *res)
+static int cl_call(dlock__backend *b, const dlock__req *req, dlock__res *res)
 {
+    dlock__cluster *cl = (dlock__cluster *)b;
     const dlock_config *cfg = cl->ctx->cfg;
     int slot;
     dlock__res_init(res);
@@ -568,4 +577,14 @@ int dlock__cluster_call(dlock__cluster *cl, const dlock__req *req, dlock__res *r
     }
 }
 
-uint64_t dlock__cluster_generation(dlock__cluster *cl) { return atomic_load(&cl->generation); }
+
+static const dlock__backend_ops cluster_ops = {
+    .cluster = 1,
+    .dynamic = 1,
+    .free = cl_free,
+    .node = cl_node,
+    .call = cl_call,
+    .stale = cl_stale,
+    .primaries = cl_primaries,
+    .sharded = cl_sharded,
+};

@@ -5,7 +5,9 @@
  * of requests in flight, then waits for its own reply. There is no thread of
  * its own: the callers take turns at the two jobs. Whoever appends while
  * nobody writes becomes the writer and writes what has gathered until the
- * buffer is empty (what others append meanwhile goes out in its next write);
+ * buffer is empty (what others append meanwhile goes out in its next write;
+ * while callers just answered have yet to return, it is left for the last
+ * of them, so that a wave of requests goes out in writes of up to DEFER);
  * a caller waiting while nobody reads becomes the reader, reads what has come
  * and hands each reply to the oldest slot (Redis answers in order), until its
  * own reply is in; it then wakes the next caller still waiting to read on.
@@ -38,6 +40,7 @@
 #include "net/net.h"
 
 #define BATCH 64   /* replies read before they are handed out */
+#define DEFER 8    /* requests left in the buffer at most (see the writer) */
 
 static const char PING[] = "*1\r\n$4\r\nPING\r\n";
 
@@ -48,15 +51,21 @@ static const char PING[] = "*1\r\n$4\r\nPING\r\n";
  * W_POKED: to read on. Changed only under mu, but by its caller's sleep. */
 enum { W_WAIT, W_SLEEP, W_POKED, W_DONE };
 
-/* What a waiting caller learns (on its own stack). Written under mu; once
+/* What a waiting caller learns: a record of the mux's (not on the caller's
+ * stack), so that a wake-up sent after its caller returned still targets
+ * memory of the mux's, and no other caller's word. Written under mu; once
  * state is W_DONE (stored last, with release) the rest is final and its
- * caller may read it without mu. */
+ * caller may read it without mu. refs: its caller's, and one per wake-up
+ * put off (wakes); the last to let go gives it back (put_wait). */
 typedef struct mwait {
     atomic_int state;
+    atomic_int refs;
     int64_t deadline;        /* ms */
     dlock__sent sent;
     int timed_out;
     redisReply *r;
+    struct mwait *next;      /* in a free list */
+    struct mwait *all;       /* every record of the mux, freed with it */
 } mwait;
 
 /* A request in flight, in the order written. */
@@ -87,9 +96,15 @@ struct dlock__mux {
     uint64_t head, tail;     /* slots in flight: head .. tail - 1 */
     size_t cap;              /* a power of two */
     int writing, reading;
+    atomic_int answered;     /* callers handed a reply, not returned yet */
+    atomic_int deferred;     /* appended, left for the last of them to write */
+    int queued;              /* requests in obuf */
     int dead;                /* failed: every request on it is ended */
     int oom;                 /* ... for want of memory (reading a reply) */
     char err[320];           /* why it failed */
+    mwait *free_w;           /* records to reuse (mu) */
+    _Atomic(mwait *) back_w; /* ... given back without mu (pushed only) */
+    mwait *all_w;            /* every record (mu) */
 };
 
 static mslot *slot_at(dlock__mux *m, uint64_t i) { return &m->ring[i & (m->cap - 1)]; }
@@ -129,6 +144,10 @@ void dlock__mux_free(dlock__mux *m)
         dlock__conn_close(m->c);
     pthread_mutex_destroy(&m->mu);
     pthread_mutex_destroy(&m->io_mu);
+    for (mwait *w = m->all_w, *nx; w; w = nx) {
+        nx = w->all;
+        free(w);
+    }
     free(m->obuf);
     free(m->wbuf);
     free(m->ring);
@@ -149,19 +168,55 @@ int dlock__mux_ref(dlock__mux *m, int delta)
 /* ------------------------------------------------------------ endings */
 
 /* Callers to wake once mu is released: one woken while its waker holds mu
- * would, on a busy CPU, run at once and block on mu for its next request. */
+ * would, on a busy CPU, run at once and block on mu for its next request.
+ * Each holds a reference to its record until its wake-up went out. */
 typedef struct wakes {
-    atomic_int *word[BATCH + 2];
+    mwait *w[BATCH + 2];
     int n;
 } wakes;
 
-/* Wakes the caller sleeping on word, if it still does. The word may be
- * gone by then (its caller saw W_DONE and returned): a wake-up of a word no
- * one sleeps on does nothing, and a sleeper later at the same place takes it
- * for a spurious one (it looks at its state again). */
-static void wake(atomic_int *word)
+/* A record for a new request (mu held): NULL when out of memory. */
+static mwait *take_wait(dlock__mux *m, int64_t deadline)
 {
-    syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+    if (!m->free_w)
+        m->free_w = atomic_exchange_explicit(&m->back_w, NULL, memory_order_acquire);
+    mwait *w = m->free_w;
+    if (w) {
+        m->free_w = w->next;
+    } else {
+        if (!(w = malloc(sizeof(*w))))
+            return NULL;
+        w->all = m->all_w;
+        m->all_w = w;
+    }
+    atomic_init(&w->state, W_WAIT);
+    atomic_init(&w->refs, 1);
+    w->deadline = deadline;
+    w->sent = DLOCK__NOT_SENT;
+    w->timed_out = 0;
+    w->r = NULL;
+    return w;
+}
+
+/* Lets go of a reference to w, mu held or not; the last one gives it back
+ * (a push onto back_w, which only take_wait empties, all at once: no ABA). */
+static void put_wait(dlock__mux *m, mwait *w)
+{
+    if (atomic_fetch_sub_explicit(&w->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    mwait *h = atomic_load_explicit(&m->back_w, memory_order_relaxed);
+    do
+        w->next = h;
+    while (!atomic_compare_exchange_weak_explicit(&m->back_w, &h, w, memory_order_release,
+                                                  memory_order_relaxed));
+}
+
+/* Wakes the caller sleeping on w, if it still does (its record stays the
+ * mux's while this reference is held), and lets go of the reference. */
+static void wake(dlock__mux *m, mwait *w)
+{
+    syscall(SYS_futex, &w->state, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+    put_wait(m, w);
 }
 
 /* Sleeps while *word is still seen, until deadline (ms, monotonic; -1:
@@ -180,31 +235,35 @@ static int is_done(mwait *w)
     return atomic_load_explicit(&w->state, memory_order_acquire) == W_DONE;
 }
 
-/* Wakes word's sleeper now (l NULL, or full), or once mu is released. */
-static void wake_later(wakes *l, atomic_int *word)
+/* Sets w's state; when its caller sleeps, wakes it now (l NULL, or full)
+ * or once mu is released. The reference for the wake-up is taken before the
+ * state is seen: a caller seeing W_DONE may return at once. mu held. */
+static void set_state(dlock__mux *m, mwait *w, int state, wakes *l)
 {
-    if (l && l->n < (int)(sizeof(l->word) / sizeof(l->word[0])))
-        l->word[l->n++] = word;
+    atomic_fetch_add_explicit(&w->refs, 1, memory_order_relaxed);
+    if (atomic_exchange_explicit(&w->state, state, memory_order_acq_rel) != W_SLEEP)
+        put_wait(m, w);
+    else if (l && l->n < (int)(sizeof(l->w) / sizeof(l->w[0])))
+        l->w[l->n++] = w;
     else
-        wake(word);
+        wake(m, w);
 }
 
 /* The wake-ups put off: mu not held. */
-static void wake_now(wakes *l)
+static void wake_now(dlock__mux *m, wakes *l)
 {
     for (int i = 0; i < l->n; i++)
-        wake(l->word[i]);
+        wake(m, l->w[i]);
     l->n = 0;
 }
 
 /* Ends w's wait; its wake-up (if it sleeps) goes to l, or now when l is
  * NULL. mu held. */
-static void finish(mwait *w, dlock__sent sent, redisReply *r, wakes *l)
+static void finish(dlock__mux *m, mwait *w, dlock__sent sent, redisReply *r, wakes *l)
 {
     w->sent = sent;
     w->r = r;
-    if (atomic_exchange_explicit(&w->state, W_DONE, memory_order_acq_rel) == W_SLEEP)
-        wake_later(l, &w->state);
+    set_state(m, w, W_DONE, l);
 }
 
 /* No new request goes on it; counted once as a connection lost. mu held. */
@@ -232,7 +291,7 @@ static void settle(dlock__mux *m)
         if (!out && m->writing)
             break;
         if (s->w)
-            finish(s->w, out ? DLOCK__MAYBE_RAN : DLOCK__NOT_SENT, NULL, NULL);
+            finish(m, s->w, out ? DLOCK__MAYBE_RAN : DLOCK__NOT_SENT, NULL, NULL);
         m->head++;
     }
 }
@@ -277,7 +336,7 @@ static void expire(dlock__mux *m, int64_t now)
         }
         /* Redis has it: whether it runs no longer depends on us. Its reply
          * will be read and dropped; the others keep theirs. */
-        finish(s->w, DLOCK__MAYBE_RAN, NULL, NULL);
+        finish(m, s->w, DLOCK__MAYBE_RAN, NULL, NULL);
         s->w = NULL;
         retire(m);
     }
@@ -292,8 +351,7 @@ static void handoff(dlock__mux *m, wakes *l)
     for (uint64_t i = m->head; i != m->tail; i++) {
         mslot *s = slot_at(m, i);
         if (s->w && !is_done(s->w)) {
-            if (atomic_exchange(&s->w->state, W_POKED) == W_SLEEP)
-                wake_later(l, &s->w->state);
+            set_state(m, s->w, W_POKED, l);
             return;
         }
     }
@@ -307,6 +365,8 @@ static void write_out(dlock__mux *m)
 {
     dlock__transport *t = dlock__conn_transport(m->c);
     while (m->olen > 0 && !m->dead) {
+        atomic_store(&m->deferred, 0);
+        m->queued = 0;
         char *buf = m->obuf;
         size_t len = m->olen, cap = m->ocap;
         m->obuf = m->wbuf;
@@ -351,6 +411,18 @@ static void write_out(dlock__mux *m)
     m->writing = 0;
     if (m->dead)
         settle(m);
+}
+
+/* Writes what was left for the last caller handed its reply to write
+ * (unless somebody writes already). mu not held. */
+static void flush(dlock__mux *m)
+{
+    pthread_mutex_lock(&m->mu);
+    if (!m->writing && m->olen > 0 && !m->dead) {
+        m->writing = 1;
+        write_out(m);
+    }
+    pthread_mutex_unlock(&m->mu);
 }
 
 /* Room for n more bytes in the output buffer (mu held): 0, or -1 out of
@@ -474,7 +546,8 @@ static void hand_out(dlock__mux *m, redisReply **v, int n, wakes *l)
         if (--s->left > 0 || !s->w) {
             freeReplyObject(v[i]);   /* a PING's, or one whose caller gave up */
         } else {
-            finish(s->w, DLOCK__SENT_OK, v[i], l);
+            atomic_fetch_add(&m->answered, 1);   /* before its caller can return */
+            finish(m, s->w, DLOCK__SENT_OK, v[i], l);
         }
         if (s->left == 0)
             m->head++;
@@ -504,7 +577,7 @@ static void read_for(dlock__mux *m, mwait *me, wakes *l)
     while (!is_done(me) && !m->dead) {
         int64_t deadline = next_deadline(m, me);
         pthread_mutex_unlock(&m->mu);
-        wake_now(l);
+        wake_now(m, l);
         int n = read_some(m, deadline, v, BATCH, why, sizeof(why));
         pthread_mutex_lock(&m->mu);
         if (n > 0)
@@ -536,8 +609,7 @@ dlock__sent dlock__mux_roundtrip(dlock__mux *m, int argc, const char *const *arg
         snprintf(why, wsize, "out of memory writing a request");
         return DLOCK__NOT_SENT;
     }
-    mwait w = {.deadline = dlock__now_ms() + m->timeout_ms * (ping_first ? 2 : 1)};
-    atomic_init(&w.state, W_WAIT);
+    int64_t deadline = dlock__now_ms() + m->timeout_ms * (ping_first ? 2 : 1);
     size_t n = (ping_first ? sizeof(PING) - 1 : 0) + (size_t)len;
     int64_t t0 = dlock__now_us();
     pthread_mutex_lock(&m->mu);
@@ -547,69 +619,90 @@ dlock__sent dlock__mux_roundtrip(dlock__mux *m, int argc, const char *const *arg
             fail_all(m, "connection closed by the server");
         retire(m);
     }
+    mwait *w = NULL;
     mslot *s = NULL;
     if (m->dead || atomic_load(&m->retired)) {
         snprintf(why, wsize, "%s", m->dead ? m->err : "connection given up");
-        w.sent = DLOCK__NOT_SENT;
-        atomic_store(&w.state, W_DONE);
-    } else if (reserve(m, n) != 0 || !(s = push_slot(m))) {
+    } else if (!(w = take_wait(m, deadline)) || reserve(m, n) != 0 || !(s = push_slot(m))) {
         *oom = 1;
         snprintf(why, wsize, "out of memory writing a request");
-        w.sent = DLOCK__NOT_SENT;
-        atomic_store(&w.state, W_DONE);
-    } else {
-        if (ping_first)
-            memcpy(m->obuf + m->olen, PING, sizeof(PING) - 1);
-        memcpy(m->obuf + m->olen + n - (size_t)len, cmd, (size_t)len);
-        m->olen += n;
-        m->appended += n;
-        *s = (mslot){&w, m->appended, ping_first ? 2 : 1};
-        dlock__roundtrips++;
-        if (!m->writing) {
+    }
+    wakes l = {.n = 0};
+    if (!s) {
+        if (w)
+            put_wait(m, w);
+        handoff(m, &l);
+        pthread_mutex_unlock(&m->mu);
+        wake_now(m, &l);
+        free(cmd);
+        return DLOCK__NOT_SENT;
+    }
+    if (ping_first)
+        memcpy(m->obuf + m->olen, PING, sizeof(PING) - 1);
+    memcpy(m->obuf + m->olen + n - (size_t)len, cmd, (size_t)len);
+    free(cmd);
+    m->olen += n;
+    m->appended += n;
+    *s = (mslot){w, m->appended, ping_first ? 2 : 1};
+    dlock__roundtrips++;
+    /* Callers just handed their replies are about to send again (their
+     * threads' next request): left for the last of them to write, the
+     * requests of a wave go out in writes of DEFER instead of one each
+     * (in one write Redis would idle while the client ran the whole wave).
+     * Bounded by those threads' running, not by any reply. deferred is
+     * stored before answered is read, as they do the other way round
+     * (flush). */
+    m->queued++;
+    if (!m->writing) {
+        atomic_store(&m->deferred, 1);
+        if (atomic_load(&m->answered) == 0 || m->queued >= DEFER) {
             m->writing = 1;
             write_out(m);
         }
     }
-    wakes l = {.n = 0};
     int locked = 1;
-    while (!is_done(&w)) {
+    while (!is_done(w)) {
         if (!m->reading && !m->dead) {
             m->reading = 1;
-            read_for(m, &w, &l);
+            read_for(m, w, &l);
             continue;
         }
         /* Asleep until answered, poked to read on, or the deadline (none
          * when the connection failed: the writer settles it). A poke that
          * came before is moot: somebody reads. */
-        int64_t until = m->dead ? -1 : w.deadline;
-        atomic_store(&w.state, W_SLEEP);
+        int64_t until = m->dead ? -1 : w->deadline;
+        atomic_store(&w->state, W_SLEEP);
         pthread_mutex_unlock(&m->mu);
-        wake_now(&l);
-        sleep_on(&w.state, W_SLEEP, until);
-        if (is_done(&w) && w.sent == DLOCK__SENT_OK) {
+        wake_now(m, &l);
+        sleep_on(&w->state, W_SLEEP, until);
+        if (is_done(w) && w->sent == DLOCK__SENT_OK) {
             locked = 0;   /* a reply handed out: nothing else to do under mu */
             break;
         }
         pthread_mutex_lock(&m->mu);
-        if (is_done(&w))
+        if (is_done(w))
             continue;
-        atomic_store(&w.state, W_WAIT);
-        if (!m->dead && dlock__now_ms() >= w.deadline)
+        atomic_store(&w->state, W_WAIT);
+        if (!m->dead && dlock__now_ms() >= w->deadline)
             expire(m, dlock__now_ms());
     }
     if (locked) {
-        if (w.sent != DLOCK__SENT_OK && s) {
+        if (w->sent != DLOCK__SENT_OK) {
             snprintf(why, wsize, "%s", m->dead ? m->err : "no reply within the command timeout");
             *oom |= m->dead && m->oom;   /* the connection failed for want of memory */
         }
         handoff(m, &l);
         pthread_mutex_unlock(&m->mu);
-        wake_now(&l);
+        wake_now(m, &l);
     }
-    free(cmd);
-    if (w.sent == DLOCK__SENT_OK)
+    dlock__sent sent = w->sent;
+    *out = w->r;
+    *timed_out = w->timed_out;
+    put_wait(m, w);
+    if (sent == DLOCK__SENT_OK && atomic_fetch_sub(&m->answered, 1) == 1 &&
+        atomic_load(&m->deferred))
+        flush(m);
+    if (sent == DLOCK__SENT_OK)
         dlock__stats_rtt(m->stats, dlock__now_us() - t0);
-    *out = w.r;
-    *timed_out = w.timed_out;
-    return w.sent;
+    return sent;
 }

@@ -17,8 +17,10 @@
  *   acall.c      requests on a libuv loop, by the same policy, on any deployment
  *   single.c     one address whose server may be demoted (READONLY): new
  *                connections, the name resolved again
- *   router.c     which node serves a key: one address, a sentinel-managed
- *                primary (sentinel.c), or a Redis Cluster (slot.c, cluster.c)
+ *   router.c     which node serves a key, by the deployment behind it
+ *                (backend.h: one address, single.c; a sentinel-managed
+ *                primary, sentinel.c; a primary found by ROLE, replicated.c;
+ *                a Redis Cluster, slot.c and cluster.c)
  * Not installed. */
 #ifndef DLOCK_NET_H
 #define DLOCK_NET_H

@@ -29,11 +29,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "net/replicated.h"
+#include "net/backend.h"
 
 #define SLICE_MS 20
 
+typedef struct dlock__replicated dlock__replicated;
+
 struct dlock__replicated {
+    dlock__backend base;             /* first: the router's handle */
     dlock__netctx *ctx;
     dlock__node **nodes;             /* one per node listed, data credentials */
     size_t n;
@@ -44,7 +47,6 @@ struct dlock__replicated {
     int split;                       /* 1 while more than one node is a primary */
     dlock__node *fence;              /* what the io thread gets meanwhile: never reached */
     char roles[768];                 /* the last scan: "host:port master, ..." */
-    _Atomic uint64_t generation;
     _Atomic uint64_t scans;          /* scans done, for callers waiting for the next */
     _Atomic uint64_t scans_begun;    /* scans begun (the next one's number once done) */
 
@@ -108,7 +110,7 @@ static void scan(dlock__replicated *x)
     if (masters == 1 && found != old)
         x->primary = found;
     if (x->primary != old || x->split != was_split)
-        atomic_fetch_add(&x->generation, 1);   /* what the io thread gets changed */
+        atomic_fetch_add(&x->base.generation, 1);   /* what the io thread gets changed */
     memcpy(x->roles, roles, sizeof(roles));
     pthread_mutex_unlock(&x->mu);
     atomic_fetch_add(&x->scans, 1);
@@ -161,9 +163,15 @@ static void *scanner(void *arg)
     return NULL;
 }
 
-void dlock__replicated_stale(dlock__replicated *x) { atomic_store(&x->check_now, 1); }
+static void rep_stale(dlock__backend *b)
+{
+    atomic_store(&((dlock__replicated *)b)->check_now, 1);
+}
 
-int dlock__replicated_new(dlock__replicated **out, dlock__netctx *ctx,
+static const dlock__backend_ops replicated_ops;
+static void rep_free(dlock__backend *b);
+
+int dlock__replicated_new(dlock__backend **out, dlock__netctx *ctx,
                           const dlock__endpoint *nodes, size_t n, const dlock__endpoint *data)
 {
     if (n == 0)
@@ -171,6 +179,7 @@ int dlock__replicated_new(dlock__replicated **out, dlock__netctx *ctx,
     dlock__replicated *x = calloc(1, sizeof(*x));
     if (!x)
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    x->base.ops = &replicated_ops;
     x->ctx = ctx;
     pthread_mutex_init(&x->mu, NULL);
     pthread_mutex_init(&x->scan_mu, NULL);
@@ -207,17 +216,16 @@ int dlock__replicated_new(dlock__replicated **out, dlock__netctx *ctx,
             x->thread_started = 1;
     }
     if (rc != DLOCK_OK) {
-        dlock__replicated_free(x);
+        rep_free(&x->base);
         return rc;
     }
-    *out = x;
+    *out = &x->base;
     return DLOCK_OK;
 }
 
-void dlock__replicated_free(dlock__replicated *x)
+static void rep_free(dlock__backend *b)
 {
-    if (!x)
-        return;
+    dlock__replicated *x = (dlock__replicated *)b;
     if (x->thread_started) {
         atomic_store(&x->stop, 1);
         pthread_join(x->thread, NULL);
@@ -240,18 +248,17 @@ static dlock__node *primary_if_one(dlock__replicated *x)
     return n;
 }
 
-dlock__node *dlock__replicated_primary(dlock__replicated *x)
+static dlock__node *rep_node(dlock__backend *b, const char *key, size_t len)
 {
+    (void)key;
+    (void)len;
+    dlock__replicated *x = (dlock__replicated *)b;
     pthread_mutex_lock(&x->mu);
     dlock__node *n = x->split ? x->fence : x->primary;
     pthread_mutex_unlock(&x->mu);
     return n;
 }
 
-uint64_t dlock__replicated_generation(dlock__replicated *x)
-{
-    return atomic_load(&x->generation);
-}
 
 /* Waits until a scan that began after this call is done (or ms passed): a
  * READONLY or a lost primary asked for it. Scans run one at a time, so the
@@ -262,7 +269,7 @@ uint64_t dlock__replicated_generation(dlock__replicated *x)
 static int await_scan(dlock__replicated *x, dlock_cancel *cancel, int64_t ms)
 {
     uint64_t want = atomic_load(&x->scans_begun) + 1;
-    dlock__replicated_stale(x);
+    rep_stale(&x->base);
     for (int64_t until = dlock__now_ms() + ms;
          atomic_load(&x->scans) < want && dlock__now_ms() < until;) {
         int rc = dlock__cancel_sleep(cancel, SLICE_MS);
@@ -275,8 +282,9 @@ static int await_scan(dlock__replicated *x, dlock_cancel *cancel, int64_t ms)
 /* Each try goes to the primary of the moment, with call.c's retry budget:
  * a node that refuses writes (READONLY) or cannot be reached has the nodes
  * asked again, and a new primary gets the request at once. */
-int dlock__replicated_call(dlock__replicated *x, const dlock__req *req, dlock__res *res)
+static int rep_call(dlock__backend *b, const dlock__req *req, dlock__res *res)
 {
+    dlock__replicated *x = (dlock__replicated *)b;
     const dlock_config *cfg = x->ctx->cfg;
     int failures = 0;
     for (;;) {
@@ -308,3 +316,11 @@ int dlock__replicated_call(dlock__replicated *x, const dlock__req *req, dlock__r
         }
     }
 }
+
+static const dlock__backend_ops replicated_ops = {
+    .dynamic = 1,
+    .free = rep_free,
+    .node = rep_node,
+    .call = rep_call,
+    .stale = rep_stale,
+};

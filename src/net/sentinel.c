@@ -14,18 +14,21 @@
  *
  * Nodes. One dlock__node per primary ever seen, kept until the router goes:
  * callers may hold the pointers (the watchdog, pub/sub), and see the switch
- * through dlock__sentinel_primary and the generation. */
+ * through primary() and the generation. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "net/sentinel.h"
+#include "net/backend.h"
 
 #define CHECK_EVERY_MS 1000
 #define MAX_NODES 64
 #define MAX_SENTINELS 32
 #define LEARN_EVERY_MS 30000   /* SENTINEL SENTINELS at least this often */
 
+typedef struct dlock__sentinel dlock__sentinel;
+
 struct dlock__sentinel {
+    dlock__backend base;             /* first: the router's handle */
     dlock__netctx *ctx;
     char *name;
     dlock__endpoint data;            /* credentials and database of the data nodes */
@@ -40,7 +43,6 @@ struct dlock__sentinel {
     dlock__node *nodes[MAX_NODES];
     size_t nnodes;
     dlock__node *primary;
-    _Atomic uint64_t generation;
 
     pthread_mutex_t ask_mu;          /* one discovery at a time */
     pthread_t thread;
@@ -81,7 +83,7 @@ static int set_primary(dlock__sentinel *s, const char *host, int port)
     dlock__node *n = node_at(s, host, port);
     if (n && n != old) {
         s->primary = n;
-        atomic_fetch_add(&s->generation, 1);
+        atomic_fetch_add(&s->base.generation, 1);
     }
     pthread_rwlock_unlock(&s->mu);
     if (!n)
@@ -286,13 +288,16 @@ static void *watcher(void *arg)
     return NULL;
 }
 
-void dlock__sentinel_stale(dlock__sentinel *s) { atomic_store(&s->check_now, 1); }
+static void sen_stale(dlock__backend *b) { atomic_store(&((dlock__sentinel *)b)->check_now, 1); }
 
 /* ------------------------------------------------------------ lifecycle */
 
-int dlock__sentinel_new(dlock__sentinel **out, dlock__netctx *ctx, const dlock__endpoint *sentinels,
-                        size_t n, const char *name, const char *suser, const char *spass,
-                        const dlock__endpoint *data)
+static const dlock__backend_ops sentinel_ops;
+static void sen_free(dlock__backend *b);
+
+int dlock__sentinel_new(dlock__backend **out, dlock__netctx *ctx,
+                        const dlock__endpoint *sentinels, size_t n, const char *name,
+                        const char *suser, const char *spass, const dlock__endpoint *data)
 {
     if (n == 0 || !name)
         return dlock__fail(DLOCK_EINVAL, "a sentinel URL needs sentinels and a master name");
@@ -302,6 +307,7 @@ int dlock__sentinel_new(dlock__sentinel **out, dlock__netctx *ctx, const dlock__
     dlock__sentinel *s = calloc(1, sizeof(*s));
     if (!s)
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    s->base.ops = &sentinel_ops;
     s->ctx = ctx;
     pthread_rwlock_init(&s->mu, NULL);
     pthread_mutex_init(&s->ask_mu, NULL);
@@ -329,17 +335,16 @@ int dlock__sentinel_new(dlock__sentinel **out, dlock__netctx *ctx, const dlock__
             s->thread_started = 1;
     }
     if (rc != DLOCK_OK) {
-        dlock__sentinel_free(s);
+        sen_free(&s->base);
         return rc;
     }
-    *out = s;
+    *out = &s->base;
     return DLOCK_OK;
 }
 
-void dlock__sentinel_free(dlock__sentinel *s)
+static void sen_free(dlock__backend *b)
 {
-    if (!s)
-        return;
+    dlock__sentinel *s = (dlock__sentinel *)b;
     if (s->thread_started) {
         atomic_store(&s->stop, 1);
         pthread_join(s->thread, NULL);
@@ -355,7 +360,7 @@ void dlock__sentinel_free(dlock__sentinel *s)
     free(s);
 }
 
-dlock__node *dlock__sentinel_primary(dlock__sentinel *s)
+static dlock__node *primary(dlock__sentinel *s)
 {
     pthread_rwlock_rdlock(&s->mu);
     dlock__node *n = s->primary;
@@ -363,19 +368,26 @@ dlock__node *dlock__sentinel_primary(dlock__sentinel *s)
     return n;
 }
 
-uint64_t dlock__sentinel_generation(dlock__sentinel *s) { return atomic_load(&s->generation); }
+static dlock__node *sen_node(dlock__backend *b, const char *key, size_t len)
+{
+    (void)key;
+    (void)len;
+    return primary((dlock__sentinel *)b);
+}
+
 
 /* Each try goes to the primary of the moment, with call.c's retry budget:
  * between tries on a node that cannot be reached or refuses writes, the
  * sentinels are asked, and a new primary gets the request at once. */
-int dlock__sentinel_call(dlock__sentinel *s, const dlock__req *req, dlock__res *res)
+static int sen_call(dlock__backend *b, const dlock__req *req, dlock__res *res)
 {
+    dlock__sentinel *s = (dlock__sentinel *)b;
     const dlock_config *cfg = s->ctx->cfg;
     dlock__req once = *req;
     once.flags |= DLOCK__CALL_NO_RETRY;
     int failures = 0;
     for (;;) {
-        dlock__node *n = dlock__sentinel_primary(s);
+        dlock__node *n = primary(s);
         int rc = dlock__node_call(n, &once, res);
         if (rc == DLOCK_OK || (req->flags & DLOCK__CALL_NO_RETRY))
             return rc;
@@ -389,14 +401,14 @@ int dlock__sentinel_call(dlock__sentinel *s, const dlock__req *req, dlock__res *
             return rc;
         char msg[512];
         snprintf(msg, sizeof(msg), "%s", dlock_last_error());
-        if (discover(s) == DLOCK_OK && dlock__sentinel_primary(s) != n)
+        if (discover(s) == DLOCK_OK && primary(s) != n)
             continue;   /* switched: at once */
         if (failures++ >= cfg->retry_attempts)
             return dlock__fail(rc, "%s", msg);
         /* The pause ends early when the watcher hears of a switch. */
-        uint64_t gen = dlock__sentinel_generation(s);
+        uint64_t gen = atomic_load(&s->base.generation);
         for (int64_t until = dlock__now_ms() + cfg->retry_delay_ms;
-             dlock__now_ms() < until && dlock__sentinel_generation(s) == gen;) {
+             dlock__now_ms() < until && atomic_load(&s->base.generation) == gen;) {
             int64_t left = until - dlock__now_ms();
             int prc = dlock__cancel_sleep(req->cancel, left < 50 ? left : 50);
             if (prc != DLOCK_OK)
@@ -404,3 +416,11 @@ int dlock__sentinel_call(dlock__sentinel *s, const dlock__req *req, dlock__res *
         }
     }
 }
+
+static const dlock__backend_ops sentinel_ops = {
+    .dynamic = 1,
+    .free = sen_free,
+    .node = sen_node,
+    .call = sen_call,
+    .stale = sen_stale,
+};

@@ -21,27 +21,32 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "net/single.h"
+#include "net/backend.h"
 
 /* Nodes kept for the router's life: one per move. Past this, a move only
  * closes the idle connections of the node of the moment. */
 #define MAX_NODES 64
 
+typedef struct dlock__single dlock__single;
+
 struct dlock__single {
+    dlock__backend base;                /* first: the router's handle */
     dlock__netctx *ctx;
     pthread_mutex_t mu;                 /* nodes, nnodes, moved_at */
     dlock__node *nodes[MAX_NODES];
     size_t nnodes;
     int64_t moved_at;                   /* when the last move happened (ms) */
     _Atomic(dlock__node *) cur;
-    _Atomic uint64_t generation;
 };
 
-int dlock__single_new(dlock__single **out, dlock__netctx *ctx, const dlock__endpoint *ep)
+static const dlock__backend_ops single_ops;
+
+int dlock__single_new(dlock__backend **out, dlock__netctx *ctx, const dlock__endpoint *ep)
 {
     dlock__single *s = calloc(1, sizeof(*s));
     if (!s)
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    s->base.ops = &single_ops;
     s->ctx = ctx;
     int rc = dlock__node_new(&s->nodes[0], ctx, ep);
     if (rc != DLOCK_OK) {
@@ -52,24 +57,26 @@ int dlock__single_new(dlock__single **out, dlock__netctx *ctx, const dlock__endp
     s->moved_at = -1;
     pthread_mutex_init(&s->mu, NULL);
     atomic_init(&s->cur, s->nodes[0]);
-    atomic_init(&s->generation, 0);
-    *out = s;
+    *out = &s->base;
     return DLOCK_OK;
 }
 
-void dlock__single_free(dlock__single *s)
+static void one_free(dlock__backend *b)
 {
-    if (!s)
-        return;
+    dlock__single *s = (dlock__single *)b;
     for (size_t i = 0; i < s->nnodes; i++)
         dlock__node_free(s->nodes[i]);
     pthread_mutex_destroy(&s->mu);
     free(s);
 }
 
-dlock__node *dlock__single_node(dlock__single *s) { return atomic_load(&s->cur); }
+static dlock__node *one_node(dlock__backend *b, const char *key, size_t len)
+{
+    (void)key;
+    (void)len;
+    return atomic_load(&((dlock__single *)b)->cur);
+}
 
-uint64_t dlock__single_generation(dlock__single *s) { return atomic_load(&s->generation); }
 
 /* Closes every idle pooled connection of n (those in use are closed when
  * they next fail). */
@@ -82,7 +89,9 @@ static void drop_idle(dlock__node *n)
         dlock__node_put_conn(n, c, gen, 1);
 }
 
-int dlock__single_demoted(dlock__single *s, const dlock__node *seen)
+/* The server answered READONLY: new connections from now on. 1 when this
+ * call moved to a new node. */
+static int demoted(dlock__single *s, const dlock__node *seen)
 {
     dlock__node *old = atomic_load(&s->cur);
     if (seen && seen != old)
@@ -102,7 +111,7 @@ int dlock__single_demoted(dlock__single *s, const dlock__node *seen)
             s->nodes[s->nnodes++] = n;
             atomic_store(&s->cur, n);
         }
-        atomic_fetch_add(&s->generation, 1);
+        atomic_fetch_add(&s->base.generation, 1);
     }
     pthread_mutex_unlock(&s->mu);
     if (!move)
@@ -118,18 +127,24 @@ int dlock__single_demoted(dlock__single *s, const dlock__node *seen)
     return n != NULL;
 }
 
-int dlock__single_call(dlock__single *s, const dlock__req *req, dlock__res *res)
+static void one_demoted(dlock__backend *b, const dlock__node *seen)
 {
+    (void)demoted((dlock__single *)b, seen);
+}
+
+static int one_call(dlock__backend *b, const dlock__req *req, dlock__res *res)
+{
+    dlock__single *s = (dlock__single *)b;
     const dlock_config *cfg = s->ctx->cfg;
     int failures = 0;
     for (;;) {
-        dlock__node *n = dlock__single_node(s);
+        dlock__node *n = atomic_load(&s->cur);
         int rc = dlock__node_call(n, req, res);
         if (rc == DLOCK_OK || res->err != DLOCK__RERR_READONLY)
             return rc;
         char msg[512];
         snprintf(msg, sizeof(msg), "%s", dlock_last_error());
-        int moved = dlock__single_demoted(s, n);
+        int moved = demoted(s, n);
         if ((req->flags & DLOCK__CALL_NO_RETRY) || failures++ >= cfg->retry_attempts)
             return dlock__fail(rc, "%s (the server behind the address is a replica, at every "
                                    "try within the retry budget)",
@@ -141,3 +156,10 @@ int dlock__single_call(dlock__single *s, const dlock__req *req, dlock__res *res)
             return prc;
     }
 }
+
+static const dlock__backend_ops single_ops = {
+    .free = one_free,
+    .node = one_node,
+    .call = one_call,
+    .demoted = one_demoted,
+};

@@ -71,42 +71,37 @@ static void attempt_op(dlock__acq *a, int64_t waited_ms, dlock__op *op)
     dlock__delay_arg(l, op);
 }
 
+/* Busy: b->ttl is the script's sleep; b->first stays 0 (one waiter per
+ * channel: nobody to go before). */
 static int attempt_reply(dlock__acq *a, redisReply *r, dlock__busy *b)
 {
-    int64_t sleep = -1;
-    int rc = dlock__acq_read(a, r, dlock__reply_fair_acquire, &sleep);
-    if (rc == DLOCK_EPROTO)
+    int rc = dlock__acq_read(a, r, dlock__reply_fair_acquire, b);
+    if (rc != DLOCK__BUSY)
         return rc;
-    if (rc == DLOCK__BUSY) {
-        if (a->wait != 0)
-            a->queued = 1;
-        if (a->state == FAIR_QUEUED_AHEAD) {
-            /* Free, and an earlier waiter goes first: it was woken and takes
-             * the lock at once, but nothing will tell us when its turn ends if
-             * it took the lock with a lease that runs out (no release, no
-             * message). Look again soon, then less and less often: a head
-             * that died is dropped at its deadline (the script's sleep). */
-            int64_t back = (int64_t)20 << (a->streak < 14 ? a->streak : 14);
-            a->streak++;
-            if (sleep < 0 || back < sleep)
-                sleep = back;
-        } else {
-            a->streak = 0;
-        }
-        b->ttl = sleep;
-        b->first = 0;   /* one waiter per channel: nobody to go before */
+    if (a->wait != 0)
+        a->queued = 1;
+    if (a->state != FAIR_QUEUED_AHEAD) {
+        a->streak = 0;
+        return rc;
     }
+    /* Free, and an earlier waiter goes first: it was woken and takes the
+     * lock at once, but nothing will tell us when its turn ends if it took
+     * the lock with a lease that runs out (no release, no message). Look
+     * again soon, then less and less often: a head that died is dropped at
+     * its deadline (the script's sleep). */
+    int64_t back = (int64_t)20 << (a->streak < 14 ? a->streak : 14);
+    a->streak++;
+    if (b->ttl < 0 || back < b->ttl)
+        b->ttl = back;
     return rc;
 }
 
 static int busy_error(dlock__acq *a, const dlock__busy *b)
 {
-    if (a->state == FAIR_DELAYED)
-        return dlock__delay_busy(a->l, b->ttl);
-    if (a->state == FAIR_QUEUED_AHEAD)
-        return dlock__fail(DLOCK_ETIMEDOUT,
-                           "fair lock '%s' is free but earlier waiters go first", a->l->h.name);
-    return dlock__lock_busy(a->l, b->ttl);
+    if (a->state != FAIR_QUEUED_AHEAD)
+        return dlock__lock_busy(a->l, b->ttl);
+    return dlock__fail(DLOCK_ETIMEDOUT, "fair lock '%s' is free but earlier waiters go first",
+                       a->l->h.name);
 }
 
 /* A queued waiter that stops waiting leaves the queue at once, so the ones
@@ -175,10 +170,9 @@ const dlock__lock_type dlock__fair_type = {
     .wait_channel = wait_channel,
     .attempt_op = attempt_op,
     .attempt_reply = attempt_reply,
+    .delayed = FAIR_DELAYED,
     .busy_error = busy_error,
     .give_up_op = give_up_op,
     .release_op = release_op,
     .force_op = force_op,
-    .locked_op = dlock__lock_hash_op,
-    .locked_end = dlock__lock_hash_end,
 };

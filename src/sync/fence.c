@@ -260,15 +260,27 @@ int dlock_fence_set(dlock_client *c, uint64_t token, const char *key, const char
     return dlock_fence_command(c, token, px_ms > 0 ? 5 : 3, av, key ? lens : NULL, NULL, NULL);
 }
 
+/* A fenced command whose answer is an integer (DEL, INCRBY): into *value
+ * when the call succeeds (0 for no answer). */
+static int fence_integer(dlock_client *c, uint64_t token, int argc, const char *const *argv,
+                         int64_t *value)
+{
+    char *out = NULL;
+    size_t n = 0;
+    int rc = dlock_fence_command(c, token, argc, argv, NULL, &out, &n);
+    if (rc == DLOCK_OK)
+        *value = out ? strtoll(out, NULL, 10) : 0;
+    free(out);
+    return rc;
+}
+
 int dlock_fence_del(dlock_client *c, uint64_t token, const char *key, int *deleted)
 {
     const char *av[] = {"DEL", key};
-    char *out = NULL;
-    size_t n = 0;
-    int rc = dlock_fence_command(c, token, 2, av, NULL, &out, &n);
+    int64_t n = 0;
+    int rc = fence_integer(c, token, 2, av, &n);
     if (rc == DLOCK_OK && deleted)
-        *deleted = out && strcmp(out, "1") == 0;
-    free(out);
+        *deleted = n == 1;
     return rc;
 }
 
@@ -278,12 +290,10 @@ int dlock_fence_incrby(dlock_client *c, uint64_t token, const char *key, int64_t
     char num[24];
     dlock__fmt_i64(num, by);
     const char *av[] = {"INCRBY", key, num};
-    char *out = NULL;
-    size_t n = 0;
-    int rc = dlock_fence_command(c, token, 3, av, NULL, &out, &n);
+    int64_t v = 0;
+    int rc = fence_integer(c, token, 3, av, &v);
     if (rc == DLOCK_OK && value)
-        *value = out ? strtoll(out, NULL, 10) : 0;
-    free(out);
+        *value = v;
     return rc;
 }
 

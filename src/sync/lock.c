@@ -53,12 +53,17 @@ int dlock__lock_owner(const dlock_lock *l, dlock__owner *o) { return owner_init(
 
 void dlock__lock_owner_done(dlock__owner *o) { owner_done(o); }
 
-int dlock__acq_read(dlock__acq *a, redisReply *r, dlock__acq_reader read, int64_t *ms)
+int dlock__acq_read(dlock__acq *a, redisReply *r, dlock__acq_reader read, dlock__busy *b)
 {
-    int rc = read(r, a->fenced, ms, &a->token, &a->state);
+    int64_t ms = -1;
+    int rc = read(r, a->fenced, &ms, &a->token, &a->state);
     if (rc == DLOCK_EPROTO)
         return dlock__proto(&a->l->h, "acquire", r);
     freeReplyObject(r);
+    if (rc == DLOCK__BUSY) {
+        b->ttl = ms;
+        b->first = 0;
+    }
     return rc;
 }
 
@@ -526,7 +531,10 @@ static int acq_gave_back(void *st, int rc, dlock__res *res)
 static int acq_busy(void *st, const dlock__busy *b)
 {
     dlock__acq *a = st;
-    return a->l->type->busy_error(a, b);
+    const dlock__lock_type *t = a->l->type;
+    if (a->state == t->delayed)
+        return dlock__delay_busy(a->l, b->ttl);
+    return t->busy_error ? t->busy_error(a, b) : dlock__lock_busy(a->l, b->ttl);
 }
 
 static int acq_give_up(void *st, int rc, dlock__op *op)
@@ -706,13 +714,14 @@ int dlock_lock_force_release_async(dlock_lock *l, dlock_async_fn fn, void *ud)
 
 /* -------------------------------------------------------------- queries */
 
-/* Reentrant and fair locks: held when the key is a hash. */
-void dlock__lock_hash_op(const dlock_lock *l, dlock__op *op)
+/* Reentrant and fair locks (a type without locked_op): held when the key is
+ * a hash. */
+static void hash_locked_op(const dlock_lock *l, dlock__op *op)
 {
     dlock__op_cmd(op, "TYPE", l->h.name, l->h.nlen, NULL, 0);
 }
 
-int dlock__lock_hash_end(dlock_lock *l, int rc, dlock__res *res, int *locked)
+static int hash_locked_end(dlock_lock *l, int rc, dlock__res *res, int *locked)
 {
     if (rc != DLOCK_OK)
         return dlock__refused(&l->h, rc, res);
@@ -758,7 +767,7 @@ static void query_request(void *st, int64_t waited_ms, dlock__op *op)
     const dlock_lock *l = s->l;
     switch (s->q) {
     case Q_LOCKED:
-        l->type->locked_op(l, op);
+        (l->type->locked_op ? l->type->locked_op : hash_locked_op)(l, op);
         break;
     case Q_HELD:
         dlock__op_cmd(op, "HEXISTS", l->h.name, l->h.nlen, s->o.field, s->o.flen);
@@ -780,7 +789,8 @@ static int query_read(void *st, int rc, dlock__res *res, dlock__busy *b)
     dlock_lock *l = s->l;
     if (s->q == Q_LOCKED) {
         int locked = 0;
-        rc = l->type->locked_end(l, rc, res, &locked);
+        rc = (l->type->locked_end ? l->type->locked_end : hash_locked_end)(l, rc, res,
+                                                                           &locked);
         s->v = locked;
         return rc;
     }

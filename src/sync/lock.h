@@ -121,6 +121,11 @@ struct dlock__lock_type {
      * long the call has waited. */
     void (*attempt_op)(dlock__acq *a, int64_t waited_ms, dlock__op *op);
     int (*attempt_reply)(dlock__acq *a, redisReply *r, dlock__busy *b);
+    /* The a->state of a busy answer that found the lock free but in its
+     * lock-delay (its error is dlock__delay_busy's, for every type). */
+    int delayed;
+    /* The error of a wait that ends busy in another state; NULL: the
+     * standard one (dlock__lock_busy). */
     int (*busy_error)(dlock__acq *a, const dlock__busy *b);
     /* The clean-up of a wait that ends with rc after a busy answer (a
      * reservation handed back, a queue entry left): 1 with *op to send once,
@@ -138,7 +143,8 @@ struct dlock__lock_type {
     /* Delete whoever holds it, and wake; an answer 1 (was held) or 0. */
     void (*force_op)(const dlock_lock *l, dlock__op *op);
     /* Whether it is held in this type's sense, in halves: the request, then
-     * its answer (rc: the call's status; res->r freed): *locked = 1 when held. */
+     * its answer (rc: the call's status; res->r freed): *locked = 1 when held.
+     * NULL (both): held when the key is a hash (reentrant, fair). */
     void (*locked_op)(const dlock_lock *l, dlock__op *op);
     int (*locked_end)(dlock_lock *l, int rc, dlock__res *res, int *locked);
 };
@@ -171,16 +177,14 @@ void dlock__delay_arg(const dlock_lock *l, dlock__op *op);
 void dlock__delay_hold_id(const dlock_lock *l, const dlock__owner *o, dlock__hold_id *id);
 int dlock__delay_busy(const dlock_lock *l, int64_t left);
 /* An acquire script's answer read by the type's reader (dlock__reply_acquire,
- * dlock__reply_fair_acquire: *ms and a->state, a->token when fenced): its
- * status, DLOCK_EPROTO reported with the reply. Frees r. */
+ * dlock__reply_fair_acquire: its ms, a->state, a->token when fenced): its
+ * status, DLOCK_EPROTO reported with the reply. On DLOCK__BUSY, b->ttl is the
+ * reader's ms and b->first 0, for the type to adjust. Frees r. */
 typedef int (*dlock__acq_reader)(const redisReply *r, int fenced, int64_t *ms, uint64_t *token,
                                  int *state);
-int dlock__acq_read(dlock__acq *a, redisReply *r, dlock__acq_reader read, int64_t *ms);
+int dlock__acq_read(dlock__acq *a, redisReply *r, dlock__acq_reader read, dlock__busy *b);
 /* The handle's channel, the same for every owner. */
 const char *dlock__lock_shared_channel(const dlock_lock *l, const dlock__owner *o, size_t *len);
-/* locked_op / locked_end for the types held as a hash of owner fields. */
-void dlock__lock_hash_op(const dlock_lock *l, dlock__op *op);
-int dlock__lock_hash_end(dlock_lock *l, int rc, dlock__res *res, int *locked);
 
 /* The standard busy message ("held by another owner (expires in N ms)"). */
 int dlock__lock_busy(const dlock_lock *l, int64_t ttl);

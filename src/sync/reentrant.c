@@ -134,31 +134,24 @@ static void attempt_op(dlock__acq *a, int64_t waited_ms, dlock__op *op)
     dlock__delay_arg(l, op);
 }
 
+/* Busy: sleep at most the holder's PTTL, or what is left of another
+ * waiter's reservation; a reserved turn goes first locally. */
 static int attempt_reply(dlock__acq *a, redisReply *r, dlock__busy *b)
 {
-    int64_t ttl = -1;
-    int rc = dlock__acq_read(a, r, dlock__reply_acquire, &ttl);
-    if (rc == DLOCK_EPROTO)
-        return rc;
-    if (rc == DLOCK__BUSY) {
-        /* Sleep at most the holder's PTTL, or what is left of another
-         * waiter's reservation; a reserved turn goes first locally. */
-        b->ttl = ttl;
+    int rc = dlock__acq_read(a, r, dlock__reply_acquire, b);
+    if (rc == DLOCK__BUSY)
         b->first = a->state == DLOCK__RESV_MINE;
-    }
     return rc;
 }
 
 static int busy_error(dlock__acq *a, const dlock__busy *b)
 {
-    if (a->state == DLOCK__RESV_DELAYED)
-        return dlock__delay_busy(a->l, b->ttl);
-    if (a->state == DLOCK__RESV_OTHER)
-        return dlock__fail(DLOCK_ETIMEDOUT,
-                           "'%s' is free but its next turn is reserved for a waiter that has "
-                           "waited long (for %lld ms more)",
-                           a->l->h.name, (long long)b->ttl);
-    return dlock__lock_busy(a->l, b->ttl);
+    if (a->state != DLOCK__RESV_OTHER)
+        return dlock__lock_busy(a->l, b->ttl);
+    return dlock__fail(DLOCK_ETIMEDOUT,
+                       "'%s' is free but its next turn is reserved for a waiter that has "
+                       "waited long (for %lld ms more)",
+                       a->l->h.name, (long long)b->ttl);
 }
 
 /* A waiter that reserved the next turn and gives up (deadline, cancellation)
@@ -219,10 +212,9 @@ const dlock__lock_type dlock__reentrant_type = {
     .wait_channel = dlock__lock_shared_channel,
     .attempt_op = attempt_op,
     .attempt_reply = attempt_reply,
+    .delayed = DLOCK__RESV_DELAYED,
     .busy_error = busy_error,
     .give_up_op = give_up_op,
     .release_op = release_op,
     .force_op = force_op,
-    .locked_op = dlock__lock_hash_op,
-    .locked_end = dlock__lock_hash_end,
 };

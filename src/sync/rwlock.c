@@ -174,8 +174,6 @@ static int attempt_reply(dlock__acq *a, redisReply *r, dlock__busy *b)
 
 static int busy_error(dlock__acq *a, const dlock__busy *b)
 {
-    if (a->state == DLOCK__RW_DELAYED)
-        return dlock__delay_busy(a->l, b->ttl);
     const char *by = a->l->type == &dlock__read_type ? "write-locked by another owner"
                                                      : "read- or write-locked by other owners";
     if (b->ttl >= 0)
@@ -308,6 +306,7 @@ const dlock__lock_type dlock__read_type = {
     .wait_channel = dlock__lock_shared_channel,
     .attempt_op = read_attempt_op,
     .attempt_reply = attempt_reply,
+    .delayed = DLOCK__RW_DELAYED,
     .busy_error = busy_error,
     .give_up_op = NULL,
     .release_op = read_release_op,
@@ -331,6 +330,7 @@ const dlock__lock_type dlock__write_type = {
     .wait_channel = dlock__lock_shared_channel,
     .attempt_op = write_attempt_op,
     .attempt_reply = attempt_reply,
+    .delayed = DLOCK__RW_DELAYED,
     .busy_error = busy_error,
     .give_up_op = NULL,
     .release_op = write_release_op,
