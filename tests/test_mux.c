@@ -283,42 +283,6 @@ static void unknown_ran_then_release(lock_get_fn get, int reentries)
     unk_close(&u);
 }
 
-static void test_unknown_ran_lock(void **state)
-{
-    (void)state;
-    unknown_ran_then_release(dlock_lock_get, 0);
-}
-
-static void test_unknown_ran_fair(void **state)
-{
-    (void)state;
-    unknown_ran_then_release(dlock_fair_lock_get, 0);
-}
-
-static void test_unknown_ran_reentry_lock(void **state)
-{
-    (void)state;
-    unknown_ran_then_release(dlock_lock_get, 1);
-}
-
-static void test_unknown_ran_reentry_fair(void **state)
-{
-    (void)state;
-    unknown_ran_then_release(dlock_fair_lock_get, 1);
-}
-
-static void test_unknown_ran_write(void **state)
-{
-    (void)state;
-    unknown_ran_then_release(dlock_write_lock_get, 1);
-}
-
-static void test_unknown_ran_read(void **state)
-{
-    (void)state;
-    unknown_ran_then_release(dlock_read_lock_get, 1);
-}
-
 /* An acquire that never reached Redis ended DLOCK_EUNKNOWN: the owner's
  * next hold is released with exactly one release. */
 static void unknown_not_run(lock_get_fn get)
@@ -337,16 +301,22 @@ static void unknown_not_run(lock_get_fn get)
     unk_close(&u);
 }
 
-static void test_unknown_not_run_lock(void **state)
+/* The cases: a lock type, re-entries. */
+typedef struct unk_kind {
+    lock_get_fn get;
+    int reentries;
+} unk_kind;
+
+static void test_unknown_ran(void **state)
 {
-    (void)state;
-    unknown_not_run(dlock_lock_get);
+    const unk_kind *k = *state;
+    unknown_ran_then_release(k->get, k->reentries);
 }
 
-static void test_unknown_not_run_fair(void **state)
+static void test_unknown_not_run(void **state)
 {
-    (void)state;
-    unknown_not_run(dlock_fair_lock_get);
+    const unk_kind *k = *state;
+    unknown_not_run(k->get);
 }
 
 typedef struct rel_wait {
@@ -394,16 +364,10 @@ static void unknown_ran_async(lock_get_fn get)
     unk_close(&u);
 }
 
-static void test_unknown_ran_async_lock(void **state)
+static void test_unknown_ran_async(void **state)
 {
-    (void)state;
-    unknown_ran_async(dlock_lock_get);
-}
-
-static void test_unknown_ran_async_fair(void **state)
-{
-    (void)state;
-    unknown_ran_async(dlock_fair_lock_get);
+    const unk_kind *k = *state;
+    unknown_ran_async(k->get);
 }
 
 typedef struct timed {
@@ -649,20 +613,27 @@ static void threads_cycling(int cut)
 static void test_threads_cycling(void **state) { threads_cycling(*state != NULL); }
 static int the_drop = 1;
 
+static unk_kind k_lock[2] = {{dlock_lock_get, 0}, {dlock_lock_get, 1}};
+static unk_kind k_fair[2] = {{dlock_fair_lock_get, 0}, {dlock_fair_lock_get, 1}};
+static unk_kind k_write[2] = {{dlock_write_lock_get, 0}, {dlock_write_lock_get, 1}};
+static unk_kind k_read[2] = {{dlock_read_lock_get, 0}, {dlock_read_lock_get, 1}};
+/* test_unknown_ran_lock_0: the case's test, type and re-entries. */
+#define UNK(fn, type, re) {#fn "_" #type "_" #re, fn, NULL, NULL, &k_##type[re]}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_drop_with_requests_in_flight),
-        cmocka_unit_test(test_unknown_ran_lock),
-        cmocka_unit_test(test_unknown_ran_fair),
-        cmocka_unit_test(test_unknown_ran_reentry_lock),
-        cmocka_unit_test(test_unknown_ran_reentry_fair),
-        cmocka_unit_test(test_unknown_ran_write),
-        cmocka_unit_test(test_unknown_ran_read),
-        cmocka_unit_test(test_unknown_not_run_lock),
-        cmocka_unit_test(test_unknown_not_run_fair),
-        cmocka_unit_test(test_unknown_ran_async_lock),
-        cmocka_unit_test(test_unknown_ran_async_fair),
+        UNK(test_unknown_ran, lock, 0),
+        UNK(test_unknown_ran, fair, 0),
+        UNK(test_unknown_ran, lock, 1),
+        UNK(test_unknown_ran, fair, 1),
+        UNK(test_unknown_ran, write, 1),
+        UNK(test_unknown_ran, read, 1),
+        UNK(test_unknown_not_run, lock, 0),
+        UNK(test_unknown_not_run, fair, 0),
+        UNK(test_unknown_ran_async, lock, 0),
+        UNK(test_unknown_ran_async, fair, 0),
         cmocka_unit_test(test_timeout_keeps_the_others_replies),
         cmocka_unit_test(test_timeout_then_noscript),
         cmocka_unit_test(test_noscript_inside_a_pipeline),
