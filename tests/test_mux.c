@@ -183,9 +183,9 @@ static void *cut_later(void *arg)
     return NULL;
 }
 
-/* An acquisition of l (60 s lease) on the calling thread whose connection
+/* An acquisition of l (lease: ms or DLOCK_WATCHDOG) on the calling thread whose connection
  * is cut with the request in flight: it ran in Redis (ran) or did not. */
-static int unknown_acquire(th_proxy *px, dlock_lock *l, int ran)
+static int unknown_acquire(th_proxy *px, dlock_lock *l, int ran, int64_t lease)
 {
     cutter k = {.px = px, .before = th_calls(&srv, NULL), .ran = ran};
     if (ran)
@@ -194,7 +194,7 @@ static int unknown_acquire(th_proxy *px, dlock_lock *l, int ran)
         th_proxy_blackhole(px, 1);
     pthread_t t;
     pthread_create(&t, NULL, cut_later, &k);
-    int rc = dlock_lock_acquire(l, 60000);
+    int rc = dlock_lock_acquire(l, lease);
     pthread_join(t, NULL);
     return rc;
 }
@@ -256,14 +256,14 @@ static void unk_close(unk_case *u)
 
 /* An acquire that ran but ended DLOCK_EUNKNOWN, then the owner's acquire
  * and release: the release ends the unknown hold too. */
-static void unknown_ran_then_release(lock_get_fn get, int reentries)
+static void unknown_ran_then_release(lock_get_fn get, int reentries, int64_t lease)
 {
     unk_case u;
     unk_open(&u, get, "unkran", 0);
-    assert_int_equal(unknown_acquire(u.px, u.l, 1), DLOCK_EUNKNOWN);
+    assert_int_equal(unknown_acquire(u.px, u.l, 1, lease), DLOCK_EUNKNOWN);
     assert_int_equal(th_int(&srv, "HEXISTS %s %s", u.name, u.hfield), 1);   /* it ran */
     for (int i = 0; i <= reentries; i++)
-        assert_int_equal(dlock_lock_acquire(u.l, 60000), DLOCK_OK);
+        assert_int_equal(dlock_lock_acquire(u.l, lease), DLOCK_OK);
     for (int i = 0; i < reentries; i++) {
         assert_int_equal(dlock_lock_release(u.l), DLOCK_OK);
         /* A known hold is left: still held, the unknown one with it. */
@@ -290,7 +290,7 @@ static void unknown_not_run(lock_get_fn get)
     unk_case u;
     unk_open(&u, get, "unknot", 0);
     long long before = th_calls(&srv, "evalsha");
-    assert_int_equal(unknown_acquire(u.px, u.l, 0), DLOCK_EUNKNOWN);
+    assert_int_equal(unknown_acquire(u.px, u.l, 0, 60000), DLOCK_EUNKNOWN);
     assert_int_equal(th_calls(&srv, "evalsha"), before);   /* it did not run */
     assert_int_equal(th_int(&srv, "EXISTS %s", u.name), 0);
     assert_int_equal(dlock_lock_acquire(u.l, 60000), DLOCK_OK);
@@ -301,16 +301,17 @@ static void unknown_not_run(lock_get_fn get)
     unk_close(&u);
 }
 
-/* The cases: a lock type, re-entries. */
+/* The cases: a lock type, re-entries, the lease of every acquire. */
 typedef struct unk_kind {
     lock_get_fn get;
     int reentries;
+    int64_t lease;           /* ms, or DLOCK_WATCHDOG */
 } unk_kind;
 
 static void test_unknown_ran(void **state)
 {
     const unk_kind *k = *state;
-    unknown_ran_then_release(k->get, k->reentries);
+    unknown_ran_then_release(k->get, k->reentries, k->lease);
 }
 
 static void test_unknown_not_run(void **state)
@@ -341,7 +342,7 @@ static void unknown_ran_async(lock_get_fn get)
 {
     unk_case u;
     unk_open(&u, get, "unkasync", 1);
-    assert_int_equal(unknown_acquire(u.px, u.l, 1), DLOCK_EUNKNOWN);
+    assert_int_equal(unknown_acquire(u.px, u.l, 1, 60000), DLOCK_EUNKNOWN);
     assert_int_equal(dlock_lock_acquire(u.l, 60000), DLOCK_OK);
     rel_wait w = {.status = -99};
     pthread_mutex_init(&w.mu, NULL);
@@ -613,11 +614,16 @@ static void threads_cycling(int cut)
 static void test_threads_cycling(void **state) { threads_cycling(*state != NULL); }
 static int the_drop = 1;
 
-static unk_kind k_lock[2] = {{dlock_lock_get, 0}, {dlock_lock_get, 1}};
-static unk_kind k_fair[2] = {{dlock_fair_lock_get, 0}, {dlock_fair_lock_get, 1}};
-static unk_kind k_write[2] = {{dlock_write_lock_get, 0}, {dlock_write_lock_get, 1}};
-static unk_kind k_read[2] = {{dlock_read_lock_get, 0}, {dlock_read_lock_get, 1}};
-/* test_unknown_ran_lock_0: the case's test, type and re-entries. */
+/* [2]: re-entry 1 with the watchdog. */
+static unk_kind k_lock[3] = {
+    {dlock_lock_get, 0, 60000}, {dlock_lock_get, 1, 60000}, {dlock_lock_get, 1, DLOCK_WATCHDOG}};
+static unk_kind k_fair[3] = {{dlock_fair_lock_get, 0, 60000},
+                             {dlock_fair_lock_get, 1, 60000},
+                             {dlock_fair_lock_get, 1, DLOCK_WATCHDOG}};
+static unk_kind k_write[2] = {{dlock_write_lock_get, 0, 60000}, {dlock_write_lock_get, 1, 60000}};
+static unk_kind k_read[2] = {{dlock_read_lock_get, 0, 60000}, {dlock_read_lock_get, 1, 60000}};
+/* test_unknown_ran_lock_0: the case's test, type and index (re-entries; 2:
+ * the watchdog's). */
 #define UNK(fn, type, re) {#fn "_" #type "_" #re, fn, NULL, NULL, &k_##type[re]}
 
 int main(void)
@@ -628,6 +634,8 @@ int main(void)
         UNK(test_unknown_ran, fair, 0),
         UNK(test_unknown_ran, lock, 1),
         UNK(test_unknown_ran, fair, 1),
+        UNK(test_unknown_ran, lock, 2),
+        UNK(test_unknown_ran, fair, 2),
         UNK(test_unknown_ran, write, 1),
         UNK(test_unknown_ran, read, 1),
         UNK(test_unknown_not_run, lock, 0),

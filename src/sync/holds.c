@@ -3,7 +3,10 @@
  * acquisitions it knows of (answered DLOCK_OK) and how many ended
  * DLOCK_EUNKNOWN. A release that ends the owner's last known hold and is
  * answered "holds remain" releases again, at most once per unknown one, so
- * that a hold of unknown outcome that did run does not outlive it. */
+ * that a hold of unknown outcome that did run does not outlive it. A
+ * record whose holds all had a lease is dropped once they all ended (a hold
+ * left to lapse is not kept for ever), when its bucket is searched to add
+ * to it. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,6 +17,9 @@ struct dlock__hold_rec {
     uint64_t hash;
     int64_t known;           /* acquisitions answered DLOCK_OK, not yet released */
     int64_t unknown;         /* acquisitions that ended DLOCK_EUNKNOWN */
+    int64_t until;           /* when all had a lease: the dlock__now_ms() past which
+                                none of them can be alive */
+    int renewed;             /* 1: one may be renewed (a watchdog hold): no such end */
     size_t klen;
     char key[];              /* the lock's name, NUL, the owner's field */
 };
@@ -36,10 +42,20 @@ void dlock__holds_clear(dlock__holds *t)
     pthread_mutex_destroy(&t->mu);
 }
 
+/* Caller holds mu. */
+static void drop(dlock__hold_rec **at)
+{
+    dlock__hold_rec *e = *at;
+    *at = e->next;
+    free(e);
+}
+
 /* The owner's record of l (FNV-1a over name, NUL, field), made when `make`
- * (NULL without memory); *at: where it is linked. Caller holds mu. */
+ * (NULL without memory), which first drops the bucket's records whose holds
+ * all ended by `now` (dlock__now_ms()); *at: where it is linked. Caller
+ * holds mu. */
 static dlock__hold_rec *find(dlock__holds *t, const dlock_lock *l, const dlock__owner *o,
-                             int make, dlock__hold_rec ***at)
+                             int make, int64_t now, dlock__hold_rec ***at)
 {
     size_t klen = l->h.nlen + 1 + o->flen;
     uint64_t h = 1469598103934665603ull;
@@ -50,6 +66,12 @@ static dlock__hold_rec *find(dlock__holds *t, const dlock_lock *l, const dlock__
         h = (h ^ ch) * 1099511628211ull;
     }
     dlock__hold_rec **p = &t->bucket[h % DLOCK__HOLD_BUCKETS];
+    for (dlock__hold_rec **q = p; make && *q;) {
+        if (!(*q)->renewed && (*q)->until < now)
+            drop(q);
+        else
+            q = &(*q)->next;
+    }
     for (; *p; p = &(*p)->next) {
         dlock__hold_rec *e = *p;
         if (e->hash == h && e->klen == klen && memcmp(e->key, l->h.name, l->h.nlen) == 0 &&
@@ -72,29 +94,30 @@ static dlock__hold_rec *find(dlock__holds *t, const dlock_lock *l, const dlock__
     return e;
 }
 
-/* Caller holds mu. */
-static void drop(dlock__hold_rec **at)
-{
-    dlock__hold_rec *e = *at;
-    *at = e->next;
-    free(e);
-}
-
 void dlock__holds_acquired(dlock__holds *t, const dlock_lock *l, const dlock__owner *o,
-                           int unknown)
+                           int unknown, int64_t lease_ms)
 {
     dlock__hold_rec **at;
+    int64_t now = dlock__now_ms();
+    /* A known hold's TTL was set before its answer came (before now); one of
+     * unknown outcome may run as late as a request is ever answered: that
+     * margin (an unlock latch's lifetime) for both, and for clock drift. */
+    int64_t until = now + lease_ms + l->h.c->latch_px;
     pthread_mutex_lock(&t->mu);
     /* Without memory the count is lost: a hold of unknown outcome then ends
      * with its lease, as it did before; a known one unrecorded could let a
      * later release go once too often, so the record is dropped instead. */
-    dlock__hold_rec *e = find(t, l, o, 1, &at);
+    dlock__hold_rec *e = find(t, l, o, 1, now, &at);
     if (e) {
+        if (lease_ms == DLOCK_WATCHDOG)
+            e->renewed = 1;
+        else if (until > e->until)
+            e->until = until;
         if (unknown)
             e->unknown++;
         else
             e->known++;
-    } else if (!unknown && (e = find(t, l, o, 0, &at)) != NULL) {
+    } else if (!unknown && (e = find(t, l, o, 0, now, &at)) != NULL) {
         drop(at);
     }
     pthread_mutex_unlock(&t->mu);
@@ -106,7 +129,7 @@ int dlock__holds_released(dlock__holds *t, const dlock_lock *l, const dlock__own
     dlock__hold_rec **at;
     int again = 0;
     pthread_mutex_lock(&t->mu);
-    dlock__hold_rec *e = find(t, l, o, 0, &at);
+    dlock__hold_rec *e = find(t, l, o, 0, 0, &at);
     if (e && answered) {
         if (outcome != DLOCK__RELEASE_KEPT) {
             drop(at);   /* the owner holds nothing: an unknown one did not run, or lapsed */
@@ -126,4 +149,16 @@ int dlock__holds_released(dlock__holds *t, const dlock_lock *l, const dlock__own
     }
     pthread_mutex_unlock(&t->mu);
     return again;
+}
+
+void dlock__holds_extend(dlock__holds *t, const dlock_lock *l, const dlock__owner *o,
+                         int64_t lease_ms)
+{
+    dlock__hold_rec **at;
+    int64_t until = dlock__now_ms() + lease_ms + l->h.c->latch_px;
+    pthread_mutex_lock(&t->mu);
+    dlock__hold_rec *e = find(t, l, o, 0, 0, &at);
+    if (e && until > e->until)
+        e->until = until;
+    pthread_mutex_unlock(&t->mu);
 }

@@ -199,15 +199,20 @@ int dlock__rel_end(dlock__rel *x, int rc, dlock__res *res);
 
 /* The client's per-owner record (holds.c; dlock__holds in sync.h), keyed by
  * l's name and o's field: an acquisition answered (unknown 0) or ended
- * DLOCK_EUNKNOWN (unknown 1); a release's outcome (answered 0: the call
+ * DLOCK_EUNKNOWN (unknown 1), with the TTL it sets (lease_ms: ms, or
+ * DLOCK_WATCHDOG: a renewed hold); a release's outcome (answered 0: the call
  * failed; else a DLOCK__RELEASE_* outcome). dlock__holds_released returns 1
  * when the release ended the owner's last known hold, holds remain, and an
  * acquisition of unknown outcome is owed a release (counted off): only when
  * may_repeat. */
 void dlock__holds_acquired(dlock__holds *t, const dlock_lock *l, const dlock__owner *o,
-                           int unknown);
+                           int unknown, int64_t lease_ms);
 int dlock__holds_released(dlock__holds *t, const dlock_lock *l, const dlock__owner *o,
                           int answered, int outcome, int may_repeat);
+/* Before an extension of the owner's lease hold is sent (it may run): the
+ * record is kept until that lease could end. */
+void dlock__holds_extend(dlock__holds *t, const dlock_lock *l, const dlock__owner *o,
+                         int64_t lease_ms);
 
 /* The owner a call on l acts for (the handle's, or the calling thread's),
  * with its field and per-owner key; dlock__lock_owner_done frees what it

@@ -135,6 +135,7 @@ static int extend_setup(void *st)
                            "a hold taken with a lease",
                            l->h.what, l->h.name);
     }
+    dlock__holds_extend(&l->h.c->holds, l, &s->o, s->lease);
     return DLOCK_OK;
 }
 
