@@ -446,8 +446,7 @@ static int acq_keep(void *st, int64_t sent_ms)
 {
     dlock__acq *a = st;
     dlock_lock *l = a->l;
-    dlock__holds_acquired(&l->h.c->holds, l, &a->o, 0,
-                          a->lease == DLOCK_WATCHDOG ? DLOCK_WATCHDOG : a->lease_ms);
+    dlock__holds_acquired(&l->h.c->holds, l, &a->o, 0, a->lease);
     dlock__hold_id id;
     l->type->hold_id(l, &a->o, &id);
     if (a->lease != DLOCK_WATCHDOG) {
@@ -498,8 +497,7 @@ static int acq_read(void *st, int rc, dlock__res *res, dlock__busy *b)
 {
     dlock__acq *a = st;
     if (rc == DLOCK_EUNKNOWN)   /* it may hold: a later release may owe it one */
-        dlock__holds_acquired(&a->l->h.c->holds, a->l, &a->o, 1,
-                              a->lease == DLOCK_WATCHDOG ? DLOCK_WATCHDOG : a->lease_ms);
+        dlock__holds_acquired(&a->l->h.c->holds, a->l, &a->o, 1, a->lease);
     if (rc != DLOCK_OK)
         return dlock__refused(&a->l->h, rc, res);
     return a->l->type->attempt_reply(a, res->r, b);

@@ -199,8 +199,8 @@ int dlock__rel_end(dlock__rel *x, int rc, dlock__res *res);
 
 /* The client's per-owner record (holds.c; dlock__holds in sync.h), keyed by
  * l's name and o's field: an acquisition answered (unknown 0) or ended
- * DLOCK_EUNKNOWN (unknown 1), with the TTL it sets (lease_ms: ms, or
- * DLOCK_WATCHDOG: a renewed hold); a release's outcome (answered 0: the call
+ * DLOCK_EUNKNOWN (unknown 1), with the lease it asked (ms, no shorter than
+ * the TTL it set, or DLOCK_WATCHDOG: a renewed hold); a release's outcome (answered 0: the call
  * failed; else a DLOCK__RELEASE_* outcome). dlock__holds_released returns 1
  * when the release ended the owner's last known hold, holds remain, and an
  * acquisition of unknown outcome is owed a release (counted off): only when
