@@ -181,7 +181,10 @@ cluster_node() {   # VAR: a cluster-enabled server with its bus port chosen
       --cluster-config-file nodes.conf --bind 127.0.0.1 --save "" --appendonly no \
       --dir "$dir" --logfile "$dir/redis.log" --daemonize no &
     pid=$!
-    if until_ok redis-cli -p "$port" ping; then
+    # Ours, not another test's server that took the port first (the ping
+    # alone would pass on it): its process_id is the pid we started.
+    if until_ok redis-cli -p "$port" ping &&
+       [ "$(redis-cli -p "$port" info server | tr -d '\r' | sed -n 's/^process_id://p')" = "$pid" ]; then
       extra_pids+=("$pid"); printf -v "${var}_PORT" %s "$port"; return 0
     fi
     kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
