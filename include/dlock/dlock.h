@@ -992,8 +992,9 @@ DLOCK_API int dlock_lock_set_lock_delay(dlock_lock *l, int64_t ms);
  * key is not a lock), DLOCK_EDEADLK (a reader asking for the write lock),
  * DLOCK_ECONN, DLOCK_ECMDTIMEOUT, DLOCK_EUNKNOWN (the request was written and
  * no answer came, by timeout or a dropped connection: it is not resent, since
- * that could count a hold twice; the lock may be held, not renewed, until the
- * owner's release that ends its last known hold, or for up to one lease: see
+ * that could count a hold twice; the lock may be held (renewed only with the
+ * owner's known holds) until the owner's release that ends its last known
+ * hold, or for up to one lease: see
  * dlock_lock_release), DLOCK_EINVAL (bad options, see dlock_wait_opts; also a
  * wait asked for inside a dlock callback). Any thread: the owner is the
  * calling thread, or the handle's explicit owner. */

@@ -104,12 +104,18 @@ void dlock__holds_acquired(dlock__holds *t, const dlock_lock *l, const dlock__ow
      * margin (an unlock latch's lifetime) for both, and for clock drift. */
     int64_t until = now + lease_ms + l->h.c->latch_px;
     pthread_mutex_lock(&t->mu);
-    /* Without memory the count is lost: a hold of unknown outcome then ends
-     * with its lease, as it did before; a known one unrecorded could let a
-     * later release go once too often, so the record is dropped instead. */
+    /* Without memory nothing is recorded (find makes no record only when
+     * there was none): a hold of unknown outcome then ends with its lease, as
+     * it did before. (A known hold unrecorded while an unknown one is
+     * recorded later could let a release repeat once too often: it needs an
+     * allocation failing, then the next succeeding.) */
     dlock__hold_rec *e = find(t, l, o, 1, now, &at);
     if (e) {
-        if (lease_ms == DLOCK_WATCHDOG)
+        /* A hold of unknown outcome is in no watchdog schedule: it ends with
+         * its first TTL, unless the owner's known holds are renewed. */
+        if (lease_ms == DLOCK_WATCHDOG && unknown)
+            until = now + l->h.c->cfg.watchdog_ms + l->h.c->latch_px;
+        if (lease_ms == DLOCK_WATCHDOG && !unknown)
             e->renewed = 1;
         else if (until > e->until)
             e->until = until;
@@ -117,8 +123,6 @@ void dlock__holds_acquired(dlock__holds *t, const dlock_lock *l, const dlock__ow
             e->unknown++;
         else
             e->known++;
-    } else if (!unknown && (e = find(t, l, o, 0, now, &at)) != NULL) {
-        drop(at);
     }
     pthread_mutex_unlock(&t->mu);
 }
@@ -130,11 +134,21 @@ int dlock__holds_released(dlock__holds *t, const dlock_lock *l, const dlock__own
     int again = 0;
     pthread_mutex_lock(&t->mu);
     dlock__hold_rec *e = find(t, l, o, 0, 0, &at);
+    if (e && !answered && e->known <= 1 && e->renewed) {
+        /* The owner's last known hold: its renewals stop with this attempt
+         * whatever became of it, so the record can end by time (else an
+         * outage's failed releases would keep records for ever). */
+        int64_t until = dlock__now_ms() + l->h.c->cfg.watchdog_ms + l->h.c->latch_px;
+        e->renewed = 0;
+        if (until > e->until)
+            e->until = until;
+    }
     if (e && answered) {
         if (outcome != DLOCK__RELEASE_KEPT) {
             drop(at);   /* the owner holds nothing: an unknown one did not run, or lapsed */
         } else {
-            if (e->known > 0)
+            /* A repeat answered "holds remain" released an unknown one. */
+            if (e->known > 0 && may_repeat != 2)
                 e->known--;
             /* Holds remain and none is known: one more release, while
              * unknown ones are owed (past them, what is left is not this

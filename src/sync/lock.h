@@ -204,7 +204,8 @@ int dlock__rel_end(dlock__rel *x, int rc, dlock__res *res);
  * failed; else a DLOCK__RELEASE_* outcome). dlock__holds_released returns 1
  * when the release ended the owner's last known hold, holds remain, and an
  * acquisition of unknown outcome is owed a release (counted off): only when
- * may_repeat. */
+ * may_repeat (the release's call: 0 a give-back, 1 the caller's, 2 such a repeat,
+ * which takes no known hold off). */
 void dlock__holds_acquired(dlock__holds *t, const dlock_lock *l, const dlock__owner *o,
                            int unknown, int64_t lease_ms);
 int dlock__holds_released(dlock__holds *t, const dlock_lock *l, const dlock__owner *o,
