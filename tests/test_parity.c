@@ -857,6 +857,26 @@ static int cb_done(done_cb *d)
     return done;
 }
 
+/* A proxy before the server for the renewal-in-flight tests, and how long
+ * it is to hold a renewal back (*delay: 1 s x slack, 8 s at most). */
+static th_proxy *renewal_proxy(int64_t *delay)
+{
+    th_proxy *p = th_proxy_start(srv.port);
+    assert_non_null(p);
+    *delay = 1000 * th_slack() < 8000 ? 1000 * th_slack() : 8000;
+    return p;
+}
+
+/* Waits until the proxy holds one renewal back (a new hold is renewed once
+ * soon). */
+static void await_renewal_held(th_proxy *p)
+{
+    for (int64_t until = th_now_ms() + 6000 * th_slack();
+         th_proxy_delayed(p) == 0 && th_now_ms() < until;)
+        th_sleep_ms(2);
+    assert_int_equal(th_proxy_delayed(p), 1);
+}
+
 /* An asynchronous release waits for the renewal in flight of its own hold
  * only: with hold A's renewal held back by the proxy, A's release (sent
  * first) waits for it, while the release of B (a lease hold of the same
@@ -867,11 +887,9 @@ static void test_async_release_waits_for_its_own_renewal(void **state)
     (void)state;
     if (getenv("DLOCK_TEST_DEPLOY") && *getenv("DLOCK_TEST_DEPLOY"))
         skip();   /* one server behind the proxy */
-    const int64_t slack = th_slack();
-    th_proxy *p = th_proxy_start(srv.port);
-    assert_non_null(p);
+    int64_t delay;
+    th_proxy *p = renewal_proxy(&delay);
     dlock_client *c = renew_client(p);
-    const int64_t delay = 1000 * slack < 8000 ? 1000 * slack : 8000;
     char na[128], nb[128], owner[DLOCK_OWNER_BUFSIZE];
     dlock_client_new_owner_id(c, owner, sizeof(owner));
     dlock_lock *a, *b;
@@ -883,10 +901,7 @@ static void test_async_release_waits_for_its_own_renewal(void **state)
     assert_int_equal(dlock_lock_acquire(b, 60000), DLOCK_OK);
     assert_int_equal(dlock_lock_acquire(a, DLOCK_WATCHDOG), DLOCK_OK);
     /* A's renewal on its way (a new hold is renewed once soon) */
-    for (int64_t until = th_now_ms() + 6000 * slack;
-         th_proxy_delayed(p) == 0 && th_now_ms() < until;)
-        th_sleep_ms(2);
-    assert_int_equal(th_proxy_delayed(p), 1);
+    await_renewal_held(p);
     assert_int_equal(th_proxy_passed(p), 0);
     done_cb da = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
     done_cb db = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
@@ -924,10 +939,9 @@ static void test_async_release_settling_at_close(void **state)
     if (getenv("DLOCK_TEST_DEPLOY") && *getenv("DLOCK_TEST_DEPLOY"))
         skip();   /* one server behind the proxy */
     const int64_t slack = th_slack();
-    th_proxy *p = th_proxy_start(srv.port);
-    assert_non_null(p);
+    int64_t delay;
+    th_proxy *p = renewal_proxy(&delay);
     dlock_client *c = renew_client(p);
-    const int64_t delay = 1000 * slack < 8000 ? 1000 * slack : 8000;
     char name[128], owner[DLOCK_OWNER_BUFSIZE];
     dlock_client_new_owner_id(c, owner, sizeof(owner));
     dlock_lock *a;
@@ -935,10 +949,7 @@ static void test_async_release_settling_at_close(void **state)
                      DLOCK_OK);
     th_proxy_delay_match(p, dlock__scripts[DLOCK__SCRIPT_LOCK_RENEW].sha, (int)delay);
     assert_int_equal(dlock_lock_acquire(a, DLOCK_WATCHDOG), DLOCK_OK);
-    for (int64_t until = th_now_ms() + 6000 * slack;
-         th_proxy_delayed(p) == 0 && th_now_ms() < until;)
-        th_sleep_ms(2);
-    assert_int_equal(th_proxy_delayed(p), 1);
+    await_renewal_held(p);
     done_cb da = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
     assert_int_equal(dlock_lock_release_async(a, on_done, &da), DLOCK_OK);
     /* released in Redis, the callback still waiting for the renewal */
