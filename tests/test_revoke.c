@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -215,6 +216,52 @@ static void test_own_changes_are_not_losses(void **state)
     dlock_client_close(c);
 }
 
+static int64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* A hold released before it is DLOCK__WD_REGISTER_AGE_MS old is never
+ * registered: a short hold costs Redis its acquire and its release, no
+ * renewal (and then no invalidation either). Only a cycle the machine made
+ * slow (its hold may have come of age: the watchdog counts whole ms) may
+ * have cost one. */
+static void test_short_holds_not_registered(void **state)
+{
+    (void)state;
+    enum { N = 500 };
+    dlock_client *c = client(srv.url, NULL, 1);
+    char name[128];
+    dlock_lock *l[N];
+    for (int i = 0; i < N; i++) {
+        char tag[32];
+        snprintf(tag, sizeof(tag), "short%d", i);
+        assert_int_equal(dlock_lock_get(c, th_name(name, sizeof(name), tag), &l[i]), DLOCK_OK);
+    }
+    /* Tracking on, the scripts loaded, a long hold registered. */
+    assert_int_equal(dlock_lock_acquire(l[0], DLOCK_WATCHDOG), DLOCK_OK);
+    await_tracked(c);
+    assert_int_equal(dlock_lock_release(l[0]), DLOCK_OK);
+    long long before = th_calls(&srv, "evalsha");
+    int slow = 0;
+    for (int i = 0; i < N; i++) {
+        int64_t t0 = now_us();
+        assert_int_equal(dlock_lock_acquire(l[i], DLOCK_WATCHDOG), DLOCK_OK);
+        assert_int_equal(dlock_lock_release(l[i]), DLOCK_OK);
+        slow += now_us() - t0 >= (DLOCK__WD_REGISTER_AGE_MS - 1) * 1000;
+    }
+    th_sleep_ms(100 * th_slack());   /* a registration on its way lands */
+    long long registered = th_calls(&srv, "evalsha") - before - 2 * N;
+    if (registered > slow)
+        fail_msg("%lld of %d short holds registered (%d cycles slow enough to)", registered,
+                 N, slow);
+    for (int i = 0; i < N; i++)
+        dlock_lock_free(l[i]);
+    dlock_client_close(c);
+}
+
 /* Every kind the watchdog renews: a fair lock, a read lock shared with
  * another reader (whose coming and going changes the hash: not a loss), a
  * write lock, a watchdog permit. */
@@ -383,6 +430,7 @@ int main(void)
         cmocka_unit_test(test_del_heard_at_once),
         cmocka_unit_test(test_other_changes_heard),
         cmocka_unit_test(test_own_changes_are_not_losses),
+        cmocka_unit_test(test_short_holds_not_registered),
         cmocka_unit_test(test_every_kind),
         cmocka_unit_test(test_off_falls_back_to_renewals),
         cmocka_unit_test(test_listener_cut),

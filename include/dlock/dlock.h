@@ -558,11 +558,12 @@ DLOCK_API int dlock_config_set_failover_quarantine(dlock_config *cfg, dlock_quar
  * of the watchdog timeout later). It uses Redis's client-side tracking
  * (Redis 6+): the renewal connection runs CLIENT TRACKING ON REDIRECT <id>
  * NOLOOP towards one more connection of the client, subscribed to
- * __redis__:invalidate, and each new hold is renewed once right after it is
- * taken so that Redis tracks its key. Cost: one connection; in Redis, about
- * 100 bytes of tracking table per held key; one renewal per hold taken and
- * per change made to a held key by another connection (our own releases and
- * reentries included). A server that refuses CLIENT TRACKING (older than 6,
+ * __redis__:invalidate, and each hold still held 3 ms after it is taken is
+ * renewed once then so that Redis tracks its key (a change within those 3 ms
+ * is found by that renewal). Cost: one connection; in Redis, about 100
+ * bytes of tracking table per held key; one renewal per hold kept 3 ms or
+ * more and per change made to a held key by another connection (our own
+ * releases and reentries included). A server that refuses CLIENT TRACKING (older than 6,
  * an ACL) is logged once and the client falls back to renewal-time
  * detection, as it does while either connection is down (every hold is
  * rechecked when both are back). Lease holds (no watchdog) are not tracked.

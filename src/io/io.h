@@ -261,6 +261,10 @@ int dlock__watchdog_collect_end(dlock__watchdog *wd, dlock__wd_settle *s);
 void dlock__watchdog_unsettle(dlock__watchdog *wd, dlock__wd_settle *s);
 /* How many holds are scheduled (tests). */
 size_t dlock__watchdog_count(dlock__watchdog *wd);
+/* A new hold is registered (renewed once, so that Redis tracks its key) once
+ * it is this old: one released sooner costs Redis nothing, and a change
+ * before is found by that renewal. */
+#define DLOCK__WD_REGISTER_AGE_MS 3
 /* 0 while client tracking is off; 2 while it is on and every hold's key is
  * tracked (no recheck or renewal awaiting its answer); 1 in between (tests). */
 int dlock__watchdog_tracking(dlock__watchdog *wd);

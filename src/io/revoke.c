@@ -40,6 +40,7 @@ void dlock__wd_track_unlink(dlock__watchdog *wd, held *h)
 
 void dlock__wd_mark_recheck(dlock__watchdog *wd, held *h)
 {
+    h->fresh = 0;
     if (h->rlink.next == &h->rlink)
         dlock__list_push_back(&wd->recheck, &h->rlink);
 }
@@ -83,6 +84,8 @@ int dlock__wd_send_track(dlock__watchdog *wd, batch *b)
  * instead of queueing thousands of small scripts ahead of the renewals. */
 #define RECHECK_WINDOW 2
 
+static void on_reg_timer(uv_timer_t *t);
+
 void dlock__wd_recheck(dlock__watchdog *wd)
 {
     wconn *wc = dlock__wd_track_conn(wd);
@@ -91,6 +94,7 @@ void dlock__wd_recheck(dlock__watchdog *wd)
     const int64_t now = dlock__now_ms(), timeout = wd->ctx->cfg->watchdog_ms;
     const int room = (RECHECK_WINDOW - wd->rechecks_out) * DLOCK__RENEW_BATCH;
     int n = 0;
+    int64_t young = INT64_MAX;   /* when the next new hold comes of age */
     tick_batches tb;
     tb_init(&tb);
     pthread_mutex_lock(&wd->mu);
@@ -100,6 +104,12 @@ void dlock__wd_recheck(dlock__watchdog *wd)
         it = it->next;
         if (h->inflight)
             continue;
+        if (h->fresh && now - h->renewed_at < DLOCK__WD_REGISTER_AGE_MS) {
+            if (h->renewed_at + DLOCK__WD_REGISTER_AGE_MS < young)
+                young = h->renewed_at + DLOCK__WD_REGISTER_AGE_MS;
+            continue;
+        }
+        h->fresh = 0;
         dlock__list_remove(&h->rlink);
         /* A hold at its limit is the tick's to report; a renewal never sets a
          * TTL past the limit. */
@@ -113,14 +123,18 @@ void dlock__wd_recheck(dlock__watchdog *wd)
         b->e[b->n++] = h;
         n++;
     }
+    if (young != INT64_MAX)
+        wd->reg_armed = 1;   /* a pass is due: holds added meanwhile need not post */
     pthread_mutex_unlock(&wd->mu);
+    if (young != INT64_MAX && !uv_is_active((uv_handle_t *)&wd->reg_timer))
+        uv_timer_start(&wd->reg_timer, on_reg_timer, (uint64_t)(young > now ? young - now : 0), 0);
     for (size_t i = 0; i < tb.n; i++)
         tb.v[i]->recheck = 1;
     wd->rechecks_out += (int)tb.n;
     dlock__wd_send_all(wd, &tb);
 }
 
-/* The registering pass's delay ended. */
+/* A new hold came of age (or the first one's wait ended). */
 static void on_reg_timer(uv_timer_t *t)
 {
     dlock__watchdog *wd = t->data;
@@ -130,11 +144,11 @@ static void on_reg_timer(uv_timer_t *t)
     dlock__wd_recheck(wd);
 }
 
-/* New holds: registered (renewed once, so that Redis tracks their keys)
- * REGISTER_DELAY_MS after the first of them, so that a burst of acquisitions
- * costs one script per 100 holds rather than one per hold. A change within
- * that delay is found by the registering renewal itself. */
-#define REGISTER_DELAY_MS 3
+/* New holds: each registered (renewed once, so that Redis tracks its key)
+ * when it is DLOCK__WD_REGISTER_AGE_MS old, by a pass that takes every hold
+ * of age then, so that a burst of acquisitions costs one script per 100
+ * holds rather than one per hold, and a hold released before costs none. A
+ * change before is found by the registering renewal itself. */
 void dlock__wd_recheck_job(void *arg)
 {
     dlock__watchdog *wd = arg;
@@ -150,7 +164,7 @@ void dlock__wd_recheck_job(void *arg)
         return;
     }
     if (!uv_is_active((uv_handle_t *)&wd->reg_timer))
-        uv_timer_start(&wd->reg_timer, on_reg_timer, REGISTER_DELAY_MS, 0);
+        uv_timer_start(&wd->reg_timer, on_reg_timer, DLOCK__WD_REGISTER_AGE_MS, 0);
 }
 
 /* Marks every hold for a recheck: tracking (re)starts, or Redis reported

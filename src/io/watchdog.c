@@ -213,14 +213,17 @@ int dlock__watchdog_add_limited(dlock__watchdog *wd, const dlock__hold_id *id, i
     }
     dlock__list_push_back(&wd->all, &h->all);
     dlock__wd_track_link(wd, h);
-    /* Renewed once soon, so that Redis tracks it from now on (and the
-     * listener is started with the first hold). The io thread is woken only
-     * when no registering pass is due already: an acquisition's hot path
-     * does not hop through it each time. */
+    /* Renewed once when it is DLOCK__WD_REGISTER_AGE_MS old, so that Redis
+     * tracks it from then on (and the listener is started with the first
+     * hold): a hold released sooner costs Redis nothing more. The io thread is
+     * woken only when no registering pass is due already: an acquisition's
+     * hot path does not hop through it each time. */
     int post = 0;
     if (wd->track && !wd->track_refused) {
-        if (wd->track_live)
+        if (wd->track_live) {
             dlock__wd_mark_recheck(wd, h);
+            h->fresh = 1;
+        }
         post = !wd->reg_armed;
         wd->reg_armed = 1;
     }

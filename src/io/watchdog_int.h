@@ -49,6 +49,9 @@ typedef struct held {
                                 blocking release, which then frees it) or AW_ASYNC (on
                                 wd->settles) */
     uint8_t tracked;         /* tn is in wd->tkeys */
+    uint8_t fresh;           /* on wd->recheck as a new hold: registered once it is
+                                DLOCK__WD_REGISTER_AGE_MS old (revoke.c), unless its
+                                key is reported changed first */
     uint8_t opart;           /* the part equal to the owner id (a lock's field often
                                 is: not kept in data), or DLOCK__HOLD_PARTS */
     uint8_t failover;        /* its node is a new primary (a failover) and no renewal sent
@@ -137,7 +140,8 @@ struct dlock__watchdog {
 
     /* io thread only */
     uv_timer_t timer;
-    uv_timer_t reg_timer;    /* gathers new holds for one registering pass */
+    uv_timer_t reg_timer;    /* the next registering pass: when the oldest new hold
+                                not yet registered comes of age */
     int timer_inited;
     wconn **conns;           /* one per node that serves held keys */
     size_t nconns;
@@ -231,7 +235,8 @@ int dlock__wd_tk_eq(const dlock__hnode *n, const void *key, size_t len);
  * recheck list); caller holds mu. */
 void dlock__wd_track_link(dlock__watchdog *wd, held *h);
 void dlock__wd_track_unlink(dlock__watchdog *wd, held *h);
-/* Puts h on the recheck list; caller holds mu. */
+/* Puts h on the recheck list, due at once (a new hold's registration comes
+ * due now too: its key was reported changed); caller holds mu. */
 void dlock__wd_mark_recheck(dlock__watchdog *wd, held *h);
 /* Renews the holds due a recheck (io thread). */
 void dlock__wd_recheck(dlock__watchdog *wd);
