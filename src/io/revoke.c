@@ -76,9 +76,10 @@ int dlock__wd_send_track(dlock__watchdog *wd, batch *b)
 
 /* ------------------------------------------------------- revocation */
 
-/* Renews at once the holds due a recheck (new ones, and those whose key
- * Redis reported changed); one in flight waits for its answer (batch_done
- * comes back here), since it may have read the key before the change. At most
+/* Renews at once the holds due a recheck (those whose key Redis reported
+ * changed, new ones come of age); one in flight waits for its answer
+ * (batch_done comes back here), since it may have read the key before the
+ * change. At most
  * RECHECK_WINDOW recheck scripts are in flight: under a burst of acquisitions
  * the others wait for their answers and fill batches of up to 100 meanwhile,
  * instead of queueing thousands of small scripts ahead of the renewals. */
@@ -134,7 +135,8 @@ void dlock__wd_recheck(dlock__watchdog *wd)
     dlock__wd_send_all(wd, &tb);
 }
 
-/* A new hold came of age (or the first one's wait ended). */
+/* A new hold came of age (or the first one's wait ended, or a failed recheck
+ * is tried again). */
 static void on_reg_timer(uv_timer_t *t)
 {
     dlock__watchdog *wd = t->data;
@@ -149,6 +151,18 @@ static void on_reg_timer(uv_timer_t *t)
  * of age then, so that a burst of acquisitions costs one script per 100
  * holds rather than one per hold, and a hold released before costs none. A
  * change before is found by the registering renewal itself. */
+void dlock__wd_recheck_later(dlock__watchdog *wd)
+{
+    pthread_mutex_lock(&wd->mu);
+    wd->reg_armed = 1;
+    pthread_mutex_unlock(&wd->mu);
+    int64_t delay = wd->ctx->cfg->retry_delay_ms;
+    if (delay < DLOCK__WD_REGISTER_AGE_MS)
+        delay = DLOCK__WD_REGISTER_AGE_MS;
+    if (!uv_is_active((uv_handle_t *)&wd->reg_timer))   /* else a pass comes sooner */
+        uv_timer_start(&wd->reg_timer, on_reg_timer, (uint64_t)delay, 0);
+}
+
 void dlock__wd_recheck_job(void *arg)
 {
     dlock__watchdog *wd = arg;

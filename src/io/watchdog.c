@@ -151,6 +151,9 @@ int dlock__watchdog_add_limited(dlock__watchdog *wd, const dlock__hold_id *id, i
          * may only come sooner. */
         if (sent_ms > h->renewed_at)
             h->renewed_at = sent_ms;
+        /* Not a short hold: registered by the next pass, however often it is
+         * re-entered (each reentry moves renewed_at, its age, forward). */
+        h->fresh = 0;
         if (limit_at < h->limit_at)
             h->limit_at = limit_at;
         h->holds++;
@@ -572,7 +575,7 @@ void dlock__wd_batch_finish(dlock__watchdog *wd, batch *b, int ok, const unsigne
             note_lost(wd, h, DLOCK_LOST_GONE, &notes);
         }
     }
-    int more = ok && !dlock__list_empty(&wd->recheck);
+    int more = !dlock__list_empty(&wd->recheck);
     pthread_mutex_unlock(&wd->mu);
     if (again)
         dlock__loop_post(wd->lp, &wd->kick_job);
@@ -580,8 +583,10 @@ void dlock__wd_batch_finish(dlock__watchdog *wd, batch *b, int ok, const unsigne
     wconn *wc = b->wc;
     free((void *)b);
     dlock__wd_explain(wd, wc, &before, notes);
-    if (more)
+    if (more && ok)
         dlock__wd_recheck(wd);   /* holds whose key changed while their renewal was in flight */
+    else if (more)
+        dlock__wd_recheck_later(wd);   /* not at once against a failing server */
 }
 
 static int send_batch(dlock__watchdog *wd, batch *b);
@@ -860,7 +865,8 @@ void dlock__wd_tick(dlock__watchdog *wd)
 
     if (any && wd->track) {
         /* Tracking needs the renewal connection up before any hold is due
-         * (a new hold is registered at once): the single server's. */
+         * (a new hold is registered 3 ms after it is taken): the single
+         * server's. */
         wconn *wc = dlock__wd_conn_for(wd, dlock__router_node(wd->router, NULL, 0));
         if (wc) {
             wc->used = 1;

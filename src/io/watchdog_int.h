@@ -240,6 +240,9 @@ void dlock__wd_track_unlink(dlock__watchdog *wd, held *h);
 void dlock__wd_mark_recheck(dlock__watchdog *wd, held *h);
 /* Renews the holds due a recheck (io thread). */
 void dlock__wd_recheck(dlock__watchdog *wd);
+/* The recheck pass again after the client's retry delay (a recheck batch
+ * failed: not at once against a failing server). Io thread. */
+void dlock__wd_recheck_later(dlock__watchdog *wd);
 /* New holds to register (the job the watchdog posts). */
 void dlock__wd_recheck_job(void *arg);
 /* Turns tracking on for the renewal connection when the listener is up;
