@@ -206,7 +206,9 @@ int dlock__watchdog_add_limited(dlock__watchdog *wd, const dlock__hold_id *id, i
  * when it is not scheduled or has no limit: an acquisition that would set a
  * TTL past it (a reentry) sets this instead. */
 int64_t dlock__watchdog_limit_left(dlock__watchdog *wd, const dlock__hold_id *id);
-/* 1 when the watchdog renews the hold (it is scheduled), 0 when not. */
+/* When the watchdog renews the hold (it is scheduled): how many of its
+ * owner's acquisitions it counts (each release attempt takes one), >= 1; 0
+ * when not. */
 int dlock__watchdog_renews(dlock__watchdog *wd, const dlock__hold_id *id);
 /* A lease acquisition by an owner the watchdog renews (reentry with a lease):
  * counted as one more acquisition, and the loss deadline comes no later than

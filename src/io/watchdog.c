@@ -264,9 +264,10 @@ int64_t dlock__watchdog_limit_left(dlock__watchdog *wd, const dlock__hold_id *id
 int dlock__watchdog_renews(dlock__watchdog *wd, const dlock__hold_id *id)
 {
     pthread_mutex_lock(&wd->mu);
-    int on = find(wd, id) != NULL;
+    held *h = find(wd, id);
+    int n = h ? (h->holds > 0 ? h->holds : 1) : 0;
     pthread_mutex_unlock(&wd->mu);
-    return on;
+    return n;
 }
 
 int dlock__watchdog_release_begin(dlock__watchdog *wd, const dlock__hold_id *id)

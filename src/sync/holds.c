@@ -1,7 +1,10 @@
 /* The lock family's per-owner record (lock.h: dlock__holds): for each owner
  * field of a lock's hash that this client acquired, how many of its
  * acquisitions it knows of (answered DLOCK_OK) and how many ended
- * DLOCK_EUNKNOWN. A release that ends the owner's last known hold and is
+ * DLOCK_EUNKNOWN. An owner's holds taken under the watchdog, and only those,
+ * are counted by the watchdog's entry alone (no record: a held lock costs
+ * no memory more) until a record is made for it (a lease acquisition, or
+ * one of unknown outcome), which starts from the watchdog's count. A release that ends the owner's last known hold and is
  * answered "holds remain" releases again, at most once per unknown one, so
  * that a hold of unknown outcome that did run does not outlive it. A
  * record whose holds all had a lease is dropped once they all ended (a hold
@@ -27,6 +30,7 @@ struct dlock__hold_rec {
 int dlock__holds_init(dlock__holds *t)
 {
     memset(t->bucket, 0, sizeof(t->bucket));
+    atomic_init(&t->records, 0);
     return pthread_mutex_init(&t->mu, NULL) == 0 ? DLOCK_OK : DLOCK_ENOMEM;
 }
 
@@ -43,11 +47,12 @@ void dlock__holds_clear(dlock__holds *t)
 }
 
 /* Caller holds mu. */
-static void drop(dlock__hold_rec **at)
+static void drop(dlock__holds *t, dlock__hold_rec **at)
 {
     dlock__hold_rec *e = *at;
     *at = e->next;
     free(e);
+    atomic_fetch_sub(&t->records, 1);
 }
 
 /* The owner's record of l (FNV-1a over name, NUL, field), made when `make`
@@ -68,7 +73,7 @@ static dlock__hold_rec *find(dlock__holds *t, const dlock_lock *l, const dlock__
     dlock__hold_rec **p = &t->bucket[h % DLOCK__HOLD_BUCKETS];
     for (dlock__hold_rec **q = p; make && *q;) {
         if (!(*q)->renewed && (*q)->until < now)
-            drop(q);
+            drop(t, q);
         else
             q = &(*q)->next;
     }
@@ -89,8 +94,14 @@ static dlock__hold_rec *find(dlock__holds *t, const dlock_lock *l, const dlock__
     e->klen = klen;
     memcpy(e->key, l->h.name, l->h.nlen);
     memcpy(e->key + l->h.nlen + 1, o->field, o->flen);
+    /* The owner's holds under the watchdog so far were counted by it only. */
+    dlock__hold_id id;
+    l->type->hold_id(l, o, &id);
+    e->known = dlock__watchdog_renews(l->h.c->wd, &id);
+    e->renewed = e->known > 0;
     *p = e;
     *at = p;
+    atomic_fetch_add(&t->records, 1);
     return e;
 }
 
@@ -98,6 +109,20 @@ void dlock__holds_acquired(dlock__holds *t, const dlock_lock *l, const dlock__ow
                            int unknown, int64_t lease_ms)
 {
     dlock__hold_rec **at;
+    if (lease_ms == DLOCK_WATCHDOG && !unknown) {
+        /* The watchdog's entry counts it; so does the owner's record, if
+         * there is one. */
+        if (atomic_load(&t->records) == 0)
+            return;
+        pthread_mutex_lock(&t->mu);
+        dlock__hold_rec *e = find(t, l, o, 0, 0, &at);
+        if (e) {
+            e->renewed = 1;
+            e->known++;
+        }
+        pthread_mutex_unlock(&t->mu);
+        return;
+    }
     int64_t now = dlock__now_ms();
     /* A known hold's TTL was set before its answer came (before now); one of
      * unknown outcome may run as late as a request is ever answered: that
@@ -113,11 +138,9 @@ void dlock__holds_acquired(dlock__holds *t, const dlock_lock *l, const dlock__ow
     if (e) {
         /* A hold of unknown outcome is in no watchdog schedule: it ends with
          * its first TTL, unless the owner's known holds are renewed. */
-        if (lease_ms == DLOCK_WATCHDOG && unknown)
+        if (lease_ms == DLOCK_WATCHDOG)
             until = now + l->h.c->cfg.watchdog_ms + l->h.c->latch_px;
-        if (lease_ms == DLOCK_WATCHDOG && !unknown)
-            e->renewed = 1;
-        else if (until > e->until)
+        if (until > e->until)
             e->until = until;
         if (unknown)
             e->unknown++;
@@ -145,7 +168,7 @@ int dlock__holds_released(dlock__holds *t, const dlock_lock *l, const dlock__own
     }
     if (e && answered) {
         if (outcome != DLOCK__RELEASE_KEPT) {
-            drop(at);   /* the owner holds nothing: an unknown one did not run, or lapsed */
+            drop(t, at);   /* the owner holds nothing: an unknown one did not run, or lapsed */
         } else {
             /* A repeat answered "holds remain" released an unknown one. */
             if (e->known > 0 && may_repeat != 2)
@@ -158,7 +181,7 @@ int dlock__holds_released(dlock__holds *t, const dlock_lock *l, const dlock__own
                 again = 1;
             }
             if (e->known == 0 && e->unknown == 0)
-                drop(at);
+                drop(t, at);
         }
     }
     pthread_mutex_unlock(&t->mu);

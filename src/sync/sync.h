@@ -25,6 +25,7 @@ typedef struct dlock__async dlock__async;
 typedef struct dlock__hold_rec dlock__hold_rec;
 typedef struct dlock__holds {
     pthread_mutex_t mu;
+    atomic_long records;     /* how many there are (read without mu: 0 skips it) */
     dlock__hold_rec *bucket[DLOCK__HOLD_BUCKETS];
 } dlock__holds;
 int dlock__holds_init(dlock__holds *t);
