@@ -305,6 +305,13 @@ static void unknown_not_run(lock_get_fn get)
  * keeps no record of such holds), then an acquire of unknown outcome that
  * ran or not: the first release takes one known hold only, the second ends
  * the owner's holds, the unknown one with them. */
+/* The cases: a lock type, re-entries, the lease of every acquire. */
+typedef struct unk_kind {
+    lock_get_fn get;
+    int reentries;
+    int64_t lease;           /* ms, or DLOCK_WATCHDOG */
+} unk_kind;
+
 static int count_of(const unk_case *u)
 {
     redisReply *r = th_cmd(&srv, "HGET %s %s", u->name, u->hfield);
@@ -333,22 +340,43 @@ static void known_then_unknown(lock_get_fn get, int ran)
 
 static void test_known_then_unknown_ran(void **state)
 {
-    (void)state;
-    known_then_unknown(dlock_lock_get, 1);
+    const unk_kind *k = *state;
+    known_then_unknown(k->get, 1);
 }
 
 static void test_known_then_unknown_not_run(void **state)
 {
-    (void)state;
-    known_then_unknown(dlock_lock_get, 0);
+    const unk_kind *k = *state;
+    known_then_unknown(k->get, 0);
 }
 
-/* The cases: a lock type, re-entries, the lease of every acquire. */
-typedef struct unk_kind {
-    lock_get_fn get;
-    int reentries;
-    int64_t lease;           /* ms, or DLOCK_WATCHDOG */
-} unk_kind;
+/* One owner, two handles of one lock: A without a lock-delay, B with one
+ * (the watchdog keeps B's holds apart from A's). A's two holds and B's one,
+ * then an acquire through B of unknown outcome that did not run: each
+ * release takes one hold, none takes A's. */
+static void test_known_then_unknown_delay_handle(void **state)
+{
+    (void)state;
+    unk_case u;
+    unk_open(&u, dlock_lock_get, "kthendelay", 0);
+    dlock_lock *b;
+    assert_int_equal(dlock_lock_get(u.c, u.name, &b), DLOCK_OK);
+    assert_int_equal(dlock_lock_set_lock_delay(b, 100), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(u.l, DLOCK_WATCHDOG), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(u.l, DLOCK_WATCHDOG), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(b, DLOCK_WATCHDOG), DLOCK_OK);
+    th_sleep_ms(100);   /* the registering renewals done: not taken for the acquire */
+    assert_int_equal(unknown_acquire(u.px, b, 0, DLOCK_WATCHDOG), DLOCK_EUNKNOWN);
+    assert_int_equal(count_of(&u), 3);
+    assert_int_equal(dlock_lock_release(b), DLOCK_OK);
+    assert_int_equal(count_of(&u), 2);
+    assert_int_equal(dlock_lock_release(u.l), DLOCK_OK);
+    assert_int_equal(count_of(&u), 1);
+    assert_int_equal(dlock_lock_release(u.l), DLOCK_OK);
+    assert_int_equal(th_int(&srv, "EXISTS %s", u.name), 0);
+    dlock_lock_free(b);
+    unk_close(&u);
+}
 
 static void test_unknown_ran(void **state)
 {
@@ -684,8 +712,15 @@ int main(void)
         UNK(test_unknown_not_run, fair, 0),
         UNK(test_unknown_ran_async, lock, 0),
         UNK(test_unknown_ran_async, fair, 0),
-        cmocka_unit_test(test_known_then_unknown_ran),
-        cmocka_unit_test(test_known_then_unknown_not_run),
+        UNK(test_known_then_unknown_ran, lock, 0),
+        UNK(test_known_then_unknown_ran, fair, 0),
+        UNK(test_known_then_unknown_ran, write, 0),
+        UNK(test_known_then_unknown_ran, read, 0),
+        UNK(test_known_then_unknown_not_run, lock, 0),
+        UNK(test_known_then_unknown_not_run, fair, 0),
+        UNK(test_known_then_unknown_not_run, write, 0),
+        UNK(test_known_then_unknown_not_run, read, 0),
+        cmocka_unit_test(test_known_then_unknown_delay_handle),
         cmocka_unit_test(test_timeout_keeps_the_others_replies),
         cmocka_unit_test(test_timeout_then_noscript),
         cmocka_unit_test(test_noscript_inside_a_pipeline),

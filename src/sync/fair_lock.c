@@ -167,6 +167,7 @@ const dlock__lock_type dlock__fair_type = {
     .init = dlock__delay_init,
     .owner_key = owner_key,
     .hold_id = dlock__delay_hold_id,
+    .plain_hold_id = dlock__lock_hold_id,
     .wait_channel = wait_channel,
     .attempt_op = attempt_op,
     .attempt_reply = attempt_reply,

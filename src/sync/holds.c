@@ -1,10 +1,15 @@
 /* The lock family's per-owner record (lock.h: dlock__holds): for each owner
  * field of a lock's hash that this client acquired, how many of its
  * acquisitions it knows of (answered DLOCK_OK) and how many ended
- * DLOCK_EUNKNOWN. An owner's holds taken under the watchdog, and only those,
- * are counted by the watchdog's entry alone (no record: a held lock costs
- * no memory more) until a record is made for it (a lease acquisition, or
- * one of unknown outcome), which starts from the watchdog's count. A release that ends the owner's last known hold and is
+ * DLOCK_EUNKNOWN. An owner's holds taken under the watchdog through handles
+ * without a lock-delay are counted by the watchdog's entry alone (no record:
+ * a held lock costs no memory more) until a record is made for the owner (a
+ * lease acquisition, one of unknown outcome, or one through a handle with a
+ * delay, whose watchdog entry is another), which starts from that entry's
+ * count. The watchdog counts such a hold before the record may (lock.c), so
+ * that a record made meanwhile (an async call of the same owner) counts it
+ * twice rather than never: a count too high lets an unknown hold outlive the
+ * release (as without a record), one too low would release a known one. A release that ends the owner's last known hold and is
  * answered "holds remain" releases again, at most once per unknown one, so
  * that a hold of unknown outcome that did run does not outlive it. A
  * record whose holds all had a lease is dropped once they all ended (a hold
@@ -96,7 +101,7 @@ static dlock__hold_rec *find(dlock__holds *t, const dlock_lock *l, const dlock__
     memcpy(e->key + l->h.nlen + 1, o->field, o->flen);
     /* The owner's holds under the watchdog so far were counted by it only. */
     dlock__hold_id id;
-    l->type->hold_id(l, o, &id);
+    l->type->plain_hold_id(l, o, &id);
     e->known = dlock__watchdog_renews(l->h.c->wd, &id);
     e->renewed = e->known > 0;
     *p = e;
@@ -109,20 +114,11 @@ void dlock__holds_acquired(dlock__holds *t, const dlock_lock *l, const dlock__ow
                            int unknown, int64_t lease_ms)
 {
     dlock__hold_rec **at;
-    if (lease_ms == DLOCK_WATCHDOG && !unknown) {
-        /* The watchdog's entry counts it; so does the owner's record, if
-         * there is one. */
-        if (atomic_load(&t->records) == 0)
-            return;
-        pthread_mutex_lock(&t->mu);
-        dlock__hold_rec *e = find(t, l, o, 0, 0, &at);
-        if (e) {
-            e->renewed = 1;
-            e->known++;
-        }
-        pthread_mutex_unlock(&t->mu);
+    /* Counted by the watchdog's entry; by the owner's record too, if there
+     * is one. */
+    int plain = lease_ms == DLOCK_WATCHDOG && !unknown && l->lock_delay <= 0;
+    if (plain && atomic_load(&t->records) == 0)
         return;
-    }
     int64_t now = dlock__now_ms();
     /* A known hold's TTL was set before its answer came (before now); one of
      * unknown outcome may run as late as a request is ever answered: that
@@ -134,13 +130,15 @@ void dlock__holds_acquired(dlock__holds *t, const dlock_lock *l, const dlock__ow
      * it did before. (A known hold unrecorded while an unknown one is
      * recorded later could let a release repeat once too often: it needs an
      * allocation failing, then the next succeeding.) */
-    dlock__hold_rec *e = find(t, l, o, 1, now, &at);
+    dlock__hold_rec *e = find(t, l, o, !plain, now, &at);
     if (e) {
         /* A hold of unknown outcome is in no watchdog schedule: it ends with
          * its first TTL, unless the owner's known holds are renewed. */
-        if (lease_ms == DLOCK_WATCHDOG)
+        if (lease_ms == DLOCK_WATCHDOG && unknown)
             until = now + l->h.c->cfg.watchdog_ms + l->h.c->latch_px;
-        if (until > e->until)
+        if (lease_ms == DLOCK_WATCHDOG && !unknown)
+            e->renewed = 1;
+        else if (until > e->until)
             e->until = until;
         if (unknown)
             e->unknown++;

@@ -446,10 +446,12 @@ static int acq_keep(void *st, int64_t sent_ms)
 {
     dlock__acq *a = st;
     dlock_lock *l = a->l;
-    dlock__holds_acquired(&l->h.c->holds, l, &a->o, 0, a->lease);
     dlock__hold_id id;
     l->type->hold_id(l, &a->o, &id);
     if (a->lease != DLOCK_WATCHDOG) {
+        /* Recorded before the watchdog counts it (a record made now starts
+         * from the watchdog's count: it must not hold this one). */
+        dlock__holds_acquired(&l->h.c->holds, l, &a->o, 0, a->lease);
         dlock__netctx_note_lease(&l->h.c->net, a->lease);   /* the auto quarantine's */
         dlock__watchdog_lease_reentry(l->h.c->wd, &id, sent_ms,
                                       l->type->lease_keeps_ttl ? -1 : a->lease);
@@ -459,7 +461,11 @@ static int acq_keep(void *st, int64_t sent_ms)
     dlock_lost_fn fn = l->fn;
     void *ud = l->ud;
     pthread_mutex_unlock(&l->mu);
-    return dlock__watchdog_add_limited(l->h.c->wd, &id, sent_ms, a->max_hold, fn, ud);
+    int rc = dlock__watchdog_add_limited(l->h.c->wd, &id, sent_ms, a->max_hold, fn, ud);
+    /* After the watchdog counts it (holds.c: a record made in between counts
+     * it twice, never not at all). */
+    dlock__holds_acquired(&l->h.c->holds, l, &a->o, 0, a->lease);
+    return rc;
 }
 
 static int acq_setup(void *st)

@@ -112,6 +112,9 @@ struct dlock__lock_type {
     int (*owner_key)(const dlock_lock *l, dlock__owner *o);
     /* The hold as the watchdog sees it (parts point into l and o). */
     void (*hold_id)(const dlock_lock *l, const dlock__owner *o, dlock__hold_id *id);
+    /* The same for a handle without a lock-delay (whatever l's): the entry of
+     * the owner's holds that the client keeps no record of (holds.c). */
+    void (*plain_hold_id)(const dlock_lock *l, const dlock__owner *o, dlock__hold_id *id);
     /* The channel this owner's waits listen on. */
     const char *(*wait_channel)(const dlock_lock *l, const dlock__owner *o, size_t *len);
     /* One attempt, in two halves so that several can share a round trip (a

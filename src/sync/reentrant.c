@@ -209,6 +209,7 @@ const dlock__lock_type dlock__reentrant_type = {
     .init = dlock__delay_init,
     .owner_key = NULL,
     .hold_id = dlock__delay_hold_id,
+    .plain_hold_id = dlock__lock_hold_id,
     .wait_channel = dlock__lock_shared_channel,
     .attempt_op = attempt_op,
     .attempt_reply = attempt_reply,

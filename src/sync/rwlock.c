@@ -77,7 +77,7 @@ static const char *writer_field(const dlock__owner *o, size_t *len)
     return o->aux + o->alen + 1;
 }
 
-static void read_hold_id(const dlock_lock *l, const dlock__owner *o, dlock__hold_id *id)
+static void read_plain_hold_id(const dlock_lock *l, const dlock__owner *o, dlock__hold_id *id)
 {
     memset(id, 0, sizeof(*id));
     id->kind = &read_hold;
@@ -89,6 +89,11 @@ static void read_hold_id(const dlock_lock *l, const dlock__owner *o, dlock__hold
     id->len[1] = o->alen;
     id->part[2] = o->field;
     id->len[2] = o->flen;
+}
+
+static void read_hold_id(const dlock_lock *l, const dlock__owner *o, dlock__hold_id *id)
+{
+    read_plain_hold_id(l, o, id);
     if (l->lock_delay <= 0)
         return;
     id->kind = &read_delay_hold;
@@ -303,6 +308,7 @@ const dlock__lock_type dlock__read_type = {
     .init = dlock__delay_init,
     .owner_key = read_owner_key,
     .hold_id = read_hold_id,
+    .plain_hold_id = read_plain_hold_id,
     .wait_channel = dlock__lock_shared_channel,
     .attempt_op = read_attempt_op,
     .attempt_reply = attempt_reply,
@@ -327,6 +333,7 @@ const dlock__lock_type dlock__write_type = {
     .init = dlock__delay_init,
     .owner_key = NULL,
     .hold_id = dlock__delay_hold_id,
+    .plain_hold_id = dlock__lock_hold_id,
     .wait_channel = dlock__lock_shared_channel,
     .attempt_op = write_attempt_op,
     .attempt_reply = attempt_reply,
