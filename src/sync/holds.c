@@ -9,12 +9,12 @@
  * count. The watchdog counts such a hold before the record may (lock.c), so
  * that a record made meanwhile (an async call of the same owner) counts it
  * twice rather than never: a count too high lets an unknown hold outlive the
- * release (as without a record), one too low would release a known one. A release that ends the owner's last known hold and is
- * answered "holds remain" releases again, at most once per unknown one, so
- * that a hold of unknown outcome that did run does not outlive it. A
- * record whose holds all had a lease is dropped once they all ended (a hold
- * left to lapse is not kept for ever), when its bucket is searched to add
- * to it. */
+ * release (as without a record), one too low would release a known one. A
+ * release that ends the owner's last known hold and is answered "holds
+ * remain" releases again, at most once per unknown one, so that a hold of
+ * unknown outcome that did run does not outlive it. A record whose holds all
+ * had a lease is dropped once they all ended (a hold left to lapse is not
+ * kept for ever), when its bucket is searched to add to it. */
 #include <stdlib.h>
 #include <string.h>
 
