@@ -327,7 +327,7 @@ static void known_then_unknown(lock_get_fn get, int ran)
     unk_open(&u, get, ran ? "kthenran" : "kthennot", 0);
     assert_int_equal(dlock_lock_acquire(u.l, DLOCK_WATCHDOG), DLOCK_OK);
     assert_int_equal(dlock_lock_acquire(u.l, DLOCK_WATCHDOG), DLOCK_OK);
-    th_sleep_ms(100);   /* its registering renewal done: not taken for the acquire */
+    th_sleep_ms(100 * th_slack());   /* its registering renewal done: not taken for the acquire */
     assert_int_equal(unknown_acquire(u.px, u.l, ran, DLOCK_WATCHDOG), DLOCK_EUNKNOWN);
     assert_int_equal(count_of(&u), ran ? 3 : 2);
     assert_int_equal(dlock_lock_release(u.l), DLOCK_OK);
@@ -365,7 +365,7 @@ static void test_known_then_unknown_delay_handle(void **state)
     assert_int_equal(dlock_lock_acquire(u.l, DLOCK_WATCHDOG), DLOCK_OK);
     assert_int_equal(dlock_lock_acquire(u.l, DLOCK_WATCHDOG), DLOCK_OK);
     assert_int_equal(dlock_lock_acquire(b, DLOCK_WATCHDOG), DLOCK_OK);
-    th_sleep_ms(100);   /* the registering renewals done: not taken for the acquire */
+    th_sleep_ms(100 * th_slack());   /* the registering renewals done: not taken for the acquire */
     assert_int_equal(unknown_acquire(u.px, b, 0, DLOCK_WATCHDOG), DLOCK_EUNKNOWN);
     assert_int_equal(count_of(&u), 3);
     assert_int_equal(dlock_lock_release(b), DLOCK_OK);
