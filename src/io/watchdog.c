@@ -970,7 +970,7 @@ int dlock__watchdog_new(dlock__watchdog **out, dlock__loop *lp, dlock__netctx *c
      * there a loss is found by the renewals. */
     if (!ctx->cfg->revocation_off && !dlock__router_dynamic(router)) {
         dlock__tracking_cbs cbs = {dlock__wd_on_track_id, dlock__wd_on_invalidate, wd};
-        rc = dlock__tracking_new(&wd->track, dlock__loop_uv(lp), ctx, router, &cbs);
+        rc = dlock__tracking_new(&wd->track, dlock__loop_uv(lp), ctx, router, NULL, &cbs);
     }
     if (rc == DLOCK_OK)
         rc = dlock__loop_on_stop(lp, on_stop, wd);

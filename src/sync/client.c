@@ -119,7 +119,8 @@ int dlock_client_open(dlock_client **out, const dlock_config *cfg)
     }
     dlock__uuid(c->uuid);
     atomic_init(&c->next_owner, FIRST_EXPLICIT_OWNER);
-    atomic_init(&c->own_keys, c->cfg.priority_after_ms != DLOCK_PRIORITY_OFF);
+    atomic_init(&c->own_keys, c->cfg.priority_after_ms != DLOCK_PRIORITY_OFF ? DLOCK__OWN_ALL
+                                                                             : DLOCK__OWN_DELAY);
     /* An unlock latch must outlive the retries of its release: the usual
      * schedule fits, and net/call.c refuses any write whose reply could come later. */
     c->latch_px = (c->cfg.command_timeout_ms + c->cfg.retry_delay_ms) *

@@ -31,7 +31,7 @@ static void add(dlock__op *op, const char *s, size_t n)
     op->lens[op->argc++] = n;
 }
 
-void dlock__op_key(dlock__op *op, const char *s, size_t n)
+static void key(dlock__op *op, const char *s, size_t n)
 {
     if (op->nkeys != op->argc)
         op->bad = 1;   /* keys come first */
@@ -39,20 +39,25 @@ void dlock__op_key(dlock__op *op, const char *s, size_t n)
     op->nkeys++;
 }
 
-void dlock__op_key_optional(dlock__op *op, const char *s, size_t n)
+void dlock__op_key(dlock__op *op, const char *s, size_t n)
 {
     if (op->optional >= 0)
-        op->bad = 1;
-    op->optional = op->nkeys;
-    dlock__op_key(op, s, n);
+        op->bad = 1;   /* optional keys last */
+    key(op, s, n);
 }
 
-void dlock__op_arg(dlock__op *op, const char *s, size_t n)
+void dlock__op_key_optional(dlock__op *op, int level, const char *s, size_t n)
 {
-    if (op->optional >= 0 && op->optional != op->nkeys - 1)
-        op->bad = 1;   /* the optional key must be the last key */
-    add(op, s, n);
+    if (op->optional < 0)
+        op->optional = op->nkeys;
+    else if (level < op->level[op->nkeys - 1])
+        op->bad = 1;   /* levels in order */
+    if (op->nkeys < DLOCK__OP_MAX)
+        op->level[op->nkeys] = (unsigned char)level;
+    key(op, s, n);
 }
+
+void dlock__op_arg(dlock__op *op, const char *s, size_t n) { add(op, s, n); }
 
 void dlock__op_args(dlock__op *op, const char *s) { add(op, s, strlen(s)); }
 
@@ -76,44 +81,63 @@ void dlock__op_argi(dlock__op *op, int64_t v)
     add(op, b, dlock__fmt_i64(b, v));
 }
 
-int dlock__op_req(dlock_client *c, const dlock__op *op, int without, dlock_cancel *cancel,
+int dlock__op_req(dlock_client *c, const dlock__op *op, int cap, dlock_cancel *cancel,
                   dlock__req *req, const char **av, size_t *ln)
 {
     *req = (dlock__req){.script = op->script, .nkeys = op->nkeys, .argc = op->argc,
                         .argv = op->argv, .lens = op->lens, .flags = op->flags,
                         .cancel = cancel, .latch_ms = op->latch_ms};
     if (op->optional < 0)
-        return 0;
-    if (!without && atomic_load_explicit(&c->own_keys, memory_order_relaxed))
-        return 1;
+        return DLOCK__OWN_NONE;
+    int level = atomic_load_explicit(&c->own_keys, memory_order_relaxed);
+    if (cap < level)
+        level = cap;
+    int keep = op->optional;   /* keys sent: the plain ones, then levels up to `level` */
+    while (keep < op->nkeys && op->level[keep] <= level)
+        keep++;
+    if (keep == op->nkeys)
+        return op->level[op->nkeys - 1];
     int k = 0;
     for (int i = 0; i < op->argc; i++)
-        if (i != op->optional) {
+        if (i < keep || i >= op->nkeys) {
             av[k] = op->argv[i];
             ln[k++] = op->lens[i];
         }
-    req->nkeys = op->nkeys - 1;
+    req->nkeys = keep;
     req->argc = k;
     req->argv = av;
     req->lens = ln;
-    return 0;
+    return keep > op->optional ? op->level[keep - 1] : DLOCK__OWN_NONE;
 }
 
 int dlock__op_key_refused(int with, const dlock__res *res)
 {
-    return with && res->err == DLOCK__RERR_NOPERM_KEY;
+    return with > DLOCK__OWN_NONE && res->err == DLOCK__RERR_NOPERM_KEY;
 }
 
-void dlock__op_key_dropped(dlock_client *c, const char *key, size_t len, const dlock__res *res)
+/* dlock's own keys of each level, and what a client loses without them. */
+static const char *const own_lost[] = {
+    [DLOCK__OWN_DELAY] = "the lock-delay markers and the failover quarantine's record "
+                         "(~dlock_lock_delay:*, ~dlock_read_delay:*, ~dlock_permit_delay:*, "
+                         "~dlock_quarantine:*): acquisitions no longer honour other holders' "
+                         "lock-delays nor a quarantine other clients recorded",
+    [DLOCK__OWN_RESERVE] = "the reservation of the next turn (~dlock_lock_next:*): waiters "
+                           "no longer reserve turns",
+};
+
+void dlock__op_key_dropped(dlock_client *c, int refused, const dlock__res *res)
 {
-    /* Through, or refused for another reason than a key: the key was the
-     * trouble. */
-    if (res->err != DLOCK__RERR_NOPERM && res->err != DLOCK__RERR_NOPERM_KEY &&
-        atomic_exchange(&c->own_keys, 0))
+    /* Refused for another reason than a key: the keys were the trouble. */
+    if (res->err == DLOCK__RERR_NOPERM || res->err == DLOCK__RERR_NOPERM_KEY ||
+        refused <= DLOCK__OWN_NONE)
+        return;
+    int was = atomic_load(&c->own_keys);
+    while (was >= refused && !atomic_compare_exchange_weak(&c->own_keys, &was, refused - 1))
+        ;
+    for (int level = refused; level <= was && level <= DLOCK__OWN_ALL; level++)
         dlock__log(&c->cfg, DLOCK_LOG_WARN,
-                   "Redis refuses the key %.*s to this user (ACL): waiters no longer reserve "
-                   "turns (allow ~dlock_lock_next:* to keep them)",
-                   (int)len, key);
+                   "Redis refuses dlock's own keys to this user (ACL), going on without %s",
+                   own_lost[level]);
 }
 
 int dlock__op_call(dlock_client *c, const dlock__op *op, dlock_cancel *cancel, dlock__res *res)
@@ -125,14 +149,16 @@ int dlock__op_call(dlock_client *c, const dlock__op *op, dlock_cancel *cancel, d
     const char *av[DLOCK__OP_MAX];
     size_t ln[DLOCK__OP_MAX];
     dlock__req req;
-    int with = dlock__op_req(c, op, 0, cancel, &req, av, ln);
+    int with = dlock__op_req(c, op, DLOCK__OWN_ALL, cancel, &req, av, ln);
     int rc = dlock__router_call(c->router, &req, res);
-    if (!dlock__op_key_refused(with, res))
-        return rc;
-    /* The same request without the optional key. */
-    dlock__op_req(c, op, 1, cancel, &req, av, ln);
-    rc = dlock__router_call(c->router, &req, res);
-    dlock__op_key_dropped(c, op->argv[op->optional], op->lens[op->optional], res);
+    int refused = DLOCK__OWN_NONE;
+    while (dlock__op_key_refused(with, res)) {
+        /* The same request one level of dlock's own keys lower. */
+        refused = with;
+        with = dlock__op_req(c, op, refused - 1, cancel, &req, av, ln);
+        rc = dlock__router_call(c->router, &req, res);
+    }
+    dlock__op_key_dropped(c, refused, res);
     return rc;
 }
 
@@ -160,7 +186,7 @@ void dlock__op_call_many(dlock_client *c, dlock__node *n, const dlock__op *ops, 
             rc[i] = dlock__fail(DLOCK_EINVAL, "internal: a request was built wrong");
             continue;
         }
-        with[m] = dlock__op_req(c, &ops[i], 0, cancel, &reqs[m], av[m], ln[m]);
+        with[m] = dlock__op_req(c, &ops[i], DLOCK__OWN_ALL, cancel, &reqs[m], av[m], ln[m]);
         reqs[m].script = dlock__router_script(c->router, ops[i].script);
         reqs[m].flags |= flags;
         map[m++] = i;
@@ -177,7 +203,7 @@ void dlock__op_call_many(dlock_client *c, dlock__node *n, const dlock__op *ops, 
             dlock__router_stale(c->router);   /* the map or the primary is read again */
         if (reroute || dlock__op_key_refused(with[j], &rres[j])) {
             /* Alone, through the router: it follows the redirection; or
-             * without dlock's own key that an ACL refused. */
+             * without dlock's own keys that an ACL refused. */
             dlock__op alone = ops[i];
             alone.flags |= flags;
             rc[i] = dlock__op_call(c, &alone, cancel, &res[i]);

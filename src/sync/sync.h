@@ -43,8 +43,8 @@ struct dlock_client {
     dlock__acall *acall;               /* the asynchronous calls' round trips */
     dlock__async *async;               /* the asynchronous calls pending */
     atomic_uint_fast64_t next_owner;   /* for dlock_client_new_owner_id */
-    atomic_int own_keys;               /* scripts get dlock's own optional keys (the
-                                          reservation of the next turn) */
+    atomic_int own_keys;               /* the level of dlock's own optional keys scripts
+                                          get (DLOCK__OWN_*, dlock__op_key_optional) */
     int64_t latch_px;                  /* lifetime of an unlock latch */
     char evict_policy[48];             /* maxmemory-policy read at open, or "" */
     int evict_risky;                   /* it may evict keys with a TTL */
@@ -126,7 +126,9 @@ typedef struct dlock__op {
     int script;              /* DLOCK__SCRIPT_* or -1 for a plain command */
     int nkeys, argc;
     int bad;                 /* built wrong: the call refuses it */
-    int optional;            /* index of a key of dlock's own that may be left out, or -1 */
+    int optional;            /* index of the first key of dlock's own that may be left out
+                                (it and every key after it), or -1 */
+    unsigned char level[DLOCK__OP_MAX];   /* each optional key's DLOCK__OWN_* level */
     int nnum;
     unsigned flags;          /* DLOCK__CALL_*: 0 unless set */
     int64_t latch_ms;        /* an unlock latch's lifetime, or 0 */
@@ -137,10 +139,19 @@ typedef struct dlock__op {
 
 void dlock__op_init(dlock__op *op, int script);
 void dlock__op_key(dlock__op *op, const char *s, size_t n);
-/* A key of dlock's own (not Redisson's) that the script works without: left
- * out when the client does not use it, or when Redis refuses it (the ACL
- * fallback below). At most one per op, and the op's last key. */
-void dlock__op_key_optional(dlock__op *op, const char *s, size_t n);
+/* Keys of dlock's own (not Redisson's) that a script works without, in
+ * levels: a request carries its optional keys up to the client's level
+ * (c->own_keys), and an ACL that refuses one (the fallback below) lowers it
+ * one level at a time. The lock-delay markers (and the server's failover
+ * quarantine) come first: every acquisition honours them, whatever its own
+ * setting; the reservation of the next turn comes last (a client with
+ * DLOCK_PRIORITY_OFF never sends it). Scripts find which keys came by
+ * their count, so levels are added in order, after every plain key. */
+#define DLOCK__OWN_NONE 0
+#define DLOCK__OWN_DELAY 1     /* lock-delay markers, the quarantine record */
+#define DLOCK__OWN_RESERVE 2   /* the reservation of the next turn */
+#define DLOCK__OWN_ALL DLOCK__OWN_RESERVE
+void dlock__op_key_optional(dlock__op *op, int level, const char *s, size_t n);
 void dlock__op_arg(dlock__op *op, const char *s, size_t n);
 void dlock__op_args(dlock__op *op, const char *s);   /* a NUL-terminated argument */
 void dlock__op_argi(dlock__op *op, int64_t v);
@@ -148,20 +159,20 @@ void dlock__op_argi(dlock__op *op, int64_t v);
 void dlock__op_cmd(dlock__op *op, const char *cmd, const char *key, size_t klen,
                    const char *arg, size_t alen);
 
-/* The request of op as the client sends it: an optional key goes along
- * while the client uses dlock's own keys (c->own_keys) unless `without`
- * (av, ln: room for the shortened request). Returns 1 when it carries the
- * optional key. */
-int dlock__op_req(dlock_client *c, const dlock__op *op, int without, dlock_cancel *cancel,
+/* The request of op as the client sends it: its optional keys go along up
+ * to the client's level (c->own_keys) and `cap` (DLOCK__OWN_ALL for a first
+ * try; av, ln: room for the shortened request). Returns the level of the
+ * last optional key it carries (DLOCK__OWN_NONE: none). */
+int dlock__op_req(dlock_client *c, const dlock__op *op, int cap, dlock_cancel *cancel,
                   dlock__req *req, const char **av, size_t *ln);
-/* The ACL fallback, once for both drivers: an answer that refuses the
- * optional key of a request that carried it (`with`; an ACL that allows
- * Redisson's keys only: NOPERM, answered before the script ran) means the
- * request goes again without it; the answer to that, unless refused too,
- * makes the client stop sending such keys (dlock__op_key_dropped, logged
- * once; key: the op's optional key, for the log). */
+/* The ACL fallback, once for both drivers: an answer that refuses a key of
+ * a request that carried optional keys up to level `with` (an ACL that
+ * allows Redisson's keys only: NOPERM, answered before the script ran)
+ * means the request goes again one level lower (with - 1); the answer to
+ * that, unless refused too, makes the client stop sending keys of level
+ * `refused` and above (dlock__op_key_dropped, logged once per level). */
 int dlock__op_key_refused(int with, const dlock__res *res);
-void dlock__op_key_dropped(dlock_client *c, const char *key, size_t len, const dlock__res *res);
+void dlock__op_key_dropped(dlock_client *c, int refused, const dlock__res *res);
 /* Runs op on the node that serves its keys (its flags and latch), with the
  * ACL fallback; res as dlock__router_call's. */
 int dlock__op_call(dlock_client *c, const dlock__op *op, dlock_cancel *cancel, dlock__res *res);
@@ -226,6 +237,12 @@ typedef struct dlock__busy {
                                 waiters when a wake-up brought it here */
     const char *quarantine;  /* not sent: the new primary (its address) is in its failover
                                 quarantine for ttl ms more (dlock__quarantined) */
+    /* A key the attempt found present whose deletion, by anyone, may end the
+     * wait (the lock held, the lock-delay marker alive): watched while the
+     * waiter sleeps (dlock__waiter_watch); NULL: none. On the channel's
+     * client (c above, or the operation's). */
+    const char *watch;
+    size_t wlen;
 } dlock__busy;
 
 /* What a call reports; include/dlock/async.h reads it, the blocking calls

@@ -11,6 +11,10 @@
  * client closing. A waiter that used a wake-up and then failed with an error
  * passes it on, so another waiter of this process gets the chance.
  *
+ * While it sleeps, the key its last attempt found in the way (the lock held)
+ * is watched: freed without a message (an operator's DEL, an eviction), it
+ * wakes the waiter too (io/keywatch.c).
+ *
  * The operation decides what an attempt is and what "busy" means; the loop
  * decides when to try. An operation whose channel carries a settling message
  * (a latch's zero) ends the wait on it without another attempt
@@ -197,6 +201,8 @@ int dlock__wait_attempted(dlock__wait *w, int *rc, const dlock__busy *b)
         w->until = now + b->ttl + 1;
     if (!w->w.subscribed && now + w->at->cfg.retry_delay_ms < w->until)
         w->until = now + w->at->cfg.retry_delay_ms;   /* pub/sub down: poll meanwhile */
+    /* Freed without a message (a DEL, expiry, eviction): woken all the same. */
+    dlock__waiter_watch(w->at->pubsub, &w->w, b->watch, b->wlen);
     return DLOCK__W_SLEEP;
 }
 

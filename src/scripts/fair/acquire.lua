@@ -9,8 +9,8 @@
 --          score = absolute ms)
 -- KEYS[4]  the fencing-token counter, redisson_lock_token:{name} (fenced only)
 -- KEYS[5]  (optional) the lock-delay marker, dlock_lock_delay:{name} (dlock's
---          own, as the reentrant lock's: see lock/acquire.lua), given
---          with the delay (the last argument)
+--          own, as the reentrant lock's: see lock/acquire.lua): honoured
+--          whenever given, written only with a delay (ARGV[7])
 -- ARGV[1]  lease in ms (the watchdog timeout for watchdog locks)
 -- ARGV[2]  owner id
 -- ARGV[3]  this waiter's slot in ms: how long a turn may wait for it (Redisson's
@@ -20,8 +20,9 @@
 --          keeps it there); "0" for a single try, which never queues
 -- ARGV[6]  the grace a head is owed once the lock is free, in ms: the client's
 --          configured fair wait timeout, never the caller's own wait
--- ARGV[7]  (optional) lock-delay in ms (absent or 0: none). While the marker
---          lives with another owner's id and the lock is free, the lock is
+-- ARGV[7]  (optional) the caller's lock-delay in ms (absent or 0: none).
+--          While the marker lives with another owner's id (whatever the
+--          caller's own delay) and the lock is free, the lock is
 --          treated as held by that lost holder until the marker ends: nobody
 --          takes it, waiters queue (in order, as for a held lock) and the
 --          head's turn starts when the delay ends.
@@ -54,7 +55,8 @@
 local lock, queue, deadlines = KEYS[1], KEYS[2], KEYS[3]
 local owner, slot = ARGV[2], tonumber(ARGV[3])
 local delay = tonumber(ARGV[7] or '0')
-local marker = delay > 0 and KEYS[5] or nil
+local marker = KEYS[5]
+local writes = delay > 0 and marker or nil   -- the marker this caller writes
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
@@ -81,7 +83,7 @@ if held and not mine then
     end
   end
 end
-local bad = delay_wrongtype(marker) or fence_wrongtype(ARGV[4], KEYS[4])
+local bad = delay_wrongtype(writes) or fence_wrongtype(ARGV[4], KEYS[4])
 if bad then
   return bad
 end
@@ -109,7 +111,7 @@ end
 local function take()
   redis.call('hincrby', lock, owner, 1)
   redis.call('pexpire', lock, ARGV[1])
-  delay_write(marker, owner, ARGV[1], delay)
+  delay_write(writes, owner, ARGV[1], delay)
   if ARGV[4] == '1' then
     local token_key = KEYS[4]   -- t: the TIME read above
 --@include fence_token.lua

@@ -9,8 +9,10 @@
 -- ARGV[1]  the permit id, 16 bytes (the 32 hex characters the caller sees,
 --          decoded, as Redisson stores them)
 -- ARGV[2]  the lease in ms (the watchdog timeout for watchdog permits)
--- KEYS[4]  (optional) with a lock-delay: the set dlock_permit_delay:{name}
--- ARGV[3]  (optional) with a lock-delay: the delay in ms (include/delay.lua's pdelay_*)
+-- KEYS[4]  (optional) the set dlock_permit_delay:{name} (dlock's own): its
+--          live entries are honoured whenever given, whatever the caller's
+--          own delay; written only with a delay (ARGV[3])
+-- ARGV[3]  (optional) the caller's lock-delay in ms (include/delay.lua's pdelay_*)
 --
 -- Expired permits go back to the pool first (the new count is published).
 -- "Now" is the server's clock (TIME); Redisson's clients use their own.
@@ -25,12 +27,13 @@
 -- a sorted set, is refused (WRONGTYPE) before anything is written.
 local sem, leases, channel, id = KEYS[1], KEYS[2], KEYS[3], ARGV[1]
 local NO_EXPIRY = 922337203685477
-local pset, delay = KEYS[4], tonumber(ARGV[3])
+local pset, delay = KEYS[4], tonumber(ARGV[3] or '0')
+local wset = delay > 0 and pset or nil   -- the set this caller writes
 --@include delay.lua
 
 --@include permit_count.lua
 --@include now.lua
-local bad = delay_wrongtype(pset, 'zset')
+local bad = delay_wrongtype(wset, 'zset')
 if bad then
   return bad
 end
@@ -41,7 +44,7 @@ end
 
 if redis.call('zscore', leases, id) then
   redis.call('zadd', leases, now + tonumber(ARGV[2]), id)
-  rdelay_write(pset, id, ARGV[2], delay)
+  rdelay_write(wset, id, ARGV[2], delay)
   return nil
 end
 local have = tonumber(redis.call('get', sem) or '0')
@@ -52,7 +55,7 @@ end
 if have >= 1 then
   redis.call('decr', sem)
   redis.call('zadd', leases, now + tonumber(ARGV[2]), id)
-  rdelay_write(pset, id, ARGV[2], delay)
+  rdelay_write(wset, id, ARGV[2], delay)
 --@include permit_taken.lua
 end
 --@include permit_busy.lua

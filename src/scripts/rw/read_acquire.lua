@@ -11,13 +11,16 @@
 -- ARGV[1]  lease in ms (the watchdog timeout for watchdog holds)
 -- ARGV[2]  owner id (the reader's field)
 -- ARGV[3]  the owner's writer field, <owner id>:write
--- KEYS[4]  (optional) the lock-delay marker, dlock_lock_delay:{name} (with ARGV[5])
+-- KEYS[4]  (optional) the lock-delay marker, dlock_lock_delay:{name}
 -- KEYS[5]  (optional) the read holds' lock-delay set, dlock_read_delay:{name}
+--          (both dlock's own, given together: the marker honoured whenever
+--          given, the set written only with a delay)
 -- ARGV[4]  "1" to count a fencing token, "0" not to
--- ARGV[5]  (optional) lock-delay in ms (dlock's own; absent or 0: none). A
---          free lock whose marker lives with another writer's field is
---          refused (its writer lost it unreleased); the reader's entry in the
---          set (include/delay.lua) ends no sooner than this hold + the delay.
+-- ARGV[5]  (optional) the caller's lock-delay in ms (dlock's own; absent or
+--          0: none). A free lock whose marker lives with another writer's
+--          field is refused (its writer lost it unreleased), whatever the
+--          caller's own delay; with a delay the reader's entry in the set
+--          (include/delay.lua) ends no sooner than this hold + the delay.
 --
 -- Returns nil when acquired (or {token} when fenced), else the lock's PTTL in
 -- ms (-1: no expiry): a writer holds it; or {left, 2}: free, in the lock-delay
@@ -30,7 +33,8 @@
 local lock, prefix, owner = KEYS[1], KEYS[2], ARGV[2]
 local lease = tonumber(ARGV[1])
 local delay = tonumber(ARGV[5] or '0')
-local marker, rset = delay_key(ARGV[5], KEYS[4]), delay_key(ARGV[5], KEYS[5])
+local marker = KEYS[4]
+local rset = delay_key(ARGV[5], KEYS[5])   -- written with a delay only
 
 --@include rw_mode.lua
 if not mode then

@@ -3,16 +3,18 @@
 --
 -- KEYS[1]  the lock (hash)
 -- KEYS[2]  the fencing-token counter, redisson_lock_token:{name} (fenced only)
--- KEYS[3]  (optional) the lock-delay marker, dlock_lock_delay:{name} (with ARGV[5])
+-- KEYS[3]  (optional) the lock-delay marker, dlock_lock_delay:{name}
 -- KEYS[4]  (optional) the read holds' lock-delay set, dlock_read_delay:{name}
+--          (both dlock's own, given together: honoured whenever given)
 -- ARGV[1]  lease in ms (the watchdog timeout for watchdog holds)
 -- ARGV[2]  the writer's field, <owner id>:write
 -- ARGV[3]  owner id (its reader's field)
 -- ARGV[4]  "1" to count a fencing token, "0" not to
--- ARGV[5]  (optional) lock-delay in ms (dlock's own; absent or 0: none). A
---          free lock is refused while the marker lives with another writer's
---          field or the set holds a live entry of another reader (either
---          lost its hold unreleased: include/delay.lua); the marker is
+-- ARGV[5]  (optional) the caller's lock-delay in ms (dlock's own; absent or
+--          0: none). A free lock is refused while the marker lives with
+--          another writer's field or the set holds a live entry of another
+--          reader (either lost its hold unreleased: include/delay.lua),
+--          whatever the caller's own delay; with a delay the marker is
 --          written with the writer's field, living its TTL + the delay.
 --
 -- Returns nil when acquired (or {token} when fenced). Free: mode "write",
@@ -29,7 +31,8 @@
 local lock, field, owner = KEYS[1], ARGV[2], ARGV[3]
 local lease = tonumber(ARGV[1])
 local delay = tonumber(ARGV[5] or '0')
-local marker, rset = delay_key(ARGV[5], KEYS[3]), delay_key(ARGV[5], KEYS[4])
+local marker, rset = KEYS[3], KEYS[4]
+local writes = delay_key(ARGV[5], marker)   -- the marker this caller writes
 
 --@include rw_mode.lua
 local mine = mode == 'write' and redis.call('hget', lock, field)
@@ -51,7 +54,7 @@ if not mode then
 end
 
 -- Every check before the first write: Redis does not roll a script back.
-local bad = fence_wrongtype(ARGV[4], KEYS[2]) or delay_wrongtype(marker)
+local bad = fence_wrongtype(ARGV[4], KEYS[2]) or delay_wrongtype(writes)
 if bad then
   return bad
 end
@@ -67,7 +70,7 @@ else
   redis.call('hset', lock, 'mode', 'write', field, 1)
   redis.call('pexpire', lock, lease)
 end
-delay_write(marker, field, redis.call('pttl', lock), delay)
+delay_write(writes, field, redis.call('pttl', lock), delay)
 
 if ARGV[4] == '1' then
   local token_key, t = KEYS[2], redis.call('time')
