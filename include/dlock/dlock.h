@@ -1667,6 +1667,14 @@ DLOCK_API int dlock_permit_semaphore_release(dlock_permit_semaphore *p, const ch
  * (Redisson's tryRelease). */
 DLOCK_API int dlock_permit_semaphore_try_release(dlock_permit_semaphore *p, const char *id,
                                                  int *released);
+/* As dlock_permit_semaphore_try_release (*was_held = 1 when it was held), for
+ * somebody other than the permit's holder (an operator: dlock unlock --force
+ * --permit): the holder did not let go, so the lock-delay its permit was
+ * taken with (dlock_permit_semaphore_set_lock_delay) stays, as for a lock
+ * forced open; the permit is back in the count, not given out by dlock until
+ * that delay ends. was_held may be NULL. */
+DLOCK_API int dlock_permit_semaphore_force_release(dlock_permit_semaphore *p, const char *id,
+                                                   int *was_held);
 /* Gives held permit `id` a new lease counted from now: lease_ms > 0 (a
  * watchdog permit then stops being renewed), or DLOCK_WATCHDOG (renewed by
  * this client's watchdog from now on). DLOCK_ENOTOWNER when no permit has

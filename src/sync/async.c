@@ -53,10 +53,9 @@ typedef struct aop {
     void *ud;
     unsigned char state;
     unsigned char read;      /* the operation's read ran */
-    unsigned char with;      /* the ACL fallback: the level of dlock's own keys the last
+    unsigned char with;      /* the ACL fallback: the classes of dlock's own keys the last
                                 request carried (dlock__op_req) */
-    unsigned char cap;       /* ... the highest level the next may carry */
-    unsigned char refused;   /* ... a level Redis refused (0: none) */
+    unsigned char cap;       /* ... the classes the next may carry */
     int refs;
     int hidx;                /* in the timer heap (its deadline: w.until), or -1 */
     uint64_t tseq;
@@ -255,7 +254,7 @@ static int send_req(dlock_client *c, const dlock__op *o, aop *op, dlock__acall_f
     const char *av[DLOCK__OP_MAX];
     size_t ln[DLOCK__OP_MAX];
     dlock__req req;
-    int with = dlock__op_req(c, o, op ? op->cap : DLOCK__OWN_ALL, NULL, &req, av, ln);
+    unsigned with = dlock__op_req(c, o, op ? op->cap : DLOCK__OWN_ALL, NULL, &req, av, ln);
     int rc = dlock__acall_send(c->acall, &req, cb, ud);
     if (rc == DLOCK_OK && op) {
         op->refs++;   /* until the answer */
@@ -288,18 +287,16 @@ static int answered(aop *op, dlock__res *res)
     return 0;
 }
 
-/* The ACL fallback's answer to a send: 1 when op must go again with its
- * optional keys one level lower; else the client learns whether to keep
+/* The ACL fallback's answer to a send: 1 when op must go again without a
+ * class of its optional keys; else the client learns whether to keep
  * sending them. */
 static int key_fallback(aop *op, int status, const dlock__res *res)
 {
     if (status != DLOCK_OK && dlock__op_key_refused(op->with, res)) {
-        op->refused = op->with;
-        op->cap = (unsigned char)(op->with - 1);
+        op->cap &= (unsigned char)~dlock__op_key_shed(op->with);
         return 1;
     }
-    dlock__op_key_dropped(client(op), op->refused, res);
-    op->refused = 0;
+    dlock__op_key_dropped(client(op), DLOCK__OWN_ALL & ~(unsigned)op->cap, res);
     op->cap = DLOCK__OWN_ALL;
     return 0;
 }

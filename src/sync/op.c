@@ -46,14 +46,12 @@ void dlock__op_key(dlock__op *op, const char *s, size_t n)
     key(op, s, n);
 }
 
-void dlock__op_key_optional(dlock__op *op, int level, const char *s, size_t n)
+void dlock__op_key_optional(dlock__op *op, unsigned cls, const char *s, size_t n)
 {
     if (op->optional < 0)
         op->optional = op->nkeys;
-    else if (level < op->level[op->nkeys - 1])
-        op->bad = 1;   /* levels in order */
     if (op->nkeys < DLOCK__OP_MAX)
-        op->level[op->nkeys] = (unsigned char)level;
+        op->cls[op->nkeys] = (unsigned char)cls;
     key(op, s, n);
 }
 
@@ -81,63 +79,75 @@ void dlock__op_argi(dlock__op *op, int64_t v)
     add(op, b, dlock__fmt_i64(b, v));
 }
 
-int dlock__op_req(dlock_client *c, const dlock__op *op, int cap, dlock_cancel *cancel,
-                  dlock__req *req, const char **av, size_t *ln)
+unsigned dlock__op_req(dlock_client *c, const dlock__op *op, unsigned cap, dlock_cancel *cancel,
+                       dlock__req *req, const char **av, size_t *ln)
 {
     *req = (dlock__req){.script = op->script, .nkeys = op->nkeys, .argc = op->argc,
                         .argv = op->argv, .lens = op->lens, .flags = op->flags,
                         .cancel = cancel, .latch_ms = op->latch_ms};
     if (op->optional < 0)
-        return DLOCK__OWN_NONE;
-    int level = atomic_load_explicit(&c->own_keys, memory_order_relaxed);
-    if (cap < level)
-        level = cap;
-    int keep = op->optional;   /* keys sent: the plain ones, then levels up to `level` */
-    while (keep < op->nkeys && op->level[keep] <= level)
-        keep++;
-    if (keep == op->nkeys)
-        return op->level[op->nkeys - 1];
-    int k = 0;
-    for (int i = 0; i < op->argc; i++)
-        if (i < keep || i >= op->nkeys) {
-            av[k] = op->argv[i];
-            ln[k++] = op->lens[i];
+        return 0;
+    unsigned use = atomic_load_explicit(&c->own_keys, memory_order_relaxed) & cap, with = 0;
+    int k = 0, nkeys = 0;
+    for (int i = 0; i < op->argc; i++) {
+        if (i >= op->optional && i < op->nkeys) {
+            if (!(op->cls[i] & use))
+                continue;
+            with |= op->cls[i];
         }
-    req->nkeys = keep;
+        av[k] = op->argv[i];
+        ln[k++] = op->lens[i];
+        if (i < op->nkeys)
+            nkeys++;
+    }
+    if (k == op->argc)
+        return with;
+    req->nkeys = nkeys;
     req->argc = k;
     req->argv = av;
     req->lens = ln;
-    return keep > op->optional ? op->level[keep - 1] : DLOCK__OWN_NONE;
+    return with;
 }
 
-int dlock__op_key_refused(int with, const dlock__res *res)
+int dlock__op_key_refused(unsigned with, const dlock__res *res)
 {
-    return with > DLOCK__OWN_NONE && res->err == DLOCK__RERR_NOPERM_KEY;
+    return with != 0 && res->err == DLOCK__RERR_NOPERM_KEY;
 }
 
-/* dlock's own keys of each level, and what a client loses without them. */
-static const char *const own_lost[] = {
-    [DLOCK__OWN_DELAY] = "the lock-delay markers and the failover quarantine's record "
-                         "(~dlock_lock_delay:*, ~dlock_read_delay:*, ~dlock_permit_delay:*, "
-                         "~dlock_quarantine:*): acquisitions no longer honour other holders' "
-                         "lock-delays nor a quarantine other clients recorded",
-    [DLOCK__OWN_RESERVE] = "the reservation of the next turn (~dlock_lock_next:*): waiters "
-                           "no longer reserve turns",
+unsigned dlock__op_key_shed(unsigned with)
+{
+    static const unsigned order[] = {DLOCK__OWN_QUARANTINE, DLOCK__OWN_RESERVE, DLOCK__OWN_DELAY};
+    for (size_t i = 0; i < DLOCK__ARRAY_LEN(order); i++)
+        if (with & order[i])
+            return order[i];
+    return with;
+}
+
+/* dlock's own keys of each class, and what a client loses without them. */
+static const struct {
+    unsigned cls;
+    const char *what;
+} own_lost[] = {
+    {DLOCK__OWN_QUARANTINE, "the failover quarantine's record (~dlock_quarantine:*): acquisitions "
+                            "no longer honour a quarantine other clients recorded"},
+    {DLOCK__OWN_RESERVE, "the reservation of the next turn (~dlock_lock_next:*): waiters no "
+                         "longer reserve turns"},
+    {DLOCK__OWN_DELAY, "the lock-delay markers (~dlock_lock_delay:*, ~dlock_read_delay:*, "
+                       "~dlock_permit_delay:*): acquisitions no longer honour other holders' "
+                       "lock-delays"},
 };
 
-void dlock__op_key_dropped(dlock_client *c, int refused, const dlock__res *res)
+void dlock__op_key_dropped(dlock_client *c, unsigned dropped, const dlock__res *res)
 {
     /* Refused for another reason than a key: the keys were the trouble. */
-    if (res->err == DLOCK__RERR_NOPERM || res->err == DLOCK__RERR_NOPERM_KEY ||
-        refused <= DLOCK__OWN_NONE)
+    if (res->err == DLOCK__RERR_NOPERM || res->err == DLOCK__RERR_NOPERM_KEY || !dropped)
         return;
-    int was = atomic_load(&c->own_keys);
-    while (was >= refused && !atomic_compare_exchange_weak(&c->own_keys, &was, refused - 1))
-        ;
-    for (int level = refused; level <= was && level <= DLOCK__OWN_ALL; level++)
-        dlock__log(&c->cfg, DLOCK_LOG_WARN,
-                   "Redis refuses dlock's own keys to this user (ACL), going on without %s",
-                   own_lost[level]);
+    unsigned was = atomic_fetch_and(&c->own_keys, ~dropped);
+    for (size_t i = 0; i < DLOCK__ARRAY_LEN(own_lost); i++)
+        if (was & dropped & own_lost[i].cls)
+            dlock__log(&c->cfg, DLOCK_LOG_WARN,
+                       "Redis refuses dlock's own keys to this user (ACL), going on without %s",
+                       own_lost[i].what);
 }
 
 int dlock__op_call(dlock_client *c, const dlock__op *op, dlock_cancel *cancel, dlock__res *res)
@@ -149,18 +159,19 @@ int dlock__op_call(dlock_client *c, const dlock__op *op, dlock_cancel *cancel, d
     const char *av[DLOCK__OP_MAX];
     size_t ln[DLOCK__OP_MAX];
     dlock__req req;
-    int with = dlock__op_req(c, op, DLOCK__OWN_ALL, cancel, &req, av, ln);
+    unsigned cap = DLOCK__OWN_ALL;
+    unsigned with = dlock__op_req(c, op, cap, cancel, &req, av, ln);
     int rc = dlock__router_call(c->router, &req, res);
-    int refused = DLOCK__OWN_NONE;
     while (dlock__op_key_refused(with, res)) {
-        /* The same request one level of dlock's own keys lower. */
-        refused = with;
-        with = dlock__op_req(c, op, refused - 1, cancel, &req, av, ln);
+        /* The same request without one class of dlock's own keys. */
+        cap &= ~dlock__op_key_shed(with);
+        with = dlock__op_req(c, op, cap, cancel, &req, av, ln);
         rc = dlock__router_call(c->router, &req, res);
     }
-    dlock__op_key_dropped(c, refused, res);
+    dlock__op_key_dropped(c, DLOCK__OWN_ALL & ~cap, res);
     return rc;
 }
+
 
 void dlock__op_call_many(dlock_client *c, dlock__node *n, const dlock__op *ops, size_t k,
                          unsigned flags, dlock_cancel *cancel, dlock__res *res, int *rc)
@@ -171,7 +182,7 @@ void dlock__op_call_many(dlock_client *c, dlock__node *n, const dlock__op *ops, 
     size_t *map = malloc(k * sizeof(*map));
     dlock__res *rres = malloc(k * sizeof(*rres));
     int *rrc = malloc(k * sizeof(*rrc));
-    int *with = malloc(k * sizeof(*with));
+    unsigned *with = malloc(k * sizeof(*with));
     for (size_t i = 0; i < k; i++) {
         dlock__res_init(&res[i]);
         rc[i] = DLOCK_ENOMEM;

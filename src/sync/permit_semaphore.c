@@ -127,7 +127,8 @@ static void delay_arg(const dlock_permit_semaphore *p, dlock__op *op)
         dlock__op_args(op, p->delay_arg);
 }
 
-/* The three keys every script but set takes, and the lock-delay's set: for
+/* The three keys every script but set takes, and the lock-delay's set (then,
+ * for the acquisitions, the failover quarantine's record): for
  * the acquisitions always (every one honours the delays of permits lost
  * unreleased, whatever its own delay) and for the releases (a permit taken
  * through another handle with a delay is released properly through this one
@@ -143,6 +144,8 @@ static void three_keys(dlock__op *op, int script, const dlock_permit_semaphore *
         dlock__op_key_optional(op, DLOCK__OWN_DELAY, p->pdelay, p->plen);
     else if (script != DLOCK__SCRIPT_PERMITS_LEASE)
         delay_key(p, op, script != DLOCK__SCRIPT_PERMITS_UPDATE);
+    if (script == DLOCK__SCRIPT_PERMITS_ACQUIRE || script == DLOCK__SCRIPT_PERMITS_ACQUIRE_N)
+        dlock__quarantine_key(&p->h, op);
 }
 
 /* The keys, then the permit id. */
@@ -240,6 +243,7 @@ typedef struct drop {
     dlock_permit_semaphore *p;
     permit_id id;
     int try_only;            /* a try-release: not held is no error (flag 0) */
+    int force;               /* by an operator: the holder's lock-delay stays */
     int outcome;             /* GONE_* */
 } drop;
 
@@ -258,6 +262,8 @@ static void drop_request(void *st, int64_t waited_ms, dlock__op *op)
     (void)waited_ms;
     drop *d = st;
     keys_and_id(op, DLOCK__SCRIPT_PERMITS_RELEASE, d->p, &d->id);
+    if (d->force)
+        dlock__op_args(op, "1");
     if (atomic_load_explicit(&d->p->heard, memory_order_relaxed))
         op->flags = DLOCK__CALL_PING_FIRST;
 }
@@ -336,7 +342,7 @@ static const dlock__op_type drop_type = {.setup = drop_setup,
 static int drop_permit(dlock_permit_semaphore *p, const char *id, int try_only,
                        const dlock__via *via, int *released)
 {
-    drop d = {.p = p, .try_only = try_only};
+    drop d = {.p = p, .try_only = try_only != 0, .force = try_only == 2};
     int rc = check_call(p, id, &d.id);
     if (rc != DLOCK_OK)
         return rc;
@@ -355,6 +361,18 @@ int dlock_permit_semaphore_release(dlock_permit_semaphore *p, const char *id)
 int dlock_permit_semaphore_try_release(dlock_permit_semaphore *p, const char *id, int *released)
 {
     return drop_permit(p, id, 1, NULL, released);
+}
+
+int dlock_permit_semaphore_force_release(dlock_permit_semaphore *p, const char *id,
+                                         int *was_held)
+{
+    return drop_permit(p, id, 2, NULL, was_held);
+}
+
+int dlock_permit_semaphore_force_release_async(dlock_permit_semaphore *p, const char *id,
+                                               dlock_async_fn fn, void *ud)
+{
+    return drop_permit(p, id, 2, &(dlock__via){fn, ud, 0}, NULL);
 }
 
 int dlock_permit_semaphore_release_async(dlock_permit_semaphore *p, const char *id,

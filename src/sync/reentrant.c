@@ -114,7 +114,7 @@ const char *dlock__lock_shared_channel(const dlock_lock *l, const dlock__owner *
     return l->h.channel;
 }
 
-/* KEYS: lock, token, marker, reservation (dlock's own, optional); ARGV:
+/* KEYS: lock, token, marker, quarantine, reservation (dlock's own, optional); ARGV:
  * lease, owner, fenced, claim, grace[, delay] (scripts/lock/acquire.lua). */
 static void attempt_op(dlock__acq *a, int64_t waited_ms, dlock__op *op)
 {
@@ -127,6 +127,7 @@ static void attempt_op(dlock__acq *a, int64_t waited_ms, dlock__op *op)
     dlock__op_key(op, l->h.name, l->h.nlen);
     dlock__op_key(op, l->token_key, l->tlen);
     dlock__delay_key(l, op);
+    dlock__quarantine_key(&l->h, op);
     dlock__op_key_optional(op, DLOCK__OWN_RESERVE, l->key[K_RESERVE], l->klen[K_RESERVE]);
     dlock__op_argi(op, a->lease_ms);
     dlock__op_arg(op, a->o.field, a->o.flen);

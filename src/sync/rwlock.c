@@ -115,16 +115,18 @@ static void rdelay_key(const dlock_lock *l, dlock__op *op)
 }
 
 /* The marker and the read holds' set to KEYS: honoured by every
- * acquisition, written with a lock-delay (dlock__delay_key). */
+ * acquisition, written with a lock-delay (dlock__delay_key); then the
+ * failover quarantine's record. */
 static void delay_keys(const dlock_lock *l, dlock__op *op)
 {
     dlock__delay_key(l, op);
     rdelay_key(l, op);
+    dlock__quarantine_key(&l->h, op);
 }
 
 /* ------------------------------------------------------------ acquire */
 
-/* KEYS: lock, timeout prefix, token[, marker, set]; ARGV: lease, owner,
+/* KEYS: lock, timeout prefix, token[, marker, set, quarantine]; ARGV: lease, owner,
  * writer field, fenced[, delay] (scripts/rw/read_acquire.lua). */
 static void read_attempt_op(dlock__acq *a, int64_t waited_ms, dlock__op *op)
 {
@@ -145,7 +147,7 @@ static void read_attempt_op(dlock__acq *a, int64_t waited_ms, dlock__op *op)
     dlock__delay_arg(l, op);
 }
 
-/* KEYS: lock, token[, marker, set]; ARGV: lease, writer field, owner,
+/* KEYS: lock, token[, marker, set, quarantine]; ARGV: lease, writer field, owner,
  * fenced[, delay] (scripts/rw/write_acquire.lua). */
 static void write_attempt_op(dlock__acq *a, int64_t waited_ms, dlock__op *op)
 {

@@ -11,6 +11,9 @@
 -- KEYS[5]  (optional) the lock-delay marker, dlock_lock_delay:{name} (dlock's
 --          own, as the reentrant lock's: see lock/acquire.lua): honoured
 --          whenever given, written only with a delay (ARGV[7])
+-- KEYS[6]  (optional) the failover quarantine's record (dlock's own:
+--          include/quarantine.lua): honoured whenever given; KEYS[5..6] in
+--          any order, known by their prefixes (include/own_keys.lua)
 -- ARGV[1]  lease in ms (the watchdog timeout for watchdog locks)
 -- ARGV[2]  owner id
 -- ARGV[3]  this waiter's slot in ms: how long a turn may wait for it (Redisson's
@@ -52,10 +55,13 @@
 -- Times are the server's clock.
 --@include delay.lua
 --@include fence_check.lua
+--@include quarantine.lua
+--@include own_keys.lua
 local lock, queue, deadlines = KEYS[1], KEYS[2], KEYS[3]
+local own = own_keys(5)
 local owner, slot = ARGV[2], tonumber(ARGV[3])
 local delay = tonumber(ARGV[7] or '0')
-local marker = KEYS[5]
+local marker = own['dlock_lock_delay:']
 local writes = delay > 0 and marker or nil   -- the marker this caller writes
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -83,7 +89,8 @@ if held and not mine then
     end
   end
 end
-local bad = delay_wrongtype(writes) or fence_wrongtype(ARGV[4], KEYS[4])
+local bad = delay_wrongtype(writes) or fence_wrongtype(ARGV[4], KEYS[4]) or
+            (not mine and quarantine_refusal(own['dlock_quarantine:']))
 if bad then
   return bad
 end

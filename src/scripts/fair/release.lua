@@ -28,9 +28,10 @@ local latch, life = KEYS[5], ARGV[3]
 --@include unlock_latch.lua
 --@include delay.lua
 --@include fair_wake.lua
+--@include own_keys.lua
 local lock, queue, deadlines, owner = KEYS[1], KEYS[2], KEYS[3], ARGV[1]
 local delay = tonumber(ARGV[5] or '0')
-local marker = KEYS[6]
+local marker = own_keys(6)['dlock_lock_delay:']
 --@include now.lua
 
 -- The head's turn starts: it is woken (include/fair_wake.lua).

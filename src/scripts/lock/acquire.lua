@@ -5,13 +5,15 @@
 -- KEYS[2]  the fencing-token counter, redisson_lock_token:{name} (fenced only)
 -- KEYS[3]  (optional) the lock-delay marker, dlock_lock_delay:{name} (dlock's
 --          own): honoured whenever given, written only with a delay (ARGV[6])
--- KEYS[4]  (optional) the reservation, dlock_lock_next:{name} (dlock's own: a
+-- KEYS[4]  (optional) the failover quarantine's record, dlock_quarantine:{<tag>}
+--          (dlock's own: include/quarantine.lua): honoured whenever given
+-- KEYS[5]  (optional) the reservation, dlock_lock_next:{name} (dlock's own: a
 --          string holding the owner id of a long waiter that goes next).
 --          Without it the caller neither reserves nor honours reservations
---          (as Redisson; a client with the priority off). Optional keys go in
---          this order (the count of KEYS says which came): an ACL that
---          allows Redisson's keys only refuses them, and the client then
---          goes on without.
+--          (as Redisson; a client with the priority off). KEYS[3..5] are
+--          dlock's own, in any order, each known by its prefix
+--          (include/own_keys.lua): an ACL that allows Redisson's keys only
+--          refuses them, and the client then goes on without.
 -- ARGV[1]  lease in ms (the watchdog timeout for watchdog locks)
 -- ARGV[2]  owner id, "<client uuid>:<thread id>"
 -- ARGV[3]  "1" to count a fencing token, "0" not to
@@ -40,7 +42,11 @@
 --@include delay.lua
 --@include fence_check.lua
 --@include lock_shape.lua
-local lock, owner, marker, reserve = KEYS[1], ARGV[2], KEYS[3], KEYS[4]
+--@include quarantine.lua
+--@include own_keys.lua
+local lock, owner = KEYS[1], ARGV[2]
+local own = own_keys(3)
+local marker, reserve = own['dlock_lock_delay:'], own['dlock_lock_next:']
 local grace = tonumber(ARGV[5])
 local delay = tonumber(ARGV[6] or '0')
 local writes = delay > 0 and marker or nil   -- the marker this caller writes
@@ -90,6 +96,11 @@ if redis.call('exists', lock) == 1 then
     return redis.error_reply('WRONGTYPE the key holds a read-write lock')
   end
 else
+  -- Free, but on a new primary that may lack its predecessor's last grants.
+  local q = quarantine_refusal(own['dlock_quarantine:'])
+  if q then
+    return q
+  end
   -- Free, but its last holder lost it without a release: wait out the delay.
   local left = delay_left(marker, owner)
   if left > 0 then

@@ -9,7 +9,8 @@
 --          acquire.lua): the owner's is deleted by its last release, and by a
 --          release that finds the owner holding nothing (it lost the lock and
 --          says so: its delay is over, the lock reopens)
--- KEYS[5]  (optional) the reservation, dlock_lock_next:{name} (see acquire.lua)
+-- KEYS[5]  (optional) the reservation, dlock_lock_next:{name} (see acquire.lua);
+--          KEYS[4..5] in any order, known by their prefixes
 -- ARGV[1]  owner id
 -- ARGV[2]  lease in ms to set while holds remain; "0" keeps the current TTL
 --          (a lock taken with an explicit lease keeps its deadline)
@@ -29,9 +30,11 @@
 local latch, life = KEYS[3], ARGV[3]
 --@include unlock_latch.lua
 --@include delay.lua
+--@include own_keys.lua
 local lock, owner = KEYS[1], ARGV[1]
 local delay = tonumber(ARGV[5] or '0')
-local marker, reserve = KEYS[4], KEYS[5]
+local own = own_keys(4)
+local marker, reserve = own['dlock_lock_delay:'], own['dlock_lock_next:']
 local v = redis.call('hmget', lock, owner, 'mode')   -- WRONGTYPE if not a hash
 local count = tonumber(v[1])
 if not count then

@@ -12,6 +12,9 @@
 -- KEYS[4]  (optional) the set dlock_permit_delay:{name} (dlock's own): its
 --          live entries are honoured whenever given, whatever the caller's
 --          own delay; written only with a delay (ARGV[3])
+-- KEYS[5]  (optional) the failover quarantine's record (dlock's own:
+--          include/quarantine.lua): honoured whenever given; KEYS[4..5] in
+--          any order, known by their prefixes (include/own_keys.lua)
 -- ARGV[3]  (optional) the caller's lock-delay in ms (include/delay.lua's pdelay_*)
 --
 -- Expired permits go back to the pool first (the new count is published).
@@ -27,9 +30,12 @@
 -- a sorted set, is refused (WRONGTYPE) before anything is written.
 local sem, leases, channel, id = KEYS[1], KEYS[2], KEYS[3], ARGV[1]
 local NO_EXPIRY = 922337203685477
-local pset, delay = KEYS[4], tonumber(ARGV[3] or '0')
+--@include own_keys.lua
+local own = own_keys(4)
+local pset, delay = own['dlock_permit_delay:'], tonumber(ARGV[3] or '0')
 local wset = delay > 0 and pset or nil   -- the set this caller writes
 --@include delay.lua
+--@include quarantine.lua
 
 --@include permit_count.lua
 --@include now.lua
@@ -48,6 +54,12 @@ if redis.call('zscore', leases, id) then
   return nil
 end
 local have = tonumber(redis.call('get', sem) or '0')
+if have >= 1 then
+  local q = quarantine_refusal(own['dlock_quarantine:'])
+  if q then
+    return q
+  end
+end
 local left = pdelay_left(pset, leases, have, 1)
 if left > 0 then
   return left

@@ -10,6 +10,9 @@
 -- KEYS[4]  (optional) the set dlock_permit_delay:{name} (dlock's own): its
 --          live entries are honoured whenever given, whatever the caller's
 --          own delay; written only with a delay (ARGV[3])
+-- KEYS[5]  (optional) the failover quarantine's record (dlock's own:
+--          include/quarantine.lua): honoured whenever given; KEYS[4..5] in
+--          any order, known by their prefixes (include/own_keys.lua)
 -- ARGV[3]  (optional) the caller's lock-delay in ms (see acquire.lua)
 --
 -- Expired permits go back to the pool first (the new count is published).
@@ -23,9 +26,12 @@
 -- stands); a missing semaphore has no permits yet, and is waited for.
 local sem, leases, channel = KEYS[1], KEYS[2], KEYS[3]
 local NO_EXPIRY = 922337203685477
-local pset, delay = KEYS[4], tonumber(ARGV[3] or '0')
+--@include own_keys.lua
+local own = own_keys(4)
+local pset, delay = own['dlock_permit_delay:'], tonumber(ARGV[3] or '0')
 local wset = delay > 0 and pset or nil   -- the set this caller writes
 --@include delay.lua
+--@include quarantine.lua
 local raw = ARGV[2]
 --@include permit_ids.lua
 
@@ -54,6 +60,12 @@ if redis.call('zscore', leases, ids[1]) then
   return nil
 end
 local have = tonumber(redis.call('get', sem) or '0')
+if have >= n then
+  local q = quarantine_refusal(own['dlock_quarantine:'])
+  if q then
+    return q
+  end
+end
 local left = pdelay_left(pset, leases, have, n)
 if left > 0 then
   return left

@@ -4,6 +4,8 @@
 -- KEYS[2]  the leases, {name}:timeout (see acquire.lua)
 -- KEYS[3]  the channel, redisson_sc:{name}
 -- ARGV[1]  the permit id, 16 bytes
+-- ARGV[2]  (optional) "1": forced by somebody else than its holder (an
+--          operator): its lock-delay entry stays, as for a lock forced open
 -- KEYS[4]  (optional) the set dlock_permit_delay:{name} (dlock's own), whose
 --          entry for the permit the release removes, also when the permit's
 --          lease had run out: its holder says it has stopped (include/delay.lua)
@@ -17,6 +19,9 @@
 -- (WRONGTYPE) before anything is written.
 local sem, leases, channel, id = KEYS[1], KEYS[2], KEYS[3], ARGV[1]
 local pset = KEYS[4]
+if ARGV[2] == '1' then
+  pset = nil   -- its holder did not let go: its delay runs on
+end
 --@include delay.lua
 
 --@include permit_count.lua

@@ -35,8 +35,9 @@ local latch, life = KEYS[3], ARGV[2]
 --@include unlock_latch.lua
 --@include delay.lua
 --@include rw_longest.lua
+--@include own_keys.lua
 local lock, owner = KEYS[1], ARGV[1]
-local rset = KEYS[6]
+local rset = own_keys(6)['dlock_read_delay:']
 local kv = redis.call('hgetall', lock)   -- WRONGTYPE if not a hash
 local mode, count, others = nil, nil, false
 for i = 1, #kv, 2 do

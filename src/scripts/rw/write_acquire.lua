@@ -6,6 +6,9 @@
 -- KEYS[3]  (optional) the lock-delay marker, dlock_lock_delay:{name}
 -- KEYS[4]  (optional) the read holds' lock-delay set, dlock_read_delay:{name}
 --          (both dlock's own, given together: honoured whenever given)
+-- KEYS[5]  (optional) the failover quarantine's record (dlock's own:
+--          include/quarantine.lua): honoured whenever given; KEYS[3..5] in
+--          any order, known by their prefixes (include/own_keys.lua)
 -- ARGV[1]  lease in ms (the watchdog timeout for watchdog holds)
 -- ARGV[2]  the writer's field, <owner id>:write
 -- ARGV[3]  owner id (its reader's field)
@@ -28,10 +31,13 @@
 -- answers WRONGTYPE before anything is written.
 --@include delay.lua
 --@include fence_check.lua
+--@include quarantine.lua
+--@include own_keys.lua
 local lock, field, owner = KEYS[1], ARGV[2], ARGV[3]
+local own = own_keys(3)
 local lease = tonumber(ARGV[1])
 local delay = tonumber(ARGV[5] or '0')
-local marker, rset = KEYS[3], KEYS[4]
+local marker, rset = own['dlock_lock_delay:'], own['dlock_read_delay:']
 local writes = delay_key(ARGV[5], marker)   -- the marker this caller writes
 
 --@include rw_mode.lua
@@ -47,6 +53,10 @@ if mine and not tonumber(mine) then
   return redis.error_reply('WRONGTYPE the write lock\'s field ' .. field .. ' holds no count')
 end
 if not mode then
+  local q = quarantine_refusal(own['dlock_quarantine:'])
+  if q then
+    return q
+  end
   local left = math.max(delay_left(marker, field), rdelay_left(rset, owner))
   if left > 0 then
     return {left, 2}

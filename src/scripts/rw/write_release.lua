@@ -31,8 +31,9 @@ local latch, life = KEYS[3], ARGV[3]
 --@include unlock_latch.lua
 --@include delay.lua
 --@include rw_longest.lua
+--@include own_keys.lua
 local lock, field = KEYS[1], ARGV[1]
-local marker = KEYS[5]
+local marker = own_keys(5)['dlock_lock_delay:']
 --@include rw_mode.lua
 local count = mode == 'write' and tonumber(redis.call('hget', lock, field))
 if not count or count < 1 then   -- free, read holds only, or another's write hold
