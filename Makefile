@@ -60,7 +60,7 @@ test-busy: deps build
 # differ most (kill -9, a server restart) for each type, and the failovers of
 # the reentrant lock; make check runs all. The allocation-failure run is in:
 # LeakSanitizer checks each of its children.
-ASAN_SKIP ?= ^safety.*_(baseline|sigstop|pause|partition|ack)$$|^safety_(fair|rw|sem|latch|elect)_failover|^debian_packages$$
+ASAN_SKIP ?= ^safety.*_(baseline|sigstop|pause|partition|ack)$$|^safety_(fair|rw|sem|latch|elect)_failover|^debian_packages$$|^test_cli_window_20$$
 ASAN_JOBS ?= 2
 asan: deps
 	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDLOCK_SANITIZE=address,undefined >/dev/null

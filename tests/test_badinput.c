@@ -442,8 +442,8 @@ static void test_script_counts(void **state)
     (void)state;
     const dlock__script *s = &dlock__scripts[DLOCK__SCRIPT_LOCK_ACQUIRE];
     assert_string_equal(s->name, "lock/acquire");
-    assert_int_equal(s->keys_min, 2);   /* KEYS[3] and KEYS[4] are marked (optional) */
-    assert_int_equal(s->keys_max, 4);   /* KEYS[4]: the reservation after a lock-delay marker */
+    assert_int_equal(s->keys_min, 2);   /* KEYS[3..5] are marked (optional) */
+    assert_int_equal(s->keys_max, 5);   /* dlock's own: marker, quarantine, reservation */
     assert_int_equal(s->args_min, 5);
     assert_int_equal(s->args_max, 6);   /* ARGV[6]: the lock-delay, optional */
     s = &dlock__scripts[DLOCK__SCRIPT_LOCK_RENEW];   /* KEYS[i], ARGV[1], ARGV[i+1] */

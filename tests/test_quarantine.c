@@ -26,6 +26,14 @@
 
 #include "dlock/async.h"
 #include "harness.h"
+#include "sync/sync.h"
+
+/* The key of the quarantine's record for a lock name. */
+static const char *qkey_of(const char *name)
+{
+    size_t len;
+    return dlock__quarantine_slot_key(dlock__key_slot(name, strlen(name)), &len);
+}
 
 #define SCAN_MS 200
 
@@ -34,7 +42,9 @@
  * so that each test sees only its own clients'. */
 static void forget_records(void)
 {
-    redisReply *r = th_cmd(th_rs.cur, "DEL dlock_quarantine:{*}");
+    redisReply *r = th_cmd(th_rs.cur, "EVAL %s 0",
+                           "for _, k in ipairs(redis.call('keys', 'dlock_quarantine:*')) do "
+                           "redis.call('del', k) end");
     if (r)
         freeReplyObject(r);
 }
@@ -110,17 +120,6 @@ typedef int (*try_fn)(void *obj);
 static int try_lock(void *l) { return dlock_lock_try(l, 0, 10000); }
 static int try_multilock(void *m) { return dlock_multilock_try(m, 0, 10000); }
 
-/* A client without the quarantine, after a switch: tries until taken
- * (as soon as it sees the new primary). */
-static void await_taken(try_fn fn, void *obj)
-{
-    int rc = DLOCK_OK;
-    for (int64_t until = th_now_ms() + 5000 * th_slack(); th_now_ms() < until; th_sleep_ms(10))
-        if ((rc = fn(obj)) == DLOCK_OK)
-            return;
-    fail_msg("not taken after the switch: %d (%s)", rc, dlock_last_error());
-}
-
 /* A client with a quarantine of q ms, after a switch begun at t_swap: tries
  * until refused naming the quarantine (never taken); returns when. */
 static int64_t await_quarantine(const char *what, try_fn fn, void *obj, int64_t q,
@@ -151,6 +150,17 @@ static void await_async(int want, const char *what)
         th_sleep_ms(5);
     if (atomic_load(&async_rc) != want)
         fail_msg("%s: %d (%s)", what, atomic_load(&async_rc), async_msg);
+}
+
+/* The quarantine's records the client that saw the switch starts on np (a
+ * few scripts of many keys) are written: the scripts counted from now on are
+ * the acquisitions'. */
+static void await_records(th_redis *np, const char *name)
+{
+    for (int64_t until = th_now_ms() + 3000 * th_slack(); th_now_ms() < until; th_sleep_ms(5))
+        if (th_int(np, "PTTL %s", qkey_of(name)) > 0)
+            break;
+    th_calls_settled(np, 2000 * th_slack());
 }
 
 /* After waiting out a quarantine of q ms (the switch began at t_swap, was
@@ -187,9 +197,11 @@ static void test_acquisition_waits_out_the_quarantine(void **state)
     char owner[DLOCK_OWNER_BUFSIZE];
     assert_int_equal(dlock_client_new_owner_id(qc, owner, sizeof(owner)), DLOCK_OK);
     assert_int_equal(dlock_lock_get_as(qc, aname, owner, &al), DLOCK_OK);
-    /* Before any failover: no quarantine. */
+    /* Before any failover: no quarantine (and both names' records armed). */
     assert_int_equal(dlock_lock_try(ql, 0, 10000), DLOCK_OK);
     assert_int_equal(dlock_lock_release(ql), DLOCK_OK);
+    assert_int_equal(dlock_lock_try(al, 0, 10000), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(al), DLOCK_OK);
 
     th_redis *np = th_rs_next();
     const int64_t t_swap = th_now_ms();
@@ -200,6 +212,7 @@ static void test_acquisition_waits_out_the_quarantine(void **state)
     const int64_t t_seen = await_quarantine("lock", try_lock, ql, q, t_swap);
     int rc;
     /* Waiting sends nothing to the new primary: no script while it sleeps. */
+    await_records(np, qname);
     long long before = th_calls(np, "evalsha");
     atomic_store(&async_rc, 1);
     rc = dlock_lock_acquire_async(
@@ -211,8 +224,10 @@ static void test_acquisition_waits_out_the_quarantine(void **state)
     if (rc != DLOCK_OK)
         fail_msg("after the quarantine: %d (%s)", rc, dlock_last_error());
     await_async(DLOCK_OK, "asynchronous acquisition");
-    /* Two acquisitions, one script each, or two after a NOSCRIPT. */
-    check_waited("lock", q, t_swap, t_seen, t_ok, th_calls(np, "evalsha") - before, 4);
+    /* Two acquisitions, one script each, or two after a NOSCRIPT; one more
+     * each when the record on the server (written a round trip after this
+     * client's quarantine began) ends a few ms after it. */
+    check_waited("lock", q, t_swap, t_seen, t_ok, th_calls(np, "evalsha") - before, 6);
     assert_int_equal(th_int(np, "EXISTS %s", qname), 1);
     assert_int_equal(th_int(np, "EXISTS %s", aname), 1);
     assert_int_equal(dlock_lock_release(ql), DLOCK_OK);
@@ -245,11 +260,11 @@ static void test_recorded_on_server(void **state)
     /* Its record on the new primary, once written. */
     long long left = 0;
     for (int64_t until = th_now_ms() + 3000 * slack; th_now_ms() < until; th_sleep_ms(5))
-        if ((left = th_int(np, "PTTL dlock_quarantine:{*}")) > 0)
+        if ((left = th_int(np, "PTTL %s", qkey_of(name))) > 0)
             break;
     if (left <= 0)
         fail_msg("no quarantine recorded on the new primary %d", np->port);
-    redisReply *v = th_cmd(np, "GET dlock_quarantine:{*}");
+    redisReply *v = th_cmd(np, "GET %s", qkey_of(name));
     printf("# switch seen -> recorded: %lld ms (%s; quarantine %lld ms)\n",
            (long long)(th_now_ms() - t_seen), v && v->str ? v->str : "?", (long long)q);
     if (v)
@@ -336,48 +351,43 @@ static void ml_free(dlock_multilock *ml, dlock_lock **l, size_t n)
 /* A multi-lock of two names (blocking and asynchronous) and an election's
  * campaign wait out the quarantine as a lock does, sending nothing, then
  * succeed; a wait shorter than the quarantine ends naming it, with nothing
- * held; a client without the quarantine acquires at once. */
+ * held. (Clients without the quarantine: test_recorded_on_server.) */
 static void test_multilock_and_election_wait_out_the_quarantine(void **state)
 {
     (void)state;
     const int64_t slack = th_slack(), q = 2000 * slack;
     dlock_client *qc = open_client(DLOCK_QUARANTINE_ON, q, 0);
-    dlock_client *oc = open_client(DLOCK_QUARANTINE_OFF, 0, 0);
-    char n[6][64], en[64], eo[64];
-    static const char *const tag[6] = {"qm-a", "qm-b", "qm-async-a", "qm-async-b", "om-a", "om-b"};
-    dlock_lock *l[6];
+    char n[4][64], en[64];
+    static const char *const tag[4] = {"qm-a", "qm-b", "qm-async-a", "qm-async-b"};
+    dlock_lock *l[4];
     char owner[DLOCK_OWNER_BUFSIZE];
     assert_int_equal(dlock_client_new_owner_id(qc, owner, sizeof(owner)), DLOCK_OK);
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < 4; i++) {
         th_name(n[i], sizeof(n[i]), tag[i]);
         if (i < 2)
             assert_int_equal(dlock_lock_get(qc, n[i], &l[i]), DLOCK_OK);
-        else if (i < 4)
-            assert_int_equal(dlock_lock_get_as(qc, n[i], owner, &l[i]), DLOCK_OK);
         else
-            assert_int_equal(dlock_lock_get(oc, n[i], &l[i]), DLOCK_OK);
+            assert_int_equal(dlock_lock_get_as(qc, n[i], owner, &l[i]), DLOCK_OK);
     }
-    dlock_multilock *qm, *am, *om;
+    dlock_multilock *qm, *am;
     assert_int_equal(dlock_multilock_new(l, 2, &qm), DLOCK_OK);
     assert_int_equal(dlock_multilock_new(l + 2, 2, &am), DLOCK_OK);
-    assert_int_equal(dlock_multilock_new(l + 4, 2, &om), DLOCK_OK);
     th_name(en, sizeof(en), "qe");
-    th_name(eo, sizeof(eo), "oe");
-    dlock_election *qe, *oe;
+    dlock_election *qe;
     assert_int_equal(dlock_election_get(qc, en, &qe), DLOCK_OK);
-    assert_int_equal(dlock_election_get(oc, eo, &oe), DLOCK_OK);
     const dlock_wait_opts now = {.wait_ms = 0};
+    /* Each taken once before the failover: their records armed (counted
+     * apart from the waits' scripts below). */
+    assert_int_equal(dlock_multilock_try(qm, 0, 10000), DLOCK_OK);
+    assert_int_equal(dlock_multilock_release(qm), DLOCK_OK);
+    assert_int_equal(dlock_multilock_try(am, 0, 10000), DLOCK_OK);
+    assert_int_equal(dlock_multilock_release(am), DLOCK_OK);
+    assert_int_equal(dlock_election_campaign(qe, &now), DLOCK_OK);
+    assert_int_equal(dlock_election_resign(qe), DLOCK_OK);
 
     th_redis *np = th_rs_next();
     const int64_t t_swap = th_now_ms();
     promote(np);
-
-    /* Without the quarantine: both as soon as the client sees the switch. */
-    await_taken(try_multilock, om);
-    assert_int_equal(th_int(np, "EXISTS %s %s", n[4], n[5]), 2);
-    assert_int_equal(dlock_multilock_release(om), DLOCK_OK);   /* before its lease ends */
-    if (dlock_election_campaign(oe, &now) != DLOCK_OK)
-        fail_msg("campaign without a quarantine: %s", dlock_last_error());
 
     /* With it: once the switch is seen, a try names the quarantine. */
     const int64_t t_seen = await_quarantine("multi-lock", try_multilock, qm, q, t_swap);
@@ -398,6 +408,7 @@ static void test_multilock_and_election_wait_out_the_quarantine(void **state)
     assert_int_equal(th_int(np, "EXISTS %s %s %s %s %s", n[0], n[1], n[2], n[3], en), 0);
 
     /* Long waits: sleeping, sending nothing, then all taken. */
+    await_records(np, n[0]);
     long long before = th_calls(np, "evalsha");
     atomic_store(&async_rc, 1);
     assert_int_equal(dlock_multilock_acquire_async(
@@ -415,22 +426,19 @@ static void test_multilock_and_election_wait_out_the_quarantine(void **state)
         fail_msg("campaign after the quarantine: %d (%s)", rc, dlock_last_error());
     await_async(DLOCK_OK, "asynchronous multi-lock");
     /* Four locks, the election's lock and its announcement, each once (twice
-     * after a NOSCRIPT). */
+     * after a NOSCRIPT, once more when the record on the server ends a few ms
+     * after this client's quarantine). */
     check_waited("multi-lock, election", q, t_swap, t_seen, t_ok,
-                 th_calls(np, "evalsha") - before, 12);
+                 th_calls(np, "evalsha") - before, 20);
     assert_int_equal(th_int(np, "EXISTS %s %s %s %s %s", n[0], n[1], n[2], n[3], en), 5);
     assert_true(term > 0);
     assert_int_equal(dlock_election_resign(qe), DLOCK_OK);
-    assert_int_equal(dlock_election_resign(oe), DLOCK_OK);
     dlock_election_free(qe);
-    dlock_election_free(oe);
     assert_int_equal(dlock_multilock_release(qm), DLOCK_OK);
     assert_int_equal(dlock_multilock_release(am), DLOCK_OK);
     ml_free(qm, l, 2);
     ml_free(am, l + 2, 2);
-    ml_free(om, l + 4, 2);
     dlock_client_close(qc);
-    dlock_client_close(oc);
 }
 
 /* auto: the longest lease an earlier holder may believe it has, here the
@@ -531,7 +539,7 @@ static void test_armed_record_starts_on_new_primary(void **state)
     th_redis *np = th_rs_next();
     long long armed = 0;
     for (int64_t until = th_now_ms() + 3000 * slack; th_now_ms() < until; th_sleep_ms(5))
-        if ((armed = th_int(np, "EXISTS dlock_quarantine:{*}")) == 1)
+        if ((armed = th_int(np, "EXISTS %s", qkey_of(name))) == 1)
             break;   /* replicated to the next primary */
     assert_int_equal(armed, 1);
     dlock_client_close(qc);   /* it will never see the switch */

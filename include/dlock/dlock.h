@@ -550,19 +550,21 @@ typedef enum dlock_quarantine {
  * DLOCK_LOST_GONE with cause DLOCK_CAUSE_FAILOVER. Releases, renewals and
  * queries are never held back. The quarantine runs from when this client
  * sees the switch (which is after the failover: never shorter than asked).
- * It is also recorded on the new primary (dlock_quarantine:{<tag>}, one key
- * per cluster slot the primary took over, named so that it falls in that
- * slot; dlock_quarantine:{*} on one primary), living as long as the
- * quarantine, and every dlock acquisition's script on that shard refuses
- * while it lives (DLOCK_ETIMEDOUT, the message naming the quarantine
- * "recorded on the server"; waiters sleep it out): clients with the
- * quarantine off, and clients started after the failover, wait too, with
- * no extra round trip. A client without the quarantine that reaches the
- * new primary before any client with it has seen the switch is not held
- * back (the record is written by the first client with the quarantine on
- * that sees it, within a round trip or two; on a cluster once the slot map
- * names the new primary's slots). Redisson clients do not know the record
- * and do not wait. A Redis user whose ACL refuses ~dlock_quarantine:*
+ * It is also recorded on the servers, for every dlock client: this client
+ * arms a record (dlock_quarantine:{<tag>}, one per cluster slot, named so
+ * that it falls in that slot, whatever the deployment) in each slot it
+ * acquires in, holding the primary's replication id and the quarantine's
+ * length (once per 15 minutes; an armed record lives an hour and keeps the
+ * longest quarantine asked for). Replicas receive it; on a replica promoted
+ * since (or a primary restarted) the replication id differs, and the first
+ * dlock acquisition there, by any client, starts the quarantine; this client
+ * also starts it when it sees the switch. While it runs, every dlock
+ * acquisition's script in that slot refuses (DLOCK_ETIMEDOUT, the message
+ * naming the quarantine "recorded on the server"; waiters sleep it out),
+ * reentries included (a hold there may be one released on the old primary):
+ * clients with the quarantine off, and clients started after the failover,
+ * wait too, with no extra round trip. Redisson clients do not know the
+ * record and do not wait. A Redis user whose ACL refuses ~dlock_quarantine:*
  * neither records nor honours it (the log callback says so once).
  * WAIT acknowledgement (dlock_config_set_replica_ack) protects grants that
  * reached a replica; the quarantine protects those that did not

@@ -4,8 +4,8 @@
  * own acquisitions off that shard (wait.c: dlock__quarantined). The record
  * makes every other dlock client wait too: a string
  * dlock_quarantine:{<tag>} per cluster slot (the tag chosen so that the key
- * falls in that slot, so that a lock's own acquire script can read it;
- * dlock_quarantine:{*} on one primary) holding the replication id of the
+ * falls in that slot, so that a lock's own acquire script can read it,
+ * whatever the deployment) holding the replication id of the
  * primary it was written on, the quarantine's length and the end of the one
  * running (include/quarantine.lua). A client with the quarantine on arms the
  * record of each slot it acquires in (once per ARM_EVERY_MS), so that the
@@ -34,7 +34,6 @@
 #define ARM_LIFE_MS 3600000  /* an armed record lives an hour... */
 #define ARM_EVERY_MS 900000  /* ...and is armed again by the next acquisition 15 min on */
 
-static const char one_key[] = "dlock_quarantine:{*}";
 static char slot_keys[DLOCK__SLOTS][QKEY_MAX];
 static pthread_once_t slot_keys_once = PTHREAD_ONCE_INIT;
 
@@ -58,12 +57,14 @@ static void build_slot_keys(void)
     }
 }
 
-static const char *slot_key(int slot, size_t *len)
+const char *dlock__quarantine_slot_key(int slot, size_t *len)
 {
     pthread_once(&slot_keys_once, build_slot_keys);
     *len = strlen(slot_keys[slot]);
     return slot_keys[slot];
 }
+
+#define slot_key dlock__quarantine_slot_key
 
 /* ------------------------------------------------------------ recording */
 
@@ -106,14 +107,12 @@ static void push(dlock__qrec *q, pending p)
 
 void dlock__quarantine_key(const dlock__handle *h, dlock__op *op)
 {
+    /* In the lock's own slot whatever the deployment: a script's keys all
+     * share one slot (a cluster behind one address, a proxy). */
     dlock_client *c = h->c;
-    size_t len = sizeof(one_key) - 1;
-    const char *k = one_key;
-    int slot = 0;
-    if (dlock__router_is_cluster(c->router)) {
-        slot = dlock__key_slot(h->name, h->nlen);
-        k = slot_key(slot, &len);
-    }
+    size_t len;
+    int slot = dlock__key_slot(h->name, h->nlen);
+    const char *k = slot_key(slot, &len);
     dlock__op_key_optional(op, DLOCK__OWN_QUARANTINE, k, len);
     /* With the quarantine on: the slot's record armed, once per period. */
     dlock__qrec *q = c->qrec;
@@ -133,35 +132,48 @@ static void ignore_reply(int status, dlock__res *res, void *ud)
         freeReplyObject(res->r);
 }
 
-/* quarantine/record.lua on one record: `start` the quarantine there, or
- * arm it. */
-static void record(dlock__qrec *q, const char *key, size_t len, int64_t ms, int start)
+/* quarantine/record.lua on the records of slots [from, to): `start` the
+ * quarantine there, or arm them. */
+static void record(dlock__qrec *q, int from, int to, int64_t ms, int start)
 {
+    enum { BATCH = 512 };
+    const char *av[BATCH + 3];
+    size_t lens[BATCH + 3];
     char arg[24], life[24];
     snprintf(arg, sizeof(arg), "%lld", (long long)ms);
     /* Started where it was not armed: it lives the quarantine alone. */
     snprintf(life, sizeof(life), "%lld", (long long)(start ? ms : ARM_LIFE_MS));
-    const char *av[] = {key, arg, life, start ? "1" : "0"};
-    size_t lens[] = {len, strlen(arg), strlen(life), 1};
-    dlock__req req = {.script = DLOCK__SCRIPT_QUARANTINE_RECORD, .nkeys = 1, .argc = 4,
-                      .argv = av, .lens = lens, .flags = DLOCK__CALL_IDEMPOTENT};
-    dlock__acall_send(q->c->acall, &req, ignore_reply, NULL);
+    while (from < to) {
+        int n = 0;
+        for (; from < to && n < BATCH; from++, n++)
+            av[n] = slot_key(from, &lens[n]);
+        av[n] = arg;
+        lens[n] = strlen(arg);
+        av[n + 1] = life;
+        lens[n + 1] = strlen(life);
+        av[n + 2] = start ? "1" : "0";
+        lens[n + 2] = 1;
+        dlock__req req = {.script = DLOCK__SCRIPT_QUARANTINE_RECORD, .nkeys = n,
+                          .argc = n + 3, .argv = av, .lens = lens,
+                          .flags = DLOCK__CALL_IDEMPOTENT};
+        dlock__acall_send(q->c->acall, &req, ignore_reply, NULL);
+    }
 }
 
-static void arm(dlock__qrec *q, int slot, int64_t ms)
-{
-    size_t len = sizeof(one_key) - 1;
-    const char *k = dlock__router_is_cluster(q->c->router) ? slot_key(slot, &len) : one_key;
-    record(q, k, len, ms, 0);
-}
-
-/* Starts n's quarantine on each of its records; 0 when the map names none
- * of its slots yet. */
+/* Starts n's quarantine on the records of its slots (on one primary every
+ * slot's, a few scripts of many keys; on a cluster one script per slot the
+ * node serves, since a script's keys share a slot there); 0 when the map
+ * names none of its slots yet. */
 static int record_node(dlock__qrec *q, dlock__node *n, int64_t ms)
 {
     dlock_client *c = q->c;
+    /* As long as this client's own (it began when it saw the switch): its
+     * acquisitions are not refused again when it ends. */
+    int64_t left = dlock__node_quarantine_left(n);
+    if (left > 0 && left < ms)
+        ms = left;
     if (!dlock__router_is_cluster(c->router)) {
-        record(q, one_key, sizeof(one_key) - 1, ms, 1);
+        record(q, 0, DLOCK__SLOTS, ms, 1);
         return 1;
     }
     int found = 0;
@@ -169,7 +181,7 @@ static int record_node(dlock__qrec *q, dlock__node *n, int64_t ms)
         size_t len;
         const char *k = slot_key(s, &len);
         if (dlock__router_node(c->router, k, len) == n) {
-            record(q, k, len, ms, 1);
+            record(q, s, s + 1, ms, 1);
             found = 1;
         }
     }
@@ -211,7 +223,7 @@ static void on_job(void *arg)
     }
     for (size_t i = 0; i < nin && !q->stopping && ms > 0; i++) {
         if (!in[i].node) {
-            arm(q, in[i].slot, ms);
+            record(q, in[i].slot, in[i].slot + 1, ms, 0);
             continue;
         }
         if (record_node(q, in[i].node, ms) || in[i].tries >= RETRIES)

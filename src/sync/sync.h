@@ -338,6 +338,8 @@ int dlock__quarantined(const dlock__handle *h, const dlock__op_type *t, dlock__b
  * while its quarantine is on (created once the loop and the asynchronous
  * calls exist; stopped with the loop, freed after). */
 void dlock__quarantine_key(const dlock__handle *h, dlock__op *op);
+/* The record of a slot (tests, docs). */
+const char *dlock__quarantine_slot_key(int slot, size_t *len);
 int dlock__qrec_new(dlock__qrec **out, dlock_client *c);
 void dlock__qrec_free(dlock__qrec *q);
 int dlock__quarantine_met(const dlock__handle *h, const dlock__op_type *t, int rc,

@@ -1,6 +1,6 @@
 -- The failover quarantine recorded on the server (dlock's own;
 -- docs/wire-format.md): a string key dlock_quarantine:{<tag>} whose tag puts
--- it in the lock's cluster slot (on one primary: dlock_quarantine:{*}),
+-- it in the lock's cluster slot (whatever the deployment),
 -- "<replid>:<ms>:<until>": armed by clients with the quarantine on
 -- (quarantine/record.lua) with the replication id of the primary it was
 -- written on and the quarantine's length in ms; `until` is the server time
