@@ -22,6 +22,7 @@ struct dlock_info {
     uint64_t token;
     int64_t waiters;
     size_t nholders;
+    size_t total;            /* holders the key has (more than nholders when cut) */
     char **owners;
     int64_t *counts;
     unsigned char *writes;   /* holder i holds the write lock of a read-write lock */
@@ -64,6 +65,10 @@ const char *dlock_info_redis_type(const dlock_info *i) { return i ? i->rtype : "
 const char *dlock_info_mode(const dlock_info *i) { return i ? i->mode : NULL; }
 int dlock_info_locked(const dlock_info *i) { return i && i->nholders > 0; }
 size_t dlock_info_holders(const dlock_info *i) { return i ? i->nholders : 0; }
+size_t dlock_info_holders_total(const dlock_info *i)
+{
+    return !i ? 0 : i->total > i->nholders ? i->total : i->nholders;
+}
 int64_t dlock_info_ttl(const dlock_info *i) { return i ? i->ttl : -2; }
 uint64_t dlock_info_token(const dlock_info *i) { return i ? i->token : 0; }
 int64_t dlock_info_waiters(const dlock_info *i) { return i ? i->waiters : -1; }
@@ -127,6 +132,25 @@ static int parse_count(const redisReply *r, int64_t *out)
 
 static int is_str(const redisReply *r) { return r->type == REDIS_REPLY_STRING; }
 
+/* A read bounded by a limit ends an entry that was cut with the pair
+ * "#total", N (lock/inspect.lua): 1 and *total when e's last pair from
+ * `first` on is it. */
+static int cut_marker(const redisReply *e, size_t first, size_t *total)
+{
+    if (e->elements < first + 2)
+        return 0;
+    const redisReply *f = e->element[e->elements - 2], *v = e->element[e->elements - 1];
+    if (!is_str(f) || f->len != 6 || memcmp(f->str, "#total", 6) != 0)
+        return 0;
+    if (v->type == REDIS_REPLY_INTEGER && v->integer >= 0)
+        *total = (size_t)v->integer;
+    else if (is_str(v))
+        *total = (size_t)strtoull(v->str, NULL, 10);
+    else
+        return 0;
+    return 1;
+}
+
 /* The queue part of an entry: owner ids and their deadlines. */
 static int read_queue(dlock_info *info, const redisReply *q, const redisReply *d)
 {
@@ -152,9 +176,12 @@ static int read_queue(dlock_info *info, const redisReply *q, const redisReply *d
 
 /* The hash part: holders (and a read-write lock's mode). Anything that is not
  * a lock's field is DLOCK_EWRONGTYPE ("a hash that is not a lock"). */
-static int read_holders(dlock_info *info, const redisReply *e, size_t first, const char **what)
+static int read_holders(dlock_info *info, const redisReply *e, size_t first, int limited,
+                        const char **what)
 {
     size_t nf = (e->elements - first) / 2;
+    if (limited && cut_marker(e, first, &info->total))
+        nf--;
     info->owners = calloc(nf ? nf : 1, sizeof(char *));
     info->counts = calloc(nf ? nf : 1, sizeof(int64_t));
     info->writes = calloc(nf ? nf : 1, 1);
@@ -205,8 +232,8 @@ static int read_holders(dlock_info *info, const redisReply *e, size_t first, con
 
 /* A string entry: {..., count, leases is a zset, id1, ttl1, ...}; holders are
  * the permits, by id in hex. */
-static int info_from_count(const char *name, size_t nlen, const redisReply *e, dlock_info **out,
-                           const char **what)
+static int info_from_count(const char *name, size_t nlen, const redisReply *e, int limited,
+                           dlock_info **out, const char **what)
 {
     if (e->elements < 9 || e->element[7]->type != REDIS_REPLY_INTEGER) {
         *what = "string";   /* not a whole number */
@@ -215,7 +242,9 @@ static int info_from_count(const char *name, size_t nlen, const redisReply *e, d
     }
     if (e->element[8]->type != REDIS_REPLY_INTEGER || (e->elements - 9) % 2 != 0)
         return DLOCK_EPROTO;
-    size_t np = (e->elements - 9) / 2;
+    size_t np = (e->elements - 9) / 2, total = 0;
+    if (limited && cut_marker(e, 9, &total))
+        np--;
     dlock_info *info = calloc(1, sizeof(*info));
     if (!info)
         return DLOCK_ENOMEM;
@@ -228,6 +257,7 @@ static int info_from_count(const char *name, size_t nlen, const redisReply *e, d
                  ? DLOCK_OK
                  : DLOCK_ENOMEM;
     info->kind = e->element[8]->integer ? DLOCK_KIND_PERMITS : DLOCK_KIND_COUNT;
+    info->total = total;
     info->ttl = e->element[1]->integer;
     info->count = e->element[7]->integer;
     info->waiters = info->latch_waiters = -1;
@@ -264,11 +294,12 @@ static int info_from_count(const char *name, size_t nlen, const redisReply *e, d
 }
 
 /* Builds an info from one script entry {type, pttl, token, queue, deadlines,
- * reservation, reservation pttl, f1, v1, ...}. Returns DLOCK_OK,
+ * reservation, reservation pttl, f1, v1, ...}; limited: the script was given
+ * a limit (an entry it cut ends with its marker). Returns DLOCK_OK,
  * DLOCK_EWRONGTYPE (not a lock: `what` says what it is), DLOCK_EPROTO or
  * DLOCK_ENOMEM. */
-int dlock__info_from_entry(const char *name, size_t nlen, const redisReply *e, dlock_info **out,
-                           const char **what)
+int dlock__info_from_entry(const char *name, size_t nlen, const redisReply *e, int limited,
+                           dlock_info **out, const char **what)
 {
     *what = "?";
     if (e->type != REDIS_REPLY_ARRAY || e->elements < 7 ||
@@ -278,7 +309,7 @@ int dlock__info_from_entry(const char *name, size_t nlen, const redisReply *e, d
     const char *type = e->element[0]->str;
     *what = type;
     if (strcmp(type, "string") == 0) {
-        int rc = info_from_count(name, nlen, e, out, what);
+        int rc = info_from_count(name, nlen, e, limited, out, what);
         if (rc == DLOCK_OK)
             snprintf((*out)->rtype, sizeof((*out)->rtype), "%s", type);
         return rc;
@@ -304,7 +335,7 @@ int dlock__info_from_entry(const char *name, size_t nlen, const redisReply *e, d
         info->next_turn_ttl = e->element[6]->integer;
     }
     if (rc == DLOCK_OK)
-        rc = read_holders(info, e, 7, what);
+        rc = read_holders(info, e, 7, limited, what);
     if (rc != DLOCK_OK) {
         dlock_info_free(info);
         return rc;
@@ -408,6 +439,41 @@ static int count_waiters(dlock_client *c, dlock_info *info)
     return DLOCK_OK;
 }
 
+/* lock/inspect.lua over m names (their KEYS_PER_LOCK keys each in argv and
+ * lens), with the client's limit of holders read per name when it has one
+ * (dlock_config_set_inspect_limit). *limited: it was given. */
+static int inspect_call(dlock_client *c, const char **argv, const size_t *lens, size_t m,
+                        redisReply **r, int *limited)
+{
+    size_t nk = KEYS_PER_LOCK * m, limit = c->cfg.inspect_max;
+    *limited = limit > 0;
+    if (!limit) {
+        dlock__req req = {.script = DLOCK__SCRIPT_LOCK_INSPECT, .nkeys = (int)nk,
+                          .argc = (int)nk, .argv = argv, .lens = lens,
+                          .flags = DLOCK__CALL_IDEMPOTENT};
+        return dlock__call(c, &req, r);
+    }
+    const char **av = malloc((nk + 1) * sizeof(*av));
+    size_t *ln = malloc((nk + 1) * sizeof(*ln));
+    if (!av || !ln) {
+        free(av);
+        free(ln);
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    }
+    char lim[24];
+    memcpy(av, argv, nk * sizeof(*av));
+    memcpy(ln, lens, nk * sizeof(*ln));
+    av[nk] = lim;
+    ln[nk] = (size_t)snprintf(lim, sizeof(lim), "%zu", limit);
+    dlock__req req = {.script = DLOCK__SCRIPT_LOCK_INSPECT, .nkeys = (int)nk,
+                      .argc = (int)nk + 1, .argv = av, .lens = ln,
+                      .flags = DLOCK__CALL_IDEMPOTENT};
+    int rc = dlock__call(c, &req, r);
+    free(av);
+    free(ln);
+    return rc;
+}
+
 /* One name's snapshot, waiters counted. Unless `counts` (a lock's
  * inspection), counts (semaphores, latches) and other data are refused with
  * DLOCK_EWRONGTYPE; with it (any name's), other data is a DLOCK_KIND_OTHER
@@ -418,13 +484,10 @@ static int inspect_name(dlock_client *c, const char *name, size_t nlen, int coun
     const char *keys[KEYS_PER_LOCK];
     size_t lens[KEYS_PER_LOCK];
     char *own[OWN_KEYS] = {NULL, NULL, NULL, NULL, NULL};
-    int rc = keys_of(name, nlen, keys, lens, own);
+    int rc = keys_of(name, nlen, keys, lens, own), limited = 0;
     redisReply *r = NULL;
     if (rc == DLOCK_OK) {
-        dlock__req req = {.script = DLOCK__SCRIPT_LOCK_INSPECT, .nkeys = KEYS_PER_LOCK,
-                          .argc = KEYS_PER_LOCK, .argv = keys, .lens = lens,
-                          .flags = DLOCK__CALL_IDEMPOTENT};
-        rc = dlock__call(c, &req, &r);
+        rc = inspect_call(c, keys, lens, 1, &r, &limited);
     } else {
         rc = dlock__fail(rc, "out of memory");
     }
@@ -438,7 +501,7 @@ static int inspect_name(dlock_client *c, const char *name, size_t nlen, int coun
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 1)
         rc = DLOCK_EPROTO;
     else
-        rc = dlock__info_from_entry(name, nlen, r->element[0], &info, &what_in_reply);
+        rc = dlock__info_from_entry(name, nlen, r->element[0], limited, &info, &what_in_reply);
     snprintf(what, sizeof(what), "%s", what_in_reply);   /* it points into r */
     if (rc == DLOCK_EWRONGTYPE) {   /* the entry's shape was checked: {type, pttl, ...} */
         snprintf(type, sizeof(type), "%s", r->element[0]->element[0]->str);
@@ -514,11 +577,9 @@ static int inspect_run(dlock_client *c, const redisReply *keys, const size_t *wh
                        const char **argv, size_t *lens, size_t m, unsigned kinds, dlock_scan_fn fn,
                        void *ud)
 {
-    dlock__req req = {.script = DLOCK__SCRIPT_LOCK_INSPECT, .nkeys = (int)(KEYS_PER_LOCK * m),
-                      .argc = (int)(KEYS_PER_LOCK * m), .argv = argv, .lens = lens,
-                      .flags = DLOCK__CALL_IDEMPOTENT};
     redisReply *r;
-    int rc = dlock__call(c, &req, &r);
+    int limited;
+    int rc = inspect_call(c, argv, lens, m, &r, &limited);
     if (rc != DLOCK_OK)
         return rc;
     if (r->type != REDIS_REPLY_ARRAY || r->elements != m) {
@@ -529,7 +590,7 @@ static int inspect_run(dlock_client *c, const redisReply *keys, const size_t *wh
         dlock_info *info = NULL;
         const char *what;
         const redisReply *k = keys->element[which[j]];
-        int erc = dlock__info_from_entry(k->str, k->len, r->element[j], &info, &what);
+        int erc = dlock__info_from_entry(k->str, k->len, r->element[j], limited, &info, &what);
         if (erc == DLOCK_ENOMEM)
             rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
         else if (erc == DLOCK_OK) {
