@@ -408,28 +408,55 @@ int cli_opt_value(const cli_opts *o, const char *cmd, int argc, char **argv, int
     return 0;
 }
 
-/* Masks a password given in --url in our own argument list, so that `ps` shows
- * it for as short a time as we can manage (prefer the other sources). */
-static void mask_url_password(char *url)
+/* The password of a URL's userinfo, as [*from, *to) in url (every scheme
+ * dlock takes; the userinfo ends at the authority's last '@'). 0 when it
+ * has none. */
+static int url_password(const char *url, const char **from, const char **to)
 {
     static const char *const schemes[] = {"redis://",           "rediss://",
                                           "redis-sentinel://",  "redis-cluster://",
                                           "redis-replicated://", "rediss-sentinel://",
                                           "rediss-cluster://",  "rediss-replicated://"};
-    char *a = NULL;
+    const char *a = NULL;
     for (size_t i = 0; i < sizeof(schemes) / sizeof(schemes[0]) && !a; i++)
         if (strncmp(url, schemes[i], strlen(schemes[i])) == 0)
             a = url + strlen(schemes[i]);
     if (!a)
-        return;
+        return 0;
     size_t alen = strcspn(a, "/?#");
-    char *at = NULL;
+    const char *at = NULL;
     for (size_t i = 0; i < alen; i++)
         if (a[i] == '@')
             at = a + i;
-    char *colon = at ? memchr(a, ':', (size_t)(at - a)) : NULL;
-    for (char *p = colon ? colon + 1 : at; p && p < at; p++)
-        *p = 'x';
+    const char *colon = at ? memchr(a, ':', (size_t)(at - a)) : NULL;
+    if (!colon || colon + 1 == at)
+        return 0;
+    *from = colon + 1;
+    *to = at;
+    return 1;
+}
+
+/* Masks a password given in --url in our own argument list, so that `ps` shows
+ * it for as short a time as we can manage (prefer the other sources). */
+static void mask_url_password(char *url)
+{
+    const char *from, *to;
+    if (url_password(url, &from, &to))
+        memset(url + (from - url), 'x', (size_t)(to - from));
+}
+
+char *cli_url_without_password(const char *url)
+{
+    const char *from, *to;
+    if (!url || !url_password(url, &from, &to))
+        return NULL;
+    size_t head = (size_t)(from - 1 - url);   /* up to the ':' before the password */
+    char *s = malloc(strlen(url) + 1);
+    if (s) {
+        memcpy(s, url, head);
+        strcpy(s + head, to);
+    }
+    return s;
 }
 
 int cli_global_opt(cli_opts *o, int argc, char **argv, int *i)

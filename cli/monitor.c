@@ -188,7 +188,7 @@ int64_t mon_hold_age(const holder_map *m, const char *owner)
 {
     holder_info h;
     int64_t age = -1;
-    if (holder_lookup(m, owner, &h) > 0 && h.command)
+    if (holder_lookup(m, NULL, owner, &h) > 0 && h.run)
         age = h.held_ms < 0 ? 0 : h.held_ms;
     holder_info_free(&h);
     return age;

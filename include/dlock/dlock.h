@@ -1465,6 +1465,23 @@ DLOCK_API int dlock_client_walk(dlock_client *c, const char *pattern, unsigned k
  * with free(). DLOCK_EAUTH when an ACL refuses the command. Any thread. */
 DLOCK_API int dlock_client_list_connections(dlock_client *c, char **out);
 
+/* A holder's note: a short text about one hold (dlock run writes its
+ * command), kept beside the lock in the key {name}:dlock_note:<owner>
+ * (name:dlock_note:<owner> for a name with a '{'), so that exactly the users
+ * whose ACL key patterns reach the lock's companions read it - unlike a
+ * connection's name, which CLIENT LIST shows every user allowed to list.
+ * dlock_client_set_note writes it (len <= DLOCK_NOTE_MAX bytes) to expire
+ * after ttl_ms (> 0): a note kept as long as a hold is written again within
+ * that time; text NULL deletes it. dlock_client_note reads it: *text
+ * malloc'd and NUL-terminated (free it with free()), NULL when there is none;
+ * *len (may be NULL) its length. DLOCK_EINVAL for a bad name, owner, length or
+ * TTL; DLOCK_EAUTH when the ACL refuses the key. Any thread. */
+#define DLOCK_NOTE_MAX 4096
+DLOCK_API int dlock_client_set_note(dlock_client *c, const char *name, const char *owner,
+                                    const char *text, size_t len, int64_t ttl_ms);
+DLOCK_API int dlock_client_note(dlock_client *c, const char *name, const char *owner,
+                                char **text, size_t *len);
+
 /* ------------------------------------------------------------ semaphore */
 
 /* The largest permit count, permits per call, or latch count dlock accepts

@@ -13,6 +13,7 @@
 #define SCAN_COUNT_MAX 100000
 #define KEYS_PER_LOCK 6   /* scripts/lock/inspect.lua */
 #define OWN_KEYS 5        /* of them, allocated by keys_of */
+#define NOTE_TAG "dlock_note:"   /* a holder's note: {name}:dlock_note:<owner> */
 
 struct dlock_info {
     char *name;
@@ -563,10 +564,14 @@ static int auxiliary(const char *k, size_t len)
         if (len >= pl && memcmp(k, prefixes[i], pl) == 0)
             return 1;
     }
-    static const char rw[] = ":rwlock_timeout:";
-    for (size_t i = 0; i + sizeof(rw) - 1 <= len; i++)
-        if (memcmp(k + i, rw, sizeof(rw) - 1) == 0)
-            return 1;
+    /* A read lock's timeout, a holder's note (whose text may be a number). */
+    static const char *const infixes[] = {":rwlock_timeout:", ":" NOTE_TAG};
+    for (size_t n = 0; n < sizeof(infixes) / sizeof(infixes[0]); n++) {
+        size_t il = strlen(infixes[n]);
+        for (size_t i = 0; i + il <= len; i++)
+            if (memcmp(k + i, infixes[n], il) == 0)
+                return 1;
+    }
     return 0;
 }
 
@@ -779,4 +784,84 @@ int dlock_client_list_connections(dlock_client *c, char **out)
     *out = dlock__strndup(r->str, r->len);
     freeReplyObject(r);
     return *out ? DLOCK_OK : dlock__fail(DLOCK_ENOMEM, "out of memory");
+}
+
+/* ------------------------------------------------------------ notes */
+
+/* The key of owner's note on name (*key malloc'd, *len), after checking
+ * both. DLOCK_OK or the error. */
+static int note_key(const char *name, const char *owner, char **key, size_t *len)
+{
+    size_t nlen, olen;
+    int rc = dlock__check_name(name, &nlen);
+    if (rc == DLOCK_OK)
+        rc = dlock__check_owner(owner, &olen);
+    if (rc != DLOCK_OK)
+        return rc;
+    char tail[sizeof(NOTE_TAG) + DLOCK_OWNER_MAX];
+    snprintf(tail, sizeof(tail), NOTE_TAG "%s", owner);
+    *key = dlock__suffixed(name, nlen, tail, len);
+    return *key ? DLOCK_OK : dlock__fail(DLOCK_ENOMEM, "out of memory");
+}
+
+int dlock_client_set_note(dlock_client *c, const char *name, const char *owner, const char *text,
+                          size_t len, int64_t ttl_ms)
+{
+    dlock__clear_error();
+    if (!c)
+        return dlock__fail(DLOCK_EINVAL, "client is NULL");
+    if (text && (len > DLOCK_NOTE_MAX || ttl_ms <= 0))
+        return dlock__fail(DLOCK_EINVAL, "a note holds at most %d bytes and needs a TTL above 0 "
+                                         "(%zu bytes, TTL %lld ms)", DLOCK_NOTE_MAX, len,
+                           (long long)ttl_ms);
+    size_t klen;
+    char *key;
+    int rc = note_key(name, owner, &key, &klen);
+    if (rc != DLOCK_OK)
+        return rc;
+    char px[24];
+    const char *av[] = {text ? "SET" : "DEL", key, text, "PX", px};
+    size_t lens[] = {3, klen, len, 2, 0};
+    lens[4] = (size_t)snprintf(px, sizeof(px), "%lld", (long long)ttl_ms);
+    dlock__req req = {.script = -1, .argc = text ? 5 : 2, .argv = av, .lens = lens,
+                      .flags = DLOCK__CALL_IDEMPOTENT};
+    redisReply *r;
+    rc = dlock__call(c, &req, &r);
+    free(key);
+    if (rc == DLOCK_OK)
+        freeReplyObject(r);
+    return rc;
+}
+
+int dlock_client_note(dlock_client *c, const char *name, const char *owner, char **text,
+                      size_t *len)
+{
+    dlock__clear_error();
+    if (!c || !text)
+        return dlock__fail(DLOCK_EINVAL, "client or text is NULL");
+    *text = NULL;
+    if (len)
+        *len = 0;
+    size_t klen;
+    char *key;
+    int rc = note_key(name, owner, &key, &klen);
+    if (rc != DLOCK_OK)
+        return rc;
+    const char *av[] = {"GET", key};
+    size_t lens[] = {3, klen};
+    dlock__req req = {.script = -1, .argc = 2, .argv = av, .lens = lens,
+                      .flags = DLOCK__CALL_IDEMPOTENT};
+    redisReply *r;
+    rc = dlock__call(c, &req, &r);
+    free(key);
+    if (rc != DLOCK_OK)
+        return rc;
+    if (r->type == REDIS_REPLY_STRING) {
+        if (!(*text = dlock__strndup(r->str, r->len)))
+            rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
+        else if (len)
+            *len = r->len;
+    }
+    freeReplyObject(r);
+    return rc;
 }
