@@ -52,6 +52,7 @@ typedef struct cli_opts {
     int retry_attempts;       /* -1 = library default (watch sets 0) */
     int quiet;                /* -q */
     int replica_ack;          /* replicas WAIT is asked for (doctor --replicas), 0: off */
+    size_t inspect_max;       /* holders read per object (exporter --max-holders), 0: all */
     const char *label;        /* the client's connection label ("status", ...) */
     char *args;               /* this process's argument strings, one area (ps shows */
     size_t args_len;          /* it): run's guard writes its own name over it */
@@ -77,6 +78,10 @@ int cli_utf8_valid(const char *s);
  * and backslashes written as \n, \t, \r, \xHH, \\: safe to print. Malloc'd
  * (NULL when out of memory). */
 char *cli_escape(const char *s);
+/* 1 when s holds what cli_escape writes as \xHH or \t, \r: invalid UTF-8,
+ * control characters (C0 but newline, DEL, C1: ESC and CSI included),
+ * bidirectional overrides. */
+int cli_has_unsafe(const char *s);
 /* The same into buf, cut with "..." when longer; for messages. */
 const char *cli_esc(const char *s, char *buf, size_t size);
 /* Cuts s (UTF-8, one column a code point) to fit a line of `cols` columns

@@ -371,6 +371,11 @@ int cli_open(const cli_opts *o, dlock_client **out, dlock_lost_fn lost, void *lo
         dlock_config_free(cfg);
         return EXIT_USAGE;
     }
+    if (o->inspect_max && dlock_config_set_inspect_limit(cfg, o->inspect_max) != DLOCK_OK) {
+        cli_usage_error(o, NULL, "%s", dlock_last_error());
+        dlock_config_free(cfg);
+        return EXIT_USAGE;
+    }
     if (lost)
         dlock_config_set_lost_callback(cfg, lost, lost_ud);
     if (o->label)
