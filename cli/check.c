@@ -196,6 +196,7 @@ int cmd_check(cli_opts *o, int argc, char **argv)
     int rc = mon_run(c, &p);
     if (rc != DLOCK_OK) {
         code = cli_fail(o, rc, "check");
+        cli_prefix_hint(o, rc, ca.pattern ? ca.pattern : "*");
         goto out;
     }
     size_t npast = 0;

@@ -53,6 +53,7 @@ typedef struct cli_opts {
     int quiet;                /* -q */
     int replica_ack;          /* replicas WAIT is asked for (doctor --replicas), 0: off */
     size_t inspect_max;       /* holders read per object (exporter --max-holders), 0: all */
+    const char *prefix;       /* --prefix, else $DLOCK_PREFIX: the names' prefix, or NULL */
     const char *label;        /* the client's connection label ("status", ...) */
     char *args;               /* this process's argument strings, one area (ps shows */
     size_t args_len;          /* it): run's guard writes its own name over it */
@@ -125,6 +126,14 @@ int cli_duration_opt(const cli_opts *o, const char *cmd, const char *opt, const 
 /* url without the password of its userinfo ("redis://u:pw@h" gives
  * "redis://u@h"), malloc'd; NULL when it has none (or out of memory). */
 char *cli_url_without_password(const char *url);
+
+/* The pattern of list, watch, check and exporter without one: the
+ * configured prefix (--prefix, $DLOCK_PREFIX) and '*', its glob characters
+ * escaped; NULL without a prefix (every name, "*"). A user whose ACL reaches
+ * only its prefix can list nothing else. */
+const char *cli_default_pattern(const cli_opts *o);
+/* After a listing refused by the ACL: a hint at the prefix (stderr). */
+void cli_prefix_hint(const cli_opts *o, int rc, const char *pattern);
 
 /* Global options, accepted before and after the command name. Returns 1 when
  * argv[*i] was one (its value consumed), 0 when not, -1 on a usage error. */

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -192,6 +193,13 @@ static int read_password_file(const cli_opts *o, char *buf, size_t size)
         cli_err(o, "cannot read --password-file %s: %s", o->password_file, strerror(errno));
         return EXIT_NOINPUT;
     }
+    /* As ssh says of a private key others may read (a warning, not a refusal:
+     * the password is read all the same). */
+    struct stat st;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 077))
+        cli_err(o, "warning: --password-file %s may be read by %s (mode %04o): chmod go= it",
+                o->password_file, st.st_mode & 007 ? "any user" : "its group",
+                (unsigned)(st.st_mode & 07777));
     size_t n = 0;
     for (;;) {
         ssize_t k = read(fd, buf + n, size - 1 - n);
@@ -464,6 +472,31 @@ char *cli_url_without_password(const char *url)
     return s;
 }
 
+const char *cli_default_pattern(const cli_opts *o)
+{
+    static char glob[2 * DLOCK_NAME_MAX + 2];
+    if (!o->prefix || !*o->prefix)
+        return NULL;
+    size_t j = 0;
+    for (const char *p = o->prefix; *p && j + 3 < sizeof(glob); p++) {
+        if (strchr("*?[]\\", *p))
+            glob[j++] = '\\';
+        glob[j++] = *p;
+    }
+    glob[j++] = '*';
+    glob[j] = '\0';
+    return glob;
+}
+
+void cli_prefix_hint(const cli_opts *o, int rc, const char *pattern)
+{
+    if (rc != DLOCK_EAUTH || (pattern && strcmp(pattern, "*") != 0))
+        return;
+    cli_err(o, "this user may not read every key (its ACL limits it to a prefix): give a "
+               "PATTERN under its prefix ('orders:*'), or the prefix once with --prefix or "
+               "$DLOCK_PREFIX");
+}
+
 int cli_global_opt(cli_opts *o, int argc, char **argv, int *i)
 {
     const char *a = argv[*i];
@@ -486,6 +519,16 @@ int cli_global_opt(cli_opts *o, int argc, char **argv, int *i)
             o->url = o->url_copy = copy;
             o->url_from_env = 0;
         }
+        return r;
+    }
+    if ((r = cli_opt_value(o, NULL, argc, argv, i, "--prefix", NULL, &val)) != 0) {
+        if (r > 0 && strlen(val) > DLOCK_NAME_MAX) {
+            cli_usage_error(o, NULL, "--prefix is longer than a name may be (%d bytes)",
+                            DLOCK_NAME_MAX);
+            return -1;
+        }
+        if (r > 0)
+            o->prefix = val;
         return r;
     }
     if ((r = cli_opt_value(o, NULL, argc, argv, i, "--password-file", NULL, &val)) != 0) {
@@ -623,6 +666,7 @@ int main(int argc, char **argv)
 static int run_main(cli_opts *o, int argc, char **argv)
 {
     o->retry_attempts = -1;
+    o->prefix = getenv("DLOCK_PREFIX");
     o->url = getenv("DLOCK_URL");
     o->url_from_env = 1;
     if (!o->url || !*o->url) {

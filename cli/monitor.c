@@ -187,6 +187,8 @@ int mon_parse_args(cli_opts *o, const char *cmd, int argc, char **argv, const mo
         if (r < 0 || (r == 0 && pattern_arg(o, cmd, argv[i], dashdash, pattern) != 0))
             return -1;
     }
+    if (!*pattern)
+        *pattern = cli_default_pattern(o);
     return 0;
 }
 

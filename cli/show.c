@@ -600,7 +600,9 @@ int cmd_list(cli_opts *o, int argc, char **argv)
     show_args sa;
     if (parse_show(o, "list", argc, argv, F_JSON, &sa) != 0)
         return EXIT_USAGE;
-    const char *pattern = sa.npos ? sa.pos : "*";
+    const char *pattern = sa.npos ? sa.pos : cli_default_pattern(o);
+    if (!pattern)
+        pattern = "*";
     dlock_client *c;
     o->label = "list";
     int code = cli_open(o, &c, NULL, NULL);
@@ -630,6 +632,7 @@ int cmd_list(cli_opts *o, int argc, char **argv)
         if (sa.json)
             fputs("]\n", stdout);
         code = cli_fail(o, rc, "list");
+        cli_prefix_hint(o, rc, pattern);
     } else if (sa.json) {
         fputs(rs.n ? "\n]\n" : "]\n", stdout);
     } else if (rs.n || cr.n) {

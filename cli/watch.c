@@ -61,6 +61,8 @@ static int parse_watch(cli_opts *o, int argc, char **argv, int64_t *interval_ms,
         *pattern = a;
     }
     if (!*pattern)
+        *pattern = cli_default_pattern(o);
+    if (!*pattern)
         *pattern = "*";
     return 0;
 }
