@@ -442,7 +442,8 @@ static void answer_down(exporter *x, conn *c)
                      .error = why};
     pthread_mutex_unlock(&x->mu);
     size_t len = 0;
-    page *pg = page_new(mon_render(NULL, NULL, NULL, &st, &len), len);
+    char *text = mon_render(NULL, NULL, NULL, &st, &len);
+    page *pg = page_new(text, len);
     if (pg)
         answer_page(c, pg);
     else

@@ -1474,8 +1474,10 @@ DLOCK_API int dlock_client_list_connections(dlock_client *c, char **out);
  * after ttl_ms (> 0): a note kept as long as a hold is written again within
  * that time; text NULL deletes it. dlock_client_note reads it: *text
  * malloc'd and NUL-terminated (free it with free()), NULL when there is none;
- * *len (may be NULL) its length. DLOCK_EINVAL for a bad name, owner, length or
- * TTL; DLOCK_EAUTH when the ACL refuses the key. Any thread. */
+ * *len (may be NULL) its length. owner: a holder's id as dlock_info_owner
+ * gives it (an owner id, a permit's id), 1..DLOCK_OWNER_MAX bytes.
+ * DLOCK_EINVAL for a bad name, owner, length or TTL; DLOCK_EAUTH when the
+ * ACL refuses the key. Any thread. */
 #define DLOCK_NOTE_MAX 4096
 DLOCK_API int dlock_client_set_note(dlock_client *c, const char *name, const char *owner,
                                     const char *text, size_t len, int64_t ttl_ms);

@@ -792,12 +792,12 @@ int dlock_client_list_connections(dlock_client *c, char **out)
  * both. DLOCK_OK or the error. */
 static int note_key(const char *name, const char *owner, char **key, size_t *len)
 {
-    size_t nlen, olen;
+    size_t nlen, olen = owner ? strlen(owner) : 0;
     int rc = dlock__check_name(name, &nlen);
-    if (rc == DLOCK_OK)
-        rc = dlock__check_owner(owner, &olen);
     if (rc != DLOCK_OK)
         return rc;
+    if (olen == 0 || olen > DLOCK_OWNER_MAX)
+        return dlock__fail(DLOCK_EINVAL, "a note's owner is 1 to %d bytes", DLOCK_OWNER_MAX);
     char tail[sizeof(NOTE_TAG) + DLOCK_OWNER_MAX];
     snprintf(tail, sizeof(tail), NOTE_TAG "%s", owner);
     *key = dlock__suffixed(name, nlen, tail, len);
