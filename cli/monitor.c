@@ -103,8 +103,9 @@ int mon_run(dlock_client *c, mon_pass *p)
     if (rc == DLOCK_OK)
         rc = snapshot_all(c, p, &col);
     p->ms = mono_ms() - t0;
-    dlock_client_stats(c, &after, sizeof(after));
-    p->roundtrips = after.roundtrips - before.roundtrips;
+    /* (Not after a failure: a call would clear its message.) */
+    if (rc == DLOCK_OK && dlock_client_stats(c, &after, sizeof(after)) == DLOCK_OK)
+        p->roundtrips = after.roundtrips - before.roundtrips;
     for (size_t i = 0; i < col.n; i++)
         free(col.names[i]);
     free(col.names);

@@ -6,7 +6,8 @@
 #   scripts/acl-rule.sh --every-key       the rule for any name: every key of the
 #                                         database (a server dlock has to itself)
 #     --with GROUP (repeatable)           adds an opt-in group (select, fence, doctor)
-#     --without GRANT (repeatable)        leaves one grant out (tests: a rule missing it)
+#     --without GRANT (repeatable)        leaves one grant out (tests: a rule missing it;
+#                                         as listed, or with the prefix in place)
 #     --setuser USER PASSWORD             prints one ACL SETUSER command instead
 #   scripts/acl-rule.sh --write           regenerates docs/acl-rule.txt and the rule
 #                                         in docs/deployments.md from the list
@@ -49,8 +50,8 @@ rule() {
       if (opt && index(with, " " id " ") == 0) next
       n = split($3, g, " ")
       for (i = 1; i <= n; i++) {
-        if (index(without, " " g[i] " ")) continue
         t = g[i]; gsub(/PREFIX/, p, t)
+        if (index(without, " " g[i] " ") || index(without, " " t " ")) continue
         if (every && t ~ /^~/) { if (!keys++) print "~*"; continue }
         if (!seen[t]++) print t
       }

@@ -267,6 +267,29 @@ static int script_acl_refusal(dlock__res *res, const char *text)
     return 1;
 }
 
+/* A script refused for one of its keys (NOPERM before it ran): the message
+ * names the keys it was given, for the user to see which pattern the ACL
+ * lacks (Redis does not say which). */
+static void name_refused_keys(const dlock__req *req, const dlock__res *res)
+{
+    if (res->err != DLOCK__RERR_NOPERM_KEY || req->script < 0 || req->nkeys <= 0)
+        return;
+    char msg[700];
+    snprintf(msg, sizeof(msg), "%s", dlock_last_error());
+    size_t off = strlen(msg);
+    for (int i = 0; i < req->nkeys && off + 8 < sizeof(msg); i++) {
+        size_t len = req->lens ? req->lens[i] : strlen(req->argv[i]);
+        int n = snprintf(msg + off, sizeof(msg) - off, "%s%.*s", i ? ", " : " (its keys: ",
+                         (int)(len > 120 ? 120 : len), req->argv[i]);
+        off += n > 0 ? (size_t)n : 0;
+        if (i + 1 == req->nkeys && off + 1 < sizeof(msg))
+            memcpy(msg + off, ")", 2);
+    }
+    if (off >= sizeof(msg) - 8)
+        memcpy(msg + sizeof(msg) - 5, "...)", 5);
+    dlock__fail(DLOCK_EAUTH, "%s", msg);
+}
+
 int dlock__res_refused(dlock__res *res, const char *addr, const redisReply *r)
 {
     res->err = dlock__redis_classify(r->str);
@@ -374,6 +397,7 @@ int dlock__node_call(dlock__node *n, const dlock__req *req, dlock__res *res)
              * primary may be another server now). */
             link_put(&k, t.err == DLOCK__RERR_READONLY || t.err == DLOCK__RERR_LOADING);
             rc = dlock__res_refused(res, addr, r);
+            name_refused_keys(req, res);
             freeReplyObject(r);
         } else {
             rc = dlock__call_lost(addr, &t, k.why, req->flags);
