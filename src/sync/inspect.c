@@ -133,22 +133,19 @@ static int parse_count(const redisReply *r, int64_t *out)
 
 static int is_str(const redisReply *r) { return r->type == REDIS_REPLY_STRING; }
 
-/* A read bounded by a limit ends an entry that was cut with the pair
- * "#total", N (lock/inspect.lua): 1 and *total when e's last pair from
- * `first` on is it. */
+/* A hash's entry that a limit cut ends with the pair "#total", N, N an
+ * integer (a field's value is a string: no hash's own field reads so)
+ * (lock/inspect.lua): 1 and *total when e's last pair from `first` on is
+ * it. */
 static int cut_marker(const redisReply *e, size_t first, size_t *total)
 {
     if (e->elements < first + 2)
         return 0;
     const redisReply *f = e->element[e->elements - 2], *v = e->element[e->elements - 1];
-    if (!is_str(f) || f->len != 6 || memcmp(f->str, "#total", 6) != 0)
+    if (!is_str(f) || f->len != 6 || memcmp(f->str, "#total", 6) != 0 ||
+        v->type != REDIS_REPLY_INTEGER || v->integer < 0)
         return 0;
-    if (v->type == REDIS_REPLY_INTEGER && v->integer >= 0)
-        *total = (size_t)v->integer;
-    else if (is_str(v))
-        *total = (size_t)strtoull(v->str, NULL, 10);
-    else
-        return 0;
+    *total = (size_t)v->integer;
     return 1;
 }
 
@@ -177,11 +174,10 @@ static int read_queue(dlock_info *info, const redisReply *q, const redisReply *d
 
 /* The hash part: holders (and a read-write lock's mode). Anything that is not
  * a lock's field is DLOCK_EWRONGTYPE ("a hash that is not a lock"). */
-static int read_holders(dlock_info *info, const redisReply *e, size_t first, int limited,
-                        const char **what)
+static int read_holders(dlock_info *info, const redisReply *e, size_t first, const char **what)
 {
     size_t nf = (e->elements - first) / 2;
-    if (limited && cut_marker(e, first, &info->total))
+    if (cut_marker(e, first, &info->total))
         nf--;
     info->owners = calloc(nf ? nf : 1, sizeof(char *));
     info->counts = calloc(nf ? nf : 1, sizeof(int64_t));
@@ -233,19 +229,22 @@ static int read_holders(dlock_info *info, const redisReply *e, size_t first, int
 
 /* A string entry: {..., count, leases is a zset, id1, ttl1, ...}; holders are
  * the permits, by id in hex. */
-static int info_from_count(const char *name, size_t nlen, const redisReply *e, int limited,
-                           dlock_info **out, const char **what)
+static int info_from_count(const char *name, size_t nlen, const redisReply *e, dlock_info **out,
+                           const char **what)
 {
     if (e->elements < 9 || e->element[7]->type != REDIS_REPLY_INTEGER) {
         *what = "string";   /* not a whole number */
         return e->elements >= 8 && e->element[7]->type == REDIS_REPLY_NIL ? DLOCK_EWRONGTYPE
                                                                            : DLOCK_EPROTO;
     }
-    if (e->element[8]->type != REDIS_REPLY_INTEGER || (e->elements - 9) % 2 != 0)
+    /* 2: the leases were read in part, their count next. */
+    int cut = e->element[8]->type == REDIS_REPLY_INTEGER && e->element[8]->integer == 2;
+    size_t first = cut ? 10 : 9;
+    if (e->element[8]->type != REDIS_REPLY_INTEGER || e->elements < first ||
+        (cut && e->element[9]->type != REDIS_REPLY_INTEGER) || (e->elements - first) % 2 != 0)
         return DLOCK_EPROTO;
-    size_t np = (e->elements - 9) / 2, total = 0;
-    if (limited && cut_marker(e, 9, &total))
-        np--;
+    size_t np = (e->elements - first) / 2;
+    size_t total = cut && e->element[9]->integer > 0 ? (size_t)e->element[9]->integer : 0;
     dlock_info *info = calloc(1, sizeof(*info));
     if (!info)
         return DLOCK_ENOMEM;
@@ -264,7 +263,7 @@ static int info_from_count(const char *name, size_t nlen, const redisReply *e, i
     info->waiters = info->latch_waiters = -1;
     static const char hexd[] = "0123456789abcdef";
     for (size_t k = 0; k < np && rc == DLOCK_OK; k++) {
-        const redisReply *id = e->element[9 + 2 * k], *t = e->element[10 + 2 * k];
+        const redisReply *id = e->element[first + 2 * k], *t = e->element[first + 1 + 2 * k];
         if (!is_str(id) || t->type != REDIS_REPLY_INTEGER) {
             rc = DLOCK_EPROTO;
             break;
@@ -295,12 +294,12 @@ static int info_from_count(const char *name, size_t nlen, const redisReply *e, i
 }
 
 /* Builds an info from one script entry {type, pttl, token, queue, deadlines,
- * reservation, reservation pttl, f1, v1, ...}; limited: the script was given
- * a limit (an entry it cut ends with its marker). Returns DLOCK_OK,
+ * reservation, reservation pttl, f1, v1, ...} (an entry a limit cut says so:
+ * lock/inspect.lua). Returns DLOCK_OK,
  * DLOCK_EWRONGTYPE (not a lock: `what` says what it is), DLOCK_EPROTO or
  * DLOCK_ENOMEM. */
-int dlock__info_from_entry(const char *name, size_t nlen, const redisReply *e, int limited,
-                           dlock_info **out, const char **what)
+int dlock__info_from_entry(const char *name, size_t nlen, const redisReply *e, dlock_info **out,
+                           const char **what)
 {
     *what = "?";
     if (e->type != REDIS_REPLY_ARRAY || e->elements < 7 ||
@@ -310,7 +309,7 @@ int dlock__info_from_entry(const char *name, size_t nlen, const redisReply *e, i
     const char *type = e->element[0]->str;
     *what = type;
     if (strcmp(type, "string") == 0) {
-        int rc = info_from_count(name, nlen, e, limited, out, what);
+        int rc = info_from_count(name, nlen, e, out, what);
         if (rc == DLOCK_OK)
             snprintf((*out)->rtype, sizeof((*out)->rtype), "%s", type);
         return rc;
@@ -336,7 +335,7 @@ int dlock__info_from_entry(const char *name, size_t nlen, const redisReply *e, i
         info->next_turn_ttl = e->element[6]->integer;
     }
     if (rc == DLOCK_OK)
-        rc = read_holders(info, e, 7, limited, what);
+        rc = read_holders(info, e, 7, what);
     if (rc != DLOCK_OK) {
         dlock_info_free(info);
         return rc;
@@ -442,12 +441,11 @@ static int count_waiters(dlock_client *c, dlock_info *info)
 
 /* lock/inspect.lua over m names (their KEYS_PER_LOCK keys each in argv and
  * lens), with the client's limit of holders read per name when it has one
- * (dlock_config_set_inspect_limit). *limited: it was given. */
+ * (dlock_config_set_inspect_limit). */
 static int inspect_call(dlock_client *c, const char **argv, const size_t *lens, size_t m,
-                        redisReply **r, int *limited)
+                        redisReply **r)
 {
     size_t nk = KEYS_PER_LOCK * m, limit = c->cfg.inspect_max;
-    *limited = limit > 0;
     if (!limit) {
         dlock__req req = {.script = DLOCK__SCRIPT_LOCK_INSPECT, .nkeys = (int)nk,
                           .argc = (int)nk, .argv = argv, .lens = lens,
@@ -485,10 +483,10 @@ static int inspect_name(dlock_client *c, const char *name, size_t nlen, int coun
     const char *keys[KEYS_PER_LOCK];
     size_t lens[KEYS_PER_LOCK];
     char *own[OWN_KEYS] = {NULL, NULL, NULL, NULL, NULL};
-    int rc = keys_of(name, nlen, keys, lens, own), limited = 0;
+    int rc = keys_of(name, nlen, keys, lens, own);
     redisReply *r = NULL;
     if (rc == DLOCK_OK) {
-        rc = inspect_call(c, keys, lens, 1, &r, &limited);
+        rc = inspect_call(c, keys, lens, 1, &r);
     } else {
         rc = dlock__fail(rc, "out of memory");
     }
@@ -502,7 +500,7 @@ static int inspect_name(dlock_client *c, const char *name, size_t nlen, int coun
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 1)
         rc = DLOCK_EPROTO;
     else
-        rc = dlock__info_from_entry(name, nlen, r->element[0], limited, &info, &what_in_reply);
+        rc = dlock__info_from_entry(name, nlen, r->element[0], &info, &what_in_reply);
     snprintf(what, sizeof(what), "%s", what_in_reply);   /* it points into r */
     if (rc == DLOCK_EWRONGTYPE) {   /* the entry's shape was checked: {type, pttl, ...} */
         snprintf(type, sizeof(type), "%s", r->element[0]->element[0]->str);
@@ -583,8 +581,7 @@ static int inspect_run(dlock_client *c, const redisReply *keys, const size_t *wh
                        void *ud)
 {
     redisReply *r;
-    int limited;
-    int rc = inspect_call(c, argv, lens, m, &r, &limited);
+    int rc = inspect_call(c, argv, lens, m, &r);
     if (rc != DLOCK_OK)
         return rc;
     if (r->type != REDIS_REPLY_ARRAY || r->elements != m) {
@@ -595,7 +592,7 @@ static int inspect_run(dlock_client *c, const redisReply *keys, const size_t *wh
         dlock_info *info = NULL;
         const char *what;
         const redisReply *k = keys->element[which[j]];
-        int erc = dlock__info_from_entry(k->str, k->len, r->element[j], limited, &info, &what);
+        int erc = dlock__info_from_entry(k->str, k->len, r->element[j], &info, &what);
         if (erc == DLOCK_ENOMEM)
             rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
         else if (erc == DLOCK_OK) {

@@ -494,10 +494,9 @@ int dlock__reply_pair(const redisReply *r, int64_t *a, int64_t *b);
  * guard's highest token. */
 int dlock__reply_fence(const redisReply *r, int *written, const redisReply **value,
                        uint64_t *highest);
-/* A lock snapshot from one lock/inspect.lua entry (limited: the script was
- * given a limit of holders); DLOCK_EWRONGTYPE names what the key is in *what
- * (pointing into r). */
-int dlock__info_from_entry(const char *name, size_t nlen, const redisReply *e, int limited,
-                           dlock_info **out, const char **what);
+/* A lock snapshot from one lock/inspect.lua entry; DLOCK_EWRONGTYPE names
+ * what the key is in *what (pointing into r). */
+int dlock__info_from_entry(const char *name, size_t nlen, const redisReply *e, dlock_info **out,
+                           const char **what);
 
 #endif

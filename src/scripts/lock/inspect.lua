@@ -15,16 +15,19 @@
 -- name's key ("none", "hash", "string", ...); queue the owner ids in order;
 -- deadlines each one's deadline in ms from now (-1: none). Then, for a hash:
 -- field1, value1, ...; for a string: the count (false when the string is not
--- a whole number), 1 when the leases key is a sorted set (else 0), and per
--- permit held: its id (16 bytes), the ms left on its lease (-1: no expiry).
+-- a whole number), 1 when the leases key is a sorted set (else 0; 2 below),
+-- and per permit held: its id (16 bytes), the ms left on its lease (-1: no
+-- expiry).
 -- A lease that ran out is counted back into the count and not listed (the
 -- next operation on the semaphore gives it back; this script writes nothing).
 -- Keys of another type than expected read as empty.
 --
--- With a limit, a name with more holders than it reads that many (a hash:
--- the field "mode" first, then the first ones HSCAN gives) and ends its
--- entry with the pair "#total", N: the holders it has (without "mode").
--- A fair queue is read up to the limit.
+-- With a limit, a name with more holders than it reads that many: a hash
+-- its field "mode" first, then the first ones HSCAN gives, and its entry ends
+-- with the pair "#total", N (N an integer, where a field's value is a string:
+-- the holders it has, without "mode"); a permit semaphore's entry says 2 for
+-- its leases (a sorted set read in part), then the permits held, then the
+-- first ones. A fair queue is read up to the limit.
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local function typed(key, want)
@@ -83,7 +86,7 @@ for i = 1, #KEYS, 6 do
       until cursor == '0' or got >= limit
       if n > got then
         entry[#entry + 1] = '#total'
-        entry[#entry + 1] = tostring(n)
+        entry[#entry + 1] = n
       end
     end
   elseif kind == 'string' then
@@ -121,12 +124,11 @@ for i = 1, #KEYS, 6 do
           count = count + 1
         end
       end
-      if cut then
-        permits[#permits + 1] = '#total'
-        permits[#permits + 1] = total
-      end
       entry[8] = count
-      entry[9] = haz and 1 or 0
+      entry[9] = cut and 2 or haz and 1 or 0
+      if cut then
+        entry[10] = total
+      end
       for j = 1, #permits do
         entry[#entry + 1] = permits[j]
       end
