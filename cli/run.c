@@ -26,6 +26,10 @@
 
 #define OWNER_CHAIN_MAX 16   /* nested runs whose locks a run may re-enter */
 #define DEFAULT_KILL_AFTER_MS 10000
+/* The lock-delay covers the kill sequence (--kill-after) and this much more:
+ * a lost hold is not taken by anyone while its tree may still run. */
+#define DELAY_MARGIN_MS 2000
+#define DELAY_MAX_MS 86400000
 #define VERBOSE_EVERY_MS 10000
 
 static int lost_pipe[2] = {-1, -1};
@@ -282,6 +286,18 @@ static int parse_args(cli_opts *o, int argc, char **argv, run_args *ra)
         return -1;
     }
     ra->watchdog_ms = o->watchdog_ms ? o->watchdog_ms : 30000;
+    /* The delay is the holder's (every dlock acquirer honours it): by default
+     * long enough that a lost hold's tree is gone (TERM, KILL after
+     * --kill-after) before anybody else may take the lock; the release at
+     * the end clears it, so a lock is free at once after a normal run, and
+     * as soon as the tree is gone after a loss. --lock-delay 0: none. */
+    if (!ra->lock_delay_given || ra->lock_delay_ms > 0) {
+        int64_t cover = ra->kill_after_ms + DELAY_MARGIN_MS;
+        if (cover > DELAY_MAX_MS)
+            cover = DELAY_MAX_MS;
+        if (ra->lock_delay_ms < cover)
+            ra->lock_delay_ms = cover;
+    }
     /* Messages name the lock, or "a + b + c" for a multi-lock. */
     ra->name = ra->names[0];
     if (ra->nnames > 1) {
@@ -307,7 +323,7 @@ typedef struct target {
     dlock_permit_semaphore *ps;   /* --semaphore: one permit of it instead */
     int64_t permits;              /* its total */
     char permit[DLOCK_PERMIT_ID_BUFSIZE];
-    int lock_delay;               /* --lock-delay: a free lock may be in its delay */
+    int lock_delay;               /* a lock-delay: a free permit may be in one */
 } target;
 
 static void target_free(target *t)
@@ -363,6 +379,8 @@ static int target_open(const cli_opts *o, dlock_client *c, const run_args *ra, c
         rc = dlock_election_get_as(c, ra->names[0], owner, &t->e);
     if (rc == DLOCK_OK && t->e && ra->max_hold_ms)
         rc = dlock_election_set_max_hold(t->e, ra->max_hold_ms);
+    if (rc == DLOCK_OK && t->e && ra->lock_delay_ms)
+        rc = dlock_election_set_lock_delay(t->e, ra->lock_delay_ms);
     if (rc == DLOCK_OK && t->n > 1)
         rc = dlock_multilock_new(t->l, (size_t)t->n, &t->ml);
     if (rc != DLOCK_OK) {
@@ -446,19 +464,14 @@ static void describe_holder(dlock_client *c, target *t, char *buf, size_t size)
         dlock_info_free(info);
         info = NULL;
     }
-    if (!info && t->lock_delay) {
-        /* Refused while free: most likely its lock-delay (or a reserved turn). */
-        snprintf(buf, size, "free, but in its lock-delay: its last holder lost it without "
-                            "releasing (or another waiter's turn comes first)");
-        return;
-    }
     if (!info) {
-        /* Refused while free: the next turn was reserved for a long waiter, or
-         * earlier fair-lock waiters go first (or the holder let go just now). */
-        snprintf(buf, size, t->n > 1 ? "free, but not to be taken yet (a turn reserved for "
-                                       "another waiter, or earlier waiters of a fair lock)"
-                                     : "free, but its next turn is reserved for another waiter "
-                                       "(or earlier waiters of a fair lock go first)");
+        /* Refused while free: the lock-delay of a holder that lost it, the
+         * next turn reserved for a long waiter, or earlier fair-lock waiters
+         * going first (or the holder let go just now). */
+        snprintf(buf, size, "free, but not to be taken yet: in the lock-delay of a holder "
+                            "that lost it without releasing (its command may still run), or "
+                            "a turn reserved for another waiter (earlier waiters of a fair "
+                            "lock go first)");
         return;
     }
     char ttl[32], left[48], who[120], d[300], holds[32] = "", which[240] = "", nm[200];
@@ -720,8 +733,15 @@ static int finish_hold(const cli_opts *o, const run_args *ra, target *t, int los
     char nm[200], c0[200], why[200];
     cli_esc(ra->name, nm, sizeof(nm));
     cli_esc(ra->cmd[0], c0, sizeof(c0));
-    if (lost)
-        return lost;   /* nothing to release: a retry against a dead Redis would only wait */
+    if (lost) {
+        /* Nothing to release, but the hold's lock-delay ends here: every
+         * process of the tree is gone, so the lock may reopen now rather than
+         * when the delay runs out. Not with Redis unreachable: a release
+         * would only wait; the delay runs out by itself. */
+        if (lost != DLOCK_LOST_UNREACHABLE)
+            target_release(t);
+        return lost;
+    }
     int64_t at = mono_ms();
     int rc = target_release(t);
     if (rc == DLOCK_OK)
@@ -888,11 +908,6 @@ int cmd_elect(cli_opts *o, int argc, char **argv)
     }
     if (ra.lease_ms != DLOCK_WATCHDOG) {
         cli_usage_error(o, "elect", "a leader is kept by the watchdog: no --lease");
-        return EXIT_USAGE;
-    }
-    if (ra.lock_delay_given) {
-        cli_usage_error(o, "elect", "--lock-delay applies to 'run' (locks and --semaphore "
-                                    "permits), not to an election");
         return EXIT_USAGE;
     }
     ra.elect = 1;

@@ -17,8 +17,9 @@ typedef struct run_args {
     int64_t lease_ms;      /* DLOCK_WATCHDOG by default */
     int64_t watchdog_ms;   /* the lease a watchdog hold has (for pause detection) */
     int64_t max_hold_ms;   /* --max-hold, 0 = none */
-    int64_t lock_delay_ms; /* --lock-delay, 0 = none */
-    int lock_delay_given;  /* --lock-delay was given (0 included): elect refuses it */
+    int64_t lock_delay_ms; /* the hold's lock-delay: at least --kill-after + a margin,
+                              unless --lock-delay 0 (then none); --lock-delay DUR a floor */
+    int lock_delay_given;  /* --lock-delay was given (0 included) */
     int conflict_code;
     int on_lost_term;
     int lost_code;         /* exit code when the hold was lost (76), -1: CMD's status */

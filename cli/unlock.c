@@ -94,7 +94,7 @@ static int force_permit(const cli_opts *o, dlock_client *c, const unlock_args *u
     int released = 0;
     int rc = dlock_permit_semaphore_get(c, ua->name, &ps);
     if (rc == DLOCK_OK)
-        rc = dlock_permit_semaphore_try_release(ps, ua->permit, &released);
+        rc = dlock_permit_semaphore_force_release(ps, ua->permit, &released);
     dlock_permit_semaphore_free(ps);
     if (rc == DLOCK_EINVAL) {
         cli_usage_error(o, "unlock", "--permit '%s' is not a permit id (32 hex characters, as "

@@ -4,8 +4,11 @@
  *
  *   - with the quarantine on, an acquisition after the switch waits it out,
  *     sending nothing (a try with no wait says so), then succeeds on the new
- *     primary; the asynchronous one too; a client with it off acquires at once;
- *     auto waits the longest lease the client has acquired with;
+ *     primary; the asynchronous one too; auto waits the longest lease the
+ *     client has acquired with;
+ *   - the quarantine is recorded on the new primary: a client with it off,
+ *     and one opened after the switch, are refused every kind of acquisition
+ *     there until it ends (a waiter gets the lock then);
  *   - a hold the new primary never received (its replica was cut off from
  *     the old primary when it was granted) is reported lost, cause
  *     "failover", about when the client sees the switch, not a watchdog
@@ -160,20 +163,17 @@ static void check_waited(const char *what, int64_t q, int64_t t_swap, int64_t t_
 }
 
 /* After a switch: the quarantined client waits out the quarantine, sending
- * nothing, then acquires; the client without one acquires at once. */
+ * nothing, then acquires. */
 static void test_acquisition_waits_out_the_quarantine(void **state)
 {
     (void)state;
     const int64_t slack = th_slack(), q = 2000 * slack;
     dlock_client *qc = open_client(DLOCK_QUARANTINE_ON, q, 0);
-    dlock_client *oc = open_client(DLOCK_QUARANTINE_OFF, 0, 0);
-    char qname[64], oname[64], aname[64];
+    char qname[64], aname[64];
     th_name(qname, sizeof(qname), "q-wait");
-    th_name(oname, sizeof(oname), "q-off");
     th_name(aname, sizeof(aname), "q-async");
-    dlock_lock *ql, *ol, *al;
+    dlock_lock *ql, *al;
     assert_int_equal(dlock_lock_get(qc, qname, &ql), DLOCK_OK);
-    assert_int_equal(dlock_lock_get(oc, oname, &ol), DLOCK_OK);
     char owner[DLOCK_OWNER_BUFSIZE];
     assert_int_equal(dlock_client_new_owner_id(qc, owner, sizeof(owner)), DLOCK_OK);
     assert_int_equal(dlock_lock_get_as(qc, aname, owner, &al), DLOCK_OK);
@@ -184,12 +184,6 @@ static void test_acquisition_waits_out_the_quarantine(void **state)
     th_redis *np = th_rs_next();
     const int64_t t_swap = th_now_ms();
     promote(np);
-
-    /* The client without a quarantine acquires as soon as it sees the new
-     * primary: well within the quarantine. */
-    await_taken(try_lock, ol);
-    assert_int_equal(th_int(np, "EXISTS %s", oname), 1);
-    assert_int_equal(dlock_lock_release(ol), DLOCK_OK);
 
     /* The quarantined client, once it has seen the switch, refuses a try
      * with no wait, naming the quarantine. */
@@ -214,10 +208,108 @@ static void test_acquisition_waits_out_the_quarantine(void **state)
     assert_int_equal(dlock_lock_release(ql), DLOCK_OK);
     assert_int_equal(dlock_lock_release(al), DLOCK_OK);
     dlock_lock_free(ql);
-    dlock_lock_free(ol);
     dlock_lock_free(al);
     dlock_client_close(qc);
+}
+
+/* The quarantine is recorded on the new primary by the client that has it
+ * on: a client without it (open before the switch) and one opened after the
+ * switch are refused there, every kind, blocking and asynchronous, naming
+ * it; a waiter gets the lock once it ends; before the record (the
+ * quarantined client has not seen the switch yet) nothing stops them. */
+static void test_recorded_on_server(void **state)
+{
+    (void)state;
+    const int64_t slack = th_slack(), q = 3000 * slack;
+    dlock_client *qc = open_client(DLOCK_QUARANTINE_ON, q, 0);
+    dlock_client *oc = open_client(DLOCK_QUARANTINE_OFF, 0, 0);
+    char name[64];
+    th_name(name, sizeof(name), "q-rec");
+    dlock_lock *ql, *ol;
+    assert_int_equal(dlock_lock_get(qc, name, &ql), DLOCK_OK);
+    assert_int_equal(dlock_lock_get(oc, name, &ol), DLOCK_OK);
+    th_redis *np = th_rs_next();
+    const int64_t t_swap = th_now_ms();
+    promote(np);
+    const int64_t t_seen = await_quarantine("quarantined client", try_lock, ql, q, t_swap);
+    /* Its record on the new primary, once written. */
+    long long left = 0;
+    for (int64_t until = th_now_ms() + 3000 * slack; th_now_ms() < until; th_sleep_ms(5))
+        if ((left = th_int(np, "PTTL dlock_quarantine:{*}")) > 0)
+            break;
+    if (left <= 0)
+        fail_msg("no quarantine recorded on the new primary %d", np->port);
+    printf("# switch seen -> recorded: %lld ms; %lld ms left of %lld\n",
+           (long long)(th_now_ms() - t_seen), left, (long long)q);
+    /* The client without the quarantine, once it sees the switch itself. */
+    int rc = DLOCK_OK;
+    for (int64_t until = th_now_ms() + 3000 * slack; th_now_ms() < until; th_sleep_ms(10)) {
+        if ((rc = dlock_lock_try(ol, 0, 10000)) == DLOCK_ETIMEDOUT)
+            break;
+        if (rc == DLOCK_OK)
+            fail_msg("taken by a client without the quarantine during the recorded one");
+    }
+    if (rc != DLOCK_ETIMEDOUT || !strstr(dlock_last_error(), "recorded on the server"))
+        fail_msg("a client without the quarantine: %d (%s)", rc, dlock_last_error());
+    /* A client opened after the switch, every kind. */
+    dlock_client *lc = open_client(DLOCK_QUARANTINE_OFF, 0, 0);
+    char other[64], sname[64], pname[64];
+    th_name(other, sizeof(other), "q-rec-other");
+    th_name(sname, sizeof(sname), "q-rec-sem");
+    th_name(pname, sizeof(pname), "q-rec-permits");
+    dlock_lock *k[4];
+    assert_int_equal(dlock_lock_get(lc, name, &k[0]), DLOCK_OK);
+    assert_int_equal(dlock_fair_lock_get(lc, other, &k[1]), DLOCK_OK);
+    assert_int_equal(dlock_read_lock_get(lc, other, &k[2]), DLOCK_OK);
+    assert_int_equal(dlock_write_lock_get(lc, name, &k[3]), DLOCK_OK);
+    for (int i = 0; i < 4; i++) {
+        rc = dlock_lock_try(k[i], 0, 10000);
+        if (rc != DLOCK_ETIMEDOUT || !strstr(dlock_last_error(), "quarantine"))
+            fail_msg("kind %d opened after the switch: %d (%s)", i, rc, dlock_last_error());
+    }
+    dlock_permit_semaphore *ps;
+    dlock_semaphore *sem;
+    char id[DLOCK_PERMIT_ID_BUFSIZE];
+    int set = 0;
+    assert_int_equal(dlock_permit_semaphore_get(lc, pname, &ps), DLOCK_OK);
+    assert_int_equal(dlock_permit_semaphore_try_set_permits(ps, 1, &set), DLOCK_OK);
+    rc = dlock_permit_semaphore_try(ps, 0, 10000, id, sizeof(id));
+    if (rc != DLOCK_ETIMEDOUT || !strstr(dlock_last_error(), "quarantine"))
+        fail_msg("a permit: %d (%s)", rc, dlock_last_error());
+    assert_int_equal(dlock_semaphore_get(lc, sname, &sem), DLOCK_OK);
+    assert_int_equal(dlock_semaphore_try_set_permits(sem, 1, &set), DLOCK_OK);
+    rc = dlock_semaphore_try(sem, 1, 0);
+    if (rc != DLOCK_ETIMEDOUT || !strstr(dlock_last_error(), "quarantine"))
+        fail_msg("a semaphore: %d (%s)", rc, dlock_last_error());
+    char owner[DLOCK_OWNER_BUFSIZE];
+    dlock_lock *al;
+    assert_int_equal(dlock_client_new_owner_id(lc, owner, sizeof(owner)), DLOCK_OK);
+    assert_int_equal(dlock_lock_get_as(lc, name, owner, &al), DLOCK_OK);
+    atomic_store(&async_rc, 1);
+    assert_int_equal(dlock_lock_acquire_async(al, &(dlock_wait_opts){.lease_ms = 10000},
+                                              on_async, NULL),
+                     DLOCK_OK);
+    await_async(DLOCK_ETIMEDOUT, "asynchronous acquisition during the recorded quarantine");
+    assert_non_null(strstr(async_msg, "quarantine"));
+    /* A waiter gets it when the record ends, not before. */
+    rc = dlock_lock_try(k[0], 30000 * slack, 10000);
+    const int64_t t_ok = th_now_ms();
+    if (rc != DLOCK_OK)
+        fail_msg("after the recorded quarantine: %d (%s)", rc, dlock_last_error());
+    printf("# switch begun -> taken by a client opened after it: %lld ms (quarantine %lld)\n",
+           (long long)(t_ok - t_swap), (long long)q);
+    assert_true(t_ok - t_seen >= q - 200 * slack);
+    assert_int_equal(dlock_lock_release(k[0]), DLOCK_OK);
+    for (int i = 0; i < 4; i++)
+        dlock_lock_free(k[i]);
+    dlock_lock_free(al);
+    dlock_permit_semaphore_free(ps);
+    dlock_semaphore_free(sem);
+    dlock_lock_free(ql);
+    dlock_lock_free(ol);
+    dlock_client_close(lc);
     dlock_client_close(oc);
+    dlock_client_close(qc);
 }
 
 /* Frees the multi-lock with its locks. */
@@ -410,6 +502,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_acquisition_waits_out_the_quarantine),
+        cmocka_unit_test(test_recorded_on_server),
         cmocka_unit_test(test_multilock_and_election_wait_out_the_quarantine),
         cmocka_unit_test(test_auto_covers_the_longest_lease),
         cmocka_unit_test(test_hold_absent_on_new_primary),

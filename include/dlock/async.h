@@ -227,6 +227,11 @@ DLOCK_API int dlock_permit_semaphore_release_async(dlock_permit_semaphore *p, co
 DLOCK_API int dlock_permit_semaphore_try_release_async(dlock_permit_semaphore *p,
                                                        const char *id, dlock_async_fn fn,
                                                        void *ud);
+/* dlock_permit_semaphore_force_release() asynchronously: DLOCK_OK, and the
+ * flag says whether it was held. Any thread. */
+DLOCK_API int dlock_permit_semaphore_force_release_async(dlock_permit_semaphore *p,
+                                                         const char *id, dlock_async_fn fn,
+                                                         void *ud);
 /* dlock_permit_semaphore_update_lease() asynchronously: DLOCK_OK or
  * DLOCK_ENOTOWNER; DLOCK_WATCHDOG puts the permit under renewal, a lease
  * takes it off. Any thread. */

@@ -484,23 +484,34 @@ DLOCK_API int dlock_config_set_client_name(dlock_config *cfg, const char *name);
 DLOCK_API int dlock_config_set_max_hold(dlock_config *cfg, int64_t ms);
 /* Lock-delay (Consul's LockDelay, Chubby's lock-delay; dlock's own): after
  * a lock ends without a release (its holder died, was paused or
- * cut off, and its lease ran out; it was evicted, or forced open), no other
- * owner can take it for `ms` more, so that the lost holder has heard of its
- * loss (its lost callback: the watchdog reports a loss 1/20 of the timeout,
- * at most 500 ms, before the lease ends) or stopped before the next holder
- * starts. A lock released normally is free at once. Kept in Redis beside the
- * lock: a marker dlock_lock_delay:{name} holding the holder's owner id, with
- * a TTL of the lease + ms, written by every acquisition and renewal (the
- * watchdog renews it with the lock) and deleted by the last release; while
- * it lives with another owner's id the free lock is refused, and waiters
- * sleep until it ends, sending nothing (a try with no wait fails at once:
- * DLOCK_ETIMEDOUT, whose message says so). So it holds across clients and
- * processes that use the same delay setting; Redisson clients, which do not
- * know the marker, neither write nor honour it: they may take the lock at
- * once. Trade-off: a crashed holder's lock stays unavailable for its lease +
- * ms. Choose ms at least the watchdog's detection time (the time a paused or
- * cut-off holder needs to learn of its loss). 0 (the default) turns it off;
- * up to 86 400 000 (1 day); DLOCK_EINVAL otherwise. Every lock kind: the
+ * cut off, and its lease ran out; it was evicted, deleted or forced open), no
+ * other owner can take it for `ms` more, so that the lost holder has heard of
+ * its loss (its lost callback: the watchdog reports a loss 1/20 of the
+ * timeout, at most 500 ms, before the lease ends) and stopped before the next
+ * holder starts. A lock released normally is free at once. The delay is the
+ * holder's: it is kept in Redis beside the lock, a marker
+ * dlock_lock_delay:{name} holding the holder's owner id with a TTL of the
+ * lease + ms, written by every acquisition and renewal of a holder with a
+ * delay (the watchdog renews it with the lock) and deleted by its last
+ * release, and every dlock acquisition (every kind, blocking and
+ * asynchronous, whatever its own delay setting, a client without one
+ * included) is refused while it lives with another owner's id; waiters sleep
+ * until it ends, sending nothing, and wake as soon as it is deleted (a try
+ * with no wait fails at once: DLOCK_ETIMEDOUT, whose message says so). A
+ * holder that learns of its loss (its lost callback, or DLOCK_ENOTOWNER from
+ * a release) and has stopped its work ends its delay early by releasing: the
+ * release answers DLOCK_ENOTOWNER and deletes the marker, and the lock is
+ * free at once (dlock run does so once the command's whole tree is gone).
+ * Redisson clients, which do not know the marker, neither write nor honour
+ * it: they may take the lock at once. A Redis user whose ACL refuses the
+ * marker's keys (~dlock_lock_delay:*, ~dlock_read_delay:*,
+ * ~dlock_permit_delay:*) acquires without honouring other holders' delays
+ * (the log callback warns once), and cannot hold with a delay (its
+ * acquisitions fail DLOCK_ENOPERM). Trade-off: a crashed holder's lock stays
+ * unavailable for its lease + ms. Choose ms at least the time a paused or
+ * cut-off holder needs to learn of its loss and stop. 0 (the default) turns it
+ * off for this client's holds; up to 86 400 000 (1 day); DLOCK_EINVAL
+ * otherwise. Every lock kind: the
  * reentrant (and fenced) and fair locks (a fair lock in its delay counts as
  * held: waiters keep their queue order, and the head's turn starts when the
  * delay ends), and the read-write lock, where a writer's loss delays readers
@@ -514,10 +525,12 @@ DLOCK_API int dlock_config_set_max_hold(dlock_config *cfg, int64_t ms);
  * ms more, while the other permits are (each permit taken with a delay has
  * an entry in the sorted set dlock_permit_delay:{name}, permit id -> the
  * server time its delay ends, renewed with the permit by the watchdog or an
- * update of its lease and removed by its release; an n-permit acquire waits
- * until n are out of any delay). The plain semaphore has no leases, hence
- * no involuntary loss: it has no delay. dlock_lock_set_lock_delay and
- * dlock_permit_semaphore_set_lock_delay set it per handle. */
+ * update of its lease and removed by its release, also when the release
+ * finds the permit expired; an n-permit acquire waits until n are out of any
+ * delay). A multi-lock's parts and an election's campaign are acquisitions
+ * too. The plain semaphore has no leases, hence no involuntary loss: it has
+ * no delay. dlock_lock_set_lock_delay, dlock_permit_semaphore_set_lock_delay
+ * and dlock_election_set_lock_delay set it per handle. */
 DLOCK_API int dlock_config_set_lock_delay(dlock_config *cfg, int64_t ms);
 /* How long acquisitions wait after a failover (dlock_config_set_failover_quarantine). */
 typedef enum dlock_quarantine {
@@ -978,7 +991,14 @@ DLOCK_API int dlock_lock_set_lock_delay(dlock_lock *l, int64_t ms);
 /* Acquires, as the options say (NULL: one attempt, with the watchdog):
  *   o->wait_ms   0: one attempt; > 0: up to that long; DLOCK_WAIT_FOREVER.
  *                Waiting sleeps on the lock's channel until an unlock message
- *                or the holder's TTL, never on a fixed poll.
+ *                or the holder's TTL, never on a fixed poll; a lock freed
+ *                without a message (an operator's DEL, a force unlock by
+ *                another tool, expiry, eviction, FLUSHALL, a lost holder's
+ *                lock-delay ended) wakes it too, within a round trip or two:
+ *                the client reads the lock's key once with client tracking
+ *                (Redis 6+), for all its waiters on it, and once more after
+ *                each change to it (a holder's renewal: once per third of
+ *                its watchdog timeout); the waiting threads send nothing.
  *   o->lease_ms  > 0: the key expires after the lease and is never renewed;
  *                DLOCK_WATCHDOG (0): held with the watchdog timeout and
  *                renewed every timeout / 3 until released or the client closes.
@@ -1303,8 +1323,14 @@ DLOCK_API int dlock_election_set_max_hold(dlock_election *e, int64_t ms);
  * errors. */
 DLOCK_API int dlock_election_campaign(dlock_election *e, const dlock_wait_opts *o);
 /* Resigns: releases the lock, tells the observers. DLOCK_ENOTOWNER when this
- * handle does not lead (never did, resigned, or lost it). */
+ * handle does not lead (never did, resigned, or lost it); after a loss the
+ * call still ends the handle's lock-delay (dlock_election_set_lock_delay),
+ * so call it once the work the term guarded has stopped. */
 DLOCK_API int dlock_election_resign(dlock_election *e);
+/* The lock-delay of this handle's terms (see dlock_config_set_lock_delay;
+ * the client's by default): a leader lost without resigning keeps every
+ * other campaign out for ms more. Set before the first campaign. */
+DLOCK_API int dlock_election_set_lock_delay(dlock_election *e, int64_t ms);
 /* The term this handle leads in, 0 when it does not (as this process knows:
  * a loss is known at once when Redis reports the change, else at the next
  * renewal). */
@@ -1673,6 +1699,14 @@ DLOCK_API int dlock_permit_semaphore_release(dlock_permit_semaphore *p, const ch
  * (Redisson's tryRelease). */
 DLOCK_API int dlock_permit_semaphore_try_release(dlock_permit_semaphore *p, const char *id,
                                                  int *released);
+/* As dlock_permit_semaphore_try_release (*was_held = 1 when it was held), for
+ * somebody other than the permit's holder (an operator: dlock unlock --force
+ * --permit): the holder did not let go, so the lock-delay its permit was
+ * taken with (dlock_permit_semaphore_set_lock_delay) stays, as for a lock
+ * forced open; the permit is back in the count, not given out by dlock until
+ * that delay ends. was_held may be NULL. */
+DLOCK_API int dlock_permit_semaphore_force_release(dlock_permit_semaphore *p, const char *id,
+                                                   int *was_held);
 /* Gives held permit `id` a new lease counted from now: lease_ms > 0 (a
  * watchdog permit then stops being renewed), or DLOCK_WATCHDOG (renewed by
  * this client's watchdog from now on). DLOCK_ENOTOWNER when no permit has

@@ -56,10 +56,13 @@ typedef enum dlock__rerr {
                                   (semaphore/release_if_exists.lua) */
     DLOCK__RERR_OVER_TOTAL,    /* more permits asked than the semaphore has in all
                                   (permits/acquire_n.lua) */
-    /* dlock's own, not Redis's: not sent, the node is a new primary in its
-     * failover quarantine (DLOCK__CALL_QUARANTINE). */
+    /* dlock's own: the node is a new primary in its failover quarantine:
+     * not sent (DLOCK__CALL_QUARANTINE: the text is the ms left), or an
+     * acquire script read the quarantine recorded there (the text is
+     * DLOCK__QUARANTINE_ERR, then the ms left). */
     DLOCK__RERR_QUARANTINE
 } dlock__rerr;
+#define DLOCK__QUARANTINE_ERR "DLOCKQUARANTINE "
 
 /* The class of a Redis error reply's text (NULL: DLOCK__RERR_OTHER). */
 dlock__rerr dlock__redis_classify(const char *text);

@@ -128,6 +128,8 @@ dlock__rerr dlock__redis_classify(const char *text)
          * starts so). */
         {"EINVAL", DLOCK__RERR_ARG},            {"NOAUTH", DLOCK__RERR_AUTH},
         {"WRONGPASS", DLOCK__RERR_AUTH},
+        /* include/quarantine.lua's refusal */
+        {"DLOCKQUARANTINE", DLOCK__RERR_QUARANTINE},
     };
     if (!text)
         return DLOCK__RERR_OTHER;
@@ -169,6 +171,8 @@ int dlock__rerr_code(dlock__rerr e)
     case DLOCK__RERR_NOPERM:
     case DLOCK__RERR_NOPERM_KEY:
         return DLOCK_EAUTH;
+    case DLOCK__RERR_QUARANTINE:
+        return DLOCK_ETIMEDOUT;
     default:
         return DLOCK_EREDIS;
     }

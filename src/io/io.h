@@ -101,6 +101,9 @@ typedef struct dlock__waiter {
      * a job. The waiter then asks dlock__waiter_poll what happened. */
     void (*notify)(void *arg);
     void *notify_arg;
+    const char *watch;       /* the key it watches (dlock__waiter_watch), or NULL: the
+                                caller's, alive while it is joined */
+    size_t wlen;
 } dlock__waiter;
 
 /* Wait outcomes. */
@@ -152,6 +155,17 @@ void dlock__waiter_pass_budget(dlock__pubsub *ps, dlock__waiter *w, int64_t budg
 /* pass_wake: hand a wake-up to another waiter even if this one used its own
  * (it was woken, then failed before learning whether the lock was free). */
 void dlock__waiter_leave(dlock__pubsub *ps, dlock__waiter *w, int pass_wake);
+/* While w sleeps, `key` (NULL: none) is watched for it: deleted by anyone (a
+ * release, an operator's DEL, expiry, eviction, FLUSHALL), it wakes every
+ * waiter of w's channel unless a message on the channel came with the change
+ * (keywatch.c). The key is one the waiter's last attempt found present (the
+ * lock held, the marker alive): a key absent when first read wakes at once.
+ * Costs nothing when key is what w already watches; the waiting thread only,
+ * while joined; leave stops it. The key is not copied: it must stay as it is
+ * until then (a handle's name). */
+void dlock__waiter_watch(dlock__pubsub *ps, dlock__waiter *w, const char *key, size_t len);
+/* Wake-ups the key watch made (tests). */
+uint64_t dlock__pubsub_keywatch_wakes(dlock__pubsub *ps);
 /* Number of local waiters on a channel (tests). */
 size_t dlock__pubsub_waiters(dlock__pubsub *ps, const char *channel, size_t len);
 
@@ -290,8 +304,9 @@ typedef struct dlock__tracking_cbs {
     void *ud;
 } dlock__tracking_cbs;
 
+/* A listener on `node` (NULL: the router's node for no key). */
 int dlock__tracking_new(dlock__tracking **out, uv_loop_t *uv, dlock__netctx *ctx,
-                        dlock__router *router, const dlock__tracking_cbs *cbs);
+                        dlock__router *router, dlock__node *node, const dlock__tracking_cbs *cbs);
 /* Connects (again) if not connected; io thread. */
 void dlock__tracking_start(dlock__tracking *t);
 /* Closes the connection (the owner's stop hook); io thread. */

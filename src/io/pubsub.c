@@ -320,6 +320,7 @@ static void check_moves(dlock__pubsub *ps)
     if (g == ps->gen)
         return;
     ps->gen = g;
+    dlock__keywatch_moved(ps->kw);
     pthread_mutex_lock(&ps->mu);
     DLOCK__MAP_EACH(&ps->channels, n) {
         dlock__channel *ch = (dlock__channel *)n;
@@ -708,6 +709,7 @@ static void on_stop(void *arg)
      * still see it; it is freed with the pubsub. */
     for (size_t i = 0; i < ps->nconns; i++)
         dlock__aconn_close(ps->conns[i]->ac, NULL, NULL);
+    dlock__keywatch_stop(ps->kw);
 }
 
 /* ----------------------------------------------------------- lifecycle */
@@ -728,7 +730,9 @@ int dlock__pubsub_new(dlock__pubsub **out, dlock__loop *lp, dlock__netctx *ctx,
     pthread_mutex_init(&ps->mu, NULL);
     dlock__map_init(&ps->channels, dlock__ps_channel_eq);
     dlock__list_init(&ps->dirty);
-    int rc = dlock__loop_on_stop(lp, on_stop, ps);
+    int rc = dlock__keywatch_new(&ps->kw, ps);
+    if (rc == DLOCK_OK)
+        rc = dlock__loop_on_stop(lp, on_stop, ps);
     if (rc != DLOCK_OK) {
         dlock__pubsub_free(ps);
         return rc;
@@ -753,6 +757,7 @@ void dlock__pubsub_free(dlock__pubsub *ps)
         free(pc);
     }
     free(ps->conns);
+    dlock__keywatch_free(ps->kw);
     pthread_mutex_destroy(&ps->mu);
     free(ps);
 }

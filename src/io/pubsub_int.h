@@ -39,11 +39,14 @@ struct dlock__channel {
     int nfirst;              /* waiters with w->first set */
     int resync;
     int sub_failed;          /* Redis refused the SUBSCRIBE: waiters poll instead */
+    int64_t msg_ms;          /* when its last message came (the key watch's test) */
     dlock__psconn *pc;              /* where it is (being) subscribed; NULL in CH_NONE */
     dlock__wake_policy wake;
     size_t len;
     char name[];
 };
+
+typedef struct dlock__keywatch dlock__keywatch;
 
 struct dlock__pubsub {
     dlock__netctx *ctx;
@@ -55,6 +58,8 @@ struct dlock__pubsub {
     dlock__map channels;
     dlock__list dirty;
     int closed;              /* under mu: waits return DLOCK_ECLOSED */
+    dlock__keywatch *kw;     /* the keys sleeping waiters watch (keywatch.c) */
+    uint64_t keywatch_wakes; /* under mu: wake-ups it made */
 
     int sharded;             /* SSUBSCRIBE on the channel's slot's node */
     int dynamic;             /* channels may move between nodes (sentinel, cluster) */
@@ -96,5 +101,12 @@ void dlock__ps_wake_all(dlock__channel *ch, int set_woken);
 /* A message for channel `chr` (the io thread; takes ps->mu itself): the
  * channel's wake policy decides whom it wakes. */
 void dlock__ps_deliver(dlock__pubsub *ps, const char *chr, size_t clen, const redisReply *msg);
+
+/* keywatch.c: created with the pubsub; its requests and timers run on the
+ * io thread. moved: the router's topology changed (io thread). */
+int dlock__keywatch_new(dlock__keywatch **out, dlock__pubsub *ps);
+void dlock__keywatch_moved(dlock__keywatch *kw);
+void dlock__keywatch_stop(dlock__keywatch *kw);
+void dlock__keywatch_free(dlock__keywatch *kw);
 
 #endif

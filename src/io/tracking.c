@@ -1,17 +1,19 @@
-/* The revocation listener: a pub/sub connection subscribed to Redis's
+/* An invalidation listener: a pub/sub connection subscribed to Redis's
  * `__redis__:invalidate` channel, the target of client-side tracking
- * (CLIENT TRACKING ON REDIRECT <its id>) that the watchdog enables on its
- * renewal connection. Redis then tells it, within a round trip, of every
- * change to a key the renewal connection read: a held lock deleted or
- * rewritten by someone else (a force unlock, an operator's DEL, expiry,
- * eviction, FLUSHALL). RESP2 has no push type, so the redirect to a
- * subscribed connection is the way Redis 6+ offers it to every client.
+ * (CLIENT TRACKING ON REDIRECT <its id>) that its owner enables on another
+ * connection to the same node: the watchdog's renewal connection (a held
+ * lock deleted or rewritten by someone else: a force unlock, an operator's
+ * DEL, expiry, eviction, FLUSHALL) and the key watch's reader (a lock its
+ * waiters wait for, freed however it was: keywatch.c). Redis then tells it,
+ * within a round trip, of every change to a key that connection read. RESP2
+ * has no push type, so the redirect to a subscribed connection is the way
+ * Redis 6+ offers it to every client.
  *
  * This module only listens and reports: its connection's client id when it is
  * ready (CLIENT ID, then SUBSCRIBE: a subscribed RESP2 connection may send
  * neither CLIENT nor anything else), 0 when it is down (Redis drops the
  * invalidations meant for it meanwhile), and the keys of each invalidation.
- * What a key means is the watchdog's business. Io thread only. */
+ * What a key means is its owner's business. Io thread only. */
 #include <stdlib.h>
 #include <string.h>
 #include <uv.h>
@@ -23,6 +25,7 @@
 struct dlock__tracking {
     dlock__netctx *ctx;
     dlock__router *router;
+    dlock__node *node;       /* where it listens; NULL: the router's node for no key */
     uv_loop_t *uv;
     dlock__tracking_cbs cbs;
     dlock__aconn *conn;
@@ -53,8 +56,9 @@ static void give_up(dlock__tracking *t, const char *what, const redisReply *r)
         return;
     t->refused = 1;
     dlock__log(t->ctx->cfg, DLOCK_LOG_WARN,
-               "revocation listener: %s refused (%s); a lock deleted by someone else is "
-               "found at its next renewal only", what, r && r->str ? r->str : "no answer");
+               "invalidation listener: %s refused (%s); a lock deleted by someone else is "
+               "found at its holder's next renewal, and by its waiters at its TTL",
+               what, r && r->str ? r->str : "no answer");
     t->id = 0;
     t->cbs.on_id(-1, t->cbs.ud);
 }
@@ -135,13 +139,14 @@ static void on_push(dlock__aconn *ac, redisReply *r, void *ud)
 }
 
 int dlock__tracking_new(dlock__tracking **out, uv_loop_t *uv, dlock__netctx *ctx,
-                        dlock__router *router, const dlock__tracking_cbs *cbs)
+                        dlock__router *router, dlock__node *node, const dlock__tracking_cbs *cbs)
 {
     dlock__tracking *t = calloc(1, sizeof(*t));
     if (!t)
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
     t->ctx = ctx;
     t->router = router;
+    t->node = node;
     t->uv = uv;
     t->cbs = *cbs;
     *out = t;
@@ -154,7 +159,8 @@ void dlock__tracking_start(dlock__tracking *t)
         return;
     if (!t->conn) {
         dlock__aconn_cbs cbs = {on_ready, on_down, on_push, t};
-        const dlock__endpoint *ep = dlock__node_endpoint(dlock__router_node(t->router, NULL, 0));
+        dlock__node *n = t->node ? t->node : dlock__router_node(t->router, NULL, 0);
+        const dlock__endpoint *ep = dlock__node_endpoint(n);
         if (dlock__aconn_new(&t->conn, t->uv, t->ctx, ep, 1, &cbs) != DLOCK_OK) {
             t->conn = NULL;
             return;

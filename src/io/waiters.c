@@ -142,6 +142,7 @@ void dlock__ps_deliver(dlock__pubsub *ps, const char *chr, size_t clen, const re
     dlock__channel *ch = dlock__ps_find(ps, chr, clen);
     dlock__waiter *one = NULL;
     if (ch) {
+        ch->msg_ms = dlock__now_ms();
         int n = msg->type == REDIS_REPLY_STRING ? ch->wake(msg->str, msg->len) : DLOCK__WAKE_ALL;
         if (n == 1) {
             one = pick_one(ch, 1);
@@ -403,6 +404,7 @@ void dlock__waiter_pass_budget(dlock__pubsub *ps, dlock__waiter *w, int64_t budg
 
 void dlock__waiter_leave(dlock__pubsub *ps, dlock__waiter *w, int pass_wake)
 {
+    dlock__waiter_watch(ps, w, NULL, 0);
     pthread_mutex_lock(&ps->mu);
     dlock__channel *ch = w->ch;
     dlock__list_remove(&w->link);
@@ -423,6 +425,14 @@ void dlock__waiter_leave(dlock__pubsub *ps, dlock__waiter *w, int pass_wake)
     dlock__cancel_detach(w->cancel, &w->creg);
     if (!w->notify)
         pthread_cond_destroy(&w->cv);
+}
+
+uint64_t dlock__pubsub_keywatch_wakes(dlock__pubsub *ps)
+{
+    pthread_mutex_lock(&ps->mu);
+    uint64_t n = ps->keywatch_wakes;
+    pthread_mutex_unlock(&ps->mu);
+    return n;
 }
 
 size_t dlock__pubsub_waiters(dlock__pubsub *ps, const char *channel, size_t len)

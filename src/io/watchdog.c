@@ -512,8 +512,9 @@ int dlock__reply_renew(const redisReply *r, size_t n, unsigned char *renewed)
 }
 
 
-static void on_promoted(void *arg)
+static void on_promoted(void *arg, dlock__node *n)
 {
+    (void)n;
     dlock__watchdog *wd = arg;
     dlock__loop_post(wd->lp, &wd->kick_job);
 }
@@ -890,7 +891,7 @@ static void on_stop(void *arg)
 {
     dlock__watchdog *wd = arg;
     wd->stopping = 1;
-    dlock__netctx_on_promoted(wd->ctx, NULL, NULL);
+    dlock__netctx_on_promoted(wd->ctx, DLOCK__HOOK_WATCHDOG, NULL, NULL);
     if (wd->timer_inited) {
         uv_timer_stop(&wd->timer);
         uv_close((uv_handle_t *)&wd->timer, on_timer_closed);
@@ -970,7 +971,7 @@ int dlock__watchdog_new(dlock__watchdog **out, dlock__loop *lp, dlock__netctx *c
      * there a loss is found by the renewals. */
     if (!ctx->cfg->revocation_off && !dlock__router_dynamic(router)) {
         dlock__tracking_cbs cbs = {dlock__wd_on_track_id, dlock__wd_on_invalidate, wd};
-        rc = dlock__tracking_new(&wd->track, dlock__loop_uv(lp), ctx, router, &cbs);
+        rc = dlock__tracking_new(&wd->track, dlock__loop_uv(lp), ctx, router, NULL, &cbs);
     }
     if (rc == DLOCK_OK)
         rc = dlock__loop_on_stop(lp, on_stop, wd);
@@ -981,7 +982,7 @@ int dlock__watchdog_new(dlock__watchdog **out, dlock__loop *lp, dlock__netctx *c
         free(wd);
         return rc;
     }
-    dlock__netctx_on_promoted(ctx, on_promoted, wd);
+    dlock__netctx_on_promoted(ctx, DLOCK__HOOK_WATCHDOG, on_promoted, wd);
     dlock__loop_post(lp, &wd->start_job);
     *out = wd;
     return DLOCK_OK;
@@ -991,7 +992,7 @@ void dlock__watchdog_free(dlock__watchdog *wd)
 {
     if (!wd)
         return;
-    dlock__netctx_on_promoted(wd->ctx, NULL, NULL);
+    dlock__netctx_on_promoted(wd->ctx, DLOCK__HOOK_WATCHDOG, NULL, NULL);
     while (wd->pending) {   /* losses found after the io thread stopped */
         lost_note *n = wd->pending;
         wd->pending = n->next;

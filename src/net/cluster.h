@@ -11,14 +11,7 @@
 
 #include "net/net.h"
 
-#define DLOCK__SLOTS 16384
 #define DLOCK__NO_NODE 0xFFFFu
-
-/* CRC16-CCITT (XMODEM), as Redis Cluster computes it. */
-uint16_t dlock__crc16(const char *buf, size_t len);
-/* The slot of a key: CRC16 of the hash tag (the bytes between the first '{'
- * and the next '}', when that is not empty), else of the whole key, mod 16384. */
-int dlock__key_slot(const char *key, size_t len);
 
 /* Who serves each slot: an index into a table of primaries' addresses. */
 typedef struct dlock__slot_addr {

@@ -65,11 +65,12 @@ int64_t dlock__netctx_quarantine_ms(dlock__netctx *ctx)
     return lease > ms ? lease : ms;
 }
 
-void dlock__netctx_on_promoted(dlock__netctx *ctx, void (*fn)(void *ud), void *ud)
+void dlock__netctx_on_promoted(dlock__netctx *ctx, int which,
+                               void (*fn)(void *ud, dlock__node *n), void *ud)
 {
     pthread_mutex_lock(&ctx->hook_mu);
-    ctx->on_promoted = fn;
-    ctx->promoted_ud = ud;
+    ctx->on_promoted[which] = fn;
+    ctx->promoted_ud[which] = ud;
     pthread_mutex_unlock(&ctx->hook_mu);
 }
 

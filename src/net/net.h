@@ -41,6 +41,17 @@
 typedef struct dlock__tls dlock__tls;
 typedef struct dlock__transport dlock__transport;
 
+/* Redis Cluster's key slots (slot.c): CRC16-CCITT (XMODEM), and a key's
+ * slot: CRC16 of the hash tag (the bytes between the first '{' and the next
+ * '}', when that is not empty), else of the whole key, mod 16384. Pure. */
+#define DLOCK__SLOTS 16384
+uint16_t dlock__crc16(const char *buf, size_t len);
+int dlock__key_slot(const char *key, size_t len);
+
+typedef struct dlock__node dlock__node;
+
+enum { DLOCK__HOOK_WATCHDOG = 0, DLOCK__HOOK_QUARANTINE = 1, DLOCK__HOOKS = 2 };
+
 /* What the network layer needs from the client that owns it. */
 typedef struct dlock__netctx {
     const dlock_config *cfg;   /* timeouts, retries, pool size, log callback */
@@ -54,9 +65,10 @@ typedef struct dlock__netctx {
     /* The failover quarantine (dlock_config_set_failover_quarantine). */
     _Atomic int64_t longest_lease;          /* the longest fixed lease acquired with (ms) */
     pthread_mutex_t hook_mu;
-    void (*on_promoted)(void *ud);          /* under hook_mu: told of each new primary (the
-                                               watchdog); never blocks, any thread */
-    void *promoted_ud;
+    /* Under hook_mu: told of each new primary (DLOCK__HOOK_*: the watchdog,
+     * the quarantine's record); never block, any thread. */
+    void (*on_promoted[DLOCK__HOOKS])(void *ud, dlock__node *n);
+    void *promoted_ud[DLOCK__HOOKS];
 } dlock__netctx;
 
 /* Sets up TLS for a rediss:// endpoint (its files are loaded now: DLOCK_ETLS
@@ -74,8 +86,10 @@ uint64_t dlock__netctx_name(dlock__netctx *ctx, char *buf);
 void dlock__netctx_note_lease(dlock__netctx *ctx, int64_t lease_ms);
 /* The quarantine a new primary seen now gets (ms; 0 when off). */
 int64_t dlock__netctx_quarantine_ms(dlock__netctx *ctx);
-/* Sets the hook told of every new primary (NULL: none); any thread. */
-void dlock__netctx_on_promoted(dlock__netctx *ctx, void (*fn)(void *ud), void *ud);
+/* Sets hook `which` (DLOCK__HOOK_*), told of every new primary (NULL:
+ * none); any thread. */
+void dlock__netctx_on_promoted(dlock__netctx *ctx, int which,
+                               void (*fn)(void *ud, dlock__node *n), void *ud);
 static inline uint64_t dlock__netctx_gen(dlock__netctx *ctx)
 {
     return atomic_load_explicit(&ctx->name_gen, memory_order_acquire);

@@ -57,8 +57,9 @@ void dlock__node_promoted(dlock__node *n)
     }
     atomic_store(&n->promoted_at, dlock__now_ms());
     pthread_mutex_lock(&ctx->hook_mu);
-    if (ctx->on_promoted)
-        ctx->on_promoted(ctx->promoted_ud);
+    for (int i = 0; i < DLOCK__HOOKS; i++)
+        if (ctx->on_promoted[i])
+            ctx->on_promoted[i](ctx->promoted_ud[i], n);
     pthread_mutex_unlock(&ctx->hook_mu);
 }
 

@@ -53,7 +53,9 @@ typedef struct aop {
     void *ud;
     unsigned char state;
     unsigned char read;      /* the operation's read ran */
-    unsigned char with, without;   /* the ACL fallback (dlock__op_req) */
+    unsigned char with;      /* the ACL fallback: the classes of dlock's own keys the last
+                                request carried (dlock__op_req) */
+    unsigned char cap;       /* ... the classes the next may carry */
     int refs;
     int hidx;                /* in the timer heap (its deadline: w.until), or -1 */
     uint64_t tseq;
@@ -61,9 +63,7 @@ typedef struct aop {
     int64_t settle_until;    /* SETTLING: ends by then whatever the watchdog says */
     dlock__wd_settle settle; /* SETTLING: what it awaits (settle.pending > 0) */
     dlock__job kick;
-    const char *optkey;      /* the optional key the last request carried (the log's) */
     unsigned flags;          /* the caller's DLOCK__CALL_* for every attempt (dlock__via) */
-    size_t optlen;
     back *back;              /* GIVING_BACK */
     dlock__wait w;           /* its handle, operation and state; the wait */
     /* The operation's state. */
@@ -245,8 +245,8 @@ static void ignore_reply(int status, dlock__res *res, void *ud)
 }
 
 /* Sends o on the io thread's command connection; cb(status, res, ud). The
- * optional key follows the client's choice and the ACL fallback
- * (dlock__op_req); op (may be NULL) learns whether it went along. */
+ * optional keys follow the client's level and the ACL fallback
+ * (dlock__op_req); op (may be NULL) learns which went along. */
 static int send_req(dlock_client *c, const dlock__op *o, aop *op, dlock__acall_fn cb, void *ud)
 {
     if (o->bad)
@@ -254,15 +254,11 @@ static int send_req(dlock_client *c, const dlock__op *o, aop *op, dlock__acall_f
     const char *av[DLOCK__OP_MAX];
     size_t ln[DLOCK__OP_MAX];
     dlock__req req;
-    int with = dlock__op_req(c, o, op && op->without, NULL, &req, av, ln);
+    unsigned with = dlock__op_req(c, o, op ? op->cap : DLOCK__OWN_ALL, NULL, &req, av, ln);
     int rc = dlock__acall_send(c->acall, &req, cb, ud);
     if (rc == DLOCK_OK && op) {
         op->refs++;   /* until the answer */
         op->with = (unsigned char)with;
-        if (with) {
-            op->optkey = o->argv[o->optional];
-            op->optlen = o->lens[o->optional];
-        }
     }
     return rc;
 }
@@ -291,17 +287,17 @@ static int answered(aop *op, dlock__res *res)
     return 0;
 }
 
-/* The ACL fallback's answer to a send: 1 when op must go again without
- * dlock's optional key; else the client learns whether to keep sending it. */
+/* The ACL fallback's answer to a send: 1 when op must go again without a
+ * class of its optional keys; else the client learns whether to keep
+ * sending them. */
 static int key_fallback(aop *op, int status, const dlock__res *res)
 {
     if (status != DLOCK_OK && dlock__op_key_refused(op->with, res)) {
-        op->without = 1;
+        op->cap &= (unsigned char)~dlock__op_key_shed(op->with);
         return 1;
     }
-    if (op->without)
-        dlock__op_key_dropped(client(op), op->optkey, op->optlen, res);
-    op->without = 0;
+    dlock__op_key_dropped(client(op), DLOCK__OWN_ALL & ~(unsigned)op->cap, res);
+    op->cap = DLOCK__OWN_ALL;
     return 0;
 }
 
@@ -401,6 +397,7 @@ int dlock__async_run(const dlock__handle *h, const dlock__op_type *t, const void
     op->flags = via->flags;
     op->refs = 1;
     op->hidx = -1;
+    op->cap = DLOCK__OWN_ALL;
     op->state = S_START;
     dlock__job_init(&op->kick, on_kick, op);
     op->settle.fn = settled_fn;
@@ -650,7 +647,7 @@ static void on_attempt(int status, dlock__res *res, void *ud)
     attempt_answered(op, status, res);
 }
 
-/* again: the same attempt, sent again (without dlock's optional key). */
+/* again: the same attempt, sent again (with fewer of dlock's own keys). */
 static void send_attempt(aop *op, int again)
 {
     const dlock__op_type *t = op->w.t;

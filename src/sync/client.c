@@ -76,6 +76,7 @@ static void acall_stop(void *arg) { dlock__acall_stop(arg); }
 /* Every module, once the loop is gone (or never ran). */
 static void client_free(dlock_client *c)
 {
+    dlock__qrec_free(c->qrec);
     dlock__async_free(c->async);
     dlock__acall_free(c->acall);
     dlock__watchdog_free(c->wd);
@@ -119,7 +120,9 @@ int dlock_client_open(dlock_client **out, const dlock_config *cfg)
     }
     dlock__uuid(c->uuid);
     atomic_init(&c->next_owner, FIRST_EXPLICIT_OWNER);
-    atomic_init(&c->own_keys, c->cfg.priority_after_ms != DLOCK_PRIORITY_OFF);
+    atomic_init(&c->own_keys, c->cfg.priority_after_ms != DLOCK_PRIORITY_OFF
+                                  ? DLOCK__OWN_ALL
+                                  : DLOCK__OWN_ALL & ~DLOCK__OWN_RESERVE);
     /* An unlock latch must outlive the retries of its release: the usual
      * schedule fits, and net/call.c refuses any write whose reply could come later. */
     c->latch_px = (c->cfg.command_timeout_ms + c->cfg.retry_delay_ms) *
@@ -150,6 +153,7 @@ int dlock_client_open(dlock_client **out, const dlock_config *cfg)
     if ((rc = dlock__pubsub_new(&c->pubsub, c->loop, &c->net, c->router)) != DLOCK_OK ||
         (rc = dlock__watchdog_new(&c->wd, c->loop, &c->net, c->router)) != DLOCK_OK ||
         (rc = start_acall(c)) != DLOCK_OK ||
+        (rc = dlock__qrec_new(&c->qrec, c)) != DLOCK_OK ||
         (rc = dlock__async_new(&c->async, c->loop)) != DLOCK_OK ||
         /* Last registered, first run: pending calls end before the
          * connection fails their round trips. */

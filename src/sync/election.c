@@ -218,10 +218,16 @@ int dlock_election_resign(dlock_election *e)
 {
     uint64_t was;
     int rc = bad_handle(e);
-    if (rc == DLOCK_OK)
-        rc = end_term(e, &was);
     if (rc != DLOCK_OK)
         return rc;
+    if ((rc = end_term(e, &was)) != DLOCK_OK) {
+        /* Not leading: a lost term's lock-delay ends here all the same (the
+         * release finds nothing held and clears this owner's marker). */
+        char msg[512];
+        snprintf(msg, sizeof(msg), "%s", dlock_last_error());
+        dlock_lock_release(e->lock);
+        return dlock__fail(rc, "%s", msg);
+    }
     rc = dlock_lock_release(e->lock);
     /* Observers learn at once (a lost release, or one that found the lock
      * gone, still ends this handle's term). */
@@ -237,6 +243,12 @@ int dlock_election_resign(dlock_election *e)
         return dlock__fail(rc, "%s", msg);
     dlock__clear_error();
     return DLOCK_OK;
+}
+
+int dlock_election_set_lock_delay(dlock_election *e, int64_t ms)
+{
+    int rc = bad_handle(e);
+    return rc != DLOCK_OK ? rc : dlock_lock_set_lock_delay(e->lock, ms);
 }
 
 uint64_t dlock_election_term(dlock_election *e)

@@ -49,7 +49,7 @@ static int64_t slot_of(const dlock__acq *a)
     return a->wait > 0 ? a->wait : a->l->h.c->cfg.fair_wait_ms;
 }
 
-/* KEYS: lock, queue, deadlines, token[, marker]; ARGV: lease, owner, slot,
+/* KEYS: lock, queue, deadlines, token[, marker, quarantine]; ARGV: lease, owner, slot,
  * fenced, queue, grace[, delay] (scripts/fair/acquire.lua). */
 static void attempt_op(dlock__acq *a, int64_t waited_ms, dlock__op *op)
 {
@@ -62,6 +62,7 @@ static void attempt_op(dlock__acq *a, int64_t waited_ms, dlock__op *op)
     dlock__op_key(op, l->key[K_DEADLINES], l->klen[K_DEADLINES]);
     dlock__op_key(op, l->token_key, l->tlen);
     dlock__delay_key(l, op);
+    dlock__quarantine_key(&l->h, op);
     dlock__op_argi(op, a->lease_ms);
     dlock__op_arg(op, a->o.field, a->o.flen);
     dlock__op_argi(op, slot_of(a));
@@ -172,6 +173,8 @@ const dlock__lock_type dlock__fair_type = {
     .attempt_op = attempt_op,
     .attempt_reply = attempt_reply,
     .delayed = FAIR_DELAYED,
+    .held_states = 1u << FAIR_HELD,
+    .watch_marker = 1,
     .busy_error = busy_error,
     .give_up_op = give_up_op,
     .release_op = release_op,

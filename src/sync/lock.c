@@ -499,6 +499,20 @@ static void acq_request(void *st, int64_t waited_ms, dlock__op *op)
     l->type->attempt_op(a, waited_ms, op);
 }
 
+/* The key a busy answer found in the way, for the waiter to watch. */
+static void busy_watch(const dlock__acq *a, dlock__busy *b)
+{
+    const dlock_lock *l = a->l;
+    const dlock__lock_type *t = l->type;
+    if (a->state >= 0 && a->state < 32 && (t->held_states & (1u << a->state))) {
+        b->watch = l->h.name;
+        b->wlen = l->h.nlen;
+    } else if (a->state == t->delayed && t->watch_marker) {
+        b->watch = l->key[DLOCK__K_DELAY];
+        b->wlen = l->klen[DLOCK__K_DELAY];
+    }
+}
+
 static int acq_read(void *st, int rc, dlock__res *res, dlock__busy *b)
 {
     dlock__acq *a = st;
@@ -506,7 +520,10 @@ static int acq_read(void *st, int rc, dlock__res *res, dlock__busy *b)
         dlock__holds_acquired(&a->l->h.c->holds, a->l, &a->o, 1, a->lease);
     if (rc != DLOCK_OK)
         return dlock__refused(&a->l->h, rc, res);
-    return a->l->type->attempt_reply(a, res->r, b);
+    rc = a->l->type->attempt_reply(a, res->r, b);
+    if (rc == DLOCK__BUSY)
+        busy_watch(a, b);
+    return rc;
 }
 
 /* The hold given back (the watchdog could not take it, too few replicas

@@ -127,6 +127,12 @@ struct dlock__lock_type {
     /* The a->state of a busy answer that found the lock free but in its
      * lock-delay (its error is dlock__delay_busy's, for every type). */
     int delayed;
+    /* What a sleeping waiter watches (dlock__busy.watch): the lock after a
+     * busy answer whose a->state is in held_states (bit 1 << state: the
+     * lock's key exists); the marker after a `delayed` one when
+     * watch_marker (the marker alone keeps the lock shut); else nothing. */
+    unsigned held_states;
+    int watch_marker;
     /* The error of a wait that ends busy in another state; NULL: the
      * standard one (dlock__lock_busy). */
     int (*busy_error)(dlock__acq *a, const dlock__busy *b);

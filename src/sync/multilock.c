@@ -537,6 +537,8 @@ static int decide(call *cl, dlock__busy *b)
         b->ttl = t->b.ttl;
         b->first = t->b.first;
         b->quarantine = t->b.quarantine;
+        b->watch = t->b.watch;
+        b->wlen = t->b.wlen;
         if (ml->red && busy > ml->quorum - cl->taken) {
             /* Any of several busy locks would do, and only the target's
              * release wakes this call: look again after a random pause (the

@@ -31,7 +31,7 @@ static void add(dlock__op *op, const char *s, size_t n)
     op->lens[op->argc++] = n;
 }
 
-void dlock__op_key(dlock__op *op, const char *s, size_t n)
+static void key(dlock__op *op, const char *s, size_t n)
 {
     if (op->nkeys != op->argc)
         op->bad = 1;   /* keys come first */
@@ -39,20 +39,23 @@ void dlock__op_key(dlock__op *op, const char *s, size_t n)
     op->nkeys++;
 }
 
-void dlock__op_key_optional(dlock__op *op, const char *s, size_t n)
+void dlock__op_key(dlock__op *op, const char *s, size_t n)
 {
     if (op->optional >= 0)
-        op->bad = 1;
-    op->optional = op->nkeys;
-    dlock__op_key(op, s, n);
+        op->bad = 1;   /* optional keys last */
+    key(op, s, n);
 }
 
-void dlock__op_arg(dlock__op *op, const char *s, size_t n)
+void dlock__op_key_optional(dlock__op *op, unsigned cls, const char *s, size_t n)
 {
-    if (op->optional >= 0 && op->optional != op->nkeys - 1)
-        op->bad = 1;   /* the optional key must be the last key */
-    add(op, s, n);
+    if (op->optional < 0)
+        op->optional = op->nkeys;
+    if (op->nkeys < DLOCK__OP_MAX)
+        op->cls[op->nkeys] = (unsigned char)cls;
+    key(op, s, n);
 }
+
+void dlock__op_arg(dlock__op *op, const char *s, size_t n) { add(op, s, n); }
 
 void dlock__op_args(dlock__op *op, const char *s) { add(op, s, strlen(s)); }
 
@@ -76,44 +79,75 @@ void dlock__op_argi(dlock__op *op, int64_t v)
     add(op, b, dlock__fmt_i64(b, v));
 }
 
-int dlock__op_req(dlock_client *c, const dlock__op *op, int without, dlock_cancel *cancel,
-                  dlock__req *req, const char **av, size_t *ln)
+unsigned dlock__op_req(dlock_client *c, const dlock__op *op, unsigned cap, dlock_cancel *cancel,
+                       dlock__req *req, const char **av, size_t *ln)
 {
     *req = (dlock__req){.script = op->script, .nkeys = op->nkeys, .argc = op->argc,
                         .argv = op->argv, .lens = op->lens, .flags = op->flags,
                         .cancel = cancel, .latch_ms = op->latch_ms};
     if (op->optional < 0)
         return 0;
-    if (!without && atomic_load_explicit(&c->own_keys, memory_order_relaxed))
-        return 1;
-    int k = 0;
-    for (int i = 0; i < op->argc; i++)
-        if (i != op->optional) {
-            av[k] = op->argv[i];
-            ln[k++] = op->lens[i];
+    unsigned use = atomic_load_explicit(&c->own_keys, memory_order_relaxed) & cap, with = 0;
+    int k = 0, nkeys = 0;
+    for (int i = 0; i < op->argc; i++) {
+        if (i >= op->optional && i < op->nkeys) {
+            if (!(op->cls[i] & use))
+                continue;
+            with |= op->cls[i];
         }
-    req->nkeys = op->nkeys - 1;
+        av[k] = op->argv[i];
+        ln[k++] = op->lens[i];
+        if (i < op->nkeys)
+            nkeys++;
+    }
+    if (k == op->argc)
+        return with;
+    req->nkeys = nkeys;
     req->argc = k;
     req->argv = av;
     req->lens = ln;
-    return 0;
+    return with;
 }
 
-int dlock__op_key_refused(int with, const dlock__res *res)
+int dlock__op_key_refused(unsigned with, const dlock__res *res)
 {
-    return with && res->err == DLOCK__RERR_NOPERM_KEY;
+    return with != 0 && res->err == DLOCK__RERR_NOPERM_KEY;
 }
 
-void dlock__op_key_dropped(dlock_client *c, const char *key, size_t len, const dlock__res *res)
+unsigned dlock__op_key_shed(unsigned with)
 {
-    /* Through, or refused for another reason than a key: the key was the
-     * trouble. */
-    if (res->err != DLOCK__RERR_NOPERM && res->err != DLOCK__RERR_NOPERM_KEY &&
-        atomic_exchange(&c->own_keys, 0))
-        dlock__log(&c->cfg, DLOCK_LOG_WARN,
-                   "Redis refuses the key %.*s to this user (ACL): waiters no longer reserve "
-                   "turns (allow ~dlock_lock_next:* to keep them)",
-                   (int)len, key);
+    static const unsigned order[] = {DLOCK__OWN_QUARANTINE, DLOCK__OWN_RESERVE, DLOCK__OWN_DELAY};
+    for (size_t i = 0; i < DLOCK__ARRAY_LEN(order); i++)
+        if (with & order[i])
+            return order[i];
+    return with;
+}
+
+/* dlock's own keys of each class, and what a client loses without them. */
+static const struct {
+    unsigned cls;
+    const char *what;
+} own_lost[] = {
+    {DLOCK__OWN_QUARANTINE, "the failover quarantine's record (~dlock_quarantine:*): acquisitions "
+                            "no longer honour a quarantine other clients recorded"},
+    {DLOCK__OWN_RESERVE, "the reservation of the next turn (~dlock_lock_next:*): waiters no "
+                         "longer reserve turns"},
+    {DLOCK__OWN_DELAY, "the lock-delay markers (~dlock_lock_delay:*, ~dlock_read_delay:*, "
+                       "~dlock_permit_delay:*): acquisitions no longer honour other holders' "
+                       "lock-delays"},
+};
+
+void dlock__op_key_dropped(dlock_client *c, unsigned dropped, const dlock__res *res)
+{
+    /* Refused for another reason than a key: the keys were the trouble. */
+    if (res->err == DLOCK__RERR_NOPERM || res->err == DLOCK__RERR_NOPERM_KEY || !dropped)
+        return;
+    unsigned was = atomic_fetch_and(&c->own_keys, ~dropped);
+    for (size_t i = 0; i < DLOCK__ARRAY_LEN(own_lost); i++)
+        if (was & dropped & own_lost[i].cls)
+            dlock__log(&c->cfg, DLOCK_LOG_WARN,
+                       "Redis refuses dlock's own keys to this user (ACL), going on without %s",
+                       own_lost[i].what);
 }
 
 int dlock__op_call(dlock_client *c, const dlock__op *op, dlock_cancel *cancel, dlock__res *res)
@@ -125,16 +159,19 @@ int dlock__op_call(dlock_client *c, const dlock__op *op, dlock_cancel *cancel, d
     const char *av[DLOCK__OP_MAX];
     size_t ln[DLOCK__OP_MAX];
     dlock__req req;
-    int with = dlock__op_req(c, op, 0, cancel, &req, av, ln);
+    unsigned cap = DLOCK__OWN_ALL;
+    unsigned with = dlock__op_req(c, op, cap, cancel, &req, av, ln);
     int rc = dlock__router_call(c->router, &req, res);
-    if (!dlock__op_key_refused(with, res))
-        return rc;
-    /* The same request without the optional key. */
-    dlock__op_req(c, op, 1, cancel, &req, av, ln);
-    rc = dlock__router_call(c->router, &req, res);
-    dlock__op_key_dropped(c, op->argv[op->optional], op->lens[op->optional], res);
+    while (dlock__op_key_refused(with, res)) {
+        /* The same request without one class of dlock's own keys. */
+        cap &= ~dlock__op_key_shed(with);
+        with = dlock__op_req(c, op, cap, cancel, &req, av, ln);
+        rc = dlock__router_call(c->router, &req, res);
+    }
+    dlock__op_key_dropped(c, DLOCK__OWN_ALL & ~cap, res);
     return rc;
 }
+
 
 void dlock__op_call_many(dlock_client *c, dlock__node *n, const dlock__op *ops, size_t k,
                          unsigned flags, dlock_cancel *cancel, dlock__res *res, int *rc)
@@ -145,7 +182,7 @@ void dlock__op_call_many(dlock_client *c, dlock__node *n, const dlock__op *ops, 
     size_t *map = malloc(k * sizeof(*map));
     dlock__res *rres = malloc(k * sizeof(*rres));
     int *rrc = malloc(k * sizeof(*rrc));
-    int *with = malloc(k * sizeof(*with));
+    unsigned *with = malloc(k * sizeof(*with));
     for (size_t i = 0; i < k; i++) {
         dlock__res_init(&res[i]);
         rc[i] = DLOCK_ENOMEM;
@@ -160,7 +197,7 @@ void dlock__op_call_many(dlock_client *c, dlock__node *n, const dlock__op *ops, 
             rc[i] = dlock__fail(DLOCK_EINVAL, "internal: a request was built wrong");
             continue;
         }
-        with[m] = dlock__op_req(c, &ops[i], 0, cancel, &reqs[m], av[m], ln[m]);
+        with[m] = dlock__op_req(c, &ops[i], DLOCK__OWN_ALL, cancel, &reqs[m], av[m], ln[m]);
         reqs[m].script = dlock__router_script(c->router, ops[i].script);
         reqs[m].flags |= flags;
         map[m++] = i;
@@ -177,7 +214,7 @@ void dlock__op_call_many(dlock_client *c, dlock__node *n, const dlock__op *ops, 
             dlock__router_stale(c->router);   /* the map or the primary is read again */
         if (reroute || dlock__op_key_refused(with[j], &rres[j])) {
             /* Alone, through the router: it follows the redirection; or
-             * without dlock's own key that an ACL refused. */
+             * without dlock's own keys that an ACL refused. */
             dlock__op alone = ops[i];
             alone.flags |= flags;
             rc[i] = dlock__op_call(c, &alone, cancel, &res[i]);

@@ -21,8 +21,9 @@
  * dlock_permit_delay:{name} (id -> the server time its lease + delay ends),
  * renewed with the permit and removed by its release; a permit whose lease
  * ran out unreleased is back in the count but not given out while its entry
- * lives (include/delay.lua's pdelay_left). Scripts take the set as an
- * optional KEYS[4] and the delay as an optional last argument. */
+ * lives (include/delay.lua's pdelay_left), through whichever handle it is
+ * asked. Scripts take the set as an optional KEYS[4] and the delay as an
+ * optional last argument. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -108,11 +109,15 @@ static void hold_of(const dlock_permit_semaphore *p, const permit_id *id, dlock_
     h->len[4] = strlen(p->delay_arg);
 }
 
-/* With a lock-delay: its set to KEYS (after the three every script takes). */
-static void delay_key(const dlock_permit_semaphore *p, dlock__op *op)
+/* The lock-delay's set to KEYS (after the three every script takes): a
+ * key the script writes with a lock-delay; else, for a script that only
+ * reads or clears it (`honour`), one of dlock's own optional keys. */
+static void delay_key(const dlock_permit_semaphore *p, dlock__op *op, int honour)
 {
     if (p->lock_delay > 0)
         dlock__op_key(op, p->pdelay, p->plen);
+    else if (honour)
+        dlock__op_key_optional(op, DLOCK__OWN_DELAY, p->pdelay, p->plen);
 }
 
 /* With a lock-delay: the delay to ARGV (last). */
@@ -122,9 +127,13 @@ static void delay_arg(const dlock_permit_semaphore *p, dlock__op *op)
         dlock__op_args(op, p->delay_arg);
 }
 
-/* The three keys every script but set takes, and the lock-delay's set with
- * a delay (but for lease.lua, which has no use for it), or always for the releases (a permit taken through another
- * handle with a delay is released properly through this one too). */
+/* The three keys every script but set takes, and the lock-delay's set (then,
+ * for the acquisitions, the failover quarantine's record): for
+ * the acquisitions always (every one honours the delays of permits lost
+ * unreleased, whatever its own delay) and for the releases (a permit taken
+ * through another handle with a delay is released properly through this one
+ * too); with a delay for an update of a lease; never for lease.lua, which
+ * has no use for it. */
 static void three_keys(dlock__op *op, int script, const dlock_permit_semaphore *p)
 {
     dlock__op_init(op, script);
@@ -132,9 +141,11 @@ static void three_keys(dlock__op *op, int script, const dlock_permit_semaphore *
     dlock__op_key(op, p->leases, p->llen);
     dlock__op_key(op, p->h.channel, p->h.clen);
     if (script == DLOCK__SCRIPT_PERMITS_RELEASE || script == DLOCK__SCRIPT_PERMITS_RELEASE_N)
-        dlock__op_key(op, p->pdelay, p->plen);
+        dlock__op_key_optional(op, DLOCK__OWN_DELAY, p->pdelay, p->plen);
     else if (script != DLOCK__SCRIPT_PERMITS_LEASE)
-        delay_key(p, op);
+        delay_key(p, op, script != DLOCK__SCRIPT_PERMITS_UPDATE);
+    if (script == DLOCK__SCRIPT_PERMITS_ACQUIRE || script == DLOCK__SCRIPT_PERMITS_ACQUIRE_N)
+        dlock__quarantine_key(&p->h, op);
 }
 
 /* The keys, then the permit id. */
@@ -232,6 +243,7 @@ typedef struct drop {
     dlock_permit_semaphore *p;
     permit_id id;
     int try_only;            /* a try-release: not held is no error (flag 0) */
+    int force;               /* by an operator: the holder's lock-delay stays */
     int outcome;             /* GONE_* */
 } drop;
 
@@ -250,6 +262,8 @@ static void drop_request(void *st, int64_t waited_ms, dlock__op *op)
     (void)waited_ms;
     drop *d = st;
     keys_and_id(op, DLOCK__SCRIPT_PERMITS_RELEASE, d->p, &d->id);
+    if (d->force)
+        dlock__op_args(op, "1");
     if (atomic_load_explicit(&d->p->heard, memory_order_relaxed))
         op->flags = DLOCK__CALL_PING_FIRST;
 }
@@ -328,7 +342,7 @@ static const dlock__op_type drop_type = {.setup = drop_setup,
 static int drop_permit(dlock_permit_semaphore *p, const char *id, int try_only,
                        const dlock__via *via, int *released)
 {
-    drop d = {.p = p, .try_only = try_only};
+    drop d = {.p = p, .try_only = try_only != 0, .force = try_only == 2};
     int rc = check_call(p, id, &d.id);
     if (rc != DLOCK_OK)
         return rc;
@@ -347,6 +361,18 @@ int dlock_permit_semaphore_release(dlock_permit_semaphore *p, const char *id)
 int dlock_permit_semaphore_try_release(dlock_permit_semaphore *p, const char *id, int *released)
 {
     return drop_permit(p, id, 1, NULL, released);
+}
+
+int dlock_permit_semaphore_force_release(dlock_permit_semaphore *p, const char *id,
+                                         int *was_held)
+{
+    return drop_permit(p, id, 2, NULL, was_held);
+}
+
+int dlock_permit_semaphore_force_release_async(dlock_permit_semaphore *p, const char *id,
+                                               dlock_async_fn fn, void *ud)
+{
+    return drop_permit(p, id, 2, &(dlock__via){fn, ud, 0}, NULL);
 }
 
 int dlock_permit_semaphore_release_async(dlock_permit_semaphore *p, const char *id,

@@ -87,8 +87,10 @@ int dlock__delay_init(dlock_lock *l)
 
 void dlock__delay_key(const dlock_lock *l, dlock__op *op)
 {
-    if (l->lock_delay > 0)
+    if (l->lock_delay > 0)   /* written by this handle's holds: it must go along */
         dlock__op_key(op, l->key[K_DELAY], l->klen[K_DELAY]);
+    else                     /* honoured (or cleared) only: dlock's own, optional */
+        dlock__op_key_optional(op, DLOCK__OWN_DELAY, l->key[K_DELAY], l->klen[K_DELAY]);
 }
 
 void dlock__delay_arg(const dlock_lock *l, dlock__op *op)
@@ -112,8 +114,8 @@ const char *dlock__lock_shared_channel(const dlock_lock *l, const dlock__owner *
     return l->h.channel;
 }
 
-/* KEYS: lock, token, [marker,] reservation (optional); ARGV: lease, owner,
- * fenced, claim, grace[, delay] (scripts/lock/acquire.lua). */
+/* KEYS: lock, token, marker, quarantine, reservation (dlock's own, optional); ARGV:
+ * lease, owner, fenced, claim, grace[, delay] (scripts/lock/acquire.lua). */
 static void attempt_op(dlock__acq *a, int64_t waited_ms, dlock__op *op)
 {
     dlock_lock *l = a->l;
@@ -125,7 +127,8 @@ static void attempt_op(dlock__acq *a, int64_t waited_ms, dlock__op *op)
     dlock__op_key(op, l->h.name, l->h.nlen);
     dlock__op_key(op, l->token_key, l->tlen);
     dlock__delay_key(l, op);
-    dlock__op_key_optional(op, l->key[K_RESERVE], l->klen[K_RESERVE]);
+    dlock__quarantine_key(&l->h, op);
+    dlock__op_key_optional(op, DLOCK__OWN_RESERVE, l->key[K_RESERVE], l->klen[K_RESERVE]);
     dlock__op_argi(op, a->lease_ms);
     dlock__op_arg(op, a->o.field, a->o.flen);
     dlock__op_args(op, a->fenced ? "1" : "0");
@@ -174,8 +177,8 @@ static int give_up_op(dlock__acq *a, int code, dlock__op *op)
     return 1;
 }
 
-/* KEYS: lock, channel, latch, [marker,] reservation (optional); ARGV: owner,
- * lease, latch lifetime, grace[, delay] (scripts/lock/release.lua). */
+/* KEYS: lock, channel, latch, marker, reservation (dlock's own, optional);
+ * ARGV: owner, lease, latch lifetime, grace[, delay] (scripts/lock/release.lua). */
 static void release_op(const dlock_lock *l, const dlock__owner *o, const char *latch,
                        size_t latch_len, int64_t renew_ms, dlock__op *op)
 {
@@ -184,7 +187,7 @@ static void release_op(const dlock_lock *l, const dlock__owner *o, const char *l
     dlock__op_key(op, l->h.channel, l->h.clen);
     dlock__op_key(op, latch, latch_len);
     dlock__delay_key(l, op);
-    dlock__op_key_optional(op, l->key[K_RESERVE], l->klen[K_RESERVE]);
+    dlock__op_key_optional(op, DLOCK__OWN_RESERVE, l->key[K_RESERVE], l->klen[K_RESERVE]);
     dlock__op_arg(op, o->field, o->flen);
     dlock__op_argi(op, renew_ms);
     dlock__op_argi(op, l->h.c->latch_px);
@@ -214,6 +217,8 @@ const dlock__lock_type dlock__reentrant_type = {
     .attempt_op = attempt_op,
     .attempt_reply = attempt_reply,
     .delayed = DLOCK__RESV_DELAYED,
+    .held_states = 1u << DLOCK__RESV_NONE | 1u << DLOCK__RESV_MINE,
+    .watch_marker = 1,
     .busy_error = busy_error,
     .give_up_op = give_up_op,
     .release_op = release_op,

@@ -105,17 +105,28 @@ static void read_hold_id(const dlock_lock *l, const dlock__owner *o, dlock__hold
     id->len[4] = strlen(l->delay_arg);
 }
 
-/* With a lock-delay: the marker and the read holds' set to KEYS. */
+/* The read holds' set to KEYS, as dlock__delay_key the marker. */
+static void rdelay_key(const dlock_lock *l, dlock__op *op)
+{
+    if (l->lock_delay > 0)
+        dlock__op_key(op, l->key[K_RDELAY], l->klen[K_RDELAY]);
+    else
+        dlock__op_key_optional(op, DLOCK__OWN_DELAY, l->key[K_RDELAY], l->klen[K_RDELAY]);
+}
+
+/* The marker and the read holds' set to KEYS: honoured by every
+ * acquisition, written with a lock-delay (dlock__delay_key); then the
+ * failover quarantine's record. */
 static void delay_keys(const dlock_lock *l, dlock__op *op)
 {
     dlock__delay_key(l, op);
-    if (l->lock_delay > 0)
-        dlock__op_key(op, l->key[K_RDELAY], l->klen[K_RDELAY]);
+    rdelay_key(l, op);
+    dlock__quarantine_key(&l->h, op);
 }
 
 /* ------------------------------------------------------------ acquire */
 
-/* KEYS: lock, timeout prefix, token[, marker, set]; ARGV: lease, owner,
+/* KEYS: lock, timeout prefix, token[, marker, set, quarantine]; ARGV: lease, owner,
  * writer field, fenced[, delay] (scripts/rw/read_acquire.lua). */
 static void read_attempt_op(dlock__acq *a, int64_t waited_ms, dlock__op *op)
 {
@@ -136,7 +147,7 @@ static void read_attempt_op(dlock__acq *a, int64_t waited_ms, dlock__op *op)
     dlock__delay_arg(l, op);
 }
 
-/* KEYS: lock, token[, marker, set]; ARGV: lease, writer field, owner,
+/* KEYS: lock, token[, marker, set, quarantine]; ARGV: lease, writer field, owner,
  * fenced[, delay] (scripts/rw/write_acquire.lua). */
 static void write_attempt_op(dlock__acq *a, int64_t waited_ms, dlock__op *op)
 {
@@ -202,8 +213,7 @@ static void read_release_op(const dlock_lock *l, const dlock__owner *o, const ch
     dlock__op_key(op, latch, latch_len);
     dlock__op_key(op, o->aux, o->alen);
     dlock__op_key(op, l->key[K_PREFIX], l->klen[K_PREFIX]);
-    if (l->lock_delay > 0)
-        dlock__op_key(op, l->key[K_RDELAY], l->klen[K_RDELAY]);
+    rdelay_key(l, op);
     dlock__op_arg(op, o->field, o->flen);
     dlock__op_argi(op, l->h.c->latch_px);
     dlock__delay_arg(l, op);
@@ -313,6 +323,7 @@ const dlock__lock_type dlock__read_type = {
     .attempt_op = read_attempt_op,
     .attempt_reply = attempt_reply,
     .delayed = DLOCK__RW_DELAYED,
+    .held_states = 1u << 0,   /* the marker or a reader's entry: not told apart */
     .busy_error = busy_error,
     .give_up_op = NULL,
     .release_op = read_release_op,
@@ -338,6 +349,7 @@ const dlock__lock_type dlock__write_type = {
     .attempt_op = write_attempt_op,
     .attempt_reply = attempt_reply,
     .delayed = DLOCK__RW_DELAYED,
+    .held_states = 1u << 0,   /* the marker or a reader's entry: not told apart */
     .busy_error = busy_error,
     .give_up_op = NULL,
     .release_op = write_release_op,

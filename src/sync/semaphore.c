@@ -359,6 +359,7 @@ static void take_request(void *st, int64_t waited_ms, dlock__op *op)
     take *t = st;
     dlock__op_init(op, DLOCK__SCRIPT_SEMAPHORE_ACQUIRE);
     dlock__op_key(op, t->s->h.name, t->s->h.nlen);
+    dlock__quarantine_key(&t->s->h, op);
     dlock__op_argi(op, t->n);
 }
 

@@ -31,6 +31,8 @@ typedef struct dlock__holds {
 int dlock__holds_init(dlock__holds *t);
 void dlock__holds_clear(dlock__holds *t);
 
+typedef struct dlock__qrec dlock__qrec;
+
 struct dlock_client {
     dlock_config cfg;
     dlock__netctx net;                 /* what the net layer sees of the client */
@@ -42,9 +44,10 @@ struct dlock_client {
     dlock__watchdog *wd;
     dlock__acall *acall;               /* the asynchronous calls' round trips */
     dlock__async *async;               /* the asynchronous calls pending */
+    dlock__qrec *qrec;                 /* writes the failover quarantine on new primaries */
     atomic_uint_fast64_t next_owner;   /* for dlock_client_new_owner_id */
-    atomic_int own_keys;               /* scripts get dlock's own optional keys (the
-                                          reservation of the next turn) */
+    atomic_uint own_keys;              /* the classes of dlock's own optional keys scripts
+                                          get (DLOCK__OWN_*, dlock__op_key_optional) */
     int64_t latch_px;                  /* lifetime of an unlock latch */
     char evict_policy[48];             /* maxmemory-policy read at open, or "" */
     int evict_risky;                   /* it may evict keys with a TTL */
@@ -126,7 +129,9 @@ typedef struct dlock__op {
     int script;              /* DLOCK__SCRIPT_* or -1 for a plain command */
     int nkeys, argc;
     int bad;                 /* built wrong: the call refuses it */
-    int optional;            /* index of a key of dlock's own that may be left out, or -1 */
+    int optional;            /* index of the first key of dlock's own that may be left out
+                                (it and every key after it), or -1 */
+    unsigned char cls[DLOCK__OP_MAX];   /* each optional key's DLOCK__OWN_* class */
     int nnum;
     unsigned flags;          /* DLOCK__CALL_*: 0 unless set */
     int64_t latch_ms;        /* an unlock latch's lifetime, or 0 */
@@ -137,10 +142,20 @@ typedef struct dlock__op {
 
 void dlock__op_init(dlock__op *op, int script);
 void dlock__op_key(dlock__op *op, const char *s, size_t n);
-/* A key of dlock's own (not Redisson's) that the script works without: left
- * out when the client does not use it, or when Redis refuses it (the ACL
- * fallback below). At most one per op, and the op's last key. */
-void dlock__op_key_optional(dlock__op *op, const char *s, size_t n);
+/* Keys of dlock's own (not Redisson's) that a script works without, in
+ * classes: a request carries its optional keys of the classes its client
+ * uses (c->own_keys), and an ACL that refuses one (the fallback below) makes
+ * the client drop a class at a time: the quarantine's record first, then
+ * the reservation of the next turn, then the lock-delay markers. The
+ * markers (and the record) go to every acquisition, which honours them
+ * whatever its own setting; a client with DLOCK_PRIORITY_OFF never sends the
+ * reservation. Scripts know each optional key by its prefix
+ * (include/own_keys.lua), so they come after every plain key, in any order. */
+#define DLOCK__OWN_DELAY 1u        /* dlock_lock_delay:, dlock_read_delay:, dlock_permit_delay: */
+#define DLOCK__OWN_RESERVE 2u      /* dlock_lock_next: */
+#define DLOCK__OWN_QUARANTINE 4u   /* dlock_quarantine: */
+#define DLOCK__OWN_ALL 7u
+void dlock__op_key_optional(dlock__op *op, unsigned cls, const char *s, size_t n);
 void dlock__op_arg(dlock__op *op, const char *s, size_t n);
 void dlock__op_args(dlock__op *op, const char *s);   /* a NUL-terminated argument */
 void dlock__op_argi(dlock__op *op, int64_t v);
@@ -148,20 +163,22 @@ void dlock__op_argi(dlock__op *op, int64_t v);
 void dlock__op_cmd(dlock__op *op, const char *cmd, const char *key, size_t klen,
                    const char *arg, size_t alen);
 
-/* The request of op as the client sends it: an optional key goes along
- * while the client uses dlock's own keys (c->own_keys) unless `without`
- * (av, ln: room for the shortened request). Returns 1 when it carries the
- * optional key. */
-int dlock__op_req(dlock_client *c, const dlock__op *op, int without, dlock_cancel *cancel,
-                  dlock__req *req, const char **av, size_t *ln);
-/* The ACL fallback, once for both drivers: an answer that refuses the
- * optional key of a request that carried it (`with`; an ACL that allows
- * Redisson's keys only: NOPERM, answered before the script ran) means the
- * request goes again without it; the answer to that, unless refused too,
- * makes the client stop sending such keys (dlock__op_key_dropped, logged
- * once; key: the op's optional key, for the log). */
-int dlock__op_key_refused(int with, const dlock__res *res);
-void dlock__op_key_dropped(dlock_client *c, const char *key, size_t len, const dlock__res *res);
+/* The request of op as the client sends it: its optional keys of the
+ * classes in the client's c->own_keys and in `cap` (DLOCK__OWN_ALL for a
+ * first try) go along (av, ln: room for the shortened request). Returns the
+ * classes it carries (0: none). */
+unsigned dlock__op_req(dlock_client *c, const dlock__op *op, unsigned cap, dlock_cancel *cancel,
+                       dlock__req *req, const char **av, size_t *ln);
+/* The ACL fallback, once for both drivers: an answer that refuses a key of
+ * a request that carried optional keys of the classes `with` (an ACL that
+ * allows Redisson's keys only: NOPERM, answered before the script ran)
+ * means the request goes again without the class dlock__op_key_shed picks
+ * (with & ~shed); the answer to that, unless refused too, makes the client
+ * stop sending the classes shed so far, `dropped` (dlock__op_key_dropped,
+ * logged once per class). */
+int dlock__op_key_refused(unsigned with, const dlock__res *res);
+unsigned dlock__op_key_shed(unsigned with);
+void dlock__op_key_dropped(dlock_client *c, unsigned dropped, const dlock__res *res);
 /* Runs op on the node that serves its keys (its flags and latch), with the
  * ACL fallback; res as dlock__router_call's. */
 int dlock__op_call(dlock_client *c, const dlock__op *op, dlock_cancel *cancel, dlock__res *res);
@@ -226,6 +243,13 @@ typedef struct dlock__busy {
                                 waiters when a wake-up brought it here */
     const char *quarantine;  /* not sent: the new primary (its address) is in its failover
                                 quarantine for ttl ms more (dlock__quarantined) */
+    int qserver;             /* ... as recorded on the server (by another client) */
+    /* A key the attempt found present whose deletion, by anyone, may end the
+     * wait (the lock held, the lock-delay marker alive): watched while the
+     * waiter sleeps (dlock__waiter_watch); NULL: none. On the channel's
+     * client (c above, or the operation's). */
+    const char *watch;
+    size_t wlen;
 } dlock__busy;
 
 /* What a call reports; include/dlock/async.h reads it, the blocking calls
@@ -306,6 +330,16 @@ int dlock__quarantined(const dlock__handle *h, const dlock__op_type *t, dlock__b
  * because its node turned out to be a new primary in quarantine (rc, res:
  * the call's, DLOCK__RERR_QUARANTINE), with *b a busy answer for what is
  * left (res->r is NULL then: nothing to free). */
+/* quarantine.c: the record of a failover quarantine on the server. Every
+ * acquisition's script gets its slot's record, one of dlock's own optional
+ * keys (DLOCK__OWN_QUARANTINE); the script refuses
+ * while it lives (an error the call reads as DLOCK__RERR_QUARANTINE, with
+ * the ms left). dlock__qrec writes it on every new primary this client sees
+ * while its quarantine is on (created once the loop and the asynchronous
+ * calls exist; stopped with the loop, freed after). */
+void dlock__quarantine_key(const dlock__handle *h, dlock__op *op);
+int dlock__qrec_new(dlock__qrec **out, dlock_client *c);
+void dlock__qrec_free(dlock__qrec *q);
 int dlock__quarantine_met(const dlock__handle *h, const dlock__op_type *t, int rc,
                           const dlock__res *res, dlock__busy *b);
 

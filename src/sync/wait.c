@@ -11,6 +11,10 @@
  * client closing. A waiter that used a wake-up and then failed with an error
  * passes it on, so another waiter of this process gets the chance.
  *
+ * While it sleeps, the key its last attempt found in the way (the lock held)
+ * is watched: freed without a message (an operator's DEL, an eviction), it
+ * wakes the waiter too (io/keywatch.c).
+ *
  * The operation decides what an attempt is and what "busy" means; the loop
  * decides when to try. An operation whose channel carries a settling message
  * (a latch's zero) ends the wait on it without another attempt
@@ -64,12 +68,21 @@ int dlock__quarantine_met(const dlock__handle *h, const dlock__op_type *t, int r
 {
     if (rc == DLOCK_OK || res->err != DLOCK__RERR_QUARANTINE)
         return 0;
-    if (!dlock__quarantined(h, t, b)) {
+    if (dlock__quarantined(h, t, b))
+        return 1;
+    const char *left = res->text;
+    if (strncmp(left, DLOCK__QUARANTINE_ERR, sizeof(DLOCK__QUARANTINE_ERR) - 1) == 0) {
+        /* The script read the quarantine another client recorded there. */
+        left += sizeof(DLOCK__QUARANTINE_ERR) - 1;
+        dlock__node *n = dlock__router_node(h->c->router, h->name, h->nlen);
+        b->quarantine = n ? dlock__node_addr(n) : "the new one";
+        b->qserver = 1;
+    } else {
         /* The node the router sent it to is not the one the map names yet
          * (a cluster's MOVED): what that node said is left. */
-        b->ttl = strtoll(res->text, NULL, 10);
         b->quarantine = "the new one";
     }
+    b->ttl = strtoll(left, NULL, 10);
     return 1;
 }
 
@@ -77,9 +90,13 @@ static int busy_error(dlock__wait *w, const dlock__busy *b)
 {
     if (b->quarantine)
         return dlock__fail(DLOCK_ETIMEDOUT,
-                           "%s '%s' not tried: its primary %s is new (a failover) and in its "
-                           "failover quarantine for %lld ms more",
-                           w->h->what, w->h->name, b->quarantine, (long long)b->ttl);
+                           "%s '%s' not %s: its primary %s is new (a failover) and in its "
+                           "failover quarantine for %lld ms more%s",
+                           w->h->what, w->h->name, b->qserver ? "taken" : "tried", b->quarantine,
+                           (long long)b->ttl,
+                           b->qserver ? " (recorded on the server by a client that saw the "
+                                        "failover)"
+                                      : "");
     if (!w->t->busy_error)
         return dlock__fail(DLOCK_EPROTO, "'%s': busy answer to a call that cannot wait",
                            w->h->name);
@@ -197,6 +214,8 @@ int dlock__wait_attempted(dlock__wait *w, int *rc, const dlock__busy *b)
         w->until = now + b->ttl + 1;
     if (!w->w.subscribed && now + w->at->cfg.retry_delay_ms < w->until)
         w->until = now + w->at->cfg.retry_delay_ms;   /* pub/sub down: poll meanwhile */
+    /* Freed without a message (a DEL, expiry, eviction): woken all the same. */
+    dlock__waiter_watch(w->at->pubsub, &w->w, b->watch, b->wlen);
     return DLOCK__W_SLEEP;
 }
 

@@ -118,9 +118,8 @@ took=$(( $(now_ms) - t0 ))
 [ "$took" -le $((mh + 2000 * SLOW)) ] && ok || bad "elect --max-hold ${mh}ms ended after $took ms"
 expect 64 "$D" elect --fair t:el -- true
 expect 64 "$D" elect --lease 5s t:el -- true
-expect 64 "$D" elect --lock-delay 1s t:el -- true
-has "$tmp/err" "--lock-delay applies to 'run'" "elect refuses --lock-delay, naming it"
-expect 64 "$D" elect --lock-delay 0 t:el -- true
+expect 0 "$D" elect --lock-delay 1s t:el -- true
+expect 0 "$D" elect --lock-delay 0 t:el -- true
 expect 64 "$D" elect --semaphore t:el --permits 2 -- true
 has "$tmp/err" "--semaphore" "elect refuses --semaphore, naming it"
 expect 64 "$D" leader

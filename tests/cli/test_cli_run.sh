@@ -19,7 +19,7 @@ echo "== kill -9 of dlock: its command and everything it started go with it"
 mkdir -p "$tmp/k9"
 # a background child, one that left the process group (setsid), one orphaned
 # by a subshell that exited (a double fork)
-"$D" --watchdog 1s run t:k9 -- sh -c '
+"$D" --watchdog 1s run --kill-after 1s t:k9 -- sh -c '
   sleep 300 & echo $! > "$0/bg"
   setsid sleep 300 & echo $! > "$0/sid"
   (sleep 300 & echo $! > "$0/orphan")
@@ -30,7 +30,8 @@ kill -9 "$p"; wait "$p" 2>/dev/null
 for f in cmd bg sid orphan; do
   check "kill -9 of dlock: its $f process is gone" until_ok gone "$(cat "$tmp/k9/$f")"
 done
-# The next run of the name does not start beside any of them.
+# The next run of the name does not start beside any of them (it waits out
+# the lease and the dead run's lock-delay, --kill-after + 2 s: 4 s at most).
 expect 0 "$D" run --wait 10s t:k9 -- sh -c 'for f in cmd bg sid orphan; do
   kill -0 "$(cat "$0/$f")" 2>/dev/null && echo "ALIVE $f"; done; true' "$tmp/k9"
 hasnt "$tmp/out" "ALIVE" "the next holder runs alone"

@@ -9,8 +9,11 @@
 --          score = absolute ms)
 -- KEYS[4]  the fencing-token counter, redisson_lock_token:{name} (fenced only)
 -- KEYS[5]  (optional) the lock-delay marker, dlock_lock_delay:{name} (dlock's
---          own, as the reentrant lock's: see lock/acquire.lua), given
---          with the delay (the last argument)
+--          own, as the reentrant lock's: see lock/acquire.lua): honoured
+--          whenever given, written only with a delay (ARGV[7])
+-- KEYS[6]  (optional) the failover quarantine's record (dlock's own:
+--          include/quarantine.lua): honoured whenever given; KEYS[5..6] in
+--          any order, known by their prefixes (include/own_keys.lua)
 -- ARGV[1]  lease in ms (the watchdog timeout for watchdog locks)
 -- ARGV[2]  owner id
 -- ARGV[3]  this waiter's slot in ms: how long a turn may wait for it (Redisson's
@@ -20,8 +23,9 @@
 --          keeps it there); "0" for a single try, which never queues
 -- ARGV[6]  the grace a head is owed once the lock is free, in ms: the client's
 --          configured fair wait timeout, never the caller's own wait
--- ARGV[7]  (optional) lock-delay in ms (absent or 0: none). While the marker
---          lives with another owner's id and the lock is free, the lock is
+-- ARGV[7]  (optional) the caller's lock-delay in ms (absent or 0: none).
+--          While the marker lives with another owner's id (whatever the
+--          caller's own delay) and the lock is free, the lock is
 --          treated as held by that lost holder until the marker ends: nobody
 --          takes it, waiters queue (in order, as for a held lock) and the
 --          head's turn starts when the delay ends.
@@ -51,10 +55,14 @@
 -- Times are the server's clock.
 --@include delay.lua
 --@include fence_check.lua
+--@include quarantine.lua
+--@include own_keys.lua
 local lock, queue, deadlines = KEYS[1], KEYS[2], KEYS[3]
+local own = own_keys(5)
 local owner, slot = ARGV[2], tonumber(ARGV[3])
 local delay = tonumber(ARGV[7] or '0')
-local marker = delay > 0 and KEYS[5] or nil
+local marker = own['dlock_lock_delay:']
+local writes = delay > 0 and marker or nil   -- the marker this caller writes
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
@@ -81,7 +89,8 @@ if held and not mine then
     end
   end
 end
-local bad = delay_wrongtype(marker) or fence_wrongtype(ARGV[4], KEYS[4])
+local bad = delay_wrongtype(writes) or fence_wrongtype(ARGV[4], KEYS[4]) or
+            (not mine and quarantine_refusal(own['dlock_quarantine:']))
 if bad then
   return bad
 end
@@ -109,7 +118,7 @@ end
 local function take()
   redis.call('hincrby', lock, owner, 1)
   redis.call('pexpire', lock, ARGV[1])
-  delay_write(marker, owner, ARGV[1], delay)
+  delay_write(writes, owner, ARGV[1], delay)
   if ARGV[4] == '1' then
     local token_key = KEYS[4]   -- t: the TIME read above
 --@include fence_token.lua

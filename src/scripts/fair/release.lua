@@ -8,17 +8,17 @@
 -- KEYS[4]  the channels' prefix, redisson_lock__channel:{name} (a waiter
 --          listens on prefix .. ':' .. its owner id)
 -- KEYS[5]  this request's latch, redisson_unlock_latch:{name}:<32 hex>
--- KEYS[6]  (optional) the lock-delay marker, dlock_lock_delay:{name}, given
---          with ARGV[5]
+-- KEYS[6]  (optional) the lock-delay marker, dlock_lock_delay:{name} (see
+--          lock/release.lua): the owner's is deleted by its last release, and
+--          by a release that finds it holding nothing (it lost the lock)
 -- ARGV[1]  owner id
 -- ARGV[2]  lease in ms to set while holds remain; "0" keeps the current TTL
 -- ARGV[3]  latch lifetime in ms
 -- ARGV[4]  the grace in ms (the configured fair wait timeout): the woken
 --          head's deadline is cut to now + grace at most (its turn starts
 --          now; see acquire.lua)
--- ARGV[5]  (optional) lock-delay in ms (see acquire.lua): the last hold's
---          release deletes the marker, so a lock released properly is free
---          at once; a reentry's release renews it with the lease
+-- ARGV[5]  (optional) the caller's lock-delay in ms (see acquire.lua): a
+--          reentry's release renews the marker with the lease
 --
 -- Returns 0 when holds remain, nil when the owner holds nothing, and when the
 -- last hold went 2 if the head of the queue heard its wake-up, 1 if not.
@@ -28,9 +28,10 @@ local latch, life = KEYS[5], ARGV[3]
 --@include unlock_latch.lua
 --@include delay.lua
 --@include fair_wake.lua
+--@include own_keys.lua
 local lock, queue, deadlines, owner = KEYS[1], KEYS[2], KEYS[3], ARGV[1]
 local delay = tonumber(ARGV[5] or '0')
-local marker = delay > 0 and KEYS[6] or nil
+local marker = own_keys(6)['dlock_lock_delay:']
 --@include now.lua
 
 -- The head's turn starts: it is woken (include/fair_wake.lua).
@@ -42,6 +43,7 @@ local v = redis.call('hmget', lock, owner, 'mode')   -- WRONGTYPE if not a hash
 local count = tonumber(v[1])
 if not count then
   if redis.call('exists', lock) == 0 then
+    delay_clear(marker, owner)   -- it lost the lock and says so: no delay on its account
     wake()   -- the lock lapsed unseen: let the head try now
   end
   return nil

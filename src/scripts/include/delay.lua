@@ -2,8 +2,11 @@
 -- scripts of the reentrant and fair locks and of a read-write lock's writer:
 -- a string holding the holder's owner id (a writer's: its field
 -- <owner id>:write), living the lease + the delay; written by every
--- acquisition and renewal, deleted by the last release. `marker` is nil
--- without a delay: every helper then does nothing.
+-- acquisition and renewal of a holder with a delay, deleted by its last
+-- release (or by its release after a loss). Every dlock acquisition is given
+-- the marker and honours it, whatever its own delay: the delay is the
+-- holder's. `marker` is nil when the caller's client does not use dlock's
+-- own keys (an ACL refuses them): every helper then does nothing.
 
 -- The key of a lock-delay given with the delay `ms` (the script's argument,
 -- absent or "0": none): `key`, or nil without a delay.
@@ -56,11 +59,16 @@ local function delay_extend(marker, lease, delay)
   end
 end
 
--- The last hold's release: a lock released properly is free at once.
-local function delay_clear(marker)
-  if marker and redis.call('type', marker).ok == 'string' then
+-- The last hold's release by `owner` (the marker's value), or its release
+-- after it lost the lock: a lock released properly is free at once. Another
+-- owner's marker stays (a Redisson client, which ignores markers, may hold
+-- the lock while a lost dlock holder's delay runs).
+local function delay_clear(marker, owner)
+  if marker and redis.pcall('get', marker) == owner then
     redis.call('del', marker)
+    return true
   end
+  return false
 end
 
 -- The read holds of a read-write lock (dlock's own; docs/wire-format.md): a
@@ -112,11 +120,13 @@ local function rdelay_write(rset, owner, lease, delay)
   end
 end
 
--- The owner's last read hold was released: no delay on its account.
+-- The owner's last read hold was released: no delay on its account. True
+-- when it had an entry.
 local function rdelay_clear(rset, owner)
   if rset and redis.call('type', rset).ok == 'zset' then
-    redis.call('zrem', rset, owner)
+    return redis.call('zrem', rset, owner) == 1
   end
+  return false
 end
 
 -- The permit-expirable semaphore's lock-delay (dlock's own;

@@ -15,4 +15,4 @@ if count > 1 then
   return latched(0)
 end
 redis.call('del', lock)
-delay_clear(marker)
+delay_clear(marker, owner)

@@ -3,24 +3,29 @@
 --
 -- KEYS[1]  the lock (hash)
 -- KEYS[2]  the fencing-token counter, redisson_lock_token:{name} (fenced only)
--- KEYS[3]  (optional) the reservation, dlock_lock_next:{name} (dlock's own: a string
---          holding the owner id of a long waiter that goes next). Optional:
---          without it the caller neither reserves nor honours reservations
---          (as Redisson; for ACLs that allow Redisson's keys only).
---          With a lock-delay (ARGV[6] > 0) KEYS[3] is the lock-delay marker
---          and the reservation, still optional, moves to KEYS[4].
--- KEYS[4]  (optional) the reservation, when KEYS[3] is the marker
+-- KEYS[3]  (optional) the lock-delay marker, dlock_lock_delay:{name} (dlock's
+--          own): honoured whenever given, written only with a delay (ARGV[6])
+-- KEYS[4]  (optional) the failover quarantine's record, dlock_quarantine:{<tag>}
+--          (dlock's own: include/quarantine.lua): honoured whenever given
+-- KEYS[5]  (optional) the reservation, dlock_lock_next:{name} (dlock's own: a
+--          string holding the owner id of a long waiter that goes next).
+--          Without it the caller neither reserves nor honours reservations
+--          (as Redisson; a client with the priority off). KEYS[3..5] are
+--          dlock's own, in any order, each known by its prefix
+--          (include/own_keys.lua): an ACL that allows Redisson's keys only
+--          refuses them, and the client then goes on without.
 -- ARGV[1]  lease in ms (the watchdog timeout for watchdog locks)
 -- ARGV[2]  owner id, "<client uuid>:<thread id>"
 -- ARGV[3]  "1" to count a fencing token, "0" not to
 -- ARGV[4]  "1" when the caller has waited long enough to reserve the next turn
 -- ARGV[5]  grace in ms: how long a reservation holds a free lock for its owner
--- ARGV[6]  (optional) lock-delay in ms (dlock's own; absent or 0: none). The
---          marker, dlock_lock_delay:{name}, a string holding the holder's owner
---          id, lives the lease + the delay: written with every acquisition and
---          renewal, deleted by a proper release. While it lives with another
---          owner's id, the free lock is refused: its holder lost it without
---          releasing (died, paused, cut off), and may not know yet.
+-- ARGV[6]  (optional) this caller's lock-delay in ms (dlock's own; absent or
+--          0: none). The marker, dlock_lock_delay:{name}, a string holding the
+--          holder's owner id, lives the lease + the delay: written with every
+--          acquisition and renewal by a holder with a delay, deleted by a
+--          proper release. While it lives with another owner's id, the free
+--          lock is refused, whatever the caller's own delay: its holder lost
+--          it without releasing (died, paused, cut off), and may not know yet.
 --
 -- Returns nil when acquired (or {token} when fenced). When not acquired:
 --   ttl         held by another owner: its remaining TTL in ms (-1: no
@@ -37,13 +42,14 @@
 --@include delay.lua
 --@include fence_check.lua
 --@include lock_shape.lua
-local lock, owner, reserve = KEYS[1], ARGV[2], KEYS[3]
+--@include quarantine.lua
+--@include own_keys.lua
+local lock, owner = KEYS[1], ARGV[2]
+local own = own_keys(3)
+local marker, reserve = own['dlock_lock_delay:'], own['dlock_lock_next:']
 local grace = tonumber(ARGV[5])
 local delay = tonumber(ARGV[6] or '0')
-local marker = nil
-if delay > 0 then
-  marker, reserve = KEYS[3], KEYS[4]
-end
+local writes = delay > 0 and marker or nil   -- the marker this caller writes
 local mine = false
 
 -- The reservation's owner id; nil when there is none (or no key was given);
@@ -90,6 +96,11 @@ if redis.call('exists', lock) == 1 then
     return redis.error_reply('WRONGTYPE the key holds a read-write lock')
   end
 else
+  -- Free, but on a new primary that may lack its predecessor's last grants.
+  local q = quarantine_refusal(own['dlock_quarantine:'])
+  if q then
+    return q
+  end
   -- Free, but its last holder lost it without a release: wait out the delay.
   local left = delay_left(marker, owner)
   if left > 0 then
@@ -112,7 +123,7 @@ end
 -- Everything that can fail is checked before the first write: Redis does not
 -- roll a script back, and an error after HINCRBY would leave a hold nobody
 -- knows about.
-local bad = fence_wrongtype(ARGV[3], KEYS[2]) or delay_wrongtype(marker)
+local bad = fence_wrongtype(ARGV[3], KEYS[2]) or delay_wrongtype(writes)
 if bad then
   return bad
 end
@@ -120,7 +131,7 @@ end
 -- Free, or held by this owner already (reentry): count one more hold.
 redis.call('hincrby', lock, owner, 1)
 redis.call('pexpire', lock, ARGV[1])
-delay_write(marker, owner, ARGV[1], delay)
+delay_write(writes, owner, ARGV[1], delay)
 if mine then
   redis.call('del', reserve)   -- the reserved turn is taken
 end

@@ -9,8 +9,13 @@
 -- ARGV[1]  the permit id, 16 bytes (the 32 hex characters the caller sees,
 --          decoded, as Redisson stores them)
 -- ARGV[2]  the lease in ms (the watchdog timeout for watchdog permits)
--- KEYS[4]  (optional) with a lock-delay: the set dlock_permit_delay:{name}
--- ARGV[3]  (optional) with a lock-delay: the delay in ms (include/delay.lua's pdelay_*)
+-- KEYS[4]  (optional) the set dlock_permit_delay:{name} (dlock's own): its
+--          live entries are honoured whenever given, whatever the caller's
+--          own delay; written only with a delay (ARGV[3])
+-- KEYS[5]  (optional) the failover quarantine's record (dlock's own:
+--          include/quarantine.lua): honoured whenever given; KEYS[4..5] in
+--          any order, known by their prefixes (include/own_keys.lua)
+-- ARGV[3]  (optional) the caller's lock-delay in ms (include/delay.lua's pdelay_*)
 --
 -- Expired permits go back to the pool first (the new count is published).
 -- "Now" is the server's clock (TIME); Redisson's clients use their own.
@@ -25,12 +30,16 @@
 -- a sorted set, is refused (WRONGTYPE) before anything is written.
 local sem, leases, channel, id = KEYS[1], KEYS[2], KEYS[3], ARGV[1]
 local NO_EXPIRY = 922337203685477
-local pset, delay = KEYS[4], tonumber(ARGV[3])
+--@include own_keys.lua
+local own = own_keys(4)
+local pset, delay = own['dlock_permit_delay:'], tonumber(ARGV[3] or '0')
+local wset = delay > 0 and pset or nil   -- the set this caller writes
 --@include delay.lua
+--@include quarantine.lua
 
 --@include permit_count.lua
 --@include now.lua
-local bad = delay_wrongtype(pset, 'zset')
+local bad = delay_wrongtype(wset, 'zset')
 if bad then
   return bad
 end
@@ -41,10 +50,16 @@ end
 
 if redis.call('zscore', leases, id) then
   redis.call('zadd', leases, now + tonumber(ARGV[2]), id)
-  rdelay_write(pset, id, ARGV[2], delay)
+  rdelay_write(wset, id, ARGV[2], delay)
   return nil
 end
 local have = tonumber(redis.call('get', sem) or '0')
+if have >= 1 then
+  local q = quarantine_refusal(own['dlock_quarantine:'])
+  if q then
+    return q
+  end
+end
 local left = pdelay_left(pset, leases, have, 1)
 if left > 0 then
   return left
@@ -52,7 +67,7 @@ end
 if have >= 1 then
   redis.call('decr', sem)
   redis.call('zadd', leases, now + tonumber(ARGV[2]), id)
-  rdelay_write(pset, id, ARGV[2], delay)
+  rdelay_write(wset, id, ARGV[2], delay)
 --@include permit_taken.lua
 end
 --@include permit_busy.lua

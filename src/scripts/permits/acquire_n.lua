@@ -7,8 +7,13 @@
 -- KEYS[3]  the channel, redisson_sc:{name}
 -- ARGV[1]  the lease in ms (the watchdog timeout for watchdog permits)
 -- ARGV[2]  the n permit ids, 16 bytes each, one after the other (n >= 1)
--- KEYS[4]  (optional) with a lock-delay: the set dlock_permit_delay:{name}
--- ARGV[3]  (optional) with a lock-delay: the delay in ms (see acquire.lua)
+-- KEYS[4]  (optional) the set dlock_permit_delay:{name} (dlock's own): its
+--          live entries are honoured whenever given, whatever the caller's
+--          own delay; written only with a delay (ARGV[3])
+-- KEYS[5]  (optional) the failover quarantine's record (dlock's own:
+--          include/quarantine.lua): honoured whenever given; KEYS[4..5] in
+--          any order, known by their prefixes (include/own_keys.lua)
+-- ARGV[3]  (optional) the caller's lock-delay in ms (see acquire.lua)
 --
 -- Expired permits go back to the pool first (the new count is published).
 -- Returns nil when the n permits are taken. Ids that already hold permits
@@ -21,8 +26,12 @@
 -- stands); a missing semaphore has no permits yet, and is waited for.
 local sem, leases, channel = KEYS[1], KEYS[2], KEYS[3]
 local NO_EXPIRY = 922337203685477
-local pset, delay = KEYS[4], tonumber(ARGV[3])
+--@include own_keys.lua
+local own = own_keys(4)
+local pset, delay = own['dlock_permit_delay:'], tonumber(ARGV[3] or '0')
+local wset = delay > 0 and pset or nil   -- the set this caller writes
 --@include delay.lua
+--@include quarantine.lua
 local raw = ARGV[2]
 --@include permit_ids.lua
 
@@ -33,7 +42,7 @@ if v and n > tonumber(v) + held then
                            (tonumber(v) + held) .. ' in all')
 end
 --@include now.lua
-local bad = delay_wrongtype(pset, 'zset')
+local bad = delay_wrongtype(wset, 'zset')
 if bad then
   return bad
 end
@@ -45,12 +54,18 @@ if redis.call('zscore', leases, ids[1]) then
   for i = 1, n do
     if redis.call('zscore', leases, ids[i]) then
       redis.call('zadd', leases, until_ms, ids[i])
-      rdelay_write(pset, ids[i], ARGV[1], delay)
+      rdelay_write(wset, ids[i], ARGV[1], delay)
     end
   end
   return nil
 end
 local have = tonumber(redis.call('get', sem) or '0')
+if have >= n then
+  local q = quarantine_refusal(own['dlock_quarantine:'])
+  if q then
+    return q
+  end
+end
 local left = pdelay_left(pset, leases, have, n)
 if left > 0 then
   return left
@@ -59,7 +74,7 @@ if have >= n then
   redis.call('decrby', sem, n)
   for i = 1, n do
     redis.call('zadd', leases, until_ms, ids[i])
-    rdelay_write(pset, ids[i], ARGV[1], delay)
+    rdelay_write(wset, ids[i], ARGV[1], delay)
   end
 --@include permit_taken.lua
 end

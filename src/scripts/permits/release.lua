@@ -4,8 +4,11 @@
 -- KEYS[2]  the leases, {name}:timeout (see acquire.lua)
 -- KEYS[3]  the channel, redisson_sc:{name}
 -- ARGV[1]  the permit id, 16 bytes
--- KEYS[4]  (optional) with a lock-delay: the set dlock_permit_delay:{name}, whose entry
---          for the permit a proper release removes (include/delay.lua)
+-- ARGV[2]  (optional) "1": forced by somebody else than its holder (an
+--          operator): its lock-delay entry stays, as for a lock forced open
+-- KEYS[4]  (optional) the set dlock_permit_delay:{name} (dlock's own), whose
+--          entry for the permit the release removes, also when the permit's
+--          lease had run out: its holder says it has stopped (include/delay.lua)
 --
 -- Expired permits go back to the pool first (the new count is published).
 -- Returns {1, heard} when the permit was held and is back (the new count is
@@ -16,6 +19,9 @@
 -- (WRONGTYPE) before anything is written.
 local sem, leases, channel, id = KEYS[1], KEYS[2], KEYS[3], ARGV[1]
 local pset = KEYS[4]
+if ARGV[2] == '1' then
+  pset = nil   -- its holder did not let go: its delay runs on
+end
 --@include delay.lua
 
 --@include permit_count.lua
@@ -27,11 +33,13 @@ end
 
 local score = redis.call('zscore', leases, id)
 --@include permit_sweep.lua
-if not score then
-  return {0, 0}
-end
-if tonumber(score) <= now then
-  return {2, 0}
+if not score or tonumber(score) <= now then
+  -- Lost (or released already), and its holder says it has stopped: its
+  -- delay ends, and waiters are told the count, as by a release.
+  if rdelay_clear(pset, id) then
+    redis.call('publish', channel, redis.call('get', sem) or '0')
+  end
+  return {score and 2 or 0, 0}
 end
 redis.call('zrem', leases, id)
 rdelay_clear(pset, id)

@@ -6,8 +6,8 @@
 -- KEYS[3]  the channel, redisson_sc:{name}
 -- ARGV[1]  the permit ids, 16 bytes each, one after the other (n >= 1,
 --          no two alike: the caller checks)
--- KEYS[4]  (optional) with a lock-delay: the set dlock_permit_delay:{name}, whose
---          entries for the permits a proper release removes
+-- KEYS[4]  (optional) the set dlock_permit_delay:{name} (dlock's own), whose
+--          entries for the permits a release removes
 --
 -- Every id is checked before anything is written: one unknown (released
 -- already, never acquired) or expired id and nothing is released, and the

@@ -11,13 +11,19 @@
 -- ARGV[1]  lease in ms (the watchdog timeout for watchdog holds)
 -- ARGV[2]  owner id (the reader's field)
 -- ARGV[3]  the owner's writer field, <owner id>:write
--- KEYS[4]  (optional) the lock-delay marker, dlock_lock_delay:{name} (with ARGV[5])
+-- KEYS[4]  (optional) the lock-delay marker, dlock_lock_delay:{name}
 -- KEYS[5]  (optional) the read holds' lock-delay set, dlock_read_delay:{name}
+--          (both dlock's own, given together: the marker honoured whenever
+--          given, the set written only with a delay)
+-- KEYS[6]  (optional) the failover quarantine's record (dlock's own:
+--          include/quarantine.lua): honoured whenever given; KEYS[4..6] in
+--          any order, known by their prefixes (include/own_keys.lua)
 -- ARGV[4]  "1" to count a fencing token, "0" not to
--- ARGV[5]  (optional) lock-delay in ms (dlock's own; absent or 0: none). A
---          free lock whose marker lives with another writer's field is
---          refused (its writer lost it unreleased); the reader's entry in the
---          set (include/delay.lua) ends no sooner than this hold + the delay.
+-- ARGV[5]  (optional) the caller's lock-delay in ms (dlock's own; absent or
+--          0: none). A free lock whose marker lives with another writer's
+--          field is refused (its writer lost it unreleased), whatever the
+--          caller's own delay; with a delay the reader's entry in the set
+--          (include/delay.lua) ends no sooner than this hold + the delay.
 --
 -- Returns nil when acquired (or {token} when fenced), else the lock's PTTL in
 -- ms (-1: no expiry): a writer holds it; or {left, 2}: free, in the lock-delay
@@ -27,10 +33,14 @@
 -- or somebody's data), answers WRONGTYPE before anything is written.
 --@include delay.lua
 --@include fence_check.lua
+--@include quarantine.lua
+--@include own_keys.lua
 local lock, prefix, owner = KEYS[1], KEYS[2], ARGV[2]
+local own = own_keys(4)
 local lease = tonumber(ARGV[1])
 local delay = tonumber(ARGV[5] or '0')
-local marker, rset = delay_key(ARGV[5], KEYS[4]), delay_key(ARGV[5], KEYS[5])
+local marker = own['dlock_lock_delay:']
+local rset = delay_key(ARGV[5], own['dlock_read_delay:'])   -- written with a delay only
 
 --@include rw_mode.lua
 if not mode then
@@ -42,8 +52,12 @@ elseif mode == 'write' and redis.call('hexists', lock, ARGV[3]) == 0 then
   return redis.call('pttl', lock)
 end
 
--- Every check before the first write: Redis does not roll a script back.
-local bad = fence_wrongtype(ARGV[4], KEYS[3]) or delay_wrongtype(rset, 'zset')
+-- Every check before the first write: Redis does not roll a script back. A
+-- new reader (not the owner's reentry) waits out a quarantine: a writer the
+-- new primary never saw may hold.
+local bad = fence_wrongtype(ARGV[4], KEYS[3]) or delay_wrongtype(rset, 'zset') or
+            (redis.call('hexists', lock, owner) == 0 and
+             quarantine_refusal(own['dlock_quarantine:']))
 if bad then
   return bad
 end

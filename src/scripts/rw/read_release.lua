@@ -8,12 +8,14 @@
 -- KEYS[4]  the owner's timeout prefix, {name}:<owner id>:rwlock_timeout
 -- KEYS[5]  the name's key prefix, {name} (every reader's timeout keys are
 --          <prefix>:<reader>:rwlock_timeout:<k>)
--- KEYS[6]  (optional) the read holds' lock-delay set, dlock_read_delay:{name}
+-- KEYS[6]  (optional) the read holds' lock-delay set, dlock_read_delay:{name}:
+--          the owner's entry goes with its last read hold, and with a
+--          release that finds it holding none (it lost the lock and says so),
+--          so a lock released properly delays no writer
 -- ARGV[1]  owner id (the reader's field)
 -- ARGV[2]  latch lifetime in ms
--- ARGV[3]  (optional) lock-delay in ms (dlock's own): the owner's last read
---          hold's release removes its entry from the set, so a lock released
---          properly delays no writer
+-- ARGV[3]  (optional) the caller's lock-delay in ms (dlock's own; unused,
+--          kept for the layout)
 --
 -- The hold's own timeout key (the highest, count) goes with it. Then:
 --   - mode write (the writer's own read hold): the writer keeps the lock, its
@@ -33,8 +35,9 @@ local latch, life = KEYS[3], ARGV[2]
 --@include unlock_latch.lua
 --@include delay.lua
 --@include rw_longest.lua
+--@include own_keys.lua
 local lock, owner = KEYS[1], ARGV[1]
-local rset = delay_key(ARGV[3], KEYS[6])
+local rset = own_keys(6)['dlock_read_delay:']
 local kv = redis.call('hgetall', lock)   -- WRONGTYPE if not a hash
 local mode, count, others = nil, nil, false
 for i = 1, #kv, 2 do
@@ -52,12 +55,18 @@ if not mode then
     return redis.error_reply('WRONGTYPE the key holds a hash without a read-write lock ' ..
                              'mode (a lock, or somebody\'s data)')
   end
+  -- Lost, and its owner says it has stopped: its delay ends, and a writer
+  -- sleeping through it is woken.
+  if rdelay_clear(rset, owner) then
+    redis.call('publish', KEYS[2], '0')
+  end
   return nil
 end
 if mode ~= 'read' and mode ~= 'write' then
   return redis.error_reply('WRONGTYPE the key holds a hash whose mode is not read or write')
 end
 if not count or count < 1 then
+  rdelay_clear(rset, owner)   -- a writer waits for the readers: woken by theirs
   return nil
 end
 

@@ -3,16 +3,21 @@
 --
 -- KEYS[1]  the lock (hash)
 -- KEYS[2]  the fencing-token counter, redisson_lock_token:{name} (fenced only)
--- KEYS[3]  (optional) the lock-delay marker, dlock_lock_delay:{name} (with ARGV[5])
+-- KEYS[3]  (optional) the lock-delay marker, dlock_lock_delay:{name}
 -- KEYS[4]  (optional) the read holds' lock-delay set, dlock_read_delay:{name}
+--          (both dlock's own, given together: honoured whenever given)
+-- KEYS[5]  (optional) the failover quarantine's record (dlock's own:
+--          include/quarantine.lua): honoured whenever given; KEYS[3..5] in
+--          any order, known by their prefixes (include/own_keys.lua)
 -- ARGV[1]  lease in ms (the watchdog timeout for watchdog holds)
 -- ARGV[2]  the writer's field, <owner id>:write
 -- ARGV[3]  owner id (its reader's field)
 -- ARGV[4]  "1" to count a fencing token, "0" not to
--- ARGV[5]  (optional) lock-delay in ms (dlock's own; absent or 0: none). A
---          free lock is refused while the marker lives with another writer's
---          field or the set holds a live entry of another reader (either
---          lost its hold unreleased: include/delay.lua); the marker is
+-- ARGV[5]  (optional) the caller's lock-delay in ms (dlock's own; absent or
+--          0: none). A free lock is refused while the marker lives with
+--          another writer's field or the set holds a live entry of another
+--          reader (either lost its hold unreleased: include/delay.lua),
+--          whatever the caller's own delay; with a delay the marker is
 --          written with the writer's field, living its TTL + the delay.
 --
 -- Returns nil when acquired (or {token} when fenced). Free: mode "write",
@@ -26,10 +31,14 @@
 -- answers WRONGTYPE before anything is written.
 --@include delay.lua
 --@include fence_check.lua
+--@include quarantine.lua
+--@include own_keys.lua
 local lock, field, owner = KEYS[1], ARGV[2], ARGV[3]
+local own = own_keys(3)
 local lease = tonumber(ARGV[1])
 local delay = tonumber(ARGV[5] or '0')
-local marker, rset = delay_key(ARGV[5], KEYS[3]), delay_key(ARGV[5], KEYS[4])
+local marker, rset = own['dlock_lock_delay:'], own['dlock_read_delay:']
+local writes = delay_key(ARGV[5], marker)   -- the marker this caller writes
 
 --@include rw_mode.lua
 local mine = mode == 'write' and redis.call('hget', lock, field)
@@ -44,6 +53,10 @@ if mine and not tonumber(mine) then
   return redis.error_reply('WRONGTYPE the write lock\'s field ' .. field .. ' holds no count')
 end
 if not mode then
+  local q = quarantine_refusal(own['dlock_quarantine:'])
+  if q then
+    return q
+  end
   local left = math.max(delay_left(marker, field), rdelay_left(rset, owner))
   if left > 0 then
     return {left, 2}
@@ -51,7 +64,7 @@ if not mode then
 end
 
 -- Every check before the first write: Redis does not roll a script back.
-local bad = fence_wrongtype(ARGV[4], KEYS[2]) or delay_wrongtype(marker)
+local bad = fence_wrongtype(ARGV[4], KEYS[2]) or delay_wrongtype(writes)
 if bad then
   return bad
 end
@@ -67,7 +80,7 @@ else
   redis.call('hset', lock, 'mode', 'write', field, 1)
   redis.call('pexpire', lock, lease)
 end
-delay_write(marker, field, redis.call('pttl', lock), delay)
+delay_write(writes, field, redis.call('pttl', lock), delay)
 
 if ARGV[4] == '1' then
   local token_key, t = KEYS[2], redis.call('time')

@@ -7,14 +7,15 @@
 -- KEYS[3]  this request's latch, redisson_unlock_latch:{name}:<32 hex>
 -- KEYS[4]  the name's key prefix, {name} (a reader's timeout keys are
 --          <prefix>:<reader>:rwlock_timeout:<k>)
--- KEYS[5]  (optional) the lock-delay marker, dlock_lock_delay:{name} (with ARGV[4])
+-- KEYS[5]  (optional) the lock-delay marker, dlock_lock_delay:{name}: the
+--          writer's goes with its last write hold, and with a release that
+--          finds it holding none (it lost the lock and says so)
 -- ARGV[1]  the writer's field, <owner id>:write
 -- ARGV[2]  lease in ms to restore while write holds remain (a watchdog hold;
 --          never lowers the TTL); "0" keeps the TTL
 -- ARGV[3]  latch lifetime in ms
--- ARGV[4]  (optional) lock-delay in ms (dlock's own): the marker follows a
---          restored lease, and goes with the last write hold, so a lock
---          released properly is free at once
+-- ARGV[4]  (optional) the caller's lock-delay in ms (dlock's own): the
+--          marker follows a restored lease
 --
 -- The last write hold: when nothing else is left the lock is deleted; when the
 -- writer still holds read holds the mode becomes "read" and the lock stays,
@@ -30,14 +31,17 @@ local latch, life = KEYS[3], ARGV[3]
 --@include unlock_latch.lua
 --@include delay.lua
 --@include rw_longest.lua
+--@include own_keys.lua
 local lock, field = KEYS[1], ARGV[1]
-local marker = delay_key(ARGV[4], KEYS[5])
+local marker = own_keys(5)['dlock_lock_delay:']
 --@include rw_mode.lua
-if mode ~= 'write' then   -- free, or read holds only
-  return nil
-end
-local count = tonumber(redis.call('hget', lock, field))
-if not count or count < 1 then
+local count = mode == 'write' and tonumber(redis.call('hget', lock, field))
+if not count or count < 1 then   -- free, read holds only, or another's write hold
+  -- Lost, and its owner says it has stopped: its delay ends, and waiters
+  -- sleeping through it are woken if the lock is free.
+  if delay_clear(marker, field) and not mode then
+    redis.call('publish', KEYS[2], '1')
+  end
   return nil
 end
 
@@ -47,12 +51,12 @@ if count > 1 then
   -- writer's read holds may have a longer lease).
   if tonumber(ARGV[2]) > redis.call('pttl', lock) then
     redis.call('pexpire', lock, ARGV[2])
-    delay_extend(marker, ARGV[2], tonumber(ARGV[4]))
+    delay_extend(delay_key(ARGV[4], marker), ARGV[2], tonumber(ARGV[4]))
   end
   return latched(0)
 end
 redis.call('hdel', lock, field)
-delay_clear(marker)
+delay_clear(marker, field)
 -- The writer's read holds (its own field; a field left by a reader whose
 -- holds lapsed counts if alive): the longest left, if any.
 -- Expiry times to the ms where Redis tells them (PEXPIRETIME, 7.0+; see

@@ -3,6 +3,8 @@
 -- says permits came back.
 --
 -- KEYS[1]  the semaphore: a string holding the available permits
+-- KEYS[2]  (optional) the failover quarantine's record (dlock's own:
+--          include/quarantine.lua): honoured whenever given
 -- ARGV[1]  n, the permits asked (1..2^31-1, checked by the caller)
 --
 -- Returns nil when taken, else the available count (0 when the key does not
@@ -11,8 +13,13 @@
 -- WRONGTYPE error, both before anything is written.
 local what = 'permit'
 --@include count_or_zero.lua
+--@include quarantine.lua
 local have = tonumber(v)
 if have >= tonumber(ARGV[1]) then
+  local q = quarantine_refusal(KEYS[2])   -- the only optional key
+  if q then
+    return q
+  end
   redis.call('decrby', KEYS[1], ARGV[1])
   return nil
 end
