@@ -29,6 +29,16 @@
 
 #define SCAN_MS 200
 
+/* The quarantine recorded on the servers by an earlier test (armed records
+ * live an hour, and keep the longest quarantine a client asked for): gone,
+ * so that each test sees only its own clients'. */
+static void forget_records(void)
+{
+    redisReply *r = th_cmd(th_rs.cur, "DEL dlock_quarantine:{*}");
+    if (r)
+        freeReplyObject(r);
+}
+
 /* Makes np the primary and the others its replicas. */
 static void promote(th_redis *np)
 {
@@ -239,8 +249,11 @@ static void test_recorded_on_server(void **state)
             break;
     if (left <= 0)
         fail_msg("no quarantine recorded on the new primary %d", np->port);
-    printf("# switch seen -> recorded: %lld ms; %lld ms left of %lld\n",
-           (long long)(th_now_ms() - t_seen), left, (long long)q);
+    redisReply *v = th_cmd(np, "GET dlock_quarantine:{*}");
+    printf("# switch seen -> recorded: %lld ms (%s; quarantine %lld ms)\n",
+           (long long)(th_now_ms() - t_seen), v && v->str ? v->str : "?", (long long)q);
+    if (v)
+        freeReplyObject(v);
     /* The client without the quarantine, once it sees the switch itself. */
     int rc = DLOCK_OK;
     for (int64_t until = th_now_ms() + 3000 * slack; th_now_ms() < until; th_sleep_ms(10)) {
@@ -497,15 +510,75 @@ static void test_hold_absent_on_new_primary(void **state)
     dlock_client_close(c);
 }
 
+/* Armed before the failover by a client with the quarantine on (its
+ * acquisition there), replicated: after the switch the first dlock
+ * acquisition on the new primary, by a client without the quarantine and
+ * before the quarantined client has seen the switch at all, starts the
+ * quarantine and is refused. */
+static void test_armed_record_starts_on_new_primary(void **state)
+{
+    (void)state;
+    const int64_t slack = th_slack(), q = 3000 * slack;
+    dlock_client *qc = open_client(DLOCK_QUARANTINE_ON, q, 0);
+    dlock_client *oc = open_client(DLOCK_QUARANTINE_OFF, 0, 0);
+    char name[64];
+    th_name(name, sizeof(name), "q-armed");
+    dlock_lock *ql, *ol;
+    assert_int_equal(dlock_lock_get(qc, name, &ql), DLOCK_OK);
+    assert_int_equal(dlock_lock_get(oc, name, &ol), DLOCK_OK);
+    assert_int_equal(dlock_lock_try(ql, 0, 10000), DLOCK_OK);   /* arms the record */
+    assert_int_equal(dlock_lock_release(ql), DLOCK_OK);
+    th_redis *np = th_rs_next();
+    long long armed = 0;
+    for (int64_t until = th_now_ms() + 3000 * slack; th_now_ms() < until; th_sleep_ms(5))
+        if ((armed = th_int(np, "EXISTS dlock_quarantine:{*}")) == 1)
+            break;   /* replicated to the next primary */
+    assert_int_equal(armed, 1);
+    dlock_client_close(qc);   /* it will never see the switch */
+    const int64_t t_swap = th_now_ms();
+    promote(np);
+    int rc = DLOCK_OK;
+    for (int64_t until = th_now_ms() + 5000 * slack; th_now_ms() < until; th_sleep_ms(10)) {
+        rc = dlock_lock_try(ol, 0, 10000);
+        if (rc == DLOCK_OK)
+            fail_msg("taken on the new primary %lld ms after the switch, in its quarantine",
+                     (long long)(th_now_ms() - t_swap));
+        if (rc == DLOCK_ETIMEDOUT && strstr(dlock_last_error(), "recorded on the server"))
+            break;
+    }
+    printf("# switch begun -> a client without the quarantine refused: %lld ms (%s)\n",
+           (long long)(th_now_ms() - t_swap), dlock_last_error());
+    assert_int_equal(rc, DLOCK_ETIMEDOUT);
+    rc = dlock_lock_try(ol, 30000 * slack, 10000);
+    const int64_t t_ok = th_now_ms();
+    if (rc != DLOCK_OK)
+        fail_msg("after the quarantine: %d (%s)", rc, dlock_last_error());
+    printf("# switch begun -> taken: %lld ms (quarantine %lld ms)\n", (long long)(t_ok - t_swap),
+           (long long)q);
+    assert_true(t_ok - t_swap >= q);
+    assert_int_equal(dlock_lock_release(ol), DLOCK_OK);
+    dlock_lock_free(ql);
+    dlock_lock_free(ol);
+    dlock_client_close(oc);
+}
+
+static int fresh(void **state)
+{
+    (void)state;
+    forget_records();
+    return 0;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_bad_input),
-        cmocka_unit_test(test_acquisition_waits_out_the_quarantine),
-        cmocka_unit_test(test_recorded_on_server),
-        cmocka_unit_test(test_multilock_and_election_wait_out_the_quarantine),
-        cmocka_unit_test(test_auto_covers_the_longest_lease),
-        cmocka_unit_test(test_hold_absent_on_new_primary),
+        cmocka_unit_test_setup(test_bad_input, fresh),
+        cmocka_unit_test_setup(test_acquisition_waits_out_the_quarantine, fresh),
+        cmocka_unit_test_setup(test_recorded_on_server, fresh),
+        cmocka_unit_test_setup(test_armed_record_starts_on_new_primary, fresh),
+        cmocka_unit_test_setup(test_multilock_and_election_wait_out_the_quarantine, fresh),
+        cmocka_unit_test_setup(test_auto_covers_the_longest_lease, fresh),
+        cmocka_unit_test_setup(test_hold_absent_on_new_primary, fresh),
     };
     return cmocka_run_group_tests(tests, th_rs_setup, th_rs_teardown);
 }

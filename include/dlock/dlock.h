@@ -560,8 +560,20 @@ typedef enum dlock_quarantine {
  * DLOCK_LOST_GONE with cause DLOCK_CAUSE_FAILOVER. Releases, renewals and
  * queries are never held back. The quarantine runs from when this client
  * sees the switch (which is after the failover: never shorter than asked).
- * A client that starts after the failover, and Redisson clients, do not
- * wait: all clients of a lock must use it for it to protect that lock.
+ * It is also recorded on the new primary (dlock_quarantine:{<tag>}, one key
+ * per cluster slot the primary took over, named so that it falls in that
+ * slot; dlock_quarantine:{*} on one primary), living as long as the
+ * quarantine, and every dlock acquisition's script on that shard refuses
+ * while it lives (DLOCK_ETIMEDOUT, the message naming the quarantine
+ * "recorded on the server"; waiters sleep it out): clients with the
+ * quarantine off, and clients started after the failover, wait too, with
+ * no extra round trip. A client without the quarantine that reaches the
+ * new primary before any client with it has seen the switch is not held
+ * back (the record is written by the first client with the quarantine on
+ * that sees it, within a round trip or two; on a cluster once the slot map
+ * names the new primary's slots). Redisson clients do not know the record
+ * and do not wait. A Redis user whose ACL refuses ~dlock_quarantine:*
+ * neither records nor honours it (the log callback says so once).
  * WAIT acknowledgement (dlock_config_set_replica_ack) protects grants that
  * reached a replica; the quarantine protects those that did not
  * (docs/safety.md). mode DLOCK_QUARANTINE_OFF (ms ignored), ON (ms 1 to

@@ -537,6 +537,7 @@ static int decide(call *cl, dlock__busy *b)
         b->ttl = t->b.ttl;
         b->first = t->b.first;
         b->quarantine = t->b.quarantine;
+        b->qserver = t->b.qserver;
         b->watch = t->b.watch;
         b->wlen = t->b.wlen;
         if (ml->red && busy > ml->quorum - cl->taken) {

@@ -1,21 +1,25 @@
 /* The failover quarantine recorded on the server (docs/safety.md, "A
  * lagging replica"). A client with the quarantine on
  * (dlock_config_set_failover_quarantine) that sees a new primary keeps its
- * own acquisitions off that shard (wait.c: dlock__quarantined), and records
- * the quarantine on the new primary for everybody else: a string
- * dlock_quarantine:{<tag>} per slot the primary took over on a cluster (the
- * tag chosen so that the key falls in that slot, so that a lock's own
- * acquire script can read it), dlock_quarantine:{*} on one primary, each
- * living as long as the quarantine (scripts/quarantine/record.lua). Every
- * dlock acquisition passes its slot's record to its script, which refuses
- * while it lives (include/quarantine.lua): no extra round trip, and clients
- * without the setting, or started after the switch, honour it too.
+ * own acquisitions off that shard (wait.c: dlock__quarantined). The record
+ * makes every other dlock client wait too: a string
+ * dlock_quarantine:{<tag>} per cluster slot (the tag chosen so that the key
+ * falls in that slot, so that a lock's own acquire script can read it;
+ * dlock_quarantine:{*} on one primary) holding the replication id of the
+ * primary it was written on, the quarantine's length and the end of the one
+ * running (include/quarantine.lua). A client with the quarantine on arms the
+ * record of each slot it acquires in (once per ARM_EVERY_MS), so that the
+ * replicas hold it before any failover; on a promoted replica the id differs,
+ * and the first dlock acquisition there starts the quarantine, for
+ * everybody, with no extra round trip and no race with the clients that see
+ * the switch first. A client with the quarantine on that sees a new primary
+ * starts it there at once as well (for every slot the primary serves).
  *
- * The records are written from the io thread through the asynchronous
- * calls' connections (routed by key: each goes to the node that serves its
- * slot), for every node the net layer says was promoted. A MOVED can tell
- * of a promotion before the slot map knows the node's slots: the record is
- * then written once the map has them (tried again every RETRY_MS). */
+ * Records are written from the io thread through the asynchronous calls'
+ * connections (routed by key: each goes to the node that serves its slot).
+ * A MOVED can tell of a promotion before the slot map knows the node's
+ * slots: the quarantine is then started once the map has them (tried again
+ * every RETRY_MS). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +31,8 @@
 #define QKEY_MAX 24          /* "dlock_quarantine:{" + a tag of 4 at most + "}" + NUL */
 #define RETRY_MS 200
 #define RETRIES 25           /* 5 s for the map to name the new primary's slots */
+#define ARM_LIFE_MS 3600000  /* an armed record lives an hour... */
+#define ARM_EVERY_MS 900000  /* ...and is armed again by the next acquisition 15 min on */
 
 static const char one_key[] = "dlock_quarantine:{*}";
 static char slot_keys[DLOCK__SLOTS][QKEY_MAX];
@@ -59,33 +65,65 @@ static const char *slot_key(int slot, size_t *len)
     return slot_keys[slot];
 }
 
-void dlock__quarantine_key(const dlock__handle *h, dlock__op *op)
-{
-    size_t len = sizeof(one_key) - 1;
-    const char *k = one_key;
-    if (dlock__router_is_cluster(h->c->router))
-        k = slot_key(dlock__key_slot(h->name, h->nlen), &len);
-    dlock__op_key_optional(op, DLOCK__OWN_QUARANTINE, k, len);
-}
-
 /* ------------------------------------------------------------ recording */
 
 typedef struct pending {
-    dlock__node *node;
+    dlock__node *node;       /* a new primary: start its quarantine; NULL: arm `slot` */
+    int slot;
     int tries;
 } pending;
 
 struct dlock__qrec {
     dlock_client *c;
     dlock__job job;
-    uv_timer_t retry;
-    int timer_inited, stopping;
+    uv_timer_t retry, rearm;
+    int timer_inited, rearm_inited, stopping;
+    _Atomic uint64_t armed[DLOCK__SLOTS / 64];   /* slots armed in this period */
     pthread_mutex_t mu;      /* guards in, nin, cap (filled by any thread) */
     pending *in;
     size_t nin, cap;
     pending *later;          /* io thread: nodes whose slots the map did not name yet */
     size_t nlater, caplater;
 };
+
+static void push(dlock__qrec *q, pending p)
+{
+    pthread_mutex_lock(&q->mu);
+    if (q->nin == q->cap) {
+        size_t cap = q->cap ? 2 * q->cap : 4;
+        pending *a = realloc(q->in, cap * sizeof(*a));
+        if (!a) {
+            pthread_mutex_unlock(&q->mu);
+            return;   /* this client's own quarantine holds; the record is lost */
+        }
+        q->in = a;
+        q->cap = cap;
+    }
+    q->in[q->nin++] = p;
+    pthread_mutex_unlock(&q->mu);
+    dlock__loop_post(q->c->loop, &q->job);
+}
+
+void dlock__quarantine_key(const dlock__handle *h, dlock__op *op)
+{
+    dlock_client *c = h->c;
+    size_t len = sizeof(one_key) - 1;
+    const char *k = one_key;
+    int slot = 0;
+    if (dlock__router_is_cluster(c->router)) {
+        slot = dlock__key_slot(h->name, h->nlen);
+        k = slot_key(slot, &len);
+    }
+    dlock__op_key_optional(op, DLOCK__OWN_QUARANTINE, k, len);
+    /* With the quarantine on: the slot's record armed, once per period. */
+    dlock__qrec *q = c->qrec;
+    if (!q || c->cfg.quarantine_mode == DLOCK_QUARANTINE_OFF)
+        return;
+    uint64_t bit = (uint64_t)1 << (slot % 64);
+    if (!(atomic_load_explicit(&q->armed[slot / 64], memory_order_relaxed) & bit) &&
+        !(atomic_fetch_or(&q->armed[slot / 64], bit) & bit))
+        push(q, (pending){NULL, slot, 0});
+}
 
 static void ignore_reply(int status, dlock__res *res, void *ud)
 {
@@ -95,23 +133,35 @@ static void ignore_reply(int status, dlock__res *res, void *ud)
         freeReplyObject(res->r);
 }
 
-static void record(dlock__qrec *q, const char *key, size_t len, const char *ms)
+/* quarantine/record.lua on one record: `start` the quarantine there, or
+ * arm it. */
+static void record(dlock__qrec *q, const char *key, size_t len, int64_t ms, int start)
 {
-    const char *av[] = {key, ms};
-    size_t lens[] = {len, strlen(ms)};
-    dlock__req req = {.script = DLOCK__SCRIPT_QUARANTINE_RECORD, .nkeys = 1, .argc = 2,
+    char arg[24], life[24];
+    snprintf(arg, sizeof(arg), "%lld", (long long)ms);
+    /* Started where it was not armed: it lives the quarantine alone. */
+    snprintf(life, sizeof(life), "%lld", (long long)(start ? ms : ARM_LIFE_MS));
+    const char *av[] = {key, arg, life, start ? "1" : "0"};
+    size_t lens[] = {len, strlen(arg), strlen(life), 1};
+    dlock__req req = {.script = DLOCK__SCRIPT_QUARANTINE_RECORD, .nkeys = 1, .argc = 4,
                       .argv = av, .lens = lens, .flags = DLOCK__CALL_IDEMPOTENT};
     dlock__acall_send(q->c->acall, &req, ignore_reply, NULL);
 }
 
-/* Writes n's records; 0 when the map names none of its slots yet. */
+static void arm(dlock__qrec *q, int slot, int64_t ms)
+{
+    size_t len = sizeof(one_key) - 1;
+    const char *k = dlock__router_is_cluster(q->c->router) ? slot_key(slot, &len) : one_key;
+    record(q, k, len, ms, 0);
+}
+
+/* Starts n's quarantine on each of its records; 0 when the map names none
+ * of its slots yet. */
 static int record_node(dlock__qrec *q, dlock__node *n, int64_t ms)
 {
     dlock_client *c = q->c;
-    char arg[24];
-    snprintf(arg, sizeof(arg), "%lld", (long long)ms);
     if (!dlock__router_is_cluster(c->router)) {
-        record(q, one_key, sizeof(one_key) - 1, arg);
+        record(q, one_key, sizeof(one_key) - 1, ms, 1);
         return 1;
     }
     int found = 0;
@@ -119,7 +169,7 @@ static int record_node(dlock__qrec *q, dlock__node *n, int64_t ms)
         size_t len;
         const char *k = slot_key(s, &len);
         if (dlock__router_node(c->router, k, len) == n) {
-            record(q, k, len, arg);
+            record(q, k, len, ms, 1);
             found = 1;
         }
     }
@@ -135,6 +185,14 @@ static int record_node(dlock__qrec *q, dlock__node *n, int64_t ms)
 
 static void on_retry(uv_timer_t *t);
 
+/* A new period: each slot's record is armed again by its next acquisition. */
+static void on_rearm(uv_timer_t *t)
+{
+    dlock__qrec *q = t->data;
+    for (size_t i = 0; i < DLOCK__SLOTS / 64; i++)
+        atomic_store(&q->armed[i], 0);
+}
+
 static void on_job(void *arg)
 {
     dlock__qrec *q = arg;
@@ -145,7 +203,17 @@ static void on_job(void *arg)
     q->nin = q->cap = 0;
     pthread_mutex_unlock(&q->mu);
     int64_t ms = dlock__netctx_quarantine_ms(&q->c->net);
+    if (nin && !q->stopping && !q->rearm_inited &&
+        uv_timer_init(dlock__loop_uv(q->c->loop), &q->rearm) == 0) {
+        q->rearm.data = q;
+        q->rearm_inited = 1;
+        uv_timer_start(&q->rearm, on_rearm, ARM_EVERY_MS, ARM_EVERY_MS);
+    }
     for (size_t i = 0; i < nin && !q->stopping && ms > 0; i++) {
+        if (!in[i].node) {
+            arm(q, in[i].slot, ms);
+            continue;
+        }
         if (record_node(q, in[i].node, ms) || in[i].tries >= RETRIES)
             continue;
         if (q->nlater == q->caplater) {
@@ -197,22 +265,8 @@ static void on_retry(uv_timer_t *t)
 static void on_promoted(void *ud, dlock__node *n)
 {
     dlock__qrec *q = ud;
-    if (dlock__netctx_quarantine_ms(&q->c->net) <= 0)
-        return;
-    pthread_mutex_lock(&q->mu);
-    if (q->nin == q->cap) {
-        size_t cap = q->cap ? 2 * q->cap : 4;
-        pending *a = realloc(q->in, cap * sizeof(*a));
-        if (!a) {
-            pthread_mutex_unlock(&q->mu);
-            return;   /* this client's own quarantine holds; the record is lost */
-        }
-        q->in = a;
-        q->cap = cap;
-    }
-    q->in[q->nin++] = (pending){n, 0};
-    pthread_mutex_unlock(&q->mu);
-    dlock__loop_post(q->c->loop, &q->job);
+    if (dlock__netctx_quarantine_ms(&q->c->net) > 0)
+        push(q, (pending){n, 0, 0});
 }
 
 /* Stop hook (io thread). */
@@ -224,6 +278,10 @@ static void on_stop(void *arg)
     if (q->timer_inited) {
         uv_timer_stop(&q->retry);
         uv_close((uv_handle_t *)&q->retry, NULL);
+    }
+    if (q->rearm_inited) {
+        uv_timer_stop(&q->rearm);
+        uv_close((uv_handle_t *)&q->rearm, NULL);
     }
 }
 

@@ -94,9 +94,7 @@ static int busy_error(dlock__wait *w, const dlock__busy *b)
                            "failover quarantine for %lld ms more%s",
                            w->h->what, w->h->name, b->qserver ? "taken" : "tried", b->quarantine,
                            (long long)b->ttl,
-                           b->qserver ? " (recorded on the server by a client that saw the "
-                                        "failover)"
-                                      : "");
+                           b->qserver ? " (recorded on the server)" : "");
     if (!w->t->busy_error)
         return dlock__fail(DLOCK_EPROTO, "'%s': busy answer to a call that cannot wait",
                            w->h->name);

@@ -2,7 +2,8 @@
  * worker processes, injects one kind of fault, then checks the histories.
  *
  *   safety [--scenario baseline|kill9|sigstop|restart|pause|partition|
- *                      sentinel-kill|cluster-failover|cluster-kill|replicated|replicated-lag|replicated-lag-quarantine|all]
+ *                      sentinel-kill|cluster-failover|cluster-kill|replicated|replicated-lag|replicated-lag-quarantine|
+ *                      replicated-lag-mixed|all]
  *          [--type lock|fair|rw|sem|latch|elect] [--seconds S] [--procs P] [--threads T]
  *          [--names K] [--ops N] [--watchdog MS] [--lock-delay MS] [--stop-spread] [--worker PATH] [--keep] [--ack]
  *          [--sentinel-failover]
@@ -156,7 +157,7 @@ static int worker_start(run *r, int id)
     snprintf(a[16], sizeof(a[16]), "permits=%d", SAFETY_SEM_PERMITS);
     snprintf(a[17], sizeof(a[17]), "ack=%d", r->ack);
     snprintf(a[18], sizeof(a[18]), "lockdelay=%lld", (long long)O.lock_delay);
-    snprintf(a[19], sizeof(a[19]), "quarantine=%lld", (long long)r->quarantine);
+    snprintf(a[19], sizeof(a[19]), "quarantine=%lld", (long long)w->quarantine);
     char *argv[21];
     for (int i = 0; i < 20; i++)
         argv[i] = a[i];
@@ -253,6 +254,11 @@ static const scenario scenarios[] = {
      * timeout), nobody is until the first holder has been told. */
     {"replicated-lag", 1000, 1000, 0, 6, DEPLOY_REPLICATED_LAG, 0},
     {"replicated-lag-quarantine", 1000, 1000, 0, 6, DEPLOY_REPLICATED_LAG, -1},
+    /* The quarantine is the server's: one worker with it (auto), the others
+     * without, and one more without started after each switch. The first
+     * to see the switch records it on the new primary; every acquisition
+     * there honours it. */
+    {"replicated-lag-mixed", 1000, 1000, 0, 6, DEPLOY_REPLICATED_LAG, QUARANTINE_MIXED},
 };
 
 /* Type sem: when each permit killed worker `id` held is back in the pool
@@ -412,9 +418,17 @@ static void inject(run *r, const scenario *sc, int64_t until)
                     deploy_watch(r, sc->deploy);
                     msleep(20);
                 }
-            } else if (deploy_failover(r, sc->deploy, key) == 0)
+            } else if (deploy_failover(r, sc->deploy, key) == 0) {
                 r->failovers++;
-            else
+                if (sc->quarantine == QUARANTINE_MIXED && r->nworkers < SAFETY_MAX_WORKERS) {
+                    /* A client that starts after the switch: it never sees it. */
+                    int nid = r->nworkers++;
+                    r->w[nid].ns = NULL;
+                    r->w[nid].hold_ms = sc->hold_ms;
+                    r->w[nid].quarantine = 0;
+                    worker_start(r, nid);
+                }
+            } else
                 fprintf(stderr, "  problem: the failover could not be made\n");
             next = safety_now() + 6000000000LL;
         } else if (!strcmp(sc->name, "kill9")) {
@@ -435,6 +449,7 @@ static void inject(run *r, const scenario *sc, int64_t until)
                 int nid = r->nworkers++;
                 r->w[nid].ns = NULL;
                 r->w[nid].hold_ms = sc->hold_ms;
+                r->w[nid].quarantine = r->w[id].quarantine;
                 worker_start(r, nid);
             }
         } else if (!strcmp(sc->name, "sigstop")) {
@@ -583,6 +598,9 @@ static int run_scenario(const scenario *sc)
     r->nworkers = O.procs;
     for (int id = 0; id < r->nworkers; id++) {
         r->w[id].hold_ms = id == 0 ? sc->victim_hold_ms : sc->hold_ms;
+        r->w[id].quarantine = sc->quarantine != QUARANTINE_MIXED ? sc->quarantine
+                              : id == 0                           ? -1
+                                                                  : 0;
         if (id == 0 && sc->needs_netns)   /* the cut-off hold outlasts its own waiters too */
             r->w[id].hold_ms += dead_waiters_ms();
         r->w[id].ns = sc->needs_netns ? (id == 0 ? r->ns_a : r->ns_b) : NULL;
@@ -754,7 +772,12 @@ static int run_scenario(const scenario *sc)
             snprintf(line, sizeof(line),
                      "  lagging replica, failover quarantine %s: double grants %lld (%lld "
                      "violations, %lld lost updates, %lld token regressions)\n",
-                     sc->quarantine ? "auto" : "off", doubles, rep.overlaps, rep.lost_updates,
+                     sc->quarantine == QUARANTINE_MIXED ? "auto for one worker, off for the "
+                                                          "others and for one started after "
+                                                          "each switch"
+                     : sc->quarantine                   ? "auto"
+                                                        : "off",
+                     doubles, rep.overlaps, rep.lost_updates,
                      rep.token_regressions);
             fputs(line, stdout);
             if (report_file)
@@ -800,7 +823,8 @@ static int run_scenario(const scenario *sc)
 static void usage(void)
 {
     fprintf(stderr, "usage: safety [--scenario baseline|kill9|sigstop|restart|pause|partition|"
-                    "sentinel-kill|cluster-failover|cluster-kill|replicated|replicated-lag|replicated-lag-quarantine|all]"
+                    "sentinel-kill|cluster-failover|cluster-kill|replicated|replicated-lag|"
+                    "replicated-lag-quarantine|replicated-lag-mixed|all]"
                     " [--type " SAFETY_TYPE_LIST "] [--seconds S] [--procs P] [--threads T] [--names K] [--ops N]"
                     " [--watchdog MS] [--lock-delay MS] [--stop-spread] [--worker PATH] [--keep] [--ack] [--sentinel-failover] [--min-total-ops N]"
                     " [--report FILE]\n");

@@ -25,6 +25,7 @@ typedef struct worker {
     int alive;
     const char *ns;
     int64_t hold_ms;
+    int64_t quarantine;     /* its failover quarantine: 0 off, -1 auto, else ms */
 } worker;
 
 typedef struct run {
@@ -45,8 +46,13 @@ typedef struct run {
     int failovers;          /* made so far */
     int unasked;            /* made by a sentinel alone (--sentinel-failover) */
     int seen_unasked;       /* failovers deploy_watch logged */
-    int64_t quarantine;     /* the workers' failover quarantine: 0 off, -1 auto, else ms */
+    int64_t quarantine;     /* the workers' failover quarantine: 0 off, -1 auto, else ms;
+                               QUARANTINE_MIXED: worker 0's auto, the others' off */
 } run;
+
+/* A scenario's quarantine: the first worker's auto, every other's off, and
+ * a worker (off) started after each failover. */
+#define QUARANTINE_MIXED (-2)
 
 /* The failover scenarios' deployments (coord_deploy.c). */
 enum { DEPLOY_NONE = 0, DEPLOY_SENTINEL_KILL, DEPLOY_CLUSTER_FAILOVER, DEPLOY_CLUSTER_KILL,

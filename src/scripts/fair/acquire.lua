@@ -90,7 +90,7 @@ if held and not mine then
   end
 end
 local bad = delay_wrongtype(writes) or fence_wrongtype(ARGV[4], KEYS[4]) or
-            (not mine and quarantine_refusal(own['dlock_quarantine:']))
+            quarantine_refusal(own['dlock_quarantine:'])   -- reentries too: see lock/acquire
 if bad then
   return bad
 end

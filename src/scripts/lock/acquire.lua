@@ -67,6 +67,14 @@ local function reserved_for()
   return nil
 end
 
+-- On a new primary that may lack its predecessor's last grants (and
+-- releases: a hold there may be a ghost, even the caller's own), nothing is
+-- taken, not even a reentry, until its quarantine ends.
+local q = quarantine_refusal(own['dlock_quarantine:'])
+if q then
+  return q
+end
+
 if redis.call('exists', lock) == 1 then
   local v = redis.call('hmget', lock, owner, 'mode')
   if not v[1] then
@@ -96,11 +104,6 @@ if redis.call('exists', lock) == 1 then
     return redis.error_reply('WRONGTYPE the key holds a read-write lock')
   end
 else
-  -- Free, but on a new primary that may lack its predecessor's last grants.
-  local q = quarantine_refusal(own['dlock_quarantine:'])
-  if q then
-    return q
-  end
   -- Free, but its last holder lost it without a release: wait out the delay.
   local left = delay_left(marker, owner)
   if left > 0 then

@@ -46,6 +46,12 @@ end
 
 -- Expired leases: their permits come back (ZRANGEBYSCORE raises WRONGTYPE
 -- for a leases key of another type, before the first write).
+-- Nothing taken on a new primary in its quarantine, a retried attempt's
+-- permits included (include/quarantine.lua).
+local q = quarantine_refusal(own['dlock_quarantine:'])
+if q then
+  return q
+end
 --@include permit_sweep.lua
 
 if redis.call('zscore', leases, id) then
@@ -54,12 +60,6 @@ if redis.call('zscore', leases, id) then
   return nil
 end
 local have = tonumber(redis.call('get', sem) or '0')
-if have >= 1 then
-  local q = quarantine_refusal(own['dlock_quarantine:'])
-  if q then
-    return q
-  end
-end
 local left = pdelay_left(pset, leases, have, 1)
 if left > 0 then
   return left

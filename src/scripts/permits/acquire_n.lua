@@ -47,6 +47,12 @@ if bad then
   return bad
 end
 
+-- Nothing taken on a new primary in its quarantine, a retried attempt's
+-- permits included (include/quarantine.lua).
+local q = quarantine_refusal(own['dlock_quarantine:'])
+if q then
+  return q
+end
 --@include permit_sweep.lua
 
 local until_ms = now + tonumber(ARGV[1])
@@ -60,12 +66,6 @@ if redis.call('zscore', leases, ids[1]) then
   return nil
 end
 local have = tonumber(redis.call('get', sem) or '0')
-if have >= n then
-  local q = quarantine_refusal(own['dlock_quarantine:'])
-  if q then
-    return q
-  end
-end
 local left = pdelay_left(pset, leases, have, n)
 if left > 0 then
   return left

@@ -52,12 +52,11 @@ elseif mode == 'write' and redis.call('hexists', lock, ARGV[3]) == 0 then
   return redis.call('pttl', lock)
 end
 
--- Every check before the first write: Redis does not roll a script back. A
--- new reader (not the owner's reentry) waits out a quarantine: a writer the
--- new primary never saw may hold.
+-- Every check before the first write: Redis does not roll a script back.
+-- Nothing taken on a new primary in its quarantine, reentries included (see
+-- lock/acquire.lua).
 local bad = fence_wrongtype(ARGV[4], KEYS[3]) or delay_wrongtype(rset, 'zset') or
-            (redis.call('hexists', lock, owner) == 0 and
-             quarantine_refusal(own['dlock_quarantine:']))
+            quarantine_refusal(own['dlock_quarantine:'])
 if bad then
   return bad
 end

@@ -41,6 +41,12 @@ local marker, rset = own['dlock_lock_delay:'], own['dlock_read_delay:']
 local writes = delay_key(ARGV[5], marker)   -- the marker this caller writes
 
 --@include rw_mode.lua
+-- Nothing taken on a new primary in its quarantine, reentries included (see
+-- lock/acquire.lua).
+local q = quarantine_refusal(own['dlock_quarantine:'])
+if q then
+  return q
+end
 local mine = mode == 'write' and redis.call('hget', lock, field)
 if mode and not mine then
   local ttl = redis.call('pttl', lock)
@@ -53,10 +59,6 @@ if mine and not tonumber(mine) then
   return redis.error_reply('WRONGTYPE the write lock\'s field ' .. field .. ' holds no count')
 end
 if not mode then
-  local q = quarantine_refusal(own['dlock_quarantine:'])
-  if q then
-    return q
-  end
   local left = math.max(delay_left(marker, field), rdelay_left(rset, owner))
   if left > 0 then
     return {left, 2}
