@@ -55,8 +55,10 @@ int cli_exit_code(int rc, const char *detail)
         return EXIT_UNAVAILABLE;
     case DLOCK_EAUTH:
         /* The library gives one code to AUTH and SELECT refusals: a database
-         * that does not exist is a configuration error, not a permission. */
-        if (detail && (strstr(detail, "database selection") || strstr(detail, "DB index")))
+         * that does not exist is a configuration error, not a permission (an
+         * ACL without +select is one). */
+        if (detail && !strstr(detail, "NOPERM") &&
+            (strstr(detail, "database selection") || strstr(detail, "DB index")))
             return EXIT_CONFIG;
         return EXIT_NOPERM;
     case DLOCK_EWRONGTYPE:

@@ -144,6 +144,12 @@ refused +get "'get'" -- "$D" latch wait -w 1s app:latch
 refused '~dlock_fence:{app:*' 'dlock_fence:{app:data}' --with fence -- "$D" fence --token 6 SET app:data v2
 refused +scan "'scan'" -- "$D" check --held-over 1h 'app:*'
 refused +ping "'ping'" -- "$D" doctor
+# A URL naming a database needs the opt-in +select (SELECT reaches every
+# database): without it, 77 naming it.
+expect 77 env DLOCK_URL="$(url_of app)/3" "$D" status app:held
+has "$tmp/err" "'select'" "a database in the URL without +select: the grant named"
+user app3 app: --with select
+expect 0 env DLOCK_URL="$(url_of app3)/3" "$D" run app:db3 -- true
 # The exporter stays up (the grant may come): dlock_up 0, and why.
 user lack app: --without +scan
 as lack scrape_once 'app:*'
