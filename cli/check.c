@@ -102,11 +102,11 @@ static void print_holder(const dlock_info *info, size_t i, const holder_map *map
     const char *owner = dlock_info_owner(info, i);
     char who[600], esc[120], ttl[32];
     holder_info h;
-    int r = holder_lookup(map, owner, &h);
-    int64_t age = r > 0 && h.command ? (h.held_ms < 0 ? 0 : h.held_ms) : -1;
+    int r = holder_lookup(map, NULL, owner, &h);
+    int64_t age = r > 0 && h.run ? (h.held_ms < 0 ? 0 : h.held_ms) : -1;
     int64_t acquired = h.acquired_ms;
     holder_info_free(&h);
-    holder_describe(map, owner, 0, who, sizeof(who));
+    holder_describe(map, dlock_info_name(info), owner, 0, who, sizeof(who));
     cli_esc(owner, esc, sizeof(esc));
     int64_t t = dlock_info_kind(info) == DLOCK_KIND_PERMITS ? dlock_info_holder_ttl(info, i)
                                                             : dlock_info_ttl(info);
@@ -196,6 +196,7 @@ int cmd_check(cli_opts *o, int argc, char **argv)
     int rc = mon_run(c, &p);
     if (rc != DLOCK_OK) {
         code = cli_fail(o, rc, "check");
+        cli_prefix_hint(o, rc, ca.pattern ? ca.pattern : "*");
         goto out;
     }
     size_t npast = 0;

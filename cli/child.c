@@ -134,7 +134,7 @@ static void guard_reap(gstate *gs)
     }
 }
 
-/* environ, minus the variables `extra` sets, plus `extra`. */
+/* environ, minus the variables `extra` sets or removes, plus those it sets. */
 static char **merge_env(char **extra)
 {
     size_t n = 0, m = 0;
@@ -149,14 +149,15 @@ static char **merge_env(char **extra)
     for (size_t i = 0; i < n; i++) {
         int replaced = 0;
         for (size_t j = 0; j < m && !replaced; j++) {
-            size_t key = strcspn(extra[j], "=") + 1;
-            replaced = strncmp(environ[i], extra[j], key) == 0;
+            size_t key = strcspn(extra[j], "=");
+            replaced = strncmp(environ[i], extra[j], key) == 0 && environ[i][key] == '=';
         }
         if (!replaced)
             env[k++] = environ[i];
     }
     for (size_t j = 0; j < m; j++)
-        env[k++] = extra[j];
+        if (strchr(extra[j], '='))
+            env[k++] = extra[j];
     return env;
 }
 
@@ -349,6 +350,26 @@ fail:
 }
 
 /* ------------------------------------------------------------ dlock side */
+
+int guard_env_scrub(char **v, char **url_var)
+{
+    int n = 0;
+    *url_var = NULL;
+    if (getenv("DLOCK_PASSWORD"))
+        v[n++] = "DLOCK_PASSWORD";
+    if (getenv("REDISCLI_AUTH"))
+        v[n++] = "REDISCLI_AUTH";
+    char *bare = cli_url_without_password(getenv("DLOCK_URL"));
+    if (bare && (*url_var = malloc(strlen("DLOCK_URL=") + strlen(bare) + 1))) {
+        sprintf(*url_var, "DLOCK_URL=%s", bare);
+        v[n++] = *url_var;
+    } else if (bare) {
+        v[n++] = "DLOCK_URL";   /* out of memory: without it rather than with the password */
+    }
+    free(bare);
+    v[n] = NULL;
+    return n;
+}
 
 int guard_exec(const cli_opts *o, guard *g, const char *cmd0, char *const *extra)
 {

@@ -52,6 +52,8 @@ typedef struct cli_opts {
     int retry_attempts;       /* -1 = library default (watch sets 0) */
     int quiet;                /* -q */
     int replica_ack;          /* replicas WAIT is asked for (doctor --replicas), 0: off */
+    size_t inspect_max;       /* holders read per object (exporter --max-holders), 0: all */
+    const char *prefix;       /* --prefix, else $DLOCK_PREFIX: the names' prefix, or NULL */
     const char *label;        /* the client's connection label ("status", ...) */
     char *args;               /* this process's argument strings, one area (ps shows */
     size_t args_len;          /* it): run's guard writes its own name over it */
@@ -77,6 +79,10 @@ int cli_utf8_valid(const char *s);
  * and backslashes written as \n, \t, \r, \xHH, \\: safe to print. Malloc'd
  * (NULL when out of memory). */
 char *cli_escape(const char *s);
+/* 1 when s holds what cli_escape writes as \xHH or \t, \r: invalid UTF-8,
+ * control characters (C0 but newline, DEL, C1: ESC and CSI included),
+ * bidirectional overrides. */
+int cli_has_unsafe(const char *s);
 /* The same into buf, cut with "..." when longer; for messages. */
 const char *cli_esc(const char *s, char *buf, size_t size);
 /* Cuts s (UTF-8, one column a code point) to fit a line of `cols` columns
@@ -116,6 +122,18 @@ typedef struct cli_dur_rule {
  * after a usage error naming opt for cmd (NULL: a global option). */
 int cli_duration_opt(const cli_opts *o, const char *cmd, const char *opt, const char *val,
                      const cli_dur_rule *rule, int64_t *ms);
+
+/* url without the password of its userinfo ("redis://u:pw@h" gives
+ * "redis://u@h"), malloc'd; NULL when it has none (or out of memory). */
+char *cli_url_without_password(const char *url);
+
+/* The pattern of list, watch, check and exporter without one: the
+ * configured prefix (--prefix, $DLOCK_PREFIX) and '*', its glob characters
+ * escaped; NULL without a prefix (every name, "*"). A user whose ACL reaches
+ * only its prefix can list nothing else. */
+const char *cli_default_pattern(const cli_opts *o);
+/* After a listing refused by the ACL: a hint at the prefix (stderr). */
+void cli_prefix_hint(const cli_opts *o, int rc, const char *pattern);
 
 /* Global options, accepted before and after the command name. Returns 1 when
  * argv[*i] was one (its value consumed), 0 when not, -1 on a usage error. */
@@ -174,7 +192,8 @@ typedef struct holder_info {
     long pid;
     const char *addr;        /* ip:port of the connection */
     const char *label;
-    char *command;           /* a dlock run's command (decoded), else NULL */
+    int run;                 /* a dlock run's (label run:<ms>:...) */
+    char *command;           /* its command, when known (its note), else NULL */
     int64_t acquired_ms;     /* a dlock run's acquisition, unix ms (its clock) */
     int64_t held_ms;         /* since then, by ours */
 } holder_info;
@@ -182,26 +201,33 @@ typedef struct holder_info {
 /* Wall clock, unix ms. */
 int64_t wall_ms(void);
 /* The label a dlock run gives its client once it holds the lock:
- * run:<acquired unix ms>:<command, percent-encoded>, at most 128 bytes; a
- * semaphore run's names its permit: run:<ms>:#<permit id>:<command>. */
-void run_label(char **cmd, int64_t acquired_ms, const char *permit, char *buf, size_t size);
+ * run:<acquired unix ms>:, a semaphore run's run:<ms>:#<permit id>: (CLIENT
+ * LIST shows it to every user allowed to list: no command in it). */
+void run_label(int64_t acquired_ms, const char *permit, char *buf, size_t size);
+/* The command as a shell would take it back (words quoted with '...' where
+ * needed), at most DLOCK_NOTE_MAX bytes: the note a dlock run writes beside
+ * its lock. Malloc'd, NULL when out of memory. */
+char *run_command_text(char **cmd);
 /* Reads CLIENT LIST. NULL only when out of memory; a refused CLIENT LIST
- * gives a map that knows nobody (holder_map_error says why). */
+ * gives a map that knows nobody (holder_map_error says why). The map reads
+ * the runs' notes with c (which must outlive it). */
 holder_map *holder_map_load(dlock_client *c);
 void holder_map_free(holder_map *m);
 const char *holder_map_error(const holder_map *m);
 /* 1 and *out when a dlock connection carries the owner's uuid (or, for a
  * permit id, names the permit in its run label), 0 when none does, -1 when
- * the map knows nothing. Free with holder_info_free. */
-int holder_lookup(const holder_map *m, const char *owner, holder_info *out);
+ * the map knows nothing. For a dlock run holding `name` (NULL: not asked),
+ * its command from its note on name. Free with holder_info_free. */
+int holder_lookup(const holder_map *m, const char *name, const char *owner, holder_info *out);
 void holder_info_free(holder_info *h);
 /* One phrase: "dlock run on web1, pid 42 (10.0.0.5:5123), for 3 s: make",
  * or "not a dlock client (Redisson or other; ...)"; brief: "web1:42 [make]
- * 3 s" / "not dlock". "" when the map knows nothing. */
-const char *holder_describe(const holder_map *m, const char *owner, int brief, char *buf,
-                            size_t size);
+ * 3 s" / "not dlock". "" when the map knows nothing. name: the lock held
+ * (its holders' notes), or NULL. */
+const char *holder_describe(const holder_map *m, const char *name, const char *owner, int brief,
+                            char *buf, size_t size);
 /* The JSON fields about the owner's client (",\"client\":..."), or none. */
-void holder_json(FILE *f, const holder_map *m, const char *owner);
+void holder_json(FILE *f, const holder_map *m, const char *name, const char *owner);
 
 /* ------------------------------------------------------------- help.c */
 

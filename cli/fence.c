@@ -8,6 +8,8 @@
 
 #include "cli.h"
 
+#define FENCE_TOKEN_MAX (1ULL << 53)
+
 static int parse_token(const cli_opts *o, const char *s, const char *from, uint64_t *out)
 {
     char *end;
@@ -16,6 +18,16 @@ static int parse_token(const cli_opts *o, const char *s, const char *from, uint6
     if (errno || *end || end == s || s[0] == '-' || s[0] == '+' || v == 0) {
         cli_usage_error(o, "fence", "%s '%s' is not a fencing token (a positive integer)", from,
                         s);
+        return -1;
+    }
+    /* No lock issues such a token: dlock's follow the server's clock in
+     * microseconds (2^53 in the year 2255), Redisson's count acquisitions.
+     * A guard raised to it would refuse every later fenced write of the key
+     * (until its guard is deleted: docs/cli.md, "dlock fence"). */
+    if (v > FENCE_TOKEN_MAX) {
+        cli_usage_error(o, "fence", "%s '%s' is above %llu, more than any lock issues (a "
+                                    "guard raised to it would refuse every later fenced write "
+                                    "of the key)", from, s, (unsigned long long)FENCE_TOKEN_MAX);
         return -1;
     }
     *out = v;

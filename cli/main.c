@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -54,8 +55,10 @@ int cli_exit_code(int rc, const char *detail)
         return EXIT_UNAVAILABLE;
     case DLOCK_EAUTH:
         /* The library gives one code to AUTH and SELECT refusals: a database
-         * that does not exist is a configuration error, not a permission. */
-        if (detail && (strstr(detail, "database selection") || strstr(detail, "DB index")))
+         * that does not exist is a configuration error, not a permission (an
+         * ACL without +select is one). */
+        if (detail && !strstr(detail, "NOPERM") &&
+            (strstr(detail, "database selection") || strstr(detail, "DB index")))
             return EXIT_CONFIG;
         return EXIT_NOPERM;
     case DLOCK_EWRONGTYPE:
@@ -192,6 +195,13 @@ static int read_password_file(const cli_opts *o, char *buf, size_t size)
         cli_err(o, "cannot read --password-file %s: %s", o->password_file, strerror(errno));
         return EXIT_NOINPUT;
     }
+    /* As ssh says of a private key others may read (a warning, not a refusal:
+     * the password is read all the same). */
+    struct stat st;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 077))
+        cli_err(o, "warning: --password-file %s may be read by %s (mode %04o): chmod go= it",
+                o->password_file, st.st_mode & 007 ? "any user" : "its group",
+                (unsigned)(st.st_mode & 07777));
     size_t n = 0;
     for (;;) {
         ssize_t k = read(fd, buf + n, size - 1 - n);
@@ -371,6 +381,11 @@ int cli_open(const cli_opts *o, dlock_client **out, dlock_lost_fn lost, void *lo
         dlock_config_free(cfg);
         return EXIT_USAGE;
     }
+    if (o->inspect_max && dlock_config_set_inspect_limit(cfg, o->inspect_max) != DLOCK_OK) {
+        cli_usage_error(o, NULL, "%s", dlock_last_error());
+        dlock_config_free(cfg);
+        return EXIT_USAGE;
+    }
     if (lost)
         dlock_config_set_lost_callback(cfg, lost, lost_ud);
     if (o->label)
@@ -408,28 +423,80 @@ int cli_opt_value(const cli_opts *o, const char *cmd, int argc, char **argv, int
     return 0;
 }
 
-/* Masks a password given in --url in our own argument list, so that `ps` shows
- * it for as short a time as we can manage (prefer the other sources). */
-static void mask_url_password(char *url)
+/* The password of a URL's userinfo, as [*from, *to) in url (every scheme
+ * dlock takes; the userinfo ends at the authority's last '@'). 0 when it
+ * has none. */
+static int url_password(const char *url, const char **from, const char **to)
 {
     static const char *const schemes[] = {"redis://",           "rediss://",
                                           "redis-sentinel://",  "redis-cluster://",
                                           "redis-replicated://", "rediss-sentinel://",
                                           "rediss-cluster://",  "rediss-replicated://"};
-    char *a = NULL;
+    const char *a = NULL;
     for (size_t i = 0; i < sizeof(schemes) / sizeof(schemes[0]) && !a; i++)
         if (strncmp(url, schemes[i], strlen(schemes[i])) == 0)
             a = url + strlen(schemes[i]);
     if (!a)
-        return;
+        return 0;
     size_t alen = strcspn(a, "/?#");
-    char *at = NULL;
+    const char *at = NULL;
     for (size_t i = 0; i < alen; i++)
         if (a[i] == '@')
             at = a + i;
-    char *colon = at ? memchr(a, ':', (size_t)(at - a)) : NULL;
-    for (char *p = colon ? colon + 1 : at; p && p < at; p++)
-        *p = 'x';
+    const char *colon = at ? memchr(a, ':', (size_t)(at - a)) : NULL;
+    if (!colon || colon + 1 == at)
+        return 0;
+    *from = colon + 1;
+    *to = at;
+    return 1;
+}
+
+/* Masks a password given in --url in our own argument list, so that `ps` shows
+ * it for as short a time as we can manage (prefer the other sources). */
+static void mask_url_password(char *url)
+{
+    const char *from, *to;
+    if (url_password(url, &from, &to))
+        memset(url + (from - url), 'x', (size_t)(to - from));
+}
+
+char *cli_url_without_password(const char *url)
+{
+    const char *from, *to;
+    if (!url || !url_password(url, &from, &to))
+        return NULL;
+    size_t head = (size_t)(from - 1 - url);   /* up to the ':' before the password */
+    char *s = malloc(strlen(url) + 1);
+    if (s) {
+        memcpy(s, url, head);
+        strcpy(s + head, to);
+    }
+    return s;
+}
+
+const char *cli_default_pattern(const cli_opts *o)
+{
+    static char glob[2 * DLOCK_NAME_MAX + 2];
+    if (!o->prefix || !*o->prefix)
+        return NULL;
+    size_t j = 0;
+    for (const char *p = o->prefix; *p && j + 3 < sizeof(glob); p++) {
+        if (strchr("*?[]\\", *p))
+            glob[j++] = '\\';
+        glob[j++] = *p;
+    }
+    glob[j++] = '*';
+    glob[j] = '\0';
+    return glob;
+}
+
+void cli_prefix_hint(const cli_opts *o, int rc, const char *pattern)
+{
+    if (rc != DLOCK_EAUTH || (pattern && strcmp(pattern, "*") != 0))
+        return;
+    cli_err(o, "this user may not read every key (its ACL limits it to a prefix): give a "
+               "PATTERN under its prefix ('orders:*'), or the prefix once with --prefix or "
+               "$DLOCK_PREFIX");
 }
 
 int cli_global_opt(cli_opts *o, int argc, char **argv, int *i)
@@ -454,6 +521,16 @@ int cli_global_opt(cli_opts *o, int argc, char **argv, int *i)
             o->url = o->url_copy = copy;
             o->url_from_env = 0;
         }
+        return r;
+    }
+    if ((r = cli_opt_value(o, NULL, argc, argv, i, "--prefix", NULL, &val)) != 0) {
+        if (r > 0 && strlen(val) > DLOCK_NAME_MAX) {
+            cli_usage_error(o, NULL, "--prefix is longer than a name may be (%d bytes)",
+                            DLOCK_NAME_MAX);
+            return -1;
+        }
+        if (r > 0)
+            o->prefix = val;
         return r;
     }
     if ((r = cli_opt_value(o, NULL, argc, argv, i, "--password-file", NULL, &val)) != 0) {
@@ -591,6 +668,7 @@ int main(int argc, char **argv)
 static int run_main(cli_opts *o, int argc, char **argv)
 {
     o->retry_attempts = -1;
+    o->prefix = getenv("DLOCK_PREFIX");
     o->url = getenv("DLOCK_URL");
     o->url_from_env = 1;
     if (!o->url || !*o->url) {

@@ -24,8 +24,9 @@ typedef struct seen {
     int64_t held_ms;         /* the last pass that saw it held (monotonic) */
     int64_t ttl, ttl_at;     /* its TTL then */
     int renewed;             /* 1, 0, -1 unknown */
-    seen_holder *h;
+    seen_holder *h;          /* by owner */
     size_t nh;               /* 0: free now */
+    size_t total;            /* holders it has (more than nh when read in part) */
     const dlock_info *info;  /* this pass's snapshot (during mon_render), else NULL */
 } seen;
 
@@ -70,12 +71,20 @@ static const seen *find(const mon_memory *m, const char *name)
     return m->n ? bsearch(&key, m->v, m->n, sizeof(seen), seen_cmp) : NULL;
 }
 
+static int holder_cmp(const void *a, const void *b)
+{
+    return strcmp(((const seen_holder *)a)->owner, ((const seen_holder *)b)->owner);
+}
+
+/* Since when the last pass saw owner hold (its holders are sorted by owner):
+ * a pass is O(h log h) in the holders of a lock, not O(h^2). */
 static int64_t first_seen(const seen *old, const char *owner, int64_t now)
 {
-    for (size_t i = 0; old && i < old->nh; i++)
-        if (strcmp(old->h[i].owner, owner) == 0)
-            return old->h[i].first_ms;
-    return now;
+    seen_holder key = {.owner = (char *)owner};
+    const seen_holder *h = old && old->nh ? bsearch(&key, old->h, old->nh, sizeof(*old->h),
+                                                    holder_cmp)
+                                          : NULL;
+    return h ? h->first_ms : now;
 }
 
 /* A held lock of this pass, from what the last pass saw of it. */
@@ -91,6 +100,7 @@ static int seen_now(seen *s, const dlock_info *info, const seen *old, int64_t no
     size_t n = dlock_info_holders(info);
     if (!(s->name = strdup(dlock_info_name(info))) || !(s->h = calloc(n ? n : 1, sizeof(*s->h))))
         return -1;
+    s->total = dlock_info_holders_total(info);
     int common = 0;
     for (size_t i = 0; i < n; i++) {
         const char *owner = dlock_info_owner(info, i);
@@ -100,6 +110,7 @@ static int seen_now(seen *s, const dlock_info *info, const seen *old, int64_t no
         s->nh = i + 1;
         common |= s->h[i].first_ms < now;
     }
+    qsort(s->h, s->nh, sizeof(*s->h), holder_cmp);
     if (common && old->ttl >= 0 && s->ttl >= 0)
         s->renewed = s->ttl > old->ttl - (now - old->ttl_at) + RENEW_SLACK_MS;
     return 0;
@@ -161,10 +172,11 @@ int mon_memory_update(mon_memory *m, const mon_pass *p, int64_t now, size_t limi
 /* ------------------------------------------------------------ rendering */
 
 /* A label value: valid UTF-8 with \\, \" and \n escaped (a name that is not
- * valid UTF-8 is written as cli_escape gives it: \xHH for its odd bytes). */
+ * valid UTF-8, or holds control characters - ESC, C1 - or bidirectional
+ * overrides, is written as cli_escape gives it: \xHH for those bytes). */
 static void label(FILE *f, const char *s)
 {
-    char *esc = cli_utf8_valid(s) ? NULL : cli_escape(s);
+    char *esc = cli_has_unsafe(s) ? cli_escape(s) : NULL;
     for (const char *p = esc ? esc : s; *p; p++) {
         if (*p == '\\' || *p == '"')
             fputc('\\', f), fputc(*p, f);
@@ -221,7 +233,7 @@ static void lock_family(FILE *f, const mon_memory *m, const holder_map *map, int
 
 static double v_holders(const seen *s, const holder_map *map, int64_t now)
 {
-    return (double)s->nh;
+    return (double)(s->total > s->nh ? s->total : s->nh);
 }
 
 static double v_age(const seen *s, const holder_map *map, int64_t now)
@@ -335,7 +347,7 @@ static double c_count(const dlock_info *i, const holder_map *m)
 }
 static double c_held(const dlock_info *i, const holder_map *m)
 {
-    return (double)dlock_info_holders(i);
+    return (double)dlock_info_holders_total(i);
 }
 static double c_age(const dlock_info *i, const holder_map *m)
 {
@@ -390,6 +402,8 @@ char *mon_render(mon_memory *m, const mon_pass *p, const holder_map *map, const 
     single(f, "dlock_scan_errors_total", "counter", "Passes that failed", (double)st->errors);
     single(f, "dlock_scan_max_keys", "gauge", "The most objects a pass looks at (--max-keys)",
            (double)st->max_keys);
+    single(f, "dlock_scan_max_holders", "gauge", "The most holders a pass reads of one object "
+           "(--max-holders)", (double)st->max_holders);
     if (st->up && p) {
         family(f, "dlock_scan_timestamp_seconds", "gauge", "When the pass served here started "
                                                           "(unix time)");
@@ -403,6 +417,11 @@ char *mon_render(mon_memory *m, const mon_pass *p, const holder_map *map, const 
                (double)p->seen);
         single(f, "dlock_scan_truncated", "gauge", "1 when --max-keys cut the pass short",
                p->truncated);
+        size_t cut = 0;
+        for (size_t i = 0; i < p->n; i++)
+            cut += dlock_info_holders_total(p->v[i]) > dlock_info_holders(p->v[i]);
+        single(f, "dlock_scan_holders_truncated", "gauge", "Objects with more holders than "
+               "--max-holders: read in part (their holder counts are whole)", (double)cut);
         render_locks(f, m, p, map, st->now_ms);
         render_counts(f, p, map);
     }

@@ -19,7 +19,7 @@ typedef struct mon_status {
     int up;                  /* the pass read Redis */
     const char *error;       /* why not */
     uint64_t passes, errors; /* since the start */
-    size_t max_keys;
+    size_t max_keys, max_holders;
     int64_t started_unix_ms; /* when the pass started */
     int64_t now_ms;          /* monotonic, at the pass's end */
 } mon_status;

@@ -11,13 +11,20 @@ typedef struct collect {
     size_t n, cap;
     int fences;   /* the pattern names fence guards: keep them */
     int oom;
+    int stopped;
 } collect;
+
+static int stopped(const mon_pass *p) { return p->stop && atomic_load(p->stop); }
 
 static int collect_one(const dlock_info *info, void *ud)
 {
     collect *col = ud;
     mon_pass *p = col->p;
     const char *name = dlock_info_name(info);
+    if (stopped(p)) {
+        col->stopped = 1;
+        return 1;
+    }
     if (!col->fences && mon_is_count(info) &&
         strncmp(name, MON_FENCE_PREFIX, strlen(MON_FENCE_PREFIX)) == 0)
         return 0;
@@ -59,6 +66,8 @@ static int snapshot_all(dlock_client *c, mon_pass *p, collect *col)
     if (!p->v)
         return DLOCK_ENOMEM;
     for (size_t i = 0; i < col->n; i++) {
+        if (stopped(p))
+            return DLOCK_ECANCELED;
         dlock_info *info;
         int rc = dlock_client_inspect(c, col->names[i], &info);
         if (rc != DLOCK_OK)
@@ -81,7 +90,7 @@ int mon_run(dlock_client *c, mon_pass *p)
     p->truncated = 0;
     const char *pattern = p->pattern && *p->pattern ? p->pattern : "*";
     collect col = {p, NULL, 0, 0, strncmp(pattern, MON_FENCE_PREFIX,
-                                          strlen(MON_FENCE_PREFIX)) == 0, 0};
+                                          strlen(MON_FENCE_PREFIX)) == 0, 0, 0};
     dlock_stats before, after;
     dlock_client_stats(c, &before, sizeof(before));
     int64_t t0 = mono_ms();
@@ -89,11 +98,14 @@ int mon_run(dlock_client *c, mon_pass *p)
                                &col);
     if (rc == DLOCK_OK && col.oom)
         rc = DLOCK_ENOMEM;
+    if (rc == DLOCK_OK && col.stopped)
+        rc = DLOCK_ECANCELED;
     if (rc == DLOCK_OK)
         rc = snapshot_all(c, p, &col);
     p->ms = mono_ms() - t0;
-    dlock_client_stats(c, &after, sizeof(after));
-    p->roundtrips = after.roundtrips - before.roundtrips;
+    /* (Not after a failure: a call would clear its message.) */
+    if (rc == DLOCK_OK && dlock_client_stats(c, &after, sizeof(after)) == DLOCK_OK)
+        p->roundtrips = after.roundtrips - before.roundtrips;
     for (size_t i = 0; i < col.n; i++)
         free(col.names[i]);
     free(col.names);
@@ -176,6 +188,8 @@ int mon_parse_args(cli_opts *o, const char *cmd, int argc, char **argv, const mo
         if (r < 0 || (r == 0 && pattern_arg(o, cmd, argv[i], dashdash, pattern) != 0))
             return -1;
     }
+    if (!*pattern)
+        *pattern = cli_default_pattern(o);
     return 0;
 }
 
@@ -188,7 +202,7 @@ int64_t mon_hold_age(const holder_map *m, const char *owner)
 {
     holder_info h;
     int64_t age = -1;
-    if (holder_lookup(m, owner, &h) > 0 && h.command)
+    if (holder_lookup(m, NULL, owner, &h) > 0 && h.run)
         age = h.held_ms < 0 ? 0 : h.held_ms;
     holder_info_free(&h);
     return age;

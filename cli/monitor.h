@@ -6,6 +6,8 @@
 #ifndef DLOCK_CLI_MONITOR_H
 #define DLOCK_CLI_MONITOR_H
 
+#include <stdatomic.h>
+
 #include "cli.h"
 
 /* The keys of dlock's fence guards (dlock fence): its own counters. */
@@ -21,6 +23,7 @@ typedef struct mon_pass {
     size_t limit;            /* at most this many objects looked at, 0: no limit */
     mon_keep_fn keep;        /* NULL: keep every one */
     void *keep_ud;
+    const atomic_int *stop;  /* set (non-zero): the pass ends at its next step, DLOCK_ECANCELED */
     /* out */
     dlock_info **v;          /* the snapshots of the names kept (waiters counted), by name */
     size_t n;
@@ -30,7 +33,8 @@ typedef struct mon_pass {
     uint64_t roundtrips;     /* requests it made (the client's statistics) */
 } mon_pass;
 
-/* Runs one pass. DLOCK_OK, or the first error (dlock_last_error says it);
+/* Runs one pass. DLOCK_OK, DLOCK_ECANCELED (p->stop), or the first error
+ * (dlock_last_error says it);
  * a name gone between its scan and its snapshot is left out. Free with
  * mon_pass_free, also after an error. */
 int mon_run(dlock_client *c, mon_pass *p);

@@ -216,6 +216,8 @@ static int parse_args(cli_opts *o, int argc, char **argv, run_args *ra)
                 return -1;
         } else if (strcmp(a, "--kill-orphans") == 0) {
             ra->kill_orphans = 1;
+        } else if (strcmp(a, "--keep-env-secrets") == 0) {
+            ra->keep_env_secrets = 1;
         } else if ((r = cli_opt_value(o, "run", argc, argv, &i, "--on-lost", NULL, &val)) != 0) {
             if (r < 0)
                 return -1;
@@ -481,7 +483,7 @@ static void describe_holder(dlock_client *c, target *t, char *buf, size_t size)
         snprintf(left, sizeof(left), "with no expiry");
     cli_esc(dlock_info_owner(info, 0), who, sizeof(who));
     holder_map *map = holder_map_load(c);
-    holder_describe(map, dlock_info_owner(info, 0), 0, d, sizeof(d));
+    holder_describe(map, t->names[k], dlock_info_owner(info, 0), 0, d, sizeof(d));
     holder_map_free(map);
     if (n > 1)
         snprintf(holds, sizeof(holds), ", %lld holds", n);
@@ -796,10 +798,18 @@ static int run_locked(cli_opts *o, const run_args *ra, guard *g, int sfd)
         return code;
     }
     /* Who holds it, for status and list: this host and pid (the connection
-     * name) and, in the label, since when and what for. */
-    char label[160];
-    run_label(ra->cmd, wall_ms(), tg.ps ? tg.permit : NULL, label, sizeof(label));
+     * name), since when (its label), and what for: the command, in a note
+     * beside the lock that only its readers read (CLIENT LIST shows labels
+     * to every user allowed to list). A re-entry keeps the outer run's. */
+    char label[80];
+    run_label(wall_ms(), tg.ps ? tg.permit : NULL, label, sizeof(label));
     dlock_client_set_label(c, label);
+    run_note *note = reentry ? NULL
+                             : run_note_start(o, c, tg.names, tg.ps ? 1 : tg.n,
+                                              tg.ps ? tg.permit : owner, ra->cmd,
+                                              ra->lease_ms != DLOCK_WATCHDOG ? ra->lease_ms
+                                                                             : ra->watchdog_ms,
+                                              ra->lease_ms == DLOCK_WATCHDOG);
     /* A --lease is renewed by nobody: the lock is gone when its TTL runs out
      * (the first of them to go, for several). Counting the TTL read just now
      * from before the read errs early. */
@@ -837,9 +847,17 @@ static int run_locked(cli_opts *o, const run_args *ra, guard *g, int sfd)
         size_t off = (size_t)sprintf(names_var, "DLOCK_NAMES=");
         for (int k = 0; k < ra->nnames; k++)
             off += (size_t)sprintf(names_var + off, "%s%s", k ? "\n" : "", ra->names[k]);
-        char *extra[] = {name_var, names_var, tg.ml || tg.ps ? "DLOCK_TOKEN=" : tok,
-                         tg.ps ? permit_var : own, owners, ra->elect ? term : NULL, NULL};
+        char *set[] = {name_var, names_var, tg.ml || tg.ps ? "DLOCK_TOKEN=" : tok,
+                       tg.ps ? permit_var : own, owners, ra->elect ? term : NULL};
+        /* Redis credentials stay out of CMD's environment unless asked. */
+        char *extra[sizeof(set) / sizeof(set[0]) + 4], *url_var = NULL;
+        int ne = ra->keep_env_secrets ? 0 : guard_env_scrub(extra, &url_var);
+        for (size_t k = 0; k < sizeof(set) / sizeof(set[0]); k++)
+            if (set[k])
+                extra[ne++] = set[k];
+        extra[ne] = NULL;
         code = guard_exec(o, g, ra->cmd[0], extra);
+        free(url_var);
     }
     free(name_var);
     free(names_var);
@@ -849,6 +867,7 @@ static int run_locked(cli_opts *o, const run_args *ra, guard *g, int sfd)
         if (status < 0)
             code = EXIT_SOFTWARE;
     }
+    run_note_stop(note, !lost);
     lost = finish_hold(o, ra, &tg, lost, &hold);
     target_free(&tg);
     dlock_client_close(c);

@@ -25,6 +25,7 @@ typedef struct run_args {
     int lost_code;         /* exit code when the hold was lost (76), -1: CMD's status */
     int64_t kill_after_ms; /* --kill-after: SIGTERM, then SIGKILL this much later */
     int kill_orphans;      /* --kill-orphans: end what CMD leaves running */
+    int keep_env_secrets;  /* --keep-env-secrets: CMD inherits DLOCK_PASSWORD & co. */
     int verbose;
     const char *name;      /* for messages: the name, or "a + b + c" for several */
     const char *names[RUN_MAX_NAMES];
@@ -59,9 +60,14 @@ typedef struct guard guard;
  * exit code. */
 int guard_start(const cli_opts *o, char **cmd, guard **out);
 /* Starts CMD with the environment plus `extra` (NULL-terminated "K=V"
- * strings that replace inherited ones). Returns 0, or an exit code
- * (126/127, message printed). */
+ * strings that replace inherited ones; a "K" without '=' removes K).
+ * Returns 0, or an exit code (126/127, message printed). */
 int guard_exec(const cli_opts *o, guard *g, const char *cmd0, char *const *extra);
+/* The entries of guard_exec's extra that keep Redis credentials out of
+ * CMD's environment: DLOCK_PASSWORD and REDISCLI_AUTH removed, DLOCK_URL
+ * without the password of its userinfo (*url_var, malloc'd: free it). Into
+ * v (room for 4, NULL-terminated); returns how many. */
+int guard_env_scrub(char **v, char **url_var);
 /* Ends the guard (what CMD started, if any still runs, is killed) and frees it. */
 void guard_stop(guard *g);
 /* Sends one message to the guard (child.c's protocol); -1 when it is gone. */
@@ -110,6 +116,19 @@ int supervise(const cli_opts *o, const run_args *ra, guard *g, run_hold *h, int 
 const char *lost_why(const run_hold *h, int reason, char *buf, size_t size);
 /* The cause the library gave for the last loss (dlock_lost_cause). */
 int run_lost_cause(void);
+
+/* ----------------------------------------------------------- run_note.c */
+
+/* The note beside each of the n names a run holds as `owner` (a permit's
+ * id for a semaphore run): its command, for dlock status (see run_note.c).
+ * Written now with ttl_ms, and again every third of it when `renew` (a
+ * watchdog hold) until run_note_stop, which deletes it when `delete` (the
+ * hold was not lost). NULL when out of memory (no note). names and owner
+ * must outlive it. */
+typedef struct run_note run_note;
+run_note *run_note_start(const cli_opts *o, dlock_client *c, const char *const *names, int n,
+                         const char *owner, char **cmd, int64_t ttl_ms, int renew);
+void run_note_stop(run_note *rn, int delete);
 
 /* -------------------------------------------------------- run_stripes.c */
 

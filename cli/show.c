@@ -115,7 +115,7 @@ static void json_count(FILE *f, const dlock_info *info, int with_waiters, const 
         for (size_t i = 0; i < dlock_info_holders(info); i++) {
             fprintf(f, "%s{\"permit\":\"%s\",\"ttl_ms\":%lld", i ? "," : "",
                     dlock_info_owner(info, i), (long long)dlock_info_holder_ttl(info, i));
-            holder_json(f, map, dlock_info_owner(info, i));
+            holder_json(f, map, dlock_info_name(info), dlock_info_owner(info, i));
             fputc('}', f);
         }
         fputc(']', f);
@@ -144,7 +144,7 @@ static void json_info(FILE *f, const dlock_info *info, int with_waiters, const h
         fprintf(f, ",\"count\":%lld", (long long)dlock_info_hold_count(info, i));
         if (dlock_info_kind(info) == DLOCK_KIND_RWLOCK)
             fprintf(f, ",\"role\":\"%s\"", dlock_info_holder_writes(info, i) ? "write" : "read");
-        holder_json(f, map, dlock_info_owner(info, i));
+        holder_json(f, map, dlock_info_name(info), dlock_info_owner(info, i));
         fputc('}', f);
     }
     fprintf(f, "],\"ttl_ms\":%lld,\"token\":%llu", (long long)dlock_info_ttl(info),
@@ -185,9 +185,10 @@ static char *format_holders(const dlock_info *info, const holder_map *map)
     for (size_t i = 0; i < dlock_info_holders(info); i++) {
         char who[300];
         holder_info h;
-        int known = holder_lookup(map, dlock_info_owner(info, i), &h);
+        int known = holder_lookup(map, NULL, dlock_info_owner(info, i), &h);
         holder_info_free(&h);
-        holder_describe(map, dlock_info_owner(info, i), 1, who, sizeof(who));
+        holder_describe(map, dlock_info_name(info), dlock_info_owner(info, i), 1, who,
+                        sizeof(who));
         char *e = known > 0 ? NULL : cli_escape(dlock_info_owner(info, i));
         const char *role = dlock_info_kind(info) != DLOCK_KIND_RWLOCK ? ""
                            : dlock_info_holder_writes(info, i)     ? "W "
@@ -333,7 +334,8 @@ static void print_count_status(const dlock_info *info, const holder_map *map)
                    t >= 0 ? cli_fmt_duration(t, ttl, sizeof(ttl)) : "no expiry",
                    t >= 0 ? " left" : "");
             /* who: a dlock run names its permit in its client's label */
-            if (*holder_describe(map, dlock_info_owner(info, i), 0, who, sizeof(who)))
+            if (*holder_describe(map, dlock_info_name(info), dlock_info_owner(info, i), 0, who,
+                             sizeof(who)))
                 printf("           %s\n", who);
         }
         printf("waiters: %lld\n", (long long)dlock_info_waiters(info));
@@ -369,7 +371,8 @@ static void print_status(const dlock_info *info, const holder_map *map)
                dlock_info_hold_count(info, i) == 1 ? "hold" : "holds", role);
         free(owner);
         char who[400];
-        if (*holder_describe(map, dlock_info_owner(info, i), 0, who, sizeof(who)))
+        if (*holder_describe(map, dlock_info_name(info), dlock_info_owner(info, i), 0, who,
+                             sizeof(who)))
             printf("         %s\n", who);
     }
     if (dlock_info_holders(info) && holder_map_error(map))
@@ -388,7 +391,7 @@ static void print_status(const dlock_info *info, const holder_map *map)
         printf("%s %zu. %s (deadline %s)\n", i ? "        " : "queue:  ", i + 1,
                owner ? owner : "?", d < 0 ? "none" : cli_fmt_duration(d, dl, sizeof(dl)));
         free(owner);
-        if (*holder_describe(map, dlock_info_queued_owner(info, i), 0, who, sizeof(who)))
+        if (*holder_describe(map, NULL, dlock_info_queued_owner(info, i), 0, who, sizeof(who)))
             printf("            %s\n", who);
     }
     if (dlock_info_next_turn(info)) {
@@ -597,7 +600,9 @@ int cmd_list(cli_opts *o, int argc, char **argv)
     show_args sa;
     if (parse_show(o, "list", argc, argv, F_JSON, &sa) != 0)
         return EXIT_USAGE;
-    const char *pattern = sa.npos ? sa.pos : "*";
+    const char *pattern = sa.npos ? sa.pos : cli_default_pattern(o);
+    if (!pattern)
+        pattern = "*";
     dlock_client *c;
     o->label = "list";
     int code = cli_open(o, &c, NULL, NULL);
@@ -627,6 +632,7 @@ int cmd_list(cli_opts *o, int argc, char **argv)
         if (sa.json)
             fputs("]\n", stdout);
         code = cli_fail(o, rc, "list");
+        cli_prefix_hint(o, rc, pattern);
     } else if (sa.json) {
         fputs(rs.n ? "\n]\n" : "]\n", stdout);
     } else if (rs.n || cr.n) {

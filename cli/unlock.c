@@ -52,7 +52,7 @@ static void describe_holders(dlock_client *c, const dlock_info *info, char *buf,
         const char *role = dlock_info_kind(info) != DLOCK_KIND_RWLOCK ? ""
                            : dlock_info_holder_writes(info, i)     ? "writer "
                                                                    : "reader ";
-        holder_describe(map, owner, 0, d, sizeof(d));
+        holder_describe(map, dlock_info_name(info), owner, 0, d, sizeof(d));
         off += (size_t)snprintf(buf + off, size - off, "%s%s%s%s%s%s", i ? ", " : " by ", role,
                                 cli_esc(owner, e, sizeof(e)), d[0] ? " (" : "", d,
                                 d[0] ? ")" : "");
@@ -88,7 +88,7 @@ static int force_permit(const cli_opts *o, dlock_client *c, const unlock_args *u
     char pid[80], who[400] = "";
     cli_esc(ua->permit, pid, sizeof(pid));
     holder_map *map = holder_map_load(c);
-    holder_describe(map, ua->permit, 0, who, sizeof(who));
+    holder_describe(map, ua->name, ua->permit, 0, who, sizeof(who));
     holder_map_free(map);
     dlock_permit_semaphore *ps = NULL;
     int released = 0;

@@ -161,6 +161,19 @@ static int unsafe_cp(unsigned cp)
            (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
 }
 
+int cli_has_unsafe(const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        int n = utf8_len(p);
+        if (n == 0 || (n > 1 && unsafe_cp(utf8_cp(p, n))) ||
+            (n == 1 && ((*p < 0x20 && *p != '\n') || *p == 0x7f)))
+            return 1;
+        p += n;
+    }
+    return 0;
+}
+
 /* Appends the escaped form of s to out (which has room for 4 bytes a byte). */
 static size_t escape_into(const char *s, char *out)
 {

@@ -61,6 +61,8 @@ static int parse_watch(cli_opts *o, int argc, char **argv, int64_t *interval_ms,
         *pattern = a;
     }
     if (!*pattern)
+        *pattern = cli_default_pattern(o);
+    if (!*pattern)
         *pattern = "*";
     return 0;
 }
@@ -202,10 +204,22 @@ int cmd_watch(cli_opts *o, int argc, char **argv)
     display_url(o->url, shown, sizeof(shown));
     cli_fmt_duration(interval_ms, interval, sizeof(interval));
     cli_esc(pattern, pat, sizeof(pat));
-    int stdin_open = 1;
+    int stdin_open = 1, first = 1;
     do {
         rows fresh;
         int rc = load(c, pattern, v.max_rows, &fresh);
+        /* Refused by the ACL from the start: no later frame would be let
+         * through either. */
+        if (first && rc != DLOCK_OK && cli_exit_code(rc, dlock_last_error()) == EXIT_NOPERM) {
+            if (v.tty)
+                fputs("\033[?25h\033[?1049l", stdout);
+            fflush(stdout);
+            restore_terminal();
+            code = cli_fail(o, rc, "watch");
+            cli_prefix_hint(o, rc, pattern);
+            break;
+        }
+        first = 0;
         if (rc == DLOCK_OK) {
             rows_free(&v.good);
             v.good = fresh;
@@ -219,12 +233,14 @@ int cmd_watch(cli_opts *o, int argc, char **argv)
         }
         draw(&v, shown, pat, interval);
     } while (!wait_input(sfd, interval_ms, &stdin_open));
-    if (v.tty)
-        fputs("\033[?25h\033[?1049l", stdout);
-    fflush(stdout);
-    restore_terminal();
+    if (!code) {
+        if (v.tty)
+            fputs("\033[?25h\033[?1049l", stdout);
+        fflush(stdout);
+        restore_terminal();
+    }
     rows_free(&v.good);
     dlock_client_close(c);
     close(sfd);
-    return 0;
+    return code;
 }

@@ -263,6 +263,58 @@ static void test_outside_prefix_refused(void **state)
     freeReplyObject(th_cmd(&srv, "ACL LOG RESET"));
 }
 
+/* A holder's note (dlock run's command) is read by the lock's own users, not
+ * by a user of another prefix, who sees the connection's name in CLIENT LIST
+ * with no command in it. */
+static void test_note_stays_with_the_prefix(void **state)
+{
+    (void)state;
+    assert_int_equal(th_acl_user(&srv, "other", PW, "other:"), 0);
+    char url[600], base[600];
+    th_url_port(&srv, th_client_port(&srv), base, sizeof(base));
+    const char *rest = strstr(base, "://") + 3;
+    const char *at = strchr(rest, '@');
+    snprintf(url, sizeof(url), "%.*sother:" PW "@%s", (int)(rest - base), base, at ? at + 1 : rest);
+    dlock_client *other = th_client_url(url, 0);
+    assert_int_equal(dlock_client_set_note(cli, "app:noted", "o:1", "secret-cmd", 10, 10000),
+                     DLOCK_OK);
+    char *text = NULL;
+    assert_int_equal(dlock_client_note(cli, "app:noted", "o:1", &text, NULL), DLOCK_OK);
+    assert_string_equal(text, "secret-cmd");
+    free(text);
+    assert_int_equal(dlock_client_note(other, "app:noted", "o:1", &text, NULL), DLOCK_EAUTH);
+    assert_null(text);
+    char *list = NULL;
+    assert_int_equal(dlock_client_list_connections(other, &list), DLOCK_OK);
+    assert_non_null(strstr(list, "acl-test"));   /* app's client, named */
+    assert_null(strstr(list, "secret-cmd"));
+    free(list);
+    assert_int_equal(dlock_client_set_note(cli, "app:noted", "o:1", NULL, 0, 0), DLOCK_OK);
+    dlock_client_close(other);
+    freeReplyObject(th_cmd(&srv, "ACL LOG RESET"));
+}
+
+/* A command a script calls and the user may not run: DLOCK_EAUTH, the
+ * command named (Redis says only "can't run this command"), nothing
+ * written. */
+static void test_script_refusal_named(void **state)
+{
+    (void)state;
+    freeReplyObject(th_cmd(&srv, "ACL SETUSER app -hincrby"));
+    dlock_lock *l;
+    assert_int_equal(dlock_lock_get(cli, "app:refused", &l), DLOCK_OK);
+    int rc = dlock_lock_try(l, 0, 5000);
+    print_message("    %s: %s\n", dlock_errname(rc), dlock_last_error());
+    assert_int_equal(rc, DLOCK_EAUTH);
+    assert_non_null(strstr(dlock_last_error(), "NOPERM"));
+    assert_non_null(strstr(dlock_last_error(), "'hincrby'"));
+    assert_non_null(strstr(dlock_last_error(), "+hincrby"));
+    assert_int_equal(th_int(&srv, "EXISTS app:refused"), 0);
+    dlock_lock_free(l);
+    freeReplyObject(th_cmd(&srv, "ACL SETUSER app +hincrby"));
+    freeReplyObject(th_cmd(&srv, "ACL LOG RESET"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -271,6 +323,8 @@ int main(void)
         cmocka_unit_test(test_rwlock_and_multilock),
         cmocka_unit_test(test_synchronizers),
         cmocka_unit_test(test_outside_prefix_refused),
+        cmocka_unit_test(test_note_stays_with_the_prefix),
+        cmocka_unit_test(test_script_refusal_named),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -511,6 +511,169 @@ static void test_snapshot_of_turns_and_rwlocks(void **state)
     dlock_lock_free(l);
 }
 
+/* A holder in a walk: the bounded lock's counts as the walk gave them. */
+typedef struct bounded_seen {
+    size_t holders, total;
+    int found;
+} bounded_seen;
+
+static int on_bounded(const dlock_info *info, void *ud)
+{
+    bounded_seen *b = ud;
+    if (strcmp(dlock_info_name(info), "bnd:lock") == 0) {
+        b->holders = dlock_info_holders(info);
+        b->total = dlock_info_holders_total(info);
+        b->found = 1;
+    }
+    return 0;
+}
+
+/* dlock_config_set_inspect_limit: a name with more holders than the limit
+ * reads that many and counts them all (a lock, a read-write lock keeping its
+ * mode, a permit semaphore with the leases that ran out counted back, a
+ * fair queue read up to the limit); one under the limit reads whole, and
+ * the walks likewise; a hash whose own last field looks like the limit's
+ * mark is not read as a lock for that. */
+static void test_bounded_snapshot(void **state)
+{
+    (void)state;
+    static const char fill[] = "for i = 1, tonumber(ARGV[1]) do redis.call('hset', KEYS[1], "
+                               "'6f1c0d4e-1111-2222-3333-444455556666:' .. i, 1) end";
+    freeReplyObject(th_cmd(&srv, "EVAL %s 1 %s %s", fill, "bnd:lock", "50"));
+    freeReplyObject(th_cmd(&srv, "EVAL %s 1 %s %s", fill, "bnd:small", "5"));
+    freeReplyObject(th_cmd(&srv, "EVAL %s 1 %s %s", fill, "bnd:rw", "50"));
+    freeReplyObject(th_cmd(&srv, "HSET bnd:rw mode read"));
+    freeReplyObject(th_cmd(&srv, "EVAL %s 1 %s", "for i = 1, 30 do redis.call('rpush', "
+                           "KEYS[1], 'q:' .. i) end", "redisson_lock_queue:{bnd:lock}"));
+    /* 3 free permits, 50 held (leases far ahead), 5 whose leases ran out. */
+    freeReplyObject(th_cmd(&srv, "EVAL %s 2 %s %s", "redis.call('set', KEYS[1], 3) for i = 1, "
+                           "55 do redis.call('zadd', KEYS[2], i <= 50 and 9999999999999 or 1, "
+                           "'permit-' .. i) end", "bnd:sem", "{bnd:sem}:timeout"));
+    freeReplyObject(th_cmd(&srv, "HSET bnd:fake 6f1c0d4e-1111-2222-3333-444455556666:1 1 "
+                           "#total 99"));
+
+    dlock_config *cfg = dlock_config_new();
+    assert_int_equal(dlock_config_set_inspect_limit(cfg, 10000001), DLOCK_EINVAL);
+    assert_int_equal(dlock_config_set_url(cfg, srv.url), DLOCK_OK);
+    assert_int_equal(dlock_config_set_inspect_limit(cfg, 10), DLOCK_OK);
+    dlock_client *lim = NULL;
+    assert_int_equal(dlock_client_open(&lim, cfg), DLOCK_OK);
+    dlock_config_free(cfg);
+
+    dlock_info *info;
+    assert_int_equal(dlock_client_inspect(lim, "bnd:lock", &info), DLOCK_OK);
+    assert_int_equal(dlock_info_kind(info), DLOCK_KIND_LOCK);
+    assert_int_equal(dlock_info_holders(info), 10);
+    assert_int_equal(dlock_info_holders_total(info), 50);
+    assert_int_equal(dlock_info_queued(info), 10);
+    for (size_t i = 0; i < 10; i++)
+        assert_non_null(strstr(dlock_info_owner(info, i), "6f1c0d4e-1111-2222-3333-444455556666:"));
+    dlock_info_free(info);
+    assert_int_equal(dlock_client_inspect(cli, "bnd:lock", &info), DLOCK_OK);   /* no limit */
+    assert_int_equal(dlock_info_holders(info), 50);
+    assert_int_equal(dlock_info_holders_total(info), 50);
+    assert_int_equal(dlock_info_queued(info), 30);
+    dlock_info_free(info);
+
+    assert_int_equal(dlock_client_inspect(lim, "bnd:rw", &info), DLOCK_OK);
+    assert_int_equal(dlock_info_kind(info), DLOCK_KIND_RWLOCK);
+    assert_string_equal(dlock_info_mode(info), "read");
+    assert_int_equal(dlock_info_holders(info), 10);
+    assert_int_equal(dlock_info_holders_total(info), 50);
+    dlock_info_free(info);
+
+    assert_int_equal(dlock_client_inspect(lim, "bnd:sem", &info), DLOCK_OK);
+    assert_int_equal(dlock_info_kind(info), DLOCK_KIND_PERMITS);
+    assert_int_equal(dlock_info_holders(info), 10);
+    assert_int_equal(dlock_info_holders_total(info), 50);
+    assert_int_equal(dlock_info_count(info), 8);   /* 3 free and 5 run out */
+    assert_true(dlock_info_holder_ttl(info, 0) > 0);
+    dlock_info_free(info);
+    assert_int_equal(dlock_client_inspect(cli, "bnd:sem", &info), DLOCK_OK);
+    assert_int_equal(dlock_info_holders(info), 50);
+    assert_int_equal(dlock_info_holders_total(info), 50);
+    assert_int_equal(dlock_info_count(info), 8);
+    dlock_info_free(info);
+
+    assert_int_equal(dlock_client_inspect(lim, "bnd:small", &info), DLOCK_OK);
+    assert_int_equal(dlock_info_holders(info), 5);
+    assert_int_equal(dlock_info_holders_total(info), 5);
+    dlock_info_free(info);
+
+    assert_int_equal(dlock_client_inspect(lim, "bnd:fake", &info), DLOCK_OK);
+    assert_int_equal(dlock_info_kind(info), DLOCK_KIND_OTHER);   /* "#total" = "99": a field */
+    dlock_info_free(info);
+
+    bounded_seen b = {0, 0, 0};
+    assert_int_equal(dlock_client_walk(lim, "bnd:*", DLOCK_WALK_LOCKS, 0, on_bounded, &b),
+                     DLOCK_OK);
+    assert_int_equal(b.found, 1);
+    assert_int_equal(b.holders, 10);
+    assert_int_equal(b.total, 50);
+    dlock_client_close(lim);
+    freeReplyObject(th_cmd(&srv, "DEL bnd:lock bnd:small bnd:rw redisson_lock_queue:{bnd:lock} "
+                           "bnd:fake"));
+    freeReplyObject(th_cmd(&srv, "DEL bnd:sem {bnd:sem}:timeout"));
+}
+
+typedef struct counted {
+    int notes;
+} counted;
+
+static int on_note_count(const dlock_info *info, void *ud)
+{
+    ((counted *)ud)->notes += strstr(dlock_info_name(info), "dlock_note") != NULL;
+    return 0;
+}
+
+/* A holder's note: written beside the lock ({name}:dlock_note:<owner>, or
+ * name:dlock_note:<owner> for a name with a '{') with its TTL, read back,
+ * deleted; a note holding a number is no count to the walks; bad arguments
+ * refused. */
+static void test_notes(void **state)
+{
+    (void)state;
+    static const char owner[] = "6f1c0d4e-1111-2222-3333-444455556666:7";
+    char *text = NULL;
+    size_t len = 0;
+    assert_int_equal(dlock_client_note(cli, "nt:lock", owner, &text, &len), DLOCK_OK);
+    assert_null(text);   /* none yet */
+    assert_int_equal(dlock_client_set_note(cli, "nt:lock", owner, "make all", 8, 5000), DLOCK_OK);
+    redisReply *r = th_cmd(&srv, "GET {nt:lock}:dlock_note:%s", owner);
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    assert_string_equal(r->str, "make all");
+    freeReplyObject(r);
+    long long ttl = th_int(&srv, "PTTL {nt:lock}:dlock_note:%s", owner);
+    assert_true(ttl > 0 && ttl <= 5000);
+    assert_int_equal(dlock_client_note(cli, "nt:lock", owner, &text, &len), DLOCK_OK);
+    assert_string_equal(text, "make all");
+    assert_int_equal(len, 8);
+    free(text);
+    /* A name with a brace: Redisson's suffix form. */
+    assert_int_equal(dlock_client_set_note(cli, "nt:{x}", "permit-id", "42", 2, 5000), DLOCK_OK);
+    assert_int_equal(th_int(&srv, "EXISTS nt:{x}:dlock_note:permit-id"), 1);
+    counted c = {0};
+    assert_int_equal(dlock_client_scan_counts(cli, "*nt*", on_note_count, &c), DLOCK_OK);
+    assert_int_equal(c.notes, 0);   /* "42" is a note, not a count */
+    /* Deleted. */
+    assert_int_equal(dlock_client_set_note(cli, "nt:lock", owner, NULL, 0, 0), DLOCK_OK);
+    assert_int_equal(dlock_client_note(cli, "nt:lock", owner, &text, NULL), DLOCK_OK);
+    assert_null(text);
+    assert_int_equal(dlock_client_set_note(cli, "nt:{x}", "permit-id", NULL, 0, 0), DLOCK_OK);
+    assert_int_equal(th_int(&srv, "EXISTS nt:{x}:dlock_note:permit-id"), 0);
+    /* Bad arguments: nothing written. */
+    char big[DLOCK_NOTE_MAX + 1];
+    memset(big, 'x', sizeof(big));
+    assert_int_equal(dlock_client_set_note(cli, "nt:lock", owner, big, sizeof(big), 5000),
+                     DLOCK_EINVAL);
+    assert_int_equal(dlock_client_set_note(cli, "nt:lock", owner, "a", 1, 0), DLOCK_EINVAL);
+    assert_int_equal(dlock_client_set_note(cli, "nt:lock", "", "a", 1, 5000), DLOCK_EINVAL);
+    assert_int_equal(dlock_client_set_note(cli, "", owner, "a", 1, 5000), DLOCK_EINVAL);
+    assert_int_equal(dlock_client_set_note(NULL, "nt:lock", owner, "a", 1, 5000), DLOCK_EINVAL);
+    assert_int_equal(dlock_client_note(cli, "nt:lock", owner, NULL, NULL), DLOCK_EINVAL);
+    assert_int_equal(th_int(&srv, "EXISTS {nt:lock}:dlock_note:%s", owner), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -521,6 +684,8 @@ int main(void)
         cmocka_unit_test(test_scan_lists_locks_only),
         cmocka_unit_test(test_snapshot_of_counts),
         cmocka_unit_test(test_walk_every_kind),
+        cmocka_unit_test(test_bounded_snapshot),
+        cmocka_unit_test(test_notes),
     };
     return cmocka_run_group_tests(tests, th_setup, th_teardown);
 }

@@ -412,6 +412,16 @@ DLOCK_API int dlock_config_set_password(dlock_config *cfg, const char *user,
 DLOCK_API int dlock_config_set_watchdog_timeout(dlock_config *cfg, int64_t ms);
 /* Longest wait for one Redis reply, in ms (> 0; 0 = default). */
 DLOCK_API int dlock_config_set_command_timeout(dlock_config *cfg, int64_t ms);
+/* The most holders (a lock's hash fields, a semaphore's permits) and fair
+ * queue entries a snapshot reads of one name (dlock_lock_inspect,
+ * dlock_client_inspect, the walks of dlock_client_scan and
+ * dlock_client_walk): a name with more is read in part, and
+ * dlock_info_holders_total says how many it has. Bounds the time and memory
+ * a lock with a huge number of holders (or a hash of somebody's data under a
+ * lock's pattern) costs Redis and the reader. 0 (the default): everything;
+ * up to 10 000 000. A name past the limit is read with HSCAN, HLEN and ZCARD
+ * (in docs/acl-rule.txt). DLOCK_EINVAL for more. */
+DLOCK_API int dlock_config_set_inspect_limit(dlock_config *cfg, size_t max_holders);
 /* Longest wait for a TCP/unix connection and its handshake, in ms (0 = default). */
 DLOCK_API int dlock_config_set_connect_timeout(dlock_config *cfg, int64_t ms);
 /* redis-replicated:// (and rediss-replicated://): how often each node listed
@@ -1398,8 +1408,11 @@ DLOCK_API const char *dlock_info_name(const dlock_info *info);
 /* 1 when held by at least one owner. */
 DLOCK_API int dlock_info_locked(const dlock_info *info);
 /* Number of owners holding it (1 for a reentrant lock that is held; the
- * permits held for DLOCK_KIND_PERMITS). */
+ * permits held for DLOCK_KIND_PERMITS): those the snapshot read. */
 DLOCK_API size_t dlock_info_holders(const dlock_info *info);
+/* The holders the name has: dlock_info_holders, or more when the snapshot
+ * read only part of them (dlock_config_set_inspect_limit). */
+DLOCK_API size_t dlock_info_holders_total(const dlock_info *info);
 /* Owner id and hold count of holder i (0 <= i < holders); NULL / 0 out of
  * range. For DLOCK_KIND_PERMITS: the permit's id (32 hex characters) and 1. */
 DLOCK_API const char *dlock_info_owner(const dlock_info *info, size_t i);
@@ -1491,6 +1504,25 @@ DLOCK_API int dlock_client_walk(dlock_client *c, const char *pattern, unsigned k
  * the uuid is the first half of its owner ids. *out is malloc'd text; free it
  * with free(). DLOCK_EAUTH when an ACL refuses the command. Any thread. */
 DLOCK_API int dlock_client_list_connections(dlock_client *c, char **out);
+
+/* A holder's note: a short text about one hold (dlock run writes its
+ * command), kept beside the lock in the key {name}:dlock_note:<owner>
+ * (name:dlock_note:<owner> for a name with a '{'), so that exactly the users
+ * whose ACL key patterns reach the lock's companions read it - unlike a
+ * connection's name, which CLIENT LIST shows every user allowed to list.
+ * dlock_client_set_note writes it (len <= DLOCK_NOTE_MAX bytes) to expire
+ * after ttl_ms (> 0): a note kept as long as a hold is written again within
+ * that time; text NULL deletes it. dlock_client_note reads it: *text
+ * malloc'd and NUL-terminated (free it with free()), NULL when there is none;
+ * *len (may be NULL) its length. owner: a holder's id as dlock_info_owner
+ * gives it (an owner id, a permit's id), 1..DLOCK_OWNER_MAX bytes.
+ * DLOCK_EINVAL for a bad name, owner, length or TTL; DLOCK_EAUTH when the
+ * ACL refuses the key. Any thread. */
+#define DLOCK_NOTE_MAX 4096
+DLOCK_API int dlock_client_set_note(dlock_client *c, const char *name, const char *owner,
+                                    const char *text, size_t len, int64_t ttl_ms);
+DLOCK_API int dlock_client_note(dlock_client *c, const char *name, const char *owner,
+                                char **text, size_t *len);
 
 /* ------------------------------------------------------------ semaphore */
 

@@ -338,6 +338,16 @@ int dlock_config_set_command_timeout(dlock_config *cfg, int64_t ms)
                         "command timeout");
 }
 
+int dlock_config_set_inspect_limit(dlock_config *cfg, size_t max_holders)
+{
+    NEED_CFG(cfg);
+    if (max_holders > DLOCK__INSPECT_MAX)
+        return dlock__fail(DLOCK_EINVAL, "inspect limit %zu: use 0 (no limit) or 1..%d",
+                           max_holders, DLOCK__INSPECT_MAX);
+    cfg->inspect_max = max_holders;
+    return DLOCK_OK;
+}
+
 int dlock_config_set_connect_timeout(dlock_config *cfg, int64_t ms)
 {
     NEED_CFG(cfg);

@@ -220,6 +220,8 @@ struct dlock_config {
     int quarantine_mode;         /* dlock_quarantine */
     int64_t quarantine_ms;       /* ON: the duration; AUTO: a floor */
     int revocation_off;          /* no client tracking: losses found by renewals only */
+    size_t inspect_max;          /* holders and queue entries a snapshot reads per name (0: all) */
+#define DLOCK__INSPECT_MAX 10000000
     int ack_replicas;            /* WAIT for so many replicas after acquisitions (0: off) */
     int64_t ack_timeout_ms;
     int ack_policy;              /* dlock_ack_policy */

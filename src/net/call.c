@@ -203,10 +203,98 @@ static int wait_acks(const dlock_config *cfg, chan *k)
     return acks;
 }
 
+/* The command that line `line` of the script with this SHA1 calls
+ * (redis.call('cmd', ...)), into cmd; 0 when not found. */
+static int script_call_at(const char *sha, size_t sha_len, long line, char *cmd, size_t size)
+{
+    for (size_t i = 0; i < 2 * DLOCK__SCRIPT_COUNT; i++) {
+        const dlock__script *s = &dlock__scripts[i];
+        if (sha_len != 40 || strncmp(s->sha, sha, 40) != 0)
+            continue;
+        const char *p = s->body, *end = s->body + s->len;
+        for (long l = 1; l < line && p < end; l++) {
+            p = memchr(p, '\n', (size_t)(end - p));
+            p = p ? p + 1 : end;
+        }
+        const char *eol = p < end ? memchr(p, '\n', (size_t)(end - p)) : NULL;
+        size_t n = (size_t)((eol ? eol : end) - p);
+        for (size_t k = 0; k + 12 < n; k++) {
+            size_t skip = strncmp(p + k, "redis.call(", 11) == 0    ? 11
+                          : k + 13 < n && strncmp(p + k, "redis.pcall(", 12) == 0 ? 12
+                                                                                 : 0;
+            if (!skip || (p[k + skip] != '\'' && p[k + skip] != '"'))
+                continue;
+            const char *c = p + k + skip + 1;
+            size_t cl = 0;
+            while (c + cl < p + n && c[cl] != p[k + skip] && cl + 1 < size)
+                cl++;
+            for (size_t j = 0; j < cl; j++)
+                cmd[j] = (char)(c[j] >= 'A' && c[j] <= 'Z' ? c[j] + 32 : c[j]);
+            cmd[cl] = '\0';
+            return cl > 0;
+        }
+        return 0;
+    }
+    return 0;
+}
+
+/* Redis 7 refuses a script's call the user's ACL does not allow with "ERR
+ * The user executing the script can't run this command or subcommand
+ * script: <sha>, on @user_script:<line>." (or "can't publish to the channel
+ * mentioned in the command", "can't access at least one of the keys"): a
+ * refusal of the ACL (NOPERM), said with the command's name (found in the
+ * script's text). 1 when the text was such a refusal (rewritten into
+ * res->text). */
+static int script_acl_refusal(dlock__res *res, const char *text)
+{
+    if (!text || !strstr(text, "The user executing the script can't"))
+        return 0;
+    res->err = DLOCK__RERR_NOPERM;
+    const char *sha = strstr(text, "script: "), *at = strstr(text, "@user_script:");
+    char cmd[48];
+    if (strstr(text, "can't publish to the channel"))
+        snprintf(res->text, sizeof(res->text), "NOPERM this user has no permissions to publish "
+                 "on the channel a dlock script publishes on (the ACL rule needs the lock's "
+                 "channel pattern, &...)");
+    else if (strstr(text, "can't run this command") && sha && at &&
+             script_call_at(sha + 8, strcspn(sha + 8, ", "), strtol(at + 13, NULL, 10), cmd,
+                            sizeof(cmd)))
+        snprintf(res->text, sizeof(res->text), "NOPERM this user has no permissions to run the "
+                 "'%s' command (a dlock script calls it: the ACL rule needs +%s)", cmd, cmd);
+    else
+        snprintf(res->text, sizeof(res->text), "NOPERM %s",
+                 text + (strncmp(text, "ERR ", 4) ? 0 : 4));
+    return 1;
+}
+
+/* A script refused for one of its keys (NOPERM before it ran): the message
+ * names the keys it was given, for the user to see which pattern the ACL
+ * lacks (Redis does not say which). */
+static void name_refused_keys(const dlock__req *req, const dlock__res *res)
+{
+    if (res->err != DLOCK__RERR_NOPERM_KEY || req->script < 0 || req->nkeys <= 0)
+        return;
+    char msg[700];
+    snprintf(msg, sizeof(msg), "%s", dlock_last_error());
+    size_t off = strlen(msg);
+    for (int i = 0; i < req->nkeys && off + 8 < sizeof(msg); i++) {
+        size_t len = req->lens ? req->lens[i] : strlen(req->argv[i]);
+        int n = snprintf(msg + off, sizeof(msg) - off, "%s%.*s", i ? ", " : " (its keys: ",
+                         (int)(len > 120 ? 120 : len), req->argv[i]);
+        off += n > 0 ? (size_t)n : 0;
+        if (i + 1 == req->nkeys && off + 1 < sizeof(msg))
+            memcpy(msg + off, ")", 2);
+    }
+    if (off >= sizeof(msg) - 8)
+        memcpy(msg + sizeof(msg) - 5, "...)", 5);
+    dlock__fail(DLOCK_EAUTH, "%s", msg);
+}
+
 int dlock__res_refused(dlock__res *res, const char *addr, const redisReply *r)
 {
     res->err = dlock__redis_classify(r->str);
-    snprintf(res->text, sizeof(res->text), "%s", r->str ? r->str : "");
+    if (res->err != DLOCK__RERR_OTHER || !script_acl_refusal(res, r->str))
+        snprintf(res->text, sizeof(res->text), "%s", r->str ? r->str : "");
     return dlock__fail(dlock__rerr_code(res->err), "%s: %s", addr, res->text);
 }
 
@@ -309,6 +397,7 @@ int dlock__node_call(dlock__node *n, const dlock__req *req, dlock__res *res)
              * primary may be another server now). */
             link_put(&k, t.err == DLOCK__RERR_READONLY || t.err == DLOCK__RERR_LOADING);
             rc = dlock__res_refused(res, addr, r);
+            name_refused_keys(req, res);
             freeReplyObject(r);
         } else {
             rc = dlock__call_lost(addr, &t, k.why, req->flags);

@@ -48,6 +48,31 @@ static void say(doctor *d, dlock_doctor_level level, const char *check, const ch
     d->fn(level, d->addr, check, finding, fix, d->ud);
 }
 
+/* A check that could not be made: a warning naming the permission when the
+ * ACL refused the command (the user could be given it; a check not made
+ * must not read as healthy), a note when the server cannot answer it (a
+ * managed service without the command). */
+static void not_checked(doctor *d, int rc, const char *check, const char *perm,
+                        const char *fmt, ...) DLOCK__PRINTF(5, 6);
+
+static void not_checked(doctor *d, int rc, const char *check, const char *perm,
+                        const char *fmt, ...)
+{
+    char what[400], fix[200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    if (rc != DLOCK_EAUTH) {
+        say(d, DLOCK_DOCTOR_NOTE, check, NULL, "%s", what);
+        return;
+    }
+    snprintf(fix, sizeof(fix), "run dlock doctor as a user allowed %s (an administrator), or "
+             "grant it to this one (docs/deployments.md says what it exposes)", perm);
+    say(d, DLOCK_DOCTOR_WARN, check, fix, "%s; this user lacks %s (a check not made)",
+        what, perm);
+}
+
 /* One command on the node. DLOCK_OK and *out (free it), else the status with
  * the refusal's text (or the failure's) in why. */
 static int ask(doctor *d, int argc, const char **argv, redisReply **out, char *why, size_t wsize)
@@ -82,13 +107,14 @@ static const char *info_field(const char *info, const char *field, char *buf, si
     return NULL;
 }
 
-/* CONFIG GET of one parameter into buf: 1, 0 when refused (why says so). */
+/* CONFIG GET of one parameter into buf: 1, 0 when refused (why says so,
+ * *rc the status). */
 static int config_get(doctor *d, const char *param, char *buf, size_t size, char *why,
-                      size_t wsize)
+                      size_t wsize, int *rc)
 {
     const char *av[] = {"CONFIG", "GET", param};
     redisReply *r;
-    if (ask(d, 3, av, &r, why, wsize) != DLOCK_OK)
+    if ((*rc = ask(d, 3, av, &r, why, wsize)) != DLOCK_OK)
         return 0;
     int ok = r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
              r->element[1]->type == REDIS_REPLY_STRING;
@@ -139,9 +165,10 @@ static void check_persistence(doctor *d, const char *info)
     }
     if (strcmp(aof, "1") == 0 || atoi(slaves) > 0)
         return;
-    if (!config_get(d, "save", save, sizeof(save), why, sizeof(why))) {
-        say(d, DLOCK_DOCTOR_NOTE, "persistence", NULL, "append-only file off and no replica; "
-            "RDB snapshots not known (%s)", why);
+    int rc;
+    if (!config_get(d, "save", save, sizeof(save), why, sizeof(why), &rc)) {
+        not_checked(d, rc, "persistence", "+config|get", "append-only file off and no replica; "
+                    "RDB snapshots not known (%s)", why);
         return;
     }
     const char *fix = "appendonly yes (appendfsync always loses no grant), or replicas "
@@ -180,9 +207,9 @@ static void check_replicas(doctor *d, const char *info)
         say(d, DLOCK_DOCTOR_WARN, "replicas", "add replicas, or ask for fewer acknowledgements",
             "%d replica(s) connected, fewer than the %d acknowledgements asked for: "
             "acquisitions fail", atoi(buf), wanted);
-    if (!config_get(d, "min-replicas-to-write", buf, sizeof(buf), why, sizeof(why))) {
-        say(d, DLOCK_DOCTOR_NOTE, "replicas", NULL, "min-replicas-to-write not known (%s)",
-            why);
+    if (!config_get(d, "min-replicas-to-write", buf, sizeof(buf), why, sizeof(why), &rc)) {
+        not_checked(d, rc, "replicas", "+config|get", "min-replicas-to-write not known (%s)",
+                    why);
         return;
     }
     if (atoi(buf) == 0)
@@ -203,7 +230,7 @@ static void check_clock(doctor *d)
     int rc = ask(d, 1, av, &r, why, sizeof(why));
     clock_gettime(CLOCK_REALTIME, &t1);
     if (rc != DLOCK_OK) {
-        say(d, DLOCK_DOCTOR_NOTE, "clock", NULL, "TIME refused (%s): clock not compared", why);
+        not_checked(d, rc, "clock", "+time", "TIME refused (%s): clock not compared", why);
         return;
     }
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
@@ -255,9 +282,10 @@ static void check_acl(doctor *d)
     char why[256], user[128];
     const char *who[] = {"ACL", "WHOAMI"};
     redisReply *r;
-    if (ask(d, 2, who, &r, why, sizeof(why)) != DLOCK_OK) {
-        say(d, DLOCK_DOCTOR_NOTE, "acl", NULL, "ACL WHOAMI refused (%s): permissions not "
-            "checked (a user limited to docs/acl-rule.txt may not ask)", why);
+    int rc = ask(d, 2, who, &r, why, sizeof(why));
+    if (rc != DLOCK_OK) {
+        not_checked(d, rc, "acl", "+acl|whoami and +acl|dryrun", "ACL WHOAMI refused (%s): "
+                    "the permissions locks need were not checked", why);
         return;
     }
     int ok = (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS) &&
@@ -289,9 +317,9 @@ static void check_acl(doctor *d)
             av[ac++] = strcmp(a, "KEY") == 0 ? key : strcmp(a, "CHAN") == 0 ? chan
                      : strcmp(a, "TOKEN") == 0 ? token : a;
         }
-        if (ask(d, ac, av, &r, why, sizeof(why)) != DLOCK_OK) {
-            say(d, DLOCK_DOCTOR_NOTE, "acl", NULL, "ACL DRYRUN refused (%s): permissions "
-                "not checked", why);
+        if ((rc = ask(d, ac, av, &r, why, sizeof(why))) != DLOCK_OK) {
+            not_checked(d, rc, "acl", "+acl|dryrun", "ACL DRYRUN refused (%s): the "
+                        "permissions locks need were not checked", why);
             dryrun_refused = 1;
             break;
         }
@@ -355,7 +383,7 @@ static void printable(const char *s, size_t n, char *buf, size_t size)
 }
 
 typedef struct foreign {
-    size_t seen, found;
+    size_t seen, found, hidden;
     char shown[DOCTOR_KEYS_SHOWN][160];
 } foreign;
 
@@ -366,14 +394,15 @@ static int scan_foreign(doctor *d, const char *pattern, foreign *fo, char *why, 
     do {
         const char *av[] = {"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"};
         redisReply *r;
-        if (ask(d, 6, av, &r, why, wsize) != DLOCK_OK)
-            return -1;
+        int rc = ask(d, 6, av, &r, why, wsize);
+        if (rc != DLOCK_OK)
+            return rc;
         if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
             r->element[0]->type != REDIS_REPLY_STRING || r->element[0]->len >= sizeof(cursor) ||
             r->element[1]->type != REDIS_REPLY_ARRAY) {
             freeReplyObject(r);
             snprintf(why, wsize, "unexpected reply to SCAN");
-            return -1;
+            return DLOCK_EPROTO;
         }
         memcpy(cursor, r->element[0]->str, r->element[0]->len + 1);
         for (size_t i = 0; i < r->element[1]->elements && fo->seen < DOCTOR_KEYS_MAX; i++) {
@@ -388,9 +417,13 @@ static int scan_foreign(doctor *d, const char *pattern, foreign *fo, char *why, 
             fo->seen++;
             const char *tv[] = {"TYPE", k->str};
             redisReply *t;
-            if (ask(d, 2, tv, &t, why, wsize) != DLOCK_OK) {
+            if ((rc = ask(d, 2, tv, &t, why, wsize)) == DLOCK_EAUTH) {
+                fo->hidden++;   /* another user's key: not this user's concern */
+                continue;
+            }
+            if (rc != DLOCK_OK) {
                 freeReplyObject(r);
-                return -1;
+                return rc;
             }
             int bad = (t->type == REDIS_REPLY_STATUS || t->type == REDIS_REPLY_STRING) &&
                       strcmp(t->str, "none") != 0 && strcmp(t->str, companions[j].type) != 0;
@@ -405,7 +438,7 @@ static int scan_foreign(doctor *d, const char *pattern, foreign *fo, char *why, 
         }
         freeReplyObject(r);
     } while (strcmp(cursor, "0") != 0 && fo->seen < DOCTOR_KEYS_MAX);
-    return 0;
+    return DLOCK_OK;
 }
 
 static void check_keys(doctor *d)
@@ -413,12 +446,17 @@ static void check_keys(doctor *d)
     foreign fo;
     memset(&fo, 0, sizeof(fo));
     char why[256];
-    if (scan_foreign(d, "redisson_*", &fo, why, sizeof(why)) != 0 ||
-        scan_foreign(d, "dlock_*", &fo, why, sizeof(why)) != 0) {
-        say(d, DLOCK_DOCTOR_NOTE, "keys", NULL, "keys under the family's prefixes not "
-            "checked (%s)", why);
+    int rc = scan_foreign(d, "redisson_*", &fo, why, sizeof(why));
+    if (rc == DLOCK_OK)
+        rc = scan_foreign(d, "dlock_*", &fo, why, sizeof(why));
+    if (rc != DLOCK_OK) {
+        not_checked(d, rc, "keys", "+scan and +type", "keys under the family's prefixes not "
+                    "checked (%s)", why);
         return;
     }
+    if (fo.hidden)
+        say(d, DLOCK_DOCTOR_NOTE, "keys", NULL, "%zu key(s) under the family's prefixes are "
+            "outside this user's key patterns (other users' locks): not checked", fo.hidden);
     if (fo.found == 0)
         return;
     char list[3 * 170] = "";
@@ -440,9 +478,10 @@ static void doctor_node(doctor *d)
     char why[256];
     const char *av[] = {"INFO", "all"};
     redisReply *r;
-    if (ask(d, 2, av, &r, why, sizeof(why)) != DLOCK_OK || r->type != REDIS_REPLY_STRING) {
-        say(d, DLOCK_DOCTOR_NOTE, "info", NULL, "INFO refused (%s): eviction, persistence "
-            "and replicas not checked", r ? "unexpected answer" : why);
+    int rc = ask(d, 2, av, &r, why, sizeof(why));
+    if (rc != DLOCK_OK || r->type != REDIS_REPLY_STRING) {
+        not_checked(d, rc, "info", "+info", "INFO refused (%s): eviction, persistence and "
+                    "replicas not checked", r ? "unexpected answer" : why);
         if (r)
             freeReplyObject(r);
     } else {

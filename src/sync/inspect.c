@@ -13,6 +13,7 @@
 #define SCAN_COUNT_MAX 100000
 #define KEYS_PER_LOCK 6   /* scripts/lock/inspect.lua */
 #define OWN_KEYS 5        /* of them, allocated by keys_of */
+#define NOTE_TAG "dlock_note:"   /* a holder's note: {name}:dlock_note:<owner> */
 
 struct dlock_info {
     char *name;
@@ -22,6 +23,7 @@ struct dlock_info {
     uint64_t token;
     int64_t waiters;
     size_t nholders;
+    size_t total;            /* holders the key has (more than nholders when cut) */
     char **owners;
     int64_t *counts;
     unsigned char *writes;   /* holder i holds the write lock of a read-write lock */
@@ -64,6 +66,10 @@ const char *dlock_info_redis_type(const dlock_info *i) { return i ? i->rtype : "
 const char *dlock_info_mode(const dlock_info *i) { return i ? i->mode : NULL; }
 int dlock_info_locked(const dlock_info *i) { return i && i->nholders > 0; }
 size_t dlock_info_holders(const dlock_info *i) { return i ? i->nholders : 0; }
+size_t dlock_info_holders_total(const dlock_info *i)
+{
+    return !i ? 0 : i->total > i->nholders ? i->total : i->nholders;
+}
 int64_t dlock_info_ttl(const dlock_info *i) { return i ? i->ttl : -2; }
 uint64_t dlock_info_token(const dlock_info *i) { return i ? i->token : 0; }
 int64_t dlock_info_waiters(const dlock_info *i) { return i ? i->waiters : -1; }
@@ -127,6 +133,22 @@ static int parse_count(const redisReply *r, int64_t *out)
 
 static int is_str(const redisReply *r) { return r->type == REDIS_REPLY_STRING; }
 
+/* A hash's entry that a limit cut ends with the pair "#total", N, N an
+ * integer (a field's value is a string: no hash's own field reads so)
+ * (lock/inspect.lua): 1 and *total when e's last pair from `first` on is
+ * it. */
+static int cut_marker(const redisReply *e, size_t first, size_t *total)
+{
+    if (e->elements < first + 2)
+        return 0;
+    const redisReply *f = e->element[e->elements - 2], *v = e->element[e->elements - 1];
+    if (!is_str(f) || f->len != 6 || memcmp(f->str, "#total", 6) != 0 ||
+        v->type != REDIS_REPLY_INTEGER || v->integer < 0)
+        return 0;
+    *total = (size_t)v->integer;
+    return 1;
+}
+
 /* The queue part of an entry: owner ids and their deadlines. */
 static int read_queue(dlock_info *info, const redisReply *q, const redisReply *d)
 {
@@ -155,6 +177,8 @@ static int read_queue(dlock_info *info, const redisReply *q, const redisReply *d
 static int read_holders(dlock_info *info, const redisReply *e, size_t first, const char **what)
 {
     size_t nf = (e->elements - first) / 2;
+    if (cut_marker(e, first, &info->total))
+        nf--;
     info->owners = calloc(nf ? nf : 1, sizeof(char *));
     info->counts = calloc(nf ? nf : 1, sizeof(int64_t));
     info->writes = calloc(nf ? nf : 1, 1);
@@ -213,9 +237,14 @@ static int info_from_count(const char *name, size_t nlen, const redisReply *e, d
         return e->elements >= 8 && e->element[7]->type == REDIS_REPLY_NIL ? DLOCK_EWRONGTYPE
                                                                            : DLOCK_EPROTO;
     }
-    if (e->element[8]->type != REDIS_REPLY_INTEGER || (e->elements - 9) % 2 != 0)
+    /* 2: the leases were read in part, their count next. */
+    int cut = e->element[8]->type == REDIS_REPLY_INTEGER && e->element[8]->integer == 2;
+    size_t first = cut ? 10 : 9;
+    if (e->element[8]->type != REDIS_REPLY_INTEGER || e->elements < first ||
+        (cut && e->element[9]->type != REDIS_REPLY_INTEGER) || (e->elements - first) % 2 != 0)
         return DLOCK_EPROTO;
-    size_t np = (e->elements - 9) / 2;
+    size_t np = (e->elements - first) / 2;
+    size_t total = cut && e->element[9]->integer > 0 ? (size_t)e->element[9]->integer : 0;
     dlock_info *info = calloc(1, sizeof(*info));
     if (!info)
         return DLOCK_ENOMEM;
@@ -228,12 +257,13 @@ static int info_from_count(const char *name, size_t nlen, const redisReply *e, d
                  ? DLOCK_OK
                  : DLOCK_ENOMEM;
     info->kind = e->element[8]->integer ? DLOCK_KIND_PERMITS : DLOCK_KIND_COUNT;
+    info->total = total;
     info->ttl = e->element[1]->integer;
     info->count = e->element[7]->integer;
     info->waiters = info->latch_waiters = -1;
     static const char hexd[] = "0123456789abcdef";
     for (size_t k = 0; k < np && rc == DLOCK_OK; k++) {
-        const redisReply *id = e->element[9 + 2 * k], *t = e->element[10 + 2 * k];
+        const redisReply *id = e->element[first + 2 * k], *t = e->element[first + 1 + 2 * k];
         if (!is_str(id) || t->type != REDIS_REPLY_INTEGER) {
             rc = DLOCK_EPROTO;
             break;
@@ -264,7 +294,8 @@ static int info_from_count(const char *name, size_t nlen, const redisReply *e, d
 }
 
 /* Builds an info from one script entry {type, pttl, token, queue, deadlines,
- * reservation, reservation pttl, f1, v1, ...}. Returns DLOCK_OK,
+ * reservation, reservation pttl, f1, v1, ...} (an entry a limit cut says so:
+ * lock/inspect.lua). Returns DLOCK_OK,
  * DLOCK_EWRONGTYPE (not a lock: `what` says what it is), DLOCK_EPROTO or
  * DLOCK_ENOMEM. */
 int dlock__info_from_entry(const char *name, size_t nlen, const redisReply *e, dlock_info **out,
@@ -408,6 +439,40 @@ static int count_waiters(dlock_client *c, dlock_info *info)
     return DLOCK_OK;
 }
 
+/* lock/inspect.lua over m names (their KEYS_PER_LOCK keys each in argv and
+ * lens), with the client's limit of holders read per name when it has one
+ * (dlock_config_set_inspect_limit). */
+static int inspect_call(dlock_client *c, const char **argv, const size_t *lens, size_t m,
+                        redisReply **r)
+{
+    size_t nk = KEYS_PER_LOCK * m, limit = c->cfg.inspect_max;
+    if (!limit) {
+        dlock__req req = {.script = DLOCK__SCRIPT_LOCK_INSPECT, .nkeys = (int)nk,
+                          .argc = (int)nk, .argv = argv, .lens = lens,
+                          .flags = DLOCK__CALL_IDEMPOTENT};
+        return dlock__call(c, &req, r);
+    }
+    const char **av = malloc((nk + 1) * sizeof(*av));
+    size_t *ln = malloc((nk + 1) * sizeof(*ln));
+    if (!av || !ln) {
+        free(av);
+        free(ln);
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    }
+    char lim[24];
+    memcpy(av, argv, nk * sizeof(*av));
+    memcpy(ln, lens, nk * sizeof(*ln));
+    av[nk] = lim;
+    ln[nk] = (size_t)snprintf(lim, sizeof(lim), "%zu", limit);
+    dlock__req req = {.script = DLOCK__SCRIPT_LOCK_INSPECT, .nkeys = (int)nk,
+                      .argc = (int)nk + 1, .argv = av, .lens = ln,
+                      .flags = DLOCK__CALL_IDEMPOTENT};
+    int rc = dlock__call(c, &req, r);
+    free(av);
+    free(ln);
+    return rc;
+}
+
 /* One name's snapshot, waiters counted. Unless `counts` (a lock's
  * inspection), counts (semaphores, latches) and other data are refused with
  * DLOCK_EWRONGTYPE; with it (any name's), other data is a DLOCK_KIND_OTHER
@@ -421,10 +486,7 @@ static int inspect_name(dlock_client *c, const char *name, size_t nlen, int coun
     int rc = keys_of(name, nlen, keys, lens, own);
     redisReply *r = NULL;
     if (rc == DLOCK_OK) {
-        dlock__req req = {.script = DLOCK__SCRIPT_LOCK_INSPECT, .nkeys = KEYS_PER_LOCK,
-                          .argc = KEYS_PER_LOCK, .argv = keys, .lens = lens,
-                          .flags = DLOCK__CALL_IDEMPOTENT};
-        rc = dlock__call(c, &req, &r);
+        rc = inspect_call(c, keys, lens, 1, &r);
     } else {
         rc = dlock__fail(rc, "out of memory");
     }
@@ -500,10 +562,14 @@ static int auxiliary(const char *k, size_t len)
         if (len >= pl && memcmp(k, prefixes[i], pl) == 0)
             return 1;
     }
-    static const char rw[] = ":rwlock_timeout:";
-    for (size_t i = 0; i + sizeof(rw) - 1 <= len; i++)
-        if (memcmp(k + i, rw, sizeof(rw) - 1) == 0)
-            return 1;
+    /* A read lock's timeout, a holder's note (whose text may be a number). */
+    static const char *const infixes[] = {":rwlock_timeout:", ":" NOTE_TAG};
+    for (size_t n = 0; n < sizeof(infixes) / sizeof(infixes[0]); n++) {
+        size_t il = strlen(infixes[n]);
+        for (size_t i = 0; i + il <= len; i++)
+            if (memcmp(k + i, infixes[n], il) == 0)
+                return 1;
+    }
     return 0;
 }
 
@@ -514,11 +580,8 @@ static int inspect_run(dlock_client *c, const redisReply *keys, const size_t *wh
                        const char **argv, size_t *lens, size_t m, unsigned kinds, dlock_scan_fn fn,
                        void *ud)
 {
-    dlock__req req = {.script = DLOCK__SCRIPT_LOCK_INSPECT, .nkeys = (int)(KEYS_PER_LOCK * m),
-                      .argc = (int)(KEYS_PER_LOCK * m), .argv = argv, .lens = lens,
-                      .flags = DLOCK__CALL_IDEMPOTENT};
     redisReply *r;
-    int rc = dlock__call(c, &req, &r);
+    int rc = inspect_call(c, argv, lens, m, &r);
     if (rc != DLOCK_OK)
         return rc;
     if (r->type != REDIS_REPLY_ARRAY || r->elements != m) {
@@ -718,4 +781,84 @@ int dlock_client_list_connections(dlock_client *c, char **out)
     *out = dlock__strndup(r->str, r->len);
     freeReplyObject(r);
     return *out ? DLOCK_OK : dlock__fail(DLOCK_ENOMEM, "out of memory");
+}
+
+/* ------------------------------------------------------------ notes */
+
+/* The key of owner's note on name (*key malloc'd, *len), after checking
+ * both. DLOCK_OK or the error. */
+static int note_key(const char *name, const char *owner, char **key, size_t *len)
+{
+    size_t nlen, olen = owner ? strlen(owner) : 0;
+    int rc = dlock__check_name(name, &nlen);
+    if (rc != DLOCK_OK)
+        return rc;
+    if (olen == 0 || olen > DLOCK_OWNER_MAX)
+        return dlock__fail(DLOCK_EINVAL, "a note's owner is 1 to %d bytes", DLOCK_OWNER_MAX);
+    char tail[sizeof(NOTE_TAG) + DLOCK_OWNER_MAX];
+    snprintf(tail, sizeof(tail), NOTE_TAG "%s", owner);
+    *key = dlock__suffixed(name, nlen, tail, len);
+    return *key ? DLOCK_OK : dlock__fail(DLOCK_ENOMEM, "out of memory");
+}
+
+int dlock_client_set_note(dlock_client *c, const char *name, const char *owner, const char *text,
+                          size_t len, int64_t ttl_ms)
+{
+    dlock__clear_error();
+    if (!c)
+        return dlock__fail(DLOCK_EINVAL, "client is NULL");
+    if (text && (len > DLOCK_NOTE_MAX || ttl_ms <= 0))
+        return dlock__fail(DLOCK_EINVAL, "a note holds at most %d bytes and needs a TTL above 0 "
+                                         "(%zu bytes, TTL %lld ms)", DLOCK_NOTE_MAX, len,
+                           (long long)ttl_ms);
+    size_t klen;
+    char *key;
+    int rc = note_key(name, owner, &key, &klen);
+    if (rc != DLOCK_OK)
+        return rc;
+    char px[24];
+    const char *av[] = {text ? "SET" : "DEL", key, text, "PX", px};
+    size_t lens[] = {3, klen, len, 2, 0};
+    lens[4] = (size_t)snprintf(px, sizeof(px), "%lld", (long long)ttl_ms);
+    dlock__req req = {.script = -1, .argc = text ? 5 : 2, .argv = av, .lens = lens,
+                      .flags = DLOCK__CALL_IDEMPOTENT};
+    redisReply *r;
+    rc = dlock__call(c, &req, &r);
+    free(key);
+    if (rc == DLOCK_OK)
+        freeReplyObject(r);
+    return rc;
+}
+
+int dlock_client_note(dlock_client *c, const char *name, const char *owner, char **text,
+                      size_t *len)
+{
+    dlock__clear_error();
+    if (!c || !text)
+        return dlock__fail(DLOCK_EINVAL, "client or text is NULL");
+    *text = NULL;
+    if (len)
+        *len = 0;
+    size_t klen;
+    char *key;
+    int rc = note_key(name, owner, &key, &klen);
+    if (rc != DLOCK_OK)
+        return rc;
+    const char *av[] = {"GET", key};
+    size_t lens[] = {3, klen};
+    dlock__req req = {.script = -1, .argc = 2, .argv = av, .lens = lens,
+                      .flags = DLOCK__CALL_IDEMPOTENT};
+    redisReply *r;
+    rc = dlock__call(c, &req, &r);
+    free(key);
+    if (rc != DLOCK_OK)
+        return rc;
+    if (r->type == REDIS_REPLY_STRING) {
+        if (!(*text = dlock__strndup(r->str, r->len)))
+            rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
+        else if (len)
+            *len = r->len;
+    }
+    freeReplyObject(r);
+    return rc;
 }

@@ -75,10 +75,27 @@ expect 0 env DLOCK_PASSWORD=pw "$D" doctor "redis://app@127.0.0.1:$REDIS_PORT"
 expect 1 env DLOCK_PASSWORD=pw "$D" doctor --name app:x "redis://app@127.0.0.1:$REDIS_PORT"
 has "$tmp/out" "(its key or channel)" "a name outside the user's key patterns is flagged"
 has "$tmp/out" "for app:x" "the name checked is said"
-# A user who may not ask: a note, nothing more.
+# A user who may not ask: the check it could not make is a warning that names
+# the permission (not "healthy").
 rc acl setuser blind on '>pw' '~*' '&*' +@all -acl >/dev/null
-expect 0 env DLOCK_PASSWORD=pw "$D" doctor "redis://blind@127.0.0.1:$REDIS_PORT"
-has "$tmp/out" "note: 127.0.0.1:$REDIS_PORT: acl: ACL WHOAMI refused" "a user without +acl gets a note"
+expect 1 env DLOCK_PASSWORD=pw "$D" doctor "redis://blind@127.0.0.1:$REDIS_PORT"
+has "$tmp/out" "WARNING: 127.0.0.1:$REDIS_PORT: acl: ACL WHOAMI refused" "a user without +acl gets a warning"
+has "$tmp/out" "this user lacks +acl|whoami and +acl|dryrun" "which names what it lacks"
+hasnt "$tmp/out" "healthy" "and is not said healthy"
+# A restricted user that may not run INFO or CONFIG GET (issue 38): warnings
+# naming each permission, exit 1.
+rc acl setuser noinfo on '>pw' '~*' '&*' +@all -info -config -acl >/dev/null
+expect 1 env DLOCK_PASSWORD=pw "$D" doctor "redis://noinfo@127.0.0.1:$REDIS_PORT"
+has "$tmp/out" "WARNING: 127.0.0.1:$REDIS_PORT: info: INFO refused" "INFO refused: a warning"
+has "$tmp/out" "this user lacks +info" "naming +info"
+hasnt "$tmp/out" "healthy" "not healthy"
+rc config set appendonly no >/dev/null
+rc acl setuser noconfig on '>pw' '~*' '&*' +@all -config >/dev/null
+expect 1 env DLOCK_PASSWORD=pw "$D" doctor "redis://noconfig@127.0.0.1:$REDIS_PORT"
+has "$tmp/out" "WARNING: 127.0.0.1:$REDIS_PORT: persistence:" "CONFIG GET refused: the persistence check is a warning"
+has "$tmp/out" "this user lacks +config|get" "naming +config|get"
+has "$tmp/out" "fix: run dlock doctor as a user allowed +config|get" "and the fix"
+rc config set appendonly yes >/dev/null
 
 echo "== keys: foreign keys under the family's prefixes; the family's own are not flagged"
 expect 0 "$D" run t:dr -- true

@@ -7,22 +7,33 @@
 -- KEYS[6i-2]  its fair deadlines, redisson_lock_timeout:{name}
 -- KEYS[6i-1]  its reservation of the next turn, dlock_lock_next:{name}
 -- KEYS[6i]    a permit-expirable semaphore's leases, {name}:timeout
+-- ARGV[1]     (optional) the most holders (hash fields, permits) and queue
+--             entries read per name, 0 or absent: all
 --
 -- Returns, per name: {type, pttl, token or false, queue, deadlines,
 -- reservation or false, reservation pttl, ...}: type is Redis's TYPE of the
 -- name's key ("none", "hash", "string", ...); queue the owner ids in order;
 -- deadlines each one's deadline in ms from now (-1: none). Then, for a hash:
 -- field1, value1, ...; for a string: the count (false when the string is not
--- a whole number), 1 when the leases key is a sorted set (else 0), and per
--- permit held: its id (16 bytes), the ms left on its lease (-1: no expiry).
+-- a whole number), 1 when the leases key is a sorted set (else 0; 2 below),
+-- and per permit held: its id (16 bytes), the ms left on its lease (-1: no
+-- expiry).
 -- A lease that ran out is counted back into the count and not listed (the
 -- next operation on the semaphore gives it back; this script writes nothing).
 -- Keys of another type than expected read as empty.
+--
+-- With a limit, a name with more holders than it reads that many: a hash
+-- its field "mode" first, then the first ones HSCAN gives, and its entry ends
+-- with the pair "#total", N (N an integer, where a field's value is a string:
+-- the holders it has, without "mode"); a permit semaphore's entry says 2 for
+-- its leases (a sorted set read in part), then the permits held, then the
+-- first ones. A fair queue is read up to the limit.
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local function typed(key, want)
   return redis.call('type', key).ok == want
 end
+local limit = tonumber(ARGV[1] or '0') or 0
 local out = {}
 local NO_EXPIRY = 922337203685477
 for i = 1, #KEYS, 6 do
@@ -34,7 +45,7 @@ for i = 1, #KEYS, 6 do
   end
   local q, d = {}, {}
   if typed(queue, 'list') then
-    q = redis.call('lrange', queue, 0, -1)
+    q = redis.call('lrange', queue, 0, limit > 0 and limit - 1 or -1)
     local hasd = typed(deadlines, 'zset')
     for j = 1, #q do
       local s = hasd and redis.call('zscore', deadlines, q[j])
@@ -48,9 +59,35 @@ for i = 1, #KEYS, 6 do
   end
   local entry = {kind, redis.call('pttl', lock), token, q, d, r, rttl}
   if kind == 'hash' then
-    local fields = redis.call('hgetall', lock)
-    for j = 1, #fields do
-      entry[#entry + 1] = fields[j]
+    local n = limit > 0 and redis.call('hlen', lock) or 0
+    if n <= limit then
+      local fields = redis.call('hgetall', lock)
+      for j = 1, #fields do
+        entry[#entry + 1] = fields[j]
+      end
+    else
+      local mode = redis.call('hget', lock, 'mode')
+      if mode then
+        entry[#entry + 1] = 'mode'
+        entry[#entry + 1] = mode
+        n = n - 1
+      end
+      local cursor, got = '0', 0
+      repeat
+        local page = redis.call('hscan', lock, cursor, 'COUNT', limit)
+        cursor = page[1]
+        for j = 1, #page[2], 2 do
+          if got < limit and page[2][j] ~= 'mode' then
+            entry[#entry + 1] = page[2][j]
+            entry[#entry + 1] = page[2][j + 1]
+            got = got + 1
+          end
+        end
+      until cursor == '0' or got >= limit
+      if n > got then
+        entry[#entry + 1] = '#total'
+        entry[#entry + 1] = n
+      end
     end
   elseif kind == 'string' then
     local v = redis.call('get', lock)
@@ -59,23 +96,39 @@ for i = 1, #KEYS, 6 do
       local leases = KEYS[i + 5]
       local permits = {}
       local haz = typed(leases, 'zset')
-      if haz then
-        local held = redis.call('zrange', leases, 0, -1, 'withscores')
-        for j = 1, #held, 2 do
-          local until_ms = tonumber(held[j + 1])
-          if until_ms >= NO_EXPIRY then
-            permits[#permits + 1] = held[j]
-            permits[#permits + 1] = -1
-          elseif until_ms > now then
-            permits[#permits + 1] = held[j]
-            permits[#permits + 1] = until_ms - now
-          else
-            count = count + 1
-          end
+      local total = haz and limit > 0 and redis.call('zcard', leases) or 0
+      local held, cut = {}, false
+      if haz and total <= limit then
+        held = redis.call('zrange', leases, 0, -1, 'withscores')
+      elseif haz then
+        -- Past the limit: the leases that ran out counted (up to the limit:
+        -- more than that left unswept is counted as the limit), the first
+        -- ones held listed.
+        local gone = redis.call('zrangebyscore', leases, '-inf', string.format('%d', now), 'LIMIT',
+                                0, limit)
+        count = count + #gone
+        total = total - #gone
+        held = redis.call('zrangebyscore', leases, '(' .. string.format('%d', now), '+inf',
+                          'WITHSCORES', 'LIMIT', 0, limit)
+        cut = total > #held / 2
+      end
+      for j = 1, #held, 2 do
+        local until_ms = tonumber(held[j + 1])
+        if until_ms >= NO_EXPIRY then
+          permits[#permits + 1] = held[j]
+          permits[#permits + 1] = -1
+        elseif until_ms > now then
+          permits[#permits + 1] = held[j]
+          permits[#permits + 1] = until_ms - now
+        else
+          count = count + 1
         end
       end
       entry[8] = count
-      entry[9] = haz and 1 or 0
+      entry[9] = cut and 2 or haz and 1 or 0
+      if cut then
+        entry[10] = total
+      end
       for j = 1, #permits do
         entry[#entry + 1] = permits[j]
       end
