@@ -1517,7 +1517,8 @@ DLOCK_API int dlock_client_list_connections(dlock_client *c, char **out);
  * *len (may be NULL) its length. owner: a holder's id as dlock_info_owner
  * gives it (an owner id, a permit's id), 1..DLOCK_OWNER_MAX bytes.
  * DLOCK_EINVAL for a bad name, owner, length or TTL; DLOCK_EAUTH when the
- * ACL refuses the key. Any thread. */
+ * ACL refuses the key. One try, no retries (a note is best effort: a holder
+ * writes it again within its TTL). Any thread. */
 #define DLOCK_NOTE_MAX 4096
 DLOCK_API int dlock_client_set_note(dlock_client *c, const char *name, const char *owner,
                                     const char *text, size_t len, int64_t ttl_ms);

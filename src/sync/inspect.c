@@ -820,8 +820,10 @@ int dlock_client_set_note(dlock_client *c, const char *name, const char *owner, 
     const char *av[] = {text ? "SET" : "DEL", key, text, "PX", px};
     size_t lens[] = {3, klen, len, 2, 0};
     lens[4] = (size_t)snprintf(px, sizeof(px), "%lld", (long long)ttl_ms);
+    /* One try: a note is best effort, written again within its TTL; a
+     * server gone must not hold up whoever ends a hold. */
     dlock__req req = {.script = -1, .argc = text ? 5 : 2, .argv = av, .lens = lens,
-                      .flags = DLOCK__CALL_IDEMPOTENT};
+                      .flags = DLOCK__CALL_IDEMPOTENT | DLOCK__CALL_NO_RETRY};
     redisReply *r;
     rc = dlock__call(c, &req, &r);
     free(key);
