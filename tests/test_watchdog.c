@@ -368,6 +368,95 @@ static void test_release_is_not_a_loss(void **state)
     dlock_client_close(c);
 }
 
+/* The watchdog timeout of the proxied holders: long enough that the answers
+ * the proxy holds back never come near the loss deadline. */
+#define WD_LONG 6000
+
+/* A client through a proxy (the only server: DLOCK_TEST_DEPLOY unset), with
+ * revocation as asked, a lock held on the watchdog (WD_LONG). */
+static dlock_client *proxied_holder(th_proxy *px, lost_log *g, int revocation, char *name,
+                                    size_t nsize, const char *tag, dlock_lock **l)
+{
+    char url[128];
+    snprintf(url, sizeof(url), "redis://127.0.0.1:%d", th_proxy_port(px));
+    dlock_config *cfg = dlock_config_new();
+    assert_int_equal(dlock_config_set_url(cfg, url), DLOCK_OK);
+    assert_int_equal(dlock_config_set_watchdog_timeout(cfg, WD_LONG), DLOCK_OK);
+    assert_int_equal(dlock_config_set_lost_callback(cfg, on_lost, g), DLOCK_OK);
+    assert_int_equal(dlock_config_set_revocation(cfg, revocation), DLOCK_OK);
+    dlock_client *c = NULL;
+    assert_int_equal(dlock_client_open(&c, cfg), DLOCK_OK);
+    dlock_config_free(cfg);
+    assert_int_equal(dlock_lock_get(c, th_name(name, nsize, tag), l), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(*l, DLOCK_WATCHDOG), DLOCK_OK);
+    return c;
+}
+
+/* The force release's own answer comes late (the proxy holds it) while
+ * client tracking reports the key deleted: the recheck that report starts
+ * finds the key gone before the release is read, and must not call it a
+ * loss. */
+static void test_force_release_beside_recheck(void **state)
+{
+    (void)state;
+    if (getenv("DLOCK_TEST_DEPLOY") && *getenv("DLOCK_TEST_DEPLOY"))
+        skip();
+    th_proxy *px = th_proxy_start(srv.port);
+    lost_log g = {PTHREAD_MUTEX_INITIALIZER, 0, 0, "", 0};
+    char name[128], chan[200];
+    dlock_lock *l;
+    dlock_client *c = proxied_holder(px, &g, 1, name, sizeof(name), "force-recheck", &l);
+    /* Registered: Redis tracks the key for the renewal connection. */
+    int64_t until = th_now_ms() + 3000 * th_slack();
+    while (dlock__watchdog_tracking(c->wd) != 2 && th_now_ms() < until)
+        th_sleep_ms(2);
+    assert_int_equal(dlock__watchdog_tracking(c->wd), 2);
+    snprintf(chan, sizeof(chan), "redisson_lock__channel:{%s}", name);
+    th_proxy_delay_reply_match(px, chan, (int)(300 * th_slack()));
+    assert_int_equal(dlock_lock_force_release(l, NULL), DLOCK_OK);
+    assert_int_equal(th_proxy_delayed(px), 1);
+    th_proxy_delay_match(px, NULL, 0);
+    assert_int_equal(dlock__watchdog_count(c->wd), 0);
+    th_sleep_ms(WD / 3);
+    assert_int_equal(lost_calls(&g), 0);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+    th_proxy_stop(px);
+}
+
+/* A renewal sent before the force release runs after it (the proxy holds
+ * the renewal's request) and answers "not held" while the release's own
+ * answer is still on its way: not a loss either. Revocation off, so that
+ * only the renewal sees the key gone. */
+static void test_force_release_beside_renewal(void **state)
+{
+    (void)state;
+    if (getenv("DLOCK_TEST_DEPLOY") && *getenv("DLOCK_TEST_DEPLOY"))
+        skip();
+    th_proxy *px = th_proxy_start(srv.port);
+    lost_log g = {PTHREAD_MUTEX_INITIALIZER, 0, 0, "", 0};
+    char name[128], chan[200];
+    dlock_lock *l;
+    dlock_client *c = proxied_holder(px, &g, 0, name, sizeof(name), "force-renew", &l);
+    const int hold = (int)(200 * th_slack());
+    th_proxy_delay_match(px, dlock__scripts[DLOCK__SCRIPT_LOCK_RENEW].sha, hold);
+    int64_t until = th_now_ms() + WD_LONG * th_slack();   /* the next renewal, held */
+    while (th_proxy_delayed(px) == 0 && th_now_ms() < until)
+        th_sleep_ms(1);
+    assert_int_equal(th_proxy_delayed(px), 1);
+    snprintf(chan, sizeof(chan), "redisson_lock__channel:{%s}", name);
+    th_proxy_delay_reply_match(px, chan, 3 * hold);
+    assert_int_equal(dlock_lock_force_release(l, NULL), DLOCK_OK);
+    assert_int_equal(th_proxy_delayed(px), 2);
+    th_proxy_delay_match(px, NULL, 0);
+    assert_int_equal(dlock__watchdog_count(c->wd), 0);
+    th_sleep_ms(WD / 3);
+    assert_int_equal(lost_calls(&g), 0);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+    th_proxy_stop(px);
+}
+
 /* ------------------------------------------------------- review fixes */
 
 /* SCRIPT FLUSH while locks are held, twice: renewals reload the script each
@@ -533,6 +622,8 @@ int main(void)
         cmocka_unit_test(test_release_of_lost_hold_reports_it),
         cmocka_unit_test(test_unreachable_reports_lost_in_time),
         cmocka_unit_test(test_release_is_not_a_loss),
+        cmocka_unit_test(test_force_release_beside_recheck),
+        cmocka_unit_test(test_force_release_beside_renewal),
         cmocka_unit_test(test_script_flush_keeps_renewing),
         cmocka_unit_test(test_wrong_type_in_batch),
         cmocka_unit_test(test_failed_release_stops_renewal),
