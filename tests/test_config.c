@@ -553,6 +553,42 @@ static void test_deploy_urls(void **state)
     dlock__deploy_clear(&d);
 }
 
+/* Redis's error text in messages, without what Lua adds to it (Redis 7 and
+ * Redis 6 forms); other text as it is. */
+static void test_redis_error_text(void **state)
+{
+    (void)state;
+    static const char *const cases[][2] = {
+        {"WRONGTYPE Operation against a key holding the wrong kind of value script: "
+         "1fa04356a4dd209a8c70760bcf456da12f11a58c, on @user_script:226.",
+         "WRONGTYPE Operation against a key holding the wrong kind of value"},
+        {"ERR user_script:1: boom script: 82903a0434f1503e152f89c03c9acd881a0e8150, on "
+         "@user_script:1.",
+         "ERR boom"},
+        {"ERR Error running script (call to f_1fa04356a4dd209a8c70760bcf456da12f11a58c): "
+         "@user_script:226: WRONGTYPE Operation against a key holding the wrong kind of value",
+         "ERR WRONGTYPE Operation against a key holding the wrong kind of value"},
+        {"ERR Error running script (call to f_82903a0434f1503e152f89c03c9acd881a0e8150): "
+         "@user_script:1: user_script:1: boom",
+         "ERR boom"},
+        {"WRONGTYPE the key holds a hash that is not a lock",
+         "WRONGTYPE the key holds a hash that is not a lock"},
+        {"NOPERM this user has no permissions to run the 'evalsha' command",
+         "NOPERM this user has no permissions to run the 'evalsha' command"},
+        {"ERR my script: notes, on @user_script:x", "ERR my script: notes, on @user_script:x"},
+        {"", ""},
+    };
+    char out[256];
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        dlock__redis_error_text(cases[i][0], out, sizeof(out));
+        assert_string_equal(out, cases[i][1]);
+    }
+    dlock__redis_error_text(NULL, out, sizeof(out));
+    assert_string_equal(out, "");
+    dlock__redis_error_text(cases[0][0], out, 10);   /* cut to fit */
+    assert_string_equal(out, "WRONGTYPE");
+}
+
 static void test_strerror(void **state)
 {
     (void)state;
@@ -582,6 +618,7 @@ int main(void)
         cmocka_unit_test(test_deploy_url_map),
         cmocka_unit_test(test_added_address_map),
         cmocka_unit_test(test_strerror),
+        cmocka_unit_test(test_redis_error_text),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -198,9 +198,20 @@ done:
 
 static int wrong_type(const dlock__handle *h, const dlock__res *res)
 {
-    /* The scripts say "WRONGTYPE the key holds a read-write lock", ...;
-     * Redis itself "WRONGTYPE Operation against a key holding ...". */
+    /* The scripts say "WRONGTYPE the key holds a read-write lock", "... a
+     * hash that is not a lock", "key holds a list, not a lock"; Redis itself
+     * "WRONGTYPE Operation against a key holding ...". A reason that says
+     * "not a ..." already is the message's end: not said twice. */
     const char *why = res ? dlock__redis_error_detail(res->text) : "";
+    if (strncmp(why, "the key holds ", 14) == 0)
+        why += 8;
+    else if (strncmp(why, "key holds ", 10) == 0)
+        why += 4;
+    if (strncmp(why, "holds ", 6) == 0 && strstr(why, "not a "))
+        return dlock__fail(DLOCK_EWRONGTYPE, "key '%s' %s", h->name, why);
+    if (strncmp(why, "holds ", 6) == 0)
+        return dlock__fail(DLOCK_EWRONGTYPE, "key '%s' exists and is not a %s: it %s", h->name,
+                           h->what, why);
     return dlock__fail(DLOCK_EWRONGTYPE, "key '%s' exists and is not a %s: %s", h->name, h->what,
                        why[0] ? why : "it holds another type");
 }
