@@ -342,6 +342,12 @@ const char *holder_map_error(const holder_map *m) { return m && !m->ok ? m->err 
 const char *holder_describe(const holder_map *m, const char *owner, int brief, char *buf,
                             size_t size)
 {
+    return holder_describe_as(m, owner, brief, "dlock run", buf, size);
+}
+
+const char *holder_describe_as(const holder_map *m, const char *owner, int brief,
+                               const char *runner, char *buf, size_t size)
+{
     holder_info h;
     int r = holder_lookup(m, owner, &h);
     char host[80], cmd[160], held[32], addr[80];
@@ -359,7 +365,7 @@ const char *holder_describe(const holder_map *m, const char *owner, int brief, c
             if (brief)
                 snprintf(buf, size, "%s:%ld [%s] %s", host, h.pid, cmd, held);
             else
-                snprintf(buf, size, "dlock run on %s, pid %ld (%s), for %s: %s", host, h.pid,
+                snprintf(buf, size, "%s on %s, pid %ld (%s), for %s: %s", runner, host, h.pid,
                          addr, held, cmd);
         } else if (brief) {
             snprintf(buf, size, "%s:%ld", host, h.pid);

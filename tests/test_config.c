@@ -186,6 +186,31 @@ static void test_bad_urls(void **state)
     dlock__endpoint_clear(&ep);
     assert_int_equal(dlock__parse_url(NULL, &ep), DLOCK_EINVAL);
 
+    /* An unknown scheme's message names every scheme a URL may have, each
+     * accepted by dlock_config_set_url. */
+    dlock_config *cfg = dlock_config_new();
+    assert_int_equal(dlock_config_set_url(cfg, "http://x"), DLOCK_EINVAL);
+    char msg[512];
+    snprintf(msg, sizeof(msg), "%s", dlock_last_error());
+    int named = 0;
+    for (char *p = strstr(msg, "://"); p; p = strstr(p + 3, "://")) {
+        char *b = p;
+        while (b > msg && (b[-1] == '-' || (b[-1] >= 'a' && b[-1] <= 'z')))
+            b--;
+        char url[128];
+        snprintf(url, sizeof(url), "%.*s://%s", (int)(p - b), b,
+                 strncmp(b, "unix", 4) == 0             ? "/tmp/r.sock"
+                 : strstr(b, "sentinel") && strstr(b, "sentinel") < p ? "h:26379#m"
+                                                                      : "h:6379");
+        if (strncmp(b, "http", 4) == 0)
+            continue;
+        if (dlock_config_set_url(cfg, url) != DLOCK_OK)
+            fail_msg("'%s', named by '%s', is refused: %s", url, msg, dlock_last_error());
+        named++;
+    }
+    assert_int_equal(named, 9);
+    dlock_config_free(cfg);
+
     /* A long unix path and a 1 MiB URL. */
     char *huge = malloc(1 << 20);
     memset(huge, 'a', (1 << 20) - 1);
