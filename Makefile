@@ -144,7 +144,8 @@ DEB_BUILD_DIR ?= build-deb
 deb: deps
 	@scripts/deps.sh dpkg-dev file
 	@cmake -S . -B $(DEB_BUILD_DIR) -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=/usr \
-	  -DDLOCK_PC_RELOCATABLE=OFF -DDLOCK_BUILD_TESTS=OFF -DDLOCK_BUILD_EXAMPLES=OFF >/dev/null
+	  -DDLOCK_PC_RELOCATABLE=OFF -DDLOCK_BUILD_TESTS=OFF -DDLOCK_BUILD_EXAMPLES=OFF \
+	  -DDLOCK_MAN_GZIP=ON >/dev/null
 	@cmake --build $(DEB_BUILD_DIR) -j$(JOBS) -- --no-print-directory
 	@rm -rf $(DEB_BUILD_DIR)/packages
 	@cd $(DEB_BUILD_DIR) && cpack -G DEB >/dev/null
