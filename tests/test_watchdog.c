@@ -372,11 +372,16 @@ static void test_release_is_not_a_loss(void **state)
  * the proxy holds back never come near the loss deadline. */
 #define WD_LONG 6000
 
-/* A client through a proxy (the only server: DLOCK_TEST_DEPLOY unset), with
- * revocation as asked, a lock held on the watchdog (WD_LONG). */
-static dlock_client *proxied_holder(th_proxy *px, lost_log *g, int revocation, char *name,
+/* A client through a new proxy *pxp (the only server: skipped when
+ * DLOCK_TEST_DEPLOY is set), with revocation as asked, a lock held on the
+ * watchdog (WD_LONG). */
+static dlock_client *proxied_holder(th_proxy **pxp, lost_log *g, int revocation, char *name,
                                     size_t nsize, const char *tag, dlock_lock **l)
 {
+    if (getenv("DLOCK_TEST_DEPLOY") && *getenv("DLOCK_TEST_DEPLOY"))
+        skip();
+    th_proxy *px = *pxp = th_proxy_start(srv.port);
+    assert_non_null(px);
     char url[128];
     snprintf(url, sizeof(url), "redis://127.0.0.1:%d", th_proxy_port(px));
     dlock_config *cfg = dlock_config_new();
@@ -392,36 +397,44 @@ static dlock_client *proxied_holder(th_proxy *px, lost_log *g, int revocation, c
     return c;
 }
 
-/* The force release's own answer comes late (the proxy holds it) while
- * client tracking reports the key deleted: the recheck that report starts
- * finds the key gone before the release is read, and must not call it a
- * loss. */
+/* Forces l's release through its own client (behind px) while the proxy
+ * holds the answer back delay_ms: the release returns, its hold is out of
+ * the schedule, and no loss is reported then or later (the proxy matched
+ * `delayed` requests in all). Frees l, c and px. */
+static void force_with_late_answer(th_proxy *px, dlock_client *c, dlock_lock *l, lost_log *g,
+                                   int delay_ms, int delayed)
+{
+    char chan[200];
+    snprintf(chan, sizeof(chan), "redisson_lock__channel:{%s}", dlock_lock_name(l));
+    th_proxy_delay_reply_match(px, chan, delay_ms);
+    assert_int_equal(dlock_lock_force_release(l, NULL), DLOCK_OK);
+    assert_int_equal(th_proxy_delayed(px), delayed);
+    th_proxy_delay_match(px, NULL, 0);
+    assert_int_equal(dlock__watchdog_count(c->wd), 0);
+    th_sleep_ms(WD / 3);
+    assert_int_equal(lost_calls(g), 0);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+    th_proxy_stop(px);
+}
+
+/* The force release's own answer comes late while client tracking reports
+ * the key deleted: the recheck that report starts finds the key gone before
+ * the release is read, and must not call it a loss. */
 static void test_force_release_beside_recheck(void **state)
 {
     (void)state;
-    if (getenv("DLOCK_TEST_DEPLOY") && *getenv("DLOCK_TEST_DEPLOY"))
-        skip();
-    th_proxy *px = th_proxy_start(srv.port);
     lost_log g = {PTHREAD_MUTEX_INITIALIZER, 0, 0, "", 0};
-    char name[128], chan[200];
+    char name[128];
     dlock_lock *l;
-    dlock_client *c = proxied_holder(px, &g, 1, name, sizeof(name), "force-recheck", &l);
+    th_proxy *px;
+    dlock_client *c = proxied_holder(&px, &g, 1, name, sizeof(name), "force-recheck", &l);
     /* Registered: Redis tracks the key for the renewal connection. */
     int64_t until = th_now_ms() + 3000 * th_slack();
     while (dlock__watchdog_tracking(c->wd) != 2 && th_now_ms() < until)
         th_sleep_ms(2);
     assert_int_equal(dlock__watchdog_tracking(c->wd), 2);
-    snprintf(chan, sizeof(chan), "redisson_lock__channel:{%s}", name);
-    th_proxy_delay_reply_match(px, chan, (int)(300 * th_slack()));
-    assert_int_equal(dlock_lock_force_release(l, NULL), DLOCK_OK);
-    assert_int_equal(th_proxy_delayed(px), 1);
-    th_proxy_delay_match(px, NULL, 0);
-    assert_int_equal(dlock__watchdog_count(c->wd), 0);
-    th_sleep_ms(WD / 3);
-    assert_int_equal(lost_calls(&g), 0);
-    dlock_lock_free(l);
-    dlock_client_close(c);
-    th_proxy_stop(px);
+    force_with_late_answer(px, c, l, &g, (int)(300 * th_slack()), 1);
 }
 
 /* A renewal sent before the force release runs after it (the proxy holds
@@ -431,30 +444,18 @@ static void test_force_release_beside_recheck(void **state)
 static void test_force_release_beside_renewal(void **state)
 {
     (void)state;
-    if (getenv("DLOCK_TEST_DEPLOY") && *getenv("DLOCK_TEST_DEPLOY"))
-        skip();
-    th_proxy *px = th_proxy_start(srv.port);
     lost_log g = {PTHREAD_MUTEX_INITIALIZER, 0, 0, "", 0};
-    char name[128], chan[200];
+    char name[128];
     dlock_lock *l;
-    dlock_client *c = proxied_holder(px, &g, 0, name, sizeof(name), "force-renew", &l);
+    th_proxy *px;
+    dlock_client *c = proxied_holder(&px, &g, 0, name, sizeof(name), "force-renew", &l);
     const int hold = (int)(200 * th_slack());
     th_proxy_delay_match(px, dlock__scripts[DLOCK__SCRIPT_LOCK_RENEW].sha, hold);
     int64_t until = th_now_ms() + WD_LONG * th_slack();   /* the next renewal, held */
     while (th_proxy_delayed(px) == 0 && th_now_ms() < until)
         th_sleep_ms(1);
     assert_int_equal(th_proxy_delayed(px), 1);
-    snprintf(chan, sizeof(chan), "redisson_lock__channel:{%s}", name);
-    th_proxy_delay_reply_match(px, chan, 3 * hold);
-    assert_int_equal(dlock_lock_force_release(l, NULL), DLOCK_OK);
-    assert_int_equal(th_proxy_delayed(px), 2);
-    th_proxy_delay_match(px, NULL, 0);
-    assert_int_equal(dlock__watchdog_count(c->wd), 0);
-    th_sleep_ms(WD / 3);
-    assert_int_equal(lost_calls(&g), 0);
-    dlock_lock_free(l);
-    dlock_client_close(c);
-    th_proxy_stop(px);
+    force_with_late_answer(px, c, l, &g, 3 * hold, 2);
 }
 
 /* ------------------------------------------------------- review fixes */
