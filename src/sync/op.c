@@ -201,13 +201,15 @@ static int wrong_type(const dlock__handle *h, const dlock__res *res)
     /* The scripts say "WRONGTYPE the key holds a read-write lock", "... a
      * hash that is not a lock", "key holds a list, not a lock"; Redis itself
      * "WRONGTYPE Operation against a key holding ...". A reason that says
-     * "not a ..." already is the message's end: not said twice. */
+     * "not a <what the handle is>" already is the message: not said twice. */
     const char *why = res ? dlock__redis_error_detail(res->text) : "";
     if (strncmp(why, "the key holds ", 14) == 0)
         why += 8;
     else if (strncmp(why, "key holds ", 10) == 0)
         why += 4;
-    if (strncmp(why, "holds ", 6) == 0 && strstr(why, "not a "))
+    char not_what[64];
+    snprintf(not_what, sizeof(not_what), "not a %s", h->what);
+    if (strncmp(why, "holds ", 6) == 0 && strstr(why, not_what))
         return dlock__fail(DLOCK_EWRONGTYPE, "key '%s' %s", h->name, why);
     if (strncmp(why, "holds ", 6) == 0)
         return dlock__fail(DLOCK_EWRONGTYPE, "key '%s' exists and is not a %s: it %s", h->name,
