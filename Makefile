@@ -2,7 +2,7 @@
 #   make deps      install missing Debian packages (as root), or say which
 #   make           build (build/)
 #   make test      deps + build + the fast tier (every type, every deployment
-#                  once, the modes, the CLI; about 3 minutes on 2 cores)
+#                  once, the modes, the CLI; about 4 minutes on 2 cores)
 #   make check     deps + build + everything: the fast tier, the deployment
 #                  matrix, the suites over TLS and ACL, the safety scenarios
 #                  (failovers of every type included), the allocation-failure run
