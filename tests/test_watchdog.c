@@ -368,15 +368,16 @@ static void test_release_is_not_a_loss(void **state)
     dlock_client_close(c);
 }
 
-/* The watchdog timeout of the proxied holders: long enough that the answers
- * the proxy holds back never come near the loss deadline. */
-#define WD_LONG 6000
+/* The watchdog timeout (and command timeout) of the proxied holders, for a
+ * slack k taken once: long enough that the answers the proxy holds back
+ * (a few hundred ms x k) never come near the loss deadline nor time out. */
+#define WD_LONG(k) (6000 * (k))
 
 /* A client through a new proxy *pxp (the only server: skipped when
  * DLOCK_TEST_DEPLOY is set), with revocation as asked, a lock held on the
- * watchdog (WD_LONG). */
-static dlock_client *proxied_holder(th_proxy **pxp, lost_log *g, int revocation, char *name,
-                                    size_t nsize, const char *tag, dlock_lock **l)
+ * watchdog (WD_LONG(k)). */
+static dlock_client *proxied_holder(th_proxy **pxp, lost_log *g, int revocation, int64_t k,
+                                    char *name, size_t nsize, const char *tag, dlock_lock **l)
 {
     if (getenv("DLOCK_TEST_DEPLOY") && *getenv("DLOCK_TEST_DEPLOY"))
         skip();
@@ -386,7 +387,8 @@ static dlock_client *proxied_holder(th_proxy **pxp, lost_log *g, int revocation,
     snprintf(url, sizeof(url), "redis://127.0.0.1:%d", th_proxy_port(px));
     dlock_config *cfg = dlock_config_new();
     assert_int_equal(dlock_config_set_url(cfg, url), DLOCK_OK);
-    assert_int_equal(dlock_config_set_watchdog_timeout(cfg, WD_LONG), DLOCK_OK);
+    assert_int_equal(dlock_config_set_watchdog_timeout(cfg, WD_LONG(k)), DLOCK_OK);
+    assert_int_equal(dlock_config_set_command_timeout(cfg, WD_LONG(k)), DLOCK_OK);
     assert_int_equal(dlock_config_set_lost_callback(cfg, on_lost, g), DLOCK_OK);
     assert_int_equal(dlock_config_set_revocation(cfg, revocation), DLOCK_OK);
     dlock_client *c = NULL;
@@ -428,13 +430,14 @@ static void test_force_release_beside_recheck(void **state)
     char name[128];
     dlock_lock *l;
     th_proxy *px;
-    dlock_client *c = proxied_holder(&px, &g, 1, name, sizeof(name), "force-recheck", &l);
+    const int64_t k = th_slack();
+    dlock_client *c = proxied_holder(&px, &g, 1, k, name, sizeof(name), "force-recheck", &l);
     /* Registered: Redis tracks the key for the renewal connection. */
-    int64_t until = th_now_ms() + 3000 * th_slack();
+    int64_t until = th_now_ms() + 3000 * k;
     while (dlock__watchdog_tracking(c->wd) != 2 && th_now_ms() < until)
         th_sleep_ms(2);
     assert_int_equal(dlock__watchdog_tracking(c->wd), 2);
-    force_with_late_answer(px, c, l, &g, (int)(300 * th_slack()), 1);
+    force_with_late_answer(px, c, l, &g, (int)(300 * k), 1);
 }
 
 /* A renewal sent before the force release runs after it (the proxy holds
@@ -448,10 +451,11 @@ static void test_force_release_beside_renewal(void **state)
     char name[128];
     dlock_lock *l;
     th_proxy *px;
-    dlock_client *c = proxied_holder(&px, &g, 0, name, sizeof(name), "force-renew", &l);
-    const int hold = (int)(200 * th_slack());
+    const int64_t k = th_slack();
+    dlock_client *c = proxied_holder(&px, &g, 0, k, name, sizeof(name), "force-renew", &l);
+    const int hold = (int)(200 * k);
     th_proxy_delay_match(px, dlock__scripts[DLOCK__SCRIPT_LOCK_RENEW].sha, hold);
-    int64_t until = th_now_ms() + WD_LONG * th_slack();   /* the next renewal, held */
+    int64_t until = th_now_ms() + WD_LONG(k);   /* the next renewal (within half of it), held */
     while (th_proxy_delayed(px) == 0 && th_now_ms() < until)
         th_sleep_ms(1);
     assert_int_equal(th_proxy_delayed(px), 1);
