@@ -765,6 +765,21 @@ static int finish_hold(const cli_opts *o, const run_args *ra, target *t, int los
     return LOST_AT_RELEASE;
 }
 
+/* One line on stderr (not with -q) when the server's maxmemory-policy may
+ * evict what the run holds, as status and doctor say it. */
+static void warn_eviction(const cli_opts *o, const run_args *ra, dlock_client *c)
+{
+    char policy[64] = "";
+    int risky = 0;
+    if (o->quiet || dlock_client_eviction_policy(c, policy, sizeof(policy), &risky) != DLOCK_OK ||
+        !risky)
+        return;
+    cli_err(o, "warning: Redis's maxmemory-policy is %s: when its memory is full it may evict "
+               "the %s this run holds while the command runs, and another take it; use "
+               "noeviction (dlock doctor)",
+            policy, ra->semaphore ? "permit" : ra->elect ? "leadership" : "lock");
+}
+
 static int run_locked(cli_opts *o, const run_args *ra, guard *g, int sfd)
 {
     dlock_client *c;
@@ -776,6 +791,7 @@ static int run_locked(cli_opts *o, const run_args *ra, guard *g, int sfd)
     int code = cli_open(o, &c, on_lost, NULL);
     if (code)
         return code;
+    warn_eviction(o, ra, c);
     /* The wait runs in a thread and the release on this one: act as one
      * explicit owner id for both, not as two thread ids. */
     char owner[DLOCK_OWNER_MAX + 1] = "";

@@ -74,6 +74,11 @@ int dlock__rerr_code(dlock__rerr e);
 /* The text after an error reply's first word ("WRONGTYPE the key holds a
  * lock": "the key holds a lock"), "" when there is none: for messages. */
 const char *dlock__redis_error_detail(const char *text);
+/* Redis's error text (NULL: "") into out (size bytes) without what Lua adds
+ * to it: the " script: <sha>, on @user_script:<line>." that ends a command's
+ * error inside a script, the "user_script:<line>: " before a script's own
+ * error, and Redis 6's "Error running script (call to f_<sha>): ". */
+void dlock__redis_error_text(const char *text, char *out, size_t size);
 /* The node a MOVED or ASK reply names ("MOVED 3999 host:port"): host into
  * buf (size bytes), *port; 0, or -1 when the text names none. */
 int dlock__redis_redirect_to(const char *text, char *host, size_t size, int *port);

@@ -184,6 +184,60 @@ const char *dlock__redis_error_detail(const char *text)
     return sp ? sp + 1 : "";
 }
 
+/* Removes s[from, to) from the string s. */
+static void cut(char *s, size_t from, size_t to)
+{
+    memmove(s + from, s + to, strlen(s + to) + 1);
+}
+
+/* The length of "[@]user_script:[ ]<digits>: " at s, or 0. */
+static size_t script_line_len(const char *s)
+{
+    const char *p = s + (*s == '@');
+    if (strncmp(p, "user_script:", 12) != 0)
+        return 0;
+    p += 12;
+    if (*p == ' ')
+        p++;
+    if (*p < '0' || *p > '9')
+        return 0;
+    while (*p >= '0' && *p <= '9')
+        p++;
+    if (p[0] != ':' || p[1] != ' ')
+        return 0;
+    return (size_t)(p + 2 - s);
+}
+
+void dlock__redis_error_text(const char *text, char *out, size_t size)
+{
+    if (size == 0)
+        return;
+    snprintf(out, size, "%s", text ? text : "");
+    /* Redis 7: "<error> script: <sha>, on @user_script:<line>." ends a
+     * command's error raised inside a script. */
+    for (char *p = strstr(out, " script: "); p; p = strstr(p + 1, " script: ")) {
+        const char *h = p + 9;
+        size_t n = strspn(h, "0123456789abcdef");
+        if (n == 40 && strncmp(h + n, ", on @user_script:", 18) == 0) {
+            *p = '\0';
+            break;
+        }
+    }
+    /* Redis 6: "ERR Error running script (call to f_<sha>): @user_script:<line>: ". */
+    char *e = strstr(out, "Error running script (call to f_");
+    char *end = e ? strstr(e, "): ") : NULL;
+    if (end)
+        cut(out, (size_t)(e - out), (size_t)(end + 3 - out));
+    /* A script's own error, and Redis 6's again: "user_script:<line>: ". */
+    for (size_t i = 0; out[i];) {
+        size_t n = script_line_len(out + i);
+        if (n)
+            cut(out, i, i + n);
+        else
+            i++;
+    }
+}
+
 int dlock__redis_redirect_to(const char *text, char *host, size_t size, int *port)
 {
     if (!first_word(text, "MOVED") && !first_word(text, "ASK"))

@@ -323,6 +323,12 @@ void test_errors(dlock::client &a) {
         FAILED("locking a semaphore's key did not throw");
     } catch (const dlock::error &e) {
         CHECK(e.status() == DLOCK_EWRONGTYPE);
+        // The key named; none of Lua's internals ("script: <sha>, on
+        // @user_script:<line>.") that Redis adds to an error in a script.
+        const std::string what = e.what();
+        CHECK(what.find(s.name()) != std::string::npos);
+        CHECK(what.find("user_script") == std::string::npos);
+        CHECK(what.find(" script: ") == std::string::npos);
     }
     CHECK(!wrong.try_lock(ec));
     CHECK(ec == DLOCK_EWRONGTYPE);
