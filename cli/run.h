@@ -117,6 +117,18 @@ const char *lost_why(const run_hold *h, int reason, char *buf, size_t size);
 /* The cause the library gave for the last loss (dlock_lost_cause). */
 int run_lost_cause(void);
 
+/* run_args.c: parses run's (and elect's) arguments into *ra; 0, or -1 with
+ * the usage error said. */
+int run_parse_args(cli_opts *o, int argc, char **argv, run_args *ra);
+
+/* run_owner.c: the owner id a run acts as into owner (size bytes): a run
+ * around this one that holds one of its names (*reentry = 1), else a new
+ * one. 0, or an exit code. "DLOCK_OWNERS=<owner> <inherited...>" for the
+ * command (malloc'd; NULL when out of memory). */
+int run_choose_owner(const cli_opts *o, dlock_client *c, const run_args *ra, char *owner,
+                     size_t size, int *reentry);
+char *run_owners_var(const char *owner);
+
 /* ----------------------------------------------------------- run_note.c */
 
 /* The note beside each of the n names a run holds as `owner` (a permit's

@@ -22,7 +22,8 @@ KILL_AFTER=1   # s: the old tree's SIGKILL comes this long after SIGTERM
 # expires soonest first, the lock before the keys padding it (which expire
 # between it and its lock-delay marker) and the marker last; a maxmemory
 # just under what is used (read and set on one connection: another's
-# buffers would count) stops once the lock and some padding are gone.
+# buffers would count), lowered until the lock is gone, takes some padding
+# at most besides.
 evict_lock() {
   local name=$1 lt mt
   lt=$(rc pttl "$name"); mt=$(rc pttl "dlock_lock_delay:{$name}")
@@ -38,8 +39,16 @@ evict_lock() {
   while read -r -t 0.5 l <&"${EV[0]}"; do
     case $l in used_memory:*) used=${l#used_memory:}; used=${used%$'\r'} ;; esac
   done
-  for c in "config set maxmemory $((used - 1500))" "config set maxmemory 0" \
-           "config set maxmemory-policy noeviction" "config set maxmemory-samples 5"; do
+  # Lower it step by step until the lock is gone (memory moves meanwhile).
+  local cut=1000
+  while [ "$cut" -le 200000 ]; do
+    echo "config set maxmemory $((used - cut))" >&"${EV[1]}"; read -r l <&"${EV[0]}"
+    echo "exists $name" >&"${EV[1]}"; read -r l <&"${EV[0]}"
+    [ "${l%$'\r'}" = 0 ] && break
+    cut=$((cut + 1000))
+  done
+  for c in "config set maxmemory 0" "config set maxmemory-policy noeviction" \
+           "config set maxmemory-samples 5"; do
     echo "$c" >&"${EV[1]}"; read -r l <&"${EV[0]}"
   done
   exec {EV[1]}>&-
@@ -57,6 +66,7 @@ one_round() {
     for i in 1 2 3 4; do (exec sleep 300) & echo $! >> "$0/pids"; done
     echo $$ >> "$0/pids"; wait' "$dir" >/dev/null 2>"$dir/old.err" &
   local old=$!
+  bg+=("$old")   # killed at exit (its guard then kills its tree) should the test end early
   until_ok sh -c "[ \$(wc -l < '$dir/pids' 2>/dev/null || echo 0) -ge 5 ]" ||
     { bad "the old tree did not start"; return; }
   # The next run: a plain one, no option. Its command says when it started
@@ -69,6 +79,7 @@ one_round() {
     done
     true' "$dir" >"$dir/next.out" 2>"$dir/next.err" &
   local next=$!
+  bg+=("$next")
   sleep 0.3
   case $how in
     del) rc del "$name" >/dev/null ;;
