@@ -74,8 +74,10 @@ typedef enum dlock_status {
                                  TLS files that cannot be loaded (the message says which) */
     DLOCK_EREPLICAS = -18,    /* fewer replicas acknowledged an acquisition than the config
                                  asks for (dlock_config_set_replica_ack): it was released */
-    DLOCK_EFENCED = -19       /* a fenced write was refused: its token is lower than the highest
+    DLOCK_EFENCED = -19,      /* a fenced write was refused: its token is lower than the highest
                                  token the key's guard has seen (a newer holder wrote) */
+    DLOCK_EREENTRY = -20      /* the caller already holds this non-reentrant lock (Redisson's
+                                 IllegalMonitorStateException): nothing was written */
 } dlock_status;
 
 /* Short English text for a status code ("lock not held by the caller", ...).
@@ -870,6 +872,29 @@ DLOCK_API int dlock_fair_lock_get(dlock_client *c, const char *name, dlock_lock 
 /* As dlock_fair_lock_get, acting for an explicit owner id (see dlock_lock_get_as). */
 DLOCK_API int dlock_fair_lock_get_as(dlock_client *c, const char *name, const char *owner,
                                      dlock_lock **out);
+
+/* A non-reentrant lock (Redisson 4.4's getNonReentrantLock) on `name`: the
+ * reentrant lock's keys, channel, watchdog, leases and waits, but an
+ * acquisition by the owner that holds it already (lock, try with any wait,
+ * blocking or asynchronous) is refused at once, DLOCK_EREENTRY, and writes
+ * nothing (Redisson throws IllegalMonitorStateException there; as
+ * std::mutex, which may not be locked twice by one thread). Other owners wait
+ * as for the reentrant lock, woken by its unlock message; a release by a
+ * non-owner is DLOCK_ENOTOWNER. Redis holds it as a reentrant lock with a
+ * hold count of 1, so Redisson's RLock and non-reentrant lock clients share
+ * it (and dlock status shows it as a lock). Same returns as dlock_lock_get. */
+DLOCK_API int dlock_nonreentrant_lock_get(dlock_client *c, const char *name, dlock_lock **out);
+/* As dlock_nonreentrant_lock_get, acting for an explicit owner id. */
+DLOCK_API int dlock_nonreentrant_lock_get_as(dlock_client *c, const char *name,
+                                             const char *owner, dlock_lock **out);
+/* A non-reentrant fair lock (Redisson's RedissonNonReentrantFairLock): the
+ * fair lock's queue and order (dlock_fair_lock_get), the holder's own
+ * acquisition refused as dlock_nonreentrant_lock_get's. */
+DLOCK_API int dlock_nonreentrant_fair_lock_get(dlock_client *c, const char *name,
+                                               dlock_lock **out);
+/* As dlock_nonreentrant_fair_lock_get, acting for an explicit owner id. */
+DLOCK_API int dlock_nonreentrant_fair_lock_get_as(dlock_client *c, const char *name,
+                                                  const char *owner, dlock_lock **out);
 
 /* A fenced lock (Redisson's RFencedLock) on `name`: a reentrant lock handle
  * (the same keys, the same holders) on which every acquisition, reentrant

@@ -136,6 +136,7 @@ class error_category_impl final : public std::error_category {
         case DLOCK_ECONN: return std::errc::connection_refused;
         case DLOCK_ENAMETOOLONG: return std::errc::filename_too_long;
         case DLOCK_EDEADLK: return std::errc::resource_deadlock_would_occur;
+        case DLOCK_EREENTRY: return std::errc::resource_deadlock_would_occur;
         default: return std::error_condition(code, *this);
         }
     }
@@ -733,6 +734,41 @@ class fair_mutex : public basic_mutex {
     fair_mutex(const client &c, const std::string &name, const owner &o,
               std::chrono::milliseconds lease = watchdog)
         : basic_mutex(make(c, name, &o, &dlock_fair_lock_get, &dlock_fair_lock_get_as), lease) {}
+};
+
+/* A non-reentrant lock, Redisson's getNonReentrantLock
+ * (dlock_nonreentrant_lock_get): a second lock() or try_lock*() by the owner
+ * that holds it throws dlock::error DLOCK_EREENTRY (std::errc::
+ * resource_deadlock_would_occur), as std::mutex may not be locked twice by
+ * one thread; the hold is kept. */
+class nonreentrant_mutex : public basic_mutex {
+  public:
+    nonreentrant_mutex(const client &c, const std::string &name,
+                       std::chrono::milliseconds lease = watchdog)
+        : basic_mutex(make(c, name, nullptr, &dlock_nonreentrant_lock_get,
+                           &dlock_nonreentrant_lock_get_as),
+                      lease) {}
+    nonreentrant_mutex(const client &c, const std::string &name, const owner &o,
+                       std::chrono::milliseconds lease = watchdog)
+        : basic_mutex(make(c, name, &o, &dlock_nonreentrant_lock_get,
+                           &dlock_nonreentrant_lock_get_as),
+                      lease) {}
+};
+
+/* A non-reentrant fair lock (dlock_nonreentrant_fair_lock_get): fair_mutex's
+ * order, nonreentrant_mutex's refusal. */
+class nonreentrant_fair_mutex : public basic_mutex {
+  public:
+    nonreentrant_fair_mutex(const client &c, const std::string &name,
+                            std::chrono::milliseconds lease = watchdog)
+        : basic_mutex(make(c, name, nullptr, &dlock_nonreentrant_fair_lock_get,
+                           &dlock_nonreentrant_fair_lock_get_as),
+                      lease) {}
+    nonreentrant_fair_mutex(const client &c, const std::string &name, const owner &o,
+                            std::chrono::milliseconds lease = watchdog)
+        : basic_mutex(make(c, name, &o, &dlock_nonreentrant_fair_lock_get,
+                           &dlock_nonreentrant_fair_lock_get_as),
+                      lease) {}
 };
 
 /* A fenced lock, Redisson's RFencedLock (dlock_fenced_lock_get): every

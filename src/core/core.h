@@ -60,7 +60,10 @@ typedef enum dlock__rerr {
      * not sent (DLOCK__CALL_QUARANTINE: the text is the ms left), or an
      * acquire script read the quarantine recorded there (the text is
      * DLOCK__QUARANTINE_ERR, then the ms left). */
-    DLOCK__RERR_QUARANTINE
+    DLOCK__RERR_QUARANTINE,
+    /* a non-reentrant lock's acquisition by its holder (scripts answer
+     * "DLOCKREENTRY ...") */
+    DLOCK__RERR_REENTRY
 } dlock__rerr;
 #define DLOCK__QUARANTINE_ERR "DLOCKQUARANTINE "
 

@@ -55,6 +55,7 @@ static const struct {
     {DLOCK_ETLS, "DLOCK_ETLS", "TLS handshake or certificate refused"},
     {DLOCK_EREPLICAS, "DLOCK_EREPLICAS", "too few replicas acknowledged the acquisition"},
     {DLOCK_EFENCED, "DLOCK_EFENCED", "fenced write refused: a newer token has written"},
+    {DLOCK_EREENTRY, "DLOCK_EREENTRY", "non-reentrant lock already held by the caller"},
 };
 
 const char *dlock_strerror(int code)
@@ -130,6 +131,8 @@ dlock__rerr dlock__redis_classify(const char *text)
         {"WRONGPASS", DLOCK__RERR_AUTH},
         /* include/quarantine.lua's refusal */
         {"DLOCKQUARANTINE", DLOCK__RERR_QUARANTINE},
+        /* a non-reentrant lock's acquire scripts: the caller holds it */
+        {"DLOCKREENTRY", DLOCK__RERR_REENTRY},
     };
     if (!text)
         return DLOCK__RERR_OTHER;
@@ -173,6 +176,8 @@ int dlock__rerr_code(dlock__rerr e)
         return DLOCK_EAUTH;
     case DLOCK__RERR_QUARANTINE:
         return DLOCK_ETIMEDOUT;
+    case DLOCK__RERR_REENTRY:
+        return DLOCK_EREENTRY;
     default:
         return DLOCK_EREDIS;
     }

@@ -35,6 +35,48 @@ int dlock_fenced_lock_get_as(dlock_client *c, const char *name, const char *owne
     return fenced_new(c, name, owner, out);
 }
 
+/* ----------------------------------------------------- non-reentrant lock */
+
+/* A lock whose holder may not take it again (Redisson 4.4's non-reentrant
+ * locks): the type's acquire script refuses it (DLOCK_EREENTRY) before
+ * writing anything. Redis holds it as the lock it is built on. */
+static int nonreentrant_new(dlock_client *c, const dlock__lock_type *type, const char *name,
+                            const char *owner, int explicit_owner, dlock_lock **out)
+{
+    if (explicit_owner && !owner) {
+        dlock__clear_error();
+        if (out)
+            *out = NULL;
+        return dlock__fail(DLOCK_EINVAL, "owner id is NULL");
+    }
+    int rc = dlock__lock_new(c, type, name, owner, out);
+    if (rc == DLOCK_OK)
+        (*out)->no_reentry = 1;
+    return rc;
+}
+
+int dlock_nonreentrant_lock_get(dlock_client *c, const char *name, dlock_lock **out)
+{
+    return nonreentrant_new(c, &dlock__reentrant_type, name, NULL, 0, out);
+}
+
+int dlock_nonreentrant_lock_get_as(dlock_client *c, const char *name, const char *owner,
+                                   dlock_lock **out)
+{
+    return nonreentrant_new(c, &dlock__reentrant_type, name, owner, 1, out);
+}
+
+int dlock_nonreentrant_fair_lock_get(dlock_client *c, const char *name, dlock_lock **out)
+{
+    return nonreentrant_new(c, &dlock__fair_type, name, NULL, 0, out);
+}
+
+int dlock_nonreentrant_fair_lock_get_as(dlock_client *c, const char *name, const char *owner,
+                                        dlock_lock **out)
+{
+    return nonreentrant_new(c, &dlock__fair_type, name, owner, 1, out);
+}
+
 /* ------------------------------------------------------------- get token */
 
 typedef struct token_q {

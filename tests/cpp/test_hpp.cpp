@@ -257,6 +257,31 @@ void test_lock_misc(dlock::client &a) {
         CHECK(fm.is_held());
     }
     CHECK(!fm.is_locked());
+
+    /* Non-reentrant: the second lock by the holder throws, the hold stays. */
+    dlock::nonreentrant_mutex nr(a, name("nonreentrant"));
+    dlock::nonreentrant_fair_mutex nrf(a, name("nonreentrant-fair"));
+    for (dlock::basic_mutex *once : {static_cast<dlock::basic_mutex *>(&nr),
+                                  static_cast<dlock::basic_mutex *>(&nrf)}) {
+        std::lock_guard<dlock::basic_mutex> g(*once);
+        bool threw = false;
+        try {
+            once->lock();
+        } catch (const dlock::error &e) {
+            threw = e.code() == std::errc::resource_deadlock_would_occur &&
+                    e.code().value() == DLOCK_EREENTRY;
+        }
+        CHECK(threw);
+        threw = false;
+        try {
+            (void)once->try_lock();
+        } catch (const dlock::error &e) {
+            threw = e.code().value() == DLOCK_EREENTRY;
+        }
+        CHECK(threw);
+        CHECK(once->is_held());
+    }
+    CHECK(!nr.is_locked() && !nrf.is_locked());
 }
 
 // An explicit owner: locked in one thread, unlocked in another.
