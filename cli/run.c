@@ -98,6 +98,9 @@ static int target_open(const cli_opts *o, dlock_client *c, const run_args *ra, c
         case RUN_WRITE:
             rc = dlock_write_lock_get_as(c, nm, owner, &t->l[i]);
             break;
+        case RUN_SPIN:   /* waits on the back-off, subscribed to nothing */
+            rc = dlock_spin_lock_get_as(c, nm, owner, &t->l[i]);
+            break;
         default:
             rc = dlock_lock_get_as(c, nm, owner, &t->l[i]);
         }

@@ -8,7 +8,7 @@
 #include "cli.h"
 
 /* What kind of lock a name of a run is. */
-typedef enum run_kind { RUN_LOCK = 0, RUN_FAIR, RUN_READ, RUN_WRITE } run_kind;
+typedef enum run_kind { RUN_LOCK = 0, RUN_FAIR, RUN_READ, RUN_WRITE, RUN_SPIN } run_kind;
 
 #define RUN_MAX_NAMES 32   /* a run over several names takes them as one multi-lock */
 

@@ -42,7 +42,7 @@ static int parse_lost_code(const cli_opts *o, const char *val, int *code)
     return 0;
 }
 
-/* A NAME, of the kind a --fair / --read / --write just before it says. */
+/* A NAME, of the kind a --fair / --read / --write / --spin just before it says. */
 static int add_name(const cli_opts *o, run_args *ra, const char *name)
 {
     if (ra->nnames == RUN_MAX_NAMES) {
@@ -52,6 +52,7 @@ static int add_name(const cli_opts *o, run_args *ra, const char *name)
     run_kind k = !ra->pending                          ? RUN_LOCK
                  : strcmp(ra->pending, "--fair") == 0  ? RUN_FAIR
                  : strcmp(ra->pending, "--read") == 0  ? RUN_READ
+                 : strcmp(ra->pending, "--spin") == 0  ? RUN_SPIN
                                                        : RUN_WRITE;
     ra->pending = NULL;
     ra->names[ra->nnames] = name;
@@ -188,7 +189,7 @@ int run_parse_args(cli_opts *o, int argc, char **argv, run_args *ra)
                 return -1;
             }
         } else if (strcmp(a, "--fair") == 0 || strcmp(a, "--read") == 0 ||
-                   strcmp(a, "--write") == 0) {
+                   strcmp(a, "--write") == 0 || strcmp(a, "--spin") == 0) {
             /* The kind of the next NAME. */
             if (ra->pending) {
                 cli_usage_error(o, "run", "%s after %s: one kind per NAME", a, ra->pending);
@@ -234,6 +235,13 @@ int run_parse_args(cli_opts *o, int argc, char **argv, run_args *ra)
         cli_usage_error(o, "run", "missing lock NAME");
         return -1;
     }
+    for (int i = 0; i < ra->nnames && ra->nnames > 1 && !ra->stripes; i++)
+        if (ra->kinds[i] == RUN_SPIN) {
+            /* A multi-lock's waits sleep on its locks' channels. */
+            cli_usage_error(o, "run", "--spin takes one NAME: several names are one multi-lock, "
+                                      "whose waiters subscribe");
+            return -1;
+        }
     if (!ra->cmd) {
         cli_usage_error(o, "run", "missing -- CMD");
         return -1;

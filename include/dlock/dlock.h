@@ -896,6 +896,42 @@ DLOCK_API int dlock_nonreentrant_fair_lock_get(dlock_client *c, const char *name
 DLOCK_API int dlock_nonreentrant_fair_lock_get_as(dlock_client *c, const char *name,
                                                   const char *owner, dlock_lock **out);
 
+/* The spin lock's back-off (Redisson's LockOptions.ExponentialBackOff): after
+ * a busy answer a waiter sleeps initial_ms, then each sleep is the last one
+ * times multiplier plus a jitter of up to one ms per busy answer so far, up
+ * to max_ms, where it stays. multiplier 1 with initial_ms == max_ms is
+ * Redisson's ConstantBackOff. Each field >= 1, initial_ms <= max_ms, max_ms
+ * at most an hour. */
+typedef struct dlock_backoff {
+    int64_t initial_ms;      /* Redisson's default: 1 */
+    int64_t max_ms;          /* 128 */
+    int multiplier;          /* 2 */
+} dlock_backoff;
+
+/* A spin lock (Redisson 3.16's getSpinLock) on `name`: the reentrant lock's
+ * keys, hold counts, watchdog, leases and release (dlock_lock_get), shared
+ * with Redisson's RLock and spin lock clients, but a waiter subscribes to
+ * nothing: it tries again after each back-off step (dlock_backoff; Redisson's
+ * default 1 ms doubling to 128 ms unless dlock_lock_set_backoff says
+ * otherwise), or when the holder's TTL ends if that comes first. So ten
+ * thousand waiters on ten thousand names cost no subscriptions and no
+ * pub/sub connection at all, and a waiter learns of a release up to one
+ * back-off step late (make bench: spin). The cost is Redis commands while
+ * waiting: one attempt per step, about 8 per second per waiter at the 128 ms
+ * maximum. A release still publishes Redisson's unlock message (a
+ * subscribed RLock waiter of the same name wakes at once). Its wait also
+ * does not watch the key (dlock_lock_try's wake on a DEL or an eviction):
+ * the next step finds it. Same returns as dlock_lock_get. */
+DLOCK_API int dlock_spin_lock_get(dlock_client *c, const char *name, dlock_lock **out);
+/* As dlock_spin_lock_get, acting for an explicit owner id. */
+DLOCK_API int dlock_spin_lock_get_as(dlock_client *c, const char *name, const char *owner,
+                                     dlock_lock **out);
+/* Sets the back-off of a spin lock handle's later waits (NULL: Redisson's
+ * default). Thread-safe; a wait under way keeps the one it started with.
+ * DLOCK_EINVAL, naming the field, for a value out of range or a handle that
+ * is not a spin lock's (a pub/sub waiter has no back-off). */
+DLOCK_API int dlock_lock_set_backoff(dlock_lock *l, const dlock_backoff *b);
+
 /* A fenced lock (Redisson's RFencedLock) on `name`: a reentrant lock handle
  * (the same keys, the same holders) on which every acquisition, reentrant
  * ones included, raises the fencing token `redisson_lock_token:{name}` in

@@ -771,6 +771,28 @@ class nonreentrant_fair_mutex : public basic_mutex {
                       lease) {}
 };
 
+/* A spin lock, Redisson's getSpinLock (dlock_spin_lock_get): the mutex's
+ * layout and reentrancy, waits that subscribe to nothing and try again on a
+ * back-off (Redisson's default: 1 ms doubling to 128 ms; set_backoff). */
+class spin_mutex : public basic_mutex {
+  public:
+    spin_mutex(const client &c, const std::string &name, std::chrono::milliseconds lease = watchdog)
+        : basic_mutex(make(c, name, nullptr, &dlock_spin_lock_get, &dlock_spin_lock_get_as),
+                      lease) {}
+    spin_mutex(const client &c, const std::string &name, const owner &o,
+               std::chrono::milliseconds lease = watchdog)
+        : basic_mutex(make(c, name, &o, &dlock_spin_lock_get, &dlock_spin_lock_get_as), lease) {}
+    /* The back-off of later waits (dlock_lock_set_backoff): the first sleep,
+     * its ceiling, the multiplier between them. Throws dlock::error
+     * DLOCK_EINVAL for a value out of range. */
+    void set_backoff(std::chrono::milliseconds initial, std::chrono::milliseconds max,
+                     int multiplier = 2) {
+        dlock_backoff b{static_cast<int64_t>(initial.count()), static_cast<int64_t>(max.count()),
+                        multiplier};
+        detail::check(dlock_lock_set_backoff(native_handle(), &b));
+    }
+};
+
 /* A fenced lock, Redisson's RFencedLock (dlock_fenced_lock_get): every
  * acquisition raises the fencing token; read it with token() while held. */
 class fenced_mutex : public basic_mutex {

@@ -621,6 +621,14 @@ static int acquire(dlock_lock *l, const dlock_wait_opts *opts, const dlock__via 
     dlock__acq a = {.l = l, .wait = o.wait_ms, .lease = o.lease_ms, .cancel = o.cancel,
                     .fenced = o.token != NULL, .token_out = o.token};
     dlock__wait_spec spec = {.wake = dlock__wake_lock, .wait_ms = o.wait_ms, .cancel = o.cancel};
+    if (l->spin) {
+        pthread_mutex_lock(&l->mu);
+        spec.quiet = 1;
+        spec.backoff_ms = l->backoff.initial_ms;
+        spec.backoff_max_ms = l->backoff.max_ms;
+        spec.backoff_mult = l->backoff.multiplier;
+        pthread_mutex_unlock(&l->mu);
+    }
     return dlock__start(&l->h, &dlock__acquire_type, &a, sizeof(a), &spec, via,
                         &(dlock__result){0});
 }

@@ -87,4 +87,23 @@ expect 64 "$D" run m:a m:a -- true
 has "$tmp/err" "m:a" "a name twice is refused"
 expect 64 "$D" run --read m:d --write m:d -- true
 
+echo "== --spin: a spin lock's waiter subscribes to nothing"
+"$D" run --spin s:one -- sleep $((2 * SLOW)) & bg+=($!)
+until_ok held s:one
+"$D" run --spin s:one -- sh -c "echo second > '$tmp/spin'" & bg+=($!)
+sleep 0.5
+is "$(rc pubsub numsub 'redisson_lock__channel:{s:one}' | tail -1)" "0" "no subscriber on the lock's channel"
+[ -e "$tmp/spin" ] && bad "the spin waiter ran while the lock was held" || ok
+wait "${bg[@]}"; bg=()
+is "$(cat "$tmp/spin" 2>/dev/null)" "second" "the spin waiter ran once the lock was free"
+free s:one && ok || bad "spin lock released"
+rc hset s:one java-uuid:7 1 >/dev/null; rc pexpire s:one 60000 >/dev/null
+expect 75 "$D" run --spin -n s:one -- true
+has "$tmp/err" "s:one" "a busy spin lock names itself"
+rc del s:one >/dev/null
+expect 64 "$D" run --spin s:a s:b -- true
+has "$tmp/err" "--spin takes one NAME" "--spin with several names is refused"
+expect 64 "$D" run --spin -- true
+expect 0 "$D" run --stripes 4 --spin s:st 7 -- true
+
 finish

@@ -282,6 +282,28 @@ void test_lock_misc(dlock::client &a) {
         CHECK(once->is_held());
     }
     CHECK(!nr.is_locked() && !nrf.is_locked());
+
+    /* The spin lock: reentrant, a bad back-off throws, a good one is kept. */
+    dlock::spin_mutex sp(a, name("spin"));
+    {
+        std::lock_guard<dlock::spin_mutex> g(sp);
+        CHECK(sp.try_lock());
+        sp.unlock();
+        CHECK(sp.is_held());
+    }
+    CHECK(!sp.is_locked());
+    bool threw = false;
+    try {
+        sp.set_backoff(std::chrono::milliseconds(10), std::chrono::milliseconds(5));
+    } catch (const dlock::error &e) {
+        threw = e.code().value() == DLOCK_EINVAL;
+    }
+    CHECK(threw);
+    sp.set_backoff(std::chrono::milliseconds(5), std::chrono::milliseconds(50), 3);
+    {
+        std::lock_guard<dlock::spin_mutex> g(sp);
+        CHECK(sp.is_held());
+    }
 }
 
 // An explicit owner: locked in one thread, unlocked in another.

@@ -53,25 +53,26 @@ typedef enum {
     SAFETY_SEM = 3,
     SAFETY_LATCH = 4,
     SAFETY_ELECT = 5,
-    SAFETY_NONREENTRANT = 6   /* the non-reentrant lock: the lock's checks */
+    SAFETY_NONREENTRANT = 6,  /* the non-reentrant lock: the lock's checks */
+    SAFETY_SPIN = 7           /* the spin lock: the lock's checks, waits on the back-off */
 } safety_type;
 
 #define SAFETY_SEM_PERMITS 2
 #define SAFETY_LATCH_ROUNDS 64   /* ticket slots, indexed by round % this */
 
-static const char *const safety_type_names[] = {"lock",  "fair",  "rw",          "sem",
-                                                "latch", "elect", "nonreentrant"};
-#define SAFETY_TYPE_LIST "lock|fair|rw|sem|latch|elect|nonreentrant"
+static const char *const safety_type_names[] = {"lock",  "fair",  "rw",           "sem",
+                                                "latch", "elect", "nonreentrant", "spin"};
+#define SAFETY_TYPE_LIST "lock|fair|rw|sem|latch|elect|nonreentrant|spin"
 
 static inline const char *safety_type_name(int type)
 {
-    return type > 0 && type <= SAFETY_NONREENTRANT ? safety_type_names[type] : "lock";
+    return type > 0 && type <= SAFETY_SPIN ? safety_type_names[type] : "lock";
 }
 
 /* The type named `s`, or -1. */
 static inline int safety_type_parse(const char *s)
 {
-    for (int t = 0; t <= SAFETY_NONREENTRANT; t++)
+    for (int t = 0; t <= SAFETY_SPIN; t++)
         if (strcmp(s, safety_type_names[t]) == 0)
             return t;
     return -1;
