@@ -617,7 +617,7 @@ static void test_redis_error_text(void **state)
 static void test_strerror(void **state)
 {
     (void)state;
-    for (int code = 0; code >= DLOCK_EFENCED; code--) {
+    for (int code = 0; code >= DLOCK_ENOTFOUND; code--) {
         assert_non_null(dlock_strerror(code));
         assert_string_not_equal(dlock_strerror(code), "unknown dlock status");
         assert_memory_equal(dlock_errname(code), "DLOCK_", 6);

@@ -63,7 +63,9 @@ typedef enum dlock__rerr {
     DLOCK__RERR_QUARANTINE,
     /* a non-reentrant lock's acquisition by its holder (scripts answer
      * "DLOCKREENTRY ...") */
-    DLOCK__RERR_REENTRY
+    DLOCK__RERR_REENTRY,
+    /* a rate limiter's scripts: it has no rate ("DLOCKNOTFOUND ...") */
+    DLOCK__RERR_NOTFOUND
 } dlock__rerr;
 #define DLOCK__QUARANTINE_ERR "DLOCKQUARANTINE "
 

@@ -56,6 +56,7 @@ static const struct {
     {DLOCK_EREPLICAS, "DLOCK_EREPLICAS", "too few replicas acknowledged the acquisition"},
     {DLOCK_EFENCED, "DLOCK_EFENCED", "fenced write refused: a newer token has written"},
     {DLOCK_EREENTRY, "DLOCK_EREENTRY", "non-reentrant lock already held by the caller"},
+    {DLOCK_ENOTFOUND, "DLOCK_ENOTFOUND", "object not set up (a rate limiter without a rate)"},
 };
 
 const char *dlock_strerror(int code)
@@ -133,6 +134,8 @@ dlock__rerr dlock__redis_classify(const char *text)
         {"DLOCKQUARANTINE", DLOCK__RERR_QUARANTINE},
         /* a non-reentrant lock's acquire scripts: the caller holds it */
         {"DLOCKREENTRY", DLOCK__RERR_REENTRY},
+        /* a rate limiter's scripts: no rate set */
+        {"DLOCKNOTFOUND", DLOCK__RERR_NOTFOUND},
     };
     if (!text)
         return DLOCK__RERR_OTHER;
@@ -178,6 +181,8 @@ int dlock__rerr_code(dlock__rerr e)
         return DLOCK_ETIMEDOUT;
     case DLOCK__RERR_REENTRY:
         return DLOCK_EREENTRY;
+    case DLOCK__RERR_NOTFOUND:
+        return DLOCK_ENOTFOUND;
     default:
         return DLOCK_EREDIS;
     }

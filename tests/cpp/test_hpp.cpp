@@ -304,6 +304,26 @@ void test_lock_misc(dlock::client &a) {
         std::lock_guard<dlock::spin_mutex> g(sp);
         CHECK(sp.is_held());
     }
+
+    /* The rate limiter: no rate is DLOCK_ENOTFOUND; then 2 per minute. */
+    dlock::rate_limiter rl(a, name("rate"));
+    threw = false;
+    try {
+        (void)rl.available();
+    } catch (const dlock::error &e) {
+        threw = e.code().value() == DLOCK_ENOTFOUND &&
+                e.code() == std::errc::no_such_file_or_directory;
+    }
+    CHECK(threw);
+    CHECK(rl.try_set_rate(dlock::rate_limiter::type::overall, 2, std::chrono::minutes(1)));
+    CHECK(!rl.try_set_rate(dlock::rate_limiter::type::overall, 9, std::chrono::minutes(1)));
+    CHECK(rl.config().rate == 2);
+    CHECK(rl.try_acquire(2));
+    CHECK(!rl.try_acquire());
+    CHECK(!rl.try_acquire_for(std::chrono::milliseconds(20)));
+    rl.release(1);
+    CHECK(rl.available() == 1);
+    CHECK(rl.erase());
 }
 
 // An explicit owner: locked in one thread, unlocked in another.
