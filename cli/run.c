@@ -570,7 +570,7 @@ int cmd_run(cli_opts *o, int argc, char **argv)
     run_args ra;
     if (run_parse_args(o, argc, argv, &ra) != 0)
         return EXIT_USAGE;
-    return run_main(o, &ra);
+    return ra.rate_n ? run_rate(o, &ra) : run_main(o, &ra);
 }
 
 /* dlock elect NAME -- CMD: a run whose lock is election NAME's, taken by
@@ -580,9 +580,9 @@ int cmd_elect(cli_opts *o, int argc, char **argv)
     run_args ra;
     if (run_parse_args(o, argc, argv, &ra) != 0)
         return EXIT_USAGE;
-    if (ra.nnames != 1 || ra.kinds[0] != RUN_LOCK || ra.stripes || ra.semaphore) {
+    if (ra.nnames != 1 || ra.kinds[0] != RUN_LOCK || ra.stripes || ra.semaphore || ra.rate_n) {
         cli_usage_error(o, "elect", "one election NAME (no --fair, --read, --write, --stripes, "
-                                    "--semaphore)");
+                                    "--semaphore, --rate)");
         return EXIT_USAGE;
     }
     if (ra.lease_ms != DLOCK_WATCHDOG) {

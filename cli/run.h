@@ -34,6 +34,8 @@ typedef struct run_args {
     const char *pending;   /* a --fair/--read/--write waiting for its NAME */
     const char *semaphore; /* --semaphore NAME: a permit instead of locks */
     int64_t permits;       /* --permits N: the semaphore's total (0: not given) */
+    int64_t rate_n;        /* --rate N/DUR: at most N starts per DUR (0: not given) */
+    int64_t rate_ms;
     const char *noun;      /* "lock", "permit of semaphore" or "leadership of election" */
     char display[512];
     char **cmd;
@@ -41,6 +43,18 @@ typedef struct run_args {
     int stripes;           /* --stripes N: names[0] NAME, names[1] KEY become one */
     char stripe_name[DLOCK_NAME_MAX + 1];   /* the stripe's lock name */
 } run_args;
+
+/* --------------------------------------------------------------- run_rate.c */
+
+/* --rate N/DUR: N in 1..2^31-1, DUR a duration; else a usage message and -1. */
+int run_rate_parse(const cli_opts *o, const char *val, run_args *ra);
+/* A --rate run takes one NAME and none of the lock's options. */
+int run_rate_check_args(const cli_opts *o, const run_args *ra);
+/* Takes one permit of rate limiter NAME (set to N per DUR when it has no
+ * rate; one with another rate is refused, exit 65), then becomes CMD (exec:
+ * nothing is held while it runs). Returns an exit code when CMD was not
+ * started. */
+int run_rate(cli_opts *o, const run_args *ra);
 
 /* Why a hold was lost: the library's dlock_lost_reason values, and ours. */
 enum {

@@ -208,6 +208,9 @@ int run_parse_args(cli_opts *o, int argc, char **argv, run_args *ra)
         } else if ((r = cli_opt_value(o, "run", argc, argv, &i, "--permits", NULL, &val)) != 0) {
             if (r < 0 || run_sem_parse_permits(o, val, &ra->permits) < 0)
                 return -1;
+        } else if ((r = cli_opt_value(o, "run", argc, argv, &i, "--rate", NULL, &val)) != 0) {
+            if (r < 0 || run_rate_parse(o, val, ra) < 0)
+                return -1;
         } else if ((r = cli_opt_value(o, "run", argc, argv, &i, "--stripes", NULL, &val)) != 0) {
             if (r < 0 || run_stripes_parse(o, val, &ra->stripes) < 0)
                 return -1;
@@ -229,7 +232,8 @@ int run_parse_args(cli_opts *o, int argc, char **argv, run_args *ra)
         cli_usage_error(o, "run", "%s needs a NAME after it", ra->pending);
         return -1;
     }
-    if (run_sem_check_args(o, ra) < 0 || run_stripes_check_args(o, ra) < 0)
+    if (run_sem_check_args(o, ra) < 0 || run_stripes_check_args(o, ra) < 0 ||
+        run_rate_check_args(o, ra) < 0)
         return -1;
     if (!ra->nnames) {
         cli_usage_error(o, "run", "missing lock NAME");

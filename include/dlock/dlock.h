@@ -1446,9 +1446,11 @@ typedef enum dlock_kind {
                             * waiters of each are counted apart) */
     DLOCK_KIND_PERMITS = 4, /* a count with a sorted set {name}:timeout beside it: a
                              * permit-expirable semaphore (holders are its permits) */
-    DLOCK_KIND_OTHER = 5   /* other data (a list, a string that is not a whole number, a
+    DLOCK_KIND_OTHER = 5,  /* other data (a list, a string that is not a whole number, a
                             * hash that is not a lock, ...): dlock_info_redis_type says
                             * which; only dlock_client_inspect gives it */
+    DLOCK_KIND_RATE = 6    /* a rate limiter's configuration hash (rate, interval, type,
+                            * keepAliveTime: dlock_rate_limiter_get) */
 } dlock_kind;
 
 /* Takes a snapshot of the handle's name, whatever kind of lock the handle is

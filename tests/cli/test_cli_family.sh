@@ -106,4 +106,27 @@ has "$tmp/err" "--spin takes one NAME" "--spin with several names is refused"
 expect 64 "$D" run --spin -- true
 expect 0 "$D" run --stripes 4 --spin s:st 7 -- true
 
+echo "== --rate: at most N starts per DUR"
+for i in 1 2 3; do
+  expect 0 "$D" run --rate 3/$((4 * SLOW))s -n r:one -- sh -c 'echo "ran $DLOCK_NAME"'
+  has "$tmp/out" "ran r:one" "start $i within the rate"
+done
+expect 75 "$D" run --rate 3/$((4 * SLOW))s -n r:one -- echo ran
+hasnt "$tmp/out" "ran" "a fourth start within the window is refused with -n"
+has "$tmp/err" "r:one" "the refusal names the limiter"
+is "$(rc hget r:one rate)" "3" "Redisson's configuration hash"
+t0=$(now_ms)
+expect 0 "$D" run --rate 3/$((4 * SLOW))s r:one -- true
+took=$(( $(now_ms) - t0 ))
+[ "$took" -ge 1000 ] && ok || bad "a waiting start did not wait for the window ($took ms)"
+expect 65 "$D" run --rate 5/$((4 * SLOW))s -n r:one -- true
+has "$tmp/err" "exists with 3 per" "another rate is refused"
+expect 64 "$D" run --rate 5 r:two -- true
+expect 64 "$D" run --rate 5/1s r:a r:b -- true
+expect 64 "$D" run --rate 5/1s --lease 1s r:a -- true
+rc set r:count 5 >/dev/null
+expect 65 "$D" run --rate 5/1s r:count -- true
+is "$(rc get r:count)" "5" "a count under the name is left alone"
+expect 127 "$D" run --rate 5/1s r:three -- /nonexistent/cmd
+
 finish
