@@ -13,39 +13,19 @@
 /* At most one sampling INFO per node in this many ms. */
 #define SAMPLE_EVERY_MS 1000
 
-static long long info_ll(const char *info, const char *field, int *found)
-{
-    size_t fl = strlen(field);
-    for (const char *p = info; p; p = strchr(p, '\n')) {
-        if (*p == '\n')
-            p++;
-        if (strncmp(p, field, fl) == 0 && p[fl] == ':') {
-            *found = 1;
-            return strtoll(p + fl + 1, NULL, 10);
-        }
-    }
-    *found = 0;
-    return 0;
-}
-
 /* Reads INFO's answer into *s; s->have stays 0 when it lacks a counter. */
 static void parse(dlock__watchdog *wd, const redisReply *r, cause_sample *s)
 {
     memset(s, 0, sizeof(*s));
     if (!r || r->type != REDIS_REPLY_STRING)   /* RESP3 answers verbatim text as a string */
         return;
-    int a, b;
-    s->evicted = info_ll(r->str, "evicted_keys", &a);
-    s->expired = info_ll(r->str, "expired_keys", &b);
-    const char *id = strstr(r->str, "run_id:");
-    if (!a || !b || !id)
+    char evicted[24], expired[24];
+    if (!dlock__info_field(r->str, "evicted_keys", evicted, sizeof(evicted)) ||
+        !dlock__info_field(r->str, "expired_keys", expired, sizeof(expired)) ||
+        !dlock__info_field(r->str, "run_id", s->run_id, sizeof(s->run_id)))
         return;
-    id += strlen("run_id:");
-    size_t n = strcspn(id, "\r\n");
-    if (n >= sizeof(s->run_id))
-        n = sizeof(s->run_id) - 1;
-    memcpy(s->run_id, id, n);
-    s->run_id[n] = '\0';
+    s->evicted = strtoll(evicted, NULL, 10);
+    s->expired = strtoll(expired, NULL, 10);
     s->flushes = wd->flushes;
     s->have = 1;
 }
