@@ -2,7 +2,7 @@
 #   make deps      install missing Debian packages (as root), or say which
 #   make           build (build/)
 #   make test      deps + build + the fast tier (every type, every deployment
-#                  once, the modes, the CLI; about 3 minutes on 2 cores)
+#                  once, the modes, the CLI; about 4 minutes on 2 cores)
 #   make check     deps + build + everything: the fast tier, the deployment
 #                  matrix, the suites over TLS and ACL, the safety scenarios
 #                  (failovers of every type included), the allocation-failure run
@@ -144,7 +144,8 @@ DEB_BUILD_DIR ?= build-deb
 deb: deps
 	@scripts/deps.sh dpkg-dev file
 	@cmake -S . -B $(DEB_BUILD_DIR) -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=/usr \
-	  -DDLOCK_PC_RELOCATABLE=OFF -DDLOCK_BUILD_TESTS=OFF -DDLOCK_BUILD_EXAMPLES=OFF >/dev/null
+	  -DDLOCK_PC_RELOCATABLE=OFF -DDLOCK_BUILD_TESTS=OFF -DDLOCK_BUILD_EXAMPLES=OFF \
+	  -DDLOCK_MAN_GZIP=ON >/dev/null
 	@cmake --build $(DEB_BUILD_DIR) -j$(JOBS) -- --no-print-directory
 	@rm -rf $(DEB_BUILD_DIR)/packages
 	@cd $(DEB_BUILD_DIR) && cpack -G DEB >/dev/null

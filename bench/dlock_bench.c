@@ -139,13 +139,13 @@ long long info_field(redisContext *c, const char *section, const char *field)
     return v;
 }
 
-static int cmp_i64(const void *a, const void *b)
+int cmp_i64(const void *a, const void *b)
 {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
     return (x > y) - (x < y);
 }
 
-static double pct(int64_t *v, size_t n, double p)
+double pct(int64_t *v, size_t n, double p)
 {
     if (!n)
         return 0;
@@ -980,6 +980,7 @@ int main(int argc, char **argv)
     else if (!strcmp(O.scenario, "revoke")) revocation();
     else if (!strcmp(O.scenario, "failover")) failover();
     else if (!strcmp(O.scenario, "replicated")) replicated();
+    else if (!strcmp(O.scenario, "spin")) spin();
     else {
         fprintf(stderr, "dlock_bench: unknown scenario %s\n", O.scenario);
         return 64;

@@ -6,7 +6,7 @@
 # BENCH_PLACEMENT=split (default): redis-server on CPU 0, every client on CPU 1.
 # BENCH_PLACEMENT=same: everything on CPU 0.
 # BENCH_QUICK=1: short runs (a smoke test of the pipeline, not numbers to quote).
-# BENCH_ONLY="refs uncontended handoff fair idle many readers striped held multilock sem latch async revoke tls cluster failover replicated": a subset (default: all).
+# BENCH_ONLY="refs uncontended handoff fair idle many readers striped held multilock sem latch async revoke tls cluster failover replicated spin": a subset (default: all).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -45,7 +45,7 @@ if [ ! -d "$here/peers/node_modules" ] || [ "$here/peers/package-lock.json" -nt 
 fi
 peers=(node-redisson redlock redis-semaphore)
 
-only=${BENCH_ONLY:-refs uncontended handoff fair idle many readers striped held multilock sem latch async revoke tls cluster failover replicated}
+only=${BENCH_ONLY:-refs uncontended handoff fair idle many readers striped held multilock sem latch async revoke tls cluster failover replicated spin}
 want() { case " $only " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
 # The servers a section starts beside the main one (a cluster, a failover's
@@ -413,6 +413,15 @@ else
   echo "  the replica did not come up: no replicated section" >&2
 fi
 extra_stop
+
+fi
+if want spin; then
+echo "15. spin lock beside the pub/sub lock: waiters on as many held names (subscriptions, attempts/s); handoffs against the back-off..."
+if [ "$quick" = 1 ]; then spin_names=1000; spin_cycles=10; else spin_names=10000; spin_cycles=60; fi
+for i in $(seq "$(( runs < 3 ? runs : 3 ))"); do
+  record pin "$bench" spin --url "$url" --names "$spin_names" --cycles "$spin_cycles" --hold-ms 300
+  flush
+done
 
 fi
 

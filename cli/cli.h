@@ -157,7 +157,7 @@ int cli_stop_signals(void);
  * shorter wait of the command's (at least CLI_CONNECT_FLOOR_MS). */
 int64_t cli_connect_timeout(const cli_opts *o);
 
-/* ------------------------------------------------------------ words.c */
+/* ---------------------------------------------------------- explain.c */
 
 /* What `name` holds, as a phrase for messages ("a string", "a read-write
  * lock", "a count (a semaphore's or a latch's)", "nothing") into what[size].
@@ -226,6 +226,10 @@ void holder_info_free(holder_info *h);
  * (its holders' notes), or NULL. */
 const char *holder_describe(const holder_map *m, const char *name, const char *owner, int brief,
                             char *buf, size_t size);
+/* The same, naming the command that holds it `runner` ("dlock elect")
+ * instead of "dlock run" (both label their client alike). */
+const char *holder_describe_as(const holder_map *m, const char *name, const char *owner,
+                               int brief, const char *runner, char *buf, size_t size);
 /* The JSON fields about the owner's client (",\"client\":..."), or none. */
 void holder_json(FILE *f, const holder_map *m, const char *name, const char *owner);
 

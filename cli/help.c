@@ -15,11 +15,13 @@ static const char global_text[] =
     "      [--on-lost term|ignore] [-v]\n"
     "      [--kill-after DUR] [--kill-orphans] [--lost-exit-code N] NAME... -- CMD...\n"
     "                           run CMD while holding lock NAME (several: all of them;\n"
-    "                           --fair/--read/--write before a NAME: other kinds), until\n"
-    "                           CMD and every process it started are gone\n"
+    "                           --fair/--read/--write/--spin before a NAME: other\n"
+    "                           kinds), until CMD and every process it started are gone\n"
     "  run --semaphore NAME --permits N [-w DUR | -n] ... -- CMD...\n"
     "                           run CMD while at most N such commands run anywhere\n"
-    "  run --stripes N [--fair|--read|--write] NAME KEY -- CMD...\n"
+    "  run --rate N/DUR [-w DUR | -n] NAME -- CMD...\n"
+    "                           start CMD at most N times per DUR anywhere\n"
+    "  run --stripes N [--fair|--read|--write|--spin] NAME KEY -- CMD...\n"
     "                           run CMD holding the lock of KEY's stripe NAME:segment:S\n"
     "                           (S = KEY % N for an integer KEY, else crc32(KEY) % N)\n"
     "  status [--json] NAME     free or held; holders (host, pid, command), TTL, token, waiters;\n"
@@ -32,7 +34,7 @@ static const char global_text[] =
     "  unlock --force [--permit ID] NAME\n"
     "                           free NAME whoever holds it, whatever kind of lock it is\n"
     "                           (a permit semaphore's permit ID); wake its waiters\n"
-    "  latch set NAME N | latch down NAME | latch wait [-w DUR] NAME\n"
+    "  latch set NAME N | latch down NAME | latch wait [-w DUR] [--must-exist] NAME\n"
     "                           a count-down latch: set its count, count down, wait for 0\n"
     "  fence [--token N] COMMAND KEY [ARG...]\n"
     "                           a write to KEY only if the token ($DLOCK_TOKEN) is not\n"
@@ -96,7 +98,8 @@ static const char global_text[] =
     "  1    check: something is past a threshold; doctor: warnings\n"
     "  2    doctor: unsafe (an eviction policy that drops held locks)\n"
     "  64   usage error                   65  the key exists and is not a lock\n"
-    "  66   --password-file unreadable    69  Redis unreachable\n"
+    "  66   --password-file unreadable; latch wait --must-exist: no such latch\n"
+    "  69   Redis unreachable\n"
     "  70   other failure (an unexpected answer such as MOVED: use redis-cluster://)\n"
     "  71   exporter: cannot listen on --listen's address (in use, not this host's)\n"
     "  75   lock not acquired in time (run -E)\n"
@@ -160,6 +163,10 @@ static const char run_text[] =
     "  --read                   the next NAME is the read lock of a read-write lock\n"
     "                           (Redisson's RReadWriteLock): shared with other readers\n"
     "  --write                  the next NAME is its write lock: excludes everybody\n"
+    "  --spin                   the next NAME is a spin lock (Redisson's RSpinLock): the\n"
+    "                           lock's layout, but the wait subscribes to nothing and\n"
+    "                           tries again on a back-off of 1 ms doubling to 128 ms\n"
+    "                           (one NAME only)\n"
     "  --stripes N              NAME KEY name one lock: KEY's stripe of N, NAME:segment:S,\n"
     "                           S = KEY % N for an integer KEY (a '-' and digits; the sign\n"
     "                           kept, as Java's %: -3 is segment -3; 007 is 7), else\n"
@@ -174,6 +181,12 @@ static const char run_text[] =
     "                           The permit is renewed by the watchdog: a runner killed\n"
     "                           with -9 gives it back within the --watchdog timeout.\n"
     "                           CMD gets DLOCK_PERMIT (the permit's id). No --lease.\n"
+    "  --rate N/DUR NAME        instead of a lock, one permit of rate limiter NAME\n"
+    "                           (Redisson's RRateLimiter): at most N starts per DUR across\n"
+    "                           every machine; waits for the window (-w, -n: exit 75).\n"
+    "                           An absent limiter is set to N/DUR; one with another rate\n"
+    "                           is refused (exit 65). Nothing is held while CMD runs:\n"
+    "                           dlock becomes CMD (exec). No --lease.\n"
     "  and the global options (dlock --help).\n"
     "\n"
     "CMD's environment: DLOCK_NAME (the first name), DLOCK_NAMES (all, one per line),\n"
@@ -219,7 +232,9 @@ static const char status_text[] =
     "              round trips, latency histograms; with no NAME, only those.\n"
     "  --json      one JSON object: name, locked, holders [owner, count, host, pid,\n"
     "              addr, command, held_ms, client], ttl_ms (-2 no key, -1 no expiry),\n"
-    "              token, waiters. A name (or owner) that is not valid UTF-8 also\n"
+    "              token, kind (lock, fair lock: one with a queue (with nobody\n"
+    "              queued a fair lock is a lock), read-write lock, none), waiters.\n"
+    "              A name (or owner) that is not valid UTF-8 also\n"
     "              comes as name_base64 (owner_base64): its exact bytes. A semaphore or\n"
     "              latch: name, kind (permit semaphore | count), count, holders\n"
     "              [permit, ttl_ms] (a permit semaphore's), ttl_ms, waiters and, for a\n"
@@ -330,17 +345,20 @@ static const char leader_text[] =
     "and every awaiter, in every process (Redisson's too), wakes. A latch at zero\n"      \
     "already stays there (exit 0).\n"
 #define LATCH_WAIT_TEXT                                                                    \
-    "usage: dlock latch wait [-w DUR] NAME\n"                                             \
+    "usage: dlock latch wait [-w DUR] [--must-exist] NAME\n"                              \
     "\n"                                                                                  \
     "Waits until latch NAME is at zero (Redisson's await): exit 0 then (at once when\n"   \
     "it is at zero, or does not exist), 75 when DUR passes first (the message gives the\n" \
     "count). Waiting sleeps on the latch's channel: nothing is sent to Redis meanwhile.\n" \
     "\n"                                                                                  \
     "  -w, --wait, --timeout DUR  give up after DUR (0: check once; inf: no limit, the\n" \
-    "                           default)\n"
+    "                           default)\n"                                                \
+    "  --must-exist             exit 66 when NAME does not exist, not 0: a mistyped\n"   \
+    "                           name is caught (a latch counted down to zero is\n"       \
+    "                           deleted: it does not exist either)\n"
 
 static const char latch_text[] =
-    "usage: dlock latch set NAME N | down NAME | wait [-w DUR] NAME\n"
+    "usage: dlock latch set NAME N | down NAME | wait [-w DUR] [--must-exist] NAME\n"
     "\n"
     "A count-down latch (Redisson's RCountDownLatch; key NAME holds the count, absent\n"
     "at zero): one process sets the count, others count down, and whoever needs them\n"

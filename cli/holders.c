@@ -364,6 +364,12 @@ const char *holder_map_error(const holder_map *m) { return m && !m->ok ? m->err 
 const char *holder_describe(const holder_map *m, const char *name, const char *owner, int brief,
                             char *buf, size_t size)
 {
+    return holder_describe_as(m, name, owner, brief, "dlock run", buf, size);
+}
+
+const char *holder_describe_as(const holder_map *m, const char *name, const char *owner,
+                               int brief, const char *runner, char *buf, size_t size)
+{
     holder_info h;
     int r = holder_lookup(m, name, owner, &h);
     char host[80], cmd[160], held[32], addr[80];
@@ -381,7 +387,7 @@ const char *holder_describe(const holder_map *m, const char *name, const char *o
             snprintf(buf, size, "%s:%ld%s%s%s %s", host, h.pid, h.command ? " [" : "", cmd,
                      h.command ? "]" : "", held);
         else if (h.run)
-            snprintf(buf, size, "dlock run on %s, pid %ld (%s), for %s%s%s", host, h.pid, addr,
+            snprintf(buf, size, "%s on %s, pid %ld (%s), for %s%s%s", runner, host, h.pid, addr,
                      held, h.command ? ": " : "", cmd);
         else if (brief)
             snprintf(buf, size, "%s:%ld", host, h.pid);

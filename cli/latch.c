@@ -11,6 +11,7 @@ typedef struct latch_args {
     const char *name;
     const char *count;      /* set's N, unparsed */
     int64_t wait_ms;        /* wait's --wait, DLOCK_WAIT_FOREVER by default */
+    int must_exist;         /* wait's --must-exist */
 } latch_args;
 
 /* The usage name of a subcommand, for messages: "latch set". */
@@ -39,6 +40,10 @@ static int parse_latch(cli_opts *o, int argc, char **argv, latch_args *la)
             continue;
         }
         if (!dashdash) {
+            if (strcmp(la->sub, "wait") == 0 && strcmp(a, "--must-exist") == 0) {
+                la->must_exist = 1;
+                continue;
+            }
             if (strcmp(la->sub, "wait") == 0 &&
                 ((r = cli_opt_value(o, cmd, argc, argv, &i, "--wait", "-w", &val)) != 0 ||
                  (r = cli_opt_value(o, cmd, argc, argv, &i, "--timeout", NULL, &val)) != 0)) {
@@ -108,6 +113,20 @@ static int latch_set(const cli_opts *o, dlock_client *c, dlock_latch *l, int64_t
 static int latch_wait(const cli_opts *o, dlock_client *c, dlock_latch *l, const latch_args *la,
                       const char *nm)
 {
+    if (la->must_exist) {
+        /* Redisson's rule makes an absent latch one at zero: a wait on a
+         * mistyped name would return 0 at once. Redis keeps no latch at
+         * zero, so one counted down already is absent too. */
+        int64_t left = 0;
+        int rc = dlock_latch_count(l, &left);
+        if (rc != DLOCK_OK)
+            return latch_fail(o, c, rc, "latch wait", la->name);
+        if (left <= 0) {
+            cli_err(o, "latch '%s' does not exist (never set, another name, or counted down to "
+                       "zero already) (--must-exist)", nm);
+            return EXIT_NOINPUT;
+        }
+    }
     int rc = dlock_latch_await(l, la->wait_ms);
     if (rc == DLOCK_OK)
         return 0;

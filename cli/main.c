@@ -42,7 +42,7 @@ void cli_usage_error(const cli_opts *o, const char *cmd, const char *fmt, ...)
         fprintf(stderr, "(dlock %s --help for its usage)\n", cmd);
     else
         fputs("usage: dlock [OPTIONS] run|status|list|watch|unlock|latch|fence|elect|leader|"
-              "check|exporter|help ... (dlock --help for more)\n", stderr);
+              "check|exporter|doctor|help ... (dlock --help for more)\n", stderr);
 }
 
 int cli_exit_code(int rc, const char *detail)
@@ -392,8 +392,15 @@ int cli_open(const cli_opts *o, dlock_client **out, dlock_lost_fn lost, void *lo
         dlock_config_set_client_name(cfg, o->label);
     rc = dlock_client_open(out, cfg);
     dlock_config_free(cfg);
-    if (rc != DLOCK_OK)
-        return cli_fail(o, rc, "cannot use Redis");
+    if (rc != DLOCK_OK) {
+        /* The server wants a password and was given none: say where one goes. */
+        int noauth = rc == DLOCK_EAUTH && strstr(dlock_last_error(), "NOAUTH");
+        code = cli_fail(o, rc, "cannot use Redis");
+        if (noauth)
+            cli_err(o, "the server asks for a password: give it with --password-file FILE, "
+                       "$DLOCK_PASSWORD, or in the URL (redis://[USER]:PASSWORD@HOST:PORT)");
+        return code;
+    }
     return 0;
 }
 

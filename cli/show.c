@@ -79,13 +79,15 @@ const char *display_url(const char *url, char *buf, size_t size)
     return buf;
 }
 
-/* "lock", "read-write lock", "count", "permit semaphore", or "none" (no
- * key: free). */
+/* "lock", "fair lock", "read-write lock", "count", "permit semaphore", or
+ * "none" (no key: free). A fair lock is told by its queue: with nobody
+ * queued it has no key beside the lock's hash (Redisson deletes the empty
+ * queue and timeouts), so it shows as "lock". */
 static const char *kind_name(const dlock_info *info)
 {
     switch (dlock_info_kind(info)) {
     case DLOCK_KIND_LOCK:
-        return "lock";
+        return dlock_info_queued(info) ? "fair lock" : "lock";
     case DLOCK_KIND_RWLOCK:
         return "read-write lock";
     case DLOCK_KIND_COUNT:
@@ -361,6 +363,11 @@ static void print_status(const dlock_info *info, const holder_map *map)
                dlock_info_locked(info) ? "held" : "free", dlock_info_mode(info));
     else
         printf("state:   %s\n", dlock_info_locked(info) ? "held" : "free");
+    if (dlock_info_kind(info) == DLOCK_KIND_LOCK)
+        printf("kind:    %s\n", dlock_info_queued(info)
+                                    ? "fair lock (it has a queue)"
+                                    : "lock (or a fair lock with nobody queued: Redis holds "
+                                      "both alike)");
     for (size_t i = 0; i < dlock_info_holders(info); i++) {
         char *owner = cli_escape(dlock_info_owner(info, i));
         const char *role = dlock_info_kind(info) != DLOCK_KIND_RWLOCK ? ""

@@ -40,8 +40,23 @@ static int parse_unlock(cli_opts *o, int argc, char **argv, unlock_args *ua)
     return 0;
 }
 
-/* " by A (who), B (who)" for the holders of a snapshot (at most four). */
-static void describe_holders(dlock_client *c, const dlock_info *info, char *buf, size_t size)
+/* The term of election NAME when its recorded leader holds the lock NAME
+ * now (the lock is the election's), else 0. */
+static uint64_t leader_term(dlock_client *c, const char *name)
+{
+    dlock_election *e = NULL;
+    uint64_t term = 0;
+    if (dlock_election_get(c, name, &e) != DLOCK_OK ||
+        dlock_election_leader(e, &term, NULL, 0) != DLOCK_OK)
+        term = 0;
+    dlock_election_free(e);
+    return term;
+}
+
+/* " by A (who), B (who)" for the holders of a snapshot (at most four); the
+ * leader of an election (term > 0) as such. */
+static void describe_holders(dlock_client *c, const dlock_info *info, uint64_t term, char *buf,
+                             size_t size)
 {
     size_t n = dlock_info_holders(info), off = 0;
     holder_map *map = n ? holder_map_load(c) : NULL;
@@ -52,10 +67,16 @@ static void describe_holders(dlock_client *c, const dlock_info *info, char *buf,
         const char *role = dlock_info_kind(info) != DLOCK_KIND_RWLOCK ? ""
                            : dlock_info_holder_writes(info, i)     ? "writer "
                                                                    : "reader ";
-        holder_describe(map, dlock_info_name(info), owner, 0, d, sizeof(d));
-        off += (size_t)snprintf(buf + off, size - off, "%s%s%s%s%s%s", i ? ", " : " by ", role,
-                                cli_esc(owner, e, sizeof(e)), d[0] ? " (" : "", d,
-                                d[0] ? ")" : "");
+        char lead[300] = "", nm[200];
+        if (term > 0)
+            snprintf(lead, sizeof(lead), "leader of election '%s', term %llu",
+                     cli_esc(dlock_info_name(info), nm, sizeof(nm)), (unsigned long long)term);
+        holder_describe_as(map, dlock_info_name(info), owner, 0,
+                           term > 0 ? "dlock elect" : "dlock run", d, sizeof(d));
+        off += (size_t)snprintf(buf + off, size - off, "%s%s%s%s%s%s%s%s", i ? ", " : " by ",
+                                role, cli_esc(owner, e, sizeof(e)), lead[0] || d[0] ? " (" : "",
+                                lead, lead[0] && d[0] ? ": " : "", d,
+                                lead[0] || d[0] ? ")" : "");
     }
     if (n > 4 && off < size)
         snprintf(buf + off, size - off, " and %zu more", n - 4);
@@ -151,7 +172,11 @@ static int unlock_name(const cli_opts *o, dlock_client *c, const unlock_args *ua
         }
         char who[2000] = "", what[120] = "";
         if (dlock_info_locked(info))
-            describe_holders(c, info, who, sizeof(who));
+            describe_holders(c, info,
+                             kind == DLOCK_KIND_LOCK && !dlock_info_queued(info)
+                                 ? leader_term(c, ua->name)
+                                 : 0,
+                             who, sizeof(who));
         if (kind == DLOCK_KIND_RWLOCK)
             snprintf(what, sizeof(what), " (read-write lock, held for %s)",
                      strcmp(dlock_info_mode(info), "write") == 0 ? "writing" : "reading");

@@ -30,7 +30,9 @@ children_of() {
     [ "${2:-}" = "$want" ] && echo "$pid"
   done
 }
-say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+# Bold headings on a terminal only: a file or a pipe gets plain text.
+if [ -t 1 ] && [ -z "${NO_COLOR:-}" ]; then bold=$'\033[1m' plain=$'\033[0m'; else bold='' plain=''; fi
+say() { printf '\n%s== %s%s\n' "$bold" "$*" "$plain"; }
 
 redis_start || exit 1
 export DLOCK_URL=$REDIS_URL

@@ -17,6 +17,7 @@ typedef struct conn {
     int swallow;
     int cut;
     int done;
+    int hold_reply_ms;       /* th_proxy_delay_reply_match: the next reply waits this long */
     pthread_t thr;
     th_proxy *p;
 } conn;
@@ -31,6 +32,7 @@ struct th_proxy {
     int stopping;
     char needle[128];        /* th_proxy_delay_match: "" off */
     int delay_ms, delayed, passed;
+    int reply_mode;          /* the match delays the connection's next reply instead */
 };
 
 static int flag(th_proxy *p, const int *f)
@@ -68,6 +70,10 @@ static void *pump(void *arg)
             int hold = nl > 0 && memmem(buf, (size_t)k, p->needle, nl) ? p->delay_ms : -1;
             if (hold >= 0)
                 p->delayed++;
+            if (hold >= 0 && p->reply_mode) {
+                c->hold_reply_ms = hold;   /* only this pump reads it */
+                hold = 0;
+            }
             pthread_mutex_unlock(&p->mu);
             if (hold > 0)
                 usleep((useconds_t)hold * 1000);
@@ -83,6 +89,10 @@ static void *pump(void *arg)
             ssize_t k = read(c->sfd, buf, sizeof(buf));
             if (k <= 0)
                 break;
+            if (c->hold_reply_ms > 0) {
+                usleep((useconds_t)c->hold_reply_ms * 1000);
+                c->hold_reply_ms = 0;
+            }
             if (!flag(p, &c->swallow) && write(c->cfd, buf, (size_t)k) != k)
                 break;
         }
@@ -187,6 +197,15 @@ void th_proxy_delay_match(th_proxy *p, const char *needle, int delay_ms)
     pthread_mutex_lock(&p->mu);
     snprintf(p->needle, sizeof(p->needle), "%s", needle ? needle : "");
     p->delay_ms = delay_ms;
+    p->reply_mode = 0;
+    pthread_mutex_unlock(&p->mu);
+}
+
+void th_proxy_delay_reply_match(th_proxy *p, const char *needle, int delay_ms)
+{
+    th_proxy_delay_match(p, needle, delay_ms);
+    pthread_mutex_lock(&p->mu);
+    p->reply_mode = 1;
     pthread_mutex_unlock(&p->mu);
 }
 

@@ -24,6 +24,10 @@ void th_proxy_retarget(th_proxy *p, int target_port);
  * passed on. NULL needle: off. */
 void th_proxy_delay_match(th_proxy *p, const char *needle, int delay_ms);
 int th_proxy_delayed(th_proxy *p);
+/* As th_proxy_delay_match, but the matching request passes at once and the
+ * next reply on its connection is held delay_ms instead (the request ran;
+ * its answer is late). th_proxy_delayed counts the matches. */
+void th_proxy_delay_reply_match(th_proxy *p, const char *needle, int delay_ms);
 int th_proxy_passed(th_proxy *p);
 /* Closes every connection open now. */
 void th_proxy_cut(th_proxy *p);

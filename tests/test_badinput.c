@@ -303,6 +303,24 @@ TYPED(0) TYPED(1) TYPED(2) TYPED(3) TYPED(4)
         R(DLOCK_EWRONGTYPE, t_count_3),
 };
 
+/* Occurrences of w in s. */
+static int count_of(const char *s, const char *w)
+{
+    int n = 0;
+    for (const char *p = strstr(s, w); p; p = strstr(p + 1, w))
+        n++;
+    return n;
+}
+
+/* A message says what the user needs once, without the Lua internals that
+ * Redis appends to an error inside a script ("script: <sha>, on
+ * @user_script:<line>."). */
+static int message_is_clean(const char *msg)
+{
+    return !strstr(msg, "user_script") && !strstr(msg, " script: ") &&
+           count_of(msg, "not a ") <= 1;
+}
+
 static void test_table(void **state)
 {
     (void)state;
@@ -316,6 +334,9 @@ static void test_table(void **state)
             bad++;
         } else if (got != DLOCK_OK && dlock_last_error()[0] == '\0') {
             fprintf(stderr, "%s: %s without a message\n", rows[i].what, dlock_errname(got));
+            bad++;
+        } else if (got != DLOCK_OK && !message_is_clean(dlock_last_error())) {
+            fprintf(stderr, "%s: message '%s'\n", rows[i].what, dlock_last_error());
             bad++;
         }
         char *after = snapshot();
@@ -445,7 +466,7 @@ static void test_script_counts(void **state)
     assert_int_equal(s->keys_min, 2);   /* KEYS[3..5] are marked (optional) */
     assert_int_equal(s->keys_max, 5);   /* dlock's own: marker, quarantine, reservation */
     assert_int_equal(s->args_min, 5);
-    assert_int_equal(s->args_max, 6);   /* ARGV[6]: the lock-delay, optional */
+    assert_int_equal(s->args_max, 7);   /* ARGV[6]: the lock-delay, ARGV[7]: no reentry; optional */
     s = &dlock__scripts[DLOCK__SCRIPT_LOCK_RENEW];   /* KEYS[i], ARGV[1], ARGV[i+1] */
     assert_int_equal(s->keys_min, 0);
     assert_int_equal(s->keys_max, -1);

@@ -186,6 +186,31 @@ static void test_bad_urls(void **state)
     dlock__endpoint_clear(&ep);
     assert_int_equal(dlock__parse_url(NULL, &ep), DLOCK_EINVAL);
 
+    /* An unknown scheme's message names every scheme a URL may have, each
+     * accepted by dlock_config_set_url. */
+    dlock_config *cfg = dlock_config_new();
+    assert_int_equal(dlock_config_set_url(cfg, "http://x"), DLOCK_EINVAL);
+    char msg[512];
+    snprintf(msg, sizeof(msg), "%s", dlock_last_error());
+    int named = 0;
+    for (char *p = strstr(msg, "://"); p; p = strstr(p + 3, "://")) {
+        char *b = p;
+        while (b > msg && (b[-1] == '-' || (b[-1] >= 'a' && b[-1] <= 'z')))
+            b--;
+        char url[128];
+        snprintf(url, sizeof(url), "%.*s://%s", (int)(p - b), b,
+                 strncmp(b, "unix", 4) == 0             ? "/tmp/r.sock"
+                 : strstr(b, "sentinel") && strstr(b, "sentinel") < p ? "h:26379#m"
+                                                                      : "h:6379");
+        if (strncmp(b, "http", 4) == 0)
+            continue;
+        if (dlock_config_set_url(cfg, url) != DLOCK_OK)
+            fail_msg("'%s', named by '%s', is refused: %s", url, msg, dlock_last_error());
+        named++;
+    }
+    assert_int_equal(named, 9);
+    dlock_config_free(cfg);
+
     /* A long unix path and a 1 MiB URL. */
     char *huge = malloc(1 << 20);
     memset(huge, 'a', (1 << 20) - 1);
@@ -553,10 +578,46 @@ static void test_deploy_urls(void **state)
     dlock__deploy_clear(&d);
 }
 
+/* Redis's error text in messages, without what Lua adds to it (Redis 7 and
+ * Redis 6 forms); other text as it is. */
+static void test_redis_error_text(void **state)
+{
+    (void)state;
+    static const char *const cases[][2] = {
+        {"WRONGTYPE Operation against a key holding the wrong kind of value script: "
+         "1fa04356a4dd209a8c70760bcf456da12f11a58c, on @user_script:226.",
+         "WRONGTYPE Operation against a key holding the wrong kind of value"},
+        {"ERR user_script:1: boom script: 82903a0434f1503e152f89c03c9acd881a0e8150, on "
+         "@user_script:1.",
+         "ERR boom"},
+        {"ERR Error running script (call to f_1fa04356a4dd209a8c70760bcf456da12f11a58c): "
+         "@user_script:226: WRONGTYPE Operation against a key holding the wrong kind of value",
+         "ERR WRONGTYPE Operation against a key holding the wrong kind of value"},
+        {"ERR Error running script (call to f_82903a0434f1503e152f89c03c9acd881a0e8150): "
+         "@user_script:1: user_script:1: boom",
+         "ERR boom"},
+        {"WRONGTYPE the key holds a hash that is not a lock",
+         "WRONGTYPE the key holds a hash that is not a lock"},
+        {"NOPERM this user has no permissions to run the 'evalsha' command",
+         "NOPERM this user has no permissions to run the 'evalsha' command"},
+        {"ERR my script: notes, on @user_script:x", "ERR my script: notes, on @user_script:x"},
+        {"", ""},
+    };
+    char out[256];
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        dlock__redis_error_text(cases[i][0], out, sizeof(out));
+        assert_string_equal(out, cases[i][1]);
+    }
+    dlock__redis_error_text(NULL, out, sizeof(out));
+    assert_string_equal(out, "");
+    dlock__redis_error_text(cases[0][0], out, 10);   /* cut to fit */
+    assert_string_equal(out, "WRONGTYPE");
+}
+
 static void test_strerror(void **state)
 {
     (void)state;
-    for (int code = 0; code >= DLOCK_EFENCED; code--) {
+    for (int code = 0; code >= DLOCK_ENOTFOUND; code--) {
         assert_non_null(dlock_strerror(code));
         assert_string_not_equal(dlock_strerror(code), "unknown dlock status");
         assert_memory_equal(dlock_errname(code), "DLOCK_", 6);
@@ -616,6 +677,7 @@ int main(void)
         cmocka_unit_test(test_added_address_map),
         cmocka_unit_test(test_strerror),
         cmocka_unit_test(test_info_field),
+        cmocka_unit_test(test_redis_error_text),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -368,6 +368,100 @@ static void test_release_is_not_a_loss(void **state)
     dlock_client_close(c);
 }
 
+/* The watchdog timeout (and command timeout) of the proxied holders, for a
+ * slack k taken once: long enough that the answers the proxy holds back
+ * (a few hundred ms x k) never come near the loss deadline nor time out. */
+#define WD_LONG(k) (6000 * (k))
+
+/* A client through a new proxy *pxp (the only server: skipped when
+ * DLOCK_TEST_DEPLOY is set), with revocation as asked, a lock held on the
+ * watchdog (WD_LONG(k)). */
+static dlock_client *proxied_holder(th_proxy **pxp, lost_log *g, int revocation, int64_t k,
+                                    char *name, size_t nsize, const char *tag, dlock_lock **l)
+{
+    if (getenv("DLOCK_TEST_DEPLOY") && *getenv("DLOCK_TEST_DEPLOY"))
+        skip();
+    th_proxy *px = *pxp = th_proxy_start(srv.port);
+    assert_non_null(px);
+    char url[128];
+    snprintf(url, sizeof(url), "redis://127.0.0.1:%d", th_proxy_port(px));
+    dlock_config *cfg = dlock_config_new();
+    assert_int_equal(dlock_config_set_url(cfg, url), DLOCK_OK);
+    assert_int_equal(dlock_config_set_watchdog_timeout(cfg, WD_LONG(k)), DLOCK_OK);
+    assert_int_equal(dlock_config_set_command_timeout(cfg, WD_LONG(k)), DLOCK_OK);
+    assert_int_equal(dlock_config_set_lost_callback(cfg, on_lost, g), DLOCK_OK);
+    assert_int_equal(dlock_config_set_revocation(cfg, revocation), DLOCK_OK);
+    dlock_client *c = NULL;
+    assert_int_equal(dlock_client_open(&c, cfg), DLOCK_OK);
+    dlock_config_free(cfg);
+    assert_int_equal(dlock_lock_get(c, th_name(name, nsize, tag), l), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(*l, DLOCK_WATCHDOG), DLOCK_OK);
+    return c;
+}
+
+/* Forces l's release through its own client (behind px) while the proxy
+ * holds the answer back delay_ms: the release returns, its hold is out of
+ * the schedule, and no loss is reported then or later (the proxy matched
+ * `delayed` requests in all). Frees l, c and px. */
+static void force_with_late_answer(th_proxy *px, dlock_client *c, dlock_lock *l, lost_log *g,
+                                   int delay_ms, int delayed)
+{
+    char chan[200];
+    snprintf(chan, sizeof(chan), "redisson_lock__channel:{%s}", dlock_lock_name(l));
+    th_proxy_delay_reply_match(px, chan, delay_ms);
+    assert_int_equal(dlock_lock_force_release(l, NULL), DLOCK_OK);
+    assert_int_equal(th_proxy_delayed(px), delayed);
+    th_proxy_delay_match(px, NULL, 0);
+    assert_int_equal(dlock__watchdog_count(c->wd), 0);
+    th_sleep_ms(WD / 3);
+    assert_int_equal(lost_calls(g), 0);
+    dlock_lock_free(l);
+    dlock_client_close(c);
+    th_proxy_stop(px);
+}
+
+/* The force release's own answer comes late while client tracking reports
+ * the key deleted: the recheck that report starts finds the key gone before
+ * the release is read, and must not call it a loss. */
+static void test_force_release_beside_recheck(void **state)
+{
+    (void)state;
+    lost_log g = {PTHREAD_MUTEX_INITIALIZER, 0, 0, "", 0};
+    char name[128];
+    dlock_lock *l;
+    th_proxy *px;
+    const int64_t k = th_slack();
+    dlock_client *c = proxied_holder(&px, &g, 1, k, name, sizeof(name), "force-recheck", &l);
+    /* Registered: Redis tracks the key for the renewal connection. */
+    int64_t until = th_now_ms() + 3000 * k;
+    while (dlock__watchdog_tracking(c->wd) != 2 && th_now_ms() < until)
+        th_sleep_ms(2);
+    assert_int_equal(dlock__watchdog_tracking(c->wd), 2);
+    force_with_late_answer(px, c, l, &g, (int)(300 * k), 1);
+}
+
+/* A renewal sent before the force release runs after it (the proxy holds
+ * the renewal's request) and answers "not held" while the release's own
+ * answer is still on its way: not a loss either. Revocation off, so that
+ * only the renewal sees the key gone. */
+static void test_force_release_beside_renewal(void **state)
+{
+    (void)state;
+    lost_log g = {PTHREAD_MUTEX_INITIALIZER, 0, 0, "", 0};
+    char name[128];
+    dlock_lock *l;
+    th_proxy *px;
+    const int64_t k = th_slack();
+    dlock_client *c = proxied_holder(&px, &g, 0, k, name, sizeof(name), "force-renew", &l);
+    const int hold = (int)(200 * k);
+    th_proxy_delay_match(px, dlock__scripts[DLOCK__SCRIPT_LOCK_RENEW].sha, hold);
+    int64_t until = th_now_ms() + WD_LONG(k);   /* the next renewal (within half of it), held */
+    while (th_proxy_delayed(px) == 0 && th_now_ms() < until)
+        th_sleep_ms(1);
+    assert_int_equal(th_proxy_delayed(px), 1);
+    force_with_late_answer(px, c, l, &g, 3 * hold, 2);
+}
+
 /* ------------------------------------------------------- review fixes */
 
 /* SCRIPT FLUSH while locks are held, twice: renewals reload the script each
@@ -533,6 +627,8 @@ int main(void)
         cmocka_unit_test(test_release_of_lost_hold_reports_it),
         cmocka_unit_test(test_unreachable_reports_lost_in_time),
         cmocka_unit_test(test_release_is_not_a_loss),
+        cmocka_unit_test(test_force_release_beside_recheck),
+        cmocka_unit_test(test_force_release_beside_renewal),
         cmocka_unit_test(test_script_flush_keeps_renewing),
         cmocka_unit_test(test_wrong_type_in_batch),
         cmocka_unit_test(test_failed_release_stops_renewal),

@@ -279,6 +279,29 @@ DLOCK_API int dlock_latch_try_set_count_async(dlock_latch *l, int64_t count, dlo
 DLOCK_API int dlock_latch_delete_async(dlock_latch *l, dlock_async_fn fn, void *ud);
 DLOCK_API int dlock_latch_count_async(dlock_latch *l, dlock_async_fn fn, void *ud);
 
+/* ---------------------------------------------------------- rate limiter */
+
+/* dlock_rate_limiter_acquire_opts() asynchronously: the same wait (a timer
+ * on the io thread until the oldest grant frees its permits);
+ * dlock_async_token() is the grant's time on the server's clock (and
+ * *o->token, when given, is set before the callback). Any thread. */
+DLOCK_API int dlock_rate_limiter_acquire_async(dlock_rate_limiter *r, int64_t permits,
+                                               const dlock_wait_opts *o, dlock_async_fn fn,
+                                               void *ud);
+/* The rate limiter's other calls, asynchronously: try-set-rate and set-rate
+ * (dlock_async_flag(): set), available (dlock_async_count()), release
+ * (permits >= 1; dlock_async_count(): the count left). Any thread. */
+DLOCK_API int dlock_rate_limiter_try_set_rate_async(dlock_rate_limiter *r,
+                                                    const dlock_rate_config *cfg,
+                                                    dlock_async_fn fn, void *ud);
+DLOCK_API int dlock_rate_limiter_set_rate_async(dlock_rate_limiter *r,
+                                                const dlock_rate_config *cfg, int keep_state,
+                                                dlock_async_fn fn, void *ud);
+DLOCK_API int dlock_rate_limiter_available_async(dlock_rate_limiter *r, dlock_async_fn fn,
+                                                 void *ud);
+DLOCK_API int dlock_rate_limiter_release_async(dlock_rate_limiter *r, int64_t permits,
+                                               dlock_async_fn fn, void *ud);
+
 /* ---------------------------------------------------- multi-lock, RedLock */
 
 /* dlock_multilock_acquire_opts() asynchronously, for a multi-lock or a

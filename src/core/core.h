@@ -61,13 +61,18 @@ typedef enum dlock__rerr {
      * not sent (DLOCK__CALL_QUARANTINE: the text is the ms left), or an
      * acquire script read the quarantine recorded there (the text is
      * DLOCK__QUARANTINE_ERR, then the ms left). */
-    DLOCK__RERR_QUARANTINE
+    DLOCK__RERR_QUARANTINE,
+    /* a non-reentrant lock's acquisition by its holder (scripts answer
+     * "DLOCKREENTRY ...") */
+    DLOCK__RERR_REENTRY,
+    /* a rate limiter's scripts: it has no rate ("DLOCKNOTFOUND ...") */
+    DLOCK__RERR_NOTFOUND
 } dlock__rerr;
 #define DLOCK__QUARANTINE_ERR "DLOCKQUARANTINE "
 /* The first words of dlock's own scripts' refusals (redis.error_reply), here
  * and in the scripts only: the core knows no type's wording. "EINVAL" (an
- * argument refused: DLOCK__RERR_ARG, DLOCK_EINVAL) and the quarantine's word
- * above are the others. */
+ * argument refused: DLOCK__RERR_ARG, DLOCK_EINVAL), the quarantine's word
+ * above, DLOCKREENTRY and DLOCKNOTFOUND are the others. */
 #define DLOCK__OVER_BOUND_ERR "DLOCKOVERBOUND "
 #define DLOCK__OVER_TOTAL_ERR "DLOCKOVERTOTAL "
 
@@ -81,6 +86,11 @@ int dlock__rerr_code(dlock__rerr e);
 /* The text after an error reply's first word ("WRONGTYPE the key holds a
  * lock": "the key holds a lock"), "" when there is none: for messages. */
 const char *dlock__redis_error_detail(const char *text);
+/* Redis's error text (NULL: "") into out (size bytes) without what Lua adds
+ * to it: the " script: <sha>, on @user_script:<line>." that ends a command's
+ * error inside a script, the "user_script:<line>: " before a script's own
+ * error, and Redis 6's "Error running script (call to f_<sha>): ". */
+void dlock__redis_error_text(const char *text, char *out, size_t size);
 /* The node a MOVED or ASK reply names ("MOVED 3999 host:port"): host into
  * buf (size bytes), *port; 0, or -1 when the text names none. */
 int dlock__redis_redirect_to(const char *text, char *host, size_t size, int *port);

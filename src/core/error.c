@@ -55,6 +55,8 @@ static const struct {
     {DLOCK_ETLS, "DLOCK_ETLS", "TLS handshake or certificate refused"},
     {DLOCK_EREPLICAS, "DLOCK_EREPLICAS", "too few replicas acknowledged the acquisition"},
     {DLOCK_EFENCED, "DLOCK_EFENCED", "fenced write refused: a newer token has written"},
+    {DLOCK_EREENTRY, "DLOCK_EREENTRY", "non-reentrant lock already held by the caller"},
+    {DLOCK_ENOTFOUND, "DLOCK_ENOTFOUND", "object not set up (a rate limiter without a rate)"},
 };
 
 const char *dlock_strerror(int code)
@@ -132,6 +134,10 @@ dlock__rerr dlock__redis_classify(const char *text)
         {"DLOCKQUARANTINE", DLOCK__RERR_QUARANTINE},
         {"DLOCKOVERBOUND", DLOCK__RERR_OVER_BOUND},
         {"DLOCKOVERTOTAL", DLOCK__RERR_OVER_TOTAL},
+        /* a non-reentrant lock's acquire scripts: the caller holds it */
+        {"DLOCKREENTRY", DLOCK__RERR_REENTRY},
+        /* a rate limiter's scripts: no rate set */
+        {"DLOCKNOTFOUND", DLOCK__RERR_NOTFOUND},
     };
     if (!text)
         return DLOCK__RERR_OTHER;
@@ -171,6 +177,10 @@ int dlock__rerr_code(dlock__rerr e)
         return DLOCK_EAUTH;
     case DLOCK__RERR_QUARANTINE:
         return DLOCK_ETIMEDOUT;
+    case DLOCK__RERR_REENTRY:
+        return DLOCK_EREENTRY;
+    case DLOCK__RERR_NOTFOUND:
+        return DLOCK_ENOTFOUND;
     default:
         return DLOCK_EREDIS;
     }
@@ -180,6 +190,60 @@ const char *dlock__redis_error_detail(const char *text)
 {
     const char *sp = text ? strchr(text, ' ') : NULL;
     return sp ? sp + 1 : "";
+}
+
+/* Removes s[from, to) from the string s. */
+static void cut(char *s, size_t from, size_t to)
+{
+    memmove(s + from, s + to, strlen(s + to) + 1);
+}
+
+/* The length of "[@]user_script:[ ]<digits>: " at s, or 0. */
+static size_t script_line_len(const char *s)
+{
+    const char *p = s + (*s == '@');
+    if (strncmp(p, "user_script:", 12) != 0)
+        return 0;
+    p += 12;
+    if (*p == ' ')
+        p++;
+    if (*p < '0' || *p > '9')
+        return 0;
+    while (*p >= '0' && *p <= '9')
+        p++;
+    if (p[0] != ':' || p[1] != ' ')
+        return 0;
+    return (size_t)(p + 2 - s);
+}
+
+void dlock__redis_error_text(const char *text, char *out, size_t size)
+{
+    if (size == 0)
+        return;
+    snprintf(out, size, "%s", text ? text : "");
+    /* Redis 7: "<error> script: <sha>, on @user_script:<line>." ends a
+     * command's error raised inside a script. */
+    for (char *p = strstr(out, " script: "); p; p = strstr(p + 1, " script: ")) {
+        const char *h = p + 9;
+        size_t n = strspn(h, "0123456789abcdef");
+        if (n == 40 && strncmp(h + n, ", on @user_script:", 18) == 0) {
+            *p = '\0';
+            break;
+        }
+    }
+    /* Redis 6: "ERR Error running script (call to f_<sha>): @user_script:<line>: ". */
+    char *e = strstr(out, "Error running script (call to f_");
+    char *end = e ? strstr(e, "): ") : NULL;
+    if (end)
+        cut(out, (size_t)(e - out), (size_t)(end + 3 - out));
+    /* A script's own error, and Redis 6's again: "user_script:<line>: ". */
+    for (size_t i = 0; out[i];) {
+        size_t n = script_line_len(out + i);
+        if (n)
+            cut(out, i, i + n);
+        else
+            i++;
+    }
 }
 
 int dlock__redis_redirect_to(const char *text, char *host, size_t size, int *port)

@@ -441,8 +441,9 @@ int dlock__parse_url_tls(const char *url, dlock__endpoint *out, dlock__tls_opts 
         char ex[32];
         size_t n = strcspn(url, ":/@");
         rc = dlock__fail(DLOCK_EINVAL,
-                         "invalid URL: unknown scheme '%s' (expected redis://, rediss:// or "
-                         "unix://)",
+                         "invalid URL: unknown scheme '%s' (expected redis://, rediss://, "
+                         "unix://, redis-sentinel://, redis-cluster://, redis-replicated://, "
+                         "rediss-sentinel://, rediss-cluster:// or rediss-replicated://)",
                          dlock__excerpt(url, n, ex, sizeof(ex)));
     }
     if (rc != DLOCK_OK) {

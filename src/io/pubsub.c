@@ -723,6 +723,7 @@ int dlock__pubsub_new(dlock__pubsub **out, dlock__loop *lp, dlock__netctx *ctx,
     pthread_mutex_init(&ps->mu, NULL);
     dlock__map_init(&ps->channels, dlock__ps_channel_eq);
     dlock__list_init(&ps->dirty);
+    dlock__list_init(&ps->quiet);
     int rc = dlock__keywatch_new(&ps->kw, ps);
     if (rc == DLOCK_OK)
         rc = dlock__loop_on_stop(lp, on_stop, ps);

@@ -294,7 +294,7 @@ int dlock__res_refused(dlock__res *res, const char *addr, const redisReply *r)
 {
     res->err = dlock__redis_classify(r->str);
     if (res->err != DLOCK__RERR_OTHER || !script_acl_refusal(res, r->str))
-        snprintf(res->text, sizeof(res->text), "%s", r->str ? r->str : "");
+        dlock__redis_error_text(r->str, res->text, sizeof(res->text));
     return dlock__fail(dlock__rerr_code(res->err), "%s: %s", addr, res->text);
 }
 

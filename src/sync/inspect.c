@@ -515,8 +515,9 @@ static int inspect_name(dlock_client *c, const char *name, size_t nlen, int coun
         return dlock__fail(DLOCK_EWRONGTYPE, "key '%s' holds a count (a semaphore's or a "
                                              "latch's), not a lock", name);
     }
-    if (rc == DLOCK_EWRONGTYPE)
-        return dlock__fail(rc, "key '%s' holds a %s, not a lock", name, what);
+    if (rc == DLOCK_EWRONGTYPE)   /* "hash that is not a lock" says it already */
+        return dlock__fail(rc, "key '%s' holds a %s%s", name, what,
+                           strstr(what, "not a lock") ? "" : ", not a lock");
     if (rc != DLOCK_OK)
         return dlock__fail(rc, "cannot read %s'%s': %s", counts ? "" : "lock ", name,
                            dlock_strerror(rc));

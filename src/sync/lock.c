@@ -621,6 +621,14 @@ static int acquire(dlock_lock *l, const dlock_wait_opts *opts, const dlock__via 
     dlock__acq a = {.l = l, .wait = o.wait_ms, .lease = o.lease_ms, .cancel = o.cancel,
                     .fenced = o.token != NULL, .token_out = o.token};
     dlock__wait_spec spec = {.wake = dlock__wake_lock, .wait_ms = o.wait_ms, .cancel = o.cancel};
+    if (l->spin) {
+        pthread_mutex_lock(&l->mu);
+        spec.quiet = 1;
+        spec.backoff_ms = l->backoff.initial_ms;
+        spec.backoff_max_ms = l->backoff.max_ms;
+        spec.backoff_mult = l->backoff.multiplier;
+        pthread_mutex_unlock(&l->mu);
+    }
     return dlock__start(&l->h, &dlock__acquire_type, &a, sizeof(a), &spec, via,
                         &(dlock__result){0});
 }
@@ -673,7 +681,40 @@ int dlock_lock_run(dlock_lock *l, const dlock_wait_opts *o, dlock_run_fn fn, voi
 typedef struct force {
     dlock_lock *l;
     int was;
+    int open;                /* the watchdog was told of a release (release_begin) */
+    dlock__owner o;
+    dlock__hold_id id;
 } force;
+
+/* The caller's own hold is marked as being released before the request
+ * goes, as for a release: a renewal or a tracking recheck that finds the key
+ * gone before the answer is read is the force's doing, not a loss. */
+static int force_setup(void *st)
+{
+    force *f = st;
+    int rc = owner_init(f->l, NULL, 0, &f->o);
+    if (rc != DLOCK_OK)
+        return rc;
+    f->l->type->hold_id(f->l, &f->o, &f->id);
+    dlock__watchdog_release_begin(f->l->h.c->wd, &f->id);
+    f->open = 1;
+    return DLOCK_OK;
+}
+
+/* The watchdog told of the outcome: the caller's renewal stops (as
+ * Redisson's forceUnlock does) when the force ran (gone); else the release
+ * mark is taken back, and a hold the force may have destroyed is found by
+ * its next renewal. */
+static void force_end(force *f, int gone)
+{
+    if (!f->open)
+        return;
+    f->open = 0;
+    if (gone)
+        dlock__watchdog_release_end(f->l->h.c->wd, &f->id, DLOCK__RELEASE_GONE);
+    else
+        dlock__watchdog_release_abort(f->l->h.c->wd, &f->id);
+}
 
 static void force_request(void *st, int64_t waited_ms, dlock__op *op)
 {
@@ -689,28 +730,36 @@ static int force_read(void *st, int rc, dlock__res *res, dlock__busy *b)
     (void)b;
     force *f = st;
     dlock_lock *l = f->l;
-    if (rc != DLOCK_OK)
+    if (rc != DLOCK_OK) {
+        force_end(f, 0);
         return dlock__refused(&l->h, rc, res);
-    if (dlock__reply_flag(res->r, &f->was) != DLOCK_OK)
-        return dlock__proto(&l->h, "force release", res->r);
-    freeReplyObject(res->r);
-    /* The caller's own renewal stops (as Redisson's forceUnlock does); other
-     * holds of this process that the force destroyed are reported lost by
-     * their next renewal, while a hold taken since is kept. */
-    dlock__owner o;
-    if (owner_init(l, NULL, 0, &o) == DLOCK_OK) {
-        dlock__hold_id id;
-        l->type->hold_id(l, &o, &id);
-        dlock__watchdog_release_end(l->h.c->wd, &id, DLOCK__RELEASE_GONE);
-        owner_done(&o);
     }
+    if (dlock__reply_flag(res->r, &f->was) != DLOCK_OK) {
+        force_end(f, 0);
+        return dlock__proto(&l->h, "force release", res->r);
+    }
+    freeReplyObject(res->r);
+    /* Other holds of this process that the force destroyed are reported
+     * lost by their next renewal, while a hold taken since is kept. */
+    force_end(f, 1);
     return DLOCK_OK;
+}
+
+static void force_done(void *st, int read)
+{
+    (void)read;
+    force *f = st;
+    force_end(f, 0);   /* never answered (closed first) */
+    owner_done(&f->o);
 }
 
 static void force_result(void *st, dlock__result *res) { res->flag = ((force *)st)->was; }
 
-static const dlock__op_type force_type = {
-    .request = force_request, .read = force_read, .result = force_result};
+static const dlock__op_type force_type = {.setup = force_setup,
+                                          .request = force_request,
+                                          .read = force_read,
+                                          .result = force_result,
+                                          .done = force_done};
 
 static int force_release(dlock_lock *l, const dlock__via *via, int *was_locked)
 {

@@ -37,6 +37,13 @@ struct dlock_lock {
     int64_t max_hold;        /* ms; 0: the client's; DLOCK_MAX_HOLD_NONE: none */
     int fence_all;           /* a fenced lock (Redisson's RFencedLock): every acquisition
                                 counts a token (lock_extra.c) */
+    int no_reentry;          /* a non-reentrant lock (Redisson's RedissonNonReentrantLock and
+                                ...FairLock): its holder's acquisition is refused,
+                                DLOCK_EREENTRY (lock_extra.c) */
+    int spin;                /* a spin lock (Redisson's RedissonSpinLock): waits subscribe to
+                                nothing and try again after each back-off step (backoff,
+                                under mu; lock_extra.c) */
+    dlock_backoff backoff;
     int64_t lock_delay;      /* ms, 0 off; fixed by the first acquisition */
     atomic_int attempted;    /* an acquisition was attempted through it */
     char delay_arg[24];      /* lock_delay in decimal: the renewal's argument */

@@ -235,9 +235,22 @@ done:
 
 static int wrong_type(const dlock__handle *h, const dlock__res *res)
 {
-    /* The scripts say "WRONGTYPE the key holds a read-write lock", ...;
-     * Redis itself "WRONGTYPE Operation against a key holding ...". */
+    /* The scripts say "WRONGTYPE the key holds a read-write lock", "... a
+     * hash that is not a lock", "key holds a list, not a lock"; Redis itself
+     * "WRONGTYPE Operation against a key holding ...". A reason that says
+     * "not a <what the handle is>" already is the message: not said twice. */
     const char *why = res ? dlock__redis_error_detail(res->text) : "";
+    if (strncmp(why, "the key holds ", 14) == 0)
+        why += 8;
+    else if (strncmp(why, "key holds ", 10) == 0)
+        why += 4;
+    char not_what[64];
+    snprintf(not_what, sizeof(not_what), "not a %s", h->what);
+    if (strncmp(why, "holds ", 6) == 0 && strstr(why, not_what))
+        return dlock__fail(DLOCK_EWRONGTYPE, "key '%s' %s", h->name, why);
+    if (strncmp(why, "holds ", 6) == 0)
+        return dlock__fail(DLOCK_EWRONGTYPE, "key '%s' exists and is not a %s: it %s", h->name,
+                           h->what, why);
     return dlock__fail(DLOCK_EWRONGTYPE, "key '%s' exists and is not a %s: %s", h->name, h->what,
                        why[0] ? why : "it holds another type");
 }

@@ -354,6 +354,15 @@ typedef struct dlock__wait_spec {
                                 counted in the acquisitions statistics */
     int64_t wait_ms;         /* 0: one attempt; DLOCK_WAIT_FOREVER: no limit */
     dlock_cancel *cancel;    /* may be NULL */
+    int quiet;               /* subscribes to nothing: sleeps until the busy answer's TTL,
+                                the back-off's next step or the deadline (the spin lock,
+                                the rate limiter); only a cancellation or the client
+                                closing cuts a sleep short */
+    int64_t backoff_ms;      /* quiet: the first sleep after a busy answer (0: none, the
+                                busy answer's TTL alone) */
+    int64_t backoff_max_ms;  /* ... growing by backoff_mult (plus a jitter of up to one
+                                ms per failed attempt) up to this */
+    int backoff_mult;
 } dlock__wait_spec;
 
 /* An asynchronous call's completion (NULL where a call takes one: blocking). */
@@ -414,6 +423,8 @@ typedef struct dlock__wait {
     unsigned char attempts, seen_busy, joined, used_wake, first;
     int64_t start_us, deadline;
     int64_t until;           /* W_SLEEP: until when */
+    int64_t next_sleep;      /* a quiet wait's back-off: its next sleep (ms) */
+    unsigned fails;          /* ... and its busy answers so far */
 } dlock__wait;
 
 /* spec NULL: a call that does not wait. */

@@ -2,8 +2,8 @@
 # `make install` as a user meets it: install the build into a temporary
 # prefix (with cmake --install, then with make install PREFIX=, and through
 # DESTDIR both ways), then build a program against it with find_package(dlock)
-# (shared and static targets) and with pkg-config (shared and static), and run
-# each. Args: BUILD_DIR SOURCE_DIR.
+# (shared and static targets) and with pkg-config (dlock, and dlock-static
+# for the static link the docs give), and run each. Args: BUILD_DIR SOURCE_DIR.
 set -euo pipefail
 build=$1 src=$2
 here=$(cd "$(dirname "$0")" && pwd)
@@ -14,7 +14,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 check_prefix() {  # $1 = where the files landed
   local p=$1
   for f in include/dlock/dlock.h include/dlock/dlock.hpp lib/libdlock.a lib/pkgconfig/dlock.pc \
-           lib/cmake/dlock/dlockConfig.cmake share/man/man1/dlock.1; do
+           lib/pkgconfig/dlock-static.pc lib/cmake/dlock/dlockConfig.cmake share/man/man1/dlock.1; do
     [ -e "$p/$f" ] || fail "$f not installed under $p"
   done
   ls "$p"/lib/libdlock.so.0* >/dev/null 2>&1 || fail "libdlock.so.0 (SOVERSION) not installed"
@@ -43,11 +43,18 @@ check_prefix() {  # $1 = where the files landed
   case " $sflags " in *" -lhiredis "*) ;; *) fail "no -lhiredis in the static flags: $sflags" ;; esac
   case " $sflags " in *" -luv "*) ;; *) fail "no -luv in the static flags: $sflags" ;; esac
   case " $sflags " in *" -lssl "*) ;; *) fail "no -lssl (TLS) in the static flags: $sflags" ;; esac
+  # The static link as docs/install.md gives it: dlock-static names libdlock.a
+  # itself, so libdlock.so beside it is not picked (-ldlock would be).
+  [ -e "$p/lib/libdlock.so" ] || fail "no libdlock.so beside libdlock.a: the static link proves nothing"
+  local stflags
+  stflags=$(PKG_CONFIG_PATH="$p/lib/pkgconfig" pkg-config --cflags --libs dlock-static) ||
+    fail "pkg-config --cflags --libs dlock-static"
   # shellcheck disable=SC2086
-  cc "$here/consumer.c" -o "$tmp/pcs" $cflags ${sflags/-ldlock/-l:libdlock.a} ||
-    fail "static link with pkg-config --static flags ($sflags)"
+  cc "$here/consumer.c" -o "$tmp/pcs" $stflags || fail "cc with pkg-config dlock-static flags ($stflags)"
   "$tmp/pcs" | grep -q "^ok " || fail "pkg-config static consumer run"
-  ldd "$tmp/pcs" | grep -q libdlock && fail "pkg-config static consumer links libdlock.so"
+  ldd "$tmp/pcs" | grep -q libdlock && fail "the dlock-static consumer needs libdlock.so: $(ldd "$tmp/pcs" | grep libdlock)"
+  [ "$(PKG_CONFIG_PATH="$p/lib/pkgconfig" pkg-config --modversion dlock-static)" = \
+    "$(PKG_CONFIG_PATH="$p/lib/pkgconfig" pkg-config --modversion dlock)" ] || fail "dlock-static.pc's version differs"
   flags=$(PKG_CONFIG_PATH="$p/lib/pkgconfig" pkg-config --cflags --libs dlock) || fail "pkg-config dlock"
   # shellcheck disable=SC2086
   cc "$here/consumer.c" -o "$tmp/pc" $flags -Wl,-rpath,"$p/lib" || fail "cc with pkg-config flags ($flags)"

@@ -24,14 +24,15 @@ static const char *kind_noun(int kind)
 }
 
 /* What a snapshot's key holds, as a phrase: its kind's, or for other data
- * the Redis type the library names ("a list", "a hash that is not a lock"). */
+ * the Redis type the library names ("a list", "a hash of other fields"),
+ * followed by ", not a lock" in the messages: said once. */
 static void holds_what(const dlock_info *info, char *what, size_t size)
 {
     const char *type = dlock_info_redis_type(info);
     if (dlock_info_kind(info) != DLOCK_KIND_OTHER)
         snprintf(what, size, "%s", kind_noun((int)dlock_info_kind(info)));
     else if (strcmp(type, "hash") == 0)
-        snprintf(what, size, "a hash that is not a lock");
+        snprintf(what, size, "a hash of other fields");
     else
         snprintf(what, size, "a %s", type);
 }
