@@ -498,7 +498,8 @@ static void test_permits_n_bad_input(void **state)
     assert_non_null(strstr(dlock_last_error(), "wait_ms -2"));
     /* n above the total (3): refused, nothing taken */
     assert_int_equal(dlock_permit_semaphore_try_n(p, 4, 0, 1000, ids), DLOCK_EINVAL);
-    assert_non_null(strstr(dlock_last_error(), "4 permits asked"));
+    assert_non_null(strstr(dlock_last_error(), "': 4 permits asked of a semaphore of 3 in all"));
+    assert_null(strstr(dlock_last_error(), "DLOCK"));   /* the script's word is not shown */
     assert_string_equal(ids[0], "");
     sem_counts(p, 1, 2);
     assert_int_equal(th_int(&srv, "ZCARD %s", leases), 2);
@@ -647,6 +648,9 @@ static void test_semaphore_lifecycle_bad_input(void **state)
     /* a release past the largest count: refused, unchanged */
     freeReplyObject(th_cmd(&srv, "SET %s 2147483646", name));
     assert_int_equal(dlock_semaphore_release_if_exists(s, 2, &flag), DLOCK_EINVAL);
+    /* the operation's own words, none of the script's refusal word */
+    assert_non_null(strstr(dlock_last_error(), "releasing 2 permits would pass 2147483647"));
+    assert_null(strstr(dlock_last_error(), "DLOCK"));
     redisReply *r = th_cmd(&srv, "GET %s", name);
     assert_string_equal(r->str, "2147483646");
     freeReplyObject(r);
