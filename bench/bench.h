@@ -48,4 +48,7 @@ void failover(void);
 /* replicated_bench.c */
 void replicated(void);
 
+/* redlock_bench.c */
+void redlock(void);
+
 #endif

@@ -23,6 +23,8 @@
  *   dlock_bench multilock --url U [--multi-names 3] [--cycles N] [--lease MS]
  *   dlock_bench permits  --url U [--permits 4] [--cycles N] [--lease MS]   n permits of a
  *                        permit-expirable semaphore per call, and their list release
+ *   dlock_bench redlock  --url U1,U2,U3 [--cycles N] [--lease MS]   a RedLock over three
+ *                        servers, blocking and asynchronous (redlock_bench.c)
  *   dlock_bench asyncmany --url U [--inflight 64] [--names 10000]   (async_bench.c)
  *   dlock_bench asyncidle --url U [--pending 10000]                 (async_bench.c)
  *   dlock_bench failover --url redis-sentinel://...#M --sentinel H:P (failover_bench.c)
@@ -926,7 +928,7 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     if (argc < 2) {
         fprintf(stderr, "usage: dlock_bench ceiling|uncontended|ping|handoff|idle|many|readers|striped|held|"
-                        "multilock|latch|latchfloor|asyncmany|asyncidle|revoke|failover|replicated [--url U] ...\n");
+                        "multilock|permits|redlock|latch|latchfloor|asyncmany|asyncidle|revoke|failover|replicated [--url U] ...\n");
         return 64;
     }
     O.scenario = argv[1];
@@ -973,6 +975,7 @@ int main(int argc, char **argv)
     else if (!strcmp(O.scenario, "held")) held();
     else if (!strcmp(O.scenario, "multilock")) multilock();
     else if (!strcmp(O.scenario, "permits")) permits_n();
+    else if (!strcmp(O.scenario, "redlock")) redlock();
     else if (!strcmp(O.scenario, "latch")) latch();
     else if (!strcmp(O.scenario, "latchfloor")) latch_floor();
     else if (!strcmp(O.scenario, "asyncmany")) async_many();
