@@ -36,8 +36,8 @@ void dlock__loop_stop(dlock__loop *lp);
 /* As dlock__loop_stop for a loop whose thread never ran (a failed open). */
 void dlock__loop_abandon(dlock__loop *lp);
 /* Queues j for the io thread and wakes it; any thread. Ignored once the loop
- * is stopping. */
-void dlock__loop_post(dlock__loop *lp, dlock__job *j);
+ * is stopping: then 0 (j will not run), else 1 (queued, or queued already). */
+int dlock__loop_post(dlock__loop *lp, dlock__job *j);
 /* Takes j out of the queue if it is queued (any thread; the io thread uses
  * it before freeing the owner of a job that may still be queued). */
 void dlock__loop_unpost(dlock__loop *lp, dlock__job *j);

@@ -205,6 +205,14 @@ int dlock__lock_busy(const dlock_lock *l, int64_t ttl);
  * init, exactly one end. x must not move in between. */
 int dlock__rel_init(dlock__rel *x, dlock_lock *l);
 int dlock__rel_end(dlock__rel *x, int rc, dlock__res *res);
+/* dlock__rel_init for the owner of an acquisition (its id), on any thread. */
+int dlock__rel_init_as(dlock__rel *x, dlock_lock *l, const dlock__owner *as);
+/* A release begun and never answered (the client closed first): ended as
+ * an attempt of unknown outcome (the watchdog, the holds); the thread's
+ * message kept. Nothing when ended already. */
+void dlock__rel_closed(dlock__rel *x);
+/* The same for an acquisition's give-back (a->back) in flight. */
+void dlock__acq_closed(dlock__acq *a);
 
 /* The client's per-owner record (holds.c; dlock__holds in sync.h), keyed by
  * l's name and o's field: an acquisition answered (unknown 0) or ended
@@ -234,10 +242,8 @@ void dlock__lock_owner_done(dlock__owner *o);
 int dlock__lock_new(dlock_client *c, const dlock__lock_type *type, const char *name,
                     const char *owner, dlock_lock **out);
 
-/* dlock_lock_acquire_async / dlock_lock_release_async with the caller's
- * request flags in via (a RedLock's DLOCK__CALL_NO_RETRY: one connection
- * attempt to a server that is down, as the blocking RedLock makes). */
-int dlock__lock_acquire_via(dlock_lock *l, const dlock_wait_opts *o, const dlock__via *via);
+/* dlock_lock_release_async with the caller's completion (a multi-lock
+ * giving back what a round whose outcome it never read took). */
 int dlock__lock_release_via(dlock_lock *l, const dlock__via *via);
 
 #endif
