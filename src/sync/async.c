@@ -14,13 +14,16 @@
  *   SENT  -> GIVING_BACK (a success that cannot stand) -> done
  *   SENT  -> SETTLING (a lock release whose hold's renewal is in flight,
  *            until the watchdog says it was answered) -> done
+ *   START -> COMPOSING (a composite's round of parts, parts.c, until the
+ *            last ends, on any thread) -> COMPOSING ... -> as SENT's answer
  *
  * Timers: one libuv timer for the client's calls, over a heap of the calls
  * that sleep, ordered by (deadline, sequence); due calls are collected,
  * then run.
  *
  * Lifetime: an aop is freed when its references are gone: its own (until it
- * completes) and one per round trip in flight. Its job is taken out of the
+ * completes), one per round trip in flight, one while a round of parts is
+ * out (a close may complete it first: its done then waits for them). Its job is taken out of the
  * loop's queue when it completes, after which nothing can post it (the
  * waiter has left, the token is detached). The client's close completes
  * every call still in the table with DLOCK_ECLOSED (the stop hook), before
@@ -97,39 +100,18 @@ static void settled(aop *op);
 static void settled_fn(void *arg);
 static void launch_parts(aop *op);
 
-/* -------------------------------------------------------------- results */
-
-int dlock_async_status(const dlock_async_result *res) { return res ? res->status : DLOCK_EINVAL; }
-
-const char *dlock_async_message(const dlock_async_result *res)
-{
-    return res && res->message ? res->message : "";
-}
-
-uint64_t dlock_async_token(const dlock_async_result *res) { return res ? res->token : 0; }
-
-int dlock_async_flag(const dlock_async_result *res) { return res ? res->flag : 0; }
-
-int64_t dlock_async_count(const dlock_async_result *res) { return res ? res->count : -1; }
-
-const char *dlock_async_permit_id(const dlock_async_result *res)
-{
-    return res && res->permit_id ? res->permit_id : "";
-}
-
-const char *dlock_async_permit_ids(const dlock_async_result *res, size_t i)
-{
-    return res && res->permit_ids && i < res->n_ids ? res->permit_ids[i] : "";
-}
-
-const char *dlock_async_text(const dlock_async_result *res)
-{
-    return res && res->text ? res->text : "";
-}
-
 /* ------------------------------------------------------------- lifetime */
 
 static dlock_client *client(const aop *op) { return op->w.h->c; }
+
+/* A composite's round of parts is out (its end may come on any thread). */
+static int parts_out(aop *op)
+{
+    pthread_mutex_lock(&client(op)->async->mu);
+    int out = op->composing;
+    pthread_mutex_unlock(&client(op)->async->mu);
+    return out;
+}
 
 /* Any thread: the last reference frees it. */
 static void unref(aop *op)
@@ -444,9 +426,7 @@ static void finish(aop *op, int rc)
     dlock_client *c = client(op);
     op->state = S_DONE;
     dlock__watchdog_unsettle(c->wd, &op->settle);   /* ended first (closed) */
-    pthread_mutex_lock(&c->async->mu);
-    int out = op->composing;   /* a round of parts is out (the close) */
-    pthread_mutex_unlock(&c->async->mu);
+    int out = parts_out(op);   /* a composite's round is out: the close */
     dlock__op give_up;
     const dlock__op_type *t = op->w.t;
     char msg[MSG_MAX];
@@ -692,12 +672,7 @@ static void on_attempt(int status, dlock__res *res, void *ud)
 static void compose_step(aop *op, int first, int64_t waited)
 {
     dlock__parts *k = op->parts;
-    if (first) {
-        k->round = 0;
-        k->give_up = 0;
-    } else {
-        k->round++;
-    }
+    k->round = first ? 0 : k->round + 1;
     dlock__busy b = {.ttl = -1};
     int rc = op->w.t->compose(op->st, waited, k, &b);
     if (rc == DLOCK__MORE) {
@@ -784,14 +759,10 @@ static void on_kick(void *arg)
     case S_SLEEPING:
         waiter_event(op, 0);
         break;
-    case S_COMPOSING: {
-        pthread_mutex_lock(&client(op)->async->mu);
-        int out = op->composing;
-        pthread_mutex_unlock(&client(op)->async->mu);
-        if (!out)
+    case S_COMPOSING:
+        if (!parts_out(op))
             compose_step(op, 0, 0);   /* else a wake-up stays in the waiter until then */
         break;
-    }
     case S_SETTLING:
         if (op->settle.pending == 0 || dlock__now_ms() >= op->settle_until)
             settled(op);

@@ -368,6 +368,17 @@ static int conclude(dlock__ml_call *cl, dlock__busy *b)
         b->qserver = t->b.qserver;
         b->watch = t->b.watch;
         b->wlen = t->b.wlen;
+        /* Locks refused for a failover quarantine (recorded on the server,
+         * or met on the way) are tried again once the longest has ended:
+         * all or nothing, no round before every lock can be taken. */
+        for (size_t i = 0; i < ml->n; i++) {
+            const dlock__busy *q = &cl->s[i].b;
+            if (cl->s[i].arc == DLOCK__BUSY && q->quarantine && q->ttl > b->ttl) {
+                b->ttl = q->ttl;
+                b->quarantine = q->quarantine;
+                b->qserver = q->qserver;
+            }
+        }
         if (ml->red && busy > ml->quorum - cl->taken) {
             /* Any of several busy locks would do, and only the target's
              * release wakes this call: look again after a random pause (the
