@@ -47,6 +47,9 @@ void dlock__loop_unpost(dlock__loop *lp, dlock__job *j);
 int dlock__loop_on_stop(dlock__loop *lp, void (*fn)(void *arg), void *arg);
 /* 1 when called on this loop's io thread (inside a dlock callback). */
 int dlock__loop_on_io_thread(dlock__loop *lp);
+/* 1 when the calling thread runs some client's loop right now (its io
+ * thread, or a program's thread inside dlock's turn of its loop). */
+int dlock__loop_on_some_io_thread(void);
 /* The io thread's libuv loop: only the io thread may use it, except from a
  * module's setup before its first post. */
 uv_loop_t *dlock__loop_uv(dlock__loop *lp);

@@ -117,6 +117,8 @@ static void stop_now(void *arg)
 /* Which loop, if any, the calling thread runs. */
 static _Thread_local dlock__loop *tls_io_loop;
 
+int dlock__loop_on_some_io_thread(void) { return tls_io_loop != NULL; }
+
 int dlock__loop_on_io_thread(dlock__loop *lp)
 {
     if (!lp)

@@ -8,9 +8,10 @@
  * client's close). A client's group goes to its io thread as one job that
  * starts them all, so their requests go out in one write per node; on that
  * io thread itself they start at once. Only a blocking caller on a part's
- * own io thread (a dlock callback, a program's loop that runs dlock's) runs
- * that part with the blocking driver, right there: the io thread cannot
- * answer while its caller waits. No thread is started. The end of each part
+ * own io thread (a dlock callback, a program's loop that runs dlock's), or
+ * on any client's io thread, runs that part with the blocking driver, right
+ * there: the io thread cannot answer while its caller waits, nor wait for
+ * another that may wait for it. No thread is started. The end of each part
  * is counted under the round's mutex: the last wakes the blocking caller,
  * or notifies the asynchronous one. */
 #include <stdio.h>
@@ -96,11 +97,13 @@ static void on_group(void *arg)
     }
 }
 
-/* A group on client c, p its first part. */
+/* A group on client c, p its first part. A blocking caller on an io thread
+ * (any client's: two callbacks waiting for each other's io thread would
+ * never end) runs it right here, as one on c's own io thread must. */
 static void launch(dlock__parts *k, dlock_client *c, dlock__part *p)
 {
     dlock__part *next;
-    if (dlock__loop_on_io_thread(c->loop)) {
+    if (dlock__loop_on_io_thread(c->loop) || (!k->notify && dlock__loop_on_some_io_thread())) {
         for (; p; p = next) {
             next = p->next;
             if (k->notify)
