@@ -1,11 +1,12 @@
 /* A RedLock over three servers (one client each), uncontended.
  *
- *   dlock_bench redlock --url U1,U2,U3 [--cycles N] [--lease MS]
+ *   dlock_bench redlock --url U1,U2,U3 [--cycles N] [--lease MS] [--kind blocking|async]
  *       acquire + release cycles of a RedLock of one name on each server:
  *       the blocking calls (dlock_multilock_acquire / _release), then the
  *       asynchronous ones (explicit owners; the caller waits for each
- *       callback), each timed on its own: p50 and p99 of the acquire and of
- *       the release, cycles/s. The lease is --lease or the watchdog's. */
+ *       callback), or only the --kind given, each timed on its own: p50 and
+ *       p99 of the acquire and of the release, cycles/s, one JSON line each.
+ *       The lease is --lease or the watchdog's. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -152,7 +153,9 @@ void redlock(void)
     static const form forms[] = {{"blocking", b_acquire, b_release},
                                  {"async", a_acquire, a_release}};
     for (size_t i = 0; i < sizeof(forms) / sizeof(forms[0]); i++)
-        run_form(&forms[i], ml, lease);
+        if (strcmp(O.kind, "blocking") && strcmp(O.kind, "async") ? 1
+                                                                  : !strcmp(O.kind, forms[i].name))
+            run_form(&forms[i], ml, lease);
     dlock_multilock_free(ml);
     for (int i = 0; i < NSRV; i++) {
         dlock_lock_free(l[i]);

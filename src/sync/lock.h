@@ -117,8 +117,7 @@ struct dlock__lock_type {
     void (*plain_hold_id)(const dlock_lock *l, const dlock__owner *o, dlock__hold_id *id);
     /* The channel this owner's waits listen on. */
     const char *(*wait_channel)(const dlock_lock *l, const dlock__owner *o, size_t *len);
-    /* One attempt, in two halves so that several can share a round trip (a
-     * multi-lock pipelines them): the request, then what its answer means:
+    /* One attempt, in two halves: the request, then what its answer means:
      * DLOCK_OK (a->token set when fenced), DLOCK__BUSY with *b, or an error.
      * attempt_reply frees r. waited_ms: -1 on the first attempt, then how
      * long the call has waited. */
@@ -163,8 +162,8 @@ extern const dlock__lock_type dlock__fair_type;
 extern const dlock__lock_type dlock__read_type;    /* rwlock.c */
 extern const dlock__lock_type dlock__write_type;
 
-/* The acquire operation (lock.c), whose hooks a multi-lock calls one by one
- * to pipeline several locks' attempts. */
+/* The acquire operation (lock.c), whose hooks a multi-lock's parts call
+ * (multilock_round.c): each lock's attempt is its type's own. */
 extern const dlock__op_type dlock__acquire_type;
 
 /* Shared by the types whose holds are one hash field (reentrant, fair, write):
@@ -197,8 +196,8 @@ const char *dlock__lock_shared_channel(const dlock_lock *l, const dlock__owner *
 
 /* The standard busy message ("held by another owner (expires in N ms)"). */
 int dlock__lock_busy(const dlock_lock *l, int64_t ttl);
-/* A release of l's hold for the calling thread or its owner, in halves so
- * that several can share a round trip: dlock__rel_init builds the request;
+/* A release of l's hold for the calling thread or its owner, in halves (a
+ * multi-lock's give-back runs them as a part): dlock__rel_init builds the request;
  * the caller runs x->op; dlock__rel_end reads its outcome (the call's status
  * and res, whose reply it frees; for an error reply, the calling thread's
  * message must be set first) and tells the watchdog. After a successful
