@@ -340,9 +340,12 @@ static void test_permits_list_release_publishes_count(void **state)
     dlock_permit_semaphore_free(p);
 }
 
+/* A thread that waits for n permits (with tok: as long as it takes, until
+ * tok is fired). */
 typedef struct nwaiter {
     dlock_permit_semaphore *p;
     int64_t n;
+    dlock_cancel *tok;
     int rc;
     int64_t at;
     permit_buf ids[4];
@@ -352,7 +355,9 @@ typedef struct nwaiter {
 static void *nwaiter_main(void *arg)
 {
     nwaiter *w = arg;
-    w->rc = dlock_permit_semaphore_try_n(w->p, w->n, 20000 * th_slack(), 60000, w->ids);
+    dlock_wait_opts o = {.wait_ms = DLOCK_WAIT_FOREVER, .lease_ms = 60000, .cancel = w->tok};
+    w->rc = w->tok ? dlock_permit_semaphore_acquire_n_opts(w->p, w->n, &o, w->ids)
+                   : dlock_permit_semaphore_try_n(w->p, w->n, 20000 * th_slack(), 60000, w->ids);
     w->at = th_now_ms();
     return NULL;
 }
@@ -435,24 +440,6 @@ static void test_permits_n_wakeups_both_ways(void **state)
 /* The blocking n-permit acquire with options: one try (NULL), a wait that a
  * cancel token fired from another thread ends, none taken, and the token
  * refused (permits have none). */
-typedef struct ncancel {
-    dlock_permit_semaphore *p;
-    dlock_cancel *tok;
-    int rc;
-    int64_t at;
-    permit_buf ids[2];
-    pthread_t t;
-} ncancel;
-
-static void *ncancel_main(void *arg)
-{
-    ncancel *w = arg;
-    dlock_wait_opts o = {.wait_ms = DLOCK_WAIT_FOREVER, .lease_ms = 60000, .cancel = w->tok};
-    w->rc = dlock_permit_semaphore_acquire_n_opts(w->p, 2, &o, w->ids);
-    w->at = th_now_ms();
-    return NULL;
-}
-
 static void test_permits_n_opts_cancel(void **state)
 {
     (void)state;
@@ -474,9 +461,9 @@ static void test_permits_n_opts_cancel(void **state)
                                                            more),
                      DLOCK_EINVAL);
     /* a waiter for 2, cancelled while it waits: none taken */
-    ncancel w = {.p = p};
+    nwaiter w = {.p = p, .n = 2};
     assert_int_equal(dlock_cancel_new(&w.tok), DLOCK_OK);
-    pthread_create(&w.t, NULL, ncancel_main, &w);
+    pthread_create(&w.t, NULL, nwaiter_main, &w);
     th_sleep_ms(200);
     int64_t fired = th_now_ms();
     dlock_cancel_fire(w.tok);
