@@ -23,9 +23,9 @@
  *
  * Lifetime: an aop is freed when its references are gone: its own (until it
  * completes), one per round trip in flight, one while a round of parts is
- * out (a close may complete it first: its done then waits for them). Its job is taken out of the
- * loop's queue when it completes, after which nothing can post it (the
- * waiter has left, the token is detached). The client's close completes
+ * out (a close may complete it first: its done then waits for them). Its
+ * job is taken out of the loop's queue when it completes, after which
+ * nothing can post it (the waiter has left, the token is detached). The client's close completes
  * every call still in the table with DLOCK_ECLOSED (the stop hook), before
  * the command connection fails the round trips in flight (their answers
  * then find the call done). */
@@ -593,10 +593,10 @@ static int answered_busy(aop *op, int rc, const dlock__busy *b)
 static void attempt_answered(aop *op, int status, dlock__res *res)
 {
     const dlock__op_type *t = op->w.t;
-    dlock__busy bb = {.ttl = -1}, *b = &bb;
-    if (dlock__quarantine_met(op->w.h, t, status, res, b)) {
-        int rc = answered_busy(op, DLOCK__BUSY, b);
-        int next = dlock__wait_attempted(&op->w, &rc, b);   /* before rc is read */
+    dlock__busy b = {.ttl = -1};
+    if (dlock__quarantine_met(op->w.h, t, status, res, &b)) {
+        int rc = answered_busy(op, DLOCK__BUSY, &b);
+        int next = dlock__wait_attempted(&op->w, &rc, &b);   /* before rc is read */
         step(op, next, rc);
         return;
     }
@@ -605,8 +605,8 @@ static void attempt_answered(aop *op, int status, dlock__res *res)
     dlock__watchdog *wd = client(op)->wd;
     if (t->releases)   /* the holds it takes out whose renewal is in flight */
         dlock__watchdog_collect(wd, &op->settle);
-    int rc = answered_busy(op, dlock__answer(op->w.h, t, op->st, status, res, op->sent, b, &back_),
-                           b);
+    int rc = dlock__answer(op->w.h, t, op->st, status, res, op->sent, &b, &back_);
+    rc = answered_busy(op, rc, &b);
     if (t->releases && dlock__watchdog_collect_end(wd, &op->settle) > 0) {
         if (!back_ && rc == DLOCK_OK) {
             op->state = S_SETTLING;
@@ -617,7 +617,7 @@ static void attempt_answered(aop *op, int status, dlock__res *res)
         dlock__watchdog_unsettle(wd, &op->settle);   /* a failed release does not wait */
     }
     if (!back_) {
-        int next = dlock__wait_attempted(&op->w, &rc, b);
+        int next = dlock__wait_attempted(&op->w, &rc, &b);
         step(op, next, rc);
         return;
     }
