@@ -298,6 +298,8 @@ enum {
     DLOCK__ST_CONNECTS,
     DLOCK__ST_ROUNDTRIPS,
     DLOCK__ST_RENEWAL_WRITES,
+    DLOCK__ST_ACALL_WRITES,  /* writes of the asynchronous calls' command connections (one
+                                per node per turn of the io loop; not in dlock_stats) */
     DLOCK__ST_LOST,          /* + reason: DLOCK__ST_LOST + DLOCK_LOST_GONE, ... */
     DLOCK__ST_COUNT = DLOCK__ST_LOST + DLOCK_STATS_LOST_REASONS
 };
