@@ -83,17 +83,17 @@ typedef struct dlock__waiter {
     dlock__channel *ch;
     pthread_cond_t cv;
     int woken;               /* a wake-up arrived and was not consumed yet */
+    int subscribed;          /* the channel was subscribed when last checked */
     int64_t woken_us;        /* when the message that woke it arrived (the handoff gap);
                                 under mu */
     int64_t took_us;         /* woken_us of the wake-up dlock__waiter_wait (or _poll) last returned:
                                 the waiting thread's own copy, read without mu */
-    int subscribed;          /* the channel was subscribed when last checked */
     int pins;                /* io thread signals of cv in flight outside mu */
     int first;               /* goes first when a message wakes fewer than all (a lock's
                                 reserved turn) */
-    int64_t need;            /* units of a message's budget this waiter takes (>= 1) */
     int settle;              /* a DLOCK__WAKE_ALL_DONE message may end its wait */
     int settled;             /* ... and one did */
+    int64_t need;            /* units of a message's budget this waiter takes (>= 1) */
     uint64_t join_seq;       /* barrier PINGs sent on join_pc before it joined */
     const void *join_pc;     /* the channel's pub/sub connection then, or NULL */
     dlock_cancel *cancel;

@@ -26,20 +26,27 @@ static int owner_init(const dlock_lock *l, const char *by, size_t blen, dlock__o
         o->id = o->fbuf;
     }
     size_t sl = strlen(l->type->suffix);
+    o->fheap = NULL;
+    o->aux = NULL;
+    o->alen = 0;
     if (sl == 0) {
         o->field = o->id;
         o->flen = o->len;
     } else {
-        if (o->id != o->fbuf)
-            memcpy(o->fbuf, o->id, o->len);
-        memcpy(o->fbuf + o->len, l->type->suffix, sl + 1);
-        o->field = o->fbuf;
+        char *f = o->fbuf;
+        if (o->len + sl + 1 > sizeof(o->fbuf) && !(f = o->fheap = malloc(o->len + sl + 1)))
+            return dlock__fail(DLOCK_ENOMEM, "out of memory");
+        if (o->id != f)
+            memcpy(f, o->id, o->len);
+        memcpy(f + o->len, l->type->suffix, sl + 1);
+        o->field = f;
         o->flen = o->len + sl;
     }
-    o->aux = NULL;
-    o->alen = 0;
-    if (l->type->owner_key && l->type->owner_key(l, o) != DLOCK_OK)
+    if (l->type->owner_key && l->type->owner_key(l, o) != DLOCK_OK) {
+        free(o->fheap);
+        o->fheap = NULL;
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    }
     return DLOCK_OK;
 }
 
@@ -47,6 +54,8 @@ static void owner_done(dlock__owner *o)
 {
     free(o->aux);
     o->aux = NULL;
+    free(o->fheap);
+    o->fheap = NULL;
 }
 
 int dlock__lock_owner(const dlock_lock *l, dlock__owner *o) { return owner_init(l, NULL, 0, o); }

@@ -58,7 +58,11 @@ typedef struct dlock__owner {
     char *aux;               /* the type's per-owner key (fair: the waiter's channel; read:
                                 the hold's timeout prefix), or NULL */
     size_t alen;
-    char fbuf[DLOCK_OWNER_MAX + 16];   /* the field (id + suffix); a thread owner's id */
+    char *fheap;             /* the field when it does not fit fbuf (a long explicit id),
+                                or NULL */
+    /* The field (id + suffix); a thread owner's id. Sized for the usual ids
+     * (a pending call's size is budgeted, test_async); longer: fheap. */
+    char fbuf[DLOCK_OWNER_BUFSIZE + 16];
 } dlock__owner;
 
 /* One release of the owner's hold (dlock__rel_init .. dlock__rel_end): the
@@ -87,13 +91,13 @@ typedef struct dlock__acq {
     int64_t wait;            /* the caller's wait: 0, ms, or DLOCK_WAIT_FOREVER */
     int64_t lease;           /* ms, or DLOCK_WATCHDOG */
     dlock_cancel *cancel;
-    int fenced;
     uint64_t *token_out;     /* where the result writes the token (NULL: nowhere) */
     dlock__owner o;
     int64_t lease_ms;        /* the TTL the script sets: lease, or the watchdog timeout
                                 (either cut to what a hold limit leaves) */
     int64_t max_hold;        /* the hold limit of a watchdog acquisition, ms (0: none) */
     uint64_t token;
+    int fenced;
     int state;               /* the type's: reservation state (lock), why busy (fair) */
     int queued;              /* the type registered the caller as a waiter in Redis */
     int streak;              /* the type's: busy answers of one kind in a row (fair) */

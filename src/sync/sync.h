@@ -408,11 +408,13 @@ int dlock__quarantine_met(const dlock__handle *h, const dlock__op_type *t, int r
 typedef struct dlock__wait_spec {
     dlock__wake_policy wake; /* how many of the channel's local waiters a message wakes */
     int64_t need;            /* this waiter's part of a message's budget (0: 1) */
+    int64_t wait_ms;         /* 0: one attempt; DLOCK_WAIT_FOREVER: no limit */
+    dlock_cancel *cancel;    /* may be NULL */
+    /* (the ints together: a pending call's size is budgeted, test_async) */
     int settles;             /* a DLOCK__WAKE_ALL_DONE message ends the wait: DLOCK_OK */
     int awaits;              /* waits for a state (the latch), acquires nothing: not
                                 counted in the acquisitions statistics */
-    int64_t wait_ms;         /* 0: one attempt; DLOCK_WAIT_FOREVER: no limit */
-    dlock_cancel *cancel;    /* may be NULL */
+    int backoff_mult;        /* quiet: see backoff_max_ms */
     int quiet;               /* subscribes to nothing: sleeps until the busy answer's TTL,
                                 the back-off's next step or the deadline (the spin lock,
                                 the rate limiter); only a cancellation or the client
@@ -421,7 +423,6 @@ typedef struct dlock__wait_spec {
                                 busy answer's TTL alone) */
     int64_t backoff_max_ms;  /* ... growing by backoff_mult (plus a jitter of up to one
                                 ms per failed attempt) up to this */
-    int backoff_mult;
 } dlock__wait_spec;
 
 /* An asynchronous call's completion (NULL where a call takes one: blocking). */
@@ -481,10 +482,10 @@ typedef struct dlock__wait {
     size_t clen;
     unsigned char waits;     /* the operation has a wait spec */
     unsigned char attempts, seen_busy, joined, used_wake, first;
+    uint16_t fails;          /* a quiet wait's busy answers so far (saturates; its jitter) */
     int64_t start_us, deadline;
     int64_t until;           /* W_SLEEP: until when */
     int64_t next_sleep;      /* a quiet wait's back-off: its next sleep (ms) */
-    unsigned fails;          /* ... and its busy answers so far */
 } dlock__wait;
 
 /* spec NULL: a call that does not wait. */
