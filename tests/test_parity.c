@@ -639,8 +639,11 @@ static void test_semaphore_lifecycle(void **state)
     assert_int_equal(dlock_semaphore_ttl(s, &ttl), DLOCK_OK);
     assert_true(ttl > 0 && ttl <= 5000);
     assert_int_equal(dlock_semaphore_expire(s, 0, &flag), DLOCK_OK);
+    assert_int_equal(flag, 1);   /* a TTL was removed */
     assert_int_equal(dlock_semaphore_ttl(s, &ttl), DLOCK_OK);
     assert_int_equal(ttl, -1);
+    assert_int_equal(dlock_semaphore_expire(s, 0, &flag), DLOCK_OK);
+    assert_int_equal(flag, 0);   /* none to remove: PERSIST's answer, Redisson's */
     /* delete: a waiter keeps waiting, and a later set wakes it */
     assert_int_equal(dlock_semaphore_delete(s, &flag), DLOCK_OK);
     assert_int_equal(flag, 1);
@@ -678,7 +681,7 @@ static void test_semaphore_lifecycle_bad_input(void **state)
     assert_int_equal(dlock_semaphore_expire(s, -1, &flag), DLOCK_EINVAL);
     assert_int_equal(dlock_semaphore_try_set_permits_ttl(s, 3, 0, &flag), DLOCK_EINVAL);
     assert_int_equal(dlock_semaphore_try_set_permits_ttl(s, -1, 1000, &flag), DLOCK_EINVAL);
-    assert_int_equal(dlock_semaphore_release_if_exists(s, 0, &flag), DLOCK_EINVAL);
+    assert_int_equal(dlock_semaphore_release_if_exists(s, -1, &flag), DLOCK_EINVAL);
     assert_int_equal(th_int(&srv, "EXISTS %s", name), 0);
     /* a key of another type: refused, left as it was */
     freeReplyObject(th_cmd(&srv, "RPUSH %s x", name));
@@ -686,6 +689,13 @@ static void test_semaphore_lifecycle_bad_input(void **state)
     assert_int_equal(dlock_semaphore_expire(s, 5000, &flag), DLOCK_EWRONGTYPE);
     assert_int_equal(dlock_semaphore_try_set_permits_ttl(s, 3, 5000, &flag), DLOCK_EWRONGTYPE);
     assert_int_equal(dlock_semaphore_release_if_exists(s, 1, &flag), DLOCK_EWRONGTYPE);
+    /* releaseIfExists(0): 0 without a round trip (Redisson's), so not even
+     * the key's type is read */
+    long long calls0 = th_calls(&srv, "evalsha") + th_calls(&srv, "eval");
+    flag = -1;
+    assert_int_equal(dlock_semaphore_release_if_exists(s, 0, &flag), DLOCK_OK);
+    assert_int_equal(flag, 0);
+    assert_int_equal(th_calls(&srv, "evalsha") + th_calls(&srv, "eval"), calls0);
     assert_int_equal(th_int(&srv, "LLEN %s", name), 1);
     assert_int_equal(th_int(&srv, "PTTL %s", name), -1);
     freeReplyObject(th_cmd(&srv, "DEL %s", name));
@@ -734,7 +744,19 @@ static void test_permit_semaphore_lifecycle(void **state)
     assert_int_equal(dlock_permit_semaphore_ttl(p, &ttl), DLOCK_OK);
     assert_true(ttl > 20000 && ttl <= 30000);
     assert_int_equal(dlock_permit_semaphore_expire(p, 0, &flag), DLOCK_OK);
+    assert_int_equal(flag, 1);
     assert_int_equal(th_int(&srv, "PTTL %s", leases), -1);
+    /* Redisson's rule: 1 when either key got the TTL: the count key gone,
+     * the leases alive */
+    freeReplyObject(th_cmd(&srv, "RENAME %s %s:count", name, name));
+    assert_int_equal(dlock_permit_semaphore_expire(p, 30000, &flag), DLOCK_OK);
+    assert_int_equal(flag, 1);
+    assert_true(th_int(&srv, "PTTL %s", leases) > 20000);
+    assert_int_equal(dlock_permit_semaphore_expire(p, 0, &flag), DLOCK_OK);
+    assert_int_equal(flag, 1);
+    assert_int_equal(dlock_permit_semaphore_expire(p, 0, &flag), DLOCK_OK);
+    assert_int_equal(flag, 0);
+    freeReplyObject(th_cmd(&srv, "RENAME %s:count %s", name, name));
     /* another type in the leases key: delete refused, nothing deleted */
     freeReplyObject(th_cmd(&srv, "RENAME %s %s:saved", leases, leases));
     freeReplyObject(th_cmd(&srv, "SET %s x", leases));
@@ -1063,6 +1085,11 @@ static void test_async_forms(void **state)
     assert_int_equal(dlock_semaphore_release_if_exists_async(s, 3, on_done, &d), DLOCK_OK);
     assert_int_equal(await_cb(&d), DLOCK_OK);
     assert_int_equal(d.flag, 1);
+    d.flag = -1;
+    assert_int_equal(dlock_semaphore_release_if_exists_async(s, 0, on_done, &d), DLOCK_OK);
+    assert_int_equal(await_cb(&d), DLOCK_OK);   /* answered, no round trip */
+    assert_int_equal(d.flag, 0);
+    assert_int_equal(d.count, 0);
     assert_int_equal(dlock_semaphore_expire_async(s, 30000, on_done, &d), DLOCK_OK);
     assert_int_equal(await_cb(&d), DLOCK_OK);
     assert_int_equal(dlock_semaphore_ttl_async(s, on_done, &d), DLOCK_OK);

@@ -113,6 +113,14 @@ DLOCK_API const char *dlock_version(void);
 #define DLOCK_WATCHDOG ((int64_t)0)
 /* Wait value: wait as long as it takes. */
 #define DLOCK_WAIT_FOREVER ((int64_t)-1)
+/* Lease value of a permit-expirable semaphore's acquisitions only: a permit
+ * that never expires and is not renewed (Redisson's leaseTime -1: stored
+ * with the score 922337203685477; dlock_permit_semaphore_lease_time answers
+ * -1). It stays taken until released (or the semaphore deleted), whatever
+ * becomes of its holder. Every other call refuses it (DLOCK_EINVAL). Not
+ * Redisson's -1: that was DLOCK_WATCHDOG before 0.2.0, and a program written
+ * then must keep getting DLOCK_EINVAL, not a permit that never comes back. */
+#define DLOCK_NO_EXPIRY INT64_MIN
 
 /* ------------------------------------------------------------- callbacks */
 
@@ -1677,11 +1685,12 @@ DLOCK_API int dlock_semaphore_drain(dlock_semaphore *s, int64_t *drained);
  * was lost (not resent). */
 DLOCK_API int dlock_semaphore_try_set_permits_ttl(dlock_semaphore *s, int64_t permits,
                                                   int64_t ttl_ms, int *was_set);
-/* Releases n permits (1..DLOCK_COUNT_MAX) only when the semaphore exists
+/* Releases n permits (0..DLOCK_COUNT_MAX) only when the semaphore exists
  * (Redisson's releaseIfExists): *released (may be NULL) = 1 when released
  * (the new count is published, waking waiters it can serve), 0 when the
- * semaphore does not exist (nothing is created). DLOCK_EINVAL when n is
- * out of range or the count would pass DLOCK_COUNT_MAX (unchanged);
+ * semaphore does not exist (nothing is created), and 0 for n = 0 without a
+ * round trip (Redisson's; the asynchronous form's callback still runs
+ * once, on the io thread). DLOCK_EINVAL when n is out of range or the count would pass DLOCK_COUNT_MAX (unchanged);
  * DLOCK_EWRONGTYPE; DLOCK_EUNKNOWN when the answer was lost (not resent). */
 DLOCK_API int dlock_semaphore_release_if_exists(dlock_semaphore *s, int64_t n, int *released);
 /* Deletes the semaphore's key (Redisson's delete): *deleted (may be NULL) =
@@ -1691,7 +1700,8 @@ DLOCK_API int dlock_semaphore_release_if_exists(dlock_semaphore *s, int64_t n, i
 DLOCK_API int dlock_semaphore_delete(dlock_semaphore *s, int *deleted);
 /* Gives the semaphore's key a time to live of ttl_ms (1..2^50), or removes
  * it (ttl_ms 0), as Redisson's expire / clearExpire: *existed (may be NULL)
- * = 1 when the key exists. DLOCK_EINVAL for a bad TTL; DLOCK_EWRONGTYPE,
+ * = 1 when the key got the TTL (it exists), or, for 0, had one removed (a
+ * key without a TTL answers 0, as Redis's PERSIST). DLOCK_EINVAL for a bad TTL; DLOCK_EWRONGTYPE,
  * nothing changed, for a key of another type. */
 DLOCK_API int dlock_semaphore_expire(dlock_semaphore *s, int64_t ttl_ms, int *existed);
 /* *ttl_ms = the key's time to live in ms; -1 with none, -2 when the
@@ -1748,7 +1758,9 @@ DLOCK_API int dlock_permit_semaphore_set_lock_delay(dlock_permit_semaphore *p, i
  * characters and a NUL) into id[size], size >= DLOCK_PERMIT_ID_BUFSIZE.
  * lease_ms > 0: the permit goes back to the pool after the lease unless
  * released first. DLOCK_WATCHDOG: held with the watchdog timeout and renewed
- * every timeout / 3 until released, lost, or the client closes. Waiting
+ * every timeout / 3 until released, lost, or the client closes.
+ * DLOCK_NO_EXPIRY: never expires, never renewed (Redisson's permits taken
+ * without a lease; no lock-delay applies to it). Waiting
  * sleeps until a message or the earliest lease's end (a permit that expires
  * comes back without a message), never on a fixed poll. A lost answer is
  * resent safely (the id is fixed per call: a retry cannot take a second
@@ -1812,8 +1824,8 @@ DLOCK_API int dlock_permit_semaphore_add_permits(dlock_permit_semaphore *p, int6
 
 /* Several permits in one call, all or none (Redisson's acquire(permits,
  * lease) and tryAcquire(permits, wait, lease)): takes n permits (1..
- * DLOCK_COUNT_MAX) with the same lease (ms > 0, or DLOCK_WATCHDOG: each
- * renewed by the watchdog), in one script, and writes their ids into
+ * DLOCK_COUNT_MAX) with the same lease (ms > 0, DLOCK_WATCHDOG: each
+ * renewed by the watchdog, or DLOCK_NO_EXPIRY), in one script, and writes their ids into
  * ids[0..n-1] (the caller's array of n buffers; each "" on failure). Waits
  * as long as it takes; a release of k permits wakes the waiters k can serve
  * (Redisson's waiters included). A lost answer is resent safely (the ids
@@ -1877,7 +1889,9 @@ DLOCK_API int dlock_permit_semaphore_permits(dlock_permit_semaphore *p, int64_t 
 DLOCK_API int dlock_permit_semaphore_delete(dlock_permit_semaphore *p, int *deleted);
 /* Gives both keys of the semaphore a time to live of ttl_ms (1..2^50), or
  * removes it (0), as Redisson's expire / clearExpire: *existed (may be NULL)
- * = 1 when the semaphore's key exists. Errors as dlock_semaphore_expire. */
+ * = 1 when either key got the TTL (or, for 0, had one removed): Redisson's
+ * rule, so a semaphore whose count key is gone but whose leases live
+ * answers 1. Errors as dlock_semaphore_expire. */
 DLOCK_API int dlock_permit_semaphore_expire(dlock_permit_semaphore *p, int64_t ttl_ms,
                                             int *existed);
 /* *ttl_ms = the semaphore key's time to live in ms; -1 with none, -2 when

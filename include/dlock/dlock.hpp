@@ -358,6 +358,9 @@ class client {
  * renewed by its watchdog; the default), or a fixed time after which the
  * hold expires by itself. */
 inline constexpr std::chrono::milliseconds watchdog{detail::watchdog_ms};
+/// Lease of a permit_semaphore's permit that never expires (DLOCK_NO_EXPIRY,
+/// Redisson's leaseTime -1); only permit_semaphore's acquisitions take it.
+inline constexpr std::chrono::milliseconds no_expiry{DLOCK_NO_EXPIRY};
 
 namespace detail {
 // A C handle and the client it came from (kept alive: the client closes last).

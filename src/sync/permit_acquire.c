@@ -13,9 +13,12 @@
 #include "sync/permit.h"
 
 /* The lease the script sets for the caller's (ms, or DLOCK_WATCHDOG, checked
- * with the call's options), noted for the auto quarantine. */
+ * with the call's options), noted for the auto quarantine; -1 (the scripts'
+ * "no expiry") for DLOCK_NO_EXPIRY. */
 static int64_t script_lease(dlock_permit_semaphore *p, int64_t lease)
 {
+    if (lease == DLOCK_NO_EXPIRY)
+        return -1;
     int64_t ms = lease == DLOCK_WATCHDOG ? p->h.c->cfg.watchdog_ms : lease;
     dlock__netctx_note_lease(&p->h.c->net, ms);
     return ms;
@@ -142,7 +145,8 @@ static int grab_permit(dlock_permit_semaphore *p, const dlock_wait_opts *opts,
     int rc = dlock__permit_check(p, NULL, NULL);
     dlock_wait_opts o;
     if (rc == DLOCK_OK)
-        rc = dlock__check_opts(opts, DLOCK__TAKES_LEASE, "a permit semaphore", &o);
+        rc = dlock__check_opts(opts, DLOCK__TAKES_LEASE | DLOCK__TAKES_NO_EXPIRY,
+                               "a permit semaphore", &o);
     if (rc == DLOCK_OK && !via && (!id || size < DLOCK_PERMIT_ID_BUFSIZE))
         rc = dlock__fail(DLOCK_EINVAL, "the permit id needs a buffer of %d bytes",
                          DLOCK_PERMIT_ID_BUFSIZE);
@@ -335,7 +339,8 @@ static int grab_list(dlock_permit_semaphore *p, int64_t n, const dlock_wait_opts
         rc = dlock__check_count(n, 1, "permits");
     dlock_wait_opts o;
     if (rc == DLOCK_OK)
-        rc = dlock__check_opts(opts, DLOCK__TAKES_LEASE, "a permit semaphore", &o);
+        rc = dlock__check_opts(opts, DLOCK__TAKES_LEASE | DLOCK__TAKES_NO_EXPIRY,
+                               "a permit semaphore", &o);
     if (rc != DLOCK_OK)
         return rc;
     grab_n g = {.p = p, .lease = o.lease_ms, .n = (size_t)n};

@@ -111,6 +111,7 @@ int dlock__delay_set(int64_t *delay, char *arg, size_t size, const atomic_int *a
  * or token the call does not take, a reserved field not zero. */
 #define DLOCK__TAKES_LEASE 1u
 #define DLOCK__TAKES_TOKEN 2u
+#define DLOCK__TAKES_NO_EXPIRY 4u   /* a lease of DLOCK_NO_EXPIRY (permits) */
 int dlock__check_opts(const dlock_wait_opts *o, unsigned takes, const char *what,
                       dlock_wait_opts *out);
 /* min <= n <= DLOCK_COUNT_MAX (naming `what`). */

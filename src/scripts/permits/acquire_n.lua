@@ -5,7 +5,8 @@
 -- KEYS[1]  the semaphore: a string holding the available permits
 -- KEYS[2]  the leases, {name}:timeout (see acquire.lua)
 -- KEYS[3]  the channel, redisson_sc:{name}
--- ARGV[1]  the lease in ms (the watchdog timeout for watchdog permits)
+-- ARGV[1]  the lease in ms (the watchdog timeout for watchdog permits), or
+--          -1: no expiry (as acquire.lua's)
 -- ARGV[2]  the n permit ids, 16 bytes each, one after the other (n >= 1)
 -- KEYS[4]  (optional) the set dlock_permit_delay:{name} (dlock's own): its
 --          live entries are honoured whenever given, whatever the caller's
@@ -56,7 +57,11 @@ if q then
 end
 --@include permit_sweep.lua
 
-local until_ms = now + tonumber(ARGV[1])
+local lease_ms = tonumber(ARGV[1])
+local until_ms = now + lease_ms
+if lease_ms < 0 then
+  until_ms, wset = NO_EXPIRY, nil
+end
 if redis.call('zscore', leases, ids[1]) then
   for i = 1, n do
     if redis.call('zscore', leases, ids[i]) then
