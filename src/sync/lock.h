@@ -36,13 +36,13 @@ struct dlock_lock {
     void *ud;
     int64_t max_hold;        /* ms; 0: the client's; DLOCK_MAX_HOLD_NONE: none */
     int fence_all;           /* a fenced lock (Redisson's RFencedLock): every acquisition
-                                counts a token (lock_extra.c) */
+                                counts a token (lock_kinds.c) */
     int no_reentry;          /* a non-reentrant lock (Redisson's RedissonNonReentrantLock and
                                 ...FairLock): its holder's acquisition is refused,
-                                DLOCK_EREENTRY (lock_extra.c) */
+                                DLOCK_EREENTRY (lock_kinds.c) */
     int spin;                /* a spin lock (Redisson's RedissonSpinLock): waits subscribe to
                                 nothing and try again after each back-off step (backoff,
-                                under mu; lock_extra.c) */
+                                under mu; lock_kinds.c) */
     dlock_backoff backoff;
     int64_t lock_delay;      /* ms, 0 off; fixed by the first acquisition */
     atomic_int attempted;    /* an acquisition was attempted through it */
@@ -244,8 +244,14 @@ void dlock__holds_extend(dlock__holds *t, const dlock_lock *l, const dlock__owne
 
 /* The owner a call on l acts for (the handle's, or the calling thread's),
  * with its field and per-owner key; dlock__lock_owner_done frees what it
- * allocated. For the calls outside lock.c (lock_extra.c). */
+ * allocated. For the calls outside lock.c (lock_query.c, lock_hold.c). */
 int dlock__lock_owner(const dlock_lock *l, dlock__owner *o);
+/* The same for owner `by` (blen bytes; NULL: the handle's or the calling
+ * thread's). */
+int dlock__lock_owner_by(const dlock_lock *l, const char *by, size_t blen, dlock__owner *o);
+/* A lock call's first checks: the handle, and for an asynchronous call (via)
+ * an explicit owner, since a callback does not run on the thread that asked. */
+int dlock__lock_check_call(const dlock_lock *l, const dlock__via *via);
 void dlock__lock_owner_done(dlock__owner *o);
 /* A new handle of a type for the calling thread (owner NULL) or an explicit
  * owner (checked), as the dlock_*lock_get calls make them. */
