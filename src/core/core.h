@@ -19,8 +19,19 @@
 
 /* ----------------------------------------------------------------- errors */
 
+/* The longest detailed message (dlock_last_error's buffer), with its NUL. */
+#define DLOCK__MSG_MAX 512
 /* Formats the calling thread's detailed message and returns `code`. */
 int dlock__fail(int code, const char *fmt, ...) DLOCK__PRINTF(2, 3);
+/* A failure's message kept across work that may set the thread's message
+ * again (a cleanup after the failure, a best-effort request): kept with
+ * dlock__keep_error, given back with dlock__restore_error (which returns
+ * code), so the caller reads the failure's own words. */
+typedef struct dlock__kept {
+    char msg[DLOCK__MSG_MAX];
+} dlock__kept;
+void dlock__keep_error(dlock__kept *k);
+int dlock__restore_error(const dlock__kept *k, int code);
 /* Clears the calling thread's message (at the start of a public call). */
 void dlock__clear_error(void);
 /* Sets what dlock_last_lost_cause() says on this thread (the watchdog, around

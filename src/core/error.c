@@ -6,10 +6,8 @@
 
 #include "core/core.h"
 
-#define MSG_MAX 512
-
 /* Thread-local: concurrent calls on one client each keep their own message. */
-static _Thread_local char tls_msg[MSG_MAX];
+static _Thread_local char tls_msg[DLOCK__MSG_MAX];
 /* The cause of the loss a lost callback on this thread is reporting. */
 static _Thread_local dlock_lost_cause tls_cause;
 
@@ -90,11 +88,19 @@ int dlock__fail(int code, const char *fmt, ...)
     return code;
 }
 
+void dlock__keep_error(dlock__kept *k) { snprintf(k->msg, sizeof(k->msg), "%s", tls_msg); }
+
+int dlock__restore_error(const dlock__kept *k, int code)
+{
+    snprintf(tls_msg, sizeof(tls_msg), "%s", k->msg);
+    return code;
+}
+
 void dlock__log(const dlock_config *cfg, dlock_log_level lvl, const char *fmt, ...)
 {
     if (!cfg || !cfg->log_fn || lvl > cfg->log_level)
         return;
-    char buf[MSG_MAX];
+    char buf[DLOCK__MSG_MAX];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(buf, sizeof(buf), fmt, ap);

@@ -157,7 +157,7 @@ static int install(dlock__cluster *cl, const dlock__slotmap *m)
 /* Reads the map again: known primaries first, then the seeds. */
 static int refresh_locked(dlock__cluster *cl)
 {
-    char why[512] = "";
+    char why[DLOCK__MSG_MAX] = "";
     size_t off = 0;
     int rc = DLOCK_ECONN;
     dlock__slotmap m;
@@ -477,10 +477,10 @@ static int cl_call(dlock__backend *b, const dlock__req *req, dlock__res *res)
             return rc;
         if (rc == DLOCK_ECONN && !(req->flags & DLOCK__CALL_NO_RETRY)) {
             /* Not sent (else EUNKNOWN): safe to send again, here or elsewhere. */
-            char msg[512];
-            snprintf(msg, sizeof(msg), "%s", dlock_last_error());
+            dlock__kept msg;
+            dlock__keep_error(&msg);
             if (failures++ >= cfg->retry_attempts)
-                return dlock__fail(rc, "%s", msg);
+                return dlock__restore_error(&msg, rc);
             int prc = pause_for_owner(cl, req, slot, n);
             if (prc != DLOCK_OK)
                 return prc;

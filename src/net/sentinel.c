@@ -391,12 +391,12 @@ static int sen_call(dlock__backend *b, const dlock__req *req, dlock__res *res)
          * could not be reached (it may be gone for good): ask the sentinels. */
         if (rc != DLOCK_ECONN && v.next != DLOCK__NEXT_REROUTE)
             return rc;
-        char msg[512];
-        snprintf(msg, sizeof(msg), "%s", dlock_last_error());
+        dlock__kept msg;
+        dlock__keep_error(&msg);
         if (discover(s) == DLOCK_OK && primary(s) != n)
             continue;   /* switched: at once */
         if (failures++ >= cfg->retry_attempts)
-            return dlock__fail(rc, "%s", msg);
+            return dlock__restore_error(&msg, rc);
         /* The pause ends early when the watcher hears of a switch. */
         uint64_t gen = atomic_load(&s->base.generation);
         for (int64_t until = dlock__now_ms() + cfg->retry_delay_ms;

@@ -42,7 +42,6 @@ enum { S_START, S_SENT, S_COMPOSING, S_JOINING, S_SLEEPING, S_GIVING_BACK, S_SET
  * the call's job), at most the command timeout + 1 s (its timer), so that
  * none lands on the caller's next hold of the name. */
 
-#define MSG_MAX 512
 
 /* A give-back in flight: how the call then ends. */
 typedef struct back {
@@ -259,11 +258,11 @@ static int send_req(dlock_client *c, const dlock__op *o, aop *op, dlock__acall_f
 /* Sends o once, best effort, its answer ignored; the message is kept. */
 static void best_effort(dlock_client *c, dlock__op *o)
 {
-    char msg[MSG_MAX];
-    snprintf(msg, sizeof(msg), "%s", dlock_last_error());
+    dlock__kept msg;
+    dlock__keep_error(&msg);
     o->flags |= DLOCK__CALL_NO_RETRY;
     send_req(c, o, NULL, ignore_reply, NULL);
-    dlock__fail(DLOCK_OK, "%s", msg);
+    dlock__restore_error(&msg, DLOCK_OK);
 }
 
 /* A round trip's answer for op: 1 when op is still running (the caller goes
@@ -406,12 +405,12 @@ int dlock__async_run(const dlock__handle *h, const dlock__op_type *t, const void
     }
     dlock__wait_init(&op->w, h, t, op->st, spec);
     if ((rc = launch(op)) != DLOCK_OK) {
-        char msg[MSG_MAX];
-        snprintf(msg, sizeof(msg), "%s", dlock_last_error());
+        dlock__kept msg;
+        dlock__keep_error(&msg);
         if (t->done)
             t->done(op->st, 0);
         unref(op);
-        return dlock__fail(rc, "%s", msg);
+        return dlock__restore_error(&msg, rc);
     }
     return DLOCK_OK;
 }
@@ -429,7 +428,7 @@ static void finish(aop *op, int rc)
     int out = parts_out(op);   /* a composite's round is out: the close */
     dlock__op give_up;
     const dlock__op_type *t = op->w.t;
-    char msg[MSG_MAX];
+    char msg[DLOCK__MSG_MAX];
     snprintf(msg, sizeof(msg), "%s", rc == DLOCK_OK ? "" : dlock_last_error());
     if (dlock__wait_end(&op->w, rc, &give_up)) {
         best_effort(c, &give_up);
@@ -635,7 +634,7 @@ static void attempt_answered(aop *op, int status, dlock__res *res)
             return;
         }
     }
-    char keep[MSG_MAX];
+    char keep[DLOCK__MSG_MAX];
     snprintf(keep, sizeof(keep), "%s", msg);
     finish(op, dlock__given_back(op->w.h, rc, keep, res->acks, DLOCK_ENOTOWNER));
 }

@@ -332,12 +332,12 @@ void dlock__rel_closed(dlock__rel *x)
 {
     if (!x->open)
         return;
-    char msg[512];
-    snprintf(msg, sizeof(msg), "%s", dlock_last_error());
+    dlock__kept msg;
+    dlock__keep_error(&msg);
     dlock__res res;
     dlock__res_init(&res);
     dlock__rel_end(x, DLOCK_ECLOSED, &res);
-    dlock__fail(DLOCK_ECLOSED, "%s", msg);
+    dlock__restore_error(&msg, DLOCK_ECLOSED);
 }
 
 /* What a release's answer means; *outcome for the watchdog. */
@@ -613,10 +613,10 @@ void dlock__acq_closed(dlock__acq *a)
 {
     if (!a->back)
         return;
-    char msg[512];
-    snprintf(msg, sizeof(msg), "%s", dlock_last_error());
+    dlock__kept msg;
+    dlock__keep_error(&msg);
     acq_gave_back(a, DLOCK_ECLOSED, &(dlock__res){.acks = -1});
-    dlock__fail(DLOCK_ECLOSED, "%s", msg);
+    dlock__restore_error(&msg, DLOCK_ECLOSED);
 }
 
 static void acq_done(void *st, int read)

@@ -507,12 +507,12 @@ static int acq_busy_error(void *st, const dlock__busy *b)
                            ml->label, (long long)cl->took_ms, (long long)cl->lease);
     dlock__ml_slot *t = &cl->s[cl->target];
     int rc = dlock__acquire_type.busy_error(&t->a, &t->b);
-    char msg[DLOCK__PART_MSG];
-    snprintf(msg, sizeof(msg), "%s", dlock_last_error());
+    dlock__kept msg;
+    dlock__keep_error(&msg);
     if (ml->red)
         return dlock__fail(rc, "%s: %zu of %zu taken, %zu needed (all released): %s", ml->label,
-                           cl->taken, ml->n, ml->quorum, msg);
-    return dlock__fail(rc, "%s: %s", ml->label, msg);
+                           cl->taken, ml->n, ml->quorum, msg.msg);
+    return dlock__fail(rc, "%s: %s", ml->label, msg.msg);
 }
 
 const dlock__op_type dlock__ml_acquire_type = {.setup = acq_setup,

@@ -126,8 +126,8 @@ static void launch(dlock__parts *k, dlock_client *c, dlock__part *p)
 
 void dlock__parts_run(dlock__parts *k, void (*notify)(void *arg), void *arg)
 {
-    char msg[DLOCK__PART_MSG];
-    snprintf(msg, sizeof(msg), "%s", dlock_last_error());
+    dlock__kept msg;
+    dlock__keep_error(&msg);
     k->notify = notify;
     k->arg = arg;
     k->pending = k->n + 1;   /* and a guard: the round cannot end while it starts */
@@ -157,5 +157,5 @@ void dlock__parts_run(dlock__parts *k, void (*notify)(void *arg), void *arg)
             pthread_cond_wait(&k->cv, &k->mu);
         pthread_mutex_unlock(&k->mu);
     }
-    dlock__fail(DLOCK_OK, "%s", msg);
+    dlock__restore_error(&msg, DLOCK_OK);
 }

@@ -17,12 +17,12 @@
  * close's message stays. */
 static void read_closed(void *st, int (*read)(void *, int, dlock__res *, dlock__busy *))
 {
-    char msg[512];
-    snprintf(msg, sizeof(msg), "%s", dlock_last_error());
+    dlock__kept msg;
+    dlock__keep_error(&msg);
     dlock__res res;
     dlock__res_init(&res);
     read(st, DLOCK_ECLOSED, &res, NULL);
-    dlock__fail(DLOCK_ECLOSED, "%s", msg);
+    dlock__restore_error(&msg, DLOCK_ECLOSED);
 }
 
 /* ------------------------------------------------------------ one permit */

@@ -75,13 +75,13 @@ int dlock__given_back(const dlock__handle *h, int why, const char *msg, int acks
  * the caller's message. */
 static void best_effort(dlock_client *c, dlock__op *op)
 {
-    char msg[512];
-    snprintf(msg, sizeof(msg), "%s", dlock_last_error());
+    dlock__kept msg;
+    dlock__keep_error(&msg);
     op->flags |= DLOCK__CALL_NO_RETRY;
     dlock__res res;
     if (dlock__op_call(c, op, NULL, &res) == DLOCK_OK)
         freeReplyObject(res.r);
-    dlock__fail(DLOCK_OK, "%s", msg);
+    dlock__restore_error(&msg, DLOCK_OK);
 }
 
 /* Gives a success back (dlock__answer's *back): what gave_back said. */
@@ -143,9 +143,9 @@ static int attempt(const dlock__handle *h, const dlock__op_type *t, void *st, dl
     if (t->acquires && (rc == DLOCK_OK || back))
         last_acks = res.acks;
     if (back) {
-        char msg[512];
-        snprintf(msg, sizeof(msg), "%s", dlock_last_error());
-        rc = dlock__given_back(h, rc, msg, res.acks, give_back(h, t, st));
+        dlock__kept msg;
+        dlock__keep_error(&msg);
+        rc = dlock__given_back(h, rc, msg.msg, res.acks, give_back(h, t, st));
     }
     return rc;
 }
@@ -184,11 +184,11 @@ int dlock__run(const dlock__handle *h, const dlock__op_type *t, void *st,
     if (dlock__wait_end(&w, rc, &op)) {
         best_effort(h->c, &op);
     } else if (t->compose && rc != DLOCK_OK && w.seen_busy) {
-        char msg[512];
-        snprintf(msg, sizeof(msg), "%s", dlock_last_error());
+        dlock__kept msg;
+        dlock__keep_error(&msg);
         dlock__busy gb = {.ttl = -1};
         compose(t, st, 0, &gb, rc);   /* best effort */
-        dlock__fail(rc, "%s", msg);
+        dlock__restore_error(&msg, rc);
     }
     if (res) {
         *res = (dlock__result){.count = -1, .busied = busied};

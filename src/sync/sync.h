@@ -277,7 +277,7 @@ typedef dlock_async_result dlock__result;
  * client in one write per node), and, only when the caller blocks on that
  * very io thread (a dlock callback, a program's loop), by the blocking
  * driver right there. No thread is started. */
-#define DLOCK__PART_MSG 512
+#define DLOCK__PART_MSG DLOCK__MSG_MAX
 typedef struct dlock__op_type dlock__op_type;
 typedef struct dlock__part {
     const dlock__handle *h;
