@@ -1,0 +1,369 @@
+"""The synchronizers without a per-thread owner: Semaphore, PermitSemaphore,
+Latch, and Election (whose handle campaigns as an owner id of its own). One C
+handle per Python object, usable from any thread or task."""
+
+from ctypes import byref, c_int, c_int64, c_uint64, c_void_p, create_string_buffer, pointer
+
+from . import _lib
+from ._client import Leader
+from ._core import Cancel, Ptr, call, forget, lease_ms, ms, opts, run_wait, wait_async, wait_ms
+from ._errors import InvalidArgument
+from ._lib import ETIMEDOUT, OK, encode, lib, make_error
+
+_ID = _lib.PERMIT_ID_BUFSIZE
+
+
+def _int(v, what):
+    if isinstance(v, bool) or not isinstance(v, int) or not -2**63 <= v < 2**63:
+        raise InvalidArgument("%s must be an integer, not %r" % (what, v))
+    return v
+
+
+def _answer(op, timeout_value=False):
+    """An asynchronous wait's outcome: its value, timeout_value at the
+    deadline, or the error raised."""
+    if op.status == OK:
+        return op.value
+    if op.status == ETIMEDOUT:
+        return timeout_value
+    raise make_error(op.status, op.msg)
+
+
+class _Single:
+    """One C handle for the object's life."""
+
+    _get = _free = None
+    _what = ""
+
+    def __init__(self, client, name):
+        self._client = client
+        self._name = encode(name)
+        p = c_void_p()
+        call(client, self._get, client._ptr, self._name, byref(p))
+        self._h = Ptr(p.value, self._free, client)
+
+    @property
+    def name(self):
+        return self._name.decode("utf-8", "surrogateescape")
+
+    @property
+    def client(self):
+        return self._client
+
+    def __repr__(self):
+        return "<dlock %s %r>" % (self._what, self.name)
+
+    def _q(self, fn, ctype, *args):
+        out = ctype()
+        call(self._client, fn, self._h.ptr, *args, byref(out))
+        return out.value
+
+    def _async(self, start, keep=(), extract=None, undo=None, cancel=None):
+        return wait_async(self._client, start, (self._h,) + tuple(keep), extract, undo, cancel)
+
+
+def _wait_opts(w, cancel, lease=0, token=None):
+    """NULL for one attempt, else the options (a pointer to them)."""
+    if w == 0 and cancel is None and lease == 0 and token is None:
+        return None
+    return byref(opts(w, lease, cancel, token))
+
+
+class Semaphore(_Single):
+    """Redisson's RSemaphore: permits nobody owns (any thread or process may
+    release). with s: takes and gives back one permit."""
+
+    _get, _free, _what = lib.dlock_semaphore_get, lib.dlock_semaphore_free, "semaphore"
+
+    def try_set_permits(self, permits):
+        """Sets the permits only when the semaphore does not exist; True when set."""
+        return bool(self._q(lib.dlock_semaphore_try_set_permits, c_int, _int(permits, "permits")))
+
+    def set_permits(self, permits):
+        call(self._client, lib.dlock_semaphore_set_permits, self._h.ptr, _int(permits, "permits"))
+
+    def add_permits(self, delta):
+        call(self._client, lib.dlock_semaphore_add_permits, self._h.ptr, _int(delta, "delta"))
+
+    def acquire(self, permits=1, timeout=None, *, blocking=True):
+        """Takes `permits` permits; True, or False when the wait ran out."""
+        wait, n, sp = wait_ms(blocking, timeout), _int(permits, "permits"), self._h.ptr
+
+        def direct(w, cancel):
+            return lib.dlock_semaphore_acquire_opts(sp, n, _wait_opts(w, cancel)), None
+        return run_wait(self._client, wait, direct,
+                        lambda _v: lib.dlock_semaphore_release(sp, n))[0]
+
+    def release(self, permits=1):
+        call(self._client, lib.dlock_semaphore_release, self._h.ptr, _int(permits, "permits"))
+
+    def available(self):
+        return self._q(lib.dlock_semaphore_available, c_int64)
+
+    def drain(self):
+        """Takes every available permit; how many there were."""
+        return self._q(lib.dlock_semaphore_drain, c_int64)
+
+    def delete(self):
+        return bool(self._q(lib.dlock_semaphore_delete, c_int))
+
+    def __enter__(self):
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
+
+    async def acquire_async(self, permits=1, timeout=None, *, blocking=True):
+        wait, n, sp, c = wait_ms(blocking, timeout), _int(permits, "permits"), self._h.ptr, \
+            self._client
+        cancel = Cancel()
+        o = opts(wait, 0, cancel.ptr)
+
+        def undo(_v):
+            forget(c, lambda fn, k: lib.dlock_semaphore_release_async(sp, n, fn, k), (self._h,))
+        op = await self._async(lambda fn, k: lib.dlock_semaphore_acquire_async(sp, n, byref(o),
+                                                                               fn, k),
+                               (cancel, o), lambda _r: True, undo, cancel)
+        return _answer(op)
+
+    async def release_async(self, permits=1):
+        n = _int(permits, "permits")
+        _answer(await self._async(lambda fn, k: lib.dlock_semaphore_release_async(
+            self._h.ptr, n, fn, k)))
+
+    async def __aenter__(self):
+        await self.acquire_async()
+        return self
+
+    async def __aexit__(self, *exc):
+        await self.release_async()
+
+
+class PermitSemaphore(_Single):
+    """Redisson's RPermitExpirableSemaphore: each permit has an id (a str of
+    32 hex characters) and a lease (None: renewed by the watchdog)."""
+
+    _get, _free = lib.dlock_permit_semaphore_get, lib.dlock_permit_semaphore_free
+    _what = "permit_semaphore"
+
+    def __init__(self, client, name, lock_delay=None):
+        super().__init__(client, name)
+        if lock_delay is not None:
+            call(client, lib.dlock_permit_semaphore_set_lock_delay, self._h.ptr,
+                 ms(lock_delay, "lock_delay"))
+
+    def try_set_permits(self, permits):
+        return bool(self._q(lib.dlock_permit_semaphore_try_set_permits, c_int,
+                            _int(permits, "permits")))
+
+    def set_total(self, permits):
+        call(self._client, lib.dlock_permit_semaphore_set_total, self._h.ptr,
+             _int(permits, "permits"))
+
+    def add_permits(self, delta):
+        call(self._client, lib.dlock_permit_semaphore_add_permits, self._h.ptr,
+             _int(delta, "delta"))
+
+    def acquire(self, timeout=None, lease=None, *, blocking=True):
+        """Takes a permit: its id, or None when the wait ran out."""
+        wait, lease_v, pp = wait_ms(blocking, timeout), lease_ms(lease), self._h.ptr
+        buf = create_string_buffer(_ID)
+
+        def direct(w, cancel):
+            rc = lib.dlock_permit_semaphore_acquire_opts(pp, byref(opts(w, lease_v, cancel)),
+                                                         buf, _ID)
+            return rc, buf.value.decode() if rc == OK else None
+        ok, pid = run_wait(self._client, wait, direct,
+                           lambda pid: lib.dlock_permit_semaphore_release(pp, pid.encode()))
+        return pid if ok else None
+
+    def release(self, permit_id):
+        """Gives permit `permit_id` back (NotOwnerError: unknown or expired)."""
+        call(self._client, lib.dlock_permit_semaphore_release, self._h.ptr,
+             encode(permit_id, "permit id"))
+
+    def try_release(self, permit_id):
+        return bool(self._q(lib.dlock_permit_semaphore_try_release, c_int,
+                            encode(permit_id, "permit id")))
+
+    def update_lease(self, permit_id, lease):
+        """A new lease from now (None: renewed by the watchdog)."""
+        call(self._client, lib.dlock_permit_semaphore_update_lease, self._h.ptr,
+             encode(permit_id, "permit id"), lease_ms(lease))
+
+    def lease_time(self, permit_id):
+        """Seconds left on the permit's lease (math.inf: held without one)."""
+        v = self._q(lib.dlock_permit_semaphore_lease_time, c_int64, encode(permit_id, "permit id"))
+        return float("inf") if v == -1 else v / 1000.0
+
+    def available(self):
+        n, held = c_int64(), c_int64()
+        call(self._client, lib.dlock_permit_semaphore_available, self._h.ptr, byref(n),
+             byref(held))
+        return n.value
+
+    def acquired(self):
+        """Permits held under a lease now."""
+        n, held = c_int64(), c_int64()
+        call(self._client, lib.dlock_permit_semaphore_available, self._h.ptr, byref(n),
+             byref(held))
+        return held.value
+
+    def delete(self):
+        return bool(self._q(lib.dlock_permit_semaphore_delete, c_int))
+
+    async def acquire_async(self, timeout=None, lease=None, *, blocking=True):
+        wait, pp, c = wait_ms(blocking, timeout), self._h.ptr, self._client
+        cancel = Cancel()
+        o = opts(wait, lease_ms(lease), cancel.ptr)
+
+        def undo(pid):
+            b = pid.encode()
+            forget(c, lambda fn, k: lib.dlock_permit_semaphore_release_async(pp, b, fn, k),
+                   (self._h,))
+        op = await self._async(lambda fn, k: lib.dlock_permit_semaphore_acquire_async(
+            pp, byref(o), fn, k), (cancel, o),
+            lambda res: lib.dlock_async_permit_id(res).decode(), undo, cancel)
+        return _answer(op, None)
+
+    async def release_async(self, permit_id):
+        b = encode(permit_id, "permit id")
+        _answer(await self._async(lambda fn, k: lib.dlock_permit_semaphore_release_async(
+            self._h.ptr, b, fn, k)))
+
+
+class Latch(_Single):
+    """Redisson's RCountDownLatch."""
+
+    _get, _free, _what = lib.dlock_latch_get, lib.dlock_latch_free, "latch"
+
+    def try_set_count(self, count):
+        """Sets the count only at zero; True when set."""
+        return bool(self._q(lib.dlock_latch_try_set_count, c_int, _int(count, "count")))
+
+    def count_down(self):
+        call(self._client, lib.dlock_latch_count_down, self._h.ptr)
+
+    def count(self):
+        return self._q(lib.dlock_latch_count, c_int64)
+
+    def delete(self):
+        return bool(self._q(lib.dlock_latch_delete, c_int))
+
+    def wait(self, timeout=None):
+        """Waits until the count is zero: True, or False when the wait ran out."""
+        lp = self._h.ptr
+
+        def direct(w, cancel):
+            return lib.dlock_latch_await_opts(lp, _wait_opts(w, cancel)), None
+        return run_wait(self._client, wait_ms(True, timeout), direct, None)[0]
+
+    async def wait_async(self, timeout=None):
+        cancel = Cancel()
+        o = opts(wait_ms(True, timeout), 0, cancel.ptr)
+        op = await self._async(lambda fn, k: lib.dlock_latch_await_async(self._h.ptr, byref(o),
+                                                                         fn, k),
+                               (cancel, o), lambda _r: True, None, cancel)
+        return _answer(op)
+
+    async def count_down_async(self):
+        _answer(await self._async(lambda fn, k: lib.dlock_latch_count_down_async(self._h.ptr,
+                                                                                 fn, k)))
+
+
+class Election(_Single):
+    """Leader election: campaign() until elected (a term, which fences writes
+    like a token), resign(); observers read leader() and await_change().
+    The handle campaigns as an owner id of its own, from any thread.
+    with e: campaigns (waiting as long as it takes) and resigns at the end."""
+
+    _get, _free, _what = lib.dlock_election_get, lib.dlock_election_free, "election"
+
+    def __init__(self, client, name, lock_delay=None, max_hold=None):
+        super().__init__(client, name)
+        if lock_delay is not None:
+            call(client, lib.dlock_election_set_lock_delay, self._h.ptr,
+                 ms(lock_delay, "lock_delay"))
+        if max_hold is not None:
+            call(client, lib.dlock_election_set_max_hold, self._h.ptr, ms(max_hold, "max_hold"))
+
+    def campaign(self, timeout=None, *, blocking=True):
+        """Leads: the term, or None when the wait ran out."""
+        ep, tok = self._h.ptr, c_uint64()
+
+        def direct(w, cancel):
+            rc = lib.dlock_election_campaign(ep, byref(opts(w, 0, cancel, pointer(tok))))
+            return rc, tok.value
+        ok, term = run_wait(self._client, wait_ms(blocking, timeout), direct,
+                            lambda _v: lib.dlock_election_resign(ep))
+        return term if ok else None
+
+    def resign(self):
+        call(self._client, lib.dlock_election_resign, self._h.ptr)
+
+    @property
+    def term(self):
+        """The term this handle leads in, 0 when it does not."""
+        return lib.dlock_election_term(self._h.ptr)
+
+    def leader(self):
+        """Leader(term, who) now; term 0 (who "") when nobody leads."""
+        term, who = c_uint64(), create_string_buffer(512)
+        call(self._client, lib.dlock_election_leader, self._h.ptr, byref(term), who, 512)
+        return Leader(term.value, who.value.decode("utf-8", "replace"))
+
+    def await_change(self, known, timeout=None):
+        """Waits until the leader's term differs from `known`: the new
+        Leader (term 0: none), or None when the wait ran out."""
+        ep, known = self._h.ptr, _int(known, "known")
+        term, who = c_uint64(), create_string_buffer(512)
+
+        def direct(w, cancel):
+            rc = lib.dlock_election_await_change(ep, known, _wait_opts(w, cancel), byref(term),
+                                                 who, 512)
+            return rc, Leader(term.value, who.value.decode("utf-8", "replace"))
+        ok, leader = run_wait(self._client, wait_ms(True, timeout), direct, None)
+        return leader if ok else None
+
+    def __enter__(self):
+        self.campaign()
+        return self
+
+    def __exit__(self, *exc):
+        self.resign()
+
+    async def campaign_async(self, timeout=None, *, blocking=True):
+        ep, c = self._h.ptr, self._client
+        cancel = Cancel()
+        o = opts(wait_ms(blocking, timeout), 0, cancel.ptr)
+
+        def undo(_v):
+            forget(c, lambda fn, k: lib.dlock_election_resign_async(ep, fn, k), (self._h,))
+        op = await self._async(lambda fn, k: lib.dlock_election_campaign_async(ep, byref(o),
+                                                                               fn, k),
+                               (cancel, o), lib.dlock_async_token, undo, cancel)
+        return _answer(op, None)
+
+    async def resign_async(self):
+        _answer(await self._async(lambda fn, k: lib.dlock_election_resign_async(self._h.ptr,
+                                                                                fn, k)))
+
+    async def await_change_async(self, known, timeout=None):
+        known = _int(known, "known")
+        cancel = Cancel()
+        o = opts(wait_ms(True, timeout), 0, cancel.ptr)
+
+        def extract(res):
+            t = lib.dlock_async_text(res)
+            return Leader(lib.dlock_async_token(res), t.decode("utf-8", "replace") if t else "")
+        op = await self._async(lambda fn, k: lib.dlock_election_await_change_async(
+            self._h.ptr, known, byref(o), fn, k), (cancel, o), extract, None, cancel)
+        return _answer(op, None)
+
+    async def __aenter__(self):
+        await self.campaign_async()
+        return self
+
+    async def __aexit__(self, *exc):
+        await self.resign_async()
