@@ -307,6 +307,9 @@ def _on_async(res, key):
             op.msg = m.decode("utf-8", "replace") if m else ""
         if op.loop is None:
             return
+        if st == OK and op.undo is not None and (op.abandoned or op.fut.cancelled()):
+            _give_back(op)            # nobody waits: no need for the loop to run
+            return
         try:
             op.loop.call_soon_threadsafe(_resolve, op)
         except RuntimeError:          # the loop is closed: nobody will take it

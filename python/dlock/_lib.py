@@ -245,7 +245,7 @@ def _load():
         raise ImportError(
             "dlock: cannot load libdlock (tried %s): install the library (the Debian "
             "package libdlock%d, or make install then ldconfig) or point DLOCK_LIBRARY "
-            "at libdlock.so" % ("; ".join(tried), LIB_MAJOR, LIB_MAJOR))
+            "at libdlock.so" % ("; ".join(tried), LIB_MAJOR))
     missing = []
     for name, (res, args) in _PROTOS.items():
         try:

@@ -1,0 +1,406 @@
+"""Every type through the binding, on a real redis-server: what a user checks."""
+
+import builtins
+import gc
+import logging
+import os
+import threading
+import time
+import zlib
+
+import pytest
+
+import dlock
+from conftest import Server, until, within
+
+
+def in_thread(fn, *args):
+    """fn(*args) on another thread (another owner); its result or exception."""
+    out = {}
+
+    def run():
+        try:
+            out["v"] = fn(*args)
+        except BaseException as e:
+            out["e"] = e
+    t = threading.Thread(target=run)
+    t.start()
+    t.join(within(30))
+    assert not t.is_alive()
+    if "e" in out:
+        raise out["e"]
+    return out["v"]
+
+
+def test_lock_reentrant_held_released(client, name, r):
+    l = client.lock(name)
+    assert not l.locked() and not l.held() and l.hold_count == 0 and l.ttl is None
+    assert l.acquire() is True
+    assert l.acquire(timeout=0) is True              # reentrant
+    assert l.held() and l.locked() and l.hold_count == 2
+    assert 2.0 < l.ttl <= 3.0                        # watchdog=3.0 seconds
+    owner = l.owner
+    assert r.hgetall(name) == {owner.encode(): b"2"}  # Redisson's hash: owner -> count
+    l.release()
+    assert l.hold_count == 1
+    l.release()
+    assert not l.locked() and r.exists(name) == 0
+    with pytest.raises(dlock.NotOwnerError) as ei:
+        l.release()
+    assert isinstance(ei.value, RuntimeError)        # as threading.Lock.release
+    assert ei.value.errname == "DLOCK_ENOTOWNER" and ei.value.code == -4
+    assert name in str(ei.value)
+
+
+def test_with_statement(client, name):
+    l = client.lock(name)
+    with l as got:
+        assert got is l and l.held()
+    assert not l.locked()
+    with pytest.raises(ZeroDivisionError):           # the block's error wins; released
+        with l:
+            1 / 0
+    assert not l.locked()
+
+
+def test_timeout_blocking_lease_in_seconds(client, other, name, r):
+    l = client.lock(name)
+    assert other.lock(name).acquire()                # another owner holds it
+    t0 = time.monotonic()
+    assert l.acquire(timeout=0.3) is False
+    took = time.monotonic() - t0
+    assert 0.29 <= took < 0.3 + within(1.0)
+    assert l.acquire(blocking=False) is False
+    with pytest.raises(ValueError):
+        l.acquire(blocking=False, timeout=1)
+    with pytest.raises(dlock.InvalidArgument):
+        l.acquire(timeout=-2)
+    other.lock(name).release()
+    assert l.acquire(lease=0.6)
+    assert 0 < r.pttl(name) <= 600
+    assert until(lambda: r.exists(name) == 0, 3.0)  # the lease ends it: never renewed
+    with pytest.raises(dlock.NotOwnerError):
+        l.release()
+    with pytest.raises(dlock.InvalidArgument):
+        l.acquire(lease=0)
+
+
+def test_default_lease_and_extend(client, name, r):
+    l = client.lock(name, lease=2.0)
+    with l:
+        assert 1000 < r.pttl(name) <= 2000
+        l.extend(10)
+        assert 9000 < r.pttl(name) <= 10000
+    w = client.lock(name)
+    with w, pytest.raises(dlock.InvalidArgument):
+        w.extend(5)                                   # a watchdog hold cannot be leased
+
+
+def test_another_thread_is_another_owner(client, name):
+    l = client.lock(name)
+    with l:
+        assert in_thread(l.held) is False
+        assert in_thread(lambda: l.acquire(timeout=0.1)) is False
+        with pytest.raises(dlock.NotOwnerError):
+            in_thread(l.release)
+        assert l.held()
+
+
+def test_fair_lock_turns_in_arrival_order(client, name, r):
+    f = client.fair_lock(name)
+    got = []
+    f.acquire()
+    threads = []
+    for i in range(3):
+        def wait(i=i):
+            with client.fair_lock(name):
+                got.append(i)
+        t = threading.Thread(target=wait)
+        t.start()
+        threads.append(t)
+        assert until(lambda: r.llen("redisson_lock_queue:{%s}" % name) == i + 1)  # queued
+    f.release()
+    for t in threads:
+        t.join(within(20))
+    assert got == [0, 1, 2]
+
+
+def test_fenced_lock_tokens_grow(client, name, r):
+    f = client.fenced_lock(name)
+    assert f.token is None
+    tokens = []
+    for _ in range(3):
+        with f:
+            tokens.append(f.token)
+            assert f.last_token() == f.token
+    assert tokens == sorted(tokens) and len(set(tokens)) == 3
+    assert int(r.get("redisson_lock_token:{%s}" % name)) == tokens[-1]
+    with f:   # a fenced write: the older token is refused once a newer one wrote
+        client.fence_set(f.token, name + ":data", "new")
+    with pytest.raises(dlock.FencedError):
+        client.fence_set(tokens[0], name + ":data", "stale")
+    assert r.get(name + ":data") == b"new"
+    assert client.fence_guard(name + ":data") == f.token
+
+
+def test_read_write_lock(client, name, r):
+    rw = client.read_write_lock(name)
+    with rw.read:
+        assert in_thread(lambda: rw.read.acquire(timeout=0))        # readers share
+        assert in_thread(lambda: rw.write.acquire(timeout=0.1)) is False
+        with pytest.raises(dlock.DeadlockError) as ei:               # a reader asks to write
+            rw.write.acquire(timeout=0)
+        assert isinstance(ei.value, RuntimeError)
+        assert r.hget(name, "mode") == b"read"
+    assert rw.read.locked()                                          # the thread's read hold
+    with pytest.raises(dlock.NotOwnerError):
+        rw.read.release()                                            # not this thread's
+    rw.read.force_release()
+    with rw.write:
+        assert r.hget(name, "mode") == b"write"
+        assert in_thread(lambda: rw.read.acquire(timeout=0.1)) is False
+        with rw.read:                                                # a writer may read
+            assert rw.read.held()
+    assert not rw.write.locked()
+
+
+def test_semaphore(client, name, r):
+    s = client.semaphore(name)
+    assert s.try_set_permits(3) is True
+    assert s.try_set_permits(5) is False
+    assert s.acquire(2) is True
+    assert s.available() == 1 and r.get(name) == b"1"
+    t0 = time.monotonic()
+    assert s.acquire(2, timeout=0.2) is False
+    assert time.monotonic() - t0 >= 0.19
+    threading.Timer(0.2, s.release, (2,)).start()
+    assert s.acquire(3, timeout=within(5)) is True                  # woken by the release
+    s.release(3)
+    with s:
+        assert s.available() == 2
+    assert s.drain() == 3 and s.available() == 0
+    s.add_permits(1)
+    assert s.available() == 1
+    with pytest.raises(dlock.InvalidArgument):
+        s.acquire(0)
+    assert s.delete() is True
+
+
+def test_permit_semaphore(client, name, r):
+    p = client.permit_semaphore(name)
+    assert p.try_set_permits(2)
+    a = p.acquire()                                  # watchdog permit
+    b = p.acquire(lease=0.5)
+    assert len(a) == 32 and all(ch in "0123456789abcdef" for ch in a) and a != b
+    assert p.available() == 0 and p.acquired() == 2
+    assert p.acquire(timeout=0.1) is None
+    assert 0 < p.lease_time(b) <= 0.5
+    c = p.acquire(timeout=within(5))                 # b's lease ends: its permit comes back
+    assert c is not None
+    with pytest.raises(dlock.NotOwnerError):
+        p.release(b)                                 # expired
+    assert p.try_release(b) is False
+    p.update_lease(c, 30)
+    assert 29 < p.lease_time(c) <= 30
+    p.release(a)
+    p.release(c)
+    assert p.available() == 2
+    with pytest.raises(dlock.InvalidArgument):
+        p.release("not-an-id")
+
+
+def test_latch(client, name):
+    d = client.latch(name)
+    assert d.try_set_count(2) is True and d.try_set_count(3) is False
+    assert d.count() == 2
+    assert d.wait(0.1) is False
+    for k in (0.1, 0.2):
+        threading.Timer(k, client.latch(name).count_down).start()
+    t0 = time.monotonic()
+    assert d.wait(within(5)) is True
+    assert time.monotonic() - t0 >= 0.15
+    assert d.count() == 0 and d.wait(0) is True
+
+
+def test_multi_lock_all_or_nothing(client, name, r):
+    a, b, c = (client.lock("%s:%s" % (name, x)) for x in "abc")
+    m = client.multi_lock([a, b])
+    with m:
+        assert a.held() and b.held()
+        other = client.multi_lock([client.lock("%s:c" % name), client.lock("%s:b" % name)])
+        assert in_thread(lambda: other.acquire(timeout=0.2)) is False
+        assert not c.locked()                        # nothing held while it waited
+    assert not a.locked() and not b.locked()
+    with pytest.raises(dlock.InvalidArgument):
+        client.multi_lock([a, a])
+
+
+def test_red_lock_majority():
+    servers = [Server() for _ in range(3)]
+    clients = []
+    try:
+        clients = [dlock.Client(s.url, watchdog=3.0) for s in servers]
+        rl = clients[0].red_lock([c.lock("py:red") for c in clients])
+        servers[2].stop()                            # a majority is still there
+        with rl:
+            assert [s.redis().exists("py:red") for s in servers[:2]] == [1, 1]
+        assert [s.redis().exists("py:red") for s in servers[:2]] == [0, 0]
+        with pytest.raises(dlock.InvalidArgument):
+            clients[0].red_lock([clients[0].lock("x"), clients[1].lock("x")])
+    finally:
+        for c in clients:
+            c.close()
+        for s in servers:
+            s.stop()
+
+
+def test_election(client, name):
+    e = client.election(name)
+    observer = client.election(name)
+    assert e.leader().term == 0
+    term = e.campaign()
+    assert term and e.term == term
+    lead = observer.leader()
+    assert lead.term == term and str(os.getpid()) in lead.who
+    assert client.election(name).campaign(timeout=0.1) is None      # one leader
+    threading.Timer(0.2, e.resign).start()
+    change = observer.await_change(term, timeout=within(5))
+    assert change is not None and change.term == 0
+    with e:
+        assert e.term > term                                      # terms only grow
+    assert observer.await_change(0, timeout=0) is None
+
+
+def test_errors_map_to_builtins(client, name, r, url):
+    with pytest.raises(dlock.InvalidArgument) as ei:
+        client.lock("")
+    assert isinstance(ei.value, ValueError)
+    with pytest.raises(ValueError):
+        client.lock("a\0b")
+    with pytest.raises(dlock.NameTooLong) as ei:
+        client.lock("x" * 5000)
+    assert isinstance(ei.value, ValueError) and ei.value.errname == "DLOCK_ENAMETOOLONG"
+    r.set(name, "not a lock")
+    with pytest.raises(dlock.WrongTypeError):
+        client.lock(name).acquire()
+    assert r.get(name) == b"not a lock"                          # left as it was
+    with pytest.raises(dlock.InvalidArgument):
+        dlock.Client("http://nowhere")
+    with socketless_port() as port:
+        with pytest.raises(dlock.ConnectionError) as ei:
+            dlock.Client("redis://127.0.0.1:%d" % port, connect_timeout=1, retry=(0, 0.1))
+    assert isinstance(ei.value, builtins.ConnectionError)
+    assert "127.0.0.1:%d" % port in str(ei.value)
+    with pytest.raises(TypeError):
+        dlock.Client(url, no_such_option=1)
+
+
+class socketless_port:
+    """A loopback port nothing listens on."""
+
+    def __enter__(self):
+        import socket
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        self.s = s
+        return s.getsockname()[1]
+
+    def __exit__(self, *exc):
+        self.s.close()
+
+
+def test_collected_handle_keeps_its_hold(url, name, r):
+    with dlock.Client(url, watchdog=1.0) as c:
+        l = c.lock(name)
+        l.acquire()
+        owner = l.owner
+        del l
+        gc.collect()
+        time.sleep(1.5)                  # past the watchdog timeout: renewed all along
+        assert r.hgetall(name) == {owner.encode(): b"1"}
+        again = c.lock(name)             # the owner is the thread, not the object
+        assert again.held()
+        again.release()
+        assert r.exists(name) == 0
+
+
+def test_on_lost_called_safely(url, name, r, caplog):
+    seen = []
+    with dlock.Client(url, watchdog=3.0) as c:
+        @c.on_lost
+        def boom(ev):
+            raise RuntimeError("callback failure")
+        c.on_lost(seen.append)
+        l = c.lock(name)
+        l.acquire()
+        with caplog.at_level(logging.ERROR, logger="dlock"):
+            r.delete(name)                           # someone else deletes it
+            assert until(lambda: seen, 5.0)
+        ev = seen[0]
+        assert ev.name == name and ev.owner == l.owner
+        assert ev.reason == dlock.LostReason.GONE and ev.cause
+        assert any("callback failure" in rec.getMessage() or
+                   (rec.exc_info and "callback failure" in str(rec.exc_info[1]))
+                   for rec in caplog.records)
+        with pytest.raises(dlock.NotOwnerError):
+            l.release()
+        c.ping()                                     # the client goes on
+
+
+def test_close_ends_waits(url, name):
+    c = dlock.Client(url)
+    holder = c.lock(name)
+    holder.acquire()
+    out = {}
+
+    def wait():
+        try:
+            c.lock(name).acquire()
+        except dlock.Error as e:
+            out["e"] = e
+    t = threading.Thread(target=wait)
+    t.start()
+    time.sleep(0.2)
+    c.close()
+    t.join(within(10))
+    assert not t.is_alive() and isinstance(out.get("e"), dlock.ClosedError)
+    with pytest.raises(dlock.ClosedError):
+        holder.acquire()
+    assert c.closed
+    c.close()                                        # idempotent
+
+
+def test_fork_child_gets_a_clear_error(client, name, url, r):
+    l = client.lock(name)
+    pid = os.fork()
+    if pid == 0:                                     # the child
+        code = 1
+        try:
+            l.acquire()
+        except dlock.ForkError as e:
+            code = 2 if "fork" in str(e) and isinstance(e, RuntimeError) else 3
+        if code == 2:
+            try:
+                with dlock.Client(url) as own, own.lock(name + ":child"):
+                    code = 0
+            except Exception:
+                code = 4
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(status) == 0
+    with l:                                          # the parent's client still works
+        assert r.exists(name) == 1
+
+
+def test_stats_stripes_ids(client, name):
+    before = client.stats()["acquisitions"]
+    with client.lock(name):
+        pass
+    s = client.stats()
+    assert s["acquisitions"] == before + 1 and "gone" in s["lost"]
+    assert dlock.stripe_name("orders", "abc", 16) == "orders:segment:%d" % (
+        zlib.crc32(b"abc") % 16)
+    assert dlock.stripe_name("orders", 42, 16) == "orders:segment:10"
+    assert client.owner_id.startswith(client.id + ":")
+    assert client.new_owner_id() != client.owner_id
+    client.ping()
