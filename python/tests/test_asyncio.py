@@ -114,9 +114,9 @@ def test_a_grant_for_a_cancelled_task_is_given_back(client, other, name, r):
 
 def test_waiting_tasks_cost_no_thread(client, other, name):
     h = other.lock(name)
-    h.acquire()
 
     async def main():
+        await h.acquire_async()          # held by this task (the owner inside asyncio)
         threads = threading.active_count()
         l = client.lock(name)
         order = []
