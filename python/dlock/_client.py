@@ -13,7 +13,7 @@ import weakref
 from ctypes import byref, c_int, c_int64, c_uint64, c_void_p, create_string_buffer, sizeof
 
 from . import _core, _lib
-from ._core import Owner, Ptr, call, check_fork, in_callback, ms, owner_context
+from ._core import Owner, call, check_fork, in_callback, ms, owner_context
 from ._errors import InvalidArgument
 from ._lib import encode, lib
 
@@ -189,6 +189,7 @@ class Client:
         self._lost_fns = [on_lost] if on_lost is not None else []
         self._close_mu = threading.Lock()
         self._key = next(_core._seq)
+        self._cmd_timeout = options.get("command_timeout") or 3.0   # the C default
         unknown = set(options) - set(_OPTIONS)
         if unknown:
             raise TypeError("Client() got unknown option(s): %s" % ", ".join(sorted(unknown)))
@@ -354,25 +355,29 @@ class Client:
 
     # ------------------------------------------------------------- the types
 
-    def lock(self, name, *, lease=None, lock_delay=None, max_hold=None):
-        """Redisson's RLock `name`: reentrant per thread (per task in asyncio)."""
+    def lock(self, name, *, lease=None, lock_delay=None, max_hold=None, fenced=False):
+        """Redisson's RLock `name`: reentrant per thread (per task in asyncio).
+        lease: the default lease of its acquisitions (None: the watchdog);
+        lock_delay, max_hold: dlock_lock_set_lock_delay / _set_max_hold for
+        its holds; fenced: every acquisition takes a fencing token (.token)."""
         from ._locks import Lock
-        return Lock(self, name, "lock", lease, lock_delay, max_hold)
+        return Lock(self, name, "lock", lease, lock_delay, max_hold, fenced)
 
-    def fair_lock(self, name, *, lease=None, lock_delay=None, max_hold=None):
+    def fair_lock(self, name, *, lease=None, lock_delay=None, max_hold=None, fenced=False):
         """Redisson's RFairLock: waiters served in arrival order, across processes."""
         from ._locks import Lock
-        return Lock(self, name, "fair", lease, lock_delay, max_hold)
+        return Lock(self, name, "fair", lease, lock_delay, max_hold, fenced)
 
     def fenced_lock(self, name, *, lease=None, lock_delay=None, max_hold=None):
         """Redisson's RFencedLock: every acquisition raises the fencing token (.token)."""
         from ._locks import Lock
         return Lock(self, name, "fenced", lease, lock_delay, max_hold)
 
-    def read_write_lock(self, name, *, lease=None, lock_delay=None, max_hold=None):
+    def read_write_lock(self, name, *, lease=None, lock_delay=None, max_hold=None,
+                        fenced=False):
         """Redisson's RReadWriteLock: .read and .write, each a lock."""
         from ._locks import ReadWriteLock
-        return ReadWriteLock(self, name, lease, lock_delay, max_hold)
+        return ReadWriteLock(self, name, lease, lock_delay, max_hold, fenced)
 
     def multi_lock(self, locks):
         """Redisson's RedissonMultiLock: every lock or none."""

@@ -248,22 +248,28 @@ def run_in_helper(fn, cancel, undo):
 
 
 class Op:
-    """One asynchronous C call in flight: what it keeps alive, where its
-    result goes (an event loop's future, or nowhere for a give-back)."""
+    """One asynchronous C call in flight: what it keeps alive (until its
+    callback has run), where its result goes (an event loop's futures, or
+    nowhere for a give-back nobody waits for), and how to give back what it
+    took: undo(value) -> (start, keep) of the asynchronous call that does."""
 
-    __slots__ = ("keep", "extract", "undo", "loop", "fut", "status", "msg", "value",
-                 "abandoned")
+    __slots__ = ("client", "keep", "extract", "undo", "loop", "fut", "done", "status", "msg",
+                 "value", "cleanup")
 
-    def __init__(self, keep, extract=None, undo=None, loop=None, fut=None):
+    def __init__(self, client, keep, extract=None, undo=None, loop=None):
+        self.client = client
         self.keep = keep
         self.extract = extract
         self.undo = undo
         self.loop = loop
-        self.fut = fut
+        self.fut = self.done = None
+        if loop is not None:
+            self.fut = loop.create_future()    # the waiter's (cancelled with its task)
+            self.done = loop.create_future()   # completion, whatever became of the waiter
         self.status = None
         self.msg = ""
         self.value = None
-        self.abandoned = False
+        self.cleanup = False                   # the cancelled waiter gives back itself
 
 
 _pending = {}
@@ -275,20 +281,28 @@ def in_callback():
 
 
 def _give_back(op):
+    """What op took, given back (once) by an asynchronous call nobody waits for."""
+    undo, op.undo = op.undo, None
+    if op.status != OK or undo is None:
+        return
     try:
-        op.undo(op.value)
-    except Exception:
-        log.exception("dlock: giving back what an abandoned call took failed")
+        start_async(op.client, *undo(op.value))
+    except Exception as e:
+        log.warning("dlock: could not give back what an abandoned call took: %s", e)
 
 
 def _resolve(op):
-    """On the event loop's thread: the result to its future, or given back
-    when nobody waits for it any more."""
-    if op.abandoned or op.fut.done():
-        if op.status == OK and op.undo is not None:
-            _give_back(op)
+    """On the event loop's thread, the one place that decides: the result to
+    the waiter, or given back when the waiter is gone (its task cancelled)
+    and not cleaning up itself."""
+    if not op.done.done():
+        op.done.set_result(None)
+    if op.cleanup:
         return
-    op.fut.set_result(op)
+    if not op.fut.done():
+        op.fut.set_result(op)
+    else:
+        _give_back(op)
 
 
 def _on_async(res, key):
@@ -307,14 +321,10 @@ def _on_async(res, key):
             op.msg = m.decode("utf-8", "replace") if m else ""
         if op.loop is None:
             return
-        if st == OK and op.undo is not None and (op.abandoned or op.fut.cancelled()):
-            _give_back(op)            # nobody waits: no need for the loop to run
-            return
         try:
             op.loop.call_soon_threadsafe(_resolve, op)
         except RuntimeError:          # the loop is closed: nobody will take it
-            if st == OK and op.undo is not None:
-                _give_back(op)
+            _give_back(op)
     except BaseException:             # never into C
         log.exception("dlock: an asynchronous completion failed")
     finally:
@@ -324,10 +334,10 @@ def _on_async(res, key):
 ASYNC_CB = _lib.ASYNC_FN(_on_async)   # lives as long as the module
 
 
-def start_async(client, start, keep, extract=None, undo=None, loop=None, fut=None):
+def start_async(client, start, keep, extract=None, undo=None, loop=None):
     """Starts an asynchronous C call: start(fn, key) -> status. Returns the
     Op (registered before the call: its callback may run at once)."""
-    op = Op(keep, extract, undo, loop, fut)
+    op = Op(client, keep, extract, undo, loop)
     key = next(_seq)
     _pending[key] = op
     k = client._enter()
@@ -342,32 +352,41 @@ def start_async(client, start, keep, extract=None, undo=None, loop=None, fut=Non
     return op
 
 
-def forget(client, start, keep):
-    """An asynchronous give-back nobody waits for (its result only logged)."""
-    try:
-        start_async(client, start, keep)
-    except Exception as e:
-        log.warning("dlock: could not give back an abandoned hold: %s", e)
-
-
-async def wait_async(client, start, keep, extract=None, undo=None, cancel=None):
+async def wait_async(client, start, keep, extract=None, undo=None, cancel=None, barrier=()):
     """Runs an asynchronous C call from a coroutine; returns its Op once
-    completed. A task cancelled (or interrupted) meanwhile fires the cancel
-    token, and undo(value) gives back a grant that arrives after."""
+    completed. When the task is cancelled meanwhile, the cancel token is
+    fired and the cancellation waits (a bounded time) until the C call has
+    ended and what it took anyway is given back; interrupted again, it
+    leaves that to the loop. A wait's give-up (leaving a fair lock's queue,
+    handing back a reserved turn) is sent by the C library as the call ends,
+    unanswered: `barrier` lists (start, keep) of round trips that follow it
+    on the same connection, awaited so that it has reached Redis before the
+    cancellation goes on (a process that exits at once would close the
+    client before)."""
     import asyncio
-    loop = asyncio.get_running_loop()
-    fut = loop.create_future()
-    op = None
+    op = start_async(client, start, keep, extract, undo, asyncio.get_running_loop())
     try:
-        op = start_async(client, start, keep, extract, undo, loop, fut)
-        return await fut
-    except BaseException:
-        if op is not None:
-            op.abandoned = True
-            if fut.done() and not fut.cancelled() and op.status == OK and undo is not None:
-                _give_back(op)           # resolved, then cancelled before it resumed
+        return await op.fut
+    except BaseException as e:
         if cancel is not None:
             cancel.fire()
+        op.fut.cancel()                  # (resolved already: ours to give back below)
+        if isinstance(e, asyncio.CancelledError):
+            op.cleanup = True
+            bound = client._cmd_timeout * 2 + 1
+            try:
+                await asyncio.wait_for(asyncio.shield(op.done), bound)
+                give, op.undo = op.undo, None
+                if op.status == OK and give is not None:
+                    await asyncio.wait_for(wait_async(client, *give(op.value)), bound)
+                elif op.status != OK:
+                    for b in barrier:
+                        await asyncio.wait_for(wait_async(client, *b), bound)
+            except BaseException:
+                pass
+        op.cleanup = False               # not completed yet: _resolve gives it back
+        if op.done.done():
+            _give_back(op)
         raise
 
 

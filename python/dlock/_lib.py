@@ -205,6 +205,7 @@ _PROTOS = {
     "dlock_async_text": (S, [P]),
     "dlock_lock_acquire_async": (I, [P, PO, ASYNC_FN, P]),
     "dlock_lock_release_async": (I, [P, ASYNC_FN, P]),
+    "dlock_lock_is_locked_async": (I, [P, ASYNC_FN, P]),
     "dlock_semaphore_acquire_async": (I, [P, L, PO, ASYNC_FN, P]),
     "dlock_semaphore_release_async": (I, [P, L, ASYNC_FN, P]),
     "dlock_permit_semaphore_acquire_async": (I, [P, PO, ASYNC_FN, P]),

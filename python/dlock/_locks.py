@@ -18,8 +18,8 @@ and a Client method.
 import weakref
 from ctypes import byref, c_int, c_int64, c_uint64, c_void_p, pointer
 
-from . import _core, _lib
-from ._core import Cancel, Ptr, call, forget, lease_ms, ms, opts, owner_context, run_wait
+from . import _core
+from ._core import Cancel, Ptr, call, lease_ms, ms, opts, owner_context, run_wait
 from ._core import wait_async, wait_ms
 from ._errors import InvalidArgument
 from ._lib import ETIMEDOUT, OK, encode, lib, make_error
@@ -92,12 +92,13 @@ class Lock(_LockLike):
     NotOwnerError (a RuntimeError) when the caller holds nothing. Reentrant:
     each acquire needs a release."""
 
-    def __init__(self, client, name, kind, lease=None, lock_delay=None, max_hold=None):
+    def __init__(self, client, name, kind, lease=None, lock_delay=None, max_hold=None,
+                 fenced=False):
         self._client = client
         self._name = encode(name)
         self._kind = kind
         self._get = _KINDS[kind]
-        self._fenced = kind == "fenced"
+        self._fenced = kind == "fenced" or bool(fenced)
         self._lease = lease_ms(lease)
         self._delay = None if lock_delay is None else ms(lock_delay, "lock_delay")
         self._max_hold = None if max_hold is None else ms(max_hold, "max_hold")
@@ -199,7 +200,8 @@ class Lock(_LockLike):
     @property
     def token(self):
         """The fencing token of the calling thread's (or task's) last
-        acquisition through this object (a fenced lock), else None."""
+        acquisition through this object (a fenced lock, or any lock made
+        with fenced=True: its acquisitions are fenced), else None."""
         return self._handle().token
 
     def last_token(self):
@@ -230,9 +232,9 @@ class Lock(_LockLike):
         o = opts(wait, lease_v, cancel.ptr, pointer(tok) if self._fenced else None)
 
         def undo(_v):
-            forget(c, lambda fn, k: lib.dlock_lock_release_async(hp, fn, k), (h,))
+            return lambda fn, k: lib.dlock_lock_release_async(hp, fn, k), (h,)
         op = await wait_async(c, lambda fn, k: lib.dlock_lock_acquire_async(hp, byref(o), fn, k),
-                              (h, cancel, tok, o), None, undo, cancel)
+                              (h, cancel, tok, o), None, undo, cancel, [_barrier(h)])
         if op.status == OK:
             if self._fenced:
                 h.token = tok.value
@@ -250,13 +252,18 @@ class Lock(_LockLike):
             raise make_error(op.status, op.msg)
 
 
+def _barrier(h):
+    """A round trip on h's node after a cancelled wait (see wait_async)."""
+    return (lambda fn, k: lib.dlock_lock_is_locked_async(h.ptr, fn, k)), (h,)
+
+
 class ReadWriteLock:
     """Redisson's RReadWriteLock: .read (shared) and .write (exclusive),
     each a Lock. A reader asking for the write lock gets DeadlockError."""
 
-    def __init__(self, client, name, lease=None, lock_delay=None, max_hold=None):
-        self.read = Lock(client, name, "read", lease, lock_delay, max_hold)
-        self.write = Lock(client, name, "write", lease, lock_delay, max_hold)
+    def __init__(self, client, name, lease=None, lock_delay=None, max_hold=None, fenced=False):
+        self.read = Lock(client, name, "read", lease, lock_delay, max_hold, fenced)
+        self.write = Lock(client, name, "write", lease, lock_delay, max_hold, fenced)
 
     @property
     def name(self):
@@ -323,12 +330,12 @@ class MultiLock(_LockLike):
         o = opts(wait, lease_ms(lease), cancel.ptr)
 
         def undo(_v):
-            forget(self._clients, lambda fn, k: lib.dlock_multilock_release_async(m.ptr, fn, k),
-                   (m,))
+            return lambda fn, k: lib.dlock_multilock_release_async(m.ptr, fn, k), (m,)
         op = await wait_async(self._clients,
                               lambda fn, k: lib.dlock_multilock_acquire_async(m.ptr, byref(o),
                                                                               fn, k),
-                              (m, cancel, o), None, undo, cancel)
+                              (m, cancel, o), None, undo, cancel,
+                              [_barrier(h) for h in m.keep])
         if op.status == OK:
             return True
         if op.status == ETIMEDOUT:
@@ -353,6 +360,10 @@ class _Clients:
     @property
     def _closing(self):
         return any(c._closing for c in self._all)
+
+    @property
+    def _cmd_timeout(self):
+        return max(c._cmd_timeout for c in self._all)
 
     def _enter(self, cancel=None):
         keys = []

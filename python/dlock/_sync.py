@@ -6,7 +6,7 @@ from ctypes import byref, c_int, c_int64, c_uint64, c_void_p, create_string_buff
 
 from . import _lib
 from ._client import Leader
-from ._core import Cancel, Ptr, call, forget, lease_ms, ms, opts, run_wait, wait_async, wait_ms
+from ._core import Cancel, Ptr, call, lease_ms, ms, opts, run_wait, wait_async, wait_ms
 from ._errors import InvalidArgument
 from ._lib import ETIMEDOUT, OK, encode, lib, make_error
 
@@ -115,13 +115,12 @@ class Semaphore(_Single):
         self.release()
 
     async def acquire_async(self, permits=1, timeout=None, *, blocking=True):
-        wait, n, sp, c = wait_ms(blocking, timeout), _int(permits, "permits"), self._h.ptr, \
-            self._client
+        wait, n, sp = wait_ms(blocking, timeout), _int(permits, "permits"), self._h.ptr
         cancel = Cancel()
         o = opts(wait, 0, cancel.ptr)
 
         def undo(_v):
-            forget(c, lambda fn, k: lib.dlock_semaphore_release_async(sp, n, fn, k), (self._h,))
+            return lambda fn, k: lib.dlock_semaphore_release_async(sp, n, fn, k), (self._h,)
         op = await self._async(lambda fn, k: lib.dlock_semaphore_acquire_async(sp, n, byref(o),
                                                                                fn, k),
                                (cancel, o), lambda _r: True, undo, cancel)
@@ -214,14 +213,13 @@ class PermitSemaphore(_Single):
         return bool(self._q(lib.dlock_permit_semaphore_delete, c_int))
 
     async def acquire_async(self, timeout=None, lease=None, *, blocking=True):
-        wait, pp, c = wait_ms(blocking, timeout), self._h.ptr, self._client
+        wait, pp = wait_ms(blocking, timeout), self._h.ptr
         cancel = Cancel()
         o = opts(wait, lease_ms(lease), cancel.ptr)
 
         def undo(pid):
             b = pid.encode()
-            forget(c, lambda fn, k: lib.dlock_permit_semaphore_release_async(pp, b, fn, k),
-                   (self._h,))
+            return lambda fn, k: lib.dlock_permit_semaphore_release_async(pp, b, fn, k), (self._h,)
         op = await self._async(lambda fn, k: lib.dlock_permit_semaphore_acquire_async(
             pp, byref(o), fn, k), (cancel, o),
             lambda res: lib.dlock_async_permit_id(res).decode(), undo, cancel)
@@ -334,12 +332,12 @@ class Election(_Single):
         self.resign()
 
     async def campaign_async(self, timeout=None, *, blocking=True):
-        ep, c = self._h.ptr, self._client
+        ep = self._h.ptr
         cancel = Cancel()
         o = opts(wait_ms(blocking, timeout), 0, cancel.ptr)
 
         def undo(_v):
-            forget(c, lambda fn, k: lib.dlock_election_resign_async(ep, fn, k), (self._h,))
+            return lambda fn, k: lib.dlock_election_resign_async(ep, fn, k), (self._h,)
         op = await self._async(lambda fn, k: lib.dlock_election_campaign_async(ep, byref(o),
                                                                                fn, k),
                                (cancel, o), lib.dlock_async_token, undo, cancel)

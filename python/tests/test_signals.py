@@ -9,7 +9,6 @@ import time
 
 import pytest
 
-import dlock
 from conftest import python_env, until, within
 
 CHILD = r"""

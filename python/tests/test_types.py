@@ -195,7 +195,7 @@ def test_permit_semaphore(client, name, r):
     assert p.available() == 0 and p.acquired() == 2
     assert p.acquire(timeout=0.1) is None
     assert 0 < p.lease_time(b) <= 0.5
-    c = p.acquire(timeout=within(5))                 # b's lease ends: its permit comes back
+    c = p.acquire(timeout=within(5), lease=10)       # b's lease ends: its permit comes back
     assert c is not None
     with pytest.raises(dlock.NotOwnerError):
         p.release(b)                                 # expired
