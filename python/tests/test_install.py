@@ -42,3 +42,16 @@ def test_pip_install_offline(mode, tmp_path, url):
     out = subprocess.run([str(venv / "bin" / "python"), "-c", CHECK, url], env=env,
                          capture_output=True, text=True, cwd=str(tmp_path))
     assert out.returncode == 0 and out.stdout.startswith("ok 0."), out.stdout + out.stderr
+
+
+def test_versions_agree():
+    """The package's version is the C library's it was written with."""
+    import re
+    import dlock
+    src = os.path.dirname(PYDIR)
+    with open(os.path.join(src, "include", "dlock", "dlock.h")) as f:
+        c_version = re.search(r'#define DLOCK_VERSION_STRING "([^"]+)"', f.read()).group(1)
+    with open(os.path.join(PYDIR, "pyproject.toml")) as f:
+        py_version = re.search(r'^version = "([^"]+)"', f.read(), re.M).group(1)
+    assert dlock.__version__ == py_version == c_version
+    assert dlock.library_version.split(".")[:2] == c_version.split(".")[:2]
