@@ -124,12 +124,13 @@ valgrind: deps build
 	scripts/valgrind.sh $(BUILD_DIR)
 
 # dlock, its peers (npm) and the Redis references side by side, one table:
-# bench/RESULTS.md. BENCH_PLACEMENT=same for one CPU; BENCH_QUICK=1 to smoke-test.
+# bench/RESULTS.md; the Python binding beside redis-py: bench/python/RESULTS.md.
+# BENCH_PLACEMENT=same for one CPU; BENCH_QUICK=1 to smoke-test.
 bench: deps
 	@scripts/deps.sh redis-tools util-linux
 	@command -v node >/dev/null && command -v npm >/dev/null || scripts/deps.sh nodejs npm
 	@cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DDLOCK_BUILD_TESTS=OFF >/dev/null
-	@cmake --build build-bench -j$(JOBS) --target dlock_bench -- --no-print-directory
+	@cmake --build build-bench -j$(JOBS) --target dlock_bench dlock -- --no-print-directory
 	bench/run.sh $(CURDIR)/build-bench
 
 # PREFIX (or prefix) at install time, as make users expect; DESTDIR is put in

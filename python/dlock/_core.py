@@ -394,21 +394,23 @@ def closed_error():
     return ClosedError("the dlock client is closed", _lib.ECLOSED, "DLOCK_ECLOSED")
 
 
-def run_wait(client, wait, direct, undo):
-    """A call that may wait: one try on the calling thread, then, when the
-    object is taken and wait (ms) allows, the blocking call with a cancel
-    token, on this thread or (the main thread) on a helper. direct(wait_ms,
-    cancel_ptr) makes the C call and returns (rc, value). Returns (True,
-    value) or (False, None) at the deadline; raises the other errors."""
-    k = client._enter()
-    try:
-        rc, value = direct(0, None)
-        if rc == OK:
-            return True, value
-        if rc != ETIMEDOUT:
-            raise _lib.last_error(rc)
-    finally:
-        client._leave(k)
+def run_wait(client, wait, direct, undo, tried=False):
+    """A call that may wait: one try on the calling thread (unless the
+    caller made it: tried), then, when the object is taken and wait (ms)
+    allows, the blocking call with a cancel token, on this thread or (the
+    main thread) on a helper. direct(wait_ms, cancel_ptr) makes the C call
+    and returns (rc, value). Returns (True, value) or (False, None) at the
+    deadline; raises the other errors."""
+    if not tried:
+        k = client._enter()
+        try:
+            rc, value = direct(0, None)
+            if rc == OK:
+                return True, value
+            if rc != ETIMEDOUT:
+                raise _lib.last_error(rc)
+        finally:
+            client._leave(k)
     if wait == 0:
         return False, None
     cancel = Cancel()

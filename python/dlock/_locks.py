@@ -18,11 +18,14 @@ and a Client method.
 import weakref
 from ctypes import byref, c_int, c_int64, c_uint64, c_void_p, pointer
 
-from . import _core
+from . import _core, _lib
 from ._core import Cancel, Ptr, call, lease_ms, ms, opts, owner_context, run_wait
 from ._core import wait_async, wait_ms
 from ._errors import InvalidArgument
-from ._lib import ETIMEDOUT, OK, encode, lib, make_error
+from ._lib import ETIMEDOUT, OK, encode, last_error, lib, make_error
+
+_lock_try, _lock_release = lib.dlock_lock_try, lib.dlock_lock_release
+_FOREVER = _lib.WAIT_FOREVER
 
 # kind -> the C getter of an explicit-owner handle
 _KINDS = {
@@ -65,7 +68,10 @@ class _LockLike:
         return self
 
     def __exit__(self, exc_type, exc, tb):
-        _release_error_in_exit(self, exc_type, self.release)
+        if exc_type is None:
+            self.release()
+        else:
+            _release_error_in_exit(self, exc_type, self.release)
 
     async def __aenter__(self):
         await self.acquire_async()
@@ -103,10 +109,14 @@ class Lock(_LockLike):
         self._delay = None if lock_delay is None else ms(lock_delay, "lock_delay")
         self._max_hold = None if max_hold is None else ms(max_hold, "max_hold")
         self._handles = weakref.WeakKeyDictionary()
+        self._last = (None, None)    # the last (owner, handle): the hot path's lookup
         self._handle()           # checks the name now, for the creating thread or task
 
     def _handle(self):
         o = owner_context(self._client)
+        last = self._last
+        if last[0] is o:
+            return last[1]
         h = self._handles.get(o)
         if h is None:
             c = self._client
@@ -118,6 +128,7 @@ class Lock(_LockLike):
             if self._max_hold is not None:
                 call(c, lib.dlock_lock_set_max_hold, h.ptr, self._max_hold)
             self._handles[o] = h
+        self._last = (o, h)
         return h
 
     @property
@@ -146,10 +157,23 @@ class Lock(_LockLike):
         """Takes the lock for the calling thread (or task); True, or False
         when the wait ran out. Ctrl-C in the wait raises KeyboardInterrupt
         with nothing held and nothing left queued."""
-        wait = wait_ms(blocking, timeout)
+        wait = _FOREVER if blocking is True and timeout is None else wait_ms(blocking, timeout)
         lease_v = self._lease if lease is None else lease_ms(lease)
         h = self._handle()
         hp = h.ptr
+        if not self._fenced:    # the uncontended path: one C call, no closure
+            c = self._client
+            k = c._enter()
+            try:
+                rc = _lock_try(hp, 0, lease_v)
+                if rc == OK:
+                    return True
+                if rc != ETIMEDOUT:
+                    raise last_error(rc)
+            finally:
+                c._leave(k)
+            if wait == 0:
+                return False
         if self._fenced:
             tok = c_uint64()
 
@@ -164,11 +188,20 @@ class Lock(_LockLike):
                 if cancel is None:
                     return lib.dlock_lock_try(hp, w, lease_v), None
                 return lib.dlock_lock_acquire_opts(hp, byref(opts(w, lease_v, cancel))), None
-        return run_wait(self._client, wait, direct, lambda _v: lib.dlock_lock_release(hp))[0]
+        return run_wait(self._client, wait, direct, lambda _v: lib.dlock_lock_release(hp),
+                        tried=not self._fenced)[0]
 
     def release(self):
         """Releases one hold of the calling thread (or task)."""
-        call(self._client, lib.dlock_lock_release, self._handle().ptr)
+        hp = self._handle().ptr
+        c = self._client
+        k = c._enter()
+        try:
+            rc = _lock_release(hp)
+            if rc != OK:
+                raise last_error(rc)
+        finally:
+            c._leave(k)
 
     def _query(self, fn, ctype):
         out = ctype()
