@@ -258,6 +258,7 @@ class Client:
                 time.sleep(0.001)
             p, self._ptr = self._ptr, None
             lib.dlock_client_close(p)
+        _core.forget_ops(self._key)
         _clients.pop(self._key, None)
 
     @property

@@ -253,11 +253,12 @@ class Op:
     nowhere for a give-back nobody waits for), and how to give back what it
     took: undo(value) -> (start, keep) of the asynchronous call that does."""
 
-    __slots__ = ("client", "keep", "extract", "undo", "loop", "fut", "done", "status", "msg",
-                 "value", "cleanup")
+    __slots__ = ("client", "client_key", "keep", "extract", "undo", "loop", "fut", "done",
+                 "status", "msg", "value", "cleanup")
 
     def __init__(self, client, keep, extract=None, undo=None, loop=None):
         self.client = client
+        self.client_key = getattr(client, "_key", None)
         self.keep = keep
         self.extract = extract
         self.undo = undo
@@ -305,12 +306,30 @@ def _resolve(op):
         _give_back(op)
 
 
+# The last completed Op of each io thread (by OS thread id: ctypes gives a
+# foreign thread a new Python thread state per callback): kept until that
+# thread's next callback, or its client's close, so that no C object an Op
+# keeps (a handle, a multi-lock, a cancel token) is freed inside the
+# callback of its own call, whose C frame still runs after the Python one.
+_last_op = {}
+
+
+def forget_ops(client_key):
+    """Drops the kept Ops of a client whose io thread has stopped."""
+    for ident, op in list(_last_op.items()):
+        k = op.client_key
+        if k == client_key or (isinstance(k, frozenset) and client_key in k):
+            _last_op.pop(ident, None)
+
+
 def _on_async(res, key):
     _cb_state.active = True
     try:
         op = _pending.pop(key, None)
         if op is None:
             return
+        prev, _last_op[threading.get_ident()] = _last_op.get(threading.get_ident()), op
+        del prev            # the previous callback of this thread has returned: freed here
         st = lib.dlock_async_status(res)
         op.status = st
         if st == OK:

@@ -389,6 +389,7 @@ class _Clients:
 
     def __init__(self, clients):
         self._all = list(clients)
+        self._key = frozenset(c._key for c in self._all)
 
     @property
     def _closing(self):
