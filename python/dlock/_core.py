@@ -333,8 +333,7 @@ def _on_async(res, key):
         st = lib.dlock_async_status(res)
         op.status = st
         if st == OK:
-            if op.extract is not None:
-                op.value = op.extract(res)
+            op.value = op.extract(res) if op.extract is not None else True
         else:
             m = lib.dlock_async_message(res)
             op.msg = m.decode("utf-8", "replace") if m else ""
@@ -407,6 +406,16 @@ async def wait_async(client, start, keep, extract=None, undo=None, cancel=None, 
         if op.done.done():
             _give_back(op)
         raise
+
+
+def answer(op, timeout_value=False):
+    """A completed asynchronous call's outcome: its value (True when it has
+    none), timeout_value when its wait ran out, else its error raised."""
+    if op.status == OK:
+        return op.value
+    if op.status == ETIMEDOUT:
+        return timeout_value
+    raise _lib.make_error(op.status, op.msg)
 
 
 def closed_error():

@@ -20,9 +20,9 @@ from ctypes import byref, c_int, c_int64, c_uint64, c_void_p, pointer
 
 from . import _core, _lib
 from ._core import Cancel, Ptr, call, lease_ms, ms, opts, owner_context, run_wait
-from ._core import wait_async, wait_ms
+from ._core import answer, wait_async, wait_ms
 from ._errors import InvalidArgument
-from ._lib import ETIMEDOUT, OK, encode, last_error, lib, make_error
+from ._lib import ETIMEDOUT, OK, encode, last_error, lib
 
 _lock_try, _lock_release = lib.dlock_lock_try, lib.dlock_lock_release
 _FOREVER = _lib.WAIT_FOREVER
@@ -268,21 +268,16 @@ class Lock(_LockLike):
             return lambda fn, k: lib.dlock_lock_release_async(hp, fn, k), (h,)
         op = await wait_async(c, lambda fn, k: lib.dlock_lock_acquire_async(hp, byref(o), fn, k),
                               (h, cancel, tok, o), None, undo, cancel, [_barrier(h)])
-        if op.status == OK:
-            if self._fenced:
-                h.token = tok.value
-            return True
-        if op.status == ETIMEDOUT:
-            return False
-        raise make_error(op.status, op.msg)
+        got = answer(op)
+        if got and self._fenced:
+            h.token = tok.value
+        return got
 
     async def release_async(self):
         """release() for the running task, asynchronously."""
         h = self._handle()
-        op = await wait_async(self._client,
-                              lambda fn, k: lib.dlock_lock_release_async(h.ptr, fn, k), (h,))
-        if op.status != OK:
-            raise make_error(op.status, op.msg)
+        answer(await wait_async(self._client,
+                                lambda fn, k: lib.dlock_lock_release_async(h.ptr, fn, k), (h,)))
 
 
 def _barrier(h):
@@ -369,18 +364,13 @@ class MultiLock(_LockLike):
                                                                               fn, k),
                               (m, cancel, o), None, undo, cancel,
                               [_barrier(h) for h in m.keep])
-        if op.status == OK:
-            return True
-        if op.status == ETIMEDOUT:
-            return False
-        raise make_error(op.status, op.msg)
+        return answer(op)
 
     async def release_async(self):
         m = self._handle()
-        op = await wait_async(self._clients,
-                              lambda fn, k: lib.dlock_multilock_release_async(m.ptr, fn, k), (m,))
-        if op.status != OK:
-            raise make_error(op.status, op.msg)
+        answer(await wait_async(self._clients,
+                                lambda fn, k: lib.dlock_multilock_release_async(m.ptr, fn, k),
+                                (m,)))
 
 
 class _Clients:

@@ -6,9 +6,9 @@ from ctypes import byref, c_int, c_int64, c_uint64, c_void_p, create_string_buff
 
 from . import _lib
 from ._client import Leader
-from ._core import Cancel, Ptr, call, lease_ms, ms, opts, run_wait, wait_async, wait_ms
+from ._core import Cancel, Ptr, answer, call, lease_ms, ms, opts, run_wait, wait_async, wait_ms
 from ._errors import InvalidArgument
-from ._lib import ETIMEDOUT, OK, encode, lib, make_error
+from ._lib import OK, encode, lib
 
 _ID = _lib.PERMIT_ID_BUFSIZE
 
@@ -17,16 +17,6 @@ def _int(v, what):
     if isinstance(v, bool) or not isinstance(v, int) or not -2**63 <= v < 2**63:
         raise InvalidArgument("%s must be an integer, not %r" % (what, v))
     return v
-
-
-def _answer(op, timeout_value=False):
-    """An asynchronous wait's outcome: its value, timeout_value at the
-    deadline, or the error raised."""
-    if op.status == OK:
-        return op.value
-    if op.status == ETIMEDOUT:
-        return timeout_value
-    raise make_error(op.status, op.msg)
 
 
 class _Single:
@@ -123,12 +113,12 @@ class Semaphore(_Single):
             return lambda fn, k: lib.dlock_semaphore_release_async(sp, n, fn, k), (self._h,)
         op = await self._async(lambda fn, k: lib.dlock_semaphore_acquire_async(sp, n, byref(o),
                                                                                fn, k),
-                               (cancel, o), lambda _r: True, undo, cancel)
-        return _answer(op)
+                               (cancel, o), None, undo, cancel)
+        return answer(op)
 
     async def release_async(self, permits=1):
         n = _int(permits, "permits")
-        _answer(await self._async(lambda fn, k: lib.dlock_semaphore_release_async(
+        answer(await self._async(lambda fn, k: lib.dlock_semaphore_release_async(
             self._h.ptr, n, fn, k)))
 
     async def __aenter__(self):
@@ -223,11 +213,11 @@ class PermitSemaphore(_Single):
         op = await self._async(lambda fn, k: lib.dlock_permit_semaphore_acquire_async(
             pp, byref(o), fn, k), (cancel, o),
             lambda res: lib.dlock_async_permit_id(res).decode(), undo, cancel)
-        return _answer(op, None)
+        return answer(op, None)
 
     async def release_async(self, permit_id):
         b = encode(permit_id, "permit id")
-        _answer(await self._async(lambda fn, k: lib.dlock_permit_semaphore_release_async(
+        answer(await self._async(lambda fn, k: lib.dlock_permit_semaphore_release_async(
             self._h.ptr, b, fn, k)))
 
 
@@ -262,11 +252,11 @@ class Latch(_Single):
         o = opts(wait_ms(True, timeout), 0, cancel.ptr)
         op = await self._async(lambda fn, k: lib.dlock_latch_await_async(self._h.ptr, byref(o),
                                                                          fn, k),
-                               (cancel, o), lambda _r: True, None, cancel)
-        return _answer(op)
+                               (cancel, o), None, None, cancel)
+        return answer(op)
 
     async def count_down_async(self):
-        _answer(await self._async(lambda fn, k: lib.dlock_latch_count_down_async(self._h.ptr,
+        answer(await self._async(lambda fn, k: lib.dlock_latch_count_down_async(self._h.ptr,
                                                                                  fn, k)))
 
 
@@ -341,10 +331,10 @@ class Election(_Single):
         op = await self._async(lambda fn, k: lib.dlock_election_campaign_async(ep, byref(o),
                                                                                fn, k),
                                (cancel, o), lib.dlock_async_token, undo, cancel)
-        return _answer(op, None)
+        return answer(op, None)
 
     async def resign_async(self):
-        _answer(await self._async(lambda fn, k: lib.dlock_election_resign_async(self._h.ptr,
+        answer(await self._async(lambda fn, k: lib.dlock_election_resign_async(self._h.ptr,
                                                                                 fn, k)))
 
     async def await_change_async(self, known, timeout=None):
@@ -357,7 +347,7 @@ class Election(_Single):
             return Leader(lib.dlock_async_token(res), t.decode("utf-8", "replace") if t else "")
         op = await self._async(lambda fn, k: lib.dlock_election_await_change_async(
             self._h.ptr, known, byref(o), fn, k), (cancel, o), extract, None, cancel)
-        return _answer(op, None)
+        return answer(op, None)
 
     async def __aenter__(self):
         await self.campaign_async()
