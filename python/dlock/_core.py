@@ -228,14 +228,18 @@ def run_in_helper(fn, cancel, undo):
         _jobs.put(job)
         job.done.acquire()
     except BaseException:
-        def settle():
+        def settle():        # may be interrupted and run again: never waits twice on done
             with job.mu:
                 if job.state == QUEUED:
                     job.state = ABANDONED
                     return None
             cancel.fire()
-            job.done.acquire()
-            return job.result
+            while True:
+                with job.mu:
+                    if job.state == DONE:    # set before done is released
+                        return job.result
+                if job.done.acquire(timeout=0.1):
+                    job.done.release()
         res, _ = _uninterrupted(settle)
         if isinstance(res, tuple) and res[0] == OK and undo is not None:
             _uninterrupted(lambda: undo(res[1]))
