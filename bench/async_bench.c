@@ -154,7 +154,7 @@ static int threads_now(void)
     return n;
 }
 
-static long long all_commands(redisContext *adm)
+long long all_commands(redisContext *adm)
 {
     redisReply *r = redisCommand(adm, "INFO commandstats");
     long long total = 0;

@@ -27,10 +27,13 @@ int64_t first_acquire_ns(dlock_lock *l, int64_t t0, long *failed);
 dlock_client *open_client(long watchdog_ms, int pool);
 redisContext *admin(void);
 long long info_field(redisContext *c, const char *section, const char *field);
+int cmp_i64(const void *a, const void *b);   /* qsort of int64_t */
+double pct(int64_t *v, size_t n, double p);  /* sorted ns: the p quantile in us */
 
 /* async_bench.c */
 void async_many(void);
 void async_idle(void);
+long long all_commands(redisContext *adm);   /* INFO commandstats' calls, INFO's own left out */
 
 /* latch_bench.c */
 void latch(void);
@@ -47,5 +50,10 @@ void failover(void);
 
 /* replicated_bench.c */
 void replicated(void);
+
+/* spin_bench.c */
+void spin(void);
+/* redlock_bench.c */
+void redlock(void);
 
 #endif

@@ -78,12 +78,6 @@ static int is_master(redisContext *c)
     return m;
 }
 
-static int cmp_i64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
 static void ok_reply(redisContext *c, const char *fmt, const char *arg, int port)
 {
     redisReply *r = arg ? redisCommand(c, fmt, arg, port) : redisCommand(c, fmt);

@@ -105,12 +105,6 @@ typedef struct phase {
     long long tracked_keys;
 } phase;
 
-static int cmp_i64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* Holds O.locks locks with revocation on or off; with it on, measures the
  * DEL-to-callback times into us[n]. */
 static void run_phase(redisContext *adm, int on, phase *ph, int64_t *us, int n)

@@ -267,6 +267,26 @@ if (pick('dlock', 'multilock').length) {
   target('multi-lock of 3 names on one server: ≤ 2 round trips per acquire', rtAcq <= 2,
     `${f2(rtAcq)} round trips per acquire; ${f2(mlRatio)}× the single-lock cycle rate`, rtAcq);
 }
+// 6b. RedLock over three servers, and n permits of a permit semaphore.
+const rlForms = ['blocking', 'async'].filter((f) => pick('dlock', `redlock3-${f}`).length);
+const pnRows = rows.filter((r) => r.peer === 'dlock' && /^permits\d+$/.test(r.scenario));
+if (rlForms.length || pnRows.length) {
+  say('## 6b. RedLock over 3 servers (one client each), and n permits in one call: uncontended');
+  say();
+  say('| | cycles/s | acquire p50 | acquire p99 | release p50 | release p99 |');
+  say('|---|---|---|---|---|---|');
+  for (const f of rlForms) {
+    const s = `redlock3-${f}`;
+    say(`| RedLock, ${f} | ${f0(med('dlock', s, 'cycles_per_s'))} | ${us(med('dlock', s, 'acquire_p50_us'))} |` +
+        ` ${us(med('dlock', s, 'acquire_p99_us'))} | ${us(med('dlock', s, 'release_p50_us'))} |` +
+        ` ${us(med('dlock', s, 'release_p99_us'))} |`);
+  }
+  for (const s of [...new Set(pnRows.map((r) => r.scenario))]) {
+    say(`| ${s.slice(7)} permits, acquire + list release (p50, p99 of the cycle) | ${f0(med('dlock', s, 'cycles_per_s'))} |` +
+        ` ${us(med('dlock', s, 'p50_us'))} | ${us(med('dlock', s, 'p99_us'))} | | |`);
+  }
+  say();
+}
 // 7. Read lock. Each run measures the reentrant lock over many names with the
 // same 8 threads right before its readers: paired ratios, then the median.
 const rdRows = pick('dlock', 'readers');
@@ -526,6 +546,34 @@ if (pick('dlock', 'replicated').length) {
     `worst ${f1(worst)} ms over ${rp.length} swaps (target ${f1(tgt)} ms)`, worst);
   target('replicated: ROLE ≤ 1 per node per scan interval per client', role <= 1.0,
     `worst ${f2(role)}`, role);
+}
+
+// 15. The spin lock beside the pub/sub lock.
+if (pick('dlock', 'spin').length) {
+  const sp = pick('dlock', 'spin');
+  const r0 = sp[0];
+  const m = (f) => med('dlock', 'spin', f);
+  say(`## 16. Spin lock beside the pub/sub lock (${r0.waiters} waiters on as many held names; ${r0.cycles} handoffs, held ${r0.hold_ms} ms)`);
+  say();
+  say('| | channels subscribed | pub/sub connections | attempts/s per waiter | every waiter acquired after the releases | handoff p50 | handoff p99 |');
+  say('|---|---|---|---|---|---|---|');
+  say(`| spin lock (back-off 1 ms doubling to ${r0.backoff_max_ms} ms) | ${f0(maxOf('dlock', 'spin', 'spin_channels'))} | ${f0(maxOf('dlock', 'spin', 'spin_pubsub_connections'))} |` +
+      ` ${f2(m('spin_attempts_per_s_per_waiter'))} | ${f2(m('spin_all_acquired_s'))} s | ${us(m('spin_gap_p50_us'))} | ${us(m('spin_gap_p99_us'))} |`);
+  say(`| pub/sub lock | ${f0(m('pubsub_channels'))} | ${f0(m('pubsub_pubsub_connections'))} | ${f2(m('pubsub_attempts_per_s_per_waiter'))} |` +
+      ` ${f2(m('pubsub_all_acquired_s'))} s | ${us(m('pubsub_gap_p50_us'))} | ${us(m('pubsub_gap_p99_us'))} |`);
+  say();
+  say(`Every command Redis counted while the spin waiters waited (a script's own calls included): ${f0(m('spin_redis_commands_per_s'))}/s. ` +
+      `At the maximum back-off a waiter can make at most 1000 ÷ ${r0.backoff_max_ms} = ${f2(1000 / r0.backoff_max_ms)} attempts/s.`);
+  say();
+  const chans = maxOf('dlock', 'spin', 'spin_channels');
+  target(`spin lock: ${r0.waiters} waiters hold 0 subscriptions`, chans === 0 && maxOf('dlock', 'spin', 'spin_pubsub_connections') === 0,
+    `${f0(chans)} channels, ${f0(maxOf('dlock', 'spin', 'spin_pubsub_connections'))} pub/sub connections`, chans);
+  const p99 = maxOf('dlock', 'spin', 'spin_gap_p99_us');
+  target(`spin lock: handoff p99 ≤ the back-off bound (${r0.backoff_max_ms} ms) + 10 ms`, p99 <= (r0.backoff_max_ms + 10) * 1000,
+    `p50 ${us(m('spin_gap_p50_us'))}, worst p99 ${us(p99)}`, p99);
+  const aps = m('spin_attempts_per_s_per_waiter');
+  target(`spin lock: attempts per waiter at the maximum back-off ≤ ${f2(1000 / r0.backoff_max_ms)}/s`, aps <= 1000 / r0.backoff_max_ms * 1.02,
+    `${f2(aps)}/s per waiter`, aps);
 }
 
 say('## Targets');

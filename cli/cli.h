@@ -157,7 +157,7 @@ int cli_stop_signals(void);
  * shorter wait of the command's (at least CLI_CONNECT_FLOOR_MS). */
 int64_t cli_connect_timeout(const cli_opts *o);
 
-/* ------------------------------------------------------------ words.c */
+/* ---------------------------------------------------------- explain.c */
 
 /* What `name` holds, as a phrase for messages ("a string", "a read-write
  * lock", "a count (a semaphore's or a latch's)", "nothing") into what[size].

@@ -8,7 +8,7 @@
 #include "cli.h"
 
 /* What kind of lock a name of a run is. */
-typedef enum run_kind { RUN_LOCK = 0, RUN_FAIR, RUN_READ, RUN_WRITE } run_kind;
+typedef enum run_kind { RUN_LOCK = 0, RUN_FAIR, RUN_READ, RUN_WRITE, RUN_SPIN } run_kind;
 
 #define RUN_MAX_NAMES 32   /* a run over several names takes them as one multi-lock */
 
@@ -34,6 +34,8 @@ typedef struct run_args {
     const char *pending;   /* a --fair/--read/--write waiting for its NAME */
     const char *semaphore; /* --semaphore NAME: a permit instead of locks */
     int64_t permits;       /* --permits N: the semaphore's total (0: not given) */
+    int64_t rate_n;        /* --rate N/DUR: at most N starts per DUR (0: not given) */
+    int64_t rate_ms;
     const char *noun;      /* "lock", "permit of semaphore" or "leadership of election" */
     char display[512];
     char **cmd;
@@ -41,6 +43,18 @@ typedef struct run_args {
     int stripes;           /* --stripes N: names[0] NAME, names[1] KEY become one */
     char stripe_name[DLOCK_NAME_MAX + 1];   /* the stripe's lock name */
 } run_args;
+
+/* --------------------------------------------------------------- run_rate.c */
+
+/* --rate N/DUR: N in 1..2^31-1, DUR a duration; else a usage message and -1. */
+int run_rate_parse(const cli_opts *o, const char *val, run_args *ra);
+/* A --rate run takes one NAME and none of the lock's options. */
+int run_rate_check_args(const cli_opts *o, const run_args *ra);
+/* Takes one permit of rate limiter NAME (set to N per DUR when it has no
+ * rate; one with another rate is refused, exit 65), then becomes CMD (exec:
+ * nothing is held while it runs). Returns an exit code when CMD was not
+ * started. */
+int run_rate(cli_opts *o, const run_args *ra);
 
 /* Why a hold was lost: the library's dlock_lost_reason values, and ours. */
 enum {
@@ -116,6 +130,18 @@ int supervise(const cli_opts *o, const run_args *ra, guard *g, run_hold *h, int 
 const char *lost_why(const run_hold *h, int reason, char *buf, size_t size);
 /* The cause the library gave for the last loss (dlock_lost_cause). */
 int run_lost_cause(void);
+
+/* run_args.c: parses run's (and elect's) arguments into *ra; 0, or -1 with
+ * the usage error said. */
+int run_parse_args(cli_opts *o, int argc, char **argv, run_args *ra);
+
+/* run_owner.c: the owner id a run acts as into owner (size bytes): a run
+ * around this one that holds one of its names (*reentry = 1), else a new
+ * one. 0, or an exit code. "DLOCK_OWNERS=<owner> <inherited...>" for the
+ * command (malloc'd; NULL when out of memory). */
+int run_choose_owner(const cli_opts *o, dlock_client *c, const run_args *ra, char *owner,
+                     size_t size, int *reentry);
+char *run_owners_var(const char *owner);
 
 /* ----------------------------------------------------------- run_note.c */
 

@@ -38,7 +38,7 @@ int run_stripes_check_args(const cli_opts *o, run_args *ra)
         return -1;
     }
     if (ra->kinds[1] != RUN_LOCK) {
-        cli_usage_error(o, "run", "--fair, --read and --write go before NAME, not KEY");
+        cli_usage_error(o, "run", "--fair, --read, --write and --spin go before NAME, not KEY");
         return -1;
     }
     int rc = dlock_stripe_name(ra->names[0], ra->names[1], ra->stripes, ra->stripe_name,

@@ -466,7 +466,7 @@ static void test_script_counts(void **state)
     assert_int_equal(s->keys_min, 2);   /* KEYS[3..5] are marked (optional) */
     assert_int_equal(s->keys_max, 5);   /* dlock's own: marker, quarantine, reservation */
     assert_int_equal(s->args_min, 5);
-    assert_int_equal(s->args_max, 6);   /* ARGV[6]: the lock-delay, optional */
+    assert_int_equal(s->args_max, 7);   /* ARGV[6]: the lock-delay, ARGV[7]: no reentry; optional */
     s = &dlock__scripts[DLOCK__SCRIPT_LOCK_RENEW];   /* KEYS[i], ARGV[1], ARGV[i+1] */
     assert_int_equal(s->keys_min, 0);
     assert_int_equal(s->keys_max, -1);

@@ -279,30 +279,55 @@ DLOCK_API int dlock_latch_try_set_count_async(dlock_latch *l, int64_t count, dlo
 DLOCK_API int dlock_latch_delete_async(dlock_latch *l, dlock_async_fn fn, void *ud);
 DLOCK_API int dlock_latch_count_async(dlock_latch *l, dlock_async_fn fn, void *ud);
 
+/* ---------------------------------------------------------- rate limiter */
+
+/* dlock_rate_limiter_acquire_opts() asynchronously: the same wait (a timer
+ * on the io thread until the oldest grant frees its permits);
+ * dlock_async_token() is the grant's time on the server's clock (and
+ * *o->token, when given, is set before the callback). Any thread. */
+DLOCK_API int dlock_rate_limiter_acquire_async(dlock_rate_limiter *r, int64_t permits,
+                                               const dlock_wait_opts *o, dlock_async_fn fn,
+                                               void *ud);
+/* The rate limiter's other calls, asynchronously: try-set-rate and set-rate
+ * (dlock_async_flag(): set), available (dlock_async_count()), release
+ * (permits >= 1; dlock_async_count(): the count left). Any thread. */
+DLOCK_API int dlock_rate_limiter_try_set_rate_async(dlock_rate_limiter *r,
+                                                    const dlock_rate_config *cfg,
+                                                    dlock_async_fn fn, void *ud);
+DLOCK_API int dlock_rate_limiter_set_rate_async(dlock_rate_limiter *r,
+                                                const dlock_rate_config *cfg, int keep_state,
+                                                dlock_async_fn fn, void *ud);
+DLOCK_API int dlock_rate_limiter_available_async(dlock_rate_limiter *r, dlock_async_fn fn,
+                                                 void *ud);
+DLOCK_API int dlock_rate_limiter_release_async(dlock_rate_limiter *r, int64_t permits,
+                                               dlock_async_fn fn, void *ud);
+
 /* ---------------------------------------------------- multi-lock, RedLock */
 
 /* dlock_multilock_acquire_opts() asynchronously, for a multi-lock or a
  * RedLock whose locks are all explicit-owner handles (dlock_lock_get_as and
- * the like; another gets DLOCK_EINVAL at the call). All or nothing: in
- * rounds, every lock tried at once with no wait; all taken (a RedLock: a
- * majority, within its validity: the lease less the round's time and the
- * clock drift), DLOCK_OK; else what was taken is released before anything
- * else, and the call waits on one busy lock (pub/sub, never polling; a
- * RedLock looks again within 50..100 ms), then the next round. Nothing is
- * held while waiting, nor when the callback's status is not DLOCK_OK:
- * DLOCK_ETIMEDOUT, DLOCK_ECANCELED (o->cancel: it reaches the waiting
- * acquire), DLOCK_ECLOSED, or a lock's error (a RedLock: errors on more
+ * the like; another gets DLOCK_EINVAL at the call): the blocking call's
+ * rounds, decision and wait, the same code. All or nothing: in rounds,
+ * every lock tried at once (the one waited on as a waiting acquire, the
+ * others with no wait); all taken (a RedLock: a majority, within its
+ * validity: the lease less the round's time and the clock drift), DLOCK_OK;
+ * else what was taken is released before anything else, and the call waits
+ * on one busy lock (pub/sub, never polling; a RedLock looks again within
+ * 50..100 ms), then the next round. Nothing is held while waiting, nor when
+ * the callback's status is not DLOCK_OK: DLOCK_ETIMEDOUT, DLOCK_ECANCELED
+ * (o->cancel), DLOCK_ECLOSED, or a lock's error (a RedLock: errors on more
  * servers than its margin). The options are copied at the call (NULL: one
  * round, the watchdog; o->token must be NULL). The multi-lock, its locks and
  * the cancel token must stay alive until the callback has run. The locks may
- * be on several clients: the callback runs on the io thread of one of them,
- * and none of those clients may be closed while the call is pending. Each
- * lock's attempt is that lock's asynchronous acquire, with its client's
- * retries for a multi-lock; a RedLock's attempts (and releases) get one
- * connection attempt and no retry, as the blocking RedLock's: a server that
- * is down fails its lock's attempt (DLOCK_ECONN) as soon as its connection
- * is refused, at most that client's connect timeout later (a server that
- * drops packets), and the quorum of the others decides. Any thread. */
+ * be on several clients: the call and its callback run on the io thread of
+ * the first lock's client, each lock's attempts on its own client's, and
+ * none of those clients may be closed while the call is pending. A multi-lock's
+ * attempts have their clients' retries; a RedLock's attempts (and releases)
+ * get one connection attempt and no retry, as the blocking RedLock's: a
+ * server that is down fails its lock's attempt (DLOCK_ECONN) as soon as its
+ * connection is refused, at most that client's connect timeout later (a
+ * server that drops packets), and the quorum of the others decides. Any
+ * thread. */
 DLOCK_API int dlock_multilock_acquire_async(dlock_multilock *ml, const dlock_wait_opts *o,
                                             dlock_async_fn fn, void *ud);
 /* dlock_multilock_release() asynchronously: every lock released at once.

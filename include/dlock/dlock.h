@@ -74,8 +74,12 @@ typedef enum dlock_status {
                                  TLS files that cannot be loaded (the message says which) */
     DLOCK_EREPLICAS = -18,    /* fewer replicas acknowledged an acquisition than the config
                                  asks for (dlock_config_set_replica_ack): it was released */
-    DLOCK_EFENCED = -19       /* a fenced write was refused: its token is lower than the highest
+    DLOCK_EFENCED = -19,      /* a fenced write was refused: its token is lower than the highest
                                  token the key's guard has seen (a newer holder wrote) */
+    DLOCK_EREENTRY = -20,     /* the caller already holds this non-reentrant lock (Redisson's
+                                 IllegalMonitorStateException): nothing was written */
+    DLOCK_ENOTFOUND = -21     /* the object is not set up: a rate limiter with no rate (Redisson's
+                                 "RateLimiter is not initialized"): nothing was written */
 } dlock_status;
 
 /* Short English text for a status code ("lock not held by the caller", ...).
@@ -871,6 +875,65 @@ DLOCK_API int dlock_fair_lock_get(dlock_client *c, const char *name, dlock_lock 
 DLOCK_API int dlock_fair_lock_get_as(dlock_client *c, const char *name, const char *owner,
                                      dlock_lock **out);
 
+/* A non-reentrant lock (Redisson 4.4's getNonReentrantLock) on `name`: the
+ * reentrant lock's keys, channel, watchdog, leases and waits, but an
+ * acquisition by the owner that holds it already (lock, try with any wait,
+ * blocking or asynchronous) is refused at once, DLOCK_EREENTRY, and writes
+ * nothing (Redisson throws IllegalMonitorStateException there; as
+ * std::mutex, which may not be locked twice by one thread). Other owners wait
+ * as for the reentrant lock, woken by its unlock message; a release by a
+ * non-owner is DLOCK_ENOTOWNER. Redis holds it as a reentrant lock with a
+ * hold count of 1, so Redisson's RLock and non-reentrant lock clients share
+ * it (and dlock status shows it as a lock). Same returns as dlock_lock_get. */
+DLOCK_API int dlock_nonreentrant_lock_get(dlock_client *c, const char *name, dlock_lock **out);
+/* As dlock_nonreentrant_lock_get, acting for an explicit owner id. */
+DLOCK_API int dlock_nonreentrant_lock_get_as(dlock_client *c, const char *name,
+                                             const char *owner, dlock_lock **out);
+/* A non-reentrant fair lock (Redisson's RedissonNonReentrantFairLock): the
+ * fair lock's queue and order (dlock_fair_lock_get), the holder's own
+ * acquisition refused as dlock_nonreentrant_lock_get's. */
+DLOCK_API int dlock_nonreentrant_fair_lock_get(dlock_client *c, const char *name,
+                                               dlock_lock **out);
+/* As dlock_nonreentrant_fair_lock_get, acting for an explicit owner id. */
+DLOCK_API int dlock_nonreentrant_fair_lock_get_as(dlock_client *c, const char *name,
+                                                  const char *owner, dlock_lock **out);
+
+/* The spin lock's back-off (Redisson's LockOptions.ExponentialBackOff): after
+ * a busy answer a waiter sleeps initial_ms, then each sleep is the last one
+ * times multiplier plus a jitter of up to one ms per busy answer so far, up
+ * to max_ms, where it stays. multiplier 1 with initial_ms == max_ms is
+ * Redisson's ConstantBackOff. Each field >= 1, initial_ms <= max_ms, max_ms
+ * at most an hour. */
+typedef struct dlock_backoff {
+    int64_t initial_ms;      /* Redisson's default: 1 */
+    int64_t max_ms;          /* 128 */
+    int multiplier;          /* 2 */
+} dlock_backoff;
+
+/* A spin lock (Redisson 3.16's getSpinLock) on `name`: the reentrant lock's
+ * keys, hold counts, watchdog, leases and release (dlock_lock_get), shared
+ * with Redisson's RLock and spin lock clients, but a waiter subscribes to
+ * nothing: it tries again after each back-off step (dlock_backoff; Redisson's
+ * default 1 ms doubling to 128 ms unless dlock_lock_set_backoff says
+ * otherwise), or when the holder's TTL ends if that comes first. So ten
+ * thousand waiters on ten thousand names cost no subscriptions and no
+ * pub/sub connection at all, and a waiter learns of a release up to one
+ * back-off step late (make bench: spin). The cost is Redis commands while
+ * waiting: one attempt per step, about 8 per second per waiter at the 128 ms
+ * maximum. A release still publishes Redisson's unlock message (a
+ * subscribed RLock waiter of the same name wakes at once). Its wait also
+ * does not watch the key (dlock_lock_try's wake on a DEL or an eviction):
+ * the next step finds it. Same returns as dlock_lock_get. */
+DLOCK_API int dlock_spin_lock_get(dlock_client *c, const char *name, dlock_lock **out);
+/* As dlock_spin_lock_get, acting for an explicit owner id. */
+DLOCK_API int dlock_spin_lock_get_as(dlock_client *c, const char *name, const char *owner,
+                                     dlock_lock **out);
+/* Sets the back-off of a spin lock handle's later waits (NULL: Redisson's
+ * default). Thread-safe; a wait under way keeps the one it started with.
+ * DLOCK_EINVAL, naming the field, for a value out of range or a handle that
+ * is not a spin lock's (a pub/sub waiter has no back-off). */
+DLOCK_API int dlock_lock_set_backoff(dlock_lock *l, const dlock_backoff *b);
+
 /* A fenced lock (Redisson's RFencedLock) on `name`: a reentrant lock handle
  * (the same keys, the same holders) on which every acquisition, reentrant
  * ones included, raises the fencing token `redisson_lock_token:{name}` in
@@ -1383,9 +1446,11 @@ typedef enum dlock_kind {
                             * waiters of each are counted apart) */
     DLOCK_KIND_PERMITS = 4, /* a count with a sorted set {name}:timeout beside it: a
                              * permit-expirable semaphore (holders are its permits) */
-    DLOCK_KIND_OTHER = 5   /* other data (a list, a string that is not a whole number, a
+    DLOCK_KIND_OTHER = 5,  /* other data (a list, a string that is not a whole number, a
                             * hash that is not a lock, ...): dlock_info_redis_type says
                             * which; only dlock_client_inspect gives it */
+    DLOCK_KIND_RATE = 6    /* a rate limiter's configuration hash (rate, interval, type,
+                            * keepAliveTime: dlock_rate_limiter_get) */
 } dlock_kind;
 
 /* Takes a snapshot of the handle's name, whatever kind of lock the handle is
@@ -1766,6 +1831,13 @@ DLOCK_API int dlock_permit_semaphore_acquire_n(dlock_permit_semaphore *p, int64_
 DLOCK_API int dlock_permit_semaphore_try_n(dlock_permit_semaphore *p, int64_t n,
                                                    int64_t wait_ms, int64_t lease_ms,
                                                    char (*ids)[DLOCK_PERMIT_ID_BUFSIZE]);
+/* As dlock_permit_semaphore_try_n with the options' wait (NULL: one try) and
+ * lease (0: DLOCK_WATCHDOG), and the wait ends with DLOCK_ECANCELED, none
+ * taken, when o->cancel is fired. Permits have no fencing token: o->token
+ * must be NULL (DLOCK_EINVAL). */
+DLOCK_API int dlock_permit_semaphore_acquire_n_opts(dlock_permit_semaphore *p, int64_t n,
+                                                    const dlock_wait_opts *o,
+                                                    char (*ids)[DLOCK_PERMIT_ID_BUFSIZE]);
 /* Gives the n permits ids[0..n-1] back in one script, all or nothing
  * (Redisson's tryRelease(List)): *released (may be NULL) = n when every id
  * was held and all are back, 0 when one is unknown (released already, never
@@ -1859,6 +1931,105 @@ DLOCK_API int dlock_latch_await_opts(dlock_latch *l, const dlock_wait_opts *o);
  * return; *deleted (may be NULL) = 1 when there was one. A key that is not a
  * latch is refused (DLOCK_EWRONGTYPE) and left alone. */
 DLOCK_API int dlock_latch_delete(dlock_latch *l, int *deleted);
+
+/* ------------------------------------------------------------ rate limiter */
+
+/* A rate limiter, Redisson's RRateLimiter: at most `rate` permits are
+ * granted per `interval_ms`, across every client (DLOCK_RATE_OVERALL) or to
+ * each client (DLOCK_RATE_PER_CLIENT: each dlock client, each Redisson
+ * instance), in Redisson's keys, shared with its clients:
+ *   `name`                           hash: rate, interval (ms), type ("0"
+ *                                    OVERALL, "1" PER_CLIENT), keepAliveTime
+ *   `{name}:value[:<client id>]`     the permits left in the window
+ *   `{name}:permits[:<client id>]`   the grants: a sorted set scored by when
+ *                                    each was made, in epoch ms
+ * (the client id: dlock_client_id). A grant's permits come back `interval_ms`
+ * after it was made (a sliding window). dlock scores its grants on the
+ * server's clock, so dlock clients agree whatever their own clocks say;
+ * Redisson scores its on each client's clock: a Java client whose clock is
+ * behind the server's by d ms sees dlock's grants d ms younger (it waits
+ * longer), and dlock sees its grants d ms older (they free their permits d ms
+ * early: up to the rate more in that window). Keep clocks in sync (NTP) when
+ * Java and dlock clients share a limiter. Redisson's GCRA limiter (Redis
+ * 8.8's GCRA command) is not this object and not supported.
+ * A handle is cheap and may be shared between threads; the calls are
+ * thread-safe. Every call refuses a key of another type (a lock's hash, a
+ * semaphore's count) with DLOCK_EWRONGTYPE and writes nothing. */
+typedef struct dlock_rate_limiter dlock_rate_limiter;
+
+typedef enum dlock_rate_type {
+    DLOCK_RATE_OVERALL = 0,     /* one budget for every client (Redisson's RateType.OVERALL) */
+    DLOCK_RATE_PER_CLIENT = 1   /* a budget per client (RateType.PER_CLIENT) */
+} dlock_rate_type;
+
+typedef struct dlock_rate_config {
+    dlock_rate_type type;
+    int64_t rate;            /* permits per interval: 1..2^31-1 */
+    int64_t interval_ms;     /* 1..2^40 */
+    int64_t keep_alive_ms;   /* 0: the keys live for ever; else (>= interval_ms) every key
+                                expires that long after the last call that changed it */
+} dlock_rate_config;
+
+/* A handle on rate limiter `name`; errors as dlock_semaphore_get. */
+DLOCK_API int dlock_rate_limiter_get(dlock_client *c, const char *name,
+                                     dlock_rate_limiter **out);
+/* Frees the handle (no other call may be using it). */
+DLOCK_API void dlock_rate_limiter_free(dlock_rate_limiter *r);
+DLOCK_API const char *dlock_rate_limiter_name(const dlock_rate_limiter *r);
+
+/* Sets the rate when none is set (Redisson's trySetRate): *was_set (may be
+ * NULL) = 1 when set, 0 when one was (left as it is). DLOCK_EINVAL naming a
+ * field out of range. */
+DLOCK_API int dlock_rate_limiter_try_set_rate(dlock_rate_limiter *r,
+                                              const dlock_rate_config *cfg, int *was_set);
+/* Sets the rate whatever was set (Redisson's setRate). keep_state 0: the
+ * window starts afresh (every permit free); 1: the grants still in the
+ * window count against the new rate (RateLimiterArgs.keepState). A change of
+ * type drops the old type's state either way. */
+DLOCK_API int dlock_rate_limiter_set_rate(dlock_rate_limiter *r, const dlock_rate_config *cfg,
+                                          int keep_state);
+/* As dlock_rate_limiter_set_rate, only when a rate is set (Redisson's
+ * updateRate): *updated (may be NULL) = 1 when it was, 0 when none was. */
+DLOCK_API int dlock_rate_limiter_update_rate(dlock_rate_limiter *r,
+                                             const dlock_rate_config *cfg, int keep_state,
+                                             int *updated);
+/* The configuration (Redisson's getConfig); DLOCK_ENOTFOUND when no rate is
+ * set. */
+DLOCK_API int dlock_rate_limiter_config(dlock_rate_limiter *r, dlock_rate_config *out);
+
+/* Takes `permits` (1..rate) when the window has them, waiting at most
+ * wait_ms (0: no wait; DLOCK_WAIT_FOREVER: no limit) for the grants that
+ * free them to age out (Redisson's tryAcquire(permits, timeout)). A waiter
+ * sleeps exactly until the oldest grant frees its permits (the server says
+ * when), then tries again: no subscription, no polling in between.
+ * DLOCK_OK, DLOCK_ETIMEDOUT (the message says when permits come back),
+ * DLOCK_ENOTFOUND (no rate set), DLOCK_EINVAL (permits out of range, or more
+ * than the rate: never grantable), DLOCK_EWRONGTYPE, DLOCK_ECANCELED,
+ * DLOCK_EUNKNOWN (the answer was lost: the permits may have been taken; not
+ * resent). */
+DLOCK_API int dlock_rate_limiter_try_acquire(dlock_rate_limiter *r, int64_t permits,
+                                             int64_t wait_ms);
+/* Takes `permits`, waiting as long as it takes (Redisson's acquire). */
+DLOCK_API int dlock_rate_limiter_acquire(dlock_rate_limiter *r, int64_t permits);
+/* As dlock_rate_limiter_try_acquire with the options' wait and cancel token
+ * (NULL: no wait); o->token, when not NULL, gets the grant's time on the
+ * server's clock (epoch ms). No lease: o->lease_ms must be 0. */
+DLOCK_API int dlock_rate_limiter_acquire_opts(dlock_rate_limiter *r, int64_t permits,
+                                              const dlock_wait_opts *o);
+/* *permits = what the window has left now (Redisson's availablePermits; a
+ * limiter nobody took from yet: the rate). DLOCK_ENOTFOUND when no rate is
+ * set. */
+DLOCK_API int dlock_rate_limiter_available(dlock_rate_limiter *r, int64_t *permits);
+/* Gives permits back before their grant ages out (Redisson's release): the
+ * count left rises by them, at most to the rate. 0: nothing, no round trip.
+ * DLOCK_ENOTFOUND when no rate is set. */
+DLOCK_API int dlock_rate_limiter_release(dlock_rate_limiter *r, int64_t permits);
+/* Deletes the limiter's keys (its configuration, the overall state and this
+ * client's own): *deleted (may be NULL) = 1 when any existed. */
+DLOCK_API int dlock_rate_limiter_delete(dlock_rate_limiter *r, int *deleted);
+/* Gives every key a time to live of ttl_ms (0: removes it; Redisson's expire
+ * and clearExpire): *set (may be NULL) = 1 when any key changed. */
+DLOCK_API int dlock_rate_limiter_expire(dlock_rate_limiter *r, int64_t ttl_ms, int *set);
 
 #ifdef __cplusplus
 }

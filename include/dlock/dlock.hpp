@@ -136,6 +136,8 @@ class error_category_impl final : public std::error_category {
         case DLOCK_ECONN: return std::errc::connection_refused;
         case DLOCK_ENAMETOOLONG: return std::errc::filename_too_long;
         case DLOCK_EDEADLK: return std::errc::resource_deadlock_would_occur;
+        case DLOCK_EREENTRY: return std::errc::resource_deadlock_would_occur;
+        case DLOCK_ENOTFOUND: return std::errc::no_such_file_or_directory;
         default: return std::error_condition(code, *this);
         }
     }
@@ -735,6 +737,63 @@ class fair_mutex : public basic_mutex {
         : basic_mutex(make(c, name, &o, &dlock_fair_lock_get, &dlock_fair_lock_get_as), lease) {}
 };
 
+/* A non-reentrant lock, Redisson's getNonReentrantLock
+ * (dlock_nonreentrant_lock_get): a second lock() or try_lock*() by the owner
+ * that holds it throws dlock::error DLOCK_EREENTRY (std::errc::
+ * resource_deadlock_would_occur), as std::mutex may not be locked twice by
+ * one thread; the hold is kept. */
+class nonreentrant_mutex : public basic_mutex {
+  public:
+    nonreentrant_mutex(const client &c, const std::string &name,
+                       std::chrono::milliseconds lease = watchdog)
+        : basic_mutex(make(c, name, nullptr, &dlock_nonreentrant_lock_get,
+                           &dlock_nonreentrant_lock_get_as),
+                      lease) {}
+    nonreentrant_mutex(const client &c, const std::string &name, const owner &o,
+                       std::chrono::milliseconds lease = watchdog)
+        : basic_mutex(make(c, name, &o, &dlock_nonreentrant_lock_get,
+                           &dlock_nonreentrant_lock_get_as),
+                      lease) {}
+};
+
+/* A non-reentrant fair lock (dlock_nonreentrant_fair_lock_get): fair_mutex's
+ * order, nonreentrant_mutex's refusal. */
+class nonreentrant_fair_mutex : public basic_mutex {
+  public:
+    nonreentrant_fair_mutex(const client &c, const std::string &name,
+                            std::chrono::milliseconds lease = watchdog)
+        : basic_mutex(make(c, name, nullptr, &dlock_nonreentrant_fair_lock_get,
+                           &dlock_nonreentrant_fair_lock_get_as),
+                      lease) {}
+    nonreentrant_fair_mutex(const client &c, const std::string &name, const owner &o,
+                            std::chrono::milliseconds lease = watchdog)
+        : basic_mutex(make(c, name, &o, &dlock_nonreentrant_fair_lock_get,
+                           &dlock_nonreentrant_fair_lock_get_as),
+                      lease) {}
+};
+
+/* A spin lock, Redisson's getSpinLock (dlock_spin_lock_get): the mutex's
+ * layout and reentrancy, waits that subscribe to nothing and try again on a
+ * back-off (Redisson's default: 1 ms doubling to 128 ms; set_backoff). */
+class spin_mutex : public basic_mutex {
+  public:
+    spin_mutex(const client &c, const std::string &name, std::chrono::milliseconds lease = watchdog)
+        : basic_mutex(make(c, name, nullptr, &dlock_spin_lock_get, &dlock_spin_lock_get_as),
+                      lease) {}
+    spin_mutex(const client &c, const std::string &name, const owner &o,
+               std::chrono::milliseconds lease = watchdog)
+        : basic_mutex(make(c, name, &o, &dlock_spin_lock_get, &dlock_spin_lock_get_as), lease) {}
+    /* The back-off of later waits (dlock_lock_set_backoff): the first sleep,
+     * its ceiling, the multiplier between them. Throws dlock::error
+     * DLOCK_EINVAL for a value out of range. */
+    void set_backoff(std::chrono::milliseconds initial, std::chrono::milliseconds max,
+                     int multiplier = 2) {
+        dlock_backoff b{static_cast<int64_t>(initial.count()), static_cast<int64_t>(max.count()),
+                        multiplier};
+        detail::check(dlock_lock_set_backoff(native_handle(), &b));
+    }
+};
+
 /* A fenced lock, Redisson's RFencedLock (dlock_fenced_lock_get): every
  * acquisition raises the fencing token; read it with token() while held. */
 class fenced_mutex : public basic_mutex {
@@ -1284,6 +1343,86 @@ class latch {
                                  });
     }
     detail::handle<dlock_latch, &dlock_latch_free> h_;
+};
+
+/* A rate limiter, Redisson's RRateLimiter (dlock_rate_limiter_get): at most
+ * rate permits per interval, overall or per client. try_set_rate/set_rate
+ * configure it; acquire waits until the window has the permits
+ * (dlock_rate_limiter_try_acquire), try_acquire does not wait. */
+class rate_limiter {
+  public:
+    enum class type { overall = DLOCK_RATE_OVERALL, per_client = DLOCK_RATE_PER_CLIENT };
+    rate_limiter(const client &c, const std::string &name)
+        : h_(detail::make<dlock_rate_limiter, &dlock_rate_limiter_free>(
+              c, [&](dlock_client *cc, dlock_rate_limiter **out) {
+                  return dlock_rate_limiter_get(cc, name.c_str(), out);
+              })) {}
+
+    /* Sets the rate when none is set: true when this call set it. */
+    bool try_set_rate(type t, int64_t rate, std::chrono::milliseconds interval,
+                      std::chrono::milliseconds keep_alive = std::chrono::milliseconds(0)) {
+        dlock_rate_config cfg = config_of(t, rate, interval, keep_alive);
+        int set = 0;
+        detail::check(dlock_rate_limiter_try_set_rate(get(), &cfg, &set));
+        return set != 0;
+    }
+    /* Sets it whatever was set; keep_state: the grants in the window count. */
+    void set_rate(type t, int64_t rate, std::chrono::milliseconds interval,
+                  std::chrono::milliseconds keep_alive = std::chrono::milliseconds(0),
+                  bool keep_state = false) {
+        dlock_rate_config cfg = config_of(t, rate, interval, keep_alive);
+        detail::check(dlock_rate_limiter_set_rate(get(), &cfg, keep_state ? 1 : 0));
+    }
+    /* Takes n permits, waiting as long as it takes. */
+    void acquire(int64_t n = 1) { detail::check(dlock_rate_limiter_acquire(get(), n)); }
+    /* One try: false when the window has fewer than n left. */
+    bool try_acquire(int64_t n = 1) {
+        return detail::answer(dlock_rate_limiter_try_acquire(get(), n, 0));
+    }
+    /* Waits up to d: false when the permits were not freed by then. */
+    template <class Rep, class Period>
+    bool try_acquire_for(const std::chrono::duration<Rep, Period> &d, int64_t n = 1) {
+        return detail::answer(dlock_rate_limiter_try_acquire(get(), n, detail::to_ms(d)));
+    }
+    /* With a cancel token: throws DLOCK_ECANCELED when t fires first. */
+    template <class Rep, class Period>
+    bool try_acquire_for(const std::chrono::duration<Rep, Period> &d, int64_t n,
+                         const cancel_token &t) {
+        dlock_wait_opts o = detail::opts(detail::to_ms(d), 0, t.native_handle());
+        return detail::answer(dlock_rate_limiter_acquire_opts(get(), n, &o));
+    }
+    /* What the window has left now. */
+    int64_t available() const {
+        int64_t n = 0;
+        detail::check(dlock_rate_limiter_available(get(), &n));
+        return n;
+    }
+    /* Gives n permits back early (at most up to the rate). */
+    void release(int64_t n) { detail::check(dlock_rate_limiter_release(get(), n)); }
+    /* Throws DLOCK_ENOTFOUND when no rate is set. */
+    dlock_rate_config config() const {
+        dlock_rate_config cfg{};
+        detail::check(dlock_rate_limiter_config(get(), &cfg));
+        return cfg;
+    }
+    bool erase() {
+        int deleted = 0;
+        detail::check(dlock_rate_limiter_delete(get(), &deleted));
+        return deleted != 0;
+    }
+
+    std::string name() const { return dlock_rate_limiter_name(get()); }
+    dlock_rate_limiter *native_handle() const noexcept { return h_.get(); }
+
+  private:
+    static dlock_rate_config config_of(type t, int64_t rate, std::chrono::milliseconds interval,
+                                       std::chrono::milliseconds keep_alive) {
+        return dlock_rate_config{static_cast<dlock_rate_type>(t), rate,
+                                 static_cast<int64_t>(interval.count()),
+                                 static_cast<int64_t>(keep_alive.count())};
+    }
+    dlock_rate_limiter *get() const noexcept { return h_.get(); }
+    detail::handle<dlock_rate_limiter, &dlock_rate_limiter_free> h_;
 };
 
 }  // namespace dlock

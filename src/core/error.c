@@ -55,6 +55,8 @@ static const struct {
     {DLOCK_ETLS, "DLOCK_ETLS", "TLS handshake or certificate refused"},
     {DLOCK_EREPLICAS, "DLOCK_EREPLICAS", "too few replicas acknowledged the acquisition"},
     {DLOCK_EFENCED, "DLOCK_EFENCED", "fenced write refused: a newer token has written"},
+    {DLOCK_EREENTRY, "DLOCK_EREENTRY", "non-reentrant lock already held by the caller"},
+    {DLOCK_ENOTFOUND, "DLOCK_ENOTFOUND", "object not set up (a rate limiter without a rate)"},
 };
 
 const char *dlock_strerror(int code)
@@ -128,8 +130,14 @@ dlock__rerr dlock__redis_classify(const char *text)
          * starts so). */
         {"EINVAL", DLOCK__RERR_ARG},            {"NOAUTH", DLOCK__RERR_AUTH},
         {"WRONGPASS", DLOCK__RERR_AUTH},
-        /* include/quarantine.lua's refusal */
+        /* dlock's own words (core.h): the quarantine's refusal, a count's */
         {"DLOCKQUARANTINE", DLOCK__RERR_QUARANTINE},
+        {"DLOCKOVERBOUND", DLOCK__RERR_OVER_BOUND},
+        {"DLOCKOVERTOTAL", DLOCK__RERR_OVER_TOTAL},
+        /* a non-reentrant lock's acquire scripts: the caller holds it */
+        {"DLOCKREENTRY", DLOCK__RERR_REENTRY},
+        /* a rate limiter's scripts: no rate set */
+        {"DLOCKNOTFOUND", DLOCK__RERR_NOTFOUND},
     };
     if (!text)
         return DLOCK__RERR_OTHER;
@@ -145,10 +153,6 @@ dlock__rerr dlock__redis_classify(const char *text)
             return DLOCK__RERR_UNKNOWN_CMD;
         if (strstr(text, "invalid password") || strstr(text, "DB index is out of range"))
             return DLOCK__RERR_AUTH;
-        if (strncmp(text + 4, "the count would pass ", 21) == 0)
-            return DLOCK__RERR_OVER_BOUND;
-        if (strstr(text, " permits asked of a semaphore of "))
-            return DLOCK__RERR_OVER_TOTAL;
     }
     return DLOCK__RERR_OTHER;
 }
@@ -173,6 +177,10 @@ int dlock__rerr_code(dlock__rerr e)
         return DLOCK_EAUTH;
     case DLOCK__RERR_QUARANTINE:
         return DLOCK_ETIMEDOUT;
+    case DLOCK__RERR_REENTRY:
+        return DLOCK_EREENTRY;
+    case DLOCK__RERR_NOTFOUND:
+        return DLOCK_ENOTFOUND;
     default:
         return DLOCK_EREDIS;
     }

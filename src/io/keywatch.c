@@ -477,6 +477,8 @@ void dlock__waiter_watch(dlock__pubsub *ps, dlock__waiter *w, const char *key, s
     if (w->watch && key && w->wlen == len && memcmp(w->watch, key, len) == 0)
         return;
     dlock__channel *ch = w->ch;   /* stays while w is joined */
+    if (!ch)
+        return;   /* on no channel: woken by nothing but its time */
     if (w->watch) {
         request(ps->kw, 0, w->watch, w->wlen, ch->name, ch->len);
         w->watch = NULL;

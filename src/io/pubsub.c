@@ -426,15 +426,8 @@ typedef struct watch_ask {
 static void read_run_id(const redisReply *r, char *out)
 {
     out[0] = '\0';
-    const char *p = r && r->type == REDIS_REPLY_STRING ? strstr(r->str, "run_id:") : NULL;
-    if (!p)
-        return;
-    p += 7;
-    size_t n = strcspn(p, "\r\n");
-    if (n > 0 && n < DLOCK__RUN_ID_MAX) {
-        memcpy(out, p, n);
-        out[n] = '\0';
-    }
+    if (r && r->type == REDIS_REPLY_STRING)
+        dlock__info_field(r->str, "run_id", out, DLOCK__RUN_ID_MAX);
 }
 
 /* The subscriptions' connection's own INFO server, sent before it subscribes. */
@@ -730,6 +723,7 @@ int dlock__pubsub_new(dlock__pubsub **out, dlock__loop *lp, dlock__netctx *ctx,
     pthread_mutex_init(&ps->mu, NULL);
     dlock__map_init(&ps->channels, dlock__ps_channel_eq);
     dlock__list_init(&ps->dirty);
+    dlock__list_init(&ps->quiet);
     int rc = dlock__keywatch_new(&ps->kw, ps);
     if (rc == DLOCK_OK)
         rc = dlock__loop_on_stop(lp, on_stop, ps);

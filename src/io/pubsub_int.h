@@ -57,6 +57,8 @@ struct dlock__pubsub {
     pthread_mutex_t mu;
     dlock__map channels;
     dlock__list dirty;
+    dlock__list quiet;       /* under mu: waiters on no channel (dlock__waiter_join with
+                                channel NULL): only a close or a cancellation wakes them */
     int closed;              /* under mu: waits return DLOCK_ECLOSED */
     dlock__keywatch *kw;     /* the keys sleeping waiters watch (keywatch.c) */
     uint64_t keywatch_wakes; /* under mu: wake-ups it made */

@@ -189,6 +189,9 @@ void dlock__pubsub_shutdown(dlock__pubsub *ps)
     ps->closed = 1;
     DLOCK__MAP_EACH(&ps->channels, n)
         dlock__ps_wake_all((dlock__channel *)n, 0);
+    dlock__list *it;
+    DLOCK__LIST_FOREACH(it, &ps->quiet)
+        signal_w(DLOCK__CONTAINER_OF(it, dlock__waiter, link));
     pthread_mutex_unlock(&ps->mu);
 }
 
@@ -223,6 +226,10 @@ int dlock__waiter_join(dlock__pubsub *ps, dlock__waiter *w, const char *channel,
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
     }
     dlock__channel *ch = w->ch;
+    if (!ch) {
+        pthread_mutex_unlock(&ps->mu);   /* on no channel: nothing to subscribe */
+        return DLOCK_OK;
+    }
     /* Wait for the subscription, at most the command timeout: past it the
      * caller falls back to retrying at the retry delay. */
     int64_t until = dlock__now_ms() + ps->ctx->cfg->command_timeout_ms;
@@ -253,11 +260,18 @@ int dlock__waiter_join(dlock__pubsub *ps, dlock__waiter *w, const char *channel,
     return DLOCK_OK;
 }
 
-/* Registers w on its channel, creating the channel if needed. Caller holds
- * mu; DLOCK_OK or DLOCK_ENOMEM. */
+/* Registers w on its channel, creating the channel if needed (channel
+ * NULL: on no channel, subscribed to nothing). Caller holds mu; DLOCK_OK or
+ * DLOCK_ENOMEM. */
 static int enter(dlock__pubsub *ps, dlock__waiter *w, const char *channel, size_t len,
                  dlock__wake_policy wake)
 {
+    if (!channel) {
+        w->ch = NULL;
+        w->subscribed = 1;   /* nothing to wait for, nothing that may drop */
+        dlock__list_push_back(&ps->quiet, &w->link);
+        return DLOCK_OK;
+    }
     dlock__channel *ch = dlock__ps_find(ps, channel, len);
     if (!ch) {
         ch = malloc(sizeof(*ch) + len + 1);
@@ -322,7 +336,7 @@ int dlock__waiter_poll(dlock__pubsub *ps, dlock__waiter *w, int *ready)
     int rc = 0;
     pthread_mutex_lock(&ps->mu);
     dlock__channel *ch = w->ch;
-    *ready = ch->state == CH_SUBSCRIBED || ch->sub_failed;
+    *ready = !ch || ch->state == CH_SUBSCRIBED || ch->sub_failed;
     if (ps->closed) {
         rc = DLOCK_ECLOSED;
     } else if (dlock_cancel_fired(w->cancel)) {
@@ -333,7 +347,7 @@ int dlock__waiter_poll(dlock__pubsub *ps, dlock__waiter *w, int *ready)
         rc = w->settled ? DLOCK__WAKE_DONE : DLOCK__WAKE_MESSAGE;
     }
     /* As dlock__waiter_wait: a dropped subscription means polling meanwhile. */
-    w->subscribed = ch->state == CH_SUBSCRIBED;
+    w->subscribed = !ch || ch->state == CH_SUBSCRIBED;
     pthread_mutex_unlock(&ps->mu);
     return rc;
 }
@@ -359,7 +373,7 @@ int dlock__waiter_wait(dlock__pubsub *ps, dlock__waiter *w, int64_t until_ms)
             rc = DLOCK_ECANCELED;
             break;
         }
-        if (w->subscribed && w->ch->state != CH_SUBSCRIBED) {
+        if (w->subscribed && w->ch && w->ch->state != CH_SUBSCRIBED) {
             /* The subscription dropped, most often because the server is going
              * away: a retry now would likely be written to a dying server and
              * end in DLOCK_EUNKNOWN. Poll at the retry delay instead; the
@@ -378,7 +392,7 @@ int dlock__waiter_wait(dlock__pubsub *ps, dlock__waiter *w, int64_t until_ms)
         }
         pthread_cond_timedwait(&w->cv, &ps->mu, &ts);
     }
-    if (!w->subscribed && w->ch->state == CH_SUBSCRIBED)
+    if (!w->subscribed && w->ch && w->ch->state == CH_SUBSCRIBED)
         w->subscribed = 1;
     pthread_mutex_unlock(&ps->mu);
     return rc;
@@ -387,7 +401,7 @@ int dlock__waiter_wait(dlock__pubsub *ps, dlock__waiter *w, int64_t until_ms)
 void dlock__waiter_set_first(dlock__pubsub *ps, dlock__waiter *w, int on)
 {
     pthread_mutex_lock(&ps->mu);
-    if (w->first != !!on) {
+    if (w->ch && w->first != !!on) {
         w->first = !!on;
         w->ch->nfirst += on ? 1 : -1;
     }
@@ -398,7 +412,8 @@ void dlock__waiter_pass_budget(dlock__pubsub *ps, dlock__waiter *w, int64_t budg
 {
     pthread_mutex_lock(&ps->mu);
     /* w itself needs more than it saw, so the budget never picks it. */
-    wake_budget(w->ch, budget);
+    if (w->ch)
+        wake_budget(w->ch, budget);
     pthread_mutex_unlock(&ps->mu);
 }
 
@@ -408,6 +423,13 @@ void dlock__waiter_leave(dlock__pubsub *ps, dlock__waiter *w, int pass_wake)
     pthread_mutex_lock(&ps->mu);
     dlock__channel *ch = w->ch;
     dlock__list_remove(&w->link);
+    if (!ch) {
+        pthread_mutex_unlock(&ps->mu);   /* on no channel: no wake-up to pass on */
+        dlock__cancel_detach(w->cancel, &w->creg);
+        if (!w->notify)
+            pthread_cond_destroy(&w->cv);
+        return;
+    }
     ch->nwaiters--;
     if (w->first)
         ch->nfirst--;

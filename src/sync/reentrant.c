@@ -115,7 +115,7 @@ const char *dlock__lock_shared_channel(const dlock_lock *l, const dlock__owner *
 }
 
 /* KEYS: lock, token, marker, quarantine, reservation (dlock's own, optional); ARGV:
- * lease, owner, fenced, claim, grace[, delay] (scripts/lock/acquire.lua). */
+ * lease, owner, fenced, claim, grace[, delay[, no reentry]] (scripts/lock/acquire.lua). */
 static void attempt_op(dlock__acq *a, int64_t waited_ms, dlock__op *op)
 {
     dlock_lock *l = a->l;
@@ -134,7 +134,12 @@ static void attempt_op(dlock__acq *a, int64_t waited_ms, dlock__op *op)
     dlock__op_args(op, a->fenced ? "1" : "0");
     dlock__op_args(op, claim ? "1" : "0");
     dlock__op_args(op, DLOCK__RESERVE_GRACE_ARG);
-    dlock__delay_arg(l, op);
+    if (l->no_reentry) {
+        dlock__op_args(op, l->delay_arg);   /* the delay always, then the flag */
+        dlock__op_args(op, "1");
+    } else {
+        dlock__delay_arg(l, op);
+    }
 }
 
 /* Busy: sleep at most the holder's PTTL, or what is left of another

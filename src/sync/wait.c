@@ -108,6 +108,14 @@ static int place(dlock__wait *w, const dlock__busy *b)
     dlock_client *c = w->h->c;
     const char *ch = w->h->channel;
     size_t len = w->h->clen;
+    if (w->spec.quiet) {
+        /* On no channel (dlock__waiter_join's NULL): nothing to move. */
+        int moved = !w->joined;
+        w->at = c;
+        w->channel = NULL;
+        w->clen = 0;
+        return moved;
+    }
     if (b->channel) {
         c = b->c ? b->c : c;
         ch = b->channel;
@@ -120,6 +128,29 @@ static int place(dlock__wait *w, const dlock__busy *b)
     w->channel = ch;
     w->clen = len;
     return moved;
+}
+
+/* A quiet wait's next sleep (0: it has no back-off): the back-off grows by
+ * its multiplier and a jitter of up to one ms per busy answer so far (so
+ * waiters that started together drift apart), to its maximum, where it
+ * stays. */
+static int64_t backoff_step(dlock__wait *w)
+{
+    const dlock__wait_spec *s = &w->spec;
+    if (!s->quiet || s->backoff_ms <= 0)
+        return 0;
+    int64_t step = w->next_sleep;
+    if (step < s->backoff_max_ms) {
+        if (w->fails < UINT16_MAX)
+            w->fails++;
+        int64_t mult = s->backoff_mult > 0 ? s->backoff_mult : 1;
+        int64_t next = step > s->backoff_max_ms / mult ? s->backoff_max_ms : step * mult;
+        uint32_t r;
+        dlock__random(&r, sizeof(r));
+        next += (int64_t)(r % (w->fails + 1));
+        w->next_sleep = next < s->backoff_max_ms ? next : s->backoff_max_ms;
+    }
+    return step;
 }
 
 void dlock__wait_init(dlock__wait *w, const dlock__handle *h, const dlock__op_type *t, void *st,
@@ -139,6 +170,8 @@ void dlock__wait_init(dlock__wait *w, const dlock__handle *h, const dlock__op_ty
     w->clen = 0;
     w->start_us = 0;
     w->deadline = INT64_MAX;
+    w->next_sleep = w->spec.backoff_ms;
+    w->fails = 0;
     if (!spec)
         return;   /* a call that does not wait reads no clock */
     w->start_us = dlock__now_us();
@@ -210,6 +243,9 @@ int dlock__wait_attempted(dlock__wait *w, int *rc, const dlock__busy *b)
     w->until = w->deadline;
     if (b->ttl >= 0 && now + b->ttl + 1 < w->until)
         w->until = now + b->ttl + 1;
+    int64_t step = backoff_step(w);
+    if (step > 0 && now + step < w->until)
+        w->until = now + step;
     if (!w->w.subscribed && now + w->at->cfg.retry_delay_ms < w->until)
         w->until = now + w->at->cfg.retry_delay_ms;   /* pub/sub down: poll meanwhile */
     /* Freed without a message (a DEL, expiry, eviction): woken all the same. */

@@ -87,4 +87,46 @@ expect 64 "$D" run m:a m:a -- true
 has "$tmp/err" "m:a" "a name twice is refused"
 expect 64 "$D" run --read m:d --write m:d -- true
 
+echo "== --spin: a spin lock's waiter subscribes to nothing"
+"$D" run --spin s:one -- sleep $((2 * SLOW)) & bg+=($!)
+until_ok held s:one
+"$D" run --spin s:one -- sh -c "echo second > '$tmp/spin'" & bg+=($!)
+sleep 0.5
+is "$(rc pubsub numsub 'redisson_lock__channel:{s:one}' | tail -1)" "0" "no subscriber on the lock's channel"
+[ -e "$tmp/spin" ] && bad "the spin waiter ran while the lock was held" || ok
+wait "${bg[@]}"; bg=()
+is "$(cat "$tmp/spin" 2>/dev/null)" "second" "the spin waiter ran once the lock was free"
+free s:one && ok || bad "spin lock released"
+rc hset s:one java-uuid:7 1 >/dev/null; rc pexpire s:one 60000 >/dev/null
+expect 75 "$D" run --spin -n s:one -- true
+has "$tmp/err" "s:one" "a busy spin lock names itself"
+rc del s:one >/dev/null
+expect 64 "$D" run --spin s:a s:b -- true
+has "$tmp/err" "--spin takes one NAME" "--spin with several names is refused"
+expect 64 "$D" run --spin -- true
+expect 0 "$D" run --stripes 4 --spin s:st 7 -- true
+
+echo "== --rate: at most N starts per DUR"
+for i in 1 2 3; do
+  expect 0 "$D" run --rate 3/$((4 * SLOW))s -n r:one -- sh -c 'echo "ran $DLOCK_NAME"'
+  has "$tmp/out" "ran r:one" "start $i within the rate"
+done
+expect 75 "$D" run --rate 3/$((4 * SLOW))s -n r:one -- echo ran
+hasnt "$tmp/out" "ran" "a fourth start within the window is refused with -n"
+has "$tmp/err" "r:one" "the refusal names the limiter"
+is "$(rc hget r:one rate)" "3" "Redisson's configuration hash"
+t0=$(now_ms)
+expect 0 "$D" run --rate 3/$((4 * SLOW))s r:one -- true
+took=$(( $(now_ms) - t0 ))
+[ "$took" -ge 1000 ] && ok || bad "a waiting start did not wait for the window ($took ms)"
+expect 65 "$D" run --rate 5/$((4 * SLOW))s -n r:one -- true
+has "$tmp/err" "exists with 3 per" "another rate is refused"
+expect 64 "$D" run --rate 5 r:two -- true
+expect 64 "$D" run --rate 5/1s r:a r:b -- true
+expect 64 "$D" run --rate 5/1s --lease 1s r:a -- true
+rc set r:count 5 >/dev/null
+expect 65 "$D" run --rate 5/1s r:count -- true
+is "$(rc get r:count)" "5" "a count under the name is left alone"
+expect 127 "$D" run --rate 5/1s r:three -- /nonexistent/cmd
+
 finish

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A lost hold never runs beside the next one, by default (issue 39):
 #   - a command that ignores SIGTERM and started children that ignore it too,
-#     its lock deleted, forced open or evicted: the next plain `dlock run` starts
+#     its lock deleted or forced open: the next plain `dlock run` starts
 #     only once the last process of the old tree is gone (0 ms of overlap),
 #     and within 1 s of that moment; ROUNDS rounds;
 #   - a command that dies on SIGTERM: the next run within 1 s of the DEL;
@@ -17,37 +17,9 @@ ROUNDS=${3:-3}
 
 KILL_AFTER=1   # s: the old tree's SIGKILL comes this long after SIGTERM
 
-# Evicts the lock $1 alone, as a maxmemory-policy that evicts keys with a
-# TTL would: volatile-ttl, with every key sampled, takes the one that
-# expires soonest first, the lock before the keys padding it (which expire
-# between it and its lock-delay marker) and the marker last; a maxmemory
-# just under what is used (read and set on one connection: another's
-# buffers would count) stops once the lock and some padding are gone.
-evict_lock() {
-  local name=$1 lt mt
-  lt=$(rc pttl "$name"); mt=$(rc pttl "dlock_lock_delay:{$name}")
-  for i in $(seq 1 20); do
-    rc set "t:pad:$i" "$(head -c 1000 /dev/zero | tr '\0' x)" px $(( (lt + mt) / 2 )) >/dev/null
-  done
-  coproc EV { redis-cli -p "$REDIS_PORT"; }
-  local l used=""
-  for c in "config set maxmemory-samples 64" "config set maxmemory-policy volatile-ttl"; do
-    echo "$c" >&"${EV[1]}"; read -r l <&"${EV[0]}"
-  done
-  echo "info memory" >&"${EV[1]}"
-  while read -r -t 0.5 l <&"${EV[0]}"; do
-    case $l in used_memory:*) used=${l#used_memory:}; used=${used%$'\r'} ;; esac
-  done
-  for c in "config set maxmemory $((used - 1500))" "config set maxmemory 0" \
-           "config set maxmemory-policy noeviction" "config set maxmemory-samples 5"; do
-    echo "$c" >&"${EV[1]}"; read -r l <&"${EV[0]}"
-  done
-  exec {EV[1]}>&-
-  wait "$EV_PID" 2>/dev/null
-}
-
-# One round: the old tree ignores TERM; $1: how the lock is lost ("del",
-# "force" or "evict"). Sets overlap_ms (> 0: the next command started beside the old
+# One round: the old tree ignores TERM; $1: how the lock is lost ("del" or
+# "force"). (An eviction may take the lock-delay marker with the lock: not
+# covered, docs/safety.md.) Sets overlap_ms (> 0: the next command started beside the old
 # tree) and after_ms (from the old tree's end to the next command's start).
 one_round() {
   local how=$1 name="t:win" dir="$tmp/round"
@@ -57,6 +29,7 @@ one_round() {
     for i in 1 2 3 4; do (exec sleep 300) & echo $! >> "$0/pids"; done
     echo $$ >> "$0/pids"; wait' "$dir" >/dev/null 2>"$dir/old.err" &
   local old=$!
+  bg+=("$old")   # killed at exit (its guard then kills its tree) should the test end early
   until_ok sh -c "[ \$(wc -l < '$dir/pids' 2>/dev/null || echo 0) -ge 5 ]" ||
     { bad "the old tree did not start"; return; }
   # The next run: a plain one, no option. Its command says when it started
@@ -69,15 +42,9 @@ one_round() {
     done
     true' "$dir" >"$dir/next.out" 2>"$dir/next.err" &
   local next=$!
+  bg+=("$next")
   sleep 0.3
-  case $how in
-    del) rc del "$name" >/dev/null ;;
-    force) "$D" unlock --force "$name" >/dev/null ;;
-    evict)
-      evict_lock "$name"
-      is "$(rc exists "$name")" 0 "evicted: the lock is gone"
-      is "$(rc exists "dlock_lock_delay:{$name}")" 1 "evicted: its lock-delay marker stays" ;;
-  esac
+  if [ "$how" = del ]; then rc del "$name" >/dev/null; else "$D" unlock --force "$name" >/dev/null; fi
   # When the old tree is gone, to 5 ms.
   local gone_at=""
   for _ in $(seq 1 $((4000 * SLOW))); do
@@ -104,9 +71,8 @@ one_round() {
 
 echo "== a TERM-ignoring tree, its lock lost: the next run waits for the whole tree ($ROUNDS rounds)"
 total_overlap=0 overlapping=0 worst_after=-100000 late=0
-hows=(del force evict)
 for r in $(seq 1 "$ROUNDS"); do
-  how=${hows[$((r % 3))]}
+  how=del; [ $((r % 2)) = 0 ] && how=force
   one_round $how
   total_overlap=$((total_overlap + overlap_ms))
   [ $overlap_ms -gt 0 ] && overlapping=$((overlapping + 1))

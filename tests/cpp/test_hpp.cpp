@@ -257,6 +257,73 @@ void test_lock_misc(dlock::client &a) {
         CHECK(fm.is_held());
     }
     CHECK(!fm.is_locked());
+
+    /* Non-reentrant: the second lock by the holder throws, the hold stays. */
+    dlock::nonreentrant_mutex nr(a, name("nonreentrant"));
+    dlock::nonreentrant_fair_mutex nrf(a, name("nonreentrant-fair"));
+    for (dlock::basic_mutex *once : {static_cast<dlock::basic_mutex *>(&nr),
+                                  static_cast<dlock::basic_mutex *>(&nrf)}) {
+        std::lock_guard<dlock::basic_mutex> g(*once);
+        bool threw = false;
+        try {
+            once->lock();
+        } catch (const dlock::error &e) {
+            threw = e.code() == std::errc::resource_deadlock_would_occur &&
+                    e.code().value() == DLOCK_EREENTRY;
+        }
+        CHECK(threw);
+        threw = false;
+        try {
+            (void)once->try_lock();
+        } catch (const dlock::error &e) {
+            threw = e.code().value() == DLOCK_EREENTRY;
+        }
+        CHECK(threw);
+        CHECK(once->is_held());
+    }
+    CHECK(!nr.is_locked() && !nrf.is_locked());
+
+    /* The spin lock: reentrant, a bad back-off throws, a good one is kept. */
+    dlock::spin_mutex sp(a, name("spin"));
+    {
+        std::lock_guard<dlock::spin_mutex> g(sp);
+        CHECK(sp.try_lock());
+        sp.unlock();
+        CHECK(sp.is_held());
+    }
+    CHECK(!sp.is_locked());
+    bool threw = false;
+    try {
+        sp.set_backoff(std::chrono::milliseconds(10), std::chrono::milliseconds(5));
+    } catch (const dlock::error &e) {
+        threw = e.code().value() == DLOCK_EINVAL;
+    }
+    CHECK(threw);
+    sp.set_backoff(std::chrono::milliseconds(5), std::chrono::milliseconds(50), 3);
+    {
+        std::lock_guard<dlock::spin_mutex> g(sp);
+        CHECK(sp.is_held());
+    }
+
+    /* The rate limiter: no rate is DLOCK_ENOTFOUND; then 2 per minute. */
+    dlock::rate_limiter rl(a, name("rate"));
+    threw = false;
+    try {
+        (void)rl.available();
+    } catch (const dlock::error &e) {
+        threw = e.code().value() == DLOCK_ENOTFOUND &&
+                e.code() == std::errc::no_such_file_or_directory;
+    }
+    CHECK(threw);
+    CHECK(rl.try_set_rate(dlock::rate_limiter::type::overall, 2, std::chrono::minutes(1)));
+    CHECK(!rl.try_set_rate(dlock::rate_limiter::type::overall, 9, std::chrono::minutes(1)));
+    CHECK(rl.config().rate == 2);
+    CHECK(rl.try_acquire(2));
+    CHECK(!rl.try_acquire());
+    CHECK(!rl.try_acquire_for(std::chrono::milliseconds(20)));
+    rl.release(1);
+    CHECK(rl.available() == 1);
+    CHECK(rl.erase());
 }
 
 // An explicit owner: locked in one thread, unlocked in another.

@@ -52,24 +52,27 @@ typedef enum {
     SAFETY_RW = 2,
     SAFETY_SEM = 3,
     SAFETY_LATCH = 4,
-    SAFETY_ELECT = 5
+    SAFETY_ELECT = 5,
+    SAFETY_NONREENTRANT = 6,  /* the non-reentrant lock: the lock's checks */
+    SAFETY_SPIN = 7           /* the spin lock: the lock's checks, waits on the back-off */
 } safety_type;
 
 #define SAFETY_SEM_PERMITS 2
 #define SAFETY_LATCH_ROUNDS 64   /* ticket slots, indexed by round % this */
 
-static const char *const safety_type_names[] = {"lock", "fair", "rw", "sem", "latch", "elect"};
-#define SAFETY_TYPE_LIST "lock|fair|rw|sem|latch|elect"
+static const char *const safety_type_names[] = {"lock",  "fair",  "rw",           "sem",
+                                                "latch", "elect", "nonreentrant", "spin"};
+#define SAFETY_TYPE_LIST "lock|fair|rw|sem|latch|elect|nonreentrant|spin"
 
 static inline const char *safety_type_name(int type)
 {
-    return type > 0 && type <= SAFETY_ELECT ? safety_type_names[type] : "lock";
+    return type > 0 && type <= SAFETY_SPIN ? safety_type_names[type] : "lock";
 }
 
 /* The type named `s`, or -1. */
 static inline int safety_type_parse(const char *s)
 {
-    for (int t = 0; t <= SAFETY_ELECT; t++)
+    for (int t = 0; t <= SAFETY_SPIN; t++)
         if (strcmp(s, safety_type_names[t]) == 0)
             return t;
     return -1;
@@ -78,7 +81,8 @@ static inline int safety_type_parse(const char *s)
 /* Types whose holds are exclusive, fenced by their token. */
 static inline int safety_exclusive(int type)
 {
-    return type == SAFETY_LOCK || type == SAFETY_FAIR || type == SAFETY_ELECT;
+    return type == SAFETY_LOCK || type == SAFETY_FAIR || type == SAFETY_ELECT ||
+           type == SAFETY_NONREENTRANT;
 }
 
 /* History records (one line each, space separated):

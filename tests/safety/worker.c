@@ -154,6 +154,10 @@ static int handle(const char *name, const char *owner, int side, dlock_lock **ou
     switch (P.type) {
     case SAFETY_FAIR:
         return dlock_fair_lock_get_as(client, name, owner, out);
+    case SAFETY_NONREENTRANT:
+        return dlock_nonreentrant_lock_get_as(client, name, owner, out);
+    case SAFETY_SPIN:
+        return dlock_spin_lock_get_as(client, name, owner, out);
     case SAFETY_RW:
         return side == 'r' ? dlock_read_lock_get_as(client, name, owner, out)
                            : dlock_write_lock_get_as(client, name, owner, out);

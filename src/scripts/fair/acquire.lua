@@ -29,6 +29,10 @@
 --          treated as held by that lost holder until the marker ends: nobody
 --          takes it, waiters queue (in order, as for a held lock) and the
 --          head's turn starts when the delay ends.
+-- ARGV[8]  (optional) "1": a non-reentrant fair lock (Redisson's
+--          RedissonNonReentrantFairLock): the owner's acquisition while it
+--          holds the lock is refused, error "DLOCKREENTRY", before anything
+--          is written
 --
 -- Returns nil when acquired (or {token} when fenced). When not acquired,
 -- {sleep, why}: why 0 = held by another owner, 1 = free but an earlier waiter
@@ -77,6 +81,9 @@ local mine = held and v[1] ~= false
 if mine and v[2] then
   -- The owner's field is its read hold of a read-write lock (same owner id).
   return redis.error_reply('WRONGTYPE the key holds a read-write lock')
+end
+if mine and ARGV[8] == '1' then
+  return redis.error_reply('DLOCKREENTRY the caller holds this non-reentrant fair lock already')
 end
 if held and not mine then
   local kv = redis.call('hgetall', lock)

@@ -26,6 +26,10 @@
 --          proper release. While it lives with another owner's id, the free
 --          lock is refused, whatever the caller's own delay: its holder lost
 --          it without releasing (died, paused, cut off), and may not know yet.
+-- ARGV[7]  (optional) "1": a non-reentrant lock (Redisson's
+--          RedissonNonReentrantLock): the owner's acquisition while it holds
+--          the lock is refused, error "DLOCKREENTRY", before anything is
+--          written (Redisson answers its own error there)
 --
 -- Returns nil when acquired (or {token} when fenced). When not acquired:
 --   ttl         held by another owner: its remaining TTL in ms (-1: no
@@ -45,6 +49,9 @@
 --@include quarantine.lua
 --@include own_keys.lua
 local lock, owner = KEYS[1], ARGV[2]
+if ARGV[7] == '1' and redis.call('hexists', lock, owner) == 1 then
+  return redis.error_reply('DLOCKREENTRY the caller holds this non-reentrant lock already')
+end
 local own = own_keys(3)
 local marker, reserve = own['dlock_lock_delay:'], own['dlock_lock_next:']
 local grace = tonumber(ARGV[5])
