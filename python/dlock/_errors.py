@@ -15,7 +15,8 @@ __all__ = [
     "Error", "InvalidArgument", "OutOfMemory", "Timeout", "NotOwnerError", "Cancelled",
     "ConnectionError", "CommandTimeout", "RedisError", "WrongTypeError", "ProtocolError",
     "AuthError", "ClosedError", "NameTooLong", "SystemCallError", "OutcomeUnknown",
-    "DeadlockError", "TLSError", "ReplicasError", "FencedError", "ForkError",
+    "DeadlockError", "TLSError", "ReplicasError", "FencedError", "ReentryError",
+    "NotFoundError", "ForkError",
 ]
 
 
@@ -119,6 +120,16 @@ class FencedError(Error):
     """DLOCK_EFENCED: a fenced write was refused: a newer token wrote."""
 
 
+class ReentryError(Error, RuntimeError):
+    """DLOCK_EREENTRY: the caller already holds this non-reentrant lock
+    (Redisson's IllegalMonitorStateException); nothing was written."""
+
+
+class NotFoundError(Error, LookupError):
+    """DLOCK_ENOTFOUND: the object is not set up (a rate limiter with no
+    rate: Redisson's "RateLimiter is not initialized"); nothing was written."""
+
+
 class ForkError(Error, RuntimeError):
     """A client opened before fork() was used in the child process."""
 
@@ -128,7 +139,7 @@ _BY_CODE = {
     -6: ConnectionError, -7: CommandTimeout, -8: RedisError, -9: WrongTypeError,
     -10: ProtocolError, -11: AuthError, -12: ClosedError, -13: NameTooLong,
     -14: SystemCallError, -15: OutcomeUnknown, -16: DeadlockError, -17: TLSError,
-    -18: ReplicasError, -19: FencedError,
+    -18: ReplicasError, -19: FencedError, -20: ReentryError, -21: NotFoundError,
 }
 
 

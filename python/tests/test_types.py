@@ -4,6 +4,7 @@ import builtins
 import gc
 import logging
 import os
+import re
 import threading
 import time
 import zlib
@@ -11,7 +12,7 @@ import zlib
 import pytest
 
 import dlock
-from conftest import Server, until, within
+from conftest import SRC, Server, until, within
 
 
 def in_thread(fn, *args):
@@ -293,6 +294,40 @@ def test_errors_map_to_builtins(client, name, r, url):
     assert "127.0.0.1:%d" % port in str(ei.value)
     with pytest.raises(TypeError):
         dlock.Client(url, no_such_option=1)
+
+
+def _header_statuses():
+    """Every status code of include/dlock/dlock.h: {value: name}, read from
+    the header itself (a code added there and not here fails the test)."""
+    with open(os.path.join(SRC, "include", "dlock", "dlock.h")) as f:
+        text = f.read()
+    body = re.search(r"typedef enum dlock_status \{(.*?)\} dlock_status;", text, re.S)
+    assert body, "dlock_status not found in dlock.h"
+    body = re.sub(r"/\*.*?\*/", "", body.group(1), flags=re.S)
+    codes = {int(v): n for n, v in re.findall(r"\b(DLOCK_[A-Z0-9_]+)\s*=\s*(-?\d+)", body)}
+    assert len(codes) >= 22 and codes[0] == "DLOCK_OK"
+    return codes
+
+
+def test_every_status_code_has_its_exception():
+    from dlock._errors import _BY_CODE, error_class
+    from dlock._lib import make_error
+    codes = _header_statuses()
+    del codes[0]
+    assert sorted(_BY_CODE) == sorted(codes)         # none missing, none stale
+    classes = set()
+    for code, cname in codes.items():
+        cls = error_class(code)
+        assert cls is not dlock.Error and issubclass(cls, dlock.Error), cname
+        assert cname in cls.__doc__, (cname, cls)    # the class says which code it is
+        assert cls.__name__ in dlock.__all__ and getattr(dlock, cls.__name__) is cls
+        classes.add(cls)
+        e = make_error(code, "")
+        assert type(e) is cls and e.code == code and e.errname == cname
+        assert str(e)                                 # dlock_strerror's text at least
+    assert len(classes) == len(codes)                 # one class per code
+    assert issubclass(dlock.ReentryError, RuntimeError)
+    assert issubclass(dlock.NotFoundError, LookupError)
 
 
 class socketless_port:
