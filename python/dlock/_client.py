@@ -374,6 +374,28 @@ class Client:
         from ._locks import Lock
         return Lock(self, name, "fenced", lease, lock_delay, max_hold)
 
+    def spin_lock(self, name, *, backoff=None, lease=None, lock_delay=None, max_hold=None,
+                  fenced=False):
+        """Redisson's spin lock (getSpinLock): the lock's keys and holds, shared
+        with RLock, but a waiter subscribes to nothing and tries again after
+        each back-off step (backoff: a dlock.Backoff or (initial, maximum,
+        multiplier), seconds; None: Redisson's 1 ms doubling to 128 ms)."""
+        from ._locks import Lock
+        return Lock(self, name, "spin", lease, lock_delay, max_hold, fenced, backoff)
+
+    def non_reentrant_lock(self, name, *, lease=None, lock_delay=None, max_hold=None,
+                           fenced=False):
+        """Redisson's non-reentrant lock (getNonReentrantLock): the lock's keys,
+        but the holder's second acquire raises ReentryError (nothing written)."""
+        from ._locks import Lock
+        return Lock(self, name, "nonreentrant", lease, lock_delay, max_hold, fenced)
+
+    def non_reentrant_fair_lock(self, name, *, lease=None, lock_delay=None, max_hold=None,
+                                fenced=False):
+        """The fair lock's queue and order, non-reentrant (ReentryError)."""
+        from ._locks import Lock
+        return Lock(self, name, "nonreentrant_fair", lease, lock_delay, max_hold, fenced)
+
     def read_write_lock(self, name, *, lease=None, lock_delay=None, max_hold=None,
                         fenced=False):
         """Redisson's RReadWriteLock: .read and .write, each a lock."""
@@ -404,6 +426,11 @@ class Client:
         """Redisson's RCountDownLatch."""
         from ._sync import Latch
         return Latch(self, name)
+
+    def rate_limiter(self, name):
+        """Redisson's RRateLimiter: at most `rate` permits per interval."""
+        from ._sync import RateLimiter
+        return RateLimiter(self, name)
 
     def election(self, name, *, lock_delay=None, max_hold=None):
         """Leader election on `name` (dlock's own, on a fenced lock)."""

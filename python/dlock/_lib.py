@@ -38,6 +38,9 @@ ETIMEDOUT = -3
 ENOTOWNER = -4
 ECANCELED = -5
 ECLOSED = -12
+ENOTFOUND = -21
+RATE_OVERALL = 0
+RATE_PER_CLIENT = 1
 
 
 class WaitOpts(Structure):
@@ -59,6 +62,17 @@ class Stats(Structure):
                 ("reconnects", c_uint64), ("connects", c_uint64), ("roundtrips", c_uint64),
                 ("acquire_wait", Histogram), ("handoff_gap", Histogram),
                 ("roundtrip", Histogram), ("renewal_writes", c_uint64)]
+
+
+class Backoff(Structure):
+    """dlock_backoff."""
+    _fields_ = [("initial_ms", c_int64), ("max_ms", c_int64), ("multiplier", c_int)]
+
+
+class RateConfig(Structure):
+    """dlock_rate_config (type: an enum, an int in C)."""
+    _fields_ = [("type", c_int), ("rate", c_int64), ("interval_ms", c_int64),
+                ("keep_alive_ms", c_int64)]
 
 
 LOST_FN = CFUNCTYPE(None, c_char_p, c_char_p, c_int, c_void_p)
@@ -127,6 +141,10 @@ _PROTOS = {
     "dlock_fenced_lock_get_as": (I, [P, S, S, PP]),
     "dlock_read_lock_get_as": (I, [P, S, S, PP]),
     "dlock_write_lock_get_as": (I, [P, S, S, PP]),
+    "dlock_spin_lock_get_as": (I, [P, S, S, PP]),
+    "dlock_nonreentrant_lock_get_as": (I, [P, S, S, PP]),
+    "dlock_nonreentrant_fair_lock_get_as": (I, [P, S, S, PP]),
+    "dlock_lock_set_backoff": (I, [P, POINTER(Backoff)]),
     "dlock_lock_free": (V, [P]),
     "dlock_lock_set_max_hold": (I, [P, L]),
     "dlock_lock_set_lock_delay": (I, [P, L]),
@@ -180,6 +198,18 @@ _PROTOS = {
     "dlock_latch_count": (I, [P, PL]),
     "dlock_latch_await_opts": (I, [P, PO]),
     "dlock_latch_delete": (I, [P, PI]),
+    # rate limiter
+    "dlock_rate_limiter_get": (I, [P, S, PP]),
+    "dlock_rate_limiter_free": (V, [P]),
+    "dlock_rate_limiter_try_set_rate": (I, [P, POINTER(RateConfig), PI]),
+    "dlock_rate_limiter_set_rate": (I, [P, POINTER(RateConfig), I]),
+    "dlock_rate_limiter_update_rate": (I, [P, POINTER(RateConfig), I, PI]),
+    "dlock_rate_limiter_config": (I, [P, POINTER(RateConfig)]),
+    "dlock_rate_limiter_acquire_opts": (I, [P, L, PO]),
+    "dlock_rate_limiter_available": (I, [P, PL]),
+    "dlock_rate_limiter_release": (I, [P, L]),
+    "dlock_rate_limiter_delete": (I, [P, PI]),
+    "dlock_rate_limiter_expire": (I, [P, L, PI]),
     # election
     "dlock_election_get": (I, [P, S, PP]),
     "dlock_election_free": (V, [P]),
@@ -217,6 +247,11 @@ _PROTOS = {
     "dlock_election_campaign_async": (I, [P, PO, ASYNC_FN, P]),
     "dlock_election_resign_async": (I, [P, ASYNC_FN, P]),
     "dlock_election_await_change_async": (I, [P, U, PO, ASYNC_FN, P]),
+    "dlock_rate_limiter_acquire_async": (I, [P, L, PO, ASYNC_FN, P]),
+    "dlock_rate_limiter_try_set_rate_async": (I, [P, POINTER(RateConfig), ASYNC_FN, P]),
+    "dlock_rate_limiter_set_rate_async": (I, [P, POINTER(RateConfig), I, ASYNC_FN, P]),
+    "dlock_rate_limiter_available_async": (I, [P, ASYNC_FN, P]),
+    "dlock_rate_limiter_release_async": (I, [P, L, ASYNC_FN, P]),
 }
 
 

@@ -1,5 +1,6 @@
-"""The lock types: Lock (reentrant, fair, fenced, read, write: one class, a
-kind picking the C handle), ReadWriteLock, MultiLock (multi-lock and RedLock).
+"""The lock types: Lock (reentrant, fair, fenced, read, write, spin,
+non-reentrant, non-reentrant fair: one class, a kind picking the C handle),
+ReadWriteLock, MultiLock (multi-lock and RedLock).
 
 A lock object is cheap and may be shared by threads and tasks. Its owner is
 the calling thread, or the running asyncio task: each (lock, owner) pair has
@@ -15,6 +16,7 @@ A new kind of lock with the reentrant lock's calls is one line in _KINDS
 and a Client method.
 """
 
+import collections
 import weakref
 from ctypes import byref, c_int, c_int64, c_uint64, c_void_p, pointer
 
@@ -34,7 +36,28 @@ _KINDS = {
     "fenced": lib.dlock_fenced_lock_get_as,
     "read": lib.dlock_read_lock_get_as,
     "write": lib.dlock_write_lock_get_as,
+    "spin": lib.dlock_spin_lock_get_as,
+    "nonreentrant": lib.dlock_nonreentrant_lock_get_as,
+    "nonreentrant_fair": lib.dlock_nonreentrant_fair_lock_get_as,
 }
+
+
+class Backoff(collections.namedtuple("Backoff", "initial maximum multiplier",
+                                     defaults=(0.001, 0.128, 2))):
+    """A spin lock's back-off (dlock_backoff; Redisson's ExponentialBackOff):
+    after a busy answer the waiter sleeps `initial` seconds, then each sleep
+    is the last times `multiplier` (an int) plus up to a ms of jitter, up to
+    `maximum`. Backoff(x, x, 1) is Redisson's ConstantBackOff. The defaults
+    are Redisson's: 1 ms doubling to 128 ms."""
+
+    __slots__ = ()
+
+    def _c(self):
+        m = self.multiplier
+        if isinstance(m, bool) or not isinstance(m, int):
+            raise InvalidArgument("backoff multiplier must be an int, not %r" % (m,))
+        return _lib.Backoff(ms(self.initial, "backoff initial"),
+                            ms(self.maximum, "backoff maximum"), m)
 
 
 class _Handle(Ptr):
@@ -96,10 +119,11 @@ class Lock(_LockLike):
     lease None holds with the watchdog (renewed while the client lives),
     else the hold expires after `lease` seconds. release() raises
     NotOwnerError (a RuntimeError) when the caller holds nothing. Reentrant:
-    each acquire needs a release."""
+    each acquire needs a release; a non-reentrant kind refuses the holder's
+    second acquire with ReentryError (a RuntimeError), writing nothing."""
 
     def __init__(self, client, name, kind, lease=None, lock_delay=None, max_hold=None,
-                 fenced=False):
+                 fenced=False, backoff=None):
         self._client = client
         self._name = encode(name)
         self._kind = kind
@@ -108,6 +132,9 @@ class Lock(_LockLike):
         self._lease = lease_ms(lease)
         self._delay = None if lock_delay is None else ms(lock_delay, "lock_delay")
         self._max_hold = None if max_hold is None else ms(max_hold, "max_hold")
+        if backoff is not None and not isinstance(backoff, Backoff):
+            backoff = Backoff(*backoff)
+        self._backoff = None if backoff is None else backoff._c()
         self._handles = weakref.WeakKeyDictionary()
         self._last = (None, None)    # the last (owner, handle): the hot path's lookup
         self._handle()           # checks the name now, for the creating thread or task
@@ -127,6 +154,8 @@ class Lock(_LockLike):
                 call(c, lib.dlock_lock_set_lock_delay, h.ptr, self._delay)
             if self._max_hold is not None:
                 call(c, lib.dlock_lock_set_max_hold, h.ptr, self._max_hold)
+            if self._backoff is not None:
+                call(c, lib.dlock_lock_set_backoff, h.ptr, byref(self._backoff))
             self._handles[o] = h
         self._last = (o, h)
         return h

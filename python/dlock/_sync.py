@@ -1,7 +1,8 @@
 """The synchronizers without a per-thread owner: Semaphore, PermitSemaphore,
-Latch, and Election (whose handle campaigns as an owner id of its own). One C
+Latch, RateLimiter, and Election (whose handle campaigns as an owner id of its own). One C
 handle per Python object, usable from any thread or task."""
 
+import collections
 from ctypes import byref, c_int, c_int64, c_uint64, c_void_p, create_string_buffer, pointer
 
 from . import _lib
@@ -355,3 +356,131 @@ class Election(_Single):
 
     async def __aexit__(self, *exc):
         await self.resign_async()
+
+
+class RateConfig(collections.namedtuple("RateConfig", "rate interval per_client keep_alive")):
+    """A rate limiter's configuration: `rate` permits per `interval` seconds,
+    for every client together or (per_client) for each; keep_alive: seconds
+    after the last change at which the keys expire (None: never)."""
+
+    __slots__ = ()
+
+
+def _rate_config(rate, interval, per_client, keep_alive):
+    return _lib.RateConfig(_lib.RATE_PER_CLIENT if per_client else _lib.RATE_OVERALL,
+                           _int(rate, "rate"), ms(interval, "interval"),
+                           0 if keep_alive is None else ms(keep_alive, "keep_alive"))
+
+
+class RateLimiter(_Single):
+    """Redisson's RRateLimiter: at most `rate` permits per `interval` seconds
+    (a sliding window: a grant's permits come back `interval` after it was
+    made), over every client, or for each client (per_client=True). Its
+    keys are Redisson's, shared with Java clients. A waiter sleeps until the
+    oldest grant frees its permits (no subscription, no polling). Calls on
+    a limiter with no rate set raise NotFoundError (a LookupError)."""
+
+    _get, _free = lib.dlock_rate_limiter_get, lib.dlock_rate_limiter_free
+    _what = "rate_limiter"
+
+    def try_set_rate(self, rate, interval, *, per_client=False, keep_alive=None):
+        """Sets the rate when none is set (trySetRate); True when set."""
+        cfg = _rate_config(rate, interval, per_client, keep_alive)
+        return bool(self._q(lib.dlock_rate_limiter_try_set_rate, c_int, byref(cfg)))
+
+    def set_rate(self, rate, interval, *, per_client=False, keep_alive=None, keep_state=False):
+        """Sets the rate whatever was set (setRate). keep_state: the grants
+        still in the window count against the new rate; else it starts afresh."""
+        cfg = _rate_config(rate, interval, per_client, keep_alive)
+        call(self._client, lib.dlock_rate_limiter_set_rate, self._h.ptr, byref(cfg),
+             1 if keep_state else 0)
+
+    def update_rate(self, rate, interval, *, per_client=False, keep_alive=None,
+                    keep_state=False):
+        """set_rate only when a rate is set (updateRate); True when it was."""
+        cfg = _rate_config(rate, interval, per_client, keep_alive)
+        return bool(self._q(lib.dlock_rate_limiter_update_rate, c_int, byref(cfg),
+                            1 if keep_state else 0))
+
+    def config(self):
+        """The RateConfig (getConfig), or None when no rate is set."""
+        cfg = _lib.RateConfig()
+        k = self._client._enter()
+        try:
+            rc = lib.dlock_rate_limiter_config(self._h.ptr, byref(cfg))
+            if rc == _lib.ENOTFOUND:
+                return None
+            if rc != OK:
+                raise _lib.last_error(rc)
+        finally:
+            self._client._leave(k)
+        return RateConfig(cfg.rate, cfg.interval_ms / 1000.0, cfg.type == _lib.RATE_PER_CLIENT,
+                          cfg.keep_alive_ms / 1000.0 if cfg.keep_alive_ms else None)
+
+    def acquire(self, permits=1, timeout=None, *, blocking=True):
+        """Takes `permits` (1..rate): True, or False when the wait ran out
+        (timeout None waits as long as it takes, 0 tries once)."""
+        wait, n, rp = wait_ms(blocking, timeout), _int(permits, "permits"), self._h.ptr
+
+        def direct(w, cancel):
+            return lib.dlock_rate_limiter_acquire_opts(rp, n, _wait_opts(w, cancel)), None
+        return run_wait(self._client, wait, direct,
+                        lambda _v: lib.dlock_rate_limiter_release(rp, n))[0]
+
+    def try_acquire(self, permits=1, timeout=0):
+        """Redisson's tryAcquire(permits[, timeout]): one try by default."""
+        return self.acquire(permits, timeout)
+
+    def available(self):
+        """The permits the window has left now (a limiter unused yet: the rate)."""
+        return self._q(lib.dlock_rate_limiter_available, c_int64)
+
+    def release(self, permits=1):
+        """Gives permits back before their grant ages out (at most to the rate)."""
+        call(self._client, lib.dlock_rate_limiter_release, self._h.ptr,
+             _int(permits, "permits"))
+
+    def delete(self):
+        """Deletes the limiter's keys; True when any existed."""
+        return bool(self._q(lib.dlock_rate_limiter_delete, c_int))
+
+    def expire(self, ttl):
+        """Every key expires in `ttl` seconds (None: never again,
+        clearExpire); True when any key changed."""
+        v = 0 if ttl is None else ms(ttl, "ttl")
+        if ttl is not None and v <= 0:
+            raise InvalidArgument("ttl must be positive (None: no expiry), not %r" % (ttl,))
+        return bool(self._q(lib.dlock_rate_limiter_expire, c_int, v))
+
+    async def acquire_async(self, permits=1, timeout=None, *, blocking=True):
+        wait, n, rp = wait_ms(blocking, timeout), _int(permits, "permits"), self._h.ptr
+        cancel = Cancel()
+        o = opts(wait, 0, cancel.ptr)
+
+        def undo(_v):
+            return lambda fn, k: lib.dlock_rate_limiter_release_async(rp, n, fn, k), (self._h,)
+        op = await self._async(lambda fn, k: lib.dlock_rate_limiter_acquire_async(
+            rp, n, byref(o), fn, k), (cancel, o), None, undo, cancel)
+        return answer(op)
+
+    async def try_set_rate_async(self, rate, interval, *, per_client=False, keep_alive=None):
+        cfg = _rate_config(rate, interval, per_client, keep_alive)
+        op = await self._async(lambda fn, k: lib.dlock_rate_limiter_try_set_rate_async(
+            self._h.ptr, byref(cfg), fn, k), (cfg,), lib.dlock_async_flag)
+        return bool(answer(op))
+
+    async def set_rate_async(self, rate, interval, *, per_client=False, keep_alive=None,
+                             keep_state=False):
+        cfg = _rate_config(rate, interval, per_client, keep_alive)
+        ks = 1 if keep_state else 0
+        answer(await self._async(lambda fn, k: lib.dlock_rate_limiter_set_rate_async(
+            self._h.ptr, byref(cfg), ks, fn, k), (cfg,)))
+
+    async def available_async(self):
+        return answer(await self._async(lambda fn, k: lib.dlock_rate_limiter_available_async(
+            self._h.ptr, fn, k), (), lib.dlock_async_count))
+
+    async def release_async(self, permits=1):
+        n = _int(permits, "permits")
+        answer(await self._async(lambda fn, k: lib.dlock_rate_limiter_release_async(
+            self._h.ptr, n, fn, k)))

@@ -171,3 +171,49 @@ def test_every_type_async(client, name, r):
         async with f:
             assert f.token > t1
     run(main())
+
+
+def test_spin_and_non_reentrant_locks_async(client, other, name, r):
+    async def main():
+        n = client.non_reentrant_lock(name + ":n")
+        assert await n.acquire_async()
+        with pytest.raises(dlock.ReentryError):          # the same task again: refused
+            await n.acquire_async(timeout=0)
+        assert r.hgetall(name + ":n") == {n.owner.encode(): b"1"}
+
+        async def another_task():                        # another owner: it waits
+            return await n.acquire_async(timeout=0.2)
+        assert await asyncio.create_task(another_task()) is False
+        await n.release_async()
+        nf = client.non_reentrant_fair_lock(name + ":nf")
+        async with nf:
+            with pytest.raises(dlock.ReentryError):
+                async with nf:
+                    pass
+            assert nf.hold_count == 1
+        assert not r.exists(name + ":nf")
+        h = other.lock(name + ":s")
+        await h.acquire_async()
+        s = client.spin_lock(name + ":s", backoff=(0.02, 0.02, 1))
+
+        async def spin_task():
+            got = await s.acquire_async(timeout=within(10))
+            held = s.held()
+            await s.release_async()
+            return got, held
+        t = asyncio.create_task(spin_task())
+        await asyncio.sleep(0.2)
+        assert not t.done()
+        assert r.pubsub_numsub("redisson_lock__channel:{%s:s}" % name)[0][1] == 0
+        await h.release_async()
+        assert await t == (True, True)
+        await h.acquire_async()
+        t = asyncio.create_task(s.acquire_async())       # cancelled: nothing taken after
+        await asyncio.sleep(0.1)
+        t.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await t
+        await h.release_async()
+        await asyncio.sleep(0.1)
+        assert not r.exists(name + ":s")
+    run(main())

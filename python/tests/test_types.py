@@ -272,6 +272,104 @@ def test_election(client, name):
     assert observer.await_change(0, timeout=0) is None
 
 
+def _script_calls(r):
+    """EVAL and EVALSHA calls the server has counted since its last RESETSTAT."""
+    stats = r.info("commandstats")
+    return sum(stats.get("cmdstat_" + c, {}).get("calls", 0) for c in ("eval", "evalsha"))
+
+
+def test_spin_lock_shares_the_lock_and_subscribes_to_nothing(client, other, name, r):
+    s = client.spin_lock(name, backoff=dlock.Backoff(0.1, 0.1, 1))   # a constant 100 ms step
+    assert s.kind == "spin"
+    with s:
+        assert s.acquire(timeout=0)                      # reentrant, Redisson's RLock hash
+        assert r.hgetall(name) == {s.owner.encode(): b"2"}
+        assert other.lock(name).acquire(timeout=0) is False   # an RLock of the name waits
+        s.release()
+    assert r.exists(name) == 0
+    channel = "redisson_lock__channel:{%s}" % name
+    held = other.lock(name)
+    held.acquire()
+    out = {}
+
+    def spin_waiter():
+        out["got"] = s.acquire(timeout=within(20))
+        out["at"] = time.monotonic()
+        out["held"] = s.held()
+        s.release()
+    t = threading.Thread(target=spin_waiter)
+    r.config_resetstat()
+    t.start()
+    time.sleep(1.0)
+    calls = _script_calls(r)
+    assert r.pubsub_numsub(channel)[0][1] == 0           # no subscription while it waits
+    # about one attempt a step (a renewal or two of the holder beside them)
+    assert 4 <= calls <= 1.0 / 0.1 + 6, calls
+    # a pub/sub lock's waiter (another name) is counted there: the check can fail
+    control = other.lock(name + ":control")
+    control.acquire()
+    w = threading.Thread(target=lambda: client.lock(name + ":control").acquire(
+        timeout=within(20)) and client.lock(name + ":control").release())
+    w.start()
+    assert until(lambda: r.pubsub_numsub("redisson_lock__channel:{%s:control}" % name)[0][1] == 1)
+    released = time.monotonic()
+    held.release()
+    t.join(within(20))
+    assert out["got"] is True and out["held"] is True
+    assert out["at"] - released < 0.1 + within(0.5)      # found within a step or so
+    control.release()
+    w.join(within(20))
+    assert not w.is_alive() and r.exists(name) == 0
+
+
+def test_spin_lock_bad_backoff(client, name):
+    for bad in [(0, 0.1, 2), (0.2, 0.1, 2), (0.001, 0.128, 0), (0.001, 0.128, 1.5),
+                (-1, 0.1, 2), (0.001, 7200, 2)]:
+        with pytest.raises(dlock.InvalidArgument):
+            client.spin_lock(name, backoff=bad)
+    with pytest.raises(TypeError):
+        client.lock(name, backoff=(0.001, 0.1, 2))       # only a spin lock has one
+    assert client.spin_lock(name, backoff=(0.005, 0.005, 1)).acquire(timeout=0)
+
+
+@pytest.mark.parametrize("fair", [False, True])
+def test_non_reentrant_lock_refuses_its_holder(client, other, name, r, fair):
+    make = client.non_reentrant_fair_lock if fair else client.non_reentrant_lock
+    n = make(name)
+    assert n.kind == ("nonreentrant_fair" if fair else "nonreentrant")
+    assert n.acquire()
+    for again in (lambda: n.acquire(timeout=0), lambda: n.acquire(timeout=1),
+                  lambda: make(name).acquire()):
+        with pytest.raises(dlock.ReentryError) as ei:
+            again()
+        assert isinstance(ei.value, RuntimeError) and ei.value.errname == "DLOCK_EREENTRY"
+        assert ei.value.code == -20
+    with pytest.raises(dlock.ReentryError):
+        with n:
+            pass
+    # nothing written: Redisson's RLock hash with a hold count of 1, still held
+    assert r.hgetall(name) == {n.owner.encode(): b"1"} and n.hold_count == 1 and n.held()
+    assert in_thread(lambda: n.acquire(timeout=0.1)) is False    # another owner waits
+    if not fair:
+        assert other.lock(name).acquire(timeout=0) is False       # so does an RLock
+    got = []
+    t = threading.Thread(target=lambda: got.append(n.acquire(timeout=within(20)) and
+                                                   (n.release() or True)))
+    t.start()
+    if fair:
+        assert until(lambda: r.llen("redisson_lock_queue:{%s}" % name) == 1)
+    else:
+        time.sleep(0.1)
+    n.release()
+    t.join(within(20))
+    assert got == [True] and r.exists(name) == 0
+    with pytest.raises(dlock.NotOwnerError):
+        n.release()
+    with n:                                              # with: one hold, released
+        assert n.hold_count == 1
+    assert not n.locked()
+
+
 def test_errors_map_to_builtins(client, name, r, url):
     with pytest.raises(dlock.InvalidArgument) as ei:
         client.lock("")
