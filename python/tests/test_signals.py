@@ -22,6 +22,8 @@ objs = {
     "semaphore": lambda: c.semaphore(name), "permit": lambda: c.permit_semaphore(name),
     "latch": lambda: c.latch(name), "election": lambda: c.election(name),
     "async": lambda: c.fair_lock(name),
+    "spin": lambda: c.spin_lock(name), "nonreentrant": lambda: c.non_reentrant_lock(name),
+    "rate": lambda: c.rate_limiter(name),
 }
 o = objs[kind]()
 wait = o.wait if kind == "latch" else o.campaign if kind == "election" else o.acquire
@@ -40,7 +42,8 @@ except KeyboardInterrupt:
 """
 
 # what the parent holds so that the child waits, and the channel the child's
-# client subscribes to while it waits
+# client subscribes to while it waits (None: a fair queue; "": nothing to see
+# in Redis, a spin lock's or a rate limiter's waiter sleeps between tries)
 SETUP = {
     "lock": ("lock", "redisson_lock__channel:{%s}"),
     "fair": ("fair", None),
@@ -51,6 +54,9 @@ SETUP = {
     "latch": ("latch", "redisson_countdownlatch__channel__{%s}"),
     "election": ("election", "redisson_lock__channel:{%s}"),
     "async": ("fair", None),
+    "spin": ("lock", ""),
+    "nonreentrant": ("lock", "redisson_lock__channel:{%s}"),
+    "rate": ("rate", ""),
 }
 
 
@@ -85,6 +91,11 @@ def hold(c, what, name):
         e = c.election(name)
         e.campaign()
         return e.resign
+    if what == "rate":
+        rl = c.rate_limiter(name)
+        rl.try_set_rate(1, 3600)
+        rl.acquire()
+        return lambda: rl.release(1)
 
 
 @pytest.mark.parametrize("kind", sorted(SETUP))
@@ -98,6 +109,8 @@ def test_sigint_in_a_wait(kind, client, url, r, name):
         assert child.stdout.readline().strip() == "waiting", child.stderr.read()
         if channel:       # the child waits: its client listens on the channel
             assert until(lambda: r.pubsub_numsub(channel % name)[0][1] >= 1, 10.0)
+        elif channel == "":
+            time.sleep(within(0.3))
         else:             # a fair lock's waiter is in its queue
             assert until(lambda: r.llen("redisson_lock_queue:{%s}" % name) == 1, 10.0)
         time.sleep(0.2)   # past priority_after: a reentrant lock's waiter reserves its turn
@@ -127,6 +140,8 @@ def test_sigint_in_a_wait(kind, client, url, r, name):
         assert client.permit_semaphore(name).available() == 1
     elif what == "election":
         assert client.election(name).leader().term == 0
+    elif what == "rate":
+        assert client.rate_limiter(name).available() == 1    # the waiter took nothing
     assert r.exists(name + ":free") == 0
 
 
