@@ -10,6 +10,8 @@ import time
 
 import pytest
 
+import dlock
+
 from conftest import within
 
 
@@ -44,6 +46,9 @@ KINDS = {
     "fair": (lambda c, n: c.fair_lock(n), ["--fair"]),
     "write": (lambda c, n: c.read_write_lock(n).write, ["--write"]),
     "read-vs-write": (lambda c, n: c.read_write_lock(n).read, ["--write"]),
+    "spin": (lambda c, n: c.spin_lock(n), ["--spin"]),
+    "spin-vs-lock": (lambda c, n: c.spin_lock(n), []),
+    "nonreentrant-vs-lock": (lambda c, n: c.non_reentrant_lock(n), []),
 }
 
 
@@ -113,6 +118,30 @@ def test_permits_and_latch_across(client, url, dlock_cli, name, r):
     assert waiter.wait(within(10)) == 0 and d.wait(0) is True
 
 
+def test_rate_limiter_across(client, url, dlock_cli, name, r):
+    env = dict(os.environ, DLOCK_URL=url)
+
+    def run(*args):
+        return subprocess.run([dlock_cli, "run"] + list(args) + ["--", "true"], env=env,
+                              capture_output=True, text=True, timeout=within(20)).returncode
+    # dlock run sets an absent limiter; Python reads it and the permit it took
+    assert run("--rate", "2/1h", name) == 0
+    rl = client.rate_limiter(name)
+    assert rl.config() == dlock.RateConfig(2, 3600.0, False, None)
+    assert rl.available() == 1
+    assert rl.acquire(timeout=0) is True
+    assert run("-n", "--rate", "2/1h", name) == 75         # none left: Python's grant counts
+    rl.release(1)
+    assert run("-n", "--rate", "2/1h", name) == 0           # Python's release too
+    assert run("-n", "--rate", "3/1h", name) == 65          # another rate: refused
+    # set from Python, taken by dlock run: the same hash as dlock run writes
+    from_c = r.hgetall(name)
+    assert rl.delete() is True
+    assert rl.try_set_rate(2, 3600) is True
+    assert r.hgetall(name) == from_c
+    assert run("-n", "--rate", "2/1h", name) == 0 and rl.available() == 1
+
+
 # ----------------------------------------------------------- the layout
 
 OWNER = re.compile(rb"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}:[0-9]+")
@@ -153,6 +182,7 @@ LAYOUT = {
     "fair": (lambda c, n: c.fair_lock(n, fenced=True).acquire(), ["--fair"]),
     "read": (lambda c, n: c.read_write_lock(n, fenced=True).read.acquire(), ["--read"]),
     "write": (lambda c, n: c.read_write_lock(n, fenced=True).write.acquire(), ["--write"]),
+    "spin": (lambda c, n: c.spin_lock(n, fenced=True).acquire(), ["--spin"]),
     "permits": (lambda c, n: c.permit_semaphore(n).try_set_permits(1) and
                 c.permit_semaphore(n).acquire(), ["--semaphore"]),
 }
