@@ -64,6 +64,9 @@ class Stats(Structure):
                 ("roundtrip", Histogram), ("renewal_writes", c_uint64)]
 
 
+PermitId = ctypes.c_char * PERMIT_ID_BUFSIZE     # one of an n-permit call's id buffers
+
+
 class Backoff(Structure):
     """dlock_backoff."""
     _fields_ = [("initial_ms", c_int64), ("max_ms", c_int64), ("multiplier", c_int)]
@@ -182,6 +185,9 @@ _PROTOS = {
     "dlock_permit_semaphore_set_lock_delay": (I, [P, L]),
     "dlock_permit_semaphore_acquire_opts": (I, [P, PO, c_char_p, Z]),
     "dlock_permit_semaphore_release": (I, [P, S]),
+    "dlock_permit_semaphore_acquire_n_opts": (I, [P, L, PO, POINTER(PermitId)]),
+    "dlock_permit_semaphore_release_list": (I, [P, POINTER(c_char_p), Z]),
+    "dlock_permit_semaphore_try_release_list": (I, [P, POINTER(c_char_p), Z, PL]),
     "dlock_permit_semaphore_try_release": (I, [P, S, PI]),
     "dlock_permit_semaphore_update_lease": (I, [P, S, L]),
     "dlock_permit_semaphore_lease_time": (I, [P, S, PL]),
@@ -240,6 +246,9 @@ _PROTOS = {
     "dlock_semaphore_release_async": (I, [P, L, ASYNC_FN, P]),
     "dlock_permit_semaphore_acquire_async": (I, [P, PO, ASYNC_FN, P]),
     "dlock_permit_semaphore_release_async": (I, [P, S, ASYNC_FN, P]),
+    "dlock_permit_semaphore_acquire_n_async": (I, [P, L, PO, ASYNC_FN, P]),
+    "dlock_permit_semaphore_release_list_async": (I, [P, POINTER(c_char_p), Z, ASYNC_FN, P]),
+    "dlock_async_permit_ids": (S, [P, Z]),
     "dlock_latch_await_async": (I, [P, PO, ASYNC_FN, P]),
     "dlock_latch_count_down_async": (I, [P, ASYNC_FN, P]),
     "dlock_multilock_acquire_async": (I, [P, PO, ASYNC_FN, P]),

@@ -1,9 +1,10 @@
 """The synchronizers without a per-thread owner: Semaphore, PermitSemaphore,
-Latch, RateLimiter, and Election (whose handle campaigns as an owner id of its own). One C
-handle per Python object, usable from any thread or task."""
+Latch, RateLimiter, and Election (whose handle campaigns as an owner id of
+its own). One C handle per Python object, usable from any thread or task."""
 
 import collections
-from ctypes import byref, c_int, c_int64, c_uint64, c_void_p, create_string_buffer, pointer
+from ctypes import (byref, c_char_p, c_int, c_int64, c_uint64, c_void_p,
+                    create_string_buffer, pointer)
 
 from . import _lib
 from ._client import Leader
@@ -130,6 +131,14 @@ class Semaphore(_Single):
         await self.release_async()
 
 
+def _id_list(ids):
+    """Permit ids as C's (const char *const *, n)."""
+    if isinstance(ids, (str, bytes)):
+        raise InvalidArgument("permit ids must be a list of ids, not one id")
+    ids = [encode(i, "permit id") for i in ids]
+    return (c_char_p * len(ids))(*ids), len(ids)
+
+
 class PermitSemaphore(_Single):
     """Redisson's RPermitExpirableSemaphore: each permit has an id (a str of
     32 hex characters) and a lease (None: renewed by the watchdog)."""
@@ -167,6 +176,37 @@ class PermitSemaphore(_Single):
         ok, pid = run_wait(self._client, wait, direct,
                            lambda pid: lib.dlock_permit_semaphore_release(pp, pid.encode()))
         return pid if ok else None
+
+    def acquire_many(self, permits, timeout=None, lease=None, *, blocking=True):
+        """Takes `permits` permits together, all or none, with one lease
+        (Redisson's acquire(permits, lease)): their ids (a list), or None when
+        the wait ran out. More than the semaphore's total: InvalidArgument."""
+        wait, lease_v, pp = wait_ms(blocking, timeout), lease_ms(lease), self._h.ptr
+        n = _int(permits, "permits")
+        if n < 1:
+            raise InvalidArgument("permits must be >= 1, not %r" % (n,))
+        bufs = (_lib.PermitId * n)()
+
+        def direct(w, cancel):
+            rc = lib.dlock_permit_semaphore_acquire_n_opts(pp, n, byref(opts(w, lease_v, cancel)),
+                                                           bufs)
+            return rc, [b.value.decode() for b in bufs] if rc == OK else None
+        ok, ids = run_wait(self._client, wait, direct,
+                           lambda ids: lib.dlock_permit_semaphore_release_list(pp, *_id_list(ids)))
+        return ids if ok else None
+
+    def release_many(self, permit_ids):
+        """Gives the permits back together, all or none (Redisson's
+        release(List)): NotOwnerError naming the first not held, and then
+        none is released."""
+        call(self._client, lib.dlock_permit_semaphore_release_list, self._h.ptr,
+             *_id_list(permit_ids))
+
+    def try_release_many(self, permit_ids):
+        """release_many without the error (tryRelease(List)): True when all
+        were given back, False when one was not held (none given back)."""
+        return bool(self._q(lib.dlock_permit_semaphore_try_release_list, c_int64,
+                            *_id_list(permit_ids)))
 
     def release(self, permit_id):
         """Gives permit `permit_id` back (NotOwnerError: unknown or expired)."""
@@ -215,6 +255,28 @@ class PermitSemaphore(_Single):
             pp, byref(o), fn, k), (cancel, o),
             lambda res: lib.dlock_async_permit_id(res).decode(), undo, cancel)
         return answer(op, None)
+
+    async def acquire_many_async(self, permits, timeout=None, lease=None, *, blocking=True):
+        wait, pp, n = wait_ms(blocking, timeout), self._h.ptr, _int(permits, "permits")
+        cancel = Cancel()
+        o = opts(wait, lease_ms(lease), cancel.ptr)
+
+        def extract(res):
+            return [lib.dlock_async_permit_ids(res, i).decode()
+                    for i in range(lib.dlock_async_count(res))]
+
+        def undo(ids):
+            arr, k = _id_list(ids)
+            return (lambda fn, key: lib.dlock_permit_semaphore_release_list_async(
+                pp, arr, k, fn, key)), (self._h, arr)
+        op = await self._async(lambda fn, k: lib.dlock_permit_semaphore_acquire_n_async(
+            pp, n, byref(o), fn, k), (cancel, o), extract, undo, cancel)
+        return answer(op, None)
+
+    async def release_many_async(self, permit_ids):
+        arr, n = _id_list(permit_ids)
+        answer(await self._async(lambda fn, k: lib.dlock_permit_semaphore_release_list_async(
+            self._h.ptr, arr, n, fn, k), (arr,)))
 
     async def release_async(self, permit_id):
         b = encode(permit_id, "permit id")

@@ -144,6 +144,14 @@ def test_every_type_async(client, name, r):
         await p.release_async(pid)
         with pytest.raises(dlock.NotOwnerError):
             await p.release_async(pid)
+        p.add_permits(1)
+        ids = await p.acquire_many_async(2, lease=5)
+        assert len(ids) == 2 and p.available() == 0
+        assert await p.acquire_many_async(1, timeout=0.1) is None
+        await p.release_many_async(ids)
+        with pytest.raises(dlock.NotOwnerError):
+            await p.release_many_async(ids)
+        assert p.available() == 2
         d = client.latch(name + ":d")
         d.try_set_count(1)
         assert await d.wait_async(0.1) is False

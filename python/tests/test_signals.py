@@ -23,10 +23,12 @@ objs = {
     "latch": lambda: c.latch(name), "election": lambda: c.election(name),
     "async": lambda: c.fair_lock(name),
     "spin": lambda: c.spin_lock(name), "nonreentrant": lambda: c.non_reentrant_lock(name),
-    "rate": lambda: c.rate_limiter(name),
+    "rate": lambda: c.rate_limiter(name), "permits": lambda: c.permit_semaphore(name),
 }
 o = objs[kind]()
 wait = o.wait if kind == "latch" else o.campaign if kind == "election" else o.acquire
+if kind == "permits":
+    wait = lambda: o.acquire_many(2)
 print("waiting", flush=True)
 try:
     if kind == "async":
@@ -57,6 +59,7 @@ SETUP = {
     "spin": ("lock", ""),
     "nonreentrant": ("lock", "redisson_lock__channel:{%s}"),
     "rate": ("rate", ""),
+    "permits": ("permits", "redisson_sc:{%s}"),
 }
 
 
@@ -91,6 +94,11 @@ def hold(c, what, name):
         e = c.election(name)
         e.campaign()
         return e.resign
+    if what == "permits":                 # two permits, one held: a wait for two waits
+        p = c.permit_semaphore(name)
+        p.try_set_permits(2)
+        pid = p.acquire()
+        return lambda: p.release(pid)
     if what == "rate":
         rl = c.rate_limiter(name)
         rl.try_set_rate(1, 3600)
@@ -138,6 +146,8 @@ def test_sigint_in_a_wait(kind, client, url, r, name):
         assert client.semaphore(name).available() == 1
     elif what == "permit":
         assert client.permit_semaphore(name).available() == 1
+    elif what == "permits":
+        assert client.permit_semaphore(name).available() == 2
     elif what == "election":
         assert client.election(name).leader().term == 0
     elif what == "rate":

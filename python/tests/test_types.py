@@ -210,6 +210,39 @@ def test_permit_semaphore(client, name, r):
         p.release("not-an-id")
 
 
+def test_permit_semaphore_many(client, other, name, r):
+    p = client.permit_semaphore(name)
+    assert p.try_set_permits(3)
+    ids = p.acquire_many(2, lease=30)                 # all or none, one lease
+    assert len(ids) == 2 and len(set(ids)) == 2 and all(len(i) == 32 for i in ids)
+    assert p.available() == 1 and all(29 < p.lease_time(i) <= 30 for i in ids)
+    assert p.acquire_many(2, timeout=0.1) is None     # one free: none taken
+    assert p.available() == 1
+    with pytest.raises(dlock.InvalidArgument):
+        p.acquire_many(4, timeout=0)                  # more than the total: never
+    with pytest.raises(dlock.InvalidArgument):
+        p.acquire_many(0)
+    # a waiter for 2 in another thread is served when 2 come back together
+    out = {}
+    t = threading.Thread(target=lambda: out.setdefault("ids", other.permit_semaphore(name)
+                                                       .acquire_many(2, timeout=within(10))))
+    t.start()
+    time.sleep(0.2)
+    assert "ids" not in out
+    one = p.acquire()
+    assert p.try_release_many([ids[0], "f" * 32]) is False   # one not held: none back
+    assert p.available() == 0 and p.acquired() == 3
+    with pytest.raises(dlock.NotOwnerError):
+        p.release_many(["f" * 32, ids[1]])
+    p.release_many(ids)
+    t.join(within(10))
+    got = out["ids"]
+    assert got and len(got) == 2 and p.available() == 0
+    assert p.try_release_many(got + [one]) is True and p.available() == 3
+    with pytest.raises(dlock.InvalidArgument):
+        p.release_many(ids[0])                        # one id, not a list
+
+
 def test_latch(client, name):
     d = client.latch(name)
     assert d.try_set_count(2) is True and d.try_set_count(3) is False
