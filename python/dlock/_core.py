@@ -112,6 +112,25 @@ def lease_ms(lease):
     return v
 
 
+def ttl_seconds(v):
+    """A key's TTL in ms as Redis's PTTL answers it, in seconds: None when
+    the key does not exist (-2), math.inf when it has no expiry (-1)."""
+    if v == -2:
+        return None
+    return math.inf if v == -1 else v / 1000.0
+
+
+def expire_ms(ttl):
+    """An expire call's TTL: positive seconds, or None for none (0 in C:
+    Redisson's clearExpire)."""
+    if ttl is None:
+        return 0
+    v = ms(ttl, "ttl")
+    if v <= 0:
+        raise InvalidArgument("ttl must be positive (None: no expiry), not %r" % (ttl,))
+    return v
+
+
 def opts(wait, lease=0, cancel=None, token=None):
     o = _lib.WaitOpts()
     o.wait_ms = wait

@@ -159,6 +159,7 @@ _PROTOS = {
     "dlock_lock_force_release": (I, [P, PI]),
     "dlock_lock_is_locked": (I, [P, PI]),
     "dlock_lock_is_held": (I, [P, PI]),
+    "dlock_lock_is_held_by": (I, [P, S, PI]),
     "dlock_lock_hold_count": (I, [P, PL]),
     "dlock_lock_ttl": (I, [P, PL]),
     # multi-lock, RedLock
@@ -171,6 +172,9 @@ _PROTOS = {
     "dlock_semaphore_get": (I, [P, S, PP]),
     "dlock_semaphore_free": (V, [P]),
     "dlock_semaphore_try_set_permits": (I, [P, L, PI]),
+    "dlock_semaphore_try_set_permits_ttl": (I, [P, L, L, PI]),
+    "dlock_semaphore_release_if_exists": (I, [P, L, PI]),
+    "dlock_semaphore_expire": (I, [P, L, PI]),
     "dlock_semaphore_set_permits": (I, [P, L]),
     "dlock_semaphore_add_permits": (I, [P, L]),
     "dlock_semaphore_acquire_opts": (I, [P, L, PO]),
@@ -196,6 +200,10 @@ _PROTOS = {
     "dlock_permit_semaphore_set_total": (I, [P, L]),
     "dlock_permit_semaphore_add_permits": (I, [P, L]),
     "dlock_permit_semaphore_delete": (I, [P, PI]),
+    "dlock_permit_semaphore_force_release": (I, [P, S, PI]),
+    "dlock_permit_semaphore_permits": (I, [P, PL]),
+    "dlock_permit_semaphore_expire": (I, [P, L, PI]),
+    "dlock_permit_semaphore_ttl": (I, [P, PL]),
     # count-down latch
     "dlock_latch_get": (I, [P, S, PP]),
     "dlock_latch_free": (V, [P]),

@@ -22,7 +22,7 @@ from ctypes import byref, c_int, c_int64, c_uint64, c_void_p, pointer
 
 from . import _core, _lib
 from ._core import Cancel, Ptr, call, lease_ms, ms, opts, owner_context, run_wait
-from ._core import answer, wait_async, wait_ms
+from ._core import answer, ttl_seconds, wait_async, wait_ms
 from ._errors import InvalidArgument
 from ._lib import ETIMEDOUT, OK, encode, last_error, lib
 
@@ -254,10 +254,15 @@ class Lock(_LockLike):
     def ttl(self):
         """Seconds the lock still lives (remainTimeToLive): None when it does
         not exist (free), math.inf when it has no expiry."""
-        v = self._query(lib.dlock_lock_ttl, c_int64)
-        if v == -2:
-            return None
-        return float("inf") if v == -1 else v / 1000.0
+        return ttl_seconds(self._query(lib.dlock_lock_ttl, c_int64))
+
+    def held_by(self, owner_id):
+        """True when owner id `owner_id` (another thread's l.owner, a C
+        program's or a Redisson client's id) holds it (isHeldByThread)."""
+        out = c_int()
+        call(self._client, lib.dlock_lock_is_held_by, self._handle().ptr,
+             encode(owner_id, "owner id"), byref(out))
+        return bool(out.value)
 
     @property
     def token(self):

@@ -9,6 +9,7 @@ from ctypes import (byref, c_char_p, c_int, c_int64, c_uint64, c_void_p,
 from . import _lib
 from ._client import Leader
 from ._core import Cancel, Ptr, answer, call, lease_ms, ms, opts, run_wait, wait_async, wait_ms
+from ._core import expire_ms, ttl_seconds
 from ._errors import InvalidArgument
 from ._lib import OK, encode, lib
 
@@ -67,9 +68,19 @@ class Semaphore(_Single):
 
     _get, _free, _what = lib.dlock_semaphore_get, lib.dlock_semaphore_free, "semaphore"
 
-    def try_set_permits(self, permits):
-        """Sets the permits only when the semaphore does not exist; True when set."""
-        return bool(self._q(lib.dlock_semaphore_try_set_permits, c_int, _int(permits, "permits")))
+    def try_set_permits(self, permits, ttl=None):
+        """Sets the permits only when the semaphore does not exist; True when
+        set. ttl: seconds the key then lives (trySetPermits(permits, ttl))."""
+        if ttl is None:
+            return bool(self._q(lib.dlock_semaphore_try_set_permits, c_int,
+                                _int(permits, "permits")))
+        return bool(self._q(lib.dlock_semaphore_try_set_permits_ttl, c_int,
+                            _int(permits, "permits"), expire_ms(ttl)))
+
+    def release_if_exists(self, permits=1):
+        """release() only when the semaphore exists (releaseIfExists); True when released."""
+        return bool(self._q(lib.dlock_semaphore_release_if_exists, c_int,
+                            _int(permits, "permits")))
 
     def set_permits(self, permits):
         call(self._client, lib.dlock_semaphore_set_permits, self._h.ptr, _int(permits, "permits"))
@@ -98,6 +109,15 @@ class Semaphore(_Single):
 
     def delete(self):
         return bool(self._q(lib.dlock_semaphore_delete, c_int))
+
+    def expire(self, ttl):
+        """The key expires in `ttl` seconds (None: never, clearExpire); True when it exists."""
+        return bool(self._q(lib.dlock_semaphore_expire, c_int, expire_ms(ttl)))
+
+    @property
+    def ttl(self):
+        """Seconds the key still lives: None when absent, math.inf without expiry."""
+        return ttl_seconds(self._q(lib.dlock_semaphore_ttl, c_int64))
 
     def __enter__(self):
         self.acquire()
@@ -242,6 +262,25 @@ class PermitSemaphore(_Single):
 
     def delete(self):
         return bool(self._q(lib.dlock_permit_semaphore_delete, c_int))
+
+    def total(self):
+        """Available plus held permits (getPermits)."""
+        return self._q(lib.dlock_permit_semaphore_permits, c_int64)
+
+    def force_release(self, permit_id):
+        """Gives back a permit somebody else holds (an operator's call); True
+        when it was held. Its lock-delay, if any, stays."""
+        return bool(self._q(lib.dlock_permit_semaphore_force_release, c_int,
+                            encode(permit_id, "permit id")))
+
+    def expire(self, ttl):
+        """Both keys expire in `ttl` seconds (None: never); True when it exists."""
+        return bool(self._q(lib.dlock_permit_semaphore_expire, c_int, expire_ms(ttl)))
+
+    @property
+    def ttl(self):
+        """Seconds the semaphore's key still lives: None when absent, math.inf without expiry."""
+        return ttl_seconds(self._q(lib.dlock_permit_semaphore_ttl, c_int64))
 
     async def acquire_async(self, timeout=None, lease=None, *, blocking=True):
         wait, pp = wait_ms(blocking, timeout), self._h.ptr
@@ -509,10 +548,7 @@ class RateLimiter(_Single):
     def expire(self, ttl):
         """Every key expires in `ttl` seconds (None: never again,
         clearExpire); True when any key changed."""
-        v = 0 if ttl is None else ms(ttl, "ttl")
-        if ttl is not None and v <= 0:
-            raise InvalidArgument("ttl must be positive (None: no expiry), not %r" % (ttl,))
-        return bool(self._q(lib.dlock_rate_limiter_expire, c_int, v))
+        return bool(self._q(lib.dlock_rate_limiter_expire, c_int, expire_ms(ttl)))
 
     async def acquire_async(self, permits=1, timeout=None, *, blocking=True):
         wait, n, rp = wait_ms(blocking, timeout), _int(permits, "permits"), self._h.ptr

@@ -3,6 +3,7 @@
 import builtins
 import gc
 import logging
+import math
 import os
 import re
 import threading
@@ -185,6 +186,37 @@ def test_semaphore(client, name, r):
     with pytest.raises(dlock.InvalidArgument):
         s.acquire(0)
     assert s.delete() is True
+
+
+def test_semaphore_ttl_expire_release_if_exists(client, name, r):
+    s = client.semaphore(name)
+    assert s.ttl is None and s.release_if_exists(1) is False and r.exists(name) == 0
+    assert s.try_set_permits(2, ttl=30) is True
+    assert 29 < s.ttl <= 30 and 0 < r.pttl(name) <= 30000
+    assert s.release_if_exists(1) is True and s.available() == 3
+    assert s.expire(None) is True and s.ttl == math.inf and r.pttl(name) == -1
+    assert s.expire(5) is True and 4 < s.ttl <= 5
+    with pytest.raises(dlock.InvalidArgument):
+        s.expire(0)
+    p = client.permit_semaphore(name + ":p")
+    assert p.ttl is None and p.expire(5) is False
+    p.try_set_permits(2)
+    pid = p.acquire()
+    assert p.total() == 2 and p.available() == 1
+    assert p.expire(10) is True and 9 < p.ttl <= 10
+    assert p.force_release(pid) is True and p.force_release(pid) is False
+    assert p.available() == 2
+    with pytest.raises(dlock.NotOwnerError):
+        p.release(pid)                            # no longer held by its taker
+
+
+def test_held_by_an_owner_id(client, other, name):
+    l = client.lock(name)
+    with l:
+        assert l.held_by(l.owner) and other.lock(name).held_by(l.owner)
+        assert not l.held_by(other.owner_id) and not l.held_by(client.new_owner_id())
+        assert in_thread(lambda: l.held_by(l.owner)) is False   # l.owner: that thread's
+    assert not other.lock(name).held_by(l.owner)
 
 
 def test_permit_semaphore(client, name, r):
