@@ -437,6 +437,13 @@ class Client:
         from ._sync import Election
         return Election(self, name, lock_delay, max_hold)
 
+    def inspect(self, name):
+        """A snapshot of whatever `name` holds (dlock.Info; dlock status): a
+        lock of any kind, a semaphore's or latch's count, a permit
+        semaphore's permits, a rate limiter, nothing, or other data."""
+        from ._info import inspect
+        return inspect(self, lib.dlock_client_inspect, self._ptr, encode(name))
+
     # -------------------------------------------------------- fenced writes
 
     def fence_set(self, token, key, value, px=None):

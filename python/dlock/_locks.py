@@ -256,6 +256,12 @@ class Lock(_LockLike):
         not exist (free), math.inf when it has no expiry."""
         return ttl_seconds(self._query(lib.dlock_lock_ttl, c_int64))
 
+    def inspect(self):
+        """A snapshot of the lock (dlock.Info): holders, TTL, token, a fair
+        lock's queue, the waiters, a reserved next turn."""
+        from ._info import inspect
+        return inspect(self._client, lib.dlock_lock_inspect, self._handle().ptr)
+
     def held_by(self, owner_id):
         """True when owner id `owner_id` (another thread's l.owner, a C
         program's or a Redisson client's id) holds it (isHeldByThread)."""

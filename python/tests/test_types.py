@@ -210,6 +210,44 @@ def test_semaphore_ttl_expire_release_if_exists(client, name, r):
         p.release(pid)                            # no longer held by its taker
 
 
+def test_inspect(client, other, name, r):
+    assert client.inspect(name).kind == "none"
+    f = client.fair_lock(name, fenced=True)
+    with f:
+        t = threading.Thread(target=lambda: other.fair_lock(name).acquire(timeout=within(10))
+                             and other.fair_lock(name).release())
+        t.start()
+        assert until(lambda: r.llen("redisson_lock_queue:{%s}" % name) == 1)
+        i = f.inspect()
+        by_name = client.inspect(name)              # the same, by name
+        assert (by_name.holders, by_name.queued[0].owner) == (i.holders, i.queued[0].owner)
+        assert i.name == name and i.kind == "lock" and i.locked and i.holders_total == 1
+        assert i.holders[0].owner == f.owner and i.holders[0].count == 1
+        assert i.holders[0].ttl is None and i.holders[0].writes is False
+        assert 0 < i.ttl <= 3.0 and i.token == f.token and i.token > 0
+        assert len(i.queued) == 1 and i.queued[0].owner != f.owner and i.queued[0].deadline > 0
+        assert i.waiters >= 1 and i.mode is None
+    t.join(within(10))
+    rw = client.read_write_lock(name + ":rw")
+    with rw.write:
+        i = client.inspect(name + ":rw")
+        assert i.kind == "rwlock" and i.mode == "write" and i.holders[0].writes is True
+    p = client.permit_semaphore(name + ":p")
+    p.try_set_permits(2)
+    pid = p.acquire(lease=20)
+    i = client.inspect(name + ":p")
+    assert i.kind == "permits" and i.count == 1 and [h.owner for h in i.holders] == [pid]
+    assert 19 < i.holders[0].ttl <= 20
+    client.semaphore(name + ":s").try_set_permits(4)
+    assert client.inspect(name + ":s")[:2] == (name + ":s", "count")
+    assert client.inspect(name + ":s").count == 4
+    r.rpush(name + ":list", "x")
+    i = client.inspect(name + ":list")
+    assert i.kind == "other" and i.redis_type == "list" and i.ttl == math.inf
+    with pytest.raises(dlock.WrongTypeError):
+        client.lock(name + ":list").inspect()
+
+
 def test_held_by_an_owner_id(client, other, name):
     l = client.lock(name)
     with l:
