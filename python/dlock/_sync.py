@@ -62,11 +62,52 @@ def _wait_opts(w, cancel, lease=0, token=None):
     return byref(opts(w, lease, cancel, token))
 
 
-class Semaphore(_Single):
+class _Counted(_Single):
+    """acquire(permits, timeout) -> bool and release(permits), blocking and
+    asynchronous, of a type whose permits nobody owns (a semaphore's, a rate
+    limiter's): four C calls named by the class."""
+
+    _acquire_opts = _release_c = _acquire_async = _release_async = None
+
+    def acquire(self, permits=1, timeout=None, *, blocking=True):
+        """Takes `permits` permits; True, or False when the wait ran out
+        (timeout None waits as long as it takes, 0 tries once)."""
+        wait, n, hp = wait_ms(blocking, timeout), _int(permits, "permits"), self._h.ptr
+        acq, rel = self._acquire_opts, self._release_c
+
+        def direct(w, cancel):
+            return acq(hp, n, _wait_opts(w, cancel)), None
+        return run_wait(self._client, wait, direct, lambda _v: rel(hp, n))[0]
+
+    def release(self, permits=1):
+        """Gives `permits` back."""
+        call(self._client, self._release_c, self._h.ptr, _int(permits, "permits"))
+
+    async def acquire_async(self, permits=1, timeout=None, *, blocking=True):
+        wait, n, hp = wait_ms(blocking, timeout), _int(permits, "permits"), self._h.ptr
+        acq, rel = self._acquire_async, self._release_async
+        cancel = Cancel()
+        o = opts(wait, 0, cancel.ptr)
+
+        def undo(_v):
+            return lambda fn, k: rel(hp, n, fn, k), (self._h,)
+        op = await self._async(lambda fn, k: acq(hp, n, byref(o), fn, k), (cancel, o), None,
+                               undo, cancel)
+        return answer(op)
+
+    async def release_async(self, permits=1):
+        n, rel = _int(permits, "permits"), self._release_async
+        answer(await self._async(lambda fn, k: rel(self._h.ptr, n, fn, k)))
+
+
+class Semaphore(_Counted):
     """Redisson's RSemaphore: permits nobody owns (any thread or process may
     release). with s: takes and gives back one permit."""
 
     _get, _free, _what = lib.dlock_semaphore_get, lib.dlock_semaphore_free, "semaphore"
+    _acquire_opts, _release_c = lib.dlock_semaphore_acquire_opts, lib.dlock_semaphore_release
+    _acquire_async = lib.dlock_semaphore_acquire_async
+    _release_async = lib.dlock_semaphore_release_async
 
     def try_set_permits(self, permits, ttl=None):
         """Sets the permits only when the semaphore does not exist; True when
@@ -87,18 +128,6 @@ class Semaphore(_Single):
 
     def add_permits(self, delta):
         call(self._client, lib.dlock_semaphore_add_permits, self._h.ptr, _int(delta, "delta"))
-
-    def acquire(self, permits=1, timeout=None, *, blocking=True):
-        """Takes `permits` permits; True, or False when the wait ran out."""
-        wait, n, sp = wait_ms(blocking, timeout), _int(permits, "permits"), self._h.ptr
-
-        def direct(w, cancel):
-            return lib.dlock_semaphore_acquire_opts(sp, n, _wait_opts(w, cancel)), None
-        return run_wait(self._client, wait, direct,
-                        lambda _v: lib.dlock_semaphore_release(sp, n))[0]
-
-    def release(self, permits=1):
-        call(self._client, lib.dlock_semaphore_release, self._h.ptr, _int(permits, "permits"))
 
     def available(self):
         return self._q(lib.dlock_semaphore_available, c_int64)
@@ -125,23 +154,6 @@ class Semaphore(_Single):
 
     def __exit__(self, *exc):
         self.release()
-
-    async def acquire_async(self, permits=1, timeout=None, *, blocking=True):
-        wait, n, sp = wait_ms(blocking, timeout), _int(permits, "permits"), self._h.ptr
-        cancel = Cancel()
-        o = opts(wait, 0, cancel.ptr)
-
-        def undo(_v):
-            return lambda fn, k: lib.dlock_semaphore_release_async(sp, n, fn, k), (self._h,)
-        op = await self._async(lambda fn, k: lib.dlock_semaphore_acquire_async(sp, n, byref(o),
-                                                                               fn, k),
-                               (cancel, o), None, undo, cancel)
-        return answer(op)
-
-    async def release_async(self, permits=1):
-        n = _int(permits, "permits")
-        answer(await self._async(lambda fn, k: lib.dlock_semaphore_release_async(
-            self._h.ptr, n, fn, k)))
 
     async def __aenter__(self):
         await self.acquire_async()
@@ -473,7 +485,7 @@ def _rate_config(rate, interval, per_client, keep_alive):
                            0 if keep_alive is None else ms(keep_alive, "keep_alive"))
 
 
-class RateLimiter(_Single):
+class RateLimiter(_Counted):
     """Redisson's RRateLimiter: at most `rate` permits per `interval` seconds
     (a sliding window: a grant's permits come back `interval` after it was
     made), over every client, or for each client (per_client=True). Its
@@ -483,6 +495,10 @@ class RateLimiter(_Single):
 
     _get, _free = lib.dlock_rate_limiter_get, lib.dlock_rate_limiter_free
     _what = "rate_limiter"
+    _acquire_opts = lib.dlock_rate_limiter_acquire_opts
+    _release_c = lib.dlock_rate_limiter_release
+    _acquire_async = lib.dlock_rate_limiter_acquire_async
+    _release_async = lib.dlock_rate_limiter_release_async
 
     def try_set_rate(self, rate, interval, *, per_client=False, keep_alive=None):
         """Sets the rate when none is set (trySetRate); True when set."""
@@ -518,15 +534,8 @@ class RateLimiter(_Single):
         return RateConfig(cfg.rate, cfg.interval_ms / 1000.0, cfg.type == _lib.RATE_PER_CLIENT,
                           cfg.keep_alive_ms / 1000.0 if cfg.keep_alive_ms else None)
 
-    def acquire(self, permits=1, timeout=None, *, blocking=True):
-        """Takes `permits` (1..rate): True, or False when the wait ran out
-        (timeout None waits as long as it takes, 0 tries once)."""
-        wait, n, rp = wait_ms(blocking, timeout), _int(permits, "permits"), self._h.ptr
-
-        def direct(w, cancel):
-            return lib.dlock_rate_limiter_acquire_opts(rp, n, _wait_opts(w, cancel)), None
-        return run_wait(self._client, wait, direct,
-                        lambda _v: lib.dlock_rate_limiter_release(rp, n))[0]
+    # acquire(permits (1..rate), timeout), release(permits): given back
+    # before their grant ages out, at most to the rate (_Counted)
 
     def try_acquire(self, permits=1, timeout=0):
         """Redisson's tryAcquire(permits[, timeout]): one try by default."""
@@ -536,11 +545,6 @@ class RateLimiter(_Single):
         """The permits the window has left now (a limiter unused yet: the rate)."""
         return self._q(lib.dlock_rate_limiter_available, c_int64)
 
-    def release(self, permits=1):
-        """Gives permits back before their grant ages out (at most to the rate)."""
-        call(self._client, lib.dlock_rate_limiter_release, self._h.ptr,
-             _int(permits, "permits"))
-
     def delete(self):
         """Deletes the limiter's keys; True when any existed."""
         return bool(self._q(lib.dlock_rate_limiter_delete, c_int))
@@ -549,17 +553,6 @@ class RateLimiter(_Single):
         """Every key expires in `ttl` seconds (None: never again,
         clearExpire); True when any key changed."""
         return bool(self._q(lib.dlock_rate_limiter_expire, c_int, expire_ms(ttl)))
-
-    async def acquire_async(self, permits=1, timeout=None, *, blocking=True):
-        wait, n, rp = wait_ms(blocking, timeout), _int(permits, "permits"), self._h.ptr
-        cancel = Cancel()
-        o = opts(wait, 0, cancel.ptr)
-
-        def undo(_v):
-            return lambda fn, k: lib.dlock_rate_limiter_release_async(rp, n, fn, k), (self._h,)
-        op = await self._async(lambda fn, k: lib.dlock_rate_limiter_acquire_async(
-            rp, n, byref(o), fn, k), (cancel, o), None, undo, cancel)
-        return answer(op)
 
     async def try_set_rate_async(self, rate, interval, *, per_client=False, keep_alive=None):
         cfg = _rate_config(rate, interval, per_client, keep_alive)
@@ -578,7 +571,4 @@ class RateLimiter(_Single):
         return answer(await self._async(lambda fn, k: lib.dlock_rate_limiter_available_async(
             self._h.ptr, fn, k), (), lib.dlock_async_count))
 
-    async def release_async(self, permits=1):
-        n = _int(permits, "permits")
-        answer(await self._async(lambda fn, k: lib.dlock_rate_limiter_release_async(
-            self._h.ptr, n, fn, k)))
+

@@ -122,26 +122,6 @@ def test_wrong_type_left_alone(client, name, r):
     assert client.lock(name + ":l").held()
 
 
-def test_close_ends_a_wait(url, name):
-    c = dlock.Client(url)
-    rl = c.rate_limiter(name)
-    rl.try_set_rate(1, 3600)
-    assert rl.acquire(timeout=0)
-    out = {}
-
-    def wait():
-        try:
-            out["v"] = rl.acquire()
-        except BaseException as e:
-            out["e"] = e
-    t = threading.Thread(target=wait)
-    t.start()
-    time.sleep(0.2)
-    c.close()
-    t.join(within(5))
-    assert not t.is_alive() and isinstance(out.get("e"), dlock.ClosedError)
-
-
 def test_rate_limiter_async(client, name, r):
     async def main():
         rl = client.rate_limiter(name)

@@ -81,9 +81,9 @@ def hold(c, what, name):
         s = c.semaphore(name)
         s.set_permits(0)
         return lambda: s.release(1)
-    if what == "permit":
+    if what in ("permit", "permits"):     # all held; or two, one held: a wait for two waits
         p = c.permit_semaphore(name)
-        p.try_set_permits(1)
+        p.try_set_permits(1 if what == "permit" else 2)
         pid = p.acquire()
         return lambda: p.release(pid)
     if what == "latch":
@@ -94,11 +94,6 @@ def hold(c, what, name):
         e = c.election(name)
         e.campaign()
         return e.resign
-    if what == "permits":                 # two permits, one held: a wait for two waits
-        p = c.permit_semaphore(name)
-        p.try_set_permits(2)
-        pid = p.acquire()
-        return lambda: p.release(pid)
     if what == "rate":
         rl = c.rate_limiter(name)
         rl.try_set_rate(1, 3600)

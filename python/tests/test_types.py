@@ -584,15 +584,22 @@ def test_on_lost_called_safely(url, name, r, caplog):
         c.ping()                                     # the client goes on
 
 
-def test_close_ends_waits(url, name):
+@pytest.mark.parametrize("kind", ["lock", "rate_limiter"])
+def test_close_ends_waits(url, name, kind):
     c = dlock.Client(url)
-    holder = c.lock(name)
-    holder.acquire()
+    if kind == "lock":
+        holder = c.lock(name)
+        holder.acquire()
+        waiter = c.lock(name)
+    else:                                            # a rate limiter's timed sleep
+        holder = waiter = c.rate_limiter(name)
+        holder.try_set_rate(1, 3600)
+        holder.acquire()
     out = {}
 
     def wait():
         try:
-            c.lock(name).acquire()
+            waiter.acquire()
         except dlock.Error as e:
             out["e"] = e
     t = threading.Thread(target=wait)
