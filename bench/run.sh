@@ -6,7 +6,7 @@
 # BENCH_PLACEMENT=split (default): redis-server on CPU 0, every client on CPU 1.
 # BENCH_PLACEMENT=same: everything on CPU 0.
 # BENCH_QUICK=1: short runs (a smoke test of the pipeline, not numbers to quote).
-# BENCH_ONLY="refs uncontended handoff fair idle many readers striped held multilock sem latch async revoke tls cluster failover replicated spin": a subset (default: all).
+# BENCH_ONLY="refs uncontended handoff fair idle many readers striped held multilock sem latch async revoke tls cluster failover replicated spin python": a subset (default: all).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -45,7 +45,7 @@ if [ ! -d "$here/peers/node_modules" ] || [ "$here/peers/package-lock.json" -nt 
 fi
 peers=(node-redisson redlock redis-semaphore)
 
-only=${BENCH_ONLY:-refs uncontended handoff fair idle many readers striped held multilock sem latch async revoke tls cluster failover replicated spin}
+only=${BENCH_ONLY:-refs uncontended handoff fair idle many readers striped held multilock sem latch async revoke tls cluster failover replicated spin python}
 want() { case " $only " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
 # The servers a section starts beside the main one (a cluster, a failover's
@@ -435,6 +435,25 @@ for i in $(seq "$(( runs < 3 ? runs : 3 ))"); do
   record pin "$bench" spin --url "$url" --names "$spin_names" --cycles "$spin_cycles" --hold-ms 300
   flush
 done
+
+fi
+
+if want python; then
+echo "16. Python: the binding beside redis-py's Lock and the C library (bench/python/RESULTS.md)..."
+py=
+for c in python3 /usr/bin/python3; do
+  command -v "$c" >/dev/null && "$c" -c 'import redis' 2>/dev/null && { py=$c; break; }
+done
+if [ -z "$py" ]; then
+  echo "  no python3 with redis-py (python3-redis): no Python section" >&2
+elif ! DLOCK_LIBRARY=$build/libdlock.so.0 pin "$py" "$here/python/bench.py" --url "$url" \
+       --dlock-bench "$bench" --runs "$runs" --client-cpu "$client_cpu" \
+       $([ "$quick" = 1 ] && echo --quick) --out "$here/python/RESULTS.md" >/tmp/dlock-bench-py.txt 2>&1; then
+  echo "  failed:" >&2; tail -5 /tmp/dlock-bench-py.txt >&2
+else
+  sed -n '/^| /p; /^The binding/p' /tmp/dlock-bench-py.txt
+fi
+flush
 
 fi
 
