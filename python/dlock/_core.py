@@ -112,6 +112,17 @@ def lease_ms(lease):
     return v
 
 
+NO_EXPIRY = math.inf
+
+
+def permit_lease_ms(lease):
+    """A permit's lease: as lease_ms, or NO_EXPIRY (math.inf): a permit that
+    never expires and is not renewed (Redisson's leaseTime -1)."""
+    if lease is not None and not isinstance(lease, bool) and lease == math.inf:
+        return _lib.NO_EXPIRY
+    return lease_ms(lease)
+
+
 def ttl_seconds(v):
     """A key's TTL in ms as Redis's PTTL answers it, in seconds: None when
     the key does not exist (-2), math.inf when it has no expiry (-1)."""

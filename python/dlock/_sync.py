@@ -8,7 +8,8 @@ from ctypes import (byref, c_char_p, c_int, c_int64, c_uint64, c_void_p,
 
 from . import _lib
 from ._client import Leader
-from ._core import Cancel, Ptr, answer, call, lease_ms, ms, opts, run_wait, wait_async, wait_ms
+from ._core import (Cancel, Ptr, answer, call, lease_ms, ms, opts, permit_lease_ms, run_wait,
+                    wait_async, wait_ms)
 from ._core import expire_ms, ttl_seconds
 from ._errors import InvalidArgument
 from ._lib import OK, encode, lib
@@ -198,7 +199,7 @@ class PermitSemaphore(_Single):
 
     def acquire(self, timeout=None, lease=None, *, blocking=True):
         """Takes a permit: its id, or None when the wait ran out."""
-        wait, lease_v, pp = wait_ms(blocking, timeout), lease_ms(lease), self._h.ptr
+        wait, lease_v, pp = wait_ms(blocking, timeout), permit_lease_ms(lease), self._h.ptr
         buf = create_string_buffer(_ID)
 
         def direct(w, cancel):
@@ -213,7 +214,7 @@ class PermitSemaphore(_Single):
         """Takes `permits` permits together, all or none, with one lease
         (Redisson's acquire(permits, lease)): their ids (a list), or None when
         the wait ran out. More than the semaphore's total: InvalidArgument."""
-        wait, lease_v, pp = wait_ms(blocking, timeout), lease_ms(lease), self._h.ptr
+        wait, lease_v, pp = wait_ms(blocking, timeout), permit_lease_ms(lease), self._h.ptr
         n = _int(permits, "permits")
         if n < 1:
             raise InvalidArgument("permits must be >= 1, not %r" % (n,))
@@ -297,7 +298,7 @@ class PermitSemaphore(_Single):
     async def acquire_async(self, timeout=None, lease=None, *, blocking=True):
         wait, pp = wait_ms(blocking, timeout), self._h.ptr
         cancel = Cancel()
-        o = opts(wait, lease_ms(lease), cancel.ptr)
+        o = opts(wait, permit_lease_ms(lease), cancel.ptr)
 
         def undo(pid):
             b = pid.encode()
@@ -310,7 +311,7 @@ class PermitSemaphore(_Single):
     async def acquire_many_async(self, permits, timeout=None, lease=None, *, blocking=True):
         wait, pp, n = wait_ms(blocking, timeout), self._h.ptr, _int(permits, "permits")
         cancel = Cancel()
-        o = opts(wait, lease_ms(lease), cancel.ptr)
+        o = opts(wait, permit_lease_ms(lease), cancel.ptr)
 
         def extract(res):
             return [lib.dlock_async_permit_ids(res, i).decode()

@@ -280,6 +280,26 @@ def test_permit_semaphore(client, name, r):
         p.release("not-an-id")
 
 
+def test_permit_without_expiry(client, other, name, r):
+    """dlock.NO_EXPIRY (Redisson's leaseTime -1): Redisson's score, lease
+    time inf, outlives its client, never renewed; any other negative lease
+    refused."""
+    p = client.permit_semaphore(name)
+    assert p.try_set_permits(3)
+    a = other.permit_semaphore(name).acquire(lease=dlock.NO_EXPIRY)
+    assert r.zscore("{%s}:timeout" % name, bytes.fromhex(a)) == 922337203685477
+    assert p.lease_time(a) == math.inf
+    many = p.acquire_many(2, lease=dlock.NO_EXPIRY)
+    assert all(p.lease_time(i) == math.inf for i in many) and p.available() == 0
+    with pytest.raises(dlock.InvalidArgument):
+        p.acquire(timeout=0, lease=-1)
+    with pytest.raises(dlock.InvalidArgument):
+        p.update_lease(a, dlock.NO_EXPIRY)           # only acquisitions take it
+    p.release(a)
+    p.release_many(many)
+    assert p.available() == 3 and p.acquired() == 0
+
+
 def test_permit_semaphore_many(client, other, name, r):
     p = client.permit_semaphore(name)
     assert p.try_set_permits(3)
