@@ -445,7 +445,8 @@ static int await_done(done *d, int64_t within_ms)
 
 /* The asynchronous acquire honours the mode as the blocking one does: a
  * writer's intent, a reader queued behind it, the writer in when the read
- * ends, the reader after the writer's release. */
+ * ends, the reader after the writer's release; a writer whose wait runs out
+ * gives its intent up. */
 static void test_async(void **state)
 {
     (void)state;
@@ -472,6 +473,22 @@ static void test_async(void **state)
     assert_int_equal(dr.rc, DLOCK_OK);
     assert_int_equal(dlock_lock_release(r2), DLOCK_OK);
     assert_int_equal(th_int(&srv, "EXISTS %s", name), 0);
+
+    /* An asynchronous writer whose wait runs out takes its intent out and
+     * wakes the reader it held back. */
+    assert_int_equal(dlock_lock_acquire(r1, DLOCK_WATCHDOG), DLOCK_OK);
+    done dw2 = {PTHREAD_MUTEX_INITIALIZER, 0, -1}, dr2 = {PTHREAD_MUTEX_INITIALIZER, 0, -1};
+    dlock_wait_opts o2 = {.wait_ms = 300, .lease_ms = DLOCK_WATCHDOG};
+    assert_int_equal(dlock_lock_acquire_async(w, &o2, on_done, &dw2), DLOCK_OK);
+    assert_true(await_intents(name, 1, 5000));
+    assert_int_equal(dlock_lock_acquire_async(r2, &o, on_done, &dr2), DLOCK_OK);
+    assert_int_equal(await_done(&dw2, 3000), 1);
+    assert_int_equal(dw2.rc, DLOCK_ETIMEDOUT);
+    assert_int_equal(await_done(&dr2, 1000), 1);
+    assert_int_equal(dr2.rc, DLOCK_OK);
+    assert_int_equal(intent_key_exists(name), 0);
+    assert_int_equal(dlock_lock_release(r2), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(r1), DLOCK_OK);
     dlock_lock_free(r1);
     dlock_lock_free(r2);
     dlock_lock_free(w);
