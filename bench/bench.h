@@ -56,4 +56,7 @@ void spin(void);
 /* redlock_bench.c */
 void redlock(void);
 
+/* rwpref_bench.c */
+void writer_first(void);
+
 #endif

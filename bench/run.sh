@@ -6,7 +6,7 @@
 # BENCH_PLACEMENT=split (default): redis-server on CPU 0, every client on CPU 1.
 # BENCH_PLACEMENT=same: everything on CPU 0.
 # BENCH_QUICK=1: short runs (a smoke test of the pipeline, not numbers to quote).
-# BENCH_ONLY="refs uncontended handoff fair idle many readers striped held multilock sem latch async revoke tls cluster failover replicated spin python": a subset (default: all).
+# BENCH_ONLY="refs uncontended handoff fair idle many readers striped held multilock sem latch async revoke tls cluster failover replicated spin python writerfirst": a subset (default: all).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -45,7 +45,7 @@ if [ ! -d "$here/peers/node_modules" ] || [ "$here/peers/package-lock.json" -nt 
 fi
 peers=(node-redisson redlock redis-semaphore)
 
-only=${BENCH_ONLY:-refs uncontended handoff fair idle many readers striped held multilock sem latch async revoke tls cluster failover replicated spin python}
+only=${BENCH_ONLY:-refs uncontended handoff fair idle many readers striped held multilock sem latch async revoke tls cluster failover replicated spin python writerfirst}
 want() { case " $only " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
 # The servers a section starts beside the main one (a cluster, a failover's
@@ -437,9 +437,17 @@ for i in $(seq "$(( runs < 3 ? runs : 3 ))"); do
 done
 
 fi
+if want writerfirst; then
+echo "16. read-write lock: 8 readers with overlapping 100 ms holds and one writer, writer-first off and on..."
+if [ "$quick" = 1 ]; then wf_secs=5; else wf_secs=30; fi
+# One run: each takes twice --seconds (off, then on).
+record pin "$bench" writerfirst --url "$url" --workers 8 --hold-ms 100 --seconds "$wf_secs"
+flush
+
+fi
 
 if want python; then
-echo "16. Python: the binding beside redis-py's Lock and the C library (bench/python/RESULTS.md)..."
+echo "17. Python: the binding beside redis-py's Lock and the C library (bench/python/RESULTS.md)..."
 py=
 for c in python3 /usr/bin/python3; do
   command -v "$c" >/dev/null && "$c" -c 'import redis' 2>/dev/null && { py=$c; break; }

@@ -576,6 +576,25 @@ if (pick('dlock', 'spin').length) {
     `${f2(aps)}/s per waiter`, aps);
 }
 
+// 16. Writer-first read-write lock.
+if (pick('dlock', 'writerfirst').length) {
+  const r = pick('dlock', 'writerfirst').slice(-1)[0];
+  const ms = (x) => (Number.isFinite(x) ? x.toFixed(1) + ' ms' : '–');
+  say(`## 17. Read-write lock: a writer beside ${r.readers} readers (holds of ${r.read_hold_ms} ms, overlapping, taken again at once), ${r.seconds} s per mode`);
+  say();
+  say('| writer-first | writer\'s longest wait | p50 wait | writer grants | readers\' grants | longest read hold | readers\' longest wait |');
+  say('|---|---|---|---|---|---|---|');
+  for (const [k, label] of [['off', 'off (Redisson\'s rules)'], ['on', 'on']])
+    say(`| ${label} | ${r[k + '_never'] ? '≥ ' : ''}${ms(r[k + '_longest_wait_ms'])}${r[k + '_never'] ? ' (never got in)' : ''} | ${ms(r[k + '_p50_wait_ms'])} |` +
+        ` ${f0(r[k + '_grants'])} | ${f0(r[k + '_read_grants'])} | ${ms(r[k + '_longest_read_hold_ms'])} | ${ms(r[k + '_longest_read_wait_ms'])} |`);
+  say();
+  say(`One round trip (PING): p50 ${us(r.rtt_p50_us)}, p99 ${us(r.rtt_p99_us)}. The writer holds ${r.write_hold_ms} ms each time.`);
+  say();
+  const bound = r.on_longest_read_hold_ms + r.rtt_p99_us / 1000;
+  target('writer-first: the writer\'s longest wait ≤ the longest read hold + one round trip', !r.on_never && r.on_longest_wait_ms <= bound,
+    `${ms(r.on_longest_wait_ms)} against ${ms(bound)} (off: ${r.off_never ? '≥ ' : ''}${ms(r.off_longest_wait_ms)})`, r.on_longest_wait_ms);
+}
+
 say('## Targets');
 say();
 say('| target | result | measured |');

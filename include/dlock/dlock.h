@@ -621,6 +621,14 @@ DLOCK_API int dlock_config_set_failover_quarantine(dlock_config *cfg, dlock_quar
  * the renewals (per node) as with on = 0.
  * on = 0: renewal-time detection only. DLOCK_EINVAL for other values. */
 DLOCK_API int dlock_config_set_revocation(dlock_config *cfg, int on);
+/* Writer-first read-write locks (dlock's own): on = 1 makes every read and
+ * write lock handle of the client writer-first (see
+ * dlock_lock_set_writer_first, which also sets it per handle): a waiting
+ * writer keeps new readers out, so that a stream of overlapping readers
+ * cannot keep it waiting for ever. on = 0 (the default): Redisson's rules,
+ * readers join whenever the lock is read-held. DLOCK_EINVAL for other
+ * values. */
+DLOCK_API int dlock_config_set_writer_first(dlock_config *cfg, int on);
 /* Lost callback for every lock of the client (a lock's own callback, set with
  * dlock_lock_set_lost_callback, takes precedence). NULL fn = none. */
 DLOCK_API int dlock_config_set_lost_callback(dlock_config *cfg, dlock_lost_fn fn, void *ud);
@@ -965,7 +973,8 @@ DLOCK_API int dlock_fenced_lock_get_as(dlock_client *c, const char *name, const 
  * writers. Both are reentrant, and the owner of the write lock may also take
  * the read lock (its read holds may outlast its write holds). The order is
  * not fair: readers join whenever the lock is read-held, so a steady stream
- * of readers can keep a writer waiting (as Redisson's).
+ * of readers can keep a writer waiting (as Redisson's), unless the handles
+ * are writer-first (dlock_lock_set_writer_first).
  *   the lock       hash `name`: field "mode" = "read" or "write", each
  *                  reader's field "<owner id>" = its read hold count, the
  *                  writer's field "<owner id>:write" = its write hold count;
@@ -1008,6 +1017,45 @@ DLOCK_API int dlock_read_lock_get_as(dlock_client *c, const char *name, const ch
                                      dlock_lock **out);
 DLOCK_API int dlock_write_lock_get_as(dlock_client *c, const char *name, const char *owner,
                                       dlock_lock **out);
+/* Writer-first (dlock's own; by default the client's setting,
+ * dlock_config_set_writer_first, itself off by default). In Redisson's
+ * read-write lock readers join whenever the lock is read-held, so readers
+ * whose holds overlap can keep a waiting writer out for ever. Writer-first:
+ *   - a write acquisition that may wait (a wait other than 0) and finds the
+ *     lock held (or in a lock-delay) records its intent in Redis, the sorted
+ *     set dlock_write_intent:{name}: member its field "<owner id>:write",
+ *     score the server time (ms) at which the intent lapses unless renewed,
+ *     one watchdog timeout after the attempt (dlock_config_set_watchdog_timeout)
+ *     or the end of its wait if sooner. The waiting writer tries again at
+ *     least every third of that, which renews it; its acquisition removes it.
+ *     A wait that ends without the lock (its deadline, a cancellation, an
+ *     error) removes it and, unless another writer's intent lives, publishes
+ *     "1" on the lock's channel: the readers it held back try again at once.
+ *     A writer that dies while waiting holds new readers back until its
+ *     intent lapses: one watchdog timeout at most, as a dead holder keeps
+ *     its lock.
+ *   - a read acquisition through a writer-first handle, by an owner that
+ *     holds no read hold of the name, is refused while another writer's
+ *     intent lives: it waits (sleeping until a message or the intent's
+ *     lapse; a try with no wait answers DLOCK_ETIMEDOUT, whose message says
+ *     a writer waits). An owner that already reads re-enters as before, and
+ *     so does the writer's own read acquisition: readers that hold keep
+ *     holding, and the writer gets in when their holds end (the last read
+ *     release's "0" wakes it before the client's other local waiters).
+ * The sides decide apart: a writer-first write handle records intents, a
+ * writer-first read handle honours them; set it on every client (or handle)
+ * of the name. Writers are preferred, not ordered among themselves, and
+ * while writers keep waiting new readers keep waiting (reader starvation, as
+ * in any writer-preferring lock); an owner that holds the read lock and
+ * waits for a read acquisition of another owner before releasing deadlocks
+ * behind a waiting writer. Redisson clients ignore intents: their readers
+ * join, their writers record none (a handle with writer-first off behaves as
+ * they do). A Redis user whose ACL refuses ~dlock_write_intent:* goes on
+ * without intents (the log callback warns once). on: 1 or 0. DLOCK_EINVAL
+ * (nothing changed) for l NULL, another value, or a handle that is not a
+ * read or write lock's. Any thread; each attempt of an acquisition reads
+ * it. */
+DLOCK_API int dlock_lock_set_writer_first(dlock_lock *l, int on);
 
 /* Striped locks: a hot resource split into `nstripes` segments, each a lock of
  * its own, and a key (an order id, a user name) mapped to one of them, so

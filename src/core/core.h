@@ -253,6 +253,7 @@ struct dlock_config {
     int quarantine_mode;         /* dlock_quarantine */
     int64_t quarantine_ms;       /* ON: the duration; AUTO: a floor */
     int revocation_off;          /* no client tracking: losses found by renewals only */
+    int writer_first;            /* read-write locks: waiting writers go before new readers */
     size_t inspect_max;          /* holders and queue entries a snapshot reads per name (0: all) */
 #define DLOCK__INSPECT_MAX 10000000
     int ack_replicas;            /* WAIT for so many replicas after acquisitions (0: off) */

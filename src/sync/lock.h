@@ -13,7 +13,7 @@
 
 typedef struct dlock__lock_type dlock__lock_type;
 
-#define DLOCK__LOCK_KEYS 3   /* a type's own keys beyond the name, token and latch */
+#define DLOCK__LOCK_KEYS 4   /* a type's own keys beyond the name, token and latch */
 #define DLOCK__K_DELAY 2     /* key[]: the lock-delay marker (every lock type) */
 
 struct dlock_lock {
@@ -45,6 +45,8 @@ struct dlock_lock {
                                 under mu; lock_kinds.c) */
     dlock_backoff backoff;
     int64_t lock_delay;      /* ms, 0 off; fixed by the first acquisition */
+    atomic_int writer_first; /* a read or write lock's writer-first mode (rwlock.c): read
+                                by each attempt */
     atomic_int attempted;    /* an acquisition was attempted through it */
     char delay_arg[24];      /* lock_delay in decimal: the renewal's argument */
 };
@@ -101,6 +103,8 @@ typedef struct dlock__acq {
     int state;               /* the type's: reservation state (lock), why busy (fair) */
     int queued;              /* the type registered the caller as a waiter in Redis */
     int streak;              /* the type's: busy answers of one kind in a row (fair) */
+    int64_t intent_ms;       /* a writer-first writer's attempt: the life of the intent it
+                                records (0: none; rwlock.c) */
     dlock__rel *back;        /* a give-back's release, while one runs */
 } dlock__acq;
 

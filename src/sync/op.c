@@ -115,7 +115,8 @@ int dlock__op_key_refused(unsigned with, const dlock__res *res)
 
 unsigned dlock__op_key_shed(unsigned with)
 {
-    static const unsigned order[] = {DLOCK__OWN_QUARANTINE, DLOCK__OWN_RESERVE, DLOCK__OWN_DELAY};
+    static const unsigned order[] = {DLOCK__OWN_INTENT, DLOCK__OWN_QUARANTINE, DLOCK__OWN_RESERVE,
+                                     DLOCK__OWN_DELAY};
     for (size_t i = 0; i < DLOCK__ARRAY_LEN(order); i++)
         if (with & order[i])
             return order[i];
@@ -127,6 +128,8 @@ static const struct {
     unsigned cls;
     const char *what;
 } own_lost[] = {
+    {DLOCK__OWN_INTENT, "the writers' intents (~dlock_write_intent:*): writer-first read-write "
+                        "locks no longer hold new readers back for waiting writers"},
     {DLOCK__OWN_QUARANTINE, "the failover quarantine's record (~dlock_quarantine:*): acquisitions "
                             "no longer honour a quarantine other clients recorded"},
     {DLOCK__OWN_RESERVE, "the reservation of the next turn (~dlock_lock_next:*): waiters no "

@@ -146,16 +146,19 @@ void dlock__op_key(dlock__op *op, const char *s, size_t n);
 /* Keys of dlock's own (not Redisson's) that a script works without, in
  * classes: a request carries its optional keys of the classes its client
  * uses (c->own_keys), and an ACL that refuses one (the fallback below) makes
- * the client drop a class at a time: the quarantine's record first, then
- * the reservation of the next turn, then the lock-delay markers. The
+ * the client drop a class at a time: the writers' intents first, then the
+ * quarantine's record, then the reservation of the next turn, then the
+ * lock-delay markers. The
  * markers (and the record) go to every acquisition, which honours them
  * whatever its own setting; a client with DLOCK_PRIORITY_OFF never sends the
- * reservation. Scripts know each optional key by its prefix
+ * reservation, and only writer-first read-write lock handles send the
+ * writers' intents. Scripts know each optional key by its prefix
  * (include/own_keys.lua), so they come after every plain key, in any order. */
 #define DLOCK__OWN_DELAY 1u        /* dlock_lock_delay:, dlock_read_delay:, dlock_permit_delay: */
 #define DLOCK__OWN_RESERVE 2u      /* dlock_lock_next: */
 #define DLOCK__OWN_QUARANTINE 4u   /* dlock_quarantine: */
-#define DLOCK__OWN_ALL 7u
+#define DLOCK__OWN_INTENT 8u       /* dlock_write_intent: */
+#define DLOCK__OWN_ALL 15u
 void dlock__op_key_optional(dlock__op *op, unsigned cls, const char *s, size_t n);
 void dlock__op_arg(dlock__op *op, const char *s, size_t n);
 void dlock__op_args(dlock__op *op, const char *s);   /* a NUL-terminated argument */
@@ -579,8 +582,10 @@ int dlock__reply_fair_acquire(const redisReply *r, int fenced, int64_t *sleep, u
 /* A read-write lock's acquire: DLOCK_OK (token when fenced), or DLOCK__BUSY
  * with *ttl and *why: 0 held in the other mode, DLOCK__RW_DEADLOCK when the
  * caller holds read holds of the lock it asks to write, DLOCK__RW_DELAYED
- * when free but in its lock-delay for *ttl ms (scripts/rw/write_acquire.lua). */
-enum { DLOCK__RW_DEADLOCK = 1, DLOCK__RW_DELAYED = 2 };
+ * when free but in its lock-delay for *ttl ms (scripts/rw/write_acquire.lua),
+ * DLOCK__RW_INTENT when a writer-first reader finds a writer waiting, whose
+ * intent lives *ttl ms more (scripts/rw/read_acquire.lua). */
+enum { DLOCK__RW_DEADLOCK = 1, DLOCK__RW_DELAYED = 2, DLOCK__RW_INTENT = 3 };
 int dlock__reply_rw_acquire(const redisReply *r, int fenced, int64_t *ttl, uint64_t *token,
                             int *why);
 /* *heard = 1 when the last hold went and some client heard the unlock message. */
