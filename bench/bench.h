@@ -53,5 +53,7 @@ void replicated(void);
 
 /* spin_bench.c */
 void spin(void);
+/* redlock_bench.c */
+void redlock(void);
 
 #endif

@@ -229,11 +229,24 @@ done
 
 fi
 if want multilock; then
-echo "6. multi-lock of 3 names..."
+echo "6. multi-lock of 3 names; RedLock over 3 servers; 4 permits in one call..."
+# The RedLock's two other servers, on the Redis CPU as the main one.
+extra_begin redlock
+rl_urls=$url
+for n in 1 2; do
+  p=$(free_port)
+  extra_redis "$p" "$n"
+  for _ in $(seq 1 100); do redis-cli -p "$p" ping >/dev/null 2>&1 && break; sleep 0.05; done
+  rl_urls="$rl_urls,redis://127.0.0.1:$p"
+done
 for i in $(seq "$runs"); do
   record pin "$bench" multilock --url "$url" --cycles "$cycles"
+  record pin "$bench" redlock --url "$rl_urls" --cycles "$((cycles / 4))" --kind blocking
+  record pin "$bench" redlock --url "$rl_urls" --cycles "$((cycles / 4))" --kind async
+  record pin "$bench" permits --url "$url" --cycles "$cycles"
   flush
 done
+extra_stop
 
 fi
 if want sem; then

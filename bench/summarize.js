@@ -267,6 +267,26 @@ if (pick('dlock', 'multilock').length) {
   target('multi-lock of 3 names on one server: ≤ 2 round trips per acquire', rtAcq <= 2,
     `${f2(rtAcq)} round trips per acquire; ${f2(mlRatio)}× the single-lock cycle rate`, rtAcq);
 }
+// 6b. RedLock over three servers, and n permits of a permit semaphore.
+const rlForms = ['blocking', 'async'].filter((f) => pick('dlock', `redlock3-${f}`).length);
+const pnRows = rows.filter((r) => r.peer === 'dlock' && /^permits\d+$/.test(r.scenario));
+if (rlForms.length || pnRows.length) {
+  say('## 6b. RedLock over 3 servers (one client each), and n permits in one call: uncontended');
+  say();
+  say('| | cycles/s | acquire p50 | acquire p99 | release p50 | release p99 |');
+  say('|---|---|---|---|---|---|');
+  for (const f of rlForms) {
+    const s = `redlock3-${f}`;
+    say(`| RedLock, ${f} | ${f0(med('dlock', s, 'cycles_per_s'))} | ${us(med('dlock', s, 'acquire_p50_us'))} |` +
+        ` ${us(med('dlock', s, 'acquire_p99_us'))} | ${us(med('dlock', s, 'release_p50_us'))} |` +
+        ` ${us(med('dlock', s, 'release_p99_us'))} |`);
+  }
+  for (const s of [...new Set(pnRows.map((r) => r.scenario))]) {
+    say(`| ${s.slice(7)} permits, acquire + list release (p50, p99 of the cycle) | ${f0(med('dlock', s, 'cycles_per_s'))} |` +
+        ` ${us(med('dlock', s, 'p50_us'))} | ${us(med('dlock', s, 'p99_us'))} | | |`);
+  }
+  say();
+}
 // 7. Read lock. Each run measures the reentrant lock over many names with the
 // same 8 threads right before its readers: paired ratios, then the median.
 const rdRows = pick('dlock', 'readers');

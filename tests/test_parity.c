@@ -340,9 +340,12 @@ static void test_permits_list_release_publishes_count(void **state)
     dlock_permit_semaphore_free(p);
 }
 
+/* A thread that waits for n permits (with tok: as long as it takes, until
+ * tok is fired). */
 typedef struct nwaiter {
     dlock_permit_semaphore *p;
     int64_t n;
+    dlock_cancel *tok;
     int rc;
     int64_t at;
     permit_buf ids[4];
@@ -352,7 +355,9 @@ typedef struct nwaiter {
 static void *nwaiter_main(void *arg)
 {
     nwaiter *w = arg;
-    w->rc = dlock_permit_semaphore_try_n(w->p, w->n, 20000 * th_slack(), 60000, w->ids);
+    dlock_wait_opts o = {.wait_ms = DLOCK_WAIT_FOREVER, .lease_ms = 60000, .cancel = w->tok};
+    w->rc = w->tok ? dlock_permit_semaphore_acquire_n_opts(w->p, w->n, &o, w->ids)
+                   : dlock_permit_semaphore_try_n(w->p, w->n, 20000 * th_slack(), 60000, w->ids);
     w->at = th_now_ms();
     return NULL;
 }
@@ -432,6 +437,49 @@ static void test_permits_n_wakeups_both_ways(void **state)
     dlock_permit_semaphore_free(p);
 }
 
+/* The blocking n-permit acquire with options: one try (NULL), a wait that a
+ * cancel token fired from another thread ends, none taken, and the token
+ * refused (permits have none). */
+static void test_permits_n_opts_cancel(void **state)
+{
+    (void)state;
+    char name[128];
+    th_name(name, sizeof(name), "pn-cancel");
+    dlock_permit_semaphore *p;
+    assert_int_equal(dlock_permit_semaphore_get(cli, name, &p), DLOCK_OK);
+    assert_int_equal(dlock_permit_semaphore_set_total(p, 3), DLOCK_OK);
+    permit_buf held[2];
+    assert_int_equal(dlock_permit_semaphore_acquire_n_opts(p, 2, NULL, held), DLOCK_OK);
+    assert_int_equal(strlen(held[0]), 32);
+    sem_counts(p, 1, 2);
+    /* one try, not enough free: none taken */
+    permit_buf more[2];
+    assert_int_equal(dlock_permit_semaphore_acquire_n_opts(p, 2, NULL, more), DLOCK_ETIMEDOUT);
+    assert_string_equal(more[0], "");
+    uint64_t tk = 0;
+    assert_int_equal(dlock_permit_semaphore_acquire_n_opts(p, 1, &(dlock_wait_opts){.token = &tk},
+                                                           more),
+                     DLOCK_EINVAL);
+    /* a waiter for 2, cancelled while it waits: none taken */
+    nwaiter w = {.p = p, .n = 2};
+    assert_int_equal(dlock_cancel_new(&w.tok), DLOCK_OK);
+    pthread_create(&w.t, NULL, nwaiter_main, &w);
+    th_sleep_ms(200);
+    int64_t fired = th_now_ms();
+    dlock_cancel_fire(w.tok);
+    pthread_join(w.t, NULL);
+    assert_int_equal(w.rc, DLOCK_ECANCELED);
+    assert_true(w.at - fired < 2000 * th_slack());
+    assert_string_equal(w.ids[0], "");
+    assert_string_equal(w.ids[1], "");
+    sem_counts(p, 1, 2);
+    dlock_cancel_free(w.tok);
+    const char *list[] = {held[0], held[1]};
+    assert_int_equal(dlock_permit_semaphore_release_list(p, list, 2), DLOCK_OK);
+    sem_counts(p, 3, 0);
+    dlock_permit_semaphore_free(p);
+}
+
 /* Watchdog permits taken n at a time live past several watchdog timeouts. */
 static void test_permits_n_watchdog(void **state)
 {
@@ -498,7 +546,8 @@ static void test_permits_n_bad_input(void **state)
     assert_non_null(strstr(dlock_last_error(), "wait_ms -2"));
     /* n above the total (3): refused, nothing taken */
     assert_int_equal(dlock_permit_semaphore_try_n(p, 4, 0, 1000, ids), DLOCK_EINVAL);
-    assert_non_null(strstr(dlock_last_error(), "4 permits asked"));
+    assert_non_null(strstr(dlock_last_error(), "': 4 permits asked of a semaphore of 3 in all"));
+    assert_null(strstr(dlock_last_error(), "DLOCK"));   /* the script's word is not shown */
     assert_string_equal(ids[0], "");
     sem_counts(p, 1, 2);
     assert_int_equal(th_int(&srv, "ZCARD %s", leases), 2);
@@ -647,6 +696,9 @@ static void test_semaphore_lifecycle_bad_input(void **state)
     /* a release past the largest count: refused, unchanged */
     freeReplyObject(th_cmd(&srv, "SET %s 2147483646", name));
     assert_int_equal(dlock_semaphore_release_if_exists(s, 2, &flag), DLOCK_EINVAL);
+    /* the operation's own words, none of the script's refusal word */
+    assert_non_null(strstr(dlock_last_error(), "releasing 2 permits would pass 2147483647"));
+    assert_null(strstr(dlock_last_error(), "DLOCK"));
     redisReply *r = th_cmd(&srv, "GET %s", name);
     assert_string_equal(r->str, "2147483646");
     freeReplyObject(r);
@@ -1443,6 +1495,7 @@ int main(void)
         cmocka_unit_test(test_permits_list_release_publishes_count),
         cmocka_unit_test(test_permits_n_wakeups_both_ways),
         cmocka_unit_test(test_permits_n_watchdog),
+        cmocka_unit_test(test_permits_n_opts_cancel),
         cmocka_unit_test(test_permits_n_bad_input),
         cmocka_unit_test(test_semaphore_lifecycle),
         cmocka_unit_test(test_semaphore_lifecycle_bad_input),

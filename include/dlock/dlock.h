@@ -1853,6 +1853,13 @@ DLOCK_API int dlock_permit_semaphore_acquire_n(dlock_permit_semaphore *p, int64_
 DLOCK_API int dlock_permit_semaphore_try_n(dlock_permit_semaphore *p, int64_t n,
                                                    int64_t wait_ms, int64_t lease_ms,
                                                    char (*ids)[DLOCK_PERMIT_ID_BUFSIZE]);
+/* As dlock_permit_semaphore_try_n with the options' wait (NULL: one try) and
+ * lease (0: DLOCK_WATCHDOG), and the wait ends with DLOCK_ECANCELED, none
+ * taken, when o->cancel is fired. Permits have no fencing token: o->token
+ * must be NULL (DLOCK_EINVAL). */
+DLOCK_API int dlock_permit_semaphore_acquire_n_opts(dlock_permit_semaphore *p, int64_t n,
+                                                    const dlock_wait_opts *o,
+                                                    char (*ids)[DLOCK_PERMIT_ID_BUFSIZE]);
 /* Gives the n permits ids[0..n-1] back in one script, all or nothing
  * (Redisson's tryRelease(List)): *released (may be NULL) = n when every id
  * was held and all are back, 0 when one is unknown (released already, never

@@ -130,8 +130,10 @@ dlock__rerr dlock__redis_classify(const char *text)
          * starts so). */
         {"EINVAL", DLOCK__RERR_ARG},            {"NOAUTH", DLOCK__RERR_AUTH},
         {"WRONGPASS", DLOCK__RERR_AUTH},
-        /* include/quarantine.lua's refusal */
+        /* dlock's own words (core.h): the quarantine's refusal, a count's */
         {"DLOCKQUARANTINE", DLOCK__RERR_QUARANTINE},
+        {"DLOCKOVERBOUND", DLOCK__RERR_OVER_BOUND},
+        {"DLOCKOVERTOTAL", DLOCK__RERR_OVER_TOTAL},
         /* a non-reentrant lock's acquire scripts: the caller holds it */
         {"DLOCKREENTRY", DLOCK__RERR_REENTRY},
         /* a rate limiter's scripts: no rate set */
@@ -151,10 +153,6 @@ dlock__rerr dlock__redis_classify(const char *text)
             return DLOCK__RERR_UNKNOWN_CMD;
         if (strstr(text, "invalid password") || strstr(text, "DB index is out of range"))
             return DLOCK__RERR_AUTH;
-        if (strncmp(text + 4, "the count would pass ", 21) == 0)
-            return DLOCK__RERR_OVER_BOUND;
-        if (strstr(text, " permits asked of a semaphore of "))
-            return DLOCK__RERR_OVER_TOTAL;
     }
     return DLOCK__RERR_OTHER;
 }

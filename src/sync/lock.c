@@ -26,20 +26,27 @@ static int owner_init(const dlock_lock *l, const char *by, size_t blen, dlock__o
         o->id = o->fbuf;
     }
     size_t sl = strlen(l->type->suffix);
+    o->fheap = NULL;
+    o->aux = NULL;
+    o->alen = 0;
     if (sl == 0) {
         o->field = o->id;
         o->flen = o->len;
     } else {
-        if (o->id != o->fbuf)
-            memcpy(o->fbuf, o->id, o->len);
-        memcpy(o->fbuf + o->len, l->type->suffix, sl + 1);
-        o->field = o->fbuf;
+        char *f = o->fbuf;
+        if (o->len + sl + 1 > sizeof(o->fbuf) && !(f = o->fheap = malloc(o->len + sl + 1)))
+            return dlock__fail(DLOCK_ENOMEM, "out of memory");
+        if (o->id != f)
+            memcpy(f, o->id, o->len);
+        memcpy(f + o->len, l->type->suffix, sl + 1);
+        o->field = f;
         o->flen = o->len + sl;
     }
-    o->aux = NULL;
-    o->alen = 0;
-    if (l->type->owner_key && l->type->owner_key(l, o) != DLOCK_OK)
+    if (l->type->owner_key && l->type->owner_key(l, o) != DLOCK_OK) {
+        free(o->fheap);
+        o->fheap = NULL;
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    }
     return DLOCK_OK;
 }
 
@@ -47,6 +54,8 @@ static void owner_done(dlock__owner *o)
 {
     free(o->aux);
     o->aux = NULL;
+    free(o->fheap);
+    o->fheap = NULL;
 }
 
 int dlock__lock_owner(const dlock_lock *l, dlock__owner *o) { return owner_init(l, NULL, 0, o); }
@@ -275,12 +284,13 @@ static int check_call(const dlock_lock *l, const dlock__via *via)
 
 /* ------------------------------------------------------------- release */
 
-int dlock__rel_init(dlock__rel *x, dlock_lock *l)
+/* A release for owner `by` (NULL: the handle's or the calling thread's). */
+static int rel_start(dlock__rel *x, dlock_lock *l, const char *by, size_t blen)
 {
     x->l = l;
     x->latch = NULL;
     x->call = x->again = 0;
-    int rc = owner_init(l, NULL, 0, &x->o);
+    int rc = owner_init(l, by, blen, &x->o);
     if (rc != DLOCK_OK)
         return rc;
     /* latch key = prefix + fresh request id, kept for every retry of this call */
@@ -304,6 +314,25 @@ int dlock__rel_init(dlock__rel *x, dlock_lock *l)
     x->op.latch_ms = c->latch_px;
     x->open = 1;
     return DLOCK_OK;
+}
+
+int dlock__rel_init(dlock__rel *x, dlock_lock *l) { return rel_start(x, l, NULL, 0); }
+
+int dlock__rel_init_as(dlock__rel *x, dlock_lock *l, const dlock__owner *as)
+{
+    return rel_start(x, l, as->id, as->len);
+}
+
+void dlock__rel_closed(dlock__rel *x)
+{
+    if (!x->open)
+        return;
+    char msg[512];
+    snprintf(msg, sizeof(msg), "%s", dlock_last_error());
+    dlock__res res;
+    dlock__res_init(&res);
+    dlock__rel_end(x, DLOCK_ECLOSED, &res);
+    dlock__fail(DLOCK_ECLOSED, "%s", msg);
 }
 
 /* What a release's answer means; *outcome for the watchdog. */
@@ -401,16 +430,7 @@ static int rel_again(void *st)
 static void rel_done(void *st, int read)
 {
     (void)read;
-    /* Never answered (closed first): the watchdog counts an attempt of
-     * unknown outcome, as for a lost reply. */
-    if (((dlock__rel *)st)->open) {
-        char msg[512];
-        snprintf(msg, sizeof(msg), "%s", dlock_last_error());
-        dlock__res res;
-        dlock__res_init(&res);
-        dlock__rel_end(st, DLOCK_ECLOSED, &res);
-        dlock__fail(DLOCK_ECLOSED, "%s", msg);
-    }
+    dlock__rel_closed(st);
 }
 
 static const dlock__op_type release_type = {.setup = rel_setup,
@@ -533,7 +553,9 @@ static int acq_give_back(void *st, dlock__op *op)
     dlock__acq *a = st;
     if (!(a->back = malloc(sizeof(*a->back))))
         return 0;   /* it lapses at its TTL */
-    if (dlock__rel_init(a->back, a->l) != DLOCK_OK) {
+    /* The acquisition's owner, whatever thread gives it back (a multi-lock's
+     * part, on its client's io thread). */
+    if (dlock__rel_init_as(a->back, a->l, &a->o) != DLOCK_OK) {
         free(a->back);
         a->back = NULL;
         return 0;
@@ -582,17 +604,22 @@ static void acq_result(void *st, dlock__result *res)
         *a->token_out = a->token;
 }
 
+void dlock__acq_closed(dlock__acq *a)
+{
+    if (!a->back)
+        return;
+    char msg[512];
+    snprintf(msg, sizeof(msg), "%s", dlock_last_error());
+    acq_gave_back(a, DLOCK_ECLOSED, &(dlock__res){.acks = -1});
+    dlock__fail(DLOCK_ECLOSED, "%s", msg);
+}
+
 static void acq_done(void *st, int read)
 {
     dlock__acq *a = st;
     (void)read;
     owner_done(&a->o);
-    if (a->back) {   /* closed during the give-back: it was sent */
-        char msg[512];
-        snprintf(msg, sizeof(msg), "%s", dlock_last_error());
-        acq_gave_back(a, DLOCK_ECLOSED, &(dlock__res){.acks = -1});
-        dlock__fail(DLOCK_ECLOSED, "%s", msg);
-    }
+    dlock__acq_closed(a);
 }
 
 const dlock__op_type dlock__acquire_type = {
@@ -653,11 +680,6 @@ int dlock_lock_acquire_async(dlock_lock *l, const dlock_wait_opts *o, dlock_asyn
                              void *ud)
 {
     return acquire(l, o, &(dlock__via){fn, ud, 0});
-}
-
-int dlock__lock_acquire_via(dlock_lock *l, const dlock_wait_opts *o, const dlock__via *via)
-{
-    return acquire(l, o, via);
 }
 
 int dlock_lock_run(dlock_lock *l, const dlock_wait_opts *o, dlock_run_fn fn, void *ud,

@@ -22,8 +22,9 @@
 -- acquire.lua, the ms until the earliest lease runs out, or -1 when no lease
 -- will. Refused before anything is written: a semaphore key that is not a
 -- count or a leases key of another type (WRONGTYPE), and n larger than the
--- semaphore's total, available + held (ERR: it could never be served as it
--- stands); a missing semaphore has no permits yet, and is waited for.
+-- semaphore's total, available + held (DLOCKOVERTOTAL, core.h's word for
+-- "more than there is in all": it could never be served as it stands); a
+-- missing semaphore has no permits yet, and is waited for.
 local sem, leases, channel = KEYS[1], KEYS[2], KEYS[3]
 local NO_EXPIRY = 922337203685477
 --@include own_keys.lua
@@ -38,7 +39,7 @@ local raw = ARGV[2]
 --@include permit_count.lua
 local held = redis.call('zcard', leases)   -- WRONGTYPE before any write
 if v and n > tonumber(v) + held then
-  return redis.error_reply('ERR ' .. n .. ' permits asked of a semaphore of ' ..
+  return redis.error_reply('DLOCKOVERTOTAL ' .. n .. ' permits asked of a semaphore of ' ..
                            (tonumber(v) + held) .. ' in all')
 end
 --@include now.lua
