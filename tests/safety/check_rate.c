@@ -70,12 +70,14 @@ void check_rate(const check_params *cp, check_report *rep)
         qsort(s, starts.n, sizeof(*s), by_name_at);
     const size_t n = (size_t)cp->rate;
     for (size_t i = 0; i < starts.n; i++) {
-        /* The most starts in one checked window from this one. */
+        /* The most starts in one checked window from this one (none across
+         * a restart). */
         size_t k = i;
         while (k + 1 < starts.n && s[k + 1].name == s[i].name &&
                s[k + 1].at - s[i].at < cp->interval_ns - cp->stamp_slack_ns)
             k++;
-        if ((long long)(k - i + 1) > rep->rate_max_in_window)
+        if (!restart_within(s[i].at - cp->stamp_slack_ns, s[k].at) &&
+            (long long)(k - i + 1) > rep->rate_max_in_window)
             rep->rate_max_in_window = (long long)(k - i + 1);
         size_t j = i + n;
         if (j >= starts.n || s[j].name != s[i].name)

@@ -273,7 +273,8 @@ typedef struct check_report {
     /* rate: starts stamped, runs that did not start (and of them errors:
      * neither 75, busy, nor ended by the stop), windows over the rate
      * (violations) and over it across a server restart (allowed), the most
-     * starts in one checked window (interval - stamp slack), the shortest
+     * starts in one checked window (interval - stamp slack; none across a
+     * restart), the shortest
      * span of rate + 1 starts */
     long long rate_starts, rate_unstarted, rate_errors, rate_over, rate_reset, rate_max_in_window;
     double rate_tightest_ms;
