@@ -90,7 +90,9 @@ demo: deps build
 # 1 000 000 guarded operations in all. Report: build/safety-report.txt.
 # SAFETY_TYPE=fair|rw|sem|latch|elect runs the same with that type (report
 # build/safety-report-<type>.txt); the fair lock serves ~100 holds/s, so give
-# it a smaller SAFETY_MIN_OPS (0: the scenarios only).
+# it a smaller SAFETY_MIN_OPS (0: the scenarios only). SAFETY_TYPE=rate (runs
+# of dlock run --rate, 4 starts per 2 s: baseline, kill9, pause, restart)
+# makes a few starts a second: give it SAFETY_MIN_OPS=0.
 SAFETY_SECONDS ?= 60
 SAFETY_TYPE ?= lock
 SAFETY_MIN_OPS ?= 1000000

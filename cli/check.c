@@ -4,7 +4,10 @@
  * exit 0 when none is, 1 when some are, the usual codes (64, 69, ...) on
  * errors. The scan's snapshots decide which names need a full one: all of
  * them when --waiters-over asks (waiters are counted only there), else only
- * those past --held-over or --queue-over already. */
+ * those past --held-over or --queue-over already. A rate limiter has no
+ * holders, queue or countable waiters: it is flagged only when its keys hold
+ * other data than a limiter's (its acquisitions fail), whatever the
+ * thresholds. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -48,7 +51,16 @@ static int parse_args(cli_opts *o, int argc, char **argv, check_args *ca)
 
 /* -------------------------------------------------------------- judging */
 
-enum { PAST_HELD = 1, PAST_WAITERS = 2, PAST_QUEUE = 4, UNJUDGED = 8 };
+enum { PAST_HELD = 1, PAST_WAITERS = 2, PAST_QUEUE = 4, UNJUDGED = 8, BROKEN = 16 };
+
+/* An OVERALL rate limiter whose count or grants its snapshot cannot read:
+ * they hold other data, which every acquisition refuses. */
+static int broken_rate(const dlock_info *info)
+{
+    dlock_rate_config rc;
+    return dlock_info_rate(info, &rc) == DLOCK_OK && rc.type == DLOCK_RATE_OVERALL &&
+           dlock_info_count(info) < 0;
+}
 
 /* Which thresholds the snapshot is past; UNJUDGED when --held-over asks and
  * it is held by holders none of whose hold age is known. Waiters count only
@@ -57,6 +69,8 @@ static unsigned judge_info(const judge *j, const dlock_info *info)
 {
     unsigned past = 0;
     const check_args *ca = j->ca;
+    if (dlock_info_kind(info) == DLOCK_KIND_RATE)
+        return broken_rate(info) ? BROKEN : 0;
     if (ca->held_ms >= 0 && dlock_info_holders(info)) {
         int64_t age = mon_oldest_hold(j->map, info);
         if (age > ca->held_ms)
@@ -77,6 +91,8 @@ static int keep(const dlock_info *info, void *ud)
     judge *j = ud;
     unsigned past = judge_info(j, info);
     j->unjudged += (past & UNJUDGED) != 0;
+    if (dlock_info_kind(info) == DLOCK_KIND_RATE)   /* nothing to count again */
+        return past != 0;
     return j->ca->waiters >= 0 || (past & ~(unsigned)UNJUDGED) != 0;
 }
 
@@ -91,6 +107,8 @@ static const char *kind_words(const dlock_info *info)
         return "semaphore/latch";
     case DLOCK_KIND_PERMITS:
         return "permit semaphore";
+    case DLOCK_KIND_RATE:
+        return "rate limiter";
     default:
         return dlock_info_queued(info) ? "fair lock" : "lock";
     }
@@ -143,6 +161,14 @@ static void print_past(const dlock_info *info, unsigned past, const check_args *
                dlock_info_holders(info));
     else if (mon_is_count(info))
         printf(", count %lld", (long long)dlock_info_count(info));
+    if (past & BROKEN) {
+        char rate[64];
+        dlock_rate_config rc;
+        dlock_info_rate(info, &rc);
+        printf(" (%s): its count or grants hold other data than a rate limiter's: "
+               "acquisitions fail until they are repaired or deleted",
+               cli_rate_text(&rc, rate, sizeof(rate)));
+    }
     if (past & PAST_HELD)
         printf(", held %s (over %s)",
                cli_fmt_duration(mon_oldest_hold(map, info), d1, sizeof(d1)),

@@ -160,7 +160,8 @@ int64_t cli_connect_timeout(const cli_opts *o);
 /* ---------------------------------------------------------- explain.c */
 
 /* What `name` holds, as a phrase for messages ("a string", "a read-write
- * lock", "a count (a semaphore's or a latch's)", "nothing") into what[size].
+ * lock", "a count (a semaphore's or a latch's)", "a rate limiter",
+ * "nothing") into what[size].
  * Returns its dlock_kind, -1 for a key no dlock kind reads (a list, a string
  * that is not a number, ...), -2 when it could not be read. */
 int cli_key_kind(dlock_client *c, const char *name, char *what, size_t size);
@@ -180,6 +181,15 @@ int cli_fail_key(const cli_opts *o, dlock_client *c, int rc, const char *what, c
  * to a single-server URL points to redis-cluster://; a connect timeout names
  * the option that set it. */
 const char *cli_detail(const cli_opts *o, const char *detail, char *buf, size_t size);
+
+/* ------------------------------------------------------------- show.c */
+
+/* A rate limiter's rate as "4 per 10.0 s", into buf. */
+const char *cli_rate_text(const dlock_rate_config *rc, char *buf, size_t size);
+/* A rate limiter's snapshot: its permits left as text, "2", or "-" (a
+ * PER_CLIENT one: each client has its own), or "unreadable" (its keys hold
+ * other data). */
+const char *cli_rate_left(const dlock_info *info, char *buf, size_t size);
 
 /* ---------------------------------------------------------- holders.c */
 

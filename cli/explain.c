@@ -18,6 +18,8 @@ static const char *kind_noun(int kind)
         return "a count (a semaphore's or a latch's)";
     case DLOCK_KIND_PERMITS:
         return "a permit semaphore";
+    case DLOCK_KIND_RATE:
+        return "a rate limiter";
     default:
         return "nothing";
     }

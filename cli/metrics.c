@@ -321,7 +321,7 @@ static void render_locks(FILE *f, mon_memory *m, const mon_pass *p, const holder
     }
 }
 
-/* One family over this pass's counts of a kind (-1: both kinds). */
+/* One family over this pass's objects of a kind (-1: both kinds of count). */
 typedef double (*count_value)(const dlock_info *info, const holder_map *map);
 
 static void count_family(FILE *f, const mon_pass *p, const holder_map *map, int kind,
@@ -330,7 +330,7 @@ static void count_family(FILE *f, const mon_pass *p, const holder_map *map, int 
     int head = 0;
     for (size_t i = 0; i < p->n; i++) {
         const dlock_info *info = p->v[i];
-        if (!mon_is_count(info) || (kind >= 0 && (int)dlock_info_kind(info) != kind))
+        if (kind >= 0 ? (int)dlock_info_kind(info) != kind : !mon_is_count(info))
             continue;
         double v = val(info, map);
         if (isnan(v))
@@ -361,6 +361,41 @@ static double c_waiters(const dlock_info *i, const holder_map *m)
 static double c_latch(const dlock_info *i, const holder_map *m)
 {
     return dlock_info_latch_waiters(i) < 0 ? NONE : (double)dlock_info_latch_waiters(i);
+}
+
+static double r_rate(const dlock_info *i, const holder_map *m)
+{
+    dlock_rate_config rc;
+    return dlock_info_rate(i, &rc) == DLOCK_OK ? (double)rc.rate : NONE;
+}
+static double r_interval(const dlock_info *i, const holder_map *m)
+{
+    dlock_rate_config rc;
+    return dlock_info_rate(i, &rc) == DLOCK_OK ? (double)rc.interval_ms / 1000 : NONE;
+}
+static double r_per_client(const dlock_info *i, const holder_map *m)
+{
+    dlock_rate_config rc;
+    return dlock_info_rate(i, &rc) == DLOCK_OK ? rc.type == DLOCK_RATE_PER_CLIENT : NONE;
+}
+static double r_left(const dlock_info *i, const holder_map *m)
+{
+    return dlock_info_count(i) < 0 ? NONE : (double)dlock_info_count(i);
+}
+
+static void render_rates(FILE *f, const mon_pass *p, const holder_map *map)
+{
+    count_family(f, p, map, DLOCK_KIND_RATE, "dlock_rate_limiter_rate",
+                 "A rate limiter's rate: the permits it grants per interval (per client when "
+                 "dlock_rate_limiter_per_client is 1)", r_rate);
+    count_family(f, p, map, DLOCK_KIND_RATE, "dlock_rate_limiter_interval_seconds",
+                 "A rate limiter's interval (its sliding window)", r_interval);
+    count_family(f, p, map, DLOCK_KIND_RATE, "dlock_rate_limiter_per_client",
+                 "1 when each client has the rate (PER_CLIENT), 0 when all share it (OVERALL)",
+                 r_per_client);
+    count_family(f, p, map, DLOCK_KIND_RATE, "dlock_rate_limiter_available",
+                 "The permits an overall rate limiter has left in its window now; absent for a "
+                 "per-client one and when its keys hold other data", r_left);
 }
 
 static void render_counts(FILE *f, const mon_pass *p, const holder_map *map)
@@ -413,7 +448,8 @@ char *mon_render(mon_memory *m, const mon_pass *p, const holder_map *map, const 
         single(f, "dlock_scan_roundtrips", "gauge",
                "Requests the pass sent to Redis (SCAN batches, snapshots, waiter counts)",
                (double)p->roundtrips);
-        single(f, "dlock_scan_objects", "gauge", "Locks, semaphores and latches the pass found",
+        single(f, "dlock_scan_objects", "gauge", "Locks, semaphores, latches and rate limiters "
+               "the pass found",
                (double)p->seen);
         single(f, "dlock_scan_truncated", "gauge", "1 when --max-keys cut the pass short",
                p->truncated);
@@ -424,6 +460,7 @@ char *mon_render(mon_memory *m, const mon_pass *p, const holder_map *map, const 
                "--max-holders: read in part (their holder counts are whole)", (double)cut);
         render_locks(f, m, p, map, st->now_ms);
         render_counts(f, p, map);
+        render_rates(f, p, map);
     }
     if (fclose(f) != 0) {
         free(buf);

@@ -1,5 +1,5 @@
-/* One pass over the locks, semaphores and latches in Redis, for dlock check
- * and dlock exporter (monitor.h). */
+/* One pass over the locks, semaphores, latches and rate limiters in Redis,
+ * for dlock check and dlock exporter (monitor.h). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -94,8 +94,8 @@ int mon_run(dlock_client *c, mon_pass *p)
     dlock_stats before, after;
     dlock_client_stats(c, &before, sizeof(before));
     int64_t t0 = mono_ms();
-    int rc = dlock_client_walk(c, pattern, DLOCK_WALK_LOCKS | DLOCK_WALK_COUNTS, 0, collect_one,
-                               &col);
+    int rc = dlock_client_walk(c, pattern, DLOCK_WALK_LOCKS | DLOCK_WALK_COUNTS | DLOCK_WALK_RATES,
+                               0, collect_one, &col);
     if (rc == DLOCK_OK && col.oom)
         rc = DLOCK_ENOMEM;
     if (rc == DLOCK_OK && col.stopped)

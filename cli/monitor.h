@@ -1,6 +1,6 @@
 /* dlock check and dlock exporter: what they share. One pass over the
- * family in Redis: the held locks, semaphores and latches in one walk of the
- * keyspace (dlock_client_walk: SCAN, the library's batches of COUNT 200,
+ * family in Redis: the held locks, semaphores, latches and rate limiters in
+ * one walk of the keyspace (dlock_client_walk: SCAN, the library's batches of COUNT 200,
  * never KEYS); then a snapshot of each name kept, with its waiters
  * (dlock_client_inspect). */
 #ifndef DLOCK_CLI_MONITOR_H
@@ -27,7 +27,7 @@ typedef struct mon_pass {
     /* out */
     dlock_info **v;          /* the snapshots of the names kept (waiters counted), by name */
     size_t n;
-    size_t seen;             /* objects the scans found (held locks, counts) */
+    size_t seen;             /* objects the scans found (held locks, counts, rate limiters) */
     int truncated;           /* the limit stopped the walk */
     int64_t ms;              /* how long the pass took */
     uint64_t roundtrips;     /* requests it made (the client's statistics) */

@@ -1,4 +1,5 @@
-/* dlock status and list; the table of locks watch shares. */
+/* dlock status and list (locks, semaphores, latches, rate limiters); the
+ * table of locks watch shares. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,8 +80,8 @@ const char *display_url(const char *url, char *buf, size_t size)
     return buf;
 }
 
-/* "lock", "fair lock", "read-write lock", "count", "permit semaphore", or
- * "none" (no key: free). A fair lock is told by its queue: with nobody
+/* "lock", "fair lock", "read-write lock", "count", "permit semaphore",
+ * "rate limiter", or "none" (no key: free). A fair lock is told by its queue: with nobody
  * queued it has no key beside the lock's hash (Redisson deletes the empty
  * queue and timeouts), so it shows as "lock". */
 static const char *kind_name(const dlock_info *info)
@@ -94,6 +95,8 @@ static const char *kind_name(const dlock_info *info)
         return "count";
     case DLOCK_KIND_PERMITS:
         return "permit semaphore";
+    case DLOCK_KIND_RATE:
+        return "rate limiter";
     default:
         return "none";
     }
@@ -131,10 +134,43 @@ static void json_count(FILE *f, const dlock_info *info, int with_waiters, const 
     fputc('}', f);
 }
 
+/* "4 per 10.0 s" into buf. */
+const char *cli_rate_text(const dlock_rate_config *rc, char *buf, size_t size)
+{
+    char d[32];
+    snprintf(buf, size, "%lld per %s", (long long)rc->rate,
+             cli_fmt_duration(rc->interval_ms, d, sizeof(d)));
+    return buf;
+}
+
+/* A rate limiter's object: name, kind, rate, interval, type, the permits
+ * left (null for a per-client one, or when its keys hold other data),
+ * keep-alive, the key's TTL. */
+static void json_rate(FILE *f, const dlock_info *info)
+{
+    dlock_rate_config rc = {DLOCK_RATE_OVERALL, 0, 0, 0};
+    dlock_info_rate(info, &rc);
+    fputc('{', f);
+    cli_json_field(f, "name", dlock_info_name(info));
+    fprintf(f, ",\"kind\":\"rate limiter\",\"rate\":%lld,\"interval_ms\":%lld,\"type\":\"%s\"",
+            (long long)rc.rate, (long long)rc.interval_ms,
+            rc.type == DLOCK_RATE_PER_CLIENT ? "per_client" : "overall");
+    if (dlock_info_count(info) >= 0)
+        fprintf(f, ",\"left\":%lld", (long long)dlock_info_count(info));
+    else
+        fputs(",\"left\":null", f);
+    fprintf(f, ",\"keep_alive_ms\":%lld,\"ttl_ms\":%lld}", (long long)rc.keep_alive_ms,
+            (long long)dlock_info_ttl(info));
+}
+
 static void json_info(FILE *f, const dlock_info *info, int with_waiters, const holder_map *map)
 {
     if (is_count(info)) {
         json_count(f, info, with_waiters, map);
+        return;
+    }
+    if (dlock_info_kind(info) == DLOCK_KIND_RATE) {
+        json_rate(f, info);
         return;
     }
     fputc('{', f);
@@ -352,6 +388,46 @@ static void print_count_status(const dlock_info *info, const holder_map *map)
         printf("ttl:     %s\n", cli_fmt_duration(dlock_info_ttl(info), ttl, sizeof(ttl)));
 }
 
+const char *cli_rate_left(const dlock_info *info, char *buf, size_t size)
+{
+    dlock_rate_config rc = {DLOCK_RATE_OVERALL, 0, 0, 0};
+    dlock_info_rate(info, &rc);
+    if (dlock_info_count(info) >= 0)
+        snprintf(buf, size, "%lld", (long long)dlock_info_count(info));
+    else
+        snprintf(buf, size, "%s", rc.type == DLOCK_RATE_PER_CLIENT ? "-" : "unreadable");
+    return buf;
+}
+
+/* A rate limiter: its rate, whose budget it is, what is left in the window
+ * now, its keep-alive and TTL. */
+static void print_rate_status(const dlock_info *info)
+{
+    char rate[64], left[32], d[32];
+    dlock_rate_config rc = {DLOCK_RATE_OVERALL, 0, 0, 0};
+    dlock_info_rate(info, &rc);
+    char *name = cli_escape(dlock_info_name(info));
+    printf("name:    %s\n", name ? name : "?");
+    free(name);
+    printf("kind:    rate limiter (%s)\n", rc.type == DLOCK_RATE_PER_CLIENT
+                                               ? "per client: each client has the rate"
+                                               : "overall: every client shares the rate");
+    printf("rate:    %s\n", cli_rate_text(&rc, rate, sizeof(rate)));
+    cli_rate_left(info, left, sizeof(left));
+    if (dlock_info_count(info) >= 0)
+        printf("left:    %s now (the window: the last %s)\n", left,
+               cli_fmt_duration(rc.interval_ms, d, sizeof(d)));
+    else if (rc.type == DLOCK_RATE_PER_CLIENT)
+        printf("left:    per client (each client's count is its own)\n");
+    else
+        printf("left:    unreadable: its count or grants hold other data (acquisitions fail)\n");
+    if (rc.keep_alive_ms > 0)
+        printf("keep:    %s after the last change, then its keys expire\n",
+               cli_fmt_duration(rc.keep_alive_ms, d, sizeof(d)));
+    if (dlock_info_ttl(info) >= 0)
+        printf("ttl:     %s\n", cli_fmt_duration(dlock_info_ttl(info), d, sizeof(d)));
+}
+
 static void print_status(const dlock_info *info, const holder_map *map)
 {
     char ttl[32];
@@ -475,11 +551,11 @@ int cmd_status(cli_opts *o, int argc, char **argv)
     int rc = dlock_client_inspect(c, sa.pos, &info);
     if (rc != DLOCK_OK) {
         code = cli_fail_key(o, c, rc, "status", sa.pos, DLOCK_KIND_LOCK,
-                            "a lock, semaphore or latch");
+                            "a lock, semaphore, latch or rate limiter");
         dlock_client_close(c);
         return code;
     }
-    if (cli_not_other(o, info, "a lock, semaphore or latch")) {
+    if (cli_not_other(o, info, "a lock, semaphore, latch or rate limiter")) {
         dlock_info_free(info);
         dlock_client_close(c);
         return EXIT_DATAERR;
@@ -507,6 +583,9 @@ int cmd_status(cli_opts *o, int argc, char **argv)
     } else if (is_count(info)) {
         print_count_status(info, map);
         status_extras(c, &sa, 0);
+    } else if (dlock_info_kind(info) == DLOCK_KIND_RATE) {
+        print_rate_status(info);
+        status_extras(c, &sa, 0);
     } else {
         print_status(info, map);
         status_extras(c, &sa, 0);
@@ -519,8 +598,8 @@ int cmd_status(cli_opts *o, int argc, char **argv)
 
 /* ----------------------------------------------------------------- list */
 
-/* The semaphores and latches of a listing: one line each, kept to be sorted
- * (or streamed as JSON into the locks' array). */
+/* The semaphores and latches of a listing, or its rate limiters: one line
+ * each, kept to be sorted (or streamed as JSON into the locks' array). */
 typedef struct count_rows {
     char **lines;   /* "name\0rest": sorted by name */
     size_t n, cap;
@@ -531,29 +610,76 @@ typedef struct count_rows {
     int fences;         /* the pattern asks for fence guards: show them */
 } count_rows;
 
-static int count_collect(const dlock_info *info, void *ud)
+/* Room for one more line; -1 (oom set) when out of memory. */
+static int line_room(count_rows *cr)
 {
-    count_rows *cr = ud;
+    if (cr->n < cr->cap)
+        return 0;
+    size_t cap = cr->cap ? cr->cap * 2 : 32;
+    char **v = realloc(cr->lines, cap * sizeof(*v));
+    if (!v) {
+        cr->oom = 1;
+        return -1;
+    }
+    cr->lines = v;
+    cr->cap = cap;
+    return 0;
+}
+
+/* Appends "name\0rest" (the name escaped); 1 when out of memory. */
+static int line_add(count_rows *cr, const dlock_info *info, const char *rest)
+{
+    char *name = cli_escape(dlock_info_name(info));
+    size_t len = (name ? strlen(name) : 0) + strlen(rest) + 2;
+    char *line = name ? malloc(len) : NULL;
+    if (!line) {
+        free(name);
+        cr->oom = 1;
+        return 1;
+    }
+    int nl = snprintf(line, len, "%s", name);
+    snprintf(line + nl + 1, len - (size_t)nl - 1, "%s", rest);
+    free(name);
+    cr->lines[cr->n++] = line;
+    return 0;
+}
+
+/* Streams one object into the JSON array; 1 when it did. */
+static int json_stream(count_rows *cr, const dlock_info *info)
+{
+    if (!cr->json_out)
+        return 0;
+    fputs(*cr->streamed ? ",\n" : "\n", cr->json_out);
+    json_info(cr->json_out, info, 0, cr->map);
+    ++*cr->streamed;
+    return 1;
+}
+
+static int rate_collect(const dlock_info *info, count_rows *cr)
+{
+    if (json_stream(cr, info))
+        return 0;
+    if (line_room(cr) != 0)
+        return 1;
+    char rate[64], left[32], rest[128];
+    dlock_rate_config rc = {DLOCK_RATE_OVERALL, 0, 0, 0};
+    dlock_info_rate(info, &rc);
+    snprintf(rest, sizeof(rest), "%-16s  %-11s  %s", cli_rate_text(&rc, rate, sizeof(rate)),
+             rc.type == DLOCK_RATE_PER_CLIENT ? "per client" : "overall",
+             cli_rate_left(info, left, sizeof(left)));
+    return line_add(cr, info, rest);
+}
+
+static int count_collect(const dlock_info *info, count_rows *cr)
+{
     /* dlock's fence guards are its own counters, as fencing tokens are:
      * left out unless asked for by name. */
     if (!cr->fences && strncmp(dlock_info_name(info), FENCE_PREFIX, strlen(FENCE_PREFIX)) == 0)
         return 0;
-    if (cr->json_out) {
-        fputs(*cr->streamed ? ",\n" : "\n", cr->json_out);
-        json_count(cr->json_out, info, 0, cr->map);
-        ++*cr->streamed;
+    if (json_stream(cr, info))
         return 0;
-    }
-    if (cr->n == cr->cap) {
-        size_t cap = cr->cap ? cr->cap * 2 : 32;
-        char **v = realloc(cr->lines, cap * sizeof(*v));
-        if (!v) {
-            cr->oom = 1;
-            return 1;
-        }
-        cr->lines = v;
-        cr->cap = cap;
-    }
+    if (line_room(cr) != 0)
+        return 1;
     /* Permits as "<first 8 hex>.. 24.5 s", at most four, then "+N". */
     char held[200] = "", ttl[32];
     size_t off = 0, np = dlock_info_holders(info);
@@ -565,22 +691,26 @@ static int count_collect(const dlock_info *info, void *ud)
     }
     if (np > 4)
         snprintf(held + off, sizeof(held) - off, ", +%zu", np - 4);
-    char *name = cli_escape(dlock_info_name(info));
-    size_t len = (name ? strlen(name) : 0) + strlen(held) + 64;
-    char *line = name ? malloc(len) : NULL;
-    if (!line) {
-        free(name);
-        cr->oom = 1;
-        return 1;
-    }
-    int nl = snprintf(line, len, "%s", name);
-    snprintf(line + nl + 1, len - (size_t)nl - 1, "%-16s  %5lld  %s",
+    char rest[300];
+    snprintf(rest, sizeof(rest), "%-16s  %5lld  %s",
              dlock_info_kind(info) == DLOCK_KIND_PERMITS ? "permit semaphore"
                                                          : "semaphore/latch",
              (long long)dlock_info_count(info), held);
-    free(name);
-    cr->lines[cr->n++] = line;
-    return 0;
+    return line_add(cr, info, rest);
+}
+
+/* What one walk of a listing found, by kind. */
+typedef struct list_walk {
+    rows *locks;
+    count_rows *counts, *rates;
+} list_walk;
+
+static int list_collect(const dlock_info *info, void *ud)
+{
+    list_walk *lw = ud;
+    if (dlock_info_kind(info) == DLOCK_KIND_RATE)
+        return rate_collect(info, lw->rates);
+    return is_count(info) ? count_collect(info, lw->counts) : rows_collect(info, lw->locks);
 }
 
 static int by_line(const void *a, const void *b)
@@ -588,8 +718,12 @@ static int by_line(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static void counts_print(FILE *f, count_rows *cr)
+/* The lines sorted by name, under NAME and `head` (the other columns'
+ * titles); a blank line before when `after` (a table above). */
+static void lines_print(FILE *f, count_rows *cr, const char *head, int after)
 {
+    if (!cr->n)
+        return;
     size_t wn = 4;
     for (size_t i = 0; i < cr->n; i++)
         if (strlen(cr->lines[i]) > wn)
@@ -597,9 +731,18 @@ static void counts_print(FILE *f, count_rows *cr)
     if (wn > 48)
         wn = 48;
     qsort(cr->lines, cr->n, sizeof(char *), by_line);
-    fprintf(f, "%-*s  %-16s  %5s  %s\n", (int)wn, "NAME", "KIND", "COUNT", "PERMITS HELD");
+    if (after)
+        fputc('\n', f);
+    fprintf(f, "%-*s  %s\n", (int)wn, "NAME", head);
     for (size_t i = 0; i < cr->n; i++)
         fprintf(f, "%-*s  %s\n", (int)wn, cr->lines[i], cr->lines[i] + strlen(cr->lines[i]) + 1);
+}
+
+static void lines_free(count_rows *cr)
+{
+    for (size_t i = 0; i < cr->n; i++)
+        free(cr->lines[i]);
+    free(cr->lines);
 }
 
 int cmd_list(cli_opts *o, int argc, char **argv)
@@ -622,18 +765,18 @@ int cmd_list(cli_opts *o, int argc, char **argv)
         rs.json_out = stdout;
         fputc('[', stdout);
     }
-    count_rows cr;
+    count_rows cr, rt;
     memset(&cr, 0, sizeof(cr));
     cr.json_out = rs.json_out;
     cr.streamed = &rs.n;
     cr.map = rs.map;
     cr.fences = strncmp(pattern, FENCE_PREFIX, strlen(FENCE_PREFIX)) == 0;
-    int rc = dlock_client_scan(c, pattern, rows_collect, &rs);
-    if (rc == DLOCK_OK && rs.oom)
-        rc = DLOCK_ENOMEM;
-    if (rc == DLOCK_OK)
-        rc = dlock_client_scan_counts(c, pattern, count_collect, &cr);
-    if (rc == DLOCK_OK && cr.oom)
+    rt = cr;
+    /* One SCAN of the keyspace for every kind. */
+    list_walk lw = {&rs, &cr, &rt};
+    int rc = dlock_client_walk(c, pattern, DLOCK_WALK_LOCKS | DLOCK_WALK_COUNTS | DLOCK_WALK_RATES,
+                               0, list_collect, &lw);
+    if (rc == DLOCK_OK && (rs.oom || cr.oom || rt.oom))
         rc = DLOCK_ENOMEM;
     if (rc != DLOCK_OK) {
         if (sa.json)
@@ -642,24 +785,20 @@ int cmd_list(cli_opts *o, int argc, char **argv)
         cli_prefix_hint(o, rc, pattern);
     } else if (sa.json) {
         fputs(rs.n ? "\n]\n" : "]\n", stdout);
-    } else if (rs.n || cr.n) {
+    } else if (rs.n || cr.n || rt.n) {
         if (rs.n) {
             rows_sort(&rs);
             rows_print(stdout, &rs, 0, 0);
         }
-        if (cr.n) {
-            if (rs.n)
-                fputc('\n', stdout);
-            counts_print(stdout, &cr);
-        }
+        lines_print(stdout, &cr, "KIND              COUNT  PERMITS HELD", rs.n > 0);
+        lines_print(stdout, &rt, "RATE              TYPE         LEFT", rs.n || cr.n);
     } else if (!o->quiet) {
         char p[200];
-        fprintf(stderr, "no locks, semaphores or latches match '%s'\n",
+        fprintf(stderr, "no locks, semaphores, latches or rate limiters match '%s'\n",
                 cli_esc(pattern, p, sizeof(p)));
     }
-    for (size_t i = 0; i < cr.n; i++)
-        free(cr.lines[i]);
-    free(cr.lines);
+    lines_free(&cr);
+    lines_free(&rt);
     holder_map_free(rs.map);
     rows_free(&rs);
     dlock_client_close(c);

@@ -148,6 +148,12 @@ static int unlock_name(const cli_opts *o, dlock_client *c, const unlock_args *ua
             return EXIT_DATAERR;
         }
         dlock_kind kind = dlock_info_kind(info);
+        if (kind == DLOCK_KIND_RATE) {
+            dlock_info_free(info);
+            cli_err(o, "key '%s' holds a rate limiter, not a lock: its grants belong to nobody "
+                       "and age out on their own, there is nothing to unlock", nm);
+            return EXIT_DATAERR;
+        }
         if (kind == DLOCK_KIND_PERMITS || kind == DLOCK_KIND_COUNT || ua->permit) {
             size_t held = dlock_info_holders(info);
             dlock_info_free(info);

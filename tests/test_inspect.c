@@ -399,7 +399,7 @@ static void test_walk_every_kind(void **state)
 
     assert_int_equal(dlock_client_walk(cli, "*", 0, 0, on_walk, &one), DLOCK_EINVAL);
     assert_non_null(strstr(dlock_last_error(), "kinds"));
-    assert_int_equal(dlock_client_walk(cli, "*", 4, 0, on_walk, &one), DLOCK_EINVAL);
+    assert_int_equal(dlock_client_walk(cli, "*", 8, 0, on_walk, &one), DLOCK_EINVAL);
     assert_int_equal(dlock_client_walk(cli, "*", DLOCK_WALK_LOCKS, -1, on_walk, &one),
                      DLOCK_EINVAL);
     assert_non_null(strstr(dlock_last_error(), "count"));

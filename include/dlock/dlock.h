@@ -1505,23 +1505,29 @@ typedef enum dlock_kind {
     DLOCK_KIND_OTHER = 5,  /* other data (a list, a string that is not a whole number, a
                             * hash that is not a lock, ...): dlock_info_redis_type says
                             * which; only dlock_client_inspect gives it */
-    DLOCK_KIND_RATE = 6    /* a rate limiter's configuration hash (rate, interval, type,
-                            * keepAliveTime: dlock_rate_limiter_get) */
+    DLOCK_KIND_RATE = 6    /* a rate limiter's configuration hash (only the fields rate,
+                            * interval, type and keepAliveTime, the first three set:
+                            * dlock_rate_limiter_get): dlock_info_rate reads it,
+                            * dlock_info_count gives the permits left */
 } dlock_kind;
 
 /* Takes a snapshot of the handle's name, whatever kind of lock the handle is
  * (the snapshot reads what is there). DLOCK_EWRONGTYPE when the key holds
- * something that is not a lock (a count included). The caller frees it with
- * dlock_info_free. */
+ * something that is not a lock (a count or a rate limiter included). The
+ * caller frees it with dlock_info_free. */
 DLOCK_API int dlock_lock_inspect(dlock_lock *l, dlock_info **out);
 /* Takes a snapshot of whatever name `name` holds: a lock of any kind (as
  * dlock_lock_inspect), a count (DLOCK_KIND_COUNT: a semaphore or a latch), a
- * permit-expirable semaphore (DLOCK_KIND_PERMITS), nothing
+ * permit-expirable semaphore (DLOCK_KIND_PERMITS), a rate limiter
+ * (DLOCK_KIND_RATE: its configuration, the permits left, its TTL; waiters
+ * not counted, -1: they wait without a channel), nothing
  * (DLOCK_KIND_NONE), or other data (DLOCK_KIND_OTHER, with its Redis type in
  * dlock_info_redis_type and its TTL; no holders, waiters not counted: a
- * string that is not a whole number, a list, a hash that is not a lock...).
+ * string that is not a whole number, a list, a hash that is not a lock, a
+ * rate limiter's own count {X}:value[:<client id>]...).
  * DLOCK_EINVAL / DLOCK_ENAMETOOLONG for a bad name. Read-only: expired
- * permits are counted as available, not given back. */
+ * permits and a rate limiter's grants older than its interval are counted
+ * as available, not given back. */
 DLOCK_API int dlock_client_inspect(dlock_client *c, const char *name, dlock_info **out);
 DLOCK_API void dlock_info_free(dlock_info *info);
 
@@ -1542,8 +1548,19 @@ DLOCK_API int64_t dlock_info_hold_count(const dlock_info *info, size_t i);
  * -2 for other kinds or out of range. */
 DLOCK_API int64_t dlock_info_holder_ttl(const dlock_info *info, size_t i);
 /* DLOCK_KIND_COUNT and DLOCK_KIND_PERMITS: the count (the available permits,
- * expired leases counted back; or a latch's count); 0 for other kinds. */
+ * expired leases counted back; or a latch's count). DLOCK_KIND_RATE: the
+ * permits a DLOCK_RATE_OVERALL limiter has left now, as its next call would
+ * count them (dlock_rate_limiter_available's number, read without writing:
+ * grants older than the interval counted back; the rate when nobody took
+ * from it; never above the rate), or -1 for a DLOCK_RATE_PER_CLIENT one
+ * (each client has its own count) or when its keys hold other data. 0 for
+ * other kinds. */
 DLOCK_API int64_t dlock_info_count(const dlock_info *info);
+/* DLOCK_KIND_RATE: the rate limiter's configuration into *out (as
+ * dlock_rate_limiter_config gives it). DLOCK_EINVAL for another kind or a
+ * NULL argument (*out untouched). */
+struct dlock_rate_config;   /* the rate limiter's section, below */
+DLOCK_API int dlock_info_rate(const dlock_info *info, struct dlock_rate_config *out);
 /* DLOCK_KIND_COUNT: subscribers of the latch channel of the name (a latch's
  * awaiters, dlock's and Redisson's, one per dlock client); -1 otherwise or
  * when not counted (dlock_client_scan_counts). dlock_info_waiters gives a
@@ -1604,11 +1621,15 @@ DLOCK_API int dlock_client_scan(dlock_client *c, const char *pattern, dlock_scan
 DLOCK_API int dlock_client_scan_counts(dlock_client *c, const char *pattern, dlock_scan_fn fn,
                                        void *ud);
 
-/* One walk over every kind: dlock_client_scan's locks and
- * dlock_client_scan_counts' counts in a single SCAN of the keyspace (each
- * key visited once), for tools that want both (a monitor, an exporter).
- * kinds: DLOCK_WALK_LOCKS, DLOCK_WALK_COUNTS or both; with one of them the
- * SCAN is filtered by its Redis type, as those calls do. count: the SCAN's
+/* One walk over every kind: dlock_client_scan's locks,
+ * dlock_client_scan_counts' counts and the rate limiters in a single SCAN
+ * of the keyspace (each key visited once), for tools that want several (a
+ * monitor, an exporter). kinds: DLOCK_WALK_LOCKS, DLOCK_WALK_COUNTS,
+ * DLOCK_WALK_RATES (each rate limiter, DLOCK_KIND_RATE, with its permits
+ * left) or several of them; kinds of one Redis type (locks, rate limiters:
+ * hashes; counts: strings) filter the SCAN by it, as those calls do. A rate
+ * limiter's own count ({X}:value[:<client id>]) is no count to any walk; a
+ * rate limiter is no lock to DLOCK_WALK_LOCKS. count: the SCAN's
  * COUNT, the keys Redis looks at per round trip (0: 200, the default of the
  * calls above; up to 100000): larger means fewer round trips, each holding
  * the server longer. fn, pattern and what is reported are those calls'.
@@ -1616,6 +1637,7 @@ DLOCK_API int dlock_client_scan_counts(dlock_client *c, const char *pattern, dlo
  * Any thread. */
 #define DLOCK_WALK_LOCKS 1u
 #define DLOCK_WALK_COUNTS 2u
+#define DLOCK_WALK_RATES 4u
 DLOCK_API int dlock_client_walk(dlock_client *c, const char *pattern, unsigned kinds, int count,
                                 dlock_scan_fn fn, void *ud);
 

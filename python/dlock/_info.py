@@ -27,8 +27,8 @@ class Info(collections.namedtuple(
     """A snapshot of one name, read atomically (dlock_info): kind one of
     "none" (free), "lock" (a reentrant, fair, spin or non-reentrant lock's
     hash), "rwlock", "count" (a semaphore's or a latch's count), "permits",
-    "other" (redis_type says what: a rate limiter's hash is "other" today,
-    the C library's inspection does not tell it apart yet), "rate";
+    "other" (redis_type says what), "rate" (a rate limiter's hash; count:
+    the permits an overall limiter has left now);
     holders a list of Holder; waiters (None: not counted);
     ttl in seconds (None: no key, math.inf: no expiry); token the last
     fencing token (0: none); queued a fair lock's queue (Queued); next_turn

@@ -27,6 +27,8 @@ def test_no_rate_then_set(client, name, r):
     assert r.hgetall(name) == {b"rate": b"3", b"interval": b"60000", b"type": b"0",
                                b"keepAliveTime": b"0"}
     assert rl.available() == 3
+    i = client.inspect(name)                                       # inspection knows the kind
+    assert i.kind == "rate" and i.count == 3
 
 
 def test_window_wait_and_release(client, name, r):

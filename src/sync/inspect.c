@@ -1,6 +1,7 @@
-/* Read-only views of locks, semaphores and latches: one name's snapshot
- * (status) and SCAN walks over the database (listings). The snapshot of
- * holders, TTL, token, or count and permits, comes from one script, so it is
+/* Read-only views of locks, semaphores, latches and rate limiters: one
+ * name's snapshot (status) and SCAN walks over the database (listings). The
+ * snapshot of holders, TTL, token, or count and permits, or a rate limiter's
+ * configuration and permits left, comes from one script, so it is
  * consistent; the waiter count is a second call. */
 #include <errno.h>
 #include <stdlib.h>
@@ -11,8 +12,8 @@
 
 #define SCAN_COUNT 200      /* SCAN COUNT unless the caller gives one */
 #define SCAN_COUNT_MAX 100000
-#define KEYS_PER_LOCK 6   /* scripts/lock/inspect.lua */
-#define OWN_KEYS 5        /* of them, allocated by keys_of */
+#define KEYS_PER_LOCK 10  /* scripts/lock/inspect.lua */
+#define OWN_KEYS 7        /* of them, allocated by keys_of */
 #define NOTE_TAG "dlock_note:"   /* a holder's note: {name}:dlock_note:<owner> */
 
 struct dlock_info {
@@ -32,7 +33,8 @@ struct dlock_info {
     int64_t *deadlines;
     char *next_turn;
     int64_t next_turn_ttl;
-    int64_t count;           /* DLOCK_KIND_COUNT, DLOCK_KIND_PERMITS */
+    int64_t count;           /* DLOCK_KIND_COUNT, DLOCK_KIND_PERMITS; RATE: permits left */
+    dlock_rate_config rate;  /* DLOCK_KIND_RATE */
     int64_t *holder_ttls;    /* a permit's lease left, per holder (PERMITS) */
     int64_t latch_waiters;
     char rtype[32];          /* the key's type as Redis's TYPE names it */
@@ -77,7 +79,17 @@ size_t dlock_info_queued(const dlock_info *i) { return i ? i->nqueued : 0; }
 const char *dlock_info_next_turn(const dlock_info *i) { return i ? i->next_turn : NULL; }
 int64_t dlock_info_count(const dlock_info *i)
 {
-    return i && (i->kind == DLOCK_KIND_COUNT || i->kind == DLOCK_KIND_PERMITS) ? i->count : 0;
+    return i && (i->kind == DLOCK_KIND_COUNT || i->kind == DLOCK_KIND_PERMITS ||
+                 i->kind == DLOCK_KIND_RATE)
+               ? i->count
+               : 0;
+}
+int dlock_info_rate(const dlock_info *i, dlock_rate_config *out)
+{
+    if (!i || !out || i->kind != DLOCK_KIND_RATE)
+        return DLOCK_EINVAL;
+    *out = i->rate;
+    return DLOCK_OK;
 }
 int64_t dlock_info_latch_waiters(const dlock_info *i)
 {
@@ -117,7 +129,8 @@ int64_t dlock_info_queued_deadline(const dlock_info *i, size_t k)
     return i && k < i->nqueued ? i->deadlines[k] : -1;
 }
 
-static int parse_count(const redisReply *r, int64_t *out)
+/* A string of 1 to 18 digits: 0 and *out, else -1. */
+static int parse_digits(const redisReply *r, int64_t *out)
 {
     if (r->type != REDIS_REPLY_STRING || r->len == 0 || r->len > 18)
         return -1;
@@ -128,25 +141,72 @@ static int parse_count(const redisReply *r, int64_t *out)
         v = v * 10 + (r->str[i] - '0');
     }
     *out = v;
-    return v > 0 ? 0 : -1;
+    return 0;
+}
+
+static int parse_count(const redisReply *r, int64_t *out)
+{
+    return parse_digits(r, out) == 0 && *out > 0 ? 0 : -1;
 }
 
 static int is_str(const redisReply *r) { return r->type == REDIS_REPLY_STRING; }
 
-/* A hash's entry that a limit cut ends with the pair "#total", N, N an
- * integer (a field's value is a string: no hash's own field reads so)
- * (lock/inspect.lua): 1 and *total when e's last pair from `first` on is
- * it. */
-static int cut_marker(const redisReply *e, size_t first, size_t *total)
+/* 1 and *n when e's last pair from `first` on is (tag, an integer): a mark
+ * lock/inspect.lua ends a hash's entry with (a field's value is a string: no
+ * hash's own field reads so). */
+static int mark_pair(const redisReply *e, size_t first, const char *tag, int64_t *n)
 {
+    size_t tl = strlen(tag);
     if (e->elements < first + 2)
         return 0;
     const redisReply *f = e->element[e->elements - 2], *v = e->element[e->elements - 1];
-    if (!is_str(f) || f->len != 6 || memcmp(f->str, "#total", 6) != 0 ||
-        v->type != REDIS_REPLY_INTEGER || v->integer < 0)
+    if (!is_str(f) || f->len != tl || memcmp(f->str, tag, tl) != 0 ||
+        v->type != REDIS_REPLY_INTEGER)
         return 0;
-    *total = (size_t)v->integer;
+    *n = v->integer;
     return 1;
+}
+
+/* A hash's entry that a limit cut ends with the pair "#total", N: 1 and
+ * *total when e's is. */
+static int cut_marker(const redisReply *e, size_t first, size_t *total)
+{
+    int64_t n;
+    if (!mark_pair(e, first, "#total", &n) || n < 0)
+        return 0;
+    *total = (size_t)n;
+    return 1;
+}
+
+/* A rate limiter's entry (its fields, then "#rate", the permits left):
+ * its configuration and count. DLOCK_EPROTO when a field is not one of
+ * Redisson's or rate, interval or type is missing. */
+static int read_rate(dlock_info *info, const redisReply *e, size_t first, int64_t left)
+{
+    static const char *const names[] = {"rate", "interval", "keepAliveTime", "type"};
+    int64_t v[3] = {0, 0, 0};
+    unsigned have = 0;
+    for (size_t k = first; k + 2 < e->elements; k += 2) {
+        const redisReply *f = e->element[k], *x = e->element[k + 1];
+        size_t j = 0;
+        while (j < 4 && !(is_str(f) && f->len == strlen(names[j]) &&
+                          memcmp(f->str, names[j], f->len) == 0))
+            j++;
+        if (j == 4 || !is_str(x) || (j < 3 && parse_digits(x, &v[j]) != 0))
+            return DLOCK_EPROTO;
+        if (j == 3)   /* "1" PER_CLIENT, anything else OVERALL (as the limiter reads it) */
+            info->rate.type = x->len == 1 && x->str[0] == '1' ? DLOCK_RATE_PER_CLIENT
+                                                             : DLOCK_RATE_OVERALL;
+        have |= 1u << j;
+    }
+    if ((have & 0xbu) != 0xbu || left < -1)
+        return DLOCK_EPROTO;
+    info->rate.rate = v[0];
+    info->rate.interval_ms = v[1];
+    info->rate.keep_alive_ms = v[2];
+    info->count = left;
+    info->kind = DLOCK_KIND_RATE;
+    return DLOCK_OK;
 }
 
 /* The queue part of an entry: owner ids and their deadlines. */
@@ -233,7 +293,12 @@ static int info_from_count(const char *name, size_t nlen, const redisReply *e, d
                            const char **what)
 {
     if (e->elements < 9 || e->element[7]->type != REDIS_REPLY_INTEGER) {
-        *what = "string";   /* not a whole number */
+        /* Not a whole number, or (false, "rate") a rate limiter's count of
+         * permits left (a string named {X}:value[:<client id>] beside a rate
+         * limiter's configuration). */
+        int rate = e->elements == 9 && is_str(e->element[8]) && e->element[8]->len == 4 &&
+                   memcmp(e->element[8]->str, "rate", 4) == 0;
+        *what = rate ? "rate limiter's count of permits left" : "string";
         return e->elements >= 8 && e->element[7]->type == REDIS_REPLY_NIL ? DLOCK_EWRONGTYPE
                                                                            : DLOCK_EPROTO;
     }
@@ -334,7 +399,10 @@ int dlock__info_from_entry(const char *name, size_t nlen, const redisReply *e, d
             rc = DLOCK_ENOMEM;
         info->next_turn_ttl = e->element[6]->integer;
     }
-    if (rc == DLOCK_OK)
+    int64_t left;
+    if (rc == DLOCK_OK && strcmp(type, "hash") == 0 && mark_pair(e, 7, "#rate", &left))
+        rc = read_rate(info, e, 7, left);
+    else if (rc == DLOCK_OK)
         rc = read_holders(info, e, 7, what);
     if (rc != DLOCK_OK) {
         dlock_info_free(info);
@@ -365,9 +433,50 @@ static int other_info(const char *name, size_t nlen, const char *type, int64_t t
     return DLOCK_OK;
 }
 
-/* The six keys scripts/lock/inspect.lua reads for a name, into keys[] (the
- * name first; the others allocated, freed with free_keys). */
-static int keys_of(const char *name, size_t nlen, const char **keys, size_t *lens, char **own)
+/* The names of the rate limiters whose count of permits left a string named
+ * k may be: k is P ":value" or P ":value:" <client id> (an id without ':'),
+ * and the limiter is X for a P of "{X}" (X without a '{': its keys are
+ * braced), or P itself when P has a '{' (a name with a brace keeps it: "{X}"
+ * too). At most two, into c[] and cl[] (pointers into k); on a cluster only
+ * those in k's slot (a script's keys share one). */
+static size_t rate_owners(const char *k, size_t len, int cluster, const char **c, size_t *cl)
+{
+    static const char tag[] = ":value";
+    const size_t tl = sizeof(tag) - 1;
+    size_t end = len;   /* k[0..end) ends with the tag */
+    if (len <= tl || memcmp(k + len - tl, tag, tl) != 0) {
+        while (end > 0 && k[end - 1] != ':')
+            end--;
+        if (end == 0 || end == len)
+            return 0;
+        end--;   /* before the client id's colon */
+        if (end <= tl || memcmp(k + end - tl, tag, tl) != 0)
+            return 0;
+    }
+    size_t p = end - tl, n = 0;
+    if (p == 0 || !memchr(k, '{', p))
+        return 0;
+    if (p >= 3 && k[0] == '{' && k[p - 1] == '}' && !memchr(k + 1, '{', p - 2)) {
+        c[n] = k + 1;
+        cl[n++] = p - 2;
+    }
+    c[n] = k;
+    cl[n++] = p;
+    size_t kept = 0;
+    int slot = cluster ? dlock__key_slot(k, len) : 0;
+    for (size_t i = 0; i < n; i++)
+        if (!cluster || dlock__key_slot(c[i], cl[i]) == slot) {
+            c[kept] = c[i];
+            cl[kept++] = cl[i];
+        }
+    return kept;
+}
+
+/* The KEYS_PER_LOCK keys scripts/lock/inspect.lua reads for a name, into
+ * keys[] (the name first; OWN_KEYS of them allocated, freed with free_keys;
+ * the last two the name itself or parts of it). */
+static int keys_of(const char *name, size_t nlen, int cluster, const char **keys, size_t *lens,
+                   char **own)
 {
     static const char *const prefixes[] = {"redisson_lock_token", "redisson_lock_queue",
                                            "redisson_lock_timeout", "dlock_lock_next"};
@@ -379,10 +488,19 @@ static int keys_of(const char *name, size_t nlen, const char **keys, size_t *len
             return DLOCK_ENOMEM;
         keys[k + 1] = own[k];
     }
-    own[4] = dlock__suffixed(name, nlen, "timeout", &lens[5]);
-    if (!own[4])
-        return DLOCK_ENOMEM;
-    keys[5] = own[4];
+    static const char *const tails[] = {"timeout", "value", "permits"};
+    for (int k = 0; k < 3; k++) {
+        own[k + 4] = dlock__suffixed(name, nlen, tails[k], &lens[k + 5]);
+        if (!own[k + 4])
+            return DLOCK_ENOMEM;
+        keys[k + 5] = own[k + 4];
+    }
+    const char *c[2];
+    size_t cl[2], n = rate_owners(name, nlen, cluster, c, cl);
+    for (size_t k = 0; k < 2; k++) {
+        keys[8 + k] = k < n ? c[k] : name;
+        lens[8 + k] = k < n ? cl[k] : nlen;
+    }
     return DLOCK_OK;
 }
 
@@ -474,16 +592,16 @@ static int inspect_call(dlock_client *c, const char **argv, const size_t *lens, 
 }
 
 /* One name's snapshot, waiters counted. Unless `counts` (a lock's
- * inspection), counts (semaphores, latches) and other data are refused with
- * DLOCK_EWRONGTYPE; with it (any name's), other data is a DLOCK_KIND_OTHER
- * snapshot. */
+ * inspection), counts (semaphores, latches), rate limiters and other data
+ * are refused with DLOCK_EWRONGTYPE; with it (any name's), other data is a
+ * DLOCK_KIND_OTHER snapshot. */
 static int inspect_name(dlock_client *c, const char *name, size_t nlen, int counts,
                         dlock_info **out)
 {
     const char *keys[KEYS_PER_LOCK];
     size_t lens[KEYS_PER_LOCK];
-    char *own[OWN_KEYS] = {NULL, NULL, NULL, NULL, NULL};
-    int rc = keys_of(name, nlen, keys, lens, own);
+    char *own[OWN_KEYS] = {NULL};
+    int rc = keys_of(name, nlen, dlock__router_is_cluster(c->router), keys, lens, own);
     redisReply *r = NULL;
     if (rc == DLOCK_OK) {
         rc = inspect_call(c, keys, lens, 1, &r);
@@ -515,13 +633,18 @@ static int inspect_name(dlock_client *c, const char *name, size_t nlen, int coun
         return dlock__fail(DLOCK_EWRONGTYPE, "key '%s' holds a count (a semaphore's or a "
                                              "latch's), not a lock", name);
     }
+    if (rc == DLOCK_OK && !counts && info->kind == DLOCK_KIND_RATE) {
+        dlock_info_free(info);
+        return dlock__fail(DLOCK_EWRONGTYPE, "key '%s' holds a rate limiter, not a lock", name);
+    }
     if (rc == DLOCK_EWRONGTYPE)   /* "hash that is not a lock" says it already */
         return dlock__fail(rc, "key '%s' holds a %s%s", name, what,
                            strstr(what, "not a lock") ? "" : ", not a lock");
     if (rc != DLOCK_OK)
         return dlock__fail(rc, "cannot read %s'%s': %s", counts ? "" : "lock ", name,
                            dlock_strerror(rc));
-    if ((rc = count_waiters(c, info)) != DLOCK_OK) {
+    /* A rate limiter's waiters sleep without a channel: not counted (-1). */
+    if (info->kind != DLOCK_KIND_RATE && (rc = count_waiters(c, info)) != DLOCK_OK) {
         dlock_info_free(info);
         return rc;
     }
@@ -599,7 +722,8 @@ static int inspect_run(dlock_client *c, const redisReply *keys, const size_t *wh
         else if (erc == DLOCK_OK) {
             int is_count = info->kind == DLOCK_KIND_COUNT || info->kind == DLOCK_KIND_PERMITS;
             int wanted = is_count ? (kinds & DLOCK_WALK_COUNTS) && !auxiliary(k->str, k->len)
-                                  : (kinds & DLOCK_WALK_LOCKS) && info->nholders > 0;
+                         : info->kind == DLOCK_KIND_RATE ? (kinds & DLOCK_WALK_RATES) != 0
+                                                         : (kinds & DLOCK_WALK_LOCKS) && info->nholders > 0;
             if (wanted && fn(info, ud) != 0)
                 rc = 1;
         }
@@ -609,8 +733,20 @@ static int inspect_run(dlock_client *c, const redisReply *keys, const size_t *wh
     return rc;
 }
 
+/* On a cluster, a name whose companions hash to another slot than its own
+ * (a '{' that no '}' closes): no object of the family can live there (every
+ * call on it is refused), and no script can read it with them. */
+static int split_slots(const char **keys, const size_t *lens)
+{
+    int slot = dlock__key_slot(keys[0], lens[0]);
+    for (int j = 1; j < KEYS_PER_LOCK; j++)
+        if (dlock__key_slot(keys[j], lens[j]) != slot)
+            return 1;
+    return 0;
+}
+
 /* Inspects one SCAN batch of keys; calls fn for the ones of `kinds`
- * (DLOCK_WALK_*: held locks, counts). Returns DLOCK_OK, 1 when fn asked to
+ * (DLOCK_WALK_*: held locks, counts, rate limiters). Returns DLOCK_OK, 1 when fn asked to
  * stop, or an error. */
 static int inspect_batch(dlock_client *c, const redisReply *keys, unsigned kinds,
                          dlock_scan_fn fn, void *ud)
@@ -623,7 +759,7 @@ static int inspect_batch(dlock_client *c, const redisReply *keys, unsigned kinds
     char **own = calloc(OWN_KEYS * n, sizeof(*own));
     size_t *which = calloc(n, sizeof(*which));   /* the batch's keys that are looked at */
     size_t m = 0;
-    int rc = DLOCK_OK;
+    int rc = DLOCK_OK, cluster = dlock__router_is_cluster(c->router);
     if (!argv || !lens || !own || !which) {
         rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
         goto out;
@@ -636,17 +772,23 @@ static int inspect_batch(dlock_client *c, const redisReply *keys, unsigned kinds
         }
         if (kinds == DLOCK_WALK_COUNTS && auxiliary(k->str, k->len))   /* not even looked at */
             continue;
-        if (keys_of(k->str, k->len, argv + KEYS_PER_LOCK * m, lens + KEYS_PER_LOCK * m,
-                    own + OWN_KEYS * m) != DLOCK_OK) {
+        if (keys_of(k->str, k->len, cluster, argv + KEYS_PER_LOCK * m,
+                    lens + KEYS_PER_LOCK * m, own + OWN_KEYS * m) != DLOCK_OK) {
             m++;   /* its keys are freed below */
             rc = dlock__fail(DLOCK_ENOMEM, "out of memory");
             goto out;
+        }
+        if (cluster && split_slots(argv + KEYS_PER_LOCK * m, lens + KEYS_PER_LOCK * m)) {
+            for (size_t j = OWN_KEYS * m; j < OWN_KEYS * (m + 1); j++) {
+                free(own[j]);
+                own[j] = NULL;
+            }
+            continue;   /* skipped */
         }
         which[m++] = i;
     }
     /* One script for the batch; on a cluster one per run of keys in one slot
      * (a script's keys must share one). */
-    int cluster = dlock__router_is_cluster(c->router);
     for (size_t from = 0, to; from < m && rc == DLOCK_OK; from = to) {
         to = m;
         if (cluster) {
@@ -718,9 +860,10 @@ static int scan_walk(dlock_client *c, const char *pattern, const char *type, uns
     dlock__clear_error();
     if (!c || !fn)
         return dlock__fail(DLOCK_EINVAL, "client or callback is NULL");
-    if (kinds == 0 || (kinds & ~(unsigned)(DLOCK_WALK_LOCKS | DLOCK_WALK_COUNTS)))
-        return dlock__fail(DLOCK_EINVAL, "kinds %#x: use DLOCK_WALK_LOCKS, DLOCK_WALK_COUNTS or both",
-                           kinds);
+    if (kinds == 0 ||
+        (kinds & ~(unsigned)(DLOCK_WALK_LOCKS | DLOCK_WALK_COUNTS | DLOCK_WALK_RATES)))
+        return dlock__fail(DLOCK_EINVAL, "kinds %#x: use DLOCK_WALK_LOCKS, DLOCK_WALK_COUNTS, "
+                                         "DLOCK_WALK_RATES or several of them", kinds);
     if (count < 0 || count > SCAN_COUNT_MAX)
         return dlock__fail(DLOCK_EINVAL, "count %d: use 0 (the default, %d) or 1..%d", count,
                            SCAN_COUNT, SCAN_COUNT_MAX);
@@ -756,8 +899,9 @@ int dlock_client_scan_counts(dlock_client *c, const char *pattern, dlock_scan_fn
 int dlock_client_walk(dlock_client *c, const char *pattern, unsigned kinds, int count,
                       dlock_scan_fn fn, void *ud)
 {
-    /* One kind has one Redis type: SCAN filters by it. */
-    const char *type = kinds == DLOCK_WALK_LOCKS    ? "hash"
+    /* Kinds of one Redis type: SCAN filters by it (locks and rate limiters
+     * are hashes, counts strings). */
+    const char *type = !(kinds & DLOCK_WALK_COUNTS) ? "hash"
                        : kinds == DLOCK_WALK_COUNTS ? "string"
                                                     : NULL;
     return scan_walk(c, pattern, type, kinds, count, fn, ud);

@@ -283,6 +283,41 @@ expect 0 "$D" list 't:*'
 has "$tmp/out" "t:mine" "list shows dlock's own holds"
 wait "${bg[@]}"; bg=()
 
+echo "== a rate limiter: status, list, JSON"
+for _ in 1 2 3; do "$D" run --rate 5/$((60 * SLOW))s rl:one -- true; done
+expect 0 "$D" status rl:one
+has "$tmp/out" "kind:    rate limiter (overall: every client shares the rate)" "status: its kind"
+has "$tmp/out" "rate:    5 per " "status: its rate"
+has "$tmp/out" "left:    2 now" "status: what is left"
+expect 0 "$D" status rl:one --json
+is "$(jq -r '.kind' "$tmp/out")" "rate limiter" "json: kind"
+is "$(jq -r '.rate' "$tmp/out")" "5" "json: rate"
+is "$(jq -r '.interval_ms' "$tmp/out")" "$((60000 * SLOW))" "json: interval"
+is "$(jq -r '.type' "$tmp/out")" "overall" "json: type"
+is "$(jq -r '.left' "$tmp/out")" "2" "json: left"
+is "$(rc get '{rl:one}:value')" "2" "its count, as it was"
+"$D" run --rate 3/1s rl:pc -- true
+rc hset rl:pc type 1 >/dev/null   # made per client
+expect 0 "$D" status rl:pc --json
+is "$(jq -r '.type' "$tmp/out")" "per_client" "json: per client"
+is "$(jq -r '.left' "$tmp/out")" "null" "json: no count for every client"
+expect 0 "$D" list 'rl:*'
+has "$tmp/out" "RATE              TYPE         LEFT" "list: the rate limiters' table"
+grep -Eq '^rl:one +5 per [0-9.]+ (s|m) .* overall +2$' "$tmp/out" && ok || bad "list: rl:one, its rate and what is left"
+grep -Eq '^rl:pc +3 per 1.0 s +per client +-$' "$tmp/out" && ok || bad "list: rl:pc"
+expect 0 "$D" list '*rl:*'
+hasnt "$tmp/out" "{rl:one}:value" "list: a limiter's count is no semaphore"
+expect 0 "$D" list '*rl:*' --json
+is "$(jq '[.[] | select(.kind == "rate limiter")] | length' "$tmp/out")" "2" "json list: two rate limiters"
+is "$(jq 'length' "$tmp/out")" "2" "json list: nothing else"
+expect 65 "$D" unlock --force rl:one
+has "$tmp/err" "holds a rate limiter, not a lock" "unlock refuses a rate limiter"
+expect 65 "$D" run rl:one -- true
+has "$tmp/err" "key 'rl:one' holds a rate limiter, not a lock" "run names what the key holds"
+expect 65 "$D" latch down rl:one
+has "$tmp/err" "holds a rate limiter, not a latch" "latch names it too"
+is "$(rc get '{rl:one}:value')" "2" "left alone"
+
 echo "== watch"
 mkfifo "$tmp/keys"
 "$D" watch 'many:00*' --interval 200ms <"$tmp/keys" >"$tmp/watch.out" 2>&1 &

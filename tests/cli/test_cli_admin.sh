@@ -103,7 +103,7 @@ is "$(cat "$tmp/err")" "dlock: key 't:str' holds a string, not a permit semaphor
 expect 65 "$D" latch down t:list
 is "$(cat "$tmp/err")" "dlock: key 't:list' holds a list, not a latch" "latch down"
 expect 65 "$D" status t:str
-is "$(cat "$tmp/err")" "dlock: key 't:str' holds a string, not a lock, semaphore or latch" "status"
+is "$(cat "$tmp/err")" "dlock: key 't:str' holds a string, not a lock, semaphore, latch or rate limiter" "status"
 is "$(rc get t:str)" "hello" "the string is left as it was"
 "$D" run --read t:rwk -- sleep $((3 * SLOW)) >/dev/null 2>&1 & bg+=($!)
 until_ok held t:rwk

@@ -87,6 +87,21 @@ check "one awaits the latch" until_waiters "redisson_countdownlatch__channel__{m
 expect 1 "$D" check --waiters-over 0 'mon:latch'
 has "$tmp/out" "mon:latch  semaphore/latch, count 2, 1 awaiting the latch (over 0)" "a latch's awaiters"
 
+echo "== check: rate limiters"
+# Nothing to hold past a threshold; one whose count is not a number (every
+# acquisition refused) is flagged whatever the threshold.
+"$D" run --rate 2/60s mon:rate -- true >/dev/null
+"$D" run --rate 2/60s mon:rate -- true >/dev/null
+expect 0 "$D" check --held-over 0 --waiters-over 0 --queue-over 0 '*mon:rate*'
+has "$tmp/out" "dlock check: 0 of 1 past a threshold" "a rate limiter is looked at, never past"
+hasnt "$tmp/out" "{mon:rate}:value" "its count is no semaphore"
+"$D" run --rate 2/60s mon:ratebad -- true >/dev/null
+rc set '{mon:ratebad}:value' abc >/dev/null
+expect 1 "$D" check --held-over 1h 'mon:rate*'
+has "$tmp/out" "dlock check: 1 of 2 past a threshold" "the broken one counted"
+has "$tmp/out" "mon:ratebad  rate limiter (2 per 1 m 0 s): its count or grants hold other data" "the broken one said"
+rc del mon:ratebad '{mon:ratebad}:value' '{mon:ratebad}:permits' >/dev/null
+
 echo "== check: Redis unreachable"
 expect 69 "$D" --url redis://127.0.0.1:1 check --held-over 1s
 has "$tmp/err" "cannot use Redis" "said"
@@ -132,6 +147,8 @@ echo "== exporter: the state of the locks, promtool-clean"
 "$D" run --semaphore mon:sem --permits 3 -- sleep $((30 * SLOW)) & bg+=($!)
 rc set mon:count 5 >/dev/null
 rc hset 'mon:odd"na\me' "$uuid:9" 1 >/dev/null
+"$D" run --rate 3/2s mon:rpc -- true >/dev/null
+rc hset mon:rpc type 1 >/dev/null   # made per client
 check "the read lock is held" until_ok held mon:rw
 check "the permit is held" until_ok test "$(rc zcard '{mon:sem}:timeout')" = 1
 check "an exporter starts" start_exporter E1 --interval 60s
@@ -154,6 +171,14 @@ is "$(value "$tmp/m1" 'dlock_semaphore_permits_held{name="mon:sem"}')" "1" "perm
 is "$(value "$tmp/m1" 'dlock_count_value{name="mon:count"}')" "5" "a plain count"
 is "$(value "$tmp/m1" 'dlock_count_value{name="mon:latch"}')" "2" "the latch's count"
 is "$(value "$tmp/m1" 'dlock_latch_waiters{name="mon:latch"}')" "1" "its awaiters"
+is "$(value "$tmp/m1" 'dlock_rate_limiter_rate{name="mon:rate"}')" "2" "a rate limiter's rate"
+is "$(value "$tmp/m1" 'dlock_rate_limiter_interval_seconds{name="mon:rate"}')" "60" "its interval"
+is "$(value "$tmp/m1" 'dlock_rate_limiter_available{name="mon:rate"}')" "0" "what is left (two runs took both)"
+is "$(value "$tmp/m1" 'dlock_rate_limiter_per_client{name="mon:rate"}')" "0" "overall"
+is "$(value "$tmp/m1" 'dlock_rate_limiter_per_client{name="mon:rpc"}')" "1" "a per-client one"
+is "$(value "$tmp/m1" 'dlock_rate_limiter_interval_seconds{name="mon:rpc"}')" "2" "its interval"
+hasnt "$tmp/m1" 'dlock_rate_limiter_available{name="mon:rpc"}' "nothing left to say per client"
+hasnt "$tmp/m1" ':value"}' "a limiter's count is no semaphore's"
 has "$tmp/m1" 'dlock_lock_held{name="mon:odd\"na\\me",kind="lock"} 1' "a name with a quote and a backslash, escaped"
 hasnt "$tmp/m1" 'dlock_lock_hold_age_seconds{name="redisson:job"}' "no hold age for a Redisson holder"
 is "$(value "$tmp/m1" dlock_scan_truncated)" "0" "not truncated"

@@ -206,6 +206,6 @@ expect 0 "$D" status st:latch
 has "$tmp/out" "state:   free" "a latch at zero is an absent key"
 wait "${bg[@]}"; bg=()
 expect 0 "$D" list 'st:none*'
-has "$tmp/err" "no locks, semaphores or latches match" "an empty listing says so"
+has "$tmp/err" "no locks, semaphores, latches or rate limiters match" "an empty listing says so"
 
 finish

@@ -119,6 +119,8 @@ static void parse_file(const char *path)
     while (fgets(line, sizeof(line), f)) {
         if (check_sem_line(line))   /* types sem and latch: check_sem.c */
             continue;
+        if (check_rate_line(line))   /* type rate: check_rate.c */
+            continue;
         hold h;
         memset(&h, 0, sizeof(h));
         long long a, b;
@@ -493,6 +495,8 @@ int safety_check(const check_params *cp, check_report *rep)
         check_sem(cp, rep);
     if (cp->type == SAFETY_LATCH)
         check_latch(cp, rep);   /* fault counts too: the switch below is skipped */
+    if (cp->type == SAFETY_RATE)
+        check_rate(cp, rep);
     int lockish = safety_exclusive(cp->type);
     for (size_t i = 0; lockish && i < holds.n;) {
         size_t j = i;
@@ -759,6 +763,7 @@ int safety_check(const check_params *cp, check_report *rep)
         check_ghosts_free();
     }
     check_sem_free();
+    check_rate_free();
     free_all();
     return (int)(safety_violations(rep) + rep->expectation_failures);
 }

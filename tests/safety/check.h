@@ -92,4 +92,10 @@ void check_sem(const check_params *cp, check_report *rep);
 void check_latch(const check_params *cp, check_report *rep);
 void check_sem_free(void);
 
+/* check_rate.c (type rate): its G and g records (1 when the line is one),
+ * the check that no name has more starts in an interval than its rate. */
+int check_rate_line(const char *line);
+void check_rate(const check_params *cp, check_report *rep);
+void check_rate_free(void);
+
 #endif

@@ -3,6 +3,18 @@
 
 #include "check.h"
 
+/* The faults, the violations (one kind: `what`) and the expectations. */
+static void print_tail(FILE *out, const check_report *r, long long violations, const char *what,
+                       long long n)
+{
+    fprintf(out, "  faults: %lld SIGKILL, %lld SIGSTOP, %lld restarts, %lld CLIENT PAUSE, "
+                 "%lld partitions\n",
+            r->kills, r->stops, r->restarts, r->pauses, r->partitions);
+    fprintf(out, "  violations: %lld  (%s %lld)\n", violations, what, n);
+    fprintf(out, "  expectations failed: %lld%s%s\n", r->expectation_failures,
+            r->first_problem[0] ? "; first problem: " : "", r->first_problem);
+}
+
 void safety_print_report(const char *scenario, const check_params *cp, const check_report *r,
                          double seconds, FILE *out)
 {
@@ -23,13 +35,20 @@ void safety_print_report(const char *scenario, const check_params *cp, const che
         fprintf(out, "  awaits: %lld released at zero, %lld timed out (a count-downer killed, "
                      "stopped or cut off), %lld released by a restart (the latch forgotten)\n",
                 r->latch_released, r->latch_timeouts, r->latch_reset);
-        fprintf(out, "  faults: %lld SIGKILL, %lld SIGSTOP, %lld restarts, %lld CLIENT PAUSE, "
-                     "%lld partitions\n",
-                r->kills, r->stops, r->restarts, r->pauses, r->partitions);
-        fprintf(out, "  violations: %lld  (latch released early %lld)\n", violations,
-                r->latch_early);
-        fprintf(out, "  expectations failed: %lld%s%s\n", r->expectation_failures,
-                r->first_problem[0] ? "; first problem: " : "", r->first_problem);
+        print_tail(out, r, violations, "latch released early", r->latch_early);
+        return;
+    }
+    if (cp->type == SAFETY_RATE) {   /* no holds: starts of dlock run --rate */
+        fprintf(out, "scenario %-10s %6.1f s  %lld starts (%.0f/s) at %d per %.0f ms per name, "
+                     "%lld runs not started (%lld errors)\n",
+                label, seconds, r->rate_starts, seconds > 0 ? r->rate_starts / seconds : 0.0,
+                cp->rate, cp->interval_ns / 1e6, r->rate_unstarted, r->rate_errors);
+        fprintf(out, "  rate: at most %lld starts in %.0f ms (the interval less %.0f ms a stamp "
+                     "may lag its grant); the shortest span of %d starts %.1f ms; over the rate "
+                     "across a restart: %lld (allowed)\n",
+                r->rate_max_in_window, (cp->interval_ns - cp->stamp_slack_ns) / 1e6,
+                cp->stamp_slack_ns / 1e6, cp->rate + 1, r->rate_tightest_ms, r->rate_reset);
+        print_tail(out, r, violations, "over the rate", r->rate_over);
         return;
     }
     fprintf(out, "scenario %-10s %6.1f s  %lld holds (%.0f/s), %lld guarded writes accepted, "

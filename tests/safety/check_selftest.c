@@ -2,8 +2,9 @@
  * violation each, and must count exactly that violation (and none in the
  * clean history). Covers the exclusive types' checks that type elect relies
  * on: two leaders at once, a term that goes back, one term for two leaders;
- * and token order judged by grant order when a clock reading was late; and,
- * for writer-first read-write locks, a read granted past a waiting writer.
+ * and token order judged by grant order when a clock reading was late; for
+ * writer-first read-write locks, a read granted past a waiting writer; the
+ * rate limiter's: more starts in an interval than its rate.
  * Exit 0 when every history gets the verdict it should. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,6 +61,63 @@ static const hist cases[] = {
     {"a kept hold called after a lost one returned, with a lower token", SAFETY_LOCK,
      {{0, 20, 110, 200, 1, 100}, {1, 10, 310, 400, 0, 300}}, 2, 0, 1, 0, {0, 0, 0}},
 };
+
+/* Type rate: 2 starts per 1000 ms, stamps lagging by up to 100 ms. */
+typedef struct rate_hist {
+    const char *what;
+    long long at[6];          /* starts of name 0 (ms), by workers 0 and 1 in turn */
+    int n;
+    long long restart[2];     /* a restart [down, up] (ms), when up > 0 */
+    long long want_over, want_reset;
+} rate_hist;
+
+static const rate_hist rate_cases[] = {
+    {"rate: 2 per s, one window after the other", {0, 10, 1000, 1010, 2000}, 5, {0, 0}, 0, 0},
+    {"rate: a third start 950 ms after the first (a stamp's lag)", {0, 10, 950}, 3, {0, 0}, 0, 0},
+    {"rate: three starts in 500 ms", {0, 10, 500, 1600}, 4, {0, 0}, 1, 0},
+    {"rate: three starts in 500 ms across a restart (allowed)", {0, 10, 500}, 3, {300, 350}, 0, 1},
+};
+
+static int run_rate_case(const rate_hist *c, const char *dir)
+{
+    for (int w = 0; w < 2; w++) {
+        char path[256];
+        snprintf(path, sizeof(path), "%s/w%d.log", dir, w);
+        FILE *f = fopen(path, "w");
+        if (!f)
+            return -1;
+        for (int i = w; i < c->n; i += 2) {
+            fprintf(f, "g %d 0 0 %lld %lld 0\n", w, (c->at[i] - 5) * MS, (c->at[i] + 1) * MS);
+            fprintf(f, "G %d 0 0 %lld\n", w, c->at[i] * MS);
+        }
+        fclose(f);
+    }
+    char path[256];
+    snprintf(path, sizeof(path), "%s/coord.log", dir);
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return -1;
+    if (c->restart[1] > 0)
+        fprintf(f, "R %lld %lld\n", c->restart[0] * MS, c->restart[1] * MS);
+    fclose(f);
+    check_params cp;
+    memset(&cp, 0, sizeof(cp));
+    cp.dir = dir;
+    cp.names = 1;
+    cp.type = SAFETY_RATE;
+    cp.rate = 2;
+    cp.interval_ns = 1000 * MS;
+    cp.stamp_slack_ns = 100 * MS;
+    cp.run_end = 3000 * MS;
+    check_report rep;
+    if (safety_check(&cp, &rep) < 0)
+        return -1;
+    int ok = rep.rate_over == c->want_over && rep.rate_reset == c->want_reset &&
+             rep.rate_starts == c->n && safety_violations(&rep) == c->want_over;
+    printf("%s %s: over %lld, across a restart %lld (want %lld, %lld)\n", ok ? "ok  " : "FAIL",
+           c->what, rep.rate_over, rep.rate_reset, c->want_over, c->want_reset);
+    return ok ? 0 : 1;
+}
 
 static int run_case(const hist *c, const char *dir)
 {
@@ -182,6 +240,8 @@ int main(void)
     failed += run_rw_case("writer-first off: the same read, counted", dir, 300, 0, 1, 0) != 0;
     failed += run_rw_case("writer-first: a read called with the writer (before its intent)", dir,
                           160, 1, 0, 0) != 0;
+    for (size_t i = 0; i < sizeof(rate_cases) / sizeof(rate_cases[0]); i++)
+        failed += run_rate_case(&rate_cases[i], dir) != 0;
     const char *files[] = {"w0.log", "w1.log", "coord.log"};
     for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
         char path[300];

@@ -70,9 +70,17 @@ typedef struct opts {
     int sentinel_failover;     /* --sentinel-failover: sentinel-kill's second failover made
                                   by a sentinel (SENTINEL FAILOVER), not logged by the
                                   coordinator: deploy_watch must see it */
+    const char *dlock_path;    /* --dlock PATH: the command (type rate) */
 } opts;
 
-static opts O = {"all", 10, 3, 3, 2, 0, 1500, 500, NULL, 0, 0, NULL, SAFETY_LOCK, 0, 0, -1, 0, 0};
+static opts O = {"all", 10, 3, 3, 2, 0, 1500, 500, NULL, 0, 0, NULL, SAFETY_LOCK, 0, 0, -1, 0, 0, NULL};
+
+/* Type rate: each name's rate, RATE_N starts per RATE_INTERVAL_MS; a start's
+ * stamp (the exec of dlock run's CMD) lags its grant by at most
+ * RATE_STAMP_MS x th_slack(). */
+#define RATE_N 4
+#define RATE_INTERVAL_MS 2000
+#define RATE_STAMP_MS 200
 
 /* Failover scenarios: a lease that outlives a failover (down-after 1 s or a
  * node timeout of 2 s, then the election), so that a hold the new primary
@@ -144,7 +152,7 @@ static int64_t worker_wait(void)
 static int worker_start(run *r, int id)
 {
     worker *w = &r->w[id];
-    char a[22][320];
+    char a[24][320];
     const server *lock = &r->lock, *store = &r->store;
     const char *lock_host = lock->host, *store_host = store->host;
     if (w->ns && strcmp(w->ns, r->ns_b) == 0)
@@ -174,10 +182,16 @@ static int worker_start(run *r, int id)
     snprintf(a[18], sizeof(a[18]), "lockdelay=%lld", (long long)O.lock_delay);
     snprintf(a[19], sizeof(a[19]), "quarantine=%lld", (long long)w->quarantine);
     snprintf(a[20], sizeof(a[20]), "writerfirst=%d", O.writer_first == 1);
-    char *argv[22];
-    for (int i = 0; i < 21; i++)
+    int na = 21;
+    if (O.type == SAFETY_RATE) {
+        snprintf(a[na++], sizeof(a[0]), "dlock=%.300s", O.dlock_path);
+        snprintf(a[na++], sizeof(a[0]), "rate=%d", RATE_N);
+        snprintf(a[na++], sizeof(a[0]), "interval=%d", RATE_INTERVAL_MS);
+    }
+    char *argv[25];
+    for (int i = 0; i < na; i++)
         argv[i] = a[i];
-    argv[21] = NULL;
+    argv[na] = NULL;
     char out[300];
     snprintf(out, sizeof(out), "%s/w%d.out", r->dir, id);
     w->pid = spawn(w->ns, argv, out);
@@ -276,6 +290,14 @@ static const scenario scenarios[] = {
      * there honours it. */
     {"replicated-lag-mixed", 1000, 1000, 0, 6, DEPLOY_REPLICATED_LAG, QUARANTINE_MIXED},
 };
+
+/* The scenarios type rate runs: its starts are checked against one
+ * server's grants (no hold to stop, cut off or fail over). */
+static int rate_scenario(const char *name)
+{
+    return !strcmp(name, "baseline") || !strcmp(name, "kill9") || !strcmp(name, "pause") ||
+           !strcmp(name, "restart");
+}
 
 /* Type sem: when each permit killed worker `id` held is back in the pool
  * (its lease over by the server's clock, or given back), polled every 20 ms
@@ -667,6 +689,9 @@ static int run_scenario(const scenario *sc)
     cp.permits = SAFETY_SEM_PERMITS;
     cp.writer_first = O.writer_first == 1;
     cp.wf_margin_ns = (O.writer_first >= 0 ? WF_MARGIN_MS : 1000) * 1000000LL * run_slack;
+    cp.rate = RATE_N;
+    cp.interval_ns = RATE_INTERVAL_MS * 1000000LL;
+    cp.stamp_slack_ns = RATE_STAMP_MS * 1000000LL * run_slack;
     cp.slot_ns = (int64_t)FAIR_SLOT_MS * 1000000LL;
     cp.fair_margin_ns = (int64_t)FAIR_MARGIN_MS * 1000000LL * run_slack;
     /* A call that meets a connection the fault broke fails within the command
@@ -696,7 +721,9 @@ static int run_scenario(const scenario *sc)
     safety_print_report(sc->name, &cp, &rep, seconds, stdout);
     if (report_file)
         safety_print_report(sc->name, &cp, &rep, seconds, report_file);
-    total_holds += O.type == SAFETY_LATCH ? rep.latch_countdowns + rep.latch_awaits : rep.holds;
+    total_holds += O.type == SAFETY_LATCH  ? rep.latch_countdowns + rep.latch_awaits
+                   : O.type == SAFETY_RATE ? rep.rate_starts
+                                           : rep.holds;
     total_violations += safety_violations(&rep);
     if (r->stuck)
         printf("  stuck workers: %d\n", r->stuck);
@@ -705,7 +732,7 @@ static int run_scenario(const scenario *sc)
                (long long)run_slack);
     fflush(stdout);
     int latch = O.type == SAFETY_LATCH;   /* no holds: rounds of latches */
-    int ok = bad == 0 && r->stuck == 0 && (rep.holds > 0 || latch);
+    int ok = bad == 0 && r->stuck == 0 && (rep.holds > 0 || latch || rep.rate_starts > 0);
     /* --stop-spread with a lock-delay covering the longest pause past the
      * lease (3 x - 1 x) and a second to be told: no next holder may begin
      * before a paused holder's lost callback. */
@@ -739,6 +766,12 @@ static int run_scenario(const scenario *sc)
         ok = 0;
     if (O.type == SAFETY_SEM && !strcmp(sc->name, "kill9") && rep.sem_permits_back == 0)
         ok = 0;
+    /* The rate must have been reached (else the check could not fail). */
+    if (O.type == SAFETY_RATE && rep.rate_max_in_window < RATE_N) {
+        printf("  the rate was never reached: at most %lld starts in one checked window\n",
+               rep.rate_max_in_window);
+        ok = 0;
+    }
     /* Latches must have been released, with awaiters. */
     if (O.type == SAFETY_LATCH && rep.latch_released == 0)
         ok = 0;
@@ -848,7 +881,7 @@ static void usage(void)
                     "replicated-lag-quarantine|replicated-lag-mixed|all]"
                     " [--type " SAFETY_TYPE_LIST "] [--seconds S] [--procs P] [--threads T] [--names K] [--ops N]"
                     " [--watchdog MS] [--lock-delay MS] [--writer-first on|off] [--stop-spread] [--worker PATH] [--keep] [--ack] [--sentinel-failover] [--min-total-ops N]"
-                    " [--report FILE]\n");
+                    " [--report FILE] [--dlock PATH (type rate)]\n");
 }
 
 int main(int argc, char **argv)
@@ -887,6 +920,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--writer-first") && (!strcmp(v, "on") || !strcmp(v, "off")))
             O.writer_first = !strcmp(v, "on");
         else if (!strcmp(a, "--worker")) O.worker_path = v;
+        else if (!strcmp(a, "--dlock")) O.dlock_path = v;
         else if (!strcmp(a, "--min-total-ops")) O.min_total_ops = atoll(v);
         else if (!strcmp(a, "--report")) O.report_path = v;
         else if (!strcmp(a, "--type")) {
@@ -918,6 +952,26 @@ int main(int argc, char **argv)
             O.worker_path = self_dir_worker;
         }
     }
+    /* Type rate: the dlock command beside the build's tests (cli/dlock),
+     * unless --dlock names it; only the scenarios that keep one server. */
+    static char self_dlock[PATH_MAX + 32];
+    if (O.type == SAFETY_RATE && !O.dlock_path && O.worker_path) {
+        snprintf(self_dlock, sizeof(self_dlock), "%s", O.worker_path);
+        char *slash = strrchr(self_dlock, '/');
+        size_t at = slash ? (size_t)(slash - self_dlock) : 0;
+        snprintf(self_dlock + at, sizeof(self_dlock) - at, "%s../../cli/dlock", slash ? "/" : "");
+        if (access(self_dlock, X_OK) == 0)
+            O.dlock_path = self_dlock;
+    }
+    if (O.type == SAFETY_RATE && !O.dlock_path) {
+        fprintf(stderr, "safety: --type rate needs --dlock PATH (the dlock command)\n");
+        return 64;
+    }
+    if (O.type == SAFETY_RATE && strcmp(O.scenario, "all") != 0 && !rate_scenario(O.scenario)) {
+        fprintf(stderr, "safety: --type rate runs the scenarios baseline, kill9, pause and "
+                        "restart (a rate limiter has no holds to stop, cut off or fail over)\n");
+        return 64;
+    }
     if (O.report_path && !(report_file = fopen(O.report_path, "w"))) {
         perror(O.report_path);
         return 64;
@@ -928,6 +982,8 @@ int main(int argc, char **argv)
     int failed = 0, skipped = 0, ran = 0;
     for (size_t i = 0; i < sizeof(scenarios) / sizeof(scenarios[0]); i++) {
         if (strcmp(O.scenario, "all") != 0 && strcmp(O.scenario, scenarios[i].name) != 0)
+            continue;
+        if (O.type == SAFETY_RATE && !rate_scenario(scenarios[i].name))
             continue;
         ran++;
         int rc = run_scenario(&scenarios[i]);

@@ -45,7 +45,14 @@
  *         operations. The checks are the lock's (no two leaders at once,
  *         leadership passed on within watchdog + 1 s of a leader's death)
  *         plus terms: strictly increasing per name, and never one term for
- *         two leaders */
+ *         two leaders
+ *   rate  the rate limiter through the command: each thread runs `dlock run
+ *         --rate N/INTERVAL <prefix>:rate:<k> -- <worker> stamp ...` (the
+ *         rate and interval the coordinator gives), whose CMD appends a G
+ *         record as it starts; the check is that no name ever has more than
+ *         N starts in any INTERVAL (less the stamp's own start-up latency,
+ *         which can only draw starts apart), a server restart's window
+ *         excepted (without persistence the limiter's grants go with it) */
 typedef enum {
     SAFETY_LOCK = 0,
     SAFETY_FAIR = 1,
@@ -54,25 +61,27 @@ typedef enum {
     SAFETY_LATCH = 4,
     SAFETY_ELECT = 5,
     SAFETY_NONREENTRANT = 6,  /* the non-reentrant lock: the lock's checks */
-    SAFETY_SPIN = 7           /* the spin lock: the lock's checks, waits on the back-off */
+    SAFETY_SPIN = 7,          /* the spin lock: the lock's checks, waits on the back-off */
+    SAFETY_RATE = 8           /* the rate limiter, through dlock run --rate */
 } safety_type;
 
 #define SAFETY_SEM_PERMITS 2
 #define SAFETY_LATCH_ROUNDS 64   /* ticket slots, indexed by round % this */
 
 static const char *const safety_type_names[] = {"lock",  "fair",  "rw",           "sem",
-                                                "latch", "elect", "nonreentrant", "spin"};
-#define SAFETY_TYPE_LIST "lock|fair|rw|sem|latch|elect|nonreentrant|spin"
+                                                "latch", "elect", "nonreentrant", "spin",
+                                                "rate"};
+#define SAFETY_TYPE_LIST "lock|fair|rw|sem|latch|elect|nonreentrant|spin|rate"
 
 static inline const char *safety_type_name(int type)
 {
-    return type > 0 && type <= SAFETY_SPIN ? safety_type_names[type] : "lock";
+    return type > 0 && type <= SAFETY_RATE ? safety_type_names[type] : "lock";
 }
 
 /* The type named `s`, or -1. */
 static inline int safety_type_parse(const char *s)
 {
-    for (int t = 0; t <= SAFETY_SPIN; t++)
+    for (int t = 0; t <= SAFETY_RATE; t++)
         if (strcmp(s, safety_type_names[t]) == 0)
             return t;
     return -1;
@@ -121,7 +130,12 @@ static inline int safety_exclusive(int type)
  *   L <r> <t_set> <count>           the coordinator set the latch
  *   d <w> <t> <r> <t_sent>          a count-down is about to be sent
  *   D <w> <t> <r> <t_sent> <t_done> <rc>   and its outcome
- *   A <w> <t> <r> <t_call> <t_ret> <rc>    an await and its outcome */
+ *   A <w> <t> <r> <t_call> <t_ret> <rc>    an await and its outcome
+ * Type rate (k: the name index):
+ *   G <w> <t> <k> <t_start>         a run's command started (written by it)
+ *   g <w> <t> <k> <t_call> <t_ret> <status>   a dlock run ended: its exit
+ *                                   status (0: the command ran), -1 killed by
+ *                                   a signal, -2 ended by the worker's stop */
 
 /* Per-thread state the coordinator reads (file-backed shared memory), to pick
  * a worker in the middle of a hold when injecting a fault. */
@@ -228,6 +242,9 @@ typedef struct check_params {
     int permits;              /* sem: the limit per name */
     int writer_first;         /* rw: the workers' handles are writer-first */
     int64_t wf_margin_ns;     /* rw: a writer's first attempt is sent within this of its call */
+    int rate;                 /* rate: starts per interval per name */
+    int64_t interval_ns;      /* rate: the interval */
+    int64_t stamp_slack_ns;   /* rate: the most a start's stamp may lag its grant */
 } check_params;
 
 typedef struct check_report {
@@ -260,6 +277,14 @@ typedef struct check_report {
     /* sem */
     long long sem_max_in_use, sem_permits_back, sem_back_late;
     double sem_worst_back_ms;
+    /* rate: starts stamped, runs that did not start (and of them errors:
+     * neither 75, busy, nor ended by the stop), windows over the rate
+     * (violations) and over it across a server restart (allowed), the most
+     * starts in one checked window (interval - stamp slack; none across a
+     * restart), the shortest
+     * span of rate + 1 starts */
+    long long rate_starts, rate_unstarted, rate_errors, rate_over, rate_reset, rate_max_in_window;
+    double rate_tightest_ms;
     /* latch */
     long long latch_rounds, latch_countdowns, latch_awaits, latch_released, latch_timeouts,
         latch_early, latch_reset;
@@ -271,7 +296,8 @@ typedef struct check_report {
 static inline long long safety_violations(const check_report *r)
 {
     return r->overlaps + r->lost_updates + r->token_regressions + r->shared_terms + r->blocked +
-           r->fair_violations + r->torn_reads + r->latch_early + r->wf_violations;
+           r->fair_violations + r->torn_reads + r->latch_early + r->wf_violations +
+           r->rate_over;
 }
 
 int safety_check(const check_params *cp, check_report *rep);

@@ -9,7 +9,10 @@
  * percent of the operations under the read lock; type=sem one watchdog
  * permit of a permit-expirable semaphore per hold (`permits` per name);
  * type=latch the rounds of count-down latches the coordinator sets; type=elect
- * terms of leader election, campaign and resign (safety.h).
+ * terms of leader election, campaign and resign (safety.h); type=rate runs of
+ * `dlock run --rate RATE/INTERVALms` (the command at dlock=PATH) whose CMD
+ * is this program again, `safety_worker stamp HISTORY W T K`: it appends the
+ * start's G record and exits.
  * SIGTERM ends it: threads finish the operation in progress (waits are
  * cancelled), the history is complete, the process exits 0. */
 #include <errno.h>
@@ -22,6 +25,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -38,7 +43,12 @@ typedef struct params {
     int64_t lock_delay;        /* lockdelay=MS: the client's lock-delay (every lock type) */
     int writer_first;          /* writerfirst=1: the client's read-write locks writer-first */
     int64_t quarantine;        /* quarantine=MS: the failover quarantine, 0 off, -1 auto */
+    const char *dlock;         /* dlock=PATH: the command (type rate) */
+    int rate;                  /* rate=N: starts per interval (type rate) */
+    int64_t interval;          /* interval=MS (type rate) */
 } params;
+
+static char self_exe[4096];   /* this program, the CMD of type rate's runs */
 
 static params P;
 static dlock_client *client;
@@ -322,9 +332,84 @@ static void *latch_main(thread_state *t)
     return NULL;
 }
 
+/* Type rate: one `dlock run --rate` at a time, on a random name, its CMD
+ * this program's stamp; its outcome as a g record. A SIGTERM to the worker
+ * ends the run waiting (recorded as -2: not started, stopped). */
+static void *rate_main(thread_state *t)
+{
+    safety_slot *slot = &shm->slot[P.id][t->index];
+    unsigned seed = (unsigned)(P.id * 7919 + t->index * 104729 + (unsigned)safety_now());
+    int64_t deadline = safety_now() + P.seconds * 1000000000LL;
+    char rate[64], wait[32], name[128], w[16], th[16], k[16];
+    snprintf(rate, sizeof(rate), "%d/%lldms", P.rate, (long long)P.interval);
+    snprintf(wait, sizeof(wait), "%lldms", (long long)P.wait);
+    snprintf(w, sizeof(w), "%d", P.id);
+    snprintf(th, sizeof(th), "%d", t->index);
+    while (!atomic_load(&stopping) && safety_now() < deadline) {
+        int kn = (int)(rand_r(&seed) % (unsigned)P.names);
+        snprintf(name, sizeof(name), "%s:rate:%d", P.prefix, kn);
+        snprintf(k, sizeof(k), "%d", kn);
+        char *argv[] = {(char *)P.dlock, "--url", (char *)P.lock_url, "run", "--rate", rate, "-w",
+                        wait, name, "--", self_exe, "stamp", (char *)P.history, w, th, k, NULL};
+        int64_t t_call = safety_now();
+        slot->name = kn;
+        slot->since = t_call;
+        slot->phase = PH_HOLDING;   /* a kill9 victim: its run dies with it */
+        pid_t pid = fork();
+        if (pid == 0) {
+            sigset_t none;
+            sigemptyset(&none);
+            pthread_sigmask(SIG_SETMASK, &none, NULL);
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            execv(argv[0], argv);
+            _exit(127);
+        }
+        int status = -1, st = 0, sent = 0;
+        while (pid > 0) {
+            pid_t r = waitpid(pid, &st, WNOHANG);
+            if (r == pid) {
+                status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+                break;
+            }
+            if (r < 0 && errno != EINTR)
+                break;
+            if (atomic_load(&stopping) && !sent) {
+                kill(pid, SIGTERM);
+                sent = 1;
+            }
+            usleep(2000);
+        }
+        if (sent && status != 0)
+            status = -2;   /* ended by the stop */
+        record("g %d %d %d %lld %lld %d", P.id, t->index, kn, (long long)t_call,
+               (long long)safety_now(), status);
+        slot->phase = PH_IDLE;
+        slot->progress = safety_now();
+        slot->ops++;
+    }
+    return NULL;
+}
+
+/* The CMD of a type rate run: `stamp HISTORY W T K` appends its start. */
+static int stamp(char **argv)
+{
+    int64_t now = safety_now();
+    int fd = open(argv[2], O_WRONLY | O_APPEND | O_CLOEXEC);
+    if (fd < 0)
+        return 2;
+    char line[128];
+    int n = snprintf(line, sizeof(line), "G %d %d %d %lld\n", atoi(argv[3]), atoi(argv[4]),
+                     atoi(argv[5]), (long long)now);
+    int ok = write(fd, line, (size_t)n) == n;
+    close(fd);
+    return ok ? 0 : 2;
+}
+
 static void *thread_main(void *arg)
 {
     thread_state *t = arg;
+    if (P.type == SAFETY_RATE)
+        return rate_main(t);
     if (P.type == SAFETY_SEM)
         return sem_main(t);
     if (P.type == SAFETY_LATCH)
@@ -499,6 +584,9 @@ static int parse(int argc, char **argv)
         else if (!strcmp(k, "lockdelay")) P.lock_delay = atoll(v);
         else if (!strcmp(k, "quarantine")) P.quarantine = atoll(v);
         else if (!strcmp(k, "writerfirst")) P.writer_first = atoi(v);
+        else if (!strcmp(k, "dlock")) P.dlock = v;
+        else if (!strcmp(k, "rate")) P.rate = atoi(v);
+        else if (!strcmp(k, "interval")) P.interval = atoll(v);
         else if (!strcmp(k, "type")) {
             if ((P.type = safety_type_parse(v)) < 0)
                 return -1;
@@ -509,18 +597,25 @@ static int parse(int argc, char **argv)
         P.id >= SAFETY_MAX_WORKERS || P.threads < 1 || P.threads > SAFETY_MAX_THREADS ||
         P.names < 1 || P.names > SAFETY_MAX_NAMES || P.reads < 0 || P.reads > 100 ||
         P.permits < 1 ||
-        (P.type == SAFETY_FAIR && P.wait < 2))
+        (P.type == SAFETY_FAIR && P.wait < 2) ||
+        (P.type == SAFETY_RATE && (!P.dlock || P.rate < 1 || P.interval < 1)))
         return -1;
     return 0;
 }
 
 int main(int argc, char **argv)
 {
+    if (argc == 6 && !strcmp(argv[1], "stamp"))
+        return stamp(argv);
+    ssize_t sn = readlink("/proc/self/exe", self_exe, sizeof(self_exe) - 1);
+    self_exe[sn > 0 ? sn : 0] = '\0';
     if (parse(argc, argv) != 0) {
         fprintf(stderr, "usage: safety_worker id=N lock=URL store=URL prefix=P history=FILE "
                         "shm=FILE [names=3 threads=4 watchdog=1500 cmdtimeout=1000 retry=2 "
                         "wait=10000 hold_ms=0 seconds=3600 type=" SAFETY_TYPE_LIST " reads=60 slow=0 "
-                        "permits=2 ack=0 lockdelay=0 quarantine=0|MS|-1 writerfirst=0]\n");
+                        "permits=2 ack=0 lockdelay=0 quarantine=0|MS|-1 writerfirst=0 "
+                        "dlock=PATH rate=N interval=MS]\n"
+                        "       safety_worker stamp HISTORY W T K\n");
         return 64;
     }
     hist_fd = open(P.history, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);

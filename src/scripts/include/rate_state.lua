@@ -16,17 +16,12 @@
 local function key_type(k)
   return redis.call('type', k)['ok']
 end
+--@include rate_fields.lua
 local cfgtype = key_type(KEYS[1])
 local rate, interval, rtype, keep
 if cfgtype == 'hash' then
-  local f = redis.call('hmget', KEYS[1], 'rate', 'interval', 'type', 'keepAliveTime')
-  local known = 0
-  for i = 1, 4 do
-    if f[i] then
-      known = known + 1
-    end
-  end
-  if redis.call('hlen', KEYS[1]) ~= known then
+  local f, only = rate_fields(KEYS[1])
+  if not only then
     return redis.error_reply('WRONGTYPE the key holds a hash that is not a rate limiter')
   end
   rate, interval, rtype, keep = tonumber(f[1]), tonumber(f[2]), f[3], tonumber(f[4] or '0')
@@ -51,16 +46,9 @@ local vkey, pkey = KEYS[2], KEYS[4]
 if rtype == '1' then
   vkey, pkey = KEYS[3], KEYS[5]
 end
--- The permits of the grants in pkey scored from..to (a grant is its id's
--- length in one byte, the id, and the permits as a native unsigned int:
--- struct 'Bc0I', as Redisson writes it).
+-- The permits of the grants in pkey scored from..to.
 local function granted(from, to)
-  local n = 0
-  for _, g in ipairs(redis.call('zrangebyscore', pkey, from, to)) do
-    local _, permits = struct.unpack('Bc0I', g)
-    n = n + permits
-  end
-  return n
+  return rate_granted(pkey, from, to)
 end
 -- The permits left at `now`: the grants older than the interval are dropped
 -- and their permits given back, and a count above what the live grants

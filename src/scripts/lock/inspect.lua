@@ -1,12 +1,18 @@
--- Read a snapshot of one or more locks of any kind, or of counts (semaphores,
--- permit-expirable semaphores, latches), atomically, for status and listings.
+-- Read a snapshot of one or more locks of any kind, of counts (semaphores,
+-- permit-expirable semaphores, latches) or of rate limiters, atomically, for
+-- status and listings.
 --
--- KEYS[6i-5]  a lock (hash), or a count (string)
--- KEYS[6i-4]  its fencing-token counter, redisson_lock_token:{name}
--- KEYS[6i-3]  its fair queue, redisson_lock_queue:{name}
--- KEYS[6i-2]  its fair deadlines, redisson_lock_timeout:{name}
--- KEYS[6i-1]  its reservation of the next turn, dlock_lock_next:{name}
--- KEYS[6i]    a permit-expirable semaphore's leases, {name}:timeout
+-- KEYS[10i-9]  a lock (hash), a count (string) or a rate limiter (hash)
+-- KEYS[10i-8]  its fencing-token counter, redisson_lock_token:{name}
+-- KEYS[10i-7]  its fair queue, redisson_lock_queue:{name}
+-- KEYS[10i-6]  its fair deadlines, redisson_lock_timeout:{name}
+-- KEYS[10i-5]  its reservation of the next turn, dlock_lock_next:{name}
+-- KEYS[10i-4]  a permit-expirable semaphore's leases, {name}:timeout
+-- KEYS[10i-3]  a rate limiter's permits left, {name}:value
+-- KEYS[10i-2]  a rate limiter's grants, {name}:permits
+-- KEYS[10i-1]  the configurations of the rate limiters whose permits left a
+-- KEYS[10i]    string so named may be ({X}:value[:<client id>]: X's, or
+--              "{X}"'s), or the name itself where there is none
 -- ARGV[1]     (optional) the most holders (hash fields, permits) and queue
 --             entries read per name, 0 or absent: all
 --
@@ -22,6 +28,15 @@
 -- next operation on the semaphore gives it back; this script writes nothing).
 -- Keys of another type than expected read as empty.
 --
+-- A rate limiter (a hash of only Redisson's RRateLimiter fields, with rate,
+-- interval and type set, whole numbers) reads as its fields, then the pair
+-- "#rate", N: N (an integer, where a field's value is a string) the permits
+-- an OVERALL limiter has left now, as its next call would count them (the
+-- grants older than the interval counted back, never above the rate), -1
+-- for a PER_CLIENT one (each client has its own) or when its keys hold other
+-- data. A rate limiter's count of permits left reads as false (not a count)
+-- followed by "rate".
+--
 -- With a limit, a name with more holders than it reads that many: a hash
 -- its field "mode" first, then the first ones HSCAN gives, and its entry ends
 -- with the pair "#total", N (N an integer, where a field's value is a string:
@@ -33,10 +48,58 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local function typed(key, want)
   return redis.call('type', key).ok == want
 end
+--@include rate_fields.lua
+-- The fields of the rate limiter configured at key (HMGET's), or nil when
+-- key is not one.
+local function rate_config(key)
+  if not typed(key, 'hash') then
+    return nil
+  end
+  local f, only = rate_fields(key)
+  local function whole(v)
+    return v and #v <= 18 and string.match(v, '^%d+$') ~= nil
+  end
+  if only and whole(f[1]) and whole(f[2]) and f[3] and (not f[4] or whole(f[4])) then
+    return f
+  end
+  return nil
+end
+-- What an OVERALL limiter has left now: include/rate_state.lua's settle,
+-- without its writes. -1 when its keys hold other data.
+local function rate_left(vkey, pkey, rate, interval)
+  local vt, pt = redis.call('type', vkey).ok, redis.call('type', pkey).ok
+  if vt == 'none' then
+    return rate   -- nobody took from it yet (or its count expired): whole
+  end
+  local v = vt == 'string' and redis.call('get', vkey)
+  if not v or not string.match(v, '^%-?%d+$') or (pt ~= 'zset' and pt ~= 'none') then
+    return -1
+  end
+  local left = tonumber(v)
+  if pt == 'zset' then
+    -- A grant that is not Redisson's encoding fails its unpacking: -1, not
+    -- an error for the whole listing.
+    local cutoff = string.format('%d', now - interval)
+    local ok, freed = pcall(rate_granted, pkey, 0, cutoff)
+    if not ok then
+      return -1
+    end
+    left = left + freed
+    if freed > 0 and left > rate then
+      local live
+      ok, live = pcall(rate_granted, pkey, '(' .. cutoff, '+inf')
+      if not ok then
+        return -1
+      end
+      left = rate - live
+    end
+  end
+  return math.max(0, math.min(left, rate))
+end
 local limit = tonumber(ARGV[1] or '0') or 0
 local out = {}
 local NO_EXPIRY = 922337203685477
-for i = 1, #KEYS, 6 do
+for i = 1, #KEYS, 10 do
   local lock, queue, deadlines, resv = KEYS[i], KEYS[i + 2], KEYS[i + 3], KEYS[i + 4]
   local kind = redis.call('type', lock).ok
   local token = false
@@ -58,7 +121,19 @@ for i = 1, #KEYS, 6 do
     rttl = redis.call('pttl', resv)
   end
   local entry = {kind, redis.call('pttl', lock), token, q, d, r, rttl}
-  if kind == 'hash' then
+  local rf = kind == 'hash' and rate_config(lock)
+  if rf then
+    local names = {'rate', 'interval', 'type', 'keepAliveTime'}
+    for j = 1, 4 do
+      if rf[j] then
+        entry[#entry + 1] = names[j]
+        entry[#entry + 1] = rf[j]
+      end
+    end
+    entry[#entry + 1] = '#rate'
+    entry[#entry + 1] = rf[3] == '1' and -1 or
+                        rate_left(KEYS[i + 6], KEYS[i + 7], tonumber(rf[1]), tonumber(rf[2]))
+  elseif kind == 'hash' then
     local n = limit > 0 and redis.call('hlen', lock) or 0
     if n <= limit then
       local fields = redis.call('hgetall', lock)
@@ -91,7 +166,11 @@ for i = 1, #KEYS, 6 do
     end
   elseif kind == 'string' then
     local v = redis.call('get', lock)
-    if string.match(v, '^%-?%d+$') and #v <= 19 then
+    local c1, c2 = KEYS[i + 8], KEYS[i + 9]
+    if (c1 ~= lock and rate_config(c1)) or (c2 ~= lock and rate_config(c2)) then
+      entry[8] = false
+      entry[9] = 'rate'
+    elseif string.match(v, '^%-?%d+$') and #v <= 19 then
       local count = tonumber(v)
       local leases = KEYS[i + 5]
       local permits = {}
