@@ -19,6 +19,7 @@
 
 #include "dlock/async.h"
 #include "fixture.h"
+#include "sync/sync.h"
 
 /* Pub/sub connections the server has (CLIENT LIST TYPE pubsub): lines. */
 static long long pubsub_clients(void)
@@ -133,8 +134,20 @@ static void test_waiters_subscribe_nothing(void **state)
         assert_int_equal(dlock_lock_try(held[i], 0, DLOCK_WATCHDOG), DLOCK_OK);
     }
     /* The holders' own (the watchdog's revocation by tracking subscribes to
-     * invalidations): what the waiters must not add to. */
+     * invalidations): what the waiters must not add to. Counted once it is
+     * set up (every hold tracked) and the counts hold still. */
+    int64_t settle_by = th_now_ms() + 5000 * slack;
+    while (dlock__watchdog_tracking(hc->wd) != 2 && th_now_ms() < settle_by)
+        th_sleep_ms(5);
     long long pubsub_before = pubsub_clients(), channels_before = th_channels(&srv, "*");
+    for (;;) {
+        th_sleep_ms(200);
+        long long p = pubsub_clients(), c = th_channels(&srv, "*");
+        if ((p == pubsub_before && c == channels_before) || th_now_ms() >= settle_by)
+            break;
+        pubsub_before = p;
+        channels_before = c;
+    }
     waiter w[NB];
     for (int i = 0; i < NB; i++) {
         w[i] = (waiter){.l = mine[i], .wait = 30000 * slack};
