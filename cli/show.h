@@ -48,6 +48,9 @@ void rows_sort(rows *rs);
 void rows_free(rows *rs);
 /* Prints the rows as a table; at most max_rows (0 = all). */
 void rows_print(FILE *f, const rows *rs, size_t max_rows, int with_waiters);
+/* One name's object as JSON (status --json, list --json): a lock's, a
+ * count's or a rate limiter's fields. */
+void show_json_info(FILE *f, const dlock_info *info, int with_waiters, const holder_map *map);
 /* The URL without credentials, for display. */
 const char *display_url(const char *url, char *buf, size_t size);
 
