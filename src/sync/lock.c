@@ -473,13 +473,13 @@ static int acq_keep(void *st, int64_t sent_ms)
     dlock_lock *l = a->l;
     dlock__hold_id id;
     l->type->hold_id(l, &a->o, &id);
-    if (a->lease != DLOCK_WATCHDOG) {
+    if (a->asked_lease != DLOCK_WATCHDOG) {
         /* Recorded before the watchdog counts it (a record made now starts
          * from the watchdog's count: it must not hold this one). */
-        dlock__holds_acquired(&l->h.c->holds, l, &a->o, 0, a->lease);
-        dlock__netctx_note_lease(&l->h.c->net, a->lease);   /* the auto quarantine's */
+        dlock__holds_acquired(&l->h.c->holds, l, &a->o, 0, a->asked_lease);
+        dlock__netctx_note_lease(&l->h.c->net, a->asked_lease);   /* the auto quarantine's */
         dlock__watchdog_lease_reentry(l->h.c->wd, &id, sent_ms,
-                                      l->type->lease_keeps_ttl ? -1 : a->lease);
+                                      l->type->lease_keeps_ttl ? -1 : a->asked_lease);
         return DLOCK_OK;
     }
     pthread_mutex_lock(&l->mu);
@@ -489,7 +489,7 @@ static int acq_keep(void *st, int64_t sent_ms)
     int rc = dlock__watchdog_add_limited(l->h.c->wd, &id, sent_ms, a->max_hold, fn, ud);
     /* After the watchdog counts it (holds.c: a record made in between counts
      * it twice, never not at all). */
-    dlock__holds_acquired(&l->h.c->holds, l, &a->o, 0, a->lease);
+    dlock__holds_acquired(&l->h.c->holds, l, &a->o, 0, a->asked_lease);
     return rc;
 }
 
@@ -497,11 +497,11 @@ static int acq_setup(void *st)
 {
     dlock__acq *a = st;
     dlock_lock *l = a->l;
-    /* a->lease was checked with the call's options (dlock__check_opts). */
-    a->lease_ms = a->lease == DLOCK_WATCHDOG ? l->h.c->cfg.watchdog_ms : a->lease;
+    /* a->asked_lease was checked with the call's options (dlock__check_opts). */
+    a->lease_ms = a->asked_lease == DLOCK_WATCHDOG ? l->h.c->cfg.watchdog_ms : a->asked_lease;
     if (l->fence_all)
         a->fenced = 1;
-    if (a->lease == DLOCK_WATCHDOG) {
+    if (a->asked_lease == DLOCK_WATCHDOG) {
         /* A limit shorter than the timeout: the first TTL already ends with it. */
         a->max_hold = hold_limit(l);
         if (a->max_hold > 0 && a->max_hold < a->lease_ms)
@@ -542,7 +542,7 @@ static int acq_read(void *st, int rc, dlock__res *res, dlock__busy *b)
 {
     dlock__acq *a = st;
     if (rc == DLOCK_EUNKNOWN)   /* it may hold: a later release may owe it one */
-        dlock__holds_acquired(&a->l->h.c->holds, a->l, &a->o, 1, a->lease);
+        dlock__holds_acquired(&a->l->h.c->holds, a->l, &a->o, 1, a->asked_lease);
     if (rc != DLOCK_OK)
         return dlock__refused(&a->l->h, rc, res);
     rc = a->l->type->attempt_reply(a, res->r, b);
@@ -650,7 +650,7 @@ static int acquire(dlock_lock *l, const dlock_wait_opts *opts, const dlock__via 
         rc = dlock__check_opts(opts, DLOCK__TAKES_LEASE | DLOCK__TAKES_TOKEN, "a lock", &o);
     if (rc != DLOCK_OK)
         return rc;
-    dlock__acq a = {.l = l, .wait = o.wait_ms, .lease = o.lease_ms, .cancel = o.cancel,
+    dlock__acq a = {.l = l, .wait = o.wait_ms, .asked_lease = o.lease_ms, .cancel = o.cancel,
                     .fenced = o.token != NULL, .token_out = o.token};
     dlock__wait_spec spec = {.wake = dlock__wake_lock, .wait_ms = o.wait_ms, .cancel = o.cancel};
     if (l->spin) {

@@ -91,11 +91,11 @@ typedef struct dlock__rel {
 typedef struct dlock__acq {
     dlock_lock *l;
     int64_t wait;            /* the caller's wait: 0, ms, or DLOCK_WAIT_FOREVER */
-    int64_t lease;           /* ms, or DLOCK_WATCHDOG */
+    int64_t asked_lease;     /* the caller's lease: ms, or DLOCK_WATCHDOG */
     dlock_cancel *cancel;
     uint64_t *token_out;     /* where the result writes the token (NULL: nowhere) */
     dlock__owner o;
-    int64_t lease_ms;        /* the TTL the script sets: lease, or the watchdog timeout
+    int64_t lease_ms;        /* the TTL the script sets: asked_lease, or the watchdog timeout
                                 (either cut to what a hold limit leaves) */
     int64_t max_hold;        /* the hold limit of a watchdog acquisition, ms (0: none) */
     uint64_t token;

@@ -225,7 +225,7 @@ static int acq_setup(void *st)
     cl->lease = INT64_MAX;
     for (cl->ready = 0; cl->ready < cl->ml->n; cl->ready++) {
         dlock__ml_slot *s = &cl->s[cl->ready];
-        s->a = (dlock__acq){.l = s->l, .wait = cl->o.wait_ms, .lease = cl->o.lease_ms,
+        s->a = (dlock__acq){.l = s->l, .wait = cl->o.wait_ms, .asked_lease = cl->o.lease_ms,
                             .cancel = cl->o.cancel};
         if ((rc = dlock__acquire_type.setup(&s->a)) != DLOCK_OK)
             break;

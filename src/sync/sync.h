@@ -4,7 +4,7 @@
  * Every call of every type is an operation (dlock__op_type): how to build its
  * request, what its answer means, what the client keeps of a success and how
  * to give it back, how to give up a wait, what it returns. Two drivers run
- * them: the blocking one (run.c) on the calling thread, the asynchronous one
+ * them: the blocking one (blocking.c) on the calling thread, the asynchronous one
  * (async.c) on the io thread; both wait with one wait loop (wait.c). A type
  * brings its handle (a dlock__handle first), its keys, its scripts and its
  * operations, nothing else. Not installed. */
@@ -448,14 +448,14 @@ typedef struct dlock__via {
  * strings the state points to must outlive the call. */
 int dlock__start(const dlock__handle *h, const dlock__op_type *t, void *st, size_t size,
                  const dlock__wait_spec *spec, const dlock__via *via, dlock__result *res);
-/* The blocking driver alone (run.c); busy as dlock__via's (may be NULL). */
+/* The blocking driver alone (blocking.c); busy as dlock__via's (may be NULL). */
 int dlock__run(const dlock__handle *h, const dlock__op_type *t, void *st,
                const dlock__wait_spec *spec, dlock__result *res, dlock__busy *busy);
 /* The asynchronous driver alone (async.c). */
 int dlock__async_run(const dlock__handle *h, const dlock__op_type *t, const void *st,
                      size_t size, const dlock__wait_spec *spec, const dlock__via *via);
 
-/* What an attempt's answer comes to, the same for both drivers (run.c):
+/* What an attempt's answer comes to, the same for both drivers (blocking.c):
  * read, then keep, then the replicas' acknowledgement (acks: the result's;
  * -1, not asked, passes). DLOCK_OK, DLOCK__BUSY, an error; or, with *back =
  * 1, a success that must be given back (type->give_back), the returned

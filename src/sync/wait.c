@@ -24,7 +24,7 @@
  * keeps the waiter table in step.
  *
  * It is a state machine: each step returns what the driver does next
- * (attempt, join, sleep, done). The blocking driver (run.c) does it on the
+ * (attempt, join, sleep, done). The blocking driver (blocking.c) does it on the
  * calling thread; the asynchronous one (async.c) with a callback waiter and
  * a timer on the io thread. */
 #include <stdlib.h>
