@@ -11,16 +11,5 @@
 -- Returns 1 when any key got the TTL (or lost it), 0 when none did.
 -- Keys of other types are refused (WRONGTYPE), nothing changed.
 --@include rate_state.lua
-local done = 0
-for i = 1, 5 do
-  local r
-  if ARGV[1] == '0' then
-    r = redis.call('persist', KEYS[i])
-  else
-    r = redis.call('pexpire', KEYS[i], ARGV[1])
-  end
-  if r == 1 then
-    done = 1
-  end
-end
-return done
+--@include expire_all.lua
+return expire_all(5)

@@ -11,16 +11,5 @@
 local sem = KEYS[1]
 --@include permit_count.lua
 --@include leases_type.lua
-local done = 0
-for i = 1, #KEYS do
-  local r
-  if ARGV[1] == '0' then
-    r = redis.call('persist', KEYS[i])
-  else
-    r = redis.call('pexpire', KEYS[i], ARGV[1])
-  end
-  if r == 1 then
-    done = 1
-  end
-end
-return done
+--@include expire_all.lua
+return expire_all(#KEYS)
