@@ -398,6 +398,10 @@ typedef struct chain {
 } chain;
 
 static chain *the_chain;
+/* The thousand waiters' own: never another test's, so that their callbacks
+ * (completed by the close at the end when that test failed half-way) find
+ * the chain they were started with, not a later test's, freed. */
+static chain *many_chain;
 
 /* Checks on the io thread cannot fail there (cmocka jumps back to the test
  * thread's frame): they count, the test thread asserts the count. */
@@ -418,7 +422,7 @@ static void on_chain_released(const dlock_async_result *res, void *ud)
 
 static void on_chain_acquired(const dlock_async_result *res, void *ud)
 {
-    chain *ch = the_chain;
+    chain *ch = many_chain;
     size_t i = (size_t)(uintptr_t)ud;
     if (dlock_async_status(res) == DLOCK_OK) {
         if (++ch->holders > ch->max_holders)
@@ -435,7 +439,7 @@ static void test_thousand_waiters_one_thread(void **state)
     (void)state;
     dlock_client *other = th_client(&srv, 0);
     chain *ch = calloc(1, sizeof(*ch));
-    the_chain = ch;
+    the_chain = many_chain = ch;
     rec_init(&ch->acq);
     rec_init(&ch->rel);
     char name[128], hold[DLOCK_OWNER_BUFSIZE];
@@ -496,6 +500,7 @@ static void test_thousand_waiters_one_thread(void **state)
     rec_done(&ch->acq);
     rec_done(&ch->rel);
     free(ch);
+    many_chain = NULL;
     dlock_lock_free(holder);
     dlock_client_close(other);
 }
