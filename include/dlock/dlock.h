@@ -1194,6 +1194,44 @@ DLOCK_API int dlock_lock_get_token(dlock_lock *l, uint64_t *token);
  * lost reply it sets the same TTL. Any thread (as the handle's owner). */
 DLOCK_API int dlock_lock_extend(dlock_lock *l, int64_t lease_ms);
 
+/* Hands the caller's hold over to the owner id `new_owner` (another thread's,
+ * or another process's that was given the id; dlock_client_new_owner_id
+ * makes them), in one script, so that nobody else can take the lock in
+ * between (dlock's own; Redisson has none). The whole hold count moves; the
+ * lock's TTL is raised to the watchdog timeout when shorter, never lowered,
+ * so that the receiver has a full lease to adopt it in (dlock_lock_adopt);
+ * the fencing token and the lock-delay (its marker names the receiver after)
+ * go with it. Nothing is published: no waiter wakes, since the lock stays
+ * held. The caller's watchdog stops renewing the hold, reporting nothing.
+ * The caller's hold limit does not follow: the receiver's own applies from
+ * its adoption. For reentrant locks (plain, fenced, spin, non-reentrant).
+ * Returns DLOCK_OK; DLOCK_ENOTOWNER when the caller holds nothing (a
+ * renewed hold found gone is reported to the lost callback, as by a
+ * release); DLOCK_EINVAL, nothing sent, for l NULL, a fair, read or write
+ * lock handle, a new owner that is NULL, empty, too long, without ':' or the
+ * caller itself; DLOCK_EWRONGTYPE when the key is not a lock; a connection
+ * error. Not resent after a lost reply (DLOCK_EUNKNOWN): a hand-over that
+ * ran would be answered "not held"; the caller's next renewal then finds
+ * out, and reports a loss if it went. Any thread (as the handle's owner). */
+DLOCK_API int dlock_lock_transfer(dlock_lock *l, const char *new_owner);
+
+/* Adopts a hold handed over to the handle's owner (dlock_lock_transfer;
+ * dlock_lock_get_as for another thread's or process's id): checks that the
+ * owner holds the lock, and sets its TTL to lease_ms from now, or with
+ * DLOCK_WATCHDOG to the watchdog timeout, and this client's watchdog renews
+ * it from now on (the lost callback and hold limit are the handle's, as for
+ * an acquisition). *count (may be NULL) = the hold count adopted: that many
+ * releases free the lock. Until adopted, a hold handed over lives the TTL
+ * the transfer left it. Works on any hold the owner has (one acquired by
+ * the same owner id through another client, too). Returns DLOCK_OK;
+ * DLOCK_ENOTOWNER when the owner holds nothing (not handed over yet,
+ * expired, released); DLOCK_EINVAL, nothing sent, for l NULL, a bad lease, a
+ * fair, read or write lock handle, or a hold this client's watchdog renews
+ * already (acquired or adopted: adopting it again would count it twice);
+ * DLOCK_EWRONGTYPE; a connection error. Safe to retry. Any thread (as the
+ * handle's owner). */
+DLOCK_API int dlock_lock_adopt(dlock_lock *l, int64_t lease_ms, int64_t *count);
+
 /* Releases one hold. At hold count 0 the key is deleted and waiters (dlock's and
  * Redisson's) are woken. DLOCK_ENOTOWNER when the caller holds nothing (never
  * held, released already, expired, or lost; a watchdog hold found gone is also
