@@ -1208,8 +1208,8 @@ DLOCK_API int dlock_lock_extend(dlock_lock *l, int64_t lease_ms);
  * Returns DLOCK_OK; DLOCK_ENOTOWNER when the caller holds nothing (a
  * renewed hold found gone is reported to the lost callback, as by a
  * release); DLOCK_EINVAL, nothing sent, for l NULL, a fair, read or write
- * lock handle, a new owner that is NULL, empty, too long, without ':' or the
- * caller itself; DLOCK_EWRONGTYPE when the key is not a lock; a connection
+ * lock handle, a new owner that is NULL, empty, without ':' or the caller
+ * itself; DLOCK_ENAMETOOLONG for a new owner longer than DLOCK_OWNER_MAX; DLOCK_EWRONGTYPE when the key is not a lock; a connection
  * error. Not resent after a lost reply (DLOCK_EUNKNOWN): a hand-over that
  * ran would be answered "not held"; the caller's next renewal then finds
  * out, and reports a loss if it went. Any thread (as the handle's owner). */

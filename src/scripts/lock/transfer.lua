@@ -44,8 +44,10 @@ local new = old
 if old >= 0 and old < tonumber(ARGV[3]) then
   new = tonumber(ARGV[3])
 end
-redis.call('hdel', lock, giver)
+-- The receiver's field first: the giver's was the last, and a hash left
+-- empty would be deleted with its TTL.
 redis.call('hincrby', lock, to, n)
+redis.call('hdel', lock, giver)
 if new ~= old then
   redis.call('pexpire', lock, new)
 end
