@@ -414,6 +414,62 @@ static void test_transfer_not_held(void **state)
     dlock_client_close(c);
 }
 
+/* ------------------------------------------------------------ election */
+
+/* A leader hands leadership to a chosen successor (another client): no
+ * other campaign wins in between, the successor adopts with one call and
+ * leads in a higher term, announced to observers, renewed by its watchdog. */
+static void test_election_handover(void **state)
+{
+    (void)state;
+    char name[128], id2[DLOCK_OWNER_BUFSIZE];
+    th_name(name, sizeof(name), "handover-election");
+    dlock_client *c1 = th_client(&srv, WD), *c2 = th_client(&srv, WD), *c3 = th_client(&srv, WD);
+    assert_int_equal(dlock_client_new_owner_id(c2, id2, sizeof(id2)), DLOCK_OK);
+    dlock_election *e1, *e2, *e3;
+    assert_int_equal(dlock_election_get(c1, name, &e1), DLOCK_OK);
+    assert_int_equal(dlock_election_get_as(c2, name, id2, &e2), DLOCK_OK);
+    assert_int_equal(dlock_election_get(c3, name, &e3), DLOCK_OK);
+    uint64_t t1 = 0, t2 = 0, seen = 0;
+    assert_int_equal(dlock_election_handover(e1, id2), DLOCK_ENOTOWNER);   /* not leading */
+    assert_int_equal(dlock_election_adopt(e2, &t2), DLOCK_ENOTOWNER);      /* nothing handed */
+    assert_int_equal(dlock_election_campaign(e1, &(dlock_wait_opts){.token = &t1}), DLOCK_OK);
+    assert_true(t1 > 0);
+    /* a bad successor: refused, still leading */
+    assert_int_equal(dlock_election_handover(e1, "no-colon"), DLOCK_EINVAL);
+    assert_int_equal(dlock_election_term(e1), t1);
+    assert_int_equal(dlock_election_handover(e1, id2), DLOCK_OK);
+    assert_int_equal(dlock_election_term(e1), 0);
+    /* nobody else can win meanwhile */
+    assert_int_equal(dlock_election_campaign(e3, NULL), DLOCK_ETIMEDOUT);
+    assert_int_equal(dlock_election_campaign(e1, NULL), DLOCK_ETIMEDOUT);
+    assert_int_equal(dlock_election_adopt(e2, &t2), DLOCK_OK);
+    assert_true(t2 > t1);
+    assert_int_equal(dlock_election_term(e2), t2);
+    char who[512];
+    assert_int_equal(dlock_election_leader(e3, &seen, who, sizeof(who)), DLOCK_OK);
+    assert_int_equal(seen, t2);
+    assert_non_null(strstr(who, id2));
+    /* again: the same term; renewed past the lease */
+    uint64_t again = 0;
+    assert_int_equal(dlock_election_adopt(e2, &again), DLOCK_OK);
+    assert_int_equal(again, t2);
+    th_sleep_ms(WD + 700);
+    assert_int_equal(dlock_election_leader(e3, &seen, NULL, 0), DLOCK_OK);
+    assert_int_equal(seen, t2);
+    assert_int_equal(count_of(name, id2), 1);
+    assert_int_equal(dlock_election_resign(e2), DLOCK_OK);
+    assert_int_equal(th_int(&srv, "EXISTS %s", name), 0);
+    assert_int_equal(dlock_election_campaign(e3, NULL), DLOCK_OK);
+    assert_int_equal(dlock_election_resign(e3), DLOCK_OK);
+    dlock_election_free(e1);
+    dlock_election_free(e2);
+    dlock_election_free(e3);
+    dlock_client_close(c1);
+    dlock_client_close(c2);
+    dlock_client_close(c3);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -424,6 +480,7 @@ int main(void)
         cmocka_unit_test(test_transfer_async),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_transfer_not_held),
+        cmocka_unit_test(test_election_handover),
     };
     return cmocka_run_group_tests(tests, th_setup_server, th_teardown);
 }

@@ -1498,6 +1498,25 @@ DLOCK_API int dlock_election_campaign(dlock_election *e, const dlock_wait_opts *
  * call still ends the handle's lock-delay (dlock_election_set_lock_delay),
  * so call it once the work the term guarded has stopped. */
 DLOCK_API int dlock_election_resign(dlock_election *e);
+/* Hands leadership over to a chosen successor: the owner id of its
+ * election handle (dlock_election_get_as; dlock_client_new_owner_id makes
+ * one), with dlock_lock_transfer on the election's lock, so that no other
+ * campaign can win in between. This handle's term ends (a term it led in
+ * is over: the successor's will be above it). Until the successor adopts
+ * (dlock_election_adopt, within the watchdog timeout), observers see
+ * nobody leading (term 0). Returns DLOCK_OK; DLOCK_ENOTOWNER when this
+ * handle does not lead (or found its lock lost: the term ends too);
+ * DLOCK_EINVAL / DLOCK_ENAMETOOLONG for a bad successor id (still
+ * leading); connection errors. */
+DLOCK_API int dlock_election_handover(dlock_election *e, const char *successor);
+/* The successor's one call: adopts the lock handed over to this handle's
+ * owner (this client's watchdog renews it), takes a new term (the next
+ * token, above every earlier term) and announces it as a campaign does;
+ * *term (may be NULL) = the term. A handle that leads already gets its term
+ * again. Returns DLOCK_OK; DLOCK_ENOTOWNER when nothing was handed to this
+ * owner (or it expired); DLOCK_EINVAL when this client's watchdog renews
+ * the hold already; connection errors (the hold is then let go). */
+DLOCK_API int dlock_election_adopt(dlock_election *e, uint64_t *term);
 /* The lock-delay of this handle's terms (see dlock_config_set_lock_delay;
  * the client's by default): a leader lost without resigning keeps every
  * other campaign out for ms more. Set before the first campaign. */
