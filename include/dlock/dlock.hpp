@@ -1209,6 +1209,19 @@ class election
     }
     /* Resigns, telling the observers; DLOCK_ENOTOWNER when not leading. */
     void resign() { release(); }
+    /* Hands leadership to the successor's owner id (its election object
+     * made with dlock::owner{id}): no other campaign wins in between; this
+     * object leads no more (dlock_election_handover). */
+    void handover(const std::string &successor) {
+        detail::check(dlock_election_handover(get(), successor.c_str()));
+    }
+    /* The successor's one call: adopts the leadership handed to its owner
+     * and returns its new term (dlock_election_adopt). */
+    uint64_t adopt() {
+        uint64_t t = 0;
+        detail::check(dlock_election_adopt(get(), &t));
+        return t;
+    }
     /* The term this handle leads in, 0 when it does not (as far as this
      * process knows). */
     uint64_t term() const noexcept { return dlock_election_term(get()); }

@@ -360,6 +360,16 @@ void test_handover(dlock::client &a, dlock::client &b) {
     CHECK(taker.is_locked());
     taker.unlock();
     CHECK(!taker.is_locked());
+    // an election: the leader hands over to a chosen successor
+    std::string en = name("handover-elect"), succ = b.new_owner_id();
+    dlock::election leader(a, en), next(b, en, dlock::owner{succ});
+    uint64_t t1 = leader.campaign();
+    leader.handover(succ);
+    CHECK(!leader.leading());
+    CHECK(!leader.try_lock());
+    uint64_t t2 = next.adopt();
+    CHECK(t2 > t1 && next.leading());
+    next.resign();
     bool threw = false;
     try {
         giver.transfer("no-colon");
