@@ -212,6 +212,55 @@ static void test_no_intruder_during_handovers(void **state)
     dlock_client_close(in.c);
 }
 
+typedef struct waiter {
+    dlock_lock *l;
+    atomic_int got;          /* 1: acquired, -1: failed */
+    int64_t at;
+} waiter;
+
+static void *wait_for_it(void *arg)
+{
+    waiter *w = arg;
+    int rc = dlock_lock_acquire(w->l, DLOCK_WATCHDOG);
+    w->at = th_now_ms();
+    atomic_store(&w->got, rc == DLOCK_OK ? 1 : -1);
+    return NULL;
+}
+
+/* A waiter asleep on the lock is not woken into it by a hand-over (nothing
+ * is published, the lock stays held): it gets the lock when the receiver
+ * releases it. */
+static void test_waiter_sleeps_through_handover(void **state)
+{
+    (void)state;
+    char name[128], ida[DLOCK_OWNER_BUFSIZE], idb[DLOCK_OWNER_BUFSIZE];
+    th_name(name, sizeof(name), "handover-waiter");
+    dlock_client *ca = th_client(&srv, WD), *cb = th_client(&srv, WD), *cw = th_client(&srv, WD);
+    dlock_lock *la = handle(ca, name, ida), *lb = handle(cb, name, idb);
+    char idw[DLOCK_OWNER_BUFSIZE];
+    waiter w = {.l = handle(cw, name, idw)};
+    assert_int_equal(dlock_lock_acquire(la, DLOCK_WATCHDOG), DLOCK_OK);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, wait_for_it, &w), 0);
+    assert_true(th_await_lock_waiter(cw, name));
+    assert_int_equal(dlock_lock_transfer(la, idb), DLOCK_OK);
+    assert_int_equal(dlock_lock_adopt(lb, DLOCK_WATCHDOG, NULL), DLOCK_OK);
+    th_sleep_ms(300);
+    assert_int_equal(atomic_load(&w.got), 0);
+    int64_t released = th_now_ms();
+    assert_int_equal(dlock_lock_release(lb), DLOCK_OK);
+    pthread_join(t, NULL);
+    assert_int_equal(atomic_load(&w.got), 1);
+    assert_true(w.at - released < 1000 * th_slack());   /* woken by the release */
+    assert_int_equal(dlock_lock_release(w.l), DLOCK_OK);
+    dlock_lock_free(w.l);
+    dlock_lock_free(la);
+    dlock_lock_free(lb);
+    dlock_client_close(ca);
+    dlock_client_close(cb);
+    dlock_client_close(cw);
+}
+
 /* ------------------------------------------------ marker, token, async */
 
 /* The lock-delay marker names the receiver after the hand-over, so that its
@@ -476,6 +525,7 @@ int main(void)
         cmocka_unit_test(test_transfer_between_clients),
         cmocka_unit_test(test_transfer_lease_hold),
         cmocka_unit_test(test_no_intruder_during_handovers),
+        cmocka_unit_test(test_waiter_sleeps_through_handover),
         cmocka_unit_test(test_transfer_moves_marker_and_token),
         cmocka_unit_test(test_transfer_async),
         cmocka_unit_test(test_bad_input),
