@@ -3,6 +3,7 @@
  * take the lock in between, and the receiver's watchdog takes the renewal
  * over with one call. */
 #include <pthread.h>
+#include <signal.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -10,6 +11,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -259,6 +261,41 @@ static void test_waiter_sleeps_through_handover(void **state)
     dlock_client_close(ca);
     dlock_client_close(cb);
     dlock_client_close(cw);
+}
+
+/* A parent hands its hold to a worker process it starts, through an owner
+ * id it gives it: the worker adopts it, its watchdog renews it past several
+ * leases while the parent holds nothing; killed, it lets the lock go
+ * within the watchdog timeout. */
+static void test_handover_to_process(void **state)
+{
+    (void)state;
+    char name[128], ida[DLOCK_OWNER_BUFSIZE], idw[DLOCK_OWNER_BUFSIZE], wd[16], line[64];
+    th_name(name, sizeof(name), "handover-proc");
+    snprintf(wd, sizeof(wd), "%d", WD);
+    dlock_client *c = th_client(&srv, WD);
+    dlock_lock *la = handle(c, name, ida);
+    assert_int_equal(dlock_client_new_owner_id(c, idw, sizeof(idw)), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(la, DLOCK_WATCHDOG), DLOCK_OK);
+    assert_int_equal(dlock_lock_transfer(la, idw), DLOCK_OK);
+    int fd;
+    pid_t pid = th_spawn(&fd, DLOCK_TEST_WORKER, "adopt", srv.url, name, wd, idw, NULL);
+    assert_true(pid > 0);
+    assert_int_equal(th_read_line(fd, line, sizeof(line), 10000), 0);
+    assert_string_equal(line, "adopted 1");
+    th_sleep_ms(2 * WD + 500);
+    assert_int_equal(count_of(name, idw), 1);   /* renewed by the worker */
+    assert_int_equal(dlock_lock_release(la), DLOCK_ENOTOWNER);
+    assert_int_equal(dlock__watchdog_count(c->wd), 0);
+    kill(pid, SIGKILL);
+    th_wait(pid, 5000);
+    close(fd);
+    int64_t until = th_now_ms() + (WD + 1000) * th_slack();
+    while (th_int(&srv, "EXISTS %s", name) != 0 && th_now_ms() < until)
+        th_sleep_ms(20);
+    assert_int_equal(th_int(&srv, "EXISTS %s", name), 0);
+    dlock_lock_free(la);
+    dlock_client_close(c);
 }
 
 /* ------------------------------------------------ marker, token, async */
@@ -526,6 +563,7 @@ int main(void)
         cmocka_unit_test(test_transfer_lease_hold),
         cmocka_unit_test(test_no_intruder_during_handovers),
         cmocka_unit_test(test_waiter_sleeps_through_handover),
+        cmocka_unit_test(test_handover_to_process),
         cmocka_unit_test(test_transfer_moves_marker_and_token),
         cmocka_unit_test(test_transfer_async),
         cmocka_unit_test(test_bad_input),
