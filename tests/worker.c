@@ -23,6 +23,10 @@
  *                                           for the write lock of read-write lock
  *                                           NAME, writer-first; prints "held" if it
  *                                           gets it, then sleeps until killed
+ *   worker adopt URL NAME WATCHDOG_MS OWNER adopts the lock NAME handed over to
+ *                                           OWNER (dlock_lock_adopt, the watchdog),
+ *                                           prints "adopted <count>", sleeps until
+ *                                           killed; prints "lost <reason>" if lost
  *   worker latch URL NAME THREADS           THREADS threads await latch NAME; prints
  *                                           "ready" once all wait, then "done <us>",
  *                                           the CLOCK_MONOTONIC time (us) at which
@@ -296,6 +300,23 @@ int main(int argc, char **argv)
             return 2;
         }
         printf("held\n");
+        fflush(stdout);
+        for (;;)
+            pause();
+    }
+    if (argc >= 6 && strcmp(argv[1], "adopt") == 0) {
+        url = argv[2];
+        name = argv[3];
+        client = open_client(atoll(argv[4]));
+        dlock_lock *l = NULL;
+        int64_t n = 0;
+        if (dlock_lock_get_as(client, name, argv[5], &l) == DLOCK_OK)
+            dlock_lock_set_lost_callback(l, print_lost, NULL);
+        if (!l || dlock_lock_adopt(l, DLOCK_WATCHDOG, &n) != DLOCK_OK) {
+            fprintf(stderr, "adopt: %s\n", dlock_last_error());
+            return 2;
+        }
+        printf("adopted %lld\n", (long long)n);
         fflush(stdout);
         for (;;)
             pause();

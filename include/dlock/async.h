@@ -140,6 +140,15 @@ DLOCK_API int dlock_lock_get_token_async(dlock_lock *l, dlock_async_fn fn, void 
  * returns DLOCK_EINVAL for a bad lease or handle type. Any thread. */
 DLOCK_API int dlock_lock_extend_async(dlock_lock *l, int64_t lease_ms, dlock_async_fn fn,
                                       void *ud);
+/* dlock_lock_transfer() and dlock_lock_adopt() asynchronously (an
+ * explicit-owner handle); the new owner id is copied at the call. Status as
+ * the blocking calls'; the adoption's hold count in dlock_async_count(). The
+ * call itself returns DLOCK_EINVAL for bad arguments or handle type. Any
+ * thread. */
+DLOCK_API int dlock_lock_transfer_async(dlock_lock *l, const char *new_owner,
+                                        dlock_async_fn fn, void *ud);
+DLOCK_API int dlock_lock_adopt_async(dlock_lock *l, int64_t lease_ms, dlock_async_fn fn,
+                                     void *ud);
 
 /* dlock_semaphore_acquire_opts() asynchronously: n permits (1 ..
  * DLOCK_COUNT_MAX), the options copied at the call (NULL: one try; o->cancel

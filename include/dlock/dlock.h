@@ -1194,6 +1194,44 @@ DLOCK_API int dlock_lock_get_token(dlock_lock *l, uint64_t *token);
  * lost reply it sets the same TTL. Any thread (as the handle's owner). */
 DLOCK_API int dlock_lock_extend(dlock_lock *l, int64_t lease_ms);
 
+/* Hands the caller's hold over to the owner id `new_owner` (another thread's,
+ * or another process's that was given the id; dlock_client_new_owner_id
+ * makes them), in one script, so that nobody else can take the lock in
+ * between (dlock's own; Redisson has none). The whole hold count moves; the
+ * lock's TTL is raised to the watchdog timeout when shorter, never lowered,
+ * so that the receiver has a full lease to adopt it in (dlock_lock_adopt);
+ * the fencing token and the lock-delay (its marker names the receiver after)
+ * go with it. Nothing is published: no waiter wakes, since the lock stays
+ * held. The caller's watchdog stops renewing the hold, reporting nothing.
+ * The caller's hold limit does not follow: the receiver's own applies from
+ * its adoption. For reentrant locks (plain, fenced, spin, non-reentrant).
+ * Returns DLOCK_OK; DLOCK_ENOTOWNER when the caller holds nothing (a
+ * renewed hold found gone is reported to the lost callback, as by a
+ * release); DLOCK_EINVAL, nothing sent, for l NULL, a fair, read or write
+ * lock handle, a new owner that is NULL, empty, without ':' or the caller
+ * itself; DLOCK_ENAMETOOLONG for a new owner longer than DLOCK_OWNER_MAX; DLOCK_EWRONGTYPE when the key is not a lock; a connection
+ * error. Not resent after a lost reply (DLOCK_EUNKNOWN): a hand-over that
+ * ran would be answered "not held"; the caller's next renewal then finds
+ * out, and reports a loss if it went. Any thread (as the handle's owner). */
+DLOCK_API int dlock_lock_transfer(dlock_lock *l, const char *new_owner);
+
+/* Adopts a hold handed over to the handle's owner (dlock_lock_transfer;
+ * dlock_lock_get_as for another thread's or process's id): checks that the
+ * owner holds the lock, and sets its TTL to lease_ms from now, or with
+ * DLOCK_WATCHDOG to the watchdog timeout, and this client's watchdog renews
+ * it from now on (the lost callback and hold limit are the handle's, as for
+ * an acquisition). *count (may be NULL) = the hold count adopted: that many
+ * releases free the lock. Until adopted, a hold handed over lives the TTL
+ * the transfer left it. Works on any hold the owner has (one acquired by
+ * the same owner id through another client, too). Returns DLOCK_OK;
+ * DLOCK_ENOTOWNER when the owner holds nothing (not handed over yet,
+ * expired, released); DLOCK_EINVAL, nothing sent, for l NULL, a bad lease, a
+ * fair, read or write lock handle, or a hold this client's watchdog renews
+ * already (acquired or adopted: adopting it again would count it twice);
+ * DLOCK_EWRONGTYPE; a connection error. Safe to retry. Any thread (as the
+ * handle's owner). */
+DLOCK_API int dlock_lock_adopt(dlock_lock *l, int64_t lease_ms, int64_t *count);
+
 /* Releases one hold. At hold count 0 the key is deleted and waiters (dlock's and
  * Redisson's) are woken. DLOCK_ENOTOWNER when the caller holds nothing (never
  * held, released already, expired, or lost; a watchdog hold found gone is also
@@ -1460,6 +1498,25 @@ DLOCK_API int dlock_election_campaign(dlock_election *e, const dlock_wait_opts *
  * call still ends the handle's lock-delay (dlock_election_set_lock_delay),
  * so call it once the work the term guarded has stopped. */
 DLOCK_API int dlock_election_resign(dlock_election *e);
+/* Hands leadership over to a chosen successor: the owner id of its
+ * election handle (dlock_election_get_as; dlock_client_new_owner_id makes
+ * one), with dlock_lock_transfer on the election's lock, so that no other
+ * campaign can win in between. This handle's term ends (a term it led in
+ * is over: the successor's will be above it). Until the successor adopts
+ * (dlock_election_adopt, within the watchdog timeout), observers see
+ * nobody leading (term 0). Returns DLOCK_OK; DLOCK_ENOTOWNER when this
+ * handle does not lead (or found its lock lost: the term ends too);
+ * DLOCK_EINVAL / DLOCK_ENAMETOOLONG for a bad successor id (still
+ * leading); connection errors. */
+DLOCK_API int dlock_election_handover(dlock_election *e, const char *successor);
+/* The successor's one call: adopts the lock handed over to this handle's
+ * owner (this client's watchdog renews it), takes a new term (the next
+ * token, above every earlier term) and announces it as a campaign does;
+ * *term (may be NULL) = the term. A handle that leads already gets its term
+ * again. Returns DLOCK_OK; DLOCK_ENOTOWNER when nothing was handed to this
+ * owner (or it expired); DLOCK_EINVAL when this client's watchdog renews
+ * the hold already; connection errors (the hold is then let go). */
+DLOCK_API int dlock_election_adopt(dlock_election *e, uint64_t *term);
 /* The lock-delay of this handle's terms (see dlock_config_set_lock_delay;
  * the client's by default): a leader lost without resigning keeps every
  * other campaign out for ms more. Set before the first campaign. */

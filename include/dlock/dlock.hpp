@@ -665,6 +665,20 @@ class basic_mutex
         detail::check(dlock_lock_force_release(get(), &was));
         return was != 0;
     }
+    /* Hands this handle's owner's whole hold to the owner id `to` in one
+     * script: nobody else can take the lock in between, no waiter wakes
+     * (dlock_lock_transfer). Reentrant locks (mutex, fenced, spin,
+     * non-reentrant); a fair or shared_mutex side throws DLOCK_EINVAL. */
+    void transfer(const std::string &to) { detail::check(dlock_lock_transfer(get(), to.c_str())); }
+    /* Adopts a hold handed to this handle's owner (dlock::owner{id}): its
+     * TTL becomes this object's lease, and with dlock::watchdog its client's
+     * watchdog renews it from now on (dlock_lock_adopt). Returns the hold
+     * count taken over: that many unlock() free it. */
+    int64_t adopt() {
+        int64_t n = 0;
+        detail::check(dlock_lock_adopt(get(), lease_ms_, &n));
+        return n;
+    }
     /* Whether any owner holds it; whether this handle's owner does; its
      * hold count; the lock's TTL (-2 absent, -1 none). */
     bool is_locked() const { return flag(&dlock_lock_is_locked); }
@@ -1195,6 +1209,19 @@ class election
     }
     /* Resigns, telling the observers; DLOCK_ENOTOWNER when not leading. */
     void resign() { release(); }
+    /* Hands leadership to the successor's owner id (its election object
+     * made with dlock::owner{id}): no other campaign wins in between; this
+     * object leads no more (dlock_election_handover). */
+    void handover(const std::string &successor) {
+        detail::check(dlock_election_handover(get(), successor.c_str()));
+    }
+    /* The successor's one call: adopts the leadership handed to its owner
+     * and returns its new term (dlock_election_adopt). */
+    uint64_t adopt() {
+        uint64_t t = 0;
+        detail::check(dlock_election_adopt(get(), &t));
+        return t;
+    }
     /* The term this handle leads in, 0 when it does not (as far as this
      * process knows). */
     uint64_t term() const noexcept { return dlock_election_term(get()); }

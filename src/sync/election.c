@@ -125,6 +125,8 @@ int dlock_election_set_max_hold(dlock_election *e, int64_t ms)
 
 /* ------------------------------------------------------------ campaign */
 
+static int lead(dlock_election *e, uint64_t t, uint64_t *term);
+
 static int announce(dlock_election *e, uint64_t term)
 {
     char host[256] = "";
@@ -177,6 +179,14 @@ int dlock_election_campaign(dlock_election *e, const dlock_wait_opts *opts)
                                                              .cancel = o.cancel, .token = &t});
     if (rc != DLOCK_OK)
         return rc;
+    return lead(e, t, term);
+}
+
+/* The handle holds the lock (one hold) with the fresh token t: its term
+ * starts and is announced; on failure the hold is released. */
+static int lead(dlock_election *e, uint64_t t, uint64_t *term)
+{
+    int rc;
     /* Terms are tokens; Lua compares them as decimal strings, C as int64. */
     if (t > (uint64_t)INT64_MAX) {
         dlock_lock_release(e->lock);
@@ -198,6 +208,61 @@ int dlock_election_campaign(dlock_election *e, const dlock_wait_opts *opts)
     if (term)
         *term = t;
     return DLOCK_OK;
+}
+
+/* ------------------------------------------------------------ hand-over */
+
+int dlock_election_handover(dlock_election *e, const char *successor)
+{
+    int rc = bad_handle(e);
+    if (rc != DLOCK_OK)
+        return rc;
+    pthread_mutex_lock(&e->mu);
+    uint64_t was = e->term;
+    pthread_mutex_unlock(&e->mu);
+    if (!was)
+        return dlock__fail(DLOCK_ENOTOWNER, "election '%s': this handle does not lead",
+                           e->h.name);
+    rc = dlock_lock_transfer(e->lock, successor);
+    if (rc == DLOCK_OK || rc == DLOCK_ENOTOWNER) {
+        /* Handed over, or found lost: this handle's term is over. */
+        pthread_mutex_lock(&e->mu);
+        if (e->term == was)
+            e->term = 0;
+        pthread_mutex_unlock(&e->mu);
+    }
+    return rc;
+}
+
+int dlock_election_adopt(dlock_election *e, uint64_t *term)
+{
+    int rc = bad_handle(e);
+    if (rc != DLOCK_OK)
+        return rc;
+    pthread_mutex_lock(&e->mu);
+    uint64_t now = e->term;
+    pthread_mutex_unlock(&e->mu);
+    if (now) {   /* already leading: the same term */
+        if (term)
+            *term = now;
+        return DLOCK_OK;
+    }
+    if ((rc = dlock_lock_adopt(e->lock, DLOCK_WATCHDOG, NULL)) != DLOCK_OK)
+        return rc;
+    /* A new term: a fenced reentry (the next token, in acquisition order),
+     * then that hold back. The lock is held throughout: nobody else can
+     * lead in between. */
+    uint64_t t = 0;
+    rc = dlock_lock_acquire_opts(e->lock, &(dlock_wait_opts){.token = &t});
+    if (rc == DLOCK_OK && (rc = dlock_lock_release(e->lock)) != DLOCK_OK)
+        t = 0;
+    if (rc != DLOCK_OK) {
+        dlock__kept msg;
+        dlock__keep_error(&msg);
+        dlock_lock_release(e->lock);   /* the hold adopted: not leading, let it go */
+        return dlock__restore_error(&msg, rc);
+    }
+    return lead(e, t, term);
 }
 
 /* A resignation's first step: the handle's term ends, *was = the term it

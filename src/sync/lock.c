@@ -255,7 +255,7 @@ int dlock_lock_set_max_hold(dlock_lock *l, int64_t ms)
 }
 
 /* The hold limit an acquisition through l gets now, ms (0: none). */
-static int64_t hold_limit(dlock_lock *l)
+int64_t dlock__lock_hold_limit(dlock_lock *l)
 {
     pthread_mutex_lock(&l->mu);
     int64_t m = l->max_hold;
@@ -503,7 +503,7 @@ static int acq_setup(void *st)
         a->fenced = 1;
     if (a->asked_lease == DLOCK_WATCHDOG) {
         /* A limit shorter than the timeout: the first TTL already ends with it. */
-        a->max_hold = hold_limit(l);
+        a->max_hold = dlock__lock_hold_limit(l);
         if (a->max_hold > 0 && a->max_hold < a->lease_ms)
             a->lease_ms = a->max_hold;
     }

@@ -262,6 +262,10 @@ void dlock__lock_owner_done(dlock__owner *o);
 int dlock__lock_new(dlock_client *c, const dlock__lock_type *type, const char *name,
                     const char *owner, dlock_lock **out);
 
+/* The hold limit a watchdog hold through l gets now (the handle's, else
+ * the client's), ms; 0: none. */
+int64_t dlock__lock_hold_limit(dlock_lock *l);
+
 /* dlock_lock_release_async with the caller's completion (a multi-lock
  * giving back what a round whose outcome it never read took). */
 int dlock__lock_release_via(dlock_lock *l, const dlock__via *via);

@@ -340,6 +340,45 @@ void test_owner(dlock::client &a) {
     CHECK(!m.is_locked());
 }
 
+// A hand-over: a's owner passes its hold to b's, who adopts it; nobody else
+// could take it in between, and the giver no longer holds it.
+void test_handover(dlock::client &a, dlock::client &b) {
+    std::string n = name("handover");
+    std::string to = b.new_owner_id();
+    dlock::mutex giver(a, n, dlock::owner{a.new_owner_id()});
+    dlock::mutex taker(b, n, dlock::owner{to});
+    giver.lock();
+    giver.lock();
+    giver.transfer(to);
+    CHECK(!giver.is_held());
+    CHECK(taker.is_held());
+    CHECK(taker.adopt() == 2);
+    std::error_code ec;
+    giver.unlock(ec);
+    CHECK(ec.value() == DLOCK_ENOTOWNER);
+    taker.unlock();
+    CHECK(taker.is_locked());
+    taker.unlock();
+    CHECK(!taker.is_locked());
+    // an election: the leader hands over to a chosen successor
+    std::string en = name("handover-elect"), succ = b.new_owner_id();
+    dlock::election leader(a, en), next(b, en, dlock::owner{succ});
+    uint64_t t1 = leader.campaign();
+    leader.handover(succ);
+    CHECK(!leader.leading());
+    CHECK(!leader.try_lock());
+    uint64_t t2 = next.adopt();
+    CHECK(t2 > t1 && next.leading());
+    next.resign();
+    bool threw = false;
+    try {
+        giver.transfer("no-colon");
+    } catch (const dlock::error &e) {
+        threw = e.status() == DLOCK_EINVAL;
+    }
+    CHECK(threw);
+}
+
 // The errors: thrown with the status and the message, or as an error_code.
 void test_errors(dlock::client &a) {
     dlock::mutex m(a, name("err"));
@@ -998,6 +1037,7 @@ int main(int argc, char **argv) {
         test_timed(a, b);
         test_lock_misc(a);
         test_owner(a);
+        test_handover(a, b);
         test_errors(a);
         test_semaphore(a, b);
         test_shared(a, b);
