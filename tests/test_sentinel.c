@@ -615,7 +615,7 @@ static void test_failover_primary_killed(void **state)
     /* A new acquisition works soon after the switch is announced. */
     int64_t first_ok = -1;
     while (th_now_ms() - t_switch < 10000 * th_slack()) {
-        if (dlock_lock_try(lf, 0, 5000) == DLOCK_OK) {
+        if (dlock_lock_try(lf, 0, 5000 * th_slack()) == DLOCK_OK) {
             first_ok = th_now_ms();
             break;
         }
