@@ -15,7 +15,7 @@
 #   make fuzz      libFuzzer on the parsers and reply readers (FUZZ_SECONDS)
 #   make valgrind  the C tests under valgrind memcheck
 #   make bench     benchmarks against the peers and the Redis ceiling
-#   make deb       Debian packages (libdlock0, libdlock-dev, dlock) with CPack
+#   make deb       Debian packages (libdlock0, libdlock-dev, dlock, python3-dlock) with CPack
 #                  into build-deb/packages/
 #   make install   install library, header, dlock.pc, CMake package, the dlock
 #                  command and its man page: PREFIX=/opt/dlock (default: the
@@ -124,12 +124,13 @@ valgrind: deps build
 	scripts/valgrind.sh $(BUILD_DIR)
 
 # dlock, its peers (npm) and the Redis references side by side, one table:
-# bench/RESULTS.md. BENCH_PLACEMENT=same for one CPU; BENCH_QUICK=1 to smoke-test.
+# bench/RESULTS.md; the Python binding beside redis-py: bench/python/RESULTS.md.
+# BENCH_PLACEMENT=same for one CPU; BENCH_QUICK=1 to smoke-test.
 bench: deps
 	@scripts/deps.sh redis-tools util-linux
 	@command -v node >/dev/null && command -v npm >/dev/null || scripts/deps.sh nodejs npm
 	@cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DDLOCK_BUILD_TESTS=OFF >/dev/null
-	@cmake --build build-bench -j$(JOBS) --target dlock_bench -- --no-print-directory
+	@cmake --build build-bench -j$(JOBS) --target dlock_bench dlock -- --no-print-directory
 	bench/run.sh $(CURDIR)/build-bench
 
 # PREFIX (or prefix) at install time, as make users expect; DESTDIR is put in
@@ -145,7 +146,7 @@ deb: deps
 	@scripts/deps.sh dpkg-dev file
 	@cmake -S . -B $(DEB_BUILD_DIR) -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=/usr \
 	  -DDLOCK_PC_RELOCATABLE=OFF -DDLOCK_BUILD_TESTS=OFF -DDLOCK_BUILD_EXAMPLES=OFF \
-	  -DDLOCK_MAN_GZIP=ON >/dev/null
+	  -DDLOCK_MAN_GZIP=ON -DDLOCK_INSTALL_PYTHON=ON >/dev/null
 	@cmake --build $(DEB_BUILD_DIR) -j$(JOBS) -- --no-print-directory
 	@rm -rf $(DEB_BUILD_DIR)/packages
 	@cd $(DEB_BUILD_DIR) && cpack -G DEB >/dev/null

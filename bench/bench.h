@@ -53,5 +53,10 @@ void replicated(void);
 
 /* spin_bench.c */
 void spin(void);
+/* redlock_bench.c */
+void redlock(void);
+
+/* rwpref_bench.c */
+void writer_first(void);
 
 #endif

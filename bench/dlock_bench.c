@@ -23,6 +23,8 @@
  *   dlock_bench multilock --url U [--multi-names 3] [--cycles N] [--lease MS]
  *   dlock_bench permits  --url U [--permits 4] [--cycles N] [--lease MS]   n permits of a
  *                        permit-expirable semaphore per call, and their list release
+ *   dlock_bench redlock  --url U1,U2,U3 [--cycles N] [--lease MS] [--kind blocking|async]
+ *                        a RedLock over three servers (redlock_bench.c)
  *   dlock_bench asyncmany --url U [--inflight 64] [--names 10000]   (async_bench.c)
  *   dlock_bench asyncidle --url U [--pending 10000]                 (async_bench.c)
  *   dlock_bench failover --url redis-sentinel://...#M --sentinel H:P (failover_bench.c)
@@ -326,8 +328,9 @@ static void ping(void)
 /* ------------------------------------------------------------ multilock */
 
 /* O.cycles cycles of acquire(ud) then release(ud), timed, with the round
- * trips each took (the library's per-thread counter of writes) and the
- * EVALSHAs Redis counted meanwhile. lat: O.cycles entries, sorted. */
+ * trips each took (the library's per-thread counter of writes, and client
+ * c's io thread's for its asynchronous round trips) and the EVALSHAs Redis
+ * counted meanwhile. lat: O.cycles entries, sorted. */
 typedef struct cycled {
     double secs;
     uint64_t rt_acq, rt_rel;
@@ -335,7 +338,13 @@ typedef struct cycled {
     int64_t *lat;
 } cycled;
 
-static void run_cycles(int (*acq)(void *), int (*rel)(void *), void *ud, cycled *out)
+static uint64_t writes(dlock_client *c)
+{
+    return dlock__hook_roundtrips() + dlock__hook_async_writes(c);
+}
+
+static void run_cycles(dlock_client *c, int (*acq)(void *), int (*rel)(void *), void *ud,
+                       cycled *out)
 {
     redisContext *adm = admin();
     long long ev0 = info_field(adm, "commandstats", "cmdstat_evalsha:calls=");
@@ -345,14 +354,14 @@ static void run_cycles(int (*acq)(void *), int (*rel)(void *), void *ud, cycled 
     int64_t t0 = now_ns();
     for (long i = 0; i < O.cycles; i++) {
         int64_t a = now_ns();
-        uint64_t r0 = dlock__hook_roundtrips();
+        uint64_t r0 = writes(c);
         if (acq(ud) != DLOCK_OK)
             die("acquire");
-        uint64_t r1 = dlock__hook_roundtrips();
+        uint64_t r1 = writes(c);
         if (rel(ud) != DLOCK_OK)
             die("release");
         out->rt_acq += r1 - r0;
-        out->rt_rel += dlock__hook_roundtrips() - r1;
+        out->rt_rel += writes(c) - r1;
         out->lat[i] = now_ns() - a;
     }
     out->secs = (double)(now_ns() - t0) / 1e9;
@@ -412,7 +421,7 @@ static void multilock(void)
     double single_cps = single_cycles(single, lease, O.cycles);
     ml_run run = {ml, lease};
     cycled cy;
-    run_cycles(ml_acquire, ml_release, &run, &cy);
+    run_cycles(c, ml_acquire, ml_release, &run, &cy);
     printf("{\"peer\":\"dlock\",\"scenario\":\"multilock\",\"names\":%ld,\"cycles\":%ld,"
            "\"seconds\":%.3f,\"cycles_per_s\":%.0f,\"single_cycles_per_s\":%.0f,"
            "\"roundtrips_per_acquire\":%.3f,\"roundtrips_per_release\":%.3f,"
@@ -906,7 +915,7 @@ static void permits_n(void)
             die("warm-up");
     pn_run run = {p, n, lease, ids, list};
     cycled cy;
-    run_cycles(pn_acquire, pn_release, &run, &cy);
+    run_cycles(c, pn_acquire, pn_release, &run, &cy);
     printf("{\"peer\":\"dlock\",\"scenario\":\"permits%ld\",\"permits\":%ld,\"cycles\":%ld,"
            "\"seconds\":%.3f,\"cycles_per_s\":%.0f,\"roundtrips_per_acquire\":%.3f,"
            "\"roundtrips_per_release\":%.3f,\"evalsha_per_cycle\":%.3f,\"p50_us\":%.1f,"
@@ -926,7 +935,7 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     if (argc < 2) {
         fprintf(stderr, "usage: dlock_bench ceiling|uncontended|ping|handoff|idle|many|readers|striped|held|"
-                        "multilock|latch|latchfloor|asyncmany|asyncidle|revoke|failover|replicated [--url U] ...\n");
+                        "multilock|permits|redlock|latch|latchfloor|asyncmany|asyncidle|revoke|failover|replicated|spin|writerfirst [--url U] ...\n");
         return 64;
     }
     O.scenario = argv[1];
@@ -973,6 +982,7 @@ int main(int argc, char **argv)
     else if (!strcmp(O.scenario, "held")) held();
     else if (!strcmp(O.scenario, "multilock")) multilock();
     else if (!strcmp(O.scenario, "permits")) permits_n();
+    else if (!strcmp(O.scenario, "redlock")) redlock();
     else if (!strcmp(O.scenario, "latch")) latch();
     else if (!strcmp(O.scenario, "latchfloor")) latch_floor();
     else if (!strcmp(O.scenario, "asyncmany")) async_many();
@@ -981,6 +991,7 @@ int main(int argc, char **argv)
     else if (!strcmp(O.scenario, "failover")) failover();
     else if (!strcmp(O.scenario, "replicated")) replicated();
     else if (!strcmp(O.scenario, "spin")) spin();
+    else if (!strcmp(O.scenario, "writerfirst")) writer_first();
     else {
         fprintf(stderr, "dlock_bench: unknown scenario %s\n", O.scenario);
         return 64;

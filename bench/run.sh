@@ -6,7 +6,7 @@
 # BENCH_PLACEMENT=split (default): redis-server on CPU 0, every client on CPU 1.
 # BENCH_PLACEMENT=same: everything on CPU 0.
 # BENCH_QUICK=1: short runs (a smoke test of the pipeline, not numbers to quote).
-# BENCH_ONLY="refs uncontended handoff fair idle many readers striped held multilock sem latch async revoke tls cluster failover replicated spin": a subset (default: all).
+# BENCH_ONLY="refs uncontended handoff fair idle many readers striped held multilock sem latch async revoke tls cluster failover replicated spin python writerfirst": a subset (default: all).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -45,7 +45,7 @@ if [ ! -d "$here/peers/node_modules" ] || [ "$here/peers/package-lock.json" -nt 
 fi
 peers=(node-redisson redlock redis-semaphore)
 
-only=${BENCH_ONLY:-refs uncontended handoff fair idle many readers striped held multilock sem latch async revoke tls cluster failover replicated spin}
+only=${BENCH_ONLY:-refs uncontended handoff fair idle many readers striped held multilock sem latch async revoke tls cluster failover replicated spin python writerfirst}
 want() { case " $only " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
 # The servers a section starts beside the main one (a cluster, a failover's
@@ -229,11 +229,24 @@ done
 
 fi
 if want multilock; then
-echo "6. multi-lock of 3 names..."
+echo "6. multi-lock of 3 names; RedLock over 3 servers; 4 permits in one call..."
+# The RedLock's two other servers, on the Redis CPU as the main one.
+extra_begin redlock
+rl_urls=$url
+for n in 1 2; do
+  p=$(free_port)
+  extra_redis "$p" "$n"
+  for _ in $(seq 1 100); do redis-cli -p "$p" ping >/dev/null 2>&1 && break; sleep 0.05; done
+  rl_urls="$rl_urls,redis://127.0.0.1:$p"
+done
 for i in $(seq "$runs"); do
   record pin "$bench" multilock --url "$url" --cycles "$cycles"
+  record pin "$bench" redlock --url "$rl_urls" --cycles "$((cycles / 4))" --kind blocking
+  record pin "$bench" redlock --url "$rl_urls" --cycles "$((cycles / 4))" --kind async
+  record pin "$bench" permits --url "$url" --cycles "$cycles"
   flush
 done
+extra_stop
 
 fi
 if want sem; then
@@ -422,6 +435,33 @@ for i in $(seq "$(( runs < 3 ? runs : 3 ))"); do
   record pin "$bench" spin --url "$url" --names "$spin_names" --cycles "$spin_cycles" --hold-ms 300
   flush
 done
+
+fi
+if want writerfirst; then
+echo "16. read-write lock: 8 readers with overlapping 100 ms holds and one writer, writer-first off and on..."
+if [ "$quick" = 1 ]; then wf_secs=5; else wf_secs=30; fi
+# One run: each takes twice --seconds (off, then on).
+record pin "$bench" writerfirst --url "$url" --workers 8 --hold-ms 100 --seconds "$wf_secs"
+flush
+
+fi
+
+if want python; then
+echo "17. Python: the binding beside redis-py's Lock and the C library (bench/python/RESULTS.md)..."
+py=
+for c in python3 /usr/bin/python3; do
+  command -v "$c" >/dev/null && "$c" -c 'import redis' 2>/dev/null && { py=$c; break; }
+done
+if [ -z "$py" ]; then
+  echo "  no python3 with redis-py (python3-redis): no Python section" >&2
+elif ! DLOCK_LIBRARY=$build/libdlock.so.0 pin "$py" "$here/python/bench.py" --url "$url" \
+       --dlock-bench "$bench" --runs "$runs" --client-cpu "$client_cpu" \
+       $([ "$quick" = 1 ] && echo --quick) --out "$here/python/RESULTS.md" >/tmp/dlock-bench-py.txt 2>&1; then
+  echo "  failed:" >&2; tail -5 /tmp/dlock-bench-py.txt >&2
+else
+  sed -n '/^| /p; /^The binding/p' /tmp/dlock-bench-py.txt
+fi
+flush
 
 fi
 

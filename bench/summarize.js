@@ -267,6 +267,26 @@ if (pick('dlock', 'multilock').length) {
   target('multi-lock of 3 names on one server: ≤ 2 round trips per acquire', rtAcq <= 2,
     `${f2(rtAcq)} round trips per acquire; ${f2(mlRatio)}× the single-lock cycle rate`, rtAcq);
 }
+// 6b. RedLock over three servers, and n permits of a permit semaphore.
+const rlForms = ['blocking', 'async'].filter((f) => pick('dlock', `redlock3-${f}`).length);
+const pnRows = rows.filter((r) => r.peer === 'dlock' && /^permits\d+$/.test(r.scenario));
+if (rlForms.length || pnRows.length) {
+  say('## 6b. RedLock over 3 servers (one client each), and n permits in one call: uncontended');
+  say();
+  say('| | cycles/s | acquire p50 | acquire p99 | release p50 | release p99 |');
+  say('|---|---|---|---|---|---|');
+  for (const f of rlForms) {
+    const s = `redlock3-${f}`;
+    say(`| RedLock, ${f} | ${f0(med('dlock', s, 'cycles_per_s'))} | ${us(med('dlock', s, 'acquire_p50_us'))} |` +
+        ` ${us(med('dlock', s, 'acquire_p99_us'))} | ${us(med('dlock', s, 'release_p50_us'))} |` +
+        ` ${us(med('dlock', s, 'release_p99_us'))} |`);
+  }
+  for (const s of [...new Set(pnRows.map((r) => r.scenario))]) {
+    say(`| ${s.slice(7)} permits, acquire + list release (p50, p99 of the cycle) | ${f0(med('dlock', s, 'cycles_per_s'))} |` +
+        ` ${us(med('dlock', s, 'p50_us'))} | ${us(med('dlock', s, 'p99_us'))} | | |`);
+  }
+  say();
+}
 // 7. Read lock. Each run measures the reentrant lock over many names with the
 // same 8 threads right before its readers: paired ratios, then the median.
 const rdRows = pick('dlock', 'readers');
@@ -554,6 +574,25 @@ if (pick('dlock', 'spin').length) {
   const aps = m('spin_attempts_per_s_per_waiter');
   target(`spin lock: attempts per waiter at the maximum back-off ≤ ${f2(1000 / r0.backoff_max_ms)}/s`, aps <= 1000 / r0.backoff_max_ms * 1.02,
     `${f2(aps)}/s per waiter`, aps);
+}
+
+// 16. Writer-first read-write lock.
+if (pick('dlock', 'writerfirst').length) {
+  const r = pick('dlock', 'writerfirst').slice(-1)[0];
+  const ms = (x) => (Number.isFinite(x) ? x.toFixed(1) + ' ms' : '–');
+  say(`## 17. Read-write lock: a writer beside ${r.readers} readers (holds of ${r.read_hold_ms} ms, overlapping, taken again at once), ${r.seconds} s per mode`);
+  say();
+  say('| writer-first | writer\'s longest wait | p50 wait | writer grants | readers\' grants | longest read hold | readers\' longest wait |');
+  say('|---|---|---|---|---|---|---|');
+  for (const [k, label] of [['off', 'off (Redisson\'s rules)'], ['on', 'on']])
+    say(`| ${label} | ${r[k + '_never'] ? '≥ ' : ''}${ms(r[k + '_longest_wait_ms'])}${r[k + '_never'] ? ' (never got in)' : ''} | ${ms(r[k + '_p50_wait_ms'])} |` +
+        ` ${f0(r[k + '_grants'])} | ${f0(r[k + '_read_grants'])} | ${ms(r[k + '_longest_read_hold_ms'])} | ${ms(r[k + '_longest_read_wait_ms'])} |`);
+  say();
+  say(`One round trip (PING): p50 ${us(r.rtt_p50_us)}, p99 ${us(r.rtt_p99_us)}. The writer holds ${r.write_hold_ms} ms each time.`);
+  say();
+  const bound = r.on_longest_read_hold_ms + r.rtt_p99_us / 1000;
+  target('writer-first: the writer\'s longest wait ≤ the longest read hold + one round trip', !r.on_never && r.on_longest_wait_ms <= bound,
+    `${ms(r.on_longest_wait_ms)} against ${ms(bound)} (off: ${r.off_never ? '≥ ' : ''}${ms(r.off_longest_wait_ms)})`, r.on_longest_wait_ms);
 }
 
 say('## Targets');

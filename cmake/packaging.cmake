@@ -4,6 +4,8 @@
 #                    the CMake package; depends on libdlock<major> = version
 #   dlock            the dlock command (linked statically against libdlock)
 #                    and its man page
+#   python3-dlock    the Python binding (DLOCK_INSTALL_PYTHON): pure Python,
+#                    architecture all, loads libdlock<major> through ctypes
 # Run-time dependencies (libhiredis, libuv1, libssl) come from
 # dpkg-shlibdeps, so they name the versions this machine builds against.
 set(CPACK_GENERATOR DEB)
@@ -45,4 +47,18 @@ set(CPACK_DEBIAN_CLI_DESCRIPTION
 What flock(1) is for one machine, dlock is for many: it runs a command while\n\
 holding a Redisson-compatible lock in Redis, and inspects locks, semaphores\n\
 and latches.")
+if(DLOCK_INSTALL_PYTHON)
+  list(APPEND CPACK_COMPONENTS_ALL python)
+  set(CPACK_DEBIAN_PYTHON_PACKAGE_NAME python3-dlock)
+  set(CPACK_DEBIAN_PYTHON_PACKAGE_SECTION python)
+  set(CPACK_DEBIAN_PYTHON_PACKAGE_ARCHITECTURE all)
+  # ctypes finds libdlock.so.<major> through the dynamic loader: this
+  # version's calls, or a later minor's.
+  set(CPACK_DEBIAN_PYTHON_PACKAGE_DEPENDS "${_dlock_libpkg} (>= ${PROJECT_VERSION}), python3 (>= 3.8)")
+  set(CPACK_DEBIAN_PYTHON_DESCRIPTION
+      "Redisson-compatible distributed locks for Python (dlock)\n\
+The dlock package: Redisson's reentrant, fair, fenced and read-write locks,\n\
+semaphores, expirable permits, count-down latches, multi-locks, RedLock and\n\
+leader election on Redis, for threads and asyncio, through libdlock.")
+endif()
 include(CPack)

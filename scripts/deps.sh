@@ -5,7 +5,8 @@
 set -euo pipefail
 
 pkgs=(gcc g++ clang make cmake pkg-config redis-server redis-tools libhiredis-dev libuv1-dev libssl-dev
-      openssl libcmocka-dev libasan8 libubsan1 libtsan2 jq iptables iproute2 "$@")
+      openssl libcmocka-dev libasan8 libubsan1 libtsan2 jq iptables iproute2
+      python3 python3-pytest python3-redis python3-venv python3-setuptools python3-wheel "$@")
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -628,6 +628,39 @@ static void test_strerror(void **state)
     assert_string_equal(dlock_version(), DLOCK_VERSION_STRING);
 }
 
+/* INFO's "field:value" lines, read in one place (core/util.c) by the
+ * loss causes, the pub/sub watch, the eviction check and the doctor. */
+static void test_info_field(void **state)
+{
+    (void)state;
+    const char *info = "# Server\r\nredis_version:7.2.4\r\nrun_id:0123abcd\r\n"
+                       "master_run_id:ffff\r\n\r\n# Memory\r\nused_memory:1024\r\n"
+                       "maxmemory:0\r\nmaxmemory_policy:allkeys-lru\r\n"
+                       "# Stats\r\nevicted_keys:12\r\nexpired_keys:0";
+    char buf[32];
+    assert_int_equal(dlock__info_field(info, "run_id", buf, sizeof(buf)), 1);
+    assert_string_equal(buf, "0123abcd");   /* not master_run_id's */
+    assert_int_equal(dlock__info_field(info, "maxmemory", buf, sizeof(buf)), 1);
+    assert_string_equal(buf, "0");          /* the line of that field, not of a longer one */
+    assert_int_equal(dlock__info_field(info, "maxmemory_policy", buf, sizeof(buf)), 1);
+    assert_string_equal(buf, "allkeys-lru");
+    assert_int_equal(dlock__info_field(info, "expired_keys", buf, sizeof(buf)), 1);
+    assert_string_equal(buf, "0");          /* the last line, without its CRLF */
+    assert_int_equal(dlock__info_field(info, "redis_version", buf, sizeof(buf)), 1);
+    assert_string_equal(buf, "7.2.4");
+    /* absent, part of a name, a section header, a value that does not fit */
+    assert_int_equal(dlock__info_field(info, "aof_enabled", buf, sizeof(buf)), 0);
+    assert_string_equal(buf, "");
+    assert_int_equal(dlock__info_field(info, "memory", buf, sizeof(buf)), 0);
+    assert_int_equal(dlock__info_field(info, "# Server", buf, sizeof(buf)), 0);
+    assert_int_equal(dlock__info_field(info, "maxmemory_policy", buf, 11), 0);
+    assert_string_equal(buf, "");
+    assert_int_equal(dlock__info_field(info, "maxmemory_policy", buf, 12), 1);
+    assert_int_equal(dlock__info_field("", "run_id", buf, sizeof(buf)), 0);
+    assert_int_equal(dlock__info_field("run_id:\n", "run_id", buf, sizeof(buf)), 1);
+    assert_string_equal(buf, "");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -643,6 +676,7 @@ int main(void)
         cmocka_unit_test(test_deploy_url_map),
         cmocka_unit_test(test_added_address_map),
         cmocka_unit_test(test_strerror),
+        cmocka_unit_test(test_info_field),
         cmocka_unit_test(test_redis_error_text),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

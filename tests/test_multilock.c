@@ -7,6 +7,14 @@
 
 /* ------------------------------------------------------------ basics */
 
+/* Writes to Redis by the calling thread's pooled connections and by the
+ * client's io thread for its asynchronous round trips (a multi-lock's parts
+ * go there, blocking call or not). */
+static uint64_t writes(dlock_client *c)
+{
+    return dlock__roundtrips + atomic_load(&c->stats.n[DLOCK__ST_ACALL_WRITES]);
+}
+
 /* Redisson's testLockUnlock: three names, a lease, held by the caller, then
  * all gone. Uncontended, one round trip to take all three and one to release
  * them (the scripts of one server written together). */
@@ -22,19 +30,19 @@ static void test_lock_unlock(void **state)
     assert_int_equal(dlock_multilock_acquire(ml, 10000), DLOCK_OK);
     assert_int_equal(dlock_multilock_release(ml), DLOCK_OK);
 
-    uint64_t rt0 = dlock__roundtrips;
+    uint64_t rt0 = writes(cli[0]);
     long long e0 = evalsha_calls(0);
     assert_int_equal(dlock_multilock_acquire(ml, 10000), DLOCK_OK);
-    assert_int_equal(dlock__roundtrips - rt0, 1);
+    assert_int_equal(writes(cli[0]) - rt0, 1);
     assert_int_equal(evalsha_calls(0) - e0, 3);
     for (int i = 0; i < 3; i++) {
         assert_int_equal(my_count(0, n[i]), 1);
         long long t = pttl(0, n[i]);
         assert_true(th_ttl_within(t, 10000, 2000));
     }
-    rt0 = dlock__roundtrips;
+    rt0 = writes(cli[0]);
     assert_int_equal(dlock_multilock_release(ml), DLOCK_OK);
-    assert_int_equal(dlock__roundtrips - rt0, 1);
+    assert_int_equal(writes(cli[0]) - rt0, 1);
     for (int i = 0; i < 3; i++)
         assert_int_equal(exists(0, n[i]), 0);
     /* an empty script cache (a restart, SCRIPT FLUSH): loaded, then sent again */
@@ -710,6 +718,84 @@ static void test_round_longer_than_lease(void **state)
     free_locks(l, 2);
 }
 
+/* ------------------------------------------------------ from a callback */
+
+/* A blocking multi-lock of no wait works inside a dlock callback, on the io
+ * thread, with locks on another client too; a wait is refused on the io
+ * thread of one of its locks' clients. Two
+ * such callbacks at once, each on its own client's io thread and each over
+ * the other's locks, end: neither waits for the other's io thread. */
+typedef struct incb {
+    dlock_multilock *ml;
+    pthread_barrier_t *both;   /* NULL: alone */
+    int rc, rel, waited;
+    atomic_int done;
+} incb;
+
+static void in_callback(const dlock_async_result *res, void *ud)
+{
+    (void)res;
+    incb *x = ud;
+    if (x->both)
+        pthread_barrier_wait(x->both);   /* the other callback is running too */
+    x->rc = dlock_multilock_try(x->ml, 0, 10000);
+    x->rel = x->rc == DLOCK_OK ? dlock_multilock_release(x->ml) : -1;
+    x->waited = dlock_multilock_try(x->ml, 100, 10000);
+    if (x->waited == DLOCK_OK)   /* a wait on another client's io thread is allowed */
+        dlock_multilock_release(x->ml);
+    atomic_store(&x->done, 1);
+}
+
+static int incb_done(void *arg) { return atomic_load(&((incb *)arg)->done); }
+
+static void test_from_a_callback(void **state)
+{
+    (void)state;
+    char base[100], n[4][128];
+    th_name(base, sizeof(base), "ml-cb");
+    dlock_lock *l[4], *trigger[2];
+    for (int i = 0; i < 4; i++) {
+        snprintf(n[i], sizeof(n[i]), "%s-%d", base, i);
+        assert_int_equal(dlock_lock_get(cli[i % 2], n[i], &l[i]), DLOCK_OK);
+    }
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(dlock_lock_get_as(cli[i], n[i], "trigger:1", &trigger[i]), DLOCK_OK);
+    /* ab: a lock on each client; on1, on0: the other client's locks only */
+    dlock_lock *ab[2] = {l[0], l[1]}, *on1[2] = {l[1], l[3]}, *on0[2] = {l[0], l[2]};
+    dlock_multilock *mab, *m1, *m0;
+    assert_int_equal(dlock_multilock_new(ab, 2, &mab), DLOCK_OK);
+    assert_int_equal(dlock_multilock_new(on1, 2, &m1), DLOCK_OK);
+    assert_int_equal(dlock_multilock_new(on0, 2, &m0), DLOCK_OK);
+
+    incb x = {.ml = mab};
+    assert_int_equal(dlock_lock_is_locked_async(trigger[0], in_callback, &x), DLOCK_OK);
+    assert_true(await_true(incb_done, &x, 10000));
+    assert_int_equal(x.rc, DLOCK_OK);
+    assert_int_equal(x.rel, DLOCK_OK);
+    assert_int_equal(x.waited, DLOCK_EINVAL);
+    assert_int_equal(exists(0, n[0]) + exists(1, n[1]), 0);
+
+    pthread_barrier_t both;
+    pthread_barrier_init(&both, NULL, 2);
+    incb y0 = {.ml = m1, .both = &both}, y1 = {.ml = m0, .both = &both};
+    assert_int_equal(dlock_lock_is_locked_async(trigger[0], in_callback, &y0), DLOCK_OK);
+    assert_int_equal(dlock_lock_is_locked_async(trigger[1], in_callback, &y1), DLOCK_OK);
+    assert_true(await_true(incb_done, &y0, 10000));
+    assert_true(await_true(incb_done, &y1, 10000));
+    assert_int_equal(y0.rc, DLOCK_OK);
+    assert_int_equal(y0.rel, DLOCK_OK);
+    assert_int_equal(y1.rc, DLOCK_OK);
+    assert_int_equal(y1.rel, DLOCK_OK);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(exists(i % 2, n[i]), 0);
+    pthread_barrier_destroy(&both);
+    dlock_multilock_free(mab);
+    dlock_multilock_free(m1);
+    dlock_multilock_free(m0);
+    free_locks(l, 4);
+    free_locks(trigger, 2);
+}
+
 /* ---------------------------------------------------------- bad input */
 
 static void test_bad_input(void **state)
@@ -797,6 +883,7 @@ int main(void)
         cmocka_unit_test(test_two_servers),
         cmocka_unit_test(test_lost_answer),
         cmocka_unit_test(test_round_longer_than_lease),
+        cmocka_unit_test(test_from_a_callback),
         cmocka_unit_test(test_bad_input),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -340,9 +340,12 @@ static void test_permits_list_release_publishes_count(void **state)
     dlock_permit_semaphore_free(p);
 }
 
+/* A thread that waits for n permits (with tok: as long as it takes, until
+ * tok is fired). */
 typedef struct nwaiter {
     dlock_permit_semaphore *p;
     int64_t n;
+    dlock_cancel *tok;
     int rc;
     int64_t at;
     permit_buf ids[4];
@@ -352,7 +355,9 @@ typedef struct nwaiter {
 static void *nwaiter_main(void *arg)
 {
     nwaiter *w = arg;
-    w->rc = dlock_permit_semaphore_try_n(w->p, w->n, 20000 * th_slack(), 60000, w->ids);
+    dlock_wait_opts o = {.wait_ms = DLOCK_WAIT_FOREVER, .lease_ms = 60000, .cancel = w->tok};
+    w->rc = w->tok ? dlock_permit_semaphore_acquire_n_opts(w->p, w->n, &o, w->ids)
+                   : dlock_permit_semaphore_try_n(w->p, w->n, 20000 * th_slack(), 60000, w->ids);
     w->at = th_now_ms();
     return NULL;
 }
@@ -432,6 +437,49 @@ static void test_permits_n_wakeups_both_ways(void **state)
     dlock_permit_semaphore_free(p);
 }
 
+/* The blocking n-permit acquire with options: one try (NULL), a wait that a
+ * cancel token fired from another thread ends, none taken, and the token
+ * refused (permits have none). */
+static void test_permits_n_opts_cancel(void **state)
+{
+    (void)state;
+    char name[128];
+    th_name(name, sizeof(name), "pn-cancel");
+    dlock_permit_semaphore *p;
+    assert_int_equal(dlock_permit_semaphore_get(cli, name, &p), DLOCK_OK);
+    assert_int_equal(dlock_permit_semaphore_set_total(p, 3), DLOCK_OK);
+    permit_buf held[2];
+    assert_int_equal(dlock_permit_semaphore_acquire_n_opts(p, 2, NULL, held), DLOCK_OK);
+    assert_int_equal(strlen(held[0]), 32);
+    sem_counts(p, 1, 2);
+    /* one try, not enough free: none taken */
+    permit_buf more[2];
+    assert_int_equal(dlock_permit_semaphore_acquire_n_opts(p, 2, NULL, more), DLOCK_ETIMEDOUT);
+    assert_string_equal(more[0], "");
+    uint64_t tk = 0;
+    assert_int_equal(dlock_permit_semaphore_acquire_n_opts(p, 1, &(dlock_wait_opts){.token = &tk},
+                                                           more),
+                     DLOCK_EINVAL);
+    /* a waiter for 2, cancelled while it waits: none taken */
+    nwaiter w = {.p = p, .n = 2};
+    assert_int_equal(dlock_cancel_new(&w.tok), DLOCK_OK);
+    pthread_create(&w.t, NULL, nwaiter_main, &w);
+    th_sleep_ms(200);
+    int64_t fired = th_now_ms();
+    dlock_cancel_fire(w.tok);
+    pthread_join(w.t, NULL);
+    assert_int_equal(w.rc, DLOCK_ECANCELED);
+    assert_true(w.at - fired < 2000 * th_slack());
+    assert_string_equal(w.ids[0], "");
+    assert_string_equal(w.ids[1], "");
+    sem_counts(p, 1, 2);
+    dlock_cancel_free(w.tok);
+    const char *list[] = {held[0], held[1]};
+    assert_int_equal(dlock_permit_semaphore_release_list(p, list, 2), DLOCK_OK);
+    sem_counts(p, 3, 0);
+    dlock_permit_semaphore_free(p);
+}
+
 /* Watchdog permits taken n at a time live past several watchdog timeouts. */
 static void test_permits_n_watchdog(void **state)
 {
@@ -498,7 +546,8 @@ static void test_permits_n_bad_input(void **state)
     assert_non_null(strstr(dlock_last_error(), "wait_ms -2"));
     /* n above the total (3): refused, nothing taken */
     assert_int_equal(dlock_permit_semaphore_try_n(p, 4, 0, 1000, ids), DLOCK_EINVAL);
-    assert_non_null(strstr(dlock_last_error(), "4 permits asked"));
+    assert_non_null(strstr(dlock_last_error(), "': 4 permits asked of a semaphore of 3 in all"));
+    assert_null(strstr(dlock_last_error(), "DLOCK"));   /* the script's word is not shown */
     assert_string_equal(ids[0], "");
     sem_counts(p, 1, 2);
     assert_int_equal(th_int(&srv, "ZCARD %s", leases), 2);
@@ -590,8 +639,11 @@ static void test_semaphore_lifecycle(void **state)
     assert_int_equal(dlock_semaphore_ttl(s, &ttl), DLOCK_OK);
     assert_true(ttl > 0 && ttl <= 5000);
     assert_int_equal(dlock_semaphore_expire(s, 0, &flag), DLOCK_OK);
+    assert_int_equal(flag, 1);   /* a TTL was removed */
     assert_int_equal(dlock_semaphore_ttl(s, &ttl), DLOCK_OK);
     assert_int_equal(ttl, -1);
+    assert_int_equal(dlock_semaphore_expire(s, 0, &flag), DLOCK_OK);
+    assert_int_equal(flag, 0);   /* none to remove: PERSIST's answer, Redisson's */
     /* delete: a waiter keeps waiting, and a later set wakes it */
     assert_int_equal(dlock_semaphore_delete(s, &flag), DLOCK_OK);
     assert_int_equal(flag, 1);
@@ -629,7 +681,7 @@ static void test_semaphore_lifecycle_bad_input(void **state)
     assert_int_equal(dlock_semaphore_expire(s, -1, &flag), DLOCK_EINVAL);
     assert_int_equal(dlock_semaphore_try_set_permits_ttl(s, 3, 0, &flag), DLOCK_EINVAL);
     assert_int_equal(dlock_semaphore_try_set_permits_ttl(s, -1, 1000, &flag), DLOCK_EINVAL);
-    assert_int_equal(dlock_semaphore_release_if_exists(s, 0, &flag), DLOCK_EINVAL);
+    assert_int_equal(dlock_semaphore_release_if_exists(s, -1, &flag), DLOCK_EINVAL);
     assert_int_equal(th_int(&srv, "EXISTS %s", name), 0);
     /* a key of another type: refused, left as it was */
     freeReplyObject(th_cmd(&srv, "RPUSH %s x", name));
@@ -637,6 +689,13 @@ static void test_semaphore_lifecycle_bad_input(void **state)
     assert_int_equal(dlock_semaphore_expire(s, 5000, &flag), DLOCK_EWRONGTYPE);
     assert_int_equal(dlock_semaphore_try_set_permits_ttl(s, 3, 5000, &flag), DLOCK_EWRONGTYPE);
     assert_int_equal(dlock_semaphore_release_if_exists(s, 1, &flag), DLOCK_EWRONGTYPE);
+    /* releaseIfExists(0): 0 without a round trip (Redisson's), so not even
+     * the key's type is read */
+    long long calls0 = th_calls(&srv, "evalsha") + th_calls(&srv, "eval");
+    flag = -1;
+    assert_int_equal(dlock_semaphore_release_if_exists(s, 0, &flag), DLOCK_OK);
+    assert_int_equal(flag, 0);
+    assert_int_equal(th_calls(&srv, "evalsha") + th_calls(&srv, "eval"), calls0);
     assert_int_equal(th_int(&srv, "LLEN %s", name), 1);
     assert_int_equal(th_int(&srv, "PTTL %s", name), -1);
     freeReplyObject(th_cmd(&srv, "DEL %s", name));
@@ -647,6 +706,9 @@ static void test_semaphore_lifecycle_bad_input(void **state)
     /* a release past the largest count: refused, unchanged */
     freeReplyObject(th_cmd(&srv, "SET %s 2147483646", name));
     assert_int_equal(dlock_semaphore_release_if_exists(s, 2, &flag), DLOCK_EINVAL);
+    /* the operation's own words, none of the script's refusal word */
+    assert_non_null(strstr(dlock_last_error(), "releasing 2 permits would pass 2147483647"));
+    assert_null(strstr(dlock_last_error(), "DLOCK"));
     redisReply *r = th_cmd(&srv, "GET %s", name);
     assert_string_equal(r->str, "2147483646");
     freeReplyObject(r);
@@ -682,7 +744,19 @@ static void test_permit_semaphore_lifecycle(void **state)
     assert_int_equal(dlock_permit_semaphore_ttl(p, &ttl), DLOCK_OK);
     assert_true(ttl > 20000 && ttl <= 30000);
     assert_int_equal(dlock_permit_semaphore_expire(p, 0, &flag), DLOCK_OK);
+    assert_int_equal(flag, 1);
     assert_int_equal(th_int(&srv, "PTTL %s", leases), -1);
+    /* Redisson's rule: 1 when either key got the TTL: the count key gone,
+     * the leases alive */
+    freeReplyObject(th_cmd(&srv, "RENAME %s %s:count", name, name));
+    assert_int_equal(dlock_permit_semaphore_expire(p, 30000, &flag), DLOCK_OK);
+    assert_int_equal(flag, 1);
+    assert_true(th_int(&srv, "PTTL %s", leases) > 20000);
+    assert_int_equal(dlock_permit_semaphore_expire(p, 0, &flag), DLOCK_OK);
+    assert_int_equal(flag, 1);
+    assert_int_equal(dlock_permit_semaphore_expire(p, 0, &flag), DLOCK_OK);
+    assert_int_equal(flag, 0);
+    freeReplyObject(th_cmd(&srv, "RENAME %s:count %s", name, name));
     /* another type in the leases key: delete refused, nothing deleted */
     freeReplyObject(th_cmd(&srv, "RENAME %s %s:saved", leases, leases));
     freeReplyObject(th_cmd(&srv, "SET %s x", leases));
@@ -1011,6 +1085,11 @@ static void test_async_forms(void **state)
     assert_int_equal(dlock_semaphore_release_if_exists_async(s, 3, on_done, &d), DLOCK_OK);
     assert_int_equal(await_cb(&d), DLOCK_OK);
     assert_int_equal(d.flag, 1);
+    d.flag = -1;
+    assert_int_equal(dlock_semaphore_release_if_exists_async(s, 0, on_done, &d), DLOCK_OK);
+    assert_int_equal(await_cb(&d), DLOCK_OK);   /* answered, no round trip */
+    assert_int_equal(d.flag, 0);
+    assert_int_equal(d.count, 0);
     assert_int_equal(dlock_semaphore_expire_async(s, 30000, on_done, &d), DLOCK_OK);
     assert_int_equal(await_cb(&d), DLOCK_OK);
     assert_int_equal(dlock_semaphore_ttl_async(s, on_done, &d), DLOCK_OK);
@@ -1443,6 +1522,7 @@ int main(void)
         cmocka_unit_test(test_permits_list_release_publishes_count),
         cmocka_unit_test(test_permits_n_wakeups_both_ways),
         cmocka_unit_test(test_permits_n_watchdog),
+        cmocka_unit_test(test_permits_n_opts_cancel),
         cmocka_unit_test(test_permits_n_bad_input),
         cmocka_unit_test(test_semaphore_lifecycle),
         cmocka_unit_test(test_semaphore_lifecycle_bad_input),

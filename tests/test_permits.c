@@ -330,6 +330,91 @@ static void test_expiry_wakes_waiter(void **state)
     dlock_permit_semaphore_free(p);
 }
 
+/* DLOCK_NO_EXPIRY (Redisson's leaseTime -1): the permit is stored with
+ * Redisson's score, its lease time reads -1, nothing renews it, it outlives
+ * its client, and a waiter behind it waits for the release (no lease end to
+ * sleep to); single and n-permit forms, blocking and async; every other
+ * lease call refuses it. */
+static void on_acq(const dlock_async_result *res, void *ud)
+{
+    pwaiter *w = ud;
+    snprintf(w->id, sizeof(w->id), "%s", dlock_async_permit_id(res));
+    w->done_at = th_now_ms();
+    __atomic_store_n(&w->rc, dlock_async_status(res), __ATOMIC_RELEASE);
+}
+
+static void test_no_expiry(void **state)
+{
+    (void)state;
+    char name[128], leases[200], id[DLOCK_PERMIT_ID_BUFSIZE];
+    dlock_client *other = th_client(&srv, 300);   /* a short watchdog, were it renewed */
+    dlock_permit_semaphore *p = psem(cli, "perm-noexp", name, sizeof(name)), *q;
+    snprintf(leases, sizeof(leases), "{%s}:timeout", name);
+    assert_int_equal(dlock_permit_semaphore_get(other, name, &q), DLOCK_OK);
+    assert_int_equal(dlock_permit_semaphore_try_set_permits(p, 3, NULL), DLOCK_OK);
+    assert_int_equal(dlock_permit_semaphore_acquire(q, DLOCK_NO_EXPIRY, id, sizeof(id)), DLOCK_OK);
+    redisReply *r = th_cmd(&srv, "ZRANGE %s 0 -1 WITHSCORES", leases);
+    assert_int_equal(r->elements, 2);
+    assert_string_equal(r->element[1]->str, "922337203685477");
+    freeReplyObject(r);
+    int64_t ms = 0;
+    assert_int_equal(dlock_permit_semaphore_lease_time(p, id, &ms), DLOCK_OK);
+    assert_int_equal(ms, -1);
+    /* its client goes: the permit stays taken (never renewed, never expires) */
+    dlock_permit_semaphore_free(q);
+    dlock_client_close(other);
+    th_sleep_ms(700);
+    int64_t held = 0;
+    assert_int_equal(avail(p, &held), 2);
+    assert_int_equal(held, 1);
+    /* n at once, and the async form */
+    char ids[1][DLOCK_PERMIT_ID_BUFSIZE];
+    assert_int_equal(dlock_permit_semaphore_acquire_n(p, 1, DLOCK_NO_EXPIRY, ids), DLOCK_OK);
+    assert_int_equal(dlock_permit_semaphore_lease_time(p, ids[0], &ms), DLOCK_OK);
+    assert_int_equal(ms, -1);
+    pwaiter a = {.rc = 1};
+    assert_int_equal(dlock_permit_semaphore_acquire_async(
+                         p, &(dlock_wait_opts){.lease_ms = DLOCK_NO_EXPIRY}, on_acq, &a),
+                     DLOCK_OK);
+    int64_t until = th_now_ms() + 5000 * th_slack();
+    while (__atomic_load_n(&a.rc, __ATOMIC_ACQUIRE) == 1 && th_now_ms() < until)
+        th_sleep_ms(5);
+    assert_int_equal(a.rc, DLOCK_OK);
+    assert_int_equal(dlock_permit_semaphore_lease_time(p, a.id, &ms), DLOCK_OK);
+    assert_int_equal(ms, -1);
+    assert_int_equal(avail(p, &held), 0);
+    /* a waiter behind permits that never expire sleeps until a release */
+    long long e0 = th_calls(&srv, "evalsha");
+    pwaiter w;
+    start_pwaiter(&w, p, 10000 * th_slack(), 60000, NULL);
+    th_sleep_ms(600);
+    assert_int_equal(w.done_at, 0);
+    assert_true(th_calls(&srv, "evalsha") - e0 <= 2);   /* first try, the retry once subscribed */
+    int64_t t0 = th_now_ms();
+    assert_int_equal(dlock_permit_semaphore_release(p, id), DLOCK_OK);
+    pthread_join(w.t, NULL);
+    assert_int_equal(w.rc, DLOCK_OK);
+    assert_true(w.done_at - t0 < 1000 * th_slack());
+    /* bad input: other negative leases, and the calls that take no such lease */
+    char x[DLOCK_PERMIT_ID_BUFSIZE];
+    assert_int_equal(dlock_permit_semaphore_try(p, 0, -2, x, sizeof(x)), DLOCK_EINVAL);
+    assert_non_null(strstr(dlock_last_error(), "lease_ms -2"));
+    assert_int_equal(dlock_permit_semaphore_try(p, 0, -1, x, sizeof(x)), DLOCK_EINVAL);
+    assert_int_equal(dlock_permit_semaphore_update_lease(p, a.id, DLOCK_NO_EXPIRY), DLOCK_EINVAL);
+    assert_int_equal(dlock_permit_semaphore_lease_time(p, a.id, &ms), DLOCK_OK);
+    assert_int_equal(ms, -1);
+    dlock_lock *l;
+    assert_int_equal(dlock_lock_get(cli, name, &l), DLOCK_OK);
+    assert_int_equal(dlock_lock_try(l, 0, DLOCK_NO_EXPIRY), DLOCK_EINVAL);
+    dlock_lock_free(l);
+    assert_int_equal(dlock_permit_semaphore_release(p, ids[0]), DLOCK_OK);
+    assert_int_equal(dlock_permit_semaphore_release(p, a.id), DLOCK_OK);
+    assert_int_equal(dlock_permit_semaphore_release(p, w.id), DLOCK_OK);
+    assert_int_equal(avail(p, &held), 3);
+    assert_int_equal(held, 0);
+    dlock_permit_semaphore_free(p);
+}
+
 /* testReleaseExpired, and an id nobody holds: clear errors, nothing given
  * twice. */
 static void test_release_expired_or_unknown(void **state)
@@ -775,6 +860,7 @@ int main(void)
         cmocka_unit_test(test_leases_end),
         cmocka_unit_test(test_expiry_wakes_waiter),
         cmocka_unit_test(test_release_expired_or_unknown),
+        cmocka_unit_test(test_no_expiry),
         cmocka_unit_test(test_update_lease),
         cmocka_unit_test(test_release_wakes_waiter),
         cmocka_unit_test(test_cancel),

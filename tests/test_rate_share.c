@@ -5,17 +5,13 @@
  * sleeping the delay the script answers, as RedissonRateLimiter does). Every
  * grant's time is collected; no window of the interval holds more than the
  * rate. */
-#include <errno.h>
-#include <fcntl.h>
 #include <setjmp.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -66,52 +62,43 @@ static int64_t wall_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* A grant's time and who made it, written by a child to the pipe. */
-typedef struct grant {
-    int64_t at;
-    int who;
-} grant;
-
-static void put(int fd, int64_t at, int who)
+/* The children run this program again (--child ROLE URL PORT NAME UNTIL):
+ * no fork of a process that has threads. Each prints one line per grant,
+ * "<ms>", on its stdout. */
+static int dlock_child(const char *url, const char *name, int64_t until)
 {
-    grant g = {at, who};
-    if (write(fd, &g, sizeof(g)) != (ssize_t)sizeof(g))
-        _exit(3);
-}
-
-static void dlock_child(const char *name, int fd, int who, int64_t until)
-{
-    dlock_client *c = th_client(&srv, 0);
+    dlock_client *c = th_client_url(url, 0);
     dlock_rate_limiter *r;
     if (!c || dlock_rate_limiter_get(c, name, &r) != DLOCK_OK)
-        _exit(2);
-    while (th_now_ms() < until) {
+        return 2;
+    while (wall_ms() < until) {
         uint64_t at = 0;
         int rc = dlock_rate_limiter_acquire_opts(
-            r, 1, &(dlock_wait_opts){.wait_ms = until - th_now_ms(), .token = &at});
-        if (rc == DLOCK_ETIMEDOUT)
+            r, 1, &(dlock_wait_opts){.wait_ms = until - wall_ms(), .token = &at});
+        if (rc == DLOCK_ETIMEDOUT || (rc == DLOCK_EINVAL && wall_ms() >= until))
             break;
         if (rc != DLOCK_OK) {
-            fprintf(stderr, "dlock child %d: %s (%s)\n", who, dlock_errname(rc),
-                    dlock_last_error());
-            _exit(4);
+            fprintf(stderr, "dlock child: %s (%s)\n", dlock_errname(rc), dlock_last_error());
+            return 4;
         }
-        put(fd, (int64_t)at, who);
+        printf("%llu\n", (unsigned long long)at);
+        fflush(stdout);
     }
     dlock_rate_limiter_free(r);
     dlock_client_close(c);
-    _exit(0);
+    return 0;
 }
 
-static void peer_child(const char *name, int fd, int64_t until)
+static int peer_child(int port, const char *name, int64_t until)
 {
-    redisContext *c = th_admin(&srv);
-    if (!c)
-        _exit(2);
+    redisContext *c = redisConnect("127.0.0.1", port);
+    if (!c || c->err)
+        return 2;
     char value[160], permits[160];
     snprintf(value, sizeof(value), "{%s}:value", name);
     snprintf(permits, sizeof(permits), "{%s}:permits", name);
-    while (th_now_ms() < until) {
+    srand((unsigned)getpid());
+    while (wall_ms() < until) {
         unsigned char id[16];
         for (size_t i = 0; i < sizeof(id); i++)
             id[i] = (unsigned char)(rand() & 0xff);
@@ -122,18 +109,25 @@ static void peer_child(const char *name, int fd, int64_t until)
                                      permits, now, id, sizeof(id));
         if (!x || x->type != REDIS_REPLY_INTEGER) {
             fprintf(stderr, "peer: %s\n", x && x->str ? x->str : "no answer");
-            _exit(4);
+            return 4;
         }
         long long delay = x->integer;
         freeReplyObject(x);
-        if (delay < 0)
-            put(fd, at, 2);
-        else
+        if (delay < 0) {
+            printf("%lld\n", (long long)at);
+            fflush(stdout);
+        } else {
             usleep((useconds_t)delay * 1000);
+        }
     }
     redisFree(c);
-    _exit(0);
+    return 0;
 }
+
+typedef struct grant {
+    int64_t at;
+    int who;
+} grant;
 
 static int cmp_grant(const void *a, const void *b)
 {
@@ -155,39 +149,31 @@ static void test_three_processes(void **state)
     assert_int_equal(dlock_rate_limiter_try_set_rate(
                          r, &(dlock_rate_config){DLOCK_RATE_OVERALL, RATE, INTERVAL_MS, 0}, NULL),
                      DLOCK_OK);
-    int p[2];
-    assert_int_equal(pipe(p), 0);
-    int64_t until = th_now_ms() + secs * 1000;
+    int64_t until = wall_ms() + secs * 1000;
+    char u[32], port[16];
+    snprintf(u, sizeof(u), "%lld", (long long)until);
+    snprintf(port, sizeof(port), "%d", srv.port);
+    int fd[3];
     pid_t kids[3];
     for (int i = 0; i < 3; i++) {
-        kids[i] = fork();
-        assert_true(kids[i] >= 0);
-        if (kids[i] == 0) {
-            close(p[0]);
-            srand((unsigned)getpid());
-            if (i < 2)
-                dlock_child(name, p[1], i, until);
-            peer_child(name, p[1], until);
-        }
+        kids[i] = th_spawn(&fd[i], "/proc/self/exe", "--child", i < 2 ? "dlock" : "peer",
+                           srv.url, port, name, u, NULL);
+        assert_true(kids[i] > 0);
     }
-    close(p[1]);
     grant *g = malloc(sizeof(grant) * MAX_GRANTS);
     size_t n = 0;
-    for (;;) {
-        ssize_t k = read(p[0], &g[n], sizeof(grant));
-        if (k == 0)
-            break;
-        if (k < 0 && errno == EINTR)
-            continue;
-        assert_int_equal(k, (ssize_t)sizeof(grant));
-        if (n < MAX_GRANTS - 1)
-            n++;
-    }
-    close(p[0]);
     for (int i = 0; i < 3; i++) {
-        int st = 0;
-        assert_int_equal(waitpid(kids[i], &st, 0), kids[i]);
-        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        char line[64];
+        while (th_read_line(fd[i], line, sizeof(line), secs * 1000 + 30000) == 0)
+            if (n < MAX_GRANTS) {
+                g[n].at = atoll(line);
+                g[n++].who = i;
+            }
+        close(fd[i]);
+    }
+    for (int i = 0; i < 3; i++) {
+        int st = th_wait(kids[i], 30000);
+        if (st != 0)
             fail_msg("child %d ended with status %d", i, st);
     }
     qsort(g, n, sizeof(grant), cmp_grant);
@@ -212,8 +198,13 @@ static void test_three_processes(void **state)
     dlock_rate_limiter_free(r);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    if (argc == 7 && strcmp(argv[1], "--child") == 0) {
+        int64_t until = atoll(argv[6]);
+        return strcmp(argv[2], "dlock") == 0 ? dlock_child(argv[3], argv[5], until)
+                                             : peer_child(atoi(argv[4]), argv[5], until);
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_three_processes),
     };

@@ -19,6 +19,10 @@
  *   worker lead URL NAME WATCHDOG_MS        campaigns for election NAME (waiting),
  *                                           prints "leader <term>", sleeps until
  *                                           killed; prints "lost <reason>" if lost
+ *   worker write-wait URL NAME WATCHDOG_MS  prints "waiting", then waits (no limit)
+ *                                           for the write lock of read-write lock
+ *                                           NAME, writer-first; prints "held" if it
+ *                                           gets it, then sleeps until killed
  *   worker latch URL NAME THREADS           THREADS threads await latch NAME; prints
  *                                           "ready" once all wait, then "done <us>",
  *                                           the CLOCK_MONOTONIC time (us) at which
@@ -296,6 +300,25 @@ int main(int argc, char **argv)
         for (;;)
             pause();
     }
+    if (argc >= 5 && strcmp(argv[1], "write-wait") == 0) {
+        url = argv[2];
+        name = argv[3];
+        client = open_client(atoll(argv[4]));
+        dlock_lock *l = NULL;
+        if (dlock_write_lock_get(client, name, &l) != DLOCK_OK ||
+            dlock_lock_set_writer_first(l, 1) != DLOCK_OK)
+            return 2;
+        printf("waiting\n");
+        fflush(stdout);
+        if (dlock_lock_acquire(l, DLOCK_WATCHDOG) != DLOCK_OK) {
+            fprintf(stderr, "write-wait: %s\n", dlock_last_error());
+            return 2;
+        }
+        printf("held\n");
+        fflush(stdout);
+        for (;;)
+            pause();
+    }
     if (argc >= 5 && strcmp(argv[1], "lead") == 0) {
         url = argv[2];
         name = argv[3];
@@ -386,6 +409,7 @@ int main(int argc, char **argv)
     }
     fprintf(stderr, "usage: worker hold URL NAME WATCHDOG_MS | count URL NAME COUNTER THREADS N"
                     " | fair URL NAME ID ORDER SLOT_MS | sem URL NAME THREADS N INSIDE"
-                    " | permit-hold URL NAME WATCHDOG_MS | latch URL NAME THREADS\n");
+                    " | permit-hold URL NAME WATCHDOG_MS | write-wait URL NAME WATCHDOG_MS"
+                    " | latch URL NAME THREADS\n");
     return 64;
 }

@@ -306,26 +306,28 @@ DLOCK_API int dlock_rate_limiter_release_async(dlock_rate_limiter *r, int64_t pe
 
 /* dlock_multilock_acquire_opts() asynchronously, for a multi-lock or a
  * RedLock whose locks are all explicit-owner handles (dlock_lock_get_as and
- * the like; another gets DLOCK_EINVAL at the call). All or nothing: in
- * rounds, every lock tried at once with no wait; all taken (a RedLock: a
- * majority, within its validity: the lease less the round's time and the
- * clock drift), DLOCK_OK; else what was taken is released before anything
- * else, and the call waits on one busy lock (pub/sub, never polling; a
- * RedLock looks again within 50..100 ms), then the next round. Nothing is
- * held while waiting, nor when the callback's status is not DLOCK_OK:
- * DLOCK_ETIMEDOUT, DLOCK_ECANCELED (o->cancel: it reaches the waiting
- * acquire), DLOCK_ECLOSED, or a lock's error (a RedLock: errors on more
+ * the like; another gets DLOCK_EINVAL at the call): the blocking call's
+ * rounds, decision and wait, the same code. All or nothing: in rounds,
+ * every lock tried at once (the one waited on as a waiting acquire, the
+ * others with no wait); all taken (a RedLock: a majority, within its
+ * validity: the lease less the round's time and the clock drift), DLOCK_OK;
+ * else what was taken is released before anything else, and the call waits
+ * on one busy lock (pub/sub, never polling; a RedLock looks again within
+ * 50..100 ms), then the next round. Nothing is held while waiting, nor when
+ * the callback's status is not DLOCK_OK: DLOCK_ETIMEDOUT, DLOCK_ECANCELED
+ * (o->cancel), DLOCK_ECLOSED, or a lock's error (a RedLock: errors on more
  * servers than its margin). The options are copied at the call (NULL: one
  * round, the watchdog; o->token must be NULL). The multi-lock, its locks and
  * the cancel token must stay alive until the callback has run. The locks may
- * be on several clients: the callback runs on the io thread of one of them,
- * and none of those clients may be closed while the call is pending. Each
- * lock's attempt is that lock's asynchronous acquire, with its client's
- * retries for a multi-lock; a RedLock's attempts (and releases) get one
- * connection attempt and no retry, as the blocking RedLock's: a server that
- * is down fails its lock's attempt (DLOCK_ECONN) as soon as its connection
- * is refused, at most that client's connect timeout later (a server that
- * drops packets), and the quorum of the others decides. Any thread. */
+ * be on several clients: the call and its callback run on the io thread of
+ * the first lock's client, each lock's attempts on its own client's, and
+ * none of those clients may be closed while the call is pending. A multi-lock's
+ * attempts have their clients' retries; a RedLock's attempts (and releases)
+ * get one connection attempt and no retry, as the blocking RedLock's: a
+ * server that is down fails its lock's attempt (DLOCK_ECONN) as soon as its
+ * connection is refused, at most that client's connect timeout later (a
+ * server that drops packets), and the quorum of the others decides. Any
+ * thread. */
 DLOCK_API int dlock_multilock_acquire_async(dlock_multilock *ml, const dlock_wait_opts *o,
                                             dlock_async_fn fn, void *ud);
 /* dlock_multilock_release() asynchronously: every lock released at once.

@@ -113,6 +113,14 @@ DLOCK_API const char *dlock_version(void);
 #define DLOCK_WATCHDOG ((int64_t)0)
 /* Wait value: wait as long as it takes. */
 #define DLOCK_WAIT_FOREVER ((int64_t)-1)
+/* Lease value of a permit-expirable semaphore's acquisitions only: a permit
+ * that never expires and is not renewed (Redisson's leaseTime -1: stored
+ * with the score 922337203685477; dlock_permit_semaphore_lease_time answers
+ * -1). It stays taken until released (or the semaphore deleted), whatever
+ * becomes of its holder. Every other call refuses it (DLOCK_EINVAL). Not
+ * Redisson's -1: that was DLOCK_WATCHDOG before 0.2.0, and a program written
+ * then must keep getting DLOCK_EINVAL, not a permit that never comes back. */
+#define DLOCK_NO_EXPIRY INT64_MIN
 
 /* ------------------------------------------------------------- callbacks */
 
@@ -613,6 +621,14 @@ DLOCK_API int dlock_config_set_failover_quarantine(dlock_config *cfg, dlock_quar
  * the renewals (per node) as with on = 0.
  * on = 0: renewal-time detection only. DLOCK_EINVAL for other values. */
 DLOCK_API int dlock_config_set_revocation(dlock_config *cfg, int on);
+/* Writer-first read-write locks (dlock's own): on = 1 makes every read and
+ * write lock handle of the client writer-first (see
+ * dlock_lock_set_writer_first, which also sets it per handle): a waiting
+ * writer keeps new readers out, so that a stream of overlapping readers
+ * cannot keep it waiting for ever. on = 0 (the default): Redisson's rules,
+ * readers join whenever the lock is read-held. DLOCK_EINVAL for other
+ * values. */
+DLOCK_API int dlock_config_set_writer_first(dlock_config *cfg, int on);
 /* Lost callback for every lock of the client (a lock's own callback, set with
  * dlock_lock_set_lost_callback, takes precedence). NULL fn = none. */
 DLOCK_API int dlock_config_set_lost_callback(dlock_config *cfg, dlock_lost_fn fn, void *ud);
@@ -957,7 +973,8 @@ DLOCK_API int dlock_fenced_lock_get_as(dlock_client *c, const char *name, const 
  * writers. Both are reentrant, and the owner of the write lock may also take
  * the read lock (its read holds may outlast its write holds). The order is
  * not fair: readers join whenever the lock is read-held, so a steady stream
- * of readers can keep a writer waiting (as Redisson's).
+ * of readers can keep a writer waiting (as Redisson's), unless the handles
+ * are writer-first (dlock_lock_set_writer_first).
  *   the lock       hash `name`: field "mode" = "read" or "write", each
  *                  reader's field "<owner id>" = its read hold count, the
  *                  writer's field "<owner id>:write" = its write hold count;
@@ -1000,6 +1017,45 @@ DLOCK_API int dlock_read_lock_get_as(dlock_client *c, const char *name, const ch
                                      dlock_lock **out);
 DLOCK_API int dlock_write_lock_get_as(dlock_client *c, const char *name, const char *owner,
                                       dlock_lock **out);
+/* Writer-first (dlock's own; by default the client's setting,
+ * dlock_config_set_writer_first, itself off by default). In Redisson's
+ * read-write lock readers join whenever the lock is read-held, so readers
+ * whose holds overlap can keep a waiting writer out for ever. Writer-first:
+ *   - a write acquisition that may wait (a wait other than 0) and finds the
+ *     lock held (or in a lock-delay) records its intent in Redis, the sorted
+ *     set dlock_write_intent:{name}: member its field "<owner id>:write",
+ *     score the server time (ms) at which the intent lapses unless renewed,
+ *     one watchdog timeout after the attempt (dlock_config_set_watchdog_timeout)
+ *     or the end of its wait if sooner. The waiting writer tries again at
+ *     least every third of that, which renews it; its acquisition removes it.
+ *     A wait that ends without the lock (its deadline, a cancellation, an
+ *     error) removes it and, unless another writer's intent lives, publishes
+ *     "1" on the lock's channel: the readers it held back try again at once.
+ *     A writer that dies while waiting holds new readers back until its
+ *     intent lapses: one watchdog timeout at most, as a dead holder keeps
+ *     its lock.
+ *   - a read acquisition through a writer-first handle, by an owner that
+ *     holds no read hold of the name, is refused while another writer's
+ *     intent lives: it waits (sleeping until a message or the intent's
+ *     lapse; a try with no wait answers DLOCK_ETIMEDOUT, whose message says
+ *     a writer waits). An owner that already reads re-enters as before, and
+ *     so does the writer's own read acquisition: readers that hold keep
+ *     holding, and the writer gets in when their holds end (the last read
+ *     release's "0" wakes it before the client's other local waiters).
+ * The sides decide apart: a writer-first write handle records intents, a
+ * writer-first read handle honours them; set it on every client (or handle)
+ * of the name. Writers are preferred, not ordered among themselves, and
+ * while writers keep waiting new readers keep waiting (reader starvation, as
+ * in any writer-preferring lock); an owner that holds the read lock and
+ * waits for a read acquisition of another owner before releasing deadlocks
+ * behind a waiting writer. Redisson clients ignore intents: their readers
+ * join, their writers record none (a handle with writer-first off behaves as
+ * they do). A Redis user whose ACL refuses ~dlock_write_intent:* goes on
+ * without intents (the log callback warns once). on: 1 or 0. DLOCK_EINVAL
+ * (nothing changed) for l NULL, another value, or a handle that is not a
+ * read or write lock's. Any thread; each attempt of an acquisition reads
+ * it. */
+DLOCK_API int dlock_lock_set_writer_first(dlock_lock *l, int on);
 
 /* Striped locks: a hot resource split into `nstripes` segments, each a lock of
  * its own, and a key (an order id, a user name) mapped to one of them, so
@@ -1798,11 +1854,12 @@ DLOCK_API int dlock_semaphore_drain(dlock_semaphore *s, int64_t *drained);
  * was lost (not resent). */
 DLOCK_API int dlock_semaphore_try_set_permits_ttl(dlock_semaphore *s, int64_t permits,
                                                   int64_t ttl_ms, int *was_set);
-/* Releases n permits (1..DLOCK_COUNT_MAX) only when the semaphore exists
+/* Releases n permits (0..DLOCK_COUNT_MAX) only when the semaphore exists
  * (Redisson's releaseIfExists): *released (may be NULL) = 1 when released
  * (the new count is published, waking waiters it can serve), 0 when the
- * semaphore does not exist (nothing is created). DLOCK_EINVAL when n is
- * out of range or the count would pass DLOCK_COUNT_MAX (unchanged);
+ * semaphore does not exist (nothing is created), and 0 for n = 0 without a
+ * round trip (Redisson's; the asynchronous form's callback still runs
+ * once, on the io thread). DLOCK_EINVAL when n is out of range or the count would pass DLOCK_COUNT_MAX (unchanged);
  * DLOCK_EWRONGTYPE; DLOCK_EUNKNOWN when the answer was lost (not resent). */
 DLOCK_API int dlock_semaphore_release_if_exists(dlock_semaphore *s, int64_t n, int *released);
 /* Deletes the semaphore's key (Redisson's delete): *deleted (may be NULL) =
@@ -1812,7 +1869,8 @@ DLOCK_API int dlock_semaphore_release_if_exists(dlock_semaphore *s, int64_t n, i
 DLOCK_API int dlock_semaphore_delete(dlock_semaphore *s, int *deleted);
 /* Gives the semaphore's key a time to live of ttl_ms (1..2^50), or removes
  * it (ttl_ms 0), as Redisson's expire / clearExpire: *existed (may be NULL)
- * = 1 when the key exists. DLOCK_EINVAL for a bad TTL; DLOCK_EWRONGTYPE,
+ * = 1 when the key got the TTL (it exists), or, for 0, had one removed (a
+ * key without a TTL answers 0, as Redis's PERSIST). DLOCK_EINVAL for a bad TTL; DLOCK_EWRONGTYPE,
  * nothing changed, for a key of another type. */
 DLOCK_API int dlock_semaphore_expire(dlock_semaphore *s, int64_t ttl_ms, int *existed);
 /* *ttl_ms = the key's time to live in ms; -1 with none, -2 when the
@@ -1869,7 +1927,9 @@ DLOCK_API int dlock_permit_semaphore_set_lock_delay(dlock_permit_semaphore *p, i
  * characters and a NUL) into id[size], size >= DLOCK_PERMIT_ID_BUFSIZE.
  * lease_ms > 0: the permit goes back to the pool after the lease unless
  * released first. DLOCK_WATCHDOG: held with the watchdog timeout and renewed
- * every timeout / 3 until released, lost, or the client closes. Waiting
+ * every timeout / 3 until released, lost, or the client closes.
+ * DLOCK_NO_EXPIRY: never expires, never renewed (Redisson's permits taken
+ * without a lease; no lock-delay applies to it). Waiting
  * sleeps until a message or the earliest lease's end (a permit that expires
  * comes back without a message), never on a fixed poll. A lost answer is
  * resent safely (the id is fixed per call: a retry cannot take a second
@@ -1933,8 +1993,8 @@ DLOCK_API int dlock_permit_semaphore_add_permits(dlock_permit_semaphore *p, int6
 
 /* Several permits in one call, all or none (Redisson's acquire(permits,
  * lease) and tryAcquire(permits, wait, lease)): takes n permits (1..
- * DLOCK_COUNT_MAX) with the same lease (ms > 0, or DLOCK_WATCHDOG: each
- * renewed by the watchdog), in one script, and writes their ids into
+ * DLOCK_COUNT_MAX) with the same lease (ms > 0, DLOCK_WATCHDOG: each
+ * renewed by the watchdog, or DLOCK_NO_EXPIRY), in one script, and writes their ids into
  * ids[0..n-1] (the caller's array of n buffers; each "" on failure). Waits
  * as long as it takes; a release of k permits wakes the waiters k can serve
  * (Redisson's waiters included). A lost answer is resent safely (the ids
@@ -1952,6 +2012,13 @@ DLOCK_API int dlock_permit_semaphore_acquire_n(dlock_permit_semaphore *p, int64_
 DLOCK_API int dlock_permit_semaphore_try_n(dlock_permit_semaphore *p, int64_t n,
                                                    int64_t wait_ms, int64_t lease_ms,
                                                    char (*ids)[DLOCK_PERMIT_ID_BUFSIZE]);
+/* As dlock_permit_semaphore_try_n with the options' wait (NULL: one try) and
+ * lease (0: DLOCK_WATCHDOG), and the wait ends with DLOCK_ECANCELED, none
+ * taken, when o->cancel is fired. Permits have no fencing token: o->token
+ * must be NULL (DLOCK_EINVAL). */
+DLOCK_API int dlock_permit_semaphore_acquire_n_opts(dlock_permit_semaphore *p, int64_t n,
+                                                    const dlock_wait_opts *o,
+                                                    char (*ids)[DLOCK_PERMIT_ID_BUFSIZE]);
 /* Gives the n permits ids[0..n-1] back in one script, all or nothing
  * (Redisson's tryRelease(List)): *released (may be NULL) = n when every id
  * was held and all are back, 0 when one is unknown (released already, never
@@ -1991,7 +2058,9 @@ DLOCK_API int dlock_permit_semaphore_permits(dlock_permit_semaphore *p, int64_t 
 DLOCK_API int dlock_permit_semaphore_delete(dlock_permit_semaphore *p, int *deleted);
 /* Gives both keys of the semaphore a time to live of ttl_ms (1..2^50), or
  * removes it (0), as Redisson's expire / clearExpire: *existed (may be NULL)
- * = 1 when the semaphore's key exists. Errors as dlock_semaphore_expire. */
+ * = 1 when either key got the TTL (or, for 0, had one removed): Redisson's
+ * rule, so a semaphore whose count key is gone but whose leases live
+ * answers 1. Errors as dlock_semaphore_expire. */
 DLOCK_API int dlock_permit_semaphore_expire(dlock_permit_semaphore *p, int64_t ttl_ms,
                                             int *existed);
 /* *ttl_ms = the semaphore key's time to live in ms; -1 with none, -2 when

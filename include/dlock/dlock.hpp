@@ -254,6 +254,9 @@ class config {
     config &lost_callback(dlock_lost_fn fn, void *ud) {
         return set(dlock_config_set_lost_callback(get(), fn, ud));
     }
+    /* Writer-first read-write locks for every shared_mutex of the client
+     * (dlock_config_set_writer_first; off by default: Redisson's rules). */
+    config &writer_first(bool on) { return set(dlock_config_set_writer_first(get(), on ? 1 : 0)); }
 
     dlock_config *native_handle() const noexcept { return cfg_.get(); }
 
@@ -358,6 +361,9 @@ class client {
  * renewed by its watchdog; the default), or a fixed time after which the
  * hold expires by itself. */
 inline constexpr std::chrono::milliseconds watchdog{detail::watchdog_ms};
+/// Lease of a permit_semaphore's permit that never expires (DLOCK_NO_EXPIRY,
+/// Redisson's leaseTime -1); only permit_semaphore's acquisitions take it.
+inline constexpr std::chrono::milliseconds no_expiry{DLOCK_NO_EXPIRY};
 
 namespace detail {
 // A C handle and the client it came from (kept alive: the client closes last).
@@ -811,7 +817,8 @@ class fenced_mutex : public basic_mutex {
  * std::shared_timed_mutex: lock()/try_lock*()/unlock() take the write side,
  * lock_shared()/try_lock_shared*()/unlock_shared() the read side, so
  * std::unique_lock and std::shared_lock work. A reader asking for the write
- * side gets DLOCK_EDEADLK (dlock_write_lock_get). */
+ * side gets DLOCK_EDEADLK (dlock_write_lock_get). set_writer_first(true)
+ * keeps new readers behind a waiting writer (dlock_lock_set_writer_first). */
 class shared_mutex {
   public:
     shared_mutex(const client &c, const std::string &name,
@@ -823,6 +830,15 @@ class shared_mutex {
 
     basic_mutex &read() noexcept { return r_; }
     basic_mutex &write() noexcept { return w_; }
+
+    /* Writer-first on both sides (dlock_lock_set_writer_first; by default
+     * the client's setting): once this write side waits, new readers of
+     * writer-first handles of the name queue behind it; readers that hold
+     * keep holding and may re-enter. */
+    void set_writer_first(bool on) {
+        detail::check(dlock_lock_set_writer_first(r_.native_handle(), on ? 1 : 0));
+        detail::check(dlock_lock_set_writer_first(w_.native_handle(), on ? 1 : 0));
+    }
 
     void lock() { w_.lock(); }
     bool try_lock() { return w_.try_lock(); }

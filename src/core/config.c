@@ -442,6 +442,16 @@ int dlock_config_set_revocation(dlock_config *cfg, int on)
     return DLOCK_OK;
 }
 
+int dlock_config_set_writer_first(dlock_config *cfg, int on)
+{
+    NEED_CFG(cfg);
+    if (on != 0 && on != 1)
+        return dlock__fail(DLOCK_EINVAL, "writer-first: 1 (on) or 0 (off, the default), not %d",
+                           on);
+    cfg->writer_first = on;
+    return DLOCK_OK;
+}
+
 int dlock__check_max_hold(int64_t ms, int none_ok, int64_t *out)
 {
     if (ms == 0 || (none_ok && ms == DLOCK_MAX_HOLD_NONE)) {

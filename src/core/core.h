@@ -19,8 +19,19 @@
 
 /* ----------------------------------------------------------------- errors */
 
+/* The longest detailed message (dlock_last_error's buffer), with its NUL. */
+#define DLOCK__MSG_MAX 512
 /* Formats the calling thread's detailed message and returns `code`. */
 int dlock__fail(int code, const char *fmt, ...) DLOCK__PRINTF(2, 3);
+/* A failure's message kept across work that may set the thread's message
+ * again (a cleanup after the failure, a best-effort request): kept with
+ * dlock__keep_error, given back with dlock__restore_error (which returns
+ * code), so the caller reads the failure's own words. */
+typedef struct dlock__kept {
+    char msg[DLOCK__MSG_MAX];
+} dlock__kept;
+void dlock__keep_error(dlock__kept *k);
+int dlock__restore_error(const dlock__kept *k, int code);
 /* Clears the calling thread's message (at the start of a public call). */
 void dlock__clear_error(void);
 /* Sets what dlock_last_lost_cause() says on this thread (the watchdog, around
@@ -50,12 +61,13 @@ typedef enum dlock__rerr {
     DLOCK__RERR_LOADING,
     DLOCK__RERR_BUSY,
     DLOCK__RERR_MASTERDOWN,
-    /* dlock's own scripts' refusals of a count ("ERR ..."; DLOCK_EREDIS as
-     * any other, the caller words the message): */
-    DLOCK__RERR_OVER_BOUND,    /* a release would pass the count's bound
-                                  (semaphore/release_if_exists.lua) */
-    DLOCK__RERR_OVER_TOTAL,    /* more permits asked than the semaphore has in all
-                                  (permits/acquire_n.lua) */
+    /* dlock's own scripts' refusals of a count, by the first words below
+     * (DLOCK_EREDIS as any other; the operation that sent the script words
+     * its message, from the text after the word if it likes): */
+    DLOCK__RERR_OVER_BOUND,    /* a write would take a count past the bound the
+                                  caller gave (DLOCK__OVER_BOUND_ERR) */
+    DLOCK__RERR_OVER_TOTAL,    /* more asked than the key holds in all, taken or
+                                  not: never served as it stands (DLOCK__OVER_TOTAL_ERR) */
     /* dlock's own: the node is a new primary in its failover quarantine:
      * not sent (DLOCK__CALL_QUARANTINE: the text is the ms left), or an
      * acquire script read the quarantine recorded there (the text is
@@ -68,6 +80,12 @@ typedef enum dlock__rerr {
     DLOCK__RERR_NOTFOUND
 } dlock__rerr;
 #define DLOCK__QUARANTINE_ERR "DLOCKQUARANTINE "
+/* The first words of dlock's own scripts' refusals (redis.error_reply), here
+ * and in the scripts only: the core knows no type's wording. "EINVAL" (an
+ * argument refused: DLOCK__RERR_ARG, DLOCK_EINVAL), the quarantine's word
+ * above, DLOCKREENTRY and DLOCKNOTFOUND are the others. */
+#define DLOCK__OVER_BOUND_ERR "DLOCKOVERBOUND "
+#define DLOCK__OVER_TOTAL_ERR "DLOCKOVERTOTAL "
 
 /* The class of a Redis error reply's text (NULL: DLOCK__RERR_OTHER). */
 dlock__rerr dlock__redis_classify(const char *text);
@@ -116,6 +134,11 @@ size_t dlock__fmt_i64(char *buf, int64_t v);
 int dlock__hexval(int ch);
 /* Overwrites a string that may hold a password, then frees it (NULL: no-op). */
 void dlock__free_secret(char *s);
+/* The value of `field` in the text of an INFO answer (lines "field:value\r\n")
+ * into buf (size bytes, NUL-terminated): 1; 0, and buf "", when no line
+ * starts with the field or its value does not fit. The one reader of INFO:
+ * run_id, the counters, maxmemory_policy, ... */
+int dlock__info_field(const char *info, const char *field, char *buf, size_t size);
 
 /* --------------------------------------------------------------- endpoint */
 
@@ -230,6 +253,7 @@ struct dlock_config {
     int quarantine_mode;         /* dlock_quarantine */
     int64_t quarantine_ms;       /* ON: the duration; AUTO: a floor */
     int revocation_off;          /* no client tracking: losses found by renewals only */
+    int writer_first;            /* read-write locks: waiting writers go before new readers */
     size_t inspect_max;          /* holders and queue entries a snapshot reads per name (0: all) */
 #define DLOCK__INSPECT_MAX 10000000
     int ack_replicas;            /* WAIT for so many replicas after acquisitions (0: off) */
@@ -286,6 +310,8 @@ enum {
     DLOCK__ST_CONNECTS,
     DLOCK__ST_ROUNDTRIPS,
     DLOCK__ST_RENEWAL_WRITES,
+    DLOCK__ST_ACALL_WRITES,  /* writes of the asynchronous calls' command connections (one
+                                per node per turn of the io loop; not in dlock_stats) */
     DLOCK__ST_LOST,          /* + reason: DLOCK__ST_LOST + DLOCK_LOST_GONE, ... */
     DLOCK__ST_COUNT = DLOCK__ST_LOST + DLOCK_STATS_LOST_REASONS
 };

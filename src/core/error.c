@@ -6,10 +6,8 @@
 
 #include "core/core.h"
 
-#define MSG_MAX 512
-
 /* Thread-local: concurrent calls on one client each keep their own message. */
-static _Thread_local char tls_msg[MSG_MAX];
+static _Thread_local char tls_msg[DLOCK__MSG_MAX];
 /* The cause of the loss a lost callback on this thread is reporting. */
 static _Thread_local dlock_lost_cause tls_cause;
 
@@ -90,11 +88,19 @@ int dlock__fail(int code, const char *fmt, ...)
     return code;
 }
 
+void dlock__keep_error(dlock__kept *k) { snprintf(k->msg, sizeof(k->msg), "%s", tls_msg); }
+
+int dlock__restore_error(const dlock__kept *k, int code)
+{
+    snprintf(tls_msg, sizeof(tls_msg), "%s", k->msg);
+    return code;
+}
+
 void dlock__log(const dlock_config *cfg, dlock_log_level lvl, const char *fmt, ...)
 {
     if (!cfg || !cfg->log_fn || lvl > cfg->log_level)
         return;
-    char buf[MSG_MAX];
+    char buf[DLOCK__MSG_MAX];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(buf, sizeof(buf), fmt, ap);
@@ -130,8 +136,10 @@ dlock__rerr dlock__redis_classify(const char *text)
          * starts so). */
         {"EINVAL", DLOCK__RERR_ARG},            {"NOAUTH", DLOCK__RERR_AUTH},
         {"WRONGPASS", DLOCK__RERR_AUTH},
-        /* include/quarantine.lua's refusal */
+        /* dlock's own words (core.h): the quarantine's refusal, a count's */
         {"DLOCKQUARANTINE", DLOCK__RERR_QUARANTINE},
+        {"DLOCKOVERBOUND", DLOCK__RERR_OVER_BOUND},
+        {"DLOCKOVERTOTAL", DLOCK__RERR_OVER_TOTAL},
         /* a non-reentrant lock's acquire scripts: the caller holds it */
         {"DLOCKREENTRY", DLOCK__RERR_REENTRY},
         /* a rate limiter's scripts: no rate set */
@@ -151,10 +159,6 @@ dlock__rerr dlock__redis_classify(const char *text)
             return DLOCK__RERR_UNKNOWN_CMD;
         if (strstr(text, "invalid password") || strstr(text, "DB index is out of range"))
             return DLOCK__RERR_AUTH;
-        if (strncmp(text + 4, "the count would pass ", 21) == 0)
-            return DLOCK__RERR_OVER_BOUND;
-        if (strstr(text, " permits asked of a semaphore of "))
-            return DLOCK__RERR_OVER_TOTAL;
     }
     return DLOCK__RERR_OTHER;
 }

@@ -190,3 +190,22 @@ void dlock__free_secret(char *s)
         *p++ = 0;
     free(s);
 }
+
+int dlock__info_field(const char *info, const char *field, char *buf, size_t size)
+{
+    size_t fl = strlen(field);
+    if (size > 0)
+        buf[0] = '\0';
+    for (const char *p = info; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+        if (strncmp(p, field, fl) != 0 || p[fl] != ':')
+            continue;
+        p += fl + 1;
+        size_t n = strcspn(p, "\r\n");
+        if (n >= size)
+            return 0;
+        memcpy(buf, p, n);
+        buf[n] = '\0';
+        return 1;
+    }
+    return 0;
+}

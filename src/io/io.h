@@ -36,8 +36,8 @@ void dlock__loop_stop(dlock__loop *lp);
 /* As dlock__loop_stop for a loop whose thread never ran (a failed open). */
 void dlock__loop_abandon(dlock__loop *lp);
 /* Queues j for the io thread and wakes it; any thread. Ignored once the loop
- * is stopping. */
-void dlock__loop_post(dlock__loop *lp, dlock__job *j);
+ * is stopping: then 0 (j will not run), else 1 (queued, or queued already). */
+int dlock__loop_post(dlock__loop *lp, dlock__job *j);
 /* Takes j out of the queue if it is queued (any thread; the io thread uses
  * it before freeing the owner of a job that may still be queued). */
 void dlock__loop_unpost(dlock__loop *lp, dlock__job *j);
@@ -47,6 +47,9 @@ void dlock__loop_unpost(dlock__loop *lp, dlock__job *j);
 int dlock__loop_on_stop(dlock__loop *lp, void (*fn)(void *arg), void *arg);
 /* 1 when called on this loop's io thread (inside a dlock callback). */
 int dlock__loop_on_io_thread(dlock__loop *lp);
+/* 1 when the calling thread runs some client's loop right now (its io
+ * thread, or a program's thread inside dlock's turn of its loop). */
+int dlock__loop_on_some_io_thread(void);
 /* The io thread's libuv loop: only the io thread may use it, except from a
  * module's setup before its first post. */
 uv_loop_t *dlock__loop_uv(dlock__loop *lp);
@@ -80,17 +83,17 @@ typedef struct dlock__waiter {
     dlock__channel *ch;
     pthread_cond_t cv;
     int woken;               /* a wake-up arrived and was not consumed yet */
+    int subscribed;          /* the channel was subscribed when last checked */
     int64_t woken_us;        /* when the message that woke it arrived (the handoff gap);
                                 under mu */
     int64_t took_us;         /* woken_us of the wake-up dlock__waiter_wait (or _poll) last returned:
                                 the waiting thread's own copy, read without mu */
-    int subscribed;          /* the channel was subscribed when last checked */
     int pins;                /* io thread signals of cv in flight outside mu */
     int first;               /* goes first when a message wakes fewer than all (a lock's
                                 reserved turn) */
-    int64_t need;            /* units of a message's budget this waiter takes (>= 1) */
     int settle;              /* a DLOCK__WAKE_ALL_DONE message may end its wait */
     int settled;             /* ... and one did */
+    int64_t need;            /* units of a message's budget this waiter takes (>= 1) */
     uint64_t join_seq;       /* barrier PINGs sent on join_pc before it joined */
     const void *join_pc;     /* the channel's pub/sub connection then, or NULL */
     dlock_cancel *cancel;

@@ -53,9 +53,10 @@ void dlock__job_init(dlock__job *j, void (*fn)(void *arg), void *arg)
     j->queued = 0;
 }
 
-void dlock__loop_post(dlock__loop *lp, dlock__job *j)
+int dlock__loop_post(dlock__loop *lp, dlock__job *j)
 {
     pthread_mutex_lock(&lp->qmu);
+    int ok = !lp->closing || j->queued;
     if (!lp->closing && !j->queued) {
         j->queued = 1;
         dlock__list_push_back(&lp->jobs, &j->link);
@@ -63,6 +64,7 @@ void dlock__loop_post(dlock__loop *lp, dlock__job *j)
         uv_async_send(&lp->async);
     }
     pthread_mutex_unlock(&lp->qmu);
+    return ok;
 }
 
 void dlock__loop_unpost(dlock__loop *lp, dlock__job *j)
@@ -114,6 +116,8 @@ static void stop_now(void *arg)
 
 /* Which loop, if any, the calling thread runs. */
 static _Thread_local dlock__loop *tls_io_loop;
+
+int dlock__loop_on_some_io_thread(void) { return tls_io_loop != NULL; }
 
 int dlock__loop_on_io_thread(dlock__loop *lp)
 {

@@ -426,15 +426,8 @@ typedef struct watch_ask {
 static void read_run_id(const redisReply *r, char *out)
 {
     out[0] = '\0';
-    const char *p = r && r->type == REDIS_REPLY_STRING ? strstr(r->str, "run_id:") : NULL;
-    if (!p)
-        return;
-    p += 7;
-    size_t n = strcspn(p, "\r\n");
-    if (n > 0 && n < DLOCK__RUN_ID_MAX) {
-        memcpy(out, p, n);
-        out[n] = '\0';
-    }
+    if (r && r->type == REDIS_REPLY_STRING)
+        dlock__info_field(r->str, "run_id", out, DLOCK__RUN_ID_MAX);
 }
 
 /* The subscriptions' connection's own INFO server, sent before it subscribes. */

@@ -2,119 +2,45 @@
  * their loss before Redis can let them go (docs/internals/watchdog.md: the
  * schedule, loss deadlines, hold limits, per-node renewals, revocation).
  * This file keeps the table of holds (user threads add and remove entries
- * under wd->mu) and the io thread's pass; wdnode.c renews per node, revoke.c
- * and tracking.c hear changes at once (watchdog_int.h: what they share). */
+ * under wd->mu) and the schedule: the io thread's pass, and what a batch's
+ * answer means for its holds. It imports the other parts, none of which
+ * imports it (wdhold.h): the per-node batches (wdnode.c) and revocation
+ * (revoke.c) call it back only through the hooks it gives them; losses
+ * (cause.c) are handed their notes. */
 #include <stdlib.h>
 #include <string.h>
 #include <uv.h>
 
-#include "io/watchdog_int.h"
+#include "io/cause.h"
+#include "io/revoke.h"
 
-static int nparts(const dlock__hold_kind *k) { return k->nkeys + k->nargs; }
+struct dlock__watchdog {
+    dlock__netctx *ctx;
+    dlock__loop *lp;
+    dlock__router *router;
+    dlock__job flush_job;    /* delivers the losses found by releases */
+    dlock__job start_job;    /* sets the timer up on the io thread */
+    dlock__job kick_job;     /* a pass now: a limited hold to cut back to its limit */
+    pthread_mutex_t mu;
+    pthread_cond_t answered; /* a renewal that a release awaits was answered */
+    dlock__list settles;     /* under mu (io thread only): awaits of dead holds by
+                                asynchronous releases (`settle_node`) */
+    dlock__wd_settle *collect;   /* io thread only: the release collecting now, or NULL */
+    dlock__map map;          /* the holds, by identity (held.hn) */
+    dlock__list all;         /* the holds (held.all) */
+    dlock__map owners;       /* owner ids (wowner) */
+    struct lost_note *pending;   /* under mu: losses found by releases, for the io thread */
 
-/* The identity of a hold: its parts joined by NULs, into buf (or malloc'd
- * when it does not fit; NULL when out of memory). */
-static char *join_id(const dlock__hold_id *id, char *buf, size_t size, size_t *out_len)
-{
-    size_t len = 0;
-    int n = nparts(id->kind);
-    for (int i = 0; i < n; i++)
-        len += id->len[i] + 1;
-    char *k = len <= size ? buf : malloc(len);
-    if (!k)
-        return NULL;
-    char *p = k;
-    for (int i = 0; i < n; i++) {
-        memcpy(p, id->part[i], id->len[i]);
-        p += id->len[i];
-        *p++ = '\0';
-    }
-    *out_len = len;
-    return k;
-}
+    /* io thread only */
+    uv_timer_t timer;
+    int timer_inited;
+    int64_t last_tick;       /* when the last pass ran, or the timer started (ms) */
 
-typedef struct lookup {
-    const dlock__hold_kind *kind;
-    const char *bytes;
-} lookup;
+    dlock__wd_nodes nodes;   /* the per-node batches (wdnode.c); nodes.stopping */
+    dlock__wd_revoke rv;     /* revocation by tracking (revoke.c) */
+    dlock__wd_losses losses; /* loss causes and reports (cause.c) */
+};
 
-static int h_eq(const dlock__hnode *n, const void *key, size_t len)
-{
-    const held *h = (const held *)n;
-    const lookup *l = key;
-    if (h->kind != l->kind || h->klen != len)
-        return 0;
-    /* Part by part, each with its NUL (no part holds one: the join is
-     * unambiguous). */
-    const char *b = l->bytes;
-    for (int i = 0; i < nparts(h->kind); i++) {
-        if (memcmp(h_part(h, i), b, h->len[i] + 1) != 0)
-            return 0;
-        b += h->len[i] + 1;
-    }
-    return 1;
-}
-
-static int o_eq(const dlock__hnode *n, const void *key, size_t len)
-{
-    const wowner *o = (const wowner *)n;
-    return o->len == len && memcmp(o->id, key, len) == 0;
-}
-
-/* The owner id's shared copy, one more hold naming it; NULL when out of
- * memory. Caller holds mu. */
-static wowner *owner_ref(dlock__watchdog *wd, const char *id, size_t len)
-{
-    uint64_t hash = dlock__hash(id, len);
-    wowner *o = (wowner *)dlock__map_find(&wd->owners, hash, id, len);
-    if (!o) {
-        o = malloc(sizeof(*o) + len + 1);
-        if (!o)
-            return NULL;
-        o->hn.hash = hash;
-        o->refs = 0;
-        o->len = (uint32_t)len;
-        memcpy(o->id, id, len);
-        o->id[len] = '\0';
-        if (dlock__map_insert(&wd->owners, &o->hn) != 0) {
-            free(o);
-            return NULL;
-        }
-    }
-    o->refs++;
-    return o;
-}
-
-/* Frees h, and its owner id with the last hold naming it. Caller holds mu
- * (or the watchdog is being freed). */
-static void held_free(dlock__watchdog *wd, held *h)
-{
-    wowner *o = h->own;
-    if (o && --o->refs == 0) {
-        dlock__map_remove(&wd->owners, &o->hn);
-        free(o);
-    }
-    free(h);
-}
-
-static uint64_t id_hash(const dlock__hold_kind *kind, const char *bytes, size_t len)
-{
-    return dlock__hash(bytes, len) ^ (uint64_t)(uintptr_t)kind;
-}
-
-static held *find(dlock__watchdog *wd, const dlock__hold_id *id)
-{
-    char stackbuf[512] = {0};   /* quiets -Wmaybe-uninitialized through join_id */
-    size_t klen;
-    char *k = join_id(id, stackbuf, sizeof(stackbuf), &klen);
-    if (!k)
-        return NULL;
-    lookup l = {id->kind, k};
-    held *h = (held *)dlock__map_find(&wd->map, id_hash(id->kind, k, klen), &l, klen);
-    if (k != stackbuf)
-        free(k);
-    return h;
-}
 
 /* Takes h out of the table; frees it unless a batch still points at it.
  * Caller holds mu. Returns 1 when the caller must free it. */
@@ -122,7 +48,7 @@ static int unlink_held(dlock__watchdog *wd, held *h)
 {
     dlock__map_remove(&wd->map, &h->hn);
     dlock__list_remove(&h->all);
-    dlock__wd_track_unlink(wd, h);
+    dlock__wd_track_unlink(&wd->rv, h);
     if (h->inflight) {
         h->dead = 1;
         return 0;
@@ -143,11 +69,11 @@ int dlock__watchdog_add_limited(dlock__watchdog *wd, const dlock__hold_id *id, i
 {
     int64_t limit_at = max_hold_ms > 0 ? sent_ms + max_hold_ms : INT64_MAX;
     pthread_mutex_lock(&wd->mu);
-    held *h = find(wd, id);
+    held *h = dlock__wd_hold_find(&wd->map, id);
     if (h) {
         /* Reentry: the acquire reset the TTL too (never past the limit: the
          * script set the timeout, which a limit shorter than it cuts at the
-         * next dlock__wd_tick, reported on time either way). A reentry's own limit
+         * next pass, reported on time either way). A reentry's own limit
          * may only come sooner. */
         if (sent_ms > h->renewed_at)
             h->renewed_at = sent_ms;
@@ -166,73 +92,27 @@ int dlock__watchdog_add_limited(dlock__watchdog *wd, const dlock__hold_id *id, i
             dlock__loop_post(wd->lp, &wd->kick_job);
         return DLOCK_OK;
     }
-    size_t klen = 0;
-    int n = nparts(id->kind), opart = DLOCK__HOLD_PARTS;
-    for (int i = 0; i < n; i++) {
-        klen += id->len[i] + 1;
-        if (opart == DLOCK__HOLD_PARTS && id->len[i] == id->olen &&
-            memcmp(id->part[i], id->owner, id->olen) == 0)
-            opart = i;   /* kept once */
+    h = dlock__wd_hold_new(&wd->owners, id);
+    if (h) {
+        h->renewed_at = sent_ms;
+        h->limit_at = limit_at;
+        h->holds = 1;
+        h->fn = fn;
+        h->ud = ud;
     }
-    size_t dlen = klen - (opart < DLOCK__HOLD_PARTS ? id->len[opart] + 1 : 0);
-    h = malloc(sizeof(*h) + dlen);
-    wowner *own = h ? owner_ref(wd, id->owner, id->olen) : NULL;
-    if (!own) {
-        pthread_mutex_unlock(&wd->mu);
-        free(h);
-        return dlock__fail(DLOCK_ENOMEM, "out of memory scheduling the renewal");
-    }
-    memset(h, 0, sizeof(*h));
-    h->own = own;
-    h->renewed_at = sent_ms;
-    h->limit_at = limit_at;
-    h->holds = 1;
-    h->fn = fn;
-    h->ud = ud;
-    h->kind = id->kind;
-    char *p = h->data;
-    for (int i = 0; i < n; i++) {
-        h->len[i] = (uint32_t)id->len[i];
-        if (i == opart)
-            continue;
-        memcpy(p, id->part[i], id->len[i]);
-        p += id->len[i];
-        *p++ = '\0';
-    }
-    h->klen = (uint32_t)klen;
-    h->opart = (uint8_t)opart;
-    char stackbuf[512] = {0};
-    size_t jlen;
-    char *k = join_id(id, stackbuf, sizeof(stackbuf), &jlen);
-    if (k) {
-        h->hn.hash = id_hash(id->kind, k, klen);
-        if (k != stackbuf)
-            free(k);
-    }
-    if (!k || dlock__map_insert(&wd->map, &h->hn) != 0) {
-        held_free(wd, h);
+    if (!h || dlock__map_insert(&wd->map, &h->hn) != 0) {
+        if (h)
+            dlock__wd_hold_free(&wd->owners, h);
         pthread_mutex_unlock(&wd->mu);
         return dlock__fail(DLOCK_ENOMEM, "out of memory scheduling the renewal");
     }
     dlock__list_push_back(&wd->all, &h->all);
-    dlock__wd_track_link(wd, h);
-    /* Renewed once when it is DLOCK__WD_REGISTER_AGE_MS old, so that Redis
-     * tracks it from then on (and the listener is started with the first
-     * hold): a hold released sooner costs Redis nothing more. The io thread is
-     * woken only when no registering pass is due already: an acquisition's
-     * hot path does not hop through it each time. */
-    int post = 0;
-    if (wd->track && !wd->track_refused) {
-        if (wd->track_live) {
-            dlock__wd_mark_recheck(wd, h);
-            h->fresh = 1;
-        }
-        post = !wd->reg_armed;
-        wd->reg_armed = 1;
-    }
+    dlock__wd_track_link(&wd->rv, h);
+    /* Registered with tracking soon (revoke.c). */
+    int post = dlock__wd_revoke_added(&wd->rv, h);
     pthread_mutex_unlock(&wd->mu);
     if (post)
-        dlock__loop_post(wd->lp, &wd->recheck_job);
+        dlock__wd_revoke_wake(&wd->rv);
     return DLOCK_OK;
 }
 
@@ -240,7 +120,7 @@ void dlock__watchdog_lease_reentry(dlock__watchdog *wd, const dlock__hold_id *id
                                    int64_t sent_ms, int64_t lease_ms)
 {
     pthread_mutex_lock(&wd->mu);
-    held *h = find(wd, id);
+    held *h = dlock__wd_hold_find(&wd->map, id);
     if (h) {
         /* The key now expires after the lease: keep the loss deadline honest;
          * the next tick renews it to the watchdog timeout again. */
@@ -255,7 +135,7 @@ void dlock__watchdog_lease_reentry(dlock__watchdog *wd, const dlock__hold_id *id
 int64_t dlock__watchdog_limit_left(dlock__watchdog *wd, const dlock__hold_id *id)
 {
     pthread_mutex_lock(&wd->mu);
-    held *h = find(wd, id);
+    held *h = dlock__wd_hold_find(&wd->map, id);
     int64_t left = h && h->limit_at != INT64_MAX ? h->limit_at - dlock__now_ms() : INT64_MAX;
     pthread_mutex_unlock(&wd->mu);
     return left;
@@ -264,7 +144,7 @@ int64_t dlock__watchdog_limit_left(dlock__watchdog *wd, const dlock__hold_id *id
 int dlock__watchdog_renews(dlock__watchdog *wd, const dlock__hold_id *id)
 {
     pthread_mutex_lock(&wd->mu);
-    held *h = find(wd, id);
+    held *h = dlock__wd_hold_find(&wd->map, id);
     int n = h ? (h->holds > 0 ? h->holds : 1) : 0;
     pthread_mutex_unlock(&wd->mu);
     return n;
@@ -273,7 +153,7 @@ int dlock__watchdog_renews(dlock__watchdog *wd, const dlock__hold_id *id)
 int dlock__watchdog_release_begin(dlock__watchdog *wd, const dlock__hold_id *id)
 {
     pthread_mutex_lock(&wd->mu);
-    held *h = find(wd, id);
+    held *h = dlock__wd_hold_find(&wd->map, id);
     if (h)
         h->releasing++;
     pthread_mutex_unlock(&wd->mu);
@@ -285,7 +165,7 @@ static void note_lost(dlock__watchdog *wd, held *h, dlock_lost_reason why, lost_
 void dlock__watchdog_release_abort(dlock__watchdog *wd, const dlock__hold_id *id)
 {
     pthread_mutex_lock(&wd->mu);
-    held *h = find(wd, id);
+    held *h = dlock__wd_hold_find(&wd->map, id);
     if (h && h->releasing > 0)
         h->releasing--;
     pthread_mutex_unlock(&wd->mu);
@@ -385,13 +265,13 @@ static void await_renewal(dlock__watchdog *wd, held *h)
     }
     h->awaited &= (uint8_t)~AW_THREAD;
     if (!h->inflight)
-        held_free(wd, h);   /* answered: its batch left it to us */
+        dlock__wd_hold_free(&wd->owners, h);   /* answered: its batch left it to us */
 }
 
 void dlock__watchdog_release_end(dlock__watchdog *wd, const dlock__hold_id *id, int outcome)
 {
     pthread_mutex_lock(&wd->mu);
-    held *h = find(wd, id);
+    held *h = dlock__wd_hold_find(&wd->map, id);
     int do_free = 0, post = 0;
     if (h) {
         if (h->releasing > 0)
@@ -411,11 +291,13 @@ void dlock__watchdog_release_end(dlock__watchdog *wd, const dlock__hold_id *id, 
         }
     }
     if (do_free)
-        held_free(wd, h);
+        dlock__wd_hold_free(&wd->owners, h);
     pthread_mutex_unlock(&wd->mu);
     if (post)
         dlock__loop_post(wd->lp, &wd->flush_job);
 }
+
+int dlock__watchdog_tracking(dlock__watchdog *wd) { return dlock__wd_revoke_state(&wd->rv); }
 
 size_t dlock__watchdog_count(dlock__watchdog *wd)
 {
@@ -427,44 +309,10 @@ size_t dlock__watchdog_count(dlock__watchdog *wd)
 
 /* ------------------------------------------------------------ io thread */
 
-void dlock__wd_tick(dlock__watchdog *wd);
+static void tick(dlock__watchdog *wd);
 static void on_timer(uv_timer_t *t);
 
 static int64_t period_ms(const dlock__watchdog *wd) { return wd->ctx->cfg->watchdog_ms / 3; }
-
-void dlock__wd_report(dlock__watchdog *wd, lost_note *notes)
-{
-    const dlock_config *cfg = wd->ctx->cfg;
-    while (notes) {
-        lost_note *n = notes;
-        notes = n->next;
-        const char *owner = n->key + n->nlen + 1;
-        dlock_lost_fn fn = n->fn ? n->fn : cfg->lost_fn;
-        void *ud = n->fn ? n->ud : cfg->lost_ud;
-        if (n->reason > 0 && n->reason < DLOCK_STATS_LOST_REASONS)
-            dlock__stats_count(wd->ctx->stats, DLOCK__ST_LOST + (int)n->reason, 1);
-        dlock_lost_cause cause = n->reason == DLOCK_LOST_GONE ? n->cause
-                                 : n->reason == DLOCK_LOST_UNREACHABLE ? DLOCK_CAUSE_UNREACHABLE
-                                 : n->reason == DLOCK_LOST_PAUSED      ? DLOCK_CAUSE_PAUSED
-                                 : n->reason == DLOCK_LOST_REPLICAS    ? DLOCK_CAUSE_REPLICAS
-                                                                       : DLOCK_CAUSE_MAX_HOLD;
-        dlock__log(cfg, DLOCK_LOG_WARN, "%s '%s' held by %s lost: %s%s%s", n->what, n->key,
-                   owner,
-                   n->reason == DLOCK_LOST_GONE       ? "it was gone when renewed or released"
-                   : n->reason == DLOCK_LOST_PAUSED   ? "this process was paused past the lease"
-                   : n->reason == DLOCK_LOST_MAX_HOLD ? "held as long as its hold limit allows"
-                   : n->reason == DLOCK_LOST_REPLICAS
-                       ? "its renewal was acknowledged by too few replicas"
-                       : "Redis unreachable until the lease ran out",
-                   n->reason == DLOCK_LOST_GONE ? ": " : "",
-                   n->reason == DLOCK_LOST_GONE ? dlock_lost_cause_str(cause) : "");
-        dlock__set_lost_cause(cause);
-        if (fn)
-            fn(n->key, owner, n->reason, ud);
-        dlock__set_lost_cause(DLOCK_CAUSE_UNKNOWN);
-        free(n);
-    }
-}
 
 static void flush_pending(void *arg)
 {
@@ -473,7 +321,7 @@ static void flush_pending(void *arg)
     lost_note *notes = wd->pending;
     wd->pending = NULL;
     pthread_mutex_unlock(&wd->mu);
-    dlock__wd_report(wd, notes);
+    dlock__wd_report(&wd->losses, notes);
 }
 
 /* Takes h out of the schedule (freeing it, or leaving it to its in-flight
@@ -499,18 +347,8 @@ static void note_lost(dlock__watchdog *wd, held *h, dlock_lost_reason why, lost_
     /* Without memory for the note the loss goes unreported, but the entry
      * still leaves the schedule. */
     if (unlink_held(wd, h))
-        held_free(wd, h);
+        dlock__wd_hold_free(&wd->owners, h);
 }
-
-int dlock__reply_renew(const redisReply *r, size_t n, unsigned char *renewed)
-{
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != n)
-        return DLOCK_EPROTO;
-    for (size_t i = 0; i < n; i++)
-        renewed[i] = r->element[i]->type == REDIS_REPLY_INTEGER && r->element[i]->integer == 1;
-    return DLOCK_OK;
-}
-
 
 static void on_promoted(void *arg, dlock__node *n)
 {
@@ -519,23 +357,12 @@ static void on_promoted(void *arg, dlock__node *n)
     dlock__loop_post(wd->lp, &wd->kick_job);
 }
 
-static void batch_done(dlock__watchdog *wd, batch *b, const redisReply *r, int ok)
-{
-    if (ok && dlock__reply_renew(r, (size_t)b->n, b->renewed) != DLOCK_OK)
-        ok = 0;
-    if (b->ack) {
-        b->ok = ok;   /* the WAIT's answer decides */
-        return;
-    }
-    dlock__wd_batch_finish(wd, b, ok, b->renewed, 0);
-}
-
-/* unacked: the renewals were not acknowledged by enough replicas and the
+/* Hook (wdnode.c): a batch answered; what it means for its holds.
+ * unacked: the renewals were not acknowledged by enough replicas and the
  * policy gives such holds up (reported lost, no longer renewed). */
-void dlock__wd_batch_finish(dlock__watchdog *wd, batch *b, int ok, const unsigned char *renewed,
-                            int unacked)
+static void on_answered(void *ud, batch *b, int ok, const unsigned char *renewed, int unacked)
 {
-    b->wc->inflight--;
+    dlock__watchdog *wd = ud;
     lost_note *notes = NULL;
     int again = 0;
     /* When the node that answered became a primary, if it did; and whether
@@ -544,9 +371,8 @@ void dlock__wd_batch_finish(dlock__watchdog *wd, batch *b, int ok, const unsigne
     const int moved = b->n > 0 && dlock__router_node(wd->router, h_part(b->e[0], 0),
                                                      b->e[0]->len[0]) != b->wc->node;
     if (b->recheck)
-        wd->rechecks_out--;
+        dlock__wd_revoke_answered(&wd->rv);
     pthread_mutex_lock(&wd->mu);
-    wd->batches_out--;
     for (int i = 0; i < b->n; i++) {
         held *h = b->e[i];
         h->inflight = 0;
@@ -556,7 +382,7 @@ void dlock__wd_batch_finish(dlock__watchdog *wd, batch *b, int ok, const unsigne
             if (h->awaited & AW_THREAD)
                 pthread_cond_broadcast(&wd->answered);   /* its release frees it */
             else
-                held_free(wd, h);
+                dlock__wd_hold_free(&wd->owners, h);
             continue;
         }
         if (!ok)
@@ -577,145 +403,19 @@ void dlock__wd_batch_finish(dlock__watchdog *wd, batch *b, int ok, const unsigne
             note_lost(wd, h, DLOCK_LOST_GONE, &notes);
         }
     }
-    int more = !dlock__list_empty(&wd->recheck);
+    int more = dlock__wd_revoke_due(&wd->rv);
     pthread_mutex_unlock(&wd->mu);
     if (again)
         dlock__loop_post(wd->lp, &wd->kick_job);
-    cause_sample before = b->before;
-    wconn *wc = b->wc;
-    free((void *)b);
-    dlock__wd_explain(wd, wc, &before, notes);
-    if (more && ok)
-        dlock__wd_recheck(wd);   /* holds whose key changed while their renewal was in flight */
-    else if (more)
-        dlock__wd_recheck_later(wd);   /* not at once against a failing server */
+    dlock__wd_explain(&wd->losses, b->wc, &b->before, notes);
+    if (more)   /* holds whose key changed while their renewal was in flight */
+        dlock__wd_revoke_resume(&wd->rv, ok);
 }
-
-static int send_batch(dlock__watchdog *wd, batch *b);
-static void schedule(dlock__watchdog *wd, int64_t at);
-
-static void on_load_reply(dlock__aconn *ac, redisReply *r, int status, void *ud)
-{
-    wconn *wc = ud;
-    wc->loading = 0;   /* answered either way: a later NOSCRIPT loads again */
-    if (r && r->type == REDIS_REPLY_ERROR)
-        dlock__log(wc->wd->ctx->cfg, DLOCK_LOG_ERROR,
-                   "SCRIPT LOAD of a renewal script on %s failed: %s",
-                   dlock__node_addr(wc->node), r->str);
-}
-
-static void on_batch_reply(dlock__aconn *ac, redisReply *r, int status, void *ud)
-{
-    batch *b = ud;
-    dlock__watchdog *wd = b->wd;
-    wconn *wc = b->wc;
-    /* Renewals are idempotent, and retried by the schedule itself. */
-    dlock__try t = {.sent = r ? DLOCK__SENT_OK : DLOCK__MAYBE_RAN,
-                    .timed_out = status == DLOCK_ECMDTIMEOUT};
-    if (r && r->type == REDIS_REPLY_ERROR)
-        t.err = dlock__redis_classify(r->str);
-    dlock__verdict v = dlock__call_policy(&t, DLOCK__CALL_IDEMPOTENT | DLOCK__CALL_NO_RETRY, 0,
-                                          b->reloaded || wd->stopping, wd->ctx->cfg);
-    if (v.next == DLOCK__NEXT_RELOAD) {
-        /* Redis lost its script cache (restart): load once, resend this batch.
-         * Replies arrive in order, so the load runs before every resend. The
-         * resend's answer comes after the WAIT's: it is not acknowledged. */
-        b->reloaded = 1;
-        if (b->ack) {
-            for (int i = 0; i < b->ack->n; i++)
-                if (b->ack->b[i] == b)
-                    b->ack->b[i] = NULL;
-            b->ack = NULL;
-        }
-        if (!wc->loading) {
-            const dlock__script *s = &dlock__scripts[b->kind->script];
-            const char *av[] = {"SCRIPT", "LOAD", s->body};
-            size_t lens[] = {6, 4, s->len};
-            if (dlock__aconn_send(ac, 3, av, lens, 1, on_load_reply, wc) == DLOCK_OK)
-                wc->loading = 1;
-        }
-        if (send_batch(wd, b) == DLOCK_OK)
-            return;
-    }
-    int ok = r && r->type == REDIS_REPLY_ARRAY && r->elements == (size_t)b->n;
-    if (ok) {
-        wc->failing = 0;
-    } else {
-        wc->failing = 1;
-        /* A slot that moved (MOVED, failover): the router's map is read again,
-         * and the retry goes where it says. */
-        if (t.err == DLOCK__RERR_READONLY)
-            dlock__router_demoted(wd->router, wc->node);   /* the next tick renews anew */
-        else if (!r || v.next == DLOCK__NEXT_REROUTE)
-            dlock__router_stale(wd->router);
-        dlock__log(wd->ctx->cfg, DLOCK_LOG_WARN, "%s renewal on %s failed: %s", b->kind->what,
-                   dlock__node_addr(wc->node),
-                   !r ? dlock_strerror(status)
-                      : r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
-    }
-    batch_done(wd, b, r, ok);
-    if (!ok && !wd->stopping)
-        schedule(wd, dlock__now_ms() + wd->ctx->cfg->retry_delay_ms);
-}
-
-/* EVALSHA sha nkeys, every hold's keys, the lease, every hold's arguments.
- * While tracking is on: EVALSHA sha 0, the lease, the number of keys, the
- * keys, the arguments (see lock/renew.lua), then EXISTS of the tracked keys. */
-static int send_batch(dlock__watchdog *wd, batch *b)
-{
-    const dlock__hold_kind *k = b->kind;
-    const int track = wd->track_live && k->track >= 0;
-    int argc = 4 + b->n * nparts(k) + track;
-    const char **av = malloc((size_t)argc * sizeof(*av));
-    size_t *lens = malloc((size_t)argc * sizeof(*lens));
-    if (!av || !lens) {
-        free(av);
-        free(lens);
-        return DLOCK_ENOMEM;
-    }
-    char nk[16], lease[24];
-    int i = 0;
-    av[i] = "EVALSHA";
-    lens[i++] = 7;
-    av[i] = dlock__scripts[k->script].sha;
-    lens[i++] = 40;
-    if (track) {
-        av[i] = "0";
-        lens[i++] = 1;
-        av[i] = lease;
-        lens[i++] = dlock__fmt_i64(lease, b->lease);
-    }
-    av[i] = nk;
-    lens[i++] = dlock__fmt_i64(nk, (int64_t)b->n * k->nkeys);
-    for (int e = 0; e < b->n; e++)
-        for (int p = 0; p < k->nkeys; p++) {
-            av[i] = h_part(b->e[e], p);
-            lens[i++] = b->e[e]->len[p];
-        }
-    if (!track) {
-        av[i] = lease;
-        lens[i++] = dlock__fmt_i64(lease, b->lease);
-    }
-    for (int e = 0; e < b->n; e++)
-        for (int p = k->nkeys; p < nparts(k); p++) {
-            av[i] = h_part(b->e[e], p);
-            lens[i++] = b->e[e]->len[p];
-        }
-    int rc = dlock__aconn_send(b->wc->conn, i, av, lens, 1, on_batch_reply, b);
-    if (rc == DLOCK_OK)
-        dlock__stats_count(wd->ctx->stats, DLOCK__ST_RENEWAL_RTTS, 1);
-    free(av);
-    free(lens);
-    if (rc == DLOCK_OK && track)
-        dlock__wd_send_track(wd, b);   /* not sent: the next renewal tracks the key */
-    return rc;
-}
-
 
 /* Brings the timer forward to `at` if it is due later. */
 static void schedule(dlock__watchdog *wd, int64_t at)
 {
-    if (wd->stopping || !wd->timer_inited)
+    if (wd->nodes.stopping || !wd->timer_inited)
         return;
     int64_t now = dlock__now_ms();
     uint64_t delay = (uint64_t)(at > now ? at - now : 0);
@@ -725,68 +425,47 @@ static void schedule(dlock__watchdog *wd, int64_t at)
 }
 
 
-static void on_timer(uv_timer_t *t) { dlock__wd_tick(t->data); }
+static void on_timer(uv_timer_t *t) { tick(t->data); }
 
-/* Batches a write holds at most: a pass over 100 000 holds on one node is
- * ~11 MB of scripts, which one write would first gather in the client's
- * memory; slices of 128 (~1.4 MB) go to the socket as they are made. Up to
- * 12 800 holds per node still go in one write. */
-#define SLICE_BATCHES 128
-
-/* Sends a pass's batches: its scripts for one node in as few writes as
- * slices allow, then the WAIT of each node's batches when replicas must
- * acknowledge. */
-void dlock__wd_send_all(dlock__watchdog *wd, tick_batches *tb)
+/* Hook (wdnode.c): a renewal failed; the pass comes again after the retry
+ * delay. */
+static void on_failed(void *ud)
 {
-    const dlock_config *cfg = wd->ctx->cfg;
-    if (tb->n > 0) {
-        pthread_mutex_lock(&wd->mu);
-        wd->batches_out += (int)tb->n;
-        pthread_mutex_unlock(&wd->mu);
-        for (size_t c = 0; c < wd->nconns; c++)
-            dlock__aconn_cork(wd->conns[c]->conn);
-    }
-    size_t sent = 0;
-    for (size_t c = 0; c < wd->nconns; c++)
-        wd->conns[c]->wrote = 0;
-    for (size_t i = 0; i < tb->n; i++) {
-        wconn *wc = tb->v[i]->wc;
-        if (send_batch(wd, tb->v[i]) != DLOCK_OK) {
-            wc->failing = 1;
-            batch_done(wd, tb->v[i], NULL, 0);
-            continue;
-        }
-        tb->v[sent++] = tb->v[i];
-        if (++wc->wrote == SLICE_BATCHES) {   /* this slice's write */
-            dlock__aconn_uncork(wc->conn);
-            dlock__aconn_cork(wc->conn);
-            dlock__stats_count(wd->ctx->stats, DLOCK__ST_RENEWAL_WRITES, 1);
-            wc->wrote = 0;
-        }
-    }
-    for (size_t c = 0; c < wd->nconns; c++)
-        if (wd->conns[c]->wrote)
-            dlock__stats_count(wd->ctx->stats, DLOCK__ST_RENEWAL_WRITES, 1);
-    if (cfg->ack_replicas > 0 && !cfg->ack_all && sent > 0)
-        for (size_t c = 0; c < wd->nconns; c++)
-            dlock__wd_ask_acks(wd, wd->conns[c], tb->v, sent);
-    for (size_t c = 0; c < wd->nconns; c++)
-        if (wd->conns[c]->wrote)
-            dlock__wd_cause_sample(wd, wd->conns[c]);
-    if (tb->n > 0)
-        for (size_t c = 0; c < wd->nconns; c++)
-            dlock__aconn_uncork(wd->conns[c]->conn);
-    if (tb->v != tb->stack)
-        free(tb->v);
-    if (tb->open != tb->open_st)
-        free(tb->open);
+    dlock__watchdog *wd = ud;
+    schedule(wd, dlock__now_ms() + wd->ctx->cfg->retry_delay_ms);
+}
+
+/* Hook (wdnode.c): wc's connection is up: tracking on it (revoke.c), the
+ * holds that waited for it renewed, and a first sample of the node's
+ * counters, for a loss found by the first renewal; after a reconnection the
+ * old one stays (its run_id tells a failover). */
+static void on_up(void *ud, wconn *wc)
+{
+    dlock__watchdog *wd = ud;
+    dlock__wd_revoke_conn_up(&wd->rv);
+    tick(wd);
+    if (!wc->sample.have)
+        dlock__wd_cause_sample(&wd->losses, wc);
+}
+
+static void on_down(void *ud, wconn *wc)
+{
+    (void)wc;
+    dlock__wd_revoke_conn_down(&((dlock__watchdog *)ud)->rv);
+}
+
+/* Hook (wdnode.c): wc wrote a pass's batches: a sample of its counters goes
+ * in the same write (at most once a second). */
+static void on_wrote(void *ud, wconn *wc)
+{
+    dlock__wd_cause_sample(&((dlock__watchdog *)ud)->losses, wc);
 }
 
 /* One pass: report losses whose deadline passed, renew what is due, and set
  * the timer for the next renewal or deadline, whichever comes first. */
-void dlock__wd_tick(dlock__watchdog *wd)
+static void tick(dlock__watchdog *wd)
 {
-    if (wd->stopping)
+    if (wd->nodes.stopping)
         return;
     const dlock_config *cfg = wd->ctx->cfg;
     const int64_t now = dlock__now_ms();
@@ -796,8 +475,8 @@ void dlock__wd_tick(dlock__watchdog *wd)
     const int64_t early = timeout / 20 < 500 ? timeout / 20 : 500;
     const int64_t retry = cfg->retry_delay_ms < period ? cfg->retry_delay_ms : period;
     int failing = 0;
-    for (size_t i = 0; i < wd->nconns; i++)
-        failing |= wd->conns[i]->failing;
+    for (size_t i = 0; i < wd->nodes.nconns; i++)
+        failing |= wd->nodes.conns[i]->failing;
     int64_t next = now + (failing ? retry : period);
     const int cluster = dlock__router_is_cluster(wd->router);
     /* Ticks come at least every period; one much later means this process
@@ -806,7 +485,7 @@ void dlock__wd_tick(dlock__watchdog *wd)
     wd->last_tick = now;
     lost_note *notes = NULL;
     tick_batches tb;
-    tb_init(&tb);
+    dlock__wd_tb_init(&tb, dlock__wd_revoke_live(&wd->rv));
     int any = 0;
 
     pthread_mutex_lock(&wd->mu);
@@ -844,7 +523,7 @@ void dlock__wd_tick(dlock__watchdog *wd)
         /* A hold whose key lives to its limit is not renewed any more. */
         if (!h->recap && !h->failover && (limited || now - h->renewed_at < period / 2))
             continue;
-        wconn *wc = dlock__wd_conn_for(wd, node);
+        wconn *wc = dlock__wd_conn_for(&wd->nodes, node);
         if (!wc)
             break;
         wc->used = 1;
@@ -853,34 +532,24 @@ void dlock__wd_tick(dlock__watchdog *wd)
             continue;
         }
         h->recap = 0;
-        dlock__list_remove(&h->rlink);
+        dlock__wd_revoke_unmark(h);
         const int64_t lease = h->limit_at - now < timeout ? h->limit_at - now : timeout;
         int slot = cluster ? dlock__key_slot(h_part(h, 0), h->len[0]) : 0;
-        batch *b = dlock__wd_batch_for(wd, &tb, h->kind, wc, slot, lease, now);
+        batch *b = dlock__wd_batch_for(&tb, h->kind, wc, slot, lease, now);
         if (!b)
             break;
         h->inflight = 1;
         b->e[b->n++] = h;
     }
     pthread_mutex_unlock(&wd->mu);
-    dlock__wd_send_all(wd, &tb);
+    dlock__wd_send_all(&wd->nodes, &tb);
 
-    if (any && wd->track) {
-        /* Tracking needs the renewal connection up before any hold is due
-         * (a new hold is registered 3 ms after it is taken): the single
-         * server's. */
-        wconn *wc = dlock__wd_conn_for(wd, dlock__router_node(wd->router, NULL, 0));
-        if (wc) {
-            wc->used = 1;
-            if (!dlock__aconn_ready(wc->conn))
-                dlock__aconn_start(wc->conn);
-        }
-        dlock__tracking_start(wd->track);   /* no-op once connected */
-    }
-    dlock__wd_drop_unused(wd);
+    if (any)
+        dlock__wd_revoke_keep_up(&wd->rv);
+    dlock__wd_drop_unused(&wd->nodes);
 
-    dlock__wd_report(wd, notes);
-    if (!wd->stopping)
+    dlock__wd_report(&wd->losses, notes);
+    if (!wd->nodes.stopping)
         uv_timer_start(&wd->timer, on_timer, (uint64_t)(next > now ? next - now : 0), 0);
 }
 
@@ -890,22 +559,14 @@ static void on_timer_closed(uv_handle_t *h) {}
 static void on_stop(void *arg)
 {
     dlock__watchdog *wd = arg;
-    wd->stopping = 1;
+    wd->nodes.stopping = 1;
     dlock__netctx_on_promoted(wd->ctx, DLOCK__HOOK_WATCHDOG, NULL, NULL);
     if (wd->timer_inited) {
         uv_timer_stop(&wd->timer);
         uv_close((uv_handle_t *)&wd->timer, on_timer_closed);
-        uv_timer_stop(&wd->reg_timer);
-        uv_close((uv_handle_t *)&wd->reg_timer, on_timer_closed);
     }
-    for (size_t i = 0; i < wd->nconns; i++) {
-        dlock__aconn_close(wd->conns[i]->conn, NULL, NULL);
-        free(wd->conns[i]);   /* its batches were failed by the close */
-    }
-    free(wd->conns);
-    wd->conns = NULL;
-    wd->nconns = 0;
-    dlock__tracking_stop(wd->track);
+    dlock__wd_nodes_close(&wd->nodes);
+    dlock__wd_revoke_stop(&wd->rv);
 }
 
 /* ------------------------------------------------------------ lifecycle */
@@ -914,17 +575,20 @@ static void kick_job(void *arg)
 {
     dlock__watchdog *wd = arg;
     if (wd->timer_inited)
-        dlock__wd_tick(wd);
+        tick(wd);
 }
+
+/* Revocation's hook: a pass now. */
+static void revoke_tick(void *ud) { tick(ud); }
 
 /* First job on the io thread: the timer. */
 static void start_job(void *arg)
 {
     dlock__watchdog *wd = arg;
-    if (wd->stopping)
+    if (wd->nodes.stopping)
         return;
     int rc = uv_timer_init(dlock__loop_uv(wd->lp), &wd->timer);
-    if (rc == 0 && (rc = uv_timer_init(dlock__loop_uv(wd->lp), &wd->reg_timer)) < 0)
+    if (rc == 0 && (rc = dlock__wd_revoke_start(&wd->rv)) < 0)
         uv_close((uv_handle_t *)&wd->timer, on_timer_closed);
     if (rc < 0) {
         dlock__log(wd->ctx->cfg, DLOCK_LOG_ERROR, "cannot create the watchdog timer: %s",
@@ -932,7 +596,6 @@ static void start_job(void *arg)
         return;
     }
     wd->timer.data = wd;
-    wd->reg_timer.data = wd;
     wd->timer_inited = 1;
     uv_timer_start(&wd->timer, on_timer, (uint64_t)period_ms(wd), 0);
 }
@@ -949,7 +612,6 @@ int dlock__watchdog_new(dlock__watchdog **out, dlock__loop *lp, dlock__netctx *c
     dlock__job_init(&wd->flush_job, flush_pending, wd);
     dlock__job_init(&wd->start_job, start_job, wd);
     dlock__job_init(&wd->kick_job, kick_job, wd);
-    dlock__job_init(&wd->recheck_job, dlock__wd_recheck_job, wd);
     /* The schedule starts now: a process stopped before the io thread first
      * ran still has its pause seen. */
     wd->last_tick = dlock__now_ms();
@@ -959,24 +621,18 @@ int dlock__watchdog_new(dlock__watchdog **out, dlock__loop *lp, dlock__netctx *c
         free(wd);
         return dlock__fail(DLOCK_ENOMEM, "cannot create a condition variable");
     }
-    dlock__map_init(&wd->map, h_eq);
+    dlock__wd_holds_init(&wd->map, &wd->owners);
     dlock__list_init(&wd->all);
-    dlock__map_init(&wd->tkeys, dlock__wd_tk_eq);
-    dlock__map_init(&wd->owners, o_eq);
-    dlock__list_init(&wd->recheck);
     dlock__list_init(&wd->settles);
-    int rc = DLOCK_OK;
-    /* Revocation on one server only: on a sentinel or cluster deployment the
-     * keys' node changes (and a cluster would need a listener per node), so
-     * there a loss is found by the renewals. */
-    if (!ctx->cfg->revocation_off && !dlock__router_dynamic(router)) {
-        dlock__tracking_cbs cbs = {dlock__wd_on_track_id, dlock__wd_on_invalidate, wd};
-        rc = dlock__tracking_new(&wd->track, dlock__loop_uv(lp), ctx, router, NULL, &cbs);
-    }
+    const dlock__wd_node_hooks hooks = {on_answered, on_failed, on_up, on_down, on_wrote, wd};
+    dlock__wd_nodes_init(&wd->nodes, ctx, lp, router, &wd->mu, &hooks);
+    int rc = dlock__wd_revoke_init(&wd->rv, ctx, lp, router, &wd->mu, &wd->nodes, &wd->all,
+                                   revoke_tick, wd);
+    wd->losses = (dlock__wd_losses){ctx, &wd->rv.flushes};
     if (rc == DLOCK_OK)
         rc = dlock__loop_on_stop(lp, on_stop, wd);
     if (rc != DLOCK_OK) {
-        dlock__tracking_free(wd->track);
+        dlock__wd_revoke_free(&wd->rv);
         pthread_cond_destroy(&wd->answered);
         pthread_mutex_destroy(&wd->mu);
         free(wd);
@@ -1006,13 +662,12 @@ void dlock__watchdog_free(dlock__watchdog *wd)
     while (!dlock__list_empty(&wd->all)) {
         held *h = DLOCK__CONTAINER_OF(wd->all.next, held, all);
         dlock__list_remove(&h->all);
-        dlock__wd_track_unlink(wd, h);
-        held_free(wd, h);
+        dlock__wd_track_unlink(&wd->rv, h);
+        dlock__wd_hold_free(&wd->owners, h);
     }
     dlock__map_free(&wd->map);
-    dlock__map_free(&wd->tkeys);
     dlock__map_free(&wd->owners);
-    dlock__tracking_free(wd->track);
+    dlock__wd_revoke_free(&wd->rv);
     pthread_cond_destroy(&wd->answered);
     pthread_mutex_destroy(&wd->mu);
     free(wd);

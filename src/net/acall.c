@@ -228,6 +228,7 @@ static void uncork(dlock__acall *x)
     for (size_t i = 0; i < x->nn; i++)
         if (x->nodes[i]->corked) {
             x->nodes[i]->corked = 0;
+            dlock__stats_count(x->ctx->stats, DLOCK__ST_ACALL_WRITES, 1);
             dlock__aconn_uncork(x->nodes[i]->conn);
         }
 }

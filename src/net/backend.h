@@ -43,6 +43,26 @@ struct dlock__backend {
                                       from (its new() leaves it 0) */
 };
 
+/* The background thread of a deployment that finds its nodes by itself
+ * (refresher.c), the one idiom of cluster.c, sentinel.c and replicated.c: fn
+ * runs a round of its work, `poked` when dlock__refresher_poke asked for it,
+ * and returns the ms from that round's start until the next is due (0: at
+ * once, for a round that waits by itself, a slice at a time). The first
+ * round comes first_ms after the start. Between rounds the thread waits on
+ * a condition variable: a poke or the stop is seen at once (during a round,
+ * when it returns). */
+typedef struct dlock__refresher dlock__refresher;
+typedef int64_t (*dlock__refresh_fn)(void *ud, int poked);
+/* Starts the thread ("what" names it in the message of a failure). */
+int dlock__refresher_start(dlock__refresher **out, int64_t first_ms, dlock__refresh_fn fn,
+                           void *ud, const char *what);
+/* A round soon, whatever is due (a stale hook: any thread, never waits for
+ * a round). NULL: nothing. */
+void dlock__refresher_poke(dlock__refresher *r);
+/* Stops the thread (after its round in progress), joins it and frees r.
+ * NULL: nothing. */
+void dlock__refresher_stop(dlock__refresher *r);
+
 /* One address (single.c): a READONLY answer (the server behind the address
  * is a replica now) drops the connections to it, and the request goes again
  * on new ones (the name resolved again) after the retry delay, within the

@@ -48,13 +48,9 @@ struct dlock__cluster {
     _Atomic int64_t refreshed_at;
     int sharded;                     /* the nodes have SPUBLISH (Redis 7) */
 
-    /* The refresher thread: every REFRESH_EVERY_MS, and when told the map is
-     * stale by a thread that must not block (the io thread). */
-    pthread_t thread;
-    int thread_started;
-    pthread_mutex_t bg_mu;
-    pthread_cond_t bg_cv;
-    int bg_stale, bg_stop;           /* under bg_mu */
+    /* The refresher thread (refresher.c): every REFRESH_EVERY_MS, and when
+     * told the map is stale by a thread that must not block (the io thread). */
+    dlock__refresher *bg;
 };
 
 /* The node at host:port, created when new. Caller holds the write lock. */
@@ -161,7 +157,7 @@ static int install(dlock__cluster *cl, const dlock__slotmap *m)
 /* Reads the map again: known primaries first, then the seeds. */
 static int refresh_locked(dlock__cluster *cl)
 {
-    char why[512] = "";
+    char why[DLOCK__MSG_MAX] = "";
     size_t off = 0;
     int rc = DLOCK_ECONN;
     dlock__slotmap m;
@@ -235,36 +231,16 @@ static void refresh_if(dlock__cluster *cl, int64_t min_gap, int wait)
 
 static dlock__node *owner_of(dlock__cluster *cl, int slot, int any);
 
-static void *refresher(void *arg)
+/* A round of the refresher thread: a poke (the map is stale) reads the map
+ * unless it was read in the last REFRESH_MIN_GAP_MS, the period's round
+ * unless in the last half period. */
+static int64_t refresher(void *arg, int stale)
 {
-    dlock__cluster *cl = arg;
-    pthread_mutex_lock(&cl->bg_mu);
-    while (!cl->bg_stop) {
-        if (!cl->bg_stale) {
-            struct timespec ts;
-            dlock__abstime(dlock__now_ms() + REFRESH_EVERY_MS, &ts);
-            pthread_cond_timedwait(&cl->bg_cv, &cl->bg_mu, &ts);
-        }
-        if (cl->bg_stop)
-            break;
-        int stale = cl->bg_stale;
-        cl->bg_stale = 0;
-        pthread_mutex_unlock(&cl->bg_mu);
-        refresh_if(cl, stale ? REFRESH_MIN_GAP_MS : REFRESH_EVERY_MS / 2, 1);
-        pthread_mutex_lock(&cl->bg_mu);
-    }
-    pthread_mutex_unlock(&cl->bg_mu);
-    return NULL;
+    refresh_if(arg, stale ? REFRESH_MIN_GAP_MS : REFRESH_EVERY_MS / 2, 1);
+    return REFRESH_EVERY_MS;
 }
 
-static void cl_stale(dlock__backend *b)
-{
-    dlock__cluster *cl = (dlock__cluster *)b;
-    pthread_mutex_lock(&cl->bg_mu);
-    cl->bg_stale = 1;
-    pthread_cond_signal(&cl->bg_cv);
-    pthread_mutex_unlock(&cl->bg_mu);
-}
+static void cl_stale(dlock__backend *b) { dlock__refresher_poke(((dlock__cluster *)b)->bg); }
 
 /* Sharded pub/sub (SSUBSCRIBE, SPUBLISH) came with Redis 7: a node that
  * knows SPUBLISH has it. */
@@ -300,8 +276,6 @@ int dlock__cluster_new(dlock__backend **out, dlock__netctx *ctx, const dlock__en
     cl->ctx = ctx;
     pthread_rwlock_init(&cl->mu, NULL);
     pthread_mutex_init(&cl->refresh_mu, NULL);
-    pthread_mutex_init(&cl->bg_mu, NULL);
-    dlock__cond_init(&cl->bg_cv);
     for (size_t s = 0; s < DLOCK__SLOTS; s++)
         cl->owner[s] = DLOCK__NO_NODE;
     int rc = DLOCK_OK;
@@ -326,12 +300,9 @@ int dlock__cluster_new(dlock__backend **out, dlock__netctx *ctx, const dlock__en
     }
     if (rc == DLOCK_OK)
         cl->sharded = has_sharded_pubsub(cl);
-    if (rc == DLOCK_OK) {
-        if (pthread_create(&cl->thread, NULL, refresher, cl) != 0)
-            rc = dlock__fail(DLOCK_ESYS, "cannot start the cluster map refresher thread");
-        else
-            cl->thread_started = 1;
-    }
+    if (rc == DLOCK_OK)
+        rc = dlock__refresher_start(&cl->bg, REFRESH_EVERY_MS, refresher, cl,
+                                    "cluster map refresher");
     if (rc != DLOCK_OK) {
         cl_free(&cl->base);
         return rc;
@@ -343,15 +314,7 @@ int dlock__cluster_new(dlock__backend **out, dlock__netctx *ctx, const dlock__en
 static void cl_free(dlock__backend *b)
 {
     dlock__cluster *cl = (dlock__cluster *)b;
-    if (cl->thread_started) {
-        pthread_mutex_lock(&cl->bg_mu);
-        cl->bg_stop = 1;
-        pthread_cond_signal(&cl->bg_cv);
-        pthread_mutex_unlock(&cl->bg_mu);
-        pthread_join(cl->thread, NULL);
-    }
-    pthread_mutex_destroy(&cl->bg_mu);
-    pthread_cond_destroy(&cl->bg_cv);
+    dlock__refresher_stop(cl->bg);
     for (size_t i = 0; i < cl->nnodes; i++)
         dlock__node_free(cl->nodes[i]);
     free(cl->nodes);
@@ -514,10 +477,10 @@ static int cl_call(dlock__backend *b, const dlock__req *req, dlock__res *res)
             return rc;
         if (rc == DLOCK_ECONN && !(req->flags & DLOCK__CALL_NO_RETRY)) {
             /* Not sent (else EUNKNOWN): safe to send again, here or elsewhere. */
-            char msg[512];
-            snprintf(msg, sizeof(msg), "%s", dlock_last_error());
+            dlock__kept msg;
+            dlock__keep_error(&msg);
             if (failures++ >= cfg->retry_attempts)
-                return dlock__fail(rc, "%s", msg);
+                return dlock__restore_error(&msg, rc);
             int prc = pause_for_owner(cl, req, slot, n);
             if (prc != DLOCK_OK)
                 return prc;

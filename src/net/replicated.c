@@ -51,10 +51,7 @@ struct dlock__replicated {
     _Atomic uint64_t scans_begun;    /* scans begun (the next one's number once done) */
 
     pthread_mutex_t scan_mu;         /* one scan at a time */
-    pthread_t thread;
-    int thread_started;
-    _Atomic int stop;
-    _Atomic int check_now;
+    dlock__refresher *bg;            /* the scanner thread (refresher.c) */
 };
 
 /* What ROLE answered: 1 master, 0 replica (or sentinel), -1 no answer. */
@@ -147,26 +144,17 @@ static int no_primary(dlock__replicated *x)
                        roles);
 }
 
-static void *scanner(void *arg)
+/* A round of the scanner thread: every scan interval, and at once when a
+ * caller or the io thread asked (rep_stale). */
+static int64_t scanner(void *arg, int poked)
 {
     dlock__replicated *x = arg;
-    int64_t last = dlock__now_ms();
-    while (!atomic_load(&x->stop)) {
-        int64_t now = dlock__now_ms();
-        if (now - last >= x->ctx->cfg->scan_interval_ms || atomic_exchange(&x->check_now, 0)) {
-            last = now;
-            scan(x);
-            continue;
-        }
-        dlock__cancel_sleep(NULL, SLICE_MS);
-    }
-    return NULL;
+    (void)poked;
+    scan(x);
+    return x->ctx->cfg->scan_interval_ms;
 }
 
-static void rep_stale(dlock__backend *b)
-{
-    atomic_store(&((dlock__replicated *)b)->check_now, 1);
-}
+static void rep_stale(dlock__backend *b) { dlock__refresher_poke(((dlock__replicated *)b)->bg); }
 
 static const dlock__backend_ops replicated_ops;
 static void rep_free(dlock__backend *b);
@@ -209,12 +197,9 @@ int dlock__replicated_new(dlock__backend **out, dlock__netctx *ctx,
         }
         dlock__cancel_sleep(NULL, 100);
     }
-    if (rc == DLOCK_OK) {
-        if (pthread_create(&x->thread, NULL, scanner, x) != 0)
-            rc = dlock__fail(DLOCK_ESYS, "cannot start the replicated scanner thread");
-        else
-            x->thread_started = 1;
-    }
+    if (rc == DLOCK_OK)
+        rc = dlock__refresher_start(&x->bg, x->ctx->cfg->scan_interval_ms, scanner, x,
+                                    "replicated scanner");
     if (rc != DLOCK_OK) {
         rep_free(&x->base);
         return rc;
@@ -226,10 +211,7 @@ int dlock__replicated_new(dlock__backend **out, dlock__netctx *ctx,
 static void rep_free(dlock__backend *b)
 {
     dlock__replicated *x = (dlock__replicated *)b;
-    if (x->thread_started) {
-        atomic_store(&x->stop, 1);
-        pthread_join(x->thread, NULL);
-    }
+    dlock__refresher_stop(x->bg);
     for (size_t i = 0; i < x->n; i++)
         dlock__node_free(x->nodes[i]);
     dlock__node_free(x->fence);

@@ -45,10 +45,12 @@ struct dlock__sentinel {
     dlock__node *primary;
 
     pthread_mutex_t ask_mu;          /* one discovery at a time */
-    pthread_t thread;
-    int thread_started;
-    _Atomic int stop;
-    _Atomic int check_now;           /* a caller saw the primary refuse or vanish */
+    /* The watcher thread (refresher.c), poked when a caller saw the primary
+     * refuse or vanish; its own: */
+    dlock__refresher *bg;
+    dlock__conn *sub;                /* subscribed to +switch-master, or NULL */
+    size_t next;                     /* the sentinel to subscribe to next */
+    int64_t checked;                 /* when a sentinel was last asked */
 };
 
 /* The node for host:port, created when new. Caller holds the write lock. */
@@ -243,52 +245,45 @@ static dlock__conn *subscribe(dlock__sentinel *s, size_t i)
     return c;
 }
 
-/* Waits for messages in slices of WATCH_SLICE_MS, so that a stop or a
- * request to check is seen that soon. */
+/* A round of the watcher: subscribe when not subscribed, ask a sentinel
+ * when CHECK_EVERY_MS passed or a caller asked (poked), and wait for a
+ * message for WATCH_SLICE_MS: a round a slice, so that a stop or a request
+ * to check is seen that soon. */
 #define WATCH_SLICE_MS 100
 
-static void *watcher(void *arg)
+static int64_t watcher(void *arg, int poked)
 {
     dlock__sentinel *s = arg;
-    dlock__conn *sub = NULL;
-    size_t next = 0;
-    int64_t checked = dlock__now_ms();
-    while (!atomic_load(&s->stop)) {
-        if (!sub) {
-            sub = subscribe(s, next);
-            next = (next + 1) % atomic_load(&s->nsentinels);
-        }
-        int64_t now = dlock__now_ms();
-        if (now - checked >= CHECK_EVERY_MS || atomic_exchange(&s->check_now, 0)) {
-            checked = now;
-            if (discover(s) != DLOCK_OK)
-                dlock__log(s->ctx->cfg, DLOCK_LOG_WARN, "sentinel: %s", dlock_last_error());
-        }
-        if (!sub) {
-            dlock__cancel_sleep(NULL, WATCH_SLICE_MS);
-            continue;
-        }
-        redisReply *m = NULL;
-        int rc = dlock__conn_wait_reply(sub, WATCH_SLICE_MS, &m);
-        if (rc == DLOCK_ETIMEDOUT)
-            continue;
-        if (rc != DLOCK_OK) {
-            dlock__conn_abort(sub);
-            sub = NULL;
-            continue;
-        }
-        if (m->type == REDIS_REPLY_ARRAY && m->elements == 3 &&
-            m->element[0]->type == REDIS_REPLY_STRING && strcmp(m->element[0]->str, "message") == 0 &&
-            m->element[2]->type == REDIS_REPLY_STRING)
-            on_switch(s, m->element[2]->str, m->element[2]->len);
-        freeReplyObject(m);
+    if (!s->sub) {
+        s->sub = subscribe(s, s->next);
+        s->next = (s->next + 1) % atomic_load(&s->nsentinels);
     }
-    if (sub)
-        dlock__conn_abort(sub);
-    return NULL;
+    int64_t now = dlock__now_ms();
+    if (now - s->checked >= CHECK_EVERY_MS || poked) {
+        s->checked = now;
+        if (discover(s) != DLOCK_OK)
+            dlock__log(s->ctx->cfg, DLOCK_LOG_WARN, "sentinel: %s", dlock_last_error());
+    }
+    if (!s->sub)
+        return WATCH_SLICE_MS;   /* then subscribe again */
+    redisReply *m = NULL;
+    int rc = dlock__conn_wait_reply(s->sub, WATCH_SLICE_MS, &m);
+    if (rc == DLOCK_ETIMEDOUT)
+        return 0;
+    if (rc != DLOCK_OK) {
+        dlock__conn_abort(s->sub);
+        s->sub = NULL;
+        return 0;
+    }
+    if (m->type == REDIS_REPLY_ARRAY && m->elements == 3 &&
+        m->element[0]->type == REDIS_REPLY_STRING && strcmp(m->element[0]->str, "message") == 0 &&
+        m->element[2]->type == REDIS_REPLY_STRING)
+        on_switch(s, m->element[2]->str, m->element[2]->len);
+    freeReplyObject(m);
+    return 0;
 }
 
-static void sen_stale(dlock__backend *b) { atomic_store(&((dlock__sentinel *)b)->check_now, 1); }
+static void sen_stale(dlock__backend *b) { dlock__refresher_poke(((dlock__sentinel *)b)->bg); }
 
 /* ------------------------------------------------------------ lifecycle */
 
@@ -329,10 +324,8 @@ int dlock__sentinel_new(dlock__backend **out, dlock__netctx *ctx,
     if (rc == DLOCK_OK)
         rc = discover(s);
     if (rc == DLOCK_OK) {
-        if (pthread_create(&s->thread, NULL, watcher, s) != 0)
-            rc = dlock__fail(DLOCK_ESYS, "cannot start the sentinel watcher thread");
-        else
-            s->thread_started = 1;
+        s->checked = dlock__now_ms();
+        rc = dlock__refresher_start(&s->bg, 0, watcher, s, "sentinel watcher");
     }
     if (rc != DLOCK_OK) {
         sen_free(&s->base);
@@ -345,10 +338,9 @@ int dlock__sentinel_new(dlock__backend **out, dlock__netctx *ctx,
 static void sen_free(dlock__backend *b)
 {
     dlock__sentinel *s = (dlock__sentinel *)b;
-    if (s->thread_started) {
-        atomic_store(&s->stop, 1);
-        pthread_join(s->thread, NULL);
-    }
+    dlock__refresher_stop(s->bg);
+    if (s->sub)
+        dlock__conn_abort(s->sub);
     for (size_t i = 0; i < atomic_load(&s->nsentinels); i++)
         dlock__node_free(s->sentinels[i]);
     for (size_t i = 0; i < s->nnodes; i++)
@@ -399,12 +391,12 @@ static int sen_call(dlock__backend *b, const dlock__req *req, dlock__res *res)
          * could not be reached (it may be gone for good): ask the sentinels. */
         if (rc != DLOCK_ECONN && v.next != DLOCK__NEXT_REROUTE)
             return rc;
-        char msg[512];
-        snprintf(msg, sizeof(msg), "%s", dlock_last_error());
+        dlock__kept msg;
+        dlock__keep_error(&msg);
         if (discover(s) == DLOCK_OK && primary(s) != n)
             continue;   /* switched: at once */
         if (failures++ >= cfg->retry_attempts)
-            return dlock__fail(rc, "%s", msg);
+            return dlock__restore_error(&msg, rc);
         /* The pause ends early when the watcher hears of a switch. */
         uint64_t gen = atomic_load(&s->base.generation);
         for (int64_t until = dlock__now_ms() + cfg->retry_delay_ms;

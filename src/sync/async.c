@@ -14,15 +14,18 @@
  *   SENT  -> GIVING_BACK (a success that cannot stand) -> done
  *   SENT  -> SETTLING (a lock release whose hold's renewal is in flight,
  *            until the watchdog says it was answered) -> done
+ *   START -> COMPOSING (a composite's round of parts, parts.c, until the
+ *            last ends, on any thread) -> COMPOSING ... -> as SENT's answer
  *
  * Timers: one libuv timer for the client's calls, over a heap of the calls
  * that sleep, ordered by (deadline, sequence); due calls are collected,
  * then run.
  *
  * Lifetime: an aop is freed when its references are gone: its own (until it
- * completes) and one per round trip in flight. Its job is taken out of the
- * loop's queue when it completes, after which nothing can post it (the
- * waiter has left, the token is detached). The client's close completes
+ * completes), one per round trip in flight, one while a round of parts is
+ * out (a close may complete it first: its done then waits for them). Its
+ * job is taken out of the loop's queue when it completes, after which
+ * nothing can post it (the waiter has left, the token is detached). The client's close completes
  * every call still in the table with DLOCK_ECLOSED (the stop hook), before
  * the command connection fails the round trips in flight (their answers
  * then find the call done). */
@@ -32,14 +35,13 @@
 
 #include "sync/sync.h"
 
-enum { S_START, S_SENT, S_JOINING, S_SLEEPING, S_GIVING_BACK, S_SETTLING, S_DONE };
+enum { S_START, S_SENT, S_COMPOSING, S_JOINING, S_SLEEPING, S_GIVING_BACK, S_SETTLING, S_DONE };
 
 /* SETTLING: a release done, waiting until the renewals in flight of the
  * holds it took out are answered (the watchdog calls settled_fn, which posts
  * the call's job), at most the command timeout + 1 s (its timer), so that
  * none lands on the caller's next hold of the name. */
 
-#define MSG_MAX 512
 
 /* A give-back in flight: how the call then ends. */
 typedef struct back {
@@ -56,15 +58,21 @@ typedef struct aop {
     unsigned char with;      /* the ACL fallback: the classes of dlock's own keys the last
                                 request carried (dlock__op_req) */
     unsigned char cap;       /* ... the classes the next may carry */
-    int refs;
+    unsigned char busied;    /* the last attempt answered busy: b */
+    /* A composite's (dlock__parts): under the table's mutex, as its parts end
+     * on any thread. composing: a round is out (it holds a reference);
+     * finished: the call completed (then the round's end runs done). */
+    unsigned char composing, finished;
+    atomic_int refs;
     int hidx;                /* in the timer heap (its deadline: w.until), or -1 */
     uint64_t tseq;
     int64_t sent;            /* the last attempt's, before it was sent */
     int64_t settle_until;    /* SETTLING: ends by then whatever the watchdog says */
     dlock__wd_settle settle; /* SETTLING: what it awaits (settle.pending > 0) */
     dlock__job kick;
-    unsigned flags;          /* the caller's DLOCK__CALL_* for every attempt (dlock__via) */
     back *back;              /* GIVING_BACK */
+    dlock__parts *parts;     /* a composite's rounds (COMPOSING) */
+    dlock__busy *busy;       /* where each busy answer is copied (dlock__via), or NULL */
     dlock__wait w;           /* its handle, operation and state; the wait */
     /* The operation's state. */
     _Alignas(max_align_t) unsigned char st[];
@@ -89,44 +97,28 @@ static void on_gave_back(int status, dlock__res *res, void *ud);
 static void finish(aop *op, int rc);
 static void settled(aop *op);
 static void settled_fn(void *arg);
-
-/* -------------------------------------------------------------- results */
-
-int dlock_async_status(const dlock_async_result *res) { return res ? res->status : DLOCK_EINVAL; }
-
-const char *dlock_async_message(const dlock_async_result *res)
-{
-    return res && res->message ? res->message : "";
-}
-
-uint64_t dlock_async_token(const dlock_async_result *res) { return res ? res->token : 0; }
-
-int dlock_async_flag(const dlock_async_result *res) { return res ? res->flag : 0; }
-
-int64_t dlock_async_count(const dlock_async_result *res) { return res ? res->count : -1; }
-
-const char *dlock_async_permit_id(const dlock_async_result *res)
-{
-    return res && res->permit_id ? res->permit_id : "";
-}
-
-const char *dlock_async_permit_ids(const dlock_async_result *res, size_t i)
-{
-    return res && res->permit_ids && i < res->n_ids ? res->permit_ids[i] : "";
-}
-
-const char *dlock_async_text(const dlock_async_result *res)
-{
-    return res && res->text ? res->text : "";
-}
+static void launch_parts(aop *op);
 
 /* ------------------------------------------------------------- lifetime */
 
 static dlock_client *client(const aop *op) { return op->w.h->c; }
 
+/* A composite's round of parts is out (its end may come on any thread). */
+static int parts_out(aop *op)
+{
+    pthread_mutex_lock(&client(op)->async->mu);
+    int out = op->composing;
+    pthread_mutex_unlock(&client(op)->async->mu);
+    return out;
+}
+
+/* Any thread: the last reference frees it. */
 static void unref(aop *op)
 {
-    if (--op->refs == 0) {
+    if (atomic_fetch_sub(&op->refs, 1) == 1) {
+        if (op->parts)
+            dlock__parts_destroy(op->parts);
+        free(op->parts);
         free(op->back);
         free(op);
     }
@@ -257,7 +249,7 @@ static int send_req(dlock_client *c, const dlock__op *o, aop *op, dlock__acall_f
     unsigned with = dlock__op_req(c, o, op ? op->cap : DLOCK__OWN_ALL, NULL, &req, av, ln);
     int rc = dlock__acall_send(c->acall, &req, cb, ud);
     if (rc == DLOCK_OK && op) {
-        op->refs++;   /* until the answer */
+        atomic_fetch_add(&op->refs, 1);   /* until the answer */
         op->with = (unsigned char)with;
     }
     return rc;
@@ -266,11 +258,11 @@ static int send_req(dlock_client *c, const dlock__op *o, aop *op, dlock__acall_f
 /* Sends o once, best effort, its answer ignored; the message is kept. */
 static void best_effort(dlock_client *c, dlock__op *o)
 {
-    char msg[MSG_MAX];
-    snprintf(msg, sizeof(msg), "%s", dlock_last_error());
+    dlock__kept msg;
+    dlock__keep_error(&msg);
     o->flags |= DLOCK__CALL_NO_RETRY;
     send_req(c, o, NULL, ignore_reply, NULL);
-    dlock__fail(DLOCK_OK, "%s", msg);
+    dlock__restore_error(&msg, DLOCK_OK);
 }
 
 /* A round trip's answer for op: 1 when op is still running (the caller goes
@@ -278,7 +270,7 @@ static void best_effort(dlock_client *c, dlock__op *o)
 static int answered(aop *op, dlock__res *res)
 {
     if (op->state != S_DONE) {
-        op->refs--;   /* op keeps its own reference while running */
+        atomic_fetch_sub(&op->refs, 1);   /* op keeps its own reference while running */
         return 1;
     }
     if (res->r)
@@ -384,18 +376,22 @@ int dlock__async_run(const dlock__handle *h, const dlock__op_type *t, const void
 {
     if (!via->fn)
         return dlock__fail(DLOCK_EINVAL, "callback is NULL");
-    if (t->attempt)
-        return dlock__fail(DLOCK_EINVAL, "internal: no asynchronous form");
     /* The wait was checked with the caller's other options (dlock__check_opts). */
     int rc;
     aop *op = calloc(1, sizeof(aop) + size);
+    if (op && t->compose && (!(op->parts = malloc(sizeof(*op->parts))) ||
+                             dlock__parts_init(op->parts) != DLOCK_OK)) {
+        free(op->parts);
+        free(op);
+        op = NULL;
+    }
     if (!op)
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
     dlock__list_init(&op->reg);
     op->fn = via->fn;
     op->ud = via->ud;
-    op->flags = via->flags;
-    op->refs = 1;
+    op->busy = via->busy;
+    atomic_init(&op->refs, 1);
     op->hidx = -1;
     op->cap = DLOCK__OWN_ALL;
     op->state = S_START;
@@ -404,17 +400,17 @@ int dlock__async_run(const dlock__handle *h, const dlock__op_type *t, const void
     op->settle.arg = op;
     memcpy(op->st, st, size);
     if (t->setup && (rc = t->setup(op->st)) != DLOCK_OK) {
-        free(op);
+        unref(op);
         return rc;
     }
     dlock__wait_init(&op->w, h, t, op->st, spec);
     if ((rc = launch(op)) != DLOCK_OK) {
-        char msg[MSG_MAX];
-        snprintf(msg, sizeof(msg), "%s", dlock_last_error());
+        dlock__kept msg;
+        dlock__keep_error(&msg);
         if (t->done)
             t->done(op->st, 0);
-        free(op);
-        return dlock__fail(rc, "%s", msg);
+        unref(op);
+        return dlock__restore_error(&msg, rc);
     }
     return DLOCK_OK;
 }
@@ -429,13 +425,22 @@ static void finish(aop *op, int rc)
     dlock_client *c = client(op);
     op->state = S_DONE;
     dlock__watchdog_unsettle(c->wd, &op->settle);   /* ended first (closed) */
+    int out = parts_out(op);   /* a composite's round is out: the close */
     dlock__op give_up;
     const dlock__op_type *t = op->w.t;
-    if (dlock__wait_end(&op->w, rc, &give_up))
-        best_effort(c, &give_up);
-    char msg[MSG_MAX];
+    char msg[DLOCK__MSG_MAX];
     snprintf(msg, sizeof(msg), "%s", rc == DLOCK_OK ? "" : dlock_last_error());
-    dlock__result res = {.count = -1};
+    if (dlock__wait_end(&op->w, rc, &give_up)) {
+        best_effort(c, &give_up);
+    } else if (t->compose && rc != DLOCK_OK && op->w.seen_busy && !out) {
+        /* A composite's give-up: its parts, best effort; done once they end. */
+        op->parts->give_up = rc;
+        op->parts->round = 0;
+        dlock__busy b = {.ttl = -1};
+        if (t->compose(op->st, 0, op->parts, &b) == DLOCK__MORE)
+            launch_parts(op);
+    }
+    dlock__result res = {.count = -1, .busied = op->busied};
     char pid[DLOCK_PERMIT_ID_BUFSIZE] = "";
     if (rc == DLOCK_OK && t->result) {
         t->result(op->st, &res);
@@ -444,14 +449,18 @@ static void finish(aop *op, int rc)
             res.permit_id = pid;
         }
     }
-    if (t->done)
-        t->done(op->st, op->read);
+    if (out)
+        op->read = 0;   /* that round's outcome is never read */
     pthread_mutex_lock(&c->async->mu);
+    op->finished = 1;
+    int later = op->composing;   /* done comes when its parts have ended */
     if (!dlock__list_empty(&op->reg)) {
         dlock__list_remove(&op->reg);
         c->async->n--;
     }
     pthread_mutex_unlock(&c->async->mu);
+    if (!later && t->done)
+        t->done(op->st, op->read);
     dlock__loop_unpost(c->loop, &op->kick);
     stop_timer(op);
     res.status = rc;
@@ -534,7 +543,7 @@ static void on_timer(uv_timer_t *timer)
         while (n < DLOCK__ARRAY_LEN(due) && t->hn > 0 && t->heap[0]->w.until <= now) {
             aop *op = t->heap[0];
             stop_timer(op);
-            op->refs++;   /* kept while in the batch */
+            atomic_fetch_add(&op->refs, 1);   /* kept while in the batch */
             due[n++] = op;
         }
         for (size_t i = 0; i < n; i++) {
@@ -570,13 +579,22 @@ static void settled(aop *op)
     step(op, next, rc);
 }
 
+/* An attempt's outcome rc: a busy answer is noted (dlock__via.busy). */
+static int answered_busy(aop *op, int rc, const dlock__busy *b)
+{
+    op->busied = rc == DLOCK__BUSY;
+    if (op->busied && op->busy)
+        *op->busy = *b;
+    return rc;
+}
+
 /* What an attempt's answer comes to (dlock__answer), then the next step. */
 static void attempt_answered(aop *op, int status, dlock__res *res)
 {
     const dlock__op_type *t = op->w.t;
     dlock__busy b = {.ttl = -1};
     if (dlock__quarantine_met(op->w.h, t, status, res, &b)) {
-        int rc = DLOCK__BUSY;
+        int rc = answered_busy(op, DLOCK__BUSY, &b);
         int next = dlock__wait_attempted(&op->w, &rc, &b);   /* before rc is read */
         step(op, next, rc);
         return;
@@ -587,6 +605,7 @@ static void attempt_answered(aop *op, int status, dlock__res *res)
     if (t->releases)   /* the holds it takes out whose renewal is in flight */
         dlock__watchdog_collect(wd, &op->settle);
     int rc = dlock__answer(op->w.h, t, op->st, status, res, op->sent, &b, &back_);
+    rc = answered_busy(op, rc, &b);
     if (t->releases && dlock__watchdog_collect_end(wd, &op->settle) > 0) {
         if (!back_ && rc == DLOCK_OK) {
             op->state = S_SETTLING;
@@ -615,7 +634,7 @@ static void attempt_answered(aop *op, int status, dlock__res *res)
             return;
         }
     }
-    char keep[MSG_MAX];
+    char keep[DLOCK__MSG_MAX];
     snprintf(keep, sizeof(keep), "%s", msg);
     finish(op, dlock__given_back(op->w.h, rc, keep, res->acks, DLOCK_ENOTOWNER));
 }
@@ -647,21 +666,71 @@ static void on_attempt(int status, dlock__res *res, void *ud)
     attempt_answered(op, status, res);
 }
 
+/* A composite's attempt (first: its start), or its next step once a round
+ * of its parts has ended: the next round, or the attempt's outcome. */
+static void compose_step(aop *op, int first, int64_t waited)
+{
+    dlock__parts *k = op->parts;
+    k->round = first ? 0 : k->round + 1;
+    dlock__busy b = {.ttl = -1};
+    int rc = op->w.t->compose(op->st, waited, k, &b);
+    if (rc == DLOCK__MORE) {
+        launch_parts(op);
+        return;
+    }
+    op->read = 1;
+    rc = answered_busy(op, rc, &b);
+    int next = dlock__wait_attempted(&op->w, &rc, &b);   /* before rc is read */
+    step(op, next, rc);
+}
+
+/* Any thread (the last part's): the round has ended. Once the call has
+ * completed (closed meanwhile, or this was its give-up), its done runs here. */
+static void parts_done(void *arg)
+{
+    aop *op = arg;
+    dlock_client *c = client(op);
+    pthread_mutex_lock(&c->async->mu);
+    op->composing = 0;
+    int completed = op->finished;
+    if (!completed)
+        dlock__loop_post(c->loop, &op->kick);
+    pthread_mutex_unlock(&c->async->mu);
+    if (completed && op->w.t->done)
+        op->w.t->done(op->st, op->read);
+    unref(op);
+}
+
+/* The round compose set in op->parts goes out (COMPOSING until it ends). */
+static void launch_parts(aop *op)
+{
+    pthread_mutex_lock(&client(op)->async->mu);
+    op->composing = 1;
+    pthread_mutex_unlock(&client(op)->async->mu);
+    atomic_fetch_add(&op->refs, 1);   /* until the round ends */
+    if (op->state != S_DONE)
+        op->state = S_COMPOSING;
+    dlock__parts_run(op->parts, parts_done, op);
+}
+
 /* again: the same attempt, sent again (with fewer of dlock's own keys). */
 static void send_attempt(aop *op, int again)
 {
     const dlock__op_type *t = op->w.t;
     dlock__busy qb = {.ttl = -1};
     if (dlock__quarantined(op->w.h, t, &qb)) {
-        int rc = DLOCK__BUSY;
+        int rc = answered_busy(op, DLOCK__BUSY, &qb);
         (void)dlock__wait_waited(&op->w, again);
         int next = dlock__wait_attempted(&op->w, &rc, &qb);   /* before rc is read */
         step(op, next, rc);
         return;
     }
+    if (t->compose) {
+        compose_step(op, 1, dlock__wait_waited(&op->w, again));
+        return;
+    }
     dlock__op o;
     t->request(op->st, dlock__wait_waited(&op->w, again), &o);
-    o.flags |= op->flags;
     if (t->acquires)
         o.flags |= DLOCK__CALL_WAIT_ACK | DLOCK__CALL_QUARANTINE;
     if (op->w.waits)
@@ -688,6 +757,10 @@ static void on_kick(void *arg)
     case S_JOINING:
     case S_SLEEPING:
         waiter_event(op, 0);
+        break;
+    case S_COMPOSING:
+        if (!parts_out(op))
+            compose_step(op, 0, 0);   /* else a wake-up stays in the waiter until then */
         break;
     case S_SETTLING:
         if (op->settle.pending == 0 || dlock__now_ms() >= op->settle_until)

@@ -43,17 +43,8 @@ static void check_eviction(dlock_client *c)
     redisReply *r = NULL;
     c->evict_policy[0] = '\0';
     int rc = dlock__call(c, &req, &r);
-    if (rc == DLOCK_OK && r->type == REDIS_REPLY_STRING) {
-        const char *p = strstr(r->str, "maxmemory_policy:");
-        if (p) {
-            p += strlen("maxmemory_policy:");
-            size_t n = strcspn(p, "\r\n");
-            if (n < sizeof(c->evict_policy)) {
-                memcpy(c->evict_policy, p, n);
-                c->evict_policy[n] = '\0';
-            }
-        }
-    }
+    if (rc == DLOCK_OK && r->type == REDIS_REPLY_STRING)
+        dlock__info_field(r->str, "maxmemory_policy", c->evict_policy, sizeof(c->evict_policy));
     char addr[320];
     dlock__endpoint_str(&c->cfg.ep, addr, sizeof(addr));
     if (rc != DLOCK_OK)

@@ -88,25 +88,6 @@ static int ask(doctor *d, int argc, const char **argv, redisReply **out, char *w
     return rc;
 }
 
-/* The value of `field` in INFO text ("field:value\r\n"), copied into buf;
- * NULL when absent. */
-static const char *info_field(const char *info, const char *field, char *buf, size_t size)
-{
-    size_t fl = strlen(field);
-    for (const char *p = info; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
-        if (strncmp(p, field, fl) == 0 && p[fl] == ':') {
-            p += fl + 1;
-            size_t n = strcspn(p, "\r\n");
-            if (n >= size)
-                n = size - 1;
-            memcpy(buf, p, n);
-            buf[n] = '\0';
-            return buf;
-        }
-    }
-    return NULL;
-}
-
 /* CONFIG GET of one parameter into buf: 1, 0 when refused (why says so,
  * *rc the status). */
 static int config_get(doctor *d, const char *param, char *buf, size_t size, char *why,
@@ -131,7 +112,7 @@ static int config_get(doctor *d, const char *param, char *buf, size_t size, char
 static void check_eviction(doctor *d, const char *mem)
 {
     char policy[48], maxmem[32];
-    if (!info_field(mem, "maxmemory_policy", policy, sizeof(policy))) {
+    if (!dlock__info_field(mem, "maxmemory_policy", policy, sizeof(policy))) {
         say(d, DLOCK_DOCTOR_NOTE, "eviction", NULL, "INFO memory does not give the "
             "maxmemory-policy: not checked");
         return;
@@ -144,7 +125,7 @@ static void check_eviction(doctor *d, const char *mem)
     const char *which = strncmp(policy, "volatile-", 9) == 0
                             ? "evicts keys with a TTL (every held lock has one)"
                             : "evicts any key, held locks included";
-    if (info_field(mem, "maxmemory", maxmem, sizeof(maxmem)) && strcmp(maxmem, "0") == 0)
+    if (dlock__info_field(mem, "maxmemory", maxmem, sizeof(maxmem)) && strcmp(maxmem, "0") == 0)
         say(d, DLOCK_DOCTOR_WARN, "eviction", fix,
             "maxmemory-policy is %s, which %s, once a maxmemory is set (none is now)", policy,
             which);
@@ -157,8 +138,8 @@ static void check_eviction(doctor *d, const char *mem)
 static void check_persistence(doctor *d, const char *info)
 {
     char aof[8], slaves[16], save[256], why[256];
-    if (!info_field(info, "aof_enabled", aof, sizeof(aof)) ||
-        !info_field(info, "connected_slaves", slaves, sizeof(slaves))) {
+    if (!dlock__info_field(info, "aof_enabled", aof, sizeof(aof)) ||
+        !dlock__info_field(info, "connected_slaves", slaves, sizeof(slaves))) {
         say(d, DLOCK_DOCTOR_NOTE, "persistence", NULL, "INFO does not give aof_enabled and "
             "connected_slaves: not checked");
         return;
@@ -203,7 +184,7 @@ static void check_replicas(doctor *d, const char *info)
     }
     if (wanted <= 0)
         return;
-    if (info_field(info, "connected_slaves", buf, sizeof(buf)) && atoi(buf) < wanted)
+    if (dlock__info_field(info, "connected_slaves", buf, sizeof(buf)) && atoi(buf) < wanted)
         say(d, DLOCK_DOCTOR_WARN, "replicas", "add replicas, or ask for fewer acknowledgements",
             "%d replica(s) connected, fewer than the %d acknowledgements asked for: "
             "acquisitions fail", atoi(buf), wanted);

@@ -187,13 +187,13 @@ int dlock_election_campaign(dlock_election *e, const dlock_wait_opts *opts)
     e->term = t;
     pthread_mutex_unlock(&e->mu);
     if ((rc = announce(e, t)) != DLOCK_OK) {
-        char msg[512];
-        snprintf(msg, sizeof(msg), "%s", dlock_last_error());
+        dlock__kept msg;
+        dlock__keep_error(&msg);
         pthread_mutex_lock(&e->mu);
         e->term = 0;
         pthread_mutex_unlock(&e->mu);
         dlock_lock_release(e->lock);
-        return dlock__fail(rc, "%s", msg);
+        return dlock__restore_error(&msg, rc);
     }
     if (term)
         *term = t;
@@ -223,10 +223,10 @@ int dlock_election_resign(dlock_election *e)
     if ((rc = end_term(e, &was)) != DLOCK_OK) {
         /* Not leading: a lost term's lock-delay ends here all the same (the
          * release finds nothing held and clears this owner's marker). */
-        char msg[512];
-        snprintf(msg, sizeof(msg), "%s", dlock_last_error());
+        dlock__kept msg;
+        dlock__keep_error(&msg);
         dlock_lock_release(e->lock);
-        return dlock__fail(rc, "%s", msg);
+        return dlock__restore_error(&msg, rc);
     }
     rc = dlock_lock_release(e->lock);
     /* Observers learn at once (a lost release, or one that found the lock
@@ -235,12 +235,12 @@ int dlock_election_resign(dlock_election *e)
     dlock__op_cmd(&op, "PUBLISH", e->h.channel, e->h.clen, "0", 1);
     op.flags = DLOCK__CALL_IDEMPOTENT;
     dlock__res res;
-    char msg[512];
-    snprintf(msg, sizeof(msg), "%s", dlock_last_error());
+    dlock__kept msg;
+    dlock__keep_error(&msg);
     if (dlock__op_call(e->h.c, &op, NULL, &res) == DLOCK_OK)
         freeReplyObject(res.r);
     if (rc != DLOCK_OK)
-        return dlock__fail(rc, "%s", msg);
+        return dlock__restore_error(&msg, rc);
     dlock__clear_error();
     return DLOCK_OK;
 }
@@ -489,7 +489,7 @@ typedef struct chain {
     void *ud;
     uint64_t term;
     int rc;                  /* the outcome so far (a resignation's release) */
-    char msg[512];
+    char msg[DLOCK__MSG_MAX];
 } chain;
 
 /* Ends the chain: the caller's callback, then the chain is freed. */

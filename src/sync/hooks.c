@@ -9,6 +9,11 @@ uint64_t dlock__hook_roundtrips(void) { return dlock__roundtrips; }
 uint64_t dlock__hook_attempts(void) { return dlock__attempts; }
 uint64_t dlock__hook_wakeups_wasted(void) { return dlock__wakeups_wasted; }
 
+uint64_t dlock__hook_async_writes(dlock_client *c)
+{
+    return atomic_load_explicit(&c->stats.n[DLOCK__ST_ACALL_WRITES], memory_order_relaxed);
+}
+
 size_t dlock__hook_held(dlock_client *c) { return dlock__watchdog_count(c->wd); }
 
 int dlock__hook_tracking(dlock_client *c) { return dlock__watchdog_tracking(c->wd); }

@@ -16,6 +16,10 @@
 uint64_t dlock__hook_roundtrips(void);
 uint64_t dlock__hook_attempts(void);
 uint64_t dlock__hook_wakeups_wasted(void);
+/* The writes of c's io thread for its asynchronous round trips (one per node
+ * per turn of its loop): a multi-lock's attempts go there, blocking call or
+ * not. */
+uint64_t dlock__hook_async_writes(dlock_client *c);
 
 /* Holds the client's watchdog renews now. */
 size_t dlock__hook_held(dlock_client *c);

@@ -26,20 +26,27 @@ static int owner_init(const dlock_lock *l, const char *by, size_t blen, dlock__o
         o->id = o->fbuf;
     }
     size_t sl = strlen(l->type->suffix);
+    o->fheap = NULL;
+    o->aux = NULL;
+    o->alen = 0;
     if (sl == 0) {
         o->field = o->id;
         o->flen = o->len;
     } else {
-        if (o->id != o->fbuf)
-            memcpy(o->fbuf, o->id, o->len);
-        memcpy(o->fbuf + o->len, l->type->suffix, sl + 1);
-        o->field = o->fbuf;
+        char *f = o->fbuf;
+        if (o->len + sl + 1 > sizeof(o->fbuf) && !(f = o->fheap = malloc(o->len + sl + 1)))
+            return dlock__fail(DLOCK_ENOMEM, "out of memory");
+        if (o->id != f)
+            memcpy(f, o->id, o->len);
+        memcpy(f + o->len, l->type->suffix, sl + 1);
+        o->field = f;
         o->flen = o->len + sl;
     }
-    o->aux = NULL;
-    o->alen = 0;
-    if (l->type->owner_key && l->type->owner_key(l, o) != DLOCK_OK)
+    if (l->type->owner_key && l->type->owner_key(l, o) != DLOCK_OK) {
+        free(o->fheap);
+        o->fheap = NULL;
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    }
     return DLOCK_OK;
 }
 
@@ -47,9 +54,16 @@ static void owner_done(dlock__owner *o)
 {
     free(o->aux);
     o->aux = NULL;
+    free(o->fheap);
+    o->fheap = NULL;
 }
 
 int dlock__lock_owner(const dlock_lock *l, dlock__owner *o) { return owner_init(l, NULL, 0, o); }
+
+int dlock__lock_owner_by(const dlock_lock *l, const char *by, size_t blen, dlock__owner *o)
+{
+    return owner_init(l, by, blen, o);
+}
 
 void dlock__lock_owner_done(dlock__owner *o) { owner_done(o); }
 
@@ -261,7 +275,7 @@ int dlock__lock_busy(const dlock_lock *l, int64_t ttl)
 
 /* The calls' first checks: the handle, and for an asynchronous call (via)
  * an explicit owner, since a callback does not run on the thread that asked. */
-static int check_call(const dlock_lock *l, const dlock__via *via)
+int dlock__lock_check_call(const dlock_lock *l, const dlock__via *via)
 {
     int rc = dlock__check_handle(l, "lock");
     if (rc == DLOCK_OK && via && !l->owner)
@@ -275,12 +289,13 @@ static int check_call(const dlock_lock *l, const dlock__via *via)
 
 /* ------------------------------------------------------------- release */
 
-int dlock__rel_init(dlock__rel *x, dlock_lock *l)
+/* A release for owner `by` (NULL: the handle's or the calling thread's). */
+static int rel_start(dlock__rel *x, dlock_lock *l, const char *by, size_t blen)
 {
     x->l = l;
     x->latch = NULL;
     x->call = x->again = 0;
-    int rc = owner_init(l, NULL, 0, &x->o);
+    int rc = owner_init(l, by, blen, &x->o);
     if (rc != DLOCK_OK)
         return rc;
     /* latch key = prefix + fresh request id, kept for every retry of this call */
@@ -304,6 +319,25 @@ int dlock__rel_init(dlock__rel *x, dlock_lock *l)
     x->op.latch_ms = c->latch_px;
     x->open = 1;
     return DLOCK_OK;
+}
+
+int dlock__rel_init(dlock__rel *x, dlock_lock *l) { return rel_start(x, l, NULL, 0); }
+
+int dlock__rel_init_as(dlock__rel *x, dlock_lock *l, const dlock__owner *as)
+{
+    return rel_start(x, l, as->id, as->len);
+}
+
+void dlock__rel_closed(dlock__rel *x)
+{
+    if (!x->open)
+        return;
+    dlock__kept msg;
+    dlock__keep_error(&msg);
+    dlock__res res;
+    dlock__res_init(&res);
+    dlock__rel_end(x, DLOCK_ECLOSED, &res);
+    dlock__restore_error(&msg, DLOCK_ECLOSED);
 }
 
 /* What a release's answer means; *outcome for the watchdog. */
@@ -401,16 +435,7 @@ static int rel_again(void *st)
 static void rel_done(void *st, int read)
 {
     (void)read;
-    /* Never answered (closed first): the watchdog counts an attempt of
-     * unknown outcome, as for a lost reply. */
-    if (((dlock__rel *)st)->open) {
-        char msg[512];
-        snprintf(msg, sizeof(msg), "%s", dlock_last_error());
-        dlock__res res;
-        dlock__res_init(&res);
-        dlock__rel_end(st, DLOCK_ECLOSED, &res);
-        dlock__fail(DLOCK_ECLOSED, "%s", msg);
-    }
+    dlock__rel_closed(st);
 }
 
 static const dlock__op_type release_type = {.setup = rel_setup,
@@ -422,7 +447,7 @@ static const dlock__op_type release_type = {.setup = rel_setup,
 
 static int release(dlock_lock *l, const dlock__via *via)
 {
-    int rc = check_call(l, via);
+    int rc = dlock__lock_check_call(l, via);
     if (rc != DLOCK_OK)
         return rc;
     dlock__rel x = {.l = l};
@@ -533,7 +558,9 @@ static int acq_give_back(void *st, dlock__op *op)
     dlock__acq *a = st;
     if (!(a->back = malloc(sizeof(*a->back))))
         return 0;   /* it lapses at its TTL */
-    if (dlock__rel_init(a->back, a->l) != DLOCK_OK) {
+    /* The acquisition's owner, whatever thread gives it back (a multi-lock's
+     * part, on its client's io thread). */
+    if (dlock__rel_init_as(a->back, a->l, &a->o) != DLOCK_OK) {
         free(a->back);
         a->back = NULL;
         return 0;
@@ -582,17 +609,22 @@ static void acq_result(void *st, dlock__result *res)
         *a->token_out = a->token;
 }
 
+void dlock__acq_closed(dlock__acq *a)
+{
+    if (!a->back)
+        return;
+    dlock__kept msg;
+    dlock__keep_error(&msg);
+    acq_gave_back(a, DLOCK_ECLOSED, &(dlock__res){.acks = -1});
+    dlock__restore_error(&msg, DLOCK_ECLOSED);
+}
+
 static void acq_done(void *st, int read)
 {
     dlock__acq *a = st;
     (void)read;
     owner_done(&a->o);
-    if (a->back) {   /* closed during the give-back: it was sent */
-        char msg[512];
-        snprintf(msg, sizeof(msg), "%s", dlock_last_error());
-        acq_gave_back(a, DLOCK_ECLOSED, &(dlock__res){.acks = -1});
-        dlock__fail(DLOCK_ECLOSED, "%s", msg);
-    }
+    dlock__acq_closed(a);
 }
 
 const dlock__op_type dlock__acquire_type = {
@@ -612,7 +644,7 @@ const dlock__op_type dlock__acquire_type = {
 
 static int acquire(dlock_lock *l, const dlock_wait_opts *opts, const dlock__via *via)
 {
-    int rc = check_call(l, via);
+    int rc = dlock__lock_check_call(l, via);
     dlock_wait_opts o;
     if (rc == DLOCK_OK)
         rc = dlock__check_opts(opts, DLOCK__TAKES_LEASE | DLOCK__TAKES_TOKEN, "a lock", &o);
@@ -655,11 +687,6 @@ int dlock_lock_acquire_async(dlock_lock *l, const dlock_wait_opts *o, dlock_asyn
     return acquire(l, o, &(dlock__via){fn, ud, 0});
 }
 
-int dlock__lock_acquire_via(dlock_lock *l, const dlock_wait_opts *o, const dlock__via *via)
-{
-    return acquire(l, o, via);
-}
-
 int dlock_lock_run(dlock_lock *l, const dlock_wait_opts *o, dlock_run_fn fn, void *ud,
                    int *fn_result)
 {
@@ -675,314 +702,3 @@ int dlock_lock_run(dlock_lock *l, const dlock_wait_opts *o, dlock_run_fn fn, voi
         *fn_result = res;
     return dlock_lock_release(l);
 }
-
-/* --------------------------------------------------------------- force */
-
-typedef struct force {
-    dlock_lock *l;
-    int was;
-    int open;                /* the watchdog was told of a release (release_begin) */
-    dlock__owner o;
-    dlock__hold_id id;
-} force;
-
-/* The caller's own hold is marked as being released before the request
- * goes, as for a release: a renewal or a tracking recheck that finds the key
- * gone before the answer is read is the force's doing, not a loss. */
-static int force_setup(void *st)
-{
-    force *f = st;
-    int rc = owner_init(f->l, NULL, 0, &f->o);
-    if (rc != DLOCK_OK)
-        return rc;
-    f->l->type->hold_id(f->l, &f->o, &f->id);
-    dlock__watchdog_release_begin(f->l->h.c->wd, &f->id);
-    f->open = 1;
-    return DLOCK_OK;
-}
-
-/* The watchdog told of the outcome: the caller's renewal stops (as
- * Redisson's forceUnlock does) when the force ran (gone); else the release
- * mark is taken back, and a hold the force may have destroyed is found by
- * its next renewal. */
-static void force_end(force *f, int gone)
-{
-    if (!f->open)
-        return;
-    f->open = 0;
-    if (gone)
-        dlock__watchdog_release_end(f->l->h.c->wd, &f->id, DLOCK__RELEASE_GONE);
-    else
-        dlock__watchdog_release_abort(f->l->h.c->wd, &f->id);
-}
-
-static void force_request(void *st, int64_t waited_ms, dlock__op *op)
-{
-    (void)waited_ms;
-    force *f = st;
-    /* Not resent after a lost reply (flags 0): its PUBLISH may already have
-     * handed the lock to a waiter, whose hold a second DEL would destroy. */
-    f->l->type->force_op(f->l, op);
-}
-
-static int force_read(void *st, int rc, dlock__res *res, dlock__busy *b)
-{
-    (void)b;
-    force *f = st;
-    dlock_lock *l = f->l;
-    if (rc != DLOCK_OK) {
-        force_end(f, 0);
-        return dlock__refused(&l->h, rc, res);
-    }
-    if (dlock__reply_flag(res->r, &f->was) != DLOCK_OK) {
-        force_end(f, 0);
-        return dlock__proto(&l->h, "force release", res->r);
-    }
-    freeReplyObject(res->r);
-    /* Other holds of this process that the force destroyed are reported
-     * lost by their next renewal, while a hold taken since is kept. */
-    force_end(f, 1);
-    return DLOCK_OK;
-}
-
-static void force_done(void *st, int read)
-{
-    (void)read;
-    force *f = st;
-    force_end(f, 0);   /* never answered (closed first) */
-    owner_done(&f->o);
-}
-
-static void force_result(void *st, dlock__result *res) { res->flag = ((force *)st)->was; }
-
-static const dlock__op_type force_type = {.setup = force_setup,
-                                          .request = force_request,
-                                          .read = force_read,
-                                          .result = force_result,
-                                          .done = force_done};
-
-static int force_release(dlock_lock *l, const dlock__via *via, int *was_locked)
-{
-    int rc = check_call(l, via);
-    if (rc != DLOCK_OK)
-        return rc;
-    force f = {.l = l};
-    dlock__result res;
-    rc = dlock__start(&l->h, &force_type, &f, sizeof(f), NULL, via, &res);
-    if (rc == DLOCK_OK && was_locked)
-        *was_locked = res.flag;
-    return rc;
-}
-
-int dlock_lock_force_release(dlock_lock *l, int *was_locked)
-{
-    return force_release(l, NULL, was_locked);
-}
-
-int dlock_lock_force_release_async(dlock_lock *l, dlock_async_fn fn, void *ud)
-{
-    return force_release(l, &(dlock__via){fn, ud, 0}, NULL);
-}
-
-/* -------------------------------------------------------------- queries */
-
-/* Reentrant and fair locks (a type without locked_op): held when the key is
- * a hash. */
-static void hash_locked_op(const dlock_lock *l, dlock__op *op)
-{
-    dlock__op_cmd(op, "TYPE", l->h.name, l->h.nlen, NULL, 0);
-}
-
-static int hash_locked_end(dlock_lock *l, int rc, dlock__res *res, int *locked)
-{
-    if (rc != DLOCK_OK)
-        return dlock__refused(&l->h, rc, res);
-    redisReply *r = res->r;
-    rc = dlock__reply_type_locked(r, locked);
-    if (rc == DLOCK_EPROTO)
-        return dlock__proto(&l->h, "TYPE", r);
-    if (rc == DLOCK_EWRONGTYPE)
-        rc = dlock__fail(DLOCK_EWRONGTYPE, "key '%s' holds a %s, not a %s", l->h.name, r->str,
-                         l->h.what);
-    freeReplyObject(r);
-    return rc;
-}
-
-enum { Q_LOCKED, Q_HELD, Q_COUNT, Q_TTL };
-
-typedef struct query {
-    dlock_lock *l;
-    int q;
-    const char *by;          /* is held by: this owner id (checked), else the handle's */
-    size_t blen;
-    int owned;               /* o is set up */
-    dlock__owner o;
-    int64_t v;
-} query;
-
-static int query_setup(void *st)
-{
-    query *s = st;
-    if (s->q != Q_HELD && s->q != Q_COUNT)
-        return DLOCK_OK;
-    /* An explicit owner's field needs no per-owner key: only the hash's. */
-    dlock__owner *o = &s->o;
-    int rc = owner_init(s->l, s->by, s->blen, o);
-    s->owned = rc == DLOCK_OK;
-    return rc;
-}
-
-static void query_request(void *st, int64_t waited_ms, dlock__op *op)
-{
-    (void)waited_ms;
-    query *s = st;
-    const dlock_lock *l = s->l;
-    switch (s->q) {
-    case Q_LOCKED:
-        (l->type->locked_op ? l->type->locked_op : hash_locked_op)(l, op);
-        break;
-    case Q_HELD:
-        dlock__op_cmd(op, "HEXISTS", l->h.name, l->h.nlen, s->o.field, s->o.flen);
-        break;
-    case Q_COUNT:
-        dlock__op_cmd(op, "HGET", l->h.name, l->h.nlen, s->o.field, s->o.flen);
-        break;
-    default:
-        dlock__op_cmd(op, "PTTL", l->h.name, l->h.nlen, NULL, 0);
-        break;
-    }
-    op->flags = DLOCK__CALL_IDEMPOTENT;
-}
-
-static int query_read(void *st, int rc, dlock__res *res, dlock__busy *b)
-{
-    (void)b;
-    query *s = st;
-    dlock_lock *l = s->l;
-    if (s->q == Q_LOCKED) {
-        int locked = 0;
-        rc = (l->type->locked_end ? l->type->locked_end : hash_locked_end)(l, rc, res,
-                                                                           &locked);
-        s->v = locked;
-        return rc;
-    }
-    if (rc != DLOCK_OK)
-        return dlock__refused(&l->h, rc, res);
-    static const char *const what[] = {"", "HEXISTS", "HGET", "PTTL"};
-    int flag = 0;
-    int bad = s->q == Q_HELD    ? dlock__reply_flag(res->r, &flag)
-              : s->q == Q_COUNT ? dlock__reply_count(res->r, &s->v)
-                                : dlock__reply_integer(res->r, &s->v);
-    if (bad != DLOCK_OK)
-        return dlock__proto(&l->h, what[s->q], res->r);
-    freeReplyObject(res->r);
-    if (s->q == Q_HELD)
-        s->v = flag;
-    return DLOCK_OK;
-}
-
-static void query_result(void *st, dlock__result *res)
-{
-    query *s = st;
-    if (s->q == Q_LOCKED || s->q == Q_HELD)
-        res->flag = (int)s->v;
-    else
-        res->count = s->v;
-}
-
-static void query_done(void *st, int read)
-{
-    query *s = st;
-    (void)read;
-    if (s->owned)
-        owner_done(&s->o);
-    s->owned = 0;
-}
-
-static const dlock__op_type query_type = {.setup = query_setup,
-                                          .request = query_request,
-                                          .read = query_read,
-                                          .result = query_result,
-                                          .done = query_done};
-
-/* One query: blocking (*v, with l checked for NULL with it) or asynchronous
- * (via). Queries act for the handle's owner (is held, hold count), or for
- * `by` (checked). */
-static int run_query(dlock_lock *l, int q, const char *by, const dlock__via *via, int64_t *v)
-{
-    if (!via && (!l || !v)) {
-        dlock__clear_error();
-        return dlock__fail(DLOCK_EINVAL, "lock or out-parameter is NULL");
-    }
-    query s = {.l = l, .q = q, .by = by};
-    int rc = check_call(l, via);
-    if (rc == DLOCK_OK && by)
-        rc = dlock__check_owner(by, &s.blen);
-    if (rc != DLOCK_OK)
-        return rc;
-    dlock__result res;
-    rc = dlock__start(&l->h, &query_type, &s, sizeof(s), NULL, via, &res);
-    if (rc == DLOCK_OK && v)
-        *v = q == Q_LOCKED || q == Q_HELD ? res.flag : res.count;
-    return rc;
-}
-
-static int flag_query(dlock_lock *l, int q, const char *by, int *flag)
-{
-    int64_t v = 0;
-    int rc = run_query(l, q, by, NULL, flag ? &v : NULL);
-    if (rc == DLOCK_OK)
-        *flag = (int)v;
-    return rc;
-}
-
-int dlock_lock_is_locked(dlock_lock *l, int *locked) { return flag_query(l, Q_LOCKED, NULL, locked); }
-
-int dlock_lock_is_held(dlock_lock *l, int *held) { return flag_query(l, Q_HELD, NULL, held); }
-
-int dlock_lock_hold_count(dlock_lock *l, int64_t *count)
-{
-    return run_query(l, Q_COUNT, NULL, NULL, count);
-}
-
-int dlock_lock_ttl(dlock_lock *l, int64_t *ttl_ms) { return run_query(l, Q_TTL, NULL, NULL, ttl_ms); }
-
-int dlock_lock_is_held_by(dlock_lock *l, const char *owner, int *held)
-{
-    if (l && held && !owner) {   /* an error here, not the handle's owner */
-        size_t n;
-        dlock__clear_error();
-        return dlock__check_owner(NULL, &n);
-    }
-    return flag_query(l, Q_HELD, owner, held);
-}
-
-int dlock_lock_is_locked_async(dlock_lock *l, dlock_async_fn fn, void *ud)
-{
-    return run_query(l, Q_LOCKED, NULL, &(dlock__via){fn, ud, 0}, NULL);
-}
-
-int dlock_lock_is_held_async(dlock_lock *l, dlock_async_fn fn, void *ud)
-{
-    return run_query(l, Q_HELD, NULL, &(dlock__via){fn, ud, 0}, NULL);
-}
-
-int dlock_lock_hold_count_async(dlock_lock *l, dlock_async_fn fn, void *ud)
-{
-    return run_query(l, Q_COUNT, NULL, &(dlock__via){fn, ud, 0}, NULL);
-}
-
-int dlock_lock_ttl_async(dlock_lock *l, dlock_async_fn fn, void *ud)
-{
-    return run_query(l, Q_TTL, NULL, &(dlock__via){fn, ud, 0}, NULL);
-}
-
-/* ------------------------------------------------------------ inspection */
-
-const char *dlock__lock_channel(const dlock_lock *l, size_t *len)
-{
-    *len = l->h.clen;
-    return l->h.channel;
-}
-
-dlock_client *dlock__lock_client(const dlock_lock *l) { return l->h.c; }

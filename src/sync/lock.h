@@ -13,7 +13,7 @@
 
 typedef struct dlock__lock_type dlock__lock_type;
 
-#define DLOCK__LOCK_KEYS 3   /* a type's own keys beyond the name, token and latch */
+#define DLOCK__LOCK_KEYS 4   /* a type's own keys beyond the name, token and latch */
 #define DLOCK__K_DELAY 2     /* key[]: the lock-delay marker (every lock type) */
 
 struct dlock_lock {
@@ -36,15 +36,17 @@ struct dlock_lock {
     void *ud;
     int64_t max_hold;        /* ms; 0: the client's; DLOCK_MAX_HOLD_NONE: none */
     int fence_all;           /* a fenced lock (Redisson's RFencedLock): every acquisition
-                                counts a token (lock_extra.c) */
+                                counts a token (lock_kinds.c) */
     int no_reentry;          /* a non-reentrant lock (Redisson's RedissonNonReentrantLock and
                                 ...FairLock): its holder's acquisition is refused,
-                                DLOCK_EREENTRY (lock_extra.c) */
+                                DLOCK_EREENTRY (lock_kinds.c) */
     int spin;                /* a spin lock (Redisson's RedissonSpinLock): waits subscribe to
                                 nothing and try again after each back-off step (backoff,
-                                under mu; lock_extra.c) */
+                                under mu; lock_kinds.c) */
     dlock_backoff backoff;
     int64_t lock_delay;      /* ms, 0 off; fixed by the first acquisition */
+    atomic_int writer_first; /* a read or write lock's writer-first mode (rwlock.c): read
+                                by each attempt */
     atomic_int attempted;    /* an acquisition was attempted through it */
     char delay_arg[24];      /* lock_delay in decimal: the renewal's argument */
 };
@@ -58,7 +60,11 @@ typedef struct dlock__owner {
     char *aux;               /* the type's per-owner key (fair: the waiter's channel; read:
                                 the hold's timeout prefix), or NULL */
     size_t alen;
-    char fbuf[DLOCK_OWNER_MAX + 16];   /* the field (id + suffix); a thread owner's id */
+    char *fheap;             /* the field when it does not fit fbuf (a long explicit id),
+                                or NULL */
+    /* The field (id + suffix); a thread owner's id. Sized for the usual ids
+     * (a pending call's size is budgeted, test_async); longer: fheap. */
+    char fbuf[DLOCK_OWNER_BUFSIZE + 16];
 } dlock__owner;
 
 /* One release of the owner's hold (dlock__rel_init .. dlock__rel_end): the
@@ -87,16 +93,18 @@ typedef struct dlock__acq {
     int64_t wait;            /* the caller's wait: 0, ms, or DLOCK_WAIT_FOREVER */
     int64_t lease;           /* ms, or DLOCK_WATCHDOG */
     dlock_cancel *cancel;
-    int fenced;
     uint64_t *token_out;     /* where the result writes the token (NULL: nowhere) */
     dlock__owner o;
     int64_t lease_ms;        /* the TTL the script sets: lease, or the watchdog timeout
                                 (either cut to what a hold limit leaves) */
     int64_t max_hold;        /* the hold limit of a watchdog acquisition, ms (0: none) */
     uint64_t token;
+    int fenced;
     int state;               /* the type's: reservation state (lock), why busy (fair) */
     int queued;              /* the type registered the caller as a waiter in Redis */
     int streak;              /* the type's: busy answers of one kind in a row (fair) */
+    int64_t intent_ms;       /* a writer-first writer's attempt: the life of the intent it
+                                records (0: none; rwlock.c) */
     dlock__rel *back;        /* a give-back's release, while one runs */
 } dlock__acq;
 
@@ -124,8 +132,7 @@ struct dlock__lock_type {
     void (*plain_hold_id)(const dlock_lock *l, const dlock__owner *o, dlock__hold_id *id);
     /* The channel this owner's waits listen on. */
     const char *(*wait_channel)(const dlock_lock *l, const dlock__owner *o, size_t *len);
-    /* One attempt, in two halves so that several can share a round trip (a
-     * multi-lock pipelines them): the request, then what its answer means:
+    /* One attempt, in two halves: the request, then what its answer means:
      * DLOCK_OK (a->token set when fenced), DLOCK__BUSY with *b, or an error.
      * attempt_reply frees r. waited_ms: -1 on the first attempt, then how
      * long the call has waited. */
@@ -170,8 +177,8 @@ extern const dlock__lock_type dlock__fair_type;
 extern const dlock__lock_type dlock__read_type;    /* rwlock.c */
 extern const dlock__lock_type dlock__write_type;
 
-/* The acquire operation (lock.c), whose hooks a multi-lock calls one by one
- * to pipeline several locks' attempts. */
+/* The acquire operation (lock.c), whose hooks a multi-lock's parts call
+ * (multilock_round.c): each lock's attempt is its type's own. */
 extern const dlock__op_type dlock__acquire_type;
 
 /* Shared by the types whose holds are one hash field (reentrant, fair, write):
@@ -204,14 +211,22 @@ const char *dlock__lock_shared_channel(const dlock_lock *l, const dlock__owner *
 
 /* The standard busy message ("held by another owner (expires in N ms)"). */
 int dlock__lock_busy(const dlock_lock *l, int64_t ttl);
-/* A release of l's hold for the calling thread or its owner, in halves so
- * that several can share a round trip: dlock__rel_init builds the request;
+/* A release of l's hold for the calling thread or its owner, in halves (a
+ * multi-lock's give-back runs them as a part): dlock__rel_init builds the request;
  * the caller runs x->op; dlock__rel_end reads its outcome (the call's status
  * and res, whose reply it frees; for an error reply, the calling thread's
  * message must be set first) and tells the watchdog. After a successful
  * init, exactly one end. x must not move in between. */
 int dlock__rel_init(dlock__rel *x, dlock_lock *l);
 int dlock__rel_end(dlock__rel *x, int rc, dlock__res *res);
+/* dlock__rel_init for the owner of an acquisition (its id), on any thread. */
+int dlock__rel_init_as(dlock__rel *x, dlock_lock *l, const dlock__owner *as);
+/* A release begun and never answered (the client closed first): ended as
+ * an attempt of unknown outcome (the watchdog, the holds); the thread's
+ * message kept. Nothing when ended already. */
+void dlock__rel_closed(dlock__rel *x);
+/* The same for an acquisition's give-back (a->back) in flight. */
+void dlock__acq_closed(dlock__acq *a);
 
 /* The client's per-owner record (holds.c; dlock__holds in sync.h), keyed by
  * l's name and o's field: an acquisition answered (unknown 0) or ended
@@ -233,18 +248,22 @@ void dlock__holds_extend(dlock__holds *t, const dlock_lock *l, const dlock__owne
 
 /* The owner a call on l acts for (the handle's, or the calling thread's),
  * with its field and per-owner key; dlock__lock_owner_done frees what it
- * allocated. For the calls outside lock.c (lock_extra.c). */
+ * allocated. For the calls outside lock.c (lock_query.c, lock_hold.c). */
 int dlock__lock_owner(const dlock_lock *l, dlock__owner *o);
+/* The same for owner `by` (blen bytes; NULL: the handle's or the calling
+ * thread's). */
+int dlock__lock_owner_by(const dlock_lock *l, const char *by, size_t blen, dlock__owner *o);
+/* A lock call's first checks: the handle, and for an asynchronous call (via)
+ * an explicit owner, since a callback does not run on the thread that asked. */
+int dlock__lock_check_call(const dlock_lock *l, const dlock__via *via);
 void dlock__lock_owner_done(dlock__owner *o);
 /* A new handle of a type for the calling thread (owner NULL) or an explicit
  * owner (checked), as the dlock_*lock_get calls make them. */
 int dlock__lock_new(dlock_client *c, const dlock__lock_type *type, const char *name,
                     const char *owner, dlock_lock **out);
 
-/* dlock_lock_acquire_async / dlock_lock_release_async with the caller's
- * request flags in via (a RedLock's DLOCK__CALL_NO_RETRY: one connection
- * attempt to a server that is down, as the blocking RedLock makes). */
-int dlock__lock_acquire_via(dlock_lock *l, const dlock_wait_opts *o, const dlock__via *via);
+/* dlock_lock_release_async with the caller's completion (a multi-lock
+ * giving back what a round whose outcome it never read took). */
 int dlock__lock_release_via(dlock_lock *l, const dlock__via *via);
 
 #endif

@@ -180,7 +180,9 @@ int dlock__check_opts(const dlock_wait_opts *o, unsigned takes, const char *what
     if (!(takes & DLOCK__TAKES_LEASE) && out->lease_ms != 0)
         return dlock__fail(DLOCK_EINVAL, "lease_ms %lld: %s has no lease, leave it 0",
                            (long long)out->lease_ms, what);
-    if ((takes & DLOCK__TAKES_LEASE) && (rc = dlock__check_lease(out->lease_ms)) != DLOCK_OK)
+    if ((takes & DLOCK__TAKES_LEASE) &&
+        !((takes & DLOCK__TAKES_NO_EXPIRY) && out->lease_ms == DLOCK_NO_EXPIRY) &&
+        (rc = dlock__check_lease(out->lease_ms)) != DLOCK_OK)
         return rc;
     if (!(takes & DLOCK__TAKES_TOKEN) && out->token)
         return dlock__fail(DLOCK_EINVAL, "token: %s gives no fencing token, leave it NULL",

@@ -4,7 +4,6 @@
  * the verdicts every type gives a key of another type, or an answer of the
  * wrong shape. */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "sync/sync.h"
@@ -116,7 +115,8 @@ int dlock__op_key_refused(unsigned with, const dlock__res *res)
 
 unsigned dlock__op_key_shed(unsigned with)
 {
-    static const unsigned order[] = {DLOCK__OWN_QUARANTINE, DLOCK__OWN_RESERVE, DLOCK__OWN_DELAY};
+    static const unsigned order[] = {DLOCK__OWN_INTENT, DLOCK__OWN_QUARANTINE, DLOCK__OWN_RESERVE,
+                                     DLOCK__OWN_DELAY};
     for (size_t i = 0; i < DLOCK__ARRAY_LEN(order); i++)
         if (with & order[i])
             return order[i];
@@ -128,6 +128,8 @@ static const struct {
     unsigned cls;
     const char *what;
 } own_lost[] = {
+    {DLOCK__OWN_INTENT, "the writers' intents (~dlock_write_intent:*): writer-first read-write "
+                        "locks no longer hold new readers back for waiting writers"},
     {DLOCK__OWN_QUARANTINE, "the failover quarantine's record (~dlock_quarantine:*): acquisitions "
                             "no longer honour a quarantine other clients recorded"},
     {DLOCK__OWN_RESERVE, "the reservation of the next turn (~dlock_lock_next:*): waiters no "
@@ -170,67 +172,6 @@ int dlock__op_call(dlock_client *c, const dlock__op *op, dlock_cancel *cancel, d
     }
     dlock__op_key_dropped(c, DLOCK__OWN_ALL & ~cap, res);
     return rc;
-}
-
-
-void dlock__op_call_many(dlock_client *c, dlock__node *n, const dlock__op *ops, size_t k,
-                         unsigned flags, dlock_cancel *cancel, dlock__res *res, int *rc)
-{
-    dlock__req *reqs = malloc(k * sizeof(*reqs));
-    const char *(*av)[DLOCK__OP_MAX] = malloc(k * sizeof(*av));
-    size_t (*ln)[DLOCK__OP_MAX] = malloc(k * sizeof(*ln));
-    size_t *map = malloc(k * sizeof(*map));
-    dlock__res *rres = malloc(k * sizeof(*rres));
-    int *rrc = malloc(k * sizeof(*rrc));
-    unsigned *with = malloc(k * sizeof(*with));
-    for (size_t i = 0; i < k; i++) {
-        dlock__res_init(&res[i]);
-        rc[i] = DLOCK_ENOMEM;
-    }
-    if (!reqs || !av || !ln || !map || !rres || !rrc || !with) {
-        dlock__fail(DLOCK_ENOMEM, "out of memory");
-        goto done;
-    }
-    size_t m = 0;
-    for (size_t i = 0; i < k; i++) {
-        if (ops[i].bad) {
-            rc[i] = dlock__fail(DLOCK_EINVAL, "internal: a request was built wrong");
-            continue;
-        }
-        with[m] = dlock__op_req(c, &ops[i], DLOCK__OWN_ALL, cancel, &reqs[m], av[m], ln[m]);
-        reqs[m].script = dlock__router_script(c->router, ops[i].script);
-        reqs[m].flags |= flags;
-        map[m++] = i;
-    }
-    if (m > 0)
-        dlock__node_call_many(n, reqs, m, flags, cancel, rres, rrc);
-    for (size_t j = 0; j < m; j++) {
-        size_t i = map[j];
-        dlock__try t = {.sent = DLOCK__SENT_OK, .err = rres[j].err};
-        int reroute = dlock__router_dynamic(c->router) &&
-                      dlock__call_policy(&t, reqs[j].flags, 0, 1, &c->cfg).next ==
-                          DLOCK__NEXT_REROUTE;
-        if (reroute)
-            dlock__router_stale(c->router);   /* the map or the primary is read again */
-        if (reroute || dlock__op_key_refused(with[j], &rres[j])) {
-            /* Alone, through the router: it follows the redirection; or
-             * without dlock's own keys that an ACL refused. */
-            dlock__op alone = ops[i];
-            alone.flags |= flags;
-            rc[i] = dlock__op_call(c, &alone, cancel, &res[i]);
-            continue;
-        }
-        res[i] = rres[j];
-        rc[i] = rrc[j];
-    }
-done:
-    free(reqs);
-    free(av);
-    free(ln);
-    free(map);
-    free(rres);
-    free(rrc);
-    free(with);
 }
 
 static int wrong_type(const dlock__handle *h, const dlock__res *res)

@@ -69,11 +69,12 @@ int dlock__reply_rw_acquire(const redisReply *r, int fenced, int64_t *ttl, uint6
     }
     if (r->type == REDIS_REPLY_ARRAY && r->elements == 2) {
         /* {pttl, 1}: the caller holds read holds and asks for the write lock;
-         * {left, 2}: free, in a lock-delay for left ms more */
+         * {left, 2}: free, in a lock-delay for left ms more; {left, 3}: a
+         * writer waits, its intent living left ms more */
         const redisReply *a = r->element[0], *b = r->element[1];
         if (a->type != REDIS_REPLY_INTEGER || b->type != REDIS_REPLY_INTEGER ||
-            (b->integer != DLOCK__RW_DEADLOCK && b->integer != DLOCK__RW_DELAYED) ||
-            (b->integer == DLOCK__RW_DELAYED && a->integer < 0))
+            b->integer < DLOCK__RW_DEADLOCK || b->integer > DLOCK__RW_INTENT ||
+            (b->integer != DLOCK__RW_DEADLOCK && a->integer < 0))
             return DLOCK_EPROTO;
         *ttl = a->integer;
         *why = (int)b->integer;

@@ -75,13 +75,13 @@ int dlock__given_back(const dlock__handle *h, int why, const char *msg, int acks
  * the caller's message. */
 static void best_effort(dlock_client *c, dlock__op *op)
 {
-    char msg[512];
-    snprintf(msg, sizeof(msg), "%s", dlock_last_error());
+    dlock__kept msg;
+    dlock__keep_error(&msg);
     op->flags |= DLOCK__CALL_NO_RETRY;
     dlock__res res;
     if (dlock__op_call(c, op, NULL, &res) == DLOCK_OK)
         freeReplyObject(res.r);
-    dlock__fail(DLOCK_OK, "%s", msg);
+    dlock__restore_error(&msg, DLOCK_OK);
 }
 
 /* Gives a success back (dlock__answer's *back): what gave_back said. */
@@ -95,6 +95,26 @@ static int give_back(const dlock__handle *h, const dlock__op_type *t, void *st)
     return t->gave_back ? t->gave_back(st, rc, &res) : rc;
 }
 
+/* A composite attempt (or, give_up set, its give-up): its rounds of parts,
+ * each run while the calling thread waits, until compose has the outcome. */
+static int compose(const dlock__op_type *t, void *st, int64_t waited, dlock__busy *b,
+                   int give_up)
+{
+    dlock__parts k;
+    int rc = dlock__parts_init(&k);
+    if (rc != DLOCK_OK)
+        return rc;
+    k.give_up = give_up;
+    while ((rc = t->compose(st, waited, &k, b)) == DLOCK__MORE) {
+        dlock__parts_run(&k, NULL, NULL);
+        if (give_up)
+            break;   /* one round, its outcome not read */
+        k.round++;
+    }
+    dlock__parts_destroy(&k);
+    return rc;
+}
+
 /* One attempt on the calling thread: request, round trip, answer. */
 static int attempt(const dlock__handle *h, const dlock__op_type *t, void *st, dlock__wait *w,
                    dlock__busy *b)
@@ -102,8 +122,8 @@ static int attempt(const dlock__handle *h, const dlock__op_type *t, void *st, dl
     int64_t waited = dlock__wait_waited(w, 0);
     if (dlock__quarantined(h, t, b))
         return DLOCK__BUSY;
-    if (t->attempt)
-        return t->attempt(st, waited, b);
+    if (t->compose)
+        return compose(t, st, waited, b, 0);
     dlock__op op;
     t->request(st, waited, &op);
     if (t->acquires) {
@@ -123,15 +143,15 @@ static int attempt(const dlock__handle *h, const dlock__op_type *t, void *st, dl
     if (t->acquires && (rc == DLOCK_OK || back))
         last_acks = res.acks;
     if (back) {
-        char msg[512];
-        snprintf(msg, sizeof(msg), "%s", dlock_last_error());
-        rc = dlock__given_back(h, rc, msg, res.acks, give_back(h, t, st));
+        dlock__kept msg;
+        dlock__keep_error(&msg);
+        rc = dlock__given_back(h, rc, msg.msg, res.acks, give_back(h, t, st));
     }
     return rc;
 }
 
 int dlock__run(const dlock__handle *h, const dlock__op_type *t, void *st,
-               const dlock__wait_spec *spec, dlock__result *res)
+               const dlock__wait_spec *spec, dlock__result *res, dlock__busy *busy)
 {
     /* The wait was checked with the caller's other options (dlock__check_opts). */
     if (spec && spec->wait_ms != 0 && dlock__loop_on_io_thread(h->c->loop))
@@ -145,10 +165,13 @@ int dlock__run(const dlock__handle *h, const dlock__op_type *t, void *st,
     dlock__wait w;
     dlock__wait_init(&w, h, t, st, spec);
     int rc = DLOCK_OK, next = DLOCK__W_ATTEMPT;
+    int busied = 0;   /* the last attempt answered busy */
     while (next != DLOCK__W_DONE) {
         if (next == DLOCK__W_ATTEMPT) {
             dlock__busy b = {.ttl = -1};
             rc = attempt(h, t, st, &w, &b);
+            if ((busied = rc == DLOCK__BUSY) && busy)
+                *busy = b;
             next = dlock__wait_attempted(&w, &rc, &b);
         } else if (next == DLOCK__W_JOIN) {
             rc = dlock__wait_join(&w);
@@ -158,11 +181,18 @@ int dlock__run(const dlock__handle *h, const dlock__op_type *t, void *st,
         }
     }
     dlock__op op;
-    if (dlock__wait_end(&w, rc, &op))
+    if (dlock__wait_end(&w, rc, &op)) {
         best_effort(h->c, &op);
-    if (rc == DLOCK_OK && res) {
-        *res = (dlock__result){.count = -1};
-        if (t->result)
+    } else if (t->compose && rc != DLOCK_OK && w.seen_busy) {
+        dlock__kept msg;
+        dlock__keep_error(&msg);
+        dlock__busy gb = {.ttl = -1};
+        compose(t, st, 0, &gb, rc);   /* best effort */
+        dlock__restore_error(&msg, rc);
+    }
+    if (res) {
+        *res = (dlock__result){.count = -1, .busied = busied};
+        if (rc == DLOCK_OK && t->result)
             t->result(st, res);
     }
     if (t->done)
@@ -173,5 +203,6 @@ int dlock__run(const dlock__handle *h, const dlock__op_type *t, void *st,
 int dlock__start(const dlock__handle *h, const dlock__op_type *t, void *st, size_t size,
                  const dlock__wait_spec *spec, const dlock__via *via, dlock__result *res)
 {
-    return via ? dlock__async_run(h, t, st, size, spec, via) : dlock__run(h, t, st, spec, res);
+    return via ? dlock__async_run(h, t, st, size, spec, via)
+               : dlock__run(h, t, st, spec, res, NULL);
 }

@@ -27,15 +27,28 @@
  * lock's marker (its field <owner>:write; renewed by lock/renew_delay.lua),
  * which keeps readers and writers out after an unreleased loss; a read hold
  * an entry in the sorted set dlock_read_delay:{name} (renewed by
- * rw/renew.lua in its three-key form), which keeps writers out only. */
+ * rw/renew.lua in its three-key form), which keeps writers out only.
+ *
+ * Writer-first (dlock_lock_set_writer_first, dlock's own): a waiting writer
+ * records its intent in the sorted set dlock_write_intent:{name} (its field
+ * -> when the intent lapses, by the server's clock), renewed by each of its
+ * attempts, which come at least every third of the intent's life; a new
+ * reader through a writer-first handle is refused while another writer's
+ * intent lives (scripts/include/intent.lua). Wake-ups: the last read
+ * release's "0" wakes the writer before the client's other local waiters (it
+ * goes first); its write release's "1" wakes the readers; a writer that gives
+ * up removes its intent and publishes "1" (scripts/rw/write_leave.lua); a dead
+ * writer's intent lapses, and the readers it held back wake then (their busy
+ * answer's sleep is what is left of it). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "sync/lock.h"
 
 /* l->key[]: {name}, the base of every timeout key; the read holds' lock-delay
- * set dlock_read_delay:{name}; the writer's lock-delay marker (reentrant.c). */
-enum { K_PREFIX = 0, K_RDELAY = 1, K_DELAY = DLOCK__K_DELAY };
+ * set dlock_read_delay:{name}; the writer's lock-delay marker (reentrant.c);
+ * the writers' intents dlock_write_intent:{name}. */
+enum { K_PREFIX = 0, K_RDELAY = 1, K_DELAY = DLOCK__K_DELAY, K_INTENT = 3 };
 
 /* How the watchdog renews a read hold: KEYS = the lock, the owner's timeout
  * prefix; ARGV = the owner's field (scripts/rw/renew.lua). With a lock-delay
@@ -124,10 +137,58 @@ static void delay_keys(const dlock_lock *l, dlock__op *op)
     dlock__quarantine_key(&l->h, op);
 }
 
+/* ------------------------------------------------------------ writer-first */
+
+static int rw_init(dlock_lock *l)
+{
+    atomic_init(&l->writer_first, l->h.c->cfg.writer_first);
+    return dlock__delay_init(l);
+}
+
+int dlock_lock_set_writer_first(dlock_lock *l, int on)
+{
+    int rc = dlock__check_handle(l, "lock");
+    if (rc != DLOCK_OK)
+        return rc;
+    if (l->type != &dlock__read_type && l->type != &dlock__write_type)
+        return dlock__fail(DLOCK_EINVAL,
+                           "%s '%s' has no writer-first mode: only the read and the write lock "
+                           "of a read-write lock have one",
+                           l->h.what, l->h.name);
+    if (on != 0 && on != 1)
+        return dlock__fail(DLOCK_EINVAL, "writer-first: 1 (on) or 0 (off), not %d", on);
+    atomic_store(&l->writer_first, on);
+    return DLOCK_OK;
+}
+
+/* The writers' intents to KEYS (optional: a class of dlock's own keys). */
+static void intent_key(const dlock_lock *l, dlock__op *op)
+{
+    dlock__op_key_optional(op, DLOCK__OWN_INTENT, l->key[K_INTENT], l->klen[K_INTENT]);
+}
+
+/* How long a waiting writer's intent lives from this attempt: one watchdog
+ * timeout (a dead writer holds readers back as long as a dead holder keeps
+ * its lock), or what is left of its wait if less. 0: it records none (not
+ * writer-first, or a try that does not wait). */
+static int64_t intent_life(const dlock__acq *a, int64_t waited_ms)
+{
+    const dlock_lock *l = a->l;
+    if (a->wait == 0 || !atomic_load(&l->writer_first))
+        return 0;
+    int64_t life = l->h.c->cfg.watchdog_ms;
+    if (a->wait > 0) {
+        int64_t left = a->wait - (waited_ms > 0 ? waited_ms : 0);
+        if (left < life)
+            life = left > 1 ? left : 1;
+    }
+    return life;
+}
+
 /* ------------------------------------------------------------ acquire */
 
-/* KEYS: lock, timeout prefix, token[, marker, set, quarantine]; ARGV: lease, owner,
- * writer field, fenced[, delay] (scripts/rw/read_acquire.lua). */
+/* KEYS: lock, timeout prefix, token[, marker, set, quarantine, intents]; ARGV:
+ * lease, owner, writer field, fenced[, delay] (scripts/rw/read_acquire.lua). */
 static void read_attempt_op(dlock__acq *a, int64_t waited_ms, dlock__op *op)
 {
     (void)waited_ms;
@@ -140,6 +201,8 @@ static void read_attempt_op(dlock__acq *a, int64_t waited_ms, dlock__op *op)
     dlock__op_key(op, a->o.aux, a->o.alen);
     dlock__op_key(op, l->token_key, l->tlen);
     delay_keys(l, op);
+    if (atomic_load(&l->writer_first))
+        intent_key(l, op);   /* honoured: a new reader queues behind a waiting writer */
     dlock__op_argi(op, a->lease_ms);
     dlock__op_arg(op, a->o.field, a->o.flen);
     dlock__op_arg(op, wf, wl);
@@ -147,22 +210,30 @@ static void read_attempt_op(dlock__acq *a, int64_t waited_ms, dlock__op *op)
     dlock__delay_arg(l, op);
 }
 
-/* KEYS: lock, token[, marker, set, quarantine]; ARGV: lease, writer field, owner,
- * fenced[, delay] (scripts/rw/write_acquire.lua). */
+/* KEYS: lock, token[, marker, set, quarantine, intents]; ARGV: lease, writer
+ * field, owner, fenced[, delay, intent life] (scripts/rw/write_acquire.lua). A
+ * writer-first writer that waits records its intent with every attempt. */
 static void write_attempt_op(dlock__acq *a, int64_t waited_ms, dlock__op *op)
 {
-    (void)waited_ms;
     dlock_lock *l = a->l;
     atomic_store(&l->attempted, 1);
+    a->intent_ms = intent_life(a, waited_ms);
     dlock__op_init(op, DLOCK__SCRIPT_RW_WRITE_ACQUIRE);
     dlock__op_key(op, l->h.name, l->h.nlen);
     dlock__op_key(op, l->token_key, l->tlen);
     delay_keys(l, op);
+    if (a->intent_ms > 0)
+        intent_key(l, op);
     dlock__op_argi(op, a->lease_ms);
     dlock__op_arg(op, a->o.field, a->o.flen);
     dlock__op_arg(op, a->o.id, a->o.len);
     dlock__op_args(op, a->fenced ? "1" : "0");
-    dlock__delay_arg(l, op);
+    if (a->intent_ms > 0) {
+        dlock__op_args(op, l->delay_arg);   /* the delay always (0: none), then the life */
+        dlock__op_argi(op, a->intent_ms);
+    } else {
+        dlock__delay_arg(l, op);
+    }
 }
 
 static int attempt_reply(dlock__acq *a, redisReply *r, dlock__busy *b)
@@ -170,7 +241,9 @@ static int attempt_reply(dlock__acq *a, redisReply *r, dlock__busy *b)
     int64_t ttl = -1;
     int why = 0;
     int rc = dlock__reply_rw_acquire(r, a->fenced, &ttl, &a->token, &why);
-    if (rc == DLOCK_EPROTO || (why == DLOCK__RW_DEADLOCK && a->l->type != &dlock__write_type))
+    int writer = a->l->type == &dlock__write_type;
+    if (rc == DLOCK_EPROTO || (why == DLOCK__RW_DEADLOCK && !writer) ||
+        (why == DLOCK__RW_INTENT && writer))
         return dlock__proto(&a->l->h, "acquire", r);
     freeReplyObject(r);
     a->state = why;
@@ -185,17 +258,52 @@ static int attempt_reply(dlock__acq *a, redisReply *r, dlock__busy *b)
         b->ttl = ttl;
         b->first = 0;
     }
+    if (rc == DLOCK__BUSY && a->intent_ms > 0) {
+        /* Its intent is recorded: it is given up with the wait
+         * (write_give_up_op); the last read release's "0" wakes this writer
+         * before the client's other waiters (readers it holds back would
+         * only be turned away); and it tries again before the intent
+         * lapses, which renews it. */
+        a->queued = 1;
+        b->first = 1;
+        int64_t renew = a->intent_ms / 3 > 0 ? a->intent_ms / 3 : 1;
+        if (b->ttl < 0 || b->ttl > renew)
+            b->ttl = renew;
+    }
     return rc;
 }
 
 static int busy_error(dlock__acq *a, const dlock__busy *b)
 {
+    if (a->state == DLOCK__RW_INTENT)
+        return dlock__fail(DLOCK_ETIMEDOUT,
+                           "read lock '%s': a writer waits for it (writer-first: new readers "
+                           "queue behind waiting writers; its intent lapses in %lld ms unless "
+                           "renewed)",
+                           a->l->h.name, (long long)b->ttl);
     const char *by = a->l->type == &dlock__read_type ? "write-locked by another owner"
                                                      : "read- or write-locked by other owners";
     if (b->ttl >= 0)
         return dlock__fail(DLOCK_ETIMEDOUT, "'%s' is %s (expires in %lld ms)", a->l->h.name, by,
                            (long long)b->ttl);
     return dlock__fail(DLOCK_ETIMEDOUT, "'%s' is %s (no expiry)", a->l->h.name, by);
+}
+
+/* A writer-first writer that stops waiting removes its intent and, when no
+ * other writer waits, wakes the readers it held back: KEYS: channel[,
+ * intents]; ARGV: writer field (scripts/rw/write_leave.lua). Best effort:
+ * should it fail, the intent lapses with its life. */
+static int write_give_up_op(dlock__acq *a, int code, dlock__op *op)
+{
+    (void)code;
+    if (!a->queued)
+        return 0;
+    dlock_lock *l = a->l;
+    dlock__op_init(op, DLOCK__SCRIPT_RW_WRITE_LEAVE);
+    dlock__op_key(op, l->h.channel, l->h.clen);
+    intent_key(l, op);
+    dlock__op_arg(op, a->o.field, a->o.flen);
+    return 1;
 }
 
 /* ------------------------------------------------------------ release */
@@ -314,8 +422,9 @@ const dlock__lock_type dlock__read_type = {
     .lease_keeps_ttl = 1,
     .channel = "redisson_rwlock",
     .keys = {[K_PREFIX] = "",   /* Redisson's "{name}" (or the name when it has a '{') */
-             [K_RDELAY] = "dlock_read_delay", [K_DELAY] = "dlock_lock_delay"},
-    .init = dlock__delay_init,
+             [K_RDELAY] = "dlock_read_delay", [K_DELAY] = "dlock_lock_delay",
+             [K_INTENT] = "dlock_write_intent"},
+    .init = rw_init,
     .owner_key = read_owner_key,
     .hold_id = read_hold_id,
     .plain_hold_id = read_plain_hold_id,
@@ -340,8 +449,9 @@ const dlock__lock_type dlock__write_type = {
     .lease_keeps_ttl = 1,
     .channel = "redisson_rwlock",
     .keys = {[K_PREFIX] = "",   /* Redisson's "{name}" (or the name when it has a '{') */
-             [K_RDELAY] = "dlock_read_delay", [K_DELAY] = "dlock_lock_delay"},
-    .init = dlock__delay_init,
+             [K_RDELAY] = "dlock_read_delay", [K_DELAY] = "dlock_lock_delay",
+             [K_INTENT] = "dlock_write_intent"},
+    .init = rw_init,
     .owner_key = NULL,
     .hold_id = dlock__delay_hold_id,
     .plain_hold_id = dlock__lock_hold_id,
@@ -351,7 +461,7 @@ const dlock__lock_type dlock__write_type = {
     .delayed = DLOCK__RW_DELAYED,
     .held_states = 1u << 0,   /* the marker or a reader's entry: not told apart */
     .busy_error = busy_error,
-    .give_up_op = NULL,
+    .give_up_op = write_give_up_op,
     .release_op = write_release_op,
     .not_held = write_not_held,
     .force_op = force_op,

@@ -106,6 +106,20 @@ static const dlock__op_type life_type = {.setup = life_setup,
                                          .result = life_result,
                                          .done = life_done};
 
+/* releaseIfExists of 0 permits: answered 0 here, without a round trip
+ * (Redisson's), as a composite of no parts, so that an asynchronous caller's
+ * callback still runs once, on the io thread. */
+static int nothing_compose(void *st, int64_t waited_ms, dlock__parts *k, dlock__busy *b)
+{
+    (void)waited_ms;
+    (void)k;
+    (void)b;
+    ((life *)st)->v = 0;
+    return DLOCK_OK;
+}
+
+static const dlock__op_type nothing_type = {.compose = nothing_compose, .result = life_result};
+
 /* One call on handle h (NULL: DLOCK_EINVAL), `leases` for a permit
  * semaphore: blocking (via NULL; *v, may be NULL, = the answer) or
  * asynchronous (the result's count, and flag for the yes/no calls). */
@@ -118,7 +132,8 @@ static int life_call(const void *handle, int leases, int kind, int64_t a, int64_
         return rc;
     life s = {.h = h, .kind = kind, .leases = leases, .a = a, .b = b};
     dlock__result res;
-    rc = dlock__start(h, &life_type, &s, sizeof(s), NULL, via, &res);
+    const dlock__op_type *t = kind == L_RELEASE_IF_EXISTS && a == 0 ? &nothing_type : &life_type;
+    rc = dlock__start(h, t, &s, sizeof(s), NULL, via, &res);
     if (rc == DLOCK_OK && v && !via)
         *v = res.count;
     return rc;
@@ -178,7 +193,7 @@ int dlock_semaphore_try_set_permits_ttl(dlock_semaphore *s, int64_t permits, int
 int dlock_semaphore_release_if_exists(dlock_semaphore *s, int64_t n, int *released)
 {
     dlock__clear_error();
-    int rc = dlock__check_count(n, 1, "permits");
+    int rc = dlock__check_count(n, 0, "permits");
     return rc != DLOCK_OK ? rc
                           : flag_call(s, 0, L_RELEASE_IF_EXISTS, n, 0, released);
 }
@@ -268,7 +283,7 @@ int dlock_semaphore_release_if_exists_async(dlock_semaphore *s, int64_t n, dlock
                                             void *ud)
 {
     dlock__clear_error();
-    int rc = dlock__check_count(n, 1, "permits");
+    int rc = dlock__check_count(n, 0, "permits");
     return rc != DLOCK_OK ? rc : life_async(s, 0, L_RELEASE_IF_EXISTS, n, 0, fn, ud);
 }
 

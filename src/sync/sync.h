@@ -111,6 +111,7 @@ int dlock__delay_set(int64_t *delay, char *arg, size_t size, const atomic_int *a
  * or token the call does not take, a reserved field not zero. */
 #define DLOCK__TAKES_LEASE 1u
 #define DLOCK__TAKES_TOKEN 2u
+#define DLOCK__TAKES_NO_EXPIRY 4u   /* a lease of DLOCK_NO_EXPIRY (permits) */
 int dlock__check_opts(const dlock_wait_opts *o, unsigned takes, const char *what,
                       dlock_wait_opts *out);
 /* min <= n <= DLOCK_COUNT_MAX (naming `what`). */
@@ -145,16 +146,19 @@ void dlock__op_key(dlock__op *op, const char *s, size_t n);
 /* Keys of dlock's own (not Redisson's) that a script works without, in
  * classes: a request carries its optional keys of the classes its client
  * uses (c->own_keys), and an ACL that refuses one (the fallback below) makes
- * the client drop a class at a time: the quarantine's record first, then
- * the reservation of the next turn, then the lock-delay markers. The
+ * the client drop a class at a time: the writers' intents first, then the
+ * quarantine's record, then the reservation of the next turn, then the
+ * lock-delay markers. The
  * markers (and the record) go to every acquisition, which honours them
  * whatever its own setting; a client with DLOCK_PRIORITY_OFF never sends the
- * reservation. Scripts know each optional key by its prefix
+ * reservation, and only writer-first read-write lock handles send the
+ * writers' intents. Scripts know each optional key by its prefix
  * (include/own_keys.lua), so they come after every plain key, in any order. */
 #define DLOCK__OWN_DELAY 1u        /* dlock_lock_delay:, dlock_read_delay:, dlock_permit_delay: */
 #define DLOCK__OWN_RESERVE 2u      /* dlock_lock_next: */
 #define DLOCK__OWN_QUARANTINE 4u   /* dlock_quarantine: */
-#define DLOCK__OWN_ALL 7u
+#define DLOCK__OWN_INTENT 8u       /* dlock_write_intent: */
+#define DLOCK__OWN_ALL 15u
 void dlock__op_key_optional(dlock__op *op, unsigned cls, const char *s, size_t n);
 void dlock__op_arg(dlock__op *op, const char *s, size_t n);
 void dlock__op_args(dlock__op *op, const char *s);   /* a NUL-terminated argument */
@@ -182,15 +186,6 @@ void dlock__op_key_dropped(dlock_client *c, unsigned dropped, const dlock__res *
 /* Runs op on the node that serves its keys (its flags and latch), with the
  * ACL fallback; res as dlock__router_call's. */
 int dlock__op_call(dlock_client *c, const dlock__op *op, dlock_cancel *cancel, dlock__res *res);
-/* Several ops on node n (every key of every op served by n) in one round
- * trip: dlock__node_call_many's rules and results (rc[i], res[i] for
- * ops[i]), each op with its flags and latch (`flags`: the batch's, see
- * there). The ACL fallback is dlock__op_call's (an op whose key Redis
- * refuses goes again alone), and so is an op the node redirects (MOVED,
- * ASK, CLUSTERDOWN, READONLY on a deployment whose keys move: sent again
- * alone through the router). */
-void dlock__op_call_many(dlock_client *c, dlock__node *n, const dlock__op *ops, size_t k,
-                         unsigned flags, dlock_cancel *cancel, dlock__res *res, int *rc);
 
 /* The verdicts every type gives. An answer of the wrong shape to operation
  * `op`: frees r, sets the message. */
@@ -226,6 +221,8 @@ int dlock__check_owner(const char *owner, size_t *len);
 
 /* An attempt's answer "held by somebody else", returned as DLOCK__BUSY. */
 #define DLOCK__BUSY 1
+/* A composite attempt's "its next parts are set: run them" (compose). */
+#define DLOCK__MORE 2
 
 /* What a busy attempt learnt. */
 typedef struct dlock__busy {
@@ -265,8 +262,65 @@ struct dlock_async_result {
     size_t n_ids;
     void *owned;             /* freed by the asynchronous driver after the callback */
     const char *text;        /* an election's leader ("host pid owner"), or NULL */
+    /* Internal (a composite's parts): the call ended after a busy answer
+     * (whatever the status: a wait of 0 ends busy with the type's error),
+     * the one the driver copied where it was told (dlock__via.busy,
+     * dlock__run's busy). */
+    int busied;
 };
 typedef dlock_async_result dlock__result;
+
+/* A composite operation's parts (parts.c): what its attempt is made of when
+ * it is not one request (a multi-lock's round over several locks, each on
+ * its own client). A part is one attempt of another operation on its own
+ * handle, with no wait: t's hooks on state st (size bytes; copied when the
+ * part runs asynchronously, so it holds pointers to what lives elsewhere).
+ * Both drivers run a composite's parts alike: each on its handle's client's
+ * io thread by the asynchronous driver, all of a round at once (those of one
+ * client in one write per node), and, only when the caller blocks on that
+ * very io thread (a dlock callback, a program's loop), by the blocking
+ * driver right there. No thread is started. */
+#define DLOCK__PART_MSG DLOCK__MSG_MAX
+typedef struct dlock__op_type dlock__op_type;
+typedef struct dlock__part {
+    const dlock__handle *h;
+    const dlock__op_type *t;
+    void *st;
+    size_t size;
+    /* Its outcome: the status and message; busied, b: it ended after a busy
+     * answer, this one. */
+    int rc;
+    int busied;
+    dlock__busy b;
+    char msg[DLOCK__PART_MSG];
+    /* the runner's */
+    struct dlock__parts *k;
+    struct dlock__part *next;   /* the round's next part on the same client */
+    dlock__job job;
+} dlock__part;
+
+typedef struct dlock__parts {
+    dlock__part **part;      /* the parts to run: set by compose */
+    size_t n;
+    int round;               /* 0 at an attempt's start, then counted by the driver */
+    int give_up;             /* a wait ended with this status after a busy answer: the
+                                give-up's parts (best effort) */
+    /* the runner's */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    size_t pending;
+    void (*notify)(void *arg);
+    void *arg;
+} dlock__parts;
+
+int dlock__parts_init(dlock__parts *k);
+void dlock__parts_destroy(dlock__parts *k);
+/* Runs the parts k->part[0..k->n) (each part's outcome set when it ends).
+ * notify NULL (the blocking driver): returns once every part has ended.
+ * Else returns at once, and notify(arg) runs once when the last part has
+ * ended, on that part's thread (any io thread, or this one): it must only
+ * post a job. The calling thread's message is kept. */
+void dlock__parts_run(dlock__parts *k, void (*notify)(void *arg), void *arg);
 
 /* One operation of a type (acquire, release, a query, ...), the same for
  * both drivers. `st` is the call's state, the type's own struct: on the
@@ -309,9 +363,18 @@ typedef struct dlock__op_type {
     /* Once after a successful setup, whatever the outcome; read = 0 when no
      * answer was read (the client closed with the request in flight). */
     void (*done)(void *st, int read);
-    /* An attempt the type makes itself (a multi-lock's round over several
-     * nodes), instead of request, read and keep: blocking only. */
-    int (*attempt)(void *st, int64_t waited_ms, dlock__busy *b);
+    /* A composite operation (a multi-lock over locks on several clients),
+     * instead of request, read and keep: an attempt is made of parts
+     * (dlock__parts), which the driver runs. compose is called at the
+     * attempt's start (k->round 0; waited_ms as request's), then each time
+     * the parts it set in k have all ended: DLOCK__MORE with the next parts,
+     * or the attempt's outcome, DLOCK_OK, DLOCK__BUSY with *b, or an error
+     * with the message. When a wait ends with an error after a busy answer,
+     * it is called with k->give_up set to that status: DLOCK__MORE with the
+     * give-up's parts (their outcome is not read), or DLOCK_OK when none.
+     * Its done hook's read = 0: a round's outcome was never read (the client
+     * closed with its parts out); what they took is the type's to give back. */
+    int (*compose)(void *st, int64_t waited_ms, dlock__parts *k, dlock__busy *b);
     /* An acquisition: replicas acknowledge it (dlock_config_set_replica_ack),
      * and the client's statistics count it. */
     int acquires;
@@ -349,11 +412,13 @@ int dlock__quarantine_met(const dlock__handle *h, const dlock__op_type *t, int r
 typedef struct dlock__wait_spec {
     dlock__wake_policy wake; /* how many of the channel's local waiters a message wakes */
     int64_t need;            /* this waiter's part of a message's budget (0: 1) */
+    int64_t wait_ms;         /* 0: one attempt; DLOCK_WAIT_FOREVER: no limit */
+    dlock_cancel *cancel;    /* may be NULL */
+    /* (the ints together: a pending call's size is budgeted, test_async) */
     int settles;             /* a DLOCK__WAKE_ALL_DONE message ends the wait: DLOCK_OK */
     int awaits;              /* waits for a state (the latch), acquires nothing: not
                                 counted in the acquisitions statistics */
-    int64_t wait_ms;         /* 0: one attempt; DLOCK_WAIT_FOREVER: no limit */
-    dlock_cancel *cancel;    /* may be NULL */
+    int backoff_mult;        /* quiet: see backoff_max_ms */
     int quiet;               /* subscribes to nothing: sleeps until the busy answer's TTL,
                                 the back-off's next step or the deadline (the spin lock,
                                 the rate limiter); only a cancellation or the client
@@ -362,14 +427,14 @@ typedef struct dlock__wait_spec {
                                 busy answer's TTL alone) */
     int64_t backoff_max_ms;  /* ... growing by backoff_mult (plus a jitter of up to one
                                 ms per failed attempt) up to this */
-    int backoff_mult;
 } dlock__wait_spec;
 
 /* An asynchronous call's completion (NULL where a call takes one: blocking). */
 typedef struct dlock__via {
     dlock_async_fn fn;
     void *ud;
-    unsigned flags;          /* DLOCK__CALL_* added to every attempt's request (0: none) */
+    dlock__busy *busy;       /* where each busy answer is copied, or NULL (a composite's
+                                part: the last one says where to wait) */
 } dlock__via;
 
 /* Runs operation t on handle h: one attempt, and while busy the wait of
@@ -383,9 +448,9 @@ typedef struct dlock__via {
  * strings the state points to must outlive the call. */
 int dlock__start(const dlock__handle *h, const dlock__op_type *t, void *st, size_t size,
                  const dlock__wait_spec *spec, const dlock__via *via, dlock__result *res);
-/* The blocking driver alone (run.c). */
+/* The blocking driver alone (run.c); busy as dlock__via's (may be NULL). */
 int dlock__run(const dlock__handle *h, const dlock__op_type *t, void *st,
-               const dlock__wait_spec *spec, dlock__result *res);
+               const dlock__wait_spec *spec, dlock__result *res, dlock__busy *busy);
 /* The asynchronous driver alone (async.c). */
 int dlock__async_run(const dlock__handle *h, const dlock__op_type *t, const void *st,
                      size_t size, const dlock__wait_spec *spec, const dlock__via *via);
@@ -421,10 +486,10 @@ typedef struct dlock__wait {
     size_t clen;
     unsigned char waits;     /* the operation has a wait spec */
     unsigned char attempts, seen_busy, joined, used_wake, first;
+    uint16_t fails;          /* a quiet wait's busy answers so far (saturates; its jitter) */
     int64_t start_us, deadline;
     int64_t until;           /* W_SLEEP: until when */
     int64_t next_sleep;      /* a quiet wait's back-off: its next sleep (ms) */
-    unsigned fails;          /* ... and its busy answers so far */
 } dlock__wait;
 
 /* spec NULL: a call that does not wait. */
@@ -517,8 +582,10 @@ int dlock__reply_fair_acquire(const redisReply *r, int fenced, int64_t *sleep, u
 /* A read-write lock's acquire: DLOCK_OK (token when fenced), or DLOCK__BUSY
  * with *ttl and *why: 0 held in the other mode, DLOCK__RW_DEADLOCK when the
  * caller holds read holds of the lock it asks to write, DLOCK__RW_DELAYED
- * when free but in its lock-delay for *ttl ms (scripts/rw/write_acquire.lua). */
-enum { DLOCK__RW_DEADLOCK = 1, DLOCK__RW_DELAYED = 2 };
+ * when free but in its lock-delay for *ttl ms (scripts/rw/write_acquire.lua),
+ * DLOCK__RW_INTENT when a writer-first reader finds a writer waiting, whose
+ * intent lives *ttl ms more (scripts/rw/read_acquire.lua). */
+enum { DLOCK__RW_DEADLOCK = 1, DLOCK__RW_DELAYED = 2, DLOCK__RW_INTENT = 3 };
 int dlock__reply_rw_acquire(const redisReply *r, int fenced, int64_t *ttl, uint64_t *token,
                             int *why);
 /* *heard = 1 when the last hold went and some client heard the unlock message. */

@@ -141,7 +141,8 @@ static int64_t backoff_step(dlock__wait *w)
         return 0;
     int64_t step = w->next_sleep;
     if (step < s->backoff_max_ms) {
-        w->fails++;
+        if (w->fails < UINT16_MAX)
+            w->fails++;
         int64_t mult = s->backoff_mult > 0 ? s->backoff_mult : 1;
         int64_t next = step > s->backoff_max_ms / mult ? s->backoff_max_ms : step * mult;
         uint32_t r;

@@ -501,6 +501,63 @@ void test_shared(dlock::client &a, dlock::client &b) {
     }
 }
 
+// Writer-first: once a's writer waits, b's new reader (writer-first) is
+// refused while a's held read re-enters; the writer gets in when it ends.
+// The client-wide option: every shared_mutex of client c is writer-first.
+void test_writer_first(dlock::client &a, dlock::client &b) {
+    std::string n = name("rwwf");
+    dlock::shared_mutex ra(a, n), wa(a, n, dlock::owner{a.new_owner_id()}), rb(b, n);
+    ra.set_writer_first(true);
+    wa.set_writer_first(true);
+    rb.set_writer_first(true);
+    ra.lock_shared();
+    std::atomic<bool> got{false};
+    std::thread w([&] {
+        std::unique_lock<dlock::shared_mutex> g(wa, 5s * slack);
+        CHECK(g.owns_lock());
+        got = true;
+    });
+    bool queued = false;   // b's reader refused once the writer's intent is there
+    for (int i = 0; i < 200 && !queued; i++) {
+        if (rb.try_lock_shared()) {
+            rb.unlock_shared();
+            std::this_thread::sleep_for(5ms);
+        } else {
+            queued = true;
+        }
+    }
+    CHECK(queued);
+    CHECK(ra.try_lock_shared());   // the reader that holds re-enters
+    ra.unlock_shared();
+    CHECK(!got);
+    ra.unlock_shared();
+    w.join();
+    CHECK(got);
+    CHECK(rb.try_lock_shared_for(2s * slack));   // the writer released
+    rb.unlock_shared();
+
+    dlock::client c(dlock::config(url).writer_first(true));
+    dlock::shared_mutex rc(c, n), wc(c, n, dlock::owner{c.new_owner_id()});
+    rc.lock_shared();
+    std::thread w2([&] {
+        std::unique_lock<dlock::shared_mutex> g(wc, 5s * slack);
+        CHECK(g.owns_lock());
+    });
+    queued = false;
+    dlock::shared_mutex rc2(c, n, dlock::owner{c.new_owner_id()});
+    for (int i = 0; i < 200 && !queued; i++) {
+        if (rc2.try_lock_shared()) {
+            rc2.unlock_shared();
+            std::this_thread::sleep_for(5ms);
+        } else {
+            queued = true;
+        }
+    }
+    CHECK(queued);
+    rc.unlock_shared();
+    w2.join();
+}
+
 void test_latch(dlock::client &a, dlock::client &b) {
     std::string n = name("latch");
     dlock::latch l(a, n), lb(b, n);
@@ -944,6 +1001,7 @@ int main(int argc, char **argv) {
         test_errors(a);
         test_semaphore(a, b);
         test_shared(a, b);
+        test_writer_first(a, b);
         test_latch(a, b);
         test_permits(a);
         test_moves();

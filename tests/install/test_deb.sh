@@ -3,7 +3,9 @@
 # install them with apt-get (as root), build a program against the installed
 # files with pkg-config and with CMake's find_package, run it and the
 # installed dlock command against a throwaway redis-server, then purge the
-# packages and check nothing of them is left. Args: SOURCE_DIR [WORK_DIR].
+# packages and check nothing of them is left; the same for the Python binding
+# (python3-dlock: import dlock from the system's python3, the library found by
+# the dynamic loader). Args: SOURCE_DIR [WORK_DIR].
 # Needs root (apt-get); refuses to run when a dlock package is installed
 # already, since it would replace and then remove it.
 set -euo pipefail
@@ -12,7 +14,7 @@ work=${2:-$src/build-deb}
 here=$(cd "$(dirname "$0")" && pwd)
 fail() { echo "FAIL: $*"; exit 1; }
 if [ "$(id -u)" != 0 ]; then echo "SKIP: needs root (apt-get install)"; exit 77; fi
-pkgs=(dlock libdlock-dev libdlock0)
+pkgs=(dlock libdlock-dev libdlock0 python3-dlock)
 for p in "${pkgs[@]}"; do
   if dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
     fail "package $p is installed already: remove it first (this test installs and removes it)"
@@ -35,7 +37,7 @@ make -s -C "$src" deb DEB_BUILD_DIR="$work" >"$tmp/build.log" 2>&1 || { tail -20
 ver=$(sed -n 's/^#define DLOCK_VERSION_STRING "\(.*\)"/\1/p' "$src/include/dlock/dlock.h")
 major=${ver%%.*}
 debs=()
-for p in dlock libdlock-dev "libdlock$major"; do
+for p in dlock libdlock-dev "libdlock$major" python3-dlock; do
   f=$(ls "$work"/packages/${p}_"$ver"_*.deb 2>/dev/null | head -1)
   [ -n "$f" ] || fail "no package ${p}_${ver}_*.deb in $work/packages"
   debs+=("$f")
@@ -64,6 +66,10 @@ for dep in libhiredis libuv1 libssl; do
   dpkg-deb -f "${debs[2]}" Depends | grep -q "$dep" || fail "libdlock$major does not depend on $dep"
 done
 dpkg-deb -f "${debs[1]}" Depends | grep -qF "libdlock$major (= $ver)" || fail "libdlock-dev does not depend on libdlock$major (= $ver)"
+has_file "${debs[3]}" "usr/lib/python3/dist-packages/dlock/__init__.py"
+has_file "${debs[3]}" "usr/lib/python3/dist-packages/dlock-$ver.dist-info/METADATA"
+[ "$(dpkg-deb -f "${debs[3]}" Architecture)" = all ] || fail "python3-dlock is not Architecture: all"
+dpkg-deb -f "${debs[3]}" Depends | grep -qF "libdlock$major (>= $ver)" || fail "python3-dlock does not depend on libdlock$major (>= $ver)"
 echo "ok: contents and dependencies"
 
 apt-get install -y -q -o DPkg::Lock::Timeout=120 "${debs[@]}" >"$tmp/apt.log" 2>&1 ||
@@ -114,11 +120,27 @@ out=$(DLOCK_URL="$REDIS_URL" dlock run deb-test-lock -- sh -c 'echo inside') || 
 [ -e /usr/share/man/man1/dlock.1.gz ] || fail "man page not installed"
 echo "ok: /usr/bin/dlock runs a command under a lock"
 
+# The Python binding from the package: the system's python3, from a folder
+# outside the source tree, the library found by the dynamic loader.
+out=$(cd "$tmp" && env -u DLOCK_LIBRARY -u PYTHONPATH /usr/bin/python3 -c '
+import sys, importlib.metadata, dlock
+with dlock.Client(sys.argv[1]) as c, c.lock("deb-test-py") as l:
+    assert l.held()
+mapped = [ln.split()[-1] for ln in open("/proc/self/maps") if "libdlock" in ln]
+print(dlock.__file__, mapped[0], importlib.metadata.version("dlock"))
+' "$REDIS_URL") || fail "import dlock from python3-dlock: $out"
+set -- $out
+[ "$1" = /usr/lib/python3/dist-packages/dlock/__init__.py ] || fail "python3 imported dlock from $1"
+[ "$(readlink -f "$2")" = "$(readlink -f "/usr/lib/$multi/libdlock.so.$major")" ] ||
+  fail "python3-dlock loaded $2, not the installed libdlock.so.$major"
+[ "$3" = "$ver" ] || fail "importlib.metadata says dlock $3"
+echo "ok: python3 -c 'import dlock' takes a lock through the installed libdlock"
+
 apt-get purge -y -q -o DPkg::Lock::Timeout=120 "${pkgs[@]}" >"$tmp/apt.log" 2>&1 ||
   { tail -20 "$tmp/apt.log"; fail "apt-get purge"; }
 installed=0
 for f in /usr/bin/dlock "/usr/lib/$multi/libdlock.so.$major" /usr/include/dlock/dlock.h \
-         "/usr/lib/$multi/pkgconfig/dlock.pc"; do
+         "/usr/lib/$multi/pkgconfig/dlock.pc" /usr/lib/python3/dist-packages/dlock; do
   [ -e "$f" ] && fail "$f left after apt-get remove"
 done
 for p in "${pkgs[@]}"; do

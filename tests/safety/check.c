@@ -300,6 +300,22 @@ static span *occupied(int name, int side, const check_params *cp, size_t *count)
             p->a = wr[i].t_call;
             p->b = wr[i].t_ret + cp->watchdog_ns;
         }
+    /* Writer-first: a reader also waits while a writer waits, and for a
+     * writer killed while waiting until its intent lapses. */
+    for (size_t i = 0; cp->writer_first && side == 'r' && i < waits.n; i++)
+        if (wr[i].name == name && wr[i].side == 'w') {
+            span *p = check_push(&s);
+            p->a = wr[i].t_call;
+            p->b = wr[i].t_ret;
+        }
+    const callrec *c = calls.v;
+    for (size_t i = 0; cp->writer_first && side == 'r' && i < calls.n; i++)
+        if (c[i].name == name && c[i].side == 'w' && !c[i].ended) {
+            long long k = check_kill_time(c[i].w);
+            span *p = check_push(&s);
+            p->a = c[i].t_call;
+            p->b = (k >= 0 ? k : cp->run_end) + cp->watchdog_ns + cp->free_slack_ns;
+        }
     fault *f = faults.v;
     for (size_t i = 0; i < faults.n; i++)
         if (f[i].kind == 'R' || f[i].kind == 'C' || f[i].kind == 'O') {
@@ -471,6 +487,7 @@ int safety_check(const check_params *cp, check_report *rep)
     if (cp->type == SAFETY_RW) {
         check_rw_exclusion(rep);
         check_rw_tokens(rep);
+        check_rw_writer_first(cp, rep);
     }
     if (cp->type == SAFETY_SEM)
         check_sem(cp, rep);

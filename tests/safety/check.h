@@ -71,6 +71,8 @@ void check_rw_tokens(check_report *rep);
  * last release, before o, of a live hold that excluded o (other readers may
  * keep a writer out after a dead reader's hold expired). */
 long long check_rw_free_for(const hold *o, int w, long long kill);
+/* Type rw: reads admitted past a waiting writer (check_rw.c). */
+void check_rw_writer_first(const check_params *cp, check_report *rep);
 
 /* check_fair.c. Dead waiters: queue entries nobody speaks for any more (a
  * killed or stopped or cut-off worker's wait, a wait whose outcome is unknown

@@ -47,6 +47,8 @@ void safety_print_report(const char *scenario, const check_params *cp, const che
         fprintf(out, ", fair order %lld", r->fair_violations);
     if (cp->type == SAFETY_RW)
         fprintf(out, ", torn read %lld", r->torn_reads);
+    if (cp->type == SAFETY_RW && cp->writer_first)
+        fprintf(out, ", read past a waiting writer %lld", r->wf_violations);
     if (cp->type == SAFETY_LATCH)
         fprintf(out, ", latch released early %lld", r->latch_early);
     fprintf(out, ")\n");
@@ -77,6 +79,11 @@ void safety_print_report(const char *scenario, const check_params *cp, const che
                      "write holds; torn reads %lld (and %lld by readers that had lost their "
                      "lock: allowed)\n",
                 r->read_holds, r->read_overlaps, r->write_holds, r->torn_reads, r->torn_lost);
+    if (cp->type == SAFETY_RW)
+        fprintf(out, "  writer-first %s: %lld write waits among read holds (no fault around "
+                     "them), the longest %.0f ms; %lld read holds began past a waiting writer%s\n",
+                cp->writer_first ? "on" : "off", r->wf_waits, r->wf_longest_wait_ms,
+                r->wf_admitted, cp->writer_first ? " (violations)" : " (Redisson's rules allow it)");
     if (r->allowed_overlaps && cp->type != SAFETY_SEM)
         fprintf(out, "  holds overlapping a holder that had lost its lock (allowed; fencing "
                      "guards the data): %lld\n",

@@ -101,3 +101,68 @@ void check_rw_tokens(check_report *rep)
     }
     free(by_call);
 }
+
+/* 1 when a fault that lets an intent lapse or forgets it overlaps [a, b]: a
+ * restart, a pause of Redis or a failover (for anyone), a SIGSTOP or a
+ * partition of worker w (its renewals stop). */
+static int intent_fault(int w, long long a, long long b)
+{
+    const fault *f = faults.v;
+    for (size_t i = 0; i < faults.n; i++) {
+        int any = f[i].kind == 'R' || f[i].kind == 'C' || f[i].kind == 'O';
+        int own = (f[i].kind == 'P' || f[i].kind == 'N') && f[i].w == w;
+        if ((any || own) && f[i].a <= b && f[i].b >= a)
+            return 1;
+    }
+    return 0;
+}
+
+/* Type rw: once a writer waits, no read hold begins before it acquires. For
+ * each write wait that acquired with no fault around it: a read hold of
+ * another thread that was called more than free_slack after the writer's
+ * call (wf_margin: its first attempt, which records the intent, is sent by
+ * then) and
+ * returned before the writer's acquisition returned was granted past the
+ * waiting writer (its script ran before the writer's: after it, the write
+ * hold keeps it out until the release). Writer-first: a violation; without
+ * it, what Redisson's rules allow, counted. */
+void check_rw_writer_first(const check_params *cp, check_report *rep)
+{
+    const waitrec *wr = waits.v;
+    const hold *h = holds.v;
+    for (size_t i = 0; i < waits.n; i++) {
+        if (wr[i].side != 'w' || !wr[i].acquired ||
+            intent_fault(wr[i].w, wr[i].t_call, wr[i].t_ret))
+            continue;
+        long long from = wr[i].t_call + cp->wf_margin_ns;
+        if (wr[i].t_ret <= from)
+            continue;   /* no read could be called past it: nothing to check */
+        int readers = 0;
+        long long admitted = 0;
+        for (size_t j = 0; j < holds.n; j++) {
+            if (h[j].name != wr[i].name || h[j].side != 'r' ||
+                (h[j].w == wr[i].w && h[j].t == wr[i].t))
+                continue;
+            long long end = h[j].ended ? h[j].t_rel : cp->run_end;
+            readers |= h[j].t_acq <= from && end > from;
+            if (h[j].t_call > from && h[j].t_acq < wr[i].t_ret) {
+                admitted++;
+                if (cp->writer_first && rep->wf_violations == 0)
+                    check_problem(rep, "name %d: worker %d's read hold (called %lld) began "
+                                       "while worker %d's writer waited (called %lld, acquired "
+                                       "%lld)",
+                                  wr[i].name, h[j].w, h[j].t_call, wr[i].w, wr[i].t_call,
+                                  wr[i].t_ret);
+                if (cp->writer_first)
+                    rep->wf_violations++;
+            }
+        }
+        if (!readers)
+            continue;
+        rep->wf_waits++;
+        rep->wf_admitted += admitted;
+        double ms = (double)(wr[i].t_ret - wr[i].t_call) / 1e6;
+        if (ms > rep->wf_longest_wait_ms)
+            rep->wf_longest_wait_ms = ms;
+    }
+}

@@ -2,7 +2,8 @@
  * violation each, and must count exactly that violation (and none in the
  * clean history). Covers the exclusive types' checks that type elect relies
  * on: two leaders at once, a term that goes back, one term for two leaders;
- * and token order judged by grant order when a clock reading was late.
+ * and token order judged by grant order when a clock reading was late; and,
+ * for writer-first read-write locks, a read granted past a waiting writer.
  * Exit 0 when every history gets the verdict it should. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -109,6 +110,63 @@ static int run_case(const hist *c, const char *dir)
     return ok ? 0 : 1;
 }
 
+/* Type rw, writer-first: worker 0 reads 100..500 ms; worker 1's writer calls
+ * at 150 and gets in at 520; worker 0's second thread calls a read at
+ * `read_call` and gets it 10 ms later (held to 400). Called 25 ms or more
+ * after the writer (past its first attempt), that read went past a waiting
+ * writer: one violation with writer-first on, counted only with it off. */
+static int run_rw_case(const char *what, const char *dir, long long read_call, int on,
+                       long long want_admitted, long long want_violations)
+{
+    char path[256];
+    snprintf(path, sizeof(path), "%s/w0.log", dir);
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return -1;
+    fprintf(f, "W 0 0 0 %lld 10000 r\n", 99 * MS);
+    fprintf(f, "S 0 0 0 1 %lld %lld r\n", 99 * MS, 100 * MS);
+    fprintf(f, "W 0 1 0 %lld 10000 r\n", read_call * MS);
+    fprintf(f, "S 0 1 0 2 %lld %lld r\n", read_call * MS, (read_call + 10) * MS);
+    fprintf(f, "E 0 1 0 2 %lld %lld %lld 1 1 0 0 0 %lld r 5 5\n", (read_call + 10) * MS,
+            400 * MS, 401 * MS, 399 * MS);
+    fprintf(f, "E 0 0 0 1 %lld %lld %lld 1 1 0 0 0 %lld r 5 5\n", 100 * MS, 500 * MS, 501 * MS,
+            499 * MS);
+    fclose(f);
+    snprintf(path, sizeof(path), "%s/w1.log", dir);
+    if (!(f = fopen(path, "w")))
+        return -1;
+    fprintf(f, "W 1 0 0 %lld 10000 w\n", 150 * MS);
+    fprintf(f, "S 1 0 0 3 %lld %lld w\n", 150 * MS, 520 * MS);
+    fprintf(f, "E 1 0 0 3 %lld %lld %lld 1 1 0 0 0 %lld w 5 6\n", 520 * MS, 600 * MS, 601 * MS,
+            599 * MS);
+    fclose(f);
+    snprintf(path, sizeof(path), "%s/coord.log", dir);
+    if (!(f = fopen(path, "w")))
+        return -1;
+    fclose(f);
+    check_params cp;
+    memset(&cp, 0, sizeof(cp));
+    cp.dir = dir;
+    cp.names = 1;
+    cp.type = SAFETY_RW;
+    cp.watchdog_ns = 1500 * MS;
+    cp.blocked_ns = 10000 * MS;
+    cp.free_slack_ns = 1000 * MS;
+    cp.run_end = 1000 * MS;
+    cp.writer_first = on;
+    cp.wf_margin_ns = 25 * MS;
+    check_report rep;
+    if (safety_check(&cp, &rep) < 0)
+        return -1;
+    int ok = rep.wf_admitted == want_admitted && rep.wf_violations == want_violations &&
+             rep.wf_waits == 1 && rep.overlaps == 0;
+    printf("%s %s: reads past a waiting writer %lld, violations %lld, write waits checked %lld "
+           "(want %lld, %lld, 1)\n",
+           ok ? "ok  " : "FAIL", what, rep.wf_admitted, rep.wf_violations, rep.wf_waits,
+           want_admitted, want_violations);
+    return ok ? 0 : 1;
+}
+
 int main(void)
 {
     char dir[] = "/tmp/dlock-check-selftest-XXXXXX";
@@ -119,6 +177,11 @@ int main(void)
     int failed = 0;
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
         failed += run_case(&cases[i], dir) != 0;
+    failed += run_rw_case("writer-first: a read called past the waiting writer", dir, 300, 1, 1,
+                          1) != 0;
+    failed += run_rw_case("writer-first off: the same read, counted", dir, 300, 0, 1, 0) != 0;
+    failed += run_rw_case("writer-first: a read called with the writer (before its intent)", dir,
+                          160, 1, 0, 0) != 0;
     const char *files[] = {"w0.log", "w1.log", "coord.log"};
     for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
         char path[300];

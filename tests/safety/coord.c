@@ -5,7 +5,7 @@
  *                      sentinel-kill|cluster-failover|cluster-kill|replicated|replicated-lag|replicated-lag-quarantine|
  *                      replicated-lag-mixed|all]
  *          [--type lock|fair|rw|sem|latch|elect] [--seconds S] [--procs P] [--threads T]
- *          [--names K] [--ops N] [--watchdog MS] [--lock-delay MS] [--stop-spread] [--worker PATH] [--keep] [--ack]
+ *          [--names K] [--ops N] [--watchdog MS] [--lock-delay MS] [--writer-first on|off] [--stop-spread] [--worker PATH] [--keep] [--ack]
  *          [--sentinel-failover]
  *
  * The failover scenarios (type lock) run the lock on a deployment instead of
@@ -25,6 +25,10 @@
  * checker counts the permits in use, and the coordinator times the return of
  * each permit a killed worker held) or latch (count-down latches the
  * coordinator sets, one per round, that the workers count down and await).
+ * --writer-first on (type rw): the workers' read-write locks are writer-first
+ * (dlock_config_set_writer_first), and no read hold may begin while a writer
+ * waits (check_rw.c); off: the same holds of at least WF_HOLD_MS, Redisson's
+ * rules, and the reads that began past a waiting writer counted, not failed.
  *
  * Exit 0 when no violation and every expectation held; 1 otherwise; 77 when a
  * scenario cannot run here (partition needs root for network namespaces).
@@ -59,13 +63,16 @@ typedef struct opts {
     int type;                  /* safety_type */
     int ack;                   /* failover scenarios: every replica acknowledges */
     int64_t lock_delay;        /* --lock-delay MS: the workers' (every lock type), 0 none */
+    int writer_first;          /* --writer-first on|off: type rw's handles writer-first (on)
+                                  or not (off), holds of at least WF_HOLD_MS either way;
+                                  -1 (absent): neither */
     int stop_spread;           /* --stop-spread: sigstop pauses 0, 0.5, ... 3 x the lease */
     int sentinel_failover;     /* --sentinel-failover: sentinel-kill's second failover made
                                   by a sentinel (SENTINEL FAILOVER), not logged by the
                                   coordinator: deploy_watch must see it */
 } opts;
 
-static opts O = {"all", 10, 3, 3, 2, 0, 1500, 500, NULL, 0, 0, NULL, SAFETY_LOCK, 0, 0, 0, 0};
+static opts O = {"all", 10, 3, 3, 2, 0, 1500, 500, NULL, 0, 0, NULL, SAFETY_LOCK, 0, 0, -1, 0, 0};
 
 /* Failover scenarios: a lease that outlives a failover (down-after 1 s or a
  * node timeout of 2 s, then the election), so that a hold the new primary
@@ -91,6 +98,13 @@ static opts O = {"all", 10, 3, 3, 2, 0, 1500, 500, NULL, 0, 0, NULL, SAFETY_LOCK
 #define FAIR_SLOW_HOLD_MS 100
 /* Share of the rw operations done under the read lock. */
 #define RW_READS_PERCENT 60
+/* --writer-first: every hold at least this long (each worker holds half to
+ * all of it), so that readers' holds overlap and writers wait among them. */
+#define WF_HOLD_MS 200
+/* --writer-first: a writer's first attempt (which records its intent) is
+ * sent within this of its call (x th_slack); a read called later than that
+ * and granted before the writer is a read past a waiting writer. */
+#define WF_MARGIN_MS 25
 static long long total_holds, total_violations;
 static FILE *report_file;
 
@@ -130,7 +144,7 @@ static int64_t worker_wait(void)
 static int worker_start(run *r, int id)
 {
     worker *w = &r->w[id];
-    char a[21][320];
+    char a[22][320];
     const server *lock = &r->lock, *store = &r->store;
     const char *lock_host = lock->host, *store_host = store->host;
     if (w->ns && strcmp(w->ns, r->ns_b) == 0)
@@ -149,7 +163,8 @@ static int worker_start(run *r, int id)
     snprintf(a[8], sizeof(a[8]), "shm=%s/shm", r->dir);
     snprintf(a[9], sizeof(a[9]), "watchdog=%lld", (long long)O.watchdog);
     snprintf(a[10], sizeof(a[10]), "cmdtimeout=%lld", (long long)O.cmdtimeout);
-    snprintf(a[11], sizeof(a[11]), "hold_ms=%lld", (long long)w->hold_ms);
+    snprintf(a[11], sizeof(a[11]), "hold_ms=%lld",
+             (long long)(O.writer_first >= 0 && w->hold_ms < WF_HOLD_MS ? WF_HOLD_MS : w->hold_ms));
     snprintf(a[12], sizeof(a[12]), "wait=%lld", (long long)worker_wait());
     snprintf(a[13], sizeof(a[13]), "type=%s", safety_type_name(O.type));
     snprintf(a[14], sizeof(a[14]), "reads=%d", RW_READS_PERCENT);
@@ -158,10 +173,11 @@ static int worker_start(run *r, int id)
     snprintf(a[17], sizeof(a[17]), "ack=%d", r->ack);
     snprintf(a[18], sizeof(a[18]), "lockdelay=%lld", (long long)O.lock_delay);
     snprintf(a[19], sizeof(a[19]), "quarantine=%lld", (long long)w->quarantine);
-    char *argv[21];
-    for (int i = 0; i < 20; i++)
+    snprintf(a[20], sizeof(a[20]), "writerfirst=%d", O.writer_first == 1);
+    char *argv[22];
+    for (int i = 0; i < 21; i++)
         argv[i] = a[i];
-    argv[20] = NULL;
+    argv[21] = NULL;
     char out[300];
     snprintf(out, sizeof(out), "%s/w%d.out", r->dir, id);
     w->pid = spawn(w->ns, argv, out);
@@ -649,6 +665,8 @@ static int run_scenario(const scenario *sc)
     cp.run_end = run_end;
     cp.type = O.type;
     cp.permits = SAFETY_SEM_PERMITS;
+    cp.writer_first = O.writer_first == 1;
+    cp.wf_margin_ns = (O.writer_first >= 0 ? WF_MARGIN_MS : 1000) * 1000000LL * run_slack;
     cp.slot_ns = (int64_t)FAIR_SLOT_MS * 1000000LL;
     cp.fair_margin_ns = (int64_t)FAIR_MARGIN_MS * 1000000LL * run_slack;
     /* A call that meets a connection the fault broke fails within the command
@@ -724,8 +742,11 @@ static int run_scenario(const scenario *sc)
     /* Latches must have been released, with awaiters. */
     if (O.type == SAFETY_LATCH && rep.latch_released == 0)
         ok = 0;
-    /* Readers must have shared, and writers written. */
+    /* Readers must have shared, and writers written; writer-first: a writer
+     * must have waited among readers (else the check could not fail). */
     if (O.type == SAFETY_RW && (rep.read_overlaps == 0 || rep.write_holds == 0))
+        ok = 0;
+    if (O.type == SAFETY_RW && O.writer_first >= 0 && rep.wf_waits == 0)
         ok = 0;
     /* A failover must have been made; with every replica acknowledging, a
      * clean one (CLUSTER FAILOVER waits for the replica) grants no lock twice. */
@@ -826,7 +847,7 @@ static void usage(void)
                     "sentinel-kill|cluster-failover|cluster-kill|replicated|replicated-lag|"
                     "replicated-lag-quarantine|replicated-lag-mixed|all]"
                     " [--type " SAFETY_TYPE_LIST "] [--seconds S] [--procs P] [--threads T] [--names K] [--ops N]"
-                    " [--watchdog MS] [--lock-delay MS] [--stop-spread] [--worker PATH] [--keep] [--ack] [--sentinel-failover] [--min-total-ops N]"
+                    " [--watchdog MS] [--lock-delay MS] [--writer-first on|off] [--stop-spread] [--worker PATH] [--keep] [--ack] [--sentinel-failover] [--min-total-ops N]"
                     " [--report FILE]\n");
 }
 
@@ -863,6 +884,8 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--ops")) O.ops = atoll(v);
         else if (!strcmp(a, "--watchdog")) O.watchdog = atoll(v);
         else if (!strcmp(a, "--lock-delay")) O.lock_delay = atoll(v);
+        else if (!strcmp(a, "--writer-first") && (!strcmp(v, "on") || !strcmp(v, "off")))
+            O.writer_first = !strcmp(v, "on");
         else if (!strcmp(a, "--worker")) O.worker_path = v;
         else if (!strcmp(a, "--min-total-ops")) O.min_total_ops = atoll(v);
         else if (!strcmp(a, "--report")) O.report_path = v;

@@ -226,6 +226,8 @@ typedef struct check_params {
     long long value[SAFETY_MAX_NAMES], accepted[SAFETY_MAX_NAMES], refused[SAFETY_MAX_NAMES];
     int storage_ok;           /* the storage counters above were read */
     int permits;              /* sem: the limit per name */
+    int writer_first;         /* rw: the workers' handles are writer-first */
+    int64_t wf_margin_ns;     /* rw: a writer's first attempt is sent within this of its call */
 } check_params;
 
 typedef struct check_report {
@@ -250,6 +252,11 @@ typedef struct check_report {
     long long fair_checks, fair_violations, fair_waits, fair_exempt, fair_close, fair_timeouts;
     /* rw */
     long long read_holds, write_holds, read_overlaps, torn_reads, torn_lost;
+    /* rw: write waits that acquired with read holds of others around (no
+     * fault of theirs), read holds that began past one of them (a violation
+     * with writer-first), the longest of those waits */
+    long long wf_waits, wf_admitted, wf_violations;
+    double wf_longest_wait_ms;
     /* sem */
     long long sem_max_in_use, sem_permits_back, sem_back_late;
     double sem_worst_back_ms;
@@ -264,7 +271,7 @@ typedef struct check_report {
 static inline long long safety_violations(const check_report *r)
 {
     return r->overlaps + r->lost_updates + r->token_regressions + r->shared_terms + r->blocked +
-           r->fair_violations + r->torn_reads + r->latch_early;
+           r->fair_violations + r->torn_reads + r->latch_early + r->wf_violations;
 }
 
 int safety_check(const check_params *cp, check_report *rep);

@@ -36,6 +36,7 @@ typedef struct params {
     int names, threads, retry, type, reads, permits, ack;
     int64_t watchdog, cmdtimeout, wait, hold_ms, seconds, slow;
     int64_t lock_delay;        /* lockdelay=MS: the client's lock-delay (every lock type) */
+    int writer_first;          /* writerfirst=1: the client's read-write locks writer-first */
     int64_t quarantine;        /* quarantine=MS: the failover quarantine, 0 off, -1 auto */
 } params;
 
@@ -497,6 +498,7 @@ static int parse(int argc, char **argv)
         else if (!strcmp(k, "ack")) P.ack = atoi(v);
         else if (!strcmp(k, "lockdelay")) P.lock_delay = atoll(v);
         else if (!strcmp(k, "quarantine")) P.quarantine = atoll(v);
+        else if (!strcmp(k, "writerfirst")) P.writer_first = atoi(v);
         else if (!strcmp(k, "type")) {
             if ((P.type = safety_type_parse(v)) < 0)
                 return -1;
@@ -518,7 +520,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: safety_worker id=N lock=URL store=URL prefix=P history=FILE "
                         "shm=FILE [names=3 threads=4 watchdog=1500 cmdtimeout=1000 retry=2 "
                         "wait=10000 hold_ms=0 seconds=3600 type=" SAFETY_TYPE_LIST " reads=60 slow=0 "
-                        "permits=2 ack=0 lockdelay=0 quarantine=0|MS|-1]\n");
+                        "permits=2 ack=0 lockdelay=0 quarantine=0|MS|-1 writerfirst=0]\n");
         return 64;
     }
     hist_fd = open(P.history, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
@@ -541,6 +543,10 @@ int main(int argc, char **argv)
     dlock_config_set_url(cfg, P.lock_url);
     dlock_config_set_watchdog_timeout(cfg, P.watchdog);
     if (P.lock_delay > 0 && dlock_config_set_lock_delay(cfg, P.lock_delay) != DLOCK_OK) {
+        fprintf(stderr, "worker %d: %s\n", P.id, dlock_last_error());
+        return 2;
+    }
+    if (P.writer_first && dlock_config_set_writer_first(cfg, 1) != DLOCK_OK) {
         fprintf(stderr, "worker %d: %s\n", P.id, dlock_last_error());
         return 2;
     }

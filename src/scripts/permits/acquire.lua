@@ -8,7 +8,9 @@
 -- KEYS[3]  the channel, redisson_sc:{name}
 -- ARGV[1]  the permit id, 16 bytes (the 32 hex characters the caller sees,
 --          decoded, as Redisson stores them)
--- ARGV[2]  the lease in ms (the watchdog timeout for watchdog permits)
+-- ARGV[2]  the lease in ms (the watchdog timeout for watchdog permits), or
+--          -1: no expiry (score NO_EXPIRY, Redisson's leaseTime -1; no
+--          lock-delay entry: such a permit never runs out)
 -- KEYS[4]  (optional) the set dlock_permit_delay:{name} (dlock's own): its
 --          live entries are honoured whenever given, whatever the caller's
 --          own delay; written only with a delay (ARGV[3])
@@ -43,6 +45,10 @@ local bad = delay_wrongtype(wset, 'zset')
 if bad then
   return bad
 end
+local lease_ms = tonumber(ARGV[2])
+if lease_ms < 0 then
+  wset = nil
+end
 
 -- Expired leases: their permits come back (ZRANGEBYSCORE raises WRONGTYPE
 -- for a leases key of another type, before the first write).
@@ -55,7 +61,7 @@ end
 --@include permit_sweep.lua
 
 if redis.call('zscore', leases, id) then
-  redis.call('zadd', leases, now + tonumber(ARGV[2]), id)
+  redis.call('zadd', leases, lease_ms < 0 and NO_EXPIRY or now + lease_ms, id)
   rdelay_write(wset, id, ARGV[2], delay)
   return nil
 end
@@ -66,7 +72,7 @@ if left > 0 then
 end
 if have >= 1 then
   redis.call('decr', sem)
-  redis.call('zadd', leases, now + tonumber(ARGV[2]), id)
+  redis.call('zadd', leases, lease_ms < 0 and NO_EXPIRY or now + lease_ms, id)
   rdelay_write(wset, id, ARGV[2], delay)
 --@include permit_taken.lua
 end

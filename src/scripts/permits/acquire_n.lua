@@ -5,7 +5,8 @@
 -- KEYS[1]  the semaphore: a string holding the available permits
 -- KEYS[2]  the leases, {name}:timeout (see acquire.lua)
 -- KEYS[3]  the channel, redisson_sc:{name}
--- ARGV[1]  the lease in ms (the watchdog timeout for watchdog permits)
+-- ARGV[1]  the lease in ms (the watchdog timeout for watchdog permits), or
+--          -1: no expiry (as acquire.lua's)
 -- ARGV[2]  the n permit ids, 16 bytes each, one after the other (n >= 1)
 -- KEYS[4]  (optional) the set dlock_permit_delay:{name} (dlock's own): its
 --          live entries are honoured whenever given, whatever the caller's
@@ -22,8 +23,9 @@
 -- acquire.lua, the ms until the earliest lease runs out, or -1 when no lease
 -- will. Refused before anything is written: a semaphore key that is not a
 -- count or a leases key of another type (WRONGTYPE), and n larger than the
--- semaphore's total, available + held (ERR: it could never be served as it
--- stands); a missing semaphore has no permits yet, and is waited for.
+-- semaphore's total, available + held (DLOCKOVERTOTAL, core.h's word for
+-- "more than there is in all": it could never be served as it stands); a
+-- missing semaphore has no permits yet, and is waited for.
 local sem, leases, channel = KEYS[1], KEYS[2], KEYS[3]
 local NO_EXPIRY = 922337203685477
 --@include own_keys.lua
@@ -38,7 +40,7 @@ local raw = ARGV[2]
 --@include permit_count.lua
 local held = redis.call('zcard', leases)   -- WRONGTYPE before any write
 if v and n > tonumber(v) + held then
-  return redis.error_reply('ERR ' .. n .. ' permits asked of a semaphore of ' ..
+  return redis.error_reply('DLOCKOVERTOTAL ' .. n .. ' permits asked of a semaphore of ' ..
                            (tonumber(v) + held) .. ' in all')
 end
 --@include now.lua
@@ -55,7 +57,11 @@ if q then
 end
 --@include permit_sweep.lua
 
-local until_ms = now + tonumber(ARGV[1])
+local lease_ms = tonumber(ARGV[1])
+local until_ms = now + lease_ms
+if lease_ms < 0 then
+  until_ms, wset = NO_EXPIRY, nil
+end
 if redis.call('zscore', leases, ids[1]) then
   for i = 1, n do
     if redis.call('zscore', leases, ids[i]) then

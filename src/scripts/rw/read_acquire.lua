@@ -16,8 +16,11 @@
 --          (both dlock's own, given together: the marker honoured whenever
 --          given, the set written only with a delay)
 -- KEYS[6]  (optional) the failover quarantine's record (dlock's own:
---          include/quarantine.lua): honoured whenever given; KEYS[4..6] in
---          any order, known by their prefixes (include/own_keys.lua)
+--          include/quarantine.lua): honoured whenever given
+-- KEYS[7]  (optional) the writers' intents, dlock_write_intent:{name}
+--          (dlock's own, include/intent.lua): given by a writer-first reader;
+--          KEYS[4..7] in any order, known by their prefixes
+--          (include/own_keys.lua)
 -- ARGV[4]  "1" to count a fencing token, "0" not to
 -- ARGV[5]  (optional) the caller's lock-delay in ms (dlock's own; absent or
 --          0: none). A free lock whose marker lives with another writer's
@@ -27,16 +30,22 @@
 --
 -- Returns nil when acquired (or {token} when fenced), else the lock's PTTL in
 -- ms (-1: no expiry): a writer holds it; or {left, 2}: free, in the lock-delay
--- of a writer that lost it, for `left` ms more. Readers join whenever the mode is
--- read (no writer preference); the writer itself may take the read lock.
+-- of a writer that lost it, for `left` ms more; or {left, 3}: free or
+-- read-held, but another writer waits (KEYS[7] given: writer-first) and its
+-- intent lives `left` ms more unless renewed. Without KEYS[7] readers join
+-- whenever the mode is read (Redisson's rule: no writer preference); with
+-- it, a caller that holds no read hold queues behind waiting writers, while
+-- one that holds some re-enters. The writer itself may take the read lock.
 -- A key of another type, or a hash without a valid "mode" (a reentrant lock,
 -- or somebody's data), answers WRONGTYPE before anything is written.
 --@include delay.lua
 --@include fence_check.lua
 --@include quarantine.lua
 --@include own_keys.lua
+--@include intent.lua
 local lock, prefix, owner = KEYS[1], KEYS[2], ARGV[2]
 local own = own_keys(4)
+local intent = own['dlock_write_intent:']
 local lease = tonumber(ARGV[1])
 local delay = tonumber(ARGV[5] or '0')
 local marker = own['dlock_lock_delay:']
@@ -50,6 +59,18 @@ if not mode then
   end
 elseif mode == 'write' and redis.call('hexists', lock, ARGV[3]) == 0 then
   return redis.call('pttl', lock)
+end
+-- Writer-first: a new reader (none of its read holds here; not the writer,
+-- whose mode write was let through above) waits behind a waiting writer.
+if intent and mode ~= 'write' and redis.call('hexists', lock, owner) == 0 then
+  local bad = intent_wrongtype(intent)
+  if bad then
+    return bad
+  end
+  local left = intent_left(intent, ARGV[3])
+  if left > 0 then
+    return {left, 3}
+  end
 end
 
 -- Every check before the first write: Redis does not roll a script back.

@@ -7,8 +7,11 @@
 -- KEYS[4]  (optional) the read holds' lock-delay set, dlock_read_delay:{name}
 --          (both dlock's own, given together: honoured whenever given)
 -- KEYS[5]  (optional) the failover quarantine's record (dlock's own:
---          include/quarantine.lua): honoured whenever given; KEYS[3..5] in
---          any order, known by their prefixes (include/own_keys.lua)
+--          include/quarantine.lua): honoured whenever given
+-- KEYS[6]  (optional) the writers' intents, dlock_write_intent:{name}
+--          (dlock's own, include/intent.lua): given by a writer-first writer
+--          that means to wait, with ARGV[6]; KEYS[3..6] in any order, known
+--          by their prefixes (include/own_keys.lua)
 -- ARGV[1]  lease in ms (the watchdog timeout for watchdog holds)
 -- ARGV[2]  the writer's field, <owner id>:write
 -- ARGV[3]  owner id (its reader's field)
@@ -19,6 +22,10 @@
 --          reader (either lost its hold unreleased: include/delay.lua),
 --          whatever the caller's own delay; with a delay the marker is
 --          written with the writer's field, living its TTL + the delay.
+-- ARGV[6]  (optional) with KEYS[6]: the intent's life in ms. A busy answer
+--          (held, or in a lock-delay) records or renews the caller's intent,
+--          living that long; the acquisition removes it. Writers never look
+--          at intents (they are preferred, not ordered among themselves).
 --
 -- Returns nil when acquired (or {token} when fenced). Free: mode "write",
 -- the field at 1, the lease as TTL. Reentry (mode write, the caller's field
@@ -33,8 +40,10 @@
 --@include fence_check.lua
 --@include quarantine.lua
 --@include own_keys.lua
+--@include intent.lua
 local lock, field, owner = KEYS[1], ARGV[2], ARGV[3]
 local own = own_keys(3)
+local intent = own['dlock_write_intent:']
 local lease = tonumber(ARGV[1])
 local delay = tonumber(ARGV[5] or '0')
 local marker, rset = own['dlock_lock_delay:'], own['dlock_read_delay:']
@@ -53,6 +62,11 @@ if mode and not mine then
   if mode == 'read' and redis.call('hexists', lock, owner) == 1 then
     return {ttl, 1}
   end
+  local bad = intent_wrongtype(intent)
+  if bad then
+    return bad
+  end
+  intent_write(intent, field, ARGV[6])
   return ttl
 end
 if mine and not tonumber(mine) then
@@ -61,12 +75,18 @@ end
 if not mode then
   local left = math.max(delay_left(marker, field), rdelay_left(rset, owner))
   if left > 0 then
+    local bad = intent_wrongtype(intent)
+    if bad then
+      return bad
+    end
+    intent_write(intent, field, ARGV[6])
     return {left, 2}
   end
 end
 
 -- Every check before the first write: Redis does not roll a script back.
-local bad = fence_wrongtype(ARGV[4], KEYS[2]) or delay_wrongtype(writes)
+local bad = fence_wrongtype(ARGV[4], KEYS[2]) or delay_wrongtype(writes) or
+            intent_wrongtype(intent)
 if bad then
   return bad
 end
@@ -81,6 +101,7 @@ if mine then
 else
   redis.call('hset', lock, 'mode', 'write', field, 1)
   redis.call('pexpire', lock, lease)
+  intent_clear(intent, field)   -- it waits no more
 end
 delay_write(writes, field, redis.call('pttl', lock), delay)
 

@@ -9,7 +9,8 @@
 -- Returns 1 when released (the new count is published, as Redisson's does),
 -- 0 when the semaphore does not exist (nothing written). A key of another
 -- type or a string that is not a count is refused (WRONGTYPE), and a count
--- that would pass ARGV[2] is refused (ERR); nothing is changed then.
+-- that would pass ARGV[2] is refused (DLOCKOVERBOUND, core.h's word for a
+-- count past its bound); nothing is changed then.
 local t = redis.call('type', KEYS[1]).ok
 if t == 'none' then
   return 0
@@ -19,7 +20,7 @@ if not v or not string.match(v, '^%-?%d+$') then
   return redis.error_reply('WRONGTYPE the key holds a ' .. t .. ' that is not a permit count')
 end
 if tonumber(v) + tonumber(ARGV[1]) > tonumber(ARGV[2]) then
-  return redis.error_reply('ERR the count would pass ' .. ARGV[2])
+  return redis.error_reply('DLOCKOVERBOUND the count would pass ' .. ARGV[2])
 end
 local value = redis.call('incrby', KEYS[1], ARGV[1])
 redis.call('publish', KEYS[2], value)

@@ -1,0 +1,161 @@
+/* A composite operation's parts (sync.h: dlock__parts), run alike for both
+ * drivers (docs/internals/operations.md, "Composite operations").
+ *
+ * A round's parts are grouped by client. Each part is an asynchronous call
+ * (async.c) with no wait, so it has that driver's rules (the ACL fallback,
+ * the failover quarantine, the replicas' acknowledgement and the give-back
+ * of what cannot stand, a release's wait for the renewals in flight, the
+ * client's close). A client's group goes to its io thread as one job that
+ * starts them all, so their requests go out in one write per node; on that
+ * io thread itself they start at once. Only a blocking caller on a part's
+ * own io thread (a dlock callback, a program's loop that runs dlock's), or
+ * on any client's io thread, runs that part with the blocking driver, right
+ * there: the io thread cannot answer while its caller waits, nor wait for
+ * another that may wait for it. No thread is started. The end of each part
+ * is counted under the round's mutex: the last wakes the blocking caller,
+ * or notifies the asynchronous one. */
+#include <stdio.h>
+#include <string.h>
+
+#include "sync/sync.h"
+
+int dlock__parts_init(dlock__parts *k)
+{
+    memset(k, 0, sizeof(*k));
+    if (pthread_mutex_init(&k->mu, NULL) != 0)
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    if (pthread_cond_init(&k->cv, NULL) != 0) {
+        pthread_mutex_destroy(&k->mu);
+        return dlock__fail(DLOCK_ENOMEM, "out of memory");
+    }
+    return DLOCK_OK;
+}
+
+void dlock__parts_destroy(dlock__parts *k)
+{
+    pthread_cond_destroy(&k->cv);
+    pthread_mutex_destroy(&k->mu);
+}
+
+/* One part (or the start's guard) ended. Once unlocked, k is touched no
+ * more: the blocking caller may be gone with it. */
+static void ended(dlock__parts *k)
+{
+    pthread_mutex_lock(&k->mu);
+    int last = --k->pending == 0;
+    void (*notify)(void *) = k->notify;
+    void *arg = k->arg;
+    if (last && !notify)
+        pthread_cond_signal(&k->cv);
+    pthread_mutex_unlock(&k->mu);
+    if (last && notify)
+        notify(arg);
+}
+
+/* Its busy answer, if it ended after one, is in p->b already. */
+static void set_outcome(dlock__part *p, int rc, const char *msg, const dlock__result *res)
+{
+    p->rc = rc;
+    snprintf(p->msg, sizeof(p->msg), "%s", rc == DLOCK_OK ? "" : msg);
+    p->busied = res && res->busied;
+}
+
+static void on_part(const dlock_async_result *res, void *ud)
+{
+    dlock__part *p = ud;
+    set_outcome(p, res->status, res->message, res);
+    ended(p->k);
+}
+
+/* As an asynchronous call: refused, it ends at once. */
+static void start(dlock__part *p)
+{
+    int rc = dlock__async_run(p->h, p->t, p->st, p->size, NULL,
+                              &(dlock__via){on_part, p, &p->b});
+    if (rc != DLOCK_OK) {
+        set_outcome(p, rc, dlock_last_error(), NULL);
+        ended(p->k);
+    }
+}
+
+/* With the blocking driver, on the calling thread (its client's io thread). */
+static void run_here(dlock__part *p)
+{
+    dlock__result res;
+    int rc = dlock__run(p->h, p->t, p->st, NULL, &res, &p->b);
+    set_outcome(p, rc, dlock_last_error(), &res);
+    ended(p->k);
+}
+
+/* A client's group, on its io thread. Each part's next is read before it
+ * starts: the round may end, and the parts be set anew, once the last has. */
+static void on_group(void *arg)
+{
+    for (dlock__part *p = arg, *next; p; p = next) {
+        next = p->next;
+        start(p);
+    }
+}
+
+/* A group on client c, p its first part. A blocking caller on an io thread
+ * (any client's: two callbacks waiting for each other's io thread would
+ * never end) runs it right here, as one on c's own io thread must. */
+static void launch(dlock__parts *k, dlock_client *c, dlock__part *p)
+{
+    dlock__part *next;
+    if (dlock__loop_on_io_thread(c->loop) || (!k->notify && dlock__loop_on_some_io_thread())) {
+        for (; p; p = next) {
+            next = p->next;
+            if (k->notify)
+                start(p);
+            else
+                run_here(p);
+        }
+        return;
+    }
+    dlock__job_init(&p->job, on_group, p);
+    if (dlock__loop_post(c->loop, &p->job))
+        return;
+    for (; p; p = next) {   /* its loop has stopped: the client is closing */
+        next = p->next;
+        dlock__fail(DLOCK_ECLOSED, "client is closing");
+        set_outcome(p, DLOCK_ECLOSED, dlock_last_error(), NULL);
+        ended(k);
+    }
+}
+
+void dlock__parts_run(dlock__parts *k, void (*notify)(void *arg), void *arg)
+{
+    dlock__kept msg;
+    dlock__keep_error(&msg);
+    k->notify = notify;
+    k->arg = arg;
+    k->pending = k->n + 1;   /* and a guard: the round cannot end while it starts */
+    for (size_t i = 0; i < k->n; i++) {
+        k->part[i]->k = NULL;   /* not in a group yet */
+        k->part[i]->next = NULL;
+    }
+    for (size_t i = 0; i < k->n; i++) {
+        dlock__part *first = k->part[i], *tail = first;
+        if (first->k)
+            continue;
+        first->k = k;
+        for (size_t j = i + 1; j < k->n; j++) {
+            dlock__part *p = k->part[j];
+            if (!p->k && p->h->c == first->h->c) {
+                p->k = k;
+                tail->next = p;
+                tail = p;
+            }
+        }
+        launch(k, first->h->c, first);
+    }
+    ended(k);   /* the guard */
+    if (!notify) {
+        pthread_mutex_lock(&k->mu);
+        while (k->pending > 0)
+            pthread_cond_wait(&k->cv, &k->mu);
+        pthread_mutex_unlock(&k->mu);
+    }
+    dlock__restore_error(&msg, DLOCK_OK);
+}
