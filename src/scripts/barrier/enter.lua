@@ -26,6 +26,7 @@
 --                              written)
 --@include now.lua
 --@include barrier_state.lua
+--@include barrier_keep.lua
 local me, lease, n, joined = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 sweep()
 if parties and parties ~= n then

@@ -9,7 +9,6 @@
 -- sweep() drops the members whose lease ran out by now; a round left with
 -- none ends (both keys deleted, "0" published). earliest() = ms until the
 -- first lease of a member ends (-1: none). Needs: now.
---@include barrier_keep.lua
 local state, members, channel = KEYS[1], KEYS[2], KEYS[3]
 local stype, mtype = redis.call('type', state).ok, redis.call('type', members).ok
 if (stype ~= 'none' and stype ~= 'hash') or (mtype ~= 'none' and mtype ~= 'zset') then
