@@ -18,6 +18,7 @@
 
 #include <cmocka.h>
 
+#include "dlock/async.h"
 #include "fixture.h"
 #include "sync/sync.h"
 
@@ -346,6 +347,117 @@ static void test_closed_client(void **state)
     dlock_barrier_free(a);
 }
 
+/* ------------------------------------------------------------------ async */
+
+typedef struct rec {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int calls, ok, last;
+    uint64_t token;
+    int64_t count;
+    int flag;
+} rec;
+
+static void on_rec(const dlock_async_result *res, void *ud)
+{
+    rec *r = ud;
+    pthread_mutex_lock(&r->mu);
+    r->calls++;
+    r->last = dlock_async_status(res);
+    r->ok += r->last == DLOCK_OK;
+    r->token = dlock_async_token(res);
+    r->count = dlock_async_count(res);
+    r->flag = dlock_async_flag(res);
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+}
+
+static void rec_init(rec *r)
+{
+    memset(r, 0, sizeof(*r));
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_cond_init(&r->cv, NULL);
+}
+
+static int rec_wait(rec *r, int calls, int64_t within_ms)
+{
+    int64_t end = th_now_ms() + within_ms * th_slack();
+    pthread_mutex_lock(&r->mu);
+    while (r->calls < calls && th_now_ms() < end) {
+        pthread_mutex_unlock(&r->mu);
+        th_sleep_ms(5);
+        pthread_mutex_lock(&r->mu);
+    }
+    int n = r->calls;
+    pthread_mutex_unlock(&r->mu);
+    return n;
+}
+
+static void rec_done(rec *r)
+{
+    pthread_mutex_destroy(&r->mu);
+    pthread_cond_destroy(&r->cv);
+}
+
+/* The asynchronous forms: the callbacks run once the round opens / ends,
+ * with the round's id and N; status; a timed-out enter withdraws. */
+static void test_async(void **state)
+{
+    (void)state;
+    char name[128], key[200];
+    th_name(name, sizeof(name), "barrier-async");
+    state_key(name, key, sizeof(key));
+    dlock_barrier *a = barrier_on(cli, name, 3), *b = barrier_on(cli, name, 3),
+                  *c = barrier_on(cli, name, 3);
+    rec w;
+    rec_init(&w);
+    const dlock_wait_opts forever = {.wait_ms = DLOCK_WAIT_FOREVER};
+    assert_int_equal(dlock_barrier_enter_async(a, &forever, on_rec, &w), DLOCK_OK);
+    assert_int_equal(dlock_barrier_enter_async(b, &forever, on_rec, &w), DLOCK_OK);
+    assert_true(await_members(c, 2, 5000));
+    th_sleep_ms(200);
+    assert_int_equal(rec_wait(&w, 0, 0), 0);
+    rec st;
+    rec_init(&st);
+    assert_int_equal(dlock_barrier_status_async(c, on_rec, &st), DLOCK_OK);
+    assert_int_equal(rec_wait(&st, 1, 5000), 1);
+    assert_int_equal(st.last, DLOCK_OK);
+    assert_int_equal(st.count, 2);
+    assert_int_equal(st.flag, 0);
+    assert_true(st.token != 0);
+    assert_int_equal(dlock_barrier_enter(c, &(dlock_wait_opts){.wait_ms = 5000}), DLOCK_OK);
+    assert_int_equal(rec_wait(&w, 2, 5000), 2);
+    assert_int_equal(w.ok, 2);
+    assert_int_equal(w.token, dlock_barrier_round(c));
+    assert_int_equal(w.token, st.token);
+    assert_int_equal(w.count, 3);
+    assert_int_equal(dlock_barrier_phase(a), DLOCK_BARRIER_IN);
+    rec_done(&w);
+    rec_init(&w);
+    assert_int_equal(dlock_barrier_leave_async(a, &forever, on_rec, &w), DLOCK_OK);
+    assert_int_equal(dlock_barrier_leave_async(b, &forever, on_rec, &w), DLOCK_OK);
+    assert_true(await_members(c, 1, 5000));
+    th_sleep_ms(200);
+    assert_int_equal(rec_wait(&w, 0, 0), 0);
+    assert_int_equal(dlock_barrier_leave(c, &(dlock_wait_opts){.wait_ms = 5000}), DLOCK_OK);
+    assert_int_equal(rec_wait(&w, 2, 5000), 2);
+    assert_int_equal(w.ok, 2);
+    assert_int_equal(th_int(&srv, "EXISTS %s", key), 0);
+    rec_done(&w);
+    rec_init(&w);
+    assert_int_equal(
+        dlock_barrier_enter_async(a, &(dlock_wait_opts){.wait_ms = 200}, on_rec, &w), DLOCK_OK);
+    assert_int_equal(rec_wait(&w, 1, 5000), 1);
+    assert_int_equal(w.last, DLOCK_ETIMEDOUT);
+    assert_int_equal(dlock_barrier_phase(a), DLOCK_BARRIER_OUT);
+    assert_int_equal(th_int(&srv, "EXISTS %s", key), 0);
+    rec_done(&w);
+    rec_done(&st);
+    dlock_barrier_free(a);
+    dlock_barrier_free(b);
+    dlock_barrier_free(c);
+}
+
 /* ------------------------------------------------------------ bad input */
 
 static void test_bad_input(void **state)
@@ -450,6 +562,7 @@ int main(void)
         cmocka_unit_test(test_cancel),
         cmocka_unit_test(test_killed_member),
         cmocka_unit_test(test_closed_client),
+        cmocka_unit_test(test_async),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_wrong_type),
     };
