@@ -452,6 +452,24 @@ static void test_async(void **state)
     assert_int_equal(dlock_barrier_phase(a), DLOCK_BARRIER_OUT);
     assert_int_equal(th_int(&srv, "EXISTS %s", key), 0);
     rec_done(&w);
+    /* A cancelled asynchronous enter withdraws (sent before its callback runs,
+     * not awaited). */
+    dlock_cancel *tok;
+    assert_int_equal(dlock_cancel_new(&tok), DLOCK_OK);
+    rec_init(&w);
+    assert_int_equal(dlock_barrier_enter_async(
+                         a, &(dlock_wait_opts){.wait_ms = DLOCK_WAIT_FOREVER, .cancel = tok},
+                         on_rec, &w),
+                     DLOCK_OK);
+    assert_true(await_members(b, 1, 5000));
+    dlock_cancel_fire(tok);
+    assert_int_equal(rec_wait(&w, 1, 5000), 1);
+    assert_int_equal(w.last, DLOCK_ECANCELED);
+    assert_int_equal(dlock_barrier_phase(a), DLOCK_BARRIER_OUT);
+    assert_true(await_members(b, 0, 5000));
+    assert_int_equal(th_int(&srv, "EXISTS %s", key), 0);
+    rec_done(&w);
+    dlock_cancel_free(tok);
     rec_done(&st);
     dlock_barrier_free(a);
     dlock_barrier_free(b);

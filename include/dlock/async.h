@@ -375,7 +375,8 @@ DLOCK_API int dlock_election_await_change_async(dlock_election *e, uint64_t know
  * (o->cancel must stay valid until the callback has run): DLOCK_OK once the
  * round opened with the member, dlock_async_token() = the round's id,
  * dlock_async_count() = N; the blocking call's errors otherwise (a member
- * that gives up withdraws before the callback runs). The handle must stay
+ * that gives up has its withdrawal sent before the callback runs, not
+ * awaited: a status read at once may still count it). The handle must stay
  * alive until the callback has run. Any thread. */
 DLOCK_API int dlock_barrier_enter_async(dlock_barrier *b, const dlock_wait_opts *o,
                                         dlock_async_fn fn, void *ud);
