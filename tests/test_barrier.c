@@ -347,6 +347,72 @@ static void test_closed_client(void **state)
     dlock_barrier_free(a);
 }
 
+/* The lost callback: a member whose keys were deleted (as by an operator)
+ * while it was in is reported once, with the state key and its id; its
+ * leave then answers DLOCK_ENOTOWNER and leaves the handle out. */
+typedef struct lost_log {
+    pthread_mutex_t mu;
+    int calls;
+    char name[256], owner[DLOCK_OWNER_MAX + 1];
+} lost_log;
+
+static void on_lost(const char *name, const char *owner, dlock_lost_reason reason, void *ud)
+{
+    (void)reason;
+    lost_log *g = ud;
+    pthread_mutex_lock(&g->mu);
+    g->calls++;
+    snprintf(g->name, sizeof(g->name), "%s", name);
+    snprintf(g->owner, sizeof(g->owner), "%s", owner);
+    pthread_mutex_unlock(&g->mu);
+}
+
+static int lost_calls(lost_log *g)
+{
+    pthread_mutex_lock(&g->mu);
+    int n = g->calls;
+    pthread_mutex_unlock(&g->mu);
+    return n;
+}
+
+static void test_lost(void **state)
+{
+    (void)state;
+    enum { WD = 600 };
+    static lost_log g = {PTHREAD_MUTEX_INITIALIZER, 0, "", ""};
+    dlock_config *cfg = dlock_config_new();
+    assert_int_equal(dlock_config_set_url(cfg, srv.url), DLOCK_OK);
+    assert_int_equal(dlock_config_set_watchdog_timeout(cfg, WD), DLOCK_OK);
+    assert_int_equal(dlock_config_set_lost_callback(cfg, on_lost, &g), DLOCK_OK);
+    dlock_client *c = NULL;
+    assert_int_equal(dlock_client_open(&c, cfg), DLOCK_OK);
+    dlock_config_free(cfg);
+    char name[128], key[200], mkey[220];
+    th_name(name, sizeof(name), "barrier-lost");
+    state_key(name, key, sizeof(key));
+    snprintf(mkey, sizeof(mkey), "%s:members", key);
+    dlock_barrier *b = barrier_on(c, name, 1);
+    assert_int_equal(dlock_barrier_enter(b, NULL), DLOCK_OK);
+    th_sleep_ms(WD);
+    assert_int_equal(lost_calls(&g), 0);   /* renewed, not lost */
+    assert_int_equal(th_int(&srv, "EXISTS %s", mkey), 1);
+    freeReplyObject(th_cmd(&srv, "DEL %s", key));
+    freeReplyObject(th_cmd(&srv, "DEL %s", mkey));
+    int64_t end = th_now_ms() + (WD + 1000) * th_slack();
+    while (lost_calls(&g) == 0 && th_now_ms() < end)
+        th_sleep_ms(10);
+    assert_int_equal(lost_calls(&g), 1);
+    assert_string_equal(g.name, key);
+    assert_string_equal(g.owner, dlock_barrier_member(b));
+    assert_int_equal(dlock_barrier_leave(b, NULL), DLOCK_ENOTOWNER);
+    assert_non_null(strstr(dlock_last_error(), "was dropped"));
+    assert_int_equal(dlock_barrier_phase(b), DLOCK_BARRIER_OUT);
+    th_sleep_ms(WD);
+    assert_int_equal(lost_calls(&g), 1);
+    dlock_barrier_free(b);
+    dlock_client_close(c);
+}
+
 /* ------------------------------------------------------------------ async */
 
 typedef struct rec {
@@ -580,6 +646,7 @@ int main(void)
         cmocka_unit_test(test_cancel),
         cmocka_unit_test(test_killed_member),
         cmocka_unit_test(test_closed_client),
+        cmocka_unit_test(test_lost),
         cmocka_unit_test(test_async),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_wrong_type),
