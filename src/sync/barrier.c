@@ -373,7 +373,8 @@ static int enter_give_up(void *st, int rc, dlock__op *op)
     return 1;
 }
 
-static void enter_result(void *st, dlock__result *res)
+/* An enter's or a leave's result: the round's id, the members counted. */
+static void round_result(void *st, dlock__result *res)
 {
     const bcall *q = st;
     res->token = (uint64_t)q->round;
@@ -399,7 +400,7 @@ static const dlock__op_type enter_type = {.setup = enter_setup,
                                           .read = enter_read,
                                           .busy_error = enter_busy,
                                           .give_up = enter_give_up,
-                                          .result = enter_result,
+                                          .result = round_result,
                                           .done = enter_done};
 
 /* ---------------------------------------------------------------- leave */
@@ -479,13 +480,6 @@ static int leave_busy(void *st, const dlock__busy *b)
                        q->b->h.name, q->b->member, (long long)q->count, (long long)q->round);
 }
 
-static void leave_result(void *st, dlock__result *res)
-{
-    const bcall *q = st;
-    res->token = (uint64_t)q->round;
-    res->count = q->count;
-}
-
 static void leave_done(void *st, int read)
 {
     bcall *q = st;
@@ -506,7 +500,7 @@ static const dlock__op_type leave_type = {.setup = leave_setup,
                                           .request = request,
                                           .read = leave_read,
                                           .busy_error = leave_busy,
-                                          .result = leave_result,
+                                          .result = round_result,
                                           .done = leave_done};
 
 /* ---------------------------------------------------------------- status */
