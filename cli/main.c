@@ -41,7 +41,7 @@ void cli_usage_error(const cli_opts *o, const char *cmd, const char *fmt, ...)
     if (cmd)
         fprintf(stderr, "(dlock %s --help for its usage)\n", cmd);
     else
-        fputs("usage: dlock [OPTIONS] run|status|list|watch|unlock|latch|fence|elect|leader|"
+        fputs("usage: dlock [OPTIONS] run|status|list|watch|unlock|latch|barrier|fence|elect|leader|"
               "check|exporter|doctor|help ... (dlock --help for more)\n", stderr);
 }
 
