@@ -4,11 +4,14 @@
  * dropped: a dlock killed mid-way is dropped after the watchdog timeout, so
  * the others never wait for ever on it). */
 #include <errno.h>
+#include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -85,14 +88,85 @@ static int parse_barrier(cli_opts *o, int argc, char **argv, barrier_args *ba)
     return 0;
 }
 
-static volatile sig_atomic_t child_pid;
+/* SIGINT, SIGTERM and SIGHUP, read from a signalfd by a thread of their
+ * own: while CMD runs they go on to it (dlock leaves once it has ended);
+ * during the enter or the final wait they cancel it (a waiting entrant
+ * withdraws: it leaves nothing behind for the others to wait on), and dlock
+ * exits 128 + the signal. */
+typedef struct sigs {
+    int fd;
+    int quit[2];             /* a byte ends the thread */
+    pthread_mutex_t mu;
+    pid_t child;             /* CMD while it runs, else 0 */
+    int got;                 /* the first signal that cancelled, 0: none */
+    dlock_cancel *cancel;
+    pthread_t t;
+} sigs;
 
-/* SIGINT, SIGTERM, SIGHUP go on to CMD: dlock leaves once CMD has ended. */
-static void pass_on(int sig)
+static void *sig_main(void *arg)
 {
-    pid_t p = child_pid;
-    if (p > 0)
-        kill(p, sig);
+    sigs *g = arg;
+    struct pollfd p[2] = {{g->fd, POLLIN, 0}, {g->quit[0], POLLIN, 0}};
+    for (;;) {
+        if (poll(p, 2, -1) < 0 && errno != EINTR)
+            return NULL;
+        if (p[1].revents)
+            return NULL;
+        struct signalfd_siginfo si;
+        if (!(p[0].revents & POLLIN) || read(g->fd, &si, sizeof(si)) != (ssize_t)sizeof(si))
+            continue;
+        pthread_mutex_lock(&g->mu);
+        if (g->child > 0) {
+            kill(g->child, (int)si.ssi_signo);
+        } else {
+            if (!g->got)
+                g->got = (int)si.ssi_signo;
+            dlock_cancel_fire(g->cancel);
+        }
+        pthread_mutex_unlock(&g->mu);
+    }
+}
+
+/* Before dlock starts its threads (they inherit the blocked signals). */
+static int sigs_start(sigs *g)
+{
+    memset(g, 0, sizeof(*g));
+    pthread_mutex_init(&g->mu, NULL);
+    g->quit[0] = g->quit[1] = -1;
+    if ((g->fd = cli_stop_signals()) < 0 || pipe(g->quit) != 0 ||
+        dlock_cancel_new(&g->cancel) != DLOCK_OK ||
+        pthread_create(&g->t, NULL, sig_main, g) != 0) {
+        if (g->fd >= 0)
+            close(g->fd);
+        if (g->quit[0] >= 0) {
+            close(g->quit[0]);
+            close(g->quit[1]);
+        }
+        dlock_cancel_free(g->cancel);
+        pthread_mutex_destroy(&g->mu);
+        return -1;
+    }
+    return 0;
+}
+
+static void sigs_stop(sigs *g)
+{
+    char b = 0;
+    if (write(g->quit[1], &b, 1) == 1)
+        pthread_join(g->t, NULL);
+    close(g->fd);
+    close(g->quit[0]);
+    close(g->quit[1]);
+    dlock_cancel_free(g->cancel);
+    pthread_mutex_destroy(&g->mu);
+}
+
+static int sigs_got(sigs *g)
+{
+    pthread_mutex_lock(&g->mu);
+    int s = g->got;
+    pthread_mutex_unlock(&g->mu);
+    return s;
 }
 
 /* environ less Redis credentials (unless kept), plus DLOCK_NAME and
@@ -131,7 +205,7 @@ static char **child_env(const barrier_args *ba, char **add, char **url_var)
 }
 
 /* Runs CMD and waits for it; its exit code (128 + signal), or 126/127. */
-static int run_cmd(const cli_opts *o, const barrier_args *ba, uint64_t round)
+static int run_cmd(const cli_opts *o, const barrier_args *ba, uint64_t round, sigs *g)
 {
     char *name_var = malloc(strlen("DLOCK_NAME=") + strlen(ba->name) + 1);
     char round_var[64], *url_var = NULL;
@@ -148,31 +222,36 @@ static int run_cmd(const cli_opts *o, const barrier_args *ba, uint64_t round)
         cli_err(o, "out of memory");
         return EXIT_SOFTWARE;
     }
-    struct sigaction sa, old[3];
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = pass_on;
-    sigemptyset(&sa.sa_mask);
-    const int sigs[3] = {SIGINT, SIGTERM, SIGHUP};
-    for (int s = 0; s < 3; s++)
-        sigaction(sigs[s], &sa, &old[s]);
-    /* The child gets the default dispositions back (exec resets handlers). */
+    /* CMD starts with no signal blocked (this process blocks the three). */
+    posix_spawnattr_t attr;
+    sigset_t none;
+    sigemptyset(&none);
+    posix_spawnattr_init(&attr);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
     pid_t pid;
-    int err = posix_spawnp(&pid, ba->cmd[0], NULL, NULL, ba->cmd, env);
+    pthread_mutex_lock(&g->mu);
+    int err = g->got ? ECANCELED : posix_spawnp(&pid, ba->cmd[0], NULL, &attr, ba->cmd, env);
+    if (!err)
+        g->child = pid;
+    pthread_mutex_unlock(&g->mu);
+    posix_spawnattr_destroy(&attr);
     int code;
-    if (err) {
+    if (err == ECANCELED) {
+        code = 128 + g->got;   /* a signal came just after the enter: CMD not run */
+    } else if (err) {
         char c0[200];
         cli_err(o, "cannot run '%s': %s", cli_esc(ba->cmd[0], c0, sizeof(c0)), strerror(err));
         code = err == ENOENT ? EXIT_CANTRUN : EXIT_CANTEXEC;
     } else {
-        child_pid = pid;
         int st = 0;
         while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
             ;
-        child_pid = 0;
+        pthread_mutex_lock(&g->mu);
+        g->child = 0;
+        pthread_mutex_unlock(&g->mu);
         code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
     }
-    for (int s = 0; s < 3; s++)
-        sigaction(sigs[s], &old[s], NULL);
     free(env);
     free(name_var);
     free(url_var);
@@ -195,28 +274,44 @@ int cmd_barrier(cli_opts *o, int argc, char **argv)
     o->label = "barrier";
     if (ba.wait_ms != DLOCK_WAIT_FOREVER)
         o->connect_bound_ms = ba.wait_ms > 0 ? ba.wait_ms : 1;
+    sigs g;
+    if (sigs_start(&g) != 0) {
+        cli_err(o, "cannot watch for signals: %s", strerror(errno));
+        return EXIT_OSERR;
+    }
     dlock_client *c;
     int code = cli_open(o, &c, NULL, NULL);
-    if (code)
+    if (code) {
+        sigs_stop(&g);
         return code;
+    }
     dlock_barrier *b;
     int rc = dlock_barrier_get(c, ba.name, n, &b);
     if (rc != DLOCK_OK) {
         code = cli_fail(o, rc, "bad barrier name");
         dlock_client_close(c);
+        sigs_stop(&g);
         return code;
     }
-    const dlock_wait_opts wait = {.wait_ms = ba.wait_ms};
+    const dlock_wait_opts wait = {.wait_ms = ba.wait_ms, .cancel = g.cancel};
     rc = dlock_barrier_enter(b, &wait);
-    if (rc == DLOCK_ETIMEDOUT) {
+    if (rc == DLOCK_ECANCELED) {
+        cli_err(o, "not started: signal %d while waiting to enter (withdrawn)", sigs_got(&g));
+        code = 128 + sigs_got(&g);
+    } else if (rc == DLOCK_ETIMEDOUT) {
         cli_err(o, "not started: %s", dlock_last_error());
         code = EXIT_NOTACQUIRED;
     } else if (rc != DLOCK_OK) {
         code = cli_fail(o, rc, "barrier enter");
     } else {
-        code = run_cmd(o, &ba, dlock_barrier_round(b));
+        code = run_cmd(o, &ba, dlock_barrier_round(b), &g);
+        /* A signal while CMD ran went to CMD; one now ends the final wait. */
         rc = dlock_barrier_leave(b, &wait);
-        if (rc != DLOCK_OK) {
+        if (rc == DLOCK_ECANCELED) {
+            cli_err(o, "left; signal %d ended the wait for the others", sigs_got(&g));
+            if (code == 0)
+                code = 128 + sigs_got(&g);
+        } else if (rc != DLOCK_OK) {
             int lc = rc == DLOCK_ETIMEDOUT ? EXIT_NOTACQUIRED
                      : rc == DLOCK_ENOTOWNER ? EXIT_LOST
                                              : cli_exit_code(rc, dlock_last_error());
@@ -227,5 +322,6 @@ int cmd_barrier(cli_opts *o, int argc, char **argv)
     }
     dlock_barrier_free(b);
     dlock_client_close(c);
+    sigs_stop(&g);
     return code;
 }

@@ -64,6 +64,27 @@ rc set 'dlock_barrier:{t:bt}' x >/dev/null
 expect 65 "$D" barrier t:bt 1 -- true
 is "$(rc get 'dlock_barrier:{t:bt}')" x "another type's key is left as it is"
 
+echo "== signals: a waiting entrant withdraws; CMD gets them while it runs"
+for sig in INT TERM; do
+  "$D" barrier t:bs$sig 2 -- touch "$tmp/sig$sig" >/dev/null 2>"$tmp/sig.err" & p1=$!
+  check "an entrant waits ($sig)" until_ok has_members t:bs$sig 1
+  t0=$(now_ms)
+  kill -$sig "$p1"; wait "$p1"; code=$?
+  [ "$sig" = INT ] && want=130 || want=143
+  is "$code" "$want" "SIG$sig while entering: exit 128 + the signal"
+  took=$(( $(now_ms) - t0 ))
+  [ "$took" -le $((1000 * SLOW)) ] && ok || bad "SIG$sig took $took ms to end the enter"
+  is "$(members t:bs$sig)" 0 "SIG$sig: the entrant withdrew (nothing left for the others)"
+  check "CMD not run after SIG$sig" test ! -e "$tmp/sig$sig"
+done
+"$D" barrier t:bsc 1 -- sh -c "trap 'echo got > $tmp/trapped; exit 9' TERM; echo up > $tmp/up; while :; do sleep 0.05; done" \
+  >/dev/null 2>&1 & p1=$!
+check "CMD started" until_ok test -e "$tmp/up"
+kill -TERM "$p1"; wait "$p1"
+is "$?" 9 "SIGTERM went on to CMD, whose status is the exit"
+is "$(cat "$tmp/trapped" 2>/dev/null)" got "CMD trapped the SIGTERM"
+is "$(rc exists 'dlock_barrier:{t:bsc}')" 0 "left after CMD ended"
+
 echo "== a party killed mid-way is dropped after its lease"
 wd=$((800 * SLOW))
 "$D" --watchdog ${wd}ms barrier t:bk 2 -- true >/dev/null 2>&1 & k=$!
