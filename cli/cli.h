@@ -260,6 +260,7 @@ int cmd_fence(cli_opts *o, int argc, char **argv);
 int cmd_elect(cli_opts *o, int argc, char **argv);
 int cmd_leader(cli_opts *o, int argc, char **argv);
 int cmd_latch(cli_opts *o, int argc, char **argv);
+int cmd_barrier(cli_opts *o, int argc, char **argv);
 int cmd_check(cli_opts *o, int argc, char **argv);
 int cmd_exporter(cli_opts *o, int argc, char **argv);
 int cmd_doctor(cli_opts *o, int argc, char **argv);

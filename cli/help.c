@@ -36,6 +36,9 @@ static const char global_text[] =
     "                           (a permit semaphore's permit ID); wake its waiters\n"
     "  latch set NAME N | latch down NAME | latch wait [-w DUR] [--must-exist] NAME\n"
     "                           a count-down latch: set its count, count down, wait for 0\n"
+    "  barrier [-w DUR] NAME N -- CMD...\n"
+    "                           a double barrier: run CMD once N parties have entered\n"
+    "                           NAME, then leave and wait until all N have left\n"
     "  fence [--token N] COMMAND KEY [ARG...]\n"
     "                           a write to KEY only if the token ($DLOCK_TOKEN) is not\n"
     "                           lower than the highest KEY's guard has seen (else 79)\n"
@@ -368,6 +371,32 @@ static const char latch_text[] =
     "NAME may also be given as --name NAME, or after --. And the global options\n"
     "(dlock --help).\n";
 
+static const char barrier_text[] =
+    "usage: dlock barrier [-w DUR] [--keep-env-secrets] NAME N -- CMD [ARG...]\n"
+    "\n"
+    "A double barrier (dlock's own; Curator's DistributedDoubleBarrier): each of N\n"
+    "parties runs the same line. Each enters barrier NAME and waits until all N\n"
+    "have entered, runs CMD (with DLOCK_NAME and DLOCK_BARRIER_ROUND, the round's\n"
+    "id, the same for all N), then leaves and waits until all N have left. A party\n"
+    "that dies (killed, its machine gone) is dropped after the watchdog timeout\n"
+    "(--watchdog-timeout): the others never wait for ever on it. SIGINT, SIGTERM\n"
+    "and SIGHUP go on to CMD while it runs (dlock leaves once it has ended); while\n"
+    "dlock waits they end the wait: an entrant withdraws (CMD not run), and dlock\n"
+    "exits 128 + the signal.\n"
+    "\n"
+    "  -w, --wait DUR           give up entering, and waiting for the others to\n"
+    "                           leave, after DUR each (0: check once; inf: no\n"
+    "                           limit, the default)\n"
+    "  --keep-env-secrets       pass $DLOCK_PASSWORD, $REDISCLI_AUTH and the\n"
+    "                           password of $DLOCK_URL on to CMD (removed by default)\n"
+    "\n"
+    "Exit: CMD's status (128 + a signal that ended it); 75 when the others did not\n"
+    "all enter within DUR (CMD not run) or, CMD having succeeded, did not all leave\n"
+    "within DUR; 76 when this party was dropped (its lease ran out) before it left;\n"
+    "64 bad arguments (N in 1..100000), or another N than the round in progress\n"
+    "has (nothing written); 65 when NAME's keys hold other data. And the global\n"
+    "options (dlock --help).\n";
+
 static const char check_text[] =
     "usage: dlock check [--held-over DUR] [--waiters-over N] [--queue-over N] [PATTERN]\n"
     "\n"
@@ -452,7 +481,7 @@ int cli_help(FILE *f, const char *cmd)
     } texts[] = {{"run", run_text},     {"status", status_text}, {"list", list_text},
                  {"watch", watch_text}, {"unlock", unlock_text}, {"help", help_text},
                  {"fence", fence_text}, {"elect", elect_text}, {"leader", leader_text},
-                 {"check", check_text}, {"exporter", exporter_text}, {"doctor", doctor_text},
+                 {"check", check_text}, {"barrier", barrier_text}, {"exporter", exporter_text}, {"doctor", doctor_text},
                  {"latch", latch_text}, {"latch set", LATCH_SET_TEXT "  and the global options (dlock --help).\n"},
                  {"latch down", LATCH_DOWN_TEXT "  and the global options (dlock --help).\n"},
                  {"latch wait", LATCH_WAIT_TEXT "  and the global options (dlock --help).\n"}};

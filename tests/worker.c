@@ -30,7 +30,11 @@
  *   worker latch URL NAME THREADS           THREADS threads await latch NAME; prints
  *                                           "ready" once all wait, then "done <us>",
  *                                           the CLOCK_MONOTONIC time (us) at which
- *                                           the last await returned; exits 0 */
+ *                                           the last await returned; exits 0
+ *   worker barrier URL NAME N WATCHDOG_MS   enters double barrier NAME of N parties
+ *                                           (no limit): prints "entering", then
+ *                                           "in <round>" once in; sleeps until
+ *                                           killed (never leaves) */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -336,6 +340,25 @@ int main(int argc, char **argv)
             return 2;
         }
         printf("held\n");
+        fflush(stdout);
+        for (;;)
+            pause();
+    }
+    if (argc >= 6 && strcmp(argv[1], "barrier") == 0) {
+        url = argv[2];
+        name = argv[3];
+        client = open_client(atoll(argv[5]));
+        dlock_barrier *b = NULL;
+        if (dlock_barrier_get(client, name, atoll(argv[4]), &b) != DLOCK_OK)
+            return 2;
+        printf("entering\n");
+        fflush(stdout);
+        if (dlock_barrier_enter(b, &(dlock_wait_opts){.wait_ms = DLOCK_WAIT_FOREVER}) !=
+            DLOCK_OK) {
+            fprintf(stderr, "barrier: %s\n", dlock_last_error());
+            return 2;
+        }
+        printf("in %llu\n", (unsigned long long)dlock_barrier_round(b));
         fflush(stdout);
         for (;;)
             pause();

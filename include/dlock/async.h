@@ -378,6 +378,28 @@ DLOCK_API int dlock_election_await_change_async(dlock_election *e, uint64_t know
                                                 const dlock_wait_opts *o, dlock_async_fn fn,
                                                 void *ud);
 
+/* -------------------------------------------------------- double barrier */
+
+/* dlock_barrier_enter() asynchronously, the options copied at the call
+ * (o->cancel must stay valid until the callback has run): DLOCK_OK once the
+ * round opened with the member, dlock_async_token() = the round's id,
+ * dlock_async_count() = N; the blocking call's errors otherwise (a member
+ * that gives up has its withdrawal sent before the callback runs, not
+ * awaited: a status read at once may still count it). The handle must stay
+ * alive until the callback has run. Any thread. */
+DLOCK_API int dlock_barrier_enter_async(dlock_barrier *b, const dlock_wait_opts *o,
+                                        dlock_async_fn fn, void *ud);
+/* dlock_barrier_leave() asynchronously: DLOCK_OK once every member of the
+ * round has gone (dlock_async_token() = the round's id); DLOCK_ETIMEDOUT or
+ * DLOCK_ECANCELED after the member went (dlock_async_count() is not set
+ * then: the message counts those still in). Any thread. */
+DLOCK_API int dlock_barrier_leave_async(dlock_barrier *b, const dlock_wait_opts *o,
+                                        dlock_async_fn fn, void *ud);
+/* dlock_barrier_status() asynchronously: dlock_async_count() = the members,
+ * dlock_async_flag() = open, dlock_async_token() = the round's id (0: no
+ * round). Any thread. */
+DLOCK_API int dlock_barrier_status_async(dlock_barrier *b, dlock_async_fn fn, void *ud);
+
 /* ------------------------------------------------ the program's own loop */
 
 struct uv_loop_s;   /* libuv's uv_loop_t: include <uv.h> to use this */

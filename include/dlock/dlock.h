@@ -1539,6 +1539,127 @@ DLOCK_API int dlock_election_await_change(dlock_election *e, uint64_t known,
                                           const dlock_wait_opts *o, uint64_t *term, char *who,
                                           size_t size);
 
+/* --------------------------------------------------------- double barrier */
+
+/* A double barrier (dlock's own; Curator's DistributedDoubleBarrier, the
+ * etcd recipe; Redisson has none): N parties enter, and all go on once the
+ * N-th has entered; later they leave, and all go on once the last has left.
+ * A handle is one party (one member id). Reusable: once every member of a
+ * round has left, the next N may enter. In Redis, dlock's own keys, all in
+ * the name's cluster slot (docs/wire-format.md):
+ *   `dlock_barrier:{name}`          hash: parties (N), round (its id: the
+ *                                   server's time in microseconds when it
+ *                                   began), open ("1" once all N entered)
+ *   `dlock_barrier:{name}:members`  sorted set: member id -> when its lease
+ *                                   ends (the server's clock, epoch ms)
+ *   wake-ups on channel `dlock_barrier__channel:{name}`: "1" when a round
+ *   opens, "0" when one ends.
+ * A member lives by a lease, the client's watchdog timeout, renewed by the
+ * client's watchdog from the first answer that counts it until its leave: a
+ * member whose process dies (or is stopped, or cut off from Redis) for
+ * longer than that is dropped, so no party waits for ever on a dead one:
+ *   - enter needs N members at once: a round opens when the N-th joins it.
+ *     A member that dies while its round gathers is dropped after its lease
+ *     (its place goes to the next party that comes; the others wait on,
+ *     within their waits). One that dies after its round opened was counted.
+ *   - leave waits for the members still in: those that have not left and
+ *     whose lease has not run out. A dead member holds the others' leave up
+ *     to its lease after its death, no longer.
+ *   - a party that comes while a round is open (entered, not all left)
+ *     waits for that round to end and joins the next.
+ *   - every party of a round must give the same N: a round with another N
+ *     refuses the enter (DLOCK_EINVAL, nothing written). A barrier with no
+ *     round in progress takes the N of the first to enter.
+ *   - the lost callback (the client's, dlock_config_set_lost_callback) is
+ *     called when the watchdog finds a member dropped while its handle
+ *     thought it in: name = the key `dlock_barrier:{name}`, owner = the
+ *     member id.
+ * Waits sleep on the channel, and a leave no longer than the first
+ * remaining member's lease (a dead member publishes nothing): no polling.
+ * Every call refuses keys of another type (DLOCK_EWRONGTYPE, nothing
+ * written). Threads: a handle may be used from any thread, but it is one
+ * party: its enter and leave do not overlap (the second, while one is in
+ * progress, is refused with DLOCK_EINVAL); status and the accessors may be
+ * called at any time. Distinct parties need distinct handles. */
+typedef struct dlock_barrier dlock_barrier;
+
+/* The most parties a barrier takes. */
+#define DLOCK_BARRIER_PARTIES_MAX 100000
+
+/* Where a handle's party stands (dlock_barrier_phase). */
+typedef enum dlock_party_phase {
+    DLOCK_BARRIER_OUT = 0,       /* not entered (never, or left, or its enter failed) */
+    DLOCK_BARRIER_ENTERING = 1,  /* an enter in progress */
+    DLOCK_BARRIER_IN = 2,        /* entered: its round opened; not left */
+    DLOCK_BARRIER_LEAVING = 3    /* a leave in progress */
+} dlock_party_phase;
+
+/* A handle on barrier `name` (1..DLOCK_NAME_MAX bytes) for `parties` parties
+ * (1..DLOCK_BARRIER_PARTIES_MAX), acting as a member id of its own
+ * (dlock_client_new_owner_id's). No round trip. DLOCK_EINVAL for parties out
+ * of range or a NULL/empty name, DLOCK_ENAMETOOLONG, DLOCK_ENOMEM. */
+DLOCK_API int dlock_barrier_get(dlock_client *c, const char *name, int64_t parties,
+                                dlock_barrier **out);
+/* As dlock_barrier_get, acting as member id `member` (1..DLOCK_OWNER_MAX
+ * bytes of the form "<id>:<n>", as dlock_client_new_owner_id makes; else
+ * DLOCK_EINVAL). Every party of a round needs its own: two handles with one
+ * id are one member. */
+DLOCK_API int dlock_barrier_get_as(dlock_client *c, const char *name, int64_t parties,
+                                   const char *member, dlock_barrier **out);
+/* Frees the handle (no call may be using it, an asynchronous one included).
+ * A member still in is not left: its renewal stops, and its lease ends it
+ * (leave first). */
+DLOCK_API void dlock_barrier_free(dlock_barrier *b);
+DLOCK_API const char *dlock_barrier_name(const dlock_barrier *b);
+/* The handle's member id. */
+DLOCK_API const char *dlock_barrier_member(const dlock_barrier *b);
+/* The N the handle was made for. */
+DLOCK_API int64_t dlock_barrier_parties(const dlock_barrier *b);
+
+/* Enters: joins the round being gathered and waits until it has N members,
+ * up to o->wait_ms (NULL o or 0: one try; DLOCK_WAIT_FOREVER), o->cancel
+ * ending it early; o->lease_ms must be 0 (the member lives by the watchdog)
+ * and o->token NULL. DLOCK_OK: the round opened with this member in it
+ * (every member's enter returns); the handle is then in
+ * (DLOCK_BARRIER_IN) until it leaves. A wait that ends otherwise withdraws
+ * the member (one more round trip); should the round have opened in that
+ * instant, counting it, the withdrawal is its leave. Returns DLOCK_OK,
+ * DLOCK_ETIMEDOUT (the message counts the parties in), DLOCK_ECANCELED,
+ * DLOCK_ENOTOWNER (the member was dropped while it waited: its lease ran
+ * out, its process stopped or cut off longer than the watchdog timeout, or
+ * the barrier's keys were deleted; the round went on without it),
+ * DLOCK_EINVAL (a round with another N in progress, nothing written; the
+ * handle in or entering already; a wait from a dlock callback; bad
+ * options), DLOCK_EWRONGTYPE, connection errors. An enter whose answer is
+ * lost is sent again (the same member joining twice is one member). */
+DLOCK_API int dlock_barrier_enter(dlock_barrier *b, const dlock_wait_opts *o);
+/* Leaves: the member goes, then the call waits until every member of its
+ * round has gone (left, or dropped after its lease), up to o->wait_ms (NULL
+ * o or 0: no wait), o->cancel ending it early; o->lease_ms 0, o->token
+ * NULL. The last to go ends the round. The member has gone once the first
+ * round trip is answered, whatever the wait says: DLOCK_OK (all gone),
+ * DLOCK_ETIMEDOUT or DLOCK_ECANCELED (gone, others still in: the message
+ * counts them) leave the handle out (DLOCK_BARRIER_OUT), free to enter the
+ * next round. DLOCK_ENOTOWNER: the member was no longer in its round
+ * (dropped after its lease ran out, or the keys were deleted: the others may
+ * have gone on); the handle is out. DLOCK_EINVAL: the handle has not
+ * entered (or is leaving already). An error before the member went
+ * (connection, DLOCK_EUNKNOWN: the answer was lost, not resent) leaves it
+ * in and renewed: leave again (a member that had gone then answers
+ * DLOCK_ENOTOWNER). */
+DLOCK_API int dlock_barrier_leave(dlock_barrier *b, const dlock_wait_opts *o);
+/* What the barrier is now (one round trip; any handle on the name): *members
+ * = the members whose lease has not run out, *parties = the N of the round
+ * in progress (0: none), *open = 1 when it has opened (all entered, not all
+ * left). Each out-parameter may be NULL. */
+DLOCK_API int dlock_barrier_status(dlock_barrier *b, int64_t *members, int64_t *parties,
+                                   int *open);
+/* The handle's phase (a dlock_party_phase); no round trip. */
+DLOCK_API int dlock_barrier_phase(dlock_barrier *b);
+/* The id of the round the handle entered last (0: none yet): every member
+ * of a round sees the same, and rounds never share one. No round trip. */
+DLOCK_API uint64_t dlock_barrier_round(dlock_barrier *b);
+
 /* ------------------------------------------------------------- inspect */
 
 /* A snapshot of one lock of any kind, read atomically: who holds it, for how

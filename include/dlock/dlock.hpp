@@ -1388,6 +1388,94 @@ class latch {
     detail::handle<dlock_latch, &dlock_latch_free> h_;
 };
 
+/* A double barrier, dlock's own (dlock_barrier_get; Curator's
+ * DistributedDoubleBarrier): one object is one party of `parties`. enter
+ * waits until all have entered, leave until all have left; a party whose
+ * process dies is dropped after the watchdog timeout. The wait forms return
+ * false on a timeout (an enter that times out has withdrawn; a leave that
+ * times out has left all the same). Errors throw dlock::error (another
+ * round's N: DLOCK_EINVAL; the party dropped while it waited:
+ * DLOCK_ENOTOWNER). One party's enter and leave do not overlap. */
+class barrier {
+  public:
+    barrier(const client &c, const std::string &name, int64_t parties)
+        : h_(detail::make<dlock_barrier, &dlock_barrier_free>(
+              c, [&](dlock_client *cc, dlock_barrier **out) {
+                  return dlock_barrier_get(cc, name.c_str(), parties, out);
+              })) {}
+
+    void enter() { (void)enter_rc(detail::forever_ms, nullptr); }
+    bool try_enter() { return enter_rc(0, nullptr); }
+    template <class Rep, class Period>
+    bool enter_for(const std::chrono::duration<Rep, Period> &d) {
+        return enter_rc(detail::to_ms(d), nullptr);
+    }
+    /* With a cancel token: throws DLOCK_ECANCELED when t fires first. */
+    void enter(const cancel_token &t) { (void)enter_rc(detail::forever_ms, t.native_handle()); }
+
+    void leave() { (void)leave_rc(detail::forever_ms, nullptr); }
+    template <class Rep, class Period>
+    bool leave_for(const std::chrono::duration<Rep, Period> &d) {
+        return leave_rc(detail::to_ms(d), nullptr);
+    }
+    void leave(const cancel_token &t) { (void)leave_rc(detail::forever_ms, t.native_handle()); }
+
+    /* Asynchronously (dlock_barrier_enter_async / _leave_async): fn gets
+     * DLOCK_OK once the round opened (ended), DLOCK_ETIMEDOUT after wait,
+     * DLOCK_ECANCELED; the result's token is the round's id. */
+    template <class F>
+    void enter_async(std::chrono::milliseconds wait, F &&fn) {
+        async_impl(false, wait, nullptr, std::forward<F>(fn));
+    }
+    template <class F>
+    void enter_async(std::chrono::milliseconds wait, const cancel_token &t, F &&fn) {
+        async_impl(false, wait, &t, std::forward<F>(fn));
+    }
+    template <class F>
+    void leave_async(std::chrono::milliseconds wait, F &&fn) {
+        async_impl(true, wait, nullptr, std::forward<F>(fn));
+    }
+    template <class F>
+    void leave_async(std::chrono::milliseconds wait, const cancel_token &t, F &&fn) {
+        async_impl(true, wait, &t, std::forward<F>(fn));
+    }
+
+    /* The live members of the round in progress (one round trip). */
+    int64_t members() const {
+        int64_t m = 0;
+        detail::check(dlock_barrier_status(get(), &m, nullptr, nullptr));
+        return m;
+    }
+    /* True when entered and not left (dlock_barrier_phase). */
+    bool in() const { return dlock_barrier_phase(get()) == DLOCK_BARRIER_IN; }
+    /* The id of the round this party entered last (0: none). */
+    uint64_t round() const { return dlock_barrier_round(get()); }
+    int64_t parties() const { return dlock_barrier_parties(get()); }
+    std::string name() const { return dlock_barrier_name(get()); }
+    std::string member() const { return dlock_barrier_member(get()); }
+    dlock_barrier *native_handle() const noexcept { return h_.get(); }
+
+  private:
+    dlock_barrier *get() const noexcept { return h_.get(); }
+    bool enter_rc(int64_t ms, dlock_cancel *cancel) {
+        dlock_wait_opts o = detail::opts(ms, 0, cancel);
+        return detail::answer(dlock_barrier_enter(get(), &o));
+    }
+    bool leave_rc(int64_t ms, dlock_cancel *cancel) {
+        dlock_wait_opts o = detail::opts(ms, 0, cancel);
+        return detail::answer(dlock_barrier_leave(get(), &o));
+    }
+    template <class F>
+    void async_impl(bool leave, std::chrono::milliseconds wait, const cancel_token *t, F &&fn) {
+        detail::start_wait_async(wait, 0, t, std::forward<F>(fn),
+                                 [this, leave](const dlock_wait_opts *o, dlock_async_fn cb, void *ud) {
+                                     return leave ? dlock_barrier_leave_async(get(), o, cb, ud)
+                                                  : dlock_barrier_enter_async(get(), o, cb, ud);
+                                 });
+    }
+    detail::handle<dlock_barrier, &dlock_barrier_free> h_;
+};
+
 /* A rate limiter, Redisson's RRateLimiter (dlock_rate_limiter_get): at most
  * rate permits per interval, overall or per client. try_set_rate/set_rate
  * configure it; acquire waits until the window has the permits

@@ -187,6 +187,19 @@ int dlock__reply_pair(const redisReply *r, int64_t *a, int64_t *b)
     return DLOCK_OK;
 }
 
+int dlock__reply_ints(const redisReply *r, int64_t *v, size_t max, size_t *n)
+{
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 || r->elements > max)
+        return DLOCK_EPROTO;
+    for (size_t i = 0; i < r->elements; i++) {
+        if (r->element[i]->type != REDIS_REPLY_INTEGER)
+            return DLOCK_EPROTO;
+        v[i] = r->element[i]->integer;
+    }
+    *n = r->elements;
+    return DLOCK_OK;
+}
+
 int dlock__reply_fence(const redisReply *r, int *written, const redisReply **value,
                        uint64_t *highest)
 {

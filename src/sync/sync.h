@@ -603,6 +603,8 @@ int dlock__reply_take(const redisReply *r, int64_t *v);
 int dlock__reply_signed(const redisReply *r, int64_t *v);
 /* {a, b}: two integers. */
 int dlock__reply_pair(const redisReply *r, int64_t *a, int64_t *b);
+/* {a, b, ...}: 1..max integers into v[0..*n-1] (a double barrier's answers). */
+int dlock__reply_ints(const redisReply *r, int64_t *v, size_t max, size_t *n);
 /* A fenced write's answer (scripts/fence/write.lua): written, with the
  * command's own reply in *value (pointing into r); or refused, with the
  * guard's highest token. */

@@ -101,6 +101,12 @@ latch_awaiters() { [ "$(rc pubsub numsub 'redisson_countdownlatch__channel__{app
 check "a latch awaiter" until_ok latch_awaiters 1
 expect 0 as app "$D" latch down app:latch
 wait "$lw"; is "$?" 0 "latch wait returns once the latch is down"
+expect 0 as app "$D" barrier app:bar 1 -- true
+env DLOCK_URL="$(url_of app)" "$D" barrier -w $((10 * SLOW))s app:bar2 2 -- true >/dev/null 2>&1 & bw=$!
+bar_waiters() { [ "$(rc pubsub numsub 'dlock_barrier__channel:{app:bar2}' | tail -1)" = "$1" ]; }
+check "a barrier entrant" until_ok bar_waiters 1
+expect 0 as app "$D" barrier app:bar2 2 -- true
+wait "$bw"; is "$?" 0 "both parties pass the barrier"
 expect 0 as app "$D" fence --token 5 SET app:data v1
 expect 0 as app "$D" fence --guard app:data
 is "$(cat "$tmp/out")" "5" "the fenced write raised the guard"
@@ -140,6 +146,7 @@ refused +scan "'scan'" -- watch_once 'app:*'
 refused +del "'del'" -- "$D" unlock --force app:held
 refused +set "'set'" -- "$D" latch set app:latch2 1
 refused +decr "'decr'" -- "$D" latch down app:latch
+refused '~dlock_barrier:{app:*' 'dlock_barrier:{app:x}' -- "$D" barrier -w 1s app:x 1 -- true
 refused +get "'get'" -- "$D" latch wait -w 1s app:latch
 refused '~dlock_fence:{app:*' 'dlock_fence:{app:data}' --with fence -- "$D" fence --token 6 SET app:data v2
 refused +scan "'scan'" -- "$D" check --held-over 1h 'app:*'

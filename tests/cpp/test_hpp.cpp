@@ -619,6 +619,69 @@ void test_latch(dlock::client &a, dlock::client &b) {
     CHECK(l.count() == 0);
 }
 
+void test_barrier(dlock::client &a, dlock::client &b) {
+    std::string n = name("barrier");
+    dlock::barrier x(a, n, 2), y(b, n, 2);
+    CHECK(x.parties() == 2 && x.name() == n && x.member() != y.member());
+    CHECK(!x.try_enter());
+    CHECK(!x.enter_for(100ms));
+    CHECK(x.members() == 0);
+    std::atomic<bool> done{false};
+    std::thread t([&] {
+        x.enter();
+        done = true;
+    });
+    std::this_thread::sleep_for(200ms);
+    CHECK(!done);
+    CHECK(y.enter_for(5s));
+    t.join();
+    CHECK(done && x.in() && y.in());
+    CHECK(x.round() != 0 && x.round() == y.round());
+    try {
+        dlock::barrier z(a, n, 3);
+        z.enter_for(100ms);
+        FAILED("another N entered");
+    } catch (const dlock::error &e) {
+        CHECK(e.status() == DLOCK_EINVAL);
+    }
+    CHECK(!x.leave_for(100ms));   // y is still in; x has left all the same
+    CHECK(!x.in());
+    CHECK(y.leave_for(5s));
+    CHECK(y.members() == 0);
+    // Asynchronously: x's callbacks run once y has entered (left).
+    for (int leave = 0; leave < 2; leave++) {
+        auto p = std::make_shared<std::promise<dlock::async_result>>();
+        std::future<dlock::async_result> f = p->get_future();
+        auto cb = [p](const dlock::async_result &r) { p->set_value(r); };
+        if (leave)
+            x.leave_async(5s, cb);
+        else
+            x.enter_async(5s, cb);
+        CHECK(f.wait_for(200ms) == std::future_status::timeout);
+        CHECK(leave ? y.leave_for(5s) : y.enter_for(5s));
+        CHECK(f.wait_for(std::chrono::seconds(5 * slack)) == std::future_status::ready);
+        dlock::async_result r = f.get();
+        CHECK(r && r.token == y.round());
+    }
+    // A cancelled asynchronous enter withdraws.
+    {
+        dlock::cancel_token tok;
+        auto p = std::make_shared<std::promise<dlock::async_result>>();
+        std::future<dlock::async_result> f = p->get_future();
+        x.enter_async(dlock::wait_forever, tok, [p](const dlock::async_result &r) { p->set_value(r); });
+        std::this_thread::sleep_for(100ms);
+        tok.fire();
+        CHECK(f.wait_for(std::chrono::seconds(5 * slack)) == std::future_status::ready);
+        CHECK(f.get().status == DLOCK_ECANCELED);
+        CHECK(!x.in());
+        // withdrawn: the withdrawal is sent before the callback, not awaited
+        auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5 * slack);
+        while (x.members() != 0 && std::chrono::steady_clock::now() < end)
+            std::this_thread::sleep_for(10ms);
+        CHECK(x.members() == 0);
+    }
+}
+
 void test_permits(dlock::client &a) {
     dlock::permit_semaphore p(a, name("permits"));
     CHECK(p.try_set_permits(1));
@@ -1043,6 +1106,7 @@ int main(int argc, char **argv) {
         test_shared(a, b);
         test_writer_first(a, b);
         test_latch(a, b);
+        test_barrier(a, b);
         test_permits(a);
         test_moves();
         test_cancel(a, b);

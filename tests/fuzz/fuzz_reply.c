@@ -49,6 +49,10 @@ static void check(const redisReply *r)
         abort();
     int64_t w = 0;
     dlock__reply_pair(r, &v, &w);
+    int64_t ints[4];
+    size_t nints = 0;
+    if (dlock__reply_ints(r, ints, 4, &nints) == DLOCK_OK && (nints < 1 || nints > 4))
+        abort();
     unsigned char held[DLOCK__RENEW_BATCH];
     for (size_t n = 1; n <= 3; n++)
         dlock__reply_renew(r, n, held);
