@@ -43,7 +43,8 @@ static void segment_of(const char *key, int n, char seg[16])
         uint64_t rem = 0;
         for (size_t i = 0; i < nd; i++)
             rem = (rem * 10 + (uint64_t)(d[i] - '0')) % (uint64_t)n;
-        snprintf(seg, 16, "%s%llu", d != key && rem ? "-" : "", (unsigned long long)rem);
+        /* rem < n <= 2^20: at most 7 digits (unsigned, for the compiler) */
+        snprintf(seg, 16, "%s%u", d != key && rem ? "-" : "", (unsigned)rem);
         return;
     }
     snprintf(seg, 16, "%lu", (unsigned long)(crc32_ieee(key) % (uint32_t)n));
