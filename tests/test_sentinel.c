@@ -631,7 +631,9 @@ static void test_failover_primary_killed(void **state)
     assert_int_equal(th_int(primary(), "EXISTS %s", async_name), 1);
     assert_int_equal(async_call(la, 0), DLOCK_OK);
     dlock_lock_free(la);
-    assert_int_equal(dlock_lock_release(lf), DLOCK_OK);
+    int lrc = dlock_lock_release(lf);
+    if (lrc != DLOCK_OK)   /* seen now and then since 7 December: say why */
+        fail_msg("release after the failover: %s (%s)", dlock_errname(lrc), dlock_last_error());
     /* The quarantined client: waits, then acquires on the new primary. */
     int qrc = dlock_lock_try(lq, 60000 * th_slack(), 5000);
     const int64_t q_ok = th_now_ms();
