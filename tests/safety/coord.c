@@ -507,8 +507,13 @@ static void inject(run *r, const scenario *sc, int64_t until)
             int id = find_worker(r, PH_HOLDING, -1);
             if (id < 0 && O.type == SAFETY_LATCH)   /* between rounds: anyone */
                 id = find_worker(r, PH_IDLE, -1);
-            if (id < 0)
+            if (id < 0) {
+                /* Nobody holds this instant (short holds, a spin lock's
+                 * waiters asleep on their back-off): look again soon, not
+                 * at the next 1-2 s turn (3 runs without a kill failed). */
+                next = now + 20000000LL;
                 continue;
+            }
             pid_t pid = r->w[id].pid;
             kill(pid, SIGKILL);
             int64_t t_kill = safety_now();
