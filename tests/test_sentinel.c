@@ -535,14 +535,14 @@ static int async_call(dlock_lock *l, int acquire)
     atomic_store(&async_rc, 1);
     int rc =
         acquire
-            ? dlock_lock_acquire_async(l, &(dlock_wait_opts){.wait_ms = 10000, .lease_ms = 30000},
+            ? dlock_lock_acquire_async(l, &(dlock_wait_opts){.wait_ms = 30000 * th_slack(), .lease_ms = 30000},
                                        on_async_done, NULL)
             : dlock_lock_release_async(l, on_async_done, NULL);
     if (rc != DLOCK_OK) {
         snprintf(async_msg, sizeof(async_msg), "%s", dlock_last_error());
         return rc;
     }
-    for (int64_t until = th_now_ms() + 20000 * th_slack();
+    for (int64_t until = th_now_ms() + 40000 * th_slack();
          atomic_load(&async_rc) == 1 && th_now_ms() < until;)
         th_sleep_ms(5);
     return atomic_load(&async_rc);
