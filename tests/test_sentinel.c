@@ -535,8 +535,9 @@ static int async_call(dlock_lock *l, int acquire)
     atomic_store(&async_rc, 1);
     int rc =
         acquire
-            ? dlock_lock_acquire_async(l, &(dlock_wait_opts){.wait_ms = 30000 * th_slack(), .lease_ms = 30000},
-                                       on_async_done, NULL)
+            ? dlock_lock_acquire_async(
+                  l, &(dlock_wait_opts){.wait_ms = 30000 * th_slack(), .lease_ms = 30000},
+                  on_async_done, NULL)
             : dlock_lock_release_async(l, on_async_done, NULL);
     if (rc != DLOCK_OK) {
         snprintf(async_msg, sizeof(async_msg), "%s", dlock_last_error());
