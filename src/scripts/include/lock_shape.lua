@@ -15,3 +15,21 @@ local function not_a_lock(lock)
   end
   return nil
 end
+
+-- lock_refusal(lock) = a WRONGTYPE error reply when the key is not a lock
+-- (another type, a read-write lock, somebody's hash), else nil (a lock, or
+-- no key at all).
+local function lock_refusal(lock)
+  local t = redis.call('type', lock).ok
+  if t == 'none' then
+    return nil
+  end
+  if t ~= 'hash' then
+    return redis.error_reply('WRONGTYPE the key holds a ' .. t .. ', not a lock')
+  end
+  local what = not_a_lock(lock)
+  if what then
+    return redis.error_reply('WRONGTYPE the key holds ' .. what)
+  end
+  return nil
+end

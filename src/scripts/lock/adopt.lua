@@ -16,16 +16,9 @@
 --@include own_keys.lua
 --@include lock_shape.lua
 local lock, owner = KEYS[1], ARGV[1]
-local t = redis.call('type', lock).ok
-if t == 'none' then
-  return 0
-end
-if t ~= 'hash' then
-  return redis.error_reply('WRONGTYPE the key holds a ' .. t .. ', not a lock')
-end
-local what = not_a_lock(lock)
-if what then
-  return redis.error_reply('WRONGTYPE the key holds ' .. what)
+local bad = lock_refusal(lock)
+if bad then
+  return bad
 end
 local n = tonumber(redis.call('hget', lock, owner))
 if not n then

@@ -23,16 +23,9 @@
 --@include own_keys.lua
 --@include lock_shape.lua
 local lock, giver, to = KEYS[1], ARGV[1], ARGV[2]
-local t = redis.call('type', lock).ok
-if t == 'none' then
-  return 0
-end
-if t ~= 'hash' then
-  return redis.error_reply('WRONGTYPE the key holds a ' .. t .. ', not a lock')
-end
-local what = not_a_lock(lock)
-if what then
-  return redis.error_reply('WRONGTYPE the key holds ' .. what)
+local bad = lock_refusal(lock)
+if bad then
+  return bad
 end
 local n = tonumber(redis.call('hget', lock, giver))
 if not n then
