@@ -435,17 +435,19 @@ static void on_failed(void *ud)
     schedule(wd, dlock__now_ms() + wd->ctx->cfg->retry_delay_ms);
 }
 
-/* Hook (wdnode.c): wc's connection is up: tracking on it (revoke.c), the
- * holds that waited for it renewed, and a first sample of the node's
- * counters, for a loss found by the first renewal; after a reconnection the
- * old one stays (its run_id tells a failover). */
+/* Hook (wdnode.c): wc's connection is up: a first sample of the node's
+ * counters, for a loss found by the first renewal (after a reconnection the
+ * old one stays: its run_id tells a failover), tracking on it (revoke.c),
+ * and the holds that waited for it renewed. The sample goes first: the pass
+ * may close wc (dlock__wd_drop_unused, when no hold needs its node any more,
+ * as after a failover) and wc must not be used after it. */
 static void on_up(void *ud, wconn *wc)
 {
     dlock__watchdog *wd = ud;
-    dlock__wd_revoke_conn_up(&wd->rv);
-    tick(wd);
     if (!wc->sample.have)
         dlock__wd_cause_sample(&wd->losses, wc);
+    dlock__wd_revoke_conn_up(&wd->rv);
+    tick(wd);
 }
 
 static void on_down(void *ud, wconn *wc)

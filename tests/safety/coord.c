@@ -692,9 +692,9 @@ static int run_scenario(const scenario *sc)
     for (int id = 0; id < r->nworkers; id++)
         if (r->w[id].alive) {
             /* A worker that does not finish in time counts as stuck. */
-            int done = 0;
+            int done = 0, status = 0;
             for (int i = 0; i < 3000 && !done; i++) {
-                if (waitpid(r->w[id].pid, NULL, WNOHANG) == r->w[id].pid)
+                if (waitpid(r->w[id].pid, &status, WNOHANG) == r->w[id].pid)
                     done = 1;
                 else
                     msleep(10);
@@ -708,6 +708,15 @@ static int run_scenario(const scenario *sc)
                 fprintf(stderr, "  problem: worker %d did not stop within 30 s\n", id);
                 r->stuck++;
                 stop_pid(r->w[id].pid, SIGKILL, 1000);
+            } else if (WIFSIGNALED(status) && WTERMSIG(status) != SIGTERM) {
+                /* A crash (the library's or the worker's): its holds never
+                 * ended, and would pass as lost ones. */
+                printf("  problem: worker %d died of signal %d (%s)\n", id, WTERMSIG(status),
+                       strsignal(WTERMSIG(status)));
+                r->crashed++;
+            } else if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
+                printf("  problem: worker %d exited with status %d\n", id, WEXITSTATUS(status));
+                r->crashed++;
             }
         }
     double seconds = (run_end - r->t0) / 1e9;
@@ -771,7 +780,8 @@ static int run_scenario(const scenario *sc)
                (long long)run_slack);
     fflush(stdout);
     int latch = O.type == SAFETY_LATCH;   /* no holds: rounds of latches */
-    int ok = bad == 0 && r->stuck == 0 && (rep.holds > 0 || latch || rep.rate_starts > 0);
+    int ok = bad == 0 && r->stuck == 0 && r->crashed == 0 &&
+             (rep.holds > 0 || latch || rep.rate_starts > 0);
     /* --stop-spread with a lock-delay covering the longest pause past the
      * lease (3 x - 1 x) and a second to be told: no next holder may begin
      * before a paused holder's lost callback. */

@@ -41,6 +41,7 @@ typedef struct run {
     char ns_r[32], ns_a[32], ns_b[32];
     int netns;
     int stuck;
+    int crashed;   /* workers that died of a signal or exited non-zero */
     char lock_url[512];     /* a deployment's URL (failover scenarios), else empty */
     int ack;                /* replicas each acquisition and renewal waits for */
     int failovers;          /* made so far */
