@@ -110,6 +110,15 @@ static int side_at(const char *rest, long long *wait_ms)
     return c == 'r' || c == 'w' ? c : 'x';
 }
 
+/* The record's last field is this tag (type handover's h and a). */
+static int tagged(const char *rest, char tag)
+{
+    size_t n = strlen(rest);
+    while (n > 0 && (rest[n - 1] == '\n' || rest[n - 1] == ' '))
+        n--;
+    return n >= 2 && rest[n - 1] == tag && rest[n - 2] == ' ';
+}
+
 static void parse_file(const char *path)
 {
     FILE *f = fopen(path, "r");
@@ -141,6 +150,7 @@ static void parse_file(const char *path)
             if (sscanf(line, "S %d %d %d %llu %lld %lld%n", &h.w, &h.t, &h.name, &h.token,
                        &h.t_call, &h.t_acq, &n) == 6) {
                 h.side = side_at(line + n, NULL);
+                h.adopted = tagged(line + n, 'a');
                 hold *p = check_push(&holds);
                 *p = h;
                 waitrec *wr = check_push(&waits);
@@ -181,6 +191,7 @@ static void parse_file(const char *path)
                 p->t_write = h.t_write;
                 p->v1 = h.v1;
                 p->v2 = h.v2;
+                p->handed = c == 'h';
                 p->ended = 1;
             }
             break;
@@ -190,6 +201,7 @@ static void parse_file(const char *path)
             if (sscanf(line, "F %d %d %d %lld %lld %d%n", &r.w, &r.t, &r.name, &r.t_call,
                        &r.t_ret, &r.rc, &n) == 6) {
                 r.side = side_at(line + n, NULL);
+                r.adopt = tagged(line + n, 'a');
                 waitrec *p = check_push(&waits);
                 *p = r;
             }
@@ -288,7 +300,7 @@ static span *occupied(int name, int side, const check_params *cp, size_t *count)
         span *p = check_push(&s);
         p->a = h[i].t_acq;
         if (h[i].ended) {
-            p->b = h[i].t_rel;
+            p->b = h[i].handed ? h[i].held_until : h[i].t_rel;
         } else {
             long long k = check_kill_time(h[i].w);
             p->b = (k >= 0 ? k : cp->run_end) + cp->watchdog_ns + cp->free_slack_ns;
@@ -498,6 +510,8 @@ int safety_check(const check_params *cp, check_report *rep)
     if (cp->type == SAFETY_RATE)
         check_rate(cp, rep);
     int lockish = safety_exclusive(cp->type);
+    if (cp->type == SAFETY_HANDOVER)
+        check_handover(cp, rep);
     for (size_t i = 0; lockish && i < holds.n;) {
         size_t j = i;
         const hold *maxend = NULL;

@@ -15,11 +15,15 @@ typedef struct hold {
     long long t_call, t_acq, t_end, t_rel, lost_at, t_write, v1, v2;
     int read_ok, write_ok, release_rc, lost_reason, ended;
     long long end;         /* for overlap: t_end, or when a killed worker died */
+    int handed, adopted;   /* type handover: E side h, S side a */
+    long long held_until;  /* handed: when the hold stopped being the lock's (its
+                              adoption, or the TTL the transfer left it) */
 } hold;
 
 /* A wait with an outcome (S or F record). */
 typedef struct waitrec {
     int w, t, name, side, acquired, rc;
+    int adopt;                          /* type handover: an adoption (F side a) */
     long long t_call, t_ret, wait_ms;   /* wait_ms: as given (-1 none), from the W record */
     unsigned long long token;           /* acquired: the hold's token */
 } waitrec;
@@ -91,6 +95,12 @@ int check_sem_line(const char *line);
 void check_sem(const check_params *cp, check_report *rep);
 void check_latch(const check_params *cp, check_report *rep);
 void check_sem_free(void);
+
+/* check_handover.c (type handover), holds sorted, their `end` set: each
+ * handed hold's end becomes its adoption, or the TTL the transfer
+ * guaranteed; an adoption refused without a fault to explain it is a lost
+ * hand-over (the giver's hold then counts as lost). */
+void check_handover(const check_params *cp, check_report *rep);
 
 /* check_rate.c (type rate): its G and g records (1 when the line is one),
  * the check that no name has more starts in an interval than its rate. */

@@ -103,6 +103,12 @@ void safety_print_report(const char *scenario, const check_params *cp, const che
                      "them), the longest %.0f ms; %lld read holds began past a waiting writer%s\n",
                 cp->writer_first ? "on" : "off", r->wf_waits, r->wf_longest_wait_ms,
                 r->wf_admitted, cp->writer_first ? " (violations)" : " (Redisson's rules allow it)");
+    if (cp->type == SAFETY_HANDOVER)
+        fprintf(out, "  hand-over: %lld holds handed over, %lld adopted (longest gap %.1f ms, "
+                     "nobody else granted in it), %lld never adopted (a fault in the gap), %lld "
+                     "lost with no fault\n",
+                r->handovers, r->handovers_adopted, r->handover_gap_max_ms,
+                r->handovers_unadopted, r->handovers_lost);
     if (r->allowed_overlaps && cp->type != SAFETY_SEM)
         fprintf(out, "  holds overlapping a holder that had lost its lock (allowed; fencing "
                      "guards the data): %lld\n",

@@ -4,7 +4,9 @@
  * on: two leaders at once, a term that goes back, one term for two leaders;
  * and token order judged by grant order when a clock reading was late; for
  * writer-first read-write locks, a read granted past a waiting writer; the
- * rate limiter's: more starts in an interval than its rate.
+ * rate limiter's: more starts in an interval than its rate; a hand-over's:
+ * another holder in the gap or within an unadopted hold's TTL, an adoption
+ * refused with no fault.
  * Exit 0 when every history gets the verdict it should. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -225,6 +227,68 @@ static int run_rw_case(const char *what, const char *dir, long long read_call, i
     return ok ? 0 : 1;
 }
 
+/* Type handover: worker 0 holds token 10 from 100 ms, hands it over at 200
+ * (answered 201); its second owner adopts it (called 230, answered 240,
+ * released 300), or never does (adopt 0: killed in the gap), or is refused
+ * (adopt -1, answered 240). Worker 1 gets token 11 at `intruder` ms for 20
+ * ms. A restart [210, 220] when `restart`. */
+static int run_handover_case(const char *what, const char *dir, int adopt, long long intruder,
+                             int restart, long long want_overlaps, long long want_regressions,
+                             long long want_lost)
+{
+    char path[256];
+    snprintf(path, sizeof(path), "%s/w0.log", dir);
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return -1;
+    fprintf(f, "W 0 0 0 %lld 10000 x\n", 99 * MS);
+    fprintf(f, "S 0 0 0 10 %lld %lld x\n", 99 * MS, 100 * MS);
+    fprintf(f, "E 0 0 0 10 %lld %lld %lld 1 1 0 0 0 %lld h 0 1\n", 100 * MS, 200 * MS,
+            201 * MS, 150 * MS);
+    if (adopt > 0) {
+        fprintf(f, "S 0 0 0 10 %lld %lld a\n", 230 * MS, 240 * MS);
+        fprintf(f, "E 0 0 0 10 %lld %lld %lld 1 1 0 0 0 %lld x 1 2\n", 240 * MS, 300 * MS,
+                301 * MS, 250 * MS);
+    } else if (adopt < 0) {
+        fprintf(f, "F 0 0 0 %lld %lld %d a\n", 230 * MS, 240 * MS, DLOCK_ENOTOWNER);
+    }
+    fclose(f);
+    snprintf(path, sizeof(path), "%s/w1.log", dir);
+    if (!(f = fopen(path, "w")))
+        return -1;
+    fprintf(f, "W 1 0 0 %lld 10000 x\n", (intruder - 1) * MS);
+    fprintf(f, "S 1 0 0 11 %lld %lld x\n", (intruder - 1) * MS, intruder * MS);
+    fprintf(f, "E 1 0 0 11 %lld %lld %lld 1 1 0 0 0 %lld x 2 3\n", intruder * MS,
+            (intruder + 20) * MS, (intruder + 21) * MS, (intruder + 10) * MS);
+    fclose(f);
+    snprintf(path, sizeof(path), "%s/coord.log", dir);
+    if (!(f = fopen(path, "w")))
+        return -1;
+    if (restart)
+        fprintf(f, "R %lld %lld\n", 210 * MS, 220 * MS);
+    fclose(f);
+    check_params cp;
+    memset(&cp, 0, sizeof(cp));
+    cp.dir = dir;
+    cp.names = 1;
+    cp.type = SAFETY_HANDOVER;
+    cp.watchdog_ns = 1500 * MS;
+    cp.blocked_ns = 10000 * MS;
+    cp.free_slack_ns = 1000 * MS;
+    cp.run_end = 3000 * MS;
+    check_report rep;
+    if (safety_check(&cp, &rep) < 0)
+        return -1;
+    int ok = rep.overlaps == want_overlaps && rep.token_regressions == want_regressions &&
+             rep.handovers_lost == want_lost && rep.handovers == 1 &&
+             rep.handovers_adopted == (adopt > 0);
+    printf("%s %s: overlaps %lld, regressions %lld, hand-overs lost %lld (want %lld, %lld, "
+           "%lld)\n",
+           ok ? "ok  " : "FAIL", what, rep.overlaps, rep.token_regressions, rep.handovers_lost,
+           want_overlaps, want_regressions, want_lost);
+    return ok ? 0 : 1;
+}
+
 int main(void)
 {
     char dir[] = "/tmp/dlock-check-selftest-XXXXXX";
@@ -242,6 +306,18 @@ int main(void)
                           160, 1, 0, 0) != 0;
     for (size_t i = 0; i < sizeof(rate_cases) / sizeof(rate_cases[0]); i++)
         failed += run_rate_case(&rate_cases[i], dir) != 0;
+    failed += run_handover_case("hand-over: adopted, the next holder after", dir, 1, 320, 0, 0,
+                                0, 0) != 0;
+    failed += run_handover_case("hand-over: another holder granted in the gap", dir, 1, 215, 0,
+                                1, 1, 0) != 0;
+    failed += run_handover_case("hand-over never adopted: another holder within its TTL", dir,
+                                0, 1200, 0, 1, 0, 0) != 0;
+    failed += run_handover_case("hand-over never adopted: another holder after its TTL", dir, 0,
+                                1750, 0, 0, 0, 0) != 0;
+    failed += run_handover_case("hand-over: adoption refused with no fault", dir, -1, 260, 0, 0,
+                                0, 1) != 0;
+    failed += run_handover_case("hand-over: adoption refused after a restart (allowed)", dir, -1,
+                                260, 1, 0, 0, 0) != 0;
     const char *files[] = {"w0.log", "w1.log", "coord.log"};
     for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
         char path[300];

@@ -36,6 +36,8 @@ static void judge(check_report *rep, int type, const hold *earlier, const hold *
 {
     if (later->token > earlier->token)
         return;
+    if (later->adopted && later->token == earlier->token)
+        return;   /* type handover: the adopted hold keeps the giver's token */
     if (later->token == earlier->token && type == SAFETY_ELECT) {
         rep->shared_terms++;
         check_problem(rep, "two leaders of name %d in term %llu: worker %d and worker %d",

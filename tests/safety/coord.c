@@ -830,6 +830,9 @@ static int run_scenario(const scenario *sc)
         ok = 0;
     if (O.type == SAFETY_RW && O.writer_first >= 0 && rep.wf_waits == 0)
         ok = 0;
+    /* Hand-overs must have been adopted (else the check could not fail). */
+    if (O.type == SAFETY_HANDOVER && rep.handovers_adopted == 0)
+        ok = 0;
     /* A failover must have been made; with every replica acknowledging, a
      * clean one (CLUSTER FAILOVER waits for the replica) grants no lock twice. */
     if (sc->deploy) {

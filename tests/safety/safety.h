@@ -52,7 +52,16 @@
  *         record as it starts; the check is that no name ever has more than
  *         N starts in any INTERVAL (less the stamp's own start-up latency,
  *         which can only draw starts apart), a server restart's window
- *         excepted (without persistence the limiter's grants go with it) */
+ *         excepted (without persistence the limiter's grants go with it)
+ *   handover the reentrant lock handed over: each thread has two owner ids
+ *         (two handles per name); after its guarded operations, one hold in
+ *         two is handed to the thread's second owner (dlock_lock_transfer)
+ *         instead of released, which adopts it after a random gap of up to
+ *         HANDOVER_GAP_MS (dlock_lock_adopt), does its own guarded operations
+ *         with the same token and releases. The lock's checks, with the giver's
+ *         hold lasting until the adoption (or, never adopted, until the TTL the
+ *         transfer guarantees ran out): nobody else may get the lock in the
+ *         gap, and no hand-over is lost unless a fault explains it */
 typedef enum {
     SAFETY_LOCK = 0,
     SAFETY_FAIR = 1,
@@ -62,26 +71,29 @@ typedef enum {
     SAFETY_ELECT = 5,
     SAFETY_NONREENTRANT = 6,  /* the non-reentrant lock: the lock's checks */
     SAFETY_SPIN = 7,          /* the spin lock: the lock's checks, waits on the back-off */
-    SAFETY_RATE = 8           /* the rate limiter, through dlock run --rate */
+    SAFETY_RATE = 8,          /* the rate limiter, through dlock run --rate */
+    SAFETY_HANDOVER = 9       /* the reentrant lock, one hold in two handed over */
 } safety_type;
+#define SAFETY_TYPE_LAST SAFETY_HANDOVER
+#define HANDOVER_GAP_MS 60   /* the longest gap between a transfer and its adoption */
 
 #define SAFETY_SEM_PERMITS 2
 #define SAFETY_LATCH_ROUNDS 64   /* ticket slots, indexed by round % this */
 
 static const char *const safety_type_names[] = {"lock",  "fair",  "rw",           "sem",
                                                 "latch", "elect", "nonreentrant", "spin",
-                                                "rate"};
-#define SAFETY_TYPE_LIST "lock|fair|rw|sem|latch|elect|nonreentrant|spin|rate"
+                                                "rate",  "handover"};
+#define SAFETY_TYPE_LIST "lock|fair|rw|sem|latch|elect|nonreentrant|spin|rate|handover"
 
 static inline const char *safety_type_name(int type)
 {
-    return type > 0 && type <= SAFETY_RATE ? safety_type_names[type] : "lock";
+    return type > 0 && type <= SAFETY_TYPE_LAST ? safety_type_names[type] : "lock";
 }
 
 /* The type named `s`, or -1. */
 static inline int safety_type_parse(const char *s)
 {
-    for (int t = 0; t <= SAFETY_RATE; t++)
+    for (int t = 0; t <= SAFETY_TYPE_LAST; t++)
         if (strcmp(s, safety_type_names[t]) == 0)
             return t;
     return -1;
@@ -91,7 +103,7 @@ static inline int safety_type_parse(const char *s)
 static inline int safety_exclusive(int type)
 {
     return type == SAFETY_LOCK || type == SAFETY_FAIR || type == SAFETY_ELECT ||
-           type == SAFETY_NONREENTRANT;
+           type == SAFETY_NONREENTRANT || type == SAFETY_HANDOVER;
 }
 
 /* History records (one line each, space separated):
@@ -111,7 +123,10 @@ static inline int safety_exclusive(int type)
  * not sent, 0, when op1 was not accepted). t_op2: before op2 was sent.
  * lost_at: 0 or when the lost callback fired for this hold. The checker reads
  * the side, the wait and the values when present (records without them are
- * exclusive holds).
+ * exclusive holds). Type handover: side h in an E record, a hold handed over
+ * (release_rc the transfer's status, t_end sent before it, t_rel after it);
+ * side a in an S record, the hold adopted (t_call when the adoption was
+ * sent, the giver's token), in an F record an adoption that failed.
  * Coordinator records:
  *   K <w> <pid> <t>                 SIGKILL
  *   P <w> <pid> <t_stop> <t_cont>   SIGSTOP .. SIGCONT
@@ -274,6 +289,12 @@ typedef struct check_report {
      * with writer-first), the longest of those waits */
     long long wf_waits, wf_admitted, wf_violations;
     double wf_longest_wait_ms;
+    /* handover: holds handed over, of them adopted, never adopted (the
+     * worker killed or stopped in the gap, the adoption refused after a
+     * fault), adoptions refused with no fault around (violations); the
+     * longest gap from a transfer's answer to its adoption */
+    long long handovers, handovers_adopted, handovers_unadopted, handovers_lost;
+    double handover_gap_max_ms;
     /* sem */
     long long sem_max_in_use, sem_permits_back, sem_back_late;
     double sem_worst_back_ms;
@@ -297,7 +318,7 @@ static inline long long safety_violations(const check_report *r)
 {
     return r->overlaps + r->lost_updates + r->token_regressions + r->shared_terms + r->blocked +
            r->fair_violations + r->torn_reads + r->latch_early + r->wf_violations +
-           r->rate_over;
+           r->rate_over + r->handovers_lost;
 }
 
 int safety_check(const check_params *cp, check_report *rep);

@@ -405,6 +405,60 @@ static int stamp(char **argv)
     return ok ? 0 : 2;
 }
 
+/* The E record of a hold (after the loss report of a release that found it
+ * gone, which comes from the io thread right after: given a moment). */
+static void end_hold(thread_state *t, int k, uint64_t token, int64_t t_acq, int64_t t_end,
+                     int64_t t_rel, int op1, int op2, int rrc, int64_t t_write, int side,
+                     long long v1, long long v2)
+{
+    if (rrc == DLOCK_ENOTOWNER)
+        for (int i = 0; i < 100 && atomic_load(&t->lost_at) == 0; i++)
+            usleep(2000);
+    record("E %d %d %d %llu %lld %lld %lld %d %d %d %lld %d %lld %c %lld %lld", P.id, t->index,
+           k, (unsigned long long)token, (long long)t_acq, (long long)t_end, (long long)t_rel,
+           op1, op2, rrc, (long long)atomic_load(&t->lost_at), atomic_load(&t->lost_reason),
+           (long long)t_write, side, v1, v2);
+}
+
+/* Type handover: the second owner adopts the hold handed to it after a gap
+ * (retried on errors, as a release is), does the guarded read-modify-write
+ * with the giver's token, and releases. S/F records with side a. */
+static void adopt_and_hold(thread_state *t, dlock_lock *b, int k, uint64_t token,
+                           unsigned *seed)
+{
+    usleep((useconds_t)(rand_r(seed) % (HANDOVER_GAP_MS * 1000)));
+    int64_t t_call = safety_now();
+    int64_t until = t_call + (P.watchdog * 4 + 5000) * 1000000LL;
+    int rc;
+    do {
+        rc = dlock_lock_adopt(b, DLOCK_WATCHDOG, NULL);
+        if (rc != DLOCK_OK && rc != DLOCK_ENOTOWNER && rc != DLOCK_EINVAL)
+            usleep(50000);
+    } while (rc != DLOCK_OK && rc != DLOCK_ENOTOWNER && rc != DLOCK_EINVAL &&
+             safety_now() < until && !atomic_load(&stopping));
+    int64_t t_acq = safety_now();
+    if (rc != DLOCK_OK) {
+        record("F %d %d %d %lld %lld %d a", P.id, t->index, k, (long long)t_call,
+               (long long)t_acq, rc);
+        return;
+    }
+    atomic_store(&t->lost_at, 0);
+    atomic_store(&t->lost_reason, 0);
+    record("S %d %d %d %llu %lld %lld a", P.id, t->index, k, (unsigned long long)token,
+           (long long)t_call, (long long)t_acq);
+    long long v1 = 0, v2 = 0;
+    int op1 = guard(t, k, "read", token, 0, &v1), op2 = 0;
+    int64_t t_write = safety_now();
+    if (op1 == 1) {
+        v2 = v1 + 1;
+        op2 = guard(t, k, "write", token, v2, NULL);
+    }
+    int64_t t_end = safety_now();
+    hold_ref ref = {b, NULL, NULL, NULL};
+    int rrc = release_answered(&ref);
+    end_hold(t, k, token, t_acq, t_end, safety_now(), op1, op2, rrc, t_write, 'x', v1, v2);
+}
+
 static void *thread_main(void *arg)
 {
     thread_state *t = arg;
@@ -418,9 +472,11 @@ static void *thread_main(void *arg)
     parse_host_port(P.store_url, t->store_host, sizeof(t->store_host), &t->store_port);
     /* One explicit owner per thread: the lost callback's ud names the thread.
      * The read and write handles of a name share it (one owner, two sides). */
-    char owner[DLOCK_OWNER_BUFSIZE];
+    char owner[DLOCK_OWNER_BUFSIZE], owner_b[DLOCK_OWNER_BUFSIZE];
     dlock_client_new_owner_id(client, owner, sizeof(owner));
-    dlock_lock *locks[SAFETY_MAX_NAMES], *rlocks[SAFETY_MAX_NAMES];
+    dlock_client_new_owner_id(client, owner_b, sizeof(owner_b));
+    /* Type handover: the handles of the second owner, which adopts. */
+    dlock_lock *locks[SAFETY_MAX_NAMES], *rlocks[SAFETY_MAX_NAMES], *blocks[SAFETY_MAX_NAMES] = {0};
     dlock_election *elects[SAFETY_MAX_NAMES] = {0};
     for (int k = 0; k < P.names; k++) {
         char name[128];
@@ -435,6 +491,11 @@ static void *thread_main(void *arg)
         if (handle(name, owner, P.type == SAFETY_RW ? 'w' : 'x', &locks[k]) != DLOCK_OK)
             return NULL;
         dlock_lock_set_lost_callback(locks[k], on_lost, t);
+        if (P.type == SAFETY_HANDOVER) {
+            if (dlock_lock_get_as(client, name, owner_b, &blocks[k]) != DLOCK_OK)
+                return NULL;
+            dlock_lock_set_lost_callback(blocks[k], on_lost, t);
+        }
         if (P.type == SAFETY_RW) {
             if (handle(name, owner, 'r', &rlocks[k]) != DLOCK_OK)
                 return NULL;
@@ -506,20 +567,23 @@ static void *thread_main(void *arg)
         slot->phase = PH_WRITTEN;
         int64_t t_end = safety_now();
         hold_ref ref = {l, elects[k], NULL, NULL};
-        int rrc = release_answered(&ref);
-        int64_t t_rel = safety_now();
-        if (rrc == DLOCK_ENOTOWNER) {
-            /* The loss report for a release that finds the hold gone comes
-             * from the io thread, right after: give it a moment. */
-            for (int i = 0; i < 100 && atomic_load(&t->lost_at) == 0; i++)
-                usleep(2000);
+        /* Type handover: one hold in two goes to the second owner instead
+         * (a transfer that fails is released as usual: one that ran
+         * unanswered is then "not held", a lost hold). */
+        int handed = 0, rrc = DLOCK_ENOTOWNER;
+        if (blocks[k] && op1 == 1 && rand_r(&seed) % 2 == 0) {
+            rrc = dlock_lock_transfer(l, owner_b);
+            handed = rrc == DLOCK_OK;
         }
-        record("E %d %d %d %llu %lld %lld %lld %d %d %d %lld %d %lld %c %lld %lld", P.id,
-               t->index, k, (unsigned long long)token, (long long)t_acq, (long long)t_end,
-               (long long)t_rel, op1, op2, rrc, (long long)atomic_load(&t->lost_at),
-               atomic_load(&t->lost_reason), (long long)t_write, side, v1, v2);
+        if (!handed)
+            rrc = release_answered(&ref);
+        int64_t t_rel = safety_now();
+        end_hold(t, k, token, t_acq, t_end, t_rel, op1, op2, rrc, t_write, handed ? 'h' : side,
+                 v1, v2);
+        if (handed)
+            adopt_and_hold(t, blocks[k], k, token, &seed);
         slot->phase = PH_IDLE;
-        slot->progress = t_rel;
+        slot->progress = safety_now();
         slot->ops++;
     }
     for (int k = 0; k < P.names; k++) {
@@ -529,6 +593,8 @@ static void *thread_main(void *arg)
             dlock_lock_free(rlocks[k]);
         if (elects[k])
             dlock_election_free(elects[k]);
+        if (blocks[k])
+            dlock_lock_free(blocks[k]);
     }
     if (t->store)
         redisFree(t->store);
