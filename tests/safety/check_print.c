@@ -105,8 +105,8 @@ void safety_print_report(const char *scenario, const check_params *cp, const che
                 r->wf_admitted, cp->writer_first ? " (violations)" : " (Redisson's rules allow it)");
     if (cp->type == SAFETY_HANDOVER)
         fprintf(out, "  hand-over: %lld holds handed over, %lld adopted (longest gap %.1f ms, "
-                     "nobody else granted in it), %lld never adopted (a fault in the gap), %lld "
-                     "lost with no fault\n",
+                     "nobody else granted in it), %lld never adopted, of them %lld with no "
+                     "fault to explain it (lost)\n",
                 r->handovers, r->handovers_adopted, r->handover_gap_max_ms,
                 r->handovers_unadopted, r->handovers_lost);
     if (r->allowed_overlaps && cp->type != SAFETY_SEM)
