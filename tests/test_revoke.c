@@ -354,9 +354,9 @@ static void test_every_kind(void **state)
 }
 
 /* Tracking off (configured): a DEL is found by the next renewal only. Its
- * cause: the first renewal has no earlier sample of the node's counters to
- * compare with (nothing is guessed); after it, a DEL is told by
- * elimination. */
+ * cause: the renewal connection samples the node's counters as it comes up,
+ * before its first renewal, so a DEL is told by elimination from the first
+ * loss on. */
 static void test_off_falls_back_to_renewals(void **state)
 {
     (void)state;
@@ -374,7 +374,7 @@ static void test_off_falls_back_to_renewals(void **state)
     int64_t at = await_lost(&g, 1, WD * th_slack());
     assert_true(at > 0);   /* found by a renewal, within a period and a half */
     assert_string_equal(g.name, name);
-    assert_int_equal(g.cause, DLOCK_CAUSE_UNKNOWN);
+    assert_int_equal(g.cause, DLOCK_CAUSE_DELETED);
     assert_int_equal(th_int(&srv, "DEL %s", name2), 1);
     assert_true(await_lost(&g, 2, WD * th_slack()) > 0);
     assert_string_equal(g.name, name2);

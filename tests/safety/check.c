@@ -130,6 +130,8 @@ static void parse_file(const char *path)
             continue;
         if (check_rate_line(line))   /* type rate: check_rate.c */
             continue;
+        if (check_barrier_line(line))   /* type barrier: check_barrier.c */
+            continue;
         hold h;
         memset(&h, 0, sizeof(h));
         long long a, b;
@@ -509,6 +511,8 @@ int safety_check(const check_params *cp, check_report *rep)
         check_latch(cp, rep);   /* fault counts too: the switch below is skipped */
     if (cp->type == SAFETY_RATE)
         check_rate(cp, rep);
+    if (cp->type == SAFETY_BARRIER)
+        check_barrier(cp, rep);
     int lockish = safety_exclusive(cp->type);
     if (cp->type == SAFETY_HANDOVER)
         check_handover(cp, rep);
@@ -778,6 +782,7 @@ int safety_check(const check_params *cp, check_report *rep)
     }
     check_sem_free();
     check_rate_free();
+    check_barrier_free();
     free_all();
     return (int)(safety_violations(rep) + rep->expectation_failures);
 }

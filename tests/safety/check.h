@@ -102,6 +102,12 @@ void check_sem_free(void);
  * hand-over (the giver's hold then counts as lost). */
 void check_handover(const check_params *cp, check_report *rep);
 
+/* check_barrier.c (type barrier): its B and V records (1 when the line is
+ * one), the checks of each round. */
+int check_barrier_line(const char *line);
+void check_barrier(const check_params *cp, check_report *rep);
+void check_barrier_free(void);
+
 /* check_rate.c (type rate): its G and g records (1 when the line is one),
  * the check that no name has more starts in an interval than its rate. */
 int check_rate_line(const char *line);

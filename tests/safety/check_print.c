@@ -38,6 +38,19 @@ void safety_print_report(const char *scenario, const check_params *cp, const che
         print_tail(out, r, violations, "latch released early", r->latch_early);
         return;
     }
+    if (cp->type == SAFETY_BARRIER) {   /* no holds: rounds of a double barrier */
+        fprintf(out, "scenario %-10s %6.1f s  %lld barrier rounds of %d parties, %lld enters, "
+                     "%lld leaves\n",
+                label, seconds, r->bar_rounds, cp->parties, r->bar_enters, r->bar_leaves);
+        fprintf(out, "  rounds over N %lld, opened early %lld, left early %lld; leaves that went "
+                     "on past a killed or stopped member %lld; rounds a restart cut (not "
+                     "checked) %lld\n",
+                r->bar_over, r->bar_early_enter, r->bar_early_leave, r->bar_waited_dead,
+                r->bar_reset);
+        print_tail(out, r, violations, "barrier released early",
+                   r->bar_over + r->bar_early_enter + r->bar_early_leave);
+        return;
+    }
     if (cp->type == SAFETY_RATE) {   /* no holds: starts of dlock run --rate */
         fprintf(out, "scenario %-10s %6.1f s  %lld starts (%.0f/s) at %d per %.0f ms per name, "
                      "%lld runs not started (%lld errors)\n",

@@ -6,7 +6,8 @@
  * writer-first read-write locks, a read granted past a waiting writer; the
  * rate limiter's: more starts in an interval than its rate; a hand-over's:
  * another holder in the gap or within an unadopted hold's TTL, an adoption
- * refused with no fault.
+ * refused with no fault; a double barrier's: a round opened before its N-th
+ * party came, a leave done before another member left, more than N members.
  * Exit 0 when every history gets the verdict it should. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -289,6 +290,60 @@ static int run_handover_case(const char *what, const char *dir, int adopt, long 
     return ok ? 0 : 1;
 }
 
+/* Type barrier, 2 parties: worker 0 enters (called 100, in at 200), worker 1
+ * (called `call1`, in at 200 or 10 ms after its call); worker 0 leaves (sent 300, all gone at 400),
+ * worker 1 leaves (sent `leave1`, or never: killed at 250 when `killed`).
+ * `third`: worker 1's second thread also in the round (left at 295). */
+static int run_barrier_case(const char *what, const char *dir, long long call1, long long leave1,
+                            int killed, int third, long long want_early_enter,
+                            long long want_early_leave, long long want_over)
+{
+    char path[256];
+    snprintf(path, sizeof(path), "%s/w0.log", dir);
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return -1;
+    fprintf(f, "B 0 0 77 %lld %lld 0\n", 100 * MS, 200 * MS);
+    fprintf(f, "v 0 0 77 %lld\n", 300 * MS);
+    fprintf(f, "V 0 0 77 %lld %lld 0\n", 300 * MS, 400 * MS);
+    fclose(f);
+    snprintf(path, sizeof(path), "%s/w1.log", dir);
+    if (!(f = fopen(path, "w")))
+        return -1;
+    fprintf(f, "B 1 0 77 %lld %lld 0\n", call1 * MS, (call1 + 10 > 200 ? call1 + 10 : 200) * MS);
+    if (third)
+        fprintf(f, "B 1 1 77 %lld %lld 0\nv 1 1 77 %lld\nV 1 1 77 %lld %lld 0\n", 150 * MS,
+                200 * MS, 295 * MS, 295 * MS, 400 * MS);
+    if (!killed) {
+        fprintf(f, "v 1 0 77 %lld\n", leave1 * MS);
+        fprintf(f, "V 1 0 77 %lld %lld 0\n", leave1 * MS, (leave1 + 100) * MS);
+    }
+    fclose(f);
+    snprintf(path, sizeof(path), "%s/coord.log", dir);
+    if (!(f = fopen(path, "w")))
+        return -1;
+    if (killed)
+        fprintf(f, "K 1 4242 %lld\n", 250 * MS);
+    fclose(f);
+    check_params cp;
+    memset(&cp, 0, sizeof(cp));
+    cp.dir = dir;
+    cp.names = 1;
+    cp.type = SAFETY_BARRIER;
+    cp.parties = 2;
+    cp.watchdog_ns = 1500 * MS;
+    cp.run_end = 3000 * MS;
+    check_report rep;
+    if (safety_check(&cp, &rep) < 0)
+        return -1;
+    int ok = rep.bar_early_enter == want_early_enter && rep.bar_early_leave == want_early_leave &&
+             rep.bar_over == want_over && rep.bar_rounds == 1;
+    printf("%s %s: opened early %lld, left early %lld, over N %lld (want %lld, %lld, %lld)\n",
+           ok ? "ok  " : "FAIL", what, rep.bar_early_enter, rep.bar_early_leave, rep.bar_over,
+           want_early_enter, want_early_leave, want_over);
+    return ok ? 0 : 1;
+}
+
 int main(void)
 {
     char dir[] = "/tmp/dlock-check-selftest-XXXXXX";
@@ -306,6 +361,15 @@ int main(void)
                           160, 1, 0, 0) != 0;
     for (size_t i = 0; i < sizeof(rate_cases) / sizeof(rate_cases[0]); i++)
         failed += run_rate_case(&rate_cases[i], dir) != 0;
+    failed += run_barrier_case("barrier: a clean round", dir, 150, 290, 0, 0, 0, 0, 0) != 0;
+    failed += run_barrier_case("barrier: an enter returned before the other party came", dir,
+                               250, 290, 0, 0, 1, 0, 0) != 0;
+    failed += run_barrier_case("barrier: a leave done before the other member left", dir, 150,
+                               450, 0, 0, 0, 1, 0) != 0;
+    failed += run_barrier_case("barrier: a leave done past a killed member (allowed)", dir, 150,
+                               0, 1, 0, 0, 0, 0) != 0;
+    failed += run_barrier_case("barrier: three members for two parties", dir, 150, 290, 0, 1, 0,
+                               0, 1) != 0;
     failed += run_handover_case("hand-over: adopted, the next holder after", dir, 1, 320, 0, 0,
                                 0, 0) != 0;
     failed += run_handover_case("hand-over: another holder granted in the gap", dir, 1, 215, 0,

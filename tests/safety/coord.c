@@ -177,7 +177,8 @@ static int worker_start(run *r, int id)
     snprintf(a[13], sizeof(a[13]), "type=%s", safety_type_name(O.type));
     snprintf(a[14], sizeof(a[14]), "reads=%d", RW_READS_PERCENT);
     snprintf(a[15], sizeof(a[15]), "slow=%d", O.type == SAFETY_FAIR ? FAIR_SLOW_HOLD_MS : 0);
-    snprintf(a[16], sizeof(a[16]), "permits=%d", SAFETY_SEM_PERMITS);
+    snprintf(a[16], sizeof(a[16]), "permits=%d",   /* barrier: its parties */
+             O.type == SAFETY_BARRIER ? O.procs * O.threads : SAFETY_SEM_PERMITS);
     snprintf(a[17], sizeof(a[17]), "ack=%d", r->ack);
     snprintf(a[18], sizeof(a[18]), "lockdelay=%lld", (long long)O.lock_delay);
     snprintf(a[19], sizeof(a[19]), "quarantine=%lld", (long long)w->quarantine);
@@ -507,6 +508,8 @@ static void inject(run *r, const scenario *sc, int64_t until)
             int id = find_worker(r, PH_HOLDING, -1);
             if (id < 0 && O.type == SAFETY_LATCH)   /* between rounds: anyone */
                 id = find_worker(r, PH_IDLE, -1);
+            if (id < 0 && O.type == SAFETY_BARRIER)   /* a party gathering */
+                id = find_worker(r, PH_WAITING, -1);
             if (id < 0) {
                 /* Nobody holds this instant (short holds, a spin lock's
                  * waiters asleep on their back-off): look again soon, not
@@ -738,6 +741,7 @@ static int run_scenario(const scenario *sc)
     cp.writer_first = O.writer_first == 1;
     cp.wf_margin_ns = (O.writer_first >= 0 ? WF_MARGIN_MS : 1000) * 1000000LL * run_slack;
     cp.rate = RATE_N;
+    cp.parties = O.procs * O.threads;
     cp.interval_ns = RATE_INTERVAL_MS * 1000000LL;
     cp.stamp_slack_ns = RATE_STAMP_MS * 1000000LL * run_slack;
     cp.slot_ns = (int64_t)FAIR_SLOT_MS * 1000000LL;
@@ -769,7 +773,8 @@ static int run_scenario(const scenario *sc)
     safety_print_report(sc->name, &cp, &rep, seconds, stdout);
     if (report_file)
         safety_print_report(sc->name, &cp, &rep, seconds, report_file);
-    total_holds += O.type == SAFETY_LATCH  ? rep.latch_countdowns + rep.latch_awaits
+    total_holds += O.type == SAFETY_LATCH    ? rep.latch_countdowns + rep.latch_awaits
+                   : O.type == SAFETY_BARRIER ? rep.bar_enters + rep.bar_leaves
                    : O.type == SAFETY_RATE ? rep.rate_starts
                                            : rep.holds;
     total_violations += safety_violations(&rep);
@@ -779,7 +784,7 @@ static int run_scenario(const scenario *sc)
         printf("  a busy machine: the checker's scheduling margins x%lld (th_slack)\n",
                (long long)run_slack);
     fflush(stdout);
-    int latch = O.type == SAFETY_LATCH;   /* no holds: rounds of latches */
+    int latch = O.type == SAFETY_LATCH || O.type == SAFETY_BARRIER;   /* no holds: rounds */
     int ok = bad == 0 && r->stuck == 0 && r->crashed == 0 &&
              (rep.holds > 0 || latch || rep.rate_starts > 0);
     /* --stop-spread with a lock-delay covering the longest pause past the
@@ -829,6 +834,9 @@ static int run_scenario(const scenario *sc)
     if (O.type == SAFETY_RW && (rep.read_overlaps == 0 || rep.write_holds == 0))
         ok = 0;
     if (O.type == SAFETY_RW && O.writer_first >= 0 && rep.wf_waits == 0)
+        ok = 0;
+    /* Barrier rounds must have been checked (else the check could not fail). */
+    if (O.type == SAFETY_BARRIER && rep.bar_rounds - rep.bar_reset == 0)
         ok = 0;
     /* Hand-overs must have been adopted (else the check could not fail). */
     if (O.type == SAFETY_HANDOVER && rep.handovers_adopted == 0)

@@ -61,7 +61,16 @@
  *         with the same token and releases. The lock's checks, with the giver's
  *         hold lasting until the adoption (or, never adopted, until the TTL the
  *         transfer guarantees ran out): nobody else may get the lock in the
- *         gap, and no hand-over is lost unless a fault explains it */
+ *         gap, and no hand-over is lost unless a fault explains it
+ *   barrier the double barrier: every thread of every worker is a party of
+ *         one barrier for procs x threads parties (workers' parties=);
+ *         each enters, stays in for up to hold_ms, leaves, and again. The
+ *         checks: no round has more than N members; no member's enter
+ *         returns before another member of its round called enter (opened
+ *         early); no leave returns all-gone before another member of its
+ *         round left, unless that one was dropped (its leave answered
+ *         DLOCK_ENOTOWNER, or its worker was killed or stopped first); a
+ *         restart (the barrier forgotten) excuses the rounds it cut */
 typedef enum {
     SAFETY_LOCK = 0,
     SAFETY_FAIR = 1,
@@ -72,9 +81,10 @@ typedef enum {
     SAFETY_NONREENTRANT = 6,  /* the non-reentrant lock: the lock's checks */
     SAFETY_SPIN = 7,          /* the spin lock: the lock's checks, waits on the back-off */
     SAFETY_RATE = 8,          /* the rate limiter, through dlock run --rate */
-    SAFETY_HANDOVER = 9       /* the reentrant lock, one hold in two handed over */
+    SAFETY_HANDOVER = 9,      /* the reentrant lock, one hold in two handed over */
+    SAFETY_BARRIER = 10       /* the double barrier, every thread a party */
 } safety_type;
-#define SAFETY_TYPE_LAST SAFETY_HANDOVER
+#define SAFETY_TYPE_LAST SAFETY_BARRIER
 #define HANDOVER_GAP_MS 60   /* the longest gap between a transfer and its adoption */
 
 #define SAFETY_SEM_PERMITS 2
@@ -82,8 +92,8 @@ typedef enum {
 
 static const char *const safety_type_names[] = {"lock",  "fair",  "rw",           "sem",
                                                 "latch", "elect", "nonreentrant", "spin",
-                                                "rate",  "handover"};
-#define SAFETY_TYPE_LIST "lock|fair|rw|sem|latch|elect|nonreentrant|spin|rate|handover"
+                                                "rate",  "handover", "barrier"};
+#define SAFETY_TYPE_LIST "lock|fair|rw|sem|latch|elect|nonreentrant|spin|rate|handover|barrier"
 
 static inline const char *safety_type_name(int type)
 {
@@ -127,6 +137,10 @@ static inline int safety_exclusive(int type)
  * (release_rc the transfer's status, t_end sent before it, t_rel after it);
  * side a in an S record, the hold adopted (t_call when the adoption was
  * sent, the giver's token), in an F record an adoption that failed.
+ * Type barrier:
+ *   B <w> <t> <round> <t_call> <t_ret> <rc>   an enter (round 0 unless rc 0)
+ *   v <w> <t> <round> <t_call>                a leave sent (before it)
+ *   V <w> <t> <round> <t_call> <t_ret> <rc>   a leave of that round, answered
  * Coordinator records:
  *   K <w> <pid> <t>                 SIGKILL
  *   P <w> <pid> <t_stop> <t_cont>   SIGSTOP .. SIGCONT
@@ -260,6 +274,7 @@ typedef struct check_params {
     int rate;                 /* rate: starts per interval per name */
     int64_t interval_ns;      /* rate: the interval */
     int64_t stamp_slack_ns;   /* rate: the most a start's stamp may lag its grant */
+    int parties;              /* barrier: N */
 } check_params;
 
 typedef struct check_report {
@@ -295,6 +310,13 @@ typedef struct check_report {
      * longest gap from a transfer's answer to its adoption */
     long long handovers, handovers_adopted, handovers_unadopted, handovers_lost;
     double handover_gap_max_ms;
+    /* barrier: rounds opened (recorded), enters and leaves answered, rounds
+     * with more than N members, enters that returned before a member of
+     * their round called (opened early), leaves that returned all-gone
+     * before a member left (left early), rounds a restart cut (exempt),
+     * leaves that waited for a killed or stopped member */
+    long long bar_rounds, bar_enters, bar_leaves, bar_over, bar_early_enter, bar_early_leave;
+    long long bar_reset, bar_waited_dead;
     /* sem */
     long long sem_max_in_use, sem_permits_back, sem_back_late;
     double sem_worst_back_ms;
@@ -318,7 +340,8 @@ static inline long long safety_violations(const check_report *r)
 {
     return r->overlaps + r->lost_updates + r->token_regressions + r->shared_terms + r->blocked +
            r->fair_violations + r->torn_reads + r->latch_early + r->wf_violations +
-           r->rate_over + r->handovers_lost;
+           r->rate_over + r->handovers_lost + r->bar_over + r->bar_early_enter +
+           r->bar_early_leave;
 }
 
 int safety_check(const check_params *cp, check_report *rep);

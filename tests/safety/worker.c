@@ -390,6 +390,60 @@ static void *rate_main(thread_state *t)
     return NULL;
 }
 
+/* Type barrier: the thread is one party of one barrier for P.permits
+ * parties (procs x threads); enter, in for up to hold_ms, leave; B and V
+ * records. */
+static void *barrier_main(thread_state *t)
+{
+    safety_slot *slot = &shm->slot[P.id][t->index];
+    char name[128];
+    snprintf(name, sizeof(name), "%s:barrier:0", P.prefix);
+    dlock_barrier *b;
+    if (dlock_barrier_get(client, name, P.permits, &b) != DLOCK_OK)
+        return NULL;
+    unsigned seed = (unsigned)(P.id * 7919 + t->index * 104729 + (unsigned)safety_now());
+    int64_t deadline = safety_now() + P.seconds * 1000000000LL;
+    while (!atomic_load(&stopping) && safety_now() < deadline) {
+        int64_t t_call = safety_now();
+        slot->name = 0;
+        slot->since = t_call;
+        slot->phase = PH_WAITING;
+        int rc = dlock_barrier_enter(b, &(dlock_wait_opts){.wait_ms = P.wait, .cancel = stop_token});
+        int64_t t_ret = safety_now();
+        unsigned long long round = rc == DLOCK_OK ? dlock_barrier_round(b) : 0;
+        record("B %d %d %llu %lld %lld %d", P.id, t->index, round, (long long)t_call,
+               (long long)t_ret, rc);
+        slot->progress = t_ret;
+        if (rc != DLOCK_OK) {
+            slot->phase = PH_IDLE;
+            if (rc != DLOCK_ETIMEDOUT && rc != DLOCK_ECANCELED)
+                usleep(20000);   /* an error: do not spin */
+            continue;
+        }
+        slot->since = t_ret;
+        slot->phase = PH_HOLDING;
+        if (P.hold_ms > 0)
+            usleep((useconds_t)(rand_r(&seed) % (unsigned)(P.hold_ms * 1000 + 1)));
+        t_call = safety_now();
+        slot->phase = PH_WRITTEN;
+        /* Its leave sent (a kill before the V record leaves this one). */
+        record("v %d %d %llu %lld", P.id, t->index, round, (long long)t_call);
+        do {   /* an error before the member went leaves it in: leave again */
+            rc = dlock_barrier_leave(b, &(dlock_wait_opts){.wait_ms = P.wait, .cancel = stop_token});
+            if (dlock_barrier_phase(b) == DLOCK_BARRIER_IN)
+                usleep(50000);
+        } while (dlock_barrier_phase(b) == DLOCK_BARRIER_IN && !atomic_load(&stopping));
+        t_ret = safety_now();
+        record("V %d %d %llu %lld %lld %d", P.id, t->index, round, (long long)t_call,
+               (long long)t_ret, rc);
+        slot->phase = PH_IDLE;
+        slot->progress = t_ret;
+        slot->ops++;
+    }
+    dlock_barrier_free(b);
+    return NULL;
+}
+
 /* The CMD of a type rate run: `stamp HISTORY W T K` appends its start. */
 static int stamp(char **argv)
 {
@@ -468,6 +522,8 @@ static void *thread_main(void *arg)
         return sem_main(t);
     if (P.type == SAFETY_LATCH)
         return latch_main(t);
+    if (P.type == SAFETY_BARRIER)
+        return barrier_main(t);
     safety_slot *slot = &shm->slot[P.id][t->index];
     parse_host_port(P.store_url, t->store_host, sizeof(t->store_host), &t->store_port);
     /* One explicit owner per thread: the lost callback's ud names the thread.
