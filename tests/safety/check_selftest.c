@@ -65,6 +65,27 @@ static const hist cases[] = {
      {{0, 20, 110, 200, 1, 100}, {1, 10, 310, 400, 0, 300}}, 2, 0, 1, 0, {0, 0, 0}},
 };
 
+/* The checker's parameters for a made-up history of one name in dir. */
+static void params_for(check_params *cp, const char *dir, int type, long long run_end_ms)
+{
+    memset(cp, 0, sizeof(*cp));
+    cp->dir = dir;
+    cp->names = 1;
+    cp->type = type;
+    cp->watchdog_ns = 1500 * MS;
+    cp->blocked_ns = 10000 * MS;   /* waits are not what this checks */
+    cp->free_slack_ns = 1000 * MS;
+    cp->run_end = run_end_ms * MS;
+}
+
+/* A history file of dir, for writing (NULL when it cannot be made). */
+static FILE *hist_file(const char *dir, const char *file)
+{
+    char path[256];
+    snprintf(path, sizeof(path), "%s/%s", dir, file);
+    return fopen(path, "w");
+}
+
 /* Type rate: 2 starts per 1000 ms, stamps lagging by up to 100 ms. */
 typedef struct rate_hist {
     const char *what;
@@ -104,14 +125,10 @@ static int run_rate_case(const rate_hist *c, const char *dir)
         fprintf(f, "R %lld %lld\n", c->restart[0] * MS, c->restart[1] * MS);
     fclose(f);
     check_params cp;
-    memset(&cp, 0, sizeof(cp));
-    cp.dir = dir;
-    cp.names = 1;
-    cp.type = SAFETY_RATE;
+    params_for(&cp, dir, SAFETY_RATE, 3000);
     cp.rate = 2;
     cp.interval_ns = 1000 * MS;
     cp.stamp_slack_ns = 100 * MS;
-    cp.run_end = 3000 * MS;
     check_report rep;
     if (safety_check(&cp, &rep) < 0)
         return -1;
@@ -152,14 +169,7 @@ static int run_case(const hist *c, const char *dir)
         fprintf(f, "P %d 4242 %lld %lld\n", c->pause.w, c->pause.stop * MS, c->pause.cont * MS);
     fclose(f);
     check_params cp;
-    memset(&cp, 0, sizeof(cp));
-    cp.dir = dir;
-    cp.names = 1;
-    cp.type = c->type;
-    cp.watchdog_ns = 1500 * MS;
-    cp.blocked_ns = 10000 * MS;   /* waits are not what this checks */
-    cp.free_slack_ns = 1000 * MS;
-    cp.run_end = 1000 * MS;
+    params_for(&cp, dir, c->type, 1000);
     check_report rep;
     if (safety_check(&cp, &rep) < 0)
         return -1;
@@ -179,9 +189,7 @@ static int run_case(const hist *c, const char *dir)
 static int run_rw_case(const char *what, const char *dir, long long read_call, int on,
                        long long want_admitted, long long want_violations)
 {
-    char path[256];
-    snprintf(path, sizeof(path), "%s/w0.log", dir);
-    FILE *f = fopen(path, "w");
+    FILE *f = hist_file(dir, "w0.log");
     if (!f)
         return -1;
     fprintf(f, "W 0 0 0 %lld 10000 r\n", 99 * MS);
@@ -193,27 +201,18 @@ static int run_rw_case(const char *what, const char *dir, long long read_call, i
     fprintf(f, "E 0 0 0 1 %lld %lld %lld 1 1 0 0 0 %lld r 5 5\n", 100 * MS, 500 * MS, 501 * MS,
             499 * MS);
     fclose(f);
-    snprintf(path, sizeof(path), "%s/w1.log", dir);
-    if (!(f = fopen(path, "w")))
+    if (!(f = hist_file(dir, "w1.log")))
         return -1;
     fprintf(f, "W 1 0 0 %lld 10000 w\n", 150 * MS);
     fprintf(f, "S 1 0 0 3 %lld %lld w\n", 150 * MS, 520 * MS);
     fprintf(f, "E 1 0 0 3 %lld %lld %lld 1 1 0 0 0 %lld w 5 6\n", 520 * MS, 600 * MS, 601 * MS,
             599 * MS);
     fclose(f);
-    snprintf(path, sizeof(path), "%s/coord.log", dir);
-    if (!(f = fopen(path, "w")))
+    if (!(f = hist_file(dir, "coord.log")))
         return -1;
     fclose(f);
     check_params cp;
-    memset(&cp, 0, sizeof(cp));
-    cp.dir = dir;
-    cp.names = 1;
-    cp.type = SAFETY_RW;
-    cp.watchdog_ns = 1500 * MS;
-    cp.blocked_ns = 10000 * MS;
-    cp.free_slack_ns = 1000 * MS;
-    cp.run_end = 1000 * MS;
+    params_for(&cp, dir, SAFETY_RW, 1000);
     cp.writer_first = on;
     cp.wf_margin_ns = 25 * MS;
     check_report rep;
@@ -237,9 +236,7 @@ static int run_handover_case(const char *what, const char *dir, int adopt, long 
                              int restart, long long want_overlaps, long long want_regressions,
                              long long want_lost)
 {
-    char path[256];
-    snprintf(path, sizeof(path), "%s/w0.log", dir);
-    FILE *f = fopen(path, "w");
+    FILE *f = hist_file(dir, "w0.log");
     if (!f)
         return -1;
     fprintf(f, "W 0 0 0 %lld 10000 x\n", 99 * MS);
@@ -254,29 +251,20 @@ static int run_handover_case(const char *what, const char *dir, int adopt, long 
         fprintf(f, "F 0 0 0 %lld %lld %d a\n", 230 * MS, 240 * MS, DLOCK_ENOTOWNER);
     }
     fclose(f);
-    snprintf(path, sizeof(path), "%s/w1.log", dir);
-    if (!(f = fopen(path, "w")))
+    if (!(f = hist_file(dir, "w1.log")))
         return -1;
     fprintf(f, "W 1 0 0 %lld 10000 x\n", (intruder - 1) * MS);
     fprintf(f, "S 1 0 0 11 %lld %lld x\n", (intruder - 1) * MS, intruder * MS);
     fprintf(f, "E 1 0 0 11 %lld %lld %lld 1 1 0 0 0 %lld x 2 3\n", intruder * MS,
             (intruder + 20) * MS, (intruder + 21) * MS, (intruder + 10) * MS);
     fclose(f);
-    snprintf(path, sizeof(path), "%s/coord.log", dir);
-    if (!(f = fopen(path, "w")))
+    if (!(f = hist_file(dir, "coord.log")))
         return -1;
     if (restart)
         fprintf(f, "R %lld %lld\n", 210 * MS, 220 * MS);
     fclose(f);
     check_params cp;
-    memset(&cp, 0, sizeof(cp));
-    cp.dir = dir;
-    cp.names = 1;
-    cp.type = SAFETY_HANDOVER;
-    cp.watchdog_ns = 1500 * MS;
-    cp.blocked_ns = 10000 * MS;
-    cp.free_slack_ns = 1000 * MS;
-    cp.run_end = 3000 * MS;
+    params_for(&cp, dir, SAFETY_HANDOVER, 3000);
     check_report rep;
     if (safety_check(&cp, &rep) < 0)
         return -1;
@@ -298,17 +286,14 @@ static int run_barrier_case(const char *what, const char *dir, long long call1, 
                             int killed, int third, long long want_early_enter,
                             long long want_early_leave, long long want_over)
 {
-    char path[256];
-    snprintf(path, sizeof(path), "%s/w0.log", dir);
-    FILE *f = fopen(path, "w");
+    FILE *f = hist_file(dir, "w0.log");
     if (!f)
         return -1;
     fprintf(f, "B 0 0 77 %lld %lld 0\n", 100 * MS, 200 * MS);
     fprintf(f, "v 0 0 77 %lld\n", 300 * MS);
     fprintf(f, "V 0 0 77 %lld %lld 0\n", 300 * MS, 400 * MS);
     fclose(f);
-    snprintf(path, sizeof(path), "%s/w1.log", dir);
-    if (!(f = fopen(path, "w")))
+    if (!(f = hist_file(dir, "w1.log")))
         return -1;
     fprintf(f, "B 1 0 77 %lld %lld 0\n", call1 * MS, (call1 + 10 > 200 ? call1 + 10 : 200) * MS);
     if (third)
@@ -319,20 +304,14 @@ static int run_barrier_case(const char *what, const char *dir, long long call1, 
         fprintf(f, "V 1 0 77 %lld %lld 0\n", leave1 * MS, (leave1 + 100) * MS);
     }
     fclose(f);
-    snprintf(path, sizeof(path), "%s/coord.log", dir);
-    if (!(f = fopen(path, "w")))
+    if (!(f = hist_file(dir, "coord.log")))
         return -1;
     if (killed)
         fprintf(f, "K 1 4242 %lld\n", 250 * MS);
     fclose(f);
     check_params cp;
-    memset(&cp, 0, sizeof(cp));
-    cp.dir = dir;
-    cp.names = 1;
-    cp.type = SAFETY_BARRIER;
+    params_for(&cp, dir, SAFETY_BARRIER, 3000);
     cp.parties = 2;
-    cp.watchdog_ns = 1500 * MS;
-    cp.run_end = 3000 * MS;
     check_report rep;
     if (safety_check(&cp, &rep) < 0)
         return -1;
