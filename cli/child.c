@@ -69,11 +69,13 @@ struct guard {
     int rep;   /* read end, guard -> dlock */
 };
 
-static int write_all(int fd, const void *buf, size_t n)
+/* All n bytes written (writing) or read, through EINTR; -1 on an error or
+ * an early end. */
+static int xfer_all(int fd, void *buf, size_t n, int writing)
 {
-    const char *p = buf;
+    char *p = buf;
     while (n > 0) {
-        ssize_t k = write(fd, p, n);
+        ssize_t k = writing ? write(fd, p, n) : read(fd, p, n);
         if (k < 0 && errno == EINTR)
             continue;
         if (k <= 0)
@@ -84,20 +86,12 @@ static int write_all(int fd, const void *buf, size_t n)
     return 0;
 }
 
-static int read_all(int fd, void *buf, size_t n)
+static int write_all(int fd, const void *buf, size_t n)
 {
-    char *p = buf;
-    while (n > 0) {
-        ssize_t k = read(fd, p, n);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            return -1;
-        p += k;
-        n -= (size_t)k;
-    }
-    return 0;
+    return xfer_all(fd, (void *)buf, n, 1);
 }
+
+static int read_all(int fd, void *buf, size_t n) { return xfer_all(fd, buf, n, 0); }
 
 static int send_msg(int fd, char op, int32_t v)
 {

@@ -157,6 +157,17 @@ static int announce(dlock_election *e, uint64_t term)
     return DLOCK_OK;
 }
 
+/* Already leading: *term (may be NULL) = the term, 1; else 0. */
+static int leading(dlock_election *e, uint64_t *term)
+{
+    pthread_mutex_lock(&e->mu);
+    uint64_t now = e->term;
+    pthread_mutex_unlock(&e->mu);
+    if (now && term)
+        *term = now;
+    return now != 0;
+}
+
 int dlock_election_campaign(dlock_election *e, const dlock_wait_opts *opts)
 {
     int rc = bad_handle(e);
@@ -166,14 +177,8 @@ int dlock_election_campaign(dlock_election *e, const dlock_wait_opts *opts)
     if (rc != DLOCK_OK)
         return rc;
     uint64_t *term = o.token;
-    pthread_mutex_lock(&e->mu);
-    uint64_t now = e->term;
-    pthread_mutex_unlock(&e->mu);
-    if (now) {   /* already leading: the same term */
-        if (term)
-            *term = now;
+    if (leading(e, term))
         return DLOCK_OK;
-    }
     uint64_t t = 0;
     rc = dlock_lock_acquire_opts(e->lock, &(dlock_wait_opts){.wait_ms = o.wait_ms,
                                                              .cancel = o.cancel, .token = &t});
@@ -239,14 +244,8 @@ int dlock_election_adopt(dlock_election *e, uint64_t *term)
     int rc = bad_handle(e);
     if (rc != DLOCK_OK)
         return rc;
-    pthread_mutex_lock(&e->mu);
-    uint64_t now = e->term;
-    pthread_mutex_unlock(&e->mu);
-    if (now) {   /* already leading: the same term */
-        if (term)
-            *term = now;
+    if (leading(e, term))
         return DLOCK_OK;
-    }
     if ((rc = dlock_lock_adopt(e->lock, DLOCK_WATCHDOG, NULL)) != DLOCK_OK)
         return rc;
     /* A new term: a fenced reentry (the next token, in acquisition order),

@@ -69,12 +69,7 @@ static void attempt_op(dlock__acq *a, int64_t waited_ms, dlock__op *op)
     dlock__op_args(op, a->fenced ? "1" : "0");
     dlock__op_args(op, a->wait != 0 ? "1" : "0");
     dlock__op_argi(op, l->h.c->cfg.fair_wait_ms);
-    if (l->no_reentry) {
-        dlock__op_args(op, l->delay_arg);   /* the delay always, then the flag */
-        dlock__op_args(op, "1");
-    } else {
-        dlock__delay_arg(l, op);
-    }
+    dlock__acquire_tail_args(l, op);
 }
 
 /* Busy: b->ttl is the script's sleep; b->first stays 0 (one waiter per

@@ -197,6 +197,10 @@ int dlock__lock_set_delay(dlock_lock *l, int64_t ms);
 int dlock__delay_init(dlock_lock *l);
 void dlock__delay_key(const dlock_lock *l, dlock__op *op);
 void dlock__delay_arg(const dlock_lock *l, dlock__op *op);
+/* An acquire script's last ARGV (reentrant and fair locks): a
+ * non-reentrant handle's delay (always) and its flag "1", else the delay
+ * as dlock__delay_arg adds it. */
+void dlock__acquire_tail_args(const dlock_lock *l, dlock__op *op);
 void dlock__delay_hold_id(const dlock_lock *l, const dlock__owner *o, dlock__hold_id *id);
 int dlock__delay_busy(const dlock_lock *l, int64_t left);
 /* An acquire script's answer read by the type's reader (dlock__reply_acquire,

@@ -99,6 +99,16 @@ void dlock__delay_arg(const dlock_lock *l, dlock__op *op)
         dlock__op_args(op, l->delay_arg);
 }
 
+void dlock__acquire_tail_args(const dlock_lock *l, dlock__op *op)
+{
+    if (l->no_reentry) {
+        dlock__op_args(op, l->delay_arg);   /* the delay always, then the flag */
+        dlock__op_args(op, "1");
+    } else {
+        dlock__delay_arg(l, op);
+    }
+}
+
 int dlock__delay_busy(const dlock_lock *l, int64_t left)
 {
     return dlock__fail(DLOCK_ETIMEDOUT,
@@ -134,12 +144,7 @@ static void attempt_op(dlock__acq *a, int64_t waited_ms, dlock__op *op)
     dlock__op_args(op, a->fenced ? "1" : "0");
     dlock__op_args(op, claim ? "1" : "0");
     dlock__op_args(op, DLOCK__RESERVE_GRACE_ARG);
-    if (l->no_reentry) {
-        dlock__op_args(op, l->delay_arg);   /* the delay always, then the flag */
-        dlock__op_args(op, "1");
-    } else {
-        dlock__delay_arg(l, op);
-    }
+    dlock__acquire_tail_args(l, op);
 }
 
 /* Busy: sleep at most the holder's PTTL, or what is left of another
