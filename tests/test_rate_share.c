@@ -206,9 +206,12 @@ static void test_three_processes(void **state)
             (long long)lag);
     if (worst > RATE)
         fail_msg("%zu grants within %lld ms: over the rate of %d", worst, (long long)window, RATE);
-    /* Each side got some, and the rate was used, not starved: at least half
-     * of what the time allows. */
-    assert_true(by[0] > 0 && by[1] > 0 && by[2] > 0);
+    /* Each side (dlock's clients, the peer) got some, and the rate was used,
+     * not starved: at least half of what the time allows. Which of the two
+     * dlock clients gets the grants is not promised (a rate limiter is not
+     * fair, Redisson's neither): beside other builds one of them got all 18
+     * of dlock's, the other none. */
+    assert_true(by[0] + by[1] > 0 && by[2] > 0);
     assert_true((int64_t)n >= secs * 1000 / INTERVAL_MS * RATE / 2);
     free(g);
     dlock_rate_limiter_free(r);
