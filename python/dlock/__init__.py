@@ -25,7 +25,7 @@ from ._errors import *  # noqa: F401,F403
 from ._errors import __all__ as _errors_all
 from ._client import Client, Leader, LostHold, LostReason, stripe_name
 from ._locks import Backoff, Lock, MultiLock, ReadWriteLock
-from ._sync import Election, Latch, PermitSemaphore, RateConfig, RateLimiter, Semaphore
+from ._sync import Barrier, Election, Latch, PermitSemaphore, RateConfig, RateLimiter, Semaphore
 from ._info import Holder, Info, Queued
 from ._core import NO_EXPIRY
 from ._lib import LIB_PATH as library_path, LIB_VERSION as library_version
@@ -33,6 +33,6 @@ from ._lib import LIB_PATH as library_path, LIB_VERSION as library_version
 __version__ = "0.2.0"
 
 __all__ = ["Client", "Lock", "Backoff", "ReadWriteLock", "MultiLock", "Semaphore",
-           "PermitSemaphore", "Latch", "RateLimiter", "RateConfig", "Election", "Leader",
+           "PermitSemaphore", "Latch", "RateLimiter", "RateConfig", "Election", "Barrier", "Leader",
            "LostHold", "LostReason", "Info", "Holder", "Queued", "stripe_name", "NO_EXPIRY", "library_path",
            "library_version"] + list(_errors_all)

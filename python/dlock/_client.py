@@ -432,10 +432,18 @@ class Client:
         from ._sync import RateLimiter
         return RateLimiter(self, name)
 
-    def election(self, name, *, lock_delay=None, max_hold=None):
-        """Leader election on `name` (dlock's own, on a fenced lock)."""
+    def election(self, name, *, lock_delay=None, max_hold=None, owner=None):
+        """Leader election on `name` (dlock's own, on a fenced lock); owner:
+        the owner id it campaigns as (its own fresh one by default; a
+        successor's for Election.handover)."""
         from ._sync import Election
-        return Election(self, name, lock_delay, max_hold)
+        return Election(self, name, lock_delay, max_hold, owner)
+
+    def barrier(self, name, parties, *, member=None):
+        """A double barrier for `parties` parties; this object is one party
+        (member: its member id, a fresh one by default)."""
+        from ._sync import Barrier
+        return Barrier(self, name, parties, member)
 
     def inspect(self, name):
         """A snapshot of whatever `name` holds (dlock.Info; dlock status): a

@@ -232,6 +232,32 @@ class Lock(_LockLike):
         finally:
             c._leave(k)
 
+    def transfer(self, new_owner):
+        """Hands the calling thread's (or task's) whole hold over to owner
+        id `new_owner` (dlock_lock_transfer): another thread's or task's
+        (its Client.owner_id, read there) or another process's, in one step,
+        so that nobody else can take the lock in between. The receiver calls
+        adopt() within the watchdog timeout. Reentrant kinds only (lock,
+        fenced, spin, non-reentrant)."""
+        if isinstance(new_owner, bytes):
+            to = new_owner
+        elif isinstance(new_owner, str):
+            to = new_owner.encode()
+        else:
+            raise InvalidArgument("new_owner must be an owner id (str), not %r" % (new_owner,))
+        call(self._client, lib.dlock_lock_transfer, self._handle().ptr, to)
+
+    def adopt(self, lease=None):
+        """Adopts a hold handed over to the calling thread's (or task's)
+        owner id (dlock_lock_adopt): from now on this client's watchdog
+        renews it (lease None), or it expires after `lease` seconds. Returns
+        the hold count adopted (that many releases free the lock); raises
+        NotOwnerError when nothing was handed over (or it expired)."""
+        count = c_int64()
+        call(self._client, lib.dlock_lock_adopt, self._handle().ptr, lease_ms(lease),
+             byref(count))
+        return count.value
+
     def _query(self, fn, ctype):
         out = ctype()
         call(self._client, fn, self._handle().ptr, byref(out))

@@ -56,6 +56,15 @@ class _Single:
         return wait_async(self._client, start, (self._h,) + tuple(keep), extract, undo, cancel)
 
 
+def _owner(v):
+    """An owner id argument (str or bytes) for C."""
+    if isinstance(v, bytes):
+        return v
+    if isinstance(v, str):
+        return v.encode()
+    raise InvalidArgument("an owner id must be a str, not %r" % (v,))
+
+
 def _wait_opts(w, cancel, lease=0, token=None):
     """NULL for one attempt, else the options (a pointer to them)."""
     if w == 0 and cancel is None and lease == 0 and token is None:
@@ -383,8 +392,15 @@ class Election(_Single):
 
     _get, _free, _what = lib.dlock_election_get, lib.dlock_election_free, "election"
 
-    def __init__(self, client, name, lock_delay=None, max_hold=None):
-        super().__init__(client, name)
+    def __init__(self, client, name, lock_delay=None, max_hold=None, owner=None):
+        if owner is None:
+            super().__init__(client, name)
+        else:   # campaigns as that owner id (a successor's, for handover)
+            self._client, self._name = client, encode(name)
+            p = c_void_p()
+            call(client, lib.dlock_election_get_as, client._ptr, self._name, _owner(owner),
+                 byref(p))
+            self._h = Ptr(p.value, self._free, client)
         if lock_delay is not None:
             call(client, lib.dlock_election_set_lock_delay, self._h.ptr,
                  ms(lock_delay, "lock_delay"))
@@ -404,6 +420,21 @@ class Election(_Single):
 
     def resign(self):
         call(self._client, lib.dlock_election_resign, self._h.ptr)
+
+    def handover(self, successor):
+        """Hands leadership to the election handle whose owner id is
+        `successor` (made with owner=..., e.g. Client.new_owner_id()), so
+        that no other campaign wins in between (dlock_election_handover).
+        This handle's term ends; the successor calls adopt()."""
+        call(self._client, lib.dlock_election_handover, self._h.ptr, _owner(successor))
+
+    def adopt(self):
+        """The successor's one call: leads in a new, higher term (returned)
+        with the lock handed over to this handle's owner; NotOwnerError when
+        nothing was handed over (or it expired)."""
+        term = c_uint64()
+        call(self._client, lib.dlock_election_adopt, self._h.ptr, byref(term))
+        return term.value
 
     @property
     def term(self):
@@ -573,3 +604,111 @@ class RateLimiter(_Counted):
             self._h.ptr, fn, k), (), lib.dlock_async_count))
 
 
+
+
+class Barrier(_Single):
+    """A double barrier (dlock's own; Curator's DistributedDoubleBarrier):
+    `parties` parties enter() and all go on once the last has entered; they
+    leave() and all go on once the last has left. One object is one party
+    (one member id): threads sharing it share the party. A party whose
+    process dies is dropped after the client's watchdog timeout, so nobody
+    waits for ever on a dead one. with b: enters (waiting as long as it
+    takes) and leaves (likewise) at the end."""
+
+    _free, _what = lib.dlock_barrier_free, "barrier"
+
+    def __init__(self, client, name, parties, member=None):
+        self._client, self._name = client, encode(name)
+        p = c_void_p()
+        n = _int(parties, "parties")
+        if member is None:
+            call(client, lib.dlock_barrier_get, client._ptr, self._name, n, byref(p))
+        else:
+            call(client, lib.dlock_barrier_get_as, client._ptr, self._name, n, _owner(member),
+                 byref(p))
+        self._h = Ptr(p.value, self._free, client)
+
+    @property
+    def parties(self):
+        return lib.dlock_barrier_parties(self._h.ptr)
+
+    @property
+    def member(self):
+        """This party's member id."""
+        return lib.dlock_barrier_member(self._h.ptr).decode()
+
+    @property
+    def phase(self):
+        """"out", "entering", "in" or "leaving"."""
+        return ("out", "entering", "in", "leaving")[lib.dlock_barrier_phase(self._h.ptr)]
+
+    @property
+    def round(self):
+        """The id of the round this party entered last (0: none yet)."""
+        return lib.dlock_barrier_round(self._h.ptr)
+
+    def status(self):
+        """(members, parties, open) now: the members whose lease has not run
+        out, the N of the round in progress (0: none), whether it opened."""
+        members, parties, opened = c_int64(), c_int64(), c_int()
+        call(self._client, lib.dlock_barrier_status, self._h.ptr, byref(members),
+             byref(parties), byref(opened))
+        return members.value, parties.value, bool(opened.value)
+
+    def _wait(self, fn, blocking, timeout):
+        # One call, never a first try then a wait: an enter or leave is not
+        # a try (a leave has gone once answered; an enter that ends
+        # unanswered withdraws the party). A cancelled wait (Ctrl-C)
+        # withdraws or has left, as C's do.
+        hp, wait = self._h.ptr, wait_ms(blocking, timeout)
+        if wait == 0:
+            k = self._client._enter()
+            try:
+                rc = fn(hp, None)
+            finally:
+                self._client._leave(k)
+            if rc not in (OK, _lib.ETIMEDOUT):
+                raise _lib.last_error(rc)
+            return rc == OK
+
+        def direct(w, cancel):
+            return fn(hp, _wait_opts(w, cancel)), None
+        return run_wait(self._client, wait, direct, None, tried=True)[0]
+
+    def enter(self, timeout=None, *, blocking=True):
+        """Enters; True once the round opened with this party in it, False
+        when the wait ran out (the party is then withdrawn)."""
+        return self._wait(lib.dlock_barrier_enter, blocking, timeout)
+
+    def leave(self, timeout=None, *, blocking=True):
+        """Leaves (the party has gone once this returns, whatever it says);
+        True once every member of the round has gone, False when the wait
+        ran out with others still in."""
+        return self._wait(lib.dlock_barrier_leave, blocking, timeout)
+
+    def __enter__(self):
+        self.enter()
+        return self
+
+    def __exit__(self, *exc):
+        self.leave()
+
+    async def _wait_async(self, fn, timeout):
+        cancel = Cancel()
+        o = opts(wait_ms(True, timeout), 0, cancel.ptr)
+        op = await self._async(lambda f, k: fn(self._h.ptr, byref(o), f, k), (cancel, o), None,
+                               None, cancel)
+        return answer(op)
+
+    async def enter_async(self, timeout=None):
+        return await self._wait_async(lib.dlock_barrier_enter_async, timeout)
+
+    async def leave_async(self, timeout=None):
+        return await self._wait_async(lib.dlock_barrier_leave_async, timeout)
+
+    async def __aenter__(self):
+        await self.enter_async()
+        return self
+
+    async def __aexit__(self, *exc):
+        await self.leave_async()

@@ -668,3 +668,98 @@ def test_stats_stripes_ids(client, name):
     assert client.owner_id.startswith(client.id + ":")
     assert client.new_owner_id() != client.owner_id
     client.ping()
+
+
+def test_transfer_and_adopt(client, other, name):
+    """A hold handed to another thread: nobody else gets it in between, the
+    receiver's release frees it."""
+    lock = client.lock(name)
+    got = {}
+    ready, handed = threading.Event(), threading.Event()
+
+    def receiver():
+        got["id"] = client.owner_id            # this thread's owner id
+        ready.set()
+        handed.wait(within(5))
+        got["count"] = lock.adopt()
+        got["held"] = lock.held()
+        lock.release()
+
+    t = threading.Thread(target=receiver)
+    t.start()
+    assert ready.wait(within(5))
+    lock.acquire()
+    lock.acquire()                               # a reentrant hold: the count goes along
+    lock.transfer(got["id"])
+    assert not lock.held()                       # the giver holds nothing now
+    assert other.lock(name).acquire(timeout=0) is False   # nobody else in between
+    handed.set()
+    t.join(within(10))
+    assert got["count"] == 2 and got["held"] is True
+    assert lock.locked()                         # one release of two
+    with pytest.raises(dlock.NotOwnerError):
+        lock.adopt()                             # nothing handed to this thread
+    with pytest.raises(dlock.InvalidArgument):
+        lock.transfer(42)
+
+
+def test_election_handover(client, name):
+    successor_id = client.new_owner_id()
+    leader = client.election(name)
+    successor = client.election(name, owner=successor_id)
+    term = leader.campaign()
+    leader.handover(successor_id)
+    assert leader.term == 0
+    assert client.election(name).campaign(timeout=0) is None   # no campaign wins in between
+    new_term = successor.adopt()
+    assert new_term > term and successor.term == new_term
+    assert leader.leader().term == new_term
+    successor.resign()
+    with pytest.raises(dlock.NotOwnerError):
+        successor.adopt()
+
+
+def test_barrier(client, other, name):
+    """Three parties: none goes on before the third has entered; leaving
+    waits for the last."""
+    order = []
+    parties = [client.barrier(name, 3), client.barrier(name, 3), other.barrier(name, 3)]
+    assert len({p.member for p in parties}) == 3 and parties[0].parties == 3
+    assert parties[0].enter(timeout=0) is False   # alone: not entered, withdrawn
+    assert parties[0].phase == "out"
+
+    def party(i, delay):
+        time.sleep(delay)
+        order.append(("call", i, time.monotonic()))
+        with parties[i]:
+            order.append(("in", i, time.monotonic(), parties[i].round))
+            time.sleep(0.05 * i)
+        order.append(("out", i, time.monotonic()))
+
+    ts = [threading.Thread(target=party, args=(i, 0.2 * i)) for i in range(3)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(within(30))
+    last_call = max(e[2] for e in order if e[0] == "call")
+    ins = [e for e in order if e[0] == "in"]
+    assert len(ins) == 3 and all(e[2] >= last_call for e in ins)
+    assert len({e[3] for e in ins}) == 1 and ins[0][3] > 0        # one round, named
+    in2 = [e[2] for e in ins if e[1] == 2][0]                      # party 2 stays 100 ms
+    assert all(e[2] >= in2 + 0.1 for e in order if e[0] == "out")
+    assert parties[0].status() == (0, 0, False)
+
+
+def test_barrier_async(client, other, name):
+    import asyncio
+
+    async def main():
+        a, b = client.barrier(name, 2), other.barrier(name, 2)
+        assert await a.enter_async(timeout=0.2) is False          # alone
+        await asyncio.gather(a.enter_async(), b.enter_async())
+        assert a.phase == "in" and a.round == b.round
+        async with client.barrier(name + ":2", 1) as solo:
+            assert solo.phase == "in"
+        await asyncio.gather(a.leave_async(), b.leave_async())
+        assert a.phase == "out"
+    asyncio.run(main())
