@@ -69,7 +69,9 @@ def test_waiters_in_threads_never_exceed_the_rate(client, other, name):
     assert len(grants) == 9
     grants.sort()
     # 9 grants at 2 per 0.3 s: at least 4 windows; never 3 within one window
-    assert grants[-1] - grants[0] >= 4 * 0.3 - 0.05
+    # (the stamps are read after the acquire returns: a first one read late,
+    # on a loaded machine, shortens the span: 1.118 s seen beside other tests)
+    assert grants[-1] - grants[0] >= 4 * 0.3 - within(0.05)
     for a, b in zip(grants, grants[2:]):
         assert b - a >= 0.3 - within(0.03), (a, b)     # (seen here: a reply late)
 
