@@ -168,6 +168,7 @@ static void test_holder_releases_waiter_gets_in(void **state)
     assert_int_equal(ans.listeners, 1);
     pthread_join(t, NULL);
     assert_int_equal(w.rc, DLOCK_OK);
+    assert_true(await_calls(&h, 1, 2000));   /* its fields written (and seen) under mu */
     assert_int_equal(h.release_rc, DLOCK_OK);
     assert_string_equal(h.note, "");
     /* in by the unlock message, not by the 30 s lease */
