@@ -339,6 +339,25 @@ static void test_async_request(void **state)
     dlock_lock_free(ask);
 }
 
+/* A handle whose handler is still set when its client closes, freed after
+ * the close (as dlock_client_close allows): the close stops the listener,
+ * the free only frees (ASan: nothing leaked, nothing used after free). */
+static void test_close_with_handler(void **state)
+{
+    (void)state;
+    char name[128];
+    th_name(name, sizeof(name), "rq-close");
+    dlock_client *c = th_client(&srv, 0);
+    dlock_lock *l = NULL;
+    heard h = HEARD_INIT;
+    assert_int_equal(dlock_lock_get(c, name, &l), DLOCK_OK);
+    assert_int_equal(dlock_lock_set_revoke_handler(l, on_revoke, &h), DLOCK_OK);
+    assert_true(await_listeners(name, 1));
+    dlock_client_close(c);
+    dlock_lock_free(l);
+    assert_int_equal(calls(&h), 0);
+}
+
 /* Bad input: a clear DLOCK_EINVAL with a message, nothing changed. */
 static void test_bad_input(void **state)
 {
@@ -385,6 +404,7 @@ int main(void)
         cmocka_unit_test(test_free_lock),
         cmocka_unit_test(test_record_read_on_subscribe),
         cmocka_unit_test(test_async_request),
+        cmocka_unit_test(test_close_with_handler),
         cmocka_unit_test(test_bad_input),
     };
     return cmocka_run_group_tests(tests, th_setup, th_teardown);
