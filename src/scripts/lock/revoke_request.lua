@@ -28,7 +28,9 @@ if t ~= 'hash' then
   return redis.error_reply('WRONGTYPE the key holds a ' .. t .. ', not a lock')
 end
 local holders = {}
-for _, f in ipairs(redis.call('hkeys', KEYS[1])) do
+local kv = redis.call('hgetall', KEYS[1])
+for i = 1, #kv, 2 do
+  local f = kv[i]
   if f ~= 'mode' and string.find(f, ':', 1, true) then
     holders[#holders + 1] = f
   end
