@@ -77,6 +77,15 @@ static int await_listeners(const char *name, long long n)
     return th_numsub(&srv, channel_of(name)) >= n;
 }
 
+/* Waits until nobody listens for requests on name. */
+static int await_listeners_gone(const char *name)
+{
+    int64_t until = th_now_ms() + 5000 * th_slack();
+    while (th_numsub(&srv, channel_of(name)) != 0 && th_now_ms() < until)
+        th_sleep_ms(10);
+    return th_numsub(&srv, channel_of(name)) == 0;
+}
+
 static dlock_lock *handle_as(dlock_client *c, const char *name, char id[DLOCK_OWNER_BUFSIZE])
 {
     assert_int_equal(dlock_client_new_owner_id(c, id, DLOCK_OWNER_BUFSIZE), DLOCK_OK);
@@ -269,8 +278,10 @@ static void test_record_read_on_subscribe(void **state)
     assert_int_equal(ans.listeners, 1);
     assert_true(await_calls(&h2, 1, 2000));
     assert_string_equal(h2.note, "second");
-    /* no handler: nothing more heard, the subscription gone */
+    /* no handler: nothing more heard, the subscription gone (the UNSUBSCRIBE
+     * goes out from the io thread after the call returns) */
     assert_int_equal(dlock_lock_set_revoke_handler(l, NULL, NULL), DLOCK_OK);
+    assert_true(await_listeners_gone(name));
     assert_int_equal(dlock_lock_request_revoke(ask, "third", &ans), DLOCK_OK);
     assert_int_equal(ans.listeners, 0);
     th_sleep_ms(200);

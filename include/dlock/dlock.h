@@ -1150,7 +1150,9 @@ typedef struct dlock_revoke_answer {
     int holders;             /* owners that held the lock and were asked; 0: it was free
                                 (nothing was sent) */
     int listeners;           /* clients that heard it: those with a revoke handler on this
-                                name (the holder's among them when it set one); 0 with
+                                name (the holder's among them when it set one; one whose
+                                handler was removed a moment ago may still be counted: its
+                                unsubscription goes out after that call returns); 0 with
                                 holders > 0: nobody listening, the holder has no handler */
 } dlock_revoke_answer;
 
