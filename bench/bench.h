@@ -59,4 +59,7 @@ void redlock(void);
 /* rwpref_bench.c */
 void writer_first(void);
 
+/* revoke_request_bench.c */
+void revoke_request(void);
+
 #endif

@@ -935,7 +935,7 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     if (argc < 2) {
         fprintf(stderr, "usage: dlock_bench ceiling|uncontended|ping|handoff|idle|many|readers|striped|held|"
-                        "multilock|permits|redlock|latch|latchfloor|asyncmany|asyncidle|revoke|failover|replicated|spin|writerfirst [--url U] ...\n");
+                        "multilock|permits|redlock|latch|latchfloor|asyncmany|asyncidle|revoke|failover|replicated|spin|writerfirst|revokereq [--url U] ...\n");
         return 64;
     }
     O.scenario = argv[1];
@@ -992,6 +992,7 @@ int main(int argc, char **argv)
     else if (!strcmp(O.scenario, "replicated")) replicated();
     else if (!strcmp(O.scenario, "spin")) spin();
     else if (!strcmp(O.scenario, "writerfirst")) writer_first();
+    else if (!strcmp(O.scenario, "revokereq")) revoke_request();
     else {
         fprintf(stderr, "dlock_bench: unknown scenario %s\n", O.scenario);
         return 64;

@@ -6,7 +6,7 @@
 # BENCH_PLACEMENT=split (default): redis-server on CPU 0, every client on CPU 1.
 # BENCH_PLACEMENT=same: everything on CPU 0.
 # BENCH_QUICK=1: short runs (a smoke test of the pipeline, not numbers to quote).
-# BENCH_ONLY="refs uncontended handoff fair idle many readers striped held multilock sem latch async revoke tls cluster failover replicated spin python writerfirst": a subset (default: all).
+# BENCH_ONLY="refs uncontended handoff fair idle many readers striped held multilock sem latch async revoke tls cluster failover replicated spin python writerfirst revokereq": a subset (default: all).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -45,7 +45,7 @@ if [ ! -d "$here/peers/node_modules" ] || [ "$here/peers/package-lock.json" -nt 
 fi
 peers=(node-redisson redlock redis-semaphore)
 
-only=${BENCH_ONLY:-refs uncontended handoff fair idle many readers striped held multilock sem latch async revoke tls cluster failover replicated spin python writerfirst}
+only=${BENCH_ONLY:-refs uncontended handoff fair idle many readers striped held multilock sem latch async revoke tls cluster failover replicated spin python writerfirst revokereq}
 want() { case " $only " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
 # The servers a section starts beside the main one (a cluster, a failover's
@@ -318,8 +318,9 @@ done
 
 fi
 
-if want cluster; then
-echo "12. a cluster of 3 primaries against one server: client CPU per cycle, many names, renewals per node..."
+if want cluster || want revokereq; then
+echo "12. a cluster of 3 primaries against one server: client CPU per cycle, many names, renewals per node;"
+echo "    revoke request -> the holder's handler, one server and the cluster, beside PING..."
 # Three cluster-enabled servers (no replicas: the client's side is measured),
 # all on the Redis CPU as the single server is; stopped by pid.
 extra_begin cluster
@@ -345,7 +346,18 @@ done
 [ "${up:-0}" = 3 ] || { echo "  the cluster did not come up: no cluster section" >&2; cluster_ok=0; }
 cluster_url="redis-cluster://127.0.0.1:${cl_ports[0]},127.0.0.1:${cl_ports[1]},127.0.0.1:${cl_ports[2]}"
 cl_flush() { for p in "${cl_ports[@]}"; do redis-cli -p "$p" flushall >/dev/null; done; }
-if [ "$cluster_ok" = 1 ]; then
+if want revokereq; then
+  # Revocation on request (issue 36.2): request -> callback against PING, in
+  # one run each, on the single server and (when it came up) the cluster.
+  if [ "$quick" = 1 ]; then rq_cycles=500; else rq_cycles=2000; fi
+  for i in $(seq "$runs"); do
+    record pin "$bench" revokereq --url "$url" --cycles "$rq_cycles" --tag -single
+    [ "$cluster_ok" = 1 ] &&
+      record pin "$bench" revokereq --url "$cluster_url" --cycles "$rq_cycles" --tag -cluster
+    flush; [ "$cluster_ok" = 1 ] && cl_flush
+  done
+fi
+if [ "$cluster_ok" = 1 ] && want cluster; then
   for i in $(seq "$runs"); do
     # Each cluster run right after its single-server twin: paired ratios.
     record pin "$bench" uncontended --url "$url" --cycles "$cycles" --tag -single

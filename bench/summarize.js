@@ -595,6 +595,26 @@ if (pick('dlock', 'writerfirst').length) {
     `${ms(r.on_longest_wait_ms)} against ${ms(bound)} (off: ${r.off_never ? '≥ ' : ''}${ms(r.off_longest_wait_ms)})`, r.on_longest_wait_ms);
 }
 
+// 18. Revocation on request (issue 36.2).
+if (pick('dlock', 'revokereq-single').length || pick('dlock', 'revokereq-cluster').length) {
+  say('## 18. Revocation on request: dlock_lock_request_revoke on one client -> the holder\'s revoke handler on another');
+  say();
+  say('| deployment | request → callback p50 | p99 | the request\'s round trip p50 | p99 | PING p50 (the floor) | p99 |');
+  say('|---|---|---|---|---|---|---|');
+  for (const [tag, label] of [['-single', 'one server'], ['-cluster', 'cluster of 3 primaries (SPUBLISH in the lock\'s slot)']]) {
+    const sc = 'revokereq' + tag;
+    if (!pick('dlock', sc).length) continue;
+    say(`| ${label} | ${us(med('dlock', sc, 'callback_p50_us'))} | ${us(med('dlock', sc, 'callback_p99_us'))} |` +
+        ` ${us(med('dlock', sc, 'request_p50_us'))} | ${us(med('dlock', sc, 'request_p99_us'))} |` +
+        ` ${us(med('dlock', sc, 'rtt_p50_us'))} | ${us(med('dlock', sc, 'rtt_p99_us'))} |`);
+  }
+  say();
+  say('From the request\'s call begun to the handler running on the holder\'s io thread, one request at a');
+  say('time; the request is one script (record + publish), the callback one pub/sub delivery after it.');
+  say('PING: a plain round trip from a hiredis connection in the same run.');
+  say();
+}
+
 say('## Targets');
 say();
 say('| target | result | measured |');

@@ -256,6 +256,7 @@ int cmd_status(cli_opts *o, int argc, char **argv);
 int cmd_list(cli_opts *o, int argc, char **argv);
 int cmd_watch(cli_opts *o, int argc, char **argv);
 int cmd_unlock(cli_opts *o, int argc, char **argv);
+int cmd_revoke(cli_opts *o, int argc, char **argv);
 int cmd_fence(cli_opts *o, int argc, char **argv);
 int cmd_elect(cli_opts *o, int argc, char **argv);
 int cmd_leader(cli_opts *o, int argc, char **argv);

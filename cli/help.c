@@ -12,7 +12,7 @@ static const char global_text[] =
     "\n"
     "Commands:\n"
     "  run [-w DUR | -n] [--lease DUR | --max-hold DUR] [--lock-delay DUR] [-E N]\n"
-    "      [--on-lost term|ignore] [-v]\n"
+    "      [--on-lost term|ignore] [--on-revoke term|ignore|CMD] [-v]\n"
     "      [--kill-after DUR] [--kill-orphans] [--lost-exit-code N] NAME... -- CMD...\n"
     "                           run CMD while holding lock NAME (several: all of them;\n"
     "                           --fair/--read/--write/--spin before a NAME: other\n"
@@ -34,6 +34,9 @@ static const char global_text[] =
     "  unlock --force [--permit ID] NAME\n"
     "                           free NAME whoever holds it, whatever kind of lock it is\n"
     "                           (a permit semaphore's permit ID); wake its waiters\n"
+    "  revoke [--note TEXT] NAME\n"
+    "                           ask the holder of lock NAME to let it go (nothing is\n"
+    "                           forced): exit 0 heard, 1 free, 2 nobody listening\n"
     "  latch set NAME N | latch down NAME | latch wait [-w DUR] [--must-exist] NAME\n"
     "                           a count-down latch: set its count, count down, wait for 0\n"
     "  barrier [-w DUR] NAME N -- CMD...\n"
@@ -98,8 +101,9 @@ static const char global_text[] =
     "\n"
     "Exit codes:\n"
     "  0    success (run: CMD's own status; 128+N if CMD died of signal N)\n"
-    "  1    check: something is past a threshold; doctor: warnings\n"
-    "  2    doctor: unsafe (an eviction policy that drops held locks)\n"
+    "  1    check: something is past a threshold; doctor: warnings; revoke: the lock is free\n"
+    "  2    doctor: unsafe (an eviction policy that drops held locks); revoke: held, but\n"
+    "       nobody listens for revoke requests\n"
     "  64   usage error                   65  the key exists and is not a lock\n"
     "  66   --password-file unreadable; latch wait --must-exist: no such latch\n"
     "  69   Redis unreachable\n"
@@ -149,6 +153,15 @@ static const char run_text[] =
     "                           SIGTERM to all of them, SIGKILL --kill-after later, exit\n"
     "                           76 once none is left (term, the default); or warn only\n"
     "                           and exit 76 at the end all the same\n"
+    "  --on-revoke term|ignore|CMD\n"
+    "                           somebody asks for the lock while CMD runs (dlock revoke\n"
+    "                           NAME): SIGTERM to CMD and all it started, SIGKILL\n"
+    "                           --kill-after later, and the lock released normally once\n"
+    "                           none is left; exit: CMD's status (143 when it dies of the\n"
+    "                           SIGTERM), not 76 (term, the default); or warn only\n"
+    "                           (ignore); or run CMD with /bin/sh -c once per request\n"
+    "                           ($DLOCK_NAME, $DLOCK_REVOKE_NOTE: the asker's --note),\n"
+    "                           dlock waiting for it before it exits\n"
     "  --kill-after DUR         between SIGTERM and SIGKILL (default 10s; 0: at once)\n"
     "  --kill-orphans           end what CMD leaves running when it exits (SIGTERM, then\n"
     "                           SIGKILL) instead of holding the lock until it ends\n"
@@ -371,6 +384,24 @@ static const char latch_text[] =
     "NAME may also be given as --name NAME, or after --. And the global options\n"
     "(dlock --help).\n";
 
+static const char revoke_text[] =
+    "usage: dlock revoke [--note TEXT] NAME\n"
+    "\n"
+    "Asks the holder of lock NAME (any kind: lock, fair, read or write) to let it go.\n"
+    "Nothing is forced: a holder that listens decides (a dlock run: its --on-revoke,\n"
+    "SIGTERM to its command by default; a program: its revoke handler,\n"
+    "dlock_lock_set_revoke_handler). The request is dlock's own: Redisson holders\n"
+    "never hear it. It does not wait for the lock to be let go.\n"
+    "\n"
+    "  --note TEXT              passed to the holder ($DLOCK_REVOKE_NOTE of an\n"
+    "                           --on-revoke command), at most 4096 bytes\n"
+    "  --name NAME              a lock's name, even one that begins with '-'\n"
+    "\n"
+    "Exit status: 0 held, and a holder's client heard the request; 1 the lock is\n"
+    "free (nobody to ask); 2 held, but nobody listens (a holder without a handler);\n"
+    "65 the key is not a lock; 69, 77, 78, 80 as every command.\n"
+    "  and the global options (dlock --help).\n";
+
 static const char barrier_text[] =
     "usage: dlock barrier [-w DUR] [--keep-env-secrets] NAME N -- CMD [ARG...]\n"
     "\n"
@@ -481,7 +512,7 @@ int cli_help(FILE *f, const char *cmd)
     } texts[] = {{"run", run_text},     {"status", status_text}, {"list", list_text},
                  {"watch", watch_text}, {"unlock", unlock_text}, {"help", help_text},
                  {"fence", fence_text}, {"elect", elect_text}, {"leader", leader_text},
-                 {"check", check_text}, {"barrier", barrier_text}, {"exporter", exporter_text}, {"doctor", doctor_text},
+                 {"check", check_text}, {"barrier", barrier_text}, {"revoke", revoke_text}, {"exporter", exporter_text}, {"doctor", doctor_text},
                  {"latch", latch_text}, {"latch set", LATCH_SET_TEXT "  and the global options (dlock --help).\n"},
                  {"latch down", LATCH_DOWN_TEXT "  and the global options (dlock --help).\n"},
                  {"latch wait", LATCH_WAIT_TEXT "  and the global options (dlock --help).\n"}};

@@ -41,7 +41,7 @@ void cli_usage_error(const cli_opts *o, const char *cmd, const char *fmt, ...)
     if (cmd)
         fprintf(stderr, "(dlock %s --help for its usage)\n", cmd);
     else
-        fputs("usage: dlock [OPTIONS] run|status|list|watch|unlock|latch|barrier|fence|elect|leader|"
+        fputs("usage: dlock [OPTIONS] run|status|list|watch|unlock|revoke|latch|barrier|fence|elect|leader|"
               "check|exporter|doctor|help ... (dlock --help for more)\n", stderr);
 }
 
@@ -734,7 +734,7 @@ static int run_main(cli_opts *o, int argc, char **argv)
                 {"watch", cmd_watch},   {"unlock", cmd_unlock}, {"latch", cmd_latch},
                 {"fence", cmd_fence},   {"elect", cmd_elect},   {"leader", cmd_leader},
                 {"check", cmd_check},   {"exporter", cmd_exporter}, {"doctor", cmd_doctor},
-                {"barrier", cmd_barrier}};
+                {"barrier", cmd_barrier}, {"revoke", cmd_revoke}};
     for (size_t k = 0; k < sizeof(cmds) / sizeof(cmds[0]); k++) {
         if (strcmp(cmd, cmds[k].name) != 0)
             continue;

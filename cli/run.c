@@ -465,6 +465,10 @@ static int run_locked(cli_opts *o, const run_args *ra, guard *g, int sfd)
     code = ra->semaphore ? 0 : run_choose_owner(o, c, ra, owner, sizeof(owner), &reentry);
     if (code == 0)
         code = target_open(o, c, ra, owner, &tg);
+    /* Revoke requests are heard for the run's locks (a semaphore's permit and
+     * an election's leadership have none). */
+    if (code == 0 && !ra->semaphore && !ra->elect)
+        code = run_revoke_listen(o, tg.l, tg.n);
     uint64_t token = 0;
     if (code == 0 && reentry && ra->verbose) {
         char nm[200];
@@ -492,7 +496,7 @@ static int run_locked(cli_opts *o, const run_args *ra, guard *g, int sfd)
     /* A --lease is renewed by nobody: the lock is gone when its TTL runs out
      * (the first of them to go, for several). Counting the TTL read just now
      * from before the read errs early. */
-    run_hold hold = {c, sfd, lost_pipe[0], -1, 0};
+    run_hold hold = {c, sfd, lost_pipe[0], -1, 0, run_revoke_fd()};
     if (ra->lease_ms != DLOCK_WATCHDOG) {
         int64_t before = mono_ms(), ttl = target_ttl(&tg);
         hold.lease_deadline = before + (ttl >= 0 ? ttl : 0);

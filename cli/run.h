@@ -7,6 +7,9 @@
 
 #include "cli.h"
 
+/* --on-revoke: SIGTERM to CMD's tree (the default), nothing, or a command. */
+enum { RUN_REVOKE_TERM = 0, RUN_REVOKE_IGNORE, RUN_REVOKE_CMD };
+
 /* What kind of lock a name of a run is. */
 typedef enum run_kind { RUN_LOCK = 0, RUN_FAIR, RUN_READ, RUN_WRITE, RUN_SPIN } run_kind;
 
@@ -22,6 +25,8 @@ typedef struct run_args {
     int lock_delay_given;  /* --lock-delay was given (0 included) */
     int conflict_code;
     int on_lost_term;
+    int on_revoke;         /* a revoke request while CMD runs: RUN_REVOKE_* */
+    const char *on_revoke_cmd;   /* RUN_REVOKE_CMD: the shell command */
     int lost_code;         /* exit code when the hold was lost (76), -1: CMD's status */
     int64_t kill_after_ms; /* --kill-after: SIGTERM, then SIGKILL this much later */
     int kill_orphans;      /* --kill-orphans: end what CMD leaves running */
@@ -116,6 +121,7 @@ typedef struct run_hold {
     int lost_fd;             /* the lost callback's pipe: a byte per loss, the reason */
     int64_t lease_deadline;  /* monotonic ms when a --lease runs out, -1: watchdog */
     uint64_t reconnects;     /* the client's reconnects when the hold began */
+    int revoke_fd;           /* a byte per revoke request heard (run_revoke.c), or -1 */
 } run_hold;
 
 /* Waits until CMD and everything it started are gone, passing signals on and
@@ -142,6 +148,20 @@ int run_parse_args(cli_opts *o, int argc, char **argv, run_args *ra);
 int run_choose_owner(const cli_opts *o, dlock_client *c, const run_args *ra, char *owner,
                      size_t size, int *reentry);
 char *run_owners_var(const char *owner);
+
+/* --------------------------------------------------------- run_revoke.c */
+
+/* Sets the revoke handler of the run's n lock handles: each request heard
+ * writes a byte to run_revoke_fd(). 0, or an exit code (message printed). */
+int run_revoke_listen(const cli_opts *o, dlock_lock *const *l, int n);
+int run_revoke_fd(void);
+/* The requests heard since the last call (the pipe drained). */
+int run_revoke_take(void);
+/* --on-revoke CMD: /bin/sh -c CMD with DLOCK_NAME and DLOCK_REVOKE_NOTE (the
+ * request's note), not waited for. */
+void run_revoke_spawn(const cli_opts *o, const run_args *ra);
+/* Reaps the --on-revoke commands that ended (block: waits for them all). */
+void run_revoke_reap(int block);
 
 /* ----------------------------------------------------------- run_note.c */
 

@@ -188,6 +188,21 @@ int run_parse_args(cli_opts *o, int argc, char **argv, run_args *ra)
                 cli_usage_error(o, "run", "--on-lost '%s': use term or ignore", val);
                 return -1;
             }
+        } else if ((r = cli_opt_value(o, "run", argc, argv, &i, "--on-revoke", NULL, &val)) !=
+                   0) {
+            if (r < 0)
+                return -1;
+            if (strcmp(val, "term") == 0) {
+                ra->on_revoke = RUN_REVOKE_TERM;
+            } else if (strcmp(val, "ignore") == 0) {
+                ra->on_revoke = RUN_REVOKE_IGNORE;
+            } else if (val[0]) {
+                ra->on_revoke = RUN_REVOKE_CMD;
+                ra->on_revoke_cmd = val;
+            } else {
+                cli_usage_error(o, "run", "--on-revoke '': use term, ignore or a command");
+                return -1;
+            }
         } else if (strcmp(a, "--fair") == 0 || strcmp(a, "--read") == 0 ||
                    strcmp(a, "--write") == 0 || strcmp(a, "--spin") == 0) {
             /* The kind of the next NAME. */

@@ -133,6 +133,7 @@ typedef struct sup {
     run_hold *h;
     char nm[200], c0[200], grace[32], tree[240];
     int status, cmd_done, all_gone, lost;
+    int revoked;       /* --on-revoke term: the tree was told to end */
     int64_t kill_at;   /* SIGKILL to the whole tree then; -1: not due */
 } sup;
 
@@ -185,6 +186,30 @@ static void on_lost(sup *s, int reason)
     } else {
         cli_err(s->o, "warning: %s '%s' lost while '%s' ran (%s); carrying on (--on-lost "
                       "ignore)", s->ra->noun, s->nm, s->c0, why);
+    }
+}
+
+/* n revoke requests heard (run_revoke.c): --on-revoke's answer. The lock
+ * stays the run's: released as usual once the tree is gone. */
+static void on_revoke(sup *s, int n)
+{
+    const run_args *ra = s->ra;
+    if (ra->on_revoke == RUN_REVOKE_IGNORE) {
+        cli_err(s->o, "warning: revoke requested for %s '%s' while '%s' ran; carrying on "
+                      "(--on-revoke ignore)", ra->noun, s->nm, s->c0);
+    } else if (ra->on_revoke == RUN_REVOKE_CMD) {
+        if (ra->verbose)
+            cli_err(s->o, "revoke requested for %s '%s': running the --on-revoke command",
+                    ra->noun, s->nm);
+        for (int i = 0; i < n; i++)
+            run_revoke_spawn(s->o, ra);
+    } else if (!s->revoked && !s->lost) {
+        /* As for a lost lock (on_lost), but nothing was lost. */
+        s->revoked = 1;
+        cli_err(s->o, "revoke requested for %s '%s' while '%s' ran: SIGTERM to %s, SIGKILL "
+                      "after %s; released once they are gone", ra->noun, s->nm, s->c0,
+                tree_words(s), s->grace);
+        end_tree(s, 'S', SIGTERM);
     }
 }
 
@@ -251,10 +276,10 @@ int supervise(const cli_opts *o, const run_args *ra, guard *g, run_hold *h, int 
             timeout = lease_deadline - now;
         if (lost_now || timeout < 0)
             timeout = 0;
-        struct pollfd p[3] = {{h->sfd, POLLIN, 0}, {h->lost_fd, POLLIN, 0},
-                              {guard_fd(g), POLLIN, 0}};
+        struct pollfd p[4] = {{h->sfd, POLLIN, 0}, {h->lost_fd, POLLIN, 0},
+                              {guard_fd(g), POLLIN, 0}, {h->revoke_fd, POLLIN, 0}};
         int64_t t0 = boot_ms();
-        int n = poll(p, 3, (int)timeout);
+        int n = poll(p, 4, (int)timeout);
         int64_t over = boot_ms() - t0 - timeout;
         if (over >= 200) {
             pause_ms = over;
@@ -282,7 +307,12 @@ int supervise(const cli_opts *o, const run_args *ra, guard *g, run_hold *h, int 
         }
         if (lost_now && !s.lost)
             on_lost(&s, lost_now);
+        int asked = n > 0 && p[3].revents ? run_revoke_take() : 0;
+        if (asked)
+            on_revoke(&s, asked);
+        run_revoke_reap(0);
     }
+    run_revoke_reap(1);   /* the --on-revoke commands still running */
     *lost = s.lost;
     return s.status;
 }

@@ -124,6 +124,13 @@ DLOCK_API int dlock_lock_release_async(dlock_lock *l, dlock_async_fn fn, void *u
  * whether it was held. Not resent after a lost reply. Any thread. */
 DLOCK_API int dlock_lock_force_release_async(dlock_lock *l, dlock_async_fn fn, void *ud);
 
+/* dlock_lock_request_revoke() asynchronously: dlock_async_flag() is 1 when
+ * the lock was held (holders were asked), dlock_async_count() the
+ * listeners that heard it. Any handle (a thread-owner one too: the request
+ * acts for no owner). Not resent after a lost reply. Any thread. */
+DLOCK_API int dlock_lock_request_revoke_async(dlock_lock *l, const char *note, dlock_async_fn fn,
+                                              void *ud);
+
 /* The lock queries asynchronously (same rules: an explicit-owner handle):
  * is locked (flag), is held by the handle's owner (flag), its hold count
  * (count), the key's TTL in ms (count: -1 no expiry, -2 no key). Any thread. */

@@ -1103,6 +1103,77 @@ DLOCK_API const char *dlock_lock_name(const dlock_lock *l);
  * client's). NULL fn falls back to the client's. Any thread. */
 DLOCK_API void dlock_lock_set_lost_callback(dlock_lock *l, dlock_lost_fn fn, void *ud);
 
+/* ------------------------------------------------------ revoke requests */
+
+/* Revocation on request (Curator's revocable lock): a waiter or an operator
+ * asks the holders of a lock to let it go; a holder whose handle has a
+ * revoke handler hears it and decides: it may release when it is safe, or
+ * refuse by doing nothing. Nothing is forced, and the lock is not changed by
+ * a request. dlock's own wire (docs/wire-format.md): a short-lived record
+ * dlock_revoke_request:{name} and a message on the channel
+ * dlock_revoke_request__channel:{name}; Redisson clients ignore both, and
+ * a Redisson holder never hears a request. Not to be confused with
+ * dlock_config_set_revocation (loss detection by client tracking). */
+
+/* A request heard by a holder: `name` the lock, `owner` the holder's owner
+ * id (the thread's "<uuid>:<n>" or the handle's explicit owner, as the lost
+ * callback names it), `note` the asker's note ("" when none). All valid
+ * during the call only. Called on the client's io thread (a client on the
+ * program's loop, dlock_config_set_uv_loop: on that loop's thread), once per
+ * request and per hold of the handle's owner (a thread handle: each of the
+ * client's threads that holds the lock through any handle). The same rules
+ * as the lost callback: return quickly (wake-ups and renewals wait); it may
+ * call dlock functions of its client that do not wait: a release of an
+ * explicit-owner handle (the thread that took a thread-owner hold is not
+ * the io thread: tell that thread instead), a try with wait 0, queries, the
+ * asynchronous calls, dlock_lock_set_revoke_handler; a call that would wait
+ * returns DLOCK_EINVAL there, and dlock_client_close() must not be called. */
+typedef void (*dlock_revoke_fn)(const char *name, const char *owner, const char *note,
+                                void *ud);
+
+/* Sets the revoke handler of this handle (NULL fn: none). While a handler
+ * is set the handle listens for requests on its lock's name (one pub/sub
+ * subscription per name and client, in the lock's slot on a cluster): a
+ * request reaches it when it holds the lock (the request names the holders;
+ * the handler runs for those of this handle's owner). A request published
+ * while the subscription was down (being set up, a reconnect, a failover)
+ * is read from its record when the subscription comes up, if made in the 10
+ * s before. Handles without a handler cost nothing. Once this returns with
+ * a NULL fn (or the handle is freed) the old handler is not running and
+ * will not be called, except when called from inside that handler, which
+ * then ends first. Any thread. DLOCK_OK, DLOCK_EINVAL (NULL handle),
+ * DLOCK_ECLOSED, DLOCK_ENOMEM. */
+DLOCK_API int dlock_lock_set_revoke_handler(dlock_lock *l, dlock_revoke_fn fn, void *ud);
+
+/* What a revoke request found. */
+typedef struct dlock_revoke_answer {
+    int holders;             /* owners that held the lock and were asked; 0: it was free
+                                (nothing was sent) */
+    int listeners;           /* clients that heard it: those with a revoke handler on this
+                                name (the holder's among them when it set one; one whose
+                                handler was removed a moment ago may still be counted: its
+                                unsubscription goes out after that call returns); 0 with
+                                holders > 0: nobody listening, the holder has no handler */
+} dlock_revoke_answer;
+
+/* The longest note of a revoke request, in bytes. */
+#define DLOCK_REVOKE_NOTE_MAX 4096
+
+/* Asks the holders of l's lock (any owner: the handle's own is not
+ * special) to let it go, with an optional `note` (NULL or "": none; at most
+ * DLOCK_REVOKE_NOTE_MAX bytes) passed to their handlers. One round trip; it
+ * does not wait for an answer from the holder: wait for the lock as usual
+ * (dlock_lock_try, or the asynchronous acquire) to see it let go. *out
+ * (may be NULL) tells whether it was held and whether anyone heard.
+ * DLOCK_OK when the request was made (whatever it found), DLOCK_EINVAL
+ * (NULL handle, a note too long), DLOCK_EWRONGTYPE (the key is not a
+ * lock), connection errors. Not resent after a lost reply (DLOCK_EUNKNOWN):
+ * a holder may have heard it. Any thread (not a waiting call: allowed in
+ * callbacks). Works on every lock type whose key is a lock hash: reentrant,
+ * fair, read and write locks. */
+DLOCK_API int dlock_lock_request_revoke(dlock_lock *l, const char *note,
+                                        dlock_revoke_answer *out);
+
 /* The hold limit of watchdog holds taken through this handle from now on (see
  * dlock_config_set_max_hold): ms > 0 a limit of its own, 0 the client's (the
  * default), DLOCK_MAX_HOLD_NONE no limit even if the client has one. The

@@ -679,6 +679,38 @@ class basic_mutex
         detail::check(dlock_lock_adopt(get(), lease_ms_, &n));
         return n;
     }
+    /* Revocation on request (dlock_lock_set_revoke_handler): fn(name,
+     * owner, note) runs on dlock's io thread, once per request that asks a
+     * hold of this handle's owner to let go; it should return quickly and
+     * may unlock an explicit-owner handle, or tell the thread that holds.
+     * An exception it throws is dropped. An empty fn: none. Setting one
+     * replaces the last (which is not running once this returns). */
+    using revoke_handler =
+        std::function<void(const std::string &name, const std::string &owner, const std::string &note)>;
+    void on_revoke(revoke_handler fn) {
+        detail::check(dlock_lock_set_revoke_handler(get(), nullptr, nullptr));
+        revoke_fn_.reset();
+        if (!fn)
+            return;
+        revoke_fn_ = std::make_unique<revoke_handler>(std::move(fn));
+        detail::check(dlock_lock_set_revoke_handler(get(), &revoke_trampoline, revoke_fn_.get()));
+    }
+    /* Asks the holders to let it go (dlock_lock_request_revoke): holders 0
+     * when it was free; listeners 0 with holders > 0: nobody listening. */
+    dlock_revoke_answer request_revoke(const std::string &note = {}) {
+        dlock_revoke_answer a{0, 0};
+        detail::check(dlock_lock_request_revoke(get(), note.c_str(), &a));
+        return a;
+    }
+    /* The same asynchronously: fn(const dlock::async_result &) with flag =
+     * held, count = listeners. Any handle; the note is copied. */
+    template <class F>
+    void request_revoke_async(const std::string &note, F &&fn) {
+        detail::start_async(std::forward<F>(fn), nullptr, [&](dlock_async_fn cb, void *ud) {
+            return dlock_lock_request_revoke_async(get(), note.c_str(), cb, ud);
+        });
+    }
+
     /* Whether any owner holds it; whether this handle's owner does; its
      * hold count; the lock's TTL (-2 absent, -1 none). */
     bool is_locked() const { return flag(&dlock_lock_is_locked); }
@@ -708,6 +740,14 @@ class basic_mutex
   protected:
     using handle_t = detail::handle<dlock_lock, &dlock_lock_free>;
     basic_mutex() = default;
+    basic_mutex(basic_mutex &&) noexcept = default;
+    // The handle first: its free stops the revoke handler before it goes.
+    basic_mutex &operator=(basic_mutex &&o) noexcept {
+        h_ = std::move(o.h_);
+        revoke_fn_ = std::move(o.revoke_fn_);
+        lease_ms_ = o.lease_ms_;
+        return *this;
+    }
     basic_mutex(handle_t h, std::chrono::milliseconds lease) : h_(std::move(h)), lease_ms_(lease.count()) {
         if (lease_ms_ < 0)
             throw error(DLOCK_EINVAL, "lease: negative (dlock::watchdog or a positive lease)");
@@ -730,6 +770,16 @@ class basic_mutex
         return v != 0;
     }
 
+    static void revoke_trampoline(const char *name, const char *owner, const char *note,
+                                  void *ud) noexcept {
+        try {
+            (*static_cast<revoke_handler *>(ud))(name, owner, note);
+        } catch (...) {
+        }
+    }
+
+    // Before h_: the handle (whose free stops the handler) goes first.
+    std::unique_ptr<revoke_handler> revoke_fn_;
     handle_t h_;
     int64_t lease_ms_ = detail::watchdog_ms;
 };

@@ -107,6 +107,10 @@ typedef struct dlock__waiter {
     const char *watch;       /* the key it watches (dlock__waiter_watch), or NULL: the
                                 caller's, alive while it is joined */
     size_t wlen;
+    /* A listener's (dlock__waiter_listen): each message of its channel, handed
+     * over on the io thread under the table's mutex before the wake-up; it
+     * must only copy it and post a job. NULL for a waiter. */
+    void (*on_msg)(const char *msg, size_t len, void *arg);
 } dlock__waiter;
 
 /* Wait outcomes. */
@@ -138,6 +142,14 @@ int dlock__waiter_join(dlock__pubsub *ps, dlock__waiter *w, const char *channel,
 int dlock__waiter_join_async(dlock__pubsub *ps, dlock__waiter *w, const char *channel,
                              size_t len, dlock__wake_policy wake, int64_t need, int settle,
                              dlock_cancel *cancel, void (*notify)(void *arg), void *arg);
+/* As dlock__waiter_join_async (no cancel token, every message wakes it), for a
+ * listener that reads what is published rather than waits: on_msg(msg, len,
+ * arg) gets each message of the channel (see dlock__waiter); notify(arg) as
+ * an asynchronous waiter's (the subscription confirmed, dropped, a message
+ * came). It stays joined until dlock__waiter_leave. */
+int dlock__waiter_listen(dlock__pubsub *ps, dlock__waiter *w, const char *channel, size_t len,
+                         void (*on_msg)(const char *msg, size_t len, void *arg),
+                         void (*notify)(void *arg), void *arg);
 /* What an asynchronous waiter has to act on now: DLOCK_ECLOSED,
  * DLOCK_ECANCELED, DLOCK__WAKE_DONE or DLOCK__WAKE_MESSAGE (the wake-up is
  * consumed), or 0 (nothing). *ready = 1 once the channel's subscription is

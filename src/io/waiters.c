@@ -143,6 +143,14 @@ void dlock__ps_deliver(dlock__pubsub *ps, const char *chr, size_t clen, const re
     dlock__waiter *one = NULL;
     if (ch) {
         ch->msg_ms = dlock__now_ms();
+        if (msg->type == REDIS_REPLY_STRING) {
+            dlock__list *it;
+            DLOCK__LIST_FOREACH(it, &ch->waiters) {
+                dlock__waiter *w = DLOCK__CONTAINER_OF(it, dlock__waiter, link);
+                if (w->on_msg)
+                    w->on_msg(msg->str, msg->len, w->notify_arg);
+            }
+        }
         int n = msg->type == REDIS_REPLY_STRING ? ch->wake(msg->str, msg->len) : DLOCK__WAKE_ALL;
         if (n == 1) {
             one = pick_one(ch, 1);
@@ -310,11 +318,13 @@ static int enter(dlock__pubsub *ps, dlock__waiter *w, const char *channel, size_
     return DLOCK_OK;
 }
 
-int dlock__waiter_join_async(dlock__pubsub *ps, dlock__waiter *w, const char *channel,
-                             size_t len, dlock__wake_policy wake, int64_t need, int settle,
-                             dlock_cancel *cancel, void (*notify)(void *arg), void *arg)
+static int join_async(dlock__pubsub *ps, dlock__waiter *w, const char *channel, size_t len,
+                      dlock__wake_policy wake, int64_t need, int settle, dlock_cancel *cancel,
+                      void (*on_msg)(const char *msg, size_t len, void *arg),
+                      void (*notify)(void *arg), void *arg)
 {
     memset(w, 0, sizeof(*w));
+    w->on_msg = on_msg;
     w->need = need > 1 ? need : 1;
     w->settle = settle;
     w->notify = notify;
@@ -329,6 +339,20 @@ int dlock__waiter_join_async(dlock__pubsub *ps, dlock__waiter *w, const char *ch
         return dlock__fail(rc, rc == DLOCK_ECLOSED ? "client is closing" : "out of memory");
     }
     return DLOCK_OK;
+}
+
+int dlock__waiter_join_async(dlock__pubsub *ps, dlock__waiter *w, const char *channel,
+                             size_t len, dlock__wake_policy wake, int64_t need, int settle,
+                             dlock_cancel *cancel, void (*notify)(void *arg), void *arg)
+{
+    return join_async(ps, w, channel, len, wake, need, settle, cancel, NULL, notify, arg);
+}
+
+int dlock__waiter_listen(dlock__pubsub *ps, dlock__waiter *w, const char *channel, size_t len,
+                         void (*on_msg)(const char *msg, size_t len, void *arg),
+                         void (*notify)(void *arg), void *arg)
+{
+    return join_async(ps, w, channel, len, NULL, 1, 0, NULL, on_msg, notify, arg);
 }
 
 int dlock__waiter_poll(dlock__pubsub *ps, dlock__waiter *w, int *ready)

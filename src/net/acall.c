@@ -523,7 +523,10 @@ int dlock__acall_send(dlock__acall *x, const dlock__req *req, dlock__acall_fn fn
     a->x = x;
     a->fn = fn;
     a->ud = ud;
-    a->script = req->script;
+    /* The sharded variant (SPUBLISH) on a cluster with sharded pub/sub, as
+     * dlock__router_call sends: its waiters SSUBSCRIBE, and a PUBLISH would
+     * not reach them. */
+    a->script = dlock__router_script(x->router, req->script);
     a->flags = req->flags;
     a->latch_ms = req->latch_ms;
     a->argc = argc;
@@ -533,7 +536,7 @@ int dlock__acall_send(dlock__acall *x, const dlock__req *req, dlock__acall_fn fn
     if (pre) {
         a->av[0] = "EVALSHA";
         a->lens[0] = 7;
-        a->av[1] = dlock__scripts[req->script].sha;
+        a->av[1] = dlock__scripts[a->script].sha;
         a->lens[1] = 40;
         a->lens[2] = dlock__fmt_i64(p, req->nkeys);
         a->av[2] = p;

@@ -75,8 +75,10 @@ static void client_free(dlock_client *c)
     dlock__router_free(c->router);
     dlock__netctx_clear(&c->net);
     dlock__config_clear(&c->cfg);
-    if (c->holds_ready)
+    if (c->holds_ready) {
         dlock__holds_clear(&c->holds);
+        pthread_mutex_destroy(&c->rq_mu);
+    }
     free(c);
 }
 
@@ -130,6 +132,8 @@ int dlock_client_open(dlock_client **out, const dlock_config *cfg)
     dlock__stats_init(&c->stats);
     if ((rc = dlock__holds_init(&c->holds)) != DLOCK_OK)
         goto fail;
+    pthread_mutex_init(&c->rq_mu, NULL);
+    dlock__list_init(&c->rq_list);
     c->holds_ready = 1;
     if ((rc = dlock__netctx_init(&c->net, &c->cfg, &c->stats)) != DLOCK_OK)
         goto fail;
@@ -167,6 +171,7 @@ void dlock_client_close(dlock_client *c)
 {
     if (!c)
         return;
+    dlock__rq_close_all(c);              /* revoke request listeners unsubscribe */
     dlock__pubsub_shutdown(c->pubsub);   /* waits end with DLOCK_ECLOSED */
     dlock__loop_stop(c->loop);           /* every module closes its handles; thread joined */
     client_free(c);

@@ -87,6 +87,7 @@ void dlock_lock_free(dlock_lock *l)
 {
     if (!l)
         return;
+    dlock__lock_rq_free(l);
     l->h.channel = NULL;   /* in names */
     free(l->names);
     free(l->owner);

@@ -12,6 +12,7 @@
 #include "sync/sync.h"
 
 typedef struct dlock__lock_type dlock__lock_type;
+typedef struct dlock__rq_listener dlock__rq_listener;
 
 #define DLOCK__LOCK_KEYS 4   /* a type's own keys beyond the name, token and latch */
 #define DLOCK__K_DELAY 2     /* key[]: the lock-delay marker (every lock type) */
@@ -49,6 +50,8 @@ struct dlock_lock {
                                 by each attempt */
     atomic_int attempted;    /* an acquisition was attempted through it */
     char delay_arg[24];      /* lock_delay in decimal: the renewal's argument */
+    dlock__rq_listener *rq;  /* under mu: the revoke handler's subscription, or NULL
+                                (revoke_request.c) */
 };
 
 /* The owner a call acts for, and what the type derives from it. */
@@ -269,6 +272,9 @@ int dlock__lock_new(dlock_client *c, const dlock__lock_type *type, const char *n
 /* The hold limit a watchdog hold through l gets now (the handle's, else
  * the client's), ms; 0: none. */
 int64_t dlock__lock_hold_limit(dlock_lock *l);
+
+/* dlock_lock_free's: the revoke handler's subscription stopped, if any. */
+void dlock__lock_rq_free(dlock_lock *l);
 
 /* dlock_lock_release_async with the caller's completion (a multi-lock
  * giving back what a round whose outcome it never read took). */

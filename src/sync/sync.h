@@ -52,8 +52,14 @@ struct dlock_client {
     char evict_policy[48];             /* maxmemory-policy read at open, or "" */
     int evict_risky;                   /* it may evict keys with a TTL */
     dlock__holds holds;                /* the lock family's per-owner record */
-    int holds_ready;                   /* holds initialised */
+    int holds_ready;                   /* holds initialised (and rq_mu) */
+    pthread_mutex_t rq_mu;             /* guards rq_list */
+    dlock__list rq_list;               /* the revoke request listeners (revoke_request.c) */
 };
+
+/* Stops every revoke request listener of the client, before its loop stops
+ * (revoke_request.c): their handles may be freed after the close. */
+void dlock__rq_close_all(dlock_client *c);
 
 /* Before the loop runs. */
 int dlock__async_new(dlock__async **out, dlock__loop *lp);

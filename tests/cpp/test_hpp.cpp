@@ -379,6 +379,42 @@ void test_handover(dlock::client &a, dlock::client &b) {
     CHECK(threw);
 }
 
+// Revocation on request: b's holder hears a's request (name, owner, note)
+// and lets go in its handler; a's waiter gets in; the async request answers
+// free once it has.
+void test_revoke_request(dlock::client &a, dlock::client &b) {
+    std::string n = name("revoke"), id = b.new_owner_id();
+    dlock::mutex holder(b, n, dlock::owner{id});
+    std::promise<std::string> heard;
+    holder.on_revoke([&](const std::string &nm, const std::string &owner, const std::string &note) {
+        holder.unlock();
+        heard.set_value(nm + "|" + owner + "|" + note);
+    });
+    holder.lock();
+    dlock::mutex asker(a, n);
+    auto f = heard.get_future();
+    dlock_revoke_answer first = asker.request_revoke("please");
+    CHECK(first.holders == 1);
+    // Asked again until heard: by a message once its subscription is made,
+    // or from the record when the subscription comes up.
+    for (int i = 0; i < 500 * slack; i++) {
+        if (f.wait_for(std::chrono::milliseconds(10)) == std::future_status::ready)
+            break;
+        dlock_revoke_answer again = asker.request_revoke("please");
+        if (again.holders == 0 || again.listeners > 0)
+            break;
+    }
+    CHECK(f.wait_for(std::chrono::seconds(2 * slack)) == std::future_status::ready);
+    CHECK(f.get() == n + "|" + id + "|please");
+    CHECK(asker.try_lock_for(std::chrono::seconds(2 * slack)));
+    asker.unlock();
+    holder.on_revoke(nullptr);
+    std::promise<dlock::async_result> done;
+    asker.request_revoke_async("", [&](const dlock::async_result &r) { done.set_value(r); });
+    dlock::async_result r = done.get_future().get();
+    CHECK(r && !r.flag && r.count == 0);
+}
+
 // The errors: thrown with the status and the message, or as an error_code.
 void test_errors(dlock::client &a) {
     dlock::mutex m(a, name("err"));
@@ -1101,6 +1137,7 @@ int main(int argc, char **argv) {
         test_lock_misc(a);
         test_owner(a);
         test_handover(a, b);
+        test_revoke_request(a, b);
         test_errors(a);
         test_semaphore(a, b);
         test_shared(a, b);
