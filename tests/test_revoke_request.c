@@ -406,6 +406,34 @@ static void test_bad_input(void **state)
     dlock_lock_free(l);
 }
 
+/* Many names at once: their subscriptions go out together, and on a
+ * cluster several of them land on one node in different slots (a sharded
+ * SSUBSCRIBE of two slots is refused with CROSSSLOT: before the fix a
+ * batch of them never subscribed, and its handlers never heard a thing). */
+static void test_many_names_listen(void **state)
+{
+    (void)state;
+    enum { N = 12 };
+    dlock_client *c = th_client(&srv, 0);
+    char names[N][128];
+    dlock_lock *l[N];
+    heard h = HEARD_INIT;
+    for (int i = 0; i < N; i++) {
+        char base[32];
+        snprintf(base, sizeof(base), "rq-many-%d", i);
+        th_name(names[i], sizeof(names[i]), base);
+        assert_int_equal(dlock_lock_get(c, names[i], &l[i]), DLOCK_OK);
+    }
+    for (int i = 0; i < N; i++)   /* back to back: one sync sends them */
+        assert_int_equal(dlock_lock_set_revoke_handler(l[i], on_revoke, &h), DLOCK_OK);
+    for (int i = 0; i < N; i++)
+        if (!await_listeners(names[i], 1))
+            fail_msg("nobody listens for requests on %s", names[i]);
+    for (int i = 0; i < N; i++)
+        dlock_lock_free(l[i]);
+    dlock_client_close(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -417,6 +445,7 @@ int main(void)
         cmocka_unit_test(test_async_request),
         cmocka_unit_test(test_close_with_handler),
         cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_many_names_listen),
     };
     return cmocka_run_group_tests(tests, th_setup, th_teardown);
 }

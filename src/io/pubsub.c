@@ -586,8 +586,50 @@ static void watch_start(dlock__pubsub *ps)
 
 void dlock__pubsub_use_acall(dlock__pubsub *ps, dlock__acall *x) { ps->acall = x; }
 
+/* Sends (un)subscription command `cmd` for names[1..n-1] (names[0] is the
+ * command's place) on pc: one command for them all; sharded, one per slot
+ * (SSUBSCRIBE and SUNSUBSCRIBE refuse channels of two slots with CROSSSLOT,
+ * and one node serves many slots: waiters on two names of one node would
+ * otherwise have polled, and a revoke listener never have heard). The
+ * commands of one write go together (the connection is corked). */
+static void send_subs(dlock__psconn *pc, int subscribe, const char *cmd, const char **names,
+                      size_t *lens, size_t n, int sharded)
+{
+    if (n <= 1)
+        return;
+    size_t from = 1;
+    while (from < n) {
+        size_t to = n;
+        if (sharded) {   /* the names of from's slot first, then send them */
+            const int slot = dlock__key_slot(names[from], lens[from]);
+            to = from + 1;
+            for (size_t j = to; j < n; j++)
+                if (dlock__key_slot(names[j], lens[j]) == slot) {
+                    const char *nm = names[j];
+                    size_t ln = lens[j];
+                    names[j] = names[to];
+                    lens[j] = lens[to];
+                    names[to] = nm;
+                    lens[to] = ln;
+                    to++;
+                }
+        }
+        const char *keep = names[from - 1];
+        size_t keep_len = lens[from - 1];
+        names[from - 1] = cmd;
+        lens[from - 1] = strlen(cmd);
+        sub_cmd *sc = new_sub_cmd(pc, subscribe, names + from, (int)(to - from));
+        if (!sc || dlock__aconn_send(pc->ac, (int)(to - from + 1), names + from - 1,
+                                     lens + from - 1, (int)(to - from), on_sub_reply, sc) != 0)
+            free(sc);   /* not sent: the channels stay (UN)SUBSCRIBING until on_sub_down */
+        names[from - 1] = keep;
+        lens[from - 1] = keep_len;
+        from = to;
+    }
+}
+
 /* Sends the SUBSCRIBE/UNSUBSCRIBE that dirty channels need, one command per
- * connection each, then the barrier PINGs wanted. A channel whose node's
+ * connection each (sharded: per slot), then the barrier PINGs wanted. A channel whose node's
  * connection is not ready yet waits for it (its on_sub_ready syncs again). */
 static void sync_channels(dlock__pubsub *ps)
 {
@@ -657,22 +699,8 @@ static void sync_channels(dlock__pubsub *ps)
         if (!dlock__aconn_ready(pc->ac))
             continue;
         dlock__aconn_cork(pc->ac);
-        if (pc->ns > 1) {
-            pc->sub[0] = subcmd;
-            pc->sl[0] = strlen(subcmd);
-            sub_cmd *sc = new_sub_cmd(pc, 1, pc->sub + 1, pc->ns - 1);
-            if (!sc || dlock__aconn_send(pc->ac, pc->ns, pc->sub, pc->sl, pc->ns - 1, on_sub_reply,
-                                         sc) != 0)
-                free(sc);   /* not sent: the channels stay SUBSCRIBING until on_sub_down */
-        }
-        if (pc->nu > 1) {
-            pc->uns[0] = unscmd;
-            pc->ul[0] = strlen(unscmd);
-            sub_cmd *sc = new_sub_cmd(pc, 0, pc->uns + 1, pc->nu - 1);
-            if (!sc || dlock__aconn_send(pc->ac, pc->nu, pc->uns, pc->ul, pc->nu - 1,
-                                         on_sub_reply, sc) != 0)
-                free(sc);
-        }
+        send_subs(pc, 1, subcmd, pc->sub, pc->sl, pc->ns, ps->sharded);
+        send_subs(pc, 0, unscmd, pc->uns, pc->ul, pc->nu, ps->sharded);
         pc->ns = pc->nu = 1;
         pthread_mutex_lock(&ps->mu);
         send_barrier(pc);

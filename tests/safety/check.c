@@ -132,6 +132,8 @@ static void parse_file(const char *path)
             continue;
         if (check_barrier_line(line))   /* type barrier: check_barrier.c */
             continue;
+        if (check_revoke_line(line))   /* type revoke: check_revoke.c */
+            continue;
         hold h;
         memset(&h, 0, sizeof(h));
         long long a, b;
@@ -516,6 +518,8 @@ int safety_check(const check_params *cp, check_report *rep)
     int lockish = safety_exclusive(cp->type);
     if (cp->type == SAFETY_HANDOVER)
         check_handover(cp, rep);
+    if (cp->type == SAFETY_REVOKE)
+        check_revoke(cp, rep);
     for (size_t i = 0; lockish && i < holds.n;) {
         size_t j = i;
         const hold *maxend = NULL;
@@ -783,6 +787,7 @@ int safety_check(const check_params *cp, check_report *rep)
     check_sem_free();
     check_rate_free();
     check_barrier_free();
+    check_revoke_free();
     free_all();
     return (int)(safety_violations(rep) + rep->expectation_failures);
 }

@@ -108,6 +108,11 @@ int check_barrier_line(const char *line);
 void check_barrier(const check_params *cp, check_report *rep);
 void check_barrier_free(void);
 
+/* check_revoke.c (type revoke): its Q and Y records, the requests heard. */
+int check_revoke_line(const char *line);
+void check_revoke(const check_params *cp, check_report *rep);
+void check_revoke_free(void);
+
 /* check_rate.c (type rate): its G and g records (1 when the line is one),
  * the check that no name has more starts in an interval than its rate. */
 int check_rate_line(const char *line);

@@ -122,6 +122,12 @@ void safety_print_report(const char *scenario, const check_params *cp, const che
                      "fault to explain it (lost)\n",
                 r->handovers, r->handovers_adopted, r->handover_gap_max_ms,
                 r->handovers_unadopted, r->handovers_lost);
+    if (cp->type == SAFETY_REVOKE)
+        fprintf(out, "  revoke requests: %lld, %lld found a holder, %lld with a listener; %lld "
+                     "holds let go on hearing one (request -> handler p50 %.2f ms, max %.1f ms); "
+                     "%lld kept past one unheard\n",
+                r->rv_requests, r->rv_held, r->rv_listened, r->rv_heard, r->rv_p50_ms,
+                r->rv_max_ms, r->rv_unheard);
     if (r->allowed_overlaps && cp->type != SAFETY_SEM)
         fprintf(out, "  holds overlapping a holder that had lost its lock (allowed; fencing "
                      "guards the data): %lld\n",

@@ -742,6 +742,7 @@ static int run_scenario(const scenario *sc)
     cp.wf_margin_ns = (O.writer_first >= 0 ? WF_MARGIN_MS : 1000) * 1000000LL * run_slack;
     cp.rate = RATE_N;
     cp.parties = O.procs * O.threads;
+    cp.revoke_margin_ns = 200 * 1000000LL * run_slack;
     cp.interval_ns = RATE_INTERVAL_MS * 1000000LL;
     cp.stamp_slack_ns = RATE_STAMP_MS * 1000000LL * run_slack;
     cp.slot_ns = (int64_t)FAIR_SLOT_MS * 1000000LL;
@@ -834,6 +835,9 @@ static int run_scenario(const scenario *sc)
     if (O.type == SAFETY_RW && (rep.read_overlaps == 0 || rep.write_holds == 0))
         ok = 0;
     if (O.type == SAFETY_RW && O.writer_first >= 0 && rep.wf_waits == 0)
+        ok = 0;
+    /* Requests must have been heard (else the check could not fail). */
+    if (O.type == SAFETY_REVOKE && rep.rv_heard == 0)
         ok = 0;
     /* Barrier rounds must have been checked (else the check could not fail). */
     if (O.type == SAFETY_BARRIER && rep.bar_rounds - rep.bar_reset == 0)

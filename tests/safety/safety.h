@@ -70,7 +70,15 @@
  *         early); no leave returns all-gone before another member of its
  *         round left, unless that one was dropped (its leave answered
  *         DLOCK_ENOTOWNER, or its worker was killed or stopped first); a
- *         restart (the barrier forgotten) excuses the rounds it cut */
+ *         restart (the barrier forgotten) excuses the rounds it cut
+ *   revoke the reentrant lock with a revoke handler on every handle: a hold
+ *         lasts REVOKE_HOLD_MS unless its holder hears a revoke request,
+ *         which ends it early (the guarded write, then the release); each
+ *         worker has one more thread that asks the holders of a random name
+ *         every REVOKE_ASK_MS (dlock_lock_request_revoke). The lock's checks,
+ *         and: every request that found a holder and a listener is heard by
+ *         a holder that kept the lock past the request's answer by a margin,
+ *         unless a fault fell in between; request -> handler latency */
 typedef enum {
     SAFETY_LOCK = 0,
     SAFETY_FAIR = 1,
@@ -82,9 +90,12 @@ typedef enum {
     SAFETY_SPIN = 7,          /* the spin lock: the lock's checks, waits on the back-off */
     SAFETY_RATE = 8,          /* the rate limiter, through dlock run --rate */
     SAFETY_HANDOVER = 9,      /* the reentrant lock, one hold in two handed over */
-    SAFETY_BARRIER = 10       /* the double barrier, every thread a party */
+    SAFETY_BARRIER = 10,      /* the double barrier, every thread a party */
+    SAFETY_REVOKE = 11        /* the reentrant lock, holders asked to let go */
 } safety_type;
-#define SAFETY_TYPE_LAST SAFETY_BARRIER
+#define SAFETY_TYPE_LAST SAFETY_REVOKE
+#define REVOKE_HOLD_MS 2500   /* type revoke: a hold's length when nobody asks */
+#define REVOKE_ASK_MS 150     /* type revoke: each worker's asker, between requests */
 #define HANDOVER_GAP_MS 60   /* the longest gap between a transfer and its adoption */
 
 #define SAFETY_SEM_PERMITS 2
@@ -92,8 +103,9 @@ typedef enum {
 
 static const char *const safety_type_names[] = {"lock",  "fair",  "rw",           "sem",
                                                 "latch", "elect", "nonreentrant", "spin",
-                                                "rate",  "handover", "barrier"};
-#define SAFETY_TYPE_LIST "lock|fair|rw|sem|latch|elect|nonreentrant|spin|rate|handover|barrier"
+                                                "rate",  "handover", "barrier", "revoke"};
+#define SAFETY_TYPE_LIST \
+    "lock|fair|rw|sem|latch|elect|nonreentrant|spin|rate|handover|barrier|revoke"
 
 static inline const char *safety_type_name(int type)
 {
@@ -113,7 +125,7 @@ static inline int safety_type_parse(const char *s)
 static inline int safety_exclusive(int type)
 {
     return type == SAFETY_LOCK || type == SAFETY_FAIR || type == SAFETY_ELECT ||
-           type == SAFETY_NONREENTRANT || type == SAFETY_HANDOVER;
+           type == SAFETY_NONREENTRANT || type == SAFETY_HANDOVER || type == SAFETY_REVOKE;
 }
 
 /* History records (one line each, space separated):
@@ -141,6 +153,9 @@ static inline int safety_exclusive(int type)
  *   B <w> <t> <round> <t_call> <t_ret> <rc>   an enter (round 0 unless rc 0)
  *   v <w> <t> <round> <t_call>                a leave sent (before it)
  *   V <w> <t> <round> <t_call> <t_ret> <rc>   a leave of that round, answered
+ * Type revoke:
+ *   Q <w> <name> <t_sent> <t_ret> <rc> <holders> <listeners>   a request
+ *   Y <w> <t> <name> <token> <t_heard>        a holder's handler heard one
  * Coordinator records:
  *   K <w> <pid> <t>                 SIGKILL
  *   P <w> <pid> <t_stop> <t_cont>   SIGSTOP .. SIGCONT
@@ -275,6 +290,8 @@ typedef struct check_params {
     int64_t interval_ns;      /* rate: the interval */
     int64_t stamp_slack_ns;   /* rate: the most a start's stamp may lag its grant */
     int parties;              /* barrier: N */
+    int64_t revoke_margin_ns; /* revoke: a holder that kept the lock this long past a
+                                 request's answer must have heard it */
 } check_params;
 
 typedef struct check_report {
@@ -317,6 +334,12 @@ typedef struct check_report {
      * leaves that waited for a killed or stopped member */
     long long bar_rounds, bar_enters, bar_leaves, bar_over, bar_early_enter, bar_early_leave;
     long long bar_reset, bar_waited_dead;
+    /* revoke: requests made, that found a holder, and a listener too; holds
+     * that heard one (cut short); requests a holder kept the lock past
+     * without hearing (no fault around: expectation failures); latency
+     * from a request's send to the handler, p50 and max */
+    long long rv_requests, rv_held, rv_listened, rv_heard, rv_unheard;
+    double rv_p50_ms, rv_max_ms;
     /* sem */
     long long sem_max_in_use, sem_permits_back, sem_back_late;
     double sem_worst_back_ms;

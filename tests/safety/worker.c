@@ -62,6 +62,7 @@ typedef struct thread_state {
     pthread_t thr;
     atomic_llong lost_at;
     atomic_int lost_reason;
+    atomic_llong revoke_at;   /* type revoke: when its handler heard a request (0: not) */
     redisContext *store;
     char store_host[128];
     int store_port;
@@ -85,6 +86,17 @@ static void record(const char *fmt, ...)
     /* One write per line on an O_APPEND file: a kill loses at most this line. */
     ssize_t w = write(hist_fd, line, (size_t)n);
     (void)w;
+}
+
+/* Type revoke: a request for a hold of this thread's (io thread). */
+static void on_revoke(const char *name, const char *owner, const char *note, void *ud)
+{
+    (void)name;
+    (void)owner;
+    (void)note;
+    thread_state *t = ud;
+    long long zero = 0;
+    atomic_compare_exchange_strong(&t->revoke_at, &zero, (long long)safety_now());
 }
 
 static void on_lost(const char *name, const char *owner, dlock_lost_reason reason, void *ud)
@@ -459,6 +471,51 @@ static int stamp(char **argv)
     return ok ? 0 : 2;
 }
 
+/* Type revoke: holds for REVOKE_HOLD_MS, or until its handler heard a
+ * request (a Y record). */
+static void hold_until_asked(thread_state *t, int k, uint64_t token)
+{
+    int64_t end = safety_now() + REVOKE_HOLD_MS * 1000000LL;
+    while (safety_now() < end && !atomic_load(&stopping)) {
+        long long at = atomic_load(&t->revoke_at);
+        if (at) {
+            record("Y %d %d %d %llu %lld", P.id, t->index, k, (unsigned long long)token, at);
+            return;
+        }
+        usleep(2000);
+    }
+}
+
+/* Type revoke: asks the holders of a random name to let go every
+ * REVOKE_ASK_MS or so (Q records). */
+static void *asker_main(void *arg)
+{
+    (void)arg;
+    dlock_lock *l[SAFETY_MAX_NAMES] = {0};
+    for (int k = 0; k < P.names; k++) {
+        char name[128];
+        snprintf(name, sizeof(name), "%s:lock:%d", P.prefix, k);
+        if (dlock_lock_get(client, name, &l[k]) != DLOCK_OK)
+            goto out;
+    }
+    unsigned seed = (unsigned)(P.id * 6271 + (unsigned)safety_now());
+    int64_t deadline = safety_now() + P.seconds * 1000000000LL;
+    while (!atomic_load(&stopping) && safety_now() < deadline) {
+        usleep((useconds_t)(REVOKE_ASK_MS * 500 + rand_r(&seed) % (REVOKE_ASK_MS * 1000)));
+        int k = (int)(rand_r(&seed) % (unsigned)P.names);
+        dlock_revoke_answer ans = {0, 0};
+        int64_t sent = safety_now();
+        int rc = dlock_lock_request_revoke(l[k], "safety", &ans);
+        record("Q %d %d %lld %lld %d %d %d", P.id, k, (long long)sent, (long long)safety_now(), rc,
+               ans.holders, ans.listeners);
+    }
+out:
+    for (int k = 0; k < P.names; k++)
+        if (l[k])
+            dlock_lock_free(l[k]);
+    return NULL;
+}
+
 /* The E record of a hold (after the loss report of a release that found it
  * gone, which comes from the io thread right after: given a moment). */
 static void end_hold(thread_state *t, int k, uint64_t token, int64_t t_acq, int64_t t_end,
@@ -547,6 +604,9 @@ static void *thread_main(void *arg)
         if (handle(name, owner, P.type == SAFETY_RW ? 'w' : 'x', &locks[k]) != DLOCK_OK)
             return NULL;
         dlock_lock_set_lost_callback(locks[k], on_lost, t);
+        if (P.type == SAFETY_REVOKE &&
+            dlock_lock_set_revoke_handler(locks[k], on_revoke, t) != DLOCK_OK)
+            return NULL;
         if (P.type == SAFETY_HANDOVER) {
             if (dlock_lock_get_as(client, name, owner_b, &blocks[k]) != DLOCK_OK)
                 return NULL;
@@ -577,6 +637,7 @@ static void *thread_main(void *arg)
         slot->phase = PH_WAITING;
         record("W %d %d %d %lld %lld %c", P.id, t->index, k, (long long)t_call, (long long)wait,
                side);
+        atomic_store(&t->revoke_at, 0);
         uint64_t token = 0;   /* type elect: the term */
         int rc = elects[k]
                      ? dlock_election_campaign(elects[k], &(dlock_wait_opts){.wait_ms = wait,
@@ -605,7 +666,9 @@ static void *thread_main(void *arg)
          * read twice (peek, then look: the value even when refused). */
         long long v1 = 0, v2 = 0;
         int op1 = guard(t, k, side == 'r' ? "peek" : "read", token, 0, &v1);
-        if (P.hold_ms > 0) {
+        if (P.type == SAFETY_REVOKE)
+            hold_until_asked(t, k, token);
+        else if (P.hold_ms > 0) {
             int64_t us = P.hold_ms * 1000;
             usleep((useconds_t)(us / 2 + rand_r(&seed) % (unsigned)(us / 2 + 1)));
         }
@@ -807,8 +870,12 @@ int main(int argc, char **argv)
         ts[i].index = i;
         pthread_create(&ts[i].thr, NULL, thread_main, &ts[i]);
     }
+    pthread_t asker;
+    int asking = P.type == SAFETY_REVOKE && pthread_create(&asker, NULL, asker_main, NULL) == 0;
     for (int i = 0; i < P.threads; i++)
         pthread_join(ts[i].thr, NULL);
+    if (asking)
+        pthread_join(asker, NULL);
     dlock_client_close(client);
     close(hist_fd);
     return 0;
