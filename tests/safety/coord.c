@@ -910,9 +910,12 @@ static int run_scenario(const scenario *sc)
     }
     /* The order must have been checked. Restarts reset it, and CLIENT PAUSE
      * windows (widened by the slack on a busy machine) can cover every wait:
-     * there few waits qualify, and none checked is said, not failed. */
+     * there few waits qualify, and none checked is said, not failed. So on a
+     * machine busy enough for the margins to be x4 or more (under ASan
+     * beside other work: x6, and no two waits of a kill9 run were called
+     * that far apart). */
     if (O.type == SAFETY_FAIR && rep.fair_checks == 0) {
-        if (strcmp(sc->name, "restart") != 0 && strcmp(sc->name, "pause") != 0)
+        if (strcmp(sc->name, "restart") != 0 && strcmp(sc->name, "pause") != 0 && run_slack < 4)
             ok = 0;
         else
             printf("  fair order: no wait outside the fault windows this run: not checked\n");
