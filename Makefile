@@ -59,13 +59,14 @@ test-busy: deps build
 # Under the sanitizers the safety harness runs the scenarios whose fault paths
 # differ most (kill -9, a server restart) for each type, and the failovers of
 # the reentrant lock; make check runs all. The spin, non-reentrant,
-# writer-first and rate types are left to make check (their code runs under
-# ASan in test_spin, test_nonreentrant, test_rw_writer_first,
-# test_rate_limiter and test_rate_share's 10 s form), and so are the whole
+# writer-first, rate, hand-over, barrier and revoke types are left to make
+# check (their code runs under ASan in test_spin, test_nonreentrant,
+# test_rw_writer_first, test_rate_limiter, test_rate_share's 10 s form,
+# test_handover, test_barrier and test_revoke_request), and so are the whole
 # suite's TLS and ACL replays (test_tls, test_*_tls and test_acl run here).
 # The allocation-failure
 # run is in: LeakSanitizer checks each of its children.
-ASAN_SKIP ?= ^safety.*_(baseline|sigstop|pause|partition|ack)$$|^safety_(fair|rw|sem|latch|elect)_failover|^safety_(spin|rate|rw_wf|nonreentrant)_|^suite_(tls|acl)$$|^debian_packages$$|^test_cli_window_20$$|^test_rate_share_60s$$
+ASAN_SKIP ?= ^safety.*_(baseline|sigstop|pause|partition|ack)$$|^safety_(fair|rw|sem|latch|elect)_failover|^safety_(spin|rate|rw_wf|nonreentrant|handover|barrier|revoke)_|^suite_(tls|acl)$$|^debian_packages$$|^test_cli_window_20$$|^test_rate_share_60s$$
 ASAN_JOBS ?= 2
 asan: deps
 	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDLOCK_SANITIZE=address,undefined >/dev/null
