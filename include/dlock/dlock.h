@@ -718,7 +718,8 @@ DLOCK_API int dlock_client_eviction_policy(dlock_client *c, char *buf, size_t si
 /* How bad a finding of dlock_client_doctor is. */
 typedef enum dlock_doctor_level {
     DLOCK_DOCTOR_NOTE = 0,     /* for information: a check that could not be made (a command
-                                  the server or the ACL refused), a feature unavailable */
+                                  the server or the ACL refused), a feature unavailable, a
+                                  node's clock offset */
     DLOCK_DOCTOR_WARN = 1,     /* safe while everything runs, unsafe after a fault (a restart
                                   forgets the locks, a failover loses grants), or calls that
                                   will fail (ACL, WAIT, foreign keys under the prefixes) */
@@ -746,7 +747,9 @@ typedef void (*dlock_doctor_fn)(dlock_doctor_level level, const char *node, cons
  *                than asked, min-replicas-to-write 0: WARN;
  *   clock        TIME against this host's clock, apart by more than the
  *                drift allowance (1 % of the watchdog timeout + 2 ms, the
- *                round trip's half aside): WARN;
+ *                round trip's half aside): WARN; else a note giving the
+ *                offset and the round trip (every node's, so they can be
+ *                compared);
  *   acl          ACL DRYRUN, as the connection's user, of the commands a
  *                lock needs (its scripts' calls included), for `name`'s keys
  *                and channels when name is given (else commands only): WARN
