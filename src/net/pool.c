@@ -83,8 +83,9 @@ int dlock__quarantine_refusal(const dlock__node *n, unsigned flags, dlock__res *
         return DLOCK_OK;
     res->err = DLOCK__RERR_QUARANTINE;
     snprintf(res->text, sizeof(res->text), "%lld", (long long)left);   /* dlock__quarantine_met */
-    return dlock__fail(DLOCK_ETIMEDOUT, "%s: a new primary, in its failover quarantine for %lld ms "
-                                        "more: not sent",
+    return dlock__fail(DLOCK_ETIMEDOUT,
+                       "%s: quarantined (a new primary, or its clock jumped) for %lld ms more: "
+                       "not sent",
                        n->addr, (long long)left);
 }
 
