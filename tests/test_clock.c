@@ -12,9 +12,8 @@
  *     quarantined for one lease: the contender, another client, is refused
  *     after the keys are gone, then gets the lock when the lease has passed.
  *
- * A cluster is not tested: its nodes announce their own addresses, so a
- * proxy cannot stand in front of one node without a cluster of its own
- * announced addresses (docs/safety.md says so). */
+ * The same forward step on a cluster: the proxy in front of one primary,
+ * which announces the proxy's port as its own (cluster-announce-port). */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -111,10 +110,8 @@ static int teardown(void **state)
 
 #define ALLOW_MS 100
 
-static dlock_client *through(th_proxy *px, int64_t wd)
+static dlock_client *open_url(const char *url, int64_t wd)
 {
-    char url[128];
-    snprintf(url, sizeof(url), "redis://127.0.0.1:%d", th_proxy_port(px));
     dlock_config *cfg = dlock_config_new();
     assert_int_equal(dlock_config_set_url(cfg, url), DLOCK_OK);
     assert_int_equal(dlock_config_set_watchdog_timeout(cfg, wd), DLOCK_OK);
@@ -127,6 +124,13 @@ static dlock_client *through(th_proxy *px, int64_t wd)
     assert_int_equal(dlock_client_open(&c, cfg), DLOCK_OK);
     dlock_config_free(cfg);
     return c;
+}
+
+static dlock_client *through(th_proxy *px, int64_t wd)
+{
+    char url[128];
+    snprintf(url, sizeof(url), "redis://127.0.0.1:%d", th_proxy_port(px));
+    return open_url(url, wd);
 }
 
 /* What the holder's lost callbacks saw. */
@@ -158,13 +162,13 @@ static void reset_seen(void)
     atomic_store(&told_at, 0);
 }
 
-/* Cuts the TTL of `name` on the server by ms, as a clock stepping forward
+/* Cuts the TTL of `name` on its server by ms, as a clock stepping forward
  * by ms would (0 left: gone). */
-static void step_ttl(const char *name, int64_t ms)
+static void step_ttl(th_redis *at, const char *name, int64_t ms)
 {
-    long long left = th_int(&srv, "PTTL %s", name);
+    long long left = th_int(at, "PTTL %s", name);
     assert_true(left > 0);
-    redisReply *r = th_cmd(&srv, "PEXPIRE %s %lld", name, left - ms > 0 ? left - ms : 0);
+    redisReply *r = th_cmd(at, "PEXPIRE %s %lld", name, left - ms > 0 ? left - ms : 0);
     assert_non_null(r);
     freeReplyObject(r);
 }
@@ -239,26 +243,24 @@ static void *contend(void *arg)
     return NULL;
 }
 
-/* A forward step: every holder on the node told, cause "server clock
- * jumped", before a contender gets the lock; the contender refused for one
- * lease by the quarantine recorded on the server, then let in. */
-static void test_forward_jump(void **state)
+/* A forward step on the node `at` (the proxy px in front of it; c reaches
+ * it through px, other too or directly), which serves n[0] and n[1]: every
+ * holder on the node told, cause "server clock jumped", before a contender
+ * gets the lock; the contender refused for one lease by the quarantine
+ * recorded on the server, then let in. */
+static void forward_jump(th_proxy *px, th_redis *at, dlock_client *c, dlock_client *other,
+                         char n[2][64], int64_t wd)
 {
-    (void)state;
-    const int64_t slack = th_slack(), wd = 3000 * slack, period = wd / 3;
+    const int64_t slack = th_slack(), period = wd / 3;
     const int64_t jump = 500 * slack;
-    th_proxy *px = th_proxy_start(srv.port);
-    assert_non_null(px);
-    dlock_client *c = through(px, wd);
-    dlock_client *other = th_client(&srv, 0);
     reset_seen();
-    char n[2][64], spare[64];
+    char spare[64];
     dlock_lock *l[2];
     for (int i = 0; i < 2; i++) {
-        th_name(n[i], sizeof(n[i]), "clk-held");
         assert_int_equal(dlock_lock_get(c, n[i], &l[i]), DLOCK_OK);
         dlock_lock_set_lost_callback(l[i], on_lost, NULL);
         assert_int_equal(dlock_lock_acquire(l[i], DLOCK_WATCHDOG), DLOCK_OK);
+        assert_int_equal(th_int(at, "EXISTS %s", n[i]), 1);
     }
     th_sleep_ms(period + period / 2);   /* a first TIME sample to compare with */
     assert_true(th_proxy_times(px) >= 1);
@@ -275,7 +277,7 @@ static void test_forward_jump(void **state)
     const int64_t t_jump = th_now_ms();
     th_proxy_shift_time(px, jump * 1000);
     for (int i = 0; i < 2; i++)
-        step_ttl(n[i], jump);
+        step_ttl(at, n[i], jump);
     for (int64_t until = t_jump + period + 5000 * slack;
          atomic_load(&lost_n) < 2 && th_now_ms() < until;)
         th_sleep_ms(2);
@@ -293,20 +295,20 @@ static void test_forward_jump(void **state)
     const char *qkey = dlock__quarantine_slot_key(dlock__key_slot(n[0], strlen(n[0])), &qlen);
     int recorded = 0;
     for (int64_t until = th_now_ms() + 2000 * slack; !recorded && th_now_ms() < until;) {
-        recorded = th_int(&srv, "EXISTS %s", qkey) == 1;
+        recorded = th_int(at, "EXISTS %s", qkey) == 1;
         if (!recorded)
             th_sleep_ms(5);
     }
     assert_true(recorded);
     /* This client's own acquisitions there wait too. */
-    th_name(spare, sizeof(spare), "clk-spare");
+    th_name(spare, sizeof(spare), "{clk}spare");
     dlock_lock *s;
     assert_int_equal(dlock_lock_get(c, spare, &s), DLOCK_OK);
     assert_int_equal(dlock_lock_try(s, 0, 10000), DLOCK_ETIMEDOUT);
 
     /* The step's full effect: the keys gone (a step past their TTL). */
     for (int i = 0; i < 2; i++)
-        th_int(&srv, "DEL %s", n[i]);
+        th_int(at, "DEL %s", n[i]);
     atomic_store(&k.keys_gone, 1);
     for (int64_t until = t_told + wd + 5000 * slack;
          !atomic_load(&contender_won) && th_now_ms() < until;)
@@ -326,8 +328,99 @@ static void test_forward_jump(void **state)
     dlock_lock_free(s);
     for (int i = 0; i < 2; i++)
         dlock_lock_free(l[i]);
+}
+
+static void test_forward_jump(void **state)
+{
+    (void)state;
+    const int64_t wd = 3000 * th_slack();
+    th_proxy *px = th_proxy_start(srv.port);
+    assert_non_null(px);
+    dlock_client *c = through(px, wd);
+    dlock_client *other = th_client(&srv, 0);
+    char n[2][64];
+    for (int i = 0; i < 2; i++)
+        th_name(n[i], sizeof(n[i]), "clk-held");
+    forward_jump(px, &srv, c, other, n, wd);
     dlock_client_close(other);
     dlock_client_close(c);
+    th_proxy_stop(px);
+}
+
+/* ------------------------------------------------------- on a cluster */
+
+static th_cluster cl;
+
+static int cluster_setup(void **state)
+{
+    (void)state;
+    return th_cluster_start(&cl);
+}
+
+static int cluster_teardown(void **state)
+{
+    (void)state;
+    th_cluster_destroy(&cl);
+    return 0;
+}
+
+/* 1 when every running primary's CLUSTER SLOTS names port for `slot`. */
+static int slot_names(long long slot, int port)
+{
+    for (int i = 0; i < TH_CLUSTER_NODES; i++) {
+        redisReply *rep = th_cmd(&cl.node[i], "CLUSTER SLOTS");
+        int seen = 0;
+        for (size_t j = 0; rep && rep->type == REDIS_REPLY_ARRAY && j < rep->elements; j++) {
+            redisReply *e = rep->element[j];
+            if (e->type == REDIS_REPLY_ARRAY && e->elements >= 3 &&
+                e->element[0]->integer <= slot && slot <= e->element[1]->integer &&
+                e->element[2]->type == REDIS_REPLY_ARRAY && e->element[2]->elements >= 2)
+                seen = e->element[2]->element[1]->integer == port;
+        }
+        if (rep)
+            freeReplyObject(rep);
+        if (!seen)
+            return 0;
+    }
+    return 1;
+}
+
+/* On a cluster: the proxy in front of the primary that serves the names,
+ * which announces the proxy's port as its own (cluster-announce-port), so
+ * that clients reach it only through the proxy; the other nodes untouched. */
+static void test_forward_jump_cluster(void **state)
+{
+    (void)state;
+    const int64_t slack = th_slack(), wd = 3000 * slack;
+    char n[2][64];
+    for (int i = 0; i < 2; i++) {
+        char base[48];
+        th_name(base, sizeof(base), "held");
+        snprintf(n[i], sizeof(n[i]), "{clk}%s", base);
+    }
+    th_redis *at = th_cluster_node_for(&cl, n[0]);
+    assert_non_null(at);
+    th_proxy *px = th_proxy_start(at->port);
+    assert_non_null(px);
+    redisReply *r = th_cmd(at, "CONFIG SET cluster-announce-port %d", th_proxy_port(px));
+    assert_true(r && r->type == REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    const long long slot = th_int(at, "CLUSTER KEYSLOT %s", n[0]);
+    int named = 0;
+    for (int64_t until = th_now_ms() + 20000 * slack; !named && th_now_ms() < until;) {
+        named = slot_names(slot, th_proxy_port(px));
+        if (!named)
+            th_sleep_ms(50);
+    }
+    assert_true(named);
+    dlock_client *c = open_url(cl.url, wd);
+    dlock_client *other = open_url(cl.url, wd);
+    forward_jump(px, at, c, other, n, wd);
+    dlock_client_close(other);
+    dlock_client_close(c);
+    r = th_cmd(at, "CONFIG SET cluster-announce-port 0");
+    if (r)
+        freeReplyObject(r);
     th_proxy_stop(px);
 }
 
@@ -341,6 +434,12 @@ int main(void)
         cmocka_unit_test(test_no_false_alarm),
         cmocka_unit_test(test_forward_jump),
     };
+    const struct CMUnitTest cluster[] = {
+        cmocka_unit_test(test_forward_jump_cluster),
+    };
+    if (getenv("TH_ONLY"))   /* TH_ONLY='*pattern*': those tests only */
+        cmocka_set_test_filter(getenv("TH_ONLY"));
     int rc = cmocka_run_group_tests(unit, NULL, NULL);
-    return rc | cmocka_run_group_tests(live, setup, teardown);
+    rc |= cmocka_run_group_tests(live, setup, teardown);
+    return rc | cmocka_run_group_tests(cluster, cluster_setup, cluster_teardown);
 }
