@@ -97,11 +97,16 @@ static int time_answer(const char *s, size_t n, long long *us)
 static size_t shift_times(conn *c, const char *in, size_t n, char *out)
 {
     th_proxy *p = c->p;
+    pthread_mutex_lock(&p->mu);
+    const int shifting = p->shift_us != 0;
+    pthread_mutex_unlock(&p->mu);
     size_t o = 0;
     for (size_t i = 0; i < n;) {
         long long us;
         int len = in[i] == '*' ? time_answer(in + i, n - i, &us) : 0;
-        if (len < 0 && n - i < sizeof(c->carry)) {
+        /* Held back only while answers are moved: unshifted, the bytes
+         * pass as they came (an answer cut short is not counted). */
+        if (len < 0 && shifting && n - i < sizeof(c->carry)) {
             memcpy(c->carry, in + i, n - i);
             c->ncarry = n - i;
             return o;
