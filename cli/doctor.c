@@ -86,7 +86,7 @@ int cmd_doctor(cli_opts *o, int argc, char **argv)
         return cli_fail(o, rc, "doctor");
     if (!t.unsafe && !t.warnings)
         printf("healthy: nothing found that makes locks unsafe%s\n",
-               t.notes ? " (see the notes for checks not made)" : "");
+               t.notes ? " (see the notes: clock offsets, checks not made)" : "");
     else
         printf("%d unsafe, %d warning(s), %d note(s)\n", t.unsafe, t.warnings, t.notes);
     return rc;

@@ -61,6 +61,11 @@ static int gone_cause(char *buf, size_t size)
     case DLOCK_CAUSE_EXPIRED:
         why = "expired: its lease ran out before a renewal";
         break;
+    case DLOCK_CAUSE_CLOCK_JUMP:
+        /* Not found gone: its expiry can no longer be trusted. */
+        snprintf(buf, size, "Redis's clock jumped forward (server clock jumped): it may "
+                            "have expired the lock early; acquisitions there wait one lease");
+        return 1;
     default:
         return 0;
     }

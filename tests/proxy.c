@@ -18,6 +18,8 @@ typedef struct conn {
     int cut;
     int done;
     int hold_reply_ms;       /* th_proxy_delay_reply_match: the next reply waits this long */
+    char carry[64];          /* the start of a reply that may be a TIME answer, cut short */
+    size_t ncarry;
     pthread_t thr;
     th_proxy *p;
 } conn;
@@ -33,7 +35,98 @@ struct th_proxy {
     char needle[128];        /* th_proxy_delay_match: "" off */
     int delay_ms, delayed, passed;
     int reply_mode;          /* the match delays the connection's next reply instead */
+    long long shift_us;      /* th_proxy_shift_time */
+    int times;
 };
+
+/* A TIME answer at s (n bytes): its length, with *us the time it says; 0
+ * when s is not one; -1 when s may be one, cut short. */
+static int time_answer(const char *s, size_t n, long long *us)
+{
+    static const char head[] = "*2\r\n$10\r\n";
+    const size_t hl = sizeof(head) - 1;
+    if (memcmp(s, head, n < hl ? n : hl) != 0)
+        return 0;
+    size_t i = hl;
+    long long sec = 0, usec = 0;
+    for (; i < hl + 10; i++) {
+        if (i >= n)
+            return -1;
+        if (s[i] < '0' || s[i] > '9')
+            return 0;
+        sec = sec * 10 + (s[i] - '0');
+    }
+    const char *mid = "\r\n$";
+    for (int k = 0; k < 3; i++, k++) {
+        if (i >= n)
+            return -1;
+        if (s[i] != mid[k])
+            return 0;
+    }
+    if (i >= n)
+        return -1;
+    int d = s[i++] - '0';
+    if (d < 1 || d > 6)
+        return 0;
+    for (int k = 0; k < 2; i++, k++) {
+        if (i >= n)
+            return -1;
+        if (s[i] != "\r\n"[k])
+            return 0;
+    }
+    for (int k = 0; k < d; i++, k++) {
+        if (i >= n)
+            return -1;
+        if (s[i] < '0' || s[i] > '9')
+            return 0;
+        usec = usec * 10 + (s[i] - '0');
+    }
+    for (int k = 0; k < 2; i++, k++) {
+        if (i >= n)
+            return -1;
+        if (s[i] != "\r\n"[k])
+            return 0;
+    }
+    *us = sec * 1000000 + usec;
+    return (int)i;
+}
+
+/* Copies the server's bytes in (n) to out with each TIME answer moved by
+ * the shift; a possible answer cut short at the end stays in c->carry for
+ * the next read. Returns the bytes written to out. */
+static size_t shift_times(conn *c, const char *in, size_t n, char *out)
+{
+    th_proxy *p = c->p;
+    pthread_mutex_lock(&p->mu);
+    const int shifting = p->shift_us != 0;
+    pthread_mutex_unlock(&p->mu);
+    size_t o = 0;
+    for (size_t i = 0; i < n;) {
+        long long us;
+        int len = in[i] == '*' ? time_answer(in + i, n - i, &us) : 0;
+        /* Held back only while answers are moved: unshifted, the bytes
+         * pass as they came (an answer cut short is not counted). */
+        if (len < 0 && shifting && n - i < sizeof(c->carry)) {
+            memcpy(c->carry, in + i, n - i);
+            c->ncarry = n - i;
+            return o;
+        }
+        if (len <= 0) {
+            out[o++] = in[i++];
+            continue;
+        }
+        pthread_mutex_lock(&p->mu);
+        us += p->shift_us;
+        p->times++;
+        pthread_mutex_unlock(&p->mu);
+        char usec[8];
+        int ul = snprintf(usec, sizeof(usec), "%lld", us % 1000000);
+        o += (size_t)sprintf(out + o, "*2\r\n$10\r\n%010lld\r\n$%d\r\n%s\r\n", us / 1000000,
+                             ul, usec);
+        i += (size_t)len;
+    }
+    return o;
+}
 
 static int flag(th_proxy *p, const int *f)
 {
@@ -47,7 +140,7 @@ static void *pump(void *arg)
 {
     conn *c = arg;
     th_proxy *p = c->p;
-    char buf[16384];
+    char buf[2 * 16384];     /* room for a chunk whose TIME answers grew */
     for (;;) {
         if (flag(p, &c->cut) || flag(p, &p->stopping))
             break;
@@ -86,9 +179,16 @@ static void *pump(void *arg)
             }
         }
         if (fds[1].revents) {
-            ssize_t k = read(c->sfd, buf, sizeof(buf));
-            if (k <= 0)
+            char in[16384 + sizeof(c->carry)];
+            memcpy(in, c->carry, c->ncarry);
+            ssize_t r = read(c->sfd, in + c->ncarry, 16384);
+            if (r <= 0)
                 break;
+            size_t got = c->ncarry + (size_t)r;
+            c->ncarry = 0;
+            /* An answer moved is as long as it was, give or take a few
+             * microseconds' digits. */
+            ssize_t k = (ssize_t)shift_times(c, in, got, buf);
             if (c->hold_reply_ms > 0) {
                 usleep((useconds_t)c->hold_reply_ms * 1000);
                 c->hold_reply_ms = 0;
@@ -208,6 +308,15 @@ void th_proxy_delay_reply_match(th_proxy *p, const char *needle, int delay_ms)
     p->reply_mode = 1;
     pthread_mutex_unlock(&p->mu);
 }
+
+void th_proxy_shift_time(th_proxy *p, long long shift_us)
+{
+    pthread_mutex_lock(&p->mu);
+    p->shift_us = shift_us;
+    pthread_mutex_unlock(&p->mu);
+}
+
+int th_proxy_times(th_proxy *p) { return flag(p, &p->times); }
 
 int th_proxy_delayed(th_proxy *p) { return flag(p, &p->delayed); }
 

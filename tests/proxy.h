@@ -29,6 +29,15 @@ int th_proxy_delayed(th_proxy *p);
  * its answer is late). th_proxy_delayed counts the matches. */
 void th_proxy_delay_reply_match(th_proxy *p, const char *needle, int delay_ms);
 int th_proxy_passed(th_proxy *p);
+/* From now on every TIME answer (an array of two bulk strings: 10 digits of
+ * seconds, up to 6 of microseconds) that passes is moved by shift_us: the
+ * server's clock as a client sees it steps by that much (a jump). Only the
+ * answers are changed: the server's own clock, and so its expiry, is not
+ * (the test makes a jump's effect on the keys itself). While a shift is
+ * set, the start of a possible answer at the end of a read waits for the
+ * rest. th_proxy_times: TIME answers passed so far. */
+void th_proxy_shift_time(th_proxy *p, long long shift_us);
+int th_proxy_times(th_proxy *p);
 /* Closes every connection open now. */
 void th_proxy_cut(th_proxy *p);
 void th_proxy_stop(th_proxy *p);

@@ -268,7 +268,7 @@ static void test_restart_says_failover(void **state)
 
 /* dlock_client_doctor's findings, gathered. */
 typedef struct findings {
-    int n, eviction, unsafe;
+    int n, eviction, unsafe, clock;
     char node[64], text[1024];
 } findings;
 
@@ -277,6 +277,8 @@ static void on_finding(dlock_doctor_level level, const char *node, const char *c
 {
     findings *f = ud;
     f->n++;
+    if (level == DLOCK_DOCTOR_NOTE && strcmp(check, "clock") == 0 && strstr(finding, "offset"))
+        f->clock++;
     if (level == DLOCK_DOCTOR_UNSAFE)
         f->unsafe++;
     if (strcmp(check, "eviction") == 0) {
@@ -299,6 +301,7 @@ static void test_doctor(void **state)
     assert_int_equal(dlock_client_doctor(c, "doc:x", on_finding, &f), DLOCK_DOCTOR_NOTE);
     assert_int_equal(f.eviction, 0);
     assert_int_equal(f.unsafe, 0);
+    assert_int_equal(f.clock, 1);   /* the node's clock offset, with the round trip */
     freeReplyObject(th_cmd(&r, "CONFIG SET maxmemory 64mb"));
     freeReplyObject(th_cmd(&r, "CONFIG SET maxmemory-policy allkeys-lfu"));
     memset(&f, 0, sizeof(f));

@@ -171,7 +171,15 @@ typedef enum dlock_lost_cause {
     DLOCK_CAUSE_UNREACHABLE = 6, /* DLOCK_LOST_UNREACHABLE */
     DLOCK_CAUSE_PAUSED = 7,      /* DLOCK_LOST_PAUSED */
     DLOCK_CAUSE_REPLICAS = 8,    /* DLOCK_LOST_REPLICAS */
-    DLOCK_CAUSE_MAX_HOLD = 9     /* DLOCK_LOST_MAX_HOLD */
+    DLOCK_CAUSE_MAX_HOLD = 9,    /* DLOCK_LOST_MAX_HOLD */
+    DLOCK_CAUSE_CLOCK_JUMP = 10  /* (reason DLOCK_LOST_GONE) the node's clock jumped forward:
+                                    its TIME moved further than this process's monotonic
+                                    clock between two renewal passes, by more than the
+                                    allowance (dlock_config_set_clock_jump). Redis expires
+                                    keys by that clock, so the lease may have ended early:
+                                    every watchdog hold on the node is reported so, and new
+                                    acquisitions there are refused for one lease (the
+                                    quarantine record, docs/safety.md) */
 } dlock_lost_cause;
 
 /* In a lost callback (on the io thread, during the call): the cause of the
@@ -182,7 +190,7 @@ typedef enum dlock_lost_cause {
  * after a renewal pass, at most once a second per node). Thread-local. */
 DLOCK_API dlock_lost_cause dlock_last_lost_cause(void);
 /* "evicted", "expired", "deleted by another client", "flushed", "failover",
- * "unreachable", "paused", "replicas", "max hold"; "gone" for
+ * "unreachable", "paused", "replicas", "max hold", "server clock jumped"; "gone" for
  * DLOCK_CAUSE_UNKNOWN and values this version does not define. */
 DLOCK_API const char *dlock_lost_cause_str(dlock_lost_cause cause);
 
@@ -494,6 +502,21 @@ DLOCK_API int dlock_config_set_client_name(dlock_config *cfg, const char *name);
  * one that re-enters a limited watchdog hold is cut to what the limit leaves.
  * Redisson has no such limit: it renews while the process lives. */
 DLOCK_API int dlock_config_set_max_hold(dlock_config *cfg, int64_t ms);
+/* The server clock check (dlock's own; docs/safety.md, "A server clock that
+ * jumps"). Redis expires keys by its wall clock: one that steps forward (an
+ * NTP step, a VM restored) ends every lease early. The watchdog sends TIME
+ * to each node it renews on with each renewal pass and compares the
+ * server's progress with this process's monotonic clock: a difference larger
+ * than `ms` + 1% of the time between the two samples, beyond the round
+ * trips' uncertainty, is a jump. A forward jump reports every watchdog hold
+ * on that node lost (DLOCK_LOST_GONE, cause DLOCK_CAUSE_CLOCK_JUMP) and
+ * records a quarantine of one lease (the watchdog timeout, or the longest
+ * fixed lease acquired with if longer) on the node, which every dlock
+ * acquisition honours; a backward jump is logged (WARN) only: keys then live
+ * longer, not shorter. ms: 1..86400000 (default 250, 0 restores it), or
+ * DLOCK_CLOCK_JUMP_OFF: not checked. */
+#define DLOCK_CLOCK_JUMP_OFF ((int64_t)-1)
+DLOCK_API int dlock_config_set_clock_jump(dlock_config *cfg, int64_t ms);
 /* Lock-delay (Consul's LockDelay, Chubby's lock-delay; dlock's own): after
  * a lock ends without a release (its holder died, was paused or
  * cut off, and its lease ran out; it was evicted, deleted or forced open), no
@@ -695,7 +718,8 @@ DLOCK_API int dlock_client_eviction_policy(dlock_client *c, char *buf, size_t si
 /* How bad a finding of dlock_client_doctor is. */
 typedef enum dlock_doctor_level {
     DLOCK_DOCTOR_NOTE = 0,     /* for information: a check that could not be made (a command
-                                  the server or the ACL refused), a feature unavailable */
+                                  the server or the ACL refused), a feature unavailable, a
+                                  node's clock offset */
     DLOCK_DOCTOR_WARN = 1,     /* safe while everything runs, unsafe after a fault (a restart
                                   forgets the locks, a failover loses grants), or calls that
                                   will fail (ACL, WAIT, foreign keys under the prefixes) */
@@ -723,7 +747,9 @@ typedef void (*dlock_doctor_fn)(dlock_doctor_level level, const char *node, cons
  *                than asked, min-replicas-to-write 0: WARN;
  *   clock        TIME against this host's clock, apart by more than the
  *                drift allowance (1 % of the watchdog timeout + 2 ms, the
- *                round trip's half aside): WARN;
+ *                round trip's half aside): WARN; else a note giving the
+ *                offset and the round trip (every node's, so they can be
+ *                compared);
  *   acl          ACL DRYRUN, as the connection's user, of the commands a
  *                lock needs (its scripts' calls included), for `name`'s keys
  *                and channels when name is given (else commands only): WARN

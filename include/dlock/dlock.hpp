@@ -257,6 +257,12 @@ class config {
     /* Writer-first read-write locks for every shared_mutex of the client
      * (dlock_config_set_writer_first; off by default: Redisson's rules). */
     config &writer_first(bool on) { return set(dlock_config_set_writer_first(get(), on ? 1 : 0)); }
+    /* The server clock check's allowance (dlock_config_set_clock_jump;
+     * DLOCK_CLOCK_JUMP_OFF's -1 ms: not checked). A hold lost to a jump is
+     * reported with cause DLOCK_CAUSE_CLOCK_JUMP. */
+    config &clock_jump(std::chrono::milliseconds d) {
+        return set(dlock_config_set_clock_jump(get(), d.count()));
+    }
 
     dlock_config *native_handle() const noexcept { return cfg_.get(); }
 

@@ -33,8 +33,8 @@ LostHold = collections.namedtuple("LostHold", "name owner reason cause")
 LostHold.__doc__ = """A lost hold: the lock's (or semaphore's, or election's) name, the
 owner id (a permit's id for a permit), the LostReason (an int for reasons this
 binding does not know), and what ended it as far as Redis can tell ("evicted",
-"expired", "deleted by another client", "flushed", "failover", ...; "gone"
-when Redis could not say)."""
+"expired", "deleted by another client", "flushed", "failover", "server clock
+jumped", ...; "gone" when Redis could not say)."""
 
 Leader = collections.namedtuple("Leader", "term who")
 
@@ -133,6 +133,8 @@ _OPTIONS = {
     "client_name": ("dlock_config_set_client_name", lambda v: (encode(v, "client_name"),)),
     "max_hold": ("dlock_config_set_max_hold", lambda v: (ms(v, "max_hold"),)),
     "lock_delay": ("dlock_config_set_lock_delay", lambda v: (ms(v, "lock_delay"),)),
+    "clock_jump": ("dlock_config_set_clock_jump",
+                   lambda v: (-1 if v is False else ms(v, "clock_jump"),)),
     "quarantine": ("dlock_config_set_failover_quarantine", _quarantine),
     "revocation": ("dlock_config_set_revocation", lambda v: (1 if v else 0,)),
     "replica_ack": ("dlock_config_set_replica_ack", _replica_ack),
@@ -161,7 +163,8 @@ class Client:
     Options (each the C setter of the same name; unset: the C default):
     password (and user), watchdog, command_timeout, connect_timeout,
     retry=(attempts, delay), pool_size, priority_after (False: off),
-    fair_wait_timeout, client_name, max_hold, lock_delay, quarantine
+    fair_wait_timeout, client_name, max_hold, lock_delay, clock_jump (the
+    server clock jump allowance; False: not checked), quarantine
     ("auto", ("auto", floor) or seconds), revocation, replica_ack=(replicas
     or "all", timeout[, "release"|"keep"]), inspect_limit, scan_interval,
     tls_ca, tls_ca_dir, tls_cert=(cert, key), tls_server_name, tls_verify,

@@ -112,6 +112,7 @@ _PROTOS = {
     "dlock_config_set_fair_wait_timeout": (I, [P, L]),
     "dlock_config_set_client_name": (I, [P, S]),
     "dlock_config_set_max_hold": (I, [P, L]),
+    "dlock_config_set_clock_jump": (I, [P, L]),
     "dlock_config_set_lock_delay": (I, [P, L]),
     "dlock_config_set_failover_quarantine": (I, [P, I, L]),
     "dlock_config_set_revocation": (I, [P, I]),

@@ -516,6 +516,13 @@ def test_errors_map_to_builtins(client, name, r, url):
     assert "127.0.0.1:%d" % port in str(ei.value)
     with pytest.raises(TypeError):
         dlock.Client(url, no_such_option=1)
+    # The server clock check's allowance: seconds, False off; bad values refused.
+    for ok in (0.1, 0, False):
+        with dlock.Client(url, clock_jump=ok) as c, c.lock(name + ":clk"):
+            pass
+    for bad in (-1, "1", 86400.001):
+        with pytest.raises(dlock.InvalidArgument):
+            dlock.Client(url, clock_jump=bad)
 
 
 def _header_statuses():

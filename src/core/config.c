@@ -13,6 +13,7 @@
 #define DEFAULT_CONNECT_TIMEOUT_MS 10000
 #define DEFAULT_RETRY_ATTEMPTS 3
 #define DEFAULT_RETRY_DELAY_MS 1500
+#define DEFAULT_CLOCK_JUMP_MS 250
 #define DEFAULT_POOL_SIZE 64
 #define DEFAULT_SCAN_INTERVAL_MS 1000
 #define DEFAULT_PRIORITY_AFTER_MS 100
@@ -39,6 +40,7 @@ dlock_config *dlock_config_new(void)
     cfg->connect_timeout_ms = DEFAULT_CONNECT_TIMEOUT_MS;
     cfg->retry_attempts = DEFAULT_RETRY_ATTEMPTS;
     cfg->retry_delay_ms = DEFAULT_RETRY_DELAY_MS;
+    cfg->clock_jump_ms = DEFAULT_CLOCK_JUMP_MS;
     cfg->pool_size = DEFAULT_POOL_SIZE;
     cfg->scan_interval_ms = DEFAULT_SCAN_INTERVAL_MS;
     cfg->priority_after_ms = DEFAULT_PRIORITY_AFTER_MS;
@@ -401,6 +403,18 @@ int dlock_config_set_max_hold(dlock_config *cfg, int64_t ms)
 {
     NEED_CFG(cfg);
     return dlock__check_max_hold(ms, 0, &cfg->max_hold_ms);
+}
+
+int dlock_config_set_clock_jump(dlock_config *cfg, int64_t ms)
+{
+    NEED_CFG(cfg);
+    if (ms != DLOCK_CLOCK_JUMP_OFF && (ms < 0 || ms > DLOCK__LOCK_DELAY_MAX))
+        return dlock__fail(DLOCK_EINVAL,
+                           "clock jump allowance: 1 to %lld ms (1 day; 0: the default, %d), or "
+                           "DLOCK_CLOCK_JUMP_OFF, not %lld",
+                           (long long)DLOCK__LOCK_DELAY_MAX, DEFAULT_CLOCK_JUMP_MS, (long long)ms);
+    cfg->clock_jump_ms = ms == 0 ? DEFAULT_CLOCK_JUMP_MS : ms;
+    return DLOCK_OK;
 }
 
 int dlock_config_set_lock_delay(dlock_config *cfg, int64_t ms)

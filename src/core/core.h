@@ -249,6 +249,7 @@ struct dlock_config {
     int64_t fair_wait_ms;        /* a fair-lock waiter's slot (Redisson's fairLockWaitTimeout) */
     int64_t max_hold_ms;         /* hold limit of watchdog holds, 0 = none */
     int64_t lock_delay_ms;       /* lock-delay after an involuntary loss, 0 = off */
+    int64_t clock_jump_ms;       /* server clock jump allowance, DLOCK_CLOCK_JUMP_OFF = off */
 #define DLOCK__LOCK_DELAY_MAX 86400000LL   /* 1 day */
     int quarantine_mode;         /* dlock_quarantine */
     int64_t quarantine_ms;       /* ON: the duration; AUTO: a floor */

@@ -22,7 +22,8 @@ const char *dlock_lost_cause_str(dlock_lost_cause cause)
         [DLOCK_CAUSE_EXPIRED] = "expired",      [DLOCK_CAUSE_DELETED] = "deleted by another client",
         [DLOCK_CAUSE_FLUSHED] = "flushed",      [DLOCK_CAUSE_FAILOVER] = "failover",
         [DLOCK_CAUSE_UNREACHABLE] = "unreachable", [DLOCK_CAUSE_PAUSED] = "paused",
-        [DLOCK_CAUSE_REPLICAS] = "replicas",    [DLOCK_CAUSE_MAX_HOLD] = "max hold"};
+        [DLOCK_CAUSE_REPLICAS] = "replicas",    [DLOCK_CAUSE_MAX_HOLD] = "max hold",
+        [DLOCK_CAUSE_CLOCK_JUMP] = "server clock jumped"};
     if ((unsigned)cause >= sizeof(words) / sizeof(words[0]))
         return words[0];
     return words[cause];

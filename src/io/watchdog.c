@@ -12,6 +12,7 @@
 #include <uv.h>
 
 #include "io/cause.h"
+#include "io/clock.h"
 #include "io/revoke.h"
 
 struct dlock__watchdog {
@@ -39,6 +40,7 @@ struct dlock__watchdog {
     dlock__wd_nodes nodes;   /* the per-node batches (wdnode.c); nodes.stopping */
     dlock__wd_revoke rv;     /* revocation by tracking (revoke.c) */
     dlock__wd_losses losses; /* loss causes and reports (cause.c) */
+    dlock__wd_clock clock;   /* the server clock check (clock.c) */
 };
 
 
@@ -444,6 +446,7 @@ static void on_failed(void *ud)
 static void on_up(void *ud, wconn *wc)
 {
     dlock__watchdog *wd = ud;
+    dlock__wd_clock_reset(wc);
     if (!wc->sample.have)
         dlock__wd_cause_sample(&wd->losses, wc);
     dlock__wd_revoke_conn_up(&wd->rv);
@@ -452,15 +455,58 @@ static void on_up(void *ud, wconn *wc)
 
 static void on_down(void *ud, wconn *wc)
 {
-    (void)wc;
+    dlock__wd_clock_reset(wc);
     dlock__wd_revoke_conn_down(&((dlock__watchdog *)ud)->rv);
 }
 
 /* Hook (wdnode.c): wc wrote a pass's batches: a sample of its counters goes
- * in the same write (at most once a second). */
+ * in the same write (at most once a second), and a TIME (clock.c). */
 static void on_wrote(void *ud, wconn *wc)
 {
-    dlock__wd_cause_sample(&((dlock__watchdog *)ud)->losses, wc);
+    dlock__watchdog *wd = ud;
+    dlock__wd_cause_sample(&wd->losses, wc);
+    dlock__wd_clock_sample(&wd->clock, wc);
+}
+
+/* Hook (clock.c): wc's node's clock jumped. Forward, Redis may have expired
+ * its keys early: every hold on that node is reported lost (cause "server
+ * clock jumped"), whether or not its key is still there, and the node is
+ * quarantined for one lease (the record every dlock acquisition honours),
+ * so that the holders of other clients hear of it at their next pass before
+ * anybody new takes what they held. Backward, keys live longer: logged. */
+static void on_clock_jump(void *ud, wconn *wc, int64_t jump_us)
+{
+    dlock__watchdog *wd = ud;
+    const char *addr = dlock__node_addr(wc->node);
+    const long long jump_ms = (long long)((jump_us < 0 ? -jump_us : jump_us) / 1000);
+    if (jump_us < 0) {
+        dlock__log(wd->ctx->cfg, DLOCK_LOG_WARN,
+                   "%s: the server's clock jumped about %lld ms backward: its keys live "
+                   "longer than their leases (no hold is lost)", addr, jump_ms);
+        return;
+    }
+    const int64_t lease = dlock__netctx_lease_ms(wd->ctx);
+    dlock__log(wd->ctx->cfg, DLOCK_LOG_WARN,
+               "%s: the server's clock jumped about %lld ms forward: Redis may have expired "
+               "keys early; every hold on it is reported lost, and acquisitions there wait "
+               "%lld ms (one lease)", addr, jump_ms, (long long)lease);
+    lost_note *notes = NULL;
+    pthread_mutex_lock(&wd->mu);
+    dlock__list *it = wd->all.next;
+    while (it != &wd->all) {
+        held *h = DLOCK__CONTAINER_OF(it, held, all);
+        it = it->next;
+        if (h->releasing ||
+            dlock__router_node(wd->router, h_part(h, 0), h->len[0]) != wc->node)
+            continue;
+        lost_note *was = notes;
+        note_lost(wd, h, DLOCK_LOST_GONE, &notes);
+        if (notes != was)
+            notes->cause = DLOCK_CAUSE_CLOCK_JUMP;
+    }
+    pthread_mutex_unlock(&wd->mu);
+    dlock__node_clock_jumped(wc->node, lease);
+    dlock__wd_report(&wd->losses, notes);
 }
 
 /* One pass: report losses whose deadline passed, renew what is due, and set
@@ -631,6 +677,7 @@ int dlock__watchdog_new(dlock__watchdog **out, dlock__loop *lp, dlock__netctx *c
     int rc = dlock__wd_revoke_init(&wd->rv, ctx, lp, router, &wd->mu, &wd->nodes, &wd->all,
                                    revoke_tick, wd);
     wd->losses = (dlock__wd_losses){ctx, &wd->rv.flushes};
+    wd->clock = (dlock__wd_clock){ctx, on_clock_jump, wd};
     if (rc == DLOCK_OK)
         rc = dlock__loop_on_stop(lp, on_stop, wd);
     if (rc != DLOCK_OK) {

@@ -23,6 +23,15 @@ typedef struct wd_sample {
     char run_id[48];
 } wd_sample;
 
+/* One TIME asked of a node (clock.c): the server's answer and when, by
+ * this process's monotonic clock, it was sent and answered: the server read
+ * its clock somewhere between the two. */
+typedef struct wd_clock {
+    int have;
+    int64_t server_us;       /* TIME's answer, µs */
+    int64_t sent_us, got_us; /* monotonic µs */
+} wd_clock;
+
 typedef struct dlock__wd_nodes dlock__wd_nodes;
 
 /* The renewal connection to one node. */
@@ -37,6 +46,8 @@ typedef struct wconn {
     int wrote;               /* batches of this pass's current write on it */
     wd_sample sample;        /* the node's latest counters (cause.c) */
     int64_t sample_asked_at; /* ms: when they were last asked for (cause.c) */
+    wd_clock clock;          /* the node's latest TIME on this connection (clock.c) */
+    int clock_asked;         /* a TIME is due on it */
 } wconn;
 
 typedef struct batch {

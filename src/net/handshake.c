@@ -56,13 +56,26 @@ int64_t dlock__netctx_quarantine_ms(dlock__netctx *ctx)
     const dlock_config *cfg = ctx->cfg;
     if (cfg->quarantine_mode != DLOCK_QUARANTINE_AUTO)
         return cfg->quarantine_mode == DLOCK_QUARANTINE_ON ? cfg->quarantine_ms : 0;
-    /* The longest a previous holder may still believe it holds: a watchdog
-     * hold's lease (renewed up to the moment the old primary went), or the
+    /* The longest a previous holder may still believe it holds. */
+    int64_t lease = dlock__netctx_lease_ms(ctx);
+    return lease > cfg->quarantine_ms ? lease : cfg->quarantine_ms;
+}
+
+int64_t dlock__netctx_lease_ms(dlock__netctx *ctx)
+{
+    /* A watchdog hold's lease (renewed up to the last moment), or the
      * longest fixed lease seen. */
-    int64_t ms = cfg->quarantine_ms, lease = atomic_load(&ctx->longest_lease);
-    if (cfg->watchdog_ms > ms)
-        ms = cfg->watchdog_ms;
-    return lease > ms ? lease : ms;
+    int64_t lease = atomic_load(&ctx->longest_lease);
+    return lease > ctx->cfg->watchdog_ms ? lease : ctx->cfg->watchdog_ms;
+}
+
+void dlock__netctx_on_jumped(dlock__netctx *ctx, void (*fn)(void *ud, dlock__node *n, int64_t ms),
+                             void *ud)
+{
+    pthread_mutex_lock(&ctx->hook_mu);
+    ctx->on_jumped = fn;
+    ctx->jumped_ud = ud;
+    pthread_mutex_unlock(&ctx->hook_mu);
 }
 
 void dlock__netctx_on_promoted(dlock__netctx *ctx, int which,

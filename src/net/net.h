@@ -69,6 +69,10 @@ typedef struct dlock__netctx {
      * the quarantine's record); never block, any thread. */
     void (*on_promoted[DLOCK__HOOKS])(void *ud, dlock__node *n);
     void *promoted_ud[DLOCK__HOOKS];
+    /* Under hook_mu: told of a node whose clock jumped forward (the
+     * quarantine's record); never blocks, any thread. */
+    void (*on_jumped)(void *ud, dlock__node *n, int64_t ms);
+    void *jumped_ud;
 } dlock__netctx;
 
 /* Sets up TLS for a rediss:// endpoint (its files are loaded now: DLOCK_ETLS
@@ -86,6 +90,13 @@ uint64_t dlock__netctx_name(dlock__netctx *ctx, char *buf);
 void dlock__netctx_note_lease(dlock__netctx *ctx, int64_t lease_ms);
 /* The quarantine a new primary seen now gets (ms; 0 when off). */
 int64_t dlock__netctx_quarantine_ms(dlock__netctx *ctx);
+/* One lease: the longest a holder may still believe it holds (the watchdog
+ * timeout, or the longest fixed lease acquired with), ms. */
+int64_t dlock__netctx_lease_ms(dlock__netctx *ctx);
+/* Sets the hook told of a node whose clock jumped forward, with the
+ * quarantine it gets (NULL: none); any thread. */
+void dlock__netctx_on_jumped(dlock__netctx *ctx, void (*fn)(void *ud, dlock__node *n, int64_t ms),
+                             void *ud);
 /* Sets hook `which` (DLOCK__HOOK_*), told of every new primary (NULL:
  * none); any thread. */
 void dlock__netctx_on_promoted(dlock__netctx *ctx, int which,
@@ -302,6 +313,9 @@ void dlock__node_promoted(dlock__node *n);
 int64_t dlock__node_promoted_at(const dlock__node *n);
 /* Ms left of n's failover quarantine (0: none). No I/O, any thread. */
 int64_t dlock__node_quarantine_left(const dlock__node *n);
+/* n's clock jumped forward (the watchdog saw it): this client's acquisitions
+ * there wait ms, and the hook records the quarantine for every client. */
+void dlock__node_clock_jumped(dlock__node *n, int64_t ms);
 /* Opens one connection now and PINGs it (to report an unreachable server at open). */
 int dlock__node_check(dlock__node *n);
 const dlock__endpoint *dlock__node_endpoint(const dlock__node *n);

@@ -63,6 +63,19 @@ void dlock__node_promoted(dlock__node *n)
     pthread_mutex_unlock(&ctx->hook_mu);
 }
 
+void dlock__node_clock_jumped(dlock__node *n, int64_t ms)
+{
+    dlock__netctx *ctx = n->ctx;
+    const int64_t until = dlock__now_ms() + ms;
+    int64_t was = atomic_load(&n->quarantine_until);
+    while (was < until && !atomic_compare_exchange_weak(&n->quarantine_until, &was, until))
+        ;
+    pthread_mutex_lock(&ctx->hook_mu);
+    if (ctx->on_jumped)
+        ctx->on_jumped(ctx->jumped_ud, n, ms);
+    pthread_mutex_unlock(&ctx->hook_mu);
+}
+
 int dlock__quarantine_refusal(const dlock__node *n, unsigned flags, dlock__res *res)
 {
     int64_t left = (flags & DLOCK__CALL_QUARANTINE) ? dlock__node_quarantine_left(n) : 0;
@@ -70,8 +83,9 @@ int dlock__quarantine_refusal(const dlock__node *n, unsigned flags, dlock__res *
         return DLOCK_OK;
     res->err = DLOCK__RERR_QUARANTINE;
     snprintf(res->text, sizeof(res->text), "%lld", (long long)left);   /* dlock__quarantine_met */
-    return dlock__fail(DLOCK_ETIMEDOUT, "%s: a new primary, in its failover quarantine for %lld ms "
-                                        "more: not sent",
+    return dlock__fail(DLOCK_ETIMEDOUT,
+                       "%s: quarantined (a new primary, or its clock jumped) for %lld ms more: "
+                       "not sent",
                        n->addr, (long long)left);
 }
 

@@ -225,16 +225,22 @@ static void check_clock(doctor *d)
     freeReplyObject(r);
     int64_t a = (int64_t)t0.tv_sec * 1000000 + t0.tv_nsec / 1000;
     int64_t b = (int64_t)t1.tv_sec * 1000000 + t1.tv_nsec / 1000;
-    int64_t off_ms = (server_us - (a + b) / 2) / 1000;
+    const int64_t off_us = server_us - (a + b) / 2, rtt_us = b - a;
+    int64_t off_ms = off_us / 1000;
     int64_t allowance = drift_ms(d->c->cfg.watchdog_ms);
     int64_t abs_off = off_ms < 0 ? -off_ms : off_ms;
-    if (abs_off > allowance + (b - a) / 2000)
+    if (abs_off > allowance + rtt_us / 2000)
         say(d, DLOCK_DOCTOR_WARN, "clock",
             "run NTP (chrony, systemd-timesyncd) on the server and the clients",
-            "the server's clock is %" PRId64 " ms %s this host's, beyond the drift allowance "
-            "of %" PRId64 " ms (1%% of the watchdog timeout + 2 ms): fencing tokens, "
-            "multi-lock validity and hold ages disagree between nodes",
-            abs_off, off_ms > 0 ? "ahead of" : "behind", allowance);
+            "the server's clock is %" PRId64 " ms %s this host's (round trip %.1f ms), beyond "
+            "the drift allowance of %" PRId64 " ms (1%% of the watchdog timeout + 2 ms): "
+            "fencing tokens, multi-lock validity and hold ages disagree between nodes",
+            abs_off, off_ms > 0 ? "ahead of" : "behind", (double)rtt_us / 1000, allowance);
+    else   /* the offset, for the record: the clocks can be compared across nodes */
+        say(d, DLOCK_DOCTOR_NOTE, "clock", NULL,
+            "offset %+.2f ms from this host's clock (server TIME against the round trip's "
+            "middle; round trip %.2f ms), within the drift allowance of %" PRId64 " ms",
+            (double)off_us / 1000, (double)rtt_us / 1000, allowance);
 }
 
 /* The commands a lock, its wake-ups and its renewals need, as the family

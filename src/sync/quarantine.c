@@ -69,9 +69,11 @@ const char *dlock__quarantine_slot_key(int slot, size_t *len)
 /* ------------------------------------------------------------ recording */
 
 typedef struct pending {
-    dlock__node *node;       /* a new primary: start its quarantine; NULL: arm `slot` */
+    dlock__node *node;       /* a new primary, or a node whose clock jumped: start its
+                                quarantine; NULL: arm `slot` */
     int slot;
     int tries;
+    int64_t ms;              /* the quarantine, ms; 0: the failover quarantine's */
 } pending;
 
 struct dlock__qrec {
@@ -121,7 +123,7 @@ void dlock__quarantine_key(const dlock__handle *h, dlock__op *op)
     uint64_t bit = (uint64_t)1 << (slot % 64);
     if (!(atomic_load_explicit(&q->armed[slot / 64], memory_order_relaxed) & bit) &&
         !(atomic_fetch_or(&q->armed[slot / 64], bit) & bit))
-        push(q, (pending){NULL, slot, 0});
+        push(q, (pending){NULL, slot, 0, 0});
 }
 
 static void ignore_reply(int status, dlock__res *res, void *ud)
@@ -188,7 +190,7 @@ static int record_node(dlock__qrec *q, dlock__node *n, int64_t ms)
     if (!found)
         dlock__router_stale(c->router);   /* read the map again: the retry finds them */
     dlock__log(&c->cfg, DLOCK_LOG_INFO,
-               found ? "%s: failover quarantine of %lld ms recorded on the server"
+               found ? "%s: quarantine of %lld ms recorded on the server"
                      : "%s: no slot of the new primary known yet: its quarantine is recorded "
                        "once the slot map names them",
                dlock__node_addr(n), (long long)ms);
@@ -214,14 +216,17 @@ static void on_job(void *arg)
     q->in = NULL;
     q->nin = q->cap = 0;
     pthread_mutex_unlock(&q->mu);
-    int64_t ms = dlock__netctx_quarantine_ms(&q->c->net);
+    const int64_t failover_ms = dlock__netctx_quarantine_ms(&q->c->net);
     if (nin && !q->stopping && !q->rearm_inited &&
         uv_timer_init(dlock__loop_uv(q->c->loop), &q->rearm) == 0) {
         q->rearm.data = q;
         q->rearm_inited = 1;
         uv_timer_start(&q->rearm, on_rearm, ARM_EVERY_MS, ARM_EVERY_MS);
     }
-    for (size_t i = 0; i < nin && !q->stopping && ms > 0; i++) {
+    for (size_t i = 0; i < nin && !q->stopping; i++) {
+        const int64_t ms = in[i].ms > 0 ? in[i].ms : failover_ms;
+        if (ms <= 0)
+            continue;
         if (!in[i].node) {
             record(q, in[i].slot, in[i].slot + 1, ms, 0);
             continue;
@@ -278,7 +283,13 @@ static void on_promoted(void *ud, dlock__node *n)
 {
     dlock__qrec *q = ud;
     if (dlock__netctx_quarantine_ms(&q->c->net) > 0)
-        push(q, (pending){n, 0, 0});
+        push(q, (pending){n, 0, 0, 0});
+}
+
+/* The watchdog's hook: n's clock jumped forward; any thread, never blocks. */
+static void on_jumped(void *ud, dlock__node *n, int64_t ms)
+{
+    push(ud, (pending){n, 0, 0, ms});
 }
 
 /* Stop hook (io thread). */
@@ -287,6 +298,7 @@ static void on_stop(void *arg)
     dlock__qrec *q = arg;
     q->stopping = 1;
     dlock__netctx_on_promoted(&q->c->net, DLOCK__HOOK_QUARANTINE, NULL, NULL);
+    dlock__netctx_on_jumped(&q->c->net, NULL, NULL);
     if (q->timer_inited) {
         uv_timer_stop(&q->retry);
         uv_close((uv_handle_t *)&q->retry, NULL);
@@ -311,6 +323,7 @@ int dlock__qrec_new(dlock__qrec **out, dlock_client *c)
         return rc;
     }
     dlock__netctx_on_promoted(&c->net, DLOCK__HOOK_QUARANTINE, on_promoted, q);
+    dlock__netctx_on_jumped(&c->net, on_jumped, q);
     *out = q;
     return DLOCK_OK;
 }

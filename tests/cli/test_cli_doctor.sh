@@ -15,6 +15,8 @@ extra_redis H --appendonly yes
 expect 0 "$D" doctor "$(url "$H_PORT")"
 has "$tmp/out" "healthy" "a healthy server is said healthy"
 hasnt "$tmp/out" "WARNING" "no warning on a healthy server"
+has "$tmp/out" "note: 127.0.0.1:$H_PORT: clock: offset" "the node's clock offset is noted"
+has "$tmp/out" "round trip" "with the round trip"
 # The URL may come from --url / $DLOCK_URL as for every command.
 expect 0 env DLOCK_URL="$(url "$H_PORT")" "$D" doctor
 expect 0 "$D" doctor --url "$(url "$H_PORT")"

@@ -486,8 +486,16 @@ void test_errors(dlock::client &a) {
         CHECK(e.status() == DLOCK_EINVAL);
         CHECK(std::string(e.what()).find("nosuch") != std::string::npos);
     }
+    try {
+        dlock::config bad;
+        bad.clock_jump(-2ms);
+        FAILED("a bad clock jump allowance did not throw");
+    } catch (const dlock::error &e) {
+        CHECK(e.status() == DLOCK_EINVAL);
+        CHECK(std::string(dlock_lost_cause_str(DLOCK_CAUSE_CLOCK_JUMP)) == "server clock jumped");
+    }
     dlock::config cfg("redis://127.0.0.1:1");
-    cfg.connect_timeout(500ms).command_timeout(500ms);
+    cfg.connect_timeout(500ms).command_timeout(500ms).clock_jump(100ms);
     dlock::client down = dlock::client::open(cfg, ec);
     CHECK(!down);
     CHECK(ec == DLOCK_ECONN);

@@ -238,6 +238,7 @@ static void parse_file(const char *path)
         case 'R':
         case 'C':
         case 'O':
+        case 'J':
             if (sscanf(line + 2, "%lld %lld", &a, &b) == 2) {
                 fault *p = check_push(&faults);
                 p->kind = line[0];
@@ -336,10 +337,13 @@ static span *occupied(int name, int side, const check_params *cp, size_t *count)
         }
     fault *f = faults.v;
     for (size_t i = 0; i < faults.n; i++)
-        if (f[i].kind == 'R' || f[i].kind == 'C' || f[i].kind == 'O') {
+        if (f[i].kind == 'R' || f[i].kind == 'C' || f[i].kind == 'O' || f[i].kind == 'J') {
             span *p = check_push(&s);
             p->a = f[i].a;
             p->b = f[i].b + 1000000000LL;   /* and a second to reconnect */
+            if (f[i].kind == 'J')   /* and the quarantine its discovery starts: a lease,
+                                       from a renewal pass (a third of it) later */
+                p->b += cp->quarantine_ns + cp->watchdog_ns / 3;
             if (f[i].kind == 'O')   /* and the quarantine it starts, or a lost release */
                 p->b += cp->quarantine_ns > cp->lost_release_ns ? cp->quarantine_ns
                                                                 : cp->lost_release_ns;
@@ -474,6 +478,8 @@ int safety_check(const check_params *cp, check_report *rep)
         }
         rep->holds++;
         rep->lost_holds += h[i].lost_at != 0;
+        rep->clock_jump_lost += h[i].lost_at != 0 &&
+                                (h[i].lost_reason >> 8) == DLOCK_CAUSE_CLOCK_JUMP;
         rep->release_errors += h[i].ended && h[i].release_rc != DLOCK_OK &&
                                h[i].release_rc != DLOCK_ENOTOWNER;
         rep->refused_reads += h[i].read_ok == 0;
@@ -702,6 +708,18 @@ int safety_check(const check_params *cp, check_report *rep)
         case 'C':
             rep->pauses++;
             break;
+        case 'J': {
+            /* Detected: a hold lost to it (the worker's lost_reason carries
+             * the cause in its second byte) within a pass and a second. */
+            rep->clock_jumps++;
+            int seen = 0;
+            for (size_t i = 0; i < holds.n && !seen; i++)
+                seen = (h[i].lost_reason >> 8) == DLOCK_CAUSE_CLOCK_JUMP &&
+                       h[i].lost_at >= f[q].a &&
+                       h[i].lost_at <= f[q].b + cp->watchdog_ns / 3 + cp->free_slack_ns;
+            rep->clock_jumps_detected += seen;
+            break;
+        }
         case 'O': {
             rep->failovers++;
             long long first = -1;

@@ -3,7 +3,7 @@
  *
  *   safety [--scenario baseline|kill9|sigstop|restart|pause|partition|
  *                      sentinel-kill|cluster-failover|cluster-kill|replicated|replicated-lag|replicated-lag-quarantine|
- *                      replicated-lag-mixed|all]
+ *                      replicated-lag-mixed|clock-jump|all]
  *          [--type lock|fair|rw|sem|latch|elect] [--seconds S] [--procs P] [--threads T]
  *          [--names K] [--ops N] [--watchdog MS] [--lock-delay MS] [--writer-first on|off] [--stop-spread] [--worker PATH] [--keep] [--ack]
  *          [--sentinel-failover]
@@ -16,6 +16,11 @@
  * redis-replicated://, no Sentinel: the roles swapped with REPLICAOF after
  * the replicas caught up, writes paused meanwhile). --ack makes every acquisition and renewal wait for
  * every replica (DLOCK_ACK_RELEASE). They report the double grants seen.
+ * clock-jump: the workers reach the lock server through a proxy that moves
+ * its TIME answers forward by 1.5 s at each step, the coordinator cutting
+ * every key's TTL by as much (the step's effect): it reports the steps
+ * detected (a hold lost with cause "server clock jumped") and the double
+ * grants (none allowed).
  *
  * --type picks the lock the workers use (safety.h): lock (the reentrant lock,
  * the default), fair (the fair lock; every waiter's slot FAIR_SLOT_MS, and the
@@ -49,6 +54,7 @@
 #include "dlock/dlock.h"
 #include "coord.h"
 #include "harness.h"
+#include "proxy.h"
 
 typedef struct opts {
     const char *scenario;
@@ -86,6 +92,33 @@ static opts O = {"all", 10, 3, 3, 2, 0, 1500, 500, NULL, 0, 0, NULL, SAFETY_LOCK
  * node timeout of 2 s, then the election), so that a hold the new primary
  * has survives it. */
 #define FAILOVER_WATCHDOG_MS 6000
+
+/* clock-jump: the workers reach the lock server through a proxy
+ * (tests/proxy.c) whose TIME answers the coordinator moves forward by
+ * CLOCK_STEP_MS at each step, cutting every key's TTL on the server by as
+ * much (the step's effect). A 6 s watchdog: a renewal pass every 2 s, and a
+ * held key keeps at least 4 s, 2.5 s after the step: more than the pass
+ * that sees it. Steps come a lease (the quarantine each one starts) and
+ * CLOCK_GAP_MS apart. */
+#define CLOCK_WATCHDOG_MS 6000
+#define CLOCK_STEP_MS 1500
+#define CLOCK_GAP_MS 3000
+static th_proxy *clock_proxy;
+static long long clock_shift_us;
+/* Every key's TTL on the lock server cut by ARGV[1] ms (gone when none
+ * would be left). */
+#define CLOCK_STEP_LUA                                                   \
+    "for _, k in ipairs(redis.call('keys', '*')) do\n"                   \
+    "  local t = redis.call('pttl', k)\n"                                \
+    "  if t > 0 then\n"                                                  \
+    "    if t > tonumber(ARGV[1]) then\n"                                \
+    "      redis.call('pexpire', k, t - tonumber(ARGV[1]))\n"            \
+    "    else\n"                                                         \
+    "      redis.call('del', k)\n"                                       \
+    "    end\n"                                                          \
+    "  end\n"                                                            \
+    "end\n"                                                              \
+    "return 1\n"
 
 /* The fair lock's slot, every waiter's (the fair wait timeout, and the wait of
  * the waits that have a limit). A live waiter refreshes its place at least
@@ -290,6 +323,10 @@ static const scenario scenarios[] = {
      * to see the switch records it on the new primary; every acquisition
      * there honours it. */
     {"replicated-lag-mixed", 1000, 1000, 0, 6, DEPLOY_REPLICATED_LAG, QUARANTINE_MIXED},
+    /* The lock server's clock steps forward (through a proxy): holds of 3 s,
+     * renewed at least once, so that the watchdog samples TIME around each
+     * step. */
+    {"clock-jump", 3000, 3000, 0, 0, 0, 0},
 };
 
 static int64_t run_slack;
@@ -578,6 +615,27 @@ static void inject(run *r, const scenario *sc, int64_t until)
             msleep(pause_ms);
             coord_log(r, "C %lld %lld", (long long)t, (long long)(t + pause_ms * 1000000LL));
             next = safety_now() + 2000000000LL;
+        } else if (!strcmp(sc->name, "clock-jump")) {
+            /* A step needs a renewal pass (a third of the lease) and two
+             * seconds after it, within the run, to be seen. */
+            if (until - now < (O.watchdog / 3 + 2000) * 1000000LL) {
+                next = until;
+                continue;
+            }
+            redisContext *c = admin(&r->lock);
+            if (!c)
+                continue;
+            int64_t t = safety_now();
+            clock_shift_us += CLOCK_STEP_MS * 1000LL;
+            th_proxy_shift_time(clock_proxy, clock_shift_us);
+            char step[24];
+            snprintf(step, sizeof(step), "%d", CLOCK_STEP_MS);
+            redisReply *rep = redisCommand(c, "EVAL %s 0 %s", CLOCK_STEP_LUA, step);
+            if (rep)
+                freeReplyObject(rep);
+            redisFree(c);
+            coord_log(r, "J %lld %lld", (long long)t, (long long)safety_now());
+            next = safety_now() + (O.watchdog + CLOCK_GAP_MS) * 1000000LL;
         } else if (!strcmp(sc->name, "partition")) {
             int id = find_worker(r, PH_HOLDING, 0);   /* worker 0 lives in namespace A */
             if (id != 0) {
@@ -628,6 +686,9 @@ static int run_scenario(const scenario *sc)
         O.names = sc->names;
     if (sc->deploy && O.watchdog < FAILOVER_WATCHDOG_MS)
         O.watchdog = FAILOVER_WATCHDOG_MS;
+    const int clock = !strcmp(sc->name, "clock-jump");
+    if (clock && O.watchdog < CLOCK_WATCHDOG_MS)
+        O.watchdog = CLOCK_WATCHDOG_MS;
     run rr;
     run *r = &rr;
     memset(r, 0, sizeof(*r));
@@ -674,6 +735,17 @@ static int run_scenario(const scenario *sc)
     }
     if (sc->deploy && O.ack)
         r->ack = deploy_replicas(sc->deploy);
+    if (clock) {
+        clock_shift_us = 0;
+        if (!(clock_proxy = th_proxy_start(r->lock.port))) {
+            stop_pid(r->lock.pid, SIGTERM, 3000);
+            stop_pid(r->store.pid, SIGTERM, 3000);
+            O.watchdog = watchdog_option;
+            return 1;
+        }
+        snprintf(r->lock_url, sizeof(r->lock_url), "redis://127.0.0.1:%d",
+                 th_proxy_port(clock_proxy));
+    }
     r->quarantine = sc->quarantine;
     r->nworkers = O.procs;
     for (int id = 0; id < r->nworkers; id++) {
@@ -729,8 +801,9 @@ static int run_scenario(const scenario *sc)
     cp.dir = r->dir;
     cp.names = O.names;
     cp.watchdog_ns = O.watchdog * 1000000LL;
-    /* auto: the watchdog timeout (the workers' leases are shorter). */
-    cp.quarantine_ns = (sc->quarantine < 0 ? O.watchdog : sc->quarantine) * 1000000LL;
+    /* auto: the watchdog timeout (the workers' leases are shorter); a clock
+     * step's: a lease. */
+    cp.quarantine_ns = (sc->quarantine < 0 || clock ? O.watchdog : sc->quarantine) * 1000000LL;
     if (sc->deploy == DEPLOY_REPLICATED_LAG)
         cp.lost_release_ns = O.watchdog * 1000000LL;
     cp.blocked_ns = 2000000000LL * run_slack;
@@ -757,6 +830,10 @@ static int run_scenario(const scenario *sc)
         deploy_stop(sc->deploy);
     else
         stop_pid(r->lock.pid, SIGTERM, 3000);
+    if (clock_proxy) {
+        th_proxy_stop(clock_proxy);
+        clock_proxy = NULL;
+    }
     stop_pid(r->store.pid, SIGTERM, 3000);
     netns_down(r);
     fclose(r->log);
@@ -908,6 +985,23 @@ static int run_scenario(const scenario *sc)
         if (lag && !sc->quarantine && doubles == 0)
             effect = 0;
     }
+    /* Clock steps: each one seen (a hold lost with cause "server clock
+     * jumped" after it), no lock granted twice; none seen: played again. */
+    if (clock) {
+        char line[256];
+        snprintf(line, sizeof(line),
+                 "  clock steps of %d ms: %lld made, %lld detected (%lld holds lost to them); "
+                 "double grants: %lld\n",
+                 CLOCK_STEP_MS, rep.clock_jumps, rep.clock_jumps_detected, rep.clock_jump_lost,
+                 doubles);
+        fputs(line, stdout);
+        if (report_file)
+            fputs(line, report_file);
+        if (doubles > 0)
+            ok = 0;
+        if (rep.clock_jumps_detected == 0)
+            effect = 0;
+    }
     /* The order must have been checked. Restarts reset it, and CLIENT PAUSE
      * windows (widened by the slack on a busy machine) can cover every wait:
      * there few waits qualify, and none checked is said, not failed. So on a
@@ -945,7 +1039,7 @@ static void usage(void)
 {
     fprintf(stderr, "usage: safety [--scenario baseline|kill9|sigstop|restart|pause|partition|"
                     "sentinel-kill|cluster-failover|cluster-kill|replicated|replicated-lag|"
-                    "replicated-lag-quarantine|replicated-lag-mixed|all]"
+                    "replicated-lag-quarantine|replicated-lag-mixed|clock-jump|all]"
                     " [--type " SAFETY_TYPE_LIST "] [--seconds S] [--procs P] [--threads T] [--names K] [--ops N]"
                     " [--watchdog MS] [--lock-delay MS] [--writer-first on|off] [--stop-spread] [--worker PATH] [--keep] [--ack] [--sentinel-failover] [--min-total-ops N]"
                     " [--report FILE] [--dlock PATH (type rate)]\n");

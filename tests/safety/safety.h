@@ -143,7 +143,8 @@ static inline int safety_exclusive(int type)
  * (v1, v2; the second read's value is recorded even when the fence refused it).
  * op1_ok/op2_ok: 1 accepted, 0 refused by the fence, -1 storage error (op2 is
  * not sent, 0, when op1 was not accepted). t_op2: before op2 was sent.
- * lost_at: 0 or when the lost callback fired for this hold. The checker reads
+ * lost_at: 0 or when the lost callback fired for this hold; lost_reason the
+ * dlock_lost_reason | the dlock_lost_cause << 8. The checker reads
  * the side, the wait and the values when present (records without them are
  * exclusive holds). Type handover: side h in an E record, a hold handed over
  * (release_rc the transfer's status, t_end sent before it, t_rel after it);
@@ -165,6 +166,9 @@ static inline int safety_exclusive(int type)
  *   O <t_fault> <t_switched>        a failover of the lock deployment (the
  *                                   primary killed or CLUSTER FAILOVER) until
  *                                   the new primary was seen serving
+ *   J <t_step> <t_done>             the lock server's clock stepped forward:
+ *                                   the proxy's TIME answers moved, then every
+ *                                   lock key's TTL cut by as much
  * Type sem: the token of S and E records is the thread's hold number (no
  * fencing), and the coordinator adds, per permit a killed worker held:
  *   X <w> <name> <t_kill> <t_back>  when the permit was back in the pool (its
@@ -309,6 +313,10 @@ typedef struct check_report {
     long long restarts, restart_holds, restart_told, pauses, partitions, part_holds, part_told;
     long long part_late, expectation_failures, others_during_partition;
     long long lost_holds, release_errors, failovers;
+    /* clock-jump: J records (the server's TIME stepped forward), those that
+     * a hold lost with cause "server clock jumped" followed within a lease,
+     * and such holds */
+    long long clock_jumps, clock_jumps_detected, clock_jump_lost;
     /* failovers: from each O record's start to the first grant after it */
     long long failover_gaps;
     double failover_gap_ms_sum, failover_gap_ms_max;

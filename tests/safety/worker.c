@@ -106,7 +106,8 @@ static void on_lost(const char *name, const char *owner, dlock_lost_reason reaso
     thread_state *t = ud;
     long long zero = 0;
     atomic_compare_exchange_strong(&t->lost_at, &zero, (long long)safety_now());
-    atomic_store(&t->lost_reason, (int)reason);
+    /* The cause in the second byte (the checker counts clock jumps). */
+    atomic_store(&t->lost_reason, (int)reason | ((int)dlock_last_lost_cause() << 8));
 }
 
 static int parse_host_port(const char *url, char *host, size_t hsize, int *port)
