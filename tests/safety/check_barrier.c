@@ -73,8 +73,16 @@ static int gone_before(int w, long long t)
 static const bev *leave_of(const bev *m, const bev *v, size_t nv)
 {
     const bev *sent = NULL;
-    for (size_t i = 0; i < nv; i++)
-        if (v[i].round == m->round && v[i].w == m->w && v[i].t == m->t) {
+    size_t lo = 0, hi = nv;   /* v is sorted by round: its first of m's round */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (v[mid].round < m->round)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (size_t i = lo; i < nv && v[i].round == m->round; i++)
+        if (v[i].w == m->w && v[i].t == m->t) {
             if (v[i].ret >= 0)
                 return &v[i];
             sent = &v[i];
