@@ -35,7 +35,7 @@ src_of() { sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$1/CMakeCache.txt"; }
 tmp=$(mktemp -d /tmp/dlock-ab-XXXXXX)
 results=$tmp/runs.tsv
 
-# shellcheck source=../scripts/redis-throwaway.sh
+# shellcheck source=../scripts/redis-throwaway.sh disable=SC1091
 . "$root/scripts/redis-throwaway.sh"
 extra_pids=()
 extra_stop() {
@@ -112,8 +112,9 @@ EOF
      "$1/libdlock.a" -lhiredis -luv -lssl -lcrypto -lpthread -ldl -lrt
 }
 if want redlock; then
-  rl_build "$build_a" "$tmp/redlock_a" && rl_build "$build_b" "$tmp/redlock_b" ||
-    { echo "  the RedLock harness did not build for both sides: no redlock section" >&2; only=${only/redlock/}; }
+  if ! { rl_build "$build_a" "$tmp/redlock_a" && rl_build "$build_b" "$tmp/redlock_b"; }; then
+    echo "  the RedLock harness did not build for both sides: no redlock section" >&2; only=${only/redlock/}
+  fi
 fi
 
 redis_start || exit 1
