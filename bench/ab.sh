@@ -14,13 +14,75 @@
 #
 # AB_RUNS=5: runs per side and scenario. AB_QUICK=1: short runs.
 # AB_ONLY="uncontended handoff many asyncmany held multilock redlock permits": a subset.
-# AB_OUT=FILE: keep the raw JSON lines ("A|B<TAB>run<TAB>json") there.
+# AB_OUT=FILE: keep the raw JSON lines ("A|B<TAB>run<TAB>json") there;
+# bench/ab.sh --summary FILE prints their table again.
+# "B worse in pairs": in how many runs B was worse than the A run right before
+# it (a paired view of the same noise).
 # Redis on CPU 0, every client on CPU 1 (as bench/run.sh's split placement).
 # RedLock: both sides run the head's bench/redlock_bench.c (public headers
 # only), compiled here against each side's own headers and libdlock.a, so a
 # base without the redlock scenario is measured by the same harness.
 set -uo pipefail
-[ $# = 2 ] || { echo "usage: bench/ab.sh BASE_BUILD_DIR HEAD_BUILD_DIR" >&2; exit 64; }
+summarize() { # FILE of runs ("A|B<TAB>run<TAB>json"): the table
+python3 - "$1" <<'EOF'
+import json, statistics, sys
+# scenario -> [(metric, +1 higher is better | -1 lower is better)]
+M = {
+    "uncontended": [("cycles_per_s", 1), ("p50_us", -1), ("p99_us", -1), ("client_cpu_us_per_cycle", -1)],
+    "handoff-threads": [("gap_p50_us", -1), ("gap_p99_us", -1), ("acq_per_s", 1), ("waits_over_1s", -1)],
+    "handoff-processes": [("gap_p50_us", -1), ("gap_p99_us", -1), ("acq_per_s", 1), ("waits_over_1s", -1)],
+    "many": [("cycles_per_s", 1)],
+    "asyncmany": [("cycles_per_s", 1)],
+    "held": [("bytes_per_lock", -1), ("renewal_round_trips_per_period", -1),
+             ("redis_commands_per_period", -1), ("acquire_s", -1), ("hold_cpu_ms", -1)],
+    "multilock": [("cycles_per_s", 1), ("p50_us", -1), ("p99_us", -1), ("roundtrips_per_acquire", -1)],
+    "redlock3-blocking": [("acquire_p50_us", -1), ("acquire_p99_us", -1), ("release_p50_us", -1), ("cycles_per_s", 1)],
+    "redlock3-async": [("acquire_p50_us", -1), ("acquire_p99_us", -1), ("release_p50_us", -1), ("cycles_per_s", 1)],
+    "permits4": [("cycles_per_s", 1), ("p50_us", -1), ("p99_us", -1), ("roundtrips_per_acquire", -1)],
+}
+runs = {}
+for line in open(sys.argv[1]):
+    side, run, js = line.rstrip("\n").split("\t", 2)
+    r = json.loads(js)
+    r["_run"] = run
+    key = r["scenario"] + ("-" + r["mode"] if r["scenario"] == "handoff" else "")
+    runs.setdefault(key, {"A": [], "B": []})[side].append(r)
+def spread(v):
+    return max(v) / min(v) if min(v) > 0 else (1.0 if max(v) == min(v) else float("inf"))
+print("| scenario | metric | A median | B median | B/A | A/A spread | B/B spread | B worse in pairs | verdict |")
+print("|---|---|---|---|---|---|---|---|---|")
+regressions = []
+for key in M:
+    if key not in runs:
+        continue
+    for metric, better in M[key]:
+        a = [r[metric] for r in runs[key]["A"] if metric in r]
+        b = [r[metric] for r in runs[key]["B"] if metric in r]
+        if not a or not b:
+            continue
+        ma, mb = statistics.median(a), statistics.median(b)
+        pa = {r["_run"]: r[metric] for r in runs[key]["A"] if metric in r}
+        pb = {r["_run"]: r[metric] for r in runs[key]["B"] if metric in r}
+        pairs = [(pa[i], pb[i]) for i in pa if i in pb]   # run i: A, then B right after it
+        bworse = sum(1 for x, y in pairs if (y < x if better > 0 else y > x))
+        ratio = mb / ma if ma else (1.0 if mb == ma else float("inf"))
+        worse = (1 / ratio if ratio else float("inf")) if better > 0 else ratio
+        sa = spread(a)
+        if worse > sa and worse > 1:
+            verdict = "**worse, above noise**"
+            regressions.append(f"{key} {metric}")
+        elif worse < 1 and 1 / worse > sa:
+            verdict = "better, above noise"
+        else:
+            verdict = "within noise"
+        print(f"| {key} | {metric} | {ma:g} | {mb:g} | {ratio:.3f} | {sa:.3f} | {spread(b):.3f} "
+              f"| {bworse}/{len(pairs)} | {verdict} |")
+print()
+print("B worse than A by more than A's own spread: " + (", ".join(regressions) if regressions else "none"))
+EOF
+}
+if [ "${1:-}" = --summary ] && [ $# = 2 ]; then summarize "$2"; exit; fi
+[ $# = 2 ] || { echo "usage: bench/ab.sh BASE_BUILD_DIR HEAD_BUILD_DIR | --summary RUNS_FILE" >&2; exit 64; }
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 build_a=$(cd "$1" && pwd) || exit 64
@@ -190,54 +252,4 @@ want permits && ab "4 permits in one call" @ permits --url "$url" --cycles "$cyc
 
 [ -n "${AB_OUT:-}" ] && cp "$results" "$AB_OUT"
 [ -s "$results" ] || { echo "no results" >&2; exit 1; }
-python3 - "$results" <<'EOF'
-import json, statistics, sys
-# scenario -> [(metric, +1 higher is better | -1 lower is better)]
-M = {
-    "uncontended": [("cycles_per_s", 1), ("p50_us", -1), ("p99_us", -1), ("client_cpu_us_per_cycle", -1)],
-    "handoff-threads": [("gap_p50_us", -1), ("gap_p99_us", -1), ("acq_per_s", 1), ("waits_over_1s", -1)],
-    "handoff-processes": [("gap_p50_us", -1), ("gap_p99_us", -1), ("acq_per_s", 1), ("waits_over_1s", -1)],
-    "many": [("cycles_per_s", 1)],
-    "asyncmany": [("cycles_per_s", 1)],
-    "held": [("bytes_per_lock", -1), ("renewal_round_trips_per_period", -1),
-             ("redis_commands_per_period", -1), ("acquire_s", -1), ("hold_cpu_ms", -1)],
-    "multilock": [("cycles_per_s", 1), ("p50_us", -1), ("p99_us", -1), ("roundtrips_per_acquire", -1)],
-    "redlock3-blocking": [("acquire_p50_us", -1), ("acquire_p99_us", -1), ("release_p50_us", -1), ("cycles_per_s", 1)],
-    "redlock3-async": [("acquire_p50_us", -1), ("acquire_p99_us", -1), ("release_p50_us", -1), ("cycles_per_s", 1)],
-    "permits4": [("cycles_per_s", 1), ("p50_us", -1), ("p99_us", -1), ("roundtrips_per_acquire", -1)],
-}
-runs = {}
-for line in open(sys.argv[1]):
-    side, _, js = line.rstrip("\n").split("\t", 2)
-    r = json.loads(js)
-    key = r["scenario"] + ("-" + r["mode"] if r["scenario"] == "handoff" else "")
-    runs.setdefault(key, {"A": [], "B": []})[side].append(r)
-def spread(v):
-    return max(v) / min(v) if min(v) > 0 else (1.0 if max(v) == min(v) else float("inf"))
-print("| scenario | metric | A median | B median | B/A | A/A spread | B/B spread | n A/B | verdict |")
-print("|---|---|---|---|---|---|---|---|---|")
-regressions = []
-for key in M:
-    if key not in runs:
-        continue
-    for metric, better in M[key]:
-        a = [r[metric] for r in runs[key]["A"] if metric in r]
-        b = [r[metric] for r in runs[key]["B"] if metric in r]
-        if not a or not b:
-            continue
-        ma, mb = statistics.median(a), statistics.median(b)
-        ratio = mb / ma if ma else (1.0 if mb == ma else float("inf"))
-        worse = (1 / ratio if ratio else float("inf")) if better > 0 else ratio
-        sa = spread(a)
-        if worse > sa and worse > 1:
-            verdict = "**worse, above noise**"
-            regressions.append(f"{key} {metric}")
-        elif worse < 1 and 1 / worse > sa:
-            verdict = "better, above noise"
-        else:
-            verdict = "within noise"
-        print(f"| {key} | {metric} | {ma:g} | {mb:g} | {ratio:.3f} | {sa:.3f} | {spread(b):.3f} "
-              f"| {len(a)}/{len(b)} | {verdict} |")
-print()
-print("B worse than A by more than A's own spread: " + (", ".join(regressions) if regressions else "none"))
-EOF
+summarize "$results"
