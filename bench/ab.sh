@@ -182,15 +182,28 @@ fi
 redis_start || exit 1
 url=$REDIS_URL
 rl_urls=$url
+extra_redis() { # dir: one more server on a free port (in xr_port; its pid in extra_pids), retried as redis_start does
+  local p pid
+  mkdir -p "$1"
+  for _ in $(seq 1 20); do
+    p=$(( 20000 + RANDOM % 40000 ))
+    port_in_use "$p" && continue
+    taskset -c "$REDIS_CPU" redis-server --port "$p" --bind 127.0.0.1 --save "" --appendonly no \
+      --dir "$1" --logfile "$1/redis.log" --daemonize no >/dev/null &
+    pid=$!
+    for _ in $(seq 1 100); do
+      if redis-cli -p "$p" ping >/dev/null 2>&1; then xr_port=$p; extra_pids+=("$pid"); return 0; fi
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.05
+    done
+    kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
+  done
+  return 1
+}
 if want redlock; then   # the RedLock's two other servers, on the Redis CPU too
   for n in 1 2; do
-    for _ in $(seq 1 50); do p=$(( 20000 + RANDOM % 40000 )); port_in_use "$p" || break; done
-    mkdir -p "$tmp/rl$n"
-    taskset -c "$REDIS_CPU" redis-server --port "$p" --bind 127.0.0.1 --save "" --appendonly no \
-      --dir "$tmp/rl$n" --logfile "$tmp/rl$n/redis.log" --daemonize no &
-    extra_pids+=($!)
-    for _ in $(seq 1 100); do redis-cli -p "$p" ping >/dev/null 2>&1 && break; sleep 0.05; done
-    rl_urls="$rl_urls,redis://127.0.0.1:$p"
+    extra_redis "$tmp/rl$n" || { echo "could not start the RedLock's servers" >&2; exit 1; }
+    rl_urls="$rl_urls,redis://127.0.0.1:$xr_port"
   done
 fi
 echo "redis-server $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/') on CPU $REDIS_CPU, clients on CPU $client_cpu;" \
