@@ -280,7 +280,7 @@ done
 
 fi
 if want revoke; then
-echo "11. revocation: a DEL of a held lock to its lost callback; tracking's cost for $locks held locks..."
+echo "10. revocation: a DEL of a held lock to its lost callback; tracking's cost for $locks held locks..."
 # A 15 s watchdog (a renewal period of 5 s): 100 000 locks renewed every
 # second (section 5's 3 s) leave this machine's Redis little room to spare,
 # and the point here is the cost of tracking, per period.
@@ -292,7 +292,7 @@ done
 fi
 
 if want async; then
-echo "10. asynchronous API: many names from one thread; 10 000 pending waiters..."
+echo "11. asynchronous API: many names from one thread; 10 000 pending waiters..."
 for i in $(seq "$runs"); do
   # The -c 50 ceiling right beside each run, as for section 4.
   sha=$(redis-cli -p "$REDIS_PORT" script load "$(cat "$build/gen/expanded/lock_acquire.lua")")
@@ -306,7 +306,7 @@ flush
 fi
 
 if want tls && [ -n "$tls_url" ]; then
-echo "11. TLS against plain (the same server, its TLS port), round trips and uncontended cycles..."
+echo "12. TLS against plain (the same server, its TLS port), round trips and uncontended cycles..."
 for i in $(seq "$runs"); do
   # Each TLS run right after its plain twin: paired ratios.
   record pin "$bench" ping --url "$url" --cycles "$cycles" --tag -plain
@@ -319,8 +319,8 @@ done
 fi
 
 if want cluster || want revokereq; then
-echo "12. a cluster of 3 primaries against one server: client CPU per cycle, many names, renewals per node;"
-echo "    revoke request -> the holder's handler, one server and the cluster, beside PING..."
+echo "13. a cluster of 3 primaries against one server: client CPU per cycle, many names, renewals per node;"
+echo "18. revoke request -> the holder's handler, one server and the cluster, beside PING..."
 # Three cluster-enabled servers (no replicas: the client's side is measured),
 # all on the Redis CPU as the single server is; stopped by pid.
 extra_begin cluster
@@ -377,7 +377,7 @@ extra_stop
 fi
 
 if want failover; then
-echo "13. Sentinel failover: the switch announced -> the first acquisition on the new primary..."
+echo "14. Sentinel failover: the switch announced -> the first acquisition on the new primary..."
 # A primary, one replica and three sentinels (quorum 2), stopped by pid. Each
 # run is a SENTINEL FAILOVER (the roles swap; the next run swaps them back).
 extra_begin failover
@@ -417,7 +417,7 @@ extra_stop
 fi
 
 if want replicated; then
-echo "14. Replicated (no Sentinel): the roles swapped with REPLICAOF -> the first acquisition on the new primary..."
+echo "15. Replicated (no Sentinel): the roles swapped with REPLICAOF -> the first acquisition on the new primary..."
 # A primary and a replica under redis-replicated://, stopped by pid. Each run
 # swaps the roles (the next run swaps them back).
 extra_begin replicated
@@ -441,7 +441,7 @@ extra_stop
 
 fi
 if want spin; then
-echo "15. spin lock beside the pub/sub lock: waiters on as many held names (subscriptions, attempts/s); handoffs against the back-off..."
+echo "16. spin lock beside the pub/sub lock: waiters on as many held names (subscriptions, attempts/s); handoffs against the back-off..."
 if [ "$quick" = 1 ]; then spin_names=1000; spin_cycles=10; else spin_names=10000; spin_cycles=60; fi
 for i in $(seq "$(( runs < 3 ? runs : 3 ))"); do
   record pin "$bench" spin --url "$url" --names "$spin_names" --cycles "$spin_cycles" --hold-ms 300
@@ -450,7 +450,7 @@ done
 
 fi
 if want writerfirst; then
-echo "16. read-write lock: 8 readers with overlapping 100 ms holds and one writer, writer-first off and on..."
+echo "17. read-write lock: 8 readers with overlapping 100 ms holds and one writer, writer-first off and on..."
 if [ "$quick" = 1 ]; then wf_secs=5; else wf_secs=30; fi
 # One run: each takes twice --seconds (off, then on).
 record pin "$bench" writerfirst --url "$url" --workers 8 --hold-ms 100 --seconds "$wf_secs"
@@ -459,7 +459,7 @@ flush
 fi
 
 if want python; then
-echo "17. Python: the binding beside redis-py's Lock and the C library (bench/python/RESULTS.md)..."
+echo "19. Python: the binding beside redis-py's Lock and the C library (bench/python/RESULTS.md)..."
 py=
 for c in python3 /usr/bin/python3; do
   command -v "$c" >/dev/null && "$c" -c 'import redis' 2>/dev/null && { py=$c; break; }
