@@ -612,7 +612,7 @@ static void say_listening(const exporter *x, const int *lfd, int nl)
         getnameinfo((struct sockaddr *)&ss, sl, host, sizeof(host), port, sizeof(port),
                     NI_NUMERICHOST | NI_NUMERICSERV);
         int v6 = strchr(host, ':') != NULL;
-        char url[80];
+        char url[NI_MAXHOST + NI_MAXSERV + 24];
         snprintf(url, sizeof(url), "http://%s%s%s:%s/metrics", v6 ? "[" : "", host,
                  v6 ? "]" : "", port);
         off += (size_t)snprintf(urls + off, sizeof(urls) - off, "%s%s", i ? " and " : "", url);
