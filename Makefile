@@ -80,9 +80,11 @@ asan: deps
 # the Sentinel and Cluster suites, TLS, ACL, and the CLI's run modes (a guard,
 # a watchdog and signals in one process). It leaves out what repeats the same
 # threads over another transport or deployment (the deployment matrix, the
-# suites over TLS and ACL, the TLS deployments) and the CLI scripts that only
-# read or write Redis once per command: ASan and make check run those.
-TSAN_SKIP ?= ^suite_|^test_(cluster|sentinel|managed)_tls$$|^test_[a-z]+_(sentinel|cluster)$$|^test_cli($$|_(admin|ops|family|sem|beyond|stripes|monitor|managed|doctor)$$)|^example_
+# suites over TLS and ACL, the TLS deployments), the CLI scripts that only
+# read or write Redis once per command, the 60 s rate share (processes; its
+# 10 s form stays) and the lost-lock window script (processes; run and tree
+# stay): ASan and make check run those.
+TSAN_SKIP ?= ^suite_|^test_(cluster|sentinel|managed)_tls$$|^test_[a-z]+_(sentinel|cluster)$$|^test_cli($$|_(admin|ops|family|sem|beyond|stripes|monitor|managed|doctor)$$)|^example_|^test_rate_share_60s$$|^test_cli_window$$
 TSAN_JOBS ?= 2
 tsan: deps
 	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDLOCK_SANITIZE=thread >/dev/null
