@@ -217,12 +217,24 @@ static int cluster_switch(run *r, const char *key, int hard)
     if (hard) {
         kill_now(p);
     } else {
-        redisReply *x = th_cmd(rep, "CLUSTER FAILOVER");
-        int ok = x && x->type == REDIS_REPLY_STATUS;
-        if (x)
-            freeReplyObject(x);
-        if (!ok)
-            return -1;
+        /* A manual failover the replica gives up on (its primary slow to
+         * answer on a busy machine: the manual failover's 5 s timeout) is
+         * asked again, up to 3 times, 10 s apart (one CI rehearsal in
+         * several: "the failover could not be made"). */
+        for (int attempt = 0; attempt < 3 && th_cluster_node_for(&cl, key) != rep &&
+                              !interrupted;
+             attempt++) {
+            redisReply *x = th_cmd(rep, "CLUSTER FAILOVER");
+            int ok = x && x->type == REDIS_REPLY_STATUS;
+            if (x)
+                freeReplyObject(x);
+            if (!ok)
+                return -1;
+            int64_t t = safety_now();
+            while (th_cluster_node_for(&cl, key) != rep && safety_now() - t < 10000000000LL &&
+                   !interrupted)
+                msleep(20);
+        }
     }
     while (th_cluster_node_for(&cl, key) != rep && safety_now() - a < 30000000000LL &&
            !interrupted)
