@@ -26,6 +26,8 @@ void die(const char *what);
 int64_t first_acquire_ns(dlock_lock *l, int64_t t0, long *failed);
 dlock_client *open_client(long watchdog_ms, int pool);
 redisContext *admin(void);
+/* n PINGs on c, one at a time: their round trips (ns) into rt, sorted. */
+void ping_round_trips(redisContext *c, int64_t *rt, long n);
 long long info_field(redisContext *c, const char *section, const char *field);
 int cmp_i64(const void *a, const void *b);   /* qsort of int64_t */
 double pct(int64_t *v, size_t n, double p);  /* sorted ns: the p quantile in us */

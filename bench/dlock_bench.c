@@ -131,6 +131,19 @@ redisContext *admin(void)
     return c;
 }
 
+void ping_round_trips(redisContext *c, int64_t *rt, long n)
+{
+    for (long i = 0; i < n; i++) {
+        int64_t t0 = now_ns();
+        redisReply *r = redisCommand(c, "PING");
+        if (!r)
+            die("ping");
+        freeReplyObject(r);
+        rt[i] = now_ns() - t0;
+    }
+    qsort(rt, (size_t)n, sizeof(int64_t), cmp_i64);
+}
+
 long long info_field(redisContext *c, const char *section, const char *field)
 {
     redisReply *r = redisCommand(c, "INFO %s", section);

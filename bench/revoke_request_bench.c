@@ -82,17 +82,9 @@ void revoke_request(void)
     }
     redisContext *adm = admin();
     int64_t *rt = malloc((size_t)n * sizeof(*rt));
-    for (long i = 0; i < n; i++) {
-        int64_t t0 = now_ns();
-        redisReply *r = redisCommand(adm, "PING");
-        if (!r)
-            die("ping");
-        freeReplyObject(r);
-        rt[i] = now_ns() - t0;
-    }
+    ping_round_trips(adm, rt, n);
     qsort(cb, (size_t)n, sizeof(int64_t), cmp_i64);
     qsort(rq, (size_t)n, sizeof(int64_t), cmp_i64);
-    qsort(rt, (size_t)n, sizeof(int64_t), cmp_i64);
     printf("{\"peer\":\"dlock\",\"scenario\":\"revokereq%s\",\"cycles\":%ld,"
            "\"callback_p50_us\":%.1f,\"callback_p99_us\":%.1f,\"request_p50_us\":%.1f,"
            "\"request_p99_us\":%.1f,\"rtt_p50_us\":%.1f,\"rtt_p99_us\":%.1f}\n",

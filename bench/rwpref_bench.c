@@ -144,16 +144,8 @@ void writer_first(void)
     redisContext *adm = admin();
     enum { PINGS = 2000 };
     int64_t rt[PINGS];
-    for (int i = 0; i < PINGS; i++) {
-        int64_t t0 = now_ns();
-        redisReply *r = redisCommand(adm, "PING");
-        if (!r)
-            die("ping");
-        freeReplyObject(r);
-        rt[i] = now_ns() - t0;
-    }
+    ping_round_trips(adm, rt, PINGS);
     redisFree(adm);
-    qsort(rt, PINGS, sizeof(int64_t), cmp_i64);
     printf("{\"peer\":\"dlock\",\"scenario\":\"writerfirst\",\"readers\":%ld,\"read_hold_ms\":%ld,"
            "\"seconds\":%ld,\"write_hold_ms\":%d,\"rtt_p50_us\":%.1f,\"rtt_p99_us\":%.1f,"
            "\"off_longest_wait_ms\":%.1f,\"off_never\":%d,\"off_p50_wait_ms\":%.1f,"
