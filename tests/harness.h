@@ -187,6 +187,13 @@ redisContext *th_admin(const th_redis *r);
 redisReply *th_cmd(const th_redis *r, const char *fmt, ...);
 /* Integer reply of a command, or INT64_MIN on error. */
 long long th_int(const th_redis *r, const char *fmt, ...);
+/* The server's clock (TIME) in ms, or -1 when it cannot be asked. */
+long long th_server_ms(const th_redis *r);
+/* A lock-delay marker (dlock_lock_delay:{name}, a string "<end ms> <owner
+ * id>" without a TTL): the ms its delay has left by the server's clock (<= 0:
+ * over), its owner id copied to owner (size bytes; may be NULL). LLONG_MIN
+ * when there is no marker, or it is not of that form, or has a TTL. */
+long long th_marker_left(const th_redis *r, const char *key, char *owner, size_t size);
 /* Calls Redis has served since it started (INFO commandstats): of command
  * `cmd` ("evalsha", ...), or of every command but INFO when cmd is NULL.
  * -1 when Redis cannot be asked. On a cluster deployment the sum over its

@@ -71,6 +71,34 @@ long long th_int(const th_redis *r, const char *fmt, ...)
     return v;
 }
 
+long long th_server_ms(const th_redis *r)
+{
+    redisReply *rep = th_cmd(r, "TIME");
+    long long ms = -1;
+    if (rep && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2)
+        ms = atoll(rep->element[0]->str) * 1000 + atoll(rep->element[1]->str) / 1000;
+    if (rep)
+        freeReplyObject(rep);
+    return ms;
+}
+
+long long th_marker_left(const th_redis *r, const char *key, char *owner, size_t size)
+{
+    if (th_int(r, "PTTL %s", key) != -1)
+        return LLONG_MIN;
+    redisReply *rep = th_cmd(r, "GET %s", key);
+    long long left = LLONG_MIN;
+    char *sp = rep && rep->type == REDIS_REPLY_STRING ? strchr(rep->str, ' ') : NULL;
+    if (sp && sp > rep->str) {
+        if (owner)
+            snprintf(owner, size, "%s", sp + 1);
+        left = atoll(rep->str) - th_server_ms(r);
+    }
+    if (rep)
+        freeReplyObject(rep);
+    return left;
+}
+
 static long long calls_on(const th_redis *r, const char *cmd);
 
 static long long calls_on(const th_redis *r, const char *cmd)

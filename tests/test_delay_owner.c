@@ -3,7 +3,8 @@
  * until its delay ends, whatever the acquirer's own setting (none here:
  * the fixture's client), for every kind, blocking and asynchronous; and the
  * lost holder ends its delay early by saying it has stopped (its release,
- * answered DLOCK_ENOTOWNER): the lock is free at once. A Redis user whose
+ * answered DLOCK_ENOTOWNER): the lock is free at once. The delay keys
+ * outlive a volatile-* eviction of the locks. A Redis user whose
  * ACL refuses dlock's delay keys still acquires (without honouring them). */
 #include <pthread.h>
 #include <setjmp.h>
@@ -280,6 +281,90 @@ static void test_permit(void **state)
     dlock_client_close(hc);
 }
 
+/* ---------------------------------------------------------- an eviction */
+
+/* Evicts every key with a TTL (volatile-lru, maxmemory cut to 1 byte for a
+ * moment) until none of the `n` keys is left, then sets the server back. */
+static void evict_volatile(const char *const *keys, int n)
+{
+    freeReplyObject(th_cmd(&srv, "CONFIG SET maxmemory-policy volatile-lru"));
+    freeReplyObject(th_cmd(&srv, "CONFIG SET maxmemory 1"));
+    int left = n;
+    for (int i = 0; i < 1000 && left > 0; i++) {
+        freeReplyObject(th_cmd(&srv, "SET do-evict:poke x"));   /* refused (OOM), evicts */
+        left = 0;
+        for (int k = 0; k < n; k++)
+            left += th_int(&srv, "EXISTS %s", keys[k]) != 0;
+    }
+    freeReplyObject(th_cmd(&srv, "CONFIG SET maxmemory 0"));
+    freeReplyObject(th_cmd(&srv, "CONFIG SET maxmemory-policy noeviction"));
+    assert_int_equal(left, 0);
+}
+
+/* The delay keys have no TTL: a volatile-* policy that evicts the held locks
+ * (their keys have the lease as TTL) leaves them, and the holders' delays
+ * still keep every plain acquirer out (a lock, a writer's lock and a
+ * reader's, and a permit whose lease then ran out) until each holder says
+ * it has stopped. */
+static void test_evicted_lock_keeps_delay(void **state)
+{
+    (void)state;
+    if (th_deployed(&srv) || th_acl_mode())
+        skip();   /* one server of our own: its eviction policy is ours to change */
+    dlock_client *hc = holder_client();
+    char ln[96], wn[96], rn[96], pn[96];
+    th_name(ln, sizeof(ln), "do-ev-lock");
+    th_name(wn, sizeof(wn), "do-ev-write");
+    th_name(rn, sizeof(rn), "do-ev-read");
+    th_name(pn, sizeof(pn), "do-ev-permit");
+    dlock_lock *hl, *hw, *hr, *tl, *tw, *tr;
+    assert_int_equal(dlock_lock_get(hc, ln, &hl), DLOCK_OK);
+    assert_int_equal(dlock_write_lock_get(hc, wn, &hw), DLOCK_OK);
+    assert_int_equal(dlock_read_lock_get(hc, rn, &hr), DLOCK_OK);
+    assert_int_equal(dlock_lock_get(cli, ln, &tl), DLOCK_OK);
+    assert_int_equal(dlock_read_lock_get(cli, wn, &tw), DLOCK_OK);   /* after a writer */
+    assert_int_equal(dlock_write_lock_get(cli, rn, &tr), DLOCK_OK);  /* after a reader */
+    dlock_permit_semaphore *hp, *tp;
+    assert_int_equal(dlock_permit_semaphore_get(hc, pn, &hp), DLOCK_OK);
+    assert_int_equal(dlock_permit_semaphore_get(cli, pn, &tp), DLOCK_OK);
+    int set = 0;
+    assert_int_equal(dlock_permit_semaphore_try_set_permits(tp, 1, &set), DLOCK_OK);
+    char pid[DLOCK_PERMIT_ID_BUFSIZE], id[DLOCK_PERMIT_ID_BUFSIZE];
+    assert_int_equal(dlock_lock_acquire(hl, DLOCK_WATCHDOG), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(hw, DLOCK_WATCHDOG), DLOCK_OK);
+    assert_int_equal(dlock_lock_acquire(hr, DLOCK_WATCHDOG), DLOCK_OK);
+    const int64_t lease = 300 * th_slack(), t0 = th_now_ms();
+    assert_int_equal(dlock_permit_semaphore_try(hp, 0, lease, pid, sizeof(pid)), DLOCK_OK);
+    const char *keys[] = {ln, wn, rn};
+    evict_volatile(keys, 3);
+    if (th_now_ms() - t0 < lease + 50)   /* the permit, never released: its lease runs out */
+        th_sleep_ms(lease + 50 - (th_now_ms() - t0));
+    refused_for_delay(dlock_lock_try(tl, 0, 10000), "lock after an eviction");
+    refused_for_delay(dlock_lock_try(tw, 0, 10000), "read lock after an evicted writer");
+    refused_for_delay(dlock_lock_try(tr, 0, 10000), "write lock after an evicted reader");
+    refused_for_delay(dlock_permit_semaphore_try(tp, 0, 10000, id, sizeof(id)),
+                      "permit after a lost one");
+
+    assert_int_equal(dlock_lock_release(hl), DLOCK_ENOTOWNER);
+    assert_int_equal(dlock_lock_release(hw), DLOCK_ENOTOWNER);
+    assert_int_equal(dlock_lock_release(hr), DLOCK_ENOTOWNER);
+    assert_int_not_equal(dlock_permit_semaphore_release(hp, pid), DLOCK_OK);
+    assert_int_equal(dlock_lock_try(tl, 0, 10000), DLOCK_OK);
+    assert_int_equal(dlock_lock_try(tw, 0, 10000), DLOCK_OK);
+    assert_int_equal(dlock_lock_try(tr, 0, 10000), DLOCK_OK);
+    assert_int_equal(dlock_permit_semaphore_try(tp, 0, 10000, id, sizeof(id)), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(tl), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(tw), DLOCK_OK);
+    assert_int_equal(dlock_lock_release(tr), DLOCK_OK);
+    assert_int_equal(dlock_permit_semaphore_release(tp, id), DLOCK_OK);
+    dlock_lock *all[] = {hl, hw, hr, tl, tw, tr};
+    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+        dlock_lock_free(all[i]);
+    dlock_permit_semaphore_free(hp);
+    dlock_permit_semaphore_free(tp);
+    dlock_client_close(hc);
+}
+
 /* ------------------------------------------------------------ an ACL */
 
 /* A user whose ACL allows Redisson's keys only: a plain acquisition still
@@ -336,6 +421,7 @@ int main(void)
         cmocka_unit_test(test_reader_does_not_delay_readers),
         cmocka_unit_test(test_multilock_and_election),
         cmocka_unit_test(test_permit),
+        cmocka_unit_test(test_evicted_lock_keeps_delay),
         cmocka_unit_test(test_acl_without_delay_keys),
     };
     return cmocka_run_group_tests(tests, th_setup, th_teardown);

@@ -322,14 +322,12 @@ static void test_transfer_moves_marker_and_token(void **state)
     assert_int_equal(dlock_lock_acquire_opts(la, &(dlock_wait_opts){.lease_ms = DLOCK_WATCHDOG,
                                                                     .token = &tok}),
                      DLOCK_OK);
-    redisReply *r = th_cmd(&srv, "GET %s", marker);
-    assert_string_equal(r->str, ida);
-    freeReplyObject(r);
+    char who[DLOCK_OWNER_BUFSIZE];
+    assert_true(th_marker_left(&srv, marker, who, sizeof(who)) > 20000);
+    assert_string_equal(who, ida);
     assert_int_equal(dlock_lock_transfer(la, idb), DLOCK_OK);
-    r = th_cmd(&srv, "GET %s", marker);
-    assert_string_equal(r->str, idb);
-    freeReplyObject(r);
-    long long left = th_int(&srv, "PTTL %s", marker);
+    long long left = th_marker_left(&srv, marker, who, sizeof(who));
+    assert_string_equal(who, idb);
     assert_true(left > 20000 && left <= 20000 + WD);   /* the delay still past the lease */
     assert_int_equal(dlock_lock_adopt(lb, DLOCK_WATCHDOG, NULL), DLOCK_OK);
     assert_int_equal(dlock_lock_get_token(lb, &tok2), DLOCK_OK);

@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,13 +38,37 @@ static void marker_of(const char *name, char *buf, size_t size)
     snprintf(buf, size, "dlock_lock_delay:{%s}", name);
 }
 
-/* A delay key renewed with its hold: its PTTL above the delay (without
+static long long server_ms(void) { return th_server_ms(&srv); }
+
+/* The ms a delay key has left by the server's clock: a marker's end time (its
+ * value "<end ms> <owner id>"), or a set's latest entry's score. Neither has
+ * a TTL: a volatile-* eviction policy never takes them with the lock. */
+static long long delay_left_of(const char *key)
+{
+    redisReply *r = th_cmd(&srv, "TYPE %s", key);
+    int zset = strcmp(r->str, "zset") == 0;
+    freeReplyObject(r);
+    if (!zset) {
+        long long left = th_marker_left(&srv, key, NULL, 0);
+        if (left == LLONG_MIN)
+            fail_msg("%s: not a marker \"<end> <owner>\" without a TTL", key);
+        return left;
+    }
+    assert_int_equal(th_int(&srv, "PTTL %s", key), -1);
+    r = th_cmd(&srv, "ZRANGE %s -1 -1 WITHSCORES", key);
+    assert_int_equal(r->elements, 2);
+    long long end = atoll(r->element[1]->str);
+    freeReplyObject(r);
+    return end - server_ms();
+}
+
+/* A delay key renewed with its hold: more than the delay left (without
  * renewals it would have fallen below). */
 static void outlives_by_delay(const char *key, int64_t delay, const char *what)
 {
-    long long pttl = th_int(&srv, "PTTL %s", key);
-    if (pttl <= delay)
-        fail_msg("%s PTTL %lld after renewals, not above the delay %lld", what, pttl,
+    long long left = delay_left_of(key);
+    if (left <= delay)
+        fail_msg("%s: %lld ms left after renewals, not above the delay %lld", what, left,
                  (long long)delay);
 }
 
@@ -86,8 +111,8 @@ static void test_unreleased_lock_is_delayed(void **state)
     const char *name = p.name, *marker = p.marker;
     int64_t t0 = th_now_ms();
     assert_int_equal(dlock_lock_try(la, 0, lease), DLOCK_OK);
-    long long pttl = th_int(&srv, "PTTL %s", marker);
-    assert_true(pttl > delay && pttl <= lease + delay);
+    long long left = delay_left_of(marker);
+    assert_true(left > delay && left <= lease + delay);
     /* a's holder "dies": no release. Past its lease the lock is free... */
     while (th_int(&srv, "EXISTS %s", name) == 1)
         th_sleep_ms(5);
@@ -250,8 +275,8 @@ static void test_fair_unreleased_is_delayed(void **state)
     assert_int_equal(dlock_fair_lock_get(b, name, &lb), DLOCK_OK);
     int64_t t0 = th_now_ms();
     assert_int_equal(dlock_lock_try(la, 0, lease), DLOCK_OK);
-    long long pttl = th_int(&srv, "PTTL %s", marker);
-    assert_true(pttl > delay && pttl <= lease + delay);
+    long long left = delay_left_of(marker);
+    assert_true(left > delay && left <= lease + delay);
     while (th_int(&srv, "EXISTS %s", name) == 1)   /* a "died": its lease runs out */
         th_sleep_ms(5);
     assert_int_equal(dlock_lock_try(lb, 0, 10000), DLOCK_ETIMEDOUT);
@@ -274,10 +299,7 @@ static void test_fair_unreleased_is_delayed(void **state)
         assert_int_equal(dlock_lock_acquire(lw, DLOCK_WATCHDOG), DLOCK_OK);
         th_sleep_ms(2 * wd);   /* past the first lease: renewed several times */
         assert_int_equal(th_int(&srv, "EXISTS %s", wname), 1);
-        long long wp = th_int(&srv, "PTTL %s", wmarker);
-        if (wp <= delay)
-            fail_msg("fair marker PTTL %lld after renewals, not above the delay %lld", wp,
-                     (long long)delay);
+        outlives_by_delay(wmarker, delay, "fair marker");
         assert_int_equal(dlock_lock_release(lw), DLOCK_OK);
         assert_int_equal(th_int(&srv, "EXISTS %s", wmarker), 0);
         dlock_lock_free(lw);
@@ -452,8 +474,8 @@ static void test_rw_writer_unreleased_delays_all(void **state)
     rwpair_open(&w, "ldw", delay, 0);
     int64_t t0 = th_now_ms();
     assert_int_equal(dlock_lock_try(w.p.la, 0, lease), DLOCK_OK);
-    long long pttl = th_int(&srv, "PTTL %s", w.p.marker);
-    assert_true(pttl > delay && pttl <= lease + delay);
+    long long left = delay_left_of(w.p.marker);
+    assert_true(left > delay && left <= lease + delay);
     while (th_int(&srv, "EXISTS %s", w.p.name) == 1)
         th_sleep_ms(5);
     refused_for_delay(w.rb);
@@ -778,21 +800,13 @@ static void test_permit_watchdog_renews_entry(void **state)
     outlives_by_delay(p.pset, delay, "delay set");
     /* A longer fixed lease: the entry follows it. */
     assert_int_equal(dlock_permit_semaphore_update_lease(p.pa, id, 30000), DLOCK_OK);
-    long long pttl = th_int(&srv, "PTTL %s", p.pset);
-    assert_true(pttl > 30000 && pttl <= 30000 + delay);
+    long long left = delay_left_of(p.pset);
+    assert_true(left > 30000 && left <= 30000 + delay);
     /* Taken away by an operator (the lease ended for its holder). */
     assert_int_equal(th_int(&srv, "DEL %s", p.leases), 1);
     assert_int_equal(th_int(&srv, "INCR %s", p.name), 1);
     permit_refused_for_delay(p.pb, 1);
     ppair_close(&p);
-}
-
-static long long server_ms(void)
-{
-    redisReply *r = th_cmd(&srv, "TIME");
-    long long ms = atoll(r->element[0]->str) * 1000 + atoll(r->element[1]->str) / 1000;
-    freeReplyObject(r);
-    return ms;
 }
 
 /* A Redisson client's permit (plain commands in its layout: no entry) whose

@@ -525,10 +525,14 @@ DLOCK_API int dlock_config_set_clock_jump(dlock_config *cfg, int64_t ms);
  * timeout, at most 500 ms, before the lease ends) and stopped before the next
  * holder starts. A lock released normally is free at once. The delay is the
  * holder's: it is kept in Redis beside the lock, a marker
- * dlock_lock_delay:{name} holding the holder's owner id with a TTL of the
- * lease + ms, written by every acquisition and renewal of a holder with a
- * delay (the watchdog renews it with the lock) and deleted by its last
- * release, and every dlock acquisition (every kind, blocking and
+ * dlock_lock_delay:{name} holding the holder's owner id and the server time
+ * its delay ends (the lease's end + ms), written by every acquisition and
+ * renewal of a holder with a delay (the watchdog renews it with the lock)
+ * and deleted by its last release. The delay keys have no TTL, so that an
+ * eviction policy volatile-* (which evicts keys with a TTL only) may evict
+ * a held lock but never its delay (allkeys-* may evict anything: use
+ * noeviction); one left by a holder killed together with its process's
+ * guard stays until the next acquisition of the name deletes it. Every dlock acquisition (every kind, blocking and
  * asynchronous, whatever its own delay setting, a client without one
  * included) is refused while it lives with another owner's id; waiters sleep
  * until it ends, sending nothing, and wake as soon as it is deleted (a try

@@ -73,7 +73,10 @@ def test_waiters_in_threads_never_exceed_the_rate(client, other, name):
     # on a loaded machine, shortens the span: 1.118 s seen beside other tests)
     assert grants[-1] - grants[0] >= 4 * 0.3 - within(0.05)
     for a, b in zip(grants, grants[2:]):
-        assert b - a >= 0.3 - within(0.03), (a, b)     # (seen here: a reply late)
+        # a grant's stamp is read when its reply has come and the thread runs
+        # again: 37 ms late seen beside a build; a limiter that let 3 through
+        # in one window would give ~0 here
+        assert b - a >= 0.3 - within(0.1), (a, b)
 
 
 def test_set_update_keep_state_per_client_expire_delete(client, other, name, r):

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # A lost hold never runs beside the next one, by default (issue 39):
 #   - a command that ignores SIGTERM and started children that ignore it too,
-#     its lock deleted or forced open: the next plain `dlock run` starts
-#     only once the last process of the old tree is gone (0 ms of overlap),
-#     and within 1 s of that moment; ROUNDS rounds;
+#     its lock deleted, forced open or evicted (volatile-lru): the next plain
+#     `dlock run` starts only once the last process of the old tree is gone
+#     (0 ms of overlap), and within 1 s of that moment; ROUNDS rounds;
 #   - a command that dies on SIGTERM: the next run within 1 s of the DEL;
 #   - a normal end: free at once;
 #   - while a lost holder's tree is being ended, a plain run of every kind
@@ -17,10 +17,24 @@ ROUNDS=${3:-3}
 
 KILL_AFTER=1   # s: the old tree's SIGKILL comes this long after SIGTERM
 
-# One round: the old tree ignores TERM; $1: how the lock is lost ("del" or
-# "force"). (An eviction may take the lock-delay marker with the lock: not
-# covered, docs/safety.md.) Sets overlap_ms (> 0: the next command started beside the old
-# tree) and after_ms (from the old tree's end to the next command's start).
+# Evicts every key with a TTL (volatile-lru, maxmemory cut to 1 byte for a
+# moment) until the lock $1 is gone, then sets the server back. The lock-delay
+# marker has no TTL: a volatile-* policy never takes it.
+evict() {
+  rc config set maxmemory-policy volatile-lru >/dev/null
+  rc config set maxmemory 1 >/dev/null
+  for _ in $(seq 1 1000); do
+    rc set t:poke x >/dev/null 2>&1   # refused (OOM), evicts
+    [ "$(rc exists "$1")" = 0 ] && break
+  done
+  rc config set maxmemory 0 >/dev/null
+  rc config set maxmemory-policy noeviction >/dev/null
+}
+
+# One round: the old tree ignores TERM; $1: how the lock is lost ("del",
+# "force" or "evict"). Sets overlap_ms (> 0: the next command started beside
+# the old tree) and after_ms (from the old tree's end to the next command's
+# start).
 one_round() {
   local how=$1 name="t:win" dir="$tmp/round"
   rm -rf "$dir"; mkdir -p "$dir"
@@ -44,7 +58,11 @@ one_round() {
   local next=$!
   bg+=("$next")
   sleep 0.3
-  if [ "$how" = del ]; then rc del "$name" >/dev/null; else "$D" unlock --force "$name" >/dev/null; fi
+  case $how in
+    del) rc del "$name" >/dev/null ;;
+    force) "$D" unlock --force "$name" >/dev/null ;;
+    evict) evict "$name" ;;
+  esac
   # When the old tree is gone, to 5 ms.
   local gone_at=""
   for _ in $(seq 1 $((4000 * SLOW))); do
@@ -72,7 +90,7 @@ one_round() {
 echo "== a TERM-ignoring tree, its lock lost: the next run waits for the whole tree ($ROUNDS rounds)"
 total_overlap=0 overlapping=0 worst_after=-100000 late=0
 for r in $(seq 1 "$ROUNDS"); do
-  how=del; [ $((r % 2)) = 0 ] && how=force
+  case $((r % 3)) in 1) how=del ;; 2) how=force ;; *) how=evict ;; esac
   one_round $how
   total_overlap=$((total_overlap + overlap_ms))
   [ $overlap_ms -gt 0 ] && overlapping=$((overlapping + 1))

@@ -1,12 +1,24 @@
 -- The lock-delay marker (dlock's own; docs/wire-format.md), shared by the
 -- scripts of the reentrant and fair locks and of a read-write lock's writer:
--- a string holding the holder's owner id (a writer's: its field
--- <owner id>:write), living the lease + the delay; written by every
+-- a string "<end> <owner id>", `end` the server's time (TIME, ms) at which
+-- the delay ends (the hold's expiry + the delay), the owner id the holder's
+-- (a writer's: its field <owner id>:write). It has no TTL, so that a
+-- volatile-* eviction policy, which takes keys with a TTL only, never takes
+-- it with the lock (under allkeys-* nothing is safe). Written by every
 -- acquisition and renewal of a holder with a delay, deleted by its last
--- release (or by its release after a loss). Every dlock acquisition is given
--- the marker and honours it, whatever its own delay: the delay is the
--- holder's. `marker` is nil when the caller's client does not use dlock's
--- own keys (an ACL refuses them): every helper then does nothing.
+-- release (or by its release after a loss), and by any dlock acquisition that
+-- finds its delay over (a holder killed with its guard leaves it behind
+-- until then). Every dlock acquisition is given the marker and honours it,
+-- whatever its own delay: the delay is the holder's. `marker` is nil when
+-- the caller's client does not use dlock's own keys (an ACL refuses them):
+-- every helper then does nothing. A marker written by dlock 0.2 (the owner
+-- id alone, with a TTL of the lease + the delay) is read as well.
+
+-- The server's time in ms.
+local function delay_now()
+  local t = redis.call('time')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
 
 -- The key of a lock-delay given with the delay `ms` (the script's argument,
 -- absent or "0": none): `key`, or nil without a delay.
@@ -32,39 +44,68 @@ local function delay_wrongtype(key, want)
   return nil
 end
 
+-- The marker's holder and the ms its delay has left; nil when there is no
+-- marker (or a key of another type, never ours), or when its delay is over:
+-- such a marker is deleted here (only acquisitions, releases and hand-overs
+-- read it: scripts that write anyway).
+local function delay_read(marker)
+  if not marker then
+    return nil
+  end
+  local m = redis.pcall('get', marker)
+  if type(m) ~= 'string' then
+    return nil
+  end
+  local e, who = string.match(m, '^(%d+) (.+)$')
+  local left
+  if e then
+    left = math.max(tonumber(e) - delay_now(), 0)
+  else
+    who, left = m, math.max(redis.call('pttl', marker), 0)   -- dlock 0.2's form
+  end
+  if left == 0 then
+    redis.call('del', marker)
+    return nil
+  end
+  return who, left
+end
+
+-- Writes the marker: `owner`'s delay ends `ms` from now.
+local function delay_put(marker, owner, ms)
+  redis.call('set', marker, string.format('%d %s', delay_now() + ms, owner))
+end
+
 -- The ms left of a delay that keeps `owner` out: the marker lives with
 -- another owner's id (its holder lost the lock without a release). 0: none.
 local function delay_left(marker, owner)
-  if not marker then
+  local who, left = delay_read(marker)
+  if not who or who == owner then
     return 0
   end
-  local m = redis.pcall('get', marker)
-  if type(m) ~= 'string' or m == owner then
-    return 0
-  end
-  return math.max(redis.call('pttl', marker), 0)
+  return left
 end
 
 -- After an acquisition (or a renewal) by `owner` with lease `lease` ms.
 local function delay_write(marker, owner, lease, delay)
   if marker then
-    redis.call('set', marker, owner, 'px', tonumber(lease) + delay)
+    delay_put(marker, owner, tonumber(lease) + delay)
   end
 end
 
 -- A release that keeps holds and sets a new lease (ms): the marker follows.
 local function delay_extend(marker, lease, delay)
-  if marker and redis.call('type', marker).ok == 'string' then
-    redis.call('pexpire', marker, tonumber(lease) + delay)
+  local who = delay_read(marker)
+  if who then
+    delay_put(marker, who, tonumber(lease) + delay)
   end
 end
 
--- The last hold's release by `owner` (the marker's value), or its release
+-- The last hold's release by `owner` (the marker's holder), or its release
 -- after it lost the lock: a lock released properly is free at once. Another
 -- owner's marker stays (a Redisson client, which ignores markers, may hold
 -- the lock while a lost dlock holder's delay runs).
 local function delay_clear(marker, owner)
-  if marker and redis.pcall('get', marker) == owner then
+  if delay_read(marker) == owner then
     redis.call('del', marker)
     return true
   end
@@ -76,12 +117,10 @@ end
 -- server's time in ms when the delay after its latest read hold ends (the
 -- hold's expiry + the delay). A reader's loss delays writers only: readers
 -- never look at it. A writer's hold uses the string marker above, which
--- delays readers and writers alike. `rset` is nil without a delay.
-
-local function delay_now()
-  local t = redis.call('time')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
+-- delays readers and writers alike. `rset` is nil without a delay. The set
+-- has no TTL (as the marker, it outlives a volatile-* eviction of the lock):
+-- every script that reads or writes it drops the entries that are over, and
+-- Redis deletes it with its last entry.
 
 -- The ms left of the longest delay left by a reader other than `owner` that
 -- lost its hold without releasing it. 0: none.
@@ -90,7 +129,8 @@ local function rdelay_left(rset, owner)
     return 0
   end
   local now = delay_now()
-  local live = redis.call('zrangebyscore', rset, '(' .. now, '+inf', 'withscores')
+  redis.call('zremrangebyscore', rset, '-inf', now)   -- over: the set has no TTL
+  local live = redis.call('zrange', rset, 0, -1, 'withscores')
   local left = 0
   for i = 1, #live, 2 do
     if live[i] ~= owner then
@@ -110,13 +150,7 @@ local function rdelay_write(rset, owner, lease, delay)
     if not old or old < now + span then
       redis.call('zadd', rset, now + span, owner)
     end
-    local over = redis.call('zrangebyscore', rset, '-inf', now)
-    for i = 1, #over, 1000 do
-      redis.call('zrem', rset, unpack(over, i, math.min(i + 999, #over)))
-    end
-    if redis.call('pttl', rset) < span then
-      redis.call('pexpire', rset, span)
-    end
+    redis.call('zremrangebyscore', rset, '-inf', now)
   end
 end
 
@@ -143,7 +177,8 @@ local function pdelay_left(pset, leases, have, n)
     return 0
   end
   local now = delay_now()
-  local live = redis.call('zrangebyscore', pset, '(' .. now, '+inf', 'withscores')
+  redis.call('zremrangebyscore', pset, '-inf', now)   -- over: the set has no TTL
+  local live = redis.call('zrange', pset, 0, -1, 'withscores')
   local ends = {}
   for i = 1, #live, 2 do
     if not redis.call('zscore', leases, live[i]) then

@@ -12,6 +12,7 @@
 -- Returns the receiver's hold count, 0 when it holds nothing (nothing
 -- written). A key of another type, a read-write lock's hash or a hash that
 -- is not a lock answers WRONGTYPE, nothing written.
+--@include delay.lua
 --@include delay_move.lua
 --@include own_keys.lua
 --@include lock_shape.lua

@@ -19,6 +19,7 @@
 -- answers WRONGTYPE, nothing written. A receiver that has a field already
 -- (a hash of two owners, which no dlock or Redisson client makes) gets the
 -- giver's count added to its own.
+--@include delay.lua
 --@include delay_move.lua
 --@include own_keys.lua
 --@include lock_shape.lua
