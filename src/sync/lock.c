@@ -333,12 +333,12 @@ void dlock__rel_closed(dlock__rel *x)
 {
     if (!x->open)
         return;
-    dlock__kept msg;
-    dlock__keep_error(&msg);
+    dlock__aside aside;
+    dlock__aside_begin(&aside);
     dlock__res res;
     dlock__res_init(&res);
     dlock__rel_end(x, DLOCK_ECLOSED, &res);
-    dlock__restore_error(&msg, DLOCK_ECLOSED);
+    dlock__aside_end(&aside, DLOCK_ECLOSED);
 }
 
 /* What a release's answer means; *outcome for the watchdog. */
@@ -401,16 +401,20 @@ static int rel_read(void *st, int rc, dlock__res *res, dlock__busy *b)
 {
     (void)b;
     dlock__rel *x = st;
-    int repeat = x->call == 2;
+    if (x->call != 2)
+        return dlock__rel_end(x, rc, res);
+    /* The caller's own hold went with the first release: a repeat that fails
+     * leaves a hold of unknown outcome to its lease, as before (logged, not
+     * the call's failure). */
+    char why[DLOCK__MSG_MAX];
+    dlock__errto prev = dlock__err_into(why, sizeof(why));
     rc = dlock__rel_end(x, rc, res);
-    if (repeat && rc != DLOCK_OK) {
-        /* The caller's own hold went with the first release: a repeat that
-         * fails leaves a hold of unknown outcome to its lease, as before. */
+    dlock__err_reset(prev);
+    if (rc != DLOCK_OK) {
         dlock__log(&x->l->h.c->cfg, DLOCK_LOG_WARN,
                    "%s '%s': the release of a hold of unknown outcome failed (it ends with "
                    "its lease): %s",
-                   x->l->h.what, x->l->h.name, dlock_last_error());
-        dlock__clear_error();
+                   x->l->h.what, x->l->h.name, why);
         x->again = 0;
         rc = DLOCK_OK;
     }
@@ -614,10 +618,10 @@ void dlock__acq_closed(dlock__acq *a)
 {
     if (!a->back)
         return;
-    dlock__kept msg;
-    dlock__keep_error(&msg);
+    dlock__aside aside;
+    dlock__aside_begin(&aside);
     acq_gave_back(a, DLOCK_ECLOSED, &(dlock__res){.acks = -1});
-    dlock__restore_error(&msg, DLOCK_ECLOSED);
+    dlock__aside_end(&aside, DLOCK_ECLOSED);
 }
 
 static void acq_done(void *st, int read)

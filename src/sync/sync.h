@@ -325,7 +325,8 @@ void dlock__parts_destroy(dlock__parts *k);
  * notify NULL (the blocking driver): returns once every part has ended.
  * Else returns at once, and notify(arg) runs once when the last part has
  * ended, on that part's thread (any io thread, or this one): it must only
- * post a job. The calling thread's message is kept. */
+ * post a job. Each part's failure is written into its record (p->msg); the
+ * calling thread's message is not touched. */
 void dlock__parts_run(dlock__parts *k, void (*notify)(void *arg), void *arg);
 
 /* One operation of a type (acquire, release, a query, ...), the same for
@@ -469,9 +470,10 @@ int dlock__async_run(const dlock__handle *h, const dlock__op_type *t, const void
 int dlock__answer(const dlock__handle *h, const dlock__op_type *t, void *st, int rc,
                   dlock__res *res, int64_t sent_ms, dlock__busy *b, int *back);
 /* The end of a give-back: the call's status and message. why: the status
- * dlock__answer returned (its message in msg), acks: the result's, rrc:
- * what gave_back said. */
-int dlock__given_back(const dlock__handle *h, int why, const char *msg, int acks, int rrc);
+ * dlock__answer returned (its message where the call's failures go: the
+ * give-back ran aside), acks: the result's, rrc: what gave_back said. Only
+ * DLOCK_EREPLICAS gets a message of its own. */
+int dlock__given_back(const dlock__handle *h, int why, int acks, int rrc);
 
 /* ------------------------------------------------------------------- wait */
 
