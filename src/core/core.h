@@ -54,6 +54,17 @@ void dlock__clear_error(void);
 /* Sets what dlock_last_lost_cause() says on this thread (the watchdog, around
  * a lost callback). */
 void dlock__set_lost_cause(dlock_lost_cause cause);
+/* A lost callback in either form: cfn (the cause as an argument) when set,
+ * else fn; none when both are NULL. */
+typedef struct dlock__lost_cb {
+    dlock_lost_fn fn;
+    dlock_lost_cause_fn cfn;
+    void *ud;
+} dlock__lost_cb;
+/* Calls cb (a no-op when it has no function), dlock_last_lost_cause() set
+ * to cause meanwhile (kept for the callbacks of the first form). */
+void dlock__lost_call(const dlock__lost_cb *cb, const char *name, const char *owner,
+                      dlock_lost_reason reason, dlock_lost_cause cause);
 /* What a Redis error reply says, classified once where replies are read
  * (dlock__redis_classify); every decision about a refusal (retry, reload the
  * script, go to another node, drop an optional key, the status code) is
@@ -280,8 +291,7 @@ struct dlock_config {
     int ack_all;                 /* DLOCK_REPLICAS_ALL: WAIT for every connected replica,
                                     ack_replicas 1 (fail when none acknowledged) */
     char *client_name;
-    dlock_lost_fn lost_fn;
-    void *lost_ud;
+    dlock__lost_cb lost;            /* the client's lost callback */
     dlock_log_fn log_fn;
     void *log_ud;
     dlock_credentials_fn cred_fn;   /* asked at every connect (NULL: the static ones) */

@@ -18,6 +18,18 @@ void dlock__set_lost_cause(dlock_lost_cause cause) { tls_cause = cause; }
 
 dlock_lost_cause dlock_last_lost_cause(void) { return tls_cause; }
 
+void dlock__lost_call(const dlock__lost_cb *cb, const char *name, const char *owner,
+                      dlock_lost_reason reason, dlock_lost_cause cause)
+{
+    dlock_lost_cause was = tls_cause;
+    tls_cause = cause;
+    if (cb->cfn)
+        cb->cfn(name, owner, reason, cause, cb->ud);
+    else if (cb->fn)
+        cb->fn(name, owner, reason, cb->ud);
+    tls_cause = was;
+}
+
 const char *dlock_lost_cause_str(dlock_lost_cause cause)
 {
     static const char *const words[] = {

@@ -1,34 +1,11 @@
-/* The asynchronous driver (include/dlock/async.h; docs/internals/async.md).
- *
- * A call is an `aop`: made and checked on the caller's thread (the
- * operation's state copied in and set up there), registered with the
- * client's table of pending calls, then run on the io thread by its own job
- * (`kick`), which every event posts: its start, a wake-up, a change of its
- * channel, a cancellation, the close. Nothing blocks there. It steps through
- * the wait loop (wait.c) as the blocking driver does, state by state:
- *
- *   START -> SENT (a round trip on the io thread's command connection)
- *   SENT  -> done | busy: JOINING (a callback waiter on the channel, until
- *            the subscription is confirmed) -> SENT (the retry) -> SLEEPING
- *            (until a wake-up, the busy answer's TTL or the deadline) -> SENT ...
- *   SENT  -> GIVING_BACK (a success that cannot stand) -> done
- *   SENT  -> SETTLING (a lock release whose hold's renewal is in flight,
- *            until the watchdog says it was answered) -> done
- *   START -> COMPOSING (a composite's round of parts, parts.c, until the
- *            last ends, on any thread) -> COMPOSING ... -> as SENT's answer
- *
- * Timers: one libuv timer for the client's calls, over a heap of the calls
- * that sleep, ordered by (deadline, sequence); due calls are collected,
- * then run.
- *
- * Lifetime: an aop is freed when its references are gone: its own (until it
- * completes), one per round trip in flight, one while a round of parts is
- * out (a close may complete it first: its done then waits for them). Its
- * job is taken out of the loop's queue when it completes, after which
- * nothing can post it (the waiter has left, the token is detached). The client's close completes
- * every call still in the table with DLOCK_ECLOSED (the stop hook), before
- * the command connection fails the round trips in flight (their answers
- * then find the call done). */
+/* The asynchronous driver (include/dlock/async.h). A call is an `aop`: made
+ * and checked on the caller's thread (the operation's state copied in and
+ * set up there), registered with the client's table of pending calls, then
+ * run on the io thread by its own job (`kick`), which every event posts; it
+ * steps through the wait loop (wait.c) as the blocking driver does, state by
+ * state. docs/internals/async.md describes the states (START, SENT, JOINING,
+ * SLEEPING, GIVING_BACK, SETTLING, COMPOSING), the timer heap, a call's
+ * references and the close. */
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,7 +18,6 @@ enum { S_START, S_SENT, S_COMPOSING, S_JOINING, S_SLEEPING, S_GIVING_BACK, S_SET
  * holds it took out are answered (the watchdog calls settled_fn, which posts
  * the call's job), at most the command timeout + 1 s (its timer), so that
  * none lands on the caller's next hold of the name. */
-
 
 /* A give-back in flight: how the call then ends (msg: rc's message, kept
  * until the give-back's answer). */
@@ -491,8 +467,7 @@ static void finish_with(aop *op, int rc, const char *msg)
     stop_timer(op);
     res.status = rc;
     res.message = rc == DLOCK_OK ? "" : msg && msg[0] ? msg : dlock_strerror(rc);
-    /* The callback is the caller's code: its own failures go where the C
-     * API's do. */
+    /* The caller's code: its failures go where the C API's do. */
     dlock__err_reset((dlock__errto){NULL, 0});
     op->fn(&res, op->ud);
     dlock__aside_end(&aside, rc);
@@ -708,10 +683,7 @@ static void on_attempt(int status, dlock__res *res, void *ud)
         return;
     char msg[DLOCK__MSG_MAX];
     dlock__errto prev = enter(op, msg);
-    if (key_fallback(op, status, res))
-        send_attempt(op, 1);
-    else
-        attempt_answered(op, status, res);
+    key_fallback(op, status, res) ? send_attempt(op, 1) : attempt_answered(op, status, res);
     leave(op, prev);
 }
 
@@ -780,8 +752,10 @@ static void send_attempt(aop *op, int again)
     }
     dlock__op o;
     t->request(op->st, dlock__wait_waited(&op->w, again), &o);
-    if (t->acquires)
+    if (t->acquires) {
         o.flags |= DLOCK__CALL_WAIT_ACK | DLOCK__CALL_QUARANTINE;
+        dlock__handle_acks(op->w.h, -1);
+    }
     if (op->w.waits)
         dlock__attempts++;
     op->sent = dlock__now_ms();   /* before sending: the watchdog's origin */

@@ -16,10 +16,24 @@ static const char *replicas_asked(const dlock_config *cfg, char *buf, size_t siz
     return buf;
 }
 
-/* dlock_last_replica_acks's answer: per thread, as the blocking calls are. */
+/* dlock_last_replica_acks's answer, kept for compatibility: set by the
+ * blocking driver, on the thread of the blocking call; the handle keeps its
+ * own (dlock__handle_acks), whichever driver ran the acquisition. */
 static _Thread_local int last_acks = -1;
 
 int dlock_last_replica_acks(void) { return last_acks; }
+
+void dlock__handle_acks(const dlock__handle *h, int acks)
+{
+    /* A handle is never const where it lives: the count is its one mutable
+     * record beside the drivers. */
+    atomic_store_explicit((atomic_int *)&h->acks, acks, memory_order_relaxed);
+}
+
+int dlock__handle_acks_of(const dlock__handle *h)
+{
+    return h ? atomic_load_explicit(&h->acks, memory_order_relaxed) : -1;
+}
 
 /* ------------------------------------------------------------- answers */
 
@@ -29,6 +43,8 @@ int dlock__answer(const dlock__handle *h, const dlock__op_type *t, void *st, int
     *back = 0;
     rc = t->read(st, rc, res, b);
     res->r = NULL;   /* read freed it */
+    if (t->acquires)
+        dlock__handle_acks(h, rc == DLOCK_OK ? res->acks : -1);
     if (rc != DLOCK_OK)
         return rc;
     if (t->keep && (rc = t->keep(st, sent_ms)) != DLOCK_OK) {
@@ -132,6 +148,7 @@ static int attempt(const dlock__handle *h, const dlock__op_type *t, void *st, dl
     if (t->acquires) {
         op.flags |= DLOCK__CALL_WAIT_ACK | DLOCK__CALL_QUARANTINE;
         last_acks = -1;
+        dlock__handle_acks(h, -1);
     }
     if (w->waits)
         dlock__attempts++;

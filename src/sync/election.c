@@ -29,23 +29,21 @@ struct dlock_election {
     char owner[DLOCK_OWNER_MAX + 1];
     pthread_mutex_t mu;
     uint64_t term;           /* under mu: the term this handle leads in, 0 when not */
-    dlock_lost_fn fn;        /* under mu */
-    void *ud;
+    dlock__lost_cb lost;     /* under mu: its lost callback (none: the client's) */
 };
 
 static int bad_handle(const void *e) { return dlock__check_handle(e, "election"); }
 
 /* The lock's loss ends the term, then the user's callback runs. */
-static void on_lost(const char *name, const char *owner, dlock_lost_reason reason, void *ud)
+static void on_lost(const char *name, const char *owner, dlock_lost_reason reason,
+                    dlock_lost_cause cause, void *ud)
 {
     dlock_election *e = ud;
     pthread_mutex_lock(&e->mu);
     e->term = 0;
-    dlock_lost_fn fn = e->fn ? e->fn : e->h.c->cfg.lost_fn;   /* else the client's */
-    void *fud = e->fn ? e->ud : e->h.c->cfg.lost_ud;
+    dlock__lost_cb cb = e->lost.fn || e->lost.cfn ? e->lost : e->h.c->cfg.lost;
     pthread_mutex_unlock(&e->mu);
-    if (fn)
-        fn(name, owner, reason, fud);
+    dlock__lost_call(&cb, name, owner, reason, cause);
 }
 
 static int get(dlock_client *c, const char *name, const char *owner, dlock_election **out);
@@ -90,7 +88,7 @@ static int get(dlock_client *c, const char *name, const char *owner, dlock_elect
         dlock_election_free(e);
         return rc;
     }
-    dlock_lock_set_lost_callback(e->lock, on_lost, e);
+    dlock_lock_set_lost_cause_callback(e->lock, on_lost, e);
     *out = e;
     return DLOCK_OK;
 }
@@ -112,8 +110,16 @@ void dlock_election_set_lost_callback(dlock_election *e, dlock_lost_fn fn, void 
     if (!e)
         return;
     pthread_mutex_lock(&e->mu);
-    e->fn = fn;
-    e->ud = ud;
+    e->lost = (dlock__lost_cb){.fn = fn, .ud = ud};
+    pthread_mutex_unlock(&e->mu);
+}
+
+void dlock_election_set_lost_cause_callback(dlock_election *e, dlock_lost_cause_fn fn, void *ud)
+{
+    if (!e)
+        return;
+    pthread_mutex_lock(&e->mu);
+    e->lost = (dlock__lost_cb){.cfn = fn, .ud = ud};
     pthread_mutex_unlock(&e->mu);
 }
 

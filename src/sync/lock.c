@@ -225,13 +225,23 @@ int dlock_write_lock_get_as(dlock_client *c, const char *name, const char *owner
 
 const char *dlock_lock_name(const dlock_lock *l) { return l ? l->h.name : ""; }
 
+int dlock_lock_replica_acks(const dlock_lock *l) { return dlock__handle_acks_of(l ? &l->h : NULL); }
+
 void dlock_lock_set_lost_callback(dlock_lock *l, dlock_lost_fn fn, void *ud)
 {
     if (!l)
         return;
     pthread_mutex_lock(&l->mu);
-    l->fn = fn;
-    l->ud = ud;
+    l->lost = (dlock__lost_cb){.fn = fn, .ud = ud};
+    pthread_mutex_unlock(&l->mu);
+}
+
+void dlock_lock_set_lost_cause_callback(dlock_lock *l, dlock_lost_cause_fn fn, void *ud)
+{
+    if (!l)
+        return;
+    pthread_mutex_lock(&l->mu);
+    l->lost = (dlock__lost_cb){.cfn = fn, .ud = ud};
     pthread_mutex_unlock(&l->mu);
 }
 
@@ -488,10 +498,9 @@ static int acq_keep(void *st, int64_t sent_ms)
         return DLOCK_OK;
     }
     pthread_mutex_lock(&l->mu);
-    dlock_lost_fn fn = l->fn;
-    void *ud = l->ud;
+    dlock__lost_cb cb = l->lost;
     pthread_mutex_unlock(&l->mu);
-    int rc = dlock__watchdog_add_limited(l->h.c->wd, &id, sent_ms, a->max_hold, fn, ud);
+    int rc = dlock__watchdog_add_limited(l->h.c->wd, &id, sent_ms, a->max_hold, &cb);
     /* After the watchdog counts it (holds.c: a record made in between counts
      * it twice, never not at all). */
     dlock__holds_acquired(&l->h.c->holds, l, &a->o, 0, a->asked_lease);

@@ -85,6 +85,8 @@ typedef struct dlock__handle {
     char *channel;           /* where its wake-ups come (a fair lock: each waiter's own
                                 channel's prefix) */
     size_t clen;
+    atomic_int acks;         /* replicas that acknowledged its last acquisition, -1: not
+                                asked (dlock_lock_replica_acks); set by both drivers */
 } dlock__handle;
 
 /* A getter's work (dlock_*_get(c, name, out)): clears the thread's message,
@@ -96,6 +98,10 @@ int dlock__handle_new(dlock_client *c, const char *name, const void *out, size_t
                       const char *what, const char *prefix, int braced, dlock__handle **h);
 /* Frees what dlock__handle_new allocated, the handle included (NULL: no-op). */
 void dlock__handle_free(dlock__handle *h);
+/* The replicas that acknowledged h's last acquisition (an attempt's start:
+ * -1), and the getters' read of it (h NULL: -1). */
+void dlock__handle_acks(const dlock__handle *h, int acks);
+int dlock__handle_acks_of(const dlock__handle *h);
 
 /* The argument checks every type shares. Each returns DLOCK_OK or
  * DLOCK_EINVAL with the message. */
