@@ -105,12 +105,12 @@ static void unref(aop *op)
 }
 
 /* An entry of the io thread for op (a job, an answer, its timer, the
- * close): op's failures are written into the entry's buffer buf (the
- * message finish reports) until leave; op lives until then. */
-static dlock__errto enter(aop *op, char *buf)
+ * close): op's failures are written into the entry's buffer buf (first: a
+ * failed round trip's message, or NULL) until leave; op lives until then. */
+static dlock__errto enter(aop *op, char *buf, const char *first)
 {
     atomic_fetch_add(&op->refs, 1);
-    buf[0] = '\0';
+    snprintf(buf, DLOCK__MSG_MAX, "%s", first ? first : "");
     op->msg = buf;
     return dlock__err_into(buf, DLOCK__MSG_MAX);
 }
@@ -336,7 +336,7 @@ void dlock__async_stop(void *arg)
     while (!dlock__list_empty(&all)) {
         aop *op = DLOCK__CONTAINER_OF(all.next, aop, reg);
         char msg[DLOCK__MSG_MAX];
-        dlock__errto prev = enter(op, msg);
+        dlock__errto prev = enter(op, msg, NULL);
         dlock__fail(DLOCK_ECLOSED, "client closed with the call pending");
         finish(op, DLOCK_ECLOSED);   /* takes it out of `all` */
         leave(op, prev);
@@ -556,7 +556,7 @@ static void on_timer(uv_timer_t *timer)
         }
         for (size_t i = 0; i < n; i++) {
             char msg[DLOCK__MSG_MAX];
-            dlock__errto prev = enter(due[i], msg);
+            dlock__errto prev = enter(due[i], msg, NULL);
             if (due[i]->state == S_JOINING || due[i]->state == S_SLEEPING)
                 waiter_event(due[i], 1);
             else if (due[i]->state == S_SETTLING)
@@ -658,7 +658,7 @@ static void on_gave_back(int status, dlock__res *res, void *ud)
     if (!answered(op, res))
         return;
     char msg[DLOCK__MSG_MAX];
-    dlock__errto prev = enter(op, msg);
+    dlock__errto prev = enter(op, msg, NULL);
     const dlock__op_type *t = op->w.t;
     dlock__aside aside;
     dlock__aside_begin(&aside);
@@ -682,7 +682,7 @@ static void on_attempt(int status, dlock__res *res, void *ud)
     if (!answered(op, res))
         return;
     char msg[DLOCK__MSG_MAX];
-    dlock__errto prev = enter(op, msg);
+    dlock__errto prev = enter(op, msg, status != DLOCK_OK ? res->msg : NULL);
     key_fallback(op, status, res) ? send_attempt(op, 1) : attempt_answered(op, status, res);
     leave(op, prev);
 }
@@ -774,7 +774,7 @@ static void on_kick(void *arg)
 {
     aop *op = arg;
     char msg[DLOCK__MSG_MAX];
-    dlock__errto prev = enter(op, msg);
+    dlock__errto prev = enter(op, msg, NULL);
     switch (op->state) {
     case S_START:
         send_attempt(op, 0);
