@@ -101,7 +101,7 @@ void cli_json_field(FILE *f, const char *key, const char *s);
 /* Opens a client per the options; on failure prints one line and returns the
  * exit code (69 unreachable, 77 refused credentials, 78 bad $DLOCK_URL or
  * database...), else 0. */
-int cli_open(const cli_opts *o, dlock_client **out, dlock_lost_fn lost, void *lost_ud);
+int cli_open(const cli_opts *o, dlock_client **out, dlock_lost_cause_fn lost, void *lost_ud);
 /* The exit code of a library status (with the detail text it came with). */
 int cli_exit_code(int rc, const char *detail);
 /* Maps a library status to an exit code and prints its message unless quiet. */

@@ -340,7 +340,7 @@ out:
     return code;
 }
 
-int cli_open(const cli_opts *o, dlock_client **out, dlock_lost_fn lost, void *lost_ud)
+int cli_open(const cli_opts *o, dlock_client **out, dlock_lost_cause_fn lost, void *lost_ud)
 {
     dlock_config *cfg = dlock_config_new();
     if (!cfg) {
@@ -387,7 +387,7 @@ int cli_open(const cli_opts *o, dlock_client **out, dlock_lost_fn lost, void *lo
         return EXIT_USAGE;
     }
     if (lost)
-        dlock_config_set_lost_callback(cfg, lost, lost_ud);
+        dlock_config_set_lost_cause_callback(cfg, lost, lost_ud);
     if (o->label)
         dlock_config_set_client_name(cfg, o->label);
     rc = dlock_client_open(out, cfg);

@@ -27,18 +27,19 @@
 #define VERBOSE_EVERY_MS 10000
 
 static int lost_pipe[2] = {-1, -1};
-/* The cause of the last loss (dlock_last_lost_cause in the callback). */
+/* The cause of the last loss (the callback's argument). */
 static _Atomic int lost_cause;
 
 int run_lost_cause(void) { return atomic_load(&lost_cause); }
 
 /* io thread: one byte per loss, the reason. */
-static void on_lost(const char *name, const char *owner, dlock_lost_reason reason, void *ud)
+static void on_lost(const char *name, const char *owner, dlock_lost_reason reason,
+                    dlock_lost_cause cause, void *ud)
 {
     (void)name;
     (void)owner;
     (void)ud;
-    atomic_store(&lost_cause, (int)dlock_last_lost_cause());
+    atomic_store(&lost_cause, (int)cause);
     char b = (char)reason;
     ssize_t w = write(lost_pipe[1], &b, 1);
     (void)w;

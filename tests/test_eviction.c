@@ -146,6 +146,8 @@ typedef struct lost_seen {
     dlock_lost_cause cause;
     char words[48];
     int64_t at;
+    int form;                /* the callback's form: 0 dlock_lost_fn, 1 dlock_lost_cause_fn */
+    dlock_lost_cause tls;    /* form 1: dlock_last_lost_cause() in the callback (kept) */
 } lost_seen;
 
 static void on_lost(const char *name, const char *owner, dlock_lost_reason reason, void *ud)
@@ -159,6 +161,19 @@ static void on_lost(const char *name, const char *owner, dlock_lost_reason reaso
     g->cause = dlock_last_lost_cause();
     snprintf(g->words, sizeof(g->words), "%s", dlock_lost_cause_str(g->cause));
     g->at = th_now_ms();
+    pthread_mutex_unlock(&g->mu);
+}
+
+/* The second form: the cause is an argument. */
+static void on_lost_cause(const char *name, const char *owner, dlock_lost_reason reason,
+                          dlock_lost_cause cause, void *ud)
+{
+    lost_seen *g = ud;
+    on_lost(name, owner, reason, ud);   /* the thread-local, as the first form reads it */
+    pthread_mutex_lock(&g->mu);
+    g->tls = g->cause;
+    g->cause = cause;
+    snprintf(g->words, sizeof(g->words), "%s", dlock_lost_cause_str(cause));
     pthread_mutex_unlock(&g->mu);
 }
 
@@ -177,18 +192,24 @@ static void await_sampled(dlock_client *c)
 }
 
 /* A client whose lost callback records into g, holding `name` with the
- * watchdog (6 s x the slack), its node's counters sampled. */
+ * watchdog (6 s x the slack), its node's counters sampled. g->form 1: the
+ * lock handle's callback in the cause form (the client's in the first form
+ * records nothing then: the handle's takes precedence). */
 static dlock_client *holding(const th_redis *r, lost_seen *g, const char *name, dlock_lock **l)
 {
     dlock_config *cfg = dlock_config_new();
     assert_int_equal(dlock_config_set_url(cfg, r->url), DLOCK_OK);
     assert_int_equal(dlock_config_set_watchdog_timeout(cfg, 6000 * th_slack()), DLOCK_OK);
     assert_int_equal(dlock_config_set_retry(cfg, 1, 100), DLOCK_OK);
-    assert_int_equal(dlock_config_set_lost_callback(cfg, on_lost, g), DLOCK_OK);
+    static lost_seen unused = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, "", 0, 0, 0};
+    assert_int_equal(dlock_config_set_lost_callback(cfg, on_lost, g->form ? &unused : g),
+                     DLOCK_OK);
     dlock_client *c;
     assert_int_equal(dlock_client_open(&c, cfg), DLOCK_OK);
     dlock_config_free(cfg);
     assert_int_equal(dlock_lock_get(c, name, l), DLOCK_OK);
+    if (g->form)
+        dlock_lock_set_lost_cause_callback(*l, on_lost_cause, g);
     assert_int_equal(dlock_lock_acquire(*l, DLOCK_WATCHDOG), DLOCK_OK);
     await_sampled(c);
     return c;
@@ -215,7 +236,7 @@ static void test_evicted_lock_says_evicted(void **state)
     (void)state;
     th_redis r;
     assert_int_equal(th_redis_start(&r, "--maxmemory-policy", "allkeys-lru", NULL), 0);
-    lost_seen g = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, "", 0};
+    lost_seen g = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, "", 0, 0, 0};
     dlock_lock *l;
     dlock_client *c = holding(&r, &g, "evict:held", &l);
     assert_int_equal(dlock_last_lost_cause(), DLOCK_CAUSE_UNKNOWN);   /* outside a callback */
@@ -245,13 +266,14 @@ static void test_evicted_lock_says_evicted(void **state)
 }
 
 /* The server restarts without persistence: the lock is gone with its data,
- * and the node's run_id changed: "failover". */
+ * and the node's run_id changed: "failover", the argument of the handle's
+ * callback in the cause form (and the thread-local during it, as before). */
 static void test_restart_says_failover(void **state)
 {
     (void)state;
     th_redis r;
     assert_int_equal(th_redis_start(&r, NULL), 0);
-    lost_seen g = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, "", 0};
+    lost_seen g = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, "", 0, 1, 0};
     dlock_lock *l;
     dlock_client *c = holding(&r, &g, "restart:held", &l);
     assert_int_equal(th_redis_restart(&r), 0);
@@ -259,6 +281,8 @@ static void test_restart_says_failover(void **state)
     pthread_mutex_lock(&g.mu);
     assert_int_equal(g.calls, 1);
     assert_int_equal(g.reason, DLOCK_LOST_GONE);
+    assert_int_equal(g.cause, DLOCK_CAUSE_FAILOVER);
+    assert_int_equal(g.tls, DLOCK_CAUSE_FAILOVER);
     assert_string_equal(g.words, "failover");
     pthread_mutex_unlock(&g.mu);
     dlock_lock_free(l);

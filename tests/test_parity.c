@@ -1340,7 +1340,9 @@ static void test_async_election(void **state)
 
 /* Redisson's replica rule on a primary without replicas: nothing to ask,
  * never a failure (dlock_last_replica_acks -1); dlock's count of 1 fails.
- * Blocking and asynchronous calls alike. */
+ * Blocking and asynchronous calls alike; the handle's count
+ * (dlock_lock_replica_acks, dlock_semaphore_replica_acks) says the same for
+ * both, the thread-local for the blocking ones. */
 static void test_replica_ack_all_without_replicas(void **state)
 {
     (void)state;
@@ -1359,14 +1361,20 @@ static void test_replica_ack_all_without_replicas(void **state)
         dlock_config_free(cfg);
     }
     dlock_lock *l;
+    assert_int_equal(dlock_lock_replica_acks(NULL), -1);
+    assert_int_equal(dlock_semaphore_replica_acks(NULL), -1);
+    assert_int_equal(dlock_permit_semaphore_replica_acks(NULL), -1);
     assert_int_equal(dlock_lock_get(c[0], name, &l), DLOCK_OK);
+    assert_int_equal(dlock_lock_replica_acks(l), -1);   /* no acquisition yet */
     assert_int_equal(dlock_lock_try(l, 0, 10000), DLOCK_OK);
     assert_int_equal(dlock_last_replica_acks(), -1);
+    assert_int_equal(dlock_lock_replica_acks(l), -1);
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
     dlock_lock_free(l);
     assert_int_equal(dlock_lock_get(c[1], name, &l), DLOCK_OK);
     assert_int_equal(dlock_lock_try(l, 0, 10000), DLOCK_EREPLICAS);
     assert_int_equal(dlock_last_replica_acks(), 0);
+    assert_int_equal(dlock_lock_replica_acks(l), 0);
     assert_int_equal(th_int(&srv, "EXISTS %s", name), 0);
     dlock_lock_free(l);
     /* Asynchronously the same: WAIT on the async connection too. */
@@ -1378,11 +1386,13 @@ static void test_replica_ack_all_without_replicas(void **state)
     assert_int_equal(dlock_lock_acquire_async(l, &o, on_done, &d), DLOCK_OK);
     assert_int_equal(await_cb(&d), DLOCK_EREPLICAS);
     assert_non_null(strstr(d.msg, "0 of 1 replicas"));
+    assert_int_equal(dlock_lock_replica_acks(l), 0);   /* the io thread's acquisition */
     assert_int_equal(th_int(&srv, "EXISTS %s", name), 0);
     dlock_lock_free(l);
     assert_int_equal(dlock_lock_get_as(c[0], name, owner, &l), DLOCK_OK);
     assert_int_equal(dlock_lock_acquire_async(l, &o, on_done, &d), DLOCK_OK);
     assert_int_equal(await_cb(&d), DLOCK_OK);
+    assert_int_equal(dlock_lock_replica_acks(l), -1);
     assert_int_equal(th_int(&srv, "EXISTS %s", name), 1);
     assert_int_equal(dlock_lock_release_async(l, on_done, &d), DLOCK_OK);
     assert_int_equal(await_cb(&d), DLOCK_OK);
@@ -1397,11 +1407,13 @@ static void test_replica_ack_all_without_replicas(void **state)
     assert_int_equal(dlock_semaphore_set_permits(s[0], 2), DLOCK_OK);
     assert_int_equal(dlock_semaphore_acquire_async(s[1], 1, NULL, on_done, &d), DLOCK_OK);
     assert_int_equal(await_cb(&d), DLOCK_EREPLICAS);
+    assert_int_equal(dlock_semaphore_replica_acks(s[1]), 0);
     int64_t avail = -1;
     assert_int_equal(dlock_semaphore_available(s[0], &avail), DLOCK_OK);
     assert_int_equal(avail, 2);
     assert_int_equal(dlock_semaphore_acquire_async(s[0], 1, NULL, on_done, &d), DLOCK_OK);
     assert_int_equal(await_cb(&d), DLOCK_OK);
+    assert_int_equal(dlock_semaphore_replica_acks(s[0]), -1);
     assert_int_equal(dlock_semaphore_available(s[0], &avail), DLOCK_OK);
     assert_int_equal(avail, 1);
     dlock_semaphore_free(s[0]);

@@ -177,6 +177,7 @@ static void test_replica_ack_redisson(void **state)
     /* all up: both asked, both acknowledge */
     assert_int_equal(dlock_lock_try(l, 0, 10000), DLOCK_OK);
     assert_int_equal(dlock_last_replica_acks(), 2);
+    assert_int_equal(dlock_lock_replica_acks(l), 2);   /* the handle's, read anywhere */
     assert_int_equal(dlock_lock_release(l), DLOCK_OK);
 
     /* one frozen: enough for Redisson's rule, not for a count of 2 */
@@ -184,6 +185,7 @@ static void test_replica_ack_redisson(void **state)
     int rc1 = dlock_lock_try(l, 0, 10000), acks1 = dlock_last_replica_acks();
     int rel1 = rc1 == DLOCK_OK ? dlock_lock_release(l) : -1;
     int rc2 = dlock_lock_try(l2, 0, 10000), acks2 = dlock_last_replica_acks();
+    int hacks1 = dlock_lock_replica_acks(l), hacks2 = dlock_lock_replica_acks(l2);
     /* both frozen: none acknowledged */
     kill(reps[1]->pid, SIGSTOP);
     int rc3 = dlock_lock_try(l, 0, 10000), acks3 = dlock_last_replica_acks();
@@ -199,6 +201,8 @@ static void test_replica_ack_redisson(void **state)
     assert_int_equal(rel1, DLOCK_OK);
     assert_int_equal(rc2, DLOCK_EREPLICAS);
     assert_int_equal(acks2, 1);
+    assert_int_equal(hacks1, 1);
+    assert_int_equal(hacks2, 1);
     assert_int_equal(rc3, DLOCK_EREPLICAS);
     assert_int_equal(acks3, 0);
     assert_non_null(strstr(msg, "0 of the connected replicas"));

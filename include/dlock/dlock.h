@@ -182,12 +182,24 @@ typedef enum dlock_lost_cause {
                                     quarantine record, docs/safety.md) */
 } dlock_lost_cause;
 
-/* In a lost callback (on the io thread, during the call): the cause of the
- * loss being reported. Elsewhere DLOCK_CAUSE_UNKNOWN. For DLOCK_LOST_GONE
- * the watchdog asks the node (INFO) once more before it calls back, one
- * round trip after the renewal that found the hold gone, and compares
- * evicted_keys, expired_keys and run_id with a sample it took before (INFO
- * after a renewal pass, at most once a second per node). Thread-local. */
+/* The lost callback's second form: the same call with the cause of the loss
+ * as an argument. For DLOCK_LOST_GONE the watchdog asks the node (INFO)
+ * once more before it calls back, one round trip after the renewal that
+ * found the hold gone, and compares evicted_keys, expired_keys and run_id
+ * with a sample it took before (INFO after a renewal pass, at most once a
+ * second per node). Set with dlock_config_set_lost_cause_callback,
+ * dlock_lock_set_lost_cause_callback,
+ * dlock_permit_semaphore_set_lost_cause_callback or
+ * dlock_election_set_lost_cause_callback; a setter of either form replaces
+ * the callback of the other form it overrides (one callback per client,
+ * per handle). Same rules as dlock_lost_fn. */
+typedef void (*dlock_lost_cause_fn)(const char *name, const char *owner,
+                                    dlock_lost_reason reason, dlock_lost_cause cause, void *ud);
+
+/* In a lost callback of either form (on the io thread, during the call):
+ * the cause of the loss being reported; elsewhere DLOCK_CAUSE_UNKNOWN.
+ * Thread-local, kept for compatibility (callbacks of the first form read
+ * it): dlock_lost_cause_fn gets the cause as an argument. */
 DLOCK_API dlock_lost_cause dlock_last_lost_cause(void);
 /* "evicted", "expired", "deleted by another client", "flushed", "failover",
  * "unreachable", "paused", "replicas", "max hold", "server clock jumped"; "gone" for
@@ -319,9 +331,12 @@ DLOCK_API int dlock_config_set_replica_ack(dlock_config *cfg, int replicas, int6
 /* (A latch's count-down and a semaphore's release are not acquisitions: they
  * cannot be taken back, so they are not acknowledged.) */
 
-/* Replicas that acknowledged the calling thread's last lock acquisition, or
- * -1 when none was asked for (acknowledgement off, or the acquisition failed
- * first). Thread-local. */
+/* Replicas that acknowledged the calling thread's last blocking acquisition
+ * (set when the blocking call returns), or -1 when none was asked for
+ * (acknowledgement off, or the acquisition failed first). Thread-local,
+ * kept for compatibility: the handle's own count (dlock_lock_replica_acks,
+ * dlock_semaphore_replica_acks, dlock_permit_semaphore_replica_acks) covers
+ * the asynchronous acquisitions too and may be read on any thread. */
 DLOCK_API int dlock_last_replica_acks(void);
 
 /* Credentials fetched afresh for every connection (short-lived tokens, a
@@ -659,6 +674,10 @@ DLOCK_API int dlock_config_set_writer_first(dlock_config *cfg, int on);
 /* Lost callback for every lock of the client (a lock's own callback, set with
  * dlock_lock_set_lost_callback, takes precedence). NULL fn = none. */
 DLOCK_API int dlock_config_set_lost_callback(dlock_config *cfg, dlock_lost_fn fn, void *ud);
+/* The same, in the form with the cause as an argument (dlock_lost_cause_fn);
+ * it replaces the dlock_lost_fn one, and the other way round. */
+DLOCK_API int dlock_config_set_lost_cause_callback(dlock_config *cfg, dlock_lost_cause_fn fn,
+                                                   void *ud);
 /* Log callback and the most verbose level passed to it. NULL fn = none. */
 DLOCK_API int dlock_config_set_log_callback(dlock_config *cfg, dlock_log_fn fn, void *ud,
                                             dlock_log_level max_level);
@@ -1132,6 +1151,16 @@ DLOCK_API const char *dlock_lock_name(const dlock_lock *l);
 /* Lost callback for holds taken through this handle from now on (overrides the
  * client's). NULL fn falls back to the client's. Any thread. */
 DLOCK_API void dlock_lock_set_lost_callback(dlock_lock *l, dlock_lost_fn fn, void *ud);
+/* The same with the cause as an argument (dlock_lost_cause_fn); it replaces
+ * the handle's dlock_lost_fn one, and the other way round. */
+DLOCK_API void dlock_lock_set_lost_cause_callback(dlock_lock *l, dlock_lost_cause_fn fn,
+                                                  void *ud);
+/* Replicas that acknowledged the last acquisition through this handle
+ * (blocking or asynchronous; with several at once, the one answered last),
+ * or -1 when none was asked for (acknowledgement off, none yet, or the
+ * acquisition failed before). Any thread; -1 for NULL. See
+ * dlock_config_set_replica_ack. */
+DLOCK_API int dlock_lock_replica_acks(const dlock_lock *l);
 
 /* ------------------------------------------------------ revoke requests */
 
@@ -1581,6 +1610,10 @@ DLOCK_API const char *dlock_election_name(const dlock_election *e);
  * over before it is called. NULL fn: the client's lost callback. Any
  * thread. */
 DLOCK_API void dlock_election_set_lost_callback(dlock_election *e, dlock_lost_fn fn, void *ud);
+/* The same with the cause as an argument (dlock_lost_cause_fn); it replaces
+ * the handle's dlock_lost_fn one, and the other way round. */
+DLOCK_API void dlock_election_set_lost_cause_callback(dlock_election *e, dlock_lost_cause_fn fn,
+                                                      void *ud);
 /* The longest a term may last (see dlock_lock_set_max_hold): then it is lost,
  * DLOCK_LOST_MAX_HOLD. */
 DLOCK_API int dlock_election_set_max_hold(dlock_election *e, int64_t ms);
@@ -1973,6 +2006,9 @@ DLOCK_API int dlock_semaphore_get(dlock_client *c, const char *name, dlock_semap
 /* Frees the handle (no other call may be using it); the semaphore stays. */
 DLOCK_API void dlock_semaphore_free(dlock_semaphore *s);
 DLOCK_API const char *dlock_semaphore_name(const dlock_semaphore *s);
+/* As dlock_lock_replica_acks, for the last acquisition of permits through
+ * this handle. */
+DLOCK_API int dlock_semaphore_replica_acks(const dlock_semaphore *s);
 
 /* Sets the available permits (0..DLOCK_COUNT_MAX) only when the semaphore
  * does not exist yet (Redisson's trySetPermits): *was_set (may be NULL) = 1
@@ -2088,11 +2124,18 @@ DLOCK_API int dlock_permit_semaphore_get(dlock_client *c, const char *name,
  * through it stay held and renewed. */
 DLOCK_API void dlock_permit_semaphore_free(dlock_permit_semaphore *p);
 DLOCK_API const char *dlock_permit_semaphore_name(const dlock_permit_semaphore *p);
+/* As dlock_lock_replica_acks, for the last acquisition of permits through
+ * this handle. */
+DLOCK_API int dlock_permit_semaphore_replica_acks(const dlock_permit_semaphore *p);
 /* Lost callback for watchdog permits taken through this handle from now on
  * (NULL fn: the client's). It is called with the semaphore's name and the
  * permit's id (as `owner`). Any thread. */
 DLOCK_API void dlock_permit_semaphore_set_lost_callback(dlock_permit_semaphore *p,
                                                         dlock_lost_fn fn, void *ud);
+/* The same with the cause as an argument (dlock_lost_cause_fn); it replaces
+ * the handle's dlock_lost_fn one, and the other way round. */
+DLOCK_API void dlock_permit_semaphore_set_lost_cause_callback(dlock_permit_semaphore *p,
+                                                              dlock_lost_cause_fn fn, void *ud);
 /* This handle's lock-delay (see dlock_config_set_lock_delay; the client's by
  * default): ms 0 (off) to 86 400 000. Permits acquired through the handle
  * then keep, when their lease runs out unreleased, out of every dlock

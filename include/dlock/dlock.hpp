@@ -254,6 +254,11 @@ class config {
     config &lost_callback(dlock_lost_fn fn, void *ud) {
         return set(dlock_config_set_lost_callback(get(), fn, ud));
     }
+    /* The form with the cause of the loss as an argument
+     * (dlock_config_set_lost_cause_callback; it replaces the other). */
+    config &lost_callback(dlock_lost_cause_fn fn, void *ud) {
+        return set(dlock_config_set_lost_cause_callback(get(), fn, ud));
+    }
     /* Writer-first read-write locks for every shared_mutex of the client
      * (dlock_config_set_writer_first; off by default: Redisson's rules). */
     config &writer_first(bool on) { return set(dlock_config_set_writer_first(get(), on ? 1 : 0)); }

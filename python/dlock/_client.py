@@ -46,7 +46,7 @@ def _decode(b):
     return b.decode("utf-8", "replace") if b else ""
 
 
-def _on_lost(name, owner, reason, key):
+def _on_lost(name, owner, reason, cause, key):
     c = _clients.get(key)
     if c is None:
         return
@@ -55,7 +55,7 @@ def _on_lost(name, owner, reason, key):
     except ValueError:
         pass
     ev = LostHold(_decode(name), _decode(owner), reason,
-                  _decode(lib.dlock_lost_cause_str(lib.dlock_last_lost_cause())))
+                  _decode(lib.dlock_lost_cause_str(cause)))
     _core._cb_state.active = True
     try:
         for fn in list(c._lost_fns):
@@ -212,7 +212,7 @@ class Client:
                     continue
                 setter, conv = _OPTIONS[k]
                 _lib.check(getattr(lib, setter)(cfg, *conv(v)))
-            _lib.check(lib.dlock_config_set_lost_callback(cfg, _LOST_CB, self._key))
+            _lib.check(lib.dlock_config_set_lost_cause_callback(cfg, _LOST_CB, self._key))
             if log_level is not None:
                 _lib.check(lib.dlock_config_set_log_callback(cfg, _LOG_CB, None,
                                                              _c_level(log_level)))

@@ -79,7 +79,8 @@ class RateConfig(Structure):
                 ("keep_alive_ms", c_int64)]
 
 
-LOST_FN = CFUNCTYPE(None, c_char_p, c_char_p, c_int, c_void_p)
+# dlock_lost_cause_fn: the cause of the loss an argument (not the thread-local)
+LOST_FN = CFUNCTYPE(None, c_char_p, c_char_p, c_int, c_int, c_void_p)
 LOG_FN = CFUNCTYPE(None, c_int, c_char_p, c_void_p)
 ASYNC_FN = CFUNCTYPE(None, c_void_p, c_void_p)
 
@@ -124,7 +125,7 @@ _PROTOS = {
     "dlock_config_set_tls_server_name": (I, [P, S]),
     "dlock_config_set_tls_verify": (I, [P, I]),
     "dlock_config_add_address_map": (I, [P, S]),
-    "dlock_config_set_lost_callback": (I, [P, LOST_FN, P]),
+    "dlock_config_set_lost_cause_callback": (I, [P, LOST_FN, P]),
     "dlock_config_set_log_callback": (I, [P, LOG_FN, P, I]),
     # client
     "dlock_client_open": (I, [PP, P]),

@@ -521,8 +521,14 @@ int dlock_config_set_client_name(dlock_config *cfg, const char *name)
 int dlock_config_set_lost_callback(dlock_config *cfg, dlock_lost_fn fn, void *ud)
 {
     NEED_CFG(cfg);
-    cfg->lost_fn = fn;
-    cfg->lost_ud = ud;
+    cfg->lost = (dlock__lost_cb){.fn = fn, .ud = ud};
+    return DLOCK_OK;
+}
+
+int dlock_config_set_lost_cause_callback(dlock_config *cfg, dlock_lost_cause_fn fn, void *ud)
+{
+    NEED_CFG(cfg);
+    cfg->lost = (dlock__lost_cb){.cfn = fn, .ud = ud};
     return DLOCK_OK;
 }
 

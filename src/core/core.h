@@ -21,22 +21,50 @@
 
 /* The longest detailed message (dlock_last_error's buffer), with its NUL. */
 #define DLOCK__MSG_MAX 512
-/* Formats the calling thread's detailed message and returns `code`. */
+/* Formats a failure's message where the calling thread's failures go now
+ * (dlock__err_into: the result being filled; by default dlock_last_error's
+ * buffer) and returns `code`. */
 int dlock__fail(int code, const char *fmt, ...) DLOCK__PRINTF(2, 3);
-/* A failure's message kept across work that may set the thread's message
- * again (a cleanup after the failure, a best-effort request): kept with
- * dlock__keep_error, given back with dlock__restore_error (which returns
- * code), so the caller reads the failure's own words. */
-typedef struct dlock__kept {
+/* Where a failure's message goes: a result carries its code and message,
+ * so a driver or a caller that records an outcome points the calling
+ * thread's failures at the record's buffer while the work for it runs, and
+ * back after (buf NULL: dlock_last_error's, the C API's, the default). The
+ * message is written where it belongs; nothing reads it back from the
+ * thread's. Nested: each dlock__err_into is undone by one dlock__err_reset
+ * with what it returned, before user code (a callback) runs. */
+typedef struct dlock__errto {
+    char *buf;
+    size_t size;
+} dlock__errto;
+dlock__errto dlock__err_into(char *buf, size_t size);
+void dlock__err_reset(dlock__errto prev);
+/* Work after a failure whose own failures are not the call's (a cleanup, a
+ * give-back, a best-effort request): run between dlock__aside_begin and
+ * dlock__aside_end (which returns code), its messages go to the aside's
+ * buffer, and the failure's own words stay where they were written. */
+typedef struct dlock__aside {
+    dlock__errto prev;
     char msg[DLOCK__MSG_MAX];
-} dlock__kept;
-void dlock__keep_error(dlock__kept *k);
-int dlock__restore_error(const dlock__kept *k, int code);
-/* Clears the calling thread's message (at the start of a public call). */
+} dlock__aside;
+void dlock__aside_begin(dlock__aside *a);
+int dlock__aside_end(dlock__aside *a, int code);
+/* Clears where the calling thread's failures go now (at the start of a
+ * public call: dlock_last_error's). */
 void dlock__clear_error(void);
 /* Sets what dlock_last_lost_cause() says on this thread (the watchdog, around
  * a lost callback). */
 void dlock__set_lost_cause(dlock_lost_cause cause);
+/* A lost callback in either form: cfn (the cause as an argument) when set,
+ * else fn; none when both are NULL. */
+typedef struct dlock__lost_cb {
+    dlock_lost_fn fn;
+    dlock_lost_cause_fn cfn;
+    void *ud;
+} dlock__lost_cb;
+/* Calls cb (a no-op when it has no function), dlock_last_lost_cause() set
+ * to cause meanwhile (kept for the callbacks of the first form). */
+void dlock__lost_call(const dlock__lost_cb *cb, const char *name, const char *owner,
+                      dlock_lost_reason reason, dlock_lost_cause cause);
 /* What a Redis error reply says, classified once where replies are read
  * (dlock__redis_classify); every decision about a refusal (retry, reload the
  * script, go to another node, drop an optional key, the status code) is
@@ -263,8 +291,7 @@ struct dlock_config {
     int ack_all;                 /* DLOCK_REPLICAS_ALL: WAIT for every connected replica,
                                     ack_replicas 1 (fail when none acknowledged) */
     char *client_name;
-    dlock_lost_fn lost_fn;
-    void *lost_ud;
+    dlock__lost_cb lost;            /* the client's lost callback */
     dlock_log_fn log_fn;
     void *log_ud;
     dlock_credentials_fn cred_fn;   /* asked at every connect (NULL: the static ones) */

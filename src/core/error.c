@@ -6,14 +6,29 @@
 
 #include "core/core.h"
 
-/* Thread-local: concurrent calls on one client each keep their own message. */
+/* Thread-local: concurrent calls on one client each keep their own message.
+ * The C API's one channel (dlock_last_error); a failure inside is written
+ * into the result it belongs to (dlock__err_into). */
 static _Thread_local char tls_msg[DLOCK__MSG_MAX];
+static _Thread_local dlock__errto tls_to;
 /* The cause of the loss a lost callback on this thread is reporting. */
 static _Thread_local dlock_lost_cause tls_cause;
 
 void dlock__set_lost_cause(dlock_lost_cause cause) { tls_cause = cause; }
 
 dlock_lost_cause dlock_last_lost_cause(void) { return tls_cause; }
+
+void dlock__lost_call(const dlock__lost_cb *cb, const char *name, const char *owner,
+                      dlock_lost_reason reason, dlock_lost_cause cause)
+{
+    dlock_lost_cause was = tls_cause;
+    tls_cause = cause;
+    if (cb->cfn)
+        cb->cfn(name, owner, reason, cause, cb->ud);
+    else if (cb->fn)
+        cb->fn(name, owner, reason, cb->ud);
+    tls_cause = was;
+}
 
 const char *dlock_lost_cause_str(dlock_lost_cause cause)
 {
@@ -78,22 +93,53 @@ const char *dlock_last_error(void) { return tls_msg; }
 
 const char *dlock_version(void) { return DLOCK_VERSION_STRING; }
 
-void dlock__clear_error(void) { tls_msg[0] = '\0'; }
+dlock__errto dlock__err_into(char *buf, size_t size)
+{
+    dlock__errto prev = tls_to;
+    tls_to = (dlock__errto){buf, size};
+    return prev;
+}
+
+void dlock__err_reset(dlock__errto prev) { tls_to = prev; }
+
+static char *target(size_t *size)
+{
+    if (tls_to.buf) {
+        *size = tls_to.size;
+        return tls_to.buf;
+    }
+    *size = sizeof(tls_msg);
+    return tls_msg;
+}
+
+void dlock__clear_error(void)
+{
+    size_t size;
+    char *buf = target(&size);
+    if (size)
+        buf[0] = '\0';
+}
 
 int dlock__fail(int code, const char *fmt, ...)
 {
+    size_t size;
+    char *buf = target(&size);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(tls_msg, sizeof(tls_msg), fmt, ap);
+    vsnprintf(buf, size, fmt, ap);
     va_end(ap);
     return code;
 }
 
-void dlock__keep_error(dlock__kept *k) { snprintf(k->msg, sizeof(k->msg), "%s", tls_msg); }
-
-int dlock__restore_error(const dlock__kept *k, int code)
+void dlock__aside_begin(dlock__aside *a)
 {
-    snprintf(tls_msg, sizeof(tls_msg), "%s", k->msg);
+    a->msg[0] = '\0';
+    a->prev = dlock__err_into(a->msg, sizeof(a->msg));
+}
+
+int dlock__aside_end(dlock__aside *a, int code)
+{
+    dlock__err_reset(a->prev);
     return code;
 }
 

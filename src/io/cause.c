@@ -154,8 +154,7 @@ void dlock__wd_report(const dlock__wd_losses *ls, lost_note *notes)
         lost_note *n = notes;
         notes = n->next;
         const char *owner = n->key + n->nlen + 1;
-        dlock_lost_fn fn = n->fn ? n->fn : cfg->lost_fn;
-        void *ud = n->fn ? n->ud : cfg->lost_ud;
+        const dlock__lost_cb *cb = n->cb.fn || n->cb.cfn ? &n->cb : &cfg->lost;
         if (n->reason > 0 && n->reason < DLOCK_STATS_LOST_REASONS)
             dlock__stats_count(ls->ctx->stats, DLOCK__ST_LOST + (int)n->reason, 1);
         dlock_lost_cause cause = n->reason == DLOCK_LOST_GONE ? n->cause
@@ -173,10 +172,7 @@ void dlock__wd_report(const dlock__wd_losses *ls, lost_note *notes)
                        : "Redis unreachable until the lease ran out",
                    n->reason == DLOCK_LOST_GONE ? ": " : "",
                    n->reason == DLOCK_LOST_GONE ? dlock_lost_cause_str(cause) : "");
-        dlock__set_lost_cause(cause);
-        if (fn)
-            fn(n->key, owner, n->reason, ud);
-        dlock__set_lost_cause(DLOCK_CAUSE_UNKNOWN);
+        dlock__lost_call(cb, n->key, owner, n->reason, cause);
         free(n);
     }
 }

@@ -12,8 +12,7 @@
  * needs, so it never points at a hold that a batch may free meanwhile. */
 typedef struct lost_note {
     struct lost_note *next;
-    dlock_lost_fn fn;
-    void *ud;
+    dlock__lost_cb cb;       /* the hold's (none: the client's) */
     dlock_lost_reason reason;
     dlock_lost_cause cause;  /* DLOCK_LOST_GONE: found here, else UNKNOWN */
     int late;                /* its lease had run out since its last renewal was sent */

@@ -224,13 +224,13 @@ void dlock__watchdog_free(dlock__watchdog *wd);
 /* A watchdog hold taken at `sent_ms` (measured before the acquire was sent);
  * a hold already scheduled counts one acquisition more. */
 int dlock__watchdog_add(dlock__watchdog *wd, const dlock__hold_id *id, int64_t sent_ms,
-                        dlock_lost_fn fn, void *ud);
+                        const dlock__lost_cb *cb);
 /* As dlock__watchdog_add, for a hold that must end max_hold_ms after sent_ms
  * (0: no limit): renewals never set a TTL beyond that moment, and the loss
  * (DLOCK_LOST_MAX_HOLD) is reported before it, as any loss. A hold already
  * scheduled keeps the sooner of its limit and this one. */
 int dlock__watchdog_add_limited(dlock__watchdog *wd, const dlock__hold_id *id, int64_t sent_ms,
-                                int64_t max_hold_ms, dlock_lost_fn fn, void *ud);
+                                int64_t max_hold_ms, const dlock__lost_cb *cb);
 /* How long until the scheduled hold's limit (ms, may be <= 0), or INT64_MAX
  * when it is not scheduled or has no limit: an acquisition that would set a
  * TTL past it (a reentry) sets this instead. */

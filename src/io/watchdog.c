@@ -61,13 +61,24 @@ static int unlink_held(dlock__watchdog *wd, held *h)
 /* --------------------------------------------------------- user threads */
 
 int dlock__watchdog_add(dlock__watchdog *wd, const dlock__hold_id *id, int64_t sent_ms,
-                        dlock_lost_fn fn, void *ud)
+                        const dlock__lost_cb *cb)
 {
-    return dlock__watchdog_add_limited(wd, id, sent_ms, 0, fn, ud);
+    return dlock__watchdog_add_limited(wd, id, sent_ms, 0, cb);
+}
+
+/* The hold's lost callback (none: the client's). */
+static void set_cb(held *h, const dlock__lost_cb *cb)
+{
+    h->cause_form = cb && cb->cfn;
+    if (h->cause_form)
+        h->cb.cfn = cb->cfn;
+    else
+        h->cb.fn = cb ? cb->fn : NULL;
+    h->ud = cb ? cb->ud : NULL;
 }
 
 int dlock__watchdog_add_limited(dlock__watchdog *wd, const dlock__hold_id *id, int64_t sent_ms,
-                                int64_t max_hold_ms, dlock_lost_fn fn, void *ud)
+                                int64_t max_hold_ms, const dlock__lost_cb *cb)
 {
     int64_t limit_at = max_hold_ms > 0 ? sent_ms + max_hold_ms : INT64_MAX;
     pthread_mutex_lock(&wd->mu);
@@ -85,8 +96,7 @@ int dlock__watchdog_add_limited(dlock__watchdog *wd, const dlock__hold_id *id, i
         if (limit_at < h->limit_at)
             h->limit_at = limit_at;
         h->holds++;
-        h->fn = fn;
-        h->ud = ud;
+        set_cb(h, cb);
         int kick = h->limit_at != INT64_MAX;
         h->recap |= kick;
         pthread_mutex_unlock(&wd->mu);
@@ -99,8 +109,7 @@ int dlock__watchdog_add_limited(dlock__watchdog *wd, const dlock__hold_id *id, i
         h->renewed_at = sent_ms;
         h->limit_at = limit_at;
         h->holds = 1;
-        h->fn = fn;
-        h->ud = ud;
+        set_cb(h, cb);
     }
     if (!h || dlock__map_insert(&wd->map, &h->hn) != 0) {
         if (h)
@@ -333,8 +342,8 @@ static void note_lost(dlock__watchdog *wd, held *h, dlock_lost_reason why, lost_
     size_t nlen = h->len[0], olen = h->own->len;
     lost_note *n = malloc(sizeof(*n) + nlen + 1 + olen + 1);
     if (n) {
-        n->fn = h->fn;
-        n->ud = h->ud;
+        n->cb = h->cause_form ? (dlock__lost_cb){.cfn = h->cb.cfn, .ud = h->ud}
+                              : (dlock__lost_cb){.fn = h->cb.fn, .ud = h->ud};
         n->reason = why;
         n->cause = h->failover && why == DLOCK_LOST_GONE ? DLOCK_CAUSE_FAILOVER
                                                           : DLOCK_CAUSE_UNKNOWN;

@@ -40,7 +40,10 @@ typedef struct held {
                                 self-linked) */
     int64_t renewed_at;      /* ms, before the request that last set the TTL was sent */
     int64_t limit_at;        /* ms: the hold limit, INT64_MAX when none */
-    dlock_lost_fn fn;
+    union {                  /* its lost callback, of the form cause_form says */
+        dlock_lost_fn fn;
+        dlock_lost_cause_fn cfn;
+    } cb;
     void *ud;
     const dlock__hold_kind *kind;
     wowner *own;             /* the owner id */
@@ -62,8 +65,9 @@ typedef struct held {
                                 reported changed first */
     uint8_t opart;           /* the part equal to the owner id (a lock's field often
                                 is: not kept in data), or DLOCK__HOLD_PARTS */
-    uint8_t failover;        /* its node is a new primary (a failover) and no renewal sent
+    uint8_t failover : 1;    /* its node is a new primary (a failover) and no renewal sent
                                 since has answered: a loss now is cause "failover" */
+    uint8_t cause_form : 1;  /* cb is a dlock_lost_cause_fn */
     char data[];             /* part0 NUL part1 NUL ..., but part opart */
 } held;
 

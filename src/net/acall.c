@@ -179,8 +179,8 @@ static redisReply *dup_reply(const redisReply *r)
     return d;
 }
 
-/* Ends a request: fn(status, res) with the io thread's message set, or the
- * answer in res->r. */
+/* Ends a request: fn(status, res), the answer in res->r, or the failure's
+ * message in res->msg. */
 static void finish(areq *a, int status, dlock__res *res)
 {
     dlock__acall_fn fn = a->fn;
@@ -189,11 +189,18 @@ static void finish(areq *a, int status, dlock__res *res)
     fn(status, res, ud);
 }
 
-/* Ends a request that has no outcome beyond its status (message set). */
-static void fail(areq *a, int status)
+/* Ends a request that has no outcome beyond its status and message. */
+static void fail(areq *a, int status, const char *fmt, ...) DLOCK__PRINTF(3, 4);
+static void fail(areq *a, int status, const char *fmt, ...)
 {
+    char msg[DLOCK__MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
     dlock__res res;
     dlock__res_init(&res);
+    res.msg = msg;
     finish(a, status, &res);
 }
 
@@ -241,17 +248,21 @@ static void write_req(dlock__acall *x, areq *a)
 {
     dlock__res qres;
     dlock__res_init(&qres);
-    if (dlock__quarantine_refusal(a->an->node, a->flags, &qres) != DLOCK_OK) {
+    char why[DLOCK__MSG_MAX] = "";
+    dlock__errto prev = dlock__err_into(why, sizeof(why));
+    int qrc = dlock__quarantine_refusal(a->an->node, a->flags, &qres);
+    dlock__err_reset(prev);
+    if (qrc != DLOCK_OK) {
+        qres.msg = why;
         finish(a, DLOCK_ETIMEDOUT, &qres);
         return;
     }
     int64_t now = dlock__now_ms();
     if (!dlock__latch_allows(a->first_write ? a->first_write : -1, a->latch_ms,
                              x->ctx->cfg->command_timeout_ms, now)) {
-        dlock__fail(DLOCK_EUNKNOWN, "%s: no reply to a request guarded by a latch, and a resend "
-                                    "could be answered after the latch: it may have run",
-                    addr_of(a));
-        fail(a, DLOCK_EUNKNOWN);
+        fail(a, DLOCK_EUNKNOWN, "%s: no reply to a request guarded by a latch, and a resend "
+                                "could be answered after the latch: it may have run",
+             addr_of(a));
         return;
     }
     anode *an = a->an;
@@ -344,8 +355,7 @@ static void on_reply(dlock__aconn *ac, redisReply *r, int status, void *ud)
     dlock__acall *x = a->x;
     const dlock_config *cfg = x->ctx->cfg;
     if (!r && (status == DLOCK_ECLOSED || x->stopping)) {
-        dlock__fail(DLOCK_ECLOSED, "client is closing");
-        fail(a, DLOCK_ECLOSED);
+        fail(a, DLOCK_ECLOSED, "client is closing");
         return;
     }
     /* Written, then no reply: it may have run. */
@@ -387,15 +397,18 @@ static void on_reply(dlock__aconn *ac, redisReply *r, int status, void *ud)
     }
     if (v.next == DLOCK__NEXT_DONE) {
         if (!(a->answer = dup_reply(r))) {
-            dlock__fail(DLOCK_ENOMEM, "out of memory");
-            fail(a, DLOCK_ENOMEM);
+            fail(a, DLOCK_ENOMEM, "out of memory");
             return;
         }
         answered(ac, a);
         return;
     }
+    char why[DLOCK__MSG_MAX];
+    dlock__errto prev = dlock__err_into(why, sizeof(why));
     int rc = r ? dlock__res_refused(&res, addr_of(a), r)
                : dlock__call_lost(addr_of(a), &t, "connection lost", a->flags);
+    dlock__err_reset(prev);
+    res.msg = why;
     finish(a, rc, &res);
 }
 
@@ -439,8 +452,7 @@ static void run_waiting(dlock__acall *x)
         if (dlock__aconn_ready(a->an->conn) && now >= a->not_before) {
             write_req(x, a);
         } else {
-            dlock__fail(DLOCK_ECONN, "%s: cannot reach the server", addr_of(a));
-            fail(a, DLOCK_ECONN);
+            fail(a, DLOCK_ECONN, "%s: cannot reach the server", addr_of(a));
         }
     }
     arm(x);
@@ -581,8 +593,7 @@ void dlock__acall_stop(dlock__acall *x)
         while (!dlock__list_empty(&an->waiting)) {
             areq *a = DLOCK__CONTAINER_OF(an->waiting.next, areq, link);
             dlock__list_remove(&a->link);
-            dlock__fail(DLOCK_ECLOSED, "client is closing");
-            fail(a, DLOCK_ECLOSED);
+            fail(a, DLOCK_ECLOSED, "client is closing");
         }
     }
     uv_timer_stop(&x->timer);

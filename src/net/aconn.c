@@ -417,9 +417,12 @@ static void on_hs_reply(dlock__aconn *ac, redisReply *r, int status, void *ud)
     const dlock__hs_step *step = ud;
     if (!r)
         return;   /* the connection failed; fail() handles it */
+    char why[DLOCK__MSG_MAX];
+    dlock__errto prev = dlock__err_into(why, sizeof(why));
     int rc = dlock__handshake_check(ac->ctx, step, r, ac->addr);
+    dlock__err_reset(prev);
     if (rc != DLOCK_OK) {
-        fail(ac, rc, dlock_last_error());
+        fail(ac, rc, why);
         return;
     }
     if (--ac->hs_left == 0 && ac->state == ST_HANDSHAKE)
@@ -430,9 +433,12 @@ static void handshake(dlock__aconn *ac)
 {
     ac->state = ST_HANDSHAKE;
     dlock__stats_count(ac->ctx->stats, DLOCK__ST_CONNECTS, 1);
+    char why[DLOCK__MSG_MAX];
+    dlock__errto prev = dlock__err_into(why, sizeof(why));
     int n = dlock__handshake_steps(ac->ctx, &ac->ep, ac->hs, &ac->name_gen);
+    dlock__err_reset(prev);
     if (n < 0) {
-        fail(ac, n, dlock_last_error());   /* the credentials callback failed */
+        fail(ac, n, why);   /* the credentials callback failed */
         return;
     }
     ac->hs_left = n;

@@ -267,16 +267,17 @@ static int script_acl_refusal(dlock__res *res, const char *text)
     return 1;
 }
 
-/* A script refused for one of its keys (NOPERM before it ran): the message
- * names the keys it was given, for the user to see which pattern the ACL
- * lacks (Redis does not say which). */
-static void name_refused_keys(const dlock__req *req, const dlock__res *res)
+/* Refusal r recorded (dlock__res_refused). A script refused for one of its
+ * keys (NOPERM before it ran): the message names the keys it was given, for
+ * the user to see which pattern the ACL lacks (Redis does not say which). */
+static int refused(const dlock__req *req, dlock__res *res, const char *addr,
+                   const redisReply *r)
 {
+    int rc = dlock__res_refused(res, addr, r);
     if (res->err != DLOCK__RERR_NOPERM_KEY || req->script < 0 || req->nkeys <= 0)
-        return;
+        return rc;
     char msg[700];
-    snprintf(msg, sizeof(msg), "%s", dlock_last_error());
-    size_t off = strlen(msg);
+    size_t off = (size_t)snprintf(msg, sizeof(msg), "%s: %s", addr, res->text);
     for (int i = 0; i < req->nkeys && off + 8 < sizeof(msg); i++) {
         size_t len = req->lens ? req->lens[i] : strlen(req->argv[i]);
         int n = snprintf(msg + off, sizeof(msg) - off, "%s%.*s", i ? ", " : " (its keys: ",
@@ -287,7 +288,7 @@ static void name_refused_keys(const dlock__req *req, const dlock__res *res)
     }
     if (off >= sizeof(msg) - 8)
         memcpy(msg + sizeof(msg) - 5, "...)", 5);
-    dlock__fail(DLOCK_EAUTH, "%s", msg);
+    return dlock__fail(DLOCK_EAUTH, "%s", msg);
 }
 
 int dlock__res_refused(dlock__res *res, const char *addr, const redisReply *r)
@@ -396,8 +397,7 @@ int dlock__node_call(dlock__node *n, const dlock__req *req, dlock__res *res)
              * not kept, so the next one is opened afresh (behind a name, the
              * primary may be another server now). */
             link_put(&k, t.err == DLOCK__RERR_READONLY || t.err == DLOCK__RERR_LOADING);
-            rc = dlock__res_refused(res, addr, r);
-            name_refused_keys(req, res);
+            rc = refused(req, res, addr, r);
             freeReplyObject(r);
         } else {
             rc = dlock__call_lost(addr, &t, k.why, req->flags);

@@ -179,7 +179,10 @@ static int refresh_locked(dlock__cluster *cl)
             if (!n)
                 return rc;
         }
+        char one[DLOCK__MSG_MAX] = "";   /* why this node did not tell */
+        dlock__errto prev = dlock__err_into(one, sizeof(one));
         rc = ask_slots(cl, n, &m);
+        dlock__err_reset(prev);
         if (rc == DLOCK_OK) {
             rc = install(cl, &m);
             size_t covered = m.covered;
@@ -192,10 +195,9 @@ static int refresh_locked(dlock__cluster *cl)
             return rc;
         }
         if (rc == DLOCK_ENOMEM)
-            return rc;
+            return dlock__fail(rc, "out of memory");
         if (off < sizeof(why))
-            off += (size_t)snprintf(why + off, sizeof(why) - off, "%s%s", off ? "; " : "",
-                                    dlock_last_error());
+            off += (size_t)snprintf(why + off, sizeof(why) - off, "%s%s", off ? "; " : "", one);
     }
     return dlock__fail(rc == DLOCK_EREDIS ? DLOCK_EREDIS : DLOCK_ECONN,
                        "no cluster node answered CLUSTER SLOTS: %s", why);
@@ -221,10 +223,13 @@ static void refresh_if(dlock__cluster *cl, int64_t min_gap, int wait)
     else if (pthread_mutex_trylock(&cl->refresh_mu) != 0)
         return;
     if (dlock__now_ms() - atomic_load(&cl->refreshed_at) >= min_gap) {
+        char why[DLOCK__MSG_MAX];
+        dlock__errto prev = dlock__err_into(why, sizeof(why));
         int rc = refresh_locked(cl);
+        dlock__err_reset(prev);
         if (rc != DLOCK_OK)
             dlock__log(cl->ctx->cfg, DLOCK_LOG_WARN, "cluster: slot map refresh failed: %s",
-                       dlock_last_error());
+                       why);
     }
     pthread_mutex_unlock(&cl->refresh_mu);
 }
@@ -477,10 +482,8 @@ static int cl_call(dlock__backend *b, const dlock__req *req, dlock__res *res)
             return rc;
         if (rc == DLOCK_ECONN && !(req->flags & DLOCK__CALL_NO_RETRY)) {
             /* Not sent (else EUNKNOWN): safe to send again, here or elsewhere. */
-            dlock__kept msg;
-            dlock__keep_error(&msg);
             if (failures++ >= cfg->retry_attempts)
-                return dlock__restore_error(&msg, rc);
+                return rc;
             int prc = pause_for_owner(cl, req, slot, n);
             if (prc != DLOCK_OK)
                 return prc;

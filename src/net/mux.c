@@ -506,13 +506,13 @@ static int read_some(dlock__mux *m, int64_t deadline, redisReply **v, int max, c
         if (n > 0)
             return n;
         if (!pending) {
+            dlock__errto prev = dlock__err_into(why, wsize);
             int rc = dlock__transport_wait(t, want, deadline);
+            dlock__err_reset(prev);
             if (rc == DLOCK_ECMDTIMEOUT)
                 return 0;
-            if (rc != DLOCK_OK) {
-                snprintf(why, wsize, "%s", dlock_last_error());
+            if (rc != DLOCK_OK)
                 return -1;
-            }
         }
         pthread_mutex_lock(&m->io_mu);
         ssize_t k = dlock__conn_feed(m->c);

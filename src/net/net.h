@@ -374,6 +374,8 @@ typedef struct dlock__res {
                                 asked */
     dlock__rerr err;         /* Redis refused it: the refusal's class; else DLOCK__RERR_NONE */
     char text[256];          /* ... and its text (cut), for messages and a redirection's node */
+    const char *msg;         /* an asynchronous round trip's failure (net/acall.c): its
+                                message, valid during the callback; else NULL */
 } dlock__res;
 
 static inline void dlock__res_init(dlock__res *res)
@@ -382,6 +384,7 @@ static inline void dlock__res_init(dlock__res *res)
     res->acks = -1;
     res->err = DLOCK__RERR_NONE;
     res->text[0] = '\0';
+    res->msg = NULL;
 }
 /* Replica acknowledgement (dlock_config_set_replica_ack), shared by the
  * blocking call and the asynchronous one: */

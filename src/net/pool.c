@@ -275,19 +275,23 @@ int dlock__node_get_mux(dlock__node *n, dlock__mux **out, int *fresh, int idle_o
         n->mux_opening = 1;
         pthread_mutex_unlock(&n->mu);
         dlock__mux *m = NULL;
+        /* Its failure is ours and that of every caller who waited for it. */
+        char why[sizeof(n->mux_err)] = "";
+        dlock__errto prev = dlock__err_into(why, sizeof(why));
         int rc = dlock__mux_open(n->ctx, &n->ep, n->addr, &m);
+        dlock__err_reset(prev);
         pthread_mutex_lock(&n->mu);
         n->mux_opening = 0;
         n->mux_tries++;
         n->mux_rc = rc;
         if (rc != DLOCK_OK)
-            snprintf(n->mux_err, sizeof(n->mux_err), "%s", dlock_last_error());
+            memcpy(n->mux_err, why, sizeof(why));
         else
             n->mux = m;
         pthread_cond_broadcast(&n->mux_cv);
         if (rc != DLOCK_OK) {
             pthread_mutex_unlock(&n->mu);
-            return rc;
+            return dlock__fail(rc, "%s", why);
         }
         *fresh = 1;
     }

@@ -164,7 +164,10 @@ static int discover(dlock__sentinel *s)
         dlock__req req = {.script = -1, .argc = 3, .argv = av,
                           .flags = DLOCK__CALL_IDEMPOTENT | DLOCK__CALL_NO_RETRY};
         dlock__res res;
+        char one[DLOCK__MSG_MAX] = "";   /* why this sentinel did not tell */
+        dlock__errto prev = dlock__err_into(one, sizeof(one));
         int rc = dlock__node_call(s->sentinels[i], &req, &res);
+        dlock__err_reset(prev);
         redisReply *r = res.r;
         if (rc == DLOCK_OK) {
             answered++;
@@ -186,18 +189,17 @@ static int discover(dlock__sentinel *s)
                     pthread_mutex_unlock(&s->ask_mu);
                     return rc;
                 }
-                rc = dlock__fail(DLOCK_EPROTO, "%s: a bad port for master '%s'",
-                                 dlock__node_addr(s->sentinels[i]), s->name);
+                snprintf(one, sizeof(one), "%s: a bad port for master '%s'",
+                         dlock__node_addr(s->sentinels[i]), s->name);
             } else {
                 freeReplyObject(r);
                 unknown++;
-                rc = dlock__fail(DLOCK_EINVAL, "%s does not know master '%s'",
-                                 dlock__node_addr(s->sentinels[i]), s->name);
+                snprintf(one, sizeof(one), "%s does not know master '%s'",
+                         dlock__node_addr(s->sentinels[i]), s->name);
             }
         }
         if (off < sizeof(why))
-            off += (size_t)snprintf(why + off, sizeof(why) - off, "%s%s", off ? "; " : "",
-                                    dlock_last_error());
+            off += (size_t)snprintf(why + off, sizeof(why) - off, "%s%s", off ? "; " : "", one);
     }
     pthread_mutex_unlock(&s->ask_mu);
     if (answered && unknown == answered)
@@ -261,8 +263,12 @@ static int64_t watcher(void *arg, int poked)
     int64_t now = dlock__now_ms();
     if (now - s->checked >= CHECK_EVERY_MS || poked) {
         s->checked = now;
-        if (discover(s) != DLOCK_OK)
-            dlock__log(s->ctx->cfg, DLOCK_LOG_WARN, "sentinel: %s", dlock_last_error());
+        char why[DLOCK__MSG_MAX];
+        dlock__errto prev = dlock__err_into(why, sizeof(why));
+        int rc = discover(s);
+        dlock__err_reset(prev);
+        if (rc != DLOCK_OK)
+            dlock__log(s->ctx->cfg, DLOCK_LOG_WARN, "sentinel: %s", why);
     }
     if (!s->sub)
         return WATCH_SLICE_MS;   /* then subscribe again */
@@ -391,12 +397,14 @@ static int sen_call(dlock__backend *b, const dlock__req *req, dlock__res *res)
          * could not be reached (it may be gone for good): ask the sentinels. */
         if (rc != DLOCK_ECONN && v.next != DLOCK__NEXT_REROUTE)
             return rc;
-        dlock__kept msg;
-        dlock__keep_error(&msg);
-        if (discover(s) == DLOCK_OK && primary(s) != n)
-            continue;   /* switched: at once */
+        dlock__aside aside;   /* the call's failure stays its message */
+        dlock__aside_begin(&aside);
+        int switched = discover(s) == DLOCK_OK && primary(s) != n;
+        dlock__aside_end(&aside, DLOCK_OK);
+        if (switched)
+            continue;   /* at once */
         if (failures++ >= cfg->retry_attempts)
-            return dlock__restore_error(&msg, rc);
+            return rc;
         /* The pause ends early when the watcher hears of a switch. */
         uint64_t gen = atomic_load(&s->base.generation);
         for (int64_t until = dlock__now_ms() + cfg->retry_delay_ms;

@@ -142,13 +142,14 @@ static int one_call(dlock__backend *b, const dlock__req *req, dlock__res *res)
         int rc = dlock__node_call(n, req, res);
         if (rc == DLOCK_OK || res->err != DLOCK__RERR_READONLY)
             return rc;
-        dlock__kept msg;
-        dlock__keep_error(&msg);
+        dlock__aside aside;
+        dlock__aside_begin(&aside);
         int moved = demoted(s, n);
+        dlock__aside_end(&aside, DLOCK_OK);
         if ((req->flags & DLOCK__CALL_NO_RETRY) || failures++ >= cfg->retry_attempts)
-            return dlock__fail(rc, "%s (the server behind the address is a replica, at every "
-                                   "try within the retry budget)",
-                               msg.msg);
+            return dlock__fail(rc, "%s: %s (the server behind the address is a replica, at "
+                                   "every try within the retry budget)",
+                               dlock__node_addr(n), res->text);
         if (moved)
             continue;   /* new connections: the name may name the new primary now */
         int prc = dlock__cancel_sleep(req->cancel, cfg->retry_delay_ms);

@@ -1,34 +1,11 @@
-/* The asynchronous driver (include/dlock/async.h; docs/internals/async.md).
- *
- * A call is an `aop`: made and checked on the caller's thread (the
- * operation's state copied in and set up there), registered with the
- * client's table of pending calls, then run on the io thread by its own job
- * (`kick`), which every event posts: its start, a wake-up, a change of its
- * channel, a cancellation, the close. Nothing blocks there. It steps through
- * the wait loop (wait.c) as the blocking driver does, state by state:
- *
- *   START -> SENT (a round trip on the io thread's command connection)
- *   SENT  -> done | busy: JOINING (a callback waiter on the channel, until
- *            the subscription is confirmed) -> SENT (the retry) -> SLEEPING
- *            (until a wake-up, the busy answer's TTL or the deadline) -> SENT ...
- *   SENT  -> GIVING_BACK (a success that cannot stand) -> done
- *   SENT  -> SETTLING (a lock release whose hold's renewal is in flight,
- *            until the watchdog says it was answered) -> done
- *   START -> COMPOSING (a composite's round of parts, parts.c, until the
- *            last ends, on any thread) -> COMPOSING ... -> as SENT's answer
- *
- * Timers: one libuv timer for the client's calls, over a heap of the calls
- * that sleep, ordered by (deadline, sequence); due calls are collected,
- * then run.
- *
- * Lifetime: an aop is freed when its references are gone: its own (until it
- * completes), one per round trip in flight, one while a round of parts is
- * out (a close may complete it first: its done then waits for them). Its
- * job is taken out of the loop's queue when it completes, after which
- * nothing can post it (the waiter has left, the token is detached). The client's close completes
- * every call still in the table with DLOCK_ECLOSED (the stop hook), before
- * the command connection fails the round trips in flight (their answers
- * then find the call done). */
+/* The asynchronous driver (include/dlock/async.h). A call is an `aop`: made
+ * and checked on the caller's thread (the operation's state copied in and
+ * set up there), registered with the client's table of pending calls, then
+ * run on the io thread by its own job (`kick`), which every event posts; it
+ * steps through the wait loop (wait.c) as the blocking driver does, state by
+ * state. docs/internals/async.md describes the states (START, SENT, JOINING,
+ * SLEEPING, GIVING_BACK, SETTLING, COMPOSING), the timer heap, a call's
+ * references and the close. */
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,8 +19,8 @@ enum { S_START, S_SENT, S_COMPOSING, S_JOINING, S_SLEEPING, S_GIVING_BACK, S_SET
  * the call's job), at most the command timeout + 1 s (its timer), so that
  * none lands on the caller's next hold of the name. */
 
-
-/* A give-back in flight: how the call then ends. */
+/* A give-back in flight: how the call then ends (msg: rc's message, kept
+ * until the give-back's answer). */
 typedef struct back {
     int rc, acks;
     char msg[];
@@ -73,6 +50,9 @@ typedef struct aop {
     back *back;              /* GIVING_BACK */
     dlock__parts *parts;     /* a composite's rounds (COMPOSING) */
     dlock__busy *busy;       /* where each busy answer is copied (dlock__via), or NULL */
+    char *msg;               /* while an entry of the io thread runs it (enter): where its
+                                failures are written, the message finish reports; else
+                                NULL */
     dlock__wait w;           /* its handle, operation and state; the wait */
     /* The operation's state. */
     _Alignas(max_align_t) unsigned char st[];
@@ -122,6 +102,24 @@ static void unref(aop *op)
         free(op->back);
         free(op);
     }
+}
+
+/* An entry of the io thread for op (a job, an answer, its timer, the
+ * close): op's failures are written into the entry's buffer buf (first: a
+ * failed round trip's message, or NULL) until leave; op lives until then. */
+static dlock__errto enter(aop *op, char *buf, const char *first)
+{
+    atomic_fetch_add(&op->refs, 1);
+    snprintf(buf, DLOCK__MSG_MAX, "%s", first ? first : "");
+    op->msg = buf;
+    return dlock__err_into(buf, DLOCK__MSG_MAX);
+}
+
+static void leave(aop *op, dlock__errto prev)
+{
+    dlock__err_reset(prev);
+    op->msg = NULL;
+    unref(op);
 }
 
 /* ---------------------------------------------------------------- timers */
@@ -255,14 +253,14 @@ static int send_req(dlock_client *c, const dlock__op *o, aop *op, dlock__acall_f
     return rc;
 }
 
-/* Sends o once, best effort, its answer ignored; the message is kept. */
+/* Sends o once, best effort, its answer ignored (its failure aside). */
 static void best_effort(dlock_client *c, dlock__op *o)
 {
-    dlock__kept msg;
-    dlock__keep_error(&msg);
+    dlock__aside aside;
+    dlock__aside_begin(&aside);
     o->flags |= DLOCK__CALL_NO_RETRY;
     send_req(c, o, NULL, ignore_reply, NULL);
-    dlock__restore_error(&msg, DLOCK_OK);
+    dlock__aside_end(&aside, DLOCK_OK);
 }
 
 /* A round trip's answer for op: 1 when op is still running (the caller goes
@@ -337,8 +335,11 @@ void dlock__async_stop(void *arg)
     pthread_mutex_unlock(&t->mu);
     while (!dlock__list_empty(&all)) {
         aop *op = DLOCK__CONTAINER_OF(all.next, aop, reg);
+        char msg[DLOCK__MSG_MAX];
+        dlock__errto prev = enter(op, msg, NULL);
         dlock__fail(DLOCK_ECLOSED, "client closed with the call pending");
         finish(op, DLOCK_ECLOSED);   /* takes it out of `all` */
+        leave(op, prev);
     }
     uv_timer_stop(&t->timer);
     uv_close((uv_handle_t *)&t->timer, on_timer_closed);
@@ -405,20 +406,20 @@ int dlock__async_run(const dlock__handle *h, const dlock__op_type *t, const void
     }
     dlock__wait_init(&op->w, h, t, op->st, spec);
     if ((rc = launch(op)) != DLOCK_OK) {
-        dlock__kept msg;
-        dlock__keep_error(&msg);
+        dlock__aside aside;
+        dlock__aside_begin(&aside);
         if (t->done)
             t->done(op->st, 0);
         unref(op);
-        return dlock__restore_error(&msg, rc);
+        return dlock__aside_end(&aside, rc);
     }
     return DLOCK_OK;
 }
 
-/* Ends op with rc (the io thread's message, when not DLOCK_OK, says why):
- * leaves the channel (and sends the operation's give-up), takes op out of
- * the table and the job queue, then runs the callback. Exactly once. */
-static void finish(aop *op, int rc)
+/* Ends op with rc and its message msg (when not DLOCK_OK): leaves the
+ * channel (and sends the operation's give-up), takes op out of the table
+ * and the job queue, then runs the callback. Exactly once. */
+static void finish_with(aop *op, int rc, const char *msg)
 {
     if (op->state == S_DONE)
         return;
@@ -428,8 +429,9 @@ static void finish(aop *op, int rc)
     int out = parts_out(op);   /* a composite's round is out: the close */
     dlock__op give_up;
     const dlock__op_type *t = op->w.t;
-    char msg[DLOCK__MSG_MAX];
-    snprintf(msg, sizeof(msg), "%s", rc == DLOCK_OK ? "" : dlock_last_error());
+    /* What follows fails aside: msg stays the call's. */
+    dlock__aside aside;
+    dlock__aside_begin(&aside);
     if (dlock__wait_end(&op->w, rc, &give_up)) {
         best_effort(c, &give_up);
     } else if (t->compose && rc != DLOCK_OK && op->w.seen_busy && !out) {
@@ -464,11 +466,17 @@ static void finish(aop *op, int rc)
     dlock__loop_unpost(c->loop, &op->kick);
     stop_timer(op);
     res.status = rc;
-    res.message = msg;
+    res.message = rc == DLOCK_OK ? "" : msg && msg[0] ? msg : dlock_strerror(rc);
+    /* The caller's code: its failures go where the C API's do. */
+    dlock__err_reset((dlock__errto){NULL, 0});
     op->fn(&res, op->ud);
+    dlock__aside_end(&aside, rc);
     free(res.owned);
     unref(op);
 }
+
+/* Ends op with rc, whose message its entry's failure wrote (op->msg). */
+static void finish(aop *op, int rc) { finish_with(op, rc, op->msg); }
 
 /* ------------------------------------------------------------ the loop */
 
@@ -547,10 +555,13 @@ static void on_timer(uv_timer_t *timer)
             due[n++] = op;
         }
         for (size_t i = 0; i < n; i++) {
+            char msg[DLOCK__MSG_MAX];
+            dlock__errto prev = enter(due[i], msg, NULL);
             if (due[i]->state == S_JOINING || due[i]->state == S_SLEEPING)
                 waiter_event(due[i], 1);
             else if (due[i]->state == S_SETTLING)
                 settled(due[i]);   /* its time is up */
+            leave(due[i], prev);
             unref(due[i]);
         }
         if (n < DLOCK__ARRAY_LEN(due))
@@ -620,23 +631,25 @@ static void attempt_answered(aop *op, int status, dlock__res *res)
         step(op, next, rc);
         return;
     }
-    /* Held, but not to stand: given back first, then the call fails. */
-    const char *msg = dlock_last_error();
-    size_t n = strlen(msg);
+    /* Held, but not to stand: given back first, then the call fails (rc's
+     * message kept with it until then). */
+    size_t n = strlen(op->msg);
     dlock__op o;
     if ((op->back = malloc(sizeof(*op->back) + n + 1))) {
         op->back->rc = rc;
         op->back->acks = res->acks;
-        memcpy(op->back->msg, msg, n + 1);
-        if (t->give_back && t->give_back(op->st, &o) &&
-            send_req(client(op), &o, op, on_gave_back, op) == DLOCK_OK) {
+        memcpy(op->back->msg, op->msg, n + 1);
+        dlock__aside aside;
+        dlock__aside_begin(&aside);
+        int sent = t->give_back && t->give_back(op->st, &o) &&
+                   send_req(client(op), &o, op, on_gave_back, op) == DLOCK_OK;
+        dlock__aside_end(&aside, DLOCK_OK);
+        if (sent) {
             op->state = S_GIVING_BACK;
             return;
         }
     }
-    char keep[DLOCK__MSG_MAX];
-    snprintf(keep, sizeof(keep), "%s", msg);
-    finish(op, dlock__given_back(op->w.h, rc, keep, res->acks, DLOCK_ENOTOWNER));
+    finish(op, dlock__given_back(op->w.h, rc, res->acks, DLOCK_ENOTOWNER));
 }
 
 static void on_gave_back(int status, dlock__res *res, void *ud)
@@ -644,14 +657,23 @@ static void on_gave_back(int status, dlock__res *res, void *ud)
     aop *op = ud;
     if (!answered(op, res))
         return;
+    char msg[DLOCK__MSG_MAX];
+    dlock__errto prev = enter(op, msg, NULL);
     const dlock__op_type *t = op->w.t;
+    dlock__aside aside;
+    dlock__aside_begin(&aside);
     int rrc = status;
     if (t->gave_back)
         rrc = t->gave_back(op->st, status, res);
     else if (res->r)
         freeReplyObject(res->r);
+    dlock__aside_end(&aside, DLOCK_OK);
     back *k = op->back;
-    finish(op, dlock__given_back(op->w.h, k->rc, k->msg, k->acks, rrc));
+    if (k->rc != DLOCK_EREPLICAS)
+        finish_with(op, k->rc, k->msg);
+    else
+        finish(op, dlock__given_back(op->w.h, k->rc, k->acks, rrc));
+    leave(op, prev);
 }
 
 static void on_attempt(int status, dlock__res *res, void *ud)
@@ -659,11 +681,10 @@ static void on_attempt(int status, dlock__res *res, void *ud)
     aop *op = ud;
     if (!answered(op, res))
         return;
-    if (key_fallback(op, status, res)) {
-        send_attempt(op, 1);
-        return;
-    }
-    attempt_answered(op, status, res);
+    char msg[DLOCK__MSG_MAX];
+    dlock__errto prev = enter(op, msg, status != DLOCK_OK ? res->msg : NULL);
+    key_fallback(op, status, res) ? send_attempt(op, 1) : attempt_answered(op, status, res);
+    leave(op, prev);
 }
 
 /* A composite's attempt (first: its start), or its next step once a round
@@ -731,8 +752,10 @@ static void send_attempt(aop *op, int again)
     }
     dlock__op o;
     t->request(op->st, dlock__wait_waited(&op->w, again), &o);
-    if (t->acquires)
+    if (t->acquires) {
         o.flags |= DLOCK__CALL_WAIT_ACK | DLOCK__CALL_QUARANTINE;
+        dlock__handle_acks(op->w.h, -1);
+    }
     if (op->w.waits)
         dlock__attempts++;
     op->sent = dlock__now_ms();   /* before sending: the watchdog's origin */
@@ -750,6 +773,8 @@ static void send_attempt(aop *op, int again)
 static void on_kick(void *arg)
 {
     aop *op = arg;
+    char msg[DLOCK__MSG_MAX];
+    dlock__errto prev = enter(op, msg, NULL);
     switch (op->state) {
     case S_START:
         send_attempt(op, 0);
@@ -771,4 +796,5 @@ static void on_kick(void *arg)
     default:
         break;   /* SENT: a wake-up stays in the waiter until the answer */
     }
+    leave(op, prev);
 }

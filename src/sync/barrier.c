@@ -288,7 +288,7 @@ static int watch(bcall *q)
         return DLOCK_OK;
     dlock__hold_id id;
     hold_of(q->b, &id);
-    int rc = dlock__watchdog_add(q->b->h.c->wd, &id, q->sent_ms, NULL, NULL);
+    int rc = dlock__watchdog_add(q->b->h.c->wd, &id, q->sent_ms, NULL);
     q->watched = rc == DLOCK_OK;
     return rc;
 }

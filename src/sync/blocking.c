@@ -16,10 +16,24 @@ static const char *replicas_asked(const dlock_config *cfg, char *buf, size_t siz
     return buf;
 }
 
-/* dlock_last_replica_acks's answer: per thread, as the blocking calls are. */
+/* dlock_last_replica_acks's answer, kept for compatibility: set by the
+ * blocking driver, on the thread of the blocking call; the handle keeps its
+ * own (dlock__handle_acks), whichever driver ran the acquisition. */
 static _Thread_local int last_acks = -1;
 
 int dlock_last_replica_acks(void) { return last_acks; }
+
+void dlock__handle_acks(const dlock__handle *h, int acks)
+{
+    /* A handle is never const where it lives: the count is its one mutable
+     * record beside the drivers. */
+    atomic_store_explicit((atomic_int *)&h->acks, acks, memory_order_relaxed);
+}
+
+int dlock__handle_acks_of(const dlock__handle *h)
+{
+    return h ? atomic_load_explicit(&h->acks, memory_order_relaxed) : -1;
+}
 
 /* ------------------------------------------------------------- answers */
 
@@ -29,6 +43,8 @@ int dlock__answer(const dlock__handle *h, const dlock__op_type *t, void *st, int
     *back = 0;
     rc = t->read(st, rc, res, b);
     res->r = NULL;   /* read freed it */
+    if (t->acquires)
+        dlock__handle_acks(h, rc == DLOCK_OK ? res->acks : -1);
     if (rc != DLOCK_OK)
         return rc;
     if (t->keep && (rc = t->keep(st, sent_ms)) != DLOCK_OK) {
@@ -53,10 +69,10 @@ int dlock__answer(const dlock__handle *h, const dlock__op_type *t, void *st, int
     return DLOCK_EREPLICAS;
 }
 
-int dlock__given_back(const dlock__handle *h, int why, const char *msg, int acks, int rrc)
+int dlock__given_back(const dlock__handle *h, int why, int acks, int rrc)
 {
     if (why != DLOCK_EREPLICAS)
-        return dlock__fail(why, "%s", msg);
+        return why;
     const dlock_config *cfg = &h->c->cfg;
     char of[32];
     return dlock__fail(DLOCK_EREPLICAS,
@@ -71,28 +87,31 @@ int dlock__given_back(const dlock__handle *h, int why, const char *msg, int acks
 
 /* ------------------------------------------------------------- blocking */
 
-/* Sends op once, best effort (its answer and any error ignored), keeping
- * the caller's message. */
+/* Sends op once, best effort (its answer and any failure aside). */
 static void best_effort(dlock_client *c, dlock__op *op)
 {
-    dlock__kept msg;
-    dlock__keep_error(&msg);
+    dlock__aside aside;
+    dlock__aside_begin(&aside);
     op->flags |= DLOCK__CALL_NO_RETRY;
     dlock__res res;
     if (dlock__op_call(c, op, NULL, &res) == DLOCK_OK)
         freeReplyObject(res.r);
-    dlock__restore_error(&msg, DLOCK_OK);
+    dlock__aside_end(&aside, DLOCK_OK);
 }
 
-/* Gives a success back (dlock__answer's *back): what gave_back said. */
+/* Gives a success back (dlock__answer's *back): what gave_back said (its
+ * failures aside: the call's message is the failure that gave it back). */
 static int give_back(const dlock__handle *h, const dlock__op_type *t, void *st)
 {
     dlock__op op;
     if (!t->give_back || !t->give_back(st, &op))
         return DLOCK_ENOTOWNER;
+    dlock__aside aside;
+    dlock__aside_begin(&aside);
     dlock__res res;
     int rc = dlock__op_call(h->c, &op, NULL, &res);
-    return t->gave_back ? t->gave_back(st, rc, &res) : rc;
+    rc = t->gave_back ? t->gave_back(st, rc, &res) : rc;
+    return dlock__aside_end(&aside, rc);
 }
 
 /* A composite attempt (or, give_up set, its give-up): its rounds of parts,
@@ -129,6 +148,7 @@ static int attempt(const dlock__handle *h, const dlock__op_type *t, void *st, dl
     if (t->acquires) {
         op.flags |= DLOCK__CALL_WAIT_ACK | DLOCK__CALL_QUARANTINE;
         last_acks = -1;
+        dlock__handle_acks(h, -1);
     }
     if (w->waits)
         dlock__attempts++;
@@ -142,11 +162,8 @@ static int attempt(const dlock__handle *h, const dlock__op_type *t, void *st, dl
     rc = dlock__answer(h, t, st, rc, &res, sent, b, &back);
     if (t->acquires && (rc == DLOCK_OK || back))
         last_acks = res.acks;
-    if (back) {
-        dlock__kept msg;
-        dlock__keep_error(&msg);
-        rc = dlock__given_back(h, rc, msg.msg, res.acks, give_back(h, t, st));
-    }
+    if (back)
+        rc = dlock__given_back(h, rc, res.acks, give_back(h, t, st));
     return rc;
 }
 
@@ -184,11 +201,11 @@ int dlock__run(const dlock__handle *h, const dlock__op_type *t, void *st,
     if (dlock__wait_end(&w, rc, &op)) {
         best_effort(h->c, &op);
     } else if (t->compose && rc != DLOCK_OK && w.seen_busy) {
-        dlock__kept msg;
-        dlock__keep_error(&msg);
+        dlock__aside aside;
+        dlock__aside_begin(&aside);
         dlock__busy gb = {.ttl = -1};
         compose(t, st, 0, &gb, rc);   /* best effort */
-        dlock__restore_error(&msg, rc);
+        dlock__aside_end(&aside, rc);
     }
     if (res) {
         *res = (dlock__result){.count = -1, .busied = busied};

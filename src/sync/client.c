@@ -42,17 +42,19 @@ static void check_eviction(dlock_client *c)
     dlock__req req = {.script = -1, .argc = 2, .argv = av, .flags = DLOCK__CALL_IDEMPOTENT};
     redisReply *r = NULL;
     c->evict_policy[0] = '\0';
+    char why[DLOCK__MSG_MAX];   /* not the open's: logged */
+    dlock__errto prev = dlock__err_into(why, sizeof(why));
     int rc = dlock__call(c, &req, &r);
+    dlock__err_reset(prev);
     if (rc == DLOCK_OK && r->type == REDIS_REPLY_STRING)
         dlock__info_field(r->str, "maxmemory_policy", c->evict_policy, sizeof(c->evict_policy));
     char addr[320];
     dlock__endpoint_str(&c->cfg.ep, addr, sizeof(addr));
     if (rc != DLOCK_OK)
         dlock__log(&c->cfg, DLOCK_LOG_INFO, "cannot read the maxmemory-policy of %s (%s): "
-                   "not checked", addr, dlock_last_error());
+                   "not checked", addr, why);
     if (r)
         freeReplyObject(r);
-    dlock__clear_error();
     c->evict_risky = strncmp(c->evict_policy, "allkeys-", 8) == 0 ||
                      strncmp(c->evict_policy, "volatile-", 9) == 0;
     if (c->evict_risky)

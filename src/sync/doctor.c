@@ -81,10 +81,12 @@ static int ask(doctor *d, int argc, const char **argv, redisReply **out, char *w
                       .flags = DLOCK__CALL_IDEMPOTENT};
     dlock__res res;
     dlock__res_init(&res);
+    dlock__errto prev = dlock__err_into(why, wsize);
     int rc = dlock__node_call(d->node, &req, &res);
+    dlock__err_reset(prev);
     *out = res.r;
-    if (rc != DLOCK_OK)
-        snprintf(why, wsize, "%s", res.text[0] ? res.text : dlock_last_error());
+    if (rc != DLOCK_OK && res.text[0])
+        snprintf(why, wsize, "%s", res.text);   /* the refusal's words alone */
     return rc;
 }
 

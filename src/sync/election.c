@@ -29,23 +29,21 @@ struct dlock_election {
     char owner[DLOCK_OWNER_MAX + 1];
     pthread_mutex_t mu;
     uint64_t term;           /* under mu: the term this handle leads in, 0 when not */
-    dlock_lost_fn fn;        /* under mu */
-    void *ud;
+    dlock__lost_cb lost;     /* under mu: its lost callback (none: the client's) */
 };
 
 static int bad_handle(const void *e) { return dlock__check_handle(e, "election"); }
 
 /* The lock's loss ends the term, then the user's callback runs. */
-static void on_lost(const char *name, const char *owner, dlock_lost_reason reason, void *ud)
+static void on_lost(const char *name, const char *owner, dlock_lost_reason reason,
+                    dlock_lost_cause cause, void *ud)
 {
     dlock_election *e = ud;
     pthread_mutex_lock(&e->mu);
     e->term = 0;
-    dlock_lost_fn fn = e->fn ? e->fn : e->h.c->cfg.lost_fn;   /* else the client's */
-    void *fud = e->fn ? e->ud : e->h.c->cfg.lost_ud;
+    dlock__lost_cb cb = e->lost.fn || e->lost.cfn ? e->lost : e->h.c->cfg.lost;
     pthread_mutex_unlock(&e->mu);
-    if (fn)
-        fn(name, owner, reason, fud);
+    dlock__lost_call(&cb, name, owner, reason, cause);
 }
 
 static int get(dlock_client *c, const char *name, const char *owner, dlock_election **out);
@@ -90,7 +88,7 @@ static int get(dlock_client *c, const char *name, const char *owner, dlock_elect
         dlock_election_free(e);
         return rc;
     }
-    dlock_lock_set_lost_callback(e->lock, on_lost, e);
+    dlock_lock_set_lost_cause_callback(e->lock, on_lost, e);
     *out = e;
     return DLOCK_OK;
 }
@@ -112,8 +110,16 @@ void dlock_election_set_lost_callback(dlock_election *e, dlock_lost_fn fn, void 
     if (!e)
         return;
     pthread_mutex_lock(&e->mu);
-    e->fn = fn;
-    e->ud = ud;
+    e->lost = (dlock__lost_cb){.fn = fn, .ud = ud};
+    pthread_mutex_unlock(&e->mu);
+}
+
+void dlock_election_set_lost_cause_callback(dlock_election *e, dlock_lost_cause_fn fn, void *ud)
+{
+    if (!e)
+        return;
+    pthread_mutex_lock(&e->mu);
+    e->lost = (dlock__lost_cb){.cfn = fn, .ud = ud};
     pthread_mutex_unlock(&e->mu);
 }
 
@@ -202,13 +208,13 @@ static int lead(dlock_election *e, uint64_t t, uint64_t *term)
     e->term = t;
     pthread_mutex_unlock(&e->mu);
     if ((rc = announce(e, t)) != DLOCK_OK) {
-        dlock__kept msg;
-        dlock__keep_error(&msg);
+        dlock__aside aside;
+        dlock__aside_begin(&aside);
         pthread_mutex_lock(&e->mu);
         e->term = 0;
         pthread_mutex_unlock(&e->mu);
         dlock_lock_release(e->lock);
-        return dlock__restore_error(&msg, rc);
+        return dlock__aside_end(&aside, rc);
     }
     if (term)
         *term = t;
@@ -256,10 +262,10 @@ int dlock_election_adopt(dlock_election *e, uint64_t *term)
     if (rc == DLOCK_OK && (rc = dlock_lock_release(e->lock)) != DLOCK_OK)
         t = 0;
     if (rc != DLOCK_OK) {
-        dlock__kept msg;
-        dlock__keep_error(&msg);
+        dlock__aside aside;
+        dlock__aside_begin(&aside);
         dlock_lock_release(e->lock);   /* the hold adopted: not leading, let it go */
-        return dlock__restore_error(&msg, rc);
+        return dlock__aside_end(&aside, rc);
     }
     return lead(e, t, term);
 }
@@ -287,10 +293,10 @@ int dlock_election_resign(dlock_election *e)
     if ((rc = end_term(e, &was)) != DLOCK_OK) {
         /* Not leading: a lost term's lock-delay ends here all the same (the
          * release finds nothing held and clears this owner's marker). */
-        dlock__kept msg;
-        dlock__keep_error(&msg);
+        dlock__aside aside;
+        dlock__aside_begin(&aside);
         dlock_lock_release(e->lock);
-        return dlock__restore_error(&msg, rc);
+        return dlock__aside_end(&aside, rc);
     }
     rc = dlock_lock_release(e->lock);
     /* Observers learn at once (a lost release, or one that found the lock
@@ -299,12 +305,12 @@ int dlock_election_resign(dlock_election *e)
     dlock__op_cmd(&op, "PUBLISH", e->h.channel, e->h.clen, "0", 1);
     op.flags = DLOCK__CALL_IDEMPOTENT;
     dlock__res res;
-    dlock__kept msg;
-    dlock__keep_error(&msg);
+    dlock__aside aside;
+    dlock__aside_begin(&aside);
     if (dlock__op_call(e->h.c, &op, NULL, &res) == DLOCK_OK)
         freeReplyObject(res.r);
-    if (rc != DLOCK_OK)
-        return dlock__restore_error(&msg, rc);
+    if (dlock__aside_end(&aside, rc) != DLOCK_OK)
+        return rc;
     dlock__clear_error();
     return DLOCK_OK;
 }
@@ -645,9 +651,12 @@ static void on_campaign_locked(const dlock_async_result *res, void *ud)
     pthread_mutex_lock(&e->mu);
     e->term = ch->term;
     pthread_mutex_unlock(&e->mu);
+    char why[DLOCK__MSG_MAX];   /* a refused step ends as an answered one */
+    dlock__errto prev = dlock__err_into(why, sizeof(why));
     int src = chain_step(ch, STEP_ANNOUNCE, on_announced);
+    dlock__err_reset(prev);
     if (src != DLOCK_OK) {
-        dlock__result r = {.status = src, .message = dlock_last_error(), .count = -1};
+        dlock__result r = {.status = src, .message = why, .count = -1};
         on_announced(&r, ch);
     }
 }

@@ -197,17 +197,15 @@ int dlock_fence_command(dlock_client *c, uint64_t token, int argc, const char *c
     /* Not resent after a lost reply: an INCRBY, an XADD, must not run twice. */
     dlock__req req = {.script = DLOCK__SCRIPT_FENCE_WRITE, .nkeys = 2, .argc = n, .argv = av,
                       .lens = lens};
-    redisReply *r = NULL;
-    rc = dlock__call(c, &req, &r);
+    dlock__res res;
+    rc = dlock__router_call(c->router, &req, &res);
+    redisReply *r = res.r;
     free(av);
     free(lens);
     if (rc != DLOCK_OK) {
-        if (rc == DLOCK_EWRONGTYPE) {
-            char msg[400];
-            snprintf(msg, sizeof(msg), "%s", dlock_last_error());
+        if (rc == DLOCK_EWRONGTYPE)   /* the refusal's words, with what was refused */
             rc = dlock__fail(rc, "fenced %s on '%.*s' (or its guard %s): %s", cmd,
-                             (int)(klen > 200 ? 200 : klen), argv[1], guard, msg);
-        }
+                             (int)(klen > 200 ? 200 : klen), argv[1], guard, res.text);
         free(guard);
         return rc;
     }

@@ -225,13 +225,23 @@ int dlock_write_lock_get_as(dlock_client *c, const char *name, const char *owner
 
 const char *dlock_lock_name(const dlock_lock *l) { return l ? l->h.name : ""; }
 
+int dlock_lock_replica_acks(const dlock_lock *l) { return dlock__handle_acks_of(l ? &l->h : NULL); }
+
 void dlock_lock_set_lost_callback(dlock_lock *l, dlock_lost_fn fn, void *ud)
 {
     if (!l)
         return;
     pthread_mutex_lock(&l->mu);
-    l->fn = fn;
-    l->ud = ud;
+    l->lost = (dlock__lost_cb){.fn = fn, .ud = ud};
+    pthread_mutex_unlock(&l->mu);
+}
+
+void dlock_lock_set_lost_cause_callback(dlock_lock *l, dlock_lost_cause_fn fn, void *ud)
+{
+    if (!l)
+        return;
+    pthread_mutex_lock(&l->mu);
+    l->lost = (dlock__lost_cb){.cfn = fn, .ud = ud};
     pthread_mutex_unlock(&l->mu);
 }
 
@@ -333,12 +343,12 @@ void dlock__rel_closed(dlock__rel *x)
 {
     if (!x->open)
         return;
-    dlock__kept msg;
-    dlock__keep_error(&msg);
+    dlock__aside aside;
+    dlock__aside_begin(&aside);
     dlock__res res;
     dlock__res_init(&res);
     dlock__rel_end(x, DLOCK_ECLOSED, &res);
-    dlock__restore_error(&msg, DLOCK_ECLOSED);
+    dlock__aside_end(&aside, DLOCK_ECLOSED);
 }
 
 /* What a release's answer means; *outcome for the watchdog. */
@@ -401,16 +411,20 @@ static int rel_read(void *st, int rc, dlock__res *res, dlock__busy *b)
 {
     (void)b;
     dlock__rel *x = st;
-    int repeat = x->call == 2;
+    if (x->call != 2)
+        return dlock__rel_end(x, rc, res);
+    /* The caller's own hold went with the first release: a repeat that fails
+     * leaves a hold of unknown outcome to its lease, as before (logged, not
+     * the call's failure). */
+    char why[DLOCK__MSG_MAX];
+    dlock__errto prev = dlock__err_into(why, sizeof(why));
     rc = dlock__rel_end(x, rc, res);
-    if (repeat && rc != DLOCK_OK) {
-        /* The caller's own hold went with the first release: a repeat that
-         * fails leaves a hold of unknown outcome to its lease, as before. */
+    dlock__err_reset(prev);
+    if (rc != DLOCK_OK) {
         dlock__log(&x->l->h.c->cfg, DLOCK_LOG_WARN,
                    "%s '%s': the release of a hold of unknown outcome failed (it ends with "
                    "its lease): %s",
-                   x->l->h.what, x->l->h.name, dlock_last_error());
-        dlock__clear_error();
+                   x->l->h.what, x->l->h.name, why);
         x->again = 0;
         rc = DLOCK_OK;
     }
@@ -484,10 +498,9 @@ static int acq_keep(void *st, int64_t sent_ms)
         return DLOCK_OK;
     }
     pthread_mutex_lock(&l->mu);
-    dlock_lost_fn fn = l->fn;
-    void *ud = l->ud;
+    dlock__lost_cb cb = l->lost;
     pthread_mutex_unlock(&l->mu);
-    int rc = dlock__watchdog_add_limited(l->h.c->wd, &id, sent_ms, a->max_hold, fn, ud);
+    int rc = dlock__watchdog_add_limited(l->h.c->wd, &id, sent_ms, a->max_hold, &cb);
     /* After the watchdog counts it (holds.c: a record made in between counts
      * it twice, never not at all). */
     dlock__holds_acquired(&l->h.c->holds, l, &a->o, 0, a->asked_lease);
@@ -614,10 +627,10 @@ void dlock__acq_closed(dlock__acq *a)
 {
     if (!a->back)
         return;
-    dlock__kept msg;
-    dlock__keep_error(&msg);
+    dlock__aside aside;
+    dlock__aside_begin(&aside);
     acq_gave_back(a, DLOCK_ECLOSED, &(dlock__res){.acks = -1});
-    dlock__restore_error(&msg, DLOCK_ECLOSED);
+    dlock__aside_end(&aside, DLOCK_ECLOSED);
 }
 
 static void acq_done(void *st, int read)

@@ -32,9 +32,8 @@ struct dlock_lock {
     char *owner;             /* explicit owner id, or NULL for the calling thread */
     size_t olen;
     atomic_int heard;        /* the last release through this handle woke some client */
-    pthread_mutex_t mu;      /* guards fn, ud, max_hold */
-    dlock_lost_fn fn;
-    void *ud;
+    pthread_mutex_t mu;      /* guards lost, max_hold */
+    dlock__lost_cb lost;     /* its lost callback (none: the client's) */
     int64_t max_hold;        /* ms; 0: the client's; DLOCK_MAX_HOLD_NONE: none */
     int fence_all;           /* a fenced lock (Redisson's RFencedLock): every acquisition
                                 counts a token (lock_kinds.c) */

@@ -246,10 +246,9 @@ static int adopt_keep(void *st, int64_t sent_ms)
     l->type->hold_id(l, &s->o, &id);
     if (s->lease == DLOCK_WATCHDOG) {
         pthread_mutex_lock(&l->mu);
-        dlock_lost_fn fn = l->fn;
-        void *ud = l->ud;
+        dlock__lost_cb cb = l->lost;
         pthread_mutex_unlock(&l->mu);
-        int rc = dlock__watchdog_add_limited(l->h.c->wd, &id, sent_ms, s->max_hold, fn, ud);
+        int rc = dlock__watchdog_add_limited(l->h.c->wd, &id, sent_ms, s->max_hold, &cb);
         if (rc != DLOCK_OK)
             return rc;
         for (int64_t i = 1; i < s->count; i++)

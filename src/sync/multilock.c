@@ -133,7 +133,7 @@ static int create(dlock_lock *const *locks, size_t n, int red, dlock_multilock *
         memcpy(ml->label + sizeof(ml->label) - 4, "...", 4);
     /* The drivers' view: calls run on the first lock's client, and wait on
      * its channel until a busy lock names its own. */
-    ml->h = (dlock__handle){.c = locks[0]->h.c, .what = what, .name = ml->label,
+    ml->h = (dlock__handle){.c = locks[0]->h.c, .acks = -1, .what = what, .name = ml->label,
                             .nlen = strlen(ml->label), .channel = locks[0]->h.channel,
                             .clen = locks[0]->h.clen};
     *out = ml;

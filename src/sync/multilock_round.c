@@ -431,13 +431,15 @@ static int decide(dlock__ml_call *cl, dlock__parts *k, dlock__busy *b)
         dlock__ml_slot *s = &cl->s[i];
         if (!s->held && !(ml->red && s->arc == DLOCK_EUNKNOWN))
             continue;
+        char why[DLOCK__MSG_MAX];
+        dlock__errto prev = dlock__err_into(why, sizeof(why));
         int e = dlock__rel_init_as(&s->x, s->l, &s->a.o);
+        dlock__err_reset(prev);
         if (e != DLOCK_OK) {
             if (cl->back_err == NONE) {
                 cl->back_err = i;
                 cl->back_rc = e;
-                snprintf(s->msg, sizeof(s->msg), "'%s': %.400s", s->l->h.name,
-                         dlock_last_error());
+                snprintf(s->msg, sizeof(s->msg), "'%s': %.400s", s->l->h.name, why);
             }
             continue;
         }
@@ -506,13 +508,14 @@ static int acq_busy_error(void *st, const dlock__busy *b)
                            "ms): released",
                            ml->label, (long long)cl->took_ms, (long long)cl->lease);
     dlock__ml_slot *t = &cl->s[cl->target];
+    char why[DLOCK__MSG_MAX] = "";   /* the busy lock's words, in the multi-lock's */
+    dlock__errto prev = dlock__err_into(why, sizeof(why));
     int rc = dlock__acquire_type.busy_error(&t->a, &t->b);
-    dlock__kept msg;
-    dlock__keep_error(&msg);
+    dlock__err_reset(prev);
     if (ml->red)
         return dlock__fail(rc, "%s: %zu of %zu taken, %zu needed (all released): %s", ml->label,
-                           cl->taken, ml->n, ml->quorum, msg.msg);
-    return dlock__fail(rc, "%s: %s", ml->label, msg.msg);
+                           cl->taken, ml->n, ml->quorum, why);
+    return dlock__fail(rc, "%s: %s", ml->label, why);
 }
 
 const dlock__op_type dlock__ml_acquire_type = {.setup = acq_setup,
@@ -529,9 +532,9 @@ static int rel_setup(void *st)
     int rc = alloc_slots(cl);
     for (size_t i = 0; rc == DLOCK_OK && i < cl->ml->n; i++) {
         dlock__ml_slot *s = &cl->s[i];
+        dlock__errto prev = dlock__err_into(s->msg, sizeof(s->msg));
         s->arc = dlock__rel_init(&s->x, s->l);
-        if (s->arc != DLOCK_OK)
-            snprintf(s->msg, sizeof(s->msg), "%s", dlock_last_error());
+        dlock__err_reset(prev);
     }
     return rc;
 }

@@ -116,6 +116,7 @@ int dlock__handle_new(dlock_client *c, const char *name, const void *out, size_t
     if (!n)
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
     n->c = c;
+    atomic_init(&n->acks, -1);
     n->what = what;
     n->nlen = nlen;
     n->name = dlock__strndup(name, nlen);

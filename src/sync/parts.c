@@ -67,23 +67,34 @@ static void on_part(const dlock_async_result *res, void *ud)
     ended(p->k);
 }
 
-/* As an asynchronous call: refused, it ends at once. */
+/* As an asynchronous call: refused, it ends at once (its failure written
+ * into its record). */
 static void start(dlock__part *p)
 {
+    p->msg[0] = '\0';
+    dlock__errto prev = dlock__err_into(p->msg, sizeof(p->msg));
     int rc = dlock__async_run(p->h, p->t, p->st, p->size, NULL,
                               &(dlock__via){on_part, p, &p->b});
+    dlock__err_reset(prev);
     if (rc != DLOCK_OK) {
-        set_outcome(p, rc, dlock_last_error(), NULL);
+        p->rc = rc;
+        p->busied = 0;
         ended(p->k);
     }
 }
 
-/* With the blocking driver, on the calling thread (its client's io thread). */
+/* With the blocking driver, on the calling thread (its client's io thread):
+ * its failures written into its record. */
 static void run_here(dlock__part *p)
 {
-    dlock__result res;
-    int rc = dlock__run(p->h, p->t, p->st, NULL, &res, &p->b);
-    set_outcome(p, rc, dlock_last_error(), &res);
+    dlock__result res = {.count = -1};
+    p->msg[0] = '\0';
+    dlock__errto prev = dlock__err_into(p->msg, sizeof(p->msg));
+    p->rc = dlock__run(p->h, p->t, p->st, NULL, &res, &p->b);
+    dlock__err_reset(prev);
+    if (p->rc == DLOCK_OK)
+        p->msg[0] = '\0';
+    p->busied = res.busied;
     ended(p->k);
 }
 
@@ -118,16 +129,13 @@ static void launch(dlock__parts *k, dlock_client *c, dlock__part *p)
         return;
     for (; p; p = next) {   /* its loop has stopped: the client is closing */
         next = p->next;
-        dlock__fail(DLOCK_ECLOSED, "client is closing");
-        set_outcome(p, DLOCK_ECLOSED, dlock_last_error(), NULL);
+        set_outcome(p, DLOCK_ECLOSED, "client is closing", NULL);
         ended(k);
     }
 }
 
 void dlock__parts_run(dlock__parts *k, void (*notify)(void *arg), void *arg)
 {
-    dlock__kept msg;
-    dlock__keep_error(&msg);
     k->notify = notify;
     k->arg = arg;
     k->pending = k->n + 1;   /* and a guard: the round cannot end while it starts */
@@ -157,5 +165,4 @@ void dlock__parts_run(dlock__parts *k, void (*notify)(void *arg), void *arg)
             pthread_cond_wait(&k->cv, &k->mu);
         pthread_mutex_unlock(&k->mu);
     }
-    dlock__restore_error(&msg, DLOCK_OK);
 }

@@ -18,9 +18,8 @@ struct dlock_permit_semaphore {
     atomic_int attempted;    /* an acquisition was attempted through it */
     char delay_arg[24];      /* lock_delay in decimal */
     atomic_int heard;        /* the last release through this handle woke some client */
-    pthread_mutex_t mu;      /* guards fn, ud */
-    dlock_lost_fn fn;
-    void *ud;
+    pthread_mutex_t mu;      /* guards lost */
+    dlock__lost_cb lost;     /* its lost callback (none: the client's) */
 };
 
 /* A permit id: what the caller sees (32 lowercase hex) and what Redis keeps

@@ -17,12 +17,12 @@
  * close's message stays. */
 static void read_closed(void *st, int (*read)(void *, int, dlock__res *, dlock__busy *))
 {
-    dlock__kept msg;
-    dlock__keep_error(&msg);
+    dlock__aside aside;
+    dlock__aside_begin(&aside);
     dlock__res res;
     dlock__res_init(&res);
     read(st, DLOCK_ECLOSED, &res, NULL);
-    dlock__restore_error(&msg, DLOCK_ECLOSED);
+    dlock__aside_end(&aside, DLOCK_ECLOSED);
 }
 
 /* ------------------------------------------------------------ one permit */

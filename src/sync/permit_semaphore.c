@@ -191,6 +191,11 @@ const char *dlock_permit_semaphore_name(const dlock_permit_semaphore *p)
     return p ? p->h.name : "";
 }
 
+int dlock_permit_semaphore_replica_acks(const dlock_permit_semaphore *p)
+{
+    return dlock__handle_acks_of(p ? &p->h : NULL);
+}
+
 int dlock_permit_semaphore_set_lock_delay(dlock_permit_semaphore *p, int64_t ms)
 {
     int rc = dlock__check_handle(p, "semaphore");
@@ -205,8 +210,17 @@ void dlock_permit_semaphore_set_lost_callback(dlock_permit_semaphore *p, dlock_l
     if (!p)
         return;
     pthread_mutex_lock(&p->mu);
-    p->fn = fn;
-    p->ud = ud;
+    p->lost = (dlock__lost_cb){.fn = fn, .ud = ud};
+    pthread_mutex_unlock(&p->mu);
+}
+
+void dlock_permit_semaphore_set_lost_cause_callback(dlock_permit_semaphore *p,
+                                                    dlock_lost_cause_fn fn, void *ud)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->mu);
+    p->lost = (dlock__lost_cb){.cfn = fn, .ud = ud};
     pthread_mutex_unlock(&p->mu);
 }
 
@@ -215,10 +229,9 @@ int dlock__permit_watch(dlock_permit_semaphore *p, const dlock__permit_id *id, i
     dlock__hold_id h;
     dlock__permit_hold(p, id, &h);
     pthread_mutex_lock(&p->mu);
-    dlock_lost_fn fn = p->fn;
-    void *ud = p->ud;
+    dlock__lost_cb cb = p->lost;
     pthread_mutex_unlock(&p->mu);
-    return dlock__watchdog_add(p->h.c->wd, &h, sent_ms, fn, ud);
+    return dlock__watchdog_add(p->h.c->wd, &h, sent_ms, &cb);
 }
 
 int dlock__permit_check(const dlock_permit_semaphore *p, const char *s, dlock__permit_id *id)

@@ -226,6 +226,11 @@ void dlock_semaphore_free(dlock_semaphore *s) { dlock__handle_free((dlock__handl
 
 const char *dlock_semaphore_name(const dlock_semaphore *s) { return s ? s->h.name : ""; }
 
+int dlock_semaphore_replica_acks(const dlock_semaphore *s)
+{
+    return dlock__handle_acks_of(s ? &s->h : NULL);
+}
+
 #define H(s) ((const dlock__handle *)(s))
 
 int dlock_semaphore_try_set_permits(dlock_semaphore *s, int64_t permits, int *was_set)

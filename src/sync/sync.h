@@ -85,6 +85,8 @@ typedef struct dlock__handle {
     char *channel;           /* where its wake-ups come (a fair lock: each waiter's own
                                 channel's prefix) */
     size_t clen;
+    atomic_int acks;         /* replicas that acknowledged its last acquisition, -1: not
+                                asked (dlock_lock_replica_acks); set by both drivers */
 } dlock__handle;
 
 /* A getter's work (dlock_*_get(c, name, out)): clears the thread's message,
@@ -96,6 +98,10 @@ int dlock__handle_new(dlock_client *c, const char *name, const void *out, size_t
                       const char *what, const char *prefix, int braced, dlock__handle **h);
 /* Frees what dlock__handle_new allocated, the handle included (NULL: no-op). */
 void dlock__handle_free(dlock__handle *h);
+/* The replicas that acknowledged h's last acquisition (an attempt's start:
+ * -1), and the getters' read of it (h NULL: -1). */
+void dlock__handle_acks(const dlock__handle *h, int acks);
+int dlock__handle_acks_of(const dlock__handle *h);
 
 /* The argument checks every type shares. Each returns DLOCK_OK or
  * DLOCK_EINVAL with the message. */
@@ -325,7 +331,8 @@ void dlock__parts_destroy(dlock__parts *k);
  * notify NULL (the blocking driver): returns once every part has ended.
  * Else returns at once, and notify(arg) runs once when the last part has
  * ended, on that part's thread (any io thread, or this one): it must only
- * post a job. The calling thread's message is kept. */
+ * post a job. Each part's failure is written into its record (p->msg); the
+ * calling thread's message is not touched. */
 void dlock__parts_run(dlock__parts *k, void (*notify)(void *arg), void *arg);
 
 /* One operation of a type (acquire, release, a query, ...), the same for
@@ -469,9 +476,10 @@ int dlock__async_run(const dlock__handle *h, const dlock__op_type *t, const void
 int dlock__answer(const dlock__handle *h, const dlock__op_type *t, void *st, int rc,
                   dlock__res *res, int64_t sent_ms, dlock__busy *b, int *back);
 /* The end of a give-back: the call's status and message. why: the status
- * dlock__answer returned (its message in msg), acks: the result's, rrc:
- * what gave_back said. */
-int dlock__given_back(const dlock__handle *h, int why, const char *msg, int acks, int rrc);
+ * dlock__answer returned (its message where the call's failures go: the
+ * give-back ran aside), acks: the result's, rrc: what gave_back said. Only
+ * DLOCK_EREPLICAS gets a message of its own. */
+int dlock__given_back(const dlock__handle *h, int why, int acks, int rrc);
 
 /* ------------------------------------------------------------------- wait */
 

@@ -501,6 +501,40 @@ void test_errors(dlock::client &a) {
     CHECK(ec == DLOCK_ECONN);
 }
 
+// A lost hold reported to the client's callback in the form with the cause
+// as an argument (config::lost_callback's overload): called once, reason
+// GONE, the cause the same as dlock_last_lost_cause() says during the call.
+struct lost_seen {
+    std::atomic<int> calls{0}, reason{-1}, cause{-1}, tls{-1};
+};
+
+void test_lost_cause(dlock::client &b) {
+    lost_seen seen;
+    dlock::config cfg(url);
+    cfg.watchdog_timeout(1500ms).lost_callback(
+        [](const char *, const char *, dlock_lost_reason reason, dlock_lost_cause cause,
+           void *ud) {
+            auto *g = static_cast<lost_seen *>(ud);
+            g->reason = reason;
+            g->cause = cause;
+            g->tls = dlock_last_lost_cause();
+            g->calls++;
+        },
+        &seen);
+    dlock::client a(cfg);
+    std::string n = name("lost-cause");
+    dlock::mutex m(a, n), other(b, n);
+    m.lock();
+    CHECK(other.force_unlock());
+    auto until = std::chrono::steady_clock::now() + 5s * slack;
+    while (seen.calls == 0 && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(5ms);
+    CHECK(seen.calls == 1);
+    CHECK(seen.reason == DLOCK_LOST_GONE);
+    CHECK(seen.cause == seen.tls);
+    CHECK(seen.cause != DLOCK_CAUSE_UNREACHABLE && seen.cause != DLOCK_CAUSE_PAUSED);
+}
+
 // The semaphore counts as std::counting_semaphore does.
 void test_semaphore(dlock::client &a, dlock::client &b) {
     std::string n = name("sem");
@@ -1147,6 +1181,7 @@ int main(int argc, char **argv) {
         test_handover(a, b);
         test_revoke_request(a, b);
         test_errors(a);
+        test_lost_cause(b);
         test_semaphore(a, b);
         test_shared(a, b);
         test_writer_first(a, b);
