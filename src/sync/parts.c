@@ -7,7 +7,10 @@
  * of what cannot stand, a release's wait for the renewals in flight, the
  * client's close). A client's group goes to its io thread as one job that
  * starts them all, so their requests go out in one write per node; on that
- * io thread itself they start at once. Only a blocking caller on a part's
+ * io thread itself they start at once. A blocking caller keeps one group
+ * for itself (own_share: one client, one node) and runs it right there with
+ * the blocking driver, its requests in one write (dlock__run_batch): a
+ * round on one server wakes no thread. A blocking caller on a part's
  * own io thread (a dlock callback, a program's loop that runs dlock's), or
  * on any client's io thread, runs that part with the blocking driver, right
  * there: the io thread cannot answer while its caller waits, nor wait for
