@@ -238,7 +238,6 @@ typedef struct one {
     dlock__op op;
     int64_t sent;
     int rc;                  /* DLOCK_OK: its request goes out; else its first attempt's outcome */
-    dlock__res res;
 } one;
 
 void dlock__run_batch(dlock__node *n, dlock__part *const *p, size_t k,

@@ -216,10 +216,10 @@ void dlock__op_call_many(dlock_client *c, dlock__node *n, dlock__op *const *ops,
     for (size_t j = 0; j < m; j++) {
         size_t i = at[j];
         dlock__try t = {.sent = DLOCK__SENT_OK, .err = rres[j].err};
-        int reroute = rrc[j] != DLOCK_OK && dlock__router_dynamic(c->router) &&
-                      dlock__call_policy(&t, reqs[j].flags, 0, 1, &c->cfg).next ==
-                          DLOCK__NEXT_REROUTE;
-        if (reroute)
+        /* Refused before it ran (MOVED, ASK, READONLY, CLUSTERDOWN). */
+        int reroute = rrc[j] != DLOCK_OK && dlock__call_policy(&t, reqs[j].flags, 0, 1,
+                                                               &c->cfg).next == DLOCK__NEXT_REROUTE;
+        if (reroute && dlock__router_dynamic(c->router))
             dlock__router_stale(c->router);   /* the map or the primary is read again */
         if (reroute || dlock__op_key_refused(with[j], &rres[j])) {
             /* Alone, through the router: it follows the redirection, or goes
