@@ -30,10 +30,12 @@ static void test_lock_unlock(void **state)
     assert_int_equal(dlock_multilock_acquire(ml, 10000), DLOCK_OK);
     assert_int_equal(dlock_multilock_release(ml), DLOCK_OK);
 
-    uint64_t rt0 = writes(cli[0]);
+    uint64_t rt0 = writes(cli[0]), own0 = dlock__roundtrips;
     long long e0 = evalsha_calls(0);
     assert_int_equal(dlock_multilock_acquire(ml, 10000), DLOCK_OK);
     assert_int_equal(writes(cli[0]) - rt0, 1);
+    /* written by the caller itself: no io thread carries a round on one server */
+    assert_int_equal(dlock__roundtrips - own0, 1);
     assert_int_equal(evalsha_calls(0) - e0, 3);
     for (int i = 0; i < 3; i++) {
         assert_int_equal(my_count(0, n[i]), 1);
@@ -41,8 +43,10 @@ static void test_lock_unlock(void **state)
         assert_true(th_ttl_within(t, 10000, 2000));
     }
     rt0 = writes(cli[0]);
+    own0 = dlock__roundtrips;
     assert_int_equal(dlock_multilock_release(ml), DLOCK_OK);
     assert_int_equal(writes(cli[0]) - rt0, 1);
+    assert_int_equal(dlock__roundtrips - own0, 1);
     for (int i = 0; i < 3; i++)
         assert_int_equal(exists(0, n[i]), 0);
     /* an empty script cache (a restart, SCRIPT FLUSH): loaded, then sent again */

@@ -591,6 +591,8 @@ void dlock__node_call_many(dlock__node *n, const dlock__req *reqs, size_t k, uns
         k = 0;
     }
     for (size_t i = 0; i < k; i++) {
+        if ((rc[i] = dlock__quarantine_refusal(n, reqs[i].flags, &res[i])) != DLOCK_OK)
+            continue;   /* as dlock__node_call: not sent */
         rc[i] = prepare(&reqs[i], &b.p[i]);
         if (rc[i] == DLOCK_OK) {
             b.pend[b.np++] = i;

@@ -494,7 +494,9 @@ int dlock__node_call(dlock__node *n, const dlock__req *req, dlock__res *res);
  * read, only an idempotent request is sent again (the others end with
  * DLOCK_EUNKNOWN), a latched one is never written when its answer could come
  * after its latch, NOSCRIPT loads the script and sends again at once, and a
- * failure before the write is retried. The batch's `flags` may hold
+ * failure before the write is retried, an acquisition (DLOCK__CALL_QUARANTINE)
+ * is not sent to a node in its quarantine (no WAIT follows: a request with
+ * DLOCK__CALL_WAIT_ACK gets no acks). The batch's `flags` may hold
  * DLOCK__CALL_NO_RETRY and DLOCK__CALL_IDLE_ONLY; a PING goes first when any
  * request asks for it; `cancel` interrupts the pauses. For each request,
  * rc[i] is its status and res[i] its outcome as dlock__node_call's (a

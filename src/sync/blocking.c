@@ -2,6 +2,7 @@
  * through the wait loop (wait.c); and what an attempt's answer comes to,
  * which the asynchronous driver (async.c) shares (docs/internals/operations.md). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sync/sync.h"
@@ -134,36 +135,97 @@ static int compose(const dlock__op_type *t, void *st, int64_t waited, dlock__bus
     return rc;
 }
 
-/* One attempt on the calling thread: request, round trip, answer. */
-static int attempt(const dlock__handle *h, const dlock__op_type *t, void *st, dlock__wait *w,
-                   dlock__busy *b)
+/* An attempt's request (not a composite's): 1 with *op to send, or 0 when a
+ * failover quarantine answers first (busy, in *b). *sent: taken before
+ * sending, so the watchdog's deadline is never later than Redis's. */
+static int request(const dlock__handle *h, const dlock__op_type *t, void *st, dlock__wait *w,
+                   int64_t waited, dlock__busy *b, dlock__op *op, int64_t *sent)
 {
-    int64_t waited = dlock__wait_waited(w, 0);
     if (dlock__quarantined(h, t, b))
-        return DLOCK__BUSY;
-    if (t->compose)
-        return compose(t, st, waited, b, 0);
-    dlock__op op;
-    t->request(st, waited, &op);
+        return 0;
+    t->request(st, waited, op);
     if (t->acquires) {
-        op.flags |= DLOCK__CALL_WAIT_ACK | DLOCK__CALL_QUARANTINE;
+        op->flags |= DLOCK__CALL_WAIT_ACK | DLOCK__CALL_QUARANTINE;
         last_acks = -1;
         dlock__handle_acks(h, -1);
     }
     if (w->waits)
         dlock__attempts++;
-    /* Taken before sending, so the watchdog's deadline is never later than Redis's. */
-    int64_t sent = dlock__now_ms();
-    dlock__res res;
-    int rc = dlock__op_call(h->c, &op, w->spec.cancel, &res);
-    if (dlock__quarantine_met(h, t, rc, &res, b))
+    *sent = dlock__now_ms();
+    return 1;
+}
+
+/* What the answer (rc, res) to an attempt sent at `sent` comes to. */
+static int answer(const dlock__handle *h, const dlock__op_type *t, void *st, int rc,
+                  dlock__res *res, int64_t sent, dlock__busy *b)
+{
+    if (dlock__quarantine_met(h, t, rc, res, b))
         return DLOCK__BUSY;
     int back;
-    rc = dlock__answer(h, t, st, rc, &res, sent, b, &back);
+    rc = dlock__answer(h, t, st, rc, res, sent, b, &back);
     if (t->acquires && (rc == DLOCK_OK || back))
-        last_acks = res.acks;
+        last_acks = res->acks;
     if (back)
-        rc = dlock__given_back(h, rc, res.acks, give_back(h, t, st));
+        rc = dlock__given_back(h, rc, res->acks, give_back(h, t, st));
+    return rc;
+}
+
+/* One attempt on the calling thread: request, round trip, answer. */
+static int attempt(const dlock__handle *h, const dlock__op_type *t, void *st, dlock__wait *w,
+                   dlock__busy *b)
+{
+    int64_t waited = dlock__wait_waited(w, 0);
+    if (t->compose)
+        return dlock__quarantined(h, t, b) ? DLOCK__BUSY : compose(t, st, waited, b, 0);
+    dlock__op op;
+    int64_t sent;
+    if (!request(h, t, st, w, waited, b, &op, &sent))
+        return DLOCK__BUSY;
+    dlock__res res;
+    int rc = dlock__op_call(h->c, &op, w->spec.cancel, &res);
+    return answer(h, t, st, rc, &res, sent, b);
+}
+
+/* The call after its first attempt (rc, *b): its waits and further
+ * attempts, its end. */
+static int run_on(const dlock__handle *h, const dlock__op_type *t, void *st, dlock__wait *w,
+                  int rc, dlock__busy *b, dlock__result *res, dlock__busy *busy)
+{
+    int busied = rc == DLOCK__BUSY;   /* the last attempt answered busy */
+    if (busied && busy)
+        *busy = *b;
+    int next = dlock__wait_attempted(w, &rc, b);
+    while (next != DLOCK__W_DONE) {
+        if (next == DLOCK__W_ATTEMPT) {
+            dlock__busy nb = {.ttl = -1};
+            rc = attempt(h, t, st, w, &nb);
+            if ((busied = rc == DLOCK__BUSY) && busy)
+                *busy = nb;
+            next = dlock__wait_attempted(w, &rc, &nb);
+        } else if (next == DLOCK__W_JOIN) {
+            rc = dlock__wait_join(w);
+            next = dlock__wait_joined(w, &rc);
+        } else {
+            next = dlock__wait_woke(w, dlock__wait_sleep(w), &rc);
+        }
+    }
+    dlock__op op;
+    if (dlock__wait_end(w, rc, &op)) {
+        best_effort(h->c, &op);
+    } else if (t->compose && rc != DLOCK_OK && w->seen_busy) {
+        dlock__aside aside;
+        dlock__aside_begin(&aside);
+        dlock__busy gb = {.ttl = -1};
+        compose(t, st, 0, &gb, rc);   /* best effort */
+        dlock__aside_end(&aside, rc);
+    }
+    if (res) {
+        *res = (dlock__result){.count = -1, .busied = busied};
+        if (rc == DLOCK_OK && t->result)
+            t->result(st, res);
+    }
+    if (t->done)
+        t->done(st, 1);
     return rc;
 }
 
@@ -181,40 +243,88 @@ int dlock__run(const dlock__handle *h, const dlock__op_type *t, void *st,
     }
     dlock__wait w;
     dlock__wait_init(&w, h, t, st, spec);
-    int rc = DLOCK_OK, next = DLOCK__W_ATTEMPT;
-    int busied = 0;   /* the last attempt answered busy */
-    while (next != DLOCK__W_DONE) {
-        if (next == DLOCK__W_ATTEMPT) {
-            dlock__busy b = {.ttl = -1};
-            rc = attempt(h, t, st, &w, &b);
-            if ((busied = rc == DLOCK__BUSY) && busy)
-                *busy = b;
-            next = dlock__wait_attempted(&w, &rc, &b);
-        } else if (next == DLOCK__W_JOIN) {
-            rc = dlock__wait_join(&w);
-            next = dlock__wait_joined(&w, &rc);
-        } else {
-            next = dlock__wait_woke(&w, dlock__wait_sleep(&w), &rc);
-        }
-    }
+    dlock__busy b = {.ttl = -1};
+    int rc = attempt(h, t, st, &w, &b);
+    return run_on(h, t, st, &w, rc, &b, res, busy);
+}
+
+/* A part of dlock__run_batch: its call's state, its request. */
+typedef struct one {
+    dlock__wait w;
+    dlock__busy b;
     dlock__op op;
-    if (dlock__wait_end(&w, rc, &op)) {
-        best_effort(h->c, &op);
-    } else if (t->compose && rc != DLOCK_OK && w.seen_busy) {
-        dlock__aside aside;
-        dlock__aside_begin(&aside);
-        dlock__busy gb = {.ttl = -1};
-        compose(t, st, 0, &gb, rc);   /* best effort */
-        dlock__aside_end(&aside, rc);
+    int64_t sent;
+    int rc;                  /* DLOCK_OK: its request goes out; else its first attempt's outcome */
+} one;
+
+void dlock__run_batch(dlock__node *n, dlock__part *const *p, size_t k,
+                      void (*ended)(dlock__part *p, int rc, const dlock__result *res))
+{
+    one *o = malloc(k * sizeof(*o));
+    dlock__op **ops = malloc(k * sizeof(*ops));
+    char **msg = malloc(k * sizeof(*msg));
+    int *rc = malloc(k * sizeof(*rc));
+    dlock__res *res = malloc(k * sizeof(*res));
+    dlock__errto prev;
+    if (!o || !ops || !msg || !rc || !res) {
+        for (size_t i = 0; i < k; i++) {   /* one after another */
+            dlock__result r;
+            p[i]->msg[0] = '\0';
+            prev = dlock__err_into(p[i]->msg, sizeof(p[i]->msg));
+            int prc = dlock__run(p[i]->h, p[i]->t, p[i]->st, NULL, &r, &p[i]->b);
+            dlock__err_reset(prev);
+            ended(p[i], prc, &r);
+        }
+        goto out;
     }
-    if (res) {
-        *res = (dlock__result){.count = -1, .busied = busied};
-        if (rc == DLOCK_OK && t->result)
-            t->result(st, res);
+    size_t m = 0;
+    for (size_t i = 0; i < k; i++) {
+        const dlock__op_type *t = p[i]->t;
+        p[i]->msg[0] = '\0';
+        prev = dlock__err_into(p[i]->msg, sizeof(p[i]->msg));
+        o[i].b = (dlock__busy){.ttl = -1};
+        o[i].rc = t->setup ? t->setup(p[i]->st) : DLOCK_OK;
+        if (o[i].rc != DLOCK_OK) {
+            dlock__err_reset(prev);
+            ended(p[i], o[i].rc, &(dlock__result){.count = -1});
+            continue;
+        }
+        dlock__wait_init(&o[i].w, p[i]->h, t, p[i]->st, NULL);
+        int64_t waited = dlock__wait_waited(&o[i].w, 0);
+        o[i].rc = DLOCK__BUSY;
+        if (request(p[i]->h, t, p[i]->st, &o[i].w, waited, &o[i].b, &o[i].op, &o[i].sent)) {
+            o[i].rc = DLOCK_OK;
+            ops[m] = &o[i].op;
+            msg[m++] = p[i]->msg;
+        }
+        dlock__err_reset(prev);
     }
-    if (t->done)
-        t->done(st, 1);
-    return rc;
+    if (m > 0)
+        dlock__op_call_many(p[0]->h->c, n, ops, m, res, rc, msg);
+    for (size_t i = 0, j = 0; i < k; i++) {
+        const dlock__handle *h = p[i]->h;
+        const dlock__op_type *t = p[i]->t;
+        int arc = o[i].rc;
+        if (arc != DLOCK_OK && arc != DLOCK__BUSY)
+            continue;   /* its setup failed: ended above */
+        /* Its failures into its record; a failed request's message is
+         * there already (dlock__op_call_many wrote msg[j], its buffer). */
+        prev = dlock__err_into(p[i]->msg, sizeof(p[i]->msg));
+        if (arc == DLOCK_OK) {   /* sent: its answer, as attempt() reads it */
+            arc = answer(h, t, p[i]->st, rc[j], &res[j], o[i].sent, &o[i].b);
+            j++;
+        }
+        dlock__result r;
+        arc = run_on(h, t, p[i]->st, &o[i].w, arc, &o[i].b, &r, &p[i]->b);
+        dlock__err_reset(prev);
+        ended(p[i], arc, &r);
+    }
+out:
+    free(o);
+    free(ops);
+    free(msg);
+    free(rc);
+    free(res);
 }
 
 int dlock__start(const dlock__handle *h, const dlock__op_type *t, void *st, size_t size,

@@ -4,6 +4,7 @@
  * the verdicts every type gives a key of another type, or an answer of the
  * wrong shape. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sync/sync.h"
@@ -172,6 +173,78 @@ int dlock__op_call(dlock_client *c, const dlock__op *op, dlock_cancel *cancel, d
     }
     dlock__op_key_dropped(c, DLOCK__OWN_ALL & ~cap, res);
     return rc;
+}
+
+/* Request op alone, through the router: its failure written into msg
+ * (DLOCK__MSG_MAX bytes). */
+static int call_alone(dlock_client *c, const dlock__op *op, dlock__res *res, char *msg)
+{
+    msg[0] = '\0';
+    dlock__errto prev = dlock__err_into(msg, DLOCK__MSG_MAX);
+    int rc = dlock__op_call(c, op, NULL, res);
+    dlock__err_reset(prev);
+    return rc;
+}
+
+void dlock__op_call_many(dlock_client *c, dlock__node *n, dlock__op *const *ops, size_t k,
+                         dlock__res *res, int *rc, char *const *msg)
+{
+    dlock__req *reqs = malloc(k * sizeof(*reqs));
+    const char *(*av)[DLOCK__OP_MAX] = malloc(k * sizeof(*av));
+    size_t (*ln)[DLOCK__OP_MAX] = malloc(k * sizeof(*ln));
+    size_t *at = malloc(k * sizeof(*at));
+    unsigned *with = malloc(k * sizeof(*with));
+    dlock__res *rres = malloc(k * sizeof(*rres));
+    int *rrc = malloc(k * sizeof(*rrc));
+    size_t m = 0;
+    unsigned all = DLOCK__CALL_NO_RETRY;
+    int mem = reqs && av && ln && at && with && rres && rrc;
+    for (size_t i = 0; i < k; i++) {
+        const dlock__op *op = ops[i];
+        if (!mem || op->bad || op->nkeys == 0 ||
+            dlock__router_node(c->router, op->argv[0], op->lens[0]) != n) {
+            rc[i] = call_alone(c, op, &res[i], msg[i]);
+            continue;
+        }
+        with[m] = dlock__op_req(c, op, DLOCK__OWN_ALL, NULL, &reqs[m], av[m], ln[m]);
+        reqs[m].script = dlock__router_script(c->router, op->script);
+        all &= op->flags;
+        at[m++] = i;
+    }
+    char batch[DLOCK__MSG_MAX] = "";
+    if (m > 0) {
+        dlock__errto prev = dlock__err_into(batch, sizeof(batch));
+        dlock__node_call_many(n, reqs, m, all, NULL, rres, rrc);
+        dlock__err_reset(prev);
+    }
+    for (size_t j = 0; j < m; j++) {
+        size_t i = at[j];
+        dlock__try t = {.sent = DLOCK__SENT_OK, .err = rres[j].err};
+        /* Refused before it ran (MOVED, ASK, READONLY, CLUSTERDOWN). */
+        int reroute = rrc[j] != DLOCK_OK && dlock__call_policy(&t, reqs[j].flags, 0, 1,
+                                                               &c->cfg).next == DLOCK__NEXT_REROUTE;
+        if (reroute && dlock__router_dynamic(c->router))
+            dlock__router_stale(c->router);   /* the map or the primary is read again */
+        if (reroute || dlock__op_key_refused(with[j], &rres[j])) {
+            /* Alone, through the router: it follows the redirection, or goes
+             * without the own keys an ACL refused. */
+            rc[i] = call_alone(c, ops[i], &res[i], msg[i]);
+            continue;
+        }
+        res[i] = rres[j];
+        rc[i] = rrc[j];
+        if (rc[i] != DLOCK_OK && res[i].err != DLOCK__RERR_NONE)   /* as dlock__res_refused says it */
+            snprintf(msg[i], DLOCK__MSG_MAX, "%s: %s", dlock__node_addr(n), res[i].text);
+        else if (rc[i] != DLOCK_OK)
+            snprintf(msg[i], DLOCK__MSG_MAX, "%s", batch);
+    }
+    free(reqs);
+    free(av);
+    free(ln);
+    free(at);
+    free(with);
+    free(rres);
+    free(rrc);
 }
 
 static int wrong_type(const dlock__handle *h, const dlock__res *res)

@@ -7,7 +7,10 @@
  * of what cannot stand, a release's wait for the renewals in flight, the
  * client's close). A client's group goes to its io thread as one job that
  * starts them all, so their requests go out in one write per node; on that
- * io thread itself they start at once. Only a blocking caller on a part's
+ * io thread itself they start at once. A blocking caller keeps one group
+ * for itself (own_share: one client, one node) and runs it right there with
+ * the blocking driver, its requests in one write (dlock__run_batch): a
+ * round on one server wakes no thread. A blocking caller on a part's
  * own io thread (a dlock callback, a program's loop that runs dlock's), or
  * on any client's io thread, runs that part with the blocking driver, right
  * there: the io thread cannot answer while its caller waits, nor wait for
@@ -15,6 +18,7 @@
  * is counted under the round's mutex: the last wakes the blocking caller,
  * or notifies the asynchronous one. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sync/sync.h"
@@ -134,6 +138,47 @@ static void launch(dlock__parts *k, dlock_client *c, dlock__part *p)
     }
 }
 
+static void ended_here(dlock__part *p, int rc, const dlock__result *res)
+{
+    p->rc = rc;   /* its failure already written into p->msg (dlock__run_batch) */
+    if (rc == DLOCK_OK)
+        p->msg[0] = '\0';
+    p->busied = res && res->busied;
+    ended(p->k);
+}
+
+/* A blocking caller's own share of its round: the parts on the first
+ * part's client whose names its node serves (none composite), marked as
+ * taken (p->k), *m of them; NULL when none. The caller runs them itself,
+ * their requests in one write (dlock__run_batch): no io thread carries
+ * them, none wakes for them. Not on an io thread (launch), nor with the
+ * replicas' acknowledgement (a WAIT after each acquisition, on a connection
+ * of its own: the io thread's per node). */
+static dlock__part **own_share(dlock__parts *k, dlock__node **node, size_t *m)
+{
+    *m = 0;
+    dlock_client *c = k->part[0]->h->c;
+    if (c->cfg.ack_replicas > 0 || dlock__loop_on_some_io_thread())
+        return NULL;
+    const dlock__handle *h = k->part[0]->h;
+    if (!(*node = dlock__router_node(c->router, h->name, h->nlen)))
+        return NULL;
+    dlock__part **mine = malloc(k->n * sizeof(*mine));
+    for (size_t i = 0; mine && i < k->n; i++) {
+        dlock__part *p = k->part[i];
+        if (p->h->c == c && !p->t->compose &&
+            dlock__router_node(c->router, p->h->name, p->h->nlen) == *node) {
+            p->k = k;
+            mine[(*m)++] = p;
+        }
+    }
+    if (*m == 0) {
+        free(mine);
+        return NULL;
+    }
+    return mine;
+}
+
 void dlock__parts_run(dlock__parts *k, void (*notify)(void *arg), void *arg)
 {
     k->notify = notify;
@@ -143,6 +188,9 @@ void dlock__parts_run(dlock__parts *k, void (*notify)(void *arg), void *arg)
         k->part[i]->k = NULL;   /* not in a group yet */
         k->part[i]->next = NULL;
     }
+    dlock__node *node = NULL;
+    size_t m = 0;
+    dlock__part **mine = notify || k->n == 0 ? NULL : own_share(k, &node, &m);
     for (size_t i = 0; i < k->n; i++) {
         dlock__part *first = k->part[i], *tail = first;
         if (first->k)
@@ -158,6 +206,11 @@ void dlock__parts_run(dlock__parts *k, void (*notify)(void *arg), void *arg)
         }
         launch(k, first->h->c, first);
     }
+    if (m == 1)
+        run_here(mine[0]);
+    else if (m > 1)
+        dlock__run_batch(node, mine, m, ended_here);
+    free(mine);
     ended(k);   /* the guard */
     if (!notify) {
         pthread_mutex_lock(&k->mu);

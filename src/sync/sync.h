@@ -199,6 +199,17 @@ void dlock__op_key_dropped(dlock_client *c, unsigned dropped, const dlock__res *
  * ACL fallback; res as dlock__router_call's. */
 int dlock__op_call(dlock_client *c, const dlock__op *op, dlock_cancel *cancel, dlock__res *res);
 
+/* Requests ops[0..k) of client c whose keys node n serves, written together
+ * on one connection of n and answered in order (dlock__node_call_many: one
+ * round trip for all, each request with its own flags and latch); the
+ * others, and any a refusal sends elsewhere (a redirection, the ACL
+ * fallback), each alone as dlock__op_call. Request i's status in rc[i], its
+ * outcome in res[i] and, when it failed, its message in msg[i]
+ * (DLOCK__MSG_MAX bytes). No WAIT follows (DLOCK__CALL_WAIT_ACK is not
+ * honoured: a caller that needs replicas' acknowledgements calls alone). */
+void dlock__op_call_many(dlock_client *c, dlock__node *n, dlock__op *const *ops, size_t k,
+                         dlock__res *res, int *rc, char *const *msg);
+
 /* The verdicts every type gives. An answer of the wrong shape to operation
  * `op`: frees r, sets the message. */
 int dlock__proto(const dlock__handle *h, const char *op, redisReply *r);
@@ -464,6 +475,14 @@ int dlock__start(const dlock__handle *h, const dlock__op_type *t, void *st, size
 /* The blocking driver alone (blocking.c); busy as dlock__via's (may be NULL). */
 int dlock__run(const dlock__handle *h, const dlock__op_type *t, void *st,
                const dlock__wait_spec *spec, dlock__result *res, dlock__busy *busy);
+/* The blocking driver, for parts p[0..k) (none composite) of one client
+ * whose keys node n serves, each run as dlock__run(p->h, p->t, p->st, NULL,
+ * &res, &p->b) would run it, on the calling thread, but their first
+ * attempts' requests written together (dlock__op_call_many: one round trip
+ * for all). ended(p, rc, &res) runs as each part ends, its failure written
+ * into p->msg. */
+void dlock__run_batch(dlock__node *n, dlock__part *const *p, size_t k,
+                      void (*ended)(dlock__part *p, int rc, const dlock__result *res));
 /* The asynchronous driver alone (async.c). */
 int dlock__async_run(const dlock__handle *h, const dlock__op_type *t, const void *st,
                      size_t size, const dlock__wait_spec *spec, const dlock__via *via);
