@@ -38,8 +38,6 @@ static void marker_of(const char *name, char *buf, size_t size)
     snprintf(buf, size, "dlock_lock_delay:{%s}", name);
 }
 
-static long long server_ms(void) { return th_server_ms(&srv); }
-
 /* The ms a delay key has left by the server's clock: a marker's end time (its
  * value "<end ms> <owner id>"), or a set's latest entry's score. Neither has
  * a TTL: a volatile-* eviction policy never takes them with the lock. */
@@ -59,7 +57,7 @@ static long long delay_left_of(const char *key)
     assert_int_equal(r->elements, 2);
     long long end = atoll(r->element[1]->str);
     freeReplyObject(r);
-    return end - server_ms();
+    return end - th_server_ms(&srv);
 }
 
 /* A delay key renewed with its hold: more than the delay left (without
@@ -820,7 +818,7 @@ static void test_permit_redisson_not_delayed(void **state)
     ppair p;
     ppair_open(&p, "ldp-rs", 60000, 0, 0);
     assert_int_equal(th_int(&srv, "ZADD %s %lld redisson-permit1", p.leases,
-                            server_ms() + 200 * slack), 1);
+                            th_server_ms(&srv) + 200 * slack), 1);
     char id[DLOCK_PERMIT_ID_BUFSIZE];
     int64_t t0 = th_now_ms();
     assert_int_equal(dlock_permit_semaphore_try(p.pb, 5000 * slack, 10000, id, sizeof(id)),
@@ -834,7 +832,7 @@ static void test_permit_redisson_not_delayed(void **state)
     permit_refused_for_delay(p.pa, 1);
     assert_int_equal(th_int(&srv, "DECR %s", p.name), 0);
     assert_int_equal(th_int(&srv, "ZADD %s %lld redisson-permit2", p.leases,
-                            server_ms() + 10000), 1);
+                            th_server_ms(&srv) + 10000), 1);
     ppair_close(&p);
 }
 

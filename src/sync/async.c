@@ -751,14 +751,8 @@ static void send_attempt(aop *op, int again)
         return;
     }
     dlock__op o;
-    t->request(op->st, dlock__wait_waited(&op->w, again), &o);
-    if (t->acquires) {
-        o.flags |= DLOCK__CALL_WAIT_ACK | DLOCK__CALL_QUARANTINE;
-        dlock__handle_acks(op->w.h, -1);
-    }
-    if (op->w.waits)
-        dlock__attempts++;
-    op->sent = dlock__now_ms();   /* before sending: the watchdog's origin */
+    op->sent = dlock__request(op->w.h, t, op->st, op->w.waits, dlock__wait_waited(&op->w, again),
+                              &o);
     op->state = S_SENT;
     int rc = send_req(client(op), &o, op, on_attempt, op);
     if (rc != DLOCK_OK) {

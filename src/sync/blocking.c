@@ -135,23 +135,30 @@ static int compose(const dlock__op_type *t, void *st, int64_t waited, dlock__bus
     return rc;
 }
 
-/* An attempt's request (not a composite's): 1 with *op to send, or 0 when a
- * failover quarantine answers first (busy, in *b). *sent: taken before
- * sending, so the watchdog's deadline is never later than Redis's. */
+int64_t dlock__request(const dlock__handle *h, const dlock__op_type *t, void *st, int waits,
+                       int64_t waited, dlock__op *op)
+{
+    t->request(st, waited, op);
+    if (t->acquires) {
+        op->flags |= DLOCK__CALL_WAIT_ACK | DLOCK__CALL_QUARANTINE;
+        dlock__handle_acks(h, -1);
+    }
+    if (waits)
+        dlock__attempts++;
+    return dlock__now_ms();
+}
+
+/* An attempt's request (not a composite's) on the calling thread: 1 with
+ * *op to send and *sent, or 0 when a failover quarantine answers first
+ * (busy, in *b). */
 static int request(const dlock__handle *h, const dlock__op_type *t, void *st, dlock__wait *w,
                    int64_t waited, dlock__busy *b, dlock__op *op, int64_t *sent)
 {
     if (dlock__quarantined(h, t, b))
         return 0;
-    t->request(st, waited, op);
-    if (t->acquires) {
-        op->flags |= DLOCK__CALL_WAIT_ACK | DLOCK__CALL_QUARANTINE;
+    *sent = dlock__request(h, t, st, w->waits, waited, op);
+    if (t->acquires)
         last_acks = -1;
-        dlock__handle_acks(h, -1);
-    }
-    if (w->waits)
-        dlock__attempts++;
-    *sent = dlock__now_ms();
     return 1;
 }
 

@@ -87,6 +87,17 @@ static void start(dlock__part *p)
     }
 }
 
+/* A part run with the blocking driver has ended with rc: its failure was
+ * written into its record (p->msg) while it ran. */
+static void ended_here(dlock__part *p, int rc, const dlock__result *res)
+{
+    p->rc = rc;
+    if (rc == DLOCK_OK)
+        p->msg[0] = '\0';
+    p->busied = res && res->busied;
+    ended(p->k);
+}
+
 /* With the blocking driver, on the calling thread (its client's io thread):
  * its failures written into its record. */
 static void run_here(dlock__part *p)
@@ -94,12 +105,9 @@ static void run_here(dlock__part *p)
     dlock__result res = {.count = -1};
     p->msg[0] = '\0';
     dlock__errto prev = dlock__err_into(p->msg, sizeof(p->msg));
-    p->rc = dlock__run(p->h, p->t, p->st, NULL, &res, &p->b);
+    int rc = dlock__run(p->h, p->t, p->st, NULL, &res, &p->b);
     dlock__err_reset(prev);
-    if (p->rc == DLOCK_OK)
-        p->msg[0] = '\0';
-    p->busied = res.busied;
-    ended(p->k);
+    ended_here(p, rc, &res);
 }
 
 /* A client's group, on its io thread. Each part's next is read before it
@@ -136,15 +144,6 @@ static void launch(dlock__parts *k, dlock_client *c, dlock__part *p)
         set_outcome(p, DLOCK_ECLOSED, "client is closing", NULL);
         ended(k);
     }
-}
-
-static void ended_here(dlock__part *p, int rc, const dlock__result *res)
-{
-    p->rc = rc;   /* its failure already written into p->msg (dlock__run_batch) */
-    if (rc == DLOCK_OK)
-        p->msg[0] = '\0';
-    p->busied = res && res->busied;
-    ended(p->k);
 }
 
 /* A blocking caller's own share of its round: the parts on the first

@@ -487,6 +487,12 @@ void dlock__run_batch(dlock__node *n, dlock__part *const *p, size_t k,
 int dlock__async_run(const dlock__handle *h, const dlock__op_type *t, const void *st,
                      size_t size, const dlock__wait_spec *spec, const dlock__via *via);
 
+/* An attempt's request, the same for both drivers (blocking.c): op filled
+ * by the type, an acquisition's flags set and the handle's replica count
+ * reset, the attempt counted when the call waits; returns the time taken
+ * before sending (the watchdog's origin: never later than Redis's). */
+int64_t dlock__request(const dlock__handle *h, const dlock__op_type *t, void *st, int waits,
+                       int64_t waited, dlock__op *op);
 /* What an attempt's answer comes to, the same for both drivers (blocking.c):
  * read, then keep, then the replicas' acknowledgement (acks: the result's;
  * -1, not asked, passes). DLOCK_OK, DLOCK__BUSY, an error; or, with *back =
