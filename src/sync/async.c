@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/theap.h"
 #include "sync/sync.h"
 
 enum { S_START, S_SENT, S_COMPOSING, S_JOINING, S_SLEEPING, S_GIVING_BACK, S_SETTLING, S_DONE };
@@ -41,8 +42,7 @@ typedef struct aop {
      * finished: the call completed (then the round's end runs done). */
     unsigned char composing, finished;
     atomic_int refs;
-    int hidx;                /* in the timer heap (its deadline: w.until), or -1 */
-    uint64_t tseq;
+    dlock__tentry te;        /* in the timer heap (its deadline: w.until) */
     int64_t sent;            /* the last attempt's, before it was sent */
     int64_t settle_until;    /* SETTLING: ends by then whatever the watchdog says */
     dlock__wd_settle settle; /* SETTLING: what it awaits (settle.pending > 0) */
@@ -66,9 +66,7 @@ struct dlock__async {
     int stopped;
     /* io thread only: the sleeping calls' deadlines */
     uv_timer_t timer;
-    aop **heap;
-    size_t hn, hcap;
-    uint64_t seq;
+    dlock__theap heap;
 };
 
 static void on_kick(void *arg);
@@ -78,6 +76,7 @@ static void finish(aop *op, int rc);
 static void settled(aop *op);
 static void settled_fn(void *arg);
 static void launch_parts(aop *op);
+static void parts_done(void *arg);
 
 /* ------------------------------------------------------------- lifetime */
 
@@ -124,72 +123,27 @@ static void leave(aop *op, dlock__errto prev)
 
 /* ---------------------------------------------------------------- timers */
 
-static int earlier(const aop *a, const aop *b)
-{
-    return a->w.until < b->w.until || (a->w.until == b->w.until && a->tseq < b->tseq);
-}
-
-static void heap_set(dlock__async *t, size_t i, aop *op)
-{
-    t->heap[i] = op;
-    op->hidx = (int)i;
-}
-
-static void sift_up(dlock__async *t, size_t i)
-{
-    aop *op = t->heap[i];
-    while (i > 0 && earlier(op, t->heap[(i - 1) / 2])) {
-        heap_set(t, i, t->heap[(i - 1) / 2]);
-        i = (i - 1) / 2;
-    }
-    heap_set(t, i, op);
-}
-
-static void sift_down(dlock__async *t, size_t i)
-{
-    aop *op = t->heap[i];
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= t->hn)
-            break;
-        if (c + 1 < t->hn && earlier(t->heap[c + 1], t->heap[c]))
-            c++;
-        if (!earlier(t->heap[c], op))
-            break;
-        heap_set(t, i, t->heap[c]);
-        i = c;
-    }
-    heap_set(t, i, op);
-}
-
 static void on_timer(uv_timer_t *timer);
 
 /* The libuv timer follows the heap's earliest deadline. */
 static void rearm(dlock__async *t)
 {
-    if (t->hn == 0) {
+    dlock__tentry *e = dlock__theap_top(&t->heap);
+    if (!e) {
         uv_timer_stop(&t->timer);
         return;
     }
-    int64_t at = t->heap[0]->w.until, now = dlock__now_ms();
-    uint64_t delay = at == INT64_MAX ? UINT64_MAX / 2 : (uint64_t)(at > now ? at - now : 0);
+    int64_t now = dlock__now_ms();
+    uint64_t delay = e->at == INT64_MAX ? UINT64_MAX / 2 : (uint64_t)(e->at > now ? e->at - now : 0);
     uv_timer_start(&t->timer, on_timer, delay, 0);
 }
 
 static void stop_timer(aop *op)
 {
     dlock__async *t = client(op)->async;
-    if (op->hidx < 0)
-        return;
-    size_t i = (size_t)op->hidx;
-    op->hidx = -1;
-    aop *last = t->heap[--t->hn];
-    if (i < t->hn) {
-        heap_set(t, i, last);
-        sift_up(t, i);
-        sift_down(t, (size_t)last->hidx);
-    }
-    if (i == 0)
+    int top = op->te.idx == 0;
+    dlock__theap_remove(&t->heap, &op->te);
+    if (top)
         rearm(t);
 }
 
@@ -199,21 +153,12 @@ static void arm_timer(aop *op, int64_t at)
     dlock__async *t = client(op)->async;
     stop_timer(op);
     op->w.until = at;
-    op->tseq = ++t->seq;
-    if (t->hn == t->hcap) {
-        size_t cap = t->hcap ? 2 * t->hcap : 64;
-        aop **h = realloc(t->heap, cap * sizeof(*h));
-        if (!h) {
-            /* No room: poll instead of sleeping (the waiter still wakes it). */
-            dlock__loop_post(client(op)->loop, &op->kick);
-            return;
-        }
-        t->heap = h;
-        t->hcap = cap;
+    if (dlock__theap_add(&t->heap, &op->te, at) != 0) {
+        /* No room: poll instead of sleeping (the waiter still wakes it). */
+        dlock__loop_post(client(op)->loop, &op->kick);
+        return;
     }
-    heap_set(t, t->hn++, op);
-    sift_up(t, t->hn - 1);
-    if (op->hidx == 0)
+    if (op->te.idx == 0)
         rearm(t);
 }
 
@@ -311,7 +256,7 @@ void dlock__async_free(dlock__async *t)
 {
     if (!t)
         return;
-    free(t->heap);
+    dlock__theap_free(&t->heap);
     pthread_mutex_destroy(&t->mu);
     free(t);
 }
@@ -355,9 +300,10 @@ size_t dlock_client_async_pending(dlock_client *c)
     return n;
 }
 
-/* Registers op and posts its start. Under the table's mutex, so that a stop
- * hook running meanwhile either sees it or refuses it. */
-static int launch(aop *op)
+/* Registers op and posts its start, or (composed: its first round is set)
+ * marks that round out. Under the table's mutex, so that a stop hook running
+ * meanwhile either sees it or refuses it. */
+static int launch(aop *op, int composed)
 {
     dlock__async *t = client(op)->async;
     pthread_mutex_lock(&t->mu);
@@ -367,9 +313,35 @@ static int launch(aop *op)
     }
     dlock__list_push_back(&t->ops, &op->reg);
     t->n++;
-    dlock__loop_post(client(op)->loop, &op->kick);
+    if (composed) {
+        op->composing = 1;
+        op->state = S_COMPOSING;
+        atomic_fetch_add(&op->refs, 1);   /* until the round ends */
+    } else {
+        dlock__loop_post(client(op)->loop, &op->kick);
+    }
     pthread_mutex_unlock(&t->mu);
     return DLOCK_OK;
+}
+
+/* A composite's first round, set on the calling thread (not an io thread):
+ * its parts then go from there to their clients' io threads, with no hop
+ * to op's own first. 0 when it cannot (a quarantine; a round 0 with no
+ * parts, which the io thread asks for again: sync.h, compose). */
+static int first_round(aop *op)
+{
+    const dlock__op_type *t = op->w.t;
+    dlock__busy b = {.ttl = -1};
+    if (dlock__loop_on_some_io_thread() || dlock__quarantined(op->w.h, t, &b))
+        return 0;
+    op->parts->round = 0;
+    dlock__aside aside;
+    dlock__aside_begin(&aside);
+    int more = t->compose(op->st, dlock__wait_waited(&op->w, 0), op->parts, &b) == DLOCK__MORE;
+    dlock__aside_end(&aside, DLOCK_OK);
+    if (!more)
+        op->w.attempts = 0;   /* not made: the io thread's is the first */
+    return more;
 }
 
 int dlock__async_run(const dlock__handle *h, const dlock__op_type *t, const void *st,
@@ -393,7 +365,7 @@ int dlock__async_run(const dlock__handle *h, const dlock__op_type *t, const void
     op->ud = via->ud;
     op->busy = via->busy;
     atomic_init(&op->refs, 1);
-    op->hidx = -1;
+    op->te.idx = -1;
     op->cap = DLOCK__OWN_ALL;
     op->state = S_START;
     dlock__job_init(&op->kick, on_kick, op);
@@ -405,14 +377,19 @@ int dlock__async_run(const dlock__handle *h, const dlock__op_type *t, const void
         return rc;
     }
     dlock__wait_init(&op->w, h, t, op->st, spec);
-    if ((rc = launch(op)) != DLOCK_OK) {
+    int composed = t->compose && first_round(op);
+    if ((rc = launch(op, composed)) != DLOCK_OK) {
         dlock__aside aside;
         dlock__aside_begin(&aside);
+        if (composed)
+            dlock__parts_refuse(op->parts, rc, "client is closing");   /* none was sent */
         if (t->done)
             t->done(op->st, 0);
         unref(op);
         return dlock__aside_end(&aside, rc);
     }
+    if (composed)   /* op lives until the round ends (launch's reference) */
+        dlock__parts_run(op->parts, parts_done, op);
     return DLOCK_OK;
 }
 
@@ -548,9 +525,10 @@ static void on_timer(uv_timer_t *timer)
     for (;;) {
         aop *due[64];
         size_t n = 0;
-        while (n < DLOCK__ARRAY_LEN(due) && t->hn > 0 && t->heap[0]->w.until <= now) {
-            aop *op = t->heap[0];
-            stop_timer(op);
+        dlock__tentry *e;
+        while (n < DLOCK__ARRAY_LEN(due) && (e = dlock__theap_top(&t->heap)) && e->at <= now) {
+            aop *op = DLOCK__CONTAINER_OF(e, aop, te);
+            dlock__theap_remove(&t->heap, e);
             atomic_fetch_add(&op->refs, 1);   /* kept while in the batch */
             due[n++] = op;
         }
@@ -784,7 +762,7 @@ static void on_kick(void *arg)
     case S_SETTLING:
         if (op->settle.pending == 0 || dlock__now_ms() >= op->settle_until)
             settled(op);
-        else if (op->hidx < 0)
+        else if (op->te.idx < 0)
             arm_timer(op, op->settle_until);   /* its timer could not be armed: polls */
         break;
     default:

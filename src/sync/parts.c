@@ -64,6 +64,12 @@ static void set_outcome(dlock__part *p, int rc, const char *msg, const dlock__re
     p->busied = res && res->busied;
 }
 
+void dlock__parts_refuse(dlock__parts *k, int rc, const char *msg)
+{
+    for (size_t i = 0; i < k->n; i++)
+        set_outcome(k->part[i], rc, msg, NULL);
+}
+
 static void on_part(const dlock_async_result *res, void *ud)
 {
     dlock__part *p = ud;

@@ -338,6 +338,9 @@ typedef struct dlock__parts {
 
 int dlock__parts_init(dlock__parts *k);
 void dlock__parts_destroy(dlock__parts *k);
+/* Ends each part of k's round with rc and msg, none of them run (the
+ * caller could not send them). */
+void dlock__parts_refuse(dlock__parts *k, int rc, const char *msg);
 /* Runs the parts k->part[0..k->n) (each part's outcome set when it ends).
  * notify NULL (the blocking driver): returns once every part has ended.
  * Else returns at once, and notify(arg) runs once when the last part has
@@ -397,7 +400,10 @@ typedef struct dlock__op_type {
      * it is called with k->give_up set to that status: DLOCK__MORE with the
      * give-up's parts (their outcome is not read), or DLOCK_OK when none.
      * Its done hook's read = 0: a round's outcome was never read (the client
-     * closed with its parts out); what they took is the type's to give back. */
+     * closed with its parts out); what they took is the type's to give back.
+     * The asynchronous driver may call round 0 on the calling thread: one
+     * that does not answer DLOCK__MORE must leave st as it found it (it is
+     * called again on the io thread). */
     int (*compose)(void *st, int64_t waited_ms, dlock__parts *k, dlock__busy *b);
     /* An acquisition: replicas acknowledge it (dlock_config_set_replica_ack),
      * and the client's statistics count it. */
