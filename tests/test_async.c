@@ -729,92 +729,6 @@ static void test_close_right_after_calls(void **state)
     }
 }
 
-static long long exists(redisContext *c, const char *key)
-{
-    redisReply *rep = redisCommand(c, "EXISTS %s", key);
-    long long v = rep && rep->type == REDIS_REPLY_INTEGER ? rep->integer : -1;
-    if (rep)
-        freeReplyObject(rep);
-    return v;
-}
-
-/* Multi-locks over two clients, one of them closed right after the calls
- * were made (their first rounds set on this thread, their parts out on both
- * clients' io threads): the calls' own client (the first lock's) or the
- * other. Each call ends exactly once, taken or closed, and a call that was
- * not taken leaves nothing held on the client that stays. */
-static void test_close_with_composites_starting(void **state)
-{
-    (void)state;
-    enum { N = 10 };
-    for (int round = 0; round < 6; round++) {
-        dlock_client *c[2] = {th_client(&srv, 0), th_client(&srv, 0)};
-        char names[N][2][160];
-        dlock_lock *ls[N][2];
-        dlock_multilock *ml[N];
-        rec r[N];
-        for (int i = 0; i < N; i++) {
-            char base[128];
-            th_name(base, sizeof(base), "async-close-ml");
-            for (int j = 0; j < 2; j++) {
-                char o[DLOCK_OWNER_BUFSIZE];
-                snprintf(names[i][j], sizeof(names[i][j]), "%s-%d", base, j);
-                new_owner(c[j], o);
-                ls[i][j] = get_as(c[j], names[i][j], o);
-            }
-            assert_int_equal(dlock_multilock_new(ls[i], 2, &ml[i]), DLOCK_OK);
-            rec_init(&r[i]);
-        }
-        redisContext *admin = th_admin(&srv);
-        assert_non_null(admin);
-        for (int i = 0; i < N; i++)
-            assert_int_equal(dlock_multilock_acquire_async(
-                                 ml[i], &(dlock_wait_opts){.lease_ms = 60000}, on_rec, &r[i]),
-                             DLOCK_OK);
-        int gone = round % 2, stays = !gone, taken = 0;
-        if (round >= 2)   /* later rounds: some calls answered first */
-            th_sleep_ms(round / 2);
-        dlock_client_close(c[gone]);
-        for (int i = 0; i < N; i++) {
-            assert_int_equal(rec_wait(&r[i], 1, 5000), 1);
-            if (r[i].status == DLOCK_OK) {
-                taken++;
-                continue;
-            }
-            assert_int_equal(r[i].status, DLOCK_ECLOSED);
-            /* Given back before the callback (the other client closed), or
-             * once the closed call's round has ended (its own client): when
-             * no call is pending on the client that stays (its parts there
-             * answered, so the lock was taken; the give-back done). */
-            int64_t until = th_now_ms() + 5000 * th_slack();
-            long long left = -1;
-            while (th_now_ms() < until) {
-                if (dlock_client_async_pending(c[stays]) == 0 &&
-                    (left = exists(admin, names[i][stays])) == 0)
-                    break;
-                th_sleep_ms(5);
-            }
-            if (left != 0)
-                fail_msg("round %d (closed the %s client): call %d ended %d (%s), and its "
-                         "lock on the other client is still held (EXISTS %lld)",
-                         round, gone ? "other" : "calls' own", i, r[i].status, r[i].msg, left);
-        }
-        redisFree(admin);
-        dlock_client_close(c[stays]);
-        th_sleep_ms(20);
-        print_message("round %d (closed the %s client): %d of %d taken\n", round,
-                      gone ? "other" : "calls' own", taken, N);
-        for (int i = 0; i < N; i++) {
-            assert_int_equal(rec_calls(&r[i]), 1);
-            freeReplyObject(th_cmd(&srv, "DEL %s %s", names[i][0], names[i][1]));
-            dlock_multilock_free(ml[i]);
-            dlock_lock_free(ls[i][0]);
-            dlock_lock_free(ls[i][1]);
-            rec_done(&r[i]);
-        }
-    }
-}
-
 typedef struct restart_ctx {
     rec acq;
     rec rel;
@@ -1452,7 +1366,6 @@ int main(void)
         cmocka_unit_test(test_cancel_races_release),
         cmocka_unit_test(test_close_with_pending_calls),
         cmocka_unit_test(test_close_right_after_calls),
-        cmocka_unit_test(test_close_with_composites_starting),
         cmocka_unit_test(test_fair_lock_order),
         cmocka_unit_test(test_read_write_locks),
         cmocka_unit_test(test_semaphore_async),
