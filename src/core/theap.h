@@ -11,7 +11,8 @@
 typedef struct dlock__tentry {
     int64_t at;      /* its deadline (ms, monotonic) */
     uint64_t seq;    /* when it was armed: the earlier first among equal times */
-    int idx;         /* its place in the heap, or -1 when not in it */
+    int idx;         /* its place in the heap, or -1 when not in it (set -1 before
+                        first use) */
 } dlock__tentry;
 
 typedef struct dlock__theap {
@@ -19,9 +20,6 @@ typedef struct dlock__theap {
     size_t n, cap;
     uint64_t seq;
 } dlock__theap;
-
-/* An entry not in any heap. */
-#define DLOCK__TENTRY_INIT {.idx = -1}
 
 /* Puts e (not in the heap) in h at `at`. -1, with nothing changed, when no
  * memory could be had. */
