@@ -91,6 +91,16 @@ static int parts_out(aop *op)
     return out;
 }
 
+/* A round of op's parts goes out: COMPOSING (a completed call stays done)
+ * until the round ends, which holds a reference. Under the table's mutex. */
+static void mark_out(aop *op)
+{
+    op->composing = 1;
+    atomic_fetch_add(&op->refs, 1);
+    if (op->state != S_DONE)
+        op->state = S_COMPOSING;
+}
+
 /* Any thread: the last reference frees it. */
 static void unref(aop *op)
 {
@@ -313,13 +323,10 @@ static int launch(aop *op, int composed)
     }
     dlock__list_push_back(&t->ops, &op->reg);
     t->n++;
-    if (composed) {
-        op->composing = 1;
-        op->state = S_COMPOSING;
-        atomic_fetch_add(&op->refs, 1);   /* until the round ends */
-    } else {
+    if (composed)
+        mark_out(op);
+    else
         dlock__loop_post(client(op)->loop, &op->kick);
-    }
     pthread_mutex_unlock(&t->mu);
     return DLOCK_OK;
 }
@@ -337,10 +344,10 @@ static int first_round(aop *op)
     op->parts->round = 0;
     dlock__aside aside;
     dlock__aside_begin(&aside);
-    int more = t->compose(op->st, dlock__wait_waited(&op->w, 0), op->parts, &b) == DLOCK__MORE;
+    int more = t->compose(op->st, -1, op->parts, &b) == DLOCK__MORE;   /* -1: the first */
     dlock__aside_end(&aside, DLOCK_OK);
-    if (!more)
-        op->w.attempts = 0;   /* not made: the io thread's is the first */
+    if (more)
+        (void)dlock__wait_waited(&op->w, 0);   /* the attempt is made: counted */
     return more;
 }
 
@@ -704,11 +711,8 @@ static void parts_done(void *arg)
 static void launch_parts(aop *op)
 {
     pthread_mutex_lock(&client(op)->async->mu);
-    op->composing = 1;
+    mark_out(op);
     pthread_mutex_unlock(&client(op)->async->mu);
-    atomic_fetch_add(&op->refs, 1);   /* until the round ends */
-    if (op->state != S_DONE)
-        op->state = S_COMPOSING;
     dlock__parts_run(op->parts, parts_done, op);
 }
 
