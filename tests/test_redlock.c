@@ -380,6 +380,141 @@ static void test_redlock_async_servers_down(void **state)
     free_locks(l, NSRV);
 }
 
+/* Chained from the callbacks, as an event-loop program runs it: each
+ * callback starts the next call (acquire, release, acquire ...), so every
+ * call starts on an io thread and each round's end (on whichever server's
+ * client answered last) decides it. Every acquire and release succeeds, the
+ * lock is held between them on all three servers, and nothing is left. */
+typedef struct chain {
+    dlock_multilock *rl;
+    int left, failed;   /* calls still to end; failures */
+    atomic_int done;
+} chain;
+
+static void chain_step(const dlock_async_result *res, void *ud);
+
+static void chain_next(chain *c, int acquire)
+{
+    static const dlock_wait_opts once = {.lease_ms = 10000};
+    int rc = acquire ? dlock_multilock_acquire_async(c->rl, &once, chain_step, c)
+                     : dlock_multilock_release_async(c->rl, chain_step, c);
+    if (rc != DLOCK_OK) {
+        c->failed++;
+        atomic_store(&c->done, 1);
+    }
+}
+
+static void chain_step(const dlock_async_result *res, void *ud)
+{
+    chain *c = ud;
+    int acquired = c->left % 2 == 0;   /* even: an acquire ended */
+    if (dlock_async_status(res) != DLOCK_OK)
+        c->failed++;
+    if (--c->left == 0 || c->failed) {
+        atomic_store(&c->done, 1);
+        return;
+    }
+    chain_next(c, !acquired);
+}
+
+static void test_redlock_async_chained(void **state)
+{
+    (void)state;
+    char name[128], owner[DLOCK_OWNER_BUFSIZE];
+    dlock_lock *l[NSRV];
+    dlock_multilock *rl = async_redlock_of("rl-chain", name, owner, l);
+    chain c = {.rl = rl, .left = 400};
+    chain_next(&c, 1);
+    int64_t end = th_now_ms() + 30000 * th_slack();
+    while (!atomic_load(&c.done) && th_now_ms() < end)
+        th_sleep_ms(5);
+    assert_int_equal(atomic_load(&c.done), 1);
+    assert_int_equal(c.failed, 0);
+    assert_int_equal(c.left, 0);
+    assert_int_equal(held_on(name), 0);
+    /* and the hold between: one more acquire, seen on every server */
+    rl_cb d = {0};
+    dlock_wait_opts once = {.lease_ms = 10000};
+    assert_int_equal(dlock_multilock_acquire_async(rl, &once, rl_on_done, &d), DLOCK_OK);
+    assert_int_equal(rl_await(&d), DLOCK_OK);
+    for (int i = 0; i < NSRV; i++)
+        assert_int_equal(count_of(i, name, owner), 1);
+    assert_int_equal(dlock_multilock_release_async(rl, rl_on_done, &d), DLOCK_OK);
+    assert_int_equal(rl_await(&d), DLOCK_OK);
+    for (int i = 0; i < NSRV; i++)
+        assert_int_equal(dlock_client_async_pending(cli[i]), 0);
+    dlock_multilock_free(rl);
+    free_locks(l, NSRV);
+}
+
+/* A call's callback may run on another of its clients' io threads (the one
+ * whose answer came last): a program whose release callback tells the main
+ * thread, which closes every client at once while the callback still runs
+ * (it lingers 30 ms), closes cleanly (close waits for that callback, as it
+ * does for one on the client's own io thread), and nothing stays held.
+ * Repeated, with fresh clients, under ASan in the sanitizer run. */
+typedef struct signal_cb {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int done, status;
+    int linger_ms;   /* the callback goes on this long after telling */
+} signal_cb;
+
+static void signal_done(const dlock_async_result *res, void *ud)
+{
+    signal_cb *s = ud;
+    pthread_mutex_lock(&s->mu);
+    s->status = dlock_async_status(res);
+    s->done = 1;
+    int linger = s->linger_ms;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    if (linger > 0)
+        th_sleep_ms(linger);
+}
+
+static int signal_await(signal_cb *s)
+{
+    pthread_mutex_lock(&s->mu);
+    while (!s->done)
+        pthread_cond_wait(&s->cv, &s->mu);
+    s->done = 0;
+    int rc = s->status;
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+static void test_redlock_async_close_after_callback(void **state)
+{
+    (void)state;
+    char name[128], owner[DLOCK_OWNER_BUFSIZE];
+    th_name(name, sizeof(name), "rl-close");
+    signal_cb s = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0};
+    dlock_wait_opts once = {.lease_ms = 10000};
+    for (int round = 0; round < 20; round++) {
+        dlock_client *c[NSRV];
+        dlock_lock *l[NSRV];
+        for (int i = 0; i < NSRV; i++)
+            c[i] = th_client(&srv[i], 0);
+        dlock_client_new_owner_id(c[0], owner, sizeof(owner));
+        for (int i = 0; i < NSRV; i++)
+            assert_int_equal(dlock_lock_get_as(c[i], name, owner, &l[i]), DLOCK_OK);
+        dlock_multilock *rl;
+        assert_int_equal(dlock_redlock_new(l, NSRV, &rl), DLOCK_OK);
+        assert_int_equal(dlock_multilock_acquire_async(rl, &once, signal_done, &s), DLOCK_OK);
+        assert_int_equal(signal_await(&s), DLOCK_OK);
+        s.linger_ms = 30;
+        assert_int_equal(dlock_multilock_release_async(rl, signal_done, &s), DLOCK_OK);
+        assert_int_equal(signal_await(&s), DLOCK_OK);
+        s.linger_ms = 0;   /* read by the callback before it told */
+        dlock_multilock_free(rl);
+        free_locks(l, NSRV);
+        for (int i = 0; i < NSRV; i++)   /* at once: the call's own client first */
+            dlock_client_close(c[i]);
+        assert_int_equal(held_on(name), 0);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -391,6 +526,8 @@ int main(void)
         cmocka_unit_test(test_redlock_redisson_scenarios),
         cmocka_unit_test(test_redlock_async),
         cmocka_unit_test(test_redlock_async_servers_down),
+        cmocka_unit_test(test_redlock_async_chained),
+        cmocka_unit_test(test_redlock_async_close_after_callback),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -335,9 +335,10 @@ DLOCK_API int dlock_rate_limiter_release_async(dlock_rate_limiter *r, int64_t pe
  * servers than its margin). The options are copied at the call (NULL: one
  * round, the watchdog; o->token must be NULL). The multi-lock, its locks and
  * the cancel token must stay alive until the callback has run. The locks may
- * be on several clients: the call and its callback run on the io thread of
- * the first lock's client, each lock's attempts on its own client's, and
- * none of those clients may be closed while the call is pending. A multi-lock's
+ * be on several clients: each lock's attempts run on its own client's io
+ * thread, a round is decided where its last answer came, and the callback
+ * runs on the io thread of one of those clients; none of them may be closed
+ * while the call is pending. A multi-lock's
  * attempts have their clients' retries; a RedLock's attempts (and releases)
  * get one connection attempt and no retry, as the blocking RedLock's: a
  * server that is down fails its lock's attempt (DLOCK_ECONN) as soon as its

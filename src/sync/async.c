@@ -13,12 +13,30 @@
 #include "core/theap.h"
 #include "sync/sync.h"
 
-enum { S_START, S_SENT, S_COMPOSING, S_JOINING, S_SLEEPING, S_GIVING_BACK, S_SETTLING, S_DONE };
+enum {
+    S_START,
+    S_SENT,
+    S_COMPOSING,
+    S_DECIDED,
+    S_JOINING,
+    S_SLEEPING,
+    S_GIVING_BACK,
+    S_SETTLING,
+    S_DONE
+};
 
 /* SETTLING: a release done, waiting until the renewals in flight of the
  * holds it took out are answered (the watchdog calls settled_fn, which posts
  * the call's job), at most the command timeout + 1 s (its timer), so that
  * none lands on the caller's next hold of the name. */
+
+/* A composite's rounds, and (DECIDED) the outcome a round's end decided on
+ * another thread, which its io thread goes on from (on_kick). */
+typedef struct composite {
+    dlock__parts k;          /* first: freed as op->parts */
+    int rc;
+    dlock__busy b;
+} composite;
 
 /* A give-back in flight: how the call then ends (msg: rc's message, kept
  * until the give-back's answer). */
@@ -64,6 +82,10 @@ struct dlock__async {
     dlock__list ops;
     size_t n;
     int stopped;
+    /* Calls decided on another client's io thread right now (claimed by a
+     * round's end): the stop hook waits for none to be left (idle). */
+    unsigned claims;
+    pthread_cond_t idle;
     /* io thread only: the sleeping calls' deadlines */
     uv_timer_t timer;
     dlock__theap heap;
@@ -254,6 +276,7 @@ int dlock__async_new(dlock__async **out, dlock__loop *lp)
     if (!t)
         return dlock__fail(DLOCK_ENOMEM, "out of memory");
     pthread_mutex_init(&t->mu, NULL);
+    pthread_cond_init(&t->idle, NULL);
     dlock__list_init(&t->ops);
     /* Before the io thread runs: the module's setup may use the loop. */
     uv_timer_init(dlock__loop_uv(lp), &t->timer);
@@ -267,6 +290,7 @@ void dlock__async_free(dlock__async *t)
     if (!t)
         return;
     dlock__theap_free(&t->heap);
+    pthread_cond_destroy(&t->idle);
     pthread_mutex_destroy(&t->mu);
     free(t);
 }
@@ -282,6 +306,8 @@ void dlock__async_stop(void *arg)
     dlock__list_init(&all);
     pthread_mutex_lock(&t->mu);
     t->stopped = 1;
+    while (t->claims > 0)   /* a call decided elsewhere ends there (claim) */
+        pthread_cond_wait(&t->idle, &t->mu);
     while (!dlock__list_empty(&t->ops)) {
         dlock__list *it = t->ops.next;
         dlock__list_remove(it);
@@ -310,10 +336,14 @@ size_t dlock_client_async_pending(dlock_client *c)
     return n;
 }
 
-/* Registers op and posts its start, or (composed: its first round is set)
- * marks that round out. Under the table's mutex, so that a stop hook running
- * meanwhile either sees it or refuses it. */
-static int launch(aop *op, int composed)
+/* How a call registered goes on (launch). */
+enum { POST, COMPOSED, HERE };
+
+/* Registers op and posts its start (POST), or marks its first round out
+ * (COMPOSED), or neither (HERE: the caller, on op's io thread, starts it).
+ * Under the table's mutex, so that a stop hook running meanwhile either sees
+ * it or refuses it. */
+static int launch(aop *op, int how)
 {
     dlock__async *t = client(op)->async;
     pthread_mutex_lock(&t->mu);
@@ -323,9 +353,9 @@ static int launch(aop *op, int composed)
     }
     dlock__list_push_back(&t->ops, &op->reg);
     t->n++;
-    if (composed)
+    if (how == COMPOSED)
         mark_out(op);
-    else
+    else if (how == POST)
         dlock__loop_post(client(op)->loop, &op->kick);
     pthread_mutex_unlock(&t->mu);
     return DLOCK_OK;
@@ -352,14 +382,14 @@ static int first_round(aop *op)
 }
 
 int dlock__async_run(const dlock__handle *h, const dlock__op_type *t, const void *st,
-                     size_t size, const dlock__wait_spec *spec, const dlock__via *via)
+                     size_t size, const dlock__wait_spec *spec, const dlock__via *via, int here)
 {
     if (!via->fn)
         return dlock__fail(DLOCK_EINVAL, "callback is NULL");
     /* The wait was checked with the caller's other options (dlock__check_opts). */
     int rc;
     aop *op = calloc(1, sizeof(aop) + size);
-    if (op && t->compose && (!(op->parts = malloc(sizeof(*op->parts))) ||
+    if (op && t->compose && (!(op->parts = malloc(sizeof(composite))) ||
                              dlock__parts_init(op->parts) != DLOCK_OK)) {
         free(op->parts);
         free(op);
@@ -385,7 +415,8 @@ int dlock__async_run(const dlock__handle *h, const dlock__op_type *t, const void
     }
     dlock__wait_init(&op->w, h, t, op->st, spec);
     int composed = t->compose && first_round(op);
-    if ((rc = launch(op, composed)) != DLOCK_OK) {
+    here = here && !composed && dlock__loop_on_io_thread(h->c->loop);
+    if ((rc = launch(op, composed ? COMPOSED : here ? HERE : POST)) != DLOCK_OK) {
         dlock__aside aside;
         dlock__aside_begin(&aside);
         if (composed)
@@ -397,6 +428,8 @@ int dlock__async_run(const dlock__handle *h, const dlock__op_type *t, const void
     }
     if (composed)   /* op lives until the round ends (launch's reference) */
         dlock__parts_run(op->parts, parts_done, op);
+    else if (here)
+        on_kick(op);   /* as its job would, now */
     return DLOCK_OK;
 }
 
@@ -672,6 +705,16 @@ static void on_attempt(int status, dlock__res *res, void *ud)
     leave(op, prev);
 }
 
+/* A composite attempt's outcome rc (not DLOCK__MORE), b its busy answer:
+ * the next step. */
+static void composed(aop *op, int rc, dlock__busy *b)
+{
+    op->read = 1;
+    rc = answered_busy(op, rc, b);
+    int next = dlock__wait_attempted(&op->w, &rc, b);   /* before rc is read */
+    step(op, next, rc);
+}
+
 /* A composite's attempt (first: its start), or its next step once a round
  * of its parts has ended: the next round, or the attempt's outcome. */
 static void compose_step(aop *op, int first, int64_t waited)
@@ -680,28 +723,80 @@ static void compose_step(aop *op, int first, int64_t waited)
     k->round = first ? 0 : k->round + 1;
     dlock__busy b = {.ttl = -1};
     int rc = op->w.t->compose(op->st, waited, k, &b);
-    if (rc == DLOCK__MORE) {
+    if (rc == DLOCK__MORE)
         launch_parts(op);
-        return;
+    else
+        composed(op, rc, &b);
+}
+
+/* A round's end claimed the call on another client's io thread: it is
+ * decided here, as its own io thread would (on_kick, compose_step), with no
+ * wake-up of that thread: the next round goes out from here, or the call
+ * ends here (its callback runs here), or, when it must wait (a busy answer),
+ * its io thread goes on from the outcome (DECIDED). The round's reference
+ * is carried on, or dropped here. Nothing else runs the call meanwhile: it
+ * is COMPOSING with no waiter joined (no wake-up, no cancel reaches it), no
+ * timer, and the stop hook waits for the claim to end. */
+static void decide_here(aop *op)
+{
+    dlock__async *t = client(op)->async;
+    composite *cm = (composite *)op->parts;
+    cm->k.round++;
+    char msg[DLOCK__MSG_MAX];
+    dlock__errto prev = enter(op, msg, NULL);
+    cm->b = (dlock__busy){.ttl = -1};
+    cm->rc = op->w.t->compose(op->st, 0, &cm->k, &cm->b);
+    int more = cm->rc == DLOCK__MORE;
+    int wait = cm->rc == DLOCK__BUSY || (cm->rc == DLOCK_OK && op->w.t->again);
+    if (!more && !wait) {
+        pthread_mutex_lock(&t->mu);
+        op->composing = 0;   /* the round is over: finish reads it */
+        pthread_mutex_unlock(&t->mu);
+        composed(op, cm->rc, &cm->b);   /* ends: the wait has nothing to wait for */
     }
-    op->read = 1;
-    rc = answered_busy(op, rc, &b);
-    int next = dlock__wait_attempted(&op->w, &rc, &b);   /* before rc is read */
-    step(op, next, rc);
+    leave(op, prev);
+    pthread_mutex_lock(&t->mu);
+    if (wait) {
+        op->composing = 0;
+        op->state = S_DECIDED;
+        dlock__loop_post(client(op)->loop, &op->kick);
+    }
+    t->claims--;
+    pthread_cond_broadcast(&t->idle);
+    pthread_mutex_unlock(&t->mu);
+    if (more)   /* still COMPOSING, with this round's reference */
+        dlock__parts_run(op->parts, parts_done, op);
+    else
+        unref(op);
 }
 
 /* Any thread (the last part's): the round has ended. Once the call has
- * completed (closed meanwhile, or this was its give-up), its done runs here. */
+ * completed (closed meanwhile, or this was its give-up), its done runs here.
+ * Else its own io thread is told; or, on another client's io thread, the
+ * call is claimed and decided right here (decide_here): not a give-up's
+ * round, nor a call whose waiter is joined, nor once the client stops. */
 static void parts_done(void *arg)
 {
     aop *op = arg;
     dlock_client *c = client(op);
-    pthread_mutex_lock(&c->async->mu);
-    op->composing = 0;
+    dlock__async *t = c->async;
+    int elsewhere = !op->parts->give_up && dlock__loop_on_some_io_thread() &&
+                    !dlock__loop_on_io_thread(c->loop);
+    pthread_mutex_lock(&t->mu);
     int completed = op->finished;
-    if (!completed)
-        dlock__loop_post(c->loop, &op->kick);
-    pthread_mutex_unlock(&c->async->mu);
+    int claim = elsewhere && !completed && !t->stopped && !op->w.joined;
+    if (claim) {
+        t->claims++;
+    } else {
+        op->composing = 0;
+        if (!completed && !op->parts->give_up)
+            dlock__loop_post(c->loop, &op->kick);
+    }
+    pthread_mutex_unlock(&t->mu);
+    if (claim) {
+        decide_here(op);
+        return;
+    }
     if (completed && op->w.t->done)
         op->w.t->done(op->st, op->read);
     unref(op);
@@ -763,6 +858,11 @@ static void on_kick(void *arg)
         if (!parts_out(op))
             compose_step(op, 0, 0);   /* else a wake-up stays in the waiter until then */
         break;
+    case S_DECIDED: {
+        composite *cm = (composite *)op->parts;
+        composed(op, cm->rc, &cm->b);
+        break;
+    }
     case S_SETTLING:
         if (op->settle.pending == 0 || dlock__now_ms() >= op->settle_until)
             settled(op);

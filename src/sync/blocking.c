@@ -337,6 +337,6 @@ out:
 int dlock__start(const dlock__handle *h, const dlock__op_type *t, void *st, size_t size,
                  const dlock__wait_spec *spec, const dlock__via *via, dlock__result *res)
 {
-    return via ? dlock__async_run(h, t, st, size, spec, via)
+    return via ? dlock__async_run(h, t, st, size, spec, via, 0)
                : dlock__run(h, t, st, spec, res, NULL);
 }

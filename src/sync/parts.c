@@ -84,7 +84,7 @@ static void start(dlock__part *p)
     p->msg[0] = '\0';
     dlock__errto prev = dlock__err_into(p->msg, sizeof(p->msg));
     int rc = dlock__async_run(p->h, p->t, p->st, p->size, NULL,
-                              &(dlock__via){on_part, p, &p->b});
+                              &(dlock__via){on_part, p, &p->b}, 1);
     dlock__err_reset(prev);
     if (rc != DLOCK_OK) {
         p->rc = rc;

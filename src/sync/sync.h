@@ -489,9 +489,11 @@ int dlock__run(const dlock__handle *h, const dlock__op_type *t, void *st,
  * into p->msg. */
 void dlock__run_batch(dlock__node *n, dlock__part *const *p, size_t k,
                       void (*ended)(dlock__part *p, int rc, const dlock__result *res));
-/* The asynchronous driver alone (async.c). */
+/* The asynchronous driver alone (async.c). here (a composite's part, whose
+ * callback may run inside the call): on its client's io thread the call
+ * starts right there, not from a job posted to that thread. */
 int dlock__async_run(const dlock__handle *h, const dlock__op_type *t, const void *st,
-                     size_t size, const dlock__wait_spec *spec, const dlock__via *via);
+                     size_t size, const dlock__wait_spec *spec, const dlock__via *via, int here);
 
 /* An attempt's request, the same for both drivers (blocking.c): op filled
  * by the type, an acquisition's flags set and the handle's replica count
