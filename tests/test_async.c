@@ -1317,6 +1317,125 @@ static void test_programs_own_loop_closed_pending(void **state)
     free(e);
 }
 
+/* A multi-lock whose first lock is on a client embedded in the program's
+ * loop, its second on the same client or (mixed) on a client with its own
+ * io thread: the acquisitions started from the program's own callbacks
+ * (outside dlock's turn), the releases from dlock's, go out (nothing stalls until some other event
+ * turns the loop), and every callback runs on the program's thread,
+ * whichever client answered last. */
+typedef struct embed_ml {
+    uv_loop_t loop;
+    uv_timer_t deadline;     /* the only other event: the test's time is up */
+    uv_async_t fin;          /* the last callback: the program closes the client */
+    uv_async_t go;           /* a release's callback: the program starts the next */
+    pthread_t self;
+    dlock_client *c;
+    dlock_multilock *ml;
+    int cycles, acquired, released, other, wrong_thread;
+} embed_ml;
+
+static void embed_ml_next(embed_ml *e);
+
+static void embed_ml_released(const dlock_async_result *res, void *ud)
+{
+    embed_ml *e = ud;
+    e->wrong_thread += !pthread_equal(pthread_self(), e->self);
+    if (dlock_async_status(res) != DLOCK_OK) {
+        e->other++;
+        return;
+    }
+    e->released++;
+    uv_async_send(e->released < e->cycles ? &e->go : &e->fin);
+}
+
+static void embed_ml_acquired(const dlock_async_result *res, void *ud)
+{
+    embed_ml *e = ud;
+    e->wrong_thread += !pthread_equal(pthread_self(), e->self);
+    if (dlock_async_status(res) != DLOCK_OK) {
+        e->other++;
+        return;
+    }
+    e->acquired++;
+    if (dlock_multilock_release_async(e->ml, embed_ml_released, e) != DLOCK_OK)
+        e->other++;
+}
+
+static void embed_ml_next(embed_ml *e)
+{
+    dlock_wait_opts once = {.lease_ms = 10000};
+    if (dlock_multilock_acquire_async(e->ml, &once, embed_ml_acquired, e) != DLOCK_OK)
+        e->other++;
+}
+
+static void embed_ml_end(embed_ml *e)
+{
+    dlock_client_close(e->c);   /* from the program's own callback */
+    e->c = NULL;
+    uv_close((uv_handle_t *)&e->deadline, NULL);
+    uv_close((uv_handle_t *)&e->fin, NULL);
+    uv_close((uv_handle_t *)&e->go, NULL);
+}
+
+static void embed_ml_fin(uv_async_t *a) { embed_ml_end(a->data); }
+
+/* The program's own callback (outside dlock's turn of the loop). */
+static void embed_ml_go(uv_async_t *a) { embed_ml_next(a->data); }
+
+static void embed_ml_deadline(uv_timer_t *t) { embed_ml_end(t->data); }
+
+static void run_embedded_multilock(int mixed)
+{
+    char n1[128], n2[128], owner[DLOCK_OWNER_BUFSIZE];
+    th_name(n1, sizeof(n1), "async-embed-ml1");
+    th_name(n2, sizeof(n2), "async-embed-ml2");
+    embed_ml *e = calloc(1, sizeof(*e));
+    e->self = pthread_self();
+    e->cycles = 50;
+    assert_int_equal(uv_loop_init(&e->loop), 0);
+    dlock_config *cfg = dlock_config_new();
+    assert_int_equal(dlock_config_set_url(cfg, srv.url), DLOCK_OK);
+    assert_int_equal(dlock_config_set_uv_loop(cfg, &e->loop), DLOCK_OK);
+    assert_int_equal(dlock_client_open(&e->c, cfg), DLOCK_OK);
+    dlock_config_free(cfg);
+    dlock_client *oc = th_client(&srv, 0);
+    new_owner(e->c, owner);
+    dlock_lock *l[2] = {get_as(e->c, n1, owner), get_as(mixed ? oc : e->c, n2, owner)};
+    assert_int_equal(dlock_multilock_new(l, 2, &e->ml), DLOCK_OK);
+    uv_timer_init(&e->loop, &e->deadline);
+    e->deadline.data = e;
+    uv_timer_start(&e->deadline, embed_ml_deadline, (uint64_t)(20000 * th_slack()), 0);
+    uv_async_init(&e->loop, &e->fin, embed_ml_fin);
+    e->fin.data = e;
+    uv_async_init(&e->loop, &e->go, embed_ml_go);
+    e->go.data = e;
+    embed_ml_next(e);   /* from the program's thread, before its loop runs */
+    /* Nothing else wakes the loop: each call must be written by itself. */
+    int64_t t0 = th_now_ms();
+    assert_int_equal(uv_run(&e->loop, UV_RUN_DEFAULT), 0);
+    int64_t took = th_now_ms() - t0;
+    assert_null(e->c);
+    assert_int_equal(e->other, 0);
+    assert_int_equal(e->acquired, e->cycles);
+    assert_int_equal(e->released, e->cycles);
+    assert_int_equal(e->wrong_thread, 0);
+    assert_true(took < 10000 * th_slack());
+    assert_int_equal(th_int(&srv, "EXISTS %s", n1) + th_int(&srv, "EXISTS %s", n2), 0);
+    dlock_multilock_free(e->ml);
+    dlock_lock_free(l[0]);
+    dlock_lock_free(l[1]);
+    dlock_client_close(oc);
+    assert_int_equal(uv_loop_close(&e->loop), 0);
+    free(e);
+}
+
+static void test_programs_own_loop_multilock(void **state)
+{
+    (void)state;
+    run_embedded_multilock(0);
+    run_embedded_multilock(1);
+}
+
 /* ------------------------------------------------------------ examples */
 
 /* Runs an example against our server; its exit status and last line. */
@@ -1374,6 +1493,7 @@ int main(void)
         cmocka_unit_test(test_one_trip_calls),
         cmocka_unit_test(test_programs_own_loop),
         cmocka_unit_test(test_programs_own_loop_closed_pending),
+        cmocka_unit_test(test_programs_own_loop_multilock),
         cmocka_unit_test(test_examples),
         cmocka_unit_test(test_redis_restart_with_calls_pending),
     };

@@ -319,16 +319,24 @@ static void test_transfer_moves_marker_and_token(void **state)
     assert_int_equal(dlock_lock_get(c, name, &other), DLOCK_OK);
     assert_int_equal(dlock_lock_set_lock_delay(la, 20000), DLOCK_OK);
     uint64_t tok = 0, tok2 = 0;
+    /* The marker ends 20 s after the lease it was set with (at most WD
+     * left): more than 20 s from now, less what a slow machine spent since
+     * (elapsed, measured around the call and the read). */
+    int64_t t0 = th_now_ms();
     assert_int_equal(dlock_lock_acquire_opts(la, &(dlock_wait_opts){.lease_ms = DLOCK_WATCHDOG,
                                                                     .token = &tok}),
                      DLOCK_OK);
     char who[DLOCK_OWNER_BUFSIZE];
-    assert_true(th_marker_left(&srv, marker, who, sizeof(who)) > 20000);
-    assert_string_equal(who, ida);
-    assert_int_equal(dlock_lock_transfer(la, idb), DLOCK_OK);
     long long left = th_marker_left(&srv, marker, who, sizeof(who));
+    long long elapsed = th_now_ms() - t0;
+    assert_in_range(left, 20001 - elapsed, 20000 + WD);
+    assert_string_equal(who, ida);
+    t0 = th_now_ms();
+    assert_int_equal(dlock_lock_transfer(la, idb), DLOCK_OK);
+    left = th_marker_left(&srv, marker, who, sizeof(who));
+    elapsed = th_now_ms() - t0;
     assert_string_equal(who, idb);
-    assert_true(left > 20000 && left <= 20000 + WD);   /* the delay still past the lease */
+    assert_in_range(left, 20001 - elapsed, 20000 + WD);   /* the delay still past the lease */
     assert_int_equal(dlock_lock_adopt(lb, DLOCK_WATCHDOG, NULL), DLOCK_OK);
     assert_int_equal(dlock_lock_get_token(lb, &tok2), DLOCK_OK);
     assert_int_equal(tok2, tok);

@@ -50,6 +50,13 @@ int dlock__loop_on_io_thread(dlock__loop *lp);
 /* 1 when the calling thread runs some client's loop right now (its io
  * thread, or a program's thread inside dlock's turn of its loop). */
 int dlock__loop_on_some_io_thread(void);
+/* 1 when the calling thread runs lp right now: what it starts is written on
+ * this turn of lp (on the program's thread outside dlock's turn, a job must
+ * be posted, which wakes lp). */
+int dlock__loop_running_here(const dlock__loop *lp);
+/* 1 when lp is embedded in a program's libuv loop (dlock_config_set_uv_loop):
+ * its callbacks run on the program's thread. */
+int dlock__loop_hosted(const dlock__loop *lp);
 /* The io thread's libuv loop: only the io thread may use it, except from a
  * module's setup before its first post. */
 uv_loop_t *dlock__loop_uv(dlock__loop *lp);

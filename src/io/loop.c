@@ -119,6 +119,10 @@ static _Thread_local dlock__loop *tls_io_loop;
 
 int dlock__loop_on_some_io_thread(void) { return tls_io_loop != NULL; }
 
+int dlock__loop_running_here(const dlock__loop *lp) { return lp && tls_io_loop == lp; }
+
+int dlock__loop_hosted(const dlock__loop *lp) { return lp && lp->host; }
+
 int dlock__loop_on_io_thread(dlock__loop *lp)
 {
     if (!lp)

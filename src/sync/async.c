@@ -415,7 +415,7 @@ int dlock__async_run(const dlock__handle *h, const dlock__op_type *t, const void
     }
     dlock__wait_init(&op->w, h, t, op->st, spec);
     int composed = t->compose && first_round(op);
-    here = here && !composed && dlock__loop_on_io_thread(h->c->loop);
+    here = here && !composed && dlock__loop_running_here(h->c->loop);
     if ((rc = launch(op, composed ? COMPOSED : here ? HERE : POST)) != DLOCK_OK) {
         dlock__aside aside;
         dlock__aside_begin(&aside);
@@ -734,16 +734,18 @@ static void compose_step(aop *op, int first, int64_t waited)
  * wake-up of that thread: the next round goes out from here, or the call
  * ends here (its callback runs here), or, when it must wait (a busy answer),
  * its io thread goes on from the outcome (DECIDED). The round's reference
- * is carried on, or dropped here. Nothing else runs the call meanwhile: it
- * is COMPOSING with no waiter joined (no wake-up, no cancel reaches it), no
- * timer, and the stop hook waits for the claim to end. */
+ * keeps op alive, and is carried on or dropped here. Nothing else runs the
+ * call meanwhile: it is COMPOSING with no waiter joined (no wake-up, no
+ * cancel reaches it), no timer, and the stop hook waits for the claim to
+ * end. Not an entry (enter): the io thread that sent the round may still be
+ * leaving its own, so op->msg is not this thread's; failures go to msg. */
 static void decide_here(aop *op)
 {
     dlock__async *t = client(op)->async;
     composite *cm = (composite *)op->parts;
     cm->k.round++;
-    char msg[DLOCK__MSG_MAX];
-    dlock__errto prev = enter(op, msg, NULL);
+    char msg[DLOCK__MSG_MAX] = "";
+    dlock__errto prev = dlock__err_into(msg, sizeof(msg));
     cm->b = (dlock__busy){.ttl = -1};
     cm->rc = op->w.t->compose(op->st, 0, &cm->k, &cm->b);
     int more = cm->rc == DLOCK__MORE;
@@ -752,9 +754,13 @@ static void decide_here(aop *op)
         pthread_mutex_lock(&t->mu);
         op->composing = 0;   /* the round is over: finish reads it */
         pthread_mutex_unlock(&t->mu);
-        composed(op, cm->rc, &cm->b);   /* ends: the wait has nothing to wait for */
+        op->read = 1;
+        int rc = answered_busy(op, cm->rc, &cm->b);
+        /* Neither busy nor to go again: the wait says done (its counts kept). */
+        (void)dlock__wait_attempted(&op->w, &rc, &cm->b);
+        finish_with(op, rc, msg);
     }
-    leave(op, prev);
+    dlock__err_reset(prev);
     pthread_mutex_lock(&t->mu);
     if (wait) {
         op->composing = 0;
@@ -781,7 +787,7 @@ static void parts_done(void *arg)
     dlock_client *c = client(op);
     dlock__async *t = c->async;
     int elsewhere = !op->parts->give_up && dlock__loop_on_some_io_thread() &&
-                    !dlock__loop_on_io_thread(c->loop);
+                    !dlock__loop_on_io_thread(c->loop) && !dlock__loop_hosted(c->loop);
     pthread_mutex_lock(&t->mu);
     int completed = op->finished;
     int claim = elsewhere && !completed && !t->stopped && !op->w.joined;
