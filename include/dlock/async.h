@@ -337,8 +337,9 @@ DLOCK_API int dlock_rate_limiter_release_async(dlock_rate_limiter *r, int64_t pe
  * the cancel token must stay alive until the callback has run. The locks may
  * be on several clients: each lock's attempts run on its own client's io
  * thread, a round is decided where its last answer came, and the callback
- * runs on the io thread of one of those clients; none of them may be closed
- * while the call is pending. A multi-lock's
+ * runs on the io thread of one of those clients (on the program's loop
+ * thread when the first lock's client is embedded: dlock_config_set_uv_loop);
+ * none of them may be closed while the call is pending. A multi-lock's
  * attempts have their clients' retries; a RedLock's attempts (and releases)
  * get one connection attempt and no retry, as the blocking RedLock's: a
  * server that is down fails its lock's attempt (DLOCK_ECONN) as soon as its

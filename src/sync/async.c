@@ -222,11 +222,15 @@ static int send_req(dlock_client *c, const dlock__op *o, aop *op, dlock__acall_f
     size_t ln[DLOCK__OP_MAX];
     dlock__req req;
     unsigned with = dlock__op_req(c, o, op ? op->cap : DLOCK__OWN_ALL, NULL, &req, av, ln);
-    int rc = dlock__acall_send(c->acall, &req, cb, ud);
-    if (rc == DLOCK_OK && op) {
+    /* Before the send: a request refused as it is written (a quarantine)
+     * is answered inside dlock__acall_send. */
+    if (op) {
         atomic_fetch_add(&op->refs, 1);   /* until the answer */
         op->with = (unsigned char)with;
     }
+    int rc = dlock__acall_send(c->acall, &req, cb, ud);
+    if (rc != DLOCK_OK && op)
+        atomic_fetch_sub(&op->refs, 1);   /* never answered; op holds its own */
     return rc;
 }
 
@@ -659,13 +663,14 @@ static void attempt_answered(aop *op, int status, dlock__res *res)
         memcpy(op->back->msg, op->msg, n + 1);
         dlock__aside aside;
         dlock__aside_begin(&aside);
-        int sent = t->give_back && t->give_back(op->st, &o) &&
-                   send_req(client(op), &o, op, on_gave_back, op) == DLOCK_OK;
-        dlock__aside_end(&aside, DLOCK_OK);
-        if (sent) {
-            op->state = S_GIVING_BACK;
-            return;
+        int sent = 0;
+        if (t->give_back && t->give_back(op->st, &o)) {
+            op->state = S_GIVING_BACK;   /* first: its answer may come inside the send */
+            sent = send_req(client(op), &o, op, on_gave_back, op) == DLOCK_OK;
         }
+        dlock__aside_end(&aside, DLOCK_OK);
+        if (sent)
+            return;
     }
     finish(op, dlock__given_back(op->w.h, rc, res->acks, DLOCK_ENOTOWNER));
 }
