@@ -243,6 +243,18 @@ static int rl_await(rl_cb *d)
     return rc;
 }
 
+/* The RedLock released asynchronously (DLOCK_OK), no call left pending on
+ * any client, then freed with its locks. */
+static void rl_release_end(dlock_multilock *rl, dlock_lock **l, rl_cb *d)
+{
+    assert_int_equal(dlock_multilock_release_async(rl, rl_on_done, d), DLOCK_OK);
+    assert_int_equal(rl_await(d), DLOCK_OK);
+    for (int i = 0; i < NSRV; i++)
+        assert_int_equal(dlock_client_async_pending(cli[i]), 0);
+    dlock_multilock_free(rl);
+    free_locks(l, NSRV);
+}
+
 /* A RedLock over one explicit-owner handle per server's client, the same
  * name and owner id on each (the asynchronous calls need explicit owners). */
 static dlock_multilock *async_redlock_of(const char *prefix, char *name, char *owner,
@@ -372,12 +384,7 @@ static void test_redlock_async_servers_down(void **state)
             (rc = rl_await(&d)) != DLOCK_OK)
             th_sleep_ms(50);
     assert_int_equal(rc, DLOCK_OK);
-    assert_int_equal(dlock_multilock_release_async(rl, rl_on_done, &d), DLOCK_OK);
-    assert_int_equal(rl_await(&d), DLOCK_OK);
-    for (int i = 0; i < NSRV; i++)
-        assert_int_equal(dlock_client_async_pending(cli[i]), 0);
-    dlock_multilock_free(rl);
-    free_locks(l, NSRV);
+    rl_release_end(rl, l, &d);
 }
 
 /* Chained from the callbacks, as an event-loop program runs it: each
@@ -439,12 +446,7 @@ static void test_redlock_async_chained(void **state)
     assert_int_equal(rl_await(&d), DLOCK_OK);
     for (int i = 0; i < NSRV; i++)
         assert_int_equal(count_of(i, name, owner), 1);
-    assert_int_equal(dlock_multilock_release_async(rl, rl_on_done, &d), DLOCK_OK);
-    assert_int_equal(rl_await(&d), DLOCK_OK);
-    for (int i = 0; i < NSRV; i++)
-        assert_int_equal(dlock_client_async_pending(cli[i]), 0);
-    dlock_multilock_free(rl);
-    free_locks(l, NSRV);
+    rl_release_end(rl, l, &d);
 }
 
 /* A call's callback may run on another of its clients' io threads (the one
