@@ -4,92 +4,13 @@
  * run on the io thread by its own job (`kick`), which every event posts; it
  * steps through the wait loop (wait.c) as the blocking driver does, state by
  * state. docs/internals/async.md describes the states (START, SENT, JOINING,
- * SLEEPING, GIVING_BACK, SETTLING, COMPOSING), the timer heap, a call's
- * references and the close. */
+ * SLEEPING, GIVING_BACK, SETTLING, COMPOSING, DECIDED), the timer heap, a
+ * call's references and the close. A composite's rounds: async_composite.c. */
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/theap.h"
-#include "sync/sync.h"
-
-enum {
-    S_START,
-    S_SENT,
-    S_COMPOSING,
-    S_DECIDED,
-    S_JOINING,
-    S_SLEEPING,
-    S_GIVING_BACK,
-    S_SETTLING,
-    S_DONE
-};
-
-/* SETTLING: a release done, waiting until the renewals in flight of the
- * holds it took out are answered (the watchdog calls settled_fn, which posts
- * the call's job), at most the command timeout + 1 s (its timer), so that
- * none lands on the caller's next hold of the name. */
-
-/* A composite's rounds, and (DECIDED) the outcome a round's end decided on
- * another thread, which its io thread goes on from (on_kick). */
-typedef struct composite {
-    dlock__parts k;          /* first: freed as op->parts */
-    int rc;
-    dlock__busy b;
-} composite;
-
-/* A give-back in flight: how the call then ends (msg: rc's message, kept
- * until the give-back's answer). */
-typedef struct back {
-    int rc, acks;
-    char msg[];
-} back;
-
-typedef struct aop {
-    dlock__list reg;         /* in the client's table while pending */
-    dlock_async_fn fn;
-    void *ud;
-    unsigned char state;
-    unsigned char read;      /* the operation's read ran */
-    unsigned char with;      /* the ACL fallback: the classes of dlock's own keys the last
-                                request carried (dlock__op_req) */
-    unsigned char cap;       /* ... the classes the next may carry */
-    unsigned char busied;    /* the last attempt answered busy: b */
-    /* A composite's (dlock__parts): under the table's mutex, as its parts end
-     * on any thread. composing: a round is out (it holds a reference);
-     * finished: the call completed (then the round's end runs done). */
-    unsigned char composing, finished;
-    atomic_int refs;
-    dlock__tentry te;        /* in the timer heap (its deadline: w.until) */
-    int64_t sent;            /* the last attempt's, before it was sent */
-    int64_t settle_until;    /* SETTLING: ends by then whatever the watchdog says */
-    dlock__wd_settle settle; /* SETTLING: what it awaits (settle.pending > 0) */
-    dlock__job kick;
-    back *back;              /* GIVING_BACK */
-    dlock__parts *parts;     /* a composite's rounds (COMPOSING) */
-    dlock__busy *busy;       /* where each busy answer is copied (dlock__via), or NULL */
-    char *msg;               /* while an entry of the io thread runs it (enter): where its
-                                failures are written, the message finish reports; else
-                                NULL */
-    dlock__wait w;           /* its handle, operation and state; the wait */
-    /* The operation's state. */
-    _Alignas(max_align_t) unsigned char st[];
-} aop;
-
-/* The client's table of pending calls. */
-struct dlock__async {
-    pthread_mutex_t mu;
-    dlock__list ops;
-    size_t n;
-    int stopped;
-    /* Calls decided on another client's io thread right now (claimed by a
-     * round's end): the stop hook waits for none to be left (idle). */
-    unsigned claims;
-    pthread_cond_t idle;
-    /* io thread only: the sleeping calls' deadlines */
-    uv_timer_t timer;
-    dlock__theap heap;
-};
+#include "sync/async_int.h"
 
 static void on_kick(void *arg);
 static void send_attempt(aop *op, int again);
@@ -97,25 +18,22 @@ static void on_gave_back(int status, dlock__res *res, void *ud);
 static void finish(aop *op, int rc);
 static void settled(aop *op);
 static void settled_fn(void *arg);
-static void launch_parts(aop *op);
-static void parts_done(void *arg);
 
 /* ------------------------------------------------------------- lifetime */
 
-static dlock_client *client(const aop *op) { return op->w.h->c; }
 
 /* A composite's round of parts is out (its end may come on any thread). */
 static int parts_out(aop *op)
 {
-    pthread_mutex_lock(&client(op)->async->mu);
+    pthread_mutex_lock(&dlock__aop_client(op)->async->mu);
     int out = op->composing;
-    pthread_mutex_unlock(&client(op)->async->mu);
+    pthread_mutex_unlock(&dlock__aop_client(op)->async->mu);
     return out;
 }
 
 /* A round of op's parts goes out: COMPOSING (a completed call stays done)
  * until the round ends, which holds a reference. Under the table's mutex. */
-static void mark_out(aop *op)
+void dlock__aop_mark_out(aop *op)
 {
     op->composing = 1;
     atomic_fetch_add(&op->refs, 1);
@@ -124,7 +42,7 @@ static void mark_out(aop *op)
 }
 
 /* Any thread: the last reference frees it. */
-static void unref(aop *op)
+void dlock__aop_unref(aop *op)
 {
     if (atomic_fetch_sub(&op->refs, 1) == 1) {
         if (op->parts)
@@ -150,7 +68,7 @@ static void leave(aop *op, dlock__errto prev)
 {
     dlock__err_reset(prev);
     op->msg = NULL;
-    unref(op);
+    dlock__aop_unref(op);
 }
 
 /* ---------------------------------------------------------------- timers */
@@ -172,7 +90,7 @@ static void rearm(dlock__async *t)
 
 static void stop_timer(aop *op)
 {
-    dlock__async *t = client(op)->async;
+    dlock__async *t = dlock__aop_client(op)->async;
     int top = op->te.idx == 0;
     dlock__theap_remove(&t->heap, &op->te);
     if (top)
@@ -182,12 +100,12 @@ static void stop_timer(aop *op)
 /* Wakes op at `at` (ms, monotonic) unless something else comes first. */
 static void arm_timer(aop *op, int64_t at)
 {
-    dlock__async *t = client(op)->async;
+    dlock__async *t = dlock__aop_client(op)->async;
     stop_timer(op);
     op->w.until = at;
     if (dlock__theap_add(&t->heap, &op->te, at) != 0) {
         /* No room: poll instead of sleeping (the waiter still wakes it). */
-        dlock__loop_post(client(op)->loop, &op->kick);
+        dlock__loop_post(dlock__aop_client(op)->loop, &op->kick);
         return;
     }
     if (op->te.idx == 0)
@@ -198,7 +116,7 @@ static void arm_timer(aop *op, int64_t at)
 static void notify(void *arg)
 {
     aop *op = arg;
-    dlock__loop_post(client(op)->loop, &op->kick);
+    dlock__loop_post(dlock__aop_client(op)->loop, &op->kick);
 }
 
 /* ---------------------------------------------------------- round trips */
@@ -254,7 +172,7 @@ static int answered(aop *op, dlock__res *res)
     }
     if (res->r)
         freeReplyObject(res->r);
-    unref(op);
+    dlock__aop_unref(op);
     return 0;
 }
 
@@ -267,7 +185,7 @@ static int key_fallback(aop *op, int status, const dlock__res *res)
         op->cap &= (unsigned char)~dlock__op_key_shed(op->with);
         return 1;
     }
-    dlock__op_key_dropped(client(op), DLOCK__OWN_ALL & ~(unsigned)op->cap, res);
+    dlock__op_key_dropped(dlock__aop_client(op), DLOCK__OWN_ALL & ~(unsigned)op->cap, res);
     op->cap = DLOCK__OWN_ALL;
     return 0;
 }
@@ -349,7 +267,7 @@ enum { POST, COMPOSED, HERE };
  * it or refuses it. */
 static int launch(aop *op, int how)
 {
-    dlock__async *t = client(op)->async;
+    dlock__async *t = dlock__aop_client(op)->async;
     pthread_mutex_lock(&t->mu);
     if (t->stopped) {
         pthread_mutex_unlock(&t->mu);
@@ -358,31 +276,11 @@ static int launch(aop *op, int how)
     dlock__list_push_back(&t->ops, &op->reg);
     t->n++;
     if (how == COMPOSED)
-        mark_out(op);
+        dlock__aop_mark_out(op);
     else if (how == POST)
-        dlock__loop_post(client(op)->loop, &op->kick);
+        dlock__loop_post(dlock__aop_client(op)->loop, &op->kick);
     pthread_mutex_unlock(&t->mu);
     return DLOCK_OK;
-}
-
-/* A composite's first round, set on the calling thread (not an io thread):
- * its parts then go from there to their clients' io threads, with no hop
- * to op's own first. 0 when it cannot (a quarantine; a round 0 with no
- * parts, which the io thread asks for again: sync.h, compose). */
-static int first_round(aop *op)
-{
-    const dlock__op_type *t = op->w.t;
-    dlock__busy b = {.ttl = -1};
-    if (dlock__loop_on_some_io_thread() || dlock__quarantined(op->w.h, t, &b))
-        return 0;
-    op->parts->round = 0;
-    dlock__aside aside;
-    dlock__aside_begin(&aside);
-    int more = t->compose(op->st, -1, op->parts, &b) == DLOCK__MORE;   /* -1: the first */
-    dlock__aside_end(&aside, DLOCK_OK);
-    if (more)
-        (void)dlock__wait_waited(&op->w, 0);   /* the attempt is made: counted */
-    return more;
 }
 
 int dlock__async_run(const dlock__handle *h, const dlock__op_type *t, const void *st,
@@ -414,11 +312,11 @@ int dlock__async_run(const dlock__handle *h, const dlock__op_type *t, const void
     op->settle.arg = op;
     memcpy(op->st, st, size);
     if (t->setup && (rc = t->setup(op->st)) != DLOCK_OK) {
-        unref(op);
+        dlock__aop_unref(op);
         return rc;
     }
     dlock__wait_init(&op->w, h, t, op->st, spec);
-    int composed = t->compose && first_round(op);
+    int composed = t->compose && dlock__aop_first_round(op);
     here = here && !composed && dlock__loop_running_here(h->c->loop);
     if ((rc = launch(op, composed ? COMPOSED : here ? HERE : POST)) != DLOCK_OK) {
         dlock__aside aside;
@@ -427,11 +325,11 @@ int dlock__async_run(const dlock__handle *h, const dlock__op_type *t, const void
             dlock__parts_refuse(op->parts, rc, "client is closing");   /* none was sent */
         if (t->done)
             t->done(op->st, 0);
-        unref(op);
+        dlock__aop_unref(op);
         return dlock__aside_end(&aside, rc);
     }
     if (composed)   /* op lives until the round ends (launch's reference) */
-        dlock__parts_run(op->parts, parts_done, op);
+        dlock__parts_run(op->parts, dlock__aop_parts_done, op);
     else if (here)
         on_kick(op);   /* as its job would, now */
     return DLOCK_OK;
@@ -440,11 +338,11 @@ int dlock__async_run(const dlock__handle *h, const dlock__op_type *t, const void
 /* Ends op with rc and its message msg (when not DLOCK_OK): leaves the
  * channel (and sends the operation's give-up), takes op out of the table
  * and the job queue, then runs the callback. Exactly once. */
-static void finish_with(aop *op, int rc, const char *msg)
+void dlock__aop_finish_with(aop *op, int rc, const char *msg)
 {
     if (op->state == S_DONE)
         return;
-    dlock_client *c = client(op);
+    dlock_client *c = dlock__aop_client(op);
     op->state = S_DONE;
     dlock__watchdog_unsettle(c->wd, &op->settle);   /* ended first (closed) */
     int out = parts_out(op);   /* a composite's round is out: the close */
@@ -461,7 +359,7 @@ static void finish_with(aop *op, int rc, const char *msg)
         op->parts->round = 0;
         dlock__busy b = {.ttl = -1};
         if (t->compose(op->st, 0, op->parts, &b) == DLOCK__MORE)
-            launch_parts(op);
+            dlock__aop_launch_parts(op);
     }
     dlock__result res = {.count = -1, .busied = op->busied};
     char pid[DLOCK_PERMIT_ID_BUFSIZE] = "";
@@ -493,18 +391,18 @@ static void finish_with(aop *op, int rc, const char *msg)
     op->fn(&res, op->ud);
     dlock__aside_end(&aside, rc);
     free(res.owned);
-    unref(op);
+    dlock__aop_unref(op);
 }
 
 /* Ends op with rc, whose message its entry's failure wrote (op->msg). */
-static void finish(aop *op, int rc) { finish_with(op, rc, op->msg); }
+static void finish(aop *op, int rc) { dlock__aop_finish_with(op, rc, op->msg); }
 
 /* ------------------------------------------------------------ the loop */
 
 static void waiter_event(aop *op, int timeout);
 
 /* Does what the wait loop said: next, with the call's status rc. */
-static void step(aop *op, int next, int rc)
+void dlock__aop_step(aop *op, int next, int rc)
 {
     dlock__wait *w = &op->w;
     switch (next) {
@@ -521,7 +419,7 @@ static void step(aop *op, int next, int rc)
         /* The subscription is awaited at most the command timeout: then
          * attempts poll. */
         op->state = S_JOINING;
-        int64_t until = now + client(op)->cfg.command_timeout_ms;
+        int64_t until = now + dlock__aop_client(op)->cfg.command_timeout_ms;
         arm_timer(op, until < w->deadline ? until : w->deadline);
         break;
     }
@@ -549,12 +447,12 @@ static void waiter_event(aop *op, int timeout)
         stop_timer(op);
         int rc = DLOCK_OK;
         int next = dlock__wait_woke(w, ev, &rc);
-        step(op, next, rc);
+        dlock__aop_step(op, next, rc);
         return;
     }
     if (op->state == S_SLEEPING && !w->w.subscribed) {
         /* The subscription dropped: poll at the retry delay meanwhile. */
-        int64_t poll = dlock__now_ms() + client(op)->cfg.retry_delay_ms;
+        int64_t poll = dlock__now_ms() + dlock__aop_client(op)->cfg.retry_delay_ms;
         if (poll < w->until)
             arm_timer(op, poll);
     }
@@ -584,7 +482,7 @@ static void on_timer(uv_timer_t *timer)
             else if (due[i]->state == S_SETTLING)
                 settled(due[i]);   /* its time is up */
             leave(due[i], prev);
-            unref(due[i]);
+            dlock__aop_unref(due[i]);
         }
         if (n < DLOCK__ARRAY_LEN(due))
             break;
@@ -597,7 +495,7 @@ static void on_timer(uv_timer_t *timer)
 static void settled_fn(void *arg)
 {
     aop *op = arg;
-    dlock__loop_post(client(op)->loop, &op->kick);
+    dlock__loop_post(dlock__aop_client(op)->loop, &op->kick);
 }
 
 /* SETTLING ends: its renewals answered, or its time is up (then it awaits
@@ -605,15 +503,15 @@ static void settled_fn(void *arg)
 static void settled(aop *op)
 {
     stop_timer(op);
-    dlock__watchdog_unsettle(client(op)->wd, &op->settle);
+    dlock__watchdog_unsettle(dlock__aop_client(op)->wd, &op->settle);
     int rc = DLOCK_OK;
     dlock__busy b = {.ttl = -1};
     int next = dlock__wait_attempted(&op->w, &rc, &b);   /* before rc is read */
-    step(op, next, rc);
+    dlock__aop_step(op, next, rc);
 }
 
 /* An attempt's outcome rc: a busy answer is noted (dlock__via.busy). */
-static int answered_busy(aop *op, int rc, const dlock__busy *b)
+int dlock__aop_answered_busy(aop *op, int rc, const dlock__busy *b)
 {
     op->busied = rc == DLOCK__BUSY;
     if (op->busied && op->busy)
@@ -627,22 +525,22 @@ static void attempt_answered(aop *op, int status, dlock__res *res)
     const dlock__op_type *t = op->w.t;
     dlock__busy b = {.ttl = -1};
     if (dlock__quarantine_met(op->w.h, t, status, res, &b)) {
-        int rc = answered_busy(op, DLOCK__BUSY, &b);
+        int rc = dlock__aop_answered_busy(op, DLOCK__BUSY, &b);
         int next = dlock__wait_attempted(&op->w, &rc, &b);   /* before rc is read */
-        step(op, next, rc);
+        dlock__aop_step(op, next, rc);
         return;
     }
     op->read = 1;
     int back_;
-    dlock__watchdog *wd = client(op)->wd;
+    dlock__watchdog *wd = dlock__aop_client(op)->wd;
     if (t->releases)   /* the holds it takes out whose renewal is in flight */
         dlock__watchdog_collect(wd, &op->settle);
     int rc = dlock__answer(op->w.h, t, op->st, status, res, op->sent, &b, &back_);
-    rc = answered_busy(op, rc, &b);
+    rc = dlock__aop_answered_busy(op, rc, &b);
     if (t->releases && dlock__watchdog_collect_end(wd, &op->settle) > 0) {
         if (!back_ && rc == DLOCK_OK) {
             op->state = S_SETTLING;
-            op->settle_until = dlock__now_ms() + client(op)->cfg.command_timeout_ms + 1000;
+            op->settle_until = dlock__now_ms() + dlock__aop_client(op)->cfg.command_timeout_ms + 1000;
             arm_timer(op, op->settle_until);
             return;
         }
@@ -650,7 +548,7 @@ static void attempt_answered(aop *op, int status, dlock__res *res)
     }
     if (!back_) {
         int next = dlock__wait_attempted(&op->w, &rc, &b);
-        step(op, next, rc);
+        dlock__aop_step(op, next, rc);
         return;
     }
     /* Held, but not to stand: given back first, then the call fails (rc's
@@ -666,7 +564,7 @@ static void attempt_answered(aop *op, int status, dlock__res *res)
         int sent = 0;
         if (t->give_back && t->give_back(op->st, &o)) {
             op->state = S_GIVING_BACK;   /* first: its answer may come inside the send */
-            sent = send_req(client(op), &o, op, on_gave_back, op) == DLOCK_OK;
+            sent = send_req(dlock__aop_client(op), &o, op, on_gave_back, op) == DLOCK_OK;
         }
         dlock__aside_end(&aside, DLOCK_OK);
         if (sent)
@@ -693,7 +591,7 @@ static void on_gave_back(int status, dlock__res *res, void *ud)
     dlock__aside_end(&aside, DLOCK_OK);
     back *k = op->back;
     if (k->rc != DLOCK_EREPLICAS)
-        finish_with(op, k->rc, k->msg);
+        dlock__aop_finish_with(op, k->rc, k->msg);
     else
         finish(op, dlock__given_back(op->w.h, k->rc, k->acks, rrc));
     leave(op, prev);
@@ -710,139 +608,27 @@ static void on_attempt(int status, dlock__res *res, void *ud)
     leave(op, prev);
 }
 
-/* A composite attempt's outcome rc (not DLOCK__MORE), b its busy answer:
- * the next step. */
-static void composed(aop *op, int rc, dlock__busy *b)
-{
-    op->read = 1;
-    rc = answered_busy(op, rc, b);
-    int next = dlock__wait_attempted(&op->w, &rc, b);   /* before rc is read */
-    step(op, next, rc);
-}
-
-/* A composite's attempt (first: its start), or its next step once a round
- * of its parts has ended: the next round, or the attempt's outcome. */
-static void compose_step(aop *op, int first, int64_t waited)
-{
-    dlock__parts *k = op->parts;
-    k->round = first ? 0 : k->round + 1;
-    dlock__busy b = {.ttl = -1};
-    int rc = op->w.t->compose(op->st, waited, k, &b);
-    if (rc == DLOCK__MORE)
-        launch_parts(op);
-    else
-        composed(op, rc, &b);
-}
-
-/* A round's end claimed the call on another client's io thread: it is
- * decided here, as its own io thread would (on_kick, compose_step), with no
- * wake-up of that thread: the next round goes out from here, or the call
- * ends here (its callback runs here), or, when it must wait (a busy answer),
- * its io thread goes on from the outcome (DECIDED). The round's reference
- * keeps op alive, and is carried on or dropped here. Nothing else runs the
- * call meanwhile: it is COMPOSING with no waiter joined (no wake-up, no
- * cancel reaches it), no timer, and the stop hook waits for the claim to
- * end. Not an entry (enter): the io thread that sent the round may still be
- * leaving its own, so op->msg is not this thread's; failures go to msg. */
-static void decide_here(aop *op)
-{
-    dlock__async *t = client(op)->async;
-    composite *cm = (composite *)op->parts;
-    cm->k.round++;
-    char msg[DLOCK__MSG_MAX] = "";
-    dlock__errto prev = dlock__err_into(msg, sizeof(msg));
-    cm->b = (dlock__busy){.ttl = -1};
-    cm->rc = op->w.t->compose(op->st, 0, &cm->k, &cm->b);
-    int more = cm->rc == DLOCK__MORE;
-    int wait = cm->rc == DLOCK__BUSY || (cm->rc == DLOCK_OK && op->w.t->again);
-    if (!more && !wait) {
-        pthread_mutex_lock(&t->mu);
-        op->composing = 0;   /* the round is over: finish reads it */
-        pthread_mutex_unlock(&t->mu);
-        op->read = 1;
-        int rc = answered_busy(op, cm->rc, &cm->b);
-        /* Neither busy nor to go again: the wait says done (its counts kept). */
-        (void)dlock__wait_attempted(&op->w, &rc, &cm->b);
-        finish_with(op, rc, msg);
-    }
-    dlock__err_reset(prev);
-    pthread_mutex_lock(&t->mu);
-    if (wait) {
-        op->composing = 0;
-        op->state = S_DECIDED;
-        dlock__loop_post(client(op)->loop, &op->kick);
-    }
-    t->claims--;
-    pthread_cond_broadcast(&t->idle);
-    pthread_mutex_unlock(&t->mu);
-    if (more)   /* still COMPOSING, with this round's reference */
-        dlock__parts_run(op->parts, parts_done, op);
-    else
-        unref(op);
-}
-
-/* Any thread (the last part's): the round has ended. Once the call has
- * completed (closed meanwhile, or this was its give-up), its done runs here.
- * Else its own io thread is told; or, on another client's io thread, the
- * call is claimed and decided right here (decide_here): not a give-up's
- * round, nor a call whose waiter is joined, nor once the client stops. */
-static void parts_done(void *arg)
-{
-    aop *op = arg;
-    dlock_client *c = client(op);
-    dlock__async *t = c->async;
-    int elsewhere = !op->parts->give_up && dlock__loop_on_some_io_thread() &&
-                    !dlock__loop_on_io_thread(c->loop) && !dlock__loop_hosted(c->loop);
-    pthread_mutex_lock(&t->mu);
-    int completed = op->finished;
-    int claim = elsewhere && !completed && !t->stopped && !op->w.joined;
-    if (claim) {
-        t->claims++;
-    } else {
-        op->composing = 0;
-        if (!completed && !op->parts->give_up)
-            dlock__loop_post(c->loop, &op->kick);
-    }
-    pthread_mutex_unlock(&t->mu);
-    if (claim) {
-        decide_here(op);
-        return;
-    }
-    if (completed && op->w.t->done)
-        op->w.t->done(op->st, op->read);
-    unref(op);
-}
-
-/* The round compose set in op->parts goes out (COMPOSING until it ends). */
-static void launch_parts(aop *op)
-{
-    pthread_mutex_lock(&client(op)->async->mu);
-    mark_out(op);
-    pthread_mutex_unlock(&client(op)->async->mu);
-    dlock__parts_run(op->parts, parts_done, op);
-}
-
 /* again: the same attempt, sent again (with fewer of dlock's own keys). */
 static void send_attempt(aop *op, int again)
 {
     const dlock__op_type *t = op->w.t;
     dlock__busy qb = {.ttl = -1};
     if (dlock__quarantined(op->w.h, t, &qb)) {
-        int rc = answered_busy(op, DLOCK__BUSY, &qb);
+        int rc = dlock__aop_answered_busy(op, DLOCK__BUSY, &qb);
         (void)dlock__wait_waited(&op->w, again);
         int next = dlock__wait_attempted(&op->w, &rc, &qb);   /* before rc is read */
-        step(op, next, rc);
+        dlock__aop_step(op, next, rc);
         return;
     }
     if (t->compose) {
-        compose_step(op, 1, dlock__wait_waited(&op->w, again));
+        dlock__aop_compose_step(op, 1, dlock__wait_waited(&op->w, again));
         return;
     }
     dlock__op o;
     op->sent = dlock__request(op->w.h, t, op->st, op->w.waits, dlock__wait_waited(&op->w, again),
                               &o);
     op->state = S_SENT;
-    int rc = send_req(client(op), &o, op, on_attempt, op);
+    int rc = send_req(dlock__aop_client(op), &o, op, on_attempt, op);
     if (rc != DLOCK_OK) {
         dlock__res res;
         dlock__res_init(&res);
@@ -867,13 +653,11 @@ static void on_kick(void *arg)
         break;
     case S_COMPOSING:
         if (!parts_out(op))
-            compose_step(op, 0, 0);   /* else a wake-up stays in the waiter until then */
+            dlock__aop_compose_step(op, 0, 0);   /* else a wake-up stays in the waiter until then */
         break;
-    case S_DECIDED: {
-        composite *cm = (composite *)op->parts;
-        composed(op, cm->rc, &cm->b);
+    case S_DECIDED:
+        dlock__aop_decided(op);
         break;
-    }
     case S_SETTLING:
         if (op->settle.pending == 0 || dlock__now_ms() >= op->settle_until)
             settled(op);
