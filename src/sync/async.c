@@ -540,7 +540,8 @@ static void attempt_answered(aop *op, int status, dlock__res *res)
     if (t->releases && dlock__watchdog_collect_end(wd, &op->settle) > 0) {
         if (!back_ && rc == DLOCK_OK) {
             op->state = S_SETTLING;
-            op->settle_until = dlock__now_ms() + dlock__aop_client(op)->cfg.command_timeout_ms + 1000;
+            op->settle_until =
+                dlock__now_ms() + dlock__aop_client(op)->cfg.command_timeout_ms + 1000;
             arm_timer(op, op->settle_until);
             return;
         }
